@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# check-ptx.sh [PTXAS] -- assemble every ptx/*.ptx of the repo with ptxas.
+#
+# The PTX kernels are JIT-compiled by the CUDA driver at run time, so a
+# typo would only show up on a GPU machine.  ptxas needs no GPU, so CI runs
+# it on every hand-written module, for the H200's architecture (sm_90).
+#
+#   PTXAS     path to ptxas; empty or absent: `ptxas` on PATH, else the one
+#             in Python's site-packages from `pip install nvidia-cuda-nvcc`
+#             (nvidia/cu13/bin/ptxas).
+#   PTX_ARCH  target architecture, default sm_90.
+#
+# Prints ptxas's resource usage per file, warns about register spills, and
+# exits non-zero at the first file that fails to assemble.
+set -euo pipefail
+
+ARCH="${PTX_ARCH:-sm_90}"
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(git -C "$script_dir" rev-parse --show-toplevel 2>/dev/null || (cd "$script_dir/.." && pwd))"
+
+# ---- locate ptxas ------------------------------------------------------
+find_ptxas() {
+    if command -v ptxas >/dev/null 2>&1; then
+        command -v ptxas
+        return 0
+    fi
+    local py dir
+    for py in python3 python; do
+        command -v "$py" >/dev/null 2>&1 || continue
+        # Every site-packages this interpreter knows about (system + user).
+        while IFS= read -r dir; do
+            if [[ -n "$dir" && -x "$dir/nvidia/cu13/bin/ptxas" ]]; then
+                echo "$dir/nvidia/cu13/bin/ptxas"
+                return 0
+            fi
+        done < <("$py" - <<'EOF' 2>/dev/null || true
+import site, sysconfig
+dirs = []
+try:
+    dirs += site.getsitepackages()
+except Exception:
+    pass
+try:
+    dirs.append(site.getusersitepackages())
+except Exception:
+    pass
+dirs += [sysconfig.get_paths().get("purelib", ""), sysconfig.get_paths().get("platlib", "")]
+print("\n".join(dict.fromkeys(d for d in dirs if d)))
+EOF
+        )
+    done
+    return 1
+}
+
+PTXAS="${1:-}"
+if [[ -z "$PTXAS" ]]; then
+    if ! PTXAS="$(find_ptxas)"; then
+        echo "check-ptx: ptxas not found on PATH nor in Python's site-packages" >&2
+        echo "check-ptx: install it with: python3 -m pip install nvidia-cuda-nvcc==13.0.88" >&2
+        exit 2
+    fi
+fi
+if [[ ! -x "$PTXAS" ]]; then
+    echo "check-ptx: '$PTXAS' is not an executable ptxas" >&2
+    exit 2
+fi
+
+# ---- assemble each module ----------------------------------------------
+shopt -s nullglob
+files=("$root"/ptx/*.ptx)
+if (( ${#files[@]} == 0 )); then
+    echo "check-ptx: no PTX files found in $root/ptx" >&2
+    exit 1
+fi
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+echo "check-ptx: using $PTXAS ($("$PTXAS" --version | tail -n 1))"
+count=0
+for f in "${files[@]}"; do
+    rel="${f#"$root"/}"
+    log="$tmp/ptxas.log"
+    if ! "$PTXAS" -arch="$ARCH" -v -o "$tmp/out.cubin" "$f" >"$log" 2>&1; then
+        cat "$log" >&2
+        echo "check-ptx: FAILED: ptxas could not assemble $rel for $ARCH" >&2
+        exit 1
+    fi
+    # Per kernel: "Compiling entry function 'x'", the spill line, "Used N registers".
+    echo "== $rel"
+    grep -E "Compiling entry function|spill|Used [0-9]+ registers" "$log" | sed 's/^/   /'
+    if grep -Eq "[1-9][0-9]* bytes spill (stores|loads)" "$log"; then
+        echo "check-ptx: WARNING: $rel spills registers to local memory" >&2
+    fi
+    count=$((count + 1))
+done
+
+echo "ptxas: $count files assembled for $ARCH"

@@ -1,0 +1,233 @@
+//! The algorithms, one file each. Each is a pure function from
+//! (ranks, count, in/out of place, options) to a [`Plan`] that any backend runs.
+
+pub mod oneshot;
+pub mod ps;
+pub mod ring;
+
+use crate::plan::{Buf, Label, Lane, OpKind, Plan, PlanBuilder, Region, SignalId};
+
+/// A concrete algorithm with its options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algo {
+    /// Ring: Reduce-Scatter + All-Gather, chunks cut into `slices` pipeline
+    /// slices, `slots` scratch buffers used by step parity.
+    Ring { slices: usize, slots: usize },
+    /// Parameter server with rank 0 as root.
+    ParameterServer,
+    /// Every rank pushes its whole buffer to every other rank, then reduces.
+    OneShot,
+}
+
+impl Algo {
+    /// The plain ring of the mission: one copy and one reduce per step.
+    pub const RING: Algo = Algo::Ring {
+        slices: 1,
+        slots: 2,
+    };
+
+    /// Short name shown in output, e.g. `ring`, `ring:pipe4`, `ps`, `oneshot`.
+    pub fn label(&self) -> String {
+        match self {
+            Algo::Ring { slices: 1, .. } => "ring".into(),
+            Algo::Ring { slices, .. } => format!("ring:pipe{slices}"),
+            Algo::ParameterServer => "ps".into(),
+            Algo::OneShot => "oneshot".into(),
+        }
+    }
+
+    /// Build the plan for `ranks` ranks and `count` elements of `elem_size` bytes.
+    pub fn plan(&self, ranks: usize, count: usize, elem_size: usize, in_place: bool) -> Plan {
+        match *self {
+            Algo::Ring { slices, slots } => {
+                ring::plan(ranks, count, elem_size, in_place, slices, slots)
+            }
+            Algo::ParameterServer => ps::plan(ranks, count, in_place),
+            Algo::OneShot => oneshot::plan(ranks, count, in_place),
+        }
+    }
+}
+
+/// What the user asks for; `Auto` picks by size (see [`choose`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlgoChoice {
+    Auto,
+    Fixed(Algo),
+}
+
+impl std::str::FromStr for AlgoChoice {
+    type Err = String;
+    /// `auto`, `ring`, `ring:pipeK`, `ps`, `oneshot`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim().to_ascii_lowercase();
+        Ok(match s.as_str() {
+            "auto" => AlgoChoice::Auto,
+            "ring" => AlgoChoice::Fixed(Algo::RING),
+            "ps" | "parameter-server" => AlgoChoice::Fixed(Algo::ParameterServer),
+            "oneshot" | "one-shot" => AlgoChoice::Fixed(Algo::OneShot),
+            other => match other.strip_prefix("ring:pipe") {
+                Some(k) => {
+                    let slices: usize = k
+                        .parse()
+                        .ok()
+                        .filter(|&k| (1..=64).contains(&k))
+                        .ok_or_else(|| format!("bad slice count in {other:?} (1..=64)"))?;
+                    AlgoChoice::Fixed(Algo::Ring { slices, slots: 2 })
+                }
+                None => {
+                    return Err(format!(
+                        "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, oneshot, ps)"
+                    ))
+                }
+            },
+        })
+    }
+}
+
+/// Size-based choice for `Auto`, measured on 2 x H200 (docs/perf-notes.md).
+/// The thresholds are in bytes per rank.
+pub fn choose(ranks: usize, bytes: usize) -> Algo {
+    if ranks <= 2 && bytes <= ONESHOT_MAX_BYTES {
+        return Algo::OneShot;
+    }
+    let slices = if bytes >= 64 << 20 { 4 } else { 2 };
+    Algo::Ring { slices, slots: 2 }
+}
+
+/// Up to this size, 2 ranks use the one-shot path.
+pub const ONESHOT_MAX_BYTES: usize = 4 << 20;
+
+/// Plans for 1 rank or 0 elements: only the out-of-place local copy.
+fn local_copy_only(mut b: PlanBuilder, begin: &[SignalId]) -> Plan {
+    let plan_count = b.finish_ref().count;
+    let ranks = begin.len();
+    let out_of_place = b.input() == Buf::Send;
+    for (r, &bg) in begin.iter().enumerate() {
+        let mut end = vec![];
+        if out_of_place && plan_count > 0 {
+            end.extend(b.push(
+                r,
+                Lane::Copy,
+                OpKind::Copy {
+                    to: r,
+                    src: Region::new(Buf::Send, 0..plan_count),
+                    dst: Region::new(Buf::Recv, 0..plan_count),
+                },
+                vec![bg],
+                true,
+                Label {
+                    note: "local copy",
+                    ..Label::default()
+                },
+            ));
+        }
+        b.end(r, end);
+    }
+    debug_assert_eq!(ranks, b.finish_ref().ranks);
+    b.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_algos() -> Vec<Algo> {
+        let mut v = vec![Algo::ParameterServer, Algo::OneShot];
+        for slices in [1, 2, 3, 4] {
+            for slots in [1, 2] {
+                v.push(Algo::Ring { slices, slots });
+            }
+        }
+        v
+    }
+
+    /// Every plan of every algorithm is deadlock-free, race-free, bracketed by
+    /// Begin/End, and sums every input exactly once (symbolic execution).
+    #[test]
+    fn plans_validate_small() {
+        for algo in all_algos() {
+            for n in 1..=6 {
+                for count in [0, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 33, 64, 67] {
+                    for in_place in [false, true] {
+                        let p = algo.plan(n, count, 4, in_place);
+                        if let Err(e) = p.validate() {
+                            panic!(
+                                "{} n={n} count={count} in_place={in_place}: {e}",
+                                algo.label()
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn plans_validate_up_to_9_ranks() {
+        for algo in [
+            Algo::RING,
+            Algo::Ring {
+                slices: 2,
+                slots: 2,
+            },
+            Algo::ParameterServer,
+            Algo::OneShot,
+        ] {
+            for n in 7..=9 {
+                for count in [0, 5, 36, 100] {
+                    for in_place in [false, true] {
+                        let p = algo.plan(n, count, 4, in_place);
+                        p.validate().unwrap_or_else(|e| panic!("{e}"));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ring_traffic_is_the_schedule() {
+        use crate::schedule::{ring_bytes_per_rank, ChunkLayout};
+        for n in 1..=9 {
+            for count in [0, 3, 100, 1003] {
+                let p = Algo::Ring {
+                    slices: 3,
+                    slots: 2,
+                }
+                .plan(n, count, 4, false);
+                let l = ChunkLayout::new(count, n, 4);
+                let t = p.traffic(4);
+                for r in 0..n {
+                    assert_eq!(t[r].sent as usize, ring_bytes_per_rank(&l, r, 4));
+                    assert_eq!(t[r].received, t[crate::schedule::left(r, n)].sent);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ps_root_traffic() {
+        let p = Algo::ParameterServer.plan(4, 100, 4, false);
+        let t = p.traffic(4);
+        assert_eq!(t[0].received, 3 * 400);
+        assert_eq!(t[0].sent, 3 * 400);
+        assert_eq!(t[1].sent, 400);
+        assert_eq!(t[1].received, 400);
+    }
+
+    #[test]
+    fn parse_choice() {
+        assert_eq!(
+            "ring".parse::<AlgoChoice>(),
+            Ok(AlgoChoice::Fixed(Algo::RING))
+        );
+        assert_eq!(
+            "ring:pipe4".parse::<AlgoChoice>(),
+            Ok(AlgoChoice::Fixed(Algo::Ring {
+                slices: 4,
+                slots: 2
+            }))
+        );
+        assert!("ring:pipe0".parse::<AlgoChoice>().is_err());
+        assert!("tree".parse::<AlgoChoice>().is_err());
+    }
+}

@@ -1,0 +1,598 @@
+//! CUDA backend: one host thread per rank, each bound once to its GPU.
+//!
+//! Per rank: two streams (compute for the PTX reduce kernel, copy for
+//! `cuMemcpyPeerAsync`), send/recv/scratch device buffers, one event per plan
+//! signal, and the reduce kernel (PTX JIT-compiled once per device). Ranks map
+//! round-robin onto devices, so more ranks than GPUs is fine: a same-device
+//! "peer" copy is an ordinary device-to-device copy.
+//!
+//! A collective fans out to every rank thread; each thread *issues* its ops
+//! (no host synchronize between steps) and returns. Cross-rank order on the
+//! GPU comes from events: the producer records its event on its stream, the
+//! consumer's stream waits on it (`cuStreamWaitEvent`). On the host, a
+//! consumer thread issues that wait only after the producer thread has issued
+//! the record (a [`SignalBoard`] generation), so it never waits on a stale one.
+//! Nothing in this file is `unsafe`: that all lives in [`crate::cuda`].
+
+use super::{Backend, BackendKind};
+use crate::cuda::{
+    self, nccl, Ctx, CudaError, DevBuf, Event, Kernel, PeerBuf, PeerCtx, RemoteEvent, Stream,
+};
+use crate::element::{Element, ReduceOp};
+use crate::error::{Error, Result};
+use crate::plan::{Buf, Lane, OpKind, Plan};
+use crate::pool::{Inbox, RankThreads};
+use crate::sync::SignalBoard;
+use std::sync::Arc;
+
+/// The reduce kernel source, embedded at build time.
+pub const REDUCE_PTX: &str = include_str!("../../ptx/reduce_f32.ptx");
+
+/// Options for the CUDA backend.
+#[derive(Debug, Clone, Default)]
+pub struct CudaOptions {
+    /// Devices to use (default: all).
+    pub devices: Option<Vec<usize>>,
+}
+
+/// Is there a usable driver with at least one GPU? The error says why not.
+pub fn probe() -> std::result::Result<&'static cuda::DriverInfo, String> {
+    let info = cuda::driver().map_err(|e| e.to_string())?;
+    if info.devices.is_empty() {
+        return Err("the CUDA driver reports no GPU".into());
+    }
+    Ok(info)
+}
+
+fn kernel_name<T: Element>(op: ReduceOp) -> Option<&'static str> {
+    match (T::NAME, op) {
+        ("float", ReduceOp::Sum) => Some("rr_reduce_sum_f32"),
+        _ => None,
+    }
+}
+
+enum Cmd<T> {
+    Export,
+    EnablePeers(Arc<Vec<PeerCtx>>),
+    Sync,
+    Reserve { count: usize, scratch: usize },
+    SetPeers(Arc<Vec<[PeerBuf; 3]>>),
+    GrowEvents(usize),
+    SetEvents(Arc<Vec<Vec<RemoteEvent>>>),
+    Write(Buf, Arc<Vec<Vec<T>>>),
+    Fill(Buf, usize, u32),
+    Read(Buf, usize),
+    Run(Arc<Plan>, Arc<SignalBoard>, u64),
+    NcclInit(nccl::Nccl, nccl::UniqueId, usize),
+    Nccl(usize, bool),
+}
+
+enum Reply<T> {
+    Done,
+    Ctx(PeerCtx),
+    Bufs([PeerBuf; 3]),
+    Events(Vec<RemoteEvent>),
+    Data(Vec<T>),
+}
+
+pub struct CudaBackend<T: Element> {
+    threads: RankThreads<Cmd<T>, Reply<T>>,
+    devices: Vec<usize>,
+    names: Vec<String>,
+    driver_version: i32,
+    board: Arc<SignalBoard>,
+    events: usize,
+    gen: u64,
+    notes: Vec<String>,
+}
+
+/// What a rank thread owns, all branded with its device's `'id`.
+struct Rank<'id, T> {
+    rank: usize,
+    device: usize,
+    ctx: Ctx<'id>,
+    compute: Stream<'id>,
+    copy: Stream<'id>,
+    kernel: Kernel<'id>,
+    bufs: [DevBuf<'id, T>; 3],
+    peers: Arc<Vec<[PeerBuf; 3]>>,
+    events: Vec<Event<'id>>,
+    remote: Arc<Vec<Vec<RemoteEvent>>>,
+    nccl: Option<(nccl::Nccl, nccl::Comm)>,
+}
+
+impl<T: Element> CudaBackend<T> {
+    pub fn new(ranks: usize, op: ReduceOp, opts: &CudaOptions) -> Result<Self> {
+        if ranks == 0 {
+            return Err(Error::ZeroRanks);
+        }
+        let info = probe().map_err(Error::NoCuda)?;
+        let kname = kernel_name::<T>(op)
+            .ok_or_else(|| Error::Unsupported(format!("{} {}", T::NAME, op.name()), "cuda"))?;
+        let avail: Vec<usize> = info.devices.iter().map(|d| d.ordinal).collect();
+        let devs = match &opts.devices {
+            Some(d) if !d.is_empty() => {
+                if let Some(bad) = d.iter().find(|x| !avail.contains(x)) {
+                    return Err(Error::NoCuda(format!(
+                        "device {bad} requested but only {} present",
+                        avail.len()
+                    )));
+                }
+                d.clone()
+            }
+            _ => avail,
+        };
+        let map: Vec<usize> = (0..ranks).map(|r| devs[r % devs.len()]).collect();
+        let names = info.devices.iter().map(|d| d.name.clone()).collect();
+        let m = map.clone();
+        let threads = RankThreads::spawn(
+            ranks,
+            "cuda",
+            move |rank, inbox: Inbox<Cmd<T>, Reply<T>>| {
+                let device = m[rank];
+                let slot = std::cell::Cell::new(Some(inbox));
+                let r = cuda::with_device(device, |ctx| {
+                    if let Some(inbox) = slot.take() {
+                        rank_main(rank, device, ctx, kname, inbox);
+                    }
+                });
+                if let (Err(e), Some(inbox)) = (r, slot.take()) {
+                    // Binding the device failed before the closure ran.
+                    inbox.ready(Err(cuda_err(rank, device)(e)));
+                }
+            },
+        )?;
+        let mut be = CudaBackend {
+            threads,
+            devices: map,
+            names,
+            driver_version: info.version,
+            board: Arc::new(SignalBoard::new(0)),
+            events: 0,
+            gen: 0,
+            notes: Vec::new(),
+        };
+        be.enable_peers()?;
+        Ok(be)
+    }
+
+    /// Enable peer access between every pair of devices the ranks use
+    /// (covers ring neighbours, the parameter-server root and one-shot).
+    fn enable_peers(&mut self) -> Result<()> {
+        let ctxs: Vec<PeerCtx> = self
+            .threads
+            .run_each(|_| Cmd::Export)?
+            .into_iter()
+            .filter_map(|r| match r {
+                Reply::Ctx(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        let mut distinct: Vec<usize> = self.devices.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        for &a in &distinct {
+            for &b in &distinct {
+                if a != b && !cuda::can_access_peer(a, b).unwrap_or(false) {
+                    return Err(Error::CudaSetup {
+                        call: "cuDeviceCanAccessPeer",
+                        message: format!(
+                            "GPU {a} cannot access GPU {b} directly; peer copies would go through host memory, which this engine refuses to do silently"
+                        ),
+                    });
+                }
+            }
+        }
+        let all = Arc::new(ctxs);
+        self.threads.run_each(|_| Cmd::EnablePeers(all.clone()))?;
+        if distinct.len() > 1 {
+            self.notes.push(format!(
+                "peer access enabled between GPUs {distinct:?} (cuDeviceCanAccessPeer = 1 for every pair)"
+            ));
+        }
+        Ok(())
+    }
+
+    fn ensure_events(&mut self, n: usize) -> Result<()> {
+        if n <= self.events {
+            return Ok(());
+        }
+        let want = n.next_power_of_two().max(64);
+        let got = self.threads.run_each(|_| Cmd::GrowEvents(want))?;
+        let remote: Vec<Vec<RemoteEvent>> = got
+            .into_iter()
+            .map(|r| match r {
+                Reply::Events(e) => e,
+                _ => Vec::new(),
+            })
+            .collect();
+        let remote = Arc::new(remote);
+        self.threads.run_each(|_| Cmd::SetEvents(remote.clone()))?;
+        self.board = Arc::new(SignalBoard::new(want));
+        self.gen = 0;
+        self.events = want;
+        Ok(())
+    }
+}
+
+fn cuda_err(rank: usize, device: usize) -> impl Fn(CudaError) -> Error {
+    move |e| Error::Cuda {
+        rank,
+        device,
+        call: e.call,
+        message: e.message,
+    }
+}
+
+/// The body of a rank thread: set up, then serve commands.
+fn rank_main<'id, T: Element>(
+    rank: usize,
+    device: usize,
+    ctx: Ctx<'id>,
+    kname: &'static str,
+    inbox: Inbox<Cmd<T>, Reply<T>>,
+) {
+    let e = cuda_err(rank, device);
+    let setup = (|| -> Result<Rank<'id, T>> {
+        let compute = ctx.stream().map_err(&e)?;
+        let copy = ctx.stream().map_err(&e)?;
+        let kernel = ctx.kernel(REDUCE_PTX, kname).map_err(&e)?;
+        let bufs = [
+            ctx.alloc(0).map_err(&e)?,
+            ctx.alloc(0).map_err(&e)?,
+            ctx.alloc(0).map_err(&e)?,
+        ];
+        Ok(Rank {
+            rank,
+            device,
+            ctx,
+            compute,
+            copy,
+            kernel,
+            bufs,
+            peers: Arc::new(Vec::new()),
+            events: Vec::new(),
+            remote: Arc::new(Vec::new()),
+            nccl: None,
+        })
+    })();
+    match setup {
+        Err(err) => inbox.ready(Err(err)),
+        Ok(mut st) => {
+            inbox.ready(Ok(()));
+            inbox.serve(|cmd| st.handle(cmd));
+            // Drain the GPU before the context is released.
+            let _ = st.compute.synchronize();
+            let _ = st.copy.synchronize();
+            st.nccl = None;
+        }
+    }
+}
+
+impl<'id, T: Element> Rank<'id, T> {
+    fn err(&self) -> impl Fn(CudaError) -> Error {
+        cuda_err(self.rank, self.device)
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.copy.synchronize().map_err(self.err())?;
+        self.compute.synchronize().map_err(self.err())
+    }
+
+    fn handle(&mut self, cmd: Cmd<T>) -> Result<Reply<T>> {
+        let e = self.err();
+        match cmd {
+            Cmd::Export => Ok(Reply::Ctx(self.ctx.export())),
+            Cmd::EnablePeers(all) => {
+                for p in all.iter() {
+                    self.ctx.enable_peer_access(p).map_err(&e)?;
+                }
+                Ok(Reply::Done)
+            }
+            Cmd::Sync => self.sync().map(|_| Reply::Done),
+            Cmd::Reserve { count, scratch } => {
+                self.sync()?;
+                for (i, want) in [count, count, scratch].into_iter().enumerate() {
+                    if self.bufs[i].len() < want {
+                        // Replace (the old one is freed here; every rank has
+                        // synchronized before Reserve is sent).
+                        self.bufs[i] = self.ctx.alloc(0).map_err(&e)?;
+                        self.bufs[i] = self.ctx.alloc(want).map_err(&e)?;
+                    }
+                }
+                Ok(Reply::Bufs([
+                    self.bufs[0].export(),
+                    self.bufs[1].export(),
+                    self.bufs[2].export(),
+                ]))
+            }
+            Cmd::SetPeers(p) => {
+                self.peers = p;
+                Ok(Reply::Done)
+            }
+            Cmd::GrowEvents(n) => {
+                while self.events.len() < n {
+                    self.events.push(self.ctx.event().map_err(&e)?);
+                }
+                Ok(Reply::Events(
+                    self.events.iter().map(Event::export).collect(),
+                ))
+            }
+            Cmd::SetEvents(r) => {
+                self.remote = r;
+                Ok(Reply::Done)
+            }
+            Cmd::Write(buf, data) => {
+                self.sync()?;
+                self.bufs[buf.index()]
+                    .write(0, &data[self.rank])
+                    .map_err(&e)?;
+                Ok(Reply::Done)
+            }
+            Cmd::Fill(buf, n, bits) => {
+                self.sync()?;
+                self.compute
+                    .fill32(&self.bufs[buf.index()], n, bits)
+                    .map_err(&e)?;
+                self.compute.synchronize().map_err(&e)?;
+                Ok(Reply::Done)
+            }
+            Cmd::Read(buf, n) => {
+                self.sync()?;
+                let mut out = vec![T::default(); n];
+                self.bufs[buf.index()].read(0, &mut out).map_err(&e)?;
+                Ok(Reply::Data(out))
+            }
+            Cmd::Run(plan, board, gen) => self.issue(&plan, &board, gen).map(|_| Reply::Done),
+            Cmd::NcclInit(lib, id, n) => {
+                self.nccl = None;
+                let comm =
+                    self.ctx
+                        .nccl_comm(&lib, n, &id, self.rank)
+                        .map_err(|err| Error::NcclRank {
+                            rank: self.rank,
+                            message: err.to_string(),
+                        })?;
+                self.nccl = Some((lib, comm));
+                Ok(Reply::Done)
+            }
+            Cmd::Nccl(count, in_place) => {
+                let (lib, comm) = self.nccl.as_ref().ok_or_else(|| Error::NcclRank {
+                    rank: self.rank,
+                    message: "NCCL not initialised".into(),
+                })?;
+                let ne = |err: cuda::NcclCallError| Error::NcclRank {
+                    rank: self.rank,
+                    message: err.to_string(),
+                };
+                let send = if in_place {
+                    &self.bufs[1]
+                } else {
+                    &self.bufs[0]
+                };
+                lib.group_start().map_err(|x| ne(x.into()))?;
+                let r = self
+                    .compute
+                    .nccl_all_reduce(lib, comm, send, &self.bufs[1], count);
+                let g = lib.group_end();
+                r.map_err(ne)?;
+                g.map_err(|x| ne(x.into()))?;
+                Ok(Reply::Done)
+            }
+        }
+    }
+
+    fn lane(&self, l: Lane) -> &Stream<'id> {
+        match l {
+            Lane::Compute => &self.compute,
+            Lane::Copy => &self.copy,
+        }
+    }
+
+    /// Issue this rank's ops of `plan`. No host synchronization with the GPU.
+    fn issue(&mut self, plan: &Plan, board: &SignalBoard, gen: u64) -> Result<()> {
+        let e = self.err();
+        let r = self.rank;
+        for op in &plan.ops[r] {
+            let stream = self.lane(op.lane);
+            for w in &op.waits {
+                let owner = plan.signal_owner[w.0];
+                board.wait(w.0, gen, r)?;
+                if owner == r {
+                    let ev = self
+                        .events
+                        .get(w.0)
+                        .ok_or_else(|| Error::Plan("event pool too small".into()))?;
+                    stream.wait_local(ev).map_err(&e)?;
+                } else {
+                    let ev = self
+                        .remote
+                        .get(owner)
+                        .and_then(|v| v.get(w.0))
+                        .ok_or_else(|| Error::Plan("remote event missing".into()))?;
+                    stream.wait(ev).map_err(&e)?;
+                }
+            }
+            match &op.kind {
+                OpKind::Begin | OpKind::End => {}
+                OpKind::Copy { to, src, dst } => {
+                    let peer = self
+                        .peers
+                        .get(*to)
+                        .ok_or_else(|| Error::Plan(format!("no buffers for rank {to}")))?;
+                    stream
+                        .copy_to_peer(
+                            &peer[dst.buf.index()],
+                            dst.range.start,
+                            &self.bufs[src.buf.index()],
+                            src.range.start,
+                            src.len(),
+                        )
+                        .map_err(&e)?;
+                }
+                OpKind::Reduce { dst, a, b } => {
+                    stream
+                        .reduce(
+                            &self.kernel,
+                            &self.bufs[dst.buf.index()],
+                            dst.range.start,
+                            &self.bufs[a.buf.index()],
+                            a.range.start,
+                            &self.bufs[b.buf.index()],
+                            b.range.start,
+                            dst.len(),
+                        )
+                        .map_err(&e)?;
+                }
+            }
+            if let Some(s) = op.signal {
+                let ev = self
+                    .events
+                    .get(s.0)
+                    .ok_or_else(|| Error::Plan("event pool too small".into()))?;
+                stream.record(ev).map_err(&e)?;
+                board.publish(s.0, gen);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<T: Element> Backend<T> for CudaBackend<T> {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn describe(&self) -> String {
+        let mut d: Vec<usize> = self.devices.clone();
+        d.sort_unstable();
+        d.dedup();
+        let names: Vec<String> = d
+            .iter()
+            .map(|&i| format!("GPU{i} {}", self.names.get(i).map_or("?", String::as_str)))
+            .collect();
+        let map: Vec<String> = self
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(r, g)| format!("{r}->GPU{g}"))
+            .collect();
+        format!(
+            "cuda: {} ({} ranks on {} GPUs: {}); driver API {}",
+            names.join(", "),
+            self.devices.len(),
+            d.len(),
+            map.join(" "),
+            self.driver_version
+        )
+    }
+
+    fn ranks(&self) -> usize {
+        self.devices.len()
+    }
+
+    fn rank_to_device(&self) -> Vec<usize> {
+        self.devices.clone()
+    }
+
+    fn hardware(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.names.clone();
+        v.push(format!("CUDA driver API {}", self.driver_version));
+        v.extend(self.notes.iter().cloned());
+        v
+    }
+
+    fn reserve(&mut self, count: usize, scratch: usize) -> Result<()> {
+        // Every rank drains its streams before any rank frees memory that a
+        // peer might still be copying into.
+        self.threads.run_each(|_| Cmd::Sync)?;
+        let got = self.threads.run_each(|_| Cmd::Reserve { count, scratch })?;
+        let peers: Vec<[PeerBuf; 3]> = got
+            .into_iter()
+            .filter_map(|r| match r {
+                Reply::Bufs(b) => Some(b),
+                _ => None,
+            })
+            .collect();
+        let peers = Arc::new(peers);
+        self.threads.run_each(|_| Cmd::SetPeers(peers.clone()))?;
+        Ok(())
+    }
+
+    fn write(&mut self, buf: Buf, data: &[&[T]]) -> Result<()> {
+        let all: Arc<Vec<Vec<T>>> = Arc::new(data.iter().map(|d| d.to_vec()).collect());
+        self.threads.run_each(|_| Cmd::Write(buf, all.clone()))?;
+        Ok(())
+    }
+
+    fn fill(&mut self, buf: Buf, count: usize, value: T) -> Result<()> {
+        if T::SIZE != 4 {
+            return Err(Error::Unsupported(
+                "fill of non-32-bit types".into(),
+                "cuda",
+            ));
+        }
+        let bits = value.bits() as u32;
+        self.threads.run_each(|_| Cmd::Fill(buf, count, bits))?;
+        Ok(())
+    }
+
+    fn read(&mut self, buf: Buf, count: usize) -> Result<Vec<Vec<T>>> {
+        Ok(self
+            .threads
+            .run_each(|_| Cmd::Read(buf, count))?
+            .into_iter()
+            .map(|r| match r {
+                Reply::Data(d) => d,
+                _ => Vec::new(),
+            })
+            .collect())
+    }
+
+    fn launch(&mut self, plan: &Arc<Plan>) -> Result<()> {
+        if plan.ranks != self.ranks() {
+            return Err(Error::Plan(format!(
+                "plan for {} ranks on a backend of {}",
+                plan.ranks,
+                self.ranks()
+            )));
+        }
+        self.ensure_events(plan.signals())?;
+        self.gen += 1;
+        let (board, gen) = (self.board.clone(), self.gen);
+        self.threads
+            .run_each(|_| Cmd::Run(plan.clone(), board.clone(), gen))?;
+        Ok(())
+    }
+
+    fn synchronize(&mut self) -> Result<()> {
+        self.threads.run_each(|_| Cmd::Sync)?;
+        Ok(())
+    }
+
+    fn nccl_init(&mut self, lib: &nccl::Nccl) -> Result<()> {
+        let mut d = self.devices.clone();
+        d.sort_unstable();
+        d.dedup();
+        if d.len() != self.devices.len() {
+            return Err(Error::Unsupported(
+                format!(
+                    "NCCL with {} ranks on {} GPUs (NCCL needs one GPU per rank)",
+                    self.devices.len(),
+                    d.len()
+                ),
+                "cuda",
+            ));
+        }
+        let id = lib.unique_id()?;
+        let n = self.devices.len();
+        self.threads
+            .run_each(|_| Cmd::NcclInit(lib.clone(), id, n))?;
+        Ok(())
+    }
+
+    fn launch_nccl(&mut self, count: usize, in_place: bool) -> Result<()> {
+        self.threads.run_each(|_| Cmd::Nccl(count, in_place))?;
+        Ok(())
+    }
+}

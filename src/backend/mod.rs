@@ -1,0 +1,80 @@
+//! The backend trait: one implementation per file (`cpu`, `cuda`).
+//!
+//! A backend owns, for every rank, a host thread and three buffers (send,
+//! receive, scratch), and executes [`Plan`]s. The engine
+//! ([`crate::engine::Engine`]) chooses plans; the backend runs them.
+
+pub mod cpu;
+pub mod cuda;
+
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::plan::{Buf, Plan};
+use std::sync::Arc;
+
+/// Which backend runs the collective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    Cpu,
+    Cuda,
+}
+
+impl BackendKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+}
+
+/// What the user asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum BackendChoice {
+    /// CUDA when a driver and a GPU are present, otherwise CPU.
+    #[default]
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+/// Executes plans on per-rank buffers.
+pub trait Backend<T: Element>: Send {
+    fn kind(&self) -> BackendKind;
+    /// One line for humans, e.g. the devices and how ranks map onto them.
+    fn describe(&self) -> String;
+    fn ranks(&self) -> usize;
+    /// Device index of each rank (all 0 on the CPU).
+    fn rank_to_device(&self) -> Vec<usize> {
+        vec![0; self.ranks()]
+    }
+    /// Make every rank's send/recv buffers hold at least `count` elements and
+    /// its scratch at least `scratch` elements.
+    fn reserve(&mut self, count: usize, scratch: usize) -> Result<()>;
+    /// Write `data[r]` to the start of rank r's buffer `buf`.
+    fn write(&mut self, buf: Buf, data: &[&[T]]) -> Result<()>;
+    /// Read the first `count` elements of every rank's buffer `buf`.
+    fn read(&mut self, buf: Buf, count: usize) -> Result<Vec<Vec<T>>>;
+    /// Fill the first `count` elements of every rank's `buf` with `value`.
+    fn fill(&mut self, buf: Buf, count: usize, value: T) -> Result<()> {
+        let v = vec![value; count];
+        let d: Vec<&[T]> = (0..self.ranks()).map(|_| v.as_slice()).collect();
+        self.write(buf, &d)
+    }
+    /// Start executing `plan` (asynchronously where the backend can).
+    fn launch(&mut self, plan: &Arc<Plan>) -> Result<()>;
+    /// Wait until everything launched so far has completed on every rank.
+    fn synchronize(&mut self) -> Result<()>;
+    /// Set up NCCL communicators (CUDA only).
+    fn nccl_init(&mut self, _nccl: &crate::cuda::nccl::Nccl) -> Result<()> {
+        Err(Error::Unsupported("NCCL".into(), self.kind().name()))
+    }
+    /// Launch NCCL's all-reduce on the same buffers (CUDA only).
+    fn launch_nccl(&mut self, _count: usize, _in_place: bool) -> Result<()> {
+        Err(Error::Unsupported("NCCL".into(), self.kind().name()))
+    }
+    /// Driver / hardware facts for reports.
+    fn hardware(&self) -> Vec<String> {
+        vec![]
+    }
+}

@@ -1,0 +1,395 @@
+//! Measurement: timing collectives the same way for every algorithm, the
+//! NCCL side by side, the link ceiling, cold starts, and the `bench` sweep.
+//!
+//! Timing method (the same for ring, one-shot, PS and NCCL): after `warmup`
+//! untimed calls and a synchronize of every rank's streams, `iters` calls are
+//! launched back to back and every rank's streams are synchronized again; the
+//! row's time is the wall time divided by `iters` (the mean, as nccl-tests
+//! reports). Each call is one plain call from the caller through the rank
+//! threads, for NCCL as for ringreduce.
+
+use crate::algo::{Algo, AlgoChoice};
+use crate::cuda::nccl::Nccl;
+use crate::element::Element;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::plan::{Buf, Label, Lane, OpKind, Plan, PlanBuilder, Region};
+use crate::report::{ColdStart, Measurement, Row};
+use crate::verify::{self, Inputs};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What to run in one bench column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Contender {
+    /// The ringreduce engine with a path choice (auto = picked by size).
+    Engine { name: String, choice: AlgoChoice },
+    /// NCCL's all-reduce on the same buffers.
+    Nccl,
+}
+
+impl Contender {
+    pub fn name(&self) -> &str {
+        match self {
+            Contender::Engine { name, .. } => name,
+            Contender::Nccl => "nccl",
+        }
+    }
+
+    /// Parse `ring`, `ring:pipeK`, `ring:naive`, `oneshot`, `ps`, `nccl`.
+    pub fn parse(s: &str) -> Result<Contender> {
+        let s = s.trim().to_ascii_lowercase();
+        if s == "nccl" {
+            return Ok(Contender::Nccl);
+        }
+        let choice = match s.as_str() {
+            "ring" => AlgoChoice::Auto,
+            "ring:naive" | "naive" => AlgoChoice::Fixed(Algo::Ring {
+                slices: 1,
+                slots: 1,
+            }),
+            other => other.parse::<AlgoChoice>().map_err(Error::BadArgument)?,
+        };
+        Ok(Contender::Engine { name: s, choice })
+    }
+}
+
+/// Parse a comma-separated list of contenders.
+pub fn parse_contenders(list: &str) -> Result<Vec<Contender>> {
+    let v: Vec<Contender> = list
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(Contender::parse)
+        .collect::<Result<_>>()?;
+    if v.is_empty() {
+        return Err(Error::BadArgument(
+            "--algo needs at least one algorithm".into(),
+        ));
+    }
+    Ok(v)
+}
+
+/// The plan a contender uses for `count` elements.
+pub fn plan_for<T: Element>(
+    engine: &mut Engine<T>,
+    choice: AlgoChoice,
+    count: usize,
+    in_place: bool,
+) -> Result<Arc<Plan>> {
+    let algo = match choice {
+        AlgoChoice::Fixed(a) => a,
+        AlgoChoice::Auto => crate::algo::choose(engine.ranks(), count * T::SIZE),
+    };
+    engine.plan(algo, count, in_place)
+}
+
+/// Launch one call of `c` (no synchronize).
+pub fn launch<T: Element>(
+    engine: &mut Engine<T>,
+    c: &Contender,
+    plan: Option<&Arc<Plan>>,
+    count: usize,
+    in_place: bool,
+) -> Result<()> {
+    match (c, plan) {
+        (Contender::Nccl, _) => engine.backend_mut().launch_nccl(count, in_place),
+        (_, Some(p)) => engine.launch(p),
+        (_, None) => Err(Error::Plan("no plan".into())),
+    }
+}
+
+/// Mean microseconds per call over `iters` back-to-back calls after `warmup`.
+pub fn time_calls<T: Element>(
+    engine: &mut Engine<T>,
+    c: &Contender,
+    plan: Option<&Arc<Plan>>,
+    count: usize,
+    in_place: bool,
+    warmup: usize,
+    iters: usize,
+) -> Result<f64> {
+    for _ in 0..warmup {
+        launch(engine, c, plan, count, in_place)?;
+    }
+    engine.synchronize()?;
+    let t0 = Instant::now();
+    for _ in 0..iters.max(1) {
+        launch(engine, c, plan, count, in_place)?;
+    }
+    engine.synchronize()?;
+    Ok(t0.elapsed().as_secs_f64() * 1e6 / iters.max(1) as f64)
+}
+
+/// Median microseconds of `iters` calls, each synchronized on every rank.
+pub fn median_call_us<T: Element>(
+    engine: &mut Engine<T>,
+    c: &Contender,
+    plan: Option<&Arc<Plan>>,
+    count: usize,
+    in_place: bool,
+    iters: usize,
+) -> Result<f64> {
+    let mut v = Vec::with_capacity(iters);
+    for _ in 0..iters.max(1) {
+        let t0 = Instant::now();
+        launch(engine, c, plan, count, in_place)?;
+        engine.synchronize()?;
+        v.push(t0.elapsed().as_secs_f64() * 1e6);
+    }
+    v.sort_by(f64::total_cmp);
+    Ok(v[v.len() / 2])
+}
+
+/// Run one checked call of `c` on exact-valued inputs; returns #wrong.
+pub fn checked_call<T: Element>(
+    engine: &mut Engine<T>,
+    c: &Contender,
+    count: usize,
+    in_place: bool,
+    inputs: &[Vec<T>],
+    reference: &verify::Reference,
+    exact: bool,
+) -> Result<(u64, Vec<Vec<T>>)> {
+    engine.load(inputs, in_place)?;
+    // Poison the output so unwritten elements are caught.
+    engine.backend_mut().fill(
+        Buf::Recv,
+        if in_place { 0 } else { count },
+        T::from_f64(f64::NAN),
+    )?;
+    let plan = match c {
+        Contender::Engine { choice, .. } => Some(plan_for(engine, *choice, count, in_place)?),
+        Contender::Nccl => None,
+    };
+    launch(engine, c, plan.as_ref(), count, in_place)?;
+    engine.synchronize()?;
+    let out = engine.read(Buf::Recv, count)?;
+    let v = verify::check(&out, reference, exact);
+    let mut wrong = v.total_wrong();
+    if !in_place {
+        let send = engine.read(Buf::Send, count)?;
+        wrong += send
+            .iter()
+            .zip(inputs)
+            .map(|(s, i)| {
+                s.iter()
+                    .zip(i)
+                    .filter(|(a, b)| a.bits() != b.bits())
+                    .count() as u64
+            })
+            .sum::<u64>();
+    }
+    Ok((wrong, out))
+}
+
+/// Peer-copy ceiling: every rank copies `count` elements of its send buffer
+/// into its right neighbour's scratch, all at once (both link directions
+/// busy with 2 ranks). Returns GB/s per direction.
+pub fn link_ceiling<T: Element>(engine: &mut Engine<T>, count: usize, iters: usize) -> Result<f64> {
+    let n = engine.ranks();
+    if n < 2 || count == 0 {
+        return Ok(0.0);
+    }
+    let mut b = PlanBuilder::new("peer-copy", n, count, false);
+    b.scratch(count);
+    let begin = b.begin_all();
+    let mut sig = Vec::new();
+    for r in 0..n {
+        let to = (r + 1) % n;
+        sig.push(b.push(
+            r,
+            Lane::Copy,
+            OpKind::Copy {
+                to,
+                src: Region::new(Buf::Send, 0..count),
+                dst: Region::new(Buf::Scratch, 0..count),
+            },
+            vec![begin[r], begin[to]],
+            true,
+            Label::default(),
+        ));
+    }
+    for r in 0..n {
+        let from = (r + n - 1) % n;
+        b.end(r, [sig[r], sig[from]].into_iter().flatten().collect());
+    }
+    let plan = Arc::new(b.finish());
+    engine.reserve(count, count)?;
+    let c = Contender::Engine {
+        name: "peer-copy".into(),
+        choice: AlgoChoice::Auto,
+    };
+    let us = time_calls(engine, &c, Some(&plan), count, false, 2, iters)?;
+    Ok((count * T::SIZE) as f64 / (us * 1e-6) / 1e9)
+}
+
+/// Measure one row: out-of-place and in-place for contender `c`.
+#[allow(clippy::too_many_arguments)]
+pub fn measure_row<T: Element>(
+    engine: &mut Engine<T>,
+    c: &Contender,
+    count: usize,
+    warmup: usize,
+    iters: usize,
+    check: bool,
+    seed: u64,
+) -> Result<Row> {
+    let n = engine.ranks();
+    let size = (count * T::SIZE) as u64;
+    let mut path = None;
+    let mut cells = Vec::new();
+    let inputs = if check {
+        verify::make_inputs::<T>(Inputs::Exact, n, count, seed)
+    } else {
+        verify::make_inputs::<T>(Inputs::Random, n, count.min(1 << 16), seed)
+            .into_iter()
+            .map(|mut v| {
+                let base = v.clone();
+                while v.len() < count {
+                    let k = (count - v.len()).min(base.len());
+                    v.extend_from_slice(&base[..k]);
+                }
+                v
+            })
+            .collect()
+    };
+    let reference = if check {
+        Some(verify::reference(&inputs))
+    } else {
+        None
+    };
+    for in_place in [false, true] {
+        engine.load(&inputs, in_place)?;
+        let plan = match c {
+            Contender::Engine { choice, .. } => {
+                let p = plan_for(engine, *choice, count, in_place)?;
+                path = Some(p.name.clone());
+                Some(p)
+            }
+            Contender::Nccl => None,
+        };
+        let us = time_calls(engine, c, plan.as_ref(), count, in_place, warmup, iters)?;
+        let wrong = match &reference {
+            Some(r) => Some(checked_call(engine, c, count, in_place, &inputs, r, true)?.0),
+            None => None,
+        };
+        cells.push(Measurement::new(size, n, us, wrong));
+    }
+    let ip = cells.pop();
+    let oop = cells.pop();
+    Ok(Row {
+        algo: c.name().to_string(),
+        path,
+        ranks: n,
+        size,
+        count: count as u64,
+        dtype: T::NAME.into(),
+        redop: "sum".into(),
+        out_of_place: oop,
+        in_place: ip,
+    })
+}
+
+/// Cold start of the engine that was just built: its setup time, the first
+/// collective of `count` elements, then the steady state (median of 20).
+pub fn cold_start_engine<T: Element>(
+    engine: &mut Engine<T>,
+    setup_ms: f64,
+    count: usize,
+    seed: u64,
+) -> Result<ColdStart> {
+    let inputs = verify::make_inputs::<T>(Inputs::Random, engine.ranks(), count, seed);
+    let t0 = Instant::now();
+    engine.load(&inputs, false)?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let c = Contender::Engine {
+        name: "ring".into(),
+        choice: AlgoChoice::Auto,
+    };
+    let t1 = Instant::now();
+    let plan = plan_for(engine, AlgoChoice::Auto, count, false)?;
+    launch(engine, &c, Some(&plan), count, false)?;
+    engine.synchronize()?;
+    let first_ms = t1.elapsed().as_secs_f64() * 1e3;
+    let steady = median_call_us(engine, &c, Some(&plan), count, false, 20)?;
+    Ok(ColdStart {
+        algo: "ring".into(),
+        size: (count * T::SIZE) as u64,
+        setup_ms: setup_ms + load_ms,
+        first_call_ms: first_ms,
+        steady_us: steady,
+    })
+}
+
+/// Cold start of NCCL on the engine's rank threads: communicator init, the
+/// first all-reduce, then the steady state (median of 20).
+pub fn cold_start_nccl<T: Element>(
+    engine: &mut Engine<T>,
+    nccl: &Nccl,
+    count: usize,
+    seed: u64,
+) -> Result<ColdStart> {
+    let inputs = verify::make_inputs::<T>(Inputs::Random, engine.ranks(), count, seed);
+    engine.load(&inputs, false)?;
+    engine.synchronize()?;
+    let t0 = Instant::now();
+    engine.backend_mut().nccl_init(nccl)?;
+    let init_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let t1 = Instant::now();
+    launch(engine, &Contender::Nccl, None, count, false)?;
+    engine.synchronize()?;
+    let first_ms = t1.elapsed().as_secs_f64() * 1e3;
+    let steady = median_call_us(engine, &Contender::Nccl, None, count, false, 20)?;
+    Ok(ColdStart {
+        algo: "nccl".into(),
+        size: (count * T::SIZE) as u64,
+        setup_ms: init_ms,
+        first_call_ms: first_ms,
+        steady_us: steady,
+    })
+}
+
+/// The sizes of a sweep: `min`, `min*f`, ... up to `max` (bytes).
+pub fn sweep_sizes(min: u64, max: u64, factor: f64) -> Result<Vec<u64>> {
+    if min > max {
+        return Err(Error::BadArgument(format!(
+            "minbytes {min} > maxbytes {max}"
+        )));
+    }
+    if !(factor > 1.0) {
+        return Err(Error::BadArgument(format!(
+            "stepfactor must be > 1 (got {factor})"
+        )));
+    }
+    let mut v = Vec::new();
+    let mut s = min as f64;
+    while s <= max as f64 + 0.5 {
+        let b = s.round() as u64;
+        if v.last() != Some(&b) {
+            v.push(b);
+        }
+        s *= factor;
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(sweep_sizes(8, 64, 2.0).unwrap(), vec![8, 16, 32, 64]);
+        assert!(sweep_sizes(8, 4, 2.0).is_err());
+        assert!(sweep_sizes(8, 64, 1.0).is_err());
+    }
+
+    #[test]
+    fn contenders() {
+        let v = parse_contenders("ring,ps,nccl,ring:pipe4").unwrap();
+        assert_eq!(v.len(), 4);
+        assert_eq!(v[2], Contender::Nccl);
+        assert!(parse_contenders("ring,tree").is_err());
+        assert!(parse_contenders("").is_err());
+    }
+}

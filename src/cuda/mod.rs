@@ -1,0 +1,766 @@
+//! The CUDA layer: every `unsafe` line of the crate lives under this module.
+//!
+//! It wraps the driver API (loaded at run time by cudarc, never linked) in
+//! checked functions and RAII handles:
+//!
+//! * [`with_device`] binds a device's primary context to the calling thread,
+//!   once, and hands the closure a [`Ctx<'id>`] whose lifetime `'id` is a
+//!   *brand*: every stream, buffer, event and kernel made from it carries the
+//!   same `'id`, and the closure is generic over `'id`, so two devices' brands
+//!   can never unify. Launching a kernel of device 0 on a buffer of device 1,
+//!   or recording device 1's event on device 0's stream, does not compile. The
+//!   branded handles are also `!Send`: they stay on the thread that owns the
+//!   context.
+//! * Other ranks refer to a rank's memory and events only through exported
+//!   tokens ([`PeerBuf`], [`RemoteEvent`], [`PeerCtx`]) which can be sent
+//!   between threads and are only ever used as the *destination* of a peer
+//!   copy or the target of a stream wait. A token holds a weak reference to
+//!   its allocation: using it after the owner freed the memory is an error,
+//!   not a write into freed memory.
+//! * Drop never panics: it ignores driver errors (there is nobody to tell).
+//!
+//! Lifecycle rule (kept by the CUDA backend): memory is only freed or
+//! replaced after every rank has synchronized all of its streams, so no copy
+//! issued by a peer can still be writing into it.
+
+#![allow(unsafe_code)]
+
+pub mod nccl;
+
+use cudarc::driver::sys;
+use std::ffi::{c_void, CStr};
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// A failed driver call: the call and the driver's message.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{call}: {message}")]
+pub struct CudaError {
+    pub call: &'static str,
+    pub message: String,
+}
+
+pub type CuResult<T> = Result<T, CudaError>;
+
+fn err(call: &'static str, message: impl Into<String>) -> CudaError {
+    CudaError {
+        call,
+        message: message.into(),
+    }
+}
+
+/// Turn a `CUresult` into a `CuResult`, with the driver's name and text.
+fn check(call: &'static str, r: sys::CUresult) -> CuResult<()> {
+    if r == sys::CUresult::CUDA_SUCCESS {
+        return Ok(());
+    }
+    let e = cudarc::driver::result::DriverError(r);
+    let name = e
+        .error_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("{r:?}"));
+    let text = e
+        .error_string()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Err(err(call, format!("{name}: {text}")))
+}
+
+// ---------------------------------------------------------------------------
+// Driver discovery
+// ---------------------------------------------------------------------------
+
+/// Facts about one GPU.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub total_mem: usize,
+    pub sms: usize,
+}
+
+/// Facts about the driver and its GPUs.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DriverInfo {
+    /// `cuDriverGetVersion`, e.g. 13000.
+    pub version: i32,
+    pub devices: Vec<DeviceInfo>,
+}
+
+/// Load libcuda (if present), `cuInit`, and list the devices. Never panics:
+/// with no driver installed this returns an error instead of letting cudarc
+/// panic on its first call.
+pub fn driver() -> CuResult<&'static DriverInfo> {
+    static INFO: OnceLock<CuResult<DriverInfo>> = OnceLock::new();
+    INFO.get_or_init(load_driver).as_ref().map_err(Clone::clone)
+}
+
+fn load_driver() -> CuResult<DriverInfo> {
+    // SAFETY: is_culib_present only tries to dlopen libcuda and closes it.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(err(
+            "dlopen(libcuda.so)",
+            "no CUDA driver library found on this machine",
+        ));
+    }
+    // SAFETY: the library is present, so cudarc's loader will not panic; cuInit
+    // takes flags 0 and has no other preconditions.
+    check("cuInit", unsafe { sys::cuInit(0) })?;
+    let mut version = 0;
+    // SAFETY: valid out-pointer.
+    check("cuDriverGetVersion", unsafe {
+        sys::cuDriverGetVersion(&mut version)
+    })?;
+    let mut count = 0;
+    // SAFETY: valid out-pointer, driver initialised.
+    check("cuDeviceGetCount", unsafe {
+        sys::cuDeviceGetCount(&mut count)
+    })?;
+    let mut devices = Vec::new();
+    for ordinal in 0..count.max(0) as usize {
+        let dev = device_handle(ordinal)?;
+        let mut name = [0i8; 256];
+        // SAFETY: buffer of the stated length; dev is valid.
+        check("cuDeviceGetName", unsafe {
+            sys::cuDeviceGetName(name.as_mut_ptr().cast(), name.len() as i32, dev)
+        })?;
+        // SAFETY: the driver NUL-terminates within the buffer.
+        let name = unsafe { CStr::from_ptr(name.as_ptr().cast()) }
+            .to_string_lossy()
+            .into_owned();
+        let mut total = 0usize;
+        // SAFETY: valid out-pointer and device.
+        check("cuDeviceTotalMem", unsafe {
+            sys::cuDeviceTotalMem_v2(&mut total, dev)
+        })?;
+        let mut sms = 0;
+        // SAFETY: valid out-pointer, attribute and device.
+        check("cuDeviceGetAttribute", unsafe {
+            sys::cuDeviceGetAttribute(
+                &mut sms,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                dev,
+            )
+        })?;
+        devices.push(DeviceInfo {
+            ordinal,
+            name,
+            total_mem: total,
+            sms: sms.max(1) as usize,
+        });
+    }
+    Ok(DriverInfo { version, devices })
+}
+
+fn device_handle(ordinal: usize) -> CuResult<sys::CUdevice> {
+    let mut dev = 0;
+    // SAFETY: valid out-pointer; the driver validates the ordinal.
+    check("cuDeviceGet", unsafe {
+        sys::cuDeviceGet(&mut dev, ordinal as i32)
+    })?;
+    Ok(dev)
+}
+
+/// Whether device `a` can access device `b`'s memory directly
+/// (`cuDeviceCanAccessPeer`). A device can always access itself.
+pub fn can_access_peer(a: usize, b: usize) -> CuResult<bool> {
+    if a == b {
+        return Ok(true);
+    }
+    driver()?;
+    let (da, db) = (device_handle(a)?, device_handle(b)?);
+    let mut can = 0;
+    // SAFETY: valid out-pointer and device handles.
+    check("cuDeviceCanAccessPeer", unsafe {
+        sys::cuDeviceCanAccessPeer(&mut can, da, db)
+    })?;
+    Ok(can != 0)
+}
+
+// ---------------------------------------------------------------------------
+// Context binding and the brand
+// ---------------------------------------------------------------------------
+
+type Brand<'id> = PhantomData<fn(&'id ()) -> &'id ()>;
+type NotSend = PhantomData<*const ()>;
+
+/// A device's primary context, bound to the current thread for the lifetime
+/// of a [`with_device`] closure. `'id` brands everything made from it.
+pub struct Ctx<'id> {
+    ordinal: usize,
+    ctx: sys::CUcontext,
+    sms: usize,
+    _brand: Brand<'id>,
+    _thread: NotSend,
+}
+
+/// Bind device `ordinal`'s primary context to this thread and run `f`.
+/// The primary context is retained for the duration and released after.
+pub fn with_device<R>(ordinal: usize, f: impl for<'id> FnOnce(Ctx<'id>) -> R) -> CuResult<R> {
+    let info = driver()?;
+    let sms = info.devices.get(ordinal).map(|d| d.sms).ok_or_else(|| {
+        err(
+            "cuDeviceGet",
+            format!(
+                "device {ordinal} does not exist ({} present)",
+                info.devices.len()
+            ),
+        )
+    })?;
+    let dev = device_handle(ordinal)?;
+    let mut ctx = std::ptr::null_mut();
+    // SAFETY: valid out-pointer and device.
+    check("cuDevicePrimaryCtxRetain", unsafe {
+        sys::cuDevicePrimaryCtxRetain(&mut ctx, dev)
+    })?;
+    struct Release(sys::CUdevice);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            // SAFETY: balances the retain above; errors are ignored in Drop.
+            let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.0) };
+        }
+    }
+    let _release = Release(dev);
+    // SAFETY: ctx was just retained and stays alive until `_release` drops.
+    check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(ctx) })?;
+    Ok(f(Ctx {
+        ordinal,
+        ctx,
+        sms,
+        _brand: PhantomData,
+        _thread: PhantomData,
+    }))
+}
+
+/// A rank's context, as other ranks see it (for enabling peer access).
+#[derive(Debug, Clone, Copy)]
+pub struct PeerCtx {
+    ordinal: usize,
+    ctx: sys::CUcontext,
+}
+// SAFETY: a CUcontext handle is a process-wide identifier usable from any thread.
+unsafe impl Send for PeerCtx {}
+// SAFETY: as above; PeerCtx only exposes the handle to driver calls.
+unsafe impl Sync for PeerCtx {}
+
+impl PeerCtx {
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+}
+
+impl<'id> Ctx<'id> {
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    /// Multiprocessor count of this device.
+    pub fn sms(&self) -> usize {
+        self.sms
+    }
+
+    pub fn export(&self) -> PeerCtx {
+        PeerCtx {
+            ordinal: self.ordinal,
+            ctx: self.ctx,
+        }
+    }
+
+    /// Enable direct access from this context to `peer`'s memory
+    /// (`cuCtxEnablePeerAccess`). Same device: nothing to do. Already
+    /// enabled: fine. Returns an error when the devices cannot access each
+    /// other, so a peer copy never silently goes through host memory.
+    pub fn enable_peer_access(&self, peer: &PeerCtx) -> CuResult<()> {
+        if peer.ordinal == self.ordinal {
+            return Ok(());
+        }
+        if !can_access_peer(self.ordinal, peer.ordinal)? {
+            return Err(err(
+                "cuDeviceCanAccessPeer",
+                format!(
+                    "device {} cannot access device {} directly",
+                    self.ordinal, peer.ordinal
+                ),
+            ));
+        }
+        // SAFETY: this thread's current context is self.ctx; peer.ctx is a
+        // retained primary context of another device.
+        let r = unsafe { sys::cuCtxEnablePeerAccess(peer.ctx, 0) };
+        if r == sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+            return Ok(());
+        }
+        check("cuCtxEnablePeerAccess", r)
+    }
+
+    /// A non-blocking stream of this context.
+    pub fn stream(&self) -> CuResult<Stream<'id>> {
+        let mut s = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; current context is self.ctx.
+        check("cuStreamCreate", unsafe {
+            sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+        })?;
+        Ok(Stream {
+            s,
+            _brand: PhantomData,
+            _thread: PhantomData,
+        })
+    }
+
+    /// An event without timing (cheapest to record and wait on).
+    pub fn event(&self) -> CuResult<Event<'id>> {
+        let mut e = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; current context is self.ctx.
+        check("cuEventCreate", unsafe {
+            sys::cuEventCreate(&mut e, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
+        })?;
+        Ok(Event {
+            token: Arc::new(EventToken(e)),
+            _brand: PhantomData,
+            _thread: PhantomData,
+        })
+    }
+
+    /// Allocate `len` elements of `T` (uninitialised device memory).
+    pub fn alloc<T: Copy>(&self, len: usize) -> CuResult<DevBuf<'id, T>> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| err("cuMemAlloc", "size overflows"))?;
+        let mut ptr = 0;
+        if bytes > 0 {
+            // SAFETY: valid out-pointer; current context is self.ctx.
+            check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) })?;
+        }
+        Ok(DevBuf {
+            alloc: Arc::new(Alloc {
+                ptr,
+                bytes,
+                ctx: self.ctx,
+                ordinal: self.ordinal,
+            }),
+            len,
+            _t: PhantomData,
+            _brand: PhantomData,
+            _thread: PhantomData,
+        })
+    }
+
+    /// The reduce kernel for this device, from a module JIT-compiled once per
+    /// device and kept for the life of the process.
+    pub fn kernel(&self, ptx: &'static str, name: &'static str) -> CuResult<Kernel<'id>> {
+        static MODULES: Mutex<Vec<(usize, &'static str, usize)>> = Mutex::new(Vec::new());
+        let mut mods = MODULES.lock().unwrap_or_else(|e| e.into_inner());
+        let key_ptx = ptx.as_ptr() as usize;
+        let module = match mods
+            .iter()
+            .find(|(o, p, _)| *o == self.ordinal && p.as_ptr() as usize == key_ptx)
+        {
+            Some((_, _, m)) => *m as sys::CUmodule,
+            None => {
+                let src = std::ffi::CString::new(ptx)
+                    .map_err(|_| err("cuModuleLoadData", "PTX contains a NUL byte"))?;
+                let mut m = std::ptr::null_mut();
+                // SAFETY: NUL-terminated PTX text; current context is self.ctx.
+                check("cuModuleLoadData", unsafe {
+                    sys::cuModuleLoadData(&mut m, src.as_ptr().cast())
+                })?;
+                mods.push((self.ordinal, ptx, m as usize));
+                m
+            }
+        };
+        let cname = std::ffi::CString::new(name)
+            .map_err(|_| err("cuModuleGetFunction", "bad kernel name"))?;
+        let mut f = std::ptr::null_mut();
+        // SAFETY: module is loaded in this device's primary context, which is current.
+        check("cuModuleGetFunction", unsafe {
+            sys::cuModuleGetFunction(&mut f, module, cname.as_ptr())
+        })?;
+        Ok(Kernel {
+            f,
+            sms: self.sms,
+            _brand: PhantomData,
+            _thread: PhantomData,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------
+
+struct Alloc {
+    ptr: sys::CUdeviceptr,
+    bytes: usize,
+    ctx: sys::CUcontext,
+    ordinal: usize,
+}
+// SAFETY: the allocation is a device address plus its context; freeing it
+// from another thread pushes that context first (see Drop).
+unsafe impl Send for Alloc {}
+// SAFETY: shared access only reads the address.
+unsafe impl Sync for Alloc {}
+
+impl Drop for Alloc {
+    fn drop(&mut self) {
+        if self.bytes == 0 {
+            return;
+        }
+        // SAFETY: the context is still retained (allocations are dropped
+        // inside the owning `with_device` closure by the backend); push it in
+        // case another context is current, free, pop. Errors are ignored.
+        unsafe {
+            let _ = sys::cuCtxPushCurrent_v2(self.ctx);
+            let _ = sys::cuMemFree_v2(self.ptr);
+            let mut old = std::ptr::null_mut();
+            let _ = sys::cuCtxPopCurrent_v2(&mut old);
+        }
+    }
+}
+
+/// Device memory of `len` elements of `T` on the device branded `'id`.
+pub struct DevBuf<'id, T> {
+    alloc: Arc<Alloc>,
+    len: usize,
+    _t: PhantomData<T>,
+    _brand: Brand<'id>,
+    _thread: NotSend,
+}
+
+/// Another rank's buffer, usable only as the destination of a peer copy.
+#[derive(Clone)]
+pub struct PeerBuf {
+    alloc: Weak<Alloc>,
+    bytes: usize,
+    ordinal: usize,
+}
+
+impl std::fmt::Debug for PeerBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PeerBuf(device {}, {} bytes)", self.ordinal, self.bytes)
+    }
+}
+
+impl<'id, T: Copy> DevBuf<'id, T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn ptr_at(&self, call: &'static str, off: usize, n: usize) -> CuResult<sys::CUdeviceptr> {
+        if off.checked_add(n).is_none_or(|end| end > self.len) {
+            return Err(err(
+                call,
+                format!("range {off}..{} outside buffer of {}", off + n, self.len),
+            ));
+        }
+        Ok(self.alloc.ptr + (off * std::mem::size_of::<T>()) as u64)
+    }
+
+    /// A token other ranks use to copy into this buffer.
+    pub fn export(&self) -> PeerBuf {
+        PeerBuf {
+            alloc: Arc::downgrade(&self.alloc),
+            bytes: self.alloc.bytes,
+            ordinal: self.alloc.ordinal,
+        }
+    }
+
+    /// Synchronous host-to-device copy into `self[off..off + data.len()]`.
+    /// The caller synchronizes the streams that use this buffer first.
+    pub fn write(&mut self, off: usize, data: &[T]) -> CuResult<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let p = self.ptr_at("cuMemcpyHtoD", off, data.len())?;
+        // SAFETY: p..p+bytes is inside this allocation (checked), data is a
+        // valid host slice of that many bytes; the copy is synchronous.
+        check("cuMemcpyHtoD", unsafe {
+            sys::cuMemcpyHtoD_v2(p, data.as_ptr().cast(), std::mem::size_of_val(data))
+        })
+    }
+
+    /// Synchronous device-to-host copy of `self[off..off + out.len()]`.
+    pub fn read(&self, off: usize, out: &mut [T]) -> CuResult<()> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        let p = self.ptr_at("cuMemcpyDtoH", off, out.len())?;
+        // SAFETY: bounds checked; `out` is a valid, exclusively borrowed host
+        // slice; T: Copy so any bit pattern the device wrote is overwritten
+        // wholesale (T is only instantiated with plain numeric types).
+        check("cuMemcpyDtoH", unsafe {
+            sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), p, std::mem::size_of_val(out))
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Streams, events, kernels
+// ---------------------------------------------------------------------------
+
+/// A stream of the context branded `'id`.
+pub struct Stream<'id> {
+    s: sys::CUstream,
+    _brand: Brand<'id>,
+    _thread: NotSend,
+}
+
+impl Drop for Stream<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the stream belongs to the current thread's context; the
+        // driver defers destruction until pending work is done. Errors ignored.
+        let _ = unsafe { sys::cuStreamDestroy_v2(self.s) };
+    }
+}
+
+struct EventToken(sys::CUevent);
+// SAFETY: an event handle may be waited on from any thread/context.
+unsafe impl Send for EventToken {}
+// SAFETY: as above.
+unsafe impl Sync for EventToken {}
+impl Drop for EventToken {
+    fn drop(&mut self) {
+        // SAFETY: destroying an event with pending waits is allowed; the
+        // driver keeps what it needs. Errors ignored.
+        let _ = unsafe { sys::cuEventDestroy_v2(self.0) };
+    }
+}
+
+/// An event of the context branded `'id`: only that context's streams can record it.
+pub struct Event<'id> {
+    token: Arc<EventToken>,
+    _brand: Brand<'id>,
+    _thread: NotSend,
+}
+
+/// Another rank's event: any stream may wait on it.
+#[derive(Clone)]
+pub struct RemoteEvent {
+    token: Weak<EventToken>,
+}
+
+impl Event<'_> {
+    pub fn export(&self) -> RemoteEvent {
+        RemoteEvent {
+            token: Arc::downgrade(&self.token),
+        }
+    }
+}
+
+/// A reduce kernel `dst = a + b` loaded on the device branded `'id`.
+pub struct Kernel<'id> {
+    f: sys::CUfunction,
+    sms: usize,
+    _brand: Brand<'id>,
+    _thread: NotSend,
+}
+
+/// Threads per block for the reduce kernel.
+pub const BLOCK: u32 = 256;
+/// Elements one thread covers per loop iteration (4 float4 loads per operand).
+const PER_THREAD_ITER: usize = 16;
+
+impl<'id> Stream<'id> {
+    /// `cuStreamSynchronize`.
+    pub fn synchronize(&self) -> CuResult<()> {
+        // SAFETY: valid stream of the current context.
+        check("cuStreamSynchronize", unsafe {
+            sys::cuStreamSynchronize(self.s)
+        })
+    }
+
+    /// `cuEventRecord` of an event of the same context.
+    pub fn record(&self, ev: &Event<'id>) -> CuResult<()> {
+        // SAFETY: event and stream belong to the same context (same brand).
+        check("cuEventRecord", unsafe {
+            sys::cuEventRecord(ev.token.0, self.s)
+        })
+    }
+
+    /// `cuStreamWaitEvent` on a local event.
+    pub fn wait_local(&self, ev: &Event<'id>) -> CuResult<()> {
+        // SAFETY: valid stream and event.
+        check("cuStreamWaitEvent", unsafe {
+            sys::cuStreamWaitEvent(self.s, ev.token.0, 0)
+        })
+    }
+
+    /// `cuStreamWaitEvent` on an event of any rank (any device).
+    pub fn wait(&self, ev: &RemoteEvent) -> CuResult<()> {
+        let tok = ev
+            .token
+            .upgrade()
+            .ok_or_else(|| err("cuStreamWaitEvent", "the event's owner has destroyed it"))?;
+        // SAFETY: the token is alive while `tok` is held; waiting on another
+        // context's event is allowed.
+        check("cuStreamWaitEvent", unsafe {
+            sys::cuStreamWaitEvent(self.s, tok.0, 0)
+        })
+    }
+
+    /// `cuMemcpyPeerAsync`: copy `n` elements from `src[src_off..]` (this
+    /// device) into the peer buffer `dst` at element `dst_off`.
+    pub fn copy_to_peer<T: Copy>(
+        &self,
+        dst: &PeerBuf,
+        dst_off: usize,
+        src: &DevBuf<'id, T>,
+        src_off: usize,
+        n: usize,
+    ) -> CuResult<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let call = "cuMemcpyPeerAsync";
+        let sp = src.ptr_at(call, src_off, n)?;
+        let size = std::mem::size_of::<T>();
+        let bytes = n * size;
+        let d = dst
+            .alloc
+            .upgrade()
+            .ok_or_else(|| err(call, "destination buffer was freed by its owner"))?;
+        if (dst_off * size)
+            .checked_add(bytes)
+            .is_none_or(|e| e > d.bytes)
+        {
+            return Err(err(
+                call,
+                format!(
+                    "destination range {}..{} bytes outside buffer of {}",
+                    dst_off * size,
+                    dst_off * size + bytes,
+                    d.bytes
+                ),
+            ));
+        }
+        let dp = d.ptr + (dst_off * size) as u64;
+        // SAFETY: both ranges are inside live allocations (checked above;
+        // `d` keeps the destination alive during the call); the contexts are
+        // the retained primary contexts the allocations were made in.
+        check(call, unsafe {
+            sys::cuMemcpyPeerAsync(dp, d.ctx, sp, src.alloc.ctx, bytes, self.s)
+        })
+    }
+
+    /// Launch `dst[d..d+n] = a[a_off..] + b[b_off..]` (the PTX kernel).
+    /// `dst` may be the same buffer as `a` only with `a_off == d`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn reduce<T: Copy>(
+        &self,
+        k: &Kernel<'id>,
+        dst: &DevBuf<'id, T>,
+        d: usize,
+        a: &DevBuf<'id, T>,
+        a_off: usize,
+        b: &DevBuf<'id, T>,
+        b_off: usize,
+        n: usize,
+    ) -> CuResult<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let call = "cuLaunchKernel(rr_reduce_sum)";
+        let mut pd = dst.ptr_at(call, d, n)?;
+        let mut pa = a.ptr_at(call, a_off, n)?;
+        let mut pb = b.ptr_at(call, b_off, n)?;
+        let overlap = |x: u64, y: u64| {
+            x < y + (n * std::mem::size_of::<T>()) as u64
+                && y < x + (n * std::mem::size_of::<T>()) as u64
+        };
+        if (overlap(pd, pa) && pd != pa) || overlap(pd, pb) {
+            return Err(err(call, "overlapping operands"));
+        }
+        let mut count = n as u64;
+        let blocks = n
+            .div_ceil(PER_THREAD_ITER * BLOCK as usize)
+            .clamp(1, 4 * self.sms_of(k));
+        let mut params: [*mut c_void; 4] = [
+            (&mut pd as *mut u64).cast(),
+            (&mut pa as *mut u64).cast(),
+            (&mut pb as *mut u64).cast(),
+            (&mut count as *mut u64).cast(),
+        ];
+        // SAFETY: the kernel takes four u64 parameters (dst, a, b, n), all
+        // pointers lie inside live allocations of this context for n elements
+        // (checked), and the kernel writes only dst[0..n].
+        check(call, unsafe {
+            sys::cuLaunchKernel(
+                k.f,
+                blocks as u32,
+                1,
+                1,
+                BLOCK,
+                1,
+                1,
+                0,
+                self.s,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        })
+    }
+
+    fn sms_of(&self, k: &Kernel<'id>) -> usize {
+        k.sms.max(1)
+    }
+
+    /// `cuMemsetD32Async` of `n` 32-bit words with `bits`.
+    pub fn fill32<T: Copy>(&self, buf: &DevBuf<'id, T>, n: usize, bits: u32) -> CuResult<()> {
+        if std::mem::size_of::<T>() != 4 {
+            return Err(err("cuMemsetD32Async", "element is not 32 bits"));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let p = buf.ptr_at("cuMemsetD32Async", 0, n)?;
+        // SAFETY: bounds checked, stream of the same context.
+        check("cuMemsetD32Async", unsafe {
+            sys::cuMemsetD32Async(p, bits, n, self.s)
+        })
+    }
+
+    /// NCCL all-reduce (sum) of `count` elements on this stream. Only `f32`
+    /// is bound; other element types are an error.
+    pub fn nccl_all_reduce<T: Copy + 'static>(
+        &self,
+        nccl: &nccl::Nccl,
+        comm: &nccl::Comm,
+        send: &DevBuf<'id, T>,
+        recv: &DevBuf<'id, T>,
+        count: usize,
+    ) -> Result<(), NcclCallError> {
+        if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+            return Err(err("ncclAllReduce", "only f32 is bound").into());
+        }
+        let sp = send.ptr_at("ncclAllReduce", 0, count)?;
+        let rp = recv.ptr_at("ncclAllReduce", 0, count)?;
+        // SAFETY: both buffers hold `count` f32 on this device (checked), the
+        // stream belongs to this device, and the communicator was created on
+        // this thread with this context current.
+        unsafe { nccl.all_reduce_f32_sum(sp, rp, count, comm, self.s) }?;
+        Ok(())
+    }
+}
+
+/// An error from an NCCL call made through the CUDA layer.
+#[derive(Debug, thiserror::Error)]
+pub enum NcclCallError {
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+    #[error(transparent)]
+    Nccl(#[from] nccl::NcclError),
+}
+
+impl Ctx<'_> {
+    /// Create this rank's NCCL communicator (blocks until all ranks join).
+    pub fn nccl_comm(
+        &self,
+        nccl: &nccl::Nccl,
+        nranks: usize,
+        id: &nccl::UniqueId,
+        rank: usize,
+    ) -> Result<nccl::Comm, nccl::NcclError> {
+        nccl.comm_init_rank(nranks, id, rank)
+    }
+}

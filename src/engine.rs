@@ -1,0 +1,275 @@
+//! The engine: created once for N ranks on a backend, then reused.
+//!
+//! ```
+//! use ringreduce::{Engine, EngineConfig};
+//! let mut e = Engine::<f32>::new(EngineConfig::cpu(3)).unwrap();
+//! let mut bufs = vec![vec![1.0f32; 10], vec![2.0; 10], vec![3.0; 10]];
+//! e.all_reduce_in_place(&mut bufs).unwrap();
+//! assert!(bufs.iter().all(|b| b.iter().all(|&x| x == 6.0)));
+//! ```
+
+use crate::algo::{self, Algo, AlgoChoice};
+use crate::backend::cpu::CpuBackend;
+use crate::backend::cuda::{self, CudaBackend, CudaOptions};
+use crate::backend::{Backend, BackendChoice, BackendKind};
+use crate::element::{Element, ReduceOp};
+use crate::error::{Error, Result};
+use crate::plan::{Buf, Plan, Traffic};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How to build an engine.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub ranks: usize,
+    pub backend: BackendChoice,
+    pub algo: AlgoChoice,
+    pub op: ReduceOp,
+    pub cuda: CudaOptions,
+}
+
+impl EngineConfig {
+    pub fn new(ranks: usize, backend: BackendChoice) -> Self {
+        EngineConfig {
+            ranks,
+            backend,
+            algo: AlgoChoice::Fixed(Algo::RING),
+            op: ReduceOp::Sum,
+            cuda: CudaOptions::default(),
+        }
+    }
+    pub fn cpu(ranks: usize) -> Self {
+        Self::new(ranks, BackendChoice::Cpu)
+    }
+}
+
+/// What one collective did.
+#[derive(Debug, Clone)]
+pub struct CallInfo {
+    /// The algorithm and path that ran, e.g. `ring:pipe4`.
+    pub algo: String,
+    /// Bytes each rank sent to and received from other ranks.
+    pub traffic: Vec<Traffic>,
+}
+
+/// A reusable all-reduce engine for a fixed number of ranks.
+pub struct Engine<T: Element> {
+    backend: Box<dyn Backend<T>>,
+    ranks: usize,
+    algo: AlgoChoice,
+    plans: HashMap<(Algo, usize, bool), Arc<Plan>>,
+    count_cap: usize,
+    scratch_cap: usize,
+    setup: Duration,
+    fallback_note: Option<String>,
+}
+
+impl<T: Element> Engine<T> {
+    /// Create the engine: rank threads, buffers, (on CUDA) contexts, streams,
+    /// PTX module and peer access. The time this takes is [`Engine::setup_time`].
+    pub fn new(cfg: EngineConfig) -> Result<Self> {
+        if cfg.ranks == 0 {
+            return Err(Error::ZeroRanks);
+        }
+        let t0 = Instant::now();
+        let mut fallback_note = None;
+        let backend: Box<dyn Backend<T>> = match cfg.backend {
+            BackendChoice::Cpu => Box::new(CpuBackend::<T>::new(cfg.ranks, cfg.op)?),
+            BackendChoice::Cuda => Box::new(CudaBackend::<T>::new(cfg.ranks, cfg.op, &cfg.cuda)?),
+            BackendChoice::Auto => match cuda::probe() {
+                Ok(_) => Box::new(CudaBackend::<T>::new(cfg.ranks, cfg.op, &cfg.cuda)?),
+                Err(why) => {
+                    fallback_note = Some(format!("auto: CUDA unavailable ({why}); using cpu"));
+                    Box::new(CpuBackend::<T>::new(cfg.ranks, cfg.op)?)
+                }
+            },
+        };
+        Ok(Engine {
+            backend,
+            ranks: cfg.ranks,
+            algo: cfg.algo,
+            plans: HashMap::new(),
+            count_cap: 0,
+            scratch_cap: 0,
+            setup: t0.elapsed(),
+            fallback_note,
+        })
+    }
+
+    pub fn ranks(&self) -> usize {
+        self.ranks
+    }
+    pub fn backend_kind(&self) -> BackendKind {
+        self.backend.kind()
+    }
+    pub fn describe(&self) -> String {
+        self.backend.describe()
+    }
+    pub fn hardware(&self) -> Vec<String> {
+        self.backend.hardware()
+    }
+    pub fn rank_to_device(&self) -> Vec<usize> {
+        self.backend.rank_to_device()
+    }
+    /// Why `auto` fell back to the CPU, if it did.
+    pub fn fallback_note(&self) -> Option<&str> {
+        self.fallback_note.as_deref()
+    }
+    /// Wall time spent in [`Engine::new`].
+    pub fn setup_time(&self) -> Duration {
+        self.setup
+    }
+    pub fn backend_mut(&mut self) -> &mut dyn Backend<T> {
+        self.backend.as_mut()
+    }
+
+    /// The algorithm used for `count` elements under the configured choice.
+    pub fn algo_for(&self, count: usize) -> Algo {
+        match self.algo {
+            AlgoChoice::Fixed(a) => a,
+            AlgoChoice::Auto => algo::choose(self.ranks, count * T::SIZE),
+        }
+    }
+
+    /// Build (or fetch from the cache) the plan for `algo`, and make sure
+    /// buffers are large enough for it.
+    pub fn plan(&mut self, algo: Algo, count: usize, in_place: bool) -> Result<Arc<Plan>> {
+        check_fits::<T>(count, self.ranks)?;
+        let key = (algo, count, in_place);
+        let plan = match self.plans.get(&key) {
+            Some(p) => p.clone(),
+            None => {
+                let p = Arc::new(algo.plan(self.ranks, count, T::SIZE, in_place));
+                if self.plans.len() > 64 {
+                    self.plans.clear();
+                }
+                self.plans.insert(key, p.clone());
+                p
+            }
+        };
+        self.reserve(count, plan.scratch_len)?;
+        Ok(plan)
+    }
+
+    /// Grow every rank's buffers to hold `count` elements and `scratch` scratch.
+    pub fn reserve(&mut self, count: usize, scratch: usize) -> Result<()> {
+        if count > self.count_cap || scratch > self.scratch_cap {
+            check_fits::<T>(count.max(scratch), self.ranks)?;
+            let (c, s) = (count.max(self.count_cap), scratch.max(self.scratch_cap));
+            self.backend.reserve(c, s)?;
+            self.count_cap = c;
+            self.scratch_cap = s;
+        }
+        Ok(())
+    }
+
+    /// Write per-rank inputs: into `send` (out of place) or `recv` (in place).
+    pub fn load(&mut self, inputs: &[Vec<T>], in_place: bool) -> Result<usize> {
+        let count = check_buffers(self.ranks, inputs)?;
+        self.reserve(count, 0)?;
+        let data: Vec<&[T]> = inputs.iter().map(Vec::as_slice).collect();
+        let buf = if in_place { Buf::Recv } else { Buf::Send };
+        self.backend.write(buf, &data)?;
+        Ok(count)
+    }
+
+    /// Launch `plan` (asynchronous on CUDA).
+    pub fn launch(&mut self, plan: &Arc<Plan>) -> Result<()> {
+        self.backend.launch(plan)
+    }
+
+    /// Wait for all launched work on every rank.
+    pub fn synchronize(&mut self) -> Result<()> {
+        self.backend.synchronize()
+    }
+
+    /// Read the first `count` elements of every rank's buffer.
+    pub fn read(&mut self, buf: Buf, count: usize) -> Result<Vec<Vec<T>>> {
+        self.backend.read(buf, count)
+    }
+
+    /// Run one collective on what [`Engine::load`] wrote, and wait for it.
+    pub fn run_loaded(&mut self, count: usize, in_place: bool) -> Result<CallInfo> {
+        let algo = self.algo_for(count);
+        let plan = self.plan(algo, count, in_place)?;
+        self.launch(&plan)?;
+        self.synchronize()?;
+        Ok(CallInfo {
+            algo: plan.name.clone(),
+            traffic: plan.traffic(T::SIZE),
+        })
+    }
+
+    /// All-reduce in place: every `bufs[r]` becomes the element-wise sum.
+    pub fn all_reduce_in_place(&mut self, bufs: &mut [Vec<T>]) -> Result<CallInfo> {
+        let count = self.load(bufs, true)?;
+        let info = self.run_loaded(count, true)?;
+        for (dst, src) in bufs.iter_mut().zip(self.read(Buf::Recv, count)?) {
+            *dst = src;
+        }
+        Ok(info)
+    }
+
+    /// All-reduce out of place: `recv[r]` becomes the sum of all `send`;
+    /// `send` is untouched.
+    pub fn all_reduce(&mut self, send: &[Vec<T>], recv: &mut [Vec<T>]) -> Result<CallInfo> {
+        if recv.len() != send.len() {
+            return Err(Error::WrongBufferCount {
+                ranks: send.len(),
+                buffers: recv.len(),
+            });
+        }
+        for (rank, (s, r)) in send.iter().zip(recv.iter()).enumerate() {
+            if s.len() != r.len() {
+                return Err(Error::SendRecvMismatch {
+                    rank,
+                    send: s.len(),
+                    recv: r.len(),
+                });
+            }
+        }
+        let count = self.load(send, false)?;
+        let info = self.run_loaded(count, false)?;
+        for (dst, src) in recv.iter_mut().zip(self.read(Buf::Recv, count)?) {
+            *dst = src;
+        }
+        Ok(info)
+    }
+}
+
+/// Check that there is one buffer per rank and all have the same length.
+pub fn check_buffers<T>(ranks: usize, bufs: &[Vec<T>]) -> Result<usize> {
+    if bufs.len() != ranks {
+        return Err(Error::WrongBufferCount {
+            ranks,
+            buffers: bufs.len(),
+        });
+    }
+    let expected = bufs.first().map_or(0, Vec::len);
+    for (rank, b) in bufs.iter().enumerate() {
+        if b.len() != expected {
+            return Err(Error::LengthMismatch {
+                rank,
+                expected,
+                found: b.len(),
+            });
+        }
+    }
+    Ok(expected)
+}
+
+/// Reject counts whose byte size overflows or cannot be addressed.
+pub fn check_fits<T: Element>(count: usize, ranks: usize) -> Result<()> {
+    let bytes = (count as u128) * (T::SIZE as u128) * (ranks as u128) * 3;
+    if bytes > isize::MAX as u128 {
+        return Err(Error::TooLarge {
+            what: "all-reduce",
+            count: count as u128,
+            elem_size: T::SIZE,
+            ranks,
+            detail: "send, receive and scratch buffers exceed the address space".into(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,549 @@
+//! The plan: what each rank does in one collective, as a list of operations.
+//!
+//! An algorithm (ring, parameter server, one-shot) is a pure function that
+//! builds a [`Plan`] from the [`schedule`](crate::schedule). A backend executes
+//! any plan with the same three primitives the GPU has:
+//!
+//! * [`OpKind::Copy`]: a rank copies a region of its own memory into a region of
+//!   another rank's memory (on the GPU: `cuMemcpyPeerAsync`, issued by the sender);
+//! * [`OpKind::Reduce`]: `dst = a + b` on one rank's memory (the PTX kernel);
+//! * [`OpKind::Begin`] / [`OpKind::End`]: markers that order the collective with
+//!   what came before and after it on that rank.
+//!
+//! Each rank has two *lanes* (a copy lane and a compute lane; on the GPU two
+//! streams). Operations in one lane of one rank run in order. Anything else is
+//! ordered only by *signals*: an op may signal one [`SignalId`] when it
+//! completes and may wait for any number of signals before it starts (on the
+//! GPU: `cuEventRecord` / `cuStreamWaitEvent`). Each signal is recorded exactly
+//! once per execution, by its owner rank.
+//!
+//! [`Plan::validate`] checks a plan without running it: that issuing every
+//! rank's ops in list order cannot deadlock, that no two ops touching the same
+//! memory (one of them writing) are unordered (a data race on the GPU), that
+//! everything touching a rank's memory lies between its `Begin` and `End`, and,
+//! by symbolic execution, that every rank ends with every input summed exactly
+//! once.
+
+use crate::schedule::Phase;
+use std::ops::Range;
+
+/// The per-rank buffers a plan refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Buf {
+    /// The input of an out-of-place collective (never written).
+    Send,
+    /// The output (and, in place, also the input).
+    Recv,
+    /// Receive scratch for incoming partial data.
+    Scratch,
+}
+
+impl Buf {
+    pub const ALL: [Buf; 3] = [Buf::Send, Buf::Recv, Buf::Scratch];
+    pub fn index(self) -> usize {
+        self as usize
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Buf::Send => "send",
+            Buf::Recv => "recv",
+            Buf::Scratch => "scratch",
+        }
+    }
+}
+
+/// A range of elements in one of a rank's buffers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Region {
+    pub buf: Buf,
+    pub range: Range<usize>,
+}
+
+impl Region {
+    pub fn new(buf: Buf, range: Range<usize>) -> Self {
+        Region { buf, range }
+    }
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+}
+
+/// The two in-order queues of a rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    Compute = 0,
+    Copy = 1,
+}
+
+pub const LANES: usize = 2;
+
+/// A one-shot completion flag recorded by one rank and waited on by others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SignalId(pub usize);
+
+/// What an op does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpKind {
+    /// Start of the collective on this rank (compute lane).
+    Begin,
+    /// Copy `src` (this rank) into `dst` on rank `to` (may be this rank).
+    Copy { to: usize, src: Region, dst: Region },
+    /// `dst = a + b`, all on this rank; `dst` may equal `a` exactly.
+    Reduce { dst: Region, a: Region, b: Region },
+    /// End of the collective on this rank (compute lane).
+    End,
+}
+
+/// Where an op sits in the algorithm, for traces and error messages.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Label {
+    pub phase: Option<Phase>,
+    pub step: usize,
+    pub chunk: usize,
+    pub slice: usize,
+    pub note: &'static str,
+}
+
+/// One operation of one rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Op {
+    pub lane: Lane,
+    pub kind: OpKind,
+    pub waits: Vec<SignalId>,
+    pub signal: Option<SignalId>,
+    pub label: Label,
+}
+
+/// A whole collective: per-rank op lists plus buffer requirements.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Algorithm name and path, e.g. `ring`, `ring:pipe4`, `ps`, `oneshot`.
+    pub name: String,
+    pub ranks: usize,
+    pub count: usize,
+    pub in_place: bool,
+    /// `ops[r]` is rank r's op list, in issue order.
+    pub ops: Vec<Vec<Op>>,
+    /// Owner (recording rank) of each signal.
+    pub signal_owner: Vec<usize>,
+    /// Scratch elements each rank needs.
+    pub scratch_len: usize,
+}
+
+impl Plan {
+    /// Number of signals.
+    pub fn signals(&self) -> usize {
+        self.signal_owner.len()
+    }
+
+    /// Bytes each rank sends to *other* ranks, and receives from them.
+    pub fn traffic(&self, elem_size: usize) -> Vec<Traffic> {
+        let mut t = vec![Traffic::default(); self.ranks];
+        for (r, ops) in self.ops.iter().enumerate() {
+            for op in ops {
+                if let OpKind::Copy { to, src, .. } = &op.kind {
+                    if *to != r {
+                        let b = (src.len() * elem_size) as u64;
+                        t[r].sent += b;
+                        t[*to].received += b;
+                    }
+                }
+            }
+        }
+        t
+    }
+}
+
+/// Bytes moved by one rank in one collective.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Traffic {
+    pub sent: u64,
+    pub received: u64,
+}
+
+/// Helper to build plans: allocates signals and appends ops.
+#[derive(Debug)]
+pub struct PlanBuilder {
+    plan: Plan,
+}
+
+impl PlanBuilder {
+    pub fn new(name: impl Into<String>, ranks: usize, count: usize, in_place: bool) -> Self {
+        PlanBuilder {
+            plan: Plan {
+                name: name.into(),
+                ranks,
+                count,
+                in_place,
+                ops: vec![Vec::new(); ranks],
+                signal_owner: Vec::new(),
+                scratch_len: 0,
+            },
+        }
+    }
+
+    /// The buffer that holds a rank's input: `Recv` in place, `Send` otherwise.
+    pub fn input(&self) -> Buf {
+        if self.plan.in_place {
+            Buf::Recv
+        } else {
+            Buf::Send
+        }
+    }
+
+    pub fn scratch(&mut self, len: usize) {
+        self.plan.scratch_len = self.plan.scratch_len.max(len);
+    }
+
+    /// Append an op to rank `r`; if `signal` is true it records a new signal, returned.
+    pub fn push(
+        &mut self,
+        r: usize,
+        lane: Lane,
+        kind: OpKind,
+        waits: Vec<SignalId>,
+        signal: bool,
+        label: Label,
+    ) -> Option<SignalId> {
+        let signal = signal.then(|| {
+            self.plan.signal_owner.push(r);
+            SignalId(self.plan.signal_owner.len() - 1)
+        });
+        self.plan.ops[r].push(Op {
+            lane,
+            kind,
+            waits,
+            signal,
+            label,
+        });
+        signal
+    }
+
+    /// Add `Begin` to every rank; returns their signals.
+    pub fn begin_all(&mut self) -> Vec<SignalId> {
+        (0..self.plan.ranks)
+            .filter_map(|r| {
+                self.push(
+                    r,
+                    Lane::Compute,
+                    OpKind::Begin,
+                    vec![],
+                    true,
+                    Label::default(),
+                )
+            })
+            .collect()
+    }
+
+    /// Add `End` to rank `r`, waiting for `waits`.
+    pub fn end(&mut self, r: usize, waits: Vec<SignalId>) {
+        let mut w = waits;
+        w.sort();
+        w.dedup();
+        self.push(r, Lane::Compute, OpKind::End, w, false, Label::default());
+    }
+
+    /// The plan built so far.
+    pub fn finish_ref(&self) -> &Plan {
+        &self.plan
+    }
+
+    pub fn finish(self) -> Plan {
+        self.plan
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Validation
+// ---------------------------------------------------------------------------
+
+/// A memory access of an op: (rank, buffer, range, is_write).
+fn accesses(r: usize, kind: &OpKind) -> Vec<(usize, Buf, Range<usize>, bool)> {
+    match kind {
+        OpKind::Copy { to, src, dst } => vec![
+            (r, src.buf, src.range.clone(), false),
+            (*to, dst.buf, dst.range.clone(), true),
+        ],
+        OpKind::Reduce { dst, a, b } => vec![
+            (r, a.buf, a.range.clone(), false),
+            (r, b.buf, b.range.clone(), false),
+            (r, dst.buf, dst.range.clone(), true),
+        ],
+        OpKind::Begin | OpKind::End => vec![],
+    }
+}
+
+fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
+impl Plan {
+    /// Global op ids in an order in which issuing can proceed, or an error if
+    /// some rank would block forever (a deadlock on the host).
+    pub fn issue_order(&self) -> Result<Vec<(usize, usize)>, String> {
+        let mut done = vec![false; self.signals()];
+        let mut pos = vec![0usize; self.ranks];
+        let total: usize = self.ops.iter().map(Vec::len).sum();
+        let mut order = Vec::with_capacity(total);
+        while order.len() < total {
+            let mut progressed = false;
+            for r in 0..self.ranks {
+                while let Some(op) = self.ops[r].get(pos[r]) {
+                    if op.waits.iter().all(|s| done[s.0]) {
+                        if let Some(s) = op.signal {
+                            done[s.0] = true;
+                        }
+                        order.push((r, pos[r]));
+                        pos[r] += 1;
+                        progressed = true;
+                    } else {
+                        break;
+                    }
+                }
+            }
+            if !progressed {
+                let stuck: Vec<String> = (0..self.ranks)
+                    .filter(|&r| pos[r] < self.ops[r].len())
+                    .map(|r| format!("rank {r} at op {}", pos[r]))
+                    .collect();
+                return Err(format!(
+                    "{}: issue deadlock: {}",
+                    self.name,
+                    stuck.join(", ")
+                ));
+            }
+        }
+        Ok(order)
+    }
+
+    /// Full static check; see the module doc.
+    pub fn validate(&self) -> Result<(), String> {
+        let name = &self.name;
+        // Signals: each recorded exactly once, by its owner.
+        let mut recorded = vec![0u32; self.signals()];
+        for (r, ops) in self.ops.iter().enumerate() {
+            for op in ops {
+                if let Some(s) = op.signal {
+                    recorded[s.0] += 1;
+                    if self.signal_owner[s.0] != r {
+                        return Err(format!("{name}: signal {} recorded by the wrong rank", s.0));
+                    }
+                }
+                for w in &op.waits {
+                    if w.0 >= self.signals() {
+                        return Err(format!("{name}: wait on unknown signal {}", w.0));
+                    }
+                }
+                for (rank, buf, range, _) in accesses(r, &op.kind) {
+                    let cap = match buf {
+                        Buf::Scratch => self.scratch_len,
+                        _ => self.count,
+                    };
+                    if rank >= self.ranks || range.end > cap || range.start > range.end {
+                        return Err(format!(
+                            "{name}: rank {r} op {op:?} touches {buf:?}[{range:?}] on rank {rank}, capacity {cap}"
+                        ));
+                    }
+                }
+                if let OpKind::Reduce { dst, a, b } = &op.kind {
+                    if dst.len() != a.len() || dst.len() != b.len() {
+                        return Err(format!("{name}: reduce with unequal lengths"));
+                    }
+                    let alias_a = dst.buf == a.buf && overlaps(&dst.range, &a.range);
+                    if (alias_a && dst != a) || (dst.buf == b.buf && overlaps(&dst.range, &b.range))
+                    {
+                        return Err(format!(
+                            "{name}: reduce with partially overlapping operands"
+                        ));
+                    }
+                }
+                if let OpKind::Copy { to, src, dst } = &op.kind {
+                    if src.len() != dst.len() {
+                        return Err(format!("{name}: copy with unequal lengths"));
+                    }
+                    if *to == r && src.buf == dst.buf && overlaps(&src.range, &dst.range) {
+                        return Err(format!("{name}: overlapping local copy"));
+                    }
+                }
+                if self.in_place && op_touches_send(r, &op.kind) {
+                    return Err(format!("{name}: in-place plan touches the send buffer"));
+                }
+                if let OpKind::Copy { to, dst, .. } = &op.kind {
+                    if dst.buf == Buf::Send {
+                        return Err(format!("{name}: rank {r} writes rank {to}'s send buffer"));
+                    }
+                }
+                if let OpKind::Reduce { dst, .. } = &op.kind {
+                    if dst.buf == Buf::Send {
+                        return Err(format!("{name}: rank {r} writes its send buffer"));
+                    }
+                }
+            }
+        }
+        if let Some(s) = recorded.iter().position(|&k| k != 1) {
+            return Err(format!("{name}: signal {s} recorded {} times", recorded[s]));
+        }
+
+        let order = self.issue_order()?;
+        let happens = self.happens_before(&order);
+        let ids = self.op_ids();
+
+        // Races: conflicting accesses must be ordered.
+        let mut acc: Vec<(usize, usize, Buf, Range<usize>, bool)> = Vec::new();
+        for (r, ops) in self.ops.iter().enumerate() {
+            for (i, op) in ops.iter().enumerate() {
+                for (rank, buf, range, w) in accesses(r, &op.kind) {
+                    if !range.is_empty() {
+                        acc.push((ids[r][i], rank, buf, range, w));
+                    }
+                }
+            }
+        }
+        for (i, a) in acc.iter().enumerate() {
+            for b in &acc[i + 1..] {
+                if a.0 != b.0
+                    && a.1 == b.1
+                    && a.2 == b.2
+                    && (a.4 || b.4)
+                    && overlaps(&a.3, &b.3)
+                    && !happens(a.0, b.0)
+                    && !happens(b.0, a.0)
+                {
+                    return Err(format!(
+                        "{name}: race on rank {} {:?}[{:?}] between ops {} and {}",
+                        a.1, a.2, a.3, a.0, b.0
+                    ));
+                }
+            }
+        }
+
+        // Everything touching rank q's memory lies between Begin(q) and End(q).
+        for q in 0..self.ranks {
+            let begin = self.ops[q].iter().position(|o| o.kind == OpKind::Begin);
+            let end = self.ops[q].iter().position(|o| o.kind == OpKind::End);
+            let (Some(b), Some(e)) = (begin, end) else {
+                return Err(format!("{name}: rank {q} lacks Begin or End"));
+            };
+            let (b, e) = (ids[q][b], ids[q][e]);
+            for a in acc.iter().filter(|a| a.1 == q) {
+                if !happens(b, a.0) || !happens(a.0, e) {
+                    return Err(format!(
+                        "{name}: op {} touches rank {q} outside its Begin..End",
+                        a.0
+                    ));
+                }
+            }
+        }
+
+        self.check_dataflow(&order)
+    }
+
+    fn op_ids(&self) -> Vec<Vec<usize>> {
+        let mut next = 0;
+        self.ops
+            .iter()
+            .map(|ops| {
+                ops.iter()
+                    .map(|_| {
+                        next += 1;
+                        next - 1
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Transitive happens-before as a closure over op ids.
+    fn happens_before(&self, order: &[(usize, usize)]) -> impl Fn(usize, usize) -> bool {
+        let ids = self.op_ids();
+        let total = order.len();
+        let words = total.div_ceil(64);
+        // pred[x] = bitset of ops that happen before x (inclusive of x).
+        let mut pred = vec![vec![0u64; words]; total];
+        let mut producer = vec![usize::MAX; self.signals()];
+        let mut last_in_lane = vec![[usize::MAX; LANES]; self.ranks];
+        for &(r, i) in order {
+            let op = &self.ops[r][i];
+            let id = ids[r][i];
+            let mut set = vec![0u64; words];
+            set[id / 64] |= 1 << (id % 64);
+            let mut deps: Vec<usize> = op.waits.iter().map(|s| producer[s.0]).collect();
+            let prev = last_in_lane[r][op.lane as usize];
+            if prev != usize::MAX {
+                deps.push(prev);
+            }
+            for d in deps {
+                for (w, p) in set.iter_mut().zip(&pred[d]) {
+                    *w |= p;
+                }
+            }
+            pred[id] = set;
+            last_in_lane[r][op.lane as usize] = id;
+            if let Some(s) = op.signal {
+                producer[s.0] = id;
+            }
+        }
+        move |a: usize, b: usize| pred[b][a / 64] & (1 << (a % 64)) != 0
+    }
+
+    /// Symbolic execution: each element holds a count of every rank's input.
+    fn check_dataflow(&self, order: &[(usize, usize)]) -> Result<(), String> {
+        let n = self.ranks;
+        type Val = Vec<u16>;
+        let unit = |src: usize| -> Val { (0..n).map(|s| u16::from(s == src)).collect() };
+        let zero: Val = vec![0; n];
+        let mut mem: Vec<[Vec<Val>; 3]> = (0..n)
+            .map(|r| {
+                let input = vec![unit(r); self.count];
+                let poison = vec![vec![u16::MAX; n]; self.count];
+                if self.in_place {
+                    [poison.clone(), input, vec![zero.clone(); self.scratch_len]]
+                } else {
+                    [input, poison, vec![zero.clone(); self.scratch_len]]
+                }
+            })
+            .collect();
+        for &(r, i) in order {
+            match &self.ops[r][i].kind {
+                OpKind::Copy { to, src, dst } => {
+                    let data: Vec<Val> = mem[r][src.buf.index()][src.range.clone()].to_vec();
+                    mem[*to][dst.buf.index()][dst.range.clone()].clone_from_slice(&data);
+                }
+                OpKind::Reduce { dst, a, b } => {
+                    for k in 0..dst.len() {
+                        let x = &mem[r][a.buf.index()][a.range.start + k];
+                        let y = &mem[r][b.buf.index()][b.range.start + k];
+                        let v: Val = x.iter().zip(y).map(|(p, q)| p.saturating_add(*q)).collect();
+                        mem[r][dst.buf.index()][dst.range.start + k] = v;
+                    }
+                }
+                OpKind::Begin | OpKind::End => {}
+            }
+        }
+        for (r, m) in mem.iter().enumerate() {
+            for (e, v) in m[Buf::Recv.index()].iter().enumerate() {
+                if v.iter().any(|&k| k != 1) {
+                    return Err(format!(
+                        "{}: rank {r} element {e} holds input counts {v:?}, expected each input once",
+                        self.name
+                    ));
+                }
+            }
+            if !self.in_place
+                && m[Buf::Send.index()]
+                    .iter()
+                    .any(|v| v.iter().enumerate().any(|(s, &k)| k != u16::from(s == r)))
+            {
+                return Err(format!("{}: rank {r} send buffer modified", self.name));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn op_touches_send(r: usize, kind: &OpKind) -> bool {
+    accesses(r, kind).iter().any(|a| a.1 == Buf::Send)
+}

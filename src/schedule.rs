@@ -1,0 +1,438 @@
+//! The ring schedule: pure index arithmetic, no I/O, no unsafe code.
+//!
+//! Every backend (CPU, CUDA) and the `trace` command take their chunk ranges and
+//! their per-step send/receive indices from this module; none recomputes them.
+//!
+//! # Chunking
+//! A buffer of `count` elements is cut into `n` contiguous chunks.
+//! * Boundaries fall on 16-byte multiples where possible: the buffer is first
+//!   counted in *units* of `16 / size_of::<T>()` elements (4 for `f32`), and the
+//!   units are dealt out: every chunk gets `units / n`, and the remainder
+//!   `units % n` goes one extra unit each to the **first** chunks. The few
+//!   elements past the last whole unit (fewer than one unit) join the last chunk,
+//!   so every inner boundary stays aligned.
+//! * When there are fewer units than chunks (a tiny buffer), alignment is
+//!   impossible for all of them; then the elements themselves are dealt out the
+//!   same way (`count / n` each, the remainder to the first chunks). `count < n`
+//!   leaves the last chunks empty, and `count == 0` leaves them all empty.
+//!
+//! # Ring steps
+//! Rank `r` sends to its right neighbour `(r + 1) % n` and receives from its left
+//! neighbour `(r + n - 1) % n`. There are `n - 1` Reduce-Scatter steps and `n - 1`
+//! All-Gather steps. At step `s` (0-based), all indices mod `n`:
+//!
+//! | phase | rank `r` sends chunk | rank `r` receives chunk |
+//! | --- | --- | --- |
+//! | Reduce-Scatter | `r - s` | `r - s - 1` (and adds it into its own copy) |
+//! | All-Gather | `r + 1 - s` | `r - s` (and overwrites its own copy) |
+//!
+//! Invariants (tested exhaustively below):
+//! * what `r` receives at a step is exactly what its left neighbour sends;
+//! * during Reduce-Scatter the chunk `r` sends at step `s + 1` is the one it
+//!   received (and reduced) at step `s`, so partial sums travel round the ring;
+//! * after the last Reduce-Scatter step rank `r` owns the complete sum of chunk
+//!   [`owned_chunk`]`(r) = r + 1`, which is what it first sends in All-Gather.
+
+use std::ops::Range;
+
+/// Which half of the ring all-reduce a step belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Phase {
+    /// Partial sums travel round the ring and are added at each hop.
+    ReduceScatter,
+    /// Complete chunks travel round the ring and overwrite stale copies.
+    AllGather,
+}
+
+impl Phase {
+    /// Short label used in traces.
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::ReduceScatter => "reduce-scatter",
+            Phase::AllGather => "all-gather",
+        }
+    }
+}
+
+/// How a buffer of `count` elements is cut into `n` chunks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkLayout {
+    count: usize,
+    bounds: Vec<usize>,
+}
+
+impl ChunkLayout {
+    /// Cut `count` elements of `elem_size` bytes into `n` chunks (see the module doc).
+    ///
+    /// `n` must be at least 1 and `elem_size` at least 1; callers validate this
+    /// (the engine rejects 0 ranks with a typed error before reaching here). A
+    /// zero is treated as one so that this function never panics.
+    pub fn new(count: usize, n: usize, elem_size: usize) -> Self {
+        let n = n.max(1);
+        let unit = (16 / elem_size.max(1)).max(1);
+        let units = count / unit;
+        let mut bounds = Vec::with_capacity(n + 1);
+        bounds.push(0);
+        if units >= n {
+            // Aligned layout: deal whole 16-byte units, remainder to the first chunks.
+            let (base, extra) = (units / n, units % n);
+            let mut at = 0;
+            for c in 0..n {
+                at += (base + usize::from(c < extra)) * unit;
+                bounds.push(at);
+            }
+            // The sub-unit tail joins the last chunk.
+            if let Some(last) = bounds.last_mut() {
+                *last = count;
+            }
+        } else {
+            // Too small to align every chunk: deal single elements.
+            let (base, extra) = (count / n, count % n);
+            let mut at = 0;
+            for c in 0..n {
+                at += base + usize::from(c < extra);
+                bounds.push(at);
+            }
+        }
+        ChunkLayout { count, bounds }
+    }
+
+    /// Number of chunks (the number of ranks).
+    pub fn chunks(&self) -> usize {
+        self.bounds.len() - 1
+    }
+
+    /// Total element count.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Element range of chunk `c` (taken mod the chunk count).
+    pub fn range(&self, c: usize) -> Range<usize> {
+        let c = c % self.chunks();
+        self.bounds[c]..self.bounds[c + 1]
+    }
+
+    /// Length of chunk `c`.
+    pub fn len(&self, c: usize) -> usize {
+        self.range(c).len()
+    }
+
+    /// True when the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Length of the largest chunk (the receive scratch a rank needs).
+    pub fn max_len(&self) -> usize {
+        (0..self.chunks()).map(|c| self.len(c)).max().unwrap_or(0)
+    }
+}
+
+/// Cut `range` into at most `pieces` contiguous slices for pipelining, with the
+/// same rules as [`ChunkLayout`] (16-byte aligned inner boundaries where
+/// possible). Empty slices are dropped, so the result may be shorter.
+pub fn slices(range: Range<usize>, pieces: usize, elem_size: usize) -> Vec<Range<usize>> {
+    let layout = ChunkLayout::new(range.len(), pieces.max(1), elem_size);
+    (0..layout.chunks())
+        .map(|i| {
+            let r = layout.range(i);
+            range.start + r.start..range.start + r.end
+        })
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+/// The rank to the right of `r` (the one `r` sends to).
+pub fn right(r: usize, n: usize) -> usize {
+    (r + 1) % n
+}
+
+/// The rank to the left of `r` (the one `r` receives from).
+pub fn left(r: usize, n: usize) -> usize {
+    (r + n - 1) % n
+}
+
+fn wrap(x: isize, n: usize) -> usize {
+    x.rem_euclid(n as isize) as usize
+}
+
+/// Chunk that rank `r` sends at step `s` of `phase` in a ring of `n`.
+pub fn send_chunk(phase: Phase, r: usize, s: usize, n: usize) -> usize {
+    let (r, s) = (r as isize, s as isize);
+    match phase {
+        Phase::ReduceScatter => wrap(r - s, n),
+        Phase::AllGather => wrap(r + 1 - s, n),
+    }
+}
+
+/// Chunk that rank `r` receives at step `s` of `phase` in a ring of `n`.
+pub fn recv_chunk(phase: Phase, r: usize, s: usize, n: usize) -> usize {
+    let (r, s) = (r as isize, s as isize);
+    match phase {
+        Phase::ReduceScatter => wrap(r - s - 1, n),
+        Phase::AllGather => wrap(r - s, n),
+    }
+}
+
+/// The chunk whose complete sum rank `r` holds after Reduce-Scatter.
+pub fn owned_chunk(r: usize, n: usize) -> usize {
+    (r + 1) % n
+}
+
+/// Number of steps in each phase.
+pub fn steps(n: usize) -> usize {
+    n.saturating_sub(1)
+}
+
+/// One step of the ring as seen by one rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankStep {
+    pub phase: Phase,
+    pub step: usize,
+    pub rank: usize,
+    pub to: usize,
+    pub from: usize,
+    pub send_chunk: usize,
+    pub send: Range<usize>,
+    pub recv_chunk: usize,
+    pub recv: Range<usize>,
+}
+
+/// Every step of both phases for rank `r`, in execution order.
+pub fn rank_steps(layout: &ChunkLayout, r: usize) -> Vec<RankStep> {
+    let n = layout.chunks();
+    [Phase::ReduceScatter, Phase::AllGather]
+        .into_iter()
+        .flat_map(|phase| {
+            (0..steps(n)).map(move |s| {
+                let sc = send_chunk(phase, r, s, n);
+                let rc = recv_chunk(phase, r, s, n);
+                RankStep {
+                    phase,
+                    step: s,
+                    rank: r,
+                    to: right(r, n),
+                    from: left(r, n),
+                    send_chunk: sc,
+                    send: layout.range(sc),
+                    recv_chunk: rc,
+                    recv: layout.range(rc),
+                }
+            })
+        })
+        .collect()
+}
+
+/// Bytes one rank sends (and, equally, receives) in a ring all-reduce.
+pub fn ring_bytes_per_rank(layout: &ChunkLayout, r: usize, elem_size: usize) -> usize {
+    rank_steps(layout, r)
+        .iter()
+        .map(|s| s.send.len() * elem_size)
+        .sum()
+}
+
+/// The formula `2(N-1)/N * D`, in bytes, for comparison with the exact count.
+pub fn ring_bytes_formula(n: usize, bytes: usize) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    2.0 * (n as f64 - 1.0) / n as f64 * bytes as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_layout(count: usize, n: usize, elem: usize) {
+        let l = ChunkLayout::new(count, n, elem);
+        assert_eq!(l.chunks(), n);
+        // Disjoint, in order, covering 0..count.
+        let mut at = 0;
+        for c in 0..n {
+            let r = l.range(c);
+            assert_eq!(r.start, at, "count={count} n={n} chunk {c}");
+            assert!(r.end >= r.start);
+            at = r.end;
+        }
+        assert_eq!(at, count);
+        let unit = 16 / elem;
+        if count / unit >= n {
+            // Aligned inner boundaries, sizes differ by at most one unit plus the tail.
+            for c in 1..n {
+                assert_eq!(l.range(c).start % unit, 0, "count={count} n={n}");
+            }
+            let lens: Vec<usize> = (0..n).map(|c| l.len(c)).collect();
+            let min = *lens.iter().min().unwrap();
+            let max = *lens.iter().max().unwrap();
+            assert!(max - min < 2 * unit, "{lens:?}");
+            // Remainder on the first chunks: lengths (without the tail) do not increase.
+            for c in 1..n - 1 {
+                assert!(lens[c] <= lens[c - 1]);
+            }
+        } else {
+            let lens: Vec<usize> = (0..n).map(|c| l.len(c)).collect();
+            for c in 1..n {
+                assert!(lens[c] <= lens[c - 1]);
+                assert!(lens[0] - lens[c] <= 1);
+            }
+        }
+    }
+
+    #[test]
+    fn layout_exhaustive_small() {
+        for n in 1..=9 {
+            for count in 0..=300 {
+                check_layout(count, n, 4);
+                check_layout(count, n, 2);
+                check_layout(count, n, 8);
+            }
+        }
+    }
+
+    #[test]
+    fn layout_random_large() {
+        // A fixed xorshift so the test is repeatable without extra crates.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let count = (x % (1 << 30)) as usize;
+            let n = (x >> 40) as usize % 64 + 1;
+            check_layout(count, n, 4);
+        }
+    }
+
+    #[test]
+    fn slices_cover_and_align() {
+        for len in 0..200 {
+            for pieces in 1..6 {
+                let s = slices(100..100 + len, pieces, 4);
+                let mut at = 100;
+                for r in &s {
+                    assert_eq!(r.start, at);
+                    assert!(!r.is_empty());
+                    at = r.end;
+                }
+                assert_eq!(at, 100 + len);
+                assert!(s.len() <= pieces);
+            }
+        }
+    }
+
+    #[test]
+    fn send_matches_neighbour_receive() {
+        for n in 1..=9 {
+            for s in 0..steps(n) {
+                for phase in [Phase::ReduceScatter, Phase::AllGather] {
+                    for r in 0..n {
+                        assert_eq!(
+                            recv_chunk(phase, right(r, n), s, n),
+                            send_chunk(phase, r, s, n)
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Simulate the schedule symbolically: each rank's copy of each chunk is the
+    /// set (as a count per source rank) of inputs it has summed. At the end every
+    /// rank must hold, for every chunk, every input exactly once.
+    fn simulate(n: usize) -> Vec<Vec<Vec<u32>>> {
+        // held[r][c][src] = how many times input `src` is in rank r's chunk c.
+        let mut held: Vec<Vec<Vec<u32>>> = (0..n)
+            .map(|r| {
+                (0..n)
+                    .map(|_| (0..n).map(|s| u32::from(s == r)).collect())
+                    .collect()
+            })
+            .collect();
+        for s in 0..steps(n) {
+            // All ranks send simultaneously: snapshot what is sent first.
+            let sent: Vec<(usize, Vec<u32>)> = (0..n)
+                .map(|r| {
+                    let c = send_chunk(Phase::ReduceScatter, r, s, n);
+                    (c, held[r][c].clone())
+                })
+                .collect();
+            for r in 0..n {
+                let (c, v) = &sent[left(r, n)];
+                assert_eq!(*c, recv_chunk(Phase::ReduceScatter, r, s, n));
+                for (dst, add) in held[r][*c].iter_mut().zip(v) {
+                    *dst += add;
+                }
+            }
+        }
+        for r in 0..n {
+            assert!(
+                held[r][owned_chunk(r, n)].iter().all(|&k| k == 1),
+                "n={n} rank {r} owns an incomplete chunk"
+            );
+        }
+        for s in 0..steps(n) {
+            let sent: Vec<(usize, Vec<u32>)> = (0..n)
+                .map(|r| {
+                    let c = send_chunk(Phase::AllGather, r, s, n);
+                    (c, held[r][c].clone())
+                })
+                .collect();
+            for r in 0..n {
+                let (c, v) = &sent[left(r, n)];
+                assert!(v.iter().all(|&k| k == 1), "all-gather sends a partial sum");
+                held[r][*c] = v.clone();
+            }
+        }
+        held
+    }
+
+    #[test]
+    fn every_input_reduced_exactly_once() {
+        for n in 1..=9 {
+            let held = simulate(n);
+            for (r, chunks) in held.iter().enumerate() {
+                for (c, sums) in chunks.iter().enumerate() {
+                    assert!(sums.iter().all(|&k| k == 1), "n={n} r={r} c={c}: {sums:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rs_forwards_what_it_reduced() {
+        for n in 2..=9 {
+            for r in 0..n {
+                for s in 0..steps(n) - 1 {
+                    assert_eq!(
+                        send_chunk(Phase::ReduceScatter, r, s + 1, n),
+                        recv_chunk(Phase::ReduceScatter, r, s, n)
+                    );
+                }
+                assert_eq!(
+                    send_chunk(Phase::AllGather, r, 0, n),
+                    owned_chunk(r, n),
+                    "all-gather starts with the owned chunk"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn traffic_matches_formula() {
+        for n in 1..=9 {
+            for count in 0..=300 {
+                let l = ChunkLayout::new(count, n, 4);
+                let total: usize = (0..n).map(|r| ring_bytes_per_rank(&l, r, 4)).sum();
+                // Summed over ranks the exact count equals the formula exactly.
+                let f = ring_bytes_formula(n, count * 4) * n as f64;
+                assert!((total as f64 - f).abs() < 1e-6, "n={n} count={count}");
+            }
+        }
+        let l = ChunkLayout::new(1 << 20, 4, 4);
+        assert_eq!(
+            ring_bytes_per_rank(&l, 0, 4) as f64,
+            ring_bytes_formula(4, 4 << 20)
+        );
+    }
+}

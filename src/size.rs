@@ -1,0 +1,125 @@
+//! Parsing and printing byte sizes: `4MiB`, `100MB`, `1GiB+12`, `8`.
+
+use crate::error::{Error, Result};
+
+/// Parse a size in bytes. Binary suffixes (KiB, MiB, GiB, TiB; also K, M, G,
+/// T as nccl-tests reads them) multiply by powers of 1024; decimal suffixes
+/// (kB, MB, GB, TB) by powers of 1000; `B` or no suffix means bytes. A `+N`
+/// term adds bytes: `1GiB+12`.
+pub fn parse_size(input: &str) -> Result<u64> {
+    let bad = |reason: &str| Error::BadSize {
+        input: input.to_string(),
+        reason: reason.to_string(),
+    };
+    let s = input.trim();
+    if s.is_empty() {
+        return Err(bad("empty"));
+    }
+    let mut total: u64 = 0;
+    for term in s.split('+') {
+        let term = term.trim();
+        let split = term
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(term.len());
+        let (num, suffix) = term.split_at(split);
+        if num.is_empty() {
+            return Err(bad("expected a number"));
+        }
+        let mult: u64 = match suffix.trim() {
+            "" | "B" | "b" => 1,
+            "K" | "k" | "KiB" | "Ki" | "kiB" => 1 << 10,
+            "M" | "m" | "MiB" | "Mi" => 1 << 20,
+            "G" | "g" | "GiB" | "Gi" => 1 << 30,
+            "T" | "t" | "TiB" | "Ti" => 1 << 40,
+            "kB" | "KB" => 1_000,
+            "MB" => 1_000_000,
+            "GB" => 1_000_000_000,
+            "TB" => 1_000_000_000_000,
+            other => {
+                return Err(bad(&format!(
+                    "unknown suffix {other:?} (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB, or K/M/G/T = binary)"
+                )))
+            }
+        };
+        let bytes = if num.contains('.') {
+            let v: f64 = num.parse().map_err(|_| bad("not a number"))?;
+            let b = v * mult as f64;
+            if !(b.is_finite() && b >= 0.0 && b < u64::MAX as f64) || b.fract() != 0.0 {
+                return Err(bad("not a whole number of bytes"));
+            }
+            b as u64
+        } else {
+            let v: u64 = num.parse().map_err(|_| bad("number too large"))?;
+            v.checked_mul(mult).ok_or_else(|| bad("too large"))?
+        };
+        total = total.checked_add(bytes).ok_or_else(|| bad("too large"))?;
+    }
+    Ok(total)
+}
+
+/// Print bytes exactly and briefly: `8B`, `4KiB`, `256MiB`, `1GiB+12B`.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ];
+    for (u, name) in UNITS {
+        if bytes >= u {
+            let (q, r) = (bytes / u, bytes % u);
+            if r == 0 {
+                return format!("{q}{name}");
+            }
+            if r < 1024 {
+                return format!("{q}{name}+{r}B");
+            }
+        }
+    }
+    format!("{bytes}B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses() {
+        assert_eq!(parse_size("8").unwrap(), 8);
+        assert_eq!(parse_size("4MiB").unwrap(), 4 << 20);
+        assert_eq!(parse_size("4M").unwrap(), 4 << 20);
+        assert_eq!(parse_size("100MB").unwrap(), 100_000_000);
+        assert_eq!(parse_size("1GiB+12").unwrap(), (1 << 30) + 12);
+        assert_eq!(parse_size("1.5KiB").unwrap(), 1536);
+        assert_eq!(parse_size(" 2 GiB ").unwrap(), 2 << 30);
+    }
+
+    #[test]
+    fn rejects() {
+        for bad in [
+            "",
+            "MiB",
+            "4XB",
+            "4 parsecs",
+            "1.3B",
+            "99999999999999999999",
+            "20000000TiB",
+        ] {
+            let e = parse_size(bad).unwrap_err();
+            assert!(matches!(e, Error::BadSize { .. }), "{bad}: {e}");
+        }
+        assert!(parse_size("4QiB")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown suffix"));
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(format_bytes(8), "8B");
+        assert_eq!(format_bytes(4096), "4KiB");
+        assert_eq!(format_bytes((1 << 30) + 12), "1GiB+12B");
+        assert_eq!(format_bytes(1000), "1000B");
+        assert_eq!(format_bytes(3 << 20), "3MiB");
+    }
+}

@@ -1,0 +1,277 @@
+//! `ringreduce trace`: the ring all-reduce step by step, for students.
+//!
+//! The trace executes the same [`Plan`] the backends run (built by
+//! [`crate::algo::ring`] from [`crate::schedule`]), in issue order, on a
+//! symbolic model of each rank's memory: every element holds the set of
+//! inputs summed into it so far. After each step it prints who sent which
+//! chunk to whom and what every rank now holds. It then runs the real engine
+//! on the CPU backend with exact inputs and shows the numbers.
+
+use crate::algo::Algo;
+use crate::engine::{Engine, EngineConfig};
+use crate::error::Result;
+use crate::plan::{Buf, OpKind, Plan};
+use crate::schedule::{self, ChunkLayout, Phase};
+use crate::size::format_bytes;
+use std::fmt::Write;
+
+/// Which inputs are summed in one element: bit r = rank r's input.
+type Held = u64;
+
+fn show(h: Held, n: usize) -> String {
+    if h == 0 {
+        return "-".into();
+    }
+    if n > 1 && h == (1u64 << n) - 1 {
+        return "ALL".into();
+    }
+    (0..n)
+        .filter(|r| h & (1 << r) != 0)
+        .map(|r| format!("x{r}"))
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+/// Render the trace of a ring all-reduce of `count` f32 elements on `n` ranks.
+pub fn render(n: usize, count: usize) -> Result<String> {
+    let mut out = String::new();
+    let plan: Plan = Algo::RING.plan(n, count, 4, false);
+    plan.validate().map_err(crate::error::Error::Plan)?;
+    let layout = ChunkLayout::new(count, n, 4);
+    // Step order: (phase, step, copies before reduces, rank). The plan's
+    // dependencies only point backwards in this order, so it is a valid
+    // execution order, and it is the synchronous picture a student draws.
+    let mut order: Vec<(usize, usize)> = (0..n)
+        .flat_map(|r| (0..plan.ops[r].len()).map(move |k| (r, k)))
+        .filter(|&(r, k)| plan.ops[r][k].label.phase.is_some())
+        .collect();
+    order.sort_by_key(|&(r, k)| {
+        let op = &plan.ops[r][k];
+        let phase = usize::from(op.label.phase == Some(Phase::AllGather));
+        let kind = usize::from(matches!(op.kind, OpKind::Reduce { .. }));
+        (phase, op.label.step, kind, r, op.label.slice)
+    });
+    let d = count * 4;
+
+    let _ = writeln!(
+        out,
+        "Ring all-reduce: N = {n} ranks, count = {count} float ({} per rank), out of place",
+        format_bytes(d as u64)
+    );
+    let _ = writeln!(out, "Rank r sends to rank (r+1) mod N. x_r is rank r's input; a cell lists the inputs summed in that chunk.");
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Chunks (16-byte aligned boundaries where possible, remainder on the first chunks):"
+    );
+    for c in 0..n {
+        let r = layout.range(c);
+        let _ = writeln!(
+            out,
+            "  chunk {c}: elements {:>4}..{:<4} ({} elements)",
+            r.start,
+            r.end,
+            r.len()
+        );
+    }
+    let _ = writeln!(out);
+
+    // Symbolic memory: recv content per rank per element (what the rank's
+    // output currently holds; initially its own input, as the ring reads it).
+    let mut held: Vec<Vec<Held>> = (0..n).map(|r| vec![1u64 << r; count]).collect();
+    let mut scratch: Vec<Vec<Held>> = vec![vec![0; plan.scratch_len]; n];
+    let state_table = |out: &mut String, held: &Vec<Vec<Held>>| {
+        let w = 4 + 3 * n;
+        let _ = write!(out, "        ");
+        for c in 0..n {
+            let _ = write!(out, "| {:<w$}", format!("chunk {c}"));
+        }
+        let _ = writeln!(out);
+        for (r, h) in held.iter().enumerate() {
+            let _ = write!(out, "  rank {r}");
+            for c in 0..n {
+                let range = layout.range(c);
+                let cell = if range.is_empty() {
+                    "(empty)".to_string()
+                } else {
+                    show(h[range.start], n)
+                };
+                let _ = write!(out, "| {cell:<w$}");
+            }
+            let _ = writeln!(out);
+        }
+    };
+    let _ = writeln!(out, "Start: every rank holds only its own input.");
+    state_table(&mut out, &held);
+
+    // Group the issue order by (phase, step).
+    let mut i = 0;
+    while i < order.len() {
+        let (r0, k0) = order[i];
+        let key = plan.ops[r0][k0]
+            .label
+            .phase
+            .map(|p| (p, plan.ops[r0][k0].label.step));
+        let mut j = i;
+        let mut lines = Vec::new();
+        while j < order.len() {
+            let (r, k) = order[j];
+            let op = &plan.ops[r][k];
+            let this = op.label.phase.map(|p| (p, op.label.step));
+            if this != key && !matches!(op.kind, OpKind::Begin | OpKind::End) {
+                break;
+            }
+            match &op.kind {
+                OpKind::Copy { to, src, dst } => {
+                    let data: Vec<Held> = if src.buf == Buf::Scratch {
+                        scratch[r][src.range.clone()].to_vec()
+                    } else {
+                        held[r][src.range.clone()].to_vec()
+                    };
+                    let what = data.first().map_or("-".into(), |h| show(*h, n));
+                    if dst.buf == Buf::Scratch {
+                        scratch[*to][dst.range.clone()].copy_from_slice(&data);
+                    } else {
+                        held[*to][dst.range.clone()].copy_from_slice(&data);
+                    }
+                    if !src.range.is_empty() {
+                        lines.push(format!(
+                            "  rank {r} -> rank {to}: chunk {} [{}..{}) = {what}{}",
+                            op.label.chunk,
+                            src.range.start,
+                            src.range.end,
+                            if dst.buf == Buf::Scratch {
+                                "  (into scratch)"
+                            } else {
+                                "  (overwrites)"
+                            }
+                        ));
+                    }
+                }
+                OpKind::Reduce { dst, b, .. } => {
+                    for e in 0..dst.len() {
+                        held[r][dst.range.start + e] |= scratch[r][b.range.start + e];
+                    }
+                    if !dst.range.is_empty() {
+                        lines.push(format!(
+                            "  rank {r} adds chunk {} with the PTX-style reduce: now {}",
+                            op.label.chunk,
+                            show(held[r][dst.range.start], n)
+                        ));
+                    }
+                }
+                OpKind::Begin | OpKind::End => {}
+            }
+            j += 1;
+        }
+        if let Some((phase, step)) = key {
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "{} step {} of {}:",
+                phase.label(),
+                step + 1,
+                schedule::steps(n)
+            );
+            for l in &lines {
+                let _ = writeln!(out, "{l}");
+            }
+            state_table(&mut out, &held);
+            if phase == Phase::ReduceScatter && step + 1 == schedule::steps(n) {
+                let owned: Vec<String> = (0..n)
+                    .map(|r| format!("rank {r} owns chunk {}", schedule::owned_chunk(r, n)))
+                    .collect();
+                let _ = writeln!(out, "  Reduce-Scatter done: {}.", owned.join(", "));
+            }
+        }
+        i = j.max(i + 1);
+    }
+
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Traffic per rank (bytes sent to / received from other ranks):"
+    );
+    let formula = schedule::ring_bytes_formula(n, d);
+    for (r, t) in plan.traffic(4).iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  rank {r}: sent {:>6} B, received {:>6} B",
+            t.sent, t.received
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  formula 2(N-1)/N * D = 2*{}/{} * {d} B = {formula:.1} B per rank (exact per rank when chunks are equal; the sum over ranks always matches)",
+        n.saturating_sub(1),
+        n
+    );
+
+    // The real thing, on the CPU backend, with exact inputs.
+    let inputs: Vec<Vec<f32>> = (0..n)
+        .map(|r| (0..count).map(|i| (10 * (r + 1) + i % 10) as f32).collect())
+        .collect();
+    let mut recv = vec![vec![0.0f32; count]; n];
+    let mut engine = Engine::<f32>::new(EngineConfig::cpu(n))?;
+    engine.all_reduce(&inputs, &mut recv)?;
+    let want: Vec<f32> = (0..count)
+        .map(|i| inputs.iter().map(|v| v[i]).sum())
+        .collect();
+    let ok = recv.iter().all(|v| *v == want);
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "The same plan on the CPU backend, with x_r[i] = 10*(r+1) + i%10:"
+    );
+    let show_vals = |v: &[f32]| {
+        let mut s: Vec<String> = v.iter().take(12).map(|x| format!("{x}")).collect();
+        if v.len() > 12 {
+            s.push("...".into());
+        }
+        s.join(" ")
+    };
+    for (r, v) in inputs.iter().enumerate() {
+        let _ = writeln!(out, "  x{r}: {}", show_vals(v));
+    }
+    let _ = writeln!(out, "  every rank's result: {}", show_vals(&recv[0]));
+    let _ = writeln!(
+        out,
+        "  {}",
+        if ok {
+            "PASS: all ranks equal the element-wise sum"
+        } else {
+            "FAIL"
+        }
+    );
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn trace_default_ends_complete() {
+        let t = super::render(4, 8).unwrap();
+        assert!(t.contains("all-gather step 3 of 3"));
+        assert!(t.contains("PASS"));
+        assert!(t.contains("rank 0 owns chunk 1"));
+        // After the last step every cell is complete.
+        let tail = t.split("all-gather step 3 of 3:").nth(1).unwrap();
+        let table: Vec<&str> = tail
+            .lines()
+            .filter(|l| l.starts_with("  rank ") && l.contains('|'))
+            .collect();
+        assert_eq!(table.len(), 4);
+        assert!(
+            table.iter().all(|l| l.matches("ALL").count() == 4),
+            "{tail}"
+        );
+    }
+
+    #[test]
+    fn trace_small_counts() {
+        for (n, c) in [(1, 8), (3, 2), (5, 0), (2, 1)] {
+            let t = super::render(n, c).unwrap();
+            assert!(t.contains("PASS"), "{t}");
+        }
+    }
+}
