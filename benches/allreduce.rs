@@ -1,1 +1,101 @@
-fn main() {}
+//! Criterion: ring vs parameter server on the CPU backend (and on CUDA when a
+//! GPU is present). `iter_custom` times `iters` back-to-back collectives
+//! between two full synchronizations of every rank, so on a GPU the time is
+//! device time, not launch time.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use ringreduce::plan::Plan;
+use ringreduce::verify::{make_inputs, Inputs};
+use ringreduce::{Algo, BackendChoice, Engine, EngineConfig};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn time_iters(e: &mut Engine<f32>, plan: &Arc<Plan>, iters: u64) -> Duration {
+    // Errors cannot be returned from a bench closure; a failed call makes the
+    // measurement meaningless, so report it loudly and time nothing.
+    if let Err(err) = e.synchronize() {
+        eprintln!("synchronize failed: {err}");
+        return Duration::ZERO;
+    }
+    let t0 = Instant::now();
+    for _ in 0..iters {
+        if let Err(err) = e.launch(plan) {
+            eprintln!("launch failed: {err}");
+            return Duration::ZERO;
+        }
+    }
+    if let Err(err) = e.synchronize() {
+        eprintln!("synchronize failed: {err}");
+    }
+    t0.elapsed()
+}
+
+fn bench_backend(
+    c: &mut Criterion,
+    backend: BackendChoice,
+    label: &str,
+    ranks: usize,
+    sizes: &[usize],
+) {
+    let mut engine = match Engine::<f32>::new(EngineConfig::new(ranks, backend)) {
+        Ok(e) => e,
+        Err(err) => {
+            eprintln!("skipping {label}: {err}");
+            return;
+        }
+    };
+    let mut g = c.benchmark_group(format!("allreduce/{label}/{ranks}ranks"));
+    g.sample_size(10).measurement_time(Duration::from_secs(2));
+    for &count in sizes {
+        let inputs = make_inputs::<f32>(Inputs::Random, ranks, count, 1);
+        if let Err(err) = engine.load(&inputs, false) {
+            eprintln!("skipping {count}: {err}");
+            continue;
+        }
+        g.throughput(Throughput::Bytes((count * 4) as u64));
+        for algo in [
+            Algo::RING,
+            Algo::Ring {
+                slices: 4,
+                slots: 2,
+            },
+            Algo::ParameterServer,
+        ] {
+            let plan = match engine.plan(algo, count, false) {
+                Ok(p) => p,
+                Err(err) => {
+                    eprintln!("skipping {}: {err}", algo.label());
+                    continue;
+                }
+            };
+            g.bench_with_input(BenchmarkId::new(algo.label(), count * 4), &count, |b, _| {
+                b.iter_custom(|iters| time_iters(&mut engine, &plan, iters))
+            });
+        }
+    }
+    g.finish();
+}
+
+fn allreduce(c: &mut Criterion) {
+    bench_backend(
+        c,
+        BackendChoice::Cpu,
+        "cpu",
+        4,
+        &[1 << 10, 1 << 16, 1 << 20],
+    );
+    if ringreduce::backend::cuda::probe().is_ok() {
+        bench_backend(
+            c,
+            BackendChoice::Cuda,
+            "cuda",
+            2,
+            &[1 << 10, 1 << 20, 1 << 26],
+        );
+    } else {
+        eprintln!("no CUDA driver: CUDA benches skipped");
+    }
+}
+
+criterion_group!(benches, allreduce);
+criterion_main!(benches);

@@ -315,6 +315,9 @@ fn cmd_run(a: RunArgs) -> Result<bool> {
             ""
         }
     );
+    for h in engine.hardware().iter().filter(|h| h.starts_with("setup:")) {
+        println!("            {h}");
+    }
     println!(
         "first call: {:.3} ms (includes plan build and event creation)",
         first.as_secs_f64() * 1e3

@@ -131,9 +131,20 @@ pub struct Plan {
     pub signal_owner: Vec<usize>,
     /// Scratch elements each rank needs.
     pub scratch_len: usize,
+    /// Lane of the op that records each signal.
+    pub signal_lane: Vec<Lane>,
+    /// Whether anyone outside the producer's own (rank, lane) waits on the
+    /// signal. Backends need not record the others: in-lane order covers them.
+    pub signal_needed: Vec<bool>,
 }
 
 impl Plan {
+    /// True when signal `s` is recorded on rank `r`'s `lane`, so a wait on it
+    /// from that lane is already implied by in-lane order.
+    pub fn same_lane(&self, s: usize, r: usize, lane: Lane) -> bool {
+        self.signal_owner.get(s) == Some(&r) && self.signal_lane.get(s) == Some(&lane)
+    }
+
     /// Number of signals.
     pub fn signals(&self) -> usize {
         self.signal_owner.len()
@@ -181,6 +192,8 @@ impl PlanBuilder {
                 ops: vec![Vec::new(); ranks],
                 signal_owner: Vec::new(),
                 scratch_len: 0,
+                signal_lane: Vec::new(),
+                signal_needed: Vec::new(),
             },
         }
     }
@@ -251,7 +264,26 @@ impl PlanBuilder {
         &self.plan
     }
 
-    pub fn finish(self) -> Plan {
+    pub fn finish(mut self) -> Plan {
+        let p = &mut self.plan;
+        p.signal_lane = vec![Lane::Compute; p.signal_owner.len()];
+        p.signal_needed = vec![false; p.signal_owner.len()];
+        for ops in &p.ops {
+            for op in ops {
+                if let Some(s) = op.signal {
+                    p.signal_lane[s.0] = op.lane;
+                }
+            }
+        }
+        for (r, ops) in p.ops.iter().enumerate() {
+            for op in ops {
+                for w in &op.waits {
+                    if !p.same_lane(w.0, r, op.lane) {
+                        p.signal_needed[w.0] = true;
+                    }
+                }
+            }
+        }
         self.plan
     }
 }

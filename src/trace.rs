@@ -154,7 +154,7 @@ pub fn render(n: usize, count: usize) -> Result<String> {
                     }
                     if !dst.range.is_empty() {
                         lines.push(format!(
-                            "  rank {r} adds chunk {} with the PTX-style reduce: now {}",
+                            "  rank {r} adds the received chunk {} (reduce kernel): now {}",
                             op.label.chunk,
                             show(held[r][dst.range.start], n)
                         ));

@@ -24,6 +24,7 @@ use crate::plan::{Buf, Lane, OpKind, Plan};
 use crate::pool::{Inbox, RankThreads};
 use crate::sync::SignalBoard;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The reduce kernel source, embedded at build time.
 pub const REDUCE_PTX: &str = include_str!("../../ptx/reduce_f32.ptx");
@@ -69,7 +70,7 @@ enum Cmd<T> {
 
 enum Reply<T> {
     Done,
-    Ctx(PeerCtx),
+    Ctx(PeerCtx, (f64, f64)),
     Bufs([PeerBuf; 3]),
     Events(Vec<RemoteEvent>),
     Data(Vec<T>),
@@ -84,6 +85,7 @@ pub struct CudaBackend<T: Element> {
     events: usize,
     gen: u64,
     notes: Vec<String>,
+    probe_ms: f64,
 }
 
 /// What a rank thread owns, all branded with its device's `'id`.
@@ -99,6 +101,8 @@ struct Rank<'id, T> {
     events: Vec<Event<'id>>,
     remote: Arc<Vec<Vec<RemoteEvent>>>,
     nccl: Option<(nccl::Nccl, nccl::Comm)>,
+    /// (context bind, PTX load) milliseconds at setup.
+    setup_ms: (f64, f64),
 }
 
 impl<T: Element> CudaBackend<T> {
@@ -106,7 +110,9 @@ impl<T: Element> CudaBackend<T> {
         if ranks == 0 {
             return Err(Error::ZeroRanks);
         }
+        let t_probe = Instant::now();
         let info = probe().map_err(Error::NoCuda)?;
+        let probe_ms = t_probe.elapsed().as_secs_f64() * 1e3;
         let kname = kernel_name::<T>(op)
             .ok_or_else(|| Error::Unsupported(format!("{} {}", T::NAME, op.name()), "cuda"))?;
         let avail: Vec<usize> = info.devices.iter().map(|d| d.ordinal).collect();
@@ -131,9 +137,11 @@ impl<T: Element> CudaBackend<T> {
             move |rank, inbox: Inbox<Cmd<T>, Reply<T>>| {
                 let device = m[rank];
                 let slot = std::cell::Cell::new(Some(inbox));
+                let t0 = Instant::now();
                 let r = cuda::with_device(device, |ctx| {
+                    let bind_ms = t0.elapsed().as_secs_f64() * 1e3;
                     if let Some(inbox) = slot.take() {
-                        rank_main(rank, device, ctx, kname, inbox);
+                        rank_main(rank, device, ctx, kname, inbox, bind_ms);
                     }
                 });
                 if let (Err(e), Some(inbox)) = (r, slot.take()) {
@@ -151,6 +159,7 @@ impl<T: Element> CudaBackend<T> {
             events: 0,
             gen: 0,
             notes: Vec::new(),
+            probe_ms,
         };
         be.enable_peers()?;
         Ok(be)
@@ -159,15 +168,26 @@ impl<T: Element> CudaBackend<T> {
     /// Enable peer access between every pair of devices the ranks use
     /// (covers ring neighbours, the parameter-server root and one-shot).
     fn enable_peers(&mut self) -> Result<()> {
+        let mut bind_ms: f64 = 0.0;
+        let mut ptx_ms: f64 = 0.0;
         let ctxs: Vec<PeerCtx> = self
             .threads
             .run_each(|_| Cmd::Export)?
             .into_iter()
             .filter_map(|r| match r {
-                Reply::Ctx(c) => Some(c),
+                Reply::Ctx(c, (b, p)) => {
+                    bind_ms = bind_ms.max(b);
+                    ptx_ms = ptx_ms.max(p);
+                    Some(c)
+                }
                 _ => None,
             })
             .collect();
+        self.notes.push(format!(
+            "setup: driver load+cuInit {:.1} ms, context bind (slowest rank) {bind_ms:.1} ms, PTX JIT (slowest rank) {ptx_ms:.1} ms",
+            self.probe_ms
+        ));
+        let t_peer = Instant::now();
         let mut distinct: Vec<usize> = self.devices.clone();
         distinct.sort_unstable();
         distinct.dedup();
@@ -185,6 +205,10 @@ impl<T: Element> CudaBackend<T> {
         }
         let all = Arc::new(ctxs);
         self.threads.run_each(|_| Cmd::EnablePeers(all.clone()))?;
+        self.notes.push(format!(
+            "setup: peer access {:.1} ms",
+            t_peer.elapsed().as_secs_f64() * 1e3
+        ));
         if distinct.len() > 1 {
             self.notes.push(format!(
                 "peer access enabled between GPUs {distinct:?} (cuDeviceCanAccessPeer = 1 for every pair)"
@@ -231,12 +255,15 @@ fn rank_main<'id, T: Element>(
     ctx: Ctx<'id>,
     kname: &'static str,
     inbox: Inbox<Cmd<T>, Reply<T>>,
+    bind_ms: f64,
 ) {
     let e = cuda_err(rank, device);
     let setup = (|| -> Result<Rank<'id, T>> {
         let compute = ctx.stream().map_err(&e)?;
         let copy = ctx.stream().map_err(&e)?;
+        let t = Instant::now();
         let kernel = ctx.kernel(REDUCE_PTX, kname).map_err(&e)?;
+        let ptx_ms = t.elapsed().as_secs_f64() * 1e3;
         let bufs = [
             ctx.alloc(0).map_err(&e)?,
             ctx.alloc(0).map_err(&e)?,
@@ -254,6 +281,7 @@ fn rank_main<'id, T: Element>(
             events: Vec::new(),
             remote: Arc::new(Vec::new()),
             nccl: None,
+            setup_ms: (bind_ms, ptx_ms),
         })
     })();
     match setup {
@@ -282,7 +310,7 @@ impl<'id, T: Element> Rank<'id, T> {
     fn handle(&mut self, cmd: Cmd<T>) -> Result<Reply<T>> {
         let e = self.err();
         match cmd {
-            Cmd::Export => Ok(Reply::Ctx(self.ctx.export())),
+            Cmd::Export => Ok(Reply::Ctx(self.ctx.export(), self.setup_ms)),
             Cmd::EnablePeers(all) => {
                 for p in all.iter() {
                     self.ctx.enable_peer_access(p).map_err(&e)?;
@@ -396,15 +424,19 @@ impl<'id, T: Element> Rank<'id, T> {
         for op in &plan.ops[r] {
             let stream = self.lane(op.lane);
             for w in &op.waits {
+                if plan.same_lane(w.0, r, op.lane) {
+                    continue; // in-lane order already implies it
+                }
                 let owner = plan.signal_owner[w.0];
-                board.wait(w.0, gen, r)?;
                 if owner == r {
+                    // Recorded earlier by this very thread, on the other lane.
                     let ev = self
                         .events
                         .get(w.0)
                         .ok_or_else(|| Error::Plan("event pool too small".into()))?;
                     stream.wait_local(ev).map_err(&e)?;
                 } else {
+                    board.wait(w.0, gen, r)?;
                     let ev = self
                         .remote
                         .get(owner)
@@ -445,7 +477,7 @@ impl<'id, T: Element> Rank<'id, T> {
                         .map_err(&e)?;
                 }
             }
-            if let Some(s) = op.signal {
+            if let Some(s) = op.signal.filter(|s| plan.signal_needed[s.0]) {
                 let ev = self
                     .events
                     .get(s.0)

@@ -356,6 +356,14 @@ impl<'id> Ctx<'id> {
         {
             Some((_, _, m)) => *m as sys::CUmodule,
             None => {
+                // Keep this device's primary context alive for the life of the
+                // process: the cached module belongs to it, and a later engine
+                // re-binding the context then finds it (and the module) ready.
+                let mut keep = std::ptr::null_mut();
+                // SAFETY: valid out-pointer and device; intentionally never released.
+                check("cuDevicePrimaryCtxRetain", unsafe {
+                    sys::cuDevicePrimaryCtxRetain(&mut keep, device_handle(self.ordinal)?)
+                })?;
                 let src = std::ffi::CString::new(ptx)
                     .map_err(|_| err("cuModuleLoadData", "PTX contains a NUL byte"))?;
                 let mut m = std::ptr::null_mut();

@@ -6,7 +6,10 @@ use crate::harness::{Harness, Outcome};
 use std::process::Command;
 
 fn rr(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ringreduce"))
+    // RINGREDUCE_BIN lets the staged test binary find the staged CLI on the GPU machine.
+    let bin = std::env::var("RINGREDUCE_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_ringreduce").to_string());
+    let out = Command::new(bin)
         .args(args)
         .output()
         .expect("run ringreduce");

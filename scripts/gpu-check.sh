@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The whole GPU check, in one call on the GPU machine (see CONTRIBUTING in README).
+#   bash .device/gpu-check.sh quick     smoke: run cases + GPU tests
+#   bash .device/gpu-check.sh full      + compute-sanitizer + check vs NCCL + bench sweeps
+set -uo pipefail
+MODE="${1:-full}"
+D="$(cd "$(dirname "$0")" && pwd)"
+OUT="${OUT:-$PWD/gpu-out}"
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0
+RR="$D/ringreduce"
+export RINGREDUCE_BIN="$RR"
+log() { echo; echo "### $*"; }
+run() { log "\$ $*"; "$@"; echo "[exit $?]"; }
+
+log "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')  mode: $MODE"
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+nvidia-smi topo -m | head -4
+
+run "$RR" run --backend cuda --ranks 2 --size 256MiB
+run "$RR" run --backend cuda --ranks 8 --count 1000003
+run "$RR" run --backend cuda --ranks 3 --count 5 --in-place
+run "$RR" run --backend cuda --ranks 2 --size 4MiB --inputs exact --in-place
+run "$RR" run --ranks 2 --size 1GiB --algo ring:pipe4
+log "integration tests"
+"$D/integration" 2>&1 | tee "$OUT/tests.log" | grep -v ' \.\.\. ok' ; echo "[exit ${PIPESTATUS[0]}]"
+
+if [ "$MODE" = quick ]; then
+    run "$RR" bench --ranks 2 --algo ring,nccl -b 8 -e 64MiB -f 8 -n 20 -w 5
+    exit 0
+fi
+
+log "compute-sanitizer memcheck"
+compute-sanitizer --tool memcheck --leak-check full "$RR" run --backend cuda --ranks 2 --size 4MiB 2>&1 | tail -15
+compute-sanitizer --tool memcheck "$RR" run --backend cuda --ranks 3 --count 1003 --in-place --algo ring:pipe2 2>&1 | tail -6
+
+run "$RR" check --ranks 2 --sizes 4KiB,4MiB,256MiB,1GiB+12 --algo ring,ring:pipe4,oneshot
+run "$RR" check --ranks 2 --sizes 4KiB,4MiB,256MiB,1GiB+12 --algo ring --inputs exact
+
+run "$RR" bench --ranks 2 --algo ring,nccl,ps -b 8 -e 1GiB -f 2 -n 20 -w 5 -J "$OUT/bench-2r.json" --csv "$OUT/bench-2r.csv" --plot "$OUT/bench-2r.svg"
+run "$RR" bench --ranks 4 --algo ring,ps -b 1KiB -e 256MiB -f 4 -n 10 -w 3 --no-ceiling -J "$OUT/bench-4r.json"
+run "$RR" bench --ranks 8 --algo ring,ps -b 1KiB -e 256MiB -f 4 -n 10 -w 3 --no-ceiling -J "$OUT/bench-8r.json"

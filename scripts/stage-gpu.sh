@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Build here (no GPU needed) and stage the binaries for the GPU machine.
+#
+#   scripts/stage-gpu.sh        -> .device/ringreduce, .device/integration, .device/gpu-check.sh
+#
+# .device/ is git-ignored; carry it to the GPU machine and run there:
+#   bash .device/gpu-check.sh [quick|full|bench|sanitize] (output under $OUT or ./gpu-out)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release
+json=$(cargo test --release --no-run --message-format=json 2>/dev/null)
+integ=$(printf '%s\n' "$json" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except Exception: continue
+    if m.get("reason") == "compiler-artifact" and m.get("target", {}).get("name") == "integration" and m.get("executable"):
+        print(m["executable"])
+')
+rm -rf .device && mkdir -p .device
+cp target/release/ringreduce .device/
+cp "$integ" .device/integration
+cp scripts/gpu-check.sh .device/
+strip --strip-debug .device/ringreduce .device/integration 2>/dev/null || true
+du -sh .device
