@@ -15,8 +15,9 @@ pub enum Algo {
     Ring { slices: usize, slots: usize },
     /// Parameter server with rank 0 as root.
     ParameterServer,
-    /// Every rank pushes its whole buffer to every other rank, then reduces.
-    OneShot,
+    /// Every rank pushes its whole buffer to every other rank (in `slices`
+    /// pieces), then reduces each piece as it lands.
+    OneShot { slices: usize },
 }
 
 impl Algo {
@@ -26,13 +27,17 @@ impl Algo {
         slots: 2,
     };
 
+    /// One copy and one kernel per peer.
+    pub const ONESHOT: Algo = Algo::OneShot { slices: 1 };
+
     /// Short name shown in output, e.g. `ring`, `ring:pipe4`, `ps`, `oneshot`.
     pub fn label(&self) -> String {
         match self {
             Algo::Ring { slices: 1, .. } => "ring".into(),
             Algo::Ring { slices, .. } => format!("ring:pipe{slices}"),
             Algo::ParameterServer => "ps".into(),
-            Algo::OneShot => "oneshot".into(),
+            Algo::OneShot { slices: 1 } => "oneshot".into(),
+            Algo::OneShot { slices } => format!("oneshot:pipe{slices}"),
         }
     }
 
@@ -43,7 +48,7 @@ impl Algo {
                 ring::plan(ranks, count, elem_size, in_place, slices, slots)
             }
             Algo::ParameterServer => ps::plan(ranks, count, in_place),
-            Algo::OneShot => oneshot::plan(ranks, count, in_place),
+            Algo::OneShot { slices } => oneshot::plan(ranks, count, elem_size, in_place, slices),
         }
     }
 }
@@ -64,22 +69,27 @@ impl std::str::FromStr for AlgoChoice {
             "auto" => AlgoChoice::Auto,
             "ring" => AlgoChoice::Fixed(Algo::RING),
             "ps" | "parameter-server" => AlgoChoice::Fixed(Algo::ParameterServer),
-            "oneshot" | "one-shot" => AlgoChoice::Fixed(Algo::OneShot),
-            other => match other.strip_prefix("ring:pipe") {
-                Some(k) => {
-                    let slices: usize = k
-                        .parse()
+            "oneshot" | "one-shot" => AlgoChoice::Fixed(Algo::ONESHOT),
+            other => {
+                let slices = |k: &str| -> Result<usize, String> {
+                    k.parse()
                         .ok()
                         .filter(|&k| (1..=64).contains(&k))
-                        .ok_or_else(|| format!("bad slice count in {other:?} (1..=64)"))?;
-                    AlgoChoice::Fixed(Algo::Ring { slices, slots: 2 })
-                }
-                None => {
+                        .ok_or_else(|| format!("bad slice count in {other:?} (1..=64)"))
+                };
+                if let Some(k) = other.strip_prefix("ring:pipe") {
+                    AlgoChoice::Fixed(Algo::Ring {
+                        slices: slices(k)?,
+                        slots: 2,
+                    })
+                } else if let Some(k) = other.strip_prefix("oneshot:pipe") {
+                    AlgoChoice::Fixed(Algo::OneShot { slices: slices(k)? })
+                } else {
                     return Err(format!(
-                        "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, oneshot, ps)"
-                    ))
+                        "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, oneshot, oneshot:pipeK, ps)"
+                    ));
                 }
-            },
+            }
         })
     }
 }
@@ -88,7 +98,7 @@ impl std::str::FromStr for AlgoChoice {
 /// The thresholds are in bytes per rank.
 pub fn choose(ranks: usize, bytes: usize) -> Algo {
     if ranks <= 2 && bytes <= ONESHOT_MAX_BYTES {
-        return Algo::OneShot;
+        return Algo::ONESHOT;
     }
     let slices = if bytes >= 64 << 20 { 4 } else { 2 };
     Algo::Ring { slices, slots: 2 }
@@ -132,7 +142,11 @@ mod tests {
     use super::*;
 
     fn all_algos() -> Vec<Algo> {
-        let mut v = vec![Algo::ParameterServer, Algo::OneShot];
+        let mut v = vec![
+            Algo::ParameterServer,
+            Algo::ONESHOT,
+            Algo::OneShot { slices: 3 },
+        ];
         for slices in [1, 2, 3, 4] {
             for slots in [1, 2] {
                 v.push(Algo::Ring { slices, slots });
@@ -171,7 +185,7 @@ mod tests {
                 slots: 2,
             },
             Algo::ParameterServer,
-            Algo::OneShot,
+            Algo::ONESHOT,
         ] {
             for n in 7..=9 {
                 for count in [0, 5, 36, 100] {

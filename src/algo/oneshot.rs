@@ -2,14 +2,18 @@
 //! rank's scratch, then each rank reduces all slots into its own buffer.
 //!
 //! Each rank sends (N-1)·D, which for N = 2 equals the ring's 2(N-1)/N·D, in
-//! one copy and one kernel instead of two copies and one kernel per slice.
-//! That makes it the cheapest path for small and medium messages on 2 GPUs.
+//! one copy and one kernel instead of a copy and a kernel per ring step. That
+//! makes it the cheapest path for small and medium messages on 2 GPUs. With
+//! `slices > 1` the buffer is pushed in slices and each slice is reduced as
+//! soon as it has landed, so the reduce overlaps the rest of the copy.
 
 use super::{local_copy_only, Algo};
 use crate::plan::{Buf, Label, Lane, OpKind, Plan, PlanBuilder, Region, SignalId};
+use crate::schedule;
 
-pub fn plan(ranks: usize, count: usize, in_place: bool) -> Plan {
-    let mut b = PlanBuilder::new(Algo::OneShot.label(), ranks, count, in_place);
+pub fn plan(ranks: usize, count: usize, elem_size: usize, in_place: bool, slices: usize) -> Plan {
+    let slices = slices.max(1);
+    let mut b = PlanBuilder::new(Algo::OneShot { slices }.label(), ranks, count, in_place);
     let begin = b.begin_all();
     if ranks == 1 || count == 0 {
         return local_copy_only(b, &begin);
@@ -17,65 +21,77 @@ pub fn plan(ranks: usize, count: usize, in_place: bool) -> Plan {
     let n = ranks;
     let input = b.input();
     b.scratch((n - 1) * count);
+    let parts = schedule::slices(0..count, slices, elem_size);
     // Rank `src`'s data lands in slot (src - dst - 1) mod n of rank `dst`.
-    let slot = |src: usize, dst: usize| {
-        let i = (src + n - dst - 1) % n;
-        i * count..(i + 1) * count
-    };
-    let label = |note| Label {
+    let slot = |src: usize, dst: usize| (src + n - dst - 1) % n * count;
+    let label = |note, slice| Label {
         note,
+        slice,
         ..Label::default()
     };
-    // arrived[src][dst]
-    let mut arrived: Vec<Vec<Option<SignalId>>> = vec![vec![None; n]; n];
+    // arrived[src][dst][k], sent_last[r][k] = r's last push of slice k.
+    let mut arrived: Vec<Vec<Vec<Option<SignalId>>>> = vec![vec![vec![None; parts.len()]; n]; n];
+    let mut sent_last: Vec<Vec<Option<SignalId>>> = vec![vec![None; parts.len()]; n];
     let mut last_out: Vec<Option<SignalId>> = vec![None; n];
     for r in 0..n {
-        for d in 1..n {
-            let to = (r + d) % n;
-            let mut waits = vec![begin[to]];
-            if d == 1 {
-                waits.push(begin[r]);
+        for (k, part) in parts.iter().enumerate() {
+            for d in 1..n {
+                let to = (r + d) % n;
+                let mut waits = vec![];
+                if k == 0 {
+                    waits.push(begin[to]);
+                    if d == 1 {
+                        waits.push(begin[r]);
+                    }
+                }
+                let off = slot(r, to) + part.start;
+                let sig = b.push(
+                    r,
+                    Lane::Copy,
+                    OpKind::Copy {
+                        to,
+                        src: Region::new(input, part.clone()),
+                        dst: Region::new(Buf::Scratch, off..off + part.len()),
+                    },
+                    waits,
+                    true,
+                    label("push", k),
+                );
+                arrived[r][to][k] = sig;
+                sent_last[r][k] = sig;
+                last_out[r] = sig;
             }
-            arrived[r][to] = b.push(
-                r,
-                Lane::Copy,
-                OpKind::Copy {
-                    to,
-                    src: Region::new(input, 0..count),
-                    dst: Region::new(Buf::Scratch, slot(r, to)),
-                },
-                waits,
-                true,
-                label("push"),
-            );
-            last_out[r] = arrived[r][to];
         }
     }
     for r in 0..n {
-        for d in 1..n {
-            let from = (r + n - d) % n;
-            let mut waits: Vec<SignalId> = arrived[from][r].into_iter().collect();
-            let a = if d == 1 {
-                if b.input() == Buf::Recv {
-                    // In place: our own pushes read recv before we overwrite it.
-                    waits.extend(last_out[r]);
-                }
-                input
-            } else {
-                Buf::Recv
-            };
-            b.push(
-                r,
-                Lane::Compute,
-                OpKind::Reduce {
-                    dst: Region::new(Buf::Recv, 0..count),
-                    a: Region::new(a, 0..count),
-                    b: Region::new(Buf::Scratch, slot(from, r)),
-                },
-                waits,
-                false,
-                label("reduce"),
-            );
+        for (k, part) in parts.iter().enumerate() {
+            for d in 1..n {
+                let from = (r + n - d) % n;
+                let mut waits: Vec<SignalId> = arrived[from][r][k].into_iter().collect();
+                let a = if d == 1 {
+                    if input == Buf::Recv {
+                        // In place: our own pushes of this slice read recv
+                        // before we overwrite it.
+                        waits.extend(sent_last[r][k]);
+                    }
+                    input
+                } else {
+                    Buf::Recv
+                };
+                let off = slot(from, r) + part.start;
+                b.push(
+                    r,
+                    Lane::Compute,
+                    OpKind::Reduce {
+                        dst: Region::new(Buf::Recv, part.clone()),
+                        a: Region::new(a, part.clone()),
+                        b: Region::new(Buf::Scratch, off..off + part.len()),
+                    },
+                    waits,
+                    false,
+                    label("reduce", k),
+                );
+            }
         }
         b.end(r, last_out[r].into_iter().collect());
     }

@@ -20,7 +20,8 @@ fn algos() -> Vec<Algo> {
             slices: 4,
             slots: 2,
         },
-        Algo::OneShot,
+        Algo::ONESHOT,
+        Algo::OneShot { slices: 4 },
         Algo::ParameterServer,
     ]
 }
@@ -167,7 +168,7 @@ pub fn register(h: &mut Harness) {
             {
                 for algo in [
                     Algo::RING,
-                    Algo::OneShot,
+                    Algo::ONESHOT,
                     Algo::Ring {
                         slices: 3,
                         slots: 2,
