@@ -393,3 +393,55 @@ mod tests {
         assert!(parse_contenders("").is_err());
     }
 }
+
+/// Host-side cost of one small call, in microseconds.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HostCost {
+    pub size: u64,
+    pub path: String,
+    /// Caller -> every rank thread -> caller, doing nothing.
+    pub handoff_us: f64,
+    /// Issuing one collective on every rank (hand-off, driver calls for
+    /// copies, kernels, event records and waits), without waiting for the GPU.
+    pub issue_us: f64,
+    /// One full call: issue plus completion on every rank's streams.
+    pub call_us: f64,
+}
+
+/// Measure [`HostCost`] for the auto path at `count` elements.
+pub fn host_cost<T: Element>(
+    engine: &mut Engine<T>,
+    count: usize,
+    iters: usize,
+) -> Result<HostCost> {
+    let iters = iters.max(1);
+    let plan = plan_for(engine, AlgoChoice::Auto, count, false)?;
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut ping = Vec::with_capacity(iters);
+    let mut issue = Vec::with_capacity(iters);
+    let mut call = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let t = Instant::now();
+        engine.backend_mut().ping()?;
+        ping.push(t.elapsed().as_secs_f64() * 1e6);
+        engine.synchronize()?;
+        let t = Instant::now();
+        engine.launch(&plan)?;
+        issue.push(t.elapsed().as_secs_f64() * 1e6);
+        engine.synchronize()?;
+        let t = Instant::now();
+        engine.launch(&plan)?;
+        engine.synchronize()?;
+        call.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(HostCost {
+        size: (count * T::SIZE) as u64,
+        path: plan.name.clone(),
+        handoff_us: median(ping),
+        issue_us: median(issue),
+        call_us: median(call),
+    })
+}

@@ -640,10 +640,33 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
     if let Some(pb) = pb {
         pb.finish_and_clear();
     }
+    // Host-side share of a small call (medians of 50).
+    let mut host = Vec::new();
+    for bytes in [8u64, 64 << 10] {
+        if bytes >= min && bytes <= max.max(8) {
+            host.push(bench::host_cost(&mut engine, (bytes / 4) as usize, 50)?);
+        }
+    }
     let reference = if want_nccl { Some("nccl") } else { None };
     print!("{}", report.render_all(reference));
+    for h in &host {
+        println!(
+            "# host side at {} ({}): hand-off to rank threads {:.1} us, issue (hand-off + driver calls) {:.1} us, whole call {:.1} us -> host share {:.0}%",
+            format_bytes(h.size),
+            h.path,
+            h.handoff_us,
+            h.issue_us,
+            h.call_us,
+            100.0 * h.issue_us / h.call_us.max(1e-9)
+        );
+    }
     if let Some(c) = ceiling {
-        println!("# peer-copy ceiling (cuMemcpyPeerAsync, every rank to its right neighbour at once, {}): {:.1} GB/s per direction", format_bytes(max.max(4 << 20)), c);
+        println!(
+            "# peer-copy ceiling ({}, every rank to its right neighbour at once, {}): {:.1} GB/s per direction",
+            if kind == "cuda" { "cuMemcpyPeerAsync" } else { "CPU memcpy" },
+            format_bytes(max.max(4 << 20)),
+            c
+        );
     }
     if let Some(p) = &a.json {
         report.write_json(p).map_err(|e| io_err(p, e))?;

@@ -32,7 +32,10 @@ fn lock<T>(mem: &[RankMem<T>], rank: usize, buf: Buf) -> MutexGuard<'_, Vec<T>> 
         .unwrap_or_else(|e| e.into_inner())
 }
 
-struct Run {
+/// A command: run a plan, or `None` for a no-op round trip.
+type Run = Option<RunPlan>;
+
+struct RunPlan {
     plan: Arc<Plan>,
     board: Arc<SignalBoard>,
     gen: u64,
@@ -65,7 +68,10 @@ impl<T: Element> CpuBackend<T> {
         let threads = RankThreads::spawn(ranks, "cpu", move |rank, inbox| {
             inbox.ready(Ok(()));
             let mem = m.clone();
-            inbox.serve(|run: Run| execute(&mem, rank, &run, op));
+            inbox.serve(|run: Run| match run {
+                Some(run) => execute(&mem, rank, &run, op),
+                None => Ok(()),
+            });
         })?;
         Ok(CpuBackend {
             mem,
@@ -77,7 +83,7 @@ impl<T: Element> CpuBackend<T> {
 }
 
 /// Run rank `r`'s part of the plan.
-fn execute<T: Element>(mem: &[RankMem<T>], r: usize, run: &Run, op: ReduceOp) -> Result<()> {
+fn execute<T: Element>(mem: &[RankMem<T>], r: usize, run: &RunPlan, op: ReduceOp) -> Result<()> {
     for o in &run.plan.ops[r] {
         for w in &o.waits {
             run.board.wait(w.0, run.gen, r)?;
@@ -269,12 +275,18 @@ impl<T: Element> Backend<T> for CpuBackend<T> {
         let gen = self.gen;
         let board = self.board.clone();
         self.threads
-            .run_each(|_| Run {
-                plan: plan.clone(),
-                board: board.clone(),
-                gen,
+            .run_each(|_| {
+                Some(RunPlan {
+                    plan: plan.clone(),
+                    board: board.clone(),
+                    gen,
+                })
             })
             .map(|_| ())
+    }
+
+    fn ping(&mut self) -> Result<()> {
+        self.threads.run_each(|_| None).map(|_| ())
     }
 
     fn synchronize(&mut self) -> Result<()> {

@@ -53,6 +53,7 @@ fn kernel_name<T: Element>(op: ReduceOp) -> Option<&'static str> {
 }
 
 enum Cmd<T> {
+    Ping,
     Export,
     EnablePeers(Arc<Vec<PeerCtx>>),
     Sync,
@@ -310,6 +311,7 @@ impl<'id, T: Element> Rank<'id, T> {
     fn handle(&mut self, cmd: Cmd<T>) -> Result<Reply<T>> {
         let e = self.err();
         match cmd {
+            Cmd::Ping => Ok(Reply::Done),
             Cmd::Export => Ok(Reply::Ctx(self.ctx.export(), self.setup_ms)),
             Cmd::EnablePeers(all) => {
                 for p in all.iter() {
@@ -599,6 +601,11 @@ impl<T: Element> Backend<T> for CudaBackend<T> {
 
     fn synchronize(&mut self) -> Result<()> {
         self.threads.run_each(|_| Cmd::Sync)?;
+        Ok(())
+    }
+
+    fn ping(&mut self) -> Result<()> {
+        self.threads.run_each(|_| Cmd::Ping)?;
         Ok(())
     }
 

@@ -63,6 +63,9 @@ pub trait Backend<T: Element>: Send {
     }
     /// Start executing `plan` (asynchronously where the backend can).
     fn launch(&mut self, plan: &Arc<Plan>) -> Result<()>;
+    /// A round trip to every rank thread that does nothing: the cost of the
+    /// caller-to-rank-thread hand-off.
+    fn ping(&mut self) -> Result<()>;
     /// Wait until everything launched so far has completed on every rank.
     fn synchronize(&mut self) -> Result<()>;
     /// Set up NCCL communicators (CUDA only).
