@@ -356,7 +356,7 @@ pub fn sweep_sizes(min: u64, max: u64, factor: f64) -> Result<Vec<u64>> {
             "minbytes {min} > maxbytes {max}"
         )));
     }
-    if !(factor > 1.0) {
+    if factor.is_nan() || factor <= 1.0 {
         return Err(Error::BadArgument(format!(
             "stepfactor must be > 1 (got {factor})"
         )));

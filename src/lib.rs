@@ -9,6 +9,8 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
+// Rank-indexed loops read like the algorithm (rank r, step s); keep them.
+#![allow(clippy::needless_range_loop)]
 
 pub mod algo;
 pub mod backend;

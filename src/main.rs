@@ -373,7 +373,7 @@ fn cmd_theory(a: TheoryArgs) -> Result<bool> {
             "--ranks needs positive rank counts".into(),
         ));
     }
-    if !(a.link_gbps > 0.0) || !(a.alpha_us >= 0.0) {
+    if a.link_gbps.is_nan() || a.link_gbps <= 0.0 || a.alpha_us.is_nan() || a.alpha_us < 0.0 {
         return Err(Error::BadArgument(
             "--link-gbps must be > 0 and --alpha-us >= 0".into(),
         ));
@@ -622,7 +622,7 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
     for &size in &sizes {
         let count = (size / 4) as usize;
         let (iters, warmup) = if size > big {
-            (a.iters.min(5).max(1), a.warmup.min(2))
+            (a.iters.clamp(1, 5), a.warmup.min(2))
         } else {
             (a.iters, a.warmup)
         };
