@@ -647,19 +647,27 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
             host.push(bench::host_cost(&mut engine, (bytes / 4) as usize, 50)?);
         }
     }
-    let reference = if want_nccl { Some("nccl") } else { None };
-    print!("{}", report.render_all(reference));
     for h in &host {
-        println!(
-            "# host side at {} ({}): hand-off to rank threads {:.1} us, issue (hand-off + driver calls) {:.1} us, whole call {:.1} us -> host share {:.0}%",
+        report.header.notes.push(format!(
+            "host side at {} ({}): hand-off to rank threads {:.1} us, issue (hand-off + driver calls) {:.1} us, whole call {:.1} us -> host share {:.0}% (medians of 50)",
             format_bytes(h.size),
             h.path,
             h.handoff_us,
             h.issue_us,
             h.call_us,
             100.0 * h.issue_us / h.call_us.max(1e-9)
-        );
+        ));
     }
+    if let (Some(c), true) = (ceiling, report.header.devices == 2 && ranks > 2 && ranks % 2 == 0) {
+        // Round-robin on 2 GPUs: every ring hop crosses the link, so each
+        // direction carries N/2 * 2(N-1)/N * D = (N-1) * D.
+        report.header.notes.push(format!(
+            "link-bound model for {ranks} ranks on 2 GPUs: every ring hop crosses NVLink, each direction carries (N-1)*D, so busbw <= ceiling * 2/N = {:.1} GB/s",
+            c * 2.0 / ranks as f64
+        ));
+    }
+    let reference = if want_nccl { Some("nccl") } else { None };
+    print!("{}", report.render_all(reference));
     if let Some(c) = ceiling {
         println!(
             "# peer-copy ceiling ({}, every rank to its right neighbour at once, {}): {:.1} GB/s per direction",
