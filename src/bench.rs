@@ -211,7 +211,11 @@ pub fn link_ceiling<T: Element>(engine: &mut Engine<T>, count: usize, iters: usi
         ));
     }
     for r in 0..n {
-        let waits = if r < 2 { [sig[r], sig[1 - r]].into_iter().flatten().collect() } else { vec![] };
+        let waits = if r < 2 {
+            [sig[r], sig[1 - r]].into_iter().flatten().collect()
+        } else {
+            vec![]
+        };
         b.end(r, waits);
     }
     let plan = Arc::new(b.finish());

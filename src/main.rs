@@ -658,7 +658,10 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
             100.0 * h.issue_us / h.call_us.max(1e-9)
         ));
     }
-    if let (Some(c), true) = (ceiling, report.header.devices == 2 && ranks > 2 && ranks % 2 == 0) {
+    if let (Some(c), true) = (
+        ceiling,
+        report.header.devices == 2 && ranks > 2 && ranks % 2 == 0,
+    ) {
         // Round-robin on 2 GPUs: every ring hop crosses the link, so each
         // direction carries N/2 * 2(N-1)/N * D = (N-1) * D.
         report.header.notes.push(format!(
