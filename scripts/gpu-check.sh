@@ -25,11 +25,18 @@ run "$RR" run --ranks 2 --size 1GiB --algo ring:pipe4
 log "integration tests"
 "$D/integration" 2>&1 | tee "$OUT/tests.log" | grep -v ' \.\.\. ok' ; echo "[exit ${PIPESTATUS[0]}]"
 
+explore() {
+    run "$RR" bench --ranks 2 --algo ring:pipe1,ring:pipe2,ring:pipe4,ring:pipe8,oneshot,oneshot:pipe4,nccl -b 8 -e 1GiB -f 4 -n 20 -w 5 -c 0 -J "$OUT/explore-2r.json"
+    log "NCCL_ALGO=Tree"
+    NCCL_ALGO=Tree "$RR" bench --ranks 2 --algo nccl -b 1MiB -e 1GiB -f 4 -n 20 -w 5 -c 0 --no-ceiling; echo "[exit $?]"
+}
+if [ "$MODE" = explore ]; then explore; exit 0; fi
 if [ "$MODE" = quick ]; then
     run "$RR" bench --ranks 2 --algo ring,nccl -b 8 -e 64MiB -f 8 -n 20 -w 5
     exit 0
 fi
 
+[ "$MODE" = full ] && explore
 log "compute-sanitizer memcheck"
 compute-sanitizer --tool memcheck --leak-check full "$RR" run --backend cuda --ranks 2 --size 4MiB 2>&1 | tail -15
 compute-sanitizer --tool memcheck "$RR" run --backend cuda --ranks 3 --count 1003 --in-place --algo ring:pipe2 2>&1 | tail -6
