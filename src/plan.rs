@@ -145,6 +145,17 @@ impl Plan {
         self.signal_owner.get(s) == Some(&r) && self.signal_lane.get(s) == Some(&lane)
     }
 
+    /// Error unless the plan was built for `ranks` ranks.
+    pub fn check_ranks(&self, ranks: usize) -> crate::error::Result<()> {
+        if self.ranks != ranks {
+            return Err(crate::error::Error::Plan(format!(
+                "{}: plan for {} ranks on a backend of {ranks}",
+                self.name, self.ranks
+            )));
+        }
+        Ok(())
+    }
+
     /// Number of signals.
     pub fn signals(&self) -> usize {
         self.signal_owner.len()

@@ -259,13 +259,7 @@ impl<T: Element> Backend<T> for CpuBackend<T> {
     }
 
     fn launch(&mut self, plan: &Arc<Plan>) -> Result<()> {
-        if plan.ranks != self.ranks() {
-            return Err(Error::Plan(format!(
-                "plan for {} ranks on a backend of {}",
-                plan.ranks,
-                self.ranks()
-            )));
-        }
+        plan.check_ranks(self.ranks())?;
         if self.board.len() < plan.signals() {
             // Safe to replace: no rank thread is running between calls.
             self.board = Arc::new(SignalBoard::new(plan.signals()));

@@ -584,13 +584,7 @@ impl<T: Element> Backend<T> for CudaBackend<T> {
     }
 
     fn launch(&mut self, plan: &Arc<Plan>) -> Result<()> {
-        if plan.ranks != self.ranks() {
-            return Err(Error::Plan(format!(
-                "plan for {} ranks on a backend of {}",
-                plan.ranks,
-                self.ranks()
-            )));
-        }
+        plan.check_ranks(self.ranks())?;
         self.ensure_events(plan.signals())?;
         self.gen += 1;
         let (board, gen) = (self.board.clone(), self.gen);
