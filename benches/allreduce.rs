@@ -58,6 +58,7 @@ fn bench_backend(
             Algo::Ring {
                 slices: 4,
                 slots: 2,
+                lanes: 1,
             },
             Algo::ParameterServer,
         ] {

@@ -47,6 +47,7 @@ impl Contender {
             "ring:naive" | "naive" => AlgoChoice::Fixed(Algo::Ring {
                 slices: 1,
                 slots: 1,
+                lanes: 1,
             }),
             other => other.parse::<AlgoChoice>().map_err(Error::BadArgument)?,
         };
@@ -186,7 +187,13 @@ pub fn checked_call<T: Element>(
 /// two) copy `count` elements of their send buffer into each other's scratch
 /// at the same time, so both link directions are busy. Returns GB/s per
 /// direction. Other ranks stay idle.
-pub fn link_ceiling<T: Element>(engine: &mut Engine<T>, count: usize, iters: usize) -> Result<f64> {
+/// With `lanes == 2` each copy is split in halves on two copy streams.
+pub fn link_ceiling<T: Element>(
+    engine: &mut Engine<T>,
+    count: usize,
+    iters: usize,
+    lanes: usize,
+) -> Result<f64> {
     let n = engine.ranks();
     if n < 2 || count == 0 {
         return Ok(0.0);
@@ -194,25 +201,29 @@ pub fn link_ceiling<T: Element>(engine: &mut Engine<T>, count: usize, iters: usi
     let mut b = PlanBuilder::new("peer-copy", n, count, false);
     b.scratch(count);
     let begin = b.begin_all();
-    let mut sig = Vec::new();
+    let parts = crate::schedule::slices(0..count, lanes.clamp(1, 2), T::SIZE);
+    let mut sig: Vec<Vec<crate::plan::SignalId>> = vec![Vec::new(); 2];
     for r in 0..2 {
         let to = 1 - r;
-        sig.push(b.push(
-            r,
-            Lane::Copy,
-            OpKind::Copy {
-                to,
-                src: Region::new(Buf::Send, 0..count),
-                dst: Region::new(Buf::Scratch, 0..count),
-            },
-            vec![begin[r], begin[to]],
-            true,
-            Label::default(),
-        ));
+        for (k, part) in parts.iter().enumerate() {
+            let lane = if k == 0 { Lane::Copy } else { Lane::Copy2 };
+            sig[r].extend(b.push(
+                r,
+                lane,
+                OpKind::Copy {
+                    to,
+                    src: Region::new(Buf::Send, part.clone()),
+                    dst: Region::new(Buf::Scratch, part.clone()),
+                },
+                vec![begin[r], begin[to]],
+                true,
+                Label::default(),
+            ));
+        }
     }
     for r in 0..n {
         let waits = if r < 2 {
-            [sig[r], sig[1 - r]].into_iter().flatten().collect()
+            sig[r].iter().chain(&sig[1 - r]).copied().collect()
         } else {
             vec![]
         };

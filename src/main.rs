@@ -563,17 +563,24 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
         ));
         cold_rows.push(bench::cold_start_nccl(&mut engine, lib, cold_count, 1)?);
     }
-    let ceiling = if a.no_ceiling || ranks < 2 {
+    // The ceiling: one copy stream per direction, and two (two copy engines).
+    let ceilings = if a.no_ceiling || ranks < 2 {
         None
     } else {
         let count = (max / 4).max(1 << 20) as usize;
-        Some(bench::link_ceiling(
-            &mut engine,
-            count,
-            if max >= big { 5 } else { 20 },
-        )?)
+        let iters = if max >= big { 5 } else { 20 };
+        Some((
+            bench::link_ceiling(&mut engine, count, iters, 1)?,
+            bench::link_ceiling(&mut engine, count, iters, 2)?,
+        ))
     };
-
+    let ceiling = ceilings.map(|(one, two)| one.max(two));
+    if let Some((one, two)) = ceilings {
+        notes.push(format!(
+            "peer-copy ceiling at {}: {one:.1} GB/s per direction with one copy stream, {two:.1} GB/s with two; link_ceiling_gbps is the larger",
+            format_bytes(max.max(4 << 20))
+        ));
+    }
     let mut report = Report {
         header: Header {
             tool: "ringreduce bench".into(),

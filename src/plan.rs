@@ -71,14 +71,16 @@ impl Region {
     }
 }
 
-/// The two in-order queues of a rank.
+/// The in-order queues of a rank: compute, and one or two copy queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Lane {
     Compute = 0,
     Copy = 1,
+    /// A second copy queue (a second stream, so a second copy engine can run).
+    Copy2 = 2,
 }
 
-pub const LANES: usize = 2;
+pub const LANES: usize = 3;
 
 /// A one-shot completion flag recorded by one rank and waited on by others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

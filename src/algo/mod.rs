@@ -12,7 +12,11 @@ use crate::plan::{Buf, Label, Lane, OpKind, Plan, PlanBuilder, Region, SignalId}
 pub enum Algo {
     /// Ring: Reduce-Scatter + All-Gather, chunks cut into `slices` pipeline
     /// slices, `slots` scratch buffers used by step parity.
-    Ring { slices: usize, slots: usize },
+    Ring {
+        slices: usize,
+        slots: usize,
+        lanes: usize,
+    },
     /// Parameter server with rank 0 as root.
     ParameterServer,
     /// Every rank pushes its whole buffer to every other rank (in `slices`
@@ -25,6 +29,7 @@ impl Algo {
     pub const RING: Algo = Algo::Ring {
         slices: 1,
         slots: 2,
+        lanes: 1,
     };
 
     /// One copy and one kernel per peer.
@@ -33,8 +38,15 @@ impl Algo {
     /// Short name shown in output, e.g. `ring`, `ring:pipe4`, `ps`, `oneshot`.
     pub fn label(&self) -> String {
         match self {
-            Algo::Ring { slices: 1, .. } => "ring".into(),
-            Algo::Ring { slices, .. } => format!("ring:pipe{slices}"),
+            Algo::Ring {
+                slices: 1,
+                lanes: 1,
+                ..
+            } => "ring".into(),
+            Algo::Ring {
+                slices, lanes: 1, ..
+            } => format!("ring:pipe{slices}"),
+            Algo::Ring { slices, lanes, .. } => format!("ring:pipe{slices}x{lanes}"),
             Algo::ParameterServer => "ps".into(),
             Algo::OneShot { slices: 1 } => "oneshot".into(),
             Algo::OneShot { slices } => format!("oneshot:pipe{slices}"),
@@ -44,9 +56,11 @@ impl Algo {
     /// Build the plan for `ranks` ranks and `count` elements of `elem_size` bytes.
     pub fn plan(&self, ranks: usize, count: usize, elem_size: usize, in_place: bool) -> Plan {
         match *self {
-            Algo::Ring { slices, slots } => {
-                ring::plan(ranks, count, elem_size, in_place, slices, slots)
-            }
+            Algo::Ring {
+                slices,
+                slots,
+                lanes,
+            } => ring::plan(ranks, count, elem_size, in_place, slices, slots, lanes),
             Algo::ParameterServer => ps::plan(ranks, count, in_place),
             Algo::OneShot { slices } => oneshot::plan(ranks, count, elem_size, in_place, slices),
         }
@@ -78,9 +92,18 @@ impl std::str::FromStr for AlgoChoice {
                         .ok_or_else(|| format!("bad slice count in {other:?} (1..=64)"))
                 };
                 if let Some(k) = other.strip_prefix("ring:pipe") {
+                    let (k, lanes) = match k.split_once('x') {
+                        Some((k, "2")) => (k, 2),
+                        Some((k, "1")) => (k, 1),
+                        Some(_) => {
+                            return Err(format!("bad copy-lane count in {other:?} (x1 or x2)"))
+                        }
+                        None => (k, 1),
+                    };
                     AlgoChoice::Fixed(Algo::Ring {
                         slices: slices(k)?,
                         slots: 2,
+                        lanes,
                     })
                 } else if let Some(k) = other.strip_prefix("oneshot:pipe") {
                     AlgoChoice::Fixed(Algo::OneShot { slices: slices(k)? })
@@ -101,7 +124,11 @@ pub fn choose(ranks: usize, bytes: usize) -> Algo {
         return Algo::ONESHOT;
     }
     let slices = if bytes >= 64 << 20 { 4 } else { 2 };
-    Algo::Ring { slices, slots: 2 }
+    Algo::Ring {
+        slices,
+        slots: 2,
+        lanes: 1,
+    }
 }
 
 /// Up to this size, 2 ranks use the one-shot path.
@@ -149,7 +176,13 @@ mod tests {
         ];
         for slices in [1, 2, 3, 4] {
             for slots in [1, 2] {
-                v.push(Algo::Ring { slices, slots });
+                for lanes in [1, 2] {
+                    v.push(Algo::Ring {
+                        slices,
+                        slots,
+                        lanes,
+                    });
+                }
             }
         }
         v
@@ -183,6 +216,7 @@ mod tests {
             Algo::Ring {
                 slices: 2,
                 slots: 2,
+                lanes: 1,
             },
             Algo::ParameterServer,
             Algo::ONESHOT,
@@ -206,6 +240,7 @@ mod tests {
                 let p = Algo::Ring {
                     slices: 3,
                     slots: 2,
+                    lanes: 1,
                 }
                 .plan(n, count, 4, false);
                 let l = ChunkLayout::new(count, n, 4);
@@ -238,7 +273,8 @@ mod tests {
             "ring:pipe4".parse::<AlgoChoice>(),
             Ok(AlgoChoice::Fixed(Algo::Ring {
                 slices: 4,
-                slots: 2
+                slots: 2,
+                lanes: 1
             }))
         );
         assert!("ring:pipe0".parse::<AlgoChoice>().is_err());

@@ -5,7 +5,8 @@
 //! reduce of slice k, and the All-Gather copy of a slice starts as soon as that
 //! slice is complete. The receive scratch has `slots` chunk-sized slots used by
 //! step parity (double buffering when `slots == 2`), so the copy of step s+1
-//! never waits for the reduce of step s.
+//! never waits for the reduce of step s. With `lanes == 2`, odd slices are
+//! copied on a second copy stream, so two copy engines can work at once.
 //!
 //! Per rank r, per Reduce-Scatter step s, per slice k:
 //! * copy lane: copy slice k of chunk `send_chunk(RS, r, s)` into the right
@@ -32,10 +33,27 @@ pub fn plan(
     in_place: bool,
     slices: usize,
     slots: usize,
+    lanes: usize,
 ) -> Plan {
     let slices = slices.max(1);
     let slots = slots.clamp(1, 2);
-    let name = Algo::Ring { slices, slots }.label();
+    let lanes = lanes.clamp(1, 2);
+    let name = Algo::Ring {
+        slices,
+        slots,
+        lanes,
+    }
+    .label();
+    // With two copy lanes, odd slices go to the second copy stream so that two
+    // copy engines can move data at once.
+    let lane_of = |k: usize| {
+        if lanes == 2 && k % 2 == 1 {
+            Lane::Copy2
+        } else {
+            Lane::Copy
+        }
+    };
+    let li = |l: Lane| usize::from(l == Lane::Copy2);
     let mut b = PlanBuilder::new(name, ranks, count, in_place);
     let n = ranks;
     let input = b.input();
@@ -54,8 +72,8 @@ pub fn plan(
     let mut reduce: Vec<Vec<Vec<SignalId>>> = vec![vec![Vec::new(); steps]; n];
     let mut rs_copy: Vec<Vec<Vec<SignalId>>> = vec![vec![Vec::new(); steps]; n];
     let mut ag_copy: Vec<Vec<Vec<SignalId>>> = vec![vec![Vec::new(); steps]; n];
-    let mut first_copy = vec![true; n];
-    let mut last_copy: Vec<Option<SignalId>> = vec![None; n];
+    let mut first_copy = vec![[true; 2]; n];
+    let mut last_copy: Vec<[Option<SignalId>; 2]> = vec![[None; 2]; n];
 
     // Issue order: step by step, slice by slice, all ranks; per rank copy then
     // reduce. Every wait refers to an op issued earlier in this order, so no
@@ -66,8 +84,9 @@ pub fn plan(
             let c = schedule::send_chunk(Phase::ReduceScatter, r, s, n);
             let to = schedule::right(r, n);
             for (k, sl) in slice_of(c).into_iter().enumerate() {
+                let lane = lane_of(k);
                 let mut waits = Vec::new();
-                if std::mem::take(&mut first_copy[r]) {
+                if std::mem::take(&mut first_copy[r][li(lane)]) {
                     waits.extend([begin[r], begin[to]]);
                 }
                 let src_buf = if s == 0 { input } else { Buf::Recv };
@@ -88,7 +107,7 @@ pub fn plan(
                 let off = slot * chunk_max + (sl.start - layout.range(c).start);
                 let sig = b.push(
                     r,
-                    Lane::Copy,
+                    lane,
                     OpKind::Copy {
                         to,
                         src: Region::new(src_buf, sl.clone()),
@@ -105,7 +124,7 @@ pub fn plan(
                     },
                 );
                 rs_copy[r][s].extend(sig);
-                last_copy[r] = sig;
+                last_copy[r][li(lane)] = sig;
             }
         }
         for r in 0..n {
@@ -146,15 +165,20 @@ pub fn plan(
                 } else {
                     ag_copy[from][s - 1][k]
                 };
+                let lane = lane_of(k);
+                let mut waits = vec![w];
+                if std::mem::take(&mut first_copy[r][li(lane)]) {
+                    waits.extend([begin[r], begin[to]]);
+                }
                 let sig = b.push(
                     r,
-                    Lane::Copy,
+                    lane,
                     OpKind::Copy {
                         to,
                         src: Region::new(Buf::Recv, sl.clone()),
                         dst: Region::new(Buf::Recv, sl.clone()),
                     },
-                    vec![w],
+                    waits,
                     true,
                     Label {
                         phase: Some(Phase::AllGather),
@@ -165,7 +189,7 @@ pub fn plan(
                     },
                 );
                 ag_copy[r][s].extend(sig);
-                last_copy[r] = sig;
+                last_copy[r][li(lane)] = sig;
             }
         }
     }
@@ -173,8 +197,9 @@ pub fn plan(
         // End: own copies done (they read recv) and the left neighbour's copies
         // into this rank done. Reduces precede End on the compute lane.
         let from = schedule::left(r, n);
-        let waits: Vec<SignalId> = [last_copy[r], last_copy[from]]
+        let waits: Vec<SignalId> = last_copy[r]
             .into_iter()
+            .chain(last_copy[from])
             .flatten()
             .collect();
         b.end(r, waits);

@@ -96,6 +96,7 @@ struct Rank<'id, T> {
     ctx: Ctx<'id>,
     compute: Stream<'id>,
     copy: Stream<'id>,
+    copy2: Stream<'id>,
     kernel: Kernel<'id>,
     bufs: [DevBuf<'id, T>; 3],
     peers: Arc<Vec<[PeerBuf; 3]>>,
@@ -262,6 +263,7 @@ fn rank_main<'id, T: Element>(
     let setup = (|| -> Result<Rank<'id, T>> {
         let compute = ctx.stream().map_err(&e)?;
         let copy = ctx.stream().map_err(&e)?;
+        let copy2 = ctx.stream().map_err(&e)?;
         let t = Instant::now();
         let kernel = ctx.kernel(REDUCE_PTX, kname).map_err(&e)?;
         let ptx_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -276,6 +278,7 @@ fn rank_main<'id, T: Element>(
             ctx,
             compute,
             copy,
+            copy2,
             kernel,
             bufs,
             peers: Arc::new(Vec::new()),
@@ -293,6 +296,7 @@ fn rank_main<'id, T: Element>(
             // Drain the GPU before the context is released.
             let _ = st.compute.synchronize();
             let _ = st.copy.synchronize();
+            let _ = st.copy2.synchronize();
             st.nccl = None;
         }
     }
@@ -305,6 +309,7 @@ impl<'id, T: Element> Rank<'id, T> {
 
     fn sync(&self) -> Result<()> {
         self.copy.synchronize().map_err(self.err())?;
+        self.copy2.synchronize().map_err(self.err())?;
         self.compute.synchronize().map_err(self.err())
     }
 
@@ -416,6 +421,7 @@ impl<'id, T: Element> Rank<'id, T> {
         match l {
             Lane::Compute => &self.compute,
             Lane::Copy => &self.copy,
+            Lane::Copy2 => &self.copy2,
         }
     }
 

@@ -15,10 +15,17 @@ fn algos() -> Vec<Algo> {
         Algo::Ring {
             slices: 1,
             slots: 1,
+            lanes: 1,
         },
         Algo::Ring {
             slices: 4,
             slots: 2,
+            lanes: 1,
+        },
+        Algo::Ring {
+            slices: 4,
+            slots: 2,
+            lanes: 2,
         },
         Algo::ONESHOT,
         Algo::OneShot { slices: 4 },
@@ -120,6 +127,7 @@ pub fn register(h: &mut Harness) {
                             Algo::Ring {
                                 slices: 2,
                                 slots: 2,
+                                lanes: 1,
                             },
                             count,
                             in_place,
@@ -172,6 +180,7 @@ pub fn register(h: &mut Harness) {
                     Algo::Ring {
                         slices: 3,
                         slots: 2,
+                        lanes: 1,
                     },
                 ] {
                     run_case(&mut e, algo, count, i % 2 == 0, Inputs::Exact, i as u64)?;
