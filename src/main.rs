@@ -501,7 +501,7 @@ fn cmd_check(a: CheckArgs) -> Result<bool> {
 }
 
 fn cmd_bench(a: BenchArgs) -> Result<bool> {
-    let contenders = bench::parse_contenders(&a.algo)?;
+    let mut contenders = bench::parse_contenders(&a.algo)?;
     let min = parse_size(&a.minbytes)?;
     let max = parse_size(&a.maxbytes)?;
     let big = parse_size(&a.big)?;
@@ -561,7 +561,16 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
             lib.version_string()?,
             lib.path().display()
         ));
-        cold_rows.push(bench::cold_start_nccl(&mut engine, lib, cold_count, 1)?);
+        match bench::cold_start_nccl(&mut engine, lib, cold_count, 1) {
+            Ok(c) => cold_rows.push(c),
+            Err(e @ Error::Unsupported(..)) => {
+                // e.g. more ranks than GPUs: NCCL needs one GPU per rank.
+                eprintln!("note: NCCL skipped: {e}");
+                notes.push(format!("NCCL skipped: {e}"));
+                contenders.retain(|c| *c != Contender::Nccl);
+            }
+            Err(e) => return Err(e),
+        }
     }
     // The ceiling: one copy stream per direction, and two (two copy engines).
     let ceilings = if a.no_ceiling || ranks < 2 {
@@ -676,7 +685,11 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
             c * 2.0 / ranks as f64
         ));
     }
-    let reference = if want_nccl { Some("nccl") } else { None };
+    let reference = if contenders.contains(&Contender::Nccl) {
+        Some("nccl")
+    } else {
+        None
+    };
     print!("{}", report.render_all(reference));
     if let Some(c) = ceiling {
         println!(
