@@ -93,7 +93,7 @@ pub fn launch<T: Element>(
     in_place: bool,
 ) -> Result<()> {
     match (c, plan) {
-        (Contender::Nccl, _) => engine.backend_mut().launch_nccl(count, in_place),
+        (Contender::Nccl, _) => engine.launch_nccl(count, in_place),
         (_, Some(p)) => engine.launch(p),
         (_, None) => Err(Error::Plan("no plan".into())),
     }
@@ -153,7 +153,7 @@ pub fn checked_call<T: Element>(
 ) -> Result<(u64, Vec<Vec<T>>)> {
     engine.load(inputs, in_place)?;
     // Poison the output so unwritten elements are caught.
-    engine.backend_mut().fill(
+    engine.fill(
         Buf::Recv,
         if in_place { 0 } else { count },
         T::from_f64(f64::NAN),

@@ -63,6 +63,10 @@ pub struct Engine<T: Element> {
     scratch_cap: usize,
     setup: Duration,
     fallback_note: Option<String>,
+    /// The last call, when it was an unsliced one-shot: (count, scratch half).
+    chain: Option<(usize, usize)>,
+    /// One-shot variants by (count, in_place, parity, fenced).
+    oneshots: HashMap<(usize, bool, usize, bool), Arc<Plan>>,
 }
 
 impl<T: Element> Engine<T> {
@@ -94,6 +98,8 @@ impl<T: Element> Engine<T> {
             scratch_cap: 0,
             setup: t0.elapsed(),
             fallback_note,
+            chain: None,
+            oneshots: HashMap::new(),
         })
     }
 
@@ -155,6 +161,7 @@ impl<T: Element> Engine<T> {
     /// Grow every rank's buffers to hold `count` elements and `scratch` scratch.
     pub fn reserve(&mut self, count: usize, scratch: usize) -> Result<()> {
         if count > self.count_cap || scratch > self.scratch_cap {
+            self.chain = None;
             check_fits::<T>(count.max(scratch), self.ranks)?;
             let (c, s) = (count.max(self.count_cap), scratch.max(self.scratch_cap));
             self.backend.reserve(c, s)?;
@@ -170,13 +177,72 @@ impl<T: Element> Engine<T> {
         self.reserve(count, 0)?;
         let data: Vec<&[T]> = inputs.iter().map(Vec::as_slice).collect();
         let buf = if in_place { Buf::Recv } else { Buf::Send };
+        self.chain = None;
         self.backend.write(buf, &data)?;
         Ok(count)
     }
 
     /// Launch `plan` (asynchronous on CUDA).
+    ///
+    /// A chained one-shot plan is swapped for its variant: the first call of a
+    /// chain is fenced, later calls of the same size alternate scratch halves
+    /// without the start fence (see [`crate::algo::oneshot`]).
     pub fn launch(&mut self, plan: &Arc<Plan>) -> Result<()> {
-        self.backend.launch(plan)
+        let chained = matches!(
+            plan.algo,
+            Some(Algo::OneShot {
+                slices: 1,
+                chain: true
+            })
+        ) && plan.ranks > 1
+            && plan.count > 0;
+        if !chained {
+            self.chain = None;
+            return self.backend.launch(plan);
+        }
+        let (parity, fenced) = match self.chain {
+            Some((count, half)) if count == plan.count => (1 - half, false),
+            Some((_, half)) => (1 - half, true),
+            None => (0, true),
+        };
+        let key = (plan.count, plan.in_place, parity, fenced);
+        let variant = match self.oneshots.get(&key) {
+            Some(p) => p.clone(),
+            None => {
+                let p = Arc::new(crate::algo::oneshot::plan(
+                    self.ranks,
+                    plan.count,
+                    T::SIZE,
+                    plan.in_place,
+                    1,
+                    parity,
+                    fenced,
+                ));
+                if self.oneshots.len() > 64 {
+                    self.oneshots.clear();
+                }
+                self.oneshots.insert(key, p.clone());
+                p
+            }
+        };
+        self.reserve(plan.count, variant.scratch_len)?;
+        // Set the chain only once the launch went through.
+        self.chain = None;
+        self.backend.launch(&variant)?;
+        self.chain = Some((plan.count, parity));
+        Ok(())
+    }
+
+    /// Launch NCCL's all-reduce on the same buffers (CUDA backend only).
+    pub fn launch_nccl(&mut self, count: usize, in_place: bool) -> Result<()> {
+        self.chain = None;
+        self.backend.launch_nccl(count, in_place)
+    }
+
+    /// Fill the first `count` elements of every rank's `buf` with `value`.
+    pub fn fill(&mut self, buf: Buf, count: usize, value: T) -> Result<()> {
+        self.chain = None;
+        self.backend.fill(buf, count, value)
     }
 
     /// Wait for all launched work on every rank.

@@ -272,7 +272,7 @@ fn cmd_run(a: RunArgs) -> Result<bool> {
     let reference = verify::reference(&inputs);
     engine.load(&inputs, a.in_place)?;
     if !a.in_place {
-        engine.backend_mut().fill(Buf::Recv, count, f32::NAN)?;
+        engine.fill(Buf::Recv, count, f32::NAN)?;
     }
     let algo = engine.algo_for(count);
     let plan = engine.plan(algo, count, a.in_place)?;

@@ -138,6 +138,13 @@ pub struct Plan {
     /// Whether anyone outside the producer's own (rank, lane) waits on the
     /// signal. Backends need not record the others: in-lane order covers them.
     pub signal_needed: Vec<bool>,
+    /// Fenced plans order everything that touches a rank's memory after that
+    /// rank's Begin and before its End, so any sequence of them is safe. An
+    /// unfenced plan is only safe after specific predecessors (see
+    /// [`Plan::validate_sequence`]).
+    pub fenced: bool,
+    /// The algorithm that built the plan, if any.
+    pub algo: Option<crate::algo::Algo>,
 }
 
 impl Plan {
@@ -207,6 +214,8 @@ impl PlanBuilder {
                 scratch_len: 0,
                 signal_lane: Vec::new(),
                 signal_needed: Vec::new(),
+                fenced: true,
+                algo: None,
             },
         }
     }
@@ -218,6 +227,16 @@ impl PlanBuilder {
         } else {
             Buf::Send
         }
+    }
+
+    /// Mark the plan as unfenced (see [`Plan::fenced`]).
+    pub fn unfenced(&mut self) {
+        self.plan.fenced = false;
+    }
+
+    /// Record which algorithm built the plan.
+    pub fn set_algo(&mut self, a: crate::algo::Algo) {
+        self.plan.algo = Some(a);
     }
 
     pub fn scratch(&mut self, len: usize) {
@@ -435,8 +454,39 @@ impl Plan {
         let order = self.issue_order()?;
         let happens = self.happens_before(&order);
         let ids = self.op_ids();
+        let acc = self.check_races(&happens)?;
 
-        // Races: conflicting accesses must be ordered.
+        // Everything touching rank q's memory lies between Begin(q) and End(q)
+        // (for an unfenced plan: before End(q)).
+        for q in 0..self.ranks {
+            let begin = self.ops[q].iter().position(|o| o.kind == OpKind::Begin);
+            let end = self.ops[q].iter().position(|o| o.kind == OpKind::End);
+            let (Some(b), Some(e)) = (begin, end) else {
+                return Err(format!("{name}: rank {q} lacks Begin or End"));
+            };
+            let (b, e) = (ids[q][b], ids[q][e]);
+            for a in acc.iter().filter(|a| a.1 == q) {
+                if (self.fenced && !happens(b, a.0)) || !happens(a.0, e) {
+                    return Err(format!(
+                        "{name}: op {} touches rank {q} outside its Begin..End",
+                        a.0
+                    ));
+                }
+            }
+        }
+
+        self.check_dataflow(&order)
+    }
+
+    /// All non-empty memory accesses as (op id, rank, buffer, range, write),
+    /// after checking that conflicting ones are ordered.
+    #[allow(clippy::type_complexity)]
+    fn check_races(
+        &self,
+        happens: &impl Fn(usize, usize) -> bool,
+    ) -> Result<Vec<(usize, usize, Buf, Range<usize>, bool)>, String> {
+        let name = &self.name;
+        let ids = self.op_ids();
         let mut acc: Vec<(usize, usize, Buf, Range<usize>, bool)> = Vec::new();
         for (r, ops) in self.ops.iter().enumerate() {
             for (i, op) in ops.iter().enumerate() {
@@ -464,26 +514,54 @@ impl Plan {
                 }
             }
         }
+        Ok(acc)
+    }
 
-        // Everything touching rank q's memory lies between Begin(q) and End(q).
-        for q in 0..self.ranks {
-            let begin = self.ops[q].iter().position(|o| o.kind == OpKind::Begin);
-            let end = self.ops[q].iter().position(|o| o.kind == OpKind::End);
-            let (Some(b), Some(e)) = (begin, end) else {
-                return Err(format!("{name}: rank {q} lacks Begin or End"));
-            };
-            let (b, e) = (ids[q][b], ids[q][e]);
-            for a in acc.iter().filter(|a| a.1 == q) {
-                if !happens(b, a.0) || !happens(a.0, e) {
-                    return Err(format!(
-                        "{name}: op {} touches rank {q} outside its Begin..End",
-                        a.0
-                    ));
-                }
+    /// Check a sequence of calls, issued one after another on the same ranks
+    /// and lanes, for deadlocks and for races *between* calls (each plan's own
+    /// checks are [`Plan::validate`]). This is what makes an unfenced plan
+    /// safe after the predecessors it was designed for.
+    pub fn validate_sequence(plans: &[&Plan]) -> Result<(), String> {
+        let Some(first) = plans.first() else {
+            return Ok(());
+        };
+        let n = first.ranks;
+        let mut all = Plan {
+            name: plans
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" ; "),
+            ranks: n,
+            count: plans.iter().map(|p| p.count).max().unwrap_or(0),
+            in_place: false,
+            ops: vec![Vec::new(); n],
+            signal_owner: Vec::new(),
+            scratch_len: plans.iter().map(|p| p.scratch_len).max().unwrap_or(0),
+            signal_lane: Vec::new(),
+            signal_needed: Vec::new(),
+            fenced: false,
+            algo: None,
+        };
+        for p in plans {
+            if p.ranks != n {
+                return Err("sequence mixes rank counts".into());
+            }
+            let base = all.signal_owner.len();
+            all.signal_owner.extend(&p.signal_owner);
+            all.signal_lane.extend(&p.signal_lane);
+            all.signal_needed.extend(&p.signal_needed);
+            for (r, ops) in p.ops.iter().enumerate() {
+                all.ops[r].extend(ops.iter().map(|o| Op {
+                    waits: o.waits.iter().map(|w| SignalId(w.0 + base)).collect(),
+                    signal: o.signal.map(|s| SignalId(s.0 + base)),
+                    ..o.clone()
+                }));
             }
         }
-
-        self.check_dataflow(&order)
+        let order = all.issue_order()?;
+        let happens = all.happens_before(&order);
+        all.check_races(&happens).map(|_| ())
     }
 
     fn op_ids(&self) -> Vec<Vec<usize>> {

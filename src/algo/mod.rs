@@ -21,7 +21,11 @@ pub enum Algo {
     ParameterServer,
     /// Every rank pushes its whole buffer to every other rank (in `slices`
     /// pieces), then reduces each piece as it lands.
-    OneShot { slices: usize },
+    ///
+    /// `chain`: consecutive unsliced one-shot calls of the same size skip the
+    /// cross-rank start fence, using the two scratch halves alternately (see
+    /// [`oneshot`]); `false` fences every call.
+    OneShot { slices: usize, chain: bool },
 }
 
 impl Algo {
@@ -33,7 +37,10 @@ impl Algo {
     };
 
     /// One copy and one kernel per peer.
-    pub const ONESHOT: Algo = Algo::OneShot { slices: 1 };
+    pub const ONESHOT: Algo = Algo::OneShot {
+        slices: 1,
+        chain: true,
+    };
 
     /// Short name shown in output, e.g. `ring`, `ring:pipe4`, `ps`, `oneshot`.
     pub fn label(&self) -> String {
@@ -48,8 +55,12 @@ impl Algo {
             } => format!("ring:pipe{slices}"),
             Algo::Ring { slices, lanes, .. } => format!("ring:pipe{slices}x{lanes}"),
             Algo::ParameterServer => "ps".into(),
-            Algo::OneShot { slices: 1 } => "oneshot".into(),
-            Algo::OneShot { slices } => format!("oneshot:pipe{slices}"),
+            Algo::OneShot {
+                slices: 1,
+                chain: true,
+            } => "oneshot".into(),
+            Algo::OneShot { slices: 1, .. } => "oneshot:fenced".into(),
+            Algo::OneShot { slices, .. } => format!("oneshot:pipe{slices}"),
         }
     }
 
@@ -62,7 +73,9 @@ impl Algo {
                 lanes,
             } => ring::plan(ranks, count, elem_size, in_place, slices, slots, lanes),
             Algo::ParameterServer => ps::plan(ranks, count, in_place),
-            Algo::OneShot { slices } => oneshot::plan(ranks, count, elem_size, in_place, slices),
+            Algo::OneShot { slices, .. } => {
+                oneshot::plan(ranks, count, elem_size, in_place, slices, 0, true)
+            }
         }
     }
 }
@@ -84,6 +97,10 @@ impl std::str::FromStr for AlgoChoice {
             "ring" => AlgoChoice::Fixed(Algo::RING),
             "ps" | "parameter-server" => AlgoChoice::Fixed(Algo::ParameterServer),
             "oneshot" | "one-shot" => AlgoChoice::Fixed(Algo::ONESHOT),
+            "oneshot:fenced" => AlgoChoice::Fixed(Algo::OneShot {
+                slices: 1,
+                chain: false,
+            }),
             other => {
                 let slices = |k: &str| -> Result<usize, String> {
                     k.parse()
@@ -106,7 +123,10 @@ impl std::str::FromStr for AlgoChoice {
                         lanes,
                     })
                 } else if let Some(k) = other.strip_prefix("oneshot:pipe") {
-                    AlgoChoice::Fixed(Algo::OneShot { slices: slices(k)? })
+                    AlgoChoice::Fixed(Algo::OneShot {
+                        slices: slices(k)?,
+                        chain: false,
+                    })
                 } else {
                     return Err(format!(
                         "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, oneshot, oneshot:pipeK, ps)"
@@ -167,12 +187,16 @@ fn local_copy_only(mut b: PlanBuilder, begin: &[SignalId]) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Plan;
 
     fn all_algos() -> Vec<Algo> {
         let mut v = vec![
             Algo::ParameterServer,
             Algo::ONESHOT,
-            Algo::OneShot { slices: 3 },
+            Algo::OneShot {
+                slices: 3,
+                chain: false,
+            },
         ];
         for slices in [1, 2, 3, 4] {
             for slots in [1, 2] {
@@ -230,6 +254,51 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Chained one-shot calls (first fenced, then unfenced with alternating
+    /// scratch halves) are race-free among themselves and next to any fenced
+    /// plan, in place and out of place.
+    #[test]
+    fn oneshot_chains_are_race_free() {
+        let os = |n, c, ip, parity, fenced| oneshot::plan(n, c, 4, ip, 1, parity, fenced);
+        for n in 2..=5 {
+            for count in [1, 5, 64] {
+                for ip in [false, true] {
+                    let first = os(n, count, ip, 0, true);
+                    let a = os(n, count, ip, 1, false);
+                    let b = os(n, count, ip, 0, false);
+                    for p in [&first, &a, &b] {
+                        p.validate().unwrap_or_else(|e| panic!("{e}"));
+                    }
+                    Plan::validate_sequence(&[&first, &a, &b, &a, &b])
+                        .unwrap_or_else(|e| panic!("n={n} count={count}: {e}"));
+                    // Another collective before and after a chain (fenced).
+                    for other in all_algos() {
+                        let x = other.plan(n, count, 4, ip);
+                        let again = os(n, count, ip, 1, true);
+                        Plan::validate_sequence(&[&x, &first, &a, &b, &x, &again, &b])
+                            .unwrap_or_else(|e| {
+                                panic!("{} n={n} count={count}: {e}", other.label())
+                            });
+                    }
+                }
+            }
+        }
+    }
+
+    /// The engine's rules are needed, and the sequence check catches their
+    /// violation: a call writing the half its predecessor is reading, and a
+    /// chain continued with a different size (the halves move), both race.
+    #[test]
+    fn broken_chains_are_races() {
+        let first = oneshot::plan(2, 64, 4, false, 1, 0, true);
+        let same_half = oneshot::plan(2, 64, 4, false, 1, 0, false);
+        assert!(Plan::validate_sequence(&[&first, &same_half]).is_err());
+        let other_size = oneshot::plan(2, 16, 4, false, 1, 1, false);
+        assert!(Plan::validate_sequence(&[&first, &other_size]).is_err());
+        let same_size = oneshot::plan(2, 64, 4, false, 1, 1, false);
+        assert!(Plan::validate_sequence(&[&first, &same_size]).is_ok());
     }
 
     #[test]

@@ -12,21 +12,58 @@
 //! streams. That saves three driver calls per rank, which matters because at
 //! small sizes the host issuing the call is most of its time (`bench` prints
 //! the host share).
+//!
+//! # Chained calls
+//! A fenced push waits for the receiver's Begin: the receiver's previous
+//! reads of its scratch are then done. Back-to-back unsliced calls of the same
+//! size can drop that cross-GPU wait by alternating scratch halves: the push
+//! of call k+1 into half h is issued on the sender's stream after the
+//! sender's reduce of call k, which waited for the receiver's push of call k,
+//! which the receiver issued after its own reduce of call k-1, the last
+//! reader of half h. The engine fences the first call of every chain (after
+//! any other collective, a different size, a load or an NCCL call), and the
+//! tests check sequences of calls for races with [`Plan::validate_sequence`].
 
 use super::{local_copy_only, Algo};
 use crate::plan::{Buf, Label, Lane, OpKind, Plan, PlanBuilder, Region, SignalId};
 use crate::schedule;
 
-pub fn plan(ranks: usize, count: usize, elem_size: usize, in_place: bool, slices: usize) -> Plan {
+/// Build the one-shot plan. Unsliced plans have two scratch halves; `parity`
+/// picks the half this call writes. `fenced` makes every push wait for the
+/// receiver's Begin (the generic rule); an unfenced call relies instead on the
+/// previous one-shot call of the same size having used the other half (see
+/// the module doc). Sliced plans are always fenced and use one half.
+pub fn plan(
+    ranks: usize,
+    count: usize,
+    elem_size: usize,
+    in_place: bool,
+    slices: usize,
+    parity: usize,
+    fenced: bool,
+) -> Plan {
     let slices = slices.max(1);
-    let mut b = PlanBuilder::new(Algo::OneShot { slices }.label(), ranks, count, in_place);
+    let (parity, fenced, halves) = if slices == 1 {
+        (parity % 2, fenced, 2)
+    } else {
+        (0, true, 1)
+    };
+    let algo = Algo::OneShot {
+        slices,
+        chain: slices == 1,
+    };
+    let mut b = PlanBuilder::new(algo.label(), ranks, count, in_place);
+    b.set_algo(algo);
+    if !fenced {
+        b.unfenced();
+    }
     let begin = b.begin_all();
     if ranks == 1 || count == 0 {
         return local_copy_only(b, &begin);
     }
     let n = ranks;
     let input = b.input();
-    b.scratch((n - 1) * count);
+    b.scratch(halves * (n - 1) * count);
     let parts = schedule::slices(0..count, slices, elem_size);
     // Sliced: pushes on the copy lane so reduces overlap later slices' copies.
     let push_lane = if parts.len() > 1 {
@@ -34,8 +71,9 @@ pub fn plan(ranks: usize, count: usize, elem_size: usize, in_place: bool, slices
     } else {
         Lane::Compute
     };
-    // Rank `src`'s data lands in slot (src - dst - 1) mod n of rank `dst`.
-    let slot = |src: usize, dst: usize| (src + n - dst - 1) % n * count;
+    // Rank `src`'s data lands in slot (src - dst - 1) mod n of rank `dst`,
+    // in scratch half `parity`.
+    let slot = |src: usize, dst: usize| (parity * (n - 1) + (src + n - dst - 1) % n) * count;
     let label = |note, slice| Label {
         note,
         slice,
@@ -50,7 +88,7 @@ pub fn plan(ranks: usize, count: usize, elem_size: usize, in_place: bool, slices
             for d in 1..n {
                 let to = (r + d) % n;
                 let mut waits = vec![];
-                if k == 0 {
+                if k == 0 && fenced {
                     waits.push(begin[to]);
                     if d == 1 {
                         waits.push(begin[r]);

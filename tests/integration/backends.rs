@@ -28,7 +28,10 @@ fn algos() -> Vec<Algo> {
             lanes: 2,
         },
         Algo::ONESHOT,
-        Algo::OneShot { slices: 4 },
+        Algo::OneShot {
+            slices: 4,
+            chain: false,
+        },
         Algo::ParameterServer,
     ]
 }
@@ -54,8 +57,7 @@ fn run_case(
     e.load(&data, in_place)
         .map_err(|x| format!("{what}: {x}"))?;
     if !in_place {
-        e.backend_mut()
-            .fill(Buf::Recv, count, f32::NAN)
+        e.fill(Buf::Recv, count, f32::NAN)
             .map_err(|x| x.to_string())?;
     }
     let plan = e.plan(algo, count, in_place).map_err(|x| x.to_string())?;
@@ -184,6 +186,51 @@ pub fn register(h: &mut Harness) {
                     },
                 ] {
                     run_case(&mut e, algo, count, i % 2 == 0, Inputs::Exact, i as u64)?;
+                }
+            }
+            pass()
+        }
+    );
+
+    test_backend!(
+        h,
+        "backends::back_to_back_calls_without_sync",
+        1,
+        |b: BackendChoice| -> TestResult {
+            // Many launches before one synchronize: chained one-shot calls (no
+            // start fence, alternating scratch halves), interleaved with other
+            // paths and sizes that break and restart the chain.
+            for n in [2, 3] {
+                let mut e = engine(b, n)?;
+                for (count, algo) in [
+                    (1000, Algo::ONESHOT),
+                    (4096, Algo::ONESHOT),
+                    (
+                        1000,
+                        Algo::Ring {
+                            slices: 2,
+                            slots: 2,
+                            lanes: 1,
+                        },
+                    ),
+                    (1000, Algo::ONESHOT),
+                ] {
+                    let data = verify::make_inputs::<f32>(Inputs::Exact, n, count, 5);
+                    let reference = verify::reference(&data);
+                    e.load(&data, false).map_err(|x| x.to_string())?;
+                    let plan = e.plan(algo, count, false).map_err(|x| x.to_string())?;
+                    for _ in 0..7 {
+                        e.launch(&plan).map_err(|x| x.to_string())?;
+                    }
+                    e.synchronize().map_err(|x| x.to_string())?;
+                    let out = e.read(Buf::Recv, count).map_err(|x| x.to_string())?;
+                    let v = verify::check(&out, &reference, true);
+                    ensure!(
+                        v.passed(),
+                        "n={n} count={count} {}: {:?}",
+                        algo.label(),
+                        v.first_wrong
+                    );
                 }
             }
             pass()
