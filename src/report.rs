@@ -103,6 +103,7 @@ pub struct Row {
     /// Elements per rank.
     pub count: u64,
     /// Element type name, e.g. `"float"`.
+    #[serde(rename = "type")]
     pub dtype: String,
     /// Reduction operator name, e.g. `"sum"`.
     pub redop: String,

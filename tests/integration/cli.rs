@@ -198,6 +198,11 @@ pub fn register(h: &mut Harness) {
         );
         ensure!(json["header"]["ranks"] == 4, "header: {}", json["header"]);
         ensure!(
+            json["rows"][0]["type"] == "float" && json["rows"][0]["redop"] == "sum",
+            "row fields: {}",
+            json["rows"][0]
+        );
+        ensure!(
             json["rows"].as_array().is_some_and(|r| r
                 .iter()
                 .all(|x| x["out_of_place"]["wrong"] == 0 && x["in_place"]["wrong"] == 0)),
