@@ -44,6 +44,6 @@ compute-sanitizer --tool memcheck "$RR" run --backend cuda --ranks 3 --count 100
 run "$RR" check --ranks 2 --sizes 4KiB,4MiB,256MiB,1GiB+12 --algo ring,ring:pipe4,oneshot
 run "$RR" check --ranks 2 --sizes 4KiB,4MiB,256MiB,1GiB+12 --algo ring --inputs exact
 
-run "$RR" bench --ranks 2 --algo ring,nccl,ps -b 8 -e 1GiB -f 2 -n 20 -w 5 -J "$OUT/bench-2r.json" --csv "$OUT/bench-2r.csv" --plot "$OUT/bench-2r.svg"
+run "$RR" bench --ranks 2 --algo ring,nccl,nccl:graph,ps -b 8 -e 1GiB -f 2 -n 20 -w 5 -J "$OUT/bench-2r.json" --csv "$OUT/bench-2r.csv" --plot "$OUT/bench-2r.svg"
 run "$RR" bench --ranks 4 --algo ring,ps -b 1KiB -e 256MiB -f 4 -n 10 -w 3 -J "$OUT/bench-4r.json"
 run "$RR" bench --ranks 8 --algo ring,ps -b 1KiB -e 256MiB -f 4 -n 10 -w 3 -J "$OUT/bench-8r.json"

@@ -26,6 +26,8 @@ pub enum Contender {
     Engine { name: String, choice: AlgoChoice },
     /// NCCL's all-reduce on the same buffers.
     Nccl,
+    /// NCCL's all-reduce captured once into a CUDA graph per rank, replayed.
+    NcclGraph,
 }
 
 impl Contender {
@@ -33,6 +35,7 @@ impl Contender {
         match self {
             Contender::Engine { name, .. } => name,
             Contender::Nccl => "nccl",
+            Contender::NcclGraph => "nccl:graph",
         }
     }
 
@@ -41,6 +44,9 @@ impl Contender {
         let s = s.trim().to_ascii_lowercase();
         if s == "nccl" {
             return Ok(Contender::Nccl);
+        }
+        if s == "nccl:graph" {
+            return Ok(Contender::NcclGraph);
         }
         let choice = match s.as_str() {
             "ring" => AlgoChoice::Auto,
@@ -94,6 +100,7 @@ pub fn launch<T: Element>(
 ) -> Result<()> {
     match (c, plan) {
         (Contender::Nccl, _) => engine.launch_nccl(count, in_place),
+        (Contender::NcclGraph, _) => engine.launch_nccl_graph(),
         (_, Some(p)) => engine.launch(p),
         (_, None) => Err(Error::Plan("no plan".into())),
     }
@@ -161,6 +168,10 @@ pub fn checked_call<T: Element>(
     let plan = match c {
         Contender::Engine { choice, .. } => Some(plan_for(engine, *choice, count, in_place)?),
         Contender::Nccl => None,
+        Contender::NcclGraph => {
+            engine.nccl_graph_capture(count, in_place)?;
+            None
+        }
     };
     launch(engine, c, plan.as_ref(), count, in_place)?;
     engine.synchronize()?;
@@ -283,6 +294,10 @@ pub fn measure_row<T: Element>(
                 Some(p)
             }
             Contender::Nccl => None,
+            Contender::NcclGraph => {
+                engine.nccl_graph_capture(count, in_place)?;
+                None
+            }
         };
         let us = time_calls(engine, c, plan.as_ref(), count, in_place, warmup, iters)?;
         let wrong = match &reference {

@@ -239,6 +239,18 @@ impl<T: Element> Engine<T> {
         self.backend.launch_nccl(count, in_place)
     }
 
+    /// Capture one NCCL all-reduce per rank into a CUDA graph (CUDA only).
+    pub fn nccl_graph_capture(&mut self, count: usize, in_place: bool) -> Result<()> {
+        self.chain = None;
+        self.backend.nccl_graph_capture(count, in_place)
+    }
+
+    /// Replay the captured NCCL graph on every rank.
+    pub fn launch_nccl_graph(&mut self) -> Result<()> {
+        self.chain = None;
+        self.backend.launch_nccl_graph()
+    }
+
     /// Fill the first `count` elements of every rank's `buf` with `value`.
     pub fn fill(&mut self, buf: Buf, count: usize, value: T) -> Result<()> {
         self.chain = None;

@@ -157,7 +157,8 @@ struct BenchArgs {
     /// Check results (1) or not (0), as in nccl-tests.
     #[arg(short = 'c', long, default_value_t = 1)]
     check: u8,
-    /// Algorithms, comma-separated: ring (auto path), ring:pipeK, ring:naive, oneshot, ps, nccl.
+    /// Algorithms, comma-separated: ring (auto path), ring:pipeK, ring:pipeKx2, ring:naive,
+    /// oneshot, oneshot:fenced, oneshot:pipeK, ps, nccl, nccl:graph (NCCL replayed from a CUDA graph).
     #[arg(long, default_value = "ring,nccl,ps")]
     algo: String,
     /// Write all numbers as JSON.
@@ -471,7 +472,7 @@ fn cmd_check(a: CheckArgs) -> Result<bool> {
                             .name
                             .clone()
                     }
-                    Contender::Nccl => "nccl".into(),
+                    c => c.name().into(),
                 };
                 let ok = v.passed() && rw == 0 && nw == 0;
                 all_ok &= ok;
@@ -516,7 +517,9 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
     }
     let cfg = config(&a.common, AlgoChoice::Auto)?;
     let ranks = cfg.ranks;
-    let want_nccl = contenders.contains(&Contender::Nccl);
+    let want_nccl = contenders
+        .iter()
+        .any(|c| matches!(c, Contender::Nccl | Contender::NcclGraph));
     let nccl = if want_nccl {
         Some(load_nccl(&a.nccl)?)
     } else {
@@ -567,7 +570,7 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
                 // e.g. more ranks than GPUs: NCCL needs one GPU per rank.
                 eprintln!("note: NCCL skipped: {e}");
                 notes.push(format!("NCCL skipped: {e}"));
-                contenders.retain(|c| *c != Contender::Nccl);
+                contenders.retain(|c| !matches!(c, Contender::Nccl | Contender::NcclGraph));
             }
             Err(e) => return Err(e),
         }

@@ -16,7 +16,7 @@
 
 use super::{Backend, BackendKind};
 use crate::cuda::{
-    self, nccl, Ctx, CudaError, DevBuf, Event, Kernel, PeerBuf, PeerCtx, RemoteEvent, Stream,
+    self, nccl, Ctx, CudaError, DevBuf, Event, Graph, Kernel, PeerBuf, PeerCtx, RemoteEvent, Stream,
 };
 use crate::element::{Element, ReduceOp};
 use crate::error::{Error, Result};
@@ -67,6 +67,8 @@ enum Cmd<T> {
     Run(Arc<Plan>, Arc<SignalBoard>, u64),
     NcclInit(nccl::Nccl, nccl::UniqueId, usize),
     Nccl(usize, bool),
+    NcclCapture(usize, bool),
+    NcclGraph,
 }
 
 enum Reply<T> {
@@ -103,6 +105,7 @@ struct Rank<'id, T> {
     events: Vec<Event<'id>>,
     remote: Arc<Vec<Vec<RemoteEvent>>>,
     nccl: Option<(nccl::Nccl, nccl::Comm)>,
+    nccl_graph: Option<Graph<'id>>,
     /// (context bind, PTX load) milliseconds at setup.
     setup_ms: (f64, f64),
 }
@@ -285,6 +288,7 @@ fn rank_main<'id, T: Element>(
             events: Vec::new(),
             remote: Arc::new(Vec::new()),
             nccl: None,
+            nccl_graph: None,
             setup_ms: (bind_ms, ptx_ms),
         })
     })();
@@ -297,6 +301,7 @@ fn rank_main<'id, T: Element>(
             let _ = st.compute.synchronize();
             let _ = st.copy.synchronize();
             let _ = st.copy2.synchronize();
+            st.nccl_graph = None;
             st.nccl = None;
         }
     }
@@ -391,30 +396,52 @@ impl<'id, T: Element> Rank<'id, T> {
                 self.nccl = Some((lib, comm));
                 Ok(Reply::Done)
             }
-            Cmd::Nccl(count, in_place) => {
-                let (lib, comm) = self.nccl.as_ref().ok_or_else(|| Error::NcclRank {
+            Cmd::Nccl(count, in_place) => self.nccl_call(count, in_place).map(|_| Reply::Done),
+            Cmd::NcclCapture(count, in_place) => {
+                self.nccl_graph = None;
+                self.sync()?;
+                self.compute.begin_capture().map_err(&e)?;
+                let r = self.nccl_call(count, in_place);
+                // Always end the capture, also after an error inside it.
+                let g = self.compute.end_capture().map_err(&e);
+                r?;
+                self.nccl_graph = Some(g?);
+                Ok(Reply::Done)
+            }
+            Cmd::NcclGraph => {
+                let g = self.nccl_graph.as_ref().ok_or_else(|| Error::NcclRank {
                     rank: self.rank,
-                    message: "NCCL not initialised".into(),
+                    message: "no NCCL graph captured".into(),
                 })?;
-                let ne = |err: cuda::NcclCallError| Error::NcclRank {
-                    rank: self.rank,
-                    message: err.to_string(),
-                };
-                let send = if in_place {
-                    &self.bufs[1]
-                } else {
-                    &self.bufs[0]
-                };
-                lib.group_start().map_err(|x| ne(x.into()))?;
-                let r = self
-                    .compute
-                    .nccl_all_reduce(lib, comm, send, &self.bufs[1], count);
-                let g = lib.group_end();
-                r.map_err(ne)?;
-                g.map_err(|x| ne(x.into()))?;
+                self.compute.launch_graph(g).map_err(&e)?;
                 Ok(Reply::Done)
             }
         }
+    }
+
+    /// One NCCL all-reduce (f32 sum) on the compute stream, in a group.
+    fn nccl_call(&self, count: usize, in_place: bool) -> Result<()> {
+        let (lib, comm) = self.nccl.as_ref().ok_or_else(|| Error::NcclRank {
+            rank: self.rank,
+            message: "NCCL not initialised".into(),
+        })?;
+        let ne = |err: cuda::NcclCallError| Error::NcclRank {
+            rank: self.rank,
+            message: err.to_string(),
+        };
+        let send = if in_place {
+            &self.bufs[1]
+        } else {
+            &self.bufs[0]
+        };
+        lib.group_start().map_err(|x| ne(x.into()))?;
+        let r = self
+            .compute
+            .nccl_all_reduce(lib, comm, send, &self.bufs[1], count);
+        let g = lib.group_end();
+        r.map_err(ne)?;
+        g.map_err(|x| ne(x.into()))?;
+        Ok(())
     }
 
     fn lane(&self, l: Lane) -> &Stream<'id> {
@@ -632,6 +659,17 @@ impl<T: Element> Backend<T> for CudaBackend<T> {
 
     fn launch_nccl(&mut self, count: usize, in_place: bool) -> Result<()> {
         self.threads.run_each(|_| Cmd::Nccl(count, in_place))?;
+        Ok(())
+    }
+
+    fn nccl_graph_capture(&mut self, count: usize, in_place: bool) -> Result<()> {
+        self.threads
+            .run_each(|_| Cmd::NcclCapture(count, in_place))?;
+        Ok(())
+    }
+
+    fn launch_nccl_graph(&mut self) -> Result<()> {
+        self.threads.run_each(|_| Cmd::NcclGraph)?;
         Ok(())
     }
 }

@@ -76,6 +76,14 @@ pub trait Backend<T: Element>: Send {
     fn launch_nccl(&mut self, _count: usize, _in_place: bool) -> Result<()> {
         Err(Error::Unsupported("NCCL".into(), self.kind().name()))
     }
+    /// Capture one NCCL all-reduce per rank into a CUDA graph (CUDA only).
+    fn nccl_graph_capture(&mut self, _count: usize, _in_place: bool) -> Result<()> {
+        Err(Error::Unsupported("NCCL graphs".into(), self.kind().name()))
+    }
+    /// Replay the captured NCCL graphs once on every rank.
+    fn launch_nccl_graph(&mut self) -> Result<()> {
+        Err(Error::Unsupported("NCCL graphs".into(), self.kind().name()))
+    }
     /// Driver / hardware facts for reports.
     fn hardware(&self) -> Vec<String> {
         vec![]

@@ -751,6 +751,73 @@ impl<'id> Stream<'id> {
     }
 }
 
+/// A CUDA graph captured on a stream of the context branded `'id`, ready to
+/// launch (`CUgraphExec`). Destroyed on drop.
+pub struct Graph<'id> {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+    _brand: Brand<'id>,
+    _thread: NotSend,
+}
+
+impl Drop for Graph<'_> {
+    fn drop(&mut self) {
+        // SAFETY: both handles were created by end_capture and are owned here;
+        // the driver defers destruction of a graph still executing. Errors ignored.
+        unsafe {
+            let _ = sys::cuGraphExecDestroy(self.exec);
+            let _ = sys::cuGraphDestroy(self.graph);
+        }
+    }
+}
+
+impl<'id> Stream<'id> {
+    /// Start capturing this stream's work into a graph (thread-local mode:
+    /// other threads' CUDA calls are unaffected).
+    pub fn begin_capture(&self) -> CuResult<()> {
+        // SAFETY: valid stream of the current context.
+        check("cuStreamBeginCapture", unsafe {
+            sys::cuStreamBeginCapture_v2(
+                self.s,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            )
+        })
+    }
+
+    /// End the capture and instantiate the graph.
+    pub fn end_capture(&self) -> CuResult<Graph<'id>> {
+        let mut graph = std::ptr::null_mut();
+        // SAFETY: valid stream in capture mode; valid out-pointer.
+        check("cuStreamEndCapture", unsafe {
+            sys::cuStreamEndCapture(self.s, &mut graph)
+        })?;
+        let mut exec = std::ptr::null_mut();
+        // SAFETY: graph was just captured; valid out-pointer.
+        let r = check("cuGraphInstantiate", unsafe {
+            sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
+        });
+        if let Err(e) = r {
+            // SAFETY: the graph is ours and not instantiated.
+            let _ = unsafe { sys::cuGraphDestroy(graph) };
+            return Err(e);
+        }
+        Ok(Graph {
+            graph,
+            exec,
+            _brand: PhantomData,
+            _thread: PhantomData,
+        })
+    }
+
+    /// Launch a graph of the same context on this stream.
+    pub fn launch_graph(&self, g: &Graph<'id>) -> CuResult<()> {
+        // SAFETY: graph and stream belong to the same context (same brand).
+        check("cuGraphLaunch", unsafe {
+            sys::cuGraphLaunch(g.exec, self.s)
+        })
+    }
+}
+
 /// An error from an NCCL call made through the CUDA layer.
 #[derive(Debug, thiserror::Error)]
 pub enum NcclCallError {
