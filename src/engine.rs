@@ -122,6 +122,11 @@ impl<T: Element> Engine<T> {
     pub fn fallback_note(&self) -> Option<&str> {
         self.fallback_note.as_deref()
     }
+    /// Where the backend's setup time went (CUDA only).
+    pub fn setup_breakdown(&self) -> Option<crate::backend::SetupBreakdown> {
+        self.backend.setup_breakdown()
+    }
+
     /// Wall time spent in [`Engine::new`].
     pub fn setup_time(&self) -> Duration {
         self.setup

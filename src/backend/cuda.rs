@@ -14,7 +14,7 @@
 //! the record (a [`SignalBoard`] generation), so it never waits on a stale one.
 //! Nothing in this file is `unsafe`: that all lives in [`crate::cuda`].
 
-use super::{Backend, BackendKind};
+use super::{Backend, BackendKind, SetupBreakdown};
 use crate::cuda::{
     self, nccl, Ctx, CudaError, DevBuf, Event, Graph, Kernel, PeerBuf, PeerCtx, RemoteEvent, Stream,
 };
@@ -88,7 +88,7 @@ pub struct CudaBackend<T: Element> {
     events: usize,
     gen: u64,
     notes: Vec<String>,
-    probe_ms: f64,
+    breakdown: SetupBreakdown,
 }
 
 /// What a rank thread owns, all branded with its device's `'id`.
@@ -115,9 +115,7 @@ impl<T: Element> CudaBackend<T> {
         if ranks == 0 {
             return Err(Error::ZeroRanks);
         }
-        let t_probe = Instant::now();
         let info = probe().map_err(Error::NoCuda)?;
-        let probe_ms = t_probe.elapsed().as_secs_f64() * 1e3;
         let kname = kernel_name::<T>(op)
             .ok_or_else(|| Error::Unsupported(format!("{} {}", T::NAME, op.name()), "cuda"))?;
         let avail: Vec<usize> = info.devices.iter().map(|d| d.ordinal).collect();
@@ -164,7 +162,7 @@ impl<T: Element> CudaBackend<T> {
             events: 0,
             gen: 0,
             notes: Vec::new(),
-            probe_ms,
+            breakdown: SetupBreakdown::default(),
         };
         be.enable_peers()?;
         Ok(be)
@@ -188,9 +186,12 @@ impl<T: Element> CudaBackend<T> {
                 _ => None,
             })
             .collect();
+        self.breakdown.driver_ms = cuda::driver_init_ms();
+        self.breakdown.context_ms = bind_ms;
+        self.breakdown.ptx_ms = ptx_ms;
         self.notes.push(format!(
-            "setup: driver load+cuInit {:.1} ms, context bind (slowest rank) {bind_ms:.1} ms, PTX JIT (slowest rank) {ptx_ms:.1} ms",
-            self.probe_ms
+            "setup: driver load+cuInit {:.1} ms (once per process), context bind (slowest rank) {bind_ms:.1} ms, PTX JIT (slowest rank) {ptx_ms:.1} ms",
+            self.breakdown.driver_ms
         ));
         let t_peer = Instant::now();
         let mut distinct: Vec<usize> = self.devices.clone();
@@ -210,9 +211,10 @@ impl<T: Element> CudaBackend<T> {
         }
         let all = Arc::new(ctxs);
         self.threads.run_each(|_| Cmd::EnablePeers(all.clone()))?;
+        self.breakdown.peer_ms = t_peer.elapsed().as_secs_f64() * 1e3;
         self.notes.push(format!(
             "setup: peer access {:.1} ms",
-            t_peer.elapsed().as_secs_f64() * 1e3
+            self.breakdown.peer_ms
         ));
         if distinct.len() > 1 {
             self.notes.push(format!(
@@ -560,6 +562,10 @@ impl<T: Element> Backend<T> for CudaBackend<T> {
 
     fn rank_to_device(&self) -> Vec<usize> {
         self.devices.clone()
+    }
+
+    fn setup_breakdown(&self) -> Option<SetupBreakdown> {
+        Some(self.breakdown)
     }
 
     fn hardware(&self) -> Vec<String> {

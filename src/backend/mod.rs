@@ -38,6 +38,19 @@ pub enum BackendChoice {
     Cuda,
 }
 
+/// Milliseconds spent in the parts of a GPU backend's setup.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct SetupBreakdown {
+    /// Loading libcuda, `cuInit`, listing devices (once per process).
+    pub driver_ms: f64,
+    /// Binding (and on first use creating) the primary context, slowest rank.
+    pub context_ms: f64,
+    /// PTX JIT of the reduce kernel, slowest rank (fast once the driver's JIT cache is warm).
+    pub ptx_ms: f64,
+    /// Enabling peer access between the GPUs.
+    pub peer_ms: f64,
+}
+
 /// Executes plans on per-rank buffers.
 pub trait Backend<T: Element>: Send {
     fn kind(&self) -> BackendKind;
@@ -83,6 +96,10 @@ pub trait Backend<T: Element>: Send {
     /// Replay the captured NCCL graphs once on every rank.
     fn launch_nccl_graph(&mut self) -> Result<()> {
         Err(Error::Unsupported("NCCL graphs".into(), self.kind().name()))
+    }
+    /// Where the setup time went (CUDA only).
+    fn setup_breakdown(&self) -> Option<SetupBreakdown> {
+        None
     }
     /// Driver / hardware facts for reports.
     fn hardware(&self) -> Vec<String> {

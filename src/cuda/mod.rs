@@ -91,8 +91,22 @@ pub struct DriverInfo {
 /// with no driver installed this returns an error instead of letting cudarc
 /// panic on its first call.
 pub fn driver() -> CuResult<&'static DriverInfo> {
-    static INFO: OnceLock<CuResult<DriverInfo>> = OnceLock::new();
-    INFO.get_or_init(load_driver).as_ref().map_err(Clone::clone)
+    driver_timed().0.as_ref().map_err(Clone::clone)
+}
+
+/// Milliseconds the first [`driver`] call took (loading libcuda, `cuInit`,
+/// listing devices): part of any program's cold start, NCCL's included.
+pub fn driver_init_ms() -> f64 {
+    driver_timed().1
+}
+
+fn driver_timed() -> &'static (CuResult<DriverInfo>, f64) {
+    static INFO: OnceLock<(CuResult<DriverInfo>, f64)> = OnceLock::new();
+    INFO.get_or_init(|| {
+        let t = std::time::Instant::now();
+        let r = load_driver();
+        (r, t.elapsed().as_secs_f64() * 1e3)
+    })
 }
 
 fn load_driver() -> CuResult<DriverInfo> {
