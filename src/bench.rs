@@ -13,7 +13,7 @@ use crate::cuda::nccl::Nccl;
 use crate::element::Element;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::plan::{Buf, Label, Lane, OpKind, Plan, PlanBuilder, Region};
+use crate::plan::{Buf, Label, Lane, Plan, PlanBuilder, Region};
 use crate::report::{ColdStart, Measurement, Row};
 use crate::verify::{self, Inputs};
 use std::sync::Arc;
@@ -218,16 +218,13 @@ pub fn link_ceiling<T: Element>(
         let to = 1 - r;
         for (k, part) in parts.iter().enumerate() {
             let lane = if k == 0 { Lane::Copy } else { Lane::Copy2 };
-            sig[r].extend(b.push(
+            sig[r].extend(b.copy(
                 r,
                 lane,
-                OpKind::Copy {
-                    to,
-                    src: Region::new(Buf::Send, part.clone()),
-                    dst: Region::new(Buf::Scratch, part.clone()),
-                },
+                to,
+                Region::new(Buf::Send, part.clone()),
+                Region::new(Buf::Scratch, part.clone()),
                 vec![begin[r], begin[to]],
-                true,
                 Label::default(),
             ));
         }

@@ -267,6 +267,21 @@ impl PlanBuilder {
         signal
     }
 
+    /// Append a signalled copy of `src` (rank `r`) into `dst` on rank `to`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn copy(
+        &mut self,
+        r: usize,
+        lane: Lane,
+        to: usize,
+        src: Region,
+        dst: Region,
+        waits: Vec<SignalId>,
+        label: Label,
+    ) -> Option<SignalId> {
+        self.push(r, lane, OpKind::Copy { to, src, dst }, waits, true, label)
+    }
+
     /// Add `Begin` to every rank; returns their signals.
     pub fn begin_all(&mut self) -> Vec<SignalId> {
         (0..self.plan.ranks)

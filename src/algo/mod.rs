@@ -5,7 +5,7 @@ pub mod oneshot;
 pub mod ps;
 pub mod ring;
 
-use crate::plan::{Buf, Label, Lane, OpKind, Plan, PlanBuilder, Region, SignalId};
+use crate::plan::{Buf, Label, Lane, Plan, PlanBuilder, Region, SignalId};
 
 /// A concrete algorithm with its options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -162,16 +162,13 @@ fn local_copy_only(mut b: PlanBuilder, begin: &[SignalId]) -> Plan {
     for (r, &bg) in begin.iter().enumerate() {
         let mut end = vec![];
         if out_of_place && plan_count > 0 {
-            end.extend(b.push(
+            end.extend(b.copy(
                 r,
                 Lane::Copy,
-                OpKind::Copy {
-                    to: r,
-                    src: Region::new(Buf::Send, 0..plan_count),
-                    dst: Region::new(Buf::Recv, 0..plan_count),
-                },
+                r,
+                Region::new(Buf::Send, 0..plan_count),
+                Region::new(Buf::Recv, 0..plan_count),
                 vec![bg],
-                true,
                 Label {
                     note: "local copy",
                     ..Label::default()

@@ -95,16 +95,13 @@ pub fn plan(
                     }
                 }
                 let off = slot(r, to) + part.start;
-                let sig = b.push(
+                let sig = b.copy(
                     r,
                     push_lane,
-                    OpKind::Copy {
-                        to,
-                        src: Region::new(input, part.clone()),
-                        dst: Region::new(Buf::Scratch, off..off + part.len()),
-                    },
+                    to,
+                    Region::new(input, part.clone()),
+                    Region::new(Buf::Scratch, off..off + part.len()),
                     waits,
-                    true,
                     label("push", k),
                 );
                 arrived[r][to][k] = sig;

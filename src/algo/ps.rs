@@ -28,16 +28,13 @@ pub fn plan(ranks: usize, count: usize, in_place: bool) -> Plan {
     // Gather: every non-root rank pushes its input to the root.
     let mut gathered: Vec<Option<SignalId>> = vec![None; ranks];
     for r in (0..ranks).filter(|&r| r != ROOT) {
-        gathered[r] = b.push(
+        gathered[r] = b.copy(
             r,
             Lane::Copy,
-            OpKind::Copy {
-                to: ROOT,
-                src: Region::new(input, 0..count),
-                dst: Region::new(Buf::Scratch, slot(r)),
-            },
+            ROOT,
+            Region::new(input, 0..count),
+            Region::new(Buf::Scratch, slot(r)),
             vec![begin[r], begin[ROOT]],
-            true,
             label("gather"),
         );
     }
@@ -61,16 +58,13 @@ pub fn plan(ranks: usize, count: usize, in_place: bool) -> Plan {
     // Broadcast: the root pushes the result into every rank's recv.
     let mut sent: Vec<Option<SignalId>> = vec![None; ranks];
     for r in (0..ranks).filter(|&r| r != ROOT) {
-        sent[r] = b.push(
+        sent[r] = b.copy(
             ROOT,
             Lane::Copy,
-            OpKind::Copy {
-                to: r,
-                src: Region::new(Buf::Recv, 0..count),
-                dst: Region::new(Buf::Recv, 0..count),
-            },
+            r,
+            Region::new(Buf::Recv, 0..count),
+            Region::new(Buf::Recv, 0..count),
             last.into_iter().collect(),
-            true,
             label("broadcast"),
         );
     }

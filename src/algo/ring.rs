@@ -105,16 +105,13 @@ pub fn plan(
                     );
                 }
                 let off = slot * chunk_max + (sl.start - layout.range(c).start);
-                let sig = b.push(
+                let sig = b.copy(
                     r,
                     lane,
-                    OpKind::Copy {
-                        to,
-                        src: Region::new(src_buf, sl.clone()),
-                        dst: Region::new(Buf::Scratch, off..off + sl.len()),
-                    },
+                    to,
+                    Region::new(src_buf, sl.clone()),
+                    Region::new(Buf::Scratch, off..off + sl.len()),
                     waits,
-                    true,
                     Label {
                         phase: Some(Phase::ReduceScatter),
                         step: s,
@@ -170,16 +167,13 @@ pub fn plan(
                 if std::mem::take(&mut first_copy[r][li(lane)]) {
                     waits.extend([begin[r], begin[to]]);
                 }
-                let sig = b.push(
+                let sig = b.copy(
                     r,
                     lane,
-                    OpKind::Copy {
-                        to,
-                        src: Region::new(Buf::Recv, sl.clone()),
-                        dst: Region::new(Buf::Recv, sl.clone()),
-                    },
+                    to,
+                    Region::new(Buf::Recv, sl.clone()),
+                    Region::new(Buf::Recv, sl.clone()),
                     waits,
-                    true,
                     Label {
                         phase: Some(Phase::AllGather),
                         step: s,
