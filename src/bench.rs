@@ -83,10 +83,7 @@ pub fn plan_for<T: Element>(
     count: usize,
     in_place: bool,
 ) -> Result<Arc<Plan>> {
-    let algo = match choice {
-        AlgoChoice::Fixed(a) => a,
-        AlgoChoice::Auto => crate::algo::choose(engine.ranks(), count * T::SIZE),
-    };
+    let algo = engine.resolve(choice, count);
     engine.plan(algo, count, in_place)
 }
 

@@ -137,9 +137,18 @@ impl<T: Element> Engine<T> {
 
     /// The algorithm used for `count` elements under the configured choice.
     pub fn algo_for(&self, count: usize) -> Algo {
-        match self.algo {
+        self.resolve(self.algo, count)
+    }
+
+    /// The algorithm `choice` means for `count` elements: `Auto` picks by size
+    /// ([`algo::choose`]) unless the environment variable `RINGREDUCE_ALGO`
+    /// forces a path (like `NCCL_ALGO` does for NCCL).
+    pub fn resolve(&self, choice: AlgoChoice, count: usize) -> Algo {
+        match choice {
             AlgoChoice::Fixed(a) => a,
-            AlgoChoice::Auto => algo::choose(self.ranks, count * T::SIZE),
+            AlgoChoice::Auto => {
+                algo::forced().unwrap_or_else(|| algo::choose(self.ranks, count * T::SIZE))
+            }
         }
     }
 

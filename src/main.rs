@@ -71,7 +71,8 @@ struct RunArgs {
     /// Inputs: random floats (tolerance check) or small integers (bitwise check).
     #[arg(long, value_enum, default_value_t = Inputs::Random)]
     inputs: Inputs,
-    /// Algorithm: auto, ring, ring:pipeK, oneshot, ps.
+    /// Algorithm: auto (by size; RINGREDUCE_ALGO=... forces a path), ring, ring:pipeK,
+    /// ring:pipeKx2, oneshot, oneshot:fenced, oneshot:pipeK, ps.
     #[arg(long, default_value = "auto")]
     algo: String,
     /// Timed repetitions for the steady-state median.

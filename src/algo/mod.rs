@@ -129,7 +129,7 @@ impl std::str::FromStr for AlgoChoice {
                     })
                 } else {
                     return Err(format!(
-                        "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, oneshot, oneshot:pipeK, ps)"
+                        "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, ring:pipeKx2, oneshot, oneshot:fenced, oneshot:pipeK, ps)"
                     ));
                 }
             }
@@ -149,6 +149,24 @@ pub fn choose(ranks: usize, bytes: usize) -> Algo {
         slots: 2,
         lanes: 1,
     }
+}
+
+/// The path forced by the environment variable `RINGREDUCE_ALGO` (read once),
+/// if it is set to a fixed algorithm. An unparsable value is reported once on
+/// stderr and ignored.
+pub fn forced() -> Option<Algo> {
+    static FORCED: std::sync::OnceLock<Option<Algo>> = std::sync::OnceLock::new();
+    *FORCED.get_or_init(|| {
+        let v = std::env::var("RINGREDUCE_ALGO").ok()?;
+        match v.parse::<AlgoChoice>() {
+            Ok(AlgoChoice::Fixed(a)) => Some(a),
+            Ok(AlgoChoice::Auto) => None,
+            Err(e) => {
+                eprintln!("ringreduce: ignoring RINGREDUCE_ALGO: {e}");
+                None
+            }
+        }
+    })
 }
 
 /// Up to this size, 2 ranks use the one-shot path.
