@@ -4,6 +4,9 @@
 #   bash .device/gpu-check.sh full      + compute-sanitizer + check vs NCCL + bench sweeps
 set -uo pipefail
 MODE="${1:-full}"
+# MAXB shrinks the sweeps for a dry run of this script (default: the real sizes).
+MAXB="${MAXB:-1GiB}"
+MAXB4="${MAXB4:-256MiB}"
 D="$(cd "$(dirname "$0")" && pwd)"
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
@@ -26,9 +29,9 @@ log "integration tests"
 "$D/integration" 2>&1 | tee "$OUT/tests.log" | grep -v ' \.\.\. ok' ; echo "[exit ${PIPESTATUS[0]}]"
 
 explore() {
-    run "$RR" bench --ranks 2 --algo ring:pipe1,ring:pipe2,ring:pipe4,ring:pipe8,ring:pipe4x2,ring:pipe8x2,oneshot,oneshot:fenced,oneshot:pipe4,nccl -b 8 -e 1GiB -f 4 -n 20 -w 5 -c 0 -J "$OUT/explore-2r.json"
+    run "$RR" bench --ranks 2 --algo ring:pipe1,ring:pipe2,ring:pipe4,ring:pipe8,ring:pipe4x2,ring:pipe8x2,oneshot,oneshot:fenced,oneshot:pipe4,nccl -b 8 -e $MAXB -f 4 -n 20 -w 5 -c 0 -J "$OUT/explore-2r.json"
     log "NCCL_ALGO=Tree"
-    NCCL_ALGO=Tree "$RR" bench --ranks 2 --algo nccl -b 1MiB -e 1GiB -f 4 -n 20 -w 5 -c 0 --no-ceiling; echo "[exit $?]"
+    NCCL_ALGO=Tree "$RR" bench --ranks 2 --algo nccl -b 1MiB -e $MAXB -f 4 -n 20 -w 5 -c 0 --no-ceiling; echo "[exit $?]"
 }
 if [ "$MODE" = explore ]; then explore; exit 0; fi
 if [ "$MODE" = quick ]; then
@@ -44,6 +47,6 @@ compute-sanitizer --tool memcheck "$RR" run --backend cuda --ranks 3 --count 100
 run "$RR" check --ranks 2 --sizes 4KiB,4MiB,256MiB,1GiB+12 --algo ring,ring:pipe4,oneshot
 run "$RR" check --ranks 2 --sizes 4KiB,4MiB,256MiB,1GiB+12 --algo ring --inputs exact
 
-run "$RR" bench --ranks 2 --algo ring,nccl,nccl:graph,ps -b 8 -e 1GiB -f 2 -n 20 -w 5 -J "$OUT/bench-2r.json" --csv "$OUT/bench-2r.csv" --plot "$OUT/bench-2r.svg"
-run "$RR" bench --ranks 4 --algo ring,ps -b 1KiB -e 256MiB -f 4 -n 10 -w 3 -J "$OUT/bench-4r.json"
-run "$RR" bench --ranks 8 --algo ring,ps -b 1KiB -e 256MiB -f 4 -n 10 -w 3 -J "$OUT/bench-8r.json"
+run "$RR" bench --ranks 2 --algo ring,nccl,nccl:graph,ps -b 8 -e $MAXB -f 2 -n 20 -w 5 -J "$OUT/bench-2r.json" --csv "$OUT/bench-2r.csv" --plot "$OUT/bench-2r.svg"
+run "$RR" bench --ranks 4 --algo ring,ps -b 1KiB -e $MAXB4 -f 4 -n 10 -w 3 -J "$OUT/bench-4r.json"
+run "$RR" bench --ranks 8 --algo ring,ps -b 1KiB -e $MAXB4 -f 4 -n 10 -w 3 -J "$OUT/bench-8r.json"
