@@ -19,6 +19,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Upper bound on ranks: each rank is a host thread with its own buffers.
+pub const MAX_RANKS: usize = 1024;
+
 /// How to build an engine.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -75,6 +78,12 @@ impl<T: Element> Engine<T> {
     pub fn new(cfg: EngineConfig) -> Result<Self> {
         if cfg.ranks == 0 {
             return Err(Error::ZeroRanks);
+        }
+        if cfg.ranks > MAX_RANKS {
+            return Err(Error::BadArgument(format!(
+                "{} ranks requested; at most {MAX_RANKS} (one host thread each)",
+                cfg.ranks
+            )));
         }
         let t0 = Instant::now();
         let mut fallback_note = None;
