@@ -431,6 +431,10 @@ pub struct HostCost {
     pub issue_us: f64,
     /// One full call: issue plus completion on every rank's streams.
     pub call_us: f64,
+    /// Where a rank thread's issue time goes, per call, mean over ranks (us):
+    /// copies, kernel launches, event records, event waits, waiting for the
+    /// peer thread's record, everything (CUDA only).
+    pub breakdown: Option<[f64; 6]>,
 }
 
 /// Measure [`HostCost`] for the auto path at `count` elements.
@@ -445,6 +449,7 @@ pub fn host_cost<T: Element>(
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
+    let profiling = engine.take_issue_profile().is_ok();
     let mut ping = Vec::with_capacity(iters);
     let mut issue = Vec::with_capacity(iters);
     let mut call = Vec::with_capacity(iters);
@@ -462,11 +467,29 @@ pub fn host_cost<T: Element>(
         engine.synchronize()?;
         call.push(t.elapsed().as_secs_f64() * 1e6);
     }
+    let breakdown = if profiling {
+        let prof = engine.take_issue_profile()?;
+        let calls: u64 = prof.iter().map(|p| p.calls).sum::<u64>().max(1);
+        let us = |f: fn(&crate::backend::IssueProfile) -> u64| {
+            prof.iter().map(f).sum::<u64>() as f64 / calls as f64 / 1e3
+        };
+        Some([
+            us(|p| p.copy_ns),
+            us(|p| p.kernel_ns),
+            us(|p| p.record_ns),
+            us(|p| p.wait_ns),
+            us(|p| p.peer_ns),
+            us(|p| p.total_ns),
+        ])
+    } else {
+        None
+    };
     Ok(HostCost {
         size: (count * T::SIZE) as u64,
         path: plan.name.clone(),
         handoff_us: median(ping),
         issue_us: median(issue),
         call_us: median(call),
+        breakdown,
     })
 }

@@ -131,6 +131,11 @@ impl<T: Element> Engine<T> {
     pub fn fallback_note(&self) -> Option<&str> {
         self.fallback_note.as_deref()
     }
+    /// Per-rank host issue profile since the last call, then reset (CUDA only).
+    pub fn take_issue_profile(&mut self) -> Result<Vec<crate::backend::IssueProfile>> {
+        self.backend.take_issue_profile()
+    }
+
     /// Where the backend's setup time went (CUDA only).
     pub fn setup_breakdown(&self) -> Option<crate::backend::SetupBreakdown> {
         self.backend.setup_breakdown()

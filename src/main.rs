@@ -689,6 +689,12 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
             h.call_us,
             100.0 * h.issue_us / h.call_us.max(1e-9)
         ));
+        if let Some([copy, kernel, record, wait, peer, total]) = h.breakdown {
+            report.header.notes.push(format!(
+                "host issue per call and rank at {} (means): cuMemcpyPeerAsync {copy:.1} us, cuLaunchKernel {kernel:.1} us, cuEventRecord {record:.1} us, cuStreamWaitEvent {wait:.1} us, waiting for the peer thread's record {peer:.1} us, all ops {total:.1} us",
+                format_bytes(h.size)
+            ));
+        }
     }
     if let (Some(c), true) = (
         ceiling,

@@ -14,7 +14,7 @@
 //! the record (a [`SignalBoard`] generation), so it never waits on a stale one.
 //! Nothing in this file is `unsafe`: that all lives in [`crate::cuda`].
 
-use super::{Backend, BackendKind, SetupBreakdown};
+use super::{Backend, BackendKind, IssueProfile, SetupBreakdown};
 use crate::cuda::{
     self, nccl, Ctx, CudaError, DevBuf, Event, Graph, Kernel, PeerBuf, PeerCtx, RemoteEvent, Stream,
 };
@@ -69,6 +69,7 @@ enum Cmd<T> {
     Nccl(usize, bool),
     NcclCapture(usize, bool),
     NcclGraph,
+    TakeProfile,
 }
 
 enum Reply<T> {
@@ -77,6 +78,7 @@ enum Reply<T> {
     Bufs([PeerBuf; 3]),
     Events(Vec<RemoteEvent>),
     Data(Vec<T>),
+    Profile(IssueProfile),
 }
 
 pub struct CudaBackend<T: Element> {
@@ -106,6 +108,7 @@ struct Rank<'id, T> {
     remote: Arc<Vec<Vec<RemoteEvent>>>,
     nccl: Option<(nccl::Nccl, nccl::Comm)>,
     nccl_graph: Option<Graph<'id>>,
+    profile: IssueProfile,
     /// (context bind, PTX load) milliseconds at setup.
     setup_ms: (f64, f64),
 }
@@ -291,6 +294,7 @@ fn rank_main<'id, T: Element>(
             remote: Arc::new(Vec::new()),
             nccl: None,
             nccl_graph: None,
+            profile: IssueProfile::default(),
             setup_ms: (bind_ms, ptx_ms),
         })
     })();
@@ -410,6 +414,7 @@ impl<'id, T: Element> Rank<'id, T> {
                 self.nccl_graph = Some(g?);
                 Ok(Reply::Done)
             }
+            Cmd::TakeProfile => Ok(Reply::Profile(std::mem::take(&mut self.profile))),
             Cmd::NcclGraph => {
                 let g = self.nccl_graph.as_ref().ok_or_else(|| Error::NcclRank {
                     rank: self.rank,
@@ -458,6 +463,12 @@ impl<'id, T: Element> Rank<'id, T> {
     fn issue(&mut self, plan: &Plan, board: &SignalBoard, gen: u64) -> Result<()> {
         let e = self.err();
         let r = self.rank;
+        let t_all = Instant::now();
+        let mut p = IssueProfile {
+            calls: 1,
+            ..IssueProfile::default()
+        };
+        let ns = |t: Instant| t.elapsed().as_nanos() as u64;
         for op in &plan.ops[r] {
             let stream = self.lane(op.lane);
             for w in &op.waits {
@@ -471,15 +482,21 @@ impl<'id, T: Element> Rank<'id, T> {
                         .events
                         .get(w.0)
                         .ok_or_else(|| Error::Plan("event pool too small".into()))?;
+                    let t = Instant::now();
                     stream.wait_local(ev).map_err(&e)?;
+                    p.wait_ns += ns(t);
                 } else {
+                    let t = Instant::now();
                     board.wait(w.0, gen, r)?;
+                    p.peer_ns += ns(t);
                     let ev = self
                         .remote
                         .get(owner)
                         .and_then(|v| v.get(w.0))
                         .ok_or_else(|| Error::Plan("remote event missing".into()))?;
+                    let t = Instant::now();
                     stream.wait(ev).map_err(&e)?;
+                    p.wait_ns += ns(t);
                 }
             }
             match &op.kind {
@@ -489,6 +506,7 @@ impl<'id, T: Element> Rank<'id, T> {
                         .peers
                         .get(*to)
                         .ok_or_else(|| Error::Plan(format!("no buffers for rank {to}")))?;
+                    let t = Instant::now();
                     stream
                         .copy_to_peer(
                             &peer[dst.buf.index()],
@@ -498,8 +516,10 @@ impl<'id, T: Element> Rank<'id, T> {
                             src.len(),
                         )
                         .map_err(&e)?;
+                    p.copy_ns += ns(t);
                 }
                 OpKind::Reduce { dst, a, b } => {
+                    let t = Instant::now();
                     stream
                         .reduce(
                             &self.kernel,
@@ -512,6 +532,7 @@ impl<'id, T: Element> Rank<'id, T> {
                             dst.len(),
                         )
                         .map_err(&e)?;
+                    p.kernel_ns += ns(t);
                 }
             }
             if let Some(s) = op.signal.filter(|s| plan.signal_needed[s.0]) {
@@ -519,10 +540,21 @@ impl<'id, T: Element> Rank<'id, T> {
                     .events
                     .get(s.0)
                     .ok_or_else(|| Error::Plan("event pool too small".into()))?;
+                let t = Instant::now();
                 stream.record(ev).map_err(&e)?;
+                p.record_ns += ns(t);
                 board.publish(s.0, gen);
             }
         }
+        p.total_ns = ns(t_all);
+        let q = &mut self.profile;
+        q.calls += p.calls;
+        q.copy_ns += p.copy_ns;
+        q.kernel_ns += p.kernel_ns;
+        q.record_ns += p.record_ns;
+        q.wait_ns += p.wait_ns;
+        q.peer_ns += p.peer_ns;
+        q.total_ns += p.total_ns;
         Ok(())
     }
 }
@@ -562,6 +594,18 @@ impl<T: Element> Backend<T> for CudaBackend<T> {
 
     fn rank_to_device(&self) -> Vec<usize> {
         self.devices.clone()
+    }
+
+    fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
+        Ok(self
+            .threads
+            .run_each(|_| Cmd::TakeProfile)?
+            .into_iter()
+            .map(|r| match r {
+                Reply::Profile(p) => p,
+                _ => IssueProfile::default(),
+            })
+            .collect())
     }
 
     fn setup_breakdown(&self) -> Option<SetupBreakdown> {

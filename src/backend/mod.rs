@@ -51,6 +51,26 @@ pub struct SetupBreakdown {
     pub peer_ms: f64,
 }
 
+/// Host time one rank thread spent issuing collectives, by kind of call
+/// (nanoseconds, summed since the last [`Backend::take_issue_profile`]).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct IssueProfile {
+    /// Collectives issued.
+    pub calls: u64,
+    /// `cuMemcpyPeerAsync`.
+    pub copy_ns: u64,
+    /// `cuLaunchKernel` of the reduce kernel.
+    pub kernel_ns: u64,
+    /// `cuEventRecord`.
+    pub record_ns: u64,
+    /// `cuStreamWaitEvent`.
+    pub wait_ns: u64,
+    /// Waiting for another rank thread to issue the record we wait on.
+    pub peer_ns: u64,
+    /// The whole issue of the rank's ops.
+    pub total_ns: u64,
+}
+
 /// Executes plans on per-rank buffers.
 pub trait Backend<T: Element>: Send {
     fn kind(&self) -> BackendKind;
@@ -96,6 +116,13 @@ pub trait Backend<T: Element>: Send {
     /// Replay the captured NCCL graphs once on every rank.
     fn launch_nccl_graph(&mut self) -> Result<()> {
         Err(Error::Unsupported("NCCL graphs".into(), self.kind().name()))
+    }
+    /// Per-rank host issue profile since the last call, then reset (CUDA only).
+    fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
+        Err(Error::Unsupported(
+            "issue profile".into(),
+            self.kind().name(),
+        ))
     }
     /// Where the setup time went (CUDA only).
     fn setup_breakdown(&self) -> Option<SetupBreakdown> {
