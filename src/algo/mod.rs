@@ -288,6 +288,10 @@ mod tests {
                     }
                     Plan::validate_sequence(&[&first, &a, &b, &a, &b])
                         .unwrap_or_else(|e| panic!("n={n} count={count}: {e}"));
+                    // The chain only needs the same size: in and out of place may alternate.
+                    let a_other = os(n, count, !ip, 1, false);
+                    Plan::validate_sequence(&[&first, &a_other, &b])
+                        .unwrap_or_else(|e| panic!("mixed places n={n} count={count}: {e}"));
                     // Another collective before and after a chain (fenced).
                     for other in all_algos() {
                         let x = other.plan(n, count, 4, ip);
