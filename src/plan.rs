@@ -91,8 +91,16 @@ pub struct SignalId(pub usize);
 pub enum OpKind {
     /// Start of the collective on this rank (compute lane).
     Begin,
-    /// Copy `src` (this rank) into `dst` on rank `to` (may be this rank).
-    Copy { to: usize, src: Region, dst: Region },
+    /// Copy `src` on rank `from` into `dst` on rank `to`. The issuing rank is
+    /// one of the two: `from` for a push (the ring), `to` for a pull (reads
+    /// only another rank's send buffer, which no collective writes). A local
+    /// copy has `from == to`.
+    Copy {
+        from: usize,
+        to: usize,
+        src: Region,
+        dst: Region,
+    },
     /// `dst = a + b`, all on this rank; `dst` may equal `a` exactly.
     Reduce { dst: Region, a: Region, b: Region },
     /// End of the collective on this rank (compute lane).
@@ -173,12 +181,12 @@ impl Plan {
     /// Bytes each rank sends to *other* ranks, and receives from them.
     pub fn traffic(&self, elem_size: usize) -> Vec<Traffic> {
         let mut t = vec![Traffic::default(); self.ranks];
-        for (r, ops) in self.ops.iter().enumerate() {
+        for ops in &self.ops {
             for op in ops {
-                if let OpKind::Copy { to, src, .. } = &op.kind {
-                    if *to != r {
+                if let OpKind::Copy { from, to, src, .. } = &op.kind {
+                    if from != to {
                         let b = (src.len() * elem_size) as u64;
-                        t[r].sent += b;
+                        t[*from].sent += b;
                         t[*to].received += b;
                     }
                 }
@@ -279,7 +287,47 @@ impl PlanBuilder {
         waits: Vec<SignalId>,
         label: Label,
     ) -> Option<SignalId> {
-        self.push(r, lane, OpKind::Copy { to, src, dst }, waits, true, label)
+        self.push(
+            r,
+            lane,
+            OpKind::Copy {
+                from: r,
+                to,
+                src,
+                dst,
+            },
+            waits,
+            true,
+            label,
+        )
+    }
+
+    /// Append a signalled pull: rank `r` copies `src` on rank `from` (its send
+    /// buffer) into its own `dst`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn pull(
+        &mut self,
+        r: usize,
+        lane: Lane,
+        from: usize,
+        src: Region,
+        dst: Region,
+        waits: Vec<SignalId>,
+        label: Label,
+    ) -> Option<SignalId> {
+        self.push(
+            r,
+            lane,
+            OpKind::Copy {
+                from,
+                to: r,
+                src,
+                dst,
+            },
+            waits,
+            true,
+            label,
+        )
     }
 
     /// Add `Begin` to every rank; returns their signals.
@@ -342,8 +390,8 @@ impl PlanBuilder {
 /// A memory access of an op: (rank, buffer, range, is_write).
 fn accesses(r: usize, kind: &OpKind) -> Vec<(usize, Buf, Range<usize>, bool)> {
     match kind {
-        OpKind::Copy { to, src, dst } => vec![
-            (r, src.buf, src.range.clone(), false),
+        OpKind::Copy { from, to, src, dst } => vec![
+            (*from, src.buf, src.range.clone(), false),
             (*to, dst.buf, dst.range.clone(), true),
         ],
         OpKind::Reduce { dst, a, b } => vec![
@@ -439,11 +487,22 @@ impl Plan {
                         ));
                     }
                 }
-                if let OpKind::Copy { to, src, dst } = &op.kind {
+                if let OpKind::Copy { from, to, src, dst } = &op.kind {
                     if src.len() != dst.len() {
                         return Err(format!("{name}: copy with unequal lengths"));
                     }
-                    if *to == r && src.buf == dst.buf && overlaps(&src.range, &dst.range) {
+                    if r != *from && r != *to {
+                        return Err(format!(
+                            "{name}: rank {r} issues a copy between two other ranks"
+                        ));
+                    }
+                    if r != *from && src.buf != Buf::Send {
+                        return Err(format!(
+                            "{name}: rank {r} pulls from rank {from}'s {:?}, not its send buffer",
+                            src.buf
+                        ));
+                    }
+                    if from == to && src.buf == dst.buf && overlaps(&src.range, &dst.range) {
                         return Err(format!("{name}: overlapping local copy"));
                     }
                 }
@@ -480,7 +539,9 @@ impl Plan {
                 return Err(format!("{name}: rank {q} lacks Begin or End"));
             };
             let (b, e) = (ids[q][b], ids[q][e]);
-            for a in acc.iter().filter(|a| a.1 == q) {
+            // Reads of a send buffer are exempt: no collective writes one
+            // (checked above), so they cannot conflict with anything.
+            for a in acc.iter().filter(|a| a.1 == q && (a.4 || a.2 != Buf::Send)) {
                 if (self.fenced && !happens(b, a.0)) || !happens(a.0, e) {
                     return Err(format!(
                         "{name}: op {} touches rank {q} outside its Begin..End",
@@ -646,8 +707,8 @@ impl Plan {
             .collect();
         for &(r, i) in order {
             match &self.ops[r][i].kind {
-                OpKind::Copy { to, src, dst } => {
-                    let data: Vec<Val> = mem[r][src.buf.index()][src.range.clone()].to_vec();
+                OpKind::Copy { from, to, src, dst } => {
+                    let data: Vec<Val> = mem[*from][src.buf.index()][src.range.clone()].to_vec();
                     mem[*to][dst.buf.index()][dst.range.clone()].clone_from_slice(&data);
                 }
                 OpKind::Reduce { dst, a, b } => {

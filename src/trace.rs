@@ -122,7 +122,8 @@ pub fn render(n: usize, count: usize) -> Result<String> {
                 break;
             }
             match &op.kind {
-                OpKind::Copy { to, src, dst } => {
+                OpKind::Copy { from, to, src, dst } => {
+                    let r = *from;
                     let data: Vec<Held> = if src.buf == Buf::Scratch {
                         scratch[r][src.range.clone()].to_vec()
                     } else {

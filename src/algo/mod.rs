@@ -26,6 +26,9 @@ pub enum Algo {
     /// cross-rank start fence, using the two scratch halves alternately (see
     /// [`oneshot`]); `false` fences every call.
     OneShot { slices: usize, chain: bool },
+    /// Out of place: every rank pulls every other rank's send buffer and
+    /// reduces, with no cross-rank event; in place: the chained one-shot.
+    OneShotPull,
 }
 
 impl Algo {
@@ -61,6 +64,7 @@ impl Algo {
             } => "oneshot".into(),
             Algo::OneShot { slices: 1, .. } => "oneshot:fenced".into(),
             Algo::OneShot { slices, .. } => format!("oneshot:pipe{slices}"),
+            Algo::OneShotPull => "oneshot:pull".into(),
         }
     }
 
@@ -76,6 +80,7 @@ impl Algo {
             Algo::OneShot { slices, .. } => {
                 oneshot::plan(ranks, count, elem_size, in_place, slices, 0, true)
             }
+            Algo::OneShotPull => oneshot::pull_plan(ranks, count, elem_size, in_place),
         }
     }
 }
@@ -97,6 +102,7 @@ impl std::str::FromStr for AlgoChoice {
             "ring" => AlgoChoice::Fixed(Algo::RING),
             "ps" | "parameter-server" => AlgoChoice::Fixed(Algo::ParameterServer),
             "oneshot" | "one-shot" => AlgoChoice::Fixed(Algo::ONESHOT),
+            "oneshot:pull" => AlgoChoice::Fixed(Algo::OneShotPull),
             "oneshot:fenced" => AlgoChoice::Fixed(Algo::OneShot {
                 slices: 1,
                 chain: false,
@@ -129,7 +135,7 @@ impl std::str::FromStr for AlgoChoice {
                     })
                 } else {
                     return Err(format!(
-                        "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, ring:pipeKx2, oneshot, oneshot:fenced, oneshot:pipeK, ps)"
+                        "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, ring:pipeKx2, oneshot, oneshot:pull, oneshot:fenced, oneshot:pipeK, ps)"
                     ));
                 }
             }
@@ -141,7 +147,7 @@ impl std::str::FromStr for AlgoChoice {
 /// The thresholds are in bytes per rank.
 pub fn choose(ranks: usize, bytes: usize) -> Algo {
     if ranks <= 2 && bytes <= ONESHOT_MAX_BYTES {
-        return Algo::ONESHOT;
+        return Algo::OneShotPull;
     }
     let slices = if bytes >= 64 << 20 { 4 } else { 2 };
     Algo::Ring {
@@ -169,7 +175,8 @@ pub fn forced() -> Option<Algo> {
     })
 }
 
-/// Up to this size, 2 ranks use the one-shot path.
+/// Up to this size, 2 ranks use the one-shot path (pull out of place, chained
+/// push in place).
 pub const ONESHOT_MAX_BYTES: usize = 4 << 20;
 
 /// Plans for 1 rank or 0 elements: only the out-of-place local copy.
@@ -206,6 +213,7 @@ mod tests {
 
     fn all_algos() -> Vec<Algo> {
         let mut v = vec![
+            Algo::OneShotPull,
             Algo::ParameterServer,
             Algo::ONESHOT,
             Algo::OneShot {
@@ -300,6 +308,25 @@ mod tests {
                             .unwrap_or_else(|e| {
                                 panic!("{} n={n} count={count}: {e}", other.label())
                             });
+                    }
+                }
+            }
+        }
+    }
+
+    /// The pull one-shot has no cross-rank event at all; it must still be
+    /// race-free next to every other plan, before and after.
+    #[test]
+    fn pull_oneshot_next_to_anything_is_race_free() {
+        for n in 2..=4 {
+            for count in [1, 7, 64] {
+                let pull = Algo::OneShotPull.plan(n, count, 4, false);
+                pull.validate().unwrap_or_else(|e| panic!("{e}"));
+                for other in all_algos() {
+                    for ip in [false, true] {
+                        let x = other.plan(n, count, 4, ip);
+                        Plan::validate_sequence(&[&x, &pull, &pull, &x, &pull])
+                            .unwrap_or_else(|e| panic!("{} ip={ip} n={n}: {e}", other.label()));
                     }
                 }
             }

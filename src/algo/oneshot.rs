@@ -144,3 +144,60 @@ pub fn plan(
     }
     b.finish()
 }
+
+/// One-shot by *pulling*: out of place, every rank copies every other rank's
+/// send buffer into its own scratch and reduces, all on its compute stream.
+/// A send buffer is never written by a collective, so the pull needs no event
+/// at all: no cross-GPU wait, no thread waiting for another. In place the
+/// inputs are overwritten by their owners, so this falls back to the chained
+/// push plan above.
+pub fn pull_plan(ranks: usize, count: usize, elem_size: usize, in_place: bool) -> Plan {
+    if in_place {
+        return plan(ranks, count, elem_size, true, 1, 0, true);
+    }
+    let mut b = PlanBuilder::new(Algo::OneShotPull.label(), ranks, count, false);
+    b.set_algo(Algo::OneShotPull);
+    let begin = b.begin_all();
+    if ranks == 1 || count == 0 {
+        return local_copy_only(b, &begin);
+    }
+    let n = ranks;
+    b.scratch((n - 1) * count);
+    let whole = 0..count;
+    for r in 0..n {
+        for d in 1..n {
+            let from = (r + n - d) % n;
+            let slot = (d - 1) * count..d * count;
+            b.pull(
+                r,
+                Lane::Compute,
+                from,
+                Region::new(Buf::Send, whole.clone()),
+                Region::new(Buf::Scratch, slot.clone()),
+                vec![],
+                Label {
+                    note: "pull",
+                    ..Label::default()
+                },
+            );
+            let a = if d == 1 { Buf::Send } else { Buf::Recv };
+            b.push(
+                r,
+                Lane::Compute,
+                OpKind::Reduce {
+                    dst: Region::new(Buf::Recv, whole.clone()),
+                    a: Region::new(a, whole.clone()),
+                    b: Region::new(Buf::Scratch, slot),
+                },
+                vec![],
+                false,
+                Label {
+                    note: "reduce",
+                    ..Label::default()
+                },
+            );
+        }
+        b.end(r, vec![]);
+    }
+    b.finish()
+}

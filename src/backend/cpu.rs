@@ -90,7 +90,7 @@ fn execute<T: Element>(mem: &[RankMem<T>], r: usize, run: &RunPlan, op: ReduceOp
         }
         match &o.kind {
             OpKind::Begin | OpKind::End => {}
-            OpKind::Copy { to, src, dst } => copy(mem, r, src, *to, dst)?,
+            OpKind::Copy { from, to, src, dst } => copy(mem, *from, src, *to, dst)?,
             OpKind::Reduce { dst, a, b } => reduce(mem, r, dst, a, b, op)?,
         }
         if let Some(s) = o.signal {

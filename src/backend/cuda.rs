@@ -501,21 +501,37 @@ impl<'id, T: Element> Rank<'id, T> {
             }
             match &op.kind {
                 OpKind::Begin | OpKind::End => {}
-                OpKind::Copy { to, src, dst } => {
-                    let peer = self
-                        .peers
-                        .get(*to)
-                        .ok_or_else(|| Error::Plan(format!("no buffers for rank {to}")))?;
+                OpKind::Copy { from, to, src, dst } => {
                     let t = Instant::now();
-                    stream
-                        .copy_to_peer(
-                            &peer[dst.buf.index()],
-                            dst.range.start,
-                            &self.bufs[src.buf.index()],
-                            src.range.start,
-                            src.len(),
-                        )
-                        .map_err(&e)?;
+                    if *from == r {
+                        let peer = self
+                            .peers
+                            .get(*to)
+                            .ok_or_else(|| Error::Plan(format!("no buffers for rank {to}")))?;
+                        stream
+                            .copy_to_peer(
+                                &peer[dst.buf.index()],
+                                dst.range.start,
+                                &self.bufs[src.buf.index()],
+                                src.range.start,
+                                src.len(),
+                            )
+                            .map_err(&e)?;
+                    } else {
+                        let peer = self
+                            .peers
+                            .get(*from)
+                            .ok_or_else(|| Error::Plan(format!("no buffers for rank {from}")))?;
+                        stream
+                            .copy_from_peer(
+                                &self.bufs[dst.buf.index()],
+                                dst.range.start,
+                                &peer[src.buf.index()],
+                                src.range.start,
+                                src.len(),
+                            )
+                            .map_err(&e)?;
+                    }
                     p.copy_ns += ns(t);
                 }
                 OpKind::Reduce { dst, a, b } => {
@@ -637,6 +653,9 @@ impl<T: Element> Backend<T> for CudaBackend<T> {
     }
 
     fn write(&mut self, buf: Buf, data: &[&[T]]) -> Result<()> {
+        // Other ranks may still be pulling from this rank's send buffer:
+        // drain every rank before any rank overwrites its buffers.
+        self.threads.run_each(|_| Cmd::Sync)?;
         let all: Arc<Vec<Vec<T>>> = Arc::new(data.iter().map(|d| d.to_vec()).collect());
         self.threads.run_each(|_| Cmd::Write(buf, all.clone()))?;
         Ok(())
@@ -650,6 +669,7 @@ impl<T: Element> Backend<T> for CudaBackend<T> {
             ));
         }
         let bits = value.bits() as u32;
+        self.threads.run_each(|_| Cmd::Sync)?;
         self.threads.run_each(|_| Cmd::Fill(buf, count, bits))?;
         Ok(())
     }

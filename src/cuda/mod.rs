@@ -447,7 +447,8 @@ pub struct DevBuf<'id, T> {
     _thread: NotSend,
 }
 
-/// Another rank's buffer, usable only as the destination of a peer copy.
+/// Another rank's buffer, usable only as the destination of a peer copy, or
+/// as the source of a pull from its (never written) send buffer.
 #[derive(Clone)]
 pub struct PeerBuf {
     alloc: Weak<Alloc>,
@@ -662,6 +663,50 @@ impl<'id> Stream<'id> {
         // the retained primary contexts the allocations were made in.
         check(call, unsafe {
             sys::cuMemcpyPeerAsync(dp, d.ctx, sp, src.alloc.ctx, bytes, self.s)
+        })
+    }
+
+    /// `cuMemcpyPeerAsync` the other way: copy `n` elements of the peer
+    /// buffer `src` (from element `src_off`) into `dst[dst_off..]` on this device.
+    pub fn copy_from_peer<T: Copy>(
+        &self,
+        dst: &DevBuf<'id, T>,
+        dst_off: usize,
+        src: &PeerBuf,
+        src_off: usize,
+        n: usize,
+    ) -> CuResult<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let call = "cuMemcpyPeerAsync";
+        let dp = dst.ptr_at(call, dst_off, n)?;
+        let size = std::mem::size_of::<T>();
+        let bytes = n * size;
+        let s = src
+            .alloc
+            .upgrade()
+            .ok_or_else(|| err(call, "source buffer was freed by its owner"))?;
+        if (src_off * size)
+            .checked_add(bytes)
+            .is_none_or(|e| e > s.bytes)
+        {
+            return Err(err(
+                call,
+                format!(
+                    "source range {}..{} bytes outside buffer of {}",
+                    src_off * size,
+                    src_off * size + bytes,
+                    s.bytes
+                ),
+            ));
+        }
+        let sp = s.ptr + (src_off * size) as u64;
+        // SAFETY: both ranges are inside live allocations (checked above; `s`
+        // keeps the source alive during the call); the contexts are the
+        // retained primary contexts the allocations were made in.
+        check(call, unsafe {
+            sys::cuMemcpyPeerAsync(dp, dst.alloc.ctx, sp, s.ctx, bytes, self.s)
         })
     }
 

@@ -28,6 +28,7 @@ fn algos() -> Vec<Algo> {
             lanes: 2,
         },
         Algo::ONESHOT,
+        Algo::OneShotPull,
         Algo::OneShot {
             slices: 4,
             chain: false,
@@ -179,6 +180,7 @@ pub fn register(h: &mut Harness) {
                 for algo in [
                     Algo::RING,
                     Algo::ONESHOT,
+                    Algo::OneShotPull,
                     Algo::Ring {
                         slices: 3,
                         slots: 2,
@@ -214,6 +216,9 @@ pub fn register(h: &mut Harness) {
                         },
                     ),
                     (1000, Algo::ONESHOT),
+                    (1000, Algo::OneShotPull),
+                    (1000, Algo::ONESHOT),
+                    (999, Algo::OneShotPull),
                 ] {
                     let data = verify::make_inputs::<f32>(Inputs::Exact, n, count, 5);
                     let reference = verify::reference(&data);
