@@ -257,7 +257,8 @@ pub fn measure_row<T: Element>(
 ) -> Result<Row> {
     let n = engine.ranks();
     let size = (count * T::SIZE) as u64;
-    let mut path = None;
+    // The path of each place; shown as `oop/ip` when they differ.
+    let mut paths: Vec<String> = Vec::new();
     let mut cells = Vec::new();
     let inputs = if check {
         verify::make_inputs::<T>(Inputs::Exact, n, count, seed)
@@ -284,7 +285,9 @@ pub fn measure_row<T: Element>(
         let plan = match c {
             Contender::Engine { choice, .. } => {
                 let p = plan_for(engine, *choice, count, in_place)?;
-                path = Some(p.name.clone());
+                if !paths.contains(&p.name) {
+                    paths.push(p.name.clone());
+                }
                 Some(p)
             }
             Contender::Nccl => None,
@@ -304,7 +307,7 @@ pub fn measure_row<T: Element>(
     let oop = cells.pop();
     Ok(Row {
         algo: c.name().to_string(),
-        path,
+        path: (!paths.is_empty()).then(|| paths.join("/")),
         ranks: n,
         size,
         count: count as u64,
