@@ -462,6 +462,39 @@ impl std::fmt::Debug for PeerBuf {
     }
 }
 
+const PEER_COPY: &str = "cuMemcpyPeerAsync";
+
+impl PeerBuf {
+    /// The live allocation and the device address of elements
+    /// `off..off + n` of `T`, or an error when the owner freed it or the range
+    /// is outside it. The returned `Arc` keeps the memory alive while held.
+    fn range<T>(
+        &self,
+        role: &str,
+        off: usize,
+        n: usize,
+    ) -> CuResult<(Arc<Alloc>, sys::CUdeviceptr)> {
+        let a = self
+            .alloc
+            .upgrade()
+            .ok_or_else(|| err(PEER_COPY, format!("{role} buffer was freed by its owner")))?;
+        let size = std::mem::size_of::<T>();
+        let (start, len) = (off.saturating_mul(size), n.saturating_mul(size));
+        if start.checked_add(len).is_none_or(|e| e > a.bytes) {
+            return Err(err(
+                PEER_COPY,
+                format!(
+                    "{role} range {start}..{} bytes outside buffer of {}",
+                    start.saturating_add(len),
+                    a.bytes
+                ),
+            ));
+        }
+        let p = a.ptr + start as u64;
+        Ok((a, p))
+    }
+}
+
 impl<'id, T: Copy> DevBuf<'id, T> {
     pub fn len(&self) -> usize {
         self.len
@@ -635,34 +668,20 @@ impl<'id> Stream<'id> {
         if n == 0 {
             return Ok(());
         }
-        let call = "cuMemcpyPeerAsync";
-        let sp = src.ptr_at(call, src_off, n)?;
-        let size = std::mem::size_of::<T>();
-        let bytes = n * size;
-        let d = dst
-            .alloc
-            .upgrade()
-            .ok_or_else(|| err(call, "destination buffer was freed by its owner"))?;
-        if (dst_off * size)
-            .checked_add(bytes)
-            .is_none_or(|e| e > d.bytes)
-        {
-            return Err(err(
-                call,
-                format!(
-                    "destination range {}..{} bytes outside buffer of {}",
-                    dst_off * size,
-                    dst_off * size + bytes,
-                    d.bytes
-                ),
-            ));
-        }
-        let dp = d.ptr + (dst_off * size) as u64;
-        // SAFETY: both ranges are inside live allocations (checked above;
-        // `d` keeps the destination alive during the call); the contexts are
-        // the retained primary contexts the allocations were made in.
-        check(call, unsafe {
-            sys::cuMemcpyPeerAsync(dp, d.ctx, sp, src.alloc.ctx, bytes, self.s)
+        let sp = src.ptr_at(PEER_COPY, src_off, n)?;
+        let (d, dp) = dst.range::<T>("destination", dst_off, n)?;
+        // SAFETY: both ranges are inside live allocations (checked; `d`
+        // keeps the destination alive during the call); the contexts are the
+        // retained primary contexts the allocations were made in.
+        check(PEER_COPY, unsafe {
+            sys::cuMemcpyPeerAsync(
+                dp,
+                d.ctx,
+                sp,
+                src.alloc.ctx,
+                n * std::mem::size_of::<T>(),
+                self.s,
+            )
         })
     }
 
@@ -679,34 +698,18 @@ impl<'id> Stream<'id> {
         if n == 0 {
             return Ok(());
         }
-        let call = "cuMemcpyPeerAsync";
-        let dp = dst.ptr_at(call, dst_off, n)?;
-        let size = std::mem::size_of::<T>();
-        let bytes = n * size;
-        let s = src
-            .alloc
-            .upgrade()
-            .ok_or_else(|| err(call, "source buffer was freed by its owner"))?;
-        if (src_off * size)
-            .checked_add(bytes)
-            .is_none_or(|e| e > s.bytes)
-        {
-            return Err(err(
-                call,
-                format!(
-                    "source range {}..{} bytes outside buffer of {}",
-                    src_off * size,
-                    src_off * size + bytes,
-                    s.bytes
-                ),
-            ));
-        }
-        let sp = s.ptr + (src_off * size) as u64;
-        // SAFETY: both ranges are inside live allocations (checked above; `s`
-        // keeps the source alive during the call); the contexts are the
-        // retained primary contexts the allocations were made in.
-        check(call, unsafe {
-            sys::cuMemcpyPeerAsync(dp, dst.alloc.ctx, sp, s.ctx, bytes, self.s)
+        let dp = dst.ptr_at(PEER_COPY, dst_off, n)?;
+        let (s, sp) = src.range::<T>("source", src_off, n)?;
+        // SAFETY: as in copy_to_peer, with the roles swapped.
+        check(PEER_COPY, unsafe {
+            sys::cuMemcpyPeerAsync(
+                dp,
+                dst.alloc.ctx,
+                sp,
+                s.ctx,
+                n * std::mem::size_of::<T>(),
+                self.s,
+            )
         })
     }
 
