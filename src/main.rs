@@ -86,6 +86,9 @@ struct TraceArgs {
     ranks: usize,
     #[arg(long, default_value_t = 8)]
     count: usize,
+    /// Algorithm to trace: ring, ring:pipeK, ps, oneshot, oneshot:pull.
+    #[arg(long, default_value = "ring")]
+    algo: String,
 }
 
 #[derive(Args)]
@@ -186,10 +189,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Run(a) => cmd_run(a),
-        Cmd::Trace(a) => ringreduce::trace::render(a.ranks, a.count).map(|t| {
-            print!("{t}");
-            true
-        }),
+        Cmd::Trace(a) => cmd_trace(a),
         Cmd::Theory(a) => cmd_theory(a),
         Cmd::Check(a) => cmd_check(a),
         Cmd::Bench(a) => cmd_bench(a),
@@ -366,6 +366,26 @@ fn cmd_run(a: RunArgs) -> Result<bool> {
         }
         Ok(false)
     }
+}
+
+fn cmd_trace(a: TraceArgs) -> Result<bool> {
+    if a.ranks == 0 {
+        return Err(Error::ZeroRanks);
+    }
+    if a.ranks > 16 || a.count > 4096 {
+        return Err(Error::BadArgument(
+            "trace is for small examples: at most 16 ranks and 4096 elements".into(),
+        ));
+    }
+    let algo = match a.algo.parse::<AlgoChoice>().map_err(Error::BadArgument)? {
+        AlgoChoice::Fixed(x) => x,
+        AlgoChoice::Auto => ringreduce::algo::choose(a.ranks, a.count * 4),
+    };
+    print!(
+        "{}",
+        ringreduce::trace::render_algo(algo, a.ranks, a.count)?
+    );
+    Ok(true)
 }
 
 fn cmd_theory(a: TheoryArgs) -> Result<bool> {

@@ -32,10 +32,23 @@ fn show(h: Held, n: usize) -> String {
         .join("+")
 }
 
-/// Render the trace of a ring all-reduce of `count` f32 elements on `n` ranks.
+/// Render the trace of `algo` for `count` f32 elements on `n` ranks: the
+/// ring family step by step, the other algorithms op by op.
+pub fn render_algo(algo: Algo, n: usize, count: usize) -> Result<String> {
+    match algo {
+        Algo::Ring { .. } => render_ring(algo, n, count),
+        _ => render_other(algo, n, count),
+    }
+}
+
+/// Render the trace of the plain ring all-reduce.
 pub fn render(n: usize, count: usize) -> Result<String> {
+    render_ring(Algo::RING, n, count)
+}
+
+fn render_ring(algo: Algo, n: usize, count: usize) -> Result<String> {
     let mut out = String::new();
-    let plan: Plan = Algo::RING.plan(n, count, 4, false);
+    let plan: Plan = algo.plan(n, count, 4, false);
     plan.validate().map_err(crate::error::Error::Plan)?;
     let layout = ChunkLayout::new(count, n, 4);
     // Step order: (phase, step, copies before reduces, rank). The plan's
@@ -213,7 +226,9 @@ pub fn render(n: usize, count: usize) -> Result<String> {
         .map(|r| (0..count).map(|i| (10 * (r + 1) + i % 10) as f32).collect())
         .collect();
     let mut recv = vec![vec![0.0f32; count]; n];
-    let mut engine = Engine::<f32>::new(EngineConfig::cpu(n))?;
+    let mut cfg = EngineConfig::cpu(n);
+    cfg.algo = crate::algo::AlgoChoice::Fixed(algo);
+    let mut engine = Engine::<f32>::new(cfg)?;
     engine.all_reduce(&inputs, &mut recv)?;
     let want: Vec<f32> = (0..count)
         .map(|i| inputs.iter().map(|v| v[i]).sum())
@@ -247,6 +262,137 @@ pub fn render(n: usize, count: usize) -> Result<String> {
     Ok(out)
 }
 
+/// Parameter server, one-shot (push or pull): op by op, whole buffers.
+fn render_other(algo: Algo, n: usize, count: usize) -> Result<String> {
+    let mut out = String::new();
+    let plan = algo.plan(n, count, 4, false);
+    plan.validate().map_err(crate::error::Error::Plan)?;
+    let order = plan.issue_order().map_err(crate::error::Error::Plan)?;
+    let d = count * 4;
+    let _ = writeln!(
+        out,
+        "{}: N = {n} ranks, count = {count} float ({} per rank), out of place",
+        algo.label(),
+        format_bytes(d as u64)
+    );
+    let _ = writeln!(
+        out,
+        "These algorithms move whole buffers; x_r is rank r's input. Ops in issue order:"
+    );
+    // Symbolic memory per rank: send (the input), recv (None = not written
+    // yet) and scratch, one value per element.
+    let send: Vec<Held> = (0..n).map(|r| 1u64 << r).collect();
+    let mut recv: Vec<Vec<Option<Held>>> = vec![vec![None; count]; n];
+    let mut scratch: Vec<Vec<Held>> = vec![vec![0; plan.scratch_len]; n];
+    let read =
+        |buf: Buf, r: usize, e: usize, recv: &Vec<Vec<Option<Held>>>, scratch: &Vec<Vec<Held>>| {
+            match buf {
+                Buf::Send => send[r],
+                Buf::Recv => recv[r][e].unwrap_or(send[r]),
+                Buf::Scratch => scratch[r][e],
+            }
+        };
+    let mut last_note = "";
+    for &(r, k) in &order {
+        let op = &plan.ops[r][k];
+        if op.label.note != last_note && !matches!(op.kind, OpKind::Begin | OpKind::End) {
+            last_note = op.label.note;
+            let _ = writeln!(out, "\n{}:", last_note);
+        }
+        match &op.kind {
+            OpKind::Copy { from, to, src, dst } if !src.range.is_empty() => {
+                let v: Vec<Held> = src
+                    .range
+                    .clone()
+                    .map(|e| read(src.buf, *from, e, &recv, &scratch))
+                    .collect();
+                for (i, e) in dst.range.clone().enumerate() {
+                    match dst.buf {
+                        Buf::Recv => recv[*to][e] = Some(v[i]),
+                        _ => scratch[*to][e] = v[i],
+                    }
+                }
+                let who = if r == *from { "pushes" } else { "pulls" };
+                let _ = writeln!(
+                    out,
+                    "  rank {r} {who}: rank {from} {} [{}..{}) = {} -> rank {to} {} [{}..{})",
+                    src.buf.name(),
+                    src.range.start,
+                    src.range.end,
+                    show(v[0], n),
+                    dst.buf.name(),
+                    dst.range.start,
+                    dst.range.end
+                );
+            }
+            OpKind::Reduce { dst, a, b } if !dst.range.is_empty() => {
+                for i in 0..dst.len() {
+                    let x = read(a.buf, r, a.range.start + i, &recv, &scratch);
+                    let y = read(b.buf, r, b.range.start + i, &recv, &scratch);
+                    recv[r][dst.range.start + i] = Some(x | y);
+                }
+                let _ = writeln!(
+                    out,
+                    "  rank {r} reduce kernel: recv = {} + {} [{}..{}) -> {}",
+                    a.buf.name(),
+                    b.buf.name(),
+                    b.range.start,
+                    b.range.end,
+                    show(recv[r][dst.range.start].unwrap_or(0), n)
+                );
+            }
+            _ => {}
+        }
+    }
+    let _ = writeln!(out, "\nEnd: every rank's recv holds:");
+    for (r, v) in recv.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  rank {r}: {}",
+            v.first()
+                .map_or("-".into(), |h| show(h.unwrap_or(send[r]), n))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nTraffic per rank (bytes sent to / received from other ranks):"
+    );
+    for (r, t) in plan.traffic(4).iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  rank {r}: sent {:>6} B, received {:>6} B",
+            t.sent, t.received
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  ring formula 2(N-1)/N * D = {:.1} B per rank; parameter-server root (N-1) * D = {} B each way",
+        schedule::ring_bytes_formula(n, d),
+        n.saturating_sub(1) * d
+    );
+    let inputs: Vec<Vec<f32>> = (0..n)
+        .map(|r| (0..count).map(|i| (10 * (r + 1) + i % 10) as f32).collect())
+        .collect();
+    let mut got = vec![vec![0.0f32; count]; n];
+    let mut cfg = EngineConfig::cpu(n);
+    cfg.algo = crate::algo::AlgoChoice::Fixed(algo);
+    Engine::<f32>::new(cfg)?.all_reduce(&inputs, &mut got)?;
+    let want: Vec<f32> = (0..count)
+        .map(|i| inputs.iter().map(|v| v[i]).sum())
+        .collect();
+    let ok = got.iter().all(|v| *v == want);
+    let _ = writeln!(
+        out,
+        "\nThe same plan on the CPU backend, x_r[i] = 10*(r+1) + i%10: {}",
+        if ok {
+            "PASS: all ranks equal the element-wise sum"
+        } else {
+            "FAIL"
+        }
+    );
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -265,6 +411,29 @@ mod tests {
         assert!(
             table.iter().all(|l| l.matches("ALL").count() == 4),
             "{tail}"
+        );
+    }
+
+    #[test]
+    fn trace_other_algorithms() {
+        use crate::algo::Algo;
+        for algo in [Algo::ParameterServer, Algo::ONESHOT, Algo::OneShotPull] {
+            for (n, c) in [(4, 8), (2, 3), (1, 4)] {
+                let t = super::render_algo(algo, n, c).unwrap();
+                assert!(t.contains("PASS"), "{t}");
+                if n > 1 {
+                    assert!(
+                        t.contains(&format!("rank {} : ALL", n - 1).replace(" :", ":")),
+                        "{t}"
+                    );
+                }
+            }
+        }
+        let ps = super::render_algo(Algo::ParameterServer, 4, 8).unwrap();
+        assert!(ps.contains("gather:") && ps.contains("broadcast:"), "{ps}");
+        assert!(
+            ps.contains("rank 0: sent     96 B, received     96 B"),
+            "{ps}"
         );
     }
 
