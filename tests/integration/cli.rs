@@ -152,6 +152,29 @@ pub fn register(h: &mut Harness) {
         );
         pass()
     });
+    h.add("cli::docs_show_the_real_trace", || {
+        // docs/ALGORITHM.md pastes `ringreduce trace` output; it must still be
+        // what the engine prints.
+        let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ALGORITHM.md");
+        let Ok(text) = std::fs::read_to_string(&doc) else {
+            return Ok(Outcome::Skip(format!(
+                "{} not found (staged test binary?)",
+                doc.display()
+            )));
+        };
+        for args in [
+            vec!["trace"],
+            vec!["trace", "--algo", "ps", "--ranks", "4", "--count", "8"],
+        ] {
+            let (code, out, err) = rr(&args);
+            ensure!(code == 0, "{err}");
+            ensure!(
+                text.contains(out.trim_end()),
+                "docs/ALGORITHM.md no longer shows the output of {args:?}; paste it again"
+            );
+        }
+        pass()
+    });
     h.add("cli::bench_cpu_writes_json_csv_svg", || {
         let dir = std::env::temp_dir().join(format!("rr-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
