@@ -18,15 +18,20 @@ use std::time::{Duration, Instant};
 /// Waiting longer than this for a signal means the collective is stuck.
 pub const STUCK_AFTER: Duration = Duration::from_secs(120);
 
+/// Generation counters, one per plan signal (see the module doc).
 #[derive(Debug, Default)]
 pub struct SignalBoard {
     gens: Vec<AtomicU64>,
+    /// The latest call in which some rank failed: waiters of that call give
+    /// up at once instead of waiting for signals that will never come.
+    failed: AtomicU64,
 }
 
 impl SignalBoard {
     pub fn new(signals: usize) -> Self {
         SignalBoard {
             gens: (0..signals).map(|_| AtomicU64::new(0)).collect(),
+            failed: AtomicU64::new(0),
         }
     }
 
@@ -43,6 +48,11 @@ impl SignalBoard {
         if let Some(g) = self.gens.get(s) {
             g.store(gen, Ordering::Release);
         }
+    }
+
+    /// Rank failed during call `gen`: release every waiter of that call.
+    pub fn fail(&self, gen: u64) {
+        self.failed.fetch_max(gen, Ordering::AcqRel);
     }
 
     pub fn is_published(&self, s: usize, gen: u64) -> bool {
@@ -63,6 +73,14 @@ impl SignalBoard {
         let start = Instant::now();
         let mut i: u32 = 0;
         while !self.is_published(s, gen) {
+            if self.failed.load(Ordering::Acquire) >= gen {
+                return Err(Error::Worker {
+                    rank,
+                    message: format!(
+                        "gave up waiting for signal {s}: another rank failed in this call"
+                    ),
+                });
+            }
             i = i.wrapping_add(1);
             if i < 256 {
                 std::hint::spin_loop();
@@ -80,5 +98,24 @@ impl SignalBoard {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_rank_releases_waiters() {
+        let b = std::sync::Arc::new(SignalBoard::new(2));
+        let b2 = b.clone();
+        let t = std::thread::spawn(move || b2.wait(1, 3, 0));
+        std::thread::sleep(Duration::from_millis(20));
+        b.fail(3);
+        let r = t.join().expect("thread");
+        assert!(matches!(r, Err(Error::Worker { .. })), "{r:?}");
+        // A later call is not affected.
+        b.publish(1, 4);
+        assert!(b.wait(1, 4, 0).is_ok());
     }
 }

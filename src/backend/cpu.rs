@@ -69,7 +69,7 @@ impl<T: Element> CpuBackend<T> {
             inbox.ready(Ok(()));
             let mem = m.clone();
             inbox.serve(|run: Run| match run {
-                Some(run) => execute(&mem, rank, &run, op),
+                Some(run) => execute(&mem, rank, &run, op).inspect_err(|_| run.board.fail(run.gen)),
                 None => Ok(()),
             });
         })?;

@@ -389,7 +389,11 @@ impl<'id, T: Element> Rank<'id, T> {
                 self.bufs[buf.index()].read(0, &mut out).map_err(&e)?;
                 Ok(Reply::Data(out))
             }
-            Cmd::Run(plan, board, gen) => self.issue(&plan, &board, gen).map(|_| Reply::Done),
+            Cmd::Run(plan, board, gen) => {
+                // On failure, release the other ranks waiting on this call.
+                let r = self.issue(&plan, &board, gen);
+                r.inspect_err(|_| board.fail(gen)).map(|_| Reply::Done)
+            }
             Cmd::NcclInit(lib, id, n) => {
                 self.nccl = None;
                 let comm =
