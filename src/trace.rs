@@ -417,7 +417,7 @@ mod tests {
     #[test]
     fn trace_other_algorithms() {
         use crate::algo::Algo;
-        for algo in [Algo::ParameterServer, Algo::ONESHOT, Algo::OneShotPull] {
+        for algo in [Algo::ParameterServer, Algo::ONESHOT, Algo::ONESHOT_PULL] {
             for (n, c) in [(4, 8), (2, 3), (1, 4)] {
                 let t = super::render_algo(algo, n, c).unwrap();
                 assert!(t.contains("PASS"), "{t}");

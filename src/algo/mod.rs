@@ -27,8 +27,10 @@ pub enum Algo {
     /// [`oneshot`]); `false` fences every call.
     OneShot { slices: usize, chain: bool },
     /// Out of place: every rank pulls every other rank's send buffer and
-    /// reduces, with no cross-rank event; in place: the chained one-shot.
-    OneShotPull,
+    /// reduces, with no cross-rank event (in `slices` pieces: pulls on the
+    /// copy stream, each piece reduced as it lands); in place: the chained
+    /// one-shot.
+    OneShotPull { slices: usize },
 }
 
 impl Algo {
@@ -44,6 +46,9 @@ impl Algo {
         slices: 1,
         chain: true,
     };
+
+    /// The unsliced pull one-shot.
+    pub const ONESHOT_PULL: Algo = Algo::OneShotPull { slices: 1 };
 
     /// Short name shown in output, e.g. `ring`, `ring:pipe4`, `ps`, `oneshot`.
     pub fn label(&self) -> String {
@@ -64,7 +69,8 @@ impl Algo {
             } => "oneshot".into(),
             Algo::OneShot { slices: 1, .. } => "oneshot:fenced".into(),
             Algo::OneShot { slices, .. } => format!("oneshot:pipe{slices}"),
-            Algo::OneShotPull => "oneshot:pull".into(),
+            Algo::OneShotPull { slices: 1 } => "oneshot:pull".into(),
+            Algo::OneShotPull { slices } => format!("oneshot:pull{slices}"),
         }
     }
 
@@ -80,7 +86,9 @@ impl Algo {
             Algo::OneShot { slices, .. } => {
                 oneshot::plan(ranks, count, elem_size, in_place, slices, 0, true)
             }
-            Algo::OneShotPull => oneshot::pull_plan(ranks, count, elem_size, in_place),
+            Algo::OneShotPull { slices } => {
+                oneshot::pull_plan(ranks, count, elem_size, in_place, slices)
+            }
         }
     }
 }
@@ -102,7 +110,7 @@ impl std::str::FromStr for AlgoChoice {
             "ring" => AlgoChoice::Fixed(Algo::RING),
             "ps" | "parameter-server" => AlgoChoice::Fixed(Algo::ParameterServer),
             "oneshot" | "one-shot" => AlgoChoice::Fixed(Algo::ONESHOT),
-            "oneshot:pull" => AlgoChoice::Fixed(Algo::OneShotPull),
+            "oneshot:pull" => AlgoChoice::Fixed(Algo::ONESHOT_PULL),
             "oneshot:fenced" => AlgoChoice::Fixed(Algo::OneShot {
                 slices: 1,
                 chain: false,
@@ -128,6 +136,8 @@ impl std::str::FromStr for AlgoChoice {
                         slots: 2,
                         lanes,
                     })
+                } else if let Some(k) = other.strip_prefix("oneshot:pull") {
+                    AlgoChoice::Fixed(Algo::OneShotPull { slices: slices(k)? })
                 } else if let Some(k) = other.strip_prefix("oneshot:pipe") {
                     AlgoChoice::Fixed(Algo::OneShot {
                         slices: slices(k)?,
@@ -135,7 +145,7 @@ impl std::str::FromStr for AlgoChoice {
                     })
                 } else {
                     return Err(format!(
-                        "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, ring:pipeKx2, oneshot, oneshot:pull, oneshot:fenced, oneshot:pipeK, ps)"
+                        "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, ring:pipeKx2, oneshot, oneshot:pull, oneshot:pullK, oneshot:fenced, oneshot:pipeK, ps)"
                     ));
                 }
             }
@@ -147,7 +157,7 @@ impl std::str::FromStr for AlgoChoice {
 /// The thresholds are in bytes per rank.
 pub fn choose(ranks: usize, bytes: usize) -> Algo {
     if ranks <= 2 && bytes <= ONESHOT_MAX_BYTES {
-        return Algo::OneShotPull;
+        return Algo::ONESHOT_PULL;
     }
     let slices = if bytes >= 64 << 20 { 4 } else { 2 };
     Algo::Ring {
@@ -213,7 +223,8 @@ mod tests {
 
     fn all_algos() -> Vec<Algo> {
         let mut v = vec![
-            Algo::OneShotPull,
+            Algo::ONESHOT_PULL,
+            Algo::OneShotPull { slices: 3 },
             Algo::ParameterServer,
             Algo::ONESHOT,
             Algo::OneShot {
@@ -320,8 +331,12 @@ mod tests {
     fn pull_oneshot_next_to_anything_is_race_free() {
         for n in 2..=4 {
             for count in [1, 7, 64] {
-                let pull = Algo::OneShotPull.plan(n, count, 4, false);
+                let pull = Algo::ONESHOT_PULL.plan(n, count, 4, false);
                 pull.validate().unwrap_or_else(|e| panic!("{e}"));
+                let piped = Algo::OneShotPull { slices: 3 }.plan(n, count, 4, false);
+                piped.validate().unwrap_or_else(|e| panic!("{e}"));
+                Plan::validate_sequence(&[&piped, &pull, &piped, &piped])
+                    .unwrap_or_else(|e| panic!("pull chains n={n}: {e}"));
                 for other in all_algos() {
                     for ip in [false, true] {
                         let x = other.plan(n, count, 4, ip);

@@ -146,58 +146,84 @@ pub fn plan(
 }
 
 /// One-shot by *pulling*: out of place, every rank copies every other rank's
-/// send buffer into its own scratch and reduces, all on its compute stream.
-/// A send buffer is never written by a collective, so the pull needs no event
-/// at all: no cross-GPU wait, no thread waiting for another. In place the
-/// inputs are overwritten by their owners, so this falls back to the chained
-/// push plan above.
-pub fn pull_plan(ranks: usize, count: usize, elem_size: usize, in_place: bool) -> Plan {
+/// send buffer into its own scratch and reduces. A send buffer is never
+/// written by a collective, so the pull needs no event between ranks: no
+/// cross-GPU wait, no thread waiting for another. Unsliced, everything runs on
+/// the compute stream; with `slices > 1` the pulls run on the copy stream
+/// (after the rank's own Begin, a local event) and each slice is reduced as
+/// soon as it has landed. In place the inputs are overwritten by their
+/// owners, so this falls back to the chained push plan above.
+pub fn pull_plan(
+    ranks: usize,
+    count: usize,
+    elem_size: usize,
+    in_place: bool,
+    slices: usize,
+) -> Plan {
     if in_place {
         return plan(ranks, count, elem_size, true, 1, 0, true);
     }
-    let mut b = PlanBuilder::new(Algo::OneShotPull.label(), ranks, count, false);
-    b.set_algo(Algo::OneShotPull);
+    let algo = Algo::OneShotPull {
+        slices: slices.max(1),
+    };
+    let mut b = PlanBuilder::new(algo.label(), ranks, count, false);
+    b.set_algo(algo);
     let begin = b.begin_all();
     if ranks == 1 || count == 0 {
         return local_copy_only(b, &begin);
     }
     let n = ranks;
     b.scratch((n - 1) * count);
-    let whole = 0..count;
+    let parts = schedule::slices(0..count, slices.max(1), elem_size);
+    let pull_lane = if parts.len() > 1 {
+        Lane::Copy
+    } else {
+        Lane::Compute
+    };
+    let label = |note, slice| Label {
+        note,
+        slice,
+        ..Label::default()
+    };
     for r in 0..n {
-        for d in 1..n {
-            let from = (r + n - d) % n;
-            let slot = (d - 1) * count..d * count;
-            b.pull(
-                r,
-                Lane::Compute,
-                from,
-                Region::new(Buf::Send, whole.clone()),
-                Region::new(Buf::Scratch, slot.clone()),
-                vec![],
-                Label {
-                    note: "pull",
-                    ..Label::default()
-                },
-            );
-            let a = if d == 1 { Buf::Send } else { Buf::Recv };
-            b.push(
-                r,
-                Lane::Compute,
-                OpKind::Reduce {
-                    dst: Region::new(Buf::Recv, whole.clone()),
-                    a: Region::new(a, whole.clone()),
-                    b: Region::new(Buf::Scratch, slot),
-                },
-                vec![],
-                false,
-                Label {
-                    note: "reduce",
-                    ..Label::default()
-                },
-            );
+        let mut last_pull = None;
+        for (k, part) in parts.iter().enumerate() {
+            for d in 1..n {
+                let from = (r + n - d) % n;
+                let off = (d - 1) * count + part.start;
+                // The copy lane starts after this rank's previous work (its
+                // Begin): the scratch it writes was last read there.
+                let waits = if k == 0 && d == 1 {
+                    vec![begin[r]]
+                } else {
+                    vec![]
+                };
+                let pulled = b.pull(
+                    r,
+                    pull_lane,
+                    from,
+                    Region::new(Buf::Send, part.clone()),
+                    Region::new(Buf::Scratch, off..off + part.len()),
+                    waits,
+                    label("pull", k),
+                );
+                last_pull = pulled;
+                let a = if d == 1 { Buf::Send } else { Buf::Recv };
+                b.push(
+                    r,
+                    Lane::Compute,
+                    OpKind::Reduce {
+                        dst: Region::new(Buf::Recv, part.clone()),
+                        a: Region::new(a, part.clone()),
+                        b: Region::new(Buf::Scratch, off..off + part.len()),
+                    },
+                    pulled.into_iter().collect(),
+                    false,
+                    label("reduce", k),
+                );
+            }
         }
-        b.end(r, vec![]);
+        b.end(r, last_pull.into_iter().collect());
     }
     b.finish()
 }

@@ -28,7 +28,8 @@ fn algos() -> Vec<Algo> {
             lanes: 2,
         },
         Algo::ONESHOT,
-        Algo::OneShotPull,
+        Algo::ONESHOT_PULL,
+        Algo::OneShotPull { slices: 3 },
         Algo::OneShot {
             slices: 4,
             chain: false,
@@ -180,7 +181,7 @@ pub fn register(h: &mut Harness) {
                 for algo in [
                     Algo::RING,
                     Algo::ONESHOT,
-                    Algo::OneShotPull,
+                    Algo::ONESHOT_PULL,
                     Algo::Ring {
                         slices: 3,
                         slots: 2,
@@ -216,9 +217,9 @@ pub fn register(h: &mut Harness) {
                         },
                     ),
                     (1000, Algo::ONESHOT),
-                    (1000, Algo::OneShotPull),
+                    (1000, Algo::ONESHOT_PULL),
                     (1000, Algo::ONESHOT),
-                    (999, Algo::OneShotPull),
+                    (999, Algo::ONESHOT_PULL),
                 ] {
                     let data = verify::make_inputs::<f32>(Inputs::Exact, n, count, 5);
                     let reference = verify::reference(&data);
