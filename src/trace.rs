@@ -207,13 +207,7 @@ fn render_ring(algo: Algo, n: usize, count: usize) -> Result<String> {
         "Traffic per rank (bytes sent to / received from other ranks):"
     );
     let formula = schedule::ring_bytes_formula(n, d);
-    for (r, t) in plan.traffic(4).iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "  rank {r}: sent {:>6} B, received {:>6} B",
-            t.sent, t.received
-        );
-    }
+    traffic_lines(&mut out, &plan);
     let _ = writeln!(
         out,
         "  formula 2(N-1)/N * D = 2*{}/{} * {d} B = {formula:.1} B per rank (exact per rank when chunks are equal; the sum over ranks always matches)",
@@ -222,18 +216,7 @@ fn render_ring(algo: Algo, n: usize, count: usize) -> Result<String> {
     );
 
     // The real thing, on the CPU backend, with exact inputs.
-    let inputs: Vec<Vec<f32>> = (0..n)
-        .map(|r| (0..count).map(|i| (10 * (r + 1) + i % 10) as f32).collect())
-        .collect();
-    let mut recv = vec![vec![0.0f32; count]; n];
-    let mut cfg = EngineConfig::cpu(n);
-    cfg.algo = crate::algo::AlgoChoice::Fixed(algo);
-    let mut engine = Engine::<f32>::new(cfg)?;
-    engine.all_reduce(&inputs, &mut recv)?;
-    let want: Vec<f32> = (0..count)
-        .map(|i| inputs.iter().map(|v| v[i]).sum())
-        .collect();
-    let ok = recv.iter().all(|v| *v == want);
+    let (inputs, recv, ok) = run_on_cpu(algo, n, count)?;
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -260,6 +243,35 @@ fn render_ring(algo: Algo, n: usize, count: usize) -> Result<String> {
         }
     );
     Ok(out)
+}
+
+/// The per-rank traffic lines of a plan.
+fn traffic_lines(out: &mut String, plan: &Plan) {
+    for (r, t) in plan.traffic(4).iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  rank {r}: sent {:>6} B, received {:>6} B",
+            t.sent, t.received
+        );
+    }
+}
+
+/// Run `algo` on the CPU backend with the exact inputs `x_r[i] = 10*(r+1) + i%10`;
+/// returns the inputs, every rank's result, and whether all equal the sum.
+#[allow(clippy::type_complexity)]
+fn run_on_cpu(algo: Algo, n: usize, count: usize) -> Result<(Vec<Vec<f32>>, Vec<Vec<f32>>, bool)> {
+    let inputs: Vec<Vec<f32>> = (0..n)
+        .map(|r| (0..count).map(|i| (10 * (r + 1) + i % 10) as f32).collect())
+        .collect();
+    let mut got = vec![vec![0.0f32; count]; n];
+    let mut cfg = EngineConfig::cpu(n);
+    cfg.algo = crate::algo::AlgoChoice::Fixed(algo);
+    Engine::<f32>::new(cfg)?.all_reduce(&inputs, &mut got)?;
+    let want: Vec<f32> = (0..count)
+        .map(|i| inputs.iter().map(|v| v[i]).sum())
+        .collect();
+    let ok = got.iter().all(|v| *v == want);
+    Ok((inputs, got, ok))
 }
 
 /// Parameter server, one-shot (push or pull): op by op, whole buffers.
@@ -357,30 +369,14 @@ fn render_other(algo: Algo, n: usize, count: usize) -> Result<String> {
         out,
         "\nTraffic per rank (bytes sent to / received from other ranks):"
     );
-    for (r, t) in plan.traffic(4).iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "  rank {r}: sent {:>6} B, received {:>6} B",
-            t.sent, t.received
-        );
-    }
+    traffic_lines(&mut out, &plan);
     let _ = writeln!(
         out,
         "  ring formula 2(N-1)/N * D = {:.1} B per rank; parameter-server root (N-1) * D = {} B each way",
         schedule::ring_bytes_formula(n, d),
         n.saturating_sub(1) * d
     );
-    let inputs: Vec<Vec<f32>> = (0..n)
-        .map(|r| (0..count).map(|i| (10 * (r + 1) + i % 10) as f32).collect())
-        .collect();
-    let mut got = vec![vec![0.0f32; count]; n];
-    let mut cfg = EngineConfig::cpu(n);
-    cfg.algo = crate::algo::AlgoChoice::Fixed(algo);
-    Engine::<f32>::new(cfg)?.all_reduce(&inputs, &mut got)?;
-    let want: Vec<f32> = (0..count)
-        .map(|i| inputs.iter().map(|v| v[i]).sum())
-        .collect();
-    let ok = got.iter().all(|v| *v == want);
+    let (_, _, ok) = run_on_cpu(algo, n, count)?;
     let _ = writeln!(
         out,
         "\nThe same plan on the CPU backend, x_r[i] = 10*(r+1) + i%10: {}",
