@@ -153,13 +153,18 @@ impl std::str::FromStr for AlgoChoice {
     }
 }
 
-/// Size-based choice for `Auto`, measured on 2 x H200 (docs/perf-notes.md).
-/// The thresholds are in bytes per rank.
+/// Size-based choice for `Auto`, from the path sweep on 2 x H200
+/// (docs/perf-notes.md, results/2026-11-29-h200x2-full.log). The thresholds
+/// are in bytes per rank: one-shot up to 8 MiB (pull 192 GB/s vs ring:pipe2
+/// 168 at 8 MiB), ring:pipe2 up to 512 MiB (378 vs pipe4 371 at 512 MiB,
+/// 354 vs 342 at 128 MiB), ring:pipe4 from 1 GiB (381 GB/s, 98% of the
+/// peer-copy ceiling), where the exposed reduce of a 256 MiB slice costs more
+/// than two extra slices.
 pub fn choose(ranks: usize, bytes: usize) -> Algo {
     if ranks <= 2 && bytes <= ONESHOT_MAX_BYTES {
         return Algo::ONESHOT_PULL;
     }
-    let slices = if bytes >= 64 << 20 { 4 } else { 2 };
+    let slices = if bytes >= PIPE4_MIN_BYTES { 4 } else { 2 };
     Algo::Ring {
         slices,
         slots: 2,
@@ -187,7 +192,10 @@ pub fn forced() -> Option<Algo> {
 
 /// Up to this size, 2 ranks use the one-shot path (pull out of place, chained
 /// push in place).
-pub const ONESHOT_MAX_BYTES: usize = 4 << 20;
+pub const ONESHOT_MAX_BYTES: usize = 8 << 20;
+
+/// From this size the ring cuts each chunk into 4 slices instead of 2.
+pub const PIPE4_MIN_BYTES: usize = 1 << 30;
 
 /// Plans for 1 rank or 0 elements: only the out-of-place local copy.
 fn local_copy_only(mut b: PlanBuilder, begin: &[SignalId]) -> Plan {
