@@ -564,7 +564,7 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
         );
     }
     for (k, v) in std::env::vars() {
-        if k.starts_with("NCCL_") {
+        if k.starts_with("NCCL_") || k.starts_with("RINGREDUCE_") {
             notes.push(format!("env {k}={v}"));
         }
     }

@@ -464,6 +464,43 @@ impl std::fmt::Debug for PeerBuf {
 
 const PEER_COPY: &str = "cuMemcpyPeerAsync";
 
+/// Which driver call moves peer data. The engine's design uses
+/// `cuMemcpyPeerAsync`; `RINGREDUCE_COPY_API=generic` switches to
+/// `cuMemcpyAsync` on the same (unified, peer-mapped) addresses, an experiment
+/// to measure the host cost of the peer API itself. Read once per process.
+fn generic_copy() -> bool {
+    static GENERIC: OnceLock<bool> = OnceLock::new();
+    *GENERIC.get_or_init(|| std::env::var("RINGREDUCE_COPY_API").is_ok_and(|v| v == "generic"))
+}
+
+/// Issue one copy of `bytes` from `src` (context `sctx`) to `dst` (context
+/// `dctx`) on `stream`.
+///
+/// # Safety
+/// Both ranges must lie in live device allocations of those contexts for the
+/// duration of the copy, and `stream` must be a live stream.
+unsafe fn peer_copy(
+    dst: sys::CUdeviceptr,
+    dctx: sys::CUcontext,
+    src: sys::CUdeviceptr,
+    sctx: sys::CUcontext,
+    bytes: usize,
+    stream: sys::CUstream,
+) -> CuResult<()> {
+    if generic_copy() {
+        // SAFETY: the caller guarantees the ranges and the stream; with
+        // unified addressing the driver infers both devices from the pointers.
+        check("cuMemcpyAsync", unsafe {
+            sys::cuMemcpyAsync(dst, src, bytes, stream)
+        })
+    } else {
+        // SAFETY: as above, with the contexts named explicitly.
+        check(PEER_COPY, unsafe {
+            sys::cuMemcpyPeerAsync(dst, dctx, src, sctx, bytes, stream)
+        })
+    }
+}
+
 impl PeerBuf {
     /// The live allocation and the device address of elements
     /// `off..off + n` of `T`, or an error when the owner freed it or the range
@@ -673,8 +710,8 @@ impl<'id> Stream<'id> {
         // SAFETY: both ranges are inside live allocations (checked; `d`
         // keeps the destination alive during the call); the contexts are the
         // retained primary contexts the allocations were made in.
-        check(PEER_COPY, unsafe {
-            sys::cuMemcpyPeerAsync(
+        unsafe {
+            peer_copy(
                 dp,
                 d.ctx,
                 sp,
@@ -682,7 +719,7 @@ impl<'id> Stream<'id> {
                 n * std::mem::size_of::<T>(),
                 self.s,
             )
-        })
+        }
     }
 
     /// `cuMemcpyPeerAsync` the other way: copy `n` elements of the peer
@@ -701,8 +738,8 @@ impl<'id> Stream<'id> {
         let dp = dst.ptr_at(PEER_COPY, dst_off, n)?;
         let (s, sp) = src.range::<T>("source", src_off, n)?;
         // SAFETY: as in copy_to_peer, with the roles swapped.
-        check(PEER_COPY, unsafe {
-            sys::cuMemcpyPeerAsync(
+        unsafe {
+            peer_copy(
                 dp,
                 dst.alloc.ctx,
                 sp,
@@ -710,7 +747,7 @@ impl<'id> Stream<'id> {
                 n * std::mem::size_of::<T>(),
                 self.s,
             )
-        })
+        }
     }
 
     /// Launch `dst[d..d+n] = a[a_off..] + b[b_off..]` (the PTX kernel).
