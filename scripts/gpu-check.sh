@@ -29,7 +29,7 @@ log "integration tests"
 "$D/integration" 2>&1 | tee "$OUT/tests.log" | grep -v ' \.\.\. ok' ; echo "[exit ${PIPESTATUS[0]}]"
 
 explore() {
-    run "$RR" bench --ranks 2 --algo ring:pipe1,ring:pipe2,ring:pipe4,ring:pipe8,ring:pipe4x2,ring:pipe8x2,oneshot:pull,oneshot:pull4,oneshot,oneshot:fenced,oneshot:pipe4,nccl -b 8 -e $MAXB -f 4 -n 20 -w 5 -c 0 -J "$OUT/explore-2r.json"
+    run "$RR" bench --ranks 2 --algo ring:pipe1,ring:pipe2,ring:pipe4,ring:pipe8,ring:pipe4x2,ring:pipe8x2,oneshot:pull,oneshot:pull4,oneshot:fused,oneshot,oneshot:fenced,oneshot:pipe4,nccl -b 8 -e $MAXB -f 4 -n 20 -w 5 -c 0 -J "$OUT/explore-2r.json"
     log "NCCL_ALGO=Tree"
     NCCL_ALGO=Tree "$RR" bench --ranks 2 --algo nccl -b 1MiB -e $MAXB -f 4 -n 20 -w 5 -c 0 --no-ceiling; echo "[exit $?]"
 }

@@ -103,6 +103,15 @@ pub enum OpKind {
     },
     /// `dst = a + b`, all on this rank; `dst` may equal `a` exactly.
     Reduce { dst: Region, a: Region, b: Region },
+    /// `dst = a + b` where `a` and `dst` are on this rank and `b` is rank
+    /// `from`'s send buffer, read by the reduce kernel itself through peer
+    /// access (a pull fused with the reduce: no copy call, no event).
+    ReducePeer {
+        dst: Region,
+        a: Region,
+        from: usize,
+        b: Region,
+    },
     /// End of the collective on this rank (compute lane).
     End,
 }
@@ -181,13 +190,19 @@ impl Plan {
     /// Bytes each rank sends to *other* ranks, and receives from them.
     pub fn traffic(&self, elem_size: usize) -> Vec<Traffic> {
         let mut t = vec![Traffic::default(); self.ranks];
-        for ops in &self.ops {
+        for (rank, ops) in self.ops.iter().enumerate() {
             for op in ops {
-                if let OpKind::Copy { from, to, src, .. } = &op.kind {
+                let moved = match &op.kind {
+                    OpKind::Copy { from, to, src, .. } => Some((*from, *to, src.len())),
+                    // The reducing rank (whose list holds the op) receives.
+                    OpKind::ReducePeer { from, b, .. } => Some((*from, rank, b.len())),
+                    _ => None,
+                };
+                if let Some((from, to, len)) = moved {
                     if from != to {
-                        let b = (src.len() * elem_size) as u64;
-                        t[*from].sent += b;
-                        t[*to].received += b;
+                        let b = (len * elem_size) as u64;
+                        t[from].sent += b;
+                        t[to].received += b;
                     }
                 }
             }
@@ -399,6 +414,11 @@ fn accesses(r: usize, kind: &OpKind) -> Vec<(usize, Buf, Range<usize>, bool)> {
             (r, b.buf, b.range.clone(), false),
             (r, dst.buf, dst.range.clone(), true),
         ],
+        OpKind::ReducePeer { dst, a, from, b } => vec![
+            (r, a.buf, a.range.clone(), false),
+            (*from, b.buf, b.range.clone(), false),
+            (r, dst.buf, dst.range.clone(), true),
+        ],
         OpKind::Begin | OpKind::End => vec![],
     }
 }
@@ -517,6 +537,21 @@ impl Plan {
                 if let OpKind::Reduce { dst, .. } = &op.kind {
                     if dst.buf == Buf::Send {
                         return Err(format!("{name}: rank {r} writes its send buffer"));
+                    }
+                }
+                if let OpKind::ReducePeer { dst, a, from, b } = &op.kind {
+                    if dst.buf == Buf::Send || b.buf != Buf::Send || *from == r {
+                        return Err(format!(
+                            "{name}: rank {r}: a peer reduce reads another rank's send buffer and writes a local non-send buffer"
+                        ));
+                    }
+                    if dst.len() != a.len() || dst.len() != b.len() {
+                        return Err(format!("{name}: peer reduce with unequal lengths"));
+                    }
+                    if dst.buf == a.buf && overlaps(&dst.range, &a.range) && dst != a {
+                        return Err(format!(
+                            "{name}: peer reduce with partially overlapping operands"
+                        ));
                     }
                 }
             }
@@ -711,10 +746,14 @@ impl Plan {
                     let data: Vec<Val> = mem[*from][src.buf.index()][src.range.clone()].to_vec();
                     mem[*to][dst.buf.index()][dst.range.clone()].clone_from_slice(&data);
                 }
-                OpKind::Reduce { dst, a, b } => {
+                OpKind::Reduce { dst, a, b } | OpKind::ReducePeer { dst, a, b, .. } => {
+                    let b_rank = match &self.ops[r][i].kind {
+                        OpKind::ReducePeer { from, .. } => *from,
+                        _ => r,
+                    };
                     for k in 0..dst.len() {
                         let x = &mem[r][a.buf.index()][a.range.start + k];
-                        let y = &mem[r][b.buf.index()][b.range.start + k];
+                        let y = &mem[b_rank][b.buf.index()][b.range.start + k];
                         let v: Val = x.iter().zip(y).map(|(p, q)| p.saturating_add(*q)).collect();
                         mem[r][dst.buf.index()][dst.range.start + k] = v;
                     }

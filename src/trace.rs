@@ -162,6 +162,7 @@ fn render_ring(algo: Algo, n: usize, count: usize) -> Result<String> {
                         ));
                     }
                 }
+                OpKind::ReducePeer { .. } => {}
                 OpKind::Reduce { dst, b, .. } => {
                     for e in 0..dst.len() {
                         held[r][dst.range.start + e] |= scratch[r][b.range.start + e];
@@ -337,15 +338,26 @@ fn render_other(algo: Algo, n: usize, count: usize) -> Result<String> {
                     dst.range.end
                 );
             }
-            OpKind::Reduce { dst, a, b } if !dst.range.is_empty() => {
+            OpKind::Reduce { dst, a, b } | OpKind::ReducePeer { dst, a, b, .. }
+                if !dst.range.is_empty() =>
+            {
+                let b_rank = match &op.kind {
+                    OpKind::ReducePeer { from, .. } => *from,
+                    _ => r,
+                };
                 for i in 0..dst.len() {
                     let x = read(a.buf, r, a.range.start + i, &recv, &scratch);
-                    let y = read(b.buf, r, b.range.start + i, &recv, &scratch);
+                    let y = read(b.buf, b_rank, b.range.start + i, &recv, &scratch);
                     recv[r][dst.range.start + i] = Some(x | y);
                 }
+                let owner = if b_rank == r {
+                    String::new()
+                } else {
+                    format!("rank {b_rank}'s ")
+                };
                 let _ = writeln!(
                     out,
-                    "  rank {r} reduce kernel: recv = {} + {} [{}..{}) -> {}",
+                    "  rank {r} reduce kernel: recv = {} + {owner}{} [{}..{}) -> {}",
                     a.buf.name(),
                     b.buf.name(),
                     b.range.start,
@@ -413,7 +425,12 @@ mod tests {
     #[test]
     fn trace_other_algorithms() {
         use crate::algo::Algo;
-        for algo in [Algo::ParameterServer, Algo::ONESHOT, Algo::ONESHOT_PULL] {
+        for algo in [
+            Algo::ParameterServer,
+            Algo::ONESHOT,
+            Algo::ONESHOT_PULL,
+            Algo::OneShotFused,
+        ] {
             for (n, c) in [(4, 8), (2, 3), (1, 4)] {
                 let t = super::render_algo(algo, n, c).unwrap();
                 assert!(t.contains("PASS"), "{t}");

@@ -31,6 +31,10 @@ pub enum Algo {
     /// copy stream, each piece reduced as it lands); in place: the chained
     /// one-shot.
     OneShotPull { slices: usize },
+    /// Out of place: the reduce kernel reads the other ranks' send buffers
+    /// through peer access (no copy call, no event); in place: the chained
+    /// one-shot.
+    OneShotFused,
 }
 
 impl Algo {
@@ -71,6 +75,7 @@ impl Algo {
             Algo::OneShot { slices, .. } => format!("oneshot:pipe{slices}"),
             Algo::OneShotPull { slices: 1 } => "oneshot:pull".into(),
             Algo::OneShotPull { slices } => format!("oneshot:pull{slices}"),
+            Algo::OneShotFused => "oneshot:fused".into(),
         }
     }
 
@@ -89,6 +94,7 @@ impl Algo {
             Algo::OneShotPull { slices } => {
                 oneshot::pull_plan(ranks, count, elem_size, in_place, slices)
             }
+            Algo::OneShotFused => oneshot::fused_plan(ranks, count, elem_size, in_place),
         }
     }
 }
@@ -111,6 +117,7 @@ impl std::str::FromStr for AlgoChoice {
             "ps" | "parameter-server" => AlgoChoice::Fixed(Algo::ParameterServer),
             "oneshot" | "one-shot" => AlgoChoice::Fixed(Algo::ONESHOT),
             "oneshot:pull" => AlgoChoice::Fixed(Algo::ONESHOT_PULL),
+            "oneshot:fused" => AlgoChoice::Fixed(Algo::OneShotFused),
             "oneshot:fenced" => AlgoChoice::Fixed(Algo::OneShot {
                 slices: 1,
                 chain: false,
@@ -145,7 +152,7 @@ impl std::str::FromStr for AlgoChoice {
                     })
                 } else {
                     return Err(format!(
-                        "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, ring:pipeKx2, oneshot, oneshot:pull, oneshot:pullK, oneshot:fenced, oneshot:pipeK, ps)"
+                        "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, ring:pipeKx2, oneshot, oneshot:pull, oneshot:pullK, oneshot:fused, oneshot:fenced, oneshot:pipeK, ps)"
                     ));
                 }
             }
@@ -231,6 +238,7 @@ mod tests {
 
     fn all_algos() -> Vec<Algo> {
         let mut v = vec![
+            Algo::OneShotFused,
             Algo::ONESHOT_PULL,
             Algo::OneShotPull { slices: 3 },
             Algo::ParameterServer,
@@ -345,11 +353,16 @@ mod tests {
                 piped.validate().unwrap_or_else(|e| panic!("{e}"));
                 Plan::validate_sequence(&[&piped, &pull, &piped, &piped])
                     .unwrap_or_else(|e| panic!("pull chains n={n}: {e}"));
+                let fused = Algo::OneShotFused.plan(n, count, 4, false);
+                fused.validate().unwrap_or_else(|e| panic!("{e}"));
                 for other in all_algos() {
                     for ip in [false, true] {
                         let x = other.plan(n, count, 4, ip);
                         Plan::validate_sequence(&[&x, &pull, &pull, &x, &pull])
                             .unwrap_or_else(|e| panic!("{} ip={ip} n={n}: {e}", other.label()));
+                        Plan::validate_sequence(&[&x, &fused, &fused, &x, &fused]).unwrap_or_else(
+                            |e| panic!("fused after {} ip={ip} n={n}: {e}", other.label()),
+                        );
                     }
                 }
             }

@@ -227,3 +227,45 @@ pub fn pull_plan(
     }
     b.finish()
 }
+
+/// One-shot with the pull *fused into the reduce kernel*: out of place, each
+/// rank launches the reduce kernel with the other ranks' send buffers as the
+/// `b` operand, read through peer access. One kernel launch per peer and no
+/// copy call, no scratch, no event. In place it falls back to the chained
+/// push plan.
+pub fn fused_plan(ranks: usize, count: usize, elem_size: usize, in_place: bool) -> Plan {
+    if in_place {
+        return plan(ranks, count, elem_size, true, 1, 0, true);
+    }
+    let mut b = PlanBuilder::new(Algo::OneShotFused.label(), ranks, count, false);
+    b.set_algo(Algo::OneShotFused);
+    let begin = b.begin_all();
+    if ranks == 1 || count == 0 {
+        return local_copy_only(b, &begin);
+    }
+    let n = ranks;
+    for r in 0..n {
+        for d in 1..n {
+            let from = (r + n - d) % n;
+            let a = if d == 1 { Buf::Send } else { Buf::Recv };
+            b.push(
+                r,
+                Lane::Compute,
+                OpKind::ReducePeer {
+                    dst: Region::new(Buf::Recv, 0..count),
+                    a: Region::new(a, 0..count),
+                    from,
+                    b: Region::new(Buf::Send, 0..count),
+                },
+                vec![],
+                false,
+                Label {
+                    note: "reduce over peer access",
+                    ..Label::default()
+                },
+            );
+        }
+        b.end(r, vec![]);
+    }
+    b.finish()
+}

@@ -92,6 +92,7 @@ fn execute<T: Element>(mem: &[RankMem<T>], r: usize, run: &RunPlan, op: ReduceOp
             OpKind::Begin | OpKind::End => {}
             OpKind::Copy { from, to, src, dst } => copy(mem, *from, src, *to, dst)?,
             OpKind::Reduce { dst, a, b } => reduce(mem, r, dst, a, b, op)?,
+            OpKind::ReducePeer { dst, a, from, b } => reduce_peer(mem, r, dst, a, *from, b, op)?,
         }
         if let Some(s) = o.signal {
             run.board.publish(s.0, run.gen);
@@ -182,6 +183,50 @@ fn reduce<T: Element>(
             for (x, (p, q)) in ds.iter_mut().zip(asl.iter().zip(bs)) {
                 *x = f(*p, *q);
             }
+        }
+    }
+    Ok(())
+}
+
+/// `dst = a + b` with `b` in rank `from`'s send buffer (never written during
+/// a collective): read it under its lock, then reduce locally.
+fn reduce_peer<T: Element>(
+    mem: &[RankMem<T>],
+    r: usize,
+    dst: &Region,
+    a: &Region,
+    from: usize,
+    b: &Region,
+    op: ReduceOp,
+) -> Result<()> {
+    let theirs: Vec<T> = lock(mem, from, b.buf)[b.range.clone()].to_vec();
+    let f = move |x: T, y: T| T::reduce(op, x, y);
+    if a.buf == dst.buf {
+        if a != dst {
+            return Err(Error::Plan(format!(
+                "rank {r}: unsupported reduce aliasing"
+            )));
+        }
+        let mut d = lock(mem, r, dst.buf);
+        d[dst.range.clone()]
+            .iter_mut()
+            .zip(&theirs)
+            .for_each(|(x, y)| *x = f(*x, *y));
+    } else {
+        // Two different local buffers: lock in index order.
+        let (ga, mut gd) = if a.buf < dst.buf {
+            let ga = lock(mem, r, a.buf);
+            (ga, lock(mem, r, dst.buf))
+        } else {
+            let gd = lock(mem, r, dst.buf);
+            (lock(mem, r, a.buf), gd)
+        };
+        for ((x, p), q) in gd[dst.range.clone()]
+            .iter_mut()
+            .zip(&ga[a.range.clone()])
+            .zip(&theirs)
+        {
+            *x = f(*p, *q);
         }
     }
     Ok(())

@@ -554,6 +554,26 @@ impl<'id, T: Element> Rank<'id, T> {
                         .map_err(&e)?;
                     p.kernel_ns += ns(t);
                 }
+                OpKind::ReducePeer { dst, a, from, b } => {
+                    let peer = self
+                        .peers
+                        .get(*from)
+                        .ok_or_else(|| Error::Plan(format!("no buffers for rank {from}")))?;
+                    let t = Instant::now();
+                    stream
+                        .reduce_peer(
+                            &self.kernel,
+                            &self.bufs[dst.buf.index()],
+                            dst.range.start,
+                            &self.bufs[a.buf.index()],
+                            a.range.start,
+                            &peer[b.buf.index()],
+                            b.range.start,
+                            dst.len(),
+                        )
+                        .map_err(&e)?;
+                    p.kernel_ns += ns(t);
+                }
             }
             if let Some(s) = op.signal.filter(|s| plan.signal_needed[s.0]) {
                 let ev = self

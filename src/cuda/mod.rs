@@ -768,9 +768,9 @@ impl<'id> Stream<'id> {
             return Ok(());
         }
         let call = "cuLaunchKernel(rr_reduce_sum)";
-        let mut pd = dst.ptr_at(call, d, n)?;
-        let mut pa = a.ptr_at(call, a_off, n)?;
-        let mut pb = b.ptr_at(call, b_off, n)?;
+        let pd = dst.ptr_at(call, d, n)?;
+        let pa = a.ptr_at(call, a_off, n)?;
+        let pb = b.ptr_at(call, b_off, n)?;
         let overlap = |x: u64, y: u64| {
             x < y + (n * std::mem::size_of::<T>()) as u64
                 && y < x + (n * std::mem::size_of::<T>()) as u64
@@ -778,6 +778,51 @@ impl<'id> Stream<'id> {
         if (overlap(pd, pa) && pd != pa) || overlap(pd, pb) {
             return Err(err(call, "overlapping operands"));
         }
+        self.launch_reduce(k, pd, pa, pb, n, call)
+    }
+
+    /// Launch `dst[d..d+n] = a[a_off..] + b[b_off..]` where `b` is another
+    /// rank's buffer, read by the kernel through peer access (unified
+    /// addresses); the caller guarantees nobody writes `b` meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    pub fn reduce_peer<T: Copy>(
+        &self,
+        k: &Kernel<'id>,
+        dst: &DevBuf<'id, T>,
+        d: usize,
+        a: &DevBuf<'id, T>,
+        a_off: usize,
+        b: &PeerBuf,
+        b_off: usize,
+        n: usize,
+    ) -> CuResult<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let call = "cuLaunchKernel(rr_reduce_sum, peer operand)";
+        let pd = dst.ptr_at(call, d, n)?;
+        let pa = a.ptr_at(call, a_off, n)?;
+        if pd != pa
+            && pd < pa + (n * std::mem::size_of::<T>()) as u64
+            && pa < pd + (n * std::mem::size_of::<T>()) as u64
+        {
+            return Err(err(call, "overlapping operands"));
+        }
+        // `_keep` holds the peer allocation alive during the launch call.
+        let (_keep, pb) = b.range::<T>("peer operand", b_off, n)?;
+        self.launch_reduce(k, pd, pa, pb, n, call)
+    }
+
+    /// The launch shared by [`Stream::reduce`] and [`Stream::reduce_peer`].
+    fn launch_reduce(
+        &self,
+        k: &Kernel<'id>,
+        mut pd: u64,
+        mut pa: u64,
+        mut pb: u64,
+        n: usize,
+        call: &'static str,
+    ) -> CuResult<()> {
         let mut count = n as u64;
         let blocks = n
             .div_ceil(PER_THREAD_ITER * BLOCK as usize)
@@ -788,9 +833,11 @@ impl<'id> Stream<'id> {
             (&mut pb as *mut u64).cast(),
             (&mut count as *mut u64).cast(),
         ];
-        // SAFETY: the kernel takes four u64 parameters (dst, a, b, n), all
-        // pointers lie inside live allocations of this context for n elements
-        // (checked), and the kernel writes only dst[0..n].
+        // SAFETY: the kernel takes four u64 parameters (dst, a, b, n); the
+        // callers checked that dst and a lie in live allocations of this
+        // context and b in a live allocation readable from it (its own, or a
+        // peer's with peer access enabled) for n elements; the kernel writes
+        // only dst[0..n].
         check(call, unsafe {
             sys::cuLaunchKernel(
                 k.f,

@@ -30,6 +30,7 @@ fn algos() -> Vec<Algo> {
         Algo::ONESHOT,
         Algo::ONESHOT_PULL,
         Algo::OneShotPull { slices: 3 },
+        Algo::OneShotFused,
         Algo::OneShot {
             slices: 4,
             chain: false,
@@ -220,6 +221,8 @@ pub fn register(h: &mut Harness) {
                     (1000, Algo::ONESHOT_PULL),
                     (1000, Algo::ONESHOT),
                     (999, Algo::ONESHOT_PULL),
+                    (999, Algo::OneShotFused),
+                    (999, Algo::ONESHOT),
                 ] {
                     let data = verify::make_inputs::<f32>(Inputs::Exact, n, count, 5);
                     let reference = verify::reference(&data);
