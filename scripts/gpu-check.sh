@@ -34,6 +34,15 @@ explore() {
     NCCL_ALGO=Tree "$RR" bench --ranks 2 --algo nccl -b 1MiB -e $MAXB -f 4 -n 20 -w 5 -c 0 --no-ceiling; echo "[exit $?]"
 }
 if [ "$MODE" = explore ]; then explore; exit 0; fi
+if [ "$MODE" = confirm ]; then
+    # After tuning: the tests, a check of every one-shot path against NCCL,
+    # and the recorded ring (auto) vs NCCL bench with the fused one-shot beside it.
+    log "integration tests"
+    "$D/integration" 2>&1 | tee "$OUT/tests.log" | grep -v ' \.\.\. ok' ; echo "[exit ${PIPESTATUS[0]}]"
+    run "$RR" check --ranks 2 --sizes 4KiB,4MiB,256MiB --algo ring,oneshot:fused,oneshot:pull
+    run "$RR" bench --ranks 2 --algo ring,oneshot:fused,nccl -b 8 -e $MAXB -f 2 -n 20 -w 5 -J "$OUT/confirm-2r.json" --csv "$OUT/confirm-2r.csv" --plot "$OUT/confirm-2r.svg"
+    exit 0
+fi
 if [ "$MODE" = quick ]; then
     run "$RR" bench --ranks 2 --algo ring,nccl -b 8 -e 64MiB -f 8 -n 20 -w 5
     exit 0
