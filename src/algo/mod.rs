@@ -160,16 +160,16 @@ impl std::str::FromStr for AlgoChoice {
     }
 }
 
-/// Size-based choice for `Auto`, from the path sweep on 2 x H200
-/// (docs/perf-notes.md, results/2026-11-29-h200x2-full.log). The thresholds
-/// are in bytes per rank: one-shot up to 8 MiB (pull 192 GB/s vs ring:pipe2
-/// 168 at 8 MiB), ring:pipe2 up to 512 MiB (378 vs pipe4 371 at 512 MiB,
-/// 354 vs 342 at 128 MiB), ring:pipe4 from 1 GiB (381 GB/s, 98% of the
-/// peer-copy ceiling), where the exposed reduce of a 256 MiB slice costs more
-/// than two extra slices.
+/// Size-based choice for `Auto`, from the 2 x H200 runs of 2026-11-29
+/// (docs/perf-notes.md): for 2 ranks up to 16 MiB the fused one-shot (out of
+/// place the kernel reads the peer's send buffer: 1.4x-2.7x NCCL from 8 B to
+/// 8 MiB, 307 GB/s at 16 MiB vs 227 for ring:pipe2; in place it falls back to
+/// the chained push one-shot); then ring:pipe2 up to 512 MiB (1.25x NCCL at
+/// 64-256 MiB) and ring:pipe4 from 1 GiB (383 GB/s, 99% of the ceiling).
+/// The thresholds are in bytes per rank.
 pub fn choose(ranks: usize, bytes: usize) -> Algo {
     if ranks <= 2 && bytes <= ONESHOT_MAX_BYTES {
-        return Algo::ONESHOT_PULL;
+        return Algo::OneShotFused;
     }
     let slices = if bytes >= PIPE4_MIN_BYTES { 4 } else { 2 };
     Algo::Ring {
@@ -199,7 +199,7 @@ pub fn forced() -> Option<Algo> {
 
 /// Up to this size, 2 ranks use the one-shot path (pull out of place, chained
 /// push in place).
-pub const ONESHOT_MAX_BYTES: usize = 8 << 20;
+pub const ONESHOT_MAX_BYTES: usize = 16 << 20;
 
 /// From this size the ring cuts each chunk into 4 slices instead of 2.
 pub const PIPE4_MIN_BYTES: usize = 1 << 30;
