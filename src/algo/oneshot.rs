@@ -126,23 +126,36 @@ pub fn plan(
                     Buf::Recv
                 };
                 let off = slot(from, r) + part.start;
-                b.push(
-                    r,
-                    Lane::Compute,
-                    OpKind::Reduce {
-                        dst: Region::new(Buf::Recv, part.clone()),
-                        a: Region::new(a, part.clone()),
-                        b: Region::new(Buf::Scratch, off..off + part.len()),
-                    },
-                    waits,
-                    false,
-                    label("reduce", k),
-                );
+                reduce_slice(&mut b, r, part, a, off, waits, label("reduce", k));
             }
         }
         b.end(r, last_out[r].into_iter().collect());
     }
     b.finish()
+}
+
+/// On rank `r`, compute lane: `recv[part] = a[part] + scratch[off..]`.
+fn reduce_slice(
+    b: &mut PlanBuilder,
+    r: usize,
+    part: &std::ops::Range<usize>,
+    a: Buf,
+    off: usize,
+    waits: Vec<SignalId>,
+    label: Label,
+) {
+    b.push(
+        r,
+        Lane::Compute,
+        OpKind::Reduce {
+            dst: Region::new(Buf::Recv, part.clone()),
+            a: Region::new(a, part.clone()),
+            b: Region::new(Buf::Scratch, off..off + part.len()),
+        },
+        waits,
+        false,
+        label,
+    );
 }
 
 /// One-shot by *pulling*: out of place, every rank copies every other rank's
@@ -209,18 +222,8 @@ pub fn pull_plan(
                 );
                 last_pull = pulled;
                 let a = if d == 1 { Buf::Send } else { Buf::Recv };
-                b.push(
-                    r,
-                    Lane::Compute,
-                    OpKind::Reduce {
-                        dst: Region::new(Buf::Recv, part.clone()),
-                        a: Region::new(a, part.clone()),
-                        b: Region::new(Buf::Scratch, off..off + part.len()),
-                    },
-                    pulled.into_iter().collect(),
-                    false,
-                    label("reduce", k),
-                );
+                let waits = pulled.into_iter().collect();
+                reduce_slice(&mut b, r, part, a, off, waits, label("reduce", k));
             }
         }
         b.end(r, last_pull.into_iter().collect());

@@ -455,6 +455,13 @@ impl<'id, T: Element> Rank<'id, T> {
         Ok(())
     }
 
+    /// The exported buffers (send, recv, scratch) of rank `rank`.
+    fn peer(&self, rank: usize) -> Result<&[PeerBuf; 3]> {
+        self.peers
+            .get(rank)
+            .ok_or_else(|| Error::Plan(format!("no buffers for rank {rank}")))
+    }
+
     fn lane(&self, l: Lane) -> &Stream<'id> {
         match l {
             Lane::Compute => &self.compute,
@@ -508,10 +515,7 @@ impl<'id, T: Element> Rank<'id, T> {
                 OpKind::Copy { from, to, src, dst } => {
                     let t = Instant::now();
                     if *from == r {
-                        let peer = self
-                            .peers
-                            .get(*to)
-                            .ok_or_else(|| Error::Plan(format!("no buffers for rank {to}")))?;
+                        let peer = self.peer(*to)?;
                         stream
                             .copy_to_peer(
                                 &peer[dst.buf.index()],
@@ -522,10 +526,7 @@ impl<'id, T: Element> Rank<'id, T> {
                             )
                             .map_err(&e)?;
                     } else {
-                        let peer = self
-                            .peers
-                            .get(*from)
-                            .ok_or_else(|| Error::Plan(format!("no buffers for rank {from}")))?;
+                        let peer = self.peer(*from)?;
                         stream
                             .copy_from_peer(
                                 &self.bufs[dst.buf.index()],
@@ -555,10 +556,7 @@ impl<'id, T: Element> Rank<'id, T> {
                     p.kernel_ns += ns(t);
                 }
                 OpKind::ReducePeer { dst, a, from, b } => {
-                    let peer = self
-                        .peers
-                        .get(*from)
-                        .ok_or_else(|| Error::Plan(format!("no buffers for rank {from}")))?;
+                    let peer = self.peer(*from)?;
                     let t = Instant::now();
                     stream
                         .reduce_peer(
