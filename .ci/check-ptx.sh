@@ -11,7 +11,9 @@
 #   PTX_ARCH  target architecture, default sm_90.
 #
 # Prints ptxas's resource usage per file, warns about register spills, and
-# exits non-zero at the first file that fails to assemble.
+# exits non-zero at the first file that fails to assemble, or whose committed
+# ahead-of-time image ptx/$PTX_ARCH/<name>.cubin differs from ptxas's output
+# (UPDATE_CUBINS=1 rewrites those images instead; the engine embeds them).
 set -euo pipefail
 
 ARCH="${PTX_ARCH:-sm_90}"
@@ -91,6 +93,23 @@ for f in "${files[@]}"; do
     grep -E "Compiling entry function|spill|Used [0-9]+ registers" "$log" | sed 's/^/   /'
     if grep -Eq "[1-9][0-9]* bytes spill (stores|loads)" "$log"; then
         echo "check-ptx: WARNING: $rel spills registers to local memory" >&2
+    fi
+    # The committed ahead-of-time cubin (loaded instead of a JIT compile on
+    # GPUs of this architecture) must be exactly what ptxas makes of the PTX.
+    name="$(basename "$f" .ptx)"
+    cubin="$root/ptx/$ARCH/$name.cubin"
+    if [[ "${UPDATE_CUBINS:-0}" == 1 ]]; then
+        mkdir -p "$root/ptx/$ARCH"
+        cp "$tmp/out.cubin" "$cubin"
+        echo "   wrote ptx/$ARCH/$name.cubin"
+    elif [[ ! -f "$cubin" ]]; then
+        echo "check-ptx: FAILED: ptx/$ARCH/$name.cubin is missing; run UPDATE_CUBINS=1 bash .ci/check-ptx.sh" >&2
+        exit 1
+    elif ! cmp -s "$tmp/out.cubin" "$cubin"; then
+        echo "check-ptx: FAILED: ptx/$ARCH/$name.cubin is not what ptxas makes of $rel; run UPDATE_CUBINS=1 bash .ci/check-ptx.sh" >&2
+        exit 1
+    else
+        echo "   ptx/$ARCH/$name.cubin matches"
     fi
     count=$((count + 1))
 done

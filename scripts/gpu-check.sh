@@ -2,6 +2,7 @@
 # The whole GPU check, in one call on the GPU machine (see CONTRIBUTING in README).
 #   bash .device/gpu-check.sh quick     smoke: run cases + GPU tests
 #   bash .device/gpu-check.sh full      + compute-sanitizer + check vs NCCL + bench sweeps
+#   bash .device/gpu-check.sh flag      the flag one-shot vs the other small-message paths and NCCL
 set -uo pipefail
 MODE="${1:-full}"
 # MAXB shrinks the sweeps for a dry run of this script (default: the real sizes).
@@ -19,6 +20,23 @@ run() { log "\$ $*"; "$@"; echo "[exit $?]"; }
 log "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')  mode: $MODE"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 nvidia-smi topo -m | head -4
+
+if [ "$MODE" = flag ]; then
+    # The flag one-shot (one exchange kernel per rank) against the fused and
+    # chained one-shots, the ring and NCCL; cold start from the cubin vs PTX JIT.
+    log "setup with the kernels JIT-compiled from PTX (first process: cold JIT cache)"
+    RINGREDUCE_PTX_JIT=1 "$RR" run --backend cuda --ranks 2 --size 4MiB --algo oneshot:flag; echo "[exit $?]"
+    run "$RR" run --backend cuda --ranks 2 --size 4MiB --algo oneshot:flag --in-place
+    log "integration tests"
+    "$D/integration" 2>&1 | tee "$OUT/tests.log" | grep -v ' \.\.\. ok' ; echo "[exit ${PIPESTATUS[0]}]"
+    run "$RR" check --ranks 2 --sizes 8,4KiB,1MiB+3,16MiB+12,64MiB --algo oneshot:flag,oneshot:fused
+    run "$RR" bench --ranks 2 --algo oneshot:flag,oneshot:fused,oneshot,ring:pipe2,nccl,nccl:graph -b 8 -e 64MiB -f 2 -n 30 -w 5 -J "$OUT/flag-2r.json"
+    run "$RR" bench --ranks 2 --algo ring,nccl -b 32MiB -e 128MiB -f 2 -n 50 -w 5 -c 0 --no-ceiling
+    run "$RR" bench --ranks 2 --algo ring,nccl -b 32MiB -e 128MiB -f 2 -n 50 -w 5 -c 0 --no-ceiling
+    log "compute-sanitizer memcheck, flag one-shot"
+    timeout 120 compute-sanitizer --tool memcheck "$RR" run --backend cuda --ranks 2 --count 100003 --algo oneshot:flag --in-place 2>&1 | tail -8; echo "[exit ${PIPESTATUS[0]}]"
+    exit 0
+fi
 
 run "$RR" run --backend cuda --ranks 2 --size 256MiB
 run "$RR" run --backend cuda --ranks 8 --count 1000003

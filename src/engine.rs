@@ -66,10 +66,11 @@ pub struct Engine<T: Element> {
     scratch_cap: usize,
     setup: Duration,
     fallback_note: Option<String>,
-    /// The last call, when it was an unsliced one-shot: (count, scratch half).
-    chain: Option<(usize, usize)>,
-    /// One-shot variants by (count, in_place, parity, fenced).
-    oneshots: HashMap<(usize, bool, usize, bool), Arc<Plan>>,
+    /// The last call, when it was a chained one-shot: (algorithm, count,
+    /// scratch half).
+    chain: Option<(Algo, usize, usize)>,
+    /// One-shot variants by (algorithm, count, in_place, parity, fenced).
+    oneshots: HashMap<(Algo, usize, bool, usize, bool), Arc<Plan>>,
 }
 
 impl<T: Element> Engine<T> {
@@ -216,36 +217,36 @@ impl<T: Element> Engine<T> {
     /// chain is fenced, later calls of the same size alternate scratch halves
     /// without the start fence (see [`crate::algo::oneshot`]).
     pub fn launch(&mut self, plan: &Arc<Plan>) -> Result<()> {
-        let chained = matches!(
-            plan.algo,
-            Some(Algo::OneShot {
-                slices: 1,
-                chain: true
-            })
-        ) && plan.ranks > 1
-            && plan.count > 0;
-        if !chained {
-            self.chain = None;
-            return self.backend.launch(plan);
-        }
+        let algo = match plan.algo {
+            Some(
+                a @ (Algo::OneShot {
+                    slices: 1,
+                    chain: true,
+                }
+                | Algo::OneShotFlag),
+            ) if plan.ranks > 1 && plan.count > 0 => a,
+            _ => {
+                self.chain = None;
+                return self.backend.launch(plan);
+            }
+        };
+        // A chain continues only with the same algorithm (the flag plan's
+        // slots are 16-byte aligned, so its layout differs) and size.
         let (parity, fenced) = match self.chain {
-            Some((count, half)) if count == plan.count => (1 - half, false),
-            Some((_, half)) => (1 - half, true),
+            Some((a, count, half)) if a == algo && count == plan.count => (1 - half, false),
+            Some((_, _, half)) => (1 - half, true),
             None => (0, true),
         };
-        let key = (plan.count, plan.in_place, parity, fenced);
+        let key = (algo, plan.count, plan.in_place, parity, fenced);
         let variant = match self.oneshots.get(&key) {
             Some(p) => p.clone(),
             None => {
-                let p = Arc::new(crate::algo::oneshot::plan(
-                    self.ranks,
-                    plan.count,
-                    T::SIZE,
-                    plan.in_place,
-                    1,
-                    parity,
-                    fenced,
-                ));
+                let (n, c, ip) = (self.ranks, plan.count, plan.in_place);
+                let p = Arc::new(if algo == Algo::OneShotFlag {
+                    crate::algo::oneshot::flag_plan(n, c, T::SIZE, ip, parity, fenced)
+                } else {
+                    crate::algo::oneshot::plan(n, c, T::SIZE, ip, 1, parity, fenced)
+                });
                 if self.oneshots.len() > 64 {
                     self.oneshots.clear();
                 }
@@ -257,7 +258,7 @@ impl<T: Element> Engine<T> {
         // Set the chain only once the launch went through.
         self.chain = None;
         self.backend.launch(&variant)?;
-        self.chain = Some((plan.count, parity));
+        self.chain = Some((algo, plan.count, parity));
         Ok(())
     }
 

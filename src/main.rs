@@ -72,7 +72,8 @@ struct RunArgs {
     #[arg(long, value_enum, default_value_t = Inputs::Random)]
     inputs: Inputs,
     /// Algorithm: auto (by size; RINGREDUCE_ALGO=... forces a path), ring, ring:pipeK,
-    /// ring:pipeKx2, oneshot, oneshot:fenced, oneshot:pipeK, ps.
+    /// ring:pipeKx2, oneshot, oneshot:fenced, oneshot:pipeK, oneshot:pull, oneshot:pullK,
+    /// oneshot:fused, oneshot:flag, ps.
     #[arg(long, default_value = "auto")]
     algo: String,
     /// Timed repetitions for the steady-state median.
@@ -86,7 +87,8 @@ struct TraceArgs {
     ranks: usize,
     #[arg(long, default_value_t = 8)]
     count: usize,
-    /// Algorithm to trace: ring, ring:pipeK, ps, oneshot, oneshot:pull.
+    /// Algorithm to trace: ring, ring:pipeK, ps, oneshot, oneshot:pull, oneshot:fused,
+    /// oneshot:flag.
     #[arg(long, default_value = "ring")]
     algo: String,
 }
@@ -162,7 +164,8 @@ struct BenchArgs {
     #[arg(short = 'c', long, default_value_t = 1)]
     check: u8,
     /// Algorithms, comma-separated: ring (auto path), ring:pipeK, ring:pipeKx2, ring:naive,
-    /// oneshot, oneshot:fenced, oneshot:pipeK, ps, nccl, nccl:graph (NCCL replayed from a CUDA graph).
+    /// oneshot, oneshot:fenced, oneshot:pipeK, oneshot:pull, oneshot:pullK, oneshot:fused,
+    /// oneshot:flag, ps, nccl, nccl:graph (NCCL replayed from a CUDA graph).
     #[arg(long, default_value = "ring,nccl,ps")]
     algo: String,
     /// Write all numbers as JSON.

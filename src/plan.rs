@@ -211,6 +211,29 @@ impl Plan {
     }
 }
 
+/// One rank's push and reduce that a backend may run as a single kernel
+/// (the flag one-shot, [`crate::algo::Algo::OneShotFlag`]): see
+/// [`Plan::flag_exchange`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlagExchange {
+    /// Index of the push (a `Copy` into the peer's scratch) in the rank's ops.
+    pub push: usize,
+    /// Index of the reduce (`dst = input + own scratch slot`), right after it.
+    pub reduce: usize,
+    /// The other rank.
+    pub peer: usize,
+    /// The peer's push signal, which the reduce waits for: the kernel's flag.
+    pub peer_signal: SignalId,
+    /// This rank's input (read by both the push and the reduce).
+    pub input: Region,
+    /// Where the push lands in the peer's scratch.
+    pub peer_slot: Region,
+    /// Where the peer's push lands in this rank's scratch (the reduce's `b`).
+    pub my_slot: Region,
+    /// The reduce's output.
+    pub dst: Region,
+}
+
 /// Bytes moved by one rank in one collective.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Traffic {
@@ -464,6 +487,94 @@ impl Plan {
             }
         }
         Ok(order)
+    }
+
+    /// For a flag one-shot plan, rank `r`'s push/reduce pair; `None` for any
+    /// other plan (and for the trivial flag plans: one rank, or no elements).
+    ///
+    /// The pair is fused into one kernel only if the plan has exactly the
+    /// shape whose event order the kernel reproduces: on the compute lane, a
+    /// push of this rank's input into the peer's scratch, then the reduce of
+    /// the input with the slot the peer's push fills, waiting for that push;
+    /// the push signals are waited on by nobody else across lanes. Anything
+    /// else with the flag algorithm is an error, never a silent fallback.
+    pub fn flag_exchange(&self, r: usize) -> Result<Option<FlagExchange>, String> {
+        if self.algo != Some(crate::algo::Algo::OneShotFlag) || self.ranks < 2 || self.count == 0 {
+            return Ok(None);
+        }
+        let bad = |why: &str| format!("{}: rank {r}: not a flag exchange: {why}", self.name);
+        if self.ranks != 2 || r >= 2 {
+            return Err(bad("the kernel exchanges between exactly 2 ranks"));
+        }
+        let peer = 1 - r;
+        // (index, src, dst, signal) of a rank's only push.
+        let push_of = |q: usize| -> Result<(usize, Region, Region, SignalId), String> {
+            let mut found = None;
+            for (i, op) in self.ops[q].iter().enumerate() {
+                if let OpKind::Copy { from, to, src, dst } = &op.kind {
+                    let ok = found.is_none()
+                        && *from == q
+                        && *to != q
+                        && dst.buf == Buf::Scratch
+                        && op.lane == Lane::Compute;
+                    match (ok, op.signal) {
+                        (true, Some(sig)) => found = Some((i, src.clone(), dst.clone(), sig)),
+                        _ => return Err(bad("expected one signalled compute-lane push")),
+                    }
+                }
+            }
+            found.ok_or_else(|| bad("no push"))
+        };
+        let (push, input, peer_slot, my_sig) = push_of(r)?;
+        let (peer_push, _, peer_push_dst, peer_signal) = push_of(peer)?;
+        let reduce = push + 1;
+        let (dst, my_slot) = match self.ops[r].get(reduce) {
+            Some(Op {
+                lane: Lane::Compute,
+                kind: OpKind::Reduce { dst, a, b },
+                waits,
+                ..
+            }) if *a == input && *b == peer_push_dst && waits.contains(&peer_signal) => {
+                (dst.clone(), b.clone())
+            }
+            _ => return Err(bad("the push is not followed by its reduce")),
+        };
+        let reduces = self.ops[r]
+            .iter()
+            .filter(|op| matches!(op.kind, OpKind::Reduce { .. } | OpKind::ReducePeer { .. }))
+            .count();
+        if reduces != 1 {
+            return Err(bad("more than one reduce"));
+        }
+        // A push signal may be waited on only by the pusher's own compute
+        // lane and by the partner's reduce: the kernel implies both.
+        let allowed = |sig: SignalId, q: usize, i: usize, lane: Lane| {
+            let (owner, partner, partner_reduce) = if sig == my_sig {
+                (r, peer, peer_push + 1)
+            } else {
+                (peer, r, reduce)
+            };
+            (q == owner && lane == Lane::Compute) || (q == partner && i == partner_reduce)
+        };
+        for (q, ops) in self.ops.iter().enumerate() {
+            for (i, op) in ops.iter().enumerate() {
+                for &w in &op.waits {
+                    if (w == my_sig || w == peer_signal) && !allowed(w, q, i, op.lane) {
+                        return Err(bad("another op waits on a push"));
+                    }
+                }
+            }
+        }
+        Ok(Some(FlagExchange {
+            push,
+            reduce,
+            peer,
+            peer_signal,
+            input,
+            peer_slot,
+            my_slot,
+            dst,
+        }))
     }
 
     /// Full static check; see the module doc.

@@ -292,6 +292,14 @@ fn render_other(algo: Algo, n: usize, count: usize) -> Result<String> {
         out,
         "These algorithms move whole buffers; x_r is rank r's input. Ops in issue order:"
     );
+    if plan.flag_exchange(0).ok().flatten().is_some() {
+        let _ = writeln!(
+            out,
+            "(On CUDA each rank's push and reduce run as ONE kernel, ptx/exchange_f32.ptx:
+ the push is stores into the peer's scratch, then a flag raised in the peer's
+ memory; the reduce starts once the peer's flag is up. No copy call, no event.)"
+        );
+    }
     // Symbolic memory per rank: send (the input), recv (None = not written
     // yet) and scratch, one value per element.
     let send: Vec<Held> = (0..n).map(|r| 1u64 << r).collect();
@@ -430,6 +438,7 @@ mod tests {
             Algo::ONESHOT,
             Algo::ONESHOT_PULL,
             Algo::OneShotFused,
+            Algo::OneShotFlag,
         ] {
             for (n, c) in [(4, 8), (2, 3), (1, 4)] {
                 let t = super::render_algo(algo, n, c).unwrap();

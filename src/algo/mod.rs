@@ -35,6 +35,11 @@ pub enum Algo {
     /// through peer access (no copy call, no event); in place: the chained
     /// one-shot.
     OneShotFused,
+    /// 2 ranks: the chained push one-shot, run by the CUDA backend as one
+    /// kernel per rank that pushes, raises a flag in the peer's memory, waits
+    /// for the peer's flag and reduces (no copy call, no event); in place
+    /// and out of place. Other rank counts: [`Algo::ONESHOT`].
+    OneShotFlag,
 }
 
 impl Algo {
@@ -76,6 +81,7 @@ impl Algo {
             Algo::OneShotPull { slices: 1 } => "oneshot:pull".into(),
             Algo::OneShotPull { slices } => format!("oneshot:pull{slices}"),
             Algo::OneShotFused => "oneshot:fused".into(),
+            Algo::OneShotFlag => "oneshot:flag".into(),
         }
     }
 
@@ -95,6 +101,7 @@ impl Algo {
                 oneshot::pull_plan(ranks, count, elem_size, in_place, slices)
             }
             Algo::OneShotFused => oneshot::fused_plan(ranks, count, elem_size, in_place),
+            Algo::OneShotFlag => oneshot::flag_plan(ranks, count, elem_size, in_place, 0, true),
         }
     }
 }
@@ -118,6 +125,7 @@ impl std::str::FromStr for AlgoChoice {
             "oneshot" | "one-shot" => AlgoChoice::Fixed(Algo::ONESHOT),
             "oneshot:pull" => AlgoChoice::Fixed(Algo::ONESHOT_PULL),
             "oneshot:fused" => AlgoChoice::Fixed(Algo::OneShotFused),
+            "oneshot:flag" => AlgoChoice::Fixed(Algo::OneShotFlag),
             "oneshot:fenced" => AlgoChoice::Fixed(Algo::OneShot {
                 slices: 1,
                 chain: false,
@@ -152,7 +160,7 @@ impl std::str::FromStr for AlgoChoice {
                     })
                 } else {
                     return Err(format!(
-                        "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, ring:pipeKx2, oneshot, oneshot:pull, oneshot:pullK, oneshot:fused, oneshot:fenced, oneshot:pipeK, ps)"
+                        "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, ring:pipeKx2, oneshot, oneshot:pull, oneshot:pullK, oneshot:fused, oneshot:flag, oneshot:fenced, oneshot:pipeK, ps)"
                     ));
                 }
             }
@@ -239,6 +247,7 @@ mod tests {
     fn all_algos() -> Vec<Algo> {
         let mut v = vec![
             Algo::OneShotFused,
+            Algo::OneShotFlag,
             Algo::ONESHOT_PULL,
             Algo::OneShotPull { slices: 3 },
             Algo::ParameterServer,
@@ -430,5 +439,84 @@ mod tests {
         );
         assert!("ring:pipe0".parse::<AlgoChoice>().is_err());
         assert!("tree".parse::<AlgoChoice>().is_err());
+    }
+
+    /// Flag one-shot chains (first fenced, then alternating halves) are
+    /// race-free among themselves and next to every other plan; every rank of
+    /// every 2-rank flag plan has the exact push/reduce shape the exchange
+    /// kernel implements, and other rank counts get the plain chained plan.
+    #[test]
+    fn flag_oneshot_chains_and_shape() {
+        let fl = |n, c, ip, parity, fenced| oneshot::flag_plan(n, c, 4, ip, parity, fenced);
+        for count in [1, 2, 3, 5, 8, 64, 67] {
+            for ip in [false, true] {
+                let first = fl(2, count, ip, 0, true);
+                let a = fl(2, count, ip, 1, false);
+                let b = fl(2, count, ip, 0, false);
+                for p in [&first, &a, &b] {
+                    p.validate().unwrap_or_else(|e| panic!("{e}"));
+                    assert_eq!(p.algo, Some(Algo::OneShotFlag));
+                    for r in 0..2 {
+                        let f = p.flag_exchange(r).unwrap().unwrap();
+                        assert_eq!(f.peer, 1 - r);
+                        assert_eq!(f.my_slot.range.start % 4, 0, "slot not 16-byte aligned");
+                        assert_eq!(f.peer_slot.range.start % 4, 0);
+                        assert_eq!(f.dst.len(), count);
+                    }
+                    // Rank 0's push lands where rank 1's reduce reads.
+                    let (f0, f1) = (
+                        p.flag_exchange(0).unwrap().unwrap(),
+                        p.flag_exchange(1).unwrap().unwrap(),
+                    );
+                    assert_eq!(f0.peer_slot, f1.my_slot);
+                    assert_eq!(f1.peer_slot, f0.my_slot);
+                }
+                Plan::validate_sequence(&[&first, &a, &b, &a, &b])
+                    .unwrap_or_else(|e| panic!("count={count}: {e}"));
+                for other in all_algos() {
+                    let x = other.plan(2, count, 4, ip);
+                    Plan::validate_sequence(&[&x, &first, &a, &b, &x, &first, &a])
+                        .unwrap_or_else(|e| panic!("{} count={count}: {e}", other.label()));
+                    if other != Algo::OneShotFlag {
+                        assert_eq!(x.flag_exchange(0), Ok(None), "{}", other.label());
+                    }
+                }
+            }
+        }
+        for n in [1, 3, 4] {
+            let p = Algo::OneShotFlag.plan(n, 16, 4, true);
+            assert_ne!(p.algo, Some(Algo::OneShotFlag), "n={n}");
+            p.validate().unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert_eq!(
+            Algo::OneShotFlag.plan(2, 0, 4, false).flag_exchange(0),
+            Ok(None)
+        );
+    }
+
+    /// A flag plan whose shape the kernel would not reproduce is an error.
+    #[test]
+    fn flag_exchange_rejects_other_shapes() {
+        let good = oneshot::flag_plan(2, 8, 4, true, 0, true);
+        // Someone else waits on rank 0's push: the kernel has no event for it.
+        let mut p = good.clone();
+        let push0 = p.ops[0]
+            .iter()
+            .find_map(|op| match op.kind {
+                crate::plan::OpKind::Copy { .. } => op.signal,
+                _ => None,
+            })
+            .unwrap();
+        let end1 = p.ops[1].len() - 1;
+        p.ops[1][end1].waits.push(push0);
+        assert!(p.flag_exchange(0).is_err());
+        // The reduce does not follow the push.
+        let mut q = good.clone();
+        q.ops[1].swap(1, 2);
+        assert!(q.flag_exchange(1).is_err());
+        // A flag-marked plan for 3 ranks.
+        let mut t = Algo::ONESHOT.plan(3, 8, 4, false);
+        t.algo = Some(Algo::OneShotFlag);
+        assert!(t.flag_exchange(0).is_err());
     }
 }

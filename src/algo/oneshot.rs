@@ -42,15 +42,65 @@ pub fn plan(
     parity: usize,
     fenced: bool,
 ) -> Plan {
+    build(
+        ranks, count, elem_size, in_place, slices, parity, fenced, false,
+    )
+}
+
+/// The flag one-shot (`oneshot:flag`) for 2 ranks: the unsliced chained
+/// plan above, with scratch slots on 16-byte boundaries, marked so that the
+/// CUDA backend runs each rank's push and reduce as one kernel
+/// (`ptx/exchange_f32.ptx`): the push becomes stores into the peer's scratch
+/// and the signal a flag the kernel raises there, the wait a spin on the
+/// peer's flag inside the kernel. The plan (and so its validation, and the
+/// CPU backend) is the event-ordered one; the kernel keeps the same order:
+/// each rank's reduce starts only after the other rank's push of this call.
+/// In place too: each kernel reads only its own rank's buffer. Other rank
+/// counts get the chained push plan ([`Algo::ONESHOT`]).
+pub fn flag_plan(
+    ranks: usize,
+    count: usize,
+    elem_size: usize,
+    in_place: bool,
+    parity: usize,
+    fenced: bool,
+) -> Plan {
+    build(
+        ranks,
+        count,
+        elem_size,
+        in_place,
+        1,
+        parity,
+        fenced,
+        ranks == 2,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build(
+    ranks: usize,
+    count: usize,
+    elem_size: usize,
+    in_place: bool,
+    slices: usize,
+    parity: usize,
+    fenced: bool,
+    flag: bool,
+) -> Plan {
     let slices = slices.max(1);
     let (parity, fenced, halves) = if slices == 1 {
         (parity % 2, fenced, 2)
     } else {
         (0, true, 1)
     };
-    let algo = Algo::OneShot {
-        slices,
-        chain: slices == 1,
+    let algo = if flag {
+        Algo::OneShotFlag
+    } else {
+        Algo::OneShot {
+            slices,
+            chain: slices == 1,
+        }
     };
     let mut b = PlanBuilder::new(algo.label(), ranks, count, in_place);
     b.set_algo(algo);
@@ -63,7 +113,15 @@ pub fn plan(
     }
     let n = ranks;
     let input = b.input();
-    b.scratch(halves * (n - 1) * count);
+    // Slot stride: the flag plan starts every slot on a 16-byte boundary, so
+    // the exchange kernel's vector path applies at any count.
+    let stride = if flag {
+        let unit = (16 / elem_size.clamp(1, 16)).max(1);
+        count.div_ceil(unit) * unit
+    } else {
+        count
+    };
+    b.scratch(halves * (n - 1) * stride);
     let parts = schedule::slices(0..count, slices, elem_size);
     // Sliced: pushes on the copy lane so reduces overlap later slices' copies.
     let push_lane = if parts.len() > 1 {
@@ -73,7 +131,7 @@ pub fn plan(
     };
     // Rank `src`'s data lands in slot (src - dst - 1) mod n of rank `dst`,
     // in scratch half `parity`.
-    let slot = |src: usize, dst: usize| (parity * (n - 1) + (src + n - dst - 1) % n) * count;
+    let slot = |src: usize, dst: usize| (parity * (n - 1) + (src + n - dst - 1) % n) * stride;
     let label = |note, slice| Label {
         note,
         slice,

@@ -20,14 +20,32 @@ use crate::cuda::{
 };
 use crate::element::{Element, ReduceOp};
 use crate::error::{Error, Result};
-use crate::plan::{Buf, Lane, OpKind, Plan};
+use crate::plan::{Buf, FlagExchange, Lane, OpKind, Plan};
 use crate::pool::{Inbox, RankThreads};
 use crate::sync::SignalBoard;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The reduce kernel source, embedded at build time.
-pub const REDUCE_PTX: &str = include_str!("../../ptx/reduce_f32.ptx");
+/// The reduce kernel: the hand-written PTX, embedded at build time, and the
+/// same PTX assembled by `ptxas -arch=sm_90` (CI checks the bytes match), so
+/// an H100/H200 starts without a JIT compile.
+pub const REDUCE: cuda::KernelModule = cuda::KernelModule {
+    ptx: include_str!("../../ptx/reduce_f32.ptx"),
+    cubin: Some((
+        include_bytes!("../../ptx/sm_90/reduce_f32.cubin"),
+        (9, 0),
+        "cubin sm_90 (ptxas 13.0)",
+    )),
+};
+/// The one-kernel exchange of the flag one-shot (2 ranks), likewise.
+pub const EXCHANGE: cuda::KernelModule = cuda::KernelModule {
+    ptx: include_str!("../../ptx/exchange_f32.ptx"),
+    cubin: Some((
+        include_bytes!("../../ptx/sm_90/exchange_f32.cubin"),
+        (9, 0),
+        "cubin sm_90 (ptxas 13.0)",
+    )),
+};
 
 /// Options for the CUDA backend.
 #[derive(Debug, Clone, Default)]
@@ -45,9 +63,10 @@ pub fn probe() -> std::result::Result<&'static cuda::DriverInfo, String> {
     Ok(info)
 }
 
-fn kernel_name<T: Element>(op: ReduceOp) -> Option<&'static str> {
+/// (reduce kernel, exchange kernel) for an element type and operation.
+fn kernel_name<T: Element>(op: ReduceOp) -> Option<(&'static str, &'static str)> {
     match (T::NAME, op) {
-        ("float", ReduceOp::Sum) => Some("rr_reduce_sum_f32"),
+        ("float", ReduceOp::Sum) => Some(("rr_reduce_sum_f32", "rr_exchange_sum_f32")),
         _ => None,
     }
 }
@@ -55,7 +74,7 @@ fn kernel_name<T: Element>(op: ReduceOp) -> Option<&'static str> {
 enum Cmd<T> {
     Ping,
     Export,
-    EnablePeers(Arc<Vec<PeerCtx>>),
+    EnablePeers(Arc<Vec<PeerCtx>>, Arc<Vec<PeerBuf>>),
     Sync,
     Reserve { count: usize, scratch: usize },
     SetPeers(Arc<Vec<[PeerBuf; 3]>>),
@@ -74,7 +93,7 @@ enum Cmd<T> {
 
 enum Reply<T> {
     Done,
-    Ctx(PeerCtx, (f64, f64)),
+    Ctx(PeerCtx, PeerBuf, (f64, f64, &'static str)),
     Bufs([PeerBuf; 3]),
     Events(Vec<RemoteEvent>),
     Data(Vec<T>),
@@ -102,6 +121,12 @@ struct Rank<'id, T> {
     copy: Stream<'id>,
     copy2: Stream<'id>,
     kernel: Kernel<'id>,
+    /// The flag one-shot's kernel, its flag array (written by the peer) and
+    /// every rank's flag array; `seq` counts this rank's exchange launches.
+    exchange: Kernel<'id>,
+    flags: DevBuf<'id, u64>,
+    peer_flags: Arc<Vec<PeerBuf>>,
+    seq: u64,
     bufs: [DevBuf<'id, T>; 3],
     peers: Arc<Vec<[PeerBuf; 3]>>,
     events: Vec<Event<'id>>,
@@ -110,7 +135,7 @@ struct Rank<'id, T> {
     nccl_graph: Option<Graph<'id>>,
     profile: IssueProfile,
     /// (context bind, PTX load) milliseconds at setup.
-    setup_ms: (f64, f64),
+    setup_ms: (f64, f64, &'static str),
 }
 
 impl<T: Element> CudaBackend<T> {
@@ -176,25 +201,31 @@ impl<T: Element> CudaBackend<T> {
     fn enable_peers(&mut self) -> Result<()> {
         let mut bind_ms: f64 = 0.0;
         let mut ptx_ms: f64 = 0.0;
-        let ctxs: Vec<PeerCtx> = self
+        let mut sources: Vec<&'static str> = Vec::new();
+        let ctxs: Vec<(PeerCtx, PeerBuf)> = self
             .threads
             .run_each(|_| Cmd::Export)?
             .into_iter()
             .filter_map(|r| match r {
-                Reply::Ctx(c, (b, p)) => {
+                Reply::Ctx(c, f, (b, p, src)) => {
                     bind_ms = bind_ms.max(b);
                     ptx_ms = ptx_ms.max(p);
-                    Some(c)
+                    if !sources.contains(&src) {
+                        sources.push(src);
+                    }
+                    Some((c, f))
                 }
                 _ => None,
             })
             .collect();
+        let (ctxs, flags): (Vec<PeerCtx>, Vec<PeerBuf>) = ctxs.into_iter().unzip();
         self.breakdown.driver_ms = cuda::driver_init_ms();
         self.breakdown.context_ms = bind_ms;
         self.breakdown.ptx_ms = ptx_ms;
         self.notes.push(format!(
-            "setup: driver load+cuInit {:.1} ms (once per process), context bind (slowest rank) {bind_ms:.1} ms, PTX JIT (slowest rank) {ptx_ms:.1} ms",
-            self.breakdown.driver_ms
+            "setup: driver load+cuInit {:.1} ms (once per process), context bind (slowest rank) {bind_ms:.1} ms, kernel modules (slowest rank) {ptx_ms:.1} ms from {}",
+            self.breakdown.driver_ms,
+            sources.join(" + ")
         ));
         let t_peer = Instant::now();
         let mut distinct: Vec<usize> = self.devices.clone();
@@ -212,8 +243,9 @@ impl<T: Element> CudaBackend<T> {
                 }
             }
         }
-        let all = Arc::new(ctxs);
-        self.threads.run_each(|_| Cmd::EnablePeers(all.clone()))?;
+        let (all, flags) = (Arc::new(ctxs), Arc::new(flags));
+        self.threads
+            .run_each(|_| Cmd::EnablePeers(all.clone(), flags.clone()))?;
         self.breakdown.peer_ms = t_peer.elapsed().as_secs_f64() * 1e3;
         self.notes.push(format!(
             "setup: peer access {:.1} ms",
@@ -263,7 +295,7 @@ fn rank_main<'id, T: Element>(
     rank: usize,
     device: usize,
     ctx: Ctx<'id>,
-    kname: &'static str,
+    kname: (&'static str, &'static str),
     inbox: Inbox<Cmd<T>, Reply<T>>,
     bind_ms: f64,
 ) {
@@ -273,8 +305,14 @@ fn rank_main<'id, T: Element>(
         let copy = ctx.stream().map_err(&e)?;
         let copy2 = ctx.stream().map_err(&e)?;
         let t = Instant::now();
-        let kernel = ctx.kernel(REDUCE_PTX, kname).map_err(&e)?;
+        let kernel = ctx.kernel(&REDUCE, kname.0).map_err(&e)?;
+        let exchange = ctx.kernel(&EXCHANGE, kname.1).map_err(&e)?;
         let ptx_ms = t.elapsed().as_secs_f64() * 1e3;
+        let source = kernel.source();
+        // Zeroed before any peer can learn its address (Export comes later).
+        let flags = ctx.alloc(cuda::EXCHANGE_MAX_BLOCKS).map_err(&e)?;
+        compute.zero(&flags).map_err(&e)?;
+        compute.synchronize().map_err(&e)?;
         let bufs = [
             ctx.alloc(0).map_err(&e)?,
             ctx.alloc(0).map_err(&e)?,
@@ -288,6 +326,10 @@ fn rank_main<'id, T: Element>(
             copy,
             copy2,
             kernel,
+            exchange,
+            flags,
+            peer_flags: Arc::new(Vec::new()),
+            seq: 0,
             bufs,
             peers: Arc::new(Vec::new()),
             events: Vec::new(),
@@ -295,7 +337,7 @@ fn rank_main<'id, T: Element>(
             nccl: None,
             nccl_graph: None,
             profile: IssueProfile::default(),
-            setup_ms: (bind_ms, ptx_ms),
+            setup_ms: (bind_ms, ptx_ms, source),
         })
     })();
     match setup {
@@ -328,11 +370,16 @@ impl<'id, T: Element> Rank<'id, T> {
         let e = self.err();
         match cmd {
             Cmd::Ping => Ok(Reply::Done),
-            Cmd::Export => Ok(Reply::Ctx(self.ctx.export(), self.setup_ms)),
-            Cmd::EnablePeers(all) => {
+            Cmd::Export => Ok(Reply::Ctx(
+                self.ctx.export(),
+                self.flags.export(),
+                self.setup_ms,
+            )),
+            Cmd::EnablePeers(all, flags) => {
                 for p in all.iter() {
                     self.ctx.enable_peer_access(p).map_err(&e)?;
                 }
+                self.peer_flags = flags;
                 Ok(Reply::Done)
             }
             Cmd::Sync => self.sync().map(|_| Reply::Done),
@@ -470,6 +517,34 @@ impl<'id, T: Element> Rank<'id, T> {
         }
     }
 
+    /// Launch the exchange kernel for a flag one-shot pair on the compute stream.
+    fn launch_exchange(&mut self, f: &FlagExchange) -> std::result::Result<(), CudaError> {
+        let missing = |what: &str| CudaError {
+            call: "cuLaunchKernel(rr_exchange_sum)",
+            message: format!("no {what} for rank {}", f.peer),
+        };
+        let peer = self.peers.get(f.peer).ok_or_else(|| missing("buffers"))?;
+        let peer_flags = self
+            .peer_flags
+            .get(f.peer)
+            .ok_or_else(|| missing("flag array"))?;
+        self.seq += 1;
+        let b = &self.bufs;
+        self.compute.exchange(
+            &self.exchange,
+            &cuda::Exchange {
+                dst: (&b[f.dst.buf.index()], f.dst.range.start),
+                a: (&b[f.input.buf.index()], f.input.range.start),
+                peer_slot: (&peer[f.peer_slot.buf.index()], f.peer_slot.range.start),
+                my_slot: (&b[f.my_slot.buf.index()], f.my_slot.range.start),
+                peer_flags,
+                my_flags: &self.flags,
+                n: f.dst.len(),
+                seq: self.seq,
+            },
+        )
+    }
+
     /// Issue this rank's ops of `plan`. No host synchronization with the GPU.
     fn issue(&mut self, plan: &Plan, board: &SignalBoard, gen: u64) -> Result<()> {
         let e = self.err();
@@ -480,11 +555,17 @@ impl<'id, T: Element> Rank<'id, T> {
             ..IssueProfile::default()
         };
         let ns = |t: Instant| t.elapsed().as_nanos() as u64;
-        for op in &plan.ops[r] {
+        // The flag one-shot: its push and reduce become one exchange kernel;
+        // the peer's push signal becomes the kernel's flag (not an event).
+        let fx = plan.flag_exchange(r).map_err(Error::Plan)?;
+        for (i, op) in plan.ops[r].iter().enumerate() {
             let stream = self.lane(op.lane);
             for w in &op.waits {
                 if plan.same_lane(w.0, r, op.lane) {
                     continue; // in-lane order already implies it
+                }
+                if fx.as_ref().is_some_and(|f| f.peer_signal == *w) {
+                    continue; // the exchange kernel waits for the flag
                 }
                 let owner = plan.signal_owner[w.0];
                 if owner == r {
@@ -509,6 +590,15 @@ impl<'id, T: Element> Rank<'id, T> {
                     stream.wait(ev).map_err(&e)?;
                     p.wait_ns += ns(t);
                 }
+            }
+            if let Some(f) = fx.as_ref().filter(|f| f.push == i || f.reduce == i) {
+                if f.reduce == i {
+                    let t = Instant::now();
+                    self.launch_exchange(f).map_err(&e)?;
+                    p.kernel_ns += ns(t);
+                }
+                // The push's signal is the flag: no event, nothing published.
+                continue;
             }
             match &op.kind {
                 OpKind::Begin | OpKind::End => {}

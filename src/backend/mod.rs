@@ -45,7 +45,8 @@ pub struct SetupBreakdown {
     pub driver_ms: f64,
     /// Binding (and on first use creating) the primary context, slowest rank.
     pub context_ms: f64,
-    /// PTX JIT of the reduce kernel, slowest rank (fast once the driver's JIT cache is warm).
+    /// Loading the kernel modules, slowest rank: a prebuilt cubin where the
+    /// GPU matches, else PTX JIT (fast once the driver's JIT cache is warm).
     pub ptx_ms: f64,
     /// Enabling peer access between the GPUs.
     pub peer_ms: f64,

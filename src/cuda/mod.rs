@@ -77,6 +77,8 @@ pub struct DeviceInfo {
     pub name: String,
     pub total_mem: usize,
     pub sms: usize,
+    /// Compute capability (major, minor), e.g. (9, 0) for an H200.
+    pub cc: (i32, i32),
 }
 
 /// Facts about the driver and its GPUs.
@@ -156,11 +158,28 @@ fn load_driver() -> CuResult<DriverInfo> {
                 dev,
             )
         })?;
+        let mut cc = (0, 0);
+        for (out, attr) in [
+            (
+                &mut cc.0,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+            ),
+            (
+                &mut cc.1,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+            ),
+        ] {
+            // SAFETY: valid out-pointer, attribute and device.
+            check("cuDeviceGetAttribute", unsafe {
+                sys::cuDeviceGetAttribute(out, attr, dev)
+            })?;
+        }
         devices.push(DeviceInfo {
             ordinal,
             name,
             total_mem: total,
             sms: sms.max(1) as usize,
+            cc,
         });
     }
     Ok(DriverInfo { version, devices })
@@ -204,6 +223,7 @@ pub struct Ctx<'id> {
     ordinal: usize,
     ctx: sys::CUcontext,
     sms: usize,
+    cc: (i32, i32),
     _brand: Brand<'id>,
     _thread: NotSend,
 }
@@ -212,15 +232,19 @@ pub struct Ctx<'id> {
 /// The primary context is retained for the duration and released after.
 pub fn with_device<R>(ordinal: usize, f: impl for<'id> FnOnce(Ctx<'id>) -> R) -> CuResult<R> {
     let info = driver()?;
-    let sms = info.devices.get(ordinal).map(|d| d.sms).ok_or_else(|| {
-        err(
-            "cuDeviceGet",
-            format!(
-                "device {ordinal} does not exist ({} present)",
-                info.devices.len()
-            ),
-        )
-    })?;
+    let (sms, cc) = info
+        .devices
+        .get(ordinal)
+        .map(|d| (d.sms, d.cc))
+        .ok_or_else(|| {
+            err(
+                "cuDeviceGet",
+                format!(
+                    "device {ordinal} does not exist ({} present)",
+                    info.devices.len()
+                ),
+            )
+        })?;
     let dev = device_handle(ordinal)?;
     let mut ctx = std::ptr::null_mut();
     // SAFETY: valid out-pointer and device.
@@ -241,6 +265,7 @@ pub fn with_device<R>(ordinal: usize, f: impl for<'id> FnOnce(Ctx<'id>) -> R) ->
         ordinal,
         ctx,
         sms,
+        cc,
         _brand: PhantomData,
         _thread: PhantomData,
     }))
@@ -358,17 +383,20 @@ impl<'id> Ctx<'id> {
         })
     }
 
-    /// The reduce kernel for this device, from a module JIT-compiled once per
-    /// device and kept for the life of the process.
-    pub fn kernel(&self, ptx: &'static str, name: &'static str) -> CuResult<Kernel<'id>> {
-        static MODULES: Mutex<Vec<(usize, &'static str, usize)>> = Mutex::new(Vec::new());
+    /// Kernel `name` of `module` on this device, from a module loaded once
+    /// per device and kept for the life of the process. On a GPU of the
+    /// architecture the module was assembled for ahead of time, the cubin is
+    /// loaded (no JIT); anywhere else, or if the driver refuses the cubin, or
+    /// with `RINGREDUCE_PTX_JIT=1`, the driver JIT-compiles the PTX text.
+    pub fn kernel(&self, module: &KernelModule, name: &'static str) -> CuResult<Kernel<'id>> {
+        static MODULES: Mutex<Vec<(usize, usize, usize, &'static str)>> = Mutex::new(Vec::new());
         let mut mods = MODULES.lock().unwrap_or_else(|e| e.into_inner());
-        let key_ptx = ptx.as_ptr() as usize;
-        let module = match mods
+        let key = module.ptx.as_ptr() as usize;
+        let (handle, source) = match mods
             .iter()
-            .find(|(o, p, _)| *o == self.ordinal && p.as_ptr() as usize == key_ptx)
+            .find(|(o, k, _, _)| *o == self.ordinal && *k == key)
         {
-            Some((_, _, m)) => *m as sys::CUmodule,
+            Some((_, _, m, src)) => (*m as sys::CUmodule, *src),
             None => {
                 // Keep this device's primary context alive for the life of the
                 // process: the cached module belongs to it, and a later engine
@@ -378,15 +406,21 @@ impl<'id> Ctx<'id> {
                 check("cuDevicePrimaryCtxRetain", unsafe {
                     sys::cuDevicePrimaryCtxRetain(&mut keep, device_handle(self.ordinal)?)
                 })?;
-                let src = std::ffi::CString::new(ptx)
-                    .map_err(|_| err("cuModuleLoadData", "PTX contains a NUL byte"))?;
-                let mut m = std::ptr::null_mut();
-                // SAFETY: NUL-terminated PTX text; current context is self.ctx.
-                check("cuModuleLoadData", unsafe {
-                    sys::cuModuleLoadData(&mut m, src.as_ptr().cast())
-                })?;
-                mods.push((self.ordinal, ptx, m as usize));
-                m
+                let forced_jit = std::env::var("RINGREDUCE_PTX_JIT").is_ok_and(|v| v == "1");
+                let prebuilt = module
+                    .cubin
+                    .filter(|(_, cc, _)| *cc == self.cc && !forced_jit)
+                    .and_then(|(bytes, _, label)| load_image(bytes).ok().map(|m| (m, label)));
+                let (m, src) = match prebuilt {
+                    Some(x) => x,
+                    None => {
+                        let text = std::ffi::CString::new(module.ptx)
+                            .map_err(|_| err("cuModuleLoadData", "PTX contains a NUL byte"))?;
+                        (load_image(text.as_bytes_with_nul())?, "PTX JIT")
+                    }
+                };
+                mods.push((self.ordinal, key, m as usize, src));
+                (m, src)
             }
         };
         let cname = std::ffi::CString::new(name)
@@ -394,15 +428,55 @@ impl<'id> Ctx<'id> {
         let mut f = std::ptr::null_mut();
         // SAFETY: module is loaded in this device's primary context, which is current.
         check("cuModuleGetFunction", unsafe {
-            sys::cuModuleGetFunction(&mut f, module, cname.as_ptr())
+            sys::cuModuleGetFunction(&mut f, handle, cname.as_ptr())
         })?;
         Ok(Kernel {
             f,
             sms: self.sms,
+            source,
             _brand: PhantomData,
             _thread: PhantomData,
         })
     }
+}
+
+/// A hand-written PTX module, and optionally the same PTX assembled ahead of
+/// time by `ptxas` (checked byte for byte by CI): (image, compute capability,
+/// label).
+#[derive(Debug, Clone, Copy)]
+pub struct KernelModule {
+    pub ptx: &'static str,
+    pub cubin: Option<(&'static [u8], (i32, i32), &'static str)>,
+}
+
+/// `cuModuleLoadData` of a NUL-terminated PTX text or a cubin image, in the
+/// current context.
+fn load_image(image: &[u8]) -> CuResult<sys::CUmodule> {
+    let is_elf = image.starts_with(b"\x7fELF");
+    if !is_elf && image.last() != Some(&0) {
+        return Err(err("cuModuleLoadData", "PTX text is not NUL-terminated"));
+    }
+    // An ELF image is parsed in place: give it 8-byte alignment
+    // (include_bytes! guarantees none).
+    let mut aligned = vec![0u64; image.len().div_ceil(8)];
+    let ptr: *const c_void = if is_elf {
+        // SAFETY: `aligned` holds at least image.len() bytes; u64 has no
+        // invalid bit patterns; the regions do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(image.as_ptr(), aligned.as_mut_ptr().cast(), image.len())
+        };
+        aligned.as_ptr().cast()
+    } else {
+        image.as_ptr().cast()
+    };
+    let mut m = std::ptr::null_mut();
+    // SAFETY: `ptr` is a NUL-terminated PTX text or an 8-byte-aligned ELF
+    // cubin (the driver reads its length from the ELF header), alive for the
+    // call; a context is current on this thread.
+    check("cuModuleLoadData", unsafe {
+        sys::cuModuleLoadData(&mut m, ptr)
+    })?;
+    Ok(m)
 }
 
 // ---------------------------------------------------------------------------
@@ -645,8 +719,45 @@ impl Event<'_> {
 pub struct Kernel<'id> {
     f: sys::CUfunction,
     sms: usize,
+    source: &'static str,
     _brand: Brand<'id>,
     _thread: NotSend,
+}
+
+impl Kernel<'_> {
+    /// How the module was loaded: a prebuilt cubin's label, or `PTX JIT`.
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+}
+
+/// The operands of [`Stream::exchange`]: (buffer, element offset) pairs.
+pub struct Exchange<'a, 'id, T> {
+    pub dst: (&'a DevBuf<'id, T>, usize),
+    pub a: (&'a DevBuf<'id, T>, usize),
+    /// The peer's receive slot (written by this rank's kernel).
+    pub peer_slot: (&'a PeerBuf, usize),
+    /// This rank's receive slot (written by the peer's kernel).
+    pub my_slot: (&'a DevBuf<'id, T>, usize),
+    /// The peer's flag array, [`EXCHANGE_MAX_BLOCKS`] u64.
+    pub peer_flags: &'a PeerBuf,
+    /// This rank's flag array (zeroed once at setup).
+    pub my_flags: &'a DevBuf<'id, u64>,
+    pub n: usize,
+    /// Larger than every earlier `seq` on these flags; equal on both ranks.
+    pub seq: u64,
+}
+
+/// Most blocks of an exchange launch, and the length of a flag array. Every
+/// block of both ranks' grids must be resident at once (each spins on its
+/// partner), so this stays below the SM count of any GPU the kernel runs on.
+pub const EXCHANGE_MAX_BLOCKS: usize = 128;
+
+/// Blocks of an exchange launch: a function of `n` alone, so both ranks
+/// launch the same grid (about 4 float4 per thread, at most 128 blocks).
+pub fn exchange_blocks(n: usize) -> usize {
+    n.div_ceil(BLOCK as usize * 16)
+        .clamp(1, EXCHANGE_MAX_BLOCKS)
 }
 
 /// Threads per block for the reduce kernel.
@@ -852,6 +963,73 @@ impl<'id> Stream<'id> {
                 params.as_mut_ptr(),
                 std::ptr::null_mut(),
             )
+        })
+    }
+
+    /// Launch the one-kernel exchange of 2 ranks (`ptx/exchange_f32.ptx`):
+    /// push `a[..n]` into the peer's slot, raise this call's flag in the
+    /// peer's flag array, wait for the peer's flag in `my_flags`, then
+    /// `dst = a + my_slot`. The peer rank launches the same kernel with the
+    /// roles swapped; the kernel spins until it has, and traps after 10 s.
+    pub fn exchange<T: Copy>(&self, k: &Kernel<'id>, x: &Exchange<'_, 'id, T>) -> CuResult<()> {
+        let call = "cuLaunchKernel(rr_exchange_sum)";
+        let n = x.n;
+        let elem = std::mem::size_of::<T>();
+        let mut pd = x.dst.0.ptr_at(call, x.dst.1, n)?;
+        let mut pa = x.a.0.ptr_at(call, x.a.1, n)?;
+        let mut pm = x.my_slot.0.ptr_at(call, x.my_slot.1, n)?;
+        let blocks = exchange_blocks(n);
+        let mut mf = x.my_flags.ptr_at(call, 0, blocks)?;
+        let bytes = (n * elem) as u64;
+        let overlap = |p: u64, q: u64| p < q + bytes && q < p + bytes;
+        if n > 0 && ((overlap(pd, pa) && pd != pa) || overlap(pd, pm) || overlap(pa, pm)) {
+            return Err(err(call, "overlapping operands"));
+        }
+        // The Arcs keep the peer's allocations alive during the launch call.
+        let (_keep_s, mut ps) = x.peer_slot.0.range::<T>("peer slot", x.peer_slot.1, n)?;
+        let (_keep_f, mut pf) = x.peer_flags.range::<u64>("peer flags", 0, blocks)?;
+        let (mut count, mut seq) = (n as u64, x.seq);
+        let mut params: [*mut c_void; 8] = [
+            (&mut pd as *mut u64).cast(),
+            (&mut pa as *mut u64).cast(),
+            (&mut ps as *mut u64).cast(),
+            (&mut pm as *mut u64).cast(),
+            (&mut pf as *mut u64).cast(),
+            (&mut mf as *mut u64).cast(),
+            (&mut count as *mut u64).cast(),
+            (&mut seq as *mut u64).cast(),
+        ];
+        // SAFETY: the kernel takes eight u64 parameters in this order; dst,
+        // a and my_slot lie in live allocations of this context for n
+        // elements (checked), the peer slot in a live peer allocation
+        // reachable through peer access (checked, kept alive), and both flag
+        // arrays hold one u64 per block (checked). The kernel writes only
+        // dst[0..n], the peer slot and this block's peer flag.
+        check(call, unsafe {
+            sys::cuLaunchKernel(
+                k.f,
+                blocks as u32,
+                1,
+                1,
+                BLOCK,
+                1,
+                1,
+                0,
+                self.s,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        })
+    }
+
+    /// `cuMemsetD8Async` of the whole buffer to zero bytes.
+    pub fn zero<T: Copy>(&self, buf: &DevBuf<'id, T>) -> CuResult<()> {
+        if buf.alloc.bytes == 0 {
+            return Ok(());
+        }
+        // SAFETY: the whole live allocation, a stream of the same context.
+        check("cuMemsetD8Async", unsafe {
+            sys::cuMemsetD8Async(buf.alloc.ptr, 0, buf.alloc.bytes, self.s)
         })
     }
 

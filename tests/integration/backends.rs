@@ -31,6 +31,7 @@ fn algos() -> Vec<Algo> {
         Algo::ONESHOT_PULL,
         Algo::OneShotPull { slices: 3 },
         Algo::OneShotFused,
+        Algo::OneShotFlag,
         Algo::OneShot {
             slices: 4,
             chain: false,
@@ -223,6 +224,11 @@ pub fn register(h: &mut Harness) {
                     (999, Algo::ONESHOT_PULL),
                     (999, Algo::OneShotFused),
                     (999, Algo::ONESHOT),
+                    (999, Algo::OneShotFlag),
+                    (1_000_003, Algo::OneShotFlag),
+                    (5, Algo::OneShotFlag),
+                    (5, Algo::ONESHOT),
+                    (4096, Algo::OneShotFlag),
                 ] {
                     let data = verify::make_inputs::<f32>(Inputs::Exact, n, count, 5);
                     let reference = verify::reference(&data);
@@ -237,6 +243,51 @@ pub fn register(h: &mut Harness) {
                     ensure!(
                         v.passed(),
                         "n={n} count={count} {}: {:?}",
+                        algo.label(),
+                        v.first_wrong
+                    );
+                }
+            }
+            pass()
+        }
+    );
+
+    test_backend!(
+        h,
+        "backends::back_to_back_in_place_calls",
+        1,
+        |b: BackendChoice| -> TestResult {
+            // In place, each call multiplies the buffers by n: after k calls
+            // without a synchronize every rank holds n^(k-1) * sum, exactly
+            // (small integers). Sizes change between bursts, so the flag
+            // kernel's grid (and its per-block flags) changes too.
+            for n in [2, 3] {
+                let mut e = engine(b, n)?;
+                for (count, algo) in [
+                    (1000, Algo::OneShotFlag),
+                    (100_000, Algo::OneShotFlag),
+                    (3, Algo::OneShotFlag),
+                    (1000, Algo::ONESHOT),
+                    (1000, Algo::OneShotFlag),
+                    (1_000_003, Algo::OneShotFlag),
+                ] {
+                    let calls = 5u32;
+                    let data = verify::make_inputs::<f32>(Inputs::Exact, n, count, 9);
+                    let mut reference = verify::reference(&data);
+                    let scale = (n as f64).powi(calls as i32 - 1);
+                    reference.sum.iter_mut().for_each(|x| *x *= scale);
+                    reference.abs.iter_mut().for_each(|x| *x *= scale);
+                    e.load(&data, true).map_err(|x| x.to_string())?;
+                    let plan = e.plan(algo, count, true).map_err(|x| x.to_string())?;
+                    for _ in 0..calls {
+                        e.launch(&plan).map_err(|x| x.to_string())?;
+                    }
+                    e.synchronize().map_err(|x| x.to_string())?;
+                    let out = e.read(Buf::Recv, count).map_err(|x| x.to_string())?;
+                    let v = verify::check(&out, &reference, true);
+                    ensure!(
+                        v.passed(),
+                        "n={n} count={count} {} x{calls} in place: {:?}",
                         algo.label(),
                         v.first_wrong
                     );
