@@ -3,6 +3,7 @@
 #   bash .device/gpu-check.sh quick     smoke: run cases + GPU tests
 #   bash .device/gpu-check.sh full      + compute-sanitizer + check vs NCCL + bench sweeps
 #   bash .device/gpu-check.sh flag      the flag one-shot vs the other small-message paths and NCCL
+#   bash .device/gpu-check.sh final     the recorded run: auto vs NCCL (plain and graphs), tests, check, sanitizer
 set -uo pipefail
 MODE="${1:-full}"
 # MAXB shrinks the sweeps for a dry run of this script (default: the real sizes).
@@ -21,6 +22,26 @@ log "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')  mode: $MODE"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 nvidia-smi topo -m | head -4
 
+if [ "$MODE" = final ]; then
+    # The recorded run: first process on a fresh machine (a real cold start),
+    # the shipped auto path vs NCCL, both also replayed from CUDA graphs.
+    run "$RR" bench --ranks 2 --algo ring,nccl,ring:graph,nccl:graph -b 8 -e $MAXB -f 2 -n 20 -w 5 -J "$OUT/final-2r.json" --csv "$OUT/final-2r.csv" --plot "$OUT/final-2r.svg"
+    log "cold start with the kernels JIT-compiled from PTX instead of the cubin"
+    RINGREDUCE_PTX_JIT=1 "$RR" bench --ranks 2 --algo ring,nccl -b 4MiB -e 4MiB -n 20 -w 5 --no-ceiling 2>&1 | grep -E "setup:|^# (ring|nccl) "; echo "[exit $?]"
+    log "integration tests"
+    "$D/integration" 2>&1 | tee "$OUT/tests.log" | grep -v ' \.\.\. ok' ; echo "[exit ${PIPESTATUS[0]}]"
+    run "$RR" run --backend cuda --ranks 2 --size 4MiB --in-place
+    run "$RR" run --backend cuda --ranks 3 --count 5 --in-place
+    run "$RR" check --ranks 2 --sizes 8,4KiB,1MiB+3,16MiB+12,64MiB,1GiB+12 --algo ring,oneshot:flag,oneshot:fused,ring:pipe4
+    run "$RR" check --ranks 2 --sizes 8,1MiB+3,16MiB+12,256MiB --algo ring --inputs exact
+    log "compute-sanitizer memcheck"
+    timeout 180 compute-sanitizer --tool memcheck --leak-check full "$RR" run --backend cuda --ranks 2 --size 4MiB 2>&1 | tail -4; echo "[exit ${PIPESTATUS[0]}]"
+    timeout 180 compute-sanitizer --tool memcheck "$RR" run --backend cuda --ranks 2 --size 4MiB --in-place 2>&1 | tail -4; echo "[exit ${PIPESTATUS[0]}]"
+    timeout 180 compute-sanitizer --tool memcheck "$RR" run --backend cuda --ranks 3 --count 1003 --in-place --algo ring:pipe2 2>&1 | tail -4; echo "[exit ${PIPESTATUS[0]}]"
+    log "NCCL_ALGO=Tree"
+    NCCL_ALGO=Tree "$RR" bench --ranks 2 --algo nccl -b 1MiB -e $MAXB -f 4 -n 20 -w 5 -c 0 --no-ceiling | grep -vE "^# (Note|Hardware|Using|  Rank)"; echo "[exit $?]"
+    exit 0
+fi
 if [ "$MODE" = flag ]; then
     # The flag one-shot (one exchange kernel per rank) against the fused and
     # chained one-shots, the ring and NCCL; cold start from the cubin vs PTX JIT.

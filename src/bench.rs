@@ -11,7 +11,7 @@
 use crate::algo::{Algo, AlgoChoice};
 use crate::cuda::nccl::Nccl;
 use crate::element::Element;
-use crate::engine::Engine;
+use crate::engine::{Engine, GRAPH_CALLS};
 use crate::error::{Error, Result};
 use crate::plan::{Buf, Label, Lane, Plan, PlanBuilder, Region};
 use crate::report::{ColdStart, Measurement, Row};
@@ -26,8 +26,12 @@ pub enum Contender {
     Engine { name: String, choice: AlgoChoice },
     /// NCCL's all-reduce on the same buffers.
     Nccl,
-    /// NCCL's all-reduce captured once into a CUDA graph per rank, replayed.
+    /// NCCL's all-reduce captured into a CUDA graph per rank
+    /// ([`GRAPH_CALLS`] calls per graph), replayed.
     NcclGraph,
+    /// ringreduce's auto path captured likewise (`ring:graph`); sizes whose
+    /// path cannot be captured (the ring) are left empty, with a note.
+    EngineGraph,
 }
 
 impl Contender {
@@ -36,6 +40,15 @@ impl Contender {
             Contender::Engine { name, .. } => name,
             Contender::Nccl => "nccl",
             Contender::NcclGraph => "nccl:graph",
+            Contender::EngineGraph => "ring:graph",
+        }
+    }
+
+    /// All-reduces per launch: [`GRAPH_CALLS`] for a graph replay, else 1.
+    pub fn calls_per_launch(&self) -> usize {
+        match self {
+            Contender::NcclGraph | Contender::EngineGraph => GRAPH_CALLS,
+            _ => 1,
         }
     }
 
@@ -47,6 +60,9 @@ impl Contender {
         }
         if s == "nccl:graph" {
             return Ok(Contender::NcclGraph);
+        }
+        if s == "ring:graph" {
+            return Ok(Contender::EngineGraph);
         }
         let choice = match s.as_str() {
             "ring" => AlgoChoice::Auto,
@@ -98,6 +114,7 @@ pub fn launch<T: Element>(
     match (c, plan) {
         (Contender::Nccl, _) => engine.launch_nccl(count, in_place),
         (Contender::NcclGraph, _) => engine.launch_nccl_graph(),
+        (Contender::EngineGraph, _) => engine.launch_graph(),
         (_, Some(p)) => engine.launch(p),
         (_, None) => Err(Error::Plan("no plan".into())),
     }
@@ -122,7 +139,8 @@ pub fn time_calls<T: Element>(
         launch(engine, c, plan, count, in_place)?;
     }
     engine.synchronize()?;
-    Ok(t0.elapsed().as_secs_f64() * 1e6 / iters.max(1) as f64)
+    let calls = iters.max(1) * c.calls_per_launch();
+    Ok(t0.elapsed().as_secs_f64() * 1e6 / calls as f64)
 }
 
 /// Median microseconds of `iters` calls, each synchronized on every rank.
@@ -169,11 +187,27 @@ pub fn checked_call<T: Element>(
             engine.nccl_graph_capture(count, in_place)?;
             None
         }
+        Contender::EngineGraph => {
+            engine.graph_capture(count, in_place)?;
+            None
+        }
     };
     launch(engine, c, plan.as_ref(), count, in_place)?;
     engine.synchronize()?;
     let out = engine.read(Buf::Recv, count)?;
-    let v = verify::check(&out, reference, exact);
+    // In place, each of a graph's calls multiplies the buffers by n.
+    let calls = c.calls_per_launch();
+    let v = if in_place && calls > 1 {
+        let scale = (engine.ranks() as f64).powi(calls as i32 - 1);
+        let scaled = verify::Reference {
+            sum: reference.sum.iter().map(|x| x * scale).collect(),
+            abs: reference.abs.iter().map(|x| x * scale).collect(),
+            ranks: reference.ranks,
+        };
+        verify::check(&out, &scaled, exact)
+    } else {
+        verify::check(&out, reference, exact)
+    };
     let mut wrong = v.total_wrong();
     if !in_place {
         let send = engine.read(Buf::Send, count)?;
@@ -295,16 +329,30 @@ pub fn measure_row<T: Element>(
                 engine.nccl_graph_capture(count, in_place)?;
                 None
             }
+            Contender::EngineGraph => match engine.graph_capture(count, in_place) {
+                Ok(path) => {
+                    if !paths.contains(&path) {
+                        paths.push(path);
+                    }
+                    None
+                }
+                // This size's path cannot be captured: an empty cell.
+                Err(Error::Unsupported(..)) => {
+                    cells.push(None);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            },
         };
         let us = time_calls(engine, c, plan.as_ref(), count, in_place, warmup, iters)?;
         let wrong = match &reference {
             Some(r) => Some(checked_call(engine, c, count, in_place, &inputs, r, true)?.0),
             None => None,
         };
-        cells.push(Measurement::new(size, n, us, wrong));
+        cells.push(Some(Measurement::new(size, n, us, wrong)));
     }
-    let ip = cells.pop();
-    let oop = cells.pop();
+    let ip = cells.pop().flatten();
+    let oop = cells.pop().flatten();
     Ok(Row {
         algo: c.name().to_string(),
         path: (!paths.is_empty()).then(|| paths.join("/")),

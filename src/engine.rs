@@ -71,6 +71,22 @@ pub struct Engine<T: Element> {
     chain: Option<(Algo, usize, usize)>,
     /// One-shot variants by (algorithm, count, in_place, parity, fenced).
     oneshots: HashMap<(Algo, usize, bool, usize, bool), Arc<Plan>>,
+    /// The calls captured into ringreduce's CUDA graphs, if any.
+    graph: Option<CapturedGraph>,
+    /// Whether NCCL graphs are captured (on the current buffers).
+    nccl_graph: bool,
+}
+
+/// All-reduces captured per CUDA graph, for ringreduce and for NCCL alike:
+/// two, so that the flag one-shot's scratch halves alternate inside a graph
+/// and every replay continues the chain where the previous one left it.
+pub const GRAPH_CALLS: usize = 2;
+
+#[derive(Debug, Clone)]
+struct CapturedGraph {
+    count: usize,
+    /// Flag one-shot calls (parity 1, then 0), which continue a chain.
+    chained: bool,
 }
 
 impl<T: Element> Engine<T> {
@@ -110,6 +126,8 @@ impl<T: Element> Engine<T> {
             fallback_note,
             chain: None,
             oneshots: HashMap::new(),
+            graph: None,
+            nccl_graph: false,
         })
     }
 
@@ -191,6 +209,9 @@ impl<T: Element> Engine<T> {
     pub fn reserve(&mut self, count: usize, scratch: usize) -> Result<()> {
         if count > self.count_cap || scratch > self.scratch_cap {
             self.chain = None;
+            // Captured graphs hold the old buffers' addresses.
+            self.graph = None;
+            self.nccl_graph = false;
             check_fits::<T>(count.max(scratch), self.ranks)?;
             let (c, s) = (count.max(self.count_cap), scratch.max(self.scratch_cap));
             self.backend.reserve(c, s)?;
@@ -237,28 +258,91 @@ impl<T: Element> Engine<T> {
             Some((_, _, half)) => (1 - half, true),
             None => (0, true),
         };
-        let key = (algo, plan.count, plan.in_place, parity, fenced);
-        let variant = match self.oneshots.get(&key) {
-            Some(p) => p.clone(),
-            None => {
-                let (n, c, ip) = (self.ranks, plan.count, plan.in_place);
-                let p = Arc::new(if algo == Algo::OneShotFlag {
-                    crate::algo::oneshot::flag_plan(n, c, T::SIZE, ip, parity, fenced)
-                } else {
-                    crate::algo::oneshot::plan(n, c, T::SIZE, ip, 1, parity, fenced)
-                });
-                if self.oneshots.len() > 64 {
-                    self.oneshots.clear();
-                }
-                self.oneshots.insert(key, p.clone());
-                p
-            }
-        };
+        let variant = self.chain_variant(algo, plan.count, plan.in_place, parity, fenced);
         self.reserve(plan.count, variant.scratch_len)?;
         // Set the chain only once the launch went through.
         self.chain = None;
         self.backend.launch(&variant)?;
         self.chain = Some((algo, plan.count, parity));
+        Ok(())
+    }
+
+    /// The chained one-shot plan of `algo` with the given scratch half and fence.
+    fn chain_variant(
+        &mut self,
+        algo: Algo,
+        count: usize,
+        in_place: bool,
+        parity: usize,
+        fenced: bool,
+    ) -> Arc<Plan> {
+        let key = (algo, count, in_place, parity, fenced);
+        if let Some(p) = self.oneshots.get(&key) {
+            return p.clone();
+        }
+        let n = self.ranks;
+        let p = Arc::new(if algo == Algo::OneShotFlag {
+            crate::algo::oneshot::flag_plan(n, count, T::SIZE, in_place, parity, fenced)
+        } else {
+            crate::algo::oneshot::plan(n, count, T::SIZE, in_place, 1, parity, fenced)
+        });
+        if self.oneshots.len() > 64 {
+            self.oneshots.clear();
+        }
+        self.oneshots.insert(key, p.clone());
+        p
+    }
+
+    /// Capture [`GRAPH_CALLS`] all-reduces of `count` elements on this
+    /// engine's path into one CUDA graph per rank (CUDA only); returns the
+    /// path. Only paths without events between streams or GPUs can be
+    /// captured: the fused one-shot out of place (one kernel, reading the
+    /// peer's never-written send buffer) and the flag one-shot in place (one
+    /// exchange kernel that numbers its calls on the GPU), both for 2 ranks.
+    /// The ring orders its steps with events across GPUs; replaying those
+    /// from per-GPU graphs could wait on a stale record, so it is refused.
+    pub fn graph_capture(&mut self, count: usize, in_place: bool) -> Result<String> {
+        self.graph = None;
+        let algo = self.algo_for(count);
+        let plan = self.plan(algo, count, in_place)?;
+        let chained = plan.algo == Some(Algo::OneShotFlag) && plan.ranks > 1 && plan.count > 0;
+        let plans: Vec<Arc<Plan>> = if chained {
+            // Halves 1 then 0, unfenced: launch_graph fences before a replay
+            // that does not follow a call on half 0 of this size.
+            vec![
+                self.chain_variant(Algo::OneShotFlag, count, in_place, 1, false),
+                self.chain_variant(Algo::OneShotFlag, count, in_place, 0, false),
+            ]
+        } else {
+            vec![plan.clone(); GRAPH_CALLS]
+        };
+        for p in &plans {
+            self.reserve(count, p.scratch_len)?;
+        }
+        self.chain = None;
+        self.backend.graph_capture(&plans)?;
+        self.graph = Some(CapturedGraph { count, chained });
+        Ok(plans[0].name.clone())
+    }
+
+    /// Replay the graphs of [`Engine::graph_capture`]: [`GRAPH_CALLS`]
+    /// all-reduces on every rank, asynchronously.
+    pub fn launch_graph(&mut self) -> Result<()> {
+        let g = self.graph.clone().ok_or_else(|| {
+            Error::Plan("no ringreduce graph captured (or the buffers grew since)".into())
+        })?;
+        let continues = self.chain == Some((Algo::OneShotFlag, g.count, 0));
+        if g.chained && !continues {
+            // Every rank's stream waits for every other rank's: then the
+            // graph's first push (half 1) cannot meet a pending read.
+            let fence = Arc::new(crate::algo::fence_plan(self.ranks));
+            self.backend.launch(&fence)?;
+        }
+        self.chain = None;
+        self.backend.launch_graph()?;
+        if g.chained {
+            self.chain = Some((Algo::OneShotFlag, g.count, 0));
+        }
         Ok(())
     }
 
@@ -268,14 +352,25 @@ impl<T: Element> Engine<T> {
         self.backend.launch_nccl(count, in_place)
     }
 
-    /// Capture one NCCL all-reduce per rank into a CUDA graph (CUDA only).
+    /// Capture [`GRAPH_CALLS`] NCCL all-reduces per rank into a CUDA graph
+    /// (CUDA only).
     pub fn nccl_graph_capture(&mut self, count: usize, in_place: bool) -> Result<()> {
         self.chain = None;
-        self.backend.nccl_graph_capture(count, in_place)
+        self.nccl_graph = false;
+        self.reserve(count, 0)?;
+        self.backend
+            .nccl_graph_capture(count, in_place, GRAPH_CALLS)?;
+        self.nccl_graph = true;
+        Ok(())
     }
 
-    /// Replay the captured NCCL graph on every rank.
+    /// Replay the captured NCCL graph on every rank ([`GRAPH_CALLS`] calls).
     pub fn launch_nccl_graph(&mut self) -> Result<()> {
+        if !self.nccl_graph {
+            return Err(Error::Plan(
+                "no NCCL graph captured (or the buffers grew since)".into(),
+            ));
+        }
         self.chain = None;
         self.backend.launch_nccl_graph()
     }

@@ -165,7 +165,8 @@ struct BenchArgs {
     check: u8,
     /// Algorithms, comma-separated: ring (auto path), ring:pipeK, ring:pipeKx2, ring:naive,
     /// oneshot, oneshot:fenced, oneshot:pipeK, oneshot:pull, oneshot:pullK, oneshot:fused,
-    /// oneshot:flag, ps, nccl, nccl:graph (NCCL replayed from a CUDA graph).
+    /// oneshot:flag, ps, nccl, nccl:graph (NCCL replayed from a CUDA graph, 2 calls per graph),
+    /// ring:graph (the auto path likewise, where it can be captured).
     #[arg(long, default_value = "ring,nccl,ps")]
     algo: String,
     /// Write all numbers as JSON.
@@ -686,6 +687,23 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
                 pb.set_message(format!("{} {}", c.name(), format_bytes(size)));
             }
             let row = bench::measure_row(&mut engine, c, count, warmup, iters, a.check != 0, 7)?;
+            if *c == Contender::EngineGraph
+                && row.out_of_place.is_none()
+                && !report
+                    .header
+                    .notes
+                    .iter()
+                    .any(|n| n.starts_with("ring:graph"))
+            {
+                report.header.notes.push(if kind == "cuda" {
+                    format!(
+                        "ring:graph: from {} the path cannot be captured into per-GPU CUDA graphs (it orders steps with events across GPUs); those cells are empty",
+                        format_bytes(size)
+                    )
+                } else {
+                    "ring:graph: the CPU backend has no CUDA graphs; those cells are empty".into()
+                });
+            }
             report.rows.push(row);
             if let Some(pb) = &pb {
                 pb.inc(1);

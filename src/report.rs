@@ -672,6 +672,15 @@ impl Report {
         if let Some(r) = reference.filter(|r| algos.contains(r)) {
             s.push_str(&self.render_comparison(r));
         }
+        // Graph replays compared with graph replays, as a second comparison.
+        if algos.contains(&"nccl:graph")
+            && algos
+                .iter()
+                .any(|a| a.ends_with(":graph") && *a != "nccl:graph")
+        {
+            s.push_str("#\n");
+            s.push_str(&self.render_comparison("nccl:graph"));
+        }
         s
     }
 }

@@ -32,8 +32,8 @@ pub enum Algo {
     /// one-shot.
     OneShotPull { slices: usize },
     /// Out of place: the reduce kernel reads the other ranks' send buffers
-    /// through peer access (no copy call, no event); in place: the chained
-    /// one-shot.
+    /// through peer access (no copy call, no event); in place: the flag
+    /// one-shot ([`Algo::OneShotFlag`]).
     OneShotFused,
     /// 2 ranks: the chained push one-shot, run by the CUDA backend as one
     /// kernel per rank that pushes, raises a flag in the peer's memory, waits
@@ -171,9 +171,11 @@ impl std::str::FromStr for AlgoChoice {
 /// Size-based choice for `Auto`, from the 2 x H200 runs of 2026-11-29
 /// (docs/perf-notes.md): for 2 ranks up to 16 MiB the fused one-shot (out of
 /// place the kernel reads the peer's send buffer: 1.4x-2.7x NCCL from 8 B to
-/// 8 MiB, 307 GB/s at 16 MiB vs 227 for ring:pipe2; in place it falls back to
-/// the chained push one-shot); then ring:pipe2 up to 512 MiB (1.25x NCCL at
-/// 64-256 MiB) and ring:pipe4 from 1 GiB (383 GB/s, 99% of the ceiling).
+/// 8 MiB, 307 GB/s at 16 MiB vs 227 for ring:pipe2; in place the flag
+/// one-shot, one exchange kernel per rank: 6.7-10 us per call up to 1 MiB
+/// vs NCCL's 12-18, 1.13x NCCL at 16 MiB); then ring:pipe2 up to 512 MiB
+/// (1.24x NCCL at 32-256 MiB, where the flag one-shot falls to 0.9x) and
+/// ring:pipe4 from 1 GiB (383 GB/s, 99% of the ceiling).
 /// The thresholds are in bytes per rank.
 pub fn choose(ranks: usize, bytes: usize) -> Algo {
     if ranks <= 2 && bytes <= ONESHOT_MAX_BYTES {
@@ -236,6 +238,19 @@ fn local_copy_only(mut b: PlanBuilder, begin: &[SignalId]) -> Plan {
         b.end(r, end);
     }
     debug_assert_eq!(ranks, b.finish_ref().ranks);
+    b.finish()
+}
+
+/// Not an all-reduce: every rank's compute lane waits until every other
+/// rank's has reached this point (a Begin each, and an End waiting for all
+/// of them). The engine issues it before replaying captured flag one-shot
+/// calls that do not continue a chain.
+pub fn fence_plan(ranks: usize) -> Plan {
+    let mut b = PlanBuilder::new("fence", ranks, 0, false);
+    let begin = b.begin_all();
+    for r in 0..ranks {
+        b.end(r, begin.clone());
+    }
     b.finish()
 }
 
@@ -477,8 +492,11 @@ mod tests {
                     let x = other.plan(2, count, 4, ip);
                     Plan::validate_sequence(&[&x, &first, &a, &b, &x, &first, &a])
                         .unwrap_or_else(|e| panic!("{} count={count}: {e}", other.label()));
-                    if other != Algo::OneShotFlag {
+                    // In place the fused one-shot is the flag plan too.
+                    if x.algo != Some(Algo::OneShotFlag) {
                         assert_eq!(x.flag_exchange(0), Ok(None), "{}", other.label());
+                    } else {
+                        assert!(other == Algo::OneShotFlag || (other == Algo::OneShotFused && ip));
                     }
                 }
             }
@@ -518,5 +536,29 @@ mod tests {
         let mut t = Algo::ONESHOT.plan(3, 8, 4, false);
         t.algo = Some(Algo::OneShotFlag);
         assert!(t.flag_exchange(0).is_err());
+    }
+
+    /// What a graph replay issues: a fence (unless a chain on half 0 of this
+    /// size came just before), then the captured flag calls on halves 1 and
+    /// 0, unfenced, again and again; next to any other plan.
+    #[test]
+    fn graph_replays_after_a_fence_are_race_free() {
+        let fence = fence_plan(2);
+        fence.issue_order().unwrap();
+        for count in [1, 5, 64] {
+            for ip in [false, true] {
+                let p1 = oneshot::flag_plan(2, count, 4, ip, 1, false);
+                let p0 = oneshot::flag_plan(2, count, 4, ip, 0, false);
+                for other in all_algos() {
+                    let x = other.plan(2, count, 4, ip);
+                    Plan::validate_sequence(&[
+                        &x, &fence, &p1, &p0, &p1, &p0, &x, &fence, &p1, &p0,
+                    ])
+                    .unwrap_or_else(|e| panic!("{} count={count}: {e}", other.label()));
+                }
+                // The halves matter: the same half twice in a row is a race.
+                assert!(Plan::validate_sequence(&[&p0, &p0, &p0]).is_err());
+            }
+        }
     }
 }

@@ -292,11 +292,12 @@ pub fn pull_plan(
 /// One-shot with the pull *fused into the reduce kernel*: out of place, each
 /// rank launches the reduce kernel with the other ranks' send buffers as the
 /// `b` operand, read through peer access. One kernel launch per peer and no
-/// copy call, no scratch, no event. In place it falls back to the chained
-/// push plan.
+/// copy call, no scratch, no event. In place the peer overwrites the buffer
+/// such a kernel would read, so it uses the flag one-shot ([`flag_plan`]:
+/// one exchange kernel per rank for 2 ranks, the chained push plan for more).
 pub fn fused_plan(ranks: usize, count: usize, elem_size: usize, in_place: bool) -> Plan {
     if in_place {
-        return plan(ranks, count, elem_size, true, 1, 0, true);
+        return flag_plan(ranks, count, elem_size, true, 0, true);
     }
     let mut b = PlanBuilder::new(Algo::OneShotFused.label(), ranks, count, false);
     b.set_algo(Algo::OneShotFused);

@@ -86,8 +86,10 @@ enum Cmd<T> {
     Run(Arc<Plan>, Arc<SignalBoard>, u64),
     NcclInit(nccl::Nccl, nccl::UniqueId, usize),
     Nccl(usize, bool),
-    NcclCapture(usize, bool),
+    NcclCapture(usize, bool, usize),
     NcclGraph,
+    Capture(Arc<Vec<Arc<Plan>>>),
+    Graph,
     TakeProfile,
 }
 
@@ -121,18 +123,23 @@ struct Rank<'id, T> {
     copy: Stream<'id>,
     copy2: Stream<'id>,
     kernel: Kernel<'id>,
-    /// The flag one-shot's kernel, its flag array (written by the peer) and
-    /// every rank's flag array; `seq` counts this rank's exchange launches.
+    /// The flag one-shot's kernel, its flag array (written by the peer),
+    /// its per-block call counts, and every rank's flag array.
     exchange: Kernel<'id>,
     flags: DevBuf<'id, u64>,
+    calls: DevBuf<'id, u64>,
     peer_flags: Arc<Vec<PeerBuf>>,
-    seq: u64,
     bufs: [DevBuf<'id, T>; 3],
     peers: Arc<Vec<[PeerBuf; 3]>>,
     events: Vec<Event<'id>>,
     remote: Arc<Vec<Vec<RemoteEvent>>>,
     nccl: Option<(nccl::Nccl, nccl::Comm)>,
     nccl_graph: Option<Graph<'id>>,
+    /// ringreduce's own captured calls, and whether a capture is under way
+    /// (then issuing an event is an error: a per-rank graph cannot replay
+    /// cross-rank event order safely).
+    graph: Option<Graph<'id>>,
+    capturing: bool,
     profile: IssueProfile,
     /// (context bind, PTX load) milliseconds at setup.
     setup_ms: (f64, f64, &'static str),
@@ -311,7 +318,9 @@ fn rank_main<'id, T: Element>(
         let source = kernel.source();
         // Zeroed before any peer can learn its address (Export comes later).
         let flags = ctx.alloc(cuda::EXCHANGE_MAX_BLOCKS).map_err(&e)?;
+        let calls = ctx.alloc(cuda::EXCHANGE_MAX_BLOCKS).map_err(&e)?;
         compute.zero(&flags).map_err(&e)?;
+        compute.zero(&calls).map_err(&e)?;
         compute.synchronize().map_err(&e)?;
         let bufs = [
             ctx.alloc(0).map_err(&e)?,
@@ -328,14 +337,16 @@ fn rank_main<'id, T: Element>(
             kernel,
             exchange,
             flags,
+            calls,
             peer_flags: Arc::new(Vec::new()),
-            seq: 0,
             bufs,
             peers: Arc::new(Vec::new()),
             events: Vec::new(),
             remote: Arc::new(Vec::new()),
             nccl: None,
             nccl_graph: None,
+            graph: None,
+            capturing: false,
             profile: IssueProfile::default(),
             setup_ms: (bind_ms, ptx_ms, source),
         })
@@ -350,6 +361,7 @@ fn rank_main<'id, T: Element>(
             let _ = st.copy.synchronize();
             let _ = st.copy2.synchronize();
             st.nccl_graph = None;
+            st.graph = None;
             st.nccl = None;
         }
     }
@@ -454,11 +466,11 @@ impl<'id, T: Element> Rank<'id, T> {
                 Ok(Reply::Done)
             }
             Cmd::Nccl(count, in_place) => self.nccl_call(count, in_place).map(|_| Reply::Done),
-            Cmd::NcclCapture(count, in_place) => {
+            Cmd::NcclCapture(count, in_place, calls) => {
                 self.nccl_graph = None;
                 self.sync()?;
                 self.compute.begin_capture().map_err(&e)?;
-                let r = self.nccl_call(count, in_place);
+                let r = (0..calls).try_for_each(|_| self.nccl_call(count, in_place));
                 // Always end the capture, also after an error inside it.
                 let g = self.compute.end_capture().map_err(&e);
                 r?;
@@ -466,6 +478,30 @@ impl<'id, T: Element> Rank<'id, T> {
                 Ok(Reply::Done)
             }
             Cmd::TakeProfile => Ok(Reply::Profile(std::mem::take(&mut self.profile))),
+            Cmd::Capture(plans) => {
+                self.graph = None;
+                self.sync()?;
+                self.compute.begin_capture().map_err(&e)?;
+                self.capturing = true;
+                // No other rank waits on anything issued here (checked), so
+                // a private board is enough.
+                let board = SignalBoard::new(plans.iter().map(|p| p.signals()).max().unwrap_or(0));
+                let r = plans.iter().try_for_each(|p| self.issue(p, &board, 1));
+                self.capturing = false;
+                // Always end the capture, also after an error inside it.
+                let g = self.compute.end_capture().map_err(&e);
+                r?;
+                self.graph = Some(g?);
+                Ok(Reply::Done)
+            }
+            Cmd::Graph => {
+                let g = self
+                    .graph
+                    .as_ref()
+                    .ok_or_else(|| Error::Plan(format!("rank {}: no graph captured", self.rank)))?;
+                self.compute.launch_graph(g).map_err(&e)?;
+                Ok(Reply::Done)
+            }
             Cmd::NcclGraph => {
                 let g = self.nccl_graph.as_ref().ok_or_else(|| Error::NcclRank {
                     rank: self.rank,
@@ -518,7 +554,7 @@ impl<'id, T: Element> Rank<'id, T> {
     }
 
     /// Launch the exchange kernel for a flag one-shot pair on the compute stream.
-    fn launch_exchange(&mut self, f: &FlagExchange) -> std::result::Result<(), CudaError> {
+    fn launch_exchange(&self, f: &FlagExchange) -> std::result::Result<(), CudaError> {
         let missing = |what: &str| CudaError {
             call: "cuLaunchKernel(rr_exchange_sum)",
             message: format!("no {what} for rank {}", f.peer),
@@ -528,7 +564,6 @@ impl<'id, T: Element> Rank<'id, T> {
             .peer_flags
             .get(f.peer)
             .ok_or_else(|| missing("flag array"))?;
-        self.seq += 1;
         let b = &self.bufs;
         self.compute.exchange(
             &self.exchange,
@@ -539,8 +574,8 @@ impl<'id, T: Element> Rank<'id, T> {
                 my_slot: (&b[f.my_slot.buf.index()], f.my_slot.range.start),
                 peer_flags,
                 my_flags: &self.flags,
+                calls: &self.calls,
                 n: f.dst.len(),
-                seq: self.seq,
             },
         )
     }
@@ -558,7 +593,19 @@ impl<'id, T: Element> Rank<'id, T> {
         // The flag one-shot: its push and reduce become one exchange kernel;
         // the peer's push signal becomes the kernel's flag (not an event).
         let fx = plan.flag_exchange(r).map_err(Error::Plan)?;
+        let not_capturable = |i: usize, why: &str| {
+            Error::Unsupported(
+                format!(
+                    "CUDA graph capture of {} (rank {r} op {i} {why})",
+                    plan.name
+                ),
+                "cuda",
+            )
+        };
         for (i, op) in plan.ops[r].iter().enumerate() {
+            if self.capturing && op.lane != Lane::Compute {
+                return Err(not_capturable(i, "runs on a second stream"));
+            }
             let stream = self.lane(op.lane);
             for w in &op.waits {
                 if plan.same_lane(w.0, r, op.lane) {
@@ -566,6 +613,9 @@ impl<'id, T: Element> Rank<'id, T> {
                 }
                 if fx.as_ref().is_some_and(|f| f.peer_signal == *w) {
                     continue; // the exchange kernel waits for the flag
+                }
+                if self.capturing {
+                    return Err(not_capturable(i, "waits on an event"));
                 }
                 let owner = plan.signal_owner[w.0];
                 if owner == r {
@@ -664,6 +714,9 @@ impl<'id, T: Element> Rank<'id, T> {
                 }
             }
             if let Some(s) = op.signal.filter(|s| plan.signal_needed[s.0]) {
+                if self.capturing {
+                    return Err(not_capturable(i, "records an event"));
+                }
                 let ev = self
                     .events
                     .get(s.0)
@@ -844,9 +897,23 @@ impl<T: Element> Backend<T> for CudaBackend<T> {
         Ok(())
     }
 
-    fn nccl_graph_capture(&mut self, count: usize, in_place: bool) -> Result<()> {
+    fn nccl_graph_capture(&mut self, count: usize, in_place: bool, calls: usize) -> Result<()> {
         self.threads
-            .run_each(|_| Cmd::NcclCapture(count, in_place))?;
+            .run_each(|_| Cmd::NcclCapture(count, in_place, calls))?;
+        Ok(())
+    }
+
+    fn graph_capture(&mut self, plans: &[Arc<Plan>]) -> Result<()> {
+        for p in plans {
+            p.check_ranks(self.ranks())?;
+        }
+        let all = Arc::new(plans.to_vec());
+        self.threads.run_each(|_| Cmd::Capture(all.clone()))?;
+        Ok(())
+    }
+
+    fn launch_graph(&mut self) -> Result<()> {
+        self.threads.run_each(|_| Cmd::Graph)?;
         Ok(())
     }
 

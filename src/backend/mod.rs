@@ -110,9 +110,19 @@ pub trait Backend<T: Element>: Send {
     fn launch_nccl(&mut self, _count: usize, _in_place: bool) -> Result<()> {
         Err(Error::Unsupported("NCCL".into(), self.kind().name()))
     }
-    /// Capture one NCCL all-reduce per rank into a CUDA graph (CUDA only).
-    fn nccl_graph_capture(&mut self, _count: usize, _in_place: bool) -> Result<()> {
+    /// Capture `calls` NCCL all-reduces per rank into a CUDA graph (CUDA only).
+    fn nccl_graph_capture(&mut self, _count: usize, _in_place: bool, _calls: usize) -> Result<()> {
         Err(Error::Unsupported("NCCL graphs".into(), self.kind().name()))
+    }
+    /// Capture `plans`, in order, into one CUDA graph per rank (CUDA only).
+    /// Only plans that need no event between streams or ranks can be
+    /// captured (checked while capturing).
+    fn graph_capture(&mut self, _plans: &[Arc<Plan>]) -> Result<()> {
+        Err(Error::Unsupported("CUDA graphs".into(), self.kind().name()))
+    }
+    /// Replay the graphs of [`Backend::graph_capture`] once on every rank.
+    fn launch_graph(&mut self) -> Result<()> {
+        Err(Error::Unsupported("CUDA graphs".into(), self.kind().name()))
     }
     /// Replay the captured NCCL graphs once on every rank.
     fn launch_nccl_graph(&mut self) -> Result<()> {

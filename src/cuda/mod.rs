@@ -743,9 +743,10 @@ pub struct Exchange<'a, 'id, T> {
     pub peer_flags: &'a PeerBuf,
     /// This rank's flag array (zeroed once at setup).
     pub my_flags: &'a DevBuf<'id, u64>,
+    /// This rank's per-block call counts (zeroed once at setup); the kernel
+    /// numbers its calls itself, so a CUDA graph can replay it.
+    pub calls: &'a DevBuf<'id, u64>,
     pub n: usize,
-    /// Larger than every earlier `seq` on these flags; equal on both ranks.
-    pub seq: u64,
 }
 
 /// Most blocks of an exchange launch, and the length of a flag array. Every
@@ -971,6 +972,7 @@ impl<'id> Stream<'id> {
     /// peer's flag array, wait for the peer's flag in `my_flags`, then
     /// `dst = a + my_slot`. The peer rank launches the same kernel with the
     /// roles swapped; the kernel spins until it has, and traps after 10 s.
+    /// Both ranks must launch the same sequence of exchanges (same `n`).
     pub fn exchange<T: Copy>(&self, k: &Kernel<'id>, x: &Exchange<'_, 'id, T>) -> CuResult<()> {
         let call = "cuLaunchKernel(rr_exchange_sum)";
         let n = x.n;
@@ -980,6 +982,7 @@ impl<'id> Stream<'id> {
         let mut pm = x.my_slot.0.ptr_at(call, x.my_slot.1, n)?;
         let blocks = exchange_blocks(n);
         let mut mf = x.my_flags.ptr_at(call, 0, blocks)?;
+        let mut calls = x.calls.ptr_at(call, 0, blocks)?;
         let bytes = (n * elem) as u64;
         let overlap = |p: u64, q: u64| p < q + bytes && q < p + bytes;
         if n > 0 && ((overlap(pd, pa) && pd != pa) || overlap(pd, pm) || overlap(pa, pm)) {
@@ -988,7 +991,7 @@ impl<'id> Stream<'id> {
         // The Arcs keep the peer's allocations alive during the launch call.
         let (_keep_s, mut ps) = x.peer_slot.0.range::<T>("peer slot", x.peer_slot.1, n)?;
         let (_keep_f, mut pf) = x.peer_flags.range::<u64>("peer flags", 0, blocks)?;
-        let (mut count, mut seq) = (n as u64, x.seq);
+        let mut count = n as u64;
         let mut params: [*mut c_void; 8] = [
             (&mut pd as *mut u64).cast(),
             (&mut pa as *mut u64).cast(),
@@ -996,15 +999,16 @@ impl<'id> Stream<'id> {
             (&mut pm as *mut u64).cast(),
             (&mut pf as *mut u64).cast(),
             (&mut mf as *mut u64).cast(),
+            (&mut calls as *mut u64).cast(),
             (&mut count as *mut u64).cast(),
-            (&mut seq as *mut u64).cast(),
         ];
         // SAFETY: the kernel takes eight u64 parameters in this order; dst,
         // a and my_slot lie in live allocations of this context for n
         // elements (checked), the peer slot in a live peer allocation
         // reachable through peer access (checked, kept alive), and both flag
-        // arrays hold one u64 per block (checked). The kernel writes only
-        // dst[0..n], the peer slot and this block's peer flag.
+        // arrays and the call counts hold one u64 per block (checked). The
+        // kernel writes only dst[0..n], the peer slot, its blocks' peer flags
+        // and its blocks' call counts.
         check(call, unsafe {
             sys::cuLaunchKernel(
                 k.f,

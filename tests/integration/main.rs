@@ -8,6 +8,7 @@ mod common;
 mod api;
 mod backends;
 mod cli;
+mod graphs;
 mod nccl;
 
 fn main() -> std::process::ExitCode {
@@ -15,6 +16,7 @@ fn main() -> std::process::ExitCode {
     backends::register(&mut h);
     api::register(&mut h);
     cli::register(&mut h);
+    graphs::register(&mut h);
     nccl::register(&mut h);
     h.run()
 }
