@@ -1,6 +1,7 @@
 //! Capturing ringreduce's calls into CUDA graphs, and replaying them.
 
 use crate::common::{engine, pass};
+use ringreduce::{AlgoChoice, EngineConfig};
 use crate::ensure;
 use crate::harness::{Harness, TestResult};
 use ringreduce::engine::GRAPH_CALLS;
@@ -71,7 +72,10 @@ pub fn register(h: &mut Harness) {
         "graphs::capture_and_replay_small_paths",
         1,
         |b: BackendChoice| -> TestResult {
-            let mut e = engine(b, 2)?;
+            // The auto path: fused one-shot out of place, flag in place.
+            let mut cfg = EngineConfig::new(2, b);
+            cfg.algo = AlgoChoice::Auto;
+            let mut e = Engine::<f32>::new(cfg).map_err(|x| x.to_string())?;
             if b == BackendChoice::Cpu {
                 // The CPU backend has no graphs: a clear error, not a panic.
                 match e.graph_capture(1000, false) {
