@@ -25,15 +25,15 @@ nvidia-smi topo -m | head -4
 if [ "$MODE" = final ]; then
     # The recorded run: first process on a fresh machine (a real cold start),
     # the shipped auto path vs NCCL, both also replayed from CUDA graphs.
-    run "$RR" bench --ranks 2 --algo ring,nccl,ring:graph,nccl:graph -b 8 -e $MAXB -f 2 -n 20 -w 5 -J "$OUT/final-2r.json" --csv "$OUT/final-2r.csv" --plot "$OUT/final-2r.svg"
+    run "$RR" bench --ranks 2 --algo ring,nccl,ring:graph,nccl:graph -b 8 -e $MAXB -f 2 -n 20 -w 5 --big 2GiB -J "$OUT/final-2r.json" --csv "$OUT/final-2r.csv" --plot "$OUT/final-2r.svg"
     log "cold start with the kernels JIT-compiled from PTX instead of the cubin"
     RINGREDUCE_PTX_JIT=1 "$RR" bench --ranks 2 --algo ring,nccl -b 4MiB -e 4MiB -n 20 -w 5 --no-ceiling 2>&1 | grep -E "setup:|^# (ring|nccl) "; echo "[exit $?]"
     log "integration tests"
     "$D/integration" 2>&1 | tee "$OUT/tests.log" | grep -v ' \.\.\. ok' ; echo "[exit ${PIPESTATUS[0]}]"
     run "$RR" run --backend cuda --ranks 2 --size 4MiB --in-place
     run "$RR" run --backend cuda --ranks 3 --count 5 --in-place
-    run "$RR" check --ranks 2 --sizes 8,4KiB,1MiB+3,16MiB+12,64MiB,1GiB+12 --algo ring,oneshot:flag,oneshot:fused,ring:pipe4
-    run "$RR" check --ranks 2 --sizes 8,1MiB+3,16MiB+12,256MiB --algo ring --inputs exact
+    run "$RR" check --ranks 2 --sizes 8,4KiB,1MiB+12,16MiB+12,64MiB,1GiB+12 --algo ring,oneshot:flag,oneshot:fused,ring:pipe4
+    run "$RR" check --ranks 2 --sizes 8,1MiB+12,16MiB+12,256MiB --algo ring --inputs exact
     log "compute-sanitizer memcheck"
     timeout 180 compute-sanitizer --tool memcheck --leak-check full "$RR" run --backend cuda --ranks 2 --size 4MiB 2>&1 | tail -4; echo "[exit ${PIPESTATUS[0]}]"
     timeout 180 compute-sanitizer --tool memcheck "$RR" run --backend cuda --ranks 2 --size 4MiB --in-place 2>&1 | tail -4; echo "[exit ${PIPESTATUS[0]}]"

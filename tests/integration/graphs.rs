@@ -1,13 +1,13 @@
 //! Capturing ringreduce's calls into CUDA graphs, and replaying them.
 
 use crate::common::{engine, pass};
-use ringreduce::{AlgoChoice, EngineConfig};
 use crate::ensure;
 use crate::harness::{Harness, TestResult};
 use ringreduce::engine::GRAPH_CALLS;
 use ringreduce::plan::Buf;
 use ringreduce::verify::{self, Inputs};
 use ringreduce::{Algo, BackendChoice, Engine, Error};
+use ringreduce::{AlgoChoice, EngineConfig};
 
 /// Load exact inputs, capture, replay `replays` times (with a ring call in
 /// between when `interleave`), and check every rank bitwise against
@@ -26,9 +26,7 @@ fn replay_case(
     let mut reference = verify::reference(&data);
     e.load(&data, in_place)
         .map_err(|x| format!("{what}: {x}"))?;
-    let path = e
-        .graph_capture(count, in_place)
-        .map_err(|x| format!("{what}: {x}"))?;
+    // The ring plan first: growing the buffers for it would drop the graph.
     let ring = e
         .plan(
             Algo::Ring {
@@ -40,6 +38,9 @@ fn replay_case(
             in_place,
         )
         .map_err(|x| x.to_string())?;
+    let path = e
+        .graph_capture(count, in_place)
+        .map_err(|x| format!("{what}: {x}"))?;
     let mut calls = 0;
     for k in 0..replays {
         e.launch_graph().map_err(|x| format!("{what}: {x}"))?;
