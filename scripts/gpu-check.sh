@@ -3,7 +3,8 @@
 #   bash .device/gpu-check.sh quick     smoke: run cases + GPU tests
 #   bash .device/gpu-check.sh full      + compute-sanitizer + check vs NCCL + bench sweeps
 #   bash .device/gpu-check.sh flag      the flag one-shot vs the other small-message paths and NCCL
-#   bash .device/gpu-check.sh final     the recorded run: auto vs NCCL (plain and graphs), tests, check, sanitizer
+#   bash .device/gpu-check.sh final     auto vs NCCL (plain and graphs), tests, check, sanitizer, Tree
+#   bash .device/gpu-check.sh record    the recorded benches only (median of 3 timed blocks per cell)
 set -uo pipefail
 MODE="${1:-full}"
 # MAXB shrinks the sweeps for a dry run of this script (default: the real sizes).
@@ -22,6 +23,13 @@ log "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')  mode: $MODE"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 nvidia-smi topo -m | head -4
 
+if [ "$MODE" = record ]; then
+    # The recorded bench alone (after `final` passed on the same code): auto vs
+    # NCCL to 1 GiB, then both replayed from CUDA graphs where auto can be.
+    run "$RR" bench --ranks 2 --algo ring,nccl -b 8 -e $MAXB -f 2 -n 20 -w 5 --blocks 3 --big 2GiB -J "$OUT/record-2r.json" --csv "$OUT/record-2r.csv" --plot "$OUT/record-2r.svg"
+    run "$RR" bench --ranks 2 --algo ring,nccl,ring:graph,nccl:graph -b 8 -e 16MiB -f 2 -n 20 -w 5 --blocks 3 --no-ceiling -J "$OUT/record-graph-2r.json"
+    exit 0
+fi
 if [ "$MODE" = final ]; then
     # The recorded run: first process on a fresh machine (a real cold start),
     # the shipped auto path vs NCCL, both also replayed from CUDA graphs.

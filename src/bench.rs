@@ -143,6 +143,31 @@ pub fn time_calls<T: Element>(
     Ok(t0.elapsed().as_secs_f64() * 1e6 / calls as f64)
 }
 
+/// Microseconds per call: the median over `blocks` timed blocks of the mean
+/// of `iters` back-to-back calls (after `warmup` calls). One block is the
+/// nccl-tests method; the median of a few makes a row immune to one stall of
+/// the machine (a descheduled host thread costs milliseconds, which a mean
+/// of 20 calls of 10 us cannot absorb). Every contender is timed this way.
+#[allow(clippy::too_many_arguments)]
+pub fn time_blocks<T: Element>(
+    engine: &mut Engine<T>,
+    c: &Contender,
+    plan: Option<&Arc<Plan>>,
+    count: usize,
+    in_place: bool,
+    warmup: usize,
+    iters: usize,
+    blocks: usize,
+) -> Result<f64> {
+    let mut v = Vec::with_capacity(blocks.max(1));
+    for b in 0..blocks.max(1) {
+        let w = if b == 0 { warmup } else { 0 };
+        v.push(time_calls(engine, c, plan, count, in_place, w, iters)?);
+    }
+    v.sort_by(f64::total_cmp);
+    Ok(v[v.len() / 2])
+}
+
 /// Median microseconds of `iters` calls, each synchronized on every rank.
 pub fn median_call_us<T: Element>(
     engine: &mut Engine<T>,
@@ -286,6 +311,7 @@ pub fn measure_row<T: Element>(
     count: usize,
     warmup: usize,
     iters: usize,
+    blocks: usize,
     check: bool,
     seed: u64,
 ) -> Result<Row> {
@@ -344,7 +370,16 @@ pub fn measure_row<T: Element>(
                 Err(e) => return Err(e),
             },
         };
-        let us = time_calls(engine, c, plan.as_ref(), count, in_place, warmup, iters)?;
+        let us = time_blocks(
+            engine,
+            c,
+            plan.as_ref(),
+            count,
+            in_place,
+            warmup,
+            iters,
+            blocks,
+        )?;
         let wrong = match &reference {
             Some(r) => Some(checked_call(engine, c, count, in_place, &inputs, r, true)?.0),
             None => None,

@@ -187,6 +187,10 @@ struct BenchArgs {
     /// Reduce the iteration count for rows above this size (keeps long sweeps short).
     #[arg(long, default_value = "256MiB")]
     big: String,
+    /// Timed blocks of -n calls per cell; the cell is the median block's mean
+    /// (1 = nccl-tests' single mean; more resists one-off stalls of the machine).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=100))]
+    blocks: u16,
 }
 
 fn main() -> ExitCode {
@@ -649,7 +653,8 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
             rank_to_device: engine.rank_to_device(),
             backend: engine.describe(),
             timing: format!(
-                "mean of -n back-to-back calls after -w warm-up calls, wall clock between full synchronizations of every rank's streams ({})",
+                "median of {} timed blocks, each the mean of -n back-to-back calls (after -w warm-up calls), wall clock between full synchronizations of every rank's streams ({})",
+                a.blocks as usize,
                 if kind == "cuda" { "GPU" } else { "CPU timings" }
             ),
             iters: a.iters,
@@ -686,7 +691,16 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
             if let Some(pb) = &pb {
                 pb.set_message(format!("{} {}", c.name(), format_bytes(size)));
             }
-            let row = bench::measure_row(&mut engine, c, count, warmup, iters, a.check != 0, 7)?;
+            let row = bench::measure_row(
+                &mut engine,
+                c,
+                count,
+                warmup,
+                iters,
+                a.blocks as usize,
+                a.check != 0,
+                7,
+            )?;
             if *c == Contender::EngineGraph
                 && row.out_of_place.is_none()
                 && !report
