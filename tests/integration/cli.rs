@@ -165,6 +165,15 @@ pub fn register(h: &mut Harness) {
         for args in [
             vec!["trace"],
             vec!["trace", "--algo", "ps", "--ranks", "4", "--count", "8"],
+            vec![
+                "trace",
+                "--algo",
+                "oneshot:flag",
+                "--ranks",
+                "2",
+                "--count",
+                "6",
+            ],
         ] {
             let (code, out, err) = rr(&args);
             ensure!(code == 0, "{err}");
