@@ -164,8 +164,13 @@ pub fn time_blocks<T: Element>(
         let w = if b == 0 { warmup } else { 0 };
         v.push(time_calls(engine, c, plan, count, in_place, w, iters)?);
     }
+    Ok(median(v))
+}
+
+/// The median of `v` (the upper one of an even count); `v` is not empty.
+fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    Ok(v[v.len() / 2])
+    v[v.len() / 2]
 }
 
 /// Median microseconds of `iters` calls, each synchronized on every rank.
@@ -184,8 +189,7 @@ pub fn median_call_us<T: Element>(
         engine.synchronize()?;
         v.push(t0.elapsed().as_secs_f64() * 1e6);
     }
-    v.sort_by(f64::total_cmp);
-    Ok(v[v.len() / 2])
+    Ok(median(v))
 }
 
 /// Run one checked call of `c` on exact-valued inputs; returns #wrong.
@@ -224,12 +228,7 @@ pub fn checked_call<T: Element>(
     let calls = c.calls_per_launch();
     let v = if in_place && calls > 1 {
         let scale = (engine.ranks() as f64).powi(calls as i32 - 1);
-        let scaled = verify::Reference {
-            sum: reference.sum.iter().map(|x| x * scale).collect(),
-            abs: reference.abs.iter().map(|x| x * scale).collect(),
-            ranks: reference.ranks,
-        };
-        verify::check(&out, &scaled, exact)
+        verify::check(&out, &reference.scaled(scale), exact)
     } else {
         verify::check(&out, reference, exact)
     };
@@ -531,10 +530,6 @@ pub fn host_cost<T: Element>(
 ) -> Result<HostCost> {
     let iters = iters.max(1);
     let plan = plan_for(engine, AlgoChoice::Auto, count, false)?;
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let profiling = engine.take_issue_profile().is_ok();
     let mut ping = Vec::with_capacity(iters);
     let mut issue = Vec::with_capacity(iters);

@@ -87,6 +87,18 @@ pub fn reference<T: Element>(inputs: &[Vec<T>]) -> Reference {
     }
 }
 
+impl Reference {
+    /// The reference of `factor` times the sum (e.g. n^(k-1) after k in-place
+    /// all-reduces of n ranks), with the error bound scaled alike.
+    pub fn scaled(&self, factor: f64) -> Reference {
+        Reference {
+            sum: self.sum.iter().map(|x| x * factor).collect(),
+            abs: self.abs.iter().map(|x| x * factor).collect(),
+            ranks: self.ranks,
+        }
+    }
+}
+
 /// Outcome of a check.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Verdict {

@@ -468,30 +468,24 @@ impl<'id, T: Element> Rank<'id, T> {
             Cmd::Nccl(count, in_place) => self.nccl_call(count, in_place).map(|_| Reply::Done),
             Cmd::NcclCapture(count, in_place, calls) => {
                 self.nccl_graph = None;
-                self.sync()?;
-                self.compute.begin_capture().map_err(&e)?;
-                let r = (0..calls).try_for_each(|_| self.nccl_call(count, in_place));
-                // Always end the capture, also after an error inside it.
-                let g = self.compute.end_capture().map_err(&e);
-                r?;
-                self.nccl_graph = Some(g?);
+                let g =
+                    self.capture(|me| (0..calls).try_for_each(|_| me.nccl_call(count, in_place)))?;
+                self.nccl_graph = Some(g);
                 Ok(Reply::Done)
             }
             Cmd::TakeProfile => Ok(Reply::Profile(std::mem::take(&mut self.profile))),
             Cmd::Capture(plans) => {
                 self.graph = None;
-                self.sync()?;
-                self.compute.begin_capture().map_err(&e)?;
-                self.capturing = true;
                 // No other rank waits on anything issued here (checked), so
                 // a private board is enough.
                 let board = SignalBoard::new(plans.iter().map(|p| p.signals()).max().unwrap_or(0));
-                let r = plans.iter().try_for_each(|p| self.issue(p, &board, 1));
-                self.capturing = false;
-                // Always end the capture, also after an error inside it.
-                let g = self.compute.end_capture().map_err(&e);
-                r?;
-                self.graph = Some(g?);
+                let g = self.capture(|me| {
+                    me.capturing = true;
+                    let r = plans.iter().try_for_each(|p| me.issue(p, &board, 1));
+                    me.capturing = false;
+                    r
+                })?;
+                self.graph = Some(g);
                 Ok(Reply::Done)
             }
             Cmd::Graph => {
@@ -511,6 +505,19 @@ impl<'id, T: Element> Rank<'id, T> {
                 Ok(Reply::Done)
             }
         }
+    }
+
+    /// Drain the streams, then capture what `body` issues on the compute
+    /// stream into a graph. The capture is always ended, also after an error
+    /// inside it.
+    fn capture(&mut self, body: impl FnOnce(&mut Self) -> Result<()>) -> Result<Graph<'id>> {
+        let e = self.err();
+        self.sync()?;
+        self.compute.begin_capture().map_err(&e)?;
+        let r = body(self);
+        let g = self.compute.end_capture().map_err(&e);
+        r?;
+        g
     }
 
     /// One NCCL all-reduce (f32 sum) on the compute stream, in a group.

@@ -950,6 +950,25 @@ impl<'id> Stream<'id> {
         // context and b in a live allocation readable from it (its own, or a
         // peer's with peer access enabled) for n elements; the kernel writes
         // only dst[0..n].
+        unsafe { self.launch_1d(k, blocks, &mut params, call) }
+    }
+
+    /// `cuLaunchKernel` of `k` on this stream: `blocks` blocks of [`BLOCK`]
+    /// threads, no shared memory.
+    ///
+    /// # Safety
+    /// `params` must hold one pointer per kernel parameter, in order, each to
+    /// a value of that parameter's type, and every address passed that way
+    /// must stay valid for what the kernel does with it until it completes.
+    unsafe fn launch_1d(
+        &self,
+        k: &Kernel<'id>,
+        blocks: usize,
+        params: &mut [*mut c_void],
+        call: &'static str,
+    ) -> CuResult<()> {
+        // SAFETY: the kernel belongs to this stream's context (same brand);
+        // the caller guarantees the parameters.
         check(call, unsafe {
             sys::cuLaunchKernel(
                 k.f,
@@ -1009,21 +1028,7 @@ impl<'id> Stream<'id> {
         // arrays and the call counts hold one u64 per block (checked). The
         // kernel writes only dst[0..n], the peer slot, its blocks' peer flags
         // and its blocks' call counts.
-        check(call, unsafe {
-            sys::cuLaunchKernel(
-                k.f,
-                blocks as u32,
-                1,
-                1,
-                BLOCK,
-                1,
-                1,
-                0,
-                self.s,
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        })
+        unsafe { self.launch_1d(k, blocks, &mut params, call) }
     }
 
     /// `cuMemsetD8Async` of the whole buffer to zero bytes.

@@ -273,10 +273,8 @@ pub fn register(h: &mut Harness) {
                 ] {
                     let calls = 5u32;
                     let data = verify::make_inputs::<f32>(Inputs::Exact, n, count, 9);
-                    let mut reference = verify::reference(&data);
-                    let scale = (n as f64).powi(calls as i32 - 1);
-                    reference.sum.iter_mut().for_each(|x| *x *= scale);
-                    reference.abs.iter_mut().for_each(|x| *x *= scale);
+                    let reference =
+                        verify::reference(&data).scaled((n as f64).powi(calls as i32 - 1));
                     e.load(&data, true).map_err(|x| x.to_string())?;
                     let plan = e.plan(algo, count, true).map_err(|x| x.to_string())?;
                     for _ in 0..calls {

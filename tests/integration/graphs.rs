@@ -52,9 +52,7 @@ fn replay_case(
     }
     e.synchronize().map_err(|x| format!("{what}: {x}"))?;
     if in_place {
-        let scale = (n as f64).powi(calls as i32 - 1);
-        reference.sum.iter_mut().for_each(|x| *x *= scale);
-        reference.abs.iter_mut().for_each(|x| *x *= scale);
+        reference = reference.scaled((n as f64).powi(calls as i32 - 1));
     }
     let out = e.read(Buf::Recv, count).map_err(|x| x.to_string())?;
     let v = verify::check(&out, &reference, true);
