@@ -1,160 +1,184 @@
-//! Measurement: timing collectives the same way for every algorithm, the
-//! NCCL side by side, the link ceiling, cold starts, and the `bench` sweep.
+//! Measurement: timing collectives the same way for every contender (the
+//! engine's paths, NCCL, both replayed from CUDA graphs), checking them, the
+//! link ceiling, cold starts and the host cost of a call.
 //!
-//! Timing method (the same for ring, one-shot, PS and NCCL): after `warmup`
-//! untimed calls and a synchronize of every rank's streams, `iters` calls are
-//! launched back to back and every rank's streams are synchronized again; the
-//! row's time is the wall time divided by `iters` (the mean, as nccl-tests
-//! reports). Each call is one plain call from the caller through the rank
-//! threads, for NCCL as for ringreduce.
+//! Timing method (the same for every contender): after `warmup` untimed
+//! calls and a synchronize of every rank's streams, `iters` calls are
+//! launched back to back and every rank's streams are synchronized again;
+//! the block's time is the wall time divided by the calls (nccl-tests' mean);
+//! a cell is the median of `blocks` such blocks, so one stall of the machine
+//! cannot spoil a row.
 
-use crate::algo::{Algo, AlgoChoice};
-use crate::cuda::nccl::Nccl;
-use crate::element::Element;
+use crate::algo::{probe, AlgoChoice};
+use crate::backend::{Binding, BufId};
+use crate::element::{Element, ReduceOp};
 use crate::engine::{Engine, GRAPH_CALLS};
 use crate::error::{Error, Result};
-use crate::plan::{Buf, Label, Lane, Plan, PlanBuilder, Region};
+use crate::plan::{Collective, Shape};
 use crate::report::{ColdStart, Measurement, Row};
-use crate::verify::{self, Inputs};
+use crate::verify::{self, Inputs, Reference, Verdict};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// What to run in one bench column.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Contender {
-    /// The ringreduce engine with a path choice (auto = picked by size).
-    Engine { name: String, choice: AlgoChoice },
-    /// NCCL's all-reduce on the same buffers.
+/// What runs in one bench column.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContenderKind {
+    /// The engine with a path choice (`auto` = picked by size).
+    Engine(AlgoChoice),
+    /// The same, captured into CUDA graphs ([`GRAPH_CALLS`] calls each),
+    /// replayed.
+    EngineGraph(AlgoChoice),
+    /// NCCL on the same buffers.
     Nccl,
-    /// NCCL's all-reduce captured into a CUDA graph per rank
-    /// ([`GRAPH_CALLS`] calls per graph), replayed.
+    /// NCCL captured likewise.
     NcclGraph,
-    /// ringreduce's auto path captured likewise (`ring:graph`); sizes whose
-    /// path cannot be captured (the ring) are left empty, with a note.
-    EngineGraph,
+}
+
+/// A named contender.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contender {
+    pub name: String,
+    pub kind: ContenderKind,
 }
 
 impl Contender {
-    pub fn name(&self) -> &str {
-        match self {
-            Contender::Engine { name, .. } => name,
-            Contender::Nccl => "nccl",
-            Contender::NcclGraph => "nccl:graph",
-            Contender::EngineGraph => "ring:graph",
-        }
+    /// `auto`, any algorithm name, `nccl`, and any of them with `:graph`.
+    pub fn parse(s: &str) -> Result<Contender> {
+        let name = s.trim().to_ascii_lowercase();
+        let (base, graph) = match name.strip_suffix(":graph") {
+            Some(b) => (b, true),
+            None => (name.as_str(), false),
+        };
+        let kind = match (base, graph) {
+            ("nccl", false) => ContenderKind::Nccl,
+            ("nccl", true) => ContenderKind::NcclGraph,
+            (b, g) => {
+                let c: AlgoChoice = b.parse().map_err(Error::BadArgument)?;
+                if g {
+                    ContenderKind::EngineGraph(c)
+                } else {
+                    ContenderKind::Engine(c)
+                }
+            }
+        };
+        Ok(Contender { name, kind })
     }
 
-    /// All-reduces per launch: [`GRAPH_CALLS`] for a graph replay, else 1.
+    /// Collectives per launch: [`GRAPH_CALLS`] for a graph replay, else 1.
     pub fn calls_per_launch(&self) -> usize {
-        match self {
-            Contender::NcclGraph | Contender::EngineGraph => GRAPH_CALLS,
+        match self.kind {
+            ContenderKind::NcclGraph | ContenderKind::EngineGraph(_) => GRAPH_CALLS,
             _ => 1,
         }
     }
 
-    /// Parse `ring`, `ring:pipeK`, `ring:naive`, `oneshot`, `ps`, `nccl`.
-    pub fn parse(s: &str) -> Result<Contender> {
-        let s = s.trim().to_ascii_lowercase();
-        if s == "nccl" {
-            return Ok(Contender::Nccl);
-        }
-        if s == "nccl:graph" {
-            return Ok(Contender::NcclGraph);
-        }
-        if s == "ring:graph" {
-            return Ok(Contender::EngineGraph);
-        }
-        let choice = match s.as_str() {
-            "ring" => AlgoChoice::Auto,
-            "ring:naive" | "naive" => AlgoChoice::Fixed(Algo::Ring {
-                slices: 1,
-                slots: 1,
-                lanes: 1,
-            }),
-            other => other.parse::<AlgoChoice>().map_err(Error::BadArgument)?,
-        };
-        Ok(Contender::Engine { name: s, choice })
+    pub fn is_nccl(&self) -> bool {
+        matches!(self.kind, ContenderKind::Nccl | ContenderKind::NcclGraph)
+    }
+
+    pub fn is_graph(&self) -> bool {
+        matches!(
+            self.kind,
+            ContenderKind::NcclGraph | ContenderKind::EngineGraph(_)
+        )
     }
 }
 
-/// Parse a comma-separated list of contenders.
+/// A comma-separated list of contenders.
 pub fn parse_contenders(list: &str) -> Result<Vec<Contender>> {
-    let v: Vec<Contender> = list
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(Contender::parse)
-        .collect::<Result<_>>()?;
+    let mut v: Vec<Contender> = Vec::new();
+    for s in list.split(',').filter(|s| !s.trim().is_empty()) {
+        let c = Contender::parse(s)?;
+        if !v.iter().any(|x| x.name == c.name) {
+            v.push(c);
+        }
+    }
     if v.is_empty() {
         return Err(Error::BadArgument(
-            "--algo needs at least one algorithm".into(),
+            "--algo needs at least one contender".into(),
         ));
     }
     Ok(v)
 }
 
-/// The plan a contender uses for `count` elements.
-pub fn plan_for<T: Element>(
-    engine: &mut Engine<T>,
-    choice: AlgoChoice,
-    count: usize,
-    in_place: bool,
-) -> Result<Arc<Plan>> {
-    let algo = engine.resolve(choice, count);
-    engine.plan(algo, count, in_place)
-}
-
-/// Launch one call of `c` (no synchronize).
-pub fn launch<T: Element>(
-    engine: &mut Engine<T>,
+/// Get `c` ready for calls of `shape` (capture its graph); returns the path
+/// the engine takes, if it is the engine.
+pub fn prepare<T: Element>(
+    e: &mut Engine<T>,
     c: &Contender,
-    plan: Option<&Arc<Plan>>,
-    count: usize,
-    in_place: bool,
-) -> Result<()> {
-    match (c, plan) {
-        (Contender::Nccl, _) => engine.launch_nccl(count, in_place),
-        (Contender::NcclGraph, _) => engine.launch_nccl_graph(),
-        (Contender::EngineGraph, _) => engine.launch_graph(),
-        (_, Some(p)) => engine.launch(p),
-        (_, None) => Err(Error::Plan("no plan".into())),
+    shape: &Shape,
+    op: ReduceOp,
+) -> Result<Option<String>> {
+    match &c.kind {
+        ContenderKind::Engine(choice) => Ok(Some(e.core().path_name(Some(choice), shape)?)),
+        ContenderKind::EngineGraph(choice) => {
+            let bind = Arc::new(vec![Binding::DEFAULT; e.ranks()]);
+            let path = e
+                .core_mut()
+                .graph_capture(Some(choice), *shape, T::DTYPE, op, bind)?;
+            Ok(Some(path))
+        }
+        ContenderKind::Nccl => Ok(None),
+        ContenderKind::NcclGraph => {
+            let call = e.nccl_call(shape, op);
+            e.core_mut().nccl_graph_capture(&call)?;
+            Ok(None)
+        }
     }
 }
 
-/// Mean microseconds per call over `iters` back-to-back calls after `warmup`.
+/// Launch one call (or one graph replay) of `c` (no synchronize).
+pub fn launch<T: Element>(e: &mut Engine<T>, c: &Contender, shape: &Shape, op: ReduceOp) -> Result<()> {
+    match &c.kind {
+        ContenderKind::Engine(choice) => e.launch(Some(choice), shape, op).map(|_| ()),
+        ContenderKind::EngineGraph(_) => e.core_mut().graph_replay(),
+        ContenderKind::Nccl => {
+            let call = e.nccl_call(shape, op);
+            e.core_mut().launch_nccl(&call)
+        }
+        ContenderKind::NcclGraph => e.core_mut().launch_nccl_graph(),
+    }
+}
+
+/// Mean microseconds per collective over `iters` back-to-back launches
+/// after `warmup`.
 pub fn time_calls<T: Element>(
-    engine: &mut Engine<T>,
+    e: &mut Engine<T>,
     c: &Contender,
-    plan: Option<&Arc<Plan>>,
-    count: usize,
-    in_place: bool,
+    shape: &Shape,
+    op: ReduceOp,
     warmup: usize,
     iters: usize,
 ) -> Result<f64> {
     for _ in 0..warmup {
-        launch(engine, c, plan, count, in_place)?;
+        launch(e, c, shape, op)?;
     }
-    engine.synchronize()?;
+    e.synchronize()?;
     let t0 = Instant::now();
     for _ in 0..iters.max(1) {
-        launch(engine, c, plan, count, in_place)?;
+        launch(e, c, shape, op)?;
     }
-    engine.synchronize()?;
+    e.synchronize()?;
     let calls = iters.max(1) * c.calls_per_launch();
     Ok(t0.elapsed().as_secs_f64() * 1e6 / calls as f64)
 }
 
-/// Microseconds per call: the median over `blocks` timed blocks of the mean
-/// of `iters` back-to-back calls (after `warmup` calls). One block is the
-/// nccl-tests method; the median of a few makes a row immune to one stall of
-/// the machine (a descheduled host thread costs milliseconds, which a mean
-/// of 20 calls of 10 us cannot absorb). Every contender is timed this way.
+/// The median of `v` (the upper one of an even count); 0 for none.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Microseconds per call: the median over `blocks` timed blocks.
 #[allow(clippy::too_many_arguments)]
 pub fn time_blocks<T: Element>(
-    engine: &mut Engine<T>,
+    e: &mut Engine<T>,
     c: &Contender,
-    plan: Option<&Arc<Plan>>,
-    count: usize,
-    in_place: bool,
+    shape: &Shape,
+    op: ReduceOp,
     warmup: usize,
     iters: usize,
     blocks: usize,
@@ -162,313 +186,146 @@ pub fn time_blocks<T: Element>(
     let mut v = Vec::with_capacity(blocks.max(1));
     for b in 0..blocks.max(1) {
         let w = if b == 0 { warmup } else { 0 };
-        v.push(time_calls(engine, c, plan, count, in_place, w, iters)?);
+        v.push(time_calls(e, c, shape, op, w, iters)?);
     }
     Ok(median(v))
 }
 
-/// The median of `v` (the upper one of an even count); `v` is not empty.
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+/// What every rank's output must be.
+pub enum Expect<T> {
+    /// The same on every rank (all-reduce, all-gather).
+    Same(Reference<T>),
+    /// One per rank (reduce-scatter).
+    PerRank(Vec<Reference<T>>),
 }
 
-/// Median microseconds of `iters` calls, each synchronized on every rank.
-pub fn median_call_us<T: Element>(
-    engine: &mut Engine<T>,
-    c: &Contender,
-    plan: Option<&Arc<Plan>>,
-    count: usize,
-    in_place: bool,
-    iters: usize,
-) -> Result<f64> {
-    let mut v = Vec::with_capacity(iters);
-    for _ in 0..iters.max(1) {
-        let t0 = Instant::now();
-        launch(engine, c, plan, count, in_place)?;
-        engine.synchronize()?;
-        v.push(t0.elapsed().as_secs_f64() * 1e6);
-    }
-    Ok(median(v))
-}
-
-/// Run one checked call of `c` on exact-valued inputs; returns #wrong.
-pub fn checked_call<T: Element>(
-    engine: &mut Engine<T>,
-    c: &Contender,
-    count: usize,
-    in_place: bool,
+/// The expected outputs of `collective` on `inputs`.
+pub fn expected<T: Element>(
+    collective: Collective,
     inputs: &[Vec<T>],
-    reference: &verify::Reference,
-    exact: bool,
-) -> Result<(u64, Vec<Vec<T>>)> {
-    engine.load(inputs, in_place)?;
-    // Poison the output so unwritten elements are caught.
-    engine.fill(
-        Buf::Recv,
-        if in_place { 0 } else { count },
-        T::from_f64(f64::NAN),
-    )?;
-    let plan = match c {
-        Contender::Engine { choice, .. } => Some(plan_for(engine, *choice, count, in_place)?),
-        Contender::Nccl => None,
-        Contender::NcclGraph => {
-            engine.nccl_graph_capture(count, in_place)?;
-            None
+    op: ReduceOp,
+    kind: Inputs,
+) -> Expect<T> {
+    match collective {
+        Collective::AllReduce => Expect::Same(verify::reference(inputs, op, kind)),
+        Collective::ReduceScatter => {
+            Expect::PerRank(verify::reference_reduce_scatter(inputs, op, kind))
         }
-        Contender::EngineGraph => {
-            engine.graph_capture(count, in_place)?;
-            None
+        Collective::AllGather => Expect::Same(verify::reference_all_gather(inputs)),
+    }
+}
+
+/// Check every rank's output.
+pub fn check_outputs<T: Element>(outputs: &[Vec<T>], e: &Expect<T>) -> Verdict {
+    match e {
+        Expect::Same(r) => verify::check(outputs, r),
+        Expect::PerRank(refs) => {
+            let mut v = Verdict {
+                bitwise: refs.iter().all(|r| r.bitwise),
+                ..Verdict::default()
+            };
+            for (r, (o, rf)) in outputs.iter().zip(refs).enumerate() {
+                let part = verify::check(std::slice::from_ref(o), rf);
+                v.wrong.push(part.total_wrong());
+                v.max_abs_err = v.max_abs_err.max(part.max_abs_err);
+                v.max_rel_err = v.max_rel_err.max(part.max_rel_err);
+                if v.first_wrong.is_none() {
+                    v.first_wrong = part.first_wrong.map(|(_, i, g, w)| (r, i, g, w));
+                }
+            }
+            v
         }
-    };
-    launch(engine, c, plan.as_ref(), count, in_place)?;
-    engine.synchronize()?;
-    let out = engine.read(Buf::Recv, count)?;
-    // In place, each of a graph's calls multiplies the buffers by n.
+    }
+}
+
+/// Compare two sets of outputs (ringreduce vs NCCL).
+pub fn compare_outputs<T: Element>(a: &[Vec<T>], b: &[Vec<T>], e: &Expect<T>) -> Verdict {
+    match e {
+        Expect::Same(r) => verify::compare(a, b, r),
+        Expect::PerRank(refs) => {
+            let mut v = Verdict {
+                bitwise: refs.iter().all(|r| r.bitwise),
+                ..Verdict::default()
+            };
+            for (r, rf) in refs.iter().enumerate() {
+                let part = verify::compare(
+                    std::slice::from_ref(&a[r]),
+                    std::slice::from_ref(&b[r]),
+                    rf,
+                );
+                v.wrong.push(part.total_wrong());
+                v.max_abs_err = v.max_abs_err.max(part.max_abs_err);
+                if v.first_wrong.is_none() {
+                    v.first_wrong = part.first_wrong.map(|(_, i, g, w)| (r, i, g, w));
+                }
+            }
+            v
+        }
+    }
+}
+
+/// One checked call (or graph replay) of `c`: load `inputs`, poison the
+/// output, run, read every rank's output; returns (#wrong including changed
+/// inputs, the outputs). A graph in place runs its calls on their own
+/// results, and is checked against the same calls on the host.
+#[allow(clippy::too_many_arguments)]
+pub fn checked_call<T: Element>(
+    e: &mut Engine<T>,
+    c: &Contender,
+    collective: Collective,
+    in_place: bool,
+    op: ReduceOp,
+    inputs: &[Vec<T>],
+    expect: &Expect<T>,
+) -> Result<(u64, Verdict, Vec<Vec<T>>)> {
+    let shape = e.load(collective, inputs, in_place)?;
+    e.poison(&shape)?;
+    prepare(e, c, &shape, op)?;
+    launch(e, c, &shape, op)?;
+    e.synchronize()?;
+    let out = e.read_output(&shape)?;
     let calls = c.calls_per_launch();
-    let v = if in_place && calls > 1 {
-        let scale = (engine.ranks() as f64).powi(calls as i32 - 1);
-        verify::check(&out, &reference.scaled(scale), exact)
+    let v = if in_place && calls > 1 && collective == Collective::AllReduce {
+        // Each further call reduces the previous result.
+        let mut ins = inputs.to_vec();
+        let mut r = expected(collective, &ins, op, Inputs::Exact);
+        for _ in 1..calls {
+            if let Expect::Same(rf) = &r {
+                ins = vec![rf.expect.clone(); inputs.len()];
+            }
+            r = expected(collective, &ins, op, Inputs::Random);
+        }
+        check_outputs(&out, &r)
     } else {
-        verify::check(&out, reference, exact)
+        check_outputs(&out, expect)
     };
     let mut wrong = v.total_wrong();
     if !in_place {
-        let send = engine.read(Buf::Send, count)?;
+        let send = e.read_input(&shape)?;
         wrong += send
             .iter()
             .zip(inputs)
-            .map(|(s, i)| {
-                s.iter()
-                    .zip(i)
-                    .filter(|(a, b)| a.bits() != b.bits())
-                    .count() as u64
-            })
+            .map(|(s, i)| verify::changed(s, i))
             .sum::<u64>();
     }
-    Ok((wrong, out))
-}
-
-/// Peer-copy ceiling: ranks 0 and 1 (on different GPUs whenever there are
-/// two) copy `count` elements of their send buffer into each other's scratch
-/// at the same time, so both link directions are busy. Returns GB/s per
-/// direction. Other ranks stay idle.
-/// With `lanes == 2` each copy is split in halves on two copy streams.
-pub fn link_ceiling<T: Element>(
-    engine: &mut Engine<T>,
-    count: usize,
-    iters: usize,
-    lanes: usize,
-) -> Result<f64> {
-    let n = engine.ranks();
-    if n < 2 || count == 0 {
-        return Ok(0.0);
-    }
-    let mut b = PlanBuilder::new("peer-copy", n, count, false);
-    b.scratch(count);
-    let begin = b.begin_all();
-    let parts = crate::schedule::slices(0..count, lanes.clamp(1, 2), T::SIZE);
-    let mut sig: Vec<Vec<crate::plan::SignalId>> = vec![Vec::new(); 2];
-    for r in 0..2 {
-        let to = 1 - r;
-        for (k, part) in parts.iter().enumerate() {
-            let lane = if k == 0 { Lane::Copy } else { Lane::Copy2 };
-            sig[r].extend(b.copy(
-                r,
-                lane,
-                to,
-                Region::new(Buf::Send, part.clone()),
-                Region::new(Buf::Scratch, part.clone()),
-                vec![begin[r], begin[to]],
-                Label::default(),
-            ));
-        }
-    }
-    for r in 0..n {
-        let waits = if r < 2 {
-            sig[r].iter().chain(&sig[1 - r]).copied().collect()
-        } else {
-            vec![]
-        };
-        b.end(r, waits);
-    }
-    let plan = Arc::new(b.finish());
-    engine.reserve(count, count)?;
-    let c = Contender::Engine {
-        name: "peer-copy".into(),
-        choice: AlgoChoice::Auto,
-    };
-    let us = time_calls(engine, &c, Some(&plan), count, false, 2, iters)?;
-    Ok((count * T::SIZE) as f64 / (us * 1e-6) / 1e9)
-}
-
-/// Measure one row: out-of-place and in-place for contender `c`.
-#[allow(clippy::too_many_arguments)]
-pub fn measure_row<T: Element>(
-    engine: &mut Engine<T>,
-    c: &Contender,
-    count: usize,
-    warmup: usize,
-    iters: usize,
-    blocks: usize,
-    check: bool,
-    seed: u64,
-) -> Result<Row> {
-    let n = engine.ranks();
-    let size = (count * T::SIZE) as u64;
-    // The path of each place; shown as `oop/ip` when they differ.
-    let mut paths: Vec<String> = Vec::new();
-    let mut cells = Vec::new();
-    let inputs = if check {
-        verify::make_inputs::<T>(Inputs::Exact, n, count, seed)
-    } else {
-        verify::make_inputs::<T>(Inputs::Random, n, count.min(1 << 16), seed)
-            .into_iter()
-            .map(|mut v| {
-                let base = v.clone();
-                while v.len() < count {
-                    let k = (count - v.len()).min(base.len());
-                    v.extend_from_slice(&base[..k]);
-                }
-                v
-            })
-            .collect()
-    };
-    let reference = if check {
-        Some(verify::reference(&inputs))
-    } else {
-        None
-    };
-    for in_place in [false, true] {
-        engine.load(&inputs, in_place)?;
-        let plan = match c {
-            Contender::Engine { choice, .. } => {
-                let p = plan_for(engine, *choice, count, in_place)?;
-                if !paths.contains(&p.name) {
-                    paths.push(p.name.clone());
-                }
-                Some(p)
-            }
-            Contender::Nccl => None,
-            Contender::NcclGraph => {
-                engine.nccl_graph_capture(count, in_place)?;
-                None
-            }
-            Contender::EngineGraph => match engine.graph_capture(count, in_place) {
-                Ok(path) => {
-                    if !paths.contains(&path) {
-                        paths.push(path);
-                    }
-                    None
-                }
-                // This size's path cannot be captured: an empty cell.
-                Err(Error::Unsupported(..)) => {
-                    cells.push(None);
-                    continue;
-                }
-                Err(e) => return Err(e),
-            },
-        };
-        let us = time_blocks(
-            engine,
-            c,
-            plan.as_ref(),
-            count,
-            in_place,
-            warmup,
-            iters,
-            blocks,
-        )?;
-        let wrong = match &reference {
-            Some(r) => Some(checked_call(engine, c, count, in_place, &inputs, r, true)?.0),
-            None => None,
-        };
-        cells.push(Some(Measurement::new(size, n, us, wrong)));
-    }
-    let ip = cells.pop().flatten();
-    let oop = cells.pop().flatten();
-    Ok(Row {
-        algo: c.name().to_string(),
-        path: (!paths.is_empty()).then(|| paths.join("/")),
-        ranks: n,
-        size,
-        count: count as u64,
-        dtype: T::NAME.into(),
-        redop: "sum".into(),
-        out_of_place: oop,
-        in_place: ip,
-    })
-}
-
-/// Cold start of the engine that was just built: its setup time, the first
-/// collective of `count` elements, then the steady state (median of 20).
-pub fn cold_start_engine<T: Element>(
-    engine: &mut Engine<T>,
-    setup_ms: f64,
-    count: usize,
-    seed: u64,
-) -> Result<ColdStart> {
-    let inputs = verify::make_inputs::<T>(Inputs::Random, engine.ranks(), count, seed);
-    let t0 = Instant::now();
-    engine.load(&inputs, false)?;
-    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let c = Contender::Engine {
-        name: "ring".into(),
-        choice: AlgoChoice::Auto,
-    };
-    let t1 = Instant::now();
-    let plan = plan_for(engine, AlgoChoice::Auto, count, false)?;
-    launch(engine, &c, Some(&plan), count, false)?;
-    engine.synchronize()?;
-    let first_ms = t1.elapsed().as_secs_f64() * 1e3;
-    let steady = median_call_us(engine, &c, Some(&plan), count, false, 20)?;
-    Ok(ColdStart {
-        algo: "ring".into(),
-        size: (count * T::SIZE) as u64,
-        setup_ms: setup_ms + load_ms,
-        first_call_ms: first_ms,
-        steady_us: steady,
-    })
-}
-
-/// Cold start of NCCL on the engine's rank threads: communicator init, the
-/// first all-reduce, then the steady state (median of 20).
-pub fn cold_start_nccl<T: Element>(
-    engine: &mut Engine<T>,
-    nccl: &Nccl,
-    count: usize,
-    seed: u64,
-) -> Result<ColdStart> {
-    let inputs = verify::make_inputs::<T>(Inputs::Random, engine.ranks(), count, seed);
-    engine.load(&inputs, false)?;
-    engine.synchronize()?;
-    let t0 = Instant::now();
-    engine.backend_mut().nccl_init(nccl)?;
-    let init_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let t1 = Instant::now();
-    launch(engine, &Contender::Nccl, None, count, false)?;
-    engine.synchronize()?;
-    let first_ms = t1.elapsed().as_secs_f64() * 1e3;
-    let steady = median_call_us(engine, &Contender::Nccl, None, count, false, 20)?;
-    Ok(ColdStart {
-        algo: "nccl".into(),
-        size: (count * T::SIZE) as u64,
-        setup_ms: init_ms,
-        first_call_ms: first_ms,
-        steady_us: steady,
-    })
+    Ok((wrong, v, out))
 }
 
 /// The sizes of a sweep: `min`, `min*f`, ... up to `max` (bytes).
 pub fn sweep_sizes(min: u64, max: u64, factor: f64) -> Result<Vec<u64>> {
+    if min == 0 {
+        return Err(Error::BadArgument(
+            "-b/--minbytes must be at least 1 byte (0 never grows)".into(),
+        ));
+    }
     if min > max {
         return Err(Error::BadArgument(format!(
             "minbytes {min} > maxbytes {max}"
         )));
     }
-    if factor.is_nan() || factor <= 1.0 {
+    if !factor.is_finite() || factor <= 1.0 {
         return Err(Error::BadArgument(format!(
-            "stepfactor must be > 1 (got {factor})"
+            "-f/--stepfactor must be > 1 (got {factor})"
         )));
     }
     let mut v = Vec::new();
@@ -479,8 +336,263 @@ pub fn sweep_sizes(min: u64, max: u64, factor: f64) -> Result<Vec<u64>> {
             v.push(b);
         }
         s *= factor;
+        if v.len() > 10_000 {
+            return Err(Error::BadArgument(
+                "the sweep has more than 10000 sizes; raise -f".into(),
+            ));
+        }
     }
     Ok(v)
+}
+
+/// The NCCL count of a row of `bytes` bytes (nccl-tests: reduce-scatter
+/// and all-gather sizes are the whole buffer, so the count per rank is
+/// `bytes / (size * ranks)`); 0 when the row is too small.
+pub fn count_for(collective: Collective, bytes: u64, elem: usize, ranks: usize) -> usize {
+    let e = elem as u64;
+    match collective {
+        Collective::AllReduce => (bytes / e) as usize,
+        _ => (bytes / (e * ranks.max(1) as u64)) as usize,
+    }
+}
+
+/// Measure one row: out of place and in place, for contender `c`.
+#[allow(clippy::too_many_arguments)]
+pub fn measure_row<T: Element>(
+    e: &mut Engine<T>,
+    c: &Contender,
+    collective: Collective,
+    count: usize,
+    op: ReduceOp,
+    timing: (usize, usize, usize),
+    check: bool,
+    seed: u64,
+) -> Result<Row> {
+    let (warmup, iters, blocks) = timing;
+    let n = e.ranks();
+    let shape0 = e.shape(collective, count, false);
+    let per_rank = shape0.input(0).len();
+    let kind = if check { Inputs::Exact } else { Inputs::Random };
+    let inputs = verify::make_inputs::<T>(kind, op, n, per_rank, seed);
+    let expect = if check {
+        Some(expected(collective, &inputs, op, kind))
+    } else {
+        None
+    };
+    let mut paths: Vec<String> = Vec::new();
+    let mut cells = Vec::new();
+    for in_place in [false, true] {
+        let shape = e.load(collective, &inputs, in_place)?;
+        match prepare(e, c, &shape, op) {
+            Ok(Some(p)) => {
+                if !paths.contains(&p) {
+                    paths.push(p);
+                }
+            }
+            Ok(None) => {}
+            // This size's path cannot be captured or run: an empty cell.
+            Err(Error::Unsupported(..)) => {
+                cells.push(None);
+                continue;
+            }
+            Err(err) => return Err(err),
+        }
+        let us = time_blocks(e, c, &shape, op, warmup, iters, blocks)?;
+        let wrong = match &expect {
+            Some(x) => Some(checked_call(e, c, collective, in_place, op, &inputs, x)?.0),
+            None => None,
+        };
+        cells.push(Some(Measurement::new(
+            collective.name(),
+            shape.bytes(),
+            n,
+            us,
+            wrong,
+        )));
+    }
+    let ip = cells.pop().flatten();
+    let oop = cells.pop().flatten();
+    Ok(Row {
+        algo: c.name.clone(),
+        path: (!paths.is_empty()).then(|| paths.join("/")),
+        ranks: n,
+        collective: collective.name().into(),
+        size: shape0.bytes(),
+        count: shape0.bytes() / T::DTYPE.size() as u64,
+        dtype: T::DTYPE.name().into(),
+        redop: if collective.reduces() { op.name().into() } else { "none".into() },
+        out_of_place: oop,
+        in_place: ip,
+    })
+}
+
+/// Peer-copy ceiling: ranks 0 and 1 copy `bytes` into each other at once
+/// (both link directions busy), on `streams` streams; GB/s per direction.
+pub fn link_ceiling<T: Element>(e: &mut Engine<T>, bytes: usize, iters: usize, streams: usize) -> Result<f64> {
+    let n = e.ranks();
+    let count = bytes / T::DTYPE.size();
+    if n < 2 || count == 0 {
+        return Ok(0.0);
+    }
+    let plan = Arc::new(probe::peer_copy(n, count, T::DTYPE.size(), streams));
+    let size = T::DTYPE.size();
+    e.core_mut().reserve(BufId::SEND, &vec![count * size; n])?;
+    let bind = Arc::new(vec![Binding::DEFAULT; n]);
+    for _ in 0..2 {
+        e.core_mut().launch_plan(plan.clone(), T::DTYPE, bind.clone())?;
+    }
+    e.synchronize()?;
+    let t0 = Instant::now();
+    for _ in 0..iters.max(1) {
+        e.core_mut().launch_plan(plan.clone(), T::DTYPE, bind.clone())?;
+    }
+    e.synchronize()?;
+    let us = t0.elapsed().as_secs_f64() * 1e6 / iters.max(1) as f64;
+    Ok((count * size) as f64 / (us * 1e-6) / 1e9)
+}
+
+/// Cold start of the engine just built: its setup, the first all-reduce of
+/// `count` elements, then the steady state (median of 20).
+pub fn cold_start_engine<T: Element>(e: &mut Engine<T>, setup_ms: f64, count: usize) -> Result<ColdStart> {
+    let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1);
+    let t0 = Instant::now();
+    let shape = e.load(Collective::AllReduce, &inputs, false)?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let t1 = Instant::now();
+    e.run(None, &shape, ReduceOp::Sum)?;
+    let first_ms = t1.elapsed().as_secs_f64() * 1e3;
+    let steady = median_call_us(e, &shape, None)?;
+    Ok(ColdStart {
+        algo: "auto".into(),
+        size: shape.bytes(),
+        setup_ms: setup_ms + load_ms,
+        first_call_ms: first_ms,
+        steady_us: steady,
+    })
+}
+
+/// Median microseconds of 20 synchronized calls (engine, or NCCL when
+/// `nccl` is given).
+fn median_call_us<T: Element>(e: &mut Engine<T>, shape: &Shape, nccl: Option<()>) -> Result<f64> {
+    let mut v = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        match nccl {
+            Some(()) => {
+                let call = e.nccl_call(shape, ReduceOp::Sum);
+                e.core_mut().launch_nccl(&call)?;
+            }
+            None => {
+                e.launch(None, shape, ReduceOp::Sum)?;
+            }
+        }
+        e.synchronize()?;
+        v.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(median(v))
+}
+
+/// Cold start of NCCL on the engine's rank threads: communicator init, the
+/// first all-reduce, then the steady state.
+pub fn cold_start_nccl<T: Element>(
+    e: &mut Engine<T>,
+    nccl: &crate::cuda::nccl::Nccl,
+    count: usize,
+) -> Result<ColdStart> {
+    let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1);
+    let shape = e.load(Collective::AllReduce, &inputs, false)?;
+    e.synchronize()?;
+    let t0 = Instant::now();
+    e.core_mut().nccl_init(nccl)?;
+    let init_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let t1 = Instant::now();
+    let call = e.nccl_call(&shape, ReduceOp::Sum);
+    e.core_mut().launch_nccl(&call)?;
+    e.synchronize()?;
+    let first_ms = t1.elapsed().as_secs_f64() * 1e3;
+    let steady = median_call_us(e, &shape, Some(()))?;
+    Ok(ColdStart {
+        algo: "nccl".into(),
+        size: shape.bytes(),
+        setup_ms: init_ms,
+        first_call_ms: first_ms,
+        steady_us: steady,
+    })
+}
+
+/// Host-side cost of one small call, in microseconds.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HostCost {
+    pub size: u64,
+    pub path: String,
+    /// Caller -> every rank thread -> caller, doing nothing.
+    pub handoff_us: f64,
+    /// Issuing one collective on every rank, without waiting for the GPU.
+    pub issue_us: f64,
+    /// One full call: issue plus completion on every rank's streams.
+    pub call_us: f64,
+    /// Where a rank thread's issue time goes, per call, mean over ranks.
+    pub breakdown: Option<IssueBreakdown>,
+}
+
+/// Means per call and rank, microseconds.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct IssueBreakdown {
+    pub copy_us: f64,
+    pub kernel_us: f64,
+    pub record_us: f64,
+    pub wait_us: f64,
+    pub peer_us: f64,
+    pub total_us: f64,
+}
+
+/// Measure [`HostCost`] for the default path at `count` elements.
+pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> Result<HostCost> {
+    let iters = iters.max(1);
+    let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1);
+    let shape = e.load(Collective::AllReduce, &inputs, false)?;
+    let path = e.core().path_name(None, &shape)?;
+    let profiling = e.core_mut().take_issue_profile().is_ok();
+    let (mut ping, mut issue, mut call) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..iters {
+        let t = Instant::now();
+        e.core_mut().ping()?;
+        ping.push(t.elapsed().as_secs_f64() * 1e6);
+        e.synchronize()?;
+        let t = Instant::now();
+        e.launch(None, &shape, ReduceOp::Sum)?;
+        issue.push(t.elapsed().as_secs_f64() * 1e6);
+        e.synchronize()?;
+        let t = Instant::now();
+        e.launch(None, &shape, ReduceOp::Sum)?;
+        e.synchronize()?;
+        call.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let breakdown = if profiling {
+        let prof = e.core_mut().take_issue_profile()?;
+        let calls: u64 = prof.iter().map(|p| p.calls).sum::<u64>().max(1);
+        let us = |f: fn(&crate::backend::IssueProfile) -> u64| {
+            prof.iter().map(f).sum::<u64>() as f64 / calls as f64 / 1e3
+        };
+        Some(IssueBreakdown {
+            copy_us: us(|p| p.copy_ns),
+            kernel_us: us(|p| p.kernel_ns),
+            record_us: us(|p| p.record_ns),
+            wait_us: us(|p| p.wait_ns),
+            peer_us: us(|p| p.peer_ns),
+            total_us: us(|p| p.total_ns),
+        })
+    } else {
+        None
+    };
+    Ok(HostCost {
+        size: shape.bytes(),
+        path,
+        handoff_us: median(ping),
+        issue_us: median(issue),
+        call_us: median(call),
+        breakdown,
+    })
 }
 
 #[cfg(test)]
@@ -492,85 +604,25 @@ mod tests {
         assert_eq!(sweep_sizes(8, 64, 2.0).unwrap(), vec![8, 16, 32, 64]);
         assert!(sweep_sizes(8, 4, 2.0).is_err());
         assert!(sweep_sizes(8, 64, 1.0).is_err());
+        assert!(sweep_sizes(0, 64, 2.0).is_err(), "0 never grows");
+        assert!(sweep_sizes(1, 1 << 40, 1.0001).is_err(), "too many sizes");
     }
 
     #[test]
     fn contenders() {
-        let v = parse_contenders("ring,ps,nccl,ring:pipe4").unwrap();
-        assert_eq!(v.len(), 4);
-        assert_eq!(v[2], Contender::Nccl);
+        let v = parse_contenders("auto,ring,ps,nccl,ring:pipe4,nccl:graph,oneshot:flag:graph").unwrap();
+        assert_eq!(v.len(), 7);
+        assert_eq!(v[3].kind, ContenderKind::Nccl);
+        assert!(v[5].is_graph() && v[5].is_nccl());
+        assert!(matches!(v[6].kind, ContenderKind::EngineGraph(_)));
         assert!(parse_contenders("ring,tree").is_err());
         assert!(parse_contenders("").is_err());
     }
-}
 
-/// Host-side cost of one small call, in microseconds.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct HostCost {
-    pub size: u64,
-    pub path: String,
-    /// Caller -> every rank thread -> caller, doing nothing.
-    pub handoff_us: f64,
-    /// Issuing one collective on every rank (hand-off, driver calls for
-    /// copies, kernels, event records and waits), without waiting for the GPU.
-    pub issue_us: f64,
-    /// One full call: issue plus completion on every rank's streams.
-    pub call_us: f64,
-    /// Where a rank thread's issue time goes, per call, mean over ranks (us):
-    /// copies, kernel launches, event records, event waits, waiting for the
-    /// peer thread's record, everything (CUDA only).
-    pub breakdown: Option<[f64; 6]>,
-}
-
-/// Measure [`HostCost`] for the auto path at `count` elements.
-pub fn host_cost<T: Element>(
-    engine: &mut Engine<T>,
-    count: usize,
-    iters: usize,
-) -> Result<HostCost> {
-    let iters = iters.max(1);
-    let plan = plan_for(engine, AlgoChoice::Auto, count, false)?;
-    let profiling = engine.take_issue_profile().is_ok();
-    let mut ping = Vec::with_capacity(iters);
-    let mut issue = Vec::with_capacity(iters);
-    let mut call = Vec::with_capacity(iters);
-    for _ in 0..iters {
-        let t = Instant::now();
-        engine.backend_mut().ping()?;
-        ping.push(t.elapsed().as_secs_f64() * 1e6);
-        engine.synchronize()?;
-        let t = Instant::now();
-        engine.launch(&plan)?;
-        issue.push(t.elapsed().as_secs_f64() * 1e6);
-        engine.synchronize()?;
-        let t = Instant::now();
-        engine.launch(&plan)?;
-        engine.synchronize()?;
-        call.push(t.elapsed().as_secs_f64() * 1e6);
+    #[test]
+    fn counts() {
+        assert_eq!(count_for(Collective::AllReduce, 64, 4, 2), 16);
+        assert_eq!(count_for(Collective::ReduceScatter, 64, 4, 2), 8);
+        assert_eq!(count_for(Collective::AllGather, 4, 4, 2), 0);
     }
-    let breakdown = if profiling {
-        let prof = engine.take_issue_profile()?;
-        let calls: u64 = prof.iter().map(|p| p.calls).sum::<u64>().max(1);
-        let us = |f: fn(&crate::backend::IssueProfile) -> u64| {
-            prof.iter().map(f).sum::<u64>() as f64 / calls as f64 / 1e3
-        };
-        Some([
-            us(|p| p.copy_ns),
-            us(|p| p.kernel_ns),
-            us(|p| p.record_ns),
-            us(|p| p.wait_ns),
-            us(|p| p.peer_ns),
-            us(|p| p.total_ns),
-        ])
-    } else {
-        None
-    };
-    Ok(HostCost {
-        size: (count * T::SIZE) as u64,
-        path: plan.name.clone(),
-        handoff_us: median(ping),
-        issue_us: median(issue),
-        call_us: median(call),
-        breakdown,
-    })
 }

@@ -1,4 +1,5 @@
-//! Typed errors. Every error names what it can: the rank, the device, the call.
+//! Typed errors. Every error names what it can: the rank, the device, the
+//! step of the plan and the driver call.
 
 use thiserror::Error;
 
@@ -10,6 +11,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     #[error("the number of ranks must be at least 1 (got 0)")]
     ZeroRanks,
+    #[error("{ranks} ranks requested; at most {max} (one host thread each)")]
+    TooManyRanks { ranks: usize, max: usize },
     #[error("expected one buffer per rank: {ranks} ranks but {buffers} buffers")]
     WrongBufferCount { ranks: usize, buffers: usize },
     #[error("all ranks must have buffers of the same length: rank 0 has {expected} elements, rank {rank} has {found}")]
@@ -18,19 +21,30 @@ pub enum Error {
         expected: usize,
         found: usize,
     },
-    #[error("rank {rank}: send buffer has {send} elements but receive buffer has {recv}")]
-    SendRecvMismatch {
+    #[error("rank {rank}: {what} has {found} elements, expected {expected}")]
+    BufferSize {
         rank: usize,
-        send: usize,
-        recv: usize,
+        what: &'static str,
+        expected: usize,
+        found: usize,
     },
-    #[error("{what}: {count} elements of {elem_size} bytes per rank x {ranks} ranks does not fit in memory ({detail})")]
+    #[error("{what} needs {} of {memory} but {} {}; {hint}",
+        crate::size::format_bytes(*need), crate::size::format_bytes(*available),
+        if *is_free { "are free" } else { "exist" })]
+    OutOfMemory {
+        what: String,
+        memory: String,
+        need: u64,
+        available: u64,
+        is_free: bool,
+        hint: String,
+    },
+    #[error("{what}: {count} elements of {elem_size} bytes x {ranks} ranks overflows the address space")]
     TooLarge {
         what: &'static str,
         count: u128,
         elem_size: usize,
         ranks: usize,
-        detail: String,
     },
     #[error("invalid size {input:?}: {reason}")]
     BadSize { input: String, reason: String },
@@ -38,12 +52,13 @@ pub enum Error {
     BadArgument(String),
     #[error("the CUDA backend is unavailable: {0}")]
     NoCuda(String),
-    #[error("rank {rank} (device {device}): {call} failed: {message}")]
+    #[error("rank {rank} (GPU {device}){}: {call} failed: {message}", step.as_ref().map(|s| format!(", {s}")).unwrap_or_default())]
     Cuda {
         rank: usize,
         device: usize,
         call: &'static str,
         message: String,
+        step: Option<String>,
     },
     #[error("CUDA setup: {call} failed: {message}")]
     CudaSetup { call: &'static str, message: String },
@@ -53,14 +68,21 @@ pub enum Error {
     NcclRank { rank: usize, message: String },
     #[error("{0} is not supported by the {1} backend")]
     Unsupported(String, &'static str),
-    #[error("rank {rank}: waited more than {seconds} s for {what}; the collective is stuck")]
+    #[error("rank {rank}: waited more than {seconds} s for {what}; the collective is stuck (set the limit with RINGREDUCE_TIMEOUT or EngineConfig::timeout)")]
     Timeout {
         rank: usize,
         what: String,
-        seconds: u64,
+        seconds: f64,
     },
-    #[error("rank {rank}: the rank thread failed: {message}")]
+    #[error("rank {rank}: aborted while {what}")]
+    Aborted { rank: usize, what: String },
+    #[error("rank {rank}: {message}")]
     Worker { rank: usize, message: String },
+    #[error("the engine must be rebuilt: {reason}")]
+    Poisoned { reason: String },
+    /// Several ranks failed in one call; each names its rank.
+    #[error("{} ranks failed:\n  {}", .0.len(), .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n  "))]
+    Ranks(Vec<Error>),
     #[error("plan error: {0}")]
     Plan(String),
     #[error("I/O error on {path}: {source}")]
@@ -71,4 +93,29 @@ pub enum Error {
     },
     #[error("report: {0}")]
     Report(String),
+    /// Standard output was closed (e.g. `| head -1`): the command ends
+    /// quietly.
+    #[error("standard output closed")]
+    Closed,
+}
+
+impl Error {
+    /// The rank the error is about, if it names one.
+    pub fn rank(&self) -> Option<usize> {
+        match self {
+            Error::Cuda { rank, .. }
+            | Error::NcclRank { rank, .. }
+            | Error::Timeout { rank, .. }
+            | Error::Aborted { rank, .. }
+            | Error::Worker { rank, .. }
+            | Error::BufferSize { rank, .. }
+            | Error::LengthMismatch { rank, .. } => Some(*rank),
+            _ => None,
+        }
+    }
+
+    /// Whether this error leaves the engine unusable (a device-side fault).
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Error::Poisoned { .. })
+    }
 }

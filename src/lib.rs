@@ -1,11 +1,21 @@
 //! ringreduce: a hand-written Ring AllReduce engine.
 //!
 //! * [`schedule`]: the pure ring schedule (chunks, per-step indices, traffic).
-//! * [`plan`] and [`algo`]: algorithms (ring, parameter server, one-shot) as
-//!   per-rank op lists with explicit cross-rank signals, statically validated.
-//! * [`backend`]: one trait, one file per backend (CPU threads, CUDA GPUs).
-//! * [`cuda`]: the only place with `unsafe` code (driver API, PTX, NCCL).
-//! * [`engine`]: the reusable all-reduce engine.
+//! * [`plan`]: per-rank op lists with explicit cross-rank signals; the one
+//!   interpreter of what an op does; the static validator.
+//! * [`algo`]: the algorithms (ring, one-shots, parameter server), one file
+//!   each, that build plans.
+//! * [`backend`]: one small trait, one file per backend (CPU threads, CUDA
+//!   GPUs), optional capabilities (NCCL, graphs, profiling) as extension
+//!   traits.
+//! * [`cuda`]: the only place with `unsafe` code (driver API, PTX kernels,
+//!   NCCL binding).
+//! * [`engine`]: the reusable engine: plan cache, buffers, dispatch; the
+//!   typed API ([`Engine<T>`]) and the per-rank call style.
+//! * [`element`] and [`verify`]: data types and ops with NCCL's semantics,
+//!   inputs and checks.
+//! * With the default `cli` feature: the command line's commands ([`cli`]),
+//!   measurement ([`bench`]) and reports ([`report`]).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
@@ -14,14 +24,13 @@
 
 pub mod algo;
 pub mod backend;
-pub mod bench;
 pub mod cuda;
 pub mod element;
 pub mod engine;
 pub mod error;
+pub mod fault;
 pub mod plan;
 pub mod pool;
-pub mod report;
 pub mod schedule;
 pub mod size;
 pub mod sync;
@@ -29,8 +38,16 @@ pub mod theory;
 pub mod trace;
 pub mod verify;
 
-pub use algo::{Algo, AlgoChoice};
+#[cfg(feature = "cli")]
+pub mod bench;
+#[cfg(feature = "cli")]
+pub mod cli;
+#[cfg(feature = "cli")]
+pub mod report;
+
+pub use algo::AlgoChoice;
 pub use backend::BackendChoice;
-pub use element::{Element, ReduceOp};
+pub use element::{DataType, Element, ReduceOp};
 pub use engine::{Engine, EngineConfig};
 pub use error::{Error, Result};
+pub use plan::Collective;

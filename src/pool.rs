@@ -7,7 +7,11 @@
 //! futex wake-up each time; an idle engine still costs no CPU.
 //!
 //! A rank thread that panics or exits replies with an error instead of leaving
-//! the caller waiting forever.
+//! the caller waiting forever; a rank thread that does not answer within the
+//! pool's deadline (stuck in a driver call) gives a timeout error, and the
+//! pool is then broken: later calls fail at once, and dropping it detaches
+//! the threads instead of waiting for them forever. If starting a thread
+//! fails, the threads already started are shut down.
 
 use crate::error::{Error, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -63,6 +67,16 @@ fn spin_until(done: impl Fn() -> bool) -> bool {
     }
 }
 
+/// The text of a caught panic.
+pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    let m = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown payload".into());
+    format!("the rank thread panicked: {m}")
+}
+
 /// The worker's end of a slot.
 pub struct Inbox<C, R> {
     slot: Arc<Slot<C, R>>,
@@ -83,14 +97,9 @@ impl<C, R> Inbox<C, R> {
     pub fn serve(mut self, mut handler: impl FnMut(C) -> Result<R>) {
         while let Some(cmd) = self.next() {
             let r = catch_unwind(AssertUnwindSafe(|| handler(cmd))).unwrap_or_else(|p| {
-                let message = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "panic".into());
                 Err(Error::Worker {
                     rank: self.rank,
-                    message,
+                    message: panic_message(p.as_ref()),
                 })
             });
             self.answer(r);
@@ -133,6 +142,10 @@ pub struct RankThreads<C: Send + 'static, R: Send + 'static> {
     slots: Vec<Arc<Slot<C, R>>>,
     handles: Vec<Option<JoinHandle<()>>>,
     seq: u64,
+    /// How long a call may wait for a rank thread's reply.
+    deadline: Option<Duration>,
+    /// Set when a rank thread did not answer in time.
+    broken: Option<String>,
 }
 
 impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
@@ -144,8 +157,15 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         F: Fn(usize, Inbox<C, R>) + Send + Sync + 'static,
     {
         let body = Arc::new(body);
-        let mut slots = Vec::with_capacity(n);
-        let mut handles = Vec::with_capacity(n);
+        // Built up in place: if a later spawn fails, dropping `pool` shuts
+        // down and joins the threads already started.
+        let mut pool = RankThreads {
+            slots: Vec::with_capacity(n),
+            handles: Vec::with_capacity(n),
+            seq: 0,
+            deadline: None,
+            broken: None,
+        };
         for rank in 0..n {
             let slot = Arc::new(Slot {
                 state: Mutex::new(State {
@@ -171,16 +191,11 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                 .spawn(move || body(rank, inbox))
                 .map_err(|e| Error::Worker {
                     rank,
-                    message: format!("could not start thread: {e}"),
+                    message: format!("could not start its thread: {e}"),
                 })?;
-            slots.push(slot);
-            handles.push(Some(h));
+            pool.slots.push(slot);
+            pool.handles.push(Some(h));
         }
-        let mut pool = RankThreads {
-            slots,
-            handles,
-            seq: 0,
-        };
         let mut first_err = None;
         for rank in 0..n {
             let r = pool.wait_ready(rank);
@@ -196,6 +211,16 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
 
     pub fn ranks(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Bound every later wait for a reply by `d` (none: unbounded).
+    pub fn set_deadline(&mut self, d: Option<Duration>) {
+        self.deadline = d;
+    }
+
+    /// Why the pool is unusable, if it is.
+    pub fn broken(&self) -> Option<&str> {
+        self.broken.as_deref()
     }
 
     fn thread_gone(&self, rank: usize) -> bool {
@@ -227,6 +252,11 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     /// Returns the replies in rank order, or the first error (after all ranks
     /// have answered, so no rank is left working on a half-finished call).
     pub fn run(&mut self, cmds: Vec<C>) -> Result<Vec<R>> {
+        if let Some(why) = &self.broken {
+            return Err(Error::Poisoned {
+                reason: why.clone(),
+            });
+        }
         if cmds.len() != self.slots.len() {
             return Err(Error::WrongBufferCount {
                 ranks: self.slots.len(),
@@ -235,22 +265,17 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         }
         self.seq += 1;
         let seq = self.seq;
-        for (slot, cmd) in self.slots.iter().zip(cmds) {
-            let mut st = slot.lock();
-            st.cmd = Some(cmd);
-            slot.posted.store(seq, Ordering::Release);
-            let wake = slot.worker_parked.load(Ordering::SeqCst);
-            drop(st);
-            if wake {
-                slot.cv.notify_all();
-            }
-        }
+        self.post(cmds, seq);
         let mut out = Vec::with_capacity(self.slots.len());
         let mut first_err = None;
+        let start = Instant::now();
         for rank in 0..self.slots.len() {
-            match self.wait_reply(rank, seq) {
+            match self.wait_reply(rank, seq, start) {
                 Ok(r) => out.push(r),
                 Err(e) => {
+                    if matches!(e, Error::Timeout { .. }) {
+                        self.broken = Some(format!("rank {rank}'s thread stopped answering"));
+                    }
                     first_err.get_or_insert(e);
                 }
             }
@@ -261,13 +286,55 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         }
     }
 
+    /// Like [`RankThreads::run`], but every rank's own outcome (the outer
+    /// error: the pool itself is unusable).
+    pub fn run_all(&mut self, cmds: Vec<C>) -> Result<Vec<Result<R>>> {
+        if let Some(why) = &self.broken {
+            return Err(Error::Poisoned {
+                reason: why.clone(),
+            });
+        }
+        if cmds.len() != self.slots.len() {
+            return Err(Error::WrongBufferCount {
+                ranks: self.slots.len(),
+                buffers: cmds.len(),
+            });
+        }
+        self.seq += 1;
+        let seq = self.seq;
+        self.post(cmds, seq);
+        let start = Instant::now();
+        let mut out = Vec::with_capacity(self.slots.len());
+        for rank in 0..self.slots.len() {
+            let r = self.wait_reply(rank, seq, start);
+            if matches!(r, Err(Error::Timeout { .. })) {
+                self.broken = Some(format!("rank {rank}'s thread stopped answering"));
+            }
+            out.push(r);
+        }
+        Ok(out)
+    }
+
+    fn post(&self, cmds: Vec<C>, seq: u64) {
+        for (slot, cmd) in self.slots.iter().zip(cmds) {
+            let mut st = slot.lock();
+            st.cmd = Some(cmd);
+            slot.posted.store(seq, Ordering::Release);
+            let wake = slot.worker_parked.load(Ordering::SeqCst);
+            drop(st);
+            if wake {
+                slot.cv.notify_all();
+            }
+        }
+    }
+
     /// Run the same command (built per rank) on every rank.
     pub fn run_each(&mut self, mut make: impl FnMut(usize) -> C) -> Result<Vec<R>> {
         let cmds = (0..self.slots.len()).map(&mut make).collect();
         self.run(cmds)
     }
 
-    fn wait_reply(&self, rank: usize, seq: u64) -> Result<R> {
+    fn wait_reply(&self, rank: usize, seq: u64, start: Instant) -> Result<R> {
         let slot = &self.slots[rank];
         spin_until(|| slot.answered.load(Ordering::Acquire) >= seq);
         let mut st = slot.lock();
@@ -282,6 +349,15 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                     rank,
                     message: "rank thread exited".into(),
                 });
+            }
+            if let Some(d) = self.deadline {
+                if start.elapsed() > d {
+                    return Err(Error::Timeout {
+                        rank,
+                        what: "its rank thread to finish (stuck in a driver call?)".into(),
+                        seconds: d.as_secs_f64(),
+                    });
+                }
             }
             slot.caller_parked.store(true, Ordering::SeqCst);
             st = slot
@@ -299,6 +375,12 @@ impl<C: Send + 'static, R: Send + 'static> Drop for RankThreads<C, R> {
         for slot in &self.slots {
             slot.lock().shutdown = true;
             slot.cv.notify_all();
+        }
+        if self.broken.is_some() {
+            // A thread stuck in a driver call would block the join forever:
+            // detach them all instead.
+            self.handles.clear();
+            return;
         }
         for h in self.handles.iter_mut().filter_map(Option::take) {
             let _ = h.join();

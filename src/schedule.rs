@@ -97,6 +97,17 @@ impl ChunkLayout {
         ChunkLayout { count, bounds }
     }
 
+    /// `n` chunks of exactly `chunk` elements each: the layout of
+    /// reduce-scatter and all-gather, whose chunk boundaries the caller fixes
+    /// (NCCL's `recvcount` / `sendcount`).
+    pub fn uniform(chunk: usize, n: usize) -> Self {
+        let n = n.max(1);
+        ChunkLayout {
+            count: chunk * n,
+            bounds: (0..=n).map(|c| c * chunk).collect(),
+        }
+    }
+
     /// Number of chunks (the number of ranks).
     pub fn chunks(&self) -> usize {
         self.bounds.len() - 1
@@ -183,6 +194,58 @@ pub fn owned_chunk(r: usize, n: usize) -> usize {
 /// Number of steps in each phase.
 pub fn steps(n: usize) -> usize {
     n.saturating_sub(1)
+}
+
+/// A ring of `n` ranks with its chunks rotated by `rot`: chunk `c` of the
+/// formulas above becomes chunk `(c - rot) mod n`. With `rot = 0` (the
+/// all-reduce) Reduce-Scatter leaves rank r with chunk `r + 1`; with
+/// `rot = 1` it leaves rank r with chunk `r` and All-Gather starts from chunk
+/// `r`: NCCL's reduce-scatter and all-gather, where rank r's own chunk is
+/// chunk r.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ring {
+    pub n: usize,
+    pub rot: usize,
+}
+
+impl Ring {
+    /// The all-reduce ring.
+    pub fn all_reduce(n: usize) -> Ring {
+        Ring { n, rot: 0 }
+    }
+
+    /// The ring in which rank r's own chunk is chunk r.
+    pub fn own_chunk(n: usize) -> Ring {
+        Ring { n, rot: 1 }
+    }
+
+    fn rotate(&self, c: usize) -> usize {
+        (c + self.n - self.rot % self.n.max(1)) % self.n.max(1)
+    }
+
+    pub fn send_chunk(&self, phase: Phase, r: usize, s: usize) -> usize {
+        self.rotate(send_chunk(phase, r, s, self.n))
+    }
+
+    pub fn recv_chunk(&self, phase: Phase, r: usize, s: usize) -> usize {
+        self.rotate(recv_chunk(phase, r, s, self.n))
+    }
+
+    pub fn owned_chunk(&self, r: usize) -> usize {
+        self.rotate(owned_chunk(r, self.n))
+    }
+
+    pub fn right(&self, r: usize) -> usize {
+        right(r, self.n)
+    }
+
+    pub fn left(&self, r: usize) -> usize {
+        left(r, self.n)
+    }
+
+    pub fn steps(&self) -> usize {
+        steps(self.n)
+    }
 }
 
 /// One step of the ring as seen by one rank.
@@ -414,6 +477,49 @@ mod tests {
                     owned_chunk(r, n),
                     "all-gather starts with the owned chunk"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn rotated_ring_owns_its_own_chunk() {
+        for n in 1..=9 {
+            let ring = Ring::own_chunk(n);
+            for r in 0..n {
+                assert_eq!(ring.owned_chunk(r), r);
+                if n > 1 {
+                    assert_eq!(ring.send_chunk(Phase::AllGather, r, 0), r);
+                    assert_eq!(
+                        ring.recv_chunk(Phase::ReduceScatter, r, ring.steps() - 1),
+                        r
+                    );
+                }
+                for s in 0..ring.steps() {
+                    for phase in [Phase::ReduceScatter, Phase::AllGather] {
+                        assert_eq!(
+                            ring.recv_chunk(phase, ring.right(r), s),
+                            ring.send_chunk(phase, r, s)
+                        );
+                    }
+                }
+            }
+            let plain = Ring::all_reduce(n);
+            for r in 0..n {
+                assert_eq!(plain.owned_chunk(r), owned_chunk(r, n));
+            }
+        }
+    }
+
+    #[test]
+    fn uniform_layout() {
+        for n in 1..=9 {
+            for chunk in 0..20 {
+                let l = ChunkLayout::uniform(chunk, n);
+                assert_eq!(l.chunks(), n);
+                assert_eq!(l.count(), n * chunk);
+                for c in 0..n {
+                    assert_eq!(l.range(c), c * chunk..(c + 1) * chunk);
+                }
             }
         }
     }

@@ -1,4 +1,4 @@
-//! Signals between rank threads on the host.
+//! Ordering and aborting between rank threads on the host.
 //!
 //! A [`SignalBoard`] holds one generation counter per plan signal. Call number
 //! `g` of the engine publishes signal `s` by storing `g` into it; a waiter for
@@ -10,28 +10,110 @@
 //!   `cuEventRecord`: the GPU-side wait (`cuStreamWaitEvent`) must be issued
 //!   after the record it refers to, or it would wait on a stale one. This is
 //!   ordering of host calls only; no GPU work is waited for on the host.
+//!
+//! Every wait is bounded: it ends with [`Error::Timeout`] after the board's
+//! timeout, with [`Error::Aborted`] once [`AbortHandle::abort`] was called,
+//! and at once with an error naming the failed rank when another rank of the
+//! same call failed.
 
 use crate::error::{Error, Result};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Waiting longer than this for a signal means the collective is stuck.
-pub const STUCK_AFTER: Duration = Duration::from_secs(120);
+/// The default limit on any wait: `RINGREDUCE_TIMEOUT` (seconds) or 60 s.
+pub fn default_timeout() -> Duration {
+    std::env::var("RINGREDUCE_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map_or(Duration::from_secs(60), Duration::from_secs_f64)
+}
+
+type Hook = Box<dyn Fn() + Send + Sync>;
+
+#[derive(Default)]
+struct AbortState {
+    aborted: AtomicBool,
+    hooks: Mutex<Vec<Hook>>,
+}
+
+/// Aborts every wait of an engine, from any thread (like `ncclCommAbort`).
+/// Cheap to clone. After an abort the engine's calls fail until it is
+/// rebuilt.
+#[derive(Clone, Default)]
+pub struct AbortHandle(Arc<AbortState>);
+
+impl std::fmt::Debug for AbortHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AbortHandle(aborted: {})", self.is_aborted())
+    }
+}
+
+impl AbortHandle {
+    pub fn new() -> AbortHandle {
+        AbortHandle::default()
+    }
+
+    /// Abort: every host wait returns [`Error::Aborted`], and every backend
+    /// hook runs (the CUDA backend raises the abort word its kernels poll).
+    pub fn abort(&self) {
+        self.0.aborted.store(true, Ordering::SeqCst);
+        let hooks = self.0.hooks.lock().unwrap_or_else(|e| e.into_inner());
+        for h in hooks.iter() {
+            h();
+        }
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.0.aborted.load(Ordering::SeqCst)
+    }
+
+    /// Run `hook` on [`AbortHandle::abort`] (at once if already aborted).
+    pub fn on_abort(&self, hook: impl Fn() + Send + Sync + 'static) {
+        if self.is_aborted() {
+            hook();
+        }
+        self.0
+            .hooks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::new(hook));
+    }
+}
+
+/// Why a rank gave up during a call.
+#[derive(Debug, Clone)]
+struct Failure {
+    gen: u64,
+    rank: usize,
+    why: String,
+}
 
 /// Generation counters, one per plan signal (see the module doc).
-#[derive(Debug, Default)]
 pub struct SignalBoard {
     gens: Vec<AtomicU64>,
-    /// The latest call in which some rank failed: waiters of that call give
-    /// up at once instead of waiting for signals that will never come.
+    /// The latest call in which some rank failed, and why.
     failed: AtomicU64,
+    failure: Mutex<Option<Failure>>,
+    abort: AbortHandle,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for SignalBoard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SignalBoard({} signals)", self.gens.len())
+    }
 }
 
 impl SignalBoard {
-    pub fn new(signals: usize) -> Self {
+    pub fn new(signals: usize, abort: AbortHandle, timeout: Duration) -> Self {
         SignalBoard {
             gens: (0..signals).map(|_| AtomicU64::new(0)).collect(),
             failed: AtomicU64::new(0),
+            failure: Mutex::new(None),
+            abort,
+            timeout,
         }
     }
 
@@ -43,6 +125,10 @@ impl SignalBoard {
         self.gens.is_empty()
     }
 
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Mark signal `s` as published for call `gen`.
     pub fn publish(&self, s: usize, gen: u64) {
         if let Some(g) = self.gens.get(s) {
@@ -50,8 +136,19 @@ impl SignalBoard {
         }
     }
 
-    /// Rank failed during call `gen`: release every waiter of that call.
-    pub fn fail(&self, gen: u64) {
+    /// Rank `rank` failed during call `gen`: release every waiter of that
+    /// call, telling them who failed and why.
+    pub fn fail(&self, gen: u64, rank: usize, why: &str) {
+        {
+            let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+            if f.as_ref().is_none_or(|f| f.gen < gen) {
+                *f = Some(Failure {
+                    gen,
+                    rank,
+                    why: why.to_string(),
+                });
+            }
+        }
         self.failed.fetch_max(gen, Ordering::AcqRel);
     }
 
@@ -61,10 +158,23 @@ impl SignalBoard {
             .is_some_and(|g| g.load(Ordering::Acquire) >= gen)
     }
 
+    /// The error a waiter of call `gen` gets when another rank failed.
+    fn failure_error(&self, gen: u64, rank: usize, what: &dyn Fn() -> String) -> Error {
+        let f = self.failure.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let who = match f {
+            Some(f) if f.gen == gen => format!("rank {} failed: {}", f.rank, f.why),
+            _ => "another rank failed".into(),
+        };
+        Error::Worker {
+            rank,
+            message: format!("gave up waiting for {}: {who}", what()),
+        }
+    }
+
     /// Wait until signal `s` is published for call `gen`: spin, then yield,
-    /// then sleep in short naps. Gives up with [`Error::Timeout`] after
-    /// [`STUCK_AFTER`] so a broken plan can never hang the process.
-    pub fn wait(&self, s: usize, gen: u64, rank: usize) -> Result<()> {
+    /// then sleep in short naps. `what` describes what is waited for (the
+    /// producing rank and step), for the error.
+    pub fn wait(&self, s: usize, gen: u64, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
         if s >= self.gens.len() {
             return Err(Error::Plan(format!(
                 "rank {rank} waits on unknown signal {s}"
@@ -74,11 +184,12 @@ impl SignalBoard {
         let mut i: u32 = 0;
         while !self.is_published(s, gen) {
             if self.failed.load(Ordering::Acquire) >= gen {
-                return Err(Error::Worker {
+                return Err(self.failure_error(gen, rank, what));
+            }
+            if self.abort.is_aborted() {
+                return Err(Error::Aborted {
                     rank,
-                    message: format!(
-                        "gave up waiting for signal {s}: another rank failed in this call"
-                    ),
+                    what: format!("waiting for {}", what()),
                 });
             }
             i = i.wrapping_add(1);
@@ -87,11 +198,11 @@ impl SignalBoard {
             } else if i < 512 {
                 std::thread::yield_now();
             } else {
-                if start.elapsed() > STUCK_AFTER {
+                if start.elapsed() > self.timeout {
                     return Err(Error::Timeout {
                         rank,
-                        what: format!("signal {s} of call {gen}"),
-                        seconds: STUCK_AFTER.as_secs(),
+                        what: what(),
+                        seconds: self.timeout.as_secs_f64(),
                     });
                 }
                 std::thread::sleep(Duration::from_micros(20));
@@ -99,23 +210,79 @@ impl SignalBoard {
         }
         Ok(())
     }
+
+    /// Sleep until the call is aborted, fails elsewhere or times out (an
+    /// injected stall); always an error.
+    pub fn stall(&self, gen: u64, rank: usize, what: &str) -> Error {
+        let start = Instant::now();
+        loop {
+            if self.abort.is_aborted() {
+                return Error::Aborted {
+                    rank,
+                    what: what.to_string(),
+                };
+            }
+            if start.elapsed() > self.timeout {
+                return Error::Timeout {
+                    rank,
+                    what: what.to_string(),
+                    seconds: self.timeout.as_secs_f64(),
+                };
+            }
+            let _ = gen;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn board(n: usize, timeout_ms: u64) -> Arc<SignalBoard> {
+        Arc::new(SignalBoard::new(
+            n,
+            AbortHandle::new(),
+            Duration::from_millis(timeout_ms),
+        ))
+    }
+
     #[test]
     fn a_failed_rank_releases_waiters() {
-        let b = std::sync::Arc::new(SignalBoard::new(2));
+        let b = board(2, 60_000);
         let b2 = b.clone();
-        let t = std::thread::spawn(move || b2.wait(1, 3, 0));
+        let t = std::thread::spawn(move || b2.wait(1, 3, 0, &|| "rank 1's copy".into()));
         std::thread::sleep(Duration::from_millis(20));
-        b.fail(3);
+        b.fail(3, 1, "injected");
         let r = t.join().expect("thread");
-        assert!(matches!(r, Err(Error::Worker { .. })), "{r:?}");
+        let e = r.expect_err("released").to_string();
+        assert!(e.contains("rank 1 failed: injected") && e.contains("rank 1's copy"), "{e}");
         // A later call is not affected.
         b.publish(1, 4);
-        assert!(b.wait(1, 4, 0).is_ok());
+        assert!(b.wait(1, 4, 0, &|| String::new()).is_ok());
+    }
+
+    #[test]
+    fn waits_time_out() {
+        let b = board(1, 50);
+        let t0 = Instant::now();
+        let e = b.wait(0, 1, 2, &|| "x".into()).expect_err("times out");
+        assert!(matches!(e, Error::Timeout { rank: 2, .. }), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn abort_releases_waiters_and_runs_hooks() {
+        let abort = AbortHandle::new();
+        let hit = Arc::new(AtomicBool::new(false));
+        let h = hit.clone();
+        abort.on_abort(move || h.store(true, Ordering::SeqCst));
+        let b = Arc::new(SignalBoard::new(1, abort.clone(), Duration::from_secs(60)));
+        let b2 = b.clone();
+        let t = std::thread::spawn(move || b2.wait(0, 1, 0, &|| "y".into()));
+        std::thread::sleep(Duration::from_millis(20));
+        abort.abort();
+        assert!(matches!(t.join().expect("thread"), Err(Error::Aborted { .. })));
+        assert!(hit.load(Ordering::SeqCst));
     }
 }

@@ -1,185 +1,225 @@
-//! `ringreduce trace`: the ring all-reduce step by step, for students.
+//! `ringreduce trace`: a collective step by step, for students.
 //!
-//! The trace executes the same [`Plan`] the backends run (built by
-//! [`crate::algo::ring`] from [`crate::schedule`]), in issue order, on a
-//! symbolic model of each rank's memory: every element holds the set of
-//! inputs summed into it so far. After each step it prints who sent which
-//! chunk to whom and what every rank now holds. It then runs the real engine
-//! on the CPU backend with exact inputs and shows the numbers.
+//! The trace executes the plan the backends run, through the one plan
+//! interpreter ([`crate::plan::interp`]) on symbolic memory: every element
+//! holds which inputs are summed in it. Ring paths are shown step by step
+//! (who sends which chunk, and its slices, to whom, and what every rank holds
+//! after the step); other paths op by op. It then runs the same plan on the
+//! CPU backend with exact inputs and shows the numbers.
 
-use crate::algo::Algo;
+use crate::algo::AlgoChoice;
+use crate::element::{DataType, Element, ReduceOp};
 use crate::engine::{Engine, EngineConfig};
-use crate::error::Result;
-use crate::plan::{Buf, OpKind, Plan};
-use crate::schedule::{self, ChunkLayout, Phase};
+use crate::error::{Error, Result};
+use crate::plan::interp::{self, Effect, SymMem};
+use crate::plan::{Buf, Collective, OpKind, Plan, Region, Shape};
+use crate::schedule::{self, Phase};
 use crate::size::format_bytes;
+use crate::verify::{self, Inputs};
 use std::fmt::Write;
 
-/// Which inputs are summed in one element: bit r = rank r's input.
-type Held = u64;
+/// Largest trace: ranks and elements.
+pub const MAX_RANKS: usize = 16;
+pub const MAX_COUNT: usize = 4096;
 
-fn show(h: Held, n: usize) -> String {
-    if h == 0 {
-        return "-".into();
-    }
-    if n > 1 && h == (1u64 << n) - 1 {
-        return "ALL".into();
-    }
-    (0..n)
-        .filter(|r| h & (1 << r) != 0)
-        .map(|r| format!("x{r}"))
-        .collect::<Vec<_>>()
-        .join("+")
+/// The plan `choice` uses for `shape` (first call of a chain).
+pub fn plan_of(choice: &AlgoChoice, shape: &Shape) -> Result<Plan> {
+    let algo = choice.resolve(shape)?;
+    let plan = algo.path(shape).next(false)?;
+    plan.validate().map_err(Error::Plan)?;
+    Ok((*plan).clone())
 }
 
-/// Render the trace of `algo` for `count` f32 elements on `n` ranks: the
-/// ring family step by step, the other algorithms op by op.
-pub fn render_algo(algo: Algo, n: usize, count: usize) -> Result<String> {
-    match algo {
-        Algo::Ring { .. } => render_ring(algo, n, count),
-        _ => render_other(algo, n, count),
+/// Render the trace of `choice` for `shape` (element type `dtype`, op `op`).
+pub fn render(choice: &AlgoChoice, shape: &Shape, dtype: DataType, op: ReduceOp) -> Result<String> {
+    if shape.ranks == 0 {
+        return Err(Error::ZeroRanks);
     }
-}
-
-/// Render the trace of the plain ring all-reduce.
-pub fn render(n: usize, count: usize) -> Result<String> {
-    render_ring(Algo::RING, n, count)
-}
-
-fn render_ring(algo: Algo, n: usize, count: usize) -> Result<String> {
+    if shape.ranks > MAX_RANKS || shape.count > MAX_COUNT {
+        return Err(Error::BadArgument(format!(
+            "trace is for small examples: at most {MAX_RANKS} ranks and {MAX_COUNT} elements (got {} ranks, {} elements)",
+            shape.ranks, shape.count
+        )));
+    }
+    let plan = plan_of(choice, shape)?;
     let mut out = String::new();
-    let plan: Plan = algo.plan(n, count, 4, false);
-    plan.validate().map_err(crate::error::Error::Plan)?;
-    let layout = ChunkLayout::new(count, n, 4);
-    // Step order: (phase, step, copies before reduces, rank). The plan's
-    // dependencies only point backwards in this order, so it is a valid
-    // execution order, and it is the synchronous picture a student draws.
-    let mut order: Vec<(usize, usize)> = (0..n)
-        .flat_map(|r| (0..plan.ops[r].len()).map(move |k| (r, k)))
-        .filter(|&(r, k)| plan.ops[r][k].label.phase.is_some())
-        .collect();
-    order.sort_by_key(|&(r, k)| {
-        let op = &plan.ops[r][k];
-        let phase = usize::from(op.label.phase == Some(Phase::AllGather));
-        let kind = usize::from(matches!(op.kind, OpKind::Reduce { .. }));
-        (phase, op.label.step, kind, r, op.label.slice)
-    });
-    let d = count * 4;
-
+    let n = shape.ranks;
+    let bytes = shape.bytes();
     let _ = writeln!(
         out,
-        "Ring all-reduce: N = {n} ranks, count = {count} float ({} per rank), out of place",
-        format_bytes(d as u64)
+        "{}: {} on N = {n} ranks, count = {} {} ({} per rank), {}, {}",
+        plan.name,
+        shape.collective,
+        shape.count,
+        dtype.name(),
+        format_bytes(bytes),
+        if shape.in_place { "in place" } else { "out of place" },
+        op.name()
     );
-    let _ = writeln!(out, "Rank r sends to rank (r+1) mod N. x_r is rank r's input; a cell lists the inputs summed in that chunk.");
+    if choice == &AlgoChoice::Auto {
+        let _ = writeln!(out, "(auto chose {} for this size)", plan.name);
+    }
+    let ringlike = plan.ops.iter().flatten().any(|o| o.label.phase.is_some());
+    if ringlike {
+        render_steps(&mut out, &plan);
+    } else {
+        render_ops(&mut out, &plan);
+    }
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "Chunks (16-byte aligned boundaries where possible, remainder on the first chunks):"
+        "Traffic per rank (bytes sent to / received from other ranks):"
     );
-    for c in 0..n {
-        let r = layout.range(c);
+    for (r, t) in plan.traffic().iter().enumerate() {
         let _ = writeln!(
             out,
-            "  chunk {c}: elements {:>4}..{:<4} ({} elements)",
-            r.start,
-            r.end,
-            r.len()
+            "  rank {r}: sent {:>6} B, received {:>6} B",
+            t.sent, t.received
         );
     }
+    let d = shape.count * shape.elem_size;
+    match shape.collective {
+        Collective::AllReduce => {
+            let _ = writeln!(
+                out,
+                "  ring formula 2(N-1)/N * D = {:.1} B per rank; parameter-server root (N-1) * D = {} B each way",
+                schedule::ring_bytes_formula(n, d),
+                n.saturating_sub(1) * d
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "  ring formula (N-1)/N * total = {:.1} B per rank",
+                schedule::ring_bytes_formula(n, d * n) / 2.0
+            );
+        }
+    }
+    let line = crate::with_element!(dtype, T => run_on_cpu::<T>(choice, shape, op))?;
     let _ = writeln!(out);
+    out.push_str(&line);
+    Ok(out)
+}
 
-    // Symbolic memory: recv content per rank per element (what the rank's
-    // output currently holds; initially its own input, as the ring reads it).
-    let mut held: Vec<Vec<Held>> = (0..n).map(|r| vec![1u64 << r; count]).collect();
-    let mut scratch: Vec<Vec<Held>> = vec![vec![0; plan.scratch_len]; n];
-    let state_table = |out: &mut String, held: &Vec<Vec<Held>>| {
-        let w = 4 + 3 * n;
+fn value_line(mem: &SymMem, r: usize, region: &Region, n: usize) -> String {
+    mem.read(r, region)
+        .first()
+        .map_or("-".into(), |(_, v)| v.describe(n))
+}
+
+/// Ring paths: grouped by phase and step, the synchronous picture a student
+/// draws. Every dependency of the plan points backwards in this order, so it
+/// is a valid execution order.
+fn render_steps(out: &mut String, plan: &Plan) {
+    let s = plan.shape;
+    let n = s.ranks;
+    let _ = writeln!(
+        out,
+        "Rank r sends to rank (r+1) mod N. x_r is rank r's input; a cell lists the inputs combined in that chunk."
+    );
+    let mut parts: Vec<(usize, usize, usize)> = Vec::new();
+    for (r, ops) in plan.ops.iter().enumerate() {
+        for (i, op) in ops.iter().enumerate() {
+            for k in 0..interp::parts(r, op).len() {
+                parts.push((r, i, k));
+            }
+        }
+    }
+    let key = |&(r, i, _): &(usize, usize, usize)| {
+        let op = &plan.ops[r][i];
+        let phase = match op.label.phase {
+            None if op.kind == OpKind::Begin => 0,
+            None if op.kind == OpKind::End => 9,
+            None => 1,
+            Some(Phase::ReduceScatter) => 2,
+            Some(Phase::AllGather) => 3,
+        };
+        let kind = usize::from(matches!(op.kind, OpKind::Reduce { .. }));
+        (phase, op.label.step, kind, r, op.label.chunk, op.label.slice)
+    };
+    parts.sort_by_key(key);
+    let mut mem = SymMem::new(&s, plan.scratch_len);
+    let layout_chunks = chunk_regions(plan);
+    let table = |out: &mut String, mem: &SymMem| {
         let _ = write!(out, "        ");
         for c in 0..n {
-            let _ = write!(out, "| {:<w$}", format!("chunk {c}"));
+            let _ = write!(out, "| {:<w$}", format!("chunk {c}"), w = 4 + 3 * n);
         }
         let _ = writeln!(out);
-        for (r, h) in held.iter().enumerate() {
+        for r in 0..n {
             let _ = write!(out, "  rank {r}");
             for c in 0..n {
-                let range = layout.range(c);
-                let cell = if range.is_empty() {
-                    "(empty)".to_string()
-                } else {
-                    show(h[range.start], n)
-                };
-                let _ = write!(out, "| {cell:<w$}");
+                let cell = held(mem, plan, &layout_chunks, r, c);
+                let _ = write!(out, "| {:<w$}", cell, w = 4 + 3 * n);
             }
             let _ = writeln!(out);
         }
     };
-    let _ = writeln!(out, "Start: every rank holds only its own input.");
-    state_table(&mut out, &held);
-
-    // Group the issue order by (phase, step).
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Chunks:");
+    for (c, reg) in layout_chunks.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  chunk {c}: elements {:>4}..{:<4} ({} elements)",
+            reg.start,
+            reg.end,
+            reg.len()
+        );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Start:");
+    table(out, &mem);
     let mut i = 0;
-    while i < order.len() {
-        let (r0, k0) = order[i];
-        let key = plan.ops[r0][k0]
-            .label
-            .phase
-            .map(|p| (p, plan.ops[r0][k0].label.step));
+    while i < parts.len() {
+        let k0 = key(&parts[i]);
         let mut j = i;
-        let mut lines = Vec::new();
-        while j < order.len() {
-            let (r, k) = order[j];
-            let op = &plan.ops[r][k];
-            let this = op.label.phase.map(|p| (p, op.label.step));
-            if this != key && !matches!(op.kind, OpKind::Begin | OpKind::End) {
-                break;
-            }
-            match &op.kind {
-                OpKind::Copy { from, to, src, dst } => {
-                    let r = *from;
-                    let data: Vec<Held> = if src.buf == Buf::Scratch {
-                        scratch[r][src.range.clone()].to_vec()
-                    } else {
-                        held[r][src.range.clone()].to_vec()
-                    };
-                    let what = data.first().map_or("-".into(), |h| show(*h, n));
-                    if dst.buf == Buf::Scratch {
-                        scratch[*to][dst.range.clone()].copy_from_slice(&data);
-                    } else {
-                        held[*to][dst.range.clone()].copy_from_slice(&data);
-                    }
-                    if !src.range.is_empty() {
-                        lines.push(format!(
-                            "  rank {r} -> rank {to}: chunk {} [{}..{}) = {what}{}",
+        // Lines of this group: copies grouped per (rank, chunk) with their
+        // slices, reduces likewise.
+        let mut lines: Vec<String> = Vec::new();
+        let mut last: Option<(usize, usize, &'static str)> = None;
+        while j < parts.len() && (key(&parts[j]).0, key(&parts[j]).1) == (k0.0, k0.1) {
+            let (r, oi, pk) = parts[j];
+            let op = &plan.ops[r][oi];
+            if let Some(e) = interp::parts(r, op)[pk].effect {
+                let before = describe_effect(&mem, &e, n);
+                let _ = interp::apply(&mut mem, &e);
+                let (what, range) = match e {
+                    Effect::Copy { from, src, to, dst } => (
+                        format!(
+                            "rank {from} -> rank {to}: chunk {} = {before}{}",
                             op.label.chunk,
-                            src.range.start,
-                            src.range.end,
                             if dst.buf == Buf::Scratch {
                                 "  (into scratch)"
                             } else {
                                 "  (overwrites)"
                             }
-                        ));
-                    }
-                }
-                OpKind::ReducePeer { .. } => {}
-                OpKind::Reduce { dst, b, .. } => {
-                    for e in 0..dst.len() {
-                        held[r][dst.range.start + e] |= scratch[r][b.range.start + e];
-                    }
-                    if !dst.range.is_empty() {
-                        lines.push(format!(
-                            "  rank {r} adds the received chunk {} (reduce kernel): now {}",
+                        ),
+                        src.range.clone(),
+                    ),
+                    Effect::Reduce { rank, dst, .. } => (
+                        format!(
+                            "rank {rank} reduces the received chunk {} (reduce kernel): now {}",
                             op.label.chunk,
-                            show(held[r][dst.range.start], n)
-                        ));
+                            value_line(&mem, rank, dst, n)
+                        ),
+                        dst.range.clone(),
+                    ),
+                };
+                let tag = if matches!(e, Effect::Copy { .. }) { "copy" } else { "reduce" };
+                if last == Some((r, op.label.chunk, tag)) {
+                    // Another slice of the same chunk: add its range.
+                    if let Some(l) = lines.last_mut() {
+                        let _ = write!(l, " [{}..{})", range.start, range.end);
                     }
+                } else {
+                    lines.push(format!("  {what}; slices: [{}..{})", range.start, range.end));
+                    last = Some((r, op.label.chunk, tag));
                 }
-                OpKind::Begin | OpKind::End => {}
             }
             j += 1;
         }
-        if let Some((phase, step)) = key {
+        if let (2 | 3, step) = (k0.0, k0.1) {
+            let phase = if k0.0 == 2 { Phase::ReduceScatter } else { Phase::AllGather };
             let _ = writeln!(out);
             let _ = writeln!(
                 out,
@@ -191,217 +231,197 @@ fn render_ring(algo: Algo, n: usize, count: usize) -> Result<String> {
             for l in &lines {
                 let _ = writeln!(out, "{l}");
             }
-            state_table(&mut out, &held);
-            if phase == Phase::ReduceScatter && step + 1 == schedule::steps(n) {
-                let owned: Vec<String> = (0..n)
-                    .map(|r| format!("rank {r} owns chunk {}", schedule::owned_chunk(r, n)))
-                    .collect();
-                let _ = writeln!(out, "  Reduce-Scatter done: {}.", owned.join(", "));
+            table(out, &mem);
+        } else if !lines.is_empty() {
+            let _ = writeln!(out);
+            for l in &lines {
+                let _ = writeln!(out, "{l}");
             }
         }
         i = j.max(i + 1);
     }
+}
 
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "Traffic per rank (bytes sent to / received from other ranks):"
-    );
-    let formula = schedule::ring_bytes_formula(n, d);
-    traffic_lines(&mut out, &plan);
-    let _ = writeln!(
-        out,
-        "  formula 2(N-1)/N * D = 2*{}/{} * {d} B = {formula:.1} B per rank (exact per rank when chunks are equal; the sum over ranks always matches)",
-        n.saturating_sub(1),
-        n
-    );
-
-    // The real thing, on the CPU backend, with exact inputs.
-    let (inputs, recv, ok) = run_on_cpu(algo, n, count)?;
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "The same plan on the CPU backend, with x_r[i] = 10*(r+1) + i%10:"
-    );
-    let show_vals = |v: &[f32]| {
-        let mut s: Vec<String> = v.iter().take(12).map(|x| format!("{x}")).collect();
-        if v.len() > 12 {
-            s.push("...".into());
+/// The chunk ranges of a ring plan, from its labels (first slice start to
+/// last slice end of each chunk, in output coordinates of rank 0's view).
+fn chunk_regions(plan: &Plan) -> Vec<std::ops::Range<usize>> {
+    let s = plan.shape;
+    let n = s.ranks;
+    match s.collective {
+        Collective::AllReduce => {
+            let l = schedule::ChunkLayout::new(s.count, n, s.elem_size);
+            (0..n).map(|c| l.range(c)).collect()
         }
-        s.join(" ")
+        _ => (0..n).map(|c| c * s.count..(c + 1) * s.count).collect(),
+    }
+}
+
+/// What rank r holds for chunk c: its output chunk where written, else its
+/// input chunk.
+fn held(mem: &SymMem, plan: &Plan, chunks: &[std::ops::Range<usize>], r: usize, c: usize) -> String {
+    let s = plan.shape;
+    let n = s.ranks;
+    let range = chunks[c].clone();
+    if range.is_empty() {
+        return "(empty)".into();
+    }
+    let out = s.output(r);
+    let out_region = match s.collective {
+        Collective::ReduceScatter => {
+            if c != r {
+                let input = s.input(r);
+                let reg = Region::new(input.buf, input.range.start + range.start..input.range.start + range.end);
+                return format!("({})", value_line(mem, r, &reg, n).replace("ALL", "-"));
+            }
+            out
+        }
+        _ => Region::new(out.buf, out.range.start + range.start..out.range.start + range.end),
     };
-    for (r, v) in inputs.iter().enumerate() {
-        let _ = writeln!(out, "  x{r}: {}", show_vals(v));
+    let v = value_line(mem, r, &out_region, n);
+    if v != "-" {
+        return v;
     }
-    let _ = writeln!(out, "  every rank's result: {}", show_vals(&recv[0]));
-    let _ = writeln!(
-        out,
-        "  {}",
-        if ok {
-            "PASS: all ranks equal the element-wise sum"
-        } else {
-            "FAIL"
-        }
-    );
-    Ok(out)
+    if s.collective == Collective::AllReduce {
+        let input = s.input(r);
+        let reg = Region::new(input.buf, input.range.start + range.start..input.range.start + range.end);
+        return value_line(mem, r, &reg, n);
+    }
+    v
 }
 
-/// The per-rank traffic lines of a plan.
-fn traffic_lines(out: &mut String, plan: &Plan) {
-    for (r, t) in plan.traffic(4).iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "  rank {r}: sent {:>6} B, received {:>6} B",
-            t.sent, t.received
-        );
+fn describe_effect(mem: &SymMem, e: &Effect<'_>, n: usize) -> String {
+    match *e {
+        Effect::Copy { from, src, .. } => value_line(mem, from, src, n),
+        Effect::Reduce { rank, a, .. } => value_line(mem, rank, a, n),
     }
 }
 
-/// Run `algo` on the CPU backend with the exact inputs `x_r[i] = 10*(r+1) + i%10`;
-/// returns the inputs, every rank's result, and whether all equal the sum.
-#[allow(clippy::type_complexity)]
-fn run_on_cpu(algo: Algo, n: usize, count: usize) -> Result<(Vec<Vec<f32>>, Vec<Vec<f32>>, bool)> {
-    let inputs: Vec<Vec<f32>> = (0..n)
-        .map(|r| (0..count).map(|i| (10 * (r + 1) + i % 10) as f32).collect())
-        .collect();
-    let mut got = vec![vec![0.0f32; count]; n];
-    let mut cfg = EngineConfig::cpu(n);
-    cfg.algo = crate::algo::AlgoChoice::Fixed(algo);
-    Engine::<f32>::new(cfg)?.all_reduce(&inputs, &mut got)?;
-    let want: Vec<f32> = (0..count)
-        .map(|i| inputs.iter().map(|v| v[i]).sum())
-        .collect();
-    let ok = got.iter().all(|v| *v == want);
-    Ok((inputs, got, ok))
-}
-
-/// Parameter server, one-shot (push or pull): op by op, whole buffers.
-fn render_other(algo: Algo, n: usize, count: usize) -> Result<String> {
-    let mut out = String::new();
-    let plan = algo.plan(n, count, 4, false);
-    plan.validate().map_err(crate::error::Error::Plan)?;
-    let order = plan.issue_order().map_err(crate::error::Error::Plan)?;
-    let d = count * 4;
-    let _ = writeln!(
-        out,
-        "{}: N = {n} ranks, count = {count} float ({} per rank), out of place",
-        algo.label(),
-        format_bytes(d as u64)
-    );
+/// Other paths: op by op, in an issue order.
+fn render_ops(out: &mut String, plan: &Plan) {
+    let n = plan.ranks();
     let _ = writeln!(
         out,
         "These algorithms move whole buffers; x_r is rank r's input. Ops in issue order:"
     );
-    if plan.flag_exchange(0).ok().flatten().is_some() {
+    if plan
+        .ops
+        .iter()
+        .flatten()
+        .any(|o| matches!(o.kind, OpKind::Exchange(_)))
+    {
         let _ = writeln!(
             out,
-            "(On CUDA each rank's push and reduce run as ONE kernel, ptx/exchange_f32.ptx:
- the push is stores into the peer's scratch, then a flag raised in the peer's
- memory; the reduce starts once the peer's flag is up. No copy call, no event.)"
+            "(Each exchange is ONE kernel per rank (ptx/reduce_<type>.ptx): it pushes its input
+ into the peer's scratch with stores over NVLink, raises a flag in the peer's memory,
+ waits for the peer's flag, then reduces. No copy call, no event.)"
         );
     }
-    // Symbolic memory per rank: send (the input), recv (None = not written
-    // yet) and scratch, one value per element.
-    let send: Vec<Held> = (0..n).map(|r| 1u64 << r).collect();
-    let mut recv: Vec<Vec<Option<Held>>> = vec![vec![None; count]; n];
-    let mut scratch: Vec<Vec<Held>> = vec![vec![0; plan.scratch_len]; n];
-    let read =
-        |buf: Buf, r: usize, e: usize, recv: &Vec<Vec<Option<Held>>>, scratch: &Vec<Vec<Held>>| {
-            match buf {
-                Buf::Send => send[r],
-                Buf::Recv => recv[r][e].unwrap_or(send[r]),
-                Buf::Scratch => scratch[r][e],
-            }
-        };
+    let Ok(order) = plan.issue_order() else {
+        return;
+    };
+    let mut mem = SymMem::new(&plan.shape, plan.scratch_len);
     let mut last_note = "";
-    for &(r, k) in &order {
-        let op = &plan.ops[r][k];
-        if op.label.note != last_note && !matches!(op.kind, OpKind::Begin | OpKind::End) {
+    for (r, i, k) in order {
+        let op = &plan.ops[r][i];
+        let Some(e) = interp::parts(r, op)[k].effect else {
+            continue;
+        };
+        if op.label.note != last_note {
             last_note = op.label.note;
-            let _ = writeln!(out, "\n{}:", last_note);
+            let _ = writeln!(out, "\n{last_note}:");
         }
-        match &op.kind {
-            OpKind::Copy { from, to, src, dst } if !src.range.is_empty() => {
-                let v: Vec<Held> = src
-                    .range
-                    .clone()
-                    .map(|e| read(src.buf, *from, e, &recv, &scratch))
-                    .collect();
-                for (i, e) in dst.range.clone().enumerate() {
-                    match dst.buf {
-                        Buf::Recv => recv[*to][e] = Some(v[i]),
-                        _ => scratch[*to][e] = v[i],
-                    }
-                }
-                let who = if r == *from { "pushes" } else { "pulls" };
+        let before = describe_effect(&mem, &e, n);
+        let _ = interp::apply(&mut mem, &e);
+        match e {
+            Effect::Copy { from, src, to, dst } if !src.is_empty() => {
+                let who = if r == from { "pushes" } else { "pulls" };
                 let _ = writeln!(
                     out,
-                    "  rank {r} {who}: rank {from} {} [{}..{}) = {} -> rank {to} {} [{}..{})",
+                    "  rank {r} {who}: rank {from} {} [{}..{}) = {before} -> rank {to} {} [{}..{})",
                     src.buf.name(),
                     src.range.start,
                     src.range.end,
-                    show(v[0], n),
                     dst.buf.name(),
                     dst.range.start,
                     dst.range.end
                 );
             }
-            OpKind::Reduce { dst, a, b } | OpKind::ReducePeer { dst, a, b, .. }
-                if !dst.range.is_empty() =>
-            {
-                let b_rank = match &op.kind {
-                    OpKind::ReducePeer { from, .. } => *from,
-                    _ => r,
-                };
-                for i in 0..dst.len() {
-                    let x = read(a.buf, r, a.range.start + i, &recv, &scratch);
-                    let y = read(b.buf, b_rank, b.range.start + i, &recv, &scratch);
-                    recv[r][dst.range.start + i] = Some(x | y);
-                }
-                let owner = if b_rank == r {
+            Effect::Reduce {
+                rank,
+                dst,
+                a,
+                b_rank,
+                b,
+                ..
+            } if !dst.is_empty() => {
+                let owner = if b_rank == rank {
                     String::new()
                 } else {
                     format!("rank {b_rank}'s ")
                 };
                 let _ = writeln!(
                     out,
-                    "  rank {r} reduce kernel: recv = {} + {owner}{} [{}..{}) -> {}",
+                    "  rank {rank} reduce kernel: {} = {} (op) {owner}{} [{}..{}) -> {}",
+                    dst.buf.name(),
                     a.buf.name(),
                     b.buf.name(),
                     b.range.start,
                     b.range.end,
-                    show(recv[r][dst.range.start].unwrap_or(0), n)
+                    value_line(&mem, rank, dst, n)
                 );
             }
             _ => {}
         }
     }
-    let _ = writeln!(out, "\nEnd: every rank's recv holds:");
-    for (r, v) in recv.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "  rank {r}: {}",
-            v.first()
-                .map_or("-".into(), |h| show(h.unwrap_or(send[r]), n))
-        );
+    let _ = writeln!(out, "\nEnd: every rank's output holds:");
+    for r in 0..n {
+        let _ = writeln!(out, "  rank {r}: {}", value_line(&mem, r, &plan.shape.output(r), n));
     }
+}
+
+/// Run the plan on the CPU backend with exact inputs; a short report.
+fn run_on_cpu<T: Element>(choice: &AlgoChoice, shape: &Shape, op: ReduceOp) -> Result<String> {
+    let n = shape.ranks;
+    let per_rank = shape.send_len().max(shape.input(0).len());
+    let inputs: Vec<Vec<T>> = verify::make_inputs::<T>(Inputs::Exact, op, n, per_rank, 1);
+    let mut cfg = EngineConfig::cpu(n);
+    cfg.algo = choice.clone();
+    let mut e = Engine::<T>::new(cfg)?;
+    let sh = e.load(shape.collective, &inputs, shape.in_place)?;
+    e.poison(&sh)?;
+    e.run(None, &sh, op)?;
+    let got = e.read_output(&sh)?;
+    let v = match shape.collective {
+        Collective::AllReduce => verify::check(&got, &verify::reference(&inputs, op, Inputs::Exact)),
+        Collective::ReduceScatter => {
+            let refs = verify::reference_reduce_scatter(&inputs, op, Inputs::Exact);
+            let mut total = verify::Verdict::default();
+            for (r, rf) in refs.iter().enumerate() {
+                let part = verify::check(std::slice::from_ref(&got[r]), rf);
+                total.wrong.push(part.total_wrong());
+            }
+            total
+        }
+        Collective::AllGather => verify::check(&got, &verify::reference_all_gather(&inputs)),
+    };
+    let show = |v: &[T]| {
+        let mut s: Vec<String> = v.iter().take(12).map(|x| format!("{}", x.to_f64())).collect();
+        if v.len() > 12 {
+            s.push("...".into());
+        }
+        s.join(" ")
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "The same plan on the CPU backend, with exact inputs:");
+    for (r, v) in inputs.iter().enumerate() {
+        let _ = writeln!(out, "  x{r}: {}", show(v));
+    }
+    let _ = writeln!(out, "  rank 0's output: {}", show(&got[0]));
     let _ = writeln!(
         out,
-        "\nTraffic per rank (bytes sent to / received from other ranks):"
-    );
-    traffic_lines(&mut out, &plan);
-    let _ = writeln!(
-        out,
-        "  ring formula 2(N-1)/N * D = {:.1} B per rank; parameter-server root (N-1) * D = {} B each way",
-        schedule::ring_bytes_formula(n, d),
-        n.saturating_sub(1) * d
-    );
-    let (_, _, ok) = run_on_cpu(algo, n, count)?;
-    let _ = writeln!(
-        out,
-        "\nThe same plan on the CPU backend, x_r[i] = 10*(r+1) + i%10: {}",
-        if ok {
-            "PASS: all ranks equal the element-wise sum"
+        "  {}",
+        if v.passed() {
+            "PASS: every rank's output is bitwise the expected result"
         } else {
             "FAIL"
         }
@@ -411,59 +431,77 @@ fn render_other(algo: Algo, n: usize, count: usize) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn shape(coll: Collective, n: usize, count: usize) -> Shape {
+        Shape {
+            collective: coll,
+            ranks: n,
+            count,
+            elem_size: 4,
+            in_place: false,
+        }
+    }
+
+    fn t(algo: &str, s: Shape) -> String {
+        let c: AlgoChoice = algo.parse().unwrap();
+        render(&c, &s, DataType::Float, ReduceOp::Sum).unwrap()
+    }
+
     #[test]
-    fn trace_default_ends_complete() {
-        let t = super::render(4, 8).unwrap();
-        assert!(t.contains("all-gather step 3 of 3"));
-        assert!(t.contains("PASS"));
-        assert!(t.contains("rank 0 owns chunk 1"));
-        // After the last step every cell is complete.
-        let tail = t.split("all-gather step 3 of 3:").nth(1).unwrap();
+    fn ring_trace_ends_complete() {
+        let out = t("ring", shape(Collective::AllReduce, 4, 8));
+        assert!(out.starts_with("ring: all-reduce"), "{out}");
+        assert!(out.contains("all-gather step 3 of 3"));
+        assert!(out.contains("PASS"));
+        let tail = out.split("all-gather step 3 of 3:").nth(1).unwrap();
         let table: Vec<&str> = tail
             .lines()
             .filter(|l| l.starts_with("  rank ") && l.contains('|'))
             .collect();
         assert_eq!(table.len(), 4);
-        assert!(
-            table.iter().all(|l| l.matches("ALL").count() == 4),
-            "{tail}"
-        );
+        assert!(table.iter().all(|l| l.matches("ALL").count() == 4), "{tail}");
     }
 
     #[test]
-    fn trace_other_algorithms() {
-        use crate::algo::Algo;
-        for algo in [
-            Algo::ParameterServer,
-            Algo::ONESHOT,
-            Algo::ONESHOT_PULL,
-            Algo::OneShotFused,
-            Algo::OneShotFlag,
-        ] {
-            for (n, c) in [(4, 8), (2, 3), (1, 4)] {
-                let t = super::render_algo(algo, n, c).unwrap();
-                assert!(t.contains("PASS"), "{t}");
-                if n > 1 {
-                    assert!(
-                        t.contains(&format!("rank {} : ALL", n - 1).replace(" :", ":")),
-                        "{t}"
-                    );
+    fn pipelined_trace_shows_slices_once() {
+        let out = t("ring:pipe2", shape(Collective::AllReduce, 2, 16));
+        assert!(out.starts_with("ring:pipe2:"), "{out}");
+        // One line per chunk listing both slices, not one line per slice.
+        let step = out.split("reduce-scatter step 1 of 1:").nth(1).unwrap();
+        let copies: Vec<&str> = step.lines().filter(|l| l.contains("->")).collect();
+        assert_eq!(copies.len(), 2, "{step}");
+        assert!(copies[0].matches('[').count() == 2, "{step}");
+        let plain = t("ring", shape(Collective::AllReduce, 2, 16));
+        assert_ne!(plain.replace("ring:", ""), out.replace("ring:pipe2:", ""));
+    }
+
+    #[test]
+    fn other_algorithms_and_collectives() {
+        for algo in ["ps", "oneshot", "oneshot:fused", "oneshot:flag", "auto"] {
+            for (n, c) in [(2, 3), (1, 4), (4, 8)] {
+                if algo == "oneshot:flag" && n > 2 {
+                    continue;
                 }
+                let out = t(algo, shape(Collective::AllReduce, n, c));
+                assert!(out.contains("PASS"), "{algo} {n} {c}: {out}");
             }
         }
-        let ps = super::render_algo(Algo::ParameterServer, 4, 8).unwrap();
+        for coll in [Collective::ReduceScatter, Collective::AllGather] {
+            for (n, c) in [(4, 3), (3, 1), (1, 2)] {
+                let out = t("ring", shape(coll, n, c));
+                assert!(out.contains("PASS") && out.contains(coll.name()), "{out}");
+            }
+        }
+        let ps = t("ps", shape(Collective::AllReduce, 4, 8));
         assert!(ps.contains("gather:") && ps.contains("broadcast:"), "{ps}");
-        assert!(
-            ps.contains("rank 0: sent     96 B, received     96 B"),
-            "{ps}"
-        );
+        assert!(ps.contains("rank 0: sent     96 B, received     96 B"), "{ps}");
     }
 
     #[test]
-    fn trace_small_counts() {
-        for (n, c) in [(1, 8), (3, 2), (5, 0), (2, 1)] {
-            let t = super::render(n, c).unwrap();
-            assert!(t.contains("PASS"), "{t}");
-        }
+    fn limits() {
+        let c = AlgoChoice::Auto;
+        assert!(render(&c, &shape(Collective::AllReduce, 17, 4), DataType::Float, ReduceOp::Sum).is_err());
+        assert!(render(&c, &shape(Collective::AllReduce, 4, 5000), DataType::Float, ReduceOp::Sum).is_err());
     }
 }

@@ -1,564 +1,245 @@
-//! The algorithms, one file each. Each is a pure function from
-//! (ranks, count, in/out of place, options) to a [`Plan`] that any backend runs.
+//! The algorithms, one file each. An algorithm turns a [`Shape`] into
+//! [`Plan`]s; it is the only place that knows what its plans look like.
+//!
+//! * [`Algorithm`]: a named algorithm with its options (`ring:pipe2`).
+//! * [`Path`]: the per-(engine, shape) state that picks each call's plan.
+//!   Most paths always issue the same plan ([`StaticPath`]); the chained
+//!   one-shots alternate scratch halves between consecutive calls and keep
+//!   that parity (and their CUDA-graph fence protocol) here, with the
+//!   algorithm, not in the engine.
+//! * [`AlgoChoice`]: what a user asks for (`auto` or a fixed algorithm) and
+//!   [`AlgoChoice::resolve`], the size policy of `auto`.
+//!
+//! Adding an algorithm: a new file with a type implementing [`Algorithm`]
+//! and a `parse` function, and one line in [`REGISTRY`].
 
+pub mod flag;
+pub mod fused;
 pub mod oneshot;
+pub mod probe;
 pub mod ps;
 pub mod ring;
 
-use crate::plan::{Buf, Label, Lane, Plan, PlanBuilder, Region, SignalId};
+use crate::error::{Error, Result};
+use crate::plan::{Collective, Plan, Shape};
+use std::fmt::Debug;
+use std::sync::Arc;
 
-/// A concrete algorithm with its options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Algo {
-    /// Ring: Reduce-Scatter + All-Gather, chunks cut into `slices` pipeline
-    /// slices, `slots` scratch buffers used by step parity.
-    Ring {
-        slices: usize,
-        slots: usize,
-        lanes: usize,
-    },
-    /// Parameter server with rank 0 as root.
-    ParameterServer,
-    /// Every rank pushes its whole buffer to every other rank (in `slices`
-    /// pieces), then reduces each piece as it lands.
-    ///
-    /// `chain`: consecutive unsliced one-shot calls of the same size skip the
-    /// cross-rank start fence, using the two scratch halves alternately (see
-    /// [`oneshot`]); `false` fences every call.
-    OneShot { slices: usize, chain: bool },
-    /// Out of place: every rank pulls every other rank's send buffer and
-    /// reduces, with no cross-rank event (in `slices` pieces: pulls on the
-    /// copy stream, each piece reduced as it lands); in place: the chained
-    /// one-shot.
-    OneShotPull { slices: usize },
-    /// Out of place: the reduce kernel reads the other ranks' send buffers
-    /// through peer access (no copy call, no event); in place: the flag
-    /// one-shot ([`Algo::OneShotFlag`]).
-    OneShotFused,
-    /// 2 ranks: the chained push one-shot, run by the CUDA backend as one
-    /// kernel per rank that pushes, raises a flag in the peer's memory, waits
-    /// for the peer's flag and reduces (no copy call, no event); in place
-    /// and out of place. Other rank counts: [`Algo::ONESHOT`].
-    OneShotFlag,
+/// A named algorithm with its options.
+pub trait Algorithm: Send + Sync + Debug {
+    /// The path name shown everywhere, e.g. `ring:pipe2`.
+    fn name(&self) -> String;
+    /// Why this algorithm cannot run `shape`, if it cannot.
+    fn supports(&self, shape: &Shape) -> std::result::Result<(), String>;
+    /// Fresh per-(engine, shape) state.
+    fn path(&self, shape: &Shape) -> Box<dyn Path>;
 }
 
-impl Algo {
-    /// The plain ring of the mission: one copy and one reduce per step.
-    pub const RING: Algo = Algo::Ring {
-        slices: 1,
-        slots: 2,
-        lanes: 1,
-    };
-
-    /// One copy and one kernel per peer.
-    pub const ONESHOT: Algo = Algo::OneShot {
-        slices: 1,
-        chain: true,
-    };
-
-    /// The unsliced pull one-shot.
-    pub const ONESHOT_PULL: Algo = Algo::OneShotPull { slices: 1 };
-
-    /// Short name shown in output, e.g. `ring`, `ring:pipe4`, `ps`, `oneshot`.
-    pub fn label(&self) -> String {
-        match self {
-            Algo::Ring {
-                slices: 1,
-                lanes: 1,
-                ..
-            } => "ring".into(),
-            Algo::Ring {
-                slices, lanes: 1, ..
-            } => format!("ring:pipe{slices}"),
-            Algo::Ring { slices, lanes, .. } => format!("ring:pipe{slices}x{lanes}"),
-            Algo::ParameterServer => "ps".into(),
-            Algo::OneShot {
-                slices: 1,
-                chain: true,
-            } => "oneshot".into(),
-            Algo::OneShot { slices: 1, .. } => "oneshot:fenced".into(),
-            Algo::OneShot { slices, .. } => format!("oneshot:pipe{slices}"),
-            Algo::OneShotPull { slices: 1 } => "oneshot:pull".into(),
-            Algo::OneShotPull { slices } => format!("oneshot:pull{slices}"),
-            Algo::OneShotFused => "oneshot:fused".into(),
-            Algo::OneShotFlag => "oneshot:flag".into(),
-        }
+/// Chooses the plan of each call of one algorithm at one shape.
+pub trait Path: Send {
+    /// The plan of the next plain call. `continues` is true when the
+    /// engine's previous call was this path at this shape, with nothing
+    /// issued in between (no other collective, no load, no NCCL call).
+    fn next(&mut self, continues: bool) -> Result<Arc<Plan>>;
+    /// The plans to capture, in order, for a CUDA graph of `calls` calls.
+    fn graph_plans(&mut self, calls: usize) -> Result<Vec<Arc<Plan>>> {
+        (0..calls).map(|_| self.next(true)).collect()
     }
-
-    /// Build the plan for `ranks` ranks and `count` elements of `elem_size` bytes.
-    pub fn plan(&self, ranks: usize, count: usize, elem_size: usize, in_place: bool) -> Plan {
-        match *self {
-            Algo::Ring {
-                slices,
-                slots,
-                lanes,
-            } => ring::plan(ranks, count, elem_size, in_place, slices, slots, lanes),
-            Algo::ParameterServer => ps::plan(ranks, count, in_place),
-            Algo::OneShot { slices, .. } => {
-                oneshot::plan(ranks, count, elem_size, in_place, slices, 0, true)
-            }
-            Algo::OneShotPull { slices } => {
-                oneshot::pull_plan(ranks, count, elem_size, in_place, slices)
-            }
-            Algo::OneShotFused => oneshot::fused_plan(ranks, count, elem_size, in_place),
-            Algo::OneShotFlag => oneshot::flag_plan(ranks, count, elem_size, in_place, 0, true),
-        }
+    /// What to issue before a replay of that graph (`continues` as for
+    /// [`Path::next`]; a replay counts as a call of this path). Updates the
+    /// state to what holds after the replay.
+    fn before_replay(&mut self, _continues: bool) -> Result<Option<Arc<Plan>>> {
+        Ok(None)
     }
 }
 
-/// What the user asks for; `Auto` picks by size (see [`choose`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A path whose every call is the same plan.
+#[derive(Debug)]
+pub struct StaticPath(pub Arc<Plan>);
+
+impl StaticPath {
+    /// Build the plan once (validated in debug builds).
+    pub fn new(plan: Plan) -> Box<dyn Path> {
+        Box::new(StaticPath(Arc::new(plan)))
+    }
+}
+
+impl Path for StaticPath {
+    fn next(&mut self, _continues: bool) -> Result<Arc<Plan>> {
+        checked(&self.0)?;
+        Ok(self.0.clone())
+    }
+}
+
+/// In debug builds, validate a plan the first time it is used (the
+/// validator's cost is paid once per cached plan).
+pub fn checked(plan: &Arc<Plan>) -> Result<()> {
+    if cfg!(debug_assertions) && plan.op_count() < 200_000 {
+        use std::collections::HashSet;
+        use std::sync::Mutex;
+        static SEEN: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+        let key = Arc::as_ptr(plan) as usize;
+        let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+        let set = seen.get_or_insert_with(HashSet::new);
+        if set.insert(key) {
+            plan.validate().map_err(Error::Plan)?;
+        }
+    }
+    Ok(())
+}
+
+/// Each algorithm file's parser: `Some` when the name is its own.
+type Parser = fn(&str) -> Option<std::result::Result<Arc<dyn Algorithm>, String>>;
+
+/// Every algorithm, by its parser. The order is the order of the help text.
+pub const REGISTRY: &[(Parser, &str)] = &[
+    (
+        ring::parse,
+        "ring (one copy and one reduce per step), ring:naive (one scratch slot), ring:pipeK (K pipeline slices, 1..=64)",
+    ),
+    (
+        oneshot::parse,
+        "oneshot (every rank pushes its input to every other rank with the copy engine, then reduces)",
+    ),
+    (
+        fused::parse,
+        "oneshot:fused (out of place: the reduce kernel reads the other ranks' send buffers)",
+    ),
+    (
+        flag::parse,
+        "oneshot:flag (2 ranks: one exchange kernel per rank, synchronized by flags in GPU memory)",
+    ),
+    (ps::parse, "ps (parameter server, rank 0 as root)"),
+];
+
+/// Parse a fixed algorithm name.
+pub fn parse(name: &str) -> std::result::Result<Arc<dyn Algorithm>, String> {
+    let s = name.trim().to_ascii_lowercase();
+    for (p, _) in REGISTRY {
+        if let Some(r) = p(&s) {
+            return r;
+        }
+    }
+    Err(format!(
+        "unknown algorithm {s:?}; expected auto or one of: {}",
+        REGISTRY
+            .iter()
+            .map(|(_, h)| *h)
+            .collect::<Vec<_>>()
+            .join("; ")
+    ))
+}
+
+/// What the user asks for; `Auto` picks by shape (see [`AlgoChoice::resolve`]).
+#[derive(Debug, Clone)]
 pub enum AlgoChoice {
     Auto,
-    Fixed(Algo),
+    Fixed(Arc<dyn Algorithm>),
+}
+
+impl Default for AlgoChoice {
+    fn default() -> Self {
+        AlgoChoice::Auto
+    }
+}
+
+impl PartialEq for AlgoChoice {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
 }
 
 impl std::str::FromStr for AlgoChoice {
     type Err = String;
-    /// `auto`, `ring`, `ring:pipeK`, `ps`, `oneshot`.
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim().to_ascii_lowercase();
-        Ok(match s.as_str() {
-            "auto" => AlgoChoice::Auto,
-            "ring" => AlgoChoice::Fixed(Algo::RING),
-            "ps" | "parameter-server" => AlgoChoice::Fixed(Algo::ParameterServer),
-            "oneshot" | "one-shot" => AlgoChoice::Fixed(Algo::ONESHOT),
-            "oneshot:pull" => AlgoChoice::Fixed(Algo::ONESHOT_PULL),
-            "oneshot:fused" => AlgoChoice::Fixed(Algo::OneShotFused),
-            "oneshot:flag" => AlgoChoice::Fixed(Algo::OneShotFlag),
-            "oneshot:fenced" => AlgoChoice::Fixed(Algo::OneShot {
-                slices: 1,
-                chain: false,
-            }),
-            other => {
-                let slices = |k: &str| -> Result<usize, String> {
-                    k.parse()
-                        .ok()
-                        .filter(|&k| (1..=64).contains(&k))
-                        .ok_or_else(|| format!("bad slice count in {other:?} (1..=64)"))
-                };
-                if let Some(k) = other.strip_prefix("ring:pipe") {
-                    let (k, lanes) = match k.split_once('x') {
-                        Some((k, "2")) => (k, 2),
-                        Some((k, "1")) => (k, 1),
-                        Some(_) => {
-                            return Err(format!("bad copy-lane count in {other:?} (x1 or x2)"))
-                        }
-                        None => (k, 1),
-                    };
-                    AlgoChoice::Fixed(Algo::Ring {
-                        slices: slices(k)?,
-                        slots: 2,
-                        lanes,
-                    })
-                } else if let Some(k) = other.strip_prefix("oneshot:pull") {
-                    AlgoChoice::Fixed(Algo::OneShotPull { slices: slices(k)? })
-                } else if let Some(k) = other.strip_prefix("oneshot:pipe") {
-                    AlgoChoice::Fixed(Algo::OneShot {
-                        slices: slices(k)?,
-                        chain: false,
-                    })
-                } else {
-                    return Err(format!(
-                        "unknown algorithm {other:?} (expected auto, ring, ring:pipeK, ring:pipeKx2, oneshot, oneshot:pull, oneshot:pullK, oneshot:fused, oneshot:flag, oneshot:fenced, oneshot:pipeK, ps)"
-                    ));
-                }
-            }
-        })
-    }
-}
-
-/// Size-based choice for `Auto`, from the 2 x H200 runs of 2026-11-29
-/// (docs/perf-notes.md): for 2 ranks up to 16 MiB the fused one-shot (out of
-/// place the kernel reads the peer's send buffer: 1.4x-2.7x NCCL from 8 B to
-/// 8 MiB, 307 GB/s at 16 MiB vs 227 for ring:pipe2; in place the flag
-/// one-shot, one exchange kernel per rank: 6.7-10 us per call up to 1 MiB
-/// vs NCCL's 12-18, 1.13x NCCL at 16 MiB); then ring:pipe2 up to 512 MiB
-/// (1.24x NCCL at 32-256 MiB, where the flag one-shot falls to 0.9x) and
-/// ring:pipe4 from 1 GiB (383 GB/s, 99% of the ceiling).
-/// The thresholds are in bytes per rank.
-pub fn choose(ranks: usize, bytes: usize) -> Algo {
-    if ranks <= 2 && bytes <= ONESHOT_MAX_BYTES {
-        return Algo::OneShotFused;
-    }
-    let slices = if bytes >= PIPE4_MIN_BYTES { 4 } else { 2 };
-    Algo::Ring {
-        slices,
-        slots: 2,
-        lanes: 1,
-    }
-}
-
-/// The path forced by the environment variable `RINGREDUCE_ALGO` (read once),
-/// if it is set to a fixed algorithm. An unparsable value is reported once on
-/// stderr and ignored.
-pub fn forced() -> Option<Algo> {
-    static FORCED: std::sync::OnceLock<Option<Algo>> = std::sync::OnceLock::new();
-    *FORCED.get_or_init(|| {
-        let v = std::env::var("RINGREDUCE_ALGO").ok()?;
-        match v.parse::<AlgoChoice>() {
-            Ok(AlgoChoice::Fixed(a)) => Some(a),
-            Ok(AlgoChoice::Auto) => None,
-            Err(e) => {
-                eprintln!("ringreduce: ignoring RINGREDUCE_ALGO: {e}");
-                None
-            }
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            Ok(AlgoChoice::Auto)
+        } else {
+            parse(s).map(AlgoChoice::Fixed)
         }
-    })
+    }
 }
 
-/// Up to this size, 2 ranks use the one-shot path (pull out of place, chained
-/// push in place).
+impl std::fmt::Display for AlgoChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// Up to this size per rank, 2 ranks use the one-shot kernels for an
+/// all-reduce (2 x H200, docs/perf-notes.md: 1.4x-2.7x NCCL from 8 B to
+/// 8 MiB out of place; 1.13x at 16 MiB in place).
 pub const ONESHOT_MAX_BYTES: usize = 16 << 20;
 
 /// From this size the ring cuts each chunk into 4 slices instead of 2.
 pub const PIPE4_MIN_BYTES: usize = 1 << 30;
 
-/// Plans for 1 rank or 0 elements: only the out-of-place local copy.
-fn local_copy_only(mut b: PlanBuilder, begin: &[SignalId]) -> Plan {
-    let plan_count = b.finish_ref().count;
-    let ranks = begin.len();
-    let out_of_place = b.input() == Buf::Send;
-    for (r, &bg) in begin.iter().enumerate() {
-        let mut end = vec![];
-        if out_of_place && plan_count > 0 {
-            end.extend(b.copy(
-                r,
-                Lane::Copy,
-                r,
-                Region::new(Buf::Send, 0..plan_count),
-                Region::new(Buf::Recv, 0..plan_count),
-                vec![bg],
-                Label {
-                    note: "local copy",
-                    ..Label::default()
-                },
-            ));
+impl AlgoChoice {
+    /// `auto` or the fixed algorithm's name.
+    pub fn name(&self) -> String {
+        match self {
+            AlgoChoice::Auto => "auto".into(),
+            AlgoChoice::Fixed(a) => a.name(),
         }
-        b.end(r, end);
     }
-    debug_assert_eq!(ranks, b.finish_ref().ranks);
-    b.finish()
+
+    /// The algorithm for `shape`: a fixed choice if it supports the shape
+    /// (else an error that says why), or `auto`'s pick. `auto` honours the
+    /// environment variable `RINGREDUCE_ALGO` (like `NCCL_ALGO`).
+    ///
+    /// `auto`, from the 2 x H200 runs of 2026-11-29 (docs/perf-notes.md):
+    /// an all-reduce of at most [`ONESHOT_MAX_BYTES`] per rank on 2 ranks
+    /// uses `oneshot:fused` out of place and `oneshot:flag` in place; every
+    /// other call uses `ring:pipe2`, or `ring:pipe4` from
+    /// [`PIPE4_MIN_BYTES`].
+    pub fn resolve(&self, shape: &Shape) -> Result<Arc<dyn Algorithm>> {
+        let algo = match self {
+            AlgoChoice::Fixed(a) => a.clone(),
+            AlgoChoice::Auto => match forced()? {
+                Some(a) => a,
+                None => auto(shape),
+            },
+        };
+        algo.supports(shape).map_err(|why| {
+            Error::BadArgument(format!(
+                "{} cannot run this call ({} of {} elements on {} ranks, {}): {why}",
+                algo.name(),
+                shape.collective,
+                shape.count,
+                shape.ranks,
+                if shape.in_place {
+                    "in place"
+                } else {
+                    "out of place"
+                }
+            ))
+        })?;
+        Ok(algo)
+    }
 }
 
-/// Not an all-reduce: every rank's compute lane waits until every other
-/// rank's has reached this point (a Begin each, and an End waiting for all
-/// of them). The engine issues it before replaying captured flag one-shot
-/// calls that do not continue a chain.
-pub fn fence_plan(ranks: usize) -> Plan {
-    let mut b = PlanBuilder::new("fence", ranks, 0, false);
-    let begin = b.begin_all();
-    for r in 0..ranks {
-        b.end(r, begin.clone());
+fn auto(shape: &Shape) -> Arc<dyn Algorithm> {
+    let bytes = shape.count.saturating_mul(shape.elem_size);
+    if shape.collective == Collective::AllReduce && shape.ranks == 2 && bytes <= ONESHOT_MAX_BYTES
+    {
+        if shape.in_place {
+            return Arc::new(flag::Flag);
+        }
+        return Arc::new(fused::Fused);
     }
-    b.finish()
+    let slices = if bytes >= PIPE4_MIN_BYTES { 4 } else { 2 };
+    Arc::new(ring::Ring { slices, slots: 2 })
+}
+
+/// The path forced by `RINGREDUCE_ALGO`, if set to a fixed algorithm.
+fn forced() -> Result<Option<Arc<dyn Algorithm>>> {
+    match std::env::var("RINGREDUCE_ALGO") {
+        Ok(v) if !v.trim().is_empty() && !v.trim().eq_ignore_ascii_case("auto") => parse(&v)
+            .map(Some)
+            .map_err(|e| Error::BadArgument(format!("RINGREDUCE_ALGO={v}: {e}"))),
+        _ => Ok(None),
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::plan::Plan;
-
-    fn all_algos() -> Vec<Algo> {
-        let mut v = vec![
-            Algo::OneShotFused,
-            Algo::OneShotFlag,
-            Algo::ONESHOT_PULL,
-            Algo::OneShotPull { slices: 3 },
-            Algo::ParameterServer,
-            Algo::ONESHOT,
-            Algo::OneShot {
-                slices: 3,
-                chain: false,
-            },
-        ];
-        for slices in [1, 2, 3, 4] {
-            for slots in [1, 2] {
-                for lanes in [1, 2] {
-                    v.push(Algo::Ring {
-                        slices,
-                        slots,
-                        lanes,
-                    });
-                }
-            }
-        }
-        v
-    }
-
-    /// Every plan of every algorithm is deadlock-free, race-free, bracketed by
-    /// Begin/End, and sums every input exactly once (symbolic execution).
-    #[test]
-    fn plans_validate_small() {
-        for algo in all_algos() {
-            for n in 1..=6 {
-                for count in [0, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 33, 64, 67] {
-                    for in_place in [false, true] {
-                        let p = algo.plan(n, count, 4, in_place);
-                        if let Err(e) = p.validate() {
-                            panic!(
-                                "{} n={n} count={count} in_place={in_place}: {e}",
-                                algo.label()
-                            );
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn plans_validate_up_to_9_ranks() {
-        for algo in [
-            Algo::RING,
-            Algo::Ring {
-                slices: 2,
-                slots: 2,
-                lanes: 1,
-            },
-            Algo::ParameterServer,
-            Algo::ONESHOT,
-        ] {
-            for n in 7..=9 {
-                for count in [0, 5, 36, 100] {
-                    for in_place in [false, true] {
-                        let p = algo.plan(n, count, 4, in_place);
-                        p.validate().unwrap_or_else(|e| panic!("{e}"));
-                    }
-                }
-            }
-        }
-    }
-
-    /// Chained one-shot calls (first fenced, then unfenced with alternating
-    /// scratch halves) are race-free among themselves and next to any fenced
-    /// plan, in place and out of place.
-    #[test]
-    fn oneshot_chains_are_race_free() {
-        let os = |n, c, ip, parity, fenced| oneshot::plan(n, c, 4, ip, 1, parity, fenced);
-        for n in 2..=5 {
-            for count in [1, 5, 64] {
-                for ip in [false, true] {
-                    let first = os(n, count, ip, 0, true);
-                    let a = os(n, count, ip, 1, false);
-                    let b = os(n, count, ip, 0, false);
-                    for p in [&first, &a, &b] {
-                        p.validate().unwrap_or_else(|e| panic!("{e}"));
-                    }
-                    Plan::validate_sequence(&[&first, &a, &b, &a, &b])
-                        .unwrap_or_else(|e| panic!("n={n} count={count}: {e}"));
-                    // The chain only needs the same size: in and out of place may alternate.
-                    let a_other = os(n, count, !ip, 1, false);
-                    Plan::validate_sequence(&[&first, &a_other, &b])
-                        .unwrap_or_else(|e| panic!("mixed places n={n} count={count}: {e}"));
-                    // Another collective before and after a chain (fenced).
-                    for other in all_algos() {
-                        let x = other.plan(n, count, 4, ip);
-                        let again = os(n, count, ip, 1, true);
-                        Plan::validate_sequence(&[&x, &first, &a, &b, &x, &again, &b])
-                            .unwrap_or_else(|e| {
-                                panic!("{} n={n} count={count}: {e}", other.label())
-                            });
-                    }
-                }
-            }
-        }
-    }
-
-    /// The pull one-shot has no cross-rank event at all; it must still be
-    /// race-free next to every other plan, before and after.
-    #[test]
-    fn pull_oneshot_next_to_anything_is_race_free() {
-        for n in 2..=4 {
-            for count in [1, 7, 64] {
-                let pull = Algo::ONESHOT_PULL.plan(n, count, 4, false);
-                pull.validate().unwrap_or_else(|e| panic!("{e}"));
-                let piped = Algo::OneShotPull { slices: 3 }.plan(n, count, 4, false);
-                piped.validate().unwrap_or_else(|e| panic!("{e}"));
-                Plan::validate_sequence(&[&piped, &pull, &piped, &piped])
-                    .unwrap_or_else(|e| panic!("pull chains n={n}: {e}"));
-                let fused = Algo::OneShotFused.plan(n, count, 4, false);
-                fused.validate().unwrap_or_else(|e| panic!("{e}"));
-                for other in all_algos() {
-                    for ip in [false, true] {
-                        let x = other.plan(n, count, 4, ip);
-                        Plan::validate_sequence(&[&x, &pull, &pull, &x, &pull])
-                            .unwrap_or_else(|e| panic!("{} ip={ip} n={n}: {e}", other.label()));
-                        Plan::validate_sequence(&[&x, &fused, &fused, &x, &fused]).unwrap_or_else(
-                            |e| panic!("fused after {} ip={ip} n={n}: {e}", other.label()),
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    /// The engine's rules are needed, and the sequence check catches their
-    /// violation: a call writing the half its predecessor is reading, and a
-    /// chain continued with a different size (the halves move), both race.
-    #[test]
-    fn broken_chains_are_races() {
-        let first = oneshot::plan(2, 64, 4, false, 1, 0, true);
-        let same_half = oneshot::plan(2, 64, 4, false, 1, 0, false);
-        assert!(Plan::validate_sequence(&[&first, &same_half]).is_err());
-        let other_size = oneshot::plan(2, 16, 4, false, 1, 1, false);
-        assert!(Plan::validate_sequence(&[&first, &other_size]).is_err());
-        let same_size = oneshot::plan(2, 64, 4, false, 1, 1, false);
-        assert!(Plan::validate_sequence(&[&first, &same_size]).is_ok());
-    }
-
-    #[test]
-    fn ring_traffic_is_the_schedule() {
-        use crate::schedule::{ring_bytes_per_rank, ChunkLayout};
-        for n in 1..=9 {
-            for count in [0, 3, 100, 1003] {
-                let p = Algo::Ring {
-                    slices: 3,
-                    slots: 2,
-                    lanes: 1,
-                }
-                .plan(n, count, 4, false);
-                let l = ChunkLayout::new(count, n, 4);
-                let t = p.traffic(4);
-                for r in 0..n {
-                    assert_eq!(t[r].sent as usize, ring_bytes_per_rank(&l, r, 4));
-                    assert_eq!(t[r].received, t[crate::schedule::left(r, n)].sent);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn ps_root_traffic() {
-        let p = Algo::ParameterServer.plan(4, 100, 4, false);
-        let t = p.traffic(4);
-        assert_eq!(t[0].received, 3 * 400);
-        assert_eq!(t[0].sent, 3 * 400);
-        assert_eq!(t[1].sent, 400);
-        assert_eq!(t[1].received, 400);
-    }
-
-    #[test]
-    fn parse_choice() {
-        assert_eq!(
-            "ring".parse::<AlgoChoice>(),
-            Ok(AlgoChoice::Fixed(Algo::RING))
-        );
-        assert_eq!(
-            "ring:pipe4".parse::<AlgoChoice>(),
-            Ok(AlgoChoice::Fixed(Algo::Ring {
-                slices: 4,
-                slots: 2,
-                lanes: 1
-            }))
-        );
-        assert!("ring:pipe0".parse::<AlgoChoice>().is_err());
-        assert!("tree".parse::<AlgoChoice>().is_err());
-    }
-
-    /// Flag one-shot chains (first fenced, then alternating halves) are
-    /// race-free among themselves and next to every other plan; every rank of
-    /// every 2-rank flag plan has the exact push/reduce shape the exchange
-    /// kernel implements, and other rank counts get the plain chained plan.
-    #[test]
-    fn flag_oneshot_chains_and_shape() {
-        let fl = |n, c, ip, parity, fenced| oneshot::flag_plan(n, c, 4, ip, parity, fenced);
-        for count in [1, 2, 3, 5, 8, 64, 67] {
-            for ip in [false, true] {
-                let first = fl(2, count, ip, 0, true);
-                let a = fl(2, count, ip, 1, false);
-                let b = fl(2, count, ip, 0, false);
-                for p in [&first, &a, &b] {
-                    p.validate().unwrap_or_else(|e| panic!("{e}"));
-                    assert_eq!(p.algo, Some(Algo::OneShotFlag));
-                    for r in 0..2 {
-                        let f = p.flag_exchange(r).unwrap().unwrap();
-                        assert_eq!(f.peer, 1 - r);
-                        assert_eq!(f.my_slot.range.start % 4, 0, "slot not 16-byte aligned");
-                        assert_eq!(f.peer_slot.range.start % 4, 0);
-                        assert_eq!(f.dst.len(), count);
-                    }
-                    // Rank 0's push lands where rank 1's reduce reads.
-                    let (f0, f1) = (
-                        p.flag_exchange(0).unwrap().unwrap(),
-                        p.flag_exchange(1).unwrap().unwrap(),
-                    );
-                    assert_eq!(f0.peer_slot, f1.my_slot);
-                    assert_eq!(f1.peer_slot, f0.my_slot);
-                }
-                Plan::validate_sequence(&[&first, &a, &b, &a, &b])
-                    .unwrap_or_else(|e| panic!("count={count}: {e}"));
-                for other in all_algos() {
-                    let x = other.plan(2, count, 4, ip);
-                    Plan::validate_sequence(&[&x, &first, &a, &b, &x, &first, &a])
-                        .unwrap_or_else(|e| panic!("{} count={count}: {e}", other.label()));
-                    // In place the fused one-shot is the flag plan too.
-                    if x.algo != Some(Algo::OneShotFlag) {
-                        assert_eq!(x.flag_exchange(0), Ok(None), "{}", other.label());
-                    } else {
-                        assert!(other == Algo::OneShotFlag || (other == Algo::OneShotFused && ip));
-                    }
-                }
-            }
-        }
-        for n in [1, 3, 4] {
-            let p = Algo::OneShotFlag.plan(n, 16, 4, true);
-            assert_ne!(p.algo, Some(Algo::OneShotFlag), "n={n}");
-            p.validate().unwrap_or_else(|e| panic!("{e}"));
-        }
-        assert_eq!(
-            Algo::OneShotFlag.plan(2, 0, 4, false).flag_exchange(0),
-            Ok(None)
-        );
-    }
-
-    /// A flag plan whose shape the kernel would not reproduce is an error.
-    #[test]
-    fn flag_exchange_rejects_other_shapes() {
-        let good = oneshot::flag_plan(2, 8, 4, true, 0, true);
-        // Someone else waits on rank 0's push: the kernel has no event for it.
-        let mut p = good.clone();
-        let push0 = p.ops[0]
-            .iter()
-            .find_map(|op| match op.kind {
-                crate::plan::OpKind::Copy { .. } => op.signal,
-                _ => None,
-            })
-            .unwrap();
-        let end1 = p.ops[1].len() - 1;
-        p.ops[1][end1].waits.push(push0);
-        assert!(p.flag_exchange(0).is_err());
-        // The reduce does not follow the push.
-        let mut q = good.clone();
-        q.ops[1].swap(1, 2);
-        assert!(q.flag_exchange(1).is_err());
-        // A flag-marked plan for 3 ranks.
-        let mut t = Algo::ONESHOT.plan(3, 8, 4, false);
-        t.algo = Some(Algo::OneShotFlag);
-        assert!(t.flag_exchange(0).is_err());
-    }
-
-    /// What a graph replay issues: a fence (unless a chain on half 0 of this
-    /// size came just before), then the captured flag calls on halves 1 and
-    /// 0, unfenced, again and again; next to any other plan.
-    #[test]
-    fn graph_replays_after_a_fence_are_race_free() {
-        let fence = fence_plan(2);
-        fence.issue_order().unwrap();
-        for count in [1, 5, 64] {
-            for ip in [false, true] {
-                let p1 = oneshot::flag_plan(2, count, 4, ip, 1, false);
-                let p0 = oneshot::flag_plan(2, count, 4, ip, 0, false);
-                for other in all_algos() {
-                    let x = other.plan(2, count, 4, ip);
-                    Plan::validate_sequence(&[
-                        &x, &fence, &p1, &p0, &p1, &p0, &x, &fence, &p1, &p0,
-                    ])
-                    .unwrap_or_else(|e| panic!("{} count={count}: {e}", other.label()));
-                }
-                // The halves matter: the same half twice in a row is a race.
-                assert!(Plan::validate_sequence(&[&p0, &p0, &p0]).is_err());
-            }
-        }
-    }
-}
+mod tests;

@@ -1,333 +1,210 @@
-//! One-shot all-reduce: every rank pushes its whole buffer into every other
-//! rank's scratch, then each rank reduces all slots into its own buffer.
+//! One-shot all-reduce with the copy engine: every rank pushes its whole
+//! input into every other rank's scratch, then reduces all slots into its
+//! own output.
 //!
 //! Each rank sends (N-1)·D, which for N = 2 equals the ring's 2(N-1)/N·D, in
-//! one copy and one kernel instead of a copy and a kernel per ring step. That
-//! makes it the cheapest path for small and medium messages on 2 GPUs. With
-//! `slices > 1` the buffer is pushed in slices and each slice is reduced as
-//! soon as it has landed, so the reduce overlaps the rest of the copy.
-//!
-//! Unsliced, everything runs on the compute lane: a rank's own push and its reduce are
-//! ordered by the stream itself, so a call needs no event between its own
-//! streams. That saves three driver calls per rank, which matters because at
-//! small sizes the host issuing the call is most of its time (`bench` prints
-//! the host share).
+//! one copy and one kernel per peer instead of a copy and a kernel per ring
+//! step. Everything runs on the compute lane: a rank's own push and its
+//! reduce are ordered by the stream itself.
 //!
 //! # Chained calls
 //! A fenced push waits for the receiver's Begin: the receiver's previous
-//! reads of its scratch are then done. Back-to-back unsliced calls of the same
-//! size can drop that cross-GPU wait by alternating scratch halves: the push
-//! of call k+1 into half h is issued on the sender's stream after the
-//! sender's reduce of call k, which waited for the receiver's push of call k,
-//! which the receiver issued after its own reduce of call k-1, the last
-//! reader of half h. The engine fences the first call of every chain (after
-//! any other collective, a different size, a load or an NCCL call), and the
-//! tests check sequences of calls for races with [`Plan::validate_sequence`].
+//! reads of its scratch are then done. Back-to-back calls of the same size
+//! can drop that cross-GPU wait by alternating scratch halves: the push of
+//! call k+1 into half h is issued on the sender's stream after the sender's
+//! reduce of call k, which waited for the receiver's push of call k, which
+//! the receiver issued after its own reduce of call k-1, the last reader of
+//! half h. [`ChainPath`] keeps that parity (shared with [`super::flag`]); the
+//! engine tells it whether a call continues a chain, and the tests check
+//! sequences of calls for races with [`Plan::validate_sequence`].
 
-use super::{local_copy_only, Algo};
-use crate::plan::{Buf, Label, Lane, OpKind, Plan, PlanBuilder, Region, SignalId};
-use crate::schedule;
+use super::{checked, probe, Algorithm, Path};
+use crate::error::{Error, Result};
+use crate::plan::{
+    local_only, Buf, Collective, Label, Lane, Plan, PlanBuilder, ReduceStep, Region, Shape,
+    SignalId,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
 
-/// Build the one-shot plan. Unsliced plans have two scratch halves; `parity`
-/// picks the half this call writes. `fenced` makes every push wait for the
-/// receiver's Begin (the generic rule); an unfenced call relies instead on the
-/// previous one-shot call of the same size having used the other half (see
-/// the module doc). Sliced plans are always fenced and use one half.
-pub fn plan(
-    ranks: usize,
-    count: usize,
-    elem_size: usize,
-    in_place: bool,
-    slices: usize,
-    parity: usize,
-    fenced: bool,
-) -> Plan {
-    build(
-        ranks, count, elem_size, in_place, slices, parity, fenced, false,
-    )
+/// The chained copy-engine one-shot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OneShot;
+
+impl Algorithm for OneShot {
+    fn name(&self) -> String {
+        "oneshot".into()
+    }
+
+    fn supports(&self, shape: &Shape) -> std::result::Result<(), String> {
+        all_reduce_only("oneshot", shape)
+    }
+
+    fn path(&self, shape: &Shape) -> Box<dyn Path> {
+        Box::new(ChainPath::new(*shape, plan))
+    }
 }
 
-/// The flag one-shot (`oneshot:flag`) for 2 ranks: the unsliced chained
-/// plan above, with scratch slots on 16-byte boundaries, marked so that the
-/// CUDA backend runs each rank's push and reduce as one kernel
-/// (`ptx/exchange_f32.ptx`): the push becomes stores into the peer's scratch
-/// and the signal a flag the kernel raises there, the wait a spin on the
-/// peer's flag inside the kernel. The plan (and so its validation, and the
-/// CPU backend) is the event-ordered one; the kernel keeps the same order:
-/// each rank's reduce starts only after the other rank's push of this call.
-/// In place too: each kernel reads only its own rank's buffer. Other rank
-/// counts get the chained push plan ([`Algo::ONESHOT`]).
-pub fn flag_plan(
-    ranks: usize,
-    count: usize,
-    elem_size: usize,
-    in_place: bool,
-    parity: usize,
-    fenced: bool,
-) -> Plan {
-    build(
-        ranks,
-        count,
-        elem_size,
-        in_place,
-        1,
-        parity,
-        fenced,
-        ranks == 2,
-    )
+pub fn parse(s: &str) -> Option<std::result::Result<Arc<dyn Algorithm>, String>> {
+    (s == "oneshot").then(|| Ok(Arc::new(OneShot) as Arc<dyn Algorithm>))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn build(
-    ranks: usize,
-    count: usize,
-    elem_size: usize,
-    in_place: bool,
-    slices: usize,
+/// Error unless `shape` is an all-reduce.
+pub fn all_reduce_only(name: &str, shape: &Shape) -> std::result::Result<(), String> {
+    if shape.collective != Collective::AllReduce {
+        return Err(format!(
+            "{name} implements all-reduce only; the ring implements {}",
+            shape.collective
+        ));
+    }
+    Ok(())
+}
+
+/// A plan builder of a chained path: (shape, scratch half, fenced).
+pub type ChainBuild = fn(&Shape, usize, bool) -> Plan;
+
+/// The state of a chained path: which scratch half the last call used.
+pub struct ChainPath {
+    shape: Shape,
+    build: ChainBuild,
     parity: usize,
-    fenced: bool,
-    flag: bool,
-) -> Plan {
-    let slices = slices.max(1);
-    let (parity, fenced, halves) = if slices == 1 {
-        (parity % 2, fenced, 2)
-    } else {
-        (0, true, 1)
-    };
-    let algo = if flag {
-        Algo::OneShotFlag
-    } else {
-        Algo::OneShot {
-            slices,
-            chain: slices == 1,
+    plans: HashMap<(usize, bool), Arc<Plan>>,
+}
+
+impl ChainPath {
+    pub fn new(shape: Shape, build: ChainBuild) -> ChainPath {
+        ChainPath {
+            shape,
+            build,
+            parity: 0,
+            plans: HashMap::new(),
         }
-    };
-    let mut b = PlanBuilder::new(algo.label(), ranks, count, in_place);
-    b.set_algo(algo);
+    }
+
+    fn get(&mut self, parity: usize, fenced: bool) -> Result<Arc<Plan>> {
+        let (shape, build) = (self.shape, self.build);
+        let p = self
+            .plans
+            .entry((parity, fenced))
+            .or_insert_with(|| Arc::new(build(&shape, parity, fenced)))
+            .clone();
+        checked(&p)?;
+        Ok(p)
+    }
+}
+
+impl Path for ChainPath {
+    /// A call that continues a chain uses the other half, unfenced; any
+    /// other call starts a chain on half 0, fenced.
+    fn next(&mut self, continues: bool) -> Result<Arc<Plan>> {
+        let (parity, fenced) = if continues {
+            (1 - self.parity, false)
+        } else {
+            (0, true)
+        };
+        let p = self.get(parity, fenced)?;
+        self.parity = parity;
+        Ok(p)
+    }
+
+    /// Halves 1, 0, 1, 0, ... unfenced: a graph ends on half 0, so replays
+    /// chain into each other.
+    fn graph_plans(&mut self, calls: usize) -> Result<Vec<Arc<Plan>>> {
+        if calls == 0 || calls % 2 != 0 {
+            return Err(Error::BadArgument(format!(
+                "a graph of a chained path holds an even number of calls (got {calls})"
+            )));
+        }
+        (0..calls).map(|i| self.get(1 - i % 2, false)).collect()
+    }
+
+    /// A replay that does not follow a call on half 0 of this path first
+    /// issues a fence (every rank waits for every other rank's previous
+    /// work), so the graph's first, unfenced push cannot meet a pending read.
+    fn before_replay(&mut self, continues: bool) -> Result<Option<Arc<Plan>>> {
+        let fence = if continues && self.parity == 0 {
+            None
+        } else {
+            let p = Arc::new(probe::fence(self.shape.ranks));
+            checked(&p)?;
+            Some(p)
+        };
+        self.parity = 0;
+        Ok(fence)
+    }
+}
+
+/// The chained one-shot plan: scratch half `parity`; `fenced` makes every
+/// push wait for the receiver's Begin.
+pub fn plan(shape: &Shape, parity: usize, fenced: bool) -> Plan {
+    let mut b = PlanBuilder::new("oneshot", *shape);
     if !fenced {
         b.unfenced();
     }
     let begin = b.begin_all();
-    if ranks == 1 || count == 0 {
-        return local_copy_only(b, &begin);
+    let n = shape.ranks;
+    let count = shape.count;
+    if n == 1 || count == 0 {
+        return local_only(b, &begin);
     }
-    let n = ranks;
-    let input = b.input();
-    // Slot stride: the flag plan starts every slot on a 16-byte boundary, so
-    // the exchange kernel's vector path applies at any count.
-    let stride = if flag {
-        let unit = (16 / elem_size.clamp(1, 16)).max(1);
-        count.div_ceil(unit) * unit
-    } else {
-        count
-    };
-    b.scratch(halves * (n - 1) * stride);
-    let parts = schedule::slices(0..count, slices, elem_size);
-    // Sliced: pushes on the copy lane so reduces overlap later slices' copies.
-    let push_lane = if parts.len() > 1 {
-        Lane::Copy
-    } else {
-        Lane::Compute
-    };
+    let parity = parity % 2;
+    b.scratch(2 * (n - 1) * count);
     // Rank `src`'s data lands in slot (src - dst - 1) mod n of rank `dst`,
     // in scratch half `parity`.
-    let slot = |src: usize, dst: usize| (parity * (n - 1) + (src + n - dst - 1) % n) * stride;
-    let label = |note, slice| Label {
+    let slot = |src: usize, dst: usize| {
+        let at = (parity * (n - 1) + (src + n - dst - 1) % n) * count;
+        Region::new(Buf::Scratch, at..at + count)
+    };
+    let note = |note| Label {
         note,
-        slice,
         ..Label::default()
     };
-    // arrived[src][dst][k], sent_last[r][k] = r's last push of slice k.
-    let mut arrived: Vec<Vec<Vec<Option<SignalId>>>> = vec![vec![vec![None; parts.len()]; n]; n];
-    let mut sent_last: Vec<Vec<Option<SignalId>>> = vec![vec![None; parts.len()]; n];
+    let mut arrived: Vec<Vec<Option<SignalId>>> = vec![vec![None; n]; n];
     let mut last_out: Vec<Option<SignalId>> = vec![None; n];
     for r in 0..n {
-        for (k, part) in parts.iter().enumerate() {
-            for d in 1..n {
-                let to = (r + d) % n;
-                let mut waits = vec![];
-                if k == 0 && fenced {
-                    waits.push(begin[to]);
-                    if d == 1 {
-                        waits.push(begin[r]);
-                    }
-                }
-                let off = slot(r, to) + part.start;
-                let sig = b.copy(
-                    r,
-                    push_lane,
-                    to,
-                    Region::new(input, part.clone()),
-                    Region::new(Buf::Scratch, off..off + part.len()),
-                    waits,
-                    label("push", k),
-                );
-                arrived[r][to][k] = sig;
-                sent_last[r][k] = sig;
-                last_out[r] = sig;
-            }
-        }
-    }
-    for r in 0..n {
-        for (k, part) in parts.iter().enumerate() {
-            for d in 1..n {
-                let from = (r + n - d) % n;
-                let mut waits: Vec<SignalId> = arrived[from][r][k].into_iter().collect();
-                let a = if d == 1 {
-                    if input == Buf::Recv {
-                        // In place: our own pushes of this slice read recv
-                        // before we overwrite it.
-                        waits.extend(sent_last[r][k]);
-                    }
-                    input
-                } else {
-                    Buf::Recv
-                };
-                let off = slot(from, r) + part.start;
-                reduce_slice(&mut b, r, part, a, off, waits, label("reduce", k));
-            }
-        }
-        b.end(r, last_out[r].into_iter().collect());
-    }
-    b.finish()
-}
-
-/// On rank `r`, compute lane: `recv[part] = a[part] + scratch[off..]`.
-fn reduce_slice(
-    b: &mut PlanBuilder,
-    r: usize,
-    part: &std::ops::Range<usize>,
-    a: Buf,
-    off: usize,
-    waits: Vec<SignalId>,
-    label: Label,
-) {
-    b.push(
-        r,
-        Lane::Compute,
-        OpKind::Reduce {
-            dst: Region::new(Buf::Recv, part.clone()),
-            a: Region::new(a, part.clone()),
-            b: Region::new(Buf::Scratch, off..off + part.len()),
-        },
-        waits,
-        false,
-        label,
-    );
-}
-
-/// One-shot by *pulling*: out of place, every rank copies every other rank's
-/// send buffer into its own scratch and reduces. A send buffer is never
-/// written by a collective, so the pull needs no event between ranks: no
-/// cross-GPU wait, no thread waiting for another. Unsliced, everything runs on
-/// the compute stream; with `slices > 1` the pulls run on the copy stream
-/// (after the rank's own Begin, a local event) and each slice is reduced as
-/// soon as it has landed. In place the inputs are overwritten by their
-/// owners, so this falls back to the chained push plan above.
-pub fn pull_plan(
-    ranks: usize,
-    count: usize,
-    elem_size: usize,
-    in_place: bool,
-    slices: usize,
-) -> Plan {
-    if in_place {
-        return plan(ranks, count, elem_size, true, 1, 0, true);
-    }
-    let algo = Algo::OneShotPull {
-        slices: slices.max(1),
-    };
-    let mut b = PlanBuilder::new(algo.label(), ranks, count, false);
-    b.set_algo(algo);
-    let begin = b.begin_all();
-    if ranks == 1 || count == 0 {
-        return local_copy_only(b, &begin);
-    }
-    let n = ranks;
-    b.scratch((n - 1) * count);
-    let parts = schedule::slices(0..count, slices.max(1), elem_size);
-    let pull_lane = if parts.len() > 1 {
-        Lane::Copy
-    } else {
-        Lane::Compute
-    };
-    let label = |note, slice| Label {
-        note,
-        slice,
-        ..Label::default()
-    };
-    for r in 0..n {
-        let mut last_pull = None;
-        for (k, part) in parts.iter().enumerate() {
-            for d in 1..n {
-                let from = (r + n - d) % n;
-                let off = (d - 1) * count + part.start;
-                // The copy lane starts after this rank's previous work (its
-                // Begin): the scratch it writes was last read there.
-                let waits = if k == 0 && d == 1 {
-                    vec![begin[r]]
-                } else {
-                    vec![]
-                };
-                let pulled = b.pull(
-                    r,
-                    pull_lane,
-                    from,
-                    Region::new(Buf::Send, part.clone()),
-                    Region::new(Buf::Scratch, off..off + part.len()),
-                    waits,
-                    label("pull", k),
-                );
-                last_pull = pulled;
-                let a = if d == 1 { Buf::Send } else { Buf::Recv };
-                let waits = pulled.into_iter().collect();
-                reduce_slice(&mut b, r, part, a, off, waits, label("reduce", k));
-            }
-        }
-        b.end(r, last_pull.into_iter().collect());
-    }
-    b.finish()
-}
-
-/// One-shot with the pull *fused into the reduce kernel*: out of place, each
-/// rank launches the reduce kernel with the other ranks' send buffers as the
-/// `b` operand, read through peer access. One kernel launch per peer and no
-/// copy call, no scratch, no event. In place the peer overwrites the buffer
-/// such a kernel would read, so it uses the flag one-shot ([`flag_plan`]:
-/// one exchange kernel per rank for 2 ranks, the chained push plan for more).
-pub fn fused_plan(ranks: usize, count: usize, elem_size: usize, in_place: bool) -> Plan {
-    if in_place {
-        return flag_plan(ranks, count, elem_size, true, 0, true);
-    }
-    let mut b = PlanBuilder::new(Algo::OneShotFused.label(), ranks, count, false);
-    b.set_algo(Algo::OneShotFused);
-    let begin = b.begin_all();
-    if ranks == 1 || count == 0 {
-        return local_copy_only(b, &begin);
-    }
-    let n = ranks;
-    for r in 0..n {
         for d in 1..n {
-            let from = (r + n - d) % n;
-            let a = if d == 1 { Buf::Send } else { Buf::Recv };
-            b.push(
+            let to = (r + d) % n;
+            let mut waits = vec![];
+            if fenced {
+                waits.push(begin[to]);
+                if d == 1 {
+                    waits.push(begin[r]);
+                }
+            }
+            let sig = b.copy(
                 r,
                 Lane::Compute,
-                OpKind::ReducePeer {
-                    dst: Region::new(Buf::Recv, 0..count),
-                    a: Region::new(a, 0..count),
-                    from,
-                    b: Region::new(Buf::Send, 0..count),
-                },
-                vec![],
+                (r, shape.input(r)),
+                (to, slot(r, to)),
+                waits,
+                note("push"),
+            );
+            arrived[r][to] = sig;
+            last_out[r] = sig;
+        }
+    }
+    for r in 0..n {
+        let out = shape.output(r);
+        for d in 1..n {
+            let from = (r + n - d) % n;
+            let a = if d == 1 { shape.input(r) } else { out.clone() };
+            let step = ReduceStep {
+                pre_a: d == 1,
+                pre_b: true,
+                post: d == n - 1,
+            };
+            b.reduce(
+                r,
+                out.clone(),
+                a,
+                (r, slot(from, r)),
+                step,
+                arrived[from][r].into_iter().collect(),
                 false,
-                Label {
-                    note: "reduce over peer access",
-                    ..Label::default()
-                },
+                note("reduce"),
             );
         }
-        b.end(r, vec![]);
+        b.end(r, last_out[r].into_iter().collect());
     }
     b.finish()
 }

@@ -6,64 +6,90 @@
 //! root receives (N-1)·D and sends (N-1)·D, so its load grows with N, while
 //! a ring rank moves 2(N-1)/N·D each way.
 
-use super::{local_copy_only, Algo};
-use crate::plan::{Buf, Label, Lane, OpKind, Plan, PlanBuilder, Region, SignalId};
+use super::{oneshot::all_reduce_only, Algorithm, Path, StaticPath};
+use crate::plan::{
+    local_only, Buf, Label, Lane, Plan, PlanBuilder, ReduceStep, Region, Shape, SignalId,
+};
+use std::sync::Arc;
 
 /// The root rank.
 pub const ROOT: usize = 0;
 
-pub fn plan(ranks: usize, count: usize, in_place: bool) -> Plan {
-    let mut b = PlanBuilder::new(Algo::ParameterServer.label(), ranks, count, in_place);
-    let begin = b.begin_all();
-    if ranks == 1 || count == 0 {
-        return local_copy_only(b, &begin);
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParameterServer;
+
+impl Algorithm for ParameterServer {
+    fn name(&self) -> String {
+        "ps".into()
     }
-    let input = b.input();
+
+    fn supports(&self, shape: &Shape) -> Result<(), String> {
+        all_reduce_only("ps", shape)
+    }
+
+    fn path(&self, shape: &Shape) -> Box<dyn Path> {
+        StaticPath::new(plan(shape))
+    }
+}
+
+pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
+    matches!(s, "ps" | "parameter-server").then(|| Ok(Arc::new(ParameterServer) as Arc<dyn Algorithm>))
+}
+
+pub fn plan(shape: &Shape) -> Plan {
+    let mut b = PlanBuilder::new("ps", *shape);
+    let begin = b.begin_all();
+    let (ranks, count) = (shape.ranks, shape.count);
+    if ranks == 1 || count == 0 {
+        return local_only(b, &begin);
+    }
     b.scratch((ranks - 1) * count);
-    let slot = |r: usize| (r - 1) * count..r * count;
+    let slot = |r: usize| Region::new(Buf::Scratch, (r - 1) * count..r * count);
     let label = |note| Label {
         note,
         ..Label::default()
     };
+    let out = |r: usize| shape.output(r);
     // Gather: every non-root rank pushes its input to the root.
     let mut gathered: Vec<Option<SignalId>> = vec![None; ranks];
     for r in (0..ranks).filter(|&r| r != ROOT) {
         gathered[r] = b.copy(
             r,
             Lane::Copy,
-            ROOT,
-            Region::new(input, 0..count),
-            Region::new(Buf::Scratch, slot(r)),
+            (r, shape.input(r)),
+            (ROOT, slot(r)),
             vec![begin[r], begin[ROOT]],
             label("gather"),
         );
     }
-    // Reduce on the root: recv = input + slot(1), then recv += slot(r).
+    // Reduce on the root: out = input (op) slot(1), then out = out (op) slot(r).
     let mut last = None;
     for r in (0..ranks).filter(|&r| r != ROOT) {
-        let a = if last.is_none() { input } else { Buf::Recv };
-        last = b.push(
+        let first = last.is_none();
+        let a = if first { shape.input(ROOT) } else { out(ROOT) };
+        last = b.reduce(
             ROOT,
-            Lane::Compute,
-            OpKind::Reduce {
-                dst: Region::new(Buf::Recv, 0..count),
-                a: Region::new(a, 0..count),
-                b: Region::new(Buf::Scratch, slot(r)),
+            out(ROOT),
+            a,
+            (ROOT, slot(r)),
+            ReduceStep {
+                pre_a: first,
+                pre_b: true,
+                post: r == ranks - 1,
             },
             gathered[r].into_iter().collect(),
             true,
             label("reduce"),
         );
     }
-    // Broadcast: the root pushes the result into every rank's recv.
+    // Broadcast: the root pushes the result into every rank's output.
     let mut sent: Vec<Option<SignalId>> = vec![None; ranks];
     for r in (0..ranks).filter(|&r| r != ROOT) {
         sent[r] = b.copy(
             ROOT,
             Lane::Copy,
-            r,
-            Region::new(Buf::Recv, 0..count),
-            Region::new(Buf::Recv, 0..count),
+            (ROOT, out(ROOT)),
+            (r, out(r)),
             last.into_iter().collect(),
             label("broadcast"),
         );

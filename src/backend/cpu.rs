@@ -1,334 +1,571 @@
 //! CPU backend: every rank is a host thread with its own buffers.
 //!
-//! A "peer copy" is a memcpy into the neighbour's buffer and the "kernel" is a
-//! reduce loop (rayon for large slices). Ops run in the plan's issue order and
-//! wait on the same signals as on the GPU, so a rank reduces a chunk only after
-//! its neighbour's copy of it is complete: the same step order and the same
-//! dependencies as the CUDA backend.
+//! A "peer copy" is a memcpy into the other rank's buffer and the "kernel"
+//! is [`combine`](crate::element::combine), the same semantics as the PTX
+//! kernels. Each rank thread runs its ops in list order through the plan
+//! interpreter ([`crate::plan::interp`]), waiting on the same signals as on
+//! the GPU, so a rank reduces a chunk only after its neighbour's copy of it
+//! is complete. A call returns when every rank has finished it.
 
-use super::{Backend, BackendKind};
-use crate::element::{Element, ReduceOp};
+use super::{
+    check_call, op_desc, signal_desc, Backend, BackendInfo, BackendKind, BufId, Call,
+    CallTimeline, DeviceMemory, IssueProfile, OpTime, Profiling,
+};
+use crate::element::{combine, combine_into, Combine};
 use crate::error::{Error, Result};
-use crate::plan::{Buf, OpKind, Plan, Region};
+use crate::fault::{Fault, FaultPlan};
+use crate::plan::interp::{self, Memory};
+use crate::plan::{ReduceStep, Region};
 use crate::pool::RankThreads;
-use crate::sync::SignalBoard;
+use crate::sync::{AbortHandle, SignalBoard};
 use rayon::prelude::*;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::ops::Range;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
 
-/// Slices at least this long are reduced / copied with rayon.
-const PAR_MIN: usize = 1 << 18;
+/// Slices at least this many bytes are copied / reduced with rayon.
+const PAR_MIN_BYTES: usize = 1 << 20;
 
-struct RankMem<T> {
-    bufs: [Mutex<Vec<T>>; 3],
+/// One rank's buffer: 8-byte words, so every element type is aligned.
+type Words = Arc<Mutex<Vec<u64>>>;
+
+#[derive(Default)]
+struct RankMem {
+    bufs: RwLock<HashMap<BufId, (Words, usize)>>,
 }
 
-type Mem<T> = Arc<Vec<RankMem<T>>>;
-
-fn lock<T>(mem: &[RankMem<T>], rank: usize, buf: Buf) -> MutexGuard<'_, Vec<T>> {
-    // Poisoning only follows a panic in another rank thread, which the pool
-    // already reports; the data is plain numbers, so keep going.
-    mem[rank].bufs[buf.index()]
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+struct CpuMem {
+    ranks: Vec<RankMem>,
 }
 
-/// A command: run a plan, or `None` for a no-op round trip.
-type Run = Option<RunPlan>;
-
-struct RunPlan {
-    plan: Arc<Plan>,
-    board: Arc<SignalBoard>,
-    gen: u64,
-}
-
-pub struct CpuBackend<T: Element> {
-    mem: Mem<T>,
-    threads: RankThreads<Run, ()>,
-    board: Arc<SignalBoard>,
-    gen: u64,
-}
-
-impl<T: Element> CpuBackend<T> {
-    pub fn new(ranks: usize, op: ReduceOp) -> Result<Self> {
-        if ranks == 0 {
-            return Err(Error::ZeroRanks);
-        }
-        let mem: Mem<T> = Arc::new(
-            (0..ranks)
-                .map(|_| RankMem {
-                    bufs: [
-                        Mutex::new(Vec::new()),
-                        Mutex::new(Vec::new()),
-                        Mutex::new(Vec::new()),
-                    ],
-                })
-                .collect(),
-        );
-        let m = mem.clone();
-        let threads = RankThreads::spawn(ranks, "cpu", move |rank, inbox| {
-            inbox.ready(Ok(()));
-            let mem = m.clone();
-            inbox.serve(|run: Run| match run {
-                Some(run) => execute(&mem, rank, &run, op).inspect_err(|_| run.board.fail(run.gen)),
-                None => Ok(()),
-            });
+impl CpuMem {
+    /// The buffer `id` of `rank` and its size in bytes.
+    fn get(&self, rank: usize, id: BufId) -> Result<(Words, usize)> {
+        let m = self.ranks.get(rank).ok_or_else(|| {
+            Error::Plan(format!("rank {rank} does not exist"))
         })?;
-        Ok(CpuBackend {
-            mem,
-            threads,
-            board: Arc::new(SignalBoard::new(0)),
-            gen: 0,
+        let map = m.bufs.read().unwrap_or_else(|e| e.into_inner());
+        map.get(&id).cloned().ok_or_else(|| {
+            Error::Plan(format!("rank {rank} has no buffer {}", id.0))
         })
     }
 }
 
-/// Run rank `r`'s part of the plan.
-fn execute<T: Element>(mem: &[RankMem<T>], r: usize, run: &RunPlan, op: ReduceOp) -> Result<()> {
-    for o in &run.plan.ops[r] {
-        for w in &o.waits {
-            run.board.wait(w.0, run.gen, r)?;
-        }
-        match &o.kind {
-            OpKind::Begin | OpKind::End => {}
-            OpKind::Copy { from, to, src, dst } => copy(mem, *from, src, *to, dst)?,
-            OpKind::Reduce { dst, a, b } => reduce(mem, r, dst, a, b, op)?,
-            OpKind::ReducePeer { dst, a, from, b } => reduce_peer(mem, r, dst, a, *from, b, op)?,
-        }
-        if let Some(s) = o.signal {
-            run.board.publish(s.0, run.gen);
-        }
-    }
-    Ok(())
+fn lock(w: &Words) -> MutexGuard<'_, Vec<u64>> {
+    // Poisoning only follows a panic in another rank thread, which the pool
+    // already reports; the data is plain numbers, so keep going.
+    w.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn copy<T: Element>(
-    mem: &[RankMem<T>],
-    r: usize,
-    src: &Region,
-    to: usize,
-    dst: &Region,
-) -> Result<()> {
-    if (r, src.buf) == (to, dst.buf) {
-        return Err(Error::Plan(format!("rank {r}: copy within one buffer")));
+enum Job {
+    Run(Arc<Run>),
+    Ping,
+}
+
+struct Run {
+    call: Call,
+    board: Arc<SignalBoard>,
+    gen: u64,
+    faults: FaultPlan,
+    epoch: Instant,
+}
+
+/// The CPU backend.
+pub struct CpuBackend {
+    mem: Arc<CpuMem>,
+    threads: RankThreads<Job, Vec<OpTime>>,
+    board: Arc<SignalBoard>,
+    gen: u64,
+    abort: AbortHandle,
+    timeout: Duration,
+    faults: FaultPlan,
+    info: BackendInfo,
+    epoch: Instant,
+    timelines: Vec<CallTimeline>,
+    profile: Vec<IssueProfile>,
+}
+
+impl CpuBackend {
+    pub fn new(ranks: usize, timeout: Duration, faults: FaultPlan) -> Result<Self> {
+        if ranks == 0 {
+            return Err(Error::ZeroRanks);
+        }
+        let mem = Arc::new(CpuMem {
+            ranks: (0..ranks).map(|_| RankMem::default()).collect(),
+        });
+        let m = mem.clone();
+        let threads = RankThreads::spawn(ranks, "cpu", move |rank, inbox| {
+            inbox.ready(Ok(()));
+            let mem = m.clone();
+            inbox.serve(|job: Job| match job {
+                Job::Run(run) => {
+                    // A panic must also release the other ranks at once.
+                    let r = catch_unwind(AssertUnwindSafe(|| execute(&mem, rank, &run)))
+                        .unwrap_or_else(|p| {
+                            Err(Error::Worker {
+                                rank,
+                                message: crate::pool::panic_message(p.as_ref()),
+                            })
+                        });
+                    r.inspect_err(|e| run.board.fail(run.gen, rank, &e.to_string()))
+                }
+                Job::Ping => Ok(Vec::new()),
+            });
+        })?;
+        let abort = AbortHandle::new();
+        let info = BackendInfo {
+            kind: Some(BackendKind::Cpu),
+            ranks,
+            rank_to_device: vec![0; ranks],
+            describe: format!(
+                "cpu: {ranks} rank threads, {} rayon threads for large slices",
+                rayon::current_num_threads()
+            ),
+            hardware: vec![format!(
+                "CPU: {} hardware threads",
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            )],
+            setup: None,
+        };
+        Ok(CpuBackend {
+            mem,
+            threads,
+            board: Arc::new(SignalBoard::new(0, abort.clone(), timeout)),
+            gen: 0,
+            abort,
+            timeout,
+            faults,
+            info,
+            epoch: Instant::now(),
+            timelines: Vec::new(),
+            profile: vec![IssueProfile::default(); ranks],
+        })
     }
-    // Lock in a global order so two ranks copying into each other cannot deadlock.
-    let (s, mut d) = if (r, src.buf) < (to, dst.buf) {
-        let s = lock(mem, r, src.buf);
-        (s, lock(mem, to, dst.buf))
-    } else {
-        let d = lock(mem, to, dst.buf);
-        (lock(mem, r, src.buf), d)
+}
+
+/// Run rank `r`'s part of the call; returns its op timings when timed.
+fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> {
+    let plan = &run.call.plan;
+    let mut view = View {
+        mem,
+        bind: &run.call.bind,
+        elem: run.call.dtype.size(),
+        base: Combine::new(run.call.dtype, run.call.op, plan.ranks()),
     };
-    let from = &s[src.range.clone()];
-    let into = &mut d[dst.range.clone()];
-    if from.len() >= PAR_MIN {
-        into.par_chunks_mut(PAR_MIN / 4)
-            .zip(from.par_chunks(PAR_MIN / 4))
-            .for_each(|(d, s)| d.copy_from_slice(s));
-    } else {
-        into.copy_from_slice(from);
-    }
-    Ok(())
-}
-
-fn reduce<T: Element>(
-    mem: &[RankMem<T>],
-    r: usize,
-    dst: &Region,
-    a: &Region,
-    b: &Region,
-    op: ReduceOp,
-) -> Result<()> {
-    if b.buf == dst.buf || (a.buf == dst.buf && a != dst) {
-        return Err(Error::Plan(format!(
-            "rank {r}: unsupported reduce aliasing"
-        )));
-    }
-    // Lock the distinct buffers in index order.
-    let mut guards: [Option<MutexGuard<'_, Vec<T>>>; 3] = [None, None, None];
-    for buf in Buf::ALL {
-        if [dst.buf, a.buf, b.buf].contains(&buf) {
-            guards[buf.index()] = Some(lock(mem, r, buf));
+    let mut times = Vec::new();
+    let ns = |t: Instant| t.duration_since(run.epoch).as_secs_f64() * 1e9;
+    for (i, op) in plan.ops[r].iter().enumerate() {
+        let at = || op_desc(plan, r, i);
+        match run.faults.at(r, i, run.gen) {
+            Some(Fault::Panic) => panic!("injected panic at {}", at()),
+            Some(Fault::Stall) => {
+                return Err(run.board.stall(run.gen, r, &format!("injected stall at {}", at())))
+            }
+            Some(Fault::Fail) => {
+                return Err(Error::Worker {
+                    rank: r,
+                    message: format!("{}: injected failure", at()),
+                })
+            }
+            _ => {}
         }
-    }
-    let mut d = guards[dst.buf.index()]
-        .take()
-        .ok_or_else(|| Error::Plan("reduce: missing destination".into()))?;
-    let bs = guards[b.buf.index()]
-        .as_ref()
-        .ok_or_else(|| Error::Plan("reduce: missing operand".into()))?;
-    let bs = &bs[b.range.clone()];
-    let f = move |x: T, y: T| T::reduce(op, x, y);
-    if a.buf == dst.buf {
-        // Reduce into: dst += b.
-        let ds = &mut d[dst.range.clone()];
-        if ds.len() >= PAR_MIN {
-            ds.par_iter_mut()
-                .zip(bs.par_iter())
-                .for_each(|(x, y)| *x = f(*x, *y));
-        } else {
-            ds.iter_mut().zip(bs).for_each(|(x, y)| *x = f(*x, *y));
-        }
-    } else {
-        let asl = guards[a.buf.index()]
-            .as_ref()
-            .ok_or_else(|| Error::Plan("reduce: missing operand".into()))?;
-        let asl = &asl[a.range.clone()];
-        let ds = &mut d[dst.range.clone()];
-        if ds.len() >= PAR_MIN {
-            ds.par_iter_mut()
-                .zip(asl.par_iter().zip(bs.par_iter()))
-                .for_each(|(x, (p, q))| *x = f(*p, *q));
-        } else {
-            for (x, (p, q)) in ds.iter_mut().zip(asl.iter().zip(bs)) {
-                *x = f(*p, *q);
+        for (k, part) in interp::parts(r, op).into_iter().enumerate() {
+            for w in part.waits {
+                run.board
+                    .wait(w.0, run.gen, r, &|| signal_desc(plan, *w))
+                    .map_err(|e| in_step(e, &at()))?;
+            }
+            let t0 = Instant::now();
+            if let Some(e) = part.effect {
+                interp::apply(&mut view, &e).map_err(|e| in_step(e, &at()))?;
+            }
+            if run.call.timing {
+                times.push(OpTime {
+                    rank: r,
+                    op: i,
+                    part: k,
+                    start_ns: ns(t0),
+                    end_ns: ns(Instant::now()),
+                });
+            }
+            if let Some(s) = part.signal {
+                run.board.publish(s.0, run.gen);
             }
         }
     }
-    Ok(())
+    Ok(times)
 }
 
-/// `dst = a + b` with `b` in rank `from`'s send buffer (never written during
-/// a collective): read it under its lock, then reduce locally.
-fn reduce_peer<T: Element>(
-    mem: &[RankMem<T>],
-    r: usize,
-    dst: &Region,
-    a: &Region,
-    from: usize,
-    b: &Region,
-    op: ReduceOp,
-) -> Result<()> {
-    let theirs: Vec<T> = lock(mem, from, b.buf)[b.range.clone()].to_vec();
-    let f = move |x: T, y: T| T::reduce(op, x, y);
-    if a.buf == dst.buf {
-        if a != dst {
+/// Name the step in an error.
+fn in_step(e: Error, step: &str) -> Error {
+    match e {
+        Error::Worker { rank, message } => Error::Worker {
+            rank,
+            message: format!("{step}: {message}"),
+        },
+        Error::Timeout {
+            rank,
+            what,
+            seconds,
+        } => Error::Timeout {
+            rank,
+            what: format!("{what} (at {step})"),
+            seconds,
+        },
+        Error::Aborted { rank, what } => Error::Aborted {
+            rank,
+            what: format!("{what} (at {step})"),
+        },
+        e => e,
+    }
+}
+
+/// A rank thread's view of everyone's buffers for one call.
+struct View<'a> {
+    mem: &'a CpuMem,
+    bind: &'a [super::Binding],
+    elem: usize,
+    base: Combine,
+}
+
+impl View<'_> {
+    fn bytes(&self, r: &Region) -> Range<usize> {
+        r.range.start * self.elem..r.range.end * self.elem
+    }
+
+    fn buf(&self, rank: usize, region: &Region) -> Result<(Words, usize)> {
+        let id = self
+            .bind
+            .get(rank)
+            .ok_or_else(|| Error::Plan(format!("no binding for rank {rank}")))?
+            .id(region.buf);
+        let (w, len) = self.mem.get(rank, id)?;
+        let b = self.bytes(region);
+        if b.end > len {
             return Err(Error::Plan(format!(
-                "rank {r}: unsupported reduce aliasing"
+                "rank {rank}: {} bytes {b:?} outside its {len} bytes",
+                region.buf.name()
             )));
         }
-        let mut d = lock(mem, r, dst.buf);
-        d[dst.range.clone()]
-            .iter_mut()
-            .zip(&theirs)
-            .for_each(|(x, y)| *x = f(*x, *y));
-    } else {
-        // Two different local buffers: lock in index order.
-        let (ga, mut gd) = if a.buf < dst.buf {
-            let ga = lock(mem, r, a.buf);
-            (ga, lock(mem, r, dst.buf))
-        } else {
-            let gd = lock(mem, r, dst.buf);
-            (lock(mem, r, a.buf), gd)
-        };
-        for ((x, p), q) in gd[dst.range.clone()]
-            .iter_mut()
-            .zip(&ga[a.range.clone()])
-            .zip(&theirs)
-        {
-            *x = f(*p, *q);
-        }
+        Ok((w, len))
     }
-    Ok(())
 }
 
-impl<T: Element> Backend<T> for CpuBackend<T> {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cpu
+/// `buf` cut around the mutable range `dst`: (before, dst, after).
+fn carve(buf: &mut [u8], dst: Range<usize>) -> (&[u8], &mut [u8], &[u8]) {
+    let (before, rest) = buf.split_at_mut(dst.start);
+    let (mid, after) = rest.split_at_mut(dst.len());
+    (before, mid, after)
+}
+
+/// The read-only range `r` of a carved buffer (disjoint from `dst`).
+fn piece<'a>(before: &'a [u8], after: &'a [u8], dst: &Range<usize>, r: &Range<usize>) -> Result<&'a [u8]> {
+    if r.end <= dst.start {
+        Ok(&before[r.clone()])
+    } else if r.start >= dst.end {
+        Ok(&after[r.start - dst.end..r.end - dst.end])
+    } else {
+        Err(Error::Plan("operands overlap the output".into()))
+    }
+}
+
+fn words_as_bytes(w: &mut [u64]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(w)
+}
+
+fn par_copy(dst: &mut [u8], src: &[u8]) {
+    if dst.len() >= PAR_MIN_BYTES {
+        dst.par_chunks_mut(PAR_MIN_BYTES / 4)
+            .zip(src.par_chunks(PAR_MIN_BYTES / 4))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
+/// Chunk length (bytes) for parallel combines: a multiple of the element.
+fn par_chunk(elem: usize) -> usize {
+    (PAR_MIN_BYTES / 4 / elem).max(1) * elem
+}
+
+impl Memory for View<'_> {
+    type Error = Error;
+
+    fn copy(&mut self, from: usize, src: &Region, to: usize, dst: &Region) -> Result<()> {
+        let (ws, _) = self.buf(from, src)?;
+        let (wd, _) = self.buf(to, dst)?;
+        let (sb, db) = (self.bytes(src), self.bytes(dst));
+        if Arc::ptr_eq(&ws, &wd) {
+            let mut g = lock(&wd);
+            let (before, mid, after) = carve(words_as_bytes(&mut g), db.clone());
+            let s = piece(before, after, &db, &sb)?;
+            par_copy(mid, s);
+            return Ok(());
+        }
+        // Lock in a global order (address) so two ranks copying into each
+        // other cannot deadlock.
+        let (mut gs, mut gd) = if Arc::as_ptr(&ws) < Arc::as_ptr(&wd) {
+            let s = lock(&ws);
+            (s, lock(&wd))
+        } else {
+            let d = lock(&wd);
+            (lock(&ws), d)
+        };
+        let s = &words_as_bytes(&mut gs)[sb];
+        par_copy(&mut words_as_bytes(&mut gd)[db], s);
+        Ok(())
     }
 
-    fn describe(&self) -> String {
-        format!(
-            "cpu: {} rank threads, {} rayon threads for large slices",
-            self.threads.ranks(),
-            rayon::current_num_threads()
-        )
-    }
-
-    fn ranks(&self) -> usize {
-        self.threads.ranks()
-    }
-
-    fn reserve(&mut self, count: usize, scratch: usize) -> Result<()> {
-        for r in 0..self.mem.len() {
-            for (buf, want) in [
-                (Buf::Send, count),
-                (Buf::Recv, count),
-                (Buf::Scratch, scratch),
-            ] {
-                let mut g = lock(&self.mem, r, buf);
-                if g.len() < want {
-                    let extra = want - g.len();
-                    g.try_reserve_exact(extra).map_err(|e| Error::TooLarge {
-                        what: "cpu buffer",
-                        count: want as u128,
-                        elem_size: T::SIZE,
-                        ranks: self.mem.len(),
-                        detail: e.to_string(),
-                    })?;
-                    g.resize(want, T::default());
-                }
+    fn reduce(
+        &mut self,
+        rank: usize,
+        dst: &Region,
+        a: &Region,
+        b_rank: usize,
+        b: &Region,
+        step: ReduceStep,
+    ) -> Result<()> {
+        let c = self.base.with_flags(step.pre_a, step.pre_b, step.post);
+        let (wd, _) = self.buf(rank, dst)?;
+        let (wa, _) = self.buf(rank, a)?;
+        let (wb, _) = self.buf(b_rank, b)?;
+        let (db, ab, bb) = (self.bytes(dst), self.bytes(a), self.bytes(b));
+        let into = Arc::ptr_eq(&wa, &wd) && ab == db;
+        // Lock each distinct buffer once, in address order.
+        let mut keys = vec![wd.clone(), wa.clone(), wb.clone()];
+        keys.sort_by_key(|w| Arc::as_ptr(w) as usize);
+        keys.dedup_by(|x, y| Arc::ptr_eq(x, y));
+        let mut guards: Vec<MutexGuard<'_, Vec<u64>>> = keys.iter().map(lock).collect();
+        let pos = |w: &Words| keys.iter().position(|k| Arc::ptr_eq(k, w)).unwrap_or(0);
+        let (pd, pa, pb) = (pos(&wd), pos(&wa), pos(&wb));
+        // Split the guards so the destination can be borrowed mutably while
+        // the operands are read.
+        let (left, right) = guards.split_at_mut(pd);
+        let (dguard, right) = right.split_first_mut().ok_or_else(|| Error::Plan("no destination".into()))?;
+        let (before, out, after) = carve(words_as_bytes(dguard), db.clone());
+        let get = |p: usize, r: &Range<usize>| -> Result<&[u8]> {
+            if p == pd {
+                piece(before, after, &db, r)
+            } else if p < pd {
+                Ok(&bytemuck::cast_slice::<u64, u8>(&left[p])[r.clone()])
+            } else {
+                Ok(&bytemuck::cast_slice::<u64, u8>(&right[p - pd - 1])[r.clone()])
             }
+        };
+        let bs = get(pb, &bb)?;
+        let elem = self.elem;
+        let err = |m: String| Error::Plan(format!("rank {rank}: reduce: {m}"));
+        if into {
+            if out.len() >= PAR_MIN_BYTES {
+                let n = par_chunk(elem);
+                out.par_chunks_mut(n)
+                    .zip(bs.par_chunks(n))
+                    .try_for_each(|(d, s)| combine_into(&c, d, s))
+                    .map_err(err)
+            } else {
+                combine_into(&c, out, bs).map_err(err)
+            }
+        } else {
+            let as_ = get(pa, &ab)?;
+            if out.len() >= PAR_MIN_BYTES {
+                let n = par_chunk(elem);
+                out.par_chunks_mut(n)
+                    .zip(as_.par_chunks(n).zip(bs.par_chunks(n)))
+                    .try_for_each(|(d, (x, y))| combine(&c, d, x, y))
+                    .map_err(err)
+            } else {
+                combine(&c, out, as_, bs).map_err(err)
+            }
+        }
+    }
+}
+
+/// Host memory from /proc/meminfo: (available, total) bytes.
+pub fn host_memory() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        text.lines()
+            .find(|l| l.starts_with(name))?
+            .split_whitespace()
+            .nth(1)?
+            .parse::<u64>()
+            .ok()
+            .map(|kib| kib * 1024)
+    };
+    Some((field("MemAvailable:")?, field("MemTotal:")?))
+}
+
+impl Backend for CpuBackend {
+    fn info(&self) -> &BackendInfo {
+        &self.info
+    }
+
+    fn reserve(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
+        for (r, (m, &want)) in self.mem.ranks.iter().zip(bytes).enumerate() {
+            let mut map = m.bufs.write().unwrap_or_else(|e| e.into_inner());
+            let have = map.get(&id).map_or(0, |(_, len)| *len);
+            if have >= want && map.contains_key(&id) {
+                continue;
+            }
+            if self.faults.alloc_fails(r) {
+                return Err(Error::Worker {
+                    rank: r,
+                    message: format!("injected allocation failure of {want} bytes"),
+                });
+            }
+            let words = want.div_ceil(8);
+            let mut v: Vec<u64> = Vec::new();
+            v.try_reserve_exact(words).map_err(|_| Error::OutOfMemory {
+                what: format!("rank {r}'s buffer of {want} bytes"),
+                memory: "host memory".into(),
+                need: want as u64,
+                available: host_memory().map_or(0, |m| m.0),
+                is_free: true,
+                hint: "use fewer ranks or a smaller size".into(),
+            })?;
+            v.resize(words, 0);
+            map.insert(id, (Arc::new(Mutex::new(v)), want));
         }
         Ok(())
     }
 
-    fn write(&mut self, buf: Buf, data: &[&[T]]) -> Result<()> {
-        for (r, d) in data.iter().enumerate() {
-            let mut g = lock(&self.mem, r, buf);
-            if g.len() < d.len() {
-                return Err(Error::BadArgument(format!(
-                    "rank {r}: {} buffer holds {} elements, cannot write {}",
-                    buf.name(),
-                    g.len(),
-                    d.len()
-                )));
-            }
-            g[..d.len()].copy_from_slice(d);
+    fn release(&mut self, id: BufId) -> Result<()> {
+        for m in &self.mem.ranks {
+            m.bufs
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
         }
         Ok(())
     }
 
-    fn read(&mut self, buf: Buf, count: usize) -> Result<Vec<Vec<T>>> {
-        (0..self.mem.len())
-            .map(|r| {
-                let g = lock(&self.mem, r, buf);
-                g.get(..count).map(<[T]>::to_vec).ok_or_else(|| {
-                    Error::BadArgument(format!(
-                        "rank {r}: {} buffer shorter than {count}",
-                        buf.name()
-                    ))
-                })
-            })
-            .collect()
+    fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
+        let (w, len) = self.mem.get(rank, id)?;
+        if offset + data.len() > len {
+            return Err(Error::BufferSize {
+                rank,
+                what: "buffer",
+                expected: len,
+                found: offset + data.len(),
+            });
+        }
+        let mut g = lock(&w);
+        par_copy(&mut words_as_bytes(&mut g)[offset..offset + data.len()], data);
+        Ok(())
     }
 
-    fn launch(&mut self, plan: &Arc<Plan>) -> Result<()> {
-        plan.check_ranks(self.ranks())?;
-        if self.board.len() < plan.signals() {
+    fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
+        let (w, len) = self.mem.get(rank, id)?;
+        if offset + out.len() > len {
+            return Err(Error::BufferSize {
+                rank,
+                what: "buffer",
+                expected: len,
+                found: offset + out.len(),
+            });
+        }
+        let mut g = lock(&w);
+        par_copy(out, &words_as_bytes(&mut g)[offset..offset + out.len()]);
+        Ok(())
+    }
+
+    fn launch(&mut self, call: &Call) -> Result<()> {
+        check_call(call, self.info.ranks)?;
+        if self.abort.is_aborted() {
+            return Err(Error::Poisoned {
+                reason: "the engine was aborted".into(),
+            });
+        }
+        if self.board.len() < call.plan.signal_count() {
             // Safe to replace: no rank thread is running between calls.
-            self.board = Arc::new(SignalBoard::new(plan.signals()));
+            self.board = Arc::new(SignalBoard::new(
+                call.plan.signal_count().next_power_of_two(),
+                self.abort.clone(),
+                self.timeout,
+            ));
             self.gen = 0;
         }
         self.gen += 1;
-        let gen = self.gen;
-        let board = self.board.clone();
-        self.threads
-            .run_each(|_| {
-                Some(RunPlan {
-                    plan: plan.clone(),
-                    board: board.clone(),
-                    gen,
-                })
-            })
-            .map(|_| ())
-    }
-
-    fn ping(&mut self) -> Result<()> {
-        self.threads.run_each(|_| None).map(|_| ())
+        let run = Arc::new(Run {
+            call: call.clone(),
+            board: self.board.clone(),
+            gen: self.gen,
+            faults: self.faults.clone(),
+            epoch: self.epoch,
+        });
+        let t0 = Instant::now();
+        let results = self.threads.run_all((0..self.info.ranks).map(|_| Job::Run(run.clone())).collect())?;
+        let total = t0.elapsed().as_nanos() as u64;
+        for p in &mut self.profile {
+            p.calls += 1;
+            p.total_ns += total;
+        }
+        let mut errors = Vec::new();
+        let mut ops = Vec::new();
+        for r in results {
+            match r {
+                Ok(t) => ops.extend(t),
+                Err(e) => errors.push(e),
+            }
+        }
+        match errors.len() {
+            0 => {
+                if call.timing {
+                    self.timelines.push(CallTimeline {
+                        plan: call.plan.name.clone(),
+                        clock: "host wall clock of each rank thread (CPU backend)".into(),
+                        ops,
+                    });
+                }
+                Ok(())
+            }
+            1 => Err(errors.remove(0)),
+            _ => Err(Error::Ranks(errors)),
+        }
     }
 
     fn synchronize(&mut self) -> Result<()> {
         Ok(())
+    }
+
+    fn abort_handle(&self) -> AbortHandle {
+        self.abort.clone()
+    }
+
+    fn memory(&self) -> Result<Vec<DeviceMemory>> {
+        let (free, total) = host_memory().unwrap_or((0, 0));
+        Ok(vec![
+            DeviceMemory {
+                device: 0,
+                free,
+                total
+            };
+            self.info.ranks
+        ])
+    }
+
+    fn ping(&mut self) -> Result<()> {
+        self.threads
+            .run((0..self.info.ranks).map(|_| Job::Ping).collect())
+            .map(|_| ())
+    }
+
+    fn profiling(&mut self) -> Option<&mut dyn Profiling> {
+        Some(self)
+    }
+}
+
+impl Profiling for CpuBackend {
+    fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
+        Ok(std::mem::replace(
+            &mut self.profile,
+            vec![IssueProfile::default(); self.info.ranks],
+        ))
+    }
+
+    fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        Ok(std::mem::take(&mut self.timelines))
     }
 }

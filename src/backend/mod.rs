@@ -1,19 +1,27 @@
 //! The backend trait: one implementation per file (`cpu`, `cuda`).
 //!
-//! A backend owns, for every rank, a host thread and three buffers (send,
-//! receive, scratch), and executes [`Plan`]s. The engine
-//! ([`crate::engine::Engine`]) chooses plans; the backend runs them.
+//! A backend owns, for every rank, a host thread and that rank's buffers,
+//! and executes [`Plan`]s: each [`OpKind`](crate::plan::OpKind) maps to
+//! exactly one thing it does (a copy, a reduce kernel, an exchange kernel),
+//! each [`SignalKind`](crate::plan::SignalKind) to one way of ordering. The
+//! engine ([`crate::engine`]) chooses plans; the backend runs them.
+//!
+//! The core trait, [`Backend`], is small: buffers, launch, synchronize,
+//! abort. What only some backends can do is an extension trait, reached
+//! through [`Backend::nccl`] or [`Backend::graphs`]: NCCL on the same
+//! buffers ([`NcclBackend`]), CUDA graphs ([`GraphBackend`]).
 
 pub mod cpu;
 pub mod cuda;
 
-use crate::element::Element;
+use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
-use crate::plan::{Buf, Plan};
+use crate::plan::{Collective, Plan};
+use crate::sync::AbortHandle;
 use std::sync::Arc;
 
 /// Which backend runs the collective.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum BackendKind {
     Cpu,
     Cuda,
@@ -29,13 +37,88 @@ impl BackendKind {
 }
 
 /// What the user asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum BackendChoice {
     /// CUDA when a driver and a GPU are present, otherwise CPU.
     #[default]
     Auto,
     Cpu,
     Cuda,
+}
+
+impl std::str::FromStr for BackendChoice {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(BackendChoice::Auto),
+            "cpu" => Ok(BackendChoice::Cpu),
+            "cuda" | "gpu" => Ok(BackendChoice::Cuda),
+            other => Err(format!("unknown backend {other:?} (auto, cpu, cuda)")),
+        }
+    }
+}
+
+/// A buffer that every rank has, by id. The engine owns ids 0 to 2 (the
+/// default send, receive and scratch buffers); user buffers get higher ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufId(pub u32);
+
+impl BufId {
+    pub const SEND: BufId = BufId(0);
+    pub const RECV: BufId = BufId(1);
+    pub const SCRATCH: BufId = BufId(2);
+}
+
+/// What a plan's `Send` and `Recv` mean for one rank in one call (its
+/// `Scratch` is always [`BufId::SCRATCH`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Binding {
+    pub send: BufId,
+    pub recv: BufId,
+}
+
+impl Binding {
+    /// The engine's default buffers.
+    pub const DEFAULT: Binding = Binding {
+        send: BufId::SEND,
+        recv: BufId::RECV,
+    };
+
+    /// The buffer id of a plan buffer.
+    pub fn id(&self, b: crate::plan::Buf) -> BufId {
+        match b {
+            crate::plan::Buf::Send => self.send,
+            crate::plan::Buf::Recv => self.recv,
+            crate::plan::Buf::Scratch => BufId::SCRATCH,
+        }
+    }
+}
+
+/// One collective call for a backend: a plan, the element type and reduce
+/// op, and which buffers the plan's `Send`/`Recv` are on each rank.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub plan: Arc<Plan>,
+    pub dtype: DataType,
+    pub op: ReduceOp,
+    pub bind: Arc<Vec<Binding>>,
+    /// Record when every op starts and ends on its lane (see
+    /// [`Profiling::take_timeline`]).
+    pub timing: bool,
+}
+
+/// An NCCL call on the same buffers.
+#[derive(Debug, Clone)]
+pub struct NcclCall {
+    pub collective: Collective,
+    /// NCCL's count: all-reduce elements, reduce-scatter `recvcount`,
+    /// all-gather `sendcount`.
+    pub count: usize,
+    pub dtype: DataType,
+    pub op: ReduceOp,
+    pub in_place: bool,
+    pub bind: Arc<Vec<Binding>>,
 }
 
 /// Milliseconds spent in the parts of a GPU backend's setup.
@@ -45,26 +128,131 @@ pub struct SetupBreakdown {
     pub driver_ms: f64,
     /// Binding (and on first use creating) the primary context, slowest rank.
     pub context_ms: f64,
-    /// Loading the kernel modules, slowest rank: a prebuilt cubin where the
-    /// GPU matches, else PTX JIT (fast once the driver's JIT cache is warm).
-    pub ptx_ms: f64,
+    /// Loading the kernel modules, slowest rank.
+    pub kernels_ms: f64,
     /// Enabling peer access between the GPUs.
     pub peer_ms: f64,
 }
 
+/// Facts about a backend for reports.
+#[derive(Debug, Clone, Default)]
+pub struct BackendInfo {
+    pub kind: Option<BackendKind>,
+    pub ranks: usize,
+    /// Device of each rank (all 0 on the CPU).
+    pub rank_to_device: Vec<usize>,
+    /// One line for humans: the devices and how ranks map onto them.
+    pub describe: String,
+    /// Driver and hardware facts, setup notes.
+    pub hardware: Vec<String>,
+    pub setup: Option<SetupBreakdown>,
+}
+
+impl BackendInfo {
+    /// Number of distinct devices.
+    pub fn devices(&self) -> usize {
+        let mut d = self.rank_to_device.clone();
+        d.sort_unstable();
+        d.dedup();
+        d.len()
+    }
+}
+
+/// Memory of one rank's device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceMemory {
+    pub device: usize,
+    pub free: u64,
+    pub total: u64,
+}
+
+/// Executes plans on per-rank buffers.
+pub trait Backend: Send {
+    fn info(&self) -> &BackendInfo;
+
+    /// Make buffer `id` on every rank r hold at least `bytes[r]` bytes. A
+    /// buffer that grows loses its contents; every rank's work is drained
+    /// before any memory is freed.
+    fn reserve(&mut self, id: BufId, bytes: &[usize]) -> Result<()>;
+
+    /// Free buffer `id` on every rank (after draining every rank).
+    fn release(&mut self, id: BufId) -> Result<()>;
+
+    /// Copy `data` into rank `rank`'s buffer `id` at byte `offset` (after
+    /// draining every rank: a peer may still be reading it).
+    fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()>;
+
+    /// Copy rank `rank`'s buffer `id` from byte `offset` into `out`.
+    fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()>;
+
+    /// Start executing `call` (asynchronously where the backend can).
+    fn launch(&mut self, call: &Call) -> Result<()>;
+
+    /// Wait until everything launched so far has completed on every rank.
+    fn synchronize(&mut self) -> Result<()>;
+
+    /// A handle that aborts waits on every rank, from any thread.
+    fn abort_handle(&self) -> AbortHandle;
+
+    /// Free and total memory of each rank's device (the host on the CPU).
+    fn memory(&self) -> Result<Vec<DeviceMemory>>;
+
+    /// A round trip to every rank thread that does nothing: the cost of the
+    /// caller-to-rank-thread hand-off.
+    fn ping(&mut self) -> Result<()>;
+
+    /// NCCL on the same buffers, if the backend has it.
+    fn nccl(&mut self) -> Option<&mut dyn NcclBackend> {
+        None
+    }
+
+    /// CUDA graphs, if the backend has them.
+    fn graphs(&mut self) -> Option<&mut dyn GraphBackend> {
+        None
+    }
+
+    /// Timelines and host-issue profiles.
+    fn profiling(&mut self) -> Option<&mut dyn Profiling> {
+        None
+    }
+}
+
+/// NCCL on a backend's buffers.
+pub trait NcclBackend {
+    /// Create one NCCL communicator per rank (one GPU per rank).
+    fn nccl_init(&mut self, lib: &crate::cuda::nccl::Nccl) -> Result<()>;
+    /// Launch an NCCL collective on every rank.
+    fn launch_nccl(&mut self, call: &NcclCall) -> Result<()>;
+    /// Capture `calls` NCCL calls per rank into a CUDA graph.
+    fn nccl_graph_capture(&mut self, call: &NcclCall, calls: usize) -> Result<()>;
+    /// Replay the captured NCCL graph on every rank.
+    fn launch_nccl_graph(&mut self) -> Result<()>;
+}
+
+/// CUDA graphs of ringreduce calls.
+pub trait GraphBackend {
+    /// Capture `calls`, in order, into one CUDA graph per rank. Only plans
+    /// ordered on the device ([`Plan::device_ordered`]) can be replayed
+    /// safely from per-GPU graphs; others are refused.
+    fn capture(&mut self, calls: &[Call]) -> Result<()>;
+    /// Replay the captured graphs once on every rank.
+    fn replay(&mut self) -> Result<()>;
+    /// Forget the captured graphs.
+    fn drop_graphs(&mut self) -> Result<()>;
+}
+
 /// Host time one rank thread spent issuing collectives, by kind of call
-/// (nanoseconds, summed since the last [`Backend::take_issue_profile`]).
+/// (nanoseconds, summed since the last [`Profiling::take_issue_profile`]).
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct IssueProfile {
-    /// Collectives issued.
     pub calls: u64,
-    /// `cuMemcpyPeerAsync`.
+    /// Copies (`cuMemcpyPeerAsync`).
     pub copy_ns: u64,
-    /// `cuLaunchKernel` of the reduce kernel.
+    /// Kernel launches.
     pub kernel_ns: u64,
-    /// `cuEventRecord`.
+    /// Event records.
     pub record_ns: u64,
-    /// `cuStreamWaitEvent`.
+    /// Event waits.
     pub wait_ns: u64,
     /// Waiting for another rank thread to issue the record we wait on.
     pub peer_ns: u64,
@@ -72,75 +260,88 @@ pub struct IssueProfile {
     pub total_ns: u64,
 }
 
-/// Executes plans on per-rank buffers.
-pub trait Backend<T: Element>: Send {
-    fn kind(&self) -> BackendKind;
-    /// One line for humans, e.g. the devices and how ranks map onto them.
-    fn describe(&self) -> String;
-    fn ranks(&self) -> usize;
-    /// Device index of each rank (all 0 on the CPU).
-    fn rank_to_device(&self) -> Vec<usize> {
-        vec![0; self.ranks()]
+/// When one op part ran on one rank, in nanoseconds on the backend's clock.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct OpTime {
+    pub rank: usize,
+    /// Index of the op in the rank's list, and its part (0, or 1 for an
+    /// exchange's reduce half).
+    pub op: usize,
+    pub part: usize,
+    pub start_ns: f64,
+    pub end_ns: f64,
+}
+
+/// The timings of one timed call.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CallTimeline {
+    pub plan: String,
+    /// What the clock is: device timestamps, or host timestamps.
+    pub clock: String,
+    pub ops: Vec<OpTime>,
+}
+
+/// Timelines and issue profiles.
+pub trait Profiling {
+    /// Per-rank host issue profile since the last call, then reset.
+    fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>>;
+    /// The timelines of the calls launched with `timing` since the last
+    /// take (after a synchronize).
+    fn take_timeline(&mut self) -> Result<Vec<CallTimeline>>;
+}
+
+/// Check that a call's bindings cover every rank.
+pub fn check_call(call: &Call, ranks: usize) -> Result<()> {
+    call.plan.check_ranks(ranks).map_err(Error::Plan)?;
+    if call.bind.len() != ranks {
+        return Err(Error::WrongBufferCount {
+            ranks,
+            buffers: call.bind.len(),
+        });
     }
-    /// Make every rank's send/recv buffers hold at least `count` elements and
-    /// its scratch at least `scratch` elements.
-    fn reserve(&mut self, count: usize, scratch: usize) -> Result<()>;
-    /// Write `data[r]` to the start of rank r's buffer `buf`.
-    fn write(&mut self, buf: Buf, data: &[&[T]]) -> Result<()>;
-    /// Read the first `count` elements of every rank's buffer `buf`.
-    fn read(&mut self, buf: Buf, count: usize) -> Result<Vec<Vec<T>>>;
-    /// Fill the first `count` elements of every rank's `buf` with `value`.
-    fn fill(&mut self, buf: Buf, count: usize, value: T) -> Result<()> {
-        let v = vec![value; count];
-        let d: Vec<&[T]> = (0..self.ranks()).map(|_| v.as_slice()).collect();
-        self.write(buf, &d)
+    if call.plan.shape.elem_size != call.dtype.size() {
+        return Err(Error::Plan(format!(
+            "{}: plan for {}-byte elements called with {}",
+            call.plan.name,
+            call.plan.shape.elem_size,
+            call.dtype.name()
+        )));
     }
-    /// Start executing `plan` (asynchronously where the backend can).
-    fn launch(&mut self, plan: &Arc<Plan>) -> Result<()>;
-    /// A round trip to every rank thread that does nothing: the cost of the
-    /// caller-to-rank-thread hand-off.
-    fn ping(&mut self) -> Result<()>;
-    /// Wait until everything launched so far has completed on every rank.
-    fn synchronize(&mut self) -> Result<()>;
-    /// Set up NCCL communicators (CUDA only).
-    fn nccl_init(&mut self, _nccl: &crate::cuda::nccl::Nccl) -> Result<()> {
-        Err(Error::Unsupported("NCCL".into(), self.kind().name()))
+    Ok(())
+}
+
+/// Describe rank `r`'s op `i` of `plan` for error messages:
+/// `ring:pipe2 reduce-scatter step 1 chunk 3 slice 0 (reduce)`.
+pub fn op_desc(plan: &Plan, r: usize, i: usize) -> String {
+    let Some(op) = plan.ops.get(r).and_then(|o| o.get(i)) else {
+        return format!("{} op {i}", plan.name);
+    };
+    let l = &op.label;
+    match l.phase {
+        Some(p) => format!(
+            "{} {} step {} chunk {} slice {} ({})",
+            plan.name,
+            p.label(),
+            l.step,
+            l.chunk,
+            l.slice,
+            op.kind.name()
+        ),
+        None if !l.note.is_empty() => format!("{} {} ({})", plan.name, l.note, op.kind.name()),
+        None => format!("{} op {i} ({})", plan.name, op.kind.name()),
     }
-    /// Launch NCCL's all-reduce on the same buffers (CUDA only).
-    fn launch_nccl(&mut self, _count: usize, _in_place: bool) -> Result<()> {
-        Err(Error::Unsupported("NCCL".into(), self.kind().name()))
+}
+
+/// Describe what a wait on `s` waits for: the producing rank and op.
+pub fn signal_desc(plan: &Plan, s: crate::plan::SignalId) -> String {
+    for (r, ops) in plan.ops.iter().enumerate() {
+        for (i, op) in ops.iter().enumerate() {
+            let produces = op.signal == Some(s)
+                || matches!(&op.kind, crate::plan::OpKind::Exchange(x) if x.pushed == s);
+            if produces {
+                return format!("rank {r}'s {}", op_desc(plan, r, i));
+            }
+        }
     }
-    /// Capture `calls` NCCL all-reduces per rank into a CUDA graph (CUDA only).
-    fn nccl_graph_capture(&mut self, _count: usize, _in_place: bool, _calls: usize) -> Result<()> {
-        Err(Error::Unsupported("NCCL graphs".into(), self.kind().name()))
-    }
-    /// Capture `plans`, in order, into one CUDA graph per rank (CUDA only).
-    /// Only plans that need no event between streams or ranks can be
-    /// captured (checked while capturing).
-    fn graph_capture(&mut self, _plans: &[Arc<Plan>]) -> Result<()> {
-        Err(Error::Unsupported("CUDA graphs".into(), self.kind().name()))
-    }
-    /// Replay the graphs of [`Backend::graph_capture`] once on every rank.
-    fn launch_graph(&mut self) -> Result<()> {
-        Err(Error::Unsupported("CUDA graphs".into(), self.kind().name()))
-    }
-    /// Replay the captured NCCL graphs once on every rank.
-    fn launch_nccl_graph(&mut self) -> Result<()> {
-        Err(Error::Unsupported("NCCL graphs".into(), self.kind().name()))
-    }
-    /// Per-rank host issue profile since the last call, then reset (CUDA only).
-    fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
-        Err(Error::Unsupported(
-            "issue profile".into(),
-            self.kind().name(),
-        ))
-    }
-    /// Where the setup time went (CUDA only).
-    fn setup_breakdown(&self) -> Option<SetupBreakdown> {
-        None
-    }
-    /// Driver / hardware facts for reports.
-    fn hardware(&self) -> Vec<String> {
-        vec![]
-    }
+    format!("signal {}", s.0)
 }

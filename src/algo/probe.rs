@@ -1,0 +1,60 @@
+//! Plans that are not collectives: the fence between chained calls and the
+//! peer-copy probe that measures the link ceiling. They live here, with the
+//! algorithms, so that nothing outside `src/algo/` builds plans.
+
+use crate::plan::{Buf, Label, Lane, Plan, PlanBuilder, Region, Shape, SignalId};
+
+/// Every rank's compute lane waits until every other rank's has reached this
+/// point (a Begin each, and an End waiting for all of them). Issued before
+/// replaying captured chained calls that do not continue a chain.
+pub fn fence(ranks: usize) -> Plan {
+    let mut b = PlanBuilder::new("fence", Shape::all_reduce(ranks, 0, 1, true));
+    let begin = b.begin_all();
+    for r in 0..ranks {
+        b.end(r, begin.clone());
+    }
+    let mut p = b.finish();
+    p.probe = true;
+    p
+}
+
+/// Ranks 0 and 1 copy `count` elements of their send buffer into each
+/// other's scratch at the same time, so both directions of their link are
+/// busy; with `streams == 2` each copy is split in halves on two streams
+/// (two copy engines). Other ranks stay idle.
+pub fn peer_copy(ranks: usize, count: usize, elem_size: usize, streams: usize) -> Plan {
+    let shape = Shape::all_reduce(ranks, count, elem_size, false);
+    let mut b = PlanBuilder::new("peer-copy", shape);
+    b.scratch(count);
+    let begin = b.begin_all();
+    let parts = crate::schedule::slices(0..count, streams.clamp(1, 2), elem_size);
+    let mut sig: Vec<Vec<SignalId>> = vec![Vec::new(); 2];
+    for r in 0..ranks.min(2) {
+        let to = 1 - r;
+        if to >= ranks {
+            break;
+        }
+        for (k, part) in parts.iter().enumerate() {
+            let lane = if k == 0 { Lane::Copy } else { Lane::Compute };
+            sig[r].extend(b.copy(
+                r,
+                lane,
+                (r, Region::new(Buf::Send, part.clone())),
+                (to, Region::new(Buf::Scratch, part.clone())),
+                vec![begin[r], begin[to]],
+                Label::default(),
+            ));
+        }
+    }
+    for r in 0..ranks {
+        let waits = if r < 2 && ranks >= 2 {
+            sig[r].iter().chain(&sig[1 - r]).copied().collect()
+        } else {
+            vec![]
+        };
+        b.end(r, waits);
+    }
+    let mut p = b.finish();
+    p.probe = true;
+    p
+}

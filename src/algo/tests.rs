@@ -1,0 +1,504 @@
+//! The algorithms' plans against the validator: every algorithm, rank count,
+//! size, element size, collective and place; chains of calls; graph replays;
+//! the validator's own negative cases; large rank counts.
+
+use super::*;
+use crate::plan::{Collective, Lane, OpKind, Plan, ReduceStep, Shape, SignalId};
+
+fn algos() -> Vec<Arc<dyn Algorithm>> {
+    let mut v: Vec<Arc<dyn Algorithm>> = vec![
+        Arc::new(oneshot::OneShot),
+        Arc::new(fused::Fused),
+        Arc::new(flag::Flag),
+        Arc::new(ps::ParameterServer),
+    ];
+    for slices in [1, 2, 3, 4] {
+        for slots in [1, 2] {
+            v.push(Arc::new(ring::Ring { slices, slots }));
+        }
+    }
+    v
+}
+
+fn shapes(n: usize, counts: &[usize]) -> Vec<Shape> {
+    let mut v = Vec::new();
+    for &count in counts {
+        for collective in Collective::ALL {
+            for elem_size in [1, 2, 4, 8] {
+                for in_place in [false, true] {
+                    v.push(Shape {
+                        collective,
+                        ranks: n,
+                        count,
+                        elem_size,
+                        in_place,
+                    });
+                }
+            }
+        }
+    }
+    v
+}
+
+fn first_plan(a: &dyn Algorithm, s: &Shape) -> Plan {
+    let mut p = a.path(s);
+    (*p.next(false).unwrap_or_else(|e| panic!("{}: {e}", a.name()))).clone()
+}
+
+/// Every plan of every algorithm is deadlock-free, race-free, bracketed,
+/// and delivers exactly what its collective promises (symbolic execution).
+#[test]
+fn plans_validate_small() {
+    for a in algos() {
+        for n in 1..=5 {
+            for s in shapes(n, &[0, 1, 2, 3, 5, 8, 9, 17, 33, 67]) {
+                if a.supports(&s).is_err() {
+                    continue;
+                }
+                let p = first_plan(a.as_ref(), &s);
+                if let Err(e) = p.validate() {
+                    panic!("{} {s:?}: {e}", a.name());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn plans_validate_up_to_9_ranks() {
+    for a in algos() {
+        for n in 6..=9 {
+            for s in shapes(n, &[0, 5, 36, 100]) {
+                if a.supports(&s).is_err() || s.elem_size != 4 {
+                    continue;
+                }
+                let p = first_plan(a.as_ref(), &s);
+                p.validate()
+                    .unwrap_or_else(|e| panic!("{} {s:?}: {e}", a.name()));
+            }
+        }
+    }
+}
+
+/// Large rank counts up to the engine's limit: races and brackets are
+/// checked up to RACE_CHECK_MAX_RANKS, deadlock freedom and data flow
+/// everywhere.
+#[test]
+fn plans_validate_many_ranks() {
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    let mut ns = vec![crate::engine::MAX_RANKS, 64, 65];
+    for _ in 0..3 {
+        ns.push(10 + next(120) as usize);
+    }
+    for n in ns {
+        let count = n * 3 + next(50) as usize;
+        for (a, coll) in [
+            (
+                Arc::new(ring::Ring {
+                    slices: 2,
+                    slots: 2,
+                }) as Arc<dyn Algorithm>,
+                Collective::AllReduce,
+            ),
+            (Arc::new(ring::Ring::PLAIN), Collective::ReduceScatter),
+            (Arc::new(ring::Ring::PLAIN), Collective::AllGather),
+            (Arc::new(ps::ParameterServer), Collective::AllReduce),
+        ] {
+            let s = Shape {
+                collective: coll,
+                ranks: n,
+                count,
+                elem_size: 4,
+                in_place: next(2) == 0,
+            };
+            first_plan(a.as_ref(), &s)
+                .validate()
+                .unwrap_or_else(|e| panic!("{} n={n}: {e}", a.name()));
+        }
+    }
+}
+
+fn chain(shape: Shape, flag: bool) -> (Plan, Plan, Plan) {
+    let build = if flag { flag::plan } else { oneshot::plan };
+    (
+        build(&shape, 0, true),
+        build(&shape, 1, false),
+        build(&shape, 0, false),
+    )
+}
+
+/// Chained calls (first fenced, then unfenced on alternating halves) are
+/// race-free among themselves and next to any other plan.
+#[test]
+fn chains_are_race_free() {
+    for flag in [false, true] {
+        for n in if flag { 2..=2 } else { 2..=5 } {
+            for count in [1, 5, 64] {
+                for ip in [false, true] {
+                    let s = Shape::all_reduce(n, count, 4, ip);
+                    let (first, a, b) = chain(s, flag);
+                    for p in [&first, &a, &b] {
+                        p.validate().unwrap_or_else(|e| panic!("{e}"));
+                    }
+                    Plan::validate_sequence(&[&first, &a, &b, &a, &b])
+                        .unwrap_or_else(|e| panic!("n={n} count={count}: {e}"));
+                    // In and out of place may alternate within a chain.
+                    let (_, a_other, _) = chain(Shape::all_reduce(n, count, 4, !ip), flag);
+                    Plan::validate_sequence(&[&first, &a_other, &b])
+                        .unwrap_or_else(|e| panic!("mixed places: {e}"));
+                    for other in algos() {
+                        let os = Shape::all_reduce(n, count, 4, ip);
+                        if other.supports(&os).is_err() {
+                            continue;
+                        }
+                        let x = first_plan(other.as_ref(), &os);
+                        Plan::validate_sequence(&[&x, &first, &a, &b, &x, &first, &a])
+                            .unwrap_or_else(|e| panic!("{} n={n}: {e}", other.name()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Skipping the fence is only safe on the other half: the same half twice
+/// in a row races.
+#[test]
+fn a_chain_on_the_same_half_races() {
+    for flag in [false, true] {
+        let s = Shape::all_reduce(2, 64, 4, false);
+        let build = if flag { flag::plan } else { oneshot::plan };
+        let first = build(&s, 0, true);
+        let same_half = build(&s, 0, false);
+        assert!(Plan::validate_sequence(&[&first, &same_half]).is_err());
+        let other_half = build(&s, 1, false);
+        assert!(Plan::validate_sequence(&[&first, &other_half]).is_ok());
+    }
+}
+
+/// The path state: a chain continues on the other half; a break fences.
+#[test]
+fn chain_path_parity() {
+    let s = Shape::all_reduce(2, 16, 4, true);
+    let mut p = flag::Flag.path(&s);
+    let a = p.next(false).unwrap();
+    let b = p.next(true).unwrap();
+    let c = p.next(true).unwrap();
+    assert!(a.fenced && !b.fenced && !c.fenced);
+    assert!(Plan::validate_sequence(&[&a, &b, &c]).is_ok());
+    let d = p.next(false).unwrap();
+    assert!(d.fenced);
+}
+
+/// What a graph replay issues: a fence unless the previous call was on half
+/// 0 of this path, then the captured calls (halves 1, 0), again and again,
+/// next to any other plan.
+#[test]
+fn graph_replays_are_race_free() {
+    for count in [1, 5, 64] {
+        for ip in [false, true] {
+            let s = Shape::all_reduce(2, count, 4, ip);
+            let mut path = flag::Flag.path(&s);
+            let g = path.graph_plans(2).unwrap();
+            let fence = path.before_replay(false).unwrap().expect("a fence");
+            assert!(path.before_replay(true).unwrap().is_none());
+            let x = first_plan(&ring::Ring::PLAIN, &s);
+            let mut seq: Vec<&Plan> = vec![&x, &fence, &g[0], &g[1], &g[0], &g[1], &x, &fence];
+            seq.extend([&*g[0], &*g[1]]);
+            Plan::validate_sequence(&seq).unwrap_or_else(|e| panic!("count={count}: {e}"));
+            // A plain call continuing after a replay uses half 1.
+            let after = path.next(true).unwrap();
+            Plan::validate_sequence(&[&g[0], &g[1], &after]).unwrap();
+            assert!(path.graph_plans(3).is_err());
+        }
+    }
+}
+
+#[test]
+fn device_ordered_plans() {
+    let s = Shape::all_reduce(2, 100, 4, true);
+    let mut p = flag::Flag.path(&s);
+    let g = p.graph_plans(2).unwrap();
+    assert!(g.iter().all(|p| p.device_ordered()));
+    assert!(!flag::plan(&s, 0, true).device_ordered(), "fenced waits on events");
+    assert!(!first_plan(&ring::Ring::PLAIN, &s).device_ordered());
+    let oop = Shape::all_reduce(2, 100, 4, false);
+    assert!(first_plan(&fused::Fused, &oop).device_ordered());
+}
+
+#[test]
+fn ring_traffic_is_the_schedule() {
+    use crate::schedule::{ring_bytes_per_rank, ChunkLayout};
+    for n in 1..=9 {
+        for count in [0, 3, 100, 1003] {
+            let s = Shape::all_reduce(n, count, 4, false);
+            let p = ring::plan(&s, 3, 2);
+            let l = ChunkLayout::new(count, n, 4);
+            let t = p.traffic();
+            for r in 0..n {
+                if n > 1 {
+                    assert_eq!(t[r].sent as usize, ring_bytes_per_rank(&l, r, 4));
+                }
+                assert_eq!(t[r].received, t[crate::schedule::left(r, n)].sent);
+            }
+        }
+    }
+    // Reduce-scatter and all-gather each move (N-1)/N of the whole buffer.
+    for coll in [Collective::ReduceScatter, Collective::AllGather] {
+        let s = Shape {
+            collective: coll,
+            ranks: 4,
+            count: 10,
+            elem_size: 4,
+            in_place: false,
+        };
+        let t = ring::plan(&s, 2, 2).traffic();
+        assert!(t.iter().all(|t| t.sent == 3 * 10 * 4), "{coll}: {t:?}");
+    }
+}
+
+#[test]
+fn ps_root_traffic() {
+    let p = ps::plan(&Shape::all_reduce(4, 100, 4, false));
+    let t = p.traffic();
+    assert_eq!(t[0].received, 3 * 400);
+    assert_eq!(t[0].sent, 3 * 400);
+    assert_eq!(t[1].sent, 400);
+    assert_eq!(t[1].received, 400);
+}
+
+#[test]
+fn parse_names() {
+    for name in [
+        "ring",
+        "ring:naive",
+        "ring:pipe2",
+        "ring:pipe64",
+        "oneshot",
+        "oneshot:fused",
+        "oneshot:flag",
+        "ps",
+    ] {
+        let a = parse(name).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.name(), name);
+        let c: AlgoChoice = name.parse().unwrap();
+        assert_eq!(c.name(), name);
+    }
+    assert_eq!(parse("ring:pipe1").unwrap().name(), "ring");
+    assert!(parse("ring:pipe0").is_err());
+    assert!(parse("ring:pipe65").is_err());
+    assert!(parse("tree").unwrap_err().contains("oneshot:flag"));
+    assert!(matches!("auto".parse::<AlgoChoice>(), Ok(AlgoChoice::Auto)));
+}
+
+/// A path asked for never changes silently: unsupported shapes are refused
+/// with the reason.
+#[test]
+fn unsupported_shapes_are_refused() {
+    let c = |s: &str| s.parse::<AlgoChoice>().unwrap();
+    let ip2 = Shape::all_reduce(2, 10, 4, true);
+    let e = c("oneshot:fused").resolve(&ip2).unwrap_err().to_string();
+    assert!(e.contains("oneshot:fused") && e.contains("in place"), "{e}");
+    let oop4 = Shape::all_reduce(4, 10, 4, false);
+    let e = c("oneshot:flag").resolve(&oop4).unwrap_err().to_string();
+    assert!(e.contains("two-rank"), "{e}");
+    let rs = Shape {
+        collective: Collective::ReduceScatter,
+        ..oop4
+    };
+    for a in ["oneshot", "oneshot:fused", "oneshot:flag", "ps"] {
+        assert!(c(a).resolve(&rs).is_err(), "{a}");
+    }
+    assert!(c("ring:pipe2").resolve(&rs).is_ok());
+}
+
+#[test]
+fn auto_policy() {
+    let name = |s: Shape| AlgoChoice::Auto.resolve(&s).unwrap().name();
+    assert_eq!(name(Shape::all_reduce(2, 1024, 4, false)), "oneshot:fused");
+    assert_eq!(name(Shape::all_reduce(2, 1024, 4, true)), "oneshot:flag");
+    assert_eq!(name(Shape::all_reduce(2, 8 << 20, 4, false)), "ring:pipe2");
+    assert_eq!(name(Shape::all_reduce(2, 256 << 20, 4, false)), "ring:pipe4");
+    assert_eq!(name(Shape::all_reduce(4, 16, 4, false)), "ring:pipe2");
+    let ag = Shape {
+        collective: Collective::AllGather,
+        ..Shape::all_reduce(2, 16, 4, false)
+    };
+    assert_eq!(name(ag), "ring:pipe2");
+}
+
+// ---------------------------------------------------------------------------
+// The validator's negative cases: each defect is caught, with a reason.
+// ---------------------------------------------------------------------------
+
+fn ring4() -> Plan {
+    ring::plan(&Shape::all_reduce(4, 64, 4, false), 1, 2)
+}
+
+fn err(p: &Plan) -> String {
+    p.validate().expect_err("the defect must be caught")
+}
+
+#[test]
+fn negative_dropped_wait_is_a_race() {
+    let mut p = ring4();
+    // Drop the wait of rank 1's first reduce on its left neighbour's copy.
+    let op = p.ops[1]
+        .iter_mut()
+        .find(|o| matches!(o.kind, OpKind::Reduce { .. }))
+        .unwrap();
+    op.waits.clear();
+    let e = err(&p);
+    assert!(e.contains("race"), "{e}");
+}
+
+#[test]
+fn negative_cycle_is_a_deadlock() {
+    let mut p = ring4();
+    // Rank 0's first copy waits for rank 1's End-side... make two ops wait
+    // on each other: rank 0's first copy on rank 1's first copy and back.
+    let s0 = p.ops[0].iter().find_map(|o| match o.kind {
+        OpKind::Copy { .. } => o.signal,
+        _ => None,
+    });
+    let s1 = p.ops[1].iter().find_map(|o| match o.kind {
+        OpKind::Copy { .. } => o.signal,
+        _ => None,
+    });
+    let (s0, s1) = (s0.unwrap(), s1.unwrap());
+    for (r, w) in [(0, s1), (1, s0)] {
+        let op = p.ops[r]
+            .iter_mut()
+            .find(|o| matches!(o.kind, OpKind::Copy { .. }))
+            .unwrap();
+        op.waits.push(w);
+    }
+    let e = err(&p);
+    assert!(e.contains("deadlock"), "{e}");
+}
+
+#[test]
+fn negative_double_sum() {
+    // The parameter server's root adds rank 1's slot a second time, in
+    // order (no race): the data-flow check sees rank 1 counted twice.
+    let mut p = ps::plan(&Shape::all_reduce(3, 16, 4, false));
+    let i = p.ops[0]
+        .iter()
+        .position(|o| matches!(o.kind, OpKind::Reduce { .. }))
+        .unwrap();
+    let mut dup = p.ops[0][i].clone();
+    dup.signal = None;
+    dup.waits.clear();
+    if let OpKind::Reduce { dst, a, step, .. } = &mut dup.kind {
+        *a = dst.clone();
+        step.pre_a = false;
+        step.post = false;
+    }
+    p.ops[0].insert(i + 1, dup);
+    let e = err(&p);
+    assert!(e.contains("more than once"), "{e}");
+}
+
+#[test]
+fn negative_unsynchronized_peer_read() {
+    // The fused plan reading the peer's *receive* buffer (written by the
+    // peer in the same call) instead of its send buffer.
+    let mut p = fused::plan(&Shape::all_reduce(2, 32, 4, false));
+    for op in p.ops[0].iter_mut() {
+        if let OpKind::Reduce { b, .. } = &mut op.kind {
+            b.buf = crate::plan::Buf::Recv;
+        }
+    }
+    let e = err(&p);
+    assert!(e.contains("race") || e.contains("never written"), "{e}");
+}
+
+#[test]
+fn negative_misplaced_copy() {
+    let mut p = ring::plan(&Shape::all_reduce(3, 48, 4, false), 1, 2);
+    // Shift one all-gather copy's destination by one element.
+    let op = p.ops[1]
+        .iter_mut()
+        .rev()
+        .find(|o| matches!(o.kind, OpKind::Copy { .. }))
+        .unwrap();
+    if let OpKind::Copy { dst, .. } = &mut op.kind {
+        if dst.range.start > 0 {
+            dst.range = dst.range.start - 1..dst.range.end - 1;
+        } else {
+            dst.range = dst.range.start + 1..dst.range.end + 1;
+        }
+    }
+    assert!(p.validate().is_err());
+}
+
+#[test]
+fn negative_missing_premultiply() {
+    let mut p = ring4();
+    for op in p.ops[0].iter_mut() {
+        if let OpKind::Reduce { step, .. } = &mut op.kind {
+            *step = ReduceStep::default();
+        }
+    }
+    let e = err(&p);
+    assert!(e.contains("pre-multipl") || e.contains("complete"), "{e}");
+    // Marking a partial sum as raw is caught at once.
+    let mut q = ring4();
+    for op in q.ops[0].iter_mut() {
+        if let OpKind::Reduce { step, .. } = &mut op.kind {
+            step.pre_b = true;
+        }
+    }
+    let e = err(&q);
+    assert!(e.contains("untouched input"), "{e}");
+}
+
+#[test]
+fn negative_structure() {
+    // A copy past the end of the scratch buffer.
+    let mut p = ring4();
+    let op = p.ops[0]
+        .iter_mut()
+        .find(|o| matches!(o.kind, OpKind::Copy { .. }))
+        .unwrap();
+    if let OpKind::Copy { dst, .. } = &mut op.kind {
+        dst.range.end += 10_000;
+    }
+    assert!(err(&p).contains("outside"));
+    // A signal recorded twice.
+    let mut q = ring4();
+    let s = q.ops[0][0].signal;
+    q.ops[0][1].signal = s;
+    assert!(err(&q).contains("recorded"));
+    // An exchange without its partner.
+    let mut f = flag::plan(&Shape::all_reduce(2, 8, 4, true), 0, true);
+    f.ops[1].retain(|o| !matches!(o.kind, OpKind::Exchange(_)));
+    assert!(err(&f).contains("mirrored") || err(&f).contains("recorded"));
+    // A wait on a flag outside an exchange.
+    let mut g = flag::plan(&Shape::all_reduce(2, 8, 4, true), 0, true);
+    let flag_sig = g
+        .signals
+        .iter()
+        .position(|s| s.kind == crate::plan::SignalKind::Flag)
+        .unwrap();
+    let end = g.ops[0].len() - 1;
+    g.ops[0][end].waits.push(SignalId(flag_sig));
+    assert!(err(&g).contains("flag"));
+    // Writing into a send buffer.
+    let mut h = ring4();
+    let op = h.ops[0]
+        .iter_mut()
+        .find(|o| matches!(o.kind, OpKind::Copy { .. }))
+        .unwrap();
+    if let OpKind::Copy { dst, .. } = &mut op.kind {
+        dst.buf = crate::plan::Buf::Send;
+    }
+    assert!(err(&h).contains("send"));
+    let _ = Lane::Copy;
+}

@@ -1,0 +1,657 @@
+//! CUDA backend: one host thread per rank, each bound once to its GPU.
+//!
+//! Per rank ([`rank`]): two streams (the plan's compute and copy lanes),
+//! buffers, one event per plan signal, the kernels of each data type (a
+//! prebuilt cubin on sm_90, else the PTX JIT), and the exchange kernel's
+//! flags and control block. Ranks map round-robin onto devices, so more
+//! ranks than GPUs is fine: a same-device "peer" copy is an ordinary
+//! device-to-device copy.
+//!
+//! A collective fans out to every rank thread as a typed closure; each
+//! thread *issues* its ops (no host synchronize between steps) and returns.
+//! Cross-rank order on the GPU comes from the plan's signals: events for
+//! [`SignalKind::Event`](crate::plan::SignalKind) (the producer records on
+//! its stream, the consumer's stream waits; on the host the consumer issues
+//! the wait only after the producer issued the record, through a
+//! [`SignalBoard`]), flags inside the exchange kernel for
+//! [`SignalKind::Flag`](crate::plan::SignalKind).
+//!
+//! Lifecycle: memory is freed only after every rank drained its streams
+//! (reserve, release, drop); a drop whose drain fails even after an abort
+//! leaks the memory rather than free it under a running kernel. Waits are
+//! bounded by the engine's timeout on the host and (through the control
+//! block) in the exchange kernel. Nothing in this file is `unsafe`: that
+//! all lives in [`crate::cuda`].
+
+mod rank;
+
+use super::{
+    check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
+    GraphBackend, IssueProfile, NcclBackend, NcclCall, OpTime, Profiling, SetupBreakdown,
+};
+use crate::cuda::{self, nccl, CudaError, DriverInfo, HostMapped, PeerBuf, PeerCtx, RemoteEvent};
+use crate::error::{Error, Result};
+use crate::fault::FaultPlan;
+use crate::pool::{Inbox, RankThreads};
+use crate::sync::{AbortHandle, SignalBoard};
+use rank::Rank;
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// Options for the CUDA backend.
+#[derive(Debug, Clone)]
+pub struct CudaOptions {
+    pub ranks: usize,
+    /// Devices to use (default: all).
+    pub devices: Option<Vec<usize>>,
+    pub timeout: Duration,
+    pub faults: FaultPlan,
+}
+
+/// Is there a usable driver with at least one GPU? The error says why not.
+pub fn probe() -> std::result::Result<&'static DriverInfo, String> {
+    let info = cuda::driver().map_err(|e| e.to_string())?;
+    if info.devices.is_empty() {
+        return Err("the CUDA driver reports no GPU".into());
+    }
+    Ok(info)
+}
+
+pub(crate) fn cuda_err(rank: usize, device: usize) -> impl Fn(CudaError) -> Error {
+    move |e| Error::Cuda {
+        rank,
+        device,
+        call: e.call,
+        message: e.message,
+        step: None,
+    }
+}
+
+/// Every rank's exported buffers and exchange flags.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Peers {
+    pub bufs: Vec<HashMap<BufId, PeerBuf>>,
+    pub flags: Vec<PeerBuf>,
+}
+
+/// Typed work for a rank thread.
+type Work<R> = Box<dyn for<'id> FnOnce(&mut Rank<'id>) -> Result<R> + Send>;
+type Reply = Box<dyn Any + Send>;
+type Job = Box<dyn for<'id> FnOnce(&mut Rank<'id>) -> Result<Reply> + Send>;
+
+fn erase<R: Send + 'static>(w: Work<R>) -> Job {
+    Box::new(move |rk: &mut Rank<'_>| w(rk).map(|r| Box::new(r) as Reply))
+}
+
+fn unerase<R: 'static>(r: Reply) -> Result<R> {
+    r.downcast::<R>()
+        .map(|b| *b)
+        .map_err(|_| Error::Plan("rank thread replied with the wrong type".into()))
+}
+
+/// The CUDA backend.
+pub struct CudaBackend {
+    threads: RankThreads<Job, Reply>,
+    info: BackendInfo,
+    board: Arc<SignalBoard>,
+    events: usize,
+    gen: u64,
+    abort: AbortHandle,
+    timeout: Duration,
+    peers: Peers,
+    /// Plan names of the timed calls since the last take.
+    timed: Vec<String>,
+}
+
+impl CudaBackend {
+    pub fn new(opts: &CudaOptions) -> Result<Self> {
+        let ranks = opts.ranks;
+        if ranks == 0 {
+            return Err(Error::ZeroRanks);
+        }
+        let info = probe().map_err(Error::NoCuda)?;
+        let avail: Vec<usize> = info.devices.iter().map(|d| d.ordinal).collect();
+        let devs = match &opts.devices {
+            Some(d) if !d.is_empty() => {
+                if let Some(bad) = d.iter().find(|x| !avail.contains(x)) {
+                    return Err(Error::NoCuda(format!(
+                        "GPU {bad} requested but only {} present",
+                        avail.len()
+                    )));
+                }
+                d.clone()
+            }
+            _ => avail,
+        };
+        let map: Vec<usize> = (0..ranks).map(|r| devs[r % devs.len()]).collect();
+        let m = map.clone();
+        let (timeout, faults) = (opts.timeout, opts.faults.clone());
+        let mut threads = RankThreads::spawn(ranks, "cuda", move |rank, inbox: Inbox<Job, Reply>| {
+            let device = m[rank];
+            let slot = std::cell::Cell::new(Some(inbox));
+            let t0 = Instant::now();
+            let r = cuda::with_device(device, |ctx| {
+                let bind_ms = t0.elapsed().as_secs_f64() * 1e3;
+                let Some(inbox) = slot.take() else { return };
+                match Rank::new(rank, device, ctx, bind_ms, timeout, faults.clone()) {
+                    Err(e) => inbox.ready(Err(e)),
+                    Ok(mut st) => {
+                        inbox.ready(Ok(()));
+                        inbox.serve(|job: Job| job(&mut st));
+                        // The backend drained every rank before shutting the
+                        // threads down; drain this one again before its
+                        // memory goes.
+                        let _ = st.sync();
+                        st.teardown();
+                    }
+                }
+            });
+            if let (Err(e), Some(inbox)) = (r, slot.take()) {
+                inbox.ready(Err(cuda_err(rank, device)(e)));
+            }
+        })?;
+        threads.set_deadline(Some(timeout + Duration::from_secs(30)));
+        let names: Vec<String> = info.devices.iter().map(|d| d.name.clone()).collect();
+        let mut distinct = map.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let describe = format!(
+            "cuda: {} ({} ranks on {} GPUs: {}); driver API {}",
+            distinct
+                .iter()
+                .map(|&i| format!("GPU{i} {}", names.get(i).map_or("?", String::as_str)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            ranks,
+            distinct.len(),
+            map.iter()
+                .enumerate()
+                .map(|(r, g)| format!("{r}->GPU{g}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            info.version
+        );
+        let abort = AbortHandle::new();
+        let mut be = CudaBackend {
+            threads,
+            info: BackendInfo {
+                kind: Some(BackendKind::Cuda),
+                ranks,
+                rank_to_device: map,
+                describe,
+                hardware: names,
+                setup: None,
+            },
+            board: Arc::new(SignalBoard::new(0, abort.clone(), timeout)),
+            events: 0,
+            gen: 0,
+            abort,
+            timeout,
+            peers: Peers::default(),
+            timed: Vec::new(),
+        };
+        be.info
+            .hardware
+            .push(format!("CUDA driver API {}", info.version));
+        be.connect()?;
+        Ok(be)
+    }
+
+    /// Run `f(rank)` on every rank thread; the first error.
+    fn each<R: Send + 'static>(&mut self, f: impl Fn(usize) -> Work<R>) -> Result<Vec<R>> {
+        let jobs = (0..self.info.ranks).map(|r| erase(f(r))).collect();
+        self.threads
+            .run(jobs)?
+            .into_iter()
+            .map(unerase::<R>)
+            .collect()
+    }
+
+    /// Run `f(rank)` on every rank thread; every rank's outcome, errors of
+    /// several ranks together.
+    fn each_all<R: Send + 'static>(&mut self, f: impl Fn(usize) -> Work<R>) -> Result<Vec<R>> {
+        let jobs = (0..self.info.ranks).map(|r| erase(f(r))).collect();
+        let mut errors = Vec::new();
+        let mut out = Vec::new();
+        for r in self.threads.run_all(jobs)? {
+            match r.and_then(unerase::<R>) {
+                Ok(v) => out.push(v),
+                Err(e) => errors.push(e),
+            }
+        }
+        match errors.len() {
+            0 => Ok(out),
+            1 => Err(errors.remove(0)),
+            _ => Err(Error::Ranks(errors)),
+        }
+    }
+
+    /// Setup after the threads are up: peer access between every pair of
+    /// devices, the exchange flags, the abort hook, the setup breakdown.
+    fn connect(&mut self) -> Result<()> {
+        type Export = (PeerCtx, PeerBuf, Weak<HostMapped>, (f64, f64, &'static str));
+        let got: Vec<Export> = self.each(|_| {
+            Box::new(|rk: &mut Rank<'_>| {
+                Ok((
+                    rk.ctx.export(),
+                    rk.flags_token(),
+                    Arc::downgrade(&rk.ctrl),
+                    rk.setup_ms,
+                ))
+            })
+        })?;
+        let mut bind_ms: f64 = 0.0;
+        let mut kernels_ms: f64 = 0.0;
+        let mut sources: Vec<&'static str> = Vec::new();
+        let mut ctxs = Vec::new();
+        let mut ctrls = Vec::new();
+        for (c, f, w, (b, k, src)) in got {
+            bind_ms = bind_ms.max(b);
+            kernels_ms = kernels_ms.max(k);
+            if !sources.contains(&src) {
+                sources.push(src);
+            }
+            ctxs.push(c);
+            self.peers.flags.push(f);
+            ctrls.push(w);
+        }
+        // Abort: raise every rank's abort word, which spinning exchange
+        // kernels poll.
+        self.abort.on_abort(move || {
+            for c in ctrls.iter().filter_map(Weak::upgrade) {
+                c.store_u32(0, 1);
+            }
+        });
+        let t_peer = Instant::now();
+        let mut distinct = self.info.rank_to_device.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        for &a in &distinct {
+            for &b in &distinct {
+                if a != b && !cuda::can_access_peer(a, b).unwrap_or(false) {
+                    return Err(Error::CudaSetup {
+                        call: "cuDeviceCanAccessPeer",
+                        message: format!(
+                            "GPU {a} cannot access GPU {b} directly; peer copies would go through host memory, which this engine refuses to do silently"
+                        ),
+                    });
+                }
+            }
+        }
+        let all = Arc::new(ctxs);
+        self.each(|_| {
+            let all = all.clone();
+            Box::new(move |rk: &mut Rank<'_>| {
+                for p in all.iter() {
+                    rk.ctx.enable_peer_access(p).map_err(cuda_err(rk.rank, rk.device))?;
+                }
+                Ok(())
+            })
+        })?;
+        self.share_peers()?;
+        let b = SetupBreakdown {
+            driver_ms: cuda::driver_init_ms(),
+            context_ms: bind_ms,
+            kernels_ms,
+            peer_ms: t_peer.elapsed().as_secs_f64() * 1e3,
+        };
+        self.info.hardware.push(format!(
+            "setup: driver load+cuInit {:.1} ms (once per process), context bind (slowest rank) {:.1} ms, kernel modules (slowest rank) {:.1} ms from {}, peer access {:.1} ms",
+            b.driver_ms,
+            b.context_ms,
+            b.kernels_ms,
+            sources.join(" + "),
+            b.peer_ms
+        ));
+        self.info.setup = Some(b);
+        Ok(())
+    }
+
+    /// Send every rank the current tokens of every rank's buffers.
+    fn share_peers(&mut self) -> Result<()> {
+        let p = Arc::new(self.peers.clone());
+        self.each(|_| {
+            let p = p.clone();
+            Box::new(move |rk: &mut Rank<'_>| {
+                rk.peers = p;
+                Ok(())
+            })
+        })?;
+        Ok(())
+    }
+
+    /// Drain every rank (bounded); errors of every rank.
+    fn drain(&mut self) -> Result<()> {
+        let r = self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.sync()));
+        if let Err(e) = &r {
+            if exchange_gave_up(e) {
+                // An exchange kernel gave up: its peer may still run. Drain
+                // again, then restart both ranks' call numbering.
+                let again = self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.sync()));
+                if let Err(e2) = again.and_then(|_| {
+                    self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.reset_exchange()))
+                }) {
+                    return Err(Error::Poisoned {
+                        reason: format!("a GPU could not be drained after a fault: {e2}"),
+                    });
+                }
+            }
+        }
+        r.map(|_| ())
+    }
+
+    fn ensure_events(&mut self, n: usize) -> Result<()> {
+        if n <= self.events {
+            return Ok(());
+        }
+        let want = n.next_power_of_two().max(64);
+        let remote: Vec<Vec<RemoteEvent>> =
+            self.each(|_| Box::new(move |rk: &mut Rank<'_>| rk.grow_events(want)))?;
+        let remote = Arc::new(remote);
+        self.each(|_| {
+            let r = remote.clone();
+            Box::new(move |rk: &mut Rank<'_>| {
+                rk.remote = r;
+                Ok(())
+            })
+        })?;
+        self.board = Arc::new(SignalBoard::new(want, self.abort.clone(), self.timeout));
+        self.gen = 0;
+        self.events = want;
+        Ok(())
+    }
+}
+
+/// Whether an error says an exchange kernel gave up waiting (its status).
+fn exchange_gave_up(e: &Error) -> bool {
+    match e {
+        Error::Timeout { what, .. } | Error::Aborted { what, .. } => what.contains("exchange"),
+        Error::Ranks(v) => v.iter().any(exchange_gave_up),
+        _ => false,
+    }
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        // Drain every rank before any rank frees memory a peer may still
+        // use. If a GPU does not drain, abort its spins and try again; if it
+        // still does not, leak the memory instead of freeing it under a
+        // running kernel.
+        if self.drain().is_err() {
+            self.abort.abort();
+            if self.drain().is_err() {
+                let _ = self.each(|_| {
+                    Box::new(|rk: &mut Rank<'_>| {
+                        rk.leak();
+                        Ok(())
+                    })
+                });
+            }
+        }
+    }
+}
+
+impl Backend for CudaBackend {
+    fn info(&self) -> &BackendInfo {
+        &self.info
+    }
+
+    fn reserve(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
+        self.drain()?;
+        let bytes = bytes.to_vec();
+        let tokens: Vec<PeerBuf> = self.each_all(|r| {
+            let b = bytes.get(r).copied().unwrap_or(0);
+            Box::new(move |rk: &mut Rank<'_>| rk.reserve(id, b))
+        })?;
+        if self.peers.bufs.len() < tokens.len() {
+            self.peers.bufs.resize(tokens.len(), HashMap::new());
+        }
+        for (r, t) in tokens.into_iter().enumerate() {
+            self.peers.bufs[r].insert(id, t);
+        }
+        self.share_peers()
+    }
+
+    fn release(&mut self, id: BufId) -> Result<()> {
+        self.drain()?;
+        self.each(|_| {
+            Box::new(move |rk: &mut Rank<'_>| {
+                rk.release(id);
+                Ok(())
+            })
+        })?;
+        for m in &mut self.peers.bufs {
+            m.remove(&id);
+        }
+        self.share_peers()
+    }
+
+    fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
+        // Other ranks may still be reading this rank's buffers.
+        self.drain()?;
+        let data = Arc::new(data.to_vec());
+        self.each(|r| {
+            let data = data.clone();
+            Box::new(move |rk: &mut Rank<'_>| {
+                if r == rank {
+                    rk.write(id, offset, &data)
+                } else {
+                    Ok(())
+                }
+            })
+        })
+        .map(|_| ())
+    }
+
+    fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.drain()?;
+        let len = out.len();
+        let got: Vec<Vec<u8>> = self.each(|r| {
+            Box::new(move |rk: &mut Rank<'_>| {
+                if r == rank {
+                    rk.read(id, offset, len)
+                } else {
+                    Ok(Vec::new())
+                }
+            })
+        })?;
+        let data = got
+            .into_iter()
+            .nth(rank)
+            .ok_or_else(|| Error::Plan(format!("no rank {rank}")))?;
+        out.copy_from_slice(&data);
+        Ok(())
+    }
+
+    fn launch(&mut self, call: &Call) -> Result<()> {
+        check_call(call, self.info.ranks)?;
+        if self.abort.is_aborted() {
+            return Err(Error::Poisoned {
+                reason: "the engine was aborted".into(),
+            });
+        }
+        self.ensure_events(call.plan.signal_count())?;
+        self.gen += 1;
+        let (board, gen) = (self.board.clone(), self.gen);
+        let call = Arc::new(call.clone());
+        if call.timing {
+            self.timed.push(call.plan.name.clone());
+        }
+        self.each_all(|_| {
+            let (call, board) = (call.clone(), board.clone());
+            Box::new(move |rk: &mut Rank<'_>| {
+                let r = rk.issue(&call, &board, gen);
+                // On failure, release the other ranks waiting on this call.
+                r.inspect_err(|e| board.fail(gen, rk.rank, &e.to_string()))
+            })
+        })
+        .map(|_| ())
+    }
+
+    fn synchronize(&mut self) -> Result<()> {
+        self.drain()
+    }
+
+    fn abort_handle(&self) -> AbortHandle {
+        self.abort.clone()
+    }
+
+    fn memory(&self) -> Result<Vec<DeviceMemory>> {
+        let mut seen: HashMap<usize, (u64, u64)> = HashMap::new();
+        let mut out = Vec::new();
+        for &d in &self.info.rank_to_device {
+            let (free, total) = match seen.get(&d) {
+                Some(&v) => v,
+                None => {
+                    let v = cuda::with_device(d, |ctx| ctx.mem_info())
+                        .and_then(|r| r)
+                        .map(|(f, t)| (f as u64, t as u64))
+                        .map_err(|e| Error::CudaSetup {
+                            call: e.call,
+                            message: e.message,
+                        })?;
+                    seen.insert(d, v);
+                    v
+                }
+            };
+            out.push(DeviceMemory {
+                device: d,
+                free,
+                total,
+            });
+        }
+        Ok(out)
+    }
+
+    fn ping(&mut self) -> Result<()> {
+        self.each(|_| Box::new(|_: &mut Rank<'_>| Ok(()))).map(|_| ())
+    }
+
+    fn nccl(&mut self) -> Option<&mut dyn NcclBackend> {
+        Some(self)
+    }
+
+    fn graphs(&mut self) -> Option<&mut dyn GraphBackend> {
+        Some(self)
+    }
+
+    fn profiling(&mut self) -> Option<&mut dyn Profiling> {
+        Some(self)
+    }
+}
+
+impl NcclBackend for CudaBackend {
+    fn nccl_init(&mut self, lib: &nccl::Nccl) -> Result<()> {
+        let n = self.info.ranks;
+        if self.info.devices() != n {
+            return Err(Error::Unsupported(
+                format!(
+                    "NCCL with {n} ranks on {} GPUs (NCCL needs one GPU per rank)",
+                    self.info.devices()
+                ),
+                "cuda",
+            ));
+        }
+        let id = lib.unique_id()?;
+        self.each_all(|_| {
+            let lib = lib.clone();
+            Box::new(move |rk: &mut Rank<'_>| rk.nccl_init(lib, id, n))
+        })
+        .map(|_| ())
+    }
+
+    fn launch_nccl(&mut self, call: &NcclCall) -> Result<()> {
+        let call = Arc::new(call.clone());
+        self.each_all(|_| {
+            let c = call.clone();
+            Box::new(move |rk: &mut Rank<'_>| rk.nccl_call(&c))
+        })
+        .map(|_| ())
+    }
+
+    fn nccl_graph_capture(&mut self, call: &NcclCall, calls: usize) -> Result<()> {
+        let call = Arc::new(call.clone());
+        self.each_all(|_| {
+            let c = call.clone();
+            Box::new(move |rk: &mut Rank<'_>| rk.nccl_capture(&c, calls))
+        })
+        .map(|_| ())
+    }
+
+    fn launch_nccl_graph(&mut self) -> Result<()> {
+        self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.nccl_replay()))
+            .map(|_| ())
+    }
+}
+
+impl GraphBackend for CudaBackend {
+    fn capture(&mut self, calls: &[Call]) -> Result<()> {
+        for c in calls {
+            check_call(c, self.info.ranks)?;
+            if !c.plan.device_ordered() {
+                return Err(Error::Unsupported(
+                    format!("CUDA graph capture of {} (orders steps with events)", c.plan.name),
+                    "cuda",
+                ));
+            }
+        }
+        let calls = Arc::new(calls.to_vec());
+        let signals = calls.iter().map(|c| c.plan.signal_count()).max().unwrap_or(0);
+        let (abort, timeout) = (self.abort.clone(), self.timeout);
+        self.each_all(|_| {
+            let calls = calls.clone();
+            let abort = abort.clone();
+            Box::new(move |rk: &mut Rank<'_>| {
+                // No other rank waits on anything issued here (the plans are
+                // device-ordered), so a private board is enough.
+                let board = SignalBoard::new(signals, abort, timeout);
+                rk.capture(&calls, &board)
+            })
+        })
+        .map(|_| ())
+    }
+
+    fn replay(&mut self) -> Result<()> {
+        self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.replay()))
+            .map(|_| ())
+    }
+
+    fn drop_graphs(&mut self) -> Result<()> {
+        self.each(|_| {
+            Box::new(|rk: &mut Rank<'_>| {
+                rk.drop_graphs();
+                Ok(())
+            })
+        })
+        .map(|_| ())
+    }
+}
+
+impl Profiling for CudaBackend {
+    fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
+        self.each(|_| Box::new(|rk: &mut Rank<'_>| Ok(std::mem::take(&mut rk.profile))))
+    }
+
+    fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        self.drain()?;
+        let per_rank: Vec<Vec<Vec<OpTime>>> =
+            self.each(|_| Box::new(|rk: &mut Rank<'_>| rk.take_timing()))?;
+        let names = std::mem::take(&mut self.timed);
+        Ok(names
+            .into_iter()
+            .enumerate()
+            .map(|(k, plan)| CallTimeline {
+                plan,
+                clock: "GPU event timestamps of each rank, relative to an event each rank records when it starts issuing the call (ranks start together on idle GPUs)".into(),
+                ops: per_rank
+                    .iter()
+                    .filter_map(|v| v.get(k))
+                    .flatten()
+                    .cloned()
+                    .collect(),
+            })
+            .collect())
+    }
+}

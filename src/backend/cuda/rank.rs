@@ -1,0 +1,696 @@
+//! What one CUDA rank thread owns and does: its context, two streams (the
+//! plan's lanes), its buffers, events, kernels, the exchange kernel's flags
+//! and control block, and its NCCL communicator. Everything here is branded
+//! with the device's `'id` and never leaves the thread.
+
+use super::{cuda_err, Peers};
+use crate::backend::{op_desc, signal_desc, BufId, Call, IssueProfile, NcclCall, OpTime};
+use crate::cuda::kernels::{self, Exchange as XLaunch, Operand, Reduce as RLaunch};
+use crate::cuda::{
+    nccl, CudaError, Ctx, DevBuf, Event, Graph, HostMapped, Kernel, PeerBuf, RemoteEvent, Stream,
+    TimingEvent, EXCHANGE_MAX_BLOCKS,
+};
+use crate::element::{DataType, DevOp};
+use crate::error::{Error, Result};
+use crate::fault::{Fault, FaultPlan};
+use crate::plan::{Collective, Lane, OpKind};
+use crate::sync::SignalBoard;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Control block words (32-bit): abort, status; 64-bit word 1: timeout.
+const ABORT: usize = 0;
+const STATUS: usize = 1;
+const TIMEOUT_WORD: usize = 1;
+
+/// A timed op: (op index, parts, start, end).
+type Span<'id> = (usize, usize, TimingEvent<'id>, TimingEvent<'id>);
+
+/// A data type's kernels for one lowered op: (reduce, exchange).
+type Kernels<'id> = (Kernel<'id>, Kernel<'id>);
+
+/// The rank thread's state.
+pub(super) struct Rank<'id> {
+    pub rank: usize,
+    pub device: usize,
+    pub ctx: Ctx<'id>,
+    lanes: [Stream<'id>; 2],
+    kernels: HashMap<(DataType, DevOp), Kernels<'id>>,
+    flags: DevBuf<'id>,
+    calls: DevBuf<'id>,
+    pub ctrl: Arc<HostMapped>,
+    bufs: HashMap<BufId, DevBuf<'id>>,
+    pub peers: Arc<Peers>,
+    events: Vec<Event<'id>>,
+    pub remote: Arc<Vec<Vec<RemoteEvent>>>,
+    /// Timing events of the timed calls since the last take: (base, [(op,
+    /// part, start, end)]).
+    timing: Vec<(TimingEvent<'id>, Vec<Span<'id>>)>,
+    nccl: Option<(nccl::Nccl, nccl::Comm)>,
+    nccl_graph: Option<Graph<'id>>,
+    graph: Option<Graph<'id>>,
+    capturing: bool,
+    pub profile: IssueProfile,
+    faults: FaultPlan,
+    pub timeout: Duration,
+    /// (context bind, kernel load) milliseconds at setup.
+    pub setup_ms: (f64, f64, &'static str),
+}
+
+impl<'id> Rank<'id> {
+    /// Set up: streams, flags, control block, the f32 kernels (so setup time
+    /// includes a module load, as before).
+    pub fn new(
+        rank: usize,
+        device: usize,
+        ctx: Ctx<'id>,
+        bind_ms: f64,
+        timeout: Duration,
+        faults: FaultPlan,
+    ) -> Result<Rank<'id>> {
+        let e = cuda_err(rank, device);
+        let lanes = [ctx.stream().map_err(&e)?, ctx.stream().map_err(&e)?];
+        let flags = ctx.alloc(8 * EXCHANGE_MAX_BLOCKS).map_err(&e)?;
+        let calls = ctx.alloc(8 * EXCHANGE_MAX_BLOCKS).map_err(&e)?;
+        // Zeroed before any peer can learn the flags' address.
+        lanes[0].memset(&flags, 0, flags.len(), 0).map_err(&e)?;
+        lanes[0].memset(&calls, 0, calls.len(), 0).map_err(&e)?;
+        lanes[0].synchronize().map_err(&e)?;
+        let ctrl = Arc::new(ctx.host_mapped(16).map_err(&e)?);
+        ctrl.store_u64(TIMEOUT_WORD, timeout.as_nanos().min(u64::MAX as u128) as u64);
+        let mut me = Rank {
+            rank,
+            device,
+            ctx,
+            lanes,
+            kernels: HashMap::new(),
+            flags,
+            calls,
+            ctrl,
+            bufs: HashMap::new(),
+            peers: Arc::new(Peers::default()),
+            events: Vec::new(),
+            remote: Arc::new(Vec::new()),
+            timing: Vec::new(),
+            nccl: None,
+            nccl_graph: None,
+            graph: None,
+            capturing: false,
+            profile: IssueProfile::default(),
+            faults,
+            timeout,
+            setup_ms: (bind_ms, 0.0, ""),
+        };
+        let t = Instant::now();
+        let source = me.kernels_for(DataType::Float, DevOp::Sum)?.0.source();
+        me.setup_ms = (bind_ms, t.elapsed().as_secs_f64() * 1e3, source);
+        Ok(me)
+    }
+
+    fn err(&self) -> impl Fn(CudaError) -> Error {
+        cuda_err(self.rank, self.device)
+    }
+
+    /// The error of a driver call made for rank's op `i` of `call`.
+    fn step_err(&self, call: &Call, i: usize) -> impl Fn(CudaError) -> Error {
+        let (rank, device) = (self.rank, self.device);
+        let step = op_desc(&call.plan, rank, i);
+        move |e| Error::Cuda {
+            rank,
+            device,
+            call: e.call,
+            message: e.message,
+            step: Some(step.clone()),
+        }
+    }
+
+    /// The reduce and exchange kernels of `dtype` for `op` (loaded once).
+    fn kernels_for(&mut self, dtype: DataType, op: DevOp) -> Result<&Kernels<'id>> {
+        if !self.kernels.contains_key(&(dtype, op)) {
+            let m = kernels::module(dtype);
+            let e = self.err();
+            let red = format!("rr_reduce_{}_{}", op.name(), dtype.ptx());
+            let exc = format!("rr_exchange_{}_{}", op.name(), dtype.ptx());
+            let k = (
+                self.ctx.kernel(&m, &red).map_err(&e)?,
+                self.ctx.kernel(&m, &exc).map_err(&e)?,
+            );
+            self.kernels.insert((dtype, op), k);
+        }
+        self.kernels
+            .get(&(dtype, op))
+            .ok_or_else(|| Error::Plan("kernel cache".into()))
+    }
+
+    /// The exported flag array.
+    pub fn flags_token(&self) -> PeerBuf {
+        self.flags.export()
+    }
+
+    /// Wait (bounded) until both lanes are idle; then report an exchange
+    /// kernel that gave up, and clear its status.
+    pub fn sync(&self) -> Result<()> {
+        let e = self.err();
+        let limit = self.timeout + Duration::from_secs(5);
+        for s in &self.lanes {
+            s.wait_idle(limit).map_err(&e)?;
+        }
+        match self.ctrl.load_u32(STATUS) {
+            0 => Ok(()),
+            status => {
+                self.ctrl.store_u32(STATUS, 0);
+                let what = "the other rank's push in an exchange kernel".to_string();
+                Err(if status == 2 {
+                    Error::Aborted { rank: self.rank, what: format!("waiting for {what}") }
+                } else {
+                    Error::Timeout {
+                        rank: self.rank,
+                        what,
+                        seconds: self.timeout.as_secs_f64(),
+                    }
+                })
+            }
+        }
+    }
+
+    /// Zero the exchange flags and call counts (every rank, after every rank
+    /// drained): the numbering starts again in step.
+    pub fn reset_exchange(&self) -> Result<()> {
+        let e = self.err();
+        self.lanes[0].memset(&self.flags, 0, self.flags.len(), 0).map_err(&e)?;
+        self.lanes[0].memset(&self.calls, 0, self.calls.len(), 0).map_err(&e)?;
+        self.lanes[0].wait_idle(self.timeout).map_err(&e)
+    }
+
+    /// Make buffer `id` at least `bytes` bytes (the caller drained every
+    /// rank); returns its token.
+    pub fn reserve(&mut self, id: BufId, bytes: usize) -> Result<PeerBuf> {
+        let e = self.err();
+        if self.bufs.get(&id).is_none_or(|b| b.len() < bytes) {
+            if self.faults.alloc_fails(self.rank) {
+                return Err(Error::Cuda {
+                    rank: self.rank,
+                    device: self.device,
+                    call: "cuMemAlloc",
+                    message: format!("injected allocation failure of {bytes} bytes"),
+                    step: None,
+                });
+            }
+            // Graphs hold the old addresses.
+            self.graph = None;
+            self.nccl_graph = None;
+            self.bufs.remove(&id);
+            let (free, _) = self.ctx.mem_info().map_err(&e)?;
+            if bytes > free {
+                return Err(Error::OutOfMemory {
+                    what: format!("rank {}'s buffer", self.rank),
+                    memory: format!("GPU {} memory", self.device),
+                    need: bytes as u64,
+                    available: free as u64,
+                    is_free: true,
+                    hint: "use a smaller size or fewer ranks per GPU".into(),
+                });
+            }
+            let b = self.ctx.alloc(bytes).map_err(&e)?;
+            self.bufs.insert(id, b);
+        }
+        self.bufs
+            .get(&id)
+            .map(DevBuf::export)
+            .ok_or_else(|| Error::Plan("buffer vanished".into()))
+    }
+
+    pub fn release(&mut self, id: BufId) {
+        self.graph = None;
+        self.nccl_graph = None;
+        self.bufs.remove(&id);
+    }
+
+    fn buf(&self, id: BufId) -> Result<&DevBuf<'id>> {
+        self.bufs.get(&id).ok_or_else(|| {
+            Error::Plan(format!("rank {} has no buffer {}", self.rank, id.0))
+        })
+    }
+
+    fn peer(&self, rank: usize, id: BufId) -> Result<&PeerBuf> {
+        self.peers
+            .bufs
+            .get(rank)
+            .and_then(|m| m.get(&id))
+            .ok_or_else(|| Error::Plan(format!("no buffer {} of rank {rank}", id.0)))
+    }
+
+    pub fn write(&mut self, id: BufId, off: usize, data: &[u8]) -> Result<()> {
+        let e = self.err();
+        self.bufs
+            .get_mut(&id)
+            .ok_or_else(|| Error::Plan(format!("no buffer {}", id.0)))?
+            .write(off, data)
+            .map_err(&e)
+    }
+
+    pub fn read(&self, id: BufId, off: usize, len: usize) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; len];
+        self.buf(id)?.read(off, &mut out).map_err(self.err())?;
+        Ok(out)
+    }
+
+    /// Make at least `n` events; returns their tokens.
+    pub fn grow_events(&mut self, n: usize) -> Result<Vec<RemoteEvent>> {
+        let e = self.err();
+        while self.events.len() < n {
+            self.events.push(self.ctx.event().map_err(&e)?);
+        }
+        Ok(self.events.iter().map(Event::export).collect())
+    }
+
+    /// Issue this rank's ops of `call`. No host synchronization with the GPU.
+    pub fn issue(&mut self, call: &Call, board: &SignalBoard, gen: u64) -> Result<()> {
+        let r = self.rank;
+        let plan = call.plan.clone();
+        let t_all = Instant::now();
+        let mut p = IssueProfile {
+            calls: 1,
+            ..IssueProfile::default()
+        };
+        let ns = |t: Instant| t.elapsed().as_nanos() as u64;
+        let elem = call.dtype.size();
+        let lowered = call.dtype.lower(call.op, plan.ranks());
+        self.kernels_for(call.dtype, lowered.op)?;
+        let timed = call.timing && !self.capturing;
+        let mut spans = Vec::new();
+        let base = if timed {
+            let ev = self.ctx.timing_event().map_err(self.err())?;
+            self.lanes[0].record_timing(&ev).map_err(self.err())?;
+            Some(ev)
+        } else {
+            None
+        };
+        let bind = call
+            .bind
+            .get(r)
+            .copied()
+            .ok_or_else(|| Error::Plan(format!("no binding for rank {r}")))?;
+        for (i, op) in plan.ops[r].iter().enumerate() {
+            let se = self.step_err(call, i);
+            match self.faults.at(r, i, gen) {
+                Some(Fault::Panic) => panic!("injected panic at {}", op_desc(&plan, r, i)),
+                Some(Fault::Stall) => {
+                    return Err(board.stall(gen, r, &format!("injected stall at {}", op_desc(&plan, r, i))))
+                }
+                Some(Fault::Fail) => {
+                    return Err(se(CudaError {
+                        call: "injected",
+                        message: "injected failure of the driver call".into(),
+                    }))
+                }
+                _ => {}
+            }
+            let lane = op.lane as usize;
+            let not_capturable = |why: &str| {
+                Error::Unsupported(
+                    format!("CUDA graph capture of {} ({} {why})", plan.name, op_desc(&plan, r, i)),
+                    "cuda",
+                )
+            };
+            if self.capturing && op.lane != Lane::Compute {
+                return Err(not_capturable("runs on a second stream"));
+            }
+            for w in &op.waits {
+                if plan.same_lane(*w, r, op.lane) {
+                    continue; // in-lane order already implies it
+                }
+                if self.capturing {
+                    return Err(not_capturable("waits on an event"));
+                }
+                let owner = plan.signals[w.0].owner;
+                let stream = &self.lanes[lane];
+                if owner == r {
+                    let ev = self
+                        .events
+                        .get(w.0)
+                        .ok_or_else(|| Error::Plan("event pool too small".into()))?;
+                    let t = Instant::now();
+                    stream.wait_local(ev).map_err(&se)?;
+                    p.wait_ns += ns(t);
+                } else {
+                    let t = Instant::now();
+                    board
+                        .wait(w.0, gen, r, &|| signal_desc(&plan, *w))
+                        .map_err(|e| in_step(e, &op_desc(&plan, r, i)))?;
+                    p.peer_ns += ns(t);
+                    let ev = self
+                        .remote
+                        .get(owner)
+                        .and_then(|v| v.get(w.0))
+                        .ok_or_else(|| Error::Plan("remote event missing".into()))?;
+                    let t = Instant::now();
+                    stream.wait(ev).map_err(&se)?;
+                    p.wait_ns += ns(t);
+                }
+            }
+            let span = if timed {
+                let a = self.ctx.timing_event().map_err(&se)?;
+                self.lanes[lane].record_timing(&a).map_err(&se)?;
+                Some(a)
+            } else {
+                None
+            };
+            let stream = &self.lanes[lane];
+            let t = Instant::now();
+            let parts = match &op.kind {
+                OpKind::Begin | OpKind::End => 1,
+                OpKind::Copy { from, to, src, dst } => {
+                    let n = src.len() * elem;
+                    if *from == r {
+                        let s = self.buf(bind.id(src.buf))?;
+                        let d = self.peer(*to, call.bind[*to].id(dst.buf))?;
+                        stream
+                            .copy_to_peer(d, dst.range.start * elem, s, src.range.start * elem, n)
+                            .map_err(&se)?;
+                    } else {
+                        let s = self.peer(*from, call.bind[*from].id(src.buf))?;
+                        let d = self.buf(bind.id(dst.buf))?;
+                        stream
+                            .copy_from_peer(d, dst.range.start * elem, s, src.range.start * elem, n)
+                            .map_err(&se)?;
+                    }
+                    p.copy_ns += ns(t);
+                    1
+                }
+                OpKind::Reduce {
+                    dst,
+                    a,
+                    b_rank,
+                    b,
+                    step,
+                } => {
+                    let b_op = if *b_rank == r {
+                        Operand::Local(self.buf(bind.id(b.buf))?, b.range.start * elem)
+                    } else {
+                        Operand::Peer(
+                            self.peer(*b_rank, call.bind[*b_rank].id(b.buf))?,
+                            b.range.start * elem,
+                        )
+                    };
+                    let k = &self.kernels[&(call.dtype, lowered.op)].0;
+                    stream
+                        .reduce(
+                            k,
+                            &RLaunch {
+                                dst: (self.buf(bind.id(dst.buf))?, dst.range.start * elem),
+                                a: (self.buf(bind.id(a.buf))?, a.range.start * elem),
+                                b: b_op,
+                                bytes: dst.len() * elem,
+                                elem,
+                                flags: step_flags(step),
+                                scalar: lowered.scalar,
+                            },
+                        )
+                        .map_err(&se)?;
+                    p.kernel_ns += ns(t);
+                    1
+                }
+                OpKind::Exchange(x) => {
+                    let k = &self.kernels[&(call.dtype, lowered.op)].1;
+                    let peer_flags = self
+                        .peers
+                        .flags
+                        .get(x.peer)
+                        .ok_or_else(|| Error::Plan(format!("no flags of rank {}", x.peer)))?;
+                    stream
+                        .exchange(
+                            k,
+                            &XLaunch {
+                                dst: (self.buf(bind.id(x.dst.buf))?, x.dst.range.start * elem),
+                                a: (self.buf(bind.id(x.input.buf))?, x.input.range.start * elem),
+                                peer_slot: (
+                                    self.peer(x.peer, call.bind[x.peer].id(x.peer_slot.buf))?,
+                                    x.peer_slot.range.start * elem,
+                                ),
+                                my_slot: (
+                                    self.buf(bind.id(x.my_slot.buf))?,
+                                    x.my_slot.range.start * elem,
+                                ),
+                                peer_flags,
+                                my_flags: &self.flags,
+                                calls: &self.calls,
+                                ctrl: &self.ctrl,
+                                bytes: x.dst.len() * elem,
+                                elem,
+                                flags: step_flags(&x.step),
+                                scalar: lowered.scalar,
+                            },
+                        )
+                        .map_err(&se)?;
+                    p.kernel_ns += ns(t);
+                    2
+                }
+            };
+            if let Some(a) = span {
+                let b = self.ctx.timing_event().map_err(&se)?;
+                self.lanes[lane].record_timing(&b).map_err(&se)?;
+                spans.push((i, parts, a, b));
+            }
+            if let Some(s) = op.signal.filter(|s| plan.signals[s.0].needed) {
+                if self.capturing {
+                    return Err(not_capturable("records an event"));
+                }
+                let ev = self
+                    .events
+                    .get(s.0)
+                    .ok_or_else(|| Error::Plan("event pool too small".into()))?;
+                let t = Instant::now();
+                self.lanes[lane].record(ev).map_err(&se)?;
+                p.record_ns += ns(t);
+                board.publish(s.0, gen);
+            }
+        }
+        if let Some(b) = base {
+            self.timing.push((b, spans));
+        }
+        p.total_ns = ns(t_all);
+        let q = &mut self.profile;
+        q.calls += p.calls;
+        q.copy_ns += p.copy_ns;
+        q.kernel_ns += p.kernel_ns;
+        q.record_ns += p.record_ns;
+        q.wait_ns += p.wait_ns;
+        q.peer_ns += p.peer_ns;
+        q.total_ns += p.total_ns;
+        Ok(())
+    }
+}
+
+impl<'id> Rank<'id> {
+    /// The op timings of the timed calls since the last take, in ns from
+    /// each call's base event (after a synchronize).
+    pub fn take_timing(&mut self) -> Result<Vec<Vec<OpTime>>> {
+        let e = self.err();
+        let mut out = Vec::new();
+        for (base, spans) in std::mem::take(&mut self.timing) {
+            let mut v = Vec::new();
+            for (op, parts, a, b) in spans {
+                let start = f64::from(base.elapsed_ms(&a).map_err(&e)?) * 1e6;
+                let end = f64::from(base.elapsed_ms(&b).map_err(&e)?) * 1e6;
+                for part in 0..parts {
+                    v.push(OpTime {
+                        rank: self.rank,
+                        op,
+                        part,
+                        start_ns: start,
+                        end_ns: end,
+                    });
+                }
+            }
+            out.push(v);
+        }
+        Ok(out)
+    }
+
+    /// Drain the streams, then capture what `body` issues on the compute
+    /// stream into a graph. The capture is always ended, also after an error
+    /// inside it.
+    fn capture_with(&mut self, body: impl FnOnce(&mut Self) -> Result<()>) -> Result<Graph<'id>> {
+        let e = self.err();
+        self.sync()?;
+        self.lanes[0].begin_capture().map_err(&e)?;
+        let r = body(self);
+        let g = self.lanes[0].end_capture().map_err(&e);
+        r?;
+        g
+    }
+
+    /// Capture `calls` (device-ordered plans) into this rank's graph.
+    pub fn capture(&mut self, calls: &[Call], board: &SignalBoard) -> Result<()> {
+        self.graph = None;
+        let g = self.capture_with(|me| {
+            me.capturing = true;
+            let r = calls.iter().try_for_each(|c| me.issue(c, board, 1));
+            me.capturing = false;
+            r
+        })?;
+        self.graph = Some(g);
+        Ok(())
+    }
+
+    pub fn replay(&self) -> Result<()> {
+        let g = self
+            .graph
+            .as_ref()
+            .ok_or_else(|| Error::Plan(format!("rank {}: no graph captured", self.rank)))?;
+        self.lanes[0].launch_graph(g).map_err(self.err())
+    }
+
+    pub fn drop_graphs(&mut self) {
+        self.graph = None;
+    }
+
+    // -- NCCL ----------------------------------------------------------------
+
+    pub fn nccl_init(&mut self, lib: nccl::Nccl, id: nccl::UniqueId, n: usize) -> Result<()> {
+        self.nccl = None;
+        self.nccl_graph = None;
+        let comm = lib
+            .comm_init_rank(n, &id, self.rank)
+            .map_err(|err| Error::NcclRank {
+                rank: self.rank,
+                message: err.to_string(),
+            })?;
+        self.nccl = Some((lib, comm));
+        Ok(())
+    }
+
+    /// One NCCL call on the compute stream, in a group.
+    pub fn nccl_call(&self, c: &NcclCall) -> Result<()> {
+        let rank = self.rank;
+        let (lib, comm) = self.nccl.as_ref().ok_or_else(|| Error::NcclRank {
+            rank,
+            message: "NCCL not initialised".into(),
+        })?;
+        let ne = |err: nccl::NcclError| Error::NcclRank {
+            rank,
+            message: err.to_string(),
+        };
+        let bind = c
+            .bind
+            .get(rank)
+            .copied()
+            .ok_or_else(|| Error::Plan(format!("no binding for rank {rank}")))?;
+        let size = c.dtype.size();
+        let n = comm.nranks();
+        let (send_elems, recv_elems) = match c.collective {
+            Collective::AllReduce => (c.count, c.count),
+            Collective::ReduceScatter => (c.count * n, c.count),
+            Collective::AllGather => (c.count, c.count * n),
+        };
+        // NCCL's in-place conventions: reduce-scatter writes the rank's
+        // slice of the input, all-gather reads the rank's slice of the
+        // output.
+        let recv_buf = self.buf(bind.recv)?;
+        let slice = rank * c.count * size;
+        let operands = if c.in_place {
+            let (s_off, r_off) = match c.collective {
+                Collective::AllReduce => (0, 0),
+                Collective::ReduceScatter => (0, slice),
+                Collective::AllGather => (slice, 0),
+            };
+            crate::cuda::stream::NcclOperands {
+                send: (recv_buf, s_off),
+                recv: (recv_buf, r_off),
+                send_bytes: send_elems * size,
+                recv_bytes: recv_elems * size,
+            }
+        } else {
+            crate::cuda::stream::NcclOperands {
+                send: (self.buf(bind.send)?, 0),
+                recv: (recv_buf, 0),
+                send_bytes: send_elems * size,
+                recv_bytes: recv_elems * size,
+            }
+        };
+        lib.group_start().map_err(ne)?;
+        let r = self.lanes[0].nccl_collective(
+            lib,
+            comm,
+            c.collective,
+            c.count,
+            c.dtype.nccl(),
+            c.op.nccl(),
+            &operands,
+        );
+        let g = lib.group_end();
+        r.map_err(|e| Error::NcclRank {
+            rank,
+            message: e.to_string(),
+        })?;
+        g.map_err(ne)
+    }
+
+    pub fn nccl_capture(&mut self, c: &NcclCall, calls: usize) -> Result<()> {
+        self.nccl_graph = None;
+        let g = self.capture_with(|me| (0..calls).try_for_each(|_| me.nccl_call(c)))?;
+        self.nccl_graph = Some(g);
+        Ok(())
+    }
+
+    pub fn nccl_replay(&self) -> Result<()> {
+        let g = self.nccl_graph.as_ref().ok_or_else(|| Error::NcclRank {
+            rank: self.rank,
+            message: "no NCCL graph captured".into(),
+        })?;
+        self.lanes[0].launch_graph(g).map_err(self.err())
+    }
+
+    /// Drop everything that refers to other ranks' memory, after every rank
+    /// drained (teardown).
+    pub fn teardown(&mut self) {
+        self.graph = None;
+        self.nccl_graph = None;
+        self.nccl = None;
+    }
+}
+
+/// The reduce kernels' flag bits of a step.
+fn step_flags(s: &crate::plan::ReduceStep) -> u64 {
+    u64::from(s.pre_a) | (u64::from(s.pre_b) << 1) | (u64::from(s.post) << 2)
+}
+
+/// Name the step in a wait error.
+fn in_step(e: Error, step: &str) -> Error {
+    match e {
+        Error::Worker { rank, message } => Error::Worker {
+            rank,
+            message: format!("{step}: {message}"),
+        },
+        Error::Timeout {
+            rank,
+            what,
+            seconds,
+        } => Error::Timeout {
+            rank,
+            what: format!("{what} (at {step})"),
+            seconds,
+        },
+        Error::Aborted { rank, what } => Error::Aborted {
+            rank,
+            what: format!("{what} (at {step})"),
+        },
+        e => e,
+    }
+}
+
+#[allow(dead_code)]
+const _: usize = ABORT;
+
+impl Rank<'_> {
+    /// Forget (never free) every buffer: the teardown of a rank whose GPU
+    /// could not be drained.
+    pub fn leak(&mut self) {
+        self.teardown();
+        for (_, b) in self.bufs.drain() {
+            std::mem::forget(b);
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! `ringreduce bench`: the nccl-tests-style sweep (`-b -e -f -n -w -c`, the
+//! same columns and bus-bandwidth factors), every contender in the same run,
+//! one table per (collective, type, op), streamed as rows are measured, with
+//! JSON, CSV and an SVG plot.
+
+use super::{check_host_memory, out, Common, Kinds};
+use crate::bench::{self, Contender};
+use crate::cuda::nccl::Nccl;
+use crate::element::{Element, ReduceOp};
+use crate::engine::{Core, Engine};
+use crate::error::{Error, Result};
+use crate::plan::Collective;
+use crate::report::{self, ColdStart, Header, Report, Row};
+use crate::size::{format_bytes, parse_size};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub kinds: Kinds,
+    /// Path to libnccl.so.2 (overrides NCCL_HOME, the linker path and
+    /// Python wheels).
+    #[arg(long)]
+    pub nccl_lib: Option<PathBuf>,
+    /// Smallest size (bytes per rank; reduce-scatter and all-gather: the
+    /// whole buffer, as nccl-tests).
+    #[arg(short = 'b', long, default_value = "8")]
+    pub minbytes: String,
+    /// Largest size.
+    #[arg(short = 'e', long, default_value = "64MiB")]
+    pub maxbytes: String,
+    /// Multiply the size by this factor each row.
+    #[arg(short = 'f', long, default_value_t = 2.0)]
+    pub stepfactor: f64,
+    /// Timed iterations per block.
+    #[arg(short = 'n', long, default_value_t = 20)]
+    pub iters: usize,
+    /// Warm-up iterations per row (not timed).
+    #[arg(short = 'w', long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Check results (1) or not (0), as in nccl-tests.
+    #[arg(short = 'c', long, default_value_t = 1)]
+    pub check: u8,
+    /// Contenders, comma-separated: auto (the engine's choice by size), any
+    /// path (ring, ring:pipeK, oneshot:flag, ...), nccl, and any of them with
+    /// :graph (captured into CUDA graphs, 2 calls per graph).
+    #[arg(long, default_value = "auto,nccl")]
+    pub algo: String,
+    /// Write all numbers as JSON.
+    #[arg(short = 'J', long = "json")]
+    pub json: Option<PathBuf>,
+    /// Write the rows as CSV.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Draw busbw and time per call vs size as SVG.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Size for the cold-start measurement.
+    #[arg(long, default_value = "4MiB")]
+    pub cold_size: String,
+    /// Skip the peer-copy ceiling measurement.
+    #[arg(long)]
+    pub no_ceiling: bool,
+    /// Fewer iterations for rows above this size (keeps long sweeps short).
+    #[arg(long, default_value = "256MiB")]
+    pub big: String,
+    /// Timed blocks of -n calls per cell; the cell is the median block's mean.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub blocks: u16,
+}
+
+pub fn execute(a: BenchArgs) -> Result<bool> {
+    // -- every argument, the output paths and the memory, before anything runs
+    let cfg = a.common.config()?;
+    let ranks = cfg.ranks;
+    let combos = a.kinds.parse()?;
+    let contenders = bench::parse_contenders(&a.algo)?;
+    let min = parse_size(&a.minbytes)?;
+    let max = parse_size(&a.maxbytes)?;
+    let big = parse_size(&a.big)?;
+    let cold = parse_size(&a.cold_size)?;
+    let sizes = bench::sweep_sizes(min, max, a.stepfactor)?;
+    if a.iters == 0 {
+        return Err(Error::BadArgument("-n/--iters must be at least 1".into()));
+    }
+    if a.check > 1 {
+        return Err(Error::BadArgument("-c/--check is 0 or 1".into()));
+    }
+    if cold == 0 || cold % 4 != 0 {
+        return Err(Error::BadArgument("--cold-size must be a positive multiple of 4 bytes".into()));
+    }
+    report::check_outputs(a.json.as_deref(), a.csv.as_deref(), a.plot.as_deref())
+        .map_err(|e| Error::Report(e.to_string()))?;
+    for c in &contenders {
+        if c.is_graph() && combos.collectives.iter().any(|&k| k != Collective::AllReduce) {
+            return Err(Error::BadArgument(format!(
+                "{}: graph contenders are measured for all-reduce only",
+                c.name
+            )));
+        }
+    }
+    let largest = combos
+        .each()
+        .iter()
+        .map(|&(coll, dtype, _)| {
+            let count = bench::count_for(coll, max, dtype.size(), ranks);
+            let shape = crate::plan::Shape {
+                collective: coll,
+                ranks,
+                count,
+                elem_size: dtype.size(),
+                in_place: false,
+            };
+            crate::cli::run::host_bytes(&shape, cfg.backend == crate::backend::BackendChoice::Cpu)
+        })
+        .max()
+        .unwrap_or(0);
+    check_host_memory(largest, &format!("the sweep's largest row ({})", format_bytes(max)))?;
+    let want_nccl = contenders.iter().any(Contender::is_nccl);
+    let nccl = if want_nccl { Some(Nccl::load(a.nccl_lib.as_deref())?) } else { None };
+
+    // -- the engine, its cold start, NCCL's, the ceiling
+    let t0 = Instant::now();
+    let mut e = Engine::<f32>::new(cfg)?;
+    let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let cpu = e.core().backend_kind() == crate::backend::BackendKind::Cpu;
+    if want_nccl && cpu {
+        return Err(Error::Unsupported("NCCL".into(), "cpu"));
+    }
+    let mut notes = Vec::new();
+    if let Some(n) = e.core().fallback_note() {
+        notes.push(n.to_string());
+    }
+    if cpu {
+        notes.push("CPU backend: times are CPU wall-clock timings of host threads, not GPU timings".into());
+    }
+    for (k, v) in std::env::vars() {
+        if k.starts_with("NCCL_") || k.starts_with("RINGREDUCE_") {
+            notes.push(format!("env {k}={v}"));
+        }
+    }
+    notes.push("busbw = algbw * 2(N-1)/N for all-reduce, (N-1)/N for reduce-scatter and all-gather (nccl-tests); ratio columns compare algbw at equal size".into());
+    let mut cold_rows: Vec<ColdStart> = vec![bench::cold_start_engine(&mut e, setup_ms, (cold / 4) as usize)?];
+    if let Some(b) = e.core().info().setup {
+        let mut r = cold_rows[0].clone();
+        r.algo = "auto (excl. driver+contexts)".into();
+        r.setup_ms = (r.setup_ms - b.driver_ms - b.context_ms).max(0.0);
+        cold_rows.push(r);
+        notes.push(format!(
+            "cold start: ringreduce setup includes driver start {:.1} ms and primary-context creation {:.1} ms; NCCL's comm init is measured after both exist, so the second row subtracts them",
+            b.driver_ms, b.context_ms
+        ));
+    }
+    let mut contenders = contenders;
+    let mut nccl_version = None;
+    if let Some(lib) = &nccl {
+        nccl_version = Some(format!("{} ({})", lib.version_string()?, lib.path().display()));
+        match bench::cold_start_nccl(&mut e, lib, (cold / 4) as usize) {
+            Ok(c) => cold_rows.push(c),
+            Err(err @ Error::Unsupported(..)) => {
+                eprintln!("note: NCCL skipped: {err}");
+                notes.push(format!("NCCL skipped: {err}"));
+                contenders.retain(|c| !c.is_nccl());
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    let ceiling = if a.no_ceiling || ranks < 2 {
+        None
+    } else {
+        let bytes = (max.max(4 << 20) / 4 * 4) as usize;
+        let iters = if max >= big { 5 } else { 20 };
+        let one = bench::link_ceiling(&mut e, bytes, iters, 1)?;
+        let two = bench::link_ceiling(&mut e, bytes, iters, 2)?;
+        notes.push(format!(
+            "peer-copy ceiling at {}: {one:.1} GB/s per direction with one copy stream, {two:.1} GB/s with two; link_ceiling_gbps is the larger",
+            format_bytes(bytes as u64)
+        ));
+        Some(one.max(two))
+    };
+    let info = e.core().info().clone();
+    let mut rep = Report {
+        header: Header {
+            tool: "ringreduce bench".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            date: super::now_utc(),
+            command: std::env::args_os()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" "),
+            hardware: if info.hardware.is_empty() { vec![info.describe.clone()] } else { info.hardware.clone() },
+            driver: crate::cuda::driver().ok().map(|d| format!("CUDA driver API {}", d.version)),
+            nccl_version,
+            ranks,
+            devices: info.devices(),
+            rank_to_device: info.rank_to_device.clone(),
+            backend: info.describe.clone(),
+            timing: format!(
+                "median of {} timed blocks, each the mean of -n back-to-back calls (after -w warm-up calls), wall clock between full synchronizations of every rank's streams ({})",
+                a.blocks,
+                if cpu { "CPU timings" } else { "GPU" }
+            ),
+            iters: a.iters,
+            warmup: a.warmup,
+            link_ceiling_gbps: ceiling,
+            notes,
+        },
+        cold_start: cold_rows,
+        rows: Vec::new(),
+    };
+
+    // -- the sweep
+    let jobs = combos.each();
+    let total = (jobs.len() * sizes.len() * contenders.len()) as u64;
+    let pb = (std::io::stderr().is_terminal() && total > 8).then(|| {
+        let pb = ProgressBar::new(total);
+        pb.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed}<{eta}]")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        pb
+    });
+    out(format!(
+        "# ringreduce bench: {ranks} ranks, {}; rows as they are measured (tables follow):",
+        info.describe
+    ))?;
+    let mut core = e.into_core();
+    let sweep = Sweep {
+        sizes: &sizes,
+        contenders: &contenders,
+        big,
+        iters: a.iters,
+        warmup: a.warmup,
+        blocks: a.blocks as usize,
+        check: a.check != 0,
+        pb: pb.as_ref(),
+    };
+    for (coll, dtype, op) in jobs {
+        let (c, rows) = crate::with_element!(dtype, T => sweep_one::<T>(core, &sweep, coll, op));
+        core = c;
+        rep.rows.extend(rows?);
+    }
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    let mut e = Engine::<f32>::from_core(core);
+    for bytes in [8u64, 64 << 10] {
+        if bytes >= min && bytes <= max.max(8) {
+            let h = bench::host_cost(&mut e, (bytes / 4) as usize, 50)?;
+            rep.header.notes.push(format!(
+                "host side at {} ({}): hand-off to rank threads {:.1} us, issue (hand-off + driver calls) {:.1} us, whole call {:.1} us -> host share {:.0}% (medians of 50)",
+                format_bytes(h.size), h.path, h.handoff_us, h.issue_us, h.call_us,
+                100.0 * h.issue_us / h.call_us.max(1e-9)
+            ));
+            if let Some(b) = h.breakdown {
+                rep.header.notes.push(format!(
+                    "host issue per call and rank at {} (means): copies {:.1} us, kernel launches {:.1} us, event records {:.1} us, event waits {:.1} us, waiting for the peer thread's record {:.1} us, all ops {:.1} us",
+                    format_bytes(h.size), b.copy_us, b.kernel_us, b.record_us, b.wait_us, b.peer_us, b.total_us
+                ));
+            }
+        }
+    }
+    if let (Some(c), true) = (ceiling, info.devices() == 2 && ranks > 2 && ranks % 2 == 0) {
+        rep.header.notes.push(format!(
+            "link-bound model for {ranks} ranks on 2 GPUs: every ring hop crosses NVLink, each direction carries (N-1)*D, so busbw <= ceiling * 2/N = {:.1} GB/s",
+            c * 2.0 / ranks as f64
+        ));
+    }
+    let reference = contenders.iter().any(|c| c.name == "nccl").then_some("nccl");
+    super::out_raw(&rep.render_all(reference))?;
+    if let Some(c) = ceiling {
+        out(format!(
+            "# peer-copy ceiling ({}, every rank to its right neighbour at once, {}): {c:.1} GB/s per direction",
+            if cpu { "CPU memcpy" } else { "cuMemcpyPeerAsync" },
+            format_bytes(max.max(4 << 20))
+        ))?;
+    }
+    let rerr = |e: report::ReportError| Error::Report(e.to_string());
+    if let Some(p) = &a.json {
+        rep.write_json(p).map_err(rerr)?;
+    }
+    if let Some(p) = &a.csv {
+        rep.write_csv(p).map_err(rerr)?;
+    }
+    if let Some(p) = &a.plot {
+        rep.write_svg(p).map_err(rerr)?;
+    }
+    let wrong: u64 = rep
+        .rows
+        .iter()
+        .flat_map(|r| [&r.out_of_place, &r.in_place])
+        .filter_map(|m| m.as_ref().and_then(|m| m.wrong))
+        .sum();
+    Ok(wrong == 0)
+}
+
+struct Sweep<'a> {
+    sizes: &'a [u64],
+    contenders: &'a [Contender],
+    big: u64,
+    iters: usize,
+    warmup: usize,
+    blocks: usize,
+    check: bool,
+    pb: Option<&'a ProgressBar>,
+}
+
+fn sweep_one<T: Element>(core: Core, s: &Sweep<'_>, coll: Collective, op: ReduceOp) -> (Core, Result<Vec<Row>>) {
+    let mut e = Engine::<T>::from_core(core);
+    let r = sweep_rows(&mut e, s, coll, op);
+    (e.into_core(), r)
+}
+
+fn sweep_rows<T: Element>(e: &mut Engine<T>, s: &Sweep<'_>, coll: Collective, op: ReduceOp) -> Result<Vec<Row>> {
+    let n = e.ranks();
+    let mut rows = Vec::new();
+    for &size in s.sizes {
+        let count = bench::count_for(coll, size, T::DTYPE.size(), n);
+        if count == 0 && size > 0 {
+            continue; // smaller than one element per rank
+        }
+        let (iters, warmup) = if size > s.big {
+            (s.iters.clamp(1, 5), s.warmup.min(2))
+        } else {
+            (s.iters, s.warmup)
+        };
+        for c in s.contenders {
+            if let Some(pb) = s.pb {
+                pb.set_message(format!("{} {} {} {}", coll, T::DTYPE.name(), c.name, format_bytes(size)));
+            }
+            let row = bench::measure_row(e, c, coll, count, op, (warmup, iters, s.blocks), s.check, 7)?;
+            out(stream_line(&row))?;
+            rows.push(row);
+            if let Some(pb) = s.pb {
+                pb.inc(1);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// One measured row, as a `#` line (parsers of nccl-tests output skip it;
+/// the tables at the end hold the same numbers).
+fn stream_line(r: &Row) -> String {
+    let cell = |m: &Option<report::Measurement>| match m {
+        Some(m) => format!(
+            "{:>10.2} us {:>8.2} GB/s busbw {:>6}",
+            m.time_us,
+            m.busbw,
+            m.wrong.map_or("N/A".into(), |w| w.to_string())
+        ),
+        None => format!("{:>40}", "-"),
+    };
+    format!(
+        "# row {:<14} {:<14} {:>8} {:>10} {:>5} | out {} | in {} | {}",
+        r.collective,
+        r.algo,
+        r.dtype,
+        format_bytes(r.size),
+        r.redop,
+        cell(&r.out_of_place),
+        cell(&r.in_place),
+        r.path.as_deref().unwrap_or("")
+    )
+}

@@ -1,0 +1,207 @@
+//! `ringreduce check`: the same inputs through ringreduce and NCCL, every
+//! output compared element by element, for every requested collective,
+//! data type, op, size, place and path.
+
+use super::{check_host_memory, out, Common, Kinds};
+use crate::bench::{self, Contender, ContenderKind};
+use crate::cuda::nccl::Nccl;
+use crate::element::{Element, ReduceOp};
+use crate::engine::{Core, Engine};
+use crate::error::{Error, Result};
+use crate::plan::Collective;
+use crate::size::{format_bytes, parse_size};
+use crate::verify::{self, Inputs};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub kinds: Kinds,
+    /// Path to libnccl.so.2 (overrides NCCL_HOME, the linker path and
+    /// Python wheels).
+    #[arg(long)]
+    pub nccl_lib: Option<PathBuf>,
+    /// Sizes per rank (nccl-tests' convention: reduce-scatter and
+    /// all-gather sizes are the whole buffer), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "4KiB,4MiB,256MiB,1GiB+12")]
+    pub sizes: Vec<String>,
+    /// Inputs: random (tolerance where the order matters) or exact (bitwise).
+    #[arg(long, default_value = "random")]
+    pub inputs: String,
+    /// ringreduce paths to compare with NCCL, comma-separated (auto, ring,
+    /// ring:pipeK, oneshot:flag, ...).
+    #[arg(long, default_value = "auto")]
+    pub algo: String,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+struct Plan {
+    sizes: Vec<u64>,
+    contenders: Vec<Contender>,
+    kind: Inputs,
+    seed: u64,
+}
+
+pub fn execute(a: CheckArgs) -> Result<bool> {
+    // Every argument first.
+    let cfg = a.common.config()?;
+    let combos = a.kinds.parse()?;
+    let sizes: Vec<u64> = a.sizes.iter().map(|s| parse_size(s)).collect::<Result<_>>()?;
+    if sizes.is_empty() {
+        return Err(Error::BadArgument("--sizes needs at least one size".into()));
+    }
+    let kind: Inputs = a.inputs.parse().map_err(Error::BadArgument)?;
+    let contenders = bench::parse_contenders(&a.algo)?;
+    if contenders.iter().any(|c| c.is_nccl() || c.is_graph()) {
+        return Err(Error::BadArgument(
+            "check compares ringreduce paths with NCCL: --algo takes paths such as auto, ring, oneshot:flag (not nccl or graphs)".into(),
+        ));
+    }
+    for &(coll, dtype, _) in &combos.each() {
+        for &s in &sizes {
+            let e = dtype.size() as u64;
+            let unit = match coll {
+                Collective::AllReduce => e,
+                _ => e * cfg.ranks as u64,
+            };
+            if s % unit != 0 {
+                return Err(Error::BadSize {
+                    input: format_bytes(s),
+                    reason: format!(
+                        "not a whole number of {} {} elements{}",
+                        dtype.name(),
+                        coll,
+                        if coll == Collective::AllReduce { "" } else { " per rank" }
+                    ),
+                });
+            }
+            let count = bench::count_for(coll, s, dtype.size(), cfg.ranks);
+            let shape = crate::plan::Shape {
+                collective: coll,
+                ranks: cfg.ranks,
+                count,
+                elem_size: dtype.size(),
+                in_place: false,
+            };
+            // Inputs, reference, ringreduce's and NCCL's outputs.
+            let need = crate::cli::run::host_bytes(&shape, false) * 3 / 2;
+            check_host_memory(need, &format!("check at {}", format_bytes(s)))?;
+        }
+    }
+    let nccl = Nccl::load(a.nccl_lib.as_deref())?;
+    out(format!(
+        "NCCL {} from {}",
+        nccl.version_string()?,
+        nccl.path().display()
+    ))?;
+    let mut core = Engine::<f32>::new(cfg)?.into_core();
+    out(format!("backend: {}", core.describe()))?;
+    core.nccl_init(&nccl)?;
+    let plan = Plan {
+        sizes,
+        contenders,
+        kind,
+        seed: a.seed,
+    };
+    let mut all_ok = true;
+    for (coll, dtype, op) in combos.each() {
+        let (c, ok) = crate::with_element!(dtype, T => check_one::<T>(core, &plan, coll, op))?;
+        core = c;
+        all_ok &= ok;
+    }
+    out(if all_ok {
+        "PASS: ringreduce matches NCCL"
+    } else {
+        "FAIL"
+    })?;
+    Ok(all_ok)
+}
+
+/// One (collective, type, op): a table of every size, place and path.
+fn check_one<T: Element>(core: Core, p: &Plan, coll: Collective, op: ReduceOp) -> Result<(Core, bool)> {
+    let mut e = Engine::<T>::from_core(core);
+    let r = check_table(&mut e, p, coll, op);
+    let core = e.into_core();
+    r.map(|ok| (core, ok))
+}
+
+fn check_table<T: Element>(e: &mut Engine<T>, p: &Plan, coll: Collective, op: ReduceOp) -> Result<bool> {
+    let n = e.ranks();
+    let dtype = T::DTYPE;
+    let bitwise = verify::is_bitwise(dtype, if coll.reduces() { op } else { ReduceOp::Max }, n, p.kind);
+    out(String::new())?;
+    out(format!(
+        "# {coll}, {}, {}: comparison {}",
+        dtype.name(),
+        if coll.reduces() { op.name() } else { "-" },
+        if bitwise || coll == Collective::AllGather {
+            "bitwise (the result cannot depend on the order of the reduction)"
+        } else {
+            "within the summation-order bound (see verify.rs) of each element"
+        }
+    ))?;
+    out(format!(
+        "{:>12} {:>12} {:>6} {:>24} {:>22} {:>12} {:>12} {:>6}",
+        "size", "count", "place", "path", "#wrong per rank", "max |r-n|", "max |n-ref|", "result"
+    ))?;
+    let nccl = Contender {
+        name: "nccl".into(),
+        kind: ContenderKind::Nccl,
+    };
+    let mut all_ok = true;
+    for &size in &p.sizes {
+        let count = bench::count_for(coll, size, dtype.size(), n);
+        let per_rank = e.shape(coll, count, false).input(0).len();
+        let inputs = verify::make_inputs::<T>(p.kind, op, n, per_rank, p.seed);
+        let expect = bench::expected(coll, &inputs, op, p.kind);
+        for in_place in [false, true] {
+            let (nw, nv, nccl_out) = bench::checked_call(e, &nccl, coll, in_place, op, &inputs, &expect)?;
+            for c in &p.contenders {
+                let shape = e.shape(coll, count, in_place);
+                let path = match &c.kind {
+                    ContenderKind::Engine(choice) => match e.core().path_name(Some(choice), &shape) {
+                        Ok(path) => path,
+                        Err(err) => {
+                            out(format!(
+                                "{:>12} {:>12} {:>6} {:>24} skipped: {err}",
+                                format_bytes(size),
+                                count,
+                                if in_place { "in" } else { "out" },
+                                c.name
+                            ))?;
+                            continue;
+                        }
+                    },
+                    _ => c.name.clone(),
+                };
+                let (rw, _, ring_out) = bench::checked_call(e, c, coll, in_place, op, &inputs, &expect)?;
+                let v = bench::compare_outputs(&ring_out, &nccl_out, &expect);
+                let ok = v.passed() && rw == 0 && nw == 0;
+                all_ok &= ok;
+                out(format!(
+                    "{:>12} {:>12} {:>6} {:>24} {:>22} {:>12.3e} {:>12.3e} {:>6}",
+                    format_bytes(size),
+                    count,
+                    if in_place { "in" } else { "out" },
+                    path,
+                    format!("{:?}", v.wrong),
+                    v.max_abs_err,
+                    nv.max_abs_err,
+                    if ok { "OK" } else { "FAIL" }
+                ))?;
+                if !ok {
+                    if let Some((r, i, g, w)) = v.first_wrong {
+                        out(format!("             first difference: rank {r} element {i}: ringreduce {g}, NCCL {w}"))?;
+                    }
+                    if nw > 0 {
+                        out(format!("             NCCL itself was wrong in {nw} elements against the reference"))?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(all_ok)
+}

@@ -1,0 +1,235 @@
+//! `ringreduce run`: one collective, verified, with its timings and traffic.
+
+use super::{check_host_memory, out, parse_count, Common, Kinds};
+use crate::algo::AlgoChoice;
+use crate::backend::BackendKind;
+use crate::element::{Element, ReduceOp};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::plan::{Collective, Shape};
+use crate::size::format_bytes;
+use crate::verify::{self, Inputs};
+use std::time::Instant;
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub kinds: Kinds,
+    /// Elements per rank (NCCL's count: reduce-scatter's output, all-gather's
+    /// input).
+    #[arg(long, conflicts_with = "size")]
+    pub count: Option<String>,
+    /// Bytes per rank, e.g. 4MiB, 100MB, 1GiB+12 (default 4MiB).
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Work in place (the input buffer is the output).
+    #[arg(long)]
+    pub in_place: bool,
+    /// Random seed for the inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Inputs: random (tolerance check where the result depends on the
+    /// order) or exact (small integers: bitwise check).
+    #[arg(long, default_value = "random")]
+    pub inputs: String,
+    /// Algorithm: auto (by size; RINGREDUCE_ALGO forces a path), ring,
+    /// ring:naive, ring:pipeK, oneshot, oneshot:fused, oneshot:flag, ps.
+    #[arg(long, default_value = "auto")]
+    pub algo: String,
+    /// Timed repetitions for the steady-state median.
+    #[arg(long, default_value_t = 10)]
+    pub iters: usize,
+}
+
+/// Host bytes a checked call of `shape` needs: inputs, their copy in the
+/// reference, the outputs read back, the send buffers read back, and the
+/// CPU backend's own buffers.
+pub fn host_bytes(shape: &Shape, kind_cpu: bool) -> u128 {
+    let e = shape.elem_size as u128;
+    let n = shape.ranks as u128;
+    let input = shape.input(0).len() as u128 * e;
+    let output = shape.output(0).len() as u128 * e;
+    let reference = output * (1 + 8 / e.max(1));
+    let mut total = n * (2 * input + output) + reference;
+    if kind_cpu {
+        total += n * (shape.send_len() as u128 + shape.recv_len() as u128) * e + n * input;
+    }
+    total
+}
+
+pub fn execute(a: RunArgs) -> Result<bool> {
+    let (dtype, op, collective) = a.kinds.single()?;
+    let count = parse_count(a.count.as_deref(), a.size.as_deref(), dtype)?;
+    let choice: AlgoChoice = a.algo.parse().map_err(Error::BadArgument)?;
+    let inputs: Inputs = a.inputs.parse().map_err(Error::BadArgument)?;
+    if a.iters == 0 {
+        return Err(Error::BadArgument("--iters must be at least 1".into()));
+    }
+    let mut cfg = a.common.config()?;
+    cfg.algo = choice;
+    let shape = Shape {
+        collective,
+        ranks: cfg.ranks,
+        count,
+        elem_size: dtype.size(),
+        in_place: a.in_place,
+    };
+    let cpu = cfg.backend == crate::backend::BackendChoice::Cpu
+        || crate::backend::cuda::probe().is_err();
+    check_host_memory(host_bytes(&shape, cpu), "this run (inputs, reference, outputs)")?;
+    // Fail early on a fixed path that cannot run this call.
+    cfg.algo.resolve(&shape)?;
+    crate::with_element!(dtype, T => run_typed::<T>(&a, cfg, shape, op, inputs))
+}
+
+fn run_typed<T: Element>(
+    a: &RunArgs,
+    cfg: crate::engine::EngineConfig,
+    shape: Shape,
+    op: ReduceOp,
+    kind: Inputs,
+) -> Result<bool> {
+    let dtype = T::DTYPE;
+    let ranks = cfg.ranks;
+    let t0 = Instant::now();
+    let mut engine = Engine::<T>::new(cfg)?;
+    let setup = t0.elapsed();
+    out(format!(
+        "ringreduce run: {ranks} ranks, {} x {} ({} per rank), {}, {}, {}",
+        shape.count,
+        dtype.name(),
+        format_bytes(shape.bytes()),
+        if shape.in_place { "in place" } else { "out of place" },
+        shape.collective,
+        op.name()
+    ))?;
+    if let Some(note) = engine.core().fallback_note() {
+        out(format!("note      : {note}"))?;
+    }
+    out(format!("backend   : {}", engine.core().describe()))?;
+    let per_rank_input = shape.input(0).len();
+    let inputs = verify::make_inputs::<T>(kind, op, ranks, per_rank_input, a.seed);
+    let sh = engine.load(shape.collective, &inputs, shape.in_place)?;
+    engine.poison(&sh)?;
+    let path = engine.core().path_name(None, &sh)?;
+    let how = if a.algo == "auto" {
+        " (auto; choose with --algo)"
+    } else {
+        ""
+    };
+    out(format!("algorithm : {path}{how}"))?;
+    let t1 = Instant::now();
+    let info = engine.run(None, &sh, op)?;
+    let first = t1.elapsed();
+    let got = engine.read_output(&sh)?;
+    let mut verdict = match shape.collective {
+        Collective::AllReduce => verify::check(&got, &verify::reference(&inputs, op, kind)),
+        Collective::ReduceScatter => {
+            let refs = verify::reference_reduce_scatter(&inputs, op, kind);
+            let mut v = verify::Verdict {
+                bitwise: refs.iter().all(|r| r.bitwise),
+                ..verify::Verdict::default()
+            };
+            for (r, rf) in refs.iter().enumerate() {
+                let part = verify::check(std::slice::from_ref(&got[r]), rf);
+                v.wrong.push(part.total_wrong());
+                v.max_abs_err = v.max_abs_err.max(part.max_abs_err);
+                if v.first_wrong.is_none() {
+                    v.first_wrong = part.first_wrong.map(|(_, i, g, w)| (r, i, g, w));
+                }
+            }
+            v
+        }
+        Collective::AllGather => verify::check(&got, &verify::reference_all_gather(&inputs)),
+    };
+    if !shape.in_place {
+        let send = engine.read_input(&sh)?;
+        for (r, (s, i)) in send.iter().zip(&inputs).enumerate() {
+            let changed = verify::changed(s, i);
+            if changed > 0 {
+                out(format!("rank {r}: input buffer modified in {changed} elements"))?;
+                if let Some(w) = verdict.wrong.get_mut(r) {
+                    *w += changed;
+                }
+            }
+        }
+    }
+    // Steady state: repeated calls, each synchronized on every rank.
+    let mut times = Vec::with_capacity(a.iters);
+    for _ in 0..a.iters {
+        let t = Instant::now();
+        engine.launch(None, &sh, op)?;
+        engine.synchronize()?;
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    times.sort_by(f64::total_cmp);
+    let steady = times[times.len() / 2];
+    let bytes = shape.bytes() as f64;
+    let algbw = bytes / (steady * 1e-6) / 1e9;
+    let busbw = algbw * shape.collective.bus_factor(ranks);
+    let kind_cpu = engine.core().backend_kind() == BackendKind::Cpu;
+    out(format!(
+        "setup     : {:.2} ms (threads{})",
+        setup.as_secs_f64() * 1e3,
+        if kind_cpu {
+            ""
+        } else {
+            ", contexts, kernel modules, streams, peer access"
+        }
+    ))?;
+    for h in engine.core().info().hardware.iter().filter(|h| h.starts_with("setup:")) {
+        out(format!("            {h}"))?;
+    }
+    out(format!(
+        "first call: {:.3} ms (includes plan build and event creation)",
+        first.as_secs_f64() * 1e3
+    ))?;
+    out(format!(
+        "steady    : {steady:.1} us per call (median of {}, {} timing); algbw {algbw:.2} GB/s, busbw {busbw:.2} GB/s",
+        a.iters,
+        if kind_cpu { "CPU wall-clock" } else { "all rank streams synchronized" }
+    ))?;
+    let max_sent = info.traffic.iter().map(|x| x.sent).max().unwrap_or(0);
+    let max_recv = info.traffic.iter().map(|x| x.received).max().unwrap_or(0);
+    let d = (shape.count * shape.elem_size) as u64;
+    let formula = match shape.collective {
+        Collective::AllReduce => format!(
+            "ring formula 2(N-1)/N*D = {:.0} B; PS root (N-1)*D = {} B",
+            crate::schedule::ring_bytes_formula(ranks, d as usize),
+            ranks.saturating_sub(1) as u64 * d
+        ),
+        _ => format!(
+            "ring formula (N-1)/N*total = {} B",
+            ranks.saturating_sub(1) as u64 * d
+        ),
+    };
+    out(format!(
+        "traffic   : max per rank sent {max_sent} B, received {max_recv} B; {formula}"
+    ))?;
+    let wrong = verdict.total_wrong();
+    let how = if verdict.bitwise {
+        "bitwise vs the exact result".to_string()
+    } else {
+        format!("within the summation-order bound of {}", dtype.name())
+    };
+    let elements = shape.output(0).len() * ranks;
+    if wrong == 0 {
+        out(format!(
+            "check     : PASS (0 wrong of {elements} elements on {ranks} ranks, {how}; max abs err {:.3e})",
+            verdict.max_abs_err
+        ))?;
+        Ok(true)
+    } else {
+        out(format!(
+            "check     : FAIL ({wrong} wrong; per rank {:?}; {how})",
+            verdict.wrong
+        ))?;
+        if let Some((r, i, g, w)) = verdict.first_wrong {
+            out(format!("            first: rank {r} element {i}: got {g}, expected {w}"))?;
+        }
+        Ok(false)
+    }
+}
+

@@ -1,0 +1,260 @@
+//! `ringreduce soak`: many random collectives, every result checked.
+//!
+//! Each call draws, from a seeded generator: the rank count (one engine per
+//! rank count, reused), the collective, the data type, the op, the element
+//! count (0, 1, odd, up to `--max-size`), the path (auto or any algorithm
+//! that supports the call), in or out of place, and exact or random inputs.
+//! It prints the per-call time percentiles, the slow outliers and every
+//! failure; the exit status is non-zero if any call was wrong.
+
+use super::{out, Common, Kinds};
+use crate::algo::AlgoChoice;
+use crate::bench::{self, Contender, ContenderKind};
+use crate::element::{Element, ReduceOp};
+use crate::engine::{Core, Engine, EngineConfig};
+use crate::error::{Error, Result};
+use crate::plan::{Collective, Shape};
+use crate::size::{format_bytes, parse_size};
+use crate::verify::{Inputs, SplitMix64};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct SoakArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub kinds: Kinds,
+    /// Number of collectives.
+    #[arg(long, default_value_t = 1000)]
+    pub calls: u64,
+    /// Stop after this many seconds even if fewer calls ran (0: no limit).
+    #[arg(long, default_value_t = 0.0)]
+    pub seconds: f64,
+    /// Rank counts to draw from, comma-separated (default: 1 to 5 on the
+    /// CPU; the GPU count and twice it on CUDA).
+    #[arg(long = "rank-counts", value_delimiter = ',')]
+    pub rank_counts: Option<Vec<usize>>,
+    /// Largest buffer per rank.
+    #[arg(long, default_value = "1MiB")]
+    pub max_size: String,
+    /// Paths to draw from besides auto, comma-separated, or all.
+    #[arg(long, default_value = "all")]
+    pub algo: String,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+const PATHS: [&str; 7] = [
+    "ring",
+    "ring:naive",
+    "ring:pipe3",
+    "oneshot",
+    "oneshot:fused",
+    "oneshot:flag",
+    "ps",
+];
+
+struct Stats {
+    times: Vec<(f64, String)>,
+    wrong: Vec<String>,
+    calls: u64,
+}
+
+pub fn execute(a: SoakArgs) -> Result<bool> {
+    let base = a.common.config()?;
+    let mut combos = a.kinds.parse()?;
+    if a.kinds.datatype == "float" && a.kinds.op == "sum" && a.kinds.collective == "all-reduce" {
+        // Nothing asked: draw from everything.
+        combos = super::Kinds {
+            datatype: "all".into(),
+            op: "all".into(),
+            collective: "all".into(),
+        }
+        .parse()?;
+    }
+    let max = parse_size(&a.max_size)?;
+    if max == 0 || max > 1 << 32 {
+        return Err(Error::BadArgument("--max-size must be between 1 B and 4 GiB".into()));
+    }
+    if !a.seconds.is_finite() || a.seconds < 0.0 {
+        return Err(Error::BadArgument("--seconds must be >= 0".into()));
+    }
+    let paths: Vec<AlgoChoice> = if a.algo.trim().eq_ignore_ascii_case("all") {
+        PATHS.iter().map(|p| p.parse().map_err(Error::BadArgument)).collect::<Result<_>>()?
+    } else {
+        a.algo
+            .split(',')
+            .filter(|s| !s.trim().is_empty())
+            .map(|p| p.parse().map_err(Error::BadArgument))
+            .collect::<Result<_>>()?
+    };
+    let gpus = crate::backend::cuda::probe().map(|i| i.devices.len()).ok();
+    let rank_counts = match &a.rank_counts {
+        Some(v) if !v.is_empty() => v.clone(),
+        Some(_) => return Err(Error::BadArgument("--rank-counts needs at least one".into())),
+        None => match (base.backend, gpus) {
+            (crate::backend::BackendChoice::Cpu, _) | (_, None) => vec![1, 2, 3, 4, 5],
+            (_, Some(g)) => vec![g, 2 * g],
+        },
+    };
+    for &n in &rank_counts {
+        if n == 0 || n > crate::engine::MAX_RANKS {
+            return Err(Error::BadArgument(format!("rank count {n} out of range")));
+        }
+    }
+    super::check_host_memory(
+        6 * max as u128 * *rank_counts.iter().max().unwrap_or(&1) as u128,
+        "the soak's largest call",
+    )?;
+    let mut engines: BTreeMap<usize, Core> = BTreeMap::new();
+    let mut rng = SplitMix64::new(a.seed);
+    let combos = combos.each();
+    let mut stats = Stats {
+        times: Vec::new(),
+        wrong: Vec::new(),
+        calls: 0,
+    };
+    let start = Instant::now();
+    let limit = (a.seconds > 0.0).then(|| Duration::from_secs_f64(a.seconds));
+    out(format!(
+        "ringreduce soak: {} calls, seed {}, rank counts {:?}, up to {} per rank, {} kinds of call",
+        a.calls,
+        a.seed,
+        rank_counts,
+        format_bytes(max),
+        combos.len()
+    ))?;
+    for i in 0..a.calls {
+        if limit.is_some_and(|l| start.elapsed() > l) {
+            break;
+        }
+        let n = rank_counts[(rng.next_u64() % rank_counts.len() as u64) as usize];
+        let (coll, dtype, op) = combos[(rng.next_u64() % combos.len() as u64) as usize];
+        let elem = dtype.size() as u64;
+        let per_rank_max = (max / elem).max(1);
+        let count = match rng.next_u64() % 6 {
+            0 => 0,
+            1 => 1,
+            2 => (rng.next_u64() % 64) | 1,
+            _ => rng.next_u64() % per_rank_max,
+        } as usize;
+        let count = match coll {
+            Collective::AllReduce => count,
+            _ => count / n.max(1),
+        };
+        let in_place = rng.next_u64() % 2 == 0;
+        let kind = if rng.next_u64() % 2 == 0 { Inputs::Exact } else { Inputs::Random };
+        let shape = Shape {
+            collective: coll,
+            ranks: n,
+            count,
+            elem_size: dtype.size(),
+            in_place,
+        };
+        let mut choice = AlgoChoice::Auto;
+        if rng.next_u64() % 2 == 0 {
+            let pick = &paths[(rng.next_u64() % paths.len() as u64) as usize];
+            if pick.resolve(&shape).is_ok() {
+                choice = pick.clone();
+            }
+        }
+        if !engines.contains_key(&n) {
+            let mut cfg = EngineConfig { ranks: n, ..base.clone() };
+            cfg.algo = AlgoChoice::Auto;
+            engines.insert(n, Engine::<u8>::new(cfg)?.into_core());
+        }
+        let core = engines.remove(&n).ok_or_else(|| Error::Plan("engine cache".into()))?;
+        let seed = rng.next_u64();
+        let desc = format!(
+            "call {i}: {n} ranks {coll} {} {} count {count} {} {} {}",
+            dtype.name(),
+            op.name(),
+            if in_place { "in place" } else { "out of place" },
+            choice.name(),
+            kind
+        );
+        let (core, r) = crate::with_element!(dtype, T => one::<T>(core, &choice, shape, op, kind, seed));
+        engines.insert(n, core);
+        stats.calls += 1;
+        match r {
+            Ok((us, 0)) => stats.times.push((us, desc)),
+            Ok((us, wrong)) => {
+                out(format!("WRONG: {desc}: {wrong} wrong elements"))?;
+                stats.times.push((us, desc.clone()));
+                stats.wrong.push(desc);
+            }
+            Err(e) => {
+                out(format!("ERROR: {desc}: {e}"))?;
+                stats.wrong.push(format!("{desc}: {e}"));
+            }
+        }
+        if (i + 1) % 200 == 0 {
+            eprintln!(
+                "soak: {} calls, {} wrong, {:.0} s",
+                i + 1,
+                stats.wrong.len(),
+                start.elapsed().as_secs_f64()
+            );
+        }
+    }
+    report(&stats, start.elapsed())
+}
+
+/// One checked call; (microseconds, wrong elements).
+fn one<T: Element>(
+    core: Core,
+    choice: &AlgoChoice,
+    shape: Shape,
+    op: ReduceOp,
+    kind: Inputs,
+    seed: u64,
+) -> (Core, Result<(f64, u64)>) {
+    let mut e = Engine::<T>::from_core(core);
+    let r = (|| {
+        let n = shape.ranks;
+        let inputs = crate::verify::make_inputs::<T>(kind, op, n, shape.input(0).len(), seed);
+        let expect = bench::expected(shape.collective, &inputs, op, kind);
+        let c = Contender {
+            name: choice.name(),
+            kind: ContenderKind::Engine(choice.clone()),
+        };
+        let t = Instant::now();
+        let (wrong, _, _) =
+            bench::checked_call(&mut e, &c, shape.collective, shape.in_place, op, &inputs, &expect)?;
+        Ok((t.elapsed().as_secs_f64() * 1e6, wrong))
+    })();
+    (e.into_core(), r)
+}
+
+fn report(s: &Stats, elapsed: Duration) -> Result<bool> {
+    let mut t: Vec<f64> = s.times.iter().map(|x| x.0).collect();
+    t.sort_by(f64::total_cmp);
+    let pct = |p: f64| -> f64 {
+        if t.is_empty() {
+            return 0.0;
+        }
+        t[((t.len() - 1) as f64 * p).round() as usize]
+    };
+    out(format!(
+        "calls: {} in {:.1} s; checked calls (load + run + read back + verify) p50 {:.0} us, p99 {:.0} us, max {:.0} us",
+        s.calls,
+        elapsed.as_secs_f64(),
+        pct(0.5),
+        pct(0.99),
+        pct(1.0)
+    ))?;
+    let p99 = pct(0.99);
+    let mut slow: Vec<&(f64, String)> = s.times.iter().filter(|x| x.0 > p99 && x.0 > 0.0).collect();
+    slow.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (us, d) in slow.iter().take(5) {
+        out(format!("slow: {us:.0} us: {d}"))?;
+    }
+    if s.wrong.is_empty() {
+        out(format!("PASS: 0 wrong of {} calls", s.calls))?;
+        Ok(true)
+    } else {
+        out(format!("FAIL: {} of {} calls wrong or failed", s.wrong.len(), s.calls))?;
+        Ok(false)
+    }
+}

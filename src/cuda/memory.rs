@@ -1,0 +1,287 @@
+//! Device memory (in bytes), the tokens other ranks use to reach it, and
+//! host-mapped control words.
+
+use super::driver::{Brand, Ctx, NotSend};
+use super::{check, err, CuResult};
+use cudarc::driver::sys;
+use std::sync::{Arc, Weak};
+
+pub(crate) struct Alloc {
+    pub(crate) ptr: sys::CUdeviceptr,
+    pub(crate) bytes: usize,
+    pub(crate) ctx: sys::CUcontext,
+    pub(crate) ordinal: usize,
+}
+// SAFETY: the allocation is a device address plus its context; freeing it
+// from another thread pushes that context first (see Drop).
+unsafe impl Send for Alloc {}
+// SAFETY: shared access only reads the address.
+unsafe impl Sync for Alloc {}
+
+impl Drop for Alloc {
+    fn drop(&mut self) {
+        if self.bytes == 0 {
+            return;
+        }
+        // SAFETY: the context is still retained (allocations are dropped
+        // inside the owning `with_device` closure by the backend, after every
+        // rank drained its streams); push it in case another context is
+        // current, free, pop. Errors are ignored.
+        unsafe {
+            let _ = sys::cuCtxPushCurrent_v2(self.ctx);
+            let _ = sys::cuMemFree_v2(self.ptr);
+            let mut old = std::ptr::null_mut();
+            let _ = sys::cuCtxPopCurrent_v2(&mut old);
+        }
+    }
+}
+
+/// Device memory of `len` bytes on the device branded `'id`.
+pub struct DevBuf<'id> {
+    pub(crate) alloc: Arc<Alloc>,
+    _brand: Brand<'id>,
+    _thread: NotSend,
+}
+
+impl<'id> Ctx<'id> {
+    /// Allocate `bytes` bytes of device memory (uninitialised).
+    pub fn alloc(&self, bytes: usize) -> CuResult<DevBuf<'id>> {
+        let mut ptr = 0;
+        if bytes > 0 {
+            // SAFETY: valid out-pointer; current context is self.ctx.
+            check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) })?;
+        }
+        let (b, t) = self.brand();
+        Ok(DevBuf {
+            alloc: Arc::new(Alloc {
+                ptr,
+                bytes,
+                ctx: self.ctx,
+                ordinal: self.ordinal,
+            }),
+            _brand: b,
+            _thread: t,
+        })
+    }
+
+    /// `len` bytes of pinned host memory mapped into this device's address
+    /// space, zeroed.
+    pub fn host_mapped(&self, bytes: usize) -> CuResult<HostMapped> {
+        let bytes = bytes.max(8).next_multiple_of(8);
+        let mut host = std::ptr::null_mut();
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: valid out-pointer; current context is self.ctx.
+        check("cuMemHostAlloc", unsafe {
+            sys::cuMemHostAlloc(&mut host, bytes, flags)
+        })?;
+        let mut dev = 0;
+        // SAFETY: `host` was just allocated with DEVICEMAP.
+        let r = check("cuMemHostGetDevicePointer", unsafe {
+            sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0)
+        });
+        let m = HostMapped {
+            host: host.cast(),
+            words: bytes / 8,
+            dev,
+            ctx: self.ctx,
+        };
+        r?;
+        for i in 0..m.words {
+            m.store_u64(i, 0);
+        }
+        Ok(m)
+    }
+}
+
+impl<'id> DevBuf<'id> {
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.alloc.bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.alloc.bytes == 0
+    }
+
+    /// The device address of bytes `off..off + n`, checked.
+    pub(crate) fn ptr_at(&self, call: &'static str, off: usize, n: usize) -> CuResult<sys::CUdeviceptr> {
+        if off.checked_add(n).is_none_or(|end| end > self.alloc.bytes) {
+            return Err(err(
+                call,
+                format!(
+                    "bytes {off}..{} outside a buffer of {}",
+                    off.saturating_add(n),
+                    self.alloc.bytes
+                ),
+            ));
+        }
+        Ok(self.alloc.ptr + off as u64)
+    }
+
+    /// A token other ranks use to reach this buffer.
+    pub fn export(&self) -> PeerBuf {
+        PeerBuf {
+            alloc: Arc::downgrade(&self.alloc),
+            bytes: self.alloc.bytes,
+            ordinal: self.alloc.ordinal,
+        }
+    }
+
+    /// Synchronous host-to-device copy into bytes `off..off + data.len()`.
+    /// The caller has drained the streams that use this buffer.
+    pub fn write(&mut self, off: usize, data: &[u8]) -> CuResult<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let p = self.ptr_at("cuMemcpyHtoD", off, data.len())?;
+        // SAFETY: p..p+len is inside this allocation (checked), data is a
+        // valid host slice of that many bytes; the copy is synchronous.
+        check("cuMemcpyHtoD", unsafe {
+            sys::cuMemcpyHtoD_v2(p, data.as_ptr().cast(), data.len())
+        })
+    }
+
+    /// Synchronous device-to-host copy of bytes `off..off + out.len()`.
+    /// Bytes carry no validity invariant, so any device content is fine.
+    pub fn read(&self, off: usize, out: &mut [u8]) -> CuResult<()> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        let p = self.ptr_at("cuMemcpyDtoH", off, out.len())?;
+        // SAFETY: bounds checked; `out` is a valid, exclusively borrowed host
+        // byte slice.
+        check("cuMemcpyDtoH", unsafe {
+            sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), p, out.len())
+        })
+    }
+}
+
+/// Another rank's buffer: the destination of a peer copy, the source of a
+/// pull, or an operand a kernel reads through peer access.
+#[derive(Clone)]
+pub struct PeerBuf {
+    alloc: Weak<Alloc>,
+    bytes: usize,
+    ordinal: usize,
+}
+
+impl std::fmt::Debug for PeerBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PeerBuf(device {}, {} bytes)", self.ordinal, self.bytes)
+    }
+}
+
+impl PeerBuf {
+    /// The live allocation and the device address of bytes `off..off + n`,
+    /// or an error when the owner freed it or the range is outside it. The
+    /// returned `Arc` keeps the memory alive while held.
+    pub(crate) fn range(
+        &self,
+        call: &'static str,
+        off: usize,
+        n: usize,
+    ) -> CuResult<(Arc<Alloc>, sys::CUdeviceptr)> {
+        let a = self
+            .alloc
+            .upgrade()
+            .ok_or_else(|| err(call, "the peer's buffer was freed by its owner"))?;
+        if off.checked_add(n).is_none_or(|e| e > a.bytes) {
+            return Err(err(
+                call,
+                format!(
+                    "peer bytes {off}..{} outside a buffer of {}",
+                    off.saturating_add(n),
+                    a.bytes
+                ),
+            ));
+        }
+        let p = a.ptr + off as u64;
+        Ok((a, p))
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+}
+
+/// Pinned host memory mapped into a device's address space: 64-bit words
+/// that the host reads and writes with volatile accesses while kernels read
+/// and write them over PCIe (the exchange kernel's abort word and status).
+/// Shareable between threads: every access is a whole, aligned, volatile
+/// word.
+pub struct HostMapped {
+    host: *mut u64,
+    words: usize,
+    dev: sys::CUdeviceptr,
+    ctx: sys::CUcontext,
+}
+// SAFETY: the memory is process-wide pinned host memory; all accesses are
+// volatile word accesses (see the methods), and freeing pushes its context.
+unsafe impl Send for HostMapped {}
+// SAFETY: as above; concurrent volatile word accesses to pinned memory are
+// what it is for (the device accesses it concurrently too).
+unsafe impl Sync for HostMapped {}
+
+impl HostMapped {
+    /// The device address of word `i`, checked.
+    pub fn device_ptr(&self, i: usize) -> CuResult<sys::CUdeviceptr> {
+        if i >= self.words {
+            return Err(err("host-mapped", format!("word {i} of {}", self.words)));
+        }
+        Ok(self.dev + 8 * i as u64)
+    }
+
+    /// Volatile read of word `i` (0 when out of range).
+    pub fn load_u64(&self, i: usize) -> u64 {
+        if i >= self.words {
+            return 0;
+        }
+        // SAFETY: in bounds of a live pinned allocation, 8-byte aligned.
+        unsafe { std::ptr::read_volatile(self.host.add(i)) }
+    }
+
+    /// Volatile write of word `i` (ignored when out of range).
+    pub fn store_u64(&self, i: usize, v: u64) {
+        if i < self.words {
+            // SAFETY: in bounds of a live pinned allocation, 8-byte aligned.
+            unsafe { std::ptr::write_volatile(self.host.add(i), v) }
+        }
+    }
+}
+
+impl HostMapped {
+    /// Volatile read of the 32-bit word at byte `4 * i` (0 out of range).
+    pub fn load_u32(&self, i: usize) -> u32 {
+        if i >= 2 * self.words {
+            return 0;
+        }
+        // SAFETY: in bounds of a live pinned allocation, 4-byte aligned.
+        unsafe { std::ptr::read_volatile(self.host.cast::<u32>().add(i)) }
+    }
+
+    /// Volatile write of the 32-bit word at byte `4 * i` (ignored out of
+    /// range).
+    pub fn store_u32(&self, i: usize, v: u32) {
+        if i < 2 * self.words {
+            // SAFETY: in bounds of a live pinned allocation, 4-byte aligned.
+            unsafe { std::ptr::write_volatile(self.host.cast::<u32>().add(i), v) }
+        }
+    }
+}
+
+impl Drop for HostMapped {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from cuMemHostAlloc and is freed once; the
+        // context that allocated it is pushed around the free. Errors ignored.
+        unsafe {
+            let _ = sys::cuCtxPushCurrent_v2(self.ctx);
+            let _ = sys::cuMemFreeHost(self.host.cast());
+            let mut old = std::ptr::null_mut();
+            let _ = sys::cuCtxPopCurrent_v2(&mut old);
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! Streams, events, copies and CUDA graphs.
+
+use super::driver::{Brand, Ctx, NotSend};
+use super::memory::{DevBuf, PeerBuf};
+use super::{check, err, CuResult};
+use cudarc::driver::sys;
+use std::marker::PhantomData;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// A stream of the context branded `'id`.
+pub struct Stream<'id> {
+    pub(crate) s: sys::CUstream,
+    _brand: Brand<'id>,
+    _thread: NotSend,
+}
+
+impl Drop for Stream<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the stream belongs to the current thread's context; the
+        // driver defers destruction until pending work is done. Errors ignored.
+        let _ = unsafe { sys::cuStreamDestroy_v2(self.s) };
+    }
+}
+
+pub(crate) struct EventToken(sys::CUevent);
+// SAFETY: an event handle may be waited on from any thread/context.
+unsafe impl Send for EventToken {}
+// SAFETY: as above.
+unsafe impl Sync for EventToken {}
+impl Drop for EventToken {
+    fn drop(&mut self) {
+        // SAFETY: destroying an event with pending waits is allowed; the
+        // driver keeps what it needs. Errors ignored.
+        let _ = unsafe { sys::cuEventDestroy_v2(self.0) };
+    }
+}
+
+/// An event of the context branded `'id` (no timing: cheapest to record
+/// and wait on); only that context's streams can record it.
+pub struct Event<'id> {
+    token: Arc<EventToken>,
+    _brand: Brand<'id>,
+    _thread: NotSend,
+}
+
+/// Another rank's event: any stream may wait on it.
+#[derive(Clone)]
+pub struct RemoteEvent {
+    token: Weak<EventToken>,
+}
+
+impl Event<'_> {
+    pub fn export(&self) -> RemoteEvent {
+        RemoteEvent {
+            token: Arc::downgrade(&self.token),
+        }
+    }
+}
+
+/// An event with timing, for timelines.
+pub struct TimingEvent<'id> {
+    e: EventToken,
+    _brand: Brand<'id>,
+    _thread: NotSend,
+}
+
+impl<'id> TimingEvent<'id> {
+    /// Milliseconds from `self` to `later` (both recorded and complete).
+    pub fn elapsed_ms(&self, later: &TimingEvent<'id>) -> CuResult<f32> {
+        let mut ms = 0f32;
+        // SAFETY: two events of the same context, valid out-pointer.
+        check("cuEventElapsedTime", unsafe {
+            sys::cuEventElapsedTime_v2(&mut ms, self.e.0, later.e.0)
+        })?;
+        Ok(ms)
+    }
+}
+
+/// A CUDA graph captured on a stream of the context branded `'id`, ready to
+/// launch (`CUgraphExec`). Destroyed on drop.
+pub struct Graph<'id> {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+    _brand: Brand<'id>,
+    _thread: NotSend,
+}
+
+impl Drop for Graph<'_> {
+    fn drop(&mut self) {
+        // SAFETY: both handles were created by end_capture and are owned here;
+        // the driver defers destruction of a graph still executing. Errors ignored.
+        unsafe {
+            let _ = sys::cuGraphExecDestroy(self.exec);
+            let _ = sys::cuGraphDestroy(self.graph);
+        }
+    }
+}
+
+impl<'id> Ctx<'id> {
+    /// A non-blocking stream of this context.
+    pub fn stream(&self) -> CuResult<Stream<'id>> {
+        let mut s = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; current context is self.ctx.
+        check("cuStreamCreate", unsafe {
+            sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+        })?;
+        let (b, t) = self.brand();
+        Ok(Stream {
+            s,
+            _brand: b,
+            _thread: t,
+        })
+    }
+
+    /// An event without timing.
+    pub fn event(&self) -> CuResult<Event<'id>> {
+        let mut e = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; current context is self.ctx.
+        check("cuEventCreate", unsafe {
+            sys::cuEventCreate(&mut e, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
+        })?;
+        let (b, t) = self.brand();
+        Ok(Event {
+            token: Arc::new(EventToken(e)),
+            _brand: b,
+            _thread: t,
+        })
+    }
+
+    /// An event with timing.
+    pub fn timing_event(&self) -> CuResult<TimingEvent<'id>> {
+        let mut e = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; current context is self.ctx.
+        check("cuEventCreate", unsafe {
+            sys::cuEventCreate(&mut e, sys::CUevent_flags::CU_EVENT_DEFAULT as u32)
+        })?;
+        let (b, t) = self.brand();
+        Ok(TimingEvent {
+            e: EventToken(e),
+            _brand: b,
+            _thread: t,
+        })
+    }
+}
+
+impl<'id> Stream<'id> {
+    /// `cuStreamSynchronize`.
+    pub fn synchronize(&self) -> CuResult<()> {
+        // SAFETY: valid stream of the current context.
+        check("cuStreamSynchronize", unsafe {
+            sys::cuStreamSynchronize(self.s)
+        })
+    }
+
+    /// Wait until the stream is idle, but at most `limit`: polls
+    /// `cuStreamQuery` (spinning briefly, then napping), so a stuck stream
+    /// gives an error instead of a hang.
+    pub fn wait_idle(&self, limit: Duration) -> CuResult<()> {
+        let start = Instant::now();
+        let mut i = 0u32;
+        loop {
+            // SAFETY: valid stream of the current context.
+            let r = unsafe { sys::cuStreamQuery(self.s) };
+            if r != sys::CUresult::CUDA_ERROR_NOT_READY {
+                return check("cuStreamQuery", r);
+            }
+            if start.elapsed() > limit {
+                return Err(err(
+                    "cuStreamQuery",
+                    format!(
+                        "the stream is still busy after {:.1} s",
+                        limit.as_secs_f64()
+                    ),
+                ));
+            }
+            i = i.wrapping_add(1);
+            if i < 2000 {
+                std::hint::spin_loop();
+            } else if i < 4000 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+
+    /// `cuEventRecord` of an event of the same context.
+    pub fn record(&self, ev: &Event<'id>) -> CuResult<()> {
+        // SAFETY: event and stream belong to the same context (same brand).
+        check("cuEventRecord", unsafe {
+            sys::cuEventRecord(ev.token.0, self.s)
+        })
+    }
+
+    /// `cuEventRecord` of a timing event of the same context.
+    pub fn record_timing(&self, ev: &TimingEvent<'id>) -> CuResult<()> {
+        // SAFETY: event and stream belong to the same context (same brand).
+        check("cuEventRecord", unsafe { sys::cuEventRecord(ev.e.0, self.s) })
+    }
+
+    /// `cuStreamWaitEvent` on a local event.
+    pub fn wait_local(&self, ev: &Event<'id>) -> CuResult<()> {
+        // SAFETY: valid stream and event.
+        check("cuStreamWaitEvent", unsafe {
+            sys::cuStreamWaitEvent(self.s, ev.token.0, 0)
+        })
+    }
+
+    /// `cuStreamWaitEvent` on an event of any rank (any device).
+    pub fn wait(&self, ev: &RemoteEvent) -> CuResult<()> {
+        let tok = ev
+            .token
+            .upgrade()
+            .ok_or_else(|| err("cuStreamWaitEvent", "the event's owner has destroyed it"))?;
+        // SAFETY: the token is alive while `tok` is held; waiting on another
+        // context's event is allowed.
+        check("cuStreamWaitEvent", unsafe {
+            sys::cuStreamWaitEvent(self.s, tok.0, 0)
+        })
+    }
+
+    /// `cuMemcpyPeerAsync`: copy `n` bytes from `src` at `src_off` (this
+    /// device) into the peer buffer `dst` at `dst_off`.
+    pub fn copy_to_peer(
+        &self,
+        dst: &PeerBuf,
+        dst_off: usize,
+        src: &DevBuf<'id>,
+        src_off: usize,
+        n: usize,
+    ) -> CuResult<()> {
+        const CALL: &str = "cuMemcpyPeerAsync";
+        if n == 0 {
+            return Ok(());
+        }
+        let sp = src.ptr_at(CALL, src_off, n)?;
+        let (d, dp) = dst.range(CALL, dst_off, n)?;
+        // SAFETY: both ranges are inside live allocations (checked; `d` keeps
+        // the destination alive during the call); the contexts are the
+        // retained primary contexts the allocations were made in.
+        check(CALL, unsafe {
+            sys::cuMemcpyPeerAsync(dp, d.ctx, sp, src.alloc.ctx, n, self.s)
+        })
+    }
+
+    /// `cuMemcpyPeerAsync` the other way: copy `n` bytes of the peer buffer
+    /// `src` (from `src_off`) into `dst` at `dst_off` on this device.
+    pub fn copy_from_peer(
+        &self,
+        dst: &DevBuf<'id>,
+        dst_off: usize,
+        src: &PeerBuf,
+        src_off: usize,
+        n: usize,
+    ) -> CuResult<()> {
+        const CALL: &str = "cuMemcpyPeerAsync";
+        if n == 0 {
+            return Ok(());
+        }
+        let dp = dst.ptr_at(CALL, dst_off, n)?;
+        let (s, sp) = src.range(CALL, src_off, n)?;
+        // SAFETY: as in copy_to_peer, with the roles swapped.
+        check(CALL, unsafe {
+            sys::cuMemcpyPeerAsync(dp, dst.alloc.ctx, sp, s.ctx, n, self.s)
+        })
+    }
+
+    /// `cuMemsetD8Async` of bytes `off..off + n` to `byte`.
+    pub fn memset(&self, buf: &DevBuf<'id>, off: usize, n: usize, byte: u8) -> CuResult<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let p = buf.ptr_at("cuMemsetD8Async", off, n)?;
+        // SAFETY: bounds checked, a stream of the same context.
+        check("cuMemsetD8Async", unsafe {
+            sys::cuMemsetD8Async(p, byte, n, self.s)
+        })
+    }
+
+    /// Start capturing this stream's work into a graph (thread-local mode:
+    /// other threads' CUDA calls are unaffected).
+    pub fn begin_capture(&self) -> CuResult<()> {
+        // SAFETY: valid stream of the current context.
+        check("cuStreamBeginCapture", unsafe {
+            sys::cuStreamBeginCapture_v2(
+                self.s,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            )
+        })
+    }
+
+    /// End the capture and instantiate the graph.
+    pub fn end_capture(&self) -> CuResult<Graph<'id>> {
+        let mut graph = std::ptr::null_mut();
+        // SAFETY: valid stream in capture mode; valid out-pointer.
+        check("cuStreamEndCapture", unsafe {
+            sys::cuStreamEndCapture(self.s, &mut graph)
+        })?;
+        let mut exec = std::ptr::null_mut();
+        // SAFETY: graph was just captured; valid out-pointer.
+        let r = check("cuGraphInstantiate", unsafe {
+            sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
+        });
+        if let Err(e) = r {
+            // SAFETY: the graph is ours and not instantiated.
+            let _ = unsafe { sys::cuGraphDestroy(graph) };
+            return Err(e);
+        }
+        Ok(Graph {
+            graph,
+            exec,
+            _brand: PhantomData,
+            _thread: PhantomData,
+        })
+    }
+
+    /// Launch a graph of the same context on this stream.
+    pub fn launch_graph(&self, g: &Graph<'id>) -> CuResult<()> {
+        // SAFETY: graph and stream belong to the same context (same brand).
+        check("cuGraphLaunch", unsafe {
+            sys::cuGraphLaunch(g.exec, self.s)
+        })
+    }
+}
+
+/// The buffers of an NCCL call (offsets and sizes in bytes).
+pub struct NcclOperands<'a, 'id> {
+    pub send: (&'a DevBuf<'id>, usize),
+    pub recv: (&'a DevBuf<'id>, usize),
+    pub send_bytes: usize,
+    pub recv_bytes: usize,
+}
+
+/// An error of an NCCL call made through the CUDA layer.
+#[derive(Debug, thiserror::Error)]
+pub enum NcclCallError {
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+    #[error(transparent)]
+    Nccl(#[from] super::nccl::NcclError),
+}
+
+use super::CudaError;
+
+impl<'id> Stream<'id> {
+    /// NCCL's `collective` of `count` (NCCL's count) elements of NCCL type
+    /// `dtype` with op `op` on this stream, on checked buffers. The
+    /// communicator was created on this thread with this context current.
+    #[allow(clippy::too_many_arguments)]
+    pub fn nccl_collective(
+        &self,
+        lib: &super::nccl::Nccl,
+        comm: &super::nccl::Comm,
+        collective: crate::plan::Collective,
+        count: usize,
+        dtype: i32,
+        op: i32,
+        x: &NcclOperands<'_, 'id>,
+    ) -> Result<(), NcclCallError> {
+        const CALL: &str = "nccl";
+        let send = x.send.0.ptr_at(CALL, x.send.1, x.send_bytes)?;
+        let recv = x.recv.0.ptr_at(CALL, x.recv.1, x.recv_bytes)?;
+        use crate::plan::Collective as C;
+        // SAFETY: both ranges lie in live allocations of this stream's device
+        // (checked above, for as many bytes as NCCL touches for `count`), the
+        // stream is live, and the engine drains every stream before freeing
+        // either buffer.
+        unsafe {
+            match collective {
+                C::AllReduce => lib.all_reduce(send, recv, count, dtype, op, comm, self.s),
+                C::ReduceScatter => lib.reduce_scatter(send, recv, count, dtype, op, comm, self.s),
+                C::AllGather => lib.all_gather(send, recv, count, dtype, comm, self.s),
+            }
+        }?;
+        Ok(())
+    }
+}

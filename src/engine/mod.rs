@@ -1,0 +1,655 @@
+//! The engine: created once for N ranks on a backend, then reused.
+//!
+//! [`Core`] is the untyped engine: a backend, the plan cache (one
+//! [`Path`](crate::algo::Path) per algorithm and shape), the buffers, and
+//! dispatch. It knows no algorithm by name: it asks the
+//! [`AlgoChoice`] for the algorithm of a shape, asks that algorithm's path
+//! for the plan of the next call (telling it whether the call continues the
+//! previous one), and hands the plan to the backend. [`Engine<T>`] is the
+//! typed API on top of it ([`typed`]), and [`ranks`] the per-rank call style.
+//!
+//! ```
+//! use ringreduce::{Engine, EngineConfig, ReduceOp};
+//! let mut e = Engine::<f32>::new(EngineConfig::cpu(3)).unwrap();
+//! let mut bufs = vec![vec![1.0f32; 10], vec![2.0; 10], vec![3.0; 10]];
+//! e.all_reduce_in_place(&mut bufs, ReduceOp::Sum).unwrap();
+//! assert!(bufs.iter().all(|b| b.iter().all(|&x| x == 6.0)));
+//! ```
+
+pub mod ranks;
+pub mod typed;
+
+pub use typed::{CallInfo, DeviceBuffers, Engine};
+
+use crate::algo::{AlgoChoice, Path};
+use crate::backend::cpu::CpuBackend;
+use crate::backend::cuda::{self as cuda_backend, CudaBackend};
+use crate::backend::{
+    Backend, BackendChoice, BackendInfo, BackendKind, Binding, BufId, Call, CallTimeline,
+    IssueProfile, NcclCall,
+};
+use crate::element::{DataType, ReduceOp};
+use crate::error::{Error, Result};
+use crate::fault::FaultPlan;
+use crate::plan::{Plan, Shape};
+use crate::sync::AbortHandle;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Most ranks an engine runs (one host thread each; plans grow with the
+/// square of the rank count).
+pub const MAX_RANKS: usize = 256;
+
+/// All-reduces per captured CUDA graph: the chained paths alternate scratch
+/// halves inside a graph, and every replay continues where the previous one
+/// left off.
+pub const GRAPH_CALLS: usize = 2;
+
+/// How to build an engine.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub ranks: usize,
+    pub backend: BackendChoice,
+    /// The algorithm of every call that does not name one (`auto` by
+    /// default).
+    pub algo: AlgoChoice,
+    /// GPUs to use (default: all); ranks map round-robin onto them.
+    pub devices: Option<Vec<usize>>,
+    /// The longest any wait may take, on the host and on the GPU, before the
+    /// call fails with a timeout (default `RINGREDUCE_TIMEOUT` or 60 s).
+    pub timeout: Duration,
+    /// Injected faults, for tests of the error paths.
+    pub faults: FaultPlan,
+}
+
+impl EngineConfig {
+    pub fn new(ranks: usize, backend: BackendChoice) -> Self {
+        EngineConfig {
+            ranks,
+            backend,
+            algo: AlgoChoice::Auto,
+            devices: None,
+            timeout: crate::sync::default_timeout(),
+            faults: FaultPlan::none(),
+        }
+    }
+
+    /// `ranks` ranks on the CPU backend.
+    pub fn cpu(ranks: usize) -> Self {
+        Self::new(ranks, BackendChoice::Cpu)
+    }
+
+    /// `ranks` ranks on the CUDA backend.
+    pub fn cuda(ranks: usize) -> Self {
+        Self::new(ranks, BackendChoice::Cuda)
+    }
+}
+
+/// A path's cache key: the algorithm's name and the shape.
+type PathKey = (String, Shape);
+
+/// What a captured ringreduce graph holds.
+#[derive(Debug, Clone)]
+struct Captured {
+    key: PathKey,
+    /// The buffer generation it was captured against.
+    generation: u64,
+}
+
+/// The untyped engine (see the module doc).
+pub struct Core {
+    backend: Box<dyn Backend>,
+    ranks: usize,
+    algo: AlgoChoice,
+    paths: HashMap<PathKey, Box<dyn Path>>,
+    /// The previous call, when the next one may continue it.
+    last: Option<PathKey>,
+    /// Bytes of each engine buffer on each rank.
+    caps: HashMap<BufId, Vec<usize>>,
+    next_id: u32,
+    /// Bumped whenever a buffer is reallocated: captured graphs hold the old
+    /// addresses.
+    generation: u64,
+    graph: Option<Captured>,
+    nccl_graph: Option<u64>,
+    nccl_ready: bool,
+    timing: bool,
+    setup: Duration,
+    fallback_note: Option<String>,
+    abort: AbortHandle,
+    /// Why every call now fails, after a fault the engine cannot undo.
+    poisoned: Option<String>,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Core({})", self.backend.info().describe)
+    }
+}
+
+impl Core {
+    /// Create the engine: rank threads, buffers and, on CUDA, contexts,
+    /// streams, kernel modules and peer access. The time this takes is
+    /// [`Core::setup_time`].
+    pub fn new(cfg: EngineConfig) -> Result<Core> {
+        if cfg.ranks == 0 {
+            return Err(Error::ZeroRanks);
+        }
+        if cfg.ranks > MAX_RANKS {
+            return Err(Error::TooManyRanks {
+                ranks: cfg.ranks,
+                max: MAX_RANKS,
+            });
+        }
+        let t0 = Instant::now();
+        let mut fallback_note = None;
+        let cpu = |cfg: &EngineConfig| -> Result<Box<dyn Backend>> {
+            Ok(Box::new(CpuBackend::new(
+                cfg.ranks,
+                cfg.timeout,
+                cfg.faults.clone(),
+            )?))
+        };
+        let cuda = |cfg: &EngineConfig| -> Result<Box<dyn Backend>> {
+            Ok(Box::new(CudaBackend::new(&cuda_backend::CudaOptions {
+                ranks: cfg.ranks,
+                devices: cfg.devices.clone(),
+                timeout: cfg.timeout,
+                faults: cfg.faults.clone(),
+            })?))
+        };
+        let backend: Box<dyn Backend> = match cfg.backend {
+            BackendChoice::Cpu => cpu(&cfg)?,
+            BackendChoice::Cuda => cuda(&cfg)?,
+            BackendChoice::Auto => match cuda_backend::probe() {
+                Ok(_) => cuda(&cfg)?,
+                Err(why) => {
+                    fallback_note = Some(format!("auto: CUDA unavailable ({why}); using cpu"));
+                    cpu(&cfg)?
+                }
+            },
+        };
+        let abort = backend.abort_handle();
+        Ok(Core {
+            backend,
+            ranks: cfg.ranks,
+            algo: cfg.algo,
+            paths: HashMap::new(),
+            last: None,
+            caps: HashMap::new(),
+            next_id: 3,
+            generation: 0,
+            graph: None,
+            nccl_graph: None,
+            nccl_ready: false,
+            timing: false,
+            setup: t0.elapsed(),
+            fallback_note,
+            abort,
+            poisoned: None,
+        })
+    }
+
+    pub fn ranks(&self) -> usize {
+        self.ranks
+    }
+
+    pub fn info(&self) -> &BackendInfo {
+        self.backend.info()
+    }
+
+    pub fn backend_kind(&self) -> BackendKind {
+        self.info().kind.unwrap_or(BackendKind::Cpu)
+    }
+
+    pub fn describe(&self) -> String {
+        self.info().describe.clone()
+    }
+
+    /// Why `auto` fell back to the CPU, if it did.
+    pub fn fallback_note(&self) -> Option<&str> {
+        self.fallback_note.as_deref()
+    }
+
+    /// Wall time spent in [`Core::new`].
+    pub fn setup_time(&self) -> Duration {
+        self.setup
+    }
+
+    /// The engine's default algorithm choice.
+    pub fn algo(&self) -> &AlgoChoice {
+        &self.algo
+    }
+
+    /// A handle that aborts every wait of this engine from any thread.
+    pub fn abort_handle(&self) -> AbortHandle {
+        self.abort.clone()
+    }
+
+    /// Record op timings of the following calls (see [`Core::take_timeline`]).
+    pub fn set_timing(&mut self, on: bool) {
+        self.timing = on;
+    }
+
+    fn usable(&self) -> Result<()> {
+        if let Some(reason) = &self.poisoned {
+            return Err(Error::Poisoned {
+                reason: reason.clone(),
+            });
+        }
+        if self.abort.is_aborted() {
+            return Err(Error::Poisoned {
+                reason: "the engine was aborted".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Keep the outcome of a backend operation; a fault the engine cannot
+    /// recover from poisons it.
+    fn track<R>(&mut self, r: Result<R>) -> Result<R> {
+        if let Err(e) = &r {
+            self.last = None;
+            let fatal = match e {
+                Error::Poisoned { reason } => Some(reason.clone()),
+                Error::Ranks(v) => v.iter().find_map(|e| match e {
+                    Error::Poisoned { reason } => Some(reason.clone()),
+                    _ => None,
+                }),
+                _ => None,
+            };
+            if let Some(reason) = fatal {
+                self.poisoned.get_or_insert(reason);
+            }
+        }
+        r
+    }
+
+    /// The algorithm `choice` (or the engine's default) means for `shape`.
+    pub fn resolve(
+        &self,
+        choice: Option<&AlgoChoice>,
+        shape: &Shape,
+    ) -> Result<Arc<dyn crate::algo::Algorithm>> {
+        choice.unwrap_or(&self.algo).resolve(shape)
+    }
+
+    /// The name of the path a call of `shape` would take.
+    pub fn path_name(&self, choice: Option<&AlgoChoice>, shape: &Shape) -> Result<String> {
+        Ok(self.resolve(choice, shape)?.name())
+    }
+
+    fn check_shape(&self, shape: &Shape) -> Result<()> {
+        if shape.ranks != self.ranks {
+            return Err(Error::Plan(format!(
+                "a call for {} ranks on an engine of {}",
+                shape.ranks, self.ranks
+            )));
+        }
+        let elems = (shape.count as u128) * (shape.ranks as u128);
+        if elems * (shape.elem_size as u128) * 3 > isize::MAX as u128 {
+            return Err(Error::TooLarge {
+                what: "collective",
+                count: shape.count as u128,
+                elem_size: shape.elem_size,
+                ranks: shape.ranks,
+            });
+        }
+        Ok(())
+    }
+
+    /// Launch one collective of `shape` (asynchronously on CUDA) with
+    /// `choice` (or the engine's default), on the buffers `bind`. Returns the
+    /// plan that ran.
+    pub fn launch(
+        &mut self,
+        choice: Option<&AlgoChoice>,
+        shape: Shape,
+        dtype: DataType,
+        op: ReduceOp,
+        bind: Arc<Vec<Binding>>,
+    ) -> Result<Arc<Plan>> {
+        self.usable()?;
+        self.check_shape(&shape)?;
+        let algo = self.resolve(choice, &shape)?;
+        let key = (algo.name(), shape);
+        let continues = self.last.as_ref() == Some(&key);
+        let path = self
+            .paths
+            .entry(key.clone())
+            .or_insert_with(|| algo.path(&shape));
+        let plan = path.next(continues)?;
+        self.last = None;
+        self.reserve_scratch(&plan)?;
+        let call = Call {
+            plan: plan.clone(),
+            dtype,
+            op,
+            bind,
+            timing: self.timing,
+        };
+        let r = self.backend.launch(&call);
+        self.track(r)?;
+        self.last = Some(key);
+        Ok(plan)
+    }
+
+    /// Launch a plan that is not a collective path (a probe, a fence).
+    pub fn launch_plan(
+        &mut self,
+        plan: Arc<Plan>,
+        dtype: DataType,
+        bind: Arc<Vec<Binding>>,
+    ) -> Result<()> {
+        self.usable()?;
+        crate::algo::checked(&plan)?;
+        self.last = None;
+        self.reserve_scratch(&plan)?;
+        let call = Call {
+            plan,
+            dtype,
+            op: ReduceOp::Sum,
+            bind,
+            timing: self.timing,
+        };
+        let r = self.backend.launch(&call);
+        self.track(r)
+    }
+
+    fn reserve_scratch(&mut self, plan: &Plan) -> Result<()> {
+        let bytes = plan.scratch_len * plan.shape.elem_size;
+        self.reserve(BufId::SCRATCH, &vec![bytes; self.ranks])
+    }
+
+    /// Wait for all launched work on every rank.
+    pub fn synchronize(&mut self) -> Result<()> {
+        let r = self.backend.synchronize();
+        self.track(r)
+    }
+
+    /// A round trip to every rank thread.
+    pub fn ping(&mut self) -> Result<()> {
+        self.backend.ping()
+    }
+
+    /// Make engine buffer `id` hold at least `bytes[r]` bytes on rank r,
+    /// after checking that the devices have that memory free.
+    pub fn reserve(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
+        let have = self.caps.get(&id).cloned().unwrap_or_default();
+        let grow: Vec<usize> = bytes
+            .iter()
+            .enumerate()
+            .map(|(r, &b)| if b > have.get(r).copied().unwrap_or(0) { b } else { 0 })
+            .collect();
+        if grow.iter().all(|&b| b == 0) && self.caps.contains_key(&id) {
+            return Ok(());
+        }
+        self.check_memory(&grow, &format!("buffer {}", id.0))?;
+        let want: Vec<usize> = bytes
+            .iter()
+            .enumerate()
+            .map(|(r, &b)| b.max(have.get(r).copied().unwrap_or(0)))
+            .collect();
+        self.last = None;
+        // Captured graphs hold the old buffers' addresses.
+        self.generation += 1;
+        let r = self.backend.reserve(id, &want);
+        self.track(r)?;
+        self.caps.insert(id, want);
+        Ok(())
+    }
+
+    /// Error unless every device has `bytes[r]` more bytes free for rank r
+    /// (ranks sharing a device add up).
+    pub fn check_memory(&self, bytes: &[usize], what: &str) -> Result<()> {
+        let mem = self.backend.memory()?;
+        let mut need: HashMap<usize, (u64, u64)> = HashMap::new();
+        for (r, &b) in bytes.iter().enumerate() {
+            if let Some(m) = mem.get(r) {
+                let e = need.entry(m.device).or_insert((0, m.free));
+                e.0 += b as u64;
+            }
+        }
+        let kind = self.backend_kind();
+        for (device, (want, free)) in need {
+            if want > 0 && free > 0 && want > free {
+                return Err(Error::OutOfMemory {
+                    what: what.to_string(),
+                    memory: match kind {
+                        BackendKind::Cuda => format!("GPU {device} memory"),
+                        BackendKind::Cpu => "host memory".into(),
+                    },
+                    need: want,
+                    available: free,
+                    is_free: true,
+                    hint: "use a smaller size or fewer ranks per device".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A new engine buffer of `bytes[r]` bytes on rank r.
+    pub fn alloc(&mut self, bytes: &[usize]) -> Result<BufId> {
+        let id = BufId(self.next_id);
+        self.next_id += 1;
+        self.reserve(id, bytes)?;
+        Ok(id)
+    }
+
+    /// Free an engine buffer allocated with [`Core::alloc`].
+    pub fn free(&mut self, id: BufId) -> Result<()> {
+        if id.0 < 3 {
+            return Err(Error::BadArgument(format!(
+                "buffer {} is the engine's own",
+                id.0
+            )));
+        }
+        self.last = None;
+        self.generation += 1;
+        self.caps.remove(&id);
+        let r = self.backend.release(id);
+        self.track(r)
+    }
+
+    /// Bytes of buffer `id` on rank `r`.
+    pub fn capacity(&self, id: BufId, r: usize) -> usize {
+        self.caps.get(&id).and_then(|v| v.get(r)).copied().unwrap_or(0)
+    }
+
+    /// Copy `data` into rank `r`'s buffer `id` at byte `offset`.
+    pub fn write(&mut self, r: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
+        self.usable()?;
+        self.last = None;
+        let res = self.backend.write(r, id, offset, data);
+        self.track(res)
+    }
+
+    /// Copy rank `r`'s buffer `id` from byte `offset` into `out`.
+    pub fn read(&mut self, r: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
+        let res = self.backend.read(r, id, offset, out);
+        self.track(res)
+    }
+
+    // -- CUDA graphs -------------------------------------------------------
+
+    /// Capture [`GRAPH_CALLS`] calls of `shape` on `choice`'s path into one
+    /// CUDA graph per rank; returns the path. The path decides the plans
+    /// (and refuses if they cannot be replayed safely).
+    pub fn graph_capture(
+        &mut self,
+        choice: Option<&AlgoChoice>,
+        shape: Shape,
+        dtype: DataType,
+        op: ReduceOp,
+        bind: Arc<Vec<Binding>>,
+    ) -> Result<String> {
+        self.usable()?;
+        self.check_shape(&shape)?;
+        self.graph = None;
+        let algo = self.resolve(choice, &shape)?;
+        let key = (algo.name(), shape);
+        let path = self
+            .paths
+            .entry(key.clone())
+            .or_insert_with(|| algo.path(&shape));
+        let plans = path.graph_plans(GRAPH_CALLS)?;
+        for p in &plans {
+            if !p.device_ordered() {
+                return Err(Error::Unsupported(
+                    format!(
+                        "CUDA graph replay of {} (it orders its steps with events across streams or GPUs, which per-GPU graphs cannot replay safely)",
+                        p.name
+                    ),
+                    self.backend_kind().name(),
+                ));
+            }
+            self.reserve_scratch(p)?;
+        }
+        self.last = None;
+        let calls: Vec<Call> = plans
+            .iter()
+            .map(|p| Call {
+                plan: p.clone(),
+                dtype,
+                op,
+                bind: bind.clone(),
+                timing: false,
+            })
+            .collect();
+        let kind = self.backend_kind().name();
+        let g = self
+            .backend
+            .graphs()
+            .ok_or_else(|| Error::Unsupported("CUDA graphs".into(), kind))?;
+        let r = g.capture(&calls);
+        self.track(r)?;
+        self.graph = Some(Captured {
+            key,
+            generation: self.generation,
+        });
+        Ok(algo.name())
+    }
+
+    /// Replay the captured graph: [`GRAPH_CALLS`] calls on every rank.
+    pub fn graph_replay(&mut self) -> Result<()> {
+        self.usable()?;
+        let g = self
+            .graph
+            .clone()
+            .ok_or_else(|| Error::BadArgument("no ringreduce graph captured".into()))?;
+        if g.generation != self.generation {
+            return Err(Error::BadArgument(
+                "the captured graph is stale: the buffers it refers to were reallocated since; capture again".into(),
+            ));
+        }
+        let continues = self.last.as_ref() == Some(&g.key);
+        let fence = match self.paths.get_mut(&g.key) {
+            Some(p) => p.before_replay(continues)?,
+            None => None,
+        };
+        self.last = None;
+        if let Some(f) = fence {
+            let bind = Arc::new(vec![Binding::DEFAULT; self.ranks]);
+            let call = Call {
+                plan: f,
+                dtype: DataType::Uint8,
+                op: ReduceOp::Sum,
+                bind,
+                timing: false,
+            };
+            let r = self.backend.launch(&call);
+            self.track(r)?;
+        }
+        let kind = self.backend_kind().name();
+        let r = self
+            .backend
+            .graphs()
+            .ok_or_else(|| Error::Unsupported("CUDA graphs".into(), kind))?
+            .replay();
+        self.track(r)?;
+        self.last = Some(g.key);
+        Ok(())
+    }
+
+    // -- NCCL --------------------------------------------------------------
+
+    fn nccl_backend(&mut self) -> Result<&mut dyn crate::backend::NcclBackend> {
+        let kind = self.backend_kind().name();
+        self.backend
+            .nccl()
+            .ok_or_else(|| Error::Unsupported("NCCL".into(), kind))
+    }
+
+    /// Create NCCL communicators on the engine's ranks (one GPU per rank).
+    pub fn nccl_init(&mut self, lib: &crate::cuda::nccl::Nccl) -> Result<()> {
+        let r = self.nccl_backend()?.nccl_init(lib);
+        self.track(r)?;
+        self.nccl_ready = true;
+        Ok(())
+    }
+
+    pub fn nccl_ready(&self) -> bool {
+        self.nccl_ready
+    }
+
+    /// Launch NCCL's collective on the same buffers.
+    pub fn launch_nccl(&mut self, call: &NcclCall) -> Result<()> {
+        self.usable()?;
+        self.last = None;
+        let r = self.nccl_backend()?.launch_nccl(call);
+        self.track(r)
+    }
+
+    /// Capture [`GRAPH_CALLS`] NCCL calls per rank into a CUDA graph.
+    pub fn nccl_graph_capture(&mut self, call: &NcclCall) -> Result<()> {
+        self.usable()?;
+        self.last = None;
+        self.nccl_graph = None;
+        let r = self.nccl_backend()?.nccl_graph_capture(call, GRAPH_CALLS);
+        self.track(r)?;
+        self.nccl_graph = Some(self.generation);
+        Ok(())
+    }
+
+    /// Replay the captured NCCL graph.
+    pub fn launch_nccl_graph(&mut self) -> Result<()> {
+        self.usable()?;
+        if self.nccl_graph != Some(self.generation) {
+            return Err(Error::BadArgument(
+                "no NCCL graph captured against the current buffers".into(),
+            ));
+        }
+        self.last = None;
+        let r = self.nccl_backend()?.launch_nccl_graph();
+        self.track(r)
+    }
+
+    // -- profiling ---------------------------------------------------------
+
+    /// Per-rank host issue profile since the last call, then reset.
+    pub fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
+        let kind = self.backend_kind().name();
+        self.backend
+            .profiling()
+            .ok_or_else(|| Error::Unsupported("profiling".into(), kind))?
+            .take_issue_profile()
+    }
+
+    /// The timelines of the calls launched with timing on, since the last
+    /// take.
+    pub fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        let kind = self.backend_kind().name();
+        self.backend
+            .profiling()
+            .ok_or_else(|| Error::Unsupported("timelines".into(), kind))?
+            .take_timeline()
+    }
+
+    /// Direct access to the backend, for tools that need its extensions.
+    pub fn backend_mut(&mut self) -> &mut dyn Backend {
+        self.last = None;
+        self.backend.as_mut()
+    }
+}

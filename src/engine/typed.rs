@@ -1,0 +1,537 @@
+//! [`Engine<T>`]: the typed engine, for one element type at a time, on host
+//! slices or on per-rank buffers that stay on the devices.
+
+use super::{Core, EngineConfig};
+use crate::algo::AlgoChoice;
+use crate::backend::{Binding, BufId, NcclCall};
+use crate::element::{Element, ReduceOp};
+use crate::error::{Error, Result};
+use crate::plan::{Collective, Plan, Shape, Traffic};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What one collective did.
+#[derive(Debug, Clone)]
+pub struct CallInfo {
+    /// The path that ran, e.g. `ring:pipe2`.
+    pub path: String,
+    /// Bytes each rank sent to and received from other ranks.
+    pub traffic: Vec<Traffic>,
+}
+
+impl CallInfo {
+    fn of(plan: &Plan) -> CallInfo {
+        CallInfo {
+            path: plan.name.clone(),
+            traffic: plan.traffic(),
+        }
+    }
+}
+
+static NEXT_ENGINE: AtomicU64 = AtomicU64::new(1);
+
+/// One buffer of `len` elements of `T` on every rank's device, owned by
+/// the engine that allocated it ([`Engine::alloc`]); data stays there (no
+/// host staging) between calls.
+#[derive(Debug)]
+pub struct DeviceBuffers<T> {
+    id: BufId,
+    len: usize,
+    engine: u64,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> DeviceBuffers<T> {
+    /// Elements per rank.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn id(&self) -> BufId {
+        self.id
+    }
+}
+
+/// The typed engine (see [the module doc](super)).
+pub struct Engine<T: Element = f32> {
+    core: Core,
+    id: u64,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> std::fmt::Debug for Engine<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Engine<{}>({})", T::DTYPE.name(), self.core.describe())
+    }
+}
+
+fn as_bytes<T: Element>(v: &[T]) -> &[u8] {
+    bytemuck::cast_slice(v)
+}
+
+fn as_bytes_mut<T: Element>(v: &mut [T]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(v)
+}
+
+/// Check one buffer per rank, all of length `len(r)`.
+fn check_lengths(
+    ranks: usize,
+    lens: &[usize],
+    what: &'static str,
+    expected: impl Fn(usize) -> usize,
+) -> Result<()> {
+    if lens.len() != ranks {
+        return Err(Error::WrongBufferCount {
+            ranks,
+            buffers: lens.len(),
+        });
+    }
+    for (rank, &l) in lens.iter().enumerate() {
+        if l != expected(rank) {
+            return Err(Error::BufferSize {
+                rank,
+                what,
+                expected: expected(rank),
+                found: l,
+            });
+        }
+    }
+    Ok(())
+}
+
+impl<T: Element> Engine<T> {
+    /// Create the engine (see [`Core::new`]).
+    pub fn new(cfg: EngineConfig) -> Result<Self> {
+        Ok(Self::from_core(Core::new(cfg)?))
+    }
+
+    pub fn from_core(core: Core) -> Self {
+        Engine {
+            core,
+            id: NEXT_ENGINE.fetch_add(1, Ordering::Relaxed),
+            _t: PhantomData,
+        }
+    }
+
+    pub fn into_core(self) -> Core {
+        self.core
+    }
+
+    /// The same engine for another element type (no new setup).
+    pub fn retype<U: Element>(self) -> Engine<U> {
+        Engine {
+            core: self.core,
+            id: self.id,
+            _t: PhantomData,
+        }
+    }
+
+    pub fn core(&self) -> &Core {
+        &self.core
+    }
+
+    pub fn core_mut(&mut self) -> &mut Core {
+        &mut self.core
+    }
+
+    pub fn ranks(&self) -> usize {
+        self.core.ranks()
+    }
+
+    pub fn synchronize(&mut self) -> Result<()> {
+        self.core.synchronize()
+    }
+
+    /// The shape of a call of `collective` with NCCL's `count`.
+    pub fn shape(&self, collective: Collective, count: usize, in_place: bool) -> Shape {
+        Shape {
+            collective,
+            ranks: self.ranks(),
+            count,
+            elem_size: T::DTYPE.size(),
+            in_place,
+        }
+    }
+
+    fn bind_default(&self) -> Arc<Vec<Binding>> {
+        Arc::new(vec![Binding::DEFAULT; self.ranks()])
+    }
+
+    // -- the engine's default buffers ---------------------------------------
+
+    /// Write each rank's input of a `collective` call into the engine's
+    /// default buffers (for NCCL's in-place all-gather: into the rank's own
+    /// slice of the output); returns the call's shape. Inputs are `count`
+    /// elements each (reduce-scatter: `ranks * count`).
+    pub fn load(
+        &mut self,
+        collective: Collective,
+        inputs: &[impl AsRef<[T]>],
+        in_place: bool,
+    ) -> Result<Shape> {
+        let n = self.ranks();
+        let lens: Vec<usize> = inputs.iter().map(|v| v.as_ref().len()).collect();
+        let first = lens.first().copied().unwrap_or(0);
+        check_lengths(n, &lens, "input", |_| first)?;
+        let count = match collective {
+            Collective::ReduceScatter => {
+                if first % n != 0 {
+                    return Err(Error::BadArgument(format!(
+                        "reduce-scatter inputs of {first} elements do not split into {n} equal chunks"
+                    )));
+                }
+                first / n
+            }
+            _ => first,
+        };
+        let shape = self.shape(collective, count, in_place);
+        self.reserve_for(&shape)?;
+        let size = T::DTYPE.size();
+        for (r, data) in inputs.iter().enumerate() {
+            let input = shape.input(r);
+            let id = Binding::DEFAULT.id(input.buf);
+            self.core
+                .write(r, id, input.range.start * size, as_bytes(data.as_ref()))?;
+        }
+        Ok(shape)
+    }
+
+    /// Make the default buffers big enough for `shape`.
+    pub fn reserve_for(&mut self, shape: &Shape) -> Result<()> {
+        let size = T::DTYPE.size();
+        let n = self.ranks();
+        self.core
+            .reserve(BufId::SEND, &vec![shape.send_len() * size; n])?;
+        self.core
+            .reserve(BufId::RECV, &vec![shape.recv_len() * size; n])
+    }
+
+    /// Overwrite what `shape`'s call will write but not read (its outputs
+    /// out of place) with a pattern no result should have (all bits set:
+    /// NaN for every float type), so unwritten elements show.
+    pub fn poison(&mut self, shape: &Shape) -> Result<()> {
+        let size = T::DTYPE.size();
+        for r in 0..self.ranks() {
+            let out = shape.output(r);
+            let input = shape.input(r);
+            let ranges: Vec<std::ops::Range<usize>> = if !shape.in_place {
+                vec![out.range.clone()]
+            } else if shape.collective == Collective::AllGather {
+                vec![out.range.start..input.range.start, input.range.end..out.range.end]
+            } else {
+                vec![]
+            };
+            for range in ranges.into_iter().filter(|r| !r.is_empty()) {
+                let pattern = vec![poison_byte::<T>(); range.len() * size];
+                self.core
+                    .write(r, BufId::RECV, range.start * size, &pattern)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Launch one call of `shape` on the default buffers (asynchronously on
+    /// CUDA) with `choice` or the engine's default; returns its plan.
+    pub fn launch(
+        &mut self,
+        choice: Option<&AlgoChoice>,
+        shape: &Shape,
+        op: ReduceOp,
+    ) -> Result<Arc<Plan>> {
+        let bind = self.bind_default();
+        self.core.launch(choice, *shape, T::DTYPE, op, bind)
+    }
+
+    /// Launch and wait.
+    pub fn run(&mut self, choice: Option<&AlgoChoice>, shape: &Shape, op: ReduceOp) -> Result<CallInfo> {
+        let plan = self.launch(choice, shape, op)?;
+        self.core.synchronize()?;
+        Ok(CallInfo::of(&plan))
+    }
+
+    /// Every rank's output of `shape`'s call.
+    pub fn read_output(&mut self, shape: &Shape) -> Result<Vec<Vec<T>>> {
+        (0..self.ranks())
+            .map(|r| self.read_region(r, &shape.output(r)))
+            .collect()
+    }
+
+    /// Every rank's input of `shape`'s call, as it is now.
+    pub fn read_input(&mut self, shape: &Shape) -> Result<Vec<Vec<T>>> {
+        (0..self.ranks())
+            .map(|r| self.read_region(r, &shape.input(r)))
+            .collect()
+    }
+
+    fn read_region(&mut self, r: usize, region: &crate::plan::Region) -> Result<Vec<T>> {
+        let size = T::DTYPE.size();
+        let mut out = vec![<T as bytemuck::Zeroable>::zeroed(); region.len()];
+        self.core.read(
+            r,
+            Binding::DEFAULT.id(region.buf),
+            region.range.start * size,
+            as_bytes_mut(&mut out),
+        )?;
+        Ok(out)
+    }
+
+    /// NCCL's call for `shape` on the default buffers.
+    pub fn nccl_call(&self, shape: &Shape, op: ReduceOp) -> NcclCall {
+        NcclCall {
+            collective: shape.collective,
+            count: shape.count,
+            dtype: T::DTYPE,
+            op,
+            in_place: shape.in_place,
+            bind: self.bind_default(),
+        }
+    }
+
+    // -- host slices ---------------------------------------------------------
+
+    fn host_call(
+        &mut self,
+        collective: Collective,
+        inputs: &[&[T]],
+        in_place: bool,
+        op: ReduceOp,
+    ) -> Result<(Shape, CallInfo, Vec<Vec<T>>)> {
+        let shape = self.load(collective, inputs, in_place)?;
+        let info = self.run(None, &shape, op)?;
+        let out = self.read_output(&shape)?;
+        Ok((shape, info, out))
+    }
+
+    fn check_out(&self, recv: &[usize], expected: usize) -> Result<()> {
+        check_lengths(self.ranks(), recv, "output", |_| expected)
+    }
+
+    /// All-reduce: `recv[r]` becomes the reduction of every `send`; the
+    /// sends are untouched. Any slices or vectors.
+    pub fn all_reduce(
+        &mut self,
+        send: &[impl AsRef<[T]>],
+        recv: &mut [impl AsMut<[T]>],
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
+        let lens: Vec<usize> = recv.iter_mut().map(|r| r.as_mut().len()).collect();
+        let count = send.first().map_or(0, |s| s.as_ref().len());
+        self.check_out(&lens, count)?;
+        let ins: Vec<&[T]> = send.iter().map(AsRef::as_ref).collect();
+        let (_, info, out) = self.host_call(Collective::AllReduce, &ins, false, op)?;
+        for (d, s) in recv.iter_mut().zip(out) {
+            d.as_mut().copy_from_slice(&s);
+        }
+        Ok(info)
+    }
+
+    /// All-reduce in place: every `bufs[r]` becomes the reduction.
+    pub fn all_reduce_in_place(
+        &mut self,
+        bufs: &mut [impl AsMut<[T]>],
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
+        self.in_place(Collective::AllReduce, bufs, op)
+    }
+
+    fn in_place(
+        &mut self,
+        collective: Collective,
+        bufs: &mut [impl AsMut<[T]>],
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
+        let n = self.ranks();
+        let all: Vec<Vec<T>> = bufs.iter_mut().map(|b| b.as_mut().to_vec()).collect();
+        let inputs: Vec<&[T]> = match collective {
+            Collective::AllGather => {
+                let len = all.first().map_or(0, Vec::len);
+                if len % n != 0 {
+                    return Err(Error::BadArgument(format!(
+                        "in-place all-gather buffers of {len} elements do not split into {n} equal slices"
+                    )));
+                }
+                let c = len / n;
+                all.iter().enumerate().map(|(r, b)| &b[r * c..(r + 1) * c]).collect()
+            }
+            _ => all.iter().map(Vec::as_slice).collect(),
+        };
+        let (shape, info, out) = self.host_call(collective, &inputs, true, op)?;
+        for (r, (d, s)) in bufs.iter_mut().zip(out).enumerate() {
+            let o = shape.output(r);
+            let base = if collective == Collective::ReduceScatter {
+                o.range.start
+            } else {
+                0
+            };
+            d.as_mut()[base..base + s.len()].copy_from_slice(&s);
+        }
+        Ok(info)
+    }
+
+    /// Reduce-scatter: each `send[r]` has `ranks * c` elements; `recv[r]`
+    /// (c elements) becomes chunk r of the reduction.
+    pub fn reduce_scatter(
+        &mut self,
+        send: &[impl AsRef<[T]>],
+        recv: &mut [impl AsMut<[T]>],
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
+        let n = self.ranks();
+        let total = send.first().map_or(0, |s| s.as_ref().len());
+        let lens: Vec<usize> = recv.iter_mut().map(|r| r.as_mut().len()).collect();
+        self.check_out(&lens, total / n.max(1))?;
+        let ins: Vec<&[T]> = send.iter().map(AsRef::as_ref).collect();
+        let (_, info, out) = self.host_call(Collective::ReduceScatter, &ins, false, op)?;
+        for (d, s) in recv.iter_mut().zip(out) {
+            d.as_mut().copy_from_slice(&s);
+        }
+        Ok(info)
+    }
+
+    /// Reduce-scatter in place (NCCL's convention): each `bufs[r]` holds
+    /// `ranks * c` elements; its slice r becomes chunk r of the reduction.
+    pub fn reduce_scatter_in_place(
+        &mut self,
+        bufs: &mut [impl AsMut<[T]>],
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
+        self.in_place(Collective::ReduceScatter, bufs, op)
+    }
+
+    /// All-gather: `recv[r]` (`ranks * c` elements) becomes the
+    /// concatenation of every `send` (c elements each).
+    pub fn all_gather(
+        &mut self,
+        send: &[impl AsRef<[T]>],
+        recv: &mut [impl AsMut<[T]>],
+    ) -> Result<CallInfo> {
+        let n = self.ranks();
+        let c = send.first().map_or(0, |s| s.as_ref().len());
+        let lens: Vec<usize> = recv.iter_mut().map(|r| r.as_mut().len()).collect();
+        self.check_out(&lens, c * n)?;
+        let ins: Vec<&[T]> = send.iter().map(AsRef::as_ref).collect();
+        let (_, info, out) = self.host_call(Collective::AllGather, &ins, false, ReduceOp::Sum)?;
+        for (d, s) in recv.iter_mut().zip(out) {
+            d.as_mut().copy_from_slice(&s);
+        }
+        Ok(info)
+    }
+
+    /// All-gather in place (NCCL's convention): slice r of `bufs[r]` is rank
+    /// r's input; every buffer becomes the concatenation.
+    pub fn all_gather_in_place(&mut self, bufs: &mut [impl AsMut<[T]>]) -> Result<CallInfo> {
+        self.in_place(Collective::AllGather, bufs, ReduceOp::Sum)
+    }
+
+    // -- device buffers ------------------------------------------------------
+
+    /// A buffer of `len` elements on every rank's device.
+    pub fn alloc(&mut self, len: usize) -> Result<DeviceBuffers<T>> {
+        let bytes = len
+            .checked_mul(T::DTYPE.size())
+            .ok_or_else(|| Error::BadArgument(format!("{len} elements overflow")))?;
+        let id = self.core.alloc(&vec![bytes; self.ranks()])?;
+        Ok(DeviceBuffers {
+            id,
+            len,
+            engine: self.id,
+            _t: PhantomData,
+        })
+    }
+
+    /// Free a buffer of this engine.
+    pub fn free(&mut self, b: DeviceBuffers<T>) -> Result<()> {
+        self.own(&b)?;
+        self.core.free(b.id)
+    }
+
+    fn own(&self, b: &DeviceBuffers<T>) -> Result<()> {
+        if b.engine != self.id {
+            return Err(Error::BadArgument(
+                "the buffer belongs to another engine".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Write `data` to the start of rank `rank`'s part of `b`.
+    pub fn write_buffer(&mut self, b: &DeviceBuffers<T>, rank: usize, data: &[T]) -> Result<()> {
+        self.own(b)?;
+        if data.len() > b.len {
+            return Err(Error::BufferSize {
+                rank,
+                what: "device buffer",
+                expected: b.len,
+                found: data.len(),
+            });
+        }
+        self.core.write(rank, b.id, 0, as_bytes(data))
+    }
+
+    /// Read rank `rank`'s part of `b`.
+    pub fn read_buffer(&mut self, b: &DeviceBuffers<T>, rank: usize) -> Result<Vec<T>> {
+        self.own(b)?;
+        let mut out = vec![<T as bytemuck::Zeroable>::zeroed(); b.len];
+        self.core.read(rank, b.id, 0, as_bytes_mut(&mut out))?;
+        Ok(out)
+    }
+
+    /// A collective on device buffers: `send` and `recv` are the same buffer
+    /// for an in-place call. `count` is NCCL's count. Waits for completion.
+    pub fn collective_device(
+        &mut self,
+        collective: Collective,
+        send: &DeviceBuffers<T>,
+        recv: &DeviceBuffers<T>,
+        count: usize,
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
+        self.own(send)?;
+        self.own(recv)?;
+        let in_place = send.id == recv.id;
+        let shape = self.shape(collective, count, in_place);
+        let need_recv = shape.recv_len();
+        if recv.len < need_recv || (!in_place && send.len < shape.send_len()) {
+            return Err(Error::BufferSize {
+                rank: 0,
+                what: "device buffer",
+                expected: need_recv.max(shape.send_len()),
+                found: recv.len.min(send.len),
+            });
+        }
+        let bind = Arc::new(vec![
+            Binding {
+                send: send.id,
+                recv: recv.id,
+            };
+            self.ranks()
+        ]);
+        let plan = self.core.launch(None, shape, T::DTYPE, op, bind)?;
+        self.core.synchronize()?;
+        Ok(CallInfo::of(&plan))
+    }
+
+    /// All-reduce of `count` elements on device buffers.
+    pub fn all_reduce_device(
+        &mut self,
+        send: &DeviceBuffers<T>,
+        recv: &DeviceBuffers<T>,
+        count: usize,
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
+        self.collective_device(Collective::AllReduce, send, recv, count, op)
+    }
+}
+
+/// The poison byte for `T`: all bits set (NaN for every float type); for
+/// integers 0x5A, a value far from the small exact inputs' sums.
+pub fn poison_byte<T: Element>() -> u8 {
+    if T::DTYPE.is_float() {
+        0xFF
+    } else {
+        0x5A
+    }
+}

@@ -1,0 +1,255 @@
+//! Building plans: allocates signals and appends ops. Algorithms use it;
+//! nothing else does.
+
+use super::ir::{
+    Buf, Exchange, Label, Lane, Op, OpKind, Plan, ReduceStep, Region, Shape, Signal, SignalId,
+    SignalKind,
+};
+
+/// Builds one [`Plan`].
+#[derive(Debug)]
+pub struct PlanBuilder {
+    plan: Plan,
+}
+
+impl PlanBuilder {
+    pub fn new(name: impl Into<String>, shape: Shape) -> Self {
+        PlanBuilder {
+            plan: Plan {
+                name: name.into(),
+                shape,
+                ops: vec![Vec::new(); shape.ranks],
+                signals: Vec::new(),
+                scratch_len: 0,
+                fenced: true,
+                probe: false,
+            },
+        }
+    }
+
+    pub fn shape(&self) -> &Shape {
+        &self.plan.shape
+    }
+
+    /// Rank `r`'s input region.
+    pub fn input(&self, r: usize) -> Region {
+        self.plan.shape.input(r)
+    }
+
+    /// Rank `r`'s output region.
+    pub fn output(&self, r: usize) -> Region {
+        self.plan.shape.output(r)
+    }
+
+    /// Mark the plan as unfenced (see [`Plan::fenced`]).
+    pub fn unfenced(&mut self) {
+        self.plan.fenced = false;
+    }
+
+    /// Make every rank's scratch at least `len` elements.
+    pub fn scratch(&mut self, len: usize) {
+        self.plan.scratch_len = self.plan.scratch_len.max(len);
+    }
+
+    fn new_signal(&mut self, owner: usize, lane: Lane, kind: SignalKind) -> SignalId {
+        self.plan.signals.push(Signal {
+            owner,
+            lane,
+            kind,
+            needed: false,
+        });
+        SignalId(self.plan.signals.len() - 1)
+    }
+
+    /// Append an op to rank `r`; if `signal` it records a new event signal,
+    /// which is returned.
+    pub fn push(
+        &mut self,
+        r: usize,
+        lane: Lane,
+        kind: OpKind,
+        waits: Vec<SignalId>,
+        signal: bool,
+        label: Label,
+    ) -> Option<SignalId> {
+        let signal = signal.then(|| self.new_signal(r, lane, SignalKind::Event));
+        self.plan.ops[r].push(Op {
+            lane,
+            kind,
+            waits,
+            signal,
+            label,
+        });
+        signal
+    }
+
+    /// Append a signalled copy-engine copy of `src` on rank `from` into `dst`
+    /// on rank `to`, issued by rank `issuer` (`from`: a push, `to`: a pull).
+    #[allow(clippy::too_many_arguments)]
+    pub fn copy(
+        &mut self,
+        issuer: usize,
+        lane: Lane,
+        (from, src): (usize, Region),
+        (to, dst): (usize, Region),
+        waits: Vec<SignalId>,
+        label: Label,
+    ) -> Option<SignalId> {
+        self.push(
+            issuer,
+            lane,
+            OpKind::Copy { from, to, src, dst },
+            waits,
+            true,
+            label,
+        )
+    }
+
+    /// Append a reduce `dst = a (op) b` on rank `r`, compute lane; `b` lives
+    /// on `b_rank`. Returns its signal when `signal` is set.
+    #[allow(clippy::too_many_arguments)]
+    pub fn reduce(
+        &mut self,
+        r: usize,
+        dst: Region,
+        a: Region,
+        (b_rank, b): (usize, Region),
+        step: ReduceStep,
+        waits: Vec<SignalId>,
+        signal: bool,
+        label: Label,
+    ) -> Option<SignalId> {
+        self.push(
+            r,
+            Lane::Compute,
+            OpKind::Reduce {
+                dst,
+                a,
+                b_rank,
+                b,
+                step,
+            },
+            waits,
+            signal,
+            label,
+        )
+    }
+
+    /// Append the two exchange kernels of ranks `r0` and `r1` (see
+    /// [`Exchange`]). `parts[i]` = (input, slot the peer pushes into on rank
+    /// i, dst, waits) for rank `[r0, r1][i]`.
+    pub fn exchange_pair(
+        &mut self,
+        ranks: [usize; 2],
+        parts: [(Region, Region, Region, Vec<SignalId>); 2],
+        step: ReduceStep,
+        label: Label,
+    ) {
+        let pushed = [
+            self.new_signal(ranks[0], Lane::Compute, SignalKind::Flag),
+            self.new_signal(ranks[1], Lane::Compute, SignalKind::Flag),
+        ];
+        let [p0, p1] = parts;
+        let slots = [p0.1.clone(), p1.1.clone()];
+        for (i, (input, my_slot, dst, waits)) in [p0, p1].into_iter().enumerate() {
+            let j = 1 - i;
+            self.plan.ops[ranks[i]].push(Op {
+                lane: Lane::Compute,
+                kind: OpKind::Exchange(Exchange {
+                    peer: ranks[j],
+                    input,
+                    peer_slot: slots[j].clone(),
+                    my_slot,
+                    dst,
+                    pushed: pushed[i],
+                    peer_pushed: pushed[j],
+                    step,
+                }),
+                waits,
+                signal: None,
+                label: label.clone(),
+            });
+        }
+    }
+
+    /// Add `Begin` to every rank (compute lane); returns their signals.
+    pub fn begin_all(&mut self) -> Vec<SignalId> {
+        (0..self.plan.shape.ranks)
+            .filter_map(|r| {
+                self.push(
+                    r,
+                    Lane::Compute,
+                    OpKind::Begin,
+                    vec![],
+                    true,
+                    Label::default(),
+                )
+            })
+            .collect()
+    }
+
+    /// Add `End` to rank `r`, waiting for `waits`.
+    pub fn end(&mut self, r: usize, waits: Vec<SignalId>) {
+        let mut w = waits;
+        w.sort();
+        w.dedup();
+        self.push(r, Lane::Compute, OpKind::End, w, false, Label::default());
+    }
+
+    /// The plan built so far.
+    pub fn peek(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Finish: mark which signals someone outside the producer's own lane
+    /// waits for.
+    pub fn finish(mut self) -> Plan {
+        let p = &mut self.plan;
+        for (r, ops) in p.ops.iter().enumerate() {
+            for op in ops {
+                let mut waits: Vec<SignalId> = op.waits.clone();
+                if let OpKind::Exchange(x) = &op.kind {
+                    waits.push(x.peer_pushed);
+                }
+                for w in waits {
+                    if let Some(s) = p.signals.get(w.0) {
+                        if !(s.owner == r && s.lane == op.lane) || s.kind == SignalKind::Flag {
+                            p.signals[w.0].needed = true;
+                        }
+                    }
+                }
+            }
+        }
+        self.plan
+    }
+}
+
+/// Plans for one rank or zero elements: out of place, each rank copies its
+/// input to its output (a local copy-engine copy); nothing else.
+pub fn local_only(mut b: PlanBuilder, begin: &[SignalId]) -> Plan {
+    let shape = *b.shape();
+    for (r, &bg) in begin.iter().enumerate() {
+        let mut end = vec![];
+        let (input, output) = (shape.input(r), shape.output(r));
+        if !shape.in_place && !input.is_empty() && shape.ranks == 1 {
+            end.extend(b.copy(
+                r,
+                Lane::Copy,
+                (r, input),
+                (r, output),
+                vec![bg],
+                Label {
+                    note: "local copy",
+                    ..Label::default()
+                },
+            ));
+        }
+        b.end(r, end);
+    }
+    b.finish()
+}
+
+/// Convenience: a region of `buf`.
+pub fn region(buf: Buf, range: std::ops::Range<usize>) -> Region {
+    Region::new(buf, range)
+}

@@ -1,0 +1,476 @@
+//! The plan's data: what each rank does in one collective call.
+//!
+//! A plan is per-rank lists of [`Op`]s. Each op runs on one *lane* of its
+//! rank (an in-order queue: a CUDA stream, or simply program order on the
+//! CPU), and is ordered with anything else only through *signals*: an op may
+//! wait for signals before it starts and may record one signal when it is
+//! done. Every signal has a [`SignalKind`] that says how a backend realises it
+//! (an event recorded on one stream and waited on by another, or a flag in
+//! GPU memory written and polled inside a kernel), so the mapping from plan to
+//! driver calls is one-to-one and nothing has to be recognised later.
+//!
+//! What an op does to memory is defined once, in
+//! [`interp`](super::interp); the validator, the trace and the CPU backend
+//! all go through it.
+
+use crate::schedule::Phase;
+use std::ops::Range;
+
+/// The collectives a plan can implement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize)]
+pub enum Collective {
+    /// Every rank ends with the reduction of all inputs.
+    #[default]
+    AllReduce,
+    /// Rank r ends with chunk r of the reduction of all inputs.
+    ReduceScatter,
+    /// Every rank ends with the concatenation of all inputs.
+    AllGather,
+}
+
+impl Collective {
+    pub const ALL: [Collective; 3] = [
+        Collective::AllReduce,
+        Collective::ReduceScatter,
+        Collective::AllGather,
+    ];
+
+    /// Name as the CLI spells it (`all-reduce`, `reduce-scatter`, `all-gather`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all-reduce",
+            Collective::ReduceScatter => "reduce-scatter",
+            Collective::AllGather => "all-gather",
+        }
+    }
+
+    /// Whether the collective reduces (takes a reduce op).
+    pub fn reduces(self) -> bool {
+        self != Collective::AllGather
+    }
+
+    /// nccl-tests' bus-bandwidth factor: `2(N-1)/N` for all-reduce,
+    /// `(N-1)/N` for reduce-scatter and all-gather, 0 for one rank.
+    pub fn bus_factor(self, ranks: usize) -> f64 {
+        if ranks <= 1 {
+            return 0.0;
+        }
+        let n = ranks as f64;
+        match self {
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            _ => (n - 1.0) / n,
+        }
+    }
+
+    /// Parse one name (`all-reduce`, `allreduce`, `ar`, ...).
+    pub fn parse(s: &str) -> Result<Collective, String> {
+        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "all-reduce" | "allreduce" | "ar" => Ok(Collective::AllReduce),
+            "reduce-scatter" | "reducescatter" | "rs" => Ok(Collective::ReduceScatter),
+            "all-gather" | "allgather" | "ag" => Ok(Collective::AllGather),
+            other => Err(format!(
+                "unknown collective {other:?} (expected all-reduce, reduce-scatter or all-gather)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Collective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Collective {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Collective::parse(s)
+    }
+}
+
+/// What a plan is for: the collective, the ranks, the element count and
+/// size, and whether the output buffer is also the input.
+///
+/// `count` is per rank and in NCCL's convention for the collective:
+/// all-reduce `count` elements in and out; reduce-scatter `count` elements out
+/// (`ranks * count` in); all-gather `count` elements in (`ranks * count` out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Shape {
+    pub collective: Collective,
+    pub ranks: usize,
+    pub count: usize,
+    pub elem_size: usize,
+    pub in_place: bool,
+}
+
+impl Shape {
+    pub fn all_reduce(ranks: usize, count: usize, elem_size: usize, in_place: bool) -> Shape {
+        Shape {
+            collective: Collective::AllReduce,
+            ranks,
+            count,
+            elem_size,
+            in_place,
+        }
+    }
+
+    /// Elements of the send buffer (0 in place: the input lives in `Recv`).
+    pub fn send_len(&self) -> usize {
+        if self.in_place {
+            return 0;
+        }
+        match self.collective {
+            Collective::ReduceScatter => self.count * self.ranks,
+            _ => self.count,
+        }
+    }
+
+    /// Elements of the receive buffer.
+    pub fn recv_len(&self) -> usize {
+        match self.collective {
+            Collective::AllReduce => self.count,
+            // In place, reduce-scatter works in the whole input buffer.
+            Collective::ReduceScatter if self.in_place => self.count * self.ranks,
+            Collective::ReduceScatter => self.count,
+            Collective::AllGather => self.count * self.ranks,
+        }
+    }
+
+    /// Where rank `r`'s input lies (NCCL's in-place convention: for
+    /// all-gather the input is the rank's own slice of the output).
+    pub fn input(&self, r: usize) -> Region {
+        let whole = match self.collective {
+            Collective::ReduceScatter => self.count * self.ranks,
+            _ => self.count,
+        };
+        match (self.collective, self.in_place) {
+            (Collective::AllGather, true) => {
+                Region::new(Buf::Recv, r * self.count..(r + 1) * self.count)
+            }
+            (_, true) => Region::new(Buf::Recv, 0..whole),
+            (_, false) => Region::new(Buf::Send, 0..whole),
+        }
+    }
+
+    /// Where rank `r`'s output lies (reduce-scatter in place: the rank's own
+    /// slice of the input buffer).
+    pub fn output(&self, r: usize) -> Region {
+        match (self.collective, self.in_place) {
+            (Collective::ReduceScatter, true) => {
+                Region::new(Buf::Recv, r * self.count..(r + 1) * self.count)
+            }
+            _ => Region::new(Buf::Recv, 0..self.recv_len()),
+        }
+    }
+
+    /// Bytes per rank as nccl-tests reports a row's size: all-reduce `count`
+    /// elements; reduce-scatter and all-gather `ranks * count` (the whole
+    /// buffer).
+    pub fn bytes(&self) -> u64 {
+        let elems = match self.collective {
+            Collective::AllReduce => self.count,
+            _ => self.count * self.ranks,
+        };
+        (elems * self.elem_size) as u64
+    }
+}
+
+/// The per-rank buffers a plan refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Buf {
+    /// The input of an out-of-place collective (never written).
+    Send,
+    /// The output (and, in place, also the input).
+    Recv,
+    /// Scratch for incoming partial data, owned by the engine.
+    Scratch,
+}
+
+impl Buf {
+    pub const ALL: [Buf; 3] = [Buf::Send, Buf::Recv, Buf::Scratch];
+    pub fn index(self) -> usize {
+        self as usize
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Buf::Send => "send",
+            Buf::Recv => "recv",
+            Buf::Scratch => "scratch",
+        }
+    }
+}
+
+/// A range of elements in one of a rank's buffers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Region {
+    pub buf: Buf,
+    pub range: Range<usize>,
+}
+
+impl Region {
+    pub fn new(buf: Buf, range: Range<usize>) -> Self {
+        Region { buf, range }
+    }
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+    /// Whether the two regions share an element.
+    pub fn overlaps(&self, other: &Region) -> bool {
+        self.buf == other.buf
+            && self.range.start < other.range.end
+            && other.range.start < self.range.end
+    }
+}
+
+/// The in-order queues of a rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Lane {
+    /// Kernels (reduce, exchange) and, for one-lane plans, everything.
+    Compute = 0,
+    /// Copy-engine copies that should overlap the compute lane.
+    Copy = 1,
+}
+
+/// Number of lanes per rank.
+pub const LANES: usize = 2;
+
+impl Lane {
+    pub fn name(self) -> &'static str {
+        match self {
+            Lane::Compute => "compute",
+            Lane::Copy => "copy",
+        }
+    }
+}
+
+/// A completion flag recorded once per call by one rank and waited on by
+/// any op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SignalId(pub usize);
+
+/// How a backend realises a signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SignalKind {
+    /// Recorded on the producer's lane after the op (`cuEventRecord`), waited
+    /// on by the consumer's lane (`cuStreamWaitEvent`). The consumer's host
+    /// thread issues the wait only after the producer's thread issued the
+    /// record.
+    Event,
+    /// Raised and polled inside one kernel: the push half of an
+    /// [`OpKind::Exchange`] raises it in the peer's memory, the peer's
+    /// exchange kernel spins on it. No host involvement.
+    Flag,
+}
+
+/// One signal of a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signal {
+    /// The rank whose op records it.
+    pub owner: usize,
+    /// The lane of that op.
+    pub lane: Lane,
+    pub kind: SignalKind,
+    /// Whether anyone outside the producer's own (rank, lane) waits on it.
+    /// Backends need not record the others: in-lane order covers them.
+    pub needed: bool,
+}
+
+/// How a reduce treats its operands, for the reduce ops whose operands are
+/// transformed (NCCL's `PreMulSum` for a floating-point average: each input
+/// is multiplied by 1/N exactly once, before it is first added; and
+/// `SumPostDiv` for an integer average: the complete sum is divided by N
+/// once). Every reduce of every plan carries it, for every op; the other ops
+/// ignore it. The validator checks it against the data flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ReduceStep {
+    /// `a` is a rank's untouched input: pre-multiply it.
+    pub pre_a: bool,
+    /// `b` is a rank's untouched input: pre-multiply it.
+    pub pre_b: bool,
+    /// The result is complete (every rank's input): post-divide it.
+    pub post: bool,
+}
+
+/// The two-rank exchange: one kernel per rank that pushes the rank's input
+/// into the peer's slot, raises `pushed` in the peer's memory, spins until
+/// the peer's `peer_pushed` is raised, then computes
+/// `dst = input (op) my_slot` (the peer's input).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Exchange {
+    pub peer: usize,
+    /// This rank's input (read by the push and by the reduce).
+    pub input: Region,
+    /// Where the push lands, in the peer's memory.
+    pub peer_slot: Region,
+    /// Where the peer's push lands, in this rank's memory.
+    pub my_slot: Region,
+    pub dst: Region,
+    /// Raised (in the peer's memory) when this rank's push is complete.
+    pub pushed: SignalId,
+    /// The peer's `pushed`: awaited before the reduce.
+    pub peer_pushed: SignalId,
+    pub step: ReduceStep,
+}
+
+/// What an op does.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    /// Start of the collective on this rank.
+    Begin,
+    /// Copy `src` on rank `from` into `dst` on rank `to` with the copy engine
+    /// (`cuMemcpyPeerAsync`). The issuing rank (whose list holds the op) is
+    /// `from` for a push or `to` for a pull; a local copy has `from == to`.
+    Copy {
+        from: usize,
+        to: usize,
+        src: Region,
+        dst: Region,
+    },
+    /// `dst = a (op) b` by the reduce kernel on this rank; `a` and `dst` are
+    /// this rank's memory, `b` is rank `b_rank`'s (another rank's memory is
+    /// read by the kernel through peer access). `dst` may equal `a` exactly.
+    Reduce {
+        dst: Region,
+        a: Region,
+        b_rank: usize,
+        b: Region,
+        step: ReduceStep,
+    },
+    /// The two-rank exchange kernel (see [`Exchange`]).
+    Exchange(Exchange),
+    /// End of the collective on this rank.
+    End,
+}
+
+impl OpKind {
+    /// Short name for traces and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            OpKind::Begin => "begin",
+            OpKind::Copy { .. } => "copy",
+            OpKind::Reduce { .. } => "reduce",
+            OpKind::Exchange(_) => "exchange",
+            OpKind::End => "end",
+        }
+    }
+}
+
+/// Where an op sits in the algorithm, for traces, timelines and errors.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Label {
+    pub phase: Option<Phase>,
+    pub step: usize,
+    pub chunk: usize,
+    pub slice: usize,
+    pub note: &'static str,
+}
+
+/// One operation of one rank.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Op {
+    pub lane: Lane,
+    pub kind: OpKind,
+    /// Signals to wait for before the op starts.
+    pub waits: Vec<SignalId>,
+    /// Signal recorded when the op is done.
+    pub signal: Option<SignalId>,
+    pub label: Label,
+}
+
+/// A whole collective call: per-rank op lists plus what they need.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The path that built it, e.g. `ring:pipe2`, `oneshot:flag`.
+    pub name: String,
+    pub shape: Shape,
+    /// `ops[r]` is rank r's op list, in issue order.
+    pub ops: Vec<Vec<Op>>,
+    pub signals: Vec<Signal>,
+    /// Scratch elements each rank needs.
+    pub scratch_len: usize,
+    /// Fenced plans order everything that touches a rank's memory after that
+    /// rank's Begin and before its End, so any sequence of them is safe. An
+    /// unfenced plan is only safe after specific predecessors (checked with
+    /// [`Plan::validate_sequence`]).
+    pub fenced: bool,
+    /// Not a collective (a fence, a link probe): the data-flow check, which
+    /// checks what the collective promises, does not apply.
+    pub probe: bool,
+}
+
+/// Bytes moved by one rank in one call, between ranks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Traffic {
+    pub sent: u64,
+    pub received: u64,
+}
+
+impl Plan {
+    pub fn ranks(&self) -> usize {
+        self.shape.ranks
+    }
+
+    /// Number of signals.
+    pub fn signal_count(&self) -> usize {
+        self.signals.len()
+    }
+
+    /// True when signal `s` is recorded on rank `r`'s `lane`, so a wait on it
+    /// from that lane is already implied by in-lane order.
+    pub fn same_lane(&self, s: SignalId, r: usize, lane: Lane) -> bool {
+        self.signals
+            .get(s.0)
+            .is_some_and(|g| g.owner == r && g.lane == lane)
+    }
+
+    /// Error unless the plan was built for `ranks` ranks.
+    pub fn check_ranks(&self, ranks: usize) -> Result<(), String> {
+        if self.shape.ranks != ranks {
+            return Err(format!(
+                "{}: plan for {} ranks on {ranks} ranks",
+                self.name, self.shape.ranks
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether every cross-rank or cross-lane ordering of the plan happens on
+    /// the GPU itself (flags), so per-GPU CUDA graphs can replay it.
+    pub fn device_ordered(&self) -> bool {
+        self.signals
+            .iter()
+            .all(|s| !s.needed || s.kind == SignalKind::Flag)
+            && self
+                .ops
+                .iter()
+                .flatten()
+                .all(|op| op.lane == Lane::Compute)
+    }
+
+    /// Bytes each rank sends to other ranks, and receives from them.
+    pub fn traffic(&self) -> Vec<Traffic> {
+        let elem = self.shape.elem_size as u64;
+        let mut t = vec![Traffic::default(); self.ranks()];
+        for (rank, ops) in self.ops.iter().enumerate() {
+            for op in ops {
+                for e in super::interp::effects(rank, &op.kind) {
+                    if let Some((from, to, len)) = e.moved() {
+                        if from != to {
+                            t[from].sent += len as u64 * elem;
+                            t[to].received += len as u64 * elem;
+                        }
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    /// Number of ops of all ranks.
+    pub fn op_count(&self) -> usize {
+        self.ops.iter().map(Vec::len).sum()
+    }
+}

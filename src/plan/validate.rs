@@ -1,0 +1,600 @@
+//! The static checks of a plan (see [`Plan::validate`]).
+//!
+//! * **Structure**: every region inside its buffer, copy and reduce operands
+//!   of equal length, no partial aliasing, nothing writes a send buffer, an
+//!   in-place plan never touches one, exchange kernels come in mirrored
+//!   pairs, every signal recorded exactly once by its declared owner and
+//!   lane, flags used only by exchanges.
+//! * **No deadlock**: issuing every rank's ops in list order, each waiting
+//!   for its signals (the CPU backend's behaviour, the strictest of all
+//!   backends), always makes progress.
+//! * **No race**: two accesses of one element, one a write, are ordered by
+//!   happens-before (in-lane order plus signals, vector clocks).
+//! * **Bracketed**: everything touching rank q's memory happens after q's
+//!   Begin (fenced plans) and before q's End.
+//! * **Data flow**: symbolic execution ([`SymMem`]) ends with every output
+//!   element holding exactly the right input elements, each once,
+//!   pre-multiplied once and post-divided once where the annotations say so.
+//!
+//! Race and bracket checks need a vector clock per op part, so they run for
+//! plans of at most [`RACE_CHECK_MAX_RANKS`] ranks; larger plans get every
+//! other check.
+
+use super::interp::{self, parts, Access, Effect, Memory, SymMem, Val};
+use super::ir::{Buf, Collective, Lane, OpKind, Plan, SignalId, SignalKind, LANES};
+
+/// Plans with more ranks skip the race and bracket checks (memory grows
+/// with ranks squared).
+pub const RACE_CHECK_MAX_RANKS: usize = 64;
+
+/// A part of an op, located: (rank, op index, part index).
+type PartId = (usize, usize, usize);
+
+impl Plan {
+    /// Every check of the module doc; the first failure as text.
+    pub fn validate(&self) -> Result<(), String> {
+        self.check_structure()?;
+        let order = self.issue_order()?;
+        if self.ranks() <= RACE_CHECK_MAX_RANKS {
+            let hb = HappensBefore::new(self, &order);
+            let acc = check_races(self, &hb)?;
+            self.check_bracketed(&hb, &acc)?;
+        }
+        if self.probe {
+            return Ok(());
+        }
+        self.check_dataflow(&order)
+    }
+
+    /// Structural checks (first bullet of the module doc).
+    pub fn check_structure(&self) -> Result<(), String> {
+        let name = &self.name;
+        let n = self.ranks();
+        if self.ops.len() != n {
+            return Err(format!("{name}: {} op lists for {n} ranks", self.ops.len()));
+        }
+        let cap = |b: Buf| match b {
+            Buf::Send => self.shape.send_len(),
+            Buf::Recv => self.shape.recv_len(),
+            Buf::Scratch => self.scratch_len,
+        };
+        let mut recorded = vec![0u32; self.signals.len()];
+        let mut record = |s: SignalId, r: usize, lane: Lane, kind: SignalKind| -> Result<(), String> {
+            let sig = self
+                .signals
+                .get(s.0)
+                .ok_or_else(|| format!("{name}: rank {r} records unknown signal {}", s.0))?;
+            if sig.owner != r || sig.lane != lane || sig.kind != kind {
+                return Err(format!(
+                    "{name}: signal {} recorded by rank {r} lane {} as {kind:?}, declared rank {} lane {} {:?}",
+                    s.0,
+                    lane.name(),
+                    sig.owner,
+                    sig.lane.name(),
+                    sig.kind
+                ));
+            }
+            recorded[s.0] += 1;
+            Ok(())
+        };
+        for (r, ops) in self.ops.iter().enumerate() {
+            for (i, op) in ops.iter().enumerate() {
+                let at = || format!("{name}: rank {r} op {i} ({})", op.kind.name());
+                for w in &op.waits {
+                    match self.signals.get(w.0) {
+                        None => return Err(format!("{}: waits on unknown signal {}", at(), w.0)),
+                        Some(s) if s.kind != SignalKind::Event => {
+                            return Err(format!(
+                                "{}: waits on flag {} outside an exchange kernel",
+                                at(),
+                                w.0
+                            ))
+                        }
+                        _ => {}
+                    }
+                }
+                if let Some(s) = op.signal {
+                    record(s, r, op.lane, SignalKind::Event)?;
+                }
+                for e in interp::effects(r, &op.kind) {
+                    for a in e.accesses() {
+                        if a.rank >= n {
+                            return Err(format!("{}: touches rank {} of {n}", at(), a.rank));
+                        }
+                        let c = cap(a.region.buf);
+                        if a.region.range.start > a.region.range.end || a.region.range.end > c {
+                            return Err(format!(
+                                "{}: {}[{:?}] on rank {} outside its {c} elements",
+                                at(),
+                                a.region.buf.name(),
+                                a.region.range,
+                                a.rank
+                            ));
+                        }
+                        if a.write && a.region.buf == Buf::Send {
+                            return Err(format!("{}: writes rank {}'s send buffer", at(), a.rank));
+                        }
+                        if self.shape.in_place && a.region.buf == Buf::Send {
+                            return Err(format!("{}: in-place plan touches a send buffer", at()));
+                        }
+                    }
+                    check_effect(&e).map_err(|m| format!("{}: {m}", at()))?;
+                }
+                match &op.kind {
+                    OpKind::Copy { from, to, .. } if r != *from && r != *to => {
+                        return Err(format!("{}: copies between two other ranks", at()))
+                    }
+                    OpKind::Exchange(x) => {
+                        record(x.pushed, r, op.lane, SignalKind::Flag)?;
+                        if op.lane != Lane::Compute {
+                            return Err(format!("{}: an exchange kernel runs on the compute lane", at()));
+                        }
+                        if x.peer == r || x.peer >= n {
+                            return Err(format!("{}: exchange with rank {}", at(), x.peer));
+                        }
+                        if x.my_slot.overlaps(&x.dst) || x.my_slot.overlaps(&x.input) {
+                            return Err(format!("{}: exchange slot overlaps its input or output", at()));
+                        }
+                        let partner = self.ops[x.peer].iter().find_map(|o| match &o.kind {
+                            OpKind::Exchange(y) if y.pushed == x.peer_pushed => Some(y),
+                            _ => None,
+                        });
+                        match partner {
+                            Some(y)
+                                if y.peer == r
+                                    && y.peer_pushed == x.pushed
+                                    && y.my_slot == x.peer_slot
+                                    && y.peer_slot == x.my_slot
+                                    && y.input.len() == x.input.len() => {}
+                            _ => {
+                                return Err(format!(
+                                    "{}: no mirrored exchange on rank {}",
+                                    at(),
+                                    x.peer
+                                ))
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if let Some(s) = recorded.iter().position(|&k| k != 1) {
+            return Err(format!("{name}: signal {s} recorded {} times", recorded[s]));
+        }
+        Ok(())
+    }
+
+    /// The parts of every op in an order in which every rank issues its ops
+    /// in list order, each waiting for its signals (the CPU backend's rank
+    /// threads do exactly that), or an error naming where that deadlocks.
+    pub fn issue_order(&self) -> Result<Vec<PartId>, String> {
+        let n = self.ranks();
+        let rank_parts: Vec<Vec<(usize, usize)>> = self
+            .ops
+            .iter()
+            .enumerate()
+            .map(|(r, ops)| {
+                ops.iter()
+                    .enumerate()
+                    .flat_map(|(i, op)| (0..parts(r, op).len()).map(move |k| (i, k)))
+                    .collect()
+            })
+            .collect();
+        let total: usize = rank_parts.iter().map(Vec::len).sum();
+        let mut done = vec![false; self.signals.len()];
+        let mut pos = vec![0usize; n];
+        let mut order = Vec::with_capacity(total);
+        while order.len() < total {
+            let mut progressed = false;
+            for r in 0..n {
+                while let Some(&(i, k)) = rank_parts[r].get(pos[r]) {
+                    let part = parts(r, &self.ops[r][i])[k];
+                    if !part.waits.iter().all(|s| done.get(s.0).copied().unwrap_or(false)) {
+                        break;
+                    }
+                    if let Some(s) = part.signal {
+                        if let Some(d) = done.get_mut(s.0) {
+                            *d = true;
+                        }
+                    }
+                    order.push((r, i, k));
+                    pos[r] += 1;
+                    progressed = true;
+                }
+            }
+            if !progressed {
+                let stuck: Vec<String> = (0..n)
+                    .filter_map(|r| {
+                        rank_parts[r].get(pos[r]).map(|&(i, k)| {
+                            let part = parts(r, &self.ops[r][i])[k];
+                            format!(
+                                "rank {r} op {i} ({}) waits for {:?}",
+                                self.ops[r][i].kind.name(),
+                                part.waits
+                                    .iter()
+                                    .filter(|s| !done[s.0])
+                                    .map(|s| s.0)
+                                    .collect::<Vec<_>>()
+                            )
+                        })
+                    })
+                    .collect();
+                return Err(format!("{}: deadlock: {}", self.name, stuck.join("; ")));
+            }
+        }
+        Ok(order)
+    }
+
+    fn check_bracketed(&self, hb: &HappensBefore, acc: &[Acc]) -> Result<(), String> {
+        for q in 0..self.ranks() {
+            let find = |k: &OpKind| {
+                self.ops[q]
+                    .iter()
+                    .position(|o| &o.kind == k)
+                    .map(|i| hb.id((q, i, 0)))
+            };
+            let (Some(b), Some(e)) = (find(&OpKind::Begin), find(&OpKind::End)) else {
+                return Err(format!("{}: rank {q} lacks Begin or End", self.name));
+            };
+            // Reads of a send buffer are exempt: no collective writes one.
+            for a in acc
+                .iter()
+                .filter(|a| a.rank == q && (a.write || a.buf != Buf::Send))
+            {
+                if (self.fenced && !hb.before(b, a.node)) || !hb.before(a.node, e) {
+                    let (r, i, _) = hb.parts[a.node];
+                    return Err(format!(
+                        "{}: rank {r} op {i} ({}) touches rank {q}'s {} outside rank {q}'s Begin..End",
+                        self.name,
+                        self.ops[r][i].kind.name(),
+                        a.buf.name()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Symbolic execution in `order`; then every output element must hold
+    /// what the collective promises.
+    fn check_dataflow(&self, order: &[PartId]) -> Result<(), String> {
+        let name = &self.name;
+        let s = self.shape;
+        let n = s.ranks;
+        let mut mem = SymMem::new(&s, self.scratch_len);
+        for &(r, i, k) in order {
+            if let Some(e) = parts(r, &self.ops[r][i])[k].effect {
+                interp::apply(&mut mem, &e).map_err(|m| {
+                    format!("{name}: rank {r} op {i} ({}): {m}", self.ops[r][i].kind.name())
+                })?;
+            }
+        }
+        let reduces = s.collective.reduces() && n > 1;
+        for r in 0..n {
+            let out = s.output(r);
+            for (range, v) in mem.read(r, &out) {
+                let expect = |p: usize| -> Vec<(u32, i64)> {
+                    // (rank, input index - position) of each expected term.
+                    let local = p - out.range.start;
+                    match s.collective {
+                        Collective::AllReduce => (0..n as u32).map(|q| (q, 0)).collect(),
+                        Collective::ReduceScatter => (0..n)
+                            .map(|q| {
+                                let idx = (r * s.count + local) as i64;
+                                (q as u32, idx - p as i64)
+                            })
+                            .collect(),
+                        Collective::AllGather => {
+                            let j = p / s.count.max(1);
+                            let idx = (p - j * s.count) as i64;
+                            vec![(j as u32, idx - p as i64)]
+                        }
+                    }
+                };
+                let bad = |why: &str| {
+                    Err(format!(
+                        "{name}: rank {r} {}[{:?}] {why}: holds {}",
+                        out.buf.name(),
+                        range,
+                        describe_full(&v)
+                    ))
+                };
+                let Some(terms) = &v.terms else {
+                    return bad("was never written");
+                };
+                // Every element of a segment has the same terms relative to
+                // its position, and the expected terms change only at chunk
+                // boundaries: checking both ends covers the segment.
+                let mut got: Vec<(u32, i64)> = terms.iter().map(|t| (t.rank, t.delta)).collect();
+                got.sort_unstable();
+                for p in [range.start, range.end - 1] {
+                    let mut want = expect(p);
+                    want.sort_unstable();
+                    if got != want {
+                        return bad("holds the wrong input elements");
+                    }
+                }
+                if terms.iter().any(|t| t.count != 1) {
+                    return bad("counts an input more than once");
+                }
+                let scaled = u16::from(reduces);
+                if terms.iter().any(|t| t.scaled != scaled) {
+                    return bad(if reduces {
+                        "has an input never marked as pre-multiplied (or marked twice)"
+                    } else {
+                        "has a scaled input without a reduction"
+                    });
+                }
+                if v.post != scaled {
+                    return bad("was not marked complete exactly once (post-divide)");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Check a sequence of calls issued one after another on the same ranks
+    /// and lanes for deadlocks and for races *between* calls (each plan's
+    /// own checks are [`Plan::validate`]). This is what makes an unfenced
+    /// plan safe after the predecessors it was designed for.
+    pub fn validate_sequence(plans: &[&Plan]) -> Result<(), String> {
+        let Some(first) = plans.first() else {
+            return Ok(());
+        };
+        let n = first.ranks();
+        let mut all = Plan {
+            name: plans
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" ; "),
+            shape: first.shape,
+            ops: vec![Vec::new(); n],
+            signals: Vec::new(),
+            scratch_len: plans.iter().map(|p| p.scratch_len).max().unwrap_or(0),
+            fenced: false,
+            probe: true,
+        };
+        // The union of the buffers of all shapes.
+        for p in plans {
+            if p.ranks() != n {
+                return Err("sequence mixes rank counts".into());
+            }
+            if p.shape.recv_len() > all.shape.recv_len() || p.shape.send_len() > all.shape.send_len() {
+                all.shape = p.shape;
+            }
+            let base = all.signals.len();
+            let map = |s: SignalId| SignalId(s.0 + base);
+            all.signals.extend(p.signals.iter().copied());
+            for (r, ops) in p.ops.iter().enumerate() {
+                all.ops[r].extend(ops.iter().map(|o| {
+                    let mut o = o.clone();
+                    o.waits = o.waits.iter().map(|&w| map(w)).collect();
+                    o.signal = o.signal.map(map);
+                    if let OpKind::Exchange(x) = &mut o.kind {
+                        x.pushed = map(x.pushed);
+                        x.peer_pushed = map(x.peer_pushed);
+                    }
+                    o
+                }));
+            }
+        }
+        let order = all.issue_order()?;
+        let hb = HappensBefore::new(&all, &order);
+        check_races(&all, &hb).map(|_| ())
+    }
+}
+
+fn describe_full(v: &Val) -> String {
+    match &v.terms {
+        None => "nothing".into(),
+        Some(t) => {
+            let terms: Vec<String> = t
+                .iter()
+                .map(|x| {
+                    format!(
+                        "{}x rank {} input[p{:+}]{}",
+                        x.count,
+                        x.rank,
+                        x.delta,
+                        if x.scaled > 0 { " (scaled)" } else { "" }
+                    )
+                })
+                .collect();
+            format!("{} (post-divided {}x)", terms.join(" + "), v.post)
+        }
+    }
+}
+
+/// Operand rules of one effect: equal lengths, no partial aliasing.
+fn check_effect(e: &Effect<'_>) -> Result<(), String> {
+    match *e {
+        Effect::Copy { from, src, to, dst } => {
+            if src.len() != dst.len() {
+                return Err("copy with unequal lengths".into());
+            }
+            if from == to && src.overlaps(dst) {
+                return Err("overlapping local copy".into());
+            }
+        }
+        Effect::Reduce {
+            rank,
+            dst,
+            a,
+            b_rank,
+            b,
+            ..
+        } => {
+            if dst.len() != a.len() || dst.len() != b.len() {
+                return Err("reduce with unequal lengths".into());
+            }
+            if dst.overlaps(a) && dst != a {
+                return Err("reduce output partially overlaps its first operand".into());
+            }
+            if b_rank == rank && dst.overlaps(b) {
+                return Err("reduce output overlaps its second operand".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Happens-before between op parts, as vector clocks over the (rank, lane)
+/// chains.
+struct HappensBefore {
+    parts: Vec<PartId>,
+    /// Index of each part in `parts`, per rank and op: first part's index.
+    first: Vec<Vec<usize>>,
+    /// (chain, sequence number in the chain) per part.
+    seat: Vec<(usize, u32)>,
+    clocks: Vec<Vec<u32>>,
+}
+
+impl HappensBefore {
+    fn new(plan: &Plan, order: &[PartId]) -> HappensBefore {
+        let n = plan.ranks();
+        let chains = n * LANES;
+        let mut first: Vec<Vec<usize>> =
+            plan.ops.iter().map(|ops| vec![usize::MAX; ops.len()]).collect();
+        let mut producer = vec![usize::MAX; plan.signals.len()];
+        let mut last = vec![usize::MAX; chains];
+        let mut next_seq = vec![0u32; chains];
+        let mut seat = Vec::with_capacity(order.len());
+        let mut clocks: Vec<Vec<u32>> = Vec::with_capacity(order.len());
+        for (id, &(r, i, k)) in order.iter().enumerate() {
+            let op = &plan.ops[r][i];
+            let part = parts(r, op)[k];
+            let chain = r * LANES + op.lane as usize;
+            next_seq[chain] += 1;
+            let seq = next_seq[chain];
+            let mut vc = if last[chain] == usize::MAX {
+                vec![0u32; chains]
+            } else {
+                clocks[last[chain]].clone()
+            };
+            for w in part.waits {
+                if let Some(&p) = producer.get(w.0) {
+                    if p != usize::MAX {
+                        for (x, y) in vc.iter_mut().zip(&clocks[p]) {
+                            *x = (*x).max(*y);
+                        }
+                    }
+                }
+            }
+            vc[chain] = seq;
+            clocks.push(vc);
+            seat.push((chain, seq));
+            last[chain] = id;
+            if k == 0 {
+                first[r][i] = id;
+            }
+            if let Some(s) = part.signal {
+                if let Some(p) = producer.get_mut(s.0) {
+                    *p = id;
+                }
+            }
+        }
+        HappensBefore {
+            parts: order.to_vec(),
+            first,
+            seat,
+            clocks,
+        }
+    }
+
+    /// Node id of a part.
+    fn id(&self, (r, i, k): PartId) -> usize {
+        self.first[r][i] + k
+    }
+
+    /// Whether node `a` happens before (or is) node `b`.
+    fn before(&self, a: usize, b: usize) -> bool {
+        let (chain, seq) = self.seat[a];
+        self.clocks[b][chain] >= seq
+    }
+}
+
+/// A non-empty memory access of a part.
+struct Acc {
+    node: usize,
+    rank: usize,
+    buf: Buf,
+    range: std::ops::Range<usize>,
+    write: bool,
+}
+
+/// All accesses, after checking that conflicting ones are ordered.
+fn check_races(plan: &Plan, hb: &HappensBefore) -> Result<Vec<Acc>, String> {
+    let mut acc: Vec<Acc> = Vec::new();
+    for (node, &(r, i, k)) in hb.parts.iter().enumerate() {
+        if let Some(e) = parts(r, &plan.ops[r][i])[k].effect {
+            for Access {
+                rank,
+                region,
+                write,
+            } in e.accesses()
+            {
+                if !region.is_empty() {
+                    acc.push(Acc {
+                        node,
+                        rank,
+                        buf: region.buf,
+                        range: region.range.clone(),
+                        write,
+                    });
+                }
+            }
+        }
+    }
+    // Sweep each (rank, buffer) by range start.
+    let mut idx: Vec<usize> = (0..acc.len()).collect();
+    idx.sort_by_key(|&i| (acc[i].rank, acc[i].buf, acc[i].range.start));
+    let mut active: Vec<usize> = Vec::new();
+    let mut key = None;
+    for &i in &idx {
+        let a = &acc[i];
+        if key != Some((a.rank, a.buf)) {
+            active.clear();
+            key = Some((a.rank, a.buf));
+        }
+        active.retain(|&j| acc[j].range.end > a.range.start);
+        for &j in &active {
+            let b = &acc[j];
+            if (a.write || b.write)
+                && a.node != b.node
+                && !hb.before(a.node, b.node)
+                && !hb.before(b.node, a.node)
+            {
+                let (ra, ia, _) = hb.parts[a.node];
+                let (rb, ib, _) = hb.parts[b.node];
+                return Err(format!(
+                    "{}: race on rank {} {}[{:?}] between rank {ra} op {ia} ({}) and rank {rb} op {ib} ({})",
+                    plan.name,
+                    a.rank,
+                    a.buf.name(),
+                    a.range.start.max(b.range.start)..a.range.end.min(b.range.end),
+                    plan.ops[ra][ia].kind.name(),
+                    plan.ops[rb][ib].kind.name()
+                ));
+            }
+        }
+        active.push(i);
+    }
+    Ok(acc)
+}
+
+/// For the trace: the symbolic memory after executing the plan in `order`.
+pub fn execute_symbolic(plan: &Plan, order: &[PartId]) -> Result<SymMem, String> {
+    let mut mem = SymMem::new(&plan.shape, plan.scratch_len);
+    for &(r, i, k) in order {
+        if let Some(e) = parts(r, &plan.ops[r][i])[k].effect {
+            mem_apply(&mut mem, &e)?;
+        }
+    }
+    Ok(mem)
+}
+
+fn mem_apply<M: Memory<Error = String>>(mem: &mut M, e: &Effect<'_>) -> Result<(), String> {
+    interp::apply(mem, e)
+}
