@@ -1,0 +1,1194 @@
+//! The loaded library: resolved symbols, [`Nccl`], [`Comm`], [`UniqueId`] and [`NcclError`].
+//!
+//! Every symbol is resolved once, when the library is loaded, into a plain function pointer
+//! kept next to the library handle in one reference-counted block. The handle is never
+//! closed (NCCL starts background threads that must not outlive its code), so neither a
+//! [`Comm`] nor a cloned [`Nccl`] can ever call into unmapped code.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::path::{Path, PathBuf};
+use std::ptr;
+use std::sync::Arc;
+
+use libloading::Library;
+
+use super::discover;
+use super::types::{datatype, redop, CollArgs, Collective, ResultCode, Version};
+
+/// A CUDA stream handle, as cudarc's driver API spells it (`cudaStream_t` is the same pointer).
+pub type CUstream = cudarc::driver::sys::CUstream;
+
+/// `NCCL_UNIQUE_ID_BYTES`.
+pub const UNIQUE_ID_BYTES: usize = 128;
+/// `ncclSuccess`.
+const NCCL_SUCCESS: c_int = 0;
+
+/// `ncclComm_t`.
+type RawComm = *mut c_void;
+type GetVersionFn = unsafe extern "C" fn(*mut c_int) -> c_int;
+type GetUniqueIdFn = unsafe extern "C" fn(*mut UniqueId) -> c_int;
+type CommInitRankFn = unsafe extern "C" fn(*mut RawComm, c_int, UniqueId, c_int) -> c_int;
+type CommFn = unsafe extern "C" fn(RawComm) -> c_int;
+type CommGetAsyncErrorFn = unsafe extern "C" fn(RawComm, *mut c_int) -> c_int;
+type GroupFn = unsafe extern "C" fn() -> c_int;
+/// `ncclAllReduce` and `ncclReduceScatter`: (send, recv, count, datatype, op, comm, stream).
+type ReduceFn = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    c_int,
+    c_int,
+    RawComm,
+    CUstream,
+) -> c_int;
+/// `ncclAllGather`: (send, recv, sendcount, datatype, comm, stream).
+type AllGatherFn =
+    unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, RawComm, CUstream) -> c_int;
+type GetErrorStringFn = unsafe extern "C" fn(c_int) -> *const c_char;
+type GetLastErrorFn = unsafe extern "C" fn(RawComm) -> *const c_char;
+
+/// Errors from loading NCCL or from an NCCL call.
+#[derive(Debug, thiserror::Error)]
+pub enum NcclError {
+    /// Library not found; `tried` lists every path/name attempted, in order, with the reason
+    /// each failed, and where Python wheels were looked for.
+    #[error("NCCL library not found (tried: {})", tried.join("; "))]
+    NotFound { tried: Vec<String> },
+    /// The explicitly given library could not be opened.
+    #[error("NCCL library {path} could not be loaded: {reason}")]
+    Load { path: String, reason: String },
+    /// The library lacks a symbol every supported NCCL has.
+    #[error("NCCL library {path} lacks symbol {symbol}")]
+    Symbol { path: String, symbol: &'static str },
+    /// An optional entry point this (older) NCCL does not export.
+    #[error("{call} is not available in NCCL {version} ({path} does not export it)")]
+    Unavailable {
+        call: &'static str,
+        version: Version,
+        path: String,
+    },
+    /// An argument value (datatype, operation) this NCCL version does not know.
+    #[error("{call}: {what} needs NCCL >= {needs}, but {path} is NCCL {version}")]
+    Unsupported {
+        call: &'static str,
+        what: String,
+        needs: Version,
+        version: Version,
+        path: String,
+    },
+    /// Arguments rejected before calling NCCL.
+    #[error("{call}: invalid argument: {reason}")]
+    Invalid { call: &'static str, reason: String },
+    /// An NCCL call returned non-success: the call, the code and its name, NCCL's error
+    /// string and, where NCCL has one, its last-error text.
+    #[error("{call} failed: {code}: {message}{}", last_error_suffix(last_error.as_deref()))]
+    Call {
+        call: &'static str,
+        code: ResultCode,
+        message: String,
+        last_error: Option<String>,
+    },
+}
+
+fn last_error_suffix(last: Option<&str>) -> String {
+    last.map(|l| format!(" (last error: {l})"))
+        .unwrap_or_default()
+}
+
+/// `ncclUniqueId`: 128 opaque bytes from [`Nccl::unique_id`], shared by every rank of one
+/// communicator. [`UniqueId::as_bytes`] / [`UniqueId::from_bytes`] carry it between processes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(C)]
+pub struct UniqueId {
+    internal: [u8; UNIQUE_ID_BYTES],
+}
+
+impl UniqueId {
+    /// The id's bytes, as NCCL wrote them.
+    pub fn as_bytes(&self) -> &[u8; UNIQUE_ID_BYTES] {
+        &self.internal
+    }
+
+    /// An id from bytes made by [`UniqueId::as_bytes`] (in this or another process); exactly
+    /// [`UNIQUE_ID_BYTES`] bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<UniqueId, NcclError> {
+        let internal =
+            <[u8; UNIQUE_ID_BYTES]>::try_from(bytes).map_err(|_| NcclError::Invalid {
+                call: "UniqueId::from_bytes",
+                reason: format!(
+                    "an ncclUniqueId is {UNIQUE_ID_BYTES} bytes, got {}",
+                    bytes.len()
+                ),
+            })?;
+        Ok(UniqueId { internal })
+    }
+}
+
+impl fmt::Debug for UniqueId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("UniqueId(")?;
+        for b in &self.internal[..16] {
+            write!(f, "{b:02x}")?;
+        }
+        f.write_str("..)")
+    }
+}
+
+/// Entry points every supported NCCL exports (loading fails without them).
+struct Required {
+    get_version: GetVersionFn,
+    get_unique_id: GetUniqueIdFn,
+    comm_init_rank: CommInitRankFn,
+    comm_destroy: CommFn,
+    group_start: GroupFn,
+    group_end: GroupFn,
+    all_reduce: ReduceFn,
+    get_error_string: GetErrorStringFn,
+}
+
+/// Entry points an older NCCL may lack; using one that is absent is
+/// [`NcclError::Unavailable`].
+struct Optional {
+    comm_abort: Option<CommFn>,
+    comm_get_async_error: Option<CommGetAsyncErrorFn>,
+    reduce_scatter: Option<ReduceFn>,
+    all_gather: Option<AllGatherFn>,
+    /// NCCL >= 2.13; without it errors carry no last-error text.
+    get_last_error: Option<GetLastErrorFn>,
+}
+
+/// The loaded library and its resolved entry points.
+pub(super) struct Inner {
+    path: PathBuf,
+    version_code: i32,
+    version: Version,
+    req: Required,
+    opt: Optional,
+    /// Never closed: NCCL leaves threads (bootstrap root, proxies) that may still run its code.
+    _lib: ManuallyDrop<Library>,
+}
+
+impl Inner {
+    fn path_string(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// An optional entry point, or the "not available in NCCL x.y.z" error.
+    fn optional<T: Copy>(&self, f: Option<T>, call: &'static str) -> Result<T, NcclError> {
+        f.ok_or_else(|| NcclError::Unavailable {
+            call,
+            version: self.version,
+            path: self.path_string(),
+        })
+    }
+
+    /// `Ok` for `ncclSuccess`, else a [`NcclError::Call`] carrying NCCL's own description.
+    fn check(&self, call: &'static str, code: c_int, comm: RawComm) -> Result<(), NcclError> {
+        if code == NCCL_SUCCESS {
+            Ok(())
+        } else {
+            Err(self.call_error(call, code, comm))
+        }
+    }
+
+    fn call_error(&self, call: &'static str, code: c_int, comm: RawComm) -> NcclError {
+        // SAFETY: ncclGetErrorString accepts any code and returns null or a static C string.
+        let message = unsafe { c_str_lossy((self.req.get_error_string)(code)) }
+            .unwrap_or_else(|| "unknown NCCL error".to_string());
+        let last_error = self.opt.get_last_error.and_then(|get_last_error| {
+            // SAFETY: ncclGetLastError accepts a null or live communicator and returns null
+            // or a NUL-terminated buffer owned by NCCL, valid until the next NCCL call.
+            let last = unsafe { c_str_lossy(get_last_error(comm)) }?;
+            let last = last.trim();
+            (!last.is_empty()).then(|| last.to_string())
+        });
+        NcclError::Call {
+            call,
+            code: ResultCode::from_raw(code),
+            message,
+            last_error,
+        }
+    }
+}
+
+/// Copies a C string out of NCCL-owned memory.
+///
+/// # Safety
+/// `p` must be null or point to a NUL-terminated string that stays valid during the call.
+unsafe fn c_str_lossy(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        None
+    } else {
+        // SAFETY: non-null and NUL-terminated per this function's contract.
+        Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+}
+
+/// Copies one symbol out of `lib` as a plain value; a missing one is [`NcclError::Symbol`].
+///
+/// # Safety
+/// `T` must be the exact (fn-pointer) type of the symbol's C declaration, and the value must
+/// only be used while `lib` stays loaded.
+unsafe fn sym<T: Copy>(lib: &Library, path: &Path, name: &'static str) -> Result<T, NcclError> {
+    // SAFETY: the type matches the symbol per this function's contract.
+    match unsafe { lib.get::<T>(name.as_bytes()) } {
+        Ok(symbol) => Ok(*symbol),
+        Err(_) => Err(NcclError::Symbol {
+            path: path.display().to_string(),
+            symbol: name,
+        }),
+    }
+}
+
+/// [`sym`] for an entry point older releases may lack: `None` when absent.
+///
+/// # Safety
+/// As for [`sym`].
+unsafe fn optional_sym<T: Copy>(lib: &Library, path: &Path, name: &'static str) -> Option<T> {
+    // SAFETY: forwarded contract.
+    unsafe { sym(lib, path, name) }.ok()
+}
+
+/// A loaded NCCL library. Cheap to clone (shared handle); `Send + Sync`.
+#[derive(Clone)]
+pub struct Nccl {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Nccl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Nccl")
+            .field("path", &self.inner.path)
+            .field("version", &self.inner.version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Nccl {
+    /// Finds and loads NCCL, resolving every symbol this binding uses.
+    ///
+    /// Search order: 1) `override_path` if `Some` (on failure: [`NcclError::Load`], no
+    /// fallback); 2) `$NCCL_HOME`: `lib/libnccl.so.2`, `lib/libnccl.so`, `lib64/libnccl.so.2`,
+    /// `lib64/libnccl.so`, and `$NCCL_HOME` itself if it is a file; 3) the dynamic linker's
+    /// search path: `libnccl.so.2`, then `libnccl.so`; 4) `nvidia/nccl/lib/libnccl.so.2` of
+    /// installed Python wheels (`nvidia-nccl-cu12`/`-cu13`: site/dist-packages of
+    /// `$VIRTUAL_ENV`, `$CONDA_PREFIX`, `/usr/lib/python3*`, `/usr/local/lib/python3*`,
+    /// `~/.local/lib/python3*`, `/opt/*/.venv/lib/python3*`, and the site dirs / `sys.path`
+    /// reported by `python3`, asked with a time limit). When nothing loads,
+    /// [`NcclError::NotFound`] lists every candidate tried. The first candidate that loads
+    /// wins; if it lacks a required symbol that is an error ([`NcclError::Symbol`]), not a
+    /// reason to go on searching.
+    pub fn load(override_path: Option<&Path>) -> Result<Nccl, NcclError> {
+        let found = discover::find(override_path)?;
+        Nccl::from_library(found.lib, &found.path)
+    }
+
+    /// Resolves the symbols of an opened library and reads its version.
+    pub(super) fn from_library(lib: Library, path: &Path) -> Result<Nccl, NcclError> {
+        // SAFETY: for every `sym`/`optional_sym` call, each type is the fn-pointer type of the
+        // symbol's declaration in nccl.h (ncclResult_t, ncclDataType_t and ncclRedOp_t are C
+        // ints, ncclComm_t and cudaStream_t are pointers, ncclUniqueId is 128 bytes passed by
+        // value, size_t is usize), and `lib` is never closed (it moves into `Inner._lib`).
+        let req = unsafe {
+            Required {
+                get_version: sym(&lib, path, "ncclGetVersion")?,
+                get_unique_id: sym(&lib, path, "ncclGetUniqueId")?,
+                comm_init_rank: sym(&lib, path, "ncclCommInitRank")?,
+                comm_destroy: sym(&lib, path, "ncclCommDestroy")?,
+                group_start: sym(&lib, path, "ncclGroupStart")?,
+                group_end: sym(&lib, path, "ncclGroupEnd")?,
+                all_reduce: sym(&lib, path, "ncclAllReduce")?,
+                get_error_string: sym(&lib, path, "ncclGetErrorString")?,
+            }
+        };
+        // SAFETY: as above.
+        let opt = unsafe {
+            Optional {
+                comm_abort: optional_sym(&lib, path, "ncclCommAbort"),
+                comm_get_async_error: optional_sym(&lib, path, "ncclCommGetAsyncError"),
+                reduce_scatter: optional_sym(&lib, path, "ncclReduceScatter"),
+                all_gather: optional_sym(&lib, path, "ncclAllGather"),
+                get_last_error: optional_sym(&lib, path, "ncclGetLastError"),
+            }
+        };
+        // A bare name was found by the dynamic linker: report the file actually mapped.
+        let path = discover::resolved_path(path, req.get_version as usize);
+
+        let mut code: c_int = 0;
+        // SAFETY: the out-pointer is valid for the duration of the call.
+        let rc = unsafe { (req.get_version)(&mut code) };
+        let inner = Inner {
+            path,
+            version_code: code,
+            version: Version::from_code(code).unwrap_or(Version::new(0, 0, 0)),
+            req,
+            opt,
+            _lib: ManuallyDrop::new(lib),
+        };
+        inner.check("ncclGetVersion", rc, ptr::null_mut())?;
+        Ok(Nccl {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Where the library was loaded from (for a dynamic-linker hit, the resolved file when
+    /// `/proc/self/maps` shows it, else the name that was opened).
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The `ncclGetVersion` code, e.g. `22803` for 2.28.3 (read once, at load; never fails).
+    pub fn version(&self) -> Result<i32, NcclError> {
+        Ok(self.inner.version_code)
+    }
+
+    /// The version as `"major.minor.patch"`, e.g. `"2.28.3"` (never fails).
+    pub fn version_string(&self) -> Result<String, NcclError> {
+        Ok(super::types::version_code_to_string(
+            self.inner.version_code,
+        ))
+    }
+
+    /// The decoded version (`0.0.0` if the library reported a code <= 0).
+    pub fn version_info(&self) -> Version {
+        self.inner.version
+    }
+
+    /// `ncclGetUniqueId`. Call once (on one thread or process) and hand copies to every rank.
+    pub fn unique_id(&self) -> Result<UniqueId, NcclError> {
+        let mut id = UniqueId {
+            internal: [0; UNIQUE_ID_BYTES],
+        };
+        // SAFETY: `id` is a valid, writable ncclUniqueId (128 bytes, repr(C)).
+        let code = unsafe { (self.inner.req.get_unique_id)(&mut id) };
+        self.inner
+            .check("ncclGetUniqueId", code, ptr::null_mut())
+            .map(|()| id)
+    }
+
+    /// `ncclCommInitRank`. Blocks until all ranks joined; call it from each rank's thread
+    /// concurrently, with that rank's device context current (NCCL binds the communicator to
+    /// the CUDA runtime's current device, which follows the thread's current driver context).
+    pub fn comm_init_rank(
+        &self,
+        nranks: usize,
+        id: &UniqueId,
+        rank: usize,
+    ) -> Result<Comm, NcclError> {
+        let call = "ncclCommInitRank";
+        let (n, r) = match (c_int::try_from(nranks), c_int::try_from(rank)) {
+            (Ok(n), Ok(r)) if n >= 1 && r < n => (n, r),
+            _ => {
+                return Err(NcclError::Invalid {
+                    call,
+                    reason: format!(
+                        "rank {rank} of {nranks} ranks (need 0 <= rank < nranks <= {})",
+                        c_int::MAX
+                    ),
+                })
+            }
+        };
+        let mut raw: RawComm = ptr::null_mut();
+        // SAFETY: `raw` is a valid out-pointer; the id is passed by value as NCCL expects.
+        let code = unsafe { (self.inner.req.comm_init_rank)(&mut raw, n, *id, r) };
+        // On failure NCCL frees the half-built communicator; `raw` is not touched.
+        self.inner.check(call, code, ptr::null_mut())?;
+        if raw.is_null() {
+            return Err(NcclError::Call {
+                call,
+                code: ResultCode::InternalError,
+                message: "returned ncclSuccess but no communicator".to_string(),
+                last_error: None,
+            });
+        }
+        Ok(Comm {
+            raw,
+            lib: Arc::clone(&self.inner),
+            nranks,
+            rank,
+        })
+    }
+
+    /// `ncclGroupStart`. Group state is per thread: pair it with [`Nccl::group_end`] on the
+    /// same thread.
+    pub fn group_start(&self) -> Result<(), NcclError> {
+        // SAFETY: no arguments; NCCL keeps the group state per thread.
+        let code = unsafe { (self.inner.req.group_start)() };
+        self.inner.check("ncclGroupStart", code, ptr::null_mut())
+    }
+
+    /// `ncclGroupEnd`: launches everything queued since the matching `group_start` on this
+    /// thread; errors of the grouped calls surface here.
+    pub fn group_end(&self) -> Result<(), NcclError> {
+        // SAFETY: no arguments; NCCL keeps the group state per thread.
+        let code = unsafe { (self.inner.req.group_end)() };
+        self.inner.check("ncclGroupEnd", code, ptr::null_mut())
+    }
+
+    /// The checks shared by the collectives: `comm` was made by this library, and the
+    /// arguments pass [`CollArgs::validate`] for this NCCL version.
+    fn prepare(&self, args: CollArgs, comm: &Comm) -> Result<(), NcclError> {
+        let call = args.kind.call();
+        // A communicator must be driven by the library that created it (two loads of one
+        // file share its code, so their entry points are equal).
+        if !Arc::ptr_eq(&self.inner, &comm.lib)
+            && self.inner.req.all_reduce as usize != comm.lib.req.all_reduce as usize
+        {
+            return Err(NcclError::Invalid {
+                call,
+                reason: format!(
+                    "the communicator was created by {}, not by {}",
+                    comm.lib.path.display(),
+                    self.inner.path.display()
+                ),
+            });
+        }
+        args.validate(self.inner.version, &self.inner.path)
+    }
+
+    /// `ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream)`: every rank
+    /// ends with the reduction (`op`, an `ncclRedOp_t`) of all ranks' `count` elements of
+    /// `datatype` (an `ncclDataType_t`). Buffers are CUDA device pointers (u64, as cudarc's
+    /// `CUdeviceptr`); in place is `sendbuff == recvbuff`. The call only enqueues work on
+    /// `stream`: synchronize it before reading the result.
+    ///
+    /// Rejected before NCCL is called ([`NcclError::Invalid`] / [`NcclError::Unsupported`]):
+    /// a datatype or op this NCCL does not know (fp8 needs 2.24, bf16 and avg 2.10), sizes
+    /// beyond the address space, null non-empty buffers, partially overlapping buffers, and
+    /// a `comm` made by another library.
+    ///
+    /// # Safety
+    /// `sendbuff` and `recvbuff` must be valid device memory of at least `count` elements of
+    /// `datatype` each on `comm`'s device, `stream` must be a live stream on that device (or
+    /// null), and neither the buffers nor the stream may be freed before the enqueued
+    /// operation completes.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn all_reduce(
+        &self,
+        sendbuff: u64,
+        recvbuff: u64,
+        count: usize,
+        datatype: i32,
+        op: i32,
+        comm: &Comm,
+        stream: CUstream,
+    ) -> Result<(), NcclError> {
+        let args = comm.args(Collective::AllReduce, sendbuff, recvbuff, count, datatype);
+        self.prepare(
+            CollArgs {
+                op: Some(op),
+                ..args
+            },
+            comm,
+        )?;
+        // SAFETY: `comm.raw` is a live communicator of this library (checked), owned by
+        // `comm`, which is not Sync, so no other thread uses it now; buffers and stream are
+        // valid per the caller's contract; the argument values were validated.
+        let code = unsafe {
+            (self.inner.req.all_reduce)(
+                device_ptr(sendbuff),
+                device_ptr(recvbuff).cast_mut(),
+                count,
+                datatype,
+                op,
+                comm.raw,
+                stream,
+            )
+        };
+        self.inner.check("ncclAllReduce", code, comm.raw)
+    }
+
+    /// `ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream)`: rank
+    /// `r` receives block `r` (of `recvcount` elements) of the reduction of all ranks'
+    /// `nranks * recvcount` send elements. In place is `recvbuff == sendbuff + rank *
+    /// recvcount * size`. Checks as for [`Nccl::all_reduce`]; [`NcclError::Unavailable`] if
+    /// this NCCL lacks the entry point.
+    ///
+    /// # Safety
+    /// `sendbuff` must be valid device memory of at least `nranks * recvcount` elements and
+    /// `recvbuff` of at least `recvcount` elements of `datatype` on `comm`'s device; `stream`
+    /// as for [`Nccl::all_reduce`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn reduce_scatter(
+        &self,
+        sendbuff: u64,
+        recvbuff: u64,
+        recvcount: usize,
+        datatype: i32,
+        op: i32,
+        comm: &Comm,
+        stream: CUstream,
+    ) -> Result<(), NcclError> {
+        let call = "ncclReduceScatter";
+        let f = self.inner.optional(self.inner.opt.reduce_scatter, call)?;
+        let args = comm.args(
+            Collective::ReduceScatter,
+            sendbuff,
+            recvbuff,
+            recvcount,
+            datatype,
+        );
+        self.prepare(
+            CollArgs {
+                op: Some(op),
+                ..args
+            },
+            comm,
+        )?;
+        // SAFETY: as in `all_reduce`; sizes per the caller's contract.
+        let code = unsafe {
+            f(
+                device_ptr(sendbuff),
+                device_ptr(recvbuff).cast_mut(),
+                recvcount,
+                datatype,
+                op,
+                comm.raw,
+                stream,
+            )
+        };
+        self.inner.check(call, code, comm.raw)
+    }
+
+    /// `ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream)`: every rank
+    /// receives all ranks' `sendcount` elements, rank `r`'s at block `r`. In place is
+    /// `sendbuff == recvbuff + rank * sendcount * size`. Checks as for [`Nccl::all_reduce`];
+    /// [`NcclError::Unavailable`] if this NCCL lacks the entry point.
+    ///
+    /// # Safety
+    /// `sendbuff` must be valid device memory of at least `sendcount` elements and `recvbuff`
+    /// of at least `nranks * sendcount` elements of `datatype` on `comm`'s device; `stream`
+    /// as for [`Nccl::all_reduce`].
+    pub unsafe fn all_gather(
+        &self,
+        sendbuff: u64,
+        recvbuff: u64,
+        sendcount: usize,
+        datatype: i32,
+        comm: &Comm,
+        stream: CUstream,
+    ) -> Result<(), NcclError> {
+        let call = "ncclAllGather";
+        let f = self.inner.optional(self.inner.opt.all_gather, call)?;
+        let args = comm.args(
+            Collective::AllGather,
+            sendbuff,
+            recvbuff,
+            sendcount,
+            datatype,
+        );
+        self.prepare(args, comm)?;
+        // SAFETY: as in `all_reduce`; sizes per the caller's contract.
+        let code = unsafe {
+            f(
+                device_ptr(sendbuff),
+                device_ptr(recvbuff).cast_mut(),
+                sendcount,
+                datatype,
+                comm.raw,
+                stream,
+            )
+        };
+        self.inner.check(call, code, comm.raw)
+    }
+
+    /// [`Nccl::all_reduce`] with `ncclFloat32` and `ncclSum`.
+    ///
+    /// # Safety
+    /// As for [`Nccl::all_reduce`], with `count` f32 elements per buffer.
+    pub unsafe fn all_reduce_f32_sum(
+        &self,
+        sendbuff: u64,
+        recvbuff: u64,
+        count: usize,
+        comm: &Comm,
+        stream: CUstream,
+    ) -> Result<(), NcclError> {
+        // SAFETY: forwarded contract.
+        unsafe {
+            self.all_reduce(
+                sendbuff,
+                recvbuff,
+                count,
+                datatype::FLOAT32,
+                redop::SUM,
+                comm,
+                stream,
+            )
+        }
+    }
+}
+
+/// A device address as the pointer NCCL takes (device pointers are plain addresses).
+fn device_ptr(p: u64) -> *const c_void {
+    p as usize as *const c_void
+}
+
+/// An NCCL communicator for one rank. Dropping it calls `ncclCommDestroy` (errors ignored);
+/// [`Comm::abort`] is the way out of a communicator stuck on a failed peer.
+///
+/// `Send` (create it on a rank thread, drop it wherever) but not `Sync`: NCCL forbids
+/// concurrent calls on one communicator. Synchronize the streams it used before dropping.
+/// Only the library that made it drives it: collectives called through another [`Nccl`]
+/// (another library file) are rejected.
+pub struct Comm {
+    raw: RawComm,
+    lib: Arc<Inner>,
+    nranks: usize,
+    rank: usize,
+}
+
+// SAFETY: an ncclComm_t may be used from any thread, one thread at a time; `Comm` is not
+// `Sync` (it holds a raw pointer), so a `&Comm` (the only way to use it) never reaches two
+// threads at once.
+unsafe impl Send for Comm {}
+
+impl fmt::Debug for Comm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Comm")
+            .field("raw", &self.raw)
+            .field("rank", &self.rank)
+            .field("nranks", &self.nranks)
+            .field("library", &self.lib.path)
+            .finish()
+    }
+}
+
+impl Comm {
+    /// This communicator's rank, as given to [`Nccl::comm_init_rank`].
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The number of ranks, as given to [`Nccl::comm_init_rank`].
+    pub fn nranks(&self) -> usize {
+        self.nranks
+    }
+
+    /// The library that made (and alone drives) this communicator.
+    pub fn library_path(&self) -> &Path {
+        &self.lib.path
+    }
+
+    /// Whether this NCCL has `ncclCommAbort` ([`Comm::abort`] can run).
+    pub fn can_abort(&self) -> bool {
+        self.lib.opt.comm_abort.is_some()
+    }
+
+    fn args(&self, kind: Collective, send: u64, recv: u64, count: usize, dt: i32) -> CollArgs {
+        CollArgs {
+            kind,
+            send,
+            recv,
+            count,
+            datatype: dt,
+            op: None,
+            nranks: self.nranks,
+            rank: self.rank,
+        }
+    }
+
+    /// `ncclCommGetAsyncError`: `Ok(None)` while the communicator is healthy,
+    /// `Ok(Some(error))` once NCCL recorded an asynchronous failure (a peer died, a network
+    /// error, ...; then [`Comm::abort`] it), `Err` if the query itself failed or this NCCL
+    /// lacks it. Poll it instead of blocking in a stream synchronize when a peer may fail.
+    pub fn async_error(&self) -> Result<Option<NcclError>, NcclError> {
+        let call = "ncclCommGetAsyncError";
+        let f = self.lib.optional(self.lib.opt.comm_get_async_error, call)?;
+        let mut state: c_int = NCCL_SUCCESS;
+        // SAFETY: `self.raw` is live (owned by `self`, not Sync); `state` is a valid out-pointer.
+        let code = unsafe { f(self.raw, &mut state) };
+        self.lib.check(call, code, self.raw)?;
+        Ok((state != NCCL_SUCCESS).then(|| self.lib.call_error(call, state, self.raw)))
+    }
+
+    /// `ncclCommAbort`: frees the communicator without waiting for its pending work, which
+    /// unblocks a rank whose peers died (`ncclCommDestroy`, run on drop, would wait for it).
+    /// Consumes the communicator in every case. If this NCCL lacks `ncclCommAbort`
+    /// ([`NcclError::Unavailable`]; see [`Comm::can_abort`]) the communicator is leaked,
+    /// not destroyed, since destroying a stuck communicator would block.
+    pub fn abort(mut self) -> Result<(), NcclError> {
+        let call = "ncclCommAbort";
+        // From here on `self` no longer owns the communicator: dropping it destroys nothing.
+        let raw = std::mem::replace(&mut self.raw, ptr::null_mut());
+        let f = self.lib.optional(self.lib.opt.comm_abort, call)?;
+        if raw.is_null() {
+            return Ok(());
+        }
+        // SAFETY: `raw` came from a successful ncclCommInitRank and is released exactly once
+        // (here, not by Drop); the library stays loaded through `self.lib`.
+        let code = unsafe { f(raw) };
+        self.lib.check(call, code, ptr::null_mut())
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        let raw = std::mem::replace(&mut self.raw, ptr::null_mut());
+        if !raw.is_null() {
+            // SAFETY: `raw` came from a successful ncclCommInitRank and is destroyed exactly
+            // once; the library is kept loaded by `self.lib`. The result is deliberately ignored.
+            let _ = unsafe { (self.lib.req.comm_destroy)(raw) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::{fake_or_skip, Counts, Fake, TempDir};
+    use super::*;
+
+    /// Loads a freshly built fake NCCL, or `None` (test skipped) without a C compiler.
+    fn fake(tag: &str, version: i32, defines: &[&str]) -> Option<(TempDir, Fake, Nccl)> {
+        let tmp = TempDir::new(tag);
+        let fake = fake_or_skip(&tmp, "libnccl.so.2", version, defines)?;
+        let nccl = Nccl::load(Some(&fake.path)).unwrap();
+        Some((tmp, fake, nccl))
+    }
+
+    fn stream() -> CUstream {
+        0x5757 as CUstream
+    }
+
+    // The collectives, callable safely against a fake library: it only records its
+    // arguments and never touches the (made-up) device addresses or the stream.
+
+    fn ar(
+        nccl: &Nccl,
+        s: u64,
+        r: u64,
+        n: usize,
+        dt: i32,
+        op: i32,
+        comm: &Comm,
+    ) -> Result<(), NcclError> {
+        // SAFETY: only used with fake libraries (see above).
+        unsafe { nccl.all_reduce(s, r, n, dt, op, comm, stream()) }
+    }
+
+    fn ar32(nccl: &Nccl, s: u64, r: u64, n: usize, comm: &Comm) -> Result<(), NcclError> {
+        // SAFETY: only used with fake libraries (see above).
+        unsafe { nccl.all_reduce_f32_sum(s, r, n, comm, stream()) }
+    }
+
+    fn rs(
+        nccl: &Nccl,
+        s: u64,
+        r: u64,
+        n: usize,
+        dt: i32,
+        op: i32,
+        comm: &Comm,
+    ) -> Result<(), NcclError> {
+        // SAFETY: only used with fake libraries (see above).
+        unsafe { nccl.reduce_scatter(s, r, n, dt, op, comm, stream()) }
+    }
+
+    fn ag(nccl: &Nccl, s: u64, r: u64, n: usize, dt: i32, comm: &Comm) -> Result<(), NcclError> {
+        // SAFETY: only used with fake libraries (see above).
+        unsafe { nccl.all_gather(s, r, n, dt, comm, stream()) }
+    }
+
+    #[test]
+    fn auto_traits() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_sync::<Nccl>();
+        send_sync::<UniqueId>();
+        send_sync::<NcclError>();
+        send::<Comm>();
+        assert_eq!(std::mem::size_of::<UniqueId>(), 128);
+        assert_eq!(std::mem::align_of::<UniqueId>(), 1);
+    }
+
+    #[test]
+    fn unique_id_round_trip() {
+        let mut bytes = [0u8; UNIQUE_ID_BYTES];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (i * 31 + 5) as u8;
+        }
+        let id = UniqueId::from_bytes(&bytes).unwrap();
+        assert_eq!(id.as_bytes(), &bytes);
+        let again = UniqueId::from_bytes(id.as_bytes()).unwrap();
+        assert_eq!(again, id);
+        assert_eq!(
+            format!("{id:?}"),
+            "UniqueId(0524436281a0bfdefd1c3b5a7998b7d6..)"
+        );
+        for len in [0, 127, 129] {
+            match UniqueId::from_bytes(&vec![0; len]) {
+                Err(e @ NcclError::Invalid { .. }) => assert_eq!(
+                    e.to_string(),
+                    format!(
+                        "UniqueId::from_bytes: invalid argument: an ncclUniqueId is 128 bytes, \
+                         got {len}"
+                    )
+                ),
+                other => panic!("expected Invalid, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn error_display() {
+        let e = NcclError::Call {
+            call: "ncclAllReduce",
+            code: ResultCode::InvalidUsage,
+            message: "invalid usage".into(),
+            last_error: Some("comm 0x1 rank 0 busy".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "ncclAllReduce failed: ncclInvalidUsage (5): invalid usage \
+             (last error: comm 0x1 rank 0 busy)"
+        );
+        let e = NcclError::Call {
+            call: "ncclCommInitRank",
+            code: ResultCode::from_raw(2),
+            message: "unhandled system error".into(),
+            last_error: None,
+        };
+        assert_eq!(
+            e.to_string(),
+            "ncclCommInitRank failed: ncclSystemError (2): unhandled system error"
+        );
+        let e = NcclError::Symbol {
+            path: "/x/libnccl.so.2".into(),
+            symbol: "ncclAllReduce",
+        };
+        assert_eq!(
+            e.to_string(),
+            "NCCL library /x/libnccl.so.2 lacks symbol ncclAllReduce"
+        );
+        let e = NcclError::Unavailable {
+            call: "ncclCommAbort",
+            version: Version::new(2, 3, 7),
+            path: "/x/libnccl.so.2".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "ncclCommAbort is not available in NCCL 2.3.7 (/x/libnccl.so.2 does not export it)"
+        );
+    }
+
+    #[test]
+    fn symbol_helper_in_isolation() {
+        // libc is always there: one of its symbols resolves, an NCCL one does not.
+        let Ok(lib) = discover::open_library(std::ffi::OsStr::new("libc.so.6")) else {
+            eprintln!("SKIPPED: no libc.so.6");
+            return;
+        };
+        let path = Path::new("libc.so.6");
+        // SAFETY: getpid is `pid_t getpid(void)`; the value is not called after `lib` closes.
+        let getpid: Result<unsafe extern "C" fn() -> c_int, _> =
+            unsafe { sym(&lib, path, "getpid") };
+        assert!(getpid.is_ok());
+        // SAFETY: never called (it does not resolve).
+        let missing: Result<ReduceFn, _> = unsafe { sym(&lib, path, "ncclAllReduce") };
+        match missing {
+            Err(NcclError::Symbol { path, symbol }) => {
+                assert_eq!(path, "libc.so.6");
+                assert_eq!(symbol, "ncclAllReduce");
+            }
+            other => panic!("expected Symbol, got {:?}", other.map(|_| ())),
+        }
+        // SAFETY: never called (it does not resolve).
+        let opt: Option<CommFn> = unsafe { optional_sym(&lib, path, "ncclCommAbort") };
+        assert!(opt.is_none());
+    }
+
+    #[test]
+    fn missing_required_symbol_is_a_symbol_error() {
+        let tmp = TempDir::new("no-allreduce");
+        let Some(fake) = fake_or_skip(&tmp, "libnccl.so.2", 22803, &["NO_ALLREDUCE"]) else {
+            return;
+        };
+        match Nccl::load(Some(&fake.path)) {
+            Err(NcclError::Symbol { path, symbol }) => {
+                assert_eq!(path, fake.path.display().to_string());
+                assert_eq!(symbol, "ncclAllReduce");
+            }
+            other => panic!("expected Symbol, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn fake_library_end_to_end() {
+        let Some((_tmp, fake, nccl)) = fake("e2e", 22803, &[]) else {
+            return;
+        };
+        assert_eq!(nccl.path(), fake.path.as_path());
+        assert_eq!(nccl.version().unwrap(), 22803);
+        assert_eq!(nccl.version_info(), Version::new(2, 28, 3));
+        assert_eq!(nccl.version_string().unwrap(), "2.28.3");
+        nccl.group_start().unwrap();
+        nccl.group_end().unwrap();
+
+        // The id goes through bytes (as between processes) and by value into NCCL, which
+        // rejects it unless all 128 bytes arrived.
+        let id = nccl.unique_id().unwrap();
+        let id = UniqueId::from_bytes(id.as_bytes().as_slice()).unwrap();
+        let comm = nccl.comm_init_rank(4, &id, 1).unwrap();
+        assert_eq!((comm.rank(), comm.nranks()), (1, 4));
+        assert_eq!(comm.library_path(), fake.path.as_path());
+        assert!(comm.can_abort());
+        let c = fake.counts();
+        assert_eq!((c.init_nranks, c.init_rank), (4, 1));
+        let bad = UniqueId::from_bytes(&[0; 128]).unwrap();
+        match nccl.comm_init_rank(2, &bad, 0) {
+            Err(NcclError::Call {
+                call,
+                code,
+                message,
+                last_error,
+            }) => {
+                assert_eq!(call, "ncclCommInitRank");
+                assert_eq!(code, ResultCode::InvalidArgument);
+                assert_eq!(message, "fake NCCL error");
+                assert_eq!(last_error.as_deref(), Some("fake last error"));
+            }
+            other => panic!("expected Call, got {other:?}"),
+        }
+        for (n, r) in [(0, 0), (2, 2), (usize::MAX, 0)] {
+            assert!(matches!(
+                nccl.comm_init_rank(n, &id, r),
+                Err(NcclError::Invalid {
+                    call: "ncclCommInitRank",
+                    ..
+                })
+            ));
+        }
+
+        let raw = comm.raw as usize;
+        ar(
+            &nccl,
+            0x1000,
+            0x2000,
+            16,
+            datatype::FLOAT64,
+            redop::MAX,
+            &comm,
+        )
+        .unwrap();
+        assert_eq!(fake.last(), [1, 0x1000, 0x2000, 16, 8, 2, raw, 0x5757]);
+        ar32(&nccl, 0x3000, 0x3000, 5, &comm).unwrap();
+        assert_eq!(fake.last(), [1, 0x3000, 0x3000, 5, 7, 0, raw, 0x5757]);
+        // Reduce-scatter in place: recv is rank 1's block of send (16 bf16 = 32 bytes).
+        rs(
+            &nccl,
+            0x10000,
+            0x10020,
+            16,
+            datatype::BFLOAT16,
+            redop::AVG,
+            &comm,
+        )
+        .unwrap();
+        assert_eq!(fake.last(), [2, 0x10000, 0x10020, 16, 9, 4, raw, 0x5757]);
+        // fp8 is known to 2.28.
+        ag(&nccl, 0x20000, 0x40000, 64, datatype::FLOAT8E5M2, &comm).unwrap();
+        assert_eq!(
+            fake.last(),
+            [3, 0x20000, 0x40000, 64, 11, usize::MAX, raw, 0x5757]
+        );
+        assert_eq!(fake.counts().calls, 4);
+
+        // Rejected before NCCL: the call count does not move.
+        let e = ar(&nccl, 0x1000, 0x2000, 4, 12, redop::SUM, &comm);
+        assert!(matches!(
+            e,
+            Err(NcclError::Invalid {
+                call: "ncclAllReduce",
+                ..
+            })
+        ));
+        let e = rs(&nccl, 0x1000, 0x2000, 4, datatype::INT8, 5, &comm);
+        assert!(matches!(
+            e,
+            Err(NcclError::Invalid {
+                call: "ncclReduceScatter",
+                ..
+            })
+        ));
+        let e = ag(&nccl, 0x1000, 0x1000, 4, datatype::INT32, &comm);
+        assert!(matches!(
+            e,
+            Err(NcclError::Invalid {
+                call: "ncclAllGather",
+                ..
+            })
+        ));
+        let e = ar(&nccl, 0, 0x2000, 4, datatype::INT32, 0, &comm);
+        assert!(matches!(e, Err(NcclError::Invalid { .. })));
+        assert_eq!(fake.counts().calls, 4);
+
+        // An NCCL failure carries the call, the code and its name, the string and last error.
+        fake.set_next(5);
+        let e = ar32(&nccl, 0x1000, 0x2000, 4, &comm).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "ncclAllReduce failed: ncclInvalidUsage (5): invalid usage (run with \
+             NCCL_DEBUG=WARN for details) (last error: fake last error)"
+        );
+
+        // Asynchronous errors.
+        assert!(comm.async_error().unwrap().is_none());
+        fake.set_async(6);
+        match comm.async_error().unwrap() {
+            Some(NcclError::Call { call, code, .. }) => {
+                assert_eq!(call, "ncclCommGetAsyncError");
+                assert_eq!(code, ResultCode::RemoteError);
+            }
+            other => panic!("expected an async error, got {other:?}"),
+        }
+
+        // Abort consumes the communicator and does not destroy it as well.
+        comm.abort().unwrap();
+        let c = fake.counts();
+        assert_eq!((c.aborted, c.destroyed), (1, 0));
+        // Drop destroys.
+        let comm = nccl.comm_init_rank(2, &id, 0).unwrap();
+        drop(comm);
+        let Counts {
+            aborted, destroyed, ..
+        } = fake.counts();
+        assert_eq!((aborted, destroyed), (1, 1));
+    }
+
+    #[test]
+    fn old_nccl_reports_what_it_lacks() {
+        let Some((_tmp, fake, nccl)) = fake("old", 2708, &["OLD"]) else {
+            return;
+        };
+        assert_eq!(nccl.version_string().unwrap(), "2.7.8");
+        let id = nccl.unique_id().unwrap();
+        let comm = nccl.comm_init_rank(2, &id, 0).unwrap();
+        assert!(!comm.can_abort());
+        let path = fake.path.display().to_string();
+
+        let e = rs(&nccl, 0x1000, 0x9000, 4, 7, 0, &comm);
+        match e {
+            Err(e @ NcclError::Unavailable { .. }) => assert_eq!(
+                e.to_string(),
+                format!(
+                    "ncclReduceScatter is not available in NCCL 2.7.8 ({path} does not export it)"
+                )
+            ),
+            other => panic!("expected Unavailable, got {other:?}"),
+        }
+        let e = ag(&nccl, 0x1000, 0x9000, 4, 7, &comm);
+        assert!(matches!(
+            e,
+            Err(NcclError::Unavailable {
+                call: "ncclAllGather",
+                ..
+            })
+        ));
+        assert!(matches!(
+            comm.async_error(),
+            Err(NcclError::Unavailable {
+                call: "ncclCommGetAsyncError",
+                ..
+            })
+        ));
+
+        // bf16 and avg arrived in 2.10, fp8 in 2.24.
+        for (dt, op, what, needs) in [
+            (
+                datatype::BFLOAT16,
+                redop::SUM,
+                "datatype 9 (ncclBfloat16)",
+                "2.10.0",
+            ),
+            (datatype::FLOAT32, redop::AVG, "op 4 (ncclAvg)", "2.10.0"),
+            (
+                datatype::FLOAT8E4M3,
+                redop::SUM,
+                "datatype 10 (ncclFloat8e4m3)",
+                "2.24.0",
+            ),
+        ] {
+            let e = ar(&nccl, 0x1000, 0x9000, 4, dt, op, &comm);
+            match e {
+                Err(e @ NcclError::Unsupported { .. }) => assert_eq!(
+                    e.to_string(),
+                    format!(
+                        "ncclAllReduce: {what} needs NCCL >= {needs}, but {path} is NCCL 2.7.8"
+                    )
+                ),
+                other => panic!("expected Unsupported, got {other:?}"),
+            }
+        }
+        assert_eq!(fake.counts().calls, 0);
+
+        // Without ncclGetLastError an error has no last-error text.
+        fake.set_next(3);
+        match ar32(&nccl, 0x1000, 0x9000, 4, &comm) {
+            Err(NcclError::Call {
+                code, last_error, ..
+            }) => {
+                assert_eq!(code, ResultCode::InternalError);
+                assert_eq!(last_error, None);
+            }
+            other => panic!("expected Call, got {other:?}"),
+        }
+
+        // Abort is unavailable: the communicator is leaked, neither aborted nor destroyed.
+        assert!(matches!(
+            comm.abort(),
+            Err(NcclError::Unavailable {
+                call: "ncclCommAbort",
+                ..
+            })
+        ));
+        let c = fake.counts();
+        assert_eq!((c.aborted, c.destroyed), (0, 0));
+    }
+
+    #[test]
+    fn fp8_needs_2_24() {
+        let Some((_tmp, _fake, nccl)) = fake("fp8", 22304, &[]) else {
+            return;
+        };
+        let id = nccl.unique_id().unwrap();
+        let comm = nccl.comm_init_rank(1, &id, 0).unwrap();
+        let e = ag(&nccl, 0x1000, 0x9000, 8, datatype::FLOAT8E4M3, &comm);
+        match e {
+            Err(NcclError::Unsupported { needs, version, .. }) => {
+                assert_eq!(needs, Version::new(2, 24, 0));
+                assert_eq!(version, Version::new(2, 23, 4));
+            }
+            other => panic!("expected Unsupported, got {other:?}"),
+        }
+        // bf16 is fine on 2.23.
+        ag(&nccl, 0x1000, 0x9000, 8, datatype::BFLOAT16, &comm).unwrap();
+    }
+
+    #[test]
+    fn comm_is_driven_only_by_its_library() {
+        let Some((_t1, _f1, a)) = fake("lib-a", 22803, &[]) else {
+            return;
+        };
+        let Some((_t2, f2, b)) = fake("lib-b", 22803, &[]) else {
+            return;
+        };
+        let id = a.unique_id().unwrap();
+        let comm = a.comm_init_rank(1, &id, 0).unwrap();
+        let e = ar32(&b, 0x1000, 0x2000, 4, &comm);
+        match e {
+            Err(NcclError::Invalid { call, reason }) => {
+                assert_eq!(call, "ncclAllReduce");
+                assert!(reason.contains("created by"), "{reason}");
+            }
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+        assert_eq!(f2.counts().calls, 0);
+        // A clone of the same library and a second load of the same file are the same library.
+        let a2 = a.clone();
+        ar32(&a2, 0x1000, 0x2000, 4, &comm).unwrap();
+        let a3 = Nccl::load(Some(a.path())).unwrap();
+        ar32(&a3, 0x1000, 0x2000, 4, &comm).unwrap();
+    }
+}

@@ -1,0 +1,37 @@
+//! A small, hand-written runtime binding of NCCL.
+//!
+//! The library is opened with `libloading` at run time (never linked), so the crate builds
+//! and runs its CPU paths on machines without NCCL. Layers:
+//!
+//! * `discover`: finding `libnccl.so.2` (`--nccl-lib`, `$NCCL_HOME`, the dynamic linker's
+//!   path, Python wheels); a failed search lists every candidate tried
+//!   ([`NcclError::NotFound`]).
+//! * `binding`: the loaded library ([`Nccl`]), its resolved entry points, communicators
+//!   ([`Comm`]), [`UniqueId`] and [`NcclError`]. Every symbol is resolved once at load into a
+//!   plain function pointer; the library is never closed; a [`Comm`] is driven only by the
+//!   library that made it and is `Send + !Sync`.
+//! * `types`: values and checks that need neither the library nor a GPU: [`Version`],
+//!   [`ResultCode`], the [`datatype`] and [`redop`] values and their names.
+//!
+//! Bound: `ncclGetVersion`, `ncclGetUniqueId`, `ncclCommInitRank`, `ncclCommDestroy` (on
+//! drop), `ncclCommAbort`, `ncclCommGetAsyncError`, `ncclGetErrorString`, `ncclGetLastError`,
+//! `ncclGroupStart`, `ncclGroupEnd`, `ncclAllReduce`, `ncclReduceScatter` and
+//! `ncclAllGather`. Entry points older NCCLs lack (`ncclCommAbort`, `ncclCommGetAsyncError`,
+//! `ncclReduceScatter`, `ncclAllGather`, `ncclGetLastError`) are optional: using an absent one
+//! is [`NcclError::Unavailable`], naming the NCCL version.
+//!
+//! Datatypes and reduction operations are the plain `ncclDataType_t` / `ncclRedOp_t` values
+//! (`i32`); collectives check them against the loaded version before calling NCCL.
+
+mod binding;
+mod discover;
+mod types;
+
+#[cfg(test)]
+mod testutil;
+
+pub use binding::{CUstream, Comm, Nccl, NcclError, UniqueId, UNIQUE_ID_BYTES};
+pub use types::{
+    datatype, datatype_name, datatype_size, op_name, redop, version_code_to_string, ResultCode,
+    Version,
+};
