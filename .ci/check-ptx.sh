@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# check-ptx.sh [PTXAS] -- assemble every ptx/*.ptx of the repo with ptxas.
+# check-ptx.sh [PTXAS] -- check that ptx/reduce_*.ptx are what
+# scripts/gen_ptx.py makes, then assemble every ptx/*.ptx with ptxas.
+#
+# ptx/reduce_<type>.ptx are generated (python3 scripts/gen_ptx.py): the first
+# step regenerates them into a temporary directory and fails, with a diff, if
+# a committed file differs (edit the generator, never the output).
 #
 # The PTX kernels are JIT-compiled by the CUDA driver at run time, so a
 # typo would only show up on a GPU machine.  ptxas needs no GPU, so CI runs
-# it on every hand-written module, for the H200's architecture (sm_90).
+# it on every module, for the H200's architecture (sm_90).
 #
 #   PTXAS     path to ptxas; empty or absent: `ptxas` on PATH, else the one
 #             in Python's site-packages from `pip install nvidia-cuda-nvcc`
@@ -19,6 +24,17 @@ set -euo pipefail
 ARCH="${PTX_ARCH:-sm_90}"
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(git -C "$script_dir" rev-parse --show-toplevel 2>/dev/null || (cd "$script_dir/.." && pwd))"
+
+# ---- the generated modules are what the generator makes ----------------
+PYTHON="$(command -v python3 || command -v python || true)"
+if [[ -z "$PYTHON" ]]; then
+    echo "check-ptx: python3 not found (needed for scripts/gen_ptx.py --check)" >&2
+    exit 2
+fi
+if ! "$PYTHON" "$root/scripts/gen_ptx.py" --check; then
+    echo "check-ptx: FAILED: ptx/ differs from scripts/gen_ptx.py; run python3 scripts/gen_ptx.py && UPDATE_CUBINS=1 bash .ci/check-ptx.sh" >&2
+    exit 1
+fi
 
 # ---- locate ptxas ------------------------------------------------------
 find_ptxas() {
