@@ -14,7 +14,7 @@ use crate::element::Element;
 use crate::engine::{Engine, GRAPH_CALLS};
 use crate::error::{Error, Result};
 use crate::plan::{Buf, Label, Lane, Plan, PlanBuilder, Region};
-use crate::report::{ColdStart, Measurement, Row};
+use crate::report::{ColdStart, Measurement, Row, ALL_REDUCE};
 use crate::verify::{self, Inputs};
 use std::sync::Arc;
 use std::time::Instant;
@@ -383,7 +383,7 @@ pub fn measure_row<T: Element>(
             Some(r) => Some(checked_call(engine, c, count, in_place, &inputs, r, true)?.0),
             None => None,
         };
-        cells.push(Some(Measurement::new(size, n, us, wrong)));
+        cells.push(Some(Measurement::new(ALL_REDUCE, size, n, us, wrong)));
     }
     let ip = cells.pop().flatten();
     let oop = cells.pop().flatten();
@@ -393,6 +393,7 @@ pub fn measure_row<T: Element>(
         ranks: n,
         size,
         count: count as u64,
+        collective: ALL_REDUCE.into(),
         dtype: T::NAME.into(),
         redop: "sum".into(),
         out_of_place: oop,

@@ -314,7 +314,7 @@ fn cmd_run(a: RunArgs) -> Result<bool> {
     };
     let steady = bench::median_call_us(&mut engine, &c, Some(&plan), count, a.in_place, a.iters)?;
     let algbw = bytes as f64 / (steady * 1e-6) / 1e9;
-    let busbw = algbw * ringreduce::report::busbw_factor(ranks);
+    let busbw = algbw * ringreduce::report::bus_factor(ringreduce::report::ALL_REDUCE, ranks);
     let kind = engine.backend_kind().name();
     println!(
         "setup     : {:.2} ms (threads{})",
@@ -777,15 +777,19 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
         );
     }
     if let Some(p) = &a.json {
-        report.write_json(p).map_err(|e| io_err(p, e))?;
+        report
+            .write_json(p)
+            .map_err(|e| Error::Report(e.to_string()))?;
     }
     if let Some(p) = &a.csv {
-        report.write_csv(p).map_err(|e| io_err(p, e))?;
+        report
+            .write_csv(p)
+            .map_err(|e| Error::Report(e.to_string()))?;
     }
     if let Some(p) = &a.plot {
         report
             .write_svg(p)
-            .map_err(|e| Error::Report(format!("{}: {e}", p.display())))?;
+            .map_err(|e| Error::Report(e.to_string()))?;
     }
     let wrong: u64 = report
         .rows
@@ -794,13 +798,6 @@ fn cmd_bench(a: BenchArgs) -> Result<bool> {
         .filter_map(|m| m.as_ref().and_then(|m| m.wrong))
         .sum();
     Ok(wrong == 0)
-}
-
-fn io_err(p: &std::path::Path, e: std::io::Error) -> Error {
-    Error::Io {
-        path: p.display().to_string(),
-        source: e,
-    }
 }
 
 /// The current UTC time as `YYYY-MM-DD HH:MM:SS UTC` (no date crate needed).
