@@ -57,7 +57,13 @@ pub fn parse_size(input: &str) -> Result<u64> {
     Ok(total)
 }
 
-/// Print bytes exactly and briefly: `8B`, `4KiB`, `256MiB`, `1GiB+12B`.
+/// Print bytes exactly and briefly: `8B`, `4KiB`, `1.5MiB`, `256MiB`,
+/// `1GiB+12B`; [`parse_size`] reads every output back.
+///
+/// The largest binary unit not exceeding `bytes` is used when the value is a
+/// whole number of units or a whole number of quarter units (`1.5MiB`,
+/// `2.25GiB`); otherwise the shorter of plain bytes (`1500B`) and "unit +
+/// remainder" (`1GiB+12B`, the remainder formatted the same way).
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [(u64, &str); 4] = [
         (1 << 40, "TiB"),
@@ -65,18 +71,26 @@ pub fn format_bytes(bytes: u64) -> String {
         (1 << 20, "MiB"),
         (1 << 10, "KiB"),
     ];
-    for (u, name) in UNITS {
-        if bytes >= u {
-            let (q, r) = (bytes / u, bytes % u);
-            if r == 0 {
-                return format!("{q}{name}");
-            }
-            if r < 1024 {
-                return format!("{q}{name}+{r}B");
-            }
-        }
+    let Some(&(unit, name)) = UNITS.iter().find(|(u, _)| bytes >= *u) else {
+        return format!("{bytes}B");
+    };
+    let (whole, rem) = (bytes / unit, bytes % unit);
+    if rem == 0 {
+        return format!("{whole}{name}");
     }
-    format!("{bytes}B")
+    if rem % (unit / 4) == 0 {
+        // Quarter units: at most two decimals, exactly representable.
+        let frac = (rem / (unit / 4)) * 25;
+        let frac = if frac % 10 == 0 { frac / 10 } else { frac };
+        return format!("{whole}.{frac}{name}");
+    }
+    let plain = format!("{bytes}B");
+    let split = format!("{whole}{name}+{}", format_bytes(rem));
+    if split.len() < plain.len() {
+        split
+    } else {
+        plain
+    }
 }
 
 #[cfg(test)]
@@ -121,5 +135,38 @@ mod tests {
         assert_eq!(format_bytes((1 << 30) + 12), "1GiB+12B");
         assert_eq!(format_bytes(1000), "1000B");
         assert_eq!(format_bytes(3 << 20), "3MiB");
+        assert_eq!(format_bytes(0), "0B");
+        assert_eq!(format_bytes(1024), "1KiB");
+        assert_eq!(format_bytes(1536), "1.5KiB");
+        assert_eq!(format_bytes(3 << 19), "1.5MiB");
+        assert_eq!(format_bytes(5 << 18), "1.25MiB");
+        assert_eq!(format_bytes(7 << 18), "1.75MiB");
+        assert_eq!(format_bytes(1 << 20), "1MiB");
+        assert_eq!(format_bytes(1 << 30), "1GiB");
+        assert_eq!(format_bytes(8 << 30), "8GiB");
+        assert_eq!(format_bytes(1500), "1500B");
+        assert_eq!(format_bytes(1 << 40), "1TiB");
+        assert_eq!(format_bytes((1 << 30) + (1 << 20) + 12), "1074790412B");
+        assert_eq!(format_bytes((1 << 40) + (1 << 30) + 5), "1TiB+1GiB+5B");
+    }
+
+    #[test]
+    fn formatted_sizes_parse_back() {
+        for b in [
+            0,
+            8,
+            1000,
+            1500,
+            1536,
+            4096,
+            5 << 18,
+            (1 << 30) + 12,
+            (1 << 30) + (1 << 20) + 12,
+            (3 << 40) + (1 << 39),
+            u64::MAX,
+        ] {
+            let s = format_bytes(b);
+            assert_eq!(parse_size(&s).unwrap(), b, "{s}");
+        }
     }
 }

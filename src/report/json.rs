@@ -1,0 +1,82 @@
+//! JSON: the whole report (header, cold_start, rows), pretty-printed.
+
+use std::path::Path;
+
+use super::output::write_atomic;
+use super::{Report, ReportError};
+
+impl Report {
+    /// Pretty-printed JSON of the whole report (header, cold_start, rows).
+    pub fn to_json(&self) -> String {
+        match serde_json::to_string_pretty(self) {
+            Ok(s) => s,
+            // Unreachable for these types; keep the output valid JSON anyway.
+            Err(e) => serde_json::json!({ "error": e.to_string() }).to_string(),
+        }
+    }
+
+    /// Parses a report written by [`Report::to_json`]; rows written before
+    /// [`Row::collective`](super::Row::collective) existed load as all-reduce.
+    pub fn from_json(text: &str) -> Result<Report, ReportError> {
+        Ok(serde_json::from_str(text)?)
+    }
+
+    /// Writes [`Report::to_json`] (plus a trailing newline) to `path`,
+    /// atomically (temporary file + rename).
+    pub fn write_json(&self, path: &Path) -> Result<(), ReportError> {
+        let mut s = serde_json::to_string_pretty(self)?;
+        s.push('\n');
+        write_atomic(path, s.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::super::{Row, ALL_GATHER, ALL_REDUCE};
+    use super::*;
+
+    #[test]
+    fn json_round_trip() {
+        let rep = report();
+        let json = rep.to_json();
+        let back: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, rep);
+        let path = temp_path("round_trip.json");
+        rep.write_json(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(Report::from_json(&text).unwrap(), rep);
+        assert!(json.contains("\"cold_start\"") && json.contains("\"rank_to_device\""));
+        assert!(json.contains("\"collective\": \"all-reduce\""));
+        assert!(json.contains("\"type\": \"float\""));
+    }
+
+    #[test]
+    fn collectives_round_trip() {
+        let mut rep = report();
+        rep.rows.push(row_of("ring", ALL_GATHER, "half", 64, 3.0));
+        let back = Report::from_json(&rep.to_json()).unwrap();
+        assert_eq!(back, rep);
+        assert_eq!(back.rows[6].collective, ALL_GATHER);
+    }
+
+    /// JSON written before rows had a collective loads as all-reduce.
+    #[test]
+    fn old_json_without_collective_loads() {
+        let mut value: serde_json::Value = serde_json::from_str(&report().to_json()).unwrap();
+        let rows = value["rows"].as_array_mut().unwrap();
+        for r in rows.iter_mut() {
+            r.as_object_mut().unwrap().remove("collective");
+        }
+        let old = serde_json::to_string(&value).unwrap();
+        assert!(!old.contains("collective"));
+        let back = Report::from_json(&old).unwrap();
+        assert_eq!(back, report());
+        assert!(back.rows.iter().all(|r: &Row| r.collective == ALL_REDUCE));
+        assert!(matches!(
+            Report::from_json("{\"rows\": 3}"),
+            Err(ReportError::Json(_))
+        ));
+    }
+}

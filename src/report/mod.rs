@@ -1,0 +1,538 @@
+//! Benchmark results: data types, nccl-tests-style text, JSON, CSV and an SVG plot.
+//!
+//! One file per layer: the types live here, [`text`](Report::render_all) in
+//! `text.rs`, [JSON](Report::to_json) in `json.rs`, [CSV](Report::to_csv) in
+//! `csv.rs`, the [SVG plot](Report::to_svg) in `svg.rs`, and the output-file
+//! checks and atomic writes ([`check_outputs`]) in `output.rs`.
+//!
+//! # Definitions (as in nccl-tests, `doc/PERFORMANCE.md`)
+//!
+//! For a collective over `N` ranks whose [`Row::size`] is `S` bytes and that
+//! takes `t` seconds:
+//!
+//! * **algbw** = `S / t`, in GB/s with 1 GB = 1e9 B ([`algbw_gbps`]).
+//! * **busbw** = `algbw * factor` ([`bus_factor`]): `2(N-1)/N` for all-reduce,
+//!   `(N-1)/N` for reduce-scatter and all-gather. The factor is the fraction
+//!   of the data each rank must send (and receive) in an optimal algorithm, so
+//!   busbw is comparable with the link's hardware bandwidth and independent of
+//!   `N`. As in nccl-tests the factor is `0` for `N = 1`, so a single rank
+//!   reports a busbw of 0.
+//!
+//! A [`Measurement`] whose `wrong` is `None` was not checked and prints `N/A`,
+//! like nccl-tests run with `-c 0`. A non-positive or non-finite time yields
+//! `algbw = busbw = 0` (rather than infinity) so the JSON output stays valid.
+//!
+//! # Several collectives, types and operators
+//!
+//! Each [`Row`] names its collective, element type and reduction operator; a
+//! [`Combo`] is one such triple. The text output has one block of tables per
+//! combination present ([`Report::combos`], order of first appearance); the
+//! JSON and CSV hold every row; the plot shows the first combination.
+//!
+//! # Text output
+//!
+//! [`Report::render_algo_table`] reproduces the nccl-tests column layout
+//! character for character (116 columns; a row's `path`, if any, is appended
+//! after the last column). Every other line [`Report::render_all`] produces
+//! starts with `#`, so tools that parse nccl-tests output by skipping `#`
+//! lines see only the data rows.
+//!
+//! # Output files
+//!
+//! Call [`check_outputs`] before a long run so a bad `-J/--json`, `--csv` or
+//! `--plot` path fails at once. [`Report::write_json`], [`Report::write_csv`]
+//! and [`Report::write_svg`] write a temporary file in the target's directory
+//! and rename it into place: an interrupted run never leaves a truncated file,
+//! and a failed write leaves no file behind (an existing file is kept as it
+//! was).
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+mod csv;
+mod json;
+mod output;
+mod svg;
+mod text;
+
+pub use output::check_outputs;
+
+/// The all-reduce collective's name in [`Row::collective`].
+pub const ALL_REDUCE: &str = "all-reduce";
+/// The reduce-scatter collective's name in [`Row::collective`].
+pub const REDUCE_SCATTER: &str = "reduce-scatter";
+/// The all-gather collective's name in [`Row::collective`].
+pub const ALL_GATHER: &str = "all-gather";
+
+/// Errors from checking output paths and writing the JSON, CSV and SVG files.
+///
+/// `flag` fields name the command-line flag the path came from
+/// (`-J/--json`, `--csv` or `--plot`).
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The directory that would hold an output file does not exist.
+    #[error("{flag} {}: directory {} does not exist", .path.display(), .dir.display())]
+    NoSuchDir {
+        flag: &'static str,
+        path: PathBuf,
+        dir: PathBuf,
+    },
+    /// What would be the directory of an output file is not a directory.
+    #[error("{flag} {}: {} is not a directory", .path.display(), .dir.display())]
+    NotADir {
+        flag: &'static str,
+        path: PathBuf,
+        dir: PathBuf,
+    },
+    /// A file cannot be created in the directory of an output file.
+    #[error("{flag} {}: cannot create a file in directory {}: {source}", .path.display(), .dir.display())]
+    NotWritable {
+        flag: &'static str,
+        path: PathBuf,
+        dir: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The output path is a directory or has no file name.
+    #[error("{flag} {}: names a directory, not a file", .path.display())]
+    NotAFile { flag: &'static str, path: PathBuf },
+    /// Two outputs name the same file.
+    #[error("{first} and {second} both name the file {}; give each output its own path", .path.display())]
+    SamePath {
+        first: &'static str,
+        second: &'static str,
+        path: PathBuf,
+    },
+    /// The plot path does not end in `.svg`.
+    #[error("--plot {}: the plot is written as SVG only{}; give a path ending in .svg", .path.display(), not_svg_detail(.extension))]
+    NotSvg {
+        path: PathBuf,
+        /// The path's extension, if any (e.g. `png`).
+        extension: Option<String>,
+    },
+    /// Writing or renaming an output file failed (nothing was left behind).
+    #[error("writing {}: {source}", .path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// JSON (de)serialization failed.
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The plotting library reported an error.
+    #[error("plotting failed: {0}")]
+    Plot(String),
+}
+
+fn not_svg_detail(extension: &Option<String>) -> String {
+    match extension {
+        Some(e) => format!(" (.{e} is not supported)"),
+        None => String::new(),
+    }
+}
+
+/// One timed configuration (out-of-place or in-place).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Measurement {
+    /// Mean time per call, microseconds.
+    pub time_us: f64,
+    /// Algorithm bandwidth, GB/s (1e9 B/s).
+    pub algbw: f64,
+    /// Bus bandwidth, GB/s (1e9 B/s).
+    pub busbw: f64,
+    /// Number of wrong elements; `None` = not checked (printed `N/A`).
+    pub wrong: Option<u64>,
+}
+
+impl Measurement {
+    /// Builds a measurement, computing algbw and busbw from the collective,
+    /// the size ([`Row::size`]), the rank count and the time.
+    pub fn new(
+        collective: &str,
+        size_bytes: u64,
+        ranks: usize,
+        time_us: f64,
+        wrong: Option<u64>,
+    ) -> Self {
+        let algbw = algbw_gbps(size_bytes, time_us);
+        Measurement {
+            time_us,
+            algbw,
+            busbw: algbw * bus_factor(collective, ranks),
+            wrong,
+        }
+    }
+}
+
+/// `size_bytes / time` in GB/s (1e9 B/s); 0 when `time_us` is not a positive
+/// finite number.
+pub fn algbw_gbps(size_bytes: u64, time_us: f64) -> f64 {
+    if time_us.is_finite() && time_us > 0.0 {
+        // bytes / (us * 1e-6 s) / 1e9 = bytes / (us * 1e3)
+        size_bytes as f64 / (time_us * 1e3)
+    } else {
+        0.0
+    }
+}
+
+/// The nccl-tests bus-bandwidth factor of `collective` on `ranks` ranks:
+/// `2(N-1)/N` for [`ALL_REDUCE`], `(N-1)/N` for [`REDUCE_SCATTER`] and
+/// [`ALL_GATHER`]; an unknown collective gets the all-reduce factor. `0` for
+/// `N <= 1`.
+pub fn bus_factor(collective: &str, ranks: usize) -> f64 {
+    if ranks <= 1 {
+        return 0.0;
+    }
+    let n = ranks as f64;
+    match collective {
+        REDUCE_SCATTER | ALL_GATHER => (n - 1.0) / n,
+        _ => 2.0 * (n - 1.0) / n,
+    }
+}
+
+fn default_collective() -> String {
+    ALL_REDUCE.to_string()
+}
+
+/// One line of results: one algorithm at one message size.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Row {
+    /// Algorithm name, e.g. `"ring"` or `"nccl"`; the plot's series key.
+    pub algo: String,
+    /// Optional implementation path detail, e.g. `"ring:pipe4"`; `"a/b"`
+    /// when the out-of-place and in-place calls ran different paths.
+    pub path: Option<String>,
+    /// Number of ranks.
+    pub ranks: usize,
+    /// Bytes, as nccl-tests counts them: the buffer of each rank for
+    /// all-reduce; the whole gathered buffer (`N` chunks) for reduce-scatter
+    /// and all-gather. algbw is this over the time.
+    pub size: u64,
+    /// Elements in `size`.
+    pub count: u64,
+    /// Collective: [`ALL_REDUCE`], [`REDUCE_SCATTER`] or [`ALL_GATHER`]
+    /// (JSON written before this field existed loads as all-reduce).
+    #[serde(default = "default_collective")]
+    pub collective: String,
+    /// Element type name, e.g. `"float"`.
+    #[serde(rename = "type")]
+    pub dtype: String,
+    /// Reduction operator name, e.g. `"sum"`.
+    pub redop: String,
+    /// Out-of-place result (separate send and receive buffers).
+    pub out_of_place: Option<Measurement>,
+    /// In-place result (receive buffer = send buffer).
+    pub in_place: Option<Measurement>,
+}
+
+/// One (collective, type, op) combination: the rows that share a table.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Combo {
+    /// [`Row::collective`].
+    pub collective: String,
+    /// [`Row::dtype`].
+    pub dtype: String,
+    /// [`Row::redop`].
+    pub redop: String,
+}
+
+impl Combo {
+    /// The combination of `row`.
+    pub fn of(row: &Row) -> Self {
+        Combo {
+            collective: row.collective.clone(),
+            dtype: row.dtype.clone(),
+            redop: row.redop.clone(),
+        }
+    }
+
+    /// Whether `row` belongs to this combination.
+    pub fn matches(&self, row: &Row) -> bool {
+        row.collective == self.collective && row.dtype == self.dtype && row.redop == self.redop
+    }
+}
+
+impl fmt::Display for Combo {
+    /// `all-reduce float sum`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {}", self.collective, self.dtype, self.redop)
+    }
+}
+
+/// Cold-start cost of one algorithm at one size.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ColdStart {
+    /// Algorithm name.
+    pub algo: String,
+    /// Bytes per rank.
+    pub size: u64,
+    /// Communicator / buffer setup, milliseconds.
+    pub setup_ms: f64,
+    /// First call (including lazy initialisation), milliseconds.
+    pub first_call_ms: f64,
+    /// Steady-state time per call after warm-up, microseconds.
+    pub steady_us: f64,
+}
+
+/// Run metadata, printed as `#` lines before the tables.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Header {
+    /// Tool name.
+    pub tool: String,
+    /// Tool version.
+    pub version: String,
+    /// Date/time of the run.
+    pub date: String,
+    /// Command line.
+    pub command: String,
+    /// Hardware description lines (the first one appears in the plot title).
+    pub hardware: Vec<String>,
+    /// Driver version, if known.
+    pub driver: Option<String>,
+    /// NCCL version, if NCCL was used.
+    pub nccl_version: Option<String>,
+    /// Number of ranks.
+    pub ranks: usize,
+    /// Number of devices.
+    pub devices: usize,
+    /// `rank_to_device[r]` is the device rank `r` runs on.
+    pub rank_to_device: Vec<usize>,
+    /// Backend name, e.g. `"cuda"` or `"cpu"`, optionally followed by `:` and
+    /// details (the plot title shows the name only).
+    pub backend: String,
+    /// How time was measured.
+    pub timing: String,
+    /// Timed iterations per measurement.
+    pub iters: usize,
+    /// Warm-up iterations per measurement.
+    pub warmup: usize,
+    /// Measured peer-copy bandwidth ceiling, GB/s.
+    pub link_ceiling_gbps: Option<f64>,
+    /// Free-form notes.
+    pub notes: Vec<String>,
+}
+
+/// A complete benchmark report.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    /// Run metadata.
+    pub header: Header,
+    /// Cold-start measurements.
+    pub cold_start: Vec<ColdStart>,
+    /// Result rows, in the order they were measured.
+    pub rows: Vec<Row>,
+}
+
+impl Report {
+    /// Algorithm names in order of first appearance in `rows` (all
+    /// combinations).
+    pub fn algos(&self) -> Vec<&str> {
+        first_appearances(self.rows.iter().map(|r| r.algo.as_str()))
+    }
+
+    /// The (collective, type, op) combinations present, in order of first
+    /// appearance in `rows`.
+    pub fn combos(&self) -> Vec<Combo> {
+        let mut out: Vec<Combo> = Vec::new();
+        for r in &self.rows {
+            if !out.iter().any(|c| c.matches(r)) {
+                out.push(Combo::of(r));
+            }
+        }
+        out
+    }
+
+    /// The rows of one combination, in order.
+    pub fn rows_of<'a>(&'a self, combo: &'a Combo) -> impl Iterator<Item = &'a Row> + 'a {
+        self.rows.iter().filter(move |r| combo.matches(r))
+    }
+}
+
+/// Distinct items in order of first appearance.
+fn first_appearances<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for s in items {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// Shared fixtures of the format modules' tests.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::*;
+
+    pub const GIB: u64 = 1 << 30;
+
+    pub fn header() -> Header {
+        Header {
+            tool: "ringreduce".into(),
+            version: "0.1.0".into(),
+            date: "2025-01-01T00:00:00Z".into(),
+            command: "ringreduce bench -b 8 -e 1G".into(),
+            hardware: vec!["NVIDIA H200".into(), "2x AMD EPYC".into()],
+            driver: Some("560.35".into()),
+            nccl_version: Some("2.23.4".into()),
+            ranks: 2,
+            devices: 2,
+            rank_to_device: vec![0, 1],
+            backend: "cuda".into(),
+            timing: "cuda events".into(),
+            iters: 20,
+            warmup: 5,
+            link_ceiling_gbps: Some(350.0),
+            notes: vec!["synthetic".into()],
+        }
+    }
+
+    pub fn row(algo: &str, path: Option<&str>, size: u64, oop_us: f64, ip_us: f64) -> Row {
+        Row {
+            algo: algo.into(),
+            path: path.map(String::from),
+            ranks: 2,
+            size,
+            count: size / 4,
+            collective: ALL_REDUCE.into(),
+            dtype: "float".into(),
+            redop: "sum".into(),
+            out_of_place: Some(Measurement::new(ALL_REDUCE, size, 2, oop_us, Some(0))),
+            in_place: Some(Measurement::new(ALL_REDUCE, size, 2, ip_us, None)),
+        }
+    }
+
+    pub fn report() -> Report {
+        Report {
+            header: header(),
+            cold_start: vec![
+                ColdStart {
+                    algo: "nccl".into(),
+                    size: 8,
+                    setup_ms: 400.0,
+                    first_call_ms: 100.0,
+                    steady_us: 18.0,
+                },
+                ColdStart {
+                    algo: "ring".into(),
+                    size: 8,
+                    setup_ms: 40.0,
+                    first_call_ms: 10.0,
+                    steady_us: 25.0,
+                },
+            ],
+            rows: vec![
+                row("nccl", None, 8, 18.47, 18.29),
+                row("ring", Some("ring:pipe4"), 8, 30.0, 31.0),
+                row("nccl", None, 1 << 20, 150.0, 160.0),
+                row("ring", Some("ring:pipe4"), 1 << 20, 100.0, 200.0),
+                row("nccl", None, GIB, 2740.0, 2750.0),
+                row("ring", Some("ring:pipe1"), GIB, 12345.6, 3000.0),
+            ],
+        }
+    }
+
+    /// `row` for another collective / type / op, measured with its factor.
+    pub fn row_of(algo: &str, collective: &str, dtype: &str, size: u64, us: f64) -> Row {
+        Row {
+            collective: collective.into(),
+            dtype: dtype.into(),
+            out_of_place: Some(Measurement::new(collective, size, 2, us, Some(0))),
+            in_place: None,
+            ..row(algo, None, size, us, us)
+        }
+    }
+
+    /// A unique path in the temp directory for one test.
+    pub fn temp_path(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("ringreduce_{}_{name}", std::process::id()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::*;
+    use super::*;
+
+    #[test]
+    fn bandwidth_arithmetic() {
+        let m = Measurement::new(ALL_REDUCE, GIB, 2, 2740.0, Some(0));
+        let expect = 1_073_741_824.0 / 2740e-6 / 1e9;
+        assert!((m.algbw - expect).abs() < 1e-9);
+        assert!((m.algbw - 391.876).abs() < 1e-3);
+        assert_eq!(m.busbw, m.algbw); // factor 1 for N = 2
+        let m4 = Measurement::new(ALL_REDUCE, GIB, 4, 2740.0, None);
+        assert!((m4.busbw - 1.5 * m4.algbw).abs() < 1e-9);
+        assert_eq!(bus_factor(ALL_REDUCE, 1), 0.0);
+        assert_eq!(bus_factor(ALL_REDUCE, 0), 0.0);
+        assert_eq!(bus_factor(ALL_REDUCE, 8), 1.75);
+        assert_eq!(
+            Measurement::new(ALL_REDUCE, GIB, 1, 2740.0, None).busbw,
+            0.0
+        );
+        assert_eq!(algbw_gbps(1_000_000_000, 1e6), 1.0);
+        assert_eq!(algbw_gbps(8, 0.0), 0.0);
+    }
+
+    #[test]
+    fn bus_factor_per_collective() {
+        assert_eq!(bus_factor(REDUCE_SCATTER, 8), 0.875);
+        assert_eq!(bus_factor(ALL_GATHER, 4), 0.75);
+        assert_eq!(bus_factor(ALL_GATHER, 1), 0.0);
+        assert_eq!(bus_factor(REDUCE_SCATTER, 0), 0.0);
+        // Unknown collectives get the all-reduce factor.
+        assert_eq!(bus_factor("broadcast?", 4), bus_factor(ALL_REDUCE, 4));
+        let rs = Measurement::new(REDUCE_SCATTER, GIB, 4, 2740.0, None);
+        let ar = Measurement::new(ALL_REDUCE, GIB, 4, 2740.0, None);
+        assert_eq!(rs.algbw, ar.algbw);
+        assert!((rs.busbw - 0.75 * rs.algbw).abs() < 1e-9);
+        assert!((ar.busbw - 2.0 * rs.busbw).abs() < 1e-9);
+    }
+
+    #[test]
+    fn combos_in_order_of_first_appearance() {
+        let mut rep = report();
+        assert_eq!(rep.combos().len(), 1);
+        assert_eq!(rep.combos()[0].to_string(), "all-reduce float sum");
+        rep.rows.push(row_of("nccl", ALL_GATHER, "float", 64, 10.0));
+        rep.rows.push(row_of("ring", ALL_REDUCE, "half", 64, 10.0));
+        rep.rows.push(row_of("ring", ALL_GATHER, "float", 64, 10.0));
+        let combos = rep.combos();
+        let names: Vec<String> = combos.iter().map(Combo::to_string).collect();
+        assert_eq!(
+            names,
+            [
+                "all-reduce float sum",
+                "all-gather float sum",
+                "all-reduce half sum"
+            ]
+        );
+        assert_eq!(rep.rows_of(&combos[1]).count(), 2);
+        assert_eq!(rep.rows_of(&combos[0]).count(), 6);
+        assert_eq!(rep.algos(), ["nccl", "ring"]);
+    }
+
+    #[test]
+    fn errors_name_the_flag_and_path() {
+        let e = ReportError::NotSvg {
+            path: "out/plot.png".into(),
+            extension: Some("png".into()),
+        };
+        let s = e.to_string();
+        assert!(
+            s.contains("--plot out/plot.png") && s.contains("SVG only"),
+            "{s}"
+        );
+        assert!(s.contains(".png is not supported"), "{s}");
+        let e = ReportError::SamePath {
+            first: "-J/--json",
+            second: "--csv",
+            path: "a.out".into(),
+        };
+        assert!(e.to_string().starts_with("-J/--json and --csv both name"));
+    }
+}
