@@ -159,7 +159,14 @@ class Gen:
             pi = self.reg_index(ins.pred, want_pred=True)
             out.append("    p = r[%d]" % pi)
             out.append("    if p is None: U(t, %d)" % pi)
-            out.append("    if %sp: return None" % ("" if ins.pred_neg else "not "))
+            if ins.pred_neg:
+                out.append("    p = not p")
+            if ins.base == "bra" and "uni" in ins.mods:
+                # PTX ISA bra: ".uni ... the branch is non-divergent, i.e. all
+                # active threads in a warp have identical values for the guard
+                # predicate and branch target": checked per warp and visit
+                out.append("    t.m.uni_check(t, %d, p)" % self.idx)
+            out.append("    if not p: return None")
         out.extend("    " + ln for ln in self.lines)
         if self.ret is not None:
             out.append("    return %s" % self.ret)
@@ -943,7 +950,8 @@ class Gen:
             a = self.tmp()
             self.emit("%s = %s" % (a, addr))
             obj, _ = self._accessor(space, a, total, "load")
-            self.emit("%s = %s.load(%s, %d, t)" % (data, obj, a, total))
+            meth = "load_nc" if "nc" in fl else "load"
+            self.emit("%s = %s.%s(%s, %d, t)" % (data, obj, meth, a, total))
         signed = ty[0] == "s"
         for j, dd in enumerate(dests):
             if dd.kind == "sink":

@@ -65,3 +65,9 @@ class RaceError(PtxRuntimeError):
 class ArithmeticFault(PtxRuntimeError):
     """Integer division by zero (unspecified on the GPU, an error here)."""
     kind = "arithmetic fault"
+
+
+class DivergenceError(PtxRuntimeError):
+    """A `bra.uni` whose predicate differs between threads of one warp
+    (PTX ISA bra: .uni asserts the branch is non-divergent)."""
+    kind = "non-uniform bra.uni"

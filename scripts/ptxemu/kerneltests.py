@@ -213,7 +213,7 @@ class CaseResult:
 
 class ReduceCase:
     def __init__(self, n, grid, block, offs=(0, 0, 0), inplace=False, flags=0, scalar=0,
-                 seed=0, schedule="random", quantum=8, special=0.15, note=""):
+                 seed=0, schedule="random", quantum=8, special=0.15, note="", values=None):
         self.n = n
         self.grid = grid
         self.block = block
@@ -226,6 +226,7 @@ class ReduceCase:
         self.quantum = quantum
         self.special = special
         self.note = note
+        self.values = values        # None: random; "pairs": every (a, b) byte pair
 
     def label(self):
         o = "dst=a" if self.inplace else "dst@%d" % self.offs[0]
@@ -239,8 +240,16 @@ def run_reduce(info, case, max_steps=20_000_000):
     ti = TYPES[info.sfx]
     n = case.n
     rng = np.random.default_rng(case.seed)
-    a = gen_values(ti, n, rng, case.special)
-    b = gen_values(ti, n, rng, case.special)
+    if case.values == "pairs":
+        # every (a, b) pair of 8-bit patterns; n = 4 * 65536 puts each pair in
+        # each of the 4 byte lanes of a 32-bit word
+        i = np.arange(n, dtype=np.uint64)
+        p = (i >> 2) if n >= 4 * 65536 else i
+        a = (p & 0xFF).astype(ti.udtype)
+        b = ((p >> 8) & 0xFF).astype(ti.udtype)
+    else:
+        a = gen_values(ti, n, rng, case.special)
+        b = gen_values(ti, n, rng, case.special)
     flags = case.flags if info.abi == "new" else 0
     scalar = case.scalar if info.abi == "new" else 0
     m = Machine(seed=case.seed, schedule=case.schedule, quantum=case.quantum)
@@ -312,6 +321,11 @@ def reduce_cases(info, mode, seed0=0):
         f, s = fs(k); k += 1
         add(n=n, grid=1 if n % 2 else 2, block=32 if n < 8 else 5, flags=f, scalar=s,
             note="tiny")
+    # 1b. tiny n below the head length (the head must be clamped to n)
+    if E > 1:
+        for n in sorted({1, 2, E - 2} - {0}):
+            f, s = fs(k); k += 1
+            add(n=n, grid=1, block=4, offs=(1, 1, 1), flags=f, scalar=s, note="tiny-head")
     # 2. heads of every length: dst, a, b equal mod 16
     for h in range(1, E):
         f, s = fs(k); k += 1
@@ -340,6 +354,8 @@ def reduce_cases(info, mode, seed0=0):
             for j in range(20):
                 add(n=2 * E + 1, grid=1, block=8, flags=4, scalar=gen_scalar(ti, op, rng, j),
                     note="divisor")
+            for N in range(1, 41 if mode == "quick" else 301):
+                add(n=E + 1, grid=1, block=4, flags=4, scalar=N, special=0.4, note="divisor")
     # 6. the unrolled x4 vector loop with a small grid, plus remainders
     f, s = fs(k); k += 1
     add(n=E * (4 * 4 * 3 + 3) + 2 + 1 % E, grid=1, block=4, offs=(1 % E,) * 3, flags=f, scalar=s,
@@ -353,15 +369,29 @@ def reduce_cases(info, mode, seed0=0):
     # 7. round-robin schedule and a real launch shape
     f, s = fs(k); k += 1
     add(n=7 * E + 1, grid=1, block=256, flags=f, scalar=s, schedule="rr", note="rr")
+    # 8. mostly special values (NaN, inf, max, subnormals, integer extremes)
+    for j in range(2):
+        f, s = fs(k); k += 1
+        add(n=4 * E + 3, grid=2, block=8, offs=(j % E,) * 3, special=0.6, flags=f, scalar=s,
+            note="specials")
+    # 8b. 8-bit types: every pair of byte patterns (quick: each pair in one
+    # lane; full: each pair in each of the 4 lanes of a word)
+    if ti.size == 1:
+        f, s = fs(k); k += 1
+        if op in ("premulsum", "sumpostdiv"):
+            f = 7 if op == "premulsum" else 4
+        add(n=65536 if mode == "quick" else 4 * 65536, grid=4, block=64, flags=f, scalar=s,
+            values="pairs", note="all-pairs")
+    # 9. random shapes, offsets and schedules
+    for j in range(4 if mode == "quick" else 16):
+        n = int(rng.integers(0, 40 * E))
+        offs = tuple(int(x) for x in rng.integers(0, E, size=3)) if j % 2 else \
+            (int(rng.integers(0, E)),) * 3
+        f, s = fs(k); k += 1
+        add(n=n, grid=int(rng.integers(1, 5)), block=int(rng.integers(1, 40)), offs=offs,
+            inplace=bool(j % 3 == 0), flags=f, scalar=s, note="random",
+            schedule="rr" if j % 4 == 3 else "random", quantum=int(rng.integers(1, 16)))
     if mode == "full":
-        for j in range(12):
-            n = int(rng.integers(0, 40 * E))
-            offs = tuple(int(x) for x in rng.integers(0, E, size=3)) if j % 2 else \
-                (int(rng.integers(0, E)),) * 3
-            f, s = fs(k); k += 1
-            add(n=n, grid=int(rng.integers(1, 5)), block=int(rng.integers(1, 40)), offs=offs,
-                inplace=bool(j % 3 == 0), flags=f, scalar=s, note="random",
-                schedule="rr" if j % 4 == 3 else "random", quantum=int(rng.integers(1, 16)))
         f, s = fs(k); k += 1
         add(n=E * (4 * 256 + 100) + 5, grid=2, block=256, offs=(1 % E,) * 3, flags=f, scalar=s,
             note="big")
@@ -377,13 +407,14 @@ def reduce_cases(info, mode, seed0=0):
 class ExchangeCase:
     def __init__(self, n, grid, block, calls=2, inplace=False, offs=(0, 0, 0), flags=0,
                  scalar=0, seed=0, schedule="random", quantum=8, overlap=True, note="",
-                 special=0.15):
+                 special=0.15, offs1=None):
         self.n = n
         self.grid = grid
         self.block = block
         self.calls = calls
         self.inplace = inplace
-        self.offs = offs            # element offsets mod 16 bytes of dst, a, slots
+        self.offs = offs            # element offsets mod 16 bytes of dst, a, slots (rank 0)
+        self.offs1 = offs1 or offs  # the same for rank 1 (its slots: rank 0's pushes)
         self.flags = flags
         self.scalar = scalar
         self.seed = seed
@@ -394,10 +425,12 @@ class ExchangeCase:
         self.special = special
 
     def label(self):
-        return ("%sn=%d grid=%dx%d calls=%d %s offs=%s flags=%d scalar=0x%x seed=%d %s"
+        offs = str(self.offs) if self.offs1 == self.offs else "%s/%s" % (self.offs, self.offs1)
+        return ("%sn=%d grid=%dx%d calls=%d %s offs=%s flags=%d scalar=0x%x seed=%d %s%s"
                 % (self.note + " " if self.note else "", self.n, self.grid, self.block,
-                   self.calls, "in-place" if self.inplace else "out-of-place", self.offs,
-                   self.flags, self.scalar, self.seed, self.schedule)).strip()
+                   self.calls, "in-place" if self.inplace else "out-of-place", offs,
+                   self.flags, self.scalar, self.seed, self.schedule,
+                   "" if self.overlap else " serialized")).strip()
 
 
 class _Rank:
@@ -417,12 +450,13 @@ def _setup_exchange(info, case, m, ti, timeout_ns=0):
     for r in range(2):
         R = _Rank()
         R.r = r
-        R.a = bufs.place("rank%d a" % r, nb, case.offs[1] * ti.size % 16, bytes(nb),
+        offs = case.offs if r == 0 else case.offs1
+        R.a = bufs.place("rank%d a" % r, nb, offs[1] * ti.size % 16, bytes(nb),
                          track=case.inplace)
         R.dst = R.a if case.inplace else bufs.place("rank%d dst" % r, nb,
-                                                     case.offs[0] * ti.size % 16,
+                                                     offs[0] * ti.size % 16,
                                                      poison=True, track=True)
-        soff = case.offs[2] * ti.size % 16
+        soff = offs[2] * ti.size % 16
         R.slots = [bufs.place("rank%d slot%d" % (r, h), nb, soff, poison=True) for h in range(2)]
         R.flags = bufs.place("rank%d flags" % r, 8 * case.grid, 0, bytes(8 * case.grid))
         R.calls = bufs.place("rank%d calls" % r, 8 * case.grid, 0, bytes(8 * case.grid))
@@ -615,14 +649,19 @@ def exchange_cases(info, mode, seed0=0):
     add(n=4 * E + 3, grid=1, block=5, calls=2, offs=(0, 0, 1 % E), inplace=True,
         note="scalar-path")
     add(n=2 * E + 1, grid=2, block=4, calls=4, schedule="rr", quantum=3, note="rr")
+    if E > 1:
+        add(n=7 * E + 3, grid=2, block=4, calls=2, offs=(0, 0, 0), offs1=(1, 1, 0),
+            note="vector-vs-scalar")
     if has_arg:
         for fl in range(8):
             add(n=3 * E + 1, grid=1, block=4, calls=1, flags=fl,
                 scalar=gen_scalar(ti, info.op, rng, fl + 1), note="flags")
+    add(n=40 * E + 7, grid=4, block=32, calls=3, inplace=True, note="big")
+    add(n=5 * E + 2, grid=2, block=6, calls=2, overlap=False, special=0.6, note="specials")
     if mode == "full":
         add(n=40 * E + 7, grid=4, block=32, calls=3, note="big")
-        add(n=40 * E + 7, grid=4, block=32, calls=3, inplace=True, note="big")
-        for j in range(6):
+        add(n=300 * E + 7, grid=8, block=64, calls=2, note="bigger")
+        for j in range(12):
             add(n=int(rng.integers(0, 20 * E)), grid=int(rng.integers(1, 5)),
                 block=int(rng.integers(1, 20)), calls=int(rng.integers(1, 5)),
                 inplace=bool(j % 2), overlap=bool(j % 3), note="random",

@@ -20,7 +20,8 @@ by `ns_per_step` per executed instruction (and by nanosleep's argument).
 import random
 
 from .compiler import CompiledKernel, BARRIER, EXIT, SHARED_WINDOW
-from .errors import (PtxRuntimeError, Deadlock, BarrierError, StepLimit, PtxUnsupported)
+from .errors import (PtxRuntimeError, Deadlock, BarrierError, StepLimit, PtxUnsupported,
+                     DivergenceError)
 from .memory import Memory
 from .parser import parse_module, TYPE_BITS
 
@@ -81,7 +82,7 @@ class _GenericShared:
 
 class Thread:
     __slots__ = ("r", "pc", "tid", "ntid", "ctaid", "nctaid", "block", "grid", "m",
-                 "uid", "code", "bar", "state")
+                 "uid", "code", "bar", "state", "visits")
 
     def __repr__(self):
         return "<%s block %d thread %d>" % (self.grid.name, self.ctaid, self.tid)
@@ -102,6 +103,7 @@ class Block:
             self.smem.alloc(0, shared_size, "shared memory of %s block %d" % (grid.name, index),
                             poison=True, track=True)
         self.gsmem = _GenericShared(self.smem)
+        self.uni = {}                   # (warp, pc, visit) -> branch taken (bra.uni check)
 
 
 class Grid:
@@ -194,6 +196,7 @@ class Machine:
                 t.code = kernel.code
                 t.bar = None
                 t.state = "run"
+                t.visits = None
                 blk.threads.append(t)
                 self.runnable.append(t)
         self.grids.append(g)
@@ -271,6 +274,22 @@ class Machine:
                                   self.where(t, pc)) from e
         t.pc = pc
         return i, None
+
+    def uni_check(self, t, pc, taken):
+        """All threads of a warp that execute the k-th instance of a
+        predicated bra.uni must agree on the predicate."""
+        if t.visits is None:
+            t.visits = {}
+        k = t.visits.get(pc, 0)
+        t.visits[pc] = k + 1
+        key = (t.tid >> 5, pc, k)
+        first = t.block.uni.get(key)
+        if first is None:
+            t.block.uni[key] = (taken, t.tid)
+        elif first[0] != taken:
+            who = (t.tid, first[1]) if taken else (first[1], t.tid)
+            raise DivergenceError("bra.uni taken by thread %d and not by thread %d of the same warp "
+                                  "(visit %d)" % (who[0], who[1], k))
 
     def _arrive(self, t):
         b = t.block

@@ -19,7 +19,8 @@ __all__ = ["Memory", "Alloc"]
 
 
 class Alloc:
-    __slots__ = ("start", "end", "name", "data", "init", "noaccess", "writer")
+    __slots__ = ("start", "end", "name", "data", "init", "noaccess", "writer",
+                 "stored_by", "nc_readers")
 
     def __init__(self, start, size, name, noaccess=False):
         self.start = start
@@ -29,6 +30,8 @@ class Alloc:
         self.init = None            # None: fully initialized; else bytearray of 0/1
         self.noaccess = noaccess
         self.writer = None          # None: not tracked; else list of (uid, grid, block, epoch)
+        self.stored_by = []         # grids that stored here (ld.global.nc check)
+        self.nc_readers = []        # grids that read here with ld.global.nc
 
     def __repr__(self):
         return "<%s 0x%x..0x%x>" % (self.name, self.start, self.end)
@@ -156,12 +159,38 @@ class Memory:
             check_read(a.writer, off, size, t, a.name)
         return a.data[off:off + size]
 
+    def load_nc(self, addr, size, t):
+        """ld.global.nc: the non-coherent (read-only data cache) path is only
+        legal for data that is read-only for the whole lifetime of the kernel
+        (CUDA C++ Programming Guide, __ldg / read-only data cache).  Any kernel
+        still running that stores into the same allocation -- before or after
+        this load -- is a fault."""
+        data = self.load(addr, size, t)
+        a = self._last
+        g = t.grid
+        if g not in a.nc_readers:
+            a.nc_readers = [x for x in a.nc_readers if x.live] + [g]
+        for w in a.stored_by:
+            if w.live:
+                raise MemoryFault("ld.global.nc of %s, which %s stores into while this kernel runs"
+                                  % (a.name, "this kernel" if w is g else w.name))
+        return data
+
     def store(self, addr, data, t):
         size = len(data)
         if addr % size:
             raise MemoryFault("misaligned store of %d bytes at 0x%x" % (size, addr))
         a = self.find(addr, size, "store")
         off = addr - a.start
+        g = t.grid
+        if a.nc_readers:
+            for r in a.nc_readers:
+                if r.live:
+                    raise MemoryFault("store into %s, which %s reads with ld.global.nc while it runs"
+                                      % (a.name, "this kernel" if r is g else r.name))
+        if not a.stored_by or a.stored_by[-1] is not g:
+            if g not in a.stored_by:
+                a.stored_by = [x for x in a.stored_by if x.live] + [g]
         a.data[off:off + size] = data
         if a.init is not None:
             a.init[off:off + size] = b"\x01" * size
@@ -179,6 +208,10 @@ class Memory:
         old = bytes(a.data[off:off + size])
         new = fn(old)
         if new is not None:
+            for r in a.nc_readers:
+                if r.live:
+                    raise MemoryFault("atomic store into %s, which %s reads with ld.global.nc"
+                                      % (a.name, r.name))
             a.data[off:off + size] = new
         return old
 
