@@ -45,8 +45,24 @@ def find_kernels(ptx_dir):
                 problems.append("%s: %s" % (os.path.basename(f), info))
             else:
                 info.file = os.path.basename(f)
+                info.path = f
                 kernels.append(info)
     return files, kernels, problems
+
+
+_MODS = {}
+
+
+def _worker(job):
+    """Process-pool entry: (path, kernel name, mode, seed) -> run_kernel()."""
+    path, name, mode, seed = job
+    mod = _MODS.get(path)
+    if mod is None:
+        mod = _MODS[path] = load_module(path)
+    info = kt.classify(mod, name)
+    info.file = os.path.basename(path)
+    results, dt, lint = run_kernel(info, mode, seed, False)
+    return results, dt, lint
 
 
 def run_kernel(info, mode, seed, verbose):
@@ -87,6 +103,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0, help="shifts every case's seed")
     ap.add_argument("--no-selftest", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    ap.add_argument("-j", "--jobs", type=int, default=1,
+                    help="kernels tested in parallel processes (default 1)")
     args = ap.parse_args(argv)
     mode = "full" if args.full else "quick"
     t_start = time.time()
@@ -115,8 +133,14 @@ def main(argv=None):
         print("FAIL no ptx/reduce_*.ptx or ptx/exchange_*.ptx found in %s" % args.ptx_dir)
         failed += 1
     lints = []
-    for info in kernels:
-        results, dt, lint = run_kernel(info, mode, args.seed, args.verbose)
+    if args.jobs > 1 and not args.verbose and kernels:
+        import multiprocessing
+        pool = multiprocessing.Pool(args.jobs)
+        outs = pool.imap(_worker, [(k.path, k.name, mode, args.seed) for k in kernels])
+    else:
+        pool = None
+        outs = (run_kernel(k, mode, args.seed, args.verbose) for k in kernels)
+    for info, (results, dt, lint) in zip(kernels, outs):
         lints.extend(lint)
         bad = [r for r in results if not r.ok]
         steps = sum(r.steps for r in results)
@@ -139,6 +163,9 @@ def main(argv=None):
             passed += 1
             print("ok   %-34s %s: %d cases, %.1f s, %d steps%s"
                   % (info.name, info.file, len(results), dt, steps, zs_note), flush=True)
+    if pool is not None:
+        pool.close()
+        pool.join()
     for ln in sorted(set(lints)):
         print("note %s" % ln)
     print("== %.0f s" % (time.time() - t_start))

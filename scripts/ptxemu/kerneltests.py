@@ -128,6 +128,12 @@ def _gen_values(ti, n, rng, special, small):
     sp = rng.random(n) < special
     vals = np.where(sp, specs[rng.integers(0, len(specs), size=n)], vals).astype(ti.dtype)
     bits = vals.view(ti.udtype).copy()
+    # signaling NaNs (quiet bit clear) and NaNs with payloads and sign
+    snan = {"f16": [0x7C01, 0xFD55], "bf16": [0x7F81, 0xFFA0], "f32": [0x7F800001, 0xFFA12345],
+            "f64": [0x7FF0000000000001, 0xFFF4000000000000], "e5m2": [0x7D, 0xFE],
+            "e4m3": [0xFF, 0x7F]}[ti.sfx]
+    sn = rng.random(n) < special / 6
+    bits = np.where(sn, np.array(snan, dtype=ti.udtype)[rng.integers(0, 2, size=n)], bits)
     # some fully random bit patterns (all encodings, NaN payloads included)
     rb = rng.random(n) < 0.08
     rnd = rng.integers(0, 1 << min(ti.bits, 63), size=n, dtype=np.uint64).astype(ti.udtype)
@@ -595,13 +601,14 @@ def run_exchange_fault(info, kind, seed=1, n=37, grid=2, block=8):
                 return CaseResult(True, label, "trapped as documented")
             return CaseResult(False, label, "finished without trapping although the peer never came")
         if kind == "timeout":
-            m.run(max_steps=5_000_000)
+            # 200 us of fake time = 20k steps; give it 25 times that
+            m.run(max_steps=500_000)
         elif kind == "abort":
             fin = m.run(max_steps=30_000, raise_on_limit=False)
             if fin:
                 return CaseResult(False, label, "returned before the host set abort")
             m.mem.write(R.ctrl, (1).to_bytes(4, "little"))
-            m.run(max_steps=5_000_000)
+            m.run(max_steps=300_000)
         elif kind == "forever":
             try:
                 m.run(max_steps=300_000)
@@ -657,6 +664,7 @@ def exchange_cases(info, mode, seed0=0):
             add(n=3 * E + 1, grid=1, block=4, calls=1, flags=fl,
                 scalar=gen_scalar(ti, info.op, rng, fl + 1), note="flags")
     add(n=40 * E + 7, grid=4, block=32, calls=3, inplace=True, note="big")
+    add(n=20 * E + 3, grid=2, block=2, calls=2, note="multi-iteration")
     add(n=5 * E + 2, grid=2, block=6, calls=2, overlap=False, special=0.6, note="specials")
     if mode == "full":
         add(n=40 * E + 7, grid=4, block=32, calls=3, note="big")

@@ -411,6 +411,164 @@ def _prmt_ref(a, b, c):
 
 
 # ---------------------------------------------------------------------------
+# 1b. machine tests: shared memory, barriers, atomics and the error checks
+
+_BLOCK_SUM = """
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry blocksum(.param .u64 out, .param .u64 x)
+{
+    .reg .u64 %%o, %%x, %%p, %%s, %%q;
+    .reg .u32 %%tid, %%ntid, %%v, %%w, %%half, %%addr, %%k;
+    .reg .pred %%pp;
+    .shared .align 4 .u32 buf[64];
+    ld.param.u64 %%o, [out];
+    ld.param.u64 %%x, [x];
+    cvta.to.global.u64 %%x, %%x;
+    mov.u32 %%tid, %%tid.x;
+    mov.u32 %%ntid, %%ntid.x;
+    mul.wide.u32 %%p, %%tid, 4;
+    add.u64 %%p, %%x, %%p;
+    ld.global.u32 %%v, [%%p];
+    mov.u32 %%addr, buf;
+    shl.b32 %%k, %%tid, 2;
+    add.u32 %%addr, %%addr, %%k;
+    st.shared.u32 [%%addr], %%v;
+    %s
+    shr.u32 %%half, %%ntid, 1;
+LOOP:
+    setp.eq.u32 %%pp, %%half, 0;
+    @%%pp bra DONE;
+    setp.lt.u32 %%pp, %%tid, %%half;
+    @!%%pp bra SKIP;
+    shl.b32 %%k, %%half, 2;
+    add.u32 %%k, %%addr, %%k;
+    ld.shared.u32 %%w, [%%k];
+    ld.shared.u32 %%v, [%%addr];
+    add.u32 %%v, %%v, %%w;
+    st.shared.u32 [%%addr], %%v;
+SKIP:
+    bar.sync 0;
+    shr.u32 %%half, %%half, 1;
+    bra.uni LOOP;
+DONE:
+    setp.ne.u32 %%pp, %%tid, 0;
+    @%%pp bra END;
+    mov.u64 %%s, buf;
+    cvta.shared.u64 %%s, %%s;
+    ld.u32 %%v, [%%s];
+    atom.global.add.u32 %%w, [%%o], %%v;
+    atom.global.cas.b32 %%w, [%%o+4], 0, 7;
+    atom.global.exch.b32 %%w, [%%o+8], 9;
+    atom.global.max.s32 %%w, [%%o+12], -5;
+END:
+    ret;
+}
+"""
+
+
+def _expect_error(ck, name, fn, etype, needle=""):
+    try:
+        fn()
+    except PtxError as e:
+        etypes = etype if isinstance(etype, tuple) else (etype,)
+        if type(e).__name__ not in etypes or needle not in str(e):
+            ck.failures.append("%s: expected %s (%r), got %s: %s" % (name, etype, needle,
+                                                                   type(e).__name__, e))
+            print("  FAIL %s" % ck.failures[-1], flush=True)
+        elif ck.verbose:
+            print("  ok   %s -> %s: %s" % (name, etype, str(e).split("\n")[0][:110]), flush=True)
+        ck.count += 1
+        return
+    ck.count += 1
+    ck.failures.append("%s: no error raised, expected %s" % (name, etype))
+    print("  FAIL %s" % ck.failures[-1], flush=True)
+
+
+def _tiny(body, regs=".reg .u64 %a, %b; .reg .u32 %r, %q; .reg .pred %p;", grid=1, block=4,
+          params=(0x1000,), setup=None, max_steps=100000, **mk):
+    src = """
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry k(.param .u64 x)
+{
+    %s
+    ld.param.u64 %%a, [x];
+    %s
+    ret;
+}
+""" % (regs, body)
+    m = Machine(**mk)
+    m.mem.alloc(0x1000, 64, "buf", data=bytes(range(64)))
+    m.mem.alloc(0x1000 + 64, 16, "guard", noaccess=True)
+    k = Module(src, "<tiny>").kernel("k")
+    m.launch(k, grid, block, list(params))
+    m.run(max_steps=max_steps)
+    return m
+
+
+def machine_tests(quick, verbose):
+    ck = Checker(verbose)
+    print("-- machine: shared memory, barriers, atomics, error checks", flush=True)
+    x = np.arange(1, 65, dtype=np.uint32) * 3
+    for seed in range(3):
+        m = Machine(seed=seed)
+        m.mem.alloc(0x2000, 256, "x", data=x.tobytes())
+        out = np.array([100, 0, 1, 3], dtype=np.uint32)
+        m.mem.alloc(0x4000, 16, "out", data=out.tobytes())
+        k = Module(_BLOCK_SUM % "bar.sync 0;", "<blocksum>").kernel("blocksum")
+        m.launch(k, 2, 64, [0x4000, 0x2000])
+        m.run()
+        got = np.frombuffer(m.mem.read(0x4000, 16), dtype=np.uint32)
+        # both blocks add their sum; cas 0 -> 7 succeeds once; exch -> 9; max(3, -5) = 3
+        ck.check("shared-memory tree sum + atomics (seed %d)" % seed, got.astype(np.uint64),
+                 np.array([100 + 2 * int(x.sum()), 7, 9, 3], dtype=np.uint64))
+    _expect_error(ck, "tree sum without the first barrier",
+                  lambda: _run_blocksum(""), ("RaceError", "MemoryFault"))
+    _expect_error(ck, "load outside the allocations",
+                  lambda: _tiny("ld.global.u32 %r, [%a+-4];"), "MemoryFault", "outside every allocation")
+    _expect_error(ck, "load of a guard zone",
+                  lambda: _tiny("ld.global.u32 %r, [%a+64];"), "MemoryFault", "guard")
+    _expect_error(ck, "misaligned vector load",
+                  lambda: _tiny("ld.global.v2.u32 {%r, %q}, [%a+4];"), "MemoryFault", "misaligned")
+    _expect_error(ck, "uninitialized register",
+                  lambda: _tiny("add.u64 %a, %a, %b;"), "UninitializedRegister", "%b")
+    _expect_error(ck, "unknown instruction",
+                  lambda: _tiny("frobnicate.u32 %r, %q;"), "PtxUnsupported", "frobnicate")
+    _expect_error(ck, "unknown modifier",
+                  lambda: _tiny("ld.global.zz.u32 %r, [%a];"), "PtxUnsupported", ".zz")
+    _expect_error(ck, "syntax error",
+                  lambda: _tiny("add.u32 %r, %q %q;"), "PtxSyntaxError", "<tiny>:9:")
+    _expect_error(ck, "trap", lambda: _tiny("trap;"), "Trap")
+    _expect_error(ck, "integer division by zero",
+                  lambda: _tiny("mov.u32 %q, 0; div.u32 %r, %q, %q;"), "ArithmeticFault")
+    _expect_error(ck, "thread exits while the others wait at bar.sync",
+                  lambda: _tiny("mov.u32 %r, %tid.x; setp.eq.u32 %p, %r, 0; @%p ret; bar.sync 0;"),
+                  "BarrierError")
+    _expect_error(ck, "two barrier ids: deadlock",
+                  lambda: _tiny("mov.u32 %r, %tid.x; and.b32 %r, %r, 1; bar.sync %r;"), "Deadlock")
+    _expect_error(ck, "aligned bar.sync at two different instructions",
+                  lambda: _tiny("mov.u32 %r, %tid.x; setp.eq.u32 %p, %r, 0; @%p bra L; bar.sync 0;"
+                                "bra.uni E; L: bar.sync 0; E:"), "BarrierError", "different instructions")
+    _expect_error(ck, "endless spin hits the step limit",
+                  lambda: _tiny("L: ld.volatile.global.u32 %r, [%a]; setp.ne.u32 %p, %r, 77; @%p bra L;",
+                                max_steps=5000), "StepLimit")
+    return ck
+
+
+def _run_blocksum(extra):
+    for seed in range(6):
+        m = Machine(seed=seed, quantum=3)
+        m.mem.alloc(0x2000, 256, "x", data=(np.arange(64, dtype=np.uint32)).tobytes())
+        m.mem.alloc(0x4000, 16, "out", data=bytes(16))
+        k = Module(_BLOCK_SUM % extra, "<blocksum>").kernel("blocksum")
+        m.launch(k, 1, 64, [0x4000, 0x2000])
+        m.run()
+
+
+# ---------------------------------------------------------------------------
 # 2. mutation tests
 
 def _mutate(src, old, new, occurrence=None, count=None):
@@ -430,6 +588,8 @@ def _fixture(name):
 
 RED = "reduce_f32_v1.ptx"
 EXC = "exchange_f32_v1.ptx"
+V2 = "reduce_f32_v2.ptx"
+ORIGINALS = []
 
 MUTATIONS = [
     # (label, fixture, old, new, occurrence, what must catch it)
@@ -457,6 +617,21 @@ MUTATIONS = [
     ("bra.uni on a predicate that diverges within a warp", EXC,
      "@%p_done bra        PUSH_TAIL_DONE;", "@%p_done bra.uni    PUSH_TAIL_DONE;", None, "fault"),
     ("trap before ret", RED, "TAIL_DONE:\n    ret;", "TAIL_DONE:\n    trap;\n    ret;", None, "trap"),
+    # the generated new-ABI kernels (flags, scalar, ctrl)
+    ("premulsum: flags bit 1 read as the pre-on-a bit", (V2, "rr_reduce_premulsum_f32"),
+     "and.b64             %rd_tmp, %rd_flags, 1;", "and.b64             %rd_tmp, %rd_flags, 2;",
+     None, "data"),
+    ("premulsum: the exchange applies pre to b with the a flag", (V2, "rr_exchange_premulsum_f32"),
+     "and.b64             %rd_tmp, %rd_flags, 2;", "and.b64             %rd_tmp, %rd_flags, 1;",
+     None, "data"),
+    ("exchange: a timeout reports status 2 (abort)", (V2, "rr_exchange_sum_f32"),
+     "mov.u32             %r_status, 1;", "mov.u32             %r_status, 2;", None, "any"),
+    ("exchange: abort never read", (V2, "rr_exchange_max_f32"),
+     "ld.relaxed.sys.global.u32 %r_tmp, [%rd_ctrl];", "mov.u32             %r_tmp, 0;", None, "any"),
+    ("exchange: reduces even after bailing out", (V2, "rr_exchange_min_f32"),
+     "@%p_done bra.uni    EXIT;", "", None, "any"),
+    ("exchange: the bail verdict is never initialized", (V2, "rr_exchange_prod_f32"),
+     "st.shared.u32       [bail], 0;", "", None, "fault"),
     ("exchange: no barrier between the push and the signal", EXC,
      "    bar.sync            0;\n    @%p_t0 st.release", "    @%p_t0 st.release", None, "any"),
     ("exchange: no barrier after thread 0's wait", EXC,
@@ -472,10 +647,11 @@ MUTATIONS = [
 ]
 
 
-def _run_fixture(src, fname, quick, stop_at_first=True, seeds=(0,)):
-    """Run the kernel tests on a fixture source; returns (results, kernel name)."""
+def _run_fixture(src, fname, quick, stop_at_first=True, seeds=(0,), name=None):
+    """Run the kernel tests of one kernel of a fixture source (default: its
+    first entry); returns (results, kernel name)."""
     mod = Module(src, fname)
-    name = mod.entry_names[0]
+    name = name or mod.entry_names[0]
     info = kt.classify(mod, name)
     assert not isinstance(info, str), info
     results = []
@@ -495,10 +671,11 @@ def _run_fixture(src, fname, quick, stop_at_first=True, seeds=(0,)):
             if not r.ok and stop_at_first:
                 return results, name
         if info.family == "exchange":
-            r = kt.run_exchange_fault(info, "trap", seed=s)
-            results.append(r)
-            if not r.ok and stop_at_first:
-                return results, name
+            for kind in (["trap"] if info.abi == "old" else ["timeout", "abort", "forever"]):
+                r = kt.run_exchange_fault(info, kind, seed=s)
+                results.append(r)
+                if not r.ok and stop_at_first:
+                    return results, name
     return results, name
 
 
@@ -506,19 +683,24 @@ def mutation_tests(quick, verbose):
     print("-- mutation tests (broken kernels must fail, originals must pass)", flush=True)
     failures = []
     seeds = (0, 1) if quick else (0, 1, 2, 3)
-    for fname in (RED, EXC):
+    originals = [(RED, None), (EXC, None)] + sorted({m[1] for m in MUTATIONS if isinstance(m[1], tuple)})
+    ORIGINALS[:] = originals
+    for fname, kname in originals:
         src = _fixture(fname)
-        res, name = _run_fixture(src, fname, quick, stop_at_first=False, seeds=seeds[:1])
+        res, name = _run_fixture(src, fname, quick, stop_at_first=False, seeds=seeds[:1], name=kname)
         bad = [r for r in res if not r.ok]
         if bad:
-            failures.append("unmodified %s fails: %s: %s" % (fname, bad[0].label, bad[0].msg))
+            failures.append("unmodified %s %s fails: %s: %s" % (fname, name, bad[0].label, bad[0].msg))
             print("  FAIL %s" % failures[-1], flush=True)
         elif verbose:
-            print("  ok   unmodified %s passes %d cases" % (fname, len(res)), flush=True)
+            print("  ok   unmodified %s %s passes %d cases" % (fname, name, len(res)), flush=True)
     for label, fname, old, new, occ, want in MUTATIONS:
+        kname = None
+        if isinstance(fname, tuple):
+            fname, kname = fname
         src = _mutate(_fixture(fname), old, new, occ)
         try:
-            res, name = _run_fixture(src, fname, quick, seeds=seeds)
+            res, name = _run_fixture(src, fname, quick, seeds=seeds, name=kname)
         except PtxError as e:
             res = [kt.CaseResult(False, "compile", str(e))]
         bad = [r for r in res if not r.ok]
@@ -552,11 +734,13 @@ def run(quick=True, verbose=False):
     ck = instruction_tests(quick, verbose)
     print("  %d instruction checks, %d failed (%.1f s)" % (ck.count, len(ck.failures), time.time() - t0),
           flush=True)
+    mk = machine_tests(quick, verbose)
+    print("  %d machine checks, %d failed" % (mk.count, len(mk.failures)), flush=True)
     t1 = time.time()
     mf = mutation_tests(quick, verbose)
-    print("  %d mutation checks, %d failed (%.1f s)" % (len(MUTATIONS) + 2, len(mf), time.time() - t1),
+    print("  %d mutation checks, %d failed (%.1f s)" % (len(MUTATIONS) + len(ORIGINALS), len(mf), time.time() - t1),
           flush=True)
-    return not ck.failures and not mf
+    return not ck.failures and not mk.failures and not mf
 
 
 def main(argv=None):
