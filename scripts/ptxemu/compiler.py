@@ -485,8 +485,10 @@ class Gen:
         y = self.read(b, bits, signed)
         yv = self.tmp()
         self.emit("%s = %s" % (yv, y))
+        # PTX ISA div (integer): "d = a / b" with C semantics, i.e. the quotient
+        # is truncated toward zero for signed types; "Division by zero yields an
+        # unspecified, machine-specific value" -- an error here, never a silent value
         self.emit("if %s == 0: raise ArithmeticFault('integer division by zero (div.%s)')" % (yv, ty))
-        # C semantics: the quotient is truncated toward zero
         q = self.tmp()
         self.emit("%s = abs(%s) // abs(%s)" % (q, x, yv))
         self.emit("if (%s < 0) != (%s < 0): %s = -%s" % (x, yv, q, q))
@@ -501,6 +503,7 @@ class Gen:
         y = self.read(b, bits, signed)
         yv = self.tmp()
         self.emit("%s = %s" % (yv, y))
+        # PTX ISA rem: C's %, the remainder has the sign of the dividend
         self.emit("if %s == 0: raise ArithmeticFault('integer division by zero (rem.%s)')" % (yv, ty))
         q = self.tmp()
         xv = self.tmp()
