@@ -13,7 +13,7 @@ See README.md beside this file for the model and what is checked.
 
 from .errors import (PtxError, PtxSyntaxError, PtxUnsupported, PtxRuntimeError, MemoryFault,
                      UninitializedRegister, Trap, Deadlock, BarrierError, StepLimit, RaceError,
-                     ArithmeticFault, DivergenceError)
+                     ArithmeticFault, DivergenceError, SyncError)
 from .machine import Machine, Module, load_module
 from .memory import Memory
 from . import fp
@@ -21,4 +21,4 @@ from . import fp
 __all__ = ["Machine", "Module", "load_module", "Memory", "fp",
            "PtxError", "PtxSyntaxError", "PtxUnsupported", "PtxRuntimeError", "MemoryFault",
            "UninitializedRegister", "Trap", "Deadlock", "BarrierError", "StepLimit",
-           "RaceError", "ArithmeticFault", "DivergenceError"]
+           "RaceError", "ArithmeticFault", "DivergenceError", "SyncError"]

@@ -953,8 +953,12 @@ class Gen:
             a = self.tmp()
             self.emit("%s = %s" % (a, addr))
             obj, _ = self._accessor(space, a, total, "load")
-            meth = "load_nc" if "nc" in fl else "load"
-            self.emit("%s = %s.%s(%s, %d, t)" % (data, obj, meth, a, total))
+            strong = bool(fl & {"volatile", "relaxed", "acquire"})
+            if "nc" in fl:
+                self.emit("%s = %s.load_nc(%s, %d, t)" % (data, obj, a, total))
+            else:
+                self.emit("%s = %s.load(%s, %d, t%s)" % (data, obj, a, total,
+                                                         ", True" if strong else ""))
         signed = ty[0] == "s"
         for j, dd in enumerate(dests):
             if dd.kind == "sink":
@@ -999,7 +1003,8 @@ class Gen:
         self.emit("%s = %s" % (a, addr))
         data = " + ".join("(%s).to_bytes(%d, 'little')" % (v, esize) for v in vals)
         obj, _ = self._accessor(space, a, total, "store")
-        self.emit("%s.store(%s, %s, t)" % (obj, a, data))
+        strong = bool(fl & {"volatile", "relaxed", "release"})
+        self.emit("%s.store(%s, %s, t%s)" % (obj, a, data, ", True" if strong else ""))
 
     def op_atom(self):
         self._atom(True)

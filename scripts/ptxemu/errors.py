@@ -71,3 +71,9 @@ class DivergenceError(PtxRuntimeError):
     """A `bra.uni` whose predicate differs between threads of one warp
     (PTX ISA bra: .uni asserts the branch is non-divergent)."""
     kind = "non-uniform bra.uni"
+
+
+class SyncError(PtxRuntimeError):
+    """Cross-GPU synchronization through weak memory operations: a flag
+    published with a plain st, or a spin on a plain ld."""
+    kind = "weak synchronization"

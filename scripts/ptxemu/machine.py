@@ -70,11 +70,11 @@ class _GenericShared:
     def __init__(self, smem):
         self.smem = smem
 
-    def load(self, addr, size, t):
-        return self.smem.load(addr - SHARED_WINDOW, size, t)
+    def load(self, addr, size, t, strong=False):
+        return self.smem.load(addr - SHARED_WINDOW, size, t, strong)
 
-    def store(self, addr, data, t):
-        self.smem.store(addr - SHARED_WINDOW, data, t)
+    def store(self, addr, data, t, strong=False):
+        self.smem.store(addr - SHARED_WINDOW, data, t, strong)
 
     def atomic(self, addr, size, t, fn):
         return self.smem.atomic(addr - SHARED_WINDOW, size, t, fn)
@@ -82,7 +82,7 @@ class _GenericShared:
 
 class Thread:
     __slots__ = ("r", "pc", "tid", "ntid", "ctaid", "nctaid", "block", "grid", "m",
-                 "uid", "code", "bar", "state", "visits")
+                 "uid", "code", "bar", "state", "visits", "spin")
 
     def __repr__(self):
         return "<%s block %d thread %d>" % (self.grid.name, self.ctaid, self.tid)
@@ -197,6 +197,7 @@ class Machine:
                 t.bar = None
                 t.state = "run"
                 t.visits = None
+                t.spin = None
                 blk.threads.append(t)
                 self.runnable.append(t)
         self.grids.append(g)

@@ -13,14 +13,19 @@ intervening barrier of their block (see machine.py).
 
 import bisect
 
-from .errors import MemoryFault, RaceError
+from .errors import MemoryFault, RaceError, SyncError
+
+# Allocations up to this size remember, per access offset, which grid stored
+# there last and whether the store was strong (flags, counters, control
+# blocks); see Memory.load.
+SYNC_TRACK_MAX = 4096
 
 __all__ = ["Memory", "Alloc"]
 
 
 class Alloc:
     __slots__ = ("start", "end", "name", "data", "init", "noaccess", "writer",
-                 "stored_by", "nc_readers")
+                 "stored_by", "nc_readers", "sync")
 
     def __init__(self, start, size, name, noaccess=False):
         self.start = start
@@ -32,6 +37,7 @@ class Alloc:
         self.writer = None          # None: not tracked; else list of (uid, grid, block, epoch)
         self.stored_by = []         # grids that stored here (ld.global.nc check)
         self.nc_readers = []        # grids that read here with ld.global.nc
+        self.sync = None            # offset -> (grid, strong) of the last kernel store
 
     def __repr__(self):
         return "<%s 0x%x..0x%x>" % (self.name, self.start, self.end)
@@ -147,7 +153,16 @@ class Memory:
             parts.append("%d bytes before %s" % (a.start - addr, a.name))
         return " (" + "; ".join(parts) + ")" if parts else ""
 
-    def load(self, addr, size, t):
+    def load(self, addr, size, t, strong=False):
+        """strong: ld.volatile / .relaxed / .acquire (the memory model's
+        "strong" operations).  Two cross-GPU synchronization checks apply to
+        values another running grid stored (small allocations only):
+          * a strong load that observes a *weak* store of another running grid:
+            the flag was published with a plain st, which gives no ordering
+            (and is a data race in the PTX memory model);
+          * a weak load that observes such a store at an address the same
+            thread had already loaded weakly: a thread waiting for another GPU
+            with a plain ld, which the compiler may hoist out of the loop."""
         if addr % size:
             raise MemoryFault("misaligned load of %d bytes at 0x%x" % (size, addr))
         a = self.find(addr, size, "load")
@@ -157,6 +172,25 @@ class Memory:
                               % (size, addr, a.name, off))
         if a.writer is not None:
             check_read(a.writer, off, size, t, a.name)
+        if a.end - a.start <= SYNC_TRACK_MAX:
+            w = a.sync.get(off) if a.sync else None
+            if not strong:
+                sp = t.spin
+                if sp is None:
+                    sp = t.spin = {}
+                c = sp.get(addr, 0)
+                sp[addr] = c + 1
+            if w is not None and w[0] is not t.grid and w[0].live:
+                if strong:
+                    if not w[1]:
+                        raise SyncError("%s+%d: a strong load observes a plain (weak) st of %s: "
+                                        "publish a flag with st.release (or .relaxed/.volatile "
+                                        "after a fence)" % (a.name, off, w[0].name))
+                elif c:
+                    raise SyncError("%s+%d: a plain (weak) ld, repeated by this thread, observes "
+                                    "a store of %s: waiting on a weak load (the compiler may hoist "
+                                    "it out of the loop); use ld.acquire / .relaxed / .volatile"
+                                    % (a.name, off, w[0].name))
         return a.data[off:off + size]
 
     def load_nc(self, addr, size, t):
@@ -176,7 +210,7 @@ class Memory:
                                   % (a.name, "this kernel" if w is g else w.name))
         return data
 
-    def store(self, addr, data, t):
+    def store(self, addr, data, t, strong=False):
         size = len(data)
         if addr % size:
             raise MemoryFault("misaligned store of %d bytes at 0x%x" % (size, addr))
@@ -196,6 +230,10 @@ class Memory:
             a.init[off:off + size] = b"\x01" * size
         if a.writer is not None:
             check_write(a.writer, off, size, t, a.name)
+        if a.end - a.start <= SYNC_TRACK_MAX:
+            if a.sync is None:
+                a.sync = {}
+            a.sync[off] = (g, strong)
 
     def atomic(self, addr, size, t, fn):
         """Read-modify-write: fn(old_bytes) -> new_bytes or None (no store)."""
@@ -213,6 +251,10 @@ class Memory:
                     raise MemoryFault("atomic store into %s, which %s reads with ld.global.nc"
                                       % (a.name, r.name))
             a.data[off:off + size] = new
+            if a.end - a.start <= SYNC_TRACK_MAX:
+                if a.sync is None:
+                    a.sync = {}
+                a.sync[off] = (t.grid, True)      # atomics are strong
         return old
 
 

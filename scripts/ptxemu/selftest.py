@@ -642,6 +642,12 @@ MUTATIONS = [
     ("exchange: reduce reads the peer's slot instead of its own", EXC,
      "add.u64             %rd_p1, %rd_ms,  %rd_off;",
      "add.u64             %rd_p1, %rd_ps,  %rd_off;", None, "any"),
+    ("exchange: the flag is published with a plain st (no release)", EXC,
+     "@%p_t0 st.release.sys.global.u64 [%rd_pf], %rd_seq;", "@%p_t0 st.global.u64 [%rd_pf], %rd_seq;",
+     None, "fault"),
+    ("exchange: the flag is polled with a plain ld (no acquire)", EXC,
+     "ld.acquire.sys.global.u64 %rd_flag, [%rd_mf];", "ld.global.u64 %rd_flag, [%rd_mf];",
+     None, "fault"),
     ("exchange: block ranges not rounded to 4 elements", EXC,
      "    and.b64             %rd_chunk, %rd_chunk, 0xFFFFFFFFFFFFFFFC;\n", "", None, "any"),
 ]
@@ -712,7 +718,7 @@ def mutation_tests(quick, verbose):
         kind = ("trap" if msg.startswith("Trap") else
                 "fault" if msg.split(":")[0] in ("MemoryFault", "UninitializedRegister", "RaceError",
                                                   "BarrierError", "Deadlock", "StepLimit",
-                                                  "DivergenceError")
+                                                  "DivergenceError", "SyncError")
                 else "data")
         if want != "any" and kind != want:
             failures.append("%s: caught, but as %s, expected %s: %s" % (label, kind, want, msg[:200]))
