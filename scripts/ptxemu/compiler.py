@@ -53,6 +53,16 @@ ST_QUALS = {"weak", "volatile", "relaxed", "release", "wb", "cg", "cs", "wt",
 SPACES = {"global", "shared", "shared::cta", "param", "param::entry"}
 
 
+def _strength(flags, strong_quals):
+    """None for a weak access, else its scope: .volatile counts as .sys (PTX
+    memory model: volatile operations behave as relaxed at system scope)."""
+    if "volatile" in flags:
+        return "sys"
+    if flags & set(strong_quals):
+        return next((f for f in ("sys", "gpu", "cta", "cluster") if f in flags), "gpu")
+    return None
+
+
 def _signed_expr(v, bits):
     s = 1 << (bits - 1)
     return "((%s ^ %d) - %d)" % (v, s, s)
@@ -953,12 +963,12 @@ class Gen:
             a = self.tmp()
             self.emit("%s = %s" % (a, addr))
             obj, _ = self._accessor(space, a, total, "load")
-            strong = bool(fl & {"volatile", "relaxed", "acquire"})
+            strong = _strength(fl, ("volatile", "relaxed", "acquire"))
             if "nc" in fl:
                 self.emit("%s = %s.load_nc(%s, %d, t)" % (data, obj, a, total))
             else:
                 self.emit("%s = %s.load(%s, %d, t%s)" % (data, obj, a, total,
-                                                         ", True" if strong else ""))
+                                                         ", %r" % strong if strong else ""))
         signed = ty[0] == "s"
         for j, dd in enumerate(dests):
             if dd.kind == "sink":
@@ -1003,8 +1013,8 @@ class Gen:
         self.emit("%s = %s" % (a, addr))
         data = " + ".join("(%s).to_bytes(%d, 'little')" % (v, esize) for v in vals)
         obj, _ = self._accessor(space, a, total, "store")
-        strong = bool(fl & {"volatile", "relaxed", "release"})
-        self.emit("%s.store(%s, %s, t%s)" % (obj, a, data, ", True" if strong else ""))
+        strong = _strength(fl, ("volatile", "relaxed", "release"))
+        self.emit("%s.store(%s, %s, t%s)" % (obj, a, data, ", %r" % strong if strong else ""))
 
     def op_atom(self):
         self._atom(True)
@@ -1082,7 +1092,8 @@ class Gen:
         self.emit("%s = %s" % (a, addr))
         obj, _ = self._accessor(space, a, size, "atomic")
         old = self.tmp()
-        self.emit("%s = %s.atomic(%s, %d, t, %s)" % (old, obj, a, size, fn))
+        scope = next((f for f in flags if f in SCOPES), "gpu")     # atom's default scope: .gpu
+        self.emit("%s = %s.atomic(%s, %d, t, %s, %r)" % (old, obj, a, size, fn, scope))
         if returns:
             self.write(d, "ifb(%s, 'little')" % old, bits)
 

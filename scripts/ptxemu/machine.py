@@ -70,14 +70,14 @@ class _GenericShared:
     def __init__(self, smem):
         self.smem = smem
 
-    def load(self, addr, size, t, strong=False):
+    def load(self, addr, size, t, strong=None):
         return self.smem.load(addr - SHARED_WINDOW, size, t, strong)
 
-    def store(self, addr, data, t, strong=False):
+    def store(self, addr, data, t, strong=None):
         self.smem.store(addr - SHARED_WINDOW, data, t, strong)
 
-    def atomic(self, addr, size, t, fn):
-        return self.smem.atomic(addr - SHARED_WINDOW, size, t, fn)
+    def atomic(self, addr, size, t, fn, scope="gpu"):
+        return self.smem.atomic(addr - SHARED_WINDOW, size, t, fn, scope)
 
 
 class Thread:

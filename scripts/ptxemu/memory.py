@@ -153,9 +153,9 @@ class Memory:
             parts.append("%d bytes before %s" % (a.start - addr, a.name))
         return " (" + "; ".join(parts) + ")" if parts else ""
 
-    def load(self, addr, size, t, strong=False):
-        """strong: ld.volatile / .relaxed / .acquire (the memory model's
-        "strong" operations).  Two cross-GPU synchronization checks apply to
+    def load(self, addr, size, t, strong=None):
+        """strong: None for a weak load, else the scope ("sys", "gpu", "cta",
+        "cluster") of ld.volatile (= .sys) / .relaxed / .acquire.  Two cross-GPU synchronization checks apply to
         values another running grid stored (small allocations only):
           * a strong load that observes a *weak* store of another running grid:
             the flag was published with a plain st, which gives no ordering
@@ -186,6 +186,12 @@ class Memory:
                         raise SyncError("%s+%d: a strong load observes a plain (weak) st of %s: "
                                         "publish a flag with st.release (or .relaxed/.volatile "
                                         "after a fence)" % (a.name, off, w[0].name))
+                    # grids are different GPUs: only .sys scope reaches the peer
+                    if w[1] != "sys" or strong != "sys":
+                        raise SyncError("%s+%d: synchronization between two GPUs below .sys "
+                                        "scope (store by %s at .%s, load at .%s): the peer GPU is "
+                                        "only within scope .sys" % (a.name, off, w[0].name, w[1],
+                                                                     strong))
                 elif c:
                     raise SyncError("%s+%d: a plain (weak) ld, repeated by this thread, observes "
                                     "a store of %s: waiting on a weak load (the compiler may hoist "
@@ -210,7 +216,7 @@ class Memory:
                                   % (a.name, "this kernel" if w is g else w.name))
         return data
 
-    def store(self, addr, data, t, strong=False):
+    def store(self, addr, data, t, strong=None):
         size = len(data)
         if addr % size:
             raise MemoryFault("misaligned store of %d bytes at 0x%x" % (size, addr))
@@ -235,7 +241,7 @@ class Memory:
                 a.sync = {}
             a.sync[off] = (g, strong)
 
-    def atomic(self, addr, size, t, fn):
+    def atomic(self, addr, size, t, fn, scope="gpu"):
         """Read-modify-write: fn(old_bytes) -> new_bytes or None (no store)."""
         if addr % size:
             raise MemoryFault("misaligned atomic of %d bytes at 0x%x" % (size, addr))
@@ -254,7 +260,7 @@ class Memory:
             if a.end - a.start <= SYNC_TRACK_MAX:
                 if a.sync is None:
                     a.sync = {}
-                a.sync[off] = (t.grid, True)      # atomics are strong
+                a.sync[off] = (t.grid, scope)     # atomics are strong (default scope .gpu)
         return old
 
 

@@ -648,6 +648,9 @@ MUTATIONS = [
     ("exchange: the flag is polled with a plain ld (no acquire)", EXC,
      "ld.acquire.sys.global.u64 %rd_flag, [%rd_mf];", "ld.global.u64 %rd_flag, [%rd_mf];",
      None, "fault"),
+    ("exchange: the flag is released at .gpu scope (the peer GPU needs .sys)", EXC,
+     "@%p_t0 st.release.sys.global.u64 [%rd_pf], %rd_seq;",
+     "@%p_t0 st.release.gpu.global.u64 [%rd_pf], %rd_seq;", None, "fault"),
     ("exchange: block ranges not rounded to 4 elements", EXC,
      "    and.b64             %rd_chunk, %rd_chunk, 0xFFFFFFFFFFFFFFFC;\n", "", None, "any"),
 ]
