@@ -154,14 +154,20 @@ def gen_scalar(ti, op, rng, k=0):
 
 def _premul_scalar(ti, rng, k):
     with np.errstate(all="ignore"):
-        vals = [0.5, 3.0, -1.25, 1.0 / 3.0, 0.1, -7.5, 1e-3, 2.0, 0.0, -0.0]
+        fi = np.finfo(ti.dtype) if ti.dtype in (np.float16, np.float32, np.float64) \
+            else ml_dtypes.finfo(ti.dtype)
+        tiny = 3 * float(fi.smallest_subnormal)            # a subnormal multiplier
+        vals = [0.5, 3.0, -1.25, 1.0 / 3.0, 0.1, -7.5, 1e-3, 2.0, 0.0, -0.0, tiny, float("nan")]
         if ti.kind != "fp8":
             vals += [float("inf"), 1e30]
-        v = np.array([vals[k % len(vals)]], dtype=np.float64).astype(np.float32).astype(ti.dtype)
-        if ti.kind == "fp8":
-            v = np.clip(np.array([vals[k % len(vals)]], np.float32),
-                        -float(ml_dtypes.finfo(ti.dtype).max),
-                        float(ml_dtypes.finfo(ti.dtype).max)).astype(ti.dtype)
+        x = vals[k % len(vals)]
+        if ti.dtype == np.float64:
+            v = np.array([x], dtype=np.float64)
+        elif ti.kind == "fp8":
+            mx = float(fi.max)
+            v = np.clip(np.array([x], np.float32), -mx, mx).astype(ti.dtype)
+        else:
+            v = np.array([x], dtype=np.float64).astype(np.float32).astype(ti.dtype)
         return int(v.view(ti.udtype)[0])
 
 
