@@ -175,6 +175,14 @@ class Machine:
             raise ValueError("grid and block must be >= 1")
         if block > 1024:
             raise ValueError("at most 1024 threads per block")
+        d = kernel.entry.directives
+        for key in (".maxntid", ".reqntid"):
+            if key in d:
+                dims = [int(x) for x in d[key]] + [1, 1]
+                total = dims[0] * dims[1] * dims[2]
+                if (key == ".maxntid" and block > total) or (key == ".reqntid" and block != total):
+                    raise ValueError("%s declares %s %s; launched with %d threads per block"
+                                     % (kernel.name, key, ",".join(d[key]), block))
         self._ngrids += 1
         g = Grid(self, kernel, grid, block, params, name or "grid%d" % self._ngrids, self._ngrids)
         nregs = len(kernel.regnames)
