@@ -25,6 +25,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+try:
+    import numpy  # noqa: F401
+    import ml_dtypes  # noqa: F401
+except ImportError as e:  # pragma: no cover
+    sys.exit("test_ptx_kernels.py needs numpy and ml_dtypes (%s); e.g. "
+             ".venv-ci/bin/python -m pip install numpy==2.2.6 ml_dtypes==0.5.1" % e)
+
 from ptxemu import load_module, PtxError  # noqa: E402
 from ptxemu import kerneltests as kt  # noqa: E402
 
