@@ -1,0 +1,683 @@
+"""Test cases for ringreduce's reduce and exchange kernels, run on the emulator
+and checked bitwise against ptxemu.reference.
+
+Kernel ABIs, told apart by the parameter list:
+  reduce   (dst, a, b, n)                                   old f32 sum
+  reduce   (dst, a, b, n, flags, scalar)                    rr_reduce_<op>_<sfx>
+  exchange (dst, a, peer_slot, my_slot, peer_flags, my_flags, calls, n)
+                                                            old f32 sum, traps on timeout
+  exchange (... , n, flags, scalar, ctrl)                   rr_exchange_<op>_<sfx>
+
+Memory layout: every buffer is its own allocation, placed so that its address
+has the wanted offset modulo 16, with a 32-byte no-access guard zone right
+before and right after it (any access there, or anywhere outside the
+allocations, is a fault).  An out-of-place dst starts *poisoned*: reading it
+is a fault, and the test checks that every element got written.  dst (and a
+when in place) track writers, so two threads of a launch writing the same
+element, or reading an element another thread wrote, is a reported race.
+"""
+
+import re
+import zlib
+
+import numpy as np
+import ml_dtypes
+
+from .machine import Machine
+from .errors import PtxError, StepLimit, Trap
+from .reference import TYPES, OPS, reduce_ref, compare, decode_vals
+
+REDUCE_OLD = ["dst", "a", "b", "n"]
+REDUCE_NEW = ["dst", "a", "b", "n", "flags", "scalar"]
+EXCH_OLD = ["dst", "a", "peer_slot", "my_slot", "peer_flags", "my_flags", "calls", "n"]
+EXCH_NEW = EXCH_OLD + ["flags", "scalar", "ctrl"]
+
+NAME_RE = re.compile(r"^rr_(reduce|exchange)_([a-z0-9]+)_([a-z0-9]+)$")
+
+GUARD = 32
+
+
+class KernelInfo:
+    def __init__(self, module, name, family, op, sfx, abi):
+        self.module = module
+        self.name = name
+        self.family = family     # "reduce" | "exchange"
+        self.op = op
+        self.sfx = sfx
+        self.abi = abi           # "old" | "new"
+
+    @property
+    def kernel(self):
+        return self.module.kernel(self.name)
+
+
+def classify(module, name):
+    """KernelInfo for an entry, or a string saying why it is not testable."""
+    m = NAME_RE.match(name)
+    if not m:
+        return "entry %s: name is not rr_reduce_<op>_<type> / rr_exchange_<op>_<type>" % name
+    family, op, sfx = m.groups()
+    if sfx not in TYPES:
+        return "entry %s: unknown element type %r" % (name, sfx)
+    if op not in OPS[sfx]:
+        return "entry %s: op %r is not defined for %s" % (name, op, sfx)
+    params = module.entry(name).param_names()
+    ptypes = [p[1] for p in module.entry(name).params]
+    if any(t not in ("u64", "b64", "s64") for t in ptypes):
+        return "entry %s: expected only 64-bit parameters, got %s" % (name, ptypes)
+    if family == "reduce":
+        if params == REDUCE_NEW:
+            return KernelInfo(module, name, family, op, sfx, "new")
+        if params == REDUCE_OLD and op == "sum":
+            return KernelInfo(module, name, family, op, sfx, "old")
+    else:
+        if params == EXCH_NEW:
+            return KernelInfo(module, name, family, op, sfx, "new")
+        if params == EXCH_OLD and op == "sum":
+            return KernelInfo(module, name, family, op, sfx, "old")
+    return "entry %s: unknown parameter list (%s)" % (name, ", ".join(params))
+
+
+# ---------------------------------------------------------------------------
+# input values
+
+def _float_specials(ti):
+    if ti.kind == "int":
+        return []
+    fi = ml_dtypes.finfo(ti.dtype) if ti.dtype not in (np.float16, np.float32, np.float64) \
+        else np.finfo(ti.dtype)
+    vals = [0.0, -0.0, float(fi.max), -float(fi.max), float(fi.smallest_subnormal),
+            -float(fi.smallest_subnormal), float(fi.smallest_normal), 1.0, -1.0, 0.5,
+            float("nan")]
+    if ti.sfx != "e4m3":
+        vals += [float("inf"), float("-inf")]
+    return vals
+
+
+def gen_values(ti, n, rng, special=0.15, small=False):
+    """n random elements of type ti as unsigned bit patterns."""
+    with np.errstate(all="ignore"):
+        return _gen_values(ti, n, rng, special, small)
+
+
+def _gen_values(ti, n, rng, special, small):
+    if n == 0:
+        return np.zeros(0, dtype=ti.udtype)
+    if ti.kind == "int":
+        full = rng.integers(0, 1 << ti.bits, size=n, dtype=np.uint64).astype(ti.udtype) \
+            if ti.bits < 64 else rng.integers(0, 2**63, size=n, dtype=np.uint64) * 2 + \
+            rng.integers(0, 2, size=n, dtype=np.uint64)
+        smallv = rng.integers(-20, 21, size=n).astype(np.int64).astype(ti.dtype).view(ti.udtype)
+        lo = np.iinfo(ti.dtype).min
+        hi = np.iinfo(ti.dtype).max
+        specs = np.array([0, 1, hi, lo, hi - 1, lo + 1] + ([-1, -2] if ti.signed else [2, 3]),
+                         dtype=object)
+        specs = np.array([int(v) for v in specs], dtype=np.int64 if ti.signed else np.uint64) \
+            .astype(ti.dtype).view(ti.udtype)
+        pick = rng.random(n)
+        out = np.where(pick < 0.45, full, smallv)
+        sp = rng.random(n) < special
+        out = np.where(sp, specs[rng.integers(0, len(specs), size=n)], out)
+        return out.astype(ti.udtype)
+    # floats: mostly moderate values, some specials
+    mag = rng.uniform(-4, 4, size=n) * np.exp2(rng.integers(-6, 6, size=n))
+    if small:
+        mag = rng.uniform(-2, 2, size=n)
+    vals = mag.astype(np.float32).astype(ti.dtype)
+    specs = np.array(_float_specials(ti), dtype=np.float64).astype(np.float32).astype(ti.dtype)
+    sp = rng.random(n) < special
+    vals = np.where(sp, specs[rng.integers(0, len(specs), size=n)], vals).astype(ti.dtype)
+    bits = vals.view(ti.udtype).copy()
+    # signaling NaNs (quiet bit clear) and NaNs with payloads and sign
+    snan = {"f16": [0x7C01, 0xFD55], "bf16": [0x7F81, 0xFFA0], "f32": [0x7F800001, 0xFFA12345],
+            "f64": [0x7FF0000000000001, 0xFFF4000000000000], "e5m2": [0x7D, 0xFE],
+            "e4m3": [0xFF, 0x7F]}[ti.sfx]
+    sn = rng.random(n) < special / 6
+    bits = np.where(sn, np.array(snan, dtype=ti.udtype)[rng.integers(0, 2, size=n)], bits)
+    # some fully random bit patterns (all encodings, NaN payloads included)
+    rb = rng.random(n) < 0.08
+    rnd = rng.integers(0, 1 << min(ti.bits, 63), size=n, dtype=np.uint64).astype(ti.udtype)
+    return np.where(rb, rnd, bits).astype(ti.udtype)
+
+
+def gen_scalar(ti, op, rng, k=0):
+    """The `scalar` parameter: premulsum -> bits of a multiplier in the element
+    type; sumpostdiv -> the divisor N >= 1."""
+    if op == "sumpostdiv":
+        choices = [1, 2, 3, 4, 5, 7, 8, 10, 127, 128, 255, 256, 1000, 65535, 65536, 65537,
+                   (1 << 31) - 1, 1 << 31, (1 << 32) + 1, (1 << 63) + 5]
+        return choices[k % len(choices)] if k >= 0 else int(rng.choice(choices))
+    if op == "premulsum":
+        return _premul_scalar(ti, rng, k)
+    return 0
+
+
+def _premul_scalar(ti, rng, k):
+    with np.errstate(all="ignore"):
+        fi = np.finfo(ti.dtype) if ti.dtype in (np.float16, np.float32, np.float64) \
+            else ml_dtypes.finfo(ti.dtype)
+        tiny = 3 * float(fi.smallest_subnormal)            # a subnormal multiplier
+        vals = [0.5, 3.0, -1.25, 1.0 / 3.0, 0.1, -7.5, 1e-3, 2.0, 0.0, -0.0, tiny, float("nan")]
+        if ti.kind != "fp8":
+            vals += [float("inf"), 1e30]
+        x = vals[k % len(vals)]
+        if ti.dtype == np.float64:
+            v = np.array([x], dtype=np.float64)
+        elif ti.kind == "fp8":
+            mx = float(fi.max)
+            v = np.clip(np.array([x], np.float32), -mx, mx).astype(ti.dtype)
+        else:
+            v = np.array([x], dtype=np.float64).astype(np.float32).astype(ti.dtype)
+        return int(v.view(ti.udtype)[0])
+
+
+# ---------------------------------------------------------------------------
+# buffers
+
+class Buffers:
+    """Allocates buffers at chosen offsets mod 16 with guard zones."""
+
+    def __init__(self, m, base=0x10_0000_0000):
+        self.m = m
+        self.next = base
+
+    def place(self, name, nbytes, off16=0, data=None, poison=False, track=False):
+        region = self.next
+        self.next += ((nbytes + 256 + 4095) // 4096) * 4096 + 4096
+        start = region + 64 + off16
+        mem = self.m.mem
+        mem.alloc(start - GUARD, GUARD, "guard before " + name, noaccess=True)
+        if nbytes:
+            a = mem.alloc(start, nbytes, name, data=None if data is None else bytes(data),
+                          poison=poison, track=track)
+        mem.alloc(start + nbytes, GUARD, "guard after " + name, noaccess=True)
+        return start
+
+
+def _hex(ti, v):
+    return "0x%0*x" % (ti.size * 2, int(v))
+
+
+def _val(ti, v):
+    if ti.kind == "int":
+        return str(int(np.array([v], dtype=ti.udtype).view(ti.dtype)[0]))
+    return repr(float(np.array([v], dtype=ti.udtype).view(ti.dtype)[0].astype(np.float64)))
+
+
+def describe_diff(ti, idx, a, b, exp, got, label_b="b"):
+    i = int(idx)
+    return ("first differing element %d: a=%s (%s) %s=%s (%s) expected %s (%s) got %s (%s)"
+            % (i, _hex(ti, a[i]), _val(ti, a[i]), label_b, _hex(ti, b[i]), _val(ti, b[i]),
+               _hex(ti, exp[i]), _val(ti, exp[i]), _hex(ti, got[i]), _val(ti, got[i])))
+
+
+class CaseResult:
+    def __init__(self, ok, label, msg="", steps=0, zero_signs=None, lint=None):
+        self.ok = ok
+        self.label = label
+        self.msg = msg
+        self.steps = steps
+        self.zero_signs = zero_signs or {}
+
+
+# ---------------------------------------------------------------------------
+# reduce
+
+class ReduceCase:
+    def __init__(self, n, grid, block, offs=(0, 0, 0), inplace=False, flags=0, scalar=0,
+                 seed=0, schedule="random", quantum=8, special=0.15, note="", values=None):
+        self.n = n
+        self.grid = grid
+        self.block = block
+        self.offs = offs            # element offsets mod 16 bytes of dst, a, b
+        self.inplace = inplace
+        self.flags = flags
+        self.scalar = scalar
+        self.seed = seed
+        self.schedule = schedule
+        self.quantum = quantum
+        self.special = special
+        self.note = note
+        self.values = values        # None: random; "pairs": every (a, b) byte pair
+
+    def label(self):
+        o = "dst=a" if self.inplace else "dst@%d" % self.offs[0]
+        return ("%sn=%d grid=%dx%d %s a@%d b@%d flags=%d scalar=0x%x seed=%d %s"
+                % (self.note + " " if self.note else "", self.n, self.grid, self.block, o,
+                   self.offs[1], self.offs[2], self.flags, self.scalar, self.seed,
+                   self.schedule)).strip()
+
+
+def run_reduce(info, case, max_steps=20_000_000):
+    ti = TYPES[info.sfx]
+    n = case.n
+    rng = np.random.default_rng(case.seed)
+    if case.values == "pairs":
+        # every (a, b) pair of 8-bit patterns; n = 4 * 65536 puts each pair in
+        # each of the 4 byte lanes of a 32-bit word
+        i = np.arange(n, dtype=np.uint64)
+        p = (i >> 2) if n >= 4 * 65536 else i
+        a = (p & 0xFF).astype(ti.udtype)
+        b = ((p >> 8) & 0xFF).astype(ti.udtype)
+    else:
+        a = gen_values(ti, n, rng, case.special)
+        b = gen_values(ti, n, rng, case.special)
+    flags = case.flags if info.abi == "new" else 0
+    scalar = case.scalar if info.abi == "new" else 0
+    m = Machine(seed=case.seed, schedule=case.schedule, quantum=case.quantum)
+    bufs = Buffers(m)
+    nb = n * ti.size
+    pa = bufs.place("a", nb, case.offs[1] * ti.size % 16, a.tobytes(), track=case.inplace)
+    pb = bufs.place("b", nb, case.offs[2] * ti.size % 16, b.tobytes())
+    if case.inplace:
+        pd = pa
+    else:
+        pd = bufs.place("dst", nb, case.offs[0] * ti.size % 16, poison=True, track=True)
+    params = [pd, pa, pb, n] + ([flags, scalar] if info.abi == "new" else [])
+    label = case.label()
+    try:
+        k = info.kernel
+        m.launch(k, case.grid, case.block, params, name=info.name)
+        m.run(max_steps=max_steps)
+    except PtxError as e:
+        return CaseResult(False, label, "%s: %s" % (type(e).__name__, e), m.steps)
+    exp, lenient = reduce_ref(info.sfx, info.op, a, b, flags, scalar)
+    if n and not case.inplace and not m.mem.initialized(pd, nb):
+        init = m.mem._find_host(pd, nb).init
+        first = next(i for i in range(nb) if not init[i]) // ti.size
+        return CaseResult(False, label, "dst element %d was never written" % first, m.steps)
+    got = np.frombuffer(m.mem.read(pd, nb), dtype=ti.udtype) if n else np.zeros(0, ti.udtype)
+    bad, zs = compare(info.sfx, got, exp, lenient)
+    if len(bad):
+        return CaseResult(False, label, "%d of %d elements differ; %s"
+                          % (len(bad), n, describe_diff(ti, bad[0], a, b, exp, got)), m.steps)
+    # inputs must be untouched
+    if n:
+        if not case.inplace and m.mem.read(pa, nb) != a.tobytes():
+            return CaseResult(False, label, "input a was modified (out of place)", m.steps)
+        if m.mem.read(pb, nb) != b.tobytes():
+            return CaseResult(False, label, "input b was modified", m.steps)
+    return CaseResult(True, label, "", m.steps, zs)
+
+
+def reduce_cases(info, mode, seed0=0):
+    """The case list for one reduce kernel.  mode: "quick" | "full"."""
+    ti = TYPES[info.sfx]
+    E = 16 // ti.size                     # elements per 16-byte vector
+    cases = []
+    seed = [seed0 * 100003 + zlib.crc32(info.name.encode()) % 99991]
+
+    def add(**kw):
+        seed[0] += 1
+        kw.setdefault("seed", seed[0])
+        cases.append(ReduceCase(**kw))
+
+    op = info.op
+    has_arg = info.abi == "new" and op in ("premulsum", "sumpostdiv")
+    rng = np.random.default_rng(seed[0])
+
+    def fs(k):
+        """flags and scalar for the k-th case: every flag combination in turn
+        for premulsum / sumpostdiv, else 0 (or garbage, which must be ignored)."""
+        if info.abi != "new":
+            return 0, 0
+        if has_arg:
+            return k % 8, gen_scalar(ti, op, rng, k)
+        if k % 5 == 4:
+            return 7, int(rng.integers(1, 1 << 62))
+        return 0, 0
+
+    k = 0
+    # 1. tiny n, aligned, a couple of launch shapes
+    for n in (0, 1, 2, 3, 5, 7, 13, 31):
+        f, s = fs(k); k += 1
+        add(n=n, grid=1 if n % 2 else 2, block=32 if n < 8 else 5, flags=f, scalar=s,
+            note="tiny")
+    # 1b. tiny n below the head length (the head must be clamped to n)
+    if E > 1:
+        for n in sorted({1, 2, E - 2} - {0}):
+            f, s = fs(k); k += 1
+            add(n=n, grid=1, block=4, offs=(1, 1, 1), flags=f, scalar=s, note="tiny-head")
+    # 2. heads of every length: dst, a, b equal mod 16
+    for h in range(1, E):
+        f, s = fs(k); k += 1
+        add(n=3 * E + 5 + h, grid=2, block=4, offs=(h, h, h), flags=f, scalar=s, note="head")
+    # 3. scalar path: offsets differ mod 16
+    if E > 1:
+        for offs in ((0, 1, 0), (0, 0, 1), (1, 0, 0), (E - 1, 1, E // 2)):
+            f, s = fs(k); k += 1
+            add(n=2 * E + 7, grid=1, block=8, offs=offs, flags=f, scalar=s, note="scalar-path")
+    # 4. in place (dst == a), with and without a head
+    for h in (0, E - 1 if E > 1 else 0):
+        f, s = fs(k); k += 1
+        add(n=5 * E + 3, grid=2, block=8, offs=(h, h, h), inplace=True, flags=f, scalar=s,
+            note="in-place")
+        if E > 1:
+            f, s = fs(k); k += 1
+            add(n=5 * E + 3, grid=1, block=8, offs=(h, h, (h + 1) % E), inplace=True, flags=f,
+                scalar=s, note="in-place scalar-path")
+    # 5. every flag combination (premulsum / sumpostdiv) over a vector body
+    if has_arg:
+        for fl in range(8):
+            s = gen_scalar(ti, op, rng, fl + 3)
+            add(n=9 * E + 3, grid=1, block=4, offs=(1 % E, 1 % E, 1 % E), flags=fl, scalar=s,
+                note="flags")
+        if op == "sumpostdiv":
+            for j in range(20):
+                add(n=2 * E + 1, grid=1, block=8, flags=4, scalar=gen_scalar(ti, op, rng, j),
+                    note="divisor")
+            for N in range(1, 41 if mode == "quick" else 301):
+                add(n=E + 1, grid=1, block=4, flags=4, scalar=N, special=0.4, note="divisor")
+    # 6. the unrolled x4 vector loop with a small grid, plus remainders
+    f, s = fs(k); k += 1
+    add(n=E * (4 * 4 * 3 + 3) + 2 + 1 % E, grid=1, block=4, offs=(1 % E,) * 3, flags=f, scalar=s,
+        note="x4-loop")
+    f, s = fs(k); k += 1
+    add(n=E * (4 * 64 + 64 + 37) + 3, grid=2, block=32, offs=(0, 0, 0), flags=f, scalar=s,
+        note="x4-loop")
+    f, s = fs(k); k += 1
+    add(n=E * (4 * 12 * 2 + 5) + E - 1, grid=3, block=4, offs=(E - 1,) * 3, inplace=True,
+        flags=f, scalar=s, note="x4-loop in-place")
+    # 7. round-robin schedule and a real launch shape
+    f, s = fs(k); k += 1
+    add(n=7 * E + 1, grid=1, block=256, flags=f, scalar=s, schedule="rr", note="rr")
+    # 8. mostly special values (NaN, inf, max, subnormals, integer extremes)
+    for j in range(2):
+        f, s = fs(k); k += 1
+        add(n=4 * E + 3, grid=2, block=8, offs=(j % E,) * 3, special=0.6, flags=f, scalar=s,
+            note="specials")
+    # 8b. 8-bit types: every pair of byte patterns (quick: each pair in one
+    # lane; full: each pair in each of the 4 lanes of a word)
+    if ti.size == 1:
+        f, s = fs(k); k += 1
+        if op in ("premulsum", "sumpostdiv"):
+            f = 7 if op == "premulsum" else 4
+        add(n=65536 if mode == "quick" else 4 * 65536, grid=4, block=64, flags=f, scalar=s,
+            values="pairs", note="all-pairs")
+    # 9. random shapes, offsets and schedules
+    for j in range(4 if mode == "quick" else 16):
+        n = int(rng.integers(0, 40 * E))
+        offs = tuple(int(x) for x in rng.integers(0, E, size=3)) if j % 2 else \
+            (int(rng.integers(0, E)),) * 3
+        f, s = fs(k); k += 1
+        add(n=n, grid=int(rng.integers(1, 5)), block=int(rng.integers(1, 40)), offs=offs,
+            inplace=bool(j % 3 == 0), flags=f, scalar=s, note="random",
+            schedule="rr" if j % 4 == 3 else "random", quantum=int(rng.integers(1, 16)))
+    if mode == "full":
+        f, s = fs(k); k += 1
+        add(n=E * (4 * 256 + 100) + 5, grid=2, block=256, offs=(1 % E,) * 3, flags=f, scalar=s,
+            note="big")
+        for j in range(8):
+            f, s = fs(k); k += 1
+            add(n=4 * E + 3, grid=2, block=8, special=0.6, flags=f, scalar=s, note="specials")
+    return cases
+
+
+# ---------------------------------------------------------------------------
+# exchange
+
+class ExchangeCase:
+    def __init__(self, n, grid, block, calls=2, inplace=False, offs=(0, 0, 0), flags=0,
+                 scalar=0, seed=0, schedule="random", quantum=8, overlap=True, note="",
+                 special=0.15, offs1=None):
+        self.n = n
+        self.grid = grid
+        self.block = block
+        self.calls = calls
+        self.inplace = inplace
+        self.offs = offs            # element offsets mod 16 bytes of dst, a, slots (rank 0)
+        self.offs1 = offs1 or offs  # the same for rank 1 (its slots: rank 0's pushes)
+        self.flags = flags
+        self.scalar = scalar
+        self.seed = seed
+        self.schedule = schedule
+        self.quantum = quantum
+        self.overlap = overlap
+        self.note = note
+        self.special = special
+
+    def label(self):
+        offs = str(self.offs) if self.offs1 == self.offs else "%s/%s" % (self.offs, self.offs1)
+        return ("%sn=%d grid=%dx%d calls=%d %s offs=%s flags=%d scalar=0x%x seed=%d %s%s"
+                % (self.note + " " if self.note else "", self.n, self.grid, self.block,
+                   self.calls, "in-place" if self.inplace else "out-of-place", offs,
+                   self.flags, self.scalar, self.seed, self.schedule,
+                   "" if self.overlap else " serialized")).strip()
+
+
+class _Rank:
+    pass
+
+
+def _setup_exchange(info, case, m, ti, timeout_ns=0):
+    """Buffers of both ranks.  Slots have two halves (the host alternates
+    them between consecutive calls, so a call's push never lands in the half
+    the peer may still be reducing from)."""
+    n = case.n
+    nb = n * ti.size
+    unit = 16 // ti.size
+    stride = -(-n // unit) * unit if n else 0
+    bufs = Buffers(m)
+    ranks = []
+    for r in range(2):
+        R = _Rank()
+        R.r = r
+        offs = case.offs if r == 0 else case.offs1
+        R.a = bufs.place("rank%d a" % r, nb, offs[1] * ti.size % 16, bytes(nb),
+                         track=case.inplace)
+        R.dst = R.a if case.inplace else bufs.place("rank%d dst" % r, nb,
+                                                     offs[0] * ti.size % 16,
+                                                     poison=True, track=True)
+        soff = offs[2] * ti.size % 16
+        R.slots = [bufs.place("rank%d slot%d" % (r, h), nb, soff, poison=True) for h in range(2)]
+        R.flags = bufs.place("rank%d flags" % r, 8 * case.grid, 0, bytes(8 * case.grid))
+        R.calls = bufs.place("rank%d calls" % r, 8 * case.grid, 0, bytes(8 * case.grid))
+        R.ctrl = bufs.place("rank%d ctrl" % r, 16, 0,
+                            bytes(8) + int(timeout_ns).to_bytes(8, "little"))
+        R.stride = stride
+        ranks.append(R)
+    return ranks
+
+
+def _exchange_params(info, R, P, k, n, flags, scalar):
+    h = k % 2
+    p = [R.dst, R.a, P.slots[h], R.slots[h], P.flags, R.flags, R.calls, n]
+    if info.abi == "new":
+        p += [flags, scalar, R.ctrl]
+    return p
+
+
+def run_exchange(info, case, max_steps=30_000_000):
+    """Both ranks, `case.calls` consecutive calls.  With overlap, each rank
+    launches its next call as soon as its previous one finished (its own
+    stream), while the other rank may still be in the previous call."""
+    ti = TYPES[info.sfx]
+    n = case.n
+    nb = n * ti.size
+    rng = np.random.default_rng(case.seed)
+    flags = case.flags if info.abi == "new" else 0
+    scalar = case.scalar if info.abi == "new" else 0
+    inputs = [[gen_values(ti, n, rng, case.special) for _ in range(2)] for _ in range(case.calls)]
+    m = Machine(seed=case.seed, schedule=case.schedule, quantum=case.quantum)
+    ranks = _setup_exchange(info, case, m, ti)
+    label = case.label()
+    k_ = info.kernel
+    state = {"next": [0, 0], "err": None}
+    results = {}
+
+    def launch(r):
+        k = state["next"][r]
+        R, P = ranks[r], ranks[1 - r]
+        if n:
+            m.mem.write(R.a, inputs[k][r].tobytes())
+            if not case.inplace:
+                m.mem.poison(R.dst, nb)
+            # the half this rank pushes into: nobody may read it before the push
+            m.mem.poison(P.slots[k % 2], nb)
+        g = m.launch(k_, case.grid, case.block,
+                     _exchange_params(info, R, P, k, n, flags, scalar),
+                     name="rank%d call%d" % (r, k))
+        g.rank = r
+        g.call = k
+        state["next"][r] = k + 1
+
+    def done(g):
+        r, k = g.rank, g.call
+        R = ranks[r]
+        if n and not case.inplace and not m.mem.initialized(R.dst, nb):
+            results[(r, k)] = "rank %d call %d: dst not fully written" % (r, k)
+        else:
+            results[(r, k)] = np.frombuffer(m.mem.read(R.dst, nb), dtype=ti.udtype).copy() \
+                if n else np.zeros(0, ti.udtype)
+        if case.overlap and state["next"][r] < case.calls:
+            launch(r)
+
+    m.on_grid_done = done
+    try:
+        if case.overlap:
+            launch(0)
+            launch(1)
+            m.run(max_steps=max_steps)
+        else:
+            for _ in range(case.calls):
+                launch(0)
+                launch(1)
+                m.run(max_steps=max_steps)
+    except PtxError as e:
+        return CaseResult(False, label, "%s: %s" % (type(e).__name__, e), m.steps)
+    for k in range(case.calls):
+        for r in range(2):
+            got = results.get((r, k))
+            if got is None:
+                return CaseResult(False, label, "rank %d call %d did not finish" % (r, k), m.steps)
+            if isinstance(got, str):
+                return CaseResult(False, label, got, m.steps)
+            a, b = inputs[k][r], inputs[k][1 - r]
+            exp, lenient = reduce_ref(info.sfx, info.op, a, b, flags, scalar)
+            bad, zs = compare(info.sfx, got, exp, lenient)
+            if len(bad):
+                return CaseResult(False, label, "rank %d call %d: %d of %d elements differ; %s"
+                                  % (r, k, len(bad), n,
+                                     describe_diff(ti, bad[0], a, b, exp, got, "peer a")),
+                                  m.steps)
+    for r in range(2):
+        R = ranks[r]
+        if info.abi == "new" and m.mem.read(R.ctrl + 4, 4) != bytes(4):
+            return CaseResult(False, label, "rank %d: status written on success" % r, m.steps)
+        if not case.inplace and n and m.mem.read(R.a, nb) != inputs[-1][r].tobytes():
+            return CaseResult(False, label, "rank %d: input a modified (out of place)" % r, m.steps)
+        calls = np.frombuffer(m.mem.read(R.calls, 8 * case.grid), dtype=np.uint64)
+        if not np.all(calls == case.calls):
+            return CaseResult(False, label, "rank %d: calls[] = %s after %d calls"
+                              % (r, calls.tolist(), case.calls), m.steps)
+    return CaseResult(True, label, "", m.steps, zs)
+
+
+def run_exchange_fault(info, kind, seed=1, n=37, grid=2, block=8):
+    """Fault paths with only rank 0 launched (the peer never comes):
+      timeout: timeout_ns set -> status 1, dst unchanged, no trap
+      abort:   the host sets abort while rank 0 waits -> status 2
+      forever: timeout 0, no abort -> still waiting when the step budget ends
+      trap:    old ABI: traps after its built-in 10 s deadline (fake clock)"""
+    ti = TYPES[info.sfx]
+    case = ExchangeCase(n=n, grid=grid, block=block, calls=1, seed=seed)
+    label = "fault:%s n=%d grid=%dx%d" % (kind, n, grid, block)
+    nb = n * ti.size
+    rng = np.random.default_rng(seed)
+    a = gen_values(ti, n, rng)
+    if kind == "trap":
+        m = Machine(seed=seed, ns_per_step=200_000)     # 10 s = 50k steps
+    else:
+        m = Machine(seed=seed, ns_per_step=10)
+    timeout = 200_000 if kind == "timeout" else 0
+    ranks = _setup_exchange(info, case, m, ti, timeout_ns=timeout)
+    R, P = ranks
+    m.mem.write(R.a, a.tobytes())
+    before = np.arange(n, dtype=np.uint64).astype(ti.udtype) ^ ti.udtype.type(0x5A)
+    m.mem.write(R.dst, before.tobytes())
+    # a valid scalar (sumpostdiv: N >= 1 even with the post flag clear)
+    scalar = gen_scalar(ti, info.op, rng, 1)
+    params = _exchange_params(info, R, P, 0, n, 0, scalar)
+    m.launch(info.kernel, grid, block, params, name="rank0 alone")
+    try:
+        if kind == "trap":
+            try:
+                m.run(max_steps=5_000_000)
+            except Trap:
+                return CaseResult(True, label, "trapped as documented")
+            return CaseResult(False, label, "finished without trapping although the peer never came")
+        if kind == "timeout":
+            # 200 us of fake time = 20k steps; give it 25 times that
+            m.run(max_steps=500_000)
+        elif kind == "abort":
+            fin = m.run(max_steps=30_000, raise_on_limit=False)
+            if fin:
+                return CaseResult(False, label, "returned before the host set abort")
+            m.mem.write(R.ctrl, (1).to_bytes(4, "little"))
+            m.run(max_steps=300_000)
+        elif kind == "forever":
+            try:
+                m.run(max_steps=300_000)
+            except StepLimit:
+                st = int.from_bytes(m.mem.read(R.ctrl + 4, 4), "little")
+                if st != 0:
+                    return CaseResult(False, label, "status %d written while still waiting" % st)
+                return CaseResult(True, label, "still waiting after 300k steps (%.1f ms of fake time)"
+                                  % (m.steps * m.ns_per_step / 1e6))
+            return CaseResult(False, label, "gave up with timeout_ns = 0 and no abort")
+    except PtxError as e:
+        return CaseResult(False, label, "%s: %s" % (type(e).__name__, e), m.steps)
+    st = int.from_bytes(m.mem.read(R.ctrl + 4, 4), "little")
+    want = 1 if kind == "timeout" else 2
+    if st != want:
+        return CaseResult(False, label, "status %d, expected %d" % (st, want), m.steps)
+    if m.mem.read(R.dst, nb) != before.tobytes():
+        return CaseResult(False, label, "dst was modified although the call failed", m.steps)
+    return CaseResult(True, label, "status %d, dst unchanged" % st, m.steps)
+
+
+def exchange_cases(info, mode, seed0=0):
+    ti = TYPES[info.sfx]
+    E = 16 // ti.size
+    cases = []
+    seed = [seed0 * 100003 + zlib.crc32(info.name.encode()) % 99991 + 500]
+    rng = np.random.default_rng(seed[0])
+    has_arg = info.abi == "new" and info.op in ("premulsum", "sumpostdiv")
+
+    def add(**kw):
+        seed[0] += 1
+        kw.setdefault("seed", seed[0])
+        if has_arg and "flags" not in kw:
+            j = len(cases)
+            kw["flags"] = j % 8
+            kw["scalar"] = gen_scalar(ti, info.op, rng, j)
+        cases.append(ExchangeCase(**kw))
+
+    add(n=0, grid=2, block=4, calls=2, note="empty")
+    add(n=1, grid=1, block=8, calls=2)
+    add(n=E + 3, grid=3, block=4, calls=3, note="empty-blocks")
+    add(n=6 * E + 5, grid=2, block=4, calls=3, note="vector")
+    add(n=6 * E + 5, grid=2, block=4, calls=3, inplace=True, note="vector")
+    add(n=4 * E + 3, grid=2, block=3, calls=2, offs=(0, 1 % E, 0), note="scalar-path")
+    add(n=4 * E + 3, grid=1, block=5, calls=2, offs=(0, 0, 1 % E), inplace=True,
+        note="scalar-path")
+    add(n=2 * E + 1, grid=2, block=4, calls=4, schedule="rr", quantum=3, note="rr")
+    if E > 1:
+        add(n=7 * E + 3, grid=2, block=4, calls=2, offs=(0, 0, 0), offs1=(1, 1, 0),
+            note="vector-vs-scalar")
+    if has_arg:
+        for fl in range(8):
+            add(n=3 * E + 1, grid=1, block=4, calls=1, flags=fl,
+                scalar=gen_scalar(ti, info.op, rng, fl + 1), note="flags")
+    add(n=40 * E + 7, grid=4, block=32, calls=3, inplace=True, note="big")
+    add(n=20 * E + 3, grid=2, block=2, calls=2, note="multi-iteration")
+    add(n=5 * E + 2, grid=2, block=6, calls=2, overlap=False, special=0.6, note="specials")
+    if mode == "full":
+        add(n=40 * E + 7, grid=4, block=32, calls=3, note="big")
+        add(n=300 * E + 7, grid=8, block=64, calls=2, note="bigger")
+        for j in range(12):
+            add(n=int(rng.integers(0, 20 * E)), grid=int(rng.integers(1, 5)),
+                block=int(rng.integers(1, 20)), calls=int(rng.integers(1, 5)),
+                inplace=bool(j % 2), overlap=bool(j % 3), note="random",
+                quantum=int(rng.integers(1, 16)))
+    return cases
