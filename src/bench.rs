@@ -10,7 +10,7 @@
 
 use crate::algo::{Algo, AlgoChoice};
 use crate::cuda::nccl::Nccl;
-use crate::element::Element;
+use crate::element::{Element, ReduceOp};
 use crate::engine::{Engine, GRAPH_CALLS};
 use crate::error::{Error, Result};
 use crate::plan::{Buf, Label, Lane, Plan, PlanBuilder, Region};
@@ -199,8 +199,7 @@ pub fn checked_call<T: Element>(
     count: usize,
     in_place: bool,
     inputs: &[Vec<T>],
-    reference: &verify::Reference,
-    exact: bool,
+    reference: &verify::Reference<T>,
 ) -> Result<(u64, Vec<Vec<T>>)> {
     engine.load(inputs, in_place)?;
     // Poison the output so unwritten elements are caught.
@@ -228,9 +227,9 @@ pub fn checked_call<T: Element>(
     let calls = c.calls_per_launch();
     let v = if in_place && calls > 1 {
         let scale = (engine.ranks() as f64).powi(calls as i32 - 1);
-        verify::check(&out, &reference.scaled(scale), exact)
+        verify::check(&out, &reference.scaled(scale))
     } else {
-        verify::check(&out, reference, exact)
+        verify::check(&out, reference)
     };
     let mut wrong = v.total_wrong();
     if !in_place {
@@ -238,12 +237,7 @@ pub fn checked_call<T: Element>(
         wrong += send
             .iter()
             .zip(inputs)
-            .map(|(s, i)| {
-                s.iter()
-                    .zip(i)
-                    .filter(|(a, b)| a.bits() != b.bits())
-                    .count() as u64
-            })
+            .map(|(s, i)| verify::changed(s, i))
             .sum::<u64>();
     }
     Ok((wrong, out))
@@ -267,7 +261,7 @@ pub fn link_ceiling<T: Element>(
     let mut b = PlanBuilder::new("peer-copy", n, count, false);
     b.scratch(count);
     let begin = b.begin_all();
-    let parts = crate::schedule::slices(0..count, lanes.clamp(1, 2), T::SIZE);
+    let parts = crate::schedule::slices(0..count, lanes.clamp(1, 2), size_of::<T>());
     let mut sig: Vec<Vec<crate::plan::SignalId>> = vec![Vec::new(); 2];
     for r in 0..2 {
         let to = 1 - r;
@@ -299,7 +293,7 @@ pub fn link_ceiling<T: Element>(
         choice: AlgoChoice::Auto,
     };
     let us = time_calls(engine, &c, Some(&plan), count, false, 2, iters)?;
-    Ok((count * T::SIZE) as f64 / (us * 1e-6) / 1e9)
+    Ok((count * size_of::<T>()) as f64 / (us * 1e-6) / 1e9)
 }
 
 /// Measure one row: out-of-place and in-place for contender `c`.
@@ -315,14 +309,14 @@ pub fn measure_row<T: Element>(
     seed: u64,
 ) -> Result<Row> {
     let n = engine.ranks();
-    let size = (count * T::SIZE) as u64;
+    let size = (count * size_of::<T>()) as u64;
     // The path of each place; shown as `oop/ip` when they differ.
     let mut paths: Vec<String> = Vec::new();
     let mut cells = Vec::new();
     let inputs = if check {
-        verify::make_inputs::<T>(Inputs::Exact, n, count, seed)
+        verify::make_inputs::<T>(Inputs::Exact, ReduceOp::Sum, n, count, seed)
     } else {
-        verify::make_inputs::<T>(Inputs::Random, n, count.min(1 << 16), seed)
+        verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, n, count.min(1 << 16), seed)
             .into_iter()
             .map(|mut v| {
                 let base = v.clone();
@@ -335,7 +329,7 @@ pub fn measure_row<T: Element>(
             .collect()
     };
     let reference = if check {
-        Some(verify::reference(&inputs))
+        Some(verify::reference(&inputs, ReduceOp::Sum, Inputs::Exact))
     } else {
         None
     };
@@ -380,7 +374,7 @@ pub fn measure_row<T: Element>(
             blocks,
         )?;
         let wrong = match &reference {
-            Some(r) => Some(checked_call(engine, c, count, in_place, &inputs, r, true)?.0),
+            Some(r) => Some(checked_call(engine, c, count, in_place, &inputs, r)?.0),
             None => None,
         };
         cells.push(Some(Measurement::new(size, n, us, wrong)));
@@ -393,7 +387,7 @@ pub fn measure_row<T: Element>(
         ranks: n,
         size,
         count: count as u64,
-        dtype: T::NAME.into(),
+        dtype: T::DTYPE.name().into(),
         redop: "sum".into(),
         out_of_place: oop,
         in_place: ip,
@@ -408,7 +402,8 @@ pub fn cold_start_engine<T: Element>(
     count: usize,
     seed: u64,
 ) -> Result<ColdStart> {
-    let inputs = verify::make_inputs::<T>(Inputs::Random, engine.ranks(), count, seed);
+    let inputs =
+        verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, engine.ranks(), count, seed);
     let t0 = Instant::now();
     engine.load(&inputs, false)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -424,7 +419,7 @@ pub fn cold_start_engine<T: Element>(
     let steady = median_call_us(engine, &c, Some(&plan), count, false, 20)?;
     Ok(ColdStart {
         algo: "ring".into(),
-        size: (count * T::SIZE) as u64,
+        size: (count * size_of::<T>()) as u64,
         setup_ms: setup_ms + load_ms,
         first_call_ms: first_ms,
         steady_us: steady,
@@ -439,7 +434,8 @@ pub fn cold_start_nccl<T: Element>(
     count: usize,
     seed: u64,
 ) -> Result<ColdStart> {
-    let inputs = verify::make_inputs::<T>(Inputs::Random, engine.ranks(), count, seed);
+    let inputs =
+        verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, engine.ranks(), count, seed);
     engine.load(&inputs, false)?;
     engine.synchronize()?;
     let t0 = Instant::now();
@@ -452,7 +448,7 @@ pub fn cold_start_nccl<T: Element>(
     let steady = median_call_us(engine, &Contender::Nccl, None, count, false, 20)?;
     Ok(ColdStart {
         algo: "nccl".into(),
-        size: (count * T::SIZE) as u64,
+        size: (count * size_of::<T>()) as u64,
         setup_ms: init_ms,
         first_call_ms: first_ms,
         steady_us: steady,
@@ -566,7 +562,7 @@ pub fn host_cost<T: Element>(
         None
     };
     Ok(HostCost {
-        size: (count * T::SIZE) as u64,
+        size: (count * size_of::<T>()) as u64,
         path: plan.name.clone(),
         handoff_us: median(ping),
         issue_us: median(issue),

@@ -180,7 +180,7 @@ impl<T: Element> Engine<T> {
         match choice {
             AlgoChoice::Fixed(a) => a,
             AlgoChoice::Auto => {
-                algo::forced().unwrap_or_else(|| algo::choose(self.ranks, count * T::SIZE))
+                algo::forced().unwrap_or_else(|| algo::choose(self.ranks, count * size_of::<T>()))
             }
         }
     }
@@ -193,7 +193,7 @@ impl<T: Element> Engine<T> {
         let plan = match self.plans.get(&key) {
             Some(p) => p.clone(),
             None => {
-                let p = Arc::new(algo.plan(self.ranks, count, T::SIZE, in_place));
+                let p = Arc::new(algo.plan(self.ranks, count, size_of::<T>(), in_place));
                 if self.plans.len() > 64 {
                     self.plans.clear();
                 }
@@ -282,9 +282,9 @@ impl<T: Element> Engine<T> {
         }
         let n = self.ranks;
         let p = Arc::new(if algo == Algo::OneShotFlag {
-            crate::algo::oneshot::flag_plan(n, count, T::SIZE, in_place, parity, fenced)
+            crate::algo::oneshot::flag_plan(n, count, size_of::<T>(), in_place, parity, fenced)
         } else {
-            crate::algo::oneshot::plan(n, count, T::SIZE, in_place, 1, parity, fenced)
+            crate::algo::oneshot::plan(n, count, size_of::<T>(), in_place, 1, parity, fenced)
         });
         if self.oneshots.len() > 64 {
             self.oneshots.clear();
@@ -399,7 +399,7 @@ impl<T: Element> Engine<T> {
         self.synchronize()?;
         Ok(CallInfo {
             algo: plan.name.clone(),
-            traffic: plan.traffic(T::SIZE),
+            traffic: plan.traffic(size_of::<T>()),
         })
     }
 
@@ -463,12 +463,12 @@ pub fn check_buffers<T>(ranks: usize, bufs: &[Vec<T>]) -> Result<usize> {
 
 /// Reject counts whose byte size overflows or cannot be addressed.
 pub fn check_fits<T: Element>(count: usize, ranks: usize) -> Result<()> {
-    let bytes = (count as u128) * (T::SIZE as u128) * (ranks as u128) * 3;
+    let bytes = (count as u128) * (size_of::<T>() as u128) * (ranks as u128) * 3;
     if bytes > isize::MAX as u128 {
         return Err(Error::TooLarge {
             what: "all-reduce",
             count: count as u128,
-            elem_size: T::SIZE,
+            elem_size: size_of::<T>(),
             ranks,
             detail: "send, receive and scratch buffers exceed the address space".into(),
         });

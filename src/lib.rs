@@ -31,6 +31,6 @@ pub mod verify;
 
 pub use algo::{Algo, AlgoChoice};
 pub use backend::BackendChoice;
-pub use element::{Element, ReduceOp};
+pub use element::{DataType, Element, ReduceOp};
 pub use engine::{Engine, EngineConfig};
 pub use error::{Error, Result};

@@ -8,7 +8,7 @@ use ringreduce::plan::Buf;
 use ringreduce::report::{Header, Report};
 use ringreduce::size::{format_bytes, parse_size};
 use ringreduce::verify::{self, Inputs};
-use ringreduce::{AlgoChoice, BackendChoice, Engine, EngineConfig, Error, Result};
+use ringreduce::{AlgoChoice, BackendChoice, Engine, EngineConfig, Error, ReduceOp, Result};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -69,7 +69,7 @@ struct RunArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Inputs: random floats (tolerance check) or small integers (bitwise check).
-    #[arg(long, value_enum, default_value_t = Inputs::Random)]
+    #[arg(long, default_value_t = Inputs::Random)]
     inputs: Inputs,
     /// Algorithm: auto (by size; RINGREDUCE_ALGO=... forces a path), ring, ring:pipeK,
     /// ring:pipeKx2, oneshot, oneshot:fenced, oneshot:pipeK, oneshot:pull, oneshot:pullK,
@@ -130,7 +130,7 @@ struct CheckArgs {
     )]
     sizes: Vec<String>,
     /// Inputs: random floats or exact small integers.
-    #[arg(long, value_enum, default_value_t = Inputs::Random)]
+    #[arg(long, default_value_t = Inputs::Random)]
     inputs: Inputs,
     /// ringreduce paths to compare with NCCL, comma-separated.
     #[arg(long, default_value = "ring")]
@@ -278,8 +278,8 @@ fn cmd_run(a: RunArgs) -> Result<bool> {
         println!("note      : {note}");
     }
     println!("backend   : {}", engine.describe());
-    let inputs = verify::make_inputs::<f32>(a.inputs, ranks, count, a.seed);
-    let reference = verify::reference(&inputs);
+    let inputs = verify::make_inputs::<f32>(a.inputs, ReduceOp::Sum, ranks, count, a.seed);
+    let reference = verify::reference(&inputs, ReduceOp::Sum, a.inputs);
     engine.load(&inputs, a.in_place)?;
     if !a.in_place {
         engine.fill(Buf::Recv, count, f32::NAN)?;
@@ -292,7 +292,7 @@ fn cmd_run(a: RunArgs) -> Result<bool> {
     engine.synchronize()?;
     let first = t1.elapsed();
     let out = engine.read(Buf::Recv, count)?;
-    let mut verdict = verify::check(&out, &reference, a.inputs == Inputs::Exact);
+    let mut verdict = verify::check(&out, &reference);
     if !a.in_place {
         let send = engine.read(Buf::Send, count)?;
         for (r, (s, i)) in send.iter().zip(&inputs).enumerate() {
@@ -471,8 +471,8 @@ fn cmd_check(a: CheckArgs) -> Result<bool> {
             });
         }
         let count = (size / 4) as usize;
-        let inputs = verify::make_inputs::<f32>(a.inputs, ranks, count, a.seed);
-        let reference = verify::reference(&inputs);
+        let inputs = verify::make_inputs::<f32>(a.inputs, ReduceOp::Sum, ranks, count, a.seed);
+        let reference = verify::reference(&inputs, ReduceOp::Sum, a.inputs);
         for in_place in [false, true] {
             let (nw, nccl_out) = bench::checked_call(
                 &mut engine,
@@ -481,20 +481,12 @@ fn cmd_check(a: CheckArgs) -> Result<bool> {
                 in_place,
                 &inputs,
                 &reference,
-                a.inputs == Inputs::Exact,
             )?;
-            let nv = verify::check(&nccl_out, &reference, a.inputs == Inputs::Exact);
+            let nv = verify::check(&nccl_out, &reference);
             for c in &contenders {
-                let (rw, ring_out) = bench::checked_call(
-                    &mut engine,
-                    c,
-                    count,
-                    in_place,
-                    &inputs,
-                    &reference,
-                    a.inputs == Inputs::Exact,
-                )?;
-                let v = verify::compare(&ring_out, &nccl_out, &reference, exact);
+                let (rw, ring_out) =
+                    bench::checked_call(&mut engine, c, count, in_place, &inputs, &reference)?;
+                let v = verify::compare(&ring_out, &nccl_out, &reference);
                 let path = match c {
                     Contender::Engine { choice, .. } => {
                         bench::plan_for(&mut engine, *choice, count, in_place)?

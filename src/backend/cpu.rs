@@ -7,7 +7,7 @@
 //! dependencies as the CUDA backend.
 
 use super::{Backend, BackendKind};
-use crate::element::{Element, ReduceOp};
+use crate::element::{combine_one, Combine, Element, ReduceOp};
 use crate::error::{Error, Result};
 use crate::plan::{Buf, OpKind, Plan, Region};
 use crate::pool::RankThreads;
@@ -53,6 +53,14 @@ impl<T: Element> CpuBackend<T> {
         if ranks == 0 {
             return Err(Error::ZeroRanks);
         }
+        if op == ReduceOp::Avg {
+            // Avg needs per-step pre/post flags, which the plan does not carry yet.
+            return Err(Error::Unsupported(
+                format!("{} {}", T::DTYPE.name(), op.name()),
+                "cpu",
+            ));
+        }
+        let op = Combine::new(T::DTYPE, op, ranks);
         let mem: Mem<T> = Arc::new(
             (0..ranks)
                 .map(|_| RankMem {
@@ -83,7 +91,7 @@ impl<T: Element> CpuBackend<T> {
 }
 
 /// Run rank `r`'s part of the plan.
-fn execute<T: Element>(mem: &[RankMem<T>], r: usize, run: &RunPlan, op: ReduceOp) -> Result<()> {
+fn execute<T: Element>(mem: &[RankMem<T>], r: usize, run: &RunPlan, op: Combine) -> Result<()> {
     for o in &run.plan.ops[r] {
         for w in &o.waits {
             run.board.wait(w.0, run.gen, r)?;
@@ -137,7 +145,7 @@ fn reduce<T: Element>(
     dst: &Region,
     a: &Region,
     b: &Region,
-    op: ReduceOp,
+    op: Combine,
 ) -> Result<()> {
     if b.buf == dst.buf || (a.buf == dst.buf && a != dst) {
         return Err(Error::Plan(format!(
@@ -158,7 +166,7 @@ fn reduce<T: Element>(
         .as_ref()
         .ok_or_else(|| Error::Plan("reduce: missing operand".into()))?;
     let bs = &bs[b.range.clone()];
-    let f = move |x: T, y: T| T::reduce(op, x, y);
+    let f = move |x: T, y: T| combine_one(&op, x, y);
     if a.buf == dst.buf {
         // Reduce into: dst += b.
         let ds = &mut d[dst.range.clone()];
@@ -197,10 +205,10 @@ fn reduce_peer<T: Element>(
     a: &Region,
     from: usize,
     b: &Region,
-    op: ReduceOp,
+    op: Combine,
 ) -> Result<()> {
     let theirs: Vec<T> = lock(mem, from, b.buf)[b.range.clone()].to_vec();
-    let f = move |x: T, y: T| T::reduce(op, x, y);
+    let f = move |x: T, y: T| combine_one(&op, x, y);
     if a.buf == dst.buf {
         if a != dst {
             return Err(Error::Plan(format!(
@@ -262,7 +270,7 @@ impl<T: Element> Backend<T> for CpuBackend<T> {
                     g.try_reserve_exact(extra).map_err(|e| Error::TooLarge {
                         what: "cpu buffer",
                         count: want as u128,
-                        elem_size: T::SIZE,
+                        elem_size: size_of::<T>(),
                         ranks: self.mem.len(),
                         detail: e.to_string(),
                     })?;

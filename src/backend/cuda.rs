@@ -18,7 +18,7 @@ use super::{Backend, BackendKind, IssueProfile, SetupBreakdown};
 use crate::cuda::{
     self, nccl, Ctx, CudaError, DevBuf, Event, Graph, Kernel, PeerBuf, PeerCtx, RemoteEvent, Stream,
 };
-use crate::element::{Element, ReduceOp};
+use crate::element::{DataType, Element, ReduceOp};
 use crate::error::{Error, Result};
 use crate::plan::{Buf, FlagExchange, Lane, OpKind, Plan};
 use crate::pool::{Inbox, RankThreads};
@@ -65,8 +65,8 @@ pub fn probe() -> std::result::Result<&'static cuda::DriverInfo, String> {
 
 /// (reduce kernel, exchange kernel) for an element type and operation.
 fn kernel_name<T: Element>(op: ReduceOp) -> Option<(&'static str, &'static str)> {
-    match (T::NAME, op) {
-        ("float", ReduceOp::Sum) => Some(("rr_reduce_sum_f32", "rr_exchange_sum_f32")),
+    match (T::DTYPE, op) {
+        (DataType::Float, ReduceOp::Sum) => Some(("rr_reduce_sum_f32", "rr_exchange_sum_f32")),
         _ => None,
     }
 }
@@ -151,8 +151,9 @@ impl<T: Element> CudaBackend<T> {
             return Err(Error::ZeroRanks);
         }
         let info = probe().map_err(Error::NoCuda)?;
-        let kname = kernel_name::<T>(op)
-            .ok_or_else(|| Error::Unsupported(format!("{} {}", T::NAME, op.name()), "cuda"))?;
+        let kname = kernel_name::<T>(op).ok_or_else(|| {
+            Error::Unsupported(format!("{} {}", T::DTYPE.name(), op.name()), "cuda")
+        })?;
         let avail: Vec<usize> = info.devices.iter().map(|d| d.ordinal).collect();
         let devs = match &opts.devices {
             Some(d) if !d.is_empty() => {
@@ -834,13 +835,13 @@ impl<T: Element> Backend<T> for CudaBackend<T> {
     }
 
     fn fill(&mut self, buf: Buf, count: usize, value: T) -> Result<()> {
-        if T::SIZE != 4 {
+        if size_of::<T>() != 4 {
             return Err(Error::Unsupported(
                 "fill of non-32-bit types".into(),
                 "cuda",
             ));
         }
-        let bits = value.bits() as u32;
+        let bits = value.to_bits() as u32;
         self.threads.run_each(|_| Cmd::Sync)?;
         self.threads.run_each(|_| Cmd::Fill(buf, count, bits))?;
         Ok(())
