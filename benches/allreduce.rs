@@ -6,6 +6,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ringreduce::plan::Plan;
 use ringreduce::verify::{make_inputs, Inputs};
+use ringreduce::ReduceOp;
 use ringreduce::{Algo, BackendChoice, Engine, EngineConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,7 +48,7 @@ fn bench_backend(
     let mut g = c.benchmark_group(format!("allreduce/{label}/{ranks}ranks"));
     g.sample_size(10).measurement_time(Duration::from_secs(2));
     for &count in sizes {
-        let inputs = make_inputs::<f32>(Inputs::Random, ranks, count, 1);
+        let inputs = make_inputs::<f32>(Inputs::Random, ReduceOp::Sum, ranks, count, 1);
         if let Err(err) = engine.load(&inputs, false) {
             eprintln!("skipping {count}: {err}");
             continue;

@@ -1,48 +1,255 @@
-//! Inputs and host-side verification (rayon).
+//! Inputs, references and checks for every data type and reduction (rayon).
 //!
-//! * [`Inputs::Exact`]: small integers. Every partial sum is an integer far
-//!   below 2^24, so f32 addition is exact in any order and results must be
-//!   bitwise equal to the reference.
-//! * [`Inputs::Random`]: uniform floats in [-1, 1). The summation order of the
-//!   ring differs from the reference's, so results are compared with an
-//!   absolute tolerance from the standard error bound of recursive summation,
-//!   `|err| <= (N-1)·u·Σ|x_i|` (u = 2^-24), doubled for safety.
+//! # What the reference is
+//!
+//! [`reference`] folds [`combine_one`] over ranks 0, 1, ..., N-1 in order,
+//! with the flags a ring or one-shot all-reduce uses (first reduce: both
+//! operands pre-multiplied; later reduces: the incoming input only; last
+//! reduce: the post-divide), i.e. NCCL's semantics for the element type:
+//! integers wrap, floats round once per operation to the type (FP8 through
+//! half precision, with saturation), `avg` is a pre-multiply by `1/N` rounded
+//! to the type on floats and a truncating post-divide on integers.
+//!
+//! # Which comparisons are bitwise, and why
+//!
+//! A result is compared **bitwise** with the reference when it cannot depend
+//! on the reduction order (the ring reduces chunk `c` in the order
+//! `c+1, c+2, ...`, one-shot in another, NCCL in yet another):
+//!
+//! * **Integer types**: wrapping `+` and `*` are associative and commutative,
+//!   `max`/`min` too, and `avg` divides the (order-independent) wrapped sum
+//!   once at the end.
+//! * **`max` and `min`** on floats: the result is one of the inputs whatever
+//!   the order (maxNum/minNum are associative and commutative, NaN and signed
+//!   zeros included, see [`combine`](crate::element::combine)).
+//! * **N <= 2**: `a (op) b` is commutative bit for bit.
+//! * **[`Inputs::Exact`]**: every input is a small integer chosen so that
+//!   every partial result of every reduction order is exactly representable in
+//!   the type, so no operation ever rounds: `sum`/`avg` use integers in
+//!   `[-m, m]` (unsigned `[0, m]`) with `N*m` below the type's exact-integer
+//!   limit `2^(mantissa bits + 1)` and `m <= 8` (when N alone exceeds the limit,
+//!   at most that many ranks are non-zero per element, each `+-1`); `prod`
+//!   uses `+-1` and `+-2` with at most `log2(max finite)` twos per element;
+//!   `max`/`min` use `[-8, 8]`. For `avg` on floats the pre-multiply by
+//!   `1/N` is exact only when N is a power of two, so `avg` on floats is
+//!   bitwise with exact inputs only for such N.
+//!
+//! Otherwise (random float inputs, N >= 3, `sum`/`avg`/`prod`) the order
+//! changes the rounding, so `expect` holds the correctly rounded exact result
+//! and each element has an absolute tolerance `bound[i]` against it, from the
+//! standard error bounds of recursive summation and products (Higham,
+//! *Accuracy and Stability of Numerical Algorithms*, ch. 3-4) with
+//! `u = 2^-(mantissa bits + 1)` the unit roundoff of the type (for FP8 plus
+//! half's `2^-11`, since each FP8 operation rounds to half first), `tiny` the
+//! type's smallest subnormal (the absolute error of a rounding near zero),
+//! `S = sum |x_r|`:
+//!
+//! * `sum`: `2 (N-1) (u S + tiny)`: N-1 roundings of partial sums, each at
+//!   most `u` times a partial sum of magnitudes (`<= S`), doubled to cover the
+//!   rounding of `expect` itself and second-order terms.
+//! * `avg`: `2 (|s - 1/N| S + (N+1) u s' S + 2N tiny)` with `s` the rounded
+//!   scalar `1/N` in the type and `s' = max(s, 1/N)`: the scalar's own
+//!   rounding, one rounding per pre-multiply and N-1 per partial sum.
+//! * `prod`: `2 N (u |P| + tiny M)` with `P` the exact product and
+//!   `M = prod max(1, |x_r|)`: N-1 relative roundings, plus underflows near
+//!   zero that later factors can magnify by at most `M`.
+//!
+//! [`compare`] (e.g. ringreduce against NCCL) is bitwise when the reference is
+//! bitwise, and otherwise allows `2 bound[i]` between the two results (each is
+//! within `bound[i]` of `expect`).
+//!
+//! NaN: any NaN matches any NaN; a NaN where a number is expected (or a
+//! number where a NaN is expected) is wrong. Random and exact inputs never
+//! contain NaN or infinities.
 
-use crate::element::Element;
-use approx::AbsDiffEq;
-use rand::{Rng, SeedableRng};
+use crate::element::combine::{post_op, pre_op};
+use crate::element::{combine_one, Combine, DataType, Element, ReduceOp};
 use rayon::prelude::*;
+use std::fmt;
+use std::str::FromStr;
+
+/// SplitMix64 (Steele, Lea and Flood, 2014): a tiny deterministic generator,
+/// good enough for test inputs and cheap to seed per block.
+#[derive(Debug, Clone)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> SplitMix64 {
+        SplitMix64 { state: seed }
+    }
+
+    /// Advance `state` and return the next output.
+    #[inline]
+    pub fn mix(state: &mut u64) -> u64 {
+        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        SplitMix64::mix(&mut self.state)
+    }
+
+    /// Uniform in [0, 1), 53 random bits.
+    #[inline]
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
 
 /// Which inputs to feed the ranks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Inputs {
-    /// Small integers: bitwise-exact results.
+    /// Small integers: every result is exact, checks are bitwise.
     Exact,
-    /// Uniform random floats in [-1, 1): tolerance check.
+    /// Floats uniform in [-1, 1) (integers: uniform over the whole type):
+    /// tolerance checks where the order matters.
     #[default]
     Random,
 }
 
-/// Rank r's input for `count` elements.
-pub fn make_input<T: Element>(kind: Inputs, rank: usize, count: usize, seed: u64) -> Vec<T> {
+impl Inputs {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Inputs::Exact => "exact",
+            Inputs::Random => "random",
+        }
+    }
+}
+
+impl FromStr for Inputs {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Inputs, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "exact" => Ok(Inputs::Exact),
+            "random" => Ok(Inputs::Random),
+            other => Err(format!(
+                "unknown inputs `{other}`: expected exact or random"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Inputs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The largest `K` such that every integer in `[-K, K]` (unsigned: `[0, K]`)
+/// is exact in `dtype`: `2^(mantissa bits + 1)` for floats, the maximum for
+/// integers (so exact inputs never wrap either).
+fn exact_integers(dtype: DataType) -> u64 {
+    let bits = 8 * dtype.size() as u32 - u32::from(dtype.is_signed());
+    match dtype.format() {
+        Some(f) => 1u64 << (f.man_bits + 1).min(63),
+        None => u64::MAX >> (64 - bits),
+    }
+}
+
+/// The largest `k` with `2^k` finite in `dtype` (integers: `2^k` fits).
+fn max_exponent(dtype: DataType) -> u64 {
+    match dtype.format() {
+        Some(f) => ((1i64 << f.exp_bits) - if f.has_inf { 2 } else { 1 } - f.bias as i64) as u64,
+        None => 8 * dtype.size() as u64 - 1 - u64::from(dtype.is_signed()),
+    }
+}
+
+/// The exact-valued input of `rank` at index `i` (see the module docs): a
+/// small integer, depending on rank and index, such that every partial
+/// result of `op` over `ranks` ranks, in any order, is exact in `dtype`.
+/// For `float`/`sum` with up to 2^21 ranks this is
+/// `((i % 4099) * 7 + rank * 13) % 17 - 8`. Integer types follow the same
+/// rules with their own limits, so exact inputs never wrap.
+pub fn exact_value(dtype: DataType, op: ReduceOp, ranks: usize, rank: usize, i: usize) -> f64 {
+    let n = ranks.max(1);
+    let signed = dtype.is_signed();
+    // The historical pattern for 17 values; a hash of (rank, i) for other
+    // ranges (7*i would cancel modulo 7).
+    let base = ((i % 4099) * 7 + rank * 13) as u64;
+    let mut h = ((i as u64) << 20) ^ rank as u64;
+    let hash = SplitMix64::mix(&mut h);
+    let pick = |m: u64| {
+        let k = if signed { 2 * m + 1 } else { m + 1 };
+        let v = if k == 17 { base % 17 } else { hash % k };
+        if signed {
+            v as f64 - m as f64
+        } else {
+            v as f64
+        }
+    };
+    match op {
+        ReduceOp::Sum | ReduceOp::Avg => {
+            let cap = exact_integers(dtype);
+            if n as u64 <= cap {
+                pick((cap / n as u64).min(8))
+            } else if (((i + rank) % n) as u64) < cap {
+                // More ranks than exact integers: at most `cap` ranks are
+                // non-zero at each index, each +-1 (unsigned: 0 or 1).
+                pick(1)
+            } else {
+                0.0
+            }
+        }
+        ReduceOp::Max | ReduceOp::Min => pick(8),
+        ReduceOp::Prod => {
+            // k twos at index i (k <= the largest exponent), on ranks
+            // (i+rank) % n < k; the rest +-1. Every partial product is a power
+            // of two in magnitude, at most 2^k.
+            let most = max_exponent(dtype).min(n as u64);
+            let k = ((i / 3) as u64) % (most + 1);
+            let mag = if (((i + rank) % n) as u64) < k {
+                2.0
+            } else {
+                1.0
+            };
+            let neg = signed && (i * 5 + rank * 3) % 7 < 3;
+            if neg {
+                -mag
+            } else {
+                mag
+            }
+        }
+    }
+}
+
+/// Rank `rank`'s input for `count` elements: deterministic for a given
+/// `(kind, op, ranks, rank, seed)`; generated in parallel for large counts.
+/// Random inputs do not depend on `op` or `ranks`.
+pub fn make_input<T: Element>(
+    kind: Inputs,
+    op: ReduceOp,
+    ranks: usize,
+    rank: usize,
+    count: usize,
+    seed: u64,
+) -> Vec<T> {
     match kind {
         Inputs::Exact => (0..count)
             .into_par_iter()
-            .map(|i| T::from_f64(exact_value(rank, i)))
+            .map(|i| T::from_f64(exact_value(T::DTYPE, op, ranks, rank, i)))
             .collect(),
         Inputs::Random => {
             // One generator per 64Ki block so generation parallelises and
             // stays deterministic for a given seed.
             const BLOCK: usize = 1 << 16;
+            let float = T::DTYPE.is_float();
             let mut v = vec![T::default(); count];
             v.par_chunks_mut(BLOCK).enumerate().for_each(|(b, out)| {
-                let s = seed
-                    .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                    .wrapping_add((rank as u64) << 40)
-                    .wrapping_add(b as u64);
-                let mut rng = rand::rngs::SmallRng::seed_from_u64(s);
+                let mut s =
+                    seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((rank as u64) << 40) ^ b as u64;
+                let mut rng = SplitMix64::new(SplitMix64::mix(&mut s));
                 for x in out {
-                    *x = T::from_f64(rng.gen_range(-1.0..1.0));
+                    *x = if float {
+                        T::from_f64(rng.next_f64() * 2.0 - 1.0)
+                    } else {
+                        T::from_bits(rng.next_u64())
+                    };
                 }
             });
             v
@@ -50,53 +257,209 @@ pub fn make_input<T: Element>(kind: Inputs, rank: usize, count: usize, seed: u64
     }
 }
 
-/// The exact-valued input: an integer in -8..=8 that depends on rank and index.
-pub fn exact_value(rank: usize, i: usize) -> f64 {
-    (((i % 4099) * 7 + rank * 13) % 17) as f64 - 8.0
-}
-
 /// Inputs for every rank.
-pub fn make_inputs<T: Element>(kind: Inputs, ranks: usize, count: usize, seed: u64) -> Vec<Vec<T>> {
+pub fn make_inputs<T: Element>(
+    kind: Inputs,
+    op: ReduceOp,
+    ranks: usize,
+    count: usize,
+    seed: u64,
+) -> Vec<Vec<T>> {
     (0..ranks)
-        .map(|r| make_input(kind, r, count, seed))
+        .map(|r| make_input(kind, op, ranks, r, count, seed))
         .collect()
 }
 
-/// Element-wise reference sum in f64, and Σ|x| for the error bound.
-pub struct Reference {
-    pub sum: Vec<f64>,
-    pub abs: Vec<f64>,
-    pub ranks: usize,
+/// Whether the all-reduce of `ranks` ranks is bitwise reproducible in any
+/// order (see the module docs).
+pub fn is_bitwise(dtype: DataType, op: ReduceOp, ranks: usize, kind: Inputs) -> bool {
+    !dtype.is_float()
+        || matches!(op, ReduceOp::Max | ReduceOp::Min)
+        || ranks <= 2
+        || (kind == Inputs::Exact && (op != ReduceOp::Avg || ranks.is_power_of_two()))
 }
 
-pub fn reference<T: Element>(inputs: &[Vec<T>]) -> Reference {
-    let count = inputs.first().map_or(0, Vec::len);
-    let (sum, abs): (Vec<f64>, Vec<f64>) = (0..count)
+/// An expected result.
+#[derive(Debug, Clone)]
+pub struct Reference<T> {
+    /// The expected elements: NCCL's in-order fold when `bitwise`, otherwise
+    /// the correctly rounded exact result.
+    pub expect: Vec<T>,
+    /// Absolute tolerance per element against `expect` (`None` when bitwise).
+    pub bound: Option<Vec<f64>>,
+    /// Whether results must equal `expect` bit for bit (NaN matching NaN).
+    pub bitwise: bool,
+    pub ranks: usize,
+    pub op: ReduceOp,
+}
+
+impl<T: Element> Reference<T> {
+    /// The reference of `factor` times the result, with the bound scaled
+    /// alike: e.g. `n^(k-1)` after k in-place `sum` all-reduces of n ranks.
+    /// Exact (and so still bitwise) when the scaled values are representable,
+    /// as with exact inputs and powers of small rank counts.
+    pub fn scaled(&self, factor: f64) -> Reference<T> {
+        Reference {
+            expect: self
+                .expect
+                .par_iter()
+                .map(|x| T::from_f64(x.to_f64() * factor))
+                .collect(),
+            bound: self
+                .bound
+                .as_ref()
+                .map(|b| b.par_iter().map(|x| x * factor.abs()).collect()),
+            bitwise: self.bitwise,
+            ranks: self.ranks,
+            op: self.op,
+        }
+    }
+}
+
+/// NCCL's in-order fold of element `i` over all ranks.
+#[inline]
+fn fold<T: Element>(c: &Combine, inputs: &[Vec<T>], i: usize) -> T {
+    match inputs {
+        [] => T::default(),
+        [x] => post_op(c, pre_op(c, x[i])),
+        [x0, x1, rest @ ..] => {
+            let mut acc = combine_one(&c.with_flags(true, true, rest.is_empty()), x0[i], x1[i]);
+            for (k, x) in rest.iter().enumerate() {
+                acc = combine_one(&c.with_flags(false, true, k + 1 == rest.len()), acc, x[i]);
+            }
+            acc
+        }
+    }
+}
+
+/// All-reduce reference of `inputs` (one vector per rank; elements beyond
+/// the shortest are ignored). See the module docs for `expect` and `bound`.
+pub fn reference<T: Element>(inputs: &[Vec<T>], op: ReduceOp, kind: Inputs) -> Reference<T> {
+    let n = inputs.len();
+    let count = inputs.iter().map(Vec::len).min().unwrap_or(0);
+    let dtype = T::DTYPE;
+    let c = Combine::new(dtype, op, n);
+    let bitwise = is_bitwise(dtype, op, n, kind);
+    let fmt = match dtype.format() {
+        Some(f) if !bitwise => f,
+        _ => {
+            let expect = (0..count)
+                .into_par_iter()
+                .map(|i| fold(&c, inputs, i))
+                .collect();
+            return Reference {
+                expect,
+                bound: None,
+                bitwise: true,
+                ranks: n,
+                op,
+            };
+        }
+    };
+    let fp8 = dtype.size() == 1;
+    let u = fmt.unit_roundoff()
+        + if fp8 {
+            crate::element::minifloat::Format::F16.unit_roundoff()
+        } else {
+            0.0
+        };
+    let tiny = fmt.min_subnormal();
+    let nf = n as f64;
+    let inv = 1.0 / nf;
+    let s = T::from_bits(c.scalar).to_f64();
+    let (expect, bound): (Vec<T>, Vec<f64>) = (0..count)
         .into_par_iter()
         .map(|i| {
-            inputs.iter().fold((0.0, 0.0), |(s, a), v| {
-                let x = v[i].to_f64();
-                (s + x, a + x.abs())
-            })
+            let (exact, b) = match op {
+                ReduceOp::Prod => {
+                    let (p, m) = inputs.iter().fold((1.0f64, 1.0f64), |(p, m), v| {
+                        let x = v[i].to_f64();
+                        (p * x, m * x.abs().max(1.0))
+                    });
+                    (p, 2.0 * nf * (u * p.abs() + tiny * m))
+                }
+                _ => {
+                    // Neumaier's compensated sum: exact to ~2^-53 relative.
+                    let (mut sum, mut comp, mut abs) = (0.0f64, 0.0f64, 0.0f64);
+                    for v in inputs {
+                        let x = v[i].to_f64();
+                        let t = sum + x;
+                        comp += if sum.abs() >= x.abs() {
+                            (sum - t) + x
+                        } else {
+                            (x - t) + sum
+                        };
+                        sum = t;
+                        abs += x.abs();
+                    }
+                    let sum = sum + comp;
+                    if op == ReduceOp::Avg {
+                        let b = (s - inv).abs() * abs
+                            + (nf + 1.0) * u * s.max(inv) * abs
+                            + 2.0 * nf * tiny;
+                        (sum / nf, 2.0 * b)
+                    } else {
+                        (sum, 2.0 * (nf - 1.0) * (u * abs + tiny))
+                    }
+                }
+            };
+            (T::from_f64(exact), b)
         })
         .unzip();
     Reference {
-        sum,
-        abs,
-        ranks: inputs.len(),
+        expect,
+        bound: Some(bound),
+        bitwise: false,
+        ranks: n,
+        op,
     }
 }
 
-impl Reference {
-    /// The reference of `factor` times the sum (e.g. n^(k-1) after k in-place
-    /// all-reduces of n ranks), with the error bound scaled alike.
-    pub fn scaled(&self, factor: f64) -> Reference {
-        Reference {
-            sum: self.sum.iter().map(|x| x * factor).collect(),
-            abs: self.abs.iter().map(|x| x * factor).collect(),
-            ranks: self.ranks,
-        }
+/// Reduce-scatter of N ranks' inputs of `N*c` elements: rank r's expected
+/// output is chunk r (elements `r*c..(r+1)*c`) of the all-reduce reference,
+/// with its bounds. (`c` = length / N, rounded down.)
+pub fn reference_reduce_scatter<T: Element>(
+    inputs: &[Vec<T>],
+    op: ReduceOp,
+    kind: Inputs,
+) -> Vec<Reference<T>> {
+    let full = reference(inputs, op, kind);
+    let n = inputs.len();
+    let c = full.expect.len().checked_div(n).unwrap_or(0);
+    (0..n)
+        .map(|r| Reference {
+            expect: full.expect[r * c..(r + 1) * c].to_vec(),
+            bound: full.bound.as_ref().map(|b| b[r * c..(r + 1) * c].to_vec()),
+            bitwise: full.bitwise,
+            ranks: n,
+            op,
+        })
+        .collect()
+}
+
+/// All-gather: every rank's expected output is the concatenation of all
+/// inputs, in rank order (always bitwise; `op` is meaningless, set to Sum).
+pub fn reference_all_gather<T: Element>(inputs: &[Vec<T>]) -> Reference<T> {
+    Reference {
+        expect: inputs.concat(),
+        bound: None,
+        bitwise: true,
+        ranks: inputs.len(),
+        op: ReduceOp::Sum,
     }
+}
+
+/// How many elements differ in their bits between `a` (e.g. a send buffer
+/// read back) and `b` (the input it was loaded from), counting a length
+/// difference as that many differing elements. A collective must never write
+/// its input out of place, so this should be 0.
+pub fn changed<T: Element>(a: &[T], b: &[T]) -> u64 {
+    let same = a
+        .par_iter()
+        .zip(b.par_iter())
+        .filter(|(x, y)| x.to_bits() != y.to_bits())
+        .count() as u64;
+    same + a.len().abs_diff(b.len()) as u64
 }
 
 /// Outcome of a check.
@@ -104,9 +467,10 @@ impl Reference {
 pub struct Verdict {
     /// Wrong elements per rank.
     pub wrong: Vec<u64>,
-    /// Largest absolute error seen.
+    /// Largest absolute error seen (infinite for a NaN mismatch).
     pub max_abs_err: f64,
-    /// Largest error relative to Σ|x| at that element.
+    /// Largest error relative to the expected value, over elements whose
+    /// expected value is finite and non-zero.
     pub max_rel_err: f64,
     /// Whether the comparison was bitwise.
     pub bitwise: bool,
@@ -123,113 +487,407 @@ impl Verdict {
     }
 }
 
-/// Unit roundoff of f32.
-const U32: f64 = 1.0 / (1u64 << 24) as f64;
+/// One element: (ok, |got - want|). `bound` is `None` for a bitwise check.
+#[inline]
+fn judge<T: Element>(got: T, want: T, bound: Option<f64>) -> (bool, f64) {
+    let (g, w) = (got.to_f64(), want.to_f64());
+    let err = match (g.is_nan(), w.is_nan()) {
+        (true, true) => 0.0,
+        (false, false) if g == w => 0.0,
+        (false, false) => (g - w).abs(),
+        _ => f64::INFINITY,
+    };
+    let ok = match bound {
+        None => got.to_bits() == want.to_bits() || (g.is_nan() && w.is_nan()),
+        Some(_) if g.is_nan() || w.is_nan() => g.is_nan() && w.is_nan(),
+        Some(b) if w.is_finite() && b.is_finite() => err <= b,
+        Some(_) => g == w,
+    };
+    (ok, if err.is_nan() { f64::INFINITY } else { err })
+}
 
-/// Compare every rank's output with the reference. `exact` demands bitwise
-/// equality with the (exactly representable) reference.
-pub fn check<T: Element>(outputs: &[Vec<T>], r: &Reference, exact: bool) -> Verdict {
-    let factor = 2.0 * (r.ranks.max(2) - 1) as f64 * U32;
+/// Per-chunk tally of a comparison.
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    wrong: u64,
+    max_abs: f64,
+    max_rel: f64,
+    /// First wrong element: (index, got, expected).
+    first: Option<(usize, f64, f64)>,
+}
+
+impl Tally {
+    fn merge(self, o: Tally) -> Tally {
+        Tally {
+            wrong: self.wrong + o.wrong,
+            max_abs: self.max_abs.max(o.max_abs),
+            max_rel: self.max_rel.max(o.max_rel),
+            first: self.first.or(o.first),
+        }
+    }
+}
+
+/// Compare `got` with `want` element by element: bitwise when `bound` is
+/// `None`, else within `k * bound[i]`. Elements of the longer slice beyond
+/// the shorter one are wrong. Chunked for rayon; the bitwise loop only looks
+/// closer at elements whose bits differ.
+fn tally<T: Element>(got: &[T], want: &[T], bound: Option<&[f64]>, k: f64) -> Tally {
+    const CHUNK: usize = 1 << 15;
+    let n = got.len().min(want.len());
+    let mut t = got[..n]
+        .par_chunks(CHUNK)
+        .zip(want[..n].par_chunks(CHUNK))
+        .enumerate()
+        .map(|(c, (g, w))| {
+            let base = c * CHUNK;
+            let mut t = Tally::default();
+            for (j, (&x, &y)) in g.iter().zip(w).enumerate() {
+                let b = match bound {
+                    None if x.to_bits() == y.to_bits() => continue,
+                    None => None,
+                    Some(b) => Some(k * b.get(base + j).copied().unwrap_or(0.0)),
+                };
+                let (ok, err) = judge(x, y, b);
+                let wf = y.to_f64().abs();
+                if wf.is_finite() && wf > 0.0 {
+                    t.max_rel = t.max_rel.max(err / wf);
+                }
+                t.max_abs = t.max_abs.max(err);
+                if !ok {
+                    t.wrong += 1;
+                    if t.first.is_none() {
+                        t.first = Some((base + j, x.to_f64(), y.to_f64()));
+                    }
+                }
+            }
+            t
+        })
+        .reduce(Tally::default, Tally::merge);
+    let extra = got.len().abs_diff(want.len());
+    if extra > 0 {
+        t.wrong += extra as u64;
+        t.max_abs = f64::INFINITY;
+        let at = |s: &[T]| s.get(n).map_or(f64::NAN, |x| x.to_f64());
+        t.first = t.first.or(Some((n, at(got), at(want))));
+    }
+    t
+}
+
+/// Fold per-rank tallies into a verdict.
+fn verdict(tallies: impl Iterator<Item = Tally>, bitwise: bool) -> Verdict {
     let mut v = Verdict {
-        bitwise: exact,
+        bitwise,
         ..Verdict::default()
     };
-    for (rank, out) in outputs.iter().enumerate() {
-        let (wrong, max_abs, max_rel, first) = out
-            .par_iter()
-            .enumerate()
-            .map(|(i, x)| {
-                let got = x.to_f64();
-                let (want, bound) = match (r.sum.get(i), r.abs.get(i)) {
-                    (Some(&s), Some(&a)) => (s, a * factor),
-                    _ => (f64::NAN, 0.0),
-                };
-                let ok = if exact {
-                    x.bits() == T::from_f64(want).bits()
-                } else {
-                    got.abs_diff_eq(&want, bound + f64::MIN_POSITIVE)
-                };
-                let err = if got.is_nan() || want.is_nan() {
-                    f64::INFINITY
-                } else {
-                    (got - want).abs()
-                };
-                let scale = r.abs.get(i).copied().unwrap_or(1.0).max(f64::MIN_POSITIVE);
-                let first = (!ok).then_some((rank, i, got, want));
-                (u64::from(!ok), err, err / scale, first)
-            })
-            .reduce(
-                || (0, 0.0, 0.0, None),
-                |a, b| (a.0 + b.0, a.1.max(b.1), a.2.max(b.2), a.3.or(b.3)),
-            );
-        v.wrong.push(wrong);
-        v.max_abs_err = v.max_abs_err.max(max_abs);
-        v.max_rel_err = v.max_rel_err.max(max_rel);
+    for (rank, t) in tallies.enumerate() {
+        v.wrong.push(t.wrong);
+        v.max_abs_err = v.max_abs_err.max(t.max_abs);
+        v.max_rel_err = v.max_rel_err.max(t.max_rel);
         if v.first_wrong.is_none() {
-            v.first_wrong = first;
+            v.first_wrong = t.first.map(|(i, g, w)| (rank, i, g, w));
         }
     }
     v
 }
 
-/// Compare two sets of outputs (e.g. ring vs NCCL). Bitwise when `exact`,
-/// otherwise within the summation error bound of `r`.
-pub fn compare<T: Element>(a: &[Vec<T>], b: &[Vec<T>], r: &Reference, exact: bool) -> Verdict {
-    let as_ref = |outs: &[Vec<T>], rank: usize| Reference {
-        sum: outs[rank].iter().map(|x| x.to_f64()).collect(),
-        abs: r.abs.clone(),
-        ranks: r.ranks,
-    };
-    let mut v = Verdict {
-        bitwise: exact,
-        ..Verdict::default()
-    };
-    for rank in 0..a.len().min(b.len()) {
-        let part = check(std::slice::from_ref(&a[rank]), &as_ref(b, rank), exact);
-        v.wrong.push(part.total_wrong());
-        v.max_abs_err = v.max_abs_err.max(part.max_abs_err);
-        v.max_rel_err = v.max_rel_err.max(part.max_rel_err);
-        if v.first_wrong.is_none() {
-            v.first_wrong = part.first_wrong.map(|(_, i, g, w)| (rank, i, g, w));
-        }
-    }
-    v
+/// Check every rank's output against `r`: bitwise (NaN matching NaN) when
+/// `r.bitwise`, otherwise within `r.bound`. Missing or extra elements are
+/// wrong.
+pub fn check<T: Element>(outputs: &[Vec<T>], r: &Reference<T>) -> Verdict {
+    let bound = r.bound.as_deref().filter(|_| !r.bitwise);
+    verdict(
+        outputs.iter().map(|o| tally(o, &r.expect, bound, 1.0)),
+        bound.is_none(),
+    )
+}
+
+/// Compare two sets of outputs rank by rank (e.g. ringreduce against NCCL):
+/// bitwise when `r.bitwise`, otherwise `|a - b| <= 2 bound` (each side may be
+/// `bound` away from the reference). `first_wrong` holds (rank, index, a, b).
+pub fn compare<T: Element>(a: &[Vec<T>], b: &[Vec<T>], r: &Reference<T>) -> Verdict {
+    let bound = r.bound.as_deref().filter(|_| !r.bitwise);
+    let empty: Vec<T> = Vec::new();
+    verdict(
+        (0..a.len().max(b.len())).map(|rank| {
+            let x = a.get(rank).unwrap_or(&empty);
+            let y = b.get(rank).unwrap_or(&empty);
+            tally(x, y, bound, 2.0)
+        }),
+        bound.is_none(),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::element::{bf16, f16, F8E4M3, F8E5M2};
+
+    /// What any ring / one-shot order computes: fold in the order
+    /// `start, start+1, ...` (mod N), with the same flags as the reference.
+    fn fold_from<T: Element>(c: &Combine, inputs: &[Vec<T>], start: usize, i: usize) -> T {
+        let rot: Vec<Vec<T>> = (0..inputs.len())
+            .map(|k| vec![inputs[(start + k) % inputs.len()][i]])
+            .collect();
+        fold(c, &rot, 0)
+    }
+
+    fn ring_outputs<T: Element>(inputs: &[Vec<T>], op: ReduceOp) -> Vec<Vec<T>> {
+        let n = inputs.len();
+        let count = inputs[0].len();
+        let c = Combine::new(T::DTYPE, op, n);
+        // Element i is reduced starting at rank (i % n) + 1, like ring chunks.
+        let out: Vec<T> = (0..count)
+            .map(|i| fold_from(&c, inputs, i % n + 1, i))
+            .collect();
+        vec![out; n]
+    }
 
     #[test]
-    fn exact_inputs_are_small_integers() {
+    fn f32_sum_exact_inputs_are_the_old_ones() {
         for r in 0..9 {
             for i in 0..5000 {
-                let x = exact_value(r, i);
-                assert!(x.fract() == 0.0 && x.abs() <= 8.0);
+                let old = (((i % 4099) * 7 + r * 13) % 17) as f64 - 8.0;
+                assert_eq!(exact_value(DataType::Float, ReduceOp::Sum, 9, r, i), old);
+            }
+        }
+    }
+
+    /// Exact inputs: every type, op, rank count; every rotation of the order
+    /// gives the reference bit for bit (the point of exact inputs).
+    #[test]
+    fn exact_inputs_make_any_order_bitwise() {
+        for d in DataType::ALL {
+            crate::with_element!(d, T => exact_case::<T>());
+        }
+    }
+
+    fn exact_case<T: Element>() {
+        for op in ReduceOp::ALL {
+            for n in [1usize, 2, 3, 4, 5, 8, 17, 40] {
+                let inputs: Vec<Vec<T>> = make_inputs(Inputs::Exact, op, n, 600, 1);
+                let r = reference(&inputs, op, Inputs::Exact);
+                let d = T::DTYPE;
+                assert_eq!(r.bitwise, is_bitwise(d, op, n, Inputs::Exact));
+                for x in inputs.iter().flatten() {
+                    assert!(x.to_f64().abs() <= 8.0 && x.to_f64().fract() == 0.0);
+                }
+                if !r.bitwise {
+                    assert!(op == ReduceOp::Avg && d.is_float() && !n.is_power_of_two());
+                    continue;
+                }
+                let c = Combine::new(d, op, n);
+                for i in 0..600 {
+                    let want = r.expect[i];
+                    for start in 0..n {
+                        let got = fold_from(&c, &inputs, start, i);
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "{d} {op} n={n} i={i} start={start}"
+                        );
+                    }
+                    // And it is the exact answer.
+                    let vals: Vec<f64> = inputs.iter().map(|v| v[i].to_f64()).collect();
+                    let exact = match op {
+                        ReduceOp::Sum => vals.iter().sum::<f64>(),
+                        ReduceOp::Prod => vals.iter().product::<f64>(),
+                        ReduceOp::Max => vals.iter().cloned().fold(f64::MIN, f64::max),
+                        ReduceOp::Min => vals.iter().cloned().fold(f64::MAX, f64::min),
+                        ReduceOp::Avg if d.is_float() => vals.iter().sum::<f64>() / n as f64,
+                        ReduceOp::Avg => (vals.iter().sum::<f64>() / n as f64).trunc(),
+                    };
+                    assert_eq!(want.to_f64(), exact, "{d} {op} n={n} i={i}");
+                }
+                // The inputs are not trivial.
+                let distinct: std::collections::BTreeSet<u64> =
+                    r.expect.iter().map(|x| x.to_bits()).collect();
+                assert!(distinct.len() > 1 || n > 16, "{d} {op} n={n}");
+            }
+        }
+    }
+
+    /// Random inputs: other orders land within the bound (or bitwise where
+    /// promised); a perturbed element is caught.
+    #[test]
+    fn random_inputs_within_bounds() {
+        for d in DataType::ALL {
+            crate::with_element!(d, T => random_case::<T>());
+        }
+    }
+
+    fn random_case<T: Element>() {
+        let d = T::DTYPE;
+        for op in ReduceOp::ALL {
+            for n in [1usize, 2, 3, 5, 8, 16] {
+                let inputs: Vec<Vec<T>> = make_inputs(Inputs::Random, op, n, 3000, 7);
+                let r = reference(&inputs, op, Inputs::Random);
+                assert_eq!(r.bitwise, is_bitwise(d, op, n, Inputs::Random));
+                assert_eq!(r.bound.is_none(), r.bitwise);
+                let outs = ring_outputs(&inputs, op);
+                let v = check(&outs, &r);
+                assert!(
+                    v.passed(),
+                    "{d} {op} n={n}: {:?} {:?}",
+                    v.wrong,
+                    v.first_wrong
+                );
+                // Another order too, and the two against each other.
+                let c = Combine::new(d, op, n);
+                let other: Vec<T> = (0..3000)
+                    .map(|i| fold_from(&c, &inputs, n / 2, i))
+                    .collect();
+                let other = vec![other; n];
+                assert!(check(&other, &r).passed(), "{d} {op} n={n} other order");
+                assert!(
+                    compare(&outs, &other, &r).passed(),
+                    "{d} {op} n={n} compare"
+                );
+                // Break one element clearly.
+                let mut bad = outs.clone();
+                let k = 1234;
+                let w = bad[n - 1][k].to_f64();
+                let bump = r.bound.as_ref().map_or(0.0, |b| 3.0 * b[k]);
+                bad[n - 1][k] = if d.is_float() {
+                    T::from_f64(w + bump.max(w.abs() + 1.0))
+                } else {
+                    T::from_bits(bad[n - 1][k].to_bits() ^ 1)
+                };
+                let v = check(&bad, &r);
+                let mut wrong = vec![0; n];
+                wrong[n - 1] = 1;
+                assert_eq!(v.wrong, wrong, "{d} {op} n={n}: {w} -> {:?}", bad[n - 1][k]);
+                assert_eq!(v.first_wrong.map(|f| (f.0, f.1)), Some((n - 1, k)));
+                assert!(!compare(&outs, &bad, &r).passed());
             }
         }
     }
 
     #[test]
-    fn detects_a_wrong_element() {
-        let inputs: Vec<Vec<f32>> = make_inputs(Inputs::Random, 3, 1000, 7);
-        let r = reference(&inputs);
-        let mut out: Vec<Vec<f32>> = (0..3)
-            .map(|_| r.sum.iter().map(|&x| x as f32).collect())
-            .collect();
-        assert!(check(&out, &r, false).passed());
-        out[2][500] += 1e-3;
-        let v = check(&out, &r, false);
-        assert_eq!(v.wrong, vec![0, 0, 1]);
-        assert_eq!(v.first_wrong.map(|w| (w.0, w.1)), Some((2, 500)));
+    fn random_inputs_are_deterministic_and_spread() {
+        let a: Vec<f32> = make_input(Inputs::Random, ReduceOp::Sum, 4, 1, 100_000, 3);
+        let b: Vec<f32> = make_input(Inputs::Random, ReduceOp::Max, 2, 1, 100_000, 3);
+        let c: Vec<f32> = make_input(Inputs::Random, ReduceOp::Sum, 4, 2, 100_000, 3);
+        let e: Vec<f32> = make_input(Inputs::Random, ReduceOp::Sum, 4, 1, 100_000, 4);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_ne!(a, e);
+        assert!(a.iter().all(|x| (-1.0..1.0).contains(x)));
+        let mean = a.iter().map(|&x| x as f64).sum::<f64>() / a.len() as f64;
+        assert!(mean.abs() < 0.01);
+        let ints: Vec<u8> = make_input(Inputs::Random, ReduceOp::Sum, 2, 0, 100_000, 3);
+        let seen: std::collections::BTreeSet<u8> = ints.iter().copied().collect();
+        assert_eq!(seen.len(), 256);
+        let i64s: Vec<i64> = make_input(Inputs::Random, ReduceOp::Sum, 2, 0, 1000, 3);
+        assert!(i64s.iter().any(|&x| x < i64::MIN / 2) && i64s.iter().any(|&x| x > i64::MAX / 2));
+        let h: Vec<F8E4M3> = make_input(Inputs::Random, ReduceOp::Sum, 2, 0, 10_000, 3);
+        assert!(h.iter().all(|x| x.to_f64().abs() <= 1.0));
     }
 
     #[test]
-    fn random_inputs_are_deterministic() {
-        let a: Vec<f32> = make_input(Inputs::Random, 1, 100_000, 3);
-        let b: Vec<f32> = make_input(Inputs::Random, 1, 100_000, 3);
-        let c: Vec<f32> = make_input(Inputs::Random, 2, 100_000, 3);
-        assert_eq!(a, b);
-        assert_ne!(a, c);
+    fn nan_rules() {
+        let r = Reference {
+            expect: vec![f32::NAN, 1.0, 2.0],
+            bound: None,
+            bitwise: true,
+            ranks: 2,
+            op: ReduceOp::Sum,
+        };
+        let nan2 = f32::from_bits(0xffc0_0001);
+        assert!(check(&[vec![nan2, 1.0, 2.0]], &r).passed());
+        assert_eq!(check(&[vec![1.0, 1.0, f32::NAN]], &r).wrong, vec![2]);
+        assert_eq!(check(&[vec![f32::NAN, -0.0, 2.0]], &r).wrong, vec![1]);
+        let z = Reference {
+            expect: vec![0.0f32],
+            ..r.clone()
+        };
+        assert_eq!(check(&[vec![-0.0f32]], &z).wrong, vec![1]); // bitwise: signs of zero differ
+        let t = Reference {
+            expect: vec![f32::NAN, 1.0, f32::INFINITY],
+            bound: Some(vec![0.1, 0.1, 0.1]),
+            bitwise: false,
+            ..r.clone()
+        };
+        assert!(check(&[vec![f32::NAN, 1.05, f32::INFINITY]], &t).passed());
+        assert_eq!(check(&[vec![1.0, f32::NAN, 3e38]], &t).wrong, vec![3]);
+        // Missing elements are wrong.
+        let v = check(&[vec![f32::NAN]], &r);
+        assert_eq!(v.wrong, vec![2]);
+        assert_eq!(v.first_wrong.map(|f| (f.0, f.1)), Some((0, 1)));
+    }
+
+    #[test]
+    fn avg_reference_is_nccl_semantics() {
+        // 3 ranks of half: pre-multiply each input by f16(1/3), then sum.
+        let inputs: Vec<Vec<f16>> = [1.0f32, 2.0, 4.0]
+            .iter()
+            .map(|&x| vec![f16::from_f32(x)])
+            .collect();
+        let r = reference(&inputs, ReduceOp::Avg, Inputs::Exact);
+        assert!(!r.bitwise);
+        assert!((r.expect[0].to_f64() - 7.0 / 3.0).abs() < 1e-3);
+        let s = f16::from_bits(0x3555);
+        let pre = |x: f16| f16::from_f64(x.to_f64() * s.to_f64());
+        let nccl = f16::from_f64(
+            f16::from_f64(pre(inputs[0][0]).to_f64() + pre(inputs[1][0]).to_f64()).to_f64()
+                + pre(inputs[2][0]).to_f64(),
+        );
+        assert!(check(&[vec![nccl]], &r).passed());
+        // Integers: sum, then truncating division on the last step.
+        let ints = vec![vec![-7i32, 7], vec![1, 1], vec![-1, 0]];
+        let r = reference(&ints, ReduceOp::Avg, Inputs::Random);
+        assert!(r.bitwise);
+        assert_eq!(r.expect, vec![-2, 2]);
+        // One rank: identity (pre-multiply by 1).
+        let one = vec![vec![bf16::from_f32(3.5), bf16::from_f32(-0.0)]];
+        let r = reference(&one, ReduceOp::Avg, Inputs::Random);
+        assert_eq!(r.expect, one[0]);
+        let e5 = vec![vec![F8E5M2::from_f64(3.0)]; 4];
+        assert_eq!(
+            reference(&e5, ReduceOp::Avg, Inputs::Exact).expect,
+            vec![F8E5M2::from_f64(3.0)]
+        );
+    }
+
+    #[test]
+    fn scatter_gather_changed() {
+        let n = 3;
+        let inputs: Vec<Vec<i32>> = make_inputs(Inputs::Random, ReduceOp::Sum, n, 3 * 5, 2);
+        let full = reference(&inputs, ReduceOp::Sum, Inputs::Random);
+        let rs = reference_reduce_scatter(&inputs, ReduceOp::Sum, Inputs::Random);
+        assert_eq!(rs.len(), n);
+        for (r, part) in rs.iter().enumerate() {
+            assert_eq!(part.expect, full.expect[r * 5..(r + 1) * 5]);
+            assert!(part.bitwise);
+        }
+        let fl: Vec<Vec<f64>> = make_inputs(Inputs::Random, ReduceOp::Sum, 4, 8, 2);
+        let rs = reference_reduce_scatter(&fl, ReduceOp::Sum, Inputs::Random);
+        assert_eq!(rs[3].bound.as_ref().map(Vec::len), Some(2));
+        let ag = reference_all_gather(&inputs);
+        assert_eq!(ag.expect.len(), 45);
+        assert_eq!(ag.expect[15..30], inputs[1][..]);
+        assert!(check(&vec![ag.expect.clone(); 3], &ag).passed());
+        let a = vec![1.0f32, -0.0, f32::NAN];
+        assert_eq!(changed(&a, &a), 0);
+        assert_eq!(changed(&a, &[1.0, 0.0, f32::NAN]), 1);
+        assert_eq!(changed(&a, &[1.0]), 2);
+    }
+
+    #[test]
+    fn scaled_in_place_reference() {
+        let inputs: Vec<Vec<f32>> = make_inputs(Inputs::Exact, ReduceOp::Sum, 3, 100, 1);
+        let r = reference(&inputs, ReduceOp::Sum, Inputs::Exact).scaled(9.0);
+        for i in 0..100 {
+            let s: f32 = inputs.iter().map(|v| v[i]).sum();
+            assert_eq!(r.expect[i], s * 9.0);
+        }
+        assert!(r.bitwise);
+    }
+
+    #[test]
+    fn inputs_parse() {
+        assert_eq!("exact".parse(), Ok(Inputs::Exact));
+        assert_eq!(" Random ".parse(), Ok(Inputs::Random));
+        assert!("fuzzy".parse::<Inputs>().is_err());
+        assert_eq!(Inputs::default().to_string(), "random");
     }
 }

@@ -5,7 +5,7 @@ use crate::ensure;
 use crate::harness::{Harness, TestResult};
 use ringreduce::plan::Buf;
 use ringreduce::verify::{self, Inputs};
-use ringreduce::{Algo, BackendChoice, Engine};
+use ringreduce::{Algo, BackendChoice, Engine, ReduceOp};
 
 const SMALL_COUNTS: [usize; 7] = [0, 1, 3, 4, 5, 1023, 1_000_003];
 
@@ -56,8 +56,8 @@ fn run_case(
         "{} n={n} count={count} in_place={in_place} inputs={inputs:?}",
         algo.label()
     );
-    let data = verify::make_inputs::<f32>(inputs, n, count, seed);
-    let reference = verify::reference(&data);
+    let data = verify::make_inputs::<f32>(inputs, ReduceOp::Sum, n, count, seed);
+    let reference = verify::reference(&data, ReduceOp::Sum, inputs);
     e.load(&data, in_place)
         .map_err(|x| format!("{what}: {x}"))?;
     if !in_place {
@@ -68,7 +68,7 @@ fn run_case(
     e.launch(&plan).map_err(|x| format!("{what}: {x}"))?;
     e.synchronize().map_err(|x| format!("{what}: {x}"))?;
     let out = e.read(Buf::Recv, count).map_err(|x| x.to_string())?;
-    let v = verify::check(&out, &reference, inputs == Inputs::Exact);
+    let v = verify::check(&out, &reference);
     ensure!(
         v.passed(),
         "{what}: {} wrong per rank {:?}, first {:?}",
@@ -230,8 +230,9 @@ pub fn register(h: &mut Harness) {
                     (5, Algo::ONESHOT),
                     (4096, Algo::OneShotFlag),
                 ] {
-                    let data = verify::make_inputs::<f32>(Inputs::Exact, n, count, 5);
-                    let reference = verify::reference(&data);
+                    let data =
+                        verify::make_inputs::<f32>(Inputs::Exact, ReduceOp::Sum, n, count, 5);
+                    let reference = verify::reference(&data, ReduceOp::Sum, Inputs::Exact);
                     e.load(&data, false).map_err(|x| x.to_string())?;
                     let plan = e.plan(algo, count, false).map_err(|x| x.to_string())?;
                     for _ in 0..7 {
@@ -239,7 +240,7 @@ pub fn register(h: &mut Harness) {
                     }
                     e.synchronize().map_err(|x| x.to_string())?;
                     let out = e.read(Buf::Recv, count).map_err(|x| x.to_string())?;
-                    let v = verify::check(&out, &reference, true);
+                    let v = verify::check(&out, &reference);
                     ensure!(
                         v.passed(),
                         "n={n} count={count} {}: {:?}",
@@ -272,9 +273,10 @@ pub fn register(h: &mut Harness) {
                     (1_000_003, Algo::OneShotFlag),
                 ] {
                     let calls = 5u32;
-                    let data = verify::make_inputs::<f32>(Inputs::Exact, n, count, 9);
-                    let reference =
-                        verify::reference(&data).scaled((n as f64).powi(calls as i32 - 1));
+                    let data =
+                        verify::make_inputs::<f32>(Inputs::Exact, ReduceOp::Sum, n, count, 9);
+                    let reference = verify::reference(&data, ReduceOp::Sum, Inputs::Exact)
+                        .scaled((n as f64).powi(calls as i32 - 1));
                     e.load(&data, true).map_err(|x| x.to_string())?;
                     let plan = e.plan(algo, count, true).map_err(|x| x.to_string())?;
                     for _ in 0..calls {
@@ -282,7 +284,7 @@ pub fn register(h: &mut Harness) {
                     }
                     e.synchronize().map_err(|x| x.to_string())?;
                     let out = e.read(Buf::Recv, count).map_err(|x| x.to_string())?;
-                    let v = verify::check(&out, &reference, true);
+                    let v = verify::check(&out, &reference);
                     ensure!(
                         v.passed(),
                         "n={n} count={count} {} x{calls} in place: {:?}",

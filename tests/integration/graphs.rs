@@ -7,7 +7,7 @@ use ringreduce::engine::GRAPH_CALLS;
 use ringreduce::plan::Buf;
 use ringreduce::verify::{self, Inputs};
 use ringreduce::{Algo, BackendChoice, Engine, Error};
-use ringreduce::{AlgoChoice, EngineConfig};
+use ringreduce::{AlgoChoice, EngineConfig, ReduceOp};
 
 /// Load exact inputs, capture, replay `replays` times (with a ring call in
 /// between when `interleave`), and check every rank bitwise against
@@ -22,8 +22,8 @@ fn replay_case(
 ) -> Result<String, String> {
     let n = e.ranks();
     let what = format!("n={n} count={count} in_place={in_place} interleave={interleave}");
-    let data = verify::make_inputs::<f32>(Inputs::Exact, n, count, 4);
-    let mut reference = verify::reference(&data);
+    let data = verify::make_inputs::<f32>(Inputs::Exact, ReduceOp::Sum, n, count, 4);
+    let mut reference = verify::reference(&data, ReduceOp::Sum, Inputs::Exact);
     e.load(&data, in_place)
         .map_err(|x| format!("{what}: {x}"))?;
     // The ring plan first: growing the buffers for it would drop the graph.
@@ -55,7 +55,7 @@ fn replay_case(
         reference = reference.scaled((n as f64).powi(calls as i32 - 1));
     }
     let out = e.read(Buf::Recv, count).map_err(|x| x.to_string())?;
-    let v = verify::check(&out, &reference, true);
+    let v = verify::check(&out, &reference);
     ensure!(
         v.passed(),
         "{what} {path}: {} wrong, first {:?}",
