@@ -469,7 +469,11 @@ mod tests {
         assert!(out.starts_with("ring:pipe2:"), "{out}");
         // One line per chunk listing both slices, not one line per slice.
         let step = out.split("reduce-scatter step 1 of 1:").nth(1).unwrap();
-        let copies: Vec<&str> = step.lines().filter(|l| l.contains("->")).collect();
+        let copies: Vec<&str> = step
+            .lines()
+            .take_while(|l| !l.starts_with("        |"))
+            .filter(|l| l.contains("->"))
+            .collect();
         assert_eq!(copies.len(), 2, "{step}");
         assert!(copies[0].matches('[').count() == 2, "{step}");
         let plain = t("ring", shape(Collective::AllReduce, 2, 16));

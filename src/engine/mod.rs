@@ -118,6 +118,7 @@ pub struct Core {
     setup: Duration,
     fallback_note: Option<String>,
     abort: AbortHandle,
+    timeout: Duration,
     /// Why every call now fails, after a fault the engine cannot undo.
     poisoned: Option<String>,
 }
@@ -187,6 +188,7 @@ impl Core {
             setup: t0.elapsed(),
             fallback_note,
             abort,
+            timeout: cfg.timeout,
             poisoned: None,
         })
     }
@@ -220,6 +222,11 @@ impl Core {
     /// The engine's default algorithm choice.
     pub fn algo(&self) -> &AlgoChoice {
         &self.algo
+    }
+
+    /// The longest any wait may take (the configured timeout).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// A handle that aborts every wait of this engine from any thread.

@@ -60,7 +60,7 @@ impl<T: Element> Engine<T> {
     /// One handle per rank, sharing this engine.
     pub fn into_ranks(self) -> Vec<RankComm<T>> {
         let ranks = self.ranks();
-        let timeout = crate::sync::default_timeout();
+        let timeout = self.core().timeout();
         let shared = Arc::new(Shared {
             engine: Mutex::new(self),
             round: Mutex::new(Round {
