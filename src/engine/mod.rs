@@ -86,8 +86,8 @@ impl EngineConfig {
     }
 }
 
-/// A path's cache key: the algorithm's name and the shape.
-type PathKey = (String, Shape);
+/// A path: its index in [`Core`]'s path table.
+type PathKey = usize;
 
 /// What a captured ringreduce graph holds.
 #[derive(Debug, Clone)]
@@ -102,12 +102,20 @@ pub struct Core {
     backend: Box<dyn Backend>,
     ranks: usize,
     algo: AlgoChoice,
-    paths: HashMap<PathKey, Box<dyn Path>>,
+    /// Every path used so far: (algorithm name, shape, state).
+    paths: Vec<(String, Shape, Box<dyn Path>)>,
+    /// The path of an (algorithm name, shape).
+    path_index: HashMap<(String, Shape), PathKey>,
+    /// The path a (choice, shape) resolved to: the hot path of a call does
+    /// no allocation and no string work.
+    resolved: HashMap<(usize, Shape), PathKey>,
     /// The previous call, when the next one may continue it.
     last: Option<PathKey>,
     /// Bytes of each engine buffer on each rank.
     caps: HashMap<BufId, Vec<usize>>,
     next_id: u32,
+    /// Scratch bytes every rank has.
+    scratch_ok: usize,
     /// Bumped whenever a buffer is reallocated: captured graphs hold the old
     /// addresses.
     generation: u64,
@@ -176,10 +184,13 @@ impl Core {
             backend,
             ranks: cfg.ranks,
             algo: cfg.algo,
-            paths: HashMap::new(),
+            paths: Vec::new(),
+            path_index: HashMap::new(),
+            resolved: HashMap::new(),
             last: None,
             caps: HashMap::new(),
             next_id: 3,
+            scratch_ok: 0,
             generation: 0,
             graph: None,
             nccl_graph: None,
@@ -318,15 +329,9 @@ impl Core {
         bind: Arc<Vec<Binding>>,
     ) -> Result<Arc<Plan>> {
         self.usable()?;
-        self.check_shape(&shape)?;
-        let algo = self.resolve(choice, &shape)?;
-        let key = (algo.name(), shape);
-        let continues = self.last.as_ref() == Some(&key);
-        let path = self
-            .paths
-            .entry(key.clone())
-            .or_insert_with(|| algo.path(&shape));
-        let plan = path.next(continues)?;
+        let key = self.path_of(choice, &shape)?;
+        let continues = self.last == Some(key);
+        let plan = self.paths[key].2.next(continues)?;
         self.last = None;
         self.reserve_scratch(&plan)?;
         let call = Call {
@@ -340,6 +345,38 @@ impl Core {
         self.track(r)?;
         self.last = Some(key);
         Ok(plan)
+    }
+
+    /// The path `choice` (or the default) takes for `shape`, created on
+    /// first use.
+    fn path_of(&mut self, choice: Option<&AlgoChoice>, shape: &Shape) -> Result<PathKey> {
+        let c = choice.unwrap_or(&self.algo);
+        let ck = match c {
+            AlgoChoice::Auto => 0,
+            AlgoChoice::Fixed(a) => Arc::as_ptr(a) as *const () as usize,
+        };
+        if let Some(&k) = self.resolved.get(&(ck, *shape)) {
+            return Ok(k);
+        }
+        self.check_shape(shape)?;
+        let algo = c.resolve(shape)?;
+        let name = algo.name();
+        let k = match self.path_index.get(&(name.clone(), *shape)) {
+            Some(&k) => k,
+            None => {
+                self.paths.push((name.clone(), *shape, algo.path(shape)));
+                let k = self.paths.len() - 1;
+                self.path_index.insert((name, *shape), k);
+                k
+            }
+        };
+        // Only a fixed choice held by the caller keeps its address stable;
+        // the cache holds at most a few thousand entries.
+        if self.resolved.len() > 4096 {
+            self.resolved.clear();
+        }
+        self.resolved.insert((ck, *shape), k);
+        Ok(k)
     }
 
     /// Launch a plan that is not a collective path (a probe, a fence).
@@ -366,7 +403,12 @@ impl Core {
 
     fn reserve_scratch(&mut self, plan: &Plan) -> Result<()> {
         let bytes = plan.scratch_len * plan.shape.elem_size;
-        self.reserve(BufId::SCRATCH, &vec![bytes; self.ranks])
+        if bytes <= self.scratch_ok && self.caps.contains_key(&BufId::SCRATCH) {
+            return Ok(());
+        }
+        self.reserve(BufId::SCRATCH, &vec![bytes; self.ranks])?;
+        self.scratch_ok = self.scratch_ok.max(bytes);
+        Ok(())
     }
 
     /// Wait for all launched work on every rank.
@@ -383,15 +425,21 @@ impl Core {
     /// Make engine buffer `id` hold at least `bytes[r]` bytes on rank r,
     /// after checking that the devices have that memory free.
     pub fn reserve(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
+        let fits = self.caps.get(&id).is_some_and(|have| {
+            bytes
+                .iter()
+                .enumerate()
+                .all(|(r, &b)| b <= have.get(r).copied().unwrap_or(0))
+        });
+        if fits {
+            return Ok(());
+        }
         let have = self.caps.get(&id).cloned().unwrap_or_default();
         let grow: Vec<usize> = bytes
             .iter()
             .enumerate()
             .map(|(r, &b)| if b > have.get(r).copied().unwrap_or(0) { b } else { 0 })
             .collect();
-        if grow.iter().all(|&b| b == 0) && self.caps.contains_key(&id) {
-            return Ok(());
-        }
         self.check_memory(&grow, &format!("buffer {}", id.0))?;
         let want: Vec<usize> = bytes
             .iter()
@@ -495,13 +543,8 @@ impl Core {
         self.usable()?;
         self.check_shape(&shape)?;
         self.graph = None;
-        let algo = self.resolve(choice, &shape)?;
-        let key = (algo.name(), shape);
-        let path = self
-            .paths
-            .entry(key.clone())
-            .or_insert_with(|| algo.path(&shape));
-        let plans = path.graph_plans(GRAPH_CALLS)?;
+        let key = self.path_of(choice, &shape)?;
+        let plans = self.paths[key].2.graph_plans(GRAPH_CALLS)?;
         for p in &plans {
             if !p.device_ordered() {
                 return Err(Error::Unsupported(
@@ -536,7 +579,7 @@ impl Core {
             key,
             generation: self.generation,
         });
-        Ok(algo.name())
+        Ok(self.paths[key].0.clone())
     }
 
     /// Replay the captured graph: [`GRAPH_CALLS`] calls on every rank.
@@ -551,9 +594,9 @@ impl Core {
                 "the captured graph is stale: the buffers it refers to were reallocated since; capture again".into(),
             ));
         }
-        let continues = self.last.as_ref() == Some(&g.key);
-        let fence = match self.paths.get_mut(&g.key) {
-            Some(p) => p.before_replay(continues)?,
+        let continues = self.last == Some(g.key);
+        let fence = match self.paths.get_mut(g.key) {
+            Some(p) => p.2.before_replay(continues)?,
             None => None,
         };
         self.last = None;

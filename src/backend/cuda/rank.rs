@@ -112,16 +112,17 @@ impl<'id> Rank<'id> {
         cuda_err(self.rank, self.device)
     }
 
-    /// The error of a driver call made for rank's op `i` of `call`.
+    /// The error of a driver call made for rank's op `i` of `call` (the
+    /// step's description is only built when there is an error).
     fn step_err(&self, call: &Call, i: usize) -> impl Fn(CudaError) -> Error {
         let (rank, device) = (self.rank, self.device);
-        let step = op_desc(&call.plan, rank, i);
+        let plan = call.plan.clone();
         move |e| Error::Cuda {
             rank,
             device,
             call: e.call,
             message: e.message,
-            step: Some(step.clone()),
+            step: Some(op_desc(&plan, rank, i)),
         }
     }
 
