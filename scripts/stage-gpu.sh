@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Build here (no GPU needed) and stage the binaries for the GPU machine.
 #
-#   scripts/stage-gpu.sh        -> .device/ringreduce, .device/integration, .device/gpu-check.sh
+#   scripts/stage-gpu.sh   -> .device/{ringreduce,integration,gpu-check.sh,COMMIT}
 #
 # .device/ is git-ignored; carry it to the GPU machine and run there:
-#   bash .device/gpu-check.sh [quick|full|bench|sanitize] (output under $OUT or ./gpu-out)
+#   bash .device/gpu-check.sh validate > $OUT/validate.log 2>&1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release
@@ -21,5 +21,7 @@ rm -rf .device && mkdir -p .device
 cp target/release/ringreduce .device/
 cp "$integ" .device/integration
 cp scripts/gpu-check.sh .device/
+git rev-parse --short HEAD > .device/COMMIT
+git diff --quiet || echo "+uncommitted" >> .device/COMMIT
 strip --strip-debug .device/ringreduce .device/integration 2>/dev/null || true
 du -sh .device

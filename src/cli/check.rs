@@ -25,8 +25,13 @@ pub struct CheckArgs {
     pub nccl_lib: Option<PathBuf>,
     /// Sizes per rank (nccl-tests' convention: reduce-scatter and
     /// all-gather sizes are the whole buffer), comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "4KiB,4MiB,256MiB,1GiB+12")]
+    #[arg(long, value_delimiter = ',', default_value = "4KiB,4MiB,256MiB,1GiB+12", conflicts_with = "counts")]
     pub sizes: Vec<String>,
+    /// Element counts per rank instead of sizes (NCCL's count: all-reduce
+    /// elements, reduce-scatter's output, all-gather's input), comma-separated,
+    /// so that every type gets e.g. exactly one element.
+    #[arg(long, value_delimiter = ',')]
+    pub counts: Option<Vec<String>>,
     /// Inputs: random (tolerance where the order matters) or exact (bitwise).
     #[arg(long, default_value = "random")]
     pub inputs: String,
@@ -39,7 +44,9 @@ pub struct CheckArgs {
 }
 
 struct Plan {
+    /// Sizes in bytes, or (with `by_count`) NCCL counts.
     sizes: Vec<u64>,
+    by_count: bool,
     contenders: Vec<Contender>,
     kind: Inputs,
     seed: u64,
@@ -49,7 +56,11 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
     // Every argument first.
     let cfg = a.common.config()?;
     let combos = a.kinds.parse()?;
-    let sizes: Vec<u64> = a.sizes.iter().map(|s| parse_size(s)).collect::<Result<_>>()?;
+    let by_count = a.counts.is_some();
+    let sizes: Vec<u64> = match &a.counts {
+        Some(c) => c.iter().map(|s| parse_size(s)).collect::<Result<_>>()?,
+        None => a.sizes.iter().map(|s| parse_size(s)).collect::<Result<_>>()?,
+    };
     if sizes.is_empty() {
         return Err(Error::BadArgument("--sizes needs at least one size".into()));
     }
@@ -67,7 +78,12 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
                 Collective::AllReduce => e,
                 _ => e * cfg.ranks as u64,
             };
-            if s % unit != 0 {
+            let count = if by_count {
+                usize::try_from(s).map_err(|_| Error::BadArgument(format!("count {s} too large")))?
+            } else {
+                bench::count_for(coll, s, dtype.size(), cfg.ranks)
+            };
+            if !by_count && s % unit != 0 {
                 return Err(Error::BadSize {
                     input: format_bytes(s),
                     reason: format!(
@@ -78,7 +94,6 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
                     ),
                 });
             }
-            let count = bench::count_for(coll, s, dtype.size(), cfg.ranks);
             let shape = crate::plan::Shape {
                 collective: coll,
                 ranks: cfg.ranks,
@@ -102,6 +117,7 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
     core.nccl_init(&nccl)?;
     let plan = Plan {
         sizes,
+        by_count,
         contenders,
         kind,
         seed: a.seed,
@@ -153,7 +169,12 @@ fn check_table<T: Element>(e: &mut Engine<T>, p: &Plan, coll: Collective, op: Re
     };
     let mut all_ok = true;
     for &size in &p.sizes {
-        let count = bench::count_for(coll, size, dtype.size(), n);
+        let count = if p.by_count {
+            size as usize
+        } else {
+            bench::count_for(coll, size, dtype.size(), n)
+        };
+        let size = e.shape(coll, count, false).bytes();
         let per_rank = e.shape(coll, count, false).input(0).len();
         let inputs = verify::make_inputs::<T>(p.kind, op, n, per_rank, p.seed);
         let expect = bench::expected(coll, &inputs, op, p.kind);
