@@ -1324,20 +1324,19 @@ def exchange_kernel(T, op):
                  "\n"
                  "It never traps.  ctrl (host-mapped) holds u32 abort at offset 0 (set\n"
                  "by the host), u32 status at 4 (written here) and u64 timeout_ns at 8\n"
-                 "(0 = no deadline).  Once every %d spins, thread 0 reads abort\n"
-                 "(ld.relaxed.sys: a read over PCIe to host memory, about a microsecond,\n"
-                 "too slow to put in every spin: the flag usually arrives within a few\n"
-                 "spins of local loads, and the abort check would delay seeing it) and\n"
-                 "%%globaltimer against start + timeout_ns.  On abort it stores 2 to\n"
+                 "(0 = no deadline).  Once every %d spins, thread 0 reads abort and\n"
+                 "timeout_ns (ld.relaxed.sys: reads over PCIe to host memory, about a\n"
+                 "microsecond each, and serialized when every block of both grids\n"
+                 "reads at once: measured on 2 x H200, one such read per block at the\n"
+                 "start of the wait cost ~150 us per call at 128 blocks; so the host is\n"
+                 "read only after 32 unsuccessful spins, which a healthy partner never\n"
+                 "causes) and compares %%globaltimer against start + timeout_ns.  On\n"
+                 "abort it stores 2 to\n"
                  "status, on timeout 1, and sets `bail`, so the whole block returns\n"
                  "without reducing.  Success never writes status." % spin)
     o += [ins("@!%p_t0 bra", "WAIT_DONE"),
           ins("st.shared.u32", "[bail], 0", "the verdict so far: go on"),
-          ins("ld.relaxed.sys.global.u64", "%rd_timeout, [%rd_ctrl+8]"),
-          ins("setp.eq.u64", "%p_done, %rd_timeout, 0"),
-          ins("selp.u64", "%rd_timeout, 0xFFFFFFFFFFFFFFFF, %rd_timeout, %p_done",
-              "no deadline: 584 years"),
-          ins("mov.u64", "%rd_t0, %globaltimer"),
+          ins("mov.u64", "%rd_t0, %globaltimer", "start of the wait (on-chip)"),
           ins("mov.u32", "%r_spin, 0"),
           label("WAIT_LOOP"),
           ins("ld.acquire.sys.global.u64", "%rd_flag, [%rd_mf]"),
@@ -1352,6 +1351,9 @@ def exchange_kernel(T, op):
           ins("mov.u32", "%r_status, 2"),
           ins("setp.ne.u32", "%p_done, %r_tmp, 0"),
           ins("@%p_done bra", "WAIT_FAIL"),
+          ins("ld.relaxed.sys.global.u64", "%rd_timeout, [%rd_ctrl+8]", "the deadline, read only now"),
+          ins("setp.eq.u64", "%p_done, %rd_timeout, 0"),
+          ins("@%p_done bra", "WAIT_LOOP", "no deadline: spin again"),
           ins("mov.u64", "%rd_t, %globaltimer"),
           ins("sub.u64", "%rd_t, %rd_t, %rd_t0"),
           ins("setp.lt.u64", "%p_done, %rd_t, %rd_timeout"),

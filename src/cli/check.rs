@@ -168,6 +168,8 @@ fn check_table<T: Element>(e: &mut Engine<T>, p: &Plan, coll: Collective, op: Re
         kind: ContenderKind::Nccl,
     };
     let mut all_ok = true;
+    let t0 = std::time::Instant::now();
+    let mut rows = 0usize;
     for &size in &p.sizes {
         let count = if p.by_count {
             size as usize
@@ -202,6 +204,7 @@ fn check_table<T: Element>(e: &mut Engine<T>, p: &Plan, coll: Collective, op: Re
                 let v = bench::compare_outputs(&ring_out, &nccl_out, &expect);
                 let ok = v.passed() && rw == 0 && nw == 0;
                 all_ok &= ok;
+                rows += 1;
                 out(format!(
                     "{:>12} {:>12} {:>6} {:>24} {:>22} {:>12.3e} {:>12.3e} {:>6}",
                     format_bytes(size),
@@ -224,5 +227,9 @@ fn check_table<T: Element>(e: &mut Engine<T>, p: &Plan, coll: Collective, op: Re
             }
         }
     }
+    out(format!(
+        "# {rows} rows in {:.2} s",
+        t0.elapsed().as_secs_f64()
+    ))?;
     Ok(all_ok)
 }
