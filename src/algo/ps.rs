@@ -28,12 +28,13 @@ impl Algorithm for ParameterServer {
     }
 
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
-        StaticPath::new(plan(shape))
+        StaticPath::boxed(plan(shape))
     }
 }
 
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
-    matches!(s, "ps" | "parameter-server").then(|| Ok(Arc::new(ParameterServer) as Arc<dyn Algorithm>))
+    matches!(s, "ps" | "parameter-server")
+        .then(|| Ok(Arc::new(ParameterServer) as Arc<dyn Algorithm>))
 }
 
 pub fn plan(shape: &Shape) -> Plan {

@@ -21,7 +21,7 @@ pub mod typed;
 
 pub use typed::{CallInfo, DeviceBuffers, Engine};
 
-use crate::algo::{AlgoChoice, Path};
+use crate::algo::{AlgoChoice, Algorithm, Path};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::{self as cuda_backend, CudaBackend};
 use crate::backend::{
@@ -107,8 +107,9 @@ pub struct Core {
     /// The path of an (algorithm name, shape).
     path_index: HashMap<(String, Shape), PathKey>,
     /// The path a (choice, shape) resolved to: the hot path of a call does
-    /// no allocation and no string work.
-    resolved: HashMap<(usize, Shape), PathKey>,
+    /// no allocation and no string work. The entry holds the choice's
+    /// algorithm so its address (the key) cannot be reused by another one.
+    resolved: HashMap<(usize, Shape), (Option<Arc<dyn Algorithm>>, PathKey)>,
     /// The previous call, when the next one may continue it.
     last: Option<PathKey>,
     /// Bytes of each engine buffer on each rank.
@@ -355,8 +356,8 @@ impl Core {
             AlgoChoice::Auto => 0,
             AlgoChoice::Fixed(a) => Arc::as_ptr(a) as *const () as usize,
         };
-        if let Some(&k) = self.resolved.get(&(ck, *shape)) {
-            return Ok(k);
+        if let Some((_, k)) = self.resolved.get(&(ck, *shape)) {
+            return Ok(*k);
         }
         self.check_shape(shape)?;
         let algo = c.resolve(shape)?;
@@ -370,12 +371,15 @@ impl Core {
                 k
             }
         };
-        // Only a fixed choice held by the caller keeps its address stable;
-        // the cache holds at most a few thousand entries.
+        // The cache holds at most a few thousand entries.
         if self.resolved.len() > 4096 {
             self.resolved.clear();
         }
-        self.resolved.insert((ck, *shape), k);
+        let held = match c {
+            AlgoChoice::Auto => None,
+            AlgoChoice::Fixed(a) => Some(a.clone()),
+        };
+        self.resolved.insert((ck, *shape), (held, k));
         Ok(k)
     }
 
@@ -438,7 +442,13 @@ impl Core {
         let grow: Vec<usize> = bytes
             .iter()
             .enumerate()
-            .map(|(r, &b)| if b > have.get(r).copied().unwrap_or(0) { b } else { 0 })
+            .map(|(r, &b)| {
+                if b > have.get(r).copied().unwrap_or(0) {
+                    b
+                } else {
+                    0
+                }
+            })
             .collect();
         self.check_memory(&grow, &format!("buffer {}", id.0))?;
         let want: Vec<usize> = bytes
@@ -510,7 +520,11 @@ impl Core {
 
     /// Bytes of buffer `id` on rank `r`.
     pub fn capacity(&self, id: BufId, r: usize) -> usize {
-        self.caps.get(&id).and_then(|v| v.get(r)).copied().unwrap_or(0)
+        self.caps
+            .get(&id)
+            .and_then(|v| v.get(r))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Copy `data` into rank `r`'s buffer `id` at byte `offset`.
@@ -701,5 +715,38 @@ impl Core {
     pub fn backend_mut(&mut self) -> &mut dyn Backend {
         self.last = None;
         self.backend.as_mut()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Collective;
+
+    /// Regression: the resolved-path cache was keyed by the address of the
+    /// caller's algorithm; a choice dropped and a new one allocated at the
+    /// same address reused the old path (a refused `oneshot:flag` call on 3
+    /// ranks ran as `ps`).
+    #[test]
+    fn fresh_choices_never_reuse_another_algorithms_path() {
+        let mut e = Core::new(EngineConfig::new(3, BackendChoice::Cpu)).expect("cpu engine");
+        let shape = Shape {
+            collective: Collective::AllReduce,
+            ranks: 3,
+            count: 8,
+            elem_size: 4,
+            in_place: false,
+        };
+        for _ in 0..200 {
+            let ps: AlgoChoice = "ps".parse().expect("ps");
+            let k = e.path_of(Some(&ps), &shape).expect("ps runs 3 ranks");
+            assert_eq!(e.paths[k].0, "ps");
+            drop(ps);
+            let flag: AlgoChoice = "oneshot:flag".parse().expect("flag");
+            assert!(
+                e.path_of(Some(&flag), &shape).is_err(),
+                "oneshot:flag must refuse 3 ranks"
+            );
+        }
     }
 }

@@ -98,6 +98,7 @@ pub struct CudaBackend {
     board: Arc<SignalBoard>,
     events: usize,
     gen: u64,
+    calls: u64,
     abort: AbortHandle,
     timeout: Duration,
     peers: Peers,
@@ -128,30 +129,31 @@ impl CudaBackend {
         let map: Vec<usize> = (0..ranks).map(|r| devs[r % devs.len()]).collect();
         let m = map.clone();
         let (timeout, faults) = (opts.timeout, opts.faults.clone());
-        let mut threads = RankThreads::spawn(ranks, "cuda", move |rank, inbox: Inbox<Job, Reply>| {
-            let device = m[rank];
-            let slot = std::cell::Cell::new(Some(inbox));
-            let t0 = Instant::now();
-            let r = cuda::with_device(device, |ctx| {
-                let bind_ms = t0.elapsed().as_secs_f64() * 1e3;
-                let Some(inbox) = slot.take() else { return };
-                match Rank::new(rank, device, ctx, bind_ms, timeout, faults.clone()) {
-                    Err(e) => inbox.ready(Err(e)),
-                    Ok(mut st) => {
-                        inbox.ready(Ok(()));
-                        inbox.serve(|job: Job| job(&mut st));
-                        // The backend drained every rank before shutting the
-                        // threads down; drain this one again before its
-                        // memory goes.
-                        let _ = st.sync();
-                        st.teardown();
+        let mut threads =
+            RankThreads::spawn(ranks, "cuda", move |rank, inbox: Inbox<Job, Reply>| {
+                let device = m[rank];
+                let slot = std::cell::Cell::new(Some(inbox));
+                let t0 = Instant::now();
+                let r = cuda::with_device(device, |ctx| {
+                    let bind_ms = t0.elapsed().as_secs_f64() * 1e3;
+                    let Some(inbox) = slot.take() else { return };
+                    match Rank::new(rank, device, ctx, bind_ms, timeout, faults.clone()) {
+                        Err(e) => inbox.ready(Err(e)),
+                        Ok(mut st) => {
+                            inbox.ready(Ok(()));
+                            inbox.serve(|job: Job| job(&mut st));
+                            // The backend drained every rank before shutting the
+                            // threads down; drain this one again before its
+                            // memory goes.
+                            let _ = st.sync();
+                            st.teardown();
+                        }
                     }
+                });
+                if let (Err(e), Some(inbox)) = (r, slot.take()) {
+                    inbox.ready(Err(cuda_err(rank, device)(e)));
                 }
-            });
-            if let (Err(e), Some(inbox)) = (r, slot.take()) {
-                inbox.ready(Err(cuda_err(rank, device)(e)));
-            }
-        })?;
+            })?;
         threads.set_deadline(Some(timeout + Duration::from_secs(30)));
         let names: Vec<String> = info.devices.iter().map(|d| d.name.clone()).collect();
         let mut distinct = map.clone();
@@ -187,6 +189,7 @@ impl CudaBackend {
             board: Arc::new(SignalBoard::new(0, abort.clone(), timeout)),
             events: 0,
             gen: 0,
+            calls: 0,
             abort,
             timeout,
             peers: Peers::default(),
@@ -285,7 +288,9 @@ impl CudaBackend {
             let all = all.clone();
             Box::new(move |rk: &mut Rank<'_>| {
                 for p in all.iter() {
-                    rk.ctx.enable_peer_access(p).map_err(cuda_err(rk.rank, rk.device))?;
+                    rk.ctx
+                        .enable_peer_access(p)
+                        .map_err(cuda_err(rk.rank, rk.device))?;
                 }
                 Ok(())
             })
@@ -474,7 +479,8 @@ impl Backend for CudaBackend {
         }
         self.ensure_events(call.plan.signal_count())?;
         self.gen += 1;
-        let (board, gen) = (self.board.clone(), self.gen);
+        self.calls += 1;
+        let (board, gen, call_no) = (self.board.clone(), self.gen, self.calls);
         let call = Arc::new(call.clone());
         if call.timing {
             self.timed.push(call.plan.name.clone());
@@ -482,9 +488,19 @@ impl Backend for CudaBackend {
         self.each_all(|_| {
             let (call, board) = (call.clone(), board.clone());
             Box::new(move |rk: &mut Rank<'_>| {
-                let r = rk.issue(&call, &board, gen);
+                // A panic must also release the other ranks at once.
+                let rank = rk.rank;
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    rk.issue(&call, &board, gen, call_no)
+                }))
+                .unwrap_or_else(|p| {
+                    Err(Error::Worker {
+                        rank,
+                        message: crate::pool::panic_message(p.as_ref()),
+                    })
+                });
                 // On failure, release the other ranks waiting on this call.
-                r.inspect_err(|e| board.fail(gen, rk.rank, &e.to_string()))
+                r.inspect_err(|e| board.fail(gen, rank, &e.to_string()))
             })
         })
         .map(|_| ())
@@ -526,7 +542,8 @@ impl Backend for CudaBackend {
     }
 
     fn ping(&mut self) -> Result<()> {
-        self.each(|_| Box::new(|_: &mut Rank<'_>| Ok(()))).map(|_| ())
+        self.each(|_| Box::new(|_: &mut Rank<'_>| Ok(())))
+            .map(|_| ())
     }
 
     fn nccl(&mut self) -> Option<&mut dyn NcclBackend> {
@@ -592,13 +609,20 @@ impl GraphBackend for CudaBackend {
             check_call(c, self.info.ranks)?;
             if !c.plan.device_ordered() {
                 return Err(Error::Unsupported(
-                    format!("CUDA graph capture of {} (orders steps with events)", c.plan.name),
+                    format!(
+                        "CUDA graph capture of {} (orders steps with events)",
+                        c.plan.name
+                    ),
                     "cuda",
                 ));
             }
         }
         let calls = Arc::new(calls.to_vec());
-        let signals = calls.iter().map(|c| c.plan.signal_count()).max().unwrap_or(0);
+        let signals = calls
+            .iter()
+            .map(|c| c.plan.signal_count())
+            .max()
+            .unwrap_or(0);
         let (abort, timeout) = (self.abort.clone(), self.timeout);
         self.each_all(|_| {
             let calls = calls.clone();
