@@ -97,6 +97,10 @@ struct Captured {
     generation: u64,
 }
 
+/// A resolved-cache entry: the fixed algorithm (kept alive so that its
+/// address, the key, is not reused) and its path.
+type Resolved = (Option<Arc<dyn Algorithm>>, PathKey);
+
 /// The untyped engine (see the module doc).
 pub struct Core {
     backend: Box<dyn Backend>,
@@ -109,7 +113,7 @@ pub struct Core {
     /// The path a (choice, shape) resolved to: the hot path of a call does
     /// no allocation and no string work. The entry holds the choice's
     /// algorithm so its address (the key) cannot be reused by another one.
-    resolved: HashMap<(usize, Shape), (Option<Arc<dyn Algorithm>>, PathKey)>,
+    resolved: HashMap<(usize, Shape), Resolved>,
     /// The previous call, when the next one may continue it.
     last: Option<PathKey>,
     /// Bytes of each engine buffer on each rank.
