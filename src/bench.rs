@@ -414,6 +414,19 @@ pub fn measure_row<T: Element>(
                 cells.push(None);
                 continue;
             }
+            // A graph capture the driver refused: say why, leave the cell
+            // empty, and go on if every GPU still drains.
+            Err(err) if c.is_graph() => {
+                eprintln!(
+                    "note: {} at {} ({}): graph capture failed: {err}",
+                    c.name,
+                    shape.bytes(),
+                    if in_place { "in place" } else { "out of place" }
+                );
+                e.synchronize()?;
+                cells.push(None);
+                continue;
+            }
             Err(err) => return Err(err),
         }
         let us = time_blocks(e, c, &shape, op, warmup, iters, blocks)?;

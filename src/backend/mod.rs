@@ -231,9 +231,9 @@ pub trait NcclBackend {
 
 /// CUDA graphs of ringreduce calls.
 pub trait GraphBackend {
-    /// Capture `calls`, in order, into one CUDA graph per rank. Only plans
-    /// ordered on the device ([`Plan::device_ordered`]) can be replayed
-    /// safely from per-GPU graphs; others are refused.
+    /// Capture `calls`, in order, into CUDA graphs: one per rank when every
+    /// plan is ordered on the device ([`Plan::device_ordered`]), else one
+    /// graph across every GPU whose edges are the plans' signals.
     fn capture(&mut self, calls: &[Call]) -> Result<()>;
     /// Replay the captured graphs once on every rank.
     fn replay(&mut self) -> Result<()>;

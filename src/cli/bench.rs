@@ -98,19 +98,6 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     }
     report::check_outputs(a.json.as_deref(), a.csv.as_deref(), a.plot.as_deref())
         .map_err(|e| Error::Report(e.to_string()))?;
-    for c in &contenders {
-        if c.is_graph()
-            && combos
-                .collectives
-                .iter()
-                .any(|&k| k != Collective::AllReduce)
-        {
-            return Err(Error::BadArgument(format!(
-                "{}: graph contenders are measured for all-reduce only",
-                c.name
-            )));
-        }
-    }
     let largest = combos
         .each()
         .iter()
@@ -188,6 +175,14 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     let cpu = e.core().backend_kind() == crate::backend::BackendKind::Cpu;
     if want_nccl && cpu {
         return Err(Error::Unsupported("NCCL".into(), "cpu"));
+    }
+    if cpu {
+        if let Some(c) = contenders.iter().find(|c| c.is_graph()) {
+            return Err(Error::Unsupported(
+                format!("{} (CUDA graphs)", c.name),
+                "cpu",
+            ));
+        }
     }
     let mut notes = refusals;
     if let Some(n) = e.core().fallback_note() {

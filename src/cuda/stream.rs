@@ -50,6 +50,16 @@ pub struct RemoteEvent {
     token: Weak<EventToken>,
 }
 
+impl std::fmt::Debug for RemoteEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.token.strong_count() > 0 {
+            "RemoteEvent"
+        } else {
+            "RemoteEvent(destroyed)"
+        })
+    }
+}
+
 impl Event<'_> {
     pub fn export(&self) -> RemoteEvent {
         RemoteEvent {
@@ -283,12 +293,21 @@ impl<'id> Stream<'id> {
     /// Start capturing this stream's work into a graph (thread-local mode:
     /// other threads' CUDA calls are unaffected).
     pub fn begin_capture(&self) -> CuResult<()> {
-        // SAFETY: valid stream of the current context.
+        self.begin_capture_mode(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+    }
+
+    /// Start a capture that streams of other threads and other devices join
+    /// (they wait on an event recorded here during the capture); relaxed
+    /// mode, so those threads' own driver calls are not refused.
+    pub fn begin_joint_capture(&self) -> CuResult<()> {
+        self.begin_capture_mode(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+    }
+
+    fn begin_capture_mode(&self, mode: sys::CUstreamCaptureMode) -> CuResult<()> {
+        // SAFETY: valid stream of the current context; `mode` is a valid
+        // enumerator.
         check("cuStreamBeginCapture", unsafe {
-            sys::cuStreamBeginCapture_v2(
-                self.s,
-                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-            )
+            sys::cuStreamBeginCapture_v2(self.s, mode)
         })
     }
 

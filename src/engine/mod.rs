@@ -547,9 +547,9 @@ impl Core {
 
     // -- CUDA graphs -------------------------------------------------------
 
-    /// Capture [`GRAPH_CALLS`] calls of `shape` on `choice`'s path into one
-    /// CUDA graph per rank; returns the path. The path decides the plans
-    /// (and refuses if they cannot be replayed safely).
+    /// Capture [`GRAPH_CALLS`] calls of `shape` on `choice`'s path into CUDA
+    /// graphs (one per GPU for plans ordered inside kernels, else one across
+    /// every GPU); returns the path. The path decides the plans.
     pub fn graph_capture(
         &mut self,
         choice: Option<&AlgoChoice>,
@@ -559,20 +559,17 @@ impl Core {
         bind: Arc<Vec<Binding>>,
     ) -> Result<String> {
         self.usable()?;
+        let kind = self.backend_kind().name();
+        if self.backend.graphs().is_none() {
+            return Err(Error::Unsupported("CUDA graphs".into(), kind));
+        }
         self.check_shape(&shape)?;
         self.graph = None;
         let key = self.path_of(choice, &shape)?;
         let plans = self.paths[key].2.graph_plans(GRAPH_CALLS)?;
+        // Device-ordered plans become one graph per GPU; the backend
+        // captures any other plan into one graph across every GPU.
         for p in &plans {
-            if !p.device_ordered() {
-                return Err(Error::Unsupported(
-                    format!(
-                        "CUDA graph replay of {} (it orders its steps with events across streams or GPUs, which per-GPU graphs cannot replay safely)",
-                        p.name
-                    ),
-                    self.backend_kind().name(),
-                ));
-            }
             self.reserve_scratch(p)?;
         }
         self.last = None;

@@ -87,7 +87,7 @@ impl Plan {
                 for w in &op.waits {
                     match self.signals.get(w.0) {
                         None => return Err(format!("{}: waits on unknown signal {}", at(), w.0)),
-                        Some(s) if s.kind == SignalKind::Flag => {
+                        Some(s) if s.kind != SignalKind::Event => {
                             return Err(format!(
                                 "{}: waits on flag {} outside an exchange kernel",
                                 at(),
@@ -98,11 +98,7 @@ impl Plan {
                     }
                 }
                 if let Some(s) = op.signal {
-                    let kind = match self.signals.get(s.0) {
-                        Some(g) if g.kind == SignalKind::Counter => SignalKind::Counter,
-                        _ => SignalKind::Event,
-                    };
-                    record(s, r, op.lane, kind)?;
+                    record(s, r, op.lane, SignalKind::Event)?;
                 }
                 for e in interp::effects(r, &op.kind) {
                     for a in e.accesses() {

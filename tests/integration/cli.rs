@@ -511,7 +511,7 @@ pub fn register(h: &mut Harness) {
                     "--collective",
                     "reduce-scatter",
                 ],
-                "all-reduce only",
+                "CUDA graphs",
             ),
             (vec!["check", "--ranks", "0"], "at least 1"),
             (vec!["check", "--sizes", "3"], "whole number"),

@@ -50,7 +50,13 @@ pub(super) struct Rank<'id> {
     nccl: Option<(nccl::Nccl, nccl::Comm)>,
     nccl_graph: Option<Graph<'id>>,
     graph: Option<Graph<'id>>,
-    capturing: bool,
+    /// Rank 0 only: the graph of every rank's work (see [`Rank::capture_joint`]).
+    joint: Option<Graph<'id>>,
+    capturing: Capturing,
+    /// Recorded on one lane for the other to wait on (fork / join).
+    lane_ev: [Event<'id>; 2],
+    /// Recorded for other ranks when a joint capture or replay hands over.
+    handoff: Event<'id>,
     pub profile: IssueProfile,
     faults: FaultPlan,
     pub timeout: Duration,
@@ -82,6 +88,8 @@ impl<'id> Rank<'id> {
             TIMEOUT_WORD,
             timeout.as_nanos().min(u64::MAX as u128) as u64,
         );
+        let lane_ev = [ctx.event().map_err(&e)?, ctx.event().map_err(&e)?];
+        let handoff = ctx.event().map_err(&e)?;
         let mut me = Rank {
             rank,
             device,
@@ -99,7 +107,10 @@ impl<'id> Rank<'id> {
             nccl: None,
             nccl_graph: None,
             graph: None,
-            capturing: false,
+            joint: None,
+            capturing: Capturing::No,
+            lane_ev,
+            handoff,
             profile: IssueProfile::default(),
             faults,
             timeout,
@@ -196,9 +207,12 @@ impl<'id> Rank<'id> {
 
     /// Make buffer `id` at least `bytes` bytes (the caller drained every
     /// rank); returns its token.
-    pub fn reserve(&mut self, id: BufId, bytes: usize) -> Result<PeerBuf> {
+    /// Also says whether the buffer moved (graphs of every rank hold its
+    /// old address then).
+    pub fn reserve(&mut self, id: BufId, bytes: usize) -> Result<(PeerBuf, bool)> {
         let e = self.err();
-        if self.bufs.get(&id).is_none_or(|b| b.len() < bytes) {
+        let moved = self.bufs.get(&id).is_none_or(|b| b.len() < bytes);
+        if moved {
             if self.faults.alloc_fails(self.rank) {
                 return Err(Error::Cuda {
                     rank: self.rank,
@@ -228,7 +242,7 @@ impl<'id> Rank<'id> {
         }
         self.bufs
             .get(&id)
-            .map(DevBuf::export)
+            .map(|b| (b.export(), moved))
             .ok_or_else(|| Error::Plan("buffer vanished".into()))
     }
 
@@ -295,7 +309,7 @@ impl<'id> Rank<'id> {
         let elem = call.dtype.size();
         let lowered = call.dtype.lower(call.op, plan.ranks());
         self.kernels_for(call.dtype, lowered.op)?;
-        let timed = call.timing && !self.capturing;
+        let timed = call.timing && self.capturing == Capturing::No;
         let mut spans = Vec::new();
         let base = if timed {
             let ev = self.ctx.timing_event().map_err(self.err())?;
@@ -339,14 +353,15 @@ impl<'id> Rank<'id> {
                     "cuda",
                 )
             };
-            if self.capturing && op.lane != Lane::Compute {
+            let per_gpu = self.capturing == Capturing::PerGpu;
+            if per_gpu && op.lane != Lane::Compute {
                 return Err(not_capturable("runs on a second stream"));
             }
             for w in &op.waits {
                 if plan.same_lane(*w, r, op.lane) {
                     continue; // in-lane order already implies it
                 }
-                if self.capturing {
+                if per_gpu {
                     return Err(not_capturable("waits on an event"));
                 }
                 let owner = plan.signals[w.0].owner;
@@ -479,7 +494,7 @@ impl<'id> Rank<'id> {
                 spans.push((i, parts, a, b));
             }
             if let Some(s) = op.signal.filter(|s| plan.signals[s.0].needed) {
-                if self.capturing {
+                if per_gpu {
                     return Err(not_capturable("records an event"));
                 }
                 let ev = self
@@ -551,9 +566,9 @@ impl<'id> Rank<'id> {
     pub fn capture(&mut self, calls: &[Call], board: &SignalBoard) -> Result<()> {
         self.graph = None;
         let g = self.capture_with(|me| {
-            me.capturing = true;
+            me.capturing = Capturing::PerGpu;
             let r = calls.iter().try_for_each(|c| me.issue(c, board, 1, 0));
-            me.capturing = false;
+            me.capturing = Capturing::No;
             r
         })?;
         self.graph = Some(g);
@@ -570,6 +585,151 @@ impl<'id> Rank<'id> {
 
     pub fn drop_graphs(&mut self) {
         self.graph = None;
+        self.joint = None;
+    }
+
+    /// This rank's hand-over event, for the other ranks.
+    pub fn handoff_token(&self) -> RemoteEvent {
+        self.handoff.export()
+    }
+
+    /// Make lane 0 wait for everything issued on lane 1 so far.
+    fn join_lanes(&self) -> Result<()> {
+        let e = self.err();
+        self.lanes[1].record(&self.lane_ev[1]).map_err(&e)?;
+        self.lanes[0].wait_local(&self.lane_ev[1]).map_err(&e)
+    }
+
+    /// Make lane 1 wait for everything issued on lane 0 so far.
+    fn fork_lanes(&self) -> Result<()> {
+        let e = self.err();
+        self.lanes[0].record(&self.lane_ev[0]).map_err(&e)?;
+        self.lanes[1].wait_local(&self.lane_ev[0]).map_err(&e)
+    }
+
+    /// The other rank `r`'s hand-over event.
+    fn handoff_of(&self, r: usize) -> Result<&RemoteEvent> {
+        self.peers
+            .handoff
+            .get(r)
+            .ok_or_else(|| Error::Plan(format!("no hand-over event of rank {r}")))
+    }
+
+    /// One joint capture of `calls` across every rank: rank 0 begins a
+    /// capture on its compute lane and records its hand-over event; every
+    /// other rank's compute lane waits on it (so it joins the capture, on
+    /// its own device); every rank forks its copy lane from its compute
+    /// lane, issues the calls exactly as for a plain launch (events between
+    /// lanes and ranks become the graph's edges), joins its lanes again and
+    /// hands over to rank 0, which waits on every rank and ends the capture:
+    /// one graph whose nodes run on every GPU. Only rank 0 keeps it.
+    ///
+    /// `jb` orders the hand-overs on the host (signal 0: rank 0 began;
+    /// signal 1 + r: rank r finished); `gens` are the calls' board
+    /// generations.
+    pub fn capture_joint(
+        &mut self,
+        calls: &[Call],
+        board: &SignalBoard,
+        gens: &[u64],
+        jb: &SignalBoard,
+        jgen: u64,
+    ) -> Result<()> {
+        let e = self.err();
+        let r = self.rank;
+        let n = self.peers.handoff.len();
+        self.graph = None;
+        self.joint = None;
+        self.sync()?;
+        if r == 0 {
+            self.lanes[0].begin_joint_capture().map_err(&e)?;
+        }
+        let body = |me: &mut Self| -> Result<()> {
+            if r == 0 {
+                me.lanes[0].record(&me.handoff).map_err(&e)?;
+                jb.publish(0, jgen);
+            } else {
+                jb.wait(0, jgen, r, &|| {
+                    "rank 0's start of a joint graph capture".into()
+                })?;
+                me.lanes[0].wait(me.handoff_of(0)?).map_err(&e)?;
+            }
+            me.fork_lanes()?;
+            me.capturing = Capturing::Joint;
+            let issued = calls
+                .iter()
+                .zip(gens)
+                .try_for_each(|(c, &g)| me.issue(c, board, g, 0));
+            me.capturing = Capturing::No;
+            issued?;
+            me.join_lanes()?;
+            if r != 0 {
+                me.lanes[0].record(&me.handoff).map_err(&e)?;
+                jb.publish(1 + r, jgen);
+            } else {
+                for k in 1..n {
+                    jb.wait(1 + k, jgen, r, &|| {
+                        format!("rank {k}'s end of a joint graph capture")
+                    })?;
+                    me.lanes[0].wait(me.handoff_of(k)?).map_err(&e)?;
+                }
+            }
+            Ok(())
+        };
+        let done = body(self);
+        if let Err(err) = &done {
+            jb.fail(jgen, r, &err.to_string());
+        }
+        if r == 0 {
+            // Always end the capture, also after an error inside it.
+            let g = self.lanes[0].end_capture().map_err(&e);
+            done?;
+            self.joint = Some(g?);
+            Ok(())
+        } else {
+            done
+        }
+    }
+
+    /// One replay of the joint graph: every rank's lanes hand over to rank
+    /// 0, which waits on all of them, launches the graph and hands back; every
+    /// rank's lanes wait on that before anything else runs on them.
+    pub fn replay_joint(&mut self, jb: &SignalBoard, jgen: u64) -> Result<()> {
+        let e = self.err();
+        let r = self.rank;
+        let n = self.peers.handoff.len();
+        let body = |me: &mut Self| -> Result<()> {
+            me.join_lanes()?;
+            if r != 0 {
+                me.lanes[0].record(&me.handoff).map_err(&e)?;
+                jb.publish(1 + r, jgen);
+                jb.wait(0, jgen, r, &|| "rank 0's launch of the joint graph".into())?;
+                let h = me.handoff_of(0)?;
+                me.lanes[0].wait(h).map_err(&e)?;
+                me.lanes[1].wait(h).map_err(&e)?;
+            } else {
+                for k in 1..n {
+                    jb.wait(1 + k, jgen, r, &|| {
+                        format!("rank {k}'s hand-over before a joint replay")
+                    })?;
+                    me.lanes[0].wait(me.handoff_of(k)?).map_err(&e)?;
+                }
+                let g = me
+                    .joint
+                    .as_ref()
+                    .ok_or_else(|| Error::Plan("rank 0: no joint graph captured".into()))?;
+                me.lanes[0].launch_graph(g).map_err(&e)?;
+                me.lanes[0].record(&me.handoff).map_err(&e)?;
+                jb.publish(0, jgen);
+                me.lanes[1].wait_local(&me.handoff).map_err(&e)?;
+            }
+            Ok(())
+        };
+        let done = body(self);
+        if let Err(err) = &done {
+            jb.fail(jgen, r, &err.to_string());
+        }
+        done
     }
 
     // -- NCCL ----------------------------------------------------------------
@@ -672,9 +832,20 @@ impl<'id> Rank<'id> {
     /// drained (teardown).
     pub fn teardown(&mut self) {
         self.graph = None;
+        self.joint = None;
         self.nccl_graph = None;
         self.nccl = None;
     }
+}
+
+/// What an issue is captured into, if anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Capturing {
+    No,
+    /// This rank's own graph: only compute-lane work without events.
+    PerGpu,
+    /// One graph across every rank and lane.
+    Joint,
 }
 
 /// The reduce kernels' flag bits of a step.
