@@ -38,6 +38,7 @@ struct Round<T> {
     seq: u64,
     args: Vec<Option<Arg<T>>>,
     /// Outcomes of finished calls: (seq, per-rank result).
+    #[allow(clippy::type_complexity)]
     done: Option<(u64, Vec<Option<Result<Vec<T>>>>)>,
 }
 
