@@ -31,6 +31,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::fault::FaultPlan;
+use crate::process::reads::PeerReads;
 use crate::process::Job;
 use crate::sync::{AbortHandle, SignalBoard};
 use crate::sys::shm::Mapping;
@@ -55,6 +56,8 @@ pub struct CpuProcessBackend {
     epoch: Instant,
     timelines: Vec<CallTimeline>,
     profile: IssueProfile,
+    /// Peers reading this rank's send buffers (see [`crate::process::reads`]).
+    reads: PeerReads,
 }
 
 fn io(path: &std::path::Path) -> impl Fn(std::io::Error) -> Error + '_ {
@@ -99,6 +102,7 @@ impl CpuProcessBackend {
             epoch: Instant::now(),
             timelines: Vec::new(),
             profile: IssueProfile::default(),
+            reads: PeerReads::default(),
             job,
         })
     }
@@ -191,6 +195,7 @@ impl Backend for CpuProcessBackend {
         let want = bytes.get(self.me).copied().unwrap_or(0);
         self.job
             .barrier(&format!("reserve of buffer {} (every rank idle)", id.0))?;
+        self.reads.forget(id);
         self.reserve_inner(id, want).map_err(|e| self.failed(e))
     }
 
@@ -205,12 +210,14 @@ impl Backend for CpuProcessBackend {
                 .remove(&id);
             self.names.remove(&(r, id));
         }
+        self.reads.forget(id);
         Ok(())
     }
 
     fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
         self.local(rank, "write into")?;
         let (w, len) = self.mem.get(rank, id)?;
+        self.reads.before_write(id, self.job.control())?;
         if offset + data.len() > len {
             return Err(Error::BufferSize {
                 rank,
@@ -271,6 +278,9 @@ impl Backend for CpuProcessBackend {
         };
         let me = self.me;
         let t0 = Instant::now();
+        if let Err(e) = self.reads.begin(call, me, self.gen, self.job.control()) {
+            return Err(self.failed(e));
+        }
         let r =
             catch_unwind(AssertUnwindSafe(|| execute(&self.mem, me, &run))).unwrap_or_else(|p| {
                 Err(Error::Worker {
@@ -282,6 +292,8 @@ impl Backend for CpuProcessBackend {
         self.profile.total_ns += t0.elapsed().as_nanos() as u64;
         match r {
             Ok(ops) => {
+                // This rank's ops are done: it reads no peer's input any more.
+                self.job.control().publish_drained(self.gen);
                 if call.timing {
                     self.timelines.push(CallTimeline {
                         plan: call.plan.name.clone(),

@@ -214,9 +214,9 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
         engines.insert(n, core);
         stats.calls += 1;
         match r {
-            Ok((us, 0)) => stats.times.push((us, desc)),
-            Ok((us, wrong)) => {
-                out(format!("WRONG: {desc}: {wrong} wrong elements"))?;
+            Ok((us, 0, _)) => stats.times.push((us, desc)),
+            Ok((us, wrong, first)) => {
+                out(format!("WRONG: {desc}: {wrong} wrong elements{first}"))?;
                 stats.times.push((us, desc.clone()));
                 stats.wrong.push(desc);
             }
@@ -250,7 +250,7 @@ fn one<T: Element>(
     op: ReduceOp,
     kind: Inputs,
     seed: u64,
-) -> (Core, Result<(f64, u64)>) {
+) -> (Core, Result<(f64, u64, String)>) {
     let mut e = Engine::<T>::from_core(core);
     let r = (|| {
         let n = shape.ranks;
@@ -261,7 +261,7 @@ fn one<T: Element>(
             kind: ContenderKind::Engine(choice.clone()),
         };
         let t = Instant::now();
-        let (wrong, _, _) = bench::checked_call(
+        let (wrong, v, _) = bench::checked_call(
             &mut e,
             &c,
             shape.collective,
@@ -270,7 +270,11 @@ fn one<T: Element>(
             &inputs,
             &expect,
         )?;
-        Ok((t.elapsed().as_secs_f64() * 1e6, wrong))
+        let first = match v.first_wrong {
+            Some((r, i, g, w)) => format!(" (per rank {:?}; first: rank {r} element {i}: got {g}, expected {w})", v.wrong),
+            None => String::new(),
+        };
+        Ok((t.elapsed().as_secs_f64() * 1e6, wrong, first))
     })();
     (e.into_core(), r)
 }

@@ -291,3 +291,82 @@ impl<T: Element> Comm<T> {
         b.id()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Three ranks as threads of this test (the communicator does not care
+    /// whether its peers are threads or processes: they meet in the store
+    /// and share memory through its files).
+    #[test]
+    fn ranks_as_threads_agree_on_every_collective() {
+        let dir = std::env::temp_dir().join(format!(
+            "rr-comm-{}-{}",
+            std::process::id(),
+            super::super::unique_suffix()
+        ));
+        let n = 3;
+        let hs: Vec<_> = (0..n)
+            .map(|r| {
+                let dir = dir.clone();
+                std::thread::spawn(move || -> Result<()> {
+                    let mut cfg = EngineConfig::cpu(n);
+                    cfg.timeout = Duration::from_secs(20);
+                    let mut c = Comm::<f32>::new(r, n, &dir, cfg)?;
+                    assert_eq!((c.rank(), c.size()), (r, n));
+                    // all-reduce, out of place and in place, several sizes
+                    // (so buffers grow and are re-shared).
+                    for len in [1usize, 1000, 70_000] {
+                        let send: Vec<f32> = (0..len).map(|i| (i % 7) as f32 + r as f32).collect();
+                        let mut recv = vec![0.0; len];
+                        c.all_reduce(&send, &mut recv, ReduceOp::Sum)?;
+                        for (i, &x) in recv.iter().enumerate() {
+                            assert_eq!(x, 3.0 * (i % 7) as f32 + 3.0, "len {len} element {i}");
+                        }
+                        let mut buf = send.clone();
+                        c.all_reduce_in_place(&mut buf, ReduceOp::Max)?;
+                        assert!(buf
+                            .iter()
+                            .enumerate()
+                            .all(|(i, &x)| x == (i % 7) as f32 + 2.0));
+                    }
+                    // reduce-scatter and all-gather.
+                    let send: Vec<f32> = (0..n * 4).map(|i| i as f32).collect();
+                    let mut mine = vec![0.0; 4];
+                    c.reduce_scatter(&send, &mut mine, ReduceOp::Sum)?;
+                    assert_eq!(
+                        mine,
+                        (0..4).map(|i| 3.0 * (r * 4 + i) as f32).collect::<Vec<_>>()
+                    );
+                    let mut all = vec![0.0; n * 2];
+                    c.all_gather(&[r as f32, 10.0 + r as f32], &mut all)?;
+                    assert_eq!(all, vec![0.0, 10.0, 1.0, 11.0, 2.0, 12.0]);
+                    let mut ip = vec![r as f32; n * 2];
+                    c.all_gather_in_place(&mut ip)?;
+                    assert_eq!(ip, vec![0.0, 0.0, 1.0, 1.0, 2.0, 2.0]);
+                    // Device buffers stay in the rank's memory between calls.
+                    let b = c.alloc(64)?;
+                    c.write_buffer(&b, &[1.0 + r as f32; 64])?;
+                    c.all_reduce_device(&b, &b, 64, ReduceOp::Sum)?;
+                    assert_eq!(c.read_buffer(&b)?, vec![6.0; 64]);
+                    c.free(b)?;
+                    // A peer's buffers are not this process's to touch.
+                    let other = (r + 1) % n;
+                    let e = c
+                        .engine_mut()
+                        .core_mut()
+                        .write(other, BufId::RECV, 0, &[0; 4]);
+                    assert!(e.is_err());
+                    c.barrier()?;
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().expect("rank thread").expect("rank");
+        }
+        assert!(!dir.exists(), "rank 0 removed the store");
+    }
+}

@@ -52,6 +52,8 @@ const R_PID: usize = 0;
 const R_START: usize = 1;
 const R_STATE: usize = 2;
 const R_MAIL: usize = 3;
+const R_DRAINED: usize = 4;
+const R_BEGUN: usize = 5;
 
 /// Rank states.
 const JOINED: u64 = 1;
@@ -229,6 +231,37 @@ impl Control {
         Some(ProcId {
             pid: u32::try_from(pid).ok()?,
             start: self.rank_word(r, R_START).load(Ordering::Relaxed),
+        })
+    }
+
+    /// Every call of this rank up to `gen` is complete (its streams
+    /// drained): peers waiting to overwrite a buffer it read may go on.
+    pub fn publish_drained(&self, gen: u64) {
+        self.rank_word(self.me, R_DRAINED)
+            .fetch_max(gen, Ordering::AcqRel);
+    }
+
+    /// Wait (bounded, watching the job's health) until rank `r` drained
+    /// call `gen`; `what` names the buffer for the error.
+    pub fn wait_drained(&self, r: usize, gen: u64, what: &str) -> Result<()> {
+        let desc = || format!("rank {r} to finish reading this rank's {what} (its call {gen})");
+        self.wait_until(&desc, || {
+            self.rank_word(r, R_DRAINED).load(Ordering::Acquire) >= gen
+        })
+    }
+
+    /// This rank starts its call `gen` (its inputs for it are written).
+    pub fn publish_begun(&self, gen: u64) {
+        self.rank_word(self.me, R_BEGUN)
+            .fetch_max(gen, Ordering::AcqRel);
+    }
+
+    /// Wait (bounded, watching the job's health) until rank `r` started
+    /// its call `gen`.
+    pub fn wait_begun(&self, r: usize, gen: u64) -> Result<()> {
+        let desc = || format!("rank {r} to start call {gen} (this rank reads its input)");
+        self.wait_until(&desc, || {
+            self.rank_word(r, R_BEGUN).load(Ordering::Acquire) >= gen
         })
     }
 

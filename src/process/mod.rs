@@ -25,6 +25,7 @@
 
 pub mod comm;
 pub mod control;
+pub mod reads;
 pub mod store;
 
 pub use comm::Comm;

@@ -38,6 +38,7 @@ use crate::cuda::{self, nccl, HostMapped, IpcEventHandle, RemoteEvent};
 use crate::error::{Error, Result};
 use crate::fault::Fault;
 use crate::pool::{Inbox, RankThreads};
+use crate::process::reads::PeerReads;
 use crate::process::Job as ProcessJob;
 use crate::sync::{AbortHandle, SignalBoard};
 use std::collections::HashMap;
@@ -63,6 +64,8 @@ pub struct CudaProcessBackend {
     kill_at: Vec<u64>,
     nccl_inits: u64,
     timed: Vec<String>,
+    /// Peers reading this rank's send buffers (see [`crate::process::reads`]).
+    reads: PeerReads,
 }
 
 impl CudaProcessBackend {
@@ -145,6 +148,7 @@ impl CudaProcessBackend {
             kill_at,
             nccl_inits: 0,
             timed: Vec::new(),
+            reads: PeerReads::default(),
             job,
         };
         be.connect(&name)?;
@@ -259,6 +263,11 @@ impl CudaProcessBackend {
     /// still run; the call numbering cannot be restarted in step).
     fn drain(&mut self) -> Result<()> {
         let r = self.on(Box::new(|rk: &mut Rank<'_>| rk.sync()));
+        if r.is_ok() {
+            // Every call so far is complete on this GPU: it reads no peer's
+            // input any more.
+            self.job.control().publish_drained(self.gen);
+        }
         if let Err(e) = &r {
             if exchange_gave_up(e) {
                 return Err(self.failed(Error::Poisoned {
@@ -435,6 +444,7 @@ impl Backend for CudaProcessBackend {
     /// Collective: every rank of the job calls it with the same `bytes`.
     fn reserve(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
         self.drain()?;
+        self.reads.forget(id);
         let want = bytes.get(self.me).copied().unwrap_or(0);
         self.reserve_inner(id, want).map_err(|e| self.failed(e))
     }
@@ -446,6 +456,7 @@ impl Backend for CudaProcessBackend {
             .barrier(&format!("release of buffer {} (every rank idle)", id.0))?;
         let n = self.job.size();
         self.close_peers(id, &vec![true; n])?;
+        self.reads.forget(id);
         self.job.barrier(&format!(
             "release of buffer {} (every peer closed its mapping)",
             id.0
@@ -464,8 +475,10 @@ impl Backend for CudaProcessBackend {
             )));
         }
         // This rank's previous calls are done once its streams are idle
-        // (the plans order every peer access to its memory before its End).
+        // (the plans order every peer access to its memory before its End,
+        // except peer reads of a send buffer, waited for here).
         self.drain()?;
+        self.reads.before_write(id, self.job.control())?;
         let data = data.to_vec();
         self.on(Box::new(move |rk: &mut Rank<'_>| {
             rk.write(id, offset, &data)
@@ -495,6 +508,12 @@ impl Backend for CudaProcessBackend {
         }
         self.ensure_events(call.plan.signal_count())?;
         self.gen += 1;
+        if let Err(e) = self
+            .reads
+            .begin(call, self.me, self.gen, self.job.control())
+        {
+            return Err(self.failed(e));
+        }
         let (board, gen) = (self.board.clone(), self.gen);
         let call = Arc::new(call.clone());
         if call.timing {
