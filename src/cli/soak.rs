@@ -271,7 +271,10 @@ fn one<T: Element>(
             &expect,
         )?;
         let first = match v.first_wrong {
-            Some((r, i, g, w)) => format!(" (per rank {:?}; first: rank {r} element {i}: got {g}, expected {w})", v.wrong),
+            Some((r, i, g, w)) => format!(
+                " (per rank {:?}; first: rank {r} element {i}: got {g}, expected {w})",
+                v.wrong
+            ),
             None => String::new(),
         };
         Ok((t.elapsed().as_secs_f64() * 1e6, wrong, first))

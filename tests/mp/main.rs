@@ -267,7 +267,7 @@ fn a_rank_killed_mid_collective_ends_the_job() {
 #[test]
 fn an_external_sigkill_of_a_rank_ends_the_job() {
     let t = tag("extkill");
-    let mut child = launch(
+    let child = launch(
         &t,
         &[
             "-n",
