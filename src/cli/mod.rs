@@ -103,7 +103,7 @@ impl Common {
         if let Some(spec) = crate::process::JobSpec::from_env()? {
             if let Some(n) = self.ranks.filter(|&n| n != spec.size) {
                 return Err(Error::BadArgument(format!(
-                    "--ranks {n}, but this process is rank {} of a job of {} processes (leave --ranks out)",
+                    "--ranks {n}, but this process is rank {} of a job of {} processes (leave --ranks out, or set RINGREDUCE_MULTIPROC=0 to ignore the job's environment)",
                     spec.rank, spec.size
                 )));
             }
