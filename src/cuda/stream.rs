@@ -214,6 +214,17 @@ impl<'id> Stream<'id> {
         })
     }
 
+    /// Whether everything issued on the stream is complete
+    /// (`cuStreamQuery`), without waiting.
+    pub fn is_idle(&self) -> CuResult<bool> {
+        // SAFETY: valid stream of the current context.
+        let r = unsafe { sys::cuStreamQuery(self.s) };
+        if r == sys::CUresult::CUDA_ERROR_NOT_READY {
+            return Ok(false);
+        }
+        check("cuStreamQuery", r).map(|_| true)
+    }
+
     /// Wait until the stream is idle, but at most `limit`: polls
     /// `cuStreamQuery` (spinning briefly, then napping), so a stuck stream
     /// gives an error instead of a hang.

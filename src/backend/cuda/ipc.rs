@@ -8,6 +8,7 @@ use super::rank::Rank;
 use crate::backend::BufId;
 use crate::cuda::{IpcEventHandle, IpcMemHandle, PeerBuf, RemoteEvent};
 use crate::error::{Error, Result};
+use std::time::{Duration, Instant};
 
 /// A rank's buffer as it is announced to the other processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +117,38 @@ impl Rank<'_> {
             .iter()
             .map(|h| self.ctx.open_ipc_event(h).map_err(&e))
             .collect()
+    }
+
+    /// Whether both lanes are idle within `limit` (spinning, then napping),
+    /// so the caller can look at the job's health between tries instead of
+    /// blocking for the whole timeout on work a dead peer will never
+    /// release.
+    pub(super) fn idle_within(&self, limit: Duration) -> Result<bool> {
+        let start = Instant::now();
+        let mut i: u32 = 0;
+        loop {
+            let mut idle = true;
+            for s in &self.lanes {
+                if !s.is_idle().map_err(self.ipc_err())? {
+                    idle = false;
+                    break;
+                }
+            }
+            if idle {
+                return Ok(true);
+            }
+            if start.elapsed() > limit {
+                return Ok(false);
+            }
+            i = i.wrapping_add(1);
+            if i < 2000 {
+                std::hint::spin_loop();
+            } else if i < 4000 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
     }
 
     fn ipc_err(&self) -> impl Fn(crate::cuda::CudaError) -> Error {

@@ -262,6 +262,25 @@ impl CudaProcessBackend {
     /// kernel that gave up poisons the job (its peer in another process may
     /// still run; the call numbering cannot be restarted in step).
     fn drain(&mut self) -> Result<()> {
+        // Wait in short tries, looking at the job's health between them: a
+        // stream waiting on a dead peer's event would otherwise hold this
+        // rank for the whole timeout.
+        let start = Instant::now();
+        let limit = self.timeout + Duration::from_secs(5);
+        loop {
+            let idle = self.on(Box::new(|rk: &mut Rank<'_>| {
+                rk.idle_within(Duration::from_millis(20))
+            }))?;
+            if idle || start.elapsed() > limit {
+                break;
+            }
+            if let Some(why) = self.job.health() {
+                return Err(self.failed(Error::Worker {
+                    rank: self.me,
+                    message: format!("gave up waiting for this rank's GPU work: {why}"),
+                }));
+            }
+        }
         let r = self.on(Box::new(|rk: &mut Rank<'_>| rk.sync()));
         if r.is_ok() {
             // Every call so far is complete on this GPU: it reads no peer's

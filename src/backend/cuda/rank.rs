@@ -35,7 +35,7 @@ pub(super) struct Rank<'id> {
     pub rank: usize,
     pub device: usize,
     pub ctx: Ctx<'id>,
-    lanes: [Stream<'id>; 2],
+    pub(super) lanes: [Stream<'id>; 2],
     kernels: HashMap<(DataType, DevOp), Kernels<'id>>,
     pub(super) flags: DevBuf<'id>,
     calls: DevBuf<'id>,
