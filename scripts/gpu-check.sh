@@ -7,7 +7,7 @@
 #   bash .device/gpu-check.sh multiproc  one process per GPU (2 GPUs): launch -n 2 -- run/check
 #                                        (every path vs NCCL per process), bench next to the
 #                                        single-process bench, the fault cases, and under mpirun
-#                                        when mpi4py and an mpirun are there (~4 minutes)
+#                                        when mpi4py and an mpirun are there (~5 minutes)
 # Every step is bounded by `timeout`; logs and JSON go to $OUT (or ./gpu-out).
 set -uo pipefail
 MODE="${1:-validate}"
@@ -86,7 +86,7 @@ if [ "$MODE" = multiproc ]; then
     grep -E "^###|\[exit|check     :|steady|error" "$OUT/multiproc.log" | tail -30
     {
     # The single-process check's sizes (validate), every path, NCCL initialised per process.
-    run 100 $L check -d all -o all --collective all --counts 1,7,262147 --algo auto,ring,ring:pipe4
+    run 150 $L check -d all -o all --collective all --counts 1,7,262147 --algo auto,ring,ring:pipe4
     run 60 $L check -d float --collective all --sizes 4KiB,4MiB,64MiB --inputs exact --algo auto,ring,ring:pipe2,oneshot,oneshot:fused,oneshot:flag,ps
     run 60 $L check -d float,bfloat16 --sizes 256MiB --algo auto,ring:pipe4
     } > "$OUT/mp-check.log" 2>&1
@@ -94,8 +94,8 @@ if [ "$MODE" = multiproc ]; then
     {
     # The same sweep in one process (threads) and one process per GPU, back to back.
     B="--algo auto,nccl -b 8 -e 256MiB -f 2 -n 20 -w 5 --blocks 3 --big 2GiB"
-    run 90 "$RR" bench --ranks 2 $B -J "$OUT/mp-bench-threads.json"
-    run 90 $L bench $B -J "$OUT/mp-bench-procs.json"
+    run 120 "$RR" bench --ranks 2 $B -J "$OUT/mp-bench-threads.json"
+    run 120 $L bench $B -J "$OUT/mp-bench-procs.json"
     } > "$OUT/mp-bench.log" 2>&1
     grep -E "^###|exit|Avg bus|ceiling" "$OUT/mp-bench.log" | tail -20
     if [ -f "$OUT/mp-bench-threads.json" ] && [ -f "$OUT/mp-bench-procs.json" ]; then
