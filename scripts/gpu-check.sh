@@ -4,6 +4,10 @@
 #                                        sanitizers, a 10k-call soak, the float auto vs NCCL bench
 #   bash .device/gpu-check.sh record     the recorded benches (float, per type, reduce-scatter /
 #                                        all-gather, ring paths, graphs), timelines, topology
+#   bash .device/gpu-check.sh multiproc  one process per GPU (2 GPUs): launch -n 2 -- run/check
+#                                        (every path vs NCCL per process), bench next to the
+#                                        single-process bench, the fault cases, and under mpirun
+#                                        when mpi4py and an mpirun are there (~5 minutes)
 # Every step is bounded by `timeout`; logs and JSON go to $OUT (or ./gpu-out).
 set -uo pipefail
 MODE="${1:-validate}"
@@ -82,6 +86,126 @@ if [ "$MODE" = ring ]; then
         timeout 200 "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
         grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -40
     fi
+    exit 0
+fi
+
+if [ "$MODE" = multiproc ]; then
+    # Every rank process carries this tag, so the fault cases can check that
+    # none is left running.
+    export RR_GPU_TAG="mp-$$"
+    left() { # the processes of this run still alive (not zombies)
+        local n=0 p
+        for p in /proc/[0-9]*; do
+            [ "$p" = "/proc/$$" ] && continue
+            if tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "RINGREDUCE_RANK=.*" && \
+               tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "RR_GPU_TAG=$RR_GPU_TAG"; then
+                grep -q '^State:.*Z' "$p/status" 2>/dev/null || n=$((n + 1))
+            fi
+        done
+        echo "$n"
+    }
+    L="$RR launch -n 2 --timeout 30 --"
+    {
+    log "smoke: one process per GPU"
+    run 40 $L run --backend cuda --size 4MiB
+    run 40 $L run --backend cuda --size 4MiB --in-place -d half -o avg
+    run 40 $L run --backend cuda --size 64KiB --algo oneshot:flag --in-place
+    run 40 $L run --backend cuda --count 1003 --algo ring:pipe2 -d int8 -o prod
+    } > "$OUT/multiproc.log" 2>&1
+    grep -E "^###|\[exit|check     :|steady|error" "$OUT/multiproc.log" | tail -30
+    {
+    # The single-process check's sizes (validate), every path, NCCL initialised per process.
+    run 150 $L check -d all -o all --collective all --counts 1,7,262147 --algo auto,ring,ring:pipe4
+    run 60 $L check -d float --collective all --sizes 4KiB,4MiB,64MiB --inputs exact --algo auto,ring,ring:pipe2,oneshot,oneshot:fused,oneshot:flag,ps
+    run 60 $L check -d float,bfloat16 --sizes 256MiB --algo auto,ring:pipe4
+    } > "$OUT/mp-check.log" 2>&1
+    grep -E "^###|^# .*rows in|FAIL|PASS|error|exit" "$OUT/mp-check.log" | tail -40
+    {
+    # The same sweep in one process (threads) and one process per GPU, back to back.
+    B="--algo auto,nccl -b 8 -e 256MiB -f 2 -n 20 -w 5 --blocks 3 --big 2GiB"
+    run 120 "$RR" bench --ranks 2 $B -J "$OUT/mp-bench-threads.json"
+    run 120 $L bench $B -J "$OUT/mp-bench-procs.json"
+    } > "$OUT/mp-bench.log" 2>&1
+    grep -E "^###|exit|Avg bus|ceiling" "$OUT/mp-bench.log" | tail -20
+    if [ -f "$OUT/mp-bench-threads.json" ] && [ -f "$OUT/mp-bench-procs.json" ]; then
+        python3 - "$OUT/mp-bench-threads.json" "$OUT/mp-bench-procs.json" <<'PY'
+import json, sys
+def cells(p):
+    d = json.load(open(p)); out = {}
+    for r in d["rows"]:
+        for place in ("out_of_place", "in_place"):
+            m = r.get(place)
+            if m: out[(r["algo"], r["size"], place)] = m
+    return out
+a, b = cells(sys.argv[1]), cells(sys.argv[2])
+print("# processes vs threads: busbw ratio (>= 0.97 is the target from 1 MiB), time difference")
+print("%-6s %12s %-12s %10s %10s %7s %9s" % ("algo", "size", "place", "thr us", "proc us", "ratio", "diff us"))
+for k in sorted(a):
+    if k in b and a[k]["time_us"] > 0:
+        ta, tb = a[k]["time_us"], b[k]["time_us"]
+        print("%-6s %12d %-12s %10.2f %10.2f %7.3f %9.2f" % (k[0], k[1], k[2], ta, tb, ta / tb, tb - ta))
+PY
+    fi
+    {
+    log "fault: rank 1 killed with SIGKILL in its call 5 (after issuing it)"
+    t0=$(date +%s)
+    RINGREDUCE_FAULT=kill:rank=1:call=5 timeout 120 $L run --backend cuda --size 64MiB --iters 50; echo "[exit $? after $(( $(date +%s) - t0 )) s]"
+    sleep 1; echo "rank processes left: $(left)"
+    log "fault: rank 1 killed from outside (kill -9) during a soak"
+    t0=$(date +%s)
+    timeout 120 $L soak --backend cuda --calls 100000000 --seconds 60 --max-size 4MiB &
+    LP=$!
+    sleep 12
+    V=""
+    for p in /proc/[0-9]*; do
+        if tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "RINGREDUCE_RANK=1" && \
+           tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "RR_GPU_TAG=$RR_GPU_TAG"; then V="${p#/proc/}"; fi
+    done
+    echo "killing rank 1 (pid $V)"; [ -n "$V" ] && kill -9 "$V"
+    wait $LP; echo "[exit $? after $(( $(date +%s) - t0 )) s]"
+    sleep 1; echo "rank processes left: $(left)"
+    log "fault: rank 1 never starts"
+    RINGREDUCE_FAULT=nostart:rank=1 timeout 120 $L run --backend cuda --size 4MiB; echo "[exit $?]"
+    sleep 1; echo "rank processes left: $(left)"
+    log "fault: a stale store directory"
+    S=$(mktemp -d); chmod 700 "$S"; printf 'run crashed\nsize 2\ncreator 999999999 1\n' > "$S/run-id"; echo "1 1" > "$S/rank-0"
+    timeout 60 "$RR" launch -n 2 --store "$S" -- run --backend cuda; echo "[exit $?]"
+    for r in 0 1; do RINGREDUCE_RANK=$r RINGREDUCE_SIZE=2 RINGREDUCE_STORE="$S" RINGREDUCE_RUN_ID=this-run timeout 60 "$RR" run --backend cuda --timeout 20 & done; wait; echo "[both ranks ended]"
+    rm -rf "$S"
+    echo "rank processes left: $(left)"
+    } > "$OUT/mp-faults.log" 2>&1
+    grep -E "^###|exit|left|error|launch:" "$OUT/mp-faults.log" | tail -40
+    {
+    log "under mpirun (mpi4py's)"
+    MPIRUN="$(command -v mpirun || true)"
+    if [ -z "$MPIRUN" ]; then
+        MPIRUN="$(python3 - <<'PY' 2>/dev/null
+import os, sys, glob
+try:
+    import mpi4py
+except Exception:
+    sys.exit(0)
+cands = [os.path.join(sys.prefix, "bin", "mpirun")]
+for base in sys.path:
+    cands += glob.glob(os.path.join(base, "openmpi", "bin", "mpirun")) + glob.glob(os.path.join(base, "mpich", "bin", "mpirun"))
+for c in cands:
+    if os.access(c, os.X_OK):
+        print(c); break
+PY
+)"
+    fi
+    if ! python3 -c 'import mpi4py' 2>/dev/null; then
+        echo "SKIPPED: python3 cannot import mpi4py"
+    elif [ -z "$MPIRUN" ]; then
+        echo "SKIPPED: mpi4py is installed but no mpirun was found (PATH, sys.prefix/bin, site-packages openmpi|mpich/bin)"
+    else
+        echo "mpirun: $MPIRUN"; "$MPIRUN" --version 2>&1 | head -2
+        X=""; "$MPIRUN" --version 2>&1 | grep -q "Open MPI" && X="--allow-run-as-root --oversubscribe -x RINGREDUCE_HOST_MEMORY -x NCCL_NVLS_ENABLE"
+        run 60 "$MPIRUN" -np 2 $X "$RR" run --backend cuda --size 4MiB --timeout 30
+        run 100 "$MPIRUN" -np 2 $X "$RR" check -d float,half --collective all --sizes 4KiB,4MiB --algo auto,ring,oneshot:flag --timeout 30
+    fi
+    } > "$OUT/mp-mpirun.log" 2>&1
+    tail -30 "$OUT/mp-mpirun.log"
     exit 0
 fi
 

@@ -2,7 +2,7 @@
 //! command lives in the library ([`ringreduce::cli`]).
 
 use clap::{Parser, Subcommand};
-use ringreduce::cli::{bench, check, run, soak, theory, trace};
+use ringreduce::cli::{bench, check, launch, run, soak, theory, trace};
 use ringreduce::Error;
 use std::process::ExitCode;
 
@@ -31,11 +31,24 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// Many random collectives, every result checked.
     Soak(soak::SoakArgs),
+    /// Start N rank processes (one rank each) of a command: `launch -n 2 --
+    /// bench ...`, like torchrun; returns the worst exit status.
+    Launch(launch::LaunchArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
+        // The worst exit status of the ranks.
+        Cmd::Launch(a) => {
+            return match launch::execute(a) {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("launch: error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Cmd::Run(a) => run::execute(a),
         Cmd::Trace(a) => trace::execute(a),
         Cmd::Theory(a) => theory::execute(a),

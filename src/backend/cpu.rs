@@ -6,6 +6,12 @@
 //! interpreter ([`crate::plan::interp`]), waiting on the same signals as on
 //! the GPU, so a rank reduces a chunk only after its neighbour's copy of it
 //! is complete. A call returns when every rank has finished it.
+//!
+//! The same rank code also runs one rank per process
+//! ([`super::cpu_process`]): there a rank's buffers are shared-memory
+//! mappings ([`Storage::Shared`]) that the peers' processes map too, and the
+//! board's counters are shared; [`execute`] and the memory view below do not
+//! change.
 
 use super::{
     check_call, op_desc, signal_desc, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline,
@@ -28,21 +34,40 @@ use std::time::{Duration, Instant};
 /// Slices at least this many bytes are copied / reduced with rayon.
 const PAR_MIN_BYTES: usize = 1 << 20;
 
-/// One rank's buffer: 8-byte words, so every element type is aligned.
-type Words = Arc<Mutex<Vec<u64>>>;
-
-#[derive(Default)]
-struct RankMem {
-    bufs: RwLock<HashMap<BufId, (Words, usize)>>,
+/// One rank's buffer as this process holds it.
+pub(crate) enum Storage {
+    /// Heap memory of this process: 8-byte words, so every element type is
+    /// aligned.
+    Heap(Vec<u64>),
+    /// A shared-memory mapping (page-aligned): this rank's own buffer, or a
+    /// peer process's, in the multi-process mode.
+    Shared(crate::sys::shm::Mapping),
 }
 
-struct CpuMem {
-    ranks: Vec<RankMem>,
+impl Storage {
+    fn bytes(&mut self) -> &mut [u8] {
+        match self {
+            Storage::Heap(v) => bytemuck::cast_slice_mut(v),
+            Storage::Shared(m) => m.bytes_mut(),
+        }
+    }
+}
+
+/// One rank's buffer, locked while a thread of this process uses it.
+pub(crate) type Words = Arc<Mutex<Storage>>;
+
+#[derive(Default)]
+pub(crate) struct RankMem {
+    pub(crate) bufs: RwLock<HashMap<BufId, (Words, usize)>>,
+}
+
+pub(crate) struct CpuMem {
+    pub(crate) ranks: Vec<RankMem>,
 }
 
 impl CpuMem {
     /// The buffer `id` of `rank` and its size in bytes.
-    fn get(&self, rank: usize, id: BufId) -> Result<(Words, usize)> {
+    pub(crate) fn get(&self, rank: usize, id: BufId) -> Result<(Words, usize)> {
         let m = self
             .ranks
             .get(rank)
@@ -54,7 +79,7 @@ impl CpuMem {
     }
 }
 
-fn lock(w: &Words) -> MutexGuard<'_, Vec<u64>> {
+fn lock(w: &Words) -> MutexGuard<'_, Storage> {
     // Poisoning only follows a panic in another rank thread, which the pool
     // already reports; the data is plain numbers, so keep going.
     w.lock().unwrap_or_else(|e| e.into_inner())
@@ -65,14 +90,14 @@ enum Job {
     Ping,
 }
 
-struct Run {
-    call: Call,
-    board: Arc<SignalBoard>,
-    gen: u64,
+pub(crate) struct Run {
+    pub(crate) call: Call,
+    pub(crate) board: Arc<SignalBoard>,
+    pub(crate) gen: u64,
     /// The backend's call number (1-based), for fault injection.
-    call_no: u64,
-    faults: FaultPlan,
-    epoch: Instant,
+    pub(crate) call_no: u64,
+    pub(crate) faults: FaultPlan,
+    pub(crate) epoch: Instant,
 }
 
 /// The CPU backend.
@@ -151,7 +176,7 @@ impl CpuBackend {
 }
 
 /// Run rank `r`'s part of the call; returns its op timings when timed.
-fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> {
+pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> {
     let plan = &run.call.plan;
     let mut view = View {
         mem,
@@ -176,6 +201,8 @@ fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> {
                     message: format!("{}: injected failure", at()),
                 })
             }
+            // Only the multi-process mode injects it: this process is the rank.
+            Some(Fault::Kill) => crate::sys::proc::kill_self(),
             _ => {}
         }
         for (k, part) in interp::parts(r, op).into_iter().enumerate() {
@@ -206,7 +233,7 @@ fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> {
 }
 
 /// Name the step in an error.
-fn in_step(e: Error, step: &str) -> Error {
+pub(crate) fn in_step(e: Error, step: &str) -> Error {
     match e {
         Error::Worker { rank, message } => Error::Worker {
             rank,
@@ -283,11 +310,7 @@ fn piece<'a>(
     }
 }
 
-fn words_as_bytes(w: &mut [u64]) -> &mut [u8] {
-    bytemuck::cast_slice_mut(w)
-}
-
-fn par_copy(dst: &mut [u8], src: &[u8]) {
+pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
     if dst.len() >= PAR_MIN_BYTES {
         dst.par_chunks_mut(PAR_MIN_BYTES / 4)
             .zip(src.par_chunks(PAR_MIN_BYTES / 4))
@@ -311,7 +334,7 @@ impl Memory for View<'_> {
         let (sb, db) = (self.bytes(src), self.bytes(dst));
         if Arc::ptr_eq(&ws, &wd) {
             let mut g = lock(&wd);
-            let (before, mid, after) = carve(words_as_bytes(&mut g), db.clone());
+            let (before, mid, after) = carve(g.bytes(), db.clone());
             let s = piece(before, after, &db, &sb)?;
             par_copy(mid, s);
             return Ok(());
@@ -325,8 +348,8 @@ impl Memory for View<'_> {
             let d = lock(&wd);
             (lock(&ws), d)
         };
-        let s = &words_as_bytes(&mut gs)[sb];
-        par_copy(&mut words_as_bytes(&mut gd)[db], s);
+        let s = &gs.bytes()[sb];
+        par_copy(&mut gd.bytes()[db], s);
         Ok(())
     }
 
@@ -349,7 +372,7 @@ impl Memory for View<'_> {
         let mut keys = vec![wd.clone(), wa.clone(), wb.clone()];
         keys.sort_by_key(|w| Arc::as_ptr(w) as usize);
         keys.dedup_by(|x, y| Arc::ptr_eq(x, y));
-        let mut guards: Vec<MutexGuard<'_, Vec<u64>>> = keys.iter().map(lock).collect();
+        let mut guards: Vec<MutexGuard<'_, Storage>> = keys.iter().map(lock).collect();
         let pos = |w: &Words| keys.iter().position(|k| Arc::ptr_eq(k, w)).unwrap_or(0);
         let (pd, pa, pb) = (pos(&wd), pos(&wa), pos(&wb));
         // Split the guards so the destination can be borrowed mutably while
@@ -358,14 +381,16 @@ impl Memory for View<'_> {
         let (dguard, right) = right
             .split_first_mut()
             .ok_or_else(|| Error::Plan("no destination".into()))?;
-        let (before, out, after) = carve(words_as_bytes(dguard), db.clone());
+        let left: Vec<&[u8]> = left.iter_mut().map(|g| &*g.bytes()).collect();
+        let right: Vec<&[u8]> = right.iter_mut().map(|g| &*g.bytes()).collect();
+        let (before, out, after) = carve(dguard.bytes(), db.clone());
         let get = |p: usize, r: &Range<usize>| -> Result<&[u8]> {
             if p == pd {
                 piece(before, after, &db, r)
             } else if p < pd {
-                Ok(&bytemuck::cast_slice::<u64, u8>(&left[p])[r.clone()])
+                Ok(&left[p][r.clone()])
             } else {
-                Ok(&bytemuck::cast_slice::<u64, u8>(&right[p - pd - 1])[r.clone()])
+                Ok(&right[p - pd - 1][r.clone()])
             }
         };
         let bs = get(pb, &bb)?;
@@ -440,7 +465,7 @@ impl Backend for CpuBackend {
                 hint: "use fewer ranks or a smaller size".into(),
             })?;
             v.resize(words, 0);
-            map.insert(id, (Arc::new(Mutex::new(v)), want));
+            map.insert(id, (Arc::new(Mutex::new(Storage::Heap(v))), want));
         }
         Ok(())
     }
@@ -466,10 +491,7 @@ impl Backend for CpuBackend {
             });
         }
         let mut g = lock(&w);
-        par_copy(
-            &mut words_as_bytes(&mut g)[offset..offset + data.len()],
-            data,
-        );
+        par_copy(&mut g.bytes()[offset..offset + data.len()], data);
         Ok(())
     }
 
@@ -484,7 +506,7 @@ impl Backend for CpuBackend {
             });
         }
         let mut g = lock(&w);
-        par_copy(out, &words_as_bytes(&mut g)[offset..offset + out.len()]);
+        par_copy(out, &g.bytes()[offset..offset + out.len()]);
         Ok(())
     }
 

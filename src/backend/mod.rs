@@ -12,6 +12,7 @@
 //! buffers ([`NcclBackend`]), CUDA graphs ([`GraphBackend`]).
 
 pub mod cpu;
+pub mod cpu_process;
 pub mod cuda;
 
 use crate::element::{DataType, ReduceOp};
@@ -200,6 +201,14 @@ pub trait Backend: Send {
     /// A round trip to every rank thread that does nothing: the cost of the
     /// caller-to-rank-thread hand-off.
     fn ping(&mut self) -> Result<()>;
+
+    /// The ranks this process runs and whose buffers it can read and write:
+    /// all of them, except in the multi-process mode (one rank per process,
+    /// [`crate::process`]), where buffers of the other ranks are reached
+    /// only by the plans' ops.
+    fn local_ranks(&self) -> std::ops::Range<usize> {
+        0..self.info().ranks
+    }
 
     /// NCCL on the same buffers, if the backend has it.
     fn nccl(&mut self) -> Option<&mut dyn NcclBackend> {

@@ -188,6 +188,15 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     if let Some(n) = e.core().fallback_note() {
         notes.push(n.to_string());
     }
+    // One process per rank: only rank 0 reports and writes files.
+    let root = e.core().job().is_none_or(|j| j.rank() == 0);
+    if let Some(j) = e.core().job() {
+        notes.push(format!(
+            "one process per rank: {} processes ({}); each cell is the slowest rank's time; NCCL is initialised per process (ncclGetUniqueId on rank 0, ncclCommInitRank in each)",
+            j.size(),
+            j.spec().origin.name()
+        ));
+    }
     if cpu {
         notes.push(
             "CPU backend: times are CPU wall-clock timings of host threads, not GPU timings".into(),
@@ -279,7 +288,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     // -- the sweep
     let jobs = combos.each();
     let total = (jobs.len() * sizes.len() * contenders.len()) as u64;
-    let pb = (std::io::stderr().is_terminal() && total > 8).then(|| {
+    let pb = (root && std::io::stderr().is_terminal() && total > 8).then(|| {
         let pb = ProgressBar::new(total);
         pb.set_style(
             ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed}<{eta}]")
@@ -346,13 +355,13 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         ))?;
     }
     let rerr = |e: report::ReportError| Error::Report(e.to_string());
-    if let Some(p) = &a.json {
+    if let (Some(p), true) = (&a.json, root) {
         rep.write_json(p).map_err(rerr)?;
     }
-    if let Some(p) = &a.csv {
+    if let (Some(p), true) = (&a.csv, root) {
         rep.write_csv(p).map_err(rerr)?;
     }
-    if let Some(p) = &a.plot {
+    if let (Some(p), true) = (&a.plot, root) {
         rep.write_svg(p).map_err(rerr)?;
     }
     let wrong: u64 = rep

@@ -21,7 +21,8 @@
 //!
 //! Other ranks refer to a rank's memory and events only through exported
 //! tokens ([`PeerBuf`], [`RemoteEvent`], [`PeerCtx`]) which can be sent
-//! between threads. A token holds a weak reference to its allocation: using
+//! between threads; ranks in other processes, through the same tokens
+//! opened from CUDA IPC handles ([`IpcMemHandle`], [`IpcEventHandle`]). A token holds a weak reference to its allocation: using
 //! it after the owner freed the memory is an error, not a write into freed
 //! memory. Drop never panics: it ignores driver errors (there is nobody to
 //! tell).
@@ -43,8 +44,8 @@ pub use driver::{
     P2pInfo, PeerCtx,
 };
 pub use kernels::{exchange_blocks, Kernel, KernelModule, EXCHANGE_MAX_BLOCKS};
-pub use memory::{DevBuf, HostMapped, PeerBuf};
-pub use stream::{Event, Graph, RemoteEvent, Stream, TimingEvent};
+pub use memory::{DevBuf, HostMapped, IpcMemHandle, PeerBuf};
+pub use stream::{Event, Graph, IpcEventHandle, RemoteEvent, Stream, TimingEvent};
 
 use cudarc::driver::sys;
 

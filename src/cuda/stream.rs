@@ -44,10 +44,14 @@ pub struct Event<'id> {
     _thread: NotSend,
 }
 
-/// Another rank's event: any stream may wait on it.
+/// Another rank's event: any stream may wait on it. An event of another
+/// process, opened through CUDA IPC, is held open (`keep`) until the last
+/// clone is dropped.
 #[derive(Clone)]
 pub struct RemoteEvent {
     token: Weak<EventToken>,
+    /// Held only to keep an opened IPC event alive.
+    _keep: Option<Arc<EventToken>>,
 }
 
 impl std::fmt::Debug for RemoteEvent {
@@ -64,9 +68,26 @@ impl Event<'_> {
     pub fn export(&self) -> RemoteEvent {
         RemoteEvent {
             token: Arc::downgrade(&self.token),
+            _keep: None,
         }
     }
+
+    /// The CUDA IPC handle of this event (`cuIpcGetEventHandle`); only an
+    /// event made by [`Ctx::ipc_event`] has one.
+    pub fn ipc_handle(&self) -> CuResult<IpcEventHandle> {
+        let mut h = sys::CUipcEventHandle { reserved: [0; 64] };
+        // SAFETY: valid out-pointer and a live event; the driver refuses an
+        // event created without CU_EVENT_INTERPROCESS.
+        check("cuIpcGetEventHandle", unsafe {
+            sys::cuIpcGetEventHandle(&mut h, self.token.0)
+        })?;
+        Ok(IpcEventHandle(h.reserved.map(|c| c as u8)))
+    }
 }
+
+/// The 64 bytes that name an interprocess event to another process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IpcEventHandle(pub [u8; 64]);
 
 /// An event with timing, for timelines.
 pub struct TimingEvent<'id> {
@@ -138,6 +159,46 @@ impl<'id> Ctx<'id> {
         })
     }
 
+    /// An event without timing that other processes can wait on
+    /// (`CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING`): record and wait
+    /// cost the same as [`Ctx::event`]'s; its handle is
+    /// [`Event::ipc_handle`].
+    pub fn ipc_event(&self) -> CuResult<Event<'id>> {
+        let mut e = std::ptr::null_mut();
+        let flags = sys::CUevent_flags::CU_EVENT_INTERPROCESS as u32
+            | sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+        // SAFETY: valid out-pointer; current context is self.ctx.
+        check("cuEventCreate", unsafe {
+            sys::cuEventCreate(&mut e, flags)
+        })?;
+        let (b, t) = self.brand();
+        Ok(Event {
+            token: Arc::new(EventToken(e)),
+            _brand: b,
+            _thread: t,
+        })
+    }
+
+    /// Open another process's interprocess event (`cuIpcOpenEventHandle`)
+    /// in this context; streams of this context may then wait on it. The
+    /// token holds it open; it is destroyed when the last clone is dropped.
+    pub fn open_ipc_event(&self, h: &IpcEventHandle) -> CuResult<RemoteEvent> {
+        let raw = sys::CUipcEventHandle {
+            reserved: h.0.map(|b| b as std::ffi::c_char),
+        };
+        let mut e = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; a context is current on this thread
+        // (self.ctx); the handle is passed by value and checked by the driver.
+        check("cuIpcOpenEventHandle", unsafe {
+            sys::cuIpcOpenEventHandle(&mut e, raw)
+        })?;
+        let tok = Arc::new(EventToken(e));
+        Ok(RemoteEvent {
+            token: Arc::downgrade(&tok),
+            _keep: Some(tok),
+        })
+    }
+
     /// An event with timing.
     pub fn timing_event(&self) -> CuResult<TimingEvent<'id>> {
         let mut e = std::ptr::null_mut();
@@ -161,6 +222,17 @@ impl<'id> Stream<'id> {
         check("cuStreamSynchronize", unsafe {
             sys::cuStreamSynchronize(self.s)
         })
+    }
+
+    /// Whether everything issued on the stream is complete
+    /// (`cuStreamQuery`), without waiting.
+    pub fn is_idle(&self) -> CuResult<bool> {
+        // SAFETY: valid stream of the current context.
+        let r = unsafe { sys::cuStreamQuery(self.s) };
+        if r == sys::CUresult::CUDA_ERROR_NOT_READY {
+            return Ok(false);
+        }
+        check("cuStreamQuery", r).map(|_| true)
     }
 
     /// Wait until the stream is idle, but at most `limit`: polls

@@ -61,6 +61,10 @@ pub struct EngineConfig {
     pub timeout: Duration,
     /// Injected faults, for tests of the error paths.
     pub faults: FaultPlan,
+    /// Run one rank of a multi-process job (`ranks` must be the job's size):
+    /// this process runs only that rank; see [`crate::process`] and
+    /// [`crate::process::Comm`].
+    pub process: Option<crate::process::JobSpec>,
 }
 
 impl EngineConfig {
@@ -72,6 +76,7 @@ impl EngineConfig {
             devices: None,
             timeout: crate::sync::default_timeout(),
             faults: FaultPlan::none(),
+            process: None,
         }
     }
 
@@ -134,6 +139,8 @@ pub struct Core {
     timeout: Duration,
     /// Why every call now fails, after a fault the engine cannot undo.
     poisoned: Option<String>,
+    /// The job, when this engine is one rank of a multi-process job.
+    job: Option<Arc<crate::process::Job>>,
 }
 
 impl std::fmt::Debug for Core {
@@ -157,6 +164,9 @@ impl Core {
             });
         }
         let t0 = Instant::now();
+        if let Some(spec) = &cfg.process {
+            return Core::new_process(cfg.clone(), spec, t0);
+        }
         let mut fallback_note = None;
         let cpu = |cfg: &EngineConfig| -> Result<Box<dyn Backend>> {
             Ok(Box::new(CpuBackend::new(
@@ -184,11 +194,84 @@ impl Core {
                 }
             },
         };
+        Ok(Core::with_backend(backend, &cfg, t0, fallback_note, None))
+    }
+
+    /// One rank of a multi-process job: join the job, then the backend of
+    /// that one rank (every rank must pick the same kind).
+    fn new_process(cfg: EngineConfig, spec: &crate::process::JobSpec, t0: Instant) -> Result<Core> {
+        use crate::backend::cpu_process::CpuProcessBackend;
+        use crate::backend::cuda::process::CudaProcessBackend;
+        if cfg.ranks != spec.size {
+            return Err(Error::BadArgument(format!(
+                "{} ranks asked for, but this process is rank {} of a job of {} (leave the rank count out, or match it)",
+                cfg.ranks, spec.rank, spec.size
+            )));
+        }
+        let kind = match cfg.backend {
+            BackendChoice::Cpu => BackendKind::Cpu,
+            BackendChoice::Cuda => BackendKind::Cuda,
+            BackendChoice::Auto => match cuda_backend::probe() {
+                Ok(_) => BackendKind::Cuda,
+                Err(_) => BackendKind::Cpu,
+            },
+        };
+        let job = crate::process::Job::join(spec, cfg.timeout)?;
+        let kinds = job.allgather(kind.name().as_bytes(), "choosing the backend")?;
+        if let Some((r, k)) = kinds
+            .iter()
+            .enumerate()
+            .find(|(_, k)| k.as_slice() != kind.name().as_bytes())
+        {
+            let e = Error::BadArgument(format!(
+                "rank {} chose the {} backend but rank {r} chose {}; every rank of a job must use the same (pass --backend)",
+                spec.rank,
+                kind.name(),
+                String::from_utf8_lossy(k)
+            ));
+            job.fail(&e.to_string());
+            return Err(e);
+        }
+        let mut faults = cfg.faults.clone();
+        faults.0.extend(crate::process::env_faults(spec.rank).0);
+        let fallback_note = (cfg.backend == BackendChoice::Auto && kind == BackendKind::Cpu)
+            .then(|| "auto: CUDA unavailable; using cpu".to_string());
+        let backend: Result<Box<dyn Backend>> = match kind {
+            BackendKind::Cpu => CpuProcessBackend::new(job.clone(), cfg.timeout, faults)
+                .map(|b| Box::new(b) as Box<dyn Backend>),
+            BackendKind::Cuda => CudaProcessBackend::new(
+                job.clone(),
+                &cuda_backend::CudaOptions {
+                    ranks: cfg.ranks,
+                    devices: cfg.devices.clone(),
+                    timeout: cfg.timeout,
+                    faults,
+                },
+            )
+            .map(|b| Box::new(b) as Box<dyn Backend>),
+        };
+        let backend = backend.inspect_err(|e| job.fail(&format!("setup failed: {e}")))?;
+        Ok(Core::with_backend(
+            backend,
+            &cfg,
+            t0,
+            fallback_note,
+            Some(job),
+        ))
+    }
+
+    fn with_backend(
+        backend: Box<dyn Backend>,
+        cfg: &EngineConfig,
+        t0: Instant,
+        fallback_note: Option<String>,
+        job: Option<Arc<crate::process::Job>>,
+    ) -> Core {
         let abort = backend.abort_handle();
-        Ok(Core {
+        Core {
             backend,
             ranks: cfg.ranks,
-            algo: cfg.algo,
+            algo: cfg.algo.clone(),
             paths: Vec::new(),
             path_index: HashMap::new(),
             resolved: HashMap::new(),
@@ -206,11 +289,57 @@ impl Core {
             abort,
             timeout: cfg.timeout,
             poisoned: None,
-        })
+            job,
+        }
     }
 
     pub fn ranks(&self) -> usize {
         self.ranks
+    }
+
+    /// The ranks this process runs (all of them, or in a multi-process job
+    /// its own): the ones whose buffers [`Core::write`] and [`Core::read`]
+    /// reach.
+    pub fn local_ranks(&self) -> std::ops::Range<usize> {
+        self.backend.local_ranks()
+    }
+
+    /// The job, when this engine is one rank of a multi-process job.
+    pub fn job(&self) -> Option<&Arc<crate::process::Job>> {
+        self.job.as_ref()
+    }
+
+    /// Every process's `data` in rank order (one process: just `data`).
+    /// Collective in a multi-process job.
+    pub fn gather(&self, data: &[u8], what: &str) -> Result<Vec<Vec<u8>>> {
+        match &self.job {
+            Some(j) => j.allgather(data, what),
+            None => Ok(vec![data.to_vec()]),
+        }
+    }
+
+    /// The largest `v` of every process (collective in a job).
+    pub fn max_over_processes(&self, v: f64, what: &str) -> Result<f64> {
+        match &self.job {
+            Some(j) => j.max_f64(v, what),
+            None => Ok(v),
+        }
+    }
+
+    /// The sum of `v` over processes (collective in a job).
+    pub fn sum_over_processes(&self, v: u64, what: &str) -> Result<u64> {
+        match &self.job {
+            Some(j) => j.sum_u64(v, what),
+            None => Ok(v),
+        }
+    }
+
+    /// Whether any process says yes (collective in a job).
+    pub fn any_process(&self, v: bool, what: &str) -> Result<bool> {
+        match &self.job {
+            Some(j) => j.any(v, what),
+            None => Ok(v),
+        }
     }
 
     pub fn info(&self) -> &BackendInfo {
@@ -270,10 +399,19 @@ impl Core {
     }
 
     /// Keep the outcome of a backend operation; a fault the engine cannot
-    /// recover from poisons it.
+    /// recover from poisons it. In a multi-process job every failure does:
+    /// the ranks' call numbers no longer agree after it.
     fn track<R>(&mut self, r: Result<R>) -> Result<R> {
         if let Err(e) = &r {
             self.last = None;
+            let local = matches!(e, Error::BufferSize { .. } | Error::BadArgument(_));
+            if let (Some(job), false) = (&self.job, local) {
+                // Release the other ranks, which may be waiting for this one.
+                job.fail(&e.to_string());
+                self.poisoned.get_or_insert_with(|| {
+                    format!("a collective of this multi-process job failed: {e}")
+                });
+            }
             let fatal = match e {
                 Error::Poisoned { reason } => Some(reason.clone()),
                 Error::Ranks(v) => v.iter().find_map(|e| match e {

@@ -23,6 +23,8 @@
 //! block) in the exchange kernel. Nothing in this file is `unsafe`: that
 //! all lives in [`crate::cuda`].
 
+mod ipc;
+pub mod process;
 mod rank;
 
 use super::{
