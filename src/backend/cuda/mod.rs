@@ -24,6 +24,7 @@
 //! all lives in [`crate::cuda`].
 
 mod rank;
+mod work;
 
 use super::{
     check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
@@ -538,6 +539,10 @@ impl Backend for CudaBackend {
     }
 
     fn profiling(&mut self) -> Option<&mut dyn Profiling> {
+        Some(self)
+    }
+
+    fn ordered(&mut self) -> Option<&mut dyn crate::backend::ordered::StreamOrdered> {
         Some(self)
     }
 }

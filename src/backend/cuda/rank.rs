@@ -35,14 +35,14 @@ pub(super) struct Rank<'id> {
     pub rank: usize,
     pub device: usize,
     pub ctx: Ctx<'id>,
-    lanes: [Stream<'id>; 2],
+    pub(super) lanes: [Stream<'id>; 2],
     kernels: HashMap<(DataType, DevOp), Kernels<'id>>,
     flags: DevBuf<'id>,
     calls: DevBuf<'id>,
     pub ctrl: Arc<HostMapped>,
-    bufs: HashMap<BufId, DevBuf<'id>>,
+    pub(super) bufs: HashMap<BufId, DevBuf<'id>>,
     pub peers: Arc<Peers>,
-    events: Vec<Event<'id>>,
+    pub(super) events: Vec<Event<'id>>,
     pub remote: Arc<Vec<Vec<RemoteEvent>>>,
     /// Timing events of the timed calls since the last take: (base, [(op,
     /// part, start, end)]).
@@ -56,6 +56,9 @@ pub(super) struct Rank<'id> {
     pub timeout: Duration,
     /// (context bind, kernel load) milliseconds at setup.
     pub setup_ms: (f64, f64, &'static str),
+    /// The work stream and stream-ordered calls' state, made on first use
+    /// (`work.rs`).
+    pub(super) work: Option<super::work::WorkState<'id>>,
 }
 
 impl<'id> Rank<'id> {
@@ -101,6 +104,7 @@ impl<'id> Rank<'id> {
             faults,
             timeout,
             setup_ms: (bind_ms, 0.0, ""),
+            work: None,
         };
         let t = Instant::now();
         let source = me.kernels_for(DataType::Float, DevOp::Sum)?.0.source();
@@ -157,6 +161,7 @@ impl<'id> Rank<'id> {
         for s in &self.lanes {
             s.wait_idle(limit).map_err(&e)?;
         }
+        self.sync_work(limit)?;
         match self.ctrl.load_u32(STATUS) {
             0 => Ok(()),
             status => {
