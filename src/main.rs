@@ -2,7 +2,7 @@
 //! command lives in the library ([`ringreduce::cli`]).
 
 use clap::{Parser, Subcommand};
-use ringreduce::cli::{bench, check, run, soak, theory, trace};
+use ringreduce::cli::{bench, check, overlap, run, soak, theory, trace};
 use ringreduce::Error;
 use std::process::ExitCode;
 
@@ -31,6 +31,9 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// Many random collectives, every result checked.
     Soak(soak::SoakArgs),
+    /// Gradient buckets all-reduced while the next are computed: overlap
+    /// and interference, ringreduce vs NCCL.
+    Overlap(overlap::OverlapArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
         Cmd::Check(a) => check::execute(a),
         Cmd::Bench(a) => bench::execute(a),
         Cmd::Soak(a) => soak::execute(a),
+        Cmd::Overlap(a) => overlap::execute(a),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

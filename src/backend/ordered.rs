@@ -40,7 +40,7 @@
 use super::cpu::CpuBackend;
 use super::{Backend, BufId, Call, NcclCall};
 use crate::cuda::work::{ArgView, Builtin, WorkKernel};
-use crate::cuda::{DoneEvent, RawStream};
+use crate::cuda::{DoneEvent, HostMapped, RawStream};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -131,6 +131,45 @@ impl Completion {
             None => Ok(()),
             Some(e) => stream.wait_done(e).map_err(|x| self.cuda_err(x)),
         }
+    }
+}
+
+/// A closed gate at the head of every rank's work stream (made by
+/// [`StreamOrdered::work_gate`]): what is issued behind it waits until
+/// [`Gate::open`], so a whole step reaches the GPUs before any of it runs,
+/// as when the host runs far ahead of the GPU in training. Dropping the
+/// gate opens it.
+#[derive(Default)]
+pub struct Gate {
+    words: Vec<(Arc<HostMapped>, u32)>,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gate({} ranks closed)", self.words.len())
+    }
+}
+
+impl Gate {
+    pub(crate) fn new(words: Vec<(Arc<HostMapped>, u32)>) -> Gate {
+        Gate { words }
+    }
+
+    /// Let the work behind the gate run, on every rank.
+    pub fn open(mut self) {
+        self.release();
+    }
+
+    fn release(&mut self) {
+        for (m, v) in self.words.drain(..) {
+            m.store_u32(0, v);
+        }
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -242,6 +281,11 @@ pub trait StreamOrdered {
 
     /// Make rank r's work stream wait (on the GPU) for `done[r]`.
     fn work_wait(&mut self, done: &[Completion]) -> Result<()>;
+
+    /// Close a gate on every rank's work stream (see [`Gate`]). Nothing may
+    /// drain the engine while it is closed (a drain would wait for it until
+    /// the timeout).
+    fn work_gate(&mut self) -> Result<Gate>;
 
     /// Start a new timing window: forget the spans so far and make "now" on
     /// each rank's work stream their origin.
@@ -455,6 +499,10 @@ impl StreamOrdered for CpuBackend {
             });
         }
         Ok(())
+    }
+
+    fn work_gate(&mut self) -> Result<Gate> {
+        Ok(Gate::default())
     }
 
     fn work_mark(&mut self) -> Result<()> {

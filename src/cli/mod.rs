@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod overlap;
 pub mod run;
 pub mod soak;
 pub mod theory;

@@ -10,6 +10,7 @@
 //! bound (the caller's).
 
 use super::driver::{device_handle, Ctx};
+use super::memory::HostMapped;
 use super::stream::{Event, Stream};
 use super::{check, err, CuResult};
 use cudarc::driver::sys;
@@ -170,6 +171,26 @@ impl<'id> Stream<'id> {
         // SAFETY: a live event of this stream's context (same primary
         // context of the same device, checked), a live stream.
         check("cuEventRecord", unsafe { sys::cuEventRecord(ev.ev, self.s) })
+    }
+
+    /// Stop this stream until the host stores a value `>= value` into the
+    /// 32-bit word `i` of the host-mapped block `m`
+    /// (`cuStreamWaitValue32`, GEQ): a gate the host opens, so that work
+    /// issued behind it starts all at once. Uses no SM while it waits. `m`
+    /// must outlive the wait (the caller keeps it until the stream drained).
+    pub fn wait_host_word(&self, m: &HostMapped, i: usize, value: u32) -> CuResult<()> {
+        let addr = m.device_ptr(i / 2)? + 4 * (i % 2) as u64;
+        // SAFETY: a live stream of the current context; `addr` is a 4-byte
+        // aligned device address of live host-mapped memory (checked in
+        // bounds), which the caller keeps alive until the wait is over.
+        check("cuStreamWaitValue32", unsafe {
+            sys::cuStreamWaitValue32_v2(
+                self.s,
+                addr,
+                value,
+                sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
+            )
+        })
     }
 
     /// Make this stream wait (on the GPU) for a completion event of any

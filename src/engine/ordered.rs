@@ -27,7 +27,9 @@
 use super::typed::{CallInfo, DeviceBuffers, Engine};
 use super::Core;
 use crate::algo::AlgoChoice;
-use crate::backend::ordered::{After, Completion, SpanTag, StreamOrdered, WorkLaunch, WorkSpan};
+use crate::backend::ordered::{
+    After, Completion, Gate, SpanTag, StreamOrdered, WorkLaunch, WorkSpan,
+};
 use crate::backend::{Binding, Call, NcclCall};
 use crate::element::{DataType, Element, ReduceOp};
 use crate::error::{Error, Result};
@@ -126,6 +128,14 @@ impl Core {
     /// Make rank r's work stream wait (on the GPU) for `done[r]`.
     pub fn work_wait(&mut self, done: &[Completion]) -> Result<()> {
         let r = self.ordered_backend()?.work_wait(done);
+        self.track(r)
+    }
+
+    /// Close a gate at the head of every rank's work stream; what is
+    /// issued behind it runs once the returned [`Gate`] is opened (or
+    /// dropped). Do not synchronize, read or write while it is closed.
+    pub fn work_gate(&mut self) -> Result<Gate> {
+        let r = self.ordered_backend()?.work_gate();
         self.track(r)
     }
 

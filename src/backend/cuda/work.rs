@@ -17,11 +17,11 @@
 use super::rank::Rank;
 use super::{cuda_err, CudaBackend};
 use crate::backend::ordered::{
-    After, Completion, SpanTag, StreamOrdered, WorkArg, WorkLaunch, WorkSpan,
+    After, Completion, Gate, SpanTag, StreamOrdered, WorkArg, WorkLaunch, WorkSpan,
 };
 use crate::backend::{check_call, Call, NcclCall};
 use crate::cuda::work::Arg;
-use crate::cuda::{DoneEvent, Event, LoadedWork, Stream, TimingEvent};
+use crate::cuda::{DoneEvent, Event, HostMapped, LoadedWork, Stream, TimingEvent};
 use crate::error::{Error, Result};
 use crate::sync::SignalBoard;
 use std::collections::HashMap;
@@ -42,6 +42,9 @@ pub(super) struct WorkState<'id> {
     done: Vec<Arc<DoneEvent>>,
     /// Recorded on the caller's stream before an NCCL call.
     ready: Event<'id>,
+    /// The gate word (32-bit word 0) and the last value a gate waited for.
+    gate: Arc<HostMapped>,
+    gate_seq: u32,
     base: Option<TimingEvent<'id>>,
     spans: Vec<Span<'id>>,
     spare: Vec<TimingEvent<'id>>,
@@ -61,6 +64,8 @@ impl<'id> Rank<'id> {
                 kernels: HashMap::new(),
                 done: Vec::new(),
                 ready: self.ctx.event().map_err(&e)?,
+                gate: Arc::new(self.ctx.host_mapped(8).map_err(&e)?),
+                gate_seq: 0,
                 base: None,
                 spans: Vec::new(),
                 spare: Vec::new(),
@@ -288,6 +293,18 @@ impl<'id> Rank<'id> {
         Ok(())
     }
 
+    /// Close a gate at the head of the work stream: it waits until the
+    /// host stores the returned value into the returned word.
+    pub(super) fn work_gate(&mut self) -> Result<(Arc<HostMapped>, u32)> {
+        self.ensure_work()?;
+        let e = self.werr();
+        let w = self.work.as_mut().ok_or_else(|| Error::Plan("no work state".into()))?;
+        let next = w.gate_seq.wrapping_add(1);
+        w.stream.wait_host_word(&w.gate, 0, next).map_err(&e)?;
+        w.gate_seq = next;
+        Ok((w.gate.clone(), next))
+    }
+
     /// A new timing origin on the work stream; the old spans are dropped.
     pub(super) fn work_mark(&mut self) -> Result<()> {
         self.ensure_work()?;
@@ -423,6 +440,31 @@ impl StreamOrdered for CudaBackend {
             Box::new(move |rk: &mut Rank<'_>| rk.work_wait(&done[r]))
         })
         .map(|_| ())
+    }
+
+    fn work_gate(&mut self) -> Result<Gate> {
+        // Every rank's outcome: a rank whose gate closed must be opened
+        // again if another rank's failed.
+        let got: Vec<Result<(Arc<HostMapped>, u32)>> =
+            self.each_all(|_| Box::new(|rk: &mut Rank<'_>| Ok(rk.work_gate())))?;
+        let mut words = Vec::new();
+        let mut first_err = None;
+        for g in got {
+            match g {
+                Ok(w) => words.push(w),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        let gate = Gate::new(words);
+        match first_err {
+            None => Ok(gate),
+            Some(e) => {
+                gate.open();
+                Err(e)
+            }
+        }
     }
 
     fn work_mark(&mut self) -> Result<()> {
