@@ -263,6 +263,16 @@ pub enum SignalKind {
     /// [`OpKind::Exchange`] raises it in the peer's memory, the peer's
     /// exchange kernel spins on it. No host involvement.
     Flag,
+    /// Ordered on the GPUs by numbered flags, so that per-GPU CUDA graphs can
+    /// replay it: after the producing op, a one-thread kernel on the
+    /// producer's lane numbers the signal (its own counter) and writes that
+    /// number into the consumer ranks' flag words; before a waiting op, a
+    /// one-thread kernel on the consumer's lane numbers its wait and spins
+    /// until its flag word reaches that number (`ptx/sync.ptx`). Both sides
+    /// count on the GPU, so every replay of the same sequence of calls stays
+    /// in step. Used only between ranks; within a rank, lanes order through
+    /// events (captured as graph edges).
+    Counter,
 }
 
 /// One signal of a plan.
@@ -437,17 +447,54 @@ impl Plan {
         Ok(())
     }
 
-    /// Whether every cross-rank or cross-lane ordering of the plan happens on
-    /// the GPU itself (flags), so per-GPU CUDA graphs can replay it.
+    /// Whether every cross-rank ordering of the plan happens on the GPUs
+    /// themselves (flags or counters), so that per-GPU CUDA graphs can replay
+    /// it: a signal recorded on one rank and awaited on another must not be
+    /// an event (a replayed graph would wait on a stale record). Events
+    /// between the lanes of one rank are fine: captured, they become graph
+    /// edges.
     pub fn device_ordered(&self) -> bool {
-        self.signals
+        self.ops.iter().enumerate().all(|(r, ops)| {
+            ops.iter().all(|op| {
+                op.waits.iter().all(|w| {
+                    self.signals
+                        .get(w.0)
+                        .is_some_and(|s| s.owner == r || s.kind != SignalKind::Event)
+                })
+            })
+        })
+    }
+
+    /// The ranks other than the owner that wait on signal `s`.
+    pub fn remote_waiters(&self, s: SignalId) -> Vec<usize> {
+        let owner = self.signals.get(s.0).map_or(usize::MAX, |g| g.owner);
+        let mut v: Vec<usize> = self
+            .ops
             .iter()
-            .all(|s| !s.needed || s.kind == SignalKind::Flag)
-            && self
-                .ops
-                .iter()
-                .flatten()
-                .all(|op| op.lane == Lane::Compute)
+            .enumerate()
+            .filter(|(r, ops)| *r != owner && ops.iter().any(|o| o.waits.contains(&s)))
+            .map(|(r, _)| r)
+            .collect();
+        v.dedup();
+        v
+    }
+
+    /// The same plan with every signal that one rank records and another
+    /// awaits turned into a [`SignalKind::Counter`]: the variant of an
+    /// event-ordered plan that per-GPU CUDA graphs can replay. Algorithms
+    /// build it explicitly for their graph paths.
+    pub fn with_counters(&self) -> Plan {
+        let mut p = self.clone();
+        let cross: Vec<bool> = (0..p.signals.len())
+            .map(|s| !p.remote_waiters(SignalId(s)).is_empty())
+            .collect();
+        for (s, sig) in p.signals.iter_mut().enumerate() {
+            if cross[s] && sig.kind == SignalKind::Event {
+                sig.kind = SignalKind::Counter;
+            }
+        }
+        p.name = format!("{}:graph", p.name);
+        p
     }
 
     /// Bytes each rank sends to other ranks, and receives from them.

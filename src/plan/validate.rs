@@ -83,7 +83,7 @@ impl Plan {
                 for w in &op.waits {
                     match self.signals.get(w.0) {
                         None => return Err(format!("{}: waits on unknown signal {}", at(), w.0)),
-                        Some(s) if s.kind != SignalKind::Event => {
+                        Some(s) if s.kind == SignalKind::Flag => {
                             return Err(format!(
                                 "{}: waits on flag {} outside an exchange kernel",
                                 at(),
@@ -94,7 +94,11 @@ impl Plan {
                     }
                 }
                 if let Some(s) = op.signal {
-                    record(s, r, op.lane, SignalKind::Event)?;
+                    let kind = match self.signals.get(s.0) {
+                        Some(g) if g.kind == SignalKind::Counter => SignalKind::Counter,
+                        _ => SignalKind::Event,
+                    };
+                    record(s, r, op.lane, kind)?;
                 }
                 for e in interp::effects(r, &op.kind) {
                     for a in e.accesses() {
