@@ -220,8 +220,7 @@ impl AlgoChoice {
 
 fn auto(shape: &Shape) -> Arc<dyn Algorithm> {
     let bytes = shape.count.saturating_mul(shape.elem_size);
-    if shape.collective == Collective::AllReduce && shape.ranks == 2 && bytes <= ONESHOT_MAX_BYTES
-    {
+    if shape.collective == Collective::AllReduce && shape.ranks == 2 && bytes <= ONESHOT_MAX_BYTES {
         if shape.in_place {
             return Arc::new(flag::Flag);
         }

@@ -199,7 +199,11 @@ pub struct WorkSpan {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum WorkArg {
     /// Bytes `offset .. offset + bytes` of engine buffer `id` of the rank.
-    Buf { id: BufId, offset: usize, bytes: usize },
+    Buf {
+        id: BufId,
+        offset: usize,
+        bytes: usize,
+    },
     /// The rank's index, as a `.u32`.
     Rank,
     U32(u32),
@@ -424,7 +428,9 @@ pub fn host_kernel(be: &mut dyn Backend, rank: usize, w: &WorkLaunch) -> Result<
                 *yv = a.mul_add(*xv, *yv);
             }
             be.write(rank, yid, yoff, bytemuck::cast_slice(&y))?;
-            let out: Vec<f32> = (0..n).map(|i| grad_value(r, b, i as u64, s) as f32).collect();
+            let out: Vec<f32> = (0..n)
+                .map(|i| grad_value(r, b, i as u64, s) as f32)
+                .collect();
             let (id, off) = buf(0);
             be.write(rank, id, off, bytemuck::cast_slice(&out))
         }
@@ -461,7 +467,10 @@ impl StreamOrdered for CpuBackend {
         tag: Option<SpanTag>,
     ) -> Result<Vec<Completion>> {
         if let After::Streams(_) = after {
-            return Err(Error::Unsupported("ordering after CUDA streams".into(), "cpu"));
+            return Err(Error::Unsupported(
+                "ordering after CUDA streams".into(),
+                "cpu",
+            ));
         }
         // Host semantics: the work launched so far has run; the call runs
         // now and is complete on return.
@@ -541,14 +550,22 @@ mod tests {
             h ^= h >> 15;
             ((h >> 7) & 1023) as i32 - 512
         };
-        for (i, b, r, s) in [(0, 0, 0, 0), (1, 2, 3, 4), (1 << 31, 7, 1, 99), (12345, 0, 1, 1)] {
+        for (i, b, r, s) in [
+            (0, 0, 0, 0),
+            (1, 2, 3, 4),
+            (1 << 31, 7, 1, 99),
+            (12345, 0, 1, 1),
+        ] {
             assert_eq!(grad_value(r, b, u64::from(i), s), h(i, b, r, s));
         }
         assert_eq!(grad_value(0, 0, 0, 0), -512);
         let all: Vec<i32> = (0..4096).map(|i| grad_value(1, 2, i, 3)).collect();
         assert!(all.iter().all(|v| (-512..512).contains(v)));
         assert!(all.iter().any(|&v| v < -400) && all.iter().any(|&v| v > 400));
-        assert_eq!(grad_sum(0, 2, 2, 5, 3), (grad_value(0, 2, 5, 3) + grad_value(1, 2, 5, 3)) as f32);
+        assert_eq!(
+            grad_sum(0, 2, 2, 5, 3),
+            (grad_value(0, 2, 5, 3) + grad_value(1, 2, 5, 3)) as f32
+        );
     }
 
     /// The work stream writes a bucket, an ordered all-reduce sums it, the
@@ -561,7 +578,10 @@ mod tests {
         let n = 1000usize;
         let bucket = core.alloc(&vec![4 * n; ranks]).unwrap();
         let ctr = core.alloc(&vec![16; ranks]).unwrap();
-        let o = core.backend_mut().ordered().expect("the CPU backend orders calls");
+        let o = core
+            .backend_mut()
+            .ordered()
+            .expect("the CPU backend orders calls");
         o.work_mark().unwrap();
         let fma = Arc::new(WorkKernel::builtin(Builtin::GradFma));
         o.work_launch(&WorkLaunch {
@@ -569,7 +589,11 @@ mod tests {
             grid: Grid::Items(n as u64),
             block: 256,
             args: vec![
-                WorkArg::Buf { id: bucket, offset: 0, bytes: 4 * n },
+                WorkArg::Buf {
+                    id: bucket,
+                    offset: 0,
+                    bytes: 4 * n,
+                },
                 WorkArg::U64(n as u64),
                 WorkArg::U32(1),
                 WorkArg::F32(0.999),
@@ -578,13 +602,33 @@ mod tests {
                 WorkArg::U32(4),
                 WorkArg::U32(7),
             ],
-            tag: Some(SpanTag { what: "kernel", index: 4 }),
+            tag: Some(SpanTag {
+                what: "kernel",
+                index: 4,
+            }),
         })
         .unwrap();
         let shape = Shape::all_reduce(ranks, n, 4, true);
-        let bind = Arc::new(vec![Binding { send: bucket, recv: bucket }; ranks]);
+        let bind = Arc::new(vec![
+            Binding {
+                send: bucket,
+                recv: bucket
+            };
+            ranks
+        ]);
         let (_plan, done) = core
-            .launch_after(Some(&AlgoChoice::Auto), shape, DataType::Float, ReduceOp::Sum, bind, &After::Work, Some(SpanTag { what: "collective", index: 4 }))
+            .launch_after(
+                Some(&AlgoChoice::Auto),
+                shape,
+                DataType::Float,
+                ReduceOp::Sum,
+                bind,
+                &After::Work,
+                Some(SpanTag {
+                    what: "collective",
+                    index: 4,
+                }),
+            )
             .unwrap();
         assert_eq!(done.len(), ranks);
         for (r, d) in done.iter().enumerate() {
@@ -595,16 +639,25 @@ mod tests {
         core.work_wait(&done).unwrap();
         let check = |core: &mut Core, step: u32| -> Vec<[u64; 2]> {
             for r in 0..ranks {
-                core.write(r, ctr, 0, bytemuck::cast_slice(&[0u64, u64::MAX])).unwrap();
+                core.write(r, ctr, 0, bytemuck::cast_slice(&[0u64, u64::MAX]))
+                    .unwrap();
             }
             core.work_launch(&WorkLaunch {
                 kernel: Arc::new(WorkKernel::builtin(Builtin::GradCheck)),
                 grid: Grid::Items(n as u64),
                 block: 256,
                 args: vec![
-                    WorkArg::Buf { id: bucket, offset: 0, bytes: 4 * n },
+                    WorkArg::Buf {
+                        id: bucket,
+                        offset: 0,
+                        bytes: 4 * n,
+                    },
                     WorkArg::U64(n as u64),
-                    WorkArg::Buf { id: ctr, offset: 0, bytes: 16 },
+                    WorkArg::Buf {
+                        id: ctr,
+                        offset: 0,
+                        bytes: 16,
+                    },
                     WorkArg::U32(0),
                     WorkArg::U32(ranks as u32),
                     WorkArg::U32(4),
@@ -616,7 +669,8 @@ mod tests {
             (0..ranks)
                 .map(|r| {
                     let mut c = [0u64; 2];
-                    core.read(r, ctr, 0, bytemuck::cast_slice_mut(&mut c)).unwrap();
+                    core.read(r, ctr, 0, bytemuck::cast_slice_mut(&mut c))
+                        .unwrap();
                     c
                 })
                 .collect()
@@ -624,8 +678,14 @@ mod tests {
         assert!(check(&mut core, 7).iter().all(|c| *c == [0, u64::MAX]));
         assert!(check(&mut core, 8).iter().all(|c| c[0] > 900 && c[1] < 5));
         let spans = core.take_work_spans().unwrap();
-        let k = spans.iter().find(|s| s.what == "kernel" && s.rank == 1).unwrap();
-        let c = spans.iter().find(|s| s.what == "collective" && s.rank == 1).unwrap();
+        let k = spans
+            .iter()
+            .find(|s| s.what == "kernel" && s.rank == 1)
+            .unwrap();
+        let c = spans
+            .iter()
+            .find(|s| s.what == "collective" && s.rank == 1)
+            .unwrap();
         assert!(k.end_ns <= c.start_ns && k.stream == "work" && c.stream == "comm");
     }
 
@@ -642,7 +702,9 @@ mod tests {
             in_place: true,
             bind: Arc::new(vec![Binding::DEFAULT; 2]),
         };
-        let e = core.launch_nccl_after(&call, &After::Work, None).unwrap_err();
+        let e = core
+            .launch_nccl_after(&call, &After::Work, None)
+            .unwrap_err();
         assert!(matches!(e, Error::Unsupported(..)), "{e}");
     }
 }

@@ -284,14 +284,20 @@ fn opt_or<T: Copy>(v: Option<T>, cuda: T, cpu: T, is_cpu: bool) -> T {
 fn plan(a: &OverlapArgs, cpu: bool) -> Result<Plan> {
     let buckets = opt_or(a.buckets, 8, 4, cpu);
     if buckets == 0 || buckets > 4096 {
-        return Err(Error::BadArgument(format!("--buckets must be 1..=4096 (got {buckets})")));
+        return Err(Error::BadArgument(format!(
+            "--buckets must be 1..=4096 (got {buckets})"
+        )));
     }
-    let sizes_text = a
-        .bucket_size
-        .clone()
-        .unwrap_or_else(|| if cpu { "64KiB".into() } else { "25MiB".into() });
+    let sizes_text =
+        a.bucket_size
+            .clone()
+            .unwrap_or_else(|| if cpu { "64KiB".into() } else { "25MiB".into() });
     let mut sizes = Vec::new();
-    for s in sizes_text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    for s in sizes_text
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         let b = parse_size(s)?;
         if b == 0 || b % 16 != 0 {
             return Err(Error::BadSize {
@@ -302,7 +308,9 @@ fn plan(a: &OverlapArgs, cpu: bool) -> Result<Plan> {
         sizes.push(b);
     }
     if sizes.is_empty() {
-        return Err(Error::BadArgument("--bucket-size needs at least one size".into()));
+        return Err(Error::BadArgument(
+            "--bucket-size needs at least one size".into(),
+        ));
     }
     let kernels = KernelKind::parse_list(&a.kernel)?;
     let contenders = parse_contenders(&a.contenders)?;
@@ -343,7 +351,11 @@ fn plan(a: &OverlapArgs, cpu: bool) -> Result<Plan> {
     let host_check = match a.host_check.trim().to_ascii_lowercase().as_str() {
         "last" => true,
         "none" => false,
-        other => return Err(Error::BadArgument(format!("--host-check {other:?}: last or none"))),
+        other => {
+            return Err(Error::BadArgument(format!(
+                "--host-check {other:?}: last or none"
+            )))
+        }
     };
     Ok(Plan {
         buckets,
@@ -406,8 +418,8 @@ fn write_file(p: &Path, data: &[u8]) -> Result<()> {
 /// Run the benchmark and print its tables; the report for `--json`.
 pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     let cfg = a.common.config()?;
-    let cpu_wanted = cfg.backend == crate::backend::BackendChoice::Cpu
-        || crate::backend::cuda::probe().is_err();
+    let cpu_wanted =
+        cfg.backend == crate::backend::BackendChoice::Cpu || crate::backend::cuda::probe().is_err();
     let p = plan(a, cpu_wanted)?;
     let svg = a.timeline.as_ref().map(|t| t.with_extension("svg"));
     crate::report::check_outputs(a.json.as_deref(), a.timeline.as_deref(), svg.as_deref())
@@ -441,7 +453,11 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
             match Nccl::load(a.nccl_lib.as_deref()) {
                 Err(e) => Some(e.to_string()),
                 Ok(lib) => {
-                    nccl_version = Some(format!("{} ({})", lib.version_string()?, lib.path().display()));
+                    nccl_version = Some(format!(
+                        "{} ({})",
+                        lib.version_string()?,
+                        lib.path().display()
+                    ));
                     match core.nccl_init(&lib) {
                         Ok(()) => None,
                         Err(e @ Error::Unsupported(..)) => Some(e.to_string()),
@@ -519,7 +535,12 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     }
     print_targets(&rep)?;
     let wrong = rep.wrong();
-    let checks: u64 = rep.configs.iter().flat_map(|c| &c.rows).map(|r| r.bucket_checks).sum();
+    let checks: u64 = rep
+        .configs
+        .iter()
+        .flat_map(|c| &c.rows)
+        .map(|r| r.bucket_checks)
+        .sum();
     out(format!(
         "check     : {} ({checks} bucket checks on the device, every bucket of every step; {} elements checked on the host; {wrong} wrong)",
         if wrong == 0 { "PASS" } else { "FAIL" },
@@ -541,7 +562,10 @@ fn alloc(core: &mut Core, p: &Plan, kind: KernelKind, n: usize) -> Result<Bufs> 
         .collect();
     let (x, y) = if kind == KernelKind::Mem && p.passes > 0 {
         let bytes = 4 * n * p.passes as usize * p.buckets;
-        (Some(core.alloc(&vec![bytes; ranks])?), Some(core.alloc(&vec![bytes; ranks])?))
+        (
+            Some(core.alloc(&vec![bytes; ranks])?),
+            Some(core.alloc(&vec![bytes; ranks])?),
+        )
     } else {
         (None, None)
     };
@@ -576,7 +600,14 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     /// Bucket b's kernel of `step`; `full` false: only the values (no FMA,
     /// no pass), to fill the buckets before the communication-alone phase.
-    fn produce(&self, core: &mut Core, b: usize, step: u32, full: bool, tag: Option<SpanTag>) -> Result<()> {
+    fn produce(
+        &self,
+        core: &mut Core,
+        b: usize,
+        step: u32,
+        full: bool,
+        tag: Option<SpanTag>,
+    ) -> Result<()> {
         let n = self.n;
         let bucket = WorkArg::Buf {
             id: self.bufs.buckets[b],
@@ -640,7 +671,12 @@ impl Ctx<'_> {
     /// Check every bucket of `step` on the device: each rank's own values
     /// (`reduced` false) or the sum of all ranks'. Returns the wrong count
     /// and, if any, (rank, bucket, first wrong index).
-    fn check(&self, core: &mut Core, step: u32, reduced: bool) -> Result<(u64, Option<(usize, usize, u64)>)> {
+    fn check(
+        &self,
+        core: &mut Core,
+        step: u32,
+        reduced: bool,
+    ) -> Result<(u64, Option<(usize, usize, u64)>)> {
         let ranks = core.ranks();
         let init: Vec<u64> = (0..self.p.buckets).flat_map(|_| [0, u64::MAX]).collect();
         for r in 0..ranks {
@@ -703,7 +739,9 @@ impl Ctx<'_> {
                 wrong += got
                     .par_iter()
                     .enumerate()
-                    .filter(|(i, g)| g.to_bits() != grad_sum(0, ranks, b as u32, *i as u64, step).to_bits())
+                    .filter(|(i, g)| {
+                        g.to_bits() != grad_sum(0, ranks, b as u32, *i as u64, step).to_bits()
+                    })
                     .count() as u64;
             }
         }
@@ -712,7 +750,14 @@ impl Ctx<'_> {
 }
 
 /// Bucket b's all-reduce by contender `c`, after the work stream.
-fn reduce(core: &mut Core, c: &Contender, bufs: &Bufs, n: usize, b: usize, tag: Option<SpanTag>) -> Result<Vec<Completion>> {
+fn reduce(
+    core: &mut Core,
+    c: &Contender,
+    bufs: &Bufs,
+    n: usize,
+    b: usize,
+    tag: Option<SpanTag>,
+) -> Result<Vec<Completion>> {
     match &c.kind {
         ContenderKind::Nccl => core.launch_nccl_after(
             &NcclCall {
@@ -739,7 +784,10 @@ fn reduce(core: &mut Core, c: &Contender, bufs: &Bufs, n: usize, b: usize, tag: 
             )
             .map(|(_, done)| done)
         }
-        _ => Err(Error::BadArgument(format!("{}: not an overlap contender", c.name))),
+        _ => Err(Error::BadArgument(format!(
+            "{}: not an overlap contender",
+            c.name
+        ))),
     }
 }
 
@@ -822,8 +870,18 @@ fn run_config(
     }
     let mut last_spans: Vec<Vec<WorkSpan>> = vec![Vec::new(); contenders.len()];
     let mut step: u32 = 0;
-    let kernel = |b: usize| Some(SpanTag { what: "kernel", index: b as u32 });
-    let coll = |b: usize| Some(SpanTag { what: "collective", index: b as u32 });
+    let kernel = |b: usize| {
+        Some(SpanTag {
+            what: "kernel",
+            index: b as u32,
+        })
+    };
+    let coll = |b: usize| {
+        Some(SpanTag {
+            what: "collective",
+            index: b as u32,
+        })
+    };
     for s in 0..p.warmup + p.steps {
         let timed = s >= p.warmup;
         let last = s + 1 == p.warmup + p.steps;
@@ -840,7 +898,15 @@ fn run_config(
             let spans = core.take_work_spans()?;
             let compute = phase_us(&spans, ranks, "kernel", Some("kernel"));
             let k_alone = kernel_sum_us(&spans, ranks);
-            tally(row, &cx.check(core, step, false)?, p.buckets * ranks, n, c, "compute alone", step)?;
+            tally(
+                row,
+                &cx.check(core, step, false)?,
+                p.buckets * ranks,
+                n,
+                c,
+                "compute alone",
+                step,
+            )?;
             // -- communication alone
             step = step.wrapping_add(1);
             for b in 0..p.buckets {
@@ -855,7 +921,15 @@ fn run_config(
             core.synchronize()?;
             let spans = core.take_work_spans()?;
             let comm = phase_us(&spans, ranks, "collective", Some("collective"));
-            tally(row, &cx.check(core, step, true)?, p.buckets * ranks, n, c, "communication alone", step)?;
+            tally(
+                row,
+                &cx.check(core, step, true)?,
+                p.buckets * ranks,
+                n,
+                c,
+                "communication alone",
+                step,
+            )?;
             // -- the overlapped step
             step = step.wrapping_add(1);
             let gate = open_phase(core, p.gate && s > 0)?;
@@ -868,13 +942,24 @@ fn run_config(
             let spans = core.take_work_spans()?;
             let overlapped = phase_us(&spans, ranks, "kernel", None);
             let k_over = kernel_sum_us(&spans, ranks);
-            tally(row, &cx.check(core, step, true)?, p.buckets * ranks, n, c, "overlapped step", step)?;
+            tally(
+                row,
+                &cx.check(core, step, true)?,
+                p.buckets * ranks,
+                n,
+                c,
+                "overlapped step",
+                step,
+            )?;
             if last && p.host_check {
                 let (elems, wrong) = cx.host_check(core, step)?;
                 row.host_checked_elements += elems;
                 row.host_wrong += wrong;
                 if wrong > 0 {
-                    eprintln!("overlap: {}: the host check of the last step found {wrong} wrong elements", c.name);
+                    eprintln!(
+                        "overlap: {}: the host check of the last step found {wrong} wrong elements",
+                        c.name
+                    );
                 }
             }
             if timed {
@@ -1007,7 +1092,18 @@ fn print_config(c: &ConfigResult, p: &Plan, ranks: usize, cpu: bool) -> Result<(
     ))?;
     out(format!(
         "   {:<10} {:<14} {:>10} {:>10} {:>10} {:>10} {:>8} {:>11} {:>11} {:>9} {:>8} {:>6}",
-        "contender", "path", "compute", "comm", "step", "ideal", "overlap", "kern alone", "kern ovl", "slowdown", "checks", "wrong"
+        "contender",
+        "path",
+        "compute",
+        "comm",
+        "step",
+        "ideal",
+        "overlap",
+        "kern alone",
+        "kern ovl",
+        "slowdown",
+        "checks",
+        "wrong"
     ))?;
     out(format!(
         "   {:<10} {:<14} {:>10} {:>10} {:>10} {:>10} {:>8} {:>11} {:>11} {:>9} {:>8} {:>6}",
@@ -1048,7 +1144,11 @@ fn print_targets(rep: &OverlapReport) -> Result<()> {
                 r.step_us,
                 nccl.step_us,
                 r.step_us / nccl.step_us.max(1e-9),
-                if r.step_us <= nccl.step_us { "met (<= nccl)" } else { "NOT met" }
+                if r.step_us <= nccl.step_us {
+                    "met (<= nccl)"
+                } else {
+                    "NOT met"
+                }
             ));
         }
         if c.kernel == "fma" {
@@ -1082,7 +1182,11 @@ pub fn timeline_svg(rep: &OverlapReport) -> String {
     let plot = W - LEFT - 20.0;
     let mut body = String::new();
     let mut y = 30.0;
-    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
     for cfg in &rep.timeline {
         // Each rank's times from its first kernel start; one scale per
         // configuration.
@@ -1119,7 +1223,10 @@ pub fn timeline_svg(rep: &OverlapReport) -> String {
         ));
         y += 8.0;
         for (name, r, spans) in &shifted {
-            for (stream, color, label) in [("work", "#4878a8", "kernels"), ("comm", "#e08a2c", "all-reduce")] {
+            for (stream, color, label) in [
+                ("work", "#4878a8", "kernels"),
+                ("comm", "#e08a2c", "all-reduce"),
+            ] {
                 y += ROW;
                 body.push_str(&format!(
                     "<text x=\"10\" y=\"{:.1}\" font-size=\"10\">{} r{r} {label}</text>\n",
@@ -1143,7 +1250,11 @@ pub fn timeline_svg(rep: &OverlapReport) -> String {
                         "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"8\" fill=\"white\">{}</text>\n",
                         x + 1.0,
                         y - 3.0,
-                        if w > 10.0 { s.index.to_string() } else { String::new() }
+                        if w > 10.0 {
+                            s.index.to_string()
+                        } else {
+                            String::new()
+                        }
                     ));
                 }
             }
@@ -1179,8 +1290,22 @@ mod tests {
     fn cpu_overlap_checks_every_bucket() {
         for ranks in ["2", "3"] {
             let a = args(&[
-                "--ranks", ranks, "--buckets", "3", "--bucket-size", "4KiB,48KiB", "--steps", "2",
-                "--warmup", "1", "--fmas", "32", "--passes", "2", "--contenders", "ring,auto,nccl",
+                "--ranks",
+                ranks,
+                "--buckets",
+                "3",
+                "--bucket-size",
+                "4KiB,48KiB",
+                "--steps",
+                "2",
+                "--warmup",
+                "1",
+                "--fmas",
+                "32",
+                "--passes",
+                "2",
+                "--contenders",
+                "ring,auto,nccl",
             ]);
             let rep = run(&a).unwrap();
             assert_eq!(rep.wrong(), 0);
@@ -1224,7 +1349,10 @@ mod tests {
         assert!(bad(&["--comm-priority", "low"]).contains("high or default"));
         assert!(bad(&["--steps", "0"]).contains("at least 1"));
         let p = plan(&args(&[]), false).unwrap();
-        assert_eq!((p.buckets, p.sizes.clone(), p.fma_iters, p.passes), (8, vec![25 << 20], 16, 4));
+        assert_eq!(
+            (p.buckets, p.sizes.clone(), p.fma_iters, p.passes),
+            (8, vec![25 << 20], 16, 4)
+        );
     }
 
     #[test]

@@ -170,7 +170,9 @@ impl<'id> Stream<'id> {
         }
         // SAFETY: a live event of this stream's context (same primary
         // context of the same device, checked), a live stream.
-        check("cuEventRecord", unsafe { sys::cuEventRecord(ev.ev, self.s) })
+        check("cuEventRecord", unsafe {
+            sys::cuEventRecord(ev.ev, self.s)
+        })
     }
 
     /// Stop this stream until the host stores a value `>= value` into the
@@ -254,7 +256,9 @@ impl RawStream {
         let s: sys::CUstream = stream.cast();
         let mut ctx = std::ptr::null_mut();
         // SAFETY: the caller guarantees a live stream; valid out-pointer.
-        check("cuStreamGetCtx", unsafe { sys::cuStreamGetCtx(s, &mut ctx) })?;
+        check("cuStreamGetCtx", unsafe {
+            sys::cuStreamGetCtx(s, &mut ctx)
+        })?;
         if ctx != primary.ctx {
             return Err(err(
                 "cuStreamGetCtx",
@@ -297,7 +301,9 @@ impl RawStream {
         self.primary.with("cuStreamWaitEvent", || {
             // SAFETY: a live stream (the from_raw contract) with its context
             // pushed, a live event.
-            check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(s, e, 0) })
+            check("cuStreamWaitEvent", unsafe {
+                sys::cuStreamWaitEvent(s, e, 0)
+            })
         })
     }
 }

@@ -86,7 +86,7 @@ pub fn compute_module() -> KernelModule {
     }
 }
 
-use Param::{F32, Ptr, U32, U64};
+use Param::{Ptr, F32, U32, U64};
 
 const FMA_PARAMS: &[Param] = &[Ptr, U64, U32, F32, F32, U32, U32, U32];
 const MEM_PARAMS: &[Param] = &[Ptr, U64, Ptr, Ptr, U32, F32, U32, U32, U32];
@@ -117,10 +117,16 @@ fn u64_of(a: &ArgView) -> u64 {
 
 fn covers(what: &str, range: (usize, usize), need: usize, align: usize) -> Result<(), String> {
     if range.1 < need {
-        return Err(format!("{what}: {need} bytes needed, the range has {}", range.1));
+        return Err(format!(
+            "{what}: {need} bytes needed, the range has {}",
+            range.1
+        ));
     }
     if range.0 % align != 0 {
-        return Err(format!("{what}: offset {} is not a multiple of {align}", range.0));
+        return Err(format!(
+            "{what}: offset {} is not a multiple of {align}",
+            range.0
+        ));
     }
     Ok(())
 }
@@ -320,7 +326,10 @@ impl<'id> Stream<'id> {
     ) -> CuResult<()> {
         const CALL: &str = "cuLaunchKernel(work)";
         if k.key != w.key() {
-            return Err(err(CALL, format!("{} launched with another kernel's handle", w.entry)));
+            return Err(err(
+                CALL,
+                format!("{} launched with another kernel's handle", w.entry),
+            ));
         }
         if !(1..=1024).contains(&block) || grid > i32::MAX as u32 {
             return Err(err(CALL, format!("a launch of {grid} x {block} threads")));
@@ -378,7 +387,10 @@ mod tests {
     fn builtin_checks_refuse_ranges_the_kernels_would_overrun() {
         let fma = WorkKernel::builtin(Builtin::GradFma);
         let ok = [
-            ArgView::Buf { offset: 0, bytes: 400 },
+            ArgView::Buf {
+                offset: 0,
+                bytes: 400,
+            },
             ArgView::U64(100),
             ArgView::U32(1),
             ArgView::F32(0.999),
@@ -398,16 +410,40 @@ mod tests {
         let mem = WorkKernel::builtin(Builtin::GradMem);
         let b = |offset, bytes| ArgView::Buf { offset, bytes };
         let args = |n: u64, x: ArgView| {
-            [b(0, 64), ArgView::U64(n), x, b(0, 128), ArgView::U32(2), ArgView::F32(0.5),
-             ArgView::U32(0), ArgView::U32(0), ArgView::U32(0)]
+            [
+                b(0, 64),
+                ArgView::U64(n),
+                x,
+                b(0, 128),
+                ArgView::U32(2),
+                ArgView::F32(0.5),
+                ArgView::U32(0),
+                ArgView::U32(0),
+                ArgView::U32(0),
+            ]
         };
         assert_eq!(mem.check_args(&args(16, b(0, 128))), Ok(()));
         assert!(mem.check_args(&args(16, b(0, 124))).is_err(), "x too short");
-        assert!(mem.check_args(&args(16, b(4, 128))).is_err(), "x misaligned");
-        assert!(mem.check_args(&args(14, b(0, 128))).is_err(), "n not a multiple of 4");
+        assert!(
+            mem.check_args(&args(16, b(4, 128))).is_err(),
+            "x misaligned"
+        );
+        assert!(
+            mem.check_args(&args(14, b(0, 128))).is_err(),
+            "n not a multiple of 4"
+        );
         let chk = WorkKernel::builtin(Builtin::GradCheck);
-        let c = |ctr| [b(0, 40), ArgView::U64(10), ctr, ArgView::U32(0), ArgView::U32(2),
-                       ArgView::U32(0), ArgView::U32(0)];
+        let c = |ctr| {
+            [
+                b(0, 40),
+                ArgView::U64(10),
+                ctr,
+                ArgView::U32(0),
+                ArgView::U32(2),
+                ArgView::U32(0),
+                ArgView::U32(0),
+            ]
+        };
         assert_eq!(chk.check_args(&c(b(8, 16))), Ok(()));
         assert!(chk.check_args(&c(b(8, 15))).is_err());
         assert!(chk.check_args(&c(b(4, 16))).is_err());
@@ -421,7 +457,13 @@ mod tests {
         let k = unsafe { WorkKernel::from_ptx(compute_module(), "user_entry", PARAMS) };
         assert_eq!(k.builtin_kind(), None);
         assert_eq!(
-            k.check_args(&[ArgView::Buf { offset: 3, bytes: 1 }, ArgView::U32(7)]),
+            k.check_args(&[
+                ArgView::Buf {
+                    offset: 3,
+                    bytes: 1
+                },
+                ArgView::U32(7)
+            ]),
             Ok(())
         );
         assert!(k.check_args(&[ArgView::U32(7), ArgView::U32(7)]).is_err());

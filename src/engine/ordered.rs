@@ -175,9 +175,9 @@ impl<T: Element> Engine<T> {
         after: &After,
     ) -> Result<OrderedCall> {
         let (shape, bind) = self.device_call(collective, send, recv, count)?;
-        let (plan, done) = self
-            .core_mut()
-            .launch_after(None, shape, T::DTYPE, op, bind, after, None)?;
+        let (plan, done) =
+            self.core_mut()
+                .launch_after(None, shape, T::DTYPE, op, bind, after, None)?;
         Ok(OrderedCall {
             info: CallInfo::of(&plan),
             done,
@@ -208,7 +208,14 @@ mod tests {
     #[test]
     fn every_collective_in_and_out_of_place_matches_the_plain_call() {
         for ranks in [2usize, 3] {
-            for algo in ["auto", "ring", "ring:pipe2", "oneshot", "oneshot:flag", "ps"] {
+            for algo in [
+                "auto",
+                "ring",
+                "ring:pipe2",
+                "oneshot",
+                "oneshot:flag",
+                "ps",
+            ] {
                 let choice: AlgoChoice = algo.parse().unwrap();
                 for collective in Collective::ALL {
                     for in_place in [false, true] {
@@ -224,7 +231,11 @@ mod tests {
                         }
                         let mut e = Engine::<i32>::new(EngineConfig::cpu(ranks)).unwrap();
                         let inputs: Vec<Vec<i32>> = (0..ranks)
-                            .map(|r| (0..shape.input(r).len()).map(|i| (i * 7 + r * 3) as i32 % 50).collect())
+                            .map(|r| {
+                                (0..shape.input(r).len())
+                                    .map(|i| (i * 7 + r * 3) as i32 % 50)
+                                    .collect()
+                            })
                             .collect();
                         let sh = e.load(collective, &inputs, in_place).unwrap();
                         e.run(Some(&choice), &sh, ReduceOp::Sum).unwrap();
@@ -234,11 +245,23 @@ mod tests {
                         let bind = Arc::new(vec![Binding::DEFAULT; ranks]);
                         let (_, done) = e
                             .core_mut()
-                            .launch_after(Some(&choice), sh, DataType::Int32, ReduceOp::Sum, bind, &After::Work, None)
+                            .launch_after(
+                                Some(&choice),
+                                sh,
+                                DataType::Int32,
+                                ReduceOp::Sum,
+                                bind,
+                                &After::Work,
+                                None,
+                            )
                             .unwrap();
                         assert_eq!(done.len(), ranks);
                         assert!(done.iter().all(|d| d.is_complete().unwrap()));
-                        assert_eq!(e.read_output(&sh).unwrap(), want, "{algo} {collective} in place {in_place}");
+                        assert_eq!(
+                            e.read_output(&sh).unwrap(),
+                            want,
+                            "{algo} {collective} in place {in_place}"
+                        );
                     }
                 }
             }
@@ -255,7 +278,9 @@ mod tests {
         }
         let shape = e.shape(Collective::AllReduce, 10, false);
         e.core_mut().prepare(None, shape).unwrap();
-        let c = e.all_reduce_after(&send, &recv, 10, ReduceOp::Sum, &After::Nothing).unwrap();
+        let c = e
+            .all_reduce_after(&send, &recv, 10, ReduceOp::Sum, &After::Nothing)
+            .unwrap();
         assert_eq!(c.done.len(), 3);
         for r in 0..3 {
             assert_eq!(e.read_buffer(&recv, r).unwrap(), vec![3.0; 10]);

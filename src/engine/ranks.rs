@@ -119,7 +119,13 @@ impl<T: Element> RankComm<T> {
     }
 
     /// Deposit this rank's part; the last rank to arrive runs the call.
-    fn call(&self, collective: Collective, input: Vec<T>, in_place: bool, op: ReduceOp) -> Result<Vec<T>> {
+    fn call(
+        &self,
+        collective: Collective,
+        input: Vec<T>,
+        in_place: bool,
+        op: ReduceOp,
+    ) -> Result<Vec<T>> {
         let sh = &*self.shared;
         let mut round = guard(&sh.round);
         if round.args[self.rank].is_some() {

@@ -92,7 +92,10 @@ impl<'id> Rank<'id> {
     /// A completion event nobody holds any more, or a new one.
     fn done_event(&mut self) -> Result<Arc<DoneEvent>> {
         let e = self.werr();
-        let w = self.work.as_mut().ok_or_else(|| Error::Plan("no work state".into()))?;
+        let w = self
+            .work
+            .as_mut()
+            .ok_or_else(|| Error::Plan("no work state".into()))?;
         if let Some(d) = w.done.iter().find(|d| Arc::strong_count(d) == 1) {
             return Ok(d.clone());
         }
@@ -110,17 +113,30 @@ impl<'id> Rank<'id> {
             return Ok(None);
         }
         let e = self.werr();
-        let w = self.work.as_mut().ok_or_else(|| Error::Plan("no work state".into()))?;
+        let w = self
+            .work
+            .as_mut()
+            .ok_or_else(|| Error::Plan("no work state".into()))?;
         let ev = match w.spare.pop() {
             Some(ev) => ev,
             None => self.ctx.timing_event().map_err(&e)?,
         };
-        let s = if stream < 2 { &self.lanes[stream] } else { &w.stream };
+        let s = if stream < 2 {
+            &self.lanes[stream]
+        } else {
+            &w.stream
+        };
         s.record_timing(&ev).map_err(&e)?;
         Ok(Some(ev))
     }
 
-    fn keep_span(&mut self, tag: Option<SpanTag>, stream: &'static str, a: Option<TimingEvent<'id>>, b: Option<TimingEvent<'id>>) {
+    fn keep_span(
+        &mut self,
+        tag: Option<SpanTag>,
+        stream: &'static str,
+        a: Option<TimingEvent<'id>>,
+        b: Option<TimingEvent<'id>>,
+    ) {
         if let (Some(t), Some(a), Some(b), Some(w)) = (tag, a, b, self.work.as_mut()) {
             w.spans.push((t, stream, a, b));
         }
@@ -298,7 +314,10 @@ impl<'id> Rank<'id> {
     pub(super) fn work_gate(&mut self) -> Result<(Arc<HostMapped>, u32)> {
         self.ensure_work()?;
         let e = self.werr();
-        let w = self.work.as_mut().ok_or_else(|| Error::Plan("no work state".into()))?;
+        let w = self
+            .work
+            .as_mut()
+            .ok_or_else(|| Error::Plan("no work state".into()))?;
         let next = w.gate_seq.wrapping_add(1);
         w.stream.wait_host_word(&w.gate, 0, next).map_err(&e)?;
         w.gate_seq = next;
@@ -310,7 +329,10 @@ impl<'id> Rank<'id> {
         self.ensure_work()?;
         let e = self.werr();
         let base = self.ctx.timing_event().map_err(&e)?;
-        let w = self.work.as_mut().ok_or_else(|| Error::Plan("no work state".into()))?;
+        let w = self
+            .work
+            .as_mut()
+            .ok_or_else(|| Error::Plan("no work state".into()))?;
         w.stream.record_timing(&base).map_err(&e)?;
         for (_, _, a, b) in w.spans.drain(..) {
             w.spare.push(a);
