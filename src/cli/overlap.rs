@@ -586,6 +586,10 @@ fn free(core: &mut Core, b: Bufs) -> Result<()> {
     Ok(())
 }
 
+/// A device check's outcome: the wrong count and, if any, (rank, bucket,
+/// first wrong index).
+type Checked = (u64, Option<(usize, usize, u64)>);
+
 /// What the kernels and checks share: the kernels, the plan, the buffers.
 struct Ctx<'a> {
     p: &'a Plan,
@@ -671,12 +675,7 @@ impl Ctx<'_> {
     /// Check every bucket of `step` on the device: each rank's own values
     /// (`reduced` false) or the sum of all ranks'. Returns the wrong count
     /// and, if any, (rank, bucket, first wrong index).
-    fn check(
-        &self,
-        core: &mut Core,
-        step: u32,
-        reduced: bool,
-    ) -> Result<(u64, Option<(usize, usize, u64)>)> {
+    fn check(&self, core: &mut Core, step: u32, reduced: bool) -> Result<Checked> {
         let ranks = core.ranks();
         let init: Vec<u64> = (0..self.p.buckets).flat_map(|_| [0, u64::MAX]).collect();
         for r in 0..ranks {
@@ -1042,7 +1041,7 @@ fn open_phase(core: &mut Core, gated: bool) -> Result<Gate> {
 /// Add one step's device check to a row (and report a failure at once).
 fn tally(
     row: &mut Row,
-    got: &(u64, Option<(usize, usize, u64)>),
+    got: &Checked,
     checks: usize,
     n: usize,
     c: &Contender,

@@ -63,13 +63,17 @@ impl ArgView {
     }
 }
 
+/// A built-in kernel's check of a launch's arguments (an error says what
+/// is wrong).
+pub type ArgCheck = fn(&[ArgView]) -> Result<(), String>;
+
 /// A kernel for the work stream (see the module doc).
 #[derive(Debug, Clone)]
 pub struct WorkKernel {
     module: KernelModule,
     entry: &'static str,
     params: &'static [Param],
-    check: Option<fn(&[ArgView]) -> Result<(), String>>,
+    check: Option<ArgCheck>,
     builtin: Option<Builtin>,
 }
 
@@ -196,7 +200,7 @@ impl WorkKernel {
     /// ranges their checks require), and the emulator tests
     /// (`scripts/test_compute_ptx.py`) run them between guard zones.
     pub fn builtin(b: Builtin) -> WorkKernel {
-        let (entry, params, check): (_, _, fn(&[ArgView]) -> Result<(), String>) = match b {
+        let (entry, params, check): (_, _, ArgCheck) = match b {
             Builtin::GradFma => ("rr_grad_fma", FMA_PARAMS, check_fma),
             Builtin::GradMem => ("rr_grad_mem", MEM_PARAMS, check_mem),
             Builtin::GradCheck => ("rr_grad_check", CHECK_PARAMS, check_check),
