@@ -59,7 +59,7 @@ pub struct StaticPath(pub Arc<Plan>);
 
 impl StaticPath {
     /// Build the plan once (validated in debug builds).
-    pub fn new(plan: Plan) -> Box<dyn Path> {
+    pub fn boxed(plan: Plan) -> Box<dyn Path> {
         Box::new(StaticPath(Arc::new(plan)))
     }
 }
@@ -131,16 +131,11 @@ pub fn parse(name: &str) -> std::result::Result<Arc<dyn Algorithm>, String> {
 }
 
 /// What the user asks for; `Auto` picks by shape (see [`AlgoChoice::resolve`]).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub enum AlgoChoice {
+    #[default]
     Auto,
     Fixed(Arc<dyn Algorithm>),
-}
-
-impl Default for AlgoChoice {
-    fn default() -> Self {
-        AlgoChoice::Auto
-    }
 }
 
 impl PartialEq for AlgoChoice {

@@ -172,17 +172,17 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
                 choice = pick.clone();
             }
         }
-        if !engines.contains_key(&n) {
-            let mut cfg = EngineConfig {
-                ranks: n,
-                ..base.clone()
-            };
-            cfg.algo = AlgoChoice::Auto;
-            engines.insert(n, Engine::<u8>::new(cfg)?.into_core());
-        }
-        let core = engines
-            .remove(&n)
-            .ok_or_else(|| Error::Plan("engine cache".into()))?;
+        let core = match engines.remove(&n) {
+            Some(c) => c,
+            None => {
+                let mut cfg = EngineConfig {
+                    ranks: n,
+                    ..base.clone()
+                };
+                cfg.algo = AlgoChoice::Auto;
+                Engine::<u8>::new(cfg)?.into_core()
+            }
+        };
         let seed = rng.next_u64();
         let desc = format!(
             "call {i}: {n} ranks {coll} {} {} count {count} {} {} {}",

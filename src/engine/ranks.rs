@@ -33,12 +33,15 @@ struct Arg<T> {
     input: Vec<T>,
 }
 
+/// Every rank's outcome of one call (taken by each rank as it reads it).
+type Outcomes<T> = Vec<Option<Result<Vec<T>>>>;
+
 struct Round<T> {
     /// The call being assembled.
     seq: u64,
     args: Vec<Option<Arg<T>>>,
     /// Outcomes of finished calls: (seq, per-rank result).
-    done: Option<(u64, Vec<Option<Result<Vec<T>>>>)>,
+    done: Option<(u64, Outcomes<T>)>,
 }
 
 struct Shared<T: Element> {
