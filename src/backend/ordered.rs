@@ -138,7 +138,8 @@ impl Completion {
 /// [`StreamOrdered::work_gate`]): what is issued behind it waits until
 /// [`Gate::open`], so a whole step reaches the GPUs before any of it runs,
 /// as when the host runs far ahead of the GPU in training. Dropping the
-/// gate opens it.
+/// gate opens it, and so does anything that drains the engine
+/// (synchronize, read, write, a buffer allocation).
 #[derive(Default)]
 pub struct Gate {
     words: Vec<(Arc<HostMapped>, u32)>,
@@ -286,9 +287,8 @@ pub trait StreamOrdered {
     /// Make rank r's work stream wait (on the GPU) for `done[r]`.
     fn work_wait(&mut self, done: &[Completion]) -> Result<()>;
 
-    /// Close a gate on every rank's work stream (see [`Gate`]). Nothing may
-    /// drain the engine while it is closed (a drain would wait for it until
-    /// the timeout).
+    /// Close a gate on every rank's work stream (see [`Gate`]); a drain of
+    /// the engine opens it.
     fn work_gate(&mut self) -> Result<Gate>;
 
     /// Start a new timing window: forget the spans so far and make "now" on

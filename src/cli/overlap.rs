@@ -225,6 +225,9 @@ pub struct ConfigResult {
     pub hbm_bytes_per_bucket: f64,
     /// The kernel's time per bucket on an H200 by the roofline model.
     pub model_us_per_bucket: f64,
+    /// The best overlap efficiency a pipeline of this many buckets can
+    /// reach: (buckets - 1) / buckets (docs/ALGORITHM.md §8).
+    pub max_efficiency: f64,
     pub rows: Vec<Row>,
 }
 
@@ -474,6 +477,8 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     }
     core.set_comm_priority(p.high)?;
     let mut p = p;
+    // The CPU runs every kernel and call when issued: nothing to hold back.
+    p.gate &= !cpu;
     if p.gate {
         match core.work_gate() {
             Ok(g) => g.open(),
@@ -486,12 +491,20 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     }
     let info = core.info().clone();
     out(format!(
-        "ringreduce overlap: {ranks} ranks, {} buckets per step, {} timed steps (median) after {} warm-up, collectives' streams at {} priority, {}",
+        "ringreduce overlap: {ranks} ranks, {} buckets per step, {} timed steps (median) after {} warm-up; collectives' streams: {}; {}",
         p.buckets,
         p.steps,
         p.warmup,
-        if p.high { "high" } else { "default" },
-        if p.gate {
+        if cpu {
+            "no priorities on the CPU"
+        } else if p.high {
+            "high priority"
+        } else {
+            "default priority"
+        },
+        if cpu {
+            "no gate (the CPU runs each kernel and call when issued)"
+        } else if p.gate {
             "each phase issued behind a gate, then released"
         } else {
             "no gate (the GPUs start as the host issues)"
@@ -542,8 +555,9 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
         .map(|r| r.bucket_checks)
         .sum();
     out(format!(
-        "check     : {} ({checks} bucket checks on the device, every bucket of every step; {} elements checked on the host; {wrong} wrong)",
+        "check     : {} ({checks} bucket checks by rr_grad_check{}, every bucket of every step; {} elements of the last steps checked again on the host; {wrong} wrong)",
         if wrong == 0 { "PASS" } else { "FAIL" },
+        if cpu { " (run by the host on the CPU backend)" } else { " on the GPUs" },
         rep.configs.iter().flat_map(|c| &c.rows).map(|r| r.host_checked_elements).sum::<u64>()
     ))?;
     Ok(rep)
@@ -1019,6 +1033,7 @@ fn run_config(
             flop_per_bucket: flop,
             hbm_bytes_per_bucket: hbm,
             model_us_per_bucket: us,
+            max_efficiency: (p.buckets as f64 - 1.0) / p.buckets as f64,
             rows,
         },
         tl,
@@ -1088,6 +1103,11 @@ fn print_config(c: &ConfigResult, p: &Plan, ranks: usize, cpu: bool) -> Result<(
         c.model_us_per_bucket,
         c.model_us_per_bucket * p.buckets as f64,
         if cpu { " (not this machine)" } else { "" }
+    ))?;
+    out(format!(
+        "   overlap efficiency = (compute + comm - step) / min(compute, comm); at most (B-1)/B = {:.1}% with {} buckets",
+        100.0 * c.max_efficiency,
+        c.buckets
     ))?;
     out(format!(
         "   {:<10} {:<14} {:>10} {:>10} {:>10} {:>10} {:>8} {:>11} {:>11} {:>9} {:>8} {:>6}",

@@ -132,8 +132,8 @@ impl Core {
     }
 
     /// Close a gate at the head of every rank's work stream; what is
-    /// issued behind it runs once the returned [`Gate`] is opened (or
-    /// dropped). Do not synchronize, read or write while it is closed.
+    /// issued behind it runs once the returned [`Gate`] is opened or
+    /// dropped, or anything drains the engine (synchronize, read, write).
     pub fn work_gate(&mut self) -> Result<Gate> {
         let r = self.ordered_backend()?.work_gate();
         self.track(r)

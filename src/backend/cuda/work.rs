@@ -81,10 +81,14 @@ impl<'id> Rank<'id> {
     }
 
     /// Wait (bounded) until the work stream is idle: part of [`Rank::sync`],
-    /// so memory is never freed under a work kernel.
+    /// so memory is never freed under a work kernel. A gate still closed is
+    /// opened first: a drain behind it could only time out.
     pub(super) fn sync_work(&self, limit: Duration) -> Result<()> {
         match &self.work {
-            Some(w) => w.stream.wait_idle(limit).map_err(self.werr()),
+            Some(w) => {
+                w.gate.store_u32(0, w.gate_seq);
+                w.stream.wait_idle(limit).map_err(self.werr())
+            }
             None => Ok(()),
         }
     }
