@@ -156,7 +156,7 @@ impl KernelKind {
 
 /// Everything the run needs, validated.
 #[derive(Debug, Clone)]
-struct Plan {
+struct Settings {
     buckets: usize,
     sizes: Vec<u64>,
     kernels: Vec<KernelKind>,
@@ -284,7 +284,7 @@ fn opt_or<T: Copy>(v: Option<T>, cuda: T, cpu: T, is_cpu: bool) -> T {
 }
 
 /// Validate the arguments (before any engine exists).
-fn plan(a: &OverlapArgs, cpu: bool) -> Result<Plan> {
+fn settings(a: &OverlapArgs, cpu: bool) -> Result<Settings> {
     let buckets = opt_or(a.buckets, 8, 4, cpu);
     if buckets == 0 || buckets > 4096 {
         return Err(Error::BadArgument(format!(
@@ -360,7 +360,7 @@ fn plan(a: &OverlapArgs, cpu: bool) -> Result<Plan> {
             )))
         }
     };
-    Ok(Plan {
+    Ok(Settings {
         buckets,
         sizes,
         kernels,
@@ -423,7 +423,7 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     let cfg = a.common.config()?;
     let cpu_wanted =
         cfg.backend == crate::backend::BackendChoice::Cpu || crate::backend::cuda::probe().is_err();
-    let p = plan(a, cpu_wanted)?;
+    let p = settings(a, cpu_wanted)?;
     let svg = a.timeline.as_ref().map(|t| t.with_extension("svg"));
     crate::report::check_outputs(a.json.as_deref(), a.timeline.as_deref(), svg.as_deref())
         .map_err(|e| Error::Report(e.to_string()))?;
@@ -564,7 +564,7 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
 }
 
 /// Allocate one configuration's buffers.
-fn alloc(core: &mut Core, p: &Plan, kind: KernelKind, n: usize) -> Result<Bufs> {
+fn alloc(core: &mut Core, p: &Settings, kind: KernelKind, n: usize) -> Result<Bufs> {
     let ranks = core.ranks();
     let mut buckets = Vec::with_capacity(p.buckets);
     for _ in 0..p.buckets {
@@ -606,7 +606,7 @@ type Checked = (u64, Option<(usize, usize, u64)>);
 
 /// What the kernels and checks share: the kernels, the plan, the buffers.
 struct Ctx<'a> {
-    p: &'a Plan,
+    p: &'a Settings,
     kind: KernelKind,
     n: usize,
     bufs: &'a Bufs,
@@ -845,7 +845,7 @@ fn kernel_sum_us(spans: &[WorkSpan], ranks: usize) -> f64 {
 
 fn run_config(
     core: &mut Core,
-    p: &Plan,
+    p: &Settings,
     contenders: &[Contender],
     kind: KernelKind,
     bytes: usize,
@@ -1075,7 +1075,7 @@ fn tally(
     Ok(())
 }
 
-fn print_config(c: &ConfigResult, p: &Plan, ranks: usize, cpu: bool) -> Result<()> {
+fn print_config(c: &ConfigResult, p: &Settings, ranks: usize, cpu: bool) -> Result<()> {
     out("")?;
     let what = match c.kernel {
         "fma" => format!(
@@ -1360,14 +1360,14 @@ mod tests {
 
     #[test]
     fn arguments_are_checked_before_anything_runs() {
-        let bad = |extra: &[&str]| plan(&args(extra), true).unwrap_err().to_string();
+        let bad = |extra: &[&str]| settings(&args(extra), true).unwrap_err().to_string();
         assert!(bad(&["--bucket-size", "100"]).contains("multiple of 16"));
         assert!(bad(&["--fmas", "33"]).contains("multiple of 32"));
         assert!(bad(&["--kernel", "gemm"]).contains("unknown kernel"));
         assert!(bad(&["--contenders", "nccl:graph"]).contains("no graphs"));
         assert!(bad(&["--comm-priority", "low"]).contains("high or default"));
         assert!(bad(&["--steps", "0"]).contains("at least 1"));
-        let p = plan(&args(&[]), false).unwrap();
+        let p = settings(&args(&[]), false).unwrap();
         assert_eq!(
             (p.buckets, p.sizes.clone(), p.fma_iters, p.passes),
             (8, vec![25 << 20], 16, 4)
