@@ -64,6 +64,17 @@ impl Contender {
         Ok(Contender { name, kind })
     }
 
+    /// Why this contender cannot run `shape` (an algorithm that refuses the
+    /// collective, the rank count or the place), or `None`.
+    pub fn refusal(&self, shape: &Shape) -> Option<String> {
+        match &self.kind {
+            ContenderKind::Engine(c) | ContenderKind::EngineGraph(c) => {
+                c.resolve(shape).err().map(|e| e.to_string())
+            }
+            ContenderKind::Nccl | ContenderKind::NcclGraph => None,
+        }
+    }
+
     /// Collectives per launch: [`GRAPH_CALLS`] for a graph replay, else 1.
     pub fn calls_per_launch(&self) -> usize {
         match self.kind {
@@ -385,6 +396,12 @@ pub fn measure_row<T: Element>(
     let mut cells = Vec::new();
     for in_place in [false, true] {
         let shape = e.load(collective, &inputs, in_place)?;
+        // A path that refuses this shape (see `Contender::refusal`, which
+        // the sweep reports once): an empty cell.
+        if c.refusal(&shape).is_some() {
+            cells.push(None);
+            continue;
+        }
         match prepare(e, c, &shape, op) {
             Ok(Some(p)) => {
                 if !paths.contains(&p) {

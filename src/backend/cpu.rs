@@ -69,6 +69,8 @@ struct Run {
     call: Call,
     board: Arc<SignalBoard>,
     gen: u64,
+    /// The backend's call number (1-based), for fault injection.
+    call_no: u64,
     faults: FaultPlan,
     epoch: Instant,
 }
@@ -79,6 +81,7 @@ pub struct CpuBackend {
     threads: RankThreads<Job, Vec<OpTime>>,
     board: Arc<SignalBoard>,
     gen: u64,
+    calls: u64,
     abort: AbortHandle,
     timeout: Duration,
     faults: FaultPlan,
@@ -137,6 +140,7 @@ impl CpuBackend {
             threads,
             board: Arc::new(SignalBoard::new(0, abort.clone(), timeout)),
             gen: 0,
+            calls: 0,
             abort,
             timeout,
             faults,
@@ -162,7 +166,7 @@ fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> {
     let ns = |t: Instant| t.duration_since(run.epoch).as_secs_f64() * 1e9;
     for (i, op) in plan.ops[r].iter().enumerate() {
         let at = || op_desc(plan, r, i);
-        match run.faults.at(r, i, run.gen) {
+        match run.faults.at(r, i, run.call_no) {
             Some(Fault::Panic) => panic!("injected panic at {}", at()),
             Some(Fault::Stall) => {
                 return Err(run
@@ -504,10 +508,12 @@ impl Backend for CpuBackend {
             self.gen = 0;
         }
         self.gen += 1;
+        self.calls += 1;
         let run = Arc::new(Run {
             call: call.clone(),
             board: self.board.clone(),
             gen: self.gen,
+            call_no: self.calls,
             faults: self.faults.clone(),
             epoch: self.epoch,
         });

@@ -131,6 +131,49 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         largest,
         &format!("the sweep's largest row ({})", format_bytes(max)),
     )?;
+    // The cold-start measurement runs one f32 all-reduce of --cold-size.
+    let cold_shape = crate::plan::Shape {
+        collective: Collective::AllReduce,
+        ranks,
+        count: usize::try_from(cold / 4).unwrap_or(usize::MAX),
+        elem_size: 4,
+        in_place: false,
+    };
+    check_host_memory(
+        crate::cli::run::host_bytes(
+            &cold_shape,
+            cfg.backend == crate::backend::BackendChoice::Cpu,
+        ),
+        &format!(
+            "the cold-start measurement (--cold-size {})",
+            format_bytes(cold)
+        ),
+    )?;
+    // Paths that refuse a requested collective (or place) leave those cells
+    // empty; say so once, before measuring.
+    let mut refusals = Vec::new();
+    for c in &contenders {
+        for coll in &combos.collectives {
+            for in_place in [false, true] {
+                let shape = crate::plan::Shape {
+                    collective: *coll,
+                    ranks,
+                    count: bench::count_for(*coll, max, 4, ranks).max(1),
+                    elem_size: 4,
+                    in_place,
+                };
+                let head = format!("{} leaves its {coll} cells", c.name);
+                if let Some(why) = c.refusal(&shape) {
+                    if !refusals.iter().any(|r: &String| r.starts_with(&head)) {
+                        refusals.push(format!("{head} empty: {why}"));
+                    }
+                }
+            }
+        }
+    }
+    for r in &refusals {
+        eprintln!("note: {r}");
+    }
     let want_nccl = contenders.iter().any(Contender::is_nccl);
     let nccl = if want_nccl {
         Some(Nccl::load(a.nccl_lib.as_deref())?)
@@ -146,7 +189,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     if want_nccl && cpu {
         return Err(Error::Unsupported("NCCL".into(), "cpu"));
     }
-    let mut notes = Vec::new();
+    let mut notes = refusals;
     if let Some(n) = e.core().fallback_note() {
         notes.push(n.to_string());
     }

@@ -23,7 +23,7 @@ pub mod typed;
 pub use ordered::OrderedCall;
 pub use typed::{CallInfo, DeviceBuffers, Engine};
 
-use crate::algo::{AlgoChoice, Path};
+use crate::algo::{AlgoChoice, Algorithm, Path};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::{self as cuda_backend, CudaBackend};
 use crate::backend::{
@@ -99,6 +99,10 @@ struct Captured {
     generation: u64,
 }
 
+/// A resolved-cache entry: the fixed algorithm (kept alive so that its
+/// address, the key, is not reused) and its path.
+type Resolved = (Option<Arc<dyn Algorithm>>, PathKey);
+
 /// The untyped engine (see the module doc).
 pub struct Core {
     backend: Box<dyn Backend>,
@@ -109,8 +113,9 @@ pub struct Core {
     /// The path of an (algorithm name, shape).
     path_index: HashMap<(String, Shape), PathKey>,
     /// The path a (choice, shape) resolved to: the hot path of a call does
-    /// no allocation and no string work.
-    resolved: HashMap<(usize, Shape), PathKey>,
+    /// no allocation and no string work. The entry holds the choice's
+    /// algorithm so its address (the key) cannot be reused by another one.
+    resolved: HashMap<(usize, Shape), Resolved>,
     /// The previous call, when the next one may continue it.
     last: Option<PathKey>,
     /// Bytes of each engine buffer on each rank.
@@ -357,8 +362,8 @@ impl Core {
             AlgoChoice::Auto => 0,
             AlgoChoice::Fixed(a) => Arc::as_ptr(a) as *const () as usize,
         };
-        if let Some(&k) = self.resolved.get(&(ck, *shape)) {
-            return Ok(k);
+        if let Some((_, k)) = self.resolved.get(&(ck, *shape)) {
+            return Ok(*k);
         }
         self.check_shape(shape)?;
         let algo = c.resolve(shape)?;
@@ -372,12 +377,15 @@ impl Core {
                 k
             }
         };
-        // Only a fixed choice held by the caller keeps its address stable;
-        // the cache holds at most a few thousand entries.
+        // The cache holds at most a few thousand entries.
         if self.resolved.len() > 4096 {
             self.resolved.clear();
         }
-        self.resolved.insert((ck, *shape), k);
+        let held = match c {
+            AlgoChoice::Auto => None,
+            AlgoChoice::Fixed(a) => Some(a.clone()),
+        };
+        self.resolved.insert((ck, *shape), (held, k));
         Ok(k)
     }
 
@@ -713,5 +721,38 @@ impl Core {
     pub fn backend_mut(&mut self) -> &mut dyn Backend {
         self.last = None;
         self.backend.as_mut()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Collective;
+
+    /// Regression: the resolved-path cache was keyed by the address of the
+    /// caller's algorithm; a choice dropped and a new one allocated at the
+    /// same address reused the old path (a refused `oneshot:flag` call on 3
+    /// ranks ran as `ps`).
+    #[test]
+    fn fresh_choices_never_reuse_another_algorithms_path() {
+        let mut e = Core::new(EngineConfig::new(3, BackendChoice::Cpu)).expect("cpu engine");
+        let shape = Shape {
+            collective: Collective::AllReduce,
+            ranks: 3,
+            count: 8,
+            elem_size: 4,
+            in_place: false,
+        };
+        for _ in 0..200 {
+            let ps: AlgoChoice = "ps".parse().expect("ps");
+            let k = e.path_of(Some(&ps), &shape).expect("ps runs 3 ranks");
+            assert_eq!(e.paths[k].0, "ps");
+            drop(ps);
+            let flag: AlgoChoice = "oneshot:flag".parse().expect("flag");
+            assert!(
+                e.path_of(Some(&flag), &shape).is_err(),
+                "oneshot:flag must refuse 3 ranks"
+            );
+        }
     }
 }

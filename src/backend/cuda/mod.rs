@@ -99,6 +99,7 @@ pub struct CudaBackend {
     board: Arc<SignalBoard>,
     events: usize,
     gen: u64,
+    calls: u64,
     abort: AbortHandle,
     timeout: Duration,
     peers: Peers,
@@ -189,6 +190,7 @@ impl CudaBackend {
             board: Arc::new(SignalBoard::new(0, abort.clone(), timeout)),
             events: 0,
             gen: 0,
+            calls: 0,
             abort,
             timeout,
             peers: Peers::default(),
@@ -478,7 +480,8 @@ impl Backend for CudaBackend {
         }
         self.ensure_events(call.plan.signal_count())?;
         self.gen += 1;
-        let (board, gen) = (self.board.clone(), self.gen);
+        self.calls += 1;
+        let (board, gen, call_no) = (self.board.clone(), self.gen, self.calls);
         let call = Arc::new(call.clone());
         if call.timing {
             self.timed.push(call.plan.name.clone());
@@ -486,9 +489,19 @@ impl Backend for CudaBackend {
         self.each_all(|_| {
             let (call, board) = (call.clone(), board.clone());
             Box::new(move |rk: &mut Rank<'_>| {
-                let r = rk.issue(&call, &board, gen);
+                // A panic must also release the other ranks at once.
+                let rank = rk.rank;
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    rk.issue(&call, &board, gen, call_no)
+                }))
+                .unwrap_or_else(|p| {
+                    Err(Error::Worker {
+                        rank,
+                        message: crate::pool::panic_message(p.as_ref()),
+                    })
+                });
                 // On failure, release the other ranks waiting on this call.
-                r.inspect_err(|e| board.fail(gen, rk.rank, &e.to_string()))
+                r.inspect_err(|e| board.fail(gen, rank, &e.to_string()))
             })
         })
         .map(|_| ())

@@ -282,7 +282,13 @@ impl<'id> Rank<'id> {
     }
 
     /// Issue this rank's ops of `call`. No host synchronization with the GPU.
-    pub fn issue(&mut self, call: &Call, board: &SignalBoard, gen: u64) -> Result<()> {
+    pub fn issue(
+        &mut self,
+        call: &Call,
+        board: &SignalBoard,
+        gen: u64,
+        call_no: u64,
+    ) -> Result<()> {
         let r = self.rank;
         let plan = call.plan.clone();
         let t_all = Instant::now();
@@ -310,7 +316,7 @@ impl<'id> Rank<'id> {
             .ok_or_else(|| Error::Plan(format!("no binding for rank {r}")))?;
         for (i, op) in plan.ops[r].iter().enumerate() {
             let se = self.step_err(call, i);
-            match self.faults.at(r, i, gen) {
+            match self.faults.at(r, i, call_no) {
                 Some(Fault::Panic) => panic!("injected panic at {}", op_desc(&plan, r, i)),
                 Some(Fault::Stall) => {
                     return Err(board.stall(
@@ -551,7 +557,7 @@ impl<'id> Rank<'id> {
         self.graph = None;
         let g = self.capture_with(|me| {
             me.capturing = true;
-            let r = calls.iter().try_for_each(|c| me.issue(c, board, 1));
+            let r = calls.iter().try_for_each(|c| me.issue(c, board, 1, 0));
             me.capturing = false;
             r
         })?;
