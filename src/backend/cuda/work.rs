@@ -180,6 +180,7 @@ impl<'id> Rank<'id> {
         call: &Call,
         board: &SignalBoard,
         gen: u64,
+        call_no: u64,
         after: &After,
         tag: Option<SpanTag>,
     ) -> Result<Completion> {
@@ -212,7 +213,7 @@ impl<'id> Rank<'id> {
         }
         let start = self.stamp(tag, 0)?;
         // 2. The plan, issued exactly as by a plain launch.
-        self.issue(call, board, gen)?;
+        self.issue(call, board, gen, call_no)?;
         // 3. Join: the copy lane into the compute lane, then every other
         // rank's joined lanes.
         {
@@ -415,7 +416,8 @@ impl StreamOrdered for CudaBackend {
         }
         self.ensure_events(call.plan.signal_count() + 2 * n)?;
         self.gen += 1;
-        let (board, gen) = (self.board.clone(), self.gen);
+        self.calls += 1;
+        let (board, gen, call_no) = (self.board.clone(), self.gen, self.calls);
         let call = Arc::new(call.clone());
         if call.timing {
             self.timed.push(call.plan.name.clone());
@@ -424,8 +426,18 @@ impl StreamOrdered for CudaBackend {
         self.each_all(|_| {
             let (call, board, after) = (call.clone(), board.clone(), after.clone());
             Box::new(move |rk: &mut Rank<'_>| {
-                let r = rk.issue_after(&call, &board, gen, &after, tag);
-                r.inspect_err(|e| board.fail(gen, rk.rank, &e.to_string()))
+                // As in `launch`: a panic must also release the other ranks.
+                let rank = rk.rank;
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    rk.issue_after(&call, &board, gen, call_no, &after, tag)
+                }))
+                .unwrap_or_else(|p| {
+                    Err(Error::Worker {
+                        rank,
+                        message: crate::pool::panic_message(p.as_ref()),
+                    })
+                });
+                r.inspect_err(|e| board.fail(gen, rank, &e.to_string()))
             })
         })
     }
