@@ -8,6 +8,8 @@
 #                                        (every path vs NCCL per process), bench next to the
 #                                        single-process bench, the fault cases, and under mpirun
 #                                        when mpi4py and an mpirun are there (~5 minutes)
+#   bash .device/gpu-check.sh overlap    issue 16: gradient buckets all-reduced while the next are
+#                                        computed (ring, auto, NCCL), ~2 min of GPU time
 # Every step is bounded by `timeout`; logs and JSON go to $OUT (or ./gpu-out).
 set -uo pipefail
 MODE="${1:-validate}"
@@ -206,6 +208,51 @@ PY
     fi
     } > "$OUT/mp-mpirun.log" 2>&1
     tail -30 "$OUT/mp-mpirun.log"
+    exit 0
+fi
+
+if [ "$MODE" = overlap ]; then
+    # Issue 16, 2 GPUs. Expected GPU time ~2 min (bounds below: 8 min):
+    #  1. the synthetic backward pass: 8 buckets of 4, 25 and 100 MiB, the fma and the mem
+    #     kernel, ring / auto / NCCL in the same run, 30 timed steps each (~20 s: per step
+    #     and contender 3 phases of 0.1-4 ms plus checks; the host check of the last step
+    #     reads 8 x 100 MiB x 2 ranks per contender);
+    #  2. 25 MiB with the collectives' streams at default priority, and without the gate
+    #     (~10 s each);
+    #  3. compute-sanitizer memcheck of a small run (ringreduce only: NCCL is not run under
+    #     the sanitizer; no gate: cuStreamWaitValue32 is avoided there).
+    # 8 files: overlap.log, overlap-2r.json, overlap-timeline.{json,svg},
+    # overlap-variants.log, overlap-prio-default.json, overlap-gate-off.json,
+    # overlap-sanitizer.log. Dry run without a GPU (scripts/stage-gpu.sh first):
+    #   OVERLAP_BACKEND=cpu OVERLAP_SIZES=64KiB OVERLAP_VARIANT=64KiB OVERLAP_STEPS=3 \
+    #   OVERLAP_EXTRA="--fmas 64 --passes 1" bash .device/gpu-check.sh overlap
+    OB="${OVERLAP_BACKEND:-cuda}"
+    OS="${OVERLAP_SIZES:-4MiB,25MiB,100MiB}"
+    OV="${OVERLAP_VARIANT:-25MiB}"
+    OX="${OVERLAP_EXTRA:-}"
+    COMMON=(--backend "$OB" --ranks 2 --buckets 8 --kernel fma,mem --contenders ring,auto,nccl
+            --steps "${OVERLAP_STEPS:-30}" --warmup 2)
+    # shellcheck disable=SC2086
+    run 210 "$RR" overlap "${COMMON[@]}" --bucket-size "$OS" $OX \
+        --json "$OUT/overlap-2r.json" --timeline "$OUT/overlap-timeline.json" > "$OUT/overlap.log" 2>&1
+    cat "$OUT/overlap.log"
+    {
+    # shellcheck disable=SC2086
+    run 75 "$RR" overlap "${COMMON[@]}" --bucket-size "$OV" $OX --comm-priority default \
+        --json "$OUT/overlap-prio-default.json"
+    # shellcheck disable=SC2086
+    run 75 "$RR" overlap "${COMMON[@]}" --bucket-size "$OV" $OX --gate off \
+        --json "$OUT/overlap-gate-off.json"
+    } > "$OUT/overlap-variants.log" 2>&1
+    grep -vE "^note      : env" "$OUT/overlap-variants.log" | tail -60
+    if command -v compute-sanitizer > /dev/null 2>&1; then
+        run 120 compute-sanitizer --tool memcheck "$RR" overlap --backend "$OB" --ranks 2 \
+            --buckets 2 --bucket-size 1MiB --kernel fma,mem --contenders ring,auto --steps 1 \
+            --warmup 1 --fmas 64 --passes 1 --gate off > "$OUT/overlap-sanitizer.log" 2>&1
+        grep -E "ERROR SUMMARY|check     :|\[exit" "$OUT/overlap-sanitizer.log"
+    else
+        echo "compute-sanitizer not found: memcheck step skipped"
+    fi
     exit 0
 fi
 

@@ -2,7 +2,7 @@
 //! command lives in the library ([`ringreduce::cli`]).
 
 use clap::{Parser, Subcommand};
-use ringreduce::cli::{bench, check, launch, run, soak, theory, trace};
+use ringreduce::cli::{bench, check, launch, overlap, run, soak, theory, trace};
 use ringreduce::Error;
 use std::process::ExitCode;
 
@@ -34,6 +34,9 @@ enum Cmd {
     /// Start N rank processes (one rank each) of a command: `launch -n 2 --
     /// bench ...`, like torchrun; returns the worst exit status.
     Launch(launch::LaunchArgs),
+    /// Gradient buckets all-reduced while the next are computed: overlap
+    /// and interference, ringreduce vs NCCL.
+    Overlap(overlap::OverlapArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Cmd::Check(a) => check::execute(a),
         Cmd::Bench(a) => bench::execute(a),
         Cmd::Soak(a) => soak::execute(a),
+        Cmd::Overlap(a) => overlap::execute(a),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

@@ -114,6 +114,8 @@ pub struct CpuBackend {
     epoch: Instant,
     timelines: Vec<CallTimeline>,
     profile: Vec<IssueProfile>,
+    /// Stream-ordered calls' spans ([`super::ordered`]).
+    pub(super) order: super::ordered::CpuOrder,
 }
 
 impl CpuBackend {
@@ -171,6 +173,7 @@ impl CpuBackend {
             epoch: Instant::now(),
             timelines: Vec::new(),
             profile: vec![IssueProfile::default(); ranks],
+            order: Default::default(),
         })
     }
 }
@@ -598,6 +601,10 @@ impl Backend for CpuBackend {
     }
 
     fn profiling(&mut self) -> Option<&mut dyn Profiling> {
+        Some(self)
+    }
+
+    fn ordered(&mut self) -> Option<&mut dyn super::ordered::StreamOrdered> {
         Some(self)
     }
 }

@@ -8,12 +8,15 @@
 //!
 //! The core trait, [`Backend`], is small: buffers, launch, synchronize,
 //! abort. What only some backends can do is an extension trait, reached
-//! through [`Backend::nccl`] or [`Backend::graphs`]: NCCL on the same
-//! buffers ([`NcclBackend`]), CUDA graphs ([`GraphBackend`]).
+//! through [`Backend::nccl`], [`Backend::graphs`] or [`Backend::ordered`]:
+//! NCCL on the same buffers ([`NcclBackend`]), CUDA graphs
+//! ([`GraphBackend`]), stream-ordered calls and the work stream
+//! ([`ordered::StreamOrdered`]).
 
 pub mod cpu;
 pub mod cpu_process;
 pub mod cuda;
+pub mod ordered;
 
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
@@ -222,6 +225,12 @@ pub trait Backend: Send {
 
     /// Timelines and host-issue profiles.
     fn profiling(&mut self) -> Option<&mut dyn Profiling> {
+        None
+    }
+
+    /// Stream-ordered calls and the per-rank work stream, if the backend
+    /// has them.
+    fn ordered(&mut self) -> Option<&mut dyn ordered::StreamOrdered> {
         None
     }
 }

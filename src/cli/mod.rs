@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod check;
 pub mod launch;
+pub mod overlap;
 pub mod run;
 pub mod soak;
 pub mod theory;

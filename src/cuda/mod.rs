@@ -18,6 +18,9 @@
 //!   host), peer tokens, host-mapped control words.
 //! * [`stream`]: streams, events, copies, CUDA graphs.
 //! * [`kernels`]: the PTX modules and the two kernel ABIs (reduce, exchange).
+//! * [`order`] and [`work`]: stream-ordered calls (completion events any
+//!   thread can hold, another library's stream) and kernels a caller runs on
+//!   a rank's work stream (its own PTX, or `ptx/compute.ptx`).
 //!
 //! Other ranks refer to a rank's memory and events only through exported
 //! tokens ([`PeerBuf`], [`RemoteEvent`], [`PeerCtx`]) which can be sent
@@ -37,7 +40,9 @@ pub mod driver;
 pub mod kernels;
 pub mod memory;
 pub mod nccl;
+pub mod order;
 pub mod stream;
+pub mod work;
 
 pub use driver::{
     can_access_peer, driver, driver_init_ms, p2p_info, with_device, Ctx, DeviceInfo, DriverInfo,
@@ -45,7 +50,9 @@ pub use driver::{
 };
 pub use kernels::{exchange_blocks, Kernel, KernelModule, EXCHANGE_MAX_BLOCKS};
 pub use memory::{DevBuf, HostMapped, IpcMemHandle, PeerBuf};
+pub use order::{DoneEvent, RawStream};
 pub use stream::{Event, Graph, IpcEventHandle, RemoteEvent, Stream, TimingEvent};
+pub use work::{compute_module, Builtin, LoadedWork, Param, WorkKernel};
 
 use cudarc::driver::sys;
 

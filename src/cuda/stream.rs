@@ -65,6 +65,11 @@ impl std::fmt::Debug for RemoteEvent {
 }
 
 impl Event<'_> {
+    /// The driver handle, for the stream-ordered calls of [`super::order`].
+    pub(crate) fn handle(&self) -> sys::CUevent {
+        self.token.0
+    }
+
     pub fn export(&self) -> RemoteEvent {
         RemoteEvent {
             token: Arc::downgrade(&self.token),
@@ -135,6 +140,32 @@ impl<'id> Ctx<'id> {
         // SAFETY: valid out-pointer; current context is self.ctx.
         check("cuStreamCreate", unsafe {
             sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+        })?;
+        let (b, t) = self.brand();
+        Ok(Stream {
+            s,
+            _brand: b,
+            _thread: t,
+        })
+    }
+
+    /// A non-blocking stream of this context with the highest priority the
+    /// device offers (`high`) or the default one: pending blocks of a
+    /// high-priority stream's kernels are dispatched before those of
+    /// default-priority streams (the overlap benchmark's collective lanes).
+    pub fn stream_with_priority(&self, high: bool) -> CuResult<Stream<'id>> {
+        let (mut least, mut greatest) = (0i32, 0i32);
+        // SAFETY: valid out-pointers; current context is self.ctx.
+        check("cuCtxGetStreamPriorityRange", unsafe {
+            sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest)
+        })?;
+        let mut s = std::ptr::null_mut();
+        let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+        let priority = if high { greatest } else { least };
+        // SAFETY: valid out-pointer; current context is self.ctx; the
+        // priority is inside the range the driver just gave.
+        check("cuStreamCreateWithPriority", unsafe {
+            sys::cuStreamCreateWithPriority(&mut s, flags, priority)
         })?;
         let (b, t) = self.brand();
         Ok(Stream {

@@ -16,9 +16,11 @@
 //! assert!(bufs.iter().all(|b| b.iter().all(|&x| x == 6.0)));
 //! ```
 
+pub mod ordered;
 pub mod ranks;
 pub mod typed;
 
+pub use ordered::OrderedCall;
 pub use typed::{CallInfo, DeviceBuffers, Engine};
 
 use crate::algo::{AlgoChoice, Algorithm, Path};

@@ -21,7 +21,7 @@ pub struct CallInfo {
 }
 
 impl CallInfo {
-    fn of(plan: &Plan) -> CallInfo {
+    pub(super) fn of(plan: &Plan) -> CallInfo {
         CallInfo {
             path: plan.name.clone(),
             traffic: plan.traffic(),
@@ -506,6 +506,21 @@ impl<T: Element> Engine<T> {
         count: usize,
         op: ReduceOp,
     ) -> Result<CallInfo> {
+        let (shape, bind) = self.device_call(collective, send, recv, count)?;
+        let plan = self.core.launch(None, shape, T::DTYPE, op, bind)?;
+        self.core.synchronize()?;
+        Ok(CallInfo::of(&plan))
+    }
+
+    /// The shape and bindings of a collective on device buffers, checked
+    /// (for [`Engine::collective_device`] and the stream-ordered calls).
+    pub(super) fn device_call(
+        &self,
+        collective: Collective,
+        send: &DeviceBuffers<T>,
+        recv: &DeviceBuffers<T>,
+        count: usize,
+    ) -> Result<(Shape, Arc<Vec<Binding>>)> {
         self.own(send)?;
         self.own(recv)?;
         let in_place = send.id == recv.id;
@@ -526,9 +541,7 @@ impl<T: Element> Engine<T> {
             };
             self.ranks()
         ]);
-        let plan = self.core.launch(None, shape, T::DTYPE, op, bind)?;
-        self.core.synchronize()?;
-        Ok(CallInfo::of(&plan))
+        Ok((shape, bind))
     }
 
     /// All-reduce of `count` elements on device buffers.

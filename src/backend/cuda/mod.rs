@@ -26,6 +26,7 @@
 mod ipc;
 pub mod process;
 mod rank;
+mod work;
 
 use super::{
     check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
@@ -586,6 +587,10 @@ impl Backend for CudaBackend {
     }
 
     fn profiling(&mut self) -> Option<&mut dyn Profiling> {
+        Some(self)
+    }
+
+    fn ordered(&mut self) -> Option<&mut dyn crate::backend::ordered::StreamOrdered> {
         Some(self)
     }
 }

@@ -62,6 +62,9 @@ pub(super) struct Rank<'id> {
     pub timeout: Duration,
     /// (context bind, kernel load) milliseconds at setup.
     pub setup_ms: (f64, f64, &'static str),
+    /// The work stream and stream-ordered calls' state, made on first use
+    /// (`work.rs`).
+    pub(super) work: Option<super::work::WorkState<'id>>,
 }
 
 impl<'id> Rank<'id> {
@@ -115,6 +118,7 @@ impl<'id> Rank<'id> {
             faults,
             timeout,
             setup_ms: (bind_ms, 0.0, ""),
+            work: None,
         };
         let t = Instant::now();
         let source = me.kernels_for(DataType::Float, DevOp::Sum)?.0.source();
@@ -171,6 +175,7 @@ impl<'id> Rank<'id> {
         for s in &self.lanes {
             s.wait_idle(limit).map_err(&e)?;
         }
+        self.sync_work(limit)?;
         match self.ctrl.load_u32(STATUS) {
             0 => Ok(()),
             status => {
