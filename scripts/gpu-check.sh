@@ -67,13 +67,18 @@ if [ "$MODE" = ring ]; then
     # auto and NCCL (plain and graph) in one run; then reduce-scatter /
     # all-gather vs NCCL, 4 ranks on 2 GPUs, the small-call A/B against the
     # previous binary (if staged as ringreduce-old), and the tests.
-    run 170 "$RR" bench --ranks 2 --algo auto,ring,ring:pipe2,ring:pipe4,ring:graph,ring:pipe2:graph,nccl,nccl:graph \
-        -b 8 -e 1GiB -f 2 -n 20 -w 5 --blocks 3 --big 256MiB -J "$OUT/bench-ring-2r.json" > "$OUT/bench-ring.log" 2>&1
+    run 240 "$RR" bench --ranks 2 --algo auto,ring,ring:pipe2,ring:pipe4,ring:graph,ring:pipe2:graph,nccl,nccl:graph \
+        -b 8 -e 1GiB -f 2 -n 10 -w 3 --blocks 3 --big 256MiB -J "$OUT/bench-ring-2r.json" > "$OUT/bench-ring.log" 2>&1
     grep -vE "^# row" "$OUT/bench-ring.log" | tail -75
-    run 80 "$RR" bench --ranks 2 --collective reduce-scatter,all-gather --algo auto,ring,nccl \
+    if [ -x "$D/integration" ]; then
+        log "integration tests"
+        timeout 200 "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
+        grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -40
+    fi
+    run 150 "$RR" bench --ranks 2 --collective reduce-scatter,all-gather --algo auto,ring,ring:graph,nccl \
         -b 1KiB -e 1GiB -f 4 -n 20 -w 5 --blocks 3 --big 256MiB -J "$OUT/bench-rsag-2r.json" > "$OUT/bench-rsag.log" 2>&1
     grep -vE "^# row" "$OUT/bench-rsag.log" | grep -E "^ +[0-9]|Collective|exit|rror" | tail -40
-    run 60 "$RR" bench --ranks 4 --algo ring,ring:pipe2,ps,ring:graph \
+    run 120 "$RR" bench --ranks 4 --algo ring,ring:pipe2,ps,ring:graph \
         -b 64KiB -e 1GiB -f 4 -n 10 -w 3 --blocks 3 --big 128MiB --no-ceiling -J "$OUT/bench-ring-4r.json" > "$OUT/bench-4r.log" 2>&1
     grep -vE "^# row" "$OUT/bench-4r.log" | grep -E "^ +[0-9]|exit|rror|Note" | tail -30
     if [ -x "$D/ringreduce-old" ]; then
@@ -82,11 +87,6 @@ if [ "$MODE" = ring ]; then
                 --cold-size 4KiB > "$OUT/ab-$b.log" 2>&1
             grep -E "^ +[0-9]" "$OUT/ab-$b.log" | tail -8
         done
-    fi
-    if [ -x "$D/integration" ]; then
-        log "integration tests"
-        timeout 200 "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
-        grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -40
     fi
     exit 0
 fi

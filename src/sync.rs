@@ -305,6 +305,48 @@ impl SignalBoard {
         Ok(())
     }
 
+    /// Wait until signal `s` is published for call `gen` even when some
+    /// rank failed the call (the clean-up hand-shakes of a failed call: a
+    /// rank that failed still publishes that it has stopped). Bounded by the
+    /// abort handle and the timeout like [`SignalBoard::wait`].
+    pub fn wait_settled(
+        &self,
+        s: usize,
+        gen: u64,
+        rank: usize,
+        what: &dyn Fn() -> String,
+    ) -> Result<()> {
+        if s >= self.len() {
+            return Err(Error::Plan(format!(
+                "rank {rank} waits on unknown signal {s}"
+            )));
+        }
+        let start = Instant::now();
+        let mut i: u32 = 0;
+        while !self.is_published(s, gen) {
+            if self.abort.is_aborted() {
+                return Err(Error::Aborted {
+                    rank,
+                    what: format!("waiting for {}", what()),
+                });
+            }
+            i = i.wrapping_add(1);
+            if i < 256 {
+                std::hint::spin_loop();
+            } else {
+                if start.elapsed() > self.timeout {
+                    return Err(Error::Timeout {
+                        rank,
+                        what: what(),
+                        seconds: self.timeout.as_secs_f64(),
+                    });
+                }
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+        Ok(())
+    }
+
     /// Sleep until the call is aborted, fails elsewhere or times out (an
     /// injected stall); always an error.
     pub fn stall(&self, gen: u64, rank: usize, what: &str) -> Error {

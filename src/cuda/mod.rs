@@ -51,7 +51,7 @@ pub use driver::{
 pub use kernels::{exchange_blocks, Kernel, KernelModule, EXCHANGE_MAX_BLOCKS};
 pub use memory::{DevBuf, HostMapped, IpcMemHandle, PeerBuf};
 pub use order::{DoneEvent, RawStream};
-pub use stream::{Event, Graph, IpcEventHandle, RemoteEvent, Stream, TimingEvent};
+pub use stream::{Event, Graph, IpcEventHandle, PeerCopy, RemoteEvent, Stream, TimingEvent};
 pub use work::{compute_module, Builtin, LoadedWork, Param, WorkKernel};
 
 use cudarc::driver::sys;

@@ -337,6 +337,13 @@ impl<'id> Stream<'id> {
 
     /// `cuMemcpyPeerAsync`: copy `n` bytes from `src` at `src_off` (this
     /// device) into the peer buffer `dst` at `dst_off`.
+    ///
+    /// With `how == PeerCopy::Unified` the same copy is issued as
+    /// `cuMemcpyAsync` (unified addressing infers both devices; the copy
+    /// engine does the same peer transfer). The driver refuses
+    /// `cuMemcpyPeerAsync` in a stream capture
+    /// (`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`, measured on 2 x H200), so a
+    /// captured ring uses `Unified`.
     pub fn copy_to_peer(
         &self,
         dst: &PeerBuf,
@@ -344,18 +351,24 @@ impl<'id> Stream<'id> {
         src: &DevBuf<'id>,
         src_off: usize,
         n: usize,
+        how: PeerCopy,
     ) -> CuResult<()> {
-        const CALL: &str = "cuMemcpyPeerAsync";
+        let call = how.call();
         if n == 0 {
             return Ok(());
         }
-        let sp = src.ptr_at(CALL, src_off, n)?;
-        let (d, dp) = dst.range(CALL, dst_off, n)?;
+        let sp = src.ptr_at(call, src_off, n)?;
+        let (d, dp) = dst.range(call, dst_off, n)?;
         // SAFETY: both ranges are inside live allocations (checked; `d` keeps
         // the destination alive during the call); the contexts are the
-        // retained primary contexts the allocations were made in.
-        check(CALL, unsafe {
-            sys::cuMemcpyPeerAsync(dp, d.ctx, sp, src.alloc.ctx, n, self.s)
+        // retained primary contexts the allocations were made in, and peer
+        // access between them is enabled (a PeerBuf exists only then), which
+        // `cuMemcpyAsync` needs for device pointers of two devices.
+        check(call, unsafe {
+            match how {
+                PeerCopy::Peer => sys::cuMemcpyPeerAsync(dp, d.ctx, sp, src.alloc.ctx, n, self.s),
+                PeerCopy::Unified => sys::cuMemcpyAsync(dp, sp, n, self.s),
+            }
         })
     }
 
@@ -368,16 +381,20 @@ impl<'id> Stream<'id> {
         src: &PeerBuf,
         src_off: usize,
         n: usize,
+        how: PeerCopy,
     ) -> CuResult<()> {
-        const CALL: &str = "cuMemcpyPeerAsync";
+        let call = how.call();
         if n == 0 {
             return Ok(());
         }
-        let dp = dst.ptr_at(CALL, dst_off, n)?;
-        let (s, sp) = src.range(CALL, src_off, n)?;
+        let dp = dst.ptr_at(call, dst_off, n)?;
+        let (s, sp) = src.range(call, src_off, n)?;
         // SAFETY: as in copy_to_peer, with the roles swapped.
-        check(CALL, unsafe {
-            sys::cuMemcpyPeerAsync(dp, dst.alloc.ctx, sp, s.ctx, n, self.s)
+        check(call, unsafe {
+            match how {
+                PeerCopy::Peer => sys::cuMemcpyPeerAsync(dp, dst.alloc.ctx, sp, s.ctx, n, self.s),
+                PeerCopy::Unified => sys::cuMemcpyAsync(dp, sp, n, self.s),
+            }
         })
     }
 
@@ -498,5 +515,24 @@ impl<'id> Stream<'id> {
             }
         }?;
         Ok(())
+    }
+}
+
+/// How a peer copy is issued (see [`Stream::copy_to_peer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerCopy {
+    /// `cuMemcpyPeerAsync` with both contexts named: the engine's copy.
+    Peer,
+    /// `cuMemcpyAsync` on unified addresses: the same transfer, and the form
+    /// a stream capture accepts.
+    Unified,
+}
+
+impl PeerCopy {
+    fn call(self) -> &'static str {
+        match self {
+            PeerCopy::Peer => "cuMemcpyPeerAsync",
+            PeerCopy::Unified => "cuMemcpyAsync",
+        }
     }
 }

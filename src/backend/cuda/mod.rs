@@ -198,7 +198,7 @@ impl CudaBackend {
                 setup: None,
             },
             board: Arc::new(SignalBoard::new(0, abort.clone(), timeout)),
-            joint_board: Arc::new(SignalBoard::new(ranks + 1, abort.clone(), timeout)),
+            joint_board: Arc::new(SignalBoard::new(2 * ranks + 2, abort.clone(), timeout)),
             events: 0,
             gen: 0,
             calls: 0,

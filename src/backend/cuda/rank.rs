@@ -7,8 +7,8 @@ use super::{cuda_err, Peers};
 use crate::backend::{op_desc, signal_desc, BufId, Call, IssueProfile, NcclCall, OpTime};
 use crate::cuda::kernels::{self, Exchange as XLaunch, Operand, Reduce as RLaunch};
 use crate::cuda::{
-    nccl, Ctx, CudaError, DevBuf, Event, Graph, HostMapped, Kernel, PeerBuf, RemoteEvent, Stream,
-    TimingEvent, EXCHANGE_MAX_BLOCKS,
+    nccl, Ctx, CudaError, DevBuf, Event, Graph, HostMapped, Kernel, PeerBuf, PeerCopy, RemoteEvent,
+    Stream, TimingEvent, EXCHANGE_MAX_BLOCKS,
 };
 use crate::element::{DataType, DevOp};
 use crate::error::{Error, Result};
@@ -408,17 +408,37 @@ impl<'id> Rank<'id> {
                 OpKind::Begin | OpKind::End => 1,
                 OpKind::Copy { from, to, src, dst } => {
                     let n = src.len() * elem;
+                    // cuMemcpyPeerAsync is refused in a stream capture.
+                    let how = if self.capturing == Capturing::No {
+                        PeerCopy::Peer
+                    } else {
+                        PeerCopy::Unified
+                    };
                     if *from == r {
                         let s = self.buf(bind.id(src.buf))?;
                         let d = self.peer(*to, call.bind[*to].id(dst.buf))?;
                         stream
-                            .copy_to_peer(d, dst.range.start * elem, s, src.range.start * elem, n)
+                            .copy_to_peer(
+                                d,
+                                dst.range.start * elem,
+                                s,
+                                src.range.start * elem,
+                                n,
+                                how,
+                            )
                             .map_err(&se)?;
                     } else {
                         let s = self.peer(*from, call.bind[*from].id(src.buf))?;
                         let d = self.buf(bind.id(dst.buf))?;
                         stream
-                            .copy_from_peer(d, dst.range.start * elem, s, src.range.start * elem, n)
+                            .copy_from_peer(
+                                d,
+                                dst.range.start * elem,
+                                s,
+                                src.range.start * elem,
+                                n,
+                                how,
+                            )
                             .map_err(&se)?;
                     }
                     p.copy_ns += ns(t);
@@ -645,9 +665,15 @@ impl<'id> Rank<'id> {
         let n = self.peers.handoff.len();
         self.graph = None;
         self.joint = None;
-        self.sync()?;
-        if r == 0 {
-            self.lanes[0].begin_joint_capture().map_err(&e)?;
+        let mut pre = self.sync();
+        if r == 0 && pre.is_ok() {
+            pre = self.lanes[0].begin_joint_capture().map_err(&e);
+        }
+        if let Err(err) = pre {
+            // Nothing of this rank joined a capture: release the others.
+            jb.fail(jgen, r, &err.to_string());
+            jb.publish(if r == 0 { 1 + 2 * n } else { 1 + n + r }, jgen);
+            return Err(err);
         }
         let body = |me: &mut Self| -> Result<()> {
             if r == 0 {
@@ -685,14 +711,34 @@ impl<'id> Rank<'id> {
         if let Err(err) = &done {
             jb.fail(jgen, r, &err.to_string());
         }
+        // Clean-up hand-shake, also after an error: every rank says it has
+        // stopped issuing into the capture (slot 1 + n + r); rank 0 ends the
+        // capture only then (its streams own it; ending it while another
+        // thread still issues into a joined stream is undefined in the
+        // driver), and says so (slot 1 + 2n); the others touch their streams
+        // again only after that (a synchronize on a stream still joined to a
+        // capture would invalidate it).
+        let ended = 1 + 2 * n;
         if r == 0 {
-            // Always end the capture, also after an error inside it.
+            let mut settled = Ok(());
+            for k in 1..n {
+                if settled.is_ok() {
+                    settled = jb.wait_settled(1 + n + k, jgen, r, &|| {
+                        format!("rank {k} to stop issuing into the joint capture")
+                    });
+                }
+            }
             let g = self.lanes[0].end_capture().map_err(&e);
+            jb.publish(ended, jgen);
             done?;
+            settled?;
             self.joint = Some(g?);
             Ok(())
         } else {
-            done
+            jb.publish(1 + n + r, jgen);
+            let ended =
+                jb.wait_settled(ended, jgen, r, &|| "rank 0 to end the joint capture".into());
+            done.and(ended)
         }
     }
 
