@@ -2,6 +2,8 @@
 # The GPU check, one call on the GPU machine (see CONTRIBUTING.md).
 #   bash .device/gpu-check.sh validate   tests, check vs NCCL (every type, op, collective),
 #                                        sanitizers, a 10k-call soak, the float auto vs NCCL bench
+#   bash .device/gpu-check.sh brief      issues 13, 14, 16 condensed (overlap, one process per GPU,
+#                                        the ring from 1 MiB plain and from graphs), ~5 min
 #   bash .device/gpu-check.sh record     the recorded benches (float, per type, reduce-scatter /
 #                                        all-gather, ring paths, graphs), timelines, topology
 #   bash .device/gpu-check.sh multiproc  one process per GPU (2 GPUs): launch -n 2 -- run/check
@@ -253,6 +255,49 @@ if [ "$MODE" = overlap ]; then
     else
         echo "compute-sanitizer not found: memcheck step skipped"
     fi
+    exit 0
+fi
+
+if [ "$MODE" = brief ]; then
+    # A condensed pass over issues 13, 14 and 16 for a session with little
+    # device time left (~5 min expected, bounds add up to more): the
+    # overlapped backward pass, one process per GPU (smoke, check vs NCCL,
+    # threads vs processes bench, two fault cases), and the ring from 1 MiB
+    # to 1 GiB plain and replayed from graphs next to NCCL.
+    OX="${OVERLAP_EXTRA:-}"
+    # shellcheck disable=SC2086
+    run 150 "$RR" overlap --backend "${OVERLAP_BACKEND:-cuda}" --ranks 2 --buckets 8 --kernel fma,mem \
+        --contenders ring,auto,nccl --steps "${OVERLAP_STEPS:-20}" --warmup 2 --bucket-size 4MiB,25MiB $OX \
+        --json "$OUT/overlap-2r.json" --timeline "$OUT/overlap-timeline.json" > "$OUT/overlap.log" 2>&1
+    grep -vE "^note      : env" "$OUT/overlap.log" | tail -50
+    L="$RR launch -n 2 --timeout 30 --"
+    {
+    run 40 $L run --backend cuda --size 4MiB
+    run 40 $L run --backend cuda --size 4MiB --in-place -d half -o avg
+    run 40 $L run --backend cuda --size 64KiB --algo oneshot:flag --in-place
+    run 40 $L run --backend cuda --count 1003 --algo ring:pipe2 -d int8 -o prod
+    run 100 $L check -d float,half,int8,bfloat16 -o sum,avg,max --collective all --counts 1,7,262147 --algo auto,ring,ring:pipe4,oneshot:flag,ps
+    } > "$OUT/multiproc.log" 2>&1
+    grep -E "^###|\[exit|check     :|rows in|FAIL|rror" "$OUT/multiproc.log" | tail -40
+    run 150 "$RR" bench --ranks 2 --algo ring,ring:graph,ring:pipe2:graph,auto,nccl,nccl:graph \
+        -b 1MiB -e 1GiB -f 4 -n 10 -w 3 --blocks 3 --big 256MiB --no-ceiling -J "$OUT/bench-ring-big-2r.json" > "$OUT/bench-ring-big.log" 2>&1
+    grep -vE "^# row" "$OUT/bench-ring-big.log" | grep -vE "^  rank" | tail -60
+    {
+    B="--algo auto,nccl -b 8 -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --no-ceiling"
+    run 90 "$RR" bench --ranks 2 $B -J "$OUT/mp-bench-threads.json"
+    run 90 $L bench $B -J "$OUT/mp-bench-procs.json"
+    } > "$OUT/mp-bench.log" 2>&1
+    grep -E "^###|exit|^ +[0-9]" "$OUT/mp-bench.log" | tail -60
+    {
+    log "fault: rank 1 killed with SIGKILL in its call 5 (after issuing it)"
+    t0=$(date +%s)
+    RINGREDUCE_FAULT=kill:rank=1:call=5 timeout 90 $L run --backend cuda --size 64MiB --iters 50; echo "[exit $? after $(( $(date +%s) - t0 )) s]"
+    log "fault: rank 1 never starts"
+    t0=$(date +%s)
+    RINGREDUCE_FAULT=nostart:rank=1 timeout 90 $L run --backend cuda --size 4MiB; echo "[exit $? after $(( $(date +%s) - t0 )) s]"
+    sleep 1; echo "ringreduce processes left: $(pgrep -c -f "$RR " || true)"
+    } > "$OUT/mp-faults.log" 2>&1
+    tail -30 "$OUT/mp-faults.log"
     exit 0
 fi
 
