@@ -128,7 +128,12 @@ pub fn prepare<T: Element>(
 }
 
 /// Launch one call (or one graph replay) of `c` (no synchronize).
-pub fn launch<T: Element>(e: &mut Engine<T>, c: &Contender, shape: &Shape, op: ReduceOp) -> Result<()> {
+pub fn launch<T: Element>(
+    e: &mut Engine<T>,
+    c: &Contender,
+    shape: &Shape,
+    op: ReduceOp,
+) -> Result<()> {
     match &c.kind {
         ContenderKind::Engine(choice) => e.launch(Some(choice), shape, op).map(|_| ()),
         ContenderKind::EngineGraph(_) => e.core_mut().graph_replay(),
@@ -248,11 +253,8 @@ pub fn compare_outputs<T: Element>(a: &[Vec<T>], b: &[Vec<T>], e: &Expect<T>) ->
                 ..Verdict::default()
             };
             for (r, rf) in refs.iter().enumerate() {
-                let part = verify::compare(
-                    std::slice::from_ref(&a[r]),
-                    std::slice::from_ref(&b[r]),
-                    rf,
-                );
+                let part =
+                    verify::compare(std::slice::from_ref(&a[r]), std::slice::from_ref(&b[r]), rf);
                 v.wrong.push(part.total_wrong());
                 v.max_abs_err = v.max_abs_err.max(part.max_abs_err);
                 if v.first_wrong.is_none() {
@@ -420,7 +422,11 @@ pub fn measure_row<T: Element>(
         size: shape0.bytes(),
         count: shape0.bytes() / T::DTYPE.size() as u64,
         dtype: T::DTYPE.name().into(),
-        redop: if collective.reduces() { op.name().into() } else { "none".into() },
+        redop: if collective.reduces() {
+            op.name().into()
+        } else {
+            "none".into()
+        },
         out_of_place: oop,
         in_place: ip,
     })
@@ -428,7 +434,12 @@ pub fn measure_row<T: Element>(
 
 /// Peer-copy ceiling: ranks 0 and 1 copy `bytes` into each other at once
 /// (both link directions busy), on `streams` streams; GB/s per direction.
-pub fn link_ceiling<T: Element>(e: &mut Engine<T>, bytes: usize, iters: usize, streams: usize) -> Result<f64> {
+pub fn link_ceiling<T: Element>(
+    e: &mut Engine<T>,
+    bytes: usize,
+    iters: usize,
+    streams: usize,
+) -> Result<f64> {
     let n = e.ranks();
     let count = bytes / T::DTYPE.size();
     if n < 2 || count == 0 {
@@ -439,12 +450,14 @@ pub fn link_ceiling<T: Element>(e: &mut Engine<T>, bytes: usize, iters: usize, s
     e.core_mut().reserve(BufId::SEND, &vec![count * size; n])?;
     let bind = Arc::new(vec![Binding::DEFAULT; n]);
     for _ in 0..2 {
-        e.core_mut().launch_plan(plan.clone(), T::DTYPE, bind.clone())?;
+        e.core_mut()
+            .launch_plan(plan.clone(), T::DTYPE, bind.clone())?;
     }
     e.synchronize()?;
     let t0 = Instant::now();
     for _ in 0..iters.max(1) {
-        e.core_mut().launch_plan(plan.clone(), T::DTYPE, bind.clone())?;
+        e.core_mut()
+            .launch_plan(plan.clone(), T::DTYPE, bind.clone())?;
     }
     e.synchronize()?;
     let us = t0.elapsed().as_secs_f64() * 1e6 / iters.max(1) as f64;
@@ -453,7 +466,11 @@ pub fn link_ceiling<T: Element>(e: &mut Engine<T>, bytes: usize, iters: usize, s
 
 /// Cold start of the engine just built: its setup, the first all-reduce of
 /// `count` elements, then the steady state (median of 20).
-pub fn cold_start_engine<T: Element>(e: &mut Engine<T>, setup_ms: f64, count: usize) -> Result<ColdStart> {
+pub fn cold_start_engine<T: Element>(
+    e: &mut Engine<T>,
+    setup_ms: f64,
+    count: usize,
+) -> Result<ColdStart> {
     let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1);
     let t0 = Instant::now();
     let shape = e.load(Collective::AllReduce, &inputs, false)?;
@@ -610,7 +627,8 @@ mod tests {
 
     #[test]
     fn contenders() {
-        let v = parse_contenders("auto,ring,ps,nccl,ring:pipe4,nccl:graph,oneshot:flag:graph").unwrap();
+        let v =
+            parse_contenders("auto,ring,ps,nccl,ring:pipe4,nccl:graph,oneshot:flag:graph").unwrap();
         assert_eq!(v.len(), 7);
         assert_eq!(v[3].kind, ContenderKind::Nccl);
         assert!(v[5].is_graph() && v[5].is_nccl());

@@ -39,7 +39,9 @@ pub enum Error {
         is_free: bool,
         hint: String,
     },
-    #[error("{what}: {count} elements of {elem_size} bytes x {ranks} ranks overflows the address space")]
+    #[error(
+        "{what}: {count} elements of {elem_size} bytes x {ranks} ranks overflows the address space"
+    )]
     TooLarge {
         what: &'static str,
         count: u128,

@@ -160,7 +160,11 @@ impl SignalBoard {
 
     /// The error a waiter of call `gen` gets when another rank failed.
     fn failure_error(&self, gen: u64, rank: usize, what: &dyn Fn() -> String) -> Error {
-        let f = self.failure.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let f = self
+            .failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let who = match f {
             Some(f) if f.gen == gen => format!("rank {} failed: {}", f.rank, f.why),
             _ => "another rank failed".into(),
@@ -256,7 +260,10 @@ mod tests {
         b.fail(3, 1, "injected");
         let r = t.join().expect("thread");
         let e = r.expect_err("released").to_string();
-        assert!(e.contains("rank 1 failed: injected") && e.contains("rank 1's copy"), "{e}");
+        assert!(
+            e.contains("rank 1 failed: injected") && e.contains("rank 1's copy"),
+            "{e}"
+        );
         // A later call is not affected.
         b.publish(1, 4);
         assert!(b.wait(1, 4, 0, &|| String::new()).is_ok());
@@ -282,7 +289,10 @@ mod tests {
         let t = std::thread::spawn(move || b2.wait(0, 1, 0, &|| "y".into()));
         std::thread::sleep(Duration::from_millis(20));
         abort.abort();
-        assert!(matches!(t.join().expect("thread"), Err(Error::Aborted { .. })));
+        assert!(matches!(
+            t.join().expect("thread"),
+            Err(Error::Aborted { .. })
+        ));
         assert!(hit.load(Ordering::SeqCst));
     }
 }

@@ -53,7 +53,11 @@ pub fn render(choice: &AlgoChoice, shape: &Shape, dtype: DataType, op: ReduceOp)
         shape.count,
         dtype.name(),
         format_bytes(bytes),
-        if shape.in_place { "in place" } else { "out of place" },
+        if shape.in_place {
+            "in place"
+        } else {
+            "out of place"
+        },
         op.name()
     );
     if choice == &AlgoChoice::Auto {
@@ -135,7 +139,14 @@ fn render_steps(out: &mut String, plan: &Plan) {
             Some(Phase::AllGather) => 3,
         };
         let kind = usize::from(matches!(op.kind, OpKind::Reduce { .. }));
-        (phase, op.label.step, kind, r, op.label.chunk, op.label.slice)
+        (
+            phase,
+            op.label.step,
+            kind,
+            r,
+            op.label.chunk,
+            op.label.slice,
+        )
     };
     parts.sort_by_key(key);
     let mut mem = SymMem::new(&s, plan.scratch_len);
@@ -205,21 +216,32 @@ fn render_steps(out: &mut String, plan: &Plan) {
                         dst.range.clone(),
                     ),
                 };
-                let tag = if matches!(e, Effect::Copy { .. }) { "copy" } else { "reduce" };
+                let tag = if matches!(e, Effect::Copy { .. }) {
+                    "copy"
+                } else {
+                    "reduce"
+                };
                 if last == Some((r, op.label.chunk, tag)) {
                     // Another slice of the same chunk: add its range.
                     if let Some(l) = lines.last_mut() {
                         let _ = write!(l, " [{}..{})", range.start, range.end);
                     }
                 } else {
-                    lines.push(format!("  {what}; slices: [{}..{})", range.start, range.end));
+                    lines.push(format!(
+                        "  {what}; slices: [{}..{})",
+                        range.start, range.end
+                    ));
                     last = Some((r, op.label.chunk, tag));
                 }
             }
             j += 1;
         }
         if let (2 | 3, step) = (k0.0, k0.1) {
-            let phase = if k0.0 == 2 { Phase::ReduceScatter } else { Phase::AllGather };
+            let phase = if k0.0 == 2 {
+                Phase::ReduceScatter
+            } else {
+                Phase::AllGather
+            };
             let _ = writeln!(out);
             let _ = writeln!(
                 out,
@@ -258,7 +280,13 @@ fn chunk_regions(plan: &Plan) -> Vec<std::ops::Range<usize>> {
 
 /// What rank r holds for chunk c: its output chunk where written, else its
 /// input chunk.
-fn held(mem: &SymMem, plan: &Plan, chunks: &[std::ops::Range<usize>], r: usize, c: usize) -> String {
+fn held(
+    mem: &SymMem,
+    plan: &Plan,
+    chunks: &[std::ops::Range<usize>],
+    r: usize,
+    c: usize,
+) -> String {
     let s = plan.shape;
     let n = s.ranks;
     let range = chunks[c].clone();
@@ -270,12 +298,18 @@ fn held(mem: &SymMem, plan: &Plan, chunks: &[std::ops::Range<usize>], r: usize, 
         Collective::ReduceScatter => {
             if c != r {
                 let input = s.input(r);
-                let reg = Region::new(input.buf, input.range.start + range.start..input.range.start + range.end);
+                let reg = Region::new(
+                    input.buf,
+                    input.range.start + range.start..input.range.start + range.end,
+                );
                 return format!("({})", value_line(mem, r, &reg, n).replace("ALL", "-"));
             }
             out
         }
-        _ => Region::new(out.buf, out.range.start + range.start..out.range.start + range.end),
+        _ => Region::new(
+            out.buf,
+            out.range.start + range.start..out.range.start + range.end,
+        ),
     };
     let v = value_line(mem, r, &out_region, n);
     if v != "-" {
@@ -283,7 +317,10 @@ fn held(mem: &SymMem, plan: &Plan, chunks: &[std::ops::Range<usize>], r: usize, 
     }
     if s.collective == Collective::AllReduce {
         let input = s.input(r);
-        let reg = Region::new(input.buf, input.range.start + range.start..input.range.start + range.end);
+        let reg = Region::new(
+            input.buf,
+            input.range.start + range.start..input.range.start + range.end,
+        );
         return value_line(mem, r, &reg, n);
     }
     v
@@ -375,7 +412,11 @@ fn render_ops(out: &mut String, plan: &Plan) {
     }
     let _ = writeln!(out, "\nEnd: every rank's output holds:");
     for r in 0..n {
-        let _ = writeln!(out, "  rank {r}: {}", value_line(&mem, r, &plan.shape.output(r), n));
+        let _ = writeln!(
+            out,
+            "  rank {r}: {}",
+            value_line(&mem, r, &plan.shape.output(r), n)
+        );
     }
 }
 
@@ -392,7 +433,9 @@ fn run_on_cpu<T: Element>(choice: &AlgoChoice, shape: &Shape, op: ReduceOp) -> R
     e.run(None, &sh, op)?;
     let got = e.read_output(&sh)?;
     let v = match shape.collective {
-        Collective::AllReduce => verify::check(&got, &verify::reference(&inputs, op, Inputs::Exact)),
+        Collective::AllReduce => {
+            verify::check(&got, &verify::reference(&inputs, op, Inputs::Exact))
+        }
         Collective::ReduceScatter => {
             let refs = verify::reference_reduce_scatter(&inputs, op, Inputs::Exact);
             let mut total = verify::Verdict::default();
@@ -405,7 +448,11 @@ fn run_on_cpu<T: Element>(choice: &AlgoChoice, shape: &Shape, op: ReduceOp) -> R
         Collective::AllGather => verify::check(&got, &verify::reference_all_gather(&inputs)),
     };
     let show = |v: &[T]| {
-        let mut s: Vec<String> = v.iter().take(12).map(|x| format!("{}", x.to_f64())).collect();
+        let mut s: Vec<String> = v
+            .iter()
+            .take(12)
+            .map(|x| format!("{}", x.to_f64()))
+            .collect();
         if v.len() > 12 {
             s.push("...".into());
         }
@@ -460,7 +507,10 @@ mod tests {
             .filter(|l| l.starts_with("  rank ") && l.contains('|'))
             .collect();
         assert_eq!(table.len(), 4);
-        assert!(table.iter().all(|l| l.matches("ALL").count() == 4), "{tail}");
+        assert!(
+            table.iter().all(|l| l.matches("ALL").count() == 4),
+            "{tail}"
+        );
     }
 
     #[test]
@@ -499,13 +549,28 @@ mod tests {
         }
         let ps = t("ps", shape(Collective::AllReduce, 4, 8));
         assert!(ps.contains("gather:") && ps.contains("broadcast:"), "{ps}");
-        assert!(ps.contains("rank 0: sent     96 B, received     96 B"), "{ps}");
+        assert!(
+            ps.contains("rank 0: sent     96 B, received     96 B"),
+            "{ps}"
+        );
     }
 
     #[test]
     fn limits() {
         let c = AlgoChoice::Auto;
-        assert!(render(&c, &shape(Collective::AllReduce, 17, 4), DataType::Float, ReduceOp::Sum).is_err());
-        assert!(render(&c, &shape(Collective::AllReduce, 4, 5000), DataType::Float, ReduceOp::Sum).is_err());
+        assert!(render(
+            &c,
+            &shape(Collective::AllReduce, 17, 4),
+            DataType::Float,
+            ReduceOp::Sum
+        )
+        .is_err());
+        assert!(render(
+            &c,
+            &shape(Collective::AllReduce, 4, 5000),
+            DataType::Float,
+            ReduceOp::Sum
+        )
+        .is_err());
     }
 }

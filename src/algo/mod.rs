@@ -59,6 +59,7 @@ pub struct StaticPath(pub Arc<Plan>);
 
 impl StaticPath {
     /// Build the plan once (validated in debug builds).
+    #[allow(clippy::new_ret_no_self)]
     pub fn new(plan: Plan) -> Box<dyn Path> {
         Box::new(StaticPath(Arc::new(plan)))
     }
@@ -131,16 +132,11 @@ pub fn parse(name: &str) -> std::result::Result<Arc<dyn Algorithm>, String> {
 }
 
 /// What the user asks for; `Auto` picks by shape (see [`AlgoChoice::resolve`]).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub enum AlgoChoice {
+    #[default]
     Auto,
     Fixed(Arc<dyn Algorithm>),
-}
-
-impl Default for AlgoChoice {
-    fn default() -> Self {
-        AlgoChoice::Auto
-    }
 }
 
 impl PartialEq for AlgoChoice {
@@ -220,8 +216,7 @@ impl AlgoChoice {
 
 fn auto(shape: &Shape) -> Arc<dyn Algorithm> {
     let bytes = shape.count.saturating_mul(shape.elem_size);
-    if shape.collective == Collective::AllReduce && shape.ranks == 2 && bytes <= ONESHOT_MAX_BYTES
-    {
+    if shape.collective == Collective::AllReduce && shape.ranks == 2 && bytes <= ONESHOT_MAX_BYTES {
         if shape.in_place {
             return Arc::new(flag::Flag);
         }

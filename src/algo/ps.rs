@@ -33,7 +33,8 @@ impl Algorithm for ParameterServer {
 }
 
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
-    matches!(s, "ps" | "parameter-server").then(|| Ok(Arc::new(ParameterServer) as Arc<dyn Algorithm>))
+    matches!(s, "ps" | "parameter-server")
+        .then(|| Ok(Arc::new(ParameterServer) as Arc<dyn Algorithm>))
 }
 
 pub fn plan(shape: &Shape) -> Plan {

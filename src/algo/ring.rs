@@ -166,14 +166,20 @@ impl Ctx<'_> {
     fn input(&self, r: usize, c: usize) -> Region {
         let base = self.shape.input(r);
         let cr = self.layout.range(c);
-        Region::new(base.buf, base.range.start + cr.start..base.range.start + cr.end)
+        Region::new(
+            base.buf,
+            base.range.start + cr.start..base.range.start + cr.end,
+        )
     }
 
     /// Chunk `c` of the (all-reduce / all-gather) output of rank `r`.
     fn output_chunk(&self, r: usize, c: usize) -> Region {
         let base = self.shape.output(r);
         let cr = self.layout.range(c);
-        Region::new(base.buf, base.range.start + cr.start..base.range.start + cr.end)
+        Region::new(
+            base.buf,
+            base.range.start + cr.start..base.range.start + cr.end,
+        )
     }
 
     /// The slices of `region` (chunk-relative slicing is the same for the
@@ -229,7 +235,8 @@ impl Ctx<'_> {
         let n = self.shape.ranks;
         let steps = self.ring.steps();
         if self.shape.collective == Collective::ReduceScatter && !self.shape.in_place {
-            self.b.scratch((self.slots + steps.saturating_sub(1)) * self.layout.max_len());
+            self.b
+                .scratch((self.slots + steps.saturating_sub(1)) * self.layout.max_len());
         } else {
             self.b.scratch(self.slots * self.layout.max_len());
         }

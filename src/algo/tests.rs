@@ -42,7 +42,9 @@ fn shapes(n: usize, counts: &[usize]) -> Vec<Shape> {
 
 fn first_plan(a: &dyn Algorithm, s: &Shape) -> Plan {
     let mut p = a.path(s);
-    (*p.next(false).unwrap_or_else(|e| panic!("{}: {e}", a.name()))).clone()
+    (*p.next(false)
+        .unwrap_or_else(|e| panic!("{}: {e}", a.name())))
+    .clone()
 }
 
 /// Every plan of every algorithm is deadlock-free, race-free, bracketed,
@@ -226,7 +228,10 @@ fn device_ordered_plans() {
     let mut p = flag::Flag.path(&s);
     let g = p.graph_plans(2).unwrap();
     assert!(g.iter().all(|p| p.device_ordered()));
-    assert!(!flag::plan(&s, 0, true).device_ordered(), "fenced waits on events");
+    assert!(
+        !flag::plan(&s, 0, true).device_ordered(),
+        "fenced waits on events"
+    );
     assert!(!first_plan(&ring::Ring::PLAIN, &s).device_ordered());
     let oop = Shape::all_reduce(2, 100, 4, false);
     assert!(first_plan(&fused::Fused, &oop).device_ordered());
@@ -324,7 +329,10 @@ fn auto_policy() {
     assert_eq!(name(Shape::all_reduce(2, 1024, 4, false)), "oneshot:fused");
     assert_eq!(name(Shape::all_reduce(2, 1024, 4, true)), "oneshot:flag");
     assert_eq!(name(Shape::all_reduce(2, 8 << 20, 4, false)), "ring:pipe2");
-    assert_eq!(name(Shape::all_reduce(2, 256 << 20, 4, false)), "ring:pipe4");
+    assert_eq!(
+        name(Shape::all_reduce(2, 256 << 20, 4, false)),
+        "ring:pipe4"
+    );
     assert_eq!(name(Shape::all_reduce(4, 16, 4, false)), "ring:pipe2");
     let ag = Shape {
         collective: Collective::AllGather,

@@ -8,8 +8,8 @@
 //! is complete. A call returns when every rank has finished it.
 
 use super::{
-    check_call, op_desc, signal_desc, Backend, BackendInfo, BackendKind, BufId, Call,
-    CallTimeline, DeviceMemory, IssueProfile, OpTime, Profiling,
+    check_call, op_desc, signal_desc, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline,
+    DeviceMemory, IssueProfile, OpTime, Profiling,
 };
 use crate::element::{combine, combine_into, Combine};
 use crate::error::{Error, Result};
@@ -43,13 +43,14 @@ struct CpuMem {
 impl CpuMem {
     /// The buffer `id` of `rank` and its size in bytes.
     fn get(&self, rank: usize, id: BufId) -> Result<(Words, usize)> {
-        let m = self.ranks.get(rank).ok_or_else(|| {
-            Error::Plan(format!("rank {rank} does not exist"))
-        })?;
+        let m = self
+            .ranks
+            .get(rank)
+            .ok_or_else(|| Error::Plan(format!("rank {rank} does not exist")))?;
         let map = m.bufs.read().unwrap_or_else(|e| e.into_inner());
-        map.get(&id).cloned().ok_or_else(|| {
-            Error::Plan(format!("rank {rank} has no buffer {}", id.0))
-        })
+        map.get(&id)
+            .cloned()
+            .ok_or_else(|| Error::Plan(format!("rank {rank} has no buffer {}", id.0)))
     }
 }
 
@@ -161,7 +162,9 @@ fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> {
         match run.faults.at(r, i, run.gen) {
             Some(Fault::Panic) => panic!("injected panic at {}", at()),
             Some(Fault::Stall) => {
-                return Err(run.board.stall(run.gen, r, &format!("injected stall at {}", at())))
+                return Err(run
+                    .board
+                    .stall(run.gen, r, &format!("injected stall at {}", at())))
             }
             Some(Fault::Fail) => {
                 return Err(Error::Worker {
@@ -261,7 +264,12 @@ fn carve(buf: &mut [u8], dst: Range<usize>) -> (&[u8], &mut [u8], &[u8]) {
 }
 
 /// The read-only range `r` of a carved buffer (disjoint from `dst`).
-fn piece<'a>(before: &'a [u8], after: &'a [u8], dst: &Range<usize>, r: &Range<usize>) -> Result<&'a [u8]> {
+fn piece<'a>(
+    before: &'a [u8],
+    after: &'a [u8],
+    dst: &Range<usize>,
+    r: &Range<usize>,
+) -> Result<&'a [u8]> {
     if r.end <= dst.start {
         Ok(&before[r.clone()])
     } else if r.start >= dst.end {
@@ -343,7 +351,9 @@ impl Memory for View<'_> {
         // Split the guards so the destination can be borrowed mutably while
         // the operands are read.
         let (left, right) = guards.split_at_mut(pd);
-        let (dguard, right) = right.split_first_mut().ok_or_else(|| Error::Plan("no destination".into()))?;
+        let (dguard, right) = right
+            .split_first_mut()
+            .ok_or_else(|| Error::Plan("no destination".into()))?;
         let (before, out, after) = carve(words_as_bytes(dguard), db.clone());
         let get = |p: usize, r: &Range<usize>| -> Result<&[u8]> {
             if p == pd {
@@ -452,7 +462,10 @@ impl Backend for CpuBackend {
             });
         }
         let mut g = lock(&w);
-        par_copy(&mut words_as_bytes(&mut g)[offset..offset + data.len()], data);
+        par_copy(
+            &mut words_as_bytes(&mut g)[offset..offset + data.len()],
+            data,
+        );
         Ok(())
     }
 
@@ -496,7 +509,11 @@ impl Backend for CpuBackend {
             epoch: self.epoch,
         });
         let t0 = Instant::now();
-        let results = self.threads.run_all((0..self.info.ranks).map(|_| Job::Run(run.clone())).collect())?;
+        let results = self.threads.run_all(
+            (0..self.info.ranks)
+                .map(|_| Job::Run(run.clone()))
+                .collect(),
+        )?;
         let total = t0.elapsed().as_nanos() as u64;
         for p in &mut self.profile {
             p.calls += 1;

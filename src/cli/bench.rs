@@ -92,12 +92,19 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         return Err(Error::BadArgument("-c/--check is 0 or 1".into()));
     }
     if cold == 0 || cold % 4 != 0 {
-        return Err(Error::BadArgument("--cold-size must be a positive multiple of 4 bytes".into()));
+        return Err(Error::BadArgument(
+            "--cold-size must be a positive multiple of 4 bytes".into(),
+        ));
     }
     report::check_outputs(a.json.as_deref(), a.csv.as_deref(), a.plot.as_deref())
         .map_err(|e| Error::Report(e.to_string()))?;
     for c in &contenders {
-        if c.is_graph() && combos.collectives.iter().any(|&k| k != Collective::AllReduce) {
+        if c.is_graph()
+            && combos
+                .collectives
+                .iter()
+                .any(|&k| k != Collective::AllReduce)
+        {
             return Err(Error::BadArgument(format!(
                 "{}: graph contenders are measured for all-reduce only",
                 c.name
@@ -120,9 +127,16 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         })
         .max()
         .unwrap_or(0);
-    check_host_memory(largest, &format!("the sweep's largest row ({})", format_bytes(max)))?;
+    check_host_memory(
+        largest,
+        &format!("the sweep's largest row ({})", format_bytes(max)),
+    )?;
     let want_nccl = contenders.iter().any(Contender::is_nccl);
-    let nccl = if want_nccl { Some(Nccl::load(a.nccl_lib.as_deref())?) } else { None };
+    let nccl = if want_nccl {
+        Some(Nccl::load(a.nccl_lib.as_deref())?)
+    } else {
+        None
+    };
 
     // -- the engine, its cold start, NCCL's, the ceiling
     let t0 = Instant::now();
@@ -137,7 +151,9 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         notes.push(n.to_string());
     }
     if cpu {
-        notes.push("CPU backend: times are CPU wall-clock timings of host threads, not GPU timings".into());
+        notes.push(
+            "CPU backend: times are CPU wall-clock timings of host threads, not GPU timings".into(),
+        );
     }
     for (k, v) in std::env::vars() {
         if k.starts_with("NCCL_") || k.starts_with("RINGREDUCE_") {
@@ -145,7 +161,11 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         }
     }
     notes.push("busbw = algbw * 2(N-1)/N for all-reduce, (N-1)/N for reduce-scatter and all-gather (nccl-tests); ratio columns compare algbw at equal size".into());
-    let mut cold_rows: Vec<ColdStart> = vec![bench::cold_start_engine(&mut e, setup_ms, (cold / 4) as usize)?];
+    let mut cold_rows: Vec<ColdStart> = vec![bench::cold_start_engine(
+        &mut e,
+        setup_ms,
+        (cold / 4) as usize,
+    )?];
     if let Some(b) = e.core().info().setup {
         let mut r = cold_rows[0].clone();
         r.algo = "auto (excl. driver+contexts)".into();
@@ -159,7 +179,11 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     let mut contenders = contenders;
     let mut nccl_version = None;
     if let Some(lib) = &nccl {
-        nccl_version = Some(format!("{} ({})", lib.version_string()?, lib.path().display()));
+        nccl_version = Some(format!(
+            "{} ({})",
+            lib.version_string()?,
+            lib.path().display()
+        ));
         match bench::cold_start_nccl(&mut e, lib, (cold / 4) as usize) {
             Ok(c) => cold_rows.push(c),
             Err(err @ Error::Unsupported(..)) => {
@@ -271,7 +295,10 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             c * 2.0 / ranks as f64
         ));
     }
-    let reference = contenders.iter().any(|c| c.name == "nccl").then_some("nccl");
+    let reference = contenders
+        .iter()
+        .any(|c| c.name == "nccl")
+        .then_some("nccl");
     super::out_raw(&rep.render_all(reference))?;
     if let Some(c) = ceiling {
         out(format!(
@@ -310,13 +337,23 @@ struct Sweep<'a> {
     pb: Option<&'a ProgressBar>,
 }
 
-fn sweep_one<T: Element>(core: Core, s: &Sweep<'_>, coll: Collective, op: ReduceOp) -> (Core, Result<Vec<Row>>) {
+fn sweep_one<T: Element>(
+    core: Core,
+    s: &Sweep<'_>,
+    coll: Collective,
+    op: ReduceOp,
+) -> (Core, Result<Vec<Row>>) {
     let mut e = Engine::<T>::from_core(core);
     let r = sweep_rows(&mut e, s, coll, op);
     (e.into_core(), r)
 }
 
-fn sweep_rows<T: Element>(e: &mut Engine<T>, s: &Sweep<'_>, coll: Collective, op: ReduceOp) -> Result<Vec<Row>> {
+fn sweep_rows<T: Element>(
+    e: &mut Engine<T>,
+    s: &Sweep<'_>,
+    coll: Collective,
+    op: ReduceOp,
+) -> Result<Vec<Row>> {
     let n = e.ranks();
     let mut rows = Vec::new();
     for &size in s.sizes {
@@ -331,9 +368,16 @@ fn sweep_rows<T: Element>(e: &mut Engine<T>, s: &Sweep<'_>, coll: Collective, op
         };
         for c in s.contenders {
             if let Some(pb) = s.pb {
-                pb.set_message(format!("{} {} {} {}", coll, T::DTYPE.name(), c.name, format_bytes(size)));
+                pb.set_message(format!(
+                    "{} {} {} {}",
+                    coll,
+                    T::DTYPE.name(),
+                    c.name,
+                    format_bytes(size)
+                ));
             }
-            let row = bench::measure_row(e, c, coll, count, op, (warmup, iters, s.blocks), s.check, 7)?;
+            let row =
+                bench::measure_row(e, c, coll, count, op, (warmup, iters, s.blocks), s.check, 7)?;
             out(stream_line(&row))?;
             rows.push(row);
             if let Some(pb) = s.pb {

@@ -25,7 +25,12 @@ pub struct CheckArgs {
     pub nccl_lib: Option<PathBuf>,
     /// Sizes per rank (nccl-tests' convention: reduce-scatter and
     /// all-gather sizes are the whole buffer), comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "4KiB,4MiB,256MiB,1GiB+12", conflicts_with = "counts")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "4KiB,4MiB,256MiB,1GiB+12",
+        conflicts_with = "counts"
+    )]
     pub sizes: Vec<String>,
     /// Element counts per rank instead of sizes (NCCL's count: all-reduce
     /// elements, reduce-scatter's output, all-gather's input), comma-separated,
@@ -59,7 +64,11 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
     let by_count = a.counts.is_some();
     let sizes: Vec<u64> = match &a.counts {
         Some(c) => c.iter().map(|s| parse_size(s)).collect::<Result<_>>()?,
-        None => a.sizes.iter().map(|s| parse_size(s)).collect::<Result<_>>()?,
+        None => a
+            .sizes
+            .iter()
+            .map(|s| parse_size(s))
+            .collect::<Result<_>>()?,
     };
     if sizes.is_empty() {
         return Err(Error::BadArgument("--sizes needs at least one size".into()));
@@ -79,7 +88,8 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
                 _ => e * cfg.ranks as u64,
             };
             let count = if by_count {
-                usize::try_from(s).map_err(|_| Error::BadArgument(format!("count {s} too large")))?
+                usize::try_from(s)
+                    .map_err(|_| Error::BadArgument(format!("count {s} too large")))?
             } else {
                 bench::count_for(coll, s, dtype.size(), cfg.ranks)
             };
@@ -90,7 +100,11 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
                         "not a whole number of {} {} elements{}",
                         dtype.name(),
                         coll,
-                        if coll == Collective::AllReduce { "" } else { " per rank" }
+                        if coll == Collective::AllReduce {
+                            ""
+                        } else {
+                            " per rank"
+                        }
                     ),
                 });
             }
@@ -137,17 +151,32 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
 }
 
 /// One (collective, type, op): a table of every size, place and path.
-fn check_one<T: Element>(core: Core, p: &Plan, coll: Collective, op: ReduceOp) -> Result<(Core, bool)> {
+fn check_one<T: Element>(
+    core: Core,
+    p: &Plan,
+    coll: Collective,
+    op: ReduceOp,
+) -> Result<(Core, bool)> {
     let mut e = Engine::<T>::from_core(core);
     let r = check_table(&mut e, p, coll, op);
     let core = e.into_core();
     r.map(|ok| (core, ok))
 }
 
-fn check_table<T: Element>(e: &mut Engine<T>, p: &Plan, coll: Collective, op: ReduceOp) -> Result<bool> {
+fn check_table<T: Element>(
+    e: &mut Engine<T>,
+    p: &Plan,
+    coll: Collective,
+    op: ReduceOp,
+) -> Result<bool> {
     let n = e.ranks();
     let dtype = T::DTYPE;
-    let bitwise = verify::is_bitwise(dtype, if coll.reduces() { op } else { ReduceOp::Max }, n, p.kind);
+    let bitwise = verify::is_bitwise(
+        dtype,
+        if coll.reduces() { op } else { ReduceOp::Max },
+        n,
+        p.kind,
+    );
     out(String::new())?;
     out(format!(
         "# {coll}, {}, {}: comparison {}",
@@ -181,11 +210,13 @@ fn check_table<T: Element>(e: &mut Engine<T>, p: &Plan, coll: Collective, op: Re
         let inputs = verify::make_inputs::<T>(p.kind, op, n, per_rank, p.seed);
         let expect = bench::expected(coll, &inputs, op, p.kind);
         for in_place in [false, true] {
-            let (nw, nv, nccl_out) = bench::checked_call(e, &nccl, coll, in_place, op, &inputs, &expect)?;
+            let (nw, nv, nccl_out) =
+                bench::checked_call(e, &nccl, coll, in_place, op, &inputs, &expect)?;
             for c in &p.contenders {
                 let shape = e.shape(coll, count, in_place);
                 let path = match &c.kind {
-                    ContenderKind::Engine(choice) => match e.core().path_name(Some(choice), &shape) {
+                    ContenderKind::Engine(choice) => match e.core().path_name(Some(choice), &shape)
+                    {
                         Ok(path) => path,
                         Err(err) => {
                             out(format!(
@@ -200,7 +231,8 @@ fn check_table<T: Element>(e: &mut Engine<T>, p: &Plan, coll: Collective, op: Re
                     },
                     _ => c.name.clone(),
                 };
-                let (rw, _, ring_out) = bench::checked_call(e, c, coll, in_place, op, &inputs, &expect)?;
+                let (rw, _, ring_out) =
+                    bench::checked_call(e, c, coll, in_place, op, &inputs, &expect)?;
                 let v = bench::compare_outputs(&ring_out, &nccl_out, &expect);
                 let ok = v.passed() && rw == 0 && nw == 0;
                 all_ok &= ok;

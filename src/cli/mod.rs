@@ -99,7 +99,9 @@ impl Common {
         };
         if let Some(d) = &self.devices {
             if d.is_empty() {
-                return Err(Error::BadArgument("--devices needs at least one GPU".into()));
+                return Err(Error::BadArgument(
+                    "--devices needs at least one GPU".into(),
+                ));
             }
         }
         let mut cfg = EngineConfig::new(ranks, self.backend);
@@ -192,7 +194,9 @@ pub fn parse_collectives(s: &str) -> Result<Vec<Collective>> {
         }
     }
     if v.is_empty() {
-        return Err(Error::BadArgument("--collective needs at least one collective".into()));
+        return Err(Error::BadArgument(
+            "--collective needs at least one collective".into(),
+        ));
     }
     Ok(v)
 }

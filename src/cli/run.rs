@@ -76,9 +76,12 @@ pub fn execute(a: RunArgs) -> Result<bool> {
         elem_size: dtype.size(),
         in_place: a.in_place,
     };
-    let cpu = cfg.backend == crate::backend::BackendChoice::Cpu
-        || crate::backend::cuda::probe().is_err();
-    check_host_memory(host_bytes(&shape, cpu), "this run (inputs, reference, outputs)")?;
+    let cpu =
+        cfg.backend == crate::backend::BackendChoice::Cpu || crate::backend::cuda::probe().is_err();
+    check_host_memory(
+        host_bytes(&shape, cpu),
+        "this run (inputs, reference, outputs)",
+    )?;
     // Fail early on a fixed path that cannot run this call.
     cfg.algo.resolve(&shape)?;
     crate::with_element!(dtype, T => run_typed::<T>(&a, cfg, shape, op, inputs))
@@ -101,7 +104,11 @@ fn run_typed<T: Element>(
         shape.count,
         dtype.name(),
         format_bytes(shape.bytes()),
-        if shape.in_place { "in place" } else { "out of place" },
+        if shape.in_place {
+            "in place"
+        } else {
+            "out of place"
+        },
         shape.collective,
         op.name()
     ))?;
@@ -149,7 +156,9 @@ fn run_typed<T: Element>(
         for (r, (s, i)) in send.iter().zip(&inputs).enumerate() {
             let changed = verify::changed(s, i);
             if changed > 0 {
-                out(format!("rank {r}: input buffer modified in {changed} elements"))?;
+                out(format!(
+                    "rank {r}: input buffer modified in {changed} elements"
+                ))?;
                 if let Some(w) = verdict.wrong.get_mut(r) {
                     *w += changed;
                 }
@@ -179,7 +188,13 @@ fn run_typed<T: Element>(
             ", contexts, kernel modules, streams, peer access"
         }
     ))?;
-    for h in engine.core().info().hardware.iter().filter(|h| h.starts_with("setup:")) {
+    for h in engine
+        .core()
+        .info()
+        .hardware
+        .iter()
+        .filter(|h| h.starts_with("setup:"))
+    {
         out(format!("            {h}"))?;
     }
     out(format!(
@@ -227,9 +242,10 @@ fn run_typed<T: Element>(
             verdict.wrong
         ))?;
         if let Some((r, i, g, w)) = verdict.first_wrong {
-            out(format!("            first: rank {r} element {i}: got {g}, expected {w}"))?;
+            out(format!(
+                "            first: rank {r} element {i}: got {g}, expected {w}"
+            ))?;
         }
         Ok(false)
     }
 }
-

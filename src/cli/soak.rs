@@ -75,13 +75,18 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
     }
     let max = parse_size(&a.max_size)?;
     if max == 0 || max > 1 << 32 {
-        return Err(Error::BadArgument("--max-size must be between 1 B and 4 GiB".into()));
+        return Err(Error::BadArgument(
+            "--max-size must be between 1 B and 4 GiB".into(),
+        ));
     }
     if !a.seconds.is_finite() || a.seconds < 0.0 {
         return Err(Error::BadArgument("--seconds must be >= 0".into()));
     }
     let paths: Vec<AlgoChoice> = if a.algo.trim().eq_ignore_ascii_case("all") {
-        PATHS.iter().map(|p| p.parse().map_err(Error::BadArgument)).collect::<Result<_>>()?
+        PATHS
+            .iter()
+            .map(|p| p.parse().map_err(Error::BadArgument))
+            .collect::<Result<_>>()?
     } else {
         a.algo
             .split(',')
@@ -92,7 +97,11 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
     let gpus = crate::backend::cuda::probe().map(|i| i.devices.len()).ok();
     let rank_counts = match &a.rank_counts {
         Some(v) if !v.is_empty() => v.clone(),
-        Some(_) => return Err(Error::BadArgument("--rank-counts needs at least one".into())),
+        Some(_) => {
+            return Err(Error::BadArgument(
+                "--rank-counts needs at least one".into(),
+            ))
+        }
         None => match (base.backend, gpus) {
             (crate::backend::BackendChoice::Cpu, _) | (_, None) => vec![1, 2, 3, 4, 5],
             (_, Some(g)) => vec![g, 2 * g],
@@ -144,7 +153,11 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
             _ => count / n.max(1),
         };
         let in_place = rng.next_u64() % 2 == 0;
-        let kind = if rng.next_u64() % 2 == 0 { Inputs::Exact } else { Inputs::Random };
+        let kind = if rng.next_u64() % 2 == 0 {
+            Inputs::Exact
+        } else {
+            Inputs::Random
+        };
         let shape = Shape {
             collective: coll,
             ranks: n,
@@ -159,12 +172,17 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
                 choice = pick.clone();
             }
         }
-        if !engines.contains_key(&n) {
-            let mut cfg = EngineConfig { ranks: n, ..base.clone() };
+        if let std::collections::btree_map::Entry::Vacant(slot) = engines.entry(n) {
+            let mut cfg = EngineConfig {
+                ranks: n,
+                ..base.clone()
+            };
             cfg.algo = AlgoChoice::Auto;
-            engines.insert(n, Engine::<u8>::new(cfg)?.into_core());
+            slot.insert(Engine::<u8>::new(cfg)?.into_core());
         }
-        let core = engines.remove(&n).ok_or_else(|| Error::Plan("engine cache".into()))?;
+        let core = engines
+            .remove(&n)
+            .ok_or_else(|| Error::Plan("engine cache".into()))?;
         let seed = rng.next_u64();
         let desc = format!(
             "call {i}: {n} ranks {coll} {} {} count {count} {} {} {}",
@@ -174,7 +192,8 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
             choice.name(),
             kind
         );
-        let (core, r) = crate::with_element!(dtype, T => one::<T>(core, &choice, shape, op, kind, seed));
+        let (core, r) =
+            crate::with_element!(dtype, T => one::<T>(core, &choice, shape, op, kind, seed));
         engines.insert(n, core);
         stats.calls += 1;
         match r {
@@ -220,8 +239,15 @@ fn one<T: Element>(
             kind: ContenderKind::Engine(choice.clone()),
         };
         let t = Instant::now();
-        let (wrong, _, _) =
-            bench::checked_call(&mut e, &c, shape.collective, shape.in_place, op, &inputs, &expect)?;
+        let (wrong, _, _) = bench::checked_call(
+            &mut e,
+            &c,
+            shape.collective,
+            shape.in_place,
+            op,
+            &inputs,
+            &expect,
+        )?;
         Ok((t.elapsed().as_secs_f64() * 1e6, wrong))
     })();
     (e.into_core(), r)
@@ -254,7 +280,11 @@ fn report(s: &Stats, elapsed: Duration) -> Result<bool> {
         out(format!("PASS: 0 wrong of {} calls", s.calls))?;
         Ok(true)
     } else {
-        out(format!("FAIL: {} of {} calls wrong or failed", s.wrong.len(), s.calls))?;
+        out(format!(
+            "FAIL: {} of {} calls wrong or failed",
+            s.wrong.len(),
+            s.calls
+        ))?;
         Ok(false)
     }
 }

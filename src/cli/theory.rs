@@ -23,12 +23,15 @@ pub struct TheoryArgs {
 pub fn execute(a: TheoryArgs) -> Result<bool> {
     let d = parse_size(&a.size)?;
     if a.ranks.is_empty() || a.ranks.contains(&0) {
-        return Err(Error::BadArgument("--ranks needs positive rank counts".into()));
+        return Err(Error::BadArgument(
+            "--ranks needs positive rank counts".into(),
+        ));
     }
     if a.ranks.iter().any(|&n| n > 1 << 20) {
         return Err(Error::BadArgument("--ranks: at most 1048576".into()));
     }
-    if !a.link_gbps.is_finite() || a.link_gbps <= 0.0 || !a.alpha_us.is_finite() || a.alpha_us < 0.0 {
+    if !a.link_gbps.is_finite() || a.link_gbps <= 0.0 || !a.alpha_us.is_finite() || a.alpha_us < 0.0
+    {
         return Err(Error::BadArgument(
             "--link-gbps must be > 0 and --alpha-us >= 0".into(),
         ));

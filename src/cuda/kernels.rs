@@ -133,7 +133,12 @@ impl<'id> Ctx<'id> {
         check("cuModuleGetFunction", unsafe {
             sys::cuModuleGetFunction(&mut f, handle, cname.as_ptr())
         })
-        .map_err(|e| err("cuModuleGetFunction", format!("{name} in {}: {}", module.name, e.message)))?;
+        .map_err(|e| {
+            err(
+                "cuModuleGetFunction",
+                format!("{name} in {}: {}", module.name, e.message),
+            )
+        })?;
         let (b, t) = self.brand();
         Ok(Kernel {
             f,
@@ -212,7 +217,10 @@ fn overlap(p: u64, q: u64, n: usize) -> bool {
 
 fn aligned(call: &'static str, off: usize, elem: usize) -> CuResult<()> {
     if elem == 0 || off % elem != 0 {
-        return Err(err(call, format!("offset {off} is not a multiple of {elem}")));
+        return Err(err(
+            call,
+            format!("offset {off} is not a multiple of {elem}"),
+        ));
     }
     Ok(())
 }

@@ -104,7 +104,12 @@ impl<'id> DevBuf<'id> {
     }
 
     /// The device address of bytes `off..off + n`, checked.
-    pub(crate) fn ptr_at(&self, call: &'static str, off: usize, n: usize) -> CuResult<sys::CUdeviceptr> {
+    pub(crate) fn ptr_at(
+        &self,
+        call: &'static str,
+        off: usize,
+        n: usize,
+    ) -> CuResult<sys::CUdeviceptr> {
         if off.checked_add(n).is_none_or(|end| end > self.alloc.bytes) {
             return Err(err(
                 call,

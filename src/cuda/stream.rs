@@ -196,7 +196,9 @@ impl<'id> Stream<'id> {
     /// `cuEventRecord` of a timing event of the same context.
     pub fn record_timing(&self, ev: &TimingEvent<'id>) -> CuResult<()> {
         // SAFETY: event and stream belong to the same context (same brand).
-        check("cuEventRecord", unsafe { sys::cuEventRecord(ev.e.0, self.s) })
+        check("cuEventRecord", unsafe {
+            sys::cuEventRecord(ev.e.0, self.s)
+        })
     }
 
     /// `cuStreamWaitEvent` on a local event.

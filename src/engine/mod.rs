@@ -438,7 +438,13 @@ impl Core {
         let grow: Vec<usize> = bytes
             .iter()
             .enumerate()
-            .map(|(r, &b)| if b > have.get(r).copied().unwrap_or(0) { b } else { 0 })
+            .map(|(r, &b)| {
+                if b > have.get(r).copied().unwrap_or(0) {
+                    b
+                } else {
+                    0
+                }
+            })
             .collect();
         self.check_memory(&grow, &format!("buffer {}", id.0))?;
         let want: Vec<usize> = bytes
@@ -510,7 +516,11 @@ impl Core {
 
     /// Bytes of buffer `id` on rank `r`.
     pub fn capacity(&self, id: BufId, r: usize) -> usize {
-        self.caps.get(&id).and_then(|v| v.get(r)).copied().unwrap_or(0)
+        self.caps
+            .get(&id)
+            .and_then(|v| v.get(r))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Copy `data` into rank `r`'s buffer `id` at byte `offset`.

@@ -33,12 +33,15 @@ struct Arg<T> {
     input: Vec<T>,
 }
 
+/// Per-rank results of one finished call.
+type Outcomes<T> = Vec<Option<Result<Vec<T>>>>;
+
 struct Round<T> {
     /// The call being assembled.
     seq: u64,
     args: Vec<Option<Arg<T>>>,
     /// Outcomes of finished calls: (seq, per-rank result).
-    done: Option<(u64, Vec<Option<Result<Vec<T>>>>)>,
+    done: Option<(u64, Outcomes<T>)>,
 }
 
 struct Shared<T: Element> {
@@ -119,7 +122,13 @@ impl<T: Element> RankComm<T> {
     }
 
     /// Deposit this rank's part; the last rank to arrive runs the call.
-    fn call(&self, collective: Collective, input: Vec<T>, in_place: bool, op: ReduceOp) -> Result<Vec<T>> {
+    fn call(
+        &self,
+        collective: Collective,
+        input: Vec<T>,
+        in_place: bool,
+        op: ReduceOp,
+    ) -> Result<Vec<T>> {
         let sh = &*self.shared;
         let mut round = guard(&sh.round);
         if round.args[self.rank].is_some() {

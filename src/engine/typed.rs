@@ -220,7 +220,10 @@ impl<T: Element> Engine<T> {
             let ranges: Vec<std::ops::Range<usize>> = if !shape.in_place {
                 vec![out.range.clone()]
             } else if shape.collective == Collective::AllGather {
-                vec![out.range.start..input.range.start, input.range.end..out.range.end]
+                vec![
+                    out.range.start..input.range.start,
+                    input.range.end..out.range.end,
+                ]
             } else {
                 vec![]
             };
@@ -246,7 +249,12 @@ impl<T: Element> Engine<T> {
     }
 
     /// Launch and wait.
-    pub fn run(&mut self, choice: Option<&AlgoChoice>, shape: &Shape, op: ReduceOp) -> Result<CallInfo> {
+    pub fn run(
+        &mut self,
+        choice: Option<&AlgoChoice>,
+        shape: &Shape,
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
         let plan = self.launch(choice, shape, op)?;
         self.core.synchronize()?;
         Ok(CallInfo::of(&plan))
@@ -354,7 +362,10 @@ impl<T: Element> Engine<T> {
                     )));
                 }
                 let c = len / n;
-                all.iter().enumerate().map(|(r, b)| &b[r * c..(r + 1) * c]).collect()
+                all.iter()
+                    .enumerate()
+                    .map(|(r, b)| &b[r * c..(r + 1) * c])
+                    .collect()
             }
             _ => all.iter().map(Vec::as_slice).collect(),
         };

@@ -193,8 +193,13 @@ pub fn effects(rank: usize, kind: &OpKind) -> Vec<Effect<'_>> {
 /// Memory an effect can be applied to.
 pub trait Memory {
     type Error;
-    fn copy(&mut self, from: usize, src: &Region, to: usize, dst: &Region)
-        -> Result<(), Self::Error>;
+    fn copy(
+        &mut self,
+        from: usize,
+        src: &Region,
+        to: usize,
+        dst: &Region,
+    ) -> Result<(), Self::Error>;
     fn reduce(
         &mut self,
         rank: usize,

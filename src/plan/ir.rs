@@ -443,11 +443,7 @@ impl Plan {
         self.signals
             .iter()
             .all(|s| !s.needed || s.kind == SignalKind::Flag)
-            && self
-                .ops
-                .iter()
-                .flatten()
-                .all(|op| op.lane == Lane::Compute)
+            && self.ops.iter().flatten().all(|op| op.lane == Lane::Compute)
     }
 
     /// Bytes each rank sends to other ranks, and receives from them.

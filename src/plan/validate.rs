@@ -59,7 +59,11 @@ impl Plan {
             Buf::Scratch => self.scratch_len,
         };
         let mut recorded = vec![0u32; self.signals.len()];
-        let mut record = |s: SignalId, r: usize, lane: Lane, kind: SignalKind| -> Result<(), String> {
+        let mut record = |s: SignalId,
+                          r: usize,
+                          lane: Lane,
+                          kind: SignalKind|
+         -> Result<(), String> {
             let sig = self
                 .signals
                 .get(s.0)
@@ -127,13 +131,19 @@ impl Plan {
                     OpKind::Exchange(x) => {
                         record(x.pushed, r, op.lane, SignalKind::Flag)?;
                         if op.lane != Lane::Compute {
-                            return Err(format!("{}: an exchange kernel runs on the compute lane", at()));
+                            return Err(format!(
+                                "{}: an exchange kernel runs on the compute lane",
+                                at()
+                            ));
                         }
                         if x.peer == r || x.peer >= n {
                             return Err(format!("{}: exchange with rank {}", at(), x.peer));
                         }
                         if x.my_slot.overlaps(&x.dst) || x.my_slot.overlaps(&x.input) {
-                            return Err(format!("{}: exchange slot overlaps its input or output", at()));
+                            return Err(format!(
+                                "{}: exchange slot overlaps its input or output",
+                                at()
+                            ));
                         }
                         let partner = self.ops[x.peer].iter().find_map(|o| match &o.kind {
                             OpKind::Exchange(y) if y.pushed == x.peer_pushed => Some(y),
@@ -190,7 +200,11 @@ impl Plan {
             for r in 0..n {
                 while let Some(&(i, k)) = rank_parts[r].get(pos[r]) {
                     let part = parts(r, &self.ops[r][i])[k];
-                    if !part.waits.iter().all(|s| done.get(s.0).copied().unwrap_or(false)) {
+                    if !part
+                        .waits
+                        .iter()
+                        .all(|s| done.get(s.0).copied().unwrap_or(false))
+                    {
                         break;
                     }
                     if let Some(s) = part.signal {
@@ -266,7 +280,10 @@ impl Plan {
         for &(r, i, k) in order {
             if let Some(e) = parts(r, &self.ops[r][i])[k].effect {
                 interp::apply(&mut mem, &e).map_err(|m| {
-                    format!("{name}: rank {r} op {i} ({}): {m}", self.ops[r][i].kind.name())
+                    format!(
+                        "{name}: rank {r} op {i} ({}): {m}",
+                        self.ops[r][i].kind.name()
+                    )
                 })?;
             }
         }
@@ -361,7 +378,9 @@ impl Plan {
             if p.ranks() != n {
                 return Err("sequence mixes rank counts".into());
             }
-            if p.shape.recv_len() > all.shape.recv_len() || p.shape.send_len() > all.shape.send_len() {
+            if p.shape.recv_len() > all.shape.recv_len()
+                || p.shape.send_len() > all.shape.send_len()
+            {
                 all.shape = p.shape;
             }
             let base = all.signals.len();
@@ -455,8 +474,11 @@ impl HappensBefore {
     fn new(plan: &Plan, order: &[PartId]) -> HappensBefore {
         let n = plan.ranks();
         let chains = n * LANES;
-        let mut first: Vec<Vec<usize>> =
-            plan.ops.iter().map(|ops| vec![usize::MAX; ops.len()]).collect();
+        let mut first: Vec<Vec<usize>> = plan
+            .ops
+            .iter()
+            .map(|ops| vec![usize::MAX; ops.len()])
+            .collect();
         let mut producer = vec![usize::MAX; plan.signals.len()];
         let mut last = vec![usize::MAX; chains];
         let mut next_seq = vec![0u32; chains];

@@ -128,30 +128,31 @@ impl CudaBackend {
         let map: Vec<usize> = (0..ranks).map(|r| devs[r % devs.len()]).collect();
         let m = map.clone();
         let (timeout, faults) = (opts.timeout, opts.faults.clone());
-        let mut threads = RankThreads::spawn(ranks, "cuda", move |rank, inbox: Inbox<Job, Reply>| {
-            let device = m[rank];
-            let slot = std::cell::Cell::new(Some(inbox));
-            let t0 = Instant::now();
-            let r = cuda::with_device(device, |ctx| {
-                let bind_ms = t0.elapsed().as_secs_f64() * 1e3;
-                let Some(inbox) = slot.take() else { return };
-                match Rank::new(rank, device, ctx, bind_ms, timeout, faults.clone()) {
-                    Err(e) => inbox.ready(Err(e)),
-                    Ok(mut st) => {
-                        inbox.ready(Ok(()));
-                        inbox.serve(|job: Job| job(&mut st));
-                        // The backend drained every rank before shutting the
-                        // threads down; drain this one again before its
-                        // memory goes.
-                        let _ = st.sync();
-                        st.teardown();
+        let mut threads =
+            RankThreads::spawn(ranks, "cuda", move |rank, inbox: Inbox<Job, Reply>| {
+                let device = m[rank];
+                let slot = std::cell::Cell::new(Some(inbox));
+                let t0 = Instant::now();
+                let r = cuda::with_device(device, |ctx| {
+                    let bind_ms = t0.elapsed().as_secs_f64() * 1e3;
+                    let Some(inbox) = slot.take() else { return };
+                    match Rank::new(rank, device, ctx, bind_ms, timeout, faults.clone()) {
+                        Err(e) => inbox.ready(Err(e)),
+                        Ok(mut st) => {
+                            inbox.ready(Ok(()));
+                            inbox.serve(|job: Job| job(&mut st));
+                            // The backend drained every rank before shutting the
+                            // threads down; drain this one again before its
+                            // memory goes.
+                            let _ = st.sync();
+                            st.teardown();
+                        }
                     }
+                });
+                if let (Err(e), Some(inbox)) = (r, slot.take()) {
+                    inbox.ready(Err(cuda_err(rank, device)(e)));
                 }
-            });
-            if let (Err(e), Some(inbox)) = (r, slot.take()) {
-                inbox.ready(Err(cuda_err(rank, device)(e)));
-            }
-        })?;
+            })?;
         threads.set_deadline(Some(timeout + Duration::from_secs(30)));
         let names: Vec<String> = info.devices.iter().map(|d| d.name.clone()).collect();
         let mut distinct = map.clone();
@@ -285,7 +286,9 @@ impl CudaBackend {
             let all = all.clone();
             Box::new(move |rk: &mut Rank<'_>| {
                 for p in all.iter() {
-                    rk.ctx.enable_peer_access(p).map_err(cuda_err(rk.rank, rk.device))?;
+                    rk.ctx
+                        .enable_peer_access(p)
+                        .map_err(cuda_err(rk.rank, rk.device))?;
                 }
                 Ok(())
             })
@@ -526,7 +529,8 @@ impl Backend for CudaBackend {
     }
 
     fn ping(&mut self) -> Result<()> {
-        self.each(|_| Box::new(|_: &mut Rank<'_>| Ok(()))).map(|_| ())
+        self.each(|_| Box::new(|_: &mut Rank<'_>| Ok(())))
+            .map(|_| ())
     }
 
     fn nccl(&mut self) -> Option<&mut dyn NcclBackend> {
@@ -592,13 +596,20 @@ impl GraphBackend for CudaBackend {
             check_call(c, self.info.ranks)?;
             if !c.plan.device_ordered() {
                 return Err(Error::Unsupported(
-                    format!("CUDA graph capture of {} (orders steps with events)", c.plan.name),
+                    format!(
+                        "CUDA graph capture of {} (orders steps with events)",
+                        c.plan.name
+                    ),
                     "cuda",
                 ));
             }
         }
         let calls = Arc::new(calls.to_vec());
-        let signals = calls.iter().map(|c| c.plan.signal_count()).max().unwrap_or(0);
+        let signals = calls
+            .iter()
+            .map(|c| c.plan.signal_count())
+            .max()
+            .unwrap_or(0);
         let (abort, timeout) = (self.abort.clone(), self.timeout);
         self.each_all(|_| {
             let calls = calls.clone();

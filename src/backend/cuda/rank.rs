@@ -7,7 +7,7 @@ use super::{cuda_err, Peers};
 use crate::backend::{op_desc, signal_desc, BufId, Call, IssueProfile, NcclCall, OpTime};
 use crate::cuda::kernels::{self, Exchange as XLaunch, Operand, Reduce as RLaunch};
 use crate::cuda::{
-    nccl, CudaError, Ctx, DevBuf, Event, Graph, HostMapped, Kernel, PeerBuf, RemoteEvent, Stream,
+    nccl, Ctx, CudaError, DevBuf, Event, Graph, HostMapped, Kernel, PeerBuf, RemoteEvent, Stream,
     TimingEvent, EXCHANGE_MAX_BLOCKS,
 };
 use crate::element::{DataType, DevOp};
@@ -78,7 +78,10 @@ impl<'id> Rank<'id> {
         lanes[0].memset(&calls, 0, calls.len(), 0).map_err(&e)?;
         lanes[0].synchronize().map_err(&e)?;
         let ctrl = Arc::new(ctx.host_mapped(16).map_err(&e)?);
-        ctrl.store_u64(TIMEOUT_WORD, timeout.as_nanos().min(u64::MAX as u128) as u64);
+        ctrl.store_u64(
+            TIMEOUT_WORD,
+            timeout.as_nanos().min(u64::MAX as u128) as u64,
+        );
         let mut me = Rank {
             rank,
             device,
@@ -163,7 +166,10 @@ impl<'id> Rank<'id> {
                 self.ctrl.store_u32(STATUS, 0);
                 let what = "the other rank's push in an exchange kernel".to_string();
                 Err(if status == 2 {
-                    Error::Aborted { rank: self.rank, what: format!("waiting for {what}") }
+                    Error::Aborted {
+                        rank: self.rank,
+                        what: format!("waiting for {what}"),
+                    }
                 } else {
                     Error::Timeout {
                         rank: self.rank,
@@ -179,8 +185,12 @@ impl<'id> Rank<'id> {
     /// drained): the numbering starts again in step.
     pub fn reset_exchange(&self) -> Result<()> {
         let e = self.err();
-        self.lanes[0].memset(&self.flags, 0, self.flags.len(), 0).map_err(&e)?;
-        self.lanes[0].memset(&self.calls, 0, self.calls.len(), 0).map_err(&e)?;
+        self.lanes[0]
+            .memset(&self.flags, 0, self.flags.len(), 0)
+            .map_err(&e)?;
+        self.lanes[0]
+            .memset(&self.calls, 0, self.calls.len(), 0)
+            .map_err(&e)?;
         self.lanes[0].wait_idle(self.timeout).map_err(&e)
     }
 
@@ -229,9 +239,9 @@ impl<'id> Rank<'id> {
     }
 
     fn buf(&self, id: BufId) -> Result<&DevBuf<'id>> {
-        self.bufs.get(&id).ok_or_else(|| {
-            Error::Plan(format!("rank {} has no buffer {}", self.rank, id.0))
-        })
+        self.bufs
+            .get(&id)
+            .ok_or_else(|| Error::Plan(format!("rank {} has no buffer {}", self.rank, id.0)))
     }
 
     fn peer(&self, rank: usize, id: BufId) -> Result<&PeerBuf> {
@@ -298,7 +308,11 @@ impl<'id> Rank<'id> {
             match self.faults.at(r, i, gen) {
                 Some(Fault::Panic) => panic!("injected panic at {}", op_desc(&plan, r, i)),
                 Some(Fault::Stall) => {
-                    return Err(board.stall(gen, r, &format!("injected stall at {}", op_desc(&plan, r, i))))
+                    return Err(board.stall(
+                        gen,
+                        r,
+                        &format!("injected stall at {}", op_desc(&plan, r, i)),
+                    ))
                 }
                 Some(Fault::Fail) => {
                     return Err(se(CudaError {
@@ -311,7 +325,11 @@ impl<'id> Rank<'id> {
             let lane = op.lane as usize;
             let not_capturable = |why: &str| {
                 Error::Unsupported(
-                    format!("CUDA graph capture of {} ({} {why})", plan.name, op_desc(&plan, r, i)),
+                    format!(
+                        "CUDA graph capture of {} ({} {why})",
+                        plan.name,
+                        op_desc(&plan, r, i)
+                    ),
                     "cuda",
                 )
             };
