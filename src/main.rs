@@ -2,7 +2,7 @@
 //! command lives in the library ([`ringreduce::cli`]).
 
 use clap::{Parser, Subcommand};
-use ringreduce::cli::{bench, check, run, soak, theory, trace};
+use ringreduce::cli::{bench, check, compare, run, soak, theory, topo, trace};
 use ringreduce::Error;
 use std::process::ExitCode;
 
@@ -21,7 +21,8 @@ struct Cli {
 enum Cmd {
     /// Run one collective and verify it against a CPU reference.
     Run(run::RunArgs),
-    /// Print a small collective step by step.
+    /// Print a small collective step by step, or a timeline of real calls
+    /// (--timeline FILE.json, --svg FILE.svg, --backend).
     Trace(trace::TraceArgs),
     /// Parameter Server vs Ring: per-node traffic and the alpha-beta time model.
     Theory(theory::TheoryArgs),
@@ -31,6 +32,11 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// Many random collectives, every result checked.
     Soak(soak::SoakArgs),
+    /// The GPUs, their links, measured peer-copy bandwidth and latency, and
+    /// the ring order.
+    Topo(topo::TopoArgs),
+    /// Parameter server vs ring, measured: bytes per rank and time vs N.
+    Compare(compare::CompareArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +48,8 @@ fn main() -> ExitCode {
         Cmd::Check(a) => check::execute(a),
         Cmd::Bench(a) => bench::execute(a),
         Cmd::Soak(a) => soak::execute(a),
+        Cmd::Topo(a) => topo::execute(a),
+        Cmd::Compare(a) => compare::execute(a),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

@@ -5,9 +5,11 @@
 
 pub mod bench;
 pub mod check;
+pub mod compare;
 pub mod run;
 pub mod soak;
 pub mod theory;
+pub mod topo;
 pub mod trace;
 
 use crate::backend::BackendChoice;
