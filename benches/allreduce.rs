@@ -4,14 +4,12 @@
 //! device time, not launch time.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use ringreduce::plan::Plan;
+use ringreduce::plan::Shape;
 use ringreduce::verify::{make_inputs, Inputs};
-use ringreduce::ReduceOp;
-use ringreduce::{Algo, BackendChoice, Engine, EngineConfig};
-use std::sync::Arc;
+use ringreduce::{AlgoChoice, BackendChoice, Collective, Engine, EngineConfig, ReduceOp};
 use std::time::{Duration, Instant};
 
-fn time_iters(e: &mut Engine<f32>, plan: &Arc<Plan>, iters: u64) -> Duration {
+fn time_iters(e: &mut Engine<f32>, algo: &AlgoChoice, shape: &Shape, iters: u64) -> Duration {
     // Errors cannot be returned from a bench closure; a failed call makes the
     // measurement meaningless, so report it loudly and time nothing.
     if let Err(err) = e.synchronize() {
@@ -20,7 +18,7 @@ fn time_iters(e: &mut Engine<f32>, plan: &Arc<Plan>, iters: u64) -> Duration {
     }
     let t0 = Instant::now();
     for _ in 0..iters {
-        if let Err(err) = e.launch(plan) {
+        if let Err(err) = e.launch(Some(algo), shape, ReduceOp::Sum) {
             eprintln!("launch failed: {err}");
             return Duration::ZERO;
         }
@@ -49,29 +47,24 @@ fn bench_backend(
     g.sample_size(10).measurement_time(Duration::from_secs(2));
     for &count in sizes {
         let inputs = make_inputs::<f32>(Inputs::Random, ReduceOp::Sum, ranks, count, 1);
-        if let Err(err) = engine.load(&inputs, false) {
-            eprintln!("skipping {count}: {err}");
-            continue;
-        }
+        let shape = match engine.load(Collective::AllReduce, &inputs, false) {
+            Ok(s) => s,
+            Err(err) => {
+                eprintln!("skipping {count}: {err}");
+                continue;
+            }
+        };
         g.throughput(Throughput::Bytes((count * 4) as u64));
-        for algo in [
-            Algo::RING,
-            Algo::Ring {
-                slices: 4,
-                slots: 2,
-                lanes: 1,
-            },
-            Algo::ParameterServer,
-        ] {
-            let plan = match engine.plan(algo, count, false) {
-                Ok(p) => p,
+        for name in ["ring", "ring:pipe4", "ps"] {
+            let algo: AlgoChoice = match name.parse() {
+                Ok(a) => a,
                 Err(err) => {
-                    eprintln!("skipping {}: {err}", algo.label());
+                    eprintln!("skipping {name}: {err}");
                     continue;
                 }
             };
-            g.bench_with_input(BenchmarkId::new(algo.label(), count * 4), &count, |b, _| {
-                b.iter_custom(|iters| time_iters(&mut engine, &plan, iters))
+            g.bench_with_input(BenchmarkId::new(name, count * 4), &count, |b, _| {
+                b.iter_custom(|iters| time_iters(&mut engine, &algo, &shape, iters))
             });
         }
     }

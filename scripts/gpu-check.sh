@@ -4,11 +4,12 @@
 #                                        sanitizers, a 10k-call soak, the float auto vs NCCL bench
 #   bash .device/gpu-check.sh record     the recorded benches (float, per type, reduce-scatter /
 #                                        all-gather, ring paths, graphs), timelines, topology
-#   bash .device/gpu-check.sh timeline   issue 12: topology, GPU timelines (JSON + SVG) with NCCL on
-#                                        the same clock, the timing overhead at 64 MiB, bench with the
-#                                        fitted model and the time breakdown, PS vs ring for N = 2, 4, 8
-#                                        (~1-2 min on 2 x H200). TIMELINE_BACKEND=cpu RR=target/release/ringreduce
-#                                        runs the same steps on the CPU backend, smaller (a dry run).
+#   bash .device/gpu-check.sh multiproc  one process per GPU (2 GPUs): launch -n 2 -- run/check
+#                                        (every path vs NCCL per process), bench next to the
+#                                        single-process bench, the fault cases, and under mpirun
+#                                        when mpi4py and an mpirun are there (~5 minutes)
+#   bash .device/gpu-check.sh overlap    issue 16: gradient buckets all-reduced while the next are
+#                                        computed (ring, auto, NCCL), ~2 min of GPU time
 # Every step is bounded by `timeout`; logs and JSON go to $OUT (or ./gpu-out).
 set -uo pipefail
 MODE="${1:-validate}"
@@ -16,7 +17,7 @@ D="$(cd "$(dirname "$0")" && pwd)"
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
-RR="${RR:-$D/ringreduce}"
+RR="$D/ringreduce"
 export RINGREDUCE_BIN="$RR"
 # The GPU machine's memory grows on demand: MemAvailable reads far too low.
 export RINGREDUCE_HOST_MEMORY="${RINGREDUCE_HOST_MEMORY:-200GiB}"
@@ -61,52 +62,197 @@ if [ "$MODE" = validate ]; then
     exit 0
 fi
 
-if [ "$MODE" = timeline ]; then
-    B="${TIMELINE_BACKEND:-cuda}"
-    T="$OUT/timeline"
-    mkdir -p "$T"
-    if [ "$B" = cuda ]; then
-        NCCL=(--nccl); BIG=64MiB; SMALL=1MiB; MAXB=256MiB; ITERS=20
-    else
-        # The dry run: the same commands, sizes a 2-core CPU gets through.
-        NCCL=(); BIG=4MiB; SMALL=64KiB; MAXB=8MiB; ITERS=3
+if [ "$MODE" = ring ]; then
+    # Issue 13: the ring's own speed, plain and replayed from graphs, next to
+    # auto and NCCL (plain and graph) in one run; then reduce-scatter /
+    # all-gather vs NCCL, 4 ranks on 2 GPUs, the small-call A/B against the
+    # previous binary (if staged as ringreduce-old), and the tests.
+    run 170 "$RR" bench --ranks 2 --algo auto,ring,ring:pipe2,ring:pipe4,ring:graph,ring:pipe2:graph,nccl,nccl:graph \
+        -b 8 -e 1GiB -f 2 -n 20 -w 5 --blocks 3 --big 256MiB -J "$OUT/bench-ring-2r.json" > "$OUT/bench-ring.log" 2>&1
+    grep -vE "^# row" "$OUT/bench-ring.log" | tail -75
+    run 80 "$RR" bench --ranks 2 --collective reduce-scatter,all-gather --algo auto,ring,nccl \
+        -b 1KiB -e 1GiB -f 4 -n 20 -w 5 --blocks 3 --big 256MiB -J "$OUT/bench-rsag-2r.json" > "$OUT/bench-rsag.log" 2>&1
+    grep -vE "^# row" "$OUT/bench-rsag.log" | grep -E "^ +[0-9]|Collective|exit|rror" | tail -40
+    run 60 "$RR" bench --ranks 4 --algo ring,ring:pipe2,ps,ring:graph \
+        -b 64KiB -e 1GiB -f 4 -n 10 -w 3 --blocks 3 --big 128MiB --no-ceiling -J "$OUT/bench-ring-4r.json" > "$OUT/bench-4r.log" 2>&1
+    grep -vE "^# row" "$OUT/bench-4r.log" | grep -E "^ +[0-9]|exit|rror|Note" | tail -30
+    if [ -x "$D/ringreduce-old" ]; then
+        for b in ringreduce-old ringreduce; do
+            run 30 "$D/$b" bench --ranks 2 --algo auto,nccl -b 8 -e 64KiB -f 4 -n 50 -w 10 --blocks 5 --no-ceiling \
+                --cold-size 4KiB > "$OUT/ab-$b.log" 2>&1
+            grep -E "^ +[0-9]" "$OUT/ab-$b.log" | tail -8
+        done
     fi
-    # step NAME LIMIT_S CMD...: the command's output into $T/NAME.txt, its
-    # summary lines here.
-    step() { local name=$1 t=$2; shift 2; log "\$ $* > $name.txt"; timeout "$t" "$@" > "$T/$name.txt" 2>&1; echo "[exit $?]"; }
-    step topo 120 "$RR" topo --backend "$B" $( [ "$B" = cpu ] && echo --size 16MiB )
-    grep -vE "^topo:" "$T/topo.txt" | head -40
-    step trace-ring-pipe2-2r-nccl 120 "$RR" trace --backend "$B" --ranks 2 --size "$BIG" --algo ring:pipe2 "${NCCL[@]}" \
-        --timeline "$T/ring-pipe2-2r.json" --svg "$T/ring-pipe2-2r.svg"
-    grep -E "^# (clock|measurement|  |order|where|  rank)" "$T/trace-ring-pipe2-2r-nccl.txt"
-    step trace-ring-pipe2-4r 120 "$RR" trace --backend "$B" --ranks 4 --size "$BIG" --algo ring:pipe2 \
-        --timeline "$T/ring-pipe2-4r.json" --svg "$T/ring-pipe2-4r.svg"
-    grep -E "^# (backend|clock|measurement|  call|order)" "$T/trace-ring-pipe2-4r.txt"
-    step trace-auto-small 120 "$RR" trace --backend "$B" --ranks 2 --size "$SMALL" --algo auto "${NCCL[@]}" \
-        --timeline "$T/auto-small.json" --svg "$T/auto-small.svg"
-    grep -E "^# (ringreduce|measurement|  call|  NCCL|order)" "$T/trace-auto-small.txt"
-    step trace-auto-small-in-place 120 "$RR" trace --backend "$B" --ranks 2 --size "$SMALL" --algo auto --in-place "${NCCL[@]}" \
-        --timeline "$T/auto-small-in-place.json" --svg "$T/auto-small-in-place.svg"
-    grep -E "^# (ringreduce|measurement|  call|  NCCL|order)" "$T/trace-auto-small-in-place.txt"
-    # The overhead of timing at 64 MiB (done when on is at most 10% slower
-    # than off), more blocks than the traces' default, auto and ring:pipe2.
-    for algo in auto ring:pipe2; do
-        step "overhead-$algo" 120 "$RR" trace --backend "$B" --ranks 2 --size "$BIG" --algo "$algo" --calls 1 \
-            --overhead-blocks 11 --overhead-iters 50
-        grep -E "^# measurement" "$T/overhead-$algo.txt"
+    if [ -x "$D/integration" ]; then
+        log "integration tests"
+        timeout 200 "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
+        grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -40
+    fi
+    exit 0
+fi
+
+if [ "$MODE" = multiproc ]; then
+    # Every rank process carries this tag, so the fault cases can check that
+    # none is left running.
+    export RR_GPU_TAG="mp-$$"
+    left() { # the processes of this run still alive (not zombies)
+        local n=0 p
+        for p in /proc/[0-9]*; do
+            [ "$p" = "/proc/$$" ] && continue
+            if tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "RINGREDUCE_RANK=.*" && \
+               tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "RR_GPU_TAG=$RR_GPU_TAG"; then
+                grep -q '^State:.*Z' "$p/status" 2>/dev/null || n=$((n + 1))
+            fi
+        done
+        echo "$n"
+    }
+    L="$RR launch -n 2 --timeout 30 --"
+    {
+    log "smoke: one process per GPU"
+    run 40 $L run --backend cuda --size 4MiB
+    run 40 $L run --backend cuda --size 4MiB --in-place -d half -o avg
+    run 40 $L run --backend cuda --size 64KiB --algo oneshot:flag --in-place
+    run 40 $L run --backend cuda --count 1003 --algo ring:pipe2 -d int8 -o prod
+    } > "$OUT/multiproc.log" 2>&1
+    grep -E "^###|\[exit|check     :|steady|error" "$OUT/multiproc.log" | tail -30
+    {
+    # The single-process check's sizes (validate), every path, NCCL initialised per process.
+    run 150 $L check -d all -o all --collective all --counts 1,7,262147 --algo auto,ring,ring:pipe4
+    run 60 $L check -d float --collective all --sizes 4KiB,4MiB,64MiB --inputs exact --algo auto,ring,ring:pipe2,oneshot,oneshot:fused,oneshot:flag,ps
+    run 60 $L check -d float,bfloat16 --sizes 256MiB --algo auto,ring:pipe4
+    } > "$OUT/mp-check.log" 2>&1
+    grep -E "^###|^# .*rows in|FAIL|PASS|error|exit" "$OUT/mp-check.log" | tail -40
+    {
+    # The same sweep in one process (threads) and one process per GPU, back to back.
+    B="--algo auto,nccl -b 8 -e 256MiB -f 2 -n 20 -w 5 --blocks 3 --big 2GiB"
+    run 120 "$RR" bench --ranks 2 $B -J "$OUT/mp-bench-threads.json"
+    run 120 $L bench $B -J "$OUT/mp-bench-procs.json"
+    } > "$OUT/mp-bench.log" 2>&1
+    grep -E "^###|exit|Avg bus|ceiling" "$OUT/mp-bench.log" | tail -20
+    if [ -f "$OUT/mp-bench-threads.json" ] && [ -f "$OUT/mp-bench-procs.json" ]; then
+        python3 - "$OUT/mp-bench-threads.json" "$OUT/mp-bench-procs.json" <<'PY'
+import json, sys
+def cells(p):
+    d = json.load(open(p)); out = {}
+    for r in d["rows"]:
+        for place in ("out_of_place", "in_place"):
+            m = r.get(place)
+            if m: out[(r["algo"], r["size"], place)] = m
+    return out
+a, b = cells(sys.argv[1]), cells(sys.argv[2])
+print("# processes vs threads: busbw ratio (>= 0.97 is the target from 1 MiB), time difference")
+print("%-6s %12s %-12s %10s %10s %7s %9s" % ("algo", "size", "place", "thr us", "proc us", "ratio", "diff us"))
+for k in sorted(a):
+    if k in b and a[k]["time_us"] > 0:
+        ta, tb = a[k]["time_us"], b[k]["time_us"]
+        print("%-6s %12d %-12s %10.2f %10.2f %7.3f %9.2f" % (k[0], k[1], k[2], ta, tb, ta / tb, tb - ta))
+PY
+    fi
+    {
+    log "fault: rank 1 killed with SIGKILL in its call 5 (after issuing it)"
+    t0=$(date +%s)
+    RINGREDUCE_FAULT=kill:rank=1:call=5 timeout 120 $L run --backend cuda --size 64MiB --iters 50; echo "[exit $? after $(( $(date +%s) - t0 )) s]"
+    sleep 1; echo "rank processes left: $(left)"
+    log "fault: rank 1 killed from outside (kill -9) during a soak"
+    t0=$(date +%s)
+    timeout 120 $L soak --backend cuda --calls 100000000 --seconds 60 --max-size 4MiB &
+    LP=$!
+    sleep 12
+    V=""
+    for p in /proc/[0-9]*; do
+        if tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "RINGREDUCE_RANK=1" && \
+           tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "RR_GPU_TAG=$RR_GPU_TAG"; then V="${p#/proc/}"; fi
     done
-    step bench-breakdown 300 "$RR" bench --backend "$B" --ranks 2 --algo "auto$( [ "$B" = cuda ] && echo ,nccl )" \
-        -b "$SMALL" -e "$MAXB" -f 2 -n "$ITERS" -w 3 --blocks 3 -c 0 --breakdown \
-        -J "$T/bench-breakdown.json" --plot "$T/bench-breakdown.svg"
-    grep -E "^# (Model|Measured|Where|  call| +[0-9]+(\.[0-9]+)?[KMG]iB)|^# +size" "$T/bench-breakdown.txt"
-    step theory-from-bench 30 "$RR" theory --from-bench "$T/bench-breakdown.json" --ranks 2,4,8 --size 64MiB
-    tail -12 "$T/theory-from-bench.txt"
-    step compare 240 "$RR" compare --backend "$B" --ranks 2,4,8 --size "$BIG" --plot "$T/compare.svg"
-    grep -vE "^compare:" "$T/compare.txt"
-    # What comes back: the bundle, and the three pictures for a quick look.
-    cp "$T/ring-pipe2-2r.svg" "$T/compare.svg" "$T/bench-breakdown.svg" "$OUT/" 2>/dev/null
-    tar -czf "$OUT/timeline.tar.gz" -C "$OUT" timeline && rm -rf "$T"
-    ls -la "$OUT"
+    echo "killing rank 1 (pid $V)"; [ -n "$V" ] && kill -9 "$V"
+    wait $LP; echo "[exit $? after $(( $(date +%s) - t0 )) s]"
+    sleep 1; echo "rank processes left: $(left)"
+    log "fault: rank 1 never starts"
+    RINGREDUCE_FAULT=nostart:rank=1 timeout 120 $L run --backend cuda --size 4MiB; echo "[exit $?]"
+    sleep 1; echo "rank processes left: $(left)"
+    log "fault: a stale store directory"
+    S=$(mktemp -d); chmod 700 "$S"; printf 'run crashed\nsize 2\ncreator 999999999 1\n' > "$S/run-id"; echo "1 1" > "$S/rank-0"
+    timeout 60 "$RR" launch -n 2 --store "$S" -- run --backend cuda; echo "[exit $?]"
+    for r in 0 1; do RINGREDUCE_RANK=$r RINGREDUCE_SIZE=2 RINGREDUCE_STORE="$S" RINGREDUCE_RUN_ID=this-run timeout 60 "$RR" run --backend cuda --timeout 20 & done; wait; echo "[both ranks ended]"
+    rm -rf "$S"
+    echo "rank processes left: $(left)"
+    } > "$OUT/mp-faults.log" 2>&1
+    grep -E "^###|exit|left|error|launch:" "$OUT/mp-faults.log" | tail -40
+    {
+    log "under mpirun (mpi4py's)"
+    MPIRUN="$(command -v mpirun || true)"
+    if [ -z "$MPIRUN" ]; then
+        MPIRUN="$(python3 - <<'PY' 2>/dev/null
+import os, sys, glob
+try:
+    import mpi4py
+except Exception:
+    sys.exit(0)
+cands = [os.path.join(sys.prefix, "bin", "mpirun")]
+for base in sys.path:
+    cands += glob.glob(os.path.join(base, "openmpi", "bin", "mpirun")) + glob.glob(os.path.join(base, "mpich", "bin", "mpirun"))
+for c in cands:
+    if os.access(c, os.X_OK):
+        print(c); break
+PY
+)"
+    fi
+    if ! python3 -c 'import mpi4py' 2>/dev/null; then
+        echo "SKIPPED: python3 cannot import mpi4py"
+    elif [ -z "$MPIRUN" ]; then
+        echo "SKIPPED: mpi4py is installed but no mpirun was found (PATH, sys.prefix/bin, site-packages openmpi|mpich/bin)"
+    else
+        echo "mpirun: $MPIRUN"; "$MPIRUN" --version 2>&1 | head -2
+        X=""; "$MPIRUN" --version 2>&1 | grep -q "Open MPI" && X="--allow-run-as-root --oversubscribe -x RINGREDUCE_HOST_MEMORY -x NCCL_NVLS_ENABLE"
+        run 60 "$MPIRUN" -np 2 $X "$RR" run --backend cuda --size 4MiB --timeout 30
+        run 100 "$MPIRUN" -np 2 $X "$RR" check -d float,half --collective all --sizes 4KiB,4MiB --algo auto,ring,oneshot:flag --timeout 30
+    fi
+    } > "$OUT/mp-mpirun.log" 2>&1
+    tail -30 "$OUT/mp-mpirun.log"
+    exit 0
+fi
+
+if [ "$MODE" = overlap ]; then
+    # Issue 16, 2 GPUs. Expected GPU time ~2 min (bounds below: 8 min):
+    #  1. the synthetic backward pass: 8 buckets of 4, 25 and 100 MiB, the fma and the mem
+    #     kernel, ring / auto / NCCL in the same run, 30 timed steps each (~20 s: per step
+    #     and contender 3 phases of 0.1-4 ms plus checks; the host check of the last step
+    #     reads 8 x 100 MiB x 2 ranks per contender);
+    #  2. 25 MiB with the collectives' streams at default priority, and without the gate
+    #     (~10 s each);
+    #  3. compute-sanitizer memcheck of a small run (ringreduce only: NCCL is not run under
+    #     the sanitizer; no gate: cuStreamWaitValue32 is avoided there).
+    # 8 files: overlap.log, overlap-2r.json, overlap-timeline.{json,svg},
+    # overlap-variants.log, overlap-prio-default.json, overlap-gate-off.json,
+    # overlap-sanitizer.log. Dry run without a GPU (scripts/stage-gpu.sh first):
+    #   OVERLAP_BACKEND=cpu OVERLAP_SIZES=64KiB OVERLAP_VARIANT=64KiB OVERLAP_STEPS=3 \
+    #   OVERLAP_EXTRA="--fmas 64 --passes 1" bash .device/gpu-check.sh overlap
+    OB="${OVERLAP_BACKEND:-cuda}"
+    OS="${OVERLAP_SIZES:-4MiB,25MiB,100MiB}"
+    OV="${OVERLAP_VARIANT:-25MiB}"
+    OX="${OVERLAP_EXTRA:-}"
+    COMMON=(--backend "$OB" --ranks 2 --buckets 8 --kernel fma,mem --contenders ring,auto,nccl
+            --steps "${OVERLAP_STEPS:-30}" --warmup 2)
+    # shellcheck disable=SC2086
+    run 210 "$RR" overlap "${COMMON[@]}" --bucket-size "$OS" $OX \
+        --json "$OUT/overlap-2r.json" --timeline "$OUT/overlap-timeline.json" > "$OUT/overlap.log" 2>&1
+    cat "$OUT/overlap.log"
+    {
+    # shellcheck disable=SC2086
+    run 75 "$RR" overlap "${COMMON[@]}" --bucket-size "$OV" $OX --comm-priority default \
+        --json "$OUT/overlap-prio-default.json"
+    # shellcheck disable=SC2086
+    run 75 "$RR" overlap "${COMMON[@]}" --bucket-size "$OV" $OX --gate off \
+        --json "$OUT/overlap-gate-off.json"
+    } > "$OUT/overlap-variants.log" 2>&1
+    grep -vE "^note      : env" "$OUT/overlap-variants.log" | tail -60
+    if command -v compute-sanitizer > /dev/null 2>&1; then
+        run 120 compute-sanitizer --tool memcheck "$RR" overlap --backend "$OB" --ranks 2 \
+            --buckets 2 --bucket-size 1MiB --kernel fma,mem --contenders ring,auto --steps 1 \
+            --warmup 1 --fmas 64 --passes 1 --gate off > "$OUT/overlap-sanitizer.log" 2>&1
+        grep -E "ERROR SUMMARY|check     :|\[exit" "$OUT/overlap-sanitizer.log"
+    else
+        echo "compute-sanitizer not found: memcheck step skipped"
+    fi
     exit 0
 fi
 

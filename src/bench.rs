@@ -64,6 +64,17 @@ impl Contender {
         Ok(Contender { name, kind })
     }
 
+    /// Why this contender cannot run `shape` (an algorithm that refuses the
+    /// collective, the rank count or the place), or `None`.
+    pub fn refusal(&self, shape: &Shape) -> Option<String> {
+        match &self.kind {
+            ContenderKind::Engine(c) | ContenderKind::EngineGraph(c) => {
+                c.resolve(shape).err().map(|e| e.to_string())
+            }
+            ContenderKind::Nccl | ContenderKind::NcclGraph => None,
+        }
+    }
+
     /// Collectives per launch: [`GRAPH_CALLS`] for a graph replay, else 1.
     pub fn calls_per_launch(&self) -> usize {
         match self.kind {
@@ -222,14 +233,22 @@ pub fn expected<T: Element>(
 
 /// Check every rank's output.
 pub fn check_outputs<T: Element>(outputs: &[Vec<T>], e: &Expect<T>) -> Verdict {
+    check_outputs_at(outputs, e, 0)
+}
+
+/// Check the outputs of ranks `base..` (a process of a multi-process job
+/// holds only its own rank's).
+pub fn check_outputs_at<T: Element>(outputs: &[Vec<T>], e: &Expect<T>, base: usize) -> Verdict {
     match e {
-        Expect::Same(r) => verify::check(outputs, r),
+        Expect::Same(r) => verify::check(outputs, r).at_rank(base),
         Expect::PerRank(refs) => {
             let mut v = Verdict {
                 bitwise: refs.iter().all(|r| r.bitwise),
                 ..Verdict::default()
             };
+            let refs = refs.get(base..).unwrap_or(&[]);
             for (r, (o, rf)) in outputs.iter().zip(refs).enumerate() {
+                let r = r + base;
                 let part = verify::check(std::slice::from_ref(o), rf);
                 v.wrong.push(part.total_wrong());
                 v.max_abs_err = v.max_abs_err.max(part.max_abs_err);
@@ -245,16 +264,27 @@ pub fn check_outputs<T: Element>(outputs: &[Vec<T>], e: &Expect<T>) -> Verdict {
 
 /// Compare two sets of outputs (ringreduce vs NCCL).
 pub fn compare_outputs<T: Element>(a: &[Vec<T>], b: &[Vec<T>], e: &Expect<T>) -> Verdict {
+    compare_outputs_at(a, b, e, 0)
+}
+
+/// Compare the outputs of ranks `base..` (see [`check_outputs_at`]).
+pub fn compare_outputs_at<T: Element>(
+    a: &[Vec<T>],
+    b: &[Vec<T>],
+    e: &Expect<T>,
+    base: usize,
+) -> Verdict {
     match e {
-        Expect::Same(r) => verify::compare(a, b, r),
+        Expect::Same(r) => verify::compare(a, b, r).at_rank(base),
         Expect::PerRank(refs) => {
             let mut v = Verdict {
                 bitwise: refs.iter().all(|r| r.bitwise),
                 ..Verdict::default()
             };
-            for (r, rf) in refs.iter().enumerate() {
-                let part =
-                    verify::compare(std::slice::from_ref(&a[r]), std::slice::from_ref(&b[r]), rf);
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                let r = i + base;
+                let Some(rf) = refs.get(r) else { break };
+                let part = verify::compare(std::slice::from_ref(x), std::slice::from_ref(y), rf);
                 v.wrong.push(part.total_wrong());
                 v.max_abs_err = v.max_abs_err.max(part.max_abs_err);
                 if v.first_wrong.is_none() {
@@ -266,10 +296,28 @@ pub fn compare_outputs<T: Element>(a: &[Vec<T>], b: &[Vec<T>], e: &Expect<T>) ->
     }
 }
 
+/// The verdict of every process of the job (in one process: `v`);
+/// collective in a multi-process job.
+pub fn gather_verdict<T: Element>(e: &Engine<T>, v: Verdict) -> Result<Verdict> {
+    if e.core().job().is_none() {
+        return Ok(v);
+    }
+    let all = e.core().gather(&v.encode(), "gathering the verdicts")?;
+    let parts = all
+        .iter()
+        .map(|b| {
+            Verdict::decode(b).ok_or_else(|| Error::Plan("a process sent a bad verdict".into()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Verdict::join(parts))
+}
+
 /// One checked call (or graph replay) of `c`: load `inputs`, poison the
 /// output, run, read every rank's output; returns (#wrong including changed
 /// inputs, the outputs). A graph in place runs its calls on their own
-/// results, and is checked against the same calls on the host.
+/// results, and is checked against the same calls on the host. In a
+/// multi-process job each process checks its own rank and the counts and
+/// verdict are every rank's (the outputs are this process's).
 #[allow(clippy::too_many_arguments)]
 pub fn checked_call<T: Element>(
     e: &mut Engine<T>,
@@ -286,6 +334,7 @@ pub fn checked_call<T: Element>(
     launch(e, c, &shape, op)?;
     e.synchronize()?;
     let out = e.read_output(&shape)?;
+    let base = e.core().local_ranks().start;
     let calls = c.calls_per_launch();
     let v = if in_place && calls > 1 && collective == Collective::AllReduce {
         // Each further call reduces the previous result.
@@ -297,18 +346,26 @@ pub fn checked_call<T: Element>(
             }
             r = expected(collective, &ins, op, Inputs::Random);
         }
-        check_outputs(&out, &r)
+        check_outputs_at(&out, &r, base)
     } else {
-        check_outputs(&out, expect)
+        check_outputs_at(&out, expect, base)
     };
     let mut wrong = v.total_wrong();
     if !in_place {
         let send = e.read_input(&shape)?;
         wrong += send
             .iter()
-            .zip(inputs)
+            .zip(inputs.get(base..).unwrap_or(&[]))
             .map(|(s, i)| verify::changed(s, i))
             .sum::<u64>();
+    }
+    if e.core().job().is_some() {
+        let changed = wrong - v.total_wrong();
+        let v = gather_verdict(e, v)?;
+        let changed = e
+            .core()
+            .sum_over_processes(changed, "gathering changed inputs")?;
+        return Ok((v.total_wrong() + changed, v, out));
     }
     Ok((wrong, v, out))
 }
@@ -385,6 +442,12 @@ pub fn measure_row<T: Element>(
     let mut cells = Vec::new();
     for in_place in [false, true] {
         let shape = e.load(collective, &inputs, in_place)?;
+        // A path that refuses this shape (see `Contender::refusal`, which
+        // the sweep reports once): an empty cell.
+        if c.refusal(&shape).is_some() {
+            cells.push(None);
+            continue;
+        }
         match prepare(e, c, &shape, op) {
             Ok(Some(p)) => {
                 if !paths.contains(&p) {
@@ -397,9 +460,24 @@ pub fn measure_row<T: Element>(
                 cells.push(None);
                 continue;
             }
+            // A graph capture the driver refused: say why, leave the cell
+            // empty, and go on if every GPU still drains.
+            Err(err) if c.is_graph() => {
+                eprintln!(
+                    "note: {} at {} ({}): graph capture failed: {err}",
+                    c.name,
+                    shape.bytes(),
+                    if in_place { "in place" } else { "out of place" }
+                );
+                e.synchronize()?;
+                cells.push(None);
+                continue;
+            }
             Err(err) => return Err(err),
         }
         let us = time_blocks(e, c, &shape, op, warmup, iters, blocks)?;
+        // One process per rank: the slowest rank's time.
+        let us = e.core().max_over_processes(us, "gathering the times")?;
         let wrong = match &expect {
             Some(x) => Some(checked_call(e, c, collective, in_place, op, &inputs, x)?.0),
             None => None,
@@ -461,6 +539,9 @@ pub fn link_ceiling<T: Element>(
     }
     e.synchronize()?;
     let us = t0.elapsed().as_secs_f64() * 1e6 / iters.max(1) as f64;
+    let us = e
+        .core()
+        .max_over_processes(us, "gathering the ceiling's time")?;
     Ok((count * size) as f64 / (us * 1e-6) / 1e9)
 }
 

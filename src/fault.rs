@@ -17,6 +17,10 @@ pub enum Fault {
     Fail,
     /// The rank's next buffer allocation fails.
     AllocFail,
+    /// The rank's process kills itself with `SIGKILL` before issuing the op
+    /// (one rank per process only: `RINGREDUCE_FAULT=kill:rank=R:call=C:op=K`
+    /// in [`crate::process`]; in one process it would end every rank).
+    Kill,
 }
 
 /// One injected fault: on `rank`, before its op number `op` (index in the

@@ -8,10 +8,12 @@
 //! * [`backend`]: one small trait, one file per backend (CPU threads, CUDA
 //!   GPUs), optional capabilities (NCCL, graphs, profiling) as extension
 //!   traits.
-//! * [`cuda`]: the only place with `unsafe` code (driver API, PTX kernels,
-//!   NCCL binding).
+//! * [`cuda`] and [`sys`]: the only places with `unsafe` code (driver API,
+//!   PTX kernels, NCCL binding; shared memory and signals).
 //! * [`engine`]: the reusable engine: plan cache, buffers, dispatch; the
 //!   typed API ([`Engine<T>`]) and the per-rank call style.
+//! * [`process`]: one rank per process: the job's store and shared control
+//!   segment, and the per-process communicator ([`Comm<T>`]).
 //! * [`element`] and [`verify`]: data types and ops with NCCL's semantics,
 //!   inputs and checks.
 //! * With the default `cli` feature: the command line's commands ([`cli`]),
@@ -32,9 +34,11 @@ pub mod error;
 pub mod fault;
 pub mod plan;
 pub mod pool;
+pub mod process;
 pub mod schedule;
 pub mod size;
 pub mod sync;
+pub mod sys;
 pub mod theory;
 pub mod trace;
 pub mod verify;
@@ -54,3 +58,4 @@ pub use element::{DataType, Element, ReduceOp};
 pub use engine::{Engine, EngineConfig};
 pub use error::{Error, Result};
 pub use plan::Collective;
+pub use process::Comm;

@@ -2,7 +2,7 @@
 //! command lives in the library ([`ringreduce::cli`]).
 
 use clap::{Parser, Subcommand};
-use ringreduce::cli::{bench, check, compare, run, soak, theory, topo, trace};
+use ringreduce::cli::{bench, check, compare, launch, overlap, run, soak, theory, topo, trace};
 use ringreduce::Error;
 use std::process::ExitCode;
 
@@ -32,6 +32,12 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// Many random collectives, every result checked.
     Soak(soak::SoakArgs),
+    /// Start N rank processes (one rank each) of a command: `launch -n 2 --
+    /// bench ...`, like torchrun; returns the worst exit status.
+    Launch(launch::LaunchArgs),
+    /// Gradient buckets all-reduced while the next are computed: overlap
+    /// and interference, ringreduce vs NCCL.
+    Overlap(overlap::OverlapArgs),
     /// The GPUs, their links, measured peer-copy bandwidth and latency, and
     /// the ring order.
     Topo(topo::TopoArgs),
@@ -42,12 +48,23 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
+        // The worst exit status of the ranks.
+        Cmd::Launch(a) => {
+            return match launch::execute(a) {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("launch: error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Cmd::Run(a) => run::execute(a),
         Cmd::Trace(a) => trace::execute(a),
         Cmd::Theory(a) => theory::execute(a),
         Cmd::Check(a) => check::execute(a),
         Cmd::Bench(a) => bench::execute(a),
         Cmd::Soak(a) => soak::execute(a),
+        Cmd::Overlap(a) => overlap::execute(a),
         Cmd::Topo(a) => topo::execute(a),
         Cmd::Compare(a) => compare::execute(a),
     };

@@ -271,11 +271,12 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         let start = Instant::now();
         for rank in 0..self.slots.len() {
             match self.wait_reply(rank, seq, start) {
-                Ok(r) => out.push(r),
+                Ok(Ok(r)) => out.push(r),
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
                 Err(e) => {
-                    if matches!(e, Error::Timeout { .. }) {
-                        self.broken = Some(format!("rank {rank}'s thread stopped answering"));
-                    }
+                    self.broken = Some(format!("rank {rank}'s thread stopped answering"));
                     first_err.get_or_insert(e);
                 }
             }
@@ -306,10 +307,13 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         let start = Instant::now();
         let mut out = Vec::with_capacity(self.slots.len());
         for rank in 0..self.slots.len() {
-            let r = self.wait_reply(rank, seq, start);
-            if matches!(r, Err(Error::Timeout { .. })) {
-                self.broken = Some(format!("rank {rank}'s thread stopped answering"));
-            }
+            let r = match self.wait_reply(rank, seq, start) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.broken = Some(format!("rank {rank}'s thread stopped answering"));
+                    Err(e)
+                }
+            };
             out.push(r);
         }
         Ok(out)
@@ -334,21 +338,23 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         self.run(cmds)
     }
 
-    fn wait_reply(&self, rank: usize, seq: u64, start: Instant) -> Result<R> {
+    /// The rank's reply (its own result), or `Err` when the thread is gone
+    /// or did not answer within the deadline (then the pool is unusable).
+    fn wait_reply(&self, rank: usize, seq: u64, start: Instant) -> Result<Result<R>> {
         let slot = &self.slots[rank];
         spin_until(|| slot.answered.load(Ordering::Acquire) >= seq);
         let mut st = slot.lock();
         loop {
             if slot.answered.load(Ordering::Acquire) >= seq {
                 if let Some(r) = st.reply.take() {
-                    return r;
+                    return Ok(r);
                 }
             }
             if self.thread_gone(rank) {
-                return Err(Error::Worker {
+                return Ok(Err(Error::Worker {
                     rank,
                     message: "rank thread exited".into(),
-                });
+                }));
             }
             if let Some(d) = self.deadline {
                 if start.elapsed() > d {

@@ -15,6 +15,14 @@
 //! timeout, with [`Error::Aborted`] once [`AbortHandle::abort`] was called,
 //! and at once with an error naming the failed rank when another rank of the
 //! same call failed.
+//!
+//! Between processes (one rank per process), the counters and the failure
+//! record live in shared memory instead ([`SignalBoard::shared`] over a
+//! [`SharedBoard`], the job's control segment): publish and wait are the same
+//! atomic store and load, and a waiter also checks, while it sleeps, that the
+//! job is healthy (no rank failed, died or was aborted). There, a failure is
+//! sticky: the ranks' call numbers no longer agree after it, so every later
+//! wait of the job fails too.
 
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -90,9 +98,27 @@ struct Failure {
     why: String,
 }
 
+/// A board shared with other processes: the counters, the failure record
+/// and a health check (implemented by the job's control segment,
+/// [`crate::process::Control`]).
+pub trait SharedBoard: Send + Sync {
+    /// The generation counters.
+    fn gens(&self) -> &[AtomicU64];
+    /// Record that `rank` failed in call `gen` (the first failure wins).
+    fn fail(&self, gen: u64, rank: usize, why: &str);
+    /// Whether some rank recorded a failure (one atomic load).
+    fn failed(&self) -> bool;
+    /// The recorded failure: (rank, why).
+    fn failure(&self) -> Option<(usize, String)>;
+    /// Why the job cannot go on (a failure, an abort, a dead rank), checked
+    /// every few milliseconds by a sleeping waiter.
+    fn health(&self) -> Option<String>;
+}
+
 /// Generation counters, one per plan signal (see the module doc).
 pub struct SignalBoard {
     gens: Vec<AtomicU64>,
+    shared: Option<Arc<dyn SharedBoard>>,
     /// The latest call in which some rank failed, and why.
     failed: AtomicU64,
     failure: Mutex<Option<Failure>>,
@@ -102,7 +128,16 @@ pub struct SignalBoard {
 
 impl std::fmt::Debug for SignalBoard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SignalBoard({} signals)", self.gens.len())
+        write!(
+            f,
+            "SignalBoard({} signals{})",
+            self.len(),
+            if self.shared.is_some() {
+                ", shared"
+            } else {
+                ""
+            }
+        )
     }
 }
 
@@ -110,6 +145,7 @@ impl SignalBoard {
     pub fn new(signals: usize, abort: AbortHandle, timeout: Duration) -> Self {
         SignalBoard {
             gens: (0..signals).map(|_| AtomicU64::new(0)).collect(),
+            shared: None,
             failed: AtomicU64::new(0),
             failure: Mutex::new(None),
             abort,
@@ -117,12 +153,38 @@ impl SignalBoard {
         }
     }
 
+    /// A board whose counters and failure record are shared with other
+    /// processes (see the module doc).
+    pub fn shared(board: Arc<dyn SharedBoard>, abort: AbortHandle, timeout: Duration) -> Self {
+        SignalBoard {
+            gens: Vec::new(),
+            shared: Some(board),
+            failed: AtomicU64::new(0),
+            failure: Mutex::new(None),
+            abort,
+            timeout,
+        }
+    }
+
+    #[inline]
+    fn gens(&self) -> &[AtomicU64] {
+        match &self.shared {
+            Some(s) => s.gens(),
+            None => &self.gens,
+        }
+    }
+
     pub fn len(&self) -> usize {
-        self.gens.len()
+        self.gens().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.gens.is_empty()
+        self.gens().is_empty()
+    }
+
+    /// Whether the counters are shared with other processes.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
     }
 
     pub fn timeout(&self) -> Duration {
@@ -131,7 +193,7 @@ impl SignalBoard {
 
     /// Mark signal `s` as published for call `gen`.
     pub fn publish(&self, s: usize, gen: u64) {
-        if let Some(g) = self.gens.get(s) {
+        if let Some(g) = self.gens().get(s) {
             g.store(gen, Ordering::Release);
         }
     }
@@ -139,6 +201,10 @@ impl SignalBoard {
     /// Rank `rank` failed during call `gen`: release every waiter of that
     /// call, telling them who failed and why.
     pub fn fail(&self, gen: u64, rank: usize, why: &str) {
+        if let Some(sh) = &self.shared {
+            sh.fail(gen, rank, why);
+            return;
+        }
         {
             let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
             if f.as_ref().is_none_or(|f| f.gen < gen) {
@@ -153,21 +219,29 @@ impl SignalBoard {
     }
 
     pub fn is_published(&self, s: usize, gen: u64) -> bool {
-        self.gens
+        self.gens()
             .get(s)
             .is_some_and(|g| g.load(Ordering::Acquire) >= gen)
     }
 
     /// The error a waiter of call `gen` gets when another rank failed.
     fn failure_error(&self, gen: u64, rank: usize, what: &dyn Fn() -> String) -> Error {
-        let f = self
-            .failure
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let who = match f {
-            Some(f) if f.gen == gen => format!("rank {} failed: {}", f.rank, f.why),
-            _ => "another rank failed".into(),
+        let who = match &self.shared {
+            Some(sh) => match sh.failure() {
+                Some((r, why)) => format!("rank {r} failed: {why}"),
+                None => "another rank failed".into(),
+            },
+            None => {
+                let f = self
+                    .failure
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                match f {
+                    Some(f) if f.gen == gen => format!("rank {} failed: {}", f.rank, f.why),
+                    _ => "another rank failed".into(),
+                }
+            }
         };
         Error::Worker {
             rank,
@@ -179,15 +253,20 @@ impl SignalBoard {
     /// then sleep in short naps. `what` describes what is waited for (the
     /// producing rank and step), for the error.
     pub fn wait(&self, s: usize, gen: u64, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
-        if s >= self.gens.len() {
+        if s >= self.len() {
             return Err(Error::Plan(format!(
                 "rank {rank} waits on unknown signal {s}"
             )));
         }
         let start = Instant::now();
+        let mut checked = start;
         let mut i: u32 = 0;
         while !self.is_published(s, gen) {
-            if self.failed.load(Ordering::Acquire) >= gen {
+            let failed = match &self.shared {
+                Some(sh) => sh.failed(),
+                None => self.failed.load(Ordering::Acquire) >= gen,
+            };
+            if failed {
                 return Err(self.failure_error(gen, rank, what));
             }
             if self.abort.is_aborted() {
@@ -209,6 +288,17 @@ impl SignalBoard {
                         seconds: self.timeout.as_secs_f64(),
                     });
                 }
+                if let Some(sh) = &self.shared {
+                    if checked.elapsed() > Duration::from_millis(20) {
+                        checked = Instant::now();
+                        if let Some(why) = sh.health() {
+                            return Err(Error::Worker {
+                                rank,
+                                message: format!("gave up waiting for {}: {why}", what()),
+                            });
+                        }
+                    }
+                }
                 std::thread::sleep(Duration::from_micros(20));
             }
         }
@@ -220,6 +310,12 @@ impl SignalBoard {
     pub fn stall(&self, gen: u64, rank: usize, what: &str) -> Error {
         let start = Instant::now();
         loop {
+            if let Some(why) = self.shared.as_ref().and_then(|sh| sh.health()) {
+                return Error::Worker {
+                    rank,
+                    message: format!("{what}: {why}"),
+                };
+            }
             if self.abort.is_aborted() {
                 return Error::Aborted {
                     rank,

@@ -29,7 +29,7 @@ impl Algorithm for Fused {
     }
 
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
-        StaticPath::new(plan(shape))
+        StaticPath::boxed(plan(shape))
     }
 }
 

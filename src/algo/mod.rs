@@ -59,8 +59,7 @@ pub struct StaticPath(pub Arc<Plan>);
 
 impl StaticPath {
     /// Build the plan once (validated in debug builds).
-    #[allow(clippy::new_ret_no_self)]
-    pub fn new(plan: Plan) -> Box<dyn Path> {
+    pub fn boxed(plan: Plan) -> Box<dyn Path> {
         Box::new(StaticPath(Arc::new(plan)))
     }
 }

@@ -28,7 +28,7 @@ impl Algorithm for ParameterServer {
     }
 
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
-        StaticPath::new(plan(shape))
+        StaticPath::boxed(plan(shape))
     }
 }
 

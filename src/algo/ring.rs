@@ -70,7 +70,7 @@ impl Algorithm for Ring {
     }
 
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
-        StaticPath::new(plan(shape, self.slices, self.slots))
+        StaticPath::boxed(plan(shape, self.slices, self.slots))
     }
 }
 

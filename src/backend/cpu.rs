@@ -6,6 +6,12 @@
 //! interpreter ([`crate::plan::interp`]), waiting on the same signals as on
 //! the GPU, so a rank reduces a chunk only after its neighbour's copy of it
 //! is complete. A call returns when every rank has finished it.
+//!
+//! The same rank code also runs one rank per process
+//! ([`super::cpu_process`]): there a rank's buffers are shared-memory
+//! mappings ([`Storage::Shared`]) that the peers' processes map too, and the
+//! board's counters are shared; [`execute`] and the memory view below do not
+//! change.
 
 use super::{
     check_call, op_desc, signal_desc, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline,
@@ -29,22 +35,53 @@ use std::time::{Duration, Instant};
 /// Slices at least this many bytes are copied / reduced with rayon.
 const PAR_MIN_BYTES: usize = 1 << 20;
 
-/// One rank's buffer: 8-byte words, so every element type is aligned.
-type Words = Arc<Mutex<Vec<u64>>>;
-
-#[derive(Default)]
-struct RankMem {
-    bufs: RwLock<HashMap<BufId, (Words, usize)>>,
+/// One rank's buffer as this process holds it.
+pub(crate) enum Storage {
+    /// Heap memory of this process: 8-byte words, so every element type is
+    /// aligned.
+    Heap(Vec<u64>),
+    /// A shared-memory mapping (page-aligned): this rank's own buffer, or a
+    /// peer process's, in the multi-process mode.
+    Shared(crate::sys::shm::Mapping),
 }
 
-struct CpuMem {
-    ranks: Vec<RankMem>,
+impl Storage {
+    fn bytes(&mut self) -> &mut [u8] {
+        match self {
+            Storage::Heap(v) => bytemuck::cast_slice_mut(v),
+            Storage::Shared(m) => m.bytes_mut(),
+        }
+    }
+}
+
+/// One rank's buffer, locked while a thread of this process uses it.
+pub(crate) type Words = Arc<Mutex<Storage>>;
+
+#[derive(Default)]
+pub(crate) struct RankMem {
+    pub(crate) bufs: RwLock<HashMap<BufId, (Words, usize)>>,
+}
+
+pub(crate) struct CpuMem {
+    pub(crate) ranks: Vec<RankMem>,
     /// Bytes each rank sent to / received from other ranks (copies between
     /// ranks, reduces reading another rank's buffer), since the last take.
-    traffic: Vec<[AtomicU64; 2]>,
+    pub(crate) traffic: Vec<[AtomicU64; 2]>,
 }
 
 impl CpuMem {
+    /// The bytes counted by [`CpuMem::moved`] since the last take, per rank,
+    /// then reset.
+    pub(crate) fn take_traffic(&self) -> Vec<crate::plan::Traffic> {
+        self.traffic
+            .iter()
+            .map(|t| crate::plan::Traffic {
+                sent: t[0].swap(0, Ordering::Relaxed),
+                received: t[1].swap(0, Ordering::Relaxed),
+            })
+            .collect()
+    }
+
     /// Count `bytes` moved from rank `from` to rank `to` (nothing within a
     /// rank).
     fn moved(&self, from: usize, to: usize, bytes: usize) {
@@ -60,7 +97,7 @@ impl CpuMem {
     }
 
     /// The buffer `id` of `rank` and its size in bytes.
-    fn get(&self, rank: usize, id: BufId) -> Result<(Words, usize)> {
+    pub(crate) fn get(&self, rank: usize, id: BufId) -> Result<(Words, usize)> {
         let m = self
             .ranks
             .get(rank)
@@ -72,7 +109,7 @@ impl CpuMem {
     }
 }
 
-fn lock(w: &Words) -> MutexGuard<'_, Vec<u64>> {
+fn lock(w: &Words) -> MutexGuard<'_, Storage> {
     // Poisoning only follows a panic in another rank thread, which the pool
     // already reports; the data is plain numbers, so keep going.
     w.lock().unwrap_or_else(|e| e.into_inner())
@@ -83,12 +120,14 @@ enum Job {
     Ping,
 }
 
-struct Run {
-    call: Call,
-    board: Arc<SignalBoard>,
-    gen: u64,
-    faults: FaultPlan,
-    epoch: Instant,
+pub(crate) struct Run {
+    pub(crate) call: Call,
+    pub(crate) board: Arc<SignalBoard>,
+    pub(crate) gen: u64,
+    /// The backend's call number (1-based), for fault injection.
+    pub(crate) call_no: u64,
+    pub(crate) faults: FaultPlan,
+    pub(crate) epoch: Instant,
 }
 
 /// The CPU backend.
@@ -97,6 +136,7 @@ pub struct CpuBackend {
     threads: RankThreads<Job, Vec<OpTime>>,
     board: Arc<SignalBoard>,
     gen: u64,
+    calls: u64,
     abort: AbortHandle,
     timeout: Duration,
     faults: FaultPlan,
@@ -104,6 +144,8 @@ pub struct CpuBackend {
     epoch: Instant,
     timelines: Vec<CallTimeline>,
     profile: Vec<IssueProfile>,
+    /// Stream-ordered calls' spans ([`super::ordered`]).
+    pub(super) order: super::ordered::CpuOrder,
 }
 
 impl CpuBackend {
@@ -154,6 +196,7 @@ impl CpuBackend {
             threads,
             board: Arc::new(SignalBoard::new(0, abort.clone(), timeout)),
             gen: 0,
+            calls: 0,
             abort,
             timeout,
             faults,
@@ -161,12 +204,13 @@ impl CpuBackend {
             epoch: Instant::now(),
             timelines: Vec::new(),
             profile: vec![IssueProfile::default(); ranks],
+            order: Default::default(),
         })
     }
 }
 
 /// Run rank `r`'s part of the call; returns its op timings when timed.
-fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> {
+pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> {
     let plan = &run.call.plan;
     let mut view = View {
         mem,
@@ -178,7 +222,7 @@ fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> {
     let ns = |t: Instant| t.duration_since(run.epoch).as_secs_f64() * 1e9;
     for (i, op) in plan.ops[r].iter().enumerate() {
         let at = || op_desc(plan, r, i);
-        match run.faults.at(r, i, run.gen) {
+        match run.faults.at(r, i, run.call_no) {
             Some(Fault::Panic) => panic!("injected panic at {}", at()),
             Some(Fault::Stall) => {
                 return Err(run
@@ -191,6 +235,8 @@ fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> {
                     message: format!("{}: injected failure", at()),
                 })
             }
+            // Only the multi-process mode injects it: this process is the rank.
+            Some(Fault::Kill) => crate::sys::proc::kill_self(),
             _ => {}
         }
         for (k, part) in interp::parts(r, op).into_iter().enumerate() {
@@ -221,7 +267,7 @@ fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> {
 }
 
 /// Name the step in an error.
-fn in_step(e: Error, step: &str) -> Error {
+pub(crate) fn in_step(e: Error, step: &str) -> Error {
     match e {
         Error::Worker { rank, message } => Error::Worker {
             rank,
@@ -298,11 +344,7 @@ fn piece<'a>(
     }
 }
 
-fn words_as_bytes(w: &mut [u64]) -> &mut [u8] {
-    bytemuck::cast_slice_mut(w)
-}
-
-fn par_copy(dst: &mut [u8], src: &[u8]) {
+pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
     if dst.len() >= PAR_MIN_BYTES {
         dst.par_chunks_mut(PAR_MIN_BYTES / 4)
             .zip(src.par_chunks(PAR_MIN_BYTES / 4))
@@ -327,7 +369,7 @@ impl Memory for View<'_> {
         self.mem.moved(from, to, sb.len());
         if Arc::ptr_eq(&ws, &wd) {
             let mut g = lock(&wd);
-            let (before, mid, after) = carve(words_as_bytes(&mut g), db.clone());
+            let (before, mid, after) = carve(g.bytes(), db.clone());
             let s = piece(before, after, &db, &sb)?;
             par_copy(mid, s);
             return Ok(());
@@ -341,8 +383,8 @@ impl Memory for View<'_> {
             let d = lock(&wd);
             (lock(&ws), d)
         };
-        let s = &words_as_bytes(&mut gs)[sb];
-        par_copy(&mut words_as_bytes(&mut gd)[db], s);
+        let s = &gs.bytes()[sb];
+        par_copy(&mut gd.bytes()[db], s);
         Ok(())
     }
 
@@ -366,7 +408,7 @@ impl Memory for View<'_> {
         let mut keys = vec![wd.clone(), wa.clone(), wb.clone()];
         keys.sort_by_key(|w| Arc::as_ptr(w) as usize);
         keys.dedup_by(|x, y| Arc::ptr_eq(x, y));
-        let mut guards: Vec<MutexGuard<'_, Vec<u64>>> = keys.iter().map(lock).collect();
+        let mut guards: Vec<MutexGuard<'_, Storage>> = keys.iter().map(lock).collect();
         let pos = |w: &Words| keys.iter().position(|k| Arc::ptr_eq(k, w)).unwrap_or(0);
         let (pd, pa, pb) = (pos(&wd), pos(&wa), pos(&wb));
         // Split the guards so the destination can be borrowed mutably while
@@ -375,14 +417,16 @@ impl Memory for View<'_> {
         let (dguard, right) = right
             .split_first_mut()
             .ok_or_else(|| Error::Plan("no destination".into()))?;
-        let (before, out, after) = carve(words_as_bytes(dguard), db.clone());
+        let left: Vec<&[u8]> = left.iter_mut().map(|g| &*g.bytes()).collect();
+        let right: Vec<&[u8]> = right.iter_mut().map(|g| &*g.bytes()).collect();
+        let (before, out, after) = carve(dguard.bytes(), db.clone());
         let get = |p: usize, r: &Range<usize>| -> Result<&[u8]> {
             if p == pd {
                 piece(before, after, &db, r)
             } else if p < pd {
-                Ok(&bytemuck::cast_slice::<u64, u8>(&left[p])[r.clone()])
+                Ok(&left[p][r.clone()])
             } else {
-                Ok(&bytemuck::cast_slice::<u64, u8>(&right[p - pd - 1])[r.clone()])
+                Ok(&right[p - pd - 1][r.clone()])
             }
         };
         let bs = get(pb, &bb)?;
@@ -457,7 +501,7 @@ impl Backend for CpuBackend {
                 hint: "use fewer ranks or a smaller size".into(),
             })?;
             v.resize(words, 0);
-            map.insert(id, (Arc::new(Mutex::new(v)), want));
+            map.insert(id, (Arc::new(Mutex::new(Storage::Heap(v))), want));
         }
         Ok(())
     }
@@ -483,10 +527,7 @@ impl Backend for CpuBackend {
             });
         }
         let mut g = lock(&w);
-        par_copy(
-            &mut words_as_bytes(&mut g)[offset..offset + data.len()],
-            data,
-        );
+        par_copy(&mut g.bytes()[offset..offset + data.len()], data);
         Ok(())
     }
 
@@ -501,7 +542,7 @@ impl Backend for CpuBackend {
             });
         }
         let mut g = lock(&w);
-        par_copy(out, &words_as_bytes(&mut g)[offset..offset + out.len()]);
+        par_copy(out, &g.bytes()[offset..offset + out.len()]);
         Ok(())
     }
 
@@ -523,10 +564,12 @@ impl Backend for CpuBackend {
             self.gen = 0;
         }
         self.gen += 1;
+        self.calls += 1;
         let run = Arc::new(Run {
             call: call.clone(),
             board: self.board.clone(),
             gen: self.gen,
+            call_no: self.calls,
             faults: self.faults.clone(),
             epoch: self.epoch,
         });
@@ -596,6 +639,10 @@ impl Backend for CpuBackend {
     fn profiling(&mut self) -> Option<&mut dyn Profiling> {
         Some(self)
     }
+
+    fn ordered(&mut self) -> Option<&mut dyn super::ordered::StreamOrdered> {
+        Some(self)
+    }
 }
 
 impl Profiling for CpuBackend {
@@ -617,14 +664,6 @@ impl Profiling for CpuBackend {
     }
 
     fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
-        Ok(self
-            .mem
-            .traffic
-            .iter()
-            .map(|t| crate::plan::Traffic {
-                sent: t[0].swap(0, Ordering::Relaxed),
-                received: t[1].swap(0, Ordering::Relaxed),
-            })
-            .collect())
+        Ok(self.mem.take_traffic())
     }
 }

@@ -8,11 +8,15 @@
 //!
 //! The core trait, [`Backend`], is small: buffers, launch, synchronize,
 //! abort. What only some backends can do is an extension trait, reached
-//! through [`Backend::nccl`] or [`Backend::graphs`]: NCCL on the same
-//! buffers ([`NcclBackend`]), CUDA graphs ([`GraphBackend`]).
+//! through [`Backend::nccl`], [`Backend::graphs`] or [`Backend::ordered`]:
+//! NCCL on the same buffers ([`NcclBackend`]), CUDA graphs
+//! ([`GraphBackend`]), stream-ordered calls and the work stream
+//! ([`ordered::StreamOrdered`]).
 
 pub mod cpu;
+pub mod cpu_process;
 pub mod cuda;
+pub mod ordered;
 
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
@@ -201,6 +205,14 @@ pub trait Backend: Send {
     /// caller-to-rank-thread hand-off.
     fn ping(&mut self) -> Result<()>;
 
+    /// The ranks this process runs and whose buffers it can read and write:
+    /// all of them, except in the multi-process mode (one rank per process,
+    /// [`crate::process`]), where buffers of the other ranks are reached
+    /// only by the plans' ops.
+    fn local_ranks(&self) -> std::ops::Range<usize> {
+        0..self.info().ranks
+    }
+
     /// NCCL on the same buffers, if the backend has it.
     fn nccl(&mut self) -> Option<&mut dyn NcclBackend> {
         None
@@ -213,6 +225,12 @@ pub trait Backend: Send {
 
     /// Timelines and host-issue profiles.
     fn profiling(&mut self) -> Option<&mut dyn Profiling> {
+        None
+    }
+
+    /// Stream-ordered calls and the per-rank work stream, if the backend
+    /// has them.
+    fn ordered(&mut self) -> Option<&mut dyn ordered::StreamOrdered> {
         None
     }
 }
@@ -231,9 +249,9 @@ pub trait NcclBackend {
 
 /// CUDA graphs of ringreduce calls.
 pub trait GraphBackend {
-    /// Capture `calls`, in order, into one CUDA graph per rank. Only plans
-    /// ordered on the device ([`Plan::device_ordered`]) can be replayed
-    /// safely from per-GPU graphs; others are refused.
+    /// Capture `calls`, in order, into CUDA graphs: one per rank when every
+    /// plan is ordered on the device ([`Plan::device_ordered`]), else one
+    /// graph across every GPU whose edges are the plans' signals.
     fn capture(&mut self, calls: &[Call]) -> Result<()>;
     /// Replay the captured graphs once on every rank.
     fn replay(&mut self) -> Result<()>;

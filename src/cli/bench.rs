@@ -103,19 +103,6 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     }
     report::check_outputs(a.json.as_deref(), a.csv.as_deref(), a.plot.as_deref())
         .map_err(|e| Error::Report(e.to_string()))?;
-    for c in &contenders {
-        if c.is_graph()
-            && combos
-                .collectives
-                .iter()
-                .any(|&k| k != Collective::AllReduce)
-        {
-            return Err(Error::BadArgument(format!(
-                "{}: graph contenders are measured for all-reduce only",
-                c.name
-            )));
-        }
-    }
     let largest = combos
         .each()
         .iter()
@@ -136,6 +123,49 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         largest,
         &format!("the sweep's largest row ({})", format_bytes(max)),
     )?;
+    // The cold-start measurement runs one f32 all-reduce of --cold-size.
+    let cold_shape = crate::plan::Shape {
+        collective: Collective::AllReduce,
+        ranks,
+        count: usize::try_from(cold / 4).unwrap_or(usize::MAX),
+        elem_size: 4,
+        in_place: false,
+    };
+    check_host_memory(
+        crate::cli::run::host_bytes(
+            &cold_shape,
+            cfg.backend == crate::backend::BackendChoice::Cpu,
+        ),
+        &format!(
+            "the cold-start measurement (--cold-size {})",
+            format_bytes(cold)
+        ),
+    )?;
+    // Paths that refuse a requested collective (or place) leave those cells
+    // empty; say so once, before measuring.
+    let mut refusals = Vec::new();
+    for c in &contenders {
+        for coll in &combos.collectives {
+            for in_place in [false, true] {
+                let shape = crate::plan::Shape {
+                    collective: *coll,
+                    ranks,
+                    count: bench::count_for(*coll, max, 4, ranks).max(1),
+                    elem_size: 4,
+                    in_place,
+                };
+                let head = format!("{} leaves its {coll} cells", c.name);
+                if let Some(why) = c.refusal(&shape) {
+                    if !refusals.iter().any(|r: &String| r.starts_with(&head)) {
+                        refusals.push(format!("{head} empty: {why}"));
+                    }
+                }
+            }
+        }
+    }
+    for r in &refusals {
+        eprintln!("note: {r}");
+    }
     let want_nccl = contenders.iter().any(Contender::is_nccl);
     let nccl = if want_nccl {
         Some(Nccl::load(a.nccl_lib.as_deref())?)
@@ -151,9 +181,26 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     if want_nccl && cpu {
         return Err(Error::Unsupported("NCCL".into(), "cpu"));
     }
-    let mut notes = Vec::new();
+    if cpu {
+        if let Some(c) = contenders.iter().find(|c| c.is_graph()) {
+            return Err(Error::Unsupported(
+                format!("{} (CUDA graphs)", c.name),
+                "cpu",
+            ));
+        }
+    }
+    let mut notes = refusals;
     if let Some(n) = e.core().fallback_note() {
         notes.push(n.to_string());
+    }
+    // One process per rank: only rank 0 reports and writes files.
+    let root = e.core().job().is_none_or(|j| j.rank() == 0);
+    if let Some(j) = e.core().job() {
+        notes.push(format!(
+            "one process per rank: {} processes ({}); each cell is the slowest rank's time; NCCL is initialised per process (ncclGetUniqueId on rank 0, ncclCommInitRank in each)",
+            j.size(),
+            j.spec().origin.name()
+        ));
     }
     if cpu {
         notes.push(
@@ -248,7 +295,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     // -- the sweep
     let jobs = combos.each();
     let total = (jobs.len() * sizes.len() * contenders.len()) as u64;
-    let pb = (std::io::stderr().is_terminal() && total > 8).then(|| {
+    let pb = (root && std::io::stderr().is_terminal() && total > 8).then(|| {
         let pb = ProgressBar::new(total);
         pb.set_style(
             ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed}<{eta}]")
@@ -332,13 +379,13 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         ))?;
     }
     let rerr = |e: report::ReportError| Error::Report(e.to_string());
-    if let Some(p) = &a.json {
+    if let (Some(p), true) = (&a.json, root) {
         rep.write_json(p).map_err(rerr)?;
     }
-    if let Some(p) = &a.csv {
+    if let (Some(p), true) = (&a.csv, root) {
         rep.write_csv(p).map_err(rerr)?;
     }
-    if let Some(p) = &a.plot {
+    if let (Some(p), true) = (&a.plot, root) {
         rep.write_svg(p).map_err(rerr)?;
     }
     let wrong: u64 = rep

@@ -6,6 +6,8 @@
 pub mod bench;
 pub mod check;
 pub mod compare;
+pub mod launch;
+pub mod overlap;
 pub mod run;
 pub mod soak;
 pub mod theory;
@@ -18,14 +20,27 @@ use crate::engine::EngineConfig;
 use crate::error::{Error, Result};
 use crate::plan::Collective;
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Standard output that turns a closed pipe into [`Error::BrokenPipe`]-like
 /// quiet exit instead of a panic.
 pub struct Out;
 
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Print nothing to stdout from now on ([`out`] and [`out_raw`] do
+/// nothing): the ranks other than 0 of a multi-process job, whose report
+/// rank 0 prints.
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
 /// Print one line (or several) to stdout.
 pub fn out(s: impl AsRef<str>) -> Result<()> {
+    if QUIET.load(Ordering::Relaxed) {
+        return Ok(());
+    }
     let mut o = std::io::stdout().lock();
     let r = o
         .write_all(s.as_ref().as_bytes())
@@ -42,6 +57,9 @@ pub fn out(s: impl AsRef<str>) -> Result<()> {
 
 /// Print without a newline.
 pub fn out_raw(s: &str) -> Result<()> {
+    if QUIET.load(Ordering::Relaxed) {
+        return Ok(());
+    }
     let mut o = std::io::stdout().lock();
     o.write_all(s.as_bytes())
         .and_then(|_| o.flush())
@@ -73,7 +91,10 @@ pub struct Common {
 }
 
 impl Common {
-    /// The engine configuration; argument errors first.
+    /// The engine configuration; argument errors first. In a rank process of
+    /// a multi-process job (started by `ringreduce launch` or `mpirun`, see
+    /// [`crate::process::JobSpec::from_env`]) the configuration is that
+    /// rank's, the rank count is the job's, and only rank 0 prints.
     pub fn config(&self) -> Result<EngineConfig> {
         if let Some(t) = self.timeout {
             if !(t.is_finite() && t > 0.0 && t < 1e7) {
@@ -81,6 +102,29 @@ impl Common {
                     "--timeout must be a positive number of seconds (got {t})"
                 )));
             }
+        }
+        if let Some(spec) = crate::process::JobSpec::from_env()? {
+            if let Some(n) = self.ranks.filter(|&n| n != spec.size) {
+                return Err(Error::BadArgument(format!(
+                    "--ranks {n}, but this process is rank {} of a job of {} processes (leave --ranks out, or set RINGREDUCE_MULTIPROC=0 to ignore the job's environment)",
+                    spec.rank, spec.size
+                )));
+            }
+            if let Some(d) = &self.devices {
+                if d.is_empty() {
+                    return Err(Error::BadArgument(
+                        "--devices needs at least one GPU".into(),
+                    ));
+                }
+            }
+            set_quiet(spec.rank != 0);
+            let mut cfg = EngineConfig::new(spec.size, self.backend);
+            cfg.devices = self.devices.clone();
+            if let Some(t) = self.timeout {
+                cfg.timeout = Duration::from_secs_f64(t);
+            }
+            cfg.process = Some(spec);
+            return Ok(cfg);
         }
         let ranks = match self.ranks {
             Some(0) => return Err(Error::ZeroRanks),

@@ -100,7 +100,12 @@ fn run_typed<T: Element>(
     let mut engine = Engine::<T>::new(cfg)?;
     let setup = t0.elapsed();
     out(format!(
-        "ringreduce run: {ranks} ranks, {} x {} ({} per rank), {}, {}, {}",
+        "ringreduce run: {ranks} ranks{}, {} x {} ({} per rank), {}, {}, {}",
+        if engine.core().job().is_some() {
+            " (one process per rank)"
+        } else {
+            ""
+        },
         shape.count,
         dtype.name(),
         format_bytes(shape.bytes()),
@@ -130,17 +135,22 @@ fn run_typed<T: Element>(
     let t1 = Instant::now();
     let info = engine.run(None, &sh, op)?;
     let first = t1.elapsed();
+    // One process per rank: each checks its own rank, rank 0 reports all.
     let got = engine.read_output(&sh)?;
+    let base = engine.core().local_ranks().start;
     let mut verdict = match shape.collective {
-        Collective::AllReduce => verify::check(&got, &verify::reference(&inputs, op, kind)),
+        Collective::AllReduce => {
+            verify::check(&got, &verify::reference(&inputs, op, kind)).at_rank(base)
+        }
         Collective::ReduceScatter => {
             let refs = verify::reference_reduce_scatter(&inputs, op, kind);
             let mut v = verify::Verdict {
                 bitwise: refs.iter().all(|r| r.bitwise),
                 ..verify::Verdict::default()
             };
-            for (r, rf) in refs.iter().enumerate() {
-                let part = verify::check(std::slice::from_ref(&got[r]), rf);
+            for (i, g) in got.iter().enumerate() {
+                let r = base + i;
+                let part = verify::check(std::slice::from_ref(g), &refs[r]);
                 v.wrong.push(part.total_wrong());
                 v.max_abs_err = v.max_abs_err.max(part.max_abs_err);
                 if v.first_wrong.is_none() {
@@ -149,22 +159,26 @@ fn run_typed<T: Element>(
             }
             v
         }
-        Collective::AllGather => verify::check(&got, &verify::reference_all_gather(&inputs)),
+        Collective::AllGather => {
+            verify::check(&got, &verify::reference_all_gather(&inputs)).at_rank(base)
+        }
     };
     if !shape.in_place {
         let send = engine.read_input(&sh)?;
-        for (r, (s, i)) in send.iter().zip(&inputs).enumerate() {
-            let changed = verify::changed(s, i);
+        for (i, s) in send.iter().enumerate() {
+            let r = base + i;
+            let changed = verify::changed(s, &inputs[r]);
             if changed > 0 {
                 out(format!(
                     "rank {r}: input buffer modified in {changed} elements"
                 ))?;
-                if let Some(w) = verdict.wrong.get_mut(r) {
+                if let Some(w) = verdict.wrong.get_mut(i) {
                     *w += changed;
                 }
             }
         }
     }
+    let verdict = crate::bench::gather_verdict(&engine, verdict)?;
     // Steady state: repeated calls, each synchronized on every rank.
     let mut times = Vec::with_capacity(a.iters);
     for _ in 0..a.iters {
@@ -174,16 +188,29 @@ fn run_typed<T: Element>(
         times.push(t.elapsed().as_secs_f64() * 1e6);
     }
     times.sort_by(f64::total_cmp);
-    let steady = times[times.len() / 2];
+    let core = engine.core();
+    let steady =
+        core.max_over_processes(times[times.len() / 2], "gathering the steady-state times")?;
+    let first = std::time::Duration::from_secs_f64(
+        core.max_over_processes(first.as_secs_f64(), "gathering the first-call times")?,
+    );
+    let multi = core.job().is_some();
     let bytes = shape.bytes() as f64;
     let algbw = bytes / (steady * 1e-6) / 1e9;
     let busbw = algbw * shape.collective.bus_factor(ranks);
     let kind_cpu = engine.core().backend_kind() == BackendKind::Cpu;
     out(format!(
-        "setup     : {:.2} ms (threads{})",
+        "setup     : {:.2} ms ({}{})",
         setup.as_secs_f64() * 1e3,
+        if multi {
+            "joining the job, shared control segment"
+        } else {
+            "threads"
+        },
         if kind_cpu {
             ""
+        } else if multi {
+            ", context, kernel modules, streams, CUDA IPC of the flags"
         } else {
             ", contexts, kernel modules, streams, peer access"
         }
@@ -202,9 +229,10 @@ fn run_typed<T: Element>(
         first.as_secs_f64() * 1e3
     ))?;
     out(format!(
-        "steady    : {steady:.1} us per call (median of {}, {} timing); algbw {algbw:.2} GB/s, busbw {busbw:.2} GB/s",
+        "steady    : {steady:.1} us per call (median of {}, {} timing{}); algbw {algbw:.2} GB/s, busbw {busbw:.2} GB/s",
         a.iters,
-        if kind_cpu { "CPU wall-clock" } else { "all rank streams synchronized" }
+        if kind_cpu { "CPU wall-clock" } else { "all rank streams synchronized" },
+        if multi { "; the slowest process's median" } else { "" }
     ))?;
     let max_sent = info.traffic.iter().map(|x| x.sent).max().unwrap_or(0);
     let max_recv = info.traffic.iter().map(|x| x.received).max().unwrap_or(0);

@@ -95,7 +95,19 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
             .collect::<Result<_>>()?
     };
     let gpus = crate::backend::cuda::probe().map(|i| i.devices.len()).ok();
+    // One process per rank: the job's size is the only rank count, and the
+    // ranks decide together when to stop (they must make the same calls).
+    let multi = base.process.is_some();
     let rank_counts = match &a.rank_counts {
+        _ if multi => match &a.rank_counts {
+            Some(v) if v.iter().any(|&n| n != base.ranks) => {
+                return Err(Error::BadArgument(format!(
+                    "--rank-counts {v:?}: in a job of {} processes the rank count is {}",
+                    base.ranks, base.ranks
+                )))
+            }
+            _ => vec![base.ranks],
+        },
         Some(v) if !v.is_empty() => v.clone(),
         Some(_) => {
             return Err(Error::BadArgument(
@@ -135,7 +147,12 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
         combos.len()
     ))?;
     for i in 0..a.calls {
-        if limit.is_some_and(|l| start.elapsed() > l) {
+        let late = limit.is_some_and(|l| start.elapsed() > l);
+        let late = match engines.values().next().filter(|_| multi) {
+            Some(core) => core.any_process(late, "deciding whether to stop")?,
+            None => late,
+        };
+        if late {
             break;
         }
         let n = rank_counts[(rng.next_u64() % rank_counts.len() as u64) as usize];
@@ -197,18 +214,23 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
         engines.insert(n, core);
         stats.calls += 1;
         match r {
-            Ok((us, 0)) => stats.times.push((us, desc)),
-            Ok((us, wrong)) => {
-                out(format!("WRONG: {desc}: {wrong} wrong elements"))?;
+            Ok((us, 0, _)) => stats.times.push((us, desc)),
+            Ok((us, wrong, first)) => {
+                out(format!("WRONG: {desc}: {wrong} wrong elements{first}"))?;
                 stats.times.push((us, desc.clone()));
                 stats.wrong.push(desc);
             }
             Err(e) => {
                 out(format!("ERROR: {desc}: {e}"))?;
                 stats.wrong.push(format!("{desc}: {e}"));
+                if multi {
+                    // The job is unusable after a failed call.
+                    eprintln!("soak: stopping after a failed call: {e}");
+                    break;
+                }
             }
         }
-        if (i + 1) % 200 == 0 {
+        if (i + 1) % 200 == 0 && base.process.as_ref().is_none_or(|s| s.rank == 0) {
             eprintln!(
                 "soak: {} calls, {} wrong, {:.0} s",
                 i + 1,
@@ -228,7 +250,7 @@ fn one<T: Element>(
     op: ReduceOp,
     kind: Inputs,
     seed: u64,
-) -> (Core, Result<(f64, u64)>) {
+) -> (Core, Result<(f64, u64, String)>) {
     let mut e = Engine::<T>::from_core(core);
     let r = (|| {
         let n = shape.ranks;
@@ -239,7 +261,7 @@ fn one<T: Element>(
             kind: ContenderKind::Engine(choice.clone()),
         };
         let t = Instant::now();
-        let (wrong, _, _) = bench::checked_call(
+        let (wrong, v, _) = bench::checked_call(
             &mut e,
             &c,
             shape.collective,
@@ -248,7 +270,14 @@ fn one<T: Element>(
             &inputs,
             &expect,
         )?;
-        Ok((t.elapsed().as_secs_f64() * 1e6, wrong))
+        let first = match v.first_wrong {
+            Some((r, i, g, w)) => format!(
+                " (per rank {:?}; first: rank {r} element {i}: got {g}, expected {w})",
+                v.wrong
+            ),
+            None => String::new(),
+        };
+        Ok((t.elapsed().as_secs_f64() * 1e6, wrong, first))
     })();
     (e.into_core(), r)
 }

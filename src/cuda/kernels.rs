@@ -44,7 +44,7 @@ crate::__ringreduce_dtypes!([modules]);
 
 /// A kernel loaded on the device branded `'id`.
 pub struct Kernel<'id> {
-    f: sys::CUfunction,
+    pub(super) f: sys::CUfunction,
     sms: usize,
     source: &'static str,
     _brand: Brand<'id>,

@@ -1,5 +1,7 @@
 //! Device memory (in bytes), the tokens other ranks use to reach it, and
-//! host-mapped control words.
+//! host-mapped control words. Across processes, a buffer is exported as a
+//! CUDA IPC handle ([`DevBuf::ipc_handle`]) and opened in the peer process
+//! as a [`PeerBuf`] that keeps the mapping alive ([`Ctx::open_ipc`]).
 
 use super::driver::{Brand, Ctx, NotSend};
 use super::{check, err, CuResult};
@@ -11,6 +13,9 @@ pub(crate) struct Alloc {
     pub(crate) bytes: usize,
     pub(crate) ctx: sys::CUcontext,
     pub(crate) ordinal: usize,
+    /// A mapping of another process's allocation (`cuIpcOpenMemHandle` in
+    /// `ctx`): closed, not freed.
+    pub(crate) ipc: bool,
 }
 // SAFETY: the allocation is a device address plus its context; freeing it
 // from another thread pushes that context first (see Drop).
@@ -26,10 +31,15 @@ impl Drop for Alloc {
         // SAFETY: the context is still retained (allocations are dropped
         // inside the owning `with_device` closure by the backend, after every
         // rank drained its streams); push it in case another context is
-        // current, free, pop. Errors are ignored.
+        // current, free (or, for an IPC mapping, close), pop. Errors are
+        // ignored.
         unsafe {
             let _ = sys::cuCtxPushCurrent_v2(self.ctx);
-            let _ = sys::cuMemFree_v2(self.ptr);
+            if self.ipc {
+                let _ = sys::cuIpcCloseMemHandle(self.ptr);
+            } else {
+                let _ = sys::cuMemFree_v2(self.ptr);
+            }
             let mut old = std::ptr::null_mut();
             let _ = sys::cuCtxPopCurrent_v2(&mut old);
         }
@@ -58,6 +68,7 @@ impl<'id> Ctx<'id> {
                 bytes,
                 ctx: self.ctx,
                 ordinal: self.ordinal,
+                ipc: false,
             }),
             _brand: b,
             _thread: t,
@@ -129,7 +140,24 @@ impl<'id> DevBuf<'id> {
             alloc: Arc::downgrade(&self.alloc),
             bytes: self.alloc.bytes,
             ordinal: self.alloc.ordinal,
+            keep: None,
         }
+    }
+
+    /// The CUDA IPC handle of this buffer (`cuIpcGetMemHandle`), for
+    /// another process to open with [`Ctx::open_ipc`]; `None` for an empty
+    /// buffer (there is no allocation to share).
+    pub fn ipc_handle(&self) -> CuResult<Option<IpcMemHandle>> {
+        if self.alloc.bytes == 0 {
+            return Ok(None);
+        }
+        let mut h = sys::CUipcMemHandle { reserved: [0; 64] };
+        // SAFETY: valid out-pointer; `ptr` is the base of a live cuMemAlloc
+        // allocation of this thread's current context.
+        check("cuIpcGetMemHandle", unsafe {
+            sys::cuIpcGetMemHandle(&mut h, self.alloc.ptr)
+        })?;
+        Ok(Some(IpcMemHandle(h.reserved.map(|c| c as u8))))
     }
 
     /// Synchronous host-to-device copy into bytes `off..off + data.len()`.
@@ -161,18 +189,90 @@ impl<'id> DevBuf<'id> {
     }
 }
 
+/// The 64 bytes that name a device allocation to another process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IpcMemHandle(pub [u8; 64]);
+
+impl<'id> Ctx<'id> {
+    /// Open another process's buffer of `bytes` bytes (on device
+    /// `ordinal`) from its IPC handle, mapped into this context
+    /// (`cuIpcOpenMemHandle`, peer access enabled lazily), or an empty
+    /// token for `None`. The returned token keeps the mapping open; it is
+    /// closed when the last clone is dropped (the backend drains every rank
+    /// of the job first).
+    pub fn open_ipc(
+        &self,
+        handle: Option<&IpcMemHandle>,
+        bytes: usize,
+        ordinal: usize,
+    ) -> CuResult<PeerBuf> {
+        let Some(h) = handle else {
+            let a = Arc::new(Alloc {
+                ptr: 0,
+                bytes: 0,
+                ctx: self.ctx,
+                ordinal,
+                ipc: false,
+            });
+            return Ok(PeerBuf {
+                alloc: Arc::downgrade(&a),
+                bytes: 0,
+                ordinal,
+                keep: Some(a),
+            });
+        };
+        let raw = sys::CUipcMemHandle {
+            reserved: h.0.map(|b| b as std::ffi::c_char),
+        };
+        let mut ptr = 0;
+        // SAFETY: valid out-pointer; a context is current on this thread
+        // (self.ctx); the handle is passed by value and the driver checks
+        // that it names a live allocation of another process.
+        check("cuIpcOpenMemHandle", unsafe {
+            sys::cuIpcOpenMemHandle_v2(
+                &mut ptr,
+                raw,
+                sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32,
+            )
+        })?;
+        let a = Arc::new(Alloc {
+            ptr,
+            bytes,
+            ctx: self.ctx,
+            ordinal,
+            ipc: true,
+        });
+        Ok(PeerBuf {
+            alloc: Arc::downgrade(&a),
+            bytes,
+            ordinal,
+            keep: Some(a),
+        })
+    }
+}
+
 /// Another rank's buffer: the destination of a peer copy, the source of a
-/// pull, or an operand a kernel reads through peer access.
+/// pull, or an operand a kernel reads through peer access. A token of a
+/// buffer in this process refers to it weakly (its owner frees it); a token
+/// of another process's buffer, opened through CUDA IPC, holds the mapping
+/// (`keep`) until the last clone is dropped.
 #[derive(Clone)]
 pub struct PeerBuf {
     alloc: Weak<Alloc>,
     bytes: usize,
     ordinal: usize,
+    keep: Option<Arc<Alloc>>,
 }
 
 impl std::fmt::Debug for PeerBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PeerBuf(device {}, {} bytes)", self.ordinal, self.bytes)
+        write!(
+            f,
+            "PeerBuf(device {}, {} bytes{})",
+            self.ordinal,
+            self.bytes,
+            if self.keep.is_some() { ", IPC" } else { "" }
+        )
     }
 }
 

@@ -18,10 +18,14 @@
 //!   host), peer tokens, host-mapped control words.
 //! * [`stream`]: streams, events, copies, CUDA graphs.
 //! * [`kernels`]: the PTX modules and the two kernel ABIs (reduce, exchange).
+//! * [`order`] and [`work`]: stream-ordered calls (completion events any
+//!   thread can hold, another library's stream) and kernels a caller runs on
+//!   a rank's work stream (its own PTX, or `ptx/compute.ptx`).
 //!
 //! Other ranks refer to a rank's memory and events only through exported
 //! tokens ([`PeerBuf`], [`RemoteEvent`], [`PeerCtx`]) which can be sent
-//! between threads. A token holds a weak reference to its allocation: using
+//! between threads; ranks in other processes, through the same tokens
+//! opened from CUDA IPC handles ([`IpcMemHandle`], [`IpcEventHandle`]). A token holds a weak reference to its allocation: using
 //! it after the owner freed the memory is an error, not a write into freed
 //! memory. Drop never panics: it ignores driver errors (there is nobody to
 //! tell).
@@ -36,15 +40,19 @@ pub mod driver;
 pub mod kernels;
 pub mod memory;
 pub mod nccl;
+pub mod order;
 pub mod stream;
+pub mod work;
 
 pub use driver::{
     can_access_peer, driver, driver_init_ms, p2p_info, with_device, Ctx, DeviceInfo, DriverInfo,
     P2pInfo, PeerCtx,
 };
 pub use kernels::{exchange_blocks, Kernel, KernelModule, EXCHANGE_MAX_BLOCKS};
-pub use memory::{DevBuf, HostMapped, PeerBuf};
-pub use stream::{Event, Graph, RemoteEvent, Stream, TimingEvent};
+pub use memory::{DevBuf, HostMapped, IpcMemHandle, PeerBuf};
+pub use order::{DoneEvent, RawStream};
+pub use stream::{Event, Graph, IpcEventHandle, RemoteEvent, Stream, TimingEvent};
+pub use work::{compute_module, Builtin, LoadedWork, Param, WorkKernel};
 
 use cudarc::driver::sys;
 

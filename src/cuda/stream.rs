@@ -44,19 +44,55 @@ pub struct Event<'id> {
     _thread: NotSend,
 }
 
-/// Another rank's event: any stream may wait on it.
+/// Another rank's event: any stream may wait on it. An event of another
+/// process, opened through CUDA IPC, is held open (`keep`) until the last
+/// clone is dropped.
 #[derive(Clone)]
 pub struct RemoteEvent {
     token: Weak<EventToken>,
+    /// Held only to keep an opened IPC event alive.
+    _keep: Option<Arc<EventToken>>,
+}
+
+impl std::fmt::Debug for RemoteEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.token.strong_count() > 0 {
+            "RemoteEvent"
+        } else {
+            "RemoteEvent(destroyed)"
+        })
+    }
 }
 
 impl Event<'_> {
+    /// The driver handle, for the stream-ordered calls of [`super::order`].
+    pub(crate) fn handle(&self) -> sys::CUevent {
+        self.token.0
+    }
+
     pub fn export(&self) -> RemoteEvent {
         RemoteEvent {
             token: Arc::downgrade(&self.token),
+            _keep: None,
         }
     }
+
+    /// The CUDA IPC handle of this event (`cuIpcGetEventHandle`); only an
+    /// event made by [`Ctx::ipc_event`] has one.
+    pub fn ipc_handle(&self) -> CuResult<IpcEventHandle> {
+        let mut h = sys::CUipcEventHandle { reserved: [0; 64] };
+        // SAFETY: valid out-pointer and a live event; the driver refuses an
+        // event created without CU_EVENT_INTERPROCESS.
+        check("cuIpcGetEventHandle", unsafe {
+            sys::cuIpcGetEventHandle(&mut h, self.token.0)
+        })?;
+        Ok(IpcEventHandle(h.reserved.map(|c| c as u8)))
+    }
 }
+
+/// The 64 bytes that name an interprocess event to another process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IpcEventHandle(pub [u8; 64]);
 
 /// An event with timing, for timelines.
 pub struct TimingEvent<'id> {
@@ -113,6 +149,32 @@ impl<'id> Ctx<'id> {
         })
     }
 
+    /// A non-blocking stream of this context with the highest priority the
+    /// device offers (`high`) or the default one: pending blocks of a
+    /// high-priority stream's kernels are dispatched before those of
+    /// default-priority streams (the overlap benchmark's collective lanes).
+    pub fn stream_with_priority(&self, high: bool) -> CuResult<Stream<'id>> {
+        let (mut least, mut greatest) = (0i32, 0i32);
+        // SAFETY: valid out-pointers; current context is self.ctx.
+        check("cuCtxGetStreamPriorityRange", unsafe {
+            sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest)
+        })?;
+        let mut s = std::ptr::null_mut();
+        let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+        let priority = if high { greatest } else { least };
+        // SAFETY: valid out-pointer; current context is self.ctx; the
+        // priority is inside the range the driver just gave.
+        check("cuStreamCreateWithPriority", unsafe {
+            sys::cuStreamCreateWithPriority(&mut s, flags, priority)
+        })?;
+        let (b, t) = self.brand();
+        Ok(Stream {
+            s,
+            _brand: b,
+            _thread: t,
+        })
+    }
+
     /// An event without timing.
     pub fn event(&self) -> CuResult<Event<'id>> {
         let mut e = std::ptr::null_mut();
@@ -125,6 +187,46 @@ impl<'id> Ctx<'id> {
             token: Arc::new(EventToken(e)),
             _brand: b,
             _thread: t,
+        })
+    }
+
+    /// An event without timing that other processes can wait on
+    /// (`CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING`): record and wait
+    /// cost the same as [`Ctx::event`]'s; its handle is
+    /// [`Event::ipc_handle`].
+    pub fn ipc_event(&self) -> CuResult<Event<'id>> {
+        let mut e = std::ptr::null_mut();
+        let flags = sys::CUevent_flags::CU_EVENT_INTERPROCESS as u32
+            | sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+        // SAFETY: valid out-pointer; current context is self.ctx.
+        check("cuEventCreate", unsafe {
+            sys::cuEventCreate(&mut e, flags)
+        })?;
+        let (b, t) = self.brand();
+        Ok(Event {
+            token: Arc::new(EventToken(e)),
+            _brand: b,
+            _thread: t,
+        })
+    }
+
+    /// Open another process's interprocess event (`cuIpcOpenEventHandle`)
+    /// in this context; streams of this context may then wait on it. The
+    /// token holds it open; it is destroyed when the last clone is dropped.
+    pub fn open_ipc_event(&self, h: &IpcEventHandle) -> CuResult<RemoteEvent> {
+        let raw = sys::CUipcEventHandle {
+            reserved: h.0.map(|b| b as std::ffi::c_char),
+        };
+        let mut e = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; a context is current on this thread
+        // (self.ctx); the handle is passed by value and checked by the driver.
+        check("cuIpcOpenEventHandle", unsafe {
+            sys::cuIpcOpenEventHandle(&mut e, raw)
+        })?;
+        let tok = Arc::new(EventToken(e));
+        Ok(RemoteEvent {
+            token: Arc::downgrade(&tok),
+            _keep: Some(tok),
         })
     }
 
@@ -151,6 +253,17 @@ impl<'id> Stream<'id> {
         check("cuStreamSynchronize", unsafe {
             sys::cuStreamSynchronize(self.s)
         })
+    }
+
+    /// Whether everything issued on the stream is complete
+    /// (`cuStreamQuery`), without waiting.
+    pub fn is_idle(&self) -> CuResult<bool> {
+        // SAFETY: valid stream of the current context.
+        let r = unsafe { sys::cuStreamQuery(self.s) };
+        if r == sys::CUresult::CUDA_ERROR_NOT_READY {
+            return Ok(false);
+        }
+        check("cuStreamQuery", r).map(|_| true)
     }
 
     /// Wait until the stream is idle, but at most `limit`: polls
@@ -283,12 +396,21 @@ impl<'id> Stream<'id> {
     /// Start capturing this stream's work into a graph (thread-local mode:
     /// other threads' CUDA calls are unaffected).
     pub fn begin_capture(&self) -> CuResult<()> {
-        // SAFETY: valid stream of the current context.
+        self.begin_capture_mode(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+    }
+
+    /// Start a capture that streams of other threads and other devices join
+    /// (they wait on an event recorded here during the capture); relaxed
+    /// mode, so those threads' own driver calls are not refused.
+    pub fn begin_joint_capture(&self) -> CuResult<()> {
+        self.begin_capture_mode(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+    }
+
+    fn begin_capture_mode(&self, mode: sys::CUstreamCaptureMode) -> CuResult<()> {
+        // SAFETY: valid stream of the current context; `mode` is a valid
+        // enumerator.
         check("cuStreamBeginCapture", unsafe {
-            sys::cuStreamBeginCapture_v2(
-                self.s,
-                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-            )
+            sys::cuStreamBeginCapture_v2(self.s, mode)
         })
     }
 

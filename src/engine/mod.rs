@@ -16,12 +16,14 @@
 //! assert!(bufs.iter().all(|b| b.iter().all(|&x| x == 6.0)));
 //! ```
 
+pub mod ordered;
 pub mod ranks;
 pub mod typed;
 
+pub use ordered::OrderedCall;
 pub use typed::{CallInfo, DeviceBuffers, Engine};
 
-use crate::algo::{AlgoChoice, Path};
+use crate::algo::{AlgoChoice, Algorithm, Path};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::{self as cuda_backend, CudaBackend};
 use crate::backend::{
@@ -61,6 +63,10 @@ pub struct EngineConfig {
     pub timeout: Duration,
     /// Injected faults, for tests of the error paths.
     pub faults: FaultPlan,
+    /// Run one rank of a multi-process job (`ranks` must be the job's size):
+    /// this process runs only that rank; see [`crate::process`] and
+    /// [`crate::process::Comm`].
+    pub process: Option<crate::process::JobSpec>,
 }
 
 impl EngineConfig {
@@ -72,6 +78,7 @@ impl EngineConfig {
             devices: None,
             timeout: crate::sync::default_timeout(),
             faults: FaultPlan::none(),
+            process: None,
         }
     }
 
@@ -97,6 +104,10 @@ struct Captured {
     generation: u64,
 }
 
+/// A resolved-cache entry: the fixed algorithm (kept alive so that its
+/// address, the key, is not reused) and its path.
+type Resolved = (Option<Arc<dyn Algorithm>>, PathKey);
+
 /// The untyped engine (see the module doc).
 pub struct Core {
     backend: Box<dyn Backend>,
@@ -107,8 +118,9 @@ pub struct Core {
     /// The path of an (algorithm name, shape).
     path_index: HashMap<(String, Shape), PathKey>,
     /// The path a (choice, shape) resolved to: the hot path of a call does
-    /// no allocation and no string work.
-    resolved: HashMap<(usize, Shape), PathKey>,
+    /// no allocation and no string work. The entry holds the choice's
+    /// algorithm so its address (the key) cannot be reused by another one.
+    resolved: HashMap<(usize, Shape), Resolved>,
     /// The previous call, when the next one may continue it.
     last: Option<PathKey>,
     /// Bytes of each engine buffer on each rank.
@@ -129,6 +141,8 @@ pub struct Core {
     timeout: Duration,
     /// Why every call now fails, after a fault the engine cannot undo.
     poisoned: Option<String>,
+    /// The job, when this engine is one rank of a multi-process job.
+    job: Option<Arc<crate::process::Job>>,
 }
 
 impl std::fmt::Debug for Core {
@@ -152,6 +166,9 @@ impl Core {
             });
         }
         let t0 = Instant::now();
+        if let Some(spec) = &cfg.process {
+            return Core::new_process(cfg.clone(), spec, t0);
+        }
         let mut fallback_note = None;
         let cpu = |cfg: &EngineConfig| -> Result<Box<dyn Backend>> {
             Ok(Box::new(CpuBackend::new(
@@ -179,11 +196,84 @@ impl Core {
                 }
             },
         };
+        Ok(Core::with_backend(backend, &cfg, t0, fallback_note, None))
+    }
+
+    /// One rank of a multi-process job: join the job, then the backend of
+    /// that one rank (every rank must pick the same kind).
+    fn new_process(cfg: EngineConfig, spec: &crate::process::JobSpec, t0: Instant) -> Result<Core> {
+        use crate::backend::cpu_process::CpuProcessBackend;
+        use crate::backend::cuda::process::CudaProcessBackend;
+        if cfg.ranks != spec.size {
+            return Err(Error::BadArgument(format!(
+                "{} ranks asked for, but this process is rank {} of a job of {} (leave the rank count out, or match it)",
+                cfg.ranks, spec.rank, spec.size
+            )));
+        }
+        let kind = match cfg.backend {
+            BackendChoice::Cpu => BackendKind::Cpu,
+            BackendChoice::Cuda => BackendKind::Cuda,
+            BackendChoice::Auto => match cuda_backend::probe() {
+                Ok(_) => BackendKind::Cuda,
+                Err(_) => BackendKind::Cpu,
+            },
+        };
+        let job = crate::process::Job::join(spec, cfg.timeout)?;
+        let kinds = job.allgather(kind.name().as_bytes(), "choosing the backend")?;
+        if let Some((r, k)) = kinds
+            .iter()
+            .enumerate()
+            .find(|(_, k)| k.as_slice() != kind.name().as_bytes())
+        {
+            let e = Error::BadArgument(format!(
+                "rank {} chose the {} backend but rank {r} chose {}; every rank of a job must use the same (pass --backend)",
+                spec.rank,
+                kind.name(),
+                String::from_utf8_lossy(k)
+            ));
+            job.fail(&e.to_string());
+            return Err(e);
+        }
+        let mut faults = cfg.faults.clone();
+        faults.0.extend(crate::process::env_faults(spec.rank).0);
+        let fallback_note = (cfg.backend == BackendChoice::Auto && kind == BackendKind::Cpu)
+            .then(|| "auto: CUDA unavailable; using cpu".to_string());
+        let backend: Result<Box<dyn Backend>> = match kind {
+            BackendKind::Cpu => CpuProcessBackend::new(job.clone(), cfg.timeout, faults)
+                .map(|b| Box::new(b) as Box<dyn Backend>),
+            BackendKind::Cuda => CudaProcessBackend::new(
+                job.clone(),
+                &cuda_backend::CudaOptions {
+                    ranks: cfg.ranks,
+                    devices: cfg.devices.clone(),
+                    timeout: cfg.timeout,
+                    faults,
+                },
+            )
+            .map(|b| Box::new(b) as Box<dyn Backend>),
+        };
+        let backend = backend.inspect_err(|e| job.fail(&format!("setup failed: {e}")))?;
+        Ok(Core::with_backend(
+            backend,
+            &cfg,
+            t0,
+            fallback_note,
+            Some(job),
+        ))
+    }
+
+    fn with_backend(
+        backend: Box<dyn Backend>,
+        cfg: &EngineConfig,
+        t0: Instant,
+        fallback_note: Option<String>,
+        job: Option<Arc<crate::process::Job>>,
+    ) -> Core {
         let abort = backend.abort_handle();
-        Ok(Core {
+        Core {
             backend,
             ranks: cfg.ranks,
-            algo: cfg.algo,
+            algo: cfg.algo.clone(),
             paths: Vec::new(),
             path_index: HashMap::new(),
             resolved: HashMap::new(),
@@ -201,11 +291,57 @@ impl Core {
             abort,
             timeout: cfg.timeout,
             poisoned: None,
-        })
+            job,
+        }
     }
 
     pub fn ranks(&self) -> usize {
         self.ranks
+    }
+
+    /// The ranks this process runs (all of them, or in a multi-process job
+    /// its own): the ones whose buffers [`Core::write`] and [`Core::read`]
+    /// reach.
+    pub fn local_ranks(&self) -> std::ops::Range<usize> {
+        self.backend.local_ranks()
+    }
+
+    /// The job, when this engine is one rank of a multi-process job.
+    pub fn job(&self) -> Option<&Arc<crate::process::Job>> {
+        self.job.as_ref()
+    }
+
+    /// Every process's `data` in rank order (one process: just `data`).
+    /// Collective in a multi-process job.
+    pub fn gather(&self, data: &[u8], what: &str) -> Result<Vec<Vec<u8>>> {
+        match &self.job {
+            Some(j) => j.allgather(data, what),
+            None => Ok(vec![data.to_vec()]),
+        }
+    }
+
+    /// The largest `v` of every process (collective in a job).
+    pub fn max_over_processes(&self, v: f64, what: &str) -> Result<f64> {
+        match &self.job {
+            Some(j) => j.max_f64(v, what),
+            None => Ok(v),
+        }
+    }
+
+    /// The sum of `v` over processes (collective in a job).
+    pub fn sum_over_processes(&self, v: u64, what: &str) -> Result<u64> {
+        match &self.job {
+            Some(j) => j.sum_u64(v, what),
+            None => Ok(v),
+        }
+    }
+
+    /// Whether any process says yes (collective in a job).
+    pub fn any_process(&self, v: bool, what: &str) -> Result<bool> {
+        match &self.job {
+            Some(j) => j.any(v, what),
+            None => Ok(v),
+        }
     }
 
     pub fn info(&self) -> &BackendInfo {
@@ -275,10 +411,19 @@ impl Core {
     }
 
     /// Keep the outcome of a backend operation; a fault the engine cannot
-    /// recover from poisons it.
+    /// recover from poisons it. In a multi-process job every failure does:
+    /// the ranks' call numbers no longer agree after it.
     fn track<R>(&mut self, r: Result<R>) -> Result<R> {
         if let Err(e) = &r {
             self.last = None;
+            let local = matches!(e, Error::BufferSize { .. } | Error::BadArgument(_));
+            if let (Some(job), false) = (&self.job, local) {
+                // Release the other ranks, which may be waiting for this one.
+                job.fail(&e.to_string());
+                self.poisoned.get_or_insert_with(|| {
+                    format!("a collective of this multi-process job failed: {e}")
+                });
+            }
             let fatal = match e {
                 Error::Poisoned { reason } => Some(reason.clone()),
                 Error::Ranks(v) => v.iter().find_map(|e| match e {
@@ -365,8 +510,8 @@ impl Core {
             AlgoChoice::Auto => 0,
             AlgoChoice::Fixed(a) => Arc::as_ptr(a) as *const () as usize,
         };
-        if let Some(&k) = self.resolved.get(&(ck, *shape)) {
-            return Ok(k);
+        if let Some((_, k)) = self.resolved.get(&(ck, *shape)) {
+            return Ok(*k);
         }
         self.check_shape(shape)?;
         let algo = c.resolve(shape)?;
@@ -380,12 +525,15 @@ impl Core {
                 k
             }
         };
-        // Only a fixed choice held by the caller keeps its address stable;
-        // the cache holds at most a few thousand entries.
+        // The cache holds at most a few thousand entries.
         if self.resolved.len() > 4096 {
             self.resolved.clear();
         }
-        self.resolved.insert((ck, *shape), k);
+        let held = match c {
+            AlgoChoice::Auto => None,
+            AlgoChoice::Fixed(a) => Some(a.clone()),
+        };
+        self.resolved.insert((ck, *shape), (held, k));
         Ok(k)
     }
 
@@ -549,9 +697,9 @@ impl Core {
 
     // -- CUDA graphs -------------------------------------------------------
 
-    /// Capture [`GRAPH_CALLS`] calls of `shape` on `choice`'s path into one
-    /// CUDA graph per rank; returns the path. The path decides the plans
-    /// (and refuses if they cannot be replayed safely).
+    /// Capture [`GRAPH_CALLS`] calls of `shape` on `choice`'s path into CUDA
+    /// graphs (one per GPU for plans ordered inside kernels, else one across
+    /// every GPU); returns the path. The path decides the plans.
     pub fn graph_capture(
         &mut self,
         choice: Option<&AlgoChoice>,
@@ -561,20 +709,17 @@ impl Core {
         bind: Arc<Vec<Binding>>,
     ) -> Result<String> {
         self.usable()?;
+        let kind = self.backend_kind().name();
+        if self.backend.graphs().is_none() {
+            return Err(Error::Unsupported("CUDA graphs".into(), kind));
+        }
         self.check_shape(&shape)?;
         self.graph = None;
         let key = self.path_of(choice, &shape)?;
         let plans = self.paths[key].2.graph_plans(GRAPH_CALLS)?;
+        // Device-ordered plans become one graph per GPU; the backend
+        // captures any other plan into one graph across every GPU.
         for p in &plans {
-            if !p.device_ordered() {
-                return Err(Error::Unsupported(
-                    format!(
-                        "CUDA graph replay of {} (it orders its steps with events across streams or GPUs, which per-GPU graphs cannot replay safely)",
-                        p.name
-                    ),
-                    self.backend_kind().name(),
-                ));
-            }
             self.reserve_scratch(p)?;
         }
         self.last = None;
@@ -742,5 +887,38 @@ impl Core {
     pub fn backend_mut(&mut self) -> &mut dyn Backend {
         self.last = None;
         self.backend.as_mut()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Collective;
+
+    /// Regression: the resolved-path cache was keyed by the address of the
+    /// caller's algorithm; a choice dropped and a new one allocated at the
+    /// same address reused the old path (a refused `oneshot:flag` call on 3
+    /// ranks ran as `ps`).
+    #[test]
+    fn fresh_choices_never_reuse_another_algorithms_path() {
+        let mut e = Core::new(EngineConfig::new(3, BackendChoice::Cpu)).expect("cpu engine");
+        let shape = Shape {
+            collective: Collective::AllReduce,
+            ranks: 3,
+            count: 8,
+            elem_size: 4,
+            in_place: false,
+        };
+        for _ in 0..200 {
+            let ps: AlgoChoice = "ps".parse().expect("ps");
+            let k = e.path_of(Some(&ps), &shape).expect("ps runs 3 ranks");
+            assert_eq!(e.paths[k].0, "ps");
+            drop(ps);
+            let flag: AlgoChoice = "oneshot:flag".parse().expect("flag");
+            assert!(
+                e.path_of(Some(&flag), &shape).is_err(),
+                "oneshot:flag must refuse 3 ranks"
+            );
+        }
     }
 }

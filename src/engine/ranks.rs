@@ -33,15 +33,17 @@ struct Arg<T> {
     input: Vec<T>,
 }
 
-/// Per-rank results of one finished call.
+/// Every rank's outcome of one call (taken by each rank as it reads it).
 type Outcomes<T> = Vec<Option<Result<Vec<T>>>>;
 
 struct Round<T> {
     /// The call being assembled.
     seq: u64,
     args: Vec<Option<Arg<T>>>,
-    /// Outcomes of finished calls: (seq, per-rank result).
+    /// Outcomes of the last finished call: (seq, per-rank result).
     done: Option<(u64, Outcomes<T>)>,
+    /// A call that timed out waiting for ranks: (seq, the missing ranks).
+    failed: Option<(u64, Vec<usize>)>,
 }
 
 struct Shared<T: Element> {
@@ -70,6 +72,7 @@ impl<T: Element> Engine<T> {
                 seq: 0,
                 args: vec![None; ranks],
                 done: None,
+                failed: None,
             }),
             cv: Condvar::new(),
             ranks,
@@ -171,7 +174,7 @@ impl<T: Element> RankComm<T> {
             let results = self.execute(&args);
             let mut round = guard(&sh.round);
             let mut mine = None;
-            let mut all: Vec<Option<Result<Vec<T>>>> = Vec::with_capacity(sh.ranks);
+            let mut all: Outcomes<T> = Vec::with_capacity(sh.ranks);
             for (r, res) in results.into_iter().enumerate() {
                 if r == self.rank {
                     mine = Some(res);
@@ -194,8 +197,21 @@ impl<T: Element> RankComm<T> {
                     }
                 }
             }
+            let timed_out = |missing: &[usize]| Error::Timeout {
+                rank: self.rank,
+                what: format!("ranks {missing:?} to join the {collective}"),
+                seconds: sh.timeout.as_secs_f64(),
+            };
+            if let Some((s, missing)) = &round.failed {
+                if *s == seq {
+                    return Err(timed_out(missing));
+                }
+            }
             let left = sh.timeout.saturating_sub(start.elapsed());
             if left.is_zero() {
+                // The first waiter to give up ends the call for everyone who
+                // joined it, naming the ranks that never came; the next call
+                // starts afresh.
                 let missing: Vec<usize> = round
                     .args
                     .iter()
@@ -203,13 +219,11 @@ impl<T: Element> RankComm<T> {
                     .filter(|(_, a)| a.is_none())
                     .map(|(r, _)| r)
                     .collect();
-                // Withdraw, so a later call can start afresh.
-                round.args[self.rank] = None;
-                return Err(Error::Timeout {
-                    rank: self.rank,
-                    what: format!("ranks {missing:?} to join the {collective}"),
-                    seconds: sh.timeout.as_secs_f64(),
-                });
+                round.failed = Some((seq, missing.clone()));
+                round.args.iter_mut().for_each(|a| *a = None);
+                round.seq += 1;
+                sh.cv.notify_all();
+                return Err(timed_out(&missing));
             }
             round = sh
                 .cv

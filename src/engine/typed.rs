@@ -21,7 +21,7 @@ pub struct CallInfo {
 }
 
 impl CallInfo {
-    fn of(plan: &Plan) -> CallInfo {
+    pub(super) fn of(plan: &Plan) -> CallInfo {
         CallInfo {
             path: plan.name.clone(),
             traffic: plan.traffic(),
@@ -165,7 +165,9 @@ impl<T: Element> Engine<T> {
     /// Write each rank's input of a `collective` call into the engine's
     /// default buffers (for NCCL's in-place all-gather: into the rank's own
     /// slice of the output); returns the call's shape. Inputs are `count`
-    /// elements each (reduce-scatter: `ranks * count`).
+    /// elements each (reduce-scatter: `ranks * count`). `inputs` holds every
+    /// rank's; only the [local ranks](Core::local_ranks) are written (in a
+    /// multi-process job, each process writes its own).
     pub fn load(
         &mut self,
         collective: Collective,
@@ -190,7 +192,8 @@ impl<T: Element> Engine<T> {
         let shape = self.shape(collective, count, in_place);
         self.reserve_for(&shape)?;
         let size = T::DTYPE.size();
-        for (r, data) in inputs.iter().enumerate() {
+        let local = self.core.local_ranks();
+        for (r, data) in inputs.iter().enumerate().filter(|(r, _)| local.contains(r)) {
             let input = shape.input(r);
             let id = Binding::DEFAULT.id(input.buf);
             self.core
@@ -214,7 +217,7 @@ impl<T: Element> Engine<T> {
     /// NaN for every float type), so unwritten elements show.
     pub fn poison(&mut self, shape: &Shape) -> Result<()> {
         let size = T::DTYPE.size();
-        for r in 0..self.ranks() {
+        for r in self.core.local_ranks() {
             let out = shape.output(r);
             let input = shape.input(r);
             let ranges: Vec<std::ops::Range<usize>> = if !shape.in_place {
@@ -260,16 +263,19 @@ impl<T: Element> Engine<T> {
         Ok(CallInfo::of(&plan))
     }
 
-    /// Every rank's output of `shape`'s call.
+    /// The output of `shape`'s call of every [local rank](Core::local_ranks)
+    /// (in one process: every rank), in rank order.
     pub fn read_output(&mut self, shape: &Shape) -> Result<Vec<Vec<T>>> {
-        (0..self.ranks())
+        self.core
+            .local_ranks()
             .map(|r| self.read_region(r, &shape.output(r)))
             .collect()
     }
 
-    /// Every rank's input of `shape`'s call, as it is now.
+    /// The input of `shape`'s call of every local rank, as it is now.
     pub fn read_input(&mut self, shape: &Shape) -> Result<Vec<Vec<T>>> {
-        (0..self.ranks())
+        self.core
+            .local_ranks()
             .map(|r| self.read_region(r, &shape.input(r)))
             .collect()
     }
@@ -500,6 +506,21 @@ impl<T: Element> Engine<T> {
         count: usize,
         op: ReduceOp,
     ) -> Result<CallInfo> {
+        let (shape, bind) = self.device_call(collective, send, recv, count)?;
+        let plan = self.core.launch(None, shape, T::DTYPE, op, bind)?;
+        self.core.synchronize()?;
+        Ok(CallInfo::of(&plan))
+    }
+
+    /// The shape and bindings of a collective on device buffers, checked
+    /// (for [`Engine::collective_device`] and the stream-ordered calls).
+    pub(super) fn device_call(
+        &self,
+        collective: Collective,
+        send: &DeviceBuffers<T>,
+        recv: &DeviceBuffers<T>,
+        count: usize,
+    ) -> Result<(Shape, Arc<Vec<Binding>>)> {
         self.own(send)?;
         self.own(recv)?;
         let in_place = send.id == recv.id;
@@ -520,9 +541,7 @@ impl<T: Element> Engine<T> {
             };
             self.ranks()
         ]);
-        let plan = self.core.launch(None, shape, T::DTYPE, op, bind)?;
-        self.core.synchronize()?;
-        Ok(CallInfo::of(&plan))
+        Ok((shape, bind))
     }
 
     /// All-reduce of `count` elements on device buffers.

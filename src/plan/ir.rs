@@ -437,8 +437,10 @@ impl Plan {
         Ok(())
     }
 
-    /// Whether every cross-rank or cross-lane ordering of the plan happens on
-    /// the GPU itself (flags), so per-GPU CUDA graphs can replay it.
+    /// Whether every cross-rank or cross-lane ordering of the plan happens
+    /// on the GPU itself (flags inside exchange kernels), so that per-GPU
+    /// CUDA graphs of the compute lane can replay it. The CUDA backend
+    /// captures any other plan into one graph across every GPU.
     pub fn device_ordered(&self) -> bool {
         self.signals
             .iter()

@@ -1,6 +1,14 @@
-//! Integration tests, one module per area, in one binary with a small runner
-//! that reports GPU tests as SKIPPED (with the reason) on machines without a
-//! CUDA driver or with too few GPUs.
+//! Integration tests: the specification of the library and the CLI, one
+//! module per area, in one binary with a small runner that reports GPU tests
+//! as SKIPPED (with the reason) on machines without a CUDA driver or with too
+//! few GPUs. Each behaviour is one generic body registered per backend
+//! (`name[cpu]`, `name[cuda]`, see `common::test_backend!`).
+//!
+//! Tests that expose a library bug say `LIBRARY BUG` in a comment and in
+//! their failure message.
+
+// Rank-indexed loops read like the specification (rank r); keep them.
+#![allow(clippy::needless_range_loop)]
 
 mod harness;
 #[macro_use]
@@ -8,12 +16,28 @@ mod common;
 mod api;
 mod backends;
 mod cli;
+mod faults;
 mod graphs;
 mod nccl;
 
 fn main() -> std::process::ExitCode {
+    // The fault tests make rank threads panic on purpose; keep those
+    // expected panics (and their backtraces) out of the output.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if !msg.starts_with("injected panic") {
+            default_hook(info);
+        }
+    }));
     let mut h = harness::Harness::new();
     backends::register(&mut h);
+    faults::register(&mut h);
     api::register(&mut h);
     cli::register(&mut h);
     graphs::register(&mut h);

@@ -23,7 +23,10 @@
 //! block) in the exchange kernel. Nothing in this file is `unsafe`: that
 //! all lives in [`crate::cuda`].
 
+mod ipc;
+pub mod process;
 mod rank;
+mod work;
 
 use super::{
     check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
@@ -74,6 +77,8 @@ pub(crate) fn cuda_err(rank: usize, device: usize) -> impl Fn(CudaError) -> Erro
 pub(crate) struct Peers {
     pub bufs: Vec<HashMap<BufId, PeerBuf>>,
     pub flags: Vec<PeerBuf>,
+    /// Each rank's hand-over event (joint graphs).
+    pub handoff: Vec<RemoteEvent>,
 }
 
 /// Typed work for a rank thread.
@@ -98,6 +103,7 @@ pub struct CudaBackend {
     board: Arc<SignalBoard>,
     events: usize,
     gen: u64,
+    calls: u64,
     abort: AbortHandle,
     timeout: Duration,
     peers: Peers,
@@ -110,6 +116,12 @@ pub struct CudaBackend {
     nccl_timed: Vec<(String, f64)>,
     /// The host clock's zero for timelines.
     epoch: Instant,
+    /// Whether the captured graph is a joint one (on rank 0).
+    joint: bool,
+    /// Orders the hand-overs of joint captures and replays (signal 0: rank
+    /// 0; signal 1 + r: rank r).
+    joint_board: Arc<SignalBoard>,
+    joint_gen: u64,
 }
 
 impl CudaBackend {
@@ -193,12 +205,16 @@ impl CudaBackend {
                 setup: None,
             },
             board: Arc::new(SignalBoard::new(0, abort.clone(), timeout)),
+            joint_board: Arc::new(SignalBoard::new(ranks + 1, abort.clone(), timeout)),
             events: 0,
             gen: 0,
+            calls: 0,
             abort,
             timeout,
             peers: Peers::default(),
             timed: Vec::new(),
+            joint: false,
+            joint_gen: 0,
             nccl_timing: false,
             nccl_timed: Vec::new(),
             epoch: Instant::now(),
@@ -242,12 +258,19 @@ impl CudaBackend {
     /// Setup after the threads are up: peer access between every pair of
     /// devices, the exchange flags, the abort hook, the setup breakdown.
     fn connect(&mut self) -> Result<()> {
-        type Export = (PeerCtx, PeerBuf, Weak<HostMapped>, (f64, f64, &'static str));
+        type Export = (
+            PeerCtx,
+            PeerBuf,
+            RemoteEvent,
+            Weak<HostMapped>,
+            (f64, f64, &'static str),
+        );
         let got: Vec<Export> = self.each(|_| {
             Box::new(|rk: &mut Rank<'_>| {
                 Ok((
                     rk.ctx.export(),
                     rk.flags_token(),
+                    rk.handoff_token(),
                     Arc::downgrade(&rk.ctrl),
                     rk.setup_ms,
                 ))
@@ -258,7 +281,8 @@ impl CudaBackend {
         let mut sources: Vec<&'static str> = Vec::new();
         let mut ctxs = Vec::new();
         let mut ctrls = Vec::new();
-        for (c, f, w, (b, k, src)) in got {
+        for (c, f, h, w, (b, k, src)) in got {
+            self.peers.handoff.push(h);
             bind_ms = bind_ms.max(b);
             kernels_ms = kernels_ms.max(k);
             if !sources.contains(&src) {
@@ -392,7 +416,11 @@ impl Drop for CudaBackend {
         // use. If a GPU does not drain, abort its spins and try again; if it
         // still does not, leak the memory instead of freeing it under a
         // running kernel.
-        if self.drain().is_err() {
+        let drained = self.drain();
+        // Graphs first: a joint graph on rank 0 refers to every rank's
+        // kernels and memory.
+        let _ = self.drop_graphs();
+        if drained.is_err() {
             self.abort.abort();
             if self.drain().is_err() {
                 let _ = self.each(|_| {
@@ -414,10 +442,15 @@ impl Backend for CudaBackend {
     fn reserve(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
         self.drain()?;
         let bytes = bytes.to_vec();
-        let tokens: Vec<PeerBuf> = self.each_all(|r| {
+        let got: Vec<(PeerBuf, bool)> = self.each_all(|r| {
             let b = bytes.get(r).copied().unwrap_or(0);
             Box::new(move |rk: &mut Rank<'_>| rk.reserve(id, b))
         })?;
+        if got.iter().any(|(_, moved)| *moved) {
+            // A joint graph (on rank 0) holds every rank's addresses.
+            self.drop_graphs()?;
+        }
+        let tokens: Vec<PeerBuf> = got.into_iter().map(|(t, _)| t).collect();
         if self.peers.bufs.len() < tokens.len() {
             self.peers.bufs.resize(tokens.len(), HashMap::new());
         }
@@ -429,6 +462,7 @@ impl Backend for CudaBackend {
 
     fn release(&mut self, id: BufId) -> Result<()> {
         self.drain()?;
+        self.drop_graphs()?;
         self.each(|_| {
             Box::new(move |rk: &mut Rank<'_>| {
                 rk.release(id);
@@ -487,7 +521,8 @@ impl Backend for CudaBackend {
         }
         self.ensure_events(call.plan.signal_count())?;
         self.gen += 1;
-        let (board, gen) = (self.board.clone(), self.gen);
+        self.calls += 1;
+        let (board, gen, call_no) = (self.board.clone(), self.gen, self.calls);
         let call = Arc::new(call.clone());
         if call.timing {
             let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
@@ -496,9 +531,19 @@ impl Backend for CudaBackend {
         self.each_all(|_| {
             let (call, board) = (call.clone(), board.clone());
             Box::new(move |rk: &mut Rank<'_>| {
-                let r = rk.issue(&call, &board, gen);
+                // A panic must also release the other ranks at once.
+                let rank = rk.rank;
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    rk.issue(&call, &board, gen, call_no)
+                }))
+                .unwrap_or_else(|p| {
+                    Err(Error::Worker {
+                        rank,
+                        message: crate::pool::panic_message(p.as_ref()),
+                    })
+                });
                 // On failure, release the other ranks waiting on this call.
-                r.inspect_err(|e| board.fail(gen, rk.rank, &e.to_string()))
+                r.inspect_err(|e| board.fail(gen, rank, &e.to_string()))
             })
         })
         .map(|_| ())
@@ -555,6 +600,10 @@ impl Backend for CudaBackend {
     fn profiling(&mut self) -> Option<&mut dyn Profiling> {
         Some(self)
     }
+
+    fn ordered(&mut self) -> Option<&mut dyn crate::backend::ordered::StreamOrdered> {
+        Some(self)
+    }
 }
 
 impl NcclBackend for CudaBackend {
@@ -608,19 +657,15 @@ impl NcclBackend for CudaBackend {
 }
 
 impl GraphBackend for CudaBackend {
+    /// Device-ordered plans (every cross-rank order inside kernels): one
+    /// graph per GPU, replayed by each rank thread. Any other plan: one
+    /// joint graph across every GPU (see `Rank::capture_joint`), whose
+    /// cross-rank events become graph edges, replayed by rank 0.
     fn capture(&mut self, calls: &[Call]) -> Result<()> {
         for c in calls {
             check_call(c, self.info.ranks)?;
-            if !c.plan.device_ordered() {
-                return Err(Error::Unsupported(
-                    format!(
-                        "CUDA graph capture of {} (orders steps with events)",
-                        c.plan.name
-                    ),
-                    "cuda",
-                ));
-            }
         }
+        self.drop_graphs()?;
         let calls = Arc::new(calls.to_vec());
         let signals = calls
             .iter()
@@ -628,25 +673,67 @@ impl GraphBackend for CudaBackend {
             .max()
             .unwrap_or(0);
         let (abort, timeout) = (self.abort.clone(), self.timeout);
-        self.each_all(|_| {
-            let calls = calls.clone();
-            let abort = abort.clone();
-            Box::new(move |rk: &mut Rank<'_>| {
-                // No other rank waits on anything issued here (the plans are
-                // device-ordered), so a private board is enough.
-                let board = SignalBoard::new(signals, abort, timeout);
-                rk.capture(&calls, &board)
+        if calls.iter().all(|c| c.plan.device_ordered()) {
+            self.joint = false;
+            return self
+                .each_all(|_| {
+                    let calls = calls.clone();
+                    let abort = abort.clone();
+                    Box::new(move |rk: &mut Rank<'_>| {
+                        // No other rank waits on anything issued here (the
+                        // plans are device-ordered), so a private board is
+                        // enough.
+                        let board = SignalBoard::new(signals, abort, timeout);
+                        rk.capture(&calls, &board)
+                    })
+                })
+                .map(|_| ());
+        }
+        self.ensure_events(signals)?;
+        let gens: Vec<u64> = calls
+            .iter()
+            .map(|_| {
+                self.gen += 1;
+                self.gen
             })
+            .collect();
+        let gens = Arc::new(gens);
+        self.joint_gen += 1;
+        let (board, jb, jgen) = (self.board.clone(), self.joint_board.clone(), self.joint_gen);
+        let r = self.each_all(|_| {
+            let (calls, gens, board, jb) = (calls.clone(), gens.clone(), board.clone(), jb.clone());
+            Box::new(move |rk: &mut Rank<'_>| {
+                let rank = rk.rank;
+                let r = rk.capture_joint(&calls, &board, &gens, &jb, jgen);
+                if let Err(e) = &r {
+                    for &g in gens.iter() {
+                        board.fail(g, rank, &e.to_string());
+                    }
+                }
+                r
+            })
+        });
+        self.joint = r.is_ok();
+        r.map(|_| ())
+    }
+
+    fn replay(&mut self) -> Result<()> {
+        if !self.joint {
+            return self
+                .each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.replay()))
+                .map(|_| ());
+        }
+        self.joint_gen += 1;
+        let (jb, jgen) = (self.joint_board.clone(), self.joint_gen);
+        self.each_all(|_| {
+            let jb = jb.clone();
+            Box::new(move |rk: &mut Rank<'_>| rk.replay_joint(&jb, jgen))
         })
         .map(|_| ())
     }
 
-    fn replay(&mut self) -> Result<()> {
-        self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.replay()))
-            .map(|_| ())
-    }
-
     fn drop_graphs(&mut self) -> Result<()> {
+        self.joint = false;
         self.each(|_| {
             Box::new(|rk: &mut Rank<'_>| {
                 rk.drop_graphs();

@@ -38,14 +38,14 @@ pub(super) struct Rank<'id> {
     pub rank: usize,
     pub device: usize,
     pub ctx: Ctx<'id>,
-    lanes: [Stream<'id>; 2],
+    pub(super) lanes: [Stream<'id>; 2],
     kernels: HashMap<(DataType, DevOp), Kernels<'id>>,
-    flags: DevBuf<'id>,
+    pub(super) flags: DevBuf<'id>,
     calls: DevBuf<'id>,
     pub ctrl: Arc<HostMapped>,
-    bufs: HashMap<BufId, DevBuf<'id>>,
+    pub(super) bufs: HashMap<BufId, DevBuf<'id>>,
     pub peers: Arc<Peers>,
-    events: Vec<Event<'id>>,
+    pub(super) events: Vec<Event<'id>>,
     pub remote: Arc<Vec<Vec<RemoteEvent>>>,
     /// Timing events of the timed calls since the last take: (base, [(op,
     /// part, start, end)]).
@@ -58,12 +58,21 @@ pub(super) struct Rank<'id> {
     nccl: Option<(nccl::Nccl, nccl::Comm)>,
     nccl_graph: Option<Graph<'id>>,
     graph: Option<Graph<'id>>,
-    capturing: bool,
+    /// Rank 0 only: the graph of every rank's work (see [`Rank::capture_joint`]).
+    joint: Option<Graph<'id>>,
+    capturing: Capturing,
+    /// Recorded on one lane for the other to wait on (fork / join).
+    lane_ev: [Event<'id>; 2],
+    /// Recorded for other ranks when a joint capture or replay hands over.
+    handoff: Event<'id>,
     pub profile: IssueProfile,
     faults: FaultPlan,
     pub timeout: Duration,
     /// (context bind, kernel load) milliseconds at setup.
     pub setup_ms: (f64, f64, &'static str),
+    /// The work stream and stream-ordered calls' state, made on first use
+    /// (`work.rs`).
+    pub(super) work: Option<super::work::WorkState<'id>>,
 }
 
 impl<'id> Rank<'id> {
@@ -90,6 +99,8 @@ impl<'id> Rank<'id> {
             TIMEOUT_WORD,
             timeout.as_nanos().min(u64::MAX as u128) as u64,
         );
+        let lane_ev = [ctx.event().map_err(&e)?, ctx.event().map_err(&e)?];
+        let handoff = ctx.event().map_err(&e)?;
         let mut me = Rank {
             rank,
             device,
@@ -109,11 +120,15 @@ impl<'id> Rank<'id> {
             nccl: None,
             nccl_graph: None,
             graph: None,
-            capturing: false,
+            joint: None,
+            capturing: Capturing::No,
+            lane_ev,
+            handoff,
             profile: IssueProfile::default(),
             faults,
             timeout,
             setup_ms: (bind_ms, 0.0, ""),
+            work: None,
         };
         let t = Instant::now();
         let source = me.kernels_for(DataType::Float, DevOp::Sum)?.0.source();
@@ -170,6 +185,7 @@ impl<'id> Rank<'id> {
         for s in &self.lanes {
             s.wait_idle(limit).map_err(&e)?;
         }
+        self.sync_work(limit)?;
         match self.ctrl.load_u32(STATUS) {
             0 => Ok(()),
             status => {
@@ -206,9 +222,12 @@ impl<'id> Rank<'id> {
 
     /// Make buffer `id` at least `bytes` bytes (the caller drained every
     /// rank); returns its token.
-    pub fn reserve(&mut self, id: BufId, bytes: usize) -> Result<PeerBuf> {
+    /// Also says whether the buffer moved (graphs of every rank hold its
+    /// old address then).
+    pub fn reserve(&mut self, id: BufId, bytes: usize) -> Result<(PeerBuf, bool)> {
         let e = self.err();
-        if self.bufs.get(&id).is_none_or(|b| b.len() < bytes) {
+        let moved = self.bufs.get(&id).is_none_or(|b| b.len() < bytes);
+        if moved {
             if self.faults.alloc_fails(self.rank) {
                 return Err(Error::Cuda {
                     rank: self.rank,
@@ -238,7 +257,7 @@ impl<'id> Rank<'id> {
         }
         self.bufs
             .get(&id)
-            .map(DevBuf::export)
+            .map(|b| (b.export(), moved))
             .ok_or_else(|| Error::Plan("buffer vanished".into()))
     }
 
@@ -287,7 +306,13 @@ impl<'id> Rank<'id> {
     }
 
     /// Issue this rank's ops of `call`. No host synchronization with the GPU.
-    pub fn issue(&mut self, call: &Call, board: &SignalBoard, gen: u64) -> Result<()> {
+    pub fn issue(
+        &mut self,
+        call: &Call,
+        board: &SignalBoard,
+        gen: u64,
+        call_no: u64,
+    ) -> Result<()> {
         let r = self.rank;
         let plan = call.plan.clone();
         let t_all = Instant::now();
@@ -299,9 +324,9 @@ impl<'id> Rank<'id> {
         let elem = call.dtype.size();
         let lowered = call.dtype.lower(call.op, plan.ranks());
         self.kernels_for(call.dtype, lowered.op)?;
-        let timed = call.timing && !self.capturing;
+        let timed = call.timing && self.capturing == Capturing::No;
         // Graph replays do not pass here: only calls issued directly count.
-        let count = !self.capturing;
+        let count = self.capturing == Capturing::No;
         if self.traffic.len() < plan.ranks() {
             self.traffic.resize(plan.ranks(), Traffic::default());
         }
@@ -320,7 +345,7 @@ impl<'id> Rank<'id> {
             .ok_or_else(|| Error::Plan(format!("no binding for rank {r}")))?;
         for (i, op) in plan.ops[r].iter().enumerate() {
             let se = self.step_err(call, i);
-            match self.faults.at(r, i, gen) {
+            match self.faults.at(r, i, call_no) {
                 Some(Fault::Panic) => panic!("injected panic at {}", op_desc(&plan, r, i)),
                 Some(Fault::Stall) => {
                     return Err(board.stall(
@@ -348,14 +373,15 @@ impl<'id> Rank<'id> {
                     "cuda",
                 )
             };
-            if self.capturing && op.lane != Lane::Compute {
+            let per_gpu = self.capturing == Capturing::PerGpu;
+            if per_gpu && op.lane != Lane::Compute {
                 return Err(not_capturable("runs on a second stream"));
             }
             for w in &op.waits {
                 if plan.same_lane(*w, r, op.lane) {
                     continue; // in-lane order already implies it
                 }
-                if self.capturing {
+                if per_gpu {
                     return Err(not_capturable("waits on an event"));
                 }
                 let owner = plan.signals[w.0].owner;
@@ -497,7 +523,7 @@ impl<'id> Rank<'id> {
                 spans.push((i, parts, a, b));
             }
             if let Some(s) = op.signal.filter(|s| plan.signals[s.0].needed) {
-                if self.capturing {
+                if per_gpu {
                     return Err(not_capturable("records an event"));
                 }
                 let ev = self
@@ -634,9 +660,9 @@ impl<'id> Rank<'id> {
     pub fn capture(&mut self, calls: &[Call], board: &SignalBoard) -> Result<()> {
         self.graph = None;
         let g = self.capture_with(|me| {
-            me.capturing = true;
-            let r = calls.iter().try_for_each(|c| me.issue(c, board, 1));
-            me.capturing = false;
+            me.capturing = Capturing::PerGpu;
+            let r = calls.iter().try_for_each(|c| me.issue(c, board, 1, 0));
+            me.capturing = Capturing::No;
             r
         })?;
         self.graph = Some(g);
@@ -653,6 +679,151 @@ impl<'id> Rank<'id> {
 
     pub fn drop_graphs(&mut self) {
         self.graph = None;
+        self.joint = None;
+    }
+
+    /// This rank's hand-over event, for the other ranks.
+    pub fn handoff_token(&self) -> RemoteEvent {
+        self.handoff.export()
+    }
+
+    /// Make lane 0 wait for everything issued on lane 1 so far.
+    fn join_lanes(&self) -> Result<()> {
+        let e = self.err();
+        self.lanes[1].record(&self.lane_ev[1]).map_err(&e)?;
+        self.lanes[0].wait_local(&self.lane_ev[1]).map_err(&e)
+    }
+
+    /// Make lane 1 wait for everything issued on lane 0 so far.
+    fn fork_lanes(&self) -> Result<()> {
+        let e = self.err();
+        self.lanes[0].record(&self.lane_ev[0]).map_err(&e)?;
+        self.lanes[1].wait_local(&self.lane_ev[0]).map_err(&e)
+    }
+
+    /// The other rank `r`'s hand-over event.
+    fn handoff_of(&self, r: usize) -> Result<&RemoteEvent> {
+        self.peers
+            .handoff
+            .get(r)
+            .ok_or_else(|| Error::Plan(format!("no hand-over event of rank {r}")))
+    }
+
+    /// One joint capture of `calls` across every rank: rank 0 begins a
+    /// capture on its compute lane and records its hand-over event; every
+    /// other rank's compute lane waits on it (so it joins the capture, on
+    /// its own device); every rank forks its copy lane from its compute
+    /// lane, issues the calls exactly as for a plain launch (events between
+    /// lanes and ranks become the graph's edges), joins its lanes again and
+    /// hands over to rank 0, which waits on every rank and ends the capture:
+    /// one graph whose nodes run on every GPU. Only rank 0 keeps it.
+    ///
+    /// `jb` orders the hand-overs on the host (signal 0: rank 0 began;
+    /// signal 1 + r: rank r finished); `gens` are the calls' board
+    /// generations.
+    pub fn capture_joint(
+        &mut self,
+        calls: &[Call],
+        board: &SignalBoard,
+        gens: &[u64],
+        jb: &SignalBoard,
+        jgen: u64,
+    ) -> Result<()> {
+        let e = self.err();
+        let r = self.rank;
+        let n = self.peers.handoff.len();
+        self.graph = None;
+        self.joint = None;
+        self.sync()?;
+        if r == 0 {
+            self.lanes[0].begin_joint_capture().map_err(&e)?;
+        }
+        let body = |me: &mut Self| -> Result<()> {
+            if r == 0 {
+                me.lanes[0].record(&me.handoff).map_err(&e)?;
+                jb.publish(0, jgen);
+            } else {
+                jb.wait(0, jgen, r, &|| {
+                    "rank 0's start of a joint graph capture".into()
+                })?;
+                me.lanes[0].wait(me.handoff_of(0)?).map_err(&e)?;
+            }
+            me.fork_lanes()?;
+            me.capturing = Capturing::Joint;
+            let issued = calls
+                .iter()
+                .zip(gens)
+                .try_for_each(|(c, &g)| me.issue(c, board, g, 0));
+            me.capturing = Capturing::No;
+            issued?;
+            me.join_lanes()?;
+            if r != 0 {
+                me.lanes[0].record(&me.handoff).map_err(&e)?;
+                jb.publish(1 + r, jgen);
+            } else {
+                for k in 1..n {
+                    jb.wait(1 + k, jgen, r, &|| {
+                        format!("rank {k}'s end of a joint graph capture")
+                    })?;
+                    me.lanes[0].wait(me.handoff_of(k)?).map_err(&e)?;
+                }
+            }
+            Ok(())
+        };
+        let done = body(self);
+        if let Err(err) = &done {
+            jb.fail(jgen, r, &err.to_string());
+        }
+        if r == 0 {
+            // Always end the capture, also after an error inside it.
+            let g = self.lanes[0].end_capture().map_err(&e);
+            done?;
+            self.joint = Some(g?);
+            Ok(())
+        } else {
+            done
+        }
+    }
+
+    /// One replay of the joint graph: every rank's lanes hand over to rank
+    /// 0, which waits on all of them, launches the graph and hands back; every
+    /// rank's lanes wait on that before anything else runs on them.
+    pub fn replay_joint(&mut self, jb: &SignalBoard, jgen: u64) -> Result<()> {
+        let e = self.err();
+        let r = self.rank;
+        let n = self.peers.handoff.len();
+        let body = |me: &mut Self| -> Result<()> {
+            me.join_lanes()?;
+            if r != 0 {
+                me.lanes[0].record(&me.handoff).map_err(&e)?;
+                jb.publish(1 + r, jgen);
+                jb.wait(0, jgen, r, &|| "rank 0's launch of the joint graph".into())?;
+                let h = me.handoff_of(0)?;
+                me.lanes[0].wait(h).map_err(&e)?;
+                me.lanes[1].wait(h).map_err(&e)?;
+            } else {
+                for k in 1..n {
+                    jb.wait(1 + k, jgen, r, &|| {
+                        format!("rank {k}'s hand-over before a joint replay")
+                    })?;
+                    me.lanes[0].wait(me.handoff_of(k)?).map_err(&e)?;
+                }
+                let g = me
+                    .joint
+                    .as_ref()
+                    .ok_or_else(|| Error::Plan("rank 0: no joint graph captured".into()))?;
+                me.lanes[0].launch_graph(g).map_err(&e)?;
+                me.lanes[0].record(&me.handoff).map_err(&e)?;
+                jb.publish(0, jgen);
+                me.lanes[1].wait_local(&me.handoff).map_err(&e)?;
+            }
+            Ok(())
+        };
+        let done = body(self);
+        if let Err(err) = &done {
+            jb.fail(jgen, r, &err.to_string());
+        }
+        done
     }
 
     // -- NCCL ----------------------------------------------------------------
@@ -771,9 +942,20 @@ impl<'id> Rank<'id> {
     /// drained (teardown).
     pub fn teardown(&mut self) {
         self.graph = None;
+        self.joint = None;
         self.nccl_graph = None;
         self.nccl = None;
     }
+}
+
+/// What an issue is captured into, if anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Capturing {
+    No,
+    /// This rank's own graph: only compute-lane work without events.
+    PerGpu,
+    /// One graph across every rank and lane.
+    Joint,
 }
 
 /// Count `bytes` moved from rank `from` to rank `to` (nothing within a rank).

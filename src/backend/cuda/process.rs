@@ -1,0 +1,772 @@
+//! The CUDA backend with one rank per process.
+//!
+//! The process owns one rank and one host thread bound to its GPU, running
+//! the same [`Rank`] code as the single-process backend; only how the rank
+//! reaches the others changes:
+//!
+//! * peer buffers and the exchange kernel's flags: CUDA IPC memory handles
+//!   ([`Rank::export_buf`]), all-gathered through the job's control segment
+//!   and opened in every peer ([`Rank::open_buf`], peer access enabled
+//!   lazily); the opened [`PeerBuf`](crate::cuda::PeerBuf)s are what the
+//!   issue path already takes;
+//! * peer events: interprocess events (`CU_EVENT_INTERPROCESS |
+//!   CU_EVENT_DISABLE_TIMING`), opened in every peer as
+//!   [`RemoteEvent`]s;
+//! * host ordering (a consumer issues `cuStreamWaitEvent` only after the
+//!   producer issued its record): the job's shared [`SignalBoard`] (atomic
+//!   counters in shared memory, the same cost as between threads).
+//!
+//! A reserve that grows a buffer is collective: every rank drains, the
+//! ranks whose buffer is replaced say so, every peer closes its mapping of
+//! those, then the owners free and allocate, export, and every peer opens
+//! the new handles (an exported allocation must not be freed while another
+//! process has it open).
+//!
+//! NCCL per process: rank 0's `ncclGetUniqueId` goes through the store and
+//! every process calls `ncclCommInitRank` for its rank, as NCCL is deployed.
+
+use super::ipc::Exported;
+use super::rank::Rank;
+use super::{
+    cuda_err, erase, exchange_gave_up, probe, unerase, CudaOptions, Job, Peers, Reply, Work,
+};
+use crate::backend::{
+    check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
+    GraphBackend, IssueProfile, NcclBackend, NcclCall, Profiling, SetupBreakdown,
+};
+use crate::cuda::{self, nccl, HostMapped, IpcEventHandle, RemoteEvent};
+use crate::error::{Error, Result};
+use crate::fault::Fault;
+use crate::pool::{Inbox, RankThreads};
+use crate::process::reads::PeerReads;
+use crate::process::Job as ProcessJob;
+use crate::sync::{AbortHandle, SignalBoard};
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// The CUDA backend of one rank of a multi-process job.
+pub struct CudaProcessBackend {
+    job: Arc<ProcessJob>,
+    me: usize,
+    device: usize,
+    threads: RankThreads<Job, Reply>,
+    info: BackendInfo,
+    board: Arc<SignalBoard>,
+    events: usize,
+    /// Every rank's event tokens (this rank's own, the peers' opened).
+    remote: Vec<Vec<RemoteEvent>>,
+    gen: u64,
+    abort: AbortHandle,
+    timeout: Duration,
+    peers: Peers,
+    /// Calls after whose issue this process kills itself (fault injection).
+    kill_at: Vec<u64>,
+    nccl_inits: u64,
+    /// Plan names and launch times (host ns since `epoch`) of the timed
+    /// calls since the last take.
+    timed: Vec<(String, f64)>,
+    /// Whether NCCL calls are timed, and the launch times of the timed ones.
+    nccl_timing: bool,
+    nccl_timed: Vec<(String, f64)>,
+    /// The host clock's zero for timelines (this process's).
+    epoch: Instant,
+    /// Peers reading this rank's send buffers (see [`crate::process::reads`]).
+    reads: PeerReads,
+}
+
+impl CudaProcessBackend {
+    pub fn new(job: Arc<ProcessJob>, opts: &CudaOptions) -> Result<Self> {
+        let (me, n) = (job.rank(), job.size());
+        let info = probe().map_err(Error::NoCuda)?;
+        let avail: Vec<usize> = info.devices.iter().map(|d| d.ordinal).collect();
+        // `ringreduce launch --devices` gives each rank its GPU this way.
+        let from_env: Option<Vec<usize>> = std::env::var("RINGREDUCE_DEVICES")
+            .ok()
+            .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect());
+        let devs = match opts.devices.as_ref().or(from_env.as_ref()) {
+            Some(d) if !d.is_empty() => {
+                if let Some(bad) = d.iter().find(|x| !avail.contains(x)) {
+                    return Err(Error::NoCuda(format!(
+                        "GPU {bad} requested but only {} present",
+                        avail.len()
+                    )));
+                }
+                d.clone()
+            }
+            _ => avail,
+        };
+        // One device given (the launcher's per-rank --devices): that one;
+        // otherwise this process's rank on the machine picks.
+        let device = devs[job.spec().local_rank % devs.len()];
+        let (timeout, faults) = (opts.timeout, opts.faults.clone());
+        let kill_at = faults
+            .0
+            .iter()
+            .filter(|f| f.rank == me && f.fault == Fault::Kill)
+            .filter_map(|f| f.call)
+            .collect();
+        let mut threads =
+            RankThreads::spawn(1, "cuda-proc", move |_, inbox: Inbox<Job, Reply>| {
+                let slot = std::cell::Cell::new(Some(inbox));
+                let t0 = Instant::now();
+                let r = cuda::with_device(device, |ctx| {
+                    let bind_ms = t0.elapsed().as_secs_f64() * 1e3;
+                    let Some(inbox) = slot.take() else { return };
+                    match Rank::new(me, device, ctx, bind_ms, timeout, faults.clone()) {
+                        Err(e) => inbox.ready(Err(e)),
+                        Ok(mut st) => {
+                            inbox.ready(Ok(()));
+                            inbox.serve(|job: Job| job(&mut st));
+                            let _ = st.sync();
+                            st.teardown();
+                        }
+                    }
+                });
+                if let (Err(e), Some(inbox)) = (r, slot.take()) {
+                    inbox.ready(Err(cuda_err(me, device)(e)));
+                }
+            })?;
+        threads.set_deadline(Some(timeout + Duration::from_secs(30)));
+        let name = info
+            .devices
+            .get(device)
+            .map_or_else(|| "?".to_string(), |d| d.name.clone());
+        let abort = AbortHandle::new();
+        let mut be = CudaProcessBackend {
+            board: Arc::new(job.signal_board(abort.clone(), timeout)),
+            me,
+            device,
+            threads,
+            info: BackendInfo {
+                kind: Some(BackendKind::Cuda),
+                ranks: n,
+                rank_to_device: vec![device; n],
+                describe: String::new(),
+                hardware: vec![name.clone(), format!("CUDA driver API {}", info.version)],
+                setup: None,
+            },
+            events: 0,
+            remote: vec![Vec::new(); n],
+            gen: 0,
+            abort,
+            timeout,
+            peers: Peers::default(),
+            kill_at,
+            nccl_inits: 0,
+            timed: Vec::new(),
+            nccl_timing: false,
+            nccl_timed: Vec::new(),
+            epoch: Instant::now(),
+            reads: PeerReads::default(),
+            job,
+        };
+        be.connect(&name)?;
+        Ok(be)
+    }
+
+    /// Run `f` on the rank thread.
+    fn on<R: Send + 'static>(&mut self, f: Work<R>) -> Result<R> {
+        let mut v = self.threads.run(vec![erase(f)])?;
+        unerase::<R>(
+            v.pop()
+                .ok_or_else(|| Error::Plan("no reply from the rank thread".into()))?,
+        )
+    }
+
+    /// Record the failure for the whole job (the other ranks may be waiting
+    /// for this one in a collective step) and return it.
+    fn failed(&self, e: Error) -> Error {
+        self.board.fail(self.gen, self.me, &e.to_string());
+        e
+    }
+
+    /// Setup after the thread is up: every rank's device, the exchange
+    /// flags through IPC, the abort hook, the setup breakdown.
+    fn connect(&mut self, name: &str) -> Result<()> {
+        let (flags, ctrl, setup): (Exported, Weak<HostMapped>, (f64, f64, &'static str)) = self
+            .on(Box::new(|rk: &mut Rank<'_>| {
+                Ok((rk.export_flags()?, Arc::downgrade(&rk.ctrl), rk.setup_ms))
+            }))
+            .map_err(|e| self.failed(e))?;
+        self.abort.on_abort(move || {
+            if let Some(c) = ctrl.upgrade() {
+                c.store_u32(0, 1);
+            }
+        });
+        let t_peer = Instant::now();
+        let all = self
+            .job
+            .allgather(&flags.encode(), "exchanging the exchange kernels' flags")?;
+        let all: Vec<Exported> = all
+            .iter()
+            .map(|b| Exported::decode(b))
+            .collect::<Result<_>>()?;
+        self.info.rank_to_device = all.iter().map(|x| x.device).collect();
+        for x in &all {
+            if x.device != self.device
+                && !cuda::can_access_peer(self.device, x.device).unwrap_or(false)
+            {
+                return Err(self.failed(Error::CudaSetup {
+                    call: "cuDeviceCanAccessPeer",
+                    message: format!(
+                        "GPU {} cannot access GPU {} directly; peer copies would go through host memory, which this engine refuses to do silently",
+                        self.device, x.device
+                    ),
+                }));
+            }
+        }
+        let me = self.me;
+        let flags: Vec<_> = self
+            .on(Box::new(move |rk: &mut Rank<'_>| {
+                all.iter()
+                    .enumerate()
+                    .map(|(r, x)| {
+                        if r == me {
+                            Ok(rk.flags_token())
+                        } else {
+                            rk.open_buf(x)
+                        }
+                    })
+                    .collect::<Result<Vec<_>>>()
+            }))
+            .map_err(|e| self.failed(e))?;
+        self.peers.flags = flags;
+        self.peers.bufs = vec![HashMap::new(); self.job.size()];
+        self.share_peers()?;
+        let b = SetupBreakdown {
+            driver_ms: cuda::driver_init_ms(),
+            context_ms: setup.0,
+            kernels_ms: setup.1,
+            peer_ms: t_peer.elapsed().as_secs_f64() * 1e3,
+        };
+        self.info.hardware.push(format!(
+            "setup: driver load+cuInit {:.1} ms, context bind {:.1} ms, kernel modules {:.1} ms from {}, IPC exchange of the flags {:.1} ms",
+            b.driver_ms, b.context_ms, b.kernels_ms, setup.2, b.peer_ms
+        ));
+        self.info.setup = Some(b);
+        let map = &self.info.rank_to_device;
+        self.info.describe = format!(
+            "cuda: rank {me} of {} processes ({}) on GPU{} {name}; ranks on GPUs {}; peers through CUDA IPC",
+            self.job.size(),
+            self.job.spec().origin.name(),
+            self.device,
+            map.iter()
+                .enumerate()
+                .map(|(r, g)| format!("{r}->GPU{g}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        Ok(())
+    }
+
+    fn share_peers(&mut self) -> Result<()> {
+        let p = Arc::new(self.peers.clone());
+        self.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.peers = p;
+            Ok(())
+        }))
+    }
+
+    /// Wait (bounded) until this rank's streams are idle. An exchange
+    /// kernel that gave up poisons the job (its peer in another process may
+    /// still run; the call numbering cannot be restarted in step).
+    fn drain(&mut self) -> Result<()> {
+        // Wait in short tries, looking at the job's health between them: a
+        // stream waiting on a dead peer's event would otherwise hold this
+        // rank for the whole timeout.
+        let start = Instant::now();
+        let limit = self.timeout + Duration::from_secs(5);
+        loop {
+            let idle = self.on(Box::new(|rk: &mut Rank<'_>| {
+                rk.idle_within(Duration::from_millis(20))
+            }))?;
+            if idle || start.elapsed() > limit {
+                break;
+            }
+            if let Some(why) = self.job.health() {
+                return Err(self.failed(Error::Worker {
+                    rank: self.me,
+                    message: format!("gave up waiting for this rank's GPU work: {why}"),
+                }));
+            }
+        }
+        let r = self.on(Box::new(|rk: &mut Rank<'_>| rk.sync()));
+        if r.is_ok() {
+            // Every call so far is complete on this GPU: it reads no peer's
+            // input any more.
+            self.job.control().publish_drained(self.gen);
+        }
+        if let Err(e) = &r {
+            if exchange_gave_up(e) {
+                return Err(self.failed(Error::Poisoned {
+                    reason: format!("an exchange kernel gave up waiting for its peer process: {e}"),
+                }));
+            }
+        }
+        r
+    }
+
+    /// Grow this rank's interprocess events to cover `n` signals, and open
+    /// every peer's new ones (collective: every rank launches the same
+    /// plans, so every rank grows at the same call).
+    fn ensure_events(&mut self, n: usize) -> Result<()> {
+        if n <= self.events {
+            return Ok(());
+        }
+        if n > self.board.len() {
+            return Err(Error::Plan(format!(
+                "a plan with {n} signals; the job's shared board holds {}",
+                self.board.len()
+            )));
+        }
+        let want = n.next_power_of_two().max(64).min(self.board.len());
+        let from = self.events;
+        let mine: Vec<IpcEventHandle> = self
+            .on(Box::new(move |rk: &mut Rank<'_>| {
+                rk.grow_ipc_events(want, from)
+            }))
+            .map_err(|e| self.failed(e))?;
+        let bytes: Vec<u8> = mine.iter().flat_map(|h| h.0).collect();
+        let all = self
+            .job
+            .allgather(&bytes, "exchanging interprocess events")?;
+        let me = self.me;
+        let opened: Vec<Vec<RemoteEvent>> = self
+            .on(Box::new(move |rk: &mut Rank<'_>| {
+                all.iter()
+                    .enumerate()
+                    .map(|(r, b)| {
+                        if r == me {
+                            return Ok(rk.own_events(from));
+                        }
+                        let hs: Vec<IpcEventHandle> = b
+                            .chunks_exact(64)
+                            .map(|c| {
+                                let mut h = [0u8; 64];
+                                h.copy_from_slice(c);
+                                IpcEventHandle(h)
+                            })
+                            .collect();
+                        rk.open_events(&hs)
+                    })
+                    .collect::<Result<Vec<_>>>()
+            }))
+            .map_err(|e| self.failed(e))?;
+        for (r, v) in opened.into_iter().enumerate() {
+            self.remote[r].extend(v);
+        }
+        let remote = Arc::new(self.remote.clone());
+        self.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.remote = remote;
+            Ok(())
+        }))?;
+        self.events = want;
+        Ok(())
+    }
+
+    /// Drop every rank's tokens of `id` whose owner says `replaced[r]`
+    /// (closing this process's mappings of them).
+    fn close_peers(&mut self, id: BufId, replaced: &[bool]) -> Result<()> {
+        for (r, m) in self.peers.bufs.iter_mut().enumerate() {
+            if replaced.get(r).copied().unwrap_or(true) {
+                m.remove(&id);
+            }
+        }
+        self.share_peers()
+    }
+
+    fn reserve_inner(&mut self, id: BufId, want: usize) -> Result<()> {
+        let me = self.me;
+        let have: Option<usize> = self.on(Box::new(move |rk: &mut Rank<'_>| {
+            Ok(rk.bufs.get(&id).map(|b| b.len()))
+        }))?;
+        let grows = have.is_none_or(|h| h < want);
+        let flags = self.job.allgather(
+            &[u8::from(grows)],
+            &format!("reserve of buffer {} (every rank idle)", id.0),
+        )?;
+        let replaced: Vec<bool> = flags.iter().map(|b| b.first() == Some(&1)).collect();
+        self.close_peers(id, &replaced)?;
+        self.job.barrier(&format!(
+            "reserve of buffer {} (every peer closed its old mapping)",
+            id.0
+        ))?;
+        let x: Exported = self
+            .on(Box::new(move |rk: &mut Rank<'_>| {
+                let own = rk.reserve(id, want)?;
+                drop(own);
+                rk.export_buf(id)
+            }))
+            .map_err(|e| self.failed(e))?;
+        let all = self.job.allgather(
+            &x.encode(),
+            &format!("reserve of buffer {} (exchanging handles)", id.0),
+        )?;
+        let all: Vec<Exported> = all
+            .iter()
+            .map(|b| Exported::decode(b))
+            .collect::<Result<_>>()?;
+        let todo: Vec<(usize, Exported)> = all
+            .into_iter()
+            .enumerate()
+            .filter(|(r, _)| replaced[*r] || !self.peers.bufs[*r].contains_key(&id))
+            .collect();
+        let opened: Vec<(usize, crate::cuda::PeerBuf)> = self
+            .on(Box::new(move |rk: &mut Rank<'_>| {
+                todo.iter()
+                    .map(|(r, x)| {
+                        let t = if *r == me {
+                            rk.own_token(id)?
+                        } else {
+                            rk.open_buf(x)?
+                        };
+                        Ok((*r, t))
+                    })
+                    .collect::<Result<Vec<_>>>()
+            }))
+            .map_err(|e| self.failed(e))?;
+        for (r, t) in opened {
+            self.peers.bufs[r].insert(id, t);
+        }
+        self.share_peers()
+    }
+}
+
+impl Drop for CudaProcessBackend {
+    fn drop(&mut self) {
+        // Drain this rank; then, unless the job already failed, wait until
+        // every rank is idle and close the peers' mappings before this
+        // process's memory goes (an exported allocation must not be freed
+        // while another process has it open).
+        let drained = self.drain().is_ok() || {
+            self.abort.abort();
+            self.drain().is_ok()
+        };
+        if !drained {
+            let _ = self.on(Box::new(|rk: &mut Rank<'_>| {
+                rk.leak();
+                Ok(())
+            }));
+            return;
+        }
+        if self.job.health().is_none() && self.job.barrier("teardown (every rank idle)").is_ok() {
+            self.peers = Peers::default();
+            self.remote = Vec::new();
+            let _ = self.share_peers();
+            let _ = self.on(Box::new(|rk: &mut Rank<'_>| {
+                rk.remote = Arc::new(Vec::new());
+                Ok(())
+            }));
+            let _ = self
+                .job
+                .barrier("teardown (every peer closed its mappings)");
+        }
+    }
+}
+
+impl Backend for CudaProcessBackend {
+    fn info(&self) -> &BackendInfo {
+        &self.info
+    }
+
+    /// Collective: every rank of the job calls it with the same `bytes`.
+    fn reserve(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
+        self.drain()?;
+        self.reads.forget(id);
+        let want = bytes.get(self.me).copied().unwrap_or(0);
+        self.reserve_inner(id, want).map_err(|e| self.failed(e))
+    }
+
+    /// Collective, like [`Backend::reserve`].
+    fn release(&mut self, id: BufId) -> Result<()> {
+        self.drain()?;
+        self.job
+            .barrier(&format!("release of buffer {} (every rank idle)", id.0))?;
+        let n = self.job.size();
+        self.close_peers(id, &vec![true; n])?;
+        self.reads.forget(id);
+        self.job.barrier(&format!(
+            "release of buffer {} (every peer closed its mapping)",
+            id.0
+        ))?;
+        self.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.release(id);
+            Ok(())
+        }))
+    }
+
+    fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
+        if rank != self.me {
+            return Err(Error::BadArgument(format!(
+                "write into rank {rank}'s buffer: it lives in rank {rank}'s process (this process is rank {})",
+                self.me
+            )));
+        }
+        // This rank's previous calls are done once its streams are idle
+        // (the plans order every peer access to its memory before its End,
+        // except peer reads of a send buffer, waited for here).
+        self.drain()?;
+        self.reads.before_write(id, self.job.control())?;
+        let data = data.to_vec();
+        self.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.write(id, offset, &data)
+        }))
+    }
+
+    fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
+        if rank != self.me {
+            return Err(Error::BadArgument(format!(
+                "read rank {rank}'s buffer: it lives in rank {rank}'s process (this process is rank {})",
+                self.me
+            )));
+        }
+        self.drain()?;
+        let len = out.len();
+        let data: Vec<u8> = self.on(Box::new(move |rk: &mut Rank<'_>| rk.read(id, offset, len)))?;
+        out.copy_from_slice(&data);
+        Ok(())
+    }
+
+    fn launch(&mut self, call: &Call) -> Result<()> {
+        check_call(call, self.info.ranks)?;
+        if self.abort.is_aborted() {
+            return Err(Error::Poisoned {
+                reason: "the engine was aborted".into(),
+            });
+        }
+        self.ensure_events(call.plan.signal_count())?;
+        self.gen += 1;
+        if let Err(e) = self
+            .reads
+            .begin(call, self.me, self.gen, self.job.control())
+        {
+            return Err(self.failed(e));
+        }
+        let (board, gen) = (self.board.clone(), self.gen);
+        let call = Arc::new(call.clone());
+        if call.timing {
+            let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
+            self.timed.push((call.plan.name.clone(), launch_ns));
+        }
+        let r = self.on(Box::new(move |rk: &mut Rank<'_>| {
+            let r = rk.issue(&call, &board, gen, gen);
+            r.inspect_err(|e| board.fail(gen, rk.rank, &e.to_string()))
+        }));
+        if self.kill_at.contains(&gen) {
+            // Issued, not complete: the peers are inside the call.
+            crate::sys::proc::kill_self();
+        }
+        r
+    }
+
+    fn synchronize(&mut self) -> Result<()> {
+        self.drain()
+    }
+
+    fn abort_handle(&self) -> AbortHandle {
+        self.abort.clone()
+    }
+
+    fn memory(&self) -> Result<Vec<DeviceMemory>> {
+        let (free, total) = cuda::with_device(self.device, |ctx| ctx.mem_info())
+            .and_then(|r| r)
+            .map(|(f, t)| (f as u64, t as u64))
+            .map_err(|e| Error::CudaSetup {
+                call: e.call,
+                message: e.message,
+            })?;
+        // Only this rank's device is checked here (a free of 0 is not); the
+        // others get distinct placeholder devices so they add nothing to it.
+        Ok((0..self.info.ranks)
+            .map(|r| DeviceMemory {
+                device: if r == self.me {
+                    self.device
+                } else {
+                    usize::MAX - r
+                },
+                free: if r == self.me { free } else { 0 },
+                total,
+            })
+            .collect())
+    }
+
+    fn ping(&mut self) -> Result<()> {
+        self.on(Box::new(|_: &mut Rank<'_>| Ok(())))
+    }
+
+    fn local_ranks(&self) -> std::ops::Range<usize> {
+        self.me..self.me + 1
+    }
+
+    fn nccl(&mut self) -> Option<&mut dyn NcclBackend> {
+        Some(self)
+    }
+
+    fn graphs(&mut self) -> Option<&mut dyn GraphBackend> {
+        Some(self)
+    }
+
+    fn profiling(&mut self) -> Option<&mut dyn Profiling> {
+        Some(self)
+    }
+}
+
+impl NcclBackend for CudaProcessBackend {
+    /// `ncclGetUniqueId` on rank 0, its 128 bytes through the store, then
+    /// `ncclCommInitRank` in every process.
+    fn nccl_init(&mut self, lib: &nccl::Nccl) -> Result<()> {
+        let n = self.info.ranks;
+        let mut devs = self.info.rank_to_device.clone();
+        devs.sort_unstable();
+        devs.dedup();
+        if devs.len() != n {
+            return Err(Error::Unsupported(
+                format!(
+                    "NCCL with {n} ranks on {} GPUs (NCCL needs one GPU per rank)",
+                    devs.len()
+                ),
+                "cuda",
+            ));
+        }
+        self.nccl_inits += 1;
+        let key = format!("nccl-id-{}", self.nccl_inits);
+        let store = self.job.store();
+        let id = if self.me == 0 {
+            let id = lib.unique_id().map_err(|e| self.failed(e.into()))?;
+            store.put(&key, id.as_bytes())?;
+            id
+        } else {
+            let b = store.get(&key, 0, "the NCCL unique id (ncclGetUniqueId on rank 0)")?;
+            nccl::UniqueId::from_bytes(&b)?
+        };
+        let lib = lib.clone();
+        self.on(Box::new(move |rk: &mut Rank<'_>| rk.nccl_init(lib, id, n)))
+            .map_err(|e| self.failed(e))
+    }
+
+    fn launch_nccl(&mut self, call: &NcclCall) -> Result<()> {
+        let c = Arc::new(call.clone());
+        let timed = self.nccl_timing;
+        if timed {
+            let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
+            self.nccl_timed
+                .push((format!("nccl {}", call.collective.name()), launch_ns));
+        }
+        self.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.nccl_call_timed(&c, timed)
+        }))
+    }
+
+    fn nccl_graph_capture(&mut self, call: &NcclCall, calls: usize) -> Result<()> {
+        let c = Arc::new(call.clone());
+        self.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.nccl_capture(&c, calls)
+        }))
+    }
+
+    fn launch_nccl_graph(&mut self) -> Result<()> {
+        self.on(Box::new(|rk: &mut Rank<'_>| rk.nccl_replay()))
+    }
+}
+
+impl GraphBackend for CudaProcessBackend {
+    fn capture(&mut self, calls: &[Call]) -> Result<()> {
+        for c in calls {
+            check_call(c, self.info.ranks)?;
+            if !c.plan.device_ordered() {
+                return Err(Error::Unsupported(
+                    format!(
+                        "CUDA graph capture of {} (orders steps with events)",
+                        c.plan.name
+                    ),
+                    "cuda",
+                ));
+            }
+        }
+        let calls = Arc::new(calls.to_vec());
+        let signals = calls
+            .iter()
+            .map(|c| c.plan.signal_count())
+            .max()
+            .unwrap_or(0);
+        let (abort, timeout) = (self.abort.clone(), self.timeout);
+        self.on(Box::new(move |rk: &mut Rank<'_>| {
+            // Device-ordered plans: nobody waits on the host board.
+            let board = SignalBoard::new(signals, abort, timeout);
+            rk.capture(&calls, &board)
+        }))
+    }
+
+    fn replay(&mut self) -> Result<()> {
+        self.on(Box::new(|rk: &mut Rank<'_>| rk.replay()))
+    }
+
+    fn drop_graphs(&mut self) -> Result<()> {
+        self.on(Box::new(|rk: &mut Rank<'_>| {
+            rk.drop_graphs();
+            Ok(())
+        }))
+    }
+}
+
+impl Profiling for CudaProcessBackend {
+    fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
+        let p = self.on(Box::new(|rk: &mut Rank<'_>| {
+            Ok(std::mem::take(&mut rk.profile))
+        }))?;
+        let mut v = vec![IssueProfile::default(); self.info.ranks];
+        v[self.me] = p;
+        Ok(v)
+    }
+
+    fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        self.drain()?;
+        let epoch = self.epoch;
+        let (per_call, _half) =
+            self.on(Box::new(move |rk: &mut Rank<'_>| rk.take_timing(epoch)))?;
+        let names = std::mem::take(&mut self.timed);
+        Ok(names
+            .into_iter()
+            .zip(per_call)
+            .map(|((plan, launch_ns), ops)| CallTimeline {
+                plan,
+                clock: "GPU event timestamps of this rank's process, placed on its host clock through an anchor event (other processes' clocks are not aligned with it)".into(),
+                launch_ns,
+                skew_ns: 0.0,
+                ops,
+            })
+            .collect())
+    }
+
+    fn set_nccl_timing(&mut self, on: bool) {
+        self.nccl_timing = on;
+    }
+
+    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        self.drain()?;
+        let epoch = self.epoch;
+        let (v, _half) = self.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.take_nccl_timing(epoch)
+        }))?;
+        let names = std::mem::take(&mut self.nccl_timed);
+        Ok(names
+            .into_iter()
+            .zip(v)
+            .map(|((plan, launch_ns), op)| CallTimeline {
+                plan,
+                clock: "GPU event timestamps of this rank's process, placed on its host clock through an anchor event".into(),
+                launch_ns,
+                skew_ns: 0.0,
+                ops: vec![op],
+            })
+            .collect())
+    }
+
+    /// What this process's rank issued (its own copies and kernels).
+    fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
+        let mut t = self.on(Box::new(|rk: &mut Rank<'_>| Ok(rk.take_traffic())))?;
+        t.resize(self.info.ranks, crate::plan::Traffic::default());
+        Ok(t)
+    }
+}

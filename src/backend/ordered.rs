@@ -1,0 +1,710 @@
+//! Stream-ordered calls: a collective queued after the caller's work on a
+//! stream, returning at once with a completion per rank.
+//!
+//! The capability is an extension trait, [`StreamOrdered`], reached through
+//! [`Backend::ordered`](super::Backend::ordered), rather than fields of
+//! [`Call`]: a stream-ordered call returns per-rank completion tokens, and
+//! comes with a work stream per rank, kernel launches on it and their
+//! timings, none of which fit `Backend::launch(&Call) -> Result<()>`. So the
+//! core trait stays as it is, and the CUDA backend implements it by wrapping
+//! its existing per-rank issue of a plan (`backend/cuda/work.rs`) without
+//! changing it.
+//!
+//! What "after" means ([`After`]):
+//! * [`After::Work`]: each rank's *work stream*, a third stream per rank
+//!   that the engine owns and on which the caller launches its own kernels
+//!   through the engine ([`WorkLaunch`]): the overlap benchmark's backward
+//!   pass runs there.
+//! * [`After::Streams`]: a stream per rank from another library (CUDA only;
+//!   [`RawStream`] is made by an `unsafe` constructor with a contract).
+//! * [`After::Nothing`]: only after the engine's earlier calls, like a plain
+//!   launch; the call still returns completions.
+//!
+//! On CUDA, a ringreduce call records an event on each rank's caller stream,
+//! makes both lanes of *every* rank wait for *every* rank's event (a
+//! collective reads the inputs of all ranks, and a rank's peers read its
+//! memory), issues the plan unchanged, then joins: each rank's compute lane
+//! waits for its copy lane and for every other rank's last op, and records
+//! the rank's completion event. When it fires, the call is complete on every
+//! rank: every output written, no input of any rank still read. An NCCL call
+//! waits for its own rank's caller stream only (NCCL synchronizes the ranks
+//! itself), the way PyTorch DDP orders `ncclAllReduce` after a gradient
+//! bucket's kernel. Every wait is on the GPU; the caller's thread returns as
+//! soon as the rank threads have issued the work.
+//!
+//! The CPU backend implements the same API with host semantics: a call runs
+//! when it is issued, so every completion is complete on return, and the
+//! built-in work kernels run on the host ([`host_kernel`]); CI checks the
+//! results and the order through it.
+
+use super::cpu::CpuBackend;
+use super::{Backend, BufId, Call, NcclCall};
+use crate::cuda::work::{ArgView, Builtin, WorkKernel};
+use crate::cuda::{DoneEvent, HostMapped, RawStream};
+use crate::error::{Error, Result};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a stream-ordered call is ordered after, on every rank.
+#[derive(Debug, Clone, Default)]
+pub enum After {
+    /// Only the engine's earlier calls (like a plain launch).
+    #[default]
+    Nothing,
+    /// The work queued so far on each rank's work stream.
+    Work,
+    /// The work queued so far on these streams, one per rank, each on its
+    /// rank's device (CUDA only).
+    Streams(Arc<Vec<RawStream>>),
+}
+
+/// The completion of a stream-ordered call on one rank. Cheap to clone;
+/// `Send` and `Sync`: hand it to any thread.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    rank: usize,
+    event: Option<Arc<DoneEvent>>,
+}
+
+impl Completion {
+    /// A completion that is already complete (host backends).
+    pub fn complete(rank: usize) -> Completion {
+        Completion { rank, event: None }
+    }
+
+    pub(crate) fn event(rank: usize, ev: Arc<DoneEvent>) -> Completion {
+        Completion {
+            rank,
+            event: Some(ev),
+        }
+    }
+
+    /// The rank this completion belongs to.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The event, when the backend has one (CUDA).
+    pub fn done_event(&self) -> Option<&DoneEvent> {
+        self.event.as_deref()
+    }
+
+    fn cuda_err(&self, e: crate::cuda::CudaError) -> Error {
+        Error::Cuda {
+            rank: self.rank,
+            device: self.event.as_ref().map_or(0, |e| e.device()),
+            call: e.call,
+            message: e.message,
+            step: None,
+        }
+    }
+
+    /// Whether the call is complete on this rank (never blocks).
+    pub fn is_complete(&self) -> Result<bool> {
+        match &self.event {
+            None => Ok(true),
+            Some(e) => e.query().map_err(|x| self.cuda_err(x)),
+        }
+    }
+
+    /// Wait (on this thread) until the call is complete, at most `timeout`.
+    pub fn wait(&self, timeout: Duration) -> Result<()> {
+        match &self.event {
+            None => Ok(()),
+            Some(e) => e.wait(timeout).map_err(|x| match self.cuda_err(x) {
+                Error::Cuda { rank, message, .. } if message.contains("not complete") => {
+                    Error::Timeout {
+                        rank,
+                        what: "the completion of a stream-ordered call".into(),
+                        seconds: timeout.as_secs_f64(),
+                    }
+                }
+                other => other,
+            }),
+        }
+    }
+
+    /// Make another library's stream wait (on the GPU) for the call: the
+    /// work queued on `stream` from now on runs after it.
+    pub fn order_before(&self, stream: &RawStream) -> Result<()> {
+        match &self.event {
+            None => Ok(()),
+            Some(e) => stream.wait_done(e).map_err(|x| self.cuda_err(x)),
+        }
+    }
+}
+
+/// A closed gate at the head of every rank's work stream (made by
+/// [`StreamOrdered::work_gate`]): what is issued behind it waits until
+/// [`Gate::open`], so a whole step reaches the GPUs before any of it runs,
+/// as when the host runs far ahead of the GPU in training. Dropping the
+/// gate opens it, and so does anything that drains the engine
+/// (synchronize, read, write, a buffer allocation).
+#[derive(Default)]
+pub struct Gate {
+    words: Vec<(Arc<HostMapped>, u32)>,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gate({} ranks closed)", self.words.len())
+    }
+}
+
+impl Gate {
+    pub(crate) fn new(words: Vec<(Arc<HostMapped>, u32)>) -> Gate {
+        Gate { words }
+    }
+
+    /// Let the work behind the gate run, on every rank.
+    pub fn open(mut self) {
+        self.release();
+    }
+
+    fn release(&mut self) {
+        for (m, v) in self.words.drain(..) {
+            m.store_u32(0, v);
+        }
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Names one timed span: what it is and which one (a bucket number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SpanTag {
+    pub what: &'static str,
+    pub index: u32,
+}
+
+/// When a timed kernel or call ran on one rank, in nanoseconds from the
+/// rank's last [`StreamOrdered::work_mark`] (device event timestamps on
+/// CUDA, the host clock on the CPU).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct WorkSpan {
+    pub rank: usize,
+    pub what: &'static str,
+    pub index: u32,
+    /// `work` (the work stream) or `comm` (the call's compute lane).
+    pub stream: &'static str,
+    pub start_ns: f64,
+    pub end_ns: f64,
+}
+
+/// One argument of a work-stream launch, the same on every rank except
+/// [`WorkArg::Rank`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum WorkArg {
+    /// Bytes `offset .. offset + bytes` of engine buffer `id` of the rank.
+    Buf {
+        id: BufId,
+        offset: usize,
+        bytes: usize,
+    },
+    /// The rank's index, as a `.u32`.
+    Rank,
+    U32(u32),
+    U64(u64),
+    F32(f32),
+}
+
+/// The grid of a work launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grid {
+    Blocks(u32),
+    /// One item per thread: `ceil(items / block)` blocks (0 items: no
+    /// launch).
+    Items(u64),
+}
+
+impl Grid {
+    /// Blocks for `block` threads each.
+    pub fn blocks(&self, block: u32) -> Result<u32> {
+        match *self {
+            Grid::Blocks(b) => Ok(b),
+            Grid::Items(n) => u32::try_from(n.div_ceil(u64::from(block.max(1))))
+                .ok()
+                .filter(|b| *b <= i32::MAX as u32)
+                .ok_or_else(|| Error::BadArgument(format!("{n} items need too many blocks"))),
+        }
+    }
+}
+
+/// A kernel launch on every rank's work stream.
+#[derive(Debug, Clone)]
+pub struct WorkLaunch {
+    pub kernel: Arc<WorkKernel>,
+    pub grid: Grid,
+    pub block: u32,
+    pub args: Vec<WorkArg>,
+    /// Time the kernel (see [`StreamOrdered::take_spans`]).
+    pub tag: Option<SpanTag>,
+}
+
+impl WorkLaunch {
+    /// The arguments as rank `rank` sees them, for the argument checks.
+    pub fn views(&self, rank: usize) -> Vec<ArgView> {
+        self.args
+            .iter()
+            .map(|a| match *a {
+                WorkArg::Buf { offset, bytes, .. } => ArgView::Buf { offset, bytes },
+                WorkArg::Rank => ArgView::U32(rank as u32),
+                WorkArg::U32(v) => ArgView::U32(v),
+                WorkArg::U64(v) => ArgView::U64(v),
+                WorkArg::F32(v) => ArgView::F32(v),
+            })
+            .collect()
+    }
+}
+
+/// Stream-ordered calls and the work stream (see the module doc).
+pub trait StreamOrdered {
+    /// Launch `call` on every rank after `after`; returns each rank's
+    /// completion, in rank order, once every rank thread issued its part.
+    fn launch_after(
+        &mut self,
+        call: &Call,
+        after: &After,
+        tag: Option<SpanTag>,
+    ) -> Result<Vec<Completion>>;
+
+    /// NCCL's collective on every rank after `after` (each rank waits for
+    /// its own caller stream only).
+    fn launch_nccl_after(
+        &mut self,
+        call: &NcclCall,
+        after: &After,
+        tag: Option<SpanTag>,
+    ) -> Result<Vec<Completion>>;
+
+    /// Launch a kernel on every rank's work stream.
+    fn work_launch(&mut self, w: &WorkLaunch) -> Result<()>;
+
+    /// Make rank r's work stream wait (on the GPU) for `done[r]`.
+    fn work_wait(&mut self, done: &[Completion]) -> Result<()>;
+
+    /// Close a gate on every rank's work stream (see [`Gate`]); a drain of
+    /// the engine opens it.
+    fn work_gate(&mut self) -> Result<Gate>;
+
+    /// Start a new timing window: forget the spans so far and make "now" on
+    /// each rank's work stream their origin.
+    fn work_mark(&mut self) -> Result<()>;
+
+    /// The spans timed since the last mark (after a synchronize).
+    fn take_spans(&mut self) -> Result<Vec<WorkSpan>>;
+
+    /// Give the collectives' streams (the lanes, where NCCL runs too) the
+    /// device's highest priority (`true`) or the default one.
+    fn set_comm_priority(&mut self, high: bool) -> Result<()>;
+}
+
+// -- the bucket values ----------------------------------------------------
+
+/// Element `i` of bucket `bucket` of rank `rank` at step `step`: the
+/// formula of `ptx/compute.ptx` (an integer in -512..=511).
+pub fn grad_value(rank: u32, bucket: u32, i: u64, step: u32) -> i32 {
+    let mut h = (i as u32)
+        .wrapping_mul(0x9E37_79B1)
+        .wrapping_add(bucket.wrapping_mul(0x85EB_CA77))
+        .wrapping_add(rank.wrapping_mul(0xC2B2_AE3D))
+        .wrapping_add(step.wrapping_mul(0x27D4_EB2F));
+    h ^= h >> 15;
+    ((h >> 7) & 1023) as i32 - 512
+}
+
+/// The exact all-reduced (sum) value of element `i` over ranks
+/// `first..first + count`.
+pub fn grad_sum(first: u32, count: u32, bucket: u32, i: u64, step: u32) -> f32 {
+    let s: i32 = (first..first + count)
+        .map(|r| grad_value(r, bucket, i, step))
+        .sum();
+    s as f32
+}
+
+// -- the CPU backend ------------------------------------------------------
+
+/// The CPU backend's ordered-call state: the origin of the spans, and the
+/// spans.
+#[derive(Debug)]
+pub struct CpuOrder {
+    base: Instant,
+    spans: Vec<WorkSpan>,
+}
+
+impl Default for CpuOrder {
+    fn default() -> Self {
+        CpuOrder {
+            base: Instant::now(),
+            spans: Vec::new(),
+        }
+    }
+}
+
+impl CpuOrder {
+    fn ns(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.base).as_secs_f64() * 1e9
+    }
+
+    fn span(&mut self, ranks: usize, tag: Option<SpanTag>, stream: &'static str, t0: Instant) {
+        if let Some(t) = tag {
+            let (a, b) = (self.ns(t0), self.ns(Instant::now()));
+            for rank in 0..ranks {
+                self.spans.push(WorkSpan {
+                    rank,
+                    what: t.what,
+                    index: t.index,
+                    stream,
+                    start_ns: a,
+                    end_ns: b,
+                });
+            }
+        }
+    }
+}
+
+/// Rank `rank`'s part of a work launch, on the host: the built-in kernels
+/// of `ptx/compute.ptx` with the same results bit for bit (f32 `mul_add` is
+/// the PTX `fma.rn.f32`), through the backend's buffer reads and writes.
+pub fn host_kernel(be: &mut dyn Backend, rank: usize, w: &WorkLaunch) -> Result<()> {
+    let kind = w.kernel.builtin_kind().ok_or_else(|| {
+        Error::Unsupported(
+            format!("the PTX kernel {} on the work stream", w.kernel.entry()),
+            "cpu",
+        )
+    })?;
+    let views = w.views(rank);
+    w.kernel.check_args(&views).map_err(Error::BadArgument)?;
+    let buf = |i: usize| match w.args[i] {
+        WorkArg::Buf { id, offset, .. } => (id, offset),
+        _ => (BufId(u32::MAX), 0),
+    };
+    let u = |i: usize| match views[i] {
+        ArgView::U32(v) => u64::from(v),
+        ArgView::U64(v) => v,
+        _ => 0,
+    };
+    let f = |i: usize| match views[i] {
+        ArgView::F32(v) => v,
+        _ => 0.0,
+    };
+    let n = u(1) as usize;
+    match kind {
+        Builtin::GradFma => {
+            let (iters, m, c) = (u(2), f(3), f(4));
+            let (r, b, s) = (u(5) as u32, u(6) as u32, u(7) as u32);
+            let mut out = vec![0f32; n];
+            for (i, o) in out.iter_mut().enumerate() {
+                let a0 = (i as u32 & 1023) as f32;
+                let mut a = [a0, a0 + 1.0, a0 + 2.0, a0 + 3.0];
+                for _ in 0..iters * 8 {
+                    for x in &mut a {
+                        *x = x.mul_add(m, c);
+                    }
+                }
+                let sum = (a[0] + a[1]) + (a[2] + a[3]);
+                *o = if sum.is_nan() {
+                    f32::from_bits(0x7FFF_FFFF)
+                } else {
+                    grad_value(r, b, i as u64, s) as f32
+                };
+            }
+            let (id, off) = buf(0);
+            be.write(rank, id, off, bytemuck::cast_slice(&out))
+        }
+        Builtin::GradMem => {
+            let (passes, a) = (u(4) as usize, f(5));
+            let (r, b, s) = (u(6) as u32, u(7) as u32, u(8) as u32);
+            let ((xid, xoff), (yid, yoff)) = (buf(2), buf(3));
+            let mut x = vec![0f32; passes * n];
+            let mut y = vec![0f32; passes * n];
+            be.read(rank, xid, xoff, bytemuck::cast_slice_mut(&mut x))?;
+            be.read(rank, yid, yoff, bytemuck::cast_slice_mut(&mut y))?;
+            for (yv, xv) in y.iter_mut().zip(&x) {
+                *yv = a.mul_add(*xv, *yv);
+            }
+            be.write(rank, yid, yoff, bytemuck::cast_slice(&y))?;
+            let out: Vec<f32> = (0..n)
+                .map(|i| grad_value(r, b, i as u64, s) as f32)
+                .collect();
+            let (id, off) = buf(0);
+            be.write(rank, id, off, bytemuck::cast_slice(&out))
+        }
+        Builtin::GradCheck => {
+            let (first, count, b, s) = (u(3) as u32, u(4) as u32, u(5) as u32, u(6) as u32);
+            let (id, off) = buf(0);
+            let mut got = vec![0f32; n];
+            be.read(rank, id, off, bytemuck::cast_slice_mut(&mut got))?;
+            let (mut wrong, mut firstbad) = (0u64, u64::MAX);
+            for (i, g) in got.iter().enumerate() {
+                if g.to_bits() != grad_sum(first, count, b, i as u64, s).to_bits() {
+                    wrong += 1;
+                    firstbad = firstbad.min(i as u64);
+                }
+            }
+            if wrong > 0 {
+                let (cid, coff) = buf(2);
+                let mut ctr = [0u64; 2];
+                be.read(rank, cid, coff, bytemuck::cast_slice_mut(&mut ctr))?;
+                ctr[0] += wrong;
+                ctr[1] = ctr[1].min(firstbad);
+                be.write(rank, cid, coff, bytemuck::cast_slice(&ctr))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+impl StreamOrdered for CpuBackend {
+    fn launch_after(
+        &mut self,
+        call: &Call,
+        after: &After,
+        tag: Option<SpanTag>,
+    ) -> Result<Vec<Completion>> {
+        if let After::Streams(_) = after {
+            return Err(Error::Unsupported(
+                "ordering after CUDA streams".into(),
+                "cpu",
+            ));
+        }
+        // Host semantics: the work launched so far has run; the call runs
+        // now and is complete on return.
+        let t0 = Instant::now();
+        self.launch(call)?;
+        let ranks = self.info().ranks;
+        self.order.span(ranks, tag, "comm", t0);
+        Ok((0..ranks).map(Completion::complete).collect())
+    }
+
+    fn launch_nccl_after(
+        &mut self,
+        _call: &NcclCall,
+        _after: &After,
+        _tag: Option<SpanTag>,
+    ) -> Result<Vec<Completion>> {
+        Err(Error::Unsupported("NCCL".into(), "cpu"))
+    }
+
+    fn work_launch(&mut self, w: &WorkLaunch) -> Result<()> {
+        let t0 = Instant::now();
+        let ranks = self.info().ranks;
+        for r in 0..ranks {
+            host_kernel(self, r, w)?;
+        }
+        self.order.span(ranks, w.tag, "work", t0);
+        Ok(())
+    }
+
+    fn work_wait(&mut self, done: &[Completion]) -> Result<()> {
+        if done.len() != self.info().ranks {
+            return Err(Error::WrongBufferCount {
+                ranks: self.info().ranks,
+                buffers: done.len(),
+            });
+        }
+        Ok(())
+    }
+
+    fn work_gate(&mut self) -> Result<Gate> {
+        Ok(Gate::default())
+    }
+
+    fn work_mark(&mut self) -> Result<()> {
+        self.order = CpuOrder::default();
+        Ok(())
+    }
+
+    fn take_spans(&mut self) -> Result<Vec<WorkSpan>> {
+        Ok(std::mem::take(&mut self.order.spans))
+    }
+
+    fn set_comm_priority(&mut self, _high: bool) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algo::AlgoChoice;
+    use crate::backend::Binding;
+    use crate::element::{DataType, ReduceOp};
+    use crate::engine::Core;
+    use crate::plan::Shape;
+    use crate::EngineConfig;
+
+    #[test]
+    fn the_value_formula_matches_the_ptx_headers_definition() {
+        // Spot values computed by hand from the formula in ptx/compute.ptx.
+        let h = |i: u32, b: u32, r: u32, s: u32| {
+            let mut h = i
+                .wrapping_mul(0x9E3779B1)
+                .wrapping_add(b.wrapping_mul(0x85EBCA77))
+                .wrapping_add(r.wrapping_mul(0xC2B2AE3D))
+                .wrapping_add(s.wrapping_mul(0x27D4EB2F));
+            h ^= h >> 15;
+            ((h >> 7) & 1023) as i32 - 512
+        };
+        for (i, b, r, s) in [
+            (0, 0, 0, 0),
+            (1, 2, 3, 4),
+            (1 << 31, 7, 1, 99),
+            (12345, 0, 1, 1),
+        ] {
+            assert_eq!(grad_value(r, b, u64::from(i), s), h(i, b, r, s));
+        }
+        assert_eq!(grad_value(0, 0, 0, 0), -512);
+        let all: Vec<i32> = (0..4096).map(|i| grad_value(1, 2, i, 3)).collect();
+        assert!(all.iter().all(|v| (-512..512).contains(v)));
+        assert!(all.iter().any(|&v| v < -400) && all.iter().any(|&v| v > 400));
+        assert_eq!(
+            grad_sum(0, 2, 2, 5, 3),
+            (grad_value(0, 2, 5, 3) + grad_value(1, 2, 5, 3)) as f32
+        );
+    }
+
+    /// The work stream writes a bucket, an ordered all-reduce sums it, the
+    /// check kernel counts 0 wrong; a stale bucket (the next step's values
+    /// expected) counts every element.
+    #[test]
+    fn cpu_work_then_ordered_all_reduce_then_check() {
+        let ranks = 3;
+        let mut core = Core::new(EngineConfig::cpu(ranks)).unwrap();
+        let n = 1000usize;
+        let bucket = core.alloc(&vec![4 * n; ranks]).unwrap();
+        let ctr = core.alloc(&vec![16; ranks]).unwrap();
+        let o = core
+            .backend_mut()
+            .ordered()
+            .expect("the CPU backend orders calls");
+        o.work_mark().unwrap();
+        let fma = Arc::new(WorkKernel::builtin(Builtin::GradFma));
+        o.work_launch(&WorkLaunch {
+            kernel: fma,
+            grid: Grid::Items(n as u64),
+            block: 256,
+            args: vec![
+                WorkArg::Buf {
+                    id: bucket,
+                    offset: 0,
+                    bytes: 4 * n,
+                },
+                WorkArg::U64(n as u64),
+                WorkArg::U32(1),
+                WorkArg::F32(0.999),
+                WorkArg::F32(0.001),
+                WorkArg::Rank,
+                WorkArg::U32(4),
+                WorkArg::U32(7),
+            ],
+            tag: Some(SpanTag {
+                what: "kernel",
+                index: 4,
+            }),
+        })
+        .unwrap();
+        let shape = Shape::all_reduce(ranks, n, 4, true);
+        let bind = Arc::new(vec![
+            Binding {
+                send: bucket,
+                recv: bucket
+            };
+            ranks
+        ]);
+        let (_plan, done) = core
+            .launch_after(
+                Some(&AlgoChoice::Auto),
+                shape,
+                DataType::Float,
+                ReduceOp::Sum,
+                bind,
+                &After::Work,
+                Some(SpanTag {
+                    what: "collective",
+                    index: 4,
+                }),
+            )
+            .unwrap();
+        assert_eq!(done.len(), ranks);
+        for (r, d) in done.iter().enumerate() {
+            assert_eq!(d.rank(), r);
+            assert!(d.is_complete().unwrap());
+            d.wait(Duration::from_secs(1)).unwrap();
+        }
+        core.work_wait(&done).unwrap();
+        let check = |core: &mut Core, step: u32| -> Vec<[u64; 2]> {
+            for r in 0..ranks {
+                core.write(r, ctr, 0, bytemuck::cast_slice(&[0u64, u64::MAX]))
+                    .unwrap();
+            }
+            core.work_launch(&WorkLaunch {
+                kernel: Arc::new(WorkKernel::builtin(Builtin::GradCheck)),
+                grid: Grid::Items(n as u64),
+                block: 256,
+                args: vec![
+                    WorkArg::Buf {
+                        id: bucket,
+                        offset: 0,
+                        bytes: 4 * n,
+                    },
+                    WorkArg::U64(n as u64),
+                    WorkArg::Buf {
+                        id: ctr,
+                        offset: 0,
+                        bytes: 16,
+                    },
+                    WorkArg::U32(0),
+                    WorkArg::U32(ranks as u32),
+                    WorkArg::U32(4),
+                    WorkArg::U32(step),
+                ],
+                tag: None,
+            })
+            .unwrap();
+            (0..ranks)
+                .map(|r| {
+                    let mut c = [0u64; 2];
+                    core.read(r, ctr, 0, bytemuck::cast_slice_mut(&mut c))
+                        .unwrap();
+                    c
+                })
+                .collect()
+        };
+        assert!(check(&mut core, 7).iter().all(|c| *c == [0, u64::MAX]));
+        assert!(check(&mut core, 8).iter().all(|c| c[0] > 900 && c[1] < 5));
+        let spans = core.take_work_spans().unwrap();
+        let k = spans
+            .iter()
+            .find(|s| s.what == "kernel" && s.rank == 1)
+            .unwrap();
+        let c = spans
+            .iter()
+            .find(|s| s.what == "collective" && s.rank == 1)
+            .unwrap();
+        assert!(k.end_ns <= c.start_ns && k.stream == "work" && c.stream == "comm");
+    }
+
+    #[test]
+    fn cpu_refuses_what_it_cannot_order() {
+        let mut core = Core::new(EngineConfig::cpu(2)).unwrap();
+        let e = core.work_wait(&[Completion::complete(0)]).unwrap_err();
+        assert!(matches!(e, Error::WrongBufferCount { .. }), "{e}");
+        let call = NcclCall {
+            collective: crate::plan::Collective::AllReduce,
+            count: 4,
+            dtype: DataType::Float,
+            op: ReduceOp::Sum,
+            in_place: true,
+            bind: Arc::new(vec![Binding::DEFAULT; 2]),
+        };
+        let e = core
+            .launch_nccl_after(&call, &After::Work, None)
+            .unwrap_err();
+        assert!(matches!(e, Error::Unsupported(..)), "{e}");
+    }
+}

@@ -1,0 +1,364 @@
+//! `ringreduce launch -n N [--devices ...] -- <command>`: start N rank
+//! processes of a command, like torchrun.
+//!
+//! * The command is a ringreduce command (`run`, `check`, `bench`, `soak`,
+//!   ...: this binary runs it) or any program that uses
+//!   [`ringreduce::Comm::from_env`](crate::process::Comm::from_env).
+//! * The launcher creates the job's store (a fresh directory of mode 0700
+//!   under `/dev/shm`, or `--store`; a non-empty one is a leftover and
+//!   refused) and gives rank r `RINGREDUCE_RANK=r`, `RINGREDUCE_SIZE=N`,
+//!   `RINGREDUCE_LOCAL_RANK=r`, `RINGREDUCE_STORE`, `RINGREDUCE_RUN_ID`,
+//!   with `--devices`: `RINGREDUCE_DEVICES=devices[r % len]`, with
+//!   `--timeout`: `RINGREDUCE_TIMEOUT`.
+//! * Each rank's stdout and stderr lines come out prefixed `[rank r] `.
+//! * Faults: when a rank exits non-zero or is killed, the launcher writes
+//!   the reason into the store (every rank's bounded waits check it, and
+//!   notice dead peers by themselves), waits up to the timeout for the
+//!   others to end on their own, then stops the rest (`SIGTERM` to each
+//!   rank's process group, `SIGKILL` after `--grace`). Ctrl-C (and
+//!   `SIGTERM`/`SIGHUP`) is forwarded the same way. Ranks are started with
+//!   `PR_SET_PDEATHSIG`, so even a launcher killed with `SIGKILL` leaves no
+//!   rank running. The exit status is the worst of the ranks' (`128 + n`
+//!   for a rank killed by signal n).
+
+use crate::error::{Error, Result};
+use crate::process::store::{default_base, Store};
+use crate::sys::proc::{self, Sig};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The commands of this binary that `launch` runs with this binary.
+const OWN: [&str; 6] = ["run", "check", "bench", "soak", "trace", "theory"];
+
+#[derive(clap::Args, Debug)]
+pub struct LaunchArgs {
+    /// Number of rank processes.
+    #[arg(short = 'n', long = "nprocs")]
+    pub nprocs: usize,
+    /// GPUs, comma-separated: rank r uses devices[r % len] (passed as
+    /// RINGREDUCE_DEVICES). Default: rank r uses GPU r % (GPU count).
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Option<Vec<usize>>,
+    /// The ranks' limit on any wait, in seconds (RINGREDUCE_TIMEOUT, default
+    /// 60), and how long the launcher waits for the other ranks to end on
+    /// their own after one failed.
+    #[arg(long)]
+    pub timeout: Option<f64>,
+    /// Seconds between SIGTERM and SIGKILL when ranks must be stopped.
+    #[arg(long, default_value_t = 3.0)]
+    pub grace: f64,
+    /// The store directory (created with mode 0700; an existing one must be
+    /// empty). Default: a fresh directory under /dev/shm (or the temporary
+    /// directory).
+    #[arg(long)]
+    pub store: Option<PathBuf>,
+    /// Keep the store directory after the run (it is removed by default).
+    #[arg(long)]
+    pub keep_store: bool,
+    /// The command every rank runs, after `--`: a ringreduce command (run,
+    /// check, bench, soak) or a program that uses ringreduce::Comm.
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+/// How a rank ended, in words.
+fn describe(st: &ExitStatus) -> String {
+    match (st.code(), st.signal()) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, Some(s)) => format!("was killed by {}", proc::signal_name(s)),
+        _ => "ended".into(),
+    }
+}
+
+/// The shell's exit status of a rank: its code, or 128 + the signal.
+fn code_of(st: &ExitStatus) -> u8 {
+    match (st.code(), st.signal()) {
+        (Some(c), _) => u8::try_from(c.clamp(0, 255)).unwrap_or(255),
+        (None, Some(s)) => u8::try_from((128 + s).clamp(0, 255)).unwrap_or(255),
+        _ => 1,
+    }
+}
+
+/// Copy `from` to our stdout or stderr, each line prefixed.
+fn forward(
+    from: impl Read + Send + 'static,
+    prefix: String,
+    to_err: bool,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(from);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match r.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            if line.last() != Some(&b'\n') {
+                line.push(b'\n');
+            }
+            let mut buf = Vec::with_capacity(prefix.len() + line.len());
+            buf.extend_from_slice(prefix.as_bytes());
+            buf.extend_from_slice(&line);
+            // A closed stdout (`| head`) must not stop the ranks: drop the
+            // line.
+            let _ = if to_err {
+                std::io::stderr().lock().write_all(&buf)
+            } else {
+                let mut o = std::io::stdout().lock();
+                o.write_all(&buf).and_then(|_| o.flush())
+            };
+        }
+    })
+}
+
+/// The ranks of a launch, while they run.
+struct Ranks {
+    children: Vec<Child>,
+    status: Vec<Option<ExitStatus>>,
+}
+
+impl Ranks {
+    fn running(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
+        self.children
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| self.status[*r].is_none())
+            .map(|(r, c)| (r, c.id()))
+    }
+
+    /// Signal every running rank's process group.
+    fn signal(&self, sig: Sig) {
+        for (_, pid) in self.running() {
+            let _ = proc::signal_group(pid, sig);
+        }
+    }
+
+    /// Reap the ranks that ended; the newly ended ones.
+    fn poll(&mut self) -> Vec<(usize, ExitStatus)> {
+        let mut ended = Vec::new();
+        for (r, c) in self.children.iter_mut().enumerate() {
+            if self.status[r].is_none() {
+                if let Ok(Some(st)) = c.try_wait() {
+                    self.status[r] = Some(st);
+                    ended.push((r, st));
+                }
+            }
+        }
+        ended
+    }
+
+    fn all_done(&self) -> bool {
+        self.status.iter().all(Option::is_some)
+    }
+
+    /// Stop every rank now: SIGKILL, then reap.
+    fn kill_all(&mut self) {
+        self.signal(Sig::Kill);
+        for (r, c) in self.children.iter_mut().enumerate() {
+            if self.status[r].is_none() {
+                self.status[r] = c.wait().ok();
+            }
+        }
+    }
+}
+
+pub fn execute(a: LaunchArgs) -> Result<u8> {
+    let n = a.nprocs;
+    if n == 0 {
+        return Err(Error::ZeroRanks);
+    }
+    if n > crate::engine::MAX_RANKS {
+        return Err(Error::TooManyRanks {
+            ranks: n,
+            max: crate::engine::MAX_RANKS,
+        });
+    }
+    if !(a.grace.is_finite() && a.grace >= 0.0) {
+        return Err(Error::BadArgument(format!(
+            "--grace must be >= 0 seconds (got {})",
+            a.grace
+        )));
+    }
+    if let Some(t) = a.timeout {
+        if !(t.is_finite() && t > 0.0 && t < 1e7) {
+            return Err(Error::BadArgument(format!(
+                "--timeout must be a positive number of seconds (got {t})"
+            )));
+        }
+    }
+    if a.devices.as_ref().is_some_and(Vec::is_empty) {
+        return Err(Error::BadArgument(
+            "--devices needs at least one GPU".into(),
+        ));
+    }
+    let timeout = a
+        .timeout
+        .map_or_else(crate::sync::default_timeout, Duration::from_secs_f64);
+    let grace = Duration::from_secs_f64(a.grace);
+    let (program, args): (PathBuf, Vec<String>) = match a.command.first() {
+        Some(c) if OWN.contains(&c.as_str()) => {
+            let me = std::env::current_exe().map_err(|e| Error::Io {
+                path: "the launcher's own executable".into(),
+                source: e,
+            })?;
+            (me, a.command.clone())
+        }
+        Some(c) => (PathBuf::from(c), a.command[1..].to_vec()),
+        None => return Err(Error::BadArgument("launch needs a command after --".into())),
+    };
+    let run_id = format!(
+        "{:x}-{:x}",
+        std::process::id(),
+        crate::process::unique_suffix()
+    );
+    let dir = a
+        .store
+        .clone()
+        .unwrap_or_else(|| default_base().join(format!("ringreduce-{}-{run_id}", proc::uid())));
+    let store = Store::create(&dir, &run_id, n, timeout)?;
+    proc::catch_interrupts();
+
+    let mut ranks = Ranks {
+        children: Vec::with_capacity(n),
+        status: Vec::new(),
+    };
+    let mut forwarders = Vec::new();
+    for r in 0..n {
+        let mut cmd = Command::new(&program);
+        cmd.args(&args)
+            .env("RINGREDUCE_RANK", r.to_string())
+            .env("RINGREDUCE_SIZE", n.to_string())
+            .env("RINGREDUCE_LOCAL_RANK", r.to_string())
+            .env("RINGREDUCE_STORE", &dir)
+            .env("RINGREDUCE_RUN_ID", &run_id)
+            .env_remove("RINGREDUCE_MULTIPROC")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group: stopping a rank stops what it started.
+            .process_group(0);
+        if let Some(t) = a.timeout {
+            cmd.env("RINGREDUCE_TIMEOUT", t.to_string());
+        }
+        if let Some(d) = &a.devices {
+            cmd.env("RINGREDUCE_DEVICES", d[r % d.len()].to_string());
+        }
+        proc::die_with_parent(&mut cmd);
+        match cmd.spawn() {
+            Ok(mut c) => {
+                if let Some(o) = c.stdout.take() {
+                    forwarders.push(forward(o, format!("[rank {r}] "), false));
+                }
+                if let Some(e) = c.stderr.take() {
+                    forwarders.push(forward(e, format!("[rank {r}] "), true));
+                }
+                ranks.children.push(c);
+                ranks.status.push(None);
+            }
+            Err(e) => {
+                let why = format!("rank {r} could not be started ({}): {e}", program.display());
+                store.abort(&why);
+                ranks.kill_all();
+                if !a.keep_store {
+                    store.remove();
+                }
+                return Err(Error::BadArgument(why));
+            }
+        }
+    }
+
+    // Watch the ranks.
+    let mut first_failure: Option<(usize, Instant)> = None;
+    let mut interrupted: Option<Instant> = None;
+    let mut term_sent: Option<Instant> = None;
+    let mut kill_sent = false;
+    loop {
+        for (r, st) in ranks.poll() {
+            if !st.success() && first_failure.is_none() && interrupted.is_none() {
+                let why = format!("rank {r} {}", describe(&st));
+                store.abort(&why);
+                eprintln!(
+                    "launch: {why}; waiting up to {:.0} s for the other ranks to end",
+                    timeout.as_secs_f64()
+                );
+                first_failure = Some((r, Instant::now()));
+            }
+        }
+        if ranks.all_done() {
+            break;
+        }
+        if let (Some(sig), None) = (proc::caught(), interrupted) {
+            let why = format!("the launcher got {}", proc::signal_name(sig));
+            eprintln!("launch: {why}; stopping the ranks");
+            store.abort(&why);
+            ranks.signal(Sig::Int);
+            interrupted = Some(Instant::now());
+        }
+        let stop_at = match (first_failure, interrupted) {
+            (_, Some(t)) => Some(t + grace),
+            (Some((_, t)), None) => Some(t + timeout + Duration::from_secs(1)),
+            _ => None,
+        };
+        if term_sent.is_none() && stop_at.is_some_and(|t| Instant::now() >= t) {
+            let left: Vec<String> = ranks.running().map(|(r, _)| r.to_string()).collect();
+            eprintln!("launch: stopping ranks {} (SIGTERM)", left.join(", "));
+            ranks.signal(Sig::Term);
+            term_sent = Some(Instant::now());
+        }
+        if !kill_sent && term_sent.is_some_and(|t| t.elapsed() >= grace) {
+            let left: Vec<String> = ranks.running().map(|(r, _)| r.to_string()).collect();
+            eprintln!("launch: killing ranks {} (SIGKILL)", left.join(", "));
+            ranks.signal(Sig::Kill);
+            kill_sent = true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The pipes close with the ranks (and anything they started, stopped
+    // with their groups); do not wait forever for a stray holder.
+    let t0 = Instant::now();
+    while forwarders.iter().any(|h| !h.is_finished()) && t0.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for h in forwarders.into_iter().filter(|h| h.is_finished()) {
+        let _ = h.join();
+    }
+    if a.keep_store {
+        eprintln!("launch: store kept at {}", dir.display());
+    } else {
+        store.remove();
+    }
+    let statuses: Vec<ExitStatus> = ranks.status.iter().flatten().copied().collect();
+    let worst = statuses.iter().map(code_of).max().unwrap_or(0);
+    let worst = if worst == 0 && (first_failure.is_some() || interrupted.is_some()) {
+        1
+    } else {
+        worst
+    };
+    if worst != 0 {
+        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+        for (r, st) in ranks.status.iter().enumerate() {
+            let d = st.as_ref().map_or("did not report".into(), describe);
+            match groups.iter_mut().find(|(k, _)| *k == d) {
+                Some((_, v)) => v.push(r),
+                None => groups.push((d, vec![r])),
+            }
+        }
+        let parts: Vec<String> = groups
+            .iter()
+            .map(|(d, v)| {
+                let rs: Vec<String> = v.iter().map(usize::to_string).collect();
+                format!(
+                    "rank{} {} {d}",
+                    if v.len() > 1 { "s" } else { "" },
+                    rs.join(", ")
+                )
+            })
+            .collect();
+        eprintln!("launch: {}; exit status {worst}", parts.join("; "));
+    }
+    Ok(worst)
+}

@@ -1,0 +1,532 @@
+//! The job's shared control segment: one file of the store, mapped by every
+//! rank, accessed only as 64-bit atomic words. It holds
+//!
+//! * each rank's process (pid, start time) and state (joined, finished),
+//! * the plan signals' generation counters (the cross-process
+//!   [`SignalBoard`](crate::sync::SignalBoard): the same publish/wait as
+//!   between threads, a few nanoseconds per signal instead of a message),
+//! * the failure record (the first rank that failed, in which call, why),
+//!   which releases every waiter of the job at once, and
+//! * two mailboxes per rank for [`Control::allgather`] (and so barriers and
+//!   the small reductions the reports need).
+//!
+//! Rank 0 creates it (as a temporary file, initialised, then renamed into
+//! place) and unlinks it once every rank mapped it, so a crashed run leaves
+//! no large file behind.
+
+use super::ProcId;
+use crate::error::{Error, Result};
+use crate::sync::SharedBoard;
+use crate::sys::shm::Mapping;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const MAGIC: u64 = 0x3144_5241_4f42_5252; // "RRBOARD1"
+const VERSION: u64 = 1;
+
+/// Signals the shared board holds (the largest plans of 256 ranks need far
+/// fewer; a plan that needs more is refused with an error).
+pub const SIGNALS: usize = 1 << 16;
+/// Bytes of one mailbox slot.
+pub const SLOT_BYTES: usize = 64 << 10;
+const SLOT_WORDS: usize = SLOT_BYTES / 8;
+
+// Word offsets.
+const H_MAGIC: usize = 0;
+const H_VERSION: usize = 1;
+const H_SIZE: usize = 2;
+const H_SIGNALS: usize = 3;
+const H_SLOT: usize = 4;
+const H_RUN: usize = 5;
+const F_STATE: usize = 16;
+const F_GEN: usize = 17;
+const F_RANK: usize = 18;
+const F_LEN: usize = 19;
+const F_MSG: usize = 20;
+const F_MSG_WORDS: usize = 64;
+const RANKS_AT: usize = 128;
+const RANK_WORDS: usize = 8;
+const R_PID: usize = 0;
+const R_START: usize = 1;
+const R_STATE: usize = 2;
+const R_MAIL: usize = 3;
+const R_DRAINED: usize = 4;
+const R_BEGUN: usize = 5;
+
+/// Rank states.
+const JOINED: u64 = 1;
+const FINISHED: u64 = 2;
+
+/// Failure record states.
+const F_WRITING: u64 = 1;
+const F_WRITTEN: u64 = 2;
+
+fn signals_at(size: usize) -> usize {
+    (RANKS_AT + size * RANK_WORDS).next_multiple_of(8)
+}
+
+fn mail_at(size: usize) -> usize {
+    signals_at(size) + SIGNALS
+}
+
+/// Bytes of the segment for `size` ranks.
+pub fn segment_bytes(size: usize) -> usize {
+    (mail_at(size) + size * 2 * SLOT_WORDS) * 8
+}
+
+/// A hash of the run id, so a segment of another run is recognised.
+fn run_hash(run: &str) -> u64 {
+    // FNV-1a.
+    run.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// One rank's view of the control segment.
+pub struct Control {
+    map: Mapping,
+    size: usize,
+    me: usize,
+    timeout: Duration,
+    /// The next mailbox round.
+    round: Mutex<u64>,
+    store: Option<super::store::Store>,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Control(rank {} of {}, {:?})",
+            self.me, self.size, self.map
+        )
+    }
+}
+
+impl Control {
+    /// Create the segment at `path` (rank 0): a temporary file, initialised,
+    /// then renamed to `path`.
+    pub fn create(path: &Path, run: &str, size: usize, timeout: Duration) -> Result<Control> {
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        let bytes = segment_bytes(size);
+        let map = Mapping::create(&tmp, bytes).map_err(|e| Error::Io {
+            path: tmp.display().to_string(),
+            source: e,
+        })?;
+        let w = map.words();
+        w[H_VERSION].store(VERSION, Ordering::Relaxed);
+        w[H_SIZE].store(size as u64, Ordering::Relaxed);
+        w[H_SIGNALS].store(SIGNALS as u64, Ordering::Relaxed);
+        w[H_SLOT].store(SLOT_BYTES as u64, Ordering::Relaxed);
+        w[H_RUN].store(run_hash(run), Ordering::Relaxed);
+        w[H_MAGIC].store(MAGIC, Ordering::Release);
+        std::fs::rename(&tmp, path).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        Ok(Control {
+            map,
+            size,
+            me: 0,
+            timeout,
+            round: Mutex::new(0),
+            store: None,
+        })
+    }
+
+    /// Map the segment at `path` (another rank) and check it is this run's.
+    pub fn open(
+        path: &Path,
+        run: &str,
+        size: usize,
+        me: usize,
+        timeout: Duration,
+    ) -> Result<Control> {
+        let map = Mapping::open(path, segment_bytes(size)).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        let w = map.words();
+        let bad = |what: String| {
+            Error::BadArgument(format!("the shared segment {} {what}", path.display()))
+        };
+        if w[H_MAGIC].load(Ordering::Acquire) != MAGIC
+            || w[H_VERSION].load(Ordering::Relaxed) != VERSION
+        {
+            return Err(bad(
+                "is not a ringreduce control segment of this version".into()
+            ));
+        }
+        if w[H_RUN].load(Ordering::Relaxed) != run_hash(run) {
+            return Err(bad("belongs to another run (stale)".into()));
+        }
+        let n = w[H_SIZE].load(Ordering::Relaxed);
+        if n != size as u64 {
+            return Err(bad(format!("is for {n} ranks, not {size}")));
+        }
+        Ok(Control {
+            map,
+            size,
+            me,
+            timeout,
+            round: Mutex::new(0),
+            store: None,
+        })
+    }
+
+    /// Check the store as well while waiting (aborts written by the
+    /// launcher).
+    pub fn watch_store(&mut self, store: super::store::Store) {
+        self.store = Some(store);
+    }
+
+    fn words(&self) -> &[AtomicU64] {
+        self.map.words()
+    }
+
+    fn rank_word(&self, r: usize, k: usize) -> &AtomicU64 {
+        &self.words()[RANKS_AT + r * RANK_WORDS + k]
+    }
+
+    pub fn rank(&self) -> usize {
+        self.me
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Record this process as the rank's.
+    pub fn register(&self) {
+        let p = ProcId::me();
+        self.rank_word(self.me, R_PID)
+            .store(u64::from(p.pid), Ordering::Relaxed);
+        self.rank_word(self.me, R_START)
+            .store(p.start, Ordering::Relaxed);
+        self.rank_word(self.me, R_STATE)
+            .store(JOINED, Ordering::Release);
+    }
+
+    /// This rank is done (a clean end: its peers need not report it).
+    pub fn finish(&self) {
+        self.rank_word(self.me, R_STATE)
+            .store(FINISHED, Ordering::Release);
+    }
+
+    /// Whether every other rank finished or is gone.
+    pub fn others_done(&self) -> bool {
+        (0..self.size).filter(|&r| r != self.me).all(|r| {
+            let st = self.rank_word(r, R_STATE).load(Ordering::Acquire);
+            st == FINISHED || (st == JOINED && !self.proc_of(r).is_some_and(|p| p.alive()))
+        })
+    }
+
+    fn proc_of(&self, r: usize) -> Option<ProcId> {
+        if self.rank_word(r, R_STATE).load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let pid = self.rank_word(r, R_PID).load(Ordering::Relaxed);
+        Some(ProcId {
+            pid: u32::try_from(pid).ok()?,
+            start: self.rank_word(r, R_START).load(Ordering::Relaxed),
+        })
+    }
+
+    /// Every call of this rank up to `gen` is complete (its streams
+    /// drained): peers waiting to overwrite a buffer it read may go on.
+    pub fn publish_drained(&self, gen: u64) {
+        self.rank_word(self.me, R_DRAINED)
+            .fetch_max(gen, Ordering::AcqRel);
+    }
+
+    /// Wait (bounded, watching the job's health) until rank `r` drained
+    /// call `gen`; `what` names the buffer for the error.
+    pub fn wait_drained(&self, r: usize, gen: u64, what: &str) -> Result<()> {
+        let desc = || format!("rank {r} to finish reading this rank's {what} (its call {gen})");
+        self.wait_until(&desc, || {
+            self.rank_word(r, R_DRAINED).load(Ordering::Acquire) >= gen
+        })
+    }
+
+    /// This rank starts its call `gen` (its inputs for it are written).
+    pub fn publish_begun(&self, gen: u64) {
+        self.rank_word(self.me, R_BEGUN)
+            .fetch_max(gen, Ordering::AcqRel);
+    }
+
+    /// Wait (bounded, watching the job's health) until rank `r` started
+    /// its call `gen`.
+    pub fn wait_begun(&self, r: usize, gen: u64) -> Result<()> {
+        let desc = || format!("rank {r} to start call {gen} (this rank reads its input)");
+        self.wait_until(&desc, || {
+            self.rank_word(r, R_BEGUN).load(Ordering::Acquire) >= gen
+        })
+    }
+
+    /// The failure record, if a rank wrote one: (call, rank, why).
+    pub fn failure(&self) -> Option<(u64, usize, String)> {
+        let w = self.words();
+        if w[F_STATE].load(Ordering::Acquire) != F_WRITTEN {
+            return None;
+        }
+        let len = (w[F_LEN].load(Ordering::Relaxed) as usize).min(F_MSG_WORDS * 8);
+        let mut bytes = Vec::with_capacity(len);
+        for i in 0..len.div_ceil(8) {
+            bytes.extend_from_slice(&w[F_MSG + i].load(Ordering::Relaxed).to_le_bytes());
+        }
+        bytes.truncate(len);
+        Some((
+            w[F_GEN].load(Ordering::Relaxed),
+            w[F_RANK].load(Ordering::Relaxed) as usize,
+            String::from_utf8_lossy(&bytes).into_owned(),
+        ))
+    }
+
+    /// Record that `rank` failed in call `gen` because of `why` (the first
+    /// failure of the job wins; the message is cut to 512 bytes).
+    pub fn record_failure(&self, gen: u64, rank: usize, why: &str) {
+        let w = self.words();
+        if w[F_STATE]
+            .compare_exchange(0, F_WRITING, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        let mut b = why.as_bytes();
+        if b.len() > F_MSG_WORDS * 8 {
+            b = &b[..F_MSG_WORDS * 8];
+        }
+        for (i, chunk) in b.chunks(8).enumerate() {
+            let mut x = [0u8; 8];
+            x[..chunk.len()].copy_from_slice(chunk);
+            w[F_MSG + i].store(u64::from_le_bytes(x), Ordering::Relaxed);
+        }
+        w[F_LEN].store(b.len() as u64, Ordering::Relaxed);
+        w[F_GEN].store(gen, Ordering::Relaxed);
+        w[F_RANK].store(rank as u64, Ordering::Relaxed);
+        w[F_STATE].store(F_WRITTEN, Ordering::Release);
+    }
+
+    /// Why the job cannot go on, if it cannot: a rank recorded a failure,
+    /// the run was aborted, or another rank's process died without
+    /// finishing.
+    pub fn health(&self) -> Option<String> {
+        if let Some((gen, r, why)) = self.failure() {
+            return Some(format!("rank {r} failed in call {gen}: {why}"));
+        }
+        if let Some(s) = &self.store {
+            if let Some(why) = s.aborted() {
+                return Some(format!("the run was aborted: {why}"));
+            }
+        }
+        for r in (0..self.size).filter(|&r| r != self.me) {
+            if self.rank_word(r, R_STATE).load(Ordering::Acquire) == JOINED {
+                if let Some(p) = self.proc_of(r) {
+                    if !p.alive() {
+                        return Some(format!("rank {r} (pid {}) died", p.pid));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Wait (bounded, watching the job's health) until `ready()`.
+    fn wait_until(&self, what: &dyn Fn() -> String, ready: impl Fn() -> bool) -> Result<()> {
+        let start = Instant::now();
+        let mut checked = Instant::now();
+        let mut i: u32 = 0;
+        while !ready() {
+            i = i.wrapping_add(1);
+            if i < 512 {
+                std::hint::spin_loop();
+                continue;
+            }
+            if i < 1024 {
+                std::thread::yield_now();
+                continue;
+            }
+            if checked.elapsed() > Duration::from_millis(20) {
+                checked = Instant::now();
+                if let Some(why) = self.health() {
+                    return Err(Error::Worker {
+                        rank: self.me,
+                        message: format!("gave up waiting for {}: {why}", what()),
+                    });
+                }
+            }
+            if start.elapsed() > self.timeout {
+                return Err(Error::Timeout {
+                    rank: self.me,
+                    what: what(),
+                    seconds: self.timeout.as_secs_f64(),
+                });
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        Ok(())
+    }
+
+    /// Every rank's `data`, in rank order, once every rank contributed
+    /// (`what` names the step for errors). Any length: longer payloads take
+    /// several rounds of the 64 KiB mailboxes.
+    pub fn allgather(&self, data: &[u8], what: &str) -> Result<Vec<Vec<u8>>> {
+        let mut round = self.round.lock().unwrap_or_else(|e| e.into_inner());
+        let n = self.size;
+        let mut out: Vec<Vec<u8>> = vec![Vec::new(); n];
+        let mut total: Vec<Option<usize>> = vec![None; n];
+        let chunk = (SLOT_WORDS - 2) * 8;
+        let mut sent = 0usize;
+        loop {
+            *round += 1;
+            let k = *round;
+            let slot = (k % 2) as usize;
+            let base = |r: usize| mail_at(n) + (r * 2 + slot) * SLOT_WORDS;
+            let w = self.words();
+            // Write this rank's chunk, then publish the round.
+            let piece = &data[sent.min(data.len())..(sent + chunk).min(data.len())];
+            let b = base(self.me);
+            w[b].store(data.len() as u64, Ordering::Relaxed);
+            w[b + 1].store(piece.len() as u64, Ordering::Relaxed);
+            for (i, c) in piece.chunks(8).enumerate() {
+                let mut x = [0u8; 8];
+                x[..c.len()].copy_from_slice(c);
+                w[b + 2 + i].store(u64::from_le_bytes(x), Ordering::Relaxed);
+            }
+            sent += piece.len();
+            self.rank_word(self.me, R_MAIL).store(k, Ordering::Release);
+            for r in 0..n {
+                let desc = || format!("rank {r} at {what} (mailbox round {k})");
+                self.wait_until(&desc, || {
+                    self.rank_word(r, R_MAIL).load(Ordering::Acquire) >= k
+                })?;
+                let b = base(r);
+                let len = w[b].load(Ordering::Relaxed) as usize;
+                let got = (w[b + 1].load(Ordering::Relaxed) as usize).min(chunk);
+                total[r] = Some(len);
+                for i in 0..got.div_ceil(8) {
+                    let x = w[b + 2 + i].load(Ordering::Relaxed).to_le_bytes();
+                    let take = (got - i * 8).min(8);
+                    out[r].extend_from_slice(&x[..take]);
+                }
+            }
+            let done = (0..n).all(|r| total[r].is_some_and(|t| out[r].len() >= t));
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Every rank reaches this point before any goes on.
+    pub fn barrier(&self, what: &str) -> Result<()> {
+        self.allgather(&[], what).map(|_| ())
+    }
+}
+
+impl SharedBoard for Control {
+    fn gens(&self) -> &[AtomicU64] {
+        let at = signals_at(self.size);
+        &self.words()[at..at + SIGNALS]
+    }
+
+    fn fail(&self, gen: u64, rank: usize, why: &str) {
+        self.record_failure(gen, rank, why);
+    }
+
+    fn failed(&self) -> bool {
+        self.words()[F_STATE].load(Ordering::Acquire) == F_WRITTEN
+    }
+
+    fn failure(&self) -> Option<(usize, String)> {
+        Control::failure(self).map(|(g, r, w)| (r, format!("{w} (in its call {g})")))
+    }
+
+    fn health(&self) -> Option<String> {
+        Control::health(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn seg(name: &str, n: usize) -> (std::path::PathBuf, Vec<Arc<Control>>) {
+        let dir = std::env::temp_dir().join(format!(
+            "rr-ctl-{name}-{}-{}",
+            std::process::id(),
+            super::super::unique_suffix()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("control");
+        let t = Duration::from_secs(5);
+        let mut v = vec![Arc::new(Control::create(&p, "run", n, t).unwrap())];
+        for r in 1..n {
+            v.push(Arc::new(Control::open(&p, "run", n, r, t).unwrap()));
+        }
+        for c in &v {
+            c.register();
+        }
+        (dir, v)
+    }
+
+    #[test]
+    fn allgather_any_length_and_barriers() {
+        let (dir, v) = seg("ag", 3);
+        let hs: Vec<_> = v
+            .iter()
+            .map(|c| {
+                let c = c.clone();
+                std::thread::spawn(move || {
+                    let mut res = Vec::new();
+                    for round in 0..5usize {
+                        // Payload lengths differ per rank and round, some
+                        // longer than a mailbox.
+                        let len = [0, 7, 100_000, 65_520, 3][(c.rank() + round) % 5];
+                        let data: Vec<u8> = (0..len)
+                            .map(|i| (i + c.rank() * 13 + round) as u8)
+                            .collect();
+                        res.push(c.allgather(&data, "test").unwrap());
+                        c.barrier("test barrier").unwrap();
+                    }
+                    res
+                })
+            })
+            .collect();
+        let results: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        for res in &results {
+            for (round, all) in res.iter().enumerate() {
+                for (r, d) in all.iter().enumerate() {
+                    let len = [0, 7, 100_000, 65_520, 3][(r + round) % 5];
+                    let want: Vec<u8> = (0..len).map(|i| (i + r * 13 + round) as u8).collect();
+                    assert_eq!(d, &want, "round {round} rank {r}");
+                }
+            }
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn failures_release_and_segments_are_checked() {
+        let (dir, v) = seg("fail", 2);
+        assert!(v[0].health().is_none());
+        v[1].record_failure(3, 1, "injected");
+        v[0].record_failure(4, 0, "second: ignored");
+        let h = v[0].health().unwrap();
+        assert!(h.contains("rank 1 failed in call 3: injected"), "{h}");
+        let e = v[0].barrier("b").unwrap_err().to_string();
+        assert!(e.contains("injected"), "{e}");
+        let p = dir.join("control");
+        let e = Control::open(&p, "other run", 2, 1, Duration::from_secs(1))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("another run"), "{e}");
+        let e = Control::open(&p, "run", 3, 1, Duration::from_secs(1))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("holds") || e.contains("for 2 ranks"), "{e}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

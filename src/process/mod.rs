@@ -1,0 +1,573 @@
+//! One process per rank: the job, its bootstrap and the per-process
+//! communicator.
+//!
+//! A *job* is `size` processes, each one rank. They find each other through
+//! a [`Store`] (a private directory, no network listener), then share one
+//! [`Control`] segment (signals, barriers, small all-gathers, the failure
+//! record, who is alive). A process runs only its own rank's ops of the same
+//! plans as the single-process engine; how a rank reaches the others is the
+//! backend's business: shared-memory buffers on the CPU
+//! ([`crate::backend::cpu_process`]), CUDA IPC on the GPU
+//! ([`crate::backend::cuda::process`]).
+//!
+//! Who starts the processes:
+//!
+//! * `ringreduce launch -n N -- <command>` ([`crate::cli::launch`]) creates
+//!   the store and sets `RINGREDUCE_RANK`, `RINGREDUCE_SIZE`,
+//!   `RINGREDUCE_LOCAL_RANK`, `RINGREDUCE_STORE` and `RINGREDUCE_RUN_ID`;
+//! * `mpirun -np N` (Open MPI: `OMPI_COMM_WORLD_RANK`/`_SIZE`; MPICH, Intel
+//!   MPI, Slurm: `PMI_RANK`/`PMI_SIZE`): rank 0 creates the store, named
+//!   after the job (no MPI library is linked or loaded);
+//! * a program: [`JobSpec::new`] and [`Comm::new`].
+//!
+//! The library's entry point is [`Comm<T>`]: the per-process communicator,
+//! beside the all-ranks-in-one [`Engine<T>`](crate::Engine).
+
+pub mod comm;
+pub mod control;
+pub mod reads;
+pub mod store;
+
+pub use comm::Comm;
+pub use control::Control;
+pub use store::Store;
+
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A number that differs between calls of this process (for temporary file
+/// names).
+pub(crate) fn unique_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64);
+    (N.fetch_add(1, Ordering::Relaxed) << 32) ^ t
+}
+
+/// A process, told apart from a later process with the same pid by its
+/// start time (`/proc/<pid>/stat`, clock ticks since boot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcId {
+    pub pid: u32,
+    pub start: u64,
+}
+
+/// (state, start time) of `pid` from `/proc/<pid>/stat`.
+fn proc_stat(pid: u32) -> Option<(char, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ppid ...": comm may hold spaces and parentheses.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    // Field 22 of the whole line is the start time; `fields[0]` is field 3.
+    let start = fields.get(19)?.parse().ok()?;
+    Some((state, start))
+}
+
+impl ProcId {
+    pub fn me() -> ProcId {
+        let pid = std::process::id();
+        ProcId {
+            pid,
+            start: proc_stat(pid).map_or(0, |s| s.1),
+        }
+    }
+
+    /// Whether the process still runs (a zombie, whose parent has not
+    /// reaped it yet, does not).
+    pub fn alive(&self) -> bool {
+        match proc_stat(self.pid) {
+            Some((state, start)) => {
+                (self.start == 0 || start == self.start) && !matches!(state, 'Z' | 'X' | 'x')
+            }
+            None => false,
+        }
+    }
+
+    pub fn encode(&self) -> String {
+        format!("{} {}", self.pid, self.start)
+    }
+
+    pub fn parse(s: &str) -> Option<ProcId> {
+        let mut it = s.split_whitespace();
+        Some(ProcId {
+            pid: it.next()?.parse().ok()?,
+            start: it.next()?.parse().ok()?,
+        })
+    }
+}
+
+/// Who started the job's processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// `ringreduce launch`.
+    Launch,
+    /// `mpirun` of Open MPI.
+    OpenMpi,
+    /// A PMI launcher: MPICH's or Intel MPI's `mpirun`/`mpiexec`, Slurm's
+    /// `srun`.
+    Pmi,
+    /// A program, through [`JobSpec::new`].
+    Explicit,
+}
+
+impl Origin {
+    pub fn name(self) -> &'static str {
+        match self {
+            Origin::Launch => "ringreduce launch",
+            Origin::OpenMpi => "Open MPI mpirun",
+            Origin::Pmi => "PMI (MPICH/Intel MPI mpirun, srun)",
+            Origin::Explicit => "explicit",
+        }
+    }
+}
+
+/// Where one process stands in a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSpec {
+    pub rank: usize,
+    pub size: usize,
+    /// The rank among the job's processes on this machine (picks the GPU).
+    pub local_rank: usize,
+    /// The store directory.
+    pub store: PathBuf,
+    /// The run id the store must carry (set by the launcher); `None`: this
+    /// job's rank 0 creates the store.
+    pub run_id: Option<String>,
+    pub origin: Origin,
+}
+
+fn env_usize(name: &str) -> Result<Option<usize>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::BadArgument(format!("{name}={v:?} is not a number"))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// A file-name-safe form of a job key.
+fn sanitize(s: &str) -> String {
+    let t: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    t.chars().take(80).collect()
+}
+
+impl JobSpec {
+    /// Rank `rank` of `size`, through the store at `store`, which rank 0
+    /// creates (it must not exist yet) and every rank joins.
+    pub fn new(rank: usize, size: usize, store: impl Into<PathBuf>) -> JobSpec {
+        JobSpec {
+            rank,
+            size,
+            local_rank: rank,
+            store: store.into(),
+            run_id: None,
+            origin: Origin::Explicit,
+        }
+    }
+
+    /// The job this process belongs to according to its environment, if
+    /// any: `RINGREDUCE_RANK`/`RINGREDUCE_SIZE` (set by `ringreduce
+    /// launch`), else Open MPI's `OMPI_COMM_WORLD_RANK`/`_SIZE`, else
+    /// `PMI_RANK`/`PMI_SIZE`. `RINGREDUCE_MULTIPROC=0` ignores all of them.
+    pub fn from_env() -> Result<Option<JobSpec>> {
+        if std::env::var("RINGREDUCE_MULTIPROC").is_ok_and(|v| v.trim() == "0") {
+            return Ok(None);
+        }
+        let sources: [(&str, &str, &str, Origin); 3] = [
+            (
+                "RINGREDUCE_RANK",
+                "RINGREDUCE_SIZE",
+                "RINGREDUCE_LOCAL_RANK",
+                Origin::Launch,
+            ),
+            (
+                "OMPI_COMM_WORLD_RANK",
+                "OMPI_COMM_WORLD_SIZE",
+                "OMPI_COMM_WORLD_LOCAL_RANK",
+                Origin::OpenMpi,
+            ),
+            ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", Origin::Pmi),
+        ];
+        for (rk, sz, local, origin) in sources {
+            let (rank, size) = match (env_usize(rk)?, env_usize(sz)?) {
+                (None, None) => continue,
+                (Some(r), Some(s)) => (r, s),
+                _ => {
+                    return Err(Error::BadArgument(format!(
+                        "{rk} and {sz} must be set together"
+                    )))
+                }
+            };
+            if size == 0 || rank >= size {
+                return Err(Error::BadArgument(format!(
+                    "{rk}={rank} {sz}={size}: the rank must be below the size"
+                )));
+            }
+            if size > crate::engine::MAX_RANKS {
+                return Err(Error::TooManyRanks {
+                    ranks: size,
+                    max: crate::engine::MAX_RANKS,
+                });
+            }
+            let local_rank = env_usize(local)?
+                .or(env_usize("SLURM_LOCALID")?)
+                .unwrap_or(rank);
+            let run_id = std::env::var("RINGREDUCE_RUN_ID")
+                .ok()
+                .filter(|s| !s.is_empty());
+            let store = match std::env::var_os("RINGREDUCE_STORE") {
+                Some(s) if !s.is_empty() => PathBuf::from(s),
+                _ if origin == Origin::Launch => {
+                    return Err(Error::BadArgument(
+                        "RINGREDUCE_RANK is set but RINGREDUCE_STORE is not (start ranks with `ringreduce launch`)".into(),
+                    ))
+                }
+                _ => Self::job_store(origin)?,
+            };
+            return Ok(Some(JobSpec {
+                rank,
+                size,
+                local_rank,
+                store,
+                run_id,
+                origin,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// The store of an `mpirun` job that named none: one directory per job
+    /// under `/dev/shm` (or the temporary directory), named after the job's
+    /// id as the launcher exports it, or, failing that, after the parent
+    /// process that every rank of the job on this machine shares (the MPI
+    /// daemon).
+    fn job_store(origin: Origin) -> Result<PathBuf> {
+        let keys = [
+            "PMIX_NAMESPACE",
+            "OMPI_MCA_ess_base_jobid",
+            "OMPI_MCA_orte_ess_jobid",
+            "PMI_KVSNAME",
+            "SLURM_JOB_ID",
+        ];
+        let mut key = keys.iter().find_map(|k| {
+            std::env::var(k)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map(|v| format!("{k}-{v}"))
+        });
+        if origin == Origin::Pmi {
+            if let (Some(k), Ok(step)) = (&mut key, std::env::var("SLURM_STEP_ID")) {
+                k.push_str(&format!("-{step}"));
+            }
+        }
+        let key = key.unwrap_or_else(|| format!("ppid-{}", std::os::unix::process::parent_id()));
+        Ok(store::default_base().join(format!(
+            "ringreduce-{}-{}",
+            crate::sys::proc::uid(),
+            sanitize(&key)
+        )))
+    }
+}
+
+/// The control segment's file in the store (removed once every rank
+/// mapped it) and the key that says it is ready.
+const CONTROL_FILE: &str = "control.shm";
+const CONTROL_KEY: &str = "control-ready";
+
+/// One process's membership of a job: its store and the shared control
+/// segment. Made by [`Job::join`]; the backends and [`Comm`] hold it.
+#[derive(Debug)]
+pub struct Job {
+    spec: JobSpec,
+    store: Store,
+    control: Arc<Control>,
+    /// Rank 0 of a job without a launcher removes the store at the end.
+    owns_store: bool,
+}
+
+impl Job {
+    /// Join the job `spec` describes: create the store (rank 0 of a job
+    /// without a launcher) or wait for it, record this process, create or
+    /// map the control segment, and wait until every rank did (bounded by
+    /// `timeout`).
+    pub fn join(spec: &JobSpec, timeout: Duration) -> Result<Arc<Job>> {
+        if spec.size == 0 || spec.rank >= spec.size {
+            return Err(Error::BadArgument(format!(
+                "rank {} of a job of {} ranks",
+                spec.rank, spec.size
+            )));
+        }
+        if std::env::var("RINGREDUCE_FAULT").is_ok_and(|f| fault_matches(&f, "nostart", spec.rank))
+        {
+            return Err(Error::Worker {
+                rank: spec.rank,
+                message: "injected failure before joining the job (RINGREDUCE_FAULT=nostart)"
+                    .into(),
+            });
+        }
+        let owns_store = spec.run_id.is_none() && spec.rank == 0;
+        if owns_store {
+            let name = spec
+                .store
+                .file_name()
+                .map_or_else(|| "job".into(), |s| s.to_string_lossy().into_owned());
+            let run = format!("{name}-{}-{:x}", std::process::id(), unique_suffix());
+            Store::create(&spec.store, &run, spec.size, timeout)?;
+        }
+        // Under a launcher the run id is known; otherwise the store's own is
+        // taken, and a store whose creator is gone is stale.
+        let store = Store::join(
+            &spec.store,
+            spec.run_id.as_deref(),
+            spec.rank,
+            spec.size,
+            timeout,
+        )?;
+        let run = store.run().to_string();
+        let path = spec.store.join(CONTROL_FILE);
+        let mut control = if spec.rank == 0 {
+            let c = Control::create(&path, &run, spec.size, timeout)?;
+            store.put(CONTROL_KEY, b"ready")?;
+            c
+        } else {
+            store.get(CONTROL_KEY, 0, "the shared control segment")?;
+            Control::open(&path, &run, spec.size, spec.rank, timeout)?
+        };
+        control.watch_store(store.clone());
+        control.register();
+        let control = Arc::new(control);
+        control.barrier("joining the job (every rank mapped the control segment)")?;
+        if spec.rank == 0 {
+            // Everyone mapped it: the name can go.
+            let _ = std::fs::remove_file(&path);
+        }
+        Ok(Arc::new(Job {
+            spec: spec.clone(),
+            store,
+            control,
+            owns_store,
+        }))
+    }
+
+    pub fn rank(&self) -> usize {
+        self.spec.rank
+    }
+
+    pub fn size(&self) -> usize {
+        self.spec.size
+    }
+
+    pub fn spec(&self) -> &JobSpec {
+        &self.spec
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn store_path(&self) -> &Path {
+        self.store.dir()
+    }
+
+    pub fn control(&self) -> &Arc<Control> {
+        &self.control
+    }
+
+    /// Every rank gets here before any goes on.
+    pub fn barrier(&self, what: &str) -> Result<()> {
+        self.control.barrier(what)
+    }
+
+    /// Every rank's `data`, in rank order.
+    pub fn allgather(&self, data: &[u8], what: &str) -> Result<Vec<Vec<u8>>> {
+        self.control.allgather(data, what)
+    }
+
+    /// The sum over ranks.
+    pub fn sum_u64(&self, v: u64, what: &str) -> Result<u64> {
+        Ok(self
+            .allgather(&v.to_le_bytes(), what)?
+            .iter()
+            .map(|b| u64::from_le_bytes(b.as_slice().try_into().unwrap_or([0; 8])))
+            .sum())
+    }
+
+    /// The largest value over ranks.
+    pub fn max_f64(&self, v: f64, what: &str) -> Result<f64> {
+        Ok(self
+            .allgather(&v.to_le_bytes(), what)?
+            .iter()
+            .map(|b| f64::from_le_bytes(b.as_slice().try_into().unwrap_or([0; 8])))
+            .fold(f64::NEG_INFINITY, f64::max))
+    }
+
+    /// Whether any rank says yes.
+    pub fn any(&self, v: bool, what: &str) -> Result<bool> {
+        Ok(self
+            .allgather(&[u8::from(v)], what)?
+            .iter()
+            .any(|b| b.first() == Some(&1)))
+    }
+
+    /// A board for the plans' signals, shared by the job's processes.
+    pub fn signal_board(
+        &self,
+        abort: crate::sync::AbortHandle,
+        timeout: Duration,
+    ) -> crate::sync::SignalBoard {
+        crate::sync::SignalBoard::shared(self.control.clone(), abort, timeout)
+    }
+
+    /// Record a failure of this rank for the whole job.
+    pub fn fail(&self, why: &str) {
+        self.control.record_failure(0, self.spec.rank, why);
+    }
+
+    /// Whether the job can go on (see [`Control::health`]).
+    pub fn health(&self) -> Option<String> {
+        self.control.health()
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        self.control.finish();
+        if self.owns_store {
+            // Rank 0 of an mpirun job removes the store once the others are
+            // done with it (bounded: a rank that hangs is not waited for).
+            let t0 = std::time::Instant::now();
+            while !self.control.others_done() && t0.elapsed() < self.store.timeout() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            self.store.remove();
+        }
+    }
+}
+
+/// The faults `RINGREDUCE_FAULT` injects into rank `rank`'s collectives:
+/// `kill:rank=R:call=C[:op=K]` (or `after_calls=N` for call N+1) makes
+/// rank R's process kill itself with `SIGKILL` in its call C, before its op
+/// K (default 1, just after Begin: the other ranks are inside the call,
+/// waiting for it). Read only in the multi-process mode.
+pub fn env_faults(rank: usize) -> crate::fault::FaultPlan {
+    use crate::fault::{Fault, FaultPlan, FaultSpec};
+    let Ok(spec) = std::env::var("RINGREDUCE_FAULT") else {
+        return FaultPlan::none();
+    };
+    let mut v = Vec::new();
+    if let Some(p) = fault_params(&spec, "kill", rank) {
+        let get = |k: &str| {
+            p.iter()
+                .find(|(x, _)| x == k)
+                .and_then(|(_, v)| v.parse::<u64>().ok())
+        };
+        let call = get("call")
+            .or(get("after_calls").map(|n| n + 1))
+            .unwrap_or(1);
+        v.push(FaultSpec {
+            rank,
+            op: get("op").unwrap_or(1) as usize,
+            call: Some(call.max(1)),
+            fault: Fault::Kill,
+        });
+    }
+    FaultPlan(v)
+}
+
+/// Whether `RINGREDUCE_FAULT`'s `spec` (`kind:rank=R[:key=value...]`,
+/// several separated by `,`) asks for fault `kind` on `rank`.
+pub fn fault_matches(spec: &str, kind: &str, rank: usize) -> bool {
+    fault_params(spec, kind, rank).is_some()
+}
+
+/// The `key=value` parameters of fault `kind` on `rank` in
+/// `RINGREDUCE_FAULT`'s `spec`, if it asks for it.
+pub fn fault_params(spec: &str, kind: &str, rank: usize) -> Option<Vec<(String, String)>> {
+    for f in spec.split(',') {
+        let mut parts = f.split(':');
+        if parts.next().map(str::trim) != Some(kind) {
+            continue;
+        }
+        let params: Vec<(String, String)> = parts
+            .filter_map(|p| {
+                p.split_once('=')
+                    .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            })
+            .collect();
+        let on = params
+            .iter()
+            .find(|(k, _)| k == "rank")
+            .and_then(|(_, v)| v.parse::<usize>().ok());
+        if on == Some(rank) {
+            return Some(params);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_ids() {
+        let me = ProcId::me();
+        assert!(me.alive() && me.start > 0);
+        assert_eq!(ProcId::parse(&me.encode()), Some(me));
+        let gone = ProcId {
+            pid: me.pid,
+            start: me.start + 1,
+        };
+        assert!(!gone.alive(), "a reused pid is not the same process");
+    }
+
+    #[test]
+    fn fault_specs() {
+        let s = "kill:rank=1:call=3:op=2,nostart:rank=2";
+        assert!(fault_matches(s, "nostart", 2));
+        assert!(!fault_matches(s, "nostart", 1));
+        let p = fault_params(s, "kill", 1).unwrap();
+        assert!(p.contains(&("call".into(), "3".into())));
+        assert!(fault_params(s, "kill", 0).is_none());
+    }
+
+    #[test]
+    fn threads_as_a_job() {
+        // Three "processes" (threads here) join one store and agree.
+        let dir =
+            std::env::temp_dir().join(format!("rr-job-{}-{}", std::process::id(), unique_suffix()));
+        let t = Duration::from_secs(10);
+        let hs: Vec<_> = (0..3)
+            .map(|r| {
+                let spec = JobSpec::new(r, 3, &dir);
+                std::thread::spawn(move || {
+                    let job = Job::join(&spec, t).unwrap();
+                    let s = job.sum_u64(r as u64 + 1, "sum").unwrap();
+                    let m = job.max_f64(r as f64, "max").unwrap();
+                    let a = job.any(r == 2, "any").unwrap();
+                    (s, m, a)
+                })
+            })
+            .collect();
+        for h in hs {
+            assert_eq!(h.join().unwrap(), (6, 2.0, true));
+        }
+        assert!(!dir.exists(), "rank 0 removes the store it created");
+    }
+}

@@ -1,0 +1,551 @@
+//! The bootstrap store: a directory only the user can enter (mode 0700),
+//! holding small files written atomically (a temporary file, then a rename
+//! or a hard link). No socket, no network listener.
+//!
+//! What it holds:
+//!
+//! * `run-id`: the run's identity (`run <id>`, `size <n>`, `creator <pid>
+//!   <start>`), written first by whoever creates the store: the launcher,
+//!   or rank 0 under `mpirun`. A rank started with a run id
+//!   (`RINGREDUCE_RUN_ID`) refuses a store of another run: a directory left
+//!   by a crashed run is reported, never silently reused.
+//! * `rank-<r>`: rank r's process (pid and start time), created once (a
+//!   second rank r, or a stale file, is an error).
+//! * keys that ranks publish for each other (the shared segment's name, the
+//!   NCCL unique id, ...), and
+//! * `abort`: why the run was given up (written by the launcher when a rank
+//!   died, or by a rank), which every bounded wait checks.
+//!
+//! Every wait is bounded by the engine's timeout, names what it waited for
+//! and whose job it was to write it, and ends early when that rank's process
+//! is gone or the run was aborted.
+
+use super::ProcId;
+use crate::error::{Error, Result};
+use std::fs;
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub const RUN_FILE: &str = "run-id";
+pub const ABORT_FILE: &str = "abort";
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |e| Error::Io {
+        path: path.display().to_string(),
+        source: e,
+    }
+}
+
+fn store_err(dir: &Path, msg: impl std::fmt::Display) -> Error {
+    Error::BadArgument(format!("store {}: {msg}", dir.display()))
+}
+
+/// What `run-id` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunInfo {
+    pub run: String,
+    pub size: usize,
+    pub creator: Option<ProcId>,
+}
+
+impl RunInfo {
+    fn encode(&self) -> String {
+        let mut s = format!("run {}\nsize {}\n", self.run, self.size);
+        if let Some(c) = self.creator {
+            s.push_str(&format!("creator {}\n", c.encode()));
+        }
+        s
+    }
+
+    fn parse(text: &str) -> Option<RunInfo> {
+        let mut run = None;
+        let mut size = None;
+        let mut creator = None;
+        for line in text.lines() {
+            let (k, v) = line.split_once(' ')?;
+            match k {
+                "run" => run = Some(v.trim().to_string()),
+                "size" => size = v.trim().parse().ok(),
+                "creator" => creator = ProcId::parse(v),
+                _ => {}
+            }
+        }
+        Some(RunInfo {
+            run: run?,
+            size: size?,
+            creator,
+        })
+    }
+}
+
+/// A key's file name: letters, digits, `-`, `_` and `.` only.
+fn check_key(key: &str) -> Result<()> {
+    let ok = !key.is_empty()
+        && !key.starts_with('.')
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if !ok {
+        return Err(Error::BadArgument(format!("bad store key {key:?}")));
+    }
+    Ok(())
+}
+
+/// Write `data` to `dir/name` atomically: a temporary file (mode 0600),
+/// then a rename (`exclusive`: a hard link, which fails if `name` exists).
+fn publish(dir: &Path, name: &str, data: &[u8], exclusive: bool) -> std::io::Result<()> {
+    let tmp = dir.join(format!(
+        ".tmp-{}-{}-{name}",
+        std::process::id(),
+        crate::process::unique_suffix()
+    ));
+    {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(data)?;
+    }
+    let r = if exclusive {
+        fs::hard_link(&tmp, dir.join(name))
+    } else {
+        fs::rename(&tmp, dir.join(name))
+    };
+    let _ = fs::remove_file(&tmp);
+    r
+}
+
+/// Where the launcher puts stores by default: `/dev/shm` (memory, so the
+/// CPU backend's shared buffers never go to disk) when it is writable, else
+/// the temporary directory.
+pub fn default_base() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    let writable =
+        fs::metadata(shm).is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o002 != 0);
+    if writable {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+/// Error unless `dir` is a directory owned by this user that nobody else
+/// can enter.
+pub fn check_private(dir: &Path) -> Result<()> {
+    let m = fs::metadata(dir).map_err(io_err(dir))?;
+    if !m.is_dir() {
+        return Err(store_err(dir, "is not a directory"));
+    }
+    let me = crate::sys::proc::uid();
+    if m.uid() != me {
+        return Err(store_err(
+            dir,
+            format!(
+                "is owned by uid {}, not by this user ({me}); refusing to use it",
+                m.uid()
+            ),
+        ));
+    }
+    if m.mode() & 0o077 != 0 {
+        return Err(store_err(
+            dir,
+            format!(
+                "has mode {:o}: other users could read or plant handles; it must be 0700",
+                m.mode() & 0o777
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A short description of what a leftover store holds, for the error.
+pub fn describe_leftover(dir: &Path) -> String {
+    let info = fs::read_to_string(dir.join(RUN_FILE))
+        .ok()
+        .and_then(|t| RunInfo::parse(&t));
+    let files = fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+    match info {
+        Some(i) => {
+            let who = match i.creator {
+                Some(c) if c.alive() => format!("created by pid {}, which is still running", c.pid),
+                Some(c) => format!("created by pid {}, which is gone", c.pid),
+                None => "creator unknown".into(),
+            };
+            format!(
+                "it holds run {} of {} ranks ({who}; {files} files)",
+                i.run, i.size
+            )
+        }
+        None => format!("it holds {files} files and no {RUN_FILE}"),
+    }
+}
+
+/// The store of one run, as one participant sees it.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+    run: String,
+    size: usize,
+    /// This participant's rank (`None`: the launcher).
+    rank: Option<usize>,
+    timeout: Duration,
+}
+
+impl Store {
+    /// Create a fresh store for a run of `size` ranks at `dir`: the directory
+    /// must not exist, or be empty (then it must already be private); it is
+    /// created with mode 0700. A non-empty directory is a leftover of another
+    /// run and an error.
+    pub fn create(dir: &Path, run: &str, size: usize, timeout: Duration) -> Result<Store> {
+        match fs::read_dir(dir) {
+            Ok(mut entries) => {
+                if entries.next().is_some() {
+                    return Err(store_err(
+                        dir,
+                        format!(
+                            "stale store directory: {}; it is never reused: remove it (rm -r {}) or use another directory",
+                            describe_leftover(dir),
+                            dir.display()
+                        ),
+                    ));
+                }
+                check_private(dir)?;
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(|e| {
+                        if e.kind() == ErrorKind::AlreadyExists {
+                            store_err(dir, "another process created it at the same moment (a stale or concurrent run)")
+                        } else {
+                            io_err(dir)(e)
+                        }
+                    })?;
+                check_private(dir)?;
+            }
+            Err(e) => return Err(io_err(dir)(e)),
+        }
+        let info = RunInfo {
+            run: run.to_string(),
+            size,
+            creator: Some(ProcId::me()),
+        };
+        publish(dir, RUN_FILE, info.encode().as_bytes(), true).map_err(|e| {
+            if e.kind() == ErrorKind::AlreadyExists {
+                store_err(dir, "another run wrote its run-id at the same moment")
+            } else {
+                io_err(dir)(e)
+            }
+        })?;
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            run: run.to_string(),
+            size,
+            rank: None,
+            timeout,
+        })
+    }
+
+    /// Join the store at `dir` as `rank` of `size`: wait (bounded) for its
+    /// `run-id`, check that the directory is private, that it belongs to run
+    /// `run` (when given) and to `size` ranks, that the run was not aborted,
+    /// and that no other process joined as `rank`; then record this process
+    /// as `rank-<rank>`.
+    pub fn join(
+        dir: &Path,
+        run: Option<&str>,
+        rank: usize,
+        size: usize,
+        timeout: Duration,
+    ) -> Result<Store> {
+        let start = Instant::now();
+        let mut nap = Duration::from_micros(100);
+        let info = loop {
+            match fs::read_to_string(dir.join(RUN_FILE)) {
+                Ok(t) => match RunInfo::parse(&t) {
+                    Some(i) => break i,
+                    None => return Err(store_err(dir, format!("unreadable {RUN_FILE}: {t:?}"))),
+                },
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(&dir.join(RUN_FILE))(e)),
+            }
+            if start.elapsed() > timeout {
+                return Err(Error::Timeout {
+                    rank,
+                    what: format!(
+                        "the store {} to be created (its {RUN_FILE}, written by {})",
+                        dir.display(),
+                        if run.is_some() {
+                            "the launcher"
+                        } else {
+                            "rank 0"
+                        }
+                    ),
+                    seconds: timeout.as_secs_f64(),
+                });
+            }
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(20));
+        };
+        check_private(dir)?;
+        if let Some(want) = run {
+            if info.run != want {
+                return Err(store_err(
+                    dir,
+                    format!(
+                        "stale store directory: {} but this rank belongs to run {want}; remove it or use another directory",
+                        describe_leftover(dir)
+                    ),
+                ));
+            }
+        } else if let Some(c) = info.creator {
+            if !c.alive() && rank != 0 {
+                return Err(store_err(
+                    dir,
+                    format!(
+                        "stale store directory: {}; remove it or use another directory",
+                        describe_leftover(dir)
+                    ),
+                ));
+            }
+        }
+        if info.size != size {
+            return Err(store_err(
+                dir,
+                format!(
+                    "it is for {} ranks, this rank was started as one of {size}",
+                    info.size
+                ),
+            ));
+        }
+        let me = Store {
+            dir: dir.to_path_buf(),
+            run: info.run,
+            size,
+            rank: Some(rank),
+            timeout,
+        };
+        if let Some(why) = me.aborted() {
+            return Err(Error::Worker {
+                rank,
+                message: format!("the run was aborted before this rank joined: {why}"),
+            });
+        }
+        let name = format!("rank-{rank}");
+        publish(dir, &name, ProcId::me().encode().as_bytes(), true).map_err(|e| {
+            if e.kind() == ErrorKind::AlreadyExists {
+                let other = me.proc_of(rank).map_or("?".into(), |p| p.pid.to_string());
+                store_err(
+                    dir,
+                    format!("rank {rank} already joined (pid {other}): two processes with the same rank, or a stale store"),
+                )
+            } else {
+                io_err(dir)(e)
+            }
+        })?;
+        Ok(me)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn run(&self) -> &str {
+        &self.run
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn who(&self) -> usize {
+        self.rank.unwrap_or(usize::MAX)
+    }
+
+    /// Publish `key` (replacing an older value).
+    pub fn put(&self, key: &str, data: &[u8]) -> Result<()> {
+        check_key(key)?;
+        publish(&self.dir, key, data, false).map_err(io_err(&self.dir))
+    }
+
+    /// The value of `key` if it is there now.
+    pub fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        match fs::read(self.dir.join(key)) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err(&self.dir.join(key))(e)),
+        }
+    }
+
+    /// Wait (bounded) for `key`, which rank `from` publishes; `what` says
+    /// what it is, for the error.
+    pub fn get(&self, key: &str, from: usize, what: &str) -> Result<Vec<u8>> {
+        let start = Instant::now();
+        let mut nap = Duration::from_micros(50);
+        let mut checked = Instant::now();
+        loop {
+            if let Some(v) = self.try_get(key)? {
+                return Ok(v);
+            }
+            if checked.elapsed() > Duration::from_millis(20) {
+                checked = Instant::now();
+                if let Some(why) = self.health(&[from]) {
+                    return Err(Error::Worker {
+                        rank: self.who(),
+                        message: format!("gave up waiting for {what} from rank {from}: {why}"),
+                    });
+                }
+            }
+            if start.elapsed() > self.timeout {
+                let joined = self.proc_of(from).is_some();
+                return Err(Error::Timeout {
+                    rank: self.who(),
+                    what: format!(
+                        "{what} from rank {from} (store key {key}; rank {from} {})",
+                        if joined {
+                            "joined the store but never published it"
+                        } else {
+                            "never joined the store"
+                        }
+                    ),
+                    seconds: self.timeout.as_secs_f64(),
+                });
+            }
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(5));
+        }
+    }
+
+    /// Rank `r`'s process, once it joined.
+    pub fn proc_of(&self, r: usize) -> Option<ProcId> {
+        fs::read_to_string(self.dir.join(format!("rank-{r}")))
+            .ok()
+            .and_then(|t| ProcId::parse(&t))
+    }
+
+    /// Why the run was aborted, if it was.
+    pub fn aborted(&self) -> Option<String> {
+        fs::read_to_string(self.dir.join(ABORT_FILE))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+
+    /// Give up the run: every participant's next check sees `why` (the
+    /// first reason written wins).
+    pub fn abort(&self, why: &str) {
+        let _ = publish(&self.dir, ABORT_FILE, why.as_bytes(), true);
+    }
+
+    /// Whether the run is still healthy as far as ranks `watch` go: `None`,
+    /// or why not (aborted, or one of them died after joining).
+    pub fn health(&self, watch: &[usize]) -> Option<String> {
+        if let Some(why) = self.aborted() {
+            return Some(format!("the run was aborted: {why}"));
+        }
+        for &r in watch {
+            if let Some(p) = self.proc_of(r) {
+                if !p.alive() {
+                    return Some(format!("rank {r} (pid {}) died", p.pid));
+                }
+            }
+        }
+        None
+    }
+
+    /// Remove the store and everything in it.
+    pub fn remove(&self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "rr-store-{name}-{}-{}",
+            std::process::id(),
+            crate::process::unique_suffix()
+        ));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn create_join_put_get() {
+        let d = tmp("basic");
+        let t = Duration::from_secs(5);
+        let s = Store::create(&d, "run1", 2, t).unwrap();
+        assert_eq!(fs::metadata(&d).unwrap().mode() & 0o777, 0o700);
+        let a = Store::join(&d, Some("run1"), 0, 2, t).unwrap();
+        let b = Store::join(&d, Some("run1"), 1, 2, t).unwrap();
+        a.put("k", b"v1").unwrap();
+        assert_eq!(b.get("k", 0, "a value").unwrap(), b"v1");
+        a.put("k", b"v2").unwrap();
+        assert_eq!(b.try_get("k").unwrap().unwrap(), b"v2");
+        assert!(a.put("../x", b"").is_err());
+        // A second rank 1 is refused.
+        let e = Store::join(&d, Some("run1"), 1, 2, t)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("already joined"), "{e}");
+        // Another run's rank is refused: stale.
+        let e = Store::join(&d, Some("run2"), 0, 2, t)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stale store"), "{e}");
+        // A non-empty directory is never created over.
+        let e = Store::create(&d, "run3", 2, t).unwrap_err().to_string();
+        assert!(
+            e.contains("stale store directory") && e.contains("run1"),
+            "{e}"
+        );
+        s.remove();
+        assert!(!d.exists());
+    }
+
+    #[test]
+    fn waits_are_bounded_and_name_the_rank() {
+        let d = tmp("wait");
+        let t = Duration::from_millis(200);
+        let s = Store::create(&d, "r", 2, t).unwrap();
+        let a = Store::join(&d, Some("r"), 0, 2, t).unwrap();
+        let t0 = Instant::now();
+        let e = a.get("nothing", 1, "the thing").unwrap_err().to_string();
+        assert!(t0.elapsed() < Duration::from_secs(3));
+        assert!(
+            e.contains("the thing from rank 1") && e.contains("never joined"),
+            "{e}"
+        );
+        s.abort("rank 1 exited with status 2");
+        let e = a.get("nothing", 1, "the thing").unwrap_err().to_string();
+        assert!(e.contains("aborted: rank 1 exited"), "{e}");
+        // Joining an aborted run fails at once.
+        let e = Store::join(&d, Some("r"), 1, 2, t).unwrap_err().to_string();
+        assert!(e.contains("aborted"), "{e}");
+        s.remove();
+    }
+
+    #[test]
+    fn missing_store_times_out_and_public_dirs_are_refused() {
+        let d = tmp("missing");
+        let t = Duration::from_millis(100);
+        let e = Store::join(&d, Some("x"), 1, 2, t).unwrap_err().to_string();
+        assert!(e.contains("to be created"), "{e}");
+        fs::create_dir(&d).unwrap();
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
+        let e = Store::create(&d, "x", 2, t).unwrap_err().to_string();
+        assert!(e.contains("0700"), "{e}");
+        fs::remove_dir_all(&d).unwrap();
+    }
+}

@@ -1,0 +1,31 @@
+//! Operating-system primitives of the multi-process mode: shared-memory
+//! mappings ([`shm`]) and processes and signals ([`proc`]).
+//!
+//! With [`crate::cuda`], this is the only place with `unsafe` code. Each
+//! `unsafe` block says why it is sound (`// SAFETY:`), and everything it
+//! exports is a safe function. Why a second module rather than putting this
+//! under `src/cuda/`: none of it is CUDA, and the CPU backend (which CI
+//! runs) depends on it, also in a build without a GPU.
+//!
+//! # The trust boundary of shared memory
+//!
+//! A [`shm::Mapping`] is a file of the job's private store directory (mode
+//! 0700, owned by the user) mapped `MAP_SHARED` into every rank process of
+//! the job. Rust cannot see the other processes, so the safe API rests on a
+//! protocol the whole crate keeps, the same way `memmap2`'s `MmapMut` rests
+//! on nobody else writing the file:
+//!
+//! * control words (signals, barriers, mailboxes, the failure record) are
+//!   only ever accessed as [`AtomicU64`](std::sync::atomic::AtomicU64) by
+//!   every process ([`shm::Mapping::words`]), so they cannot race;
+//! * buffer bytes ([`shm::Mapping::bytes_mut`]) are written by at most one
+//!   process at a time and never read while written: the plan's signals
+//!   order every access to them, exactly as they order the GPU's accesses
+//!   to peer memory (the plan validator checks that ordering);
+//! * files are never truncated while mapped (a shorter file would turn an
+//!   access into `SIGBUS`): a buffer that grows is a new file.
+
+#![allow(unsafe_code)]
+
+pub mod proc;
+pub mod shm;

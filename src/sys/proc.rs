@@ -1,0 +1,175 @@
+//! Processes and signals: what the launcher needs to stop its ranks (one
+//! process group, `SIGTERM` then `SIGKILL`), to never leave orphans (a rank
+//! dies with its launcher), and to forward Ctrl-C; and what fault tests need
+//! (a rank that kills itself with `SIGKILL`).
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The signals this crate sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sig {
+    Int,
+    Term,
+    Kill,
+}
+
+impl Sig {
+    fn raw(self) -> libc::c_int {
+        match self {
+            Sig::Int => libc::SIGINT,
+            Sig::Term => libc::SIGTERM,
+            Sig::Kill => libc::SIGKILL,
+        }
+    }
+}
+
+/// The usual name of signal number `n` (`SIGKILL`), or `signal n`.
+pub fn signal_name(n: i32) -> String {
+    let name = match n {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => return format!("signal {n}"),
+    };
+    name.to_string()
+}
+
+fn pid_t(pid: u32) -> io::Result<libc::pid_t> {
+    match libc::pid_t::try_from(pid) {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bad pid {pid}"),
+        )),
+    }
+}
+
+/// Send `sig` to process `pid` (never to a group: pid 0 is refused).
+pub fn signal(pid: u32, sig: Sig) -> io::Result<()> {
+    let p = pid_t(pid)?;
+    // SAFETY: kill(2) with a positive pid addresses exactly that process; it
+    // touches no memory of ours.
+    if unsafe { libc::kill(p, sig.raw()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Send `sig` to every process of process group `pgid`.
+pub fn signal_group(pgid: u32, sig: Sig) -> io::Result<()> {
+    let p = pid_t(pgid)?;
+    // SAFETY: kill(2) with a negative pid addresses the process group `p`
+    // (checked positive above, so never -1, "every process"); it touches no
+    // memory of ours.
+    if unsafe { libc::kill(-p, sig.raw()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// End this process at once with `SIGKILL`, as an external `kill -9` would
+/// (a fault-injection hook: no destructor, no flush, no exit code).
+pub fn kill_self() -> ! {
+    // SAFETY: kill(2) of our own pid; SIGKILL cannot be caught, so the call
+    // does not return when it succeeds.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+    std::process::abort()
+}
+
+/// The real user id of this process.
+pub fn uid() -> u32 {
+    // SAFETY: getuid(2) has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// Make the child that `cmd` spawns receive `SIGKILL` when this process
+/// (the thread that spawns it) dies, however it dies, so a killed launcher
+/// never leaves rank processes behind. If this process is already gone when
+/// the child starts, the child does not start.
+pub fn die_with_parent(cmd: &mut Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // only async-signal-safe calls are allowed: prctl(2) and getppid(2) are,
+    // and it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                return Err(io::Error::other(
+                    "the launcher exited before the rank started",
+                ));
+            }
+            Ok(())
+        });
+    }
+}
+
+static CAUGHT: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    // Async-signal-safe: one lock-free atomic store.
+    CAUGHT.store(sig, Ordering::SeqCst);
+}
+
+/// From now on, `SIGINT`, `SIGTERM` and `SIGHUP` do not end this process:
+/// they are recorded, for [`caught`] to report (the launcher forwards them
+/// to its ranks and then ends itself).
+pub fn catch_interrupts() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: `on_signal` is an `extern "C" fn(c_int)` that only does an
+        // atomic store, which is async-signal-safe; installing it replaces
+        // the default disposition of these three signals only.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+/// The last signal [`catch_interrupts`] recorded, if any.
+pub fn caught() -> Option<i32> {
+    match CAUGHT.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_bad_pids() {
+        assert_eq!(signal_name(9), "SIGKILL");
+        assert_eq!(signal_name(15), "SIGTERM");
+        assert!(signal(0, Sig::Term).is_err(), "pid 0 would be our group");
+        assert!(signal_group(0, Sig::Term).is_err());
+        assert!(uid() < u32::MAX);
+    }
+
+    #[test]
+    fn a_child_can_be_signalled() {
+        let mut c = Command::new("sleep");
+        c.arg("30");
+        die_with_parent(&mut c);
+        let mut child = c.spawn().expect("spawn sleep");
+        signal(child.id(), Sig::Term).unwrap();
+        let st = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(st.signal(), Some(libc::SIGTERM));
+    }
+}

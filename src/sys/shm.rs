@@ -1,0 +1,176 @@
+//! Shared memory: a file mapped `MAP_SHARED` (see the module doc of
+//! [`crate::sys`] for the protocol the safe API relies on).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicU64;
+
+/// A file of `len` bytes mapped read-write and shared into this process.
+/// Unmapped on drop (the file stays until it is removed).
+pub struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+    path: PathBuf,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; moving it to
+// another thread moves nothing but the address.
+unsafe impl Send for Mapping {}
+// SAFETY: shared access hands out only atomics (`words`) or, through
+// `&mut self`, one exclusive byte slice (`bytes_mut`); see the module doc of
+// `crate::sys` for the cross-process protocol.
+unsafe impl Sync for Mapping {}
+
+impl std::fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Mapping({}, {} bytes)", self.path.display(), self.len)
+    }
+}
+
+impl Mapping {
+    /// Create `path` (it must not exist; mode 0600), make it `len` bytes
+    /// (zeroed, sparse) and map it.
+    pub fn create(path: &Path, len: usize) -> io::Result<Mapping> {
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)?;
+        f.set_len(len as u64)?;
+        Self::map(&f, path, len)
+    }
+
+    /// Map the existing file `path`, which must hold at least `len` bytes.
+    pub fn open(path: &Path, len: usize) -> io::Result<Mapping> {
+        let f = OpenOptions::new().read(true).write(true).open(path)?;
+        let have = f.metadata()?.len();
+        if have < len as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} holds {have} bytes, expected at least {len}",
+                    path.display()
+                ),
+            ));
+        }
+        Self::map(&f, path, len)
+    }
+
+    fn map(f: &File, path: &Path, len: usize) -> io::Result<Mapping> {
+        if len == 0 {
+            return Ok(Mapping {
+                ptr: NonNull::dangling(),
+                len: 0,
+                path: path.to_path_buf(),
+            });
+        }
+        // SAFETY: a fresh mapping chosen by the kernel (no address hint), of
+        // a file descriptor that is open for reading and writing and whose
+        // file holds at least `len` bytes; nothing else in this process
+        // refers to the new range. The descriptor may be closed afterwards.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr =
+            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        Ok(Mapping {
+            ptr,
+            len,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The mapping as 64-bit atomic words (`len / 8` of them). Every
+    /// process accesses control words only this way.
+    pub fn words(&self) -> &[AtomicU64] {
+        if self.len < 8 {
+            return &[];
+        }
+        // SAFETY: the mapping is page-aligned (so 8-byte aligned), lives as
+        // long as `self`, and holds `len / 8` whole words; `AtomicU64` has
+        // the size and alignment of `u64` and allows shared mutation, which
+        // is what the other processes do (always atomically, see the module
+        // doc of `crate::sys`).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<AtomicU64>(), self.len / 8) }
+    }
+
+    /// The mapping as bytes, exclusively for this process's holder of
+    /// `&mut self`. Other processes access the same bytes only when the
+    /// plan's signals say this process is not (module doc of `crate::sys`).
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: in bounds of a live mapping; `&mut self` makes the slice
+        // the only reference in this process; across processes the plan
+        // orders every access (see the module doc of `crate::sys`).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: the range was mapped by `map` and no reference into it
+            // outlives `self` (the accessors borrow `self`). Errors ignored.
+            let _ = unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn two_mappings_of_one_file_share_memory() {
+        let dir = std::env::temp_dir().join(format!("rr-shm-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("seg");
+        let mut a = Mapping::create(&p, 4096).unwrap();
+        let mut b = Mapping::open(&p, 4096).unwrap();
+        a.words()[3].store(77, Ordering::Release);
+        assert_eq!(b.words()[3].load(Ordering::Acquire), 77);
+        a.bytes_mut()[100] = 9;
+        assert_eq!(b.bytes_mut()[100], 9);
+        assert!(
+            Mapping::create(&p, 8).is_err(),
+            "create never reuses a file"
+        );
+        assert!(Mapping::open(&p, 8192).is_err(), "too short");
+        let z = Mapping::create(&dir.join("empty"), 0).unwrap();
+        assert!(z.words().is_empty());
+        drop((a, b, z));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,600 @@
+//! One process per rank, on the CPU backend: `ringreduce launch`, ranks
+//! started the way `mpirun` starts them, and the fault cases (a rank killed
+//! with SIGKILL in the middle of a collective, a rank that never starts, a
+//! stale store, a killed or interrupted launcher). Every test checks that no
+//! process of its run is left running.
+//!
+//! Each test tags the processes it starts with its own environment variable
+//! (`RR_MP_TEST=<tag>`, inherited by the ranks) and looks for them in
+//! `/proc`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ringreduce");
+
+fn tag(name: &str) -> String {
+    format!(
+        "{name}-{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos()
+    )
+}
+
+/// The processes (pid, environment) carrying `RR_MP_TEST=<tag>` that are
+/// not zombies.
+fn tagged(tag: &str) -> Vec<(u32, String)> {
+    let want = format!("RR_MP_TEST={tag}");
+    let mut v = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return v;
+    };
+    for e in dir.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let env = String::from_utf8_lossy(&env).replace('\0', "\n");
+        if !env.lines().any(|l| l == want) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next());
+        if matches!(state, Some("Z") | Some("X") | None) {
+            continue;
+        }
+        v.push((pid, env));
+    }
+    v
+}
+
+/// Wait up to `limit` until no tagged process is left; panic naming them.
+fn assert_none_left(tag: &str, limit: Duration) {
+    let t0 = Instant::now();
+    loop {
+        let left = tagged(tag);
+        if left.is_empty() {
+            return;
+        }
+        if t0.elapsed() > limit {
+            let pids: Vec<u32> = left.iter().map(|x| x.0).collect();
+            for p in &pids {
+                let _ = Command::new("kill").arg("-9").arg(p.to_string()).status();
+            }
+            panic!("processes of {tag} left running: {pids:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn launch(tag: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("launch")
+        .args(args)
+        .env("RR_MP_TEST", tag)
+        .env_remove("RINGREDUCE_FAULT");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.stdin(Stdio::null());
+    c
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn four_ranks_run_on_the_cpu() {
+    let t = tag("run4");
+    let o = launch(
+        &t,
+        &[
+            "-n",
+            "4",
+            "--timeout",
+            "30",
+            "--",
+            "run",
+            "--backend",
+            "cpu",
+            "--size",
+            "1MiB",
+        ],
+        &[],
+    )
+    .output()
+    .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("[rank 0] check     : PASS (0 wrong of 1048576 elements on 4 ranks"),
+        "{out}"
+    );
+    assert!(out.contains("one process per rank"), "{out}");
+    // Only rank 0 reports.
+    assert!(
+        !out.contains("[rank 1]") && !out.contains("[rank 3]"),
+        "{out}"
+    );
+    assert_none_left(&t, Duration::from_secs(2));
+}
+
+#[test]
+fn every_path_and_collective_across_processes() {
+    // The soak draws every path (ring, pipelined ring, one-shots including
+    // the pull and flag ones, parameter server), collective, type, op and
+    // place, every result checked by every rank.
+    for (n, seed) in [("2", "11"), ("3", "12")] {
+        let t = tag("soak");
+        let o = launch(
+            &t,
+            &[
+                "-n",
+                n,
+                "--timeout",
+                "30",
+                "--",
+                "soak",
+                "--backend",
+                "cpu",
+                "--calls",
+                "150",
+                "--seed",
+                seed,
+                "--max-size",
+                "64KiB",
+            ],
+            &[],
+        )
+        .output()
+        .unwrap();
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{n} ranks: {out}\n{err}");
+        assert!(out.contains("[rank 0] PASS: 0 wrong of 150 calls"), "{out}");
+        assert_none_left(&t, Duration::from_secs(2));
+    }
+}
+
+#[test]
+fn bench_across_processes() {
+    let t = tag("bench");
+    let dir = std::env::temp_dir().join(&t);
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("b.json");
+    let o = launch(
+        &t,
+        &[
+            "-n",
+            "2",
+            "--timeout",
+            "30",
+            "--",
+            "bench",
+            "--backend",
+            "cpu",
+            "--algo",
+            "ring,oneshot",
+            "-b",
+            "1KiB",
+            "-e",
+            "16KiB",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--blocks",
+            "1",
+            "--no-ceiling",
+            "--cold-size",
+            "4KiB",
+            "-J",
+            json.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .output()
+    .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("one process per rank: 2 processes"), "{out}");
+    assert!(!out.contains("[rank 1]"), "{out}");
+    let j = std::fs::read_to_string(&json).unwrap();
+    assert!(j.contains("\"rows\""), "{j}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_none_left(&t, Duration::from_secs(2));
+}
+
+#[test]
+fn a_rank_killed_mid_collective_ends_the_job() {
+    let t = tag("kill");
+    let t0 = Instant::now();
+    let o = launch(
+        &t,
+        &[
+            "-n",
+            "4",
+            "--timeout",
+            "20",
+            "--",
+            "run",
+            "--backend",
+            "cpu",
+            "--size",
+            "1MiB",
+            "--iters",
+            "50",
+        ],
+        // SIGKILL in rank 1's third call, after its Begin: the others are
+        // inside the call, waiting for it.
+        &[("RINGREDUCE_FAULT", "kill:rank=1:call=3")],
+    )
+    .output()
+    .unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(137),
+        "worst status: SIGKILL\n{out}\n{err}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(15),
+        "ended by the survivors, not the timeout"
+    );
+    assert!(
+        err.contains("launch: rank 1 was killed by SIGKILL"),
+        "{err}"
+    );
+    for r in [0, 2, 3] {
+        let line = err
+            .lines()
+            .find(|l| l.starts_with(&format!("[rank {r}] error:")))
+            .unwrap_or_else(|| panic!("rank {r} reports an error\n{err}"));
+        assert!(line.contains("rank 1"), "{line}");
+    }
+    assert_none_left(&t, Duration::from_secs(2));
+}
+
+#[test]
+fn an_external_sigkill_of_a_rank_ends_the_job() {
+    let t = tag("extkill");
+    let child = launch(
+        &t,
+        &[
+            "-n",
+            "3",
+            "--timeout",
+            "20",
+            "--",
+            "soak",
+            "--backend",
+            "cpu",
+            "--calls",
+            "100000000",
+            "--seconds",
+            "60",
+            "--max-size",
+            "256KiB",
+        ],
+        &[],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Wait until the ranks are busy, then kill rank 2 from outside.
+    let t0 = Instant::now();
+    let victim = loop {
+        let rank2 = tagged(&t)
+            .into_iter()
+            .find(|(_, env)| env.lines().any(|l| l == "RINGREDUCE_RANK=2"));
+        if let Some((pid, _)) = rank2 {
+            if t0.elapsed() > Duration::from_millis(600) {
+                break pid;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "ranks never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let killed_at = Instant::now();
+    Command::new("kill")
+        .arg("-9")
+        .arg(victim.to_string())
+        .status()
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    assert!(killed_at.elapsed() < Duration::from_secs(15), "{err}");
+    assert_eq!(o.status.code(), Some(137), "{out}\n{err}");
+    assert!(err.contains("rank 2 was killed by SIGKILL"), "{err}");
+    assert_none_left(&t, Duration::from_secs(2));
+}
+
+#[test]
+fn a_rank_that_never_starts_ends_the_job() {
+    let t = tag("nostart");
+    let t0 = Instant::now();
+    let o = launch(
+        &t,
+        &[
+            "-n",
+            "4",
+            "--timeout",
+            "20",
+            "--",
+            "run",
+            "--backend",
+            "cpu",
+            "--size",
+            "64KiB",
+        ],
+        &[("RINGREDUCE_FAULT", "nostart:rank=2")],
+    )
+    .output()
+    .unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(t0.elapsed() < Duration::from_secs(15));
+    assert!(err.contains("launch: rank 2 exited with status 2"), "{err}");
+    for r in [0, 1, 3] {
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with(&format!("[rank {r}] error:")) && l.contains("rank 2")),
+            "rank {r} names rank 2\n{err}"
+        );
+    }
+    assert_none_left(&t, Duration::from_secs(2));
+}
+
+/// A store directory as a crashed run leaves it.
+fn stale_store(name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let d = std::env::temp_dir().join(format!("rr-stale-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir(&d).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(
+        d.join("run-id"),
+        "run crashed-run\nsize 2\ncreator 999999999 1\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("rank-0"), "999999999 1").unwrap();
+    d
+}
+
+#[test]
+fn a_stale_store_is_reported_not_reused() {
+    // By the launcher, before any rank starts.
+    let d = stale_store("launch");
+    let t = tag("stale");
+    let o = launch(
+        &t,
+        &[
+            "-n",
+            "2",
+            "--store",
+            d.to_str().unwrap(),
+            "--",
+            "run",
+            "--backend",
+            "cpu",
+        ],
+        &[],
+    )
+    .output()
+    .unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(
+        err.contains("stale store directory") && err.contains("crashed-run"),
+        "{err}"
+    );
+    assert!(d.join("run-id").exists(), "left as it was");
+    // By the ranks themselves (started with this run's id).
+    let t0 = Instant::now();
+    let ranks: Vec<_> = (0..2)
+        .map(|r| {
+            Command::new(BIN)
+                .args(["run", "--backend", "cpu", "--timeout", "10"])
+                .env("RR_MP_TEST", &t)
+                .env("RINGREDUCE_RANK", r.to_string())
+                .env("RINGREDUCE_SIZE", "2")
+                .env("RINGREDUCE_STORE", &d)
+                .env("RINGREDUCE_RUN_ID", "this-run")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in ranks {
+        let o = c.wait_with_output().unwrap();
+        let (_, err) = text(&o);
+        assert!(!o.status.success());
+        assert!(
+            err.contains("stale store directory") && err.contains("this-run"),
+            "{err}"
+        );
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    std::fs::remove_dir_all(&d).unwrap();
+    assert_none_left(&t, Duration::from_secs(2));
+}
+
+/// Start a long soak under the launcher and wait until its ranks run.
+fn long_soak(t: &str, n: &str) -> std::process::Child {
+    let child = launch(
+        t,
+        &[
+            "-n",
+            n,
+            "--timeout",
+            "20",
+            "--grace",
+            "1",
+            "--",
+            "soak",
+            "--backend",
+            "cpu",
+            "--calls",
+            "100000000",
+            "--seconds",
+            "60",
+            "--max-size",
+            "64KiB",
+        ],
+        &[],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let t0 = Instant::now();
+    while tagged(t).len() < n.parse::<usize>().unwrap() + 1 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "ranks never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child
+}
+
+#[test]
+fn a_killed_launcher_leaves_no_rank_behind() {
+    let t = tag("launcher-killed");
+    let child = long_soak(&t, "3");
+    let store = tagged(&t)
+        .iter()
+        .find_map(|(_, env)| {
+            env.lines()
+                .find_map(|l| l.strip_prefix("RINGREDUCE_STORE=").map(PathBuf::from))
+        })
+        .expect("the ranks know the store");
+    Command::new("kill")
+        .arg("-9")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let _ = child.wait_with_output();
+    assert_none_left(&t, Duration::from_secs(5));
+    // A launcher killed with SIGKILL cannot remove its store: what is left
+    // is small (the shared segments were unlinked once mapped).
+    let bytes: u64 = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().map_or(0, |m| m.len()))
+        .sum();
+    assert!(bytes < 4096, "{bytes} bytes left in {}", store.display());
+    std::fs::remove_dir_all(&store).unwrap();
+}
+
+#[test]
+fn ctrl_c_stops_every_rank() {
+    let t = tag("sigint");
+    let child = long_soak(&t, "2");
+    let t0 = Instant::now();
+    Command::new("kill")
+        .arg("-INT")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let (_, err) = text(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("the launcher got SIGINT"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_none_left(&t, Duration::from_secs(2));
+}
+
+/// Ranks started as `mpirun` starts them: no launcher, rank and size from
+/// Open MPI's or PMI's variables, the store named after the job.
+fn mpirun_style(vars: &[(&str, &str, &str)], job: (&str, &str)) {
+    let t = tag("mpirun");
+    let ranks: Vec<_> = (0..2)
+        .map(|r| {
+            let mut c = Command::new(BIN);
+            c.args([
+                "run",
+                "--backend",
+                "cpu",
+                "--size",
+                "256KiB",
+                "--timeout",
+                "20",
+                "-d",
+                "int32",
+                "-o",
+                "max",
+            ])
+            .env("RR_MP_TEST", &t)
+            .env_remove("RINGREDUCE_STORE")
+            .env(job.0, job.1)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+            for (rank, size, local) in vars {
+                c.env(rank, r.to_string())
+                    .env(size, "2")
+                    .env(local, r.to_string());
+            }
+            c.spawn().unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = ranks
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for (r, o) in outs.iter().enumerate() {
+        let (out, err) = text(o);
+        assert!(o.status.success(), "rank {r}: {out}\n{err}");
+        if r == 0 {
+            assert!(
+                out.contains("check     : PASS") && out.contains("2 processes"),
+                "{out}"
+            );
+            let store = out
+                .lines()
+                .find_map(|l| l.split("shared memory under ").nth(1))
+                .expect("the store is named");
+            assert!(!Path::new(store.trim()).exists(), "rank 0 removed {store}");
+        } else {
+            assert!(out.is_empty(), "only rank 0 prints: {out}");
+        }
+    }
+    assert_none_left(&t, Duration::from_secs(2));
+}
+
+#[test]
+fn ranks_started_like_open_mpi() {
+    let ns = tag("prterun-test@1");
+    mpirun_style(
+        &[(
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+        )],
+        ("PMIX_NAMESPACE", &ns),
+    );
+}
+
+#[test]
+fn ranks_started_like_mpich() {
+    let kvs = tag("kvs");
+    mpirun_style(
+        &[("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")],
+        ("PMI_KVSNAME", &kvs),
+    );
+}
