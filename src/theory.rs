@@ -180,7 +180,8 @@ pub fn render(d_bytes: f64, d_label: &str, ranks: &[usize], model: &AlphaBeta) -
     let _ = writeln!(
         s,
         "alpha-beta model: alpha = {} us per message, B = {} GB/s per link (full duplex)",
-        model.alpha_us, model.link_gbps
+        short(model.alpha_us),
+        short(model.link_gbps)
     );
     let _ = writeln!(
         s,
@@ -219,6 +220,17 @@ fn table_rule(widths: &[usize]) -> String {
         .map(|w| "-".repeat(*w))
         .collect::<Vec<_>>()
         .join("-+-")
+}
+
+/// A model parameter as given (`10`, `2.5`) or, when it came from a fit,
+/// to four significant digits.
+fn short(x: f64) -> String {
+    let s = format!("{x}");
+    if s.len() <= 6 {
+        return s;
+    }
+    let digits = (3 - x.abs().log10().floor() as i32).clamp(0, 6) as usize;
+    format!("{x:.digits$}")
 }
 
 /// Fits the ring's alpha-beta model to measured all-reduces: each point is

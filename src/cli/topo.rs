@@ -350,8 +350,13 @@ fn gpus(a: &TopoArgs, info: &crate::cuda::DriverInfo, bytes: usize) -> Result<bo
                     all.len()
                 )));
             }
-            let mut v = d.clone();
-            v.dedup();
+            // The order given, each GPU once.
+            let mut v: Vec<usize> = Vec::new();
+            for &x in d {
+                if !v.contains(&x) {
+                    v.push(x);
+                }
+            }
             v
         }
         None => all,
@@ -478,9 +483,11 @@ fn ring_order(
     };
     out(why)?;
     if n > devs.len() {
+        let local = (0..n).filter(|&r| map[r] == map[(r + 1) % n]).count();
         out(format!(
-            "{n} ranks on {} GPUs: consecutive ranks alternate GPUs, so every hop crosses between GPUs; each GPU's ranks share its links",
-            devs.len()
+            "{n} ranks on {} GPUs: {} of the {n} hops cross between GPUs and {local} stay within one (a device-local copy); each GPU's ranks share its links and copy engines",
+            devs.len(),
+            n - local
         ))?;
     }
     Ok(())

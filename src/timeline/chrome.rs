@@ -73,6 +73,7 @@ pub fn to_json(t: &Timeline) -> Result<Value, String> {
             "op kind": s.kind,
             "path": s.path,
             "call": s.call + 1,
+            "rank": s.rank,
             "lane": track_name(s.track),
             "clock": clock_kind,
         });

@@ -577,7 +577,10 @@ impl<'id> Rank<'id> {
                 best = Some((ev, lo + half, half));
             }
         }
-        best.ok_or_else(|| Error::Plan("no clock anchor".into()))
+        best.ok_or_else(|| Error::Worker {
+            rank: self.rank,
+            message: "no clock anchor event was recorded for the timeline".into(),
+        })
     }
 
     /// The op timings of the timed calls since the last take, in host ns
