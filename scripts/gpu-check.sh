@@ -12,6 +12,11 @@
 #                                        when mpi4py and an mpirun are there (~5 minutes)
 #   bash .device/gpu-check.sh overlap    issue 16: gradient buckets all-reduced while the next are
 #                                        computed (ring, auto, NCCL), ~2 min of GPU time
+#   bash .device/gpu-check.sh timeline   issue 12: topo (links, measured peer-copy matrix), GPU
+#                                        timelines (JSON + SVG) of ring, ring:pipe2, oneshot, ps at
+#                                        64 MiB and ring at 1 MiB with NCCL on the same clock, 4 ranks
+#                                        on 2 GPUs, bench --breakdown (model fit), theory from it,
+#                                        PS vs ring for N = 2, 4, 8 (~2-3 min; bounds sum to 465 s)
 # Every step is bounded by `timeout`; logs and JSON go to $OUT (or ./gpu-out).
 set -uo pipefail
 MODE="${1:-validate}"
@@ -298,6 +303,53 @@ if [ "$MODE" = brief ]; then
     sleep 1; echo "ringreduce processes left: $(pgrep -c -f "$RR " || true)"
     } > "$OUT/mp-faults.log" 2>&1
     tail -30 "$OUT/mp-faults.log"
+    exit 0
+fi
+
+if [ "$MODE" = timeline ]; then
+    # Issue 12, 2 GPUs. Expected GPU time ~2-3 min (each step's bound below; they sum
+    # to 465 s): topo ~10 s; each trace ~5-10 s (engine and NCCL start, 5 warm-up calls,
+    # the timing overhead in alternating blocks, 3 timed calls, NCCL's call); bench
+    # 8 B - 256 MiB x auto,nccl ~30-60 s; compare (N = 2, 4, 8 at 64 MiB) ~20 s.
+    # Files in $OUT/timeline: topo.txt, trace-*.{txt,json,svg}, bench-breakdown.{txt,json,svg},
+    # theory-fit.txt, compare.{txt,svg}. Dry run without a GPU:
+    #   TIMELINE_BACKEND=cpu scripts/gpu-dryrun.sh timeline
+    # runs the same commands on the CPU backend, without NCCL, at small sizes (~5 s).
+    TB="${TIMELINE_BACKEND:-cuda}"
+    T="$OUT/timeline"
+    mkdir -p "$T"
+    if [ "$TB" = cuda ]; then
+        NC=(--nccl); BIG=64MiB; SMALL=1MiB; MAXB=256MiB; TOPO=(); CONT=auto,nccl
+    else
+        NC=(); BIG="${TIMELINE_BIG:-1MiB}"; SMALL=64KiB; MAXB=4MiB; TOPO=(--size 16MiB); CONT=auto,ring
+    fi
+    run 45 "$RR" topo --backend "$TB" ${TOPO[@]+"${TOPO[@]}"} > "$T/topo.txt" 2>&1
+    cat "$T/topo.txt"
+    # trace NAME LIMIT_S ARGS...: a timeline of real calls as JSON + SVG, its report in NAME.txt.
+    trace() {
+        local name=$1 t=$2; shift 2
+        run "$t" "$RR" trace --backend "$TB" "$@" --timeline "$T/$name.json" --svg "$T/$name.svg" \
+            > "$T/$name.txt" 2>&1
+        grep -E "^# (ringreduce|note|clock|measurement|  call|  NCCL|order|  rank [0-9]+: wall)|rror|\[exit" "$T/$name.txt"
+    }
+    # The pipelined ring with the overhead measured over more blocks (the issue's
+    # bound: at most 10% slower with timing on, at 64 MiB).
+    trace trace-ring-pipe2-2r-"$BIG" 40 --ranks 2 --size "$BIG" --algo ring:pipe2 ${NC[@]+"${NC[@]}"} \
+        --overhead-blocks 11 --overhead-iters 50
+    trace trace-ring-2r-"$BIG" 40 --ranks 2 --size "$BIG" --algo ring ${NC[@]+"${NC[@]}"}
+    trace trace-oneshot-2r-"$BIG" 40 --ranks 2 --size "$BIG" --algo oneshot ${NC[@]+"${NC[@]}"}
+    trace trace-ps-2r-"$BIG" 40 --ranks 2 --size "$BIG" --algo ps ${NC[@]+"${NC[@]}"}
+    trace trace-ring-2r-"$SMALL" 40 --ranks 2 --size "$SMALL" --algo ring ${NC[@]+"${NC[@]}"}
+    # More ranks than GPUs (NCCL needs one GPU per rank: not on this one).
+    trace trace-ring-pipe2-4r-"$BIG" 30 --ranks 4 --size "$BIG" --algo ring:pipe2
+    run 100 "$RR" bench --backend "$TB" --ranks 2 --algo "$CONT" -b 8 -e "$MAXB" -f 2 -n 10 -w 3 \
+        --breakdown -J "$T/bench-breakdown.json" --plot "$T/bench-breakdown.svg" > "$T/bench-breakdown.txt" 2>&1
+    grep -E "^# (Measured|Where|  call|peer-copy| +[0-9.]+[KMG]?i?B )|rror|\[exit" "$T/bench-breakdown.txt" | head -70
+    run 10 "$RR" theory --from-bench "$T/bench-breakdown.json" --ranks 2,4,8 --size "$BIG" > "$T/theory-fit.txt" 2>&1
+    tail -15 "$T/theory-fit.txt"
+    run 80 "$RR" compare --backend "$TB" --ranks 2,4,8 --size "$BIG" --plot "$T/compare.svg" > "$T/compare.txt" 2>&1
+    grep -vE "^compare: " "$T/compare.txt"
+    ls -la "$T"
     exit 0
 fi
 

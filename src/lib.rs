@@ -17,7 +17,8 @@
 //! * [`element`] and [`verify`]: data types and ops with NCCL's semantics,
 //!   inputs and checks.
 //! * With the default `cli` feature: the command line's commands ([`cli`]),
-//!   measurement ([`bench`]) and reports ([`report`]).
+//!   measurement ([`bench`]), reports ([`report`]) and timelines of real
+//!   runs ([`timeline`]).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
@@ -48,6 +49,8 @@ pub mod bench;
 pub mod cli;
 #[cfg(feature = "cli")]
 pub mod report;
+#[cfg(feature = "cli")]
+pub mod timeline;
 
 pub use algo::AlgoChoice;
 pub use backend::BackendChoice;

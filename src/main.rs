@@ -2,7 +2,7 @@
 //! command lives in the library ([`ringreduce::cli`]).
 
 use clap::{Parser, Subcommand};
-use ringreduce::cli::{bench, check, launch, overlap, run, soak, theory, trace};
+use ringreduce::cli::{bench, check, compare, launch, overlap, run, soak, theory, topo, trace};
 use ringreduce::Error;
 use std::process::ExitCode;
 
@@ -21,7 +21,8 @@ struct Cli {
 enum Cmd {
     /// Run one collective and verify it against a CPU reference.
     Run(run::RunArgs),
-    /// Print a small collective step by step.
+    /// Print a small collective step by step, or a timeline of real calls
+    /// (--timeline FILE.json, --svg FILE.svg, --backend).
     Trace(trace::TraceArgs),
     /// Parameter Server vs Ring: per-node traffic and the alpha-beta time model.
     Theory(theory::TheoryArgs),
@@ -37,6 +38,11 @@ enum Cmd {
     /// Gradient buckets all-reduced while the next are computed: overlap
     /// and interference, ringreduce vs NCCL.
     Overlap(overlap::OverlapArgs),
+    /// The GPUs, their links, measured peer-copy bandwidth and latency, and
+    /// the ring order.
+    Topo(topo::TopoArgs),
+    /// Parameter server vs ring, measured: bytes per rank and time vs N.
+    Compare(compare::CompareArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +65,8 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => bench::execute(a),
         Cmd::Soak(a) => soak::execute(a),
         Cmd::Overlap(a) => overlap::execute(a),
+        Cmd::Topo(a) => topo::execute(a),
+        Cmd::Compare(a) => compare::execute(a),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

@@ -180,7 +180,8 @@ pub fn render(d_bytes: f64, d_label: &str, ranks: &[usize], model: &AlphaBeta) -
     let _ = writeln!(
         s,
         "alpha-beta model: alpha = {} us per message, B = {} GB/s per link (full duplex)",
-        model.alpha_us, model.link_gbps
+        short(model.alpha_us),
+        short(model.link_gbps)
     );
     let _ = writeln!(
         s,
@@ -219,6 +220,66 @@ fn table_rule(widths: &[usize]) -> String {
         .map(|w| "-".repeat(*w))
         .collect::<Vec<_>>()
         .join("-+-")
+}
+
+/// A model parameter as given (`10`, `2.5`) or, when it came from a fit,
+/// to four significant digits.
+fn short(x: f64) -> String {
+    let s = format!("{x}");
+    if s.len() <= 6 {
+        return s;
+    }
+    let digits = (3 - x.abs().log10().floor() as i32).clamp(0, 6) as usize;
+    format!("{x:.digits$}")
+}
+
+/// Fits the ring's alpha-beta model to measured all-reduces: each point is
+/// `(N, D bytes per rank, time µs)`, modelled as
+/// `2(N-1)·alpha + 2(N-1)/N·D / B`. Least squares on the relative error
+/// (each point weighted by 1/time², so a sweep over many decades of sizes
+/// fits the small ones as well as the large ones), with `alpha >= 0`.
+/// `None` without two points of different sizes, or when the data do not
+/// give a positive bandwidth.
+pub fn fit_ring(points: &[(usize, f64, f64)]) -> Option<AlphaBeta> {
+    let pts: Vec<(f64, f64, f64)> = points
+        .iter()
+        .filter(|&&(n, d, t)| n >= 2 && d > 0.0 && t.is_finite() && t > 0.0)
+        .map(|&(n, d, t)| (2.0 * (n as f64 - 1.0), ring_per_rank_bytes(n, d), t))
+        .collect();
+    let distinct = pts
+        .iter()
+        .any(|p| (p.1 - pts[0].1).abs() > 1e-9 * pts[0].1.max(1.0));
+    if pts.len() < 2 || !distinct {
+        return None;
+    }
+    let (mut s11, mut s12, mut s22, mut s1t, mut s2t) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for &(x1, x2, t) in &pts {
+        let w = 1.0 / (t * t);
+        s11 += w * x1 * x1;
+        s12 += w * x1 * x2;
+        s22 += w * x2 * x2;
+        s1t += w * x1 * t;
+        s2t += w * x2 * t;
+    }
+    let det = s11 * s22 - s12 * s12;
+    // (alpha µs per step, c µs per byte)
+    let (mut a, mut c) = if det.abs() > 1e-300 {
+        ((s1t * s22 - s2t * s12) / det, (s11 * s2t - s12 * s1t) / det)
+    } else {
+        (0.0, s2t / s22)
+    };
+    if a < 0.0 {
+        a = 0.0;
+        c = s2t / s22;
+    }
+    if !(c > 0.0 && c.is_finite()) {
+        return None;
+    }
+    Some(AlphaBeta {
+        alpha_us: a,
+        // c µs/byte = 1 / (gbps * 1e3)
+        link_gbps: 1.0 / (c * 1e3),
+    })
 }
 
 #[cfg(test)]
@@ -336,5 +397,30 @@ mod tests {
         // N=2: ring 2*10 + 1000; PS 2*10 + 2000.
         assert!((ring_time_us(2, D, &m) - 1020.0).abs() < 1e-9);
         assert!((ps_time_us(2, D, &m) - 2020.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fit_recovers_the_model() {
+        let m = AlphaBeta {
+            alpha_us: 7.5,
+            link_gbps: 320.0,
+        };
+        let pts: Vec<(usize, f64, f64)> = (10..=28)
+            .map(|k| {
+                let d = (1u64 << k) as f64;
+                (4, d, ring_time_us(4, d, &m))
+            })
+            .collect();
+        let f = fit_ring(&pts).unwrap();
+        assert!((f.alpha_us - 7.5).abs() < 1e-6, "{f:?}");
+        assert!((f.link_gbps - 320.0).abs() < 1e-6, "{f:?}");
+        // Latency only: alpha from the small sizes, a huge bandwidth.
+        assert!(fit_ring(&pts[..1]).is_none());
+        assert!(fit_ring(&[]).is_none());
+        assert!(fit_ring(&[(2, 8.0, 10.0), (2, 8.0, 11.0)]).is_none());
+        // Data that would need a negative alpha: alpha clamps to 0.
+        let f = fit_ring(&[(2, 1e6, 1.0), (2, 2e6, 4.0)]).unwrap();
+        assert_eq!(f.alpha_us, 0.0);
+        assert!(f.link_gbps > 0.0);
     }
 }

@@ -58,3 +58,72 @@ pub fn peer_copy(ranks: usize, count: usize, elem_size: usize, streams: usize) -
     p.probe = true;
     p
 }
+
+/// Rank `from` copies `count` elements of its send buffer into rank `to`'s
+/// scratch on its copy lane, alone: one direction of one link, one copy
+/// engine (`from == to`: a copy within the rank's device). Every other rank
+/// stays idle.
+pub fn peer_copy_one_way(
+    ranks: usize,
+    count: usize,
+    elem_size: usize,
+    from: usize,
+    to: usize,
+) -> Plan {
+    let shape = Shape::all_reduce(ranks, count, elem_size, false);
+    let mut b = PlanBuilder::new("peer-copy:one-way", shape);
+    b.scratch(count);
+    let begin = b.begin_all();
+    let mut done = Vec::new();
+    if from < ranks && to < ranks {
+        done.extend(b.copy(
+            from,
+            Lane::Copy,
+            (from, Region::new(Buf::Send, 0..count)),
+            (to, Region::new(Buf::Scratch, 0..count)),
+            vec![begin[from], begin[to]],
+            Label::default(),
+        ));
+    }
+    for r in 0..ranks {
+        let waits = if r == from || r == to {
+            done.clone()
+        } else {
+            vec![]
+        };
+        b.end(r, waits);
+    }
+    let mut p = b.finish();
+    p.probe = true;
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_validate() {
+        for n in 1..5 {
+            for count in [0, 1, 7, 1000] {
+                for streams in 1..=2 {
+                    let p = peer_copy(n, count, 4, streams);
+                    p.validate().unwrap_or_else(|e| panic!("{n} {count}: {e}"));
+                }
+                for (from, to) in [(0, 1), (1, 0), (0, 0), (2, 3)] {
+                    let p = peer_copy_one_way(n, count, 4, from, to);
+                    p.validate()
+                        .unwrap_or_else(|e| panic!("{n} {count} {from}->{to}: {e}"));
+                    let t = p.traffic();
+                    if from != to && from < n && to < n {
+                        assert_eq!(t[from].sent, 4 * count as u64);
+                        assert_eq!(t[to].received, 4 * count as u64);
+                        assert_eq!(t[to].sent, 0);
+                    } else {
+                        assert!(t.iter().all(|x| x.sent == 0));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -28,6 +28,7 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
@@ -63,9 +64,38 @@ pub(crate) struct RankMem {
 
 pub(crate) struct CpuMem {
     pub(crate) ranks: Vec<RankMem>,
+    /// Bytes each rank sent to / received from other ranks (copies between
+    /// ranks, reduces reading another rank's buffer), since the last take.
+    pub(crate) traffic: Vec<[AtomicU64; 2]>,
 }
 
 impl CpuMem {
+    /// The bytes counted by [`CpuMem::moved`] since the last take, per rank,
+    /// then reset.
+    pub(crate) fn take_traffic(&self) -> Vec<crate::plan::Traffic> {
+        self.traffic
+            .iter()
+            .map(|t| crate::plan::Traffic {
+                sent: t[0].swap(0, Ordering::Relaxed),
+                received: t[1].swap(0, Ordering::Relaxed),
+            })
+            .collect()
+    }
+
+    /// Count `bytes` moved from rank `from` to rank `to` (nothing within a
+    /// rank).
+    fn moved(&self, from: usize, to: usize, bytes: usize) {
+        if from == to {
+            return;
+        }
+        if let Some(t) = self.traffic.get(from) {
+            t[0].fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+        if let Some(t) = self.traffic.get(to) {
+            t[1].fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+    }
+
     /// The buffer `id` of `rank` and its size in bytes.
     pub(crate) fn get(&self, rank: usize, id: BufId) -> Result<(Words, usize)> {
         let m = self
@@ -125,6 +155,7 @@ impl CpuBackend {
         }
         let mem = Arc::new(CpuMem {
             ranks: (0..ranks).map(|_| RankMem::default()).collect(),
+            traffic: (0..ranks).map(|_| Default::default()).collect(),
         });
         let m = mem.clone();
         let threads = RankThreads::spawn(ranks, "cpu", move |rank, inbox| {
@@ -335,6 +366,7 @@ impl Memory for View<'_> {
         let (ws, _) = self.buf(from, src)?;
         let (wd, _) = self.buf(to, dst)?;
         let (sb, db) = (self.bytes(src), self.bytes(dst));
+        self.mem.moved(from, to, sb.len());
         if Arc::ptr_eq(&ws, &wd) {
             let mut g = lock(&wd);
             let (before, mid, after) = carve(g.bytes(), db.clone());
@@ -370,6 +402,7 @@ impl Memory for View<'_> {
         let (wa, _) = self.buf(rank, a)?;
         let (wb, _) = self.buf(b_rank, b)?;
         let (db, ab, bb) = (self.bytes(dst), self.bytes(a), self.bytes(b));
+        self.mem.moved(b_rank, rank, bb.len());
         let into = Arc::ptr_eq(&wa, &wd) && ab == db;
         // Lock each distinct buffer once, in address order.
         let mut keys = vec![wd.clone(), wa.clone(), wb.clone()];
@@ -514,6 +547,7 @@ impl Backend for CpuBackend {
     }
 
     fn launch(&mut self, call: &Call) -> Result<()> {
+        let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
         check_call(call, self.info.ranks)?;
         if self.abort.is_aborted() {
             return Err(Error::Poisoned {
@@ -563,7 +597,9 @@ impl Backend for CpuBackend {
                 if call.timing {
                     self.timelines.push(CallTimeline {
                         plan: call.plan.name.clone(),
-                        clock: "host wall clock of each rank thread (CPU backend)".into(),
+                        clock: "host timestamps (CPU backend): one monotonic clock shared by every rank thread".into(),
+                        launch_ns,
+                        skew_ns: 0.0,
                         ops,
                     });
                 }
@@ -619,5 +655,15 @@ impl Profiling for CpuBackend {
 
     fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         Ok(std::mem::take(&mut self.timelines))
+    }
+
+    fn set_nccl_timing(&mut self, _on: bool) {}
+
+    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        Ok(Vec::new())
+    }
+
+    fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
+        Ok(self.mem.take_traffic())
     }
 }

@@ -91,6 +91,7 @@ impl CpuProcessBackend {
             me,
             mem: CpuMem {
                 ranks: (0..n).map(|_| RankMem::default()).collect(),
+                traffic: (0..n).map(|_| Default::default()).collect(),
             },
             names: HashMap::new(),
             board,
@@ -279,6 +280,7 @@ impl Backend for CpuProcessBackend {
         };
         let me = self.me;
         let t0 = Instant::now();
+        let launch_ns = t0.duration_since(self.epoch).as_secs_f64() * 1e9;
         if let Err(e) = self.reads.begin(call, me, self.gen, self.job.control()) {
             return Err(self.failed(e));
         }
@@ -298,7 +300,9 @@ impl Backend for CpuProcessBackend {
                 if call.timing {
                     self.timelines.push(CallTimeline {
                         plan: call.plan.name.clone(),
-                        clock: format!("host wall clock of rank {me}'s process (CPU backend, one rank per process)"),
+                        clock: format!("host timestamps of rank {me}'s process (CPU backend, one rank per process; other processes' clocks are not aligned with it)"),
+                        launch_ns,
+                        skew_ns: 0.0,
                         ops,
                     });
                 }
@@ -353,5 +357,16 @@ impl Profiling for CpuProcessBackend {
 
     fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         Ok(std::mem::take(&mut self.timelines))
+    }
+
+    fn set_nccl_timing(&mut self, _on: bool) {}
+
+    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        Ok(Vec::new())
+    }
+
+    /// What this process's rank moved (its own copies and reduces).
+    fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
+        Ok(self.mem.take_traffic())
     }
 }

@@ -294,18 +294,35 @@ pub struct OpTime {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CallTimeline {
     pub plan: String,
-    /// What the clock is: device timestamps, or host timestamps.
+    /// What the clock is (device or host timestamps) and how the ranks'
+    /// clocks were aligned.
     pub clock: String,
+    /// When the caller launched the call, on the host, on the same clock as
+    /// `ops` (nanoseconds).
+    pub launch_ns: f64,
+    /// How far apart two ranks' times can be because their clocks were
+    /// aligned imperfectly (nanoseconds; 0 for one shared clock).
+    pub skew_ns: f64,
     pub ops: Vec<OpTime>,
 }
 
-/// Timelines and issue profiles.
+/// Timelines, issue profiles and traffic counters.
 pub trait Profiling {
     /// Per-rank host issue profile since the last call, then reset.
     fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>>;
     /// The timelines of the calls launched with `timing` since the last
     /// take (after a synchronize).
     fn take_timeline(&mut self) -> Result<Vec<CallTimeline>>;
+    /// Time the following NCCL calls too (start and end of each on every
+    /// rank, on the same clock as [`Profiling::take_timeline`]).
+    fn set_nccl_timing(&mut self, on: bool);
+    /// The timings of the NCCL calls made with NCCL timing on since the last
+    /// take: one [`CallTimeline`] per call, one [`OpTime`] (op 0) per rank.
+    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>>;
+    /// Bytes each rank sent to and received from other ranks since the last
+    /// take, counted by the backend as it moved them (copies between ranks,
+    /// and reduces reading another rank's memory), then reset.
+    fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>>;
 }
 
 /// Check that a call's bindings cover every rank.

@@ -72,6 +72,11 @@ pub struct BenchArgs {
     /// Timed blocks of -n calls per cell; the cell is the median block's mean.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=100))]
     pub blocks: u16,
+    /// After the sweep, time 3 isolated calls of the auto path at every size
+    /// and split each rank's time (host issue, waiting for a peer, copy,
+    /// reduce, the rest) from their timelines.
+    #[arg(long)]
+    pub breakdown: bool,
 }
 
 pub fn execute(a: BenchArgs) -> Result<bool> {
@@ -280,9 +285,11 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             warmup: a.warmup,
             link_ceiling_gbps: ceiling,
             notes,
+            model: None,
         },
         cold_start: cold_rows,
         rows: Vec::new(),
+        breakdown: Vec::new(),
     };
 
     // -- the sweep
@@ -342,11 +349,28 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             c * 2.0 / ranks as f64
         ));
     }
+    // The alpha-beta model, fitted to the first engine contender's
+    // all-reduce rows (before the text, whose header shows it).
+    let fitted = fit_model(&rep, &contenders);
+    rep.header.model = fitted.as_ref().map(|(m, _)| m.clone());
+    if a.breakdown && ranks >= 2 {
+        let first = jobs_first(&combos);
+        let core = e.into_core();
+        let (c, rows) = crate::with_element!(first.1, T => breakdown_rows::<T>(core, &sizes, first, &rep, a.warmup));
+        drop(c);
+        rep.breakdown = rows?;
+    }
     let reference = contenders
         .iter()
         .any(|c| c.name == "nccl")
         .then_some("nccl");
     super::out_raw(&rep.render_all(reference))?;
+    if let Some((m, rows)) = &fitted {
+        out_model(&rep, m, rows, ranks)?;
+    }
+    if !rep.breakdown.is_empty() {
+        out_breakdown(&rep.breakdown)?;
+    }
     if let Some(c) = ceiling {
         out(format!(
             "# peer-copy ceiling ({}, every rank to its right neighbour at once, {}): {c:.1} GB/s per direction",
@@ -371,6 +395,225 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         .filter_map(|m| m.as_ref().and_then(|m| m.wrong))
         .sum();
     Ok(wrong == 0)
+}
+
+/// The first (collective, type, op) of the sweep.
+fn jobs_first(combos: &super::Combos) -> (Collective, crate::element::DataType, ReduceOp) {
+    combos.each().first().copied().unwrap_or((
+        Collective::AllReduce,
+        crate::element::DataType::Float,
+        ReduceOp::Sum,
+    ))
+}
+
+/// The fit of the ring model to the first engine contender's out-of-place
+/// all-reduce rows (of the first type and op among them), and those rows.
+fn fit_model(rep: &Report, contenders: &[Contender]) -> Option<(report::ModelFit, Vec<Row>)> {
+    let c = contenders
+        .iter()
+        .find(|c| matches!(c.kind, bench::ContenderKind::Engine(_)))?;
+    let first = rep
+        .rows
+        .iter()
+        .find(|r| r.algo == c.name && r.collective == report::ALL_REDUCE)?;
+    let rows: Vec<Row> = rep
+        .rows
+        .iter()
+        .filter(|r| {
+            r.algo == c.name
+                && r.collective == report::ALL_REDUCE
+                && r.dtype == first.dtype
+                && r.redop == first.redop
+                && r.size > 0
+                && r.out_of_place.is_some()
+        })
+        .cloned()
+        .collect();
+    let pts: Vec<(usize, f64, f64)> = rows
+        .iter()
+        .filter_map(|r| Some((r.ranks, r.size as f64, r.out_of_place.as_ref()?.time_us)))
+        .collect();
+    let m = crate::theory::fit_ring(&pts)?;
+    Some((
+        report::ModelFit {
+            alpha_us: m.alpha_us,
+            beta_gbps: m.link_gbps,
+            algo: c.name.clone(),
+            rows: pts.len(),
+        },
+        rows,
+    ))
+}
+
+/// The model's time for `size` bytes per rank on `ranks` ranks (µs).
+fn model_us(m: &report::ModelFit, ranks: usize, size: u64) -> f64 {
+    crate::theory::ring_time_us(
+        ranks,
+        size as f64,
+        &crate::theory::AlphaBeta {
+            alpha_us: m.alpha_us,
+            link_gbps: m.beta_gbps,
+        },
+    )
+}
+
+/// The measured-vs-model table.
+fn out_model(rep: &Report, m: &report::ModelFit, rows: &[Row], ranks: usize) -> Result<()> {
+    let ceiling = rep.header.link_ceiling_gbps;
+    out(format!(
+        "# Measured vs model: time = 2(N-1)*alpha + 2(N-1)/N*size/beta, fitted to the {} {} out-of-place rows (least squares on the relative error, alpha >= 0): alpha = {:.2} us per ring step, beta = {:.1} GB/s per link direction{}",
+        m.rows,
+        m.algo,
+        m.alpha_us,
+        m.beta_gbps,
+        match ceiling {
+            Some(c) if c > 0.0 => format!(
+                "; measured peer-copy ceiling {c:.1} GB/s (beta is {:.0}% of it)",
+                100.0 * m.beta_gbps / c
+            ),
+            _ => String::new(),
+        }
+    ))?;
+    out(format!(
+        "# {:>10} {:<28} {:>13} {:>11} {:>9} {:>15}",
+        "size", "path", "measured(us)", "model(us)", "meas/mod", "link-bound(us)"
+    ))?;
+    for r in rows {
+        let Some(t) = r.out_of_place.as_ref().map(|x| x.time_us) else {
+            continue;
+        };
+        let model = model_us(m, ranks, r.size);
+        let bound = match ceiling {
+            Some(c) if c > 0.0 => format!(
+                "{:.2}",
+                crate::theory::ring_per_rank_bytes(ranks, r.size as f64) / (c * 1e3)
+            ),
+            _ => "-".into(),
+        };
+        out(format!(
+            "# {:>10} {:<28} {:>13.2} {:>11.2} {:>9.2} {:>15}",
+            format_bytes(r.size),
+            r.path.as_deref().unwrap_or("-"),
+            t,
+            model,
+            t / model.max(1e-9),
+            bound
+        ))?;
+    }
+    Ok(())
+}
+
+/// The breakdown table.
+fn out_breakdown(rows: &[report::BreakdownRow]) -> Result<()> {
+    out("# Where the time goes: the auto path, 3 calls per size each on idle devices, timelines averaged over calls and ranks (us):")?;
+    out("#   call = host issue (launch to the first op) + waiting for a peer + copy + reduce (not under a copy) + rest")?;
+    out(format!(
+        "# {:>10} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "size", "path", "model", "sweep", "call", "issue", "wait", "copy", "reduce", "rest"
+    ))?;
+    let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.2}"));
+    for b in rows {
+        out(format!(
+            "# {:>10} {:<16} {:>9} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
+            format_bytes(b.size),
+            b.path,
+            f(b.model_us),
+            f(b.sweep_us),
+            b.wall_us,
+            b.issue_us,
+            b.wait_us,
+            b.copy_us,
+            b.reduce_us,
+            b.rest_us
+        ))?;
+    }
+    Ok(())
+}
+
+/// `bench --breakdown`: for every size, 3 isolated timed calls of the auto
+/// path, split by [`crate::timeline::Timeline::breakdown`].
+fn breakdown_rows<T: Element>(
+    core: Core,
+    sizes: &[u64],
+    (coll, _, op): (Collective, crate::element::DataType, ReduceOp),
+    rep: &Report,
+    warmup: usize,
+) -> (Core, Result<Vec<report::BreakdownRow>>) {
+    let mut e = Engine::<T>::from_core(core);
+    let r = breakdown_sizes(&mut e, sizes, (coll, op), rep, warmup);
+    (e.into_core(), r)
+}
+
+fn breakdown_sizes<T: Element>(
+    e: &mut Engine<T>,
+    sizes: &[u64],
+    (coll, op): (Collective, ReduceOp),
+    rep: &Report,
+    warmup: usize,
+) -> Result<Vec<report::BreakdownRow>> {
+    let n = e.ranks();
+    let mut v = Vec::new();
+    for &size in sizes {
+        let count = bench::count_for(coll, size, T::DTYPE.size(), n);
+        if count == 0 {
+            continue;
+        }
+        let o = crate::timeline::RecordOptions {
+            choice: crate::algo::AlgoChoice::Auto,
+            collective: coll,
+            count,
+            in_place: false,
+            op,
+            warmup: warmup.clamp(1, 5),
+            calls: 3,
+            overhead: None,
+            nccl: false,
+            isolated: true,
+        };
+        let rec = crate::timeline::record(e, &o)?;
+        let t = &rec.timeline;
+        let splits: Vec<crate::timeline::Split> = t
+            .breakdown()
+            .map_err(Error::Plan)?
+            .into_iter()
+            .flat_map(|c| c.ranks)
+            .collect();
+        let s = crate::timeline::Split::mean(&splits);
+        let path = t
+            .calls
+            .first()
+            .map_or("-".to_string(), |c| c.plan.name.clone());
+        let shape_bytes = e.shape(coll, count, false).bytes();
+        let sweep_us = rep
+            .rows
+            .iter()
+            .find(|r| r.algo == "auto" && r.size == shape_bytes && r.collective == coll.name())
+            .and_then(|r| r.out_of_place.as_ref())
+            .map(|m| m.time_us);
+        let model = match (&rep.header.model, coll) {
+            (Some(m), Collective::AllReduce) => Some(model_us(m, n, shape_bytes)),
+            _ => None,
+        };
+        eprintln!(
+            "breakdown: {} {path}: call {:.1} us",
+            format_bytes(shape_bytes),
+            s.wall_ns / 1e3
+        );
+        v.push(report::BreakdownRow {
+            size: shape_bytes,
+            path,
+            calls: 3,
+            model_us: model,
+            sweep_us,
+            wall_us: s.wall_ns / 1e3,
+            issue_us: s.issue_ns / 1e3,
+            wait_us: s.wait_ns / 1e3,
+            copy_us: s.copy_ns / 1e3,
+            reduce_us: s.reduce_ns / 1e3,
+            rest_us: s.rest_ns / 1e3,
+        });
+    }
+    Ok(v)
 }
 
 struct Sweep<'a> {

@@ -5,11 +5,13 @@
 
 pub mod bench;
 pub mod check;
+pub mod compare;
 pub mod launch;
 pub mod overlap;
 pub mod run;
 pub mod soak;
 pub mod theory;
+pub mod topo;
 pub mod trace;
 
 use crate::backend::BackendChoice;

@@ -1,8 +1,10 @@
 //! `ringreduce theory`: Parameter Server vs Ring, traffic and alpha-beta time.
 
-use super::out_raw;
+use super::{out, out_raw};
 use crate::error::{Error, Result};
+use crate::report::Report;
 use crate::size::parse_size;
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct TheoryArgs {
@@ -12,12 +14,47 @@ pub struct TheoryArgs {
     /// Rank counts to tabulate.
     #[arg(long, value_delimiter = ',', default_value = "4,16,64")]
     pub ranks: Vec<usize>,
-    /// Per-message latency alpha (microseconds) for the time model.
-    #[arg(long, default_value_t = 10.0)]
-    pub alpha_us: f64,
-    /// Per-link bandwidth (GB/s, each direction) for the time model.
-    #[arg(long, default_value_t = 25.0)]
-    pub link_gbps: f64,
+    /// Per-message latency alpha (microseconds) for the time model
+    /// [default: 10].
+    #[arg(long)]
+    pub alpha_us: Option<f64>,
+    /// Per-link bandwidth (GB/s, each direction) for the time model
+    /// [default: 25].
+    #[arg(long)]
+    pub link_gbps: Option<f64>,
+    /// Take alpha and the bandwidth from the model `ringreduce bench` fitted
+    /// to its sweep (its -J/--json file).
+    #[arg(long, conflicts_with_all = ["alpha_us", "link_gbps"])]
+    pub from_bench: Option<PathBuf>,
+}
+
+/// alpha (µs) and bandwidth (GB/s) from a bench JSON file's fitted model.
+fn from_bench(path: &std::path::Path) -> Result<(f64, f64, String)> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    let rep = Report::from_json(&text)
+        .map_err(|e| Error::Report(format!("{}: not a bench JSON report: {e}", path.display())))?;
+    let m = rep.header.model.ok_or_else(|| {
+        Error::BadArgument(format!(
+            "{}: no fitted model in this report (bench fits one to an engine contender's all-reduce rows on 2 or more ranks; JSON from before the fit existed has none)",
+            path.display()
+        ))
+    })?;
+    Ok((
+        m.alpha_us,
+        m.beta_gbps,
+        format!(
+            "model from {}: alpha = {:.2} us, B = {:.1} GB/s (fitted to {} {} rows of `{}`)",
+            path.display(),
+            m.alpha_us,
+            m.beta_gbps,
+            m.rows,
+            m.algo,
+            rep.header.command
+        ),
+    ))
 }
 
 pub fn execute(a: TheoryArgs) -> Result<bool> {
@@ -30,16 +67,29 @@ pub fn execute(a: TheoryArgs) -> Result<bool> {
     if a.ranks.iter().any(|&n| n > 1 << 20) {
         return Err(Error::BadArgument("--ranks: at most 1048576".into()));
     }
-    if !a.link_gbps.is_finite() || a.link_gbps <= 0.0 || !a.alpha_us.is_finite() || a.alpha_us < 0.0
-    {
+    let (alpha_us, link_gbps, note) = match &a.from_bench {
+        Some(p) => {
+            let (x, y, note) = from_bench(p)?;
+            (x, y, Some(note))
+        }
+        None => (
+            a.alpha_us.unwrap_or(10.0),
+            a.link_gbps.unwrap_or(25.0),
+            None,
+        ),
+    };
+    if !link_gbps.is_finite() || link_gbps <= 0.0 || !alpha_us.is_finite() || alpha_us < 0.0 {
         return Err(Error::BadArgument(
             "--link-gbps must be > 0 and --alpha-us >= 0".into(),
         ));
     }
     let model = crate::theory::AlphaBeta {
-        alpha_us: a.alpha_us,
-        link_gbps: a.link_gbps,
+        alpha_us,
+        link_gbps,
     };
+    if let Some(n) = note {
+        out(n)?;
+    }
     out_raw(&crate::theory::render(d as f64, &a.size, &a.ranks, &model))?;
     Ok(true)
 }

@@ -1,17 +1,35 @@
-//! `ringreduce trace`: a small collective step by step (CPU, symbolic).
+//! `ringreduce trace`: a small collective step by step (CPU, symbolic), or,
+//! with `--timeline`, `--svg` or `--backend`, a timeline of real calls: every
+//! plan op on every rank on one clock (GPU timestamps on CUDA, host
+//! timestamps on the CPU), as Chrome trace-event JSON, an SVG picture and a
+//! table, with NCCL's call beside it (`--nccl`) and the measurement's own
+//! overhead.
 
-use super::{out_raw, Kinds};
+use super::{check_host_memory, out, out_raw, parse_count, Common, Kinds};
 use crate::algo::AlgoChoice;
+use crate::backend::{BackendChoice, BackendKind};
+use crate::cuda::nccl::Nccl;
+use crate::element::{Element, ReduceOp};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::plan::Shape;
+use crate::report;
+use crate::timeline::{self, RecordOptions, Recording};
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct TraceArgs {
-    #[arg(long, default_value_t = 4)]
-    pub ranks: usize,
-    /// Elements per rank (NCCL's count).
-    #[arg(long, default_value_t = 8)]
-    pub count: usize,
+    /// Ranks (the symbolic trace: default 4, at most 16; a real run: default
+    /// one per GPU on CUDA, 4 on the CPU; more ranks than GPUs share them).
+    #[arg(long)]
+    pub ranks: Option<usize>,
+    /// Elements per rank (NCCL's count; the symbolic trace's default is 8).
+    #[arg(long)]
+    pub count: Option<String>,
+    /// Bytes per rank instead of --count, e.g. 64MiB (a real run's default:
+    /// 4MiB).
+    #[arg(long, conflicts_with = "count")]
+    pub size: Option<String>,
     /// Work in place.
     #[arg(long)]
     pub in_place: bool,
@@ -21,22 +39,325 @@ pub struct TraceArgs {
     /// oneshot:fused, oneshot:flag, auto.
     #[arg(long, default_value = "ring")]
     pub algo: String,
+    /// Run for real on this backend and time every op (cuda: GPU
+    /// timestamps; cpu: host timestamps). Implied by --timeline and --svg
+    /// (then auto by default).
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendChoice>,
+    /// GPUs to use, comma-separated (default: all); ranks map round-robin.
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Option<Vec<usize>>,
+    /// Give up on any wait after this many seconds.
+    #[arg(long)]
+    pub timeout: Option<f64>,
+    /// Timed calls (back to back, after the warm-up) in the timeline.
+    #[arg(long, default_value_t = 3)]
+    pub calls: usize,
+    /// Untimed calls first.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Blocks of calls with timing off and on, for the measurement's overhead
+    /// (0: do not measure it).
+    #[arg(long, default_value_t = 5)]
+    pub overhead_blocks: usize,
+    /// Back-to-back calls per overhead block.
+    #[arg(long, default_value_t = 20)]
+    pub overhead_iters: usize,
+    /// Put NCCL's call for the same size on the same clock (CUDA, one GPU
+    /// per rank).
+    #[arg(long)]
+    pub nccl: bool,
+    /// Path to libnccl.so.2 (overrides NCCL_HOME, the linker path and
+    /// Python wheels).
+    #[arg(long)]
+    pub nccl_lib: Option<PathBuf>,
+    /// Write the timeline as Chrome trace-event JSON (Perfetto,
+    /// chrome://tracing).
+    #[arg(long)]
+    pub timeline: Option<PathBuf>,
+    /// Draw the timeline as an SVG picture.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
 }
 
+/// Most timed calls in one timeline.
+const MAX_CALLS: usize = 100;
+
 pub fn execute(a: TraceArgs) -> Result<bool> {
-    if a.ranks == 0 {
+    let real = a.timeline.is_some() || a.svg.is_some() || a.backend.is_some();
+    if real {
+        return real_run(a);
+    }
+    if a.nccl || a.devices.is_some() || a.nccl_lib.is_some() {
+        return Err(Error::BadArgument(
+            "--nccl, --nccl-lib and --devices are for a real run (give --timeline, --svg or --backend)".into(),
+        ));
+    }
+    let ranks = a.ranks.unwrap_or(4);
+    if ranks == 0 {
         return Err(Error::ZeroRanks);
     }
     let (dtype, op, collective) = a.kinds.single()?;
     let choice: AlgoChoice = a.algo.parse().map_err(Error::BadArgument)?;
+    let count = match (&a.count, &a.size) {
+        (None, None) => 8,
+        (c, s) => parse_count(c.as_deref(), s.as_deref(), dtype)?,
+    };
     let shape = Shape {
         collective,
-        ranks: a.ranks,
-        count: a.count,
+        ranks,
+        count,
         elem_size: dtype.size(),
         in_place: a.in_place,
     };
     let text = crate::trace::render(&choice, &shape, dtype, op)?;
     out_raw(&text)?;
     Ok(!text.contains("\n  FAIL"))
+}
+
+/// Everything about a real run, checked before any work.
+struct Real {
+    cfg: crate::engine::EngineConfig,
+    shape: Shape,
+    op: ReduceOp,
+    choice: AlgoChoice,
+    nccl: Option<Nccl>,
+}
+
+fn real_run(a: TraceArgs) -> Result<bool> {
+    let backend = a.backend.unwrap_or(BackendChoice::Auto);
+    let (dtype, op, collective) = a.kinds.single()?;
+    let choice: AlgoChoice = a.algo.parse().map_err(Error::BadArgument)?;
+    let count = parse_count(a.count.as_deref(), a.size.as_deref(), dtype)?;
+    if count == 0 {
+        return Err(Error::BadArgument(
+            "a timeline of 0 elements times nothing: give --size or --count of at least one element".into(),
+        ));
+    }
+    if a.calls == 0 || a.calls > MAX_CALLS {
+        return Err(Error::BadArgument(format!(
+            "--calls must be 1 to {MAX_CALLS} (got {})",
+            a.calls
+        )));
+    }
+    if a.overhead_blocks > 1000 || a.overhead_iters > 100_000 || a.warmup > 100_000 {
+        return Err(Error::BadArgument(
+            "--warmup, --overhead-blocks and --overhead-iters: at most 100000, 1000 and 100000"
+                .into(),
+        ));
+    }
+    if a.overhead_blocks > 0 && a.overhead_iters == 0 {
+        return Err(Error::BadArgument(
+            "--overhead-iters must be at least 1 (or --overhead-blocks 0)".into(),
+        ));
+    }
+    report::check_files(&[
+        ("--timeline", a.timeline.as_deref(), false),
+        ("--svg", a.svg.as_deref(), true),
+    ])
+    .map_err(|e| Error::Report(e.to_string()))?;
+    let common = Common {
+        ranks: a.ranks,
+        backend,
+        devices: a.devices.clone(),
+        timeout: a.timeout,
+    };
+    let cfg = common.config()?;
+    let shape = Shape {
+        collective,
+        ranks: cfg.ranks,
+        count,
+        elem_size: dtype.size(),
+        in_place: a.in_place,
+    };
+    choice.resolve(&shape)?;
+    let cuda = crate::backend::cuda::probe();
+    let on_cpu = backend == BackendChoice::Cpu || cuda.is_err();
+    if a.nccl {
+        if on_cpu {
+            return Err(Error::BadArgument(format!(
+                "--nccl needs the CUDA backend{}",
+                match (&cuda, backend) {
+                    (_, BackendChoice::Cpu) => " (this is --backend cpu)".to_string(),
+                    (Err(why), _) => format!(" ({why})"),
+                    (Ok(_), _) => String::new(),
+                }
+            )));
+        }
+        let gpus = match (&a.devices, &cuda) {
+            (Some(d), _) => {
+                let mut d = d.clone();
+                d.sort_unstable();
+                d.dedup();
+                d.len()
+            }
+            (None, Ok(info)) => info.devices.len(),
+            (None, Err(_)) => 0,
+        };
+        if cfg.ranks > gpus {
+            return Err(Error::BadArgument(format!(
+                "--nccl needs one GPU per rank: {} ranks on {gpus} GPUs (drop --nccl for more ranks than GPUs)",
+                cfg.ranks
+            )));
+        }
+    }
+    check_host_memory(
+        crate::cli::run::host_bytes(&shape, on_cpu),
+        "this timeline's inputs and buffers",
+    )?;
+    let nccl = if a.nccl {
+        Some(Nccl::load(a.nccl_lib.as_deref())?)
+    } else {
+        None
+    };
+    let real = Real {
+        cfg,
+        shape,
+        op,
+        choice,
+        nccl,
+    };
+    crate::with_element!(dtype, T => run_typed::<T>(&a, real))
+}
+
+fn run_typed<T: Element>(a: &TraceArgs, r: Real) -> Result<bool> {
+    let mut e = Engine::<T>::new(r.cfg)?;
+    if let Some(lib) = &r.nccl {
+        e.core_mut().nccl_init(lib)?;
+    }
+    let o = RecordOptions {
+        choice: r.choice,
+        collective: r.shape.collective,
+        count: r.shape.count,
+        in_place: r.shape.in_place,
+        op: r.op,
+        warmup: a.warmup,
+        calls: a.calls,
+        overhead: (a.overhead_blocks > 0).then_some((a.overhead_blocks, a.overhead_iters)),
+        nccl: r.nccl.is_some(),
+        isolated: false,
+    };
+    let rec = timeline::record(&mut e, &o)?;
+    let kind = e.core().backend_kind();
+    report_run(&e, &rec, a, kind)?;
+    let rerr = |err: report::ReportError| Error::Report(err.to_string());
+    let t = &rec.timeline;
+    if let Some(p) = &a.timeline {
+        let text = timeline::chrome::to_string(t).map_err(Error::Plan)?;
+        report::write_file_atomic("--timeline", p, text.as_bytes()).map_err(rerr)?;
+        out(format!(
+            "# wrote {} (Chrome trace-event JSON: open it in https://ui.perfetto.dev or chrome://tracing)",
+            p.display()
+        ))?;
+    }
+    if let Some(p) = &a.svg {
+        let svg = timeline::svg::to_svg(t).map_err(Error::Plan)?;
+        report::write_file_atomic("--svg", p, svg.as_bytes()).map_err(rerr)?;
+        out(format!("# wrote {}", p.display()))?;
+    }
+    Ok(true)
+}
+
+/// The text report of a recorded run.
+fn report_run<T: Element>(
+    e: &Engine<T>,
+    rec: &Recording,
+    a: &TraceArgs,
+    kind: BackendKind,
+) -> Result<()> {
+    let t = &rec.timeline;
+    let mut paths: Vec<String> = t.calls.iter().map(|c| c.plan.name.clone()).collect();
+    paths.dedup();
+    out(format!(
+        "# ringreduce trace: {} · {} · {} ranks",
+        paths.join(", "),
+        t.what,
+        t.ranks()
+    ))?;
+    if let Some(n) = e.core().fallback_note() {
+        out(format!("# note: {n}"))?;
+    }
+    out(format!("# backend: {}", t.backend))?;
+    out(format!("# clock: {}", t.clock()))?;
+    if kind == BackendKind::Cpu {
+        out("# (CPU backend: host timestamps of the rank threads, not GPU timings)")?;
+    }
+    match &rec.overhead {
+        Some(o) => out(format!("# {}", o.line()))?,
+        None => out("# measurement overhead: not measured (--overhead-blocks 0)")?,
+    }
+    out(format!(
+        "# {} timed call{} after {} warm-up call{}; times in us from the earliest op start:",
+        a.calls,
+        if a.calls == 1 { "" } else { "s" },
+        a.warmup,
+        if a.warmup == 1 { "" } else { "s" }
+    ))?;
+    for s in t.spans() {
+        out(format!("#   {s}"))?;
+    }
+    let last = t.calls.len().saturating_sub(1);
+    out(format!(
+        "# ops of call {}{} (one row per op part per rank and lane):",
+        last + 1,
+        if t.nccl.is_empty() {
+            ""
+        } else {
+            " and NCCL's call"
+        }
+    ))?;
+    out_raw(&t.table(last).map_err(Error::Plan)?)?;
+    let b = t.breakdown().map_err(Error::Plan)?;
+    if let Some(c) = b.get(last) {
+        out(format!(
+            "# where call {}'s time went, per rank (us): wall = host issue + waiting for a peer + copy + reduce (not under a copy) + rest",
+            last + 1
+        ))?;
+        for (r, s) in c.ranks.iter().enumerate() {
+            out(format!(
+                "#   rank {r}: wall {:.1} = issue {:.1} + wait {:.1} + copy {:.1} + reduce {:.1} + rest {:.1}",
+                s.wall_ns / 1e3,
+                s.issue_ns / 1e3,
+                s.wait_ns / 1e3,
+                s.copy_ns / 1e3,
+                s.reduce_ns / 1e3,
+                s.rest_ns / 1e3
+            ))?;
+        }
+    }
+    if let Some(c) = t.calls.last() {
+        let plan = c.plan.traffic();
+        out("# bytes per rank and call, counted by the backend as it moved them (the plan's count in brackets):")?;
+        for (r, m) in rec.traffic.iter().enumerate() {
+            let p = plan.get(r).copied().unwrap_or_default();
+            out(format!(
+                "#   rank {r}: sent {} [{}], received {} [{}]",
+                m.sent, p.sent, m.received, p.received
+            ))?;
+        }
+    }
+    let slices = t.slices().map_err(Error::Plan)?;
+    let flows = t.flows(&slices);
+    let tol_ns = 2_000.0;
+    let problems = t.check(tol_ns);
+    if problems.is_empty() {
+        out(format!(
+            "# order check: {} op parts, each timed once per call; {} waits across ranks or lanes; every time follows the plan's order (tolerance {:.1} us + clock skew {:.1} us)",
+            slices.iter().filter(|s| !s.nccl).count(),
+            flows.len(),
+            tol_ns / 1e3,
+            t.skew_ns() / 1e3
+        ))?;
+    } else {
+        out(format!(
+            "# order check: {} times out of the plan's order beyond {:.1} us + skew {:.1} us:",
+            problems.len(),
+            tol_ns / 1e3,
+            t.skew_ns() / 1e3
+        ))?;
+        for p in problems.iter().take(20) {
+            out(format!("#   {p}"))?;
+        }
+    }
+    Ok(())
 }

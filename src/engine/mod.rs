@@ -381,9 +381,19 @@ impl Core {
         self.abort.clone()
     }
 
-    /// Record op timings of the following calls (see [`Core::take_timeline`]).
+    /// Record op timings of the following calls (see [`Core::take_timeline`]),
+    /// and the start and end of the following NCCL calls (see
+    /// [`Core::take_nccl_timeline`]).
     pub fn set_timing(&mut self, on: bool) {
         self.timing = on;
+        if let Some(p) = self.backend.profiling() {
+            p.set_nccl_timing(on);
+        }
+    }
+
+    /// Whether calls are timed.
+    pub fn timing(&self) -> bool {
+        self.timing
     }
 
     fn usable(&self) -> Result<()> {
@@ -850,6 +860,27 @@ impl Core {
             .profiling()
             .ok_or_else(|| Error::Unsupported("timelines".into(), kind))?
             .take_timeline()
+    }
+
+    /// The timings of the NCCL calls made with timing on, since the last
+    /// take (one op per rank each), on the same clock as
+    /// [`Core::take_timeline`].
+    pub fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        let kind = self.backend_kind().name();
+        self.backend
+            .profiling()
+            .ok_or_else(|| Error::Unsupported("timelines".into(), kind))?
+            .take_nccl_timeline()
+    }
+
+    /// Bytes each rank sent to and received from other ranks since the last
+    /// take, as the backend counted them while it moved them.
+    pub fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
+        let kind = self.backend_kind().name();
+        self.backend
+            .profiling()
+            .ok_or_else(|| Error::Unsupported("traffic counters".into(), kind))?
+            .take_traffic()
     }
 
     /// Direct access to the backend, for tools that need its extensions.

@@ -53,6 +53,36 @@ mod tests {
     }
 
     #[test]
+    fn model_and_breakdown_are_optional() {
+        let mut rep = report();
+        let old = rep.to_json();
+        assert!(!old.contains("\"model\"") && !old.contains("\"breakdown\""));
+        assert_eq!(Report::from_json(&old).unwrap(), rep);
+        rep.header.model = Some(super::super::ModelFit {
+            alpha_us: 6.5,
+            beta_gbps: 310.0,
+            algo: "auto".into(),
+            rows: 9,
+        });
+        rep.breakdown.push(super::super::BreakdownRow {
+            size: 1 << 20,
+            path: "ring:pipe2".into(),
+            calls: 3,
+            model_us: Some(40.0),
+            sweep_us: Some(42.0),
+            wall_us: 50.0,
+            issue_us: 10.0,
+            wait_us: 5.0,
+            copy_us: 20.0,
+            reduce_us: 10.0,
+            rest_us: 5.0,
+        });
+        let back = Report::from_json(&rep.to_json()).unwrap();
+        assert_eq!(back, rep);
+        assert!(rep.render_header().contains("# Model: alpha = 6.50 us"));
+    }
+
+    #[test]
     fn collectives_round_trip() {
         let mut rep = report();
         rep.rows.push(row_of("ring", ALL_GATHER, "half", 64, 3.0));

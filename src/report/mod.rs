@@ -58,7 +58,7 @@ mod output;
 mod svg;
 mod text;
 
-pub use output::check_outputs;
+pub use output::{check_files, check_outputs, write_file_atomic};
 
 /// The all-reduce collective's name in [`Row::collective`].
 pub const ALL_REDUCE: &str = "all-reduce";
@@ -111,6 +111,14 @@ pub enum ReportError {
     NotSvg {
         path: PathBuf,
         /// The path's extension, if any (e.g. `png`).
+        extension: Option<String>,
+    },
+    /// An output that is drawn as SVG (named by its flag) does not end in
+    /// `.svg`.
+    #[error("{flag} {}: this picture is written as SVG only{}; give a path ending in .svg", .path.display(), not_svg_detail(.extension))]
+    NotSvgFile {
+        flag: &'static str,
+        path: PathBuf,
         extension: Option<String>,
     },
     /// Writing or renaming an output file failed (nothing was left behind).
@@ -314,6 +322,53 @@ pub struct Header {
     pub link_ceiling_gbps: Option<f64>,
     /// Free-form notes.
     pub notes: Vec<String>,
+    /// The alpha-beta model fitted to the sweep (JSON written before this
+    /// field existed loads without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelFit>,
+}
+
+/// The ring's alpha-beta model fitted to a sweep's all-reduce rows:
+/// `time = 2(N-1)·alpha + 2(N-1)/N·size / beta` (see
+/// [`crate::theory::fit_ring`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ModelFit {
+    /// Latency per ring step, microseconds.
+    pub alpha_us: f64,
+    /// Bandwidth per link direction, GB/s (1e9 B/s).
+    pub beta_gbps: f64,
+    /// The contender whose out-of-place rows were fitted.
+    pub algo: String,
+    /// How many rows were fitted.
+    pub rows: usize,
+}
+
+/// Where the time of one size's call went, from timelines of isolated calls
+/// (`bench --breakdown`), microseconds, means over the calls and ranks.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BreakdownRow {
+    /// Bytes per rank.
+    pub size: u64,
+    /// The path that ran.
+    pub path: String,
+    /// Timed calls (each on idle devices).
+    pub calls: usize,
+    /// The fitted model's time.
+    pub model_us: Option<f64>,
+    /// The sweep's time (back-to-back calls).
+    pub sweep_us: Option<f64>,
+    /// One isolated call: from the launch to the rank's last op's end.
+    pub wall_us: f64,
+    /// Launch to the rank's first op's start.
+    pub issue_us: f64,
+    /// Idle while a lane waits for another rank.
+    pub wait_us: f64,
+    /// A copy runs.
+    pub copy_us: f64,
+    /// A reduce or exchange kernel runs and no copy does.
+    pub reduce_us: f64,
+    /// Everything else.
+    pub rest_us: f64,
 }
 
 /// A complete benchmark report.
@@ -325,6 +380,10 @@ pub struct Report {
     pub cold_start: Vec<ColdStart>,
     /// Result rows, in the order they were measured.
     pub rows: Vec<Row>,
+    /// Where each size's time went (`bench --breakdown`; absent in older
+    /// JSON).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub breakdown: Vec<BreakdownRow>,
 }
 
 impl Report {
@@ -388,6 +447,7 @@ pub(crate) mod fixtures {
             warmup: 5,
             link_ceiling_gbps: Some(350.0),
             notes: vec!["synthetic".into()],
+            model: None,
         }
     }
 
@@ -433,6 +493,7 @@ pub(crate) mod fixtures {
                 row("nccl", None, GIB, 2740.0, 2750.0),
                 row("ring", Some("ring:pipe1"), GIB, 12345.6, 3000.0),
             ],
+            breakdown: vec![],
         }
     }
 

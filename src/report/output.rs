@@ -51,6 +51,48 @@ pub fn check_outputs(
     Ok(())
 }
 
+/// The same checks as [`check_outputs`] for any commands' outputs: each
+/// `(flag, path, svg)` names the flag errors mention, the path if given, and
+/// whether it must end in `.svg`.
+pub fn check_files(files: &[(&'static str, Option<&Path>, bool)]) -> Result<(), ReportError> {
+    for &(flag, path, svg) in files {
+        if let (Some(p), true) = (path, svg) {
+            let ext = p.extension().and_then(OsStr::to_str);
+            if !ext.is_some_and(|e| e.eq_ignore_ascii_case("svg")) {
+                return Err(ReportError::NotSvgFile {
+                    flag,
+                    path: p.to_path_buf(),
+                    extension: p.extension().map(|e| e.to_string_lossy().into_owned()),
+                });
+            }
+        }
+    }
+    let mut seen: Vec<(&'static str, PathBuf)> = Vec::new();
+    for &(flag, path, _) in files {
+        let Some(path) = path else { continue };
+        let key = check_one(flag, path)?;
+        if let Some((first, _)) = seen.iter().find(|(_, k)| *k == key) {
+            return Err(ReportError::SamePath {
+                first,
+                second: flag,
+                path: path.to_path_buf(),
+            });
+        }
+        seen.push((flag, key));
+    }
+    Ok(())
+}
+
+/// Write `contents` to `path` atomically (see [`check_outputs`]); `_flag`
+/// names the output for the caller's messages.
+pub fn write_file_atomic(
+    _flag: &'static str,
+    path: &Path,
+    contents: &[u8],
+) -> Result<(), ReportError> {
+    write_atomic(path, contents)
+}
+
 /// `NotSvg` unless `path` ends in `.svg` (any case).
 pub(super) fn check_svg_extension(path: &Path) -> Result<(), ReportError> {
     let ext = path.extension().and_then(OsStr::to_str);
@@ -330,6 +372,31 @@ mod tests {
             assert!(e.to_string().contains("cannot create a file"));
         }
         fs::set_permissions(&ro, fs::Permissions::from_mode(0o755)).unwrap();
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn any_flags() {
+        let d = temp_dir("check_files");
+        let (j, s) = (d.join("t.json"), d.join("t.svg"));
+        check_files(&[("--timeline", Some(&j), false), ("--svg", Some(&s), true)]).unwrap();
+        check_files(&[("--timeline", None, false), ("--svg", None, true)]).unwrap();
+        let e = check_files(&[("--svg", Some(&d.join("t.png")), true)]).unwrap_err();
+        let m = e.to_string();
+        assert!(
+            m.starts_with("--svg ") && m.contains("SVG only") && m.contains(".png"),
+            "{m}"
+        );
+        let e =
+            check_files(&[("--timeline", Some(&s), false), ("--svg", Some(&s), true)]).unwrap_err();
+        assert!(
+            e.to_string().starts_with("--timeline and --svg both name"),
+            "{e}"
+        );
+        let e =
+            check_files(&[("--timeline", Some(&d.join("no").join("x.json")), false)]).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        assert!(entries(&d).is_empty());
         let _ = fs::remove_dir_all(&d);
     }
 

@@ -843,6 +843,7 @@ mod tests {
             },
             cold_start: vec![],
             rows: vec![],
+            breakdown: vec![],
         };
         let path2 = temp_path("empty.svg");
         empty.write_svg(&path2).unwrap();
@@ -1045,6 +1046,7 @@ mod review {
             header,
             cold_start: vec![],
             rows,
+            breakdown: vec![],
         }
     }
 

@@ -58,6 +58,13 @@ impl Report {
         for note in &h.notes {
             let _ = writeln!(s, "# Note: {note}");
         }
+        if let Some(m) = &h.model {
+            let _ = writeln!(
+                s,
+                "# Model: alpha = {:.2} us per ring step, beta = {:.1} GB/s per link direction (fitted to {} {} rows)",
+                m.alpha_us, m.beta_gbps, m.rows, m.algo
+            );
+        }
         s
     }
 
@@ -558,6 +565,7 @@ mod tests {
                 }),
                 ..row("x", None, 8, 1.0, 1.0)
             }],
+            breakdown: vec![],
         };
         let t = rep.render_algo_table(&combo(), "x");
         assert!(t.contains("# Avg bus bandwidth    : 15.25\n"), "{t}");

@@ -19,6 +19,7 @@ mod cli;
 mod faults;
 mod graphs;
 mod nccl;
+mod timeline;
 
 fn main() -> std::process::ExitCode {
     // The fault tests make rank threads panic on purpose; keep those
@@ -42,5 +43,6 @@ fn main() -> std::process::ExitCode {
     cli::register(&mut h);
     graphs::register(&mut h);
     nccl::register(&mut h);
+    timeline::register(&mut h);
     h.run()
 }

@@ -107,8 +107,15 @@ pub struct CudaBackend {
     abort: AbortHandle,
     timeout: Duration,
     peers: Peers,
-    /// Plan names of the timed calls since the last take.
-    timed: Vec<String>,
+    /// Plan names and launch times (host ns since `epoch`) of the timed
+    /// calls since the last take.
+    timed: Vec<(String, f64)>,
+    /// Whether NCCL calls are timed, and the launch times of the timed ones
+    /// since the last take.
+    nccl_timing: bool,
+    nccl_timed: Vec<(String, f64)>,
+    /// The host clock's zero for timelines.
+    epoch: Instant,
     /// Whether the captured graph is a joint one (on rank 0).
     joint: bool,
     /// Orders the hand-overs of joint captures and replays (signal 0: rank
@@ -208,6 +215,9 @@ impl CudaBackend {
             timed: Vec::new(),
             joint: false,
             joint_gen: 0,
+            nccl_timing: false,
+            nccl_timed: Vec::new(),
+            epoch: Instant::now(),
         };
         be.info
             .hardware
@@ -515,7 +525,8 @@ impl Backend for CudaBackend {
         let (board, gen, call_no) = (self.board.clone(), self.gen, self.calls);
         let call = Arc::new(call.clone());
         if call.timing {
-            self.timed.push(call.plan.name.clone());
+            let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
+            self.timed.push((call.plan.name.clone(), launch_ns));
         }
         self.each_all(|_| {
             let (call, board) = (call.clone(), board.clone());
@@ -616,10 +627,16 @@ impl NcclBackend for CudaBackend {
     }
 
     fn launch_nccl(&mut self, call: &NcclCall) -> Result<()> {
+        let timed = self.nccl_timing;
+        if timed {
+            let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
+            self.nccl_timed
+                .push((format!("nccl {}", call.collective.name()), launch_ns));
+        }
         let call = Arc::new(call.clone());
         self.each_all(|_| {
             let c = call.clone();
-            Box::new(move |rk: &mut Rank<'_>| rk.nccl_call(&c))
+            Box::new(move |rk: &mut Rank<'_>| rk.nccl_call_timed(&c, timed))
         })
         .map(|_| ())
     }
@@ -734,22 +751,77 @@ impl Profiling for CudaBackend {
 
     fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         self.drain()?;
-        let per_rank: Vec<Vec<Vec<OpTime>>> =
-            self.each(|_| Box::new(|rk: &mut Rank<'_>| rk.take_timing()))?;
-        let names = std::mem::take(&mut self.timed);
-        Ok(names
-            .into_iter()
-            .enumerate()
-            .map(|(k, plan)| CallTimeline {
-                plan,
-                clock: "GPU event timestamps of each rank, relative to an event each rank records when it starts issuing the call (ranks start together on idle GPUs)".into(),
-                ops: per_rank
-                    .iter()
-                    .filter_map(|v| v.get(k))
-                    .flatten()
-                    .cloned()
-                    .collect(),
-            })
-            .collect())
+        let epoch = self.epoch;
+        let per_rank: Vec<(Vec<Vec<OpTime>>, f64)> =
+            self.each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.take_timing(epoch)))?;
+        let calls = std::mem::take(&mut self.timed);
+        Ok(assemble(calls, per_rank))
     }
+
+    fn set_nccl_timing(&mut self, on: bool) {
+        self.nccl_timing = on;
+    }
+
+    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        self.drain()?;
+        let epoch = self.epoch;
+        let per_rank: Vec<(Vec<Vec<OpTime>>, f64)> = self.each(move |_| {
+            Box::new(move |rk: &mut Rank<'_>| {
+                let (v, half) = rk.take_nccl_timing(epoch)?;
+                Ok((v.into_iter().map(|t| vec![t]).collect(), half))
+            })
+        })?;
+        let calls = std::mem::take(&mut self.nccl_timed);
+        Ok(assemble(calls, per_rank))
+    }
+
+    fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
+        let per_rank: Vec<Vec<crate::plan::Traffic>> =
+            self.each(|_| Box::new(|rk: &mut Rank<'_>| Ok(rk.take_traffic())))?;
+        let mut t = vec![crate::plan::Traffic::default(); self.info.ranks];
+        for v in per_rank {
+            for (r, x) in v.into_iter().enumerate() {
+                if let Some(y) = t.get_mut(r) {
+                    y.sent += x.sent;
+                    y.received += x.received;
+                }
+            }
+        }
+        Ok(t)
+    }
+}
+
+/// One [`CallTimeline`] per timed call from every rank's timings (call k is
+/// entry k of every rank's list) and clock anchors.
+fn assemble(
+    calls: Vec<(String, f64)>,
+    per_rank: Vec<(Vec<Vec<OpTime>>, f64)>,
+) -> Vec<CallTimeline> {
+    // Each rank's anchor is within its half-width of the host clock, so two
+    // ranks are within the sum of the two largest half-widths of each other.
+    let mut halves: Vec<f64> = per_rank.iter().map(|p| p.1).collect();
+    halves.sort_by(|a, b| b.total_cmp(a));
+    let skew = halves.iter().take(2).sum::<f64>();
+    let widest = halves.first().copied().unwrap_or(0.0);
+    let clock = format!(
+        "GPU event timestamps (cuEventRecord on each op's stream), placed on the host clock through one anchor event per rank recorded on the idle GPU and bracketed by host readings (widest bracket +/- {:.1} us; two ranks within {:.1} us of each other, plus the events' ~0.5 us resolution)",
+        widest / 1e3,
+        skew / 1e3
+    );
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(k, (plan, launch_ns))| CallTimeline {
+            plan,
+            clock: clock.clone(),
+            launch_ns,
+            skew_ns: skew,
+            ops: per_rank
+                .iter()
+                .filter_map(|v| v.0.get(k))
+                .flatten()
+                .cloned()
+                .collect(),
+        })
+        .collect()
 }

@@ -32,7 +32,7 @@ use super::{
 };
 use crate::backend::{
     check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
-    GraphBackend, IssueProfile, NcclBackend, NcclCall, OpTime, Profiling, SetupBreakdown,
+    GraphBackend, IssueProfile, NcclBackend, NcclCall, Profiling, SetupBreakdown,
 };
 use crate::cuda::{self, nccl, HostMapped, IpcEventHandle, RemoteEvent};
 use crate::error::{Error, Result};
@@ -63,7 +63,14 @@ pub struct CudaProcessBackend {
     /// Calls after whose issue this process kills itself (fault injection).
     kill_at: Vec<u64>,
     nccl_inits: u64,
-    timed: Vec<String>,
+    /// Plan names and launch times (host ns since `epoch`) of the timed
+    /// calls since the last take.
+    timed: Vec<(String, f64)>,
+    /// Whether NCCL calls are timed, and the launch times of the timed ones.
+    nccl_timing: bool,
+    nccl_timed: Vec<(String, f64)>,
+    /// The host clock's zero for timelines (this process's).
+    epoch: Instant,
     /// Peers reading this rank's send buffers (see [`crate::process::reads`]).
     reads: PeerReads,
 }
@@ -148,6 +155,9 @@ impl CudaProcessBackend {
             kill_at,
             nccl_inits: 0,
             timed: Vec::new(),
+            nccl_timing: false,
+            nccl_timed: Vec::new(),
+            epoch: Instant::now(),
             reads: PeerReads::default(),
             job,
         };
@@ -536,7 +546,8 @@ impl Backend for CudaProcessBackend {
         let (board, gen) = (self.board.clone(), self.gen);
         let call = Arc::new(call.clone());
         if call.timing {
-            self.timed.push(call.plan.name.clone());
+            let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
+            self.timed.push((call.plan.name.clone(), launch_ns));
         }
         let r = self.on(Box::new(move |rk: &mut Rank<'_>| {
             let r = rk.issue(&call, &board, gen, gen);
@@ -636,7 +647,15 @@ impl NcclBackend for CudaProcessBackend {
 
     fn launch_nccl(&mut self, call: &NcclCall) -> Result<()> {
         let c = Arc::new(call.clone());
-        self.on(Box::new(move |rk: &mut Rank<'_>| rk.nccl_call(&c)))
+        let timed = self.nccl_timing;
+        if timed {
+            let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
+            self.nccl_timed
+                .push((format!("nccl {}", call.collective.name()), launch_ns));
+        }
+        self.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.nccl_call_timed(&c, timed)
+        }))
     }
 
     fn nccl_graph_capture(&mut self, call: &NcclCall, calls: usize) -> Result<()> {
@@ -703,16 +722,51 @@ impl Profiling for CudaProcessBackend {
 
     fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         self.drain()?;
-        let per_call: Vec<Vec<OpTime>> = self.on(Box::new(|rk: &mut Rank<'_>| rk.take_timing()))?;
+        let epoch = self.epoch;
+        let (per_call, _half) =
+            self.on(Box::new(move |rk: &mut Rank<'_>| rk.take_timing(epoch)))?;
         let names = std::mem::take(&mut self.timed);
         Ok(names
             .into_iter()
             .zip(per_call)
-            .map(|(plan, ops)| CallTimeline {
+            .map(|((plan, launch_ns), ops)| CallTimeline {
                 plan,
-                clock: "GPU event timestamps of this rank's process, relative to an event it records when it starts issuing the call".into(),
+                clock: "GPU event timestamps of this rank's process, placed on its host clock through an anchor event (other processes' clocks are not aligned with it)".into(),
+                launch_ns,
+                skew_ns: 0.0,
                 ops,
             })
             .collect())
+    }
+
+    fn set_nccl_timing(&mut self, on: bool) {
+        self.nccl_timing = on;
+    }
+
+    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        self.drain()?;
+        let epoch = self.epoch;
+        let (v, _half) = self.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.take_nccl_timing(epoch)
+        }))?;
+        let names = std::mem::take(&mut self.nccl_timed);
+        Ok(names
+            .into_iter()
+            .zip(v)
+            .map(|((plan, launch_ns), op)| CallTimeline {
+                plan,
+                clock: "GPU event timestamps of this rank's process, placed on its host clock through an anchor event".into(),
+                launch_ns,
+                skew_ns: 0.0,
+                ops: vec![op],
+            })
+            .collect())
+    }
+
+    /// What this process's rank issued (its own copies and kernels).
+    fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
+        let mut t = self.on(Box::new(|rk: &mut Rank<'_>| Ok(rk.take_traffic())))?;
+        t.resize(self.info.ranks, crate::plan::Traffic::default());
+        Ok(t)
     }
 }

@@ -13,7 +13,7 @@ use crate::cuda::{
 use crate::element::{DataType, DevOp};
 use crate::error::{Error, Result};
 use crate::fault::{Fault, FaultPlan};
-use crate::plan::{Collective, Lane, OpKind};
+use crate::plan::{Collective, Lane, OpKind, Traffic};
 use crate::sync::SignalBoard;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 const ABORT: usize = 0;
 const STATUS: usize = 1;
 const TIMEOUT_WORD: usize = 1;
+
+/// Clock anchors per take (the tightest bracket is kept).
+const ANCHOR_TRIES: usize = 10;
 
 /// A timed op: (op index, parts, start, end).
 type Span<'id> = (usize, usize, TimingEvent<'id>, TimingEvent<'id>);
@@ -47,6 +50,11 @@ pub(super) struct Rank<'id> {
     /// Timing events of the timed calls since the last take: (base, [(op,
     /// part, start, end)]).
     timing: Vec<(TimingEvent<'id>, Vec<Span<'id>>)>,
+    /// Start and end events of the timed NCCL calls since the last take.
+    nccl_timing: Vec<(TimingEvent<'id>, TimingEvent<'id>)>,
+    /// Bytes moved between ranks by what this rank issued, per rank (sent,
+    /// received), since the last take.
+    pub traffic: Vec<Traffic>,
     nccl: Option<(nccl::Nccl, nccl::Comm)>,
     nccl_graph: Option<Graph<'id>>,
     graph: Option<Graph<'id>>,
@@ -107,6 +115,8 @@ impl<'id> Rank<'id> {
             events: Vec::new(),
             remote: Arc::new(Vec::new()),
             timing: Vec::new(),
+            nccl_timing: Vec::new(),
+            traffic: Vec::new(),
             nccl: None,
             nccl_graph: None,
             graph: None,
@@ -315,6 +325,11 @@ impl<'id> Rank<'id> {
         let lowered = call.dtype.lower(call.op, plan.ranks());
         self.kernels_for(call.dtype, lowered.op)?;
         let timed = call.timing && self.capturing == Capturing::No;
+        // Graph replays do not pass here: only calls issued directly count.
+        let count = self.capturing == Capturing::No;
+        if self.traffic.len() < plan.ranks() {
+            self.traffic.resize(plan.ranks(), Traffic::default());
+        }
         let mut spans = Vec::new();
         let base = if timed {
             let ev = self.ctx.timing_event().map_err(self.err())?;
@@ -441,6 +456,9 @@ impl<'id> Rank<'id> {
                             )
                             .map_err(&se)?;
                     }
+                    if count {
+                        moved(&mut self.traffic, *from, *to, n);
+                    }
                     p.copy_ns += ns(t);
                     1
                 }
@@ -474,6 +492,9 @@ impl<'id> Rank<'id> {
                             },
                         )
                         .map_err(&se)?;
+                    if count {
+                        moved(&mut self.traffic, *b_rank, r, b.len() * elem);
+                    }
                     p.kernel_ns += ns(t);
                     1
                 }
@@ -509,6 +530,9 @@ impl<'id> Rank<'id> {
                             },
                         )
                         .map_err(&se)?;
+                    if count {
+                        moved(&mut self.traffic, r, x.peer, x.input.len() * elem);
+                    }
                     p.kernel_ns += ns(t);
                     2
                 }
@@ -549,16 +573,55 @@ impl<'id> Rank<'id> {
 }
 
 impl<'id> Rank<'id> {
-    /// The op timings of the timed calls since the last take, in ns from
-    /// each call's base event (after a synchronize).
-    pub fn take_timing(&mut self) -> Result<Vec<Vec<OpTime>>> {
+    /// Relate this GPU's event clock to the host clock (streams idle): record
+    /// a timing event on an idle stream and spin until it completes, a few
+    /// times; the GPU wrote its timestamp between the host's reading just
+    /// before the record and just after the completion, so the tightest such
+    /// bracket places it. Returns the event, the bracket's midpoint (host ns
+    /// since `epoch`) and its half-width (ns).
+    fn anchor(&self, epoch: Instant) -> Result<(TimingEvent<'id>, f64, f64)> {
         let e = self.err();
+        self.sync()?;
+        let limit = self.timeout + Duration::from_secs(5);
+        let mut best: Option<(TimingEvent<'id>, f64, f64)> = None;
+        for _ in 0..ANCHOR_TRIES {
+            let ev = self.ctx.timing_event().map_err(&e)?;
+            let t0 = Instant::now();
+            self.lanes[0].record_timing(&ev).map_err(&e)?;
+            self.lanes[0].wait_idle(limit).map_err(&e)?;
+            let t1 = Instant::now();
+            let lo = t0.duration_since(epoch).as_secs_f64() * 1e9;
+            let hi = t1.duration_since(epoch).as_secs_f64() * 1e9;
+            let half = (hi - lo) / 2.0;
+            if best.as_ref().is_none_or(|b| half < b.2) {
+                best = Some((ev, lo + half, half));
+            }
+        }
+        best.ok_or_else(|| Error::Worker {
+            rank: self.rank,
+            message: "no clock anchor event was recorded for the timeline".into(),
+        })
+    }
+
+    /// The op timings of the timed calls since the last take, in host ns
+    /// since `epoch` (after a synchronize), and the half-width of this
+    /// rank's clock anchor (ns).
+    pub fn take_timing(&mut self, epoch: Instant) -> Result<(Vec<Vec<OpTime>>, f64)> {
+        let e = self.err();
+        let timing = std::mem::take(&mut self.timing);
+        if timing.is_empty() {
+            return Ok((Vec::new(), 0.0));
+        }
+        let (anchor, at, half) = self.anchor(epoch)?;
         let mut out = Vec::new();
-        for (base, spans) in std::mem::take(&mut self.timing) {
+        for (base, spans) in timing {
+            // Host time of the call's base event; every op relative to it
+            // (short intervals keep the f32 milliseconds exact to ns).
+            let t_base = at - f64::from(base.elapsed_ms(&anchor).map_err(&e)?) * 1e6;
             let mut v = Vec::new();
             for (op, parts, a, b) in spans {
-                let start = f64::from(base.elapsed_ms(&a).map_err(&e)?) * 1e6;
-                let end = f64::from(base.elapsed_ms(&b).map_err(&e)?) * 1e6;
+                let start = t_base + f64::from(base.elapsed_ms(&a).map_err(&e)?) * 1e6;
+                let end = t_base + f64::from(base.elapsed_ms(&b).map_err(&e)?) * 1e6;
                 for part in 0..parts {
                     v.push(OpTime {
                         rank: self.rank,
@@ -571,7 +634,36 @@ impl<'id> Rank<'id> {
             }
             out.push(v);
         }
-        Ok(out)
+        Ok((out, half))
+    }
+
+    /// The start and end of the timed NCCL calls since the last take (op 0
+    /// of each), in host ns since `epoch`, and the anchor's half-width.
+    pub fn take_nccl_timing(&mut self, epoch: Instant) -> Result<(Vec<OpTime>, f64)> {
+        let e = self.err();
+        let timing = std::mem::take(&mut self.nccl_timing);
+        if timing.is_empty() {
+            return Ok((Vec::new(), 0.0));
+        }
+        let (anchor, at, half) = self.anchor(epoch)?;
+        let mut out = Vec::new();
+        for (a, b) in timing {
+            let t_a = at - f64::from(a.elapsed_ms(&anchor).map_err(&e)?) * 1e6;
+            let dur = f64::from(a.elapsed_ms(&b).map_err(&e)?) * 1e6;
+            out.push(OpTime {
+                rank: self.rank,
+                op: 0,
+                part: 0,
+                start_ns: t_a,
+                end_ns: t_a + dur,
+            });
+        }
+        Ok((out, half))
+    }
+
+    /// Bytes moved by this rank's issued work since the last take, per rank.
+    pub fn take_traffic(&mut self) -> Vec<Traffic> {
+        std::mem::take(&mut self.traffic)
     }
 
     /// Drain the streams, then capture what `body` issues on the compute
@@ -864,6 +956,22 @@ impl<'id> Rank<'id> {
         g.map_err(ne)
     }
 
+    /// [`Rank::nccl_call`], bracketed by timing events on the compute stream
+    /// when `timed` (kept for [`Rank::take_nccl_timing`]).
+    pub fn nccl_call_timed(&mut self, c: &NcclCall, timed: bool) -> Result<()> {
+        if !timed {
+            return self.nccl_call(c);
+        }
+        let e = self.err();
+        let a = self.ctx.timing_event().map_err(&e)?;
+        let b = self.ctx.timing_event().map_err(&e)?;
+        self.lanes[0].record_timing(&a).map_err(&e)?;
+        self.nccl_call(c)?;
+        self.lanes[0].record_timing(&b).map_err(&e)?;
+        self.nccl_timing.push((a, b));
+        Ok(())
+    }
+
     pub fn nccl_capture(&mut self, c: &NcclCall, calls: usize) -> Result<()> {
         self.nccl_graph = None;
         let g = self.capture_with(|me| (0..calls).try_for_each(|_| me.nccl_call(c)))?;
@@ -897,6 +1005,19 @@ enum Capturing {
     PerGpu,
     /// One graph across every rank and lane.
     Joint,
+}
+
+/// Count `bytes` moved from rank `from` to rank `to` (nothing within a rank).
+fn moved(t: &mut [Traffic], from: usize, to: usize, bytes: usize) {
+    if from == to {
+        return;
+    }
+    if let Some(x) = t.get_mut(from) {
+        x.sent += bytes as u64;
+    }
+    if let Some(x) = t.get_mut(to) {
+        x.received += bytes as u64;
+    }
 }
 
 /// The reduce kernels' flag bits of a step.

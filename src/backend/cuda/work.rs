@@ -420,7 +420,8 @@ impl StreamOrdered for CudaBackend {
         let (board, gen, call_no) = (self.board.clone(), self.gen, self.calls);
         let call = Arc::new(call.clone());
         if call.timing {
-            self.timed.push(call.plan.name.clone());
+            let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
+            self.timed.push((call.plan.name.clone(), launch_ns));
         }
         let after = Arc::new(after.clone());
         self.each_all(|_| {

@@ -1,0 +1,491 @@
+//! `ringreduce compare`: the article's comparison, measured. For each rank
+//! count, the parameter server and the ring run the same all-reduce; the
+//! backend counts the bytes every rank sends and receives as it moves them,
+//! shown beside the article's formulas ((N-1)·D at the parameter server's
+//! root, 2(N-1)/N·D per ring rank), with the measured time of both. A
+//! markdown table to paste, and an SVG plot.
+
+use super::{check_host_memory, out, Common};
+use crate::backend::BackendChoice;
+use crate::bench::{self, Contender, ContenderKind};
+use crate::element::ReduceOp;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::plan::{Collective, Shape, Traffic};
+use crate::report::{self, ReportError};
+use crate::size::{format_bytes, parse_size};
+use plotters::prelude::*;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct CompareArgs {
+    /// Rank counts, comma-separated (more ranks than GPUs share them round
+    /// robin).
+    #[arg(long, value_delimiter = ',', default_value = "2,4,8")]
+    pub ranks: Vec<usize>,
+    /// Data per rank D (all-reduce of float sum).
+    #[arg(long, default_value = "64MiB")]
+    pub size: String,
+    /// Algorithms to compare, comma-separated.
+    #[arg(long, default_value = "ps,ring")]
+    pub algo: String,
+    /// Backend: auto picks CUDA when a driver and a GPU are present.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    /// GPUs to use, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Option<Vec<usize>>,
+    /// Back-to-back calls per timed block.
+    #[arg(short = 'n', long, default_value_t = 10)]
+    pub iters: usize,
+    /// Untimed calls first.
+    #[arg(short = 'w', long, default_value_t = 2)]
+    pub warmup: usize,
+    /// Timed blocks; the time is the median block's mean.
+    #[arg(long, default_value_t = 3)]
+    pub blocks: usize,
+    /// Draw bytes per rank and time against N as SVG.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Give up on any wait after this many seconds.
+    #[arg(long)]
+    pub timeout: Option<f64>,
+}
+
+/// One (N, algorithm) measurement.
+#[derive(Debug, Clone)]
+struct Point {
+    ranks: usize,
+    algo: String,
+    path: String,
+    /// Counted per rank for one call.
+    traffic: Vec<Traffic>,
+    time_us: f64,
+}
+
+impl Point {
+    /// The busiest rank: (rank, sent, received).
+    /// (The lowest such rank on a tie.)
+    fn busiest(&self) -> (usize, u64, u64) {
+        self.traffic
+            .iter()
+            .enumerate()
+            .max_by(|(i, a), (j, b)| {
+                a.sent
+                    .max(a.received)
+                    .cmp(&b.sent.max(b.received))
+                    .then(j.cmp(i))
+            })
+            .map_or((0, 0, 0), |(r, t)| (r, t.sent, t.received))
+    }
+    /// The other ranks' range of max(sent, received).
+    fn others(&self) -> Option<(u64, u64)> {
+        let (b, _, _) = self.busiest();
+        let v: Vec<u64> = self
+            .traffic
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| *r != b)
+            .map(|(_, t)| t.sent.max(t.received))
+            .collect();
+        Some((*v.iter().min()?, *v.iter().max()?))
+    }
+}
+
+/// The article's per-rank formula for the busiest rank of `algo`'s path.
+fn formula(path: &str, n: usize, d: u64) -> (String, f64) {
+    let nf = n as f64;
+    if path.starts_with("ps") {
+        ("(N-1)·D".into(), (nf - 1.0) * d as f64)
+    } else {
+        ("2(N-1)/N·D".into(), 2.0 * (nf - 1.0) / nf * d as f64)
+    }
+}
+
+fn mib(b: f64) -> String {
+    format!("{:.2} MiB", b / (1u64 << 20) as f64)
+}
+
+pub fn execute(a: CompareArgs) -> Result<bool> {
+    let d = parse_size(&a.size)?;
+    if d == 0 || d % 4 != 0 {
+        return Err(Error::BadSize {
+            input: a.size.clone(),
+            reason: "D must be a positive multiple of 4 bytes (float elements)".into(),
+        });
+    }
+    if a.ranks.is_empty() || a.ranks.iter().any(|&n| n < 2) {
+        return Err(Error::BadArgument(
+            "--ranks needs rank counts of at least 2 (one rank moves nothing)".into(),
+        ));
+    }
+    if let Some(&n) = a.ranks.iter().find(|&&n| n > crate::engine::MAX_RANKS) {
+        return Err(Error::TooManyRanks {
+            ranks: n,
+            max: crate::engine::MAX_RANKS,
+        });
+    }
+    if a.iters == 0 || a.blocks == 0 || a.blocks > 100 || a.iters > 100_000 {
+        return Err(Error::BadArgument(
+            "-n/--iters must be 1 to 100000 and --blocks 1 to 100".into(),
+        ));
+    }
+    let contenders: Vec<Contender> = bench::parse_contenders(&a.algo)?;
+    if let Some(c) = contenders
+        .iter()
+        .find(|c| !matches!(c.kind, ContenderKind::Engine(_)))
+    {
+        return Err(Error::BadArgument(format!(
+            "{}: compare runs the engine's paths (ps, ring, ring:pipeK, auto, ...)",
+            c.name
+        )));
+    }
+    report::check_files(&[("--plot", a.plot.as_deref(), true)])
+        .map_err(|e| Error::Report(e.to_string()))?;
+    let count = (d / 4) as usize;
+    let mut configs = Vec::new();
+    for &n in &a.ranks {
+        let cfg = Common {
+            ranks: Some(n),
+            backend: a.backend,
+            devices: a.devices.clone(),
+            timeout: a.timeout,
+        }
+        .config()?;
+        let shape = Shape::all_reduce(n, count, 4, false);
+        for c in &contenders {
+            if let ContenderKind::Engine(choice) = &c.kind {
+                choice.resolve(&shape)?;
+            }
+        }
+        let cpu = a.backend == BackendChoice::Cpu || crate::backend::cuda::probe().is_err();
+        // The parameter server's root needs (N-1)·D of scratch.
+        let mut need = crate::cli::run::host_bytes(&shape, cpu);
+        if cpu {
+            need += (n as u128) * d as u128 * 2;
+        }
+        check_host_memory(need, &format!("the {n}-rank runs"))?;
+        configs.push(cfg);
+    }
+
+    let mut points: Vec<Point> = Vec::new();
+    let mut describe = Vec::new();
+    for cfg in configs {
+        let n = cfg.ranks;
+        let mut e = Engine::<f32>::new(cfg)?;
+        describe.push(e.core().describe());
+        let inputs = vec![vec![1.0f32; count]; n];
+        let shape = e.load(Collective::AllReduce, &inputs, false)?;
+        for c in &contenders {
+            let ContenderKind::Engine(choice) = &c.kind else {
+                continue;
+            };
+            let path = e.core().path_name(Some(choice), &shape)?;
+            // One call, counted.
+            e.core_mut().take_traffic()?;
+            e.launch(Some(choice), &shape, ReduceOp::Sum)?;
+            e.synchronize()?;
+            let traffic = e.core_mut().take_traffic()?;
+            let us = bench::time_blocks(
+                &mut e,
+                c,
+                &shape,
+                ReduceOp::Sum,
+                a.warmup,
+                a.iters,
+                a.blocks,
+            )?;
+            e.core_mut().take_traffic()?;
+            eprintln!("compare: N = {n} {}: {us:.1} us", c.name);
+            points.push(Point {
+                ranks: n,
+                algo: c.name.clone(),
+                path,
+                traffic,
+                time_us: us,
+            });
+        }
+    }
+
+    out(format!(
+        "# ringreduce compare: all-reduce of D = {} per rank (float sum, out of place)",
+        format_bytes(d)
+    ))?;
+    let mut seen = Vec::new();
+    for dsc in describe {
+        if !seen.contains(&dsc) {
+            out(format!("# backend: {dsc}"))?;
+            seen.push(dsc);
+        }
+    }
+    out("# bytes: counted by the backend as it moved them (copies between ranks, reduces reading another rank's memory), one call")?;
+    out(format!(
+        "# time: median of {} blocks, each the mean of {} back-to-back calls after {} warm-up calls",
+        a.blocks, a.iters, a.warmup
+    ))?;
+    out("")?;
+    out("| N | algorithm (path) | busiest rank: sent / received | formula | other ranks (max of sent, received) | time per call |")?;
+    out("|---|---|---|---|---|---|")?;
+    for p in &points {
+        let (r, s, rcv) = p.busiest();
+        let (fname, fval) = formula(&p.path, p.ranks, d);
+        let others = match p.others() {
+            Some((lo, hi)) if lo == hi => mib(lo as f64),
+            Some((lo, hi)) => format!("{} .. {}", mib(lo as f64), mib(hi as f64)),
+            None => "-".into(),
+        };
+        out(format!(
+            "| {} | {} ({}) | rank {r}: {} / {} | {fname} = {} | {others} | {:.1} us |",
+            p.ranks,
+            p.algo,
+            p.path,
+            mib(s as f64),
+            mib(rcv as f64),
+            mib(fval),
+            p.time_us
+        ))?;
+    }
+    out("")?;
+    let mut ok = true;
+    for p in points
+        .iter()
+        .filter(|p| p.path.starts_with("ps") || p.path.starts_with("ring"))
+    {
+        let (_, s, rcv) = p.busiest();
+        let (_, fval) = formula(&p.path, p.ranks, d);
+        // The ring cuts chunks in 16-byte units: a rank may move up to one
+        // unit more per step than D/N.
+        let slack = 16.0 * 2.0 * p.ranks as f64;
+        if (s.max(rcv) as f64 - fval).abs() > slack {
+            ok = false;
+            out(format!(
+                "# MISMATCH: N = {} {}: the busiest rank moved {} where the formula says {}",
+                p.ranks,
+                p.algo,
+                mib(s.max(rcv) as f64),
+                mib(fval)
+            ))?;
+        }
+    }
+    for &n in &a.ranks {
+        let t = |name: &str| {
+            points
+                .iter()
+                .find(|p| p.ranks == n && p.path.starts_with(name))
+                .map(|p| p.time_us)
+        };
+        if let (Some(ps), Some(ring)) = (t("ps"), t("ring")) {
+            out(format!(
+                "# N = {n}: the parameter server takes {:.2}x the ring's time (the formulas' ratio of the busiest rank's bytes: {:.2}x)",
+                ps / ring.max(1e-9),
+                n as f64 / 2.0
+            ))?;
+        }
+    }
+    if let Some(p) = &a.plot {
+        let svg = plot(&points, d).map_err(|e| Error::Report(e.to_string()))?;
+        report::write_file_atomic("--plot", p, svg.as_bytes())
+            .map_err(|e| Error::Report(e.to_string()))?;
+        out(format!("# wrote {}", p.display()))?;
+    }
+    Ok(ok)
+}
+
+const COLOURS: [RGBColor; 4] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+];
+
+fn perr<E: std::fmt::Display>(e: E) -> ReportError {
+    ReportError::Plot(e.to_string())
+}
+
+/// Two panels against N: the busiest rank's bytes (measured points, the
+/// formula as a dashed line) and the time per call.
+fn plot(points: &[Point], d: u64) -> std::result::Result<String, ReportError> {
+    let mut algos: Vec<String> = Vec::new();
+    for p in points {
+        if !algos.contains(&p.algo) {
+            algos.push(p.algo.clone());
+        }
+    }
+    let nmax = points.iter().map(|p| p.ranks).max().unwrap_or(2) as f64;
+    let nmin = points.iter().map(|p| p.ranks).min().unwrap_or(2) as f64;
+    let mib_of = |b: f64| b / (1u64 << 20) as f64;
+    let bytes_max = points
+        .iter()
+        .map(|p| {
+            let (_, s, r) = p.busiest();
+            mib_of(s.max(r) as f64).max(mib_of(formula(&p.path, p.ranks, d).1))
+        })
+        .fold(1.0, f64::max);
+    let t_max = points.iter().map(|p| p.time_us / 1e3).fold(1e-3, f64::max);
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (1200, 520)).into_drawing_area();
+        root.fill(&WHITE).map_err(perr)?;
+        let (title, rest) = root.split_vertically(50);
+        title
+            .draw_text(
+                &format!(
+                    "Parameter server vs ring, measured: all-reduce of D = {} per rank",
+                    format_bytes(d)
+                ),
+                &("sans-serif", 22).into_font().color(&BLACK),
+                (200, 15),
+            )
+            .map_err(perr)?;
+        let (left, right) = rest.split_horizontally(600);
+        let pad = (nmax - nmin).max(1.0) * 0.1;
+        let mut c = ChartBuilder::on(&left)
+            .caption("busiest rank's bytes sent (MiB) vs N", ("sans-serif", 17))
+            .margin(16)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d((nmin - pad)..(nmax + pad), 0.0..bytes_max * 1.1)
+            .map_err(perr)?;
+        c.configure_mesh()
+            .x_desc("ranks N")
+            .y_desc("MiB")
+            .x_label_formatter(&|v: &f64| format!("{v:.0}"))
+            .label_style(("sans-serif", 13))
+            .draw()
+            .map_err(perr)?;
+        for (i, algo) in algos.iter().enumerate() {
+            let col = COLOURS[i % COLOURS.len()];
+            let mine: Vec<&Point> = points.iter().filter(|p| &p.algo == algo).collect();
+            let measured: Vec<(f64, f64)> = mine
+                .iter()
+                .map(|p| {
+                    let (_, s, r) = p.busiest();
+                    (p.ranks as f64, mib_of(s.max(r) as f64))
+                })
+                .collect();
+            let label = mine.first().map_or(algo.clone(), |p| {
+                format!("{algo}: measured, formula {}", formula(&p.path, 2, d).0)
+            });
+            c.draw_series(LineSeries::new(measured.clone(), col.stroke_width(2)))
+                .map_err(perr)?
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2))
+                });
+            c.draw_series(measured.iter().map(|&p| Circle::new(p, 4, col.filled())))
+                .map_err(perr)?;
+            // The formula, dashed, through many N.
+            if let Some(p0) = mine.first() {
+                let path = p0.path.clone();
+                let mut x = nmin;
+                let mut pts = Vec::new();
+                while x <= nmax + 1e-9 {
+                    pts.push((x, mib_of(formula(&path, x as usize, d).1)));
+                    x += 1.0;
+                }
+                for w in pts.windows(2) {
+                    let (a, b) = (w[0], w[1]);
+                    // Dashes: the first half of each unit step.
+                    let m = (a.0 + (b.0 - a.0) * 0.5, a.1 + (b.1 - a.1) * 0.5);
+                    c.draw_series(std::iter::once(PathElement::new(
+                        vec![a, m],
+                        col.mix(0.6).stroke_width(1),
+                    )))
+                    .map_err(perr)?;
+                }
+            }
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK.mix(0.3))
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font(("sans-serif", 13))
+            .draw()
+            .map_err(perr)?;
+        let mut c = ChartBuilder::on(&right)
+            .caption("time per call (ms) vs N", ("sans-serif", 17))
+            .margin(16)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d((nmin - pad)..(nmax + pad), 0.0..t_max * 1.1)
+            .map_err(perr)?;
+        c.configure_mesh()
+            .x_desc("ranks N")
+            .y_desc("ms")
+            .x_label_formatter(&|v: &f64| format!("{v:.0}"))
+            .label_style(("sans-serif", 13))
+            .draw()
+            .map_err(perr)?;
+        for (i, algo) in algos.iter().enumerate() {
+            let col = COLOURS[i % COLOURS.len()];
+            let pts: Vec<(f64, f64)> = points
+                .iter()
+                .filter(|p| &p.algo == algo)
+                .map(|p| (p.ranks as f64, p.time_us / 1e3))
+                .collect();
+            c.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))
+                .map_err(perr)?
+                .label(algo.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2))
+                });
+            c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, col.filled())))
+                .map_err(perr)?;
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK.mix(0.3))
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font(("sans-serif", 13))
+            .draw()
+            .map_err(perr)?;
+        root.present().map_err(perr)?;
+    }
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formulas() {
+        assert_eq!(formula("ps", 4, 100).1, 300.0);
+        assert_eq!(formula("ring:pipe2", 4, 100).1, 150.0);
+        let p = Point {
+            ranks: 3,
+            algo: "ps".into(),
+            path: "ps".into(),
+            traffic: vec![
+                Traffic {
+                    sent: 20,
+                    received: 20,
+                },
+                Traffic {
+                    sent: 10,
+                    received: 10,
+                },
+                Traffic {
+                    sent: 10,
+                    received: 10,
+                },
+            ],
+            time_us: 5.0,
+        };
+        assert_eq!(p.busiest(), (0, 20, 20));
+        let tie = Point {
+            traffic: vec![
+                Traffic {
+                    sent: 5,
+                    received: 5
+                };
+                3
+            ],
+            ..p.clone()
+        };
+        assert_eq!(tie.busiest(), (0, 5, 5));
+        assert_eq!(p.others(), Some((10, 10)));
+        let svg = plot(&[p.clone(), Point { ranks: 4, ..p }], 10).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("ps: measured"));
+    }
+}
