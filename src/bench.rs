@@ -231,6 +231,76 @@ pub fn expected<T: Element>(
     }
 }
 
+/// The expected outputs of `calls` in-place calls of `collective` back to
+/// back on the same buffers (a graph replay runs [`GRAPH_CALLS`]): each call
+/// works on what the previous one left. All-reduce reduces its own result;
+/// reduce-scatter reduces chunk r of every rank's buffer, of which rank r's
+/// already holds the previous result (NCCL's in-place layout: rank r's
+/// output is chunk r of its input); all-gather leaves its inputs as they
+/// were. Tolerances after the first call are those of random inputs (the
+/// intermediate results are no longer exact-valued).
+pub fn expected_in_place<T: Element>(
+    collective: Collective,
+    inputs: &[Vec<T>],
+    op: ReduceOp,
+    calls: usize,
+) -> Expect<T> {
+    let mut ins = inputs.to_vec();
+    let mut r = expected(collective, &ins, op, Inputs::Exact);
+    for _ in 1..calls {
+        match (&r, collective) {
+            (Expect::Same(rf), Collective::AllReduce) => {
+                ins = vec![rf.expect.clone(); inputs.len()];
+            }
+            (Expect::PerRank(refs), _) => {
+                for (k, rf) in refs.iter().enumerate() {
+                    let c = rf.expect.len();
+                    if let Some(dst) = ins.get_mut(k).and_then(|b| b.get_mut(k * c..(k + 1) * c)) {
+                        dst.copy_from_slice(&rf.expect);
+                    }
+                }
+            }
+            _ => {}
+        }
+        r = expected(collective, &ins, op, Inputs::Random);
+    }
+    r
+}
+
+/// The outputs of `calls` in-place calls of `path` back to back, run on
+/// the CPU backend (which executes the same plan, op for op, in the same
+/// order of reduction): the reference for replays whose later calls read
+/// what the earlier ones left in the buffer. Bitwise.
+pub fn expected_on_cpu<T: Element>(
+    path: &str,
+    collective: Collective,
+    inputs: &[Vec<T>],
+    op: ReduceOp,
+    calls: usize,
+) -> Result<Expect<T>> {
+    use crate::engine::EngineConfig;
+    let choice: AlgoChoice = path
+        .parse()
+        .map_err(|m| Error::BadArgument(format!("path {path} of the reference run: {m}")))?;
+    let mut cpu = Engine::<T>::new(EngineConfig::cpu(inputs.len()))?;
+    let shape = cpu.load(collective, inputs, true)?;
+    for _ in 0..calls {
+        cpu.run(Some(&choice), &shape, op)?;
+    }
+    let refs = cpu
+        .read_output(&shape)?
+        .into_iter()
+        .map(|expect| Reference {
+            expect,
+            bound: None,
+            bitwise: true,
+            ranks: inputs.len(),
+            op,
+        })
+        .collect();
+    Ok(Expect::PerRank(refs))
+}
+
 /// Check every rank's output.
 pub fn check_outputs<T: Element>(outputs: &[Vec<T>], e: &Expect<T>) -> Verdict {
     check_outputs_at(outputs, e, 0)
@@ -330,23 +400,24 @@ pub fn checked_call<T: Element>(
 ) -> Result<(u64, Verdict, Vec<Vec<T>>)> {
     let shape = e.load(collective, inputs, in_place)?;
     e.poison(&shape)?;
-    prepare(e, c, &shape, op)?;
+    let path = prepare(e, c, &shape, op)?;
     launch(e, c, &shape, op)?;
     e.synchronize()?;
     let out = e.read_output(&shape)?;
     let base = e.core().local_ranks().start;
     let calls = c.calls_per_launch();
-    let v = if in_place && calls > 1 && collective == Collective::AllReduce {
-        // Each further call reduces the previous result.
-        let mut ins = inputs.to_vec();
-        let mut r = expected(collective, &ins, op, Inputs::Exact);
-        for _ in 1..calls {
-            if let Expect::Same(rf) = &r {
-                ins = vec![rf.expect.clone(); inputs.len()];
+    let v = if in_place && calls > 1 {
+        let want = match &path {
+            // The ring's in-place reduce-scatter keeps partial sums in the
+            // other chunks of the buffer (docs/ALGORITHM.md), which the next
+            // call of a replay reads: the same plan on the CPU backend says
+            // what that gives.
+            Some(p) if collective == Collective::ReduceScatter && inputs.len() > 2 => {
+                expected_on_cpu(p, collective, inputs, op, calls)?
             }
-            r = expected(collective, &ins, op, Inputs::Random);
-        }
-        check_outputs_at(&out, &r, base)
+            _ => expected_in_place(collective, inputs, op, calls),
+        };
+        check_outputs_at(&out, &want, base)
     } else {
         check_outputs_at(&out, expect, base)
     };
@@ -716,6 +787,55 @@ mod tests {
         assert!(matches!(v[6].kind, ContenderKind::EngineGraph(_)));
         assert!(parse_contenders("ring,tree").is_err());
         assert!(parse_contenders("").is_err());
+    }
+
+    /// A graph replays GRAPH_CALLS calls in place on the same buffers; the
+    /// bench's expectation of that (a 2-call in-place reduce-scatter graph
+    /// was reported wrong on 2 x H200 by the old check, which only knew
+    /// all-reduce) must equal the CPU engine running the calls back to back.
+    #[test]
+    fn in_place_calls_back_to_back_match_their_expectation() {
+        use crate::engine::EngineConfig;
+        for collective in [
+            Collective::AllReduce,
+            Collective::ReduceScatter,
+            Collective::AllGather,
+        ] {
+            for (op, n) in [
+                (ReduceOp::Sum, 2),
+                (ReduceOp::Sum, 3),
+                (ReduceOp::Max, 3),
+                (ReduceOp::Prod, 4),
+            ] {
+                let mut e = Engine::<i32>::new(EngineConfig::cpu(n)).unwrap();
+                let per = if collective == Collective::ReduceScatter {
+                    5 * n
+                } else {
+                    5
+                };
+                let inputs: Vec<Vec<i32>> = (0..n)
+                    .map(|r| (0..per).map(|i| (r * 7 + i) as i32 % 5 - 2).collect())
+                    .collect();
+                let shape = e.load(collective, &inputs, true).unwrap();
+                let ring: AlgoChoice = "ring".parse().unwrap();
+                for _ in 0..GRAPH_CALLS {
+                    e.run(Some(&ring), &shape, op).unwrap();
+                }
+                let out = e.read_output(&shape).unwrap();
+                let want = if collective == Collective::ReduceScatter && n > 2 {
+                    expected_on_cpu("ring", collective, &inputs, op, GRAPH_CALLS).unwrap()
+                } else {
+                    expected_in_place(collective, &inputs, op, GRAPH_CALLS)
+                };
+                let v = check_outputs(&out, &want);
+                assert_eq!(v.total_wrong(), 0, "{collective:?} {op:?}: {out:?}");
+                // One call less is a different answer where it should be.
+                if collective != Collective::AllGather && op == ReduceOp::Sum {
+                    let once = expected(collective, &inputs, op, Inputs::Exact);
+                    assert!(check_outputs(&out, &once).total_wrong() > 0);
+                }
+            }
+        }
     }
 
     #[test]

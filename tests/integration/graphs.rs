@@ -198,6 +198,51 @@ pub fn register(h: &mut Harness) {
         },
     );
 
+    cuda_only(
+        h,
+        "graphs::reduce_scatter_and_all_gather_replay_checked",
+        1,
+        || {
+            // Reduce-scatter and all-gather graphs (GRAPH_CALLS calls per
+            // replay), in and out of place, on 2 and 4 ranks, checked the
+            // way bench checks them (regression: bench reported an in-place
+            // reduce-scatter graph wrong because its expectation assumed one
+            // call; a 2-call replay reduces the buffer it left).
+            use ringreduce::bench::{checked_call, expected, parse_contenders};
+            for n in [2, 4] {
+                let mut e = engine::<i32>(BackendChoice::Cuda, n)?;
+                for c in parse_contenders("ring:graph,ring:pipe2:graph").ctx("contenders")? {
+                    for collective in [Collective::ReduceScatter, Collective::AllGather] {
+                        for in_place in [false, true] {
+                            let per = if collective == Collective::ReduceScatter {
+                                1003 * n
+                            } else {
+                                1003
+                            };
+                            let inputs =
+                                verify::make_inputs::<i32>(Inputs::Exact, ReduceOp::Sum, n, per, 9);
+                            let want = expected(collective, &inputs, ReduceOp::Sum, Inputs::Exact);
+                            let what =
+                                format!("{} {collective:?} n={n} in_place={in_place}", c.name);
+                            let (wrong, _, _) = checked_call(
+                                &mut e,
+                                &c,
+                                collective,
+                                in_place,
+                                ReduceOp::Sum,
+                                &inputs,
+                                &want,
+                            )
+                            .ctx(&what)?;
+                            ensure!(wrong == 0, "{what}: {wrong} wrong");
+                        }
+                    }
+                }
+            }
+            pass()
+        },
+    );
+
     cuda_only(h, "graphs::ring_graph_on_more_ranks_than_gpus", 1, || {
         // 4 ranks on however many GPUs there are (several ranks per GPU):
         // the joint graph spans every rank.
