@@ -1089,10 +1089,7 @@ pub fn register(h: &mut Harness) {
 
     h.add("cli::docs_show_the_real_trace", || {
         // docs/ALGORITHM.md pastes `ringreduce trace` output; it must be
-        // what the engine prints.
-        // TODO(docs): the docs are being rewritten for the new engine; until
-        // they show any of the new outputs this test skips, saying so. Once
-        // one is pasted, every one must be current.
+        // what the engine prints, for every one of these commands.
         let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ALGORITHM.md");
         let Ok(text) = std::fs::read_to_string(&doc) else {
             return skip(format!("{} not found (staged test binary?)", doc.display()));
@@ -1100,7 +1097,15 @@ pub fn register(h: &mut Harness) {
         let cmds: [&[&str]; 3] = [
             &["trace"],
             &["trace", "--algo", "ps", "--ranks", "4", "--count", "8"],
-            &["trace", "--algo", "oneshot:flag", "--ranks", "2", "--count", "6"],
+            &[
+                "trace",
+                "--algo",
+                "oneshot:flag",
+                "--ranks",
+                "2",
+                "--count",
+                "6",
+            ],
         ];
         let mut stale = Vec::new();
         for args in cmds {
@@ -1110,13 +1115,11 @@ pub fn register(h: &mut Harness) {
                 stale.push(args.join(" "));
             }
         }
-        if stale.len() == cmds.len() {
-            return skip(format!(
-                "TODO(docs): docs/ALGORITHM.md does not yet show the new engine's trace output ({}); it is being rewritten",
-                stale.join("; ")
-            ));
-        }
-        ensure!(stale.is_empty(), "docs/ALGORITHM.md no longer shows the output of: {}; paste it again", stale.join("; "));
+        ensure!(
+            stale.is_empty(),
+            "docs/ALGORITHM.md no longer shows the output of: {}; paste it again",
+            stale.join("; ")
+        );
         pass()
     });
 }
