@@ -1,0 +1,190 @@
+//! The CUDA backend's optional capabilities: NCCL, CUDA graphs (per GPU and
+//! joint across every GPU), profiling. Split out of `backend/cuda/mod.rs` to
+//! keep files short; nothing here is `unsafe`.
+
+use super::*;
+
+impl NcclBackend for CudaBackend {
+    fn nccl_init(&mut self, lib: &nccl::Nccl) -> Result<()> {
+        let n = self.info.ranks;
+        if self.info.devices() != n {
+            return Err(Error::Unsupported(
+                format!(
+                    "NCCL with {n} ranks on {} GPUs (NCCL needs one GPU per rank)",
+                    self.info.devices()
+                ),
+                "cuda",
+            ));
+        }
+        let id = lib.unique_id()?;
+        self.each_all(|_| {
+            let lib = lib.clone();
+            Box::new(move |rk: &mut Rank<'_>| rk.nccl_init(lib, id, n))
+        })
+        .map(|_| ())
+    }
+
+    fn launch_nccl(&mut self, call: &NcclCall) -> Result<()> {
+        let timed = self.nccl_timing;
+        if timed {
+            let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
+            self.nccl_timed
+                .push((format!("nccl {}", call.collective.name()), launch_ns));
+        }
+        let call = Arc::new(call.clone());
+        self.each_all(|_| {
+            let c = call.clone();
+            Box::new(move |rk: &mut Rank<'_>| rk.nccl_call_timed(&c, timed))
+        })
+        .map(|_| ())
+    }
+
+    fn nccl_graph_capture(&mut self, call: &NcclCall, calls: usize) -> Result<()> {
+        let call = Arc::new(call.clone());
+        self.each_all(|_| {
+            let c = call.clone();
+            Box::new(move |rk: &mut Rank<'_>| rk.nccl_capture(&c, calls))
+        })
+        .map(|_| ())
+    }
+
+    fn launch_nccl_graph(&mut self) -> Result<()> {
+        self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.nccl_replay()))
+            .map(|_| ())
+    }
+}
+
+impl GraphBackend for CudaBackend {
+    /// Device-ordered plans (every cross-rank order inside kernels): one
+    /// graph per GPU, replayed by each rank thread. Any other plan: one
+    /// joint graph across every GPU (see `Rank::capture_joint`), whose
+    /// cross-rank events become graph edges, replayed by rank 0.
+    fn capture(&mut self, calls: &[Call]) -> Result<()> {
+        for c in calls {
+            check_call(c, self.info.ranks)?;
+        }
+        self.drop_graphs()?;
+        let calls = Arc::new(calls.to_vec());
+        let signals = calls
+            .iter()
+            .map(|c| c.plan.signal_count())
+            .max()
+            .unwrap_or(0);
+        let (abort, timeout) = (self.abort.clone(), self.timeout);
+        if calls.iter().all(|c| c.plan.device_ordered()) {
+            self.joint = false;
+            return self
+                .each_all(|_| {
+                    let calls = calls.clone();
+                    let abort = abort.clone();
+                    Box::new(move |rk: &mut Rank<'_>| {
+                        // No other rank waits on anything issued here (the
+                        // plans are device-ordered), so a private board is
+                        // enough.
+                        let board = SignalBoard::new(signals, abort, timeout);
+                        rk.capture(&calls, &board)
+                    })
+                })
+                .map(|_| ());
+        }
+        self.ensure_events(signals)?;
+        let gens: Vec<u64> = calls
+            .iter()
+            .map(|_| {
+                self.gen += 1;
+                self.gen
+            })
+            .collect();
+        let gens = Arc::new(gens);
+        self.joint_gen += 1;
+        let (board, jb, jgen) = (self.board.clone(), self.joint_board.clone(), self.joint_gen);
+        let r = self.each_all(|_| {
+            let (calls, gens, board, jb) = (calls.clone(), gens.clone(), board.clone(), jb.clone());
+            Box::new(move |rk: &mut Rank<'_>| {
+                let rank = rk.rank;
+                let r = rk.capture_joint(&calls, &board, &gens, &jb, jgen);
+                if let Err(e) = &r {
+                    for &g in gens.iter() {
+                        board.fail(g, rank, &e.to_string());
+                    }
+                }
+                r
+            })
+        });
+        self.joint = r.is_ok();
+        r.map(|_| ())
+    }
+
+    fn replay(&mut self) -> Result<()> {
+        if !self.joint {
+            return self
+                .each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.replay()))
+                .map(|_| ());
+        }
+        self.joint_gen += 1;
+        let (jb, jgen) = (self.joint_board.clone(), self.joint_gen);
+        self.each_all(|_| {
+            let jb = jb.clone();
+            Box::new(move |rk: &mut Rank<'_>| rk.replay_joint(&jb, jgen))
+        })
+        .map(|_| ())
+    }
+
+    fn drop_graphs(&mut self) -> Result<()> {
+        self.joint = false;
+        self.each(|_| {
+            Box::new(|rk: &mut Rank<'_>| {
+                rk.drop_graphs();
+                Ok(())
+            })
+        })
+        .map(|_| ())
+    }
+}
+
+impl Profiling for CudaBackend {
+    fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
+        self.each(|_| Box::new(|rk: &mut Rank<'_>| Ok(std::mem::take(&mut rk.profile))))
+    }
+
+    fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        self.drain()?;
+        let epoch = self.epoch;
+        let per_rank: Vec<(Vec<Vec<OpTime>>, f64)> =
+            self.each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.take_timing(epoch)))?;
+        let calls = std::mem::take(&mut self.timed);
+        Ok(assemble(calls, per_rank))
+    }
+
+    fn set_nccl_timing(&mut self, on: bool) {
+        self.nccl_timing = on;
+    }
+
+    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        self.drain()?;
+        let epoch = self.epoch;
+        let per_rank: Vec<(Vec<Vec<OpTime>>, f64)> = self.each(move |_| {
+            Box::new(move |rk: &mut Rank<'_>| {
+                let (v, half) = rk.take_nccl_timing(epoch)?;
+                Ok((v.into_iter().map(|t| vec![t]).collect(), half))
+            })
+        })?;
+        let calls = std::mem::take(&mut self.nccl_timed);
+        Ok(assemble(calls, per_rank))
+    }
+
+    fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
+        let per_rank: Vec<Vec<crate::plan::Traffic>> =
+            self.each(|_| Box::new(|rk: &mut Rank<'_>| Ok(rk.take_traffic())))?;
+        let mut t = vec![crate::plan::Traffic::default(); self.info.ranks];
+        for v in per_rank {
+            for (r, x) in v.into_iter().enumerate() {
+                if let Some(y) = t.get_mut(r) {
+                    y.sent += x.sent;
+                    y.received += x.received;
+                }
+            }
+        }
+        Ok(t)
+    }
+}

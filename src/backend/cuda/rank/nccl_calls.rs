@@ -1,0 +1,119 @@
+//! NCCL on a rank: init, calls, timed calls, graph capture and replay.
+//! (an `impl` block of [`Rank`] split out of `rank.rs` to keep files short;
+//! it sees the rank's private fields as a child module).
+
+use super::*;
+
+impl<'id> Rank<'id> {
+    // -- NCCL ----------------------------------------------------------------
+
+    pub fn nccl_init(&mut self, lib: nccl::Nccl, id: nccl::UniqueId, n: usize) -> Result<()> {
+        self.nccl = None;
+        self.nccl_graph = None;
+        let comm = lib
+            .comm_init_rank(n, &id, self.rank)
+            .map_err(|err| Error::NcclRank {
+                rank: self.rank,
+                message: err.to_string(),
+            })?;
+        self.nccl = Some((lib, comm));
+        Ok(())
+    }
+
+    /// One NCCL call on the compute stream, in a group.
+    pub fn nccl_call(&self, c: &NcclCall) -> Result<()> {
+        let rank = self.rank;
+        let (lib, comm) = self.nccl.as_ref().ok_or_else(|| Error::NcclRank {
+            rank,
+            message: "NCCL not initialised".into(),
+        })?;
+        let ne = |err: nccl::NcclError| Error::NcclRank {
+            rank,
+            message: err.to_string(),
+        };
+        let bind = c
+            .bind
+            .get(rank)
+            .copied()
+            .ok_or_else(|| Error::Plan(format!("no binding for rank {rank}")))?;
+        let size = c.dtype.size();
+        let n = comm.nranks();
+        let (send_elems, recv_elems) = match c.collective {
+            Collective::AllReduce => (c.count, c.count),
+            Collective::ReduceScatter => (c.count * n, c.count),
+            Collective::AllGather => (c.count, c.count * n),
+        };
+        // NCCL's in-place conventions: reduce-scatter writes the rank's
+        // slice of the input, all-gather reads the rank's slice of the
+        // output.
+        let recv_buf = self.buf(bind.recv)?;
+        let slice = rank * c.count * size;
+        let operands = if c.in_place {
+            let (s_off, r_off) = match c.collective {
+                Collective::AllReduce => (0, 0),
+                Collective::ReduceScatter => (0, slice),
+                Collective::AllGather => (slice, 0),
+            };
+            crate::cuda::stream::NcclOperands {
+                send: (recv_buf, s_off),
+                recv: (recv_buf, r_off),
+                send_bytes: send_elems * size,
+                recv_bytes: recv_elems * size,
+            }
+        } else {
+            crate::cuda::stream::NcclOperands {
+                send: (self.buf(bind.send)?, 0),
+                recv: (recv_buf, 0),
+                send_bytes: send_elems * size,
+                recv_bytes: recv_elems * size,
+            }
+        };
+        lib.group_start().map_err(ne)?;
+        let r = self.lanes[0].nccl_collective(
+            lib,
+            comm,
+            c.collective,
+            c.count,
+            c.dtype.nccl(),
+            c.op.nccl(),
+            &operands,
+        );
+        let g = lib.group_end();
+        r.map_err(|e| Error::NcclRank {
+            rank,
+            message: e.to_string(),
+        })?;
+        g.map_err(ne)
+    }
+
+    /// [`Rank::nccl_call`], bracketed by timing events on the compute stream
+    /// when `timed` (kept for [`Rank::take_nccl_timing`]).
+    pub fn nccl_call_timed(&mut self, c: &NcclCall, timed: bool) -> Result<()> {
+        if !timed {
+            return self.nccl_call(c);
+        }
+        let e = self.err();
+        let a = self.ctx.timing_event().map_err(&e)?;
+        let b = self.ctx.timing_event().map_err(&e)?;
+        self.lanes[0].record_timing(&a).map_err(&e)?;
+        self.nccl_call(c)?;
+        self.lanes[0].record_timing(&b).map_err(&e)?;
+        self.nccl_timing.push((a, b));
+        Ok(())
+    }
+
+    pub fn nccl_capture(&mut self, c: &NcclCall, calls: usize) -> Result<()> {
+        self.nccl_graph = None;
+        let g = self.capture_with(|me| (0..calls).try_for_each(|_| me.nccl_call(c)))?;
+        self.nccl_graph = Some(g);
+        Ok(())
+    }
+
+    pub fn nccl_replay(&self) -> Result<()> {
+        let g = self.nccl_graph.as_ref().ok_or_else(|| Error::NcclRank {
+            rank: self.rank,
+            message: "no NCCL graph captured".into(),
+        })?;
+        self.lanes[0].launch_graph(g).map_err(self.err())
+    }
+}

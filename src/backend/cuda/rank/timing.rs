@@ -1,0 +1,100 @@
+//! Timing and traffic of a rank: clock anchors, per-op times, bytes moved.
+//! (an `impl` block of [`Rank`] split out of `rank.rs` to keep files short;
+//! it sees the rank's private fields as a child module).
+
+use super::*;
+
+impl<'id> Rank<'id> {
+    /// Relate this GPU's event clock to the host clock (streams idle): record
+    /// a timing event on an idle stream and spin until it completes, a few
+    /// times; the GPU wrote its timestamp between the host's reading just
+    /// before the record and just after the completion, so the tightest such
+    /// bracket places it. Returns the event, the bracket's midpoint (host ns
+    /// since `epoch`) and its half-width (ns).
+    pub(super) fn anchor(&self, epoch: Instant) -> Result<(TimingEvent<'id>, f64, f64)> {
+        let e = self.err();
+        self.sync()?;
+        let limit = self.timeout + Duration::from_secs(5);
+        let mut best: Option<(TimingEvent<'id>, f64, f64)> = None;
+        for _ in 0..ANCHOR_TRIES {
+            let ev = self.ctx.timing_event().map_err(&e)?;
+            let t0 = Instant::now();
+            self.lanes[0].record_timing(&ev).map_err(&e)?;
+            self.lanes[0].wait_idle(limit).map_err(&e)?;
+            let t1 = Instant::now();
+            let lo = t0.duration_since(epoch).as_secs_f64() * 1e9;
+            let hi = t1.duration_since(epoch).as_secs_f64() * 1e9;
+            let half = (hi - lo) / 2.0;
+            if best.as_ref().is_none_or(|b| half < b.2) {
+                best = Some((ev, lo + half, half));
+            }
+        }
+        best.ok_or_else(|| Error::Worker {
+            rank: self.rank,
+            message: "no clock anchor event was recorded for the timeline".into(),
+        })
+    }
+
+    /// The op timings of the timed calls since the last take, in host ns
+    /// since `epoch` (after a synchronize), and the half-width of this
+    /// rank's clock anchor (ns).
+    pub fn take_timing(&mut self, epoch: Instant) -> Result<(Vec<Vec<OpTime>>, f64)> {
+        let e = self.err();
+        let timing = std::mem::take(&mut self.timing);
+        if timing.is_empty() {
+            return Ok((Vec::new(), 0.0));
+        }
+        let (anchor, at, half) = self.anchor(epoch)?;
+        let mut out = Vec::new();
+        for (base, spans) in timing {
+            // Host time of the call's base event; every op relative to it
+            // (short intervals keep the f32 milliseconds exact to ns).
+            let t_base = at - f64::from(base.elapsed_ms(&anchor).map_err(&e)?) * 1e6;
+            let mut v = Vec::new();
+            for (op, parts, a, b) in spans {
+                let start = t_base + f64::from(base.elapsed_ms(&a).map_err(&e)?) * 1e6;
+                let end = t_base + f64::from(base.elapsed_ms(&b).map_err(&e)?) * 1e6;
+                for part in 0..parts {
+                    v.push(OpTime {
+                        rank: self.rank,
+                        op,
+                        part,
+                        start_ns: start,
+                        end_ns: end,
+                    });
+                }
+            }
+            out.push(v);
+        }
+        Ok((out, half))
+    }
+
+    /// The start and end of the timed NCCL calls since the last take (op 0
+    /// of each), in host ns since `epoch`, and the anchor's half-width.
+    pub fn take_nccl_timing(&mut self, epoch: Instant) -> Result<(Vec<OpTime>, f64)> {
+        let e = self.err();
+        let timing = std::mem::take(&mut self.nccl_timing);
+        if timing.is_empty() {
+            return Ok((Vec::new(), 0.0));
+        }
+        let (anchor, at, half) = self.anchor(epoch)?;
+        let mut out = Vec::new();
+        for (a, b) in timing {
+            let t_a = at - f64::from(a.elapsed_ms(&anchor).map_err(&e)?) * 1e6;
+            let dur = f64::from(a.elapsed_ms(&b).map_err(&e)?) * 1e6;
+            out.push(OpTime {
+                rank: self.rank,
+                op: 0,
+                part: 0,
+                start_ns: t_a,
+                end_ns: t_a + dur,
+            });
+        }
+        Ok((out, half))
+    }
+
+    /// Bytes moved by this rank's issued work since the last take, per rank.
+    pub fn take_traffic(&mut self) -> Vec<Traffic> {
+        std::mem::take(&mut self.traffic)
+    }
+}

@@ -1,0 +1,195 @@
+//! The engine's optional capabilities: CUDA graphs, NCCL, profiling (an
+//! `impl` block of [`Core`] split out of `engine/mod.rs` to keep files short;
+//! the engine still dispatches only through the backend's capability traits).
+
+use super::*;
+
+impl Core {
+    // -- CUDA graphs -------------------------------------------------------
+
+    /// Capture [`GRAPH_CALLS`] calls of `shape` on `choice`'s path into CUDA
+    /// graphs (one per GPU for plans ordered inside kernels, else one across
+    /// every GPU); returns the path. The path decides the plans.
+    pub fn graph_capture(
+        &mut self,
+        choice: Option<&AlgoChoice>,
+        shape: Shape,
+        dtype: DataType,
+        op: ReduceOp,
+        bind: Arc<Vec<Binding>>,
+    ) -> Result<String> {
+        self.usable()?;
+        let kind = self.backend_kind().name();
+        if self.backend.graphs().is_none() {
+            return Err(Error::Unsupported("CUDA graphs".into(), kind));
+        }
+        self.check_shape(&shape)?;
+        self.graph = None;
+        let key = self.path_of(choice, &shape)?;
+        let plans = self.paths[key].2.graph_plans(GRAPH_CALLS)?;
+        // Device-ordered plans become one graph per GPU; the backend
+        // captures any other plan into one graph across every GPU.
+        for p in &plans {
+            self.reserve_scratch(p)?;
+        }
+        self.last = None;
+        let calls: Vec<Call> = plans
+            .iter()
+            .map(|p| Call {
+                plan: p.clone(),
+                dtype,
+                op,
+                bind: bind.clone(),
+                timing: false,
+            })
+            .collect();
+        let kind = self.backend_kind().name();
+        let g = self
+            .backend
+            .graphs()
+            .ok_or_else(|| Error::Unsupported("CUDA graphs".into(), kind))?;
+        let r = g.capture(&calls);
+        self.track(r)?;
+        self.graph = Some(Captured {
+            key,
+            generation: self.generation,
+        });
+        Ok(self.paths[key].0.clone())
+    }
+
+    /// Replay the captured graph: [`GRAPH_CALLS`] calls on every rank.
+    pub fn graph_replay(&mut self) -> Result<()> {
+        self.usable()?;
+        let g = self
+            .graph
+            .clone()
+            .ok_or_else(|| Error::BadArgument("no ringreduce graph captured".into()))?;
+        if g.generation != self.generation {
+            return Err(Error::BadArgument(
+                "the captured graph is stale: the buffers it refers to were reallocated since; capture again".into(),
+            ));
+        }
+        let continues = self.last == Some(g.key);
+        let fence = match self.paths.get_mut(g.key) {
+            Some(p) => p.2.before_replay(continues)?,
+            None => None,
+        };
+        self.last = None;
+        if let Some(f) = fence {
+            let bind = Arc::new(vec![Binding::DEFAULT; self.ranks]);
+            let call = Call {
+                plan: f,
+                dtype: DataType::Uint8,
+                op: ReduceOp::Sum,
+                bind,
+                timing: false,
+            };
+            let r = self.backend.launch(&call);
+            self.track(r)?;
+        }
+        let kind = self.backend_kind().name();
+        let r = self
+            .backend
+            .graphs()
+            .ok_or_else(|| Error::Unsupported("CUDA graphs".into(), kind))?
+            .replay();
+        self.track(r)?;
+        self.last = Some(g.key);
+        Ok(())
+    }
+
+    // -- NCCL --------------------------------------------------------------
+
+    pub(super) fn nccl_backend(&mut self) -> Result<&mut dyn crate::backend::NcclBackend> {
+        let kind = self.backend_kind().name();
+        self.backend
+            .nccl()
+            .ok_or_else(|| Error::Unsupported("NCCL".into(), kind))
+    }
+
+    /// Create NCCL communicators on the engine's ranks (one GPU per rank).
+    pub fn nccl_init(&mut self, lib: &crate::cuda::nccl::Nccl) -> Result<()> {
+        let r = self.nccl_backend()?.nccl_init(lib);
+        self.track(r)?;
+        self.nccl_ready = true;
+        Ok(())
+    }
+
+    pub fn nccl_ready(&self) -> bool {
+        self.nccl_ready
+    }
+
+    /// Launch NCCL's collective on the same buffers.
+    pub fn launch_nccl(&mut self, call: &NcclCall) -> Result<()> {
+        self.usable()?;
+        self.last = None;
+        let r = self.nccl_backend()?.launch_nccl(call);
+        self.track(r)
+    }
+
+    /// Capture [`GRAPH_CALLS`] NCCL calls per rank into a CUDA graph.
+    pub fn nccl_graph_capture(&mut self, call: &NcclCall) -> Result<()> {
+        self.usable()?;
+        self.last = None;
+        self.nccl_graph = None;
+        let r = self.nccl_backend()?.nccl_graph_capture(call, GRAPH_CALLS);
+        self.track(r)?;
+        self.nccl_graph = Some(self.generation);
+        Ok(())
+    }
+
+    /// Replay the captured NCCL graph.
+    pub fn launch_nccl_graph(&mut self) -> Result<()> {
+        self.usable()?;
+        if self.nccl_graph != Some(self.generation) {
+            return Err(Error::BadArgument(
+                "no NCCL graph captured against the current buffers".into(),
+            ));
+        }
+        self.last = None;
+        let r = self.nccl_backend()?.launch_nccl_graph();
+        self.track(r)
+    }
+
+    // -- profiling ---------------------------------------------------------
+
+    /// Per-rank host issue profile since the last call, then reset.
+    pub fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
+        let kind = self.backend_kind().name();
+        self.backend
+            .profiling()
+            .ok_or_else(|| Error::Unsupported("profiling".into(), kind))?
+            .take_issue_profile()
+    }
+
+    /// The timelines of the calls launched with timing on, since the last
+    /// take.
+    pub fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        let kind = self.backend_kind().name();
+        self.backend
+            .profiling()
+            .ok_or_else(|| Error::Unsupported("timelines".into(), kind))?
+            .take_timeline()
+    }
+
+    /// The timings of the NCCL calls made with timing on, since the last
+    /// take (one op per rank each), on the same clock as
+    /// [`Core::take_timeline`].
+    pub fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        let kind = self.backend_kind().name();
+        self.backend
+            .profiling()
+            .ok_or_else(|| Error::Unsupported("timelines".into(), kind))?
+            .take_nccl_timeline()
+    }
+
+    /// Bytes each rank sent to and received from other ranks since the last
+    /// take, as the backend counted them while it moved them.
+    pub fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
+        let kind = self.backend_kind().name();
+        self.backend
+            .profiling()
+            .ok_or_else(|| Error::Unsupported("traffic counters".into(), kind))?
+            .take_traffic()
+    }
+}
