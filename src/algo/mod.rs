@@ -169,6 +169,12 @@ pub const ONESHOT_MAX_BYTES: usize = 16 << 20;
 /// From this size the ring cuts each chunk into 4 slices instead of 2.
 pub const PIPE4_MIN_BYTES: usize = 1 << 30;
 
+/// Below this many bytes of a reduce-scatter's whole buffer the plain ring
+/// (one copy and one reduce per step) beats the pipelined one (2 x H200,
+/// 2026-11-30, `-ring2-bench-rsag.log`: 75 vs 52 GB/s at 4 MiB, 18 vs 13
+/// at 1 MiB; equal at 16 MiB, pipe2 ahead from 64 MiB).
+pub const RS_PIPE_MIN_BYTES: usize = 16 << 20;
+
 impl AlgoChoice {
     /// `auto` or the fixed algorithm's name.
     pub fn name(&self) -> String {
@@ -186,7 +192,10 @@ impl AlgoChoice {
     /// an all-reduce of at most [`ONESHOT_MAX_BYTES`] per rank on 2 ranks
     /// uses `oneshot:fused` out of place and `oneshot:flag` in place; every
     /// other call uses `ring:pipe2`, or `ring:pipe4` from
-    /// [`PIPE4_MIN_BYTES`].
+    /// [`PIPE4_MIN_BYTES`], except an all-gather (no reduce to overlap:
+    /// the plain `ring`, which measured ahead of `ring:pipe2` at every size
+    /// on 2 x H200) and a reduce-scatter below [`RS_PIPE_MIN_BYTES`]
+    /// (`ring`).
     pub fn resolve(&self, shape: &Shape) -> Result<Arc<dyn Algorithm>> {
         let algo = match self {
             AlgoChoice::Fixed(a) => a.clone(),
@@ -221,7 +230,19 @@ fn auto(shape: &Shape) -> Arc<dyn Algorithm> {
         }
         return Arc::new(fused::Fused);
     }
-    let slices = if bytes >= PIPE4_MIN_BYTES { 4 } else { 2 };
+    let whole = bytes.saturating_mul(shape.ranks);
+    let plain = match shape.collective {
+        Collective::AllGather => true,
+        Collective::ReduceScatter => whole < RS_PIPE_MIN_BYTES,
+        Collective::AllReduce => false,
+    };
+    let slices = if plain {
+        1
+    } else if bytes >= PIPE4_MIN_BYTES {
+        4
+    } else {
+        2
+    };
     Arc::new(ring::Ring { slices, slots: 2 })
 }
 

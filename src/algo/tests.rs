@@ -334,11 +334,18 @@ fn auto_policy() {
         "ring:pipe4"
     );
     assert_eq!(name(Shape::all_reduce(4, 16, 4, false)), "ring:pipe2");
-    let ag = Shape {
-        collective: Collective::AllGather,
-        ..Shape::all_reduce(2, 16, 4, false)
+    let of = |collective, count| Shape {
+        collective,
+        ..Shape::all_reduce(2, count, 4, false)
     };
-    assert_eq!(name(ag), "ring:pipe2");
+    // All-gather: the plain ring at every size; reduce-scatter: the plain
+    // ring below 16 MiB of whole buffer (2 x 2 MiB x 4 B = 16 MiB), then
+    // pipelined (measured on 2 x H200, see RS_PIPE_MIN_BYTES).
+    assert_eq!(name(of(Collective::AllGather, 16)), "ring");
+    assert_eq!(name(of(Collective::AllGather, 64 << 20)), "ring");
+    assert_eq!(name(of(Collective::ReduceScatter, 16)), "ring");
+    assert_eq!(name(of(Collective::ReduceScatter, (2 << 20) - 1)), "ring");
+    assert_eq!(name(of(Collective::ReduceScatter, 2 << 20)), "ring:pipe2");
 }
 
 // ---------------------------------------------------------------------------
