@@ -794,6 +794,23 @@ pub fn register(h: &mut Harness) {
             "files were written before the error: {:?}",
             entries(&dir)
         );
+        // overlap names its own flags (it once reported --timeline as --csv).
+        let ran = rr_in(
+            &dir,
+            &[
+                "overlap",
+                "--backend",
+                "cpu",
+                "--timeline",
+                "/nonexistent/t.json",
+            ],
+        );
+        bad(&ran, &["overlap", "--timeline"], "/nonexistent")?;
+        ensure!(
+            ran.err.contains("--timeline") && !ran.err.contains("--csv"),
+            "overlap must name --timeline: {}",
+            ran.show()
+        );
         let _ = std::fs::remove_dir_all(&dir);
         pass()
     });

@@ -431,8 +431,14 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
         cfg.backend == crate::backend::BackendChoice::Cpu || crate::backend::cuda::probe().is_err();
     let p = settings(a, cpu_wanted)?;
     let svg = a.timeline.as_ref().map(|t| t.with_extension("svg"));
-    crate::report::check_outputs(a.json.as_deref(), a.timeline.as_deref(), svg.as_deref())
-        .map_err(|e| Error::Report(e.to_string()))?;
+    // Each path under the flag that names it (the SVG is --timeline's, with
+    // its extension replaced).
+    crate::report::check_files(&[
+        ("--json", a.json.as_deref(), false),
+        ("--timeline", a.timeline.as_deref(), false),
+        ("--timeline (its .svg)", svg.as_deref(), true),
+    ])
+    .map_err(|e| Error::Report(e.to_string()))?;
     let ranks = cfg.ranks;
     let largest = p.sizes.iter().copied().max().unwrap_or(0) as u128;
     if cpu_wanted {
