@@ -85,6 +85,38 @@ pub(crate) struct Peers {
 /// Typed work for a rank thread.
 type Work<R> = Box<dyn for<'id> FnOnce(&mut Rank<'id>) -> Result<R> + Send>;
 type Reply = Box<dyn Any + Send>;
+
+/// The body of a rank's host thread (one process or many): bind `device`,
+/// build the rank, say ready (or why not), serve jobs until shut down, then
+/// drain and drop what refers to other ranks' memory.
+fn serve_rank(
+    rank: usize,
+    device: usize,
+    timeout: Duration,
+    faults: &FaultPlan,
+    inbox: Inbox<Job, Reply>,
+) {
+    let slot = std::cell::Cell::new(Some(inbox));
+    let t0 = Instant::now();
+    let r = cuda::with_device(device, |ctx| {
+        let bind_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let Some(inbox) = slot.take() else { return };
+        match Rank::new(rank, device, ctx, bind_ms, timeout, faults.clone()) {
+            Err(e) => inbox.ready(Err(e)),
+            Ok(mut st) => {
+                inbox.ready(Ok(()));
+                inbox.serve(|job: Job| job(&mut st));
+                // The backend drained every rank before shutting the
+                // threads down; drain this one again before its memory goes.
+                let _ = st.sync();
+                st.teardown();
+            }
+        }
+    });
+    if let (Err(e), Some(inbox)) = (r, slot.take()) {
+        inbox.ready(Err(cuda_err(rank, device)(e)));
+    }
+}
 type Job = Box<dyn for<'id> FnOnce(&mut Rank<'id>) -> Result<Reply> + Send>;
 
 fn erase<R: Send + 'static>(w: Work<R>) -> Job {
@@ -150,28 +182,7 @@ impl CudaBackend {
         let (timeout, faults) = (opts.timeout, opts.faults.clone());
         let mut threads =
             RankThreads::spawn(ranks, "cuda", move |rank, inbox: Inbox<Job, Reply>| {
-                let device = m[rank];
-                let slot = std::cell::Cell::new(Some(inbox));
-                let t0 = Instant::now();
-                let r = cuda::with_device(device, |ctx| {
-                    let bind_ms = t0.elapsed().as_secs_f64() * 1e3;
-                    let Some(inbox) = slot.take() else { return };
-                    match Rank::new(rank, device, ctx, bind_ms, timeout, faults.clone()) {
-                        Err(e) => inbox.ready(Err(e)),
-                        Ok(mut st) => {
-                            inbox.ready(Ok(()));
-                            inbox.serve(|job: Job| job(&mut st));
-                            // The backend drained every rank before shutting the
-                            // threads down; drain this one again before its
-                            // memory goes.
-                            let _ = st.sync();
-                            st.teardown();
-                        }
-                    }
-                });
-                if let (Err(e), Some(inbox)) = (r, slot.take()) {
-                    inbox.ready(Err(cuda_err(rank, device)(e)));
-                }
+                serve_rank(rank, m[rank], timeout, &faults, inbox);
             })?;
         threads.set_deadline(Some(timeout + Duration::from_secs(30)));
         let names: Vec<String> = info.devices.iter().map(|d| d.name.clone()).collect();

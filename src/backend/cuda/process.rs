@@ -28,7 +28,7 @@
 use super::ipc::Exported;
 use super::rank::Rank;
 use super::{
-    cuda_err, erase, exchange_gave_up, probe, unerase, CudaOptions, Job, Peers, Reply, Work,
+    erase, exchange_gave_up, probe, serve_rank, unerase, CudaOptions, Job, Peers, Reply, Work,
 };
 use crate::backend::{
     check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
@@ -108,24 +108,7 @@ impl CudaProcessBackend {
             .collect();
         let mut threads =
             RankThreads::spawn(1, "cuda-proc", move |_, inbox: Inbox<Job, Reply>| {
-                let slot = std::cell::Cell::new(Some(inbox));
-                let t0 = Instant::now();
-                let r = cuda::with_device(device, |ctx| {
-                    let bind_ms = t0.elapsed().as_secs_f64() * 1e3;
-                    let Some(inbox) = slot.take() else { return };
-                    match Rank::new(me, device, ctx, bind_ms, timeout, faults.clone()) {
-                        Err(e) => inbox.ready(Err(e)),
-                        Ok(mut st) => {
-                            inbox.ready(Ok(()));
-                            inbox.serve(|job: Job| job(&mut st));
-                            let _ = st.sync();
-                            st.teardown();
-                        }
-                    }
-                });
-                if let (Err(e), Some(inbox)) = (r, slot.take()) {
-                    inbox.ready(Err(cuda_err(me, device)(e)));
-                }
+                serve_rank(me, device, timeout, &faults, inbox);
             })?;
         threads.set_deadline(Some(timeout + Duration::from_secs(30)));
         let name = info
