@@ -1090,8 +1090,11 @@ def reduce_kernel(T, op):
 # rr_exchange
 # ---------------------------------------------------------------------------
 
-# Poll the host-mapped abort word and the clock every 2^SPIN_LOG2 spins.
+# Read the on-chip clock every 2^SPIN_LOG2 spins; read the host-mapped
+# control block (abort word, deadline) only once HOST_POLL_NS have passed
+# since the wait began, and then at most once per HOST_POLL_NS.
 SPIN_LOG2 = 5
+HOST_POLL_NS = 20000
 
 
 def exchange_kernel(T, op):
@@ -1150,7 +1153,7 @@ def exchange_kernel(T, op):
         decl(".u64", "%rd_i", "element index"),
         decl(".u64", "%rd_off", "byte offset of element i"),
         "    .reg .u64   %rd_p0, %rd_p1, %rd_p2;",
-        "    .reg .u64   %rd_flag, %rd_t0, %rd_t, %rd_timeout;",
+        "    .reg .u64   %rd_flag, %rd_t0, %rd_t, %rd_tnext, %rd_timeout;",
         "    .reg %-6s %s;" % (T.word, ", ".join(S.words("a", 0) + S.words("b", 0))),
         decl(F.elem_reg, "%e_a, %e_b", "one scalar element of a, my_slot"),
     ]
@@ -1324,19 +1327,21 @@ def exchange_kernel(T, op):
                  "\n"
                  "It never traps.  ctrl (host-mapped) holds u32 abort at offset 0 (set\n"
                  "by the host), u32 status at 4 (written here) and u64 timeout_ns at 8\n"
-                 "(0 = no deadline).  Once every %d spins, thread 0 reads abort and\n"
-                 "timeout_ns (ld.relaxed.sys: reads over PCIe to host memory, about a\n"
-                 "microsecond each, and serialized when every block of both grids\n"
-                 "reads at once: measured on 2 x H200, one such read per block at the\n"
-                 "start of the wait cost ~150 us per call at 128 blocks; so the host is\n"
-                 "read only after 32 unsuccessful spins, which a healthy partner never\n"
-                 "causes) and compares %%globaltimer against start + timeout_ns.  On\n"
-                 "abort it stores 2 to\n"
+                 "(0 = no deadline).  Once every %d spins, thread 0 reads %%globaltimer\n"
+                 "(on chip).  Only when %d ns have passed since the wait began, and then\n"
+                 "at most once per %d ns, does it read abort and timeout_ns\n"
+                 "(ld.relaxed.sys: reads over PCIe to host memory, about a microsecond\n"
+                 "each, and serialized when every block of both grids reads at once:\n"
+                 "measured on 2 x H200, one such read per block per wait cost ~150 us\n"
+                 "per call at 128 blocks, and a rank whose partner launched late fell\n"
+                 "into that mode call after call).  A host read happens only when the\n"
+                 "partner is tens of microseconds late.  On abort it stores 2 to\n"
                  "status, on timeout 1, and sets `bail`, so the whole block returns\n"
-                 "without reducing.  Success never writes status." % spin)
+                 "without reducing.  Success never writes status." % (spin, HOST_POLL_NS, HOST_POLL_NS))
     o += [ins("@!%p_t0 bra", "WAIT_DONE"),
           ins("st.shared.u32", "[bail], 0", "the verdict so far: go on"),
           ins("mov.u64", "%rd_t0, %globaltimer", "start of the wait (on-chip)"),
+          ins("add.u64", "%%rd_tnext, %%rd_t0, %d" % HOST_POLL_NS, "no host read before this"),
           ins("mov.u32", "%r_spin, 0"),
           label("WAIT_LOOP"),
           ins("ld.acquire.sys.global.u64", "%rd_flag, [%rd_mf]"),
@@ -1347,6 +1352,10 @@ def exchange_kernel(T, op):
           ins("and.b32", "%%r_tmp, %%r_spin, %d" % (spin - 1)),
           ins("setp.ne.u32", "%p_done, %r_tmp, 0"),
           ins("@%p_done bra", "WAIT_LOOP", "spins not a multiple of %d: spin again" % spin),
+          ins("mov.u64", "%rd_t, %globaltimer"),
+          ins("setp.lt.u64", "%p_done, %rd_t, %rd_tnext"),
+          ins("@%p_done bra", "WAIT_LOOP", "too soon to read the host: spin again"),
+          ins("add.u64", "%%rd_tnext, %%rd_t, %d" % HOST_POLL_NS, "the next host read"),
           ins("ld.relaxed.sys.global.u32", "%r_tmp, [%rd_ctrl]", "abort?"),
           ins("mov.u32", "%r_status, 2"),
           ins("setp.ne.u32", "%p_done, %r_tmp, 0"),
@@ -1354,7 +1363,6 @@ def exchange_kernel(T, op):
           ins("ld.relaxed.sys.global.u64", "%rd_timeout, [%rd_ctrl+8]", "the deadline, read only now"),
           ins("setp.eq.u64", "%p_done, %rd_timeout, 0"),
           ins("@%p_done bra", "WAIT_LOOP", "no deadline: spin again"),
-          ins("mov.u64", "%rd_t, %globaltimer"),
           ins("sub.u64", "%rd_t, %rd_t, %rd_t0"),
           ins("setp.lt.u64", "%p_done, %rd_t, %rd_timeout"),
           ins("@%p_done bra", "WAIT_LOOP", "within the deadline: spin again"),

@@ -353,6 +353,50 @@ if [ "$MODE" = timeline ]; then
     exit 0
 fi
 
+if [ "$MODE" = fixes ]; then
+    # Session 4's fixes in one call (~5 min): the GPU tests; the in-place
+    # flag one-shot per type at 1-16 MiB (its slow mode); the timeline's
+    # overhead at 64 MiB and 1 MiB; the small-call A/B against the previous
+    # binary (if staged as ringreduce-old), interleaved three times; and
+    # threads vs processes at 32-128 MiB with 10 and 50 calls per block.
+    if [ -x "$D/integration" ]; then
+        log "integration tests"
+        timeout 300 "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
+        grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -30
+    fi
+    run 150 "$RR" bench --ranks 2 --algo auto,nccl -d int32,half,float,bfloat16 -o sum,avg,min \
+        -b 1MiB -e 16MiB -f 2 -n 20 -w 5 --blocks 3 --no-ceiling -J "$OUT/types-flag.json" > "$OUT/types-flag.log" 2>&1
+    grep -E "^# algo|^# *Collective|^ +[0-9]|exit|rror" "$OUT/types-flag.log" | tail -130
+    T="$OUT/timeline"; mkdir -p "$T"
+    for spec in "ring:pipe2 64MiB" "ring 64MiB" "oneshot 64MiB" "ps 64MiB" "ring 1MiB"; do
+        set -- $spec
+        run 40 "$RR" trace --backend cuda --ranks 2 --size "$2" --algo "$1" --nccl \
+            --overhead-blocks 11 --overhead-iters 50 \
+            --timeline "$T/trace-$1-$2.json" --svg "$T/trace-$1-$2.svg" > "$T/trace-$1-$2.txt" 2>&1
+        grep -E "^# measurement|rror|\[exit" "$T/trace-$1-$2.txt"
+    done
+    if [ -x "$D/ringreduce-old" ]; then
+        for i in 1 2 3; do
+            for b in ringreduce-old ringreduce; do
+                run 30 "$D/$b" bench --ranks 2 --algo auto -b 8 -e 32KiB -f 4 -n 200 -w 20 --blocks 7 \
+                    --no-ceiling > "$OUT/ab-$b-$i.log" 2>&1
+                grep -E "^ +[0-9]|host" "$OUT/ab-$b-$i.log" | cut -c1-220 | tail -10
+            done
+        done
+    fi
+    L="$RR launch -n 2 --timeout 30 --"
+    {
+    for n in 10 50; do
+        B="--algo auto,nccl -b 32MiB -e 128MiB -f 2 -n $n -w 3 --blocks 3 --no-ceiling"
+        run 60 "$RR" bench --ranks 2 $B -J "$OUT/mp-threads-n$n.json"
+        run 60 $L bench $B -J "$OUT/mp-procs-n$n.json"
+    done
+    } > "$OUT/mp-bench.log" 2>&1
+    grep -E "^###|exit|^ +[0-9]|^\[rank 0\] +[0-9]" "$OUT/mp-bench.log" | tail -40
+    (cd "$OUT" && tar czf fixes.tgz timeline ./*.json ./ab-*.log && rm -rf timeline ./*.json ./ab-*.log)
+    exit 0
+fi
+
 if [ "$MODE" = record ]; then
     echo "record: not yet"
     exit 0

@@ -31,8 +31,16 @@ const TIMEOUT_WORD: usize = 1;
 /// Clock anchors per take (the tightest bracket is kept).
 const ANCHOR_TRIES: usize = 10;
 
-/// A timed op: (op index, parts, start, end).
-type Span<'id> = (usize, usize, TimingEvent<'id>, TimingEvent<'id>);
+/// A timed op: (op index, parts, start, end), the events as indices into
+/// the call's [`TimedCall::events`].
+type Span = (usize, usize, usize, usize);
+
+/// The timing events of one timed call: `events[0]` is the base, recorded
+/// first on lane 0; every span points into `events`.
+pub(super) struct TimedCall<'id> {
+    events: Vec<TimingEvent<'id>>,
+    spans: Vec<Span>,
+}
 
 /// A data type's kernels for one lowered op: (reduce, exchange).
 type Kernels<'id> = (Kernel<'id>, Kernel<'id>);
@@ -51,9 +59,11 @@ pub(super) struct Rank<'id> {
     pub peers: Arc<Peers>,
     pub(super) events: Vec<Event<'id>>,
     pub remote: Arc<Vec<Vec<RemoteEvent>>>,
-    /// Timing events of the timed calls since the last take: (base, [(op,
-    /// part, start, end)]).
-    timing: Vec<(TimingEvent<'id>, Vec<Span<'id>>)>,
+    /// Timing events of the timed calls since the last take.
+    timing: Vec<TimedCall<'id>>,
+    /// Timing events already created and read, for reuse: creating an event
+    /// per op and call was most of the timeline's measurement overhead.
+    spare_events: Vec<TimingEvent<'id>>,
     /// Start and end events of the timed NCCL calls since the last take.
     nccl_timing: Vec<(TimingEvent<'id>, TimingEvent<'id>)>,
     /// Bytes moved between ranks by what this rank issued, per rank (sent,
@@ -119,6 +129,7 @@ impl<'id> Rank<'id> {
             events: Vec::new(),
             remote: Arc::new(Vec::new()),
             timing: Vec::new(),
+            spare_events: Vec::new(),
             nccl_timing: Vec::new(),
             traffic: Vec::new(),
             nccl: None,
@@ -334,14 +345,20 @@ impl<'id> Rank<'id> {
         if self.traffic.len() < plan.ranks() {
             self.traffic.resize(plan.ranks(), Traffic::default());
         }
-        let mut spans = Vec::new();
-        let base = if timed {
-            let ev = self.ctx.timing_event().map_err(self.err())?;
-            self.lanes[0].record_timing(&ev).map_err(self.err())?;
-            Some(ev)
-        } else {
-            None
+        // Timing: one event per op end, and one at its start only where the
+        // start is not already marked by the previous end on the same lane
+        // (the op waits on another lane or rank, or is the lane's first).
+        let mut tc = TimedCall {
+            events: Vec::new(),
+            spans: Vec::new(),
         };
+        let mut lane_last: [Option<usize>; 2] = [None, None];
+        if timed {
+            let ev = self.timing_event()?;
+            self.lanes[0].record_timing(&ev).map_err(self.err())?;
+            tc.events.push(ev);
+            lane_last[0] = Some(0);
+        }
         let bind = call
             .bind
             .get(r)
@@ -381,10 +398,12 @@ impl<'id> Rank<'id> {
             if per_gpu && op.lane != Lane::Compute {
                 return Err(not_capturable("runs on a second stream"));
             }
+            let mut waits_across = false;
             for w in &op.waits {
                 if plan.same_lane(*w, r, op.lane) {
                     continue; // in-lane order already implies it
                 }
+                waits_across = true;
                 if per_gpu {
                     return Err(not_capturable("waits on an event"));
                 }
@@ -414,12 +433,17 @@ impl<'id> Rank<'id> {
                     p.wait_ns += ns(t);
                 }
             }
-            let span = if timed {
-                let a = self.ctx.timing_event().map_err(&se)?;
-                self.lanes[lane].record_timing(&a).map_err(&se)?;
-                Some(a)
-            } else {
-                None
+            let span = match (timed, lane_last[lane]) {
+                (false, _) => None,
+                (true, Some(prev)) if !waits_across => Some(prev),
+                (true, _) => {
+                    let a = self
+                        .timing_event()
+                        .map_err(|e| in_step(e, &op_desc(&plan, r, i)))?;
+                    self.lanes[lane].record_timing(&a).map_err(&se)?;
+                    tc.events.push(a);
+                    Some(tc.events.len() - 1)
+                }
             };
             let stream = &self.lanes[lane];
             let t = Instant::now();
@@ -542,9 +566,19 @@ impl<'id> Rank<'id> {
                 }
             };
             if let Some(a) = span {
-                let b = self.ctx.timing_event().map_err(&se)?;
-                self.lanes[lane].record_timing(&b).map_err(&se)?;
-                spans.push((i, parts, a, b));
+                // Begin and End do no work: they end where they start.
+                let b = if matches!(op.kind, OpKind::Begin | OpKind::End) {
+                    a
+                } else {
+                    let b = self
+                        .timing_event()
+                        .map_err(|e| in_step(e, &op_desc(&plan, r, i)))?;
+                    self.lanes[lane].record_timing(&b).map_err(&se)?;
+                    tc.events.push(b);
+                    tc.events.len() - 1
+                };
+                lane_last[lane] = Some(b);
+                tc.spans.push((i, parts, a, b));
             }
             if let Some(s) = op.signal.filter(|s| plan.signals[s.0].needed) {
                 if per_gpu {
@@ -560,8 +594,8 @@ impl<'id> Rank<'id> {
                 board.publish(s.0, gen);
             }
         }
-        if let Some(b) = base {
-            self.timing.push((b, spans));
+        if timed {
+            self.timing.push(tc);
         }
         p.total_ns = ns(t_all);
         let q = &mut self.profile;

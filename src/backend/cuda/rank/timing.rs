@@ -46,14 +46,31 @@ impl<'id> Rank<'id> {
         }
         let (anchor, at, half) = self.anchor(epoch)?;
         let mut out = Vec::new();
-        for (base, spans) in timing {
+        for call in timing {
+            let ev = &call.events;
+            let base = ev.first().ok_or_else(|| Error::Worker {
+                rank: self.rank,
+                message: "a timed call without its base event".into(),
+            })?;
             // Host time of the call's base event; every op relative to it
             // (short intervals keep the f32 milliseconds exact to ns).
             let t_base = at - f64::from(base.elapsed_ms(&anchor).map_err(&e)?) * 1e6;
+            // Each event once, relative to the base.
+            let mut rel = Vec::with_capacity(ev.len());
+            for x in ev {
+                rel.push(t_base + f64::from(base.elapsed_ms(x).map_err(&e)?) * 1e6);
+            }
             let mut v = Vec::new();
-            for (op, parts, a, b) in spans {
-                let start = t_base + f64::from(base.elapsed_ms(&a).map_err(&e)?) * 1e6;
-                let end = t_base + f64::from(base.elapsed_ms(&b).map_err(&e)?) * 1e6;
+            for &(op, parts, a, b) in &call.spans {
+                let (start, end) = match (rel.get(a), rel.get(b)) {
+                    (Some(s), Some(t)) => (*s, *t),
+                    _ => {
+                        return Err(Error::Worker {
+                            rank: self.rank,
+                            message: format!("timing event of op {op} missing"),
+                        })
+                    }
+                };
                 for part in 0..parts {
                     v.push(OpTime {
                         rank: self.rank,
@@ -65,8 +82,18 @@ impl<'id> Rank<'id> {
                 }
             }
             out.push(v);
+            self.spare_events.extend(call.events);
         }
         Ok((out, half))
+    }
+
+    /// A timing event: a spare one if any (every spare was recorded and read
+    /// already; recording again resets it), else a new one.
+    pub(super) fn timing_event(&mut self) -> Result<TimingEvent<'id>> {
+        match self.spare_events.pop() {
+            Some(ev) => Ok(ev),
+            None => self.ctx.timing_event().map_err(self.err()),
+        }
     }
 
     /// The start and end of the timed NCCL calls since the last take (op 0
