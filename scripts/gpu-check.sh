@@ -364,9 +364,33 @@ if [ "$MODE" = fixes ]; then
         timeout 300 "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
         grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -30
     fi
+    if [ -z "${FIXES_SKIP_TYPES:-}" ]; then
     run 150 "$RR" bench --ranks 2 --algo auto,nccl -d int32,half,float,bfloat16 -o sum,avg,min \
         -b 1MiB -e 16MiB -f 2 -n 20 -w 5 --blocks 3 --no-ceiling -J "$OUT/types-flag.json" > "$OUT/types-flag.log" 2>&1
     grep -E "^# algo|^# *Collective|^ +[0-9]|exit|rror" "$OUT/types-flag.log" | tail -130
+    fi
+    run 60 "$RR" launch -n 2 --timeout 30 -- check -d float,half --collective all --counts 7,262147,9000000 \
+        --algo auto,ring,ring:pipe4,oneshot:flag,ps > "$OUT/mp-check.log" 2>&1
+    grep -E "check     :|rows in|FAIL|rror|\[exit" "$OUT/mp-check.log" | tail -8
+    # Where a small call's host time goes: a CPU profile of 8-byte calls
+    # (the rank threads' driver calls included), new binary and old.
+    if command -v perf > /dev/null 2>&1; then
+        for b in ringreduce ringreduce-old; do
+            [ -x "$D/$b" ] || continue
+            log "perf: $b, 8-byte calls"
+            timeout 60 perf record -F 20000 -g -o "$OUT/perf-$b.data" -- "$D/$b" bench --ranks 2 --algo auto \
+                -b 8 -e 8 -n 20000 -w 200 --blocks 3 --no-ceiling > "$OUT/perf-$b-bench.log" 2>&1
+            grep -E "^ +[0-9]" "$OUT/perf-$b-bench.log"
+            perf report -i "$OUT/perf-$b.data" --stdio --no-children --sort dso,symbol 2>/dev/null \
+                | grep -vE "^$|^#" | grep -E "^ +[0-9]" | head -45 > "$OUT/perf-$b.txt"
+            perf report -i "$OUT/perf-$b.data" --stdio --no-children --sort comm,dso 2>/dev/null \
+                | grep -E "^ +[0-9]" | head -20 >> "$OUT/perf-$b.txt"
+            head -70 "$OUT/perf-$b.txt"
+            rm -f "$OUT/perf-$b.data"
+        done
+    else
+        echo "perf not found: no CPU profile"
+    fi
     T="$OUT/timeline"; mkdir -p "$T"
     for spec in "ring:pipe2 64MiB" "ring 64MiB" "oneshot 64MiB" "ps 64MiB" "ring 1MiB"; do
         set -- $spec
@@ -376,7 +400,7 @@ if [ "$MODE" = fixes ]; then
         grep -E "^# measurement|rror|\[exit" "$T/trace-$1-$2.txt"
     done
     if [ -x "$D/ringreduce-old" ]; then
-        for i in 1 2 3; do
+        for i in $(seq 1 "${FIXES_AB:-3}"); do
             for b in ringreduce-old ringreduce; do
                 run 30 "$D/$b" bench --ranks 2 --algo auto -b 8 -e 32KiB -f 4 -n 200 -w 20 --blocks 7 \
                     --no-ceiling > "$OUT/ab-$b-$i.log" 2>&1
@@ -393,7 +417,7 @@ if [ "$MODE" = fixes ]; then
     done
     } > "$OUT/mp-bench.log" 2>&1
     grep -E "^###|exit|^ +[0-9]|^\[rank 0\] +[0-9]" "$OUT/mp-bench.log" | tail -40
-    (cd "$OUT" && tar czf fixes.tgz timeline ./*.json ./ab-*.log && rm -rf timeline ./*.json ./ab-*.log)
+    (cd "$OUT" && tar czf fixes.tgz timeline ./*.json ./ab-*.log ./perf-* && rm -rf timeline ./*.json ./ab-*.log ./perf-*)
     exit 0
 fi
 

@@ -57,6 +57,7 @@ impl PlanBuilder {
             lane,
             kind,
             needed: false,
+            remote: false,
         });
         SignalId(self.plan.signals.len() - 1)
     }
@@ -213,8 +214,12 @@ impl PlanBuilder {
                 }
                 for w in waits {
                     if let Some(s) = p.signals.get(w.0) {
+                        let remote = s.owner != r;
                         if !(s.owner == r && s.lane == op.lane) || s.kind == SignalKind::Flag {
                             p.signals[w.0].needed = true;
+                        }
+                        if remote {
+                            p.signals[w.0].remote = true;
                         }
                     }
                 }

@@ -276,6 +276,10 @@ pub struct Signal {
     /// Whether anyone outside the producer's own (rank, lane) waits on it.
     /// Backends need not record the others: in-lane order covers them.
     pub needed: bool,
+    /// Whether a rank other than the owner waits on it. One process per GPU
+    /// records only these as interprocess events; the others stay ordinary
+    /// events of the owner's context.
+    pub remote: bool,
 }
 
 /// How a reduce treats its operands, for the reduce ops whose operands are

@@ -98,6 +98,10 @@ impl Rank<'_> {
             let ev = self.ctx.ipc_event().map_err(&e)?;
             self.events.push(ev);
         }
+        let local = self.local_events.get_or_insert_with(Vec::new);
+        while local.len() < n {
+            local.push(self.ctx.event().map_err(&e)?);
+        }
         self.events
             .iter()
             .skip(from)

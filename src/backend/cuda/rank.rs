@@ -31,14 +31,16 @@ const TIMEOUT_WORD: usize = 1;
 /// Clock anchors per take (the tightest bracket is kept).
 const ANCHOR_TRIES: usize = 10;
 
-/// A timed op: (op index, parts, start, end), the events as indices into
-/// the call's [`TimedCall::events`].
-type Span = (usize, usize, usize, usize);
+/// A timed op: (op index, parts, start, end). The start is the latest of
+/// the events `starts[start.0..start.1]`, the end one event; all are indices
+/// into the call's [`TimedCall::events`].
+type Span = (usize, usize, (usize, usize), usize);
 
 /// The timing events of one timed call: `events[0]` is the base, recorded
-/// first on lane 0; every span points into `events`.
+/// first on lane 0; every span points into `events` through `starts`.
 pub(super) struct TimedCall<'id> {
     events: Vec<TimingEvent<'id>>,
+    starts: Vec<usize>,
     spans: Vec<Span>,
 }
 
@@ -58,6 +60,10 @@ pub(super) struct Rank<'id> {
     pub(super) bufs: HashMap<BufId, DevBuf<'id>>,
     pub peers: Arc<Peers>,
     pub(super) events: Vec<Event<'id>>,
+    /// One process per GPU: ordinary events for the signals no other rank
+    /// waits on (`events` are then interprocess events, slower to record
+    /// and wait on); `None` with every rank in one process.
+    pub(super) local_events: Option<Vec<Event<'id>>>,
     pub remote: Arc<Vec<Vec<RemoteEvent>>>,
     /// Timing events of the timed calls since the last take.
     timing: Vec<TimedCall<'id>>,
@@ -127,6 +133,7 @@ impl<'id> Rank<'id> {
             bufs: HashMap::new(),
             peers: Arc::new(Peers::default()),
             events: Vec::new(),
+            local_events: None,
             remote: Arc::new(Vec::new()),
             timing: Vec::new(),
             spare_events: Vec::new(),
@@ -166,6 +173,16 @@ impl<'id> Rank<'id> {
             call: e.call,
             message: e.message,
             step: Some(op_desc(&plan, rank, i)),
+        }
+    }
+
+    /// The event that realises this rank's signal `s` of `plan`: an ordinary
+    /// event when only this rank waits on it and one exists, else the
+    /// signal's shared one (interprocess with one process per GPU).
+    fn event_of(&self, plan: &crate::plan::Plan, s: usize) -> Option<&Event<'id>> {
+        match (&self.local_events, plan.signals.get(s)) {
+            (Some(local), Some(sig)) if !sig.remote => local.get(s),
+            _ => self.events.get(s),
         }
     }
 
@@ -350,9 +367,16 @@ impl<'id> Rank<'id> {
         // (the op waits on another lane or rank, or is the lane's first).
         let mut tc = TimedCall {
             events: Vec::new(),
+            starts: Vec::new(),
             spans: Vec::new(),
         };
         let mut lane_last: [Option<usize>; 2] = [None, None];
+        // The end event of the op that records each of this rank's signals.
+        let mut signal_end: Vec<Option<usize>> = if timed {
+            vec![None; plan.signals.len()]
+        } else {
+            Vec::new()
+        };
         if timed {
             let ev = self.timing_event()?;
             self.lanes[0].record_timing(&ev).map_err(self.err())?;
@@ -398,12 +422,28 @@ impl<'id> Rank<'id> {
             if per_gpu && op.lane != Lane::Compute {
                 return Err(not_capturable("runs on a second stream"));
             }
-            let mut waits_across = false;
+            // Where the op's start is already marked: the previous end on
+            // its lane, and the ends of the ops on this rank's other lane it
+            // waits for; `None` once it waits for another rank (then a start
+            // event is recorded after the waits).
+            let t0 = tc.starts.len();
+            let mut marked = timed;
+            if timed {
+                match lane_last[lane] {
+                    Some(prev) => tc.starts.push(prev),
+                    None => marked = false,
+                }
+            }
             for w in &op.waits {
                 if plan.same_lane(*w, r, op.lane) {
                     continue; // in-lane order already implies it
                 }
-                waits_across = true;
+                if timed && marked {
+                    match signal_end.get(w.0).copied().flatten() {
+                        Some(end) if plan.signals[w.0].owner == r => tc.starts.push(end),
+                        _ => marked = false,
+                    }
+                }
                 if per_gpu {
                     return Err(not_capturable("waits on an event"));
                 }
@@ -411,8 +451,7 @@ impl<'id> Rank<'id> {
                 let stream = &self.lanes[lane];
                 if owner == r {
                     let ev = self
-                        .events
-                        .get(w.0)
+                        .event_of(&plan, w.0)
                         .ok_or_else(|| Error::Plan("event pool too small".into()))?;
                     let t = Instant::now();
                     stream.wait_local(ev).map_err(&se)?;
@@ -433,16 +472,18 @@ impl<'id> Rank<'id> {
                     p.wait_ns += ns(t);
                 }
             }
-            let span = match (timed, lane_last[lane]) {
+            let span = match (timed, marked) {
                 (false, _) => None,
-                (true, Some(prev)) if !waits_across => Some(prev),
-                (true, _) => {
+                (true, true) => Some((t0, tc.starts.len())),
+                (true, false) => {
                     let a = self
                         .timing_event()
                         .map_err(|e| in_step(e, &op_desc(&plan, r, i)))?;
                     self.lanes[lane].record_timing(&a).map_err(&se)?;
                     tc.events.push(a);
-                    Some(tc.events.len() - 1)
+                    tc.starts.truncate(t0);
+                    tc.starts.push(tc.events.len() - 1);
+                    Some((t0, t0 + 1))
                 }
             };
             let stream = &self.lanes[lane];
@@ -566,9 +607,11 @@ impl<'id> Rank<'id> {
                 }
             };
             if let Some(a) = span {
-                // Begin and End do no work: they end where they start.
-                let b = if matches!(op.kind, OpKind::Begin | OpKind::End) {
-                    a
+                // Begin and End do no work: they end where they start (when
+                // one event marks the start; a start marked by several ends
+                // gets an end event of its own).
+                let b = if matches!(op.kind, OpKind::Begin | OpKind::End) && a.1 == a.0 + 1 {
+                    tc.starts[a.0]
                 } else {
                     let b = self
                         .timing_event()
@@ -578,6 +621,11 @@ impl<'id> Rank<'id> {
                     tc.events.len() - 1
                 };
                 lane_last[lane] = Some(b);
+                if let Some(s) = op.signal {
+                    if let Some(x) = signal_end.get_mut(s.0) {
+                        *x = Some(b);
+                    }
+                }
                 tc.spans.push((i, parts, a, b));
             }
             if let Some(s) = op.signal.filter(|s| plan.signals[s.0].needed) {
@@ -585,8 +633,7 @@ impl<'id> Rank<'id> {
                     return Err(not_capturable("records an event"));
                 }
                 let ev = self
-                    .events
-                    .get(s.0)
+                    .event_of(&plan, s.0)
                     .ok_or_else(|| Error::Plan("event pool too small".into()))?;
                 let t = Instant::now();
                 self.lanes[lane].record(ev).map_err(&se)?;

@@ -61,9 +61,17 @@ impl<'id> Rank<'id> {
                 rel.push(t_base + f64::from(base.elapsed_ms(x).map_err(&e)?) * 1e6);
             }
             let mut v = Vec::new();
-            for &(op, parts, a, b) in &call.spans {
-                let (start, end) = match (rel.get(a), rel.get(b)) {
-                    (Some(s), Some(t)) => (*s, *t),
+            for &(op, parts, (a0, a1), b) in &call.spans {
+                // The latest of the events that mark the start.
+                let start = call
+                    .starts
+                    .get(a0..a1)
+                    .unwrap_or(&[])
+                    .iter()
+                    .filter_map(|&k| rel.get(k).copied())
+                    .reduce(f64::max);
+                let (start, end) = match (start, rel.get(b)) {
+                    (Some(s), Some(t)) => (s, *t),
                     _ => {
                         return Err(Error::Worker {
                             rank: self.rank,
