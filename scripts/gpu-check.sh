@@ -421,6 +421,30 @@ if [ "$MODE" = fixes ]; then
     exit 0
 fi
 
+if [ "$MODE" = more ]; then
+    # Session 4, second part (~5 min): where a small call's host time goes
+    # (the calling thread's split), new and old binary; the overlapped
+    # backward pass with 100 MiB buckets; reduce-scatter / all-gather vs
+    # NCCL with a plot; half and bfloat16 up to 1 GiB.
+    for b in ringreduce ringreduce-old; do
+        [ -x "$D/$b" ] || continue
+        run 40 "$D/$b" bench --ranks 2 --algo auto -b 8 -e 32KiB -f 4 -n 200 -w 20 --blocks 7 --no-ceiling \
+            > "$OUT/ab-$b.log" 2>&1
+        grep -E "^ +[0-9]|host|calling" "$OUT/ab-$b.log" | cut -c1-330
+    done
+    run 150 "$RR" overlap --backend cuda --ranks 2 --buckets 8 --kernel fma,mem --contenders ring,auto,nccl \
+        --steps 20 --warmup 2 --bucket-size 100MiB --json "$OUT/overlap-100MiB.json" > "$OUT/overlap-100MiB.log" 2>&1
+    grep -vE "^note      : env" "$OUT/overlap-100MiB.log" | tail -45
+    run 200 "$RR" bench --ranks 2 --collective reduce-scatter,all-gather --algo auto,nccl -b 1KiB -e 1GiB -f 4 \
+        -n 20 -w 5 --blocks 3 --no-ceiling -J "$OUT/rsag.json" --plot "$OUT/rsag.svg" > "$OUT/rsag.log" 2>&1
+    grep -E "^# algo|^ +[0-9]|rror|exit" "$OUT/rsag.log" | tail -50
+    run 150 "$RR" bench --ranks 2 -d half,bfloat16 --algo auto,nccl -b 128MiB -e 1GiB -f 2 -n 5 -w 2 --blocks 3 \
+        --no-ceiling -J "$OUT/halfbf16-big.json" > "$OUT/halfbf16-big.log" 2>&1
+    grep -E "^# algo|^ +[0-9]|rror|exit" "$OUT/halfbf16-big.log" | tail -30
+    (cd "$OUT" && tar czf more.tgz ./*.json ./*.svg ./ab-*.log; rm -f ./*.json ./*.svg ./ab-*.log)
+    exit 0
+fi
+
 if [ "$MODE" = record ]; then
     echo "record: not yet"
     exit 0

@@ -713,6 +713,12 @@ pub struct IssueBreakdown {
     pub wait_us: f64,
     pub peer_us: f64,
     pub total_us: f64,
+    /// The rank thread's whole job per call (the issue and its wrapping).
+    pub job_us: f64,
+    /// The calling thread per call: inside the backend's launch, and from
+    /// posting to the rank threads to the last reply.
+    pub backend_us: f64,
+    pub handoff_us: f64,
 }
 
 /// Measure [`HostCost`] for the default path at `count` elements.
@@ -750,6 +756,14 @@ pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> R
             wait_us: us(|p| p.wait_ns),
             peer_us: us(|p| p.peer_ns),
             total_us: us(|p| p.total_ns),
+            job_us: us(|p| p.job_ns),
+            // The same on every rank: per launch, not per rank.
+            backend_us: prof
+                .first()
+                .map_or(0.0, |p| p.backend_ns as f64 / p.calls.max(1) as f64 / 1e3),
+            handoff_us: prof
+                .first()
+                .map_or(0.0, |p| p.handoff_ns as f64 / p.calls.max(1) as f64 / 1e3),
         })
     } else {
         None

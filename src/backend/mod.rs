@@ -276,6 +276,15 @@ pub struct IssueProfile {
     pub peer_ns: u64,
     /// The whole issue of the rank's ops.
     pub total_ns: u64,
+    /// The rank thread's whole job for the call (the issue and what wraps
+    /// it: panic guard, failure release).
+    pub job_ns: u64,
+    /// The calling thread, in the backend's launch (before, during and
+    /// after the hand-off to the rank threads), the same on every rank.
+    pub backend_ns: u64,
+    /// The calling thread, from posting the call to the rank threads to
+    /// having every reply.
+    pub handoff_ns: u64,
 }
 
 /// When one op part ran on one rank, in nanoseconds on the backend's clock.

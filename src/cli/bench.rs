@@ -340,6 +340,12 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
                     "host issue per call and rank at {} (means): copies {:.1} us, kernel launches {:.1} us, event records {:.1} us, event waits {:.1} us, waiting for the peer thread's record {:.1} us, all ops {:.1} us",
                     format_bytes(h.size), b.copy_us, b.kernel_us, b.record_us, b.wait_us, b.peer_us, b.total_us
                 ));
+                if b.backend_us > 0.0 {
+                    rep.header.notes.push(format!(
+                        "calling thread per call at {} (means): the backend's launch {:.1} us (the rest of the {:.1} us issue is the engine's), of which posting to the rank threads until the last reply {:.1} us; a rank thread's job {:.1} us, of which the issue {:.1} us",
+                        format_bytes(h.size), b.backend_us, h.issue_us, b.handoff_us, b.job_us, b.total_us
+                    ));
+                }
             }
         }
     }

@@ -144,7 +144,14 @@ impl GraphBackend for CudaBackend {
 
 impl Profiling for CudaBackend {
     fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
-        self.each(|_| Box::new(|rk: &mut Rank<'_>| Ok(std::mem::take(&mut rk.profile))))
+        let (backend_ns, handoff_ns) = std::mem::take(&mut self.caller_ns);
+        let mut v =
+            self.each(|_| Box::new(|rk: &mut Rank<'_>| Ok(std::mem::take(&mut rk.profile))))?;
+        for p in &mut v {
+            p.backend_ns = backend_ns;
+            p.handoff_ns = handoff_ns;
+        }
+        Ok(v)
     }
 
     fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {

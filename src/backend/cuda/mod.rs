@@ -149,6 +149,9 @@ pub struct CudaBackend {
     nccl_timed: Vec<(String, f64)>,
     /// The host clock's zero for timelines.
     epoch: Instant,
+    /// Nanoseconds the calling thread spent in `launch` since the last
+    /// profile take: (whole launch, hand-off to every reply).
+    caller_ns: (u64, u64),
     /// Whether the captured graph is a joint one (on rank 0).
     joint: bool,
     /// Orders the hand-overs of joint captures and replays (signal 0: rank
@@ -230,6 +233,7 @@ impl CudaBackend {
             nccl_timing: false,
             nccl_timed: Vec::new(),
             epoch: Instant::now(),
+            caller_ns: (0, 0),
         };
         be.info
             .hardware
@@ -525,6 +529,7 @@ impl Backend for CudaBackend {
     }
 
     fn launch(&mut self, call: &Call) -> Result<()> {
+        let t_entry = Instant::now();
         check_call(call, self.info.ranks)?;
         if self.abort.is_aborted() {
             return Err(Error::Poisoned {
@@ -540,25 +545,43 @@ impl Backend for CudaBackend {
             let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
             self.timed.push((call.plan.name.clone(), launch_ns));
         }
-        self.each_all(|_| {
-            let (call, board) = (call.clone(), board.clone());
-            Box::new(move |rk: &mut Rank<'_>| {
-                // A panic must also release the other ranks at once.
-                let rank = rk.rank;
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    rk.issue(&call, &board, gen, call_no)
-                }))
-                .unwrap_or_else(|p| {
-                    Err(Error::Worker {
-                        rank,
-                        message: crate::pool::panic_message(p.as_ref()),
-                    })
-                });
-                // On failure, release the other ranks waiting on this call.
-                r.inspect_err(|e| board.fail(gen, rank, &e.to_string()))
+        let jobs: Vec<Job> = (0..self.info.ranks)
+            .map(|_| {
+                let (call, board) = (call.clone(), board.clone());
+                erase(Box::new(move |rk: &mut Rank<'_>| {
+                    let t_job = Instant::now();
+                    // A panic must also release the other ranks at once.
+                    let rank = rk.rank;
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        rk.issue(&call, &board, gen, call_no)
+                    }))
+                    .unwrap_or_else(|p| {
+                        Err(Error::Worker {
+                            rank,
+                            message: crate::pool::panic_message(p.as_ref()),
+                        })
+                    });
+                    rk.profile.job_ns += t_job.elapsed().as_nanos() as u64;
+                    // On failure, release the other ranks waiting on this call.
+                    r.inspect_err(|e| board.fail(gen, rank, &e.to_string()))
+                }) as Work<()>)
             })
-        })
-        .map(|_| ())
+            .collect();
+        let t_post = Instant::now();
+        let replies = self.threads.run_all(jobs);
+        self.caller_ns.1 += t_post.elapsed().as_nanos() as u64;
+        let mut errors = Vec::new();
+        for r in replies? {
+            if let Err(e) = r.and_then(unerase::<()>) {
+                errors.push(e);
+            }
+        }
+        self.caller_ns.0 += t_entry.elapsed().as_nanos() as u64;
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.remove(0)),
+            _ => Err(Error::Ranks(errors)),
+        }
     }
 
     fn synchronize(&mut self) -> Result<()> {
