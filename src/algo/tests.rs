@@ -360,6 +360,22 @@ fn err(p: &Plan) -> String {
     p.validate().expect_err("the defect must be caught")
 }
 
+/// A cross-rank signal not marked `remote` would be an ordinary event in
+/// one process per GPU, which the other process cannot wait on.
+#[test]
+fn negative_unmarked_remote_signal() {
+    let mut p = ring4();
+    let s = p.signals.iter().position(|s| s.remote).expect("a cross-rank signal");
+    p.signals[s].remote = false;
+    let e = err(&p);
+    assert!(e.contains("marked not remote"), "{e}");
+    let mut p = ring4();
+    let s = p.signals.iter().position(|s| !s.remote).expect("a rank-local signal");
+    p.signals[s].remote = true;
+    let e = err(&p);
+    assert!(e.contains("marked remote"), "{e}");
+}
+
 #[test]
 fn negative_dropped_wait_is_a_race() {
     let mut p = ring4();

@@ -40,10 +40,11 @@ impl Plan {
             let acc = check_races(self, &hb)?;
             self.check_bracketed(&hb, &acc)?;
         }
-        if self.probe {
-            return Ok(());
+        if !self.probe {
+            self.check_dataflow(&order)?;
         }
-        self.check_dataflow(&order)
+        // Last: a dropped wait is better reported as the race it causes.
+        self.check_signal_marks()
     }
 
     /// Structural checks (first bullet of the module doc).
@@ -171,6 +172,50 @@ impl Plan {
         }
         if let Some(s) = recorded.iter().position(|&k| k != 1) {
             return Err(format!("{name}: signal {s} recorded {} times", recorded[s]));
+        }
+        Ok(())
+    }
+
+    /// Each signal's `remote` mark says whether a rank other than its
+    /// owner waits on it, and a signal anyone outside the owner's lane waits
+    /// on is `needed`: backends trust both marks (one process per GPU
+    /// records only remote signals as interprocess events; no backend
+    /// records an unneeded one).
+    pub fn check_signal_marks(&self) -> Result<(), String> {
+        let mut remote = vec![false; self.signals.len()];
+        let mut needed = vec![false; self.signals.len()];
+        for (r, ops) in self.ops.iter().enumerate() {
+            for op in ops {
+                let flag = match &op.kind {
+                    OpKind::Exchange(x) => Some(x.peer_pushed),
+                    _ => None,
+                };
+                for w in op.waits.iter().chain(flag.iter()) {
+                    let Some(s) = self.signals.get(w.0) else {
+                        continue; // reported by the structure checks above
+                    };
+                    remote[w.0] |= s.owner != r;
+                    needed[w.0] |=
+                        !(s.owner == r && s.lane == op.lane) || s.kind == SignalKind::Flag;
+                }
+            }
+        }
+        for (i, s) in self.signals.iter().enumerate() {
+            if s.remote != remote[i] {
+                return Err(format!(
+                    "{}: signal {i} of rank {} is marked {}remote, but {} other rank waits on it",
+                    self.name,
+                    s.owner,
+                    if s.remote { "" } else { "not " },
+                    if remote[i] { "an" } else { "no" }
+                ));
+            }
+            if needed[i] && !s.needed {
+                return Err(format!(
+                    "{}: signal {i} of rank {} is waited on outside its lane but not marked needed",
+                    self.name, s.owner
+                ));
+            }
         }
         Ok(())
     }
