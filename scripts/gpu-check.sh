@@ -417,7 +417,9 @@ if [ "$MODE" = fixes ]; then
     done
     } > "$OUT/mp-bench.log" 2>&1
     grep -E "^###|exit|^ +[0-9]|^\[rank 0\] +[0-9]" "$OUT/mp-bench.log" | tail -40
-    (cd "$OUT" && tar czf fixes.tgz timeline ./*.json ./ab-*.log ./perf-* && rm -rf timeline ./*.json ./ab-*.log ./perf-*)
+    # Only what exists (no perf-* without perf): one archive, few files back.
+    (cd "$OUT" && tar czf fixes.tgz timeline $(ls ./*.json ./ab-*.log ./perf-* 2>/dev/null) \
+        && rm -rf timeline ./*.json ./ab-*.log ./perf-*)
     exit 0
 fi
 
