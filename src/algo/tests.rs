@@ -365,12 +365,20 @@ fn err(p: &Plan) -> String {
 #[test]
 fn negative_unmarked_remote_signal() {
     let mut p = ring4();
-    let s = p.signals.iter().position(|s| s.remote).expect("a cross-rank signal");
+    let s = p
+        .signals
+        .iter()
+        .position(|s| s.remote)
+        .expect("a cross-rank signal");
     p.signals[s].remote = false;
     let e = err(&p);
     assert!(e.contains("marked not remote"), "{e}");
     let mut p = ring4();
-    let s = p.signals.iter().position(|s| !s.remote).expect("a rank-local signal");
+    let s = p
+        .signals
+        .iter()
+        .position(|s| !s.remote)
+        .expect("a rank-local signal");
     p.signals[s].remote = true;
     let e = err(&p);
     assert!(e.contains("marked remote"), "{e}");
