@@ -123,6 +123,24 @@ fn erase<R: Send + 'static>(w: Work<R>) -> Job {
     Box::new(move |rk: &mut Rank<'_>| w(rk).map(|r| Box::new(r) as Reply))
 }
 
+/// Every rank's reply unerased, or the errors of every rank that failed
+/// (one error as itself, several together).
+fn gather<R: 'static>(replies: Vec<Result<Reply>>) -> Result<Vec<R>> {
+    let mut errors = Vec::new();
+    let mut out = Vec::new();
+    for r in replies {
+        match r.and_then(unerase::<R>) {
+            Ok(v) => out.push(v),
+            Err(e) => errors.push(e),
+        }
+    }
+    match errors.len() {
+        0 => Ok(out),
+        1 => Err(errors.remove(0)),
+        _ => Err(Error::Ranks(errors)),
+    }
+}
+
 fn unerase<R: 'static>(r: Reply) -> Result<R> {
     r.downcast::<R>()
         .map(|b| *b)
@@ -256,19 +274,7 @@ impl CudaBackend {
     /// several ranks together.
     fn each_all<R: Send + 'static>(&mut self, f: impl Fn(usize) -> Work<R>) -> Result<Vec<R>> {
         let jobs = (0..self.info.ranks).map(|r| erase(f(r))).collect();
-        let mut errors = Vec::new();
-        let mut out = Vec::new();
-        for r in self.threads.run_all(jobs)? {
-            match r.and_then(unerase::<R>) {
-                Ok(v) => out.push(v),
-                Err(e) => errors.push(e),
-            }
-        }
-        match errors.len() {
-            0 => Ok(out),
-            1 => Err(errors.remove(0)),
-            _ => Err(Error::Ranks(errors)),
-        }
+        gather(self.threads.run_all(jobs)?)
     }
 
     /// Setup after the threads are up: peer access between every pair of
@@ -570,18 +576,9 @@ impl Backend for CudaBackend {
         let t_post = Instant::now();
         let replies = self.threads.run_all(jobs);
         self.caller_ns.1 += t_post.elapsed().as_nanos() as u64;
-        let mut errors = Vec::new();
-        for r in replies? {
-            if let Err(e) = r.and_then(unerase::<()>) {
-                errors.push(e);
-            }
-        }
+        let r = gather::<()>(replies?).map(|_| ());
         self.caller_ns.0 += t_entry.elapsed().as_nanos() as u64;
-        match errors.len() {
-            0 => Ok(()),
-            1 => Err(errors.remove(0)),
-            _ => Err(Error::Ranks(errors)),
-        }
+        r
     }
 
     fn synchronize(&mut self) -> Result<()> {
