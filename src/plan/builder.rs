@@ -205,25 +205,10 @@ impl PlanBuilder {
     /// Finish: mark which signals someone outside the producer's own lane
     /// waits for.
     pub fn finish(mut self) -> Plan {
-        let p = &mut self.plan;
-        for (r, ops) in p.ops.iter().enumerate() {
-            for op in ops {
-                let mut waits: Vec<SignalId> = op.waits.clone();
-                if let OpKind::Exchange(x) = &op.kind {
-                    waits.push(x.peer_pushed);
-                }
-                for w in waits {
-                    if let Some(s) = p.signals.get(w.0) {
-                        let remote = s.owner != r;
-                        if !(s.owner == r && s.lane == op.lane) || s.kind == SignalKind::Flag {
-                            p.signals[w.0].needed = true;
-                        }
-                        if remote {
-                            p.signals[w.0].remote = true;
-                        }
-                    }
-                }
-            }
+        let marks = self.plan.signal_marks();
+        for (s, (needed, remote)) in self.plan.signals.iter_mut().zip(marks) {
+            s.needed = needed;
+            s.remote = remote;
         }
         self.plan
     }

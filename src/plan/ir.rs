@@ -418,6 +418,30 @@ impl Plan {
     }
 
     /// Number of signals.
+    /// Each signal's marks as the plan's waits imply them: (needed,
+    /// remote). Needed: someone outside the producer's own (rank, lane)
+    /// waits on it, or it is a flag. Remote: a rank other than its owner
+    /// waits on it. The builder sets them; the validator checks them.
+    pub fn signal_marks(&self) -> Vec<(bool, bool)> {
+        let mut marks = vec![(false, false); self.signals.len()];
+        for (r, ops) in self.ops.iter().enumerate() {
+            for op in ops {
+                let flag = match &op.kind {
+                    OpKind::Exchange(x) => Some(x.peer_pushed),
+                    _ => None,
+                };
+                for w in op.waits.iter().chain(flag.iter()) {
+                    let (Some(s), Some(m)) = (self.signals.get(w.0), marks.get_mut(w.0)) else {
+                        continue; // an unknown signal: the validator reports it
+                    };
+                    m.0 |= !(s.owner == r && s.lane == op.lane) || s.kind == SignalKind::Flag;
+                    m.1 |= s.owner != r;
+                }
+            }
+        }
+        marks
+    }
+
     pub fn signal_count(&self) -> usize {
         self.signals.len()
     }

@@ -182,35 +182,17 @@ impl Plan {
     /// records only remote signals as interprocess events; no backend
     /// records an unneeded one).
     pub fn check_signal_marks(&self) -> Result<(), String> {
-        let mut remote = vec![false; self.signals.len()];
-        let mut needed = vec![false; self.signals.len()];
-        for (r, ops) in self.ops.iter().enumerate() {
-            for op in ops {
-                let flag = match &op.kind {
-                    OpKind::Exchange(x) => Some(x.peer_pushed),
-                    _ => None,
-                };
-                for w in op.waits.iter().chain(flag.iter()) {
-                    let Some(s) = self.signals.get(w.0) else {
-                        continue; // reported by the structure checks above
-                    };
-                    remote[w.0] |= s.owner != r;
-                    needed[w.0] |=
-                        !(s.owner == r && s.lane == op.lane) || s.kind == SignalKind::Flag;
-                }
-            }
-        }
-        for (i, s) in self.signals.iter().enumerate() {
-            if s.remote != remote[i] {
+        for (i, (s, (needed, remote))) in self.signals.iter().zip(self.signal_marks()).enumerate() {
+            if s.remote != remote {
                 return Err(format!(
                     "{}: signal {i} of rank {} is marked {}remote, but {} other rank waits on it",
                     self.name,
                     s.owner,
                     if s.remote { "" } else { "not " },
-                    if remote[i] { "an" } else { "no" }
+                    if remote { "an" } else { "no" }
                 ));
             }
-            if needed[i] && !s.needed {
+            if needed && !s.needed {
                 return Err(format!(
                     "{}: signal {i} of rank {} is waited on outside its lane but not marked needed",
                     self.name, s.owner
