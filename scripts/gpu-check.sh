@@ -447,6 +447,32 @@ if [ "$MODE" = more ]; then
     exit 0
 fi
 
+if [ "$MODE" = small ]; then
+    # Session 5 (~4 min): the GPU tests, then where a small call's host time
+    # goes: this binary, the one before the hot-path change
+    # (ringreduce-base) and the pre-redesign one (ringreduce-old),
+    # interleaved; then small calls one process per GPU against threads.
+    if [ -x "$D/integration" ]; then
+        log "integration tests (the CUDA variants run here)"
+        timeout 400 "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
+        grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -30
+    fi
+    for b in ringreduce ringreduce-base ringreduce-old ringreduce ringreduce-base ringreduce-old; do
+        [ -x "$D/$b" ] || continue
+        run 60 "$D/$b" bench --ranks 2 --algo auto,nccl -b 8 -e 64KiB -f 4 -n 200 -w 20 --blocks 7 --no-ceiling \
+            > "$OUT/ab-$b.log" 2>&1
+        grep -E "^ +[0-9]|host|calling|hand-off" "$OUT/ab-$b.log" | cut -c1-330
+    done
+    for b in ringreduce ringreduce-base; do
+        [ -x "$D/$b" ] || continue
+        run 90 "$D/$b" launch -n 2 --timeout 30 -- bench --algo auto,nccl -b 8 -e 64KiB -f 4 -n 200 -w 20 --blocks 7 \
+            --no-ceiling > "$OUT/mp-$b.log" 2>&1
+        grep -E "^ +[0-9]|host|calling|hand-off|exit" "$OUT/mp-$b.log" | cut -c1-330
+    done
+    (cd "$OUT" && tar czf small.tgz ./ab-*.log ./mp-*.log ./tests.log; rm -f ./ab-*.log ./mp-*.log)
+    exit 0
+fi
+
 if [ "$MODE" = record ]; then
     echo "record: not yet"
     exit 0

@@ -719,6 +719,27 @@ pub struct IssueBreakdown {
     /// posting to the rank threads to the last reply.
     pub backend_us: f64,
     pub handoff_us: f64,
+    /// The hand-off's phases per launch (see [`crate::pool::PoolPhases`]):
+    /// posting, a rank thread noticing the post (mean over ranks), its work
+    /// (mean over ranks), the last answer after posting began, every answer
+    /// in hand after posting began.
+    pub post_us: f64,
+    pub pickup_us: f64,
+    pub handler_us: f64,
+    pub last_done_us: f64,
+    pub round_us: f64,
+}
+
+/// Microseconds per launch (and per rank, for `per` ranks) of one of the
+/// hand-off's phase sums, which every rank's profile carries alike.
+fn phase(
+    prof: &[crate::backend::IssueProfile],
+    f: fn(&crate::pool::PoolPhases) -> u64,
+    per: usize,
+) -> f64 {
+    prof.first().map_or(0.0, |p| {
+        f(&p.pool) as f64 / p.pool.calls.max(1) as f64 / per.max(1) as f64 / 1e3
+    })
 }
 
 /// Measure [`HostCost`] for the default path at `count` elements.
@@ -764,6 +785,11 @@ pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> R
             handoff_us: prof
                 .first()
                 .map_or(0.0, |p| p.handoff_ns as f64 / p.calls.max(1) as f64 / 1e3),
+            post_us: phase(&prof, |p| p.post_ns, 1),
+            pickup_us: phase(&prof, |p| p.pickup_ns, prof.len()),
+            handler_us: phase(&prof, |p| p.handler_ns, prof.len()),
+            last_done_us: phase(&prof, |p| p.last_done_ns, 1),
+            round_us: phase(&prof, |p| p.round_ns, 1),
         })
     } else {
         None

@@ -16,7 +16,7 @@
 use crate::error::{Error, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,50 @@ struct Slot<C, R> {
     answered: AtomicU64,
     worker_parked: AtomicBool,
     caller_parked: AtomicBool,
+    /// Pool clock stamps of the current call ([`now_ns`]): posted, taken by
+    /// the worker, answered. Written before the `posted` / `answered` store
+    /// that publishes them.
+    t_post: AtomicU64,
+    t_pick: AtomicU64,
+    t_done: AtomicU64,
+}
+
+/// Nanoseconds on one clock shared by every thread of the process.
+fn now_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// Where the calling thread's time went in the calls since the last take:
+/// sums over calls, nanoseconds. A call's round is `post` (handing the
+/// commands over), then every rank's `pickup` (its thread noticing the
+/// command) and `handler` (its work), then the caller noticing the last
+/// answer: `round - last_done`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PoolPhases {
+    pub calls: u64,
+    /// Posting the commands to every rank.
+    pub post_ns: u64,
+    /// From a rank's post to its thread taking the command, summed over ranks.
+    pub pickup_ns: u64,
+    /// A rank thread's handler, summed over ranks.
+    pub handler_ns: u64,
+    /// From the start of posting to the last rank's answer.
+    pub last_done_ns: u64,
+    /// From the start of posting to having every answer.
+    pub round_ns: u64,
+}
+
+impl PoolPhases {
+    /// Both sums together.
+    pub fn add(&mut self, o: &PoolPhases) {
+        self.calls += o.calls;
+        self.post_ns += o.post_ns;
+        self.pickup_ns += o.pickup_ns;
+        self.handler_ns += o.handler_ns;
+        self.last_done_ns += o.last_done_ns;
+        self.round_ns += o.round_ns;
+    }
 }
 
 impl<C, R> Slot<C, R> {
@@ -116,6 +160,7 @@ impl<C, R> Inbox<C, R> {
                 return None;
             }
             if let Some(c) = st.cmd.take() {
+                slot.t_pick.store(now_ns(), Ordering::Relaxed);
                 self.seen = want;
                 return Some(c);
             }
@@ -128,6 +173,7 @@ impl<C, R> Inbox<C, R> {
     fn answer(&self, r: Result<R>) {
         let mut st = self.slot.lock();
         st.reply = Some(r);
+        self.slot.t_done.store(now_ns(), Ordering::Relaxed);
         self.slot.answered.store(self.seen, Ordering::Release);
         let wake = self.slot.caller_parked.load(Ordering::SeqCst);
         drop(st);
@@ -146,6 +192,7 @@ pub struct RankThreads<C: Send + 'static, R: Send + 'static> {
     deadline: Option<Duration>,
     /// Set when a rank thread did not answer in time.
     broken: Option<String>,
+    phases: PoolPhases,
 }
 
 impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
@@ -165,6 +212,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
             seq: 0,
             deadline: None,
             broken: None,
+            phases: PoolPhases::default(),
         };
         for rank in 0..n {
             let slot = Arc::new(Slot {
@@ -179,6 +227,9 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                 answered: AtomicU64::new(0),
                 worker_parked: AtomicBool::new(false),
                 caller_parked: AtomicBool::new(false),
+                t_post: AtomicU64::new(0),
+                t_pick: AtomicU64::new(0),
+                t_done: AtomicU64::new(0),
             });
             let inbox = Inbox {
                 slot: slot.clone(),
@@ -223,6 +274,33 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         self.broken.as_deref()
     }
 
+    /// The phases of the calls since the last take (see [`PoolPhases`]).
+    pub fn take_phases(&mut self) -> PoolPhases {
+        std::mem::take(&mut self.phases)
+    }
+
+    /// Add a finished call's stamps to the phases; `t0` is when posting
+    /// began, `posted` when it ended.
+    fn account(&mut self, t0: u64, posted: u64) {
+        let end = now_ns();
+        let p = &mut self.phases;
+        p.calls += 1;
+        p.post_ns += posted.saturating_sub(t0);
+        let mut last = t0;
+        for s in &self.slots {
+            let (a, b, c) = (
+                s.t_post.load(Ordering::Relaxed),
+                s.t_pick.load(Ordering::Relaxed),
+                s.t_done.load(Ordering::Relaxed),
+            );
+            p.pickup_ns += b.saturating_sub(a);
+            p.handler_ns += c.saturating_sub(b);
+            last = last.max(c);
+        }
+        p.last_done_ns += last.saturating_sub(t0);
+        p.round_ns += end.saturating_sub(t0);
+    }
+
     fn thread_gone(&self, rank: usize) -> bool {
         self.handles[rank].as_ref().is_none_or(|h| h.is_finished())
     }
@@ -265,7 +343,9 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         }
         self.seq += 1;
         let seq = self.seq;
+        let t0 = now_ns();
         self.post(cmds, seq);
+        let posted = now_ns();
         let mut out = Vec::with_capacity(self.slots.len());
         let mut first_err = None;
         let start = Instant::now();
@@ -280,6 +360,9 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                     first_err.get_or_insert(e);
                 }
             }
+        }
+        if self.broken.is_none() {
+            self.account(t0, posted);
         }
         match first_err {
             Some(e) => Err(e),
@@ -303,7 +386,9 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         }
         self.seq += 1;
         let seq = self.seq;
+        let t0 = now_ns();
         self.post(cmds, seq);
+        let posted = now_ns();
         let start = Instant::now();
         let mut out = Vec::with_capacity(self.slots.len());
         for rank in 0..self.slots.len() {
@@ -316,6 +401,9 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
             };
             out.push(r);
         }
+        if self.broken.is_none() {
+            self.account(t0, posted);
+        }
         Ok(out)
     }
 
@@ -323,6 +411,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         for (slot, cmd) in self.slots.iter().zip(cmds) {
             let mut st = slot.lock();
             st.cmd = Some(cmd);
+            slot.t_post.store(now_ns(), Ordering::Relaxed);
             slot.posted.store(seq, Ordering::Release);
             let wake = slot.worker_parked.load(Ordering::SeqCst);
             drop(st);

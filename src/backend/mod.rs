@@ -285,6 +285,8 @@ pub struct IssueProfile {
     /// The calling thread, from posting the call to the rank threads to
     /// having every reply.
     pub handoff_ns: u64,
+    /// The hand-off's phases over the launches (the same on every rank).
+    pub pool: crate::pool::PoolPhases,
 }
 
 /// When one op part ran on one rank, in nanoseconds on the backend's clock.

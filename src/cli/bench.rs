@@ -346,6 +346,12 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
                         format_bytes(h.size), b.backend_us, h.issue_us, b.handoff_us, b.job_us, b.total_us
                     ));
                 }
+                if b.round_us > 0.0 {
+                    rep.header.notes.push(format!(
+                        "hand-off per launch at {} (means): posting to every rank {:.2} us, a rank thread noticing its post {:.2} us, its work {:.2} us, the last answer {:.2} us after posting began, every answer in hand at {:.2} us (noticing the last {:.2} us)",
+                        format_bytes(h.size), b.post_us, b.pickup_us, b.handler_us, b.last_done_us, b.round_us, b.round_us - b.last_done_us
+                    ));
+                }
             }
         }
     }

@@ -144,6 +144,9 @@ pub struct Core {
     poisoned: Option<String>,
     /// The job, when this engine is one rank of a multi-process job.
     job: Option<Arc<crate::process::Job>>,
+    /// Every rank on its default buffers, made once: the backend knows a
+    /// repeated call by this binding's address.
+    default_bind: Arc<Vec<crate::backend::Binding>>,
 }
 
 impl std::fmt::Debug for Core {
@@ -293,7 +296,13 @@ impl Core {
             timeout: cfg.timeout,
             poisoned: None,
             job,
+            default_bind: Arc::new(vec![crate::backend::Binding::DEFAULT; cfg.ranks]),
         }
+    }
+
+    /// Every rank on the engine's default buffers.
+    pub fn default_bind(&self) -> Arc<Vec<crate::backend::Binding>> {
+        self.default_bind.clone()
     }
 
     pub fn ranks(&self) -> usize {

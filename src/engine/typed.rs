@@ -157,7 +157,7 @@ impl<T: Element> Engine<T> {
     }
 
     fn bind_default(&self) -> Arc<Vec<Binding>> {
-        Arc::new(vec![Binding::DEFAULT; self.ranks()])
+        self.core.default_bind()
     }
 
     // -- the engine's default buffers ---------------------------------------

@@ -145,11 +145,13 @@ impl GraphBackend for CudaBackend {
 impl Profiling for CudaBackend {
     fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
         let (backend_ns, handoff_ns) = std::mem::take(&mut self.caller_ns);
+        let pool = std::mem::take(&mut self.launch_phases);
         let mut v =
             self.each(|_| Box::new(|rk: &mut Rank<'_>| Ok(std::mem::take(&mut rk.profile))))?;
         for p in &mut v {
             p.backend_ns = backend_ns;
             p.handoff_ns = handoff_ns;
+            p.pool = pool;
         }
         Ok(v)
     }

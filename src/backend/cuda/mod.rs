@@ -7,8 +7,10 @@
 //! ranks than GPUs is fine: a same-device "peer" copy is an ordinary
 //! device-to-device copy.
 //!
-//! A collective fans out to every rank thread as a typed closure; each
-//! thread *issues* its ops (no host synchronize between steps) and returns.
+//! A collective fans out to every rank thread as an [`IssueCmd`] (the hot
+//! path: the rank keeps each call it was sent, so a repeated call sends only
+//! its key and touches no allocation or shared reference count); any other
+//! work goes as a typed closure. Each thread *issues* its ops (no host synchronize between steps) and returns.
 //! Cross-rank order on the GPU comes from the plan's signals: events for
 //! [`SignalKind::Event`](crate::plan::SignalKind) (the producer records on
 //! its stream, the consumer's stream waits; on the host the consumer issues
@@ -94,7 +96,7 @@ fn serve_rank(
     device: usize,
     timeout: Duration,
     faults: &FaultPlan,
-    inbox: Inbox<Job, Reply>,
+    inbox: Inbox<Cmd, Reply>,
 ) {
     let slot = std::cell::Cell::new(Some(inbox));
     let t0 = Instant::now();
@@ -105,7 +107,10 @@ fn serve_rank(
             Err(e) => inbox.ready(Err(e)),
             Ok(mut st) => {
                 inbox.ready(Ok(()));
-                inbox.serve(|job: Job| job(&mut st));
+                inbox.serve(|cmd: Cmd| match cmd {
+                    Cmd::Issue(c) => st.issue_held(c).map(|()| Box::new(()) as Reply),
+                    Cmd::Job(job) => job(&mut st),
+                });
                 // The backend drained every rank before shutting the
                 // threads down; drain this one again before its memory goes.
                 let _ = st.sync();
@@ -119,8 +124,65 @@ fn serve_rank(
 }
 type Job = Box<dyn for<'id> FnOnce(&mut Rank<'id>) -> Result<Reply> + Send>;
 
-fn erase<R: Send + 'static>(w: Work<R>) -> Job {
-    Box::new(move |rk: &mut Rank<'_>| w(rk).map(|r| Box::new(r) as Reply))
+/// What a rank thread is sent.
+enum Cmd {
+    /// Issue one collective call.
+    Issue(IssueCmd),
+    /// Any other work, typed.
+    Job(Job),
+}
+
+/// One collective call for a rank: the call itself the first time (the rank
+/// keeps it under `key`), later only the key.
+struct IssueCmd {
+    pub key: usize,
+    pub call: Option<Arc<Call>>,
+    pub gen: u64,
+    pub call_no: u64,
+}
+
+fn erase<R: Send + 'static>(w: Work<R>) -> Cmd {
+    Cmd::Job(Box::new(move |rk: &mut Rank<'_>| {
+        w(rk).map(|r| Box::new(r) as Reply)
+    }))
+}
+
+/// The calling thread's copy of the calls its rank threads hold, by key.
+#[derive(Default)]
+struct HeldCalls {
+    calls: Vec<Arc<Call>>,
+    next: usize,
+}
+
+impl HeldCalls {
+    /// How many calls the ranks keep; older ones are replaced in turn.
+    const MAX: usize = 16;
+
+    /// The key of `call`, and the call to send with it when the ranks do not
+    /// hold it yet (same plan, buffers, type, op and timing).
+    pub fn key(&mut self, call: &Call) -> (usize, Option<Arc<Call>>) {
+        let same = |c: &Arc<Call>| {
+            Arc::ptr_eq(&c.plan, &call.plan)
+                && Arc::ptr_eq(&c.bind, &call.bind)
+                && c.dtype == call.dtype
+                && c.op == call.op
+                && c.timing == call.timing
+        };
+        if let Some(k) = self.calls.iter().position(same) {
+            return (k, None);
+        }
+        let c = Arc::new(call.clone());
+        let k = if self.calls.len() < Self::MAX {
+            self.calls.push(c.clone());
+            self.calls.len() - 1
+        } else {
+            let k = self.next;
+            self.next = (k + 1) % Self::MAX;
+            self.calls[k] = c.clone();
+            k
+        };
+        (k, Some(c))
+    }
 }
 
 /// Every rank's reply unerased, or the errors of every rank that failed
@@ -149,7 +211,7 @@ fn unerase<R: 'static>(r: Reply) -> Result<R> {
 
 /// The CUDA backend.
 pub struct CudaBackend {
-    threads: RankThreads<Job, Reply>,
+    threads: RankThreads<Cmd, Reply>,
     info: BackendInfo,
     board: Arc<SignalBoard>,
     events: usize,
@@ -170,6 +232,9 @@ pub struct CudaBackend {
     /// Nanoseconds the calling thread spent in `launch` since the last
     /// profile take: (whole launch, hand-off to every reply).
     caller_ns: (u64, u64),
+    /// The pool's phases of the launches since the last profile take.
+    launch_phases: crate::pool::PoolPhases,
+    held: HeldCalls,
     /// Whether the captured graph is a joint one (on rank 0).
     joint: bool,
     /// Orders the hand-overs of joint captures and replays (signal 0: rank
@@ -202,7 +267,7 @@ impl CudaBackend {
         let m = map.clone();
         let (timeout, faults) = (opts.timeout, opts.faults.clone());
         let mut threads =
-            RankThreads::spawn(ranks, "cuda", move |rank, inbox: Inbox<Job, Reply>| {
+            RankThreads::spawn(ranks, "cuda", move |rank, inbox: Inbox<Cmd, Reply>| {
                 serve_rank(rank, m[rank], timeout, &faults, inbox);
             })?;
         threads.set_deadline(Some(timeout + Duration::from_secs(30)));
@@ -252,12 +317,28 @@ impl CudaBackend {
             nccl_timed: Vec::new(),
             epoch: Instant::now(),
             caller_ns: (0, 0),
+            launch_phases: Default::default(),
+            held: HeldCalls::default(),
         };
         be.info
             .hardware
             .push(format!("CUDA driver API {}", info.version));
         be.connect()?;
+        be.share_board()?;
         Ok(be)
+    }
+
+    /// Give every rank thread the current signal board.
+    fn share_board(&mut self) -> Result<()> {
+        let board = self.board.clone();
+        self.each(|_| {
+            let b = board.clone();
+            Box::new(move |rk: &mut Rank<'_>| {
+                rk.board = Some(b);
+                Ok(())
+            })
+        })
+        .map(|_| ())
     }
 
     /// Run `f(rank)` on every rank thread; the first error.
@@ -419,7 +500,7 @@ impl CudaBackend {
         self.board = Arc::new(SignalBoard::new(want, self.abort.clone(), self.timeout));
         self.gen = 0;
         self.events = want;
-        Ok(())
+        self.share_board()
     }
 }
 
@@ -545,37 +626,28 @@ impl Backend for CudaBackend {
         self.ensure_events(call.plan.signal_count())?;
         self.gen += 1;
         self.calls += 1;
-        let (board, gen, call_no) = (self.board.clone(), self.gen, self.calls);
-        let call = Arc::new(call.clone());
+        let (gen, call_no) = (self.gen, self.calls);
         if call.timing {
             let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
             self.timed.push((call.plan.name.clone(), launch_ns));
         }
-        let jobs: Vec<Job> = (0..self.info.ranks)
+        let (key, sent) = self.held.key(call);
+        let cmds: Vec<Cmd> = (0..self.info.ranks)
             .map(|_| {
-                let (call, board) = (call.clone(), board.clone());
-                erase(Box::new(move |rk: &mut Rank<'_>| {
-                    let t_job = Instant::now();
-                    // A panic must also release the other ranks at once.
-                    let rank = rk.rank;
-                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        rk.issue(&call, &board, gen, call_no)
-                    }))
-                    .unwrap_or_else(|p| {
-                        Err(Error::Worker {
-                            rank,
-                            message: crate::pool::panic_message(p.as_ref()),
-                        })
-                    });
-                    rk.profile.job_ns += t_job.elapsed().as_nanos() as u64;
-                    // On failure, release the other ranks waiting on this call.
-                    r.inspect_err(|e| board.fail(gen, rank, &e.to_string()))
-                }) as Work<()>)
+                Cmd::Issue(IssueCmd {
+                    key,
+                    call: sent.clone(),
+                    gen,
+                    call_no,
+                })
             })
             .collect();
+        // Only the launches' hand-offs count in `launch_phases`.
+        let _ = self.threads.take_phases();
         let t_post = Instant::now();
-        let replies = self.threads.run_all(jobs);
+        let replies = self.threads.run_all(cmds);
         self.caller_ns.1 += t_post.elapsed().as_nanos() as u64;
+        self.launch_phases.add(&self.threads.take_phases());
         let r = gather::<()>(replies?).map(|_| ());
         self.caller_ns.0 += t_entry.elapsed().as_nanos() as u64;
         r
@@ -671,4 +743,56 @@ fn assemble(
                 .collect(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Binding;
+    use crate::element::{DataType, ReduceOp};
+    use crate::plan::Shape;
+
+    fn call(plan: &Arc<crate::plan::Plan>, bind: &Arc<Vec<Binding>>, op: ReduceOp) -> Call {
+        Call {
+            plan: plan.clone(),
+            dtype: DataType::Float,
+            op,
+            bind: bind.clone(),
+            timing: false,
+        }
+    }
+
+    #[test]
+    fn held_calls_send_a_call_once_and_replace_in_turn() {
+        let shape = Shape::all_reduce(2, 64, 4, false);
+        let a = Arc::new(crate::algo::ring::plan(&shape, 1, 1));
+        let b = Arc::new(crate::algo::ring::plan(&shape, 2, 1));
+        let bind = Arc::new(vec![Binding::DEFAULT; 2]);
+        let mut h = HeldCalls::default();
+        let (ka, sent) = h.key(&call(&a, &bind, ReduceOp::Sum));
+        assert!(sent.is_some(), "first use sends the call");
+        let (k, sent) = h.key(&call(&a, &bind, ReduceOp::Sum));
+        assert!(
+            k == ka && sent.is_none(),
+            "a repeated call sends only its key"
+        );
+        let (kb, sent) = h.key(&call(&b, &bind, ReduceOp::Sum));
+        assert!(sent.is_some() && kb != ka, "another plan is another call");
+        let (kop, sent) = h.key(&call(&a, &bind, ReduceOp::Max));
+        assert!(sent.is_some() && kop != ka, "another op is another call");
+        // The same buffers under a new binding address: sent again.
+        let other = Arc::new(vec![Binding::DEFAULT; 2]);
+        assert!(h.key(&call(&a, &other, ReduceOp::Sum)).1.is_some());
+        // Full: the oldest key is reused, and that call is sent again later.
+        let plans: Vec<_> = (0..HeldCalls::MAX)
+            .map(|_| Arc::new(crate::algo::ring::plan(&shape, 1, 1)))
+            .collect();
+        let keys: Vec<usize> = plans
+            .iter()
+            .map(|p| h.key(&call(p, &bind, ReduceOp::Sum)).0)
+            .collect();
+        assert!(keys.iter().all(|&k| k < HeldCalls::MAX));
+        let (k, sent) = h.key(&call(&a, &bind, ReduceOp::Sum));
+        assert!(sent.is_some() && k < HeldCalls::MAX, "evicted, sent again");
+    }
 }

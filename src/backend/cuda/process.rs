@@ -28,7 +28,8 @@
 use super::ipc::Exported;
 use super::rank::Rank;
 use super::{
-    erase, exchange_gave_up, probe, serve_rank, unerase, CudaOptions, Job, Peers, Reply, Work,
+    erase, exchange_gave_up, probe, serve_rank, unerase, Cmd, CudaOptions, HeldCalls, IssueCmd,
+    Peers, Reply, Work,
 };
 use crate::backend::{
     check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
@@ -50,7 +51,8 @@ pub struct CudaProcessBackend {
     job: Arc<ProcessJob>,
     me: usize,
     device: usize,
-    threads: RankThreads<Job, Reply>,
+    threads: RankThreads<Cmd, Reply>,
+    held: HeldCalls,
     info: BackendInfo,
     board: Arc<SignalBoard>,
     events: usize,
@@ -107,7 +109,7 @@ impl CudaProcessBackend {
             .filter_map(|f| f.call)
             .collect();
         let mut threads =
-            RankThreads::spawn(1, "cuda-proc", move |_, inbox: Inbox<Job, Reply>| {
+            RankThreads::spawn(1, "cuda-proc", move |_, inbox: Inbox<Cmd, Reply>| {
                 serve_rank(me, device, timeout, &faults, inbox);
             })?;
         threads.set_deadline(Some(timeout + Duration::from_secs(30)));
@@ -121,6 +123,7 @@ impl CudaProcessBackend {
             me,
             device,
             threads,
+            held: HeldCalls::default(),
             info: BackendInfo {
                 kind: Some(BackendKind::Cuda),
                 ranks: n,
@@ -145,6 +148,11 @@ impl CudaProcessBackend {
             job,
         };
         be.connect(&name)?;
+        let board = be.board.clone();
+        be.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.board = Some(board);
+            Ok(())
+        }))?;
         Ok(be)
     }
 
@@ -526,16 +534,21 @@ impl Backend for CudaProcessBackend {
         {
             return Err(self.failed(e));
         }
-        let (board, gen) = (self.board.clone(), self.gen);
-        let call = Arc::new(call.clone());
+        let gen = self.gen;
         if call.timing {
             let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
             self.timed.push((call.plan.name.clone(), launch_ns));
         }
-        let r = self.on(Box::new(move |rk: &mut Rank<'_>| {
-            let r = rk.issue(&call, &board, gen, gen);
-            r.inspect_err(|e| board.fail(gen, rk.rank, &e.to_string()))
-        }));
+        let (key, sent) = self.held.key(call);
+        let r = self
+            .threads
+            .run(vec![Cmd::Issue(IssueCmd {
+                key,
+                call: sent,
+                gen,
+                call_no: gen,
+            })])
+            .map(|_| ());
         if self.kill_at.contains(&gen) {
             // Issued, not complete: the peers are inside the call.
             crate::sys::proc::kill_self();

@@ -13,7 +13,7 @@ use crate::cuda::{
 use crate::element::{DataType, DevOp};
 use crate::error::{Error, Result};
 use crate::fault::{Fault, FaultPlan};
-use crate::plan::{Collective, Lane, OpKind, Traffic};
+use crate::plan::{Collective, Lane, OpKind, Plan, Traffic};
 use crate::sync::SignalBoard;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -93,6 +93,10 @@ pub(super) struct Rank<'id> {
     /// The work stream and stream-ordered calls' state, made on first use
     /// (`work.rs`).
     pub(super) work: Option<super::work::WorkState<'id>>,
+    /// The calls the backend sent, by key (see [`super::HeldCalls`]).
+    held: Vec<Option<Arc<Call>>>,
+    /// The signal board of the collective calls (set by the backend).
+    pub board: Option<Arc<SignalBoard>>,
 }
 
 impl<'id> Rank<'id> {
@@ -151,6 +155,8 @@ impl<'id> Rank<'id> {
             timeout,
             setup_ms: (bind_ms, 0.0, ""),
             work: None,
+            held: Vec::new(),
+            board: None,
         };
         let t = Instant::now();
         let source = me.kernels_for(DataType::Float, DevOp::Sum)?.0.source();
@@ -162,18 +168,58 @@ impl<'id> Rank<'id> {
         cuda_err(self.rank, self.device)
     }
 
-    /// The error of a driver call made for rank's op `i` of `call` (the
+    /// The error of a driver call made for rank's op `i` of `plan` (the
     /// step's description is only built when there is an error).
-    fn step_err(&self, call: &Call, i: usize) -> impl Fn(CudaError) -> Error {
+    fn step_err<'p>(&self, plan: &'p Plan, i: usize) -> impl Fn(CudaError) -> Error + 'p {
         let (rank, device) = (self.rank, self.device);
-        let plan = call.plan.clone();
         move |e| Error::Cuda {
             rank,
             device,
             call: e.call,
             message: e.message,
-            step: Some(op_desc(&plan, rank, i)),
+            step: Some(op_desc(plan, rank, i)),
         }
+    }
+
+    /// Issue a call the backend sent (or sent before, by key) on the board
+    /// it shared. On failure the other ranks waiting on this call are
+    /// released at once, a panic included.
+    pub fn issue_held(&mut self, c: super::IssueCmd) -> Result<()> {
+        let t_job = Instant::now();
+        let rank = self.rank;
+        if let Some(call) = c.call {
+            if self.held.len() <= c.key {
+                self.held.resize(c.key + 1, None);
+            }
+            self.held[c.key] = Some(call);
+        }
+        // Taken out for the issue and put back after: no reference count
+        // changes on the hot path.
+        let call = self
+            .held
+            .get_mut(c.key)
+            .and_then(Option::take)
+            .ok_or_else(|| Error::Plan(format!("rank {rank} does not hold call {}", c.key)))?;
+        let Some(board) = self.board.take() else {
+            self.held[c.key] = Some(call);
+            return Err(Error::Plan(format!("rank {rank} has no signal board")));
+        };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.issue(&call, &board, c.gen, c.call_no)
+        }))
+        .unwrap_or_else(|p| {
+            Err(Error::Worker {
+                rank,
+                message: crate::pool::panic_message(p.as_ref()),
+            })
+        });
+        if let Err(e) = &r {
+            board.fail(c.gen, rank, &e.to_string());
+        }
+        self.held[c.key] = Some(call);
+        self.board = Some(board);
+        self.profile.job_ns += t_job.elapsed().as_nanos() as u64;
+        r
     }
 
     /// The event that realises this rank's signal `s` of `plan`: an ordinary
@@ -346,7 +392,7 @@ impl<'id> Rank<'id> {
         call_no: u64,
     ) -> Result<()> {
         let r = self.rank;
-        let plan = call.plan.clone();
+        let plan: &Plan = &call.plan;
         let t_all = Instant::now();
         let mut p = IssueProfile {
             calls: 1,
@@ -389,14 +435,14 @@ impl<'id> Rank<'id> {
             .copied()
             .ok_or_else(|| Error::Plan(format!("no binding for rank {r}")))?;
         for (i, op) in plan.ops[r].iter().enumerate() {
-            let se = self.step_err(call, i);
+            let se = self.step_err(plan, i);
             match self.faults.at(r, i, call_no) {
-                Some(Fault::Panic) => panic!("injected panic at {}", op_desc(&plan, r, i)),
+                Some(Fault::Panic) => panic!("injected panic at {}", op_desc(plan, r, i)),
                 Some(Fault::Stall) => {
                     return Err(board.stall(
                         gen,
                         r,
-                        &format!("injected stall at {}", op_desc(&plan, r, i)),
+                        &format!("injected stall at {}", op_desc(plan, r, i)),
                     ))
                 }
                 Some(Fault::Fail) => {
@@ -413,7 +459,7 @@ impl<'id> Rank<'id> {
                     format!(
                         "CUDA graph capture of {} ({} {why})",
                         plan.name,
-                        op_desc(&plan, r, i)
+                        op_desc(plan, r, i)
                     ),
                     "cuda",
                 )
@@ -451,7 +497,7 @@ impl<'id> Rank<'id> {
                 let stream = &self.lanes[lane];
                 if owner == r {
                     let ev = self
-                        .event_of(&plan, w.0)
+                        .event_of(plan, w.0)
                         .ok_or_else(|| Error::Plan("event pool too small".into()))?;
                     let t = Instant::now();
                     stream.wait_local(ev).map_err(&se)?;
@@ -459,8 +505,8 @@ impl<'id> Rank<'id> {
                 } else {
                     let t = Instant::now();
                     board
-                        .wait(w.0, gen, r, &|| signal_desc(&plan, *w))
-                        .map_err(|e| in_step(e, &op_desc(&plan, r, i)))?;
+                        .wait(w.0, gen, r, &|| signal_desc(plan, *w))
+                        .map_err(|e| in_step(e, &op_desc(plan, r, i)))?;
                     p.peer_ns += ns(t);
                     let ev = self
                         .remote
@@ -478,7 +524,7 @@ impl<'id> Rank<'id> {
                 (true, false) => {
                     let a = self
                         .timing_event()
-                        .map_err(|e| in_step(e, &op_desc(&plan, r, i)))?;
+                        .map_err(|e| in_step(e, &op_desc(plan, r, i)))?;
                     self.lanes[lane].record_timing(&a).map_err(&se)?;
                     tc.events.push(a);
                     tc.starts.truncate(t0);
@@ -615,7 +661,7 @@ impl<'id> Rank<'id> {
                 } else {
                     let b = self
                         .timing_event()
-                        .map_err(|e| in_step(e, &op_desc(&plan, r, i)))?;
+                        .map_err(|e| in_step(e, &op_desc(plan, r, i)))?;
                     self.lanes[lane].record_timing(&b).map_err(&se)?;
                     tc.events.push(b);
                     tc.events.len() - 1
@@ -633,7 +679,7 @@ impl<'id> Rank<'id> {
                     return Err(not_capturable("records an event"));
                 }
                 let ev = self
-                    .event_of(&plan, s.0)
+                    .event_of(plan, s.0)
                     .ok_or_else(|| Error::Plan("event pool too small".into()))?;
                 let t = Instant::now();
                 self.lanes[lane].record(ev).map_err(&se)?;
