@@ -702,6 +702,20 @@ pub struct HostCost {
     pub call_us: f64,
     /// Where a rank thread's issue time goes, per call, mean over ranks.
     pub breakdown: Option<IssueBreakdown>,
+    /// One read of the host clock (`Instant::now`), nanoseconds: the
+    /// profiles read it several times per call and rank.
+    pub clock_ns: f64,
+}
+
+/// Nanoseconds per `Instant::now`, the mean of 10 000.
+fn clock_read_ns() -> f64 {
+    let n = 10_000u32;
+    let t = Instant::now();
+    let mut last = t;
+    for _ in 0..n {
+        last = std::hint::black_box(Instant::now());
+    }
+    (last - t).as_secs_f64() * 1e9 / f64::from(n)
 }
 
 /// Means per call and rank, microseconds.
@@ -801,6 +815,7 @@ pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> R
         issue_us: median(issue),
         call_us: median(call),
         breakdown,
+        clock_ns: clock_read_ns(),
     })
 }
 

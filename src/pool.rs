@@ -91,8 +91,18 @@ impl<C, R> Slot<C, R> {
     }
 }
 
-/// Spin until `done()` or `SPIN` elapses; true if done.
-fn spin_until(done: impl Fn() -> bool) -> bool {
+/// Whether every rank thread and the caller can have a core to themselves
+/// while they spin (then spinning never yields: a `yield_now` is a system
+/// call, and the time it takes delays noticing the other side).
+fn cores_to_spare(threads: usize) -> bool {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    threads < *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Spin until `done()` or `SPIN` elapses; true if done. With cores to spare
+/// the spin only pauses the core between polls; otherwise it yields every
+/// 64 polls so the threads it waits for can run.
+fn spin_until(spare: bool, done: impl Fn() -> bool) -> bool {
     let start = Instant::now();
     let mut i = 0u32;
     loop {
@@ -104,7 +114,9 @@ fn spin_until(done: impl Fn() -> bool) -> bool {
             if start.elapsed() > SPIN {
                 return false;
             }
-            std::thread::yield_now();
+            if !spare {
+                std::thread::yield_now();
+            }
         } else {
             std::hint::spin_loop();
         }
@@ -126,6 +138,7 @@ pub struct Inbox<C, R> {
     slot: Arc<Slot<C, R>>,
     seen: u64,
     rank: usize,
+    spare: bool,
 }
 
 impl<C, R> Inbox<C, R> {
@@ -153,7 +166,7 @@ impl<C, R> Inbox<C, R> {
     fn next(&mut self) -> Option<C> {
         let slot = &self.slot;
         let want = self.seen + 1;
-        spin_until(|| slot.posted.load(Ordering::Acquire) >= want);
+        spin_until(self.spare, || slot.posted.load(Ordering::Acquire) >= want);
         let mut st = slot.lock();
         loop {
             if st.shutdown {
@@ -235,6 +248,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                 slot: slot.clone(),
                 seen: 0,
                 rank,
+                spare: cores_to_spare(n),
             };
             let body = body.clone();
             let h = std::thread::Builder::new()
@@ -348,9 +362,8 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         let posted = now_ns();
         let mut out = Vec::with_capacity(self.slots.len());
         let mut first_err = None;
-        let start = Instant::now();
         for rank in 0..self.slots.len() {
-            match self.wait_reply(rank, seq, start) {
+            match self.wait_reply(rank, seq, t0) {
                 Ok(Ok(r)) => out.push(r),
                 Ok(Err(e)) => {
                     first_err.get_or_insert(e);
@@ -389,10 +402,9 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         let t0 = now_ns();
         self.post(cmds, seq);
         let posted = now_ns();
-        let start = Instant::now();
         let mut out = Vec::with_capacity(self.slots.len());
         for rank in 0..self.slots.len() {
-            let r = match self.wait_reply(rank, seq, start) {
+            let r = match self.wait_reply(rank, seq, t0) {
                 Ok(r) => r,
                 Err(e) => {
                     self.broken = Some(format!("rank {rank}'s thread stopped answering"));
@@ -429,9 +441,11 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
 
     /// The rank's reply (its own result), or `Err` when the thread is gone
     /// or did not answer within the deadline (then the pool is unusable).
-    fn wait_reply(&self, rank: usize, seq: u64, start: Instant) -> Result<Result<R>> {
+    fn wait_reply(&self, rank: usize, seq: u64, t0: u64) -> Result<Result<R>> {
         let slot = &self.slots[rank];
-        spin_until(|| slot.answered.load(Ordering::Acquire) >= seq);
+        spin_until(cores_to_spare(self.slots.len()), || {
+            slot.answered.load(Ordering::Acquire) >= seq
+        });
         let mut st = slot.lock();
         loop {
             if slot.answered.load(Ordering::Acquire) >= seq {
@@ -446,7 +460,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                 }));
             }
             if let Some(d) = self.deadline {
-                if start.elapsed() > d {
+                if u128::from(now_ns().saturating_sub(t0)) > d.as_nanos() {
                     return Err(Error::Timeout {
                         rank,
                         what: "its rank thread to finish (stuck in a driver call?)".into(),

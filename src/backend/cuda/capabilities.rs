@@ -144,13 +144,16 @@ impl GraphBackend for CudaBackend {
 
 impl Profiling for CudaBackend {
     fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
-        let (backend_ns, handoff_ns) = std::mem::take(&mut self.caller_ns);
+        let backend_ns = std::mem::take(&mut self.caller_ns);
         let pool = std::mem::take(&mut self.launch_phases);
         let mut v =
             self.each(|_| Box::new(|rk: &mut Rank<'_>| Ok(std::mem::take(&mut rk.profile))))?;
+        let ranks = v.len().max(1) as u64;
         for p in &mut v {
             p.backend_ns = backend_ns;
-            p.handoff_ns = handoff_ns;
+            p.handoff_ns = pool.round_ns;
+            // The pool times every rank's handler; the mean per rank.
+            p.job_ns = pool.handler_ns / ranks;
             p.pool = pool;
         }
         Ok(v)

@@ -230,8 +230,8 @@ pub struct CudaBackend {
     /// The host clock's zero for timelines.
     epoch: Instant,
     /// Nanoseconds the calling thread spent in `launch` since the last
-    /// profile take: (whole launch, hand-off to every reply).
-    caller_ns: (u64, u64),
+    /// profile take.
+    caller_ns: u64,
     /// The pool's phases of the launches since the last profile take.
     launch_phases: crate::pool::PoolPhases,
     held: HeldCalls,
@@ -316,7 +316,7 @@ impl CudaBackend {
             nccl_timing: false,
             nccl_timed: Vec::new(),
             epoch: Instant::now(),
-            caller_ns: (0, 0),
+            caller_ns: 0,
             launch_phases: Default::default(),
             held: HeldCalls::default(),
         };
@@ -644,12 +644,10 @@ impl Backend for CudaBackend {
             .collect();
         // Only the launches' hand-offs count in `launch_phases`.
         let _ = self.threads.take_phases();
-        let t_post = Instant::now();
         let replies = self.threads.run_all(cmds);
-        self.caller_ns.1 += t_post.elapsed().as_nanos() as u64;
         self.launch_phases.add(&self.threads.take_phases());
         let r = gather::<()>(replies?).map(|_| ());
-        self.caller_ns.0 += t_entry.elapsed().as_nanos() as u64;
+        self.caller_ns += t_entry.elapsed().as_nanos() as u64;
         r
     }
 

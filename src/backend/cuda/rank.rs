@@ -185,7 +185,6 @@ impl<'id> Rank<'id> {
     /// it shared. On failure the other ranks waiting on this call are
     /// released at once, a panic included.
     pub fn issue_held(&mut self, c: super::IssueCmd) -> Result<()> {
-        let t_job = Instant::now();
         let rank = self.rank;
         if let Some(call) = c.call {
             if self.held.len() <= c.key {
@@ -218,7 +217,6 @@ impl<'id> Rank<'id> {
         }
         self.held[c.key] = Some(call);
         self.board = Some(board);
-        self.profile.job_ns += t_job.elapsed().as_nanos() as u64;
         r
     }
 
