@@ -238,13 +238,13 @@ impl<'id> Stream<'id> {
         for off in [r.dst.1, r.a.1] {
             aligned(CALL, off, r.elem)?;
         }
-        let mut pd = r.dst.0.ptr_at(CALL, r.dst.1, r.bytes)?;
-        let mut pa = r.a.0.ptr_at(CALL, r.a.1, r.bytes)?;
+        let pd = r.dst.0.ptr_at(CALL, r.dst.1, r.bytes)?;
+        let pa = r.a.0.ptr_at(CALL, r.a.1, r.bytes)?;
         if overlap(pd, pa, r.bytes) && pd != pa {
             return Err(err(CALL, "the output partially overlaps the first operand"));
         }
         // `_keep` holds a peer allocation alive during the launch call.
-        let (_keep, mut pb) = match &r.b {
+        let (_keep, pb) = match &r.b {
             Operand::Local(b, off) => {
                 aligned(CALL, *off, r.elem)?;
                 (None, b.ptr_at(CALL, *off, r.bytes)?)
@@ -262,21 +262,13 @@ impl<'id> Stream<'id> {
             .bytes
             .div_ceil(BYTES_PER_THREAD_ITER * BLOCK as usize)
             .clamp(1, 4 * k.sms.max(1));
-        let (mut n, mut flags, mut scalar) = ((r.bytes / r.elem) as u64, r.flags, r.scalar);
-        let mut params: [*mut c_void; 6] = [
-            (&mut pd as *mut u64).cast(),
-            (&mut pa as *mut u64).cast(),
-            (&mut pb as *mut u64).cast(),
-            (&mut n as *mut u64).cast(),
-            (&mut flags as *mut u64).cast(),
-            (&mut scalar as *mut u64).cast(),
-        ];
+        let args = [pd, pa, pb, (r.bytes / r.elem) as u64, r.flags, r.scalar];
         // SAFETY: the reduce kernels take six u64 parameters (dst, a, b, n,
         // flags, scalar); dst and a lie in live allocations of this context
         // and b in a live allocation readable from it (its own, or a peer's
         // with peer access enabled, kept alive by `_keep`) for n elements,
         // all element-aligned (checked); the kernel writes only dst[0..n].
-        unsafe { self.launch_1d(k, blocks, &mut params, CALL) }
+        unsafe { self.launch_1d(k, blocks, &args, CALL) }
     }
 
     /// Launch the two-rank exchange kernel `k` (checked as for
@@ -294,33 +286,32 @@ impl<'id> Stream<'id> {
             aligned(CALL, off, x.elem)?;
         }
         let n = x.bytes;
-        let mut pd = x.dst.0.ptr_at(CALL, x.dst.1, n)?;
-        let mut pa = x.a.0.ptr_at(CALL, x.a.1, n)?;
-        let mut pm = x.my_slot.0.ptr_at(CALL, x.my_slot.1, n)?;
+        let pd = x.dst.0.ptr_at(CALL, x.dst.1, n)?;
+        let pa = x.a.0.ptr_at(CALL, x.a.1, n)?;
+        let pm = x.my_slot.0.ptr_at(CALL, x.my_slot.1, n)?;
         let blocks = exchange_blocks(n);
-        let mut mf = x.my_flags.ptr_at(CALL, 0, 8 * blocks)?;
-        let mut calls = x.calls.ptr_at(CALL, 0, 8 * blocks)?;
+        let mf = x.my_flags.ptr_at(CALL, 0, 8 * blocks)?;
+        let calls = x.calls.ptr_at(CALL, 0, 8 * blocks)?;
         if n > 0 && ((overlap(pd, pa, n) && pd != pa) || overlap(pd, pm, n) || overlap(pa, pm, n)) {
             return Err(err(CALL, "overlapping operands"));
         }
         // The Arcs keep the peer's allocations alive during the launch call.
-        let (_keep_s, mut ps) = x.peer_slot.0.range(CALL, x.peer_slot.1, n)?;
-        let (_keep_f, mut pf) = x.peer_flags.range(CALL, 0, 8 * blocks)?;
+        let (_keep_s, ps) = x.peer_slot.0.range(CALL, x.peer_slot.1, n)?;
+        let (_keep_f, pf) = x.peer_flags.range(CALL, 0, 8 * blocks)?;
         x.ctrl.device_ptr(1)?;
-        let mut ctrl = x.ctrl.device_ptr(0)?;
-        let (mut count, mut flags, mut scalar) = ((n / x.elem.max(1)) as u64, x.flags, x.scalar);
-        let mut params: [*mut c_void; 11] = [
-            (&mut pd as *mut u64).cast(),
-            (&mut pa as *mut u64).cast(),
-            (&mut ps as *mut u64).cast(),
-            (&mut pm as *mut u64).cast(),
-            (&mut pf as *mut u64).cast(),
-            (&mut mf as *mut u64).cast(),
-            (&mut calls as *mut u64).cast(),
-            (&mut count as *mut u64).cast(),
-            (&mut flags as *mut u64).cast(),
-            (&mut scalar as *mut u64).cast(),
-            (&mut ctrl as *mut u64).cast(),
+        let ctrl = x.ctrl.device_ptr(0)?;
+        let args = [
+            pd,
+            pa,
+            ps,
+            pm,
+            pf,
+            mf,
+            calls,
+            (n / x.elem.max(1)) as u64,
+            x.flags,
+            x.scalar,
+            ctrl,
         ];
         // SAFETY: the exchange kernels take eleven u64 parameters in this
         // order; dst, a and my_slot lie in live allocations of this context
@@ -330,25 +321,38 @@ impl<'id> Stream<'id> {
         // ctrl is a live 16-byte host-mapped block (words 0 and 1 checked).
         // The kernel writes only dst, the peer slot, its blocks' peer flags,
         // its blocks' call counts and the status word.
-        unsafe { self.launch_1d(k, blocks, &mut params, CALL) }
+        unsafe { self.launch_1d(k, blocks, &args, CALL) }
     }
 
     /// `cuLaunchKernel` of `k` on this stream: `blocks` blocks of [`BLOCK`]
-    /// threads, no shared memory.
+    /// threads, no shared memory. The parameters go as one packed buffer
+    /// (`CU_LAUNCH_PARAM_BUFFER_POINTER`): one copy for the driver instead
+    /// of a lookup and copy per parameter.
     ///
     /// # Safety
-    /// `params` must hold one pointer per kernel parameter, in order, each to
-    /// a value of that parameter's type, and every address passed that way
-    /// must stay valid for what the kernel does with it until it completes.
+    /// `args` must be the kernel's parameters in order, every one a 64-bit
+    /// value (so the packed layout has no padding), and every address passed
+    /// that way must stay valid for what the kernel does with it until it
+    /// completes.
     unsafe fn launch_1d(
         &self,
         k: &Kernel<'id>,
         blocks: usize,
-        params: &mut [*mut c_void],
+        args: &[u64],
         call: &'static str,
     ) -> CuResult<()> {
+        let mut size: usize = std::mem::size_of_val(args);
+        let mut extra: [*mut c_void; 5] = [
+            sys::CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT as usize as *mut c_void,
+            args.as_ptr() as *mut c_void,
+            sys::CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT as usize as *mut c_void,
+            (&mut size as *mut usize).cast(),
+            sys::CU_LAUNCH_PARAM_END_AS_INT as usize as *mut c_void,
+        ];
         // SAFETY: the kernel belongs to this stream's context (same brand);
-        // the caller guarantees the parameters.
+        // `extra` is the driver's END-terminated list naming a buffer of
+        // `size` bytes that lives across the call (the driver copies it
+        // before returning); the caller guarantees the parameters.
         check(call, unsafe {
             sys::cuLaunchKernel(
                 k.f,
@@ -360,8 +364,8 @@ impl<'id> Stream<'id> {
                 1,
                 0,
                 self.s,
-                params.as_mut_ptr(),
                 std::ptr::null_mut(),
+                extra.as_mut_ptr(),
             )
         })
     }
