@@ -457,11 +457,13 @@ if [ "$MODE" = small ]; then
         timeout 400 "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
         grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -30
     fi
+    i=0
     for b in ringreduce ringreduce-base ringreduce-old ringreduce ringreduce-base ringreduce-old; do
         [ -x "$D/$b" ] || continue
+        i=$((i + 1))
         run 60 "$D/$b" bench --ranks 2 --algo auto,nccl -b 8 -e 64KiB -f 4 -n 200 -w 20 --blocks 7 --no-ceiling \
-            > "$OUT/ab-$b.log" 2>&1
-        grep -E "^ +[0-9]|host|calling|hand-off" "$OUT/ab-$b.log" | cut -c1-330
+            > "$OUT/ab-$i-$b.log" 2>&1
+        grep -E "^ +[0-9]|host|calling|hand-off" "$OUT/ab-$i-$b.log" | cut -c1-330
     done
     for b in ringreduce ringreduce-base; do
         [ -x "$D/$b" ] || continue
@@ -469,7 +471,34 @@ if [ "$MODE" = small ]; then
             --no-ceiling > "$OUT/mp-$b.log" 2>&1
         grep -E "^ +[0-9]|host|calling|hand-off|exit" "$OUT/mp-$b.log" | cut -c1-330
     done
-    (cd "$OUT" && tar czf small.tgz ./ab-*.log ./mp-*.log ./tests.log; rm -f ./ab-*.log ./mp-*.log)
+    if [ -n "${SMALL_PATHS:-}" ]; then
+        # Which paths lose speed one process per GPU: the ring (few signals
+        # per call), the pipelined ring (more), the parameter server.
+        P="--algo ring,ring:pipe2,ps -b 4MiB -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --no-ceiling"
+        run 90 "$RR" bench --ranks 2 $P -J "$OUT/paths-threads.json" > "$OUT/mp-paths-threads.log" 2>&1
+        run 90 "$RR" launch -n 2 --timeout 30 -- bench $P -J "$OUT/paths-procs.json" > "$OUT/mp-paths-procs.log" 2>&1
+        python3 - "$OUT/paths-threads.json" "$OUT/paths-procs.json" <<'PY'
+import json, sys
+def cells(p):
+    d = json.load(open(p)); out = {}
+    for r in d["rows"]:
+        m = r.get("out_of_place")
+        if m: out[(r["algo"], r["size"])] = m["time_us"]
+    return out
+a, b = cells(sys.argv[1]), cells(sys.argv[2])
+print("# processes vs threads, out of place: time per call and the difference")
+print("%-12s %12s %10s %10s %7s %9s" % ("algo", "size", "thr us", "proc us", "ratio", "diff us"))
+for k in sorted(a):
+    if k in b:
+        print("%-12s %12d %10.2f %10.2f %7.3f %9.2f" % (k[0], k[1], a[k], b[k], a[k] / b[k], b[k] - a[k]))
+PY
+    fi
+    if [ -n "${SMALL_BF16:-}" ]; then
+        run 150 "$RR" bench --ranks 2 -d bfloat16 --algo auto,nccl -b 1GiB -e 1GiB -n 5 -w 2 --blocks 3 \
+            -J "$OUT/bf16-1GiB.json" > "$OUT/bf16-1GiB.log" 2>&1
+        grep -E "^# algo|^#.*[0-9]x|^ +[0-9]|rror|exit|ceiling" "$OUT/bf16-1GiB.log" | tail -12
+    fi
+    (cd "$OUT" && tar czf small.tgz ./ab-*.log ./mp-*.log ./*.json ./tests.log; rm -f ./ab-*.log ./mp-*.log ./*.json)
     exit 0
 fi
 
