@@ -458,14 +458,14 @@ if [ "$MODE" = small ]; then
         grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -30
     fi
     i=0
-    for b in ringreduce ringreduce-base ringreduce-old ringreduce ringreduce-base ringreduce-old; do
+    for b in ${SMALL_AB:-ringreduce ringreduce-base ringreduce-old ringreduce ringreduce-base ringreduce-old}; do
         [ -x "$D/$b" ] || continue
         i=$((i + 1))
         run 60 "$D/$b" bench --ranks 2 --algo auto,nccl -b 8 -e 64KiB -f 4 -n 200 -w 20 --blocks 7 --no-ceiling \
             > "$OUT/ab-$i-$b.log" 2>&1
-        grep -E "^ +[0-9]|host|calling|hand-off" "$OUT/ab-$i-$b.log" | cut -c1-330
+        grep -E "^ +[0-9]|host|calling|hand-off|NCCL through" "$OUT/ab-$i-$b.log" | cut -c1-330
     done
-    for b in ringreduce ringreduce-base; do
+    for b in ${SMALL_MP:-ringreduce ringreduce-base}; do
         [ -x "$D/$b" ] || continue
         run 90 "$D/$b" launch -n 2 --timeout 30 -- bench --algo auto,nccl -b 8 -e 64KiB -f 4 -n 200 -w 20 --blocks 7 \
             --no-ceiling > "$OUT/mp-$b.log" 2>&1
@@ -492,6 +492,11 @@ for k in sorted(a):
     if k in b:
         print("%-12s %12d %10.2f %10.2f %7.3f %9.2f" % (k[0], k[1], a[k], b[k], a[k] / b[k], b[k] - a[k]))
 PY
+    fi
+    if [ -n "${SMALL_HALF:-}" ]; then
+        run 150 "$RR" bench --ranks 2 -d half,bfloat16 --algo auto,nccl -b 128MiB -e 512MiB -f 2 -n 5 -w 2 --blocks 3 \
+            -J "$OUT/halfbf16.json" > "$OUT/halfbf16.log" 2>&1
+        grep -E "^# +[0-9]+[MG]iB|rror|exit|ceiling" "$OUT/halfbf16.log" | tail -12
     fi
     if [ -n "${SMALL_BF16:-}" ]; then
         run 150 "$RR" bench --ranks 2 -d bfloat16 --algo auto,nccl -b 1GiB -e 1GiB -n 5 -w 2 --blocks 3 \

@@ -705,6 +705,23 @@ pub struct HostCost {
     /// One read of the host clock (`Instant::now`), nanoseconds: the
     /// profiles read it several times per call and rank.
     pub clock_ns: f64,
+    /// NCCL's call through the same rank threads, when NCCL is initialised.
+    pub nccl: Option<NcclHostCost>,
+}
+
+/// NCCL's plain call issued through the engine's rank threads (as `bench`
+/// times it): medians of single calls, microseconds, and the hand-off's
+/// phases per launch.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct NcclHostCost {
+    /// Launch on every rank, without waiting for the GPU.
+    pub issue_us: f64,
+    /// Launch and wait.
+    pub call_us: f64,
+    /// A rank thread's work (the NCCL call in a group), mean over ranks.
+    pub handler_us: f64,
+    /// Posting to every answer in hand.
+    pub round_us: f64,
 }
 
 /// Nanoseconds per `Instant::now`, the mean of 10 000.
@@ -751,8 +768,19 @@ fn phase(
     f: fn(&crate::pool::PoolPhases) -> u64,
     per: usize,
 ) -> f64 {
+    phase_of(prof, |p| p.pool, f, per)
+}
+
+/// [`phase`] of the phases `which` picks (the collectives' or NCCL's).
+fn phase_of(
+    prof: &[crate::backend::IssueProfile],
+    which: fn(&crate::backend::IssueProfile) -> crate::pool::PoolPhases,
+    f: fn(&crate::pool::PoolPhases) -> u64,
+    per: usize,
+) -> f64 {
     prof.first().map_or(0.0, |p| {
-        f(&p.pool) as f64 / p.pool.calls.max(1) as f64 / per.max(1) as f64 / 1e3
+        let ph = which(p);
+        f(&ph) as f64 / ph.calls.max(1) as f64 / per.max(1) as f64 / 1e3
     })
 }
 
@@ -808,6 +836,33 @@ pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> R
     } else {
         None
     };
+    // NCCL the same way, when it is there.
+    let mut nccl = None;
+    if e.core().nccl_ready() {
+        let nc = e.nccl_call(&shape, ReduceOp::Sum);
+        let (mut ni, mut nt) = (Vec::new(), Vec::new());
+        let _ = e.core_mut().take_issue_profile();
+        for _ in 0..iters {
+            e.synchronize()?;
+            let t = Instant::now();
+            e.core_mut().launch_nccl(&nc)?;
+            ni.push(t.elapsed().as_secs_f64() * 1e6);
+            e.synchronize()?;
+            let t = Instant::now();
+            e.core_mut().launch_nccl(&nc)?;
+            e.synchronize()?;
+            nt.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        if let Ok(prof) = e.core_mut().take_issue_profile() {
+            let ranks = prof.len();
+            nccl = Some(NcclHostCost {
+                issue_us: median(ni),
+                call_us: median(nt),
+                handler_us: phase_of(&prof, |p| p.nccl_pool, |p| p.handler_ns, ranks),
+                round_us: phase_of(&prof, |p| p.nccl_pool, |p| p.round_ns, 1),
+            });
+        }
+    }
     Ok(HostCost {
         size: shape.bytes(),
         path,
@@ -816,6 +871,7 @@ pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> R
         call_us: median(call),
         breakdown,
         clock_ns: clock_read_ns(),
+        nccl,
     })
 }
 

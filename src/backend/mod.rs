@@ -287,6 +287,8 @@ pub struct IssueProfile {
     pub handoff_ns: u64,
     /// The hand-off's phases over the launches (the same on every rank).
     pub pool: crate::pool::PoolPhases,
+    /// The same for the NCCL calls made through the rank threads.
+    pub nccl_pool: crate::pool::PoolPhases,
 }
 
 /// When one op part ran on one rank, in nanoseconds on the backend's clock.

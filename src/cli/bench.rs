@@ -352,6 +352,12 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
                         format_bytes(h.size), b.post_us, b.pickup_us, b.handler_us, b.last_done_us, b.round_us, b.round_us - b.last_done_us, h.clock_ns
                     ));
                 }
+                if let Some(n) = h.nccl {
+                    rep.header.notes.push(format!(
+                        "NCCL through the same rank threads at {}: issue {:.1} us, whole call {:.1} us (medians of 50); per launch the NCCL call in a group on a rank thread {:.1} us, posting to every answer {:.1} us",
+                        format_bytes(h.size), n.issue_us, n.call_us, n.handler_us, n.round_us
+                    ));
+                }
             }
         }
     }

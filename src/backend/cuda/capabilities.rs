@@ -32,11 +32,15 @@ impl NcclBackend for CudaBackend {
                 .push((format!("nccl {}", call.collective.name()), launch_ns));
         }
         let call = Arc::new(call.clone());
-        self.each_all(|_| {
-            let c = call.clone();
-            Box::new(move |rk: &mut Rank<'_>| rk.nccl_call_timed(&c, timed))
-        })
-        .map(|_| ())
+        let _ = self.threads.take_phases();
+        let r = self
+            .each_all(|_| {
+                let c = call.clone();
+                Box::new(move |rk: &mut Rank<'_>| rk.nccl_call_timed(&c, timed))
+            })
+            .map(|_| ());
+        self.nccl_phases.add(&self.threads.take_phases());
+        r
     }
 
     fn nccl_graph_capture(&mut self, call: &NcclCall, calls: usize) -> Result<()> {
@@ -146,6 +150,7 @@ impl Profiling for CudaBackend {
     fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
         let backend_ns = std::mem::take(&mut self.caller_ns);
         let pool = std::mem::take(&mut self.launch_phases);
+        let nccl_pool = std::mem::take(&mut self.nccl_phases);
         let mut v =
             self.each(|_| Box::new(|rk: &mut Rank<'_>| Ok(std::mem::take(&mut rk.profile))))?;
         let ranks = v.len().max(1) as u64;
@@ -155,6 +160,7 @@ impl Profiling for CudaBackend {
             // The pool times every rank's handler; the mean per rank.
             p.job_ns = pool.handler_ns / ranks;
             p.pool = pool;
+            p.nccl_pool = nccl_pool;
         }
         Ok(v)
     }

@@ -234,6 +234,8 @@ pub struct CudaBackend {
     caller_ns: u64,
     /// The pool's phases of the launches since the last profile take.
     launch_phases: crate::pool::PoolPhases,
+    /// The same for the NCCL launches.
+    nccl_phases: crate::pool::PoolPhases,
     held: HeldCalls,
     /// Whether the captured graph is a joint one (on rank 0).
     joint: bool,
@@ -318,6 +320,7 @@ impl CudaBackend {
             epoch: Instant::now(),
             caller_ns: 0,
             launch_phases: Default::default(),
+            nccl_phases: Default::default(),
             held: HeldCalls::default(),
         };
         be.info
