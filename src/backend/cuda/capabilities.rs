@@ -31,16 +31,20 @@ impl NcclBackend for CudaBackend {
             self.nccl_timed
                 .push((format!("nccl {}", call.collective.name()), launch_ns));
         }
-        let call = Arc::new(call.clone());
-        let _ = self.threads.take_phases();
-        let r = self
-            .each_all(|_| {
-                let c = call.clone();
-                Box::new(move |rk: &mut Rank<'_>| rk.nccl_call_timed(&c, timed))
+        let (key, sent) = self.held_nccl.key(call);
+        let cmds = (0..self.info.ranks)
+            .map(|_| {
+                Cmd::Nccl(NcclCmd {
+                    key,
+                    call: sent.clone(),
+                    timed,
+                })
             })
-            .map(|_| ());
+            .collect();
+        let _ = self.threads.take_phases();
+        let r = self.threads.run_all(cmds);
         self.nccl_phases.add(&self.threads.take_phases());
-        r
+        gather::<()>(r?).map(|_| ())
     }
 
     fn nccl_graph_capture(&mut self, call: &NcclCall, calls: usize) -> Result<()> {

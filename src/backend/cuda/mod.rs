@@ -109,6 +109,7 @@ fn serve_rank(
                 inbox.ready(Ok(()));
                 inbox.serve(|cmd: Cmd| match cmd {
                     Cmd::Issue(c) => st.issue_held(c).map(|()| Box::new(()) as Reply),
+                    Cmd::Nccl(c) => st.nccl_held(c).map(|()| Box::new(()) as Reply),
                     Cmd::Job(job) => job(&mut st),
                 });
                 // The backend drained every rank before shutting the
@@ -128,6 +129,8 @@ type Job = Box<dyn for<'id> FnOnce(&mut Rank<'id>) -> Result<Reply> + Send>;
 enum Cmd {
     /// Issue one collective call.
     Issue(IssueCmd),
+    /// One NCCL call on the same buffers.
+    Nccl(NcclCmd),
     /// Any other work, typed.
     Job(Job),
 }
@@ -141,6 +144,41 @@ struct IssueCmd {
     pub call_no: u64,
 }
 
+/// One NCCL call for a rank, kept like [`IssueCmd`]'s; `timed` brackets it
+/// with timing events.
+struct NcclCmd {
+    pub key: usize,
+    pub call: Option<Arc<NcclCall>>,
+    pub timed: bool,
+}
+
+/// A call the rank threads keep: which calls are the same one.
+trait Keep: Clone {
+    fn same(&self, other: &Self) -> bool;
+}
+
+impl Keep for Call {
+    /// Same plan, buffers, type, op and timing.
+    fn same(&self, o: &Call) -> bool {
+        Arc::ptr_eq(&self.plan, &o.plan)
+            && Arc::ptr_eq(&self.bind, &o.bind)
+            && self.dtype == o.dtype
+            && self.op == o.op
+            && self.timing == o.timing
+    }
+}
+
+impl Keep for NcclCall {
+    fn same(&self, o: &NcclCall) -> bool {
+        Arc::ptr_eq(&self.bind, &o.bind)
+            && self.collective == o.collective
+            && self.count == o.count
+            && self.dtype == o.dtype
+            && self.op == o.op
+            && self.in_place == o.in_place
+    }
+}
+
 fn erase<R: Send + 'static>(w: Work<R>) -> Cmd {
     Cmd::Job(Box::new(move |rk: &mut Rank<'_>| {
         w(rk).map(|r| Box::new(r) as Reply)
@@ -148,27 +186,28 @@ fn erase<R: Send + 'static>(w: Work<R>) -> Cmd {
 }
 
 /// The calling thread's copy of the calls its rank threads hold, by key.
-#[derive(Default)]
-struct HeldCalls {
-    calls: Vec<Arc<Call>>,
+struct HeldCalls<T> {
+    calls: Vec<Arc<T>>,
     next: usize,
 }
 
-impl HeldCalls {
+impl<T> Default for HeldCalls<T> {
+    fn default() -> Self {
+        HeldCalls {
+            calls: Vec::new(),
+            next: 0,
+        }
+    }
+}
+
+impl<T: Keep> HeldCalls<T> {
     /// How many calls the ranks keep; older ones are replaced in turn.
     const MAX: usize = 16;
 
     /// The key of `call`, and the call to send with it when the ranks do not
-    /// hold it yet (same plan, buffers, type, op and timing).
-    pub fn key(&mut self, call: &Call) -> (usize, Option<Arc<Call>>) {
-        let same = |c: &Arc<Call>| {
-            Arc::ptr_eq(&c.plan, &call.plan)
-                && Arc::ptr_eq(&c.bind, &call.bind)
-                && c.dtype == call.dtype
-                && c.op == call.op
-                && c.timing == call.timing
-        };
-        if let Some(k) = self.calls.iter().position(same) {
+    /// hold it yet.
+    pub fn key(&mut self, call: &T) -> (usize, Option<Arc<T>>) {
+        if let Some(k) = self.calls.iter().position(|c| c.same(call)) {
             return (k, None);
         }
         let c = Arc::new(call.clone());
@@ -236,7 +275,8 @@ pub struct CudaBackend {
     launch_phases: crate::pool::PoolPhases,
     /// The same for the NCCL launches.
     nccl_phases: crate::pool::PoolPhases,
-    held: HeldCalls,
+    held: HeldCalls<Call>,
+    held_nccl: HeldCalls<NcclCall>,
     /// Whether the captured graph is a joint one (on rank 0).
     joint: bool,
     /// Orders the hand-overs of joint captures and replays (signal 0: rank
@@ -322,6 +362,7 @@ impl CudaBackend {
             launch_phases: Default::default(),
             nccl_phases: Default::default(),
             held: HeldCalls::default(),
+            held_nccl: HeldCalls::default(),
         };
         be.info
             .hardware
@@ -769,7 +810,7 @@ mod tests {
         let a = Arc::new(crate::algo::ring::plan(&shape, 1, 1));
         let b = Arc::new(crate::algo::ring::plan(&shape, 2, 1));
         let bind = Arc::new(vec![Binding::DEFAULT; 2]);
-        let mut h = HeldCalls::default();
+        let mut h = HeldCalls::<Call>::default();
         let (ka, sent) = h.key(&call(&a, &bind, ReduceOp::Sum));
         assert!(sent.is_some(), "first use sends the call");
         let (k, sent) = h.key(&call(&a, &bind, ReduceOp::Sum));
@@ -785,15 +826,43 @@ mod tests {
         let other = Arc::new(vec![Binding::DEFAULT; 2]);
         assert!(h.key(&call(&a, &other, ReduceOp::Sum)).1.is_some());
         // Full: the oldest key is reused, and that call is sent again later.
-        let plans: Vec<_> = (0..HeldCalls::MAX)
+        let plans: Vec<_> = (0..HeldCalls::<Call>::MAX)
             .map(|_| Arc::new(crate::algo::ring::plan(&shape, 1, 1)))
             .collect();
         let keys: Vec<usize> = plans
             .iter()
             .map(|p| h.key(&call(p, &bind, ReduceOp::Sum)).0)
             .collect();
-        assert!(keys.iter().all(|&k| k < HeldCalls::MAX));
+        assert!(keys.iter().all(|&k| k < HeldCalls::<Call>::MAX));
         let (k, sent) = h.key(&call(&a, &bind, ReduceOp::Sum));
-        assert!(sent.is_some() && k < HeldCalls::MAX, "evicted, sent again");
+        assert!(
+            sent.is_some() && k < HeldCalls::<Call>::MAX,
+            "evicted, sent again"
+        );
+    }
+
+    #[test]
+    fn held_nccl_calls_are_the_same_call_on_the_same_buffers_and_shape() {
+        let bind = Arc::new(vec![Binding::DEFAULT; 2]);
+        let nc = |count: usize, in_place: bool, bind: &Arc<Vec<Binding>>| NcclCall {
+            collective: crate::plan::Collective::AllReduce,
+            count,
+            dtype: DataType::Float,
+            op: ReduceOp::Sum,
+            in_place,
+            bind: bind.clone(),
+        };
+        let mut h = HeldCalls::<NcclCall>::default();
+        let (k, sent) = h.key(&nc(64, false, &bind));
+        assert!(sent.is_some());
+        let (k2, sent) = h.key(&nc(64, false, &bind));
+        assert!(
+            k2 == k && sent.is_none(),
+            "a repeated call sends only its key"
+        );
+        assert!(h.key(&nc(65, false, &bind)).1.is_some(), "another count");
+        assert!(h.key(&nc(64, true, &bind)).1.is_some(), "in place");
+        let other = Arc::new(vec![Binding::DEFAULT; 2]);
+        assert!(h.key(&nc(64, false, &other)).1.is_some(), "other buffers");
     }
 }

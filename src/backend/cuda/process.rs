@@ -29,7 +29,7 @@ use super::ipc::Exported;
 use super::rank::Rank;
 use super::{
     erase, exchange_gave_up, probe, serve_rank, unerase, Cmd, CudaOptions, HeldCalls, IssueCmd,
-    Peers, Reply, Work,
+    NcclCmd, Peers, Reply, Work,
 };
 use crate::backend::{
     check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
@@ -52,7 +52,8 @@ pub struct CudaProcessBackend {
     me: usize,
     device: usize,
     threads: RankThreads<Cmd, Reply>,
-    held: HeldCalls,
+    held: HeldCalls<Call>,
+    held_nccl: HeldCalls<NcclCall>,
     info: BackendInfo,
     board: Arc<SignalBoard>,
     events: usize,
@@ -124,6 +125,7 @@ impl CudaProcessBackend {
             device,
             threads,
             held: HeldCalls::default(),
+            held_nccl: HeldCalls::default(),
             info: BackendInfo {
                 kind: Some(BackendKind::Cuda),
                 ranks: n,
@@ -642,16 +644,20 @@ impl NcclBackend for CudaProcessBackend {
     }
 
     fn launch_nccl(&mut self, call: &NcclCall) -> Result<()> {
-        let c = Arc::new(call.clone());
         let timed = self.nccl_timing;
         if timed {
             let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
             self.nccl_timed
                 .push((format!("nccl {}", call.collective.name()), launch_ns));
         }
-        self.on(Box::new(move |rk: &mut Rank<'_>| {
-            rk.nccl_call_timed(&c, timed)
-        }))
+        let (key, sent) = self.held_nccl.key(call);
+        self.threads
+            .run(vec![Cmd::Nccl(NcclCmd {
+                key,
+                call: sent,
+                timed,
+            })])
+            .map(|_| ())
     }
 
     fn nccl_graph_capture(&mut self, call: &NcclCall, calls: usize) -> Result<()> {

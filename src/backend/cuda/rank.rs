@@ -95,6 +95,8 @@ pub(super) struct Rank<'id> {
     pub(super) work: Option<super::work::WorkState<'id>>,
     /// The calls the backend sent, by key (see [`super::HeldCalls`]).
     held: Vec<Option<Arc<Call>>>,
+    /// The NCCL calls the backend sent, by key.
+    held_nccl: Vec<Option<Arc<NcclCall>>>,
     /// The signal board of the collective calls (set by the backend).
     pub board: Option<Arc<SignalBoard>>,
 }
@@ -156,6 +158,7 @@ impl<'id> Rank<'id> {
             setup_ms: (bind_ms, 0.0, ""),
             work: None,
             held: Vec::new(),
+            held_nccl: Vec::new(),
             board: None,
         };
         let t = Instant::now();

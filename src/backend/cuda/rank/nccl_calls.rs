@@ -86,6 +86,25 @@ impl<'id> Rank<'id> {
         g.map_err(ne)
     }
 
+    /// An NCCL call the backend sent (or sent before, by key).
+    pub fn nccl_held(&mut self, c: super::super::NcclCmd) -> Result<()> {
+        let rank = self.rank;
+        if let Some(call) = c.call {
+            if self.held_nccl.len() <= c.key {
+                self.held_nccl.resize(c.key + 1, None);
+            }
+            self.held_nccl[c.key] = Some(call);
+        }
+        let call = self
+            .held_nccl
+            .get_mut(c.key)
+            .and_then(Option::take)
+            .ok_or_else(|| Error::Plan(format!("rank {rank} does not hold NCCL call {}", c.key)))?;
+        let r = self.nccl_call_timed(&call, c.timed);
+        self.held_nccl[c.key] = Some(call);
+        r
+    }
+
     /// [`Rank::nccl_call`], bracketed by timing events on the compute stream
     /// when `timed` (kept for [`Rank::take_nccl_timing`]).
     pub fn nccl_call_timed(&mut self, c: &NcclCall, timed: bool) -> Result<()> {
