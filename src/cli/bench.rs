@@ -353,9 +353,19 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
                     ));
                 }
                 if let Some(n) = h.nccl {
+                    // The per-launch phases come from the rank-thread pool;
+                    // a backend without one reports none.
+                    let phases = if n.round_us > 0.0 {
+                        format!(
+                            "; per launch the NCCL call in a group on a rank thread {:.1} us, posting to every answer {:.1} us",
+                            n.handler_us, n.round_us
+                        )
+                    } else {
+                        String::new()
+                    };
                     rep.header.notes.push(format!(
-                        "NCCL through the same rank threads at {}: issue {:.1} us, whole call {:.1} us (medians of 50); per launch the NCCL call in a group on a rank thread {:.1} us, posting to every answer {:.1} us",
-                        format_bytes(h.size), n.issue_us, n.call_us, n.handler_us, n.round_us
+                        "NCCL through the same rank threads at {}: issue {:.1} us, whole call {:.1} us (medians of 50){phases}",
+                        format_bytes(h.size), n.issue_us, n.call_us
                     ));
                 }
             }
