@@ -189,19 +189,7 @@ impl<'id> Rank<'id> {
     /// released at once, a panic included.
     pub fn issue_held(&mut self, c: super::IssueCmd) -> Result<()> {
         let rank = self.rank;
-        if let Some(call) = c.call {
-            if self.held.len() <= c.key {
-                self.held.resize(c.key + 1, None);
-            }
-            self.held[c.key] = Some(call);
-        }
-        // Taken out for the issue and put back after: no reference count
-        // changes on the hot path.
-        let call = self
-            .held
-            .get_mut(c.key)
-            .and_then(Option::take)
-            .ok_or_else(|| Error::Plan(format!("rank {rank} does not hold call {}", c.key)))?;
+        let call = take_held(&mut self.held, c.key, c.call, rank)?;
         let Some(board) = self.board.take() else {
             self.held[c.key] = Some(call);
             return Err(Error::Plan(format!("rank {rank} has no signal board")));
@@ -713,6 +701,26 @@ impl<'id> Rank<'id> {
         self.nccl_graph = None;
         self.nccl = None;
     }
+}
+
+/// Keep `sent` (when the backend sent it) under `key` in `held`, then take
+/// the call under `key` out for one use: the caller puts it back after, so
+/// the hot path changes no reference count.
+pub(super) fn take_held<T>(
+    held: &mut Vec<Option<Arc<T>>>,
+    key: usize,
+    sent: Option<Arc<T>>,
+    rank: usize,
+) -> Result<Arc<T>> {
+    if let Some(call) = sent {
+        if held.len() <= key {
+            held.resize_with(key + 1, || None);
+        }
+        held[key] = Some(call);
+    }
+    held.get_mut(key)
+        .and_then(Option::take)
+        .ok_or_else(|| Error::Plan(format!("rank {rank} does not hold call {key}")))
 }
 
 /// What an issue is captured into, if anything.

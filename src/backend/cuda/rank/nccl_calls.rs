@@ -88,18 +88,7 @@ impl<'id> Rank<'id> {
 
     /// An NCCL call the backend sent (or sent before, by key).
     pub fn nccl_held(&mut self, c: super::super::NcclCmd) -> Result<()> {
-        let rank = self.rank;
-        if let Some(call) = c.call {
-            if self.held_nccl.len() <= c.key {
-                self.held_nccl.resize(c.key + 1, None);
-            }
-            self.held_nccl[c.key] = Some(call);
-        }
-        let call = self
-            .held_nccl
-            .get_mut(c.key)
-            .and_then(Option::take)
-            .ok_or_else(|| Error::Plan(format!("rank {rank} does not hold NCCL call {}", c.key)))?;
+        let call = take_held(&mut self.held_nccl, c.key, c.call, self.rank)?;
         let r = self.nccl_call_timed(&call, c.timed);
         self.held_nccl[c.key] = Some(call);
         r
