@@ -314,6 +314,9 @@ fn report_run<T: Element>(
             last + 1
         ))?;
         for (r, s) in c.ranks.iter().enumerate() {
+            if !t.local_ranks.contains(&r) {
+                continue; // another process's rank: not timed here
+            }
             out(format!(
                 "#   rank {r}: wall {:.1} = issue {:.1} + wait {:.1} + copy {:.1} + reduce {:.1} + rest {:.1}",
                 s.wall_ns / 1e3,
@@ -328,6 +331,17 @@ fn report_run<T: Element>(
     if let Some(c) = t.calls.last() {
         let plan = c.plan.traffic();
         out("# bytes per rank and call, counted by the backend as it moved them (the plan's count in brackets):")?;
+        if t.local_ranks.len() < t.rank_to_device.len() {
+            out(format!(
+                "#   (one process per rank: only what rank{} {} issued is counted here)",
+                if t.local_ranks.len() == 1 { "" } else { "s" },
+                t.local_ranks
+                    .clone()
+                    .map(|r| r.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))?;
+        }
         for (r, m) in rec.traffic.iter().enumerate() {
             let p = plan.get(r).copied().unwrap_or_default();
             out(format!(

@@ -62,6 +62,9 @@ pub struct Timeline {
     pub what: String,
     /// Extra lines for the outputs (the measurement overhead, ...).
     pub notes: Vec<String>,
+    /// The ranks this process timed: every rank in one process, its own
+    /// in a multi-process job (the others' ops are not in this timeline).
+    pub local_ranks: std::ops::Range<usize>,
 }
 
 /// What an op part does, for colours and the breakdown.
@@ -451,6 +454,9 @@ impl Timeline {
         for (k, c) in self.calls.iter().enumerate() {
             let plan = &c.plan;
             for (r, ops) in plan.ops.iter().enumerate() {
+                if !self.local_ranks.contains(&r) {
+                    continue; // another process's rank: not timed here
+                }
                 // In-lane order: each op starts after the previous op of its
                 // lane ended; an op's parts start in order.
                 let mut last_end: [Option<(usize, f64)>; LANES] = [None; LANES];

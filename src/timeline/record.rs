@@ -220,6 +220,7 @@ pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Record
             rank_to_device: info.rank_to_device,
             what,
             notes,
+            local_ranks: e.core().local_ranks(),
         },
         overhead,
         traffic,

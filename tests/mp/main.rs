@@ -93,6 +93,47 @@ fn text(o: &Output) -> (String, String) {
     )
 }
 
+/// `trace` under `launch` times only the process's own rank: the report
+/// must not count the other ranks' ops as "not timed" or print an empty
+/// breakdown for them (found by running it as a new user would).
+#[test]
+fn trace_in_a_rank_process_reports_only_its_own_rank() {
+    let t = tag("trace2");
+    let o = launch(
+        &t,
+        &[
+            "-n",
+            "2",
+            "--timeout",
+            "30",
+            "--",
+            "trace",
+            "--backend",
+            "cpu",
+            "--algo",
+            "ring",
+            "--size",
+            "64KiB",
+            "--calls",
+            "2",
+        ],
+        &[],
+    )
+    .output()
+    .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("every time follows the plan's order"), "{out}");
+    assert!(!out.contains("was not timed"), "{out}");
+    assert!(out.contains("#   rank 0: wall"), "{out}");
+    assert!(!out.contains("#   rank 1: wall"), "{out}");
+    assert!(
+        out.contains("only what rank 0 issued is counted here"),
+        "{out}"
+    );
+    assert_none_left(&t, Duration::from_secs(2));
+}
+
 #[test]
 fn four_ranks_run_on_the_cpu() {
     let t = tag("run4");
