@@ -513,10 +513,10 @@ if [ "$MODE" = mpdiag ]; then
     # clock), and the peer-copy ceiling measured in both.
     L="$RR launch -n 2 --timeout 30 --"
     for algo in ring ring:pipe2; do
-        run 60 "$RR" trace --backend cuda --ranks 2 --algo $algo --size 64MiB --calls 3 > "$OUT/trace-thr-$algo.txt" 2>&1
-        grep -E "^# (  call|  rank 0: wall|order)|^ +0 " "$OUT/trace-thr-$algo.txt" | head -30
-        run 60 $L trace --backend cuda --algo $algo --size 64MiB --calls 3 > "$OUT/trace-proc-$algo.txt" 2>&1
-        grep -E "# (  call|  rank 0: wall|order)|\] +0 " "$OUT/trace-proc-$algo.txt" | head -30
+        run 60 "$RR" trace --backend cuda --ranks 2 --algo $algo --size 64MiB --calls 3 > "$OUT/trace-thr-${algo/:/-}.txt" 2>&1
+        grep -E "^# (  call|  rank 0: wall|order)|^ +0 " "$OUT/trace-thr-${algo/:/-}.txt" | head -30
+        run 60 $L trace --backend cuda --algo $algo --size 64MiB --calls 3 > "$OUT/trace-proc-${algo/:/-}.txt" 2>&1
+        grep -E "# (  call|  rank 0: wall|order)|\] +0 " "$OUT/trace-proc-${algo/:/-}.txt" | head -30
     done
     run 90 "$RR" bench --ranks 2 --algo ring -b 256MiB -e 256MiB -n 10 -w 3 --blocks 3 > "$OUT/ceil-thr.log" 2>&1
     grep -E "ceiling|^ +[0-9]" "$OUT/ceil-thr.log"
