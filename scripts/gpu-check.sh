@@ -505,6 +505,21 @@ PY
     exit 0
 fi
 
+if [ "$MODE" = smalltypes ]; then
+    # Session 5 (~2 min): every data type at the small sizes, auto vs NCCL,
+    # more calls per cell than the session-3 run; reduce-scatter and
+    # all-gather at 1 MiB traced on the GPU clock.
+    run 240 "$RR" bench --ranks 2 -d all -o sum --algo auto,nccl -b 8 -e 4KiB -f 8 -n 100 -w 10 --blocks 5 --no-ceiling \
+        -J "$OUT/smalltypes.json" > "$OUT/smalltypes.log" 2>&1
+    grep -E "^# +[0-9]+B|^# +[0-9]+KiB|rror|exit" "$OUT/smalltypes.log" | tail -60
+    for c in reduce-scatter all-gather; do
+        run 60 "$RR" trace --backend cuda --ranks 2 --collective $c --algo auto --size 1MiB --calls 3 > "$OUT/trace-$c-1MiB.txt" 2>&1
+        grep -E "^# (  call|  rank [01]: wall|order)|^ +[01] " "$OUT/trace-$c-1MiB.txt" | head -30
+    done
+    (cd "$OUT" && tar czf smalltypes.tgz ./smalltypes.* ./trace-*.txt)
+    exit 0
+fi
+
 if [ "$MODE" = mpirun ]; then
     # Session 5: the same binary under the machine's mpirun (no MPI library
     # in ringreduce: the ranks come from OMPI_COMM_WORLD_* / PMI_*).
