@@ -1092,9 +1092,13 @@ def reduce_kernel(T, op):
 
 # Read the on-chip clock every 2^SPIN_LOG2 spins; read the host-mapped
 # control block (abort word, deadline) only once HOST_POLL_NS have passed
-# since the wait began, and then at most once per HOST_POLL_NS.
+# since the wait began, and then at most once per HOST_POLL_NS.  1 ms, not
+# the 20 us of session 4: with one process per GPU the two ranks' launches
+# are often more than 20 us apart, and the host reads then put the in-place
+# one-shot into a slow mode of 150-190 us per call (2 x H200, perf-notes).
+# An abort or a deadline is noticed within 1 ms, far inside any timeout.
 SPIN_LOG2 = 5
-HOST_POLL_NS = 20000
+HOST_POLL_NS = 1000000
 
 
 def exchange_kernel(T, op):

@@ -114,7 +114,12 @@ if [ "$MODE" = multiproc ]; then
         echo "$n"
     }
     L="$RR launch -n 2 --timeout 30 --"
-    {
+    if [ -n "${MP_BENCH_ONLY:-}" ] && [ -x "$D/integration" ]; then
+        log "integration tests (the CUDA variants run here)"
+        timeout 400 "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
+        tail -3 "$OUT/tests.log"
+    fi
+    [ -n "${MP_BENCH_ONLY:-}" ] || {
     log "smoke: one process per GPU"
     run 40 $L run --backend cuda --size 4MiB
     run 40 $L run --backend cuda --size 4MiB --in-place -d half -o avg
@@ -122,7 +127,7 @@ if [ "$MODE" = multiproc ]; then
     run 40 $L run --backend cuda --count 1003 --algo ring:pipe2 -d int8 -o prod
     } > "$OUT/multiproc.log" 2>&1
     grep -E "^###|\[exit|check     :|steady|error" "$OUT/multiproc.log" | tail -30
-    {
+    [ -n "${MP_BENCH_ONLY:-}" ] || {
     # The single-process check's sizes (validate), every path, NCCL initialised per process.
     run 150 $L check -d all -o all --collective all --counts 1,7,262147 --algo auto,ring,ring:pipe4
     run 60 $L check -d float --collective all --sizes 4KiB,4MiB,64MiB --inputs exact --algo auto,ring,ring:pipe2,oneshot,oneshot:fused,oneshot:flag,ps
@@ -155,6 +160,8 @@ for k in sorted(a):
         print("%-6s %12d %-12s %10.2f %10.2f %7.3f %9.2f" % (k[0], k[1], k[2], ta, tb, ta / tb, tb - ta))
 PY
     fi
+    # MP_BENCH_ONLY=1: the tests and this comparison only.
+    [ -n "${MP_BENCH_ONLY:-}" ] && exit 0
     {
     log "fault: rank 1 killed with SIGKILL in its call 5 (after issuing it)"
     t0=$(date +%s)
