@@ -99,28 +99,11 @@ fn text(o: &Output) -> (String, String) {
 #[test]
 fn trace_in_a_rank_process_reports_only_its_own_rank() {
     let t = tag("trace2");
-    let o = launch(
-        &t,
-        &[
-            "-n",
-            "2",
-            "--timeout",
-            "30",
-            "--",
-            "trace",
-            "--backend",
-            "cpu",
-            "--algo",
-            "ring",
-            "--size",
-            "64KiB",
-            "--calls",
-            "2",
-        ],
-        &[],
-    )
-    .output()
-    .unwrap();
+    let args: Vec<&str> =
+        "-n 2 --timeout 30 -- trace --backend cpu --algo ring --size 64KiB --calls 2"
+            .split(' ')
+            .collect();
+    let o = launch(&t, &args, &[]).output().unwrap();
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
     assert!(out.contains("every time follows the plan's order"), "{out}");
