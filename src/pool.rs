@@ -205,7 +205,11 @@ pub struct RankThreads<C: Send + 'static, R: Send + 'static> {
     deadline: Option<Duration>,
     /// Set when a rank thread did not answer in time.
     broken: Option<String>,
-    phases: PoolPhases,
+    /// The phases of the last call that every rank answered.
+    last: PoolPhases,
+    /// Whether the caller and every rank thread have a core each (see
+    /// [`cores_to_spare`]).
+    spare: bool,
 }
 
 impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
@@ -225,7 +229,8 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
             seq: 0,
             deadline: None,
             broken: None,
-            phases: PoolPhases::default(),
+            last: PoolPhases::default(),
+            spare: cores_to_spare(n),
         };
         for rank in 0..n {
             let slot = Arc::new(Slot {
@@ -248,7 +253,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                 slot: slot.clone(),
                 seen: 0,
                 rank,
-                spare: cores_to_spare(n),
+                spare: pool.spare,
             };
             let body = body.clone();
             let h = std::thread::Builder::new()
@@ -288,18 +293,21 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         self.broken.as_deref()
     }
 
-    /// The phases of the calls since the last take (see [`PoolPhases`]).
-    pub fn take_phases(&mut self) -> PoolPhases {
-        std::mem::take(&mut self.phases)
+    /// The phases of the last call every rank answered (one call: `calls`
+    /// is 1); callers add up the ones they count.
+    pub fn last_phases(&self) -> PoolPhases {
+        self.last
     }
 
-    /// Add a finished call's stamps to the phases; `t0` is when posting
-    /// began, `posted` when it ended.
+    /// Keep a finished call's stamps as the last phases; `t0` is when
+    /// posting began, `posted` when it ended.
     fn account(&mut self, t0: u64, posted: u64) {
         let end = now_ns();
-        let p = &mut self.phases;
-        p.calls += 1;
-        p.post_ns += posted.saturating_sub(t0);
+        let mut p = PoolPhases {
+            calls: 1,
+            ..PoolPhases::default()
+        };
+        p.post_ns = posted.saturating_sub(t0);
         let mut last = t0;
         for s in &self.slots {
             let (a, b, c) = (
@@ -311,8 +319,9 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
             p.handler_ns += c.saturating_sub(b);
             last = last.max(c);
         }
-        p.last_done_ns += last.saturating_sub(t0);
-        p.round_ns += end.saturating_sub(t0);
+        p.last_done_ns = last.saturating_sub(t0);
+        p.round_ns = end.saturating_sub(t0);
+        self.last = p;
     }
 
     fn thread_gone(&self, rank: usize) -> bool {
@@ -357,6 +366,8 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         }
         self.seq += 1;
         let seq = self.seq;
+        // A call that breaks the pool leaves no phases (`calls` 0).
+        self.last = PoolPhases::default();
         let t0 = now_ns();
         self.post(cmds, seq);
         let posted = now_ns();
@@ -399,6 +410,8 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         }
         self.seq += 1;
         let seq = self.seq;
+        // A call that breaks the pool leaves no phases (`calls` 0).
+        self.last = PoolPhases::default();
         let t0 = now_ns();
         self.post(cmds, seq);
         let posted = now_ns();
@@ -443,9 +456,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     /// or did not answer within the deadline (then the pool is unusable).
     fn wait_reply(&self, rank: usize, seq: u64, t0: u64) -> Result<Result<R>> {
         let slot = &self.slots[rank];
-        spin_until(cores_to_spare(self.slots.len()), || {
-            slot.answered.load(Ordering::Acquire) >= seq
-        });
+        spin_until(self.spare, || slot.answered.load(Ordering::Acquire) >= seq);
         let mut st = slot.lock();
         loop {
             if slot.answered.load(Ordering::Acquire) >= seq {
@@ -517,6 +528,30 @@ mod tests {
             assert_eq!(b[r].1, 2 * r as u64);
             assert_eq!(a[r].2, b[r].2, "same thread reused");
         }
+    }
+
+    #[test]
+    fn the_last_calls_phases_are_one_call_in_order() {
+        let mut p: RankThreads<u64, u64> = RankThreads::spawn(2, "t", |_, inbox| {
+            inbox.ready(Ok(()));
+            inbox.serve(|x| {
+                std::thread::sleep(Duration::from_millis(x));
+                Ok(x)
+            });
+        })
+        .unwrap();
+        assert_eq!(p.last_phases().calls, 0, "no call yet");
+        p.run(vec![2, 2]).unwrap();
+        let ph = p.last_phases();
+        assert_eq!(ph.calls, 1);
+        // Each handler slept 2 ms; the round holds the last answer.
+        assert!(ph.handler_ns >= 2 * 2_000_000, "{ph:?}");
+        assert!(
+            ph.round_ns >= ph.last_done_ns && ph.last_done_ns >= 2_000_000,
+            "{ph:?}"
+        );
+        p.run(vec![0, 0]).unwrap();
+        assert_eq!(p.last_phases().calls, 1, "not accumulated");
     }
 
     #[test]

@@ -573,7 +573,6 @@ impl Backend for CpuBackend {
             faults: self.faults.clone(),
             epoch: self.epoch,
         });
-        let _ = self.threads.take_phases();
         let t0 = Instant::now();
         let results = self.threads.run_all(
             (0..self.info.ranks)
@@ -581,7 +580,7 @@ impl Backend for CpuBackend {
                 .collect(),
         )?;
         let total = t0.elapsed().as_nanos() as u64;
-        let phases = self.threads.take_phases();
+        let phases = self.threads.last_phases();
         for p in &mut self.profile {
             p.calls += 1;
             p.total_ns += total;

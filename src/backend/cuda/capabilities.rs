@@ -41,9 +41,8 @@ impl NcclBackend for CudaBackend {
                 })
             })
             .collect();
-        let _ = self.threads.take_phases();
         let r = self.threads.run_all(cmds);
-        self.nccl_phases.add(&self.threads.take_phases());
+        self.nccl_phases.add(&self.threads.last_phases());
         gather::<()>(r?).map(|_| ())
     }
 
