@@ -31,6 +31,36 @@ export RINGREDUCE_HOST_MEMORY="${RINGREDUCE_HOST_MEMORY:-200GiB}"
 log() { echo; echo "### $*"; }
 # run LIMIT_S CMD...: the command, bounded, with its exit status.
 run() { local t=$1; shift; log "\$ $*"; timeout "$t" "$@"; echo "[exit $?]"; }
+# gpu_tests LIMIT_S LINES: the staged integration binary (its CUDA variants
+# run here), bounded; the last LINES of its output other than passing tests.
+gpu_tests() {
+    [ -x "$D/integration" ] || { echo "SKIPPED: no integration binary staged"; return 0; }
+    log "integration tests (the CUDA variants run here)"
+    timeout "$1" "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
+    grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -"$2"
+}
+# thr_vs_proc THREADS.json PROCS.json: the same bench cells in one process
+# (threads) and one process per GPU: time per call, busbw ratio, difference.
+thr_vs_proc() {
+    [ -f "$1" ] && [ -f "$2" ] || { echo "SKIPPED: missing $1 or $2"; return 0; }
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+def cells(p):
+    d = json.load(open(p)); out = {}
+    for r in d["rows"]:
+        for place in ("out_of_place", "in_place"):
+            m = r.get(place)
+            if m: out[(r["algo"], r["size"], place)] = m
+    return out
+a, b = cells(sys.argv[1]), cells(sys.argv[2])
+print("# processes vs threads: busbw ratio (>= 0.97 is the target from 1 MiB), time difference")
+print("%-12s %12s %-12s %10s %10s %7s %9s" % ("algo", "size", "place", "thr us", "proc us", "ratio", "diff us"))
+for k in sorted(a):
+    if k in b and a[k]["time_us"] > 0:
+        ta, tb = a[k]["time_us"], b[k]["time_us"]
+        print("%-12s %12d %-12s %10.2f %10.2f %7.3f %9.2f" % (k[0], k[1], k[2], ta, tb, ta / tb, tb - ta))
+PY
+}
 
 log "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')  mode: $MODE  commit: $(cat "$D/COMMIT" 2>/dev/null)"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
@@ -39,11 +69,7 @@ grep -E "MemTotal|MemAvailable" /proc/meminfo
 cat /sys/fs/cgroup/memory.max 2>/dev/null || true
 
 if [ "$MODE" = validate ]; then
-    if [ -x "$D/integration" ]; then
-    log "integration tests (the CUDA variants run here)"
-    timeout 600 "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
-    grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -60
-    fi
+    gpu_tests 600 60
     run 30 "$RR" run --backend cuda --ranks 2 --size 4MiB
     run 30 "$RR" run --backend cuda --ranks 2 --size 4MiB --in-place -d half -o avg
     run 30 "$RR" run --backend cuda --ranks 3 --count 1003 --algo ring:pipe2 -d int8 -o prod
@@ -77,11 +103,7 @@ if [ "$MODE" = ring ]; then
     run 240 "$RR" bench --ranks 2 --algo auto,ring,ring:pipe2,ring:pipe4,ring:graph,ring:pipe2:graph,nccl,nccl:graph \
         -b 8 -e 1GiB -f 2 -n 10 -w 3 --blocks 3 --big 256MiB -J "$OUT/bench-ring-2r.json" > "$OUT/bench-ring.log" 2>&1
     grep -vE "^# row" "$OUT/bench-ring.log" | tail -75
-    if [ -x "$D/integration" ]; then
-        log "integration tests"
-        timeout 200 "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
-        grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -40
-    fi
+    gpu_tests 200 40
     run 150 "$RR" bench --ranks 2 --collective reduce-scatter,all-gather --algo auto,ring,ring:graph,nccl \
         -b 1KiB -e 1GiB -f 4 -n 20 -w 5 --blocks 3 --big 256MiB -J "$OUT/bench-rsag-2r.json" > "$OUT/bench-rsag.log" 2>&1
     grep -vE "^# row" "$OUT/bench-rsag.log" | grep -E "^ +[0-9]|Collective|exit|rror" | tail -40
@@ -114,11 +136,7 @@ if [ "$MODE" = multiproc ]; then
         echo "$n"
     }
     L="$RR launch -n 2 --timeout 30 --"
-    if [ -n "${MP_BENCH_ONLY:-}" ] && [ -x "$D/integration" ]; then
-        log "integration tests (the CUDA variants run here)"
-        timeout 400 "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
-        tail -3 "$OUT/tests.log"
-    fi
+    [ -z "${MP_BENCH_ONLY:-}" ] || gpu_tests 400 30
     [ -n "${MP_BENCH_ONLY:-}" ] || {
     log "smoke: one process per GPU"
     run 40 $L run --backend cuda --size 4MiB
@@ -141,25 +159,7 @@ if [ "$MODE" = multiproc ]; then
     run 120 $L bench $B -J "$OUT/mp-bench-procs.json"
     } > "$OUT/mp-bench.log" 2>&1
     grep -E "^###|exit|Avg bus|ceiling" "$OUT/mp-bench.log" | tail -20
-    if [ -f "$OUT/mp-bench-threads.json" ] && [ -f "$OUT/mp-bench-procs.json" ]; then
-        python3 - "$OUT/mp-bench-threads.json" "$OUT/mp-bench-procs.json" <<'PY'
-import json, sys
-def cells(p):
-    d = json.load(open(p)); out = {}
-    for r in d["rows"]:
-        for place in ("out_of_place", "in_place"):
-            m = r.get(place)
-            if m: out[(r["algo"], r["size"], place)] = m
-    return out
-a, b = cells(sys.argv[1]), cells(sys.argv[2])
-print("# processes vs threads: busbw ratio (>= 0.97 is the target from 1 MiB), time difference")
-print("%-6s %12s %-12s %10s %10s %7s %9s" % ("algo", "size", "place", "thr us", "proc us", "ratio", "diff us"))
-for k in sorted(a):
-    if k in b and a[k]["time_us"] > 0:
-        ta, tb = a[k]["time_us"], b[k]["time_us"]
-        print("%-6s %12d %-12s %10.2f %10.2f %7.3f %9.2f" % (k[0], k[1], k[2], ta, tb, ta / tb, tb - ta))
-PY
-    fi
+    thr_vs_proc "$OUT/mp-bench-threads.json" "$OUT/mp-bench-procs.json"
     # MP_BENCH_ONLY=1: the tests and this comparison only.
     [ -n "${MP_BENCH_ONLY:-}" ] && exit 0
     {
@@ -364,11 +364,7 @@ if [ "$MODE" = fixes ]; then
     # overhead at 64 MiB and 1 MiB; the small-call A/B against the previous
     # binary (if staged as ringreduce-old), interleaved three times; and
     # threads vs processes at 32-128 MiB with 10 and 50 calls per block.
-    if [ -x "$D/integration" ]; then
-        log "integration tests"
-        timeout 300 "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
-        grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -30
-    fi
+    gpu_tests 300 30
     if [ -z "${FIXES_SKIP_TYPES:-}" ]; then
     run 150 "$RR" bench --ranks 2 --algo auto,nccl -d int32,half,float,bfloat16 -o sum,avg,min \
         -b 1MiB -e 16MiB -f 2 -n 20 -w 5 --blocks 3 --no-ceiling -J "$OUT/types-flag.json" > "$OUT/types-flag.log" 2>&1
@@ -457,11 +453,7 @@ if [ "$MODE" = small ]; then
     # goes: this binary, the one before the hot-path change
     # (ringreduce-base) and the pre-redesign one (ringreduce-old),
     # interleaved; then small calls one process per GPU against threads.
-    if [ -x "$D/integration" ]; then
-        log "integration tests (the CUDA variants run here)"
-        timeout 400 "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
-        grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -30
-    fi
+    gpu_tests 400 30
     i=0
     for b in ${SMALL_AB:-ringreduce ringreduce-base ringreduce-old ringreduce ringreduce-base ringreduce-old}; do
         [ -x "$D/$b" ] || continue
@@ -482,21 +474,7 @@ if [ "$MODE" = small ]; then
         P="--algo ring,ring:pipe2,ps -b 4MiB -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --no-ceiling"
         run 90 "$RR" bench --ranks 2 $P -J "$OUT/paths-threads.json" > "$OUT/mp-paths-threads.log" 2>&1
         run 90 "$RR" launch -n 2 --timeout 30 -- bench $P -J "$OUT/paths-procs.json" > "$OUT/mp-paths-procs.log" 2>&1
-        python3 - "$OUT/paths-threads.json" "$OUT/paths-procs.json" <<'PY'
-import json, sys
-def cells(p):
-    d = json.load(open(p)); out = {}
-    for r in d["rows"]:
-        m = r.get("out_of_place")
-        if m: out[(r["algo"], r["size"])] = m["time_us"]
-    return out
-a, b = cells(sys.argv[1]), cells(sys.argv[2])
-print("# processes vs threads, out of place: time per call and the difference")
-print("%-12s %12s %10s %10s %7s %9s" % ("algo", "size", "thr us", "proc us", "ratio", "diff us"))
-for k in sorted(a):
-    if k in b:
-        print("%-12s %12d %10.2f %10.2f %7.3f %9.2f" % (k[0], k[1], a[k], b[k], a[k] / b[k], b[k] - a[k]))
-PY
+        thr_vs_proc "$OUT/paths-threads.json" "$OUT/paths-procs.json"
     fi
     if [ -n "${SMALL_HALF:-}" ]; then
         run 150 "$RR" bench --ranks 2 -d half,bfloat16 --algo auto,nccl -b 128MiB -e 512MiB -f 2 -n 5 -w 2 --blocks 3 \
