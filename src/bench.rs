@@ -744,16 +744,12 @@ pub struct IssueBreakdown {
     pub wait_us: f64,
     pub peer_us: f64,
     pub total_us: f64,
-    /// The rank thread's whole job per call (the issue and its wrapping).
-    pub job_us: f64,
-    /// The calling thread per call: inside the backend's launch, and from
-    /// posting to the rank threads to the last reply.
+    /// The calling thread per call, inside the backend's launch.
     pub backend_us: f64,
-    pub handoff_us: f64,
     /// The hand-off's phases per launch (see [`crate::pool::PoolPhases`]):
     /// posting, a rank thread noticing the post (mean over ranks), its work
-    /// (mean over ranks), the last answer after posting began, every answer
-    /// in hand after posting began.
+    /// (its whole job; mean over ranks), the last answer after posting
+    /// began, every answer in hand after posting began.
     pub post_us: f64,
     pub pickup_us: f64,
     pub handler_us: f64,
@@ -784,6 +780,23 @@ fn phase_of(
     })
 }
 
+/// One launch alone and one launch waited for, each after a full
+/// synchronize: (issue, whole call) in microseconds.
+fn issue_and_call<T: Element>(
+    e: &mut Engine<T>,
+    mut launch: impl FnMut(&mut Engine<T>) -> Result<()>,
+) -> Result<(f64, f64)> {
+    e.synchronize()?;
+    let t = Instant::now();
+    launch(e)?;
+    let issue = t.elapsed().as_secs_f64() * 1e6;
+    e.synchronize()?;
+    let t = Instant::now();
+    launch(e)?;
+    e.synchronize()?;
+    Ok((issue, t.elapsed().as_secs_f64() * 1e6))
+}
+
 /// Measure [`HostCost`] for the default path at `count` elements.
 pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> Result<HostCost> {
     let iters = iters.max(1);
@@ -796,15 +809,9 @@ pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> R
         let t = Instant::now();
         e.core_mut().ping()?;
         ping.push(t.elapsed().as_secs_f64() * 1e6);
-        e.synchronize()?;
-        let t = Instant::now();
-        e.launch(None, &shape, ReduceOp::Sum)?;
-        issue.push(t.elapsed().as_secs_f64() * 1e6);
-        e.synchronize()?;
-        let t = Instant::now();
-        e.launch(None, &shape, ReduceOp::Sum)?;
-        e.synchronize()?;
-        call.push(t.elapsed().as_secs_f64() * 1e6);
+        let (i, c) = issue_and_call(e, |e| e.launch(None, &shape, ReduceOp::Sum).map(|_| ()))?;
+        issue.push(i);
+        call.push(c);
     }
     let breakdown = if profiling {
         let prof = e.core_mut().take_issue_profile()?;
@@ -819,14 +826,10 @@ pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> R
             wait_us: us(|p| p.wait_ns),
             peer_us: us(|p| p.peer_ns),
             total_us: us(|p| p.total_ns),
-            job_us: us(|p| p.job_ns),
             // The same on every rank: per launch, not per rank.
             backend_us: prof
                 .first()
                 .map_or(0.0, |p| p.backend_ns as f64 / p.calls.max(1) as f64 / 1e3),
-            handoff_us: prof
-                .first()
-                .map_or(0.0, |p| p.handoff_ns as f64 / p.calls.max(1) as f64 / 1e3),
             post_us: phase(&prof, |p| p.post_ns, 1),
             pickup_us: phase(&prof, |p| p.pickup_ns, prof.len()),
             handler_us: phase(&prof, |p| p.handler_ns, prof.len()),
@@ -843,15 +846,9 @@ pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> R
         let (mut ni, mut nt) = (Vec::new(), Vec::new());
         let _ = e.core_mut().take_issue_profile();
         for _ in 0..iters {
-            e.synchronize()?;
-            let t = Instant::now();
-            e.core_mut().launch_nccl(&nc)?;
-            ni.push(t.elapsed().as_secs_f64() * 1e6);
-            e.synchronize()?;
-            let t = Instant::now();
-            e.core_mut().launch_nccl(&nc)?;
-            e.synchronize()?;
-            nt.push(t.elapsed().as_secs_f64() * 1e6);
+            let (i, c) = issue_and_call(e, |e| e.core_mut().launch_nccl(&nc))?;
+            ni.push(i);
+            nt.push(c);
         }
         if let Ok(prof) = e.core_mut().take_issue_profile() {
             let ranks = prof.len();

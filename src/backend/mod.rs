@@ -276,16 +276,12 @@ pub struct IssueProfile {
     pub peer_ns: u64,
     /// The whole issue of the rank's ops.
     pub total_ns: u64,
-    /// The rank thread's whole job for the call (the issue and what wraps
-    /// it: panic guard, failure release).
-    pub job_ns: u64,
     /// The calling thread, in the backend's launch (before, during and
     /// after the hand-off to the rank threads), the same on every rank.
     pub backend_ns: u64,
-    /// The calling thread, from posting the call to the rank threads to
-    /// having every reply.
-    pub handoff_ns: u64,
-    /// The hand-off's phases over the launches (the same on every rank).
+    /// The hand-off's phases over the launches (the same on every rank):
+    /// a rank thread's whole job is its `handler_ns`, posting to every
+    /// reply the `round_ns`.
     pub pool: crate::pool::PoolPhases,
     /// The same for the NCCL calls made through the rank threads.
     pub nccl_pool: crate::pool::PoolPhases,

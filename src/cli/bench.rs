@@ -343,7 +343,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
                 if b.backend_us > 0.0 {
                     rep.header.notes.push(format!(
                         "calling thread per call at {} (means): the backend's launch {:.1} us (the rest of the {:.1} us issue is the engine's), of which posting to the rank threads until the last reply {:.1} us; a rank thread's job {:.1} us, of which the issue {:.1} us",
-                        format_bytes(h.size), b.backend_us, h.issue_us, b.handoff_us, b.job_us, b.total_us
+                        format_bytes(h.size), b.backend_us, h.issue_us, b.round_us, b.handler_us, b.total_us
                     ));
                 }
                 if b.round_us > 0.0 {

@@ -156,12 +156,8 @@ impl Profiling for CudaBackend {
         let nccl_pool = std::mem::take(&mut self.nccl_phases);
         let mut v =
             self.each(|_| Box::new(|rk: &mut Rank<'_>| Ok(std::mem::take(&mut rk.profile))))?;
-        let ranks = v.len().max(1) as u64;
         for p in &mut v {
             p.backend_ns = backend_ns;
-            p.handoff_ns = pool.round_ns;
-            // The pool times every rank's handler; the mean per rank.
-            p.job_ns = pool.handler_ns / ranks;
             p.pool = pool;
             p.nccl_pool = nccl_pool;
         }
