@@ -10,7 +10,8 @@
 //! A collective fans out to every rank thread as an [`IssueCmd`] (the hot
 //! path: the rank keeps each call it was sent, so a repeated call sends only
 //! its key and touches no allocation or shared reference count); any other
-//! work goes as a typed closure. Each thread *issues* its ops (no host synchronize between steps) and returns.
+//! work goes as a typed closure. Each thread *issues* its ops (no host
+//! synchronize between steps) and returns.
 //! Cross-rank order on the GPU comes from the plan's signals: events for
 //! [`SignalKind::Event`](crate::plan::SignalKind) (the producer records on
 //! its stream, the consumer's stream waits; on the host the consumer issues
