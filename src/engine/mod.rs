@@ -187,6 +187,7 @@ impl Core {
                 devices: cfg.devices.clone(),
                 timeout: cfg.timeout,
                 faults: cfg.faults.clone(),
+                signals: cuda_backend::SignalWay::from_env()?,
             })?))
         };
         let backend: Box<dyn Backend> = match cfg.backend {
@@ -252,6 +253,7 @@ impl Core {
                     devices: cfg.devices.clone(),
                     timeout: cfg.timeout,
                     faults,
+                    signals: cuda_backend::SignalWay::from_env()?,
                 },
             )
             .map(|b| Box::new(b) as Box<dyn Backend>),
