@@ -541,3 +541,41 @@ fn negative_structure() {
     assert!(err(&h).contains("send"));
     let _ = Lane::Copy;
 }
+
+/// Every signal some op waits on from outside its producer's own (rank,
+/// lane) has its waiters listed once each, in rank order; the others have
+/// none; and the list agrees with the `remote` and `needed` marks. The CUDA
+/// backend writes a signal word into exactly these ranks' memory, so a
+/// missing waiter would hang and an extra one would cost a write.
+#[test]
+fn signal_waiters_are_the_waits() {
+    for a in algos() {
+        for n in 1..=5 {
+            for s in shapes(n, &[1, 5, 67]) {
+                if a.supports(&s).is_err() {
+                    continue;
+                }
+                let p = first_plan(a.as_ref(), &s);
+                let w = p.signal_waiters();
+                assert_eq!(w.len(), p.signals.len());
+                for (i, (sig, ranks)) in p.signals.iter().zip(&w).enumerate() {
+                    let want: Vec<usize> = (0..n)
+                        .filter(|&r| {
+                            p.ops[r].iter().any(|op| {
+                                op.waits.iter().any(|x| x.0 == i)
+                                    && !(sig.owner == r && sig.lane == op.lane)
+                            })
+                        })
+                        .collect();
+                    assert_eq!(ranks, &want, "{} {s:?} signal {i}", a.name());
+                    // Flags are awaited inside exchange kernels, not by waits.
+                    if sig.kind == crate::plan::SignalKind::Event {
+                        let remote = ranks.iter().any(|&r| r != sig.owner);
+                        assert_eq!(sig.remote, remote, "{} {s:?} signal {i}", a.name());
+                        assert_eq!(sig.needed, !ranks.is_empty(), "{} signal {i}", a.name());
+                    }
+                }
+            }
+        }
+    }
+}
