@@ -442,27 +442,6 @@ impl Plan {
         marks
     }
 
-    /// For each signal, the ranks that wait on it from outside its
-    /// producer's own (rank, lane), each once, in rank order: the owner
-    /// itself when its other lane waits. A backend that delivers a signal
-    /// into its consumers' memory writes these.
-    pub fn signal_waiters(&self) -> Vec<Vec<usize>> {
-        let mut out = vec![Vec::new(); self.signals.len()];
-        for (r, ops) in self.ops.iter().enumerate() {
-            for op in ops {
-                for w in &op.waits {
-                    let (Some(s), Some(v)) = (self.signals.get(w.0), out.get_mut(w.0)) else {
-                        continue;
-                    };
-                    if !(s.owner == r && s.lane == op.lane) && v.last() != Some(&r) {
-                        v.push(r);
-                    }
-                }
-            }
-        }
-        out
-    }
-
     pub fn signal_count(&self) -> usize {
         self.signals.len()
     }

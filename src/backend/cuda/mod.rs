@@ -41,7 +41,7 @@ use crate::error::{Error, Result};
 use crate::fault::FaultPlan;
 use crate::pool::{Inbox, RankThreads};
 use crate::sync::{AbortHandle, SignalBoard};
-use rank::{Rank, WordMode};
+use rank::Rank;
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -69,14 +69,10 @@ pub enum SignalWay {
     /// `cuEventRecord` / `cuStreamWaitEvent` (interprocess events between
     /// processes).
     Events,
-    /// Signal words: the producer's stream writes the call number into a
-    /// 64-bit word in each consumer's memory (`cuStreamWriteValue64`), the
-    /// consumer's stream waits until its word reaches it
-    /// (`cuStreamWaitValue64`). An error where a GPU cannot.
+    /// Signal words: `cuStreamWriteValue64` / `cuStreamWaitValue64` on a
+    /// 64-bit word per signal in the producer's memory. An error where a GPU
+    /// cannot.
     Words,
-    /// The same with one word per signal in the producer's memory, which
-    /// consumers wait on across the link.
-    WordsPull,
 }
 
 impl SignalWay {
@@ -88,9 +84,8 @@ impl SignalWay {
                 "" | "auto" => Ok(SignalWay::Auto),
                 "events" => Ok(SignalWay::Events),
                 "words" => Ok(SignalWay::Words),
-                "words-pull" => Ok(SignalWay::WordsPull),
                 other => Err(Error::BadArgument(format!(
-                    "RINGREDUCE_SIGNALS={other}: expected auto, events, words or words-pull"
+                    "RINGREDUCE_SIGNALS={other}: expected auto, events or words"
                 ))),
             },
         }
@@ -98,7 +93,7 @@ impl SignalWay {
 
     /// Whether to use words on these devices; an error when words were
     /// asked for and some device cannot.
-    pub(crate) fn words_on(self, devices: &[usize]) -> Result<WordMode> {
+    pub(crate) fn words_on(self, devices: &[usize]) -> Result<bool> {
         let info = probe().map_err(Error::NoCuda)?;
         let lacking = devices.iter().copied().find(|&d| {
             !info
@@ -107,12 +102,10 @@ impl SignalWay {
                 .any(|x| x.ordinal == d && x.stream_memops)
         });
         match (self, lacking) {
-            (SignalWay::Events, _) => Ok(WordMode::Off),
-            (SignalWay::Auto, None) => Ok(WordMode::Push),
-            (SignalWay::Auto, Some(_)) => Ok(WordMode::Off),
-            (SignalWay::Words, None) => Ok(WordMode::Push),
-            (SignalWay::WordsPull, None) => Ok(WordMode::Pull),
-            (SignalWay::Words | SignalWay::WordsPull, Some(d)) => Err(Error::Unsupported(
+            (SignalWay::Events, _) => Ok(false),
+            (SignalWay::Auto, l) => Ok(l.is_none()),
+            (SignalWay::Words, None) => Ok(true),
+            (SignalWay::Words, Some(d)) => Err(Error::Unsupported(
                 format!("signal words (RINGREDUCE_SIGNALS=words): GPU {d} cannot write or wait on 64-bit words from a stream"),
                 "cuda",
             )),
@@ -120,11 +113,11 @@ impl SignalWay {
     }
 
     /// The backend's note on how signals go.
-    pub(crate) fn note(words: WordMode) -> &'static str {
-        match words {
-            WordMode::Push => "signals: words in the consumer's memory (cuStreamWriteValue64 / cuStreamWaitValue64)",
-            WordMode::Pull => "signals: words in the producer's memory (cuStreamWriteValue64 / cuStreamWaitValue64 across the link)",
-            WordMode::Off => "signals: events (cuEventRecord / cuStreamWaitEvent)",
+    pub(crate) fn note(words: bool) -> &'static str {
+        if words {
+            "signals: words (cuStreamWriteValue64 / cuStreamWaitValue64 on a 64-bit word per signal)"
+        } else {
+            "signals: events (cuEventRecord / cuStreamWaitEvent)"
         }
     }
 }

@@ -29,43 +29,17 @@ const STATUS: usize = 1;
 const TIMEOUT_WORD: usize = 1;
 
 /// Signal words: after the exchange kernel's [`EXCHANGE_MAX_BLOCKS`] flags,
-/// the same allocation holds [`WORDS`] 64-bit words (see [`Rank::words`]).
+/// the same allocation holds one 64-bit word per (lane, signal) of this
+/// rank, written by this rank's lane when the signal's op is done and
+/// awaited by any lane of any rank (see [`Rank::words`]).
 pub(super) const WORDS_AT: usize = 8 * EXCHANGE_MAX_BLOCKS;
-pub(super) const WORDS: usize = 1 << 16;
+/// Signal words per lane: plans with more signals use events.
+pub(super) const WORDS_PER_LANE: usize = 1 << 15;
 
-/// Where a signal's word is, and who writes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum WordMode {
-    /// No words: events.
-    #[default]
-    Off,
-    /// The producer writes its own word of (lane, signal); consumers wait
-    /// on the producer's memory (through peer access or IPC).
-    Pull,
-    /// The producer writes the word of (its rank, lane, signal) in each
-    /// consumer's memory; consumers wait on their own memory.
-    Push,
-}
-
-impl WordMode {
-    /// Signals per (rank, lane) that fit for a plan of `ranks` ranks.
-    fn per_lane(self, ranks: usize) -> usize {
-        match self {
-            WordMode::Off => 0,
-            WordMode::Pull => WORDS / 2,
-            WordMode::Push => WORDS / (2 * ranks.max(1)),
-        }
-    }
-
-    /// The byte offset of the word of signal `s` of `owner`'s `lane`.
-    fn at(self, ranks: usize, owner: usize, lane: Lane, s: usize) -> usize {
-        let per = self.per_lane(ranks);
-        let slot = match self {
-            WordMode::Push => (owner * 2 + lane as usize) * per + s,
-            _ => lane as usize * per + s,
-        };
-        WORDS_AT + 8 * slot
-    }
+/// The byte offset of the signal word of (`lane`, signal `s`) in its
+/// owner's flag allocation.
+fn word_at(lane: Lane, s: usize) -> usize {
+    WORDS_AT + 8 * (lane as usize * WORDS_PER_LANE + s)
 }
 
 /// Clock anchors per take (the tightest bracket is kept).
@@ -147,10 +121,7 @@ pub(super) struct Rank<'id> {
     /// word has one writer, one stream, and call numbers only grow, so no
     /// word ever goes back. Set by the backend, the same on every rank;
     /// graph captures still use events (a captured value cannot grow).
-    pub words: WordMode,
-    /// Each plan's [`Plan::signal_waiters`] (push mode), by the plan's
-    /// address; the entry holds the plan, so the address is not reused.
-    waiters: HashMap<usize, (Arc<Plan>, Arc<Vec<Vec<usize>>>)>,
+    pub words: bool,
 }
 
 impl<'id> Rank<'id> {
@@ -166,7 +137,7 @@ impl<'id> Rank<'id> {
     ) -> Result<Rank<'id>> {
         let e = cuda_err(rank, device);
         let lanes = [ctx.stream().map_err(&e)?, ctx.stream().map_err(&e)?];
-        let flags = ctx.alloc(WORDS_AT + 8 * WORDS).map_err(&e)?;
+        let flags = ctx.alloc(WORDS_AT + 8 * 2 * WORDS_PER_LANE).map_err(&e)?;
         let calls = ctx.alloc(8 * EXCHANGE_MAX_BLOCKS).map_err(&e)?;
         // Zeroed before any peer can learn the flags' address.
         lanes[0].memset(&flags, 0, flags.len(), 0).map_err(&e)?;
@@ -212,8 +183,7 @@ impl<'id> Rank<'id> {
             held: Vec::new(),
             held_nccl: Vec::new(),
             board: None,
-            words: WordMode::Off,
-            waiters: HashMap::new(),
+            words: false,
         };
         let t = Instant::now();
         let source = me.kernels_for(DataType::Float, DevOp::Sum)?.0.source();
@@ -273,20 +243,6 @@ impl<'id> Rank<'id> {
             (Some(local), Some(sig)) if !sig.remote => local.get(s),
             _ => self.events.get(s),
         }
-    }
-
-    /// The plan's signal waiters, computed once per plan.
-    fn waiters_of(&mut self, plan: &Arc<Plan>) -> Arc<Vec<Vec<usize>>> {
-        let key = Arc::as_ptr(plan) as usize;
-        if let Some((_, w)) = self.waiters.get(&key) {
-            return w.clone();
-        }
-        if self.waiters.len() >= 256 {
-            self.waiters.clear();
-        }
-        let w = Arc::new(plan.signal_waiters());
-        self.waiters.insert(key, (plan.clone(), w.clone()));
-        w
     }
 
     /// The reduce and exchange kernels of `dtype` for `op` (loaded once).
@@ -491,15 +447,8 @@ impl<'id> Rank<'id> {
             .get(r)
             .copied()
             .ok_or_else(|| Error::Plan(format!("no binding for rank {r}")))?;
-        let mode = self.words;
-        let words = mode != WordMode::Off
-            && self.capturing == Capturing::No
-            && plan.signal_count() <= mode.per_lane(plan.ranks());
-        let waiters = if words && mode == WordMode::Push {
-            Some(self.waiters_of(&call.plan))
-        } else {
-            None
-        };
+        let words =
+            self.words && self.capturing == Capturing::No && plan.signal_count() <= WORDS_PER_LANE;
         for (i, op) in plan.ops[r].iter().enumerate() {
             let se = self.step_err(plan, i);
             match self.faults.at(r, i, call_no) {
@@ -570,14 +519,12 @@ impl<'id> Rank<'id> {
                         p.peer_ns += ns(t);
                     }
                     let t = Instant::now();
-                    let home = if mode == WordMode::Push { r } else { owner };
                     let word =
-                        self.peers.flags.get(home).ok_or_else(|| {
-                            Error::Plan(format!("no signal words of rank {home}"))
+                        self.peers.flags.get(owner).ok_or_else(|| {
+                            Error::Plan(format!("no signal words of rank {owner}"))
                         })?;
-                    let lane_s = plan.signals[w.0].lane;
                     stream
-                        .wait_word(word, mode.at(plan.ranks(), owner, lane_s, w.0), call_no)
+                        .wait_word(word, word_at(plan.signals[w.0].lane, w.0), call_no)
                         .map_err(&se)?;
                     p.wait_ns += ns(t);
                 } else if owner == r {
@@ -765,19 +712,14 @@ impl<'id> Rank<'id> {
                 }
                 let t = Instant::now();
                 if words {
-                    let at = mode.at(plan.ranks(), r, op.lane, s.0);
-                    let homes: &[usize] = match &waiters {
-                        Some(w) => w.get(s.0).map_or(&[], Vec::as_slice),
-                        None => std::slice::from_ref(&r),
-                    };
-                    for &home in homes {
-                        let word = self.peers.flags.get(home).ok_or_else(|| {
-                            Error::Plan(format!("no signal words of rank {home}"))
-                        })?;
-                        self.lanes[lane]
-                            .write_word(word, at, call_no)
-                            .map_err(&se)?;
-                    }
+                    let word = self
+                        .peers
+                        .flags
+                        .get(r)
+                        .ok_or_else(|| Error::Plan(format!("no signal words of rank {r}")))?;
+                    self.lanes[lane]
+                        .write_word(word, word_at(op.lane, s.0), call_no)
+                        .map_err(&se)?;
                 } else {
                     let ev = self
                         .event_of(plan, s.0)
