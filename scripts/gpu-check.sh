@@ -541,34 +541,6 @@ if [ "$MODE" = mpdiag ]; then
     exit 0
 fi
 
-if [ "$MODE" = words ]; then
-    # Session 6 (~8 min): signals as 64-bit words written and awaited by the
-    # streams (cuStreamWriteValue64 / cuStreamWaitValue64) against events.
-    # Correctness first (words are the default where the GPUs support them),
-    # then the same benches with RINGREDUCE_SIGNALS=events and =words
-    # alternating, then a 1 MiB ring timeline of each.
-    {
-    run 30 "$RR" run --backend cuda --ranks 2 --size 4MiB --algo ring
-    run 240 "$RR" check --ranks 2 -d all -o all --collective all --counts 1,7,262147 --algo auto,ring,ring:pipe4
-    run 90 "$RR" check --ranks 4 -d float,int8 -o sum,max --collective all --counts 1,1003,262147 --algo ring,ring:pipe2,ps
-    run 60 "$RR" check --ranks 2 -d float --collective all --sizes 64MiB --inputs exact --algo auto,ring,ring:pipe2,oneshot,ps
-    } > "$OUT/words-check.log" 2>&1
-    grep -E "^###|\[exit|signals:|rows in|FAIL|rror" "$OUT/words-check.log" | tail -30
-    for i in 1 2; do for w in events words; do
-        RINGREDUCE_SIGNALS=$w run 100 "$RR" bench --ranks 2 --algo ring,ring:pipe2,ring:pipe4,auto,nccl \
-            -b 1MiB -e 64MiB -f 4 -n 30 -w 3 --blocks 3 --no-ceiling -J "$OUT/ab-$w-$i.json" > "$OUT/ab-$w-$i.log" 2>&1
-        echo "## $w $i"; grep -E "signals:|^ +[0-9]" "$OUT/ab-$w-$i.log" | tail -12
-    done; done
-    for w in events words; do
-        RINGREDUCE_SIGNALS=$w run 60 "$RR" bench --ranks 2 --algo auto,ring,nccl -b 8 -e 64KiB -f 8 -n 200 --blocks 5 --no-ceiling > "$OUT/small-$w.log" 2>&1
-        echo "## small $w"; grep -E "^ +[0-9]" "$OUT/small-$w.log" | tail -8
-        RINGREDUCE_SIGNALS=$w run 60 "$RR" trace --backend cuda --ranks 2 --algo ring --size 1MiB --calls 3 > "$OUT/trace-$w-ring-1MiB.txt" 2>&1
-        grep -E "^# (  call|  rank 0: wall|order)" "$OUT/trace-$w-ring-1MiB.txt" | head -12
-    done
-    (cd "$OUT" && tar czf words.tgz ./ab-*.json ./ab-*.log ./small-*.log ./trace-*.txt ./words-check.log)
-    exit 0
-fi
-
 if [ "$MODE" = record ]; then
     echo "record: not yet"
     exit 0

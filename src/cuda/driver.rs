@@ -17,10 +17,6 @@ pub struct DeviceInfo {
     pub cc: (i32, i32),
     /// PCI bus id, e.g. `0000:19:00.0`.
     pub pci: String,
-    /// Whether streams of this device can write and wait on 64-bit words
-    /// (`cuStreamWriteValue64` / `cuStreamWaitValue64`): the device says so
-    /// and the driver exports both entry points.
-    pub stream_memops: bool,
 }
 
 /// Facts about the driver and its GPUs.
@@ -117,10 +113,6 @@ fn load_driver() -> CuResult<DriverInfo> {
                 .into_owned(),
             Err(_) => String::new(),
         };
-        let stream_memops = attribute(dev, A::CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS)
-            .is_ok_and(|v| v != 0)
-            && has_symbol("cuStreamWriteValue64_v2")
-            && has_symbol("cuStreamWaitValue64_v2");
         devices.push(DeviceInfo {
             ordinal,
             name,
@@ -128,23 +120,9 @@ fn load_driver() -> CuResult<DriverInfo> {
             sms: sms.max(1) as usize,
             cc,
             pci,
-            stream_memops,
         });
     }
     Ok(DriverInfo { version, devices })
-}
-
-/// Whether the loaded driver library exports `name` (cudarc's loader
-/// panics on a missing symbol, so optional entry points are looked up
-/// first).
-fn has_symbol(name: &str) -> bool {
-    // SAFETY: the driver library was found and loaded (load_driver checked
-    // it before cuInit); looking a symbol up calls nothing.
-    unsafe {
-        sys::culib()
-            .get::<unsafe extern "C" fn()>(name.as_bytes())
-            .is_ok()
-    }
 }
 
 pub(crate) fn device_handle(ordinal: usize) -> CuResult<sys::CUdevice> {

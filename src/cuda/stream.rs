@@ -372,61 +372,6 @@ impl<'id> Stream<'id> {
         })
     }
 
-    /// `cuStreamWriteValue64`: once this stream's earlier work is complete,
-    /// write `value` to the 64-bit word at byte `off` of `word` (this
-    /// device's memory or a peer's, reached through peer access or CUDA IPC).
-    /// The write is preceded by a memory fence (no
-    /// `CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER`), so whatever this stream
-    /// wrote before it is visible to anyone who sees the new value.
-    /// Only where [`DeviceInfo::stream_memops`](super::DeviceInfo) says so.
-    pub fn write_word(&self, word: &PeerBuf, off: usize, value: u64) -> CuResult<()> {
-        const CALL: &str = "cuStreamWriteValue64";
-        if off % 8 != 0 {
-            return Err(err(
-                CALL,
-                format!("byte offset {off} is not 8-byte aligned"),
-            ));
-        }
-        let (a, p) = word.range(CALL, off, 8)?;
-        // SAFETY: the word is inside a live allocation (checked; `a` keeps it
-        // alive during the call) that this context reaches (a PeerBuf exists
-        // only once peer access is enabled or the IPC handle is opened), and
-        // 8-byte aligned (checked); the stream is this thread's context's. The
-        // entry point exists (the caller checked `stream_memops`).
-        let r = check(CALL, unsafe {
-            sys::cuStreamWriteValue64_v2(self.s, p, value, 0)
-        });
-        drop(a);
-        r
-    }
-
-    /// `cuStreamWaitValue64` with `CU_STREAM_WAIT_VALUE_GEQ`: later work of
-    /// this stream starts only once the 64-bit word at byte `off` of `word`
-    /// holds `value` or more. Whoever writes the word must do so (or the
-    /// word be raised by [`Stream::write_word`] of another stream):
-    /// otherwise the stream waits for ever.
-    pub fn wait_word(&self, word: &PeerBuf, off: usize, value: u64) -> CuResult<()> {
-        const CALL: &str = "cuStreamWaitValue64";
-        if off % 8 != 0 {
-            return Err(err(
-                CALL,
-                format!("byte offset {off} is not 8-byte aligned"),
-            ));
-        }
-        let (a, p) = word.range(CALL, off, 8)?;
-        // SAFETY: as in write_word.
-        let r = check(CALL, unsafe {
-            sys::cuStreamWaitValue64_v2(
-                self.s,
-                p,
-                value,
-                sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
-            )
-        });
-        drop(a);
-        r
-    }
-
     /// `cuMemcpyPeerAsync` the other way: copy `n` bytes of the peer buffer
     /// `src` (from `src_off`) into `dst` at `dst_off` on this device.
     pub fn copy_from_peer(

@@ -187,7 +187,6 @@ impl Core {
                 devices: cfg.devices.clone(),
                 timeout: cfg.timeout,
                 faults: cfg.faults.clone(),
-                signals: cuda_backend::SignalWay::from_env()?,
             })?))
         };
         let backend: Box<dyn Backend> = match cfg.backend {
@@ -253,7 +252,6 @@ impl Core {
                     devices: cfg.devices.clone(),
                     timeout: cfg.timeout,
                     faults,
-                    signals: cuda_backend::SignalWay::from_env()?,
                 },
             )
             .map(|b| Box::new(b) as Box<dyn Backend>),

@@ -55,71 +55,6 @@ pub struct CudaOptions {
     pub devices: Option<Vec<usize>>,
     pub timeout: Duration,
     pub faults: FaultPlan,
-    /// How signals across lanes and ranks are realised.
-    pub signals: SignalWay,
-}
-
-/// How the CUDA backend realises a plan's signals across lanes and ranks
-/// (`RINGREDUCE_SIGNALS=auto|events|words`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SignalWay {
-    /// Words where every GPU of the engine supports them, else events.
-    #[default]
-    Auto,
-    /// `cuEventRecord` / `cuStreamWaitEvent` (interprocess events between
-    /// processes).
-    Events,
-    /// Signal words: `cuStreamWriteValue64` / `cuStreamWaitValue64` on a
-    /// 64-bit word per signal in the producer's memory. An error where a GPU
-    /// cannot.
-    Words,
-}
-
-impl SignalWay {
-    /// From `RINGREDUCE_SIGNALS` (unset: [`SignalWay::Auto`]).
-    pub fn from_env() -> Result<SignalWay> {
-        match std::env::var("RINGREDUCE_SIGNALS") {
-            Err(_) => Ok(SignalWay::Auto),
-            Ok(v) => match v.trim() {
-                "" | "auto" => Ok(SignalWay::Auto),
-                "events" => Ok(SignalWay::Events),
-                "words" => Ok(SignalWay::Words),
-                other => Err(Error::BadArgument(format!(
-                    "RINGREDUCE_SIGNALS={other}: expected auto, events or words"
-                ))),
-            },
-        }
-    }
-
-    /// Whether to use words on these devices; an error when words were
-    /// asked for and some device cannot.
-    pub(crate) fn words_on(self, devices: &[usize]) -> Result<bool> {
-        let info = probe().map_err(Error::NoCuda)?;
-        let lacking = devices.iter().copied().find(|&d| {
-            !info
-                .devices
-                .iter()
-                .any(|x| x.ordinal == d && x.stream_memops)
-        });
-        match (self, lacking) {
-            (SignalWay::Events, _) => Ok(false),
-            (SignalWay::Auto, l) => Ok(l.is_none()),
-            (SignalWay::Words, None) => Ok(true),
-            (SignalWay::Words, Some(d)) => Err(Error::Unsupported(
-                format!("signal words (RINGREDUCE_SIGNALS=words): GPU {d} cannot write or wait on 64-bit words from a stream"),
-                "cuda",
-            )),
-        }
-    }
-
-    /// The backend's note on how signals go.
-    pub(crate) fn note(words: bool) -> &'static str {
-        if words {
-            "signals: words (cuStreamWriteValue64 / cuStreamWaitValue64 on a 64-bit word per signal)"
-        } else {
-            "signals: events (cuEventRecord / cuStreamWaitEvent)"
-        }
-    }
 }
 
 /// Is there a usable driver with at least one GPU? The error says why not.
@@ -435,14 +370,6 @@ impl CudaBackend {
             .push(format!("CUDA driver API {}", info.version));
         be.connect()?;
         be.share_board()?;
-        let words = opts.signals.words_on(&distinct)?;
-        be.info.hardware.push(SignalWay::note(words).into());
-        be.each(|_| {
-            Box::new(move |rk: &mut Rank<'_>| {
-                rk.words = words;
-                Ok(())
-            })
-        })?;
         Ok(be)
     }
 

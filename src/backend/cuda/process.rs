@@ -150,18 +150,9 @@ impl CudaProcessBackend {
             job,
         };
         be.connect(&name)?;
-        // Words only when every rank can and wants them: a producer writing a
-        // word while its consumer waits on an event would not be ordered.
-        let mine = opts.signals.words_on(&[device])?;
-        let all = be
-            .job
-            .allgather(&[u8::from(mine)], "agreeing on how signals go")?;
-        let words = all.iter().all(|v| v.as_slice() == [1]);
-        be.info.hardware.push(super::SignalWay::note(words).into());
         let board = be.board.clone();
         be.on(Box::new(move |rk: &mut Rank<'_>| {
             rk.board = Some(board);
-            rk.words = words;
             Ok(())
         }))?;
         Ok(be)

@@ -28,20 +28,6 @@ const ABORT: usize = 0;
 const STATUS: usize = 1;
 const TIMEOUT_WORD: usize = 1;
 
-/// Signal words: after the exchange kernel's [`EXCHANGE_MAX_BLOCKS`] flags,
-/// the same allocation holds one 64-bit word per (lane, signal) of this
-/// rank, written by this rank's lane when the signal's op is done and
-/// awaited by any lane of any rank (see [`Rank::words`]).
-pub(super) const WORDS_AT: usize = 8 * EXCHANGE_MAX_BLOCKS;
-/// Signal words per lane: plans with more signals use events.
-pub(super) const WORDS_PER_LANE: usize = 1 << 15;
-
-/// The byte offset of the signal word of (`lane`, signal `s`) in its
-/// owner's flag allocation.
-fn word_at(lane: Lane, s: usize) -> usize {
-    WORDS_AT + 8 * (lane as usize * WORDS_PER_LANE + s)
-}
-
 /// Clock anchors per take (the tightest bracket is kept).
 const ANCHOR_TRIES: usize = 10;
 
@@ -113,15 +99,6 @@ pub(super) struct Rank<'id> {
     held_nccl: Vec<Option<Arc<NcclCall>>>,
     /// The signal board of the collective calls (set by the backend).
     pub board: Option<Arc<SignalBoard>>,
-    /// Realise the plan's event signals as signal words: the producer's
-    /// lane writes the call's number into its own word
-    /// (`cuStreamWriteValue64`), the consumer's lane waits until the word
-    /// reaches it (`cuStreamWaitValue64`, greater or equal), reading it
-    /// through peer access or CUDA IPC when it is another rank's. Each
-    /// word has one writer, one stream, and call numbers only grow, so no
-    /// word ever goes back. Set by the backend, the same on every rank;
-    /// graph captures still use events (a captured value cannot grow).
-    pub words: bool,
 }
 
 impl<'id> Rank<'id> {
@@ -137,7 +114,7 @@ impl<'id> Rank<'id> {
     ) -> Result<Rank<'id>> {
         let e = cuda_err(rank, device);
         let lanes = [ctx.stream().map_err(&e)?, ctx.stream().map_err(&e)?];
-        let flags = ctx.alloc(WORDS_AT + 8 * 2 * WORDS_PER_LANE).map_err(&e)?;
+        let flags = ctx.alloc(8 * EXCHANGE_MAX_BLOCKS).map_err(&e)?;
         let calls = ctx.alloc(8 * EXCHANGE_MAX_BLOCKS).map_err(&e)?;
         // Zeroed before any peer can learn the flags' address.
         lanes[0].memset(&flags, 0, flags.len(), 0).map_err(&e)?;
@@ -183,7 +160,6 @@ impl<'id> Rank<'id> {
             held: Vec::new(),
             held_nccl: Vec::new(),
             board: None,
-            words: false,
         };
         let t = Instant::now();
         let source = me.kernels_for(DataType::Float, DevOp::Sum)?.0.source();
@@ -447,8 +423,6 @@ impl<'id> Rank<'id> {
             .get(r)
             .copied()
             .ok_or_else(|| Error::Plan(format!("no binding for rank {r}")))?;
-        let words =
-            self.words && self.capturing == Capturing::No && plan.signal_count() <= WORDS_PER_LANE;
         for (i, op) in plan.ops[r].iter().enumerate() {
             let se = self.step_err(plan, i);
             match self.faults.at(r, i, call_no) {
@@ -510,24 +484,7 @@ impl<'id> Rank<'id> {
                 }
                 let owner = plan.signals[w.0].owner;
                 let stream = &self.lanes[lane];
-                if words {
-                    if owner != r {
-                        let t = Instant::now();
-                        board
-                            .wait(w.0, gen, r, &|| signal_desc(plan, *w))
-                            .map_err(|e| in_step(e, &op_desc(plan, r, i)))?;
-                        p.peer_ns += ns(t);
-                    }
-                    let t = Instant::now();
-                    let word =
-                        self.peers.flags.get(owner).ok_or_else(|| {
-                            Error::Plan(format!("no signal words of rank {owner}"))
-                        })?;
-                    stream
-                        .wait_word(word, word_at(plan.signals[w.0].lane, w.0), call_no)
-                        .map_err(&se)?;
-                    p.wait_ns += ns(t);
-                } else if owner == r {
+                if owner == r {
                     let ev = self
                         .event_of(plan, w.0)
                         .ok_or_else(|| Error::Plan("event pool too small".into()))?;
@@ -710,22 +667,11 @@ impl<'id> Rank<'id> {
                 if per_gpu {
                     return Err(not_capturable("records an event"));
                 }
+                let ev = self
+                    .event_of(plan, s.0)
+                    .ok_or_else(|| Error::Plan("event pool too small".into()))?;
                 let t = Instant::now();
-                if words {
-                    let word = self
-                        .peers
-                        .flags
-                        .get(r)
-                        .ok_or_else(|| Error::Plan(format!("no signal words of rank {r}")))?;
-                    self.lanes[lane]
-                        .write_word(word, word_at(op.lane, s.0), call_no)
-                        .map_err(&se)?;
-                } else {
-                    let ev = self
-                        .event_of(plan, s.0)
-                        .ok_or_else(|| Error::Plan("event pool too small".into()))?;
-                    self.lanes[lane].record(ev).map_err(&se)?;
-                }
+                self.lanes[lane].record(ev).map_err(&se)?;
                 p.record_ns += ns(t);
                 board.publish(s.0, gen);
             }
