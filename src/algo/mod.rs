@@ -95,7 +95,7 @@ type Parser = fn(&str) -> Option<std::result::Result<Arc<dyn Algorithm>, String>
 pub const REGISTRY: &[(Parser, &str)] = &[
     (
         ring::parse,
-        "ring (one copy and one reduce per step), ring:naive (one scratch slot), ring:pipeK (K pipeline slices, 1..=64), any of them with :1lane (its copies on the compute lane with its reduces)",
+        "ring (one copy and one reduce per step), ring:naive (one scratch slot), ring:pipeK (K pipeline slices, 1..=64)",
     ),
     (
         oneshot::parse,
