@@ -541,33 +541,6 @@ if [ "$MODE" = mpdiag ]; then
     exit 0
 fi
 
-if [ "$MODE" = lane ]; then
-    # Session 6 (~8 min): the ring with its copies on the compute lane
-    # (ring:1lane) against the two-lane ring, correctness first; then the
-    # ring paths against NCCL (plain and from graphs), small calls, 4 ranks
-    # on 2 GPUs against the parameter server, and a 1 MiB timeline.
-    W="$OUT/w"; mkdir -p "$W"
-    {
-    run 30 "$RR" run --backend cuda --ranks 2 --size 4MiB --algo ring:1lane
-    run 30 "$RR" run --backend cuda --ranks 4 --count 1003 --algo ring:1lane -d int8 -o prod
-    run 30 "$RR" run --backend cuda --ranks 3 --count 100003 --algo ring:pipe2:1lane --collective all-gather
-    run 240 "$RR" check --ranks 2 -d all -o sum,max,avg --collective all --counts 1,7,262147 --algo ring:1lane,ring:pipe2:1lane
-    run 60 "$RR" check --ranks 2 -d float --collective all --sizes 64MiB --inputs exact --algo ring:1lane,ring:1lane:graph
-    } > "$W/check.log" 2>&1
-    grep -E "^###|\[exit|rows in|PASS|FAIL|rror" "$W/check.log" | grep -v "rows in" | tail -20
-    run 200 "$RR" bench --ranks 2 --algo ring,ring:1lane,ring:pipe2,ring:pipe2:1lane,nccl,ring:graph,ring:1lane:graph,nccl:graph \
-        -b 1MiB -e 256MiB -f 4 -n 20 -w 3 --blocks 3 --no-ceiling -J "$W/bench-2r.json" > "$W/bench-2r.log" 2>&1
-    grep -E "^#  *[0-9]+[KMG]?i?B  " "$W/bench-2r.log" | tail -40
-    run 60 "$RR" bench --ranks 2 --algo ring,ring:1lane,auto,nccl -b 8 -e 64KiB -f 8 -n 100 --blocks 5 --no-ceiling > "$W/small.log" 2>&1
-    grep -E "^# row" "$W/small.log" | cut -c1-150
-    run 150 "$RR" bench --ranks 4 --algo ring,ring:1lane,ring:pipe2,ring:pipe2:1lane,ps -b 1MiB -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --no-ceiling > "$W/bench-4r.log" 2>&1
-    grep -E "^# row|^# Model" "$W/bench-4r.log" | cut -c1-150
-    run 60 "$RR" trace --backend cuda --ranks 2 --algo ring:1lane --size 1MiB --calls 3 > "$W/trace-ring-1lane-1MiB.txt" 2>&1
-    grep -E "^# (  call|  rank 0: wall|order)|^ +[01] (compute|copy)" "$W/trace-ring-1lane-1MiB.txt" | head -20
-    (cd "$W" && tar czf "$OUT/lane.tgz" .) && rm -rf "$W"
-    exit 0
-fi
-
 if [ "$MODE" = record ]; then
     echo "record: not yet"
     exit 0
