@@ -243,7 +243,7 @@ fn auto(shape: &Shape) -> Arc<dyn Algorithm> {
     } else {
         2
     };
-    Arc::new(ring::Ring::pipelined(slices))
+    Arc::new(ring::Ring { slices, slots: 2 })
 }
 
 /// The path forced by `RINGREDUCE_ALGO`, if set to a fixed algorithm.

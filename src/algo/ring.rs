@@ -42,15 +42,10 @@ use crate::schedule::{self, ChunkLayout, Phase, Ring as RingSchedule};
 use std::sync::Arc;
 
 /// The ring with `slices` pipeline slices per chunk and `slots` receive slots.
-/// `one_lane`: every copy and reduce of the ring on the compute lane, in
-/// issue order, so a rank orders its own steps without any signal (only
-/// waits on other ranks remain). Without slices nothing on the copy lane
-/// could overlap anyway: each copy forwards what the reduce before it made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ring {
     pub slices: usize,
     pub slots: usize,
-    pub one_lane: bool,
 }
 
 impl Ring {
@@ -58,30 +53,15 @@ impl Ring {
     pub const PLAIN: Ring = Ring {
         slices: 1,
         slots: 2,
-        one_lane: false,
     };
-
-    /// `slices` slices, two slots, copies on the copy lane.
-    pub fn pipelined(slices: usize) -> Ring {
-        Ring {
-            slices,
-            slots: 2,
-            one_lane: false,
-        }
-    }
 }
 
 impl Algorithm for Ring {
     fn name(&self) -> String {
-        let base = match (self.slices, self.slots) {
+        match (self.slices, self.slots) {
             (1, 1) => "ring:naive".into(),
             (1, _) => "ring".into(),
             (k, _) => format!("ring:pipe{k}"),
-        };
-        if self.one_lane {
-            format!("{base}:1lane")
-        } else {
-            base
         }
     }
 
@@ -90,34 +70,22 @@ impl Algorithm for Ring {
     }
 
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
-        StaticPath::boxed(plan_with(shape, *self))
+        StaticPath::boxed(plan(shape, self.slices, self.slots))
     }
 }
 
-/// `ring`, `ring:naive`, `ring:pipeK`, each optionally followed by `:1lane`.
+/// `ring`, `ring:naive`, `ring:pipeK`.
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
-    let (base, one_lane) = match s.strip_suffix(":1lane") {
-        Some(b) => (b, true),
-        None => (s, false),
-    };
-    let ring = |slices, slots| -> Arc<dyn Algorithm> {
-        Arc::new(Ring {
-            slices,
-            slots,
-            one_lane,
-        })
-    };
-    match base {
+    let ring = |slices, slots| -> Arc<dyn Algorithm> { Arc::new(Ring { slices, slots }) };
+    match s {
         "ring" => Some(Ok(ring(1, 2))),
         "ring:naive" => Some(Ok(ring(1, 1))),
-        _ => base.strip_prefix("ring:pipe").map(|k| {
+        _ => s.strip_prefix("ring:pipe").map(|k| {
             k.parse::<usize>()
                 .ok()
                 .filter(|k| (1..=64).contains(k))
                 .map(|k| ring(k, 2))
-                .ok_or_else(|| {
-                    format!("bad slice count in {s:?} (ring:pipeK[:1lane] with K in 1..=64)")
-                })
+                .ok_or_else(|| format!("bad slice count in {s:?} (ring:pipeK with K in 1..=64)"))
         }),
     }
 }
@@ -125,34 +93,11 @@ pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
 /// Per rank, per step, per slice: signals.
 type Sigs = Vec<Vec<Vec<SignalId>>>;
 
-/// Build the ring plan for `shape` with its copies on the copy lane.
-/// `slices >= 1`, `slots` is 1 or 2.
+/// Build the ring plan for `shape`. `slices >= 1`, `slots` is 1 or 2.
 pub fn plan(shape: &Shape, slices: usize, slots: usize) -> Plan {
-    plan_with(
-        shape,
-        Ring {
-            slices,
-            slots,
-            one_lane: false,
-        },
-    )
-}
-
-/// Build the plan of `ring` for `shape`.
-pub fn plan_with(shape: &Shape, ring: Ring) -> Plan {
-    let slices = ring.slices.max(1);
-    let slots = ring.slots.clamp(1, 2);
-    let (ring_lane, side_lane) = if ring.one_lane {
-        (Lane::Compute, Lane::Copy)
-    } else {
-        (Lane::Copy, Lane::Compute)
-    };
-    let name = Ring {
-        slices,
-        slots,
-        one_lane: ring.one_lane,
-    }
-    .name();
+    let slices = slices.max(1);
+    let slots = slots.clamp(1, 2);
+    let name = Ring { slices, slots }.name();
     let mut b = PlanBuilder::new(name, *shape);
     let n = shape.ranks;
     let begin = b.begin_all();
@@ -176,8 +121,6 @@ pub fn plan_with(shape: &Shape, ring: Ring) -> Plan {
         ring,
         slices,
         slots,
-        ring_lane,
-        side_lane,
         begin: &begin,
         first_copy: vec![true; n],
         last_copy: vec![None; n],
@@ -212,12 +155,6 @@ struct Ctx<'a> {
     ring: RingSchedule,
     slices: usize,
     slots: usize,
-    /// The lane of the ring's copies (the copy lane, or the compute lane
-    /// with the reduces).
-    ring_lane: Lane,
-    /// The lane of the all-gather's own-chunk local copy, which runs beside
-    /// the ring.
-    side_lane: Lane,
     begin: &'a [SignalId],
     first_copy: Vec<bool>,
     last_copy: Vec<Option<SignalId>>,
@@ -270,7 +207,7 @@ impl Ctx<'_> {
         }
     }
 
-    /// A copy on r's ring lane; the first of the call fences with both
+    /// A copy on r's copy lane; the first of the call fences with both
     /// ranks' Begin.
     fn copy(
         &mut self,
@@ -286,7 +223,7 @@ impl Ctx<'_> {
         }
         let sig = self
             .b
-            .copy(r, self.ring_lane, (r, src), (to, dst), waits, label)
+            .copy(r, Lane::Copy, (r, src), (to, dst), waits, label)
             .unwrap_or(SignalId(usize::MAX));
         self.last_copy[r] = Some(sig);
         sig
@@ -382,14 +319,14 @@ impl Ctx<'_> {
         let steps = self.ring.steps();
         let gather_only = reduced.is_none();
         if gather_only && !self.shape.in_place {
-            // Rank r's own chunk into its own output (on the side lane, in
-            // parallel with the ring lane's pushes from the send buffer).
+            // Rank r's own chunk into its own output (compute lane, in
+            // parallel with the copy lane's pushes from the send buffer).
             for r in 0..n {
                 let src = self.shape.input(r);
                 let dst = self.output_chunk(r, r);
                 let sig = self.b.copy(
                     r,
-                    self.side_lane,
+                    Lane::Compute,
                     (r, src),
                     (r, dst),
                     vec![self.begin[r]],

@@ -14,13 +14,7 @@ fn algos() -> Vec<Arc<dyn Algorithm>> {
     ];
     for slices in [1, 2, 3, 4] {
         for slots in [1, 2] {
-            for one_lane in [false, true] {
-                v.push(Arc::new(ring::Ring {
-                    slices,
-                    slots,
-                    one_lane,
-                }));
-            }
+            v.push(Arc::new(ring::Ring { slices, slots }));
         }
     }
     v
@@ -108,7 +102,10 @@ fn plans_validate_many_ranks() {
         let count = n * 3 + next(50) as usize;
         for (a, coll) in [
             (
-                Arc::new(ring::Ring::pipelined(2)) as Arc<dyn Algorithm>,
+                Arc::new(ring::Ring {
+                    slices: 2,
+                    slots: 2,
+                }) as Arc<dyn Algorithm>,
                 Collective::AllReduce,
             ),
             (Arc::new(ring::Ring::PLAIN), Collective::ReduceScatter),
