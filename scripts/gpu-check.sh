@@ -541,6 +541,39 @@ if [ "$MODE" = mpdiag ]; then
     exit 0
 fi
 
+if [ "$MODE" = ringflag ]; then
+    # Session 6 (~6 min): ring:flag, the 2-rank ring with its copies and
+    # reduce on one stream and flag hand-shakes (empty exchange kernels) for
+    # the two waits across GPUs. Correctness first (every type and op, in
+    # and out of place, up to 1 GiB), then against the ring, NCCL and the
+    # graphs, small calls, timelines, and one process per GPU.
+    W="$OUT/w"; mkdir -p "$W"
+    L="$RR launch -n 2 --timeout 30 --"
+    {
+    run 30 "$RR" run --backend cuda --ranks 2 --size 4MiB --algo ring:flag --iters 20
+    run 30 "$RR" run --backend cuda --ranks 2 --size 4MiB --algo ring:flag --in-place -d half -o avg --iters 20
+    run 240 "$RR" check --ranks 2 -d all -o all --counts 1,7,262147 --algo ring:flag
+    run 120 "$RR" check --ranks 2 -d float,bfloat16 --sizes 64MiB,1GiB+16 --inputs exact --algo ring:flag
+    run 60 $L check -d float,half,int8 -o sum,max --counts 1,7,262147 --algo ring:flag
+    } > "$W/check.log" 2>&1
+    grep -E "^###|\[exit|PASS|FAIL|rror" "$W/check.log" | tail -20
+    run 200 "$RR" bench --ranks 2 --algo ring,ring:pipe2,ring:flag,auto,nccl,ring:graph,ring:flag:graph,nccl:graph \
+        -b 1MiB -e 256MiB -f 4 -n 20 -w 3 --blocks 3 --no-ceiling -J "$W/bench.json" > "$W/bench.log" 2>&1
+    grep -E "^#  *[0-9]+[KMG]?i?B  " "$W/bench.log" | tail -48
+    run 60 "$RR" bench --ranks 2 --algo ring,ring:flag,auto,nccl,ring:flag:graph,nccl:graph -b 8 -e 64KiB -f 8 -n 100 --blocks 5 --no-ceiling > "$W/small.log" 2>&1
+    grep -E "^# row" "$W/small.log" | cut -c1-150
+    for sz in 1MiB 64MiB; do
+        run 60 "$RR" trace --backend cuda --ranks 2 --algo ring:flag --size $sz --calls 3 > "$W/trace-ring-flag-$sz.txt" 2>&1
+        grep -E "^# (  call|  rank 0: wall|order|measurement)|^ +[01] (compute|copy)" "$W/trace-ring-flag-$sz.txt" | head -24
+    done
+    B="--algo ring,ring:flag -b 1MiB -e 64MiB -f 4 -n 30 -w 3 --blocks 3 --no-ceiling"
+    run 90 "$RR" bench --ranks 2 $B -J "$W/thr.json" > "$W/thr.log" 2>&1
+    run 90 $L bench $B -J "$W/proc.json" > "$W/proc.log" 2>&1
+    thr_vs_proc "$W/thr.json" "$W/proc.json"
+    (cd "$W" && tar czf "$OUT/ringflag.tgz" .) && rm -rf "$W"
+    exit 0
+fi
+
 if [ "$MODE" = record ]; then
     echo "record: not yet"
     exit 0

@@ -19,6 +19,7 @@ pub mod oneshot;
 pub mod probe;
 pub mod ps;
 pub mod ring;
+pub mod ringflag;
 
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Plan, Shape};
@@ -108,6 +109,10 @@ pub const REGISTRY: &[(Parser, &str)] = &[
     (
         flag::parse,
         "oneshot:flag (2 ranks: one exchange kernel per rank, synchronized by flags in GPU memory)",
+    ),
+    (
+        ringflag::parse,
+        "ring:flag (2 ranks: the ring's copies and reduce on one stream, the two waits across GPUs as flag hand-shakes in GPU memory)",
     ),
     (ps::parse, "ps (parameter server, rank 0 as root)"),
 ];

@@ -10,6 +10,7 @@ fn algos() -> Vec<Arc<dyn Algorithm>> {
         Arc::new(oneshot::OneShot),
         Arc::new(fused::Fused),
         Arc::new(flag::Flag),
+        Arc::new(ringflag::RingFlag),
         Arc::new(ps::ParameterServer),
     ];
     for slices in [1, 2, 3, 4] {
@@ -126,8 +127,16 @@ fn plans_validate_many_ranks() {
     }
 }
 
-fn chain(shape: Shape, flag: bool) -> (Plan, Plan, Plan) {
-    let build = if flag { flag::plan } else { oneshot::plan };
+/// The chained paths: their plan builders and the rank counts they take.
+fn chained() -> [(oneshot::ChainBuild, std::ops::RangeInclusive<usize>); 3] {
+    [
+        (oneshot::plan, 2..=5),
+        (flag::plan, 2..=2),
+        (ringflag::plan, 2..=2),
+    ]
+}
+
+fn chain(shape: Shape, build: oneshot::ChainBuild) -> (Plan, Plan, Plan) {
     (
         build(&shape, 0, true),
         build(&shape, 1, false),
@@ -139,19 +148,19 @@ fn chain(shape: Shape, flag: bool) -> (Plan, Plan, Plan) {
 /// race-free among themselves and next to any other plan.
 #[test]
 fn chains_are_race_free() {
-    for flag in [false, true] {
-        for n in if flag { 2..=2 } else { 2..=5 } {
+    for (build, ranks) in chained() {
+        for n in ranks {
             for count in [1, 5, 64] {
                 for ip in [false, true] {
                     let s = Shape::all_reduce(n, count, 4, ip);
-                    let (first, a, b) = chain(s, flag);
+                    let (first, a, b) = chain(s, build);
                     for p in [&first, &a, &b] {
                         p.validate().unwrap_or_else(|e| panic!("{e}"));
                     }
                     Plan::validate_sequence(&[&first, &a, &b, &a, &b])
                         .unwrap_or_else(|e| panic!("n={n} count={count}: {e}"));
                     // In and out of place may alternate within a chain.
-                    let (_, a_other, _) = chain(Shape::all_reduce(n, count, 4, !ip), flag);
+                    let (_, a_other, _) = chain(Shape::all_reduce(n, count, 4, !ip), build);
                     Plan::validate_sequence(&[&first, &a_other, &b])
                         .unwrap_or_else(|e| panic!("mixed places: {e}"));
                     for other in algos() {
@@ -182,6 +191,12 @@ fn a_chain_on_the_same_half_races() {
         let other_half = build(&s, 1, false);
         assert!(Plan::validate_sequence(&[&first, &other_half]).is_ok());
     }
+    // ring:flag's second hand-shake already orders the next call's copy
+    // after the peer's reduce, so even the same half is safe.
+    let s = Shape::all_reduce(2, 64, 4, false);
+    let first = ringflag::plan(&s, 0, true);
+    let same_half = ringflag::plan(&s, 0, false);
+    assert!(Plan::validate_sequence(&[&first, &same_half, &same_half]).is_ok());
 }
 
 /// The path state: a chain continues on the other half; a break fences.
@@ -203,10 +218,15 @@ fn chain_path_parity() {
 /// next to any other plan.
 #[test]
 fn graph_replays_are_race_free() {
-    for count in [1, 5, 64] {
-        for ip in [false, true] {
+    let paths: [&dyn Algorithm; 2] = [&flag::Flag, &ringflag::RingFlag];
+    for (count, ip, algo) in [1, 5, 64]
+        .into_iter()
+        .flat_map(|c| [(c, false), (c, true)])
+        .flat_map(|(c, ip)| paths.map(|a| (c, ip, a)))
+    {
+        {
             let s = Shape::all_reduce(2, count, 4, ip);
-            let mut path = flag::Flag.path(&s);
+            let mut path = algo.path(&s);
             let g = path.graph_plans(2).unwrap();
             let fence = path.before_replay(false).unwrap().expect("a fence");
             assert!(path.before_replay(true).unwrap().is_none());
@@ -233,6 +253,11 @@ fn device_ordered_plans() {
         "fenced waits on events"
     );
     assert!(!first_plan(&ring::Ring::PLAIN, &s).device_ordered());
+    let g = ringflag::RingFlag.path(&s).graph_plans(2).unwrap();
+    assert!(
+        g.iter().all(|p| p.device_ordered()),
+        "ring:flag chains wait on no event"
+    );
     let oop = Shape::all_reduce(2, 100, 4, false);
     assert!(first_plan(&fused::Fused, &oop).device_ordered());
 }
