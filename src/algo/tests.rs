@@ -566,3 +566,49 @@ fn negative_structure() {
     assert!(err(&h).contains("send"));
     let _ = Lane::Copy;
 }
+
+/// The path names the README and ALGORITHM.md mention in their prose (inline
+/// code outside recorded output) are names `--algo` accepts. The README once
+/// listed `ring:pipeKx2`, `oneshot:pull`, `oneshot:fenced` and
+/// `oneshot:pipeK` long after they were gone.
+#[test]
+fn documented_paths_exist() {
+    let docs = [
+        ("README.md", include_str!("../../README.md")),
+        ("docs/ALGORITHM.md", include_str!("../../docs/ALGORITHM.md")),
+    ];
+    let mut seen = 0;
+    for (file, text) in docs {
+        let mut in_block = false;
+        for line in text.lines() {
+            if line.trim_start().starts_with("```") {
+                in_block = !in_block;
+                continue;
+            }
+            if in_block {
+                continue;
+            }
+            for (i, span) in line.split('`').enumerate() {
+                let span = &span.replace("pipeK", "pipe2").replace("pullK", "pull2");
+                let looks = i % 2 == 1
+                    && ["ring", "oneshot", "ps"]
+                        .iter()
+                        .any(|p| span == *p || span.starts_with(&format!("{p}:")))
+                    && span
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == ':');
+                if !looks {
+                    continue;
+                }
+                let name = span.strip_suffix(":graph").unwrap_or(span);
+                seen += 1;
+                assert!(
+                    parse(name).is_ok(),
+                    "{file} names `{span}`: {:?}",
+                    parse(name).err()
+                );
+            }
+        }
+    }
+    assert!(seen > 10, "found only {seen} path names in the docs");
+}
