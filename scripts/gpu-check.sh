@@ -574,6 +574,12 @@ if [ "$MODE" = ringflag ]; then
     exit 0
 fi
 
+if [ "$MODE" = tests ]; then
+    # The integration tests alone (their CUDA variants run here), ~3 min.
+    gpu_tests 540 60
+    exit 0
+fi
+
 if [ "$MODE" = record ]; then
     echo "record: not yet"
     exit 0

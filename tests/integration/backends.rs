@@ -12,11 +12,12 @@ use ringreduce::{AlgoChoice, BackendChoice, Collective, Element, Engine, Error, 
 use std::time::{Duration, Instant};
 
 /// Every path by name (`ring:pipeK` with a K that divides nothing evenly).
-const PATHS: [&str; 8] = [
+const PATHS: [&str; 9] = [
     "ring",
     "ring:naive",
     "ring:pipe2",
     "ring:pipe5",
+    "ring:flag",
     "oneshot",
     "oneshot:fused",
     "oneshot:flag",
@@ -79,6 +80,15 @@ fn refusal(
     ranks: usize,
     in_place: bool,
 ) -> Option<&'static str> {
+    if path == "ring:flag" {
+        return if collective != Collective::AllReduce {
+            Some("all-reduce only")
+        } else if ranks > 2 {
+            Some("two-rank")
+        } else {
+            None
+        };
+    }
     if path.starts_with("ring") {
         return None; // the ring does every collective, any shape
     }
@@ -559,8 +569,11 @@ pub fn register(h: &mut Harness) {
                     (5, "oneshot:flag"),
                     (5, "oneshot"),
                     (4096, "oneshot:flag"),
+                    (4096, "ring:flag"),
+                    (100_003, "ring:flag"),
+                    (5, "ring:flag"),
                 ] {
-                    if path == "oneshot:flag" && n > 2 {
+                    if (path == "oneshot:flag" || path == "ring:flag") && n > 2 {
                         continue;
                     }
                     let inputs = exact::<f32>(ReduceOp::Sum, n, count, 5);
@@ -615,6 +628,11 @@ pub fn register(h: &mut Harness) {
                         (full, "oneshot"),
                         (full, "oneshot:flag"),
                         (full, "oneshot:flag"),
+                        (full, "ring:flag"),
+                        (full, "ring:flag"),
+                        (full, "oneshot:flag"),
+                        (17, "ring:flag"),
+                        (full, "ring:flag"),
                     ]);
                 }
                 for (count, path) in &seq {

@@ -459,91 +459,104 @@ pub fn register(h: &mut Harness) {
         "faults::flag_exchange_gives_up_after_the_deadline",
         2,
         || {
-            // Rank 1 stalls before issuing its oneshot:flag exchange kernel: rank
-            // 0's kernel, spinning on rank 1's flag in GPU memory, must give up
-            // after the deadline (not `trap`, which would kill the context), the
-            // error must name the exchange, and the engine must work afterwards.
-            let b = BackendChoice::Cuda;
-            let count = 4096;
-            let shape = Shape::all_reduce(2, count, 4, false);
-            let plan = ringreduce::trace::plan_of(&algo("oneshot:flag"), &shape).ctx("plan_of")?;
-            let op = plan.ops[1]
-                .iter()
-                .position(|o| matches!(o.kind, OpKind::Exchange(_)))
-                .ok_or("no exchange op on rank 1")?;
-            let mut e = engine_with::<f32>(b, 2, TIMEOUT, on_rank1(Fault::Stall, op))?;
-            let Faulty {
-                result: r,
-                took,
-                inputs,
-                shape,
-            } = faulty_call(&mut e, "oneshot:flag", count)?;
-            let err = match r {
-                Ok(()) => {
-                    return Err(
-                        "the call succeeded although rank 1 never launched its exchange".into(),
-                    )
-                }
-                Err(err) => err,
-            };
-            let text = err.to_string();
-            ensure!(
-                text.contains("exchange"),
-                "the error must name the exchange: {text}"
-            );
-            ensure!(
-                took <= TIMEOUT + margin(b),
-                "the call took {took:?} to fail"
-            );
-            let bug = |t: String| {
-                if t.contains("stopped answering") {
-                    format!("LIBRARY BUG (see faults::a_rank_timeout_is_not_a_stuck_thread): {t}")
-                } else {
-                    t
-                }
-            };
-            // Rank 0's kernel gave up on the GPU; the backend reports that when it
-            // next drains the ranks (once), naming the exchange, then resets the
-            // flags so the ranks are in step again.
-            let t0 = std::time::Instant::now();
-            if let Err(err) = e.synchronize() {
-                let t = bug(err.to_string());
+            for path in ["oneshot:flag", "ring:flag"] {
+                // Rank 1 stalls before issuing its first exchange kernel (the flag
+                // one-shot's exchange, the flag ring's first hand-shake): rank 0's
+                // kernel, spinning on rank 1's flag in GPU memory, must give up
+                // after the deadline (not `trap`, which would kill the context), the
+                // error must name the exchange, and the engine must work afterwards.
+                let b = BackendChoice::Cuda;
+                let count = 4096;
+                let shape = Shape::all_reduce(2, count, 4, false);
+                let plan = ringreduce::trace::plan_of(&algo(path), &shape).ctx("plan_of")?;
+                let op = plan.ops[1]
+                    .iter()
+                    .position(|o| matches!(o.kind, OpKind::Exchange(_)))
+                    .ok_or("no exchange op on rank 1")?;
+                let mut e = engine_with::<f32>(b, 2, TIMEOUT, on_rank1(Fault::Stall, op))?;
+                let Faulty {
+                    result: r,
+                    took,
+                    inputs,
+                    shape,
+                } = faulty_call(&mut e, path, count)?;
+                let err = match r {
+                    Ok(()) => {
+                        return Err(
+                            "the call succeeded although rank 1 never launched its exchange".into(),
+                        )
+                    }
+                    Err(err) => err,
+                };
+                let text = err.to_string();
                 ensure!(
-                    t.contains("exchange") && !t.contains("LIBRARY BUG"),
-                    "the drain after the fault: {t}"
+                    text.contains("exchange"),
+                    "the error must name the exchange: {text}"
                 );
-            }
-            ensure!(
-                t0.elapsed() <= TIMEOUT + margin(b),
-                "draining after the fault took {:?}",
-                t0.elapsed()
-            );
-            sends_unchanged(&mut e, &shape, &inputs).map_err(bug)?;
-            for path in ["oneshot:flag", "oneshot:flag", "ring", "oneshot:fused"] {
+                ensure!(
+                    took <= TIMEOUT + margin(b),
+                    "the call took {took:?} to fail"
+                );
+                let bug = |t: String| {
+                    if t.contains("stopped answering") {
+                        format!(
+                            "LIBRARY BUG (see faults::a_rank_timeout_is_not_a_stuck_thread): {t}"
+                        )
+                    } else {
+                        t
+                    }
+                };
+                // Rank 0's kernel gave up on the GPU; the backend reports that when it
+                // next drains the ranks (once), naming the exchange, then resets the
+                // flags so the ranks are in step again.
+                let t0 = std::time::Instant::now();
+                if let Err(err) = e.synchronize() {
+                    let t = bug(err.to_string());
+                    ensure!(
+                        t.contains("exchange") && !t.contains("LIBRARY BUG"),
+                        "the drain after the fault: {t}"
+                    );
+                }
+                ensure!(
+                    t0.elapsed() <= TIMEOUT + margin(b),
+                    "draining after the fault took {:?}",
+                    t0.elapsed()
+                );
+                sends_unchanged(&mut e, &shape, &inputs).map_err(bug)?;
+                for after in [
+                    "oneshot:flag",
+                    "oneshot:flag",
+                    "ring",
+                    "ring:flag",
+                    "oneshot:fused",
+                ] {
+                    checked(
+                        &mut e,
+                        &algo(after),
+                        Collective::AllReduce,
+                        count,
+                        false,
+                        ReduceOp::Sum,
+                        Inputs::Exact,
+                        3,
+                    )
+                    .map_err(bug)
+                    .ctx(format!("{after} after {path}'s exchange gave up"))?;
+                }
                 checked(
                     &mut e,
-                    &algo(path),
+                    &algo("oneshot:flag"),
                     Collective::AllReduce,
                     count,
-                    false,
+                    true,
                     ReduceOp::Sum,
                     Inputs::Exact,
-                    3,
+                    4,
                 )
-                .map_err(bug)
-                .ctx(format!("{path} after the exchange gave up"))?;
+                .ctx(format!(
+                    "oneshot:flag in place after {path}'s exchange gave up"
+                ))?;
             }
-            checked(
-                &mut e,
-                &algo("oneshot:flag"),
-                Collective::AllReduce,
-                count,
-                true,
-                ReduceOp::Sum,
-                Inputs::Exact,
-                4,
-            )
-            .ctx("oneshot:flag in place after the exchange gave up")?;
             pass()
         },
     );
