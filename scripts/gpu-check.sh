@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# The GPU check, one call on the GPU machine (see CONTRIBUTING.md).
+# The GPU check, one call on the GPU machine (see CONTRIBUTING.md). Modes
+# (`bash .device/gpu-check.sh help` prints this list):
 #   bash .device/gpu-check.sh validate   tests, check vs NCCL (every type, op, collective),
 #                                        sanitizers, a 10k-call soak, the float auto vs NCCL bench
+#   bash .device/gpu-check.sh tests      the integration tests alone (their CUDA variants), ~3 min
+#   bash .device/gpu-check.sh ring       issue 13: the ring paths plain and from graphs vs auto and
+#                                        NCCL; reduce-scatter / all-gather; 4 ranks on 2 GPUs
+#   bash .device/gpu-check.sh ringflag   ring:flag: check vs NCCL, bench vs the ring, NCCL and the
+#                                        graphs, timelines, threads vs processes (~3 min)
 #   bash .device/gpu-check.sh brief      issues 13, 14, 16 condensed (overlap, one process per GPU,
 #                                        the ring from 1 MiB plain and from graphs), ~5 min
-#   bash .device/gpu-check.sh record     the recorded benches (float, per type, reduce-scatter /
-#                                        all-gather, ring paths, graphs), timelines, topology
 #   bash .device/gpu-check.sh multiproc  one process per GPU (2 GPUs): launch -n 2 -- run/check
 #                                        (every path vs NCCL per process), bench next to the
 #                                        single-process bench, the fault cases, and under mpirun
-#                                        when mpi4py and an mpirun are there (~5 minutes)
+#                                        when one is there (~5 minutes)
+#   bash .device/gpu-check.sh mpirun     the same binary under the machine's mpirun (no MPI library)
+#   bash .device/gpu-check.sh mpdiag     where processes lose time against threads: timelines and
+#                                        the peer-copy ceiling in both (~2 min)
 #   bash .device/gpu-check.sh overlap    issue 16: gradient buckets all-reduced while the next are
 #                                        computed (ring, auto, NCCL), ~2 min of GPU time
 #   bash .device/gpu-check.sh timeline   issue 12: topo (links, measured peer-copy matrix), GPU
@@ -17,9 +24,20 @@
 #                                        64 MiB and ring at 1 MiB with NCCL on the same clock, 4 ranks
 #                                        on 2 GPUs, bench --breakdown (model fit), theory from it,
 #                                        PS vs ring for N = 2, 4, 8 (~2-3 min; bounds sum to 465 s)
+#   bash .device/gpu-check.sh fixes      session 4: tests, the in-place flag one-shot per type, the
+#                                        timeline's overhead, the small-call A/B (~5 min)
+#   bash .device/gpu-check.sh more       session 4: a small call's host split, 100 MiB buckets,
+#                                        reduce-scatter / all-gather vs NCCL, half and bfloat16
+#   bash .device/gpu-check.sh small      session 5: tests, small calls' host time against earlier
+#                                        binaries, small calls per process (~4 min)
+#   bash .device/gpu-check.sh smalltypes every data type at 8 B-4 KiB vs NCCL; RS / AG at 1 MiB traced
 # Every step is bounded by `timeout`; logs and JSON go to $OUT (or ./gpu-out).
 set -uo pipefail
 MODE="${1:-validate}"
+if [ "$MODE" = help ]; then
+    sed -n '2,/^# Every step/p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+fi
 D="$(cd "$(dirname "$0")" && pwd)"
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
@@ -580,8 +598,4 @@ if [ "$MODE" = tests ]; then
     exit 0
 fi
 
-if [ "$MODE" = record ]; then
-    echo "record: not yet"
-    exit 0
-fi
-echo "unknown mode $MODE"; exit 2
+echo "unknown mode $MODE (bash $0 help lists the modes)"; exit 2

@@ -232,6 +232,50 @@ fn bad(ran: &Ran, args: &[&str], msg: &str) -> Result<(), String> {
 }
 
 pub fn register(h: &mut Harness) {
+    h.add("cli::gpu_check_modes_are_documented", || {
+        // Every mode scripts/gpu-check.sh runs is in its header (which `help`
+        // prints), the header names no mode the script lacks, and
+        // CONTRIBUTING.md names only modes that exist (it listed `full`,
+        // `quick`, `confirm`, `flag` and `final` long after they were gone).
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let script = std::fs::read_to_string(root.join("scripts/gpu-check.sh"))
+            .map_err(|e| format!("scripts/gpu-check.sh: {e}"))?;
+        let contributing = std::fs::read_to_string(root.join("CONTRIBUTING.md"))
+            .map_err(|e| format!("CONTRIBUTING.md: {e}"))?;
+        let word_after = |text: &str, pat: &str| -> Vec<String> {
+            text.match_indices(pat)
+                .map(|(i, _)| {
+                    text[i + pat.len()..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_lowercase())
+                        .collect::<String>()
+                })
+                .filter(|w| !w.is_empty())
+                .collect()
+        };
+        let mut runs = word_after(&script, "\"$MODE\" = ");
+        runs.sort();
+        runs.dedup();
+        let header: String = script
+            .lines()
+            .take_while(|l| l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut listed = word_after(&header, "gpu-check.sh ");
+        listed.sort();
+        listed.dedup();
+        ensure!(
+            runs.len() > 5 && runs == listed,
+            "modes the script runs {runs:?} and modes its header lists {listed:?} differ"
+        );
+        for m in word_after(&contributing, "gpu-check.sh ") {
+            ensure!(
+                runs.contains(&m),
+                "CONTRIBUTING.md names gpu-check mode {m:?}, which does not exist"
+            );
+        }
+        pass()
+    });
     h.add("cli::readme_commands", || {
         // README: `cargo run --release -- run` and `cargo test --release`.
         let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
