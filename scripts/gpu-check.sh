@@ -486,6 +486,16 @@ if [ "$MODE" = small ]; then
             --no-ceiling > "$OUT/mp-$b.log" 2>&1
         grep -E "^ +[0-9]|host|calling|hand-off|exit" "$OUT/mp-$b.log" | cut -c1-330
     done
+    if [ -n "${SMALL_MID:-}" ]; then
+        # The same binaries at 1-64 MiB: auto, the ring paths and NCCL.
+        for b in ringreduce ringreduce-base ringreduce ringreduce-base; do
+            [ -x "$D/$b" ] || continue
+            i=$((i + 1))
+            run 90 "$D/$b" bench --ranks 2 --algo auto,ring,ring:pipe2,nccl -b 1MiB -e 64MiB -f 4 -n 30 -w 5 --blocks 3 \
+                --no-ceiling > "$OUT/ab-$i-$b.log" 2>&1
+            grep -E "^# row" "$OUT/ab-$i-$b.log" | cut -c1-140
+        done
+    fi
     if [ -n "${SMALL_PATHS:-}" ]; then
         # Which paths lose speed one process per GPU: the ring (few signals
         # per call), the pipelined ring (more), the parameter server.

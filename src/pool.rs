@@ -24,8 +24,11 @@ use std::time::{Duration, Instant};
 const SPIN: Duration = Duration::from_micros(50);
 
 struct State<C, R> {
+    /// The next command, until the worker takes it.
     cmd: Option<C>,
-    reply: Option<Result<R>>,
+    /// Answers not yet collected, oldest first, with the worker's stamps
+    /// (taken, answered): at most two with one round deferred.
+    replies: std::collections::VecDeque<(Result<R>, u64, u64)>,
     ready: Option<Result<()>>,
     shutdown: bool,
 }
@@ -37,12 +40,10 @@ struct Slot<C, R> {
     answered: AtomicU64,
     worker_parked: AtomicBool,
     caller_parked: AtomicBool,
-    /// Pool clock stamps of the current call ([`now_ns`]): posted, taken by
-    /// the worker, answered. Written before the `posted` / `answered` store
-    /// that publishes them.
+    /// Pool clock stamp ([`now_ns`]) of the latest post, and of the worker
+    /// taking its current command (it goes out with that command's answer).
     t_post: AtomicU64,
     t_pick: AtomicU64,
-    t_done: AtomicU64,
 }
 
 /// Nanoseconds on one clock shared by every thread of the process.
@@ -175,6 +176,10 @@ impl<C, R> Inbox<C, R> {
             if let Some(c) = st.cmd.take() {
                 slot.t_pick.store(now_ns(), Ordering::Relaxed);
                 self.seen = want;
+                // A caller posting the next command may wait for the mailbox.
+                if slot.caller_parked.load(Ordering::SeqCst) {
+                    slot.cv.notify_all();
+                }
                 return Some(c);
             }
             slot.worker_parked.store(true, Ordering::SeqCst);
@@ -185,8 +190,8 @@ impl<C, R> Inbox<C, R> {
 
     fn answer(&self, r: Result<R>) {
         let mut st = self.slot.lock();
-        st.reply = Some(r);
-        self.slot.t_done.store(now_ns(), Ordering::Relaxed);
+        let t_pick = self.slot.t_pick.load(Ordering::Relaxed);
+        st.replies.push_back((r, t_pick, now_ns()));
         self.slot.answered.store(self.seen, Ordering::Release);
         let wake = self.slot.caller_parked.load(Ordering::SeqCst);
         drop(st);
@@ -210,6 +215,9 @@ pub struct RankThreads<C: Send + 'static, R: Send + 'static> {
     /// Whether the caller and every rank thread have a core each (see
     /// [`cores_to_spare`]).
     spare: bool,
+    /// The round posted by [`RankThreads::run_deferred`] whose answers are
+    /// not collected yet: (seq, posting began, posting ended).
+    pending: Option<(u64, u64, u64)>,
 }
 
 impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
@@ -231,12 +239,13 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
             broken: None,
             last: PoolPhases::default(),
             spare: cores_to_spare(n),
+            pending: None,
         };
         for rank in 0..n {
             let slot = Arc::new(Slot {
                 state: Mutex::new(State {
                     cmd: None,
-                    reply: None,
+                    replies: std::collections::VecDeque::new(),
                     ready: None,
                     shutdown: false,
                 }),
@@ -247,7 +256,6 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                 caller_parked: AtomicBool::new(false),
                 t_post: AtomicU64::new(0),
                 t_pick: AtomicU64::new(0),
-                t_done: AtomicU64::new(0),
             });
             let inbox = Inbox {
                 slot: slot.clone(),
@@ -300,8 +308,10 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     }
 
     /// Keep a finished call's stamps as the last phases; `t0` is when
-    /// posting began, `posted` when it ended.
-    fn account(&mut self, t0: u64, posted: u64) {
+    /// posting began, `posted` when it ended, `stamps` each rank's (taken,
+    /// answered). Pickup counts from the end of posting; for a deferred
+    /// round that includes the worker finishing the round before.
+    fn account(&mut self, t0: u64, posted: u64, stamps: &[(u64, u64)]) {
         let end = now_ns();
         let mut p = PoolPhases {
             calls: 1,
@@ -309,13 +319,8 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         };
         p.post_ns = posted.saturating_sub(t0);
         let mut last = t0;
-        for s in &self.slots {
-            let (a, b, c) = (
-                s.t_post.load(Ordering::Relaxed),
-                s.t_pick.load(Ordering::Relaxed),
-                s.t_done.load(Ordering::Relaxed),
-            );
-            p.pickup_ns += b.saturating_sub(a);
+        for &(b, c) in stamps {
+            p.pickup_ns += b.saturating_sub(posted);
             p.handler_ns += c.saturating_sub(b);
             last = last.max(c);
         }
@@ -349,44 +354,42 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         }
     }
 
-    /// Post `cmds[r]` to rank r for every rank, then wait for every reply.
-    /// Returns the replies in rank order, or the first error (after all ranks
-    /// have answered, so no rank is left working on a half-finished call).
-    pub fn run(&mut self, cmds: Vec<C>) -> Result<Vec<R>> {
+    /// Refuse a round when the pool is broken, a deferred round is still
+    /// pending (its answers would be lost), or the command count is wrong.
+    fn can_post(&self, n: usize, deferred: bool) -> Result<()> {
         if let Some(why) = &self.broken {
             return Err(Error::Poisoned {
                 reason: why.clone(),
             });
         }
-        if cmds.len() != self.slots.len() {
+        if self.pending.is_some() && !deferred {
+            return Err(Error::Plan(
+                "a deferred round's answers must be collected (settle) before the next round"
+                    .into(),
+            ));
+        }
+        if n != self.slots.len() {
             return Err(Error::WrongBufferCount {
                 ranks: self.slots.len(),
-                buffers: cmds.len(),
+                buffers: n,
             });
         }
-        self.seq += 1;
-        let seq = self.seq;
-        // A call that breaks the pool leaves no phases (`calls` 0).
-        self.last = PoolPhases::default();
-        let t0 = now_ns();
-        self.post(cmds, seq);
-        let posted = now_ns();
+        Ok(())
+    }
+
+    /// Post `cmds[r]` to rank r for every rank, then wait for every reply.
+    /// Returns the replies in rank order, or the first error (after all ranks
+    /// have answered, so no rank is left working on a half-finished call).
+    pub fn run(&mut self, cmds: Vec<C>) -> Result<Vec<R>> {
         let mut out = Vec::with_capacity(self.slots.len());
         let mut first_err = None;
-        for rank in 0..self.slots.len() {
-            match self.wait_reply(rank, seq, t0) {
-                Ok(Ok(r)) => out.push(r),
-                Ok(Err(e)) => {
-                    first_err.get_or_insert(e);
-                }
+        for r in self.run_all(cmds)? {
+            match r {
+                Ok(r) => out.push(r),
                 Err(e) => {
-                    self.broken = Some(format!("rank {rank}'s thread stopped answering"));
                     first_err.get_or_insert(e);
                 }
             }
-        }
-        if self.broken.is_none() {
-            self.account(t0, posted);
         }
         match first_err {
             Some(e) => Err(e),
@@ -397,28 +400,47 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     /// Like [`RankThreads::run`], but every rank's own outcome (the outer
     /// error: the pool itself is unusable).
     pub fn run_all(&mut self, cmds: Vec<C>) -> Result<Vec<Result<R>>> {
-        if let Some(why) = &self.broken {
-            return Err(Error::Poisoned {
-                reason: why.clone(),
-            });
-        }
-        if cmds.len() != self.slots.len() {
-            return Err(Error::WrongBufferCount {
-                ranks: self.slots.len(),
-                buffers: cmds.len(),
-            });
-        }
-        self.seq += 1;
-        let seq = self.seq;
-        // A call that breaks the pool leaves no phases (`calls` 0).
+        self.can_post(cmds.len(), false)?;
+        let round = self.post(cmds)?;
+        self.collect(round)
+    }
+
+    /// Post `cmds` and return without waiting for them; instead collect
+    /// the round posted before by this function, if any, and return its
+    /// answers. A rank thread takes the new command as soon as it has
+    /// answered the previous one, so the caller's posting and the answers'
+    /// way back overlap the ranks' work. Before any other round, collect
+    /// the last one with [`RankThreads::settle`].
+    pub fn run_deferred(&mut self, cmds: Vec<C>) -> Result<Option<Vec<Result<R>>>> {
+        self.can_post(cmds.len(), true)?;
+        let round = self.post(cmds)?;
+        let before = self.pending.replace(round);
+        before.map(|b| self.collect(b)).transpose()
+    }
+
+    /// Collect the answers of the round [`RankThreads::run_deferred`] left
+    /// pending, if any.
+    pub fn settle(&mut self) -> Result<Option<Vec<Result<R>>>> {
+        self.pending.take().map(|b| self.collect(b)).transpose()
+    }
+
+    /// Whether a deferred round's answers are still to be collected.
+    pub fn is_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Wait for every rank's answer to round `(seq, t0, posted)`.
+    fn collect(&mut self, (seq, t0, posted): (u64, u64, u64)) -> Result<Vec<Result<R>>> {
+        // A round that breaks the pool leaves no phases (`calls` 0).
         self.last = PoolPhases::default();
-        let t0 = now_ns();
-        self.post(cmds, seq);
-        let posted = now_ns();
         let mut out = Vec::with_capacity(self.slots.len());
+        let mut stamps = Vec::with_capacity(self.slots.len());
         for rank in 0..self.slots.len() {
             let r = match self.wait_reply(rank, seq, t0) {
-                Ok(r) => r,
+                Ok((r, pick, done)) => {
+                    stamps.push((pick, done));
+                    r
+                }
                 Err(e) => {
                     self.broken = Some(format!("rank {rank}'s thread stopped answering"));
                     Err(e)
@@ -427,14 +449,54 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
             out.push(r);
         }
         if self.broken.is_none() {
-            self.account(t0, posted);
+            self.account(t0, posted, &stamps);
         }
         Ok(out)
     }
 
-    fn post(&self, cmds: Vec<C>, seq: u64) {
-        for (slot, cmd) in self.slots.iter().zip(cmds) {
+    /// Put one command in every rank's mailbox (waiting, bounded, for a
+    /// worker still to take the previous one); the round's (seq, start,
+    /// end of posting).
+    fn post(&mut self, cmds: Vec<C>) -> Result<(u64, u64, u64)> {
+        self.seq += 1;
+        let seq = self.seq;
+        let t0 = now_ns();
+        for (rank, cmd) in cmds.into_iter().enumerate() {
+            let slot = self.slots[rank].clone();
+            // The mailbox is free once the worker took the last command
+            // (checked under the lock below; this only spins first).
+            spin_until(self.spare, || {
+                slot.t_pick.load(Ordering::Relaxed) >= slot.t_post.load(Ordering::Relaxed)
+            });
             let mut st = slot.lock();
+            while st.cmd.is_some() {
+                if self.thread_gone(rank) {
+                    self.broken = Some(format!("rank {rank}'s thread exited"));
+                    return Err(Error::Worker {
+                        rank,
+                        message: "rank thread exited".into(),
+                    });
+                }
+                if let Some(d) = self.deadline {
+                    if u128::from(now_ns().saturating_sub(t0)) > d.as_nanos() {
+                        self.broken = Some(format!("rank {rank}'s thread stopped answering"));
+                        return Err(Error::Timeout {
+                            rank,
+                            what:
+                                "its rank thread to take the next command (stuck in a driver call?)"
+                                    .into(),
+                            seconds: d.as_secs_f64(),
+                        });
+                    }
+                }
+                slot.caller_parked.store(true, Ordering::SeqCst);
+                st = slot
+                    .cv
+                    .wait_timeout(st, Duration::from_millis(50))
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|e| e.into_inner().0);
+                slot.caller_parked.store(false, Ordering::SeqCst);
+            }
             st.cmd = Some(cmd);
             slot.t_post.store(now_ns(), Ordering::Relaxed);
             slot.posted.store(seq, Ordering::Release);
@@ -444,6 +506,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                 slot.cv.notify_all();
             }
         }
+        Ok((seq, t0, now_ns()))
     }
 
     /// Run the same command (built per rank) on every rank.
@@ -452,23 +515,29 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         self.run(cmds)
     }
 
-    /// The rank's reply (its own result), or `Err` when the thread is gone
-    /// or did not answer within the deadline (then the pool is unusable).
-    fn wait_reply(&self, rank: usize, seq: u64, t0: u64) -> Result<Result<R>> {
+    /// The rank's answer to round `seq` (its own result, and when it took
+    /// and answered the command), or `Err` when the thread is gone or did
+    /// not answer within the deadline (then the pool is unusable). Answers
+    /// are collected in the order of their rounds.
+    fn wait_reply(&self, rank: usize, seq: u64, t0: u64) -> Result<(Result<R>, u64, u64)> {
         let slot = &self.slots[rank];
         spin_until(self.spare, || slot.answered.load(Ordering::Acquire) >= seq);
         let mut st = slot.lock();
         loop {
             if slot.answered.load(Ordering::Acquire) >= seq {
-                if let Some(r) = st.reply.take() {
+                if let Some(r) = st.replies.pop_front() {
                     return Ok(r);
                 }
             }
             if self.thread_gone(rank) {
-                return Ok(Err(Error::Worker {
-                    rank,
-                    message: "rank thread exited".into(),
-                }));
+                return Ok((
+                    Err(Error::Worker {
+                        rank,
+                        message: "rank thread exited".into(),
+                    }),
+                    0,
+                    0,
+                ));
             }
             if let Some(d) = self.deadline {
                 if u128::from(now_ns().saturating_sub(t0)) > d.as_nanos() {
@@ -583,5 +652,71 @@ mod tests {
         assert!(e.to_string().contains("kaboom"), "{e}");
         // The pool still works afterwards.
         p.run(vec![false, false]).unwrap();
+    }
+
+    #[test]
+    fn deferred_rounds_answer_in_order_and_must_be_settled() {
+        let mut p: RankThreads<u64, u64> = RankThreads::spawn(3, "t", |rank, inbox| {
+            inbox.ready(Ok(()));
+            inbox.serve(move |x| {
+                std::thread::sleep(Duration::from_micros(200));
+                if x == 7 && rank == 1 {
+                    return Err(Error::BadArgument("seven".into()));
+                }
+                Ok(x * 10 + rank as u64)
+            });
+        })
+        .unwrap();
+        assert!(
+            p.run_deferred(vec![1, 1, 1]).unwrap().is_none(),
+            "nothing before"
+        );
+        assert!(p.is_pending());
+        // A plain round is refused while one is pending: its answers would
+        // be lost.
+        assert!(matches!(p.run(vec![0, 0, 0]), Err(Error::Plan(_))));
+        for k in 2..=8u64 {
+            let before = p
+                .run_deferred(vec![k; 3])
+                .unwrap()
+                .expect("the round before");
+            let want: Vec<u64> = (0..3).map(|r| (k - 1) * 10 + r).collect();
+            if k - 1 == 7 {
+                assert!(matches!(before[1], Err(Error::BadArgument(_))));
+                assert_eq!(*before[0].as_ref().unwrap(), want[0]);
+            } else {
+                let got: Vec<u64> = before.into_iter().map(|r| r.unwrap()).collect();
+                assert_eq!(got, want, "round {}", k - 1);
+            }
+        }
+        let last = p.settle().unwrap().expect("round 8");
+        assert_eq!(*last[2].as_ref().unwrap(), 82);
+        assert!(!p.is_pending() && p.settle().unwrap().is_none());
+        assert_eq!(p.run(vec![9, 9, 9]).unwrap(), vec![90, 91, 92]);
+        assert_eq!(p.last_phases().calls, 1);
+    }
+
+    #[test]
+    fn ten_deferred_rounds_run_back_to_back() {
+        // Each handler takes 2 ms: ten deferred rounds take about 20 ms of
+        // the workers' time, and the caller is never idle between them
+        // waiting for an answer it does not need yet.
+        let mut p: RankThreads<(), ()> = RankThreads::spawn(2, "t", |_, inbox| {
+            inbox.ready(Ok(()));
+            inbox.serve(|()| {
+                std::thread::sleep(Duration::from_millis(2));
+                Ok(())
+            });
+        })
+        .unwrap();
+        let t = Instant::now();
+        for _ in 0..10 {
+            if let Some(r) = p.run_deferred(vec![(), ()]).unwrap() {
+                assert!(r.iter().all(|x| x.is_ok()));
+            }
+        }
+        p.settle().unwrap();
+        assert!(t.elapsed() >= Duration::from_millis(20));
+        assert!(t.elapsed() < Duration::from_secs(5));
     }
 }

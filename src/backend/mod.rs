@@ -189,7 +189,11 @@ pub trait Backend: Send {
     /// Copy rank `rank`'s buffer `id` from byte `offset` into `out`.
     fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()>;
 
-    /// Start executing `call` (asynchronously where the backend can).
+    /// Start executing `call` (asynchronously where the backend can). A
+    /// backend may return before its rank threads have issued the call;
+    /// then a rank's failure to issue it is returned by the next `launch`
+    /// or by whatever is called next (`synchronize`, a read, ...), as a
+    /// CUDA stream reports an earlier launch's error.
     fn launch(&mut self, call: &Call) -> Result<()>;
 
     /// Wait until everything launched so far has completed on every rank.

@@ -41,9 +41,7 @@ impl NcclBackend for CudaBackend {
                 })
             })
             .collect();
-        let r = self.threads.run_all(cmds);
-        self.nccl_phases.add(&self.threads.last_phases());
-        gather::<()>(r?).map(|_| ())
+        self.post_deferred(cmds, super::Deferred::Nccl)
     }
 
     fn nccl_graph_capture(&mut self, call: &NcclCall, calls: usize) -> Result<()> {

@@ -136,6 +136,14 @@ enum Cmd {
     Job(Job),
 }
 
+/// What a call posted without waiting was (its pool phases are counted
+/// apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deferred {
+    Collective,
+    Nccl,
+}
+
 /// One collective call for a rank: the call itself the first time (the rank
 /// keeps it under `key`), later only the key.
 struct IssueCmd {
@@ -280,6 +288,8 @@ pub struct CudaBackend {
     held_nccl: HeldCalls<NcclCall>,
     /// Whether the captured graph is a joint one (on rank 0).
     joint: bool,
+    /// The kind of the call posted and not yet settled, if any.
+    pending: Option<Deferred>,
     /// Orders the hand-overs of joint captures and replays (signal 0: rank
     /// 0; signal 1 + r: rank r).
     joint_board: Arc<SignalBoard>,
@@ -355,6 +365,7 @@ impl CudaBackend {
             peers: Peers::default(),
             timed: Vec::new(),
             joint: false,
+            pending: None,
             joint_gen: 0,
             nccl_timing: false,
             nccl_timed: Vec::new(),
@@ -386,21 +397,66 @@ impl CudaBackend {
         .map(|_| ())
     }
 
-    /// Run `f(rank)` on every rank thread; the first error.
+    /// Post a collective or NCCL call to every rank thread without waiting
+    /// for it to be issued: the rank threads issue it while the caller
+    /// returns (and posts the next call, which waits in each rank's mailbox).
+    /// What comes back is the outcome of the call posted before, so a rank's
+    /// failure to issue a call is reported by the next launch, or by
+    /// whatever the engine does next (see [`CudaBackend::settle`]).
+    fn post_deferred(&mut self, cmds: Vec<Cmd>, kind: Deferred) -> Result<()> {
+        let before = self.threads.run_deferred(cmds);
+        let earlier = self.pending.replace(kind);
+        match before? {
+            Some(replies) => self.account_deferred(earlier, replies),
+            None => Ok(()),
+        }
+    }
+
+    /// The outcome of the call [`CudaBackend::post_deferred`] left pending,
+    /// if any: every rank has issued it (or failed) when this returns.
+    fn settle(&mut self) -> Result<()> {
+        let replies = self.threads.settle()?;
+        let kind = self.pending.take();
+        match replies {
+            Some(r) => self.account_deferred(kind, r),
+            None => Ok(()),
+        }
+    }
+
+    /// Count a collected deferred call's pool phases where they belong and
+    /// gather its replies.
+    fn account_deferred(
+        &mut self,
+        kind: Option<Deferred>,
+        replies: Vec<Result<Reply>>,
+    ) -> Result<()> {
+        let phases = self.threads.last_phases();
+        match kind {
+            Some(Deferred::Nccl) => self.nccl_phases.add(&phases),
+            _ => self.launch_phases.add(&phases),
+        }
+        gather::<()>(replies).map(|_| ())
+    }
+
+    /// Run `f(rank)` on every rank thread; the first error. A pending call is
+    /// settled first; its error comes first, after `f` has run.
     fn each<R: Send + 'static>(&mut self, f: impl Fn(usize) -> Work<R>) -> Result<Vec<R>> {
+        let before = self.settle();
         let jobs = (0..self.info.ranks).map(|r| erase(f(r))).collect();
-        self.threads
-            .run(jobs)?
-            .into_iter()
-            .map(unerase::<R>)
-            .collect()
+        let r = self.threads.run(jobs);
+        before?;
+        r?.into_iter().map(unerase::<R>).collect()
     }
 
     /// Run `f(rank)` on every rank thread; every rank's outcome, errors of
-    /// several ranks together.
+    /// several ranks together. A pending call is settled first; its error
+    /// comes first, after `f` has run.
     fn each_all<R: Send + 'static>(&mut self, f: impl Fn(usize) -> Work<R>) -> Result<Vec<R>> {
+        let before = self.settle();
         let jobs = (0..self.info.ranks).map(|r| erase(f(r))).collect();
-        gather(self.threads.run_all(jobs)?)
+        let r = self.threads.run_all(jobs);
+        before?;
+        gather(r?)
     }
 
     /// Setup after the threads are up: peer access between every pair of
@@ -687,9 +743,7 @@ impl Backend for CudaBackend {
                 })
             })
             .collect();
-        let replies = self.threads.run_all(cmds);
-        self.launch_phases.add(&self.threads.last_phases());
-        let r = gather::<()>(replies?).map(|_| ());
+        let r = self.post_deferred(cmds, Deferred::Collective);
         self.caller_ns += t_entry.elapsed().as_nanos() as u64;
         r
     }
