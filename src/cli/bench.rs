@@ -330,9 +330,19 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     for bytes in [8u64, 64 << 10] {
         if bytes >= min && bytes <= max.max(8) {
             let h = bench::host_cost(&mut e, (bytes / 4) as usize, 50)?;
+            // The launch returns once the rank threads have the call (they
+            // issue it on their own); a rank thread's job is the other host
+            // cost of a call.
+            let rank_job = h.breakdown.as_ref().map_or(String::new(), |b| {
+                format!(
+                    ", a rank thread's job {:.1} us ({:.0}%)",
+                    b.handler_us,
+                    100.0 * b.handler_us / h.call_us.max(1e-9)
+                )
+            });
             rep.header.notes.push(format!(
-                "host side at {} ({}): hand-off to rank threads {:.1} us, issue (hand-off + driver calls) {:.1} us, whole call {:.1} us -> host share {:.0}% (medians of 50)",
-                format_bytes(h.size), h.path, h.handoff_us, h.issue_us, h.call_us,
+                "host side at {} ({}): an empty round trip to the rank threads {:.1} us; one call waited for alone {:.1} us, of which the calling thread's launch {:.1} us ({:.0}%){rank_job} (medians of 50)",
+                format_bytes(h.size), h.path, h.handoff_us, h.call_us, h.issue_us,
                 100.0 * h.issue_us / h.call_us.max(1e-9)
             ));
             if let Some(b) = h.breakdown {
@@ -342,13 +352,13 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
                 ));
                 if b.backend_us > 0.0 {
                     rep.header.notes.push(format!(
-                        "calling thread per call at {} (means): the backend's launch {:.1} us (the rest of the {:.1} us issue is the engine's), of which posting to the rank threads until the last reply {:.1} us; a rank thread's job {:.1} us, of which the issue {:.1} us",
-                        format_bytes(h.size), b.backend_us, h.issue_us, b.round_us, b.handler_us, b.total_us
+                        "calling thread per call at {} (means): the backend's launch {:.1} us (the rest of the {:.1} us launch is the engine's); a rank thread's job {:.1} us, of which the driver calls {:.1} us",
+                        format_bytes(h.size), b.backend_us, h.issue_us, b.handler_us, b.total_us
                     ));
                 }
                 if b.round_us > 0.0 {
                     rep.header.notes.push(format!(
-                        "hand-off per launch at {} (means): posting to every rank {:.2} us, a rank thread noticing its post {:.2} us, its work {:.2} us, the last answer {:.2} us after posting began, every answer in hand at {:.2} us (noticing the last {:.2} us); one host clock read {:.0} ns",
+                        "hand-off per launch at {} (means): posting to every rank {:.2} us, a rank thread noticing its post {:.2} us, its work {:.2} us, the last answer {:.2} us after posting began, every answer in hand at {:.2} us (noticing the last {:.2} us; a launch returns once posted, and its answers are collected by the next call); one host clock read {:.0} ns",
                         format_bytes(h.size), b.post_us, b.pickup_us, b.handler_us, b.last_done_us, b.round_us, b.round_us - b.last_done_us, h.clock_ns
                     ));
                 }
@@ -364,7 +374,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
                         String::new()
                     };
                     rep.header.notes.push(format!(
-                        "NCCL through the same rank threads at {}: issue {:.1} us, whole call {:.1} us (medians of 50){phases}",
+                        "NCCL through the same rank threads at {}: the calling thread's launch {:.1} us, one call waited for alone {:.1} us (medians of 50){phases}",
                         format_bytes(h.size), n.issue_us, n.call_us
                     ));
                 }
