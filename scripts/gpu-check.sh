@@ -93,7 +93,7 @@ if [ "$MODE" = validate ]; then
     run 30 "$RR" run --backend cuda --ranks 3 --count 1003 --algo ring:pipe2 -d int8 -o prod
     run 30 "$RR" run --backend cuda --ranks 2 --count 1000 --collective all-gather -d f8e4m3
     {
-    run 240 "$RR" check --ranks 2 -d all -o all --collective all --counts 1,7,262147 --algo auto,ring,ring:pipe4
+    run 240 "$RR" check --ranks 2 -d all -o all --collective all --counts 1,7,262147 --algo auto,ring,ring:pipe4,ring:flag
     run 200 "$RR" check --ranks 2 -d float,bfloat16,half,int8 --sizes 1GiB+16 --algo auto,ring:pipe4
     run 60 "$RR" check --ranks 2 -d float --collective all --sizes 64MiB --inputs exact --algo auto,ring,ring:pipe2,oneshot,ps
     } > "$OUT/check.log" 2>&1
@@ -108,7 +108,7 @@ if [ "$MODE" = validate ]; then
     } > "$OUT/sanitizer.log" 2>&1
     grep -E "^###|ERROR SUMMARY|\[exit|check     :" "$OUT/sanitizer.log" | tail -60
     run 300 "$RR" soak --backend cuda --calls 10000 --seed 1 --max-size 1MiB > "$OUT/soak.log" 2>&1; tail -12 "$OUT/soak.log"
-    run 240 "$RR" bench --ranks 2 --algo auto,nccl -b 8 -e 1GiB -f 2 -n 20 -w 5 --blocks 3 --big 2GiB -J "$OUT/bench-float-2r.json" > "$OUT/bench.log" 2>&1
+    run 200 "$RR" bench --ranks 2 --algo auto,nccl -b 8 -e 1GiB -f 4 -n 20 -w 5 --blocks 3 --big 2GiB -J "$OUT/bench-float-2r.json" > "$OUT/bench.log" 2>&1
     grep -vE "^# row" "$OUT/bench.log" | tail -70
     exit 0
 fi
