@@ -94,7 +94,7 @@ if [ "$MODE" = validate ]; then
     run 30 "$RR" run --backend cuda --ranks 2 --count 1000 --collective all-gather -d f8e4m3
     {
     run 240 "$RR" check --ranks 2 -d all -o all --collective all --counts 1,7,262147 --algo auto,ring,ring:pipe4,ring:flag
-    run 200 "$RR" check --ranks 2 -d float,bfloat16,half,int8 --sizes 1GiB+16 --algo auto,ring:pipe4
+    run 260 "$RR" check --ranks 2 -d float,bfloat16,half,int8 --sizes 1GiB+16 --algo auto,ring:pipe4
     run 60 "$RR" check --ranks 2 -d float --collective all --sizes 64MiB --inputs exact --algo auto,ring,ring:pipe2,oneshot,ps
     } > "$OUT/check.log" 2>&1
     grep -E "^#|FAIL|PASS|error|exit" "$OUT/check.log" | tail -40
