@@ -477,25 +477,15 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                         message: "rank thread exited".into(),
                     });
                 }
-                if let Some(d) = self.deadline {
-                    if u128::from(now_ns().saturating_sub(t0)) > d.as_nanos() {
+                const WHAT: &str =
+                    "its rank thread to take the next command (stuck in a driver call?)";
+                match self.park(rank, &slot, st, t0, WHAT) {
+                    Ok(g) => st = g,
+                    Err(e) => {
                         self.broken = Some(format!("rank {rank}'s thread stopped answering"));
-                        return Err(Error::Timeout {
-                            rank,
-                            what:
-                                "its rank thread to take the next command (stuck in a driver call?)"
-                                    .into(),
-                            seconds: d.as_secs_f64(),
-                        });
+                        return Err(e);
                     }
                 }
-                slot.caller_parked.store(true, Ordering::SeqCst);
-                st = slot
-                    .cv
-                    .wait_timeout(st, Duration::from_millis(50))
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|e| e.into_inner().0);
-                slot.caller_parked.store(false, Ordering::SeqCst);
             }
             st.cmd = Some(cmd);
             slot.t_post.store(now_ns(), Ordering::Relaxed);
@@ -539,23 +529,44 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                     0,
                 ));
             }
-            if let Some(d) = self.deadline {
-                if u128::from(now_ns().saturating_sub(t0)) > d.as_nanos() {
-                    return Err(Error::Timeout {
-                        rank,
-                        what: "its rank thread to finish (stuck in a driver call?)".into(),
-                        seconds: d.as_secs_f64(),
-                    });
-                }
-            }
-            slot.caller_parked.store(true, Ordering::SeqCst);
-            st = slot
-                .cv
-                .wait_timeout(st, Duration::from_millis(50))
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
-            slot.caller_parked.store(false, Ordering::SeqCst);
+            st = self.park(
+                rank,
+                slot,
+                st,
+                t0,
+                "its rank thread to finish (stuck in a driver call?)",
+            )?;
         }
+    }
+
+    /// Park the caller on `slot` for up to 50 ms (a worker's notify wakes
+    /// it sooner); the guard back, or a timeout naming `what` once the
+    /// pool's deadline has passed since `t0`.
+    fn park<'a>(
+        &self,
+        rank: usize,
+        slot: &'a Slot<C, R>,
+        st: MutexGuard<'a, State<C, R>>,
+        t0: u64,
+        what: &str,
+    ) -> Result<MutexGuard<'a, State<C, R>>> {
+        if let Some(d) = self.deadline {
+            if u128::from(now_ns().saturating_sub(t0)) > d.as_nanos() {
+                return Err(Error::Timeout {
+                    rank,
+                    what: what.into(),
+                    seconds: d.as_secs_f64(),
+                });
+            }
+        }
+        slot.caller_parked.store(true, Ordering::SeqCst);
+        let st = slot
+            .cv
+            .wait_timeout(st, Duration::from_millis(50))
+            .map(|(g, _)| g)
+            .unwrap_or_else(|e| e.into_inner().0);
+        slot.caller_parked.store(false, Ordering::SeqCst);
+        Ok(st)
     }
 }
 
