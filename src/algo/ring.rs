@@ -164,22 +164,12 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     /// Chunk `c` of rank `r`'s input.
     fn input(&self, r: usize, c: usize) -> Region {
-        let base = self.shape.input(r);
-        let cr = self.layout.range(c);
-        Region::new(
-            base.buf,
-            base.range.start + cr.start..base.range.start + cr.end,
-        )
+        self.shape.input(r).sub(self.layout.range(c))
     }
 
     /// Chunk `c` of the (all-reduce / all-gather) output of rank `r`.
     fn output_chunk(&self, r: usize, c: usize) -> Region {
-        let base = self.shape.output(r);
-        let cr = self.layout.range(c);
-        Region::new(
-            base.buf,
-            base.range.start + cr.start..base.range.start + cr.end,
-        )
+        self.shape.output(r).sub(self.layout.range(c))
     }
 
     /// The slices of `region` (chunk-relative slicing is the same for the

@@ -63,12 +63,6 @@ pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
     (s == "ring:flag").then(|| Ok(Arc::new(RingFlag) as Arc<dyn Algorithm>))
 }
 
-/// An empty region at the start of `r`'s buffer `buf` (a hand-shake moves
-/// no data).
-fn empty(region: &Region) -> Region {
-    Region::new(region.buf, region.range.start..region.range.start)
-}
-
 /// The plan on scratch half `parity`; `fenced` makes each rank's first copy
 /// wait for both ranks' Begin.
 pub fn plan(shape: &Shape, parity: usize, fenced: bool) -> Plan {
@@ -86,13 +80,7 @@ pub fn plan(shape: &Shape, parity: usize, fenced: bool) -> Plan {
     let half = layout.max_len();
     b.scratch(2 * half);
     let at = (parity % 2) * half;
-    let chunk = |base: Region, c: usize| {
-        let cr = layout.range(c);
-        Region::new(
-            base.buf,
-            base.range.start + cr.start..base.range.start + cr.end,
-        )
-    };
+    let chunk = |base: Region, c: usize| base.sub(layout.range(c));
     let slot = |c: usize| Region::new(Buf::Scratch, at..at + layout.len(c));
     let label = |phase: Option<Phase>, chunk: usize, note: &'static str| Label {
         phase,
@@ -102,9 +90,15 @@ pub fn plan(shape: &Shape, parity: usize, fenced: bool) -> Plan {
         note,
     };
     let shake = |b: &mut PlanBuilder, note: &'static str| {
+        // A hand-shake moves no data: empty regions.
         let part = |r: usize| {
-            let s = empty(&shape.input(r));
-            (s.clone(), empty(&slot(0)), empty(&shape.output(r)), vec![])
+            let none = 0..0;
+            (
+                shape.input(r).sub(none.clone()),
+                slot(0).sub(none.clone()),
+                shape.output(r).sub(none),
+                vec![],
+            )
         };
         b.exchange_pair(
             [0, 1],

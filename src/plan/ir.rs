@@ -217,6 +217,11 @@ impl Region {
     pub fn is_empty(&self) -> bool {
         self.range.is_empty()
     }
+    /// The part `rel` of this region (element offsets from its start).
+    pub fn sub(&self, rel: Range<usize>) -> Region {
+        let start = self.range.start;
+        Region::new(self.buf, start + rel.start..start + rel.end)
+    }
     /// Whether the two regions share an element.
     pub fn overlaps(&self, other: &Region) -> bool {
         self.buf == other.buf

@@ -415,8 +415,10 @@ impl CudaBackend {
     /// The outcome of the call [`CudaBackend::post_deferred`] left pending,
     /// if any: every rank has issued it (or failed) when this returns.
     fn settle(&mut self) -> Result<()> {
-        let replies = self.threads.settle()?;
+        // Taken first, like the pool's own record: the two stay in step even
+        // when collecting fails.
         let kind = self.pending.take();
+        let replies = self.threads.settle()?;
         match replies {
             Some(r) => self.account_deferred(kind, r),
             None => Ok(()),
