@@ -1101,18 +1101,42 @@ SPIN_LOG2 = 5
 HOST_POLL_NS = 1000000
 
 
-def exchange_kernel(T, op):
+def exchange_kernel(T, op, resident=False):
+    """rr_exchange (one call per launch), or with `resident` rr_resident: the
+    same exchange in a loop that takes each call's operands from a ring of
+    descriptors in host-mapped memory, until a quit descriptor."""
     F = FAMILIES[T.family](T)
     S = Shape(T)
-    name = "rr_exchange_%s_%s" % (op, T.sfx)
+    name = "rr_%s_%s_%s" % ("resident" if resident else "exchange", op, T.sfx)
     has_arg = op in ("premulsum", "sumpostdiv")
     o = []
-    o += ["//",
-          "// %s: 2-rank one-kernel exchange, then" % name,
-          "//     dst[i] = %s,  with b = my_slot" % OP_FORMULA[op],
-          "//"]
-    o.append(".visible .entry %s(" % name)
-    o += [
+    if resident:
+        o += ["//",
+              "// %s: the 2-rank exchange of rr_exchange_%s_%s, once per" % (name, op, T.sfx),
+              "// descriptor of a host-mapped ring, until a quit descriptor; each call",
+              "//     dst[i] = %s,  with b = my_slot" % OP_FORMULA[op],
+              "//"]
+        o.append(".visible .entry %s(" % name)
+        o += [
+            "    .param .u64 ring,           // host-mapped descriptors, 64 bytes each (header)",
+            "    .param .u64 mask,           // descriptors in the ring - 1 (a power of two)",
+            "    .param .u64 first,          // the sequence number of this kernel's first call",
+            "    .param .u64 done_ctr,       // u64* on this GPU, 0 at launch: blocks x calls done",
+            "    .param .u64 host_done,      // host-mapped u64*: the last call every block finished",
+            "    .param .u64 peer_flags,     // u64* the peer's flags, one per block (written)",
+            "    .param .u64 my_flags,       // const u64* this rank's flags (written by the peer)",
+            "    .param .u64 calls,          // u64* this rank's call count, one per block",
+            "    .param .u64 ctrl            // host-mapped {u32 abort, u32 status, u64 timeout_ns}",
+            ")",
+            "{",
+        ]
+    else:
+        o += ["//",
+              "// %s: 2-rank one-kernel exchange, then" % name,
+              "//     dst[i] = %s,  with b = my_slot" % OP_FORMULA[op],
+              "//"]
+        o.append(".visible .entry %s(" % name)
+    o += [] if resident else [
         "    .param .u64 dst,            // %s* output on this GPU (may equal a)" % T.ctype,
         "    .param .u64 a,              // const %s* this rank's input" % T.ctype,
         "    .param .u64 peer_slot,      // %s* receive slot on the peer GPU (written)" % T.ctype,
@@ -1132,6 +1156,19 @@ def exchange_kernel(T, op):
         "{",
     ]
     o += cmt("---- Register declarations ".ljust(66, "-"))
+    if resident:
+        o += [decl(".u64", "%rd_ring, %rd_mask", "the descriptor ring and its index mask"),
+              decl(".u64", "%rd_k", "the sequence number of the call being served"),
+              decl(".u64", "%rd_desc", "this call's descriptor"),
+              decl(".u64", "%rd_done, %rd_hdone", "the blocks-done counter, the host's word"),
+              decl(".u64", "%rd_want", "done_ctr's value before the last block of this call"),
+              decl(".u64", "%rd_nblk", "blocks in the grid"),
+              decl(".u32", "%r_quit", "abort or status, read while idle"),
+              decl(".pred", "%p_quit", "this descriptor is the quit"),
+              ""]
+        if not has_arg:
+            o += [decl(".u64", "%rd_flags, %rd_scalar", "read from the descriptor; unused by this op"),
+                  ""]
     o += [
         decl(".pred", "%p_vec", "all four arrays 16-byte aligned"),
         decl(".pred", "%p_t0", "this thread is thread 0 of its block"),
@@ -1169,6 +1206,11 @@ def exchange_kernel(T, op):
           "    // reduce, 1 = timed out or aborted (return without reducing).",
           "    .shared .align 4 .u32 bail;",
           ""]
+    if resident:
+        o += ["    // The call's operands, copied from its descriptor by thread 0:",
+              "    // dst, a, peer_slot, my_slot, n, flags, scalar.",
+              "    .shared .align 8 .u64 desc[7];",
+              ""]
 
     sec = [0]
 
@@ -1180,8 +1222,10 @@ def exchange_kernel(T, op):
             lines += cmt(text)
         return lines
 
-    o += section("Parameters")
-    o += [ins("ld.param.u64", "%rd_dst, [dst]"),
+    if resident:
+        o += resident_prologue(section, has_arg)
+    o += [] if resident else section("Parameters")
+    o += [] if resident else [ins("ld.param.u64", "%rd_dst, [dst]"),
           ins("ld.param.u64", "%rd_a,   [a]"),
           ins("ld.param.u64", "%rd_ps,  [peer_slot]"),
           ins("ld.param.u64", "%rd_ms,  [my_slot]"),
@@ -1189,10 +1233,10 @@ def exchange_kernel(T, op):
           ins("ld.param.u64", "%rd_mf,  [my_flags]"),
           ins("ld.param.u64", "%rd_calls, [calls]"),
           ins("ld.param.u64", "%rd_n,   [n]")]
-    if has_arg:
+    if has_arg and not resident:
         o += [ins("ld.param.u64", "%rd_flags,  [flags]"),
               ins("ld.param.u64", "%rd_scalar, [scalar]")]
-    o += [ins("ld.param.u64", "%rd_ctrl, [ctrl]"),
+    o += [] if resident else [ins("ld.param.u64", "%rd_ctrl, [ctrl]"),
           ins("cvta.to.global.u64", "%rd_dst, %rd_dst"),
           ins("cvta.to.global.u64", "%rd_a,   %rd_a"),
           ins("cvta.to.global.u64", "%rd_ps,  %rd_ps"),
@@ -1210,15 +1254,20 @@ def exchange_kernel(T, op):
           ins("cvt.u64.u32", "%rd_ntid,  %r_ntid"),
           ins("setp.eq.u32", "%p_t0,     %r_tid, 0"),
           ""]
-    o += cmt("This block's flag in each flag array, and its call count: 8 bytes\n"
-             "per block.")
-    o += [ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
-          ins("add.u64", "%rd_pf,  %rd_pf, %rd_tmp"),
-          ins("add.u64", "%rd_mf,  %rd_mf, %rd_tmp"),
-          ins("add.u64", "%rd_calls, %rd_calls, %rd_tmp"),
-          ""]
+    if not resident:
+        o += cmt("This block's flag in each flag array, and its call count: 8 bytes\n"
+                 "per block.")
+        o += [ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
+              ins("add.u64", "%rd_pf,  %rd_pf, %rd_tmp"),
+              ins("add.u64", "%rd_mf,  %rd_mf, %rd_tmp"),
+              ins("add.u64", "%rd_calls, %rd_calls, %rd_tmp"),
+              ""]
+    else:
+        o += resident_next_call(section)
     o += cmt("seq = ++calls[block], by thread 0, the only thread that uses it (the\n"
              "previous launch's write is visible: it finished before this started).")
+    if resident:
+        o += cmt("Here the previous call of this kernel wrote it, in the same thread.")
     o += [ins("mov.u64", "%rd_seq, 0"),
           ins("@%p_t0 ld.global.u64", "%rd_seq, [%rd_calls]"),
           ins("add.u64", "%rd_seq, %rd_seq, 1"),
@@ -1429,10 +1478,145 @@ def exchange_kernel(T, op):
     o += [ins("st.global" + T.elem, "[%rd_p2], %e_a"),
           ins("add.u64", "%rd_i, %rd_i, %rd_ntid"),
           ins("bra.uni", "RED_TAIL"),
-          label("RED_TAIL_DONE"),
-          label("EXIT"),
+          label("RED_TAIL_DONE")]
+    if resident:
+        o += [""] + resident_call_done(section)
+    o += [label("EXIT"),
           ins("ret"),
           "}"]
+    return o
+
+
+def resident_prologue(section, has_arg):
+    """rr_resident's parameters, and the first call's number."""
+    o = section("Parameters")
+    o += [ins("ld.param.u64", "%rd_ring,  [ring]"),
+          ins("ld.param.u64", "%rd_mask,  [mask]"),
+          ins("ld.param.u64", "%rd_k,     [first]"),
+          ins("ld.param.u64", "%rd_done,  [done_ctr]"),
+          ins("ld.param.u64", "%rd_hdone, [host_done]"),
+          ins("ld.param.u64", "%rd_pf,    [peer_flags]"),
+          ins("ld.param.u64", "%rd_mf,    [my_flags]"),
+          ins("ld.param.u64", "%rd_calls, [calls]"),
+          ins("ld.param.u64", "%rd_ctrl,  [ctrl]"),
+          ins("cvta.to.global.u64", "%rd_ring,  %rd_ring", "host-mapped"),
+          ins("cvta.to.global.u64", "%rd_done,  %rd_done"),
+          ins("cvta.to.global.u64", "%rd_hdone, %rd_hdone", "host-mapped"),
+          ins("cvta.to.global.u64", "%rd_pf,    %rd_pf"),
+          ins("cvta.to.global.u64", "%rd_mf,    %rd_mf"),
+          ins("cvta.to.global.u64", "%rd_calls, %rd_calls"),
+          ins("cvta.to.global.u64", "%rd_ctrl,  %rd_ctrl", "host-mapped"),
+          "",
+          ins("mov.u32", "%r_tid,    %tid.x"),
+          ins("mov.u32", "%r_ntid,   %ntid.x"),
+          ins("mov.u32", "%r_ctaid,  %ctaid.x"),
+          ins("mov.u32", "%r_nctaid, %nctaid.x"),
+          ins("cvt.u64.u32", "%rd_tid,   %r_tid"),
+          ins("cvt.u64.u32", "%rd_ntid,  %r_ntid"),
+          ins("setp.eq.u32", "%p_t0,     %r_tid, 0"),
+          ""]
+    return o
+
+
+def resident_next_call(section):
+    """rr_resident: per-block setup, then the top of the call loop: wait for
+    descriptor k, copy it to shared memory, stop on a quit descriptor."""
+    o = cmt("This block's flag in each flag array, and its call count: 8 bytes\n"
+            "per block.  want: done_ctr counts one per block per call, so the\n"
+            "last block of the j-th call (j from 1) reads j*grid - 1 from it.")
+    o += [ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
+          ins("add.u64", "%rd_pf,  %rd_pf, %rd_tmp"),
+          ins("add.u64", "%rd_mf,  %rd_mf, %rd_tmp"),
+          ins("add.u64", "%rd_calls, %rd_calls, %rd_tmp"),
+          ins("cvt.u64.u32", "%rd_nblk, %r_nctaid"),
+          ins("sub.u64", "%rd_want, %rd_nblk, 1"),
+          ""]
+    spin = 1 << SPIN_LOG2
+    o += section("The next call: wait for its descriptor",
+                 "Descriptor k sits at ring + 64 * (k & mask): u64 seq at 0, then\n"
+                 "dst, a, peer_slot, my_slot, n, flags, scalar.  The host writes the\n"
+                 "seven operands, then seq = k with a release store; thread 0 spins\n"
+                 "on seq with ld.acquire.sys (a read over PCIe, about a microsecond)\n"
+                 "until it is k, then reads the operands (ordered after the acquire)\n"
+                 "into shared memory.  n = 2^64 - 1 is the quit descriptor: counted\n"
+                 "done like a call (so the host can reuse its slot), then the kernel\n"
+                 "returns.  The host reuses a slot only after host_done says every\n"
+                 "block finished the descriptor that used it.  An idle kernel has no\n"
+                 "deadline, but every %d polls thread 0 reads abort and status:\n"
+                 "either one set (the host aborted, or a block gave up in a\n"
+                 "hand-shake) stops the kernel at once (n = 2^64 - 2: not counted)."
+                 % spin)
+    o += [label("NEXT_CALL"),
+          ins("@!%p_t0 bra", "DESC_READY", "the others wait at the barrier"),
+          ins("and.b64", "%rd_desc, %rd_k, %rd_mask"),
+          ins("shl.b64", "%rd_desc, %rd_desc, 6"),
+          ins("add.u64", "%rd_desc, %rd_desc, %rd_ring"),
+          ins("mov.u32", "%r_spin, 0"),
+          label("DESC_POLL"),
+          ins("ld.acquire.sys.global.u64", "%rd_flag, [%rd_desc]", "seq of the slot"),
+          ins("setp.eq.u64", "%p_done, %rd_flag, %rd_k"),
+          ins("@%p_done bra", "DESC_GOT"),
+          ins("add.u32", "%r_spin, %r_spin, 1"),
+          ins("and.b32", "%%r_tmp, %%r_spin, %d" % (spin - 1)),
+          ins("setp.ne.u32", "%p_done, %r_tmp, 0"),
+          ins("@%p_done bra", "DESC_POLL"),
+          ins("ld.relaxed.sys.global.u32", "%r_quit, [%rd_ctrl]", "abort?"),
+          ins("ld.relaxed.sys.global.u32", "%r_tmp, [%rd_ctrl+4]", "status?"),
+          ins("or.b32", "%r_quit, %r_quit, %r_tmp"),
+          ins("setp.eq.u32", "%p_done, %r_quit, 0"),
+          ins("@%p_done bra", "DESC_POLL", "neither: poll again"),
+          ins("mov.u64", "%rd_tmp, -2"),
+          ins("st.shared.u64", "[desc+32], %rd_tmp", "stop, uncounted"),
+          ins("bra.uni", "DESC_READY"),
+          label("DESC_GOT")]
+    for j, what in enumerate(("dst", "a", "peer_slot", "my_slot", "n", "flags", "scalar")):
+        o += [ins("ld.relaxed.sys.global.u64", "%%rd_tmp, [%%rd_desc+%d]" % (8 * (j + 1)), what),
+              ins("st.shared.u64", "[desc+%d], %%rd_tmp" % (8 * j))]
+    o += [label("DESC_READY"),
+          ins("bar.sync", "0", "the descriptor to every thread"),
+          ins("ld.shared.u64", "%rd_n,      [desc+32]", "n first: a stop sets only n"),
+          ins("setp.eq.u64", "%p_done, %rd_n, -2"),
+          ins("@%p_done bra.uni", "EXIT", "stopped: the same in every thread"),
+          ins("setp.eq.u64", "%p_quit, %rd_n, -1"),
+          ins("@%p_quit bra.uni", "CALL_DONE", "quit: count it, then return"),
+          ins("ld.shared.u64", "%rd_dst,    [desc]"),
+          ins("ld.shared.u64", "%rd_a,      [desc+8]"),
+          ins("ld.shared.u64", "%rd_ps,     [desc+16]"),
+          ins("ld.shared.u64", "%rd_ms,     [desc+24]"),
+          ins("ld.shared.u64", "%rd_flags,  [desc+40]"),
+          ins("ld.shared.u64", "%rd_scalar, [desc+48]"),
+          ins("cvta.to.global.u64", "%rd_dst, %rd_dst"),
+          ins("cvta.to.global.u64", "%rd_a,   %rd_a"),
+          ins("cvta.to.global.u64", "%rd_ps,  %rd_ps"),
+          ins("cvta.to.global.u64", "%rd_ms,  %rd_ms"),
+          ""]
+    return o
+
+
+def resident_call_done(section):
+    """rr_resident: after a call's reduce, count the block done; the last
+    block publishes the call to the host; then the next call."""
+    o = section("Call done: count this block, the last one tells the host",
+                "The barrier orders every thread's stores before thread 0's add;\n"
+                "the add is acq_rel at GPU scope, so the block whose add completes\n"
+                "the count (it reads want) has observed every block's stores, and\n"
+                "its release store of k at system scope (cumulative) makes them\n"
+                "visible to a host that reads host_done = k with acquire.  Then the\n"
+                "next call: every thread goes on to the next descriptor (or, after\n"
+                "the quit, returns).")
+    o += [label("CALL_DONE"),
+          ins("bar.sync", "0"),
+          ins("@!%p_t0 bra", "CALL_NEXT"),
+          ins("atom.acq_rel.gpu.global.add.u64", "%rd_tmp, [%rd_done], 1"),
+          ins("setp.ne.u64", "%p_done, %rd_tmp, %rd_want"),
+          ins("@%p_done bra", "CALL_NEXT", "not the last block of this call"),
+          ins("st.release.sys.global.u64", "[%rd_hdone], %rd_k"),
+          label("CALL_NEXT"),
+          ins("@%p_quit bra.uni", "EXIT", "that was the quit"),
+          ins("add.u64", "%rd_want, %rd_want, %rd_nblk"),
+          ins("add.u64", "%rd_k, %rd_k, 1"),
+          ins("bra.uni", "NEXT_CALL"),
+          ""]
     return o
 
 
@@ -1465,6 +1649,10 @@ HEADER = """\
 //                     calls, n, flags, scalar, ctrl)
 //       the 2-rank exchange: push a to the peer, handshake, then
 //       dst[i] = post(pre_a(a[i]) OP pre_b(my_slot[i]))
+//   rr_resident_<op>_{sfx}(ring, mask, first, done_ctr, host_done,
+//                     peer_flags, my_flags, calls, ctrl)
+//       the same exchange for every descriptor of a host-mapped ring, in
+//       one launch that stays resident until a quit descriptor
 //
 // Every parameter is .u64.  Semantics are bit-identical to NCCL 2.28's
 // src/device/reduce_kernel.h (the host CPU backend implements the same):
@@ -1534,6 +1722,27 @@ HEADER = """\
 //   * Vector path (16-byte ld/st) when dst, a, peer_slot and my_slot are all
 //     16-byte aligned, else scalar.
 //
+// rr_resident: rr_exchange without a launch per call.  One launch per rank
+// serves calls first, first+1, ... in order.  Call k's operands are the
+// descriptor at ring + 64 * (k & mask), written by the host (host-mapped
+// memory, 64 bytes):
+//         u64 seq        offset  0: k, stored last (release) by the host
+//         u64 dst, a, peer_slot, my_slot, n, flags, scalar   offsets 8..56
+//     as rr_exchange's parameters of the same names.  n = 2^64 - 1 quits
+//     (counted in host_done like a call, so its slot can be reused).
+//   * Each call is rr_exchange's steps 0-4 on the same flags and call counts
+//     (so launched and resident exchanges may follow each other on a
+//     rank), then: bar.sync, thread 0 adds 1 to done_ctr (acq_rel, GPU
+//     scope); the block that completes the call's count stores k to
+//     host_done (release, system scope).  The host reuses a descriptor slot
+//     only once host_done has passed the call that used it.
+//   * Both ranks' kernels run with the same grid and serve the same calls.
+//   * Idle, thread 0 of each block polls its slot's seq (ld.acquire.sys,
+//     over PCIe); every 32 polls it reads ctrl's abort and status words and
+//     stops the kernel if either is set.  A block that gives up in a
+//     hand-shake writes status and returns, so the others stop too; the
+//     host reports status as rr_exchange's.
+//
 """
 
 
@@ -1565,6 +1774,7 @@ def file_text(T):
     for op in T.ops:
         out += reduce_kernel(T, op) + [""]
         out += exchange_kernel(T, op) + [""]
+        out += exchange_kernel(T, op, resident=True) + [""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -31,6 +31,9 @@
 #   bash .device/gpu-check.sh small      session 5: tests, small calls' host time against earlier
 #                                        binaries, small calls per process (~4 min)
 #   bash .device/gpu-check.sh smalltypes every data type at 8 B-4 KiB vs NCCL; RS / AG at 1 MiB traced
+#   bash .device/gpu-check.sh resident   session 7: oneshot:resident (the exchange kernel that stays
+#                                        resident): tests, check vs NCCL in threads and processes,
+#                                        small calls vs auto, oneshot:flag, graphs and NCCL (~7 min)
 # Every step is bounded by `timeout`; logs and JSON go to $OUT (or ./gpu-out).
 set -uo pipefail
 MODE="${1:-validate}"
@@ -599,6 +602,34 @@ if [ "$MODE" = ringflag ]; then
     run 90 $L bench $B -J "$W/proc.json" > "$W/proc.log" 2>&1
     thr_vs_proc "$W/thr.json" "$W/proc.json"
     (cd "$W" && tar czf "$OUT/ringflag.tgz" .) && rm -rf "$W"
+    exit 0
+fi
+
+if [ "$MODE" = resident ]; then
+    # Session 7 (~7 min): oneshot:resident, one exchange kernel per GPU that
+    # stays resident and takes each call as a descriptor in host-mapped
+    # memory. The tests first (RESIDENT_TESTS=0 skips them), then every type
+    # and op against NCCL in threads and in processes, then small calls
+    # against auto, oneshot:flag (plain and graph-replayed) and NCCL.
+    W="$OUT/w"; mkdir -p "$W"
+    [ "${RESIDENT_TESTS:-1}" = 0 ] || gpu_tests 330 40
+    L="$RR launch -n 2 --timeout 30 --"
+    {
+    run 30 "$RR" run --backend cuda --ranks 2 --size 64KiB --algo oneshot:resident --iters 50
+    run 30 "$RR" run --backend cuda --ranks 2 --size 4KiB --algo oneshot:resident --in-place -d half -o avg --iters 50
+    run 150 "$RR" check --ranks 2 -d all -o all --counts 1,7,4099,32768 --algo oneshot:resident
+    run 60 $L check -d float,half,int8 -o sum,max --counts 1,7,4099,32768 --algo oneshot:resident
+    } > "$W/check.log" 2>&1
+    grep -E "^###|\[exit|PASS|FAIL|rror" "$W/check.log" | tail -20
+    for i in 1 2; do
+        run 90 "$RR" bench --ranks 2 --algo auto,oneshot:resident,oneshot:flag,nccl,oneshot:flag:graph,nccl:graph \
+            -b 8 -e 256KiB -f 2 -n 200 -w 20 --blocks 5 --no-ceiling -J "$W/small-$i.json" > "$W/small-$i.log" 2>&1
+        grep -E "^#  *[0-9]+[KMG]?i?B  |host|calling|exit" "$W/small-$i.log" | cut -c1-200 | tail -60
+    done
+    run 90 $L bench --algo auto,oneshot:resident,nccl -b 8 -e 256KiB -f 4 -n 200 -w 20 --blocks 5 --no-ceiling \
+        -J "$W/small-mp.json" > "$W/small-mp.log" 2>&1
+    grep -E "^#  *[0-9]+[KMG]?i?B  |exit" "$W/small-mp.log" | cut -c1-200 | tail -30
+    (cd "$W" && tar czf "$OUT/resident.tgz" .) && rm -rf "$W"
     exit 0
 fi
 

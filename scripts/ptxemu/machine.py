@@ -330,6 +330,10 @@ class Machine:
         for w in lst:
             w.state = "run"
             w.bar = None
+            # A load repeated across a completed barrier is not a spin on a
+            # weak load (no compiler moves a load across bar.sync): a
+            # resident kernel reads the same slot once per call.
+            w.spin = None
             self.runnable.append(w)
 
     def _exit(self, t):

@@ -47,9 +47,18 @@ pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
 /// The flag plan on scratch half `parity`; `fenced` makes each kernel wait
 /// for both ranks' Begin.
 pub fn plan(shape: &Shape, parity: usize, fenced: bool) -> Plan {
-    let mut b = PlanBuilder::new("oneshot:flag", *shape);
+    build("oneshot:flag", shape, parity, fenced, false)
+}
+
+/// The flag plan under `name`; `resident` builds its exchanges as
+/// [`crate::plan::Exchange::resident`] (`oneshot:resident`).
+pub fn build(name: &str, shape: &Shape, parity: usize, fenced: bool, resident: bool) -> Plan {
+    let mut b = PlanBuilder::new(name, *shape);
     if !fenced {
         b.unfenced();
+    }
+    if resident {
+        b.resident_exchanges();
     }
     let begin = b.begin_all();
     let count = shape.count;

@@ -18,6 +18,7 @@ pub mod fused;
 pub mod oneshot;
 pub mod probe;
 pub mod ps;
+pub mod resident;
 pub mod ring;
 pub mod ringflag;
 
@@ -109,6 +110,10 @@ pub const REGISTRY: &[(Parser, &str)] = &[
     (
         flag::parse,
         "oneshot:flag (2 ranks: one exchange kernel per rank, synchronized by flags in GPU memory)",
+    ),
+    (
+        resident::parse,
+        "oneshot:resident (2 ranks, calls up to 256KiB: oneshot:flag's exchange served by a kernel that stays resident, one descriptor per call instead of a launch)",
     ),
     (
         ringflag::parse,

@@ -45,13 +45,14 @@ pub struct SoakArgs {
     pub seed: u64,
 }
 
-const PATHS: [&str; 7] = [
+const PATHS: [&str; 8] = [
     "ring",
     "ring:naive",
     "ring:pipe3",
     "oneshot",
     "oneshot:fused",
     "oneshot:flag",
+    "oneshot:resident",
     "ps",
 ];
 

@@ -334,7 +334,7 @@ impl<'id> Stream<'id> {
     /// value (so the packed layout has no padding), and every address passed
     /// that way must stay valid for what the kernel does with it until it
     /// completes.
-    unsafe fn launch_1d(
+    pub(super) unsafe fn launch_1d(
         &self,
         k: &Kernel<'id>,
         blocks: usize,

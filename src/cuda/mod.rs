@@ -17,7 +17,9 @@
 //!   no bit pattern the device writes can be undefined behaviour on the
 //!   host), peer tokens, host-mapped control words.
 //! * [`stream`]: streams, events, copies, CUDA graphs.
-//! * [`kernels`]: the PTX modules and the two kernel ABIs (reduce, exchange).
+//! * [`kernels`]: the PTX modules and the kernel ABIs (reduce, exchange).
+//! * [`resident`]: the exchange kernel that stays resident and takes its
+//!   calls as descriptors in host-mapped memory.
 //! * [`order`] and [`work`]: stream-ordered calls (completion events any
 //!   thread can hold, another library's stream) and kernels a caller runs on
 //!   a rank's work stream (its own PTX, or `ptx/compute.ptx`).
@@ -41,6 +43,7 @@ pub mod kernels;
 pub mod memory;
 pub mod nccl;
 pub mod order;
+pub mod resident;
 pub mod stream;
 pub mod work;
 
@@ -51,6 +54,7 @@ pub use driver::{
 pub use kernels::{exchange_blocks, Kernel, KernelModule, EXCHANGE_MAX_BLOCKS};
 pub use memory::{DevBuf, HostMapped, IpcMemHandle, PeerBuf};
 pub use order::{DoneEvent, RawStream};
+pub use resident::{Resident, ResidentCall, RESIDENT_RING};
 pub use stream::{Event, Graph, IpcEventHandle, PeerCopy, RemoteEvent, Stream, TimingEvent};
 pub use work::{compute_module, Builtin, LoadedWork, Param, WorkKernel};
 

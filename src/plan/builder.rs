@@ -10,6 +10,8 @@ use super::ir::{
 #[derive(Debug)]
 pub struct PlanBuilder {
     plan: Plan,
+    /// Exchanges built from now on are [`Exchange::resident`].
+    resident: bool,
 }
 
 impl PlanBuilder {
@@ -24,7 +26,13 @@ impl PlanBuilder {
                 fenced: true,
                 probe: false,
             },
+            resident: false,
         }
+    }
+
+    /// Build the exchanges added from now on as [`Exchange::resident`].
+    pub fn resident_exchanges(&mut self) {
+        self.resident = true;
     }
 
     pub fn shape(&self) -> &Shape {
@@ -165,6 +173,7 @@ impl PlanBuilder {
                     pushed: pushed[i],
                     peer_pushed: pushed[j],
                     step,
+                    resident: self.resident,
                 }),
                 waits,
                 signal: None,

@@ -108,13 +108,21 @@ fn serve_rank(
             Err(e) => inbox.ready(Err(e)),
             Ok(mut st) => {
                 inbox.ready(Ok(()));
+                // Anything but a collective call first stops the resident
+                // exchange kernel, if one runs (its streams then wait for
+                // it): every other use of the rank's streams and memory
+                // comes after it.
                 inbox.serve(|cmd: Cmd| match cmd {
                     Cmd::Issue(c) => st.issue_held(c).map(|()| Box::new(()) as Reply),
-                    Cmd::Nccl(c) => st.nccl_held(c).map(|()| Box::new(()) as Reply),
-                    Cmd::Job(job) => job(&mut st),
+                    Cmd::Nccl(c) => st
+                        .park_resident()
+                        .and_then(|()| st.nccl_held(c))
+                        .map(|()| Box::new(()) as Reply),
+                    Cmd::Job(job) => st.park_resident().and_then(|()| job(&mut st)),
                 });
                 // The backend drained every rank before shutting the
                 // threads down; drain this one again before its memory goes.
+                let _ = st.park_resident();
                 let _ = st.sync();
                 st.teardown();
             }

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 mod graphs;
 mod nccl_calls;
+mod resident;
 mod timing;
 
 /// Control block words (32-bit): abort, status; 64-bit word 1: timeout.
@@ -44,14 +45,18 @@ pub(super) struct TimedCall<'id> {
     spans: Vec<Span>,
 }
 
-/// A data type's kernels for one lowered op: (reduce, exchange).
-type Kernels<'id> = (Kernel<'id>, Kernel<'id>);
+/// A data type's kernels for one lowered op: (reduce, exchange, resident
+/// exchange).
+type Kernels<'id> = (Kernel<'id>, Kernel<'id>, Kernel<'id>);
 
 /// The rank thread's state.
 pub(super) struct Rank<'id> {
     pub rank: usize,
     pub device: usize,
     pub ctx: Ctx<'id>,
+    /// The resident exchange kernel's handle (`oneshot:resident`), made on
+    /// first use; dropped first, so its kernel is stopped before the rest.
+    resident: Option<crate::cuda::Resident<'id>>,
     pub(super) lanes: [Stream<'id>; 2],
     kernels: HashMap<(DataType, DevOp), Kernels<'id>>,
     pub(super) flags: DevBuf<'id>,
@@ -131,6 +136,7 @@ impl<'id> Rank<'id> {
             rank,
             device,
             ctx,
+            resident: None,
             lanes,
             kernels: HashMap::new(),
             flags,
@@ -228,9 +234,11 @@ impl<'id> Rank<'id> {
             let e = self.err();
             let red = format!("rr_reduce_{}_{}", op.name(), dtype.ptx());
             let exc = format!("rr_exchange_{}_{}", op.name(), dtype.ptx());
+            let res = format!("rr_resident_{}_{}", op.name(), dtype.ptx());
             let k = (
                 self.ctx.kernel(&m, &red).map_err(&e)?,
                 self.ctx.kernel(&m, &exc).map_err(&e)?,
+                self.ctx.kernel(&m, &res).map_err(&e)?,
             );
             self.kernels.insert((dtype, op), k);
         }
@@ -251,6 +259,9 @@ impl<'id> Rank<'id> {
         let limit = self.timeout + Duration::from_secs(5);
         for s in &self.lanes {
             s.wait_idle(limit).map_err(&e)?;
+        }
+        if let Some(res) = &self.resident {
+            res.stream().wait_idle(limit).map_err(&e)?;
         }
         self.sync_work(limit)?;
         match self.ctrl.load_u32(STATUS) {
@@ -392,6 +403,25 @@ impl<'id> Rank<'id> {
         let lowered = call.dtype.lower(call.op, plan.ranks());
         self.kernels_for(call.dtype, lowered.op)?;
         let timed = call.timing && self.capturing == Capturing::No;
+        let resident = plan.has_resident();
+        if resident && (call.timing || self.capturing != Capturing::No) {
+            return Err(Error::Unsupported(
+                format!(
+                    "{} with {} (its calls complete on the resident kernel's stream, which \
+                     timing events and graphs do not see)",
+                    plan.name,
+                    if call.timing {
+                        "timing"
+                    } else {
+                        "CUDA graph capture"
+                    }
+                ),
+                "cuda",
+            ));
+        }
+        if !resident {
+            self.park_resident()?;
+        }
         // Graph replays do not pass here: only calls issued directly count.
         let count = self.capturing == Capturing::No;
         if self.traffic.len() < plan.ranks() {
@@ -521,6 +551,18 @@ impl<'id> Rank<'id> {
                     Some((t0, t0 + 1))
                 }
             };
+            if let OpKind::Exchange(x) = &op.kind {
+                if x.resident {
+                    let t = Instant::now();
+                    self.post_resident(call, x, !op.waits.is_empty(), lowered.op, lowered.scalar)
+                        .map_err(|e| in_step(e, &op_desc(plan, r, i)))?;
+                    if count {
+                        moved(&mut self.traffic, r, x.peer, x.input.len() * elem);
+                    }
+                    p.kernel_ns += ns(t);
+                    continue;
+                }
+            }
             let stream = &self.lanes[lane];
             let t = Instant::now();
             let parts = match &op.kind {

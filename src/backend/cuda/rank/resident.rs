@@ -1,0 +1,130 @@
+//! A rank's resident exchange (`oneshot:resident`): start the kernel when a
+//! resident call needs it, post each call as a descriptor, and stop it
+//! before anything else uses the rank's streams.
+
+use super::super::cuda_err;
+use super::{step_flags, Rank};
+use crate::backend::Call;
+use crate::cuda::{exchange_blocks, ResidentCall};
+use crate::element::DevOp;
+use crate::error::{Error, Result};
+use crate::plan::Exchange;
+
+impl<'id> Rank<'id> {
+    /// Stop the resident kernel if one runs; both lanes wait for it to
+    /// return, so whatever is issued on them next follows its calls.
+    pub fn park_resident(&mut self) -> Result<()> {
+        let e = cuda_err(self.rank, self.device);
+        let Some(res) = self.resident.as_mut() else {
+            return Ok(());
+        };
+        if res.running().is_none() {
+            return Ok(());
+        }
+        res.stop().map_err(&e)?;
+        for lane in &self.lanes {
+            lane.wait_local(res.exit_event()).map_err(&e)?;
+        }
+        Ok(())
+    }
+
+    /// Post the resident exchange `x` of `call`. The kernel is (re)started
+    /// when none runs, when the running one serves another data type, op
+    /// or grid, or when the op waits on signals (a fenced call: its waits
+    /// were issued on the compute lane, which the new kernel then follows).
+    pub(super) fn post_resident(
+        &mut self,
+        call: &Call,
+        x: &Exchange,
+        waits: bool,
+        op: DevOp,
+        scalar: u64,
+    ) -> Result<()> {
+        let e = cuda_err(self.rank, self.device);
+        let elem = call.dtype.size();
+        let bytes = x.dst.len() * elem;
+        let blocks = exchange_blocks(bytes);
+        let tag = ((call.dtype as u64) << 8) | op as u64;
+        if self.resident.is_none() {
+            self.resident = Some(self.ctx.resident(self.timeout).map_err(&e)?);
+        }
+        let want = Some((tag, blocks));
+        let running = self.resident.as_ref().and_then(|r| r.running());
+        if running != want || waits {
+            self.park_resident()?;
+            // The new kernel follows everything issued on both lanes.
+            for (lane, ev) in self.lanes.iter().zip(&self.lane_ev) {
+                lane.record(ev).map_err(&e)?;
+            }
+            let peer_flags = self
+                .peers
+                .flags
+                .get(x.peer)
+                .ok_or_else(|| Error::Plan(format!("no flags of rank {}", x.peer)))?;
+            let k = &self
+                .kernels
+                .get(&(call.dtype, op))
+                .ok_or_else(|| Error::Plan("kernel cache".into()))?
+                .2;
+            let res = self
+                .resident
+                .as_mut()
+                .ok_or_else(|| Error::Plan("resident handle".into()))?;
+            res.start(
+                k,
+                tag,
+                blocks,
+                &[&self.lane_ev[0], &self.lane_ev[1]],
+                &self.flags,
+                &self.calls,
+                peer_flags,
+                &self.ctrl,
+            )
+            .map_err(&e)?;
+        }
+        let bind = call
+            .bind
+            .get(self.rank)
+            .copied()
+            .ok_or_else(|| Error::Plan(format!("no binding for rank {}", self.rank)))?;
+        // Out of `self` while the call borrows the rank's buffers.
+        let mut res = self
+            .resident
+            .take()
+            .ok_or_else(|| Error::Plan("resident handle".into()))?;
+        let r = self.resident_call(call, x, bind, elem, bytes, scalar, &mut res);
+        self.resident = Some(res);
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn resident_call(
+        &self,
+        call: &Call,
+        x: &Exchange,
+        bind: crate::backend::Binding,
+        elem: usize,
+        bytes: usize,
+        scalar: u64,
+        res: &mut crate::cuda::Resident<'id>,
+    ) -> Result<()> {
+        let e = cuda_err(self.rank, self.device);
+        let c = ResidentCall {
+            dst: (self.buf(bind.id(x.dst.buf))?, x.dst.range.start * elem),
+            a: (self.buf(bind.id(x.input.buf))?, x.input.range.start * elem),
+            peer_slot: (
+                self.peer(x.peer, call.bind[x.peer].id(x.peer_slot.buf))?,
+                x.peer_slot.range.start * elem,
+            ),
+            my_slot: (
+                self.buf(bind.id(x.my_slot.buf))?,
+                x.my_slot.range.start * elem,
+            ),
+            bytes,
+            elem,
+            flags: step_flags(&x.step),
+            scalar,
+        };
+        res.post(&c).map_err(&e)
+    }
+}

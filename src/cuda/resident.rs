@@ -1,0 +1,350 @@
+//! The resident exchange kernel (`rr_resident_<op>_<type>` in
+//! `ptx/reduce_<type>.ptx`): one launch that serves calls from a ring of
+//! 64-byte descriptors in host-mapped memory until a quit descriptor. A call
+//! costs the host one descriptor write instead of a `cuLaunchKernel`.
+//!
+//! Protocol (the PTX header says the same from the kernel's side):
+//! * descriptor `k` sits in slot `k % RESIDENT_RING`: `seq` (written last,
+//!   after a release fence), then dst, a, peer_slot, my_slot, n, flags,
+//!   scalar; `n = u64::MAX` quits;
+//! * the last block to finish descriptor `k` (a call or the quit) stores
+//!   `k` into `host_done` (release, system scope); a slot is written again
+//!   only once `host_done` has reached the descriptor that used it;
+//! * sequence numbers are never reused (they start at 1 and grow across
+//!   kernels), so a stale descriptor of an earlier kernel never matches.
+//!
+//! Lifetime rule, kept here rather than by the caller: every allocation a
+//! posted call names is held (an `Arc`) until `host_done` passes the call,
+//! and what the running kernel itself uses (flags, call counts, the peer's
+//! flags, the control block) until its stream is idle. Dropping the handle
+//! stops the kernel and waits, bounded, for it; if it does not stop, the
+//! memory it may touch is leaked, never freed under it.
+
+use super::driver::Ctx;
+use super::kernels::{exchange_blocks, Kernel, EXCHANGE_MAX_BLOCKS};
+use super::memory::{Alloc, DevBuf, HostMapped, PeerBuf};
+use super::stream::{Event, Stream};
+use super::{err, CuResult};
+use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Descriptors in the ring (a power of two).
+pub const RESIDENT_RING: usize = 64;
+/// Words per descriptor.
+const DESC_WORDS: usize = 8;
+/// The word the kernel writes: after the ring.
+const HOST_DONE: usize = RESIDENT_RING * DESC_WORDS;
+/// `n` of the quit descriptor.
+const QUIT: u64 = u64::MAX;
+
+const CALL: &str = "resident exchange";
+
+/// One call's operands (offsets in bytes), as for
+/// [`super::kernels::Exchange`].
+pub struct ResidentCall<'a, 'id> {
+    pub dst: (&'a DevBuf<'id>, usize),
+    pub a: (&'a DevBuf<'id>, usize),
+    pub peer_slot: (&'a PeerBuf, usize),
+    pub my_slot: (&'a DevBuf<'id>, usize),
+    pub bytes: usize,
+    pub elem: usize,
+    pub flags: u64,
+    pub scalar: u64,
+}
+
+/// A kernel that was started: what it serves and what it uses while it runs.
+struct Running {
+    tag: u64,
+    blocks: usize,
+    _keep: Vec<Arc<Alloc>>,
+    ctrl: Arc<HostMapped>,
+}
+
+/// A rank's resident exchange: its own stream, the descriptor ring, and the
+/// kernel when one is running.
+pub struct Resident<'id> {
+    stream: Stream<'id>,
+    ring: ManuallyDrop<HostMapped>,
+    done_ctr: ManuallyDrop<DevBuf<'id>>,
+    /// Recorded after each launch: complete once that kernel returned.
+    exit: Event<'id>,
+    running: Option<Running>,
+    /// Kernels told to quit whose stream may still run them.
+    retired: Vec<Running>,
+    /// The next descriptor's sequence number.
+    next: u64,
+    /// Posted calls and the allocations they name, until `host_done`
+    /// passes them.
+    inflight: VecDeque<(u64, [Arc<Alloc>; 4])>,
+    /// Bound on every wait (a free slot, the kernel's exit at drop).
+    limit: Duration,
+}
+
+impl<'id> Ctx<'id> {
+    /// A resident exchange for this device (nothing launched yet); `limit`
+    /// bounds every wait it makes.
+    pub fn resident(&self, limit: Duration) -> CuResult<Resident<'id>> {
+        Ok(Resident {
+            stream: self.stream()?,
+            ring: ManuallyDrop::new(self.host_mapped((HOST_DONE + 1) * 8)?),
+            done_ctr: ManuallyDrop::new(self.alloc(8)?),
+            exit: self.event()?,
+            running: None,
+            retired: Vec::new(),
+            next: 1,
+            inflight: VecDeque::new(),
+            limit,
+        })
+    }
+}
+
+impl<'id> Resident<'id> {
+    /// The running kernel's (tag, blocks), if one runs.
+    pub fn running(&self) -> Option<(u64, usize)> {
+        self.running.as_ref().map(|r| (r.tag, r.blocks))
+    }
+
+    /// Complete once the last kernel started has returned (after a
+    /// [`Resident::stop`], the point other streams wait for).
+    pub fn exit_event(&self) -> &Event<'id> {
+        &self.exit
+    }
+
+    /// The kernel's stream.
+    pub fn stream(&self) -> &Stream<'id> {
+        &self.stream
+    }
+
+    /// The last descriptor every block finished (acquire).
+    fn host_done(&self) -> u64 {
+        let v = self.ring.load_u64(HOST_DONE);
+        fence(Ordering::Acquire);
+        v
+    }
+
+    /// Launch `k`, an `rr_resident_*` kernel, with `blocks` blocks on this
+    /// handle's stream after `after`; `tag` names what it serves. The
+    /// flag arrays, call counts and control block are the rank's exchange
+    /// ones (`ctrl`: word 0 abort and status, word 1 the deadline).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        &mut self,
+        k: &Kernel<'id>,
+        tag: u64,
+        blocks: usize,
+        after: &[&Event<'id>],
+        my_flags: &DevBuf<'id>,
+        calls: &DevBuf<'id>,
+        peer_flags: &PeerBuf,
+        ctrl: &Arc<HostMapped>,
+    ) -> CuResult<()> {
+        const LAUNCH: &str = "cuLaunchKernel(resident)";
+        if self.running.is_some() {
+            return Err(err(LAUNCH, "a resident kernel is already running"));
+        }
+        if blocks == 0 || blocks > EXCHANGE_MAX_BLOCKS {
+            return Err(err(LAUNCH, format!("{blocks} blocks")));
+        }
+        let mf = my_flags.ptr_at(LAUNCH, 0, 8 * blocks)?;
+        let cl = calls.ptr_at(LAUNCH, 0, 8 * blocks)?;
+        let (pf_keep, pf) = peer_flags.range(LAUNCH, 0, 8 * blocks)?;
+        ctrl.device_ptr(1)?;
+        let c = ctrl.device_ptr(0)?;
+        let done = self.done_ctr.ptr_at(LAUNCH, 0, 8)?;
+        for ev in after {
+            self.stream.wait_local(ev)?;
+        }
+        self.stream.memset(&self.done_ctr, 0, 8, 0)?;
+        let args = [
+            self.ring.device_ptr(0)?,
+            (RESIDENT_RING - 1) as u64,
+            self.next,
+            done,
+            self.ring.device_ptr(HOST_DONE)?,
+            pf,
+            mf,
+            cl,
+            c,
+        ];
+        // SAFETY: the resident kernels take nine u64 parameters in this
+        // order. The ring and host_done are this handle's host-mapped block
+        // (RESIDENT_RING descriptors, then one word); done_ctr is 8 bytes of
+        // this context, zeroed just before on the same stream; both flag
+        // arrays and the call counts hold one u64 per block (checked); ctrl
+        // is a live 16-byte host-mapped block (words 0 and 1 checked). All of
+        // them stay alive until the kernel returns: the ring and done_ctr
+        // are this handle's (its Drop waits for the kernel or leaks them),
+        // the others are held in `Running` until the stream is idle. Every
+        // address a descriptor names is checked and held by `post`.
+        unsafe { self.stream.launch_1d(k, blocks, &args, LAUNCH)? };
+        self.stream.record(&self.exit)?;
+        self.running = Some(Running {
+            tag,
+            blocks,
+            _keep: vec![pf_keep, my_flags.alloc.clone(), calls.alloc.clone()],
+            ctrl: ctrl.clone(),
+        });
+        Ok(())
+    }
+
+    /// Wait (bounded) until the slot of descriptor `seq` is free.
+    fn wait_slot(&self, seq: u64, ctrl: &HostMapped) -> CuResult<()> {
+        let need = seq.saturating_sub(RESIDENT_RING as u64);
+        if need == 0 || self.host_done() >= need {
+            return Ok(());
+        }
+        let t = Instant::now();
+        let mut i = 0u32;
+        loop {
+            if self.host_done() >= need {
+                return Ok(());
+            }
+            // Abort (word 0's low half) or a block's status (high half).
+            if ctrl.load_u64(0) != 0 {
+                return Err(err(
+                    CALL,
+                    "the resident kernel stopped (aborted, or a hand-shake gave up)",
+                ));
+            }
+            if t.elapsed() > self.limit {
+                return Err(err(
+                    CALL,
+                    format!(
+                        "no free descriptor after {:.1} s: the kernel has not finished call {need}",
+                        self.limit.as_secs_f64()
+                    ),
+                ));
+            }
+            i = i.wrapping_add(1);
+            if i < 4000 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Write descriptor `seq` (operands first, then `seq` after a release
+    /// fence: the kernel's acquire of `seq` sees them).
+    fn write(&mut self, words: [u64; DESC_WORDS - 1]) -> u64 {
+        let seq = self.next;
+        let base = (seq as usize & (RESIDENT_RING - 1)) * DESC_WORDS;
+        for (j, w) in words.into_iter().enumerate() {
+            self.ring.store_u64(base + 1 + j, w);
+        }
+        fence(Ordering::Release);
+        self.ring.store_u64(base, seq);
+        self.next += 1;
+        seq
+    }
+
+    /// Release what finished calls and returned kernels held.
+    fn prune(&mut self) -> CuResult<()> {
+        let done = self.host_done();
+        while self.inflight.front().is_some_and(|(s, _)| *s <= done) {
+            self.inflight.pop_front();
+        }
+        if !self.retired.is_empty() && self.stream.is_idle()? {
+            self.retired.clear();
+        }
+        Ok(())
+    }
+
+    /// Post one call to the running kernel (checked as
+    /// [`Stream::exchange`] checks a launch, plus: the call's grid is the
+    /// running kernel's). Returns once the descriptor is written; the call
+    /// completes on the kernel's stream.
+    pub fn post(&mut self, c: &ResidentCall<'_, 'id>) -> CuResult<()> {
+        let Some(run) = &self.running else {
+            return Err(err(CALL, "no resident kernel is running"));
+        };
+        let n = c.bytes;
+        if n % c.elem.max(1) != 0 {
+            return Err(err(CALL, "a partial element"));
+        }
+        for off in [c.dst.1, c.a.1, c.my_slot.1, c.peer_slot.1] {
+            if c.elem == 0 || off % c.elem != 0 {
+                return Err(err(
+                    CALL,
+                    format!("offset {off} is not a multiple of {}", c.elem),
+                ));
+            }
+        }
+        if exchange_blocks(n) != run.blocks {
+            return Err(err(
+                CALL,
+                format!(
+                    "a call of {n} bytes needs {} blocks; the kernel runs {}",
+                    exchange_blocks(n),
+                    run.blocks
+                ),
+            ));
+        }
+        let pd = c.dst.0.ptr_at(CALL, c.dst.1, n)?;
+        let pa = c.a.0.ptr_at(CALL, c.a.1, n)?;
+        let pm = c.my_slot.0.ptr_at(CALL, c.my_slot.1, n)?;
+        let overlap = |p: u64, q: u64| p < q + n as u64 && q < p + n as u64;
+        if n > 0 && ((overlap(pd, pa) && pd != pa) || overlap(pd, pm) || overlap(pa, pm)) {
+            return Err(err(CALL, "overlapping operands"));
+        }
+        let (ps_keep, ps) = c.peer_slot.0.range(CALL, c.peer_slot.1, n)?;
+        let ctrl = run.ctrl.clone();
+        self.wait_slot(self.next, &ctrl)?;
+        self.prune()?;
+        let seq = self.write([
+            pd,
+            pa,
+            ps,
+            pm,
+            (n / c.elem.max(1)) as u64,
+            c.flags,
+            c.scalar,
+        ]);
+        self.inflight.push_back((
+            seq,
+            [
+                c.dst.0.alloc.clone(),
+                c.a.0.alloc.clone(),
+                ps_keep,
+                c.my_slot.0.alloc.clone(),
+            ],
+        ));
+        Ok(())
+    }
+
+    /// Tell the running kernel to return after the calls posted so far (a
+    /// quit descriptor); does not wait for it. Other streams that must
+    /// follow those calls wait on [`Resident::exit_event`].
+    pub fn stop(&mut self) -> CuResult<()> {
+        let Some(run) = self.running.take() else {
+            return Ok(());
+        };
+        let r = self.wait_slot(self.next, &run.ctrl);
+        self.retired.push(run);
+        r?;
+        self.write([0, 0, 0, 0, QUIT, 0, 0]);
+        Ok(())
+    }
+}
+
+impl Drop for Resident<'_> {
+    fn drop(&mut self) {
+        // Stop the kernel, wait for it (bounded), and free the ring only if
+        // it returned; else leak what it may still touch.
+        let _ = self.stop();
+        if self.stream.wait_idle(self.limit).is_ok() {
+            // SAFETY: each is dropped exactly once, here, and the stream
+            // that used them is idle.
+            unsafe {
+                ManuallyDrop::drop(&mut self.ring);
+                ManuallyDrop::drop(&mut self.done_ctr);
+            }
+        } else {
+            std::mem::forget(std::mem::take(&mut self.retired));
+            std::mem::forget(std::mem::take(&mut self.inflight));
+        }
+    }
+}
