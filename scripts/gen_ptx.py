@@ -1165,6 +1165,8 @@ def exchange_kernel(T, op, resident=False):
               decl(".u64", "%rd_nblk", "blocks in the grid"),
               decl(".u32", "%r_quit", "abort or status, read while idle"),
               decl(".pred", "%p_quit", "this descriptor is the quit"),
+              decl(".pred", "%p_w0", "warp 0"),
+              decl(".u64", "%rd_lane8, %rd_w8", "8 * thread index, 8 * lanes of warp 0"),
               ""]
         if not has_arg:
             o += [decl(".u64", "%rd_flags, %rd_scalar", "read from the descriptor; unused by this op"),
@@ -1519,35 +1521,44 @@ def resident_prologue(section, has_arg):
 
 
 def resident_next_call(section):
-    """rr_resident: per-block setup, then the top of the call loop: wait for
-    descriptor k, copy it to shared memory, stop on a quit descriptor."""
+    """rr_resident: per-block setup, then the top of the call loop: warp 0
+    waits for descriptor k and copies it to shared memory; every thread
+    takes it from there; stop on a quit or stop descriptor."""
     o = cmt("This block's flag in each flag array, and its call count: 8 bytes\n"
-            "per block.  want: done_ctr counts one per block per call, so the\n"
-            "last block of the j-th call (j from 1) reads j*grid - 1 from it.")
+            "per block.  want: done_ctr counts one per block per descriptor, so\n"
+            "the last block of the j-th descriptor (j from 1) reads j*grid - 1.\n"
+            "Warp 0 (a warp-uniform test, so no warp is split) reads the ring;\n"
+            "its lanes copy one operand each.")
     o += [ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
           ins("add.u64", "%rd_pf,  %rd_pf, %rd_tmp"),
           ins("add.u64", "%rd_mf,  %rd_mf, %rd_tmp"),
           ins("add.u64", "%rd_calls, %rd_calls, %rd_tmp"),
           ins("cvt.u64.u32", "%rd_nblk, %r_nctaid"),
           ins("sub.u64", "%rd_want, %rd_nblk, 1"),
+          ins("setp.lt.u32", "%p_w0, %r_tid, 32", "warp 0"),
+          ins("mul.wide.u32", "%rd_lane8, %r_tid, 8", "lane * 8: the operand a lane copies"),
+          ins("min.u32", "%r_tmp, %r_ntid, 32"),
+          ins("mul.wide.u32", "%rd_w8, %r_tmp, 8", "8 * the lanes of warp 0"),
           ""]
     spin = 1 << SPIN_LOG2
     o += section("The next call: wait for its descriptor",
                  "Descriptor k sits at ring + 64 * (k & mask): u64 seq at 0, then\n"
                  "dst, a, peer_slot, my_slot, n, flags, scalar.  The host writes the\n"
-                 "seven operands, then seq = k with a release store; thread 0 spins\n"
-                 "on seq with ld.acquire.sys (a read over PCIe, about a microsecond)\n"
-                 "until it is k, then reads the operands (ordered after the acquire)\n"
-                 "into shared memory.  n = 2^64 - 1 is the quit descriptor: counted\n"
-                 "done like a call (so the host can reuse its slot), then the kernel\n"
-                 "returns.  The host reuses a slot only after host_done says every\n"
-                 "block finished the descriptor that used it.  An idle kernel has no\n"
-                 "deadline, but every %d polls thread 0 reads abort and status:\n"
-                 "either one set (the host aborted, or a block gave up in a\n"
-                 "hand-shake) stops the kernel at once (n = 2^64 - 2: not counted)."
-                 % spin)
+                 "seven operands, then seq = k with a release store.  Warp 0 spins on\n"
+                 "seq with ld.acquire.sys (one read over PCIe per spin for the whole\n"
+                 "warp: every lane reads the same word, so the warp never splits)\n"
+                 "until it is k; then its lanes read the seven operands at once (one\n"
+                 "64-byte line, ordered after the acquire) into shared memory, and the\n"
+                 "barrier hands them to every thread.  n = 2^64 - 1 is the quit\n"
+                 "descriptor: counted done like a call (so the host can reuse its\n"
+                 "slot), then the kernel returns.  The host reuses a slot only after\n"
+                 "host_done says every block finished the descriptor that used it.\n"
+                 "An idle kernel has no deadline, but every %d spins warp 0 reads\n"
+                 "abort and status: either one set (the host aborted, or a block gave\n"
+                 "up in a hand-shake) stops the kernel at once (n = 2^64 - 2: not\n"
+                 "counted).  The other warps wait at the barrier." % spin)
     o += [label("NEXT_CALL"),
-          ins("@!%p_t0 bra", "DESC_READY", "the others wait at the barrier"),
+          ins("@!%p_w0 bra", "DESC_READY", "warps 1.. wait at the barrier"),
           ins("and.b64", "%rd_desc, %rd_k, %rd_mask"),
           ins("shl.b64", "%rd_desc, %rd_desc, 6"),
           ins("add.u64", "%rd_desc, %rd_desc, %rd_ring"),
@@ -1566,19 +1577,27 @@ def resident_next_call(section):
           ins("setp.eq.u32", "%p_done, %r_quit, 0"),
           ins("@%p_done bra", "DESC_POLL", "neither: poll again"),
           ins("mov.u64", "%rd_tmp, -2"),
-          ins("st.shared.u64", "[desc+32], %rd_tmp", "stop, uncounted"),
-          ins("bra.uni", "DESC_READY"),
-          label("DESC_GOT")]
-    for j, what in enumerate(("dst", "a", "peer_slot", "my_slot", "n", "flags", "scalar")):
-        o += [ins("ld.relaxed.sys.global.u64", "%%rd_tmp, [%%rd_desc+%d]" % (8 * (j + 1)), what),
-              ins("st.shared.u64", "[desc+%d], %%rd_tmp" % (8 * j))]
-    o += [label("DESC_READY"),
+          ins("@%p_t0 st.shared.u64", "[desc+32], %rd_tmp", "stop, uncounted"),
+          ins("bra", "DESC_READY"),
+          label("DESC_GOT"),
+          ins("mov.u64", "%rd_i, %rd_lane8", "lane j copies operands j, j + w, ..."),
+          label("DESC_COPY"),
+          ins("setp.ge.u64", "%p_done, %rd_i, 56"),
+          ins("@%p_done bra", "DESC_READY"),
+          ins("add.u64", "%rd_p0, %rd_desc, %rd_i"),
+          ins("ld.relaxed.sys.global.u64", "%rd_tmp, [%rd_p0+8]"),
+          ins("mov.u64", "%rd_p1, desc"),
+          ins("add.u64", "%rd_p1, %rd_p1, %rd_i"),
+          ins("st.shared.u64", "[%rd_p1], %rd_tmp"),
+          ins("add.u64", "%rd_i, %rd_i, %rd_w8", "w = the lanes of warp 0"),
+          ins("bra", "DESC_COPY"),
+          label("DESC_READY"),
           ins("bar.sync", "0", "the descriptor to every thread"),
           ins("ld.shared.u64", "%rd_n,      [desc+32]", "n first: a stop sets only n"),
           ins("setp.eq.u64", "%p_done, %rd_n, -2"),
-          ins("@%p_done bra.uni", "EXIT", "stopped: the same in every thread"),
+          ins("@%p_done bra", "EXIT", "stopped (the same in every thread)"),
           ins("setp.eq.u64", "%p_quit, %rd_n, -1"),
-          ins("@%p_quit bra.uni", "CALL_DONE", "quit: count it, then return"),
+          ins("@%p_quit bra", "CALL_DONE", "quit: count it, then return"),
           ins("ld.shared.u64", "%rd_dst,    [desc]"),
           ins("ld.shared.u64", "%rd_a,      [desc+8]"),
           ins("ld.shared.u64", "%rd_ps,     [desc+16]"),
@@ -1601,23 +1620,24 @@ def resident_call_done(section):
                 "the add is acq_rel at GPU scope, so the block whose add completes\n"
                 "the count (it reads want) has observed every block's stores, and\n"
                 "its release store of k at system scope (cumulative) makes them\n"
-                "visible to a host that reads host_done = k with acquire.  Then the\n"
-                "next call: every thread goes on to the next descriptor (or, after\n"
-                "the quit, returns).")
+                "visible to a host that reads host_done = k with acquire.  Thread\n"
+                "0's part is predicated, not branched around, so no warp splits\n"
+                "here.  Then the next descriptor (after the quit: return).")
     o += [label("CALL_DONE"),
           ins("bar.sync", "0"),
-          ins("@!%p_t0 bra", "CALL_NEXT"),
-          ins("atom.acq_rel.gpu.global.add.u64", "%rd_tmp, [%rd_done], 1"),
-          ins("setp.ne.u64", "%p_done, %rd_tmp, %rd_want"),
-          ins("@%p_done bra", "CALL_NEXT", "not the last block of this call"),
-          ins("st.release.sys.global.u64", "[%rd_hdone], %rd_k"),
-          label("CALL_NEXT"),
-          ins("@%p_quit bra.uni", "EXIT", "that was the quit"),
+          ins("@%p_t0 atom.acq_rel.gpu.global.add.u64", "%rd_tmp, [%rd_done], 1"),
+          ins("setp.eq.u64", "%p_done, %rd_tmp, %rd_want"),
+          ins("and.pred", "%p_done, %p_done, %p_t0"),
+          ins("@%p_done st.release.sys.global.u64", "[%rd_hdone], %rd_k",
+              "the last block of this descriptor"),
+          ins("@%p_quit bra", "EXIT", "that was the quit"),
           ins("add.u64", "%rd_want, %rd_want, %rd_nblk"),
           ins("add.u64", "%rd_k, %rd_k, 1"),
-          ins("bra.uni", "NEXT_CALL"),
+          ins("bra", "NEXT_CALL"),
           ""]
     return o
+
+
 
 
 # ===========================================================================

@@ -54,10 +54,12 @@ log() { echo; echo "### $*"; }
 run() { local t=$1; shift; log "\$ $*"; timeout "$t" "$@"; echo "[exit $?]"; }
 # gpu_tests LIMIT_S LINES: the staged integration binary (its CUDA variants
 # run here), bounded; the last LINES of its output other than passing tests.
+# TESTS: names to run (substrings, space-separated; default all).
 gpu_tests() {
     [ -x "$D/integration" ] || { echo "SKIPPED: no integration binary staged"; return 0; }
-    log "integration tests (the CUDA variants run here)"
-    timeout "$1" "$D/integration" > "$OUT/tests.log" 2>&1; echo "[exit $?]"
+    log "integration tests (the CUDA variants run here) ${TESTS:-}"
+    # shellcheck disable=SC2086
+    timeout "$1" "$D/integration" ${TESTS:-} > "$OUT/tests.log" 2>&1; echo "[exit $?]"
     grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -"$2"
 }
 # thr_vs_proc THREADS.json PROCS.json: the same bench cells in one process
@@ -608,7 +610,8 @@ fi
 if [ "$MODE" = resident ]; then
     # Session 7 (~7 min): oneshot:resident, one exchange kernel per GPU that
     # stays resident and takes each call as a descriptor in host-mapped
-    # memory. The tests first (RESIDENT_TESTS=0 skips them), then every type
+    # memory. The tests first (RESIDENT_TESTS=0 skips them; TESTS picks
+    # some), then every type
     # and op against NCCL in threads and in processes, then small calls
     # against auto, oneshot:flag (plain and graph-replayed) and NCCL.
     W="$OUT/w"; mkdir -p "$W"
@@ -617,16 +620,16 @@ if [ "$MODE" = resident ]; then
     {
     run 30 "$RR" run --backend cuda --ranks 2 --size 64KiB --algo oneshot:resident --iters 50
     run 30 "$RR" run --backend cuda --ranks 2 --size 4KiB --algo oneshot:resident --in-place -d half -o avg --iters 50
-    run 150 "$RR" check --ranks 2 -d all -o all --counts 1,7,4099,32768 --algo oneshot:resident
-    run 60 $L check -d float,half,int8 -o sum,max --counts 1,7,4099,32768 --algo oneshot:resident
+    run 150 "$RR" check --ranks 2 -d all -o all --counts 1,7,4099,32768 --algo oneshot:resident --timeout 20
+    run 60 $L check -d float,half,int8 -o sum,max --counts 1,7,4099,32768 --algo oneshot:resident --timeout 20
     } > "$W/check.log" 2>&1
     grep -E "^###|\[exit|PASS|FAIL|rror" "$W/check.log" | tail -20
     for i in 1 2; do
         run 90 "$RR" bench --ranks 2 --algo auto,oneshot:resident,oneshot:flag,nccl,oneshot:flag:graph,nccl:graph \
-            -b 8 -e 256KiB -f 2 -n 200 -w 20 --blocks 5 --no-ceiling -J "$W/small-$i.json" > "$W/small-$i.log" 2>&1
+            -b 8 -e 256KiB -f 2 -n 200 -w 20 --blocks 5 --no-ceiling --timeout 20 -J "$W/small-$i.json" > "$W/small-$i.log" 2>&1
         grep -E "^#  *[0-9]+[KMG]?i?B  |host|calling|exit" "$W/small-$i.log" | cut -c1-200 | tail -60
     done
-    run 90 $L bench --algo auto,oneshot:resident,nccl -b 8 -e 256KiB -f 4 -n 200 -w 20 --blocks 5 --no-ceiling \
+    run 90 $L bench --algo auto,oneshot:resident,nccl -b 8 -e 256KiB -f 4 -n 200 -w 20 --blocks 5 --no-ceiling --timeout 20 \
         -J "$W/small-mp.json" > "$W/small-mp.log" 2>&1
     grep -E "^#  *[0-9]+[KMG]?i?B  |exit" "$W/small-mp.log" | cut -c1-200 | tail -30
     (cd "$W" && tar czf "$OUT/resident.tgz" .) && rm -rf "$W"

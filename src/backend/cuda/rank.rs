@@ -51,12 +51,15 @@ type Kernels<'id> = (Kernel<'id>, Kernel<'id>, Kernel<'id>);
 
 /// The rank thread's state.
 pub(super) struct Rank<'id> {
+    /// The resident exchange kernel's handle (`oneshot:resident`). Made at
+    /// setup: its pinned allocation must not happen while another GPU runs
+    /// a kernel that waits for this one (a pinned allocation can wait for
+    /// every device). The first field, so it is dropped (its kernel stopped
+    /// and waited for) before everything else.
+    resident: Option<crate::cuda::Resident<'id>>,
     pub rank: usize,
     pub device: usize,
     pub ctx: Ctx<'id>,
-    /// The resident exchange kernel's handle (`oneshot:resident`), made on
-    /// first use; dropped first, so its kernel is stopped before the rest.
-    resident: Option<crate::cuda::Resident<'id>>,
     pub(super) lanes: [Stream<'id>; 2],
     kernels: HashMap<(DataType, DevOp), Kernels<'id>>,
     pub(super) flags: DevBuf<'id>,
@@ -132,11 +135,12 @@ impl<'id> Rank<'id> {
         );
         let lane_ev = [ctx.event().map_err(&e)?, ctx.event().map_err(&e)?];
         let handoff = ctx.event().map_err(&e)?;
+        let resident = Some(ctx.resident(timeout).map_err(&e)?);
         let mut me = Rank {
+            resident,
             rank,
             device,
             ctx,
-            resident: None,
             lanes,
             kernels: HashMap::new(),
             flags,
@@ -419,7 +423,9 @@ impl<'id> Rank<'id> {
                 "cuda",
             ));
         }
-        if !resident {
+        // A fenced call orders everything after this rank's previous work,
+        // resident calls included: stop the kernel before its Begin.
+        if !resident || plan.fenced {
             self.park_resident()?;
         }
         // Graph replays do not pass here: only calls issued directly count.

@@ -11,10 +11,14 @@ use crate::error::{Error, Result};
 use crate::plan::Exchange;
 
 impl<'id> Rank<'id> {
-    /// Stop the resident kernel if one runs; both lanes wait for it to
-    /// return, so whatever is issued on them next follows its calls.
+    /// Stop the resident kernel if one runs, and wait (bounded) until it
+    /// has returned: nothing else this thread does on the GPU may overlap
+    /// it (a driver call that waits for the device would wait for a kernel
+    /// that waits for this thread). Both lanes also wait for its exit on
+    /// the GPU.
     pub fn park_resident(&mut self) -> Result<()> {
         let e = cuda_err(self.rank, self.device);
+        let limit = self.timeout + std::time::Duration::from_secs(5);
         let Some(res) = self.resident.as_mut() else {
             return Ok(());
         };
@@ -25,7 +29,15 @@ impl<'id> Rank<'id> {
         for lane in &self.lanes {
             lane.wait_local(res.exit_event()).map_err(&e)?;
         }
-        Ok(())
+        res.stream().wait_idle(limit).map_err(|err| {
+            e(crate::cuda::CudaError {
+                call: err.call,
+                message: format!(
+                    "the resident exchange kernel did not return: {}",
+                    err.message
+                ),
+            })
+        })
     }
 
     /// Post the resident exchange `x` of `call`. The kernel is (re)started
@@ -45,9 +57,6 @@ impl<'id> Rank<'id> {
         let bytes = x.dst.len() * elem;
         let blocks = exchange_blocks(bytes);
         let tag = ((call.dtype as u64) << 8) | op as u64;
-        if self.resident.is_none() {
-            self.resident = Some(self.ctx.resident(self.timeout).map_err(&e)?);
-        }
         let want = Some((tag, blocks));
         let running = self.resident.as_ref().and_then(|r| r.running());
         if running != want || waits {
