@@ -16,7 +16,12 @@
 //! Lifetime rule, kept here rather than by the caller: every allocation a
 //! posted call names is held (an `Arc`) until `host_done` passes the call,
 //! and what the running kernel itself uses (flags, call counts, the peer's
-//! flags, the control block) until its stream is idle. Dropping the handle
+//! flags, the control block) until its stream is idle. Nothing is freed
+//! while the kernel runs: freeing device memory waits for the device, and
+//! the kernel waits for this thread's next descriptor, so a free there
+//! hangs until the kernel's deadline. A finished call whose buffer the
+//! owner has already let go is kept in a graveyard instead, emptied by
+//! [`Resident::reap`] once the kernel has returned. Dropping the handle
 //! stops the kernel and waits, bounded, for it; if it does not stop, the
 //! memory it may touch is leaked, never freed under it.
 
@@ -79,6 +84,9 @@ pub struct Resident<'id> {
     /// Posted calls and the allocations they name, until `host_done`
     /// passes them.
     inflight: VecDeque<(u64, [Arc<Alloc>; 4])>,
+    /// Allocations only this handle still held when their call finished:
+    /// freed by [`Resident::reap`], never while a kernel runs.
+    graveyard: Vec<Arc<Alloc>>,
     /// Bound on every wait (a free slot, the kernel's exit at drop).
     limit: Duration,
 }
@@ -96,6 +104,7 @@ impl<'id> Ctx<'id> {
             retired: Vec::new(),
             next: 1,
             inflight: VecDeque::new(),
+            graveyard: Vec::new(),
             limit,
         })
     }
@@ -241,15 +250,31 @@ impl<'id> Resident<'id> {
         seq
     }
 
-    /// Release what finished calls and returned kernels held.
-    fn prune(&mut self) -> CuResult<()> {
+    /// Let go of what finished calls held; an allocation nobody else holds
+    /// goes to the graveyard (dropping it would free it under the kernel).
+    fn prune(&mut self) {
         let done = self.host_done();
         while self.inflight.front().is_some_and(|(s, _)| *s <= done) {
-            self.inflight.pop_front();
+            if let Some((_, allocs)) = self.inflight.pop_front() {
+                for a in allocs {
+                    if Arc::strong_count(&a) == 1 {
+                        self.graveyard.push(a);
+                    }
+                }
+            }
         }
-        if !self.retired.is_empty() && self.stream.is_idle()? {
-            self.retired.clear();
+    }
+
+    /// Free what finished calls and stopped kernels held. Call only when no
+    /// kernel of this handle runs (after [`Resident::stop`] and its stream
+    /// is idle); refused otherwise.
+    pub fn reap(&mut self) -> CuResult<()> {
+        if self.running.is_some() || !self.stream.is_idle()? {
+            return Err(err(CALL, "reap while the resident kernel runs"));
         }
+        self.prune();
+        self.graveyard.clear();
+        self.retired.clear();
         Ok(())
     }
 
@@ -293,7 +318,7 @@ impl<'id> Resident<'id> {
         let (ps_keep, ps) = c.peer_slot.0.range(CALL, c.peer_slot.1, n)?;
         let ctrl = run.ctrl.clone();
         self.wait_slot(self.next, &ctrl)?;
-        self.prune()?;
+        self.prune();
         let seq = self.write([
             pd,
             pa,
@@ -345,6 +370,7 @@ impl Drop for Resident<'_> {
         } else {
             std::mem::forget(std::mem::take(&mut self.retired));
             std::mem::forget(std::mem::take(&mut self.inflight));
+            std::mem::forget(std::mem::take(&mut self.graveyard));
         }
     }
 }

@@ -37,7 +37,9 @@ impl<'id> Rank<'id> {
                     err.message
                 ),
             })
-        })
+        })?;
+        // The kernel has returned: what its calls held may be freed now.
+        res.reap().map_err(&e)
     }
 
     /// Post the resident exchange `x` of `call`. The kernel is (re)started
