@@ -1121,8 +1121,7 @@ def exchange_kernel(T, op, resident=False):
             "    .param .u64 ring,           // host-mapped descriptors, 64 bytes each (header)",
             "    .param .u64 mask,           // descriptors in the ring - 1 (a power of two)",
             "    .param .u64 first,          // the sequence number of this kernel's first call",
-            "    .param .u64 done_ctr,       // u64* on this GPU, 0 at launch: blocks x calls done",
-            "    .param .u64 host_done,      // host-mapped u64*: the last call every block finished",
+            "    .param .u64 host_done,      // host-mapped u64[grid]: the last descriptor each block finished",
             "    .param .u64 peer_flags,     // u64* the peer's flags, one per block (written)",
             "    .param .u64 my_flags,       // const u64* this rank's flags (written by the peer)",
             "    .param .u64 calls,          // u64* this rank's call count, one per block",
@@ -1160,9 +1159,7 @@ def exchange_kernel(T, op, resident=False):
         o += [decl(".u64", "%rd_ring, %rd_mask", "the descriptor ring and its index mask"),
               decl(".u64", "%rd_k", "the sequence number of the call being served"),
               decl(".u64", "%rd_desc", "this call's descriptor"),
-              decl(".u64", "%rd_done, %rd_hdone", "the blocks-done counter, the host's word"),
-              decl(".u64", "%rd_want", "done_ctr's value before the last block of this call"),
-              decl(".u64", "%rd_nblk", "blocks in the grid"),
+              decl(".u64", "%rd_hdone", "this block's word of host_done"),
               decl(".u32", "%r_quit", "abort or status, read while idle"),
               decl(".pred", "%p_quit", "this descriptor is the quit"),
               decl(".pred", "%p_w0", "warp 0"),
@@ -1495,14 +1492,12 @@ def resident_prologue(section, has_arg):
     o += [ins("ld.param.u64", "%rd_ring,  [ring]"),
           ins("ld.param.u64", "%rd_mask,  [mask]"),
           ins("ld.param.u64", "%rd_k,     [first]"),
-          ins("ld.param.u64", "%rd_done,  [done_ctr]"),
           ins("ld.param.u64", "%rd_hdone, [host_done]"),
           ins("ld.param.u64", "%rd_pf,    [peer_flags]"),
           ins("ld.param.u64", "%rd_mf,    [my_flags]"),
           ins("ld.param.u64", "%rd_calls, [calls]"),
           ins("ld.param.u64", "%rd_ctrl,  [ctrl]"),
           ins("cvta.to.global.u64", "%rd_ring,  %rd_ring", "host-mapped"),
-          ins("cvta.to.global.u64", "%rd_done,  %rd_done"),
           ins("cvta.to.global.u64", "%rd_hdone, %rd_hdone", "host-mapped"),
           ins("cvta.to.global.u64", "%rd_pf,    %rd_pf"),
           ins("cvta.to.global.u64", "%rd_mf,    %rd_mf"),
@@ -1524,17 +1519,14 @@ def resident_next_call(section):
     """rr_resident: per-block setup, then the top of the call loop: warp 0
     waits for descriptor k and copies it to shared memory; every thread
     takes it from there; stop on a quit or stop descriptor."""
-    o = cmt("This block's flag in each flag array, and its call count: 8 bytes\n"
-            "per block.  want: done_ctr counts one per block per descriptor, so\n"
-            "the last block of the j-th descriptor (j from 1) reads j*grid - 1.\n"
-            "Warp 0 (a warp-uniform test, so no warp is split) reads the ring;\n"
-            "its lanes copy one operand each.")
+    o = cmt("This block's flag in each flag array, its call count and its word\n"
+            "of host_done: 8 bytes per block.  Warp 0 (a warp-uniform test, so no\n"
+            "warp is split) reads the ring; its lanes copy one operand each.")
     o += [ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
           ins("add.u64", "%rd_pf,  %rd_pf, %rd_tmp"),
           ins("add.u64", "%rd_mf,  %rd_mf, %rd_tmp"),
           ins("add.u64", "%rd_calls, %rd_calls, %rd_tmp"),
-          ins("cvt.u64.u32", "%rd_nblk, %r_nctaid"),
-          ins("sub.u64", "%rd_want, %rd_nblk, 1"),
+          ins("add.u64", "%rd_hdone, %rd_hdone, %rd_tmp"),
           ins("setp.lt.u32", "%p_w0, %r_tid, 32", "warp 0"),
           ins("mul.wide.u32", "%rd_lane8, %r_tid, 8", "lane * 8: the operand a lane copies"),
           ins("min.u32", "%r_tmp, %r_ntid, 32"),
@@ -1552,7 +1544,7 @@ def resident_next_call(section):
                  "barrier hands them to every thread.  n = 2^64 - 1 is the quit\n"
                  "descriptor: counted done like a call (so the host can reuse its\n"
                  "slot), then the kernel returns.  The host reuses a slot only after\n"
-                 "host_done says every block finished the descriptor that used it.\n"
+                 "every block's host_done word has passed the descriptor that used it.\n"
                  "An idle kernel has no deadline, but every %d spins warp 0 reads\n"
                  "abort and status: either one set (the host aborted, or a block gave\n"
                  "up in a hand-shake) stops the kernel at once (n = 2^64 - 2: not\n"
@@ -1613,25 +1605,22 @@ def resident_next_call(section):
 
 
 def resident_call_done(section):
-    """rr_resident: after a call's reduce, count the block done; the last
-    block publishes the call to the host; then the next call."""
-    o = section("Call done: count this block, the last one tells the host",
-                "The barrier orders every thread's stores before thread 0's add;\n"
-                "the add is acq_rel at GPU scope, so the block whose add completes\n"
-                "the count (it reads want) has observed every block's stores, and\n"
-                "its release store of k at system scope (cumulative) makes them\n"
-                "visible to a host that reads host_done = k with acquire.  Thread\n"
-                "0's part is predicated, not branched around, so no warp splits\n"
-                "here.  Then the next descriptor (after the quit: return).")
+    """rr_resident: after a call's reduce, tell the host this block is done
+    with it; then the next call."""
+    o = section("Call done: this block tells the host",
+                "The barrier orders every thread's stores before thread 0's; its\n"
+                "release store of k at system scope (cumulative) into this block's\n"
+                "word of host_done makes them visible to a host that reads the word\n"
+                "with acquire.  One word per block, not a count shared by the grid:\n"
+                "blocks drift apart (block b's next call waits only for the peer's\n"
+                "block b), so a shared count would mix calls.  The host takes the\n"
+                "minimum over the grid.  Thread 0's part is predicated, not branched\n"
+                "around, so no warp splits here.  Then the next descriptor (after\n"
+                "the quit: return).")
     o += [label("CALL_DONE"),
           ins("bar.sync", "0"),
-          ins("@%p_t0 atom.acq_rel.gpu.global.add.u64", "%rd_tmp, [%rd_done], 1"),
-          ins("setp.eq.u64", "%p_done, %rd_tmp, %rd_want"),
-          ins("and.pred", "%p_done, %p_done, %p_t0"),
-          ins("@%p_done st.release.sys.global.u64", "[%rd_hdone], %rd_k",
-              "the last block of this descriptor"),
+          ins("@%p_t0 st.release.sys.global.u64", "[%rd_hdone], %rd_k"),
           ins("@%p_quit bra", "EXIT", "that was the quit"),
-          ins("add.u64", "%rd_want, %rd_want, %rd_nblk"),
           ins("add.u64", "%rd_k, %rd_k, 1"),
           ins("bra", "NEXT_CALL"),
           ""]
@@ -1669,8 +1658,8 @@ HEADER = """\
 //                     calls, n, flags, scalar, ctrl)
 //       the 2-rank exchange: push a to the peer, handshake, then
 //       dst[i] = post(pre_a(a[i]) OP pre_b(my_slot[i]))
-//   rr_resident_<op>_{sfx}(ring, mask, first, done_ctr, host_done,
-//                     peer_flags, my_flags, calls, ctrl)
+//   rr_resident_<op>_{sfx}(ring, mask, first, host_done, peer_flags,
+//                     my_flags, calls, ctrl)
 //       the same exchange for every descriptor of a host-mapped ring, in
 //       one launch that stays resident until a quit descriptor
 //
@@ -1752,10 +1741,9 @@ HEADER = """\
 //     (counted in host_done like a call, so its slot can be reused).
 //   * Each call is rr_exchange's steps 0-4 on the same flags and call counts
 //     (so launched and resident exchanges may follow each other on a
-//     rank), then: bar.sync, thread 0 adds 1 to done_ctr (acq_rel, GPU
-//     scope); the block that completes the call's count stores k to
-//     host_done (release, system scope).  The host reuses a descriptor slot
-//     only once host_done has passed the call that used it.
+//     rank), then: bar.sync, thread 0 stores k to host_done[block]
+//     (release, system scope).  The host reuses a descriptor slot only once
+//     every block's word has passed the call that used it.
 //   * Both ranks' kernels run with the same grid and serve the same calls.
 //   * Idle, thread 0 of each block polls its slot's seq (ld.acquire.sys,
 //     over PCIe); every 32 polls it reads ctrl's abort and status words and

@@ -7,9 +7,11 @@
 //! * descriptor `k` sits in slot `k % RESIDENT_RING`: `seq` (written last,
 //!   after a release fence), then dst, a, peer_slot, my_slot, n, flags,
 //!   scalar; `n = u64::MAX` quits;
-//! * the last block to finish descriptor `k` (a call or the quit) stores
-//!   `k` into `host_done` (release, system scope); a slot is written again
-//!   only once `host_done` has reached the descriptor that used it;
+//! * each block stores `k` into its word of `host_done` (release, system
+//!   scope) when it has finished descriptor `k` (a call or the quit); a slot
+//!   is written again only once every block's word has reached the
+//!   descriptor that used it (blocks drift apart: each waits only for its
+//!   partner block on the peer);
 //! * sequence numbers are never reused (they start at 1 and grow across
 //!   kernels), so a stale descriptor of an earlier kernel never matches.
 //!
@@ -40,7 +42,7 @@ use std::time::{Duration, Instant};
 pub const RESIDENT_RING: usize = 64;
 /// Words per descriptor.
 const DESC_WORDS: usize = 8;
-/// The word the kernel writes: after the ring.
+/// The kernel's words, one per block: after the ring.
 const HOST_DONE: usize = RESIDENT_RING * DESC_WORDS;
 /// `n` of the quit descriptor.
 const QUIT: u64 = u64::MAX;
@@ -73,7 +75,11 @@ struct Running {
 pub struct Resident<'id> {
     stream: Stream<'id>,
     ring: ManuallyDrop<HostMapped>,
-    done_ctr: ManuallyDrop<DevBuf<'id>>,
+    /// Blocks of the last kernel started (its words of host_done count).
+    blocks: usize,
+    /// Every descriptor up to this one is finished: the last one written
+    /// before a kernel was seen to return.
+    floor: u64,
     /// Recorded after each launch: complete once that kernel returned.
     exit: Event<'id>,
     running: Option<Running>,
@@ -97,8 +103,9 @@ impl<'id> Ctx<'id> {
     pub fn resident(&self, limit: Duration) -> CuResult<Resident<'id>> {
         Ok(Resident {
             stream: self.stream()?,
-            ring: ManuallyDrop::new(self.host_mapped((HOST_DONE + 1) * 8)?),
-            done_ctr: ManuallyDrop::new(self.alloc(8)?),
+            ring: ManuallyDrop::new(self.host_mapped((HOST_DONE + EXCHANGE_MAX_BLOCKS) * 8)?),
+            blocks: 0,
+            floor: 0,
             exit: self.event()?,
             running: None,
             retired: Vec::new(),
@@ -127,11 +134,16 @@ impl<'id> Resident<'id> {
         &self.stream
     }
 
-    /// The last descriptor every block finished (acquire).
+    /// The last descriptor every block finished (acquire): the least of the
+    /// last kernel's words, or the floor (words of earlier kernels are at
+    /// most the floor).
     fn host_done(&self) -> u64 {
-        let v = self.ring.load_u64(HOST_DONE);
+        let least = (0..self.blocks)
+            .map(|b| self.ring.load_u64(HOST_DONE + b))
+            .min()
+            .unwrap_or(0);
         fence(Ordering::Acquire);
-        v
+        least.max(self.floor)
     }
 
     /// Launch `k`, an `rr_resident_*` kernel, with `blocks` blocks on this
@@ -162,33 +174,31 @@ impl<'id> Resident<'id> {
         let (pf_keep, pf) = peer_flags.range(LAUNCH, 0, 8 * blocks)?;
         ctrl.device_ptr(1)?;
         let c = ctrl.device_ptr(0)?;
-        let done = self.done_ctr.ptr_at(LAUNCH, 0, 8)?;
+        self.ring.device_ptr(HOST_DONE + blocks - 1)?;
         for ev in after {
             self.stream.wait_local(ev)?;
         }
-        self.stream.memset(&self.done_ctr, 0, 8, 0)?;
         let args = [
             self.ring.device_ptr(0)?,
             (RESIDENT_RING - 1) as u64,
             self.next,
-            done,
             self.ring.device_ptr(HOST_DONE)?,
             pf,
             mf,
             cl,
             c,
         ];
-        // SAFETY: the resident kernels take nine u64 parameters in this
+        // SAFETY: the resident kernels take eight u64 parameters in this
         // order. The ring and host_done are this handle's host-mapped block
-        // (RESIDENT_RING descriptors, then one word); done_ctr is 8 bytes of
-        // this context, zeroed just before on the same stream; both flag
-        // arrays and the call counts hold one u64 per block (checked); ctrl
-        // is a live 16-byte host-mapped block (words 0 and 1 checked). All of
-        // them stay alive until the kernel returns: the ring and done_ctr
-        // are this handle's (its Drop waits for the kernel or leaks them),
+        // (RESIDENT_RING descriptors, then one word per block, checked);
+        // both flag arrays and the call counts hold one u64 per block
+        // (checked); ctrl is a live 16-byte host-mapped block (words 0 and 1
+        // checked). All of them stay alive until the kernel returns: the
+        // ring is this handle's (its Drop waits for the kernel or leaks it),
         // the others are held in `Running` until the stream is idle. Every
         // address a descriptor names is checked and held by `post`.
         unsafe { self.stream.launch_1d(k, blocks, &args, LAUNCH)? };
+        self.blocks = blocks;
         self.stream.record(&self.exit)?;
         self.running = Some(Running {
             tag,
@@ -272,6 +282,8 @@ impl<'id> Resident<'id> {
         if self.running.is_some() || !self.stream.is_idle()? {
             return Err(err(CALL, "reap while the resident kernel runs"));
         }
+        // No kernel runs: nothing will read a descriptor written so far.
+        self.floor = self.next - 1;
         self.prune();
         self.graveyard.clear();
         self.retired.clear();
@@ -361,12 +373,9 @@ impl Drop for Resident<'_> {
         // it returned; else leak what it may still touch.
         let _ = self.stop();
         if self.stream.wait_idle(self.limit).is_ok() {
-            // SAFETY: each is dropped exactly once, here, and the stream
-            // that used them is idle.
-            unsafe {
-                ManuallyDrop::drop(&mut self.ring);
-                ManuallyDrop::drop(&mut self.done_ctr);
-            }
+            // SAFETY: dropped exactly once, here, and the stream that used
+            // it is idle.
+            unsafe { ManuallyDrop::drop(&mut self.ring) }
         } else {
             std::mem::forget(std::mem::take(&mut self.retired));
             std::mem::forget(std::mem::take(&mut self.inflight));
