@@ -64,6 +64,29 @@ pub fn parse_size(input: &str) -> Result<u64> {
 /// whole number of units or a whole number of quarter units (`1.5MiB`,
 /// `2.25GiB`); otherwise the shorter of plain bytes (`1500B`) and "unit +
 /// remainder" (`1GiB+12B`, the remainder formatted the same way).
+/// A byte count for a message about what is there (free memory): exact
+/// when [`format_bytes`] says it briefly, else to one decimal of the largest
+/// unit ("about 22.9GiB", never "24627896320B").
+pub fn format_bytes_about(bytes: u64) -> String {
+    let exact = format_bytes(bytes);
+    if bytes < 1024 || !(exact.contains('+') || exact.trim_end_matches('B').parse::<u64>().is_ok())
+    {
+        return exact;
+    }
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ];
+    let (unit, name) = UNITS
+        .iter()
+        .copied()
+        .find(|(u, _)| bytes >= *u)
+        .unwrap_or((1, "B"));
+    format!("about {:.1}{name}", bytes as f64 / unit as f64)
+}
+
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [(u64, &str); 4] = [
         (1 << 40, "TiB"),
@@ -96,6 +119,26 @@ pub fn format_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (a new user's report): the out-of-memory message said
+    /// "24627896320B are free".
+    #[test]
+    fn free_memory_reads_approximately() {
+        assert_eq!(format_bytes_about(24_627_896_320), "about 22.9GiB");
+        assert_eq!(format_bytes_about(4 << 30), "4GiB");
+        assert_eq!(format_bytes_about(1536), "1.5KiB");
+        assert_eq!(format_bytes_about(1000), "1000B");
+        assert_eq!(format_bytes_about((1 << 30) + 12), "about 1.0GiB");
+        let e = crate::error::Error::OutOfMemory {
+            what: "x".into(),
+            memory: "host memory".into(),
+            need: 16 << 40,
+            available: 24_627_896_320,
+            is_free: true,
+            hint: "h".into(),
+        };
+        assert!(e.to_string().contains("but about 22.9GiB are free"), "{e}");
+    }
 
     #[test]
     fn parses() {

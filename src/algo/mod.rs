@@ -130,6 +130,15 @@ pub fn parse(name: &str) -> std::result::Result<Arc<dyn Algorithm>, String> {
             return r;
         }
     }
+    // `X:graph` is bench's name for X replayed from a CUDA graph.
+    if let Some(base) = s.strip_suffix(":graph") {
+        if base == "auto" || parse(base).is_ok() {
+            return Err(format!(
+                "{s:?} is {base} replayed from a CUDA graph, which only bench measures \
+                 (bench --algo {s}); here use {base}"
+            ));
+        }
+    }
     Err(format!(
         "unknown algorithm {s:?}; expected auto or one of: {}",
         REGISTRY

@@ -612,3 +612,18 @@ fn documented_paths_exist() {
     }
     assert!(seen > 10, "found only {seen} path names in the docs");
 }
+
+/// Regression (a new user's report): `run --algo ring:graph` said "unknown
+/// algorithm"; `:graph` exists only in `bench`, and the message says so.
+#[test]
+fn graph_suffix_outside_bench_says_where_it_belongs() {
+    for name in ["ring:graph", "oneshot:flag:graph", "auto:graph"] {
+        let e = super::parse(name).expect_err(name);
+        assert!(
+            e.contains("only bench measures") && e.contains("bench --algo"),
+            "{name}: {e}"
+        );
+    }
+    let e = super::parse("nonsense:graph").expect_err("nonsense");
+    assert!(e.contains("unknown algorithm"), "{e}");
+}
