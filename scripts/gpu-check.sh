@@ -611,11 +611,12 @@ if [ "$MODE" = resident ]; then
     # Session 7 (~7 min): oneshot:resident, one exchange kernel per GPU that
     # stays resident and takes each call as a descriptor in host-mapped
     # memory. The tests first (RESIDENT_TESTS=0 skips them; TESTS picks
-    # some), then every type
+    # some; RESIDENT_TEST_S bounds them), then every type
     # and op against NCCL in threads and in processes, then small calls
-    # against auto, oneshot:flag (plain and graph-replayed) and NCCL.
+    # against auto, oneshot:flag (plain and graph-replayed) and NCCL
+    # (RESIDENT_RUNS: the runs' names, default "1 2").
     W="$OUT/w"; mkdir -p "$W"
-    [ "${RESIDENT_TESTS:-1}" = 0 ] || gpu_tests 330 40
+    [ "${RESIDENT_TESTS:-1}" = 0 ] || gpu_tests "${RESIDENT_TEST_S:-330}" 40
     L="$RR launch -n 2 --timeout 30 --"
     {
     run 30 "$RR" run --backend cuda --ranks 2 --size 64KiB --algo oneshot:resident --iters 50
@@ -624,7 +625,7 @@ if [ "$MODE" = resident ]; then
     run 60 $L check -d float,half,int8 -o sum,max --counts 1,7,4099,32768 --algo oneshot:resident --timeout 20
     } > "$W/check.log" 2>&1
     grep -E "^###|\[exit|PASS|FAIL|rror" "$W/check.log" | tail -20
-    for i in 1 2; do
+    for i in ${RESIDENT_RUNS:-1 2}; do
         run 90 "$RR" bench --ranks 2 --algo auto,oneshot:resident,oneshot:flag,nccl,oneshot:flag:graph,nccl:graph \
             -b 8 -e 256KiB -f 2 -n 200 -w 20 --blocks 5 --no-ceiling --timeout 20 -J "$W/small-$i.json" > "$W/small-$i.log" 2>&1
         grep -E "^#  *[0-9]+[KMG]?i?B  |host|calling|exit" "$W/small-$i.log" | cut -c1-200 | tail -60
