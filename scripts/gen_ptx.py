@@ -1101,6 +1101,18 @@ SPIN_LOG2 = 5
 HOST_POLL_NS = 1000000
 
 
+def thread_indices():
+    """The exchange kernels' thread and block indices, and p_t0."""
+    return [ins("mov.u32", "%r_tid,    %tid.x"),
+            ins("mov.u32", "%r_ntid,   %ntid.x"),
+            ins("mov.u32", "%r_ctaid,  %ctaid.x"),
+            ins("mov.u32", "%r_nctaid, %nctaid.x"),
+            ins("cvt.u64.u32", "%rd_tid,   %r_tid"),
+            ins("cvt.u64.u32", "%rd_ntid,  %r_ntid"),
+            ins("setp.eq.u32", "%p_t0,     %r_tid, 0"),
+            ""]
+
+
 def exchange_kernel(T, op, resident=False):
     """rr_exchange (one call per launch), or with `resident` rr_resident: the
     same exchange in a loop that takes each call's operands from a ring of
@@ -1244,15 +1256,7 @@ def exchange_kernel(T, op, resident=False):
           ins("cvta.to.global.u64", "%rd_mf,  %rd_mf"),
           ins("cvta.to.global.u64", "%rd_calls, %rd_calls"),
           ins("cvta.to.global.u64", "%rd_ctrl, %rd_ctrl", "host-mapped: also in the global window"),
-          "",
-          ins("mov.u32", "%r_tid,    %tid.x"),
-          ins("mov.u32", "%r_ntid,   %ntid.x"),
-          ins("mov.u32", "%r_ctaid,  %ctaid.x"),
-          ins("mov.u32", "%r_nctaid, %nctaid.x"),
-          ins("cvt.u64.u32", "%rd_tid,   %r_tid"),
-          ins("cvt.u64.u32", "%rd_ntid,  %r_ntid"),
-          ins("setp.eq.u32", "%p_t0,     %r_tid, 0"),
-          ""]
+          ""] + thread_indices()
     if not resident:
         o += cmt("This block's flag in each flag array, and its call count: 8 bytes\n"
                  "per block.")
@@ -1503,15 +1507,7 @@ def resident_prologue(section, has_arg):
           ins("cvta.to.global.u64", "%rd_mf,    %rd_mf"),
           ins("cvta.to.global.u64", "%rd_calls, %rd_calls"),
           ins("cvta.to.global.u64", "%rd_ctrl,  %rd_ctrl", "host-mapped"),
-          "",
-          ins("mov.u32", "%r_tid,    %tid.x"),
-          ins("mov.u32", "%r_ntid,   %ntid.x"),
-          ins("mov.u32", "%r_ctaid,  %ctaid.x"),
-          ins("mov.u32", "%r_nctaid, %nctaid.x"),
-          ins("cvt.u64.u32", "%rd_tid,   %r_tid"),
-          ins("cvt.u64.u32", "%rd_ntid,  %r_ntid"),
-          ins("setp.eq.u32", "%p_t0,     %r_tid, 0"),
-          ""]
+          ""] + thread_indices()
     return o
 
 

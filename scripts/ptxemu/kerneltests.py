@@ -569,15 +569,24 @@ def run_exchange(info, case, max_steps=30_000_000):
                                   m.steps)
     for r in range(2):
         R = ranks[r]
-        if info.abi == "new" and m.mem.read(R.ctrl + 4, 4) != bytes(4):
-            return CaseResult(False, label, "rank %d: status written on success" % r, m.steps)
         if not case.inplace and n and m.mem.read(R.a, nb) != inputs[-1][r].tobytes():
             return CaseResult(False, label, "rank %d: input a modified (out of place)" % r, m.steps)
-        calls = np.frombuffer(m.mem.read(R.calls, 8 * case.grid), dtype=np.uint64)
-        if not np.all(calls == case.calls):
-            return CaseResult(False, label, "rank %d: calls[] = %s after %d calls"
-                              % (r, calls.tolist(), case.calls), m.steps)
+        bad = _after_calls(m, R, r, case, label, status=info.abi == "new")
+        if bad:
+            return bad
     return CaseResult(True, label, "", m.steps, zs)
+
+
+def _after_calls(m, R, r, case, label, status=True):
+    """A failed CaseResult if rank r's status word was written (when the ABI
+    has one) or its per-block call counts are not case.calls; else None."""
+    if status and m.mem.read(R.ctrl + 4, 4) != bytes(4):
+        return CaseResult(False, label, "rank %d: status written on success" % r, m.steps)
+    calls = np.frombuffer(m.mem.read(R.calls, 8 * case.grid), dtype=np.uint64)
+    if not np.all(calls == case.calls):
+        return CaseResult(False, label, "rank %d: calls[] = %s after %d calls"
+                          % (r, calls.tolist(), case.calls), m.steps)
+    return None
 
 
 def run_exchange_fault(info, kind, seed=1, n=37, grid=2, block=8):
@@ -788,17 +797,14 @@ def run_resident(info, case, ring_len=2, first=5, max_steps=30_000_000, chunk=20
                                      describe_diff(ti, bad[0], a, b, exp, got, "peer a")),
                                   m.steps)
     for r, R in enumerate(ranks):
-        if m.mem.read(R.ctrl + 4, 4) != bytes(4):
-            return CaseResult(False, label, "rank %d: status written on success" % r, m.steps)
+        bad = _after_calls(m, R, r, case, label)
+        if bad:
+            return bad
         # The quit counts like a call, in every block's word.
         words = [_u64(m, R.hdone + 8 * b) for b in range(case.grid)]
         if words != [first + case.calls] * case.grid:
             return CaseResult(False, label, "rank %d: host_done %s, expected %d in every word"
                               % (r, words, first + case.calls), m.steps)
-        calls = np.frombuffer(m.mem.read(R.calls, 8 * case.grid), dtype=np.uint64)
-        if not np.all(calls == case.calls):
-            return CaseResult(False, label, "rank %d: calls[] = %s after %d calls"
-                              % (r, calls.tolist(), case.calls), m.steps)
     return CaseResult(True, label, "", m.steps, zs)
 
 
