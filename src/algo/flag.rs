@@ -26,18 +26,24 @@ impl Algorithm for Flag {
     }
 
     fn supports(&self, shape: &Shape) -> Result<(), String> {
-        all_reduce_only("oneshot:flag", shape)?;
-        if shape.ranks > 2 {
-            return Err(
-                "it is a two-rank exchange; for more ranks use oneshot, the ring or auto".into(),
-            );
-        }
-        Ok(())
+        two_rank_all_reduce("oneshot:flag", shape)
     }
 
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
         Box::new(ChainPath::new(*shape, plan))
     }
+}
+
+/// What the exchange's paths (`oneshot:flag`, `oneshot:resident`) take:
+/// an all-reduce of at most two ranks.
+pub fn two_rank_all_reduce(name: &str, shape: &Shape) -> Result<(), String> {
+    all_reduce_only(name, shape)?;
+    if shape.ranks > 2 {
+        return Err(
+            "it is a two-rank exchange; for more ranks use oneshot, the ring or auto".into(),
+        );
+    }
+    Ok(())
 }
 
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {

@@ -13,7 +13,7 @@
 //! up across an unbroken run of resident calls. It is not the default:
 //! `auto` keeps launching.
 
-use super::oneshot::{all_reduce_only, ChainPath};
+use super::oneshot::ChainPath;
 use super::{Algorithm, Path};
 use crate::plan::{Plan, Shape};
 use std::sync::Arc;
@@ -31,12 +31,7 @@ impl Algorithm for Resident {
     }
 
     fn supports(&self, shape: &Shape) -> Result<(), String> {
-        all_reduce_only("oneshot:resident", shape)?;
-        if shape.ranks > 2 {
-            return Err(
-                "it is a two-rank exchange; for more ranks use oneshot, the ring or auto".into(),
-            );
-        }
+        super::flag::two_rank_all_reduce("oneshot:resident", shape)?;
         let bytes = shape.count.saturating_mul(shape.elem_size);
         if bytes > RESIDENT_MAX_BYTES {
             return Err(format!(
