@@ -189,14 +189,65 @@ pub struct Reduce<'a, 'id> {
     pub scalar: u64,
 }
 
-/// The exchange kernel's operands (offsets in bytes).
-pub struct Exchange<'a, 'id> {
+/// One exchange call's data operands (offsets in bytes): what a launched
+/// exchange takes as parameters and a resident one as a descriptor.
+pub struct ExchangeOperands<'a, 'id> {
     pub dst: (&'a DevBuf<'id>, usize),
     pub a: (&'a DevBuf<'id>, usize),
     /// The peer's receive slot (written by this rank's kernel).
     pub peer_slot: (&'a PeerBuf, usize),
     /// This rank's receive slot (written by the peer's kernel).
     pub my_slot: (&'a DevBuf<'id>, usize),
+    pub bytes: usize,
+    pub elem: usize,
+    pub flags: u64,
+    pub scalar: u64,
+}
+
+/// [`ExchangeOperands`] checked: device addresses of dst, a, peer_slot,
+/// my_slot, the element count, and the peer slot's allocation (held while
+/// the address is in use).
+pub(super) struct CheckedOperands {
+    pub dst: u64,
+    pub a: u64,
+    pub peer_slot: u64,
+    pub my_slot: u64,
+    pub n: u64,
+    pub peer_alloc: std::sync::Arc<super::memory::Alloc>,
+}
+
+impl ExchangeOperands<'_, '_> {
+    /// Whole elements, element-aligned offsets, every range inside its
+    /// buffer, dst equal to a or apart from it, the slot apart from both.
+    pub(super) fn check(&self, call: &'static str) -> CuResult<CheckedOperands> {
+        if self.bytes % self.elem.max(1) != 0 {
+            return Err(err(call, "a partial element"));
+        }
+        for off in [self.dst.1, self.a.1, self.my_slot.1, self.peer_slot.1] {
+            aligned(call, off, self.elem)?;
+        }
+        let n = self.bytes;
+        let pd = self.dst.0.ptr_at(call, self.dst.1, n)?;
+        let pa = self.a.0.ptr_at(call, self.a.1, n)?;
+        let pm = self.my_slot.0.ptr_at(call, self.my_slot.1, n)?;
+        if n > 0 && ((overlap(pd, pa, n) && pd != pa) || overlap(pd, pm, n) || overlap(pa, pm, n)) {
+            return Err(err(call, "overlapping operands"));
+        }
+        let (peer_alloc, ps) = self.peer_slot.0.range(call, self.peer_slot.1, n)?;
+        Ok(CheckedOperands {
+            dst: pd,
+            a: pa,
+            peer_slot: ps,
+            my_slot: pm,
+            n: (n / self.elem.max(1)) as u64,
+            peer_alloc,
+        })
+    }
+}
+
+/// A launched exchange: its operands and the rank's hand-shake state.
+pub struct Exchange<'a, 'id> {
+    pub ops: ExchangeOperands<'a, 'id>,
     /// The peer's flag array, [`EXCHANGE_MAX_BLOCKS`] u64.
     pub peer_flags: &'a PeerBuf,
     /// This rank's flag array and per-block call counts (zeroed at setup).
@@ -205,10 +256,6 @@ pub struct Exchange<'a, 'id> {
     /// The control block: abort word, status, timeout (word 0: abort and
     /// status as two u32, word 1: timeout in ns).
     pub ctrl: &'a HostMapped,
-    pub bytes: usize,
-    pub elem: usize,
-    pub flags: u64,
-    pub scalar: u64,
 }
 
 fn overlap(p: u64, q: u64, n: usize) -> bool {
@@ -279,38 +326,26 @@ impl<'id> Stream<'id> {
     /// reducing).
     pub fn exchange(&self, k: &Kernel<'id>, x: &Exchange<'_, 'id>) -> CuResult<()> {
         const CALL: &str = "cuLaunchKernel(exchange)";
-        if x.bytes % x.elem.max(1) != 0 {
-            return Err(err(CALL, "a partial element"));
-        }
-        for off in [x.dst.1, x.a.1, x.my_slot.1, x.peer_slot.1] {
-            aligned(CALL, off, x.elem)?;
-        }
-        let n = x.bytes;
-        let pd = x.dst.0.ptr_at(CALL, x.dst.1, n)?;
-        let pa = x.a.0.ptr_at(CALL, x.a.1, n)?;
-        let pm = x.my_slot.0.ptr_at(CALL, x.my_slot.1, n)?;
-        let blocks = exchange_blocks(n);
+        // `o.peer_alloc` and `_keep_f` keep the peer's allocations alive
+        // during the launch call.
+        let o = x.ops.check(CALL)?;
+        let blocks = exchange_blocks(x.ops.bytes);
         let mf = x.my_flags.ptr_at(CALL, 0, 8 * blocks)?;
         let calls = x.calls.ptr_at(CALL, 0, 8 * blocks)?;
-        if n > 0 && ((overlap(pd, pa, n) && pd != pa) || overlap(pd, pm, n) || overlap(pa, pm, n)) {
-            return Err(err(CALL, "overlapping operands"));
-        }
-        // The Arcs keep the peer's allocations alive during the launch call.
-        let (_keep_s, ps) = x.peer_slot.0.range(CALL, x.peer_slot.1, n)?;
         let (_keep_f, pf) = x.peer_flags.range(CALL, 0, 8 * blocks)?;
         x.ctrl.device_ptr(1)?;
         let ctrl = x.ctrl.device_ptr(0)?;
         let args = [
-            pd,
-            pa,
-            ps,
-            pm,
+            o.dst,
+            o.a,
+            o.peer_slot,
+            o.my_slot,
             pf,
             mf,
             calls,
-            (n / x.elem.max(1)) as u64,
-            x.flags,
-            x.scalar,
+            o.n,
+            x.ops.flags,
+            x.ops.scalar,
             ctrl,
         ];
         // SAFETY: the exchange kernels take eleven u64 parameters in this

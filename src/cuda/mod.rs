@@ -51,10 +51,10 @@ pub use driver::{
     can_access_peer, driver, driver_init_ms, p2p_info, with_device, Ctx, DeviceInfo, DriverInfo,
     P2pInfo, PeerCtx,
 };
-pub use kernels::{exchange_blocks, Kernel, KernelModule, EXCHANGE_MAX_BLOCKS};
+pub use kernels::{exchange_blocks, ExchangeOperands, Kernel, KernelModule, EXCHANGE_MAX_BLOCKS};
 pub use memory::{DevBuf, HostMapped, IpcMemHandle, PeerBuf};
 pub use order::{DoneEvent, RawStream};
-pub use resident::{Resident, ResidentCall, RESIDENT_RING};
+pub use resident::{Resident, RESIDENT_RING};
 pub use stream::{Event, Graph, IpcEventHandle, PeerCopy, RemoteEvent, Stream, TimingEvent};
 pub use work::{compute_module, Builtin, LoadedWork, Param, WorkKernel};
 

@@ -28,7 +28,7 @@
 //! memory it may touch is leaked, never freed under it.
 
 use super::driver::Ctx;
-use super::kernels::{exchange_blocks, Kernel, EXCHANGE_MAX_BLOCKS};
+use super::kernels::{exchange_blocks, ExchangeOperands, Kernel, EXCHANGE_MAX_BLOCKS};
 use super::memory::{Alloc, DevBuf, HostMapped, PeerBuf};
 use super::stream::{Event, Stream};
 use super::{err, CuResult};
@@ -48,19 +48,6 @@ const HOST_DONE: usize = RESIDENT_RING * DESC_WORDS;
 const QUIT: u64 = u64::MAX;
 
 const CALL: &str = "resident exchange";
-
-/// One call's operands (offsets in bytes), as for
-/// [`super::kernels::Exchange`].
-pub struct ResidentCall<'a, 'id> {
-    pub dst: (&'a DevBuf<'id>, usize),
-    pub a: (&'a DevBuf<'id>, usize),
-    pub peer_slot: (&'a PeerBuf, usize),
-    pub my_slot: (&'a DevBuf<'id>, usize),
-    pub bytes: usize,
-    pub elem: usize,
-    pub flags: u64,
-    pub scalar: u64,
-}
 
 /// A kernel that was started: what it serves and what it uses while it runs.
 struct Running {
@@ -294,22 +281,12 @@ impl<'id> Resident<'id> {
     /// [`Stream::exchange`] checks a launch, plus: the call's grid is the
     /// running kernel's). Returns once the descriptor is written; the call
     /// completes on the kernel's stream.
-    pub fn post(&mut self, c: &ResidentCall<'_, 'id>) -> CuResult<()> {
+    pub fn post(&mut self, c: &ExchangeOperands<'_, 'id>) -> CuResult<()> {
         let Some(run) = &self.running else {
             return Err(err(CALL, "no resident kernel is running"));
         };
+        let o = c.check(CALL)?;
         let n = c.bytes;
-        if n % c.elem.max(1) != 0 {
-            return Err(err(CALL, "a partial element"));
-        }
-        for off in [c.dst.1, c.a.1, c.my_slot.1, c.peer_slot.1] {
-            if c.elem == 0 || off % c.elem != 0 {
-                return Err(err(
-                    CALL,
-                    format!("offset {off} is not a multiple of {}", c.elem),
-                ));
-            }
-        }
         if exchange_blocks(n) != run.blocks {
             return Err(err(
                 CALL,
@@ -320,32 +297,16 @@ impl<'id> Resident<'id> {
                 ),
             ));
         }
-        let pd = c.dst.0.ptr_at(CALL, c.dst.1, n)?;
-        let pa = c.a.0.ptr_at(CALL, c.a.1, n)?;
-        let pm = c.my_slot.0.ptr_at(CALL, c.my_slot.1, n)?;
-        let overlap = |p: u64, q: u64| p < q + n as u64 && q < p + n as u64;
-        if n > 0 && ((overlap(pd, pa) && pd != pa) || overlap(pd, pm) || overlap(pa, pm)) {
-            return Err(err(CALL, "overlapping operands"));
-        }
-        let (ps_keep, ps) = c.peer_slot.0.range(CALL, c.peer_slot.1, n)?;
         let ctrl = run.ctrl.clone();
         self.wait_slot(self.next, &ctrl)?;
         self.prune();
-        let seq = self.write([
-            pd,
-            pa,
-            ps,
-            pm,
-            (n / c.elem.max(1)) as u64,
-            c.flags,
-            c.scalar,
-        ]);
+        let seq = self.write([o.dst, o.a, o.peer_slot, o.my_slot, o.n, c.flags, c.scalar]);
         self.inflight.push_back((
             seq,
             [
                 c.dst.0.alloc.clone(),
                 c.a.0.alloc.clone(),
-                ps_keep,
+                o.peer_alloc,
                 c.my_slot.0.alloc.clone(),
             ],
         ));

@@ -661,24 +661,11 @@ impl<'id> Rank<'id> {
                         .exchange(
                             k,
                             &XLaunch {
-                                dst: (self.buf(bind.id(x.dst.buf))?, x.dst.range.start * elem),
-                                a: (self.buf(bind.id(x.input.buf))?, x.input.range.start * elem),
-                                peer_slot: (
-                                    self.peer(x.peer, call.bind[x.peer].id(x.peer_slot.buf))?,
-                                    x.peer_slot.range.start * elem,
-                                ),
-                                my_slot: (
-                                    self.buf(bind.id(x.my_slot.buf))?,
-                                    x.my_slot.range.start * elem,
-                                ),
+                                ops: self.exchange_operands(call, x, lowered.scalar)?,
                                 peer_flags,
                                 my_flags: &self.flags,
                                 calls: &self.calls,
                                 ctrl: &self.ctrl,
-                                bytes: x.dst.len() * elem,
-                                elem,
-                                flags: step_flags(&x.step),
-                                scalar: lowered.scalar,
                             },
                         )
                         .map_err(&se)?;
@@ -791,6 +778,40 @@ fn moved(t: &mut [Traffic], from: usize, to: usize, bytes: usize) {
     }
     if let Some(x) = t.get_mut(to) {
         x.received += bytes as u64;
+    }
+}
+
+impl<'id> Rank<'id> {
+    /// This rank's operands of the exchange `x` of `call`, launched or
+    /// resident.
+    fn exchange_operands<'a>(
+        &'a self,
+        call: &Call,
+        x: &crate::plan::Exchange,
+        scalar: u64,
+    ) -> Result<kernels::ExchangeOperands<'a, 'id>> {
+        let elem = call.dtype.size();
+        let bind = call
+            .bind
+            .get(self.rank)
+            .copied()
+            .ok_or_else(|| Error::Plan(format!("no binding for rank {}", self.rank)))?;
+        Ok(kernels::ExchangeOperands {
+            dst: (self.buf(bind.id(x.dst.buf))?, x.dst.range.start * elem),
+            a: (self.buf(bind.id(x.input.buf))?, x.input.range.start * elem),
+            peer_slot: (
+                self.peer(x.peer, call.bind[x.peer].id(x.peer_slot.buf))?,
+                x.peer_slot.range.start * elem,
+            ),
+            my_slot: (
+                self.buf(bind.id(x.my_slot.buf))?,
+                x.my_slot.range.start * elem,
+            ),
+            bytes: x.dst.len() * elem,
+            elem,
+            flags: step_flags(&x.step),
+            scalar,
+        })
     }
 }
 

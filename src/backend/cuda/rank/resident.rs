@@ -3,9 +3,9 @@
 //! before anything else uses the rank's streams.
 
 use super::super::cuda_err;
-use super::{step_flags, Rank};
+use super::Rank;
 use crate::backend::Call;
-use crate::cuda::{exchange_blocks, ResidentCall};
+use crate::cuda::exchange_blocks;
 use crate::element::DevOp;
 use crate::error::{Error, Result};
 use crate::plan::Exchange;
@@ -93,49 +93,15 @@ impl<'id> Rank<'id> {
             )
             .map_err(&e)?;
         }
-        let bind = call
-            .bind
-            .get(self.rank)
-            .copied()
-            .ok_or_else(|| Error::Plan(format!("no binding for rank {}", self.rank)))?;
         // Out of `self` while the call borrows the rank's buffers.
         let mut res = self
             .resident
             .take()
             .ok_or_else(|| Error::Plan("resident handle".into()))?;
-        let r = self.resident_call(call, x, bind, elem, bytes, scalar, &mut res);
+        let r = self
+            .exchange_operands(call, x, scalar)
+            .and_then(|ops| res.post(&ops).map_err(&e));
         self.resident = Some(res);
         r
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn resident_call(
-        &self,
-        call: &Call,
-        x: &Exchange,
-        bind: crate::backend::Binding,
-        elem: usize,
-        bytes: usize,
-        scalar: u64,
-        res: &mut crate::cuda::Resident<'id>,
-    ) -> Result<()> {
-        let e = cuda_err(self.rank, self.device);
-        let c = ResidentCall {
-            dst: (self.buf(bind.id(x.dst.buf))?, x.dst.range.start * elem),
-            a: (self.buf(bind.id(x.input.buf))?, x.input.range.start * elem),
-            peer_slot: (
-                self.peer(x.peer, call.bind[x.peer].id(x.peer_slot.buf))?,
-                x.peer_slot.range.start * elem,
-            ),
-            my_slot: (
-                self.buf(bind.id(x.my_slot.buf))?,
-                x.my_slot.range.start * elem,
-            ),
-            bytes,
-            elem,
-            flags: step_flags(&x.step),
-            scalar,
-        };
-        res.post(&c).map_err(&e)
     }
 }
