@@ -34,6 +34,10 @@
 #   bash .device/gpu-check.sh resident   session 7: oneshot:resident (the exchange kernel that stays
 #                                        resident): tests, check vs NCCL in threads and processes,
 #                                        small calls vs auto, oneshot:flag, graphs and NCCL (~7 min)
+#   bash .device/gpu-check.sh place      session 8: tests, then 4 and 8 ranks on 2 GPUs dealt
+#                                        round-robin and in blocks (--devices 0,0,1,1): ring paths
+#                                        vs the parameter server with the link ceiling measured, and
+#                                        timelines at 1 MiB (~6 min)
 # Every step is bounded by `timeout`; logs and JSON go to $OUT (or ./gpu-out).
 set -uo pipefail
 MODE="${1:-validate}"
@@ -634,6 +638,36 @@ if [ "$MODE" = resident ]; then
         -J "$W/small-mp.json" > "$W/small-mp.log" 2>&1
     grep -E "^#  *[0-9]+[KMG]?i?B  |exit" "$W/small-mp.log" | cut -c1-200 | tail -30
     (cd "$W" && tar czf "$OUT/resident.tgz" .) && rm -rf "$W"
+    exit 0
+fi
+
+if [ "$MODE" = place ]; then
+    # Session 8 (~6 min): where the ranks sit on 2 GPUs. Round-robin (the
+    # default) makes every ring hop cross NVLink; blocks make one hop each way
+    # cross. The same bench in both, ceiling measured; timelines of the ring
+    # and the PS at 1 MiB. PLACE_TESTS=0 skips the tests.
+    W="$OUT/w"; mkdir -p "$W"
+    [ "${PLACE_TESTS:-1}" = 0 ] || gpu_tests 330 40
+    for n in 4 8; do
+        if [ $n = 4 ]; then BLK=0,0,1,1; else BLK=0,0,0,0,1,1,1,1; fi
+        for place in cyclic block; do
+            DEV=(); [ $place = block ] && DEV=(--devices "$BLK")
+            run 150 "$RR" bench --ranks $n ${DEV[@]+"${DEV[@]}"} --algo ring,ring:pipe2,ring:pipe4,ps \
+                -b 1MiB -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --timeout 30 -J "$W/bench-${n}r-$place.json" \
+                > "$W/bench-${n}r-$place.log" 2>&1
+            grep -E "^# (Note: link|Backend)|^#  *[0-9]+[KMG]?i?B  |^ +[0-9]+ +[0-9]+ |algo:|ceiling|exit" \
+                "$W/bench-${n}r-$place.log" | cut -c1-170
+        done
+    done
+    for place in cyclic block; do
+        DEV=(); [ $place = block ] && DEV=(--devices 0,0,1,1)
+        for algo in ring ps; do
+            run 60 "$RR" trace --backend cuda --ranks 4 ${DEV[@]+"${DEV[@]}"} --size 1MiB --algo $algo \
+                --timeline "$W/trace-4r-$place-$algo.json" > "$W/trace-4r-$place-$algo.txt" 2>&1
+            grep -E "^# (note|measurement|  call|  rank [0-9]+: wall)|rror|\[exit" "$W/trace-4r-$place-$algo.txt" | head -20
+        done
+    done
+    (cd "$W" && tar czf "$OUT/place.tgz" .) && rm -rf "$W"
     exit 0
 fi
 

@@ -581,8 +581,9 @@ pub fn measure_row<T: Element>(
     })
 }
 
-/// Peer-copy ceiling: ranks 0 and 1 copy `bytes` into each other at once
-/// (both link directions busy), on `streams` streams; GB/s per direction.
+/// Peer-copy ceiling: rank 0 and the first rank on another device (rank 1
+/// when every rank has its own) copy `bytes` into each other at once (both
+/// link directions busy), on `streams` streams; GB/s per direction.
 pub fn link_ceiling<T: Element>(
     e: &mut Engine<T>,
     bytes: usize,
@@ -594,7 +595,18 @@ pub fn link_ceiling<T: Element>(
     if n < 2 || count == 0 {
         return Ok(0.0);
     }
-    let plan = Arc::new(probe::peer_copy(n, count, T::DTYPE.size(), streams));
+    // Rank 0 and the first rank on another device: with several ranks per
+    // GPU, ranks 0 and 1 may share one (blocks), and their copy would not
+    // cross a link.
+    let map = &e.core().info().rank_to_device;
+    let other = (1..n).find(|&r| map.get(r) != map.first()).unwrap_or(1);
+    let plan = Arc::new(probe::peer_copy_pair(
+        n,
+        count,
+        T::DTYPE.size(),
+        streams,
+        (0, other),
+    ));
     let size = T::DTYPE.size();
     e.core_mut().reserve(BufId::SEND, &vec![count * size; n])?;
     let bind = Arc::new(vec![Binding::DEFAULT; n]);

@@ -69,6 +69,29 @@ pub fn ps_root_bytes(n: usize, d: f64) -> f64 {
     n.saturating_sub(1) as f64 * d
 }
 
+/// How many ring hops share the busiest link direction when rank `r` runs
+/// on device `map[r]` and sends to rank `(r + 1) % N`: the largest number of
+/// hops from one device to another one (hops within a device use no link).
+/// Every hop carries `2(N-1)/N * D`, so a ring call needs at least
+/// `load * 2(N-1)/N * D / ceiling`, and its busbw is at most
+/// `ceiling / load`. One rank per GPU gives 1; ranks dealt round-robin onto
+/// 2 GPUs give N/2 (every hop crosses); ranks in blocks give 1. Returns 0
+/// when no hop crosses (one device, or fewer than 2 ranks).
+pub fn ring_link_load(map: &[usize]) -> usize {
+    let n = map.len();
+    if n < 2 {
+        return 0;
+    }
+    let mut hops: std::collections::BTreeMap<(usize, usize), usize> = Default::default();
+    for r in 0..n {
+        let (a, b) = (map[r], map[(r + 1) % n]);
+        if a != b {
+            *hops.entry((a, b)).or_default() += 1;
+        }
+    }
+    hops.into_values().max().unwrap_or(0)
+}
+
 /// Alpha-beta (latency-bandwidth) cost model.
 ///
 /// Every point-to-point message costs `alpha_us` microseconds of latency plus
@@ -284,6 +307,24 @@ pub fn fit_ring(points: &[(usize, f64, f64)]) -> Option<AlphaBeta> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ring_link_load_counts_the_busiest_direction() {
+        assert_eq!(ring_link_load(&[]), 0);
+        assert_eq!(ring_link_load(&[0]), 0);
+        assert_eq!(ring_link_load(&[0, 0, 0]), 0);
+        assert_eq!(ring_link_load(&[0, 1]), 1);
+        assert_eq!(ring_link_load(&[0, 1, 2, 3]), 1);
+        // Round-robin on 2 GPUs: every hop crosses, N/2 per direction.
+        assert_eq!(ring_link_load(&[0, 1, 0, 1]), 2);
+        assert_eq!(ring_link_load(&[0, 1, 0, 1, 0, 1, 0, 1]), 4);
+        // Blocks: one hop each way.
+        assert_eq!(ring_link_load(&[0, 0, 1, 1]), 1);
+        assert_eq!(ring_link_load(&[0, 0, 0, 0, 1, 1, 1, 1]), 1);
+        // Odd rank counts on 2 GPUs, round-robin: (N-1)/2 hops one way.
+        assert_eq!(ring_link_load(&[0, 1, 0]), 1);
+        assert_eq!(ring_link_load(&[0, 1, 0, 1, 0]), 2);
+    }
+
     use super::*;
 
     const D: f64 = 100e6;

@@ -23,34 +23,47 @@ pub fn fence(ranks: usize) -> Plan {
 /// busy; with `streams == 2` each copy is split in halves on two streams
 /// (two copy engines). Other ranks stay idle.
 pub fn peer_copy(ranks: usize, count: usize, elem_size: usize, streams: usize) -> Plan {
+    peer_copy_pair(ranks, count, elem_size, streams, (0, 1))
+}
+
+/// [`peer_copy`] between ranks `pair.0` and `pair.1` (for example rank 0
+/// and the first rank on another GPU, when several ranks share a GPU).
+/// A pair that is not two distinct ranks below `ranks` copies nothing.
+pub fn peer_copy_pair(
+    ranks: usize,
+    count: usize,
+    elem_size: usize,
+    streams: usize,
+    pair: (usize, usize),
+) -> Plan {
     let shape = Shape::all_reduce(ranks, count, elem_size, false);
     let mut b = PlanBuilder::new("peer-copy", shape);
     b.scratch(count);
     let begin = b.begin_all();
     let parts = crate::schedule::slices(0..count, streams.clamp(1, 2), elem_size);
+    let ends = [pair.0, pair.1];
+    let valid = pair.0 != pair.1 && pair.0 < ranks && pair.1 < ranks;
     let mut sig: Vec<Vec<SignalId>> = vec![Vec::new(); 2];
-    for r in 0..ranks.min(2) {
-        let to = 1 - r;
-        if to >= ranks {
-            break;
-        }
-        for (k, part) in parts.iter().enumerate() {
-            let lane = if k == 0 { Lane::Copy } else { Lane::Compute };
-            sig[r].extend(b.copy(
-                r,
-                lane,
-                (r, Region::new(Buf::Send, part.clone())),
-                (to, Region::new(Buf::Scratch, part.clone())),
-                vec![begin[r], begin[to]],
-                Label::default(),
-            ));
+    if valid {
+        for (i, &r) in ends.iter().enumerate() {
+            let to = ends[1 - i];
+            for (k, part) in parts.iter().enumerate() {
+                let lane = if k == 0 { Lane::Copy } else { Lane::Compute };
+                sig[i].extend(b.copy(
+                    r,
+                    lane,
+                    (r, Region::new(Buf::Send, part.clone())),
+                    (to, Region::new(Buf::Scratch, part.clone())),
+                    vec![begin[r], begin[to]],
+                    Label::default(),
+                ));
+            }
         }
     }
     for r in 0..ranks {
-        let waits = if r < 2 && ranks >= 2 {
-            sig[r].iter().chain(&sig[1 - r]).copied().collect()
-        } else {
-            vec![]
+        let waits = match ends.iter().position(|&e| e == r) {
+            Some(_) if valid => sig[0].iter().chain(&sig[1]).copied().collect(),
+            _ => vec![],
         };
         b.end(r, waits);
     }
@@ -109,6 +122,22 @@ mod tests {
                 for streams in 1..=2 {
                     let p = peer_copy(n, count, 4, streams);
                     p.validate().unwrap_or_else(|e| panic!("{n} {count}: {e}"));
+                }
+                for (pair, streams) in [(0, 1), (0, 2), (3, 1), (1, 1), (0, 4)]
+                    .into_iter()
+                    .zip(1..)
+                {
+                    let streams = 1 + streams % 2;
+                    let p = peer_copy_pair(n, count, 4, streams, pair);
+                    p.validate()
+                        .unwrap_or_else(|e| panic!("{n} {count} {pair:?}: {e}"));
+                    let t = p.traffic();
+                    let valid = pair.0 != pair.1 && pair.0 < n && pair.1 < n;
+                    for (r, x) in t.iter().enumerate() {
+                        let moves = valid && (r == pair.0 || r == pair.1);
+                        let want = if moves { 4 * count as u64 } else { 0 };
+                        assert_eq!((x.sent, x.received), (want, want), "{n} {pair:?} rank {r}");
+                    }
                 }
                 for (from, to) in [(0, 1), (1, 0), (0, 0), (2, 3)] {
                     let p = peer_copy_one_way(n, count, 4, from, to);

@@ -381,10 +381,13 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             }
         }
     }
-    if let (Some(c), true) = (ceiling, info.devices() == 2 && ranks > 2 && ranks % 2 == 0) {
+    let load = crate::theory::ring_link_load(&info.rank_to_device);
+    if let (Some(c), true) = (ceiling, ranks > info.devices() && load > 0) {
         rep.header.notes.push(format!(
-            "link-bound model for {ranks} ranks on 2 GPUs: every ring hop crosses NVLink, each direction carries (N-1)*D, so busbw <= ceiling * 2/N = {:.1} GB/s",
-            c * 2.0 / ranks as f64
+            "link-bound model for {ranks} ranks on {} GPUs (rank -> GPU {:?}): the busiest link direction carries {load} ring hop(s) of 2(N-1)/N*D each, so busbw <= ceiling / {load} = {:.1} GB/s",
+            info.devices(),
+            info.rank_to_device,
+            c / load as f64
         ));
     }
     // The alpha-beta model, fitted to the first engine contender's
@@ -404,7 +407,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         .then_some("nccl");
     super::out_raw(&rep.render_all(reference))?;
     if let Some((m, rows)) = &fitted {
-        out_model(&rep, m, rows, ranks)?;
+        out_model(&rep, m, rows, ranks, load.max(1))?;
     }
     if !rep.breakdown.is_empty() {
         out_breakdown(&rep.breakdown)?;
@@ -496,7 +499,15 @@ fn model_us(m: &report::ModelFit, ranks: usize, size: u64) -> f64 {
 }
 
 /// The measured-vs-model table.
-fn out_model(rep: &Report, m: &report::ModelFit, rows: &[Row], ranks: usize) -> Result<()> {
+/// `load`: ring hops on the busiest link direction
+/// ([`crate::theory::ring_link_load`], 1 with one rank per GPU).
+fn out_model(
+    rep: &Report,
+    m: &report::ModelFit,
+    rows: &[Row],
+    ranks: usize,
+    load: usize,
+) -> Result<()> {
     let ceiling = rep.header.link_ceiling_gbps;
     out(format!(
         "# Measured vs model: time = 2(N-1)*alpha + 2(N-1)/N*size/beta, fitted to the {} {} out-of-place rows (least squares on the relative error, alpha >= 0): alpha = {:.2} us per ring step, beta = {:.1} GB/s per link direction{}",
@@ -524,7 +535,7 @@ fn out_model(rep: &Report, m: &report::ModelFit, rows: &[Row], ranks: usize) -> 
         let bound = match ceiling {
             Some(c) if c > 0.0 => format!(
                 "{:.2}",
-                crate::theory::ring_per_rank_bytes(ranks, r.size as f64) / (c * 1e3)
+                load as f64 * crate::theory::ring_per_rank_bytes(ranks, r.size as f64) / (c * 1e3)
             ),
             _ => "-".into(),
         };
