@@ -38,6 +38,10 @@
 #                                        round-robin and in blocks (--devices 0,0,1,1): ring paths
 #                                        vs the parameter server with the link ceiling measured, and
 #                                        timelines at 1 MiB (~6 min)
+#   bash .device/gpu-check.sh final      session 8, issue 13 in one run: tests, topo, the ring
+#                                        paths plain and from graphs vs auto and NCCL at 1 MiB-1 GiB,
+#                                        small calls auto vs NCCL with the host share, 4 and 8 ranks on
+#                                        2 GPUs (ring, graphs, PS) with the link ceiling (~9 min)
 # Every step is bounded by `timeout`; logs and JSON go to $OUT (or ./gpu-out).
 set -uo pipefail
 MODE="${1:-validate}"
@@ -668,6 +672,30 @@ if [ "$MODE" = place ]; then
         done
     done
     (cd "$W" && tar czf "$OUT/place.tgz" .) && rm -rf "$W"
+    exit 0
+fi
+
+if [ "$MODE" = final ]; then
+    # Session 8: every issue-13 target in one run of one binary. FINAL_TESTS=0
+    # skips the tests; FINAL_PARTS picks parts (default "topo two small four eight").
+    W="$OUT/w"; mkdir -p "$W"
+    [ "${FINAL_TESTS:-1}" = 0 ] || gpu_tests 300 40
+    for part in ${FINAL_PARTS:-topo two small four eight}; do
+        case $part in
+        topo) run 60 "$RR" topo > "$W/topo.txt" 2>&1; tail -12 "$W/topo.txt" ;;
+        two) run 200 "$RR" bench --ranks 2 --algo auto,ring,ring:pipe2,ring:graph,ring:pipe2:graph,nccl,nccl:graph \
+                -b 1MiB -e 1GiB -f 4 -n 10 -w 3 --blocks 3 --big 256MiB --timeout 30 -J "$W/two.json" > "$W/two.log" 2>&1 ;;
+        small) run 120 "$RR" bench --ranks 2 --algo auto,nccl -b 8 -e 64KiB -f 2 -n 200 -w 20 --blocks 5 --no-ceiling \
+                --timeout 30 -J "$W/small.json" > "$W/small.log" 2>&1 ;;
+        four) run 150 "$RR" bench --ranks 4 --algo ring,ring:pipe2,ring:graph,ring:pipe2:graph,ps,ps:graph \
+                -b 1MiB -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --timeout 30 -J "$W/four.json" > "$W/four.log" 2>&1 ;;
+        eight) run 200 "$RR" bench --ranks 8 --algo ring,ring:pipe2,ring:graph,ring:pipe2:graph,ps,ps:graph \
+                -b 1MiB -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --big 64MiB --timeout 30 -J "$W/eight.json" > "$W/eight.log" 2>&1 ;;
+        esac
+        [ -f "$W/$part.log" ] && grep -E "^# (Note: (link|host)|Backend|Peer)|^ +[0-9]+ +[0-9]+ |algo:|rror|exit" \
+            "$W/$part.log" | cut -c1-150
+    done
+    (cd "$W" && tar czf "$OUT/final.tgz" .) && rm -rf "$W"
     exit 0
 fi
 

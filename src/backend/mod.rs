@@ -162,6 +162,31 @@ impl BackendInfo {
     }
 }
 
+/// The device of each of `ranks` ranks given the devices to use, `devs`
+/// (a device may be listed more than once).
+///
+/// * With at least as many devices as ranks, rank `r` uses `devs[r]`.
+/// * With more ranks than devices, the ranks go in contiguous blocks:
+///   rank `r` uses `devs[r * len / ranks]` (4 ranks on 2 GPUs:
+///   0,1 -> the first, 2,3 -> the second). A ring `0 -> 1 -> ... -> N-1 ->
+///   0` then crosses between two devices only where one block ends, once
+///   each way on 2 GPUs, where round-robin made every hop cross: the ring
+///   moves `2(N-1)/N * D` per hop, so round-robin put `N/2` hops' worth on
+///   each link direction (measured, 4 ranks on 2 x H200 at 256 MiB: 2184 us
+///   round-robin, 1129 us in blocks; `results/2026-11-30-h200x2-s8-place`).
+///   List the devices round-robin yourself (`0,1,0,1`) for the old layout.
+/// * No devices: every rank on device 0.
+pub fn placement(ranks: usize, devs: &[usize]) -> Vec<usize> {
+    let len = devs.len();
+    (0..ranks)
+        .map(|r| match len {
+            0 => 0,
+            _ if ranks <= len => devs[r],
+            _ => devs[r * len / ranks],
+        })
+        .collect()
+}
+
 /// Memory of one rank's device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceMemory {
@@ -392,4 +417,40 @@ pub fn signal_desc(plan: &Plan, s: crate::plan::SignalId) -> String {
         }
     }
     format!("signal {}", s.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::placement;
+    use crate::theory::ring_link_load;
+
+    #[test]
+    fn placement_gives_each_rank_its_own_device_when_there_are_enough() {
+        assert_eq!(placement(2, &[0, 1]), vec![0, 1]);
+        assert_eq!(placement(2, &[3, 1, 2]), vec![3, 1]);
+        assert_eq!(placement(3, &[0, 1, 0]), vec![0, 1, 0]);
+        assert_eq!(placement(0, &[0, 1]), Vec::<usize>::new());
+        assert_eq!(placement(3, &[]), vec![0, 0, 0]);
+    }
+
+    #[test]
+    fn placement_puts_extra_ranks_in_blocks_so_the_ring_crosses_once_each_way() {
+        assert_eq!(placement(4, &[0, 1]), vec![0, 0, 1, 1]);
+        assert_eq!(placement(8, &[0, 1]), vec![0, 0, 0, 0, 1, 1, 1, 1]);
+        assert_eq!(placement(3, &[0, 1]), vec![0, 0, 1]);
+        assert_eq!(placement(5, &[1, 0]), vec![1, 1, 1, 0, 0]);
+        assert_eq!(placement(6, &[0, 1, 2]), vec![0, 0, 1, 1, 2, 2]);
+        for ranks in 2..=16 {
+            for len in 1..=4 {
+                let devs: Vec<usize> = (0..len).collect();
+                let map = placement(ranks, &devs);
+                // Every device listed is used when there are enough ranks.
+                for d in &devs[..len.min(ranks)] {
+                    assert!(map.contains(d), "{ranks} ranks {len} devices: {map:?}");
+                }
+                // Blocks never cross a link more than once each way.
+                assert!(ring_link_load(&map) <= 1, "{ranks} on {len}: {map:?}");
+            }
+        }
+    }
 }

@@ -8,7 +8,8 @@
 //!   under `/dev/shm`, or `--store`; a non-empty one is a leftover and
 //!   refused) and gives rank r `RINGREDUCE_RANK=r`, `RINGREDUCE_SIZE=N`,
 //!   `RINGREDUCE_LOCAL_RANK=r`, `RINGREDUCE_STORE`, `RINGREDUCE_RUN_ID`,
-//!   with `--devices`: `RINGREDUCE_DEVICES=devices[r % len]`, with
+//!   with `--devices`: `RINGREDUCE_DEVICES` = rank r's GPU by
+//!   [`crate::backend::placement`] (blocks when ranks outnumber GPUs), with
 //!   `--timeout`: `RINGREDUCE_TIMEOUT`.
 //! * Each rank's stdout and stderr lines come out prefixed `[rank r] `.
 //! * Faults: when a rank exits non-zero or is killed, the launcher writes
@@ -38,8 +39,10 @@ pub struct LaunchArgs {
     /// Number of rank processes.
     #[arg(short = 'n', long = "nprocs")]
     pub nprocs: usize,
-    /// GPUs, comma-separated: rank r uses devices[r % len] (passed as
-    /// RINGREDUCE_DEVICES). Default: rank r uses GPU r % (GPU count).
+    /// GPUs, comma-separated: each rank gets one (passed as
+    /// RINGREDUCE_DEVICES), the r-th listed, or with more ranks than GPUs in
+    /// blocks as one process's ranks are (4 on 0,1: 0,0,1,1). Default: rank
+    /// r uses GPU r % (GPU count), the usual local-rank convention.
     #[arg(long, value_delimiter = ',')]
     pub devices: Option<Vec<usize>>,
     /// The ranks' limit on any wait, in seconds (RINGREDUCE_TIMEOUT, default
@@ -245,7 +248,8 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
             cmd.env("RINGREDUCE_TIMEOUT", t.to_string());
         }
         if let Some(d) = &a.devices {
-            cmd.env("RINGREDUCE_DEVICES", d[r % d.len()].to_string());
+            let map = crate::backend::placement(a.nprocs, d);
+            cmd.env("RINGREDUCE_DEVICES", map[r].to_string());
         }
         proc::die_with_parent(&mut cmd);
         match cmd.spawn() {

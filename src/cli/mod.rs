@@ -81,7 +81,9 @@ pub struct Common {
     /// Backend: auto picks CUDA when a driver and a GPU are present.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
-    /// GPUs to use, comma-separated (default: all); ranks map round-robin.
+    /// GPUs to use, comma-separated (default: all); with more ranks than
+    /// GPUs, ranks go in blocks (4 on 0,1: 0,0,1,1); list a GPU more than
+    /// once to place them by hand.
     #[arg(long, value_delimiter = ',')]
     pub devices: Option<Vec<usize>>,
     /// Give up on any wait after this many seconds (default:

@@ -443,10 +443,15 @@ fn ring_order(
     links: &[(usize, usize, crate::cuda::P2pInfo)],
 ) -> Result<()> {
     let n = a.ranks.unwrap_or(devs.len()).max(1);
-    let map: Vec<usize> = (0..n).map(|r| devs[r % devs.len()]).collect();
+    let map = crate::backend::placement(n, devs);
     out(format!(
-        "\nring order: {n} ranks, rank r on GPU devices[r mod {}] (round robin): {}",
+        "\nring order: {n} ranks on {} GPUs ({}): {}",
         devs.len(),
+        if n <= devs.len() {
+            "rank r on the r-th GPU listed"
+        } else {
+            "more ranks than GPUs: in blocks, rank r on GPU devices[r * GPUs / ranks]"
+        },
         map.iter()
             .enumerate()
             .map(|(r, d)| format!("{r}->GPU{d}"))
@@ -475,19 +480,20 @@ fn ring_order(
     let why = match (devs.len(), perf.as_slice()) {
         (1, _) => "why: one GPU, so every hop is a copy within it and the order does not matter".to_string(),
         (_, [p]) if links.iter().all(|l| l.2.access) => format!(
-            "why: every pair of these GPUs has peer access and the same P2P performance rank ({p}): a full mesh (NVLink/NVSwitch, or equal PCIe paths), so every ring order crosses equally good links and round robin is as good as any"
+            "why: every pair of these GPUs has peer access and the same P2P performance rank ({p}): a full mesh (NVLink/NVSwitch, or equal PCIe paths), so every ring order over distinct GPUs crosses equally good links"
         ),
         _ => format!(
-            "why: the pairs' P2P performance ranks differ ({perf:?}) or some lack peer access: a ring that avoids the worst links could be faster, but the engine does not reorder ranks by topology yet; it uses round robin regardless (the engine refuses pairs without peer access)"
+            "why: the pairs' P2P performance ranks differ ({perf:?}) or some lack peer access: a ring that avoids the worst links could be faster, but the engine does not reorder ranks by topology yet; it keeps the order of the GPUs listed (the engine refuses pairs without peer access)"
         ),
     };
     out(why)?;
     if n > devs.len() {
         let local = (0..n).filter(|&r| map[r] == map[(r + 1) % n]).count();
         out(format!(
-            "{n} ranks on {} GPUs: {} of the {n} hops cross between GPUs and {local} stay within one (a device-local copy); each GPU's ranks share its links and copy engines",
+            "{n} ranks on {} GPUs: {} of the {n} hops cross between GPUs and {local} stay within one (a device-local copy); each GPU's ranks share its links and copy engines. The busiest link direction carries {} hop(s) of 2(N-1)/N*D each: blocks keep it at one (round-robin would make every hop cross)",
             devs.len(),
-            n - local
+            n - local,
+            crate::theory::ring_link_load(&map)
         ))?;
     }
     Ok(())

@@ -44,7 +44,9 @@ pub struct TraceArgs {
     /// (then auto by default).
     #[arg(long, value_enum)]
     pub backend: Option<BackendChoice>,
-    /// GPUs to use, comma-separated (default: all); ranks map round-robin.
+    /// GPUs to use, comma-separated (default: all); with more ranks than
+    /// GPUs, ranks go in blocks (4 on 0,1: 0,0,1,1); list a GPU more than
+    /// once to place them by hand.
     #[arg(long, value_delimiter = ',')]
     pub devices: Option<Vec<usize>>,
     /// Give up on any wait after this many seconds.

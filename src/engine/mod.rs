@@ -57,7 +57,8 @@ pub struct EngineConfig {
     /// The algorithm of every call that does not name one (`auto` by
     /// default).
     pub algo: AlgoChoice,
-    /// GPUs to use (default: all); ranks map round-robin onto them.
+    /// GPUs to use (default: all); ranks map onto them by
+    /// [`crate::backend::placement`] (more ranks than GPUs: in blocks).
     pub devices: Option<Vec<usize>>,
     /// The longest any wait may take, on the host and on the GPU, before the
     /// call fails with a timeout (default `RINGREDUCE_TIMEOUT` or 60 s).

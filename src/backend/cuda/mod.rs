@@ -3,9 +3,10 @@
 //! Per rank ([`rank`]): two streams (the plan's compute and copy lanes),
 //! buffers, one event per plan signal, the kernels of each data type (a
 //! prebuilt cubin on sm_90, else the PTX JIT), and the exchange kernel's
-//! flags and control block. Ranks map round-robin onto devices, so more
-//! ranks than GPUs is fine: a same-device "peer" copy is an ordinary
-//! device-to-device copy.
+//! flags and control block. Ranks map onto devices by
+//! [`crate::backend::placement`] (more ranks than GPUs go in contiguous
+//! blocks), so more ranks than GPUs is fine: a same-device "peer" copy is an
+//! ordinary device-to-device copy.
 //!
 //! A collective fans out to every rank thread as an [`IssueCmd`] (the hot
 //! path: the rank keeps each call it was sent, so a repeated call sends only
@@ -324,7 +325,7 @@ impl CudaBackend {
             }
             _ => avail,
         };
-        let map: Vec<usize> = (0..ranks).map(|r| devs[r % devs.len()]).collect();
+        let map = crate::backend::placement(ranks, &devs);
         let m = map.clone();
         let (timeout, faults) = (opts.timeout, opts.faults.clone());
         let mut threads =
