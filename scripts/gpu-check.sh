@@ -42,6 +42,9 @@
 #                                        paths plain and from graphs vs auto and NCCL at 1 MiB-1 GiB,
 #                                        small calls auto vs NCCL with the host share, 4 and 8 ranks on
 #                                        2 GPUs (ring, graphs, PS) with the link ceiling (~9 min)
+#   bash .device/gpu-check.sh ab         the staged binary against an earlier one staged as
+#                                        .device/ringreduce-old, interleaved (AB_RUNS, default 3):
+#                                        auto, ring:pipe2, NCCL at 1-64 MiB and auto, NCCL at 8 B-64 KiB
 # Every step is bounded by `timeout`; logs and JSON go to $OUT (or ./gpu-out).
 set -uo pipefail
 MODE="${1:-validate}"
@@ -696,6 +699,42 @@ if [ "$MODE" = final ]; then
             "$W/$part.log" | cut -c1-150
     done
     (cd "$W" && tar czf "$OUT/final.tgz" .) && rm -rf "$W"
+    exit 0
+fi
+
+if [ "$MODE" = ab ]; then
+    # A regression check: the same benches with the old and the new binary,
+    # alternating, so that both see the same machine state.
+    [ -x "$D/ringreduce-old" ] || { echo "SKIPPED: no $D/ringreduce-old staged"; exit 0; }
+    W="$OUT/w"; mkdir -p "$W"
+    echo "old: $(cat "$D/COMMIT-old" 2>/dev/null)  new: $(cat "$D/COMMIT" 2>/dev/null)"
+    for i in $(seq "${AB_RUNS:-3}"); do
+        for b in old new; do
+            BIN="$RR"; [ $b = old ] && BIN="$D/ringreduce-old"
+            run 90 "$BIN" bench --ranks 2 --algo auto,ring:pipe2,nccl -b 1MiB -e 64MiB -f 4 -n 20 -w 5 --blocks 5 \
+                --no-ceiling --timeout 30 -J "$W/mid-$b-$i.json" > "$W/mid-$b-$i.log" 2>&1
+            run 90 "$BIN" bench --ranks 2 --algo auto,nccl -b 8 -e 64KiB -f 8 -n 200 -w 20 --blocks 5 \
+                --no-ceiling --timeout 30 -J "$W/small-$b-$i.json" > "$W/small-$b-$i.log" 2>&1
+        done
+    done
+    python3 - "$W" <<'PY'
+import glob, json, os, sys
+w = sys.argv[1]
+cells = {}
+for p in sorted(glob.glob(os.path.join(w, "*.json"))):
+    part, b, i = os.path.basename(p)[:-5].split("-")
+    for r in json.load(open(p))["rows"]:
+        for pl in ("out_of_place", "in_place"):
+            m = r.get(pl)
+            if m:
+                cells.setdefault((r["algo"], r["size"], pl), {}).setdefault(b, []).append(m["time_us"])
+print("# us per call, each binary's runs in order (old | new)")
+for k in sorted(cells, key=lambda k: (k[0], k[1], k[2])):
+    o, n = cells[k].get("old", []), cells[k].get("new", [])
+    f = lambda v: " ".join("%.2f" % x for x in v)
+    print("%-11s %10d %-12s | %s | %s" % (k[0], k[1], k[2], f(o), f(n)))
+PY
+    (cd "$W" && tar czf "$OUT/ab.tgz" .) && rm -rf "$W"
     exit 0
 fi
 
