@@ -42,6 +42,8 @@
 #                                        paths plain and from graphs vs auto and NCCL at 1 MiB-1 GiB,
 #                                        small calls auto vs NCCL with the host share, 4 and 8 ranks on
 #                                        2 GPUs (ring, graphs, PS) with the link ceiling (~9 min)
+#   bash .device/gpu-check.sh many       session 8: tests, then 4 and 8 ranks on 2 GPUs, 8 B-256 MiB:
+#                                        auto against oneshot:fused, oneshot, ps, ring, ring:pipe2 (~5 min)
 #   bash .device/gpu-check.sh ab         the staged binary against an earlier one staged as
 #                                        .device/ringreduce-old, interleaved (AB_RUNS, default 3):
 #                                        auto, ring:pipe2, NCCL at 1-64 MiB and auto, NCCL at 8 B-64 KiB
@@ -699,6 +701,20 @@ if [ "$MODE" = final ]; then
             "$W/$part.log" | cut -c1-150
     done
     (cd "$W" && tar czf "$OUT/final.tgz" .) && rm -rf "$W"
+    exit 0
+fi
+
+if [ "$MODE" = many ]; then
+    # Session 8: auto's pick for more than 2 ranks, against every path that
+    # runs them. MANY_TESTS=0 skips the tests.
+    W="$OUT/w"; mkdir -p "$W"
+    [ "${MANY_TESTS:-1}" = 0 ] || gpu_tests 300 40
+    for n in 4 8; do
+        run 240 "$RR" bench --ranks $n --algo auto,oneshot:fused,oneshot,ps,ring,ring:pipe2 -b 8 -e 256MiB -f 4 \
+            -n 10 -w 3 --blocks 3 --big 16MiB --no-ceiling --timeout 30 -J "$W/many-${n}r.json" > "$W/many-${n}r.log" 2>&1
+        grep -E "^# Backend|^ +[0-9]+ +[0-9]+ |algo:|rror|exit" "$W/many-${n}r.log" | cut -c1-150
+    done
+    (cd "$W" && tar czf "$OUT/many.tgz" .) && rm -rf "$W"
     exit 0
 fi
 

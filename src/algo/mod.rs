@@ -188,6 +188,14 @@ pub const ONESHOT_MAX_BYTES: usize = 16 << 20;
 /// From this size the ring cuts each chunk into 4 slices instead of 2.
 pub const PIPE4_MIN_BYTES: usize = 1 << 30;
 
+/// Up to this size per rank, an all-reduce of more than 2 ranks uses the
+/// parameter server: two rounds, whatever N, where the ring has 2(N-1)
+/// dependent steps at 12-14 us each (4 and 8 ranks on 2 x H200, ranks in
+/// blocks, `results/2026-11-30-h200x2-s8-final.log`: PS 45 / 79 us against
+/// the ring's 85 / 85 us at 1 / 4 MiB with 4 ranks, 92-145 against
+/// 177-215 us with 8; the ring ahead from 16 MiB, 124 against 235 us).
+pub const PS_MAX_BYTES: usize = 4 << 20;
+
 /// Below this many bytes of a reduce-scatter's whole buffer the plain ring
 /// (one copy and one reduce per step) beats the pipelined one (2 x H200,
 /// 2026-11-30, `-ring2-bench-rsag.log`: 75 vs 52 GB/s at 4 MiB, 18 vs 13
@@ -207,14 +215,17 @@ impl AlgoChoice {
     /// (else an error that says why), or `auto`'s pick. `auto` honours the
     /// environment variable `RINGREDUCE_ALGO` (like `NCCL_ALGO`).
     ///
-    /// `auto`, from the 2 x H200 runs of 2026-11-29 (docs/perf-notes.md):
-    /// an all-reduce of at most [`ONESHOT_MAX_BYTES`] per rank on 2 ranks
-    /// uses `oneshot:fused` out of place and `oneshot:flag` in place; every
-    /// other call uses `ring:pipe2`, or `ring:pipe4` from
-    /// [`PIPE4_MIN_BYTES`], except an all-gather (no reduce to overlap:
-    /// the plain `ring`, which measured ahead of `ring:pipe2` at every size
-    /// on 2 x H200) and a reduce-scatter below [`RS_PIPE_MIN_BYTES`]
-    /// (`ring`).
+    /// `auto`, from the 2 x H200 runs (docs/perf-notes.md):
+    /// * an all-reduce of at most [`ONESHOT_MAX_BYTES`] per rank on 2 ranks
+    ///   uses `oneshot:fused` out of place and `oneshot:flag` in place;
+    /// * an all-reduce of more than 2 ranks uses `ps` up to
+    ///   [`PS_MAX_BYTES`] per rank, then the plain `ring` (4 and 8 ranks:
+    ///   ahead of `ring:pipe2` at every size measured, 1-256 MiB);
+    /// * every other call uses `ring:pipe2`, except an all-gather (no
+    ///   reduce to overlap: the plain `ring`, which measured ahead of
+    ///   `ring:pipe2` at every size on 2 x H200) and a reduce-scatter below
+    ///   [`RS_PIPE_MIN_BYTES`] (`ring`);
+    /// * from [`PIPE4_MIN_BYTES`] a pipelined ring cuts 4 slices.
     pub fn resolve(&self, shape: &Shape) -> Result<Arc<dyn Algorithm>> {
         let algo = match self {
             AlgoChoice::Fixed(a) => a.clone(),
@@ -249,11 +260,15 @@ fn auto(shape: &Shape) -> Arc<dyn Algorithm> {
         }
         return Arc::new(fused::Fused);
     }
+    let many = shape.collective == Collective::AllReduce && shape.ranks > 2;
+    if many && bytes <= PS_MAX_BYTES {
+        return Arc::new(ps::ParameterServer);
+    }
     let whole = bytes.saturating_mul(shape.ranks);
     let plain = match shape.collective {
         Collective::AllGather => true,
         Collective::ReduceScatter => whole < RS_PIPE_MIN_BYTES,
-        Collective::AllReduce => false,
+        Collective::AllReduce => many && bytes < PIPE4_MIN_BYTES,
     };
     let slices = if plain {
         1

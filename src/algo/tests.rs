@@ -358,7 +358,18 @@ fn auto_policy() {
         name(Shape::all_reduce(2, 256 << 20, 4, false)),
         "ring:pipe4"
     );
-    assert_eq!(name(Shape::all_reduce(4, 16, 4, false)), "ring:pipe2");
+    // More than 2 ranks: the parameter server up to 4 MiB per rank, then
+    // the plain ring (measured on 2 x H200, see PS_MAX_BYTES).
+    for ranks in [3, 4, 8] {
+        for in_place in [false, true] {
+            let s = |count| Shape::all_reduce(ranks, count, 4, in_place);
+            assert_eq!(name(s(16)), "ps");
+            assert_eq!(name(s(1 << 20)), "ps");
+            assert_eq!(name(s((1 << 20) + 1)), "ring");
+            assert_eq!(name(s(64 << 20)), "ring");
+            assert_eq!(name(s(256 << 20)), "ring:pipe4");
+        }
+    }
     let of = |collective, count| Shape {
         collective,
         ..Shape::all_reduce(2, count, 4, false)
