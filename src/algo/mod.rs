@@ -196,6 +196,14 @@ pub const PIPE4_MIN_BYTES: usize = 1 << 30;
 /// 177-215 us with 8; the ring ahead from 16 MiB, 124 against 235 us).
 pub const PS_MAX_BYTES: usize = 4 << 20;
 
+/// Out of place, more than 2 ranks use `oneshot:fused` (one kernel per
+/// rank that reads every peer's input) while a rank reads at most this
+/// many bytes from its peers, `(N-1) * size` (`results/2026-11-30-h200x2-s8-many`:
+/// 19-23 us against the PS's 39-62 us at 8 B-512 KiB with 4 ranks, 55-66
+/// against 100-160 us with 8; 37 against 54 us at 4 x 2 MiB = 6 MiB read;
+/// behind the PS at 8 x 2 MiB = 14 MiB read, 129 against 110 us).
+pub const FUSED_MANY_MAX_READ: usize = 8 << 20;
+
 /// Below this many bytes of a reduce-scatter's whole buffer the plain ring
 /// (one copy and one reduce per step) beats the pipelined one (2 x H200,
 /// 2026-11-30, `-ring2-bench-rsag.log`: 75 vs 52 GB/s at 4 MiB, 18 vs 13
@@ -218,9 +226,10 @@ impl AlgoChoice {
     /// `auto`, from the 2 x H200 runs (docs/perf-notes.md):
     /// * an all-reduce of at most [`ONESHOT_MAX_BYTES`] per rank on 2 ranks
     ///   uses `oneshot:fused` out of place and `oneshot:flag` in place;
-    /// * an all-reduce of more than 2 ranks uses `ps` up to
-    ///   [`PS_MAX_BYTES`] per rank, then the plain `ring` (4 and 8 ranks:
-    ///   ahead of `ring:pipe2` at every size measured, 1-256 MiB);
+    /// * an all-reduce of more than 2 ranks uses `oneshot:fused` out of
+    ///   place while `(N-1) * size` is at most [`FUSED_MANY_MAX_READ`],
+    ///   else `ps` up to [`PS_MAX_BYTES`] per rank, then the plain `ring`
+    ///   (4 and 8 ranks: ahead of `ring:pipe2` at every size measured);
     /// * every other call uses `ring:pipe2`, except an all-gather (no
     ///   reduce to overlap: the plain `ring`, which measured ahead of
     ///   `ring:pipe2` at every size on 2 x H200) and a reduce-scatter below
@@ -261,6 +270,10 @@ fn auto(shape: &Shape) -> Arc<dyn Algorithm> {
         return Arc::new(fused::Fused);
     }
     let many = shape.collective == Collective::AllReduce && shape.ranks > 2;
+    let peer_reads = bytes.saturating_mul(shape.ranks - 1);
+    if many && !shape.in_place && peer_reads <= FUSED_MANY_MAX_READ {
+        return Arc::new(fused::Fused);
+    }
     if many && bytes <= PS_MAX_BYTES {
         return Arc::new(ps::ParameterServer);
     }

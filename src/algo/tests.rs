@@ -358,13 +358,34 @@ fn auto_policy() {
         name(Shape::all_reduce(2, 256 << 20, 4, false)),
         "ring:pipe4"
     );
-    // More than 2 ranks: the parameter server up to 4 MiB per rank, then
-    // the plain ring (measured on 2 x H200, see PS_MAX_BYTES).
+    // More than 2 ranks: out of place oneshot:fused while a rank reads at
+    // most 8 MiB from its peers, else the parameter server up to 4 MiB per
+    // rank, then the plain ring (measured on 2 x H200, see
+    // FUSED_MANY_MAX_READ and PS_MAX_BYTES).
+    let mib = |ranks, m: usize| name(Shape::all_reduce(ranks, (m << 20) / 4, 4, false));
+    assert_eq!(mib(4, 2), "oneshot:fused"); // reads 6 MiB from its peers
+    assert_eq!(mib(4, 4), "ps"); // 12 MiB
+    assert_eq!(mib(8, 1), "oneshot:fused"); // 7 MiB
+    assert_eq!(mib(8, 2), "ps"); // 14 MiB
+    assert_eq!(mib(8, 16), "ring");
     for ranks in [3, 4, 8] {
         for in_place in [false, true] {
             let s = |count| Shape::all_reduce(ranks, count, 4, in_place);
-            assert_eq!(name(s(16)), "ps");
-            assert_eq!(name(s(1 << 20)), "ps");
+            let small = if in_place { "ps" } else { "oneshot:fused" };
+            let fused_max = (8 << 20) / 4 / (ranks - 1);
+            assert_eq!(name(s(16)), small);
+            assert_eq!(name(s(fused_max)), small);
+            let ps_or = |count: usize, other| {
+                if !in_place && count <= fused_max {
+                    other
+                } else if count <= 1 << 20 {
+                    "ps"
+                } else {
+                    "ring"
+                }
+            };
+            assert_eq!(name(s(fused_max + 1)), ps_or(fused_max + 1, small));
+            assert_eq!(name(s(1 << 20)), ps_or(1 << 20, small));
             assert_eq!(name(s((1 << 20) + 1)), "ring");
             assert_eq!(name(s(64 << 20)), "ring");
             assert_eq!(name(s(256 << 20)), "ring:pipe4");
