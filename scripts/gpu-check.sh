@@ -706,11 +706,13 @@ fi
 
 if [ "$MODE" = many ]; then
     # Session 8: auto's pick for more than 2 ranks, against every path that
-    # runs them. MANY_TESTS=0 skips the tests.
+    # runs them. MANY_TESTS=0 skips the tests; MANY_ALGOS, MANY_E, MANY_F
+    # narrow the sweep.
     W="$OUT/w"; mkdir -p "$W"
     [ "${MANY_TESTS:-1}" = 0 ] || gpu_tests 300 40
     for n in 4 8; do
-        run 240 "$RR" bench --ranks $n --algo auto,oneshot:fused,oneshot,ps,ring,ring:pipe2 -b 8 -e 256MiB -f 4 \
+        run 240 "$RR" bench --ranks $n --algo "${MANY_ALGOS:-auto,oneshot:fused,oneshot,ps,ring,ring:pipe2}" \
+            -b 8 -e "${MANY_E:-256MiB}" -f "${MANY_F:-4}" \
             -n 10 -w 3 --blocks 3 --big 16MiB --no-ceiling --timeout 30 -J "$W/many-${n}r.json" > "$W/many-${n}r.log" 2>&1
         grep -E "^# Backend|^ +[0-9]+ +[0-9]+ |algo:|rror|exit" "$W/many-${n}r.log" | cut -c1-150
     done
