@@ -187,6 +187,22 @@ pub fn placement(ranks: usize, devs: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// The device of the process with local rank `local_rank` among
+/// `local_size` processes on this machine (if known), given the devices to
+/// use: [`placement`] when the local size is known and covers the rank, so
+/// that processes sit as one process's rank threads do; else
+/// `devs[local_rank % len]` (the usual local-rank convention). No devices:
+/// device 0.
+pub fn process_device(local_rank: usize, local_size: Option<usize>, devs: &[usize]) -> usize {
+    if devs.is_empty() {
+        return 0;
+    }
+    match local_size {
+        Some(n) if local_rank < n => placement(n, devs)[local_rank],
+        _ => devs[local_rank % devs.len()],
+    }
+}
+
 /// Memory of one rank's device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceMemory {
@@ -421,7 +437,7 @@ pub fn signal_desc(plan: &Plan, s: crate::plan::SignalId) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::placement;
+    use super::{placement, process_device};
     use crate::theory::ring_link_load;
 
     #[test]
@@ -452,5 +468,24 @@ mod tests {
                 assert!(ring_link_load(&map) <= 1, "{ranks} on {len}: {map:?}");
             }
         }
+    }
+
+    #[test]
+    fn processes_sit_as_rank_threads_do_when_the_local_size_is_known() {
+        for n in 1..=9 {
+            for devs in [vec![0], vec![0, 1], vec![1, 0], vec![0, 1, 2, 3]] {
+                let map = placement(n, &devs);
+                for (r, d) in map.iter().enumerate() {
+                    assert_eq!(process_device(r, Some(n), &devs), *d, "{n} {devs:?} {r}");
+                }
+            }
+        }
+        // Unknown or inconsistent local size: local_rank % GPUs.
+        assert_eq!(process_device(2, None, &[0, 1]), 0);
+        assert_eq!(process_device(3, None, &[0, 1]), 1);
+        assert_eq!(process_device(5, Some(4), &[0, 1]), 1);
+        // The launcher's one device per rank.
+        assert_eq!(process_device(3, Some(4), &[1]), 1);
+        assert_eq!(process_device(0, Some(2), &[]), 0);
     }
 }

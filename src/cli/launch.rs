@@ -7,7 +7,8 @@
 //! * The launcher creates the job's store (a fresh directory of mode 0700
 //!   under `/dev/shm`, or `--store`; a non-empty one is a leftover and
 //!   refused) and gives rank r `RINGREDUCE_RANK=r`, `RINGREDUCE_SIZE=N`,
-//!   `RINGREDUCE_LOCAL_RANK=r`, `RINGREDUCE_STORE`, `RINGREDUCE_RUN_ID`,
+//!   `RINGREDUCE_LOCAL_RANK=r`, `RINGREDUCE_LOCAL_SIZE=N`,
+//!   `RINGREDUCE_STORE`, `RINGREDUCE_RUN_ID`,
 //!   with `--devices`: `RINGREDUCE_DEVICES` = rank r's GPU by
 //!   [`crate::backend::placement`] (blocks when ranks outnumber GPUs), with
 //!   `--timeout`: `RINGREDUCE_TIMEOUT`.
@@ -41,8 +42,9 @@ pub struct LaunchArgs {
     pub nprocs: usize,
     /// GPUs, comma-separated: each rank gets one (passed as
     /// RINGREDUCE_DEVICES), the r-th listed, or with more ranks than GPUs in
-    /// blocks as one process's ranks are (4 on 0,1: 0,0,1,1). Default: rank
-    /// r uses GPU r % (GPU count), the usual local-rank convention.
+    /// blocks as one process's ranks are (4 on 0,1: 0,0,1,1). Default: the
+    /// same placement over every GPU (each rank knows its local rank and
+    /// the local size, RINGREDUCE_LOCAL_SIZE).
     #[arg(long, value_delimiter = ',')]
     pub devices: Option<Vec<usize>>,
     /// The ranks' limit on any wait, in seconds (RINGREDUCE_TIMEOUT, default
@@ -236,6 +238,7 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
             .env("RINGREDUCE_RANK", r.to_string())
             .env("RINGREDUCE_SIZE", n.to_string())
             .env("RINGREDUCE_LOCAL_RANK", r.to_string())
+            .env("RINGREDUCE_LOCAL_SIZE", a.nprocs.to_string())
             .env("RINGREDUCE_STORE", &dir)
             .env("RINGREDUCE_RUN_ID", &run_id)
             .env_remove("RINGREDUCE_MULTIPROC")

@@ -14,7 +14,8 @@
 //!
 //! * `ringreduce launch -n N -- <command>` ([`crate::cli::launch`]) creates
 //!   the store and sets `RINGREDUCE_RANK`, `RINGREDUCE_SIZE`,
-//!   `RINGREDUCE_LOCAL_RANK`, `RINGREDUCE_STORE` and `RINGREDUCE_RUN_ID`;
+//!   `RINGREDUCE_LOCAL_RANK`, `RINGREDUCE_LOCAL_SIZE`, `RINGREDUCE_STORE`
+//!   and `RINGREDUCE_RUN_ID`;
 //! * `mpirun -np N` (Open MPI: `OMPI_COMM_WORLD_RANK`/`_SIZE`; MPICH, Intel
 //!   MPI, Slurm: `PMI_RANK`/`PMI_SIZE`): rank 0 creates the store, named
 //!   after the job (no MPI library is linked or loaded);
@@ -133,6 +134,12 @@ pub struct JobSpec {
     pub size: usize,
     /// The rank among the job's processes on this machine (picks the GPU).
     pub local_rank: usize,
+    /// How many of the job's processes run on this machine, when the
+    /// environment says (`RINGREDUCE_LOCAL_SIZE`, set by `ringreduce
+    /// launch`; `OMPI_COMM_WORLD_LOCAL_SIZE`; `MPI_LOCALNRANKS`). With it,
+    /// more processes than GPUs go in blocks ([`crate::backend::placement`]),
+    /// as one process's rank threads do; without it, `local_rank % GPUs`.
+    pub local_size: Option<usize>,
     /// The store directory.
     pub store: PathBuf,
     /// The run id the store must carry (set by the launcher); `None`: this
@@ -175,6 +182,7 @@ impl JobSpec {
             rank,
             size,
             local_rank: rank,
+            local_size: Some(size),
             store: store.into(),
             run_id: None,
             origin: Origin::Explicit,
@@ -189,22 +197,30 @@ impl JobSpec {
         if std::env::var("RINGREDUCE_MULTIPROC").is_ok_and(|v| v.trim() == "0") {
             return Ok(None);
         }
-        let sources: [(&str, &str, &str, Origin); 3] = [
+        let sources: [(&str, &str, &str, &str, Origin); 3] = [
             (
                 "RINGREDUCE_RANK",
                 "RINGREDUCE_SIZE",
                 "RINGREDUCE_LOCAL_RANK",
+                "RINGREDUCE_LOCAL_SIZE",
                 Origin::Launch,
             ),
             (
                 "OMPI_COMM_WORLD_RANK",
                 "OMPI_COMM_WORLD_SIZE",
                 "OMPI_COMM_WORLD_LOCAL_RANK",
+                "OMPI_COMM_WORLD_LOCAL_SIZE",
                 Origin::OpenMpi,
             ),
-            ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", Origin::Pmi),
+            (
+                "PMI_RANK",
+                "PMI_SIZE",
+                "MPI_LOCALRANKID",
+                "MPI_LOCALNRANKS",
+                Origin::Pmi,
+            ),
         ];
-        for (rk, sz, local, origin) in sources {
+        for (rk, sz, local, local_n, origin) in sources {
             let (rank, size) = match (env_usize(rk)?, env_usize(sz)?) {
                 (None, None) => continue,
                 (Some(r), Some(s)) => (r, s),
@@ -228,6 +244,9 @@ impl JobSpec {
             let local_rank = env_usize(local)?
                 .or(env_usize("SLURM_LOCALID")?)
                 .unwrap_or(rank);
+            // A local size the local rank does not fit is ignored (the
+            // device then follows local_rank % GPUs).
+            let local_size = env_usize(local_n)?.filter(|&n| n > local_rank);
             let run_id = std::env::var("RINGREDUCE_RUN_ID")
                 .ok()
                 .filter(|s| !s.is_empty());
@@ -244,6 +263,7 @@ impl JobSpec {
                 rank,
                 size,
                 local_rank,
+                local_size,
                 store,
                 run_id,
                 origin,

@@ -100,8 +100,11 @@ impl CudaProcessBackend {
             _ => avail,
         };
         // One device given (the launcher's per-rank --devices): that one;
-        // otherwise this process's rank on the machine picks.
-        let device = devs[job.spec().local_rank % devs.len()];
+        // otherwise this process's rank on the machine picks: in blocks
+        // when the job says how many processes share the machine (as one
+        // process's rank threads are placed), else local_rank % GPUs.
+        let spec = job.spec();
+        let device = crate::backend::process_device(spec.local_rank, spec.local_size, &devs);
         let (timeout, faults) = (opts.timeout, opts.faults.clone());
         let kill_at = faults
             .0
