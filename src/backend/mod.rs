@@ -177,14 +177,22 @@ impl BackendInfo {
 ///   List the devices round-robin yourself (`0,1,0,1`) for the old layout.
 /// * No devices: every rank on device 0.
 pub fn placement(ranks: usize, devs: &[usize]) -> Vec<usize> {
+    (0..ranks).map(|r| device_of(r, ranks, devs)).collect()
+}
+
+/// Rank `rank`'s entry of [`placement`]`(ranks, devs)`, without building
+/// the whole map (a process knows only its own rank; the product is taken
+/// in 128 bits, so any `ranks` is safe). A rank at or past `ranks` wraps
+/// onto the devices (`devs[rank % len]`).
+pub fn device_of(rank: usize, ranks: usize, devs: &[usize]) -> usize {
     let len = devs.len();
-    (0..ranks)
-        .map(|r| match len {
-            0 => 0,
-            _ if ranks <= len => devs[r],
-            _ => devs[r * len / ranks],
-        })
-        .collect()
+    if len == 0 {
+        return 0;
+    }
+    if ranks <= len || rank >= ranks {
+        return devs[rank % len];
+    }
+    devs[(rank as u128 * len as u128 / ranks as u128) as usize]
 }
 
 /// The device of the process with local rank `local_rank` among
@@ -194,13 +202,8 @@ pub fn placement(ranks: usize, devs: &[usize]) -> Vec<usize> {
 /// `devs[local_rank % len]` (the usual local-rank convention). No devices:
 /// device 0.
 pub fn process_device(local_rank: usize, local_size: Option<usize>, devs: &[usize]) -> usize {
-    if devs.is_empty() {
-        return 0;
-    }
-    match local_size {
-        Some(n) if local_rank < n => placement(n, devs)[local_rank],
-        _ => devs[local_rank % devs.len()],
-    }
+    // An unknown local size: no ranks to place in blocks, so the rank wraps.
+    device_of(local_rank, local_size.unwrap_or(0), devs)
 }
 
 /// Memory of one rank's device.
@@ -487,5 +490,8 @@ mod tests {
         // The launcher's one device per rank.
         assert_eq!(process_device(3, Some(4), &[1]), 1);
         assert_eq!(process_device(0, Some(2), &[]), 0);
+        // Any local size, however large, is placed without a map of it.
+        assert_eq!(process_device(5, Some(usize::MAX), &[0, 1]), 0);
+        assert_eq!(process_device(usize::MAX - 1, Some(usize::MAX), &[0, 1]), 1);
     }
 }

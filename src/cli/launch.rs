@@ -238,7 +238,7 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
             .env("RINGREDUCE_RANK", r.to_string())
             .env("RINGREDUCE_SIZE", n.to_string())
             .env("RINGREDUCE_LOCAL_RANK", r.to_string())
-            .env("RINGREDUCE_LOCAL_SIZE", a.nprocs.to_string())
+            .env("RINGREDUCE_LOCAL_SIZE", n.to_string())
             .env("RINGREDUCE_STORE", &dir)
             .env("RINGREDUCE_RUN_ID", &run_id)
             .env_remove("RINGREDUCE_MULTIPROC")
@@ -251,8 +251,8 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
             cmd.env("RINGREDUCE_TIMEOUT", t.to_string());
         }
         if let Some(d) = &a.devices {
-            let map = crate::backend::placement(a.nprocs, d);
-            cmd.env("RINGREDUCE_DEVICES", map[r].to_string());
+            let device = crate::backend::device_of(r, n, d);
+            cmd.env("RINGREDUCE_DEVICES", device.to_string());
         }
         proc::die_with_parent(&mut cmd);
         match cmd.spawn() {

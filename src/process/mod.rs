@@ -244,9 +244,9 @@ impl JobSpec {
             let local_rank = env_usize(local)?
                 .or(env_usize("SLURM_LOCALID")?)
                 .unwrap_or(rank);
-            // A local size the local rank does not fit is ignored (the
-            // device then follows local_rank % GPUs).
-            let local_size = env_usize(local_n)?.filter(|&n| n > local_rank);
+            // A local size the local rank does not fit places nothing: the
+            // device then follows local_rank % GPUs (backend::device_of).
+            let local_size = env_usize(local_n)?;
             let run_id = std::env::var("RINGREDUCE_RUN_ID")
                 .ok()
                 .filter(|s| !s.is_empty());
