@@ -35,7 +35,7 @@
 #                                        resident): tests, check vs NCCL in threads and processes,
 #                                        small calls vs auto, oneshot:flag, graphs and NCCL (~7 min)
 #   bash .device/gpu-check.sh place      session 8: tests, then 4 and 8 ranks on 2 GPUs dealt
-#                                        round-robin and in blocks (--devices 0,0,1,1): ring paths
+#                                        round-robin and in blocks (--devices 0,1,0,1 / 0,0,1,1): ring paths
 #                                        vs the parameter server with the link ceiling measured, and
 #                                        timelines at 1 MiB (~6 min)
 #   bash .device/gpu-check.sh final      session 8, issue 13 in one run: tests, topo, the ring
@@ -75,6 +75,10 @@ gpu_tests() {
     timeout "$1" "$D/integration" ${TESTS:-} > "$OUT/tests.log" 2>&1; echo "[exit $?]"
     grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -"$2"
 }
+# workdir: a fresh $W under $OUT for one mode's files; pack NAME: tar them
+# into $OUT/NAME.tgz (what comes back) and remove $W.
+workdir() { W="$OUT/w"; mkdir -p "$W"; }
+pack() { (cd "$W" && tar czf "$OUT/$1.tgz" .) && rm -rf "$W"; }
 # thr_vs_proc THREADS.json PROCS.json: the same bench cells in one process
 # (threads) and one process per GPU: time per call, busbw ratio, difference.
 thr_vs_proc() {
@@ -593,7 +597,7 @@ if [ "$MODE" = ringflag ]; then
     # the two waits across GPUs. Correctness first (every type and op, in
     # and out of place, up to 1 GiB), then against the ring, NCCL and the
     # graphs, small calls, timelines, and one process per GPU.
-    W="$OUT/w"; mkdir -p "$W"
+    workdir
     L="$RR launch -n 2 --timeout 30 --"
     {
     run 30 "$RR" run --backend cuda --ranks 2 --size 4MiB --algo ring:flag --iters 20
@@ -616,7 +620,7 @@ if [ "$MODE" = ringflag ]; then
     run 90 "$RR" bench --ranks 2 $B -J "$W/thr.json" > "$W/thr.log" 2>&1
     run 90 $L bench $B -J "$W/proc.json" > "$W/proc.log" 2>&1
     thr_vs_proc "$W/thr.json" "$W/proc.json"
-    (cd "$W" && tar czf "$OUT/ringflag.tgz" .) && rm -rf "$W"
+    pack ringflag
     exit 0
 fi
 
@@ -628,7 +632,7 @@ if [ "$MODE" = resident ]; then
     # and op against NCCL in threads and in processes, then small calls
     # against auto, oneshot:flag (plain and graph-replayed) and NCCL
     # (RESIDENT_RUNS: the runs' names, default "1 2").
-    W="$OUT/w"; mkdir -p "$W"
+    workdir
     [ "${RESIDENT_TESTS:-1}" = 0 ] || gpu_tests "${RESIDENT_TEST_S:-330}" 40
     L="$RR launch -n 2 --timeout 30 --"
     {
@@ -646,22 +650,23 @@ if [ "$MODE" = resident ]; then
     run 90 $L bench --algo auto,oneshot:resident,nccl -b 8 -e 256KiB -f 4 -n 200 -w 20 --blocks 5 --no-ceiling --timeout 20 \
         -J "$W/small-mp.json" > "$W/small-mp.log" 2>&1
     grep -E "^#  *[0-9]+[KMG]?i?B  |exit" "$W/small-mp.log" | cut -c1-200 | tail -30
-    (cd "$W" && tar czf "$OUT/resident.tgz" .) && rm -rf "$W"
+    pack resident
     exit 0
 fi
 
 if [ "$MODE" = place ]; then
-    # Session 8 (~6 min): where the ranks sit on 2 GPUs. Round-robin (the
-    # default) makes every ring hop cross NVLink; blocks make one hop each way
-    # cross. The same bench in both, ceiling measured; timelines of the ring
-    # and the PS at 1 MiB. PLACE_TESTS=0 skips the tests.
-    W="$OUT/w"; mkdir -p "$W"
+    # Session 8 (~6 min): where the ranks sit on 2 GPUs. Round-robin makes
+    # every ring hop cross NVLink; blocks (the default since 643b67d) make
+    # one hop each way cross. Both are given explicitly with --devices. The
+    # same bench in both, ceiling measured; timelines of the ring and the PS
+    # at 1 MiB. PLACE_TESTS=0 skips the tests.
+    workdir
     [ "${PLACE_TESTS:-1}" = 0 ] || gpu_tests 330 40
     for n in 4 8; do
-        if [ $n = 4 ]; then BLK=0,0,1,1; else BLK=0,0,0,0,1,1,1,1; fi
+        if [ $n = 4 ]; then BLK=0,0,1,1 RR2=0,1,0,1; else BLK=0,0,0,0,1,1,1,1 RR2=0,1,0,1,0,1,0,1; fi
         for place in cyclic block; do
-            DEV=(); [ $place = block ] && DEV=(--devices "$BLK")
-            run 150 "$RR" bench --ranks $n ${DEV[@]+"${DEV[@]}"} --algo ring,ring:pipe2,ring:pipe4,ps \
+            DEV=(--devices "$RR2"); [ $place = block ] && DEV=(--devices "$BLK")
+            run 150 "$RR" bench --ranks $n "${DEV[@]}" --algo ring,ring:pipe2,ring:pipe4,ps \
                 -b 1MiB -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --timeout 30 -J "$W/bench-${n}r-$place.json" \
                 > "$W/bench-${n}r-$place.log" 2>&1
             grep -E "^# (Note: link|Backend)|^#  *[0-9]+[KMG]?i?B  |^ +[0-9]+ +[0-9]+ |algo:|ceiling|exit" \
@@ -669,21 +674,21 @@ if [ "$MODE" = place ]; then
         done
     done
     for place in cyclic block; do
-        DEV=(); [ $place = block ] && DEV=(--devices 0,0,1,1)
+        DEV=(--devices 0,1,0,1); [ $place = block ] && DEV=(--devices 0,0,1,1)
         for algo in ring ps; do
-            run 60 "$RR" trace --backend cuda --ranks 4 ${DEV[@]+"${DEV[@]}"} --size 1MiB --algo $algo \
+            run 60 "$RR" trace --backend cuda --ranks 4 "${DEV[@]}" --size 1MiB --algo $algo \
                 --timeline "$W/trace-4r-$place-$algo.json" > "$W/trace-4r-$place-$algo.txt" 2>&1
             grep -E "^# (note|measurement|  call|  rank [0-9]+: wall)|rror|\[exit" "$W/trace-4r-$place-$algo.txt" | head -20
         done
     done
-    (cd "$W" && tar czf "$OUT/place.tgz" .) && rm -rf "$W"
+    pack place
     exit 0
 fi
 
 if [ "$MODE" = final ]; then
     # Session 8: every issue-13 target in one run of one binary. FINAL_TESTS=0
     # skips the tests; FINAL_PARTS picks parts (default "topo two small four eight").
-    W="$OUT/w"; mkdir -p "$W"
+    workdir
     [ "${FINAL_TESTS:-1}" = 0 ] || gpu_tests 300 40
     for part in ${FINAL_PARTS:-topo two small four eight}; do
         case $part in
@@ -700,7 +705,7 @@ if [ "$MODE" = final ]; then
         [ -f "$W/$part.log" ] && grep -E "^# (Note: (link|host)|Backend|Peer)|^ +[0-9]+ +[0-9]+ |algo:|rror|exit" \
             "$W/$part.log" | cut -c1-150
     done
-    (cd "$W" && tar czf "$OUT/final.tgz" .) && rm -rf "$W"
+    pack final
     exit 0
 fi
 
@@ -708,7 +713,7 @@ if [ "$MODE" = many ]; then
     # Session 8: auto's pick for more than 2 ranks, against every path that
     # runs them. MANY_TESTS=0 skips the tests; MANY_ALGOS, MANY_E, MANY_F
     # narrow the sweep.
-    W="$OUT/w"; mkdir -p "$W"
+    workdir
     [ "${MANY_TESTS:-1}" = 0 ] || gpu_tests 300 40
     for n in 4 8; do
         run 240 "$RR" bench --ranks $n --algo "${MANY_ALGOS:-auto,oneshot:fused,oneshot,ps,ring,ring:pipe2}" \
@@ -716,7 +721,7 @@ if [ "$MODE" = many ]; then
             -n 10 -w 3 --blocks 3 --big 16MiB --no-ceiling --timeout 30 -J "$W/many-${n}r.json" > "$W/many-${n}r.log" 2>&1
         grep -E "^# Backend|^ +[0-9]+ +[0-9]+ |algo:|rror|exit" "$W/many-${n}r.log" | cut -c1-150
     done
-    (cd "$W" && tar czf "$OUT/many.tgz" .) && rm -rf "$W"
+    pack many
     exit 0
 fi
 
@@ -724,7 +729,7 @@ if [ "$MODE" = ab ]; then
     # A regression check: the same benches with the old and the new binary,
     # alternating, so that both see the same machine state.
     [ -x "$D/ringreduce-old" ] || { echo "SKIPPED: no $D/ringreduce-old staged"; exit 0; }
-    W="$OUT/w"; mkdir -p "$W"
+    workdir
     echo "old: $(cat "$D/COMMIT-old" 2>/dev/null)  new: $(cat "$D/COMMIT" 2>/dev/null)"
     for i in $(seq "${AB_RUNS:-3}"); do
         for b in old new; do
@@ -752,7 +757,7 @@ for k in sorted(cells, key=lambda k: (k[0], k[1], k[2])):
     f = lambda v: " ".join("%.2f" % x for x in v)
     print("%-11s %10d %-12s | %s | %s" % (k[0], k[1], k[2], f(o), f(n)))
 PY
-    (cd "$W" && tar czf "$OUT/ab.tgz" .) && rm -rf "$W"
+    pack ab
     exit 0
 fi
 
