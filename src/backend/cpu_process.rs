@@ -2,11 +2,13 @@
 //!
 //! Layering, the same as on the GPU:
 //!
-//! * buffers: each process allocates its rank's buffers as files of the
-//!   job's store (`buf-r<rank>-b<id>-v<n>`) mapped shared; a reserve is a
-//!   collective step (every rank idle, each allocates what grew, the names
-//!   are all-gathered, every rank maps its peers' new buffers, then the
-//!   owner unlinks the name: the mappings stay);
+//! * buffers: each process allocates its rank's buffers as nameless shared
+//!   segments ([`Mapping::create_exported`], labelled
+//!   `buf-r<rank>-b<id>-p<pid>-<n>`); a reserve is a collective step (every
+//!   rank idle, each allocates what grew, the labels and handles are
+//!   all-gathered, every rank maps its peers' new buffers, then the owner
+//!   closes the handle: the mappings stay, and no name is left anywhere
+//!   for a killed job to leave behind);
 //! * ordering: the plan's signals on the job's shared board (atomic
 //!   counters in the control segment), published when an op completed;
 //! * execution: this process's rank runs its ops through the same
@@ -49,7 +51,6 @@ pub struct CpuProcessBackend {
     names: HashMap<(usize, BufId), (String, usize)>,
     board: Arc<SignalBoard>,
     gen: u64,
-    version: u64,
     abort: AbortHandle,
     faults: FaultPlan,
     info: BackendInfo,
@@ -58,6 +59,15 @@ pub struct CpuProcessBackend {
     profile: IssueProfile,
     /// Peers reading this rank's send buffers (see [`crate::process::reads`]).
     reads: PeerReads,
+}
+
+/// Segments this process created (their names' unique part).
+static SEGMENTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn bad_entry(rank: usize, text: &str) -> Error {
+    Error::Plan(format!(
+        "rank {rank} published a bad buffer entry {text:?} (expected name, bytes and handle)"
+    ))
 }
 
 fn io(path: &std::path::Path) -> impl Fn(std::io::Error) -> Error + '_ {
@@ -96,7 +106,6 @@ impl CpuProcessBackend {
             names: HashMap::new(),
             board,
             gen: 0,
-            version: 0,
             abort,
             faults,
             info,
@@ -135,7 +144,6 @@ impl CpuProcessBackend {
 
     fn reserve_inner(&mut self, id: BufId, want: usize) -> Result<()> {
         let me = self.me;
-        let dir = self.job.store_path().to_path_buf();
         let mut fresh = None;
         let have = self.names.get(&(me, id)).map(|x| x.1);
         if have.is_none_or(|h| h < want) {
@@ -145,31 +153,44 @@ impl CpuProcessBackend {
                     message: format!("injected allocation failure of {want} bytes"),
                 });
             }
-            self.version += 1;
-            let name = format!("buf-r{me}-b{}-v{}", id.0, self.version);
-            let path = dir.join(&name);
-            let m = Mapping::create(&path, want).map_err(io(&path))?;
+            // Unique in this process for its whole life (a name a peer
+            // mapped is never reused, whichever backend made it).
+            let n = SEGMENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let name = format!("buf-r{me}-b{}-p{}-{n}", id.0, std::process::id());
+            let (m, export) = Mapping::create_exported(&name, want)
+                .map_err(io(&std::path::PathBuf::from(format!("memfd:{name}"))))?;
             self.insert(me, id, m, want);
             self.names.insert((me, id), (name.clone(), want));
-            fresh = Some(path);
+            fresh = Some(export);
         }
+        // Each rank publishes its buffer's unique name, size and handle (the
+        // handle only while `fresh` holds it open: peers that already mapped
+        // this name skip it).
         let (name, bytes) = self.names[&(me, id)].clone();
+        let handle = fresh
+            .as_ref()
+            .map_or_else(String::new, |e| e.path().display().to_string());
         let all = self.job.allgather(
-            format!("{name}\n{bytes}").as_bytes(),
+            format!("{name}\n{bytes}\n{handle}").as_bytes(),
             &format!("reserve of buffer {}", id.0),
         )?;
         for (r, entry) in all.iter().enumerate().filter(|(r, _)| *r != me) {
             let text = String::from_utf8_lossy(entry);
-            let (n, b) = text
-                .split_once('\n')
-                .and_then(|(n, b)| Some((n.to_string(), b.parse::<usize>().ok()?)))
-                .ok_or_else(|| {
-                    Error::Plan(format!("rank {r} published a bad buffer name {text:?}"))
-                })?;
+            let mut parts = text.splitn(3, '\n');
+            let (n, b, h) = match (parts.next(), parts.next(), parts.next()) {
+                (Some(n), Some(b), Some(h)) => match b.parse::<usize>() {
+                    Ok(b) => (n.to_string(), b, h.to_string()),
+                    Err(_) => return Err(bad_entry(r, &text)),
+                },
+                _ => return Err(bad_entry(r, &text)),
+            };
             if self.names.get(&(r, id)).is_some_and(|x| x.0 == n) {
                 continue;
             }
-            let path = dir.join(&n);
+            if h.is_empty() {
+                return Err(bad_entry(r, &text));
+            }
+            let path = std::path::PathBuf::from(h);
             let m = Mapping::open(&path, b).map_err(io(&path))?;
             self.insert(r, id, m, b);
             self.names.insert((r, id), (n, b));
@@ -178,10 +199,8 @@ impl CpuProcessBackend {
             "reserve of buffer {} (every rank mapped it)",
             id.0
         ))?;
-        if let Some(p) = fresh {
-            // Every peer mapped it: the name can go, the memory stays.
-            let _ = std::fs::remove_file(p);
-        }
+        // Every peer mapped it: the handle can go, the memory stays.
+        drop(fresh);
         Ok(())
     }
 }

@@ -10,14 +10,15 @@
 //! * two mailboxes per rank for [`Control::allgather`] (and so barriers and
 //!   the small reductions the reports need).
 //!
-//! Rank 0 creates it (as a temporary file, initialised, then renamed into
-//! place) and unlinks it once every rank mapped it, so a crashed run leaves
-//! no large file behind.
+//! Rank 0 creates it without a name ([`Mapping::create_exported`]),
+//! initialises it, publishes its handle in the store, and closes the handle
+//! once every rank mapped it, so a run killed at any point leaves no
+//! segment behind.
 
 use super::ProcId;
 use crate::error::{Error, Result};
 use crate::sync::SharedBoard;
-use crate::sys::shm::Mapping;
+use crate::sys::shm::{Export, Mapping};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -106,13 +107,14 @@ impl std::fmt::Debug for Control {
 }
 
 impl Control {
-    /// Create the segment at `path` (rank 0): a temporary file, initialised,
-    /// then renamed to `path`.
-    pub fn create(path: &Path, run: &str, size: usize, timeout: Duration) -> Result<Control> {
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    /// Create the segment (rank 0), initialised, with the handle the other
+    /// ranks open it by ([`Control::open`] of [`Export::path`]); drop the
+    /// handle once they all did.
+    pub fn create(run: &str, size: usize, timeout: Duration) -> Result<(Control, Export)> {
         let bytes = segment_bytes(size);
-        let map = Mapping::create(&tmp, bytes).map_err(|e| Error::Io {
-            path: tmp.display().to_string(),
+        let name = format!("ringreduce-control-{run}");
+        let (map, export) = Mapping::create_exported(&name, bytes).map_err(|e| Error::Io {
+            path: format!("memfd:{name}"),
             source: e,
         })?;
         let w = map.words();
@@ -122,21 +124,19 @@ impl Control {
         w[H_SLOT].store(SLOT_BYTES as u64, Ordering::Relaxed);
         w[H_RUN].store(run_hash(run), Ordering::Relaxed);
         w[H_MAGIC].store(MAGIC, Ordering::Release);
-        std::fs::rename(&tmp, path).map_err(|e| Error::Io {
-            path: path.display().to_string(),
-            source: e,
-        })?;
-        Ok(Control {
+        let c = Control {
             map,
             size,
             me: 0,
             timeout,
             round: Mutex::new(0),
             store: None,
-        })
+        };
+        Ok((c, export))
     }
 
-    /// Map the segment at `path` (another rank) and check it is this run's.
+    /// Map the segment at `path` (another rank: rank 0's handle) and check
+    /// it is this run's.
     pub fn open(
         path: &Path,
         run: &str,
@@ -453,28 +453,28 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    fn seg(name: &str, n: usize) -> (std::path::PathBuf, Vec<Arc<Control>>) {
+    fn seg(name: &str, n: usize) -> (std::path::PathBuf, Vec<Arc<Control>>, Export) {
         let dir = std::env::temp_dir().join(format!(
             "rr-ctl-{name}-{}-{}",
             std::process::id(),
             super::super::unique_suffix()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join("control");
         let t = Duration::from_secs(5);
-        let mut v = vec![Arc::new(Control::create(&p, "run", n, t).unwrap())];
+        let (c, ex) = Control::create("run", n, t).unwrap();
+        let mut v = vec![Arc::new(c)];
         for r in 1..n {
-            v.push(Arc::new(Control::open(&p, "run", n, r, t).unwrap()));
+            v.push(Arc::new(Control::open(ex.path(), "run", n, r, t).unwrap()));
         }
         for c in &v {
             c.register();
         }
-        (dir, v)
+        (dir, v, ex)
     }
 
     #[test]
     fn allgather_any_length_and_barriers() {
-        let (dir, v) = seg("ag", 3);
+        let (dir, v, _ex) = seg("ag", 3);
         let hs: Vec<_> = v
             .iter()
             .map(|c| {
@@ -510,7 +510,7 @@ mod tests {
 
     #[test]
     fn failures_release_and_segments_are_checked() {
-        let (dir, v) = seg("fail", 2);
+        let (dir, v, ex) = seg("fail", 2);
         assert!(v[0].health().is_none());
         v[1].record_failure(3, 1, "injected");
         v[0].record_failure(4, 0, "second: ignored");
@@ -518,12 +518,12 @@ mod tests {
         assert!(h.contains("rank 1 failed in call 3: injected"), "{h}");
         let e = v[0].barrier("b").unwrap_err().to_string();
         assert!(e.contains("injected"), "{e}");
-        let p = dir.join("control");
-        let e = Control::open(&p, "other run", 2, 1, Duration::from_secs(1))
+        let p = ex.path();
+        let e = Control::open(p, "other run", 2, 1, Duration::from_secs(1))
             .unwrap_err()
             .to_string();
         assert!(e.contains("another run"), "{e}");
-        let e = Control::open(&p, "run", 3, 1, Duration::from_secs(1))
+        let e = Control::open(p, "run", 3, 1, Duration::from_secs(1))
             .unwrap_err()
             .to_string();
         assert!(e.contains("holds") || e.contains("for 2 ranks"), "{e}");

@@ -305,9 +305,8 @@ impl JobSpec {
     }
 }
 
-/// The control segment's file in the store (removed once every rank
-/// mapped it) and the key that says it is ready.
-const CONTROL_FILE: &str = "control.shm";
+/// The store key under which rank 0 publishes the control segment's handle
+/// (`/proc/<pid>/fd/<n>`, open until every rank mapped it).
 const CONTROL_KEY: &str = "control-ready";
 
 /// One process's membership of a job: its store and the shared control
@@ -360,23 +359,23 @@ impl Job {
             timeout,
         )?;
         let run = store.run().to_string();
-        let path = spec.store.join(CONTROL_FILE);
-        let mut control = if spec.rank == 0 {
-            let c = Control::create(&path, &run, spec.size, timeout)?;
-            store.put(CONTROL_KEY, b"ready")?;
-            c
+        // Rank 0 publishes the segment's handle; it stays open until every
+        // rank mapped the segment (the barrier), then only mappings hold it.
+        let (mut control, export) = if spec.rank == 0 {
+            let (c, export) = Control::create(&run, spec.size, timeout)?;
+            store.put(CONTROL_KEY, export.path().as_os_str().as_encoded_bytes())?;
+            (c, Some(export))
         } else {
-            store.get(CONTROL_KEY, 0, "the shared control segment")?;
-            Control::open(&path, &run, spec.size, spec.rank, timeout)?
+            let handle = store.get(CONTROL_KEY, 0, "the shared control segment")?;
+            let path = std::path::PathBuf::from(String::from_utf8_lossy(&handle).into_owned());
+            let c = Control::open(&path, &run, spec.size, spec.rank, timeout)?;
+            (c, None)
         };
         control.watch_store(store.clone());
         control.register();
         let control = Arc::new(control);
         control.barrier("joining the job (every rank mapped the control segment)")?;
-        if spec.rank == 0 {
-            // Everyone mapped it: the name can go.
-            let _ = std::fs::remove_file(&path);
-        }
+        drop(export);
         Ok(Arc::new(Job {
             spec: spec.clone(),
             store,

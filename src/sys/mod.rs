@@ -9,9 +9,9 @@
 //!
 //! # The trust boundary of shared memory
 //!
-//! A [`shm::Mapping`] is a file of the job's private store directory (mode
-//! 0700, owned by the user) mapped `MAP_SHARED` into every rank process of
-//! the job. Rust cannot see the other processes, so the safe API rests on a
+//! A [`shm::Mapping`] is a nameless shared segment (a `memfd`, exported as
+//! a handle only the user's processes can open, see [`shm`]) mapped
+//! `MAP_SHARED` into every rank process of the job. Rust cannot see the other processes, so the safe API rests on a
 //! protocol the whole crate keeps, the same way `memmap2`'s `MmapMut` rests
 //! on nobody else writing the file:
 //!
@@ -22,8 +22,8 @@
 //!   process at a time and never read while written: the plan's signals
 //!   order every access to them, exactly as they order the GPU's accesses
 //!   to peer memory (the plan validator checks that ordering);
-//! * files are never truncated while mapped (a shorter file would turn an
-//!   access into `SIGBUS`): a buffer that grows is a new file.
+//! * segments are never truncated while mapped (a shorter one would turn
+//!   an access into `SIGBUS`): a buffer that grows is a new segment.
 
 #![allow(unsafe_code)]
 

@@ -1,9 +1,20 @@
 //! Shared memory: a file mapped `MAP_SHARED` (see the module doc of
 //! [`crate::sys`] for the protocol the safe API relies on).
+//!
+//! A segment the job shares is created without a name
+//! ([`Mapping::create_exported`]: a `memfd`) and exported as a handle, the
+//! way CUDA IPC exports device memory: the creator publishes the handle,
+//! each peer maps it ([`Mapping::open`] of the handle's path,
+//! `/proc/<pid>/fd/<n>`), and the creator closes it once every peer did.
+//! No name exists in any directory at any moment, so a job killed at any
+//! point (even with `SIGKILL`, even between creating a segment and its
+//! peers mapping it) leaves no shared memory behind: the kernel frees a
+//! segment with its last mapping or descriptor.
 
+use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
@@ -31,7 +42,58 @@ impl std::fmt::Debug for Mapping {
     }
 }
 
+/// The handle of a segment made by [`Mapping::create_exported`]: while it
+/// lives, other processes of the same user can map the segment through
+/// [`Export::path`]; dropping it closes the descriptor (existing mappings
+/// stay).
+#[derive(Debug)]
+pub struct Export {
+    file: File,
+    path: PathBuf,
+}
+
+impl Export {
+    /// The path a peer opens to map the segment: `/proc/<pid>/fd/<n>`. The
+    /// number may be reused after this handle is dropped, so a publisher
+    /// sends it beside a name that is unique to the segment.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The segment's size in bytes now.
+    pub fn bytes(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+}
+
 impl Mapping {
+    /// Create a nameless segment of `len` bytes (zeroed; `name` only labels
+    /// it in `/proc/<pid>/maps` and errors), map it, and return the mapping
+    /// with its [`Export`] handle.
+    pub fn create_exported(name: &str, len: usize) -> io::Result<(Mapping, Export)> {
+        let cname = CString::new(name).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("segment name {name:?} holds a NUL byte"),
+            )
+        })?;
+        // SAFETY: `cname` is a NUL-terminated string that outlives the call;
+        // memfd_create reads it and returns a new descriptor or -1.
+        let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by memfd_create, is open, and is
+        // owned by nothing else in this process: the File becomes its only
+        // owner and closes it on drop.
+        let file = unsafe { File::from_raw_fd(fd) };
+        file.set_len(len as u64)?;
+        let label = PathBuf::from(format!("memfd:{name}"));
+        let map = Self::map(&file, &label, len)?;
+        let path = PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()));
+        Ok((map, Export { file, path }))
+    }
+
     /// Create `path` (it must not exist; mode 0600), make it `len` bytes
     /// (zeroed, sparse) and map it.
     pub fn create(path: &Path, len: usize) -> io::Result<Mapping> {
@@ -45,9 +107,26 @@ impl Mapping {
         Self::map(&f, path, len)
     }
 
-    /// Map the existing file `path`, which must hold at least `len` bytes.
+    /// Map the existing file `path`, which must hold at least `len` bytes
+    /// (a peer's segment: its [`Export::path`]).
     pub fn open(path: &Path, len: usize) -> io::Result<Mapping> {
-        let f = OpenOptions::new().read(true).write(true).open(path)?;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| {
+                if path.starts_with("/proc") {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "{e} (a peer's segment handle: the peer must still hold it open, \
+                             run as the same user and in the same PID namespace)"
+                        ),
+                    )
+                } else {
+                    e
+                }
+            })?;
         let have = f.metadata()?.len();
         if have < len as u64 {
             return Err(io::Error::new(
@@ -172,5 +251,23 @@ mod tests {
         assert!(z.words().is_empty());
         drop((a, b, z));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_exported_segment_is_shared_through_its_handle_and_has_no_name() {
+        let (mut a, ex) = Mapping::create_exported("rr-test-seg", 8192).unwrap();
+        assert!(ex.path().starts_with("/proc"), "{}", ex.path().display());
+        assert_eq!(ex.bytes().unwrap(), 8192);
+        let mut b = Mapping::open(ex.path(), 8192).unwrap();
+        a.words()[5].store(41, Ordering::Release);
+        assert_eq!(b.words()[5].load(Ordering::Acquire), 41);
+        b.bytes_mut()[8191] = 3;
+        assert_eq!(a.bytes_mut()[8191], 3);
+        assert!(Mapping::open(ex.path(), 16384).is_err(), "too short");
+        drop(ex);
+        // The handle is closed: the segment lives on in the mappings.
+        a.words()[6].store(42, Ordering::Release);
+        assert_eq!(b.words()[6].load(Ordering::Acquire), 42);
+        assert!(Mapping::create_exported("bad\0name", 8).is_err());
     }
 }

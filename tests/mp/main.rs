@@ -516,13 +516,80 @@ fn a_killed_launcher_leaves_no_rank_behind() {
     let _ = child.wait_with_output();
     assert_none_left(&t, Duration::from_secs(5));
     // A launcher killed with SIGKILL cannot remove its store: what is left
-    // is small (the shared segments were unlinked once mapped).
-    let bytes: u64 = std::fs::read_dir(&store)
+    // is its small key files. The shared segments have no name at any
+    // moment (a kill in the middle of a reserve once left a buffer here,
+    // when segments were files unlinked after every peer mapped them).
+    let left: Vec<(String, u64)> = std::fs::read_dir(&store)
         .unwrap()
         .flatten()
-        .map(|e| e.metadata().map_or(0, |m| m.len()))
-        .sum();
-    assert!(bytes < 4096, "{bytes} bytes left in {}", store.display());
+        .map(|e| {
+            let len = e.metadata().map_or(0, |m| m.len());
+            (e.file_name().to_string_lossy().into_owned(), len)
+        })
+        .collect();
+    let bytes: u64 = left.iter().map(|x| x.1).sum();
+    assert!(
+        bytes < 4096,
+        "{bytes} bytes left in {}: {left:?}",
+        store.display()
+    );
+    std::fs::remove_dir_all(&store).unwrap();
+}
+
+/// The window the test above once hit: a segment exists and waits for its
+/// peers to map it (here the control segment: rank 0 of 2 waits at the join
+/// barrier for a rank 1 that never comes). Killed there, rank 0 leaves only
+/// the store's key files: the segment never had a name (with files
+/// unlinked after every peer mapped them, its 788 KB file stayed).
+#[test]
+fn a_rank_killed_while_its_segment_awaits_its_peers_leaves_no_segment() {
+    let t = tag("segment-window");
+    let store = std::env::temp_dir().join(&t);
+    let child = Command::new(BIN)
+        .args([
+            "run",
+            "--backend",
+            "cpu",
+            "--size",
+            "64KiB",
+            "--timeout",
+            "20",
+        ])
+        .env("RR_MP_TEST", &t)
+        .env("RINGREDUCE_STORE", &store)
+        .env("RINGREDUCE_RANK", "0")
+        .env("RINGREDUCE_SIZE", "2")
+        .env_remove("RINGREDUCE_RUN_ID")
+        .env_remove("RINGREDUCE_FAULT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !store.join("control-ready").exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "rank 0 never published its segment"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    Command::new("kill")
+        .arg("-9")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let _ = child.wait_with_output();
+    let left: Vec<(String, u64)> = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let len = e.metadata().map_or(0, |m| m.len());
+            (e.file_name().to_string_lossy().into_owned(), len)
+        })
+        .collect();
+    let bytes: u64 = left.iter().map(|x| x.1).sum();
+    assert!(bytes < 4096, "{bytes} bytes left: {left:?}");
     std::fs::remove_dir_all(&store).unwrap();
 }
 
