@@ -48,9 +48,11 @@ pub struct BenchArgs {
     pub check: u8,
     /// Contenders, comma-separated: auto (the engine's choice by size), any
     /// path (ring, ring:pipeK, oneshot:flag, ...), nccl, and any of them with
-    /// :graph (captured into CUDA graphs, 2 calls per graph).
-    #[arg(long, default_value = "auto,nccl")]
-    pub algo: String,
+    /// :graph (captured into CUDA graphs, 2 calls per graph). Default:
+    /// auto,nccl on GPUs; auto alone on the CPU backend (which has no NCCL)
+    /// or where the NCCL library is not found, with a note saying so.
+    #[arg(long)]
+    pub algo: Option<String>,
     /// Write all numbers as JSON.
     #[arg(short = 'J', long = "json")]
     pub json: Option<PathBuf>,
@@ -79,12 +81,50 @@ pub struct BenchArgs {
     pub breakdown: bool,
 }
 
+/// The contenders when `--algo` is not given.
+const DEFAULT_ALGO: &str = "auto,nccl";
+
+/// Why the default contenders leave NCCL out, if they must: the backend
+/// this run will use is the CPU (no NCCL there), or the library is missing.
+fn default_without_nccl(
+    cfg: &crate::engine::EngineConfig,
+    lib: Option<&std::path::Path>,
+) -> Option<String> {
+    use crate::backend::BackendChoice;
+    let cpu = match cfg.backend {
+        BackendChoice::Cpu => true,
+        BackendChoice::Cuda => false,
+        BackendChoice::Auto => crate::backend::cuda::probe().is_err(),
+    };
+    if cpu {
+        return Some(
+            "nccl left out of the default contenders: the cpu backend has no NCCL (compare paths with --algo auto,ring,ps,...)".into(),
+        );
+    }
+    match Nccl::load(lib) {
+        Ok(_) => None,
+        Err(e) => Some(format!(
+            "nccl left out of the default contenders: {e} (--algo auto,nccl makes it required)"
+        )),
+    }
+}
+
 pub fn execute(a: BenchArgs) -> Result<bool> {
     // -- every argument, the output paths and the memory, before anything runs
     let cfg = a.common.config()?;
     let ranks = cfg.ranks;
     let combos = a.kinds.parse()?;
-    let contenders = bench::parse_contenders(&a.algo)?;
+    let mut contenders = bench::parse_contenders(a.algo.as_deref().unwrap_or(DEFAULT_ALGO))?;
+    // The default contenders compare with NCCL where there is one; asked
+    // for by name, NCCL must be there.
+    let default_note = if a.algo.is_none() {
+        default_without_nccl(&cfg, a.nccl_lib.as_deref())
+    } else {
+        None
+    };
+    if default_note.is_some() {
+        contenders.retain(|c| !c.is_nccl());
+    }
     let min = parse_size(&a.minbytes)?;
     let max = parse_size(&a.maxbytes)?;
     let big = parse_size(&a.big)?;
@@ -163,6 +203,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             }
         }
     }
+    refusals.extend(default_note);
     for r in &refusals {
         eprintln!("note: {r}");
     }
@@ -228,7 +269,6 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             b.driver_ms, b.context_ms
         ));
     }
-    let mut contenders = contenders;
     let mut nccl_version = None;
     if let Some(lib) = &nccl {
         nccl_version = Some(format!(

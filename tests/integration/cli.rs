@@ -276,6 +276,45 @@ pub fn register(h: &mut Harness) {
         }
         pass()
     });
+    h.add("cli::bench_default_contenders_without_nccl", || {
+        // Regression (a new user's report): `bench` with no --algo on a
+        // machine without a GPU stopped with "NCCL library not found": the
+        // default contenders are auto,nccl. On the CPU backend they are auto
+        // alone, with a note; NCCL asked for by name is still an error.
+        let ran = rr(&[
+            "bench",
+            "--backend",
+            "cpu",
+            "-b",
+            "8",
+            "-e",
+            "64",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--no-ceiling",
+        ]);
+        ensure!(
+            ran.code == Some(0)
+                && ran.err.contains("nccl left out of the default contenders")
+                && ran.out.contains("# algo: auto [")
+                && !ran.out.lines().any(|l| l.starts_with("# algo: nccl")),
+            "bench with the default contenders on the cpu: {}",
+            ran.show()
+        );
+        let args = [
+            "bench",
+            "--backend",
+            "cpu",
+            "--algo",
+            "auto,nccl",
+            "-e",
+            "64",
+        ];
+        bad(&rr(&args), &args, "NCCL")?;
+        pass()
+    });
     h.add("cli::readme_commands", || {
         // README: `cargo run --release -- run` and `cargo test --release`.
         let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
