@@ -29,7 +29,7 @@ pub enum Error {
         found: usize,
     },
     #[error("{what} needs {} of {memory} but {} {}; {hint}",
-        crate::size::format_bytes(*need), crate::size::format_bytes_about(*available),
+        crate::size::format_bytes_about(*need), crate::size::format_bytes_about(*available),
         if *is_free { "are free" } else { "exist" })]
     OutOfMemory {
         what: String,

@@ -138,6 +138,19 @@ mod tests {
             hint: "h".into(),
         };
         assert!(e.to_string().contains("but about 22.9GiB are free"), "{e}");
+        // Regression: the need printed in exact bytes ("24159191310B").
+        let e = crate::error::Error::OutOfMemory {
+            what: "check at 1GiB+12B".into(),
+            memory: "host memory".into(),
+            need: 24_159_191_310,
+            available: 1 << 30,
+            is_free: true,
+            hint: "h".into(),
+        };
+        assert!(
+            e.to_string().contains("needs about 22.5GiB of host memory"),
+            "{e}"
+        );
     }
 
     #[test]

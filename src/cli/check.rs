@@ -80,6 +80,7 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
             "check compares ringreduce paths with NCCL: --algo takes paths such as auto, ring, oneshot:flag (not nccl or graphs)".into(),
         ));
     }
+    let mut shapes = Vec::new();
     for &(coll, dtype, _) in &combos.each() {
         for &s in &sizes {
             let e = dtype.size() as u64;
@@ -115,10 +116,26 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
                 elem_size: dtype.size(),
                 in_place: false,
             };
-            // Inputs, reference, ringreduce's and NCCL's outputs.
-            let need = crate::cli::run::host_bytes(&shape, false) * 3 / 2;
-            check_host_memory(need, &format!("check at {}", format_bytes(s)))?;
+            shapes.push((s, shape));
         }
+    }
+    // check exists to compare with NCCL, which needs a GPU: say so before
+    // looking for the library.
+    let no_gpu = match cfg.backend {
+        crate::backend::BackendChoice::Cpu => Some("--backend cpu".to_string()),
+        crate::backend::BackendChoice::Cuda => None,
+        crate::backend::BackendChoice::Auto => crate::backend::cuda::probe().err(),
+    };
+    if let Some(why) = no_gpu {
+        return Err(Error::BadArgument(format!(
+            "check compares ringreduce's outputs with NCCL's, and NCCL needs GPUs ({why}); \
+             without one, `run` and `soak` check every result against a CPU reference"
+        )));
+    }
+    for (s, shape) in &shapes {
+        // Inputs, reference, ringreduce's and NCCL's outputs.
+        let need = crate::cli::run::host_bytes(shape, false) * 3 / 2;
+        check_host_memory(need, &format!("check at {}", format_bytes(*s)))?;
     }
     let nccl = Nccl::load(a.nccl_lib.as_deref())?;
     out(format!(

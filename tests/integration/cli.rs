@@ -600,6 +600,9 @@ pub fn register(h: &mut Harness) {
             (vec!["check", "--sizes", "3"], "whole number"),
             (vec!["check", "--ranks", "100000"], "at most"),
             (vec!["check", "--algo", "nccl"], "nccl"),
+            // Regression: on a machine without a GPU, check listed every
+            // place it looked for libnccl; it needs GPUs before any library.
+            (vec!["check", "--backend", "cpu"], "NCCL needs GPUs"),
             (
                 vec!["soak", "--backend", "cpu", "--max-size", "0"],
                 "max-size",
