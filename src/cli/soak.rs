@@ -80,6 +80,10 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
             "--max-size must be between 1 B and 4 GiB".into(),
         ));
     }
+    if a.calls == 0 {
+        // A soak of no calls would print PASS having checked nothing.
+        return Err(Error::BadArgument("--calls must be at least 1".into()));
+    }
     if !a.seconds.is_finite() || a.seconds < 0.0 {
         return Err(Error::BadArgument("--seconds must be >= 0".into()));
     }

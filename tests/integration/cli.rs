@@ -611,6 +611,8 @@ pub fn register(h: &mut Harness) {
                 vec!["soak", "--backend", "cpu", "--rank-counts", "0"],
                 "rank count",
             ),
+            // Regression: PASS after checking nothing.
+            (vec!["soak", "--backend", "cpu", "--calls", "0"], "--calls"),
         ];
         for (args, msg) in &cases {
             let ran = rr(args);
