@@ -497,6 +497,26 @@ fn long_soak(t: &str, n: &str) -> std::process::Child {
     child
 }
 
+/// What a killed job leaves in its store: only the small key files (no
+/// shared segment); then the store is removed.
+fn assert_only_keys_left(store: &Path) {
+    let left: Vec<(String, u64)> = std::fs::read_dir(store)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let len = e.metadata().map_or(0, |m| m.len());
+            (e.file_name().to_string_lossy().into_owned(), len)
+        })
+        .collect();
+    let bytes: u64 = left.iter().map(|x| x.1).sum();
+    assert!(
+        bytes < 4096,
+        "{bytes} bytes left in {}: {left:?}",
+        store.display()
+    );
+    std::fs::remove_dir_all(store).unwrap();
+}
+
 #[test]
 fn a_killed_launcher_leaves_no_rank_behind() {
     let t = tag("launcher-killed");
@@ -519,21 +539,7 @@ fn a_killed_launcher_leaves_no_rank_behind() {
     // is its small key files. The shared segments have no name at any
     // moment (a kill in the middle of a reserve once left a buffer here,
     // when segments were files unlinked after every peer mapped them).
-    let left: Vec<(String, u64)> = std::fs::read_dir(&store)
-        .unwrap()
-        .flatten()
-        .map(|e| {
-            let len = e.metadata().map_or(0, |m| m.len());
-            (e.file_name().to_string_lossy().into_owned(), len)
-        })
-        .collect();
-    let bytes: u64 = left.iter().map(|x| x.1).sum();
-    assert!(
-        bytes < 4096,
-        "{bytes} bytes left in {}: {left:?}",
-        store.display()
-    );
-    std::fs::remove_dir_all(&store).unwrap();
+    assert_only_keys_left(&store);
 }
 
 /// The window the test above once hit: a segment exists and waits for its
@@ -580,17 +586,7 @@ fn a_rank_killed_while_its_segment_awaits_its_peers_leaves_no_segment() {
         .status()
         .unwrap();
     let _ = child.wait_with_output();
-    let left: Vec<(String, u64)> = std::fs::read_dir(&store)
-        .unwrap()
-        .flatten()
-        .map(|e| {
-            let len = e.metadata().map_or(0, |m| m.len());
-            (e.file_name().to_string_lossy().into_owned(), len)
-        })
-        .collect();
-    let bytes: u64 = left.iter().map(|x| x.1).sum();
-    assert!(bytes < 4096, "{bytes} bytes left: {left:?}");
-    std::fs::remove_dir_all(&store).unwrap();
+    assert_only_keys_left(&store);
 }
 
 #[test]
