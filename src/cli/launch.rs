@@ -6,7 +6,8 @@
 //!   [`ringreduce::Comm::from_env`](crate::process::Comm::from_env).
 //! * The launcher creates the job's store (a fresh directory of mode 0700
 //!   under `/dev/shm`, or `--store`; a non-empty one is a leftover and
-//!   refused) and gives rank r `RINGREDUCE_RANK=r`, `RINGREDUCE_SIZE=N`,
+//!   refused; under `/dev/shm` it first removes this user's stores whose
+//!   launcher and ranks are all gone, [`sweep_stale`]) and gives rank r `RINGREDUCE_RANK=r`, `RINGREDUCE_SIZE=N`,
 //!   `RINGREDUCE_LOCAL_RANK=r`, `RINGREDUCE_LOCAL_SIZE=N`,
 //!   `RINGREDUCE_STORE`, `RINGREDUCE_RUN_ID`,
 //!   with `--devices`: `RINGREDUCE_DEVICES` = rank r's GPU by
@@ -24,7 +25,7 @@
 //!   for a rank killed by signal n).
 
 use crate::error::{Error, Result};
-use crate::process::store::{default_base, Store};
+use crate::process::store::{default_base, sweep_stale, Store};
 use crate::sys::proc::{self, Sig};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -220,10 +221,21 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
         std::process::id(),
         crate::process::unique_suffix()
     );
-    let dir = a
-        .store
-        .clone()
-        .unwrap_or_else(|| default_base().join(format!("ringreduce-{}-{run_id}", proc::uid())));
+    let dir = match &a.store {
+        Some(d) => d.clone(),
+        None => {
+            // Stores of runs whose launcher and ranks are all gone (killed
+            // with SIGKILL: nobody else removes them) go first.
+            let base = default_base();
+            for d in sweep_stale(&base) {
+                eprintln!(
+                    "launch: removed the stale store {} (its launcher and ranks are gone)",
+                    d.display()
+                );
+            }
+            base.join(format!("ringreduce-{}-{run_id}", proc::uid()))
+        }
+    };
     let store = Store::create(&dir, &run_id, n, timeout)?;
     proc::catch_interrupts();
 

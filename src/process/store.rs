@@ -183,6 +183,56 @@ pub fn describe_leftover(dir: &Path) -> String {
     }
 }
 
+/// Remove this user's stores under `base` (named `ringreduce-<uid>-...`, as
+/// [`default_base`] stores are) whose creator and every rank that joined
+/// are gone: a launcher killed with `SIGKILL` cannot remove its own, and
+/// nobody else would. A store without a readable run-id or creator is left
+/// alone (one may be being created at this moment), and so is anything
+/// that is not a private directory of this user. Returns what was removed.
+pub fn sweep_stale(base: &Path) -> Vec<PathBuf> {
+    let prefix = format!("ringreduce-{}-", crate::sys::proc::uid());
+    let Ok(entries) = fs::read_dir(base) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if !name.to_str().is_some_and(|n| n.starts_with(&prefix)) {
+            continue;
+        }
+        let dir = e.path();
+        if check_private(&dir).is_err() {
+            continue;
+        }
+        let creator = fs::read_to_string(dir.join(RUN_FILE))
+            .ok()
+            .and_then(|t| RunInfo::parse(&t))
+            .and_then(|i| i.creator);
+        let Some(creator) = creator else {
+            continue;
+        };
+        if creator.alive() {
+            continue;
+        }
+        let Ok(files) = fs::read_dir(&dir) else {
+            continue;
+        };
+        let rank_alive = files.flatten().any(|f| {
+            f.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("rank-"))
+                && fs::read_to_string(f.path())
+                    .ok()
+                    .and_then(|t| ProcId::parse(&t))
+                    .is_some_and(|p| p.alive())
+        });
+        if !rank_alive && fs::remove_dir_all(&dir).is_ok() {
+            removed.push(dir);
+        }
+    }
+    removed
+}
+
 /// The store of one run, as one participant sees it.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -479,6 +529,48 @@ mod tests {
         ));
         let _ = fs::remove_dir_all(&d);
         d
+    }
+
+    #[test]
+    fn stale_stores_are_swept_live_ones_kept() {
+        let base = tmp("sweep");
+        fs::DirBuilder::new().mode(0o700).create(&base).unwrap();
+        let uid = crate::sys::proc::uid();
+        let me = ProcId::me();
+        let gone = ProcId {
+            pid: me.pid,
+            start: me.start + 1,
+        };
+        let store = |name: &str, creator: Option<ProcId>, rank: Option<ProcId>| {
+            let d = base.join(name);
+            fs::DirBuilder::new().mode(0o700).create(&d).unwrap();
+            if let Some(c) = creator {
+                let info = RunInfo {
+                    run: "r".into(),
+                    size: 2,
+                    creator: Some(c),
+                };
+                fs::write(d.join(RUN_FILE), info.encode()).unwrap();
+            }
+            if let Some(p) = rank {
+                fs::write(d.join("rank-1"), p.encode()).unwrap();
+            }
+            fs::write(d.join("some-key"), b"x").unwrap();
+            d
+        };
+        let stale = store(&format!("ringreduce-{uid}-a"), Some(gone), Some(gone));
+        let live = store(&format!("ringreduce-{uid}-b"), Some(me), None);
+        let rank_lives = store(&format!("ringreduce-{uid}-c"), Some(gone), Some(me));
+        let being_made = store(&format!("ringreduce-{uid}-d"), None, None);
+        let other_user = store(&format!("ringreduce-{}-e", uid + 1), Some(gone), None);
+        let not_ours = store("something-else", Some(gone), None);
+        assert_eq!(sweep_stale(&base), vec![stale.clone()]);
+        assert!(!stale.exists());
+        for kept in [&live, &rank_lives, &being_made, &other_user, &not_ours] {
+            assert!(kept.exists(), "{} was removed", kept.display());
+        }
+        assert!(sweep_stale(&base.join("missing")).is_empty());
+        fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
