@@ -21,6 +21,11 @@
 //!   after the job (no MPI library is linked or loaded);
 //! * a program: [`JobSpec::new`] and [`Comm::new`].
 //!
+//! The ranks of a job run on one host, as one user, in one PID namespace:
+//! shared segments pass between them as `/proc/<pid>/fd/<n>` handles
+//! ([`crate::sys::shm`]), so ranks in separate containers cannot join one
+//! job (the error says so).
+//!
 //! The library's entry point is [`Comm<T>`]: the per-process communicator,
 //! beside the all-ranks-in-one [`Engine<T>`](crate::Engine).
 
