@@ -50,7 +50,8 @@ pub struct BenchArgs {
     /// path (ring, ring:pipeK, oneshot:flag, ...), nccl, and any of them with
     /// :graph (captured into CUDA graphs, 2 calls per graph). Default:
     /// auto,nccl on GPUs; auto alone on the CPU backend (which has no NCCL)
-    /// or where the NCCL library is not found, with a note saying so.
+    /// or where the NCCL library is not found, with a note saying so (with
+    /// --nccl-lib, NCCL is always a contender).
     #[arg(long)]
     pub algo: Option<String>,
     /// Write all numbers as JSON.
@@ -86,10 +87,7 @@ const DEFAULT_ALGO: &str = "auto,nccl";
 
 /// Why the default contenders leave NCCL out, if they must: the backend
 /// this run will use is the CPU (no NCCL there), or the library is missing.
-fn default_without_nccl(
-    cfg: &crate::engine::EngineConfig,
-    lib: Option<&std::path::Path>,
-) -> Option<String> {
+fn default_without_nccl(cfg: &crate::engine::EngineConfig) -> Option<String> {
     use crate::backend::BackendChoice;
     let cpu = match cfg.backend {
         BackendChoice::Cpu => true,
@@ -101,7 +99,7 @@ fn default_without_nccl(
             "nccl left out of the default contenders: the cpu backend has no NCCL (compare paths with --algo auto,ring,ps,...)".into(),
         );
     }
-    match Nccl::load(lib) {
+    match Nccl::load(None) {
         Ok(_) => None,
         Err(e) => Some(format!(
             "nccl left out of the default contenders: {e} (--algo auto,nccl makes it required)"
@@ -117,8 +115,8 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     let mut contenders = bench::parse_contenders(a.algo.as_deref().unwrap_or(DEFAULT_ALGO))?;
     // The default contenders compare with NCCL where there is one; asked
     // for by name, NCCL must be there.
-    let default_note = if a.algo.is_none() {
-        default_without_nccl(&cfg, a.nccl_lib.as_deref())
+    let default_note = if a.algo.is_none() && a.nccl_lib.is_none() {
+        default_without_nccl(&cfg)
     } else {
         None
     };

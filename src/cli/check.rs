@@ -119,6 +119,11 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
             shapes.push((s, shape));
         }
     }
+    // A library named with --nccl-lib is an argument: checked first.
+    let named = match &a.nccl_lib {
+        Some(p) => Some(Nccl::load(Some(p.as_path()))?),
+        None => None,
+    };
     // check exists to compare with NCCL, which needs a GPU: say so before
     // looking for the library.
     let no_gpu = match cfg.backend {
@@ -137,7 +142,10 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
         let need = crate::cli::run::host_bytes(shape, false) * 3 / 2;
         check_host_memory(need, &format!("check at {}", format_bytes(*s)))?;
     }
-    let nccl = Nccl::load(a.nccl_lib.as_deref())?;
+    let nccl = match named {
+        Some(n) => n,
+        None => Nccl::load(None)?,
+    };
     out(format!(
         "NCCL {} from {}",
         nccl.version_string()?,

@@ -313,6 +313,15 @@ pub fn register(h: &mut Harness) {
             "64",
         ];
         bad(&rr(&args), &args, "NCCL")?;
+        // So is a library named with --nccl-lib, default contenders or not.
+        let args = [
+            "bench",
+            "--backend",
+            "cpu",
+            "--nccl-lib",
+            "/nonexistent/libnccl.so.2",
+        ];
+        bad(&rr(&args), &args, "/nonexistent/libnccl.so.2")?;
         pass()
     });
     h.add("cli::readme_commands", || {
