@@ -561,7 +561,7 @@ fn a_killed_launcher_leaves_no_rank_behind() {
 fn a_rank_killed_while_its_segment_awaits_its_peers_leaves_no_segment() {
     let t = tag("segment-window");
     let store = std::env::temp_dir().join(&t);
-    let child = Command::new(BIN)
+    let mut child = Command::new(BIN)
         .args([
             "run",
             "--backend",
@@ -590,12 +590,8 @@ fn a_rank_killed_while_its_segment_awaits_its_peers_leaves_no_segment() {
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_millis(100));
-    Command::new("kill")
-        .arg("-9")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    let _ = child.wait_with_output();
+    child.kill().unwrap(); // SIGKILL
+    let _ = child.wait();
     assert_only_keys_left(&store);
     std::fs::remove_dir_all(&store).unwrap();
 }
