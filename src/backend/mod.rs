@@ -51,6 +51,18 @@ pub enum BackendChoice {
     Cuda,
 }
 
+impl BackendChoice {
+    /// Why this choice runs on the CPU backend, if it does: `--backend cpu`,
+    /// or `auto` where CUDA is unavailable (the probe's reason). `None`: CUDA.
+    pub fn cpu_reason(self) -> Option<String> {
+        match self {
+            BackendChoice::Cpu => Some("--backend cpu".into()),
+            BackendChoice::Cuda => None,
+            BackendChoice::Auto => cuda::probe().err(),
+        }
+    }
+}
+
 impl std::str::FromStr for BackendChoice {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {

@@ -85,42 +85,21 @@ pub struct BenchArgs {
 /// The contenders when `--algo` is not given.
 const DEFAULT_ALGO: &str = "auto,nccl";
 
-/// Why the default contenders leave NCCL out, if they must: the backend
-/// this run will use is the CPU (no NCCL there), or the library is missing.
-fn default_without_nccl(cfg: &crate::engine::EngineConfig) -> Option<String> {
-    use crate::backend::BackendChoice;
-    let cpu = match cfg.backend {
-        BackendChoice::Cpu => true,
-        BackendChoice::Cuda => false,
-        BackendChoice::Auto => crate::backend::cuda::probe().is_err(),
-    };
-    if cpu {
-        return Some(
-            "nccl left out of the default contenders: the cpu backend has no NCCL (compare paths with --algo auto,ring,ps,...)".into(),
-        );
-    }
-    match Nccl::load(None) {
-        Ok(_) => None,
-        Err(e) => Some(format!(
-            "nccl left out of the default contenders: {e} (--algo auto,nccl makes it required)"
-        )),
-    }
-}
-
 pub fn execute(a: BenchArgs) -> Result<bool> {
     // -- every argument, the output paths and the memory, before anything runs
     let cfg = a.common.config()?;
     let ranks = cfg.ranks;
     let combos = a.kinds.parse()?;
     let mut contenders = bench::parse_contenders(a.algo.as_deref().unwrap_or(DEFAULT_ALGO))?;
-    // The default contenders compare with NCCL where there is one; asked
-    // for by name, NCCL must be there.
-    let default_note = if a.algo.is_none() && a.nccl_lib.is_none() {
-        default_without_nccl(&cfg)
-    } else {
-        None
-    };
-    if default_note.is_some() {
+    // The default contenders compare with NCCL where there is one: on the
+    // CPU backend (or, below, without the library) they leave it out with a
+    // note. Asked for by name (--algo, --nccl-lib), NCCL must be there.
+    let by_default = a.algo.is_none() && a.nccl_lib.is_none();
+    let mut default_note = None;
+    if by_default && cfg.backend.cpu_reason().is_some() {
+        default_note = Some(
+            "nccl left out of the default contenders: the cpu backend has no NCCL (compare paths with --algo auto,ring,ps,...)".to_string(),
+        );
         contenders.retain(|c| !c.is_nccl());
     }
     let min = parse_size(&a.minbytes)?;
@@ -201,16 +180,26 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             }
         }
     }
+    let nccl = if contenders.iter().any(Contender::is_nccl) {
+        match Nccl::load(a.nccl_lib.as_deref()) {
+            Ok(lib) => Some(lib),
+            Err(e) if by_default => {
+                default_note = Some(format!(
+                    "nccl left out of the default contenders: {e} (--algo auto,nccl makes it required)"
+                ));
+                contenders.retain(|c| !c.is_nccl());
+                None
+            }
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        None
+    };
+    let want_nccl = nccl.is_some();
     refusals.extend(default_note);
     for r in &refusals {
         eprintln!("note: {r}");
     }
-    let want_nccl = contenders.iter().any(Contender::is_nccl);
-    let nccl = if want_nccl {
-        Some(Nccl::load(a.nccl_lib.as_deref())?)
-    } else {
-        None
-    };
 
     // -- the engine, its cold start, NCCL's, the ceiling
     let t0 = Instant::now();

@@ -126,12 +126,7 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
     };
     // check exists to compare with NCCL, which needs a GPU: say so before
     // looking for the library.
-    let no_gpu = match cfg.backend {
-        crate::backend::BackendChoice::Cpu => Some("--backend cpu".to_string()),
-        crate::backend::BackendChoice::Cuda => None,
-        crate::backend::BackendChoice::Auto => crate::backend::cuda::probe().err(),
-    };
-    if let Some(why) = no_gpu {
+    if let Some(why) = cfg.backend.cpu_reason() {
         return Err(Error::BadArgument(format!(
             "check compares ringreduce's outputs with NCCL's, and NCCL needs GPUs ({why}); \
              without one, `run` and `soak` check every result against a CPU reference"

@@ -215,13 +215,9 @@ impl Core {
                 cfg.ranks, spec.rank, spec.size
             )));
         }
-        let kind = match cfg.backend {
-            BackendChoice::Cpu => BackendKind::Cpu,
-            BackendChoice::Cuda => BackendKind::Cuda,
-            BackendChoice::Auto => match cuda_backend::probe() {
-                Ok(_) => BackendKind::Cuda,
-                Err(_) => BackendKind::Cpu,
-            },
+        let kind = match cfg.backend.cpu_reason() {
+            Some(_) => BackendKind::Cpu,
+            None => BackendKind::Cuda,
         };
         let job = crate::process::Job::join(spec, cfg.timeout)?;
         let kinds = job.allgather(kind.name().as_bytes(), "choosing the backend")?;
