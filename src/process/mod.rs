@@ -39,6 +39,7 @@ pub use control::Control;
 pub use store::Store;
 
 use crate::error::{Error, Result};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -372,7 +373,8 @@ impl Job {
             (c, Some(export))
         } else {
             let handle = store.get(CONTROL_KEY, 0, "the shared control segment")?;
-            let path = std::path::PathBuf::from(String::from_utf8_lossy(&handle).into_owned());
+            // The inverse of the bytes rank 0 put (`as_encoded_bytes`).
+            let path = PathBuf::from(std::ffi::OsString::from_vec(handle));
             let c = Control::open(&path, &run, spec.size, spec.rank, timeout)?;
             (c, None)
         };

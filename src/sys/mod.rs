@@ -11,8 +11,9 @@
 //!
 //! A [`shm::Mapping`] is a nameless shared segment (a `memfd`, exported as
 //! a handle only the user's processes can open, see [`shm`]) mapped
-//! `MAP_SHARED` into every rank process of the job. Rust cannot see the other processes, so the safe API rests on a
-//! protocol the whole crate keeps, the same way `memmap2`'s `MmapMut` rests
+//! `MAP_SHARED` into every rank process of the job. Rust cannot see the
+//! other processes, so the safe API rests on a protocol the whole crate
+//! keeps, the same way `memmap2`'s `MmapMut` rests
 //! on nobody else writing the file:
 //!
 //! * control words (signals, barriers, mailboxes, the failure record) are

@@ -15,7 +15,6 @@ use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
@@ -92,19 +91,6 @@ impl Mapping {
         let map = Self::map(&file, &label, len)?;
         let path = PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()));
         Ok((map, Export { file, path }))
-    }
-
-    /// Create `path` (it must not exist; mode 0600), make it `len` bytes
-    /// (zeroed, sparse) and map it.
-    pub fn create(path: &Path, len: usize) -> io::Result<Mapping> {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)?;
-        f.set_len(len as u64)?;
-        Self::map(&f, path, len)
     }
 
     /// Map the existing file `path`, which must hold at least `len` bytes
@@ -236,18 +222,15 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("seg");
-        let mut a = Mapping::create(&p, 4096).unwrap();
+        std::fs::File::create(&p).unwrap().set_len(4096).unwrap();
+        let mut a = Mapping::open(&p, 4096).unwrap();
         let mut b = Mapping::open(&p, 4096).unwrap();
         a.words()[3].store(77, Ordering::Release);
         assert_eq!(b.words()[3].load(Ordering::Acquire), 77);
         a.bytes_mut()[100] = 9;
         assert_eq!(b.bytes_mut()[100], 9);
-        assert!(
-            Mapping::create(&p, 8).is_err(),
-            "create never reuses a file"
-        );
         assert!(Mapping::open(&p, 8192).is_err(), "too short");
-        let z = Mapping::create(&dir.join("empty"), 0).unwrap();
+        let (z, _ex) = Mapping::create_exported("empty", 0).unwrap();
         assert!(z.words().is_empty());
         drop((a, b, z));
         std::fs::remove_dir_all(&dir).unwrap();
