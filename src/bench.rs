@@ -98,16 +98,13 @@ impl Contender {
 /// A comma-separated list of contenders.
 pub fn parse_contenders(list: &str) -> Result<Vec<Contender>> {
     let mut v: Vec<Contender> = Vec::new();
-    for s in list.split(',').filter(|s| !s.trim().is_empty()) {
+    let items = crate::words::list_items(list)
+        .map_err(|e| Error::BadArgument(format!("--algo needs contenders: {e}")))?;
+    for s in items {
         let c = Contender::parse(s)?;
         if !v.iter().any(|x| x.name == c.name) {
             v.push(c);
         }
-    }
-    if v.is_empty() {
-        return Err(Error::BadArgument(
-            "--algo needs at least one contender".into(),
-        ));
     }
     Ok(v)
 }
@@ -439,6 +436,45 @@ pub fn checked_call<T: Element>(
         return Ok((v.total_wrong() + changed, v, out));
     }
     Ok((wrong, v, out))
+}
+
+/// What a sweep leaves out for one (collective, element size): the sizes
+/// that hold less than one element per rank give no row (nccl-tests rounds
+/// a size down to whole elements per rank the same way).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// The sizes of the sweep that give no row, in sweep order.
+    pub sizes: Vec<u64>,
+    /// The smallest size that gives a row: one element per rank.
+    pub smallest: u64,
+}
+
+impl Skipped {
+    /// Every size of the sweep was skipped: no table at all.
+    pub fn all(&self, sweep: &[u64]) -> bool {
+        self.sizes.len() == sweep.len()
+    }
+}
+
+/// The sizes of `sweep` that give no row for `collective` on `ranks` ranks
+/// of `elem`-byte elements ([`count_for`] is 0), or `None` when every size
+/// gives one.
+pub fn skipped_sizes(
+    collective: Collective,
+    elem: usize,
+    ranks: usize,
+    sweep: &[u64],
+) -> Option<Skipped> {
+    let sizes: Vec<u64> = sweep
+        .iter()
+        .copied()
+        .filter(|&b| count_for(collective, b, elem, ranks) == 0)
+        .collect();
+    let smallest = match collective {
+        Collective::AllReduce => elem as u64,
+        _ => elem as u64 * ranks.max(1) as u64,
+    };
+    (!sizes.is_empty()).then_some(Skipped { sizes, smallest })
 }
 
 /// The sizes of a sweep: `min`, `min*f`, ... up to `max` (bytes).
@@ -895,6 +931,39 @@ mod tests {
         assert!(sweep_sizes(8, 64, 1.0).is_err());
         assert!(sweep_sizes(0, 64, 2.0).is_err(), "0 never grows");
         assert!(sweep_sizes(1, 1 << 40, 1.0001).is_err(), "too many sizes");
+    }
+
+    /// A size gives a row when it holds one element per rank: all-reduce
+    /// counts elements of the whole buffer, reduce-scatter and all-gather
+    /// of each rank's share (the issue-25 sweeps that printed no table).
+    #[test]
+    fn sizes_below_one_element_per_rank_are_reported() {
+        let one = [1u64];
+        let s = skipped_sizes(Collective::AllReduce, 4, 2, &one).unwrap();
+        assert!(s.all(&one));
+        assert_eq!(s.smallest, 4);
+        let sweep = sweep_sizes(3, 13, 3.0).unwrap();
+        assert_eq!(sweep, vec![3, 9]);
+        for (coll, elem, ranks, skipped) in [
+            (Collective::AllReduce, 1, 3, vec![]),
+            (Collective::AllReduce, 4, 3, vec![3]),
+            (Collective::AllReduce, 8, 3, vec![3]),
+            (Collective::ReduceScatter, 1, 3, vec![]),
+            (Collective::ReduceScatter, 2, 3, vec![3]),
+            (Collective::ReduceScatter, 4, 3, vec![3, 9]),
+            (Collective::AllGather, 8, 3, vec![3, 9]),
+        ] {
+            let got = skipped_sizes(coll, elem, ranks, &sweep);
+            assert_eq!(
+                got.map(|s| s.sizes).unwrap_or_default(),
+                skipped,
+                "{coll} {elem}-byte elements on {ranks} ranks"
+            );
+            for &b in &sweep {
+                let empty = count_for(coll, b, elem, ranks) == 0;
+                assert_eq!(empty, skipped.contains(&b));
+            }
+        }
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub mod sys;
 pub mod theory;
 pub mod trace;
 pub mod verify;
+mod words;
 
 #[cfg(feature = "cli")]
 pub mod bench;

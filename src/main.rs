@@ -79,3 +79,32 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+    use ringreduce::cli::launch::{NOT_A_RANK, OWN};
+
+    /// `launch -n 2 -- topo` once looked for a program called `topo`:
+    /// every command of this binary is either one `launch` runs as a rank
+    /// or one it refuses by name.
+    #[test]
+    fn launch_knows_every_command() {
+        for sub in Cli::command().get_subcommands() {
+            let name = sub.get_name();
+            let own = OWN.contains(&name);
+            let not = NOT_A_RANK.iter().any(|(n, _)| *n == name);
+            assert!(
+                own ^ not,
+                "{name}: list it in exactly one of launch::OWN and launch::NOT_A_RANK"
+            );
+        }
+        for name in OWN.iter().chain(NOT_A_RANK.iter().map(|(n, _)| n)) {
+            assert!(
+                Cli::command().find_subcommand(name).is_some(),
+                "launch names {name}, which is no command"
+            );
+        }
+    }
+}

@@ -7,13 +7,48 @@ use crate::error::{Error, Result};
 /// (kB, MB, GB, TB) by powers of 1000; `B` or no suffix means bytes. A `+N`
 /// term adds bytes: `1GiB+12`.
 pub fn parse_size(input: &str) -> Result<u64> {
-    let bad = |reason: &str| Error::BadSize {
+    parse_quantity(input, Unit::Bytes).map_err(|reason| Error::BadSize {
         input: input.to_string(),
-        reason: reason.to_string(),
-    };
+        reason,
+    })
+}
+
+/// Parse an element count: a whole number, optionally with a binary
+/// multiplier (`4M` is 4194304 elements, as nccl-tests reads it) and `+N`
+/// terms; byte units (`4MiB`, `100MB`, `8B`) are refused, since a count is
+/// not a size. The error is the reason, for the caller to name its flag.
+pub fn parse_count(input: &str) -> std::result::Result<u64, String> {
+    parse_quantity(input, Unit::Elements)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Bytes,
+    Elements,
+}
+
+impl Unit {
+    fn name(self) -> &'static str {
+        match self {
+            Unit::Bytes => "bytes",
+            Unit::Elements => "elements",
+        }
+    }
+}
+
+fn parse_quantity(input: &str, unit: Unit) -> std::result::Result<u64, String> {
     let s = input.trim();
     if s.is_empty() {
-        return Err(bad("empty"));
+        return Err("empty".into());
+    }
+    if s.starts_with('-') {
+        return Err(format!(
+            "a {} cannot be negative",
+            match unit {
+                Unit::Bytes => "size",
+                Unit::Elements => "count",
+            }
+        ));
     }
     let mut total: u64 = 0;
     for term in s.split('+') {
@@ -23,36 +58,62 @@ pub fn parse_size(input: &str) -> Result<u64> {
             .unwrap_or(term.len());
         let (num, suffix) = term.split_at(split);
         if num.is_empty() {
-            return Err(bad("expected a number"));
+            return Err(format!("expected a number of {}", unit.name()));
         }
-        let mult: u64 = match suffix.trim() {
-            "" | "B" | "b" => 1,
-            "K" | "k" | "KiB" | "Ki" | "kiB" => 1 << 10,
-            "M" | "m" | "MiB" | "Mi" => 1 << 20,
-            "G" | "g" | "GiB" | "Gi" => 1 << 30,
-            "T" | "t" | "TiB" | "Ti" => 1 << 40,
-            "kB" | "KB" => 1_000,
-            "MB" => 1_000_000,
-            "GB" => 1_000_000_000,
-            "TB" => 1_000_000_000_000,
-            other => {
-                return Err(bad(&format!(
-                    "unknown suffix {other:?} (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB, or K/M/G/T = binary)"
-                )))
+        let suffix = suffix.trim();
+        let binary: Option<u64> = match suffix {
+            "" => Some(1),
+            "K" | "k" | "Ki" => Some(1 << 10),
+            "M" | "m" | "Mi" => Some(1 << 20),
+            "G" | "g" | "Gi" => Some(1 << 30),
+            "T" | "t" | "Ti" => Some(1 << 40),
+            _ => None,
+        };
+        let bytes_only: Option<u64> = match suffix {
+            "B" | "b" => Some(1),
+            "KiB" | "kiB" => Some(1 << 10),
+            "MiB" => Some(1 << 20),
+            "GiB" => Some(1 << 30),
+            "TiB" => Some(1 << 40),
+            "kB" | "KB" => Some(1_000),
+            "MB" => Some(1_000_000),
+            "GB" => Some(1_000_000_000),
+            "TB" => Some(1_000_000_000_000),
+            _ => None,
+        };
+        let mult = match (unit, binary, bytes_only) {
+            (_, Some(m), _) => m,
+            (Unit::Bytes, None, Some(m)) => m,
+            (Unit::Elements, None, Some(_)) => {
+                return Err(format!(
+                    "{suffix:?} is a byte unit and a count is a number of elements (use --size for bytes, or K/M/G/T multipliers)"
+                ))
+            }
+            (Unit::Bytes, None, None) => {
+                return Err(format!(
+                    "unknown suffix {suffix:?} (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB, or K/M/G/T = binary)"
+                ))
+            }
+            (Unit::Elements, None, None) => {
+                return Err(format!(
+                    "unknown suffix {suffix:?} (a count is a whole number, optionally with K, M, G or T = binary multipliers)"
+                ))
             }
         };
-        let bytes = if num.contains('.') {
-            let v: f64 = num.parse().map_err(|_| bad("not a number"))?;
+        let value = if num.contains('.') {
+            let v: f64 = num.parse().map_err(|_| "not a number".to_string())?;
             let b = v * mult as f64;
             if !(b.is_finite() && b >= 0.0 && b < u64::MAX as f64) || b.fract() != 0.0 {
-                return Err(bad("not a whole number of bytes"));
+                return Err(format!("not a whole number of {}", unit.name()));
             }
             b as u64
         } else {
-            let v: u64 = num.parse().map_err(|_| bad("number too large"))?;
-            v.checked_mul(mult).ok_or_else(|| bad("too large"))?
+            let v: u64 = num.parse().map_err(|_| "too large".to_string())?;
+            v.checked_mul(mult).ok_or_else(|| "too large".to_string())?
         };
-        total = total.checked_add(bytes).ok_or_else(|| bad("too large"))?;
+        total = total
+            .checked_add(value)
+            .ok_or_else(|| "too large".to_string())?;
     }
     Ok(total)
 }
@@ -182,6 +243,34 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("unknown suffix"));
+        assert!(parse_size("-1")
+            .unwrap_err()
+            .to_string()
+            .contains("cannot be negative"));
+    }
+
+    /// A count is elements, never bytes: its messages say elements (once
+    /// they said "not a whole number of bytes" for `--count 1.5`).
+    #[test]
+    fn counts_are_elements() {
+        assert_eq!(parse_count("1003").unwrap(), 1003);
+        assert_eq!(parse_count("4M").unwrap(), 4 << 20);
+        assert_eq!(parse_count("1.5K").unwrap(), 1536);
+        assert_eq!(parse_count("1K+3").unwrap(), 1027);
+        for (bad, why) in [
+            ("abc", "expected a number of elements"),
+            ("1.5", "not a whole number of elements"),
+            ("-1", "a count cannot be negative"),
+            ("4MiB", "byte unit"),
+            ("8B", "byte unit"),
+            ("4X", "unknown suffix"),
+            ("", "empty"),
+            ("99999999999999999999", "too large"),
+        ] {
+            let e = parse_count(bad).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+            assert!(!e.contains("number of bytes"), "{bad:?}: {e}");
+        }
     }
 
     #[test]

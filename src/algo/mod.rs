@@ -245,11 +245,11 @@ impl AlgoChoice {
         };
         algo.supports(shape).map_err(|why| {
             Error::BadArgument(format!(
-                "{} cannot run this call ({} of {} elements on {} ranks, {}): {why}",
+                "{} cannot run this call ({} of {} on {}, {}): {why}",
                 algo.name(),
                 shape.collective,
-                shape.count,
-                shape.ranks,
+                crate::words::counted(shape.count, "element"),
+                crate::words::counted(shape.ranks, "rank"),
                 if shape.in_place {
                     "in place"
                 } else {

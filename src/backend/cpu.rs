@@ -182,8 +182,9 @@ impl CpuBackend {
             ranks,
             rank_to_device: vec![0; ranks],
             describe: format!(
-                "cpu: {ranks} rank threads, {} rayon threads for large slices",
-                rayon::current_num_threads()
+                "cpu: {}, {} for large slices",
+                crate::words::counted(ranks, "rank thread"),
+                crate::words::counted(rayon::current_num_threads(), "rayon thread")
             ),
             hardware: vec![format!(
                 "CPU: {} hardware threads",

@@ -87,7 +87,7 @@ impl CpuProcessBackend {
             ranks: n,
             rank_to_device: vec![0; n],
             describe: format!(
-                "cpu: rank {me} of {n} processes ({}), buffers in shared memory under {}",
+                "cpu: rank {me} of {n} processes ({}), buffers in shared memory (nameless memfd segments), the job's key files under {}",
                 job.spec().origin.name(),
                 job.store_path().display()
             ),

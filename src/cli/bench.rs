@@ -5,13 +5,12 @@
 
 use super::{check_host_memory, out, Common, Kinds};
 use crate::bench::{self, Contender};
-use crate::cuda::nccl::Nccl;
 use crate::element::{Element, ReduceOp};
 use crate::engine::{Core, Engine};
 use crate::error::{Error, Result};
 use crate::plan::Collective;
 use crate::report::{self, ColdStart, Header, Report, Row};
-use crate::size::{format_bytes, parse_size};
+use crate::size::format_bytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -29,10 +28,10 @@ pub struct BenchArgs {
     pub nccl_lib: Option<PathBuf>,
     /// Smallest size (bytes per rank; reduce-scatter and all-gather: the
     /// whole buffer, as nccl-tests).
-    #[arg(short = 'b', long, default_value = "8")]
+    #[arg(allow_hyphen_values = true, short = 'b', long, default_value = "8")]
     pub minbytes: String,
     /// Largest size.
-    #[arg(short = 'e', long, default_value = "64MiB")]
+    #[arg(allow_hyphen_values = true, short = 'e', long, default_value = "64MiB")]
     pub maxbytes: String,
     /// Multiply the size by this factor each row.
     #[arg(short = 'f', long, default_value_t = 2.0)]
@@ -64,13 +63,13 @@ pub struct BenchArgs {
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Size for the cold-start measurement.
-    #[arg(long, default_value = "4MiB")]
+    #[arg(allow_hyphen_values = true, long, default_value = "4MiB")]
     pub cold_size: String,
     /// Skip the peer-copy ceiling measurement.
     #[arg(long)]
     pub no_ceiling: bool,
     /// Fewer iterations for rows above this size (keeps long sweeps short).
-    #[arg(long, default_value = "256MiB")]
+    #[arg(allow_hyphen_values = true, long, default_value = "256MiB")]
     pub big: String,
     /// Timed blocks of -n calls per cell; the cell is the median block's mean.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=100))]
@@ -91,21 +90,14 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     let ranks = cfg.ranks;
     let combos = a.kinds.parse()?;
     let mut contenders = bench::parse_contenders(a.algo.as_deref().unwrap_or(DEFAULT_ALGO))?;
-    // The default contenders compare with NCCL where there is one: on the
-    // CPU backend (or, below, without the library) they leave it out with a
-    // note. Asked for by name (--algo, --nccl-lib), NCCL must be there.
+    // The default contenders compare with NCCL where there is one; asked
+    // for by name (--algo, --nccl-lib), NCCL must be there
+    // (super::nccl_for_contenders, after the other arguments).
     let by_default = a.algo.is_none() && a.nccl_lib.is_none();
-    let mut default_note = None;
-    if by_default && cfg.backend.cpu_reason().is_some() {
-        default_note = Some(
-            "nccl left out of the default contenders: the cpu backend has no NCCL (compare paths with --algo auto,ring,ps,...)".to_string(),
-        );
-        contenders.retain(|c| !c.is_nccl());
-    }
-    let min = parse_size(&a.minbytes)?;
-    let max = parse_size(&a.maxbytes)?;
-    let big = parse_size(&a.big)?;
-    let cold = parse_size(&a.cold_size)?;
+    let min = super::size_arg("-b/--minbytes", &a.minbytes)?;
+    let max = super::size_arg("-e/--maxbytes", &a.maxbytes)?;
+    let big = super::size_arg("--big", &a.big)?;
+    let cold = super::size_arg("--cold-size", &a.cold_size)?;
     let sizes = bench::sweep_sizes(min, max, a.stepfactor)?;
     if a.iters == 0 {
         return Err(Error::BadArgument("-n/--iters must be at least 1".into()));
@@ -118,6 +110,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             "--cold-size must be a positive multiple of 4 bytes".into(),
         ));
     }
+    let skip_notes = skipped_notes(&combos, ranks, &sizes)?;
     report::check_outputs(a.json.as_deref(), a.csv.as_deref(), a.plot.as_deref())
         .map_err(|e| Error::Report(e.to_string()))?;
     let largest = combos
@@ -180,23 +173,16 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             }
         }
     }
-    let nccl = if contenders.iter().any(Contender::is_nccl) {
-        match Nccl::load(a.nccl_lib.as_deref()) {
-            Ok(lib) => Some(lib),
-            Err(e) if by_default => {
-                default_note = Some(format!(
-                    "nccl left out of the default contenders: {e} (--algo auto,nccl makes it required)"
-                ));
-                contenders.retain(|c| !c.is_nccl());
-                None
-            }
-            Err(e) => return Err(e.into()),
-        }
-    } else {
-        None
-    };
+    let (nccl, default_note) = super::nccl_for_contenders(
+        &mut contenders,
+        by_default,
+        cfg.backend,
+        a.nccl_lib.as_deref(),
+        "--algo",
+    )?;
     let want_nccl = nccl.is_some();
     refusals.extend(default_note);
+    refusals.extend(skip_notes);
     for r in &refusals {
         eprintln!("note: {r}");
     }
@@ -463,6 +449,63 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         .filter_map(|m| m.as_ref().and_then(|m| m.wrong))
         .sum();
     Ok(wrong == 0)
+}
+
+/// Notes for the tables (or rows) the sweep cannot give: sizes that hold
+/// less than one element per rank. A sweep that gives no row at all is an
+/// error: a bench that printed no table would exit 0 having measured
+/// nothing.
+fn skipped_notes(combos: &super::Combos, ranks: usize, sizes: &[u64]) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    let mut any_row = false;
+    let mut no_table = Vec::new();
+    let mut seen: Vec<(Collective, crate::element::DataType)> = Vec::new();
+    for (coll, dtype, _) in combos.each() {
+        if seen.contains(&(coll, dtype)) {
+            continue; // every op of a (collective, type) has the same rows
+        }
+        seen.push((coll, dtype));
+        let Some(s) = bench::skipped_sizes(coll, dtype.size(), ranks, sizes) else {
+            any_row = true;
+            continue;
+        };
+        let why = format!(
+            "less than one {}-byte element per rank; the smallest {coll} of {} on {} is {}",
+            dtype.size(),
+            dtype.name(),
+            crate::words::counted(ranks, "rank"),
+            format_bytes(s.smallest)
+        );
+        if s.all(sizes) {
+            no_table.push(format!(
+                "{coll} {} from {}",
+                dtype.name(),
+                format_bytes(s.smallest)
+            ));
+            notes.push(format!(
+                "no {coll} {} table: every size of the sweep is {why}",
+                dtype.name()
+            ));
+        } else {
+            any_row = true;
+            let list: Vec<String> = s.sizes.iter().map(|&b| format_bytes(b)).collect();
+            notes.push(format!(
+                "{coll} {}: no row for {} ({why})",
+                dtype.name(),
+                list.join(", ")
+            ));
+        }
+    }
+    if !any_row {
+        return Err(Error::BadArgument(format!(
+            "the sweep -b {} -e {} gives no row: every size holds less than one element per rank on {} (rows start at {}); raise -e/--maxbytes",
+            format_bytes(sizes.first().copied().unwrap_or(0)),
+            format_bytes(sizes.last().copied().unwrap_or(0)),
+            crate::words::counted(ranks, "rank"),
+            no_table.join(", ")
+        )));
+    }
+    Ok(notes)
 }
 
 /// The first (collective, type, op) of the sweep.

@@ -9,7 +9,7 @@ use crate::element::{Element, ReduceOp};
 use crate::engine::{Core, Engine};
 use crate::error::{Error, Result};
 use crate::plan::Collective;
-use crate::size::{format_bytes, parse_size};
+use crate::size::format_bytes;
 use crate::verify::{self, Inputs};
 use std::path::PathBuf;
 
@@ -27,6 +27,7 @@ pub struct CheckArgs {
     /// all-gather sizes are the whole buffer), comma-separated.
     #[arg(
         long,
+        allow_hyphen_values = true,
         value_delimiter = ',',
         default_value = "4KiB,4MiB,256MiB,1GiB+12",
         conflicts_with = "counts"
@@ -35,7 +36,7 @@ pub struct CheckArgs {
     /// Element counts per rank instead of sizes (NCCL's count: all-reduce
     /// elements, reduce-scatter's output, all-gather's input), comma-separated,
     /// so that every type gets e.g. exactly one element.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     pub counts: Option<Vec<String>>,
     /// Inputs: random (tolerance where the order matters) or exact (bitwise).
     #[arg(long, default_value = "random")]
@@ -63,11 +64,14 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
     let combos = a.kinds.parse()?;
     let by_count = a.counts.is_some();
     let sizes: Vec<u64> = match &a.counts {
-        Some(c) => c.iter().map(|s| parse_size(s)).collect::<Result<_>>()?,
+        Some(c) => c
+            .iter()
+            .map(|s| super::count_arg("--counts", s))
+            .collect::<Result<_>>()?,
         None => a
             .sizes
             .iter()
-            .map(|s| parse_size(s))
+            .map(|s| super::size_arg("--sizes", s))
             .collect::<Result<_>>()?,
     };
     if sizes.is_empty() {
@@ -95,19 +99,17 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
                 bench::count_for(coll, s, dtype.size(), cfg.ranks)
             };
             if !by_count && s % unit != 0 {
-                return Err(Error::BadSize {
-                    input: format_bytes(s),
-                    reason: format!(
-                        "not a whole number of {} {} elements{}",
-                        dtype.name(),
-                        coll,
-                        if coll == Collective::AllReduce {
-                            ""
-                        } else {
-                            " per rank"
-                        }
-                    ),
-                });
+                return Err(Error::BadArgument(format!(
+                    "--sizes {}: not a whole number of {} {} elements{}",
+                    format_bytes(s),
+                    dtype.name(),
+                    coll,
+                    if coll == Collective::AllReduce {
+                        ""
+                    } else {
+                        " per rank"
+                    }
+                )));
             }
             let shape = crate::plan::Shape {
                 collective: coll,

@@ -13,18 +13,18 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Shape, Traffic};
 use crate::report::{self, ReportError};
-use crate::size::{format_bytes, parse_size};
+use crate::size::format_bytes;
 use plotters::prelude::*;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
-    /// Rank counts, comma-separated (more ranks than GPUs share them round
-    /// robin).
+    /// Rank counts, comma-separated (more ranks than GPUs share them in
+    /// blocks: 4 ranks on 2 GPUs are 0,0,1,1).
     #[arg(long, value_delimiter = ',', default_value = "2,4,8")]
     pub ranks: Vec<usize>,
     /// Data per rank D (all-reduce of float sum).
-    #[arg(long, default_value = "64MiB")]
+    #[arg(long, default_value = "64MiB", allow_hyphen_values = true)]
     pub size: String,
     /// Algorithms to compare, comma-separated.
     #[arg(long, default_value = "ps,ring")]
@@ -107,12 +107,12 @@ fn mib(b: f64) -> String {
 }
 
 pub fn execute(a: CompareArgs) -> Result<bool> {
-    let d = parse_size(&a.size)?;
+    let d = super::size_arg("--size", &a.size)?;
     if d == 0 || d % 4 != 0 {
-        return Err(Error::BadSize {
-            input: a.size.clone(),
-            reason: "D must be a positive multiple of 4 bytes (float elements)".into(),
-        });
+        return Err(Error::BadArgument(format!(
+            "--size {:?}: D must be a positive multiple of 4 bytes (float elements)",
+            a.size
+        )));
     }
     if a.ranks.is_empty() || a.ranks.iter().any(|&n| n < 2) {
         return Err(Error::BadArgument(
@@ -164,7 +164,7 @@ pub fn execute(a: CompareArgs) -> Result<bool> {
         if cpu {
             need += (n as u128) * d as u128 * 2;
         }
-        check_host_memory(need, &format!("the {n}-rank runs"))?;
+        check_host_memory(need, &format!("the {n}-rank measurement"))?;
         configs.push(cfg);
     }
 

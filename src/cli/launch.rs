@@ -33,8 +33,30 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// The commands of this binary that `launch` runs with this binary.
-const OWN: [&str; 6] = ["run", "check", "bench", "soak", "trace", "theory"];
+/// The commands of this binary that `launch` runs with this binary, as
+/// ranks of the job.
+pub const OWN: [&str; 6] = ["run", "check", "bench", "soak", "trace", "theory"];
+
+/// The commands of this binary that do not run as a rank of a job: each
+/// measures or sets up on its own (`topo` the machine, `compare` several
+/// rank counts, `overlap` the stream-ordered calls of one process), and
+/// `launch` starts jobs. `launch -n 2 -- topo` is refused, naming them,
+/// instead of looking for a program called `topo`.
+pub const NOT_A_RANK: [(&str, &str); 4] = [
+    (
+        "topo",
+        "it measures this machine's GPUs and links; run it directly",
+    ),
+    (
+        "compare",
+        "it runs several rank counts itself (--ranks 2,4,8); run it directly",
+    ),
+    (
+        "overlap",
+        "its stream-ordered calls need every rank in one process; run it directly with --ranks",
+    ),
+    ("launch", "a job cannot start jobs"),
+];
 
 #[derive(clap::Args, Debug)]
 pub struct LaunchArgs {
@@ -89,10 +111,17 @@ fn code_of(st: &ExitStatus) -> u8 {
 }
 
 /// Copy `from` to our stdout or stderr, each line prefixed.
+///
+/// A closed stdout (`| head`) drops the lines quietly, as every command
+/// ends quietly on a closed pipe; any other failure to write stdout (a full
+/// disk, `> /dev/full`) is recorded in `lost` (the first one), so the
+/// launch does not exit 0 having lost its ranks' output. The ranks are not
+/// stopped either way: the lines are drained so they never block.
 fn forward(
     from: impl Read + Send + 'static,
     prefix: String,
     to_err: bool,
+    lost: Lost,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut r = BufReader::new(from);
@@ -109,16 +138,36 @@ fn forward(
             let mut buf = Vec::with_capacity(prefix.len() + line.len());
             buf.extend_from_slice(prefix.as_bytes());
             buf.extend_from_slice(&line);
-            // A closed stdout (`| head`) must not stop the ranks: drop the
-            // line.
-            let _ = if to_err {
+            let written = if to_err {
                 std::io::stderr().lock().write_all(&buf)
             } else {
                 let mut o = std::io::stdout().lock();
                 o.write_all(&buf).and_then(|_| o.flush())
             };
+            match written {
+                Err(e) if !to_err && e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    lost.record(e);
+                }
+                _ => {}
+            }
         }
     })
+}
+
+/// The first error writing the ranks' output to stdout, shared by the
+/// forwarding threads.
+#[derive(Clone, Default)]
+struct Lost(std::sync::Arc<std::sync::Mutex<Option<std::io::Error>>>);
+
+impl Lost {
+    fn record(&self, e: std::io::Error) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        g.get_or_insert(e);
+    }
+
+    fn take(&self) -> Option<std::io::Error> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 /// The ranks of a launch, while they run.
@@ -213,6 +262,13 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
             })?;
             (me, a.command.clone())
         }
+        Some(c) if NOT_A_RANK.iter().any(|(n, _)| n == c) => {
+            let why = NOT_A_RANK.iter().find(|(n, _)| n == c).map_or("", |x| x.1);
+            return Err(Error::BadArgument(format!(
+                "`{c}` is a ringreduce command that does not run as a rank of a job: {why} (launch runs {} of this binary, or any program; ./{c} names a program of that name)",
+                OWN.join(", ")
+            )));
+        }
         Some(c) => (PathBuf::from(c), a.command[1..].to_vec()),
         None => return Err(Error::BadArgument("launch needs a command after --".into())),
     };
@@ -244,6 +300,7 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
         status: Vec::new(),
     };
     let mut forwarders = Vec::new();
+    let lost = Lost::default();
     for r in 0..n {
         let mut cmd = Command::new(&program);
         cmd.args(&args)
@@ -270,10 +327,10 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
         match cmd.spawn() {
             Ok(mut c) => {
                 if let Some(o) = c.stdout.take() {
-                    forwarders.push(forward(o, format!("[rank {r}] "), false));
+                    forwarders.push(forward(o, format!("[rank {r}] "), false, lost.clone()));
                 }
                 if let Some(e) = c.stderr.take() {
-                    forwarders.push(forward(e, format!("[rank {r}] "), true));
+                    forwarders.push(forward(e, format!("[rank {r}] "), true, lost.clone()));
                 }
                 ranks.children.push(c);
                 ranks.status.push(None);
@@ -292,7 +349,7 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
 
     // Watch the ranks.
     let mut first_failure: Option<(usize, Instant)> = None;
-    let mut interrupted: Option<Instant> = None;
+    let mut interrupted: Option<(i32, Instant)> = None;
     let mut term_sent: Option<Instant> = None;
     let mut kill_sent = false;
     loop {
@@ -314,11 +371,13 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
             let why = format!("the launcher got {}", proc::signal_name(sig));
             eprintln!("launch: {why}; stopping the ranks");
             store.abort(&why);
-            ranks.signal(Sig::Int);
-            interrupted = Some(Instant::now());
+            // The ranks get the signal the launcher got (Ctrl-C stays
+            // SIGINT, a SIGTERM stays SIGTERM).
+            ranks.signal(Sig::from_raw(sig).unwrap_or(Sig::Int));
+            interrupted = Some((sig, Instant::now()));
         }
         let stop_at = match (first_failure, interrupted) {
-            (_, Some(t)) => Some(t + grace),
+            (_, Some((_, t))) => Some(t + grace),
             (Some((_, t)), None) => Some(t + timeout + Duration::from_secs(1)),
             _ => None,
         };
@@ -352,10 +411,20 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
     }
     let statuses: Vec<ExitStatus> = ranks.status.iter().flatten().copied().collect();
     let worst = statuses.iter().map(code_of).max().unwrap_or(0);
-    let worst = if worst == 0 && (first_failure.is_some() || interrupted.is_some()) {
-        1
-    } else {
-        worst
+    let worst = match interrupted {
+        // Ended by a signal: the shell's status for it (130 for SIGINT,
+        // 143 for SIGTERM), whatever the ranks did with it.
+        Some((sig, _)) => u8::try_from((128 + sig).clamp(0, 255)).unwrap_or(255),
+        None if worst == 0 && first_failure.is_some() => 1,
+        None => worst,
+    };
+    // Every rank succeeded, but their output was lost: not a success.
+    let worst = match lost.take() {
+        Some(e) => {
+            eprintln!("launch: error: the ranks' output could not be written to stdout: {e}");
+            worst.max(2)
+        }
+        None => worst,
     };
     if worst != 0 {
         let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
@@ -370,9 +439,15 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
             .iter()
             .map(|(d, v)| {
                 let rs: Vec<String> = v.iter().map(usize::to_string).collect();
+                // "rank 1 was killed", "ranks 0, 1 were killed".
+                let d = if v.len() > 1 {
+                    d.replacen("was ", "were ", 1)
+                } else {
+                    d.clone()
+                };
                 format!(
-                    "rank{} {} {d}",
-                    if v.len() > 1 { "s" } else { "" },
+                    "{} {} {d}",
+                    crate::words::plural(v.len(), "rank", "ranks"),
                     rs.join(", ")
                 )
             })

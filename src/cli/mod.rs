@@ -93,6 +93,26 @@ pub struct Common {
 }
 
 impl Common {
+    /// `--devices`, when given, names at least one GPU, and the run is on
+    /// GPUs: on the CPU backend (asked for, or `auto` without CUDA) it
+    /// would be ignored, so it is refused.
+    fn check_devices(&self) -> Result<()> {
+        let Some(d) = &self.devices else {
+            return Ok(());
+        };
+        if d.is_empty() {
+            return Err(Error::BadArgument(
+                "--devices needs at least one GPU".into(),
+            ));
+        }
+        if let Some(why) = self.backend.cpu_reason() {
+            return Err(Error::BadArgument(format!(
+                "--devices picks GPUs, but this run is on the cpu backend ({why}), which has none: leave --devices out"
+            )));
+        }
+        Ok(())
+    }
+
     /// The engine configuration; argument errors first. In a rank process of
     /// a multi-process job (started by `ringreduce launch` or `mpirun`, see
     /// [`crate::process::JobSpec::from_env`]) the configuration is that
@@ -112,13 +132,7 @@ impl Common {
                     spec.rank, spec.size
                 )));
             }
-            if let Some(d) = &self.devices {
-                if d.is_empty() {
-                    return Err(Error::BadArgument(
-                        "--devices needs at least one GPU".into(),
-                    ));
-                }
-            }
+            self.check_devices()?;
             set_quiet(spec.rank != 0);
             let mut cfg = EngineConfig::new(spec.size, self.backend);
             cfg.devices = self.devices.clone();
@@ -145,13 +159,7 @@ impl Common {
                 },
             },
         };
-        if let Some(d) = &self.devices {
-            if d.is_empty() {
-                return Err(Error::BadArgument(
-                    "--devices needs at least one GPU".into(),
-                ));
-            }
-        }
+        self.check_devices()?;
         let mut cfg = EngineConfig::new(ranks, self.backend);
         cfg.devices = self.devices.clone();
         if let Some(t) = self.timeout {
@@ -162,19 +170,24 @@ impl Common {
 }
 
 /// `-d/--datatype`, `-o/--op` and `--collective`, each a list or `all`.
+/// Left out, each takes its default (float, sum, all-reduce; `soak`: all):
+/// a value given explicitly is always what runs, even one equal to the
+/// default.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Kinds {
     /// Data types, comma-separated, or all (nccl-tests names: int8 uint8
     /// int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2).
-    #[arg(short = 'd', long = "datatype", default_value = "float")]
-    pub datatype: String,
-    /// Reduce ops, comma-separated, or all (sum prod max min avg).
-    #[arg(short = 'o', long = "op", default_value = "sum")]
-    pub op: String,
+    /// Default: float.
+    #[arg(short = 'd', long = "datatype")]
+    pub datatype: Option<String>,
+    /// Reduce ops, comma-separated, or all (sum prod max min avg). Default:
+    /// sum.
+    #[arg(short = 'o', long = "op")]
+    pub op: Option<String>,
     /// Collectives, comma-separated, or all (all-reduce reduce-scatter
-    /// all-gather).
-    #[arg(long, default_value = "all-reduce")]
-    pub collective: String,
+    /// all-gather). Default: all-reduce.
+    #[arg(long)]
+    pub collective: Option<String>,
 }
 
 /// What [`Kinds`] asks for, parsed.
@@ -186,26 +199,74 @@ pub struct Combos {
 }
 
 impl Kinds {
+    /// The lists asked for; float, sum and all-reduce where none was given.
     pub fn parse(&self) -> Result<Combos> {
-        let dtypes = DataType::parse_list(&self.datatype).map_err(Error::BadArgument)?;
-        let ops = ReduceOp::parse_list(&self.op).map_err(Error::BadArgument)?;
-        let collectives = parse_collectives(&self.collective)?;
+        self.parse_or("float", "sum", "all-reduce")
+    }
+
+    /// The lists asked for; `all` of each where none was given (`soak`).
+    pub fn parse_or_all(&self) -> Result<Combos> {
+        self.parse_or("all", "all", "all")
+    }
+
+    fn parse_or(&self, dtype: &str, op: &str, collective: &str) -> Result<Combos> {
+        let flag = |flag: &str, e: String| Error::BadArgument(format!("{flag}: {e}"));
+        let dtypes = DataType::parse_list(self.datatype.as_deref().unwrap_or(dtype))
+            .map_err(|e| flag("-d/--datatype", e))?;
+        let ops = ReduceOp::parse_list(self.op.as_deref().unwrap_or(op))
+            .map_err(|e| flag("-o/--op", e))?;
+        let collectives = parse_collectives(self.collective.as_deref().unwrap_or(collective))?;
         Ok(Combos {
             dtypes,
             ops,
             collectives,
         })
     }
+}
 
-    /// Exactly one of each (for `run` and `trace`).
+/// `-d/--datatype`, `-o/--op` and `--collective` of the commands that run
+/// one call (`run`, `trace`): one of each, never a list.
+#[derive(clap::Args, Clone, Debug)]
+pub struct OneKind {
+    /// Data type (nccl-tests names: int8 uint8 int32 uint32 int64 uint64
+    /// half float double bfloat16 f8e4m3 f8e5m2, or an alias such as bf16).
+    #[arg(short = 'd', long = "datatype", default_value = "float")]
+    pub datatype: String,
+    /// Reduce op: sum prod max min avg.
+    #[arg(short = 'o', long = "op", default_value = "sum")]
+    pub op: String,
+    /// Collective: all-reduce, reduce-scatter or all-gather.
+    #[arg(long, default_value = "all-reduce")]
+    pub collective: String,
+}
+
+impl OneKind {
+    /// The one (type, op, collective) asked for; a list is refused, naming
+    /// the commands that take lists.
     pub fn single(&self) -> Result<(DataType, ReduceOp, Collective)> {
-        let c = self.parse()?;
-        match (c.dtypes.as_slice(), c.ops.as_slice(), c.collectives.as_slice()) {
-            ([d], [o], [k]) => Ok((*d, *o, *k)),
-            _ => Err(Error::BadArgument(
-                "this command takes one data type, one op and one collective (check and bench take lists)".into(),
-            )),
-        }
+        let one = |flag: &str, v: &str| {
+            if v.contains(',') || v.trim().eq_ignore_ascii_case("all") {
+                Err(Error::BadArgument(format!(
+                    "{flag} {v:?}: this command runs one call, so it takes one value (bench, check and soak take lists)"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        one("-d/--datatype", &self.datatype)?;
+        one("-o/--op", &self.op)?;
+        one("--collective", &self.collective)?;
+        let dtype: DataType = self
+            .datatype
+            .parse()
+            .map_err(|e| Error::BadArgument(format!("-d/--datatype: {e}")))?;
+        let op: ReduceOp = self
+            .op
+            .parse()
+            .map_err(|e| Error::BadArgument(format!("-o/--op: {e}")))?;
+        let collective = Collective::parse(&self.collective)
+            .map_err(|e| Error::BadArgument(format!("--collective: {e}")))?;
+        Ok((dtype, op, collective))
     }
 }
 
@@ -229,22 +290,83 @@ impl Combos {
     }
 }
 
+/// NCCL for a command whose contenders may include it (`bench --algo`,
+/// `overlap --contenders`), decided before any engine exists:
+///
+/// * a library named with `--nccl-lib` is an argument: loaded first (a
+///   missing file is an error), and refused when no contender is NCCL;
+/// * NCCL asked for explicitly must be there: on the CPU backend that is
+///   an error saying the CPU backend has no NCCL (not that the library is
+///   missing), and a missing library is an error;
+/// * NCCL among the default contenders is left out, with a note, on the
+///   CPU backend or where the library is not found.
+///
+/// Returns the library (when a contender is NCCL and it is there) and the
+/// note; `contenders` loses NCCL when it is left out.
+pub fn nccl_for_contenders(
+    contenders: &mut Vec<crate::bench::Contender>,
+    by_default: bool,
+    backend: BackendChoice,
+    lib: Option<&std::path::Path>,
+    flag: &str,
+) -> Result<(Option<crate::cuda::nccl::Nccl>, Option<String>)> {
+    use crate::cuda::nccl::Nccl;
+    let named = lib.map(|p| Nccl::load(Some(p))).transpose()?;
+    let wanted = contenders.iter().any(crate::bench::Contender::is_nccl);
+    if named.is_some() && !wanted {
+        return Err(Error::BadArgument(format!(
+            "--nccl-lib names an NCCL library, but no contender is NCCL (add nccl to {flag})"
+        )));
+    }
+    if !wanted {
+        return Ok((None, None));
+    }
+    if let Some(why) = backend.cpu_reason() {
+        if by_default {
+            contenders.retain(|c| !c.is_nccl());
+            return Ok((
+                None,
+                Some(format!(
+                    "nccl left out of the default contenders: the cpu backend has no NCCL ({why}; compare paths with {flag} auto,ring,ps,...)"
+                )),
+            ));
+        }
+        let drop = if lib.is_some() {
+            format!("leave out --nccl-lib (and nccl from {flag})")
+        } else {
+            format!("leave nccl out of {flag}")
+        };
+        return Err(Error::BadArgument(format!(
+            "NCCL was asked for, but the cpu backend has no NCCL, which needs GPUs ({why}): {drop}"
+        )));
+    }
+    match named.map_or_else(|| Nccl::load(None), Ok) {
+        Ok(lib) => Ok((Some(lib), None)),
+        Err(e) if by_default => {
+            contenders.retain(|c| !c.is_nccl());
+            Ok((
+                None,
+                Some(format!(
+                    "nccl left out of the default contenders: {e} ({flag} auto,nccl makes it required)"
+                )),
+            ))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// A comma-separated list of collectives, or `all`.
 pub fn parse_collectives(s: &str) -> Result<Vec<Collective>> {
     if s.trim().eq_ignore_ascii_case("all") {
         return Ok(Collective::ALL.to_vec());
     }
+    let bad = |e: String| Error::BadArgument(format!("--collective: {e}"));
     let mut v: Vec<Collective> = Vec::new();
-    for part in s.split(',').filter(|p| !p.trim().is_empty()) {
-        let c = Collective::parse(part).map_err(Error::BadArgument)?;
+    for part in crate::words::list_items(s).map_err(bad)? {
+        let c = Collective::parse(part).map_err(bad)?;
         if !v.contains(&c) {
             v.push(c);
         }
-    }
-    if v.is_empty() {
-        return Err(Error::BadArgument(
-            "--collective needs at least one collective".into(),
-        ));
     }
     Ok(v)
 }
@@ -279,31 +401,43 @@ pub fn check_host_memory(need: u128, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// A size argument in bytes (`4MiB`, `1GiB+12`, `100MB`); the error names
+/// the flag and the value ("--size \"-1\": a size cannot be negative").
+pub fn size_arg(flag: &str, value: &str) -> Result<u64> {
+    crate::size::parse_size(value).map_err(|e| match e {
+        Error::BadSize { reason, .. } => Error::BadArgument(format!("{flag} {value:?}: {reason}")),
+        other => other,
+    })
+}
+
+/// A count argument in elements (`1003`, `4M`); the error names the flag
+/// and speaks of elements, never bytes.
+pub fn count_arg(flag: &str, value: &str) -> Result<u64> {
+    crate::size::parse_count(value)
+        .map_err(|r| Error::BadArgument(format!("{flag} {value:?}: {r}")))
+}
+
 /// Elements of `dtype` for `--count` or `--size` (default 4 MiB).
 pub fn parse_count(count: Option<&str>, size: Option<&str>, dtype: DataType) -> Result<usize> {
-    let too_big = |input: &str| Error::BadSize {
-        input: input.to_string(),
-        reason: "too large for this machine".into(),
+    let too_big = |flag: &str, input: &str| {
+        Error::BadArgument(format!("{flag} {input:?}: too large for this machine"))
     };
     match (count, size) {
         (Some(c), _) => {
-            let v = crate::size::parse_size(c)?;
-            usize::try_from(v).map_err(|_| too_big(c))
+            let v = count_arg("--count", c)?;
+            usize::try_from(v).map_err(|_| too_big("--count", c))
         }
         (None, s) => {
             let s = s.unwrap_or("4MiB");
-            let b = crate::size::parse_size(s)?;
+            let b = size_arg("--size", s)?;
             let e = dtype.size() as u64;
             if b % e != 0 {
-                return Err(Error::BadSize {
-                    input: s.to_string(),
-                    reason: format!(
-                        "not a whole number of {} elements ({e} bytes)",
-                        dtype.name()
-                    ),
-                });
+                return Err(Error::BadArgument(format!(
+                    "--size {s:?}: not a whole number of {} elements ({e} bytes each)",
+                    dtype.name()
+                )));
             }
-            usize::try_from(b / e).map_err(|_| too_big(s))
+            usize::try_from(b / e).map_err(|_| too_big("--size", s))
         }
     }
 }

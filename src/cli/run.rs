@@ -1,6 +1,6 @@
 //! `ringreduce run`: one collective, verified, with its timings and traffic.
 
-use super::{check_host_memory, out, parse_count, Common, Kinds};
+use super::{check_host_memory, out, parse_count, Common, OneKind};
 use crate::algo::AlgoChoice;
 use crate::backend::BackendKind;
 use crate::element::{Element, ReduceOp};
@@ -16,13 +16,13 @@ pub struct RunArgs {
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
-    pub kinds: Kinds,
+    pub kinds: OneKind,
     /// Elements per rank (NCCL's count: reduce-scatter's output, all-gather's
     /// input).
-    #[arg(long, conflicts_with = "size")]
+    #[arg(long, conflicts_with = "size", allow_hyphen_values = true)]
     pub count: Option<String>,
     /// Bytes per rank, e.g. 4MiB, 100MB, 1GiB+12 (default 4MiB).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub size: Option<String>,
     /// Work in place (the input buffer is the output).
     #[arg(long)]
@@ -34,9 +34,10 @@ pub struct RunArgs {
     /// order) or exact (small integers: bitwise check).
     #[arg(long, default_value = "random")]
     pub inputs: String,
-    /// Algorithm: auto (by size; RINGREDUCE_ALGO forces a path), ring,
-    /// ring:naive, ring:pipeK, oneshot, oneshot:fused, oneshot:flag, ps.
-    #[arg(long, default_value = "auto")]
+    /// Algorithm: ring (the default: the path this tool teaches),
+    /// ring:naive, ring:pipeK, oneshot, oneshot:fused, oneshot:flag, ps, or
+    /// auto (the engine's choice by size, which RINGREDUCE_ALGO can force).
+    #[arg(long, default_value = "ring")]
     pub algo: String,
     /// Timed repetitions for the steady-state median.
     #[arg(long, default_value_t = 10)]
@@ -100,7 +101,8 @@ fn run_typed<T: Element>(
     let mut engine = Engine::<T>::new(cfg)?;
     let setup = t0.elapsed();
     out(format!(
-        "ringreduce run: {ranks} ranks{}, {} x {} ({} per rank), {}, {}, {}",
+        "ringreduce run: {}{}, {} x {} ({} per rank), {}, {}, {}",
+        crate::words::counted(ranks, "rank"),
         if engine.core().job().is_some() {
             " (one process per rank)"
         } else {
@@ -126,10 +128,10 @@ fn run_typed<T: Element>(
     let sh = engine.load(shape.collective, &inputs, shape.in_place)?;
     engine.poison(&sh)?;
     let path = engine.core().path_name(None, &sh)?;
-    let how = if a.algo == "auto" {
-        " (auto; choose with --algo)"
-    } else {
-        ""
+    let how = match a.algo.as_str() {
+        "auto" => " (auto; choose with --algo)",
+        "ring" => " (the default; --algo auto lets the engine choose by size)",
+        _ => "",
     };
     out(format!("algorithm : {path}{how}"))?;
     let t1 = Instant::now();
@@ -258,9 +260,15 @@ fn run_typed<T: Element>(
         format!("within the summation-order bound of {}", dtype.name())
     };
     let elements = shape.output(0).len() * ranks;
-    if wrong == 0 {
+    if wrong == 0 && elements == 0 {
+        // Nothing was compared: not a PASS, but what was asked ran.
+        out("check     : nothing to compare (0 elements); the call completed without an error")?;
+        Ok(true)
+    } else if wrong == 0 {
         out(format!(
-            "check     : PASS (0 wrong of {elements} elements on {ranks} ranks, {how}; max abs err {:.3e})",
+            "check     : PASS (0 wrong of {} on {}, {how}; max abs err {:.3e})",
+            crate::words::counted(elements, "element"),
+            crate::words::counted(ranks, "rank"),
             verdict.max_abs_err
         ))?;
         Ok(true)

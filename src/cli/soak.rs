@@ -14,7 +14,7 @@ use crate::element::{Element, ReduceOp};
 use crate::engine::{Core, Engine, EngineConfig};
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Shape};
-use crate::size::{format_bytes, parse_size};
+use crate::size::format_bytes;
 use crate::verify::{Inputs, SplitMix64};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -36,7 +36,7 @@ pub struct SoakArgs {
     #[arg(long = "rank-counts", value_delimiter = ',')]
     pub rank_counts: Option<Vec<usize>>,
     /// Largest buffer per rank.
-    #[arg(long, default_value = "1MiB")]
+    #[arg(long, default_value = "1MiB", allow_hyphen_values = true)]
     pub max_size: String,
     /// Paths to draw from besides auto, comma-separated, or all.
     #[arg(long, default_value = "all")]
@@ -64,21 +64,14 @@ struct Stats {
 
 pub fn execute(a: SoakArgs) -> Result<bool> {
     let base = a.common.config()?;
-    let mut combos = a.kinds.parse()?;
-    if a.kinds.datatype == "float" && a.kinds.op == "sum" && a.kinds.collective == "all-reduce" {
-        // Nothing asked: draw from everything.
-        combos = super::Kinds {
-            datatype: "all".into(),
-            op: "all".into(),
-            collective: "all".into(),
-        }
-        .parse()?;
-    }
-    let max = parse_size(&a.max_size)?;
+    // What is not asked for is drawn from everything.
+    let combos = a.kinds.parse_or_all()?;
+    let max = super::size_arg("--max-size", &a.max_size)?;
     if max == 0 || max > 1 << 32 {
-        return Err(Error::BadArgument(
-            "--max-size must be between 1 B and 4 GiB".into(),
-        ));
+        return Err(Error::BadArgument(format!(
+            "--max-size {:?}: must be between 1B and 4GiB",
+            a.max_size
+        )));
     }
     if a.calls == 0 {
         // A soak of no calls would print PASS having checked nothing.
@@ -93,9 +86,9 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
             .map(|p| p.parse().map_err(Error::BadArgument))
             .collect::<Result<_>>()?
     } else {
-        a.algo
-            .split(',')
-            .filter(|s| !s.trim().is_empty())
+        crate::words::list_items(&a.algo)
+            .map_err(|e| Error::BadArgument(format!("--algo: {e}")))?
+            .into_iter()
             .map(|p| p.parse().map_err(Error::BadArgument))
             .collect::<Result<_>>()?
     };
@@ -113,12 +106,21 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
             }
             _ => vec![base.ranks],
         },
-        Some(v) if !v.is_empty() => v.clone(),
-        Some(_) => {
-            return Err(Error::BadArgument(
-                "--rank-counts needs at least one".into(),
-            ))
-        }
+        Some(v) => match a.common.ranks {
+            Some(n) if v.iter().any(|&x| x != n) => {
+                return Err(Error::BadArgument(format!(
+                    "--ranks {n} and --rank-counts {v:?} disagree: give one of them"
+                )))
+            }
+            _ if v.is_empty() => {
+                return Err(Error::BadArgument(
+                    "--rank-counts needs at least one".into(),
+                ))
+            }
+            _ => v.clone(),
+        },
+        // --ranks given: the one rank count.
+        None if a.common.ranks.is_some() => vec![base.ranks],
         None => match (base.backend, gpus) {
             (crate::backend::BackendChoice::Cpu, _) | (_, None) => vec![1, 2, 3, 4, 5],
             (_, Some(g)) => vec![g, 2 * g],
@@ -144,15 +146,17 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
     let start = Instant::now();
     let limit = (a.seconds > 0.0).then(|| Duration::from_secs_f64(a.seconds));
     out(format!(
-        "ringreduce soak: {} calls, seed {}, rank counts {:?}, up to {} per rank, {} kinds of call",
-        a.calls,
+        "ringreduce soak: {}, seed {}, rank counts {:?}, up to {} per rank, {} of call",
+        crate::words::counted(a.calls, "call"),
         a.seed,
         rank_counts,
         format_bytes(max),
-        combos.len()
+        crate::words::counted(combos.len(), "kind")
     ))?;
     for i in 0..a.calls {
-        let late = limit.is_some_and(|l| start.elapsed() > l);
+        // The time limit stops the soak after its first call, never
+        // before: a soak that ran no call has checked nothing.
+        let late = i > 0 && limit.is_some_and(|l| start.elapsed() > l);
         let late = match engines.values().next().filter(|_| multi) {
             Some(core) => core.any_process(late, "deciding whether to stop")?,
             None => late,
@@ -311,7 +315,10 @@ fn report(s: &Stats, elapsed: Duration) -> Result<bool> {
         out(format!("slow: {us:.0} us: {d}"))?;
     }
     if s.wrong.is_empty() {
-        out(format!("PASS: 0 wrong of {} calls", s.calls))?;
+        out(format!(
+            "PASS: 0 wrong of {}",
+            crate::words::counted(s.calls, "call")
+        ))?;
         Ok(true)
     } else {
         out(format!(

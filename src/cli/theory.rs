@@ -3,13 +3,12 @@
 use super::{out, out_raw};
 use crate::error::{Error, Result};
 use crate::report::Report;
-use crate::size::parse_size;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct TheoryArgs {
     /// Data per rank D (decimal MB as in the seed: 100MB = 1e8 bytes).
-    #[arg(long, default_value = "100MB")]
+    #[arg(long, default_value = "100MB", allow_hyphen_values = true)]
     pub size: String,
     /// Rank counts to tabulate.
     #[arg(long, value_delimiter = ',', default_value = "4,16,64")]
@@ -57,8 +56,13 @@ fn from_bench(path: &std::path::Path) -> Result<(f64, f64, String)> {
     ))
 }
 
+/// The model's accepted link bandwidths (GB/s per direction).
+const LINK_GBPS: std::ops::RangeInclusive<f64> = 1e-3..=1e6;
+/// The model's accepted per-message latencies (µs).
+const ALPHA_US: std::ops::RangeInclusive<f64> = 0.0..=1e9;
+
 pub fn execute(a: TheoryArgs) -> Result<bool> {
-    let d = parse_size(&a.size)?;
+    let d = super::size_arg("--size", &a.size)?;
     if a.ranks.is_empty() || a.ranks.contains(&0) {
         return Err(Error::BadArgument(
             "--ranks needs positive rank counts".into(),
@@ -78,10 +82,18 @@ pub fn execute(a: TheoryArgs) -> Result<bool> {
             None,
         ),
     };
-    if !link_gbps.is_finite() || link_gbps <= 0.0 || !alpha_us.is_finite() || alpha_us < 0.0 {
-        return Err(Error::BadArgument(
-            "--link-gbps must be > 0 and --alpha-us >= 0".into(),
-        ));
+    // Ranges a link can have (1 MB/s to 1 PB/s; 0 to 1000 s per message),
+    // so that every time the table prints is a readable number.
+    if !(LINK_GBPS.contains(&link_gbps) && ALPHA_US.contains(&alpha_us)) {
+        return Err(Error::BadArgument(format!(
+            "--link-gbps must be {} to {} GB/s (got {}) and --alpha-us {} to {} us (got {})",
+            LINK_GBPS.start(),
+            LINK_GBPS.end(),
+            crate::words::num(link_gbps),
+            ALPHA_US.start(),
+            ALPHA_US.end(),
+            crate::words::num(alpha_us)
+        )));
     }
     let model = crate::theory::AlphaBeta {
         alpha_us,

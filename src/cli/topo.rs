@@ -13,7 +13,7 @@ use crate::element::DataType;
 use crate::engine::{Core, Engine, EngineConfig};
 use crate::error::{Error, Result};
 use crate::plan::{OpKind, Plan};
-use crate::size::{format_bytes, parse_size};
+use crate::size::format_bytes;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -31,7 +31,7 @@ pub struct TopoArgs {
     #[arg(long)]
     pub ranks: Option<usize>,
     /// Bytes per bandwidth probe.
-    #[arg(long, default_value = "256MiB")]
+    #[arg(long, default_value = "256MiB", allow_hyphen_values = true)]
     pub size: String,
     /// Back-to-back copies per timed block of a bandwidth probe (the median
     /// of 3 blocks).
@@ -62,18 +62,12 @@ struct Cell {
 }
 
 pub fn execute(a: TopoArgs) -> Result<bool> {
-    let bytes = parse_size(&a.size)?;
-    if bytes < 4 || bytes % 4 != 0 {
-        return Err(Error::BadSize {
-            input: a.size.clone(),
-            reason: "a bandwidth probe needs a positive multiple of 4 bytes".into(),
-        });
-    }
-    if bytes > 1 << 36 {
-        return Err(Error::BadSize {
-            input: a.size.clone(),
-            reason: "at most 64GiB per probe".into(),
-        });
+    let bytes = super::size_arg("--size", &a.size)?;
+    if bytes < 4 || bytes % 4 != 0 || bytes > 1 << 36 {
+        return Err(Error::BadArgument(format!(
+            "--size {:?}: a bandwidth probe is a positive multiple of 4 bytes, at most 64GiB",
+            a.size
+        )));
     }
     if a.iters == 0 || a.iters > 10_000 || a.latency_iters == 0 || a.latency_iters > 1_000_000 {
         return Err(Error::BadArgument(
@@ -87,8 +81,15 @@ pub fn execute(a: TopoArgs) -> Result<bool> {
             ));
         }
     }
-    if a.ranks == Some(0) {
-        return Err(Error::ZeroRanks);
+    match a.ranks {
+        Some(0) => return Err(Error::ZeroRanks),
+        Some(n) if n > crate::engine::MAX_RANKS => {
+            return Err(Error::TooManyRanks {
+                ranks: n,
+                max: crate::engine::MAX_RANKS,
+            })
+        }
+        _ => {}
     }
     if let Some(t) = a.timeout {
         if !(t.is_finite() && t > 0.0 && t < 1e7) {
@@ -96,6 +97,12 @@ pub fn execute(a: TopoArgs) -> Result<bool> {
                 "--timeout must be a positive number of seconds (got {t})"
             )));
         }
+    }
+    // --devices picks GPUs: refused where none is used.
+    if let (Some(_), Some(why)) = (&a.devices, a.backend.cpu_reason()) {
+        return Err(Error::BadArgument(format!(
+            "--devices picks GPUs, but topo runs without one here ({why}): leave --devices out"
+        )));
     }
     out("# ringreduce topo")?;
     match a.backend {
@@ -105,6 +112,11 @@ pub fn execute(a: TopoArgs) -> Result<bool> {
             Err(why) if a.backend == BackendChoice::Auto => {
                 out(format!("no CUDA driver: {why}"))?;
                 cpu_facts()?;
+                if let Some(n) = a.ranks {
+                    out(format!(
+                        "\nring order: rank r sends to rank (r+1) mod {n}; without a GPU every rank is a host thread, so every order is the same"
+                    ))?;
+                }
                 out("(ringreduce topo --backend cpu runs the measurements on two host ranks, as a dry run)")?;
                 Ok(true)
             }

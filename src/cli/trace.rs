@@ -5,7 +5,7 @@
 //! table, with NCCL's call beside it (`--nccl`) and the measurement's own
 //! overhead.
 
-use super::{check_host_memory, out, out_raw, parse_count, Common, Kinds};
+use super::{check_host_memory, out, out_raw, parse_count, Common, OneKind};
 use crate::algo::AlgoChoice;
 use crate::backend::{BackendChoice, BackendKind};
 use crate::cuda::nccl::Nccl;
@@ -24,17 +24,17 @@ pub struct TraceArgs {
     #[arg(long)]
     pub ranks: Option<usize>,
     /// Elements per rank (NCCL's count; the symbolic trace's default is 8).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub count: Option<String>,
     /// Bytes per rank instead of --count, e.g. 64MiB (a real run's default:
     /// 4MiB).
-    #[arg(long, conflicts_with = "count")]
+    #[arg(long, conflicts_with = "count", allow_hyphen_values = true)]
     pub size: Option<String>,
     /// Work in place.
     #[arg(long)]
     pub in_place: bool,
     #[command(flatten)]
-    pub kinds: Kinds,
+    pub kinds: OneKind,
     /// Algorithm to trace: ring, ring:naive, ring:pipeK, ps, oneshot,
     /// oneshot:fused, oneshot:flag, auto.
     #[arg(long, default_value = "ring")]
@@ -175,6 +175,16 @@ fn real_run(a: TraceArgs) -> Result<bool> {
     choice.resolve(&shape)?;
     let cuda = crate::backend::cuda::probe();
     let on_cpu = backend == BackendChoice::Cpu || cuda.is_err();
+    if a.nccl_lib.is_some() && !a.nccl {
+        return Err(Error::BadArgument(
+            "--nccl-lib names the library for --nccl, which is not given: add --nccl or leave --nccl-lib out".into(),
+        ));
+    }
+    if let (BackendChoice::Cuda, Err(why)) = (backend, &cuda) {
+        // The backend asked for is missing: say that, not that --nccl
+        // needs it.
+        return Err(Error::NoCuda(why.to_string()));
+    }
     if a.nccl {
         if on_cpu {
             return Err(Error::BadArgument(format!(
@@ -271,10 +281,10 @@ fn report_run<T: Element>(
     let mut paths: Vec<String> = t.calls.iter().map(|c| c.plan.name.clone()).collect();
     paths.dedup();
     out(format!(
-        "# ringreduce trace: {} · {} · {} ranks",
+        "# ringreduce trace: {} · {} · {}",
         paths.join(", "),
         t.what,
-        t.ranks()
+        crate::words::counted(t.ranks(), "rank")
     ))?;
     if let Some(n) = e.core().fallback_note() {
         out(format!("# note: {n}"))?;

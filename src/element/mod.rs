@@ -630,7 +630,7 @@ fn parse_list<T: FromStr<Err = String> + Copy + PartialEq>(
         return Ok(all.to_vec());
     }
     let mut out: Vec<T> = Vec::new();
-    for part in s.split(',') {
+    for part in crate::words::list_items(s)? {
         let x: T = part.parse()?;
         if !out.contains(&x) {
             out.push(x);

@@ -152,6 +152,10 @@ pub struct JobSpec {
     /// job's rank 0 creates the store.
     pub run_id: Option<String>,
     pub origin: Origin,
+    /// The parent process whose id named the store, when no job id or
+    /// store was given (an `mpirun` without one): ranks under different
+    /// parents never meet, and a failed join says so.
+    pub store_from_parent: Option<u32>,
 }
 
 fn env_usize(name: &str) -> Result<Option<usize>> {
@@ -192,6 +196,7 @@ impl JobSpec {
             store: store.into(),
             run_id: None,
             origin: Origin::Explicit,
+            store_from_parent: None,
         }
     }
 
@@ -256,8 +261,8 @@ impl JobSpec {
             let run_id = std::env::var("RINGREDUCE_RUN_ID")
                 .ok()
                 .filter(|s| !s.is_empty());
-            let store = match std::env::var_os("RINGREDUCE_STORE") {
-                Some(s) if !s.is_empty() => PathBuf::from(s),
+            let (store, store_from_parent) = match std::env::var_os("RINGREDUCE_STORE") {
+                Some(s) if !s.is_empty() => (PathBuf::from(s), None),
                 _ if origin == Origin::Launch => {
                     return Err(Error::BadArgument(
                         "RINGREDUCE_RANK is set but RINGREDUCE_STORE is not (start ranks with `ringreduce launch`)".into(),
@@ -273,6 +278,7 @@ impl JobSpec {
                 store,
                 run_id,
                 origin,
+                store_from_parent,
             }));
         }
         Ok(None)
@@ -283,7 +289,7 @@ impl JobSpec {
     /// id as the launcher exports it, or, failing that, after the parent
     /// process that every rank of the job on this machine shares (the MPI
     /// daemon).
-    fn job_store(origin: Origin) -> Result<PathBuf> {
+    fn job_store(origin: Origin) -> Result<(PathBuf, Option<u32>)> {
         let keys = [
             "PMIX_NAMESPACE",
             "OMPI_MCA_ess_base_jobid",
@@ -302,12 +308,14 @@ impl JobSpec {
                 k.push_str(&format!("-{step}"));
             }
         }
+        let parent = key.is_none().then(std::os::unix::process::parent_id);
         let key = key.unwrap_or_else(|| format!("ppid-{}", std::os::unix::process::parent_id()));
-        Ok(store::default_base().join(format!(
+        let dir = store::default_base().join(format!(
             "ringreduce-{}-{}",
             crate::sys::proc::uid(),
             sanitize(&key)
-        )))
+        ));
+        Ok((dir, parent))
     }
 }
 
@@ -347,6 +355,17 @@ impl Job {
             });
         }
         let owns_store = spec.run_id.is_none() && spec.rank == 0;
+        if owns_store && spec.store_from_parent.is_some() {
+            // Stores of earlier jobs without a launcher whose ranks are all
+            // gone (killed, or whose peer never came): nobody else removes
+            // them.
+            for d in store::sweep_stale(&store::default_base()) {
+                eprintln!(
+                    "ringreduce: removed the stale store {} (its ranks are gone)",
+                    d.display()
+                );
+            }
+        }
         if owns_store {
             let name = spec
                 .store
@@ -357,6 +376,28 @@ impl Job {
         }
         // Under a launcher the run id is known; otherwise the store's own is
         // taken, and a store whose creator is gone is stale.
+        let joined = Self::join_store(spec, owns_store, timeout);
+        if joined.is_err() && owns_store {
+            // This rank made the store for a job that never formed: take it
+            // away again (a peer that never came would leave it forever).
+            let _ = std::fs::remove_dir_all(&spec.store);
+        }
+        joined.map_err(|e| match (e, spec.store_from_parent) {
+            (Error::Timeout { rank, what, seconds }, Some(ppid)) => Error::Timeout {
+                rank,
+                what: format!(
+                    "{what}; without a launcher's job id the ranks find each other by their parent process (pid {ppid}, store {}), so ranks started under different parents never meet: give every rank the same RINGREDUCE_STORE=<directory>, or start them with `ringreduce launch` or mpirun",
+                    spec.store.display()
+                ),
+                seconds,
+            },
+            (e, _) => e,
+        })
+    }
+
+    /// [`Job::join`] past the store's creation: join it, map the control
+    /// segment, and meet every rank.
+    fn join_store(spec: &JobSpec, owns_store: bool, timeout: Duration) -> Result<Arc<Job>> {
         let store = Store::join(
             &spec.store,
             spec.run_id.as_deref(),

@@ -183,6 +183,33 @@ pub fn describe_leftover(dir: &Path) -> String {
     }
 }
 
+/// Why a non-empty directory cannot become a new store, in words: a store
+/// of a run still going, a stale store (its creator is gone), or a
+/// directory that is no store at all, which is never suggested for removal.
+fn non_empty_reason(dir: &Path) -> String {
+    let info = fs::read_to_string(dir.join(RUN_FILE))
+        .ok()
+        .and_then(|t| RunInfo::parse(&t));
+    match info {
+        None => {
+            let n = fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+            format!(
+                "the directory is not empty ({n} {}) and is not a ringreduce store (no {RUN_FILE} file); a store must be a new or empty directory: name another one",
+                crate::words::plural(n, "entry", "entries")
+            )
+        }
+        Some(i) if i.creator.is_some_and(|c| c.alive()) => format!(
+            "a store in use: {}; use another directory",
+            describe_leftover(dir)
+        ),
+        Some(_) => format!(
+            "stale store directory: {}; it is never reused: remove it (rm -r {}) or use another directory",
+            describe_leftover(dir),
+            dir.display()
+        ),
+    }
+}
+
 /// Remove this user's stores under `base` (named `ringreduce-<uid>-...`, as
 /// [`default_base`] stores are) whose creator and every rank that joined
 /// are gone: a launcher killed with `SIGKILL` cannot remove its own, and
@@ -253,14 +280,7 @@ impl Store {
         match fs::read_dir(dir) {
             Ok(mut entries) => {
                 if entries.next().is_some() {
-                    return Err(store_err(
-                        dir,
-                        format!(
-                            "stale store directory: {}; it is never reused: remove it (rm -r {}) or use another directory",
-                            describe_leftover(dir),
-                            dir.display()
-                        ),
-                    ));
+                    return Err(store_err(dir, non_empty_reason(dir)));
                 }
                 check_private(dir)?;
             }
@@ -596,12 +616,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("stale store"), "{e}");
-        // A non-empty directory is never created over.
+        // A non-empty directory is never created over: this one is a
+        // store whose creator (this process) is alive, so it is in use.
         let e = Store::create(&d, "run3", 2, t).unwrap_err().to_string();
-        assert!(
-            e.contains("stale store directory") && e.contains("run1"),
-            "{e}"
-        );
+        assert!(e.contains("a store in use") && e.contains("run1"), "{e}");
         s.remove();
         assert!(!d.exists());
     }

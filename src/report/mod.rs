@@ -328,6 +328,15 @@ pub struct Header {
     pub model: Option<ModelFit>,
 }
 
+impl Header {
+    /// The run was on the CPU backend (its description starts `cpu:`, as
+    /// every CPU backend's does): ranks are host threads or processes, with
+    /// no device.
+    pub fn on_cpu(&self) -> bool {
+        self.backend.starts_with("cpu")
+    }
+}
+
 /// The ring's alpha-beta model fitted to a sweep's all-reduce rows:
 /// `time = 2(N-1)·alpha + 2(N-1)/N·size / beta` (see
 /// [`crate::theory::fit_ring`]).

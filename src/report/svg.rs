@@ -156,7 +156,7 @@ impl Report {
             .next()
             .unwrap_or_default()
             .trim();
-        let mut first = format!("{what} · {} ranks", h.ranks);
+        let mut first = format!("{what} · {}", crate::words::counted(h.ranks, "rank"));
         if !backend.is_empty() {
             first.push_str(" · ");
             first.push_str(backend);

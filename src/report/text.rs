@@ -26,15 +26,30 @@ impl Report {
             "# NCCL version: {}",
             h.nccl_version.as_deref().unwrap_or("n/a")
         );
-        let _ = writeln!(
-            s,
-            "# Backend: {}  ranks: {}  devices: {}",
-            h.backend, h.ranks, h.devices
-        );
-        let _ = writeln!(s, "#");
-        let _ = writeln!(s, "# Using devices");
-        for (rank, dev) in h.rank_to_device.iter().enumerate() {
-            let _ = writeln!(s, "#  Rank {rank:>2} -> device {dev:>2}");
+        if h.on_cpu() {
+            // Host threads: no device to name.
+            let _ = writeln!(
+                s,
+                "# Backend: {}  ranks: {}  devices: none (host threads)",
+                h.backend, h.ranks
+            );
+            let _ = writeln!(s, "#");
+            let _ = writeln!(
+                s,
+                "# Using host threads: ranks 0..{} each a thread of this process, buffers in host memory",
+                h.ranks.saturating_sub(1)
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "# Backend: {}  ranks: {}  devices: {}",
+                h.backend, h.ranks, h.devices
+            );
+            let _ = writeln!(s, "#");
+            let _ = writeln!(s, "# Using devices");
+            for (rank, dev) in h.rank_to_device.iter().enumerate() {
+                let _ = writeln!(s, "#  Rank {rank:>2} -> device {dev:>2}");
+            }
         }
         let _ = writeln!(s, "#");
         let _ = writeln!(

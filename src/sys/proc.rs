@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 /// The signals this crate sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sig {
+    Hup,
     Int,
     Term,
     Kill,
@@ -19,10 +20,23 @@ pub enum Sig {
 impl Sig {
     fn raw(self) -> libc::c_int {
         match self {
+            Sig::Hup => libc::SIGHUP,
             Sig::Int => libc::SIGINT,
             Sig::Term => libc::SIGTERM,
             Sig::Kill => libc::SIGKILL,
         }
+    }
+
+    /// The signal numbered `n`, if it is one this crate sends.
+    pub fn from_raw(n: i32) -> Option<Sig> {
+        [Sig::Hup, Sig::Int, Sig::Term, Sig::Kill]
+            .into_iter()
+            .find(|s| s.raw() == n)
+    }
+
+    /// Its number.
+    pub fn number(self) -> i32 {
+        self.raw()
     }
 }
 
@@ -156,6 +170,10 @@ mod tests {
     fn names_and_bad_pids() {
         assert_eq!(signal_name(9), "SIGKILL");
         assert_eq!(signal_name(15), "SIGTERM");
+        for s in [Sig::Hup, Sig::Int, Sig::Term, Sig::Kill] {
+            assert_eq!(Sig::from_raw(s.number()), Some(s));
+        }
+        assert_eq!(Sig::from_raw(libc::SIGSEGV), None);
         assert!(signal(0, Sig::Term).is_err(), "pid 0 would be our group");
         assert!(signal_group(0, Sig::Term).is_err());
         assert!(uid() < u32::MAX);

@@ -168,12 +168,11 @@ pub fn to_svg(t: &Timeline) -> Result<String, String> {
         v
     };
     let title = format!(
-        "{} · {} · {} ranks · {} timed call{}{}",
+        "{} · {} · {} · {}{}",
         paths.join(", "),
         t.what,
-        ranks,
-        t.calls.len(),
-        if t.calls.len() == 1 { "" } else { "s" },
+        crate::words::counted(ranks, "rank"),
+        crate::words::counted(t.calls.len(), "timed call"),
         if t.nccl.is_empty() { "" } else { " + NCCL" }
     );
     let _ = writeln!(

@@ -614,6 +614,80 @@ fn ctrl_c_stops_every_rank() {
     assert_none_left(&t, Duration::from_secs(2));
 }
 
+/// `SIGTERM` to the launcher reaches the ranks as `SIGTERM` (it was
+/// forwarded as `SIGINT`, and the launcher exited 130 reporting SIGINT),
+/// and the launcher exits 143, the shell's status for it.
+#[test]
+fn sigterm_to_the_launcher_is_sigterm_to_the_ranks() {
+    let t = tag("sigterm");
+    let child = long_soak(&t, "2");
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(143), "{err}");
+    assert!(err.contains("the launcher got SIGTERM"), "{err}");
+    assert!(!err.contains("SIGINT"), "{err}");
+    assert_none_left(&t, Duration::from_secs(2));
+}
+
+/// The stores `mpirun`-style ranks without a job id make: named after
+/// the parent process (this test), under the default base.
+fn parent_stores() -> Vec<PathBuf> {
+    let suffix = format!("-ppid-{}", std::process::id());
+    let mut v = Vec::new();
+    for base in [PathBuf::from("/dev/shm"), std::env::temp_dir()] {
+        if let Ok(d) = std::fs::read_dir(&base) {
+            for e in d.flatten() {
+                if e.file_name().to_string_lossy().ends_with(&suffix) {
+                    v.push(e.path());
+                }
+            }
+        }
+    }
+    v
+}
+
+/// An `mpirun`-style rank 0 whose peer never joins exits 2 naming how
+/// ranks find each other without a job id, and removes the store it made
+/// (it stayed in /dev/shm until a later `launch`).
+#[test]
+fn an_mpirun_rank_whose_peer_never_joins_leaves_no_store() {
+    let t = tag("lonely");
+    let o = Command::new(BIN)
+        .args([
+            "run",
+            "--backend",
+            "cpu",
+            "--size",
+            "4KiB",
+            "--timeout",
+            "2",
+        ])
+        .env("RR_MP_TEST", &t)
+        .env("OMPI_COMM_WORLD_RANK", "0")
+        .env("OMPI_COMM_WORLD_SIZE", "2")
+        .env_remove("RINGREDUCE_STORE")
+        .env_remove("PMIX_NAMESPACE")
+        .env_remove("OMPI_MCA_ess_base_jobid")
+        .env_remove("OMPI_MCA_orte_ess_jobid")
+        .env_remove("SLURM_JOB_ID")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(
+        err.contains("RINGREDUCE_STORE") && err.contains("parent process"),
+        "{err}"
+    );
+    assert!(parent_stores().is_empty(), "left: {:?}", parent_stores());
+    assert_none_left(&t, Duration::from_secs(2));
+}
+
 /// Ranks started as `mpirun` starts them: no launcher, rank and size from
 /// Open MPI's or PMI's variables, the store named after the job.
 fn mpirun_style(vars: &[(&str, &str, &str)], job: (&str, &str)) {
@@ -661,7 +735,7 @@ fn mpirun_style(vars: &[(&str, &str, &str)], job: (&str, &str)) {
             );
             let store = out
                 .lines()
-                .find_map(|l| l.split("shared memory under ").nth(1))
+                .find_map(|l| l.split("key files under ").nth(1))
                 .expect("the store is named");
             assert!(!Path::new(store.trim()).exists(), "rank 0 removed {store}");
         } else {

@@ -35,13 +35,12 @@ use crate::backend::ordered::{
 };
 use crate::backend::{BackendKind, Binding, BufId, NcclCall};
 use crate::bench::{median, parse_contenders, Contender, ContenderKind};
-use crate::cuda::nccl::Nccl;
 use crate::cuda::{Builtin, WorkKernel};
 use crate::element::{DataType, ReduceOp};
 use crate::engine::Core;
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Shape};
-use crate::size::{format_bytes, parse_size};
+use crate::size::format_bytes;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -72,15 +71,18 @@ pub struct OverlapArgs {
     /// Bytes per bucket, comma-separated for several runs (PyTorch DDP's
     /// default bucket is 25 MiB; a multiple of 16 bytes). Default: 25MiB on
     /// CUDA, 64KiB on the CPU.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub bucket_size: Option<String>,
     /// The compute kernels: fma (compute-bound), mem (memory-bound), or
     /// both, comma-separated.
     #[arg(long, default_value = "fma,mem")]
     pub kernel: String,
     /// Contenders, comma-separated: ring, auto, any ringreduce path, nccl.
-    #[arg(long, default_value = "ring,auto,nccl")]
-    pub contenders: String,
+    /// Default: ring,auto,nccl on GPUs; ring,auto on the CPU backend (which
+    /// has no NCCL) or where the NCCL library is not found, with a note
+    /// (with --nccl-lib, NCCL is always a contender).
+    #[arg(long)]
+    pub contenders: Option<String>,
     /// Timed steps per measurement (the median is reported).
     #[arg(long)]
     pub steps: Option<usize>,
@@ -122,6 +124,9 @@ pub struct OverlapArgs {
     pub nccl_lib: Option<PathBuf>,
 }
 
+/// The contenders when `--contenders` is not given.
+const DEFAULT_CONTENDERS: &str = "ring,auto,nccl";
+
 /// The two synthetic layers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum KernelKind {
@@ -139,7 +144,9 @@ impl KernelKind {
 
     fn parse_list(s: &str) -> Result<Vec<KernelKind>> {
         let mut v = Vec::new();
-        for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let items = crate::words::list_items(s)
+            .map_err(|e| Error::BadArgument(format!("--kernel: {e}")))?;
+        for p in items {
             let k = match p.to_ascii_lowercase().as_str() {
                 "fma" | "compute" => KernelKind::Fma,
                 "mem" | "memory" => KernelKind::Mem,
@@ -275,6 +282,15 @@ pub struct OverlapReport {
 }
 
 impl OverlapReport {
+    /// Bucket checks run, every contender and configuration.
+    pub fn checks(&self) -> u64 {
+        self.configs
+            .iter()
+            .flat_map(|c| &c.rows)
+            .map(|r| r.bucket_checks)
+            .sum()
+    }
+
     /// Total wrong elements, device and host checks.
     pub fn wrong(&self) -> u64 {
         self.configs
@@ -302,17 +318,14 @@ fn settings(a: &OverlapArgs, cpu: bool) -> Result<Settings> {
             .clone()
             .unwrap_or_else(|| if cpu { "64KiB".into() } else { "25MiB".into() });
     let mut sizes = Vec::new();
-    for s in sizes_text
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
-        let b = parse_size(s)?;
+    let items = crate::words::list_items(&sizes_text)
+        .map_err(|e| Error::BadArgument(format!("--bucket-size: {e}")))?;
+    for s in items {
+        let b = super::size_arg("--bucket-size", s)?;
         if b == 0 || b % 16 != 0 {
-            return Err(Error::BadSize {
-                input: s.to_string(),
-                reason: "a bucket is a positive multiple of 16 bytes (4 floats)".into(),
-            });
+            return Err(Error::BadArgument(format!(
+                "--bucket-size {s:?}: a bucket is a positive multiple of 16 bytes (4 floats)"
+            )));
         }
         sizes.push(b);
     }
@@ -322,7 +335,7 @@ fn settings(a: &OverlapArgs, cpu: bool) -> Result<Settings> {
         ));
     }
     let kernels = KernelKind::parse_list(&a.kernel)?;
-    let contenders = parse_contenders(&a.contenders)?;
+    let contenders = parse_contenders(a.contenders.as_deref().unwrap_or(DEFAULT_CONTENDERS))?;
     for c in &contenders {
         if !matches!(c.kind, ContenderKind::Engine(_) | ContenderKind::Nccl) {
             return Err(Error::BadArgument(format!(
@@ -398,7 +411,7 @@ pub fn model(kind: KernelKind, n: usize, fma_iters: u32, passes: u32) -> (f64, f
 
 pub fn execute(a: OverlapArgs) -> Result<bool> {
     let rep = run(&a)?;
-    let wrong = rep.wrong();
+    let wrong = rep.wrong() + u64::from(rep.checks() == 0);
     if let Some(p) = &a.json {
         let mut s = serde_json::to_string_pretty(&rep).map_err(|e| Error::Report(e.to_string()))?;
         s.push('\n');
@@ -440,6 +453,34 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     ])
     .map_err(|e| Error::Report(e.to_string()))?;
     let ranks = cfg.ranks;
+    let mut p = p;
+    // Every contender must take every bucket: refused before anything runs.
+    for c in &p.contenders {
+        for &size in &p.sizes {
+            let shape = Shape::all_reduce(ranks, (size / 4) as usize, 4, true);
+            if let Some(why) = c.refusal(&shape) {
+                return Err(Error::BadArgument(format!(
+                    "--contenders {}: it cannot all-reduce a {} bucket in place on {}: {why}",
+                    c.name,
+                    format_bytes(size),
+                    crate::words::counted(ranks, "rank")
+                )));
+            }
+        }
+    }
+    let by_default = a.contenders.is_none() && a.nccl_lib.is_none();
+    let (nccl, nccl_note) = super::nccl_for_contenders(
+        &mut p.contenders,
+        by_default,
+        cfg.backend,
+        a.nccl_lib.as_deref(),
+        "--contenders",
+    )?;
+    if p.contenders.is_empty() {
+        return Err(Error::BadArgument(
+            "--contenders: no contender is left to measure".into(),
+        ));
+    }
     let largest = p.sizes.iter().copied().max().unwrap_or(0) as u128;
     if cpu_wanted {
         let per_rank = largest * p.buckets as u128 * (2 + 2 * u128::from(p.passes));
@@ -461,34 +502,28 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     }
     let mut contenders = p.contenders.clone();
     let mut nccl_version = None;
-    if contenders.iter().any(Contender::is_nccl) {
-        let why = if cpu {
-            Some("NCCL needs the CUDA backend".to_string())
-        } else {
-            match Nccl::load(a.nccl_lib.as_deref()) {
-                Err(e) => Some(e.to_string()),
-                Ok(lib) => {
-                    nccl_version = Some(format!(
-                        "{} ({})",
-                        lib.version_string()?,
-                        lib.path().display()
-                    ));
-                    match core.nccl_init(&lib) {
-                        Ok(()) => None,
-                        Err(e @ Error::Unsupported(..)) => Some(e.to_string()),
-                        Err(e) => return Err(e),
-                    }
-                }
+    if let Some(n) = nccl_note {
+        eprintln!("note: {n}");
+        notes.push(n);
+    }
+    if let Some(lib) = &nccl {
+        nccl_version = Some(format!(
+            "{} ({})",
+            lib.version_string()?,
+            lib.path().display()
+        ));
+        match core.nccl_init(lib) {
+            Ok(()) => {}
+            Err(e @ Error::Unsupported(..)) if by_default => {
+                let n = format!("nccl left out of the default contenders: {e}");
+                eprintln!("note: {n}");
+                notes.push(n);
+                contenders.retain(|c| !c.is_nccl());
             }
-        };
-        if let Some(why) = why {
-            eprintln!("note: nccl skipped: {why}");
-            notes.push(format!("nccl skipped: {why}"));
-            contenders.retain(|c| !c.is_nccl());
+            Err(e) => return Err(e),
         }
     }
     core.set_comm_priority(p.high)?;
-    let mut p = p;
     // The CPU runs every kernel and call when issued: nothing to hold back.
     p.gate &= !cpu;
     if p.gate {
@@ -503,9 +538,10 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     }
     let info = core.info().clone();
     out(format!(
-        "ringreduce overlap: {ranks} ranks, {} buckets per step, {} timed steps (median) after {} warm-up; collectives' streams: {}; {}",
-        p.buckets,
-        p.steps,
+        "ringreduce overlap: {}, {} per step, {} (median) after {} warm-up; collectives' streams: {}; {}",
+        crate::words::counted(ranks, "rank"),
+        crate::words::counted(p.buckets, "bucket"),
+        crate::words::counted(p.steps, "timed step"),
         p.warmup,
         if cpu {
             "no priorities on the CPU"
@@ -560,15 +596,15 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     }
     print_targets(&rep)?;
     let wrong = rep.wrong();
-    let checks: u64 = rep
-        .configs
-        .iter()
-        .flat_map(|c| &c.rows)
-        .map(|r| r.bucket_checks)
-        .sum();
+    let checks = rep.checks();
+    // A check that checked nothing is not a pass.
     out(format!(
         "check     : {} ({checks} bucket checks by rr_grad_check{}, every bucket of every step; {} elements of the last steps checked again on the host; {wrong} wrong)",
-        if wrong == 0 { "PASS" } else { "FAIL" },
+        match (wrong, checks) {
+            (0, 0) => "NOTHING CHECKED",
+            (0, _) => "PASS",
+            _ => "FAIL",
+        },
         if cpu { " (run by the host on the CPU backend)" } else { " on the GPUs" },
         rep.configs.iter().flat_map(|c| &c.rows).map(|r| r.host_checked_elements).sum::<u64>()
     ))?;
@@ -612,13 +648,20 @@ mod tests {
                 "32",
                 "--passes",
                 "2",
-                "--contenders",
-                "ring,auto,nccl",
             ]);
             let rep = run(&a).unwrap();
             assert_eq!(rep.wrong(), 0);
             assert_eq!(rep.configs.len(), 4);
-            assert!(rep.notes.iter().any(|n| n.contains("nccl skipped")));
+            // The default contenders (ring,auto,nccl) leave NCCL out on the
+            // CPU, with a note; asked for by name it is refused (the
+            // integration test nccl_on_the_cpu_backend_is_refused_as_such).
+            assert!(
+                rep.notes
+                    .iter()
+                    .any(|n| n.contains("nccl left out of the default contenders")),
+                "{:?}",
+                rep.notes
+            );
             for c in &rep.configs {
                 assert_eq!(c.rows.len(), 2, "nccl is skipped on the CPU");
                 for r in &c.rows {

@@ -12,17 +12,19 @@ pub(super) fn print_config(c: &ConfigResult, p: &Settings, ranks: usize, cpu: bo
             c.flop_per_bucket / (4.0 * c.bucket_elems as f64)
         ),
         _ => format!(
-            "kernel mem: {} passes, {:.0} bytes of HBM traffic per element ({:.2} FLOP per byte: memory-bound)",
+            "kernel mem: {} {}, {:.0} bytes of HBM traffic per element ({:.2} FLOP per byte: memory-bound)",
             c.passes,
+            crate::words::plural(c.passes, "pass", "passes"),
             c.hbm_bytes_per_bucket / c.bucket_elems as f64,
             c.flop_per_bucket / c.hbm_bytes_per_bucket
         ),
     };
     out(format!(
-        "== {what}; {} buckets x {} ({} floats), {ranks} ranks",
-        c.buckets,
+        "== {what}; {} x {} ({} floats), {}",
+        crate::words::counted(c.buckets, "bucket"),
         format_bytes(c.bucket_bytes),
-        c.bucket_elems
+        c.bucket_elems,
+        crate::words::counted(ranks, "rank")
     ))?;
     out(format!(
         "   model on one H200 ({:.0} TFLOP/s FP32 FMA, {:.1} TB/s HBM): {:.1} us per bucket, {:.1} us of compute per step{}",
@@ -32,11 +34,18 @@ pub(super) fn print_config(c: &ConfigResult, p: &Settings, ranks: usize, cpu: bo
         c.model_us_per_bucket * p.buckets as f64,
         if cpu { " (not this machine)" } else { "" }
     ))?;
-    out(format!(
-        "   overlap efficiency = (compute + comm - step) / min(compute, comm); at most (B-1)/B = {:.1}% with {} buckets",
-        100.0 * c.max_efficiency,
-        c.buckets
-    ))?;
+    if cpu {
+        // Nothing overlaps on the CPU (every kernel and call runs when
+        // issued): an efficiency or a slowdown from these times would be
+        // noise (once printed as 1124 % and -169 %).
+        out("   overlap efficiency and slowdown: not computed on the CPU backend (nothing overlaps there; its times are not a measurement)")?;
+    } else {
+        out(format!(
+            "   overlap efficiency = (compute + comm - step) / min(compute, comm); at most (B-1)/B = {:.1}% with {}",
+            100.0 * c.max_efficiency,
+            crate::words::counted(c.buckets, "bucket")
+        ))?;
+    }
     out(format!(
         "   {:<10} {:<14} {:>10} {:>10} {:>10} {:>10} {:>8} {:>11} {:>11} {:>9} {:>8} {:>6}",
         "contender",
@@ -57,18 +66,26 @@ pub(super) fn print_config(c: &ConfigResult, p: &Settings, ranks: usize, cpu: bo
         "", "", "(us)", "(us)", "(us)", "(us)", "eff.", "(us)", "(us)", "", "", ""
     ))?;
     for r in &c.rows {
+        let (eff, slow) = if cpu {
+            ("-".to_string(), "-".to_string())
+        } else {
+            (
+                format!("{:.1}%", 100.0 * r.efficiency),
+                format!("{:+.1}%", 100.0 * r.slowdown),
+            )
+        };
         out(format!(
-            "   {:<10} {:<14} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>7.1}% {:>11.1} {:>11.1} {:>+8.1}% {:>8} {:>6}",
+            "   {:<10} {:<14} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8} {:>11.1} {:>11.1} {:>9} {:>8} {:>6}",
             r.contender,
             r.path,
             r.compute_us,
             r.comm_us,
             r.step_us,
             r.ideal_us,
-            100.0 * r.efficiency,
+            eff,
             r.kernels_alone_us,
             r.kernels_overlapped_us,
-            100.0 * r.slowdown,
+            slow,
             r.bucket_checks,
             r.wrong + r.host_wrong
         ))?;

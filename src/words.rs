@@ -1,0 +1,74 @@
+//! Counted nouns in messages: "1 rank", "2 ranks", never "1 ranks".
+
+/// `one` when `n` is 1, else `many`.
+pub(crate) fn plural<'a>(n: impl TryInto<u64>, one: &'a str, many: &'a str) -> &'a str {
+    match n.try_into() {
+        Ok(1) => one,
+        _ => many,
+    }
+}
+
+/// `n` and the noun, singular or plural: `counted(1, "rank")` is `1 rank`,
+/// `counted(3, "rank")` is `3 ranks` (nouns whose plural adds an `s`).
+pub(crate) fn counted(n: impl TryInto<u64> + std::fmt::Display + Copy, noun: &str) -> String {
+    let many = format!("{noun}s");
+    format!("{n} {}", plural(n, noun, &many))
+}
+
+/// The items of a comma-separated list, trimmed. Every list the command
+/// line takes follows the same rule: an empty item (`float,,half`, a
+/// trailing comma, an empty string) is refused, never skipped.
+pub(crate) fn list_items(s: &str) -> Result<Vec<&str>, String> {
+    let items: Vec<&str> = s.split(',').map(str::trim).collect();
+    if items.iter().any(|i| i.is_empty()) {
+        return Err(if s.trim().is_empty() {
+            "the list is empty".to_string()
+        } else {
+            format!("{s:?} has an empty item (items are separated by single commas)")
+        });
+    }
+    Ok(items)
+}
+
+/// A number a user typed, echoed back briefly: `0.5`, `1e-300`, `1e308`
+/// (Rust's `{}` writes every digit of `1e-300`).
+pub(crate) fn num(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-4..1e9).contains(&x.abs()) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn singular_only_for_one() {
+        assert_eq!(counted(1usize, "rank"), "1 rank");
+        assert_eq!(counted(0usize, "rank"), "0 ranks");
+        assert_eq!(counted(2u64, "element"), "2 elements");
+        assert_eq!(plural(1usize, "was", "were"), "was");
+        assert_eq!(plural(2usize, "was", "were"), "were");
+    }
+
+    #[test]
+    fn numbers_are_brief() {
+        assert_eq!(num(0.5), "0.5");
+        assert_eq!(num(10.0), "10");
+        assert_eq!(num(1e-300), "1e-300");
+        assert_eq!(num(1e308), "1e308");
+        assert_eq!(num(-2.5e12), "-2.5e12");
+        assert_eq!(num(f64::INFINITY), "inf");
+    }
+
+    #[test]
+    fn lists_refuse_empty_items() {
+        assert_eq!(list_items("a, b ,c").unwrap(), vec!["a", "b", "c"]);
+        assert_eq!(list_items("a").unwrap(), vec!["a"]);
+        for bad in ["", " ", "a,,b", "a,", ",a"] {
+            assert!(list_items(bad).is_err(), "{bad:?}");
+        }
+    }
+}
