@@ -235,10 +235,8 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             "CPU backend: times are CPU wall-clock timings of host threads, not GPU timings".into(),
         );
     }
-    for (k, v) in std::env::vars() {
-        if k.starts_with("NCCL_") || k.starts_with("RINGREDUCE_") {
-            notes.push(format!("env {k}={v}"));
-        }
+    for (k, v) in crate::param::reported() {
+        notes.push(format!("env {k}={v}"));
     }
     notes.push("busbw = algbw * 2(N-1)/N for all-reduce, (N-1)/N for reduce-scatter and all-gather (nccl-tests); ratio columns compare algbw at equal size".into());
     let mut cold_rows: Vec<ColdStart> = vec![bench::cold_start_engine(

@@ -91,11 +91,7 @@ pub fn execute(a: TopoArgs) -> Result<bool> {
         return Err(Error::ZeroRanks);
     }
     if let Some(t) = a.timeout {
-        if !(t.is_finite() && t > 0.0 && t < 1e7) {
-            return Err(Error::BadArgument(format!(
-                "--timeout must be a positive number of seconds (got {t})"
-            )));
-        }
+        crate::param::timeout_arg("--timeout", t)?;
     }
     out("# ringreduce topo")?;
     match a.backend {

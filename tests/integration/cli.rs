@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// The CLI under test: `RINGREDUCE_BIN` (the staged binary on the GPU
 /// machine) or the one cargo built with this test.
-fn bin() -> PathBuf {
+pub(crate) fn bin() -> PathBuf {
     std::env::var_os("RINGREDUCE_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_ringreduce")))
@@ -24,19 +24,19 @@ fn bin() -> PathBuf {
 
 /// How a run ended.
 #[derive(Debug)]
-struct Ran {
+pub(crate) struct Ran {
     /// The exit code (`None`: killed by a signal).
-    code: Option<i32>,
-    signal: Option<i32>,
-    out: String,
-    err: String,
-    took: Duration,
-    timed_out: bool,
+    pub(crate) code: Option<i32>,
+    pub(crate) signal: Option<i32>,
+    pub(crate) out: String,
+    pub(crate) err: String,
+    pub(crate) took: Duration,
+    pub(crate) timed_out: bool,
 }
 
 impl Ran {
     /// A one-line summary for failure messages.
-    fn show(&self) -> String {
+    pub(crate) fn show(&self) -> String {
         format!(
             "exit {:?} signal {:?} after {:.1?}{}\n--- stdout ---\n{}\n--- stderr ---\n{}",
             self.code,
@@ -52,7 +52,7 @@ impl Ran {
         )
     }
 
-    fn panicked(&self) -> bool {
+    pub(crate) fn panicked(&self) -> bool {
         self.err.contains("panicked") || self.out.contains("panicked")
     }
 }
@@ -95,7 +95,7 @@ fn wait_for(
 }
 
 /// Run `cmd` to the end (killed after `limit`).
-fn run_cmd(mut cmd: Command, limit: Duration) -> Ran {
+pub(crate) fn run_cmd(mut cmd: Command, limit: Duration) -> Ran {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -116,14 +116,14 @@ fn run_cmd(mut cmd: Command, limit: Duration) -> Ran {
     }
 }
 
-fn command<S: AsRef<OsStr>>(args: &[S]) -> Command {
+pub(crate) fn command<S: AsRef<OsStr>>(args: &[S]) -> Command {
     let mut c = Command::new(bin());
     c.args(args);
     c
 }
 
 /// `ringreduce ARGS` with a 3-minute limit.
-fn rr(args: &[&str]) -> Ran {
+pub(crate) fn rr(args: &[&str]) -> Ran {
     run_cmd(command(args), Duration::from_secs(180))
 }
 
@@ -211,7 +211,7 @@ fn closed_pipe(args: &[&str], limit: Duration) -> Result<(), String> {
 }
 
 /// A bad input: non-zero exit, `msg` in stderr, no panic, not killed, quick.
-fn bad(ran: &Ran, args: &[&str], msg: &str) -> Result<(), String> {
+pub(crate) fn bad(ran: &Ran, args: &[&str], msg: &str) -> Result<(), String> {
     ensure!(
         !ran.timed_out && ran.signal.is_none(),
         "{args:?} must fail with a message, not hang or crash: {}",
