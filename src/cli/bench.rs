@@ -96,7 +96,10 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     // note. Asked for by name (--algo, --nccl-lib), NCCL must be there.
     let by_default = a.algo.is_none() && a.nccl_lib.is_none();
     let mut default_note = None;
-    if by_default && cfg.backend.cpu_reason().is_some() {
+    // Whether this runs on the CPU backend (`--backend auto` without a GPU
+    // too): the memory estimates below depend on it.
+    let on_cpu = cfg.backend.cpu_reason().is_some();
+    if by_default && on_cpu {
         default_note = Some(
             "nccl left out of the default contenders: the cpu backend has no NCCL (compare paths with --algo auto,ring,ps,...)".to_string(),
         );
@@ -132,7 +135,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
                 elem_size: dtype.size(),
                 in_place: false,
             };
-            crate::cli::run::host_bytes(&shape, cfg.backend == crate::backend::BackendChoice::Cpu)
+            crate::cli::run::host_bytes(&shape, on_cpu)
         })
         .max()
         .unwrap_or(0);
@@ -149,10 +152,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         in_place: false,
     };
     check_host_memory(
-        crate::cli::run::host_bytes(
-            &cold_shape,
-            cfg.backend == crate::backend::BackendChoice::Cpu,
-        ),
+        crate::cli::run::host_bytes(&cold_shape, on_cpu),
         &format!(
             "the cold-start measurement (--cold-size {})",
             format_bytes(cold)
@@ -234,6 +234,19 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         notes.push(
             "CPU backend: times are CPU wall-clock timings of host threads, not GPU timings".into(),
         );
+    }
+    if let Some(v) = crate::param::forced_algo()? {
+        if contenders.iter().any(|c| {
+            matches!(
+                &c.kind,
+                bench::ContenderKind::Engine(crate::algo::AlgoChoice::Auto)
+                    | bench::ContenderKind::EngineGraph(crate::algo::AlgoChoice::Auto)
+            )
+        }) {
+            notes.push(format!(
+                "algorithm: auto, forced by RINGREDUCE_ALGO={v}: every auto cell runs it (--algo with paths compares others)"
+            ));
+        }
     }
     for (k, v) in crate::param::reported() {
         notes.push(format!("env {k}={v}"));

@@ -228,6 +228,15 @@ impl Combos {
     }
 }
 
+/// How `--algo auto` picks its path, for reports: by size, or the path
+/// `RINGREDUCE_ALGO` forces.
+pub fn auto_source() -> Result<String> {
+    Ok(match crate::param::forced_algo()? {
+        Some(v) => format!("auto, forced by RINGREDUCE_ALGO={v}; --algo overrides it"),
+        None => "auto; choose with --algo".into(),
+    })
+}
+
 /// A comma-separated list of collectives, or `all`.
 pub fn parse_collectives(s: &str) -> Result<Vec<Collective>> {
     if s.trim().eq_ignore_ascii_case("all") {

@@ -76,8 +76,7 @@ pub fn execute(a: RunArgs) -> Result<bool> {
         elem_size: dtype.size(),
         in_place: a.in_place,
     };
-    let cpu =
-        cfg.backend == crate::backend::BackendChoice::Cpu || crate::backend::cuda::probe().is_err();
+    let cpu = cfg.backend.cpu_reason().is_some();
     check_host_memory(
         host_bytes(&shape, cpu),
         "this run (inputs, reference, outputs)",
@@ -126,10 +125,10 @@ fn run_typed<T: Element>(
     let sh = engine.load(shape.collective, &inputs, shape.in_place)?;
     engine.poison(&sh)?;
     let path = engine.core().path_name(None, &sh)?;
-    let how = if a.algo == "auto" {
-        " (auto; choose with --algo)"
+    let how = if a.algo.trim().eq_ignore_ascii_case("auto") {
+        format!(" ({})", crate::cli::auto_source()?)
     } else {
-        ""
+        String::new()
     };
     out(format!("algorithm : {path}{how}"))?;
     let t1 = Instant::now();

@@ -2,14 +2,14 @@
 //! `RINGREDUCE_*` variable is an error naming the variable, its value and
 //! what is accepted, in every command and in `Engine::new`, never a panic
 //! and never ignored; an empty value counts as unset; `ringreduce env`
-//! lists every variable.
+//! lists every variable; a path forced by `RINGREDUCE_ALGO` says so.
 //!
 //! Each case runs a process with the variable set (the library reads a
 //! setting once per process, and the test runner's own environment stays
 //! as it is).
 
 use crate::cli::{bad, command, rr, run_cmd, Ran};
-use crate::common::{pass, skip};
+use crate::common::{cuda_skip_reason, pass, skip};
 use crate::ensure;
 use crate::harness::Harness;
 use ringreduce::{Engine, EngineConfig, Error};
@@ -472,6 +472,129 @@ pub fn register(h: &mut Harness) {
                 ran.show()
             );
         }
+        pass()
+    });
+    h.add(
+        "cli_env::forced_algo_is_named_in_the_algorithm_line",
+        || {
+            // Issue 25 item 4: RINGREDUCE_ALGO=ps still printed "(auto; choose
+            // with --algo)".
+            let forced = "forced by RINGREDUCE_ALGO=ps";
+            let env = [("RINGREDUCE_ALGO", "ps")];
+            let ran = rr_env(
+                &env,
+                &["run", "--backend", "cpu", "--ranks", "3", "--count", "64"],
+            );
+            ensure!(
+                ran.code == Some(0)
+                    && ran.out.contains(&format!(
+                        "algorithm : ps (auto, {forced}; --algo overrides it)"
+                    )),
+                "run: {}",
+                ran.show()
+            );
+            // --algo with a path overrides it, and says nothing of it.
+            let ran = rr_env(
+                &env,
+                &[
+                    "run",
+                    "--backend",
+                    "cpu",
+                    "--ranks",
+                    "3",
+                    "--count",
+                    "64",
+                    "--algo",
+                    "ring",
+                ],
+            );
+            ensure!(
+                ran.code == Some(0)
+                    && ran.out.contains("algorithm : ring\n")
+                    && !ran.out.contains("RINGREDUCE_ALGO"),
+                "run --algo ring: {}",
+                ran.show()
+            );
+            let ran = rr_env(&env, &["trace", "--algo", "auto"]);
+            ensure!(
+                ran.code == Some(0) && ran.out.contains(&format!("(auto: ps {forced}")),
+                "trace: {}",
+                ran.show()
+            );
+            let ran = rr_env(
+                &env,
+                &[
+                    "trace",
+                    "--algo",
+                    "auto",
+                    "--backend",
+                    "cpu",
+                    "--count",
+                    "64",
+                    "--calls",
+                    "1",
+                ],
+            );
+            ensure!(
+                ran.code == Some(0) && ran.out.contains(&format!("# algorithm: auto, {forced}")),
+                "trace --backend cpu: {}",
+                ran.show()
+            );
+            let ran = rr_env(
+                &env,
+                &[
+                    "bench",
+                    "--backend",
+                    "cpu",
+                    "-b",
+                    "64",
+                    "-e",
+                    "64",
+                    "-n",
+                    "1",
+                    "-w",
+                    "0",
+                    "--no-ceiling",
+                ],
+            );
+            ensure!(
+                ran.code == Some(0)
+                    && ran
+                        .out
+                        .contains(&format!("# Note: algorithm: auto, {forced}"))
+                    && ran.out.contains("# algo: auto [ps]"),
+                "bench: {}",
+                ran.show()
+            );
+            pass()
+        },
+    );
+    h.add("cli_env::bench_auto_without_a_gpu_estimates_as_cpu", || {
+        // Issue 25 item 6: without a GPU, `bench --backend auto` estimated
+        // 2.25 GiB for 2 ranks x 256 MiB and `--backend cpu` 3.75 GiB (the
+        // CPU backend's copies), though both run the same CPU backend.
+        if cuda_skip_reason(1).is_none() {
+            return skip("a GPU is present: auto runs CUDA here");
+        }
+        let mut said = Vec::new();
+        for b in ["auto", "cpu"] {
+            let args = [
+                "bench",
+                "--backend",
+                b,
+                "--ranks",
+                "2",
+                "-b",
+                "256MiB",
+                "-e",
+                "256MiB",
+                "--no-ceiling",
+            ];
+            let ran = rr_env(&[("RINGREDUCE_HOST_MEMORY", "1GiB")], &args);
+            bad(&ran, &args, "needs 3.75GiB of host memory")?;
+            said.push(ran.err);
+        }
+        ensure!(said[0] == said[1], "auto and cpu differ: {said:?}");
         pass()
     });
 }
