@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE="${1:-multiproc}"
 REAL="$PWD/target/release/ringreduce"
-[ -x "$REAL" ] || cargo build --release
+# With fault injection: the multiproc mode's fault cases set RINGREDUCE_FAULT.
+cargo build --release -q --features fault-injection
 D="$(mktemp -d)"
 trap 'rm -rf "$D"' EXIT
 cp scripts/gpu-check.sh "$D/"

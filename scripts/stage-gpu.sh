@@ -7,7 +7,8 @@
 #   bash .device/gpu-check.sh validate > $OUT/validate.log 2>&1
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release
+# With fault injection: gpu-check.sh's fault cases set RINGREDUCE_FAULT.
+cargo build --release --features fault-injection
 json=$(cargo test --release --no-run --message-format=json 2>/dev/null)
 integ=$(printf '%s\n' "$json" | python3 -c '
 import json, sys

@@ -52,6 +52,16 @@ pub enum Error {
     BadSize { input: String, reason: String },
     #[error("invalid argument: {0}")]
     BadArgument(String),
+    /// A malformed or out-of-range environment variable (see
+    /// [`crate::param`]): its name, its value, why it is refused and what
+    /// is accepted.
+    #[error("environment variable {var}={value:?}: {reason}; accepted: {expected}")]
+    Env {
+        var: &'static str,
+        value: String,
+        reason: String,
+        expected: String,
+    },
     #[error("the CUDA backend is unavailable: {0}")]
     NoCuda(String),
     #[error("rank {rank} (GPU {device}){}: {call} failed: {message}", step.as_ref().map(|s| format!(", {s}")).unwrap_or_default())]

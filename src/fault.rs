@@ -67,3 +67,177 @@ impl FaultPlan {
             .any(|f| f.rank == rank && f.fault == Fault::AllocFail)
     }
 }
+
+/// What one entry of `RINGREDUCE_FAULT` does (one rank per process only;
+/// the variable is read only by test builds and builds with the
+/// `fault-injection` feature, see [`crate::param`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvFaultKind {
+    /// `kill:rank=R[:call=C|:after_calls=N][:op=K]`: rank R's process
+    /// kills itself with `SIGKILL` in its call C (default 1; `after_calls=N`
+    /// is call N+1), before its op K (default 1, just after Begin: the
+    /// other ranks are inside the call, waiting for it).
+    Kill { call: u64, op: usize },
+    /// `nostart:rank=R`: rank R fails before joining the job.
+    NoStart,
+}
+
+/// One entry of `RINGREDUCE_FAULT`: a fault on one rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvFault {
+    pub rank: usize,
+    pub kind: EnvFaultKind,
+}
+
+/// What `RINGREDUCE_FAULT` accepts (for messages and `ringreduce env`).
+pub const ENV_FAULT_SYNTAX: &str =
+    "kill:rank=R[:call=C|:after_calls=N][:op=K] or nostart:rank=R, several separated by commas";
+
+/// Parse a `RINGREDUCE_FAULT` value strictly: every entry a known fault,
+/// every parameter known to it and a whole number, `rank` always given. An
+/// error says what is wrong with which entry.
+pub fn parse_env_faults(spec: &str) -> Result<Vec<EnvFault>, String> {
+    let mut v = Vec::new();
+    for entry in spec.split(',') {
+        let entry = entry.trim();
+        let mut parts = entry.split(':').map(str::trim);
+        let kind = parts.next().unwrap_or_default();
+        let allowed: &[&str] = match kind {
+            "kill" => &["rank", "call", "after_calls", "op"],
+            "nostart" => &["rank"],
+            "" => return Err("an empty entry".into()),
+            other => {
+                return Err(format!(
+                    "unknown fault {other:?} in {entry:?} (kill or nostart)"
+                ))
+            }
+        };
+        let mut params: Vec<(&str, u64)> = Vec::new();
+        for p in parts {
+            let Some((k, val)) = p.split_once('=') else {
+                return Err(format!("{p:?} in {entry:?} is not key=value"));
+            };
+            let (k, val) = (k.trim(), val.trim());
+            if !allowed.contains(&k) {
+                return Err(format!(
+                    "{kind} takes {} (got {k:?} in {entry:?})",
+                    allowed.join(", ")
+                ));
+            }
+            if params.iter().any(|(x, _)| *x == k) {
+                return Err(format!("{k} given twice in {entry:?}"));
+            }
+            let n: u64 = val
+                .parse()
+                .map_err(|_| format!("{k}={val:?} in {entry:?} is not a whole number"))?;
+            params.push((k, n));
+        }
+        let get = |k: &str| params.iter().find(|(x, _)| *x == k).map(|(_, n)| *n);
+        let rank = get("rank").ok_or_else(|| format!("{entry:?} names no rank (rank=R)"))?;
+        let rank = usize::try_from(rank).map_err(|_| format!("rank={rank} is too large"))?;
+        let kind = match kind {
+            "kill" => {
+                let call = match (get("call"), get("after_calls")) {
+                    (Some(_), Some(_)) => {
+                        return Err(format!(
+                            "{entry:?}: call and after_calls say the same thing; give one"
+                        ))
+                    }
+                    (Some(0), None) => {
+                        return Err(format!("{entry:?}: calls count from 1 (call=0)"))
+                    }
+                    (Some(c), None) => c,
+                    (None, Some(n)) => n
+                        .checked_add(1)
+                        .ok_or_else(|| format!("after_calls={n} is too large"))?,
+                    (None, None) => 1,
+                };
+                let op = get("op").unwrap_or(1);
+                let op = usize::try_from(op).map_err(|_| format!("op={op} is too large"))?;
+                EnvFaultKind::Kill { call, op }
+            }
+            _ => EnvFaultKind::NoStart,
+        };
+        v.push(EnvFault { rank, kind });
+    }
+    Ok(v)
+}
+
+/// The faults of `RINGREDUCE_FAULT` (parsed by [`parse_env_faults`]) that
+/// rank `rank`'s collectives inject.
+pub fn env_fault_plan(faults: &[EnvFault], rank: usize) -> FaultPlan {
+    FaultPlan(
+        faults
+            .iter()
+            .filter(|f| f.rank == rank)
+            .filter_map(|f| match f.kind {
+                EnvFaultKind::Kill { call, op } => Some(FaultSpec {
+                    rank,
+                    op,
+                    call: Some(call),
+                    fault: Fault::Kill,
+                }),
+                EnvFaultKind::NoStart => None,
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_fault_specs() {
+        let f = parse_env_faults("kill:rank=1:call=3:op=2, nostart:rank=2").unwrap();
+        assert_eq!(
+            f,
+            vec![
+                EnvFault {
+                    rank: 1,
+                    kind: EnvFaultKind::Kill { call: 3, op: 2 }
+                },
+                EnvFault {
+                    rank: 2,
+                    kind: EnvFaultKind::NoStart
+                }
+            ]
+        );
+        let plan = env_fault_plan(&f, 1);
+        assert_eq!(plan.at(1, 2, 3), Some(Fault::Kill));
+        assert!(env_fault_plan(&f, 2).is_empty(), "nostart is no plan fault");
+        assert!(env_fault_plan(&f, 0).is_empty());
+        // Defaults: call 1, op 1; after_calls=N is call N+1.
+        assert_eq!(
+            parse_env_faults("kill:rank=0").unwrap()[0].kind,
+            EnvFaultKind::Kill { call: 1, op: 1 }
+        );
+        assert_eq!(
+            parse_env_faults("kill:rank=0:after_calls=4").unwrap()[0].kind,
+            EnvFaultKind::Kill { call: 5, op: 1 }
+        );
+    }
+
+    #[test]
+    fn malformed_env_fault_specs_are_refused() {
+        for (spec, why) in [
+            ("garbage", "unknown fault"),
+            ("", "empty entry"),
+            ("kill:rank=1,", "empty entry"),
+            ("kill", "names no rank"),
+            ("kill:call=3", "names no rank"),
+            ("kill:rank=x", "not a whole number"),
+            ("kill:rank=-1", "not a whole number"),
+            ("kill:rank=1:call=0", "count from 1"),
+            ("kill:rank=1:call=2:after_calls=1", "give one"),
+            ("kill:rank=1:rank=2", "twice"),
+            ("kill:rank=1:when=3", "kill takes"),
+            ("nostart:rank=1:call=3", "nostart takes"),
+            ("kill:rank=1:call", "not key=value"),
+            ("kill:rank=1:after_calls=18446744073709551615", "too large"),
+        ] {
+            let e = parse_env_faults(spec).expect_err(spec);
+            assert!(e.contains(why), "{spec:?}: {e}");
+        }
+    }
+}

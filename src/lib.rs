@@ -16,6 +16,8 @@
 //!   segment, and the per-process communicator ([`Comm<T>`]).
 //! * [`element`] and [`verify`]: data types and ops with NCCL's semantics,
 //!   inputs and checks.
+//! * [`param`]: every environment variable ringreduce reads, declared once
+//!   (type, range, default); no other module reads the environment.
 //! * With the default `cli` feature: the command line's commands ([`cli`]),
 //!   measurement ([`bench`]), reports ([`report`]) and timelines of real
 //!   runs ([`timeline`]).
@@ -32,6 +34,7 @@ pub mod element;
 pub mod engine;
 pub mod error;
 pub mod fault;
+pub mod param;
 pub mod plan;
 pub mod pool;
 pub mod process;

@@ -2,7 +2,9 @@
 //! command lives in the library ([`ringreduce::cli`]).
 
 use clap::{Parser, Subcommand};
-use ringreduce::cli::{bench, check, compare, launch, overlap, run, soak, theory, topo, trace};
+use ringreduce::cli::{
+    bench, check, compare, env, launch, overlap, run, soak, theory, topo, trace,
+};
 use ringreduce::Error;
 use std::process::ExitCode;
 
@@ -43,6 +45,9 @@ enum Cmd {
     Topo(topo::TopoArgs),
     /// Parameter server vs ring, measured: bytes per rank and time vs N.
     Compare(compare::CompareArgs),
+    /// Every environment variable ringreduce reads: its value, where it
+    /// came from, what it accepts (exit 2 naming any malformed one).
+    Env(env::EnvArgs),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +72,7 @@ fn main() -> ExitCode {
         Cmd::Overlap(a) => overlap::execute(a),
         Cmd::Topo(a) => topo::execute(a),
         Cmd::Compare(a) => compare::execute(a),
+        Cmd::Env(a) => env::execute(a),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

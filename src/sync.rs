@@ -30,12 +30,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The default limit on any wait: `RINGREDUCE_TIMEOUT` (seconds) or 60 s.
+/// A malformed `RINGREDUCE_TIMEOUT` gives 60 s here, and
+/// [`crate::param::timeout`] (which [`crate::Engine::new`] checks) the
+/// error naming it.
 pub fn default_timeout() -> Duration {
-    std::env::var("RINGREDUCE_TIMEOUT")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map_or(Duration::from_secs(60), Duration::from_secs_f64)
+    crate::param::timeout().unwrap_or(crate::param::DEFAULT_TIMEOUT)
 }
 
 type Hook = Box<dyn Fn() + Send + Sync>;

@@ -61,7 +61,18 @@ pub fn render(choice: &AlgoChoice, shape: &Shape, dtype: DataType, op: ReduceOp)
         op.name()
     );
     if choice == &AlgoChoice::Auto {
-        let _ = writeln!(out, "(auto chose {} for this size)", plan.name);
+        match crate::param::forced_algo()? {
+            Some(v) => {
+                let _ = writeln!(
+                    out,
+                    "(auto: {} forced by RINGREDUCE_ALGO={v}; --algo overrides it)",
+                    plan.name
+                );
+            }
+            None => {
+                let _ = writeln!(out, "(auto chose {} for this size)", plan.name);
+            }
+        }
     }
     let ringlike = plan.ops.iter().flatten().any(|o| o.label.phase.is_some());
     if ringlike {

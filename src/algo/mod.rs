@@ -293,13 +293,14 @@ fn auto(shape: &Shape) -> Arc<dyn Algorithm> {
     Arc::new(ring::Ring { slices, slots: 2 })
 }
 
-/// The path forced by `RINGREDUCE_ALGO`, if set to a fixed algorithm.
+/// The path forced by `RINGREDUCE_ALGO` ([`crate::param::ALGO`], checked
+/// when read), if set to a fixed algorithm.
 fn forced() -> Result<Option<Arc<dyn Algorithm>>> {
-    match std::env::var("RINGREDUCE_ALGO") {
-        Ok(v) if !v.trim().is_empty() && !v.trim().eq_ignore_ascii_case("auto") => parse(&v)
+    match crate::param::forced_algo()? {
+        Some(v) => parse(&v)
             .map(Some)
             .map_err(|e| Error::BadArgument(format!("RINGREDUCE_ALGO={v}: {e}"))),
-        _ => Ok(None),
+        None => Ok(None),
     }
 }
 

@@ -94,6 +94,9 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     // for by name (--algo, --nccl-lib), NCCL must be there
     // (super::nccl_for_contenders, after the other arguments).
     let by_default = a.algo.is_none() && a.nccl_lib.is_none();
+    // Whether this runs on the CPU backend (`--backend auto` without a GPU
+    // too): the memory estimates below depend on it.
+    let on_cpu = cfg.backend.cpu_reason().is_some();
     let min = super::size_arg("-b/--minbytes", &a.minbytes)?;
     let max = super::size_arg("-e/--maxbytes", &a.maxbytes)?;
     let big = super::size_arg("--big", &a.big)?;
@@ -125,7 +128,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
                 elem_size: dtype.size(),
                 in_place: false,
             };
-            crate::cli::run::host_bytes(&shape, cfg.backend == crate::backend::BackendChoice::Cpu)
+            crate::cli::run::host_bytes(&shape, on_cpu)
         })
         .max()
         .unwrap_or(0);
@@ -142,10 +145,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         in_place: false,
     };
     check_host_memory(
-        crate::cli::run::host_bytes(
-            &cold_shape,
-            cfg.backend == crate::backend::BackendChoice::Cpu,
-        ),
+        crate::cli::run::host_bytes(&cold_shape, on_cpu),
         &format!(
             "the cold-start measurement (--cold-size {})",
             format_bytes(cold)
@@ -221,10 +221,21 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             "CPU backend: times are CPU wall-clock timings of host threads, not GPU timings".into(),
         );
     }
-    for (k, v) in std::env::vars() {
-        if k.starts_with("NCCL_") || k.starts_with("RINGREDUCE_") {
-            notes.push(format!("env {k}={v}"));
+    if let Some(v) = crate::param::forced_algo()? {
+        if contenders.iter().any(|c| {
+            matches!(
+                &c.kind,
+                bench::ContenderKind::Engine(crate::algo::AlgoChoice::Auto)
+                    | bench::ContenderKind::EngineGraph(crate::algo::AlgoChoice::Auto)
+            )
+        }) {
+            notes.push(format!(
+                "algorithm: auto, forced by RINGREDUCE_ALGO={v}: every auto cell runs it (--algo with paths compares others)"
+            ));
         }
+    }
+    for (k, v) in crate::param::reported() {
+        notes.push(format!("env {k}={v}"));
     }
     notes.push("busbw = algbw * 2(N-1)/N for all-reduce, (N-1)/N for reduce-scatter and all-gather (nccl-tests); ratio columns compare algbw at equal size".into());
     let mut cold_rows: Vec<ColdStart> = vec![bench::cold_start_engine(

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 /// The commands of this binary that `launch` runs with this binary, as
 /// ranks of the job.
-pub const OWN: [&str; 6] = ["run", "check", "bench", "soak", "trace", "theory"];
+pub const OWN: [&str; 7] = ["run", "check", "bench", "soak", "trace", "theory", "env"];
 
 /// The commands of this binary that do not run as a rank of a job: each
 /// measures or sets up on its own (`topo` the machine, `compare` several
@@ -232,27 +232,27 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
             max: crate::engine::MAX_RANKS,
         });
     }
-    if !(a.grace.is_finite() && a.grace >= 0.0) {
+    if !(a.grace.is_finite() && a.grace >= 0.0 && a.grace <= 1e7) {
         return Err(Error::BadArgument(format!(
-            "--grace must be >= 0 seconds (got {})",
+            "--grace must be 0 to 10000000 seconds (got {})",
             a.grace
         )));
     }
-    if let Some(t) = a.timeout {
-        if !(t.is_finite() && t > 0.0 && t < 1e7) {
-            return Err(Error::BadArgument(format!(
-                "--timeout must be a positive number of seconds (got {t})"
-            )));
-        }
-    }
+    let timeout = a
+        .timeout
+        .map(|t| crate::param::timeout_arg("--timeout", t))
+        .transpose()?;
+    // The settings the ranks will read, before any rank starts.
+    crate::param::check_settings()?;
     if a.devices.as_ref().is_some_and(Vec::is_empty) {
         return Err(Error::BadArgument(
             "--devices needs at least one GPU".into(),
         ));
     }
-    let timeout = a
-        .timeout
-        .map_or_else(crate::sync::default_timeout, Duration::from_secs_f64);
+    let timeout = match timeout {
+        Some(t) => t,
+        None => crate::param::timeout()?,
+    };
     let grace = Duration::from_secs_f64(a.grace);
     let (program, args): (PathBuf, Vec<String>) = match a.command.first() {
         Some(c) if OWN.contains(&c.as_str()) => {

@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod check;
 pub mod compare;
+pub mod env;
 pub mod launch;
 pub mod overlap;
 pub mod run;
@@ -21,7 +22,6 @@ use crate::error::{Error, Result};
 use crate::plan::Collective;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 /// Standard output that turns a closed pipe into [`Error::BrokenPipe`]-like
 /// quiet exit instead of a panic.
@@ -118,13 +118,12 @@ impl Common {
     /// [`crate::process::JobSpec::from_env`]) the configuration is that
     /// rank's, the rank count is the job's, and only rank 0 prints.
     pub fn config(&self) -> Result<EngineConfig> {
-        if let Some(t) = self.timeout {
-            if !(t.is_finite() && t > 0.0 && t < 1e7) {
-                return Err(Error::BadArgument(format!(
-                    "--timeout must be a positive number of seconds (got {t})"
-                )));
-            }
-        }
+        let timeout = self
+            .timeout
+            .map(|t| crate::param::timeout_arg("--timeout", t))
+            .transpose()?;
+        // Every RINGREDUCE_* setting, before anything runs.
+        crate::param::check_settings()?;
         if let Some(spec) = crate::process::JobSpec::from_env()? {
             if let Some(n) = self.ranks.filter(|&n| n != spec.size) {
                 return Err(Error::BadArgument(format!(
@@ -136,8 +135,8 @@ impl Common {
             set_quiet(spec.rank != 0);
             let mut cfg = EngineConfig::new(spec.size, self.backend);
             cfg.devices = self.devices.clone();
-            if let Some(t) = self.timeout {
-                cfg.timeout = Duration::from_secs_f64(t);
+            if let Some(t) = timeout {
+                cfg.timeout = t;
             }
             cfg.process = Some(spec);
             return Ok(cfg);
@@ -162,8 +161,8 @@ impl Common {
         self.check_devices()?;
         let mut cfg = EngineConfig::new(ranks, self.backend);
         cfg.devices = self.devices.clone();
-        if let Some(t) = self.timeout {
-            cfg.timeout = Duration::from_secs_f64(t);
+        if let Some(t) = timeout {
+            cfg.timeout = t;
         }
         Ok(cfg)
     }
@@ -355,6 +354,15 @@ pub fn nccl_for_contenders(
     }
 }
 
+/// How `--algo auto` picks its path, for reports: by size, or the path
+/// `RINGREDUCE_ALGO` forces.
+pub fn auto_source() -> Result<String> {
+    Ok(match crate::param::forced_algo()? {
+        Some(v) => format!("auto, forced by RINGREDUCE_ALGO={v}; --algo overrides it"),
+        None => "auto; choose with --algo".into(),
+    })
+}
+
 /// A comma-separated list of collectives, or `all`.
 pub fn parse_collectives(s: &str) -> Result<Vec<Collective>> {
     if s.trim().eq_ignore_ascii_case("all") {
@@ -372,21 +380,19 @@ pub fn parse_collectives(s: &str) -> Result<Vec<Collective>> {
 }
 
 /// Host memory this machine can give the process: `RINGREDUCE_HOST_MEMORY`
-/// if set (machines whose memory grows on demand report too little), else
-/// MemAvailable.
-pub fn host_memory_available() -> Option<u64> {
-    if let Ok(v) = std::env::var("RINGREDUCE_HOST_MEMORY") {
-        if let Ok(b) = crate::size::parse_size(&v) {
-            return Some(b);
-        }
+/// if set (machines whose memory grows on demand report too little; a
+/// malformed value is an error), else MemAvailable.
+pub fn host_memory_available() -> Result<Option<u64>> {
+    if let Some(b) = crate::param::HOST_MEMORY.get()? {
+        return Ok(Some(b));
     }
-    crate::backend::cpu::host_memory().map(|(avail, _)| avail)
+    Ok(crate::backend::cpu::host_memory().map(|(avail, _)| avail))
 }
 
 /// Error unless `need` bytes of host memory are available for `what`.
 pub fn check_host_memory(need: u128, what: &str) -> Result<()> {
     let need = u64::try_from(need).unwrap_or(u64::MAX);
-    if let Some(avail) = host_memory_available() {
+    if let Some(avail) = host_memory_available()? {
         if need > avail {
             return Err(Error::OutOfMemory {
                 what: what.to_string(),

@@ -77,8 +77,7 @@ pub fn execute(a: RunArgs) -> Result<bool> {
         elem_size: dtype.size(),
         in_place: a.in_place,
     };
-    let cpu =
-        cfg.backend == crate::backend::BackendChoice::Cpu || crate::backend::cuda::probe().is_err();
+    let cpu = cfg.backend.cpu_reason().is_some();
     check_host_memory(
         host_bytes(&shape, cpu),
         "this run (inputs, reference, outputs)",
@@ -128,10 +127,10 @@ fn run_typed<T: Element>(
     let sh = engine.load(shape.collective, &inputs, shape.in_place)?;
     engine.poison(&sh)?;
     let path = engine.core().path_name(None, &sh)?;
-    let how = match a.algo.as_str() {
-        "auto" => " (auto; choose with --algo)",
-        "ring" => " (the default; --algo auto lets the engine choose by size)",
-        _ => "",
+    let how = match a.algo.trim().to_ascii_lowercase().as_str() {
+        "auto" => format!(" ({})", crate::cli::auto_source()?),
+        "ring" => " (the default; --algo auto lets the engine choose by size)".to_string(),
+        _ => String::new(),
     };
     out(format!("algorithm : {path}{how}"))?;
     let t1 = Instant::now();

@@ -77,8 +77,11 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
         // A soak of no calls would print PASS having checked nothing.
         return Err(Error::BadArgument("--calls must be at least 1".into()));
     }
-    if !a.seconds.is_finite() || a.seconds < 0.0 {
-        return Err(Error::BadArgument("--seconds must be >= 0".into()));
+    if !(a.seconds.is_finite() && a.seconds >= 0.0 && a.seconds <= 1e7) {
+        return Err(Error::BadArgument(format!(
+            "--seconds must be 0 (no limit) to 10000000 (got {})",
+            a.seconds
+        )));
     }
     let paths: Vec<AlgoChoice> = if a.algo.trim().eq_ignore_ascii_case("all") {
         PATHS

@@ -92,11 +92,7 @@ pub fn execute(a: TopoArgs) -> Result<bool> {
         _ => {}
     }
     if let Some(t) = a.timeout {
-        if !(t.is_finite() && t > 0.0 && t < 1e7) {
-            return Err(Error::BadArgument(format!(
-                "--timeout must be a positive number of seconds (got {t})"
-            )));
-        }
+        crate::param::timeout_arg("--timeout", t)?;
     }
     // --devices picks GPUs: refused where none is used.
     if let (Some(_), Some(why)) = (&a.devices, a.backend.cpu_reason()) {

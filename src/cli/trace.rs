@@ -286,6 +286,9 @@ fn report_run<T: Element>(
         t.what,
         crate::words::counted(t.ranks(), "rank")
     ))?;
+    if a.algo.trim().eq_ignore_ascii_case("auto") && crate::param::forced_algo()?.is_some() {
+        out(format!("# algorithm: {}", crate::cli::auto_source()?))?;
+    }
     if let Some(n) = e.core().fallback_note() {
         out(format!("# note: {n}"))?;
     }

@@ -108,7 +108,10 @@ impl<'id> Ctx<'id> {
                 check("cuDevicePrimaryCtxRetain", unsafe {
                     sys::cuDevicePrimaryCtxRetain(&mut keep, device_handle(self.ordinal)?)
                 })?;
-                let forced_jit = std::env::var("RINGREDUCE_PTX_JIT").is_ok_and(|v| v == "1");
+                let forced_jit = crate::param::PTX_JIT
+                    .get()
+                    .map_err(|e| err("RINGREDUCE_PTX_JIT", e.to_string()))?
+                    == Some(true);
                 let prebuilt = module
                     .cubin
                     .filter(|(_, cc, _)| *cc == self.cc && !forced_jit)

@@ -61,7 +61,9 @@ pub struct EngineConfig {
     /// [`crate::backend::placement`] (more ranks than GPUs: in blocks).
     pub devices: Option<Vec<usize>>,
     /// The longest any wait may take, on the host and on the GPU, before the
-    /// call fails with a timeout (default `RINGREDUCE_TIMEOUT` or 60 s).
+    /// call fails with a timeout (default `RINGREDUCE_TIMEOUT` or 60 s; a
+    /// malformed `RINGREDUCE_TIMEOUT` makes [`Core::new`] fail naming it).
+    /// At most [`crate::param::MAX_TIMEOUT_SECONDS`].
     pub timeout: Duration,
     /// Injected faults, for tests of the error paths.
     pub faults: FaultPlan,
@@ -159,7 +161,9 @@ impl std::fmt::Debug for Core {
 impl Core {
     /// Create the engine: rank threads, buffers and, on CUDA, contexts,
     /// streams, kernel modules and peer access. The time this takes is
-    /// [`Core::setup_time`].
+    /// [`Core::setup_time`]. A malformed environment variable the engine
+    /// reads ([`crate::param::check_engine`]: `RINGREDUCE_TIMEOUT`,
+    /// `RINGREDUCE_ALGO`, ...) is an [`Error::Env`] naming it.
     pub fn new(cfg: EngineConfig) -> Result<Core> {
         if cfg.ranks == 0 {
             return Err(Error::ZeroRanks);
@@ -170,6 +174,16 @@ impl Core {
                 max: MAX_RANKS,
             });
         }
+        // The environment the engine reads (RINGREDUCE_TIMEOUT, _ALGO, ...):
+        // a malformed variable is an error here, never ignored.
+        crate::param::check_engine()?;
+        crate::param::check_seconds(cfg.timeout.as_secs_f64()).map_err(|why| {
+            Error::BadArgument(format!(
+                "EngineConfig::timeout must be {} (got {:?}: {why})",
+                crate::param::TIMEOUT_RANGE,
+                cfg.timeout
+            ))
+        })?;
         let t0 = Instant::now();
         if let Some(spec) = &cfg.process {
             return Core::new_process(cfg.clone(), spec, t0);
@@ -236,7 +250,7 @@ impl Core {
             return Err(e);
         }
         let mut faults = cfg.faults.clone();
-        faults.0.extend(crate::process::env_faults(spec.rank).0);
+        faults.0.extend(crate::process::env_faults(spec.rank)?.0);
         let fallback_note = (cfg.backend == BackendChoice::Auto && kind == BackendKind::Cpu)
             .then(|| "auto: CUDA unavailable; using cpu".to_string());
         let backend: Result<Box<dyn Backend>> = match kind {

@@ -158,15 +158,9 @@ pub struct JobSpec {
     pub store_from_parent: Option<u32>,
 }
 
-fn env_usize(name: &str) -> Result<Option<usize>> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| Error::BadArgument(format!("{name}={v:?} is not a number"))),
-        Err(_) => Ok(None),
-    }
+/// A whole-number job variable ([`crate::param`]; read at each call).
+fn env_usize(p: &crate::param::Param<usize>) -> Result<Option<usize>> {
+    p.get()
 }
 
 /// A file-name-safe form of a job key.
@@ -205,29 +199,33 @@ impl JobSpec {
     /// launch`), else Open MPI's `OMPI_COMM_WORLD_RANK`/`_SIZE`, else
     /// `PMI_RANK`/`PMI_SIZE`. `RINGREDUCE_MULTIPROC=0` ignores all of them.
     pub fn from_env() -> Result<Option<JobSpec>> {
-        if std::env::var("RINGREDUCE_MULTIPROC").is_ok_and(|v| v.trim() == "0") {
+        use crate::param as p;
+        // Read at each call, not cached: a program may set these before it
+        // joins a job (see crate::param).
+        if p::MULTIPROC.get()? == Some(false) {
             return Ok(None);
         }
-        let sources: [(&str, &str, &str, &str, Origin); 3] = [
+        type Var = &'static p::Param<usize>;
+        let sources: [(Var, Var, Var, Var, Origin); 3] = [
             (
-                "RINGREDUCE_RANK",
-                "RINGREDUCE_SIZE",
-                "RINGREDUCE_LOCAL_RANK",
-                "RINGREDUCE_LOCAL_SIZE",
+                &p::RANK,
+                &p::SIZE,
+                &p::LOCAL_RANK,
+                &p::LOCAL_SIZE,
                 Origin::Launch,
             ),
             (
-                "OMPI_COMM_WORLD_RANK",
-                "OMPI_COMM_WORLD_SIZE",
-                "OMPI_COMM_WORLD_LOCAL_RANK",
-                "OMPI_COMM_WORLD_LOCAL_SIZE",
+                &p::OMPI_RANK,
+                &p::OMPI_SIZE,
+                &p::OMPI_LOCAL_RANK,
+                &p::OMPI_LOCAL_SIZE,
                 Origin::OpenMpi,
             ),
             (
-                "PMI_RANK",
-                "PMI_SIZE",
-                "MPI_LOCALRANKID",
-                "MPI_LOCALNRANKS",
+                &p::PMI_RANK,
+                &p::PMI_SIZE,
+                &p::MPI_LOCALRANKID,
+                &p::MPI_LOCALNRANKS,
                 Origin::Pmi,
             ),
         ];
@@ -237,10 +235,12 @@ impl JobSpec {
                 (Some(r), Some(s)) => (r, s),
                 _ => {
                     return Err(Error::BadArgument(format!(
-                        "{rk} and {sz} must be set together"
+                        "{} and {} must be set together",
+                        rk.name, sz.name
                     )))
                 }
             };
+            let (rk, sz) = (rk.name, sz.name);
             if size == 0 || rank >= size {
                 return Err(Error::BadArgument(format!(
                     "{rk}={rank} {sz}={size}: the rank must be below the size"
@@ -253,16 +253,14 @@ impl JobSpec {
                 });
             }
             let local_rank = env_usize(local)?
-                .or(env_usize("SLURM_LOCALID")?)
+                .or(env_usize(&p::SLURM_LOCALID)?)
                 .unwrap_or(rank);
             // A local size the local rank does not fit places nothing: the
             // device then follows local_rank % GPUs (backend::device_of).
             let local_size = env_usize(local_n)?;
-            let run_id = std::env::var("RINGREDUCE_RUN_ID")
-                .ok()
-                .filter(|s| !s.is_empty());
-            let (store, store_from_parent) = match std::env::var_os("RINGREDUCE_STORE") {
-                Some(s) if !s.is_empty() => (PathBuf::from(s), None),
+            let run_id = p::RUN_ID.get()?;
+            let (store, store_from_parent) = match p::STORE.get()? {
+                Some(s) => (s, None),
                 _ if origin == Origin::Launch => {
                     return Err(Error::BadArgument(
                         "RINGREDUCE_RANK is set but RINGREDUCE_STORE is not (start ranks with `ringreduce launch`)".into(),
@@ -290,21 +288,23 @@ impl JobSpec {
     /// process that every rank of the job on this machine shares (the MPI
     /// daemon).
     fn job_store(origin: Origin) -> Result<(PathBuf, Option<u32>)> {
+        use crate::param as p;
         let keys = [
-            "PMIX_NAMESPACE",
-            "OMPI_MCA_ess_base_jobid",
-            "OMPI_MCA_orte_ess_jobid",
-            "PMI_KVSNAME",
-            "SLURM_JOB_ID",
+            &p::PMIX_NAMESPACE,
+            &p::OMPI_JOBID,
+            &p::ORTE_JOBID,
+            &p::PMI_KVSNAME,
+            &p::SLURM_JOB_ID,
         ];
-        let mut key = keys.iter().find_map(|k| {
-            std::env::var(k)
-                .ok()
-                .filter(|v| !v.is_empty())
-                .map(|v| format!("{k}-{v}"))
-        });
+        let mut key = None;
+        for k in keys {
+            if let Some(v) = k.get()? {
+                key = Some(format!("{}-{v}", k.name));
+                break;
+            }
+        }
         if origin == Origin::Pmi {
-            if let (Some(k), Ok(step)) = (&mut key, std::env::var("SLURM_STEP_ID")) {
+            if let (Some(k), Some(step)) = (&mut key, p::SLURM_STEP_ID.get()?) {
                 k.push_str(&format!("-{step}"));
             }
         }
@@ -346,7 +346,9 @@ impl Job {
                 spec.rank, spec.size
             )));
         }
-        if std::env::var("RINGREDUCE_FAULT").is_ok_and(|f| fault_matches(&f, "nostart", spec.rank))
+        if crate::param::env_faults()?
+            .iter()
+            .any(|f| f.rank == spec.rank && f.kind == crate::fault::EnvFaultKind::NoStart)
         {
             return Err(Error::Worker {
                 rank: spec.rank,
@@ -527,65 +529,14 @@ impl Drop for Job {
     }
 }
 
-/// The faults `RINGREDUCE_FAULT` injects into rank `rank`'s collectives:
-/// `kill:rank=R:call=C[:op=K]` (or `after_calls=N` for call N+1) makes
-/// rank R's process kill itself with `SIGKILL` in its call C, before its op
-/// K (default 1, just after Begin: the other ranks are inside the call,
-/// waiting for it). Read only in the multi-process mode.
-pub fn env_faults(rank: usize) -> crate::fault::FaultPlan {
-    use crate::fault::{Fault, FaultPlan, FaultSpec};
-    let Ok(spec) = std::env::var("RINGREDUCE_FAULT") else {
-        return FaultPlan::none();
-    };
-    let mut v = Vec::new();
-    if let Some(p) = fault_params(&spec, "kill", rank) {
-        let get = |k: &str| {
-            p.iter()
-                .find(|(x, _)| x == k)
-                .and_then(|(_, v)| v.parse::<u64>().ok())
-        };
-        let call = get("call")
-            .or(get("after_calls").map(|n| n + 1))
-            .unwrap_or(1);
-        v.push(FaultSpec {
-            rank,
-            op: get("op").unwrap_or(1) as usize,
-            call: Some(call.max(1)),
-            fault: Fault::Kill,
-        });
-    }
-    FaultPlan(v)
-}
-
-/// Whether `RINGREDUCE_FAULT`'s `spec` (`kind:rank=R[:key=value...]`,
-/// several separated by `,`) asks for fault `kind` on `rank`.
-pub fn fault_matches(spec: &str, kind: &str, rank: usize) -> bool {
-    fault_params(spec, kind, rank).is_some()
-}
-
-/// The `key=value` parameters of fault `kind` on `rank` in
-/// `RINGREDUCE_FAULT`'s `spec`, if it asks for it.
-pub fn fault_params(spec: &str, kind: &str, rank: usize) -> Option<Vec<(String, String)>> {
-    for f in spec.split(',') {
-        let mut parts = f.split(':');
-        if parts.next().map(str::trim) != Some(kind) {
-            continue;
-        }
-        let params: Vec<(String, String)> = parts
-            .filter_map(|p| {
-                p.split_once('=')
-                    .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-            })
-            .collect();
-        let on = params
-            .iter()
-            .find(|(k, _)| k == "rank")
-            .and_then(|(_, v)| v.parse::<usize>().ok());
-        if on == Some(rank) {
-            return Some(params);
-        }
-    }
-    None
+/// The faults `RINGREDUCE_FAULT` injects into rank `rank`'s collectives
+/// (see [`crate::fault::EnvFaultKind`]; none in builds without fault
+/// injection, [`crate::param`]). Read only in the multi-process mode.
+pub fn env_faults(rank: usize) -> Result<crate::fault::FaultPlan> {
+    Ok(crate::fault::env_fault_plan(
+        &crate::param::env_faults()?,
+        rank,
+    ))
 }
 
 #[cfg(test)]
@@ -602,16 +553,6 @@ mod tests {
             start: me.start + 1,
         };
         assert!(!gone.alive(), "a reused pid is not the same process");
-    }
-
-    #[test]
-    fn fault_specs() {
-        let s = "kill:rank=1:call=3:op=2,nostart:rank=2";
-        assert!(fault_matches(s, "nostart", 2));
-        assert!(!fault_matches(s, "nostart", 1));
-        let p = fault_params(s, "kill", 1).unwrap();
-        assert!(p.contains(&("call".into(), "3".into())));
-        assert!(fault_params(s, "kill", 0).is_none());
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod api;
 mod backends;
 mod cli;
 mod cli_edges;
+mod cli_env;
 mod faults;
 mod graphs;
 mod nccl;
@@ -43,6 +44,7 @@ fn main() -> std::process::ExitCode {
     api::register(&mut h);
     cli::register(&mut h);
     cli_edges::register(&mut h);
+    cli_env::register(&mut h);
     graphs::register(&mut h);
     nccl::register(&mut h);
     timeline::register(&mut h);

@@ -84,9 +84,7 @@ impl CudaProcessBackend {
         let info = probe().map_err(Error::NoCuda)?;
         let avail: Vec<usize> = info.devices.iter().map(|d| d.ordinal).collect();
         // `ringreduce launch --devices` gives each rank its GPU this way.
-        let from_env: Option<Vec<usize>> = std::env::var("RINGREDUCE_DEVICES")
-            .ok()
-            .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect());
+        let from_env: Option<Vec<usize>> = crate::param::DEVICES.get()?;
         let devs = match opts.devices.as_ref().or(from_env.as_ref()) {
             Some(d) if !d.is_empty() => {
                 if let Some(bad) = d.iter().find(|x| !avail.contains(x)) {

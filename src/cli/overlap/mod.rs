@@ -495,10 +495,8 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     if cpu {
         notes.push("CPU backend: the work kernels run on the host and every call completes when issued, so nothing overlaps; the run checks results and order, its times are not a measurement".into());
     }
-    for (k, v) in std::env::vars() {
-        if k.starts_with("NCCL_") || k.starts_with("RINGREDUCE_") {
-            notes.push(format!("env {k}={v}"));
-        }
+    for (k, v) in crate::param::reported() {
+        notes.push(format!("env {k}={v}"));
     }
     let mut contenders = p.contenders.clone();
     let mut nccl_version = None;

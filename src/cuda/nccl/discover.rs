@@ -215,12 +215,13 @@ pub(super) struct SearchEnv {
 
 impl SearchEnv {
     pub(super) fn from_process() -> SearchEnv {
-        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        // Paths: any value is one (crate::param), empty is unset.
+        let var = |p: &crate::param::Param<PathBuf>| p.raw();
         SearchEnv {
-            nccl_home: var("NCCL_HOME"),
-            virtual_env: var("VIRTUAL_ENV"),
-            conda_prefix: var("CONDA_PREFIX"),
-            home: var("HOME"),
+            nccl_home: var(&crate::param::NCCL_HOME),
+            virtual_env: var(&crate::param::VIRTUAL_ENV),
+            conda_prefix: var(&crate::param::CONDA_PREFIX),
+            home: var(&crate::param::HOME),
             root: PathBuf::from("/"),
             sonames: &SONAMES,
             query_python: true,
@@ -457,7 +458,7 @@ mod tests {
                             || t.contains("Python wheel"))
                 });
                 assert!(wheel, "{tried:?}");
-                if let Some(home) = std::env::var_os("NCCL_HOME").filter(|h| !h.is_empty()) {
+                if let Some(home) = crate::param::NCCL_HOME.raw() {
                     let home = Path::new(&home);
                     if !home.is_file() {
                         let want = home.join("lib/libnccl.so.2").display().to_string();

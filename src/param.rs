@@ -1,0 +1,979 @@
+//! Every environment variable ringreduce reads, declared once.
+//!
+//! Modelled on NCCL's `NCCL_PARAM` (`src/include/param.h`): each variable is
+//! one [`Param`] with its name, its type (a parse function), what it
+//! accepts, what unset means and a line of documentation; [`all`] lists
+//! them (`ringreduce env` prints that list with each value and where it came
+//! from). No other module of the library reads the environment; the test
+//! suites read their own variables ([`TEST_ONLY`]).
+//!
+//! * **Empty is unset**, as NCCL reads its variables (`ncclLoadParam` takes
+//!   the default when the value is empty): `RINGREDUCE_TIMEOUT=` means 60 s.
+//!   A value of spaces only is empty too.
+//! * **A malformed or out-of-range value is an error**, [`Error::Env`]:
+//!   the variable, the value, why it is refused and what is accepted. It is
+//!   never ignored and never a panic (NCCL logs and takes the default;
+//!   ringreduce refuses to start). [`crate::Engine::new`] checks the
+//!   variables the engine reads ([`check_engine`]), every command that runs
+//!   collectives checks every setting before it starts ([`check_settings`]),
+//!   and a malformed value stops them even when an argument overrides the
+//!   variable (`--timeout`, `EngineConfig::timeout`): the environment is
+//!   wrong either way.
+//! * **Settings are read once** per process and cached ([`Param::get`]),
+//!   like NCCL's: a value cannot change between the check and the use. The
+//!   job's variables (set by `ringreduce launch` or by `mpirun`) and the
+//!   places NCCL is looked for are read at each use, as they always were: a
+//!   program may set them before it joins a job or loads NCCL, and join
+//!   more than one job.
+//! * **Fault injection** ([`FAULT`], `RINGREDUCE_FAULT`) exists only in the
+//!   crate's own test builds and in builds with the `fault-injection`
+//!   feature (`cargo test` turns it on: `Cargo.toml`); anywhere else the
+//!   variable is not read, and `ringreduce env` says so.
+
+use crate::error::{Error, Result};
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The limit on any wait when neither `RINGREDUCE_TIMEOUT` nor an argument
+/// sets one.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The longest timeout accepted anywhere (`RINGREDUCE_TIMEOUT`,
+/// `--timeout`, `EngineConfig::timeout`), in seconds: 10^7 s is about 115
+/// days, and deadlines computed from it cannot overflow.
+pub const MAX_TIMEOUT_SECONDS: f64 = 1e7;
+
+/// What a timeout accepts, for messages.
+pub const TIMEOUT_RANGE: &str = "a number of seconds greater than 0 and at most 10000000";
+
+/// What a variable is for; [`all`] lists them in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// Settings of the engine (the library): read once, checked by
+    /// [`crate::Engine::new`].
+    Engine,
+    /// Settings of the command line: read once, checked before a command
+    /// runs.
+    Cli,
+    /// Fault injection, for tests of the error paths.
+    Fault,
+    /// This process's place in a job, set by `ringreduce launch` for its
+    /// ranks: read each time a job is joined.
+    Launcher,
+    /// The same set by `mpirun` (Open MPI, MPICH, Intel MPI) or `srun`.
+    Mpi,
+    /// Where NCCL is looked for: read at each search.
+    NcclSearch,
+}
+
+impl Group {
+    /// Every group, in the order `ringreduce env` prints them.
+    pub const ALL: [Group; 6] = [
+        Group::Engine,
+        Group::Cli,
+        Group::Fault,
+        Group::Launcher,
+        Group::Mpi,
+        Group::NcclSearch,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Group::Engine => "settings of the engine (read once per process; Engine::new checks them)",
+            Group::Cli => "settings of the command line (read once per process)",
+            Group::Fault => "fault injection (test builds and --features fault-injection only)",
+            Group::Launcher => "this process's place in a job, set by `ringreduce launch` (read when a job is joined)",
+            Group::Mpi => "the same, set by mpirun or srun (read when a job is joined)",
+            Group::NcclSearch => "where NCCL is looked for (read at each search)",
+        }
+    }
+
+    /// Whether the variables of this group are read once and cached.
+    pub fn read_once(self) -> bool {
+        matches!(self, Group::Engine | Group::Cli | Group::Fault)
+    }
+}
+
+/// A refused value, as cached.
+#[derive(Debug, Clone)]
+struct Refused {
+    value: String,
+    reason: String,
+}
+
+/// One environment variable: its name, its type (`T`, made by the parse
+/// function), what it accepts and what unset means.
+pub struct Param<T: 'static> {
+    pub name: &'static str,
+    pub group: Group,
+    /// What a value may be, for messages and `ringreduce env`.
+    pub accepted: &'static str,
+    /// What unset (or empty) means.
+    pub default: &'static str,
+    pub doc: &'static str,
+    parse: fn(&OsStr) -> std::result::Result<T, String>,
+    cache: OnceLock<std::result::Result<Option<T>, Refused>>,
+}
+
+impl<T: Clone + Send + Sync + 'static> Param<T> {
+    const fn new(
+        name: &'static str,
+        group: Group,
+        accepted: &'static str,
+        default: &'static str,
+        doc: &'static str,
+        parse: fn(&OsStr) -> std::result::Result<T, String>,
+    ) -> Param<T> {
+        Param {
+            name,
+            group,
+            accepted,
+            default,
+            doc,
+            parse,
+            cache: OnceLock::new(),
+        }
+    }
+
+    /// The value in the environment now, `None` when unset or empty.
+    pub fn raw(&self) -> Option<OsString> {
+        std::env::var_os(self.name).filter(|v| !is_blank(v))
+    }
+
+    /// `raw` parsed (a pure function: what [`Param::get`] does with the
+    /// environment's value): `Ok(None)` when unset or empty, an
+    /// [`Error::Env`] naming the variable when malformed or out of range.
+    pub fn parse(&self, raw: Option<&OsStr>) -> Result<Option<T>> {
+        self.parse_inner(raw).map_err(|r| self.error(r))
+    }
+
+    fn parse_inner(&self, raw: Option<&OsStr>) -> std::result::Result<Option<T>, Refused> {
+        match raw {
+            Some(v) if !is_blank(v) => (self.parse)(v).map(Some).map_err(|reason| Refused {
+                value: v.to_string_lossy().into_owned(),
+                reason,
+            }),
+            _ => Ok(None),
+        }
+    }
+
+    fn error(&self, r: Refused) -> Error {
+        Error::Env {
+            var: self.name,
+            value: r.value,
+            reason: r.reason,
+            expected: self.accepted.to_string(),
+        }
+    }
+
+    /// The variable's value: read once and cached for a setting
+    /// ([`Group::read_once`]), read now for the others.
+    pub fn get(&self) -> Result<Option<T>> {
+        if self.group.read_once() {
+            self.cache
+                .get_or_init(|| self.parse_inner(std::env::var_os(self.name).as_deref()))
+                .clone()
+                .map_err(|r| self.error(r))
+        } else {
+            self.parse(std::env::var_os(self.name).as_deref())
+        }
+    }
+}
+
+/// A declared variable whatever its type: what [`all`] lists.
+pub trait Declared: Sync {
+    fn name(&self) -> &'static str;
+    fn group(&self) -> Group;
+    fn accepted(&self) -> &'static str;
+    fn default(&self) -> &'static str;
+    fn doc(&self) -> &'static str;
+    /// The value in the environment now (`None`: unset or empty).
+    fn raw(&self) -> Option<OsString>;
+    /// The value in the environment now as it is set (empty included).
+    fn set(&self) -> Option<OsString> {
+        std::env::var_os(self.name())
+    }
+    /// Whether the value is acceptable (unset is).
+    fn check(&self) -> Result<()>;
+}
+
+impl<T: Clone + Send + Sync + 'static> Declared for Param<T> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn group(&self) -> Group {
+        self.group
+    }
+    fn accepted(&self) -> &'static str {
+        self.accepted
+    }
+    fn default(&self) -> &'static str {
+        self.default
+    }
+    fn doc(&self) -> &'static str {
+        self.doc
+    }
+    fn raw(&self) -> Option<OsString> {
+        Param::raw(self)
+    }
+    fn check(&self) -> Result<()> {
+        self.get().map(|_| ())
+    }
+}
+
+fn is_blank(v: &OsStr) -> bool {
+    v.as_encoded_bytes().iter().all(u8::is_ascii_whitespace)
+}
+
+fn utf8(v: &OsStr) -> std::result::Result<&str, String> {
+    v.to_str()
+        .map(str::trim)
+        .ok_or_else(|| "not valid UTF-8".to_string())
+}
+
+/// A timeout in seconds: finite, greater than 0 (and at least 1 ns), at
+/// most [`MAX_TIMEOUT_SECONDS`]. The check of `--timeout` and
+/// `EngineConfig::timeout` too.
+pub fn check_seconds(v: f64) -> std::result::Result<Duration, String> {
+    if v.is_nan() {
+        return Err("not a number".into());
+    }
+    if v.is_infinite() {
+        return Err("not finite".into());
+    }
+    if v <= 0.0 {
+        return Err("not greater than 0".into());
+    }
+    if v > MAX_TIMEOUT_SECONDS {
+        return Err("out of range: more than 10000000 s".into());
+    }
+    let d = Duration::from_secs_f64(v);
+    if d.is_zero() {
+        return Err("shorter than 1 ns".into());
+    }
+    Ok(d)
+}
+
+fn parse_seconds(v: &OsStr) -> std::result::Result<Duration, String> {
+    let s = utf8(v)?;
+    let x: f64 = s.parse().map_err(|_| "not a number".to_string())?;
+    check_seconds(x)
+}
+
+fn parse_bytes(v: &OsStr) -> std::result::Result<u64, String> {
+    match crate::size::parse_size(utf8(v)?) {
+        Ok(0) => Err("0 bytes".into()),
+        Ok(b) => Ok(b),
+        Err(Error::BadSize { reason, .. }) => Err(reason),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn parse_whole(v: &OsStr) -> std::result::Result<usize, String> {
+    let s = utf8(v)?;
+    s.parse().map_err(|_| {
+        if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+            "too large".to_string()
+        } else {
+            "not a whole number".to_string()
+        }
+    })
+}
+
+fn parse_flag(v: &OsStr) -> std::result::Result<bool, String> {
+    match utf8(v)? {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err("neither 0 nor 1".into()),
+    }
+}
+
+fn parse_algo(v: &OsStr) -> std::result::Result<String, String> {
+    let s = utf8(v)?;
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok("auto".into());
+    }
+    crate::algo::parse(s).map(|_| s.to_string())
+}
+
+fn parse_devices(v: &OsStr) -> std::result::Result<Vec<usize>, String> {
+    utf8(v)?
+        .split(',')
+        .map(|d| {
+            let d = d.trim();
+            if d.is_empty() {
+                return Err("an empty entry".to_string());
+            }
+            d.parse::<usize>()
+                .map_err(|_| format!("{d:?} is not a GPU ordinal"))
+        })
+        .collect()
+}
+
+fn parse_text(v: &OsStr) -> std::result::Result<String, String> {
+    utf8(v).map(str::to_string)
+}
+
+fn parse_path(v: &OsStr) -> std::result::Result<PathBuf, String> {
+    Ok(PathBuf::from(v))
+}
+
+#[cfg(any(test, feature = "fault-injection"))]
+fn parse_faults(v: &OsStr) -> std::result::Result<Vec<crate::fault::EnvFault>, String> {
+    crate::fault::parse_env_faults(utf8(v)?)
+}
+
+const WHOLE: &str = "a whole number (0, 1, 2, ...)";
+const ANY_TEXT: &str = "any text";
+const A_PATH: &str = "a path";
+
+// -- settings of the engine ---------------------------------------------
+
+pub static TIMEOUT: Param<Duration> = Param::new(
+    "RINGREDUCE_TIMEOUT",
+    Group::Engine,
+    TIMEOUT_RANGE,
+    "60",
+    "The longest any wait may take, on the host and on the GPU, before a call fails with a timeout; --timeout and EngineConfig::timeout override it (`launch --timeout` sets it for the ranks).",
+    parse_seconds,
+);
+
+pub static ALGO: Param<String> = Param::new(
+    "RINGREDUCE_ALGO",
+    Group::Engine,
+    "auto or a path: ring, ring:naive, ring:pipeK (K = 1 to 64), ring:flag, oneshot, oneshot:fused, oneshot:flag, oneshot:resident, ps",
+    "auto",
+    "The path of every call left to auto (the default --algo and EngineConfig::algo), as NCCL_ALGO forces NCCL's; --algo with a path overrides it.",
+    parse_algo,
+);
+
+pub static PTX_JIT: Param<bool> = Param::new(
+    "RINGREDUCE_PTX_JIT",
+    Group::Engine,
+    "0 or 1",
+    "0",
+    "1: JIT-compile the PTX kernels even on a GPU whose embedded cubin matches (to compare the two).",
+    parse_flag,
+);
+
+pub static DEVICES: Param<Vec<usize>> = Param::new(
+    "RINGREDUCE_DEVICES",
+    Group::Engine,
+    "GPU ordinals, comma-separated (0, or 0,1)",
+    "every GPU",
+    "The GPUs a rank process (CUDA backend, one process per rank) picks from; `launch --devices` sets one per rank; --devices overrides it.",
+    parse_devices,
+);
+
+// -- settings of the command line ----------------------------------------
+
+pub static HOST_MEMORY: Param<u64> = Param::new(
+    "RINGREDUCE_HOST_MEMORY",
+    Group::Cli,
+    "a size of at least 1 byte: 64GiB, 500GB, 1073741824 (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)",
+    "MemAvailable of /proc/meminfo",
+    "The host memory the commands count on when they check that a run fits (machines whose memory grows on demand report too little).",
+    parse_bytes,
+);
+
+// -- fault injection -------------------------------------------------------
+
+/// `RINGREDUCE_FAULT`: only in test builds and with the `fault-injection`
+/// feature.
+#[cfg(any(test, feature = "fault-injection"))]
+pub static FAULT: Param<Vec<crate::fault::EnvFault>> = Param::new(
+    "RINGREDUCE_FAULT",
+    Group::Fault,
+    crate::fault::ENV_FAULT_SYNTAX,
+    "no fault",
+    "Faults injected into a job of one process per rank: a rank's process kills itself in a call (kill), or a rank fails before it joins (nostart).",
+    parse_faults,
+);
+
+/// The name of the fault-injection variable (declared or not in this
+/// build).
+pub const FAULT_NAME: &str = "RINGREDUCE_FAULT";
+
+// -- the job, set by `ringreduce launch` ----------------------------------
+
+pub static MULTIPROC: Param<bool> = Param::new(
+    "RINGREDUCE_MULTIPROC",
+    Group::Launcher,
+    "0 or 1",
+    "1",
+    "0: ignore the job variables below (launch's, mpirun's, srun's) and run every rank in this process.",
+    parse_flag,
+);
+
+pub static RANK: Param<usize> = Param::new(
+    "RINGREDUCE_RANK",
+    Group::Launcher,
+    WHOLE,
+    "not a rank of a job",
+    "This process's rank in its job.",
+    parse_whole,
+);
+
+pub static SIZE: Param<usize> = Param::new(
+    "RINGREDUCE_SIZE",
+    Group::Launcher,
+    WHOLE,
+    "not a rank of a job",
+    "The number of ranks (processes) of the job.",
+    parse_whole,
+);
+
+pub static LOCAL_RANK: Param<usize> = Param::new(
+    "RINGREDUCE_LOCAL_RANK",
+    Group::Launcher,
+    WHOLE,
+    "the rank",
+    "The rank among the job's processes on this machine (picks the GPU).",
+    parse_whole,
+);
+
+pub static LOCAL_SIZE: Param<usize> = Param::new(
+    "RINGREDUCE_LOCAL_SIZE",
+    Group::Launcher,
+    WHOLE,
+    "unknown: GPU = local rank % GPUs",
+    "How many of the job's processes run on this machine (more processes than GPUs then go in blocks).",
+    parse_whole,
+);
+
+pub static STORE: Param<PathBuf> = Param::new(
+    "RINGREDUCE_STORE",
+    Group::Launcher,
+    A_PATH,
+    "required with RINGREDUCE_RANK; under mpirun a directory named after the job",
+    "The job's store directory, where its ranks meet.",
+    parse_path,
+);
+
+pub static RUN_ID: Param<String> = Param::new(
+    "RINGREDUCE_RUN_ID",
+    Group::Launcher,
+    ANY_TEXT,
+    "rank 0 creates the store",
+    "The run id the store must carry (a store of another run is refused).",
+    parse_text,
+);
+
+// -- the job, set by mpirun or srun ----------------------------------------
+
+pub static OMPI_RANK: Param<usize> = Param::new(
+    "OMPI_COMM_WORLD_RANK",
+    Group::Mpi,
+    WHOLE,
+    "not under Open MPI",
+    "The rank, from Open MPI's mpirun.",
+    parse_whole,
+);
+pub static OMPI_SIZE: Param<usize> = Param::new(
+    "OMPI_COMM_WORLD_SIZE",
+    Group::Mpi,
+    WHOLE,
+    "not under Open MPI",
+    "The number of ranks, from Open MPI's mpirun.",
+    parse_whole,
+);
+pub static OMPI_LOCAL_RANK: Param<usize> = Param::new(
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    Group::Mpi,
+    WHOLE,
+    "SLURM_LOCALID, else the rank",
+    "The rank on this machine, from Open MPI's mpirun.",
+    parse_whole,
+);
+pub static OMPI_LOCAL_SIZE: Param<usize> = Param::new(
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    Group::Mpi,
+    WHOLE,
+    "unknown",
+    "The number of ranks on this machine, from Open MPI's mpirun.",
+    parse_whole,
+);
+pub static PMI_RANK: Param<usize> = Param::new(
+    "PMI_RANK",
+    Group::Mpi,
+    WHOLE,
+    "not under a PMI launcher",
+    "The rank, from a PMI launcher (MPICH or Intel MPI mpirun, srun).",
+    parse_whole,
+);
+pub static PMI_SIZE: Param<usize> = Param::new(
+    "PMI_SIZE",
+    Group::Mpi,
+    WHOLE,
+    "not under a PMI launcher",
+    "The number of ranks, from a PMI launcher.",
+    parse_whole,
+);
+pub static MPI_LOCALRANKID: Param<usize> = Param::new(
+    "MPI_LOCALRANKID",
+    Group::Mpi,
+    WHOLE,
+    "SLURM_LOCALID, else the rank",
+    "The rank on this machine, from MPICH or Intel MPI.",
+    parse_whole,
+);
+pub static MPI_LOCALNRANKS: Param<usize> = Param::new(
+    "MPI_LOCALNRANKS",
+    Group::Mpi,
+    WHOLE,
+    "unknown",
+    "The number of ranks on this machine, from MPICH or Intel MPI.",
+    parse_whole,
+);
+pub static SLURM_LOCALID: Param<usize> = Param::new(
+    "SLURM_LOCALID",
+    Group::Mpi,
+    WHOLE,
+    "the rank",
+    "The rank on this machine, from Slurm (when the launcher's own is missing).",
+    parse_whole,
+);
+pub static PMIX_NAMESPACE: Param<String> = Param::new(
+    "PMIX_NAMESPACE",
+    Group::Mpi,
+    ANY_TEXT,
+    "the next key below",
+    "Names the store of a job started by mpirun (the first of these keys that is set).",
+    parse_text,
+);
+pub static OMPI_JOBID: Param<String> = Param::new(
+    "OMPI_MCA_ess_base_jobid",
+    Group::Mpi,
+    ANY_TEXT,
+    "the next key below",
+    "Names the store of an Open MPI job.",
+    parse_text,
+);
+pub static ORTE_JOBID: Param<String> = Param::new(
+    "OMPI_MCA_orte_ess_jobid",
+    Group::Mpi,
+    ANY_TEXT,
+    "the next key below",
+    "Names the store of an older Open MPI's job.",
+    parse_text,
+);
+pub static PMI_KVSNAME: Param<String> = Param::new(
+    "PMI_KVSNAME",
+    Group::Mpi,
+    ANY_TEXT,
+    "the next key below",
+    "Names the store of a PMI job.",
+    parse_text,
+);
+pub static SLURM_JOB_ID: Param<String> = Param::new(
+    "SLURM_JOB_ID",
+    Group::Mpi,
+    ANY_TEXT,
+    "the parent process's id",
+    "Names the store of a Slurm job.",
+    parse_text,
+);
+pub static SLURM_STEP_ID: Param<String> = Param::new(
+    "SLURM_STEP_ID",
+    Group::Mpi,
+    ANY_TEXT,
+    "none",
+    "Appended to the store's name under a PMI launcher (one store per job step).",
+    parse_text,
+);
+
+// -- where NCCL is looked for ----------------------------------------------
+
+pub static NCCL_HOME: Param<PathBuf> = Param::new(
+    "NCCL_HOME",
+    Group::NcclSearch,
+    A_PATH,
+    "not searched",
+    "An NCCL installation (its lib/libnccl.so.2) or the library file itself, searched first after --nccl-lib.",
+    parse_path,
+);
+pub static VIRTUAL_ENV: Param<PathBuf> = Param::new(
+    "VIRTUAL_ENV",
+    Group::NcclSearch,
+    A_PATH,
+    "not searched",
+    "A Python virtual environment whose nvidia-nccl wheel is searched.",
+    parse_path,
+);
+pub static CONDA_PREFIX: Param<PathBuf> = Param::new(
+    "CONDA_PREFIX",
+    Group::NcclSearch,
+    A_PATH,
+    "not searched",
+    "A conda environment whose lib/ and nvidia-nccl wheel are searched.",
+    parse_path,
+);
+pub static HOME: Param<PathBuf> = Param::new(
+    "HOME",
+    Group::NcclSearch,
+    A_PATH,
+    "not searched",
+    "The user's ~/.local Python packages are searched for the nvidia-nccl wheel.",
+    parse_path,
+);
+
+/// Variables read only by the test suites (`tests/`, `#[ignore]`d unit
+/// tests), listed so that `ringreduce env` does not take them for typos.
+pub const TEST_ONLY: [(&str, &str); 3] = [
+    (
+        "RINGREDUCE_BIN",
+        "the ringreduce binary the integration tests run (default: the one cargo built)",
+    ),
+    (
+        "RINGREDUCE_PLOT_DIR",
+        "where the ignored plot-review test writes its SVGs (default: the temporary directory)",
+    ),
+    (
+        "RINGREDUCE_PLOT_JSON",
+        "a bench JSON the ignored plot-review test also draws",
+    ),
+];
+
+/// [`TEST_ONLY`] with each variable's value now.
+pub fn test_only() -> Vec<(&'static str, &'static str, Option<OsString>)> {
+    TEST_ONLY
+        .iter()
+        .map(|(name, doc)| (*name, *doc, std::env::var_os(name)))
+        .collect()
+}
+
+/// Every declared variable, in [`Group::ALL`]'s order.
+pub fn all() -> Vec<&'static dyn Declared> {
+    let mut v: Vec<&'static dyn Declared> = vec![&TIMEOUT, &ALGO, &PTX_JIT, &DEVICES, &HOST_MEMORY];
+    #[cfg(any(test, feature = "fault-injection"))]
+    v.push(&FAULT);
+    v.extend([
+        &MULTIPROC as &'static dyn Declared,
+        &RANK,
+        &SIZE,
+        &LOCAL_RANK,
+        &LOCAL_SIZE,
+        &STORE,
+        &RUN_ID,
+        &OMPI_RANK,
+        &OMPI_SIZE,
+        &OMPI_LOCAL_RANK,
+        &OMPI_LOCAL_SIZE,
+        &PMI_RANK,
+        &PMI_SIZE,
+        &MPI_LOCALRANKID,
+        &MPI_LOCALNRANKS,
+        &SLURM_LOCALID,
+        &PMIX_NAMESPACE,
+        &OMPI_JOBID,
+        &ORTE_JOBID,
+        &PMI_KVSNAME,
+        &SLURM_JOB_ID,
+        &SLURM_STEP_ID,
+        &NCCL_HOME,
+        &VIRTUAL_ENV,
+        &CONDA_PREFIX,
+        &HOME,
+    ]);
+    v
+}
+
+/// Whether this build reads `RINGREDUCE_FAULT` (test builds and the
+/// `fault-injection` feature).
+pub const FAULT_INJECTION: bool = cfg!(any(test, feature = "fault-injection"));
+
+fn check_groups(groups: &[Group]) -> Result<()> {
+    for p in all().into_iter().filter(|p| groups.contains(&p.group())) {
+        p.check()?;
+    }
+    Ok(())
+}
+
+/// Check the variables the engine reads (the first malformed one is the
+/// error): [`crate::Engine::new`] calls it.
+pub fn check_engine() -> Result<()> {
+    check_groups(&[Group::Engine, Group::Fault])
+}
+
+/// Check every setting (the engine's, the command line's, fault
+/// injection): the commands call it before they start.
+pub fn check_settings() -> Result<()> {
+    check_groups(&[Group::Engine, Group::Cli, Group::Fault])
+}
+
+/// `RINGREDUCE_TIMEOUT`, or [`DEFAULT_TIMEOUT`] when unset.
+pub fn timeout() -> Result<Duration> {
+    Ok(TIMEOUT.get()?.unwrap_or(DEFAULT_TIMEOUT))
+}
+
+/// The path `RINGREDUCE_ALGO` forces on calls left to auto (`None`: unset
+/// or `auto`), as it was written.
+pub fn forced_algo() -> Result<Option<String>> {
+    Ok(ALGO.get()?.filter(|a| a != "auto"))
+}
+
+/// A `--timeout`-like argument `flag` of `t` seconds, checked.
+pub fn timeout_arg(flag: &str, t: f64) -> Result<Duration> {
+    check_seconds(t).map_err(|why| {
+        Error::BadArgument(format!("{flag} must be {TIMEOUT_RANGE} (got {t}: {why})"))
+    })
+}
+
+/// The faults `RINGREDUCE_FAULT` injects (none in builds without fault
+/// injection, where the variable is not read).
+pub fn env_faults() -> Result<Vec<crate::fault::EnvFault>> {
+    #[cfg(any(test, feature = "fault-injection"))]
+    {
+        Ok(FAULT.get()?.unwrap_or_default())
+    }
+    #[cfg(not(any(test, feature = "fault-injection")))]
+    {
+        Ok(Vec::new())
+    }
+}
+
+/// The `NCCL_*` and `RINGREDUCE_*` variables of the environment, as
+/// `(name, value)` in the environment's order: what the reports of `bench`
+/// and `overlap` record (a value that is not UTF-8 is shown lossily).
+pub fn reported() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .filter(|(k, _)| k.starts_with("NCCL_") || k.starts_with("RINGREDUCE_"))
+        .collect()
+}
+
+/// The `RINGREDUCE_*` variables of the environment that this build does not
+/// read (a typo, or `RINGREDUCE_FAULT` without fault injection), sorted.
+pub fn undeclared() -> Vec<(String, String)> {
+    let known: Vec<&str> = all()
+        .iter()
+        .map(|p| p.name())
+        .chain(TEST_ONLY.iter().map(|t| t.0))
+        .collect();
+    let mut v: Vec<(String, String)> = reported()
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("RINGREDUCE_") && !known.contains(&k.as_str()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(s: &str) -> OsString {
+        OsString::from(s)
+    }
+
+    /// The message of a refused value, checked to name the variable, the
+    /// value and what is accepted.
+    fn refused<T: Clone + Send + Sync + std::fmt::Debug>(p: &Param<T>, v: &str) -> String {
+        match p.parse(Some(&os(v))) {
+            Err(e @ Error::Env { .. }) => {
+                let m = e.to_string();
+                assert!(m.contains(p.name), "{m}");
+                assert!(m.contains(&format!("{v:?}")), "{m}");
+                assert!(m.contains(p.accepted), "{m}");
+                m
+            }
+            other => panic!("{}={v:?} must be refused: {other:?}", p.name),
+        }
+    }
+
+    #[test]
+    fn every_variable_is_declared_once_with_docs() {
+        let all = all();
+        let mut names: Vec<&str> = all.iter().map(|p| p.name()).collect();
+        names.sort_unstable();
+        let n = names.len();
+        names.dedup();
+        assert_eq!(names.len(), n, "a variable is declared twice");
+        for p in &all {
+            assert!(!p.doc().is_empty() && !p.accepted().is_empty() && !p.default().is_empty());
+        }
+        // Listed in the order of their groups.
+        let order: Vec<usize> = all
+            .iter()
+            .map(|p| Group::ALL.iter().position(|g| *g == p.group()).unwrap())
+            .collect();
+        assert!(order.windows(2).all(|w| w[0] <= w[1]), "{order:?}");
+        const { assert!(FAULT_INJECTION, "unit tests are a test build") };
+        assert!(names.contains(&FAULT_NAME));
+    }
+
+    #[test]
+    fn timeout_values() {
+        let p = &TIMEOUT;
+        assert_eq!(p.parse(None).unwrap(), None);
+        assert_eq!(p.parse(Some(&os(""))).unwrap(), None, "empty is unset");
+        assert_eq!(p.parse(Some(&os("  "))).unwrap(), None, "blank is unset");
+        assert_eq!(
+            p.parse(Some(&os("2.5"))).unwrap(),
+            Some(Duration::from_millis(2500))
+        );
+        assert_eq!(
+            p.parse(Some(&os(" 60 "))).unwrap(),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(
+            p.parse(Some(&os("1e7"))).unwrap(),
+            Some(Duration::from_secs(10_000_000))
+        );
+        for (v, why) in [
+            ("1e308", "out of range"),
+            ("2e19", "out of range"),
+            ("10000000.5", "out of range"),
+            ("abc", "not a number"),
+            ("0", "not greater than 0"),
+            ("-1", "not greater than 0"),
+            ("-0", "not greater than 0"),
+            ("inf", "not finite"),
+            ("-inf", "not finite"),
+            ("NaN", "not a number"),
+            ("1e-10", "shorter than 1 ns"),
+            ("60s", "not a number"),
+        ] {
+            let m = refused(p, v);
+            assert!(m.contains(why), "{v}: {m}");
+        }
+    }
+
+    #[test]
+    fn size_values() {
+        let p = &HOST_MEMORY;
+        assert_eq!(p.parse(Some(&os(""))).unwrap(), None);
+        assert_eq!(p.parse(Some(&os("64GiB"))).unwrap(), Some(64 << 30));
+        assert_eq!(p.parse(Some(&os("1"))).unwrap(), Some(1));
+        for (v, why) in [
+            ("abc", "expected a number"),
+            ("-1", "cannot be negative"),
+            ("0", "0 bytes"),
+            ("1e308", "unknown suffix"),
+            ("inf", "expected a number"),
+            ("99999999999TiB", "too large"),
+            ("4XB", "unknown suffix"),
+        ] {
+            let m = refused(p, v);
+            assert!(m.contains(why), "{v}: {m}");
+        }
+    }
+
+    #[test]
+    fn whole_number_values() {
+        let p = &RANK;
+        assert_eq!(p.parse(Some(&os(""))).unwrap(), None);
+        assert_eq!(p.parse(Some(&os("0"))).unwrap(), Some(0));
+        assert_eq!(p.parse(Some(&os(" 7 "))).unwrap(), Some(7));
+        for (v, why) in [
+            ("abc", "not a whole number"),
+            ("-1", "not a whole number"),
+            ("1.5", "not a whole number"),
+            ("1e308", "not a whole number"),
+            ("inf", "not a whole number"),
+            ("99999999999999999999999", "too large"),
+        ] {
+            let m = refused(p, v);
+            assert!(m.contains(why), "{v}: {m}");
+        }
+    }
+
+    #[test]
+    fn flag_values() {
+        for p in [&PTX_JIT, &MULTIPROC] {
+            assert_eq!(p.parse(Some(&os(""))).unwrap(), None);
+            assert_eq!(p.parse(Some(&os("0"))).unwrap(), Some(false));
+            assert_eq!(p.parse(Some(&os("1"))).unwrap(), Some(true));
+            for v in ["2", "-1", "yes", "true", "1e308", "inf", "abc"] {
+                assert!(refused(p, v).contains("neither 0 nor 1"));
+            }
+        }
+    }
+
+    #[test]
+    fn algo_values() {
+        let p = &ALGO;
+        assert_eq!(p.parse(Some(&os(""))).unwrap(), None);
+        assert_eq!(p.parse(Some(&os("AUTO"))).unwrap().as_deref(), Some("auto"));
+        assert_eq!(
+            p.parse(Some(&os(" ring:pipe4 "))).unwrap().as_deref(),
+            Some("ring:pipe4")
+        );
+        assert_eq!(p.parse(Some(&os("ps"))).unwrap().as_deref(), Some("ps"));
+        for v in ["garbage", "ring:pipe0", "ring:graph", "-1", "1e308"] {
+            refused(p, v);
+        }
+    }
+
+    #[test]
+    fn device_lists() {
+        let p = &DEVICES;
+        assert_eq!(p.parse(Some(&os(""))).unwrap(), None);
+        assert_eq!(p.parse(Some(&os("1"))).unwrap(), Some(vec![1]));
+        assert_eq!(p.parse(Some(&os("0, 1,0"))).unwrap(), Some(vec![0, 1, 0]));
+        for v in ["a", "0,,1", "0,", "-1", "1.5", "1e308"] {
+            refused(p, v);
+        }
+    }
+
+    #[test]
+    fn fault_values() {
+        let p = &FAULT;
+        assert_eq!(p.parse(Some(&os(""))).unwrap(), None);
+        assert_eq!(
+            p.parse(Some(&os("nostart:rank=1")))
+                .unwrap()
+                .map(|v| v.len()),
+            Some(1)
+        );
+        for v in ["garbage", "kill", "kill:rank=-1", "kill:rank=1:call=0"] {
+            refused(p, v);
+        }
+    }
+
+    #[test]
+    fn text_and_path_values() {
+        use std::os::unix::ffi::OsStringExt;
+        let not_utf8 = OsString::from_vec(vec![b'a', 0xff]);
+        assert_eq!(
+            RUN_ID.parse(Some(&os("run-1"))).unwrap().as_deref(),
+            Some("run-1")
+        );
+        assert!(matches!(
+            RUN_ID.parse(Some(&not_utf8)),
+            Err(Error::Env { .. })
+        ));
+        // A path is any bytes.
+        assert_eq!(
+            STORE.parse(Some(&not_utf8)).unwrap(),
+            Some(PathBuf::from(not_utf8.clone()))
+        );
+        assert_eq!(STORE.parse(Some(&os(""))).unwrap(), None);
+        // A number that is not UTF-8 is refused as such.
+        assert!(refused(&RANK, "\u{fffd}").contains("not a whole number"));
+        let e = TIMEOUT.parse(Some(&not_utf8)).unwrap_err().to_string();
+        assert!(e.contains("not valid UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn timeout_arguments_state_the_range() {
+        assert_eq!(
+            timeout_arg("--timeout", 5.0).unwrap(),
+            Duration::from_secs(5)
+        );
+        for t in [1e7 + 1.0, 1e308, 0.0, -1.0, f64::INFINITY, f64::NAN] {
+            let m = timeout_arg("--timeout", t).unwrap_err().to_string();
+            assert!(
+                m.contains("--timeout must be") && m.contains(TIMEOUT_RANGE),
+                "{m}"
+            );
+        }
+    }
+}
