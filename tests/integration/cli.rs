@@ -24,19 +24,19 @@ fn bin() -> PathBuf {
 
 /// How a run ended.
 #[derive(Debug)]
-struct Ran {
+pub(crate) struct Ran {
     /// The exit code (`None`: killed by a signal).
-    code: Option<i32>,
-    signal: Option<i32>,
-    out: String,
-    err: String,
-    took: Duration,
-    timed_out: bool,
+    pub(crate) code: Option<i32>,
+    pub(crate) signal: Option<i32>,
+    pub(crate) out: String,
+    pub(crate) err: String,
+    pub(crate) took: Duration,
+    pub(crate) timed_out: bool,
 }
 
 impl Ran {
     /// A one-line summary for failure messages.
-    fn show(&self) -> String {
+    pub(crate) fn show(&self) -> String {
         format!(
             "exit {:?} signal {:?} after {:.1?}{}\n--- stdout ---\n{}\n--- stderr ---\n{}",
             self.code,
@@ -52,7 +52,7 @@ impl Ran {
         )
     }
 
-    fn panicked(&self) -> bool {
+    pub(crate) fn panicked(&self) -> bool {
         self.err.contains("panicked") || self.out.contains("panicked")
     }
 }
@@ -95,7 +95,7 @@ fn wait_for(
 }
 
 /// Run `cmd` to the end (killed after `limit`).
-fn run_cmd(mut cmd: Command, limit: Duration) -> Ran {
+pub(crate) fn run_cmd(mut cmd: Command, limit: Duration) -> Ran {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -116,7 +116,7 @@ fn run_cmd(mut cmd: Command, limit: Duration) -> Ran {
     }
 }
 
-fn command<S: AsRef<OsStr>>(args: &[S]) -> Command {
+pub(crate) fn command<S: AsRef<OsStr>>(args: &[S]) -> Command {
     let mut c = Command::new(bin());
     c.args(args);
     c
@@ -128,7 +128,7 @@ fn rr(args: &[&str]) -> Ran {
 }
 
 /// `ringreduce ARGS` in directory `dir`.
-fn rr_in<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Ran {
+pub(crate) fn rr_in<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Ran {
     let mut c = command(args);
     c.current_dir(dir);
     run_cmd(c, Duration::from_secs(180))
@@ -147,14 +147,14 @@ fn rr_guarded(args: &[&str], limit: Duration) -> Ran {
 }
 
 /// A fresh scratch directory under the system temp directory.
-fn scratch_dir(tag: &str) -> Result<PathBuf, String> {
+pub(crate) fn scratch_dir(tag: &str) -> Result<PathBuf, String> {
     let d = std::env::temp_dir().join(format!("rr-test-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).map_err(|e| format!("mkdir {}: {e}", d.display()))?;
     Ok(d)
 }
 
-fn entries(dir: &Path) -> Vec<String> {
+pub(crate) fn entries(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .map(|it| {
             it.flatten()
@@ -211,7 +211,7 @@ fn closed_pipe(args: &[&str], limit: Duration) -> Result<(), String> {
 }
 
 /// A bad input: non-zero exit, `msg` in stderr, no panic, not killed, quick.
-fn bad(ran: &Ran, args: &[&str], msg: &str) -> Result<(), String> {
+pub(crate) fn bad(ran: &Ran, args: &[&str], msg: &str) -> Result<(), String> {
     ensure!(
         !ran.timed_out && ran.signal.is_none(),
         "{args:?} must fail with a message, not hang or crash: {}",

@@ -16,6 +16,7 @@ mod common;
 mod api;
 mod backends;
 mod cli;
+mod cli_outputs;
 mod faults;
 mod graphs;
 mod nccl;
@@ -41,6 +42,7 @@ fn main() -> std::process::ExitCode {
     faults::register(&mut h);
     api::register(&mut h);
     cli::register(&mut h);
+    cli_outputs::register(&mut h);
     graphs::register(&mut h);
     nccl::register(&mut h);
     timeline::register(&mut h);
