@@ -53,13 +53,16 @@ pub struct BenchArgs {
     /// --nccl-lib, NCCL is always a contender).
     #[arg(long)]
     pub algo: Option<String>,
-    /// Write all numbers as JSON.
+    /// Write all numbers as JSON: a path ending in .json, or a device, FIFO
+    /// or /dev/stdout.
     #[arg(short = 'J', long = "json")]
     pub json: Option<PathBuf>,
-    /// Write the rows as CSV.
+    /// Write the rows as CSV: a path ending in .csv, or a device, FIFO or
+    /// /dev/stdout.
     #[arg(long)]
     pub csv: Option<PathBuf>,
-    /// Draw busbw and time per call vs size as SVG.
+    /// Draw busbw and time per call vs size as SVG: a path ending in .svg,
+    /// or a device, FIFO or /dev/stdout.
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Size for the cold-start measurement.

@@ -44,7 +44,8 @@ pub struct CompareArgs {
     /// Timed blocks; the time is the median block's mean.
     #[arg(long, default_value_t = 3)]
     pub blocks: usize,
-    /// Draw bytes per rank and time against N as SVG.
+    /// Draw bytes per rank and time against N as SVG: a path ending in
+    /// .svg, or a device, FIFO or /dev/stdout.
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Give up on any wait after this many seconds.
@@ -140,7 +141,7 @@ pub fn execute(a: CompareArgs) -> Result<bool> {
             c.name
         )));
     }
-    report::check_files(&[("--plot", a.plot.as_deref(), true)])
+    report::check_files(&[("--plot", a.plot.as_deref(), report::Format::Svg)])
         .map_err(|e| Error::Report(e.to_string()))?;
     let count = (d / 4) as usize;
     let mut configs = Vec::new();
@@ -284,7 +285,7 @@ pub fn execute(a: CompareArgs) -> Result<bool> {
     }
     if let Some(p) = &a.plot {
         let svg = plot(&points, d).map_err(|e| Error::Report(e.to_string()))?;
-        report::write_file_atomic("--plot", p, svg.as_bytes())
+        report::write_output("--plot", p, svg.as_bytes())
             .map_err(|e| Error::Report(e.to_string()))?;
         out(format!("# wrote {}", p.display()))?;
     }

@@ -74,10 +74,12 @@ pub struct TraceArgs {
     #[arg(long)]
     pub nccl_lib: Option<PathBuf>,
     /// Write the timeline as Chrome trace-event JSON (Perfetto,
-    /// chrome://tracing).
+    /// chrome://tracing): a path ending in .json, or a device, FIFO or
+    /// /dev/stdout.
     #[arg(long)]
     pub timeline: Option<PathBuf>,
-    /// Draw the timeline as an SVG picture.
+    /// Draw the timeline as an SVG picture: a path ending in .svg, or a
+    /// device, FIFO or /dev/stdout.
     #[arg(long)]
     pub svg: Option<PathBuf>,
 }
@@ -154,8 +156,8 @@ fn real_run(a: TraceArgs) -> Result<bool> {
         ));
     }
     report::check_files(&[
-        ("--timeline", a.timeline.as_deref(), false),
-        ("--svg", a.svg.as_deref(), true),
+        ("--timeline", a.timeline.as_deref(), report::Format::Json),
+        ("--svg", a.svg.as_deref(), report::Format::Svg),
     ])
     .map_err(|e| Error::Report(e.to_string()))?;
     let common = Common {
@@ -256,7 +258,7 @@ fn run_typed<T: Element>(a: &TraceArgs, r: Real) -> Result<bool> {
     let t = &rec.timeline;
     if let Some(p) = &a.timeline {
         let text = timeline::chrome::to_string(t).map_err(Error::Plan)?;
-        report::write_file_atomic("--timeline", p, text.as_bytes()).map_err(rerr)?;
+        report::write_output("--timeline", p, text.as_bytes()).map_err(rerr)?;
         out(format!(
             "# wrote {} (Chrome trace-event JSON: open it in https://ui.perfetto.dev or chrome://tracing)",
             p.display()
@@ -264,7 +266,7 @@ fn run_typed<T: Element>(a: &TraceArgs, r: Real) -> Result<bool> {
     }
     if let Some(p) = &a.svg {
         let svg = timeline::svg::to_svg(t).map_err(Error::Plan)?;
-        report::write_file_atomic("--svg", p, svg.as_bytes()).map_err(rerr)?;
+        report::write_output("--svg", p, svg.as_bytes()).map_err(rerr)?;
         out(format!("# wrote {}", p.display()))?;
     }
     Ok(true)

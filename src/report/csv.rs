@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::output::write_atomic;
+use super::output::{write_output, CSV_FLAG};
 use super::{Report, ReportError};
 
 /// The CSV header line (without the line break).
@@ -11,10 +11,11 @@ const CSV_HEADER: &str = "algo,path,ranks,collective,size,count,type,redop,\
      ip_time_us,ip_algbw,ip_busbw,ip_wrong";
 
 impl Report {
-    /// Writes [`Report::to_csv`] to `path`, atomically (temporary file +
-    /// rename).
+    /// Writes [`Report::to_csv`] to `path` as
+    /// [`write_output`] does (a regular file is replaced
+    /// atomically).
     pub fn write_csv(&self, path: &Path) -> Result<(), ReportError> {
-        write_atomic(path, self.to_csv().as_bytes())
+        write_output(CSV_FLAG, path, self.to_csv().as_bytes())
     }
 
     /// One CSV line per row, after a header line naming the columns:

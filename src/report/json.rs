@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::output::write_atomic;
+use super::output::{write_output, JSON_FLAG};
 use super::{Report, ReportError};
 
 impl Report {
@@ -22,11 +22,12 @@ impl Report {
     }
 
     /// Writes [`Report::to_json`] (plus a trailing newline) to `path`,
-    /// atomically (temporary file + rename).
+    /// as [`write_output`] does
+    /// (a regular file is replaced atomically).
     pub fn write_json(&self, path: &Path) -> Result<(), ReportError> {
         let mut s = serde_json::to_string_pretty(self)?;
         s.push('\n');
-        write_atomic(path, s.as_bytes())
+        write_output(JSON_FLAG, path, s.as_bytes())
     }
 }
 

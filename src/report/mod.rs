@@ -39,12 +39,16 @@
 //!
 //! # Output files
 //!
-//! Call [`check_outputs`] before a long run so a bad `-J/--json`, `--csv` or
-//! `--plot` path fails at once. [`Report::write_json`], [`Report::write_csv`]
-//! and [`Report::write_svg`] write a temporary file in the target's directory
-//! and rename it into place: an interrupted run never leaves a truncated file,
-//! and a failed write leaves no file behind (an existing file is kept as it
-//! was).
+//! Every file a command writes goes through `output.rs`: call
+//! [`check_files`] (or [`check_outputs`] for `bench`'s three) before a long
+//! run so that a bad path, a wrong extension or two outputs naming the same
+//! file fail at once; [`write_output`] (and [`Report::write_json`],
+//! [`Report::write_csv`], [`Report::write_svg`]) replace a regular file
+//! atomically (temporary file in its directory, renamed onto it: an
+//! interrupted run never leaves a truncated file, a failed write leaves the
+//! old file as it was), follow symbolic links, write a hard-linked file in
+//! place and write devices, FIFOs and `/dev/stdout` through, never renaming
+//! over them. The rules are in that module's documentation.
 
 use std::fmt;
 use std::io;
@@ -58,7 +62,7 @@ mod output;
 mod svg;
 mod text;
 
-pub use output::{check_files, check_outputs, write_file_atomic};
+pub use output::{check_files, check_outputs, is_written_through, write_output, Format};
 
 /// The all-reduce collective's name in [`Row::collective`].
 pub const ALL_REDUCE: &str = "all-reduce";
@@ -70,7 +74,7 @@ pub const ALL_GATHER: &str = "all-gather";
 /// Errors from checking output paths and writing the JSON, CSV and SVG files.
 ///
 /// `flag` fields name the command-line flag the path came from
-/// (`-J/--json`, `--csv` or `--plot`).
+/// (`-J/--json`, `--csv`, `--plot`, `--timeline`, `--svg`, ...).
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     /// The directory that would hold an output file does not exist.
@@ -106,25 +110,44 @@ pub enum ReportError {
         second: &'static str,
         path: PathBuf,
     },
-    /// The plot path does not end in `.svg`.
-    #[error("--plot {}: the plot is written as SVG only{}; give a path ending in .svg", .path.display(), not_svg_detail(.extension))]
-    NotSvg {
-        path: PathBuf,
-        /// The path's extension, if any (e.g. `png`).
-        extension: Option<String>,
-    },
-    /// An output that is drawn as SVG (named by its flag) does not end in
-    /// `.svg`.
-    #[error("{flag} {}: this picture is written as SVG only{}; give a path ending in .svg", .path.display(), not_svg_detail(.extension))]
-    NotSvgFile {
+    /// An output's path does not end in the extension of what it holds
+    /// (see [`check_files`]).
+    #[error("{flag} {}: {}, but this output is {}: give a path ending in .{expected} (a device, a FIFO or /dev/stdout may be named as it is)", .path.display(), found_detail(.found), .expected.to_ascii_uppercase())]
+    WrongExtension {
         flag: &'static str,
         path: PathBuf,
-        extension: Option<String>,
+        /// The path's extension, if any (e.g. `png`).
+        found: Option<String>,
+        /// The extension it must have, without the dot (`json`, `csv`,
+        /// `svg`).
+        expected: &'static str,
     },
-    /// Writing or renaming an output file failed (nothing was left behind).
-    #[error("writing {}: {source}", .path.display())]
-    Write {
+    /// An output path cannot be resolved (a loop of symbolic links, a
+    /// directory that cannot be searched, ...).
+    #[error("{flag} {}: {source}", .path.display())]
+    BadPath {
+        flag: &'static str,
         path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// An existing file, device, FIFO or descriptor named as an output may
+    /// not be written by this process.
+    #[error("{flag} {}: cannot write to this {what}: {source}", .path.display())]
+    CannotWrite {
+        flag: &'static str,
+        path: PathBuf,
+        /// What the path is (`file`, `character device`, `FIFO`, ...).
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    /// Writing an output failed; `what` says what became of the file.
+    #[error("{flag} {}: {what}: {source}", .path.display())]
+    Write {
+        flag: &'static str,
+        path: PathBuf,
+        what: String,
         #[source]
         source: io::Error,
     },
@@ -136,10 +159,10 @@ pub enum ReportError {
     Plot(String),
 }
 
-fn not_svg_detail(extension: &Option<String>) -> String {
-    match extension {
-        Some(e) => format!(" (.{e} is not supported)"),
-        None => String::new(),
+fn found_detail(found: &Option<String>) -> String {
+    match found {
+        Some(e) => format!("ends in .{e}"),
+        None => "has no extension".into(),
     }
 }
 
@@ -588,16 +611,17 @@ mod tests {
 
     #[test]
     fn errors_name_the_flag_and_path() {
-        let e = ReportError::NotSvg {
+        let e = ReportError::WrongExtension {
+            flag: "--plot",
             path: "out/plot.png".into(),
-            extension: Some("png".into()),
+            found: Some("png".into()),
+            expected: "svg",
         };
         let s = e.to_string();
-        assert!(
-            s.contains("--plot out/plot.png") && s.contains("SVG only"),
-            "{s}"
+        assert_eq!(
+            s,
+            "--plot out/plot.png: ends in .png, but this output is SVG: give a path ending in .svg (a device, a FIFO or /dev/stdout may be named as it is)"
         );
-        assert!(s.contains(".png is not supported"), "{s}");
         let e = ReportError::SamePath {
             first: "-J/--json",
             second: "--csv",

@@ -30,7 +30,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::output::{check_svg_extension, write_atomic};
+use super::output::{check_extension, write_output, Format, PLOT_FLAG};
 use super::{first_appearances, Combo, Report, ReportError, Row};
 use crate::size::format_bytes;
 
@@ -81,12 +81,14 @@ fn plot_err<E: std::fmt::Display>(e: E) -> ReportError {
 }
 
 impl Report {
-    /// Writes [`Report::to_svg`] to `path` (which must end in `.svg`),
-    /// atomically (temporary file + rename).
+    /// Writes [`Report::to_svg`] to `path` (which must end in `.svg`, unless
+    /// it is a device, FIFO or descriptor) as
+    /// [`write_output`] does (a regular file is replaced
+    /// atomically).
     pub fn write_svg(&self, path: &Path) -> Result<(), ReportError> {
-        check_svg_extension(path)?;
+        check_extension(PLOT_FLAG, path, Format::Svg)?;
         let svg = self.to_svg()?;
-        write_atomic(path, svg.as_bytes())
+        write_output(PLOT_FLAG, path, svg.as_bytes())
     }
 
     /// The plot of the first (collective, type, op) combination, as SVG text
@@ -864,7 +866,7 @@ mod tests {
         let png = temp_path("plot.png");
         assert!(matches!(
             report().write_svg(&png),
-            Err(ReportError::NotSvg { .. })
+            Err(ReportError::WrongExtension { .. })
         ));
         assert!(!png.exists());
     }

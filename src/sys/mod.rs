@@ -1,5 +1,6 @@
 //! Operating-system primitives of the multi-process mode: shared-memory
-//! mappings ([`shm`]) and processes and signals ([`proc`]).
+//! mappings ([`shm`]) and processes and signals ([`proc`]); and one
+//! file-system call for the output files ([`fs`]).
 //!
 //! With [`crate::cuda`], this is the only place with `unsafe` code. Each
 //! `unsafe` block says why it is sound (`// SAFETY:`), and everything it
@@ -28,5 +29,6 @@
 
 #![allow(unsafe_code)]
 
+pub mod fs;
 pub mod proc;
 pub mod shm;

@@ -253,7 +253,7 @@ fn svg_names_every_rank_and_lane() {
             + svg.matches("</text>").count();
         assert!(closes >= opens, "{algo}");
         let p = std::env::temp_dir().join(format!("rr_timeline_{}_{n}.svg", std::process::id()));
-        crate::report::write_file_atomic("--svg", &p, svg.as_bytes()).unwrap();
+        crate::report::write_output("--svg", &p, svg.as_bytes()).unwrap();
         assert!(std::fs::read_to_string(&p).unwrap().contains("rank 0"));
         let _ = std::fs::remove_file(&p);
     }

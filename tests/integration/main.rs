@@ -18,6 +18,7 @@ mod backends;
 mod cli;
 mod cli_edges;
 mod cli_env;
+mod cli_outputs;
 mod faults;
 mod graphs;
 mod nccl;
@@ -45,6 +46,7 @@ fn main() -> std::process::ExitCode {
     cli::register(&mut h);
     cli_edges::register(&mut h);
     cli_env::register(&mut h);
+    cli_outputs::register(&mut h);
     graphs::register(&mut h);
     nccl::register(&mut h);
     timeline::register(&mut h);

@@ -242,6 +242,9 @@ pub fn register(h: &mut Harness) {
         let dir = scratch("bad")?;
         let ok_svg = dir.join("x.svg");
         let ok = ok_svg.to_str().ok_or("path")?;
+        // --timeline is JSON: it must end in .json.
+        let ok_json = dir.join("x.json");
+        let okj = ok_json.to_str().ok_or("path")?;
         let cases: Vec<(Vec<&str>, &str)> = vec![
             (
                 vec![
@@ -265,7 +268,7 @@ pub fn register(h: &mut Harness) {
                     "--backend",
                     "cpu",
                     "--timeline",
-                    ok,
+                    okj,
                     "--calls",
                     "0",
                 ],
@@ -279,12 +282,12 @@ pub fn register(h: &mut Harness) {
                     "--count",
                     "0",
                     "--timeline",
-                    ok,
+                    okj,
                 ],
                 "0 elements",
             ),
             (
-                vec!["trace", "--backend", "cpu", "--nccl", "--timeline", ok],
+                vec!["trace", "--backend", "cpu", "--nccl", "--timeline", okj],
                 "--nccl needs the cuda backend",
             ),
             (vec!["trace", "--nccl"], "for a real run"),
@@ -298,7 +301,7 @@ pub fn register(h: &mut Harness) {
                     "--ranks",
                     "4",
                     "--timeline",
-                    ok,
+                    okj,
                 ],
                 "oneshot:flag",
             ),
@@ -320,7 +323,7 @@ pub fn register(h: &mut Harness) {
             ensure!(took < Duration::from_secs(20), "{args:?} took {took:?}");
         }
         ensure!(
-            !ok_svg.exists(),
+            !ok_svg.exists() && !ok_json.exists(),
             "a refused run must not leave its other output file behind"
         );
         let _ = std::fs::remove_dir_all(&dir);

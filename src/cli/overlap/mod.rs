@@ -112,11 +112,13 @@ pub struct OverlapArgs {
     /// the device check of every step: last or none.
     #[arg(long, default_value = "last")]
     pub host_check: String,
-    /// Write the numbers as JSON.
+    /// Write the numbers as JSON: a path ending in .json, or a device, FIFO
+    /// or /dev/stdout.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Write the spans of each contender's last overlapped step as JSON,
-    /// and the picture next to it (same name, .svg).
+    /// Write the spans of each contender's last overlapped step as JSON (a
+    /// path ending in .json), and the picture next to it (same name, .svg);
+    /// a device, FIFO or /dev/stdout gets the JSON alone.
     #[arg(long)]
     pub timeline: Option<PathBuf>,
     /// Path to libnccl.so.2 (overrides NCCL_HOME, the linker path).
@@ -415,26 +417,34 @@ pub fn execute(a: OverlapArgs) -> Result<bool> {
     if let Some(p) = &a.json {
         let mut s = serde_json::to_string_pretty(&rep).map_err(|e| Error::Report(e.to_string()))?;
         s.push('\n');
-        write_file(p, s.as_bytes())?;
+        write_file("--json", p, s.as_bytes())?;
         eprintln!("wrote {}", p.display());
     }
     if let Some(p) = &a.timeline {
         let mut s = serde_json::to_string_pretty(&rep.timeline)
             .map_err(|e| Error::Report(e.to_string()))?;
         s.push('\n');
-        write_file(p, s.as_bytes())?;
-        let svg = p.with_extension("svg");
-        write_file(&svg, timeline_svg(&rep).as_bytes())?;
-        eprintln!("wrote {} and {}", p.display(), svg.display());
+        write_file("--timeline", p, s.as_bytes())?;
+        match timeline_svg_path(p) {
+            Some(svg) => {
+                write_file("--timeline (its .svg)", &svg, timeline_svg(&rep).as_bytes())?;
+                eprintln!("wrote {} and {}", p.display(), svg.display());
+            }
+            None => eprintln!("wrote {} (not a file: no SVG next to it)", p.display()),
+        }
     }
     Ok(wrong == 0)
 }
 
-fn write_file(p: &Path, data: &[u8]) -> Result<()> {
-    std::fs::write(p, data).map_err(|source| Error::Io {
-        path: p.display().to_string(),
-        source,
-    })
+fn write_file(flag: &'static str, p: &Path, data: &[u8]) -> Result<()> {
+    crate::report::write_output(flag, p, data).map_err(|e| Error::Report(e.to_string()))
+}
+
+/// Where `--timeline`'s picture goes: next to the JSON, same name, `.svg`;
+/// none when the JSON is written through (a device, FIFO or `/dev/stdout`:
+/// `/dev/stdout.svg` is no place for a file).
+fn timeline_svg_path(timeline: &Path) -> Option<PathBuf> {
+    (!crate::report::is_written_through(timeline)).then(|| timeline.with_extension("svg"))
 }
 
 /// Run the benchmark and print its tables; the report for `--json`.
@@ -443,13 +453,14 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     let cpu_wanted =
         cfg.backend == crate::backend::BackendChoice::Cpu || crate::backend::cuda::probe().is_err();
     let p = settings(a, cpu_wanted)?;
-    let svg = a.timeline.as_ref().map(|t| t.with_extension("svg"));
+    let svg = a.timeline.as_deref().and_then(timeline_svg_path);
     // Each path under the flag that names it (the SVG is --timeline's, with
     // its extension replaced).
+    use crate::report::Format;
     crate::report::check_files(&[
-        ("--json", a.json.as_deref(), false),
-        ("--timeline", a.timeline.as_deref(), false),
-        ("--timeline (its .svg)", svg.as_deref(), true),
+        ("--json", a.json.as_deref(), Format::Json),
+        ("--timeline", a.timeline.as_deref(), Format::Json),
+        ("--timeline (its .svg)", svg.as_deref(), Format::Svg),
     ])
     .map_err(|e| Error::Report(e.to_string()))?;
     let ranks = cfg.ranks;
