@@ -36,9 +36,10 @@ pub struct RunArgs {
     pub inputs: String,
     /// Algorithm: ring (the default: the path this tool teaches),
     /// ring:naive, ring:pipeK, oneshot, oneshot:fused, oneshot:flag, ps, or
-    /// auto (the engine's choice by size, which RINGREDUCE_ALGO can force).
-    #[arg(long, default_value = "ring")]
-    pub algo: String,
+    /// auto (the engine's choice by size). With RINGREDUCE_ALGO set and no
+    /// --algo, the variable's path runs (as auto, which it forces).
+    #[arg(long)]
+    pub algo: Option<String>,
     /// Timed repetitions for the steady-state median.
     #[arg(long, default_value_t = 10)]
     pub iters: usize,
@@ -60,10 +61,22 @@ pub fn host_bytes(shape: &Shape, kind_cpu: bool) -> u128 {
     total
 }
 
+/// The path asked for: `--algo`, else the ring, unless `RINGREDUCE_ALGO`
+/// forces a path (it forces what auto picks, and a plain run honours it
+/// rather than ignore it).
+fn algo_of(a: &RunArgs) -> Result<String> {
+    Ok(match &a.algo {
+        Some(x) => x.clone(),
+        None if crate::param::forced_algo()?.is_some() => "auto".into(),
+        None => "ring".into(),
+    })
+}
+
 pub fn execute(a: RunArgs) -> Result<bool> {
     let (dtype, op, collective) = a.kinds.single()?;
     let count = parse_count(a.count.as_deref(), a.size.as_deref(), dtype)?;
-    let choice: AlgoChoice = a.algo.parse().map_err(Error::BadArgument)?;
+    let algo = algo_of(&a)?;
+    let choice: AlgoChoice = algo.parse().map_err(Error::BadArgument)?;
     let inputs: Inputs = a.inputs.parse().map_err(Error::BadArgument)?;
     if a.iters == 0 {
         return Err(Error::BadArgument("--iters must be at least 1".into()));
@@ -127,9 +140,10 @@ fn run_typed<T: Element>(
     let sh = engine.load(shape.collective, &inputs, shape.in_place)?;
     engine.poison(&sh)?;
     let path = engine.core().path_name(None, &sh)?;
-    let how = match a.algo.trim().to_ascii_lowercase().as_str() {
-        "auto" => format!(" ({})", crate::cli::auto_source()?),
-        "ring" => " (the default; --algo auto lets the engine choose by size)".to_string(),
+    let algo = algo_of(a)?;
+    let how = match (a.algo.is_some(), algo.trim().to_ascii_lowercase().as_str()) {
+        (_, "auto") => format!(" ({})", crate::cli::auto_source()?),
+        (false, "ring") => " (the default; --algo auto lets the engine choose by size)".to_string(),
         _ => String::new(),
     };
     out(format!("algorithm : {path}{how}"))?;

@@ -35,10 +35,12 @@ pub struct TraceArgs {
     pub in_place: bool,
     #[command(flatten)]
     pub kinds: OneKind,
-    /// Algorithm to trace: ring, ring:naive, ring:pipeK, ps, oneshot,
-    /// oneshot:fused, oneshot:flag, auto.
-    #[arg(long, default_value = "ring")]
-    pub algo: String,
+    /// Algorithm to trace: ring (the default), ring:naive, ring:pipeK, ps,
+    /// oneshot, oneshot:fused, oneshot:flag, auto. With RINGREDUCE_ALGO set
+    /// and no --algo, the variable's path is traced (as auto, which it
+    /// forces).
+    #[arg(long)]
+    pub algo: Option<String>,
     /// Run for real on this backend and time every op (cuda: GPU
     /// timestamps; cpu: host timestamps). Implied by --timeline and --svg
     /// (then auto by default).
@@ -84,6 +86,16 @@ pub struct TraceArgs {
     pub svg: Option<PathBuf>,
 }
 
+/// The path asked for: `--algo`, else the ring, unless `RINGREDUCE_ALGO`
+/// forces a path (then `auto`, which the variable forces: never ignored).
+fn algo_of(a: &TraceArgs) -> Result<String> {
+    Ok(match &a.algo {
+        Some(x) => x.clone(),
+        None if crate::param::forced_algo()?.is_some() => "auto".into(),
+        None => "ring".into(),
+    })
+}
+
 /// Most timed calls in one timeline.
 const MAX_CALLS: usize = 100;
 
@@ -102,7 +114,7 @@ pub fn execute(a: TraceArgs) -> Result<bool> {
         return Err(Error::ZeroRanks);
     }
     let (dtype, op, collective) = a.kinds.single()?;
-    let choice: AlgoChoice = a.algo.parse().map_err(Error::BadArgument)?;
+    let choice: AlgoChoice = algo_of(&a)?.parse().map_err(Error::BadArgument)?;
     let count = match (&a.count, &a.size) {
         (None, None) => 8,
         (c, s) => parse_count(c.as_deref(), s.as_deref(), dtype)?,
@@ -131,7 +143,7 @@ struct Real {
 fn real_run(a: TraceArgs) -> Result<bool> {
     let backend = a.backend.unwrap_or(BackendChoice::Auto);
     let (dtype, op, collective) = a.kinds.single()?;
-    let choice: AlgoChoice = a.algo.parse().map_err(Error::BadArgument)?;
+    let choice: AlgoChoice = algo_of(&a)?.parse().map_err(Error::BadArgument)?;
     let count = parse_count(a.count.as_deref(), a.size.as_deref(), dtype)?;
     if count == 0 {
         return Err(Error::BadArgument(
@@ -288,7 +300,7 @@ fn report_run<T: Element>(
         t.what,
         crate::words::counted(t.ranks(), "rank")
     ))?;
-    if a.algo.trim().eq_ignore_ascii_case("auto") && crate::param::forced_algo()?.is_some() {
+    if algo_of(a)?.trim().eq_ignore_ascii_case("auto") && crate::param::forced_algo()?.is_some() {
         out(format!("# algorithm: {}", crate::cli::auto_source()?))?;
     }
     if let Some(n) = e.core().fallback_note() {

@@ -194,7 +194,7 @@ pub fn register(h: &mut Harness) {
             ensure!(
                 ran.code == Some(0)
                     && ran.out.contains("check     : PASS")
-                    && ran.out.contains("(auto; choose with --algo)"),
+                    && ran.out.contains("algorithm : ring (the default"),
                 "empty variables {v:?}: {}",
                 ran.show()
             );
