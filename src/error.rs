@@ -7,6 +7,9 @@ use thiserror::Error;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in ringreduce.
+// New failures get new variants: a match on `Error` outside this crate
+// needs a wildcard arm.
+#[non_exhaustive]
 #[derive(Debug, Error)]
 pub enum Error {
     #[error("the number of ranks must be at least 1 (got 0)")]

@@ -72,6 +72,8 @@ impl FaultPlan {
 /// the variable is read only by test builds and builds with the
 /// `fault-injection` feature, see [`crate::param`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Made only by the parser, which exists in fault-injection builds.
+#[cfg_attr(not(any(test, feature = "fault-injection")), allow(dead_code))]
 pub enum EnvFaultKind {
     /// `kill:rank=R[:call=C|:after_calls=N][:op=K]`: rank R's process
     /// kills itself with `SIGKILL` in its call C (default 1; `after_calls=N`
@@ -90,12 +92,14 @@ pub struct EnvFault {
 }
 
 /// What `RINGREDUCE_FAULT` accepts (for messages and `ringreduce env`).
+#[cfg(any(test, feature = "fault-injection"))]
 pub const ENV_FAULT_SYNTAX: &str =
     "kill:rank=R[:call=C|:after_calls=N][:op=K] or nostart:rank=R, several separated by commas";
 
 /// Parse a `RINGREDUCE_FAULT` value strictly: every entry a known fault,
 /// every parameter known to it and a whole number, `rank` always given. An
 /// error says what is wrong with which entry.
+#[cfg(any(test, feature = "fault-injection"))]
 pub fn parse_env_faults(spec: &str) -> Result<Vec<EnvFault>, String> {
     let mut v = Vec::new();
     for entry in spec.split(',') {

@@ -1,26 +1,55 @@
-//! ringreduce: a hand-written Ring AllReduce engine.
+//! ringreduce: a hand-written Ring AllReduce engine (Reduce-Scatter, then
+//! All-Gather), with a CPU backend (threads) and a CUDA backend (copy
+//! engines and hand-written PTX), checked against NCCL.
+//!
+//! ```
+//! use ringreduce::{Engine, EngineConfig, ReduceOp};
+//!
+//! // Three ranks on the CPU backend (EngineConfig::cuda(..) for GPUs).
+//! let mut e = Engine::<f32>::new(EngineConfig::cpu(3))?;
+//! let mut bufs = vec![vec![1.0f32; 10], vec![2.0; 10], vec![3.0; 10]];
+//! e.all_reduce_in_place(&mut bufs, ReduceOp::Sum)?;
+//! assert!(bufs.iter().all(|b| b.iter().all(|&x| x == 6.0)));
+//! # Ok::<(), ringreduce::Error>(())
+//! ```
+//!
+//! What a user names is at the root: [`Engine`] and [`EngineConfig`] (every
+//! rank in one process), [`Comm`] (one rank per process, under `ringreduce
+//! launch` or `mpirun`), [`AbortHandle`], [`CallInfo`], the element types
+//! and ops ([`DataType`], [`Element`], [`ReduceOp`], [`bf16`], [`f16`]),
+//! [`Collective`], [`AlgoChoice`], [`BackendChoice`] and [`Error`].
+//!
+//! To study the algorithm:
 //!
 //! * [`schedule`]: the pure ring schedule (chunks, per-step indices, traffic).
 //! * [`plan`]: per-rank op lists with explicit cross-rank signals; the one
 //!   interpreter of what an op does; the static validator.
 //! * [`algo`]: the algorithms (ring, one-shots, parameter server), one file
-//!   each, that build plans.
+//!   each, that build plans; [`trace`] prints them step by step, [`theory`]
+//!   models their traffic and time.
+//!
+//! The layers below:
+//!
+//! * [`engine`]: the reusable engine: plan cache, buffers, dispatch; the
+//!   typed API and the per-rank call style.
 //! * [`backend`]: one small trait, one file per backend (CPU threads, CUDA
 //!   GPUs), optional capabilities (NCCL, graphs, profiling) as extension
 //!   traits.
-//! * [`cuda`] and [`sys`]: the only places with `unsafe` code (driver API,
-//!   PTX kernels, NCCL binding; shared memory and signals).
-//! * [`engine`]: the reusable engine: plan cache, buffers, dispatch; the
-//!   typed API ([`Engine<T>`]) and the per-rank call style.
+//! * [`cuda`]: the checked driver layer, the PTX kernels and the NCCL
+//!   loader and binding; with the crate's private `sys` module the only
+//!   places with `unsafe` code.
 //! * [`process`]: one rank per process: the job's store and shared control
-//!   segment, and the per-process communicator ([`Comm<T>`]).
+//!   segment, and the per-process communicator.
 //! * [`element`] and [`verify`]: data types and ops with NCCL's semantics,
 //!   inputs and checks.
-//! * [`param`]: every environment variable ringreduce reads, declared once
-//!   (type, range, default); no other module reads the environment.
-//! * With the default `cli` feature: the command line's commands ([`cli`]),
-//!   measurement ([`bench`]), reports ([`report`]) and timelines of real
-//!   runs ([`timeline`]).
+//!
+//! Every environment variable ringreduce reads is declared once, with its
+//! type and range, in a private module (`ringreduce env` lists them). With
+//! the `fault-injection` feature (on in the crate's own tests), `fault`
+//! injects failures for tests of the error paths. With the default `cli`
+//! feature, [`timeline`] records every op of real calls on one clock; the
+//! command line's own modules (`cli`, `bench`, `report`) are public only
+//! for the `ringreduce` binary and the test suites, and are not an API.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
@@ -33,33 +62,44 @@ pub mod cuda;
 pub mod element;
 pub mod engine;
 pub mod error;
+#[cfg(feature = "fault-injection")]
 pub mod fault;
-pub mod param;
+#[cfg(not(feature = "fault-injection"))]
+pub(crate) mod fault;
+pub(crate) mod param;
 pub mod plan;
-pub mod pool;
+pub(crate) mod pool;
 pub mod process;
 pub mod schedule;
 pub mod size;
-pub mod sync;
-pub mod sys;
+pub(crate) mod sync;
+pub(crate) mod sys;
 pub mod theory;
 pub mod trace;
 pub mod verify;
 mod words;
 
+// The command line's own modules: public for the `ringreduce` binary and
+// the test suites only (not an API, so not documented); issue 26 moves
+// them into a crate of their own.
 #[cfg(feature = "cli")]
+#[doc(hidden)]
 pub mod bench;
 #[cfg(feature = "cli")]
+#[doc(hidden)]
 pub mod cli;
 #[cfg(feature = "cli")]
+#[doc(hidden)]
 pub mod report;
 #[cfg(feature = "cli")]
 pub mod timeline;
 
 pub use algo::AlgoChoice;
 pub use backend::BackendChoice;
-pub use element::{DataType, Element, ReduceOp};
-pub use engine::{Engine, EngineConfig};
+pub use element::{bf16, f16, DataType, Element, ReduceOp};
+pub use engine::ranks::RankComm;
+pub use engine::{CallInfo, DeviceBuffers, Engine, EngineConfig};
 pub use error::{Error, Result};
 pub use plan::Collective;
 pub use process::Comm;
+pub use sync::AbortHandle;

@@ -287,18 +287,9 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         }
     }
 
-    pub fn ranks(&self) -> usize {
-        self.slots.len()
-    }
-
     /// Bound every later wait for a reply by `d` (none: unbounded).
     pub fn set_deadline(&mut self, d: Option<Duration>) {
         self.deadline = d;
-    }
-
-    /// Why the pool is unusable, if it is.
-    pub fn broken(&self) -> Option<&str> {
-        self.broken.as_deref()
     }
 
     /// The phases of the last call every rank answered (one call: `calls`
@@ -425,6 +416,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     }
 
     /// Whether a deferred round's answers are still to be collected.
+    #[cfg(test)]
     pub fn is_pending(&self) -> bool {
         self.pending.is_some()
     }
@@ -500,6 +492,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     }
 
     /// Run the same command (built per rank) on every rank.
+    #[cfg(test)]
     pub fn run_each(&mut self, mut make: impl FnMut(usize) -> C) -> Result<Vec<R>> {
         let cmds = (0..self.slots.len()).map(&mut make).collect();
         self.run(cmds)

@@ -32,6 +32,7 @@ pub(crate) fn list_items(s: &str) -> Result<Vec<&str>, String> {
 
 /// A number a user typed, echoed back briefly: `0.5`, `1e-300`, `1e308`
 /// (Rust's `{}` writes every digit of `1e-300`).
+#[cfg(feature = "cli")]
 pub(crate) fn num(x: f64) -> String {
     if x == 0.0 || !x.is_finite() || (1e-4..1e9).contains(&x.abs()) {
         format!("{x}")
@@ -54,6 +55,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "cli")]
     fn numbers_are_brief() {
         assert_eq!(num(0.5), "0.5");
         assert_eq!(num(10.0), "10");

@@ -63,10 +63,11 @@ pub struct EngineConfig {
     /// The longest any wait may take, on the host and on the GPU, before the
     /// call fails with a timeout (default `RINGREDUCE_TIMEOUT` or 60 s; a
     /// malformed `RINGREDUCE_TIMEOUT` makes [`Core::new`] fail naming it).
-    /// At most [`crate::param::MAX_TIMEOUT_SECONDS`].
+    /// At most 10^7 s.
     pub timeout: Duration,
-    /// Injected faults, for tests of the error paths.
-    pub faults: FaultPlan,
+    /// Injected faults, for tests of the error paths: set with
+    /// `with_faults`, which exists with the `fault-injection` feature.
+    pub(crate) faults: FaultPlan,
     /// Run one rank of a multi-process job (`ranks` must be the job's size):
     /// this process runs only that rank; see [`crate::process`] and
     /// [`crate::process::Comm`].
@@ -94,6 +95,15 @@ impl EngineConfig {
     /// `ranks` ranks on the CUDA backend.
     pub fn cuda(ranks: usize) -> Self {
         Self::new(ranks, BackendChoice::Cuda)
+    }
+
+    /// The same, with `faults` injected into its calls (for tests of the
+    /// error paths: every injected fault must end every rank's call with
+    /// an error naming the rank and the step).
+    #[cfg(feature = "fault-injection")]
+    pub fn with_faults(mut self, faults: crate::fault::FaultPlan) -> Self {
+        self.faults = faults;
+        self
     }
 }
 

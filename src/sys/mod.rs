@@ -29,6 +29,7 @@
 
 #![allow(unsafe_code)]
 
+#[cfg(feature = "cli")]
 pub mod fs;
 pub mod proc;
 pub mod shm;

@@ -160,19 +160,6 @@ impl Mapping {
         })
     }
 
-    /// Size in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The mapping as 64-bit atomic words (`len / 8` of them). Every
     /// process accesses control words only this way.
     pub fn words(&self) -> &[AtomicU64] {

@@ -150,7 +150,7 @@ fn engine_child(value: &str) -> Result<(), String> {
     }
     ensure!(!dir.exists(), "Comm::new made its store before it failed");
     ensure!(
-        ringreduce::sync::default_timeout() == Duration::from_secs(60),
+        EngineConfig::cpu(2).timeout == Duration::from_secs(60),
         "default_timeout"
     );
     Ok(())

@@ -57,9 +57,8 @@ pub fn engine_with<T: Element>(
     timeout: Duration,
     faults: FaultPlan,
 ) -> Result<Engine<T>, String> {
-    let mut cfg = EngineConfig::new(ranks, b);
+    let mut cfg = EngineConfig::new(ranks, b).with_faults(faults);
     cfg.timeout = timeout;
-    cfg.faults = faults;
     Engine::<T>::new(cfg).map_err(|e| format!("building a {b:?} engine of {ranks} ranks: {e}"))
 }
 
