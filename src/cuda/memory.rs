@@ -160,8 +160,31 @@ impl<'id> DevBuf<'id> {
         Ok(Some(IpcMemHandle(h.reserved.map(|c| c as u8))))
     }
 
+    /// [`DevBuf::write`], then wait until the bytes are in device memory,
+    /// so that another process (another context) may read them at once.
+    ///
+    /// `cuMemcpyHtoD` from pageable memory returns once the data is staged
+    /// for DMA, and "the DMA to final destination may not have completed"
+    /// (the driver API's synchronization rules): work of the same context
+    /// is ordered after it, but a peer process's kernel is not. Found on
+    /// one H200 with two rank processes: `oneshot:fused` read the tail of
+    /// a peer's input before its DMA landed (`results/2026-12-01-h200x1-s10.log`).
+    pub fn write_landed(&mut self, off: usize, data: &[u8]) -> CuResult<()> {
+        self.write(off, data)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the null stream is a valid stream of the current context
+        // (the one `write` copied in); the copy above was issued to it.
+        check("cuStreamSynchronize", unsafe {
+            sys::cuStreamSynchronize(std::ptr::null_mut())
+        })
+    }
+
     /// Synchronous host-to-device copy into bytes `off..off + data.len()`.
-    /// The caller has drained the streams that use this buffer.
+    /// The caller has drained the streams that use this buffer. The copy
+    /// is ordered before later work of this context; for a reader in
+    /// another process, use [`DevBuf::write_landed`].
     pub fn write(&mut self, off: usize, data: &[u8]) -> CuResult<()> {
         if data.is_empty() {
             return Ok(());

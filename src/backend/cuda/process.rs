@@ -503,8 +503,10 @@ impl Backend for CudaProcessBackend {
         self.drain()?;
         self.reads.before_write(id, self.job.control())?;
         let data = data.to_vec();
+        // Peers in other processes read this rank's send buffer as soon as
+        // it says it began its next call: the bytes must have landed.
         self.on(Box::new(move |rk: &mut Rank<'_>| {
-            rk.write(id, offset, &data)
+            rk.write_landed(id, offset, &data)
         }))
     }
 
