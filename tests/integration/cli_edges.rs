@@ -558,6 +558,46 @@ pub fn register(h: &mut Harness) {
         pass()
     });
     h.add(
+        "cli_edges::rank_processes_read_only_landed_inputs[cuda]",
+        || {
+            // Found on one H200 (results/2026-12-01-h200x1-s10.log): two rank
+            // processes on a GPU, `oneshot:fused` (auto's path out of place
+            // on 2 ranks) read the tail of a peer's input before the peer's
+            // host-to-device copy had landed: about 6 wrong calls in 1500
+            // (results/2026-12-01-h200x1-s10-ab.log); 0 after the fix.
+            if let Some(why) = cuda_skip_reason(1) {
+                return skip(why);
+            }
+            let args = [
+                "launch",
+                "-n",
+                "2",
+                "--timeout",
+                "30",
+                "--",
+                "soak",
+                "--backend",
+                "cuda",
+                "--algo",
+                "oneshot:fused",
+                "--calls",
+                "1500",
+                "--seconds",
+                "60",
+                "--max-size",
+                "64KiB",
+            ];
+            let ran = run_cmd(command(&args), Duration::from_secs(120));
+            ok(&ran, &args)?;
+            ensure!(
+                ran.out.contains("PASS: 0 wrong of 1500 calls"),
+                "{}",
+                ran.show()
+            );
+            pass()
+        },
+    );
+    h.add(
         "cli_edges::the_readme_overlap_line_is_honest_on_the_cpu",
         || {
             // "README's `overlap --bucket-size 4MiB,25MiB,100MiB` on the CPU
