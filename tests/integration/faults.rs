@@ -234,20 +234,20 @@ fn mid_collective(b: BackendChoice, fault: Fault) -> TestResult {
 }
 
 pub fn register(h: &mut Harness) {
-    test_backend!(h, "faults::panic_mid_collective", 2, |b: BackendChoice| {
+    test_backend!(h, "faults::panic_mid_collective", 1, |b: BackendChoice| {
         mid_collective(b, Fault::Panic)
     });
-    test_backend!(h, "faults::stall_mid_collective", 2, |b: BackendChoice| {
+    test_backend!(h, "faults::stall_mid_collective", 1, |b: BackendChoice| {
         mid_collective(b, Fault::Stall)
     });
-    test_backend!(h, "faults::fail_mid_collective", 2, |b: BackendChoice| {
+    test_backend!(h, "faults::fail_mid_collective", 1, |b: BackendChoice| {
         mid_collective(b, Fault::Fail)
     });
 
     test_backend!(
         h,
         "faults::a_rank_timeout_is_not_a_stuck_thread",
-        2,
+        1,
         |b: BackendChoice| -> TestResult {
             // LIBRARY BUG (see the report): a stalled rank makes every rank
             // of the call return Error::Timeout from its own bounded wait
@@ -290,7 +290,7 @@ pub fn register(h: &mut Harness) {
     test_backend!(
         h,
         "faults::call_1_only_means_the_first_engine_call",
-        2,
+        1,
         |b: BackendChoice| -> TestResult {
             // `call: Some(1)` is the engine's call number 1: later calls,
             // whatever their path and size, must not see the fault again.
@@ -323,7 +323,7 @@ pub fn register(h: &mut Harness) {
     test_backend!(
         h,
         "faults::alloc_fail_names_the_rank",
-        2,
+        1,
         |b: BackendChoice| -> TestResult {
             let n = fault_ranks(b);
             let plan = FaultPlan(vec![FaultSpec {
@@ -378,7 +378,7 @@ pub fn register(h: &mut Harness) {
     test_backend!(
         h,
         "faults::abort_from_another_thread",
-        2,
+        1,
         |b: BackendChoice| -> TestResult {
             // A long timeout, a stalled rank, an abort 300 ms in: the call
             // ends at once with an Aborted error, and the engine is done.
@@ -457,7 +457,7 @@ pub fn register(h: &mut Harness) {
     crate::common::cuda_only(
         h,
         "faults::flag_exchange_gives_up_after_the_deadline",
-        2,
+        1,
         || {
             for path in ["oneshot:flag", "ring:flag", "oneshot:resident"] {
                 // Rank 1 stalls before issuing its first exchange kernel (the flag

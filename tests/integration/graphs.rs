@@ -146,7 +146,7 @@ pub fn register(h: &mut Harness) {
         pass()
     });
 
-    cuda_only(h, "graphs::capture_and_replay_auto_2_ranks", 2, || {
+    cuda_only(h, "graphs::capture_and_replay_auto_2_ranks", 1, || {
         let mut e = engine::<f32>(BackendChoice::Cuda, 2)?;
         for count in [1, 1000, 100_003, 1 << 20] {
             for in_place in [false, true] {
@@ -168,7 +168,7 @@ pub fn register(h: &mut Harness) {
     cuda_only(
         h,
         "graphs::event_ordered_paths_replay_as_one_graph",
-        2,
+        1,
         || {
             // Paths ordered by events across GPUs (the ring, the pipelined ring,
             // the copy-engine one-shot, the parameter server) are captured into
@@ -259,7 +259,7 @@ pub fn register(h: &mut Harness) {
     cuda_only(
         h,
         "graphs::replay_after_reallocation_is_an_error",
-        2,
+        1,
         || {
             let mut e = engine::<f32>(BackendChoice::Cuda, 2)?;
             let inputs = verify::make_inputs::<f32>(Inputs::Exact, ReduceOp::Sum, 2, 1000, 1);
