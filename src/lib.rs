@@ -63,3 +63,4 @@ pub use engine::{Engine, EngineConfig};
 pub use error::{Error, Result};
 pub use plan::Collective;
 pub use process::Comm;
+pub use sync::AbortHandle;
