@@ -42,7 +42,10 @@ type Hook = Box<dyn Fn() + Send + Sync>;
 #[derive(Default)]
 struct AbortState {
     aborted: AtomicBool,
+    /// Run by [`AbortHandle::abort`] only.
     hooks: Mutex<Vec<Hook>>,
+    /// Run by [`AbortHandle::abort`] and [`AbortHandle::halt_device`].
+    halt_hooks: Mutex<Vec<Hook>>,
 }
 
 /// Aborts every wait of an engine, from any thread (like `ncclCommAbort`).
@@ -62,19 +65,25 @@ impl AbortHandle {
         AbortHandle::default()
     }
 
-    /// Abort: every host wait returns [`Error::Aborted`], and every backend
-    /// hook runs (the CUDA backend raises the abort word its kernels poll).
+    /// Abort: every host wait returns [`Error::Aborted`], and every hook
+    /// runs ([`AbortHandle::on_halt`]'s: the CUDA backend raises the abort
+    /// word its kernels poll; then [`AbortHandle::on_abort`]'s).
     pub fn abort(&self) {
         self.0.aborted.store(true, Ordering::SeqCst);
         self.halt_device();
+        let hooks = self.0.hooks.lock().unwrap_or_else(|e| e.into_inner());
+        for h in hooks.iter() {
+            h();
+        }
     }
 
-    /// Run every backend hook without marking the engine aborted: a peer
+    /// Run the [`AbortHandle::on_halt`] hooks without marking the engine
+    /// aborted (nor running the `on_abort` ones): a peer
     /// failed or died, so whatever spins on the device waiting for it (an
     /// exchange kernel polling its flags) must stop now instead of at its
     /// deadline. The host waits report the failure itself.
     pub fn halt_device(&self) {
-        let hooks = self.0.hooks.lock().unwrap_or_else(|e| e.into_inner());
+        let hooks = self.0.halt_hooks.lock().unwrap_or_else(|e| e.into_inner());
         for h in hooks.iter() {
             h();
         }
@@ -91,6 +100,20 @@ impl AbortHandle {
         }
         self.0
             .hooks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::new(hook));
+    }
+
+    /// Run `hook` on [`AbortHandle::abort`] and on
+    /// [`AbortHandle::halt_device`] (at once if already aborted): what
+    /// stops the device's spins (the CUDA backend raises its abort word).
+    pub fn on_halt(&self, hook: impl Fn() + Send + Sync + 'static) {
+        if self.is_aborted() {
+            hook();
+        }
+        self.0
+            .halt_hooks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(Box::new(hook));
@@ -537,5 +560,17 @@ mod tests {
             Err(Error::Aborted { .. })
         ));
         assert!(hit.load(Ordering::SeqCst));
+        // A halt (a peer died) runs only the device hooks, and aborts nothing.
+        let other = AbortHandle::new();
+        let (halted, aborted) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (h2, a2) = (halted.clone(), aborted.clone());
+        other.on_halt(move || h2.store(true, Ordering::SeqCst));
+        other.on_abort(move || a2.store(true, Ordering::SeqCst));
+        other.halt_device();
+        assert!(halted.load(Ordering::SeqCst) && !aborted.load(Ordering::SeqCst));
+        assert!(!other.is_aborted());
     }
 }

@@ -481,7 +481,10 @@ impl SharedBoard for Control {
     }
 
     fn failure(&self) -> Option<(usize, String)> {
-        Control::failure(self).map(|(g, r, w)| (r, format!("{w} (in its call {g})")))
+        Control::failure(self).map(|(g, r, w)| match g {
+            0 => (r, w),
+            g => (r, format!("{w} (in its call {g})")),
+        })
     }
 
     fn health(&self) -> Option<JobFault> {

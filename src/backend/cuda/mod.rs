@@ -509,7 +509,7 @@ impl CudaBackend {
         }
         // Abort: raise every rank's abort word, which spinning exchange
         // kernels poll.
-        self.abort.on_abort(move || {
+        self.abort.on_halt(move || {
             for c in ctrls.iter().filter_map(Weak::upgrade) {
                 c.store_u32(0, 1);
             }

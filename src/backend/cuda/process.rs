@@ -197,7 +197,7 @@ impl CudaProcessBackend {
                 Ok((rk.export_flags()?, Arc::downgrade(&rk.ctrl), rk.setup_ms))
             }))
             .map_err(|e| self.failed(e))?;
-        self.abort.on_abort(move || {
+        self.abort.on_halt(move || {
             if let Some(c) = ctrl.upgrade() {
                 c.store_u32(0, 1);
             }
