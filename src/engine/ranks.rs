@@ -1,7 +1,8 @@
 //! The per-rank call style: one handle per rank for code that runs one
 //! thread per GPU, the way NCCL is used. Each rank's thread calls the same
 //! collective on its own handle; the call runs when every rank has called,
-//! and each thread gets its own rank's result (or its own error).
+//! and each thread gets its own rank's result, or every thread the same
+//! error (see [`RankComm`]).
 //!
 //! ```
 //! use ringreduce::{Engine, EngineConfig, ReduceOp};
@@ -346,7 +347,6 @@ impl<T: Element> RankComm<T> {
             in_place,
             count: input.len(),
         };
-        let what = format!("the {desc} (call {{k}})");
         let mut st = guard(&sh.state);
         let k = st.next[r];
         if sh.abort.is_aborted() && !st.rounds.contains_key(&k) {
@@ -362,7 +362,7 @@ impl<T: Element> RankComm<T> {
             phase: Phase::Gathering,
         });
         round.joined[r] = true;
-        let what = what.replace("{k}", &k.to_string());
+        let what = format!("the {desc} (call {k})");
         if matches!(round.phase, Phase::Gathering) {
             // This rank's own arguments first, then against the others'.
             let own = desc.expected_out(r, n).and_then(|want| {
