@@ -7,10 +7,16 @@ use thiserror::Error;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in ringreduce.
-// New failures get new variants: a match on `Error` outside this crate
-// needs a wildcard arm.
-#[non_exhaustive]
+///
+/// `#[non_exhaustive]`: new kinds of failure may be added; match the ones
+/// you handle and keep a catch-all arm. [`Error::rank`] names the rank an
+/// error is about (for [`Error::PeerFailed`], the rank that failed, not the
+/// one that noticed), and [`Error::is_fatal`] says whether the engine must
+/// be rebuilt. Every error crosses thread and call-style boundaries whole
+/// (see [`Error::duplicate`]): a per-rank call gets the same variant the
+/// engine returned, never a string inside another one.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum Error {
     #[error("the number of ranks must be at least 1 (got 0)")]
     ZeroRanks,
@@ -55,6 +61,22 @@ pub enum Error {
     BadSize { input: String, reason: String },
     #[error("invalid argument: {0}")]
     BadArgument(String),
+    /// A rank number outside the engine's ranks (`0..ranks`).
+    #[error("rank {rank} does not exist (the engine has {ranks} ranks: 0..{ranks})")]
+    #[non_exhaustive]
+    RankOutOfRange { rank: usize, ranks: usize },
+    /// The ranks of one call asked for different things (another
+    /// collective, op, length or place): what each rank that arrived asked
+    /// for, in rank order. `rank` is the first rank whose call differs from
+    /// the lowest-numbered rank's. Every rank of the call gets this error,
+    /// at once.
+    #[error("the ranks' calls do not match (rank {rank} differs): {}",
+        asked.iter().map(|(r, a)| format!("rank {r} asked for {a}")).collect::<Vec<_>>().join("; "))]
+    #[non_exhaustive]
+    Mismatch {
+        rank: usize,
+        asked: Vec<(usize, String)>,
+    },
     /// A malformed or out-of-range environment variable (see
     /// [`crate::param`]): its name, its value, why it is refused and what
     /// is accepted.
@@ -93,7 +115,18 @@ pub enum Error {
     Aborted { rank: usize, what: String },
     #[error("rank {rank}: {message}")]
     Worker { rank: usize, message: String },
+    /// Another rank of the call failed (its error, or its process died):
+    /// `rank` is the rank that failed, `reason` what happened to it, and
+    /// `noticed` who noticed it while waiting for what (may be empty).
+    #[error("rank {rank} failed: {reason}{}", if noticed.is_empty() { String::new() } else { format!(" ({noticed})") })]
+    #[non_exhaustive]
+    PeerFailed {
+        rank: usize,
+        reason: String,
+        noticed: String,
+    },
     #[error("the engine must be rebuilt: {reason}")]
+    #[non_exhaustive]
     Poisoned { reason: String },
     /// Several ranks failed in one call; each names its rank.
     #[error("{} ranks failed:\n  {}", .0.len(), .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n  "))]
@@ -115,7 +148,11 @@ pub enum Error {
 }
 
 impl Error {
-    /// The rank the error is about, if it names one.
+    /// The rank the error is about, if it names one: the rank that failed
+    /// ([`Error::PeerFailed`]: the dead or failed peer, not the rank that
+    /// noticed), the rank whose arguments differ ([`Error::Mismatch`]), the
+    /// rank that waited ([`Error::Timeout`], [`Error::Aborted`]). For
+    /// [`Error::Ranks`], the rank of its root cause ([`Error::root`]).
     pub fn rank(&self) -> Option<usize> {
         match self {
             Error::Cuda { rank, .. }
@@ -123,14 +160,245 @@ impl Error {
             | Error::Timeout { rank, .. }
             | Error::Aborted { rank, .. }
             | Error::Worker { rank, .. }
+            | Error::PeerFailed { rank, .. }
+            | Error::Mismatch { rank, .. }
+            | Error::RankOutOfRange { rank, .. }
             | Error::BufferSize { rank, .. }
             | Error::LengthMismatch { rank, .. } => Some(*rank),
+            Error::Ranks(_) => self.root().rank(),
             _ => None,
         }
     }
 
-    /// Whether this error leaves the engine unusable (a device-side fault).
+    /// Whether this error leaves the engine unusable: it must be rebuilt
+    /// (an abort, a device that could not be drained, a failure in a
+    /// multi-process job). True for [`Error::Poisoned`], and for
+    /// [`Error::Ranks`] holding one.
     pub fn is_fatal(&self) -> bool {
-        matches!(self, Error::Poisoned { .. })
+        match self {
+            Error::Poisoned { .. } => true,
+            Error::Ranks(v) => v.iter().any(Error::is_fatal),
+            _ => false,
+        }
+    }
+
+    /// A `PeerFailed` error for rank `rank`, which failed with `why` (an
+    /// error's text: a leading `rank <rank>: ` is dropped, the variant says
+    /// it), noticed by `noticed` (may be empty).
+    pub fn peer_failed(rank: usize, why: &str, noticed: impl Into<String>) -> Error {
+        let prefix = format!("rank {rank}: ");
+        Error::PeerFailed {
+            rank,
+            reason: why.strip_prefix(&prefix).unwrap_or(why).to_string(),
+            noticed: noticed.into(),
+        }
+    }
+
+    /// The error that caused the others: for [`Error::Ranks`], the first
+    /// error that is not a rank noticing another's failure
+    /// ([`Error::PeerFailed`]), else the first; any other error is its own
+    /// root.
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::Ranks(v) => v
+                .iter()
+                .map(Error::root)
+                .find(|e| !matches!(e, Error::PeerFailed { .. }))
+                .or_else(|| v.first().map(Error::root))
+                .unwrap_or(self),
+            e => e,
+        }
+    }
+
+    /// The same error again, whole: same variant, same fields (an
+    /// [`Error::Io`]'s source becomes an `io::Error` of the same kind and
+    /// text). Used where one failure must reach several callers, e.g. every
+    /// rank of a per-rank call.
+    pub fn duplicate(&self) -> Error {
+        use Error as E;
+        match self {
+            E::ZeroRanks => E::ZeroRanks,
+            E::TooManyRanks { ranks, max } => E::TooManyRanks {
+                ranks: *ranks,
+                max: *max,
+            },
+            E::WrongBufferCount { ranks, buffers } => E::WrongBufferCount {
+                ranks: *ranks,
+                buffers: *buffers,
+            },
+            E::LengthMismatch {
+                rank,
+                expected,
+                found,
+            } => E::LengthMismatch {
+                rank: *rank,
+                expected: *expected,
+                found: *found,
+            },
+            E::BufferSize {
+                rank,
+                what,
+                expected,
+                found,
+            } => E::BufferSize {
+                rank: *rank,
+                what,
+                expected: *expected,
+                found: *found,
+            },
+            E::OutOfMemory {
+                what,
+                memory,
+                need,
+                available,
+                is_free,
+                hint,
+            } => E::OutOfMemory {
+                what: what.clone(),
+                memory: memory.clone(),
+                need: *need,
+                available: *available,
+                is_free: *is_free,
+                hint: hint.clone(),
+            },
+            E::TooLarge {
+                what,
+                count,
+                elem_size,
+                ranks,
+            } => E::TooLarge {
+                what,
+                count: *count,
+                elem_size: *elem_size,
+                ranks: *ranks,
+            },
+            E::BadSize { input, reason } => E::BadSize {
+                input: input.clone(),
+                reason: reason.clone(),
+            },
+            E::BadArgument(s) => E::BadArgument(s.clone()),
+            E::RankOutOfRange { rank, ranks } => E::RankOutOfRange {
+                rank: *rank,
+                ranks: *ranks,
+            },
+            E::Mismatch { rank, asked } => E::Mismatch {
+                rank: *rank,
+                asked: asked.clone(),
+            },
+            E::Env {
+                var,
+                value,
+                reason,
+                expected,
+            } => E::Env {
+                var,
+                value: value.clone(),
+                reason: reason.clone(),
+                expected: expected.clone(),
+            },
+            E::NoCuda(s) => E::NoCuda(s.clone()),
+            E::Cuda {
+                rank,
+                device,
+                call,
+                message,
+                step,
+            } => E::Cuda {
+                rank: *rank,
+                device: *device,
+                call,
+                message: message.clone(),
+                step: step.clone(),
+            },
+            E::CudaSetup { call, message } => E::CudaSetup {
+                call,
+                message: message.clone(),
+            },
+            E::Nccl(e) => E::Nccl(e.clone()),
+            E::NcclRank { rank, message } => E::NcclRank {
+                rank: *rank,
+                message: message.clone(),
+            },
+            E::Unsupported(what, backend) => E::Unsupported(what.clone(), backend),
+            E::Timeout {
+                rank,
+                what,
+                seconds,
+            } => E::Timeout {
+                rank: *rank,
+                what: what.clone(),
+                seconds: *seconds,
+            },
+            E::Aborted { rank, what } => E::Aborted {
+                rank: *rank,
+                what: what.clone(),
+            },
+            E::Worker { rank, message } => E::Worker {
+                rank: *rank,
+                message: message.clone(),
+            },
+            E::PeerFailed {
+                rank,
+                reason,
+                noticed,
+            } => E::PeerFailed {
+                rank: *rank,
+                reason: reason.clone(),
+                noticed: noticed.clone(),
+            },
+            E::Poisoned { reason } => E::Poisoned {
+                reason: reason.clone(),
+            },
+            E::Ranks(v) => E::Ranks(v.iter().map(Error::duplicate).collect()),
+            E::Plan(s) => E::Plan(s.clone()),
+            E::Io { path, source } => E::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            E::Report(s) => E::Report(s.clone()),
+            E::Closed => E::Closed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicates_keep_the_variant_and_the_text() {
+        let errors = [
+            Error::Poisoned {
+                reason: "gone".into(),
+            },
+            Error::peer_failed(3, "rank 3: its process (pid 9) died", "rank 0 waiting"),
+            Error::Io {
+                path: "/x".into(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "nope"),
+            },
+            Error::Ranks(vec![
+                Error::peer_failed(1, "boom", ""),
+                Error::Worker {
+                    rank: 1,
+                    message: "boom".into(),
+                },
+            ]),
+        ];
+        for e in &errors {
+            let d = e.duplicate();
+            assert_eq!(d.to_string(), e.to_string());
+            assert_eq!(d.is_fatal(), e.is_fatal());
+            assert_eq!(d.rank(), e.rank());
+            assert_eq!(std::mem::discriminant(&d), std::mem::discriminant(e));
+        }
+        assert!(errors[0].is_fatal());
+        assert_eq!(errors[1].rank(), Some(3), "the failed rank");
+        assert_eq!(
+            errors[1].to_string(),
+            "rank 3 failed: its process (pid 9) died (rank 0 waiting)"
+        );
+        // The root of several is the failure, not who noticed it.
+        assert!(matches!(errors[3].root(), Error::Worker { rank: 1, .. }));
+        assert_eq!(errors[3].rank(), Some(1));
     }
 }

@@ -17,6 +17,11 @@ pub enum Fault {
     Fail,
     /// The rank's next buffer allocation fails.
     AllocFail,
+    /// The rank sleeps this many milliseconds before issuing the op, then
+    /// goes on: a call made slow without any fault (put one on every rank
+    /// at several ops to make a call outlast the timeout while no single
+    /// wait does).
+    Delay { ms: u32 },
     /// The rank's process kills itself with `SIGKILL` before issuing the op
     /// (one rank per process only: `RINGREDUCE_FAULT=kill:rank=R:call=C:op=K`
     /// in [`crate::process`]; in one process it would end every rank).

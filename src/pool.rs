@@ -23,6 +23,11 @@ use std::time::{Duration, Instant};
 /// How long each side spins before parking.
 const SPIN: Duration = Duration::from_micros(50);
 
+/// How much longer than the engine's timeout a caller waits for its rank
+/// threads' answers before it takes them for stuck (every wait of a rank
+/// thread is itself bounded by the timeout; this is the backstop).
+pub const GRACE: Duration = Duration::from_secs(30);
+
 struct State<C, R> {
     /// The next command, until the worker takes it.
     cmd: Option<C>,
@@ -201,6 +206,16 @@ impl<C, R> Inbox<C, R> {
     }
 }
 
+/// What the caller watches while it waits for its rank threads (besides
+/// their answers and the deadline): `Some(error)` once it must stop
+/// waiting (a peer process died). See [`RankThreads::set_watch`].
+pub type Watch = Box<dyn Fn() -> Option<Error> + Send + Sync>;
+
+/// How long the caller still waits for its rank threads once its watch
+/// fired: what the watch found (a dead peer) releases their own waits too,
+/// so they usually answer within it.
+pub const WATCH_GRACE: Duration = Duration::from_secs(1);
+
 /// The rank threads of one engine.
 pub struct RankThreads<C: Send + 'static, R: Send + 'static> {
     slots: Vec<Arc<Slot<C, R>>>,
@@ -208,6 +223,11 @@ pub struct RankThreads<C: Send + 'static, R: Send + 'static> {
     seq: u64,
     /// How long a call may wait for a rank thread's reply.
     deadline: Option<Duration>,
+    /// Checked every park while waiting ([`RankThreads::set_watch`]).
+    watch: Option<Watch>,
+    /// Pool clock stamp ([`now_ns`]) of when the watch fired in the
+    /// current wait (0: it did not).
+    watch_fired: AtomicU64,
     /// Set when a rank thread did not answer in time.
     broken: Option<String>,
     /// The phases of the last call that every rank answered.
@@ -236,6 +256,8 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
             handles: Vec::with_capacity(n),
             seq: 0,
             deadline: None,
+            watch: None,
+            watch_fired: AtomicU64::new(0),
             broken: None,
             last: PoolPhases::default(),
             spare: cores_to_spare(n),
@@ -290,6 +312,18 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     /// Bound every later wait for a reply by `d` (none: unbounded).
     pub fn set_deadline(&mut self, d: Option<Duration>) {
         self.deadline = d;
+    }
+
+    /// While the caller waits for its rank threads (their answers, or a
+    /// free mailbox), look at `watch` every park (50 ms at most): once it
+    /// returns an error, give the rank threads [`WATCH_GRACE`] more to
+    /// answer, then stop waiting with that error (the pool is then broken,
+    /// as after its deadline). For a rank thread that waits on the host
+    /// for a GPU whose work depends on a peer process (a stream waiting on
+    /// a dead peer's event, a driver call blocked on a full queue): the
+    /// caller names the dead peer instead of waiting for the deadline.
+    pub fn set_watch(&mut self, watch: Option<Watch>) {
+        self.watch = watch;
     }
 
     /// The phases of the last call every rank answered (one call: `calls`
@@ -425,6 +459,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     fn collect(&mut self, (seq, t0, posted): (u64, u64, u64)) -> Result<Vec<Result<R>>> {
         // A round that breaks the pool leaves no phases (`calls` 0).
         self.last = PoolPhases::default();
+        self.watch_fired.store(0, Ordering::Relaxed);
         let mut out = Vec::with_capacity(self.slots.len());
         let mut stamps = Vec::with_capacity(self.slots.len());
         for rank in 0..self.slots.len() {
@@ -450,6 +485,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     /// worker still to take the previous one); the round's (seq, start,
     /// end of posting).
     fn post(&mut self, cmds: Vec<C>) -> Result<(u64, u64, u64)> {
+        self.watch_fired.store(0, Ordering::Relaxed);
         self.seq += 1;
         let seq = self.seq;
         let t0 = now_ns();
@@ -489,6 +525,12 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
             }
         }
         Ok((seq, t0, now_ns()))
+    }
+
+    /// Why the pool is unusable, if it is.
+    #[cfg(test)]
+    pub fn broken(&self) -> Option<&str> {
+        self.broken.as_deref()
     }
 
     /// Run the same command (built per rank) on every rank.
@@ -550,6 +592,19 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                     what: what.into(),
                     seconds: d.as_secs_f64(),
                 });
+            }
+        }
+        if let Some(e) = self.watch.as_ref().and_then(|w| w()) {
+            let now = now_ns().max(1);
+            let fired = match self.watch_fired.load(Ordering::Relaxed) {
+                0 => {
+                    self.watch_fired.store(now, Ordering::Relaxed);
+                    now
+                }
+                t => t,
+            };
+            if u128::from(now - fired) > WATCH_GRACE.as_nanos() {
+                return Err(e);
             }
         }
         slot.caller_parked.store(true, Ordering::SeqCst);
@@ -698,6 +753,32 @@ mod tests {
         assert!(!p.is_pending() && p.settle().unwrap().is_none());
         assert_eq!(p.run(vec![9, 9, 9]).unwrap(), vec![90, 91, 92]);
         assert_eq!(p.last_phases().calls, 1);
+    }
+
+    #[test]
+    fn a_watch_ends_the_wait_for_a_stuck_thread() {
+        // The rank thread sleeps 30 s (a driver call behind a dead peer);
+        // the watch fires at once: the caller returns the watch's error
+        // after the grace, and the pool is broken.
+        let mut p: RankThreads<u64, ()> = RankThreads::spawn(1, "t", |_, inbox| {
+            inbox.ready(Ok(()));
+            inbox.serve(|ms| {
+                std::thread::sleep(Duration::from_millis(ms));
+                Ok(())
+            });
+        })
+        .unwrap();
+        p.run(vec![1]).unwrap();
+        p.set_watch(Some(Box::new(|| {
+            Some(Error::peer_failed(1, "its process (pid 1) died", ""))
+        })));
+        // A thread that answers within the grace is still waited for.
+        p.run(vec![100]).unwrap();
+        let t = Instant::now();
+        let r = p.run(vec![30_000]);
+        assert!(matches!(r, Err(Error::PeerFailed { rank: 1, .. })), "{r:?}");
+        assert!(t.elapsed() < WATCH_GRACE + Duration::from_secs(2));
+        assert!(p.broken().is_some());
     }
 
     #[test]

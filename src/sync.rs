@@ -42,7 +42,10 @@ type Hook = Box<dyn Fn() + Send + Sync>;
 #[derive(Default)]
 struct AbortState {
     aborted: AtomicBool,
+    /// Run by [`AbortHandle::abort`] only.
     hooks: Mutex<Vec<Hook>>,
+    /// Run by [`AbortHandle::abort`] and [`AbortHandle::halt_device`].
+    halt_hooks: Mutex<Vec<Hook>>,
 }
 
 /// Aborts every wait of an engine, from any thread (like `ncclCommAbort`).
@@ -62,11 +65,25 @@ impl AbortHandle {
         AbortHandle::default()
     }
 
-    /// Abort: every host wait returns [`Error::Aborted`], and every backend
-    /// hook runs (the CUDA backend raises the abort word its kernels poll).
+    /// Abort: every host wait returns [`Error::Aborted`], and every hook
+    /// runs ([`AbortHandle::on_halt`]'s: the CUDA backend raises the abort
+    /// word its kernels poll; then [`AbortHandle::on_abort`]'s).
     pub fn abort(&self) {
         self.0.aborted.store(true, Ordering::SeqCst);
+        self.halt_device();
         let hooks = self.0.hooks.lock().unwrap_or_else(|e| e.into_inner());
+        for h in hooks.iter() {
+            h();
+        }
+    }
+
+    /// Run the [`AbortHandle::on_halt`] hooks without marking the engine
+    /// aborted (nor running the `on_abort` ones): a peer
+    /// failed or died, so whatever spins on the device waiting for it (an
+    /// exchange kernel polling its flags) must stop now instead of at its
+    /// deadline. The host waits report the failure itself.
+    pub fn halt_device(&self) {
+        let hooks = self.0.halt_hooks.lock().unwrap_or_else(|e| e.into_inner());
         for h in hooks.iter() {
             h();
         }
@@ -87,6 +104,20 @@ impl AbortHandle {
             .unwrap_or_else(|e| e.into_inner())
             .push(Box::new(hook));
     }
+
+    /// Run `hook` on [`AbortHandle::abort`] and on
+    /// [`AbortHandle::halt_device`] (at once if already aborted): what
+    /// stops the device's spins (the CUDA backend raises its abort word).
+    pub fn on_halt(&self, hook: impl Fn() + Send + Sync + 'static) {
+        if self.is_aborted() {
+            hook();
+        }
+        self.0
+            .halt_hooks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::new(hook));
+    }
 }
 
 /// Why a rank gave up during a call.
@@ -95,6 +126,68 @@ struct Failure {
     gen: u64,
     rank: usize,
     why: String,
+}
+
+/// Why a multi-process job cannot go on, as a waiter finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobFault {
+    /// Rank `rank` recorded a failure in its call `call`.
+    Failed { rank: usize, call: u64, why: String },
+    /// Rank `rank`'s process died without finishing.
+    Died { rank: usize, pid: u32 },
+    /// The run was aborted (by the launcher, or a rank that gave up).
+    Aborted { why: String },
+}
+
+impl std::fmt::Display for JobFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobFault::Failed { rank, call, why } => {
+                write!(f, "rank {rank} failed in call {call}: {why}")
+            }
+            JobFault::Died { rank, pid } => write!(f, "rank {rank} (pid {pid}) died"),
+            JobFault::Aborted { why } => write!(f, "the run was aborted: {why}"),
+        }
+    }
+}
+
+impl JobFault {
+    /// The rank that failed or died, if one did.
+    pub fn rank(&self) -> Option<usize> {
+        match self {
+            JobFault::Failed { rank, .. } | JobFault::Died { rank, .. } => Some(*rank),
+            JobFault::Aborted { .. } => None,
+        }
+    }
+
+    /// The error rank `waiter` returns when it finds this fault while
+    /// waiting for `what`: [`Error::PeerFailed`] naming the failed or dead
+    /// rank, [`Error::Aborted`] for an aborted run, [`Error::Poisoned`] when
+    /// the recorded failure is the waiter's own (an earlier call of its).
+    pub fn error(&self, waiter: usize, what: &str) -> Error {
+        let noticed = format!("rank {waiter} gave up waiting for {what}");
+        match self {
+            JobFault::Failed { rank, call, why } if *rank == waiter => Error::Poisoned {
+                reason: format!("this rank (rank {rank}) failed in its call {call}: {why}"),
+            },
+            JobFault::Failed { rank, call, why } => {
+                let prefix = format!("rank {rank}: ");
+                let why = why.strip_prefix(&prefix).unwrap_or(why);
+                let why = match call {
+                    0 => why.to_string(),
+                    c => format!("{why} (in its call {c})"),
+                };
+                Error::peer_failed(*rank, &why, noticed)
+            }
+            JobFault::Died { rank, pid } => {
+                Error::peer_failed(*rank, &format!("its process (pid {pid}) died"), noticed)
+            }
+            JobFault::Aborted { why } => Error::Aborted {
+                rank: waiter,
+                what: format!("waiting for {what}: the run was aborted: {why}"),
+            },
+        }
+    }
 }
 
 /// A board shared with other processes: the counters, the failure record
@@ -111,7 +204,7 @@ pub trait SharedBoard: Send + Sync {
     fn failure(&self) -> Option<(usize, String)>;
     /// Why the job cannot go on (a failure, an abort, a dead rank), checked
     /// every few milliseconds by a sleeping waiter.
-    fn health(&self) -> Option<String>;
+    fn health(&self) -> Option<JobFault>;
 }
 
 /// Generation counters, one per plan signal (see the module doc).
@@ -217,35 +310,82 @@ impl SignalBoard {
         self.failed.fetch_max(gen, Ordering::AcqRel);
     }
 
+    /// Rank `rank` failed during call `gen` with `e`: like
+    /// [`SignalBoard::fail`], but a rank that only noticed another's
+    /// failure ([`Error::PeerFailed`]) records that rank's failure, so
+    /// every waiter names the rank that failed first.
+    pub fn fail_with(&self, gen: u64, rank: usize, e: &Error) {
+        match e.root() {
+            Error::PeerFailed {
+                rank: failed,
+                reason,
+                ..
+            } => self.fail(gen, *failed, reason),
+            root => self.fail(gen, rank, &root.to_string()),
+        }
+    }
+
     pub fn is_published(&self, s: usize, gen: u64) -> bool {
         self.gens()
             .get(s)
             .is_some_and(|g| g.load(Ordering::Acquire) >= gen)
     }
 
-    /// The error a waiter of call `gen` gets when another rank failed.
+    /// The error a waiter of call `gen` gets when another rank failed:
+    /// [`Error::PeerFailed`] naming the failed rank.
     fn failure_error(&self, gen: u64, rank: usize, what: &dyn Fn() -> String) -> Error {
-        let who = match &self.shared {
-            Some(sh) => match sh.failure() {
-                Some((r, why)) => format!("rank {r} failed: {why}"),
-                None => "another rank failed".into(),
-            },
-            None => {
-                let f = self
-                    .failure
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clone();
-                match f {
-                    Some(f) if f.gen == gen => format!("rank {} failed: {}", f.rank, f.why),
-                    _ => "another rank failed".into(),
-                }
-            }
+        let failed = match &self.shared {
+            Some(sh) => sh.failure(),
+            None => self
+                .failure
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+                .filter(|f| f.gen == gen)
+                .map(|f| (f.rank, f.why)),
         };
-        Error::Worker {
-            rank,
-            message: format!("gave up waiting for {}: {who}", what()),
+        let noticed = format!("rank {rank} gave up waiting for {}", what());
+        match failed {
+            Some((r, why)) => Error::peer_failed(r, &why, noticed),
+            None => Error::Worker {
+                rank,
+                message: format!("{noticed}: another rank failed"),
+            },
         }
+    }
+
+    /// Why rank `rank` must stop waiting for `what` now, if it must: an
+    /// abort, or (shared boards) a job that cannot go on. A fault of the
+    /// job also halts this process's device spins
+    /// ([`AbortHandle::halt_device`]): the exchange kernels polling a dead
+    /// peer's flags stop at once.
+    pub fn check(&self, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
+        if self.abort.is_aborted() {
+            return Err(Error::Aborted {
+                rank,
+                what: format!("waiting for {}", what()),
+            });
+        }
+        self.job_fault(rank, what)
+    }
+
+    /// Only the job's part of [`SignalBoard::check`]: on a shared board,
+    /// why the job cannot go on (a peer failed, died, or the run was
+    /// aborted), halting this process's device spins; always `Ok` on a
+    /// board of one process. For waits that must go on after an abort of
+    /// this engine (a drain waiting for its kernels to see the abort word)
+    /// but not for a dead peer.
+    pub fn job_fault(&self, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
+        if let Some(f) = self.shared.as_ref().and_then(|sh| sh.health()) {
+            self.abort.halt_device();
+            return Err(f.error(rank, &what()));
+        }
+        Ok(())
+    }
+
+    /// The abort handle the board's waits watch.
+    pub fn abort_handle(&self) -> &AbortHandle {
+        &self.abort
     }
 
     /// Wait until signal `s` is published for call `gen`: spin, then yield,
@@ -287,16 +427,9 @@ impl SignalBoard {
                         seconds: self.timeout.as_secs_f64(),
                     });
                 }
-                if let Some(sh) = &self.shared {
-                    if checked.elapsed() > Duration::from_millis(20) {
-                        checked = Instant::now();
-                        if let Some(why) = sh.health() {
-                            return Err(Error::Worker {
-                                rank,
-                                message: format!("gave up waiting for {}: {why}", what()),
-                            });
-                        }
-                    }
+                if self.shared.is_some() && checked.elapsed() > Duration::from_millis(20) {
+                    checked = Instant::now();
+                    self.check(rank, what)?;
                 }
                 std::thread::sleep(Duration::from_micros(20));
             }
@@ -351,17 +484,8 @@ impl SignalBoard {
     pub fn stall(&self, gen: u64, rank: usize, what: &str) -> Error {
         let start = Instant::now();
         loop {
-            if let Some(why) = self.shared.as_ref().and_then(|sh| sh.health()) {
-                return Error::Worker {
-                    rank,
-                    message: format!("{what}: {why}"),
-                };
-            }
-            if self.abort.is_aborted() {
-                return Error::Aborted {
-                    rank,
-                    what: what.to_string(),
-                };
+            if let Err(e) = self.check(rank, &|| what.to_string()) {
+                return e;
             }
             if start.elapsed() > self.timeout {
                 return Error::Timeout {
@@ -396,7 +520,12 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         b.fail(3, 1, "injected");
         let r = t.join().expect("thread");
-        let e = r.expect_err("released").to_string();
+        let err = r.expect_err("released");
+        assert!(
+            matches!(err, Error::PeerFailed { rank: 1, .. }),
+            "the failed rank, typed: {err:?}"
+        );
+        let e = err.to_string();
         assert!(
             e.contains("rank 1 failed: injected") && e.contains("rank 1's copy"),
             "{e}"
@@ -431,5 +560,17 @@ mod tests {
             Err(Error::Aborted { .. })
         ));
         assert!(hit.load(Ordering::SeqCst));
+        // A halt (a peer died) runs only the device hooks, and aborts nothing.
+        let other = AbortHandle::new();
+        let (halted, aborted) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (h2, a2) = (halted.clone(), aborted.clone());
+        other.on_halt(move || h2.store(true, Ordering::SeqCst));
+        other.on_abort(move || a2.store(true, Ordering::SeqCst));
+        other.halt_device();
+        assert!(halted.load(Ordering::SeqCst) && !aborted.load(Ordering::SeqCst));
+        assert!(!other.is_aborted());
     }
 }

@@ -29,11 +29,43 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-/// Slices at least this many bytes are copied / reduced with rayon.
+/// Slices at least this many bytes are copied / reduced in parallel, on
+/// the backend's own pool ([`par_pool`]).
 const PAR_MIN_BYTES: usize = 1 << 20;
+/// Reductions of at least this many bytes run on the backend's pool: the
+/// typed combine splits slices of 2^18 elements and more (one-byte types:
+/// 256 KiB) by itself, and must not do it on rayon's global pool.
+const POOL_MIN_BYTES: usize = 1 << 18;
+
+/// The pool that splits the CPU backend's large copies and reductions: its
+/// own threads (one per hardware thread, named `ringreduce-par<i>`), made
+/// once per process and shared by every CPU engine, never rayon's global
+/// pool. A caller that is itself a worker of the global pool (inside
+/// `rayon::join` or `rayon::scope`, or with `RAYON_NUM_THREADS=1`) blocks
+/// that worker while it waits for the rank threads; had the rank threads
+/// split their slices on the same global pool, nobody would have run the
+/// pieces and the call would have hung (issue 32, item 1). Only copies and
+/// reductions run here, none of which waits for anything, so sharing the
+/// pool between engines cannot deadlock either. `Err`: the threads could
+/// not be started (then no engine is).
+pub(crate) fn par_pool() -> Result<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<std::result::Result<rayon::ThreadPool, String>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .thread_name(|i| format!("ringreduce-par{i}"))
+            .build()
+            .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|e| Error::Worker {
+        rank: 0,
+        message: format!("could not start the CPU backend's pool threads: {e}"),
+    })
+}
 
 /// One rank's buffer as this process holds it.
 pub(crate) enum Storage {
@@ -67,9 +99,34 @@ pub(crate) struct CpuMem {
     /// Bytes each rank sent to / received from other ranks (copies between
     /// ranks, reduces reading another rank's buffer), since the last take.
     pub(crate) traffic: Vec<[AtomicU64; 2]>,
+    /// Where large copies and reductions are split ([`par_pool`]).
+    pub(crate) pool: &'static rayon::ThreadPool,
 }
 
 impl CpuMem {
+    /// Memory for `ranks` ranks, with no buffer yet.
+    pub(crate) fn new(ranks: usize) -> Result<CpuMem> {
+        Ok(CpuMem {
+            ranks: (0..ranks).map(|_| RankMem::default()).collect(),
+            traffic: (0..ranks).map(|_| Default::default()).collect(),
+            pool: par_pool()?,
+        })
+    }
+
+    /// `dst.copy_from_slice(src)`, split across the backend's pool when
+    /// large.
+    pub(crate) fn copy(&self, dst: &mut [u8], src: &[u8]) {
+        if dst.len() >= PAR_MIN_BYTES {
+            self.pool.install(|| {
+                dst.par_chunks_mut(PAR_MIN_BYTES / 4)
+                    .zip(src.par_chunks(PAR_MIN_BYTES / 4))
+                    .for_each(|(d, s)| d.copy_from_slice(s))
+            });
+        } else {
+            dst.copy_from_slice(src);
+        }
+    }
+
     /// The bytes counted by [`CpuMem::moved`] since the last take, per rank,
     /// then reset.
     pub(crate) fn take_traffic(&self) -> Vec<crate::plan::Traffic> {
@@ -153,12 +210,9 @@ impl CpuBackend {
         if ranks == 0 {
             return Err(Error::ZeroRanks);
         }
-        let mem = Arc::new(CpuMem {
-            ranks: (0..ranks).map(|_| RankMem::default()).collect(),
-            traffic: (0..ranks).map(|_| Default::default()).collect(),
-        });
+        let mem = Arc::new(CpuMem::new(ranks)?);
         let m = mem.clone();
-        let threads = RankThreads::spawn(ranks, "cpu", move |rank, inbox| {
+        let mut threads = RankThreads::spawn(ranks, "cpu", move |rank, inbox| {
             inbox.ready(Ok(()));
             let mem = m.clone();
             inbox.serve(|job: Job| match job {
@@ -171,11 +225,15 @@ impl CpuBackend {
                                 message: crate::pool::panic_message(p.as_ref()),
                             })
                         });
-                    r.inspect_err(|e| run.board.fail(run.gen, rank, &e.to_string()))
+                    r.inspect_err(|e| run.board.fail_with(run.gen, rank, e))
                 }
                 Job::Ping => Ok(Vec::new()),
             });
         })?;
+        // Every wait of a rank thread is bounded by the timeout (the
+        // board's waits, the abort); this bounds the caller's wait for the
+        // rank threads too, should one be stuck anyway.
+        threads.set_deadline(Some(timeout + crate::pool::GRACE));
         let abort = AbortHandle::new();
         let info = BackendInfo {
             kind: Some(BackendKind::Cpu),
@@ -184,7 +242,7 @@ impl CpuBackend {
             describe: format!(
                 "cpu: {}, {} for large slices",
                 crate::words::counted(ranks, "rank thread"),
-                crate::words::counted(rayon::current_num_threads(), "rayon thread")
+                crate::words::counted(mem.pool.current_num_threads(), "pool thread")
             ),
             hardware: vec![format!(
                 "CPU: {} hardware threads",
@@ -238,6 +296,7 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
             }
             // Only the multi-process mode injects it: this process is the rank.
             Some(Fault::Kill) => crate::sys::proc::kill_self(),
+            Some(Fault::Delay { ms }) => std::thread::sleep(Duration::from_millis(u64::from(ms))),
             _ => {}
         }
         for (k, part) in interp::parts(r, op).into_iter().enumerate() {
@@ -345,16 +404,6 @@ fn piece<'a>(
     }
 }
 
-pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
-    if dst.len() >= PAR_MIN_BYTES {
-        dst.par_chunks_mut(PAR_MIN_BYTES / 4)
-            .zip(src.par_chunks(PAR_MIN_BYTES / 4))
-            .for_each(|(d, s)| d.copy_from_slice(s));
-    } else {
-        dst.copy_from_slice(src);
-    }
-}
-
 /// Chunk length (bytes) for parallel combines: a multiple of the element.
 fn par_chunk(elem: usize) -> usize {
     (PAR_MIN_BYTES / 4 / elem).max(1) * elem
@@ -372,7 +421,7 @@ impl Memory for View<'_> {
             let mut g = lock(&wd);
             let (before, mid, after) = carve(g.bytes(), db.clone());
             let s = piece(before, after, &db, &sb)?;
-            par_copy(mid, s);
+            self.mem.copy(mid, s);
             return Ok(());
         }
         // Lock in a global order (address) so two ranks copying into each
@@ -385,7 +434,7 @@ impl Memory for View<'_> {
             (lock(&ws), d)
         };
         let s = &gs.bytes()[sb];
-        par_copy(&mut gd.bytes()[db], s);
+        self.mem.copy(&mut gd.bytes()[db], s);
         Ok(())
     }
 
@@ -431,29 +480,32 @@ impl Memory for View<'_> {
             }
         };
         let bs = get(pb, &bb)?;
+        let as_ = if into { None } else { Some(get(pa, &ab)?) };
         let elem = self.elem;
         let err = |m: String| Error::Plan(format!("rank {rank}: reduce: {m}"));
-        if into {
-            if out.len() >= PAR_MIN_BYTES {
+        let on_pool = out.len() >= POOL_MIN_BYTES;
+        let mut run = move || match as_ {
+            None if out.len() >= PAR_MIN_BYTES => {
                 let n = par_chunk(elem);
                 out.par_chunks_mut(n)
                     .zip(bs.par_chunks(n))
                     .try_for_each(|(d, s)| combine_into(&c, d, s))
-                    .map_err(err)
-            } else {
-                combine_into(&c, out, bs).map_err(err)
             }
-        } else {
-            let as_ = get(pa, &ab)?;
-            if out.len() >= PAR_MIN_BYTES {
+            None => combine_into(&c, out, bs),
+            Some(as_) if out.len() >= PAR_MIN_BYTES => {
                 let n = par_chunk(elem);
                 out.par_chunks_mut(n)
                     .zip(as_.par_chunks(n).zip(bs.par_chunks(n)))
                     .try_for_each(|(d, (x, y))| combine(&c, d, x, y))
-                    .map_err(err)
-            } else {
-                combine(&c, out, as_, bs).map_err(err)
             }
+            Some(as_) => combine(&c, out, as_, bs),
+        };
+        // Anything that may split (here, or inside the typed combine) runs
+        // on the backend's own pool, never on rayon's global one.
+        if on_pool {
+            self.mem.pool.install(run).map_err(err)
+        } else {
+            run().map_err(err)
         }
     }
 }
@@ -528,7 +580,8 @@ impl Backend for CpuBackend {
             });
         }
         let mut g = lock(&w);
-        par_copy(&mut g.bytes()[offset..offset + data.len()], data);
+        self.mem
+            .copy(&mut g.bytes()[offset..offset + data.len()], data);
         Ok(())
     }
 
@@ -543,7 +596,7 @@ impl Backend for CpuBackend {
             });
         }
         let mut g = lock(&w);
-        par_copy(out, &g.bytes()[offset..offset + out.len()]);
+        self.mem.copy(out, &g.bytes()[offset..offset + out.len()]);
         Ok(())
     }
 

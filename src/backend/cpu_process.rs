@@ -26,7 +26,7 @@
 //! A call returns when this rank's ops are done; other ranks may still be in
 //! it (as GPU streams may be): the plans' fences make that safe.
 
-use super::cpu::{execute, CpuMem, RankMem, Run, Storage};
+use super::cpu::{execute, CpuMem, Run, Storage};
 use super::{
     check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
     IssueProfile, Profiling,
@@ -81,6 +81,7 @@ impl CpuProcessBackend {
     pub fn new(job: Arc<Job>, timeout: Duration, faults: FaultPlan) -> Result<Self> {
         let (me, n) = (job.rank(), job.size());
         let abort = AbortHandle::new();
+        job.control().watch_abort(abort.clone());
         let board = Arc::new(job.signal_board(abort.clone(), timeout));
         let info = BackendInfo {
             kind: Some(BackendKind::Cpu),
@@ -99,10 +100,7 @@ impl CpuProcessBackend {
         };
         Ok(CpuProcessBackend {
             me,
-            mem: CpuMem {
-                ranks: (0..n).map(|_| RankMem::default()).collect(),
-                traffic: (0..n).map(|_| Default::default()).collect(),
-            },
+            mem: CpuMem::new(n)?,
             names: HashMap::new(),
             board,
             gen: 0,
@@ -130,7 +128,7 @@ impl CpuProcessBackend {
     /// Tell every rank that this one failed (they are waiting for it in a
     /// collective step), and return the error.
     fn failed(&self, e: Error) -> Error {
-        self.board.fail(self.gen, self.me, &e.to_string());
+        self.board.fail_with(self.gen, self.me, &e);
         e
     }
 
@@ -250,7 +248,8 @@ impl Backend for CpuProcessBackend {
         let Storage::Shared(m) = &mut *g else {
             return Err(Error::Plan("a process rank's buffer on the heap".into()));
         };
-        super::cpu::par_copy(&mut m.bytes_mut()[offset..offset + data.len()], data);
+        self.mem
+            .copy(&mut m.bytes_mut()[offset..offset + data.len()], data);
         Ok(())
     }
 
@@ -269,7 +268,8 @@ impl Backend for CpuProcessBackend {
         let Storage::Shared(m) = &mut *g else {
             return Err(Error::Plan("a process rank's buffer on the heap".into()));
         };
-        super::cpu::par_copy(out, &m.bytes_mut()[offset..offset + out.len()]);
+        self.mem
+            .copy(out, &m.bytes_mut()[offset..offset + out.len()]);
         Ok(())
     }
 
@@ -328,7 +328,7 @@ impl Backend for CpuProcessBackend {
                 Ok(())
             }
             Err(e) => {
-                self.board.fail(self.gen, me, &e.to_string());
+                self.board.fail_with(self.gen, me, &e);
                 Err(e)
             }
         }

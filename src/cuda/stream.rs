@@ -270,13 +270,32 @@ impl<'id> Stream<'id> {
     /// `cuStreamQuery` (spinning briefly, then napping), so a stuck stream
     /// gives an error instead of a hang.
     pub fn wait_idle(&self, limit: Duration) -> CuResult<()> {
+        self.wait_idle_or(limit, &mut || false)
+    }
+
+    /// [`Stream::wait_idle`], asking `stop` every few milliseconds (while
+    /// napping) whether to give up: a wait on the host that also watches
+    /// something else (a peer process's liveness) instead of blocking in
+    /// `cuStreamSynchronize`. A stop is an error saying so; the caller
+    /// knows why.
+    pub fn wait_idle_or(&self, limit: Duration, stop: &mut dyn FnMut() -> bool) -> CuResult<()> {
         let start = Instant::now();
+        let mut asked = start;
         let mut i = 0u32;
         loop {
             // SAFETY: valid stream of the current context.
             let r = unsafe { sys::cuStreamQuery(self.s) };
             if r != sys::CUresult::CUDA_ERROR_NOT_READY {
                 return check("cuStreamQuery", r);
+            }
+            if asked.elapsed() > Duration::from_millis(10) {
+                asked = Instant::now();
+                if stop() {
+                    return Err(err(
+                        "cuStreamQuery",
+                        "the wait for the stream was stopped (its work may never end)",
+                    ));
+                }
             }
             if start.elapsed() > limit {
                 return Err(err(

@@ -278,6 +278,19 @@ impl Core {
             .map(|b| Box::new(b) as Box<dyn Backend>),
         };
         let backend = backend.inspect_err(|e| job.fail(&format!("setup failed: {e}")))?;
+        // Every wait of the job's control segment (barriers, the buffer
+        // reservation's steps, the peer-read waits) ends once this rank's
+        // engine is aborted, and the peers are told at once: they may be
+        // waiting for this rank.
+        let abort = backend.abort_handle();
+        job.control().watch_abort(abort.clone()); // the backend's own, set once
+        let control = Arc::downgrade(job.control());
+        let me = spec.rank;
+        abort.on_abort(move || {
+            if let Some(c) = control.upgrade() {
+                c.record_failure(0, me, "its engine was aborted (AbortHandle::abort)");
+            }
+        });
         Ok(Core::with_backend(
             backend,
             &cfg,
@@ -450,7 +463,7 @@ impl Core {
             let local = matches!(e, Error::BufferSize { .. } | Error::BadArgument(_));
             if let (Some(job), false) = (&self.job, local) {
                 // Release the other ranks, which may be waiting for this one.
-                job.fail(&e.to_string());
+                job.fail_with(e);
                 self.poisoned.get_or_insert_with(|| {
                     format!("a collective of this multi-process job failed: {e}")
                 });
@@ -623,6 +636,9 @@ impl Core {
         if fits {
             return Ok(());
         }
+        // A reserve is collective in a multi-process job: an aborted or
+        // poisoned engine must not wait in it for its peers.
+        self.usable()?;
         let have = self.caps.get(&id).cloned().unwrap_or_default();
         let grow: Vec<usize> = bytes
             .iter()
@@ -712,8 +728,20 @@ impl Core {
             .unwrap_or(0)
     }
 
+    /// [`Error::RankOutOfRange`] unless `r` is one of the engine's ranks.
+    pub fn check_rank(&self, r: usize) -> Result<()> {
+        if r >= self.ranks {
+            return Err(Error::RankOutOfRange {
+                rank: r,
+                ranks: self.ranks,
+            });
+        }
+        Ok(())
+    }
+
     /// Copy `data` into rank `r`'s buffer `id` at byte `offset`.
     pub fn write(&mut self, r: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
+        self.check_rank(r)?;
         self.usable()?;
         self.last = None;
         let res = self.backend.write(r, id, offset, data);
@@ -722,6 +750,7 @@ impl Core {
 
     /// Copy rank `r`'s buffer `id` from byte `offset` into `out`.
     pub fn read(&mut self, r: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check_rank(r)?;
         let res = self.backend.read(r, id, offset, out);
         self.track(res)
     }

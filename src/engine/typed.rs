@@ -141,6 +141,12 @@ impl<T: Element> Engine<T> {
         self.core.ranks()
     }
 
+    /// A handle that aborts every wait of this engine from any thread (see
+    /// [`Core::abort_handle`]).
+    pub fn abort_handle(&self) -> crate::sync::AbortHandle {
+        self.core.abort_handle()
+    }
+
     pub fn synchronize(&mut self) -> Result<()> {
         self.core.synchronize()
     }
@@ -477,6 +483,7 @@ impl<T: Element> Engine<T> {
     /// Write `data` to the start of rank `rank`'s part of `b`.
     pub fn write_buffer(&mut self, b: &DeviceBuffers<T>, rank: usize, data: &[T]) -> Result<()> {
         self.own(b)?;
+        self.core.check_rank(rank)?;
         if data.len() > b.len {
             return Err(Error::BufferSize {
                 rank,
@@ -491,6 +498,7 @@ impl<T: Element> Engine<T> {
     /// Read rank `rank`'s part of `b`.
     pub fn read_buffer(&mut self, b: &DeviceBuffers<T>, rank: usize) -> Result<Vec<T>> {
         self.own(b)?;
+        self.core.check_rank(rank)?;
         let mut out = vec![<T as bytemuck::Zeroable>::zeroed(); b.len];
         self.core.read(rank, b.id, 0, as_bytes_mut(&mut out))?;
         Ok(out)

@@ -111,6 +111,15 @@ impl<T: Element> Comm<T> {
         self.engine
     }
 
+    /// A handle that aborts this rank's communicator from any thread: every
+    /// wait of it (a collective's steps, the buffer reservation's barriers
+    /// and exchanges, [`Comm::barrier`]) ends with [`Error::Aborted`], the
+    /// other ranks are told this rank failed, and later calls fail with
+    /// [`Error::Poisoned`].
+    pub fn abort_handle(&self) -> crate::sync::AbortHandle {
+        self.engine.abort_handle()
+    }
+
     /// Every rank reaches this point before any goes on.
     pub fn barrier(&self) -> Result<()> {
         self.job.barrier("Comm::barrier")

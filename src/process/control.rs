@@ -17,11 +17,11 @@
 
 use super::ProcId;
 use crate::error::{Error, Result};
-use crate::sync::SharedBoard;
+use crate::sync::{AbortHandle, JobFault, SharedBoard};
 use crate::sys::shm::{Export, Mapping};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 const MAGIC: u64 = 0x3144_5241_4f42_5252; // "RRBOARD1"
@@ -94,6 +94,9 @@ pub struct Control {
     /// The next mailbox round.
     round: Mutex<u64>,
     store: Option<super::store::Store>,
+    /// The abort handle of this process's engine ([`Control::watch_abort`]):
+    /// every wait here ends with [`Error::Aborted`] once it is raised.
+    abort: OnceLock<AbortHandle>,
 }
 
 impl std::fmt::Debug for Control {
@@ -131,6 +134,7 @@ impl Control {
             timeout,
             round: Mutex::new(0),
             store: None,
+            abort: OnceLock::new(),
         };
         Ok((c, export))
     }
@@ -173,6 +177,7 @@ impl Control {
             timeout,
             round: Mutex::new(0),
             store: None,
+            abort: OnceLock::new(),
         })
     }
 
@@ -180,6 +185,14 @@ impl Control {
     /// launcher).
     pub fn watch_store(&mut self, store: super::store::Store) {
         self.store = Some(store);
+    }
+
+    /// End every wait of this rank (barriers, all-gathers, the buffer
+    /// reservation's steps, the peer-read waits) with [`Error::Aborted`]
+    /// once `abort` is raised. Set once, by the engine's backend; a later
+    /// call is ignored.
+    pub fn watch_abort(&self, abort: AbortHandle) {
+        let _ = self.abort.set(abort);
     }
 
     fn words(&self) -> &[AtomicU64] {
@@ -312,28 +325,55 @@ impl Control {
     /// Why the job cannot go on, if it cannot: a rank recorded a failure,
     /// the run was aborted, or another rank's process died without
     /// finishing.
-    pub fn health(&self) -> Option<String> {
-        if let Some((gen, r, why)) = self.failure() {
-            return Some(format!("rank {r} failed in call {gen}: {why}"));
+    pub fn health(&self) -> Option<JobFault> {
+        if let Some((call, rank, why)) = self.failure() {
+            return Some(JobFault::Failed { rank, call, why });
         }
-        if let Some(s) = &self.store {
-            if let Some(why) = s.aborted() {
-                return Some(format!("the run was aborted: {why}"));
-            }
-        }
+        // A dead rank before the launcher's abort: the launcher aborts the
+        // run because it reaped that rank, and the rank is what to name.
         for r in (0..self.size).filter(|&r| r != self.me) {
             if self.rank_word(r, R_STATE).load(Ordering::Acquire) == JOINED {
                 if let Some(p) = self.proc_of(r) {
                     if !p.alive() {
-                        return Some(format!("rank {r} (pid {}) died", p.pid));
+                        return Some(JobFault::Died {
+                            rank: r,
+                            pid: p.pid,
+                        });
                     }
                 }
+            }
+        }
+        if let Some(s) = &self.store {
+            if let Some(why) = s.aborted() {
+                return Some(JobFault::Aborted { why });
             }
         }
         None
     }
 
-    /// Wait (bounded, watching the job's health) until `ready()`.
+    /// Why this rank must stop waiting for `what` now, if it must: its
+    /// engine was aborted, or the job cannot go on ([`Control::health`]:
+    /// then the engine's device spins are halted too,
+    /// [`AbortHandle::halt_device`]).
+    pub fn check(&self, what: &dyn Fn() -> String) -> Result<()> {
+        let abort = self.abort.get();
+        if abort.is_some_and(AbortHandle::is_aborted) {
+            return Err(Error::Aborted {
+                rank: self.me,
+                what: format!("waiting for {}", what()),
+            });
+        }
+        if let Some(f) = self.health() {
+            if let Some(a) = abort {
+                a.halt_device();
+            }
+            return Err(f.error(self.me, &what()));
+        }
+        Ok(())
+    }
+
+    /// Wait (bounded, watching the abort handle and the job's health) until
+    /// `ready()`.
     fn wait_until(&self, what: &dyn Fn() -> String, ready: impl Fn() -> bool) -> Result<()> {
         let start = Instant::now();
         let mut checked = Instant::now();
@@ -348,14 +388,15 @@ impl Control {
                 std::thread::yield_now();
                 continue;
             }
+            if self.abort.get().is_some_and(AbortHandle::is_aborted) {
+                return Err(Error::Aborted {
+                    rank: self.me,
+                    what: format!("waiting for {}", what()),
+                });
+            }
             if checked.elapsed() > Duration::from_millis(20) {
                 checked = Instant::now();
-                if let Some(why) = self.health() {
-                    return Err(Error::Worker {
-                        rank: self.me,
-                        message: format!("gave up waiting for {}: {why}", what()),
-                    });
-                }
+                self.check(what)?;
             }
             if start.elapsed() > self.timeout {
                 return Err(Error::Timeout {
@@ -440,10 +481,13 @@ impl SharedBoard for Control {
     }
 
     fn failure(&self) -> Option<(usize, String)> {
-        Control::failure(self).map(|(g, r, w)| (r, format!("{w} (in its call {g})")))
+        Control::failure(self).map(|(g, r, w)| match g {
+            0 => (r, w),
+            g => (r, format!("{w} (in its call {g})")),
+        })
     }
 
-    fn health(&self) -> Option<String> {
+    fn health(&self) -> Option<JobFault> {
         Control::health(self)
     }
 }
@@ -515,7 +559,21 @@ mod tests {
         v[1].record_failure(3, 1, "injected");
         v[0].record_failure(4, 0, "second: ignored");
         let h = v[0].health().unwrap();
-        assert!(h.contains("rank 1 failed in call 3: injected"), "{h}");
+        assert_eq!(
+            h,
+            JobFault::Failed {
+                rank: 1,
+                call: 3,
+                why: "injected".into()
+            }
+        );
+        assert!(
+            h.to_string().contains("rank 1 failed in call 3: injected"),
+            "{h}"
+        );
+        // A waiter is told which rank failed, typed.
+        let e = v[0].barrier("b").unwrap_err();
+        assert!(matches!(e, Error::PeerFailed { rank: 1, .. }), "{e:?}");
         let e = v[0].barrier("b").unwrap_err().to_string();
         assert!(e.contains("injected"), "{e}");
         let p = ex.path();

@@ -508,8 +508,18 @@ impl Job {
         self.control.record_failure(0, self.spec.rank, why);
     }
 
+    /// Record the failure behind `e` for the whole job: this rank's, or,
+    /// when this rank only noticed another's ([`Error::PeerFailed`]), that
+    /// rank's, so every other rank names the one that failed first.
+    pub fn fail_with(&self, e: &Error) {
+        match e.root() {
+            Error::PeerFailed { rank, reason, .. } => self.control.record_failure(0, *rank, reason),
+            root => self.fail(&root.to_string()),
+        }
+    }
+
     /// Whether the job can go on (see [`Control::health`]).
-    pub fn health(&self) -> Option<String> {
+    pub fn health(&self) -> Option<crate::sync::JobFault> {
         self.control.health()
     }
 }

@@ -468,11 +468,8 @@ impl Store {
             }
             if checked.elapsed() > Duration::from_millis(20) {
                 checked = Instant::now();
-                if let Some(why) = self.health(&[from]) {
-                    return Err(Error::Worker {
-                        rank: self.who(),
-                        message: format!("gave up waiting for {what} from rank {from}: {why}"),
-                    });
+                if let Some(f) = self.health(&[from]) {
+                    return Err(f.error(self.who(), &format!("{what} from rank {from}")));
                 }
             }
             if start.elapsed() > self.timeout {
@@ -517,14 +514,18 @@ impl Store {
 
     /// Whether the run is still healthy as far as ranks `watch` go: `None`,
     /// or why not (aborted, or one of them died after joining).
-    pub fn health(&self, watch: &[usize]) -> Option<String> {
+    pub fn health(&self, watch: &[usize]) -> Option<crate::sync::JobFault> {
+        use crate::sync::JobFault;
         if let Some(why) = self.aborted() {
-            return Some(format!("the run was aborted: {why}"));
+            return Some(JobFault::Aborted { why });
         }
         for &r in watch {
             if let Some(p) = self.proc_of(r) {
                 if !p.alive() {
-                    return Some(format!("rank {r} (pid {}) died", p.pid));
+                    return Some(JobFault::Died {
+                        rank: r,
+                        pid: p.pid,
+                    });
                 }
             }
         }

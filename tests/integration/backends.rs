@@ -1180,14 +1180,18 @@ pub fn register(h: &mut Harness) {
                 });
                 (a.join().expect("join"), b2.join().expect("join"))
             });
+            // Both callers get the same typed Mismatch at once (it was a
+            // BadArgument for the second caller only, and a timeout for the
+            // first: issue 32 item 3).
             ensure!(
-                r0.is_err() && r1.is_err(),
+                matches!(&r0, Err(Error::Mismatch { rank: 1, .. }))
+                    && matches!(&r1, Err(Error::Mismatch { rank: 1, .. })),
                 "mismatched ops: rank 0 {r0:?}, rank 1 {r1:?}"
             );
             let texts = format!("{:?} {:?}", r0, r1);
             ensure!(
-                texts.contains("another rank called"),
-                "no error describes the mismatch: {texts}"
+                texts.contains("sum") && texts.contains("max"),
+                "the mismatch must say what each rank asked for: {texts}"
             );
             // A mismatched length likewise.
             let (r0, r1) = std::thread::scope(|s| {
@@ -1203,7 +1207,8 @@ pub fn register(h: &mut Harness) {
                 (a.join().expect("join"), b2.join().expect("join"))
             });
             ensure!(
-                r0.is_err() && r1.is_err(),
+                matches!(&r0, Err(Error::Mismatch { rank: 1, .. }))
+                    && matches!(&r1, Err(Error::Mismatch { rank: 1, .. })),
                 "mismatched lengths: rank 0 {r0:?}, rank 1 {r1:?}"
             );
             // One rank never calls: the others time out naming it.
@@ -1261,11 +1266,11 @@ pub fn register(h: &mut Harness) {
         "backends::per_rank_timeout_names_only_the_missing_ranks",
         1,
         |b: BackendChoice| -> TestResult {
-            // LIBRARY BUG (see the report): with 3 ranks of which rank 2
-            // never calls, ranks 0 and 1 both time out; the first to give up
-            // withdraws its part (engine/ranks.rs, RankComm::call), so the
-            // second reports the first as missing too ("ranks [0, 2]" or
-            // "ranks [1, 2]"), although it did call.
+            // Was a library bug: with 3 ranks of which rank 2 never calls,
+            // ranks 0 and 1 both time out; the first to give up withdrew its
+            // part (engine/ranks.rs, RankComm::call), so the second reported
+            // the first as missing too ("ranks [0, 2]" or "ranks [1, 2]"),
+            // although it did call. Fixed (issue 32, item 4).
             let n = 3;
             let e = engine_with::<i32>(b, n, Duration::from_secs(1), FaultPlan::none())?;
             let ranks = e.into_ranks();

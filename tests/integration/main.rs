@@ -23,6 +23,7 @@ mod faults;
 mod graphs;
 mod nccl;
 mod timeline;
+mod waits;
 
 fn main() -> std::process::ExitCode {
     // The fault tests make rank threads panic on purpose; keep those
@@ -50,5 +51,6 @@ fn main() -> std::process::ExitCode {
     graphs::register(&mut h);
     nccl::register(&mut h);
     timeline::register(&mut h);
+    waits::register(&mut h);
     h.run()
 }

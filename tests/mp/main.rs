@@ -283,7 +283,9 @@ fn a_rank_killed_mid_collective_ends_the_job() {
             .lines()
             .find(|l| l.starts_with(&format!("[rank {r}] error:")))
             .unwrap_or_else(|| panic!("rank {r} reports an error\n{err}"));
-        assert!(line.contains("rank 1"), "{line}");
+        // Typed: the failed rank is named as such (`PeerFailed`), not the
+        // survivor (issue 32 item 7).
+        assert!(line.contains("rank 1 failed"), "{line}");
     }
     assert_none_left(&t, Duration::from_secs(2));
 }

@@ -110,7 +110,7 @@ impl GraphBackend for CudaBackend {
                 let r = rk.capture_joint(&calls, &board, &gens, &jb, jgen);
                 if let Err(e) = &r {
                     for &g in gens.iter() {
-                        board.fail(g, rank, &e.to_string());
+                        board.fail_with(g, rank, e);
                     }
                 }
                 r

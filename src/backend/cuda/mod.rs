@@ -332,7 +332,7 @@ impl CudaBackend {
             RankThreads::spawn(ranks, "cuda", move |rank, inbox: Inbox<Cmd, Reply>| {
                 serve_rank(rank, m[rank], timeout, &faults, inbox);
             })?;
-        threads.set_deadline(Some(timeout + Duration::from_secs(30)));
+        threads.set_deadline(Some(timeout + crate::pool::GRACE));
         let names: Vec<String> = info.devices.iter().map(|d| d.name.clone()).collect();
         let mut distinct = map.clone();
         distinct.sort_unstable();
@@ -509,7 +509,7 @@ impl CudaBackend {
         }
         // Abort: raise every rank's abort word, which spinning exchange
         // kernels poll.
-        self.abort.on_abort(move || {
+        self.abort.on_halt(move || {
             for c in ctrls.iter().filter_map(Weak::upgrade) {
                 c.store_u32(0, 1);
             }

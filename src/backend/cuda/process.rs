@@ -114,12 +114,26 @@ impl CudaProcessBackend {
             RankThreads::spawn(1, "cuda-proc", move |_, inbox: Inbox<Cmd, Reply>| {
                 serve_rank(me, device, timeout, &faults, inbox);
             })?;
-        threads.set_deadline(Some(timeout + Duration::from_secs(30)));
+        threads.set_deadline(Some(timeout + crate::pool::GRACE));
+        let abort = AbortHandle::new();
+        job.control().watch_abort(abort.clone());
+        // While this process waits for its rank thread, which may itself
+        // wait on the GPU for work a dead peer will never release (or sit
+        // in a driver call behind a full queue), look at the job: a dead or
+        // failed peer raises this rank's abort word (the spinning kernels
+        // return) and, unless the thread answers soon after, is the error.
+        let control = Arc::downgrade(job.control());
+        threads.set_watch(Some(Box::new(move || {
+            control
+                .upgrade()?
+                .check(&|| format!("rank {me}'s GPU thread"))
+                .err()
+                .filter(|e| !matches!(e, Error::Aborted { .. }))
+        })));
         let name = info
             .devices
             .get(device)
             .map_or_else(|| "?".to_string(), |d| d.name.clone());
-        let abort = AbortHandle::new();
         let mut be = CudaProcessBackend {
             board: Arc::new(job.signal_board(abort.clone(), timeout)),
             me,
@@ -171,7 +185,7 @@ impl CudaProcessBackend {
     /// Record the failure for the whole job (the other ranks may be waiting
     /// for this one in a collective step) and return it.
     fn failed(&self, e: Error) -> Error {
-        self.board.fail(self.gen, self.me, &e.to_string());
+        self.board.fail_with(self.gen, self.me, &e);
         e
     }
 
@@ -183,7 +197,7 @@ impl CudaProcessBackend {
                 Ok((rk.export_flags()?, Arc::downgrade(&rk.ctrl), rk.setup_ms))
             }))
             .map_err(|e| self.failed(e))?;
-        self.abort.on_abort(move || {
+        self.abort.on_halt(move || {
             if let Some(c) = ctrl.upgrade() {
                 c.store_u32(0, 1);
             }
@@ -278,11 +292,12 @@ impl CudaProcessBackend {
             if idle || start.elapsed() > limit {
                 break;
             }
-            if let Some(why) = self.job.health() {
-                return Err(self.failed(Error::Worker {
-                    rank: self.me,
-                    message: format!("gave up waiting for this rank's GPU work: {why}"),
-                }));
+            if let Some(f) = self.job.health() {
+                // Whatever spins on this GPU waiting for the failed peer
+                // (an exchange kernel on its flags) stops now, not at its
+                // deadline.
+                self.abort.halt_device();
+                return Err(self.failed(f.error(self.me, "this rank's GPU work")));
             }
         }
         let r = self.on(Box::new(|rk: &mut Rank<'_>| rk.sync()));

@@ -214,7 +214,7 @@ impl<'id> Rank<'id> {
             })
         });
         if let Err(e) = &r {
-            board.fail(c.gen, rank, &e.to_string());
+            board.fail_with(c.gen, rank, e);
         }
         self.held[c.key] = Some(call);
         self.board = Some(board);
@@ -256,16 +256,48 @@ impl<'id> Rank<'id> {
         self.flags.export()
     }
 
-    /// Wait (bounded) until both lanes are idle; then report an exchange
-    /// kernel that gave up, and clear its status.
+    /// Wait on the host (bounded by `limit`) until `s` is idle, polling it
+    /// (`cuStreamQuery`, never `cuStreamSynchronize`) and, in a
+    /// multi-process job, the job's health: a dead or failed peer ends the
+    /// wait at once with [`Error::PeerFailed`], after raising this rank's
+    /// abort word so that a kernel spinning on the peer's flags returns
+    /// ([`SignalBoard::job_fault`]). An abort of this engine does not end
+    /// it: a drain after an abort waits for the kernels to see the word.
+    pub(super) fn wait_stream(
+        &self,
+        s: &Stream<'id>,
+        limit: Duration,
+        e: impl Fn(CudaError) -> Error,
+    ) -> Result<()> {
+        let mut fault = None;
+        let rank = self.rank;
+        let r = s.wait_idle_or(limit, &mut || match &self.board {
+            Some(b) => match b.job_fault(rank, &|| format!("rank {rank}'s GPU work")) {
+                Ok(()) => false,
+                Err(x) => {
+                    fault = Some(x);
+                    true
+                }
+            },
+            None => false,
+        });
+        match fault {
+            Some(f) => Err(f),
+            None => r.map_err(e),
+        }
+    }
+
+    /// Wait (bounded, watching a job's health, [`Rank::wait_stream`]) until
+    /// both lanes are idle; then report an exchange kernel that gave up,
+    /// and clear its status.
     pub fn sync(&self) -> Result<()> {
         let e = self.err();
         let limit = self.timeout + Duration::from_secs(5);
         for s in &self.lanes {
-            s.wait_idle(limit).map_err(&e)?;
+            self.wait_stream(s, limit, &e)?;
         }
         if let Some(res) = &self.resident {
-            res.stream().wait_idle(limit).map_err(&e)?;
+            self.wait_stream(res.stream(), limit, &e)?;
         }
         self.sync_work(limit)?;
         match self.ctrl.load_u32(STATUS) {
@@ -299,7 +331,7 @@ impl<'id> Rank<'id> {
         self.lanes[0]
             .memset(&self.calls, 0, self.calls.len(), 0)
             .map_err(&e)?;
-        self.lanes[0].wait_idle(self.timeout).map_err(&e)
+        self.wait_stream(&self.lanes[0], self.timeout, &e)
     }
 
     /// Make buffer `id` at least `bytes` bytes (the caller drained every
@@ -487,6 +519,9 @@ impl<'id> Rank<'id> {
                         call: "injected",
                         message: "injected failure of the driver call".into(),
                     }))
+                }
+                Some(Fault::Delay { ms }) => {
+                    std::thread::sleep(Duration::from_millis(u64::from(ms)))
                 }
                 _ => {}
             }

@@ -87,7 +87,7 @@ impl<'id> Rank<'id> {
         match &self.work {
             Some(w) => {
                 w.gate.store_u32(0, w.gate_seq);
-                w.stream.wait_idle(limit).map_err(self.werr())
+                self.wait_stream(&w.stream, limit, self.werr())
             }
             None => Ok(()),
         }
@@ -446,7 +446,7 @@ impl StreamOrdered for CudaBackend {
                         message: crate::pool::panic_message(p.as_ref()),
                     })
                 });
-                r.inspect_err(|e| board.fail(gen, rank, &e.to_string()))
+                r.inspect_err(|e| board.fail_with(gen, rank, e))
             })
         })
     }

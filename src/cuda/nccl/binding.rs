@@ -50,7 +50,7 @@ type GetErrorStringFn = unsafe extern "C" fn(c_int) -> *const c_char;
 type GetLastErrorFn = unsafe extern "C" fn(RawComm) -> *const c_char;
 
 /// Errors from loading NCCL or from an NCCL call.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum NcclError {
     /// Library not found; `tried` lists every path/name attempted, in order, with the reason
     /// each failed, and where Python wheels were looked for.

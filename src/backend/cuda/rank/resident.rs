@@ -29,17 +29,22 @@ impl<'id> Rank<'id> {
         for lane in &self.lanes {
             lane.wait_local(res.exit_event()).map_err(&e)?;
         }
-        res.stream().wait_idle(limit).map_err(|err| {
-            e(crate::cuda::CudaError {
-                call: err.call,
-                message: format!(
-                    "the resident exchange kernel did not return: {}",
-                    err.message
-                ),
-            })
-        })?;
+        if let Some(res) = self.resident.as_ref() {
+            self.wait_stream(res.stream(), limit, |err| {
+                e(crate::cuda::CudaError {
+                    call: err.call,
+                    message: format!(
+                        "the resident exchange kernel did not return: {}",
+                        err.message
+                    ),
+                })
+            })?;
+        }
         // The kernel has returned: what its calls held may be freed now.
-        res.reap().map_err(&e)
+        match self.resident.as_mut() {
+            Some(res) => res.reap().map_err(&e),
+            None => Ok(()),
+        }
     }
 
     /// Post the resident exchange `x` of `call`. The kernel is (re)started

@@ -20,7 +20,7 @@ impl<'id> Rank<'id> {
             let ev = self.ctx.timing_event().map_err(&e)?;
             let t0 = Instant::now();
             self.lanes[0].record_timing(&ev).map_err(&e)?;
-            self.lanes[0].wait_idle(limit).map_err(&e)?;
+            self.wait_stream(&self.lanes[0], limit, &e)?;
             let t1 = Instant::now();
             let lo = t0.duration_since(epoch).as_secs_f64() * 1e9;
             let hi = t1.duration_since(epoch).as_secs_f64() * 1e9;
