@@ -75,13 +75,56 @@ pub(crate) enum Storage {
     /// A shared-memory mapping (page-aligned): this rank's own buffer, or a
     /// peer process's, in the multi-process mode.
     Shared(crate::sys::shm::Mapping),
+    /// The caller's own slice, lent for one host-slice call
+    /// ([`crate::sys::lend`]): no copy in or out.
+    Lent(crate::sys::lend::Loan),
 }
 
 impl Storage {
-    fn bytes(&mut self) -> &mut [u8] {
+    /// This process's own bytes (heap or mapping); a lent slice is only
+    /// accessed through [`open`] during a call.
+    fn bytes(&mut self) -> Result<&mut [u8]> {
         match self {
-            Storage::Heap(v) => bytemuck::cast_slice_mut(v),
-            Storage::Shared(m) => m.bytes_mut(),
+            Storage::Heap(v) => Ok(bytemuck::cast_slice_mut(v)),
+            Storage::Shared(m) => Ok(m.bytes_mut()),
+            Storage::Lent(_) => Err(Error::Plan(
+                "a lent slice is read and written only by its call".into(),
+            )),
+        }
+    }
+}
+
+/// A buffer's bytes while its storage is locked: its own, or a held loan.
+enum Bytes<'a> {
+    Own(&'a mut [u8]),
+    Lent(crate::sys::lend::LoanGuard<'a>),
+}
+
+/// Open a locked storage for one access.
+fn open(s: &mut Storage) -> Bytes<'_> {
+    match s {
+        Storage::Heap(v) => Bytes::Own(bytemuck::cast_slice_mut(v)),
+        Storage::Shared(m) => Bytes::Own(m.bytes_mut()),
+        Storage::Lent(l) => Bytes::Lent(l.lock()),
+    }
+}
+
+impl Bytes<'_> {
+    fn get(&self) -> Result<&[u8]> {
+        match self {
+            Bytes::Own(b) => Ok(b),
+            Bytes::Lent(g) => g
+                .bytes()
+                .ok_or_else(|| Error::Plan("the caller's slice is no longer lent".into())),
+        }
+    }
+
+    fn get_mut(&mut self) -> Result<&mut [u8]> {
+        match self {
+            Bytes::Own(b) => Ok(b),
+            Bytes::Lent(g) => g.bytes_mut().ok_or_else(|| {
+                Error::Plan("the caller's input is read-only (or no longer lent)".into())
+            }),
         }
     }
 }
@@ -419,7 +462,8 @@ impl Memory for View<'_> {
         self.mem.moved(from, to, sb.len());
         if Arc::ptr_eq(&ws, &wd) {
             let mut g = lock(&wd);
-            let (before, mid, after) = carve(g.bytes(), db.clone());
+            let mut b = open(&mut g);
+            let (before, mid, after) = carve(b.get_mut()?, db.clone());
             let s = piece(before, after, &db, &sb)?;
             self.mem.copy(mid, s);
             return Ok(());
@@ -433,8 +477,9 @@ impl Memory for View<'_> {
             let d = lock(&wd);
             (lock(&ws), d)
         };
-        let s = &gs.bytes()[sb];
-        self.mem.copy(&mut gd.bytes()[db], s);
+        let (bs, mut bd) = (open(&mut gs), open(&mut gd));
+        let s = &bs.get()?[sb];
+        self.mem.copy(&mut bd.get_mut()?[db], s);
         Ok(())
     }
 
@@ -467,9 +512,12 @@ impl Memory for View<'_> {
         let (dguard, right) = right
             .split_first_mut()
             .ok_or_else(|| Error::Plan("no destination".into()))?;
-        let left: Vec<&[u8]> = left.iter_mut().map(|g| &*g.bytes()).collect();
-        let right: Vec<&[u8]> = right.iter_mut().map(|g| &*g.bytes()).collect();
-        let (before, out, after) = carve(dguard.bytes(), db.clone());
+        let left: Vec<Bytes<'_>> = left.iter_mut().map(|g| open(g)).collect();
+        let right: Vec<Bytes<'_>> = right.iter_mut().map(|g| open(g)).collect();
+        let left: Vec<&[u8]> = left.iter().map(Bytes::get).collect::<Result<_>>()?;
+        let right: Vec<&[u8]> = right.iter().map(Bytes::get).collect::<Result<_>>()?;
+        let mut dbytes = open(dguard);
+        let (before, out, after) = carve(dbytes.get_mut()?, db.clone());
         let get = |p: usize, r: &Range<usize>| -> Result<&[u8]> {
             if p == pd {
                 piece(before, after, &db, r)
@@ -507,6 +555,62 @@ impl Memory for View<'_> {
         } else {
             run().map_err(err)
         }
+    }
+}
+
+/// The buffer ids a lent call binds on rank `r` (its `Send`, its `Recv`):
+/// from the top of the id space, never an engine buffer's.
+fn lent_ids(r: usize) -> (BufId, BufId) {
+    let top = u32::MAX - 2 * u32::try_from(r).unwrap_or(u32::MAX / 2);
+    (BufId(top), BufId(top - 1))
+}
+
+impl super::HostSlices for CpuBackend {
+    fn run_lent(
+        &mut self,
+        call: &Call,
+        send: &[crate::sys::lend::Loan],
+        recv: &[crate::sys::lend::Loan],
+    ) -> Result<()> {
+        let n = self.info.ranks;
+        if recv.len() != n || !(send.len() == n || call.plan.shape.in_place) {
+            return Err(Error::Plan(format!(
+                "a lent call needs every rank's buffers: {} send and {} receive slices for {n} ranks",
+                send.len(),
+                recv.len()
+            )));
+        }
+        let mut bind = Vec::with_capacity(n);
+        for (r, m) in self.mem.ranks.iter().enumerate() {
+            let (s, d) = lent_ids(r);
+            let mut map = m.bufs.write().unwrap_or_else(|e| e.into_inner());
+            let entry = |l: &crate::sys::lend::Loan| {
+                (Arc::new(Mutex::new(Storage::Lent(l.clone()))), l.len())
+            };
+            map.insert(d, entry(&recv[r]));
+            if let Some(l) = send.get(r) {
+                map.insert(s, entry(l));
+            }
+            let send_id = if send.get(r).is_some() { s } else { d };
+            bind.push(super::Binding {
+                send: send_id,
+                recv: d,
+            });
+        }
+        let lent = Call {
+            bind: Arc::new(bind),
+            ..call.clone()
+        };
+        let r = self.launch(&lent).and_then(|()| self.synchronize());
+        // The rank maps forget the slices whatever happened (the loans end
+        // when the caller's `lend` returns).
+        for (i, m) in self.mem.ranks.iter().enumerate() {
+            let (s, d) = lent_ids(i);
+            let mut map = m.bufs.write().unwrap_or_else(|e| e.into_inner());
+            map.remove(&s);
+            map.remove(&d);
+        }
+        r
     }
 }
 
@@ -581,7 +685,7 @@ impl Backend for CpuBackend {
         }
         let mut g = lock(&w);
         self.mem
-            .copy(&mut g.bytes()[offset..offset + data.len()], data);
+            .copy(&mut g.bytes()?[offset..offset + data.len()], data);
         Ok(())
     }
 
@@ -596,7 +700,7 @@ impl Backend for CpuBackend {
             });
         }
         let mut g = lock(&w);
-        self.mem.copy(out, &g.bytes()[offset..offset + out.len()]);
+        self.mem.copy(out, &g.bytes()?[offset..offset + out.len()]);
         Ok(())
     }
 
@@ -693,6 +797,10 @@ impl Backend for CpuBackend {
     }
 
     fn profiling(&mut self) -> Option<&mut dyn Profiling> {
+        Some(self)
+    }
+
+    fn host_slices(&mut self) -> Option<&mut dyn super::HostSlices> {
         Some(self)
     }
 

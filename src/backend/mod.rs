@@ -293,6 +293,28 @@ pub trait Backend: Send {
     fn ordered(&mut self) -> Option<&mut dyn ordered::StreamOrdered> {
         None
     }
+
+    /// Calls on the caller's own host slices, if the backend's ranks can
+    /// address them (the CPU backend in one process).
+    fn host_slices(&mut self) -> Option<&mut dyn HostSlices> {
+        None
+    }
+}
+
+/// Optional capability: run a call with every rank's plan buffers `Send`
+/// and `Recv` on the caller's slices, lent for the call
+/// ([`crate::sys::lend`]), instead of copying them into the backend's
+/// buffers and back (issue 32, item 11).
+pub trait HostSlices {
+    /// Run `call` (its `bind` is ignored) to completion with rank r's
+    /// `Send` on `send[r]` (read-only; unused in place) and its `Recv` on
+    /// `recv[r]`; `Scratch` stays the backend's.
+    fn run_lent(
+        &mut self,
+        call: &Call,
+        send: &[crate::sys::lend::Loan],
+        recv: &[crate::sys::lend::Loan],
+    ) -> Result<()>;
 }
 
 /// NCCL on a backend's buffers.

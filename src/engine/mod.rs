@@ -546,6 +546,45 @@ impl Core {
         Ok(plan)
     }
 
+    /// One call of `shape` run to completion on the caller's slices,
+    /// lent to the ranks for the call ([`crate::backend::HostSlices`]):
+    /// rank r's `Send` is `send[r]` (none in place) and its `Recv` is
+    /// `recv[r]`, byte views of exactly the plan's lengths. `Ok(None)`: the
+    /// backend cannot address host slices (CUDA, one process per rank);
+    /// the caller then copies them through the engine's buffers.
+    pub fn run_lent(
+        &mut self,
+        choice: Option<&AlgoChoice>,
+        shape: Shape,
+        dtype: DataType,
+        op: ReduceOp,
+        send: &[&[u8]],
+        recv: &mut [&mut [u8]],
+    ) -> Result<Option<Arc<Plan>>> {
+        self.usable()?;
+        if self.job.is_some() || self.backend.host_slices().is_none() {
+            return Ok(None);
+        }
+        let key = self.path_of(choice, &shape)?;
+        // Never chained to the previous call: these are other buffers.
+        let plan = self.paths[key].2.next(false)?;
+        self.last = None;
+        self.reserve_scratch(&plan)?;
+        let call = Call {
+            plan: plan.clone(),
+            dtype,
+            op,
+            bind: self.default_bind.clone(),
+            timing: self.timing,
+        };
+        let Some(h) = self.backend.host_slices() else {
+            return Ok(None);
+        };
+        let r = crate::sys::lend::lend(send, recv, |s, d| h.run_lent(&call, s, d));
+        self.track(r)?;
+        Ok(Some(plan))
+    }
+
     /// The path `choice` (or the default) takes for `shape`, created on
     /// first use.
     fn path_of(&mut self, choice: Option<&AlgoChoice>, shape: &Shape) -> Result<PathKey> {

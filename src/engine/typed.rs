@@ -180,6 +180,27 @@ impl<T: Element> Engine<T> {
         inputs: &[impl AsRef<[T]>],
         in_place: bool,
     ) -> Result<Shape> {
+        let shape = self.shape_of(collective, inputs, in_place)?;
+        self.reserve_for(&shape)?;
+        let size = T::DTYPE.size();
+        let local = self.core.local_ranks();
+        for (r, data) in inputs.iter().enumerate().filter(|(r, _)| local.contains(r)) {
+            let input = shape.input(r);
+            let id = Binding::DEFAULT.id(input.buf);
+            self.core
+                .write(r, id, input.range.start * size, as_bytes(data.as_ref()))?;
+        }
+        Ok(shape)
+    }
+
+    /// The shape of a call on `inputs` (one per rank, of equal lengths; a
+    /// reduce-scatter's split into the rank count).
+    fn shape_of(
+        &self,
+        collective: Collective,
+        inputs: &[impl AsRef<[T]>],
+        in_place: bool,
+    ) -> Result<Shape> {
         let n = self.ranks();
         let lens: Vec<usize> = inputs.iter().map(|v| v.as_ref().len()).collect();
         let first = lens.first().copied().unwrap_or(0);
@@ -195,17 +216,7 @@ impl<T: Element> Engine<T> {
             }
             _ => first,
         };
-        let shape = self.shape(collective, count, in_place);
-        self.reserve_for(&shape)?;
-        let size = T::DTYPE.size();
-        let local = self.core.local_ranks();
-        for (r, data) in inputs.iter().enumerate().filter(|(r, _)| local.contains(r)) {
-            let input = shape.input(r);
-            let id = Binding::DEFAULT.id(input.buf);
-            self.core
-                .write(r, id, input.range.start * size, as_bytes(data.as_ref()))?;
-        }
-        Ok(shape)
+        Ok(self.shape(collective, count, in_place))
     }
 
     /// Make the default buffers big enough for `shape`.
@@ -312,17 +323,61 @@ impl<T: Element> Engine<T> {
 
     // -- host slices ---------------------------------------------------------
 
+    /// One collective on the caller's slices: `inputs` are loaded into the
+    /// engine's buffers, the call runs, and each local rank's output is
+    /// copied straight into `outputs` (in local-rank order), with no
+    /// intermediate vector (each was allocated, page-faulted in and copied
+    /// once more: issue 32 item 11).
     fn host_call(
         &mut self,
         collective: Collective,
         inputs: &[&[T]],
         in_place: bool,
         op: ReduceOp,
-    ) -> Result<(Shape, CallInfo, Vec<Vec<T>>)> {
+        outputs: &mut [&mut [T]],
+    ) -> Result<(Shape, CallInfo)> {
+        // Out of place, on a backend whose ranks can address the caller's
+        // slices, the call runs on them: no copy in or out.
+        if !in_place && outputs.len() == self.ranks() {
+            let shape = self.shape_of(collective, inputs, false)?;
+            let ins: Vec<&[u8]> = inputs.iter().map(|s| as_bytes(s)).collect();
+            let mut outs: Vec<&mut [u8]> = outputs.iter_mut().map(|d| as_bytes_mut(d)).collect();
+            let lent = self
+                .core
+                .run_lent(None, shape, T::DTYPE, op, &ins, &mut outs)?;
+            if let Some(plan) = lent {
+                return Ok((shape, CallInfo::of(&plan)));
+            }
+        }
         let shape = self.load(collective, inputs, in_place)?;
         let info = self.run(None, &shape, op)?;
-        let out = self.read_output(&shape)?;
-        Ok((shape, info, out))
+        self.read_output_into(&shape, outputs)?;
+        Ok((shape, info))
+    }
+
+    /// Copy the output of `shape`'s call of every local rank into
+    /// `outputs`, in local-rank order; each destination must hold exactly
+    /// that rank's output.
+    fn read_output_into(&mut self, shape: &Shape, outputs: &mut [&mut [T]]) -> Result<()> {
+        let size = T::DTYPE.size();
+        for (r, dst) in self.core.local_ranks().zip(outputs.iter_mut()) {
+            let region = shape.output(r);
+            if dst.len() != region.len() {
+                return Err(Error::BufferSize {
+                    rank: r,
+                    what: "output",
+                    expected: region.len(),
+                    found: dst.len(),
+                });
+            }
+            self.core.read(
+                r,
+                Binding::DEFAULT.id(region.buf),
+                region.range.start * size,
+                as_bytes_mut(dst),
+            )?;
+        }
+        Ok(())
     }
 
     fn check_out(&self, recv: &[usize], expected: usize) -> Result<()> {
@@ -341,10 +396,8 @@ impl<T: Element> Engine<T> {
         let count = send.first().map_or(0, |s| s.as_ref().len());
         self.check_out(&lens, count)?;
         let ins: Vec<&[T]> = send.iter().map(AsRef::as_ref).collect();
-        let (_, info, out) = self.host_call(Collective::AllReduce, &ins, false, op)?;
-        for (d, s) in recv.iter_mut().zip(out) {
-            d.as_mut().copy_from_slice(&s);
-        }
+        let mut outs: Vec<&mut [T]> = recv.iter_mut().map(AsMut::as_mut).collect();
+        let (_, info) = self.host_call(Collective::AllReduce, &ins, false, op, &mut outs)?;
         Ok(info)
     }
 
@@ -357,6 +410,9 @@ impl<T: Element> Engine<T> {
         self.in_place(Collective::AllReduce, bufs, op)
     }
 
+    /// An in-place call on the caller's buffers: each rank's input is read
+    /// from its buffer (an all-gather's from its own slice), and its output
+    /// written back over it, with no copy of the buffers in between.
     fn in_place(
         &mut self,
         collective: Collective,
@@ -364,33 +420,64 @@ impl<T: Element> Engine<T> {
         op: ReduceOp,
     ) -> Result<CallInfo> {
         let n = self.ranks();
-        let all: Vec<Vec<T>> = bufs.iter_mut().map(|b| b.as_mut().to_vec()).collect();
-        let inputs: Vec<&[T]> = match collective {
-            Collective::AllGather => {
-                let len = all.first().map_or(0, Vec::len);
-                if len % n != 0 {
+        let mut all: Vec<&mut [T]> = bufs.iter_mut().map(AsMut::as_mut).collect();
+        let len = all.first().map_or(0, |b| b.len());
+        if collective == Collective::AllGather && len % n != 0 {
+            return Err(Error::BadArgument(format!(
+                "in-place all-gather buffers of {len} elements do not split into {n} equal slices"
+            )));
+        }
+        // On a backend whose ranks can address the caller's buffers, the
+        // call runs on them (each rank's `Recv` is its whole buffer).
+        if all.len() == n {
+            let lens: Vec<usize> = all.iter().map(|b| b.len()).collect();
+            check_lengths(n, &lens, "buffer", |_| len)?;
+            let count = match collective {
+                Collective::AllReduce => len,
+                _ if len % n != 0 => {
                     return Err(Error::BadArgument(format!(
-                        "in-place all-gather buffers of {len} elements do not split into {n} equal slices"
-                    )));
+                        "in-place {collective} buffers of {len} elements do not split into {n} equal chunks"
+                    )))
                 }
-                let c = len / n;
-                all.iter()
-                    .enumerate()
-                    .map(|(r, b)| &b[r * c..(r + 1) * c])
-                    .collect()
+                _ => len / n,
+            };
+            let shape = self.shape(collective, count, true);
+            let mut outs: Vec<&mut [u8]> = all.iter_mut().map(|b| as_bytes_mut(b)).collect();
+            if let Some(plan) = self
+                .core
+                .run_lent(None, shape, T::DTYPE, op, &[], &mut outs)?
+            {
+                return Ok(CallInfo::of(&plan));
             }
-            _ => all.iter().map(Vec::as_slice).collect(),
+        }
+        let shape = {
+            let inputs: Vec<&[T]> = match collective {
+                Collective::AllGather => {
+                    let c = len / n;
+                    all.iter()
+                        .enumerate()
+                        .map(|(r, b)| b.get(r * c..(r + 1) * c).unwrap_or(&[]))
+                        .collect()
+                }
+                _ => all.iter().map(|b| &**b).collect(),
+            };
+            self.load(collective, &inputs, true)?
         };
-        let (shape, info, out) = self.host_call(collective, &inputs, true, op)?;
-        for (r, (d, s)) in bufs.iter_mut().zip(out).enumerate() {
+        let info = self.run(None, &shape, op)?;
+        // Each rank's output over its buffer: a reduce-scatter's at its
+        // chunk, the others' over the whole buffer.
+        let mut outs: Vec<&mut [T]> = Vec::with_capacity(all.len());
+        for (r, b) in self.core.local_ranks().zip(all.iter_mut()) {
             let o = shape.output(r);
             let base = if collective == Collective::ReduceScatter {
                 o.range.start
             } else {
                 0
             };
-            d.as_mut()[base..base + s.len()].copy_from_slice(&s);
+            let end = (base + o.len()).min(b.len());
+            outs.push(&mut b[base.min(end)..end]);
         }
+        self.read_output_into(&shape, &mut outs)?;
         Ok(info)
     }
 
@@ -407,10 +494,8 @@ impl<T: Element> Engine<T> {
         let lens: Vec<usize> = recv.iter_mut().map(|r| r.as_mut().len()).collect();
         self.check_out(&lens, total / n.max(1))?;
         let ins: Vec<&[T]> = send.iter().map(AsRef::as_ref).collect();
-        let (_, info, out) = self.host_call(Collective::ReduceScatter, &ins, false, op)?;
-        for (d, s) in recv.iter_mut().zip(out) {
-            d.as_mut().copy_from_slice(&s);
-        }
+        let mut outs: Vec<&mut [T]> = recv.iter_mut().map(AsMut::as_mut).collect();
+        let (_, info) = self.host_call(Collective::ReduceScatter, &ins, false, op, &mut outs)?;
         Ok(info)
     }
 
@@ -436,10 +521,9 @@ impl<T: Element> Engine<T> {
         let lens: Vec<usize> = recv.iter_mut().map(|r| r.as_mut().len()).collect();
         self.check_out(&lens, c * n)?;
         let ins: Vec<&[T]> = send.iter().map(AsRef::as_ref).collect();
-        let (_, info, out) = self.host_call(Collective::AllGather, &ins, false, ReduceOp::Sum)?;
-        for (d, s) in recv.iter_mut().zip(out) {
-            d.as_mut().copy_from_slice(&s);
-        }
+        let mut outs: Vec<&mut [T]> = recv.iter_mut().map(AsMut::as_mut).collect();
+        let (_, info) =
+            self.host_call(Collective::AllGather, &ins, false, ReduceOp::Sum, &mut outs)?;
         Ok(info)
     }
 

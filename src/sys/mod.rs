@@ -31,5 +31,6 @@
 
 #[cfg(feature = "cli")]
 pub mod fs;
+pub mod lend;
 pub mod proc;
 pub mod shm;
