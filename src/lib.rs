@@ -58,6 +58,7 @@
 
 pub mod algo;
 pub mod backend;
+#[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod element;
 pub mod engine;

@@ -463,7 +463,8 @@ pub fn changed<T: Element>(a: &[T], b: &[T]) -> u64 {
 }
 
 /// Outcome of a check.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Verdict {
     /// Wrong elements per rank.
     pub wrong: Vec<u64>,

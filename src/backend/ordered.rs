@@ -37,9 +37,11 @@
 //! built-in work kernels run on the host ([`host_kernel`]); CI checks the
 //! results and the order through it.
 
+pub use super::work::{ArgCheck, ArgView, Builtin, Param, WorkKernel};
+
 use super::cpu::CpuBackend;
 use super::{Backend, BufId, Call, NcclCall};
-use crate::cuda::work::{ArgView, Builtin, WorkKernel};
+#[cfg(feature = "cuda")]
 use crate::cuda::{DoneEvent, HostMapped, RawStream};
 use crate::error::{Error, Result};
 use std::sync::Arc;
@@ -54,7 +56,8 @@ pub enum After {
     /// The work queued so far on each rank's work stream.
     Work,
     /// The work queued so far on these streams, one per rank, each on its
-    /// rank's device (CUDA only).
+    /// rank's device (CUDA only; needs the `cuda` feature).
+    #[cfg(feature = "cuda")]
     Streams(Arc<Vec<RawStream>>),
 }
 
@@ -63,15 +66,21 @@ pub enum After {
 #[derive(Debug, Clone)]
 pub struct Completion {
     rank: usize,
+    #[cfg(feature = "cuda")]
     event: Option<Arc<DoneEvent>>,
 }
 
 impl Completion {
     /// A completion that is already complete (host backends).
     pub fn complete(rank: usize) -> Completion {
-        Completion { rank, event: None }
+        Completion {
+            rank,
+            #[cfg(feature = "cuda")]
+            event: None,
+        }
     }
 
+    #[cfg(feature = "cuda")]
     pub(crate) fn event(rank: usize, ev: Arc<DoneEvent>) -> Completion {
         Completion {
             rank,
@@ -85,10 +94,12 @@ impl Completion {
     }
 
     /// The event, when the backend has one (CUDA).
+    #[cfg(feature = "cuda")]
     pub fn done_event(&self) -> Option<&DoneEvent> {
         self.event.as_deref()
     }
 
+    #[cfg(feature = "cuda")]
     fn cuda_err(&self, e: crate::cuda::CudaError) -> Error {
         Error::Cuda {
             rank: self.rank,
@@ -101,17 +112,18 @@ impl Completion {
 
     /// Whether the call is complete on this rank (never blocks).
     pub fn is_complete(&self) -> Result<bool> {
-        match &self.event {
-            None => Ok(true),
-            Some(e) => e.query().map_err(|x| self.cuda_err(x)),
+        #[cfg(feature = "cuda")]
+        if let Some(e) = &self.event {
+            return e.query().map_err(|x| self.cuda_err(x));
         }
+        Ok(true)
     }
 
     /// Wait (on this thread) until the call is complete, at most `timeout`.
     pub fn wait(&self, timeout: Duration) -> Result<()> {
-        match &self.event {
-            None => Ok(()),
-            Some(e) => e.wait(timeout).map_err(|x| match self.cuda_err(x) {
+        #[cfg(feature = "cuda")]
+        if let Some(e) = &self.event {
+            return e.wait(timeout).map_err(|x| match self.cuda_err(x) {
                 Error::Cuda { rank, message, .. } if message.contains("not complete") => {
                     Error::Timeout {
                         rank,
@@ -120,12 +132,15 @@ impl Completion {
                     }
                 }
                 other => other,
-            }),
+            });
         }
+        let _ = timeout;
+        Ok(())
     }
 
     /// Make another library's stream wait (on the GPU) for the call: the
     /// work queued on `stream` from now on runs after it.
+    #[cfg(feature = "cuda")]
     pub fn order_before(&self, stream: &RawStream) -> Result<()> {
         match &self.event {
             None => Ok(()),
@@ -142,16 +157,23 @@ impl Completion {
 /// (synchronize, read, write, a buffer allocation).
 #[derive(Default)]
 pub struct Gate {
+    /// Each closed rank's gate word and the value that opens it.
+    #[cfg(feature = "cuda")]
     words: Vec<(Arc<HostMapped>, u32)>,
 }
 
 impl std::fmt::Debug for Gate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Gate({} ranks closed)", self.words.len())
+        #[cfg(feature = "cuda")]
+        let closed = self.words.len();
+        #[cfg(not(feature = "cuda"))]
+        let closed = 0;
+        write!(f, "Gate({closed} ranks closed)")
     }
 }
 
 impl Gate {
+    #[cfg(feature = "cuda")]
     pub(crate) fn new(words: Vec<(Arc<HostMapped>, u32)>) -> Gate {
         Gate { words }
     }
@@ -162,6 +184,7 @@ impl Gate {
     }
 
     fn release(&mut self) {
+        #[cfg(feature = "cuda")]
         for (m, v) in self.words.drain(..) {
             m.store_u32(0, v);
         }
@@ -175,7 +198,8 @@ impl Drop for Gate {
 }
 
 /// Names one timed span: what it is and which one (a bucket number).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SpanTag {
     pub what: &'static str,
     pub index: u32,
@@ -184,7 +208,8 @@ pub struct SpanTag {
 /// When a timed kernel or call ran on one rank, in nanoseconds from the
 /// rank's last [`StreamOrdered::work_mark`] (device event timestamps on
 /// CUDA, the host clock on the CPU).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct WorkSpan {
     pub rank: usize,
     pub what: &'static str,
@@ -466,11 +491,15 @@ impl StreamOrdered for CpuBackend {
         after: &After,
         tag: Option<SpanTag>,
     ) -> Result<Vec<Completion>> {
-        if let After::Streams(_) = after {
-            return Err(Error::Unsupported(
-                "ordering after CUDA streams".into(),
-                "cpu",
-            ));
+        match after {
+            After::Nothing | After::Work => {}
+            #[cfg(feature = "cuda")]
+            After::Streams(_) => {
+                return Err(Error::Unsupported(
+                    "ordering after CUDA streams".into(),
+                    "cpu",
+                ))
+            }
         }
         // Host semantics: the work launched so far has run; the call runs
         // now and is complete on return.

@@ -7,7 +7,8 @@ use std::marker::PhantomData;
 use std::sync::OnceLock;
 
 /// Facts about one GPU.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct DeviceInfo {
     pub ordinal: usize,
     pub name: String,
@@ -20,7 +21,8 @@ pub struct DeviceInfo {
 }
 
 /// Facts about the driver and its GPUs.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct DriverInfo {
     /// `cuDriverGetVersion`, e.g. 13000.
     pub version: i32,
@@ -151,7 +153,8 @@ pub fn can_access_peer(a: usize, b: usize) -> CuResult<bool> {
 }
 
 /// What the driver says about the link from one device to another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct P2pInfo {
     pub access: bool,
     /// `CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK` (0 is the best).

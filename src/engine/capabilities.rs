@@ -108,6 +108,7 @@ impl Core {
     }
 
     /// Create NCCL communicators on the engine's ranks (one GPU per rank).
+    #[cfg(feature = "cuda")]
     pub fn nccl_init(&mut self, lib: &crate::cuda::nccl::Nccl) -> Result<()> {
         let r = self.nccl_backend()?.nccl_init(lib);
         self.track(r)?;

@@ -26,6 +26,7 @@ pub use typed::{CallInfo, DeviceBuffers, Engine};
 
 use crate::algo::{AlgoChoice, Algorithm, Path};
 use crate::backend::cpu::CpuBackend;
+#[cfg(feature = "cuda")]
 use crate::backend::cuda::{self as cuda_backend, CudaBackend};
 use crate::backend::{
     Backend, BackendChoice, BackendInfo, BackendKind, Binding, BufId, Call, CallTimeline,
@@ -206,6 +207,7 @@ impl Core {
                 cfg.faults.clone(),
             )?))
         };
+        #[cfg(feature = "cuda")]
         let cuda = |cfg: &EngineConfig| -> Result<Box<dyn Backend>> {
             Ok(Box::new(CudaBackend::new(&cuda_backend::CudaOptions {
                 ranks: cfg.ranks,
@@ -214,11 +216,19 @@ impl Core {
                 faults: cfg.faults.clone(),
             })?))
         };
+        #[cfg(feature = "cuda")]
+        let probe = cuda_backend::probe().map(|_| ());
+        #[cfg(not(feature = "cuda"))]
+        let cuda = |_: &EngineConfig| -> Result<Box<dyn Backend>> {
+            Err(Error::NoCuda(crate::backend::NO_CUDA.into()))
+        };
+        #[cfg(not(feature = "cuda"))]
+        let probe = Err::<(), _>(crate::backend::NO_CUDA);
         let backend: Box<dyn Backend> = match cfg.backend {
             BackendChoice::Cpu => cpu(&cfg)?,
             BackendChoice::Cuda => cuda(&cfg)?,
-            BackendChoice::Auto => match cuda_backend::probe() {
-                Ok(_) => cuda(&cfg)?,
+            BackendChoice::Auto => match probe {
+                Ok(()) => cuda(&cfg)?,
                 Err(why) => {
                     fallback_note = Some(format!("auto: CUDA unavailable ({why}); using cpu"));
                     cpu(&cfg)?
@@ -232,6 +242,7 @@ impl Core {
     /// that one rank (every rank must pick the same kind).
     fn new_process(cfg: EngineConfig, spec: &crate::process::JobSpec, t0: Instant) -> Result<Core> {
         use crate::backend::cpu_process::CpuProcessBackend;
+        #[cfg(feature = "cuda")]
         use crate::backend::cuda::process::CudaProcessBackend;
         if cfg.ranks != spec.size {
             return Err(Error::BadArgument(format!(
@@ -266,6 +277,9 @@ impl Core {
         let backend: Result<Box<dyn Backend>> = match kind {
             BackendKind::Cpu => CpuProcessBackend::new(job.clone(), cfg.timeout, faults)
                 .map(|b| Box::new(b) as Box<dyn Backend>),
+            #[cfg(not(feature = "cuda"))]
+            BackendKind::Cuda => Err(Error::NoCuda(crate::backend::NO_CUDA.into())),
+            #[cfg(feature = "cuda")]
             BackendKind::Cuda => CudaProcessBackend::new(
                 job.clone(),
                 &cuda_backend::CudaOptions {
