@@ -794,7 +794,7 @@ pub struct IssueBreakdown {
     pub total_us: f64,
     /// The calling thread per call, inside the backend's launch.
     pub backend_us: f64,
-    /// The hand-off's phases per launch (see [`crate::pool::PoolPhases`]):
+    /// The hand-off's phases per launch (`PoolPhases`):
     /// posting, a rank thread noticing the post (mean over ranks), its work
     /// (its whole job; mean over ranks), the last answer after posting
     /// began, every answer in hand after posting began.

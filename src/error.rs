@@ -77,8 +77,8 @@ pub enum Error {
         rank: usize,
         asked: Vec<(usize, String)>,
     },
-    /// A malformed or out-of-range environment variable (see
-    /// [`crate::param`]): its name, its value, why it is refused and what
+    /// A malformed or out-of-range environment variable (`ringreduce env`
+    /// lists them): its name, its value, why it is refused and what
     /// is accepted.
     #[error("environment variable {var}={value:?}: {reason}; accepted: {expected}")]
     Env {

@@ -13,8 +13,8 @@
 //! ([`GraphBackend`]), stream-ordered calls and the work stream
 //! ([`ordered::StreamOrdered`]).
 
-pub mod cpu;
-pub mod cpu_process;
+pub(crate) mod cpu;
+pub(crate) mod cpu_process;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod ordered;
@@ -412,7 +412,7 @@ pub trait Profiling {
 }
 
 /// Check that a call's bindings cover every rank.
-pub fn check_call(call: &Call, ranks: usize) -> Result<()> {
+pub(crate) fn check_call(call: &Call, ranks: usize) -> Result<()> {
     call.plan.check_ranks(ranks).map_err(Error::Plan)?;
     if call.bind.len() != ranks {
         return Err(Error::WrongBufferCount {
@@ -454,7 +454,7 @@ pub fn op_desc(plan: &Plan, r: usize, i: usize) -> String {
 }
 
 /// Describe what a wait on `s` waits for: the producing rank and op.
-pub fn signal_desc(plan: &Plan, s: crate::plan::SignalId) -> String {
+pub(crate) fn signal_desc(plan: &Plan, s: crate::plan::SignalId) -> String {
     for (r, ops) in plan.ops.iter().enumerate() {
         for (i, op) in ops.iter().enumerate() {
             let produces = op.signal == Some(s)

@@ -2,7 +2,7 @@
 //! stream, returning at once with a completion per rank.
 //!
 //! The capability is an extension trait, [`StreamOrdered`], reached through
-//! [`Backend::ordered`](super::Backend::ordered), rather than fields of
+//! [`Backend::ordered`], rather than fields of
 //! [`Call`]: a stream-ordered call returns per-rank completion tokens, and
 //! comes with a work stream per rank, kernel launches on it and their
 //! timings, none of which fit `Backend::launch(&Call) -> Result<()>`. So the
@@ -15,8 +15,9 @@
 //!   that the engine owns and on which the caller launches its own kernels
 //!   through the engine ([`WorkLaunch`]): the overlap benchmark's backward
 //!   pass runs there.
-//! * [`After::Streams`]: a stream per rank from another library (CUDA only;
-//!   [`RawStream`] is made by an `unsafe` constructor with a contract).
+//! * `After::Streams`: a stream per rank from another library (CUDA only,
+//!   with the `cuda` feature; `cuda::RawStream` is made by an `unsafe`
+//!   constructor with a contract).
 //! * [`After::Nothing`]: only after the engine's earlier calls, like a plain
 //!   launch; the call still returns completions.
 //!
@@ -34,10 +35,10 @@
 //!
 //! The CPU backend implements the same API with host semantics: a call runs
 //! when it is issued, so every completion is complete on return, and the
-//! built-in work kernels run on the host ([`host_kernel`]); CI checks the
+//! built-in work kernels run on the host (`host_kernel`); CI checks the
 //! results and the order through it.
 
-pub use super::work::{ArgCheck, ArgView, Builtin, Param, WorkKernel};
+pub use super::work::{ArgView, Builtin, Param, WorkKernel};
 
 use super::cpu::CpuBackend;
 use super::{Backend, BufId, Call, NcclCall};
@@ -93,7 +94,7 @@ impl Completion {
         self.rank
     }
 
-    /// The event, when the backend has one (CUDA).
+    /// The event, when the backend has one (CUDA; with the `cuda` feature).
     #[cfg(feature = "cuda")]
     pub fn done_event(&self) -> Option<&DoneEvent> {
         self.event.as_deref()
@@ -139,7 +140,8 @@ impl Completion {
     }
 
     /// Make another library's stream wait (on the GPU) for the call: the
-    /// work queued on `stream` from now on runs after it.
+    /// work queued on `stream` from now on runs after it (with the `cuda`
+    /// feature).
     #[cfg(feature = "cuda")]
     pub fn order_before(&self, stream: &RawStream) -> Result<()> {
         match &self.event {
@@ -332,7 +334,7 @@ pub trait StreamOrdered {
 
 /// Element `i` of bucket `bucket` of rank `rank` at step `step`: the
 /// formula of `ptx/compute.ptx` (an integer in -512..=511).
-pub fn grad_value(rank: u32, bucket: u32, i: u64, step: u32) -> i32 {
+pub(crate) fn grad_value(rank: u32, bucket: u32, i: u64, step: u32) -> i32 {
     let mut h = (i as u32)
         .wrapping_mul(0x9E37_79B1)
         .wrapping_add(bucket.wrapping_mul(0x85EB_CA77))
@@ -344,7 +346,7 @@ pub fn grad_value(rank: u32, bucket: u32, i: u64, step: u32) -> i32 {
 
 /// The exact all-reduced (sum) value of element `i` over ranks
 /// `first..first + count`.
-pub fn grad_sum(first: u32, count: u32, bucket: u32, i: u64, step: u32) -> f32 {
+pub(crate) fn grad_sum(first: u32, count: u32, bucket: u32, i: u64, step: u32) -> f32 {
     let s: i32 = (first..first + count)
         .map(|r| grad_value(r, bucket, i, step))
         .sum();
@@ -356,7 +358,7 @@ pub fn grad_sum(first: u32, count: u32, bucket: u32, i: u64, step: u32) -> f32 {
 /// The CPU backend's ordered-call state: the origin of the spans, and the
 /// spans.
 #[derive(Debug)]
-pub struct CpuOrder {
+pub(crate) struct CpuOrder {
     base: Instant,
     spans: Vec<WorkSpan>,
 }
@@ -395,7 +397,7 @@ impl CpuOrder {
 /// Rank `rank`'s part of a work launch, on the host: the built-in kernels
 /// of `ptx/compute.ptx` with the same results bit for bit (f32 `mul_add` is
 /// the PTX `fma.rn.f32`), through the backend's buffer reads and writes.
-pub fn host_kernel(be: &mut dyn Backend, rank: usize, w: &WorkLaunch) -> Result<()> {
+pub(crate) fn host_kernel(be: &mut dyn Backend, rank: usize, w: &WorkLaunch) -> Result<()> {
     let kind = w.kernel.builtin_kind().ok_or_else(|| {
         Error::Unsupported(
             format!("the PTX kernel {} on the work stream", w.kernel.entry()),

@@ -8,7 +8,7 @@
 //! kernel touches. The CUDA backend loads and launches it (`cuda::work`,
 //! where the `unsafe` `WorkKernel::from_ptx` makes a caller's kernel, its
 //! contract standing in for that check); the CPU backend runs the built-in
-//! kernels on the host ([`host_kernel`](super::ordered::host_kernel)).
+//! kernels on the host (`ordered::host_kernel`).
 
 /// One kernel parameter, as the PTX declares it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

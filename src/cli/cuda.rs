@@ -43,7 +43,7 @@ pub fn driver_version() -> Option<String> {
     None
 }
 
-/// [`Core::nccl_init`] (without the `cuda` feature there is no library to
+/// `Core::nccl_init` (without the `cuda` feature there is no library to
 /// pass).
 pub fn nccl_init(core: &mut Core, lib: &Nccl) -> Result<()> {
     #[cfg(feature = "cuda")]

@@ -24,8 +24,8 @@ use crate::plan::Collective;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Standard output that turns a closed pipe into [`Error::BrokenPipe`]-like
-/// quiet exit instead of a panic.
+/// Standard output that turns a closed pipe into a quiet exit instead of a
+/// panic.
 pub struct Out;
 
 static QUIET: AtomicBool = AtomicBool::new(false);

@@ -15,7 +15,7 @@ use super::kernels::{Kernel, KernelModule};
 use super::memory::DevBuf;
 use super::stream::Stream;
 use super::{check, err, CuResult};
-pub use crate::backend::ordered::{ArgCheck, ArgView, Builtin, Param, WorkKernel};
+use crate::backend::ordered::{ArgView, Param, WorkKernel};
 use cudarc::driver::sys;
 use std::ffi::c_void;
 
@@ -39,7 +39,7 @@ impl WorkKernel {
     /// # Safety
     /// * The entry exists in the module and declares exactly `params`
     ///   (`Ptr` and `U64` as `.u64`, `U32` as `.u32`, `F32` as `.f32`).
-    /// * Launched with the arguments of any [`Stream::launch_work`] call
+    /// * Launched with the arguments of any launch on a rank's work stream
     ///   made with this kernel, it touches no memory but the byte ranges
     ///   passed for its `Ptr` parameters (each `[address, address + len)`),
     ///   and it terminates.
@@ -66,13 +66,6 @@ pub struct LoadedWork<'id> {
     key: (usize, &'static str),
     _brand: Brand<'id>,
     _thread: NotSend,
-}
-
-impl LoadedWork<'_> {
-    /// How the module was loaded (cubin or PTX JIT).
-    pub fn source(&self) -> &'static str {
-        self.k.source()
-    }
 }
 
 impl<'id> Ctx<'id> {
@@ -187,6 +180,7 @@ impl<'id> Stream<'id> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::ordered::Builtin;
 
     #[test]
     fn a_callers_kernel_is_checked_by_kind_only() {

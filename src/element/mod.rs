@@ -8,7 +8,7 @@
 //! * [`DataType`], [`ReduceOp`]: what a user asks for (NCCL's enums).
 //! * [`DevOp`], [`Lowered`], [`DataType::lower`]: what a kernel computes
 //!   (NCCL 2.28's `hostToDevRedOp`).
-//! * [`combine`]: the CPU semantics of one reduce step, bitwise identical to
+//! * [`combine`](mod@combine): the CPU semantics of one reduce step, bitwise identical to
 //!   the GPU kernels.
 //! * [`minifloat`]: the one rounding routine for `half`, `bfloat16` and FP8.
 //! * [`with_element!`](crate::with_element) / [`DataType::dispatch`]: turn a

@@ -1,12 +1,12 @@
 //! The engine: created once for N ranks on a backend, then reused.
 //!
 //! [`Core`] is the untyped engine: a backend, the plan cache (one
-//! [`Path`](crate::algo::Path) per algorithm and shape), the buffers, and
+//! [`Path`] per algorithm and shape), the buffers, and
 //! dispatch. It knows no algorithm by name: it asks the
 //! [`AlgoChoice`] for the algorithm of a shape, asks that algorithm's path
 //! for the plan of the next call (telling it whether the call continues the
 //! previous one), and hands the plan to the backend. [`Engine<T>`] is the
-//! typed API on top of it ([`typed`]), and [`ranks`] the per-rank call style.
+//! typed API on top of it, and [`ranks`] the per-rank call style.
 //!
 //! ```
 //! use ringreduce::{Engine, EngineConfig, ReduceOp};
@@ -17,9 +17,9 @@
 //! ```
 
 mod capabilities;
-pub mod ordered;
+mod ordered;
 pub mod ranks;
-pub mod typed;
+mod typed;
 
 pub use ordered::OrderedCall;
 pub use typed::{CallInfo, DeviceBuffers, Engine};
@@ -173,8 +173,8 @@ impl Core {
     /// Create the engine: rank threads, buffers and, on CUDA, contexts,
     /// streams, kernel modules and peer access. The time this takes is
     /// [`Core::setup_time`]. A malformed environment variable the engine
-    /// reads ([`crate::param::check_engine`]: `RINGREDUCE_TIMEOUT`,
-    /// `RINGREDUCE_ALGO`, ...) is an [`Error::Env`] naming it.
+    /// reads (`RINGREDUCE_TIMEOUT`, `RINGREDUCE_ALGO`, ...; `ringreduce
+    /// env` lists them) is an [`Error::Env`] naming it.
     pub fn new(cfg: EngineConfig) -> Result<Core> {
         if cfg.ranks == 0 {
             return Err(Error::ZeroRanks);
@@ -365,7 +365,7 @@ impl Core {
     }
 
     /// The job, when this engine is one rank of a multi-process job.
-    pub fn job(&self) -> Option<&Arc<crate::process::Job>> {
+    pub(crate) fn job(&self) -> Option<&Arc<crate::process::Job>> {
         self.job.as_ref()
     }
 
