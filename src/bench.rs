@@ -713,14 +713,14 @@ fn median_call_us<T: Element>(e: &mut Engine<T>, shape: &Shape, nccl: Option<()>
 /// first all-reduce, then the steady state.
 pub fn cold_start_nccl<T: Element>(
     e: &mut Engine<T>,
-    nccl: &crate::cuda::nccl::Nccl,
+    nccl: &crate::cli::cuda::Nccl,
     count: usize,
 ) -> Result<ColdStart> {
     let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1);
     let shape = e.load(Collective::AllReduce, &inputs, false)?;
     e.synchronize()?;
     let t0 = Instant::now();
-    e.core_mut().nccl_init(nccl)?;
+    crate::cli::cuda::nccl_init(e.core_mut(), nccl)?;
     let init_ms = t0.elapsed().as_secs_f64() * 1e3;
     let t1 = Instant::now();
     let call = e.nccl_call(&shape, ReduceOp::Sum);
@@ -794,7 +794,7 @@ pub struct IssueBreakdown {
     pub total_us: f64,
     /// The calling thread per call, inside the backend's launch.
     pub backend_us: f64,
-    /// The hand-off's phases per launch (see [`crate::pool::PoolPhases`]):
+    /// The hand-off's phases per launch (`PoolPhases`):
     /// posting, a rank thread noticing the post (mean over ranks), its work
     /// (its whole job; mean over ranks), the last answer after posting
     /// began, every answer in hand after posting began.

@@ -77,8 +77,8 @@ pub enum Error {
         rank: usize,
         asked: Vec<(usize, String)>,
     },
-    /// A malformed or out-of-range environment variable (see
-    /// [`crate::param`]): its name, its value, why it is refused and what
+    /// A malformed or out-of-range environment variable (`ringreduce env`
+    /// lists them): its name, its value, why it is refused and what
     /// is accepted.
     #[error("environment variable {var}={value:?}: {reason}; accepted: {expected}")]
     Env {
@@ -99,6 +99,8 @@ pub enum Error {
     },
     #[error("CUDA setup: {call} failed: {message}")]
     CudaSetup { call: &'static str, message: String },
+    /// Loading or calling NCCL failed (with the `cuda` feature).
+    #[cfg(feature = "cuda")]
     #[error(transparent)]
     Nccl(#[from] crate::cuda::nccl::NcclError),
     #[error("rank {rank}: NCCL: {message}")]
@@ -314,6 +316,7 @@ impl Error {
                 call,
                 message: message.clone(),
             },
+            #[cfg(feature = "cuda")]
             E::Nccl(e) => E::Nccl(e.clone()),
             E::NcclRank { rank, message } => E::NcclRank {
                 rank: *rank,

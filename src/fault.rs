@@ -1,13 +1,17 @@
 //! Fault injection, for tests of the error paths: a rank thread that panics
 //! in the middle of a collective, a rank that never issues a step, a failed
-//! driver call on one rank, a failed allocation on one rank. Set
-//! [`crate::engine::EngineConfig::faults`]; both backends honour it.
+//! driver call on one rank, a failed allocation on one rank. Set them with
+//! [`EngineConfig::with_faults`](crate::EngineConfig::with_faults); both
+//! backends honour them.
 //! Every injected fault must end every rank's call with an error naming the
 //! rank and the step, within the engine's timeout: never a hang, a process
 //! abort, or a changed send buffer.
 
 /// What goes wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+// Made by the tests and by fault-injection builds (the environment's
+// faults are kills and failed starts).
+#[cfg_attr(not(any(test, feature = "fault-injection")), allow(dead_code))]
 pub enum Fault {
     /// The rank thread panics before issuing the op.
     Panic,
@@ -48,6 +52,8 @@ impl FaultPlan {
         FaultPlan(Vec::new())
     }
 
+    // Only the tests and fault-injection builds make non-empty plans.
+    #[cfg_attr(not(any(test, feature = "fault-injection")), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -75,7 +81,7 @@ impl FaultPlan {
 
 /// What one entry of `RINGREDUCE_FAULT` does (one rank per process only;
 /// the variable is read only by test builds and builds with the
-/// `fault-injection` feature, see [`crate::param`]).
+/// `fault-injection` feature; `ringreduce env` describes it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 // Made only by the parser, which exists in fault-injection builds.
 #[cfg_attr(not(any(test, feature = "fault-injection")), allow(dead_code))]

@@ -15,8 +15,10 @@
 //!
 //! What a user names is at the root: [`Engine`] and [`EngineConfig`] (every
 //! rank in one process), [`Comm`] (one rank per process, under `ringreduce
-//! launch` or `mpirun`), [`AbortHandle`], [`CallInfo`], the element types
-//! and ops ([`DataType`], [`Element`], [`ReduceOp`], [`bf16`], [`f16`]),
+//! launch` or `mpirun`), [`RankComm`] (one thread per rank), [`AbortHandle`],
+//! [`CallInfo`], [`DeviceBuffers`] (buffers the engine allocates on every
+//! rank's device, host memory on the CPU backend), the element types and ops
+//! ([`DataType`], [`Element`], [`ReduceOp`], [`bf16`], [`f16`](struct@f16)),
 //! [`Collective`], [`AlgoChoice`], [`BackendChoice`] and [`Error`].
 //!
 //! To study the algorithm:
@@ -27,29 +29,48 @@
 //! * [`algo`]: the algorithms (ring, one-shots, parameter server), one file
 //!   each, that build plans; [`trace`] prints them step by step, [`theory`]
 //!   models their traffic and time.
-//!
-//! The layers below:
-//!
-//! * [`engine`]: the reusable engine: plan cache, buffers, dispatch; the
-//!   typed API and the per-rank call style.
-//! * [`backend`]: one small trait, one file per backend (CPU threads, CUDA
-//!   GPUs), optional capabilities (NCCL, graphs, profiling) as extension
-//!   traits.
-//! * [`cuda`]: the checked driver layer, the PTX kernels and the NCCL
-//!   loader and binding; with the crate's private `sys` module the only
-//!   places with `unsafe` code.
-//! * [`process`]: one rank per process: the job's store and shared control
-//!   segment, and the per-process communicator.
 //! * [`element`] and [`verify`]: data types and ops with NCCL's semantics,
 //!   inputs and checks.
 //!
+//! The layers below:
+//!
+//! * [`engine`]: the reusable engine ([`engine::Core`], untyped): plan
+//!   cache, buffers, dispatch; the typed API and the per-rank call style
+//!   ([`engine::ranks`]).
+//! * [`backend`]: the small trait the engine drives, its optional
+//!   capabilities (NCCL, graphs, profiling, stream-ordered calls in
+//!   [`backend::ordered`]) and the types they take. The backends themselves
+//!   (CPU threads, CPU processes, CUDA) are private.
+//! * [`process`]: one rank per process: [`process::JobSpec`] and the
+//!   per-process communicator (the job's store and shared control segment
+//!   are private).
+//! * `cuda` (with the `cuda` feature): what a user of the CUDA backend names
+//!   (another library's stream for stream-ordered calls, a completion's
+//!   event, a kernel module for the work stream, loading NCCL). The checked
+//!   driver layer, the PTX kernels and the NCCL binding behind it are
+//!   private; with the private `sys` module they are the only places with
+//!   `unsafe` code.
+//!
+//! # Features
+//!
+//! * `cuda` (default): the CUDA backend (cudarc, the driver loaded at run
+//!   time, never linked) and NCCL (loaded at run time by our own binding).
+//!   Without it the library is CPU-only, with a handful of dependencies:
+//!   [`BackendChoice::Cuda`] is [`Error::NoCuda`] ("built without the cuda
+//!   feature"), `auto` runs on the CPU, and the items that exist only with
+//!   CUDA (`cuda`, `backend::cuda::probe`, `Core::nccl_init`, `Error::Nccl`,
+//!   `After::Streams`, `Completion::done_event` and `::order_before`) are
+//!   absent.
+//! * `cli` (default): the `ringreduce` command line; it turns on `serde`.
+//!   Its own modules (`cli`, `bench`, `report`) are public only for the
+//!   binary and the test suites, and are not an API; `timeline` (records
+//!   every op of real calls on one clock) comes with it.
+//! * `serde`: `serde::Serialize` on the library's plain data types.
+//! * `fault-injection`: `fault` and `EngineConfig::with_faults`, for tests
+//!   of the error paths (on in the crate's own tests).
+//!
 //! Every environment variable ringreduce reads is declared once, with its
-//! type and range, in a private module (`ringreduce env` lists them). With
-//! the `fault-injection` feature (on in the crate's own tests), `fault`
-//! injects failures for tests of the error paths. With the default `cli`
-//! feature, [`timeline`] records every op of real calls on one clock; the
-//! command line's own modules (`cli`, `bench`, `report`) are public only
-//! for the `ringreduce` binary and the test suites, and are not an API.
+//! type and range, in a private module (`ringreduce env` lists them).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
@@ -58,6 +79,7 @@
 
 pub mod algo;
 pub mod backend;
+#[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod element;
 pub mod engine;
@@ -71,7 +93,7 @@ pub mod plan;
 pub(crate) mod pool;
 pub mod process;
 pub mod schedule;
-pub mod size;
+pub(crate) mod size;
 pub(crate) mod sync;
 pub(crate) mod sys;
 pub mod theory;

@@ -62,7 +62,8 @@ fn now_ns() -> u64 {
 /// commands over), then every rank's `pickup` (its thread noticing the
 /// command) and `handler` (its work), then the caller noticing the last
 /// answer: `round - last_done`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PoolPhases {
     pub calls: u64,
     /// Posting the commands to every rank.
@@ -322,6 +323,8 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     /// for a GPU whose work depends on a peer process (a stream waiting on
     /// a dead peer's event, a driver call blocked on a full queue): the
     /// caller names the dead peer instead of waiting for the deadline.
+    // Used by the CUDA backend only.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub fn set_watch(&mut self, watch: Option<Watch>) {
         self.watch = watch;
     }
@@ -436,6 +439,8 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     /// answered the previous one, so the caller's posting and the answers'
     /// way back overlap the ranks' work. Before any other round, collect
     /// the last one with [`RankThreads::settle`].
+    // Used by the CUDA backend only.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub fn run_deferred(&mut self, cmds: Vec<C>) -> Result<Option<Vec<Result<R>>>> {
         self.can_post(cmds.len(), true)?;
         let round = self.post(cmds)?;
@@ -445,6 +450,8 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
 
     /// Collect the answers of the round [`RankThreads::run_deferred`] left
     /// pending, if any.
+    // Used by the CUDA backend only.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub fn settle(&mut self) -> Result<Option<Vec<Result<R>>>> {
         self.pending.take().map(|b| self.collect(b)).transpose()
     }

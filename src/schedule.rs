@@ -36,7 +36,8 @@
 use std::ops::Range;
 
 /// Which half of the ring all-reduce a step belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub enum Phase {
     /// Partial sums travel round the ring and are added at each hop.
     ReduceScatter,

@@ -152,14 +152,6 @@ impl std::fmt::Display for JobFault {
 }
 
 impl JobFault {
-    /// The rank that failed or died, if one did.
-    pub fn rank(&self) -> Option<usize> {
-        match self {
-            JobFault::Failed { rank, .. } | JobFault::Died { rank, .. } => Some(*rank),
-            JobFault::Aborted { .. } => None,
-        }
-    }
-
     /// The error rank `waiter` returns when it finds this fault while
     /// waiting for `what`: [`Error::PeerFailed`] naming the failed or dead
     /// rank, [`Error::Aborted`] for an aborted run, [`Error::Poisoned`] when
@@ -270,19 +262,6 @@ impl SignalBoard {
         self.gens().len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.gens().is_empty()
-    }
-
-    /// Whether the counters are shared with other processes.
-    pub fn is_shared(&self) -> bool {
-        self.shared.is_some()
-    }
-
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
     /// Mark signal `s` as published for call `gen`.
     pub fn publish(&self, s: usize, gen: u64) {
         if let Some(g) = self.gens().get(s) {
@@ -383,11 +362,6 @@ impl SignalBoard {
         Ok(())
     }
 
-    /// The abort handle the board's waits watch.
-    pub fn abort_handle(&self) -> &AbortHandle {
-        &self.abort
-    }
-
     /// Wait until signal `s` is published for call `gen`: spin, then yield,
     /// then sleep in short naps. `what` describes what is waited for (the
     /// producing rank and step), for the error.
@@ -441,6 +415,7 @@ impl SignalBoard {
     /// rank failed the call (the clean-up hand-shakes of a failed call: a
     /// rank that failed still publishes that it has stopped). Bounded by the
     /// abort handle and the timeout like [`SignalBoard::wait`].
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub fn wait_settled(
         &self,
         s: usize,

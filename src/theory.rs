@@ -326,6 +326,7 @@ mod tests {
     }
 
     use super::*;
+    use approx::{assert_abs_diff_eq, assert_relative_eq};
 
     const D: f64 = 100e6;
 
@@ -404,7 +405,7 @@ mod tests {
     #[test]
     fn ring_limit_is_2d() {
         let r = ring_per_rank_bytes(1_000_000, D);
-        assert!(((r - 2.0 * D) / (2.0 * D)).abs() < 1e-4);
+        assert_relative_eq!(r, 2.0 * D, max_relative = 1e-4);
         assert!(r < 2.0 * D);
     }
 
@@ -433,11 +434,11 @@ mod tests {
         };
         // N=4, D=100 MB, B=100 GB/s: D/B = 1000 us.
         // ring: 6*10 + 1.5*1000 = 1560; PS: 6*10 + 6*1000 = 6060.
-        assert!((ring_time_us(4, D, &m) - 1560.0).abs() < 1e-9);
-        assert!((ps_time_us(4, D, &m) - 6060.0).abs() < 1e-9);
+        assert_abs_diff_eq!(ring_time_us(4, D, &m), 1560.0, epsilon = 1e-9);
+        assert_abs_diff_eq!(ps_time_us(4, D, &m), 6060.0, epsilon = 1e-9);
         // N=2: ring 2*10 + 1000; PS 2*10 + 2000.
-        assert!((ring_time_us(2, D, &m) - 1020.0).abs() < 1e-9);
-        assert!((ps_time_us(2, D, &m) - 2020.0).abs() < 1e-9);
+        assert_abs_diff_eq!(ring_time_us(2, D, &m), 1020.0, epsilon = 1e-9);
+        assert_abs_diff_eq!(ps_time_us(2, D, &m), 2020.0, epsilon = 1e-9);
     }
 
     #[test]
@@ -453,8 +454,8 @@ mod tests {
             })
             .collect();
         let f = fit_ring(&pts).unwrap();
-        assert!((f.alpha_us - 7.5).abs() < 1e-6, "{f:?}");
-        assert!((f.link_gbps - 320.0).abs() < 1e-6, "{f:?}");
+        assert_abs_diff_eq!(f.alpha_us, 7.5, epsilon = 1e-6);
+        assert_abs_diff_eq!(f.link_gbps, 320.0, epsilon = 1e-6);
         // Latency only: alpha from the small sizes, a huge bandwidth.
         assert!(fit_ring(&pts[..1]).is_none());
         assert!(fit_ring(&[]).is_none());

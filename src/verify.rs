@@ -2,7 +2,7 @@
 //!
 //! # What the reference is
 //!
-//! [`reference`] folds [`combine_one`] over ranks 0, 1, ..., N-1 in order,
+//! [`reference`](fn@reference) folds [`combine_one`] over ranks 0, 1, ..., N-1 in order,
 //! with the flags a ring or one-shot all-reduce uses (first reduce: both
 //! operands pre-multiplied; later reduces: the incoming input only; last
 //! reduce: the post-divide), i.e. NCCL's semantics for the element type:
@@ -21,7 +21,7 @@
 //!   once at the end.
 //! * **`max` and `min`** on floats: the result is one of the inputs whatever
 //!   the order (maxNum/minNum are associative and commutative, NaN and signed
-//!   zeros included, see [`combine`](crate::element::combine)).
+//!   zeros included, see [`combine`](mod@crate::element::combine)).
 //! * **N <= 2**: `a (op) b` is commutative bit for bit.
 //! * **[`Inputs::Exact`]**: every input is a small integer chosen so that
 //!   every partial result of every reduction order is exactly representable in
@@ -71,7 +71,7 @@ use std::str::FromStr;
 /// SplitMix64 (Steele, Lea and Flood, 2014): a tiny deterministic generator,
 /// good enough for test inputs and cheap to seed per block.
 #[derive(Debug, Clone)]
-pub struct SplitMix64 {
+pub(crate) struct SplitMix64 {
     state: u64,
 }
 
@@ -463,7 +463,8 @@ pub fn changed<T: Element>(a: &[T], b: &[T]) -> u64 {
 }
 
 /// Outcome of a check.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Verdict {
     /// Wrong elements per rank.
     pub wrong: Vec<u64>,

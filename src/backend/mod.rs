@@ -13,10 +13,12 @@
 //! ([`GraphBackend`]), stream-ordered calls and the work stream
 //! ([`ordered::StreamOrdered`]).
 
-pub mod cpu;
-pub mod cpu_process;
+pub(crate) mod cpu;
+pub(crate) mod cpu_process;
+#[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod ordered;
+mod work;
 
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
@@ -24,8 +26,15 @@ use crate::plan::{Collective, Plan};
 use crate::sync::AbortHandle;
 use std::sync::Arc;
 
+/// Why the CUDA backend is unavailable in a build without the `cuda`
+/// feature ([`crate::Error::NoCuda`] says it, and `auto` falls back to the
+/// CPU with it).
+#[cfg(not(feature = "cuda"))]
+pub(crate) const NO_CUDA: &str = "built without the cuda feature";
+
 /// Which backend runs the collective.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub enum BackendKind {
     Cpu,
     Cuda,
@@ -58,7 +67,10 @@ impl BackendChoice {
         match self {
             BackendChoice::Cpu => Some("--backend cpu".into()),
             BackendChoice::Cuda => None,
+            #[cfg(feature = "cuda")]
             BackendChoice::Auto => cuda::probe().err(),
+            #[cfg(not(feature = "cuda"))]
+            BackendChoice::Auto => Some(NO_CUDA.into()),
         }
     }
 }
@@ -138,7 +150,8 @@ pub struct NcclCall {
 }
 
 /// Milliseconds spent in the parts of a GPU backend's setup.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SetupBreakdown {
     /// Loading libcuda, `cuInit`, listing devices (once per process).
     pub driver_ms: f64,
@@ -320,6 +333,7 @@ pub trait HostSlices {
 /// NCCL on a backend's buffers.
 pub trait NcclBackend {
     /// Create one NCCL communicator per rank (one GPU per rank).
+    #[cfg(feature = "cuda")]
     fn nccl_init(&mut self, lib: &crate::cuda::nccl::Nccl) -> Result<()>;
     /// Launch an NCCL collective on every rank.
     fn launch_nccl(&mut self, call: &NcclCall) -> Result<()>;
@@ -343,7 +357,8 @@ pub trait GraphBackend {
 
 /// Host time one rank thread spent issuing collectives, by kind of call
 /// (nanoseconds, summed since the last [`Profiling::take_issue_profile`]).
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct IssueProfile {
     pub calls: u64,
     /// Copies (`cuMemcpyPeerAsync`).
@@ -370,7 +385,8 @@ pub struct IssueProfile {
 }
 
 /// When one op part ran on one rank, in nanoseconds on the backend's clock.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct OpTime {
     pub rank: usize,
     /// Index of the op in the rank's list, and its part (0, or 1 for an
@@ -382,7 +398,8 @@ pub struct OpTime {
 }
 
 /// The timings of one timed call.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct CallTimeline {
     pub plan: String,
     /// What the clock is (device or host timestamps) and how the ranks'
@@ -417,7 +434,7 @@ pub trait Profiling {
 }
 
 /// Check that a call's bindings cover every rank.
-pub fn check_call(call: &Call, ranks: usize) -> Result<()> {
+pub(crate) fn check_call(call: &Call, ranks: usize) -> Result<()> {
     call.plan.check_ranks(ranks).map_err(Error::Plan)?;
     if call.bind.len() != ranks {
         return Err(Error::WrongBufferCount {
@@ -459,7 +476,7 @@ pub fn op_desc(plan: &Plan, r: usize, i: usize) -> String {
 }
 
 /// Describe what a wait on `s` waits for: the producing rank and op.
-pub fn signal_desc(plan: &Plan, s: crate::plan::SignalId) -> String {
+pub(crate) fn signal_desc(plan: &Plan, s: crate::plan::SignalId) -> String {
     for (r, ops) in plan.ops.iter().enumerate() {
         for (i, op) in ops.iter().enumerate() {
             let produces = op.signal == Some(s)
@@ -476,6 +493,33 @@ pub fn signal_desc(plan: &Plan, s: crate::plan::SignalId) -> String {
 mod tests {
     use super::{placement, process_device};
     use crate::theory::ring_link_load;
+
+    /// Without the `cuda` feature, `cuda` is refused with the reason and
+    /// `auto` runs on the CPU, saying why.
+    #[cfg(not(feature = "cuda"))]
+    #[test]
+    fn without_the_cuda_feature_auto_is_the_cpu_and_cuda_is_refused() {
+        use super::BackendChoice;
+        use crate::{Engine, EngineConfig, Error};
+        assert_eq!(
+            BackendChoice::Auto.cpu_reason().as_deref(),
+            Some(super::NO_CUDA)
+        );
+        let e = Engine::<f32>::new(EngineConfig::cuda(2)).unwrap_err();
+        assert!(matches!(&e, Error::NoCuda(_)), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "the CUDA backend is unavailable: built without the cuda feature"
+        );
+        let mut e = Engine::<f32>::new(EngineConfig::new(2, BackendChoice::Auto)).unwrap();
+        assert_eq!(e.core().backend_kind(), super::BackendKind::Cpu);
+        let note = e.core().fallback_note().unwrap_or_default();
+        assert!(note.contains("built without the cuda feature"), "{note}");
+        let mut bufs = vec![vec![1.0f32; 5], vec![2.0; 5]];
+        e.all_reduce_in_place(&mut bufs, crate::ReduceOp::Sum)
+            .unwrap();
+        assert_eq!(bufs[1], vec![3.0; 5]);
+    }
 
     #[test]
     fn placement_gives_each_rank_its_own_device_when_there_are_enough() {

@@ -2,7 +2,7 @@
 //! stream, returning at once with a completion per rank.
 //!
 //! The capability is an extension trait, [`StreamOrdered`], reached through
-//! [`Backend::ordered`](super::Backend::ordered), rather than fields of
+//! [`Backend::ordered`], rather than fields of
 //! [`Call`]: a stream-ordered call returns per-rank completion tokens, and
 //! comes with a work stream per rank, kernel launches on it and their
 //! timings, none of which fit `Backend::launch(&Call) -> Result<()>`. So the
@@ -15,8 +15,9 @@
 //!   that the engine owns and on which the caller launches its own kernels
 //!   through the engine ([`WorkLaunch`]): the overlap benchmark's backward
 //!   pass runs there.
-//! * [`After::Streams`]: a stream per rank from another library (CUDA only;
-//!   [`RawStream`] is made by an `unsafe` constructor with a contract).
+//! * `After::Streams`: a stream per rank from another library (CUDA only,
+//!   with the `cuda` feature; `cuda::RawStream` is made by an `unsafe`
+//!   constructor with a contract).
 //! * [`After::Nothing`]: only after the engine's earlier calls, like a plain
 //!   launch; the call still returns completions.
 //!
@@ -34,12 +35,14 @@
 //!
 //! The CPU backend implements the same API with host semantics: a call runs
 //! when it is issued, so every completion is complete on return, and the
-//! built-in work kernels run on the host ([`host_kernel`]); CI checks the
+//! built-in work kernels run on the host (`host_kernel`); CI checks the
 //! results and the order through it.
+
+pub use super::work::{ArgView, Builtin, Param, WorkKernel};
 
 use super::cpu::CpuBackend;
 use super::{Backend, BufId, Call, NcclCall};
-use crate::cuda::work::{ArgView, Builtin, WorkKernel};
+#[cfg(feature = "cuda")]
 use crate::cuda::{DoneEvent, HostMapped, RawStream};
 use crate::error::{Error, Result};
 use std::sync::Arc;
@@ -54,7 +57,8 @@ pub enum After {
     /// The work queued so far on each rank's work stream.
     Work,
     /// The work queued so far on these streams, one per rank, each on its
-    /// rank's device (CUDA only).
+    /// rank's device (CUDA only; needs the `cuda` feature).
+    #[cfg(feature = "cuda")]
     Streams(Arc<Vec<RawStream>>),
 }
 
@@ -63,15 +67,21 @@ pub enum After {
 #[derive(Debug, Clone)]
 pub struct Completion {
     rank: usize,
+    #[cfg(feature = "cuda")]
     event: Option<Arc<DoneEvent>>,
 }
 
 impl Completion {
     /// A completion that is already complete (host backends).
     pub fn complete(rank: usize) -> Completion {
-        Completion { rank, event: None }
+        Completion {
+            rank,
+            #[cfg(feature = "cuda")]
+            event: None,
+        }
     }
 
+    #[cfg(feature = "cuda")]
     pub(crate) fn event(rank: usize, ev: Arc<DoneEvent>) -> Completion {
         Completion {
             rank,
@@ -84,11 +94,13 @@ impl Completion {
         self.rank
     }
 
-    /// The event, when the backend has one (CUDA).
+    /// The event, when the backend has one (CUDA; with the `cuda` feature).
+    #[cfg(feature = "cuda")]
     pub fn done_event(&self) -> Option<&DoneEvent> {
         self.event.as_deref()
     }
 
+    #[cfg(feature = "cuda")]
     fn cuda_err(&self, e: crate::cuda::CudaError) -> Error {
         Error::Cuda {
             rank: self.rank,
@@ -101,17 +113,18 @@ impl Completion {
 
     /// Whether the call is complete on this rank (never blocks).
     pub fn is_complete(&self) -> Result<bool> {
-        match &self.event {
-            None => Ok(true),
-            Some(e) => e.query().map_err(|x| self.cuda_err(x)),
+        #[cfg(feature = "cuda")]
+        if let Some(e) = &self.event {
+            return e.query().map_err(|x| self.cuda_err(x));
         }
+        Ok(true)
     }
 
     /// Wait (on this thread) until the call is complete, at most `timeout`.
     pub fn wait(&self, timeout: Duration) -> Result<()> {
-        match &self.event {
-            None => Ok(()),
-            Some(e) => e.wait(timeout).map_err(|x| match self.cuda_err(x) {
+        #[cfg(feature = "cuda")]
+        if let Some(e) = &self.event {
+            return e.wait(timeout).map_err(|x| match self.cuda_err(x) {
                 Error::Cuda { rank, message, .. } if message.contains("not complete") => {
                     Error::Timeout {
                         rank,
@@ -120,12 +133,16 @@ impl Completion {
                     }
                 }
                 other => other,
-            }),
+            });
         }
+        let _ = timeout;
+        Ok(())
     }
 
     /// Make another library's stream wait (on the GPU) for the call: the
-    /// work queued on `stream` from now on runs after it.
+    /// work queued on `stream` from now on runs after it (with the `cuda`
+    /// feature).
+    #[cfg(feature = "cuda")]
     pub fn order_before(&self, stream: &RawStream) -> Result<()> {
         match &self.event {
             None => Ok(()),
@@ -142,16 +159,23 @@ impl Completion {
 /// (synchronize, read, write, a buffer allocation).
 #[derive(Default)]
 pub struct Gate {
+    /// Each closed rank's gate word and the value that opens it.
+    #[cfg(feature = "cuda")]
     words: Vec<(Arc<HostMapped>, u32)>,
 }
 
 impl std::fmt::Debug for Gate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Gate({} ranks closed)", self.words.len())
+        #[cfg(feature = "cuda")]
+        let closed = self.words.len();
+        #[cfg(not(feature = "cuda"))]
+        let closed = 0;
+        write!(f, "Gate({closed} ranks closed)")
     }
 }
 
 impl Gate {
+    #[cfg(feature = "cuda")]
     pub(crate) fn new(words: Vec<(Arc<HostMapped>, u32)>) -> Gate {
         Gate { words }
     }
@@ -162,6 +186,7 @@ impl Gate {
     }
 
     fn release(&mut self) {
+        #[cfg(feature = "cuda")]
         for (m, v) in self.words.drain(..) {
             m.store_u32(0, v);
         }
@@ -175,7 +200,8 @@ impl Drop for Gate {
 }
 
 /// Names one timed span: what it is and which one (a bucket number).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SpanTag {
     pub what: &'static str,
     pub index: u32,
@@ -184,7 +210,8 @@ pub struct SpanTag {
 /// When a timed kernel or call ran on one rank, in nanoseconds from the
 /// rank's last [`StreamOrdered::work_mark`] (device event timestamps on
 /// CUDA, the host clock on the CPU).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct WorkSpan {
     pub rank: usize,
     pub what: &'static str,
@@ -307,7 +334,7 @@ pub trait StreamOrdered {
 
 /// Element `i` of bucket `bucket` of rank `rank` at step `step`: the
 /// formula of `ptx/compute.ptx` (an integer in -512..=511).
-pub fn grad_value(rank: u32, bucket: u32, i: u64, step: u32) -> i32 {
+pub(crate) fn grad_value(rank: u32, bucket: u32, i: u64, step: u32) -> i32 {
     let mut h = (i as u32)
         .wrapping_mul(0x9E37_79B1)
         .wrapping_add(bucket.wrapping_mul(0x85EB_CA77))
@@ -319,7 +346,7 @@ pub fn grad_value(rank: u32, bucket: u32, i: u64, step: u32) -> i32 {
 
 /// The exact all-reduced (sum) value of element `i` over ranks
 /// `first..first + count`.
-pub fn grad_sum(first: u32, count: u32, bucket: u32, i: u64, step: u32) -> f32 {
+pub(crate) fn grad_sum(first: u32, count: u32, bucket: u32, i: u64, step: u32) -> f32 {
     let s: i32 = (first..first + count)
         .map(|r| grad_value(r, bucket, i, step))
         .sum();
@@ -331,7 +358,7 @@ pub fn grad_sum(first: u32, count: u32, bucket: u32, i: u64, step: u32) -> f32 {
 /// The CPU backend's ordered-call state: the origin of the spans, and the
 /// spans.
 #[derive(Debug)]
-pub struct CpuOrder {
+pub(crate) struct CpuOrder {
     base: Instant,
     spans: Vec<WorkSpan>,
 }
@@ -370,7 +397,7 @@ impl CpuOrder {
 /// Rank `rank`'s part of a work launch, on the host: the built-in kernels
 /// of `ptx/compute.ptx` with the same results bit for bit (f32 `mul_add` is
 /// the PTX `fma.rn.f32`), through the backend's buffer reads and writes.
-pub fn host_kernel(be: &mut dyn Backend, rank: usize, w: &WorkLaunch) -> Result<()> {
+pub(crate) fn host_kernel(be: &mut dyn Backend, rank: usize, w: &WorkLaunch) -> Result<()> {
     let kind = w.kernel.builtin_kind().ok_or_else(|| {
         Error::Unsupported(
             format!("the PTX kernel {} on the work stream", w.kernel.entry()),
@@ -466,11 +493,15 @@ impl StreamOrdered for CpuBackend {
         after: &After,
         tag: Option<SpanTag>,
     ) -> Result<Vec<Completion>> {
-        if let After::Streams(_) = after {
-            return Err(Error::Unsupported(
-                "ordering after CUDA streams".into(),
-                "cpu",
-            ));
+        match after {
+            After::Nothing | After::Work => {}
+            #[cfg(feature = "cuda")]
+            After::Streams(_) => {
+                return Err(Error::Unsupported(
+                    "ordering after CUDA streams".into(),
+                    "cpu",
+                ))
+            }
         }
         // Host semantics: the work launched so far has run; the call runs
         // now and is complete on return.

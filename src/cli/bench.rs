@@ -297,7 +297,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
                 .collect::<Vec<_>>()
                 .join(" "),
             hardware: if info.hardware.is_empty() { vec![info.describe.clone()] } else { info.hardware.clone() },
-            driver: crate::cuda::driver().ok().map(|d| format!("CUDA driver API {}", d.version)),
+            driver: super::cuda::driver_version(),
             nccl_version,
             ranks,
             devices: info.devices(),

@@ -2,9 +2,9 @@
 //! output compared element by element, for every requested collective,
 //! data type, op, size, place and path.
 
+use super::cuda::Nccl;
 use super::{check_host_memory, out, Common, Kinds};
 use crate::bench::{self, Contender, ContenderKind};
-use crate::cuda::nccl::Nccl;
 use crate::element::{Element, ReduceOp};
 use crate::engine::{Core, Engine};
 use crate::error::{Error, Result};
@@ -150,7 +150,7 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
     ))?;
     let mut core = Engine::<f32>::new(cfg)?.into_core();
     out(format!("backend: {}", core.describe()))?;
-    core.nccl_init(&nccl)?;
+    super::cuda::nccl_init(&mut core, &nccl)?;
     let plan = Plan {
         sizes,
         by_count,

@@ -159,7 +159,7 @@ pub fn execute(a: CompareArgs) -> Result<bool> {
                 choice.resolve(&shape)?;
             }
         }
-        let cpu = a.backend == BackendChoice::Cpu || crate::backend::cuda::probe().is_err();
+        let cpu = a.backend == BackendChoice::Cpu || crate::cli::cuda::gpus().is_err();
         // The parameter server's root needs (N-1)·D of scratch.
         let mut need = crate::cli::run::host_bytes(&shape, cpu);
         if cpu {

@@ -1,5 +1,5 @@
 //! `ringreduce env`: every environment variable ringreduce reads
-//! ([`crate::param`]), with its value, where the value came from, what is
+//! (declared in `src/param.rs`), with its value, where the value came from, what is
 //! accepted and what it does; exit 2 naming each malformed one.
 
 use super::out;

@@ -7,7 +7,7 @@
 //! * The launcher creates the job's store (a fresh directory of mode 0700
 //!   under `/dev/shm`, or `--store`; a non-empty one is a leftover and
 //!   refused; under `/dev/shm` it first removes this user's stores whose
-//!   launcher and ranks are all gone, [`sweep_stale`]) and gives rank r
+//!   launcher and ranks are all gone, `store::sweep_stale`) and gives rank r
 //!   `RINGREDUCE_RANK=r`, `RINGREDUCE_SIZE=N`, `RINGREDUCE_LOCAL_RANK=r`,
 //!   `RINGREDUCE_LOCAL_SIZE=N`, `RINGREDUCE_STORE`, `RINGREDUCE_RUN_ID`,
 //!   with `--devices`: `RINGREDUCE_DEVICES` = rank r's GPU by

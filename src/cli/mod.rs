@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod check;
 pub mod compare;
+pub mod cuda;
 pub mod env;
 pub mod launch;
 pub mod overlap;
@@ -23,8 +24,8 @@ use crate::plan::Collective;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Standard output that turns a closed pipe into [`Error::BrokenPipe`]-like
-/// quiet exit instead of a panic.
+/// Standard output that turns a closed pipe into a quiet exit instead of a
+/// panic.
 pub struct Out;
 
 static QUIET: AtomicBool = AtomicBool::new(false);
@@ -152,8 +153,8 @@ impl Common {
             Some(n) => n,
             None => match self.backend {
                 BackendChoice::Cpu => 4,
-                _ => match crate::backend::cuda::probe() {
-                    Ok(info) => self.devices.as_ref().map_or(info.devices.len(), Vec::len),
+                _ => match cuda::gpus() {
+                    Ok(gpus) => self.devices.as_ref().map_or(gpus, Vec::len),
                     Err(_) => 4,
                 },
             },
@@ -308,8 +309,8 @@ pub fn nccl_for_contenders(
     backend: BackendChoice,
     lib: Option<&std::path::Path>,
     flag: &str,
-) -> Result<(Option<crate::cuda::nccl::Nccl>, Option<String>)> {
-    use crate::cuda::nccl::Nccl;
+) -> Result<(Option<cuda::Nccl>, Option<String>)> {
+    use cuda::Nccl;
     let named = lib.map(|p| Nccl::load(Some(p))).transpose()?;
     let wanted = contenders.iter().any(crate::bench::Contender::is_nccl);
     if named.is_some() && !wanted {
@@ -350,6 +351,8 @@ pub fn nccl_for_contenders(
                 )),
             ))
         }
+        // An NCCL error (without the `cuda` feature: already an Error).
+        #[cfg_attr(not(feature = "cuda"), allow(clippy::useless_conversion))]
         Err(e) => Err(e.into()),
     }
 }

@@ -95,7 +95,7 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
             .map(|p| p.parse().map_err(Error::BadArgument))
             .collect::<Result<_>>()?
     };
-    let gpus = crate::backend::cuda::probe().map(|i| i.devices.len()).ok();
+    let gpus = crate::cli::cuda::gpus().ok();
     // One process per rank: the job's size is the only rank count, and the
     // ranks decide together when to stop (they must make the same calls).
     let multi = base.process.is_some();

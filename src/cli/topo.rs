@@ -103,7 +103,8 @@ pub fn execute(a: TopoArgs) -> Result<bool> {
     out("# ringreduce topo")?;
     match a.backend {
         BackendChoice::Cpu => cpu_dry_run(&a, bytes as usize),
-        _ => match crate::backend::cuda::probe() {
+        _ => match super::cuda::probe() {
+            #[cfg(feature = "cuda")]
             Ok(info) => gpus(&a, info, bytes as usize),
             Err(why) if a.backend == BackendChoice::Auto => {
                 out(format!("no CUDA driver: {why}"))?;
@@ -348,6 +349,7 @@ fn cpu_dry_run(a: &TopoArgs, bytes: usize) -> Result<bool> {
     Ok(true)
 }
 
+#[cfg(feature = "cuda")]
 fn gpus(a: &TopoArgs, info: &crate::cuda::DriverInfo, bytes: usize) -> Result<bool> {
     let all: Vec<usize> = info.devices.iter().map(|d| d.ordinal).collect();
     let devs: Vec<usize> = match &a.devices {
@@ -445,6 +447,7 @@ fn gpus(a: &TopoArgs, info: &crate::cuda::DriverInfo, bytes: usize) -> Result<bo
 }
 
 /// The ring the engine builds over `devs` and why.
+#[cfg(feature = "cuda")]
 fn ring_order(
     a: &TopoArgs,
     devs: &[usize],

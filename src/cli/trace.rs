@@ -5,10 +5,10 @@
 //! table, with NCCL's call beside it (`--nccl`) and the measurement's own
 //! overhead.
 
+use super::cuda::Nccl;
 use super::{check_host_memory, out, out_raw, parse_count, Common, OneKind};
 use crate::algo::AlgoChoice;
 use crate::backend::{BackendChoice, BackendKind};
-use crate::cuda::nccl::Nccl;
 use crate::element::{Element, ReduceOp};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -187,7 +187,7 @@ fn real_run(a: TraceArgs) -> Result<bool> {
         in_place: a.in_place,
     };
     choice.resolve(&shape)?;
-    let cuda = crate::backend::cuda::probe();
+    let cuda = super::cuda::gpus();
     let on_cpu = backend == BackendChoice::Cpu || cuda.is_err();
     if a.nccl_lib.is_some() && !a.nccl {
         return Err(Error::BadArgument(
@@ -217,7 +217,7 @@ fn real_run(a: TraceArgs) -> Result<bool> {
                 d.dedup();
                 d.len()
             }
-            (None, Ok(info)) => info.devices.len(),
+            (None, Ok(gpus)) => *gpus,
             (None, Err(_)) => 0,
         };
         if cfg.ranks > gpus {
@@ -249,7 +249,7 @@ fn real_run(a: TraceArgs) -> Result<bool> {
 fn run_typed<T: Element>(a: &TraceArgs, r: Real) -> Result<bool> {
     let mut e = Engine::<T>::new(r.cfg)?;
     if let Some(lib) = &r.nccl {
-        e.core_mut().nccl_init(lib)?;
+        super::cuda::nccl_init(e.core_mut(), lib)?;
     }
     let o = RecordOptions {
         choice: r.choice,

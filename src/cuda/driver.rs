@@ -7,7 +7,8 @@ use std::marker::PhantomData;
 use std::sync::OnceLock;
 
 /// Facts about one GPU.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct DeviceInfo {
     pub ordinal: usize,
     pub name: String,
@@ -20,7 +21,8 @@ pub struct DeviceInfo {
 }
 
 /// Facts about the driver and its GPUs.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct DriverInfo {
     /// `cuDriverGetVersion`, e.g. 13000.
     pub version: i32,
@@ -150,8 +152,11 @@ pub fn can_access_peer(a: usize, b: usize) -> CuResult<bool> {
     Ok(can != 0)
 }
 
-/// What the driver says about the link from one device to another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// What the driver says about the link from one device to another (for
+/// `ringreduce topo`).
+#[cfg(feature = "cli")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct P2pInfo {
     pub access: bool,
     /// `CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK` (0 is the best).
@@ -160,6 +165,7 @@ pub struct P2pInfo {
 }
 
 /// The driver's P2P attributes from device `a` to device `b`.
+#[cfg(feature = "cli")]
 pub fn p2p_info(a: usize, b: usize) -> CuResult<P2pInfo> {
     driver()?;
     let (da, db) = (device_handle(a)?, device_handle(b)?);
@@ -247,22 +253,7 @@ unsafe impl Send for PeerCtx {}
 // SAFETY: as above; PeerCtx only exposes the handle to driver calls.
 unsafe impl Sync for PeerCtx {}
 
-impl PeerCtx {
-    pub fn ordinal(&self) -> usize {
-        self.ordinal
-    }
-}
-
 impl<'id> Ctx<'id> {
-    pub fn ordinal(&self) -> usize {
-        self.ordinal
-    }
-
-    /// Multiprocessor count of this device.
-    pub fn sms(&self) -> usize {
-        self.sms
-    }
-
     pub fn export(&self) -> PeerCtx {
         PeerCtx {
             ordinal: self.ordinal,

@@ -110,10 +110,6 @@ impl<'id> DevBuf<'id> {
         self.alloc.bytes
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.alloc.bytes == 0
-    }
-
     /// The device address of bytes `off..off + n`, checked.
     pub(crate) fn ptr_at(
         &self,
@@ -325,14 +321,6 @@ impl PeerBuf {
         }
         let p = a.ptr + off as u64;
         Ok((a, p))
-    }
-
-    pub fn len(&self) -> usize {
-        self.bytes
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.bytes == 0
     }
 }
 

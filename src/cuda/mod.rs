@@ -4,30 +4,35 @@
 //! NCCL ([`nccl`], loaded at run time) in checked functions and RAII handles,
 //! in the manner of cudarc's sys / result / safe layers:
 //!
-//! * [`driver`]: loading the driver, devices, peer access, and
-//!   [`with_device`], which binds a device's primary context to the calling
-//!   thread and hands the closure a [`Ctx<'id>`] whose lifetime `'id` is a
+//! * `driver`: loading the driver, devices, peer access, and
+//!   `with_device`, which binds a device's primary context to the calling
+//!   thread and hands the closure a `Ctx<'id>` whose lifetime `'id` is a
 //!   *brand*: every stream, buffer, event and kernel made from it carries the
 //!   same `'id`, and the closure is generic over `'id`, so two devices'
 //!   brands can never unify. Launching a kernel of device 0 on a buffer of
 //!   device 1, or recording device 1's event on device 0's stream, does not
 //!   compile. The branded handles are also `!Send`: they stay on the thread
 //!   that owns the context.
-//! * [`memory`]: device buffers (bytes; typed data crosses only as bytes, so
+//! * `memory`: device buffers (bytes; typed data crosses only as bytes, so
 //!   no bit pattern the device writes can be undefined behaviour on the
 //!   host), peer tokens, host-mapped control words.
-//! * [`stream`]: streams, events, copies, CUDA graphs.
-//! * [`kernels`]: the PTX modules and the kernel ABIs (reduce, exchange).
-//! * [`resident`]: the exchange kernel that stays resident and takes its
+//! * `stream`: streams, events, copies, CUDA graphs.
+//! * `kernels`: the PTX modules ([`KernelModule`]) and the kernel ABIs
+//!   (reduce, exchange).
+//! * `resident`: the exchange kernel that stays resident and takes its
 //!   calls as descriptors in host-mapped memory.
-//! * [`order`] and [`work`]: stream-ordered calls (completion events any
-//!   thread can hold, another library's stream) and kernels a caller runs on
-//!   a rank's work stream (its own PTX, or `ptx/compute.ptx`).
+//! * `order` and `work`: stream-ordered calls (completion events any thread
+//!   can hold, [`DoneEvent`]; another library's stream, [`RawStream`]) and
+//!   kernels a caller runs on a rank's work stream (its own PTX, through
+//!   the `unsafe` `WorkKernel::from_ptx`, or [`compute_module`]).
+//! * [`nccl`]: the NCCL binding; [`nccl::Nccl`] is what
+//!   [`Core::nccl_init`](crate::engine::Core::nccl_init) takes.
 //!
 //! Other ranks refer to a rank's memory and events only through exported
-//! tokens ([`PeerBuf`], [`RemoteEvent`], [`PeerCtx`]) which can be sent
-//! between threads; ranks in other processes, through the same tokens
-//! opened from CUDA IPC handles ([`IpcMemHandle`], [`IpcEventHandle`]). A token holds a weak reference to its allocation: using
+//! tokens (`PeerBuf`, `RemoteEvent`, `PeerCtx`) which can be sent between
+//! threads; ranks in other processes, through the same tokens opened from
+//! CUDA IPC handles (`IpcMemHandle`, `IpcEventHandle`). A token holds a
+//! weak reference to its allocation: using
 //! it after the owner freed the memory is an error, not a write into freed
 //! memory. Drop never panics: it ignores driver errors (there is nobody to
 //! tell).
@@ -38,25 +43,27 @@
 
 #![allow(unsafe_code)]
 
-pub mod driver;
-pub mod kernels;
-pub mod memory;
+pub(crate) mod driver;
+pub(crate) mod kernels;
+pub(crate) mod memory;
 pub mod nccl;
-pub mod order;
-pub mod resident;
-pub mod stream;
-pub mod work;
+pub(crate) mod order;
+pub(crate) mod resident;
+pub(crate) mod stream;
+pub(crate) mod work;
 
-pub use driver::{
-    can_access_peer, driver, driver_init_ms, p2p_info, with_device, Ctx, DeviceInfo, DriverInfo,
-    P2pInfo, PeerCtx,
-};
-pub use kernels::{exchange_blocks, ExchangeOperands, Kernel, KernelModule, EXCHANGE_MAX_BLOCKS};
-pub use memory::{DevBuf, HostMapped, IpcMemHandle, PeerBuf};
+pub(crate) use driver::{can_access_peer, driver, driver_init_ms, with_device, Ctx, PeerCtx};
+#[cfg(feature = "cli")]
+pub(crate) use driver::{p2p_info, P2pInfo};
+pub use driver::{DeviceInfo, DriverInfo};
+pub use kernels::KernelModule;
+pub(crate) use kernels::{exchange_blocks, Kernel, EXCHANGE_MAX_BLOCKS};
+pub(crate) use memory::{DevBuf, HostMapped, IpcMemHandle, PeerBuf};
 pub use order::{DoneEvent, RawStream};
-pub use resident::{Resident, RESIDENT_RING};
-pub use stream::{Event, Graph, IpcEventHandle, PeerCopy, RemoteEvent, Stream, TimingEvent};
-pub use work::{compute_module, Builtin, LoadedWork, Param, WorkKernel};
+pub(crate) use resident::Resident;
+pub(crate) use stream::{Event, Graph, IpcEventHandle, PeerCopy, RemoteEvent, Stream, TimingEvent};
+pub use work::compute_module;
+pub(crate) use work::LoadedWork;
 
 use cudarc::driver::sys;
 

@@ -275,7 +275,7 @@ impl RawStream {
 
     /// Record `ev` (an event of the rank thread's context `ctx`) on this
     /// stream: the engine's "the caller's work so far is done" marker.
-    pub fn record(&self, ctx: &Ctx<'_>, ev: &Event<'_>) -> CuResult<()> {
+    pub(crate) fn record(&self, ctx: &Ctx<'_>, ev: &Event<'_>) -> CuResult<()> {
         if ctx.ordinal != self.primary.ordinal {
             return Err(err(
                 "cuEventRecord",

@@ -1,12 +1,13 @@
-//! Kernels a caller runs on a rank's *work stream* (the third stream of a
-//! rank, beside the two lanes of the collectives): its own PTX, or the
-//! overlap benchmark's synthetic backward pass (`ptx/compute.ptx`).
+//! Loading and launching the kernels of a rank's *work stream* (the third
+//! stream of a rank, beside the two lanes of the collectives): a caller's
+//! own PTX, or the overlap benchmark's synthetic backward pass
+//! (`ptx/compute.ptx`).
 //!
-//! A [`WorkKernel`] names a PTX entry, its parameter list and, for the
-//! built-in kernels, a check of a launch's arguments against what the
-//! kernel touches. A caller's kernel comes from the `unsafe`
-//! [`WorkKernel::from_ptx`], whose contract stands in for that check.
-//! Launches ([`Stream::launch_work`]) check every argument's kind against the
+//! The kernel's description ([`WorkKernel`]: entry, parameters, argument
+//! checks) is backend-neutral (`crate::backend::ordered`); a caller's kernel
+//! comes from the `unsafe` [`WorkKernel::from_ptx`], whose contract stands
+//! in for the built-in kernels' checks. Launches
+//! ([`Stream::launch_work`]) check every argument's kind against the
 //! parameter list and every buffer range against its allocation.
 
 use super::driver::{Brand, Ctx, NotSend};
@@ -14,68 +15,9 @@ use super::kernels::{Kernel, KernelModule};
 use super::memory::DevBuf;
 use super::stream::Stream;
 use super::{check, err, CuResult};
+use crate::backend::ordered::{ArgView, Param, WorkKernel};
 use cudarc::driver::sys;
 use std::ffi::c_void;
-
-/// One kernel parameter, as the PTX declares it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Param {
-    /// `.u64`: the generic address of a range of one of the engine's
-    /// buffers on the rank's device.
-    Ptr,
-    U32,
-    U64,
-    F32,
-}
-
-/// The kernels of `ptx/compute.ptx`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Builtin {
-    /// `rr_grad_fma(out, n, iters, m, c, rank, bucket, step)`: the
-    /// compute-bound layer.
-    GradFma,
-    /// `rr_grad_mem(out, n, x, y, passes, a, rank, bucket, step)`: the
-    /// memory-bound layer.
-    GradMem,
-    /// `rr_grad_check(bucket, n, counters, first, count, bucket_id, step)`:
-    /// the bucket check.
-    GradCheck,
-}
-
-/// What a launch's argument check sees: buffer ranges (offset and length
-/// in bytes within their allocation) and scalars.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ArgView {
-    Buf { offset: usize, bytes: usize },
-    U32(u32),
-    U64(u64),
-    F32(f32),
-}
-
-impl ArgView {
-    fn param(&self) -> Param {
-        match self {
-            ArgView::Buf { .. } => Param::Ptr,
-            ArgView::U32(_) => Param::U32,
-            ArgView::U64(_) => Param::U64,
-            ArgView::F32(_) => Param::F32,
-        }
-    }
-}
-
-/// A built-in kernel's check of a launch's arguments (an error says what
-/// is wrong).
-pub type ArgCheck = fn(&[ArgView]) -> Result<(), String>;
-
-/// A kernel for the work stream (see the module doc).
-#[derive(Debug, Clone)]
-pub struct WorkKernel {
-    module: KernelModule,
-    entry: &'static str,
-    params: &'static [Param],
-    check: Option<ArgCheck>,
-    builtin: Option<Builtin>,
-}
 
 /// The module of the built-in kernels: its PTX, and the sm_90 cubin.
 pub fn compute_module() -> KernelModule {
@@ -90,84 +32,6 @@ pub fn compute_module() -> KernelModule {
     }
 }
 
-use Param::{Ptr, F32, U32, U64};
-
-const FMA_PARAMS: &[Param] = &[Ptr, U64, U32, F32, F32, U32, U32, U32];
-const MEM_PARAMS: &[Param] = &[Ptr, U64, Ptr, Ptr, U32, F32, U32, U32, U32];
-const CHECK_PARAMS: &[Param] = &[Ptr, U64, Ptr, U32, U32, U32, U32];
-
-/// Bytes of `n` floats, or an error on overflow.
-fn floats(n: u64, what: &str) -> Result<usize, String> {
-    usize::try_from(n)
-        .ok()
-        .and_then(|n| n.checked_mul(4))
-        .ok_or_else(|| format!("{what}: {n} floats overflow"))
-}
-
-fn buf(a: &ArgView) -> (usize, usize) {
-    match a {
-        ArgView::Buf { offset, bytes } => (*offset, *bytes),
-        _ => (0, 0),
-    }
-}
-
-fn u64_of(a: &ArgView) -> u64 {
-    match a {
-        ArgView::U64(v) => *v,
-        ArgView::U32(v) => u64::from(*v),
-        _ => 0,
-    }
-}
-
-fn covers(what: &str, range: (usize, usize), need: usize, align: usize) -> Result<(), String> {
-    if range.1 < need {
-        return Err(format!(
-            "{what}: {need} bytes needed, the range has {}",
-            range.1
-        ));
-    }
-    if range.0 % align != 0 {
-        return Err(format!(
-            "{what}: offset {} is not a multiple of {align}",
-            range.0
-        ));
-    }
-    Ok(())
-}
-
-/// rr_grad_fma writes out[0..n), 4-byte aligned.
-fn check_fma(a: &[ArgView]) -> Result<(), String> {
-    let n = floats(u64_of(&a[1]), "rr_grad_fma")?;
-    covers("rr_grad_fma out", buf(&a[0]), n, 4)
-}
-
-/// rr_grad_mem writes out[0..n) and y[0..passes*n), reads x[0..passes*n);
-/// n a multiple of 4, everything 16-byte aligned (allocations are 256-byte
-/// aligned, so the offsets decide).
-fn check_mem(a: &[ArgView]) -> Result<(), String> {
-    let n = u64_of(&a[1]);
-    if n % 4 != 0 {
-        return Err(format!("rr_grad_mem: n = {n} is not a multiple of 4"));
-    }
-    let bucket = floats(n, "rr_grad_mem")?;
-    let work = floats(n.saturating_mul(u64_of(&a[4])), "rr_grad_mem")?;
-    covers("rr_grad_mem out", buf(&a[0]), bucket, 16)?;
-    covers("rr_grad_mem x", buf(&a[2]), work, 16)?;
-    covers("rr_grad_mem y", buf(&a[3]), work, 16)
-}
-
-/// rr_grad_check reads bucket[0..n) and updates counters[0..2]; its sums
-/// are exact for at most 2^14 ranks.
-fn check_check(a: &[ArgView]) -> Result<(), String> {
-    let n = floats(u64_of(&a[1]), "rr_grad_check")?;
-    covers("rr_grad_check bucket", buf(&a[0]), n, 4)?;
-    covers("rr_grad_check counters", buf(&a[2]), 16, 8)?;
-    if u64_of(&a[4]) > 1 << 14 {
-        return Err("rr_grad_check: more than 2^14 ranks".into());
-    }
-    Ok(())
-}
-
 impl WorkKernel {
     /// A caller's kernel: entry `entry` of `module` (PTX text, optionally a
     /// cubin for one compute capability), taking `params` in this order.
@@ -175,7 +39,7 @@ impl WorkKernel {
     /// # Safety
     /// * The entry exists in the module and declares exactly `params`
     ///   (`Ptr` and `U64` as `.u64`, `U32` as `.u32`, `F32` as `.f32`).
-    /// * Launched with the arguments of any [`Stream::launch_work`] call
+    /// * Launched with the arguments of any launch on a rank's work stream
     ///   made with this kernel, it touches no memory but the byte ranges
     ///   passed for its `Ptr` parameters (each `[address, address + len)`),
     ///   and it terminates.
@@ -194,69 +58,6 @@ impl WorkKernel {
             builtin: None,
         }
     }
-
-    /// One of the built-in kernels of `ptx/compute.ptx`. Safe: their
-    /// memory accesses are documented in the PTX header (exactly the
-    /// ranges their checks require), and the emulator tests
-    /// (`scripts/test_compute_ptx.py`) run them between guard zones.
-    pub fn builtin(b: Builtin) -> WorkKernel {
-        let (entry, params, check): (_, _, ArgCheck) = match b {
-            Builtin::GradFma => ("rr_grad_fma", FMA_PARAMS, check_fma),
-            Builtin::GradMem => ("rr_grad_mem", MEM_PARAMS, check_mem),
-            Builtin::GradCheck => ("rr_grad_check", CHECK_PARAMS, check_check),
-        };
-        WorkKernel {
-            module: compute_module(),
-            entry,
-            params,
-            check: Some(check),
-            builtin: Some(b),
-        }
-    }
-
-    pub fn entry(&self) -> &'static str {
-        self.entry
-    }
-
-    pub fn params(&self) -> &'static [Param] {
-        self.params
-    }
-
-    /// Which built-in kernel this is, if it is one.
-    pub fn builtin_kind(&self) -> Option<Builtin> {
-        self.builtin
-    }
-
-    /// Error unless `args` fit the parameter list (and, for a built-in
-    /// kernel, what it touches).
-    pub fn check_args(&self, args: &[ArgView]) -> Result<(), String> {
-        if args.len() != self.params.len() {
-            return Err(format!(
-                "{} takes {} arguments, got {}",
-                self.entry,
-                self.params.len(),
-                args.len()
-            ));
-        }
-        for (i, (a, p)) in args.iter().zip(self.params).enumerate() {
-            if a.param() != *p {
-                return Err(format!(
-                    "{} argument {i}: a {:?} for a {p:?} parameter",
-                    self.entry,
-                    a.param()
-                ));
-            }
-        }
-        match self.check {
-            Some(c) => c(args),
-            None => Ok(()),
-        }
-    }
-
-    /// A key that identifies the kernel (module and entry).
-    pub fn key(&self) -> (usize, &'static str) {
-        (self.module.ptx.as_ptr() as usize, self.entry)
-    }
 }
 
 /// A work kernel loaded on the device branded `'id`.
@@ -265,13 +66,6 @@ pub struct LoadedWork<'id> {
     key: (usize, &'static str),
     _brand: Brand<'id>,
     _thread: NotSend,
-}
-
-impl LoadedWork<'_> {
-    /// How the module was loaded (cubin or PTX JIT).
-    pub fn source(&self) -> &'static str {
-        self.k.source()
-    }
 }
 
 impl<'id> Ctx<'id> {
@@ -386,72 +180,7 @@ impl<'id> Stream<'id> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn builtin_checks_refuse_ranges_the_kernels_would_overrun() {
-        let fma = WorkKernel::builtin(Builtin::GradFma);
-        let ok = [
-            ArgView::Buf {
-                offset: 0,
-                bytes: 400,
-            },
-            ArgView::U64(100),
-            ArgView::U32(1),
-            ArgView::F32(0.999),
-            ArgView::F32(0.001),
-            ArgView::U32(0),
-            ArgView::U32(0),
-            ArgView::U32(0),
-        ];
-        assert_eq!(fma.check_args(&ok), Ok(()));
-        let mut short = ok;
-        short[1] = ArgView::U64(101);
-        assert!(fma.check_args(&short).is_err());
-        let mut kind = ok;
-        kind[2] = ArgView::F32(1.0);
-        assert!(fma.check_args(&kind).unwrap_err().contains("argument 2"));
-        assert!(fma.check_args(&ok[..7]).is_err());
-        let mem = WorkKernel::builtin(Builtin::GradMem);
-        let b = |offset, bytes| ArgView::Buf { offset, bytes };
-        let args = |n: u64, x: ArgView| {
-            [
-                b(0, 64),
-                ArgView::U64(n),
-                x,
-                b(0, 128),
-                ArgView::U32(2),
-                ArgView::F32(0.5),
-                ArgView::U32(0),
-                ArgView::U32(0),
-                ArgView::U32(0),
-            ]
-        };
-        assert_eq!(mem.check_args(&args(16, b(0, 128))), Ok(()));
-        assert!(mem.check_args(&args(16, b(0, 124))).is_err(), "x too short");
-        assert!(
-            mem.check_args(&args(16, b(4, 128))).is_err(),
-            "x misaligned"
-        );
-        assert!(
-            mem.check_args(&args(14, b(0, 128))).is_err(),
-            "n not a multiple of 4"
-        );
-        let chk = WorkKernel::builtin(Builtin::GradCheck);
-        let c = |ctr| {
-            [
-                b(0, 40),
-                ArgView::U64(10),
-                ctr,
-                ArgView::U32(0),
-                ArgView::U32(2),
-                ArgView::U32(0),
-                ArgView::U32(0),
-            ]
-        };
-        assert_eq!(chk.check_args(&c(b(8, 16))), Ok(()));
-        assert!(chk.check_args(&c(b(8, 15))).is_err());
-        assert!(chk.check_args(&c(b(4, 16))).is_err());
-    }
+    use crate::backend::ordered::Builtin;
 
     #[test]
     fn a_callers_kernel_is_checked_by_kind_only() {

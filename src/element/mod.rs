@@ -8,7 +8,7 @@
 //! * [`DataType`], [`ReduceOp`]: what a user asks for (NCCL's enums).
 //! * [`DevOp`], [`Lowered`], [`DataType::lower`]: what a kernel computes
 //!   (NCCL 2.28's `hostToDevRedOp`).
-//! * [`combine`]: the CPU semantics of one reduce step, bitwise identical to
+//! * [`combine`](mod@combine): the CPU semantics of one reduce step, bitwise identical to
 //!   the GPU kernels.
 //! * [`minifloat`]: the one rounding routine for `half`, `bfloat16` and FP8.
 //! * [`with_element!`](crate::with_element) / [`DataType::dispatch`]: turn a
@@ -98,8 +98,8 @@ macro_rules! define_data_type {
     ($($variant:ident => $host:ty, $name:literal, $size:literal, $nccl:literal, $ptx:literal,
        $float:literal, $signed:literal, $kind:ident $(($fmt:ident))?;)*) => {
         /// NCCL's data types, named as nccl-tests names them.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-        #[serde(rename_all = "lowercase")]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize), serde(rename_all = "lowercase"))]
         pub enum DataType {
             $(#[doc = concat!("`", $name, "` (NCCL ", stringify!($nccl), ", PTX `", $ptx, "`)")] $variant,)*
         }
@@ -544,8 +544,12 @@ impl fmt::Display for DataType {
 }
 
 /// A reduction operation (`ncclRedOp_t`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum ReduceOp {
     /// `ncclSum` = 0.
     #[default]
@@ -696,6 +700,7 @@ mod tests {
         for (i, d) in DataType::ALL.into_iter().enumerate() {
             assert_eq!(d.nccl(), i as i32);
             assert_eq!(d.to_string().parse::<DataType>(), Ok(d));
+            #[cfg(feature = "cli")]
             assert_eq!(
                 serde_json::to_string(&d).ok(),
                 Some(format!("\"{}\"", d.name()))
@@ -720,6 +725,7 @@ mod tests {
         for (i, o) in ReduceOp::ALL.into_iter().enumerate() {
             assert_eq!(o.nccl(), i as i32);
             assert_eq!(o.to_string().parse::<ReduceOp>(), Ok(o));
+            #[cfg(feature = "cli")]
             assert_eq!(
                 serde_json::to_string(&o).ok(),
                 Some(format!("\"{}\"", o.name()))

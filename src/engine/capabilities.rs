@@ -107,7 +107,9 @@ impl Core {
             .ok_or_else(|| Error::Unsupported("NCCL".into(), kind))
     }
 
-    /// Create NCCL communicators on the engine's ranks (one GPU per rank).
+    /// Create NCCL communicators on the engine's ranks (one GPU per rank;
+    /// with the `cuda` feature).
+    #[cfg(feature = "cuda")]
     pub fn nccl_init(&mut self, lib: &crate::cuda::nccl::Nccl) -> Result<()> {
         let r = self.nccl_backend()?.nccl_init(lib);
         self.track(r)?;

@@ -1,12 +1,12 @@
 //! The engine: created once for N ranks on a backend, then reused.
 //!
 //! [`Core`] is the untyped engine: a backend, the plan cache (one
-//! [`Path`](crate::algo::Path) per algorithm and shape), the buffers, and
+//! [`Path`] per algorithm and shape), the buffers, and
 //! dispatch. It knows no algorithm by name: it asks the
 //! [`AlgoChoice`] for the algorithm of a shape, asks that algorithm's path
 //! for the plan of the next call (telling it whether the call continues the
 //! previous one), and hands the plan to the backend. [`Engine<T>`] is the
-//! typed API on top of it ([`typed`]), and [`ranks`] the per-rank call style.
+//! typed API on top of it, and [`ranks`] the per-rank call style.
 //!
 //! ```
 //! use ringreduce::{Engine, EngineConfig, ReduceOp};
@@ -17,15 +17,16 @@
 //! ```
 
 mod capabilities;
-pub mod ordered;
+mod ordered;
 pub mod ranks;
-pub mod typed;
+mod typed;
 
 pub use ordered::OrderedCall;
 pub use typed::{CallInfo, DeviceBuffers, Engine};
 
 use crate::algo::{AlgoChoice, Algorithm, Path};
 use crate::backend::cpu::CpuBackend;
+#[cfg(feature = "cuda")]
 use crate::backend::cuda::{self as cuda_backend, CudaBackend};
 use crate::backend::{
     Backend, BackendChoice, BackendInfo, BackendKind, Binding, BufId, Call, CallTimeline,
@@ -172,8 +173,8 @@ impl Core {
     /// Create the engine: rank threads, buffers and, on CUDA, contexts,
     /// streams, kernel modules and peer access. The time this takes is
     /// [`Core::setup_time`]. A malformed environment variable the engine
-    /// reads ([`crate::param::check_engine`]: `RINGREDUCE_TIMEOUT`,
-    /// `RINGREDUCE_ALGO`, ...) is an [`Error::Env`] naming it.
+    /// reads (`RINGREDUCE_TIMEOUT`, `RINGREDUCE_ALGO`, ...; `ringreduce
+    /// env` lists them) is an [`Error::Env`] naming it.
     pub fn new(cfg: EngineConfig) -> Result<Core> {
         if cfg.ranks == 0 {
             return Err(Error::ZeroRanks);
@@ -206,6 +207,7 @@ impl Core {
                 cfg.faults.clone(),
             )?))
         };
+        #[cfg(feature = "cuda")]
         let cuda = |cfg: &EngineConfig| -> Result<Box<dyn Backend>> {
             Ok(Box::new(CudaBackend::new(&cuda_backend::CudaOptions {
                 ranks: cfg.ranks,
@@ -214,11 +216,19 @@ impl Core {
                 faults: cfg.faults.clone(),
             })?))
         };
+        #[cfg(feature = "cuda")]
+        let probe = cuda_backend::probe().map(|_| ());
+        #[cfg(not(feature = "cuda"))]
+        let cuda = |_: &EngineConfig| -> Result<Box<dyn Backend>> {
+            Err(Error::NoCuda(crate::backend::NO_CUDA.into()))
+        };
+        #[cfg(not(feature = "cuda"))]
+        let probe = Err::<(), _>(crate::backend::NO_CUDA);
         let backend: Box<dyn Backend> = match cfg.backend {
             BackendChoice::Cpu => cpu(&cfg)?,
             BackendChoice::Cuda => cuda(&cfg)?,
-            BackendChoice::Auto => match cuda_backend::probe() {
-                Ok(_) => cuda(&cfg)?,
+            BackendChoice::Auto => match probe {
+                Ok(()) => cuda(&cfg)?,
                 Err(why) => {
                     fallback_note = Some(format!("auto: CUDA unavailable ({why}); using cpu"));
                     cpu(&cfg)?
@@ -232,6 +242,7 @@ impl Core {
     /// that one rank (every rank must pick the same kind).
     fn new_process(cfg: EngineConfig, spec: &crate::process::JobSpec, t0: Instant) -> Result<Core> {
         use crate::backend::cpu_process::CpuProcessBackend;
+        #[cfg(feature = "cuda")]
         use crate::backend::cuda::process::CudaProcessBackend;
         if cfg.ranks != spec.size {
             return Err(Error::BadArgument(format!(
@@ -266,6 +277,9 @@ impl Core {
         let backend: Result<Box<dyn Backend>> = match kind {
             BackendKind::Cpu => CpuProcessBackend::new(job.clone(), cfg.timeout, faults)
                 .map(|b| Box::new(b) as Box<dyn Backend>),
+            #[cfg(not(feature = "cuda"))]
+            BackendKind::Cuda => Err(Error::NoCuda(crate::backend::NO_CUDA.into())),
+            #[cfg(feature = "cuda")]
             BackendKind::Cuda => CudaProcessBackend::new(
                 job.clone(),
                 &cuda_backend::CudaOptions {
@@ -351,7 +365,7 @@ impl Core {
     }
 
     /// The job, when this engine is one rank of a multi-process job.
-    pub fn job(&self) -> Option<&Arc<crate::process::Job>> {
+    pub(crate) fn job(&self) -> Option<&Arc<crate::process::Job>> {
         self.job.as_ref()
     }
 

@@ -33,7 +33,10 @@ static NEXT_ENGINE: AtomicU64 = AtomicU64::new(1);
 
 /// One buffer of `len` elements of `T` on every rank's device, owned by
 /// the engine that allocated it ([`Engine::alloc`]); data stays there (no
-/// host staging) between calls.
+/// host staging) between calls. Every backend has them: on the CPU backend
+/// they are host memory of the rank (shared memory in the multi-process
+/// mode), so code written for device buffers runs with or without the
+/// `cuda` feature.
 #[derive(Debug)]
 pub struct DeviceBuffers<T> {
     id: BufId,
@@ -650,7 +653,7 @@ impl<T: Element> Engine<T> {
 
 /// The poison byte for `T`: all bits set (NaN for every float type); for
 /// integers 0x5A, a value far from the small exact inputs' sums.
-pub fn poison_byte<T: Element>() -> u8 {
+pub(crate) fn poison_byte<T: Element>() -> u8 {
     if T::DTYPE.is_float() {
         0xFF
     } else {

@@ -17,7 +17,8 @@ use crate::schedule::Phase;
 use std::ops::Range;
 
 /// The collectives a plan can implement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub enum Collective {
     /// Every rank ends with the reduction of all inputs.
     #[default]
@@ -417,7 +418,8 @@ pub struct Plan {
 }
 
 /// Bytes moved by one rank in one call, between ranks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Traffic {
     pub sent: u64,
     pub received: u64,

@@ -24,7 +24,7 @@ use crate::plan::{Collective, Shape};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// One rank of a multi-process job (see [the module doc](self)).
+/// One rank of a multi-process job (see [the module doc](crate::process)).
 pub struct Comm<T: Element = f32> {
     engine: Engine<T>,
     job: Arc<Job>,
@@ -93,12 +93,8 @@ impl<T: Element> Comm<T> {
         self.job.store_path()
     }
 
-    pub fn job(&self) -> &Arc<Job> {
-        &self.job
-    }
-
     /// The engine underneath (this rank's view of the job), for the tools
-    /// that work on engines ([`crate::bench`]).
+    /// that work on engines (the command line's benchmarks).
     pub fn engine(&self) -> &Engine<T> {
         &self.engine
     }

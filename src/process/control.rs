@@ -203,14 +203,6 @@ impl Control {
         &self.words()[RANKS_AT + r * RANK_WORDS + k]
     }
 
-    pub fn rank(&self) -> usize {
-        self.me
-    }
-
-    pub fn size(&self) -> usize {
-        self.size
-    }
-
     /// Record this process as the rank's.
     pub fn register(&self) {
         let p = ProcId::me();
@@ -528,10 +520,9 @@ mod tests {
                     for round in 0..5usize {
                         // Payload lengths differ per rank and round, some
                         // longer than a mailbox.
-                        let len = [0, 7, 100_000, 65_520, 3][(c.rank() + round) % 5];
-                        let data: Vec<u8> = (0..len)
-                            .map(|i| (i + c.rank() * 13 + round) as u8)
-                            .collect();
+                        let len = [0, 7, 100_000, 65_520, 3][(c.me + round) % 5];
+                        let data: Vec<u8> =
+                            (0..len).map(|i| (i + c.me * 13 + round) as u8).collect();
                         res.push(c.allgather(&data, "test").unwrap());
                         c.barrier("test barrier").unwrap();
                     }

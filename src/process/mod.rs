@@ -2,17 +2,16 @@
 //! communicator.
 //!
 //! A *job* is `size` processes, each one rank. They find each other through
-//! a [`Store`] (a private directory, no network listener), then share one
-//! [`Control`] segment (signals, barriers, small all-gathers, the failure
+//! a store (a private directory, no network listener), then share one
+//! control segment (signals, barriers, small all-gathers, the failure
 //! record, who is alive). A process runs only its own rank's ops of the same
 //! plans as the single-process engine; how a rank reaches the others is the
 //! backend's business: shared-memory buffers on the CPU
-//! ([`crate::backend::cpu_process`]), CUDA IPC on the GPU
-//! ([`crate::backend::cuda::process`]).
+//! (`backend::cpu_process`), CUDA IPC on the GPU (`backend::cuda::process`).
 //!
 //! Who starts the processes:
 //!
-//! * `ringreduce launch -n N -- <command>` ([`crate::cli::launch`]) creates
+//! * `ringreduce launch -n N -- <command>` creates
 //!   the store and sets `RINGREDUCE_RANK`, `RINGREDUCE_SIZE`,
 //!   `RINGREDUCE_LOCAL_RANK`, `RINGREDUCE_LOCAL_SIZE`, `RINGREDUCE_STORE`
 //!   and `RINGREDUCE_RUN_ID`;
@@ -23,20 +22,20 @@
 //!
 //! The ranks of a job run on one host, as one user, in one PID namespace:
 //! shared segments pass between them as `/proc/<pid>/fd/<n>` handles
-//! ([`crate::sys::shm`]), so ranks in separate containers cannot join one
+//! (`sys::shm`), so ranks in separate containers cannot join one
 //! job (the error says so).
 //!
 //! The library's entry point is [`Comm<T>`]: the per-process communicator,
 //! beside the all-ranks-in-one [`Engine<T>`](crate::Engine).
 
-pub mod comm;
-pub mod control;
-pub mod reads;
-pub mod store;
+mod comm;
+pub(crate) mod control;
+pub(crate) mod reads;
+pub(crate) mod store;
 
 pub use comm::Comm;
-pub use control::Control;
-pub use store::Store;
+pub(crate) use control::Control;
+pub(crate) use store::Store;
 
 use crate::error::{Error, Result};
 use std::os::unix::ffi::OsStringExt;
@@ -58,7 +57,7 @@ pub(crate) fn unique_suffix() -> u64 {
 /// A process, told apart from a later process with the same pid by its
 /// start time (`/proc/<pid>/stat`, clock ticks since boot).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcId {
+pub(crate) struct ProcId {
     pub pid: u32,
     pub start: u64,
 }
@@ -326,7 +325,7 @@ const CONTROL_KEY: &str = "control-ready";
 /// One process's membership of a job: its store and the shared control
 /// segment. Made by [`Job::join`]; the backends and [`Comm`] hold it.
 #[derive(Debug)]
-pub struct Job {
+pub(crate) struct Job {
     spec: JobSpec,
     store: Store,
     control: Arc<Control>,
@@ -446,6 +445,8 @@ impl Job {
         &self.spec
     }
 
+    // The CUDA backend's.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub fn store(&self) -> &Store {
         &self.store
     }
@@ -519,6 +520,7 @@ impl Job {
     }
 
     /// Whether the job can go on (see [`Control::health`]).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub fn health(&self) -> Option<crate::sync::JobFault> {
         self.control.health()
     }
@@ -542,7 +544,7 @@ impl Drop for Job {
 /// The faults `RINGREDUCE_FAULT` injects into rank `rank`'s collectives
 /// (see [`crate::fault::EnvFaultKind`]; none in builds without fault
 /// injection, [`crate::param`]). Read only in the multi-process mode.
-pub fn env_faults(rank: usize) -> Result<crate::fault::FaultPlan> {
+pub(crate) fn env_faults(rank: usize) -> Result<crate::fault::FaultPlan> {
     Ok(crate::fault::env_fault_plan(
         &crate::param::env_faults()?,
         rank,

@@ -265,7 +265,6 @@ pub fn sweep_stale(base: &Path) -> Vec<PathBuf> {
 pub struct Store {
     dir: PathBuf,
     run: String,
-    size: usize,
     /// This participant's rank (`None`: the launcher).
     rank: Option<usize>,
     timeout: Duration,
@@ -314,7 +313,6 @@ impl Store {
         Ok(Store {
             dir: dir.to_path_buf(),
             run: run.to_string(),
-            size,
             rank: None,
             timeout,
         })
@@ -395,7 +393,6 @@ impl Store {
         let me = Store {
             dir: dir.to_path_buf(),
             run: info.run,
-            size,
             rank: Some(rank),
             timeout,
         };
@@ -426,10 +423,6 @@ impl Store {
 
     pub fn run(&self) -> &str {
         &self.run
-    }
-
-    pub fn size(&self) -> usize {
-        self.size
     }
 
     pub fn timeout(&self) -> Duration {
@@ -508,6 +501,7 @@ impl Store {
 
     /// Give up the run: every participant's next check sees `why` (the
     /// first reason written wins).
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     pub fn abort(&self, why: &str) {
         let _ = publish(&self.dir, ABORT_FILE, why.as_bytes(), true);
     }

@@ -47,7 +47,8 @@ impl std::fmt::Debug for Mapping {
 /// stay).
 #[derive(Debug)]
 pub struct Export {
-    file: File,
+    /// The descriptor the path names: held open as long as the export.
+    _file: File,
     path: PathBuf,
 }
 
@@ -57,11 +58,6 @@ impl Export {
     /// sends it beside a name that is unique to the segment.
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// The segment's size in bytes now.
-    pub fn bytes(&self) -> io::Result<u64> {
-        Ok(self.file.metadata()?.len())
     }
 }
 
@@ -90,7 +86,7 @@ impl Mapping {
         let label = PathBuf::from(format!("memfd:{name}"));
         let map = Self::map(&file, &label, len)?;
         let path = PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()));
-        Ok((map, Export { file, path }))
+        Ok((map, Export { _file: file, path }))
     }
 
     /// Map the existing file `path`, which must hold at least `len` bytes
@@ -227,7 +223,7 @@ mod tests {
     fn an_exported_segment_is_shared_through_its_handle_and_has_no_name() {
         let (mut a, ex) = Mapping::create_exported("rr-test-seg", 8192).unwrap();
         assert!(ex.path().starts_with("/proc"), "{}", ex.path().display());
-        assert_eq!(ex.bytes().unwrap(), 8192);
+        assert_eq!(std::fs::metadata(ex.path()).unwrap().len(), 8192);
         let mut b = Mapping::open(ex.path(), 8192).unwrap();
         a.words()[5].store(41, Ordering::Release);
         assert_eq!(b.words()[5].load(Ordering::Acquire), 41);

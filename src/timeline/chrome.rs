@@ -2,7 +2,7 @@
 //!
 //! * one process per rank (`pid` = rank), one thread per lane (`tid` = the
 //!   lane's index, named `compute` / `copy` through `M` metadata events) and
-//!   `tid` [`NCCL_TRACK`](super::NCCL_TRACK) for NCCL's call;
+//!   `tid` [`NCCL_TRACK`] for NCCL's call;
 //! * one complete event (`ph: "X"`) per op part, `ts`/`dur` in microseconds
 //!   from the earliest start, `args` with the phase, step, chunk, slice,
 //!   bytes, GB/s, op kind and path;

@@ -19,7 +19,7 @@
 //! * the outputs: Chrome trace-event JSON ([`chrome`]), an SVG picture
 //!   ([`svg`]) and a text table ([`Timeline::table`]).
 //!
-//! [`record`] runs calls on an engine and collects all of it.
+//! [`record`](fn@record) runs calls on an engine and collects all of it.
 
 pub mod chrome;
 pub mod record;

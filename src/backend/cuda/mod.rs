@@ -1,6 +1,8 @@
 //! CUDA backend: one host thread per rank, each bound once to its GPU.
+//! Public here is only [`probe`] (with the `cuda` feature); the engine
+//! makes the backend ([`crate::BackendChoice`]).
 //!
-//! Per rank ([`rank`]): two streams (the plan's compute and copy lanes),
+//! Per rank (`rank`): two streams (the plan's compute and copy lanes),
 //! buffers, one event per plan signal, the kernels of each data type (a
 //! prebuilt cubin on sm_90, else the PTX JIT), and the exchange kernel's
 //! flags and control block. Ranks map onto devices by
@@ -8,7 +10,7 @@
 //! blocks), so more ranks than GPUs is fine: a same-device "peer" copy is an
 //! ordinary device-to-device copy.
 //!
-//! A collective fans out to every rank thread as an [`IssueCmd`] (the hot
+//! A collective fans out to every rank thread as an `IssueCmd` (the hot
 //! path: the rank keeps each call it was sent, so a repeated call sends only
 //! its key and touches no allocation or shared reference count); any other
 //! work goes as a typed closure. Each thread *issues* its ops (no host
@@ -17,7 +19,7 @@
 //! [`SignalKind::Event`](crate::plan::SignalKind) (the producer records on
 //! its stream, the consumer's stream waits; on the host the consumer issues
 //! the wait only after the producer issued the record, through a
-//! [`SignalBoard`]), flags inside the exchange kernel for
+//! `SignalBoard`), flags inside the exchange kernel for
 //! [`SignalKind::Flag`](crate::plan::SignalKind).
 //!
 //! Lifecycle: memory is freed only after every rank drained its streams
@@ -29,7 +31,7 @@
 
 mod capabilities;
 mod ipc;
-pub mod process;
+pub(crate) mod process;
 mod rank;
 mod work;
 
@@ -50,7 +52,7 @@ use std::time::{Duration, Instant};
 
 /// Options for the CUDA backend.
 #[derive(Debug, Clone)]
-pub struct CudaOptions {
+pub(crate) struct CudaOptions {
     pub ranks: usize,
     /// Devices to use (default: all).
     pub devices: Option<Vec<usize>>,
@@ -267,7 +269,7 @@ fn unerase<R: 'static>(r: Reply) -> Result<R> {
 }
 
 /// The CUDA backend.
-pub struct CudaBackend {
+pub(crate) struct CudaBackend {
     threads: RankThreads<Cmd, Reply>,
     info: BackendInfo,
     board: Arc<SignalBoard>,

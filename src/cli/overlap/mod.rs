@@ -33,9 +33,9 @@ use super::{check_host_memory, out, Common};
 use crate::backend::ordered::{
     grad_sum, After, Completion, Gate, Grid, SpanTag, WorkArg, WorkLaunch, WorkSpan,
 };
+use crate::backend::ordered::{Builtin, WorkKernel};
 use crate::backend::{BackendKind, Binding, BufId, NcclCall};
 use crate::bench::{median, parse_contenders, Contender, ContenderKind};
-use crate::cuda::{Builtin, WorkKernel};
 use crate::element::{DataType, ReduceOp};
 use crate::engine::Core;
 use crate::error::{Error, Result};
@@ -451,7 +451,7 @@ fn timeline_svg_path(timeline: &Path) -> Option<PathBuf> {
 pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     let cfg = a.common.config()?;
     let cpu_wanted =
-        cfg.backend == crate::backend::BackendChoice::Cpu || crate::backend::cuda::probe().is_err();
+        cfg.backend == crate::backend::BackendChoice::Cpu || crate::cli::cuda::gpus().is_err();
     let p = settings(a, cpu_wanted)?;
     let svg = a.timeline.as_deref().and_then(timeline_svg_path);
     // Each path under the flag that names it (the SVG is --timeline's, with
@@ -521,7 +521,7 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
             lib.version_string()?,
             lib.path().display()
         ));
-        match core.nccl_init(lib) {
+        match crate::cli::cuda::nccl_init(&mut core, lib) {
             Ok(()) => {}
             Err(e @ Error::Unsupported(..)) if by_default => {
                 let n = format!("nccl left out of the default contenders: {e}");

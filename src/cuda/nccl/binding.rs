@@ -357,7 +357,7 @@ impl Nccl {
     }
 
     /// `ncclGetUniqueId`. Call once (on one thread or process) and hand copies to every rank.
-    pub fn unique_id(&self) -> Result<UniqueId, NcclError> {
+    pub(crate) fn unique_id(&self) -> Result<UniqueId, NcclError> {
         let mut id = UniqueId {
             internal: [0; UNIQUE_ID_BYTES],
         };
@@ -371,7 +371,7 @@ impl Nccl {
     /// `ncclCommInitRank`. Blocks until all ranks joined; call it from each rank's thread
     /// concurrently, with that rank's device context current (NCCL binds the communicator to
     /// the CUDA runtime's current device, which follows the thread's current driver context).
-    pub fn comm_init_rank(
+    pub(crate) fn comm_init_rank(
         &self,
         nranks: usize,
         id: &UniqueId,
@@ -413,7 +413,7 @@ impl Nccl {
 
     /// `ncclGroupStart`. Group state is per thread: pair it with [`Nccl::group_end`] on the
     /// same thread.
-    pub fn group_start(&self) -> Result<(), NcclError> {
+    pub(crate) fn group_start(&self) -> Result<(), NcclError> {
         // SAFETY: no arguments; NCCL keeps the group state per thread.
         let code = unsafe { (self.inner.req.group_start)() };
         self.inner.check("ncclGroupStart", code, ptr::null_mut())
@@ -421,7 +421,7 @@ impl Nccl {
 
     /// `ncclGroupEnd`: launches everything queued since the matching `group_start` on this
     /// thread; errors of the grouped calls surface here.
-    pub fn group_end(&self) -> Result<(), NcclError> {
+    pub(crate) fn group_end(&self) -> Result<(), NcclError> {
         // SAFETY: no arguments; NCCL keeps the group state per thread.
         let code = unsafe { (self.inner.req.group_end)() };
         self.inner.check("ncclGroupEnd", code, ptr::null_mut())

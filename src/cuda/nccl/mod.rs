@@ -7,11 +7,14 @@
 //!   path, Python wheels); a failed search lists every candidate tried
 //!   ([`NcclError::NotFound`]).
 //! * `binding`: the loaded library ([`Nccl`]), its resolved entry points, communicators
-//!   ([`Comm`]), [`UniqueId`] and [`NcclError`]. Every symbol is resolved once at load into a
-//!   plain function pointer; the library is never closed; a [`Comm`] is driven only by the
+//!   (`Comm`), `UniqueId` and [`NcclError`]. Every symbol is resolved once at load into a
+//!   plain function pointer; the library is never closed; a `Comm` is driven only by the
 //!   library that made it and is `Send + !Sync`.
 //! * `types`: values and checks that need neither the library nor a GPU: [`Version`],
-//!   [`ResultCode`], the [`datatype`] and [`redop`] values and their names.
+//!   [`ResultCode`], the `datatype` and `redop` values and their names.
+//!
+//! The crate's engine drives it (`Core::nccl_init`, the `nccl` contender); what is public
+//! here is loading it and its errors.
 //!
 //! Bound: `ncclGetVersion`, `ncclGetUniqueId`, `ncclCommInitRank`, `ncclCommDestroy` (on
 //! drop), `ncclCommAbort`, `ncclCommGetAsyncError`, `ncclGetErrorString`, `ncclGetLastError`,
@@ -30,8 +33,6 @@ mod types;
 #[cfg(test)]
 mod testutil;
 
-pub use binding::{CUstream, Comm, Nccl, NcclError, UniqueId, UNIQUE_ID_BYTES};
-pub use types::{
-    datatype, datatype_name, datatype_size, op_name, redop, version_code_to_string, ResultCode,
-    Version,
-};
+pub(crate) use binding::{Comm, UniqueId};
+pub use binding::{Nccl, NcclError};
+pub use types::{ResultCode, Version};
