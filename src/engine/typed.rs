@@ -53,6 +53,17 @@ impl<T> DeviceBuffers<T> {
     pub fn id(&self) -> BufId {
         self.id
     }
+
+    /// Another handle of the same buffers (for the per-rank style, where
+    /// every rank holds one).
+    pub(crate) fn duplicate(&self) -> DeviceBuffers<T> {
+        DeviceBuffers {
+            id: self.id,
+            len: self.len,
+            engine: self.engine,
+            _t: PhantomData,
+        }
+    }
 }
 
 /// The typed engine (see [the module doc](super)).
@@ -311,7 +322,35 @@ impl<T: Element> Engine<T> {
     }
 
     // -- host slices ---------------------------------------------------------
+    //
+    // The host-slice calls take one buffer per rank this process runs
+    // ([`Core::local_ranks`]): every rank in one process; in a multi-process
+    // job, this process's rank alone (issue 32 item 6: given every rank's
+    // buffers there, rank 1's result landed in `bufs[0]`). Buffer i belongs
+    // to rank `local_ranks().start + i`.
 
+    /// Error unless `buffers` buffers are one per local rank.
+    fn check_buffers(&self, buffers: usize) -> Result<()> {
+        let local = self.core.local_ranks();
+        let n = self.ranks();
+        if local.len() == n {
+            if buffers != n {
+                return Err(Error::WrongBufferCount { ranks: n, buffers });
+            }
+            return Ok(());
+        }
+        if buffers != local.len() {
+            return Err(Error::BadArgument(format!(
+                "this process runs rank {} of a job of {n} ranks: a host-slice call takes that rank's buffer alone \
+                 (1 buffer, got {buffers}); the other ranks' buffers live in their own processes",
+                local.start
+            )));
+        }
+        Ok(())
+    }
+
+    /// Load `inputs` (one per local rank), run, and read every local rank's
+    /// output.
     fn host_call(
         &mut self,
         collective: Collective,
@@ -319,14 +358,41 @@ impl<T: Element> Engine<T> {
         in_place: bool,
         op: ReduceOp,
     ) -> Result<(Shape, CallInfo, Vec<Vec<T>>)> {
-        let shape = self.load(collective, inputs, in_place)?;
+        self.check_buffers(inputs.len())?;
+        let local = self.core.local_ranks();
+        let shape = if local.len() == self.ranks() {
+            self.load(collective, inputs, in_place)?
+        } else {
+            // `load` takes every rank's input and writes the local ones:
+            // the other ranks' places hold this rank's, never written.
+            let first = inputs.first().copied().unwrap_or(&[]);
+            let all: Vec<&[T]> = (0..self.ranks())
+                .map(|r| match r.checked_sub(local.start) {
+                    Some(i) if i < inputs.len() => inputs[i],
+                    _ => first,
+                })
+                .collect();
+            self.load(collective, &all, in_place)?
+        };
         let info = self.run(None, &shape, op)?;
         let out = self.read_output(&shape)?;
         Ok((shape, info, out))
     }
 
     fn check_out(&self, recv: &[usize], expected: usize) -> Result<()> {
-        check_lengths(self.ranks(), recv, "output", |_| expected)
+        self.check_buffers(recv.len())?;
+        let base = self.core.local_ranks().start;
+        for (i, &found) in recv.iter().enumerate() {
+            if found != expected {
+                return Err(Error::BufferSize {
+                    rank: base + i,
+                    what: "output",
+                    expected,
+                    found,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// All-reduce: `recv[r]` becomes the reduction of every `send`; the
@@ -364,10 +430,20 @@ impl<T: Element> Engine<T> {
         op: ReduceOp,
     ) -> Result<CallInfo> {
         let n = self.ranks();
+        self.check_buffers(bufs.len())?;
+        let first = self.core.local_ranks().start;
         let all: Vec<Vec<T>> = bufs.iter_mut().map(|b| b.as_mut().to_vec()).collect();
         let inputs: Vec<&[T]> = match collective {
             Collective::AllGather => {
                 let len = all.first().map_or(0, Vec::len);
+                if let Some((i, b)) = all.iter().enumerate().find(|(_, b)| b.len() != len) {
+                    return Err(Error::BufferSize {
+                        rank: first + i,
+                        what: "in-place all-gather buffer",
+                        expected: len,
+                        found: b.len(),
+                    });
+                }
                 if len % n != 0 {
                     return Err(Error::BadArgument(format!(
                         "in-place all-gather buffers of {len} elements do not split into {n} equal slices"
@@ -376,14 +452,14 @@ impl<T: Element> Engine<T> {
                 let c = len / n;
                 all.iter()
                     .enumerate()
-                    .map(|(r, b)| &b[r * c..(r + 1) * c])
+                    .map(|(i, b)| &b[(first + i) * c..(first + i + 1) * c])
                     .collect()
             }
             _ => all.iter().map(Vec::as_slice).collect(),
         };
         let (shape, info, out) = self.host_call(collective, &inputs, true, op)?;
-        for (r, (d, s)) in bufs.iter_mut().zip(out).enumerate() {
-            let o = shape.output(r);
+        for (i, (d, s)) in bufs.iter_mut().zip(out).enumerate() {
+            let o = shape.output(first + i);
             let base = if collective == Collective::ReduceScatter {
                 o.range.start
             } else {
@@ -447,6 +523,37 @@ impl<T: Element> Engine<T> {
     /// r's input; every buffer becomes the concatenation.
     pub fn all_gather_in_place(&mut self, bufs: &mut [impl AsMut<[T]>]) -> Result<CallInfo> {
         self.in_place(Collective::AllGather, bufs, ReduceOp::Sum)
+    }
+
+    /// Broadcast: every `recv[r]` becomes rank `root`'s `send` (the other
+    /// ranks' sends are not read; all have the same length, NCCL's count).
+    pub fn broadcast(
+        &mut self,
+        send: &[impl AsRef<[T]>],
+        recv: &mut [impl AsMut<[T]>],
+        root: usize,
+    ) -> Result<CallInfo> {
+        self.core.check_rank(root)?;
+        let count = send.first().map_or(0, |s| s.as_ref().len());
+        let lens: Vec<usize> = recv.iter_mut().map(|r| r.as_mut().len()).collect();
+        self.check_out(&lens, count)?;
+        let ins: Vec<&[T]> = send.iter().map(AsRef::as_ref).collect();
+        let (_, info, out) =
+            self.host_call(Collective::Broadcast { root }, &ins, false, ReduceOp::Sum)?;
+        for (d, s) in recv.iter_mut().zip(out) {
+            d.as_mut().copy_from_slice(&s);
+        }
+        Ok(info)
+    }
+
+    /// Broadcast in place: every `bufs[r]` becomes `bufs[root]`.
+    pub fn broadcast_in_place(
+        &mut self,
+        bufs: &mut [impl AsMut<[T]>],
+        root: usize,
+    ) -> Result<CallInfo> {
+        self.core.check_rank(root)?;
+        self.in_place(Collective::Broadcast { root }, bufs, ReduceOp::Sum)
     }
 
     // -- device buffers ------------------------------------------------------
