@@ -80,10 +80,10 @@ pub struct EngineConfig {
     /// rank processes, where a 4-byte all-reduce takes 2.1 us without it
     /// and a 64 KiB one 24-58 us (docs/perf-notes.md, "The agreement
     /// check"); ranks that then disagree get wrong results or hang until
-    /// the timeout instead of an [`Error::Mismatch`](crate::Error::Mismatch).
-    /// The per-rank style always compares (where its ranks meet anyway,
-    /// under a lock it holds); one caller of every rank has nothing to
-    /// compare.
+    /// the timeout instead of an [`Error::Mismatch`].
+    /// Every rank of a job must set it alike. The per-rank style always
+    /// compares (where its ranks meet anyway, under a lock it holds); one
+    /// caller of every rank has nothing to compare.
     pub check_calls: bool,
 }
 

@@ -1,5 +1,9 @@
 //! [`Engine<T>`]: the typed engine, for one element type at a time, on host
-//! slices or on per-rank buffers that stay on the devices.
+//! slices or on per-rank buffers that stay on the devices. It is what a
+//! [`Communicator`](crate::Communicator) runs on (typed per call); use it
+//! directly for what only it has (stream-ordered calls, NCCL, the plan
+//! cache). Its host-slice calls take one buffer per rank of this process:
+//! every rank, or in a multi-process job this rank's alone.
 
 use super::{Core, EngineConfig};
 use crate::algo::AlgoChoice;
