@@ -44,6 +44,9 @@
 #                                        2 GPUs (ring, graphs, PS) with the link ceiling (~9 min)
 #   bash .device/gpu-check.sh many       session 8: tests, then 4 and 8 ranks on 2 GPUs, 8 B-256 MiB:
 #                                        auto against oneshot:fused, oneshot, ps, ring, ring:pipe2 (~5 min)
+#   bash .device/gpu-check.sh comm       issue 32 items 5, 6, 8: the communicator's tests (every mode,
+#                                        mismatches, abort) on CUDA, its rank processes on CUDA (tests/mp
+#                                        the_communicator_across_processes), the examples (~3 min)
 #   bash .device/gpu-check.sh ab         the staged binary against an earlier one staged as
 #                                        .device/ringreduce-old, interleaved (AB_RUNS, default 3):
 #                                        auto, ring:pipe2, NCCL at 1-64 MiB and auto, NCCL at 8 B-64 KiB
@@ -763,6 +766,31 @@ for k in sorted(cells, key=lambda k: (k[0], k[1], k[2])):
     print("%-11s %10d %-12s | %s | %s" % (k[0], k[1], k[2], f(o), f(n)))
 PY
     pack ab
+    exit 0
+fi
+
+if [ "$MODE" = comm ]; then
+    # Issue 32 items 5, 6, 8 on CUDA: the communicator in every mode (one
+    # caller, one thread per rank; broadcast, device buffers, mismatches,
+    # abort), then one rank per process (2 processes share the GPUs).
+    TESTS="comm:: waits:: backends::per_rank" gpu_tests 300 40
+    X="$(mktemp -d)"
+    [ -f "$D/comm-extras.tgz" ] && tar xzf "$D/comm-extras.tgz" -C "$X"
+    if [ -x "$X/mp" ]; then
+        # COMM_BACKEND=cpu runs the same steps without a GPU (a dry run).
+        log "tests/mp the_communicator_across_processes, ${COMM_BACKEND:-cuda} rank processes"
+        RR_MP_COMM_RANK="${COMM_BACKEND:-cuda}" timeout 120 "$RR" launch -n 2 --timeout 60 -- "$X/mp" \
+            the_communicator_across_processes --exact --nocapture --test-threads 1 \
+            > "$OUT/comm-mp.log" 2>&1; echo "[exit $?]"
+        grep -E "rank [01]: ok|panicked|LIBRARY BUG|test result" "$OUT/comm-mp.log"
+    else
+        echo "SKIPPED: no mp test binary staged"
+    fi
+    for ex in device_buffers threads; do
+        [ -x "$X/$ex" ] && run 60 "$X/$ex"
+    done
+    [ -x "$X/processes" ] && run 90 "$RR" launch -n 2 --timeout 60 -- "$X/processes"
+    rm -rf "$X"
     exit 0
 fi
 

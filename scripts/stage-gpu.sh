@@ -2,6 +2,8 @@
 # Build here (no GPU needed) and stage the binaries for the GPU machine.
 #
 #   scripts/stage-gpu.sh   -> .device/{ringreduce,integration,gpu-check.sh,COMMIT}
+#                             and comm-extras.tgz (the mp test binary and the examples
+#                             gpu-check.sh comm runs)
 #
 # .device/ is git-ignored; carry it to the GPU machine and run there:
 #   bash .device/gpu-check.sh validate > $OUT/validate.log 2>&1
@@ -10,14 +12,19 @@ cd "$(dirname "$0")/.."
 # With fault injection: gpu-check.sh's fault cases set RINGREDUCE_FAULT.
 cargo build --release --features fault-injection
 json=$(cargo test --release --no-run --message-format=json 2>/dev/null)
-integ=$(printf '%s\n' "$json" | python3 -c '
+test_binary() {
+    printf '%s\n' "$json" | python3 -c '
 import json, sys
 for line in sys.stdin:
     try: m = json.loads(line)
     except Exception: continue
-    if m.get("reason") == "compiler-artifact" and m.get("target", {}).get("name") == "integration" and m.get("executable"):
+    if m.get("reason") == "compiler-artifact" and m.get("target", {}).get("name") == sys.argv[1] and m.get("executable"):
         print(m["executable"])
-')
+' "$1"
+}
+integ=$(test_binary integration)
+mp=$(test_binary mp)
+cargo build --release --examples
 rm -rf .device && mkdir -p .device
 cp target/release/ringreduce .device/
 cp "$integ" .device/integration
@@ -25,4 +32,12 @@ cp scripts/gpu-check.sh .device/
 git rev-parse --short HEAD > .device/COMMIT
 git diff --quiet || echo "+uncommitted" >> .device/COMMIT
 strip --strip-debug .device/ringreduce .device/integration 2>/dev/null || true
+# The communicator's extras (gpu-check.sh comm), without symbols and
+# packed: the tree and .device travel together in at most 64 MiB.
+x=$(mktemp -d)
+cp "$mp" "$x/mp"
+for ex in device_buffers processes threads; do cp "target/release/examples/$ex" "$x/"; done
+strip --strip-all "$x"/* 2>/dev/null || true
+tar czf .device/comm-extras.tgz -C "$x" .
+rm -rf "$x"
 du -sh .device

@@ -225,6 +225,7 @@ pub fn expected<T: Element>(
             Expect::PerRank(verify::reference_reduce_scatter(inputs, op, kind))
         }
         Collective::AllGather => Expect::Same(verify::reference_all_gather(inputs)),
+        Collective::Broadcast { root } => Expect::Same(verify::reference_broadcast(inputs, root)),
     }
 }
 

@@ -3,32 +3,52 @@
 //! engines and hand-written PTX), checked against NCCL.
 //!
 //! ```
-//! use ringreduce::{Engine, EngineConfig, ReduceOp};
+//! use ringreduce::{Communicator, EngineConfig, ReduceOp};
 //!
-//! // Three ranks on the CPU backend (EngineConfig::cuda(..) for GPUs).
-//! let mut e = Engine::<f32>::new(EngineConfig::cpu(3))?;
+//! // Three ranks on the CPU backend (EngineConfig::cuda(..) for GPUs),
+//! // every rank from this caller: one buffer per rank.
+//! let mut comm = Communicator::new(EngineConfig::cpu(3))?;
 //! let mut bufs = vec![vec![1.0f32; 10], vec![2.0; 10], vec![3.0; 10]];
-//! e.all_reduce_in_place(&mut bufs, ReduceOp::Sum)?;
+//! comm.all_reduce_in_place(&mut bufs, ReduceOp::Sum)?;
 //! assert!(bufs.iter().all(|b| b.iter().all(|&x| x == 6.0)));
 //! # Ok::<(), ringreduce::Error>(())
 //! ```
 //!
-//! What a user names is at the root: [`Engine`] and [`EngineConfig`] (every
-//! rank in one process), [`Comm`] (one rank per process, under `ringreduce
-//! launch` or `mpirun`), [`RankComm`] (one thread per rank), [`AbortHandle`],
-//! [`CallInfo`], [`DeviceBuffers`] (buffers the engine allocates on every
-//! rank's device, host memory on the CPU backend), the element types and ops
+//! What a user names is at the root: [`Communicator`], the one
+//! communicator (every rank from one caller, one handle per rank thread,
+//! or one rank per process under `ringreduce launch` or `mpirun`; the same
+//! methods, generic in the element type) with its [`EngineConfig`] and
+//! [`JobSpec`]; [`AbortHandle`], [`CallInfo`], the element types and ops
 //! ([`DataType`], [`Element`], [`ReduceOp`], [`bf16`], [`f16`](struct@f16)),
-//! [`Collective`], [`AlgoChoice`], [`BackendChoice`] and [`Error`].
+//! [`Collective`], [`AlgoChoice`], [`BackendChoice`] and [`Error`]; and
+//! [`Engine`], the typed engine underneath, for stream-ordered calls and
+//! NCCL. [`Comm`] and [`RankComm`] are the old per-process and per-rank
+//! handles, deprecated thin wrappers of [`Communicator`] (the README's
+//! "Migrating" table).
 //!
 //! To study the algorithm:
 //!
 //! * [`schedule`]: the pure ring schedule (chunks, per-step indices, traffic).
 //! * [`plan`]: per-rank op lists with explicit cross-rank signals; the one
 //!   interpreter of what an op does; the static validator.
-//! * [`algo`]: the algorithms (ring, one-shots, parameter server), one file
-//!   each, that build plans; [`trace`] prints them step by step, [`theory`]
+//! * [`algo`]: the algorithms (ring, one-shots, parameter server,
+//!   broadcast), one file each, that build plans; [`trace`] prints them step by step, [`theory`]
 //!   models their traffic and time.
+//!
+//! The layers below:
+//!
+//! * [`communicator`]: [`Communicator`], the calls' descriptors and their
+//!   agreement across ranks.
+//! * [`engine`]: the reusable engine: plan cache, buffers, dispatch; the
+//!   typed API and the per-rank rendezvous.
+//! * [`backend`]: one small trait, one file per backend (CPU threads, CUDA
+//!   GPUs), optional capabilities (NCCL, graphs, profiling) as extension
+//!   traits.
+//! * [`cuda`]: the checked driver layer, the PTX kernels and the NCCL
+//!   loader and binding; with the crate's private `sys` module the only
+//!   places with `unsafe` code.
+//! * [`process`]: one rank per process: the job's store and shared control
+//!   segment (and the old [`Comm`]).
 //! * [`element`] and [`verify`]: data types and ops with NCCL's semantics,
 //!   inputs and checks.
 //!
@@ -79,6 +99,7 @@
 
 pub mod algo;
 pub mod backend;
+pub mod communicator;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod element;
@@ -118,10 +139,14 @@ pub mod timeline;
 
 pub use algo::AlgoChoice;
 pub use backend::BackendChoice;
+pub use communicator::{Communicator, RecvBufs, SendBufs};
 pub use element::{bf16, f16, DataType, Element, ReduceOp};
+#[allow(deprecated)]
 pub use engine::ranks::RankComm;
 pub use engine::{CallInfo, DeviceBuffers, Engine, EngineConfig};
 pub use error::{Error, Result};
 pub use plan::Collective;
+#[allow(deprecated)]
 pub use process::Comm;
+pub use process::JobSpec;
 pub use sync::AbortHandle;

@@ -465,6 +465,9 @@ fn run_on_cpu<T: Element>(choice: &AlgoChoice, shape: &Shape, op: ReduceOp) -> R
             total
         }
         Collective::AllGather => verify::check(&got, &verify::reference_all_gather(&inputs)),
+        Collective::Broadcast { root } => {
+            verify::check(&got, &verify::reference_broadcast(&inputs, root))
+        }
     };
     let show = |v: &[T]| {
         let mut s: Vec<String> = v

@@ -437,6 +437,18 @@ pub fn reference_reduce_scatter<T: Element>(
         .collect()
 }
 
+/// Broadcast: every rank's expected output is the root's input (always
+/// bitwise; `op` is meaningless, set to Sum).
+pub fn reference_broadcast<T: Element>(inputs: &[Vec<T>], root: usize) -> Reference<T> {
+    Reference {
+        expect: inputs.get(root).cloned().unwrap_or_default(),
+        bound: None,
+        bitwise: true,
+        ranks: inputs.len(),
+        op: ReduceOp::Sum,
+    }
+}
+
 /// All-gather: every rank's expected output is the concatenation of all
 /// inputs, in rank order (always bitwise; `op` is meaningless, set to Sum).
 pub fn reference_all_gather<T: Element>(inputs: &[Vec<T>]) -> Reference<T> {

@@ -13,6 +13,7 @@
 //! Adding an algorithm: a new file with a type implementing [`Algorithm`]
 //! and a `parse` function, and one line in [`REGISTRY`].
 
+pub mod bcast;
 pub mod flag;
 pub mod fused;
 pub mod oneshot;
@@ -120,6 +121,10 @@ pub const REGISTRY: &[(Parser, &str)] = &[
         "ring:flag (2 ranks: the ring's copies and reduce on one stream, the two waits across GPUs as flag hand-shakes in GPU memory)",
     ),
     (ps::parse, "ps (parameter server, rank 0 as root)"),
+    (
+        bcast::parse,
+        "bcast (broadcast only: the root's buffer forwarded along the ring), bcast:pipeK (in K pipeline slices, 1..=64)",
+    ),
 ];
 
 /// Parse a fixed algorithm name.
@@ -234,7 +239,9 @@ impl AlgoChoice {
     ///   reduce to overlap: the plain `ring`, which measured ahead of
     ///   `ring:pipe2` at every size on 2 x H200) and a reduce-scatter below
     ///   [`RS_PIPE_MIN_BYTES`] (`ring`);
-    /// * from [`PIPE4_MIN_BYTES`] a pipelined ring cuts 4 slices.
+    /// * from [`PIPE4_MIN_BYTES`] a pipelined ring cuts 4 slices;
+    /// * a broadcast uses `bcast`, pipelined by size
+    ///   ([`bcast::slices_for`]).
     pub fn resolve(&self, shape: &Shape) -> Result<Arc<dyn Algorithm>> {
         let algo = match self {
             AlgoChoice::Fixed(a) => a.clone(),
@@ -263,6 +270,11 @@ impl AlgoChoice {
 
 fn auto(shape: &Shape) -> Arc<dyn Algorithm> {
     let bytes = shape.count.saturating_mul(shape.elem_size);
+    if let Collective::Broadcast { .. } = shape.collective {
+        return Arc::new(bcast::Bcast {
+            slices: bcast::slices_for(bytes, shape.ranks),
+        });
+    }
     if shape.collective == Collective::AllReduce && shape.ranks == 2 && bytes <= ONESHOT_MAX_BYTES {
         if shape.in_place {
             return Arc::new(flag::Flag);
@@ -282,6 +294,7 @@ fn auto(shape: &Shape) -> Arc<dyn Algorithm> {
         Collective::AllGather => true,
         Collective::ReduceScatter => whole < RS_PIPE_MIN_BYTES,
         Collective::AllReduce => many && bytes < PIPE4_MIN_BYTES,
+        Collective::Broadcast { .. } => true,
     };
     let slices = if plain {
         1

@@ -51,11 +51,18 @@ pub fn parse(s: &str) -> Option<std::result::Result<Arc<dyn Algorithm>, String>>
 
 /// Error unless `shape` is an all-reduce.
 pub fn all_reduce_only(name: &str, shape: &Shape) -> std::result::Result<(), String> {
-    if shape.collective != Collective::AllReduce {
-        return Err(format!(
-            "{name} implements all-reduce only; the ring implements {}",
-            shape.collective
-        ));
+    match shape.collective {
+        Collective::AllReduce => {}
+        Collective::Broadcast { .. } => {
+            return Err(format!(
+                "{name} implements all-reduce only; a broadcast runs bcast (auto picks it)"
+            ))
+        }
+        c => {
+            return Err(format!(
+                "{name} implements all-reduce only; the ring implements {c}"
+            ))
+        }
     }
     Ok(())
 }

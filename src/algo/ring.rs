@@ -65,8 +65,13 @@ impl Algorithm for Ring {
         }
     }
 
-    fn supports(&self, _shape: &Shape) -> Result<(), String> {
-        Ok(())
+    fn supports(&self, shape: &Shape) -> Result<(), String> {
+        match shape.collective {
+            Collective::Broadcast { .. } => Err(
+                "the ring implements all-reduce, reduce-scatter and all-gather; a broadcast runs bcast (auto picks it)".into(),
+            ),
+            _ => Ok(()),
+        }
     }
 
     fn path(&self, shape: &Shape) -> Box<dyn Path> {

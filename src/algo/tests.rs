@@ -314,6 +314,8 @@ fn parse_names() {
         "oneshot:fused",
         "oneshot:flag",
         "ps",
+        "bcast",
+        "bcast:pipe4",
     ] {
         let a = parse(name).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(a.name(), name);
@@ -346,6 +348,105 @@ fn unsupported_shapes_are_refused() {
         assert!(c(a).resolve(&rs).is_err(), "{a}");
     }
     assert!(c("ring:pipe2").resolve(&rs).is_ok());
+    // A broadcast runs bcast only, and bcast nothing else.
+    let bc = Shape {
+        collective: Collective::Broadcast { root: 1 },
+        ..oop4
+    };
+    for a in [
+        "ring",
+        "ring:pipe2",
+        "oneshot",
+        "oneshot:fused",
+        "oneshot:flag",
+        "ps",
+    ] {
+        let e = c(a).resolve(&bc).unwrap_err().to_string();
+        assert!(e.contains("bcast"), "{a}: {e}");
+    }
+    assert!(c("bcast:pipe3").resolve(&bc).is_ok());
+    assert!(c("bcast").resolve(&rs).is_err());
+    let far = Shape {
+        collective: Collective::Broadcast { root: 4 },
+        ..oop4
+    };
+    assert!(c("bcast").resolve(&far).is_err());
+}
+
+fn broadcast(ranks: usize, root: usize, count: usize, elem_size: usize, in_place: bool) -> Shape {
+    Shape {
+        collective: Collective::Broadcast { root },
+        ranks,
+        count,
+        elem_size,
+        in_place,
+    }
+}
+
+/// Every broadcast plan: every root, rank count, size, element size,
+/// place and slice count; deadlock-free, race-free, bracketed, and every
+/// rank ends with exactly the root's input (symbolic execution).
+#[test]
+fn broadcast_plans_validate() {
+    for n in 1..=9 {
+        for root in 0..n {
+            for count in [0, 1, 2, 3, 5, 8, 17, 67, 1000] {
+                for elem_size in [1, 2, 4, 8] {
+                    for in_place in [false, true] {
+                        for slices in [1, 2, 3, 4, 8] {
+                            let s = broadcast(n, root, count, elem_size, in_place);
+                            let a = bcast::Bcast { slices };
+                            a.supports(&s).unwrap_or_else(|e| panic!("{s:?}: {e}"));
+                            first_plan(&a, &s)
+                                .validate()
+                                .unwrap_or_else(|e| panic!("{} {s:?}: {e}", a.name()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (n, root) in [(crate::engine::MAX_RANKS, 200), (65, 64), (64, 0)] {
+        let s = broadcast(n, root, 3 * n + 7, 4, root % 2 == 0);
+        first_plan(&bcast::Bcast { slices: 4 }, &s)
+            .validate()
+            .unwrap_or_else(|e| panic!("n={n} root={root}: {e}"));
+    }
+}
+
+/// The root sends the buffer once, every rank but the root receives it
+/// once, every rank but the last of the chain forwards it once.
+#[test]
+fn broadcast_traffic() {
+    let (n, root, count) = (5, 2, 1000);
+    let p = first_plan(
+        &bcast::Bcast { slices: 3 },
+        &broadcast(n, root, count, 4, false),
+    );
+    let t = p.traffic();
+    let last = (root + n - 1) % n;
+    for (r, t) in t.iter().enumerate() {
+        let sent = if r == last { 0 } else { 4000 };
+        let received = if r == root { 0 } else { 4000 };
+        assert_eq!((t.sent, t.received), (sent, received), "rank {r}");
+    }
+}
+
+/// The validator catches a broadcast that forwards the wrong data: a hop
+/// that copies the sender's own input instead of what it received.
+#[test]
+fn negative_broadcast_forwards_its_own_input() {
+    let s = broadcast(3, 0, 8, 4, false);
+    let mut p = first_plan(&bcast::Bcast { slices: 1 }, &s);
+    let hop = p.ops[1]
+        .iter_mut()
+        .find(|o| matches!(o.kind, OpKind::Copy { from: 1, to: 2, .. }))
+        .expect("rank 1 forwards to rank 2");
+    if let OpKind::Copy { src, .. } = &mut hop.kind {
+        *src = s.input(1);
+    }
+    let e = p.validate().unwrap_err();
+    assert!(e.contains("wrong input elements"), "{e}");
 }
 
 #[test]
@@ -403,6 +504,13 @@ fn auto_policy() {
     assert_eq!(name(of(Collective::ReduceScatter, 16)), "ring");
     assert_eq!(name(of(Collective::ReduceScatter, (2 << 20) - 1)), "ring");
     assert_eq!(name(of(Collective::ReduceScatter, 2 << 20)), "ring:pipe2");
+    // Broadcast: bcast, pipelined in slices of at least 512 KiB from 3
+    // ranks on (two ranks have nothing to forward), at most 8.
+    let bc = |ranks, bytes: usize| name(broadcast(ranks, 0, bytes / 4, 4, false));
+    assert_eq!(bc(2, 64 << 20), "bcast");
+    assert_eq!(bc(4, 4 << 10), "bcast");
+    assert_eq!(bc(4, 1 << 20), "bcast:pipe2");
+    assert_eq!(bc(8, 64 << 20), "bcast:pipe8");
 }
 
 // ---------------------------------------------------------------------------

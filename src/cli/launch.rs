@@ -3,7 +3,8 @@
 //!
 //! * The command is a ringreduce command (`run`, `check`, `bench`, `soak`,
 //!   ...: this binary runs it) or any program that uses
-//!   [`ringreduce::Comm::from_env`](crate::process::Comm::from_env).
+//!   [`ringreduce::Communicator::from_env`](crate::Communicator::from_env)
+//!   (e.g. `target/release/examples/processes`).
 //! * The launcher creates the job's store (a fresh directory of mode 0700
 //!   under `/dev/shm`, or `--store`; a non-empty one is a leftover and
 //!   refused; under `/dev/shm` it first removes this user's stores whose
@@ -87,7 +88,7 @@ pub struct LaunchArgs {
     #[arg(long)]
     pub keep_store: bool,
     /// The command every rank runs, after `--`: a ringreduce command (run,
-    /// check, bench, soak) or a program that uses ringreduce::Comm.
+    /// check, bench, soak) or a program that uses ringreduce::Communicator.
     #[arg(last = true, required = true, num_args = 1..)]
     pub command: Vec<String>,
 }

@@ -177,6 +177,9 @@ fn run_typed<T: Element>(
         Collective::AllGather => {
             verify::check(&got, &verify::reference_all_gather(&inputs)).at_rank(base)
         }
+        Collective::Broadcast { root } => {
+            verify::check(&got, &verify::reference_broadcast(&inputs, root)).at_rank(base)
+        }
     };
     if !shape.in_place {
         let send = engine.read_input(&sh)?;

@@ -499,6 +499,9 @@ pub enum NcclCallError {
     Cuda(#[from] CudaError),
     #[error(transparent)]
     Nccl(#[from] super::nccl::NcclError),
+    /// A collective ringreduce does not call NCCL for.
+    #[error("{0} is not bound: ringreduce calls NCCL for all-reduce, reduce-scatter and all-gather only")]
+    NotBound(&'static str),
 }
 
 use super::CudaError;
@@ -522,16 +525,20 @@ impl<'id> Stream<'id> {
         let send = x.send.0.ptr_at(CALL, x.send.1, x.send_bytes)?;
         let recv = x.recv.0.ptr_at(CALL, x.recv.1, x.recv_bytes)?;
         use crate::plan::Collective as C;
-        // SAFETY: both ranges lie in live allocations of this stream's device
-        // (checked above, for as many bytes as NCCL touches for `count`), the
-        // stream is live, and the engine drains every stream before freeing
-        // either buffer.
-        unsafe {
-            match collective {
-                C::AllReduce => lib.all_reduce(send, recv, count, dtype, op, comm, self.s),
-                C::ReduceScatter => lib.reduce_scatter(send, recv, count, dtype, op, comm, self.s),
-                C::AllGather => lib.all_gather(send, recv, count, dtype, comm, self.s),
-            }
+        // Each call below: both ranges lie in live allocations of this
+        // stream's device (checked above, for as many bytes as NCCL touches
+        // for `count`), the stream is live, and the engine drains every
+        // stream before freeing either buffer.
+        match collective {
+            // SAFETY: see above.
+            C::AllReduce => unsafe { lib.all_reduce(send, recv, count, dtype, op, comm, self.s) },
+            // SAFETY: see above.
+            C::ReduceScatter => unsafe {
+                lib.reduce_scatter(send, recv, count, dtype, op, comm, self.s)
+            },
+            // SAFETY: see above.
+            C::AllGather => unsafe { lib.all_gather(send, recv, count, dtype, comm, self.s) },
+            C::Broadcast { .. } => return Err(NcclCallError::NotBound("ncclBroadcast")),
         }?;
         Ok(())
     }

@@ -2,15 +2,19 @@
 //! thread per GPU, the way NCCL is used. Each rank's thread calls the same
 //! collective on its own handle; the call runs when every rank has called,
 //! and each thread gets its own rank's result, or every thread the same
-//! error (see [`RankComm`]).
+//! error.
+//!
+//! This module is the rendezvous underneath
+//! [`Communicator::per_rank`](crate::Communicator::per_rank) (the API);
+//! [`RankComm`] is its old typed handle, kept for migration.
 //!
 //! ```
-//! use ringreduce::{Engine, EngineConfig, ReduceOp};
-//! let ranks = Engine::<i32>::new(EngineConfig::cpu(2)).unwrap().into_ranks();
+//! use ringreduce::{Communicator, EngineConfig, ReduceOp};
+//! let ranks = Communicator::per_rank(EngineConfig::cpu(2)).unwrap();
 //! let out: Vec<Vec<i32>> = std::thread::scope(|s| {
-//!     let t: Vec<_> = ranks.iter().map(|h| s.spawn(move || {
+//!     let t: Vec<_> = ranks.into_iter().map(|mut c| s.spawn(move || {
 //!         let mut out = vec![0; 4];
-//!         h.all_reduce(&[h.rank() as i32 + 1; 4], &mut out, ReduceOp::Sum).unwrap();
+//!         c.all_reduce(&[c.rank() as i32 + 1; 4], &mut out, ReduceOp::Sum).unwrap();
 //!         out
 //!     })).collect();
 //!     t.into_iter().map(|t| t.join().unwrap()).collect()
@@ -19,89 +23,23 @@
 //! ```
 
 use super::typed::Engine;
+use crate::communicator::{self, HostCall, Slot};
 use crate::element::{Element, ReduceOp};
 use crate::error::{Error, Result};
 use crate::plan::Collective;
 use crate::sync::AbortHandle;
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// What one rank asks of a call: every rank of the call must ask the same
-/// (its output length is checked against it by the rank itself). The
-/// per-rank rendezvous compares these as ranks arrive ([`CallDesc::agree`]);
-/// the same check fits [`crate::Comm`]'s calls once their descriptors are
-/// all-gathered (issue 32, item 5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallDesc {
-    pub collective: Collective,
-    /// The op (all-gather: none, it reduces nothing).
-    pub op: Option<ReduceOp>,
-    pub in_place: bool,
-    /// Elements of each rank's input.
-    pub count: usize,
-}
+pub use crate::communicator::desc::{CallDesc, CallKind};
 
-impl std::fmt::Display for CallDesc {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} of {} elements", self.collective, self.count)?;
-        if let Some(op) = self.op {
-            write!(f, ", {}", op.name())?;
-        }
-        f.write_str(if self.in_place {
-            ", in place"
-        } else {
-            ", out of place"
-        })
-    }
-}
-
-impl CallDesc {
-    /// [`Error::Mismatch`] unless every rank's descriptor (rank, what it
-    /// asked) is the same; `asked` in rank order.
-    pub fn agree(asked: &[(usize, CallDesc)]) -> Result<()> {
-        let Some((_, first)) = asked.first() else {
-            return Ok(());
-        };
-        match asked.iter().find(|(_, d)| d != first) {
-            None => Ok(()),
-            Some(&(rank, _)) => Err(Error::Mismatch {
-                rank,
-                asked: asked.iter().map(|(r, d)| (*r, d.to_string())).collect(),
-            }),
-        }
-    }
-
-    /// The output length rank `rank` of `ranks` must pass, or why its input
-    /// cannot be this call's.
-    fn expected_out(&self, rank: usize, ranks: usize) -> Result<usize> {
-        match self.collective {
-            Collective::AllReduce => Ok(self.count),
-            Collective::ReduceScatter => {
-                if self.count % ranks != 0 {
-                    return Err(Error::BadArgument(format!(
-                        "rank {rank}: a reduce-scatter input of {} elements does not split into {ranks} equal chunks",
-                        self.count
-                    )));
-                }
-                Ok(self.count / ranks)
-            }
-            Collective::AllGather => self.count.checked_mul(ranks).ok_or(Error::TooLarge {
-                what: "all-gather output",
-                count: self.count as u128,
-                elem_size: 1,
-                ranks,
-            }),
-        }
-    }
-}
-
-/// One rank's part of a call.
-#[derive(Debug, Clone)]
-struct Arg<T> {
-    desc: CallDesc,
-    input: Vec<T>,
-}
+/// What a rank brings to a call, and what it takes away: the call's
+/// element type is the caller's, so the rendezvous carries it untyped (the
+/// rank that runs the call made every rank's descriptor agree first, the
+/// element type included).
+pub(crate) type Payload = Box<dyn Any + Send>;
 
 /// Why a call failed for every rank that joined it (each rank's own error
 /// is made from it, [`Fail::error_for`]).
@@ -115,8 +53,9 @@ enum Fail {
     },
     /// The engine was aborted while ranks waited for `missing`.
     Aborted { missing: Vec<usize>, what: String },
-    /// The call's error: a mismatch, a rank's bad argument, or what the
-    /// engine returned.
+    /// Rank `rank`'s own arguments are wrong (its output's length, ...).
+    Own { rank: usize, error: Error },
+    /// The call's error: a mismatch, or what the engine returned.
     Error(Error),
 }
 
@@ -141,6 +80,12 @@ impl Fail {
                 rank: r,
                 what: format!("waiting for ranks {missing:?} to join {what}"),
             },
+            Fail::Own { rank, error } if *rank == r => error.duplicate(),
+            Fail::Own { rank, error } => Error::peer_failed(
+                *rank,
+                &error.to_string(),
+                format!("its arguments to the call rank {r} joined"),
+            ),
             Fail::Error(e) => {
                 if e.is_fatal() {
                     let poisoned = match e {
@@ -174,7 +119,7 @@ impl Fail {
     }
 }
 
-enum Phase<T> {
+enum Phase {
     /// Ranks are arriving.
     Gathering,
     /// Every rank arrived; rank `by` runs the call (since `since`).
@@ -182,80 +127,74 @@ enum Phase<T> {
         since: Instant,
         by: usize,
     },
-    /// Each rank's output, until it takes it.
-    Done(Vec<Option<Vec<T>>>),
+    /// Each rank's result, until it takes it.
+    Done(Vec<Option<Payload>>),
     Failed(Fail),
 }
 
 /// One call of the per-rank style (one round of the rendezvous).
-struct Round<T> {
-    args: Vec<Option<Arg<T>>>,
+struct Round {
+    args: Vec<Option<(CallDesc, Payload)>>,
     joined: Vec<bool>,
     /// Whether each rank that joined took its outcome.
     taken: Vec<bool>,
-    phase: Phase<T>,
+    phase: Phase,
 }
 
-struct State<T> {
+struct State {
     /// The round of each rank's next call: every rank's k-th call is call
     /// k, so a rank that is late for a call still meets it (and its
     /// outcome). A rank the others gave up waiting for (a timeout) is
     /// excused from that call: its next call is the one after.
     next: Vec<u64>,
     /// Calls not yet finished, or whose outcome a rank has not taken.
-    rounds: BTreeMap<u64, Round<T>>,
+    rounds: BTreeMap<u64, Round>,
 }
 
-struct Shared<T: Element> {
-    engine: Mutex<Engine<T>>,
-    state: Mutex<State<T>>,
+/// The rendezvous of every rank's handle, and the engine the calls run on.
+pub(crate) struct Rendezvous {
+    engine: Mutex<Slot>,
+    state: Mutex<State>,
     cv: Condvar,
     ranks: usize,
     timeout: Duration,
     abort: AbortHandle,
 }
 
-/// One rank's handle (see the module doc). `Send`: move it to the rank's
-/// thread.
-///
-/// Every rank of a call gets the same outcome: all succeed, or all fail
-/// with the same error, at once. Different arguments are
-/// [`Error::Mismatch`] for every rank (naming what each asked for); a rank
-/// whose own arguments are wrong fails the call with its error, and the
-/// others get [`Error::PeerFailed`] naming it; ranks that do not come
-/// within the timeout are named in every waiter's [`Error::Timeout`] (a
-/// waiter never names itself); [`RankComm::abort_handle`] ends every wait
-/// with [`Error::Aborted`]. A failure the engine cannot recover from stays
-/// [`Error::Poisoned`] (fatal) for every rank.
-pub struct RankComm<T: Element> {
+/// One rank's handle on the rendezvous (see [`Communicator::per_rank`](crate::Communicator::per_rank)).
+pub(crate) struct RankHandle {
     rank: usize,
-    shared: Arc<Shared<T>>,
+    shared: Arc<Rendezvous>,
 }
 
-impl<T: Element> Engine<T> {
-    /// One handle per rank, sharing this engine.
-    pub fn into_ranks(self) -> Vec<RankComm<T>> {
-        let ranks = self.ranks();
-        let timeout = self.core().timeout();
-        let abort = self.core().abort_handle();
-        let shared = Arc::new(Shared {
-            engine: Mutex::new(self),
-            state: Mutex::new(State {
-                next: vec![0; ranks],
-                rounds: BTreeMap::new(),
-            }),
-            cv: Condvar::new(),
-            ranks,
-            timeout,
-            abort,
-        });
-        (0..ranks)
-            .map(|rank| RankComm {
-                rank,
-                shared: shared.clone(),
-            })
-            .collect()
+impl std::fmt::Debug for RankHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rank {} of {}", self.rank, self.shared.ranks)
     }
+}
+
+/// One handle per rank of `engine`.
+pub(crate) fn handles(engine: Engine<u8>) -> Vec<RankHandle> {
+    let ranks = engine.ranks();
+    let timeout = engine.core().timeout();
+    let abort = engine.core().abort_handle();
+    let shared = Arc::new(Rendezvous {
+        engine: Mutex::new(Slot::new(engine)),
+        state: Mutex::new(State {
+            next: vec![0; ranks],
+            rounds: BTreeMap::new(),
+        }),
+        cv: Condvar::new(),
+        ranks,
+        timeout,
+        abort,
+    });
+    (0..ranks)
+        .map(|rank| RankHandle {
+            rank,
+            shared: shared.clone(),
+        })
+        .collect()
 }
 
 fn guard<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
@@ -265,88 +204,41 @@ fn guard<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
 /// How often a waiting rank looks at the abort handle and its deadline.
 const POLL: Duration = Duration::from_millis(10);
 
-impl<T: Element> RankComm<T> {
-    pub fn rank(&self) -> usize {
+impl RankHandle {
+    pub(crate) fn rank(&self) -> usize {
         self.rank
     }
 
-    pub fn ranks(&self) -> usize {
+    pub(crate) fn ranks(&self) -> usize {
         self.shared.ranks
     }
 
     /// The engine's abort handle: aborting it ends every rank's wait (the
     /// rendezvous of a call, and the call itself) with [`Error::Aborted`];
     /// later calls fail with [`Error::Poisoned`].
-    pub fn abort_handle(&self) -> AbortHandle {
+    pub(crate) fn abort_handle(&self) -> AbortHandle {
         self.shared.abort.clone()
     }
 
-    /// All-reduce of this rank's `send` into its `recv`.
-    pub fn all_reduce(&self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
-        let out = self.call(
-            Collective::AllReduce,
-            send.to_vec(),
-            false,
-            Some(op),
-            recv.len(),
-        )?;
-        copy_out(self.rank, recv, &out)
+    /// Run `f` on the engine alone (a rank-local step: writing or reading
+    /// this rank's part of a device buffer), between calls.
+    pub(crate) fn with_engine<R>(&self, f: impl FnOnce(&mut Slot) -> Result<R>) -> Result<R> {
+        f(&mut guard(&self.shared.engine))
     }
 
-    /// All-reduce in place.
-    pub fn all_reduce_in_place(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
-        let out = self.call(
-            Collective::AllReduce,
-            buf.to_vec(),
-            true,
-            Some(op),
-            buf.len(),
-        )?;
-        copy_out(self.rank, buf, &out)
-    }
-
-    /// Reduce-scatter: `send` holds `ranks * c` elements, `recv` c.
-    pub fn reduce_scatter(&self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
-        let out = self.call(
-            Collective::ReduceScatter,
-            send.to_vec(),
-            false,
-            Some(op),
-            recv.len(),
-        )?;
-        copy_out(self.rank, recv, &out)
-    }
-
-    /// All-gather: `send` holds c elements, `recv` `ranks * c`.
-    pub fn all_gather(&self, send: &[T], recv: &mut [T]) -> Result<()> {
-        let out = self.call(
-            Collective::AllGather,
-            send.to_vec(),
-            false,
-            None,
-            recv.len(),
-        )?;
-        copy_out(self.rank, recv, &out)
-    }
-
-    /// Join this rank's next call with `input`; the last rank to arrive
-    /// runs it. Returns this rank's output.
-    fn call(
+    /// Join this rank's next call, asking for `desc` (`own`: this rank's
+    /// own arguments checked), with `payload`; the last rank to arrive runs
+    /// `exec` on every rank's payload, in rank order, and hands each rank
+    /// its part of the result. Returns this rank's part.
+    pub(crate) fn call(
         &self,
-        collective: Collective,
-        input: Vec<T>,
-        in_place: bool,
-        op: Option<ReduceOp>,
-        out_len: usize,
-    ) -> Result<Vec<T>> {
+        desc: CallDesc,
+        own: Result<()>,
+        payload: Payload,
+        exec: impl FnOnce(&mut Slot, Vec<Payload>) -> Result<Vec<Payload>>,
+    ) -> Result<Payload> {
         let sh = &*self.shared;
         let (n, r) = (sh.ranks, self.rank);
-        let desc = CallDesc {
-            collective,
-            op,
-            in_place,
-            count: input.len(),
-        };
         let mut st = guard(&sh.state);
         let k = st.next[r];
         if sh.abort.is_aborted() && !st.rounds.contains_key(&k) {
@@ -362,47 +254,52 @@ impl<T: Element> RankComm<T> {
             phase: Phase::Gathering,
         });
         round.joined[r] = true;
-        let what = format!("the {desc} (call {k})");
+        let what = format!("{desc} (call {k})");
         if matches!(round.phase, Phase::Gathering) {
             // This rank's own arguments first, then against the others'.
-            let own = desc.expected_out(r, n).and_then(|want| {
-                if want == out_len {
-                    Ok(())
-                } else {
-                    Err(Error::BufferSize {
-                        rank: r,
-                        what: "output",
-                        expected: want,
-                        found: out_len,
-                    })
-                }
-            });
             let asked: Vec<(usize, CallDesc)> = round
                 .args
                 .iter()
                 .enumerate()
-                .filter_map(|(q, a)| a.as_ref().map(|a| (q, a.desc)))
+                .filter_map(|(q, a)| a.as_ref().map(|a| (q, a.0)))
                 .chain(std::iter::once((r, desc)))
                 .collect::<BTreeMap<_, _>>()
                 .into_iter()
                 .collect();
-            match own.and_then(|()| CallDesc::agree(&asked)) {
-                Err(e) => {
+            let failed = match own {
+                Err(error) => Some(Fail::Own { rank: r, error }),
+                Ok(()) => CallDesc::agree(&asked).err().map(Fail::Error),
+            };
+            match failed {
+                Some(f) => {
                     round.args.iter_mut().for_each(|a| *a = None);
-                    round.phase = Phase::Failed(Fail::Error(e));
+                    round.phase = Phase::Failed(f);
                     sh.cv.notify_all();
                 }
-                Ok(()) => {
-                    round.args[r] = Some(Arg { desc, input });
+                None => {
+                    round.args[r] = Some((desc, payload));
                     if round.joined.iter().all(|&j| j) {
-                        let args: Vec<Arg<T>> =
-                            round.args.iter_mut().filter_map(Option::take).collect();
+                        let args: Vec<Payload> = round
+                            .args
+                            .iter_mut()
+                            .filter_map(Option::take)
+                            .map(|a| a.1)
+                            .collect();
                         round.phase = Phase::Running {
                             since: Instant::now(),
                             by: r,
                         };
                         drop(st);
-                        let result = self.execute(&args);
+                        let result = exec(&mut guard(&sh.engine), args).and_then(|out| {
+                            if out.len() == n {
+                                Ok(out)
+                            } else {
+                                Err(Error::Plan(format!(
+                                    "the call gave {} results for {n} ranks",
+                                    out.len()
+                                )))
+                            }
+                        });
                         st = guard(&sh.state);
                         if let Some(round) = st.rounds.get_mut(&k) {
                             // Unless the waiters gave up on this rank (the
@@ -496,7 +393,7 @@ impl<T: Element> RankComm<T> {
 
     /// Rank `r`'s outcome of finished call `k`; forget the call once every
     /// rank took its outcome or was excused.
-    fn take(st: &mut State<T>, k: u64, r: usize) -> Result<Vec<T>> {
+    fn take(st: &mut State, k: u64, r: usize) -> Result<Payload> {
         let Some(round) = st.rounds.get_mut(&k) else {
             return Err(Error::Plan(format!("rank {r}: call {k} vanished")));
         };
@@ -505,7 +402,7 @@ impl<T: Element> RankComm<T> {
             Phase::Done(v) => v
                 .get_mut(r)
                 .and_then(Option::take)
-                .ok_or_else(|| Error::Plan(format!("rank {r}: no output of call {k}"))),
+                .ok_or_else(|| Error::Plan(format!("rank {r}: no result of call {k}"))),
             Phase::Failed(f) => Err(f.error_for(r)),
             _ => Err(Error::Plan(format!("rank {r}: call {k} is not finished"))),
         };
@@ -515,32 +412,86 @@ impl<T: Element> RankComm<T> {
         });
         out
     }
+}
 
-    /// Run the assembled call: every rank's output, or the call's error.
-    fn execute(&self, args: &[Arg<T>]) -> Result<Vec<Vec<T>>> {
-        let Some(first) = args.first() else {
-            return Ok(Vec::new());
-        };
-        let mut engine = guard(&self.shared.engine);
-        let inputs: Vec<&[T]> = args.iter().map(|a| a.input.as_slice()).collect();
-        let shape = engine.load(first.desc.collective, &inputs, first.desc.in_place)?;
-        engine.poison(&shape)?;
-        engine.run(None, &shape, first.desc.op.unwrap_or(ReduceOp::Sum))?;
-        engine.read_output(&shape)
+/// One rank's typed handle of the per-rank style, from before
+/// [`Communicator`](crate::Communicator): the same rendezvous, fixed to
+/// one element type, four collectives.
+///
+/// Migration: `Engine::<T>::new(cfg)?.into_ranks()` is
+/// [`Communicator::per_rank(cfg)`](crate::Communicator::per_rank); the
+/// calls are the same, generic in the element type, plus the in-place
+/// forms, broadcast, barrier and device buffers.
+#[deprecated(
+    since = "0.1.0",
+    note = "use ringreduce::Communicator::per_rank(cfg) (issue 32 item 8; README, 'Migrating')"
+)]
+pub struct RankComm<T: Element> {
+    h: RankHandle,
+    _t: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: Element> Engine<T> {
+    /// One handle per rank, sharing this engine.
+    #[deprecated(
+        since = "0.1.0",
+        note = "use ringreduce::Communicator::per_rank(cfg) (issue 32 item 8; README, 'Migrating')"
+    )]
+    #[allow(deprecated)]
+    pub fn into_ranks(self) -> Vec<RankComm<T>> {
+        handles(self.retype())
+            .into_iter()
+            .map(|h| RankComm {
+                h,
+                _t: std::marker::PhantomData,
+            })
+            .collect()
     }
 }
 
-fn copy_out<T: Element>(rank: usize, dst: &mut [T], src: &[T]) -> Result<()> {
-    if dst.len() != src.len() {
-        return Err(Error::BufferSize {
-            rank,
-            what: "output",
-            expected: src.len(),
-            found: dst.len(),
-        });
+#[allow(deprecated)]
+impl<T: Element> RankComm<T> {
+    pub fn rank(&self) -> usize {
+        self.h.rank()
     }
-    dst.copy_from_slice(src);
-    Ok(())
+
+    pub fn ranks(&self) -> usize {
+        self.h.ranks()
+    }
+
+    /// The engine's abort handle (see [`crate::Communicator::abort_handle`]).
+    pub fn abort_handle(&self) -> AbortHandle {
+        self.h.abort_handle()
+    }
+
+    /// All-reduce of this rank's `send` into its `recv`.
+    pub fn all_reduce(&self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<super::CallInfo> {
+        let c = HostCall::new(Collective::AllReduce, false, op);
+        communicator::rank_host(&self.h, c, send, recv)
+    }
+
+    /// All-reduce in place.
+    pub fn all_reduce_in_place(&self, buf: &mut [T], op: ReduceOp) -> Result<super::CallInfo> {
+        let c = HostCall::new(Collective::AllReduce, true, op);
+        communicator::rank_host(&self.h, c, &[], buf)
+    }
+
+    /// Reduce-scatter: `send` holds `ranks * c` elements, `recv` c.
+    pub fn reduce_scatter(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+    ) -> Result<super::CallInfo> {
+        let c = HostCall::new(Collective::ReduceScatter, false, op);
+        communicator::rank_host(&self.h, c, send, recv)
+    }
+
+    /// All-gather: `send` holds c elements, `recv` `ranks * c`.
+    pub fn all_gather(&self, send: &[T], recv: &mut [T]) -> Result<super::CallInfo> {
+        let c = HostCall::new(Collective::AllGather, false, ReduceOp::Sum);
+        communicator::rank_host(&self.h, c, send, recv)
+    }
 }
 
 #[cfg(test)]
@@ -586,25 +537,6 @@ mod tests {
             let e = f.error_for(r);
             assert!(matches!(e, Error::Timeout { rank, .. } if rank == r));
             assert!(e.to_string().contains("ranks [2]"), "{e}");
-        }
-    }
-
-    #[test]
-    fn descriptors_agree_or_name_the_first_that_differs() {
-        let d = CallDesc {
-            collective: Collective::AllReduce,
-            op: Some(ReduceOp::Sum),
-            in_place: false,
-            count: 4,
-        };
-        assert!(CallDesc::agree(&[(0, d), (1, d), (2, d)]).is_ok());
-        let other = CallDesc { count: 5, ..d };
-        match CallDesc::agree(&[(0, d), (1, d), (2, other)]) {
-            Err(Error::Mismatch { rank: 2, asked }) => {
-                assert_eq!(asked.len(), 3);
-                assert!(asked[2].1.contains("5 elements"), "{asked:?}");
-            }
-            other => panic!("{other:?}"),
         }
     }
 }

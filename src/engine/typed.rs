@@ -1,5 +1,9 @@
 //! [`Engine<T>`]: the typed engine, for one element type at a time, on host
-//! slices or on per-rank buffers that stay on the devices.
+//! slices or on per-rank buffers that stay on the devices. It is what a
+//! [`Communicator`](crate::Communicator) runs on (typed per call); use it
+//! directly for what only it has (stream-ordered calls, NCCL, the plan
+//! cache). Its host-slice calls take one buffer per rank of this process:
+//! every rank, or in a multi-process job this rank's alone.
 
 use super::{Core, EngineConfig};
 use crate::algo::AlgoChoice;
@@ -55,6 +59,17 @@ impl<T> DeviceBuffers<T> {
     }
     pub fn id(&self) -> BufId {
         self.id
+    }
+
+    /// Another handle of the same buffers (for the per-rank style, where
+    /// every rank holds one).
+    pub(crate) fn duplicate(&self) -> DeviceBuffers<T> {
+        DeviceBuffers {
+            id: self.id,
+            len: self.len,
+            engine: self.engine,
+            _t: PhantomData,
+        }
     }
 }
 
@@ -325,12 +340,63 @@ impl<T: Element> Engine<T> {
     }
 
     // -- host slices ---------------------------------------------------------
+    //
+    // The host-slice calls take one buffer per rank this process runs
+    // ([`Core::local_ranks`]): every rank in one process; in a multi-process
+    // job, this process's rank alone (issue 32 item 6: given every rank's
+    // buffers there, rank 1's result landed in `bufs[0]`). Buffer i belongs
+    // to rank `local_ranks().start + i`.
 
-    /// One collective on the caller's slices: `inputs` are loaded into the
-    /// engine's buffers, the call runs, and each local rank's output is
-    /// copied straight into `outputs` (in local-rank order), with no
-    /// intermediate vector (each was allocated, page-faulted in and copied
-    /// once more: issue 32 item 11).
+    /// Error unless `buffers` buffers are one per local rank.
+    fn check_buffers(&self, buffers: usize) -> Result<()> {
+        let local = self.core.local_ranks();
+        let n = self.ranks();
+        if local.len() == n {
+            if buffers != n {
+                return Err(Error::WrongBufferCount { ranks: n, buffers });
+            }
+            return Ok(());
+        }
+        if buffers != local.len() {
+            return Err(Error::BadArgument(format!(
+                "this process runs rank {} of a job of {n} ranks: a host-slice call takes that rank's buffer alone \
+                 (1 buffer, got {buffers}); the other ranks' buffers live in their own processes",
+                local.start
+            )));
+        }
+        Ok(())
+    }
+
+    /// Load `inputs` (one per local rank) into the engine's buffers; in a
+    /// multi-process job `load` takes every rank's input and writes the
+    /// local ones, so the other ranks' places hold this rank's, never
+    /// written.
+    fn load_local(
+        &mut self,
+        collective: Collective,
+        inputs: &[&[T]],
+        in_place: bool,
+    ) -> Result<Shape> {
+        let local = self.core.local_ranks();
+        if local.len() == self.ranks() {
+            return self.load(collective, inputs, in_place);
+        }
+        let first = inputs.first().copied().unwrap_or(&[]);
+        let all: Vec<&[T]> = (0..self.ranks())
+            .map(|r| match r.checked_sub(local.start) {
+                Some(i) if i < inputs.len() => inputs[i],
+                _ => first,
+            })
+            .collect();
+        self.load(collective, &all, in_place)
+    }
+
+    /// One collective on the caller's slices (one per local rank). On a
+    /// backend whose ranks can address them (the CPU backend in one
+    /// process) the call runs on them, lent for the call: no copy in or
+    /// out. Otherwise `inputs` are loaded into the engine's buffers and
+    /// each local rank's output is copied straight into `outputs`, with no
+    /// intermediate vector (issue 32 item 11).
     fn host_call(
         &mut self,
         collective: Collective,
@@ -339,8 +405,7 @@ impl<T: Element> Engine<T> {
         op: ReduceOp,
         outputs: &mut [&mut [T]],
     ) -> Result<(Shape, CallInfo)> {
-        // Out of place, on a backend whose ranks can address the caller's
-        // slices, the call runs on them: no copy in or out.
+        self.check_buffers(inputs.len())?;
         if !in_place && outputs.len() == self.ranks() {
             let shape = self.shape_of(collective, inputs, false)?;
             let ins: Vec<&[u8]> = inputs.iter().map(|s| as_bytes(s)).collect();
@@ -352,7 +417,7 @@ impl<T: Element> Engine<T> {
                 return Ok((shape, CallInfo::of(&plan)));
             }
         }
-        let shape = self.load(collective, inputs, in_place)?;
+        let shape = self.load_local(collective, inputs, in_place)?;
         let info = self.run(None, &shape, op)?;
         self.read_output_into(&shape, outputs)?;
         Ok((shape, info))
@@ -384,7 +449,19 @@ impl<T: Element> Engine<T> {
     }
 
     fn check_out(&self, recv: &[usize], expected: usize) -> Result<()> {
-        check_lengths(self.ranks(), recv, "output", |_| expected)
+        self.check_buffers(recv.len())?;
+        let base = self.core.local_ranks().start;
+        for (i, &found) in recv.iter().enumerate() {
+            if found != expected {
+                return Err(Error::BufferSize {
+                    rank: base + i,
+                    what: "output",
+                    expected,
+                    found,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// All-reduce: `recv[r]` becomes the reduction of every `send`; the
@@ -423,27 +500,31 @@ impl<T: Element> Engine<T> {
         op: ReduceOp,
     ) -> Result<CallInfo> {
         let n = self.ranks();
+        self.check_buffers(bufs.len())?;
+        let first = self.core.local_ranks().start;
         let mut all: Vec<&mut [T]> = bufs.iter_mut().map(AsMut::as_mut).collect();
         let len = all.first().map_or(0, |b| b.len());
-        if collective == Collective::AllGather && len % n != 0 {
+        if let Some((i, b)) = all.iter().enumerate().find(|(_, b)| b.len() != len) {
+            return Err(Error::BufferSize {
+                rank: first + i,
+                what: "in-place buffer",
+                expected: len,
+                found: b.len(),
+            });
+        }
+        let splits = matches!(
+            collective,
+            Collective::ReduceScatter | Collective::AllGather
+        );
+        if splits && len % n != 0 {
             return Err(Error::BadArgument(format!(
-                "in-place all-gather buffers of {len} elements do not split into {n} equal slices"
+                "in-place {collective} buffers of {len} elements do not split into {n} equal chunks"
             )));
         }
         // On a backend whose ranks can address the caller's buffers, the
         // call runs on them (each rank's `Recv` is its whole buffer).
         if all.len() == n {
-            let lens: Vec<usize> = all.iter().map(|b| b.len()).collect();
-            check_lengths(n, &lens, "buffer", |_| len)?;
-            let count = match collective {
-                Collective::AllReduce => len,
-                _ if len % n != 0 => {
-                    return Err(Error::BadArgument(format!(
-                        "in-place {collective} buffers of {len} elements do not split into {n} equal chunks"
-                    )))
-                }
-                _ => len / n,
-            };
+            let count = if splits { len / n } else { len };
             let shape = self.shape(collective, count, true);
             let mut outs: Vec<&mut [u8]> = all.iter_mut().map(|b| as_bytes_mut(b)).collect();
             if let Some(plan) = self
@@ -459,12 +540,12 @@ impl<T: Element> Engine<T> {
                     let c = len / n;
                     all.iter()
                         .enumerate()
-                        .map(|(r, b)| b.get(r * c..(r + 1) * c).unwrap_or(&[]))
+                        .map(|(i, b)| b.get((first + i) * c..(first + i + 1) * c).unwrap_or(&[]))
                         .collect()
                 }
                 _ => all.iter().map(|b| &**b).collect(),
             };
-            self.load(collective, &inputs, true)?
+            self.load_local(collective, &inputs, true)?
         };
         let info = self.run(None, &shape, op)?;
         // Each rank's output over its buffer: a reduce-scatter's at its
@@ -534,6 +615,40 @@ impl<T: Element> Engine<T> {
     /// r's input; every buffer becomes the concatenation.
     pub fn all_gather_in_place(&mut self, bufs: &mut [impl AsMut<[T]>]) -> Result<CallInfo> {
         self.in_place(Collective::AllGather, bufs, ReduceOp::Sum)
+    }
+
+    /// Broadcast: every `recv[r]` becomes rank `root`'s `send` (the other
+    /// ranks' sends are not read; all have the same length, NCCL's count).
+    pub fn broadcast(
+        &mut self,
+        send: &[impl AsRef<[T]>],
+        recv: &mut [impl AsMut<[T]>],
+        root: usize,
+    ) -> Result<CallInfo> {
+        self.core.check_rank(root)?;
+        let count = send.first().map_or(0, |s| s.as_ref().len());
+        let lens: Vec<usize> = recv.iter_mut().map(|r| r.as_mut().len()).collect();
+        self.check_out(&lens, count)?;
+        let ins: Vec<&[T]> = send.iter().map(AsRef::as_ref).collect();
+        let mut outs: Vec<&mut [T]> = recv.iter_mut().map(AsMut::as_mut).collect();
+        let (_, info) = self.host_call(
+            Collective::Broadcast { root },
+            &ins,
+            false,
+            ReduceOp::Sum,
+            &mut outs,
+        )?;
+        Ok(info)
+    }
+
+    /// Broadcast in place: every `bufs[r]` becomes `bufs[root]`.
+    pub fn broadcast_in_place(
+        &mut self,
+        bufs: &mut [impl AsMut<[T]>],
+        root: usize,
+    ) -> Result<CallInfo> {
+        self.core.check_rank(root)?;
+        self.in_place(Collective::Broadcast { root }, bufs, ReduceOp::Sum)
     }
 
     // -- device buffers ------------------------------------------------------

@@ -27,9 +27,14 @@ pub enum Collective {
     ReduceScatter,
     /// Every rank ends with the concatenation of all inputs.
     AllGather,
+    /// Every rank ends with rank `root`'s input (the other ranks' inputs
+    /// are not read).
+    Broadcast { root: usize },
 }
 
 impl Collective {
+    /// The collectives the command line measures and checks against NCCL
+    /// (not [`Collective::Broadcast`], a library call).
     pub const ALL: [Collective; 3] = [
         Collective::AllReduce,
         Collective::ReduceScatter,
@@ -42,12 +47,21 @@ impl Collective {
             Collective::AllReduce => "all-reduce",
             Collective::ReduceScatter => "reduce-scatter",
             Collective::AllGather => "all-gather",
+            Collective::Broadcast { .. } => "broadcast",
         }
     }
 
     /// Whether the collective reduces (takes a reduce op).
     pub fn reduces(self) -> bool {
-        self != Collective::AllGather
+        matches!(self, Collective::AllReduce | Collective::ReduceScatter)
+    }
+
+    /// The root of a broadcast.
+    pub fn root(self) -> Option<usize> {
+        match self {
+            Collective::Broadcast { root } => Some(root),
+            _ => None,
+        }
     }
 
     /// nccl-tests' bus-bandwidth factor: `2(N-1)/N` for all-reduce,
@@ -59,6 +73,9 @@ impl Collective {
         let n = ranks as f64;
         match self {
             Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            // nccl-tests: a broadcast's bus bandwidth is its algorithm
+            // bandwidth.
+            Collective::Broadcast { .. } => 1.0,
             _ => (n - 1.0) / n,
         }
     }
@@ -78,7 +95,11 @@ impl Collective {
 
 impl std::fmt::Display for Collective {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        f.write_str(self.name())?;
+        match self {
+            Collective::Broadcast { root } => write!(f, " from rank {root}"),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -94,7 +115,8 @@ impl std::str::FromStr for Collective {
 ///
 /// `count` is per rank and in NCCL's convention for the collective:
 /// all-reduce `count` elements in and out; reduce-scatter `count` elements out
-/// (`ranks * count` in); all-gather `count` elements in (`ranks * count` out).
+/// (`ranks * count` in); all-gather `count` elements in (`ranks * count` out);
+/// broadcast `count` elements in (read on the root only) and out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Shape {
     pub collective: Collective,
@@ -121,19 +143,21 @@ impl Shape {
             return 0;
         }
         match self.collective {
-            Collective::ReduceScatter => self.count * self.ranks,
+            Collective::ReduceScatter => self.count.saturating_mul(self.ranks),
             _ => self.count,
         }
     }
 
-    /// Elements of the receive buffer.
+    /// Elements of the receive buffer (saturating: a shape too large for
+    /// the address space says so through a length no buffer has; the
+    /// engine refuses it, `Error::TooLarge`).
     pub fn recv_len(&self) -> usize {
         match self.collective {
-            Collective::AllReduce => self.count,
+            Collective::AllReduce | Collective::Broadcast { .. } => self.count,
             // In place, reduce-scatter works in the whole input buffer.
-            Collective::ReduceScatter if self.in_place => self.count * self.ranks,
+            Collective::ReduceScatter if self.in_place => self.count.saturating_mul(self.ranks),
             Collective::ReduceScatter => self.count,
-            Collective::AllGather => self.count * self.ranks,
+            Collective::AllGather => self.count.saturating_mul(self.ranks),
         }
     }
 
@@ -164,12 +188,12 @@ impl Shape {
         }
     }
 
-    /// Bytes per rank as nccl-tests reports a row's size: all-reduce `count`
-    /// elements; reduce-scatter and all-gather `ranks * count` (the whole
-    /// buffer).
+    /// Bytes per rank as nccl-tests reports a row's size: all-reduce and
+    /// broadcast `count` elements; reduce-scatter and all-gather
+    /// `ranks * count` (the whole buffer).
     pub fn bytes(&self) -> u64 {
         let elems = match self.collective {
-            Collective::AllReduce => self.count,
+            Collective::AllReduce | Collective::Broadcast { .. } => self.count,
             _ => self.count * self.ranks,
         };
         (elems * self.elem_size) as u64

@@ -54,6 +54,9 @@ impl Plan {
         if self.ops.len() != n {
             return Err(format!("{name}: {} op lists for {n} ranks", self.ops.len()));
         }
+        if let Some(root) = self.shape.collective.root().filter(|&r| r >= n) {
+            return Err(format!("{name}: broadcast from rank {root} of {n}"));
+        }
         let cap = |b: Buf| match b {
             Buf::Send => self.shape.send_len(),
             Buf::Recv => self.shape.recv_len(),
@@ -347,6 +350,7 @@ impl Plan {
                             let idx = (p - j * s.count) as i64;
                             vec![(j as u32, idx - p as i64)]
                         }
+                        Collective::Broadcast { root } => vec![(root as u32, 0)],
                     }
                 };
                 let bad = |why: &str| {

@@ -1,33 +1,47 @@
-//! [`Comm<T>`]: the per-process communicator. One process is one rank; the
-//! collective calls take this rank's buffers only (host slices, or device
-//! buffers that stay on its GPU), like NCCL's.
+//! [`Comm<T>`]: the per-process communicator from before
+//! [`Communicator`](crate::Communicator), kept for migration: one process
+//! is one rank, fixed to one element type. It is a thin wrapper: its calls
+//! run through the same code as a [`Communicator`](crate::Communicator)
+//! of one rank per process (the calls' agreement included).
 //!
-//! Every rank of the job must make the same calls in the same order with
-//! the same sizes (as with NCCL): reserving buffers, choosing plans and
-//! numbering calls are collective. After a failed call the communicator is
-//! unusable (every rank's next call fails, naming the first failure).
+//! Migration:
+//!
+//! | old | new |
+//! | --- | --- |
+//! | `Comm::<T>::from_env(EngineConfig::cpu(0))` | `Communicator::from_env(BackendChoice::Cpu)` |
+//! | `Comm::<T>::new(rank, size, store, cfg)` | `Communicator::new(EngineConfig::job(JobSpec::new(rank, size, store), backend))` |
+//! | `comm.all_reduce(&send, &mut recv, op)` | the same, any element type per call |
+//! | `comm.into_engine().retype::<U>()` | `comm.all_reduce::<U>(..)` (or `comm.into_engine::<U>()`) |
+//! | `comm.barrier()` returns `()` | returns [`CallInfo`] |
 //!
 //! ```no_run
-//! use ringreduce::{Comm, EngineConfig, ReduceOp};
+//! use ringreduce::{BackendChoice, Communicator, ReduceOp};
 //! // Started by `ringreduce launch -n 4 -- ./my-program` or `mpirun -np 4`:
-//! let mut comm = Comm::<f32>::from_env(EngineConfig::cpu(0)).unwrap();
+//! let mut comm = Communicator::from_env(BackendChoice::Cpu).unwrap();
 //! let mut x = vec![comm.rank() as f32; 1024];
 //! comm.all_reduce_in_place(&mut x, ReduceOp::Sum).unwrap();
 //! ```
 
-use super::{Job, JobSpec};
-use crate::backend::{Binding, BufId};
+#![allow(deprecated)]
+
+use super::JobSpec;
+use crate::backend::BufId;
+use crate::communicator::{self, Agreement, HostCall};
 use crate::element::{Element, ReduceOp};
 use crate::engine::{CallInfo, DeviceBuffers, Engine, EngineConfig};
 use crate::error::{Error, Result};
-use crate::plan::{Collective, Shape};
+use crate::plan::Collective;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-/// One rank of a multi-process job (see [the module doc](crate::process)).
+/// One rank of a multi-process job, for one element type (see [the module
+/// doc](self)).
+#[deprecated(
+    since = "0.1.0",
+    note = "use ringreduce::Communicator::from_env(backend) or Communicator::new(EngineConfig::job(..)) (issue 32 item 8; README, 'Migrating')"
+)]
 pub struct Comm<T: Element = f32> {
     engine: Engine<T>,
-    job: Arc<Job>,
+    agree: Agreement,
 }
 
 impl<T: Element> std::fmt::Debug for Comm<T> {
@@ -45,8 +59,9 @@ impl<T: Element> std::fmt::Debug for Comm<T> {
 impl<T: Element> Comm<T> {
     /// The communicator of the job this process was started in
     /// ([`JobSpec::from_env`]: `ringreduce launch`, `mpirun`, PMI). `cfg`
-    /// gives the backend, the devices, the timeout; its rank count is taken
-    /// from the job.
+    /// gives the backend, the devices, the timeout; its rank count is
+    /// ignored (the job's is taken): [`crate::Communicator::from_env`] takes
+    /// none.
     pub fn from_env(cfg: EngineConfig) -> Result<Comm<T>> {
         let spec = JobSpec::from_env()?.ok_or_else(|| {
             Error::BadArgument(
@@ -71,30 +86,34 @@ impl<T: Element> Comm<T> {
     pub fn with_spec(spec: JobSpec, mut cfg: EngineConfig) -> Result<Comm<T>> {
         cfg.ranks = spec.size;
         cfg.process = Some(spec);
+        let check = cfg.check_calls;
         let engine = Engine::<T>::new(cfg)?;
         let job = engine
             .core()
             .job()
             .cloned()
             .ok_or_else(|| Error::Plan("a process engine without a job".into()))?;
-        Ok(Comm { engine, job })
+        Ok(Comm {
+            engine,
+            agree: Agreement::new(job, check),
+        })
     }
 
     pub fn rank(&self) -> usize {
-        self.job.rank()
+        self.agree.rank()
     }
 
     pub fn size(&self) -> usize {
-        self.job.size()
+        self.agree.job().size()
     }
 
     /// The store directory the ranks met at.
     pub fn store_path(&self) -> &Path {
-        self.job.store_path()
+        self.agree.job().store_path()
     }
 
-    /// The engine underneath (this rank's view of the job), for the tools
-    /// that work on engines (the command line's benchmarks).
+    /// The engine underneath (this rank's view of the job). Its host-slice
+    /// calls take this rank's buffer only.
     pub fn engine(&self) -> &Engine<T> {
         &self.engine
     }
@@ -107,18 +126,15 @@ impl<T: Element> Comm<T> {
         self.engine
     }
 
-    /// A handle that aborts this rank's communicator from any thread: every
-    /// wait of it (a collective's steps, the buffer reservation's barriers
-    /// and exchanges, [`Comm::barrier`]) ends with [`Error::Aborted`], the
-    /// other ranks are told this rank failed, and later calls fail with
-    /// [`Error::Poisoned`].
+    /// A handle that aborts this rank's communicator from any thread (see
+    /// [`crate::Communicator::abort_handle`]).
     pub fn abort_handle(&self) -> crate::sync::AbortHandle {
         self.engine.abort_handle()
     }
 
     /// Every rank reaches this point before any goes on.
-    pub fn barrier(&self) -> Result<()> {
-        self.job.barrier("Comm::barrier")
+    pub fn barrier(&self) -> Result<CallInfo> {
+        self.agree.barrier(self.engine.core())
     }
 
     /// Wait for this rank's work.
@@ -126,119 +142,49 @@ impl<T: Element> Comm<T> {
         self.engine.synchronize()
     }
 
-    fn shape(&self, collective: Collective, count: usize, in_place: bool) -> Shape {
-        self.engine.shape(collective, count, in_place)
-    }
-
-    /// Load `input` as this rank's input of `shape`, run, and copy its
-    /// output into `out` (at `out_at` elements).
-    fn host_call(
-        &mut self,
-        shape: Shape,
-        input: &[T],
-        op: ReduceOp,
-        out: &mut [T],
-        out_at: usize,
-    ) -> Result<CallInfo> {
-        let r = self.rank();
-        let size = T::DTYPE.size();
-        self.engine.reserve_for(&shape)?;
-        let region = shape.input(r);
-        let id = Binding::DEFAULT.id(region.buf);
-        self.engine.core_mut().write(
-            r,
-            id,
-            region.range.start * size,
-            bytemuck::cast_slice(input),
-        )?;
-        let info = self.engine.run(None, &shape, op)?;
-        let o = shape.output(r);
-        let dst = &mut out[out_at..out_at + o.len()];
-        self.engine.core_mut().read(
-            r,
-            Binding::DEFAULT.id(o.buf),
-            o.range.start * size,
-            bytemuck::cast_slice_mut(dst),
-        )?;
-        Ok(info)
-    }
-
-    fn expect(what: &'static str, expected: usize, found: usize, rank: usize) -> Result<()> {
-        if expected != found {
-            return Err(Error::BufferSize {
-                rank,
-                what,
-                expected,
-                found,
-            });
-        }
-        Ok(())
+    fn host(&mut self, c: HostCall, send: &[T], recv: &mut [T]) -> Result<CallInfo> {
+        communicator::process_host(&mut self.engine, &self.agree, c, send, recv)
     }
 
     /// All-reduce: `recv` becomes the reduction of every rank's `send`
     /// (same length on every rank).
     pub fn all_reduce(&mut self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<CallInfo> {
-        Self::expect("output", send.len(), recv.len(), self.rank())?;
-        let shape = self.shape(Collective::AllReduce, send.len(), false);
-        self.host_call(shape, send, op, recv, 0)
+        self.host(HostCall::new(Collective::AllReduce, false, op), send, recv)
     }
 
     /// All-reduce in place.
     pub fn all_reduce_in_place(&mut self, buf: &mut [T], op: ReduceOp) -> Result<CallInfo> {
-        let shape = self.shape(Collective::AllReduce, buf.len(), true);
-        let input = buf.to_vec();
-        self.host_call(shape, &input, op, buf, 0)
+        self.host(HostCall::new(Collective::AllReduce, true, op), &[], buf)
     }
 
     /// Reduce-scatter: `send` holds `size * c` elements; `recv` (c
     /// elements) becomes this rank's chunk of the reduction.
     pub fn reduce_scatter(&mut self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<CallInfo> {
-        let c = recv.len();
-        Self::expect("input", c * self.size(), send.len(), self.rank())?;
-        let shape = self.shape(Collective::ReduceScatter, c, false);
-        self.host_call(shape, send, op, recv, 0)
+        self.host(
+            HostCall::new(Collective::ReduceScatter, false, op),
+            send,
+            recv,
+        )
     }
 
     /// Reduce-scatter in place (NCCL's convention): `buf` holds `size * c`
     /// elements; its slice `rank` becomes this rank's chunk.
     pub fn reduce_scatter_in_place(&mut self, buf: &mut [T], op: ReduceOp) -> Result<CallInfo> {
-        let n = self.size();
-        if buf.len() % n != 0 {
-            return Err(Error::BadArgument(format!(
-                "in-place reduce-scatter buffers of {} elements do not split into {n} chunks",
-                buf.len()
-            )));
-        }
-        let c = buf.len() / n;
-        let shape = self.shape(Collective::ReduceScatter, c, true);
-        let input = buf.to_vec();
-        let at = self.rank() * c;
-        self.host_call(shape, &input, op, buf, at)
+        self.host(HostCall::new(Collective::ReduceScatter, true, op), &[], buf)
     }
 
     /// All-gather: `recv` (`size * c` elements) becomes the concatenation
     /// of every rank's `send` (c elements).
     pub fn all_gather(&mut self, send: &[T], recv: &mut [T]) -> Result<CallInfo> {
-        Self::expect("output", send.len() * self.size(), recv.len(), self.rank())?;
-        let shape = self.shape(Collective::AllGather, send.len(), false);
-        self.host_call(shape, send, ReduceOp::Sum, recv, 0)
+        let c = HostCall::new(Collective::AllGather, false, ReduceOp::Sum);
+        self.host(c, send, recv)
     }
 
     /// All-gather in place (NCCL's convention): slice `rank` of `buf` is
     /// this rank's input; `buf` becomes the concatenation.
     pub fn all_gather_in_place(&mut self, buf: &mut [T]) -> Result<CallInfo> {
-        let n = self.size();
-        if buf.len() % n != 0 {
-            return Err(Error::BadArgument(format!(
-                "in-place all-gather buffers of {} elements do not split into {n} slices",
-                buf.len()
-            )));
-        }
-        let c = buf.len() / n;
-        let shape = self.shape(Collective::AllGather, c, true);
-        let r = self.rank();
-        let input = buf[r * c..(r + 1) * c].to_vec();
-        self.host_call(shape, &input, ReduceOp::Sum, buf, 0)
+        let c = HostCall::new(Collective::AllGather, true, ReduceOp::Sum);
+        self.host(c, &[], buf)
     }
 
     // -- device buffers -----------------------------------------------------
@@ -246,11 +192,15 @@ impl<T: Element> Comm<T> {
     /// A buffer of `len` elements on this rank's device (collective: every
     /// rank allocates one).
     pub fn alloc(&mut self, len: usize) -> Result<DeviceBuffers<T>> {
+        let desc = communicator::CallDesc::buffers(communicator::CallKind::Alloc, T::DTYPE, len);
+        self.agree.agree(self.engine.core(), desc, Ok(()))?;
         self.engine.alloc(len)
     }
 
     /// Free a buffer (collective).
     pub fn free(&mut self, b: DeviceBuffers<T>) -> Result<()> {
+        let desc = communicator::CallDesc::buffers(communicator::CallKind::Free, T::DTYPE, b.len());
+        self.agree.agree(self.engine.core(), desc, Ok(()))?;
         self.engine.free(b)
     }
 
@@ -276,8 +226,8 @@ impl<T: Element> Comm<T> {
         count: usize,
         op: ReduceOp,
     ) -> Result<CallInfo> {
-        self.engine
-            .collective_device(collective, send, recv, count, op)
+        let c = HostCall::new(collective, send.id() == recv.id(), op);
+        communicator::process_device(&mut self.engine, &self.agree, c, (send, recv), count)
     }
 
     /// All-reduce of `count` elements on device buffers.
@@ -288,7 +238,7 @@ impl<T: Element> Comm<T> {
         count: usize,
         op: ReduceOp,
     ) -> Result<CallInfo> {
-        self.engine.all_reduce_device(send, recv, count, op)
+        self.collective_device(Collective::AllReduce, send, recv, count, op)
     }
 
     /// The buffer id behind `b` (for tools).

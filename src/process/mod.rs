@@ -18,21 +18,24 @@
 //! * `mpirun -np N` (Open MPI: `OMPI_COMM_WORLD_RANK`/`_SIZE`; MPICH, Intel
 //!   MPI, Slurm: `PMI_RANK`/`PMI_SIZE`): rank 0 creates the store, named
 //!   after the job (no MPI library is linked or loaded);
-//! * a program: [`JobSpec::new`] and [`Comm::new`].
+//! * a program: [`JobSpec::new`] and
+//!   [`EngineConfig::job`](crate::EngineConfig::job).
 //!
 //! The ranks of a job run on one host, as one user, in one PID namespace:
 //! shared segments pass between them as `/proc/<pid>/fd/<n>` handles
 //! (`sys::shm`), so ranks in separate containers cannot join one
 //! job (the error says so).
 //!
-//! The library's entry point is [`Comm<T>`]: the per-process communicator,
-//! beside the all-ranks-in-one [`Engine<T>`](crate::Engine).
+//! The library's entry point is [`Communicator`](crate::Communicator)
+//! ([`Communicator::from_env`](crate::Communicator::from_env) in a rank
+//! process); [`Comm<T>`] is its deprecated per-process predecessor.
 
 mod comm;
 pub(crate) mod control;
 pub(crate) mod reads;
 pub(crate) mod store;
 
+#[allow(deprecated)]
 pub use comm::Comm;
 pub(crate) use control::Control;
 pub(crate) use store::Store;
@@ -323,7 +326,8 @@ impl JobSpec {
 const CONTROL_KEY: &str = "control-ready";
 
 /// One process's membership of a job: its store and the shared control
-/// segment. Made by [`Job::join`]; the backends and [`Comm`] hold it.
+/// segment. Made by [`Job::join`]; the backends and the communicator hold
+/// it.
 #[derive(Debug)]
 pub(crate) struct Job {
     spec: JobSpec,

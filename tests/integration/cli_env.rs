@@ -144,11 +144,16 @@ fn engine_child(value: &str) -> Result<(), String> {
     }
     // Nor does the per-process communicator.
     let dir = std::env::temp_dir().join(format!("rr-env-comm-{}", std::process::id()));
-    match ringreduce::Comm::<f32>::new(0, 1, &dir, EngineConfig::cpu(1)) {
+    let spec = ringreduce::JobSpec::new(0, 1, &dir);
+    let cfg = EngineConfig::job(spec, ringreduce::BackendChoice::Cpu);
+    match ringreduce::Communicator::new(cfg) {
         Err(e) if is_ours(&e) => {}
-        other => return Err(format!("Comm::new: {:?}", other.err())),
+        other => return Err(format!("Communicator::new: {:?}", other.err())),
     }
-    ensure!(!dir.exists(), "Comm::new made its store before it failed");
+    ensure!(
+        !dir.exists(),
+        "Communicator::new made its store before it failed"
+    );
     ensure!(
         EngineConfig::cpu(2).timeout == Duration::from_secs(60),
         "default_timeout"

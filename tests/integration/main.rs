@@ -19,6 +19,7 @@ mod cli;
 mod cli_edges;
 mod cli_env;
 mod cli_outputs;
+mod comm;
 mod faults;
 mod graphs;
 mod nccl;
@@ -48,6 +49,7 @@ fn main() -> std::process::ExitCode {
     cli_edges::register(&mut h);
     cli_env::register(&mut h);
     cli_outputs::register(&mut h);
+    comm::register(&mut h);
     graphs::register(&mut h);
     nccl::register(&mut h);
     timeline::register(&mut h);

@@ -10,9 +10,9 @@
 use crate::common::{engine_with, pass, Ctx};
 use crate::ensure;
 use crate::harness::{Harness, TestResult};
-use ringreduce::engine::ranks::RankComm;
 use ringreduce::fault::{Fault, FaultPlan, FaultSpec};
-use ringreduce::{BackendChoice, Comm, Engine, EngineConfig, Error, ReduceOp};
+use ringreduce::process::JobSpec;
+use ringreduce::{BackendChoice, Communicator, EngineConfig, Error, ReduceOp};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -174,14 +174,15 @@ fn from_threads_and_tokio(b: BackendChoice) -> TestResult {
 /// One per-rank call from every rank in `callers`, each starting after
 /// its delay; every caller's outcome, in the order given.
 fn per_rank_calls(
-    ranks: &[RankComm<i32>],
+    ranks: &mut [Communicator],
     callers: &[(usize, Duration, ReduceOp, usize)],
 ) -> Vec<Result<Vec<i32>, Error>> {
+    let mut handles: Vec<Option<&mut Communicator>> = ranks.iter_mut().map(Some).collect();
     std::thread::scope(|s| {
         let t: Vec<_> = callers
             .iter()
             .map(|&(r, delay, op, len)| {
-                let h = &ranks[r];
+                let h = handles[r].take().expect("one call per rank");
                 s.spawn(move || {
                     std::thread::sleep(delay);
                     let mut out = vec![0; len];
@@ -200,7 +201,7 @@ fn per_rank_calls(
 }
 
 /// Every rank calls an all-reduce of 4 elements; all must succeed.
-fn all_call(ranks: &[RankComm<i32>]) -> Result<(), String> {
+fn all_call(ranks: &mut [Communicator]) -> Result<(), String> {
     let n = ranks.len();
     let callers: Vec<_> = (0..n)
         .map(|r| (r, Duration::ZERO, ReduceOp::Sum, 4))
@@ -213,14 +214,16 @@ fn all_call(ranks: &[RankComm<i32>]) -> Result<(), String> {
     Ok(())
 }
 
-fn ranks_of(b: BackendChoice, n: usize, timeout: Duration) -> Result<Vec<RankComm<i32>>, String> {
-    Ok(engine_with::<i32>(b, n, timeout, FaultPlan::none())?.into_ranks())
+fn ranks_of(b: BackendChoice, n: usize, timeout: Duration) -> Result<Vec<Communicator>, String> {
+    let mut cfg = EngineConfig::new(n, b);
+    cfg.timeout = timeout;
+    Communicator::per_rank(cfg).ctx(format!("{n} per-rank handles"))
 }
 
 /// Item 2: an abort while ranks wait for peers that never come.
 fn abort_wakes_the_rendezvous(b: BackendChoice) -> TestResult {
     let timeout = Duration::from_secs(10);
-    let ranks = ranks_of(b, 3, timeout)?;
+    let mut ranks = ranks_of(b, 3, timeout)?;
     let handle = ranks[0].abort_handle();
     let aborter = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
@@ -228,7 +231,7 @@ fn abort_wakes_the_rendezvous(b: BackendChoice) -> TestResult {
     });
     let t0 = Instant::now();
     let got = per_rank_calls(
-        &ranks,
+        &mut ranks,
         &[
             (0, Duration::ZERO, ReduceOp::Sum, 4),
             (1, Duration::ZERO, ReduceOp::Sum, 4),
@@ -247,7 +250,7 @@ fn abort_wakes_the_rendezvous(b: BackendChoice) -> TestResult {
         "LIBRARY BUG (issue 32 item 2): the aborted ranks waited {took:?} (timeout {timeout:?})"
     );
     // Every later call: the engine must be rebuilt (fatal), on every rank.
-    for h in &ranks {
+    for h in &mut ranks {
         let mut o = vec![0; 4];
         let r = h.all_reduce(&[1; 4], &mut o, ReduceOp::Sum);
         ensure!(
@@ -259,7 +262,7 @@ fn abort_wakes_the_rendezvous(b: BackendChoice) -> TestResult {
     pass()
 }
 
-/// Item 2, `Comm`: an abort wakes the buffer reservation's wait of a first
+/// Item 2, one rank per process: an abort wakes the buffer reservation's wait of a first
 /// call whose peer never calls, and the peer is told at once.
 fn abort_wakes_the_reservation() -> TestResult {
     let dir = std::env::temp_dir().join(format!(
@@ -270,9 +273,9 @@ fn abort_wakes_the_reservation() -> TestResult {
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let peer_dir = dir.clone();
     let peer = std::thread::spawn(move || -> Result<Error, String> {
-        let mut cfg = EngineConfig::cpu(2);
+        let mut cfg = EngineConfig::job(JobSpec::new(1, 2, &peer_dir), BackendChoice::Cpu);
         cfg.timeout = Duration::from_secs(10);
-        let mut c = Comm::<f32>::new(1, 2, &peer_dir, cfg).ctx("rank 1 joins")?;
+        let mut c = Communicator::new(cfg).ctx("rank 1 joins")?;
         // Rank 1 calls only once rank 0 gave up: its call must name rank 0
         // as failed, at once.
         done_rx
@@ -291,9 +294,9 @@ fn abort_wakes_the_reservation() -> TestResult {
         );
         Ok(e)
     });
-    let mut cfg = EngineConfig::cpu(2);
+    let mut cfg = EngineConfig::job(JobSpec::new(0, 2, &dir), BackendChoice::Cpu);
     cfg.timeout = Duration::from_secs(10);
-    let mut c = Comm::<f32>::new(0, 2, &dir, cfg).ctx("rank 0 joins")?;
+    let mut c = Communicator::new(cfg).ctx("rank 0 joins")?;
     let handle = c.abort_handle();
     let aborter = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
@@ -333,7 +336,7 @@ fn abort_wakes_the_reservation() -> TestResult {
 /// call and gets the same error; the next call works.
 fn mismatch_is_told_to_every_rank(b: BackendChoice) -> TestResult {
     let timeout = Duration::from_secs(10);
-    let ranks = ranks_of(b, 3, timeout)?;
+    let mut ranks = ranks_of(b, 3, timeout)?;
     let ms = Duration::from_millis;
     for (what, second) in [
         ("another op", (1, ms(100), ReduceOp::Max, 4)),
@@ -341,7 +344,7 @@ fn mismatch_is_told_to_every_rank(b: BackendChoice) -> TestResult {
     ] {
         let t0 = Instant::now();
         let got = per_rank_calls(
-            &ranks,
+            &mut ranks,
             &[
                 (0, Duration::ZERO, ReduceOp::Sum, 4),
                 second,
@@ -369,7 +372,7 @@ fn mismatch_is_told_to_every_rank(b: BackendChoice) -> TestResult {
             took < Duration::from_secs(3),
             "LIBRARY BUG (issue 32 item 3): {what}: the mismatch took {took:?} to reach every rank (timeout {timeout:?})"
         );
-        all_call(&ranks).ctx(format!("every rank calls again after {what}"))?;
+        all_call(&mut ranks).ctx(format!("every rank calls again after {what}"))?;
     }
     pass()
 }
@@ -396,10 +399,10 @@ fn slow_calls_agree(b: BackendChoice) -> TestResult {
     let mut cfg = EngineConfig::new(2, b).with_faults(faults);
     cfg.timeout = timeout;
     cfg.algo = crate::common::algo("ring");
-    let ranks = Engine::<i32>::new(cfg).ctx("engine")?.into_ranks();
+    let mut ranks = Communicator::per_rank(cfg).ctx("engine")?;
     let t0 = Instant::now();
     let got = per_rank_calls(
-        &ranks,
+        &mut ranks,
         &[
             (0, Duration::ZERO, ReduceOp::Sum, 4),
             (1, Duration::ZERO, ReduceOp::Sum, 4),
@@ -421,9 +424,9 @@ fn slow_calls_agree(b: BackendChoice) -> TestResult {
         }
     }
     // Rank 2 of three never calls: each waiter names rank 2, never itself.
-    let ranks = ranks_of(b, 3, timeout)?;
+    let mut ranks = ranks_of(b, 3, timeout)?;
     let got = per_rank_calls(
-        &ranks,
+        &mut ranks,
         &[
             (0, Duration::ZERO, ReduceOp::Sum, 4),
             (1, Duration::from_millis(300), ReduceOp::Sum, 4),
@@ -441,7 +444,7 @@ fn slow_calls_agree(b: BackendChoice) -> TestResult {
             other => return Err(format!("rank {r} without rank 2: {other:?}")),
         }
     }
-    all_call(&ranks).ctx("every rank calls after the timeout")?;
+    all_call(&mut ranks).ctx("every rank calls after the timeout")?;
     pass()
 }
 
@@ -458,12 +461,12 @@ fn failures_keep_their_type(b: BackendChoice) -> TestResult {
     let mut cfg = EngineConfig::new(3, b).with_faults(faults.clone());
     cfg.timeout = Duration::from_secs(10);
     cfg.algo = crate::common::algo("ring");
-    let ranks = Engine::<i32>::new(cfg).ctx("engine")?.into_ranks();
+    let mut ranks = Communicator::per_rank(cfg).ctx("engine")?;
     let t0 = Instant::now();
     let callers: Vec<_> = (0..3)
         .map(|r| (r, Duration::ZERO, ReduceOp::Sum, 1000))
         .collect();
-    let got = per_rank_calls(&ranks, &callers);
+    let got = per_rank_calls(&mut ranks, &callers);
     ensure!(
         t0.elapsed() < Duration::from_secs(5),
         "the failure took {:?} to reach every rank",
@@ -491,7 +494,7 @@ fn failures_keep_their_type(b: BackendChoice) -> TestResult {
         }
         ensure!(!e.is_fatal(), "a panic of one call is not fatal: {e}");
     }
-    all_call(&ranks).ctx("the call after the panic")?;
+    all_call(&mut ranks).ctx("the call after the panic")?;
     // The same through the engine API: the root cause names rank 1.
     let mut e = engine_with::<f32>(b, 3, Duration::from_secs(10), faults)?;
     let mut bufs = vec![vec![1.0f32; 1000]; 3];
@@ -504,9 +507,9 @@ fn failures_keep_their_type(b: BackendChoice) -> TestResult {
         "the engine's error must name rank 1: {err:?}"
     );
     // Poisoned stays Poisoned (fatal) on every rank.
-    let ranks = ranks_of(b, 2, Duration::from_secs(10))?;
+    let mut ranks = ranks_of(b, 2, Duration::from_secs(10))?;
     ranks[1].abort_handle().abort();
-    for h in &ranks {
+    for h in &mut ranks {
         let mut o = vec![0; 4];
         let r = h.all_reduce(&[1; 4], &mut o, ReduceOp::Sum);
         ensure!(

@@ -768,3 +768,177 @@ fn ranks_started_like_mpich() {
         ("PMI_KVSNAME", &kvs),
     );
 }
+
+// -- the communicator in rank processes (issue 32 items 5 and 6) ------------
+
+/// Set in the rank processes of `the_communicator_across_processes`: this
+/// test binary, started again as every rank of a `ringreduce launch` job,
+/// runs [`comm_rank`] with the backend (or `old`: the deprecated `Comm`).
+const COMM_RANK: &str = "RR_MP_COMM_RANK";
+
+/// One rank's checks; a failure panics (the rank exits 101 and the job
+/// fails naming it).
+fn comm_rank(which: &str) {
+    use ringreduce::{BackendChoice, Communicator, EngineConfig, Error, ReduceOp};
+    if which == "old" {
+        // The issue's exact case through the old name: `Comm` retyped
+        // through its engine put rank 1's result in bufs[0]
+        // ([[300, 300], [200, 200]]); now the call is refused, untouched.
+        #[allow(deprecated)]
+        let c = ringreduce::Comm::<f32>::from_env(EngineConfig::cpu(0)).expect("join");
+        let r = c.rank();
+        let mut e = c.into_engine().retype::<i64>();
+        let mut bufs = vec![vec![100i64, 100], vec![200, 200]];
+        let res = e.all_reduce_in_place(&mut bufs, ReduceOp::Sum);
+        assert!(
+            matches!(res, Err(Error::BadArgument(_))) && bufs == [[100, 100], [200, 200]],
+            "LIBRARY BUG (issue 32 item 6): rank {r}: {res:?}, buffers {bufs:?}"
+        );
+        let mut mine = [vec![if r == 0 { 100i64 } else { 200 }; 2]];
+        e.all_reduce_in_place(&mut mine, ReduceOp::Sum)
+            .expect("this rank's buffer alone");
+        assert_eq!(mine[0], [300, 300], "rank {r}");
+        println!("\nrank {r}: ok");
+        return;
+    }
+    let backend = if which == "cuda" {
+        BackendChoice::Cuda
+    } else {
+        BackendChoice::Cpu
+    };
+    let mut c = Communicator::from_env(backend).expect("join the job");
+    let (r, n) = (c.rank(), c.size());
+    assert_eq!(n, 2);
+    // Item 6: every element type of one communicator, each result in this
+    // rank's own buffer.
+    let mut x = vec![(r + 1) as f32; 3];
+    c.all_reduce_in_place(&mut x, ReduceOp::Sum).expect("f32");
+    assert_eq!(x, [3.0; 3], "rank {r}: f32");
+    let mut y = vec![if r == 0 { 100i64 } else { 200 }; 2];
+    c.all_reduce_in_place(&mut y, ReduceOp::Sum).expect("i64");
+    assert_eq!(
+        y, [300; 2],
+        "rank {r}: i64 (was [[300, 300], [200, 200]] across ranks)"
+    );
+    let mut chunk = vec![0u32; 2];
+    c.reduce_scatter(&[r as u32, r as u32, 10, 10], &mut chunk, ReduceOp::Sum)
+        .expect("reduce_scatter");
+    assert_eq!(chunk, [if r == 0 { 1 } else { 20 }; 2], "rank {r}: chunk");
+    let mut all = vec![0i8; 4];
+    c.all_gather(&[r as i8 * 3; 2], &mut all)
+        .expect("all_gather");
+    assert_eq!(all, [0, 0, 3, 3], "rank {r}: all_gather");
+    let mut b = vec![r as f64 + 0.5; 5];
+    let info = c.broadcast_in_place(&mut b, 1).expect("broadcast");
+    assert_eq!(b, [1.5; 5], "rank {r}: broadcast ({})", info.path);
+    let info = c.barrier().expect("barrier");
+    assert_eq!(info.path, "barrier");
+    // Item 5: a rank that asks for something else: one Mismatch on every
+    // rank, at once, buffers untouched, and the job goes on.
+    let t0 = std::time::Instant::now();
+    let mut out = vec![-1.0f32; 4];
+    let op = if r == 1 { ReduceOp::Max } else { ReduceOp::Sum };
+    let res = c.all_reduce(&[1.0f32; 4], &mut out, op);
+    match &res {
+        Err(e @ Error::Mismatch { rank: 1, .. }) => {
+            let t = e.to_string();
+            assert!(
+                t.contains("sum") && t.contains("max"),
+                "rank {r}: the mismatch must name both calls: {t}"
+            );
+        }
+        other => panic!(
+            "LIBRARY BUG (issue 32 item 5): rank {r}, sum against max: {other:?} (was Ok with wrong data)"
+        ),
+    }
+    assert_eq!(out, [-1.0; 4], "rank {r}: a failed call changed the output");
+    let mut one = vec![0i32; if r == 1 { 5 } else { 4 }];
+    let res = if r == 1 {
+        c.all_reduce(&[1i32; 5], &mut one, ReduceOp::Sum)
+    } else {
+        c.all_reduce(&[1i32; 4], &mut one, ReduceOp::Sum)
+    };
+    assert!(
+        matches!(res, Err(Error::Mismatch { rank: 1, .. })),
+        "rank {r}, 4 against 5 elements: {res:?}"
+    );
+    let res = if r == 1 {
+        c.all_gather(&[1.0f32; 2], &mut [0.0f32; 4])
+    } else {
+        c.all_reduce(&[1.0f32; 2], &mut [0.0f32; 2], ReduceOp::Sum)
+    };
+    assert!(
+        matches!(res, Err(Error::Mismatch { rank: 1, .. })),
+        "rank {r}, all-reduce against all-gather: {res:?}"
+    );
+    let res = c.broadcast_in_place(&mut [0u8; 3], r);
+    assert!(
+        matches!(res, Err(Error::Mismatch { rank: 1, .. })),
+        "rank {r}, broadcasts from different roots: {res:?}"
+    );
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(10),
+        "the mismatches took {:?}",
+        t0.elapsed()
+    );
+    let mut z = vec![(r + 1) as u64; 2];
+    c.all_reduce_in_place(&mut z, ReduceOp::Sum)
+        .expect("the call after the mismatches");
+    assert_eq!(z, [3; 2], "rank {r}");
+    // Device buffers (on the CPU backend, shared memory).
+    let d = c.alloc::<f32>(16).expect("alloc");
+    c.write_buffer(&d, &[r as f32 + 1.0; 16]).expect("write");
+    c.all_reduce_device(&d, &d, 16, ReduceOp::Sum)
+        .expect("device all-reduce");
+    let mut back = vec![0.0f32; 16];
+    c.read_buffer(&d, &mut back).expect("read");
+    assert_eq!(back, [3.0; 16], "rank {r}: device");
+    c.free(d).expect("free");
+    println!("\nrank {r}: ok");
+}
+
+/// The communicator with one rank per real process: every element type's
+/// result in its own rank's buffer (item 6), every mismatch one error on
+/// every rank (item 5), the old `Comm` refusing the other ranks' buffers.
+/// On a machine with a GPU also on the CUDA backend (else SKIPPED).
+#[test]
+fn the_communicator_across_processes() {
+    if let Ok(which) = std::env::var(COMM_RANK) {
+        comm_rank(&which);
+        return;
+    }
+    let me = std::env::current_exe().expect("the test binary");
+    for which in ["cpu", "old", "cuda"] {
+        if which == "cuda" {
+            if let Err(why) = ringreduce::backend::cuda::probe() {
+                println!("the_communicator_across_processes[cuda] ... SKIPPED: no CUDA driver/GPU ({why})");
+                continue;
+            }
+        }
+        let t = tag(&format!("comm-{which}"));
+        let o = launch(
+            &t,
+            &["-n", "2", "--timeout", "60", "--"],
+            &[(COMM_RANK, which)],
+        )
+        .arg(&me)
+        .args([
+            "the_communicator_across_processes",
+            "--exact",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .output()
+        .unwrap();
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{which}: {out}\n{err}");
+        for r in 0..2 {
+            assert!(
+                out.contains(&format!("[rank {r}] rank {r}: ok")),
+                "{which}: rank {r} did not finish: {out}\n{err}"
+            );
+        }
+        assert_none_left(&t, Duration::from_secs(5));
+    }
+}

@@ -42,6 +42,7 @@ impl<'id> Rank<'id> {
             Collective::AllReduce => (c.count, c.count),
             Collective::ReduceScatter => (c.count * n, c.count),
             Collective::AllGather => (c.count, c.count * n),
+            Collective::Broadcast { .. } => (c.count, c.count),
         };
         // NCCL's in-place conventions: reduce-scatter writes the rank's
         // slice of the input, all-gather reads the rank's slice of the
@@ -50,7 +51,7 @@ impl<'id> Rank<'id> {
         let slice = rank * c.count * size;
         let operands = if c.in_place {
             let (s_off, r_off) = match c.collective {
-                Collective::AllReduce => (0, 0),
+                Collective::AllReduce | Collective::Broadcast { .. } => (0, 0),
                 Collective::ReduceScatter => (0, slice),
                 Collective::AllGather => (slice, 0),
             };

@@ -1,0 +1,911 @@
+//! [`Communicator`]: the one communicator, in every way ranks are run.
+//!
+//! One type, the same methods, whatever runs the ranks:
+//!
+//! * **every rank from one caller** ([`Communicator::new`] with
+//!   [`EngineConfig::cpu`]/[`EngineConfig::cuda`]): one handle, each call
+//!   takes one buffer per rank, in rank order ([`Mode::AllRanks`]);
+//! * **one handle per rank thread** ([`Communicator::per_rank`], or
+//!   [`Communicator::into_ranks`]): each rank's thread calls with its own
+//!   buffer; the call runs when every rank has called
+//!   ([`Mode::PerRank`]);
+//! * **one rank per process** ([`Communicator::from_env`] under
+//!   `ringreduce launch` or `mpirun`, or [`Communicator::new`] with
+//!   [`EngineConfig::job`]): each process calls with its rank's buffer
+//!   ([`Mode::Process`]).
+//!
+//! Every call is generic in the element type
+//! (`comm.all_reduce::<f32>(..)`, usually inferred from the buffers) and
+//! returns a [`CallInfo`]: all-reduce, reduce-scatter, all-gather and
+//! broadcast, each out of place and in place, and a barrier; the
+//! collectives also run on device buffers ([`Communicator::alloc`]).
+//! [`Communicator::abort_handle`] ends every wait from any thread.
+//!
+//! # Every rank must ask for the same call
+//!
+//! Each call carries a descriptor ([`CallDesc`]: the collective and its
+//! root, the element type, the op, the count, the place) that the ranks
+//! compare before any data moves: ranks that ask for different calls all
+//! get one [`Error::Mismatch`] at once, naming what each asked for, and
+//! their buffers are untouched (issue 32 item 5). A rank whose own
+//! arguments are wrong (an output of the wrong length) fails the call
+//! with its error; the others get [`Error::PeerFailed`] naming it. The
+//! per-rank style compares descriptors as ranks arrive (free: it meets
+//! them anyway). One rank per process all-gathers them through the job's
+//! control segment, one extra small exchange per call
+//! ([`EngineConfig::check_calls`], on by default; docs/perf-notes.md has
+//! its measured cost). Every rank from one caller has nothing to compare.
+//!
+//! ```
+//! use ringreduce::{Communicator, EngineConfig, ReduceOp};
+//! // Three ranks from this thread: one buffer per rank.
+//! let mut comm = Communicator::new(EngineConfig::cpu(3))?;
+//! let mut bufs = vec![vec![1.0f32; 10], vec![2.0; 10], vec![3.0; 10]];
+//! let info = comm.all_reduce_in_place(&mut bufs, ReduceOp::Sum)?;
+//! assert!(bufs.iter().all(|b| b.iter().all(|&x| x == 6.0)));
+//! println!("{} moved {:?}", info.path, info.traffic);
+//! // Another element type, same communicator.
+//! let mut ints = vec![vec![7i64; 2]; 3];
+//! comm.broadcast_in_place(&mut ints, 0)?;
+//! # Ok::<(), ringreduce::Error>(())
+//! ```
+
+pub mod bufs;
+pub mod desc;
+
+pub use bufs::{RecvBufs, SendBufs};
+pub use desc::{CallDesc, CallKind};
+
+use crate::backend::BackendChoice;
+use crate::element::{Element, ReduceOp};
+use crate::engine::ranks::{self, Payload, RankHandle};
+use crate::engine::{CallInfo, Core, DeviceBuffers, Engine, EngineConfig};
+use crate::error::{Error, Result};
+use crate::plan::{Collective, Traffic};
+use crate::process::Job;
+use crate::sync::AbortHandle;
+use std::sync::Arc;
+
+/// How a communicator runs its ranks (see [the module doc](self)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Every rank from one caller: one buffer per rank per call.
+    AllRanks,
+    /// One handle per rank, each called from its rank's thread.
+    PerRank,
+    /// One rank per process of a job.
+    Process,
+}
+
+/// The engine a communicator calls, typed per call ([`Slot::with`]).
+pub(crate) struct Slot(Option<Engine<u8>>);
+
+impl Slot {
+    pub(crate) fn new(e: Engine<u8>) -> Slot {
+        Slot(Some(e))
+    }
+
+    fn gone() -> Error {
+        Error::Poisoned {
+            reason: "a call panicked inside the engine".into(),
+        }
+    }
+
+    /// Run `f` on the engine typed for `T`.
+    pub(crate) fn with<T: Element, R>(
+        &mut self,
+        f: impl FnOnce(&mut Engine<T>) -> Result<R>,
+    ) -> Result<R> {
+        let e = self.0.take().ok_or_else(Self::gone)?;
+        let mut typed = e.retype::<T>();
+        let r = f(&mut typed);
+        self.0 = Some(typed.retype());
+        r
+    }
+
+    fn engine(&self) -> Result<&Engine<u8>> {
+        self.0.as_ref().ok_or_else(Self::gone)
+    }
+
+    fn take(&mut self) -> Result<Engine<u8>> {
+        self.0.take().ok_or_else(Self::gone)
+    }
+}
+
+/// A host-slice collective: which, where, with what op.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HostCall {
+    collective: Collective,
+    in_place: bool,
+    op: ReduceOp,
+}
+
+impl HostCall {
+    pub(crate) fn new(collective: Collective, in_place: bool, op: ReduceOp) -> HostCall {
+        HostCall {
+            collective,
+            in_place,
+            op,
+        }
+    }
+
+    /// NCCL's count of a call on `ranks` ranks with these lengths of rank
+    /// `rank`'s buffers (in place: `recv` is the buffer), and whether that
+    /// rank's own arguments fit the call.
+    fn count(&self, ranks: usize, rank: usize, send: usize, recv: usize) -> (usize, Result<()>) {
+        let size = |what, expected, found| {
+            if expected == found {
+                Ok(())
+            } else {
+                Err(Error::BufferSize {
+                    rank,
+                    what,
+                    expected,
+                    found,
+                })
+            }
+        };
+        let split = |what: &str| {
+            if recv % ranks == 0 {
+                Ok(())
+            } else {
+                Err(Error::BadArgument(format!(
+                    "rank {rank}: an in-place {what} buffer of {recv} elements does not split into {ranks} equal slices"
+                )))
+            }
+        };
+        let root = |root: usize| {
+            if root < ranks {
+                Ok(())
+            } else {
+                Err(Error::RankOutOfRange { rank: root, ranks })
+            }
+        };
+        match (self.collective, self.in_place) {
+            (Collective::AllReduce, false) => (send, size("output", send, recv)),
+            (Collective::AllReduce, true) => (recv, Ok(())),
+            (Collective::ReduceScatter, false) => {
+                (recv, size("input", recv.saturating_mul(ranks), send))
+            }
+            (Collective::ReduceScatter, true) => (recv / ranks, split("reduce-scatter")),
+            (Collective::AllGather, false) => {
+                (send, size("output", send.saturating_mul(ranks), recv))
+            }
+            (Collective::AllGather, true) => (recv / ranks, split("all-gather")),
+            (Collective::Broadcast { root: q }, false) => {
+                (recv, root(q).and_then(|()| size("input", recv, send)))
+            }
+            (Collective::Broadcast { root: q }, true) => (recv, root(q)),
+        }
+    }
+
+    fn desc<T: Element>(&self, count: usize) -> CallDesc {
+        CallDesc::host(self.collective, T::DTYPE, self.op, self.in_place, count)
+    }
+}
+
+/// Run a host-slice collective on `e` with one buffer per local rank
+/// (`send` is not read in place).
+fn run_host<T: Element>(
+    e: &mut Engine<T>,
+    c: HostCall,
+    send: &[impl AsRef<[T]>],
+    recv: &mut [impl AsMut<[T]>],
+) -> Result<CallInfo> {
+    match (c.collective, c.in_place) {
+        (Collective::AllReduce, false) => e.all_reduce(send, recv, c.op),
+        (Collective::AllReduce, true) => e.all_reduce_in_place(recv, c.op),
+        (Collective::ReduceScatter, false) => e.reduce_scatter(send, recv, c.op),
+        (Collective::ReduceScatter, true) => e.reduce_scatter_in_place(recv, c.op),
+        (Collective::AllGather, false) => e.all_gather(send, recv),
+        (Collective::AllGather, true) => e.all_gather_in_place(recv),
+        (Collective::Broadcast { root }, false) => e.broadcast(send, recv, root),
+        (Collective::Broadcast { root }, true) => e.broadcast_in_place(recv, root),
+    }
+}
+
+fn unbox<X: 'static>(p: Payload) -> Result<X> {
+    p.downcast::<X>()
+        .map(|b| *b)
+        .map_err(|_| Error::Plan("a rank's part of a call has another type".into()))
+}
+
+/// What a barrier reports.
+fn barrier_info(ranks: usize) -> CallInfo {
+    CallInfo {
+        path: "barrier".into(),
+        traffic: vec![Traffic::default(); ranks],
+    }
+}
+
+// -- one handle per rank ------------------------------------------------------
+
+/// Rank `h`'s part of a host-slice collective of the per-rank style.
+pub(crate) fn rank_host<T: Element>(
+    h: &RankHandle,
+    c: HostCall,
+    send: &[T],
+    recv: &mut [T],
+) -> Result<CallInfo> {
+    let n = h.ranks();
+    let (count, own) = c.count(n, h.rank(), send.len(), recv.len());
+    let input: Vec<T> = if c.in_place {
+        recv.to_vec()
+    } else {
+        send.to_vec()
+    };
+    let out_len = recv.len();
+    let got = h.call(
+        c.desc::<T>(count),
+        own,
+        Box::new(input),
+        move |slot, parts| {
+            let mut inputs = parts
+                .into_iter()
+                .map(unbox::<Vec<T>>)
+                .collect::<Result<Vec<_>>>()?;
+            slot.with::<T, _>(|e| {
+                let (info, outs) = if c.in_place {
+                    let info = run_host(e, c, &[] as &[&[T]], &mut inputs)?;
+                    (info, inputs)
+                } else {
+                    let mut outs = vec![vec![T::default(); out_len]; n];
+                    let info = run_host(e, c, &inputs, &mut outs)?;
+                    (info, outs)
+                };
+                Ok(outs
+                    .into_iter()
+                    .map(|o| Box::new((o, info.clone())) as Payload)
+                    .collect())
+            })
+        },
+    )?;
+    let (out, info) = unbox::<(Vec<T>, CallInfo)>(got)?;
+    if out.len() != recv.len() {
+        return Err(Error::BufferSize {
+            rank: h.rank(),
+            what: "output",
+            expected: out.len(),
+            found: recv.len(),
+        });
+    }
+    recv.copy_from_slice(&out);
+    Ok(info)
+}
+
+/// A step of every rank of the per-rank style that runs `f` once, on the
+/// engine, with every rank's `part` (they must be equal).
+fn rank_step<P, R>(
+    h: &RankHandle,
+    desc: CallDesc,
+    part: P,
+    f: impl FnOnce(&mut Slot, P) -> Result<R>,
+) -> Result<R>
+where
+    P: PartialEq + std::fmt::Debug + Send + 'static,
+    R: Clone + Send + 'static,
+{
+    let n = h.ranks();
+    let got = h.call(desc, Ok(()), Box::new(part), move |slot, parts| {
+        let parts = parts
+            .into_iter()
+            .map(unbox::<P>)
+            .collect::<Result<Vec<P>>>()?;
+        if let Some(q) = parts.iter().position(|p| p != &parts[0]) {
+            return Err(Error::Mismatch {
+                rank: q,
+                asked: parts
+                    .iter()
+                    .enumerate()
+                    .map(|(r, p)| (r, format!("{desc} on {p:?}")))
+                    .collect(),
+            });
+        }
+        let first = parts
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Plan("a call of the per-rank style without ranks".into()))?;
+        let r = f(slot, first)?;
+        Ok((0..n).map(|_| Box::new(r.clone()) as Payload).collect())
+    })?;
+    unbox::<R>(got)
+}
+
+// -- one rank per process -------------------------------------------------------
+
+/// One rank of a job: how its calls are made to agree before data moves.
+#[derive(Debug)]
+pub(crate) struct Agreement {
+    job: Arc<Job>,
+    check: bool,
+    /// Calls made so far (for the messages).
+    calls: std::sync::atomic::AtomicU64,
+    /// Why the job's calls no longer line up, after a failed exchange.
+    broken: std::sync::Mutex<Option<String>>,
+}
+
+/// Bytes of an encoded descriptor; an own error's text follows them.
+const DESC_BYTES: usize = 56;
+
+impl Agreement {
+    pub(crate) fn new(job: Arc<Job>, check: bool) -> Agreement {
+        Agreement {
+            job,
+            check,
+            calls: std::sync::atomic::AtomicU64::new(0),
+            broken: std::sync::Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn rank(&self) -> usize {
+        self.job.rank()
+    }
+
+    pub(crate) fn job(&self) -> &Arc<Job> {
+        &self.job
+    }
+
+    /// Before a call's data moves: every rank's descriptor and own verdict,
+    /// all-gathered (unless the check is off: then this rank's own verdict
+    /// alone). The same outcome on every rank: the lowest rank whose own
+    /// arguments are wrong fails the call (its error for it,
+    /// [`Error::PeerFailed`] for the others), else different descriptors
+    /// are one [`Error::Mismatch`].
+    pub(crate) fn agree(&self, core: &Core, desc: CallDesc, own: Result<()>) -> Result<()> {
+        core.check_usable()?;
+        let broken = || self.broken.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(why) = broken().as_ref() {
+            return Err(Error::Poisoned {
+                reason: why.clone(),
+            });
+        }
+        if !self.check {
+            return own;
+        }
+        let me = self.rank();
+        let mut payload = desc.encode();
+        if let Err(e) = &own {
+            payload.extend_from_slice(e.to_string().as_bytes());
+        }
+        let k = self
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let got = match self.job.allgather(
+            &payload,
+            &format!("the ranks' calls to agree ({desc}, call {k})"),
+        ) {
+            Ok(g) => g,
+            Err(e) => {
+                // The ranks' exchanges no longer line up: release the
+                // others, and refuse the next calls.
+                self.job.fail_with(&e);
+                *broken() = Some(format!("the exchange of call {k} failed: {e}"));
+                return Err(e);
+            }
+        };
+        let decoded: Vec<(usize, std::result::Result<CallDesc, String>)> = got
+            .iter()
+            .enumerate()
+            .map(|(q, b)| (q, CallDesc::decode(&b[..b.len().min(DESC_BYTES)])))
+            .collect();
+        let bad = got
+            .iter()
+            .enumerate()
+            .find(|(q, b)| b.len() > DESC_BYTES && decoded.get(*q).is_some_and(|(_, d)| d.is_ok()));
+        if let Some((q, b)) = bad {
+            return Err(match own {
+                Err(e) if q == me => e,
+                _ => Error::peer_failed(
+                    q,
+                    &String::from_utf8_lossy(&b[DESC_BYTES..]),
+                    format!("its arguments to the call rank {me} made"),
+                ),
+            });
+        }
+        desc::agree_decoded(&decoded)
+    }
+
+    /// Every rank of the job reaches this point before any goes on.
+    pub(crate) fn barrier(&self, core: &Core) -> Result<CallInfo> {
+        if self.check {
+            self.agree(core, CallDesc::barrier(), Ok(()))?;
+        } else {
+            core.check_usable()?;
+            self.job.barrier("Communicator::barrier")?;
+        }
+        Ok(barrier_info(self.job.size()))
+    }
+}
+
+/// This process's rank's part of a host-slice collective.
+pub(crate) fn process_host<T: Element>(
+    e: &mut Engine<T>,
+    a: &Agreement,
+    c: HostCall,
+    send: &[T],
+    recv: &mut [T],
+) -> Result<CallInfo> {
+    let (count, own) = c.count(e.ranks(), a.rank(), send.len(), recv.len());
+    a.agree(e.core(), c.desc::<T>(count), own)?;
+    if c.in_place {
+        run_host(e, c, &[] as &[&[T]], &mut [recv])
+    } else {
+        run_host(e, c, &[send], &mut [recv])
+    }
+}
+
+/// A collective on device buffers of one rank of a job.
+pub(crate) fn process_device<T: Element>(
+    e: &mut Engine<T>,
+    a: &Agreement,
+    c: HostCall,
+    (send, recv): (&DeviceBuffers<T>, &DeviceBuffers<T>),
+    count: usize,
+) -> Result<CallInfo> {
+    let in_place = send.id() == recv.id();
+    let desc = CallDesc::host(c.collective, T::DTYPE, c.op, in_place, count).on_device();
+    a.agree(e.core(), desc, Ok(()))?;
+    e.collective_device(c.collective, send, recv, count, c.op)
+}
+
+// -- the communicator ------------------------------------------------------------
+
+enum Inner {
+    AllRanks(Slot),
+    PerRank(RankHandle),
+    Process { engine: Slot, agree: Agreement },
+}
+
+/// The communicator (see [the module doc](self)).
+pub struct Communicator {
+    inner: Inner,
+    ranks: usize,
+    local: std::ops::Range<usize>,
+    abort: AbortHandle,
+    describe: String,
+}
+
+impl std::fmt::Debug for Communicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Communicator({:?}, ranks {:?} of {}, {})",
+            self.mode(),
+            self.local,
+            self.ranks,
+            self.describe
+        )
+    }
+}
+
+impl Communicator {
+    /// A communicator of `cfg`: every rank in this process, called from one
+    /// caller with one buffer per rank ([`EngineConfig::cpu`],
+    /// [`EngineConfig::cuda`]); or, when `cfg` names a job
+    /// ([`EngineConfig::job`], [`EngineConfig::job_from_env`]), this
+    /// process's rank of it.
+    pub fn new(cfg: EngineConfig) -> Result<Communicator> {
+        let check = cfg.check_calls;
+        let engine = Engine::<u8>::new(cfg)?;
+        let ranks = engine.ranks();
+        let local = engine.core().local_ranks();
+        let abort = engine.abort_handle();
+        let describe = engine.core().describe();
+        let inner = match engine.core().job().cloned() {
+            Some(job) => Inner::Process {
+                engine: Slot::new(engine),
+                agree: Agreement::new(job, check),
+            },
+            None => Inner::AllRanks(Slot::new(engine)),
+        };
+        Ok(Communicator {
+            inner,
+            ranks,
+            local,
+            abort,
+            describe,
+        })
+    }
+
+    /// One handle per rank of `cfg` (all in this process), to move to the
+    /// ranks' threads: each calls with its own rank's buffers, and a call
+    /// runs when every rank made it.
+    pub fn per_rank(cfg: EngineConfig) -> Result<Vec<Communicator>> {
+        Communicator::new(cfg)?.into_ranks()
+    }
+
+    /// This process's rank of the job it was started in (`ringreduce
+    /// launch`, `mpirun`, PMI), on `backend`; the rank count is the job's.
+    /// For other settings (timeout, devices, ...):
+    /// `Communicator::new(EngineConfig::job_from_env(backend)?)` with them
+    /// set.
+    pub fn from_env(backend: BackendChoice) -> Result<Communicator> {
+        Communicator::new(EngineConfig::job_from_env(backend)?)
+    }
+
+    /// Split a communicator of every rank into one handle per rank
+    /// ([`Communicator::per_rank`]). Only a communicator of every rank
+    /// splits.
+    pub fn into_ranks(self) -> Result<Vec<Communicator>> {
+        let Inner::AllRanks(mut slot) = self.inner else {
+            return Err(Error::BadArgument(format!(
+                "only a communicator of every rank splits into per-rank handles (this one is {:?})",
+                match self.inner {
+                    Inner::PerRank(_) => Mode::PerRank,
+                    _ => Mode::Process,
+                }
+            )));
+        };
+        let engine = slot.take()?;
+        let (ranks, abort, describe) = (self.ranks, self.abort, self.describe);
+        Ok(ranks::handles(engine)
+            .into_iter()
+            .map(|h| Communicator {
+                local: h.rank()..h.rank() + 1,
+                inner: Inner::PerRank(h),
+                ranks,
+                abort: abort.clone(),
+                describe: describe.clone(),
+            })
+            .collect())
+    }
+
+    /// How this communicator runs its ranks.
+    pub fn mode(&self) -> Mode {
+        match self.inner {
+            Inner::AllRanks(_) => Mode::AllRanks,
+            Inner::PerRank(_) => Mode::PerRank,
+            Inner::Process { .. } => Mode::Process,
+        }
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.ranks
+    }
+
+    /// The ranks this handle calls for, whose buffers each call takes in
+    /// order: every rank ([`Mode::AllRanks`]) or one.
+    pub fn local_ranks(&self) -> std::ops::Range<usize> {
+        self.local.clone()
+    }
+
+    /// This handle's rank (of a communicator of every rank: 0, the first of
+    /// [`Communicator::local_ranks`]).
+    pub fn rank(&self) -> usize {
+        self.local.start
+    }
+
+    /// The backend, in words.
+    pub fn describe(&self) -> &str {
+        &self.describe
+    }
+
+    /// A handle that aborts this communicator from any thread: every wait
+    /// of every rank's call ends with [`Error::Aborted`], and later calls
+    /// fail with [`Error::Poisoned`]. In a job the other processes are told
+    /// this rank failed ([`Error::PeerFailed`]).
+    pub fn abort_handle(&self) -> AbortHandle {
+        self.abort.clone()
+    }
+
+    /// The engine underneath, typed for `T`, for what only it has
+    /// (stream-ordered calls, NCCL, the engine's own buffers). Not for a
+    /// per-rank handle. In a job its host-slice calls take this rank's
+    /// buffer only.
+    pub fn into_engine<T: Element>(self) -> Result<Engine<T>> {
+        match self.inner {
+            Inner::AllRanks(mut slot)
+            | Inner::Process {
+                engine: mut slot, ..
+            } => Ok(slot.take()?.retype()),
+            Inner::PerRank(_) => Err(Error::BadArgument(
+                "a per-rank handle shares its engine with the other ranks' handles".into(),
+            )),
+        }
+    }
+
+    /// One host-slice collective.
+    fn host<T: Element>(
+        &mut self,
+        c: HostCall,
+        send: Vec<&[T]>,
+        mut recv: Vec<&mut [T]>,
+    ) -> Result<CallInfo> {
+        let one = |n: usize, what| {
+            if n == 1 {
+                Ok(())
+            } else {
+                Err(Error::BadArgument(format!(
+                    "a handle of one rank takes that rank's {what} alone (1 buffer, got {n})"
+                )))
+            }
+        };
+        match &mut self.inner {
+            Inner::AllRanks(slot) => slot.with::<T, _>(|e| run_host(e, c, &send, &mut recv)),
+            Inner::PerRank(h) => {
+                one(recv.len(), "buffer")?;
+                if !c.in_place {
+                    one(send.len(), "input")?;
+                }
+                let send = send.first().copied().unwrap_or(&[]);
+                rank_host(h, c, send, &mut *recv[0])
+            }
+            Inner::Process { engine, agree } => {
+                one(recv.len(), "buffer")?;
+                if !c.in_place {
+                    one(send.len(), "input")?;
+                }
+                let send = send.first().copied().unwrap_or(&[]);
+                engine.with::<T, _>(|e| process_host(e, agree, c, send, &mut *recv[0]))
+            }
+        }
+    }
+
+    /// All-reduce: every `recv` becomes the reduction (`op`) of every rank's
+    /// `send`; the sends are untouched.
+    pub fn all_reduce<T: Element>(
+        &mut self,
+        send: &(impl SendBufs<T> + ?Sized),
+        recv: &mut (impl RecvBufs<T> + ?Sized),
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
+        let c = HostCall::new(Collective::AllReduce, false, op);
+        self.host(c, send.bufs(), recv.bufs_mut())
+    }
+
+    /// All-reduce in place: every buffer becomes the reduction.
+    pub fn all_reduce_in_place<T: Element>(
+        &mut self,
+        bufs: &mut (impl RecvBufs<T> + ?Sized),
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
+        let c = HostCall::new(Collective::AllReduce, true, op);
+        self.host(c, Vec::new(), bufs.bufs_mut())
+    }
+
+    /// Reduce-scatter: each `send` holds `size * c` elements; rank r's
+    /// `recv` (c elements) becomes chunk r of the reduction.
+    pub fn reduce_scatter<T: Element>(
+        &mut self,
+        send: &(impl SendBufs<T> + ?Sized),
+        recv: &mut (impl RecvBufs<T> + ?Sized),
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
+        let c = HostCall::new(Collective::ReduceScatter, false, op);
+        self.host(c, send.bufs(), recv.bufs_mut())
+    }
+
+    /// Reduce-scatter in place (NCCL's convention): each buffer holds
+    /// `size * c` elements; rank r's slice r becomes chunk r of the
+    /// reduction (the rest of the buffer may hold partial results).
+    pub fn reduce_scatter_in_place<T: Element>(
+        &mut self,
+        bufs: &mut (impl RecvBufs<T> + ?Sized),
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
+        let c = HostCall::new(Collective::ReduceScatter, true, op);
+        self.host(c, Vec::new(), bufs.bufs_mut())
+    }
+
+    /// All-gather: every `recv` (`size * c` elements) becomes the
+    /// concatenation of every rank's `send` (c elements).
+    pub fn all_gather<T: Element>(
+        &mut self,
+        send: &(impl SendBufs<T> + ?Sized),
+        recv: &mut (impl RecvBufs<T> + ?Sized),
+    ) -> Result<CallInfo> {
+        let c = HostCall::new(Collective::AllGather, false, ReduceOp::Sum);
+        self.host(c, send.bufs(), recv.bufs_mut())
+    }
+
+    /// All-gather in place (NCCL's convention): slice r of rank r's buffer
+    /// is its input; every buffer becomes the concatenation.
+    pub fn all_gather_in_place<T: Element>(
+        &mut self,
+        bufs: &mut (impl RecvBufs<T> + ?Sized),
+    ) -> Result<CallInfo> {
+        let c = HostCall::new(Collective::AllGather, true, ReduceOp::Sum);
+        self.host(c, Vec::new(), bufs.bufs_mut())
+    }
+
+    /// Broadcast: every `recv` becomes rank `root`'s `send`. Every rank
+    /// passes a `send` of the same length as its `recv`; only the root's is
+    /// read.
+    pub fn broadcast<T: Element>(
+        &mut self,
+        send: &(impl SendBufs<T> + ?Sized),
+        recv: &mut (impl RecvBufs<T> + ?Sized),
+        root: usize,
+    ) -> Result<CallInfo> {
+        let c = HostCall::new(Collective::Broadcast { root }, false, ReduceOp::Sum);
+        self.host(c, send.bufs(), recv.bufs_mut())
+    }
+
+    /// Broadcast in place: every buffer becomes rank `root`'s.
+    pub fn broadcast_in_place<T: Element>(
+        &mut self,
+        bufs: &mut (impl RecvBufs<T> + ?Sized),
+        root: usize,
+    ) -> Result<CallInfo> {
+        let c = HostCall::new(Collective::Broadcast { root }, true, ReduceOp::Sum);
+        self.host(c, Vec::new(), bufs.bufs_mut())
+    }
+
+    /// Every rank reaches this point before any goes on (every rank from
+    /// one caller: this caller's work is done).
+    pub fn barrier(&mut self) -> Result<CallInfo> {
+        let n = self.ranks;
+        match &mut self.inner {
+            Inner::AllRanks(slot) => slot.with::<u8, _>(|e| {
+                e.core().check_usable()?;
+                e.synchronize()?;
+                Ok(barrier_info(n))
+            }),
+            Inner::PerRank(h) => {
+                let got = h.call(CallDesc::barrier(), Ok(()), Box::new(()), |_, parts| {
+                    Ok(parts.into_iter().map(|_| Box::new(()) as Payload).collect())
+                });
+                got.map(|_| barrier_info(n))
+            }
+            Inner::Process { engine, agree } => {
+                let core_ok = engine.engine()?;
+                agree.barrier(core_ok.core())
+            }
+        }
+    }
+
+    // -- device buffers ------------------------------------------------------
+
+    /// A buffer of `len` elements of `T` on every rank's device (on the
+    /// CPU backend, in host memory), kept between calls. Collective: every
+    /// rank allocates.
+    pub fn alloc<T: Element>(&mut self, len: usize) -> Result<DeviceBuffers<T>> {
+        let desc = CallDesc::buffers(CallKind::Alloc, T::DTYPE, len);
+        match &mut self.inner {
+            Inner::AllRanks(slot) => slot.with::<T, _>(|e| e.alloc(len)),
+            Inner::PerRank(h) => {
+                let b = rank_step(h, desc, len, |slot, len| {
+                    slot.with::<T, _>(|e| e.alloc(len).map(SharedBuffers))
+                })?;
+                Ok(b.0)
+            }
+            Inner::Process { engine, agree } => engine.with::<T, _>(|e| {
+                agree.agree(e.core(), desc, Ok(()))?;
+                e.alloc(len)
+            }),
+        }
+    }
+
+    /// Free buffers of this communicator (collective).
+    pub fn free<T: Element>(&mut self, b: DeviceBuffers<T>) -> Result<()> {
+        let desc = CallDesc::buffers(CallKind::Free, T::DTYPE, b.len());
+        match &mut self.inner {
+            Inner::AllRanks(slot) => slot.with::<T, _>(|e| e.free(b)),
+            Inner::PerRank(h) => {
+                let id = b.id().0;
+                rank_step(h, desc, id, move |slot, _| slot.with::<T, _>(|e| e.free(b)))
+            }
+            Inner::Process { engine, agree } => engine.with::<T, _>(|e| {
+                agree.agree(e.core(), desc, Ok(()))?;
+                e.free(b)
+            }),
+        }
+    }
+
+    /// Write `data` (one slice per local rank, at most `b.len()` elements
+    /// each) to the start of each local rank's part of `b`.
+    pub fn write_buffer<T: Element>(
+        &mut self,
+        b: &DeviceBuffers<T>,
+        data: &(impl SendBufs<T> + ?Sized),
+    ) -> Result<()> {
+        let data = data.bufs();
+        self.check_local(data.len())?;
+        let base = self.local.start;
+        self.on_engine::<T, _>(|e| {
+            for (i, d) in data.iter().enumerate() {
+                e.write_buffer(b, base + i, d)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Read the start of each local rank's part of `b` into `out` (one
+    /// slice per local rank, at most `b.len()` elements each).
+    pub fn read_buffer<T: Element>(
+        &mut self,
+        b: &DeviceBuffers<T>,
+        out: &mut (impl RecvBufs<T> + ?Sized),
+    ) -> Result<()> {
+        let mut out = out.bufs_mut();
+        self.check_local(out.len())?;
+        let base = self.local.start;
+        self.on_engine::<T, _>(|e| {
+            for (i, o) in out.iter_mut().enumerate() {
+                let got = e.read_buffer(b, base + i)?;
+                if o.len() > got.len() {
+                    return Err(Error::BufferSize {
+                        rank: base + i,
+                        what: "read of a device buffer",
+                        expected: got.len(),
+                        found: o.len(),
+                    });
+                }
+                o.copy_from_slice(&got[..o.len()]);
+            }
+            Ok(())
+        })
+    }
+
+    /// A collective on device buffers (`send` and `recv` the same buffers:
+    /// in place); `count` is NCCL's. Waits for completion.
+    pub fn collective_device<T: Element>(
+        &mut self,
+        collective: Collective,
+        send: &DeviceBuffers<T>,
+        recv: &DeviceBuffers<T>,
+        count: usize,
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
+        let c = HostCall::new(collective, send.id() == recv.id(), op);
+        match &mut self.inner {
+            Inner::AllRanks(slot) => {
+                slot.with::<T, _>(|e| e.collective_device(collective, send, recv, count, op))
+            }
+            Inner::PerRank(h) => {
+                let desc = CallDesc::host(collective, T::DTYPE, op, c.in_place, count).on_device();
+                let (s, r) = (send.duplicate(), recv.duplicate());
+                rank_step(h, desc, (send.id().0, recv.id().0), move |slot, _| {
+                    slot.with::<T, _>(|e| e.collective_device(collective, &s, &r, count, op))
+                })
+            }
+            Inner::Process { engine, agree } => {
+                engine.with::<T, _>(|e| process_device(e, agree, c, (send, recv), count))
+            }
+        }
+    }
+
+    /// All-reduce of `count` elements on device buffers.
+    pub fn all_reduce_device<T: Element>(
+        &mut self,
+        send: &DeviceBuffers<T>,
+        recv: &DeviceBuffers<T>,
+        count: usize,
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
+        self.collective_device(Collective::AllReduce, send, recv, count, op)
+    }
+
+    fn check_local(&self, buffers: usize) -> Result<()> {
+        if buffers != self.local.len() {
+            return Err(Error::BadArgument(format!(
+                "one buffer per rank this handle calls for ({}: ranks {:?}), got {buffers}",
+                self.local.len(),
+                self.local
+            )));
+        }
+        Ok(())
+    }
+
+    /// Run a rank-local step on the engine.
+    fn on_engine<T: Element, R>(
+        &mut self,
+        f: impl FnOnce(&mut Engine<T>) -> Result<R>,
+    ) -> Result<R> {
+        match &mut self.inner {
+            Inner::AllRanks(slot) | Inner::Process { engine: slot, .. } => slot.with::<T, _>(f),
+            Inner::PerRank(h) => h.with_engine(|slot| slot.with::<T, _>(f)),
+        }
+    }
+}
+
+/// A buffer handle every rank of the per-rank style gets a copy of.
+struct SharedBuffers<T>(DeviceBuffers<T>);
+
+impl<T> Clone for SharedBuffers<T> {
+    fn clone(&self) -> Self {
+        SharedBuffers(self.0.duplicate())
+    }
+}
