@@ -32,28 +32,13 @@
 //! * [`plan`]: per-rank op lists with explicit cross-rank signals; the one
 //!   interpreter of what an op does; the static validator.
 //! * [`algo`]: the algorithms (ring, one-shots, parameter server,
-//!   broadcast), one file each, that build plans; [`trace`] prints them step by step, [`theory`]
-//!   models their traffic and time.
+//!   broadcast), one file each, that build plans; [`trace`] prints them step
+//!   by step, [`theory`] models their traffic and time.
 //!
 //! The layers below:
 //!
 //! * [`communicator`]: [`Communicator`], the calls' descriptors and their
 //!   agreement across ranks.
-//! * [`engine`]: the reusable engine: plan cache, buffers, dispatch; the
-//!   typed API and the per-rank rendezvous.
-//! * [`backend`]: one small trait, one file per backend (CPU threads, CUDA
-//!   GPUs), optional capabilities (NCCL, graphs, profiling) as extension
-//!   traits.
-//! * [`cuda`]: the checked driver layer, the PTX kernels and the NCCL
-//!   loader and binding; with the crate's private `sys` module the only
-//!   places with `unsafe` code.
-//! * [`process`]: one rank per process: the job's store and shared control
-//!   segment (and the old [`Comm`]).
-//! * [`element`] and [`verify`]: data types and ops with NCCL's semantics,
-//!   inputs and checks.
-//!
-//! The layers below:
-//!
 //! * [`engine`]: the reusable engine ([`engine::Core`], untyped): plan
 //!   cache, buffers, dispatch; the typed API and the per-rank call style
 //!   ([`engine::ranks`]).
@@ -62,7 +47,7 @@
 //!   [`backend::ordered`]) and the types they take. The backends themselves
 //!   (CPU threads, CPU processes, CUDA) are private.
 //! * [`process`]: one rank per process: [`process::JobSpec`] and the
-//!   per-process communicator (the job's store and shared control segment
+//!   old per-process [`Comm`] (the job's store and shared control segment
 //!   are private).
 //! * `cuda` (with the `cuda` feature): what a user of the CUDA backend names
 //!   (another library's stream for stream-ordered calls, a completion's
@@ -70,6 +55,8 @@
 //!   driver layer, the PTX kernels and the NCCL binding behind it are
 //!   private; with the private `sys` module they are the only places with
 //!   `unsafe` code.
+//! * [`element`] and [`verify`]: data types and ops with NCCL's semantics,
+//!   inputs and checks.
 //!
 //! # Features
 //!

@@ -316,7 +316,7 @@ pub trait Backend: Send {
 
 /// Optional capability: run a call with every rank's plan buffers `Send`
 /// and `Recv` on the caller's slices, lent for the call
-/// ([`crate::sys::lend`]), instead of copying them into the backend's
+/// (the private `sys::lend` module), instead of copying them into the backend's
 /// buffers and back (issue 32, item 11).
 pub trait HostSlices {
     /// Run `call` (its `bind` is ignored) to completion with rank r's

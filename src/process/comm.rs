@@ -33,8 +33,8 @@ use crate::error::{Error, Result};
 use crate::plan::Collective;
 use std::path::{Path, PathBuf};
 
-/// One rank of a multi-process job, for one element type (see [the module
-/// doc](self)).
+/// One rank of a multi-process job, for one element type (see the
+/// `process::comm` module doc in the source).
 #[deprecated(
     since = "0.1.0",
     note = "use ringreduce::Communicator::from_env(backend) or Communicator::new(EngineConfig::job(..)) (issue 32 item 8; README, 'Migrating')"
