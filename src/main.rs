@@ -61,7 +61,7 @@ fn main() -> ExitCode {
                     eprintln!("launch: error: {e}");
                     ExitCode::from(2)
                 }
-            }
+            };
         }
         Cmd::Run(a) => run::execute(a),
         Cmd::Trace(a) => trace::execute(a),
@@ -74,16 +74,18 @@ fn main() -> ExitCode {
         Cmd::Compare(a) => compare::execute(a),
         Cmd::Env(a) => env::execute(a),
     };
-    match r {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+    // A rank thread left stuck in a driver call ends the process without
+    // the CUDA driver's exit handler (it would wait for that thread).
+    ringreduce::cli::finish(match r {
+        Ok(true) => 0,
+        Ok(false) => 1,
         // A closed pipe (`| head`) ends the command quietly.
-        Err(Error::Closed) => ExitCode::SUCCESS,
+        Err(Error::Closed) => 0,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(2)
+            2
         }
-    }
+    })
 }
 
 #[cfg(test)]

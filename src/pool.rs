@@ -15,13 +15,26 @@
 
 use crate::error::{Error, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long each side spins before parking.
 const SPIN: Duration = Duration::from_micros(50);
+
+/// Rank threads this process left running when their pool broke (stuck
+/// in a driver call): see [`threads_left_stuck`].
+static LEFT_STUCK: AtomicUsize = AtomicUsize::new(0);
+
+/// How many rank threads this process detached because they stopped
+/// answering (stuck in a driver call behind GPU work that will never end,
+/// such as a wait on a dead peer's event). While one runs, the CUDA
+/// driver's own exit handlers can wait for it forever: a program that sees
+/// a nonzero count ends without them (the command line does).
+pub fn threads_left_stuck() -> usize {
+    LEFT_STUCK.load(Ordering::Relaxed)
+}
 
 /// How much longer than the engine's timeout a caller waits for its rank
 /// threads' answers before it takes them for stuck (every wait of a rank
@@ -534,8 +547,9 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         Ok((seq, t0, now_ns()))
     }
 
-    /// Why the pool is unusable, if it is.
-    #[cfg(test)]
+    /// Why the pool is unusable (a rank thread stopped answering or
+    /// exited), if it is.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub fn broken(&self) -> Option<&str> {
         self.broken.as_deref()
     }
@@ -634,6 +648,8 @@ impl<C: Send + 'static, R: Send + 'static> Drop for RankThreads<C, R> {
         if self.broken.is_some() {
             // A thread stuck in a driver call would block the join forever:
             // detach them all instead.
+            let left = self.handles.iter().flatten().filter(|h| !h.is_finished()).count();
+            LEFT_STUCK.fetch_add(left, Ordering::Relaxed);
             self.handles.clear();
             return;
         }
@@ -786,6 +802,14 @@ mod tests {
         assert!(matches!(r, Err(Error::PeerFailed { rank: 1, .. })), "{r:?}");
         assert!(t.elapsed() < WATCH_GRACE + Duration::from_secs(2));
         assert!(p.broken().is_some());
+        // Dropping the broken pool leaves the sleeping thread running and
+        // counts it: the command line then ends without the exit handlers
+        // (the CUDA driver's would wait for such a thread).
+        let before = threads_left_stuck();
+        let t = Instant::now();
+        drop(p);
+        assert!(t.elapsed() < Duration::from_secs(1));
+        assert!(threads_left_stuck() > before);
     }
 
     #[test]

@@ -30,6 +30,18 @@ pub struct Out;
 
 static QUIET: AtomicBool = AtomicBool::new(false);
 
+/// End the command with exit status `code`. When a rank thread was left
+/// stuck in a driver call (its pool broke: a peer died under GPU work), the
+/// process ends at once without the C exit handlers, whose CUDA part would
+/// wait for that thread forever); otherwise
+/// `code` is returned for `main` to end normally.
+pub fn finish(code: u8) -> std::process::ExitCode {
+    if crate::engine::threads_left_stuck() > 0 {
+        crate::sys::proc::exit_now(code);
+    }
+    std::process::ExitCode::from(code)
+}
+
 /// Print nothing to stdout from now on ([`out`] and [`out_raw`] do
 /// nothing): the ranks other than 0 of a multi-process job, whose report
 /// rank 0 prints.

@@ -21,6 +21,7 @@ mod ordered;
 pub mod ranks;
 mod typed;
 
+pub use crate::pool::threads_left_stuck;
 pub use ordered::OrderedCall;
 pub use typed::{CallInfo, DeviceBuffers, Engine};
 

@@ -646,6 +646,14 @@ impl Drop for CudaBackend {
                         Ok(())
                     })
                 });
+                if self.threads.broken().is_some() {
+                    // A rank thread is stuck in a driver call: release
+                    // nothing of the driver's from this thread (see the
+                    // process backend's Drop).
+                    std::mem::forget(std::mem::take(&mut self.peers));
+                    std::mem::forget(std::mem::take(&mut self.held));
+                    std::mem::forget(std::mem::take(&mut self.held_nccl));
+                }
             }
         }
     }

@@ -457,6 +457,16 @@ impl Drop for CudaProcessBackend {
                 rk.leak();
                 Ok(())
             }));
+            if self.threads.broken().is_some() {
+                // The rank thread is stuck in a driver call and keeps its
+                // context: nothing of the driver's may be released from
+                // this thread (it would wait on the driver's lock behind
+                // the stuck one). Leak this side's handles too.
+                std::mem::forget(std::mem::take(&mut self.peers));
+                std::mem::forget(std::mem::take(&mut self.remote));
+                std::mem::forget(std::mem::take(&mut self.held));
+                std::mem::forget(std::mem::take(&mut self.held_nccl));
+            }
             return;
         }
         if self.job.health().is_none() && self.job.barrier("teardown (every rank idle)").is_ok() {
