@@ -479,7 +479,6 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     fn collect(&mut self, (seq, t0, posted): (u64, u64, u64)) -> Result<Vec<Result<R>>> {
         // A round that breaks the pool leaves no phases (`calls` 0).
         self.last = PoolPhases::default();
-        self.watch_fired.store(0, Ordering::Relaxed);
         let mut out = Vec::with_capacity(self.slots.len());
         let mut stamps = Vec::with_capacity(self.slots.len());
         for rank in 0..self.slots.len() {
@@ -505,7 +504,13 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     /// worker still to take the previous one); the round's (seq, start,
     /// end of posting).
     fn post(&mut self, cmds: Vec<C>) -> Result<(u64, u64, u64)> {
-        self.watch_fired.store(0, Ordering::Relaxed);
+        // A watch that fired in an earlier round and still fires ends this
+        // one before anything is posted (the pool stays whole: no thread
+        // was left with a command). Looked at only then: the watch may
+        // cost a system call.
+        if self.watch_fired.load(Ordering::Relaxed) != 0 {
+            self.watch_expired()?;
+        }
         self.seq += 1;
         let seq = self.seq;
         let t0 = now_ns();
@@ -595,6 +600,35 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         }
     }
 
+    /// Look at the watch: `Err` with what it found once it has kept
+    /// finding it for [`WATCH_GRACE`]. The first sighting is remembered
+    /// across rounds (only a clear look forgets it): after a peer died,
+    /// rounds can still complete one by one (the halted GPU work drains
+    /// behind them), and a grace that began again with every round would
+    /// never end.
+    fn watch_expired(&self) -> Result<()> {
+        let Some(w) = self.watch.as_ref() else {
+            return Ok(());
+        };
+        match w() {
+            None => self.watch_fired.store(0, Ordering::Relaxed),
+            Some(e) => {
+                let now = now_ns().max(1);
+                let fired = match self.watch_fired.load(Ordering::Relaxed) {
+                    0 => {
+                        self.watch_fired.store(now, Ordering::Relaxed);
+                        now
+                    }
+                    t => t,
+                };
+                if u128::from(now - fired) > WATCH_GRACE.as_nanos() {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Park the caller on `slot` for up to 50 ms (a worker's notify wakes
     /// it sooner); the guard back, or a timeout naming `what` once the
     /// pool's deadline has passed since `t0`.
@@ -615,19 +649,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                 });
             }
         }
-        if let Some(e) = self.watch.as_ref().and_then(|w| w()) {
-            let now = now_ns().max(1);
-            let fired = match self.watch_fired.load(Ordering::Relaxed) {
-                0 => {
-                    self.watch_fired.store(now, Ordering::Relaxed);
-                    now
-                }
-                t => t,
-            };
-            if u128::from(now - fired) > WATCH_GRACE.as_nanos() {
-                return Err(e);
-            }
-        }
+        self.watch_expired()?;
         slot.caller_parked.store(true, Ordering::SeqCst);
         let st = slot
             .cv
@@ -810,6 +832,62 @@ mod tests {
         drop(p);
         assert!(t.elapsed() < Duration::from_secs(1));
         assert!(threads_left_stuck() > before);
+    }
+
+    #[test]
+    fn a_watch_that_keeps_firing_ends_rounds_that_each_complete() {
+        // After a peer died, each round still completes within the grace
+        // (the halted GPU work drains 100 ms at a time, as on a GPU whose
+        // launch queue was full): the grace counts from the first
+        // sighting, across rounds, so the caller gets the watch's error
+        // about a second after it, not never (issue 32 item 10, seen on
+        // an H200).
+        let mut p: RankThreads<u64, ()> = RankThreads::spawn(1, "t", |_, inbox| {
+            inbox.ready(Ok(()));
+            inbox.serve(|ms| {
+                std::thread::sleep(Duration::from_millis(ms));
+                Ok(())
+            });
+        })
+        .unwrap();
+        let dead = Arc::new(AtomicBool::new(false));
+        let d = dead.clone();
+        p.set_watch(Some(Box::new(move || {
+            d.load(Ordering::Relaxed)
+                .then(|| Error::peer_failed(1, "its process (pid 1) died", ""))
+        })));
+        // A watch that does not fire costs nothing and ends nothing.
+        for _ in 0..3 {
+            p.run(vec![100]).unwrap();
+        }
+        dead.store(true, Ordering::Relaxed);
+        let t = Instant::now();
+        let mut rounds = 0;
+        let err = loop {
+            rounds += 1;
+            match p.run(vec![100]) {
+                Ok(_) => assert!(t.elapsed() < Duration::from_secs(5), "never ended"),
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(err, Error::PeerFailed { rank: 1, .. }), "{err:?}");
+        assert!(t.elapsed() < WATCH_GRACE + Duration::from_millis(500), "{:?}", t.elapsed());
+        assert!(rounds >= 5, "{rounds} rounds");
+        // Every later round ends at once: with the same error, or (when
+        // the grace ran out while a round was under way, and its thread
+        // might be stuck) as a broken pool.
+        let t = Instant::now();
+        let r = p.run(vec![100]);
+        assert!(
+            matches!(r, Err(Error::PeerFailed { rank: 1, .. }) | Err(Error::Poisoned { .. })),
+            "{r:?}"
+        );
+        assert!(t.elapsed() < Duration::from_millis(50));
+        // Once the watch clears, the pool goes on (it was never broken).
+        dead.store(false, Ordering::Relaxed);
+        if p.broken().is_none() {
+            p.run(vec![1]).unwrap();
+        }
     }
 
     #[test]

@@ -578,4 +578,27 @@ mod tests {
         assert!(e.contains("holds") || e.contains("for 2 ranks"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }
+
+    #[test]
+    fn a_dead_peer_is_named_by_check_even_with_the_engine_halted() {
+        // Rank 1's process is gone (a child that exited and was reaped);
+        // rank 0's check names it, before and after its device spins were
+        // halted, and with its engine's abort handle watched.
+        let (dir, v, _ex) = seg("dead", 2);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        v[1].rank_word(1, R_PID).store(u64::from(pid), Ordering::Relaxed);
+        let abort = AbortHandle::new();
+        v[0].watch_abort(abort.clone());
+        for _ in 0..3 {
+            let r = v[0].check(&|| "x".into());
+            assert!(
+                matches!(&r, Err(Error::PeerFailed { rank: 1, .. })),
+                "{r:?}"
+            );
+        }
+        assert!(!abort.is_aborted());
+        std::fs::remove_dir_all(dir).ok();
+    }
 }
