@@ -199,6 +199,19 @@ pub struct Ctx<'id> {
     _thread: NotSend,
 }
 
+thread_local! {
+    static KEEP_RETAINED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Keep the primary context that the running [`with_device`] closure on
+/// this thread retained, instead of releasing it when the closure returns:
+/// for a rank whose GPU work never ends (it waits on a peer process that
+/// died), since the last release destroys the context, which waits for
+/// that work. Leaking a retain is safe; the process's end reclaims it.
+pub fn keep_context_retained() {
+    KEEP_RETAINED.with(|k| k.set(true));
+}
+
 /// Bind device `ordinal`'s primary context to this thread and run `f`.
 /// The primary context is retained for the duration and released after.
 pub fn with_device<R>(ordinal: usize, f: impl for<'id> FnOnce(Ctx<'id>) -> R) -> CuResult<R> {
@@ -225,6 +238,10 @@ pub fn with_device<R>(ordinal: usize, f: impl for<'id> FnOnce(Ctx<'id>) -> R) ->
     struct Release(sys::CUdevice);
     impl Drop for Release {
         fn drop(&mut self) {
+            if KEEP_RETAINED.with(|k| k.replace(false)) {
+                // keep_context_retained: work on this context never ends.
+                return;
+            }
             // SAFETY: balances the retain above; errors are ignored in Drop.
             let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.0) };
         }

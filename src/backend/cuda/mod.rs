@@ -125,9 +125,18 @@ fn serve_rank(
                 });
                 // The backend drained every rank before shutting the
                 // threads down; drain this one again before its memory goes.
-                let _ = st.park_resident();
-                let _ = st.sync();
-                st.teardown();
+                // A rank the backend leaked (its GPU did not drain: it
+                // waits on a peer that died) frees nothing: pinned host
+                // memory, device memory and the context are each released
+                // with a synchronization that would wait for that GPU
+                // forever; the process's end reclaims them.
+                let idle = !st.leaked && st.park_resident().is_ok() && st.sync().is_ok();
+                if idle {
+                    st.teardown();
+                } else {
+                    cuda::keep_context_retained();
+                    std::mem::forget(st);
+                }
             }
         }
     });

@@ -107,6 +107,9 @@ pub(super) struct Rank<'id> {
     held_nccl: Vec<Option<Arc<NcclCall>>>,
     /// The signal board of the collective calls (set by the backend).
     pub board: Option<Arc<SignalBoard>>,
+    /// Set by [`Rank::leak`]: the GPU did not drain, so nothing of this
+    /// rank may be freed (see `serve_rank`).
+    pub(super) leaked: bool,
 }
 
 impl<'id> Rank<'id> {
@@ -170,6 +173,7 @@ impl<'id> Rank<'id> {
             held: Vec::new(),
             held_nccl: Vec::new(),
             board: None,
+            leaked: false,
         };
         let t = Instant::now();
         let source = me.kernels_for(DataType::Float, DevOp::Sum)?.0.source();
@@ -898,7 +902,13 @@ impl Rank<'_> {
     /// Forget (never free) every buffer: the teardown of a rank whose GPU
     /// could not be drained.
     pub fn leak(&mut self) {
-        self.teardown();
+        self.leaked = true;
+        // Not dropped either: destroying a graph or an NCCL communicator
+        // may wait for the GPU work that does not end.
+        std::mem::forget(self.graph.take());
+        std::mem::forget(self.joint.take());
+        std::mem::forget(self.nccl_graph.take());
+        std::mem::forget(self.nccl.take());
         for (_, b) in self.bufs.drain() {
             std::mem::forget(b);
         }
