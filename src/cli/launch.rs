@@ -30,7 +30,7 @@ use crate::process::store::{default_base, sweep_stale, Store};
 use crate::sys::proc::{self, Sig};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -410,6 +410,10 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
     } else {
         store.remove();
     }
+    // A rank killed while it used CUDA IPC leaves the driver's files in
+    // /dev/shm; every rank has ended now.
+    let pids: Vec<u32> = ranks.children.iter().map(Child::id).collect();
+    crate::process::store::sweep_cuda_ipc_files(Path::new("/dev/shm"), &pids);
     let statuses: Vec<ExitStatus> = ranks.status.iter().flatten().copied().collect();
     let worst = statuses.iter().map(code_of).max().unwrap_or(0);
     let worst = match interrupted {

@@ -66,7 +66,7 @@ pub(crate) struct ProcId {
 }
 
 /// (state, start time) of `pid` from `/proc/<pid>/stat`.
-fn proc_stat(pid: u32) -> Option<(char, u64)> {
+pub(crate) fn proc_stat(pid: u32) -> Option<(char, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // "pid (comm) S ppid ...": comm may hold spaces and parentheses.
     let rest = &text[text.rfind(')')? + 1..];

@@ -210,6 +210,49 @@ fn non_empty_reason(dir: &Path) -> String {
     }
 }
 
+/// Remove the CUDA driver's interprocess files that ended rank processes
+/// left in `dir` (`/dev/shm` on Linux): `cuda.shm.<n>.<pid in hex>.<m>`,
+/// one set per process that used CUDA IPC, which the driver removes at a
+/// clean exit and a killed process cannot (issue 32 item 10; the naming
+/// read off the GPU machine, `results/2026-12-01-h200x1-s10.log`). Only
+/// files of the given pids, owned by this user, whose process is gone (a
+/// reused pid's files stay). Returns what was removed.
+pub fn sweep_cuda_ipc_files(dir: &Path, pids: &[u32]) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let dead: Vec<(u32, String)> = pids
+        .iter()
+        .filter(|&&p| super::proc_stat(p).is_none_or(|(st, _)| matches!(st, 'Z' | 'X' | 'x')))
+        .map(|&p| (p, format!("{p:x}")))
+        .collect();
+    let uid = crate::sys::proc::uid();
+    let mut removed = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(rest) = name.strip_prefix("cuda.shm.") else {
+            continue;
+        };
+        // "<n>.<hex pid>.<m>"
+        let parts: Vec<&str> = rest.split('.').collect();
+        let [n, hex, m] = parts[..] else { continue };
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        if !digits(n) || !digits(m) || !dead.iter().any(|(_, h)| h == hex) {
+            continue;
+        }
+        let path = e.path();
+        let ours = fs::symlink_metadata(&path)
+            .is_ok_and(|md| md.file_type().is_file() && md.uid() == uid);
+        if ours && fs::remove_file(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
+
 /// Remove this user's stores under `base` (named `ringreduce-<uid>-...`, as
 /// [`default_base`] stores are) whose creator and every rank that joined
 /// are gone: a launcher killed with `SIGKILL` cannot remove its own, and
@@ -544,6 +587,41 @@ mod tests {
         ));
         let _ = fs::remove_dir_all(&d);
         d
+    }
+
+    #[test]
+    fn a_killed_ranks_cuda_ipc_files_are_swept_others_kept() {
+        // The driver's files of a process that is gone (a child that exited
+        // and was reaped), of this live process, of another name, and a
+        // pid that was not named: only the first set goes.
+        let dir = tmp("cudashm");
+        fs::create_dir_all(&dir).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let me = std::process::id();
+        let names = [
+            format!("cuda.shm.0.{dead:x}.1"),
+            format!("cuda.shm.3.{dead:x}.12"),
+            format!("cuda.shm.0.{me:x}.1"),
+            format!("cuda.shm.0.{dead:x}"),
+            format!("cuda.shm.0.{:x}.1", dead.wrapping_add(1_000_000)),
+            format!("other.0.{dead:x}.1"),
+        ];
+        for n in &names {
+            fs::write(dir.join(n), b"x").unwrap();
+        }
+        let mut removed = sweep_cuda_ipc_files(&dir, &[dead, me]);
+        removed.sort();
+        let mut want = vec![dir.join(&names[0]), dir.join(&names[1])];
+        want.sort();
+        assert_eq!(removed, want);
+        for n in &names[2..] {
+            assert!(dir.join(n).exists(), "{n} was removed");
+        }
+        // A missing directory is nothing to sweep.
+        assert!(sweep_cuda_ipc_files(&dir.join("none"), &[dead]).is_empty());
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
