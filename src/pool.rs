@@ -670,7 +670,12 @@ impl<C: Send + 'static, R: Send + 'static> Drop for RankThreads<C, R> {
         if self.broken.is_some() {
             // A thread stuck in a driver call would block the join forever:
             // detach them all instead.
-            let left = self.handles.iter().flatten().filter(|h| !h.is_finished()).count();
+            let left = self
+                .handles
+                .iter()
+                .flatten()
+                .filter(|h| !h.is_finished())
+                .count();
             LEFT_STUCK.fetch_add(left, Ordering::Relaxed);
             self.handles.clear();
             return;
@@ -871,7 +876,11 @@ mod tests {
             }
         };
         assert!(matches!(err, Error::PeerFailed { rank: 1, .. }), "{err:?}");
-        assert!(t.elapsed() < WATCH_GRACE + Duration::from_millis(500), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() < WATCH_GRACE + Duration::from_millis(500),
+            "{:?}",
+            t.elapsed()
+        );
         assert!(rounds >= 5, "{rounds} rounds");
         // Every later round ends at once: with the same error, or (when
         // the grace ran out while a round was under way, and its thread
@@ -879,7 +888,10 @@ mod tests {
         let t = Instant::now();
         let r = p.run(vec![100]);
         assert!(
-            matches!(r, Err(Error::PeerFailed { rank: 1, .. }) | Err(Error::Poisoned { .. })),
+            matches!(
+                r,
+                Err(Error::PeerFailed { rank: 1, .. }) | Err(Error::Poisoned { .. })
+            ),
             "{r:?}"
         );
         assert!(t.elapsed() < Duration::from_millis(50));

@@ -588,7 +588,8 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
-        v[1].rank_word(1, R_PID).store(u64::from(pid), Ordering::Relaxed);
+        v[1].rank_word(1, R_PID)
+            .store(u64::from(pid), Ordering::Relaxed);
         let abort = AbortHandle::new();
         v[0].watch_abort(abort.clone());
         for _ in 0..3 {

@@ -217,6 +217,8 @@ fn non_empty_reason(dir: &Path) -> String {
 /// read off the GPU machine, `results/2026-12-01-h200x1-s10.log`). Only
 /// files of the given pids, owned by this user, whose process is gone (a
 /// reused pid's files stay). Returns what was removed.
+// Used by `launch` (the cli feature).
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub fn sweep_cuda_ipc_files(dir: &Path, pids: &[u32]) -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = fs::read_dir(dir) else {
@@ -243,15 +245,14 @@ pub fn sweep_cuda_ipc_files(dir: &Path, pids: &[u32]) -> Vec<PathBuf> {
             continue;
         }
         let path = e.path();
-        let ours = fs::symlink_metadata(&path)
-            .is_ok_and(|md| md.file_type().is_file() && md.uid() == uid);
+        let ours =
+            fs::symlink_metadata(&path).is_ok_and(|md| md.file_type().is_file() && md.uid() == uid);
         if ours && fs::remove_file(&path).is_ok() {
             removed.push(path);
         }
     }
     removed
 }
-
 
 /// Remove this user's stores under `base` (named `ringreduce-<uid>-...`, as
 /// [`default_base`] stores are) whose creator and every rank that joined
