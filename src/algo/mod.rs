@@ -211,7 +211,7 @@ pub const FUSED_MANY_MAX_READ: usize = 8 << 20;
 
 /// Below this many bytes of a reduce-scatter's whole buffer the plain ring
 /// (one copy and one reduce per step) beats the pipelined one (2 x H200,
-/// 2026-11-30, `-ring2-bench-rsag.log`: 75 vs 52 GB/s at 4 MiB, 18 vs 13
+/// 2026-11-30, `-ring2-bench-rsag.log.gz`: 75 vs 52 GB/s at 4 MiB, 18 vs 13
 /// at 1 MiB; equal at 16 MiB, pipe2 ahead from 64 MiB).
 pub const RS_PIPE_MIN_BYTES: usize = 16 << 20;
 
