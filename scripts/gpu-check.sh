@@ -1,61 +1,57 @@
 #!/usr/bin/env bash
-# The GPU check, one call on the GPU machine (see CONTRIBUTING.md). Modes
-# (`bash .device/gpu-check.sh help` prints this list):
+# The GPU check, one call on the GPU machine (see CONTRIBUTING.md). Modes, each
+# named for what it measures (`bash .device/gpu-check.sh help` prints this list):
+#   bash .device/gpu-check.sh tests      the integration tests alone (their CUDA variants), ~3 min
 #   bash .device/gpu-check.sh validate   tests, check vs NCCL (every type, op, collective),
 #                                        sanitizers, a 10k-call soak, the float auto vs NCCL bench
-#   bash .device/gpu-check.sh tests      the integration tests alone (their CUDA variants), ~3 min
-#   bash .device/gpu-check.sh ring       issue 13: the ring paths plain and from graphs vs auto and
-#                                        NCCL; reduce-scatter / all-gather; 4 ranks on 2 GPUs
-#   bash .device/gpu-check.sh ringflag   ring:flag: check vs NCCL, bench vs the ring, NCCL and the
-#                                        graphs, timelines, threads vs processes (~3 min)
-#   bash .device/gpu-check.sh brief      issues 13, 14, 16 condensed (overlap, one process per GPU,
-#                                        the ring from 1 MiB plain and from graphs), ~5 min
-#   bash .device/gpu-check.sh multiproc  one process per GPU (2 GPUs): launch -n 2 -- run/check
+#   bash .device/gpu-check.sh bench      speed against NCCL (issue 13's targets in one run): topo;
+#                                        2 ranks 1 MiB-1 GiB (auto, ring, ring:pipe2, their graphs,
+#                                        NCCL, nccl:graph); small calls auto vs NCCL with the host
+#                                        share; 4 and 8 ranks on 2 GPUs (ring, graphs, PS) with the
+#                                        link ceiling (~6 min). BENCH_PARTS picks parts (default
+#                                        "topo two small four eight"); more parts, for a call of
+#                                        their own: types (every type 8 B-4 KiB, RS/AG 1 MiB traced),
+#                                        rsag (reduce-scatter / all-gather vs NCCL 1 KiB-1 GiB),
+#                                        halfbf16 (half, bfloat16 128 MiB-1 GiB), many (4 and 8 ranks
+#                                        8 B-256 MiB, every path), place (4 and 8 ranks round-robin
+#                                        against blocks, timelines at 1 MiB), resident
+#                                        (oneshot:resident: check, small calls in threads/processes)
+#   bash .device/gpu-check.sh timeline   topo (links, measured peer-copy matrix), GPU timelines
+#                                        (JSON + SVG) of ring, ring:pipe2, oneshot, ps at 64 MiB and
+#                                        ring at 1 MiB with NCCL on the same clock and their overhead,
+#                                        4 ranks on 2 GPUs, bench --breakdown (model fit), theory
+#                                        from it, PS vs ring for N = 2, 4, 8 (~2-3 min)
+#   bash .device/gpu-check.sh processes  one process per GPU (2 GPUs): launch -n 2 -- run/check
 #                                        (every path vs NCCL per process), bench next to the
 #                                        single-process bench, the fault cases, and under mpirun
-#                                        when one is there (~5 minutes)
-#   bash .device/gpu-check.sh mpirun     the same binary under the machine's mpirun (no MPI library)
-#   bash .device/gpu-check.sh mpdiag     where processes lose time against threads: timelines and
-#                                        the peer-copy ceiling in both (~2 min)
-#   bash .device/gpu-check.sh overlap    issue 16: gradient buckets all-reduced while the next are
-#                                        computed (ring, auto, NCCL), ~2 min of GPU time
-#   bash .device/gpu-check.sh timeline   issue 12: topo (links, measured peer-copy matrix), GPU
-#                                        timelines (JSON + SVG) of ring, ring:pipe2, oneshot, ps at
-#                                        64 MiB and ring at 1 MiB with NCCL on the same clock, 4 ranks
-#                                        on 2 GPUs, bench --breakdown (model fit), theory from it,
-#                                        PS vs ring for N = 2, 4, 8 (~2-3 min; bounds sum to 465 s)
-#   bash .device/gpu-check.sh fixes      session 4: tests, the in-place flag one-shot per type, the
-#                                        timeline's overhead, the small-call A/B (~5 min)
-#   bash .device/gpu-check.sh more       session 4: a small call's host split, 100 MiB buckets,
-#                                        reduce-scatter / all-gather vs NCCL, half and bfloat16
-#   bash .device/gpu-check.sh small      session 5: tests, small calls' host time against earlier
-#                                        binaries, small calls per process (~4 min)
-#   bash .device/gpu-check.sh smalltypes every data type at 8 B-4 KiB vs NCCL; RS / AG at 1 MiB traced
-#   bash .device/gpu-check.sh resident   session 7: oneshot:resident (the exchange kernel that stays
-#                                        resident): tests, check vs NCCL in threads and processes,
-#                                        small calls vs auto, oneshot:flag, graphs and NCCL (~7 min)
-#   bash .device/gpu-check.sh place      session 8: tests, then 4 and 8 ranks on 2 GPUs dealt
-#                                        round-robin and in blocks (--devices 0,1,0,1 / 0,0,1,1): ring paths
-#                                        vs the parameter server with the link ceiling measured, and
-#                                        timelines at 1 MiB (~6 min)
-#   bash .device/gpu-check.sh final      session 8, issue 13 in one run: tests, topo, the ring
-#                                        paths plain and from graphs vs auto and NCCL at 1 MiB-1 GiB,
-#                                        small calls auto vs NCCL with the host share, 4 and 8 ranks on
-#                                        2 GPUs (ring, graphs, PS) with the link ceiling (~9 min)
-#   bash .device/gpu-check.sh many       session 8: tests, then 4 and 8 ranks on 2 GPUs, 8 B-256 MiB:
-#                                        auto against oneshot:fused, oneshot, ps, ring, ring:pipe2 (~5 min)
-#   bash .device/gpu-check.sh comm       issue 32 items 5, 6, 8: the communicator's tests (every mode,
-#                                        mismatches, abort) on CUDA, its rank processes on CUDA (tests/mp
-#                                        the_communicator_across_processes), the examples (~3 min)
+#                                        when one is there (~5 min); PROC_DIAG=1 adds where
+#                                        processes lose time (64 MiB traces both ways, ceilings)
+#   bash .device/gpu-check.sh mpirun     the same binary under the machine's mpirun (no MPI library):
+#                                        run, check vs NCCL, bench, a killed rank (~3 min)
+#   bash .device/gpu-check.sh overlap    gradient buckets (4, 25, 100 MiB) all-reduced while the next
+#                                        are computed (ring, auto, NCCL), priority and gate variants,
+#                                        memcheck (~2 min)
 #   bash .device/gpu-check.sh ab         the staged binary against an earlier one staged as
 #                                        .device/ringreduce-old, interleaved (AB_RUNS, default 3):
 #                                        auto, ring:pipe2, NCCL at 1-64 MiB and auto, NCCL at 8 B-64 KiB
-# Every step is bounded by `timeout`; logs and JSON go to $OUT (or ./gpu-out).
+#   bash .device/gpu-check.sh comm       the communicator (issue 32 items 5, 6, 8): its tests (every
+#                                        mode, mismatches, abort) on CUDA, its rank processes on CUDA
+#                                        (tests/mp the_communicator_across_processes), the examples
+# Every step is bounded by `timeout`, and a whole mode by GPU_CHECK_LIMIT_S (default 570 s, under
+# the device's 10 minutes per call); logs and JSON go to $OUT (or ./gpu-out). The modes of
+# earlier sessions (ring, brief, fixes, more, small, smalltypes, ringflag, mpdiag, place,
+# final, many, resident, multiproc) were folded into these; docs/results/README.md says
+# which mode made each record, under its old name.
 set -uo pipefail
 MODE="${1:-validate}"
 if [ "$MODE" = help ]; then
-    sed -n '2,/^# Every step/p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
     exit 0
+fi
+# The whole mode under one bound (steps keep their own): re-run this script
+# under timeout once.
+if [ -z "${GPU_CHECK_BOUNDED:-}" ]; then
+    GPU_CHECK_BOUNDED=1 exec timeout -k 10 "${GPU_CHECK_LIMIT_S:-570}" bash "$0" "$@"
 fi
 D="$(cd "$(dirname "$0")" && pwd)"
 OUT="${OUT:-$PWD/gpu-out}"
@@ -116,6 +112,12 @@ nvidia-smi topo -m | head -4
 grep -E "MemTotal|MemAvailable" /proc/meminfo
 cat /sys/fs/cgroup/memory.max 2>/dev/null || true
 
+if [ "$MODE" = tests ]; then
+    # The integration tests alone (their CUDA variants run here), ~3 min.
+    gpu_tests 540 60
+    exit 0
+fi
+
 if [ "$MODE" = validate ]; then
     gpu_tests 600 60
     run 30 "$RR" run --backend cuda --ranks 2 --size 4MiB
@@ -143,32 +145,144 @@ if [ "$MODE" = validate ]; then
     exit 0
 fi
 
-if [ "$MODE" = ring ]; then
-    # Issue 13: the ring's own speed, plain and replayed from graphs, next to
-    # auto and NCCL (plain and graph) in one run; then reduce-scatter /
-    # all-gather vs NCCL, 4 ranks on 2 GPUs, the small-call A/B against the
-    # previous binary (if staged as ringreduce-old), and the tests.
-    run 240 "$RR" bench --ranks 2 --algo auto,ring,ring:pipe2,ring:pipe4,ring:graph,ring:pipe2:graph,nccl,nccl:graph \
-        -b 8 -e 1GiB -f 2 -n 10 -w 3 --blocks 3 --big 256MiB -J "$OUT/bench-ring-2r.json" > "$OUT/bench-ring.log" 2>&1
-    grep -vE "^# row" "$OUT/bench-ring.log" | tail -75
-    gpu_tests 200 40
-    run 150 "$RR" bench --ranks 2 --collective reduce-scatter,all-gather --algo auto,ring,ring:graph,nccl \
-        -b 1KiB -e 1GiB -f 4 -n 20 -w 5 --blocks 3 --big 256MiB -J "$OUT/bench-rsag-2r.json" > "$OUT/bench-rsag.log" 2>&1
-    grep -vE "^# row" "$OUT/bench-rsag.log" | grep -E "^ +[0-9]|Collective|exit|rror" | tail -40
-    run 120 "$RR" bench --ranks 4 --algo ring,ring:pipe2,ps,ring:graph \
-        -b 64KiB -e 1GiB -f 4 -n 10 -w 3 --blocks 3 --big 128MiB --no-ceiling -J "$OUT/bench-ring-4r.json" > "$OUT/bench-4r.log" 2>&1
-    grep -vE "^# row" "$OUT/bench-4r.log" | grep -E "^ +[0-9]|exit|rror|Note" | tail -30
-    if [ -x "$D/ringreduce-old" ]; then
-        for b in ringreduce-old ringreduce; do
-            run 30 "$D/$b" bench --ranks 2 --algo auto,nccl -b 8 -e 64KiB -f 4 -n 50 -w 10 --blocks 5 --no-ceiling \
-                --cold-size 4KiB > "$OUT/ab-$b.log" 2>&1
-            grep -E "^ +[0-9]" "$OUT/ab-$b.log" | tail -8
-        done
-    fi
+if [ "$MODE" = bench ]; then
+    # Speed against NCCL. The default parts are issue 13's targets in one
+    # run of one binary (~8 min, the tests are `tests`'s: BENCH_TESTS=1 adds
+    # them first); the others each fit a call of their own. Bounds per part:
+    # topo 60, two 200, small 120, four 150, eight 200, types 360, rsag 200,
+    # halfbf16 150, many 480, place 540, resident 510 (seconds).
+    workdir
+    [ "${BENCH_TESTS:-0}" = 0 ] || gpu_tests 300 40
+    L="$RR launch -n 2 --timeout 30 --"
+    for part in ${BENCH_PARTS:-topo two small four eight}; do
+        case $part in
+        topo) run 60 "$RR" topo > "$W/topo.txt" 2>&1; tail -12 "$W/topo.txt" ;;
+        two) run 200 "$RR" bench --ranks 2 --algo auto,ring,ring:pipe2,ring:graph,ring:pipe2:graph,nccl,nccl:graph \
+                -b 1MiB -e 1GiB -f 4 -n 10 -w 3 --blocks 3 --big 256MiB --timeout 30 -J "$W/two.json" > "$W/two.log" 2>&1 ;;
+        small) run 120 "$RR" bench --ranks 2 --algo auto,nccl -b 8 -e 64KiB -f 2 -n 200 -w 20 --blocks 5 --no-ceiling \
+                --timeout 30 -J "$W/small.json" > "$W/small.log" 2>&1 ;;
+        four) run 150 "$RR" bench --ranks 4 --algo ring,ring:pipe2,ring:graph,ring:pipe2:graph,ps,ps:graph \
+                -b 1MiB -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --timeout 30 -J "$W/four.json" > "$W/four.log" 2>&1 ;;
+        eight) run 200 "$RR" bench --ranks 8 --algo ring,ring:pipe2,ring:graph,ring:pipe2:graph,ps,ps:graph \
+                -b 1MiB -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --big 64MiB --timeout 30 -J "$W/eight.json" > "$W/eight.log" 2>&1 ;;
+        types)
+            # Every data type at the small sizes, auto vs NCCL; reduce-scatter
+            # and all-gather at 1 MiB traced on the GPU clock.
+            run 240 "$RR" bench --ranks 2 -d all -o sum --algo auto,nccl -b 8 -e 4KiB -f 8 -n 100 -w 10 --blocks 5 --no-ceiling \
+                -J "$W/types.json" > "$W/types.log" 2>&1
+            for c in reduce-scatter all-gather; do
+                run 60 "$RR" trace --backend cuda --ranks 2 --collective $c --algo auto --size 1MiB --calls 3 > "$W/trace-$c-1MiB.txt" 2>&1
+                grep -E "^# (  call|  rank [01]: wall|order)|^ +[01] " "$W/trace-$c-1MiB.txt" | head -30
+            done ;;
+        rsag) run 200 "$RR" bench --ranks 2 --collective reduce-scatter,all-gather --algo auto,nccl -b 1KiB -e 1GiB -f 4 \
+                -n 20 -w 5 --blocks 3 --no-ceiling -J "$W/rsag.json" --plot "$W/rsag.svg" > "$W/rsag.log" 2>&1 ;;
+        halfbf16) run 150 "$RR" bench --ranks 2 -d half,bfloat16 --algo auto,nccl -b 128MiB -e 1GiB -f 2 -n 5 -w 2 --blocks 3 \
+                -J "$W/halfbf16.json" > "$W/halfbf16.log" 2>&1 ;;
+        many)
+            # auto's pick for more than 2 ranks, against every path that runs them.
+            for n in 4 8; do
+                run 240 "$RR" bench --ranks $n --algo "${MANY_ALGOS:-auto,oneshot:fused,oneshot,ps,ring,ring:pipe2}" \
+                    -b 8 -e "${MANY_E:-256MiB}" -f "${MANY_F:-4}" \
+                    -n 10 -w 3 --blocks 3 --big 16MiB --no-ceiling --timeout 30 -J "$W/many-${n}r.json" > "$W/many-${n}r.log" 2>&1
+                grep -E "^# Backend|^ +[0-9]+ +[0-9]+ |algo:|rror|exit" "$W/many-${n}r.log" | cut -c1-150
+            done ;;
+        place)
+            # Where the ranks sit on 2 GPUs: round-robin (every ring hop
+            # crosses NVLink) against blocks (the default since 643b67d),
+            # both given with --devices; timelines of the ring and the PS at 1 MiB.
+            for n in 4 8; do
+                if [ $n = 4 ]; then BLK=0,0,1,1 RR2=0,1,0,1; else BLK=0,0,0,0,1,1,1,1 RR2=0,1,0,1,0,1,0,1; fi
+                for place in cyclic block; do
+                    DEV=(--devices "$RR2"); [ $place = block ] && DEV=(--devices "$BLK")
+                    run 100 "$RR" bench --ranks $n "${DEV[@]}" --algo ring,ring:pipe2,ring:pipe4,ps \
+                        -b 1MiB -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --timeout 30 -J "$W/bench-${n}r-$place.json" \
+                        > "$W/bench-${n}r-$place.log" 2>&1
+                    grep -E "^# (Note: link|Backend)|^#  *[0-9]+[KMG]?i?B  |^ +[0-9]+ +[0-9]+ |algo:|ceiling|exit" \
+                        "$W/bench-${n}r-$place.log" | cut -c1-170
+                done
+            done
+            for place in cyclic block; do
+                DEV=(--devices 0,1,0,1); [ $place = block ] && DEV=(--devices 0,0,1,1)
+                for algo in ring ps; do
+                    run 30 "$RR" trace --backend cuda --ranks 4 "${DEV[@]}" --size 1MiB --algo $algo \
+                        --timeline "$W/trace-4r-$place-$algo.json" > "$W/trace-4r-$place-$algo.txt" 2>&1
+                    grep -E "^# (note|measurement|  call|  rank [0-9]+: wall)|rror|\[exit" "$W/trace-4r-$place-$algo.txt" | head -20
+                done
+            done ;;
+        resident)
+            # oneshot:resident, the exchange kernel that stays resident and
+            # takes each call as a descriptor in host-mapped memory: every
+            # type and op against NCCL in threads and processes, then small
+            # calls against auto, oneshot:flag (plain and from graphs) and NCCL.
+            {
+            run 30 "$RR" run --backend cuda --ranks 2 --size 64KiB --algo oneshot:resident --iters 50
+            run 30 "$RR" run --backend cuda --ranks 2 --size 4KiB --algo oneshot:resident --in-place -d half -o avg --iters 50
+            run 150 "$RR" check --ranks 2 -d all -o all --counts 1,7,4099,32768 --algo oneshot:resident --timeout 20
+            run 60 $L check -d float,half,int8 -o sum,max --counts 1,7,4099,32768 --algo oneshot:resident --timeout 20
+            } > "$W/resident-check.log" 2>&1
+            grep -E "^###|\[exit|PASS|FAIL|rror" "$W/resident-check.log" | tail -20
+            run 90 "$RR" bench --ranks 2 --algo auto,oneshot:resident,oneshot:flag,nccl,oneshot:flag:graph,nccl:graph \
+                -b 8 -e 256KiB -f 2 -n 200 -w 20 --blocks 5 --no-ceiling --timeout 20 -J "$W/resident.json" > "$W/resident.log" 2>&1
+            run 90 $L bench --algo auto,oneshot:resident,nccl -b 8 -e 256KiB -f 4 -n 200 -w 20 --blocks 5 --no-ceiling --timeout 20 \
+                -J "$W/resident-mp.json" > "$W/resident-mp.log" 2>&1
+            grep -E "^#  *[0-9]+[KMG]?i?B  |host|calling|exit" "$W/resident.log" "$W/resident-mp.log" | cut -c1-200 | tail -60 ;;
+        *) echo "unknown bench part $part" ;;
+        esac
+        [ -f "$W/$part.log" ] && grep -E "^# (Note: (link|host)|Backend|Peer)|^ +[0-9]+ +[0-9]+ |^# +[0-9]+[KMG]?i?B |algo:|rror|exit" \
+            "$W/$part.log" | cut -c1-150
+    done
+    pack bench
     exit 0
 fi
 
-if [ "$MODE" = multiproc ]; then
+if [ "$MODE" = timeline ]; then
+    # Issue 12, 2 GPUs. Expected GPU time ~2-3 min (each step's bound below; they sum
+    # to 465 s): topo ~10 s; each trace ~5-10 s (engine and NCCL start, 5 warm-up calls,
+    # the timing overhead in alternating blocks, 3 timed calls, NCCL's call); bench
+    # 8 B - 256 MiB x auto,nccl ~30-60 s; compare (N = 2, 4, 8 at 64 MiB) ~20 s.
+    # Files in $OUT/timeline: topo.txt, trace-*.{txt,json,svg}, bench-breakdown.{txt,json,svg},
+    # theory-fit.txt, compare.{txt,svg}. Dry run without a GPU:
+    #   TIMELINE_BACKEND=cpu scripts/gpu-dryrun.sh timeline
+    # runs the same commands on the CPU backend, without NCCL, at small sizes (~5 s).
+    TB="${TIMELINE_BACKEND:-cuda}"
+    T="$OUT/timeline"
+    mkdir -p "$T"
+    if [ "$TB" = cuda ]; then
+        NC=(--nccl); BIG=64MiB; SMALL=1MiB; MAXB=256MiB; TOPO=(); CONT=auto,nccl
+    else
+        NC=(); BIG="${TIMELINE_BIG:-1MiB}"; SMALL=64KiB; MAXB=4MiB; TOPO=(--size 16MiB); CONT=auto,ring
+    fi
+    run 45 "$RR" topo --backend "$TB" ${TOPO[@]+"${TOPO[@]}"} > "$T/topo.txt" 2>&1
+    cat "$T/topo.txt"
+    # trace NAME LIMIT_S ARGS...: a timeline of real calls as JSON + SVG, its report in NAME.txt.
+    trace() {
+        local name=$1 t=$2; shift 2
+        run "$t" "$RR" trace --backend "$TB" "$@" --timeline "$T/$name.json" --svg "$T/$name.svg" \
+            > "$T/$name.txt" 2>&1
+        grep -E "^# (ringreduce|note|clock|measurement|  call|  NCCL|order|  rank [0-9]+: wall)|rror|\[exit" "$T/$name.txt"
+    }
+    # The pipelined ring with the overhead measured over more blocks (the issue's
+    # bound: at most 10% slower with timing on, at 64 MiB).
+    trace trace-ring-pipe2-2r-"$BIG" 40 --ranks 2 --size "$BIG" --algo ring:pipe2 ${NC[@]+"${NC[@]}"} \
+        --overhead-blocks 11 --overhead-iters 50
+    trace trace-ring-2r-"$BIG" 40 --ranks 2 --size "$BIG" --algo ring ${NC[@]+"${NC[@]}"}
+    trace trace-oneshot-2r-"$BIG" 40 --ranks 2 --size "$BIG" --algo oneshot ${NC[@]+"${NC[@]}"}
+    trace trace-ps-2r-"$BIG" 40 --ranks 2 --size "$BIG" --algo ps ${NC[@]+"${NC[@]}"}
+    trace trace-ring-2r-"$SMALL" 40 --ranks 2 --size "$SMALL" --algo ring ${NC[@]+"${NC[@]}"}
+    # More ranks than GPUs (NCCL needs one GPU per rank: not on this one).
+    trace trace-ring-pipe2-4r-"$BIG" 30 --ranks 4 --size "$BIG" --algo ring:pipe2
+    run 100 "$RR" bench --backend "$TB" --ranks 2 --algo "$CONT" -b 8 -e "$MAXB" -f 2 -n 10 -w 3 \
+        --breakdown -J "$T/bench-breakdown.json" --plot "$T/bench-breakdown.svg" > "$T/bench-breakdown.txt" 2>&1
+    grep -E "^# (Measured|Where|  call|peer-copy| +[0-9.]+[KMG]?i?B )|rror|\[exit" "$T/bench-breakdown.txt" | head -70
+    run 10 "$RR" theory --from-bench "$T/bench-breakdown.json" --ranks 2,4,8 --size "$BIG" > "$T/theory-fit.txt" 2>&1
+    tail -15 "$T/theory-fit.txt"
+    run 80 "$RR" compare --backend "$TB" --ranks 2,4,8 --size "$BIG" --plot "$T/compare.svg" > "$T/compare.txt" 2>&1
+    grep -vE "^compare: " "$T/compare.txt"
+    ls -la "$T"
+    exit 0
+fi
+
+if [ "$MODE" = processes ]; then
     # Every rank process carries this tag, so the fault cases can check that
     # none is left running.
     export RR_GPU_TAG="mp-$$"
@@ -191,8 +305,8 @@ if [ "$MODE" = multiproc ]; then
     run 40 $L run --backend cuda --size 4MiB --in-place -d half -o avg
     run 40 $L run --backend cuda --size 64KiB --algo oneshot:flag --in-place
     run 40 $L run --backend cuda --count 1003 --algo ring:pipe2 -d int8 -o prod
-    } > "$OUT/multiproc.log" 2>&1
-    grep -E "^###|\[exit|check     :|steady|error" "$OUT/multiproc.log" | tail -30
+    } > "$OUT/processes.log" 2>&1
+    grep -E "^###|\[exit|check     :|steady|error" "$OUT/processes.log" | tail -30
     [ -n "${MP_BENCH_ONLY:-}" ] || {
     # The single-process check's sizes (validate), every path, NCCL initialised per process.
     run 150 $L check -d all -o all --collective all --counts 1,7,262147 --algo auto,ring,ring:pipe4
@@ -268,6 +382,39 @@ PY
     fi
     } > "$OUT/mp-mpirun.log" 2>&1
     tail -30 "$OUT/mp-mpirun.log"
+    if [ -n "${PROC_DIAG:-}" ]; then
+        # (~2 min) Where one process per GPU loses time against
+        # threads. The same call traced in both (rank 0's ops on its GPU's
+        # clock), and the peer-copy ceiling measured in both.
+        L="$RR launch -n 2 --timeout 30 --"
+        for algo in ring ring:pipe2; do
+            run 60 "$RR" trace --backend cuda --ranks 2 --algo $algo --size 64MiB --calls 3 > "$OUT/diag-trace-thr-${algo/:/-}.txt" 2>&1
+            grep -E "^# (  call|  rank 0: wall|order)|^ +0 " "$OUT/diag-trace-thr-${algo/:/-}.txt" | head -30
+            run 60 $L trace --backend cuda --algo $algo --size 64MiB --calls 3 > "$OUT/diag-trace-proc-${algo/:/-}.txt" 2>&1
+            grep -E "# (  call|  rank 0: wall|order)|\] +0 " "$OUT/diag-trace-proc-${algo/:/-}.txt" | head -30
+        done
+        run 90 "$RR" bench --ranks 2 --algo ring -b 256MiB -e 256MiB -n 10 -w 3 --blocks 3 > "$OUT/diag-ceil-thr.log" 2>&1
+        grep -E "ceiling|^ +[0-9]" "$OUT/diag-ceil-thr.log"
+        run 90 $L bench --algo ring -b 256MiB -e 256MiB -n 10 -w 3 --blocks 3 > "$OUT/diag-ceil-proc.log" 2>&1
+        grep -E "ceiling|\] +[0-9]" "$OUT/diag-ceil-proc.log"
+    fi
+    exit 0
+fi
+
+if [ "$MODE" = mpirun ]; then
+    # The same binary under the machine's mpirun (no MPI library
+    # in ringreduce: the ranks come from OMPI_COMM_WORLD_* / PMI_*).
+    MPIRUN="$(command -v mpirun || true)"
+    if [ -z "$MPIRUN" ]; then echo "SKIPPED: no mpirun on PATH"; exit 0; fi
+    echo "mpirun: $MPIRUN"; "$MPIRUN" --version 2>&1 | head -2
+    X=""; "$MPIRUN" --version 2>&1 | grep -q "Open MPI" && X="--allow-run-as-root --oversubscribe -x RINGREDUCE_HOST_MEMORY -x NCCL_NVLS_ENABLE"
+    {
+    run 60 "$MPIRUN" -np 2 $X "$RR" run --backend cuda --size 4MiB --timeout 30
+    run 120 "$MPIRUN" -np 2 $X "$RR" check -d float,half,bfloat16,int32 -o sum,max --collective all --counts 1,7,262147 --algo auto,ring,ring:pipe2,oneshot:flag,ps --timeout 30
+    run 120 "$MPIRUN" -np 2 $X "$RR" bench --algo auto,nccl -b 8 -e 256MiB -f 8 -n 20 -w 5 --blocks 3 --timeout 30 -J "$OUT/mpirun-bench.json"
+    run 60 "$MPIRUN" -np 2 $X -x RINGREDUCE_FAULT=kill:rank=1:call=5 "$RR" run --backend cuda --size 64MiB --iters 50 --timeout 20
+    } > "$OUT/mpirun.log" 2>&1
+    grep -E "^###|\[exit|check     :|PASS|FAIL|rror|^ +[0-9]|Avg|steady" "$OUT/mpirun.log" | tail -60
     exit 0
 fi
 
@@ -313,423 +460,6 @@ if [ "$MODE" = overlap ]; then
     else
         echo "compute-sanitizer not found: memcheck step skipped"
     fi
-    exit 0
-fi
-
-if [ "$MODE" = brief ]; then
-    # A condensed pass over issues 13, 14 and 16 for a session with little
-    # device time left (~5 min expected, bounds add up to more): the
-    # overlapped backward pass, one process per GPU (smoke, check vs NCCL,
-    # threads vs processes bench, two fault cases), and the ring from 1 MiB
-    # to 1 GiB plain and replayed from graphs next to NCCL.
-    OX="${OVERLAP_EXTRA:-}"
-    # shellcheck disable=SC2086
-    run 150 "$RR" overlap --backend "${OVERLAP_BACKEND:-cuda}" --ranks 2 --buckets 8 --kernel fma,mem \
-        --contenders ring,auto,nccl --steps "${OVERLAP_STEPS:-20}" --warmup 2 --bucket-size 4MiB,25MiB $OX \
-        --json "$OUT/overlap-2r.json" --timeline "$OUT/overlap-timeline.json" > "$OUT/overlap.log" 2>&1
-    grep -vE "^note      : env" "$OUT/overlap.log" | tail -50
-    L="$RR launch -n 2 --timeout 30 --"
-    {
-    run 40 $L run --backend cuda --size 4MiB
-    run 40 $L run --backend cuda --size 4MiB --in-place -d half -o avg
-    run 40 $L run --backend cuda --size 64KiB --algo oneshot:flag --in-place
-    run 40 $L run --backend cuda --count 1003 --algo ring:pipe2 -d int8 -o prod
-    run 100 $L check -d float,half,int8,bfloat16 -o sum,avg,max --collective all --counts 1,7,262147 --algo auto,ring,ring:pipe4,oneshot:flag,ps
-    } > "$OUT/multiproc.log" 2>&1
-    grep -E "^###|\[exit|check     :|rows in|FAIL|rror" "$OUT/multiproc.log" | tail -40
-    run 150 "$RR" bench --ranks 2 --algo ring,ring:graph,ring:pipe2:graph,auto,nccl,nccl:graph \
-        -b 1MiB -e 1GiB -f 4 -n 10 -w 3 --blocks 3 --big 256MiB --no-ceiling -J "$OUT/bench-ring-big-2r.json" > "$OUT/bench-ring-big.log" 2>&1
-    grep -vE "^# row" "$OUT/bench-ring-big.log" | grep -vE "^  rank" | tail -60
-    {
-    B="--algo auto,nccl -b 8 -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --no-ceiling"
-    run 90 "$RR" bench --ranks 2 $B -J "$OUT/mp-bench-threads.json"
-    run 90 $L bench $B -J "$OUT/mp-bench-procs.json"
-    } > "$OUT/mp-bench.log" 2>&1
-    grep -E "^###|exit|^ +[0-9]" "$OUT/mp-bench.log" | tail -60
-    {
-    log "fault: rank 1 killed with SIGKILL in its call 5 (after issuing it)"
-    t0=$(date +%s)
-    RINGREDUCE_FAULT=kill:rank=1:call=5 timeout 90 $L run --backend cuda --size 64MiB --iters 50; echo "[exit $? after $(( $(date +%s) - t0 )) s]"
-    log "fault: rank 1 never starts"
-    t0=$(date +%s)
-    RINGREDUCE_FAULT=nostart:rank=1 timeout 90 $L run --backend cuda --size 4MiB; echo "[exit $? after $(( $(date +%s) - t0 )) s]"
-    sleep 1; echo "ringreduce processes left: $(pgrep -c -f "$RR " || true)"
-    } > "$OUT/mp-faults.log" 2>&1
-    tail -30 "$OUT/mp-faults.log"
-    exit 0
-fi
-
-if [ "$MODE" = timeline ]; then
-    # Issue 12, 2 GPUs. Expected GPU time ~2-3 min (each step's bound below; they sum
-    # to 465 s): topo ~10 s; each trace ~5-10 s (engine and NCCL start, 5 warm-up calls,
-    # the timing overhead in alternating blocks, 3 timed calls, NCCL's call); bench
-    # 8 B - 256 MiB x auto,nccl ~30-60 s; compare (N = 2, 4, 8 at 64 MiB) ~20 s.
-    # Files in $OUT/timeline: topo.txt, trace-*.{txt,json,svg}, bench-breakdown.{txt,json,svg},
-    # theory-fit.txt, compare.{txt,svg}. Dry run without a GPU:
-    #   TIMELINE_BACKEND=cpu scripts/gpu-dryrun.sh timeline
-    # runs the same commands on the CPU backend, without NCCL, at small sizes (~5 s).
-    TB="${TIMELINE_BACKEND:-cuda}"
-    T="$OUT/timeline"
-    mkdir -p "$T"
-    if [ "$TB" = cuda ]; then
-        NC=(--nccl); BIG=64MiB; SMALL=1MiB; MAXB=256MiB; TOPO=(); CONT=auto,nccl
-    else
-        NC=(); BIG="${TIMELINE_BIG:-1MiB}"; SMALL=64KiB; MAXB=4MiB; TOPO=(--size 16MiB); CONT=auto,ring
-    fi
-    run 45 "$RR" topo --backend "$TB" ${TOPO[@]+"${TOPO[@]}"} > "$T/topo.txt" 2>&1
-    cat "$T/topo.txt"
-    # trace NAME LIMIT_S ARGS...: a timeline of real calls as JSON + SVG, its report in NAME.txt.
-    trace() {
-        local name=$1 t=$2; shift 2
-        run "$t" "$RR" trace --backend "$TB" "$@" --timeline "$T/$name.json" --svg "$T/$name.svg" \
-            > "$T/$name.txt" 2>&1
-        grep -E "^# (ringreduce|note|clock|measurement|  call|  NCCL|order|  rank [0-9]+: wall)|rror|\[exit" "$T/$name.txt"
-    }
-    # The pipelined ring with the overhead measured over more blocks (the issue's
-    # bound: at most 10% slower with timing on, at 64 MiB).
-    trace trace-ring-pipe2-2r-"$BIG" 40 --ranks 2 --size "$BIG" --algo ring:pipe2 ${NC[@]+"${NC[@]}"} \
-        --overhead-blocks 11 --overhead-iters 50
-    trace trace-ring-2r-"$BIG" 40 --ranks 2 --size "$BIG" --algo ring ${NC[@]+"${NC[@]}"}
-    trace trace-oneshot-2r-"$BIG" 40 --ranks 2 --size "$BIG" --algo oneshot ${NC[@]+"${NC[@]}"}
-    trace trace-ps-2r-"$BIG" 40 --ranks 2 --size "$BIG" --algo ps ${NC[@]+"${NC[@]}"}
-    trace trace-ring-2r-"$SMALL" 40 --ranks 2 --size "$SMALL" --algo ring ${NC[@]+"${NC[@]}"}
-    # More ranks than GPUs (NCCL needs one GPU per rank: not on this one).
-    trace trace-ring-pipe2-4r-"$BIG" 30 --ranks 4 --size "$BIG" --algo ring:pipe2
-    run 100 "$RR" bench --backend "$TB" --ranks 2 --algo "$CONT" -b 8 -e "$MAXB" -f 2 -n 10 -w 3 \
-        --breakdown -J "$T/bench-breakdown.json" --plot "$T/bench-breakdown.svg" > "$T/bench-breakdown.txt" 2>&1
-    grep -E "^# (Measured|Where|  call|peer-copy| +[0-9.]+[KMG]?i?B )|rror|\[exit" "$T/bench-breakdown.txt" | head -70
-    run 10 "$RR" theory --from-bench "$T/bench-breakdown.json" --ranks 2,4,8 --size "$BIG" > "$T/theory-fit.txt" 2>&1
-    tail -15 "$T/theory-fit.txt"
-    run 80 "$RR" compare --backend "$TB" --ranks 2,4,8 --size "$BIG" --plot "$T/compare.svg" > "$T/compare.txt" 2>&1
-    grep -vE "^compare: " "$T/compare.txt"
-    ls -la "$T"
-    exit 0
-fi
-
-if [ "$MODE" = fixes ]; then
-    # Session 4's fixes in one call (~5 min): the GPU tests; the in-place
-    # flag one-shot per type at 1-16 MiB (its slow mode); the timeline's
-    # overhead at 64 MiB and 1 MiB; the small-call A/B against the previous
-    # binary (if staged as ringreduce-old), interleaved three times; and
-    # threads vs processes at 32-128 MiB with 10 and 50 calls per block.
-    gpu_tests 300 30
-    if [ -z "${FIXES_SKIP_TYPES:-}" ]; then
-    run 150 "$RR" bench --ranks 2 --algo auto,nccl -d int32,half,float,bfloat16 -o sum,avg,min \
-        -b 1MiB -e 16MiB -f 2 -n 20 -w 5 --blocks 3 --no-ceiling -J "$OUT/types-flag.json" > "$OUT/types-flag.log" 2>&1
-    grep -E "^# algo|^# *Collective|^ +[0-9]|exit|rror" "$OUT/types-flag.log" | tail -130
-    fi
-    run 60 "$RR" launch -n 2 --timeout 30 -- check -d float,half --collective all --counts 7,262147,9000000 \
-        --algo auto,ring,ring:pipe4,oneshot:flag,ps > "$OUT/mp-check.log" 2>&1
-    grep -E "check     :|rows in|FAIL|rror|\[exit" "$OUT/mp-check.log" | tail -8
-    # Where a small call's host time goes: a CPU profile of 8-byte calls
-    # (the rank threads' driver calls included), new binary and old.
-    if command -v perf > /dev/null 2>&1; then
-        for b in ringreduce ringreduce-old; do
-            [ -x "$D/$b" ] || continue
-            log "perf: $b, 8-byte calls"
-            timeout 60 perf record -F 20000 -g -o "$OUT/perf-$b.data" -- "$D/$b" bench --ranks 2 --algo auto \
-                -b 8 -e 8 -n 20000 -w 200 --blocks 3 --no-ceiling > "$OUT/perf-$b-bench.log" 2>&1
-            grep -E "^ +[0-9]" "$OUT/perf-$b-bench.log"
-            perf report -i "$OUT/perf-$b.data" --stdio --no-children --sort dso,symbol 2>/dev/null \
-                | grep -vE "^$|^#" | grep -E "^ +[0-9]" | head -45 > "$OUT/perf-$b.txt"
-            perf report -i "$OUT/perf-$b.data" --stdio --no-children --sort comm,dso 2>/dev/null \
-                | grep -E "^ +[0-9]" | head -20 >> "$OUT/perf-$b.txt"
-            head -70 "$OUT/perf-$b.txt"
-            rm -f "$OUT/perf-$b.data"
-        done
-    else
-        echo "perf not found: no CPU profile"
-    fi
-    T="$OUT/timeline"; mkdir -p "$T"
-    for spec in "ring:pipe2 64MiB" "ring 64MiB" "oneshot 64MiB" "ps 64MiB" "ring 1MiB"; do
-        set -- $spec
-        run 40 "$RR" trace --backend cuda --ranks 2 --size "$2" --algo "$1" --nccl \
-            --overhead-blocks 11 --overhead-iters 50 \
-            --timeline "$T/trace-$1-$2.json" --svg "$T/trace-$1-$2.svg" > "$T/trace-$1-$2.txt" 2>&1
-        grep -E "^# measurement|rror|\[exit" "$T/trace-$1-$2.txt"
-    done
-    if [ -x "$D/ringreduce-old" ]; then
-        for i in $(seq 1 "${FIXES_AB:-3}"); do
-            for b in ringreduce-old ringreduce; do
-                run 30 "$D/$b" bench --ranks 2 --algo auto -b 8 -e 32KiB -f 4 -n 200 -w 20 --blocks 7 \
-                    --no-ceiling > "$OUT/ab-$b-$i.log" 2>&1
-                grep -E "^ +[0-9]|host" "$OUT/ab-$b-$i.log" | cut -c1-220 | tail -10
-            done
-        done
-    fi
-    L="$RR launch -n 2 --timeout 30 --"
-    {
-    for n in 10 50; do
-        B="--algo auto,nccl -b 32MiB -e 128MiB -f 2 -n $n -w 3 --blocks 3 --no-ceiling"
-        run 60 "$RR" bench --ranks 2 $B -J "$OUT/mp-threads-n$n.json"
-        run 60 $L bench $B -J "$OUT/mp-procs-n$n.json"
-    done
-    } > "$OUT/mp-bench.log" 2>&1
-    grep -E "^###|exit|^ +[0-9]|^\[rank 0\] +[0-9]" "$OUT/mp-bench.log" | tail -40
-    # Only what exists (no perf-* without perf): one archive, few files back.
-    (cd "$OUT" && tar czf fixes.tgz timeline $(ls ./*.json ./ab-*.log ./perf-* 2>/dev/null) \
-        && rm -rf timeline ./*.json ./ab-*.log ./perf-*)
-    exit 0
-fi
-
-if [ "$MODE" = more ]; then
-    # Session 4, second part (~5 min): where a small call's host time goes
-    # (the calling thread's split), new and old binary; the overlapped
-    # backward pass with 100 MiB buckets; reduce-scatter / all-gather vs
-    # NCCL with a plot; half and bfloat16 up to 1 GiB.
-    for b in ringreduce ringreduce-old; do
-        [ -x "$D/$b" ] || continue
-        run 40 "$D/$b" bench --ranks 2 --algo auto -b 8 -e 32KiB -f 4 -n 200 -w 20 --blocks 7 --no-ceiling \
-            > "$OUT/ab-$b.log" 2>&1
-        grep -E "^ +[0-9]|host|calling" "$OUT/ab-$b.log" | cut -c1-330
-    done
-    run 150 "$RR" overlap --backend cuda --ranks 2 --buckets 8 --kernel fma,mem --contenders ring,auto,nccl \
-        --steps 20 --warmup 2 --bucket-size 100MiB --json "$OUT/overlap-100MiB.json" > "$OUT/overlap-100MiB.log" 2>&1
-    grep -vE "^note      : env" "$OUT/overlap-100MiB.log" | tail -45
-    run 200 "$RR" bench --ranks 2 --collective reduce-scatter,all-gather --algo auto,nccl -b 1KiB -e 1GiB -f 4 \
-        -n 20 -w 5 --blocks 3 --no-ceiling -J "$OUT/rsag.json" --plot "$OUT/rsag.svg" > "$OUT/rsag.log" 2>&1
-    grep -E "^# algo|^ +[0-9]|rror|exit" "$OUT/rsag.log" | tail -50
-    run 150 "$RR" bench --ranks 2 -d half,bfloat16 --algo auto,nccl -b 128MiB -e 1GiB -f 2 -n 5 -w 2 --blocks 3 \
-        --no-ceiling -J "$OUT/halfbf16-big.json" > "$OUT/halfbf16-big.log" 2>&1
-    grep -E "^# algo|^ +[0-9]|rror|exit" "$OUT/halfbf16-big.log" | tail -30
-    (cd "$OUT" && tar czf more.tgz ./*.json ./*.svg ./ab-*.log; rm -f ./*.json ./*.svg ./ab-*.log)
-    exit 0
-fi
-
-if [ "$MODE" = small ]; then
-    # Session 5 (~4 min): the GPU tests, then where a small call's host time
-    # goes: this binary, the one before the hot-path change
-    # (ringreduce-base) and the pre-redesign one (ringreduce-old),
-    # interleaved; then small calls one process per GPU against threads.
-    gpu_tests 400 30
-    i=0
-    for b in ${SMALL_AB:-ringreduce ringreduce-base ringreduce-old ringreduce ringreduce-base ringreduce-old}; do
-        [ -x "$D/$b" ] || continue
-        i=$((i + 1))
-        run 60 "$D/$b" bench --ranks 2 --algo auto,nccl -b 8 -e 64KiB -f 4 -n 200 -w 20 --blocks 7 --no-ceiling \
-            > "$OUT/ab-$i-$b.log" 2>&1
-        grep -E "^ +[0-9]|host|calling|hand-off|NCCL through" "$OUT/ab-$i-$b.log" | cut -c1-330
-    done
-    for b in ${SMALL_MP:-ringreduce ringreduce-base}; do
-        [ -x "$D/$b" ] || continue
-        run 90 "$D/$b" launch -n 2 --timeout 30 -- bench --algo auto,nccl -b 8 -e 64KiB -f 4 -n 200 -w 20 --blocks 7 \
-            --no-ceiling > "$OUT/mp-$b.log" 2>&1
-        grep -E "^ +[0-9]|host|calling|hand-off|exit" "$OUT/mp-$b.log" | cut -c1-330
-    done
-    if [ -n "${SMALL_MID:-}" ]; then
-        # The same binaries at 1-64 MiB: auto, the ring paths and NCCL.
-        for b in ringreduce ringreduce-base ringreduce ringreduce-base; do
-            [ -x "$D/$b" ] || continue
-            i=$((i + 1))
-            run 90 "$D/$b" bench --ranks 2 --algo auto,ring,ring:pipe2,nccl -b 1MiB -e 64MiB -f 4 -n 30 -w 5 --blocks 3 \
-                --no-ceiling > "$OUT/ab-$i-$b.log" 2>&1
-            grep -E "^# row" "$OUT/ab-$i-$b.log" | cut -c1-140
-        done
-    fi
-    if [ -n "${SMALL_PATHS:-}" ]; then
-        # Which paths lose speed one process per GPU: the ring (few signals
-        # per call), the pipelined ring (more), the parameter server.
-        P="--algo ring,ring:pipe2,ps -b 4MiB -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --no-ceiling"
-        run 90 "$RR" bench --ranks 2 $P -J "$OUT/paths-threads.json" > "$OUT/mp-paths-threads.log" 2>&1
-        run 90 "$RR" launch -n 2 --timeout 30 -- bench $P -J "$OUT/paths-procs.json" > "$OUT/mp-paths-procs.log" 2>&1
-        thr_vs_proc "$OUT/paths-threads.json" "$OUT/paths-procs.json"
-    fi
-    if [ -n "${SMALL_HALF:-}" ]; then
-        run 150 "$RR" bench --ranks 2 -d half,bfloat16 --algo auto,nccl -b 128MiB -e 512MiB -f 2 -n 5 -w 2 --blocks 3 \
-            -J "$OUT/halfbf16.json" > "$OUT/halfbf16.log" 2>&1
-        grep -E "^# +[0-9]+[MG]iB|rror|exit|ceiling" "$OUT/halfbf16.log" | tail -12
-    fi
-    if [ -n "${SMALL_BF16:-}" ]; then
-        run 150 "$RR" bench --ranks 2 -d bfloat16 --algo auto,nccl -b 1GiB -e 1GiB -n 5 -w 2 --blocks 3 \
-            -J "$OUT/bf16-1GiB.json" > "$OUT/bf16-1GiB.log" 2>&1
-        grep -E "^# algo|^#.*[0-9]x|^ +[0-9]|rror|exit|ceiling" "$OUT/bf16-1GiB.log" | tail -12
-    fi
-    (cd "$OUT" && tar czf small.tgz ./ab-*.log ./mp-*.log ./*.json ./tests.log; rm -f ./ab-*.log ./mp-*.log ./*.json)
-    exit 0
-fi
-
-if [ "$MODE" = smalltypes ]; then
-    # Session 5 (~2 min): every data type at the small sizes, auto vs NCCL,
-    # more calls per cell than the session-3 run; reduce-scatter and
-    # all-gather at 1 MiB traced on the GPU clock.
-    run 240 "$RR" bench --ranks 2 -d all -o sum --algo auto,nccl -b 8 -e 4KiB -f 8 -n 100 -w 10 --blocks 5 --no-ceiling \
-        -J "$OUT/smalltypes.json" > "$OUT/smalltypes.log" 2>&1
-    grep -E "^# +[0-9]+B|^# +[0-9]+KiB|rror|exit" "$OUT/smalltypes.log" | tail -60
-    for c in reduce-scatter all-gather; do
-        run 60 "$RR" trace --backend cuda --ranks 2 --collective $c --algo auto --size 1MiB --calls 3 > "$OUT/trace-$c-1MiB.txt" 2>&1
-        grep -E "^# (  call|  rank [01]: wall|order)|^ +[01] " "$OUT/trace-$c-1MiB.txt" | head -30
-    done
-    (cd "$OUT" && tar czf smalltypes.tgz ./smalltypes.* ./trace-*.txt)
-    exit 0
-fi
-
-if [ "$MODE" = mpirun ]; then
-    # Session 5: the same binary under the machine's mpirun (no MPI library
-    # in ringreduce: the ranks come from OMPI_COMM_WORLD_* / PMI_*).
-    MPIRUN="$(command -v mpirun || true)"
-    if [ -z "$MPIRUN" ]; then echo "SKIPPED: no mpirun on PATH"; exit 0; fi
-    echo "mpirun: $MPIRUN"; "$MPIRUN" --version 2>&1 | head -2
-    X=""; "$MPIRUN" --version 2>&1 | grep -q "Open MPI" && X="--allow-run-as-root --oversubscribe -x RINGREDUCE_HOST_MEMORY -x NCCL_NVLS_ENABLE"
-    {
-    run 60 "$MPIRUN" -np 2 $X "$RR" run --backend cuda --size 4MiB --timeout 30
-    run 120 "$MPIRUN" -np 2 $X "$RR" check -d float,half,bfloat16,int32 -o sum,max --collective all --counts 1,7,262147 --algo auto,ring,ring:pipe2,oneshot:flag,ps --timeout 30
-    run 120 "$MPIRUN" -np 2 $X "$RR" bench --algo auto,nccl -b 8 -e 256MiB -f 8 -n 20 -w 5 --blocks 3 --timeout 30 -J "$OUT/mpirun-bench.json"
-    run 60 "$MPIRUN" -np 2 $X -x RINGREDUCE_FAULT=kill:rank=1:call=5 "$RR" run --backend cuda --size 64MiB --iters 50 --timeout 20
-    } > "$OUT/mpirun.log" 2>&1
-    grep -E "^###|\[exit|check     :|PASS|FAIL|rror|^ +[0-9]|Avg|steady" "$OUT/mpirun.log" | tail -60
-    exit 0
-fi
-
-if [ "$MODE" = mpdiag ]; then
-    # Session 5 (~2 min): where one process per GPU loses time against
-    # threads. The same call traced in both (rank 0's ops on its GPU's
-    # clock), and the peer-copy ceiling measured in both.
-    L="$RR launch -n 2 --timeout 30 --"
-    for algo in ring ring:pipe2; do
-        run 60 "$RR" trace --backend cuda --ranks 2 --algo $algo --size 64MiB --calls 3 > "$OUT/trace-thr-${algo/:/-}.txt" 2>&1
-        grep -E "^# (  call|  rank 0: wall|order)|^ +0 " "$OUT/trace-thr-${algo/:/-}.txt" | head -30
-        run 60 $L trace --backend cuda --algo $algo --size 64MiB --calls 3 > "$OUT/trace-proc-${algo/:/-}.txt" 2>&1
-        grep -E "# (  call|  rank 0: wall|order)|\] +0 " "$OUT/trace-proc-${algo/:/-}.txt" | head -30
-    done
-    run 90 "$RR" bench --ranks 2 --algo ring -b 256MiB -e 256MiB -n 10 -w 3 --blocks 3 > "$OUT/ceil-thr.log" 2>&1
-    grep -E "ceiling|^ +[0-9]" "$OUT/ceil-thr.log"
-    run 90 $L bench --algo ring -b 256MiB -e 256MiB -n 10 -w 3 --blocks 3 > "$OUT/ceil-proc.log" 2>&1
-    grep -E "ceiling|\] +[0-9]" "$OUT/ceil-proc.log"
-    (cd "$OUT" && tar czf mpdiag.tgz ./trace-*.txt ./ceil-*.log)
-    exit 0
-fi
-
-if [ "$MODE" = ringflag ]; then
-    # Session 6 (~6 min): ring:flag, the 2-rank ring with its copies and
-    # reduce on one stream and flag hand-shakes (empty exchange kernels) for
-    # the two waits across GPUs. Correctness first (every type and op, in
-    # and out of place, up to 1 GiB), then against the ring, NCCL and the
-    # graphs, small calls, timelines, and one process per GPU.
-    workdir
-    L="$RR launch -n 2 --timeout 30 --"
-    {
-    run 30 "$RR" run --backend cuda --ranks 2 --size 4MiB --algo ring:flag --iters 20
-    run 30 "$RR" run --backend cuda --ranks 2 --size 4MiB --algo ring:flag --in-place -d half -o avg --iters 20
-    run 240 "$RR" check --ranks 2 -d all -o all --counts 1,7,262147 --algo ring:flag
-    run 120 "$RR" check --ranks 2 -d float,bfloat16 --sizes 64MiB,1GiB+16 --inputs exact --algo ring:flag
-    run 60 $L check -d float,half,int8 -o sum,max --counts 1,7,262147 --algo ring:flag
-    } > "$W/check.log" 2>&1
-    grep -E "^###|\[exit|PASS|FAIL|rror" "$W/check.log" | tail -20
-    run 200 "$RR" bench --ranks 2 --algo ring,ring:pipe2,ring:flag,auto,nccl,ring:graph,ring:flag:graph,nccl:graph \
-        -b 1MiB -e 256MiB -f 4 -n 20 -w 3 --blocks 3 --no-ceiling -J "$W/bench.json" > "$W/bench.log" 2>&1
-    grep -E "^#  *[0-9]+[KMG]?i?B  " "$W/bench.log" | tail -48
-    run 60 "$RR" bench --ranks 2 --algo ring,ring:flag,auto,nccl,ring:flag:graph,nccl:graph -b 8 -e 64KiB -f 8 -n 100 --blocks 5 --no-ceiling > "$W/small.log" 2>&1
-    grep -E "^# row" "$W/small.log" | cut -c1-150
-    for sz in 1MiB 64MiB; do
-        run 60 "$RR" trace --backend cuda --ranks 2 --algo ring:flag --size $sz --calls 3 > "$W/trace-ring-flag-$sz.txt" 2>&1
-        grep -E "^# (  call|  rank 0: wall|order|measurement)|^ +[01] (compute|copy)" "$W/trace-ring-flag-$sz.txt" | head -24
-    done
-    B="--algo ring,ring:flag -b 1MiB -e 64MiB -f 4 -n 30 -w 3 --blocks 3 --no-ceiling"
-    run 90 "$RR" bench --ranks 2 $B -J "$W/thr.json" > "$W/thr.log" 2>&1
-    run 90 $L bench $B -J "$W/proc.json" > "$W/proc.log" 2>&1
-    thr_vs_proc "$W/thr.json" "$W/proc.json"
-    pack ringflag
-    exit 0
-fi
-
-if [ "$MODE" = resident ]; then
-    # Session 7 (~7 min): oneshot:resident, one exchange kernel per GPU that
-    # stays resident and takes each call as a descriptor in host-mapped
-    # memory. The tests first (RESIDENT_TESTS=0 skips them; TESTS picks
-    # some; RESIDENT_TEST_S bounds them), then every type
-    # and op against NCCL in threads and in processes, then small calls
-    # against auto, oneshot:flag (plain and graph-replayed) and NCCL
-    # (RESIDENT_RUNS: the runs' names, default "1 2").
-    workdir
-    [ "${RESIDENT_TESTS:-1}" = 0 ] || gpu_tests "${RESIDENT_TEST_S:-330}" 40
-    L="$RR launch -n 2 --timeout 30 --"
-    {
-    run 30 "$RR" run --backend cuda --ranks 2 --size 64KiB --algo oneshot:resident --iters 50
-    run 30 "$RR" run --backend cuda --ranks 2 --size 4KiB --algo oneshot:resident --in-place -d half -o avg --iters 50
-    run 150 "$RR" check --ranks 2 -d all -o all --counts 1,7,4099,32768 --algo oneshot:resident --timeout 20
-    run 60 $L check -d float,half,int8 -o sum,max --counts 1,7,4099,32768 --algo oneshot:resident --timeout 20
-    } > "$W/check.log" 2>&1
-    grep -E "^###|\[exit|PASS|FAIL|rror" "$W/check.log" | tail -20
-    for i in ${RESIDENT_RUNS:-1 2}; do
-        run 90 "$RR" bench --ranks 2 --algo auto,oneshot:resident,oneshot:flag,nccl,oneshot:flag:graph,nccl:graph \
-            -b 8 -e 256KiB -f 2 -n 200 -w 20 --blocks 5 --no-ceiling --timeout 20 -J "$W/small-$i.json" > "$W/small-$i.log" 2>&1
-        grep -E "^#  *[0-9]+[KMG]?i?B  |host|calling|exit" "$W/small-$i.log" | cut -c1-200 | tail -60
-    done
-    run 90 $L bench --algo auto,oneshot:resident,nccl -b 8 -e 256KiB -f 4 -n 200 -w 20 --blocks 5 --no-ceiling --timeout 20 \
-        -J "$W/small-mp.json" > "$W/small-mp.log" 2>&1
-    grep -E "^#  *[0-9]+[KMG]?i?B  |exit" "$W/small-mp.log" | cut -c1-200 | tail -30
-    pack resident
-    exit 0
-fi
-
-if [ "$MODE" = place ]; then
-    # Session 8 (~6 min): where the ranks sit on 2 GPUs. Round-robin makes
-    # every ring hop cross NVLink; blocks (the default since 643b67d) make
-    # one hop each way cross. Both are given explicitly with --devices. The
-    # same bench in both, ceiling measured; timelines of the ring and the PS
-    # at 1 MiB. PLACE_TESTS=0 skips the tests.
-    workdir
-    [ "${PLACE_TESTS:-1}" = 0 ] || gpu_tests 330 40
-    for n in 4 8; do
-        if [ $n = 4 ]; then BLK=0,0,1,1 RR2=0,1,0,1; else BLK=0,0,0,0,1,1,1,1 RR2=0,1,0,1,0,1,0,1; fi
-        for place in cyclic block; do
-            DEV=(--devices "$RR2"); [ $place = block ] && DEV=(--devices "$BLK")
-            run 150 "$RR" bench --ranks $n "${DEV[@]}" --algo ring,ring:pipe2,ring:pipe4,ps \
-                -b 1MiB -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --timeout 30 -J "$W/bench-${n}r-$place.json" \
-                > "$W/bench-${n}r-$place.log" 2>&1
-            grep -E "^# (Note: link|Backend)|^#  *[0-9]+[KMG]?i?B  |^ +[0-9]+ +[0-9]+ |algo:|ceiling|exit" \
-                "$W/bench-${n}r-$place.log" | cut -c1-170
-        done
-    done
-    for place in cyclic block; do
-        DEV=(--devices 0,1,0,1); [ $place = block ] && DEV=(--devices 0,0,1,1)
-        for algo in ring ps; do
-            run 60 "$RR" trace --backend cuda --ranks 4 "${DEV[@]}" --size 1MiB --algo $algo \
-                --timeline "$W/trace-4r-$place-$algo.json" > "$W/trace-4r-$place-$algo.txt" 2>&1
-            grep -E "^# (note|measurement|  call|  rank [0-9]+: wall)|rror|\[exit" "$W/trace-4r-$place-$algo.txt" | head -20
-        done
-    done
-    pack place
-    exit 0
-fi
-
-if [ "$MODE" = final ]; then
-    # Session 8: every issue-13 target in one run of one binary. FINAL_TESTS=0
-    # skips the tests; FINAL_PARTS picks parts (default "topo two small four eight").
-    workdir
-    [ "${FINAL_TESTS:-1}" = 0 ] || gpu_tests 300 40
-    for part in ${FINAL_PARTS:-topo two small four eight}; do
-        case $part in
-        topo) run 60 "$RR" topo > "$W/topo.txt" 2>&1; tail -12 "$W/topo.txt" ;;
-        two) run 200 "$RR" bench --ranks 2 --algo auto,ring,ring:pipe2,ring:graph,ring:pipe2:graph,nccl,nccl:graph \
-                -b 1MiB -e 1GiB -f 4 -n 10 -w 3 --blocks 3 --big 256MiB --timeout 30 -J "$W/two.json" > "$W/two.log" 2>&1 ;;
-        small) run 120 "$RR" bench --ranks 2 --algo auto,nccl -b 8 -e 64KiB -f 2 -n 200 -w 20 --blocks 5 --no-ceiling \
-                --timeout 30 -J "$W/small.json" > "$W/small.log" 2>&1 ;;
-        four) run 150 "$RR" bench --ranks 4 --algo ring,ring:pipe2,ring:graph,ring:pipe2:graph,ps,ps:graph \
-                -b 1MiB -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --timeout 30 -J "$W/four.json" > "$W/four.log" 2>&1 ;;
-        eight) run 200 "$RR" bench --ranks 8 --algo ring,ring:pipe2,ring:graph,ring:pipe2:graph,ps,ps:graph \
-                -b 1MiB -e 256MiB -f 4 -n 10 -w 3 --blocks 3 --big 64MiB --timeout 30 -J "$W/eight.json" > "$W/eight.log" 2>&1 ;;
-        esac
-        [ -f "$W/$part.log" ] && grep -E "^# (Note: (link|host)|Backend|Peer)|^ +[0-9]+ +[0-9]+ |algo:|rror|exit" \
-            "$W/$part.log" | cut -c1-150
-    done
-    pack final
-    exit 0
-fi
-
-if [ "$MODE" = many ]; then
-    # Session 8: auto's pick for more than 2 ranks, against every path that
-    # runs them. MANY_TESTS=0 skips the tests; MANY_ALGOS, MANY_E, MANY_F
-    # narrow the sweep.
-    workdir
-    [ "${MANY_TESTS:-1}" = 0 ] || gpu_tests 300 40
-    for n in 4 8; do
-        run 240 "$RR" bench --ranks $n --algo "${MANY_ALGOS:-auto,oneshot:fused,oneshot,ps,ring,ring:pipe2}" \
-            -b 8 -e "${MANY_E:-256MiB}" -f "${MANY_F:-4}" \
-            -n 10 -w 3 --blocks 3 --big 16MiB --no-ceiling --timeout 30 -J "$W/many-${n}r.json" > "$W/many-${n}r.log" 2>&1
-        grep -E "^# Backend|^ +[0-9]+ +[0-9]+ |algo:|rror|exit" "$W/many-${n}r.log" | cut -c1-150
-    done
-    pack many
     exit 0
 fi
 
@@ -794,10 +524,5 @@ if [ "$MODE" = comm ]; then
     exit 0
 fi
 
-if [ "$MODE" = tests ]; then
-    # The integration tests alone (their CUDA variants run here), ~3 min.
-    gpu_tests 540 60
-    exit 0
-fi
 
 echo "unknown mode $MODE (bash $0 help lists the modes)"; exit 2

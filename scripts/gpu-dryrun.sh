@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Dry run of a gpu-check.sh mode on a machine without a GPU or NCCL:
-#   scripts/gpu-dryrun.sh multiproc     (OUT defaults to ./gpu-dryrun-out)
+#   scripts/gpu-dryrun.sh processes     (OUT defaults to ./gpu-dryrun-out)
 # A shim in place of the staged binary runs the real one with `cuda` -> `cpu`,
 # `auto,nccl` -> `auto,ring`, large sizes -> 1MiB, and `check ...` -> a `run`
 # (check needs NCCL). It checks that every step of the mode runs, not results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODE="${1:-multiproc}"
+MODE="${1:-processes}"
 REAL="$PWD/target/release/ringreduce"
-# With fault injection: the multiproc mode's fault cases set RINGREDUCE_FAULT.
+# With fault injection: the processes mode's fault cases set RINGREDUCE_FAULT.
 cargo build --release -q --features fault-injection
 D="$(mktemp -d)"
 trap 'rm -rf "$D"' EXIT
