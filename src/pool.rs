@@ -805,19 +805,25 @@ mod tests {
         assert_eq!(p.last_phases().calls, 1);
     }
 
-    #[test]
-    fn a_watch_ends_the_wait_for_a_stuck_thread() {
-        // The rank thread sleeps 30 s (a driver call behind a dead peer);
-        // the watch fires at once: the caller returns the watch's error
-        // after the grace, and the pool is broken.
-        let mut p: RankThreads<u64, ()> = RankThreads::spawn(1, "t", |_, inbox| {
+    /// One rank thread that sleeps the milliseconds it is sent (a driver
+    /// call that takes that long).
+    fn sleeper() -> RankThreads<u64, ()> {
+        RankThreads::spawn(1, "t", |_, inbox| {
             inbox.ready(Ok(()));
             inbox.serve(|ms| {
                 std::thread::sleep(Duration::from_millis(ms));
                 Ok(())
             });
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn a_watch_ends_the_wait_for_a_stuck_thread() {
+        // The rank thread sleeps 30 s (a driver call behind a dead peer);
+        // the watch fires at once: the caller returns the watch's error
+        // after the grace, and the pool is broken.
+        let mut p = sleeper();
         p.run(vec![1]).unwrap();
         p.set_watch(Some(Box::new(|| {
             Some(Error::peer_failed(1, "its process (pid 1) died", ""))
@@ -847,14 +853,7 @@ mod tests {
         // sighting, across rounds, so the caller gets the watch's error
         // about a second after it, not never (issue 32 item 10, seen on
         // an H200).
-        let mut p: RankThreads<u64, ()> = RankThreads::spawn(1, "t", |_, inbox| {
-            inbox.ready(Ok(()));
-            inbox.serve(|ms| {
-                std::thread::sleep(Duration::from_millis(ms));
-                Ok(())
-            });
-        })
-        .unwrap();
+        let mut p = sleeper();
         let dead = Arc::new(AtomicBool::new(false));
         let d = dead.clone();
         p.set_watch(Some(Box::new(move || {
