@@ -107,14 +107,23 @@ pub enum Error {
     NcclRank { rank: usize, message: String },
     #[error("{0} is not supported by the {1} backend")]
     Unsupported(String, &'static str),
+    /// A bounded wait ran out: `what` says what was waited for (text for
+    /// people), `wait` which kind of wait it was (for code).
     #[error("rank {rank}: waited more than {seconds} s for {what}; the collective is stuck (set the limit with RINGREDUCE_TIMEOUT or EngineConfig::timeout)")]
     Timeout {
         rank: usize,
         what: String,
         seconds: f64,
+        wait: WaitKind,
     },
+    /// A wait ended because the run was aborted: `what` says what was
+    /// waited for (text for people), `wait` which kind of wait it was.
     #[error("rank {rank}: aborted while {what}")]
-    Aborted { rank: usize, what: String },
+    Aborted {
+        rank: usize,
+        what: String,
+        wait: WaitKind,
+    },
     #[error("rank {rank}: {message}")]
     Worker { rank: usize, message: String },
     /// Another rank of the call failed (its error, or its process died):
@@ -149,7 +158,40 @@ pub enum Error {
     Closed,
 }
 
+/// Which kind of wait ended in an [`Error::Timeout`] or an
+/// [`Error::Aborted`]: set where the error is made, so that code can tell
+/// the waits apart without reading the text of `what`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WaitKind {
+    /// A host thread waiting for the ranks, a peer's signal, the job's
+    /// store or a rank thread.
+    Host,
+    /// An exchange kernel on a GPU, waiting for its peer's push, gave up
+    /// (its status word said so after a drain): the peer's kernel may still
+    /// run, so the GPUs are drained again and the exchange numbering
+    /// restarts.
+    ExchangeKernel,
+    /// [`Completion::wait`](crate::backend::ordered::Completion::wait): the
+    /// GPU work of a stream-ordered call did not complete in time.
+    Completion,
+}
+
 impl Error {
+    /// The kind of wait of an [`Error::Timeout`] or [`Error::Aborted`]
+    /// (for [`Error::Ranks`], of its root cause, [`Error::root`]); `None`
+    /// for every other error.
+    pub fn wait_kind(&self) -> Option<WaitKind> {
+        match self {
+            Error::Timeout { wait, .. } | Error::Aborted { wait, .. } => Some(*wait),
+            Error::Ranks(_) => match self.root() {
+                Error::Ranks(_) => None,
+                e => e.wait_kind(),
+            },
+            _ => None,
+        }
+    }
+
     /// The rank the error is about, if it names one: the rank that failed
     /// ([`Error::PeerFailed`]: the dead or failed peer, not the rank that
     /// noticed), the rank whose arguments differ ([`Error::Mismatch`]), the
@@ -327,14 +369,17 @@ impl Error {
                 rank,
                 what,
                 seconds,
+                wait,
             } => E::Timeout {
                 rank: *rank,
                 what: what.clone(),
                 seconds: *seconds,
+                wait: *wait,
             },
-            E::Aborted { rank, what } => E::Aborted {
+            E::Aborted { rank, what, wait } => E::Aborted {
                 rank: *rank,
                 what: what.clone(),
+                wait: *wait,
             },
             E::Worker { rank, message } => E::Worker {
                 rank: *rank,
@@ -403,5 +448,38 @@ mod tests {
         // The root of several is the failure, not who noticed it.
         assert!(matches!(errors[3].root(), Error::Worker { rank: 1, .. }));
         assert_eq!(errors[3].rank(), Some(1));
+    }
+
+    /// Regression (issue 26): the kind of a wait is a typed field that
+    /// survives duplication and the steps' rewording, and the text of a
+    /// timeout is what it was.
+    #[test]
+    fn the_kind_of_a_wait_is_typed() {
+        let t = Error::Timeout {
+            rank: 2,
+            what: "the other rank's push in an exchange kernel".into(),
+            seconds: 3.0,
+            wait: WaitKind::ExchangeKernel,
+        };
+        assert_eq!(t.wait_kind(), Some(WaitKind::ExchangeKernel));
+        assert_eq!(t.duplicate().wait_kind(), Some(WaitKind::ExchangeKernel));
+        assert_eq!(
+            t.to_string(),
+            "rank 2: waited more than 3 s for the other rank's push in an exchange kernel; \
+             the collective is stuck (set the limit with RINGREDUCE_TIMEOUT or EngineConfig::timeout)"
+        );
+        let a = Error::Aborted {
+            rank: 0,
+            what: "waiting for the exchange".into(),
+            wait: WaitKind::Host,
+        };
+        assert_eq!(a.wait_kind(), Some(WaitKind::Host));
+        assert_eq!(
+            a.to_string(),
+            "rank 0: aborted while waiting for the exchange"
+        );
+        let both = Error::Ranks(vec![Error::peer_failed(1, "boom", ""), t]);
+        assert_eq!(both.wait_kind(), Some(WaitKind::ExchangeKernel));
+        assert_eq!(Error::ZeroRanks.wait_kind(), None);
     }
 }

@@ -13,7 +13,7 @@
 //! the threads instead of waiting for them forever. If starting a thread
 //! fails, the threads already started are shut down.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WaitKind};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -646,6 +646,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                     rank,
                     what: what.into(),
                     seconds: d.as_secs_f64(),
+                    wait: WaitKind::Host,
                 });
             }
         }

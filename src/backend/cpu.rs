@@ -380,14 +380,17 @@ pub(crate) fn in_step(e: Error, step: &str) -> Error {
             rank,
             what,
             seconds,
+            wait,
         } => Error::Timeout {
             rank,
             what: format!("{what} (at {step})"),
             seconds,
+            wait,
         },
-        Error::Aborted { rank, what } => Error::Aborted {
+        Error::Aborted { rank, what, wait } => Error::Aborted {
             rank,
             what: format!("{what} (at {step})"),
+            wait,
         },
         e => e,
     }
@@ -829,5 +832,36 @@ impl Profiling for CpuBackend {
 
     fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
         Ok(self.mem.take_traffic())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::WaitKind;
+
+    /// Regression (issue 26): naming the step keeps the kind of the wait.
+    #[test]
+    fn naming_the_step_keeps_the_kind_of_the_wait() {
+        let e = in_step(
+            Error::Timeout {
+                rank: 1,
+                what: "rank 0's copy".into(),
+                seconds: 2.0,
+                wait: WaitKind::ExchangeKernel,
+            },
+            "step 3",
+        );
+        assert_eq!(e.wait_kind(), Some(WaitKind::ExchangeKernel));
+        assert!(e.to_string().contains("rank 0's copy (at step 3)"), "{e}");
+        let a = in_step(
+            Error::Aborted {
+                rank: 1,
+                what: "waiting".into(),
+                wait: WaitKind::Completion,
+            },
+            "step 1",
+        );
+        assert_eq!(a.wait_kind(), Some(WaitKind::Completion));
     }
 }

@@ -124,16 +124,16 @@ impl Completion {
     pub fn wait(&self, timeout: Duration) -> Result<()> {
         #[cfg(feature = "cuda")]
         if let Some(e) = &self.event {
-            return e.wait(timeout).map_err(|x| match self.cuda_err(x) {
-                Error::Cuda { rank, message, .. } if message.contains("not complete") => {
-                    Error::Timeout {
-                        rank,
-                        what: "the completion of a stream-ordered call".into(),
-                        seconds: timeout.as_secs_f64(),
-                    }
-                }
-                other => other,
-            });
+            return match e.wait_for(timeout) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(Error::Timeout {
+                    rank: self.rank,
+                    what: "the completion of a stream-ordered call".into(),
+                    seconds: timeout.as_secs_f64(),
+                    wait: crate::error::WaitKind::Completion,
+                }),
+                Err(x) => Err(self.cuda_err(x)),
+            };
         }
         let _ = timeout;
         Ok(())

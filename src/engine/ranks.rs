@@ -25,7 +25,7 @@
 use super::typed::Engine;
 use crate::communicator::{self, HostCall, Slot};
 use crate::element::{Element, ReduceOp};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WaitKind};
 use crate::plan::Collective;
 use crate::sync::AbortHandle;
 use std::any::Any;
@@ -75,10 +75,12 @@ impl Fail {
                 rank: r,
                 what: format!("ranks {missing:?} to join {what}"),
                 seconds: *seconds,
+                wait: WaitKind::Host,
             },
             Fail::Aborted { missing, what } => Error::Aborted {
                 rank: r,
                 what: format!("waiting for ranks {missing:?} to join {what}"),
+                wait: WaitKind::Host,
             },
             Fail::Own { rank, error } if *rank == r => error.duplicate(),
             Fail::Own { rank, error } => Error::peer_failed(
@@ -370,6 +372,7 @@ impl RankHandle {
                             rank: r,
                             what: format!("rank {by} to finish running {what}"),
                             seconds: backstop.as_secs_f64(),
+                            wait: WaitKind::Host,
                         }));
                         sh.cv.notify_all();
                         continue;

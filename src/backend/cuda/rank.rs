@@ -11,7 +11,7 @@ use crate::cuda::{
     Stream, TimingEvent, EXCHANGE_MAX_BLOCKS,
 };
 use crate::element::{DataType, DevOp};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WaitKind};
 use crate::fault::{Fault, FaultPlan};
 use crate::plan::{Collective, Lane, OpKind, Plan, Traffic};
 use crate::sync::SignalBoard;
@@ -313,12 +313,14 @@ impl<'id> Rank<'id> {
                     Error::Aborted {
                         rank: self.rank,
                         what: format!("waiting for {what}"),
+                        wait: WaitKind::ExchangeKernel,
                     }
                 } else {
                     Error::Timeout {
                         rank: self.rank,
                         what,
                         seconds: self.timeout.as_secs_f64(),
+                        wait: WaitKind::ExchangeKernel,
                     }
                 })
             }
@@ -882,14 +884,17 @@ fn in_step(e: Error, step: &str) -> Error {
             rank,
             what,
             seconds,
+            wait,
         } => Error::Timeout {
             rank,
             what: format!("{what} (at {step})"),
             seconds,
+            wait,
         },
-        Error::Aborted { rank, what } => Error::Aborted {
+        Error::Aborted { rank, what, wait } => Error::Aborted {
             rank,
             what: format!("{what} (at {step})"),
+            wait,
         },
         e => e,
     }
