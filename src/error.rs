@@ -142,8 +142,18 @@ pub enum Error {
     /// Several ranks failed in one call; each names its rank.
     #[error("{} ranks failed:\n  {}", .0.len(), .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n  "))]
     Ranks(Vec<Error>),
+    /// A plan that cannot run here: the validator's findings, a plan or
+    /// shape for another number of ranks or element size, a plan that
+    /// names a buffer or signal that does not exist.
     #[error("plan error: {0}")]
     Plan(String),
+    /// A broken internal invariant: a bug in ringreduce, not in the
+    /// caller's plan or arguments (a rank thread's reply of the wrong type,
+    /// a cache entry or handle that should exist and does not). Not fatal
+    /// by itself ([`Error::is_fatal`]): the engine is left as it was.
+    #[error("internal error: {what} (a bug in ringreduce; please report it)")]
+    #[non_exhaustive]
+    Internal { what: String },
     #[error("I/O error on {path}: {source}")]
     Io {
         path: String,
@@ -222,8 +232,22 @@ impl Error {
         match self {
             Error::Poisoned { .. } => true,
             Error::Ranks(v) => v.iter().any(Error::is_fatal),
+            // A bug found before it changed anything: the engine does not
+            // poison itself for it (it poisons itself for what is fatal).
+            Error::Internal { .. } => false,
             _ => false,
         }
+    }
+
+    /// An [`Error::Internal`]: `what` is the invariant that does not hold.
+    pub fn internal(what: impl Into<String>) -> Error {
+        Error::Internal { what: what.into() }
+    }
+
+    /// Whether this is a bug in ringreduce ([`Error::Internal`]; for
+    /// [`Error::Ranks`], its root cause).
+    pub fn is_internal(&self) -> bool {
+        matches!(self.root(), Error::Internal { .. })
     }
 
     /// A `PeerFailed` error for rank `rank`, which failed with `why` (an
@@ -399,6 +423,7 @@ impl Error {
             },
             E::Ranks(v) => E::Ranks(v.iter().map(Error::duplicate).collect()),
             E::Plan(s) => E::Plan(s.clone()),
+            E::Internal { what } => E::Internal { what: what.clone() },
             E::Io { path, source } => E::Io {
                 path: path.clone(),
                 source: std::io::Error::new(source.kind(), source.to_string()),
@@ -481,5 +506,28 @@ mod tests {
         let both = Error::Ranks(vec![Error::peer_failed(1, "boom", ""), t]);
         assert_eq!(both.wait_kind(), Some(WaitKind::ExchangeKernel));
         assert_eq!(Error::ZeroRanks.wait_kind(), None);
+    }
+
+    /// Regression (issue 26): a broken invariant is its own variant, not a
+    /// plan error: it says it is a bug to report, crosses boundaries whole,
+    /// and does not make the engine unusable by itself.
+    #[test]
+    fn a_broken_invariant_is_an_internal_error() {
+        let e = Error::internal("rank 1: call 7 vanished");
+        assert_eq!(
+            e.to_string(),
+            "internal error: rank 1: call 7 vanished (a bug in ringreduce; please report it)"
+        );
+        assert!(e.is_internal() && !e.is_fatal());
+        assert_eq!(e.rank(), None);
+        let d = e.duplicate();
+        assert!(matches!(&d, Error::Internal { what } if what == "rank 1: call 7 vanished"));
+        assert!(Error::Ranks(vec![Error::peer_failed(0, "x", ""), d]).is_internal());
+        let plan = Error::Plan("ring: plan for 4 ranks on 2 ranks".into());
+        assert!(!plan.is_internal() && !plan.is_fatal());
+        assert_eq!(
+            plan.to_string(),
+            "plan error: ring: plan for 4 ranks on 2 ranks"
+        );
     }
 }

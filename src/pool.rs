@@ -404,9 +404,8 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
             });
         }
         if self.pending.is_some() && !deferred {
-            return Err(Error::Plan(
-                "a deferred round's answers must be collected (settle) before the next round"
-                    .into(),
+            return Err(Error::internal(
+                "a deferred round's answers must be collected (settle) before the next round",
             ));
         }
         if n != self.slots.len() {
@@ -784,7 +783,7 @@ mod tests {
         assert!(p.is_pending());
         // A plain round is refused while one is pending: its answers would
         // be lost.
-        assert!(matches!(p.run(vec![0, 0, 0]), Err(Error::Plan(_))));
+        assert!(matches!(p.run(vec![0, 0, 0]), Err(Error::Internal { .. })));
         for k in 2..=8u64 {
             let before = p
                 .run_deferred(vec![k; 3])

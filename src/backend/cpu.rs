@@ -87,8 +87,8 @@ impl Storage {
         match self {
             Storage::Heap(v) => Ok(bytemuck::cast_slice_mut(v)),
             Storage::Shared(m) => Ok(m.bytes_mut()),
-            Storage::Lent(_) => Err(Error::Plan(
-                "a lent slice is read and written only by its call".into(),
+            Storage::Lent(_) => Err(Error::internal(
+                "a lent slice is read and written only by its call",
             )),
         }
     }
@@ -115,7 +115,7 @@ impl Bytes<'_> {
             Bytes::Own(b) => Ok(b),
             Bytes::Lent(g) => g
                 .bytes()
-                .ok_or_else(|| Error::Plan("the caller's slice is no longer lent".into())),
+                .ok_or_else(|| Error::internal("the caller's slice is no longer lent")),
         }
     }
 
@@ -201,7 +201,7 @@ impl CpuMem {
         let m = self
             .ranks
             .get(rank)
-            .ok_or_else(|| Error::Plan(format!("rank {rank} does not exist")))?;
+            .ok_or_else(|| Error::internal(format!("rank {rank} does not exist")))?;
         let map = m.bufs.read().unwrap_or_else(|e| e.into_inner());
         map.get(&id)
             .cloned()
@@ -413,7 +413,7 @@ impl View<'_> {
         let id = self
             .bind
             .get(rank)
-            .ok_or_else(|| Error::Plan(format!("no binding for rank {rank}")))?
+            .ok_or_else(|| Error::internal(format!("no binding for rank {rank}")))?
             .id(region.buf);
         let (w, len) = self.mem.get(rank, id)?;
         let b = self.bytes(region);
@@ -514,7 +514,7 @@ impl Memory for View<'_> {
         let (left, right) = guards.split_at_mut(pd);
         let (dguard, right) = right
             .split_first_mut()
-            .ok_or_else(|| Error::Plan("no destination".into()))?;
+            .ok_or_else(|| Error::internal("no destination"))?;
         let left: Vec<Bytes<'_>> = left.iter_mut().map(|g| open(g)).collect();
         let right: Vec<Bytes<'_>> = right.iter_mut().map(|g| open(g)).collect();
         let left: Vec<&[u8]> = left.iter().map(Bytes::get).collect::<Result<_>>()?;
@@ -577,7 +577,7 @@ impl super::HostSlices for CpuBackend {
     ) -> Result<()> {
         let n = self.info.ranks;
         if recv.len() != n || !(send.len() == n || call.plan.shape.in_place) {
-            return Err(Error::Plan(format!(
+            return Err(Error::internal(format!(
                 "a lent call needs every rank's buffers: {} send and {} receive slices for {n} ranks",
                 send.len(),
                 recv.len()

@@ -65,7 +65,7 @@ pub struct CpuProcessBackend {
 static SEGMENTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn bad_entry(rank: usize, text: &str) -> Error {
-    Error::Plan(format!(
+    Error::internal(format!(
         "rank {rank} published a bad buffer entry {text:?} (expected name, bytes and handle)"
     ))
 }
@@ -246,7 +246,7 @@ impl Backend for CpuProcessBackend {
         }
         let mut g = w.lock().unwrap_or_else(|e| e.into_inner());
         let Storage::Shared(m) = &mut *g else {
-            return Err(Error::Plan("a process rank's buffer on the heap".into()));
+            return Err(Error::internal("a process rank's buffer on the heap"));
         };
         self.mem
             .copy(&mut m.bytes_mut()[offset..offset + data.len()], data);
@@ -266,7 +266,7 @@ impl Backend for CpuProcessBackend {
         }
         let mut g = w.lock().unwrap_or_else(|e| e.into_inner());
         let Storage::Shared(m) = &mut *g else {
-            return Err(Error::Plan("a process rank's buffer on the heap".into()));
+            return Err(Error::internal("a process rank's buffer on the heap"));
         };
         self.mem
             .copy(out, &m.bytes_mut()[offset..offset + out.len()]);

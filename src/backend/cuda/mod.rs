@@ -274,7 +274,7 @@ fn gather<R: 'static>(replies: Vec<Result<Reply>>) -> Result<Vec<R>> {
 fn unerase<R: 'static>(r: Reply) -> Result<R> {
     r.downcast::<R>()
         .map(|b| *b)
-        .map_err(|_| Error::Plan("rank thread replied with the wrong type".into()))
+        .map_err(|_| Error::internal("rank thread replied with the wrong type"))
 }
 
 /// The CUDA backend.
@@ -744,7 +744,7 @@ impl Backend for CudaBackend {
         let data = got
             .into_iter()
             .nth(rank)
-            .ok_or_else(|| Error::Plan(format!("no rank {rank}")))?;
+            .ok_or_else(|| Error::internal(format!("no rank {rank}")))?;
         out.copy_from_slice(&data);
         Ok(())
     }

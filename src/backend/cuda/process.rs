@@ -178,7 +178,7 @@ impl CudaProcessBackend {
         let mut v = self.threads.run(vec![erase(f)])?;
         unerase::<R>(
             v.pop()
-                .ok_or_else(|| Error::Plan("no reply from the rank thread".into()))?,
+                .ok_or_else(|| Error::internal("no reply from the rank thread"))?,
         )
     }
 
