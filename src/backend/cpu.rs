@@ -781,14 +781,14 @@ impl Backend for CpuBackend {
         self.abort.clone()
     }
 
-    fn memory(&self) -> Result<Vec<DeviceMemory>> {
+    fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
         let (free, total) = host_memory().unwrap_or((0, 0));
         Ok(vec![
-            DeviceMemory {
+            Some(DeviceMemory {
                 device: 0,
                 free,
                 total
-            };
+            });
             self.info.ranks
         ])
     }

@@ -342,14 +342,16 @@ impl Backend for CpuProcessBackend {
         self.abort.clone()
     }
 
-    fn memory(&self) -> Result<Vec<DeviceMemory>> {
+    fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
         let (free, total) = super::cpu::host_memory().unwrap_or((0, 0));
-        // Only this rank's own memory counts here; a free of 0 is not checked.
+        // Only this rank's own memory is known (and checked) here.
         Ok((0..self.info.ranks)
-            .map(|r| DeviceMemory {
-                device: r,
-                free: if r == self.me { free } else { 0 },
-                total,
+            .map(|r| {
+                (r == self.me).then_some(DeviceMemory {
+                    device: r,
+                    free,
+                    total,
+                })
             })
             .collect())
     }

@@ -789,7 +789,7 @@ impl Backend for CudaBackend {
         self.abort.clone()
     }
 
-    fn memory(&self) -> Result<Vec<DeviceMemory>> {
+    fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
         let mut seen: HashMap<usize, (u64, u64)> = HashMap::new();
         let mut out = Vec::new();
         for &d in &self.info.rank_to_device {
@@ -807,11 +807,11 @@ impl Backend for CudaBackend {
                     v
                 }
             };
-            out.push(DeviceMemory {
+            out.push(Some(DeviceMemory {
                 device: d,
                 free,
                 total,
-            });
+            }));
         }
         Ok(out)
     }
