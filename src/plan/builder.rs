@@ -25,6 +25,7 @@ impl PlanBuilder {
                 scratch_len: 0,
                 fenced: true,
                 probe: false,
+                checked: Default::default(),
             },
             resident: false,
         }
