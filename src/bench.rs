@@ -373,9 +373,7 @@ pub fn gather_verdict<T: Element>(e: &Engine<T>, v: Verdict) -> Result<Verdict> 
     let all = e.core().gather(&v.encode(), "gathering the verdicts")?;
     let parts = all
         .iter()
-        .map(|b| {
-            Verdict::decode(b).ok_or_else(|| Error::Plan("a process sent a bad verdict".into()))
-        })
+        .map(|b| Verdict::decode(b).ok_or_else(|| Error::internal("a process sent a bad verdict")))
         .collect::<Result<Vec<_>>>()?;
     Ok(Verdict::join(parts))
 }

@@ -107,14 +107,23 @@ pub enum Error {
     NcclRank { rank: usize, message: String },
     #[error("{0} is not supported by the {1} backend")]
     Unsupported(String, &'static str),
+    /// A bounded wait ran out: `what` says what was waited for (text for
+    /// people), `wait` which kind of wait it was (for code).
     #[error("rank {rank}: waited more than {seconds} s for {what}; the collective is stuck (set the limit with RINGREDUCE_TIMEOUT or EngineConfig::timeout)")]
     Timeout {
         rank: usize,
         what: String,
         seconds: f64,
+        wait: WaitKind,
     },
+    /// A wait ended because the run was aborted: `what` says what was
+    /// waited for (text for people), `wait` which kind of wait it was.
     #[error("rank {rank}: aborted while {what}")]
-    Aborted { rank: usize, what: String },
+    Aborted {
+        rank: usize,
+        what: String,
+        wait: WaitKind,
+    },
     #[error("rank {rank}: {message}")]
     Worker { rank: usize, message: String },
     /// Another rank of the call failed (its error, or its process died):
@@ -133,8 +142,18 @@ pub enum Error {
     /// Several ranks failed in one call; each names its rank.
     #[error("{} ranks failed:\n  {}", .0.len(), .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n  "))]
     Ranks(Vec<Error>),
+    /// A plan that cannot run here: the validator's findings, a plan or
+    /// shape for another number of ranks or element size, a plan that
+    /// names a buffer or signal that does not exist.
     #[error("plan error: {0}")]
     Plan(String),
+    /// A broken internal invariant: a bug in ringreduce, not in the
+    /// caller's plan or arguments (a rank thread's reply of the wrong type,
+    /// a cache entry or handle that should exist and does not). Not fatal
+    /// by itself ([`Error::is_fatal`]): the engine is left as it was.
+    #[error("internal error: {what} (a bug in ringreduce; please report it)")]
+    #[non_exhaustive]
+    Internal { what: String },
     #[error("I/O error on {path}: {source}")]
     Io {
         path: String,
@@ -149,7 +168,40 @@ pub enum Error {
     Closed,
 }
 
+/// Which kind of wait ended in an [`Error::Timeout`] or an
+/// [`Error::Aborted`]: set where the error is made, so that code can tell
+/// the waits apart without reading the text of `what`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WaitKind {
+    /// A host thread waiting for the ranks, a peer's signal, the job's
+    /// store or a rank thread.
+    Host,
+    /// An exchange kernel on a GPU, waiting for its peer's push, gave up
+    /// (its status word said so after a drain): the peer's kernel may still
+    /// run, so the GPUs are drained again and the exchange numbering
+    /// restarts.
+    ExchangeKernel,
+    /// [`Completion::wait`](crate::backend::ordered::Completion::wait): the
+    /// GPU work of a stream-ordered call did not complete in time.
+    Completion,
+}
+
 impl Error {
+    /// The kind of wait of an [`Error::Timeout`] or [`Error::Aborted`]
+    /// (for [`Error::Ranks`], of its root cause, [`Error::root`]); `None`
+    /// for every other error.
+    pub fn wait_kind(&self) -> Option<WaitKind> {
+        match self {
+            Error::Timeout { wait, .. } | Error::Aborted { wait, .. } => Some(*wait),
+            Error::Ranks(_) => match self.root() {
+                Error::Ranks(_) => None,
+                e => e.wait_kind(),
+            },
+            _ => None,
+        }
+    }
+
     /// The rank the error is about, if it names one: the rank that failed
     /// ([`Error::PeerFailed`]: the dead or failed peer, not the rank that
     /// noticed), the rank whose arguments differ ([`Error::Mismatch`]), the
@@ -180,8 +232,22 @@ impl Error {
         match self {
             Error::Poisoned { .. } => true,
             Error::Ranks(v) => v.iter().any(Error::is_fatal),
+            // A bug found before it changed anything: the engine does not
+            // poison itself for it (it poisons itself for what is fatal).
+            Error::Internal { .. } => false,
             _ => false,
         }
+    }
+
+    /// An [`Error::Internal`]: `what` is the invariant that does not hold.
+    pub fn internal(what: impl Into<String>) -> Error {
+        Error::Internal { what: what.into() }
+    }
+
+    /// Whether this is a bug in ringreduce ([`Error::Internal`]; for
+    /// [`Error::Ranks`], its root cause).
+    pub fn is_internal(&self) -> bool {
+        matches!(self.root(), Error::Internal { .. })
     }
 
     /// A `PeerFailed` error for rank `rank`, which failed with `why` (an
@@ -327,14 +393,17 @@ impl Error {
                 rank,
                 what,
                 seconds,
+                wait,
             } => E::Timeout {
                 rank: *rank,
                 what: what.clone(),
                 seconds: *seconds,
+                wait: *wait,
             },
-            E::Aborted { rank, what } => E::Aborted {
+            E::Aborted { rank, what, wait } => E::Aborted {
                 rank: *rank,
                 what: what.clone(),
+                wait: *wait,
             },
             E::Worker { rank, message } => E::Worker {
                 rank: *rank,
@@ -354,6 +423,7 @@ impl Error {
             },
             E::Ranks(v) => E::Ranks(v.iter().map(Error::duplicate).collect()),
             E::Plan(s) => E::Plan(s.clone()),
+            E::Internal { what } => E::Internal { what: what.clone() },
             E::Io { path, source } => E::Io {
                 path: path.clone(),
                 source: std::io::Error::new(source.kind(), source.to_string()),
@@ -403,5 +473,61 @@ mod tests {
         // The root of several is the failure, not who noticed it.
         assert!(matches!(errors[3].root(), Error::Worker { rank: 1, .. }));
         assert_eq!(errors[3].rank(), Some(1));
+    }
+
+    /// Regression (issue 26): the kind of a wait is a typed field that
+    /// survives duplication and the steps' rewording, and the text of a
+    /// timeout is what it was.
+    #[test]
+    fn the_kind_of_a_wait_is_typed() {
+        let t = Error::Timeout {
+            rank: 2,
+            what: "the other rank's push in an exchange kernel".into(),
+            seconds: 3.0,
+            wait: WaitKind::ExchangeKernel,
+        };
+        assert_eq!(t.wait_kind(), Some(WaitKind::ExchangeKernel));
+        assert_eq!(t.duplicate().wait_kind(), Some(WaitKind::ExchangeKernel));
+        assert_eq!(
+            t.to_string(),
+            "rank 2: waited more than 3 s for the other rank's push in an exchange kernel; \
+             the collective is stuck (set the limit with RINGREDUCE_TIMEOUT or EngineConfig::timeout)"
+        );
+        let a = Error::Aborted {
+            rank: 0,
+            what: "waiting for the exchange".into(),
+            wait: WaitKind::Host,
+        };
+        assert_eq!(a.wait_kind(), Some(WaitKind::Host));
+        assert_eq!(
+            a.to_string(),
+            "rank 0: aborted while waiting for the exchange"
+        );
+        let both = Error::Ranks(vec![Error::peer_failed(1, "boom", ""), t]);
+        assert_eq!(both.wait_kind(), Some(WaitKind::ExchangeKernel));
+        assert_eq!(Error::ZeroRanks.wait_kind(), None);
+    }
+
+    /// Regression (issue 26): a broken invariant is its own variant, not a
+    /// plan error: it says it is a bug to report, crosses boundaries whole,
+    /// and does not make the engine unusable by itself.
+    #[test]
+    fn a_broken_invariant_is_an_internal_error() {
+        let e = Error::internal("rank 1: call 7 vanished");
+        assert_eq!(
+            e.to_string(),
+            "internal error: rank 1: call 7 vanished (a bug in ringreduce; please report it)"
+        );
+        assert!(e.is_internal() && !e.is_fatal());
+        assert_eq!(e.rank(), None);
+        let d = e.duplicate();
+        assert!(matches!(&d, Error::Internal { what } if what == "rank 1: call 7 vanished"));
+        assert!(Error::Ranks(vec![Error::peer_failed(0, "x", ""), d]).is_internal());
+        let plan = Error::Plan("ring: plan for 4 ranks on 2 ranks".into());
+        assert!(!plan.is_internal() && !plan.is_fatal());
+        assert_eq!(
+            plan.to_string(),
+            "plan error: ring: plan for 4 ranks on 2 ranks"
+        );
     }
 }

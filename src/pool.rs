@@ -13,7 +13,7 @@
 //! the threads instead of waiting for them forever. If starting a thread
 //! fails, the threads already started are shut down.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WaitKind};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -404,9 +404,8 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
             });
         }
         if self.pending.is_some() && !deferred {
-            return Err(Error::Plan(
-                "a deferred round's answers must be collected (settle) before the next round"
-                    .into(),
+            return Err(Error::internal(
+                "a deferred round's answers must be collected (settle) before the next round",
             ));
         }
         if n != self.slots.len() {
@@ -646,6 +645,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
                     rank,
                     what: what.into(),
                     seconds: d.as_secs_f64(),
+                    wait: WaitKind::Host,
                 });
             }
         }
@@ -783,7 +783,7 @@ mod tests {
         assert!(p.is_pending());
         // A plain round is refused while one is pending: its answers would
         // be lost.
-        assert!(matches!(p.run(vec![0, 0, 0]), Err(Error::Plan(_))));
+        assert!(matches!(p.run(vec![0, 0, 0]), Err(Error::Internal { .. })));
         for k in 2..=8u64 {
             let before = p
                 .run_deferred(vec![k; 3])

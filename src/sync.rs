@@ -24,7 +24,7 @@
 //! sticky: the ranks' call numbers no longer agree after it, so every later
 //! wait of the job fails too.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WaitKind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -177,6 +177,7 @@ impl JobFault {
             JobFault::Aborted { why } => Error::Aborted {
                 rank: waiter,
                 what: format!("waiting for {what}: the run was aborted: {why}"),
+                wait: WaitKind::Host,
             },
         }
     }
@@ -343,6 +344,7 @@ impl SignalBoard {
             return Err(Error::Aborted {
                 rank,
                 what: format!("waiting for {}", what()),
+                wait: WaitKind::Host,
             });
         }
         self.job_fault(rank, what)
@@ -386,6 +388,7 @@ impl SignalBoard {
                 return Err(Error::Aborted {
                     rank,
                     what: format!("waiting for {}", what()),
+                    wait: WaitKind::Host,
                 });
             }
             i = i.wrapping_add(1);
@@ -399,6 +402,7 @@ impl SignalBoard {
                         rank,
                         what: what(),
                         seconds: self.timeout.as_secs_f64(),
+                        wait: WaitKind::Host,
                     });
                 }
                 if self.shared.is_some() && checked.elapsed() > Duration::from_millis(20) {
@@ -435,6 +439,7 @@ impl SignalBoard {
                 return Err(Error::Aborted {
                     rank,
                     what: format!("waiting for {}", what()),
+                    wait: WaitKind::Host,
                 });
             }
             i = i.wrapping_add(1);
@@ -446,6 +451,7 @@ impl SignalBoard {
                         rank,
                         what: what(),
                         seconds: self.timeout.as_secs_f64(),
+                        wait: WaitKind::Host,
                     });
                 }
                 std::thread::sleep(Duration::from_micros(20));
@@ -467,6 +473,7 @@ impl SignalBoard {
                     rank,
                     what: what.to_string(),
                     seconds: self.timeout.as_secs_f64(),
+                    wait: WaitKind::Host,
                 };
             }
             let _ = gen;

@@ -121,7 +121,7 @@ pub fn plan(shape: &Shape, slices: usize) -> Plan {
             vec![begin[root]],
             label("own copy", 0, 0),
         );
-        end[root].extend(own);
+        end[root].push(own);
     }
     // arrived[k]: the copy that brought slice k into the current sender.
     let mut arrived: Vec<Option<SignalId>> = vec![None; pieces.len()];
@@ -147,8 +147,8 @@ pub fn plan(shape: &Shape, slices: usize) -> Plan {
                 waits,
                 label("forward", hop, k),
             );
-            arrived[k] = sig;
-            last = sig;
+            arrived[k] = Some(sig);
+            last = Some(sig);
         }
         // The sender's End: its copies read its memory; the receiver's:
         // the copies into it (in order on the sender's copy lane).

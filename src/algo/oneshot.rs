@@ -186,8 +186,8 @@ pub fn plan(shape: &Shape, parity: usize, fenced: bool) -> Plan {
                 waits,
                 note("push"),
             );
-            arrived[r][to] = sig;
-            last_out[r] = sig;
+            arrived[r][to] = Some(sig);
+            last_out[r] = Some(sig);
         }
     }
     for r in 0..n {

@@ -49,7 +49,7 @@ pub fn peer_copy_pair(
             let to = ends[1 - i];
             for (k, part) in parts.iter().enumerate() {
                 let lane = if k == 0 { Lane::Copy } else { Lane::Compute };
-                sig[i].extend(b.copy(
+                sig[i].push(b.copy(
                     r,
                     lane,
                     (r, Region::new(Buf::Send, part.clone())),
@@ -89,7 +89,7 @@ pub fn peer_copy_one_way(
     let begin = b.begin_all();
     let mut done = Vec::new();
     if from < ranks && to < ranks {
-        done.extend(b.copy(
+        done.push(b.copy(
             from,
             Lane::Copy,
             (from, Region::new(Buf::Send, 0..count)),

@@ -54,14 +54,14 @@ pub fn plan(shape: &Shape) -> Plan {
     // Gather: every non-root rank pushes its input to the root.
     let mut gathered: Vec<Option<SignalId>> = vec![None; ranks];
     for r in (0..ranks).filter(|&r| r != ROOT) {
-        gathered[r] = b.copy(
+        gathered[r] = Some(b.copy(
             r,
             Lane::Copy,
             (r, shape.input(r)),
             (ROOT, slot(r)),
             vec![begin[r], begin[ROOT]],
             label("gather"),
-        );
+        ));
     }
     // Reduce on the root: out = input (op) slot(1), then out = out (op) slot(r).
     let mut last = None;
@@ -86,14 +86,14 @@ pub fn plan(shape: &Shape) -> Plan {
     // Broadcast: the root pushes the result into every rank's output.
     let mut sent: Vec<Option<SignalId>> = vec![None; ranks];
     for r in (0..ranks).filter(|&r| r != ROOT) {
-        sent[r] = b.copy(
+        sent[r] = Some(b.copy(
             ROOT,
             Lane::Copy,
             (ROOT, out(ROOT)),
             (r, out(r)),
             last.into_iter().collect(),
             label("broadcast"),
-        );
+        ));
     }
     b.end(ROOT, sent[ranks - 1].into_iter().collect());
     for r in (0..ranks).filter(|&r| r != ROOT) {

@@ -218,8 +218,7 @@ impl Ctx<'_> {
         }
         let sig = self
             .b
-            .copy(r, Lane::Copy, (r, src), (to, dst), waits, label)
-            .unwrap_or(SignalId(usize::MAX));
+            .copy(r, Lane::Copy, (r, src), (to, dst), waits, label);
         self.last_copy[r] = Some(sig);
         sig
     }
@@ -330,7 +329,7 @@ impl Ctx<'_> {
                         ..Label::default()
                     },
                 );
-                self.extra_end[r].extend(sig);
+                self.extra_end[r].push(sig);
             }
         }
         let mut copied: Sigs = vec![vec![Vec::new(); steps]; n];

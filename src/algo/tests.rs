@@ -767,3 +767,38 @@ fn graph_suffix_outside_bench_says_where_it_belongs() {
     let e = super::parse("nonsense:graph").expect_err("nonsense");
     assert!(e.contains("unknown algorithm"), "{e}");
 }
+
+/// Regression (issue 26): the debug validation of a plan was keyed by the
+/// address of its `Arc` in a global set that was never cleared, so a new
+/// plan at the address of a dropped one was never validated. The verdict now
+/// lives in the plan object: a new plan at a reused address is validated,
+/// and so is a changed clone of a validated one.
+#[test]
+fn a_new_plan_at_a_reused_address_is_validated() {
+    let good = Arc::new(ring4());
+    assert!(good.validate_once().is_ok());
+    assert!(good.validate_once().is_ok(), "the verdict is kept");
+    // A broken plan, made before the good one's memory is freed so that
+    // its Arc takes the same block (the allocator reuses a freed block of
+    // the same size at once; the test holds without that, but proves less).
+    let mut broken = ring4();
+    broken.ops[0].clear();
+    let addr = Arc::as_ptr(&good);
+    drop(good);
+    let bad = Arc::new(broken);
+    if Arc::as_ptr(&bad) != addr {
+        eprintln!("note: the allocator did not reuse the address");
+    }
+    assert!(bad.validate_once().is_err(), "a new plan is validated");
+    assert!(bad.validate_once().is_err(), "and stays refused");
+    if cfg!(debug_assertions) {
+        assert!(matches!(checked(&bad), Err(Error::Plan(_))));
+    }
+    // A clone is another object: changed after its original was validated,
+    // it is validated again.
+    let ok = Arc::new(ring4());
+    assert!(ok.validate_once().is_ok());
+    let mut changed = (*ok).clone();
+    changed.ops[1].clear();
+    assert!(changed.validate_once().is_err());
+}

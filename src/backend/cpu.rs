@@ -87,8 +87,8 @@ impl Storage {
         match self {
             Storage::Heap(v) => Ok(bytemuck::cast_slice_mut(v)),
             Storage::Shared(m) => Ok(m.bytes_mut()),
-            Storage::Lent(_) => Err(Error::Plan(
-                "a lent slice is read and written only by its call".into(),
+            Storage::Lent(_) => Err(Error::internal(
+                "a lent slice is read and written only by its call",
             )),
         }
     }
@@ -115,7 +115,7 @@ impl Bytes<'_> {
             Bytes::Own(b) => Ok(b),
             Bytes::Lent(g) => g
                 .bytes()
-                .ok_or_else(|| Error::Plan("the caller's slice is no longer lent".into())),
+                .ok_or_else(|| Error::internal("the caller's slice is no longer lent")),
         }
     }
 
@@ -201,7 +201,7 @@ impl CpuMem {
         let m = self
             .ranks
             .get(rank)
-            .ok_or_else(|| Error::Plan(format!("rank {rank} does not exist")))?;
+            .ok_or_else(|| Error::internal(format!("rank {rank} does not exist")))?;
         let map = m.bufs.read().unwrap_or_else(|e| e.into_inner());
         map.get(&id)
             .cloned()
@@ -380,14 +380,17 @@ pub(crate) fn in_step(e: Error, step: &str) -> Error {
             rank,
             what,
             seconds,
+            wait,
         } => Error::Timeout {
             rank,
             what: format!("{what} (at {step})"),
             seconds,
+            wait,
         },
-        Error::Aborted { rank, what } => Error::Aborted {
+        Error::Aborted { rank, what, wait } => Error::Aborted {
             rank,
             what: format!("{what} (at {step})"),
+            wait,
         },
         e => e,
     }
@@ -410,7 +413,7 @@ impl View<'_> {
         let id = self
             .bind
             .get(rank)
-            .ok_or_else(|| Error::Plan(format!("no binding for rank {rank}")))?
+            .ok_or_else(|| Error::internal(format!("no binding for rank {rank}")))?
             .id(region.buf);
         let (w, len) = self.mem.get(rank, id)?;
         let b = self.bytes(region);
@@ -511,7 +514,7 @@ impl Memory for View<'_> {
         let (left, right) = guards.split_at_mut(pd);
         let (dguard, right) = right
             .split_first_mut()
-            .ok_or_else(|| Error::Plan("no destination".into()))?;
+            .ok_or_else(|| Error::internal("no destination"))?;
         let left: Vec<Bytes<'_>> = left.iter_mut().map(|g| open(g)).collect();
         let right: Vec<Bytes<'_>> = right.iter_mut().map(|g| open(g)).collect();
         let left: Vec<&[u8]> = left.iter().map(Bytes::get).collect::<Result<_>>()?;
@@ -574,7 +577,7 @@ impl super::HostSlices for CpuBackend {
     ) -> Result<()> {
         let n = self.info.ranks;
         if recv.len() != n || !(send.len() == n || call.plan.shape.in_place) {
-            return Err(Error::Plan(format!(
+            return Err(Error::internal(format!(
                 "a lent call needs every rank's buffers: {} send and {} receive slices for {n} ranks",
                 send.len(),
                 recv.len()
@@ -778,14 +781,14 @@ impl Backend for CpuBackend {
         self.abort.clone()
     }
 
-    fn memory(&self) -> Result<Vec<DeviceMemory>> {
+    fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
         let (free, total) = host_memory().unwrap_or((0, 0));
         Ok(vec![
-            DeviceMemory {
+            Some(DeviceMemory {
                 device: 0,
                 free,
                 total
-            };
+            });
             self.info.ranks
         ])
     }
@@ -829,5 +832,36 @@ impl Profiling for CpuBackend {
 
     fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
         Ok(self.mem.take_traffic())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::WaitKind;
+
+    /// Regression (issue 26): naming the step keeps the kind of the wait.
+    #[test]
+    fn naming_the_step_keeps_the_kind_of_the_wait() {
+        let e = in_step(
+            Error::Timeout {
+                rank: 1,
+                what: "rank 0's copy".into(),
+                seconds: 2.0,
+                wait: WaitKind::ExchangeKernel,
+            },
+            "step 3",
+        );
+        assert_eq!(e.wait_kind(), Some(WaitKind::ExchangeKernel));
+        assert!(e.to_string().contains("rank 0's copy (at step 3)"), "{e}");
+        let a = in_step(
+            Error::Aborted {
+                rank: 1,
+                what: "waiting".into(),
+                wait: WaitKind::Completion,
+            },
+            "step 1",
+        );
+        assert_eq!(a.wait_kind(), Some(WaitKind::Completion));
     }
 }

@@ -65,7 +65,7 @@ pub struct CpuProcessBackend {
 static SEGMENTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn bad_entry(rank: usize, text: &str) -> Error {
-    Error::Plan(format!(
+    Error::internal(format!(
         "rank {rank} published a bad buffer entry {text:?} (expected name, bytes and handle)"
     ))
 }
@@ -246,7 +246,7 @@ impl Backend for CpuProcessBackend {
         }
         let mut g = w.lock().unwrap_or_else(|e| e.into_inner());
         let Storage::Shared(m) = &mut *g else {
-            return Err(Error::Plan("a process rank's buffer on the heap".into()));
+            return Err(Error::internal("a process rank's buffer on the heap"));
         };
         self.mem
             .copy(&mut m.bytes_mut()[offset..offset + data.len()], data);
@@ -266,7 +266,7 @@ impl Backend for CpuProcessBackend {
         }
         let mut g = w.lock().unwrap_or_else(|e| e.into_inner());
         let Storage::Shared(m) = &mut *g else {
-            return Err(Error::Plan("a process rank's buffer on the heap".into()));
+            return Err(Error::internal("a process rank's buffer on the heap"));
         };
         self.mem
             .copy(out, &m.bytes_mut()[offset..offset + out.len()]);
@@ -342,14 +342,16 @@ impl Backend for CpuProcessBackend {
         self.abort.clone()
     }
 
-    fn memory(&self) -> Result<Vec<DeviceMemory>> {
+    fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
         let (free, total) = super::cpu::host_memory().unwrap_or((0, 0));
-        // Only this rank's own memory counts here; a free of 0 is not checked.
+        // Only this rank's own memory is known (and checked) here.
         Ok((0..self.info.ranks)
-            .map(|r| DeviceMemory {
-                device: r,
-                free: if r == self.me { free } else { 0 },
-                total,
+            .map(|r| {
+                (r == self.me).then_some(DeviceMemory {
+                    device: r,
+                    free,
+                    total,
+                })
             })
             .collect())
     }

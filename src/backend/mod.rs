@@ -271,8 +271,10 @@ pub trait Backend: Send {
     /// A handle that aborts waits on every rank, from any thread.
     fn abort_handle(&self) -> AbortHandle;
 
-    /// Free and total memory of each rank's device (the host on the CPU).
-    fn memory(&self) -> Result<Vec<DeviceMemory>>;
+    /// Free and total memory of each rank's device (the host on the CPU),
+    /// one entry per rank: `None` for a rank whose device this process does
+    /// not see (another process's rank in a multi-process job).
+    fn memory(&self) -> Result<Vec<Option<DeviceMemory>>>;
 
     /// A round trip to every rank thread that does nothing: the cost of the
     /// caller-to-rank-thread hand-off.

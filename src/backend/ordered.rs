@@ -124,16 +124,16 @@ impl Completion {
     pub fn wait(&self, timeout: Duration) -> Result<()> {
         #[cfg(feature = "cuda")]
         if let Some(e) = &self.event {
-            return e.wait(timeout).map_err(|x| match self.cuda_err(x) {
-                Error::Cuda { rank, message, .. } if message.contains("not complete") => {
-                    Error::Timeout {
-                        rank,
-                        what: "the completion of a stream-ordered call".into(),
-                        seconds: timeout.as_secs_f64(),
-                    }
-                }
-                other => other,
-            });
+            return match e.wait_for(timeout) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(Error::Timeout {
+                    rank: self.rank,
+                    what: "the completion of a stream-ordered call".into(),
+                    seconds: timeout.as_secs_f64(),
+                    wait: crate::error::WaitKind::Completion,
+                }),
+                Err(x) => Err(self.cuda_err(x)),
+            };
         }
         let _ = timeout;
         Ok(())
@@ -406,9 +406,13 @@ pub(crate) fn host_kernel(be: &mut dyn Backend, rank: usize, w: &WorkLaunch) -> 
     })?;
     let views = w.views(rank);
     w.kernel.check_args(&views).map_err(Error::BadArgument)?;
+    // check_args made sure these arguments are buffers.
     let buf = |i: usize| match w.args[i] {
-        WorkArg::Buf { id, offset, .. } => (id, offset),
-        _ => (BufId(u32::MAX), 0),
+        WorkArg::Buf { id, offset, .. } => Ok((id, offset)),
+        _ => Err(Error::internal(format!(
+            "argument {i} of the checked kernel {} is not a buffer",
+            w.kernel.entry()
+        ))),
     };
     let u = |i: usize| match views[i] {
         ArgView::U32(v) => u64::from(v),
@@ -440,13 +444,13 @@ pub(crate) fn host_kernel(be: &mut dyn Backend, rank: usize, w: &WorkLaunch) -> 
                     grad_value(r, b, i as u64, s) as f32
                 };
             }
-            let (id, off) = buf(0);
+            let (id, off) = buf(0)?;
             be.write(rank, id, off, bytemuck::cast_slice(&out))
         }
         Builtin::GradMem => {
             let (passes, a) = (u(4) as usize, f(5));
             let (r, b, s) = (u(6) as u32, u(7) as u32, u(8) as u32);
-            let ((xid, xoff), (yid, yoff)) = (buf(2), buf(3));
+            let ((xid, xoff), (yid, yoff)) = (buf(2)?, buf(3)?);
             let mut x = vec![0f32; passes * n];
             let mut y = vec![0f32; passes * n];
             be.read(rank, xid, xoff, bytemuck::cast_slice_mut(&mut x))?;
@@ -458,12 +462,12 @@ pub(crate) fn host_kernel(be: &mut dyn Backend, rank: usize, w: &WorkLaunch) -> 
             let out: Vec<f32> = (0..n)
                 .map(|i| grad_value(r, b, i as u64, s) as f32)
                 .collect();
-            let (id, off) = buf(0);
+            let (id, off) = buf(0)?;
             be.write(rank, id, off, bytemuck::cast_slice(&out))
         }
         Builtin::GradCheck => {
             let (first, count, b, s) = (u(3) as u32, u(4) as u32, u(5) as u32, u(6) as u32);
-            let (id, off) = buf(0);
+            let (id, off) = buf(0)?;
             let mut got = vec![0f32; n];
             be.read(rank, id, off, bytemuck::cast_slice_mut(&mut got))?;
             let (mut wrong, mut firstbad) = (0u64, u64::MAX);
@@ -474,7 +478,7 @@ pub(crate) fn host_kernel(be: &mut dyn Backend, rank: usize, w: &WorkLaunch) -> 
                 }
             }
             if wrong > 0 {
-                let (cid, coff) = buf(2);
+                let (cid, coff) = buf(2)?;
                 let mut ctr = [0u64; 2];
                 be.read(rank, cid, coff, bytemuck::cast_slice_mut(&mut ctr))?;
                 ctr[0] += wrong;

@@ -208,7 +208,7 @@ fn run_host<T: Element>(
 fn unbox<X: 'static>(p: Payload) -> Result<X> {
     p.downcast::<X>()
         .map(|b| *b)
-        .map_err(|_| Error::Plan("a rank's part of a call has another type".into()))
+        .map_err(|_| Error::internal("a rank's part of a call has another type"))
 }
 
 /// What a barrier reports.
@@ -305,7 +305,7 @@ where
         let first = parts
             .into_iter()
             .next()
-            .ok_or_else(|| Error::Plan("a call of the per-rank style without ranks".into()))?;
+            .ok_or_else(|| Error::internal("a call of the per-rank style without ranks"))?;
         let r = f(slot, first)?;
         Ok((0..n).map(|_| Box::new(r.clone()) as Payload).collect())
     })?;

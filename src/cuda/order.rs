@@ -126,22 +126,34 @@ impl DoneEvent {
     }
 
     /// Wait until [`DoneEvent::query`] says complete, at most `limit`
-    /// (spinning briefly, then napping).
+    /// (spinning briefly, then napping); an error when it is not complete
+    /// by then ([`DoneEvent::wait_for`] tells that apart by type).
     pub fn wait(&self, limit: Duration) -> CuResult<()> {
+        if self.wait_for(limit)? {
+            return Ok(());
+        }
+        Err(err(
+            "cuEventQuery",
+            format!(
+                "the call was not complete after {:.1} s",
+                limit.as_secs_f64()
+            ),
+        ))
+    }
+
+    /// Wait until [`DoneEvent::query`] says complete, at most `limit`
+    /// (spinning briefly, then napping): `Ok(true)` once complete,
+    /// `Ok(false)` when it was not complete within `limit`, an error when
+    /// the driver failed.
+    pub fn wait_for(&self, limit: Duration) -> CuResult<bool> {
         let start = Instant::now();
         let mut i = 0u32;
         loop {
             if self.query()? {
-                return Ok(());
+                return Ok(true);
             }
             if start.elapsed() > limit {
-                return Err(err(
-                    "cuEventQuery",
-                    format!(
-                        "the call was not complete after {:.1} s",
-                        limit.as_secs_f64()
-                    ),
-                ));
+                return Ok(false);
             }
             i = i.wrapping_add(1);
             if i < 200 {

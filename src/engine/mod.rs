@@ -769,7 +769,7 @@ impl Core {
         let mem = self.backend.memory()?;
         let mut need: HashMap<usize, (u64, u64)> = HashMap::new();
         for (r, &b) in bytes.iter().enumerate() {
-            if let Some(m) = mem.get(r) {
+            if let Some(Some(m)) = mem.get(r) {
                 let e = need.entry(m.device).or_insert((0, m.free));
                 e.0 += b as u64;
             }

@@ -25,7 +25,7 @@
 use super::typed::Engine;
 use crate::communicator::{self, HostCall, Slot};
 use crate::element::{Element, ReduceOp};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WaitKind};
 use crate::plan::Collective;
 use crate::sync::AbortHandle;
 use std::any::Any;
@@ -75,10 +75,12 @@ impl Fail {
                 rank: r,
                 what: format!("ranks {missing:?} to join {what}"),
                 seconds: *seconds,
+                wait: WaitKind::Host,
             },
             Fail::Aborted { missing, what } => Error::Aborted {
                 rank: r,
                 what: format!("waiting for ranks {missing:?} to join {what}"),
+                wait: WaitKind::Host,
             },
             Fail::Own { rank, error } if *rank == r => error.duplicate(),
             Fail::Own { rank, error } => Error::peer_failed(
@@ -294,7 +296,7 @@ impl RankHandle {
                             if out.len() == n {
                                 Ok(out)
                             } else {
-                                Err(Error::Plan(format!(
+                                Err(Error::internal(format!(
                                     "the call gave {} results for {n} ranks",
                                     out.len()
                                 )))
@@ -324,7 +326,7 @@ impl RankHandle {
         let backstop = 2 * (sh.timeout + crate::pool::GRACE);
         loop {
             let Some(round) = st.rounds.get_mut(&k) else {
-                return Err(Error::Plan(format!("rank {r}: call {k} vanished")));
+                return Err(Error::internal(format!("rank {r}: call {k} vanished")));
             };
             match &round.phase {
                 Phase::Done(_) | Phase::Failed(_) => return Self::take(&mut st, k, r),
@@ -370,6 +372,7 @@ impl RankHandle {
                             rank: r,
                             what: format!("rank {by} to finish running {what}"),
                             seconds: backstop.as_secs_f64(),
+                            wait: WaitKind::Host,
                         }));
                         sh.cv.notify_all();
                         continue;
@@ -395,16 +398,18 @@ impl RankHandle {
     /// rank took its outcome or was excused.
     fn take(st: &mut State, k: u64, r: usize) -> Result<Payload> {
         let Some(round) = st.rounds.get_mut(&k) else {
-            return Err(Error::Plan(format!("rank {r}: call {k} vanished")));
+            return Err(Error::internal(format!("rank {r}: call {k} vanished")));
         };
         round.taken[r] = true;
         let out = match &mut round.phase {
             Phase::Done(v) => v
                 .get_mut(r)
                 .and_then(Option::take)
-                .ok_or_else(|| Error::Plan(format!("rank {r}: no result of call {k}"))),
+                .ok_or_else(|| Error::internal(format!("rank {r}: no result of call {k}"))),
             Phase::Failed(f) => Err(f.error_for(r)),
-            _ => Err(Error::Plan(format!("rank {r}: call {k} is not finished"))),
+            _ => Err(Error::internal(format!(
+                "rank {r}: call {k} is not finished"
+            ))),
         };
         let next = &st.next;
         st.rounds.retain(|&j, round| {

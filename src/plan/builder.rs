@@ -25,6 +25,7 @@ impl PlanBuilder {
                 scratch_len: 0,
                 fenced: true,
                 probe: false,
+                checked: Default::default(),
             },
             resident: false,
         }
@@ -92,8 +93,30 @@ impl PlanBuilder {
         signal
     }
 
+    /// Append an op to rank `r` that records a new event signal, and
+    /// return that signal.
+    pub fn push_signalled(
+        &mut self,
+        r: usize,
+        lane: Lane,
+        kind: OpKind,
+        waits: Vec<SignalId>,
+        label: Label,
+    ) -> SignalId {
+        let signal = self.new_signal(r, lane, SignalKind::Event);
+        self.plan.ops[r].push(Op {
+            lane,
+            kind,
+            waits,
+            signal: Some(signal),
+            label,
+        });
+        signal
+    }
+
     /// Append a signalled copy-engine copy of `src` on rank `from` into `dst`
-    /// on rank `to`, issued by rank `issuer` (`from`: a push, `to`: a pull).
+    /// on rank `to`, issued by rank `issuer` (`from`: a push, `to`: a pull);
+    /// returns its signal (every copy has one).
     #[allow(clippy::too_many_arguments)]
     pub fn copy(
         &mut self,
@@ -103,13 +126,12 @@ impl PlanBuilder {
         (to, dst): (usize, Region),
         waits: Vec<SignalId>,
         label: Label,
-    ) -> Option<SignalId> {
-        self.push(
+    ) -> SignalId {
+        self.push_signalled(
             issuer,
             lane,
             OpKind::Copy { from, to, src, dst },
             waits,
-            true,
             label,
         )
     }
@@ -185,16 +207,7 @@ impl PlanBuilder {
     /// Add `Begin` to every rank (compute lane); returns their signals.
     pub fn begin_all(&mut self) -> Vec<SignalId> {
         (0..self.plan.shape.ranks)
-            .filter_map(|r| {
-                self.push(
-                    r,
-                    Lane::Compute,
-                    OpKind::Begin,
-                    vec![],
-                    true,
-                    Label::default(),
-                )
-            })
+            .map(|r| self.push_signalled(r, Lane::Compute, OpKind::Begin, vec![], Label::default()))
             .collect()
     }
 
@@ -231,7 +244,7 @@ pub fn local_only(mut b: PlanBuilder, begin: &[SignalId]) -> Plan {
         let mut end = vec![];
         let (input, output) = (shape.input(r), shape.output(r));
         if !shape.in_place && !input.is_empty() && shape.ranks == 1 {
-            end.extend(b.copy(
+            end.push(b.copy(
                 r,
                 Lane::Copy,
                 (r, input),
@@ -251,4 +264,41 @@ pub fn local_only(mut b: PlanBuilder, begin: &[SignalId]) -> Plan {
 /// Convenience: a region of `buf`.
 pub fn region(buf: Buf, range: std::ops::Range<usize>) -> Region {
     Region::new(buf, range)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (issue 26): a copy always records a signal, and the
+    /// builder returns that signal, not an `Option` that a caller had to
+    /// turn into a sentinel id (`SignalId(usize::MAX)`).
+    #[test]
+    fn a_copy_returns_its_own_signal() {
+        let shape = Shape::all_reduce(2, 8, 4, false);
+        let mut b = PlanBuilder::new("t", shape);
+        let begin = b.begin_all();
+        assert_eq!(begin, vec![SignalId(0), SignalId(1)]);
+        let s = b.copy(
+            0,
+            Lane::Copy,
+            (0, shape.input(0)),
+            (1, shape.output(1)),
+            vec![begin[0], begin[1]],
+            Label::default(),
+        );
+        assert_eq!(s, SignalId(2));
+        let plan = b.peek();
+        assert_eq!(plan.ops[0].last().and_then(|op| op.signal), Some(s));
+        assert_eq!(plan.signals[s.0].owner, 0);
+        assert_eq!(plan.signals[s.0].lane, Lane::Copy);
+        b.end(0, vec![s]);
+        b.end(1, vec![s]);
+        let plan = b.finish();
+        assert!(plan
+            .ops
+            .iter()
+            .flatten()
+            .all(|op| op.waits.iter().all(|w| w.0 < plan.signals.len())));
+    }
 }

@@ -439,6 +439,31 @@ pub struct Plan {
     /// Not a collective (a fence, a link probe): the data-flow check, which
     /// checks what the collective promises, does not apply.
     pub probe: bool,
+    /// The validator's verdict on this plan object, once asked
+    /// ([`Plan::validate_once`]).
+    pub(crate) checked: Checked,
+}
+
+/// The validator's verdict on one plan object, kept with it: debug builds
+/// validate each plan object once ([`crate::algo::checked`]), whatever
+/// address it lives at. A clone is another object and starts unchecked.
+#[derive(Default)]
+pub(crate) struct Checked(std::sync::OnceLock<Result<(), String>>);
+
+impl Clone for Checked {
+    fn clone(&self) -> Self {
+        Checked::default()
+    }
+}
+
+impl std::fmt::Debug for Checked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.get() {
+            None => f.write_str("unchecked"),
+            Some(Ok(())) => f.write_str("valid"),
+            Some(Err(_)) => f.write_str("invalid"),
+        }
+    }
 }
 
 /// Bytes moved by one rank in one call, between ranks.
@@ -450,6 +475,12 @@ pub struct Traffic {
 }
 
 impl Plan {
+    /// [`Plan::validate`], run once per plan object: later calls give the
+    /// first verdict again (a clone is validated afresh).
+    pub fn validate_once(&self) -> Result<(), String> {
+        self.checked.0.get_or_init(|| self.validate()).clone()
+    }
+
     pub fn ranks(&self) -> usize {
         self.shape.ranks
     }

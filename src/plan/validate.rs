@@ -289,7 +289,7 @@ impl Plan {
                 self.ops[q]
                     .iter()
                     .position(|o| &o.kind == k)
-                    .map(|i| hb.id((q, i, 0)))
+                    .and_then(|i| hb.id((q, i, 0)))
             };
             let (Some(b), Some(e)) = (find(&OpKind::Begin), find(&OpKind::End)) else {
                 return Err(format!("{}: rank {q} lacks Begin or End", self.name));
@@ -416,6 +416,7 @@ impl Plan {
             scratch_len: plans.iter().map(|p| p.scratch_len).max().unwrap_or(0),
             fenced: false,
             probe: true,
+            checked: Default::default(),
         };
         // The union of the buffers of all shapes.
         for p in plans {
@@ -507,8 +508,9 @@ fn check_effect(e: &Effect<'_>) -> Result<(), String> {
 /// chains.
 struct HappensBefore {
     parts: Vec<PartId>,
-    /// Index of each part in `parts`, per rank and op: first part's index.
-    first: Vec<Vec<usize>>,
+    /// Index of each part in `parts`, per rank and op: first part's index
+    /// (`None` for an op not in the order).
+    first: Vec<Vec<Option<usize>>>,
     /// (chain, sequence number in the chain) per part.
     seat: Vec<(usize, u32)>,
     clocks: Vec<Vec<u32>>,
@@ -518,13 +520,12 @@ impl HappensBefore {
     fn new(plan: &Plan, order: &[PartId]) -> HappensBefore {
         let n = plan.ranks();
         let chains = n * LANES;
-        let mut first: Vec<Vec<usize>> = plan
-            .ops
-            .iter()
-            .map(|ops| vec![usize::MAX; ops.len()])
-            .collect();
-        let mut producer = vec![usize::MAX; plan.signals.len()];
-        let mut last = vec![usize::MAX; chains];
+        let mut first: Vec<Vec<Option<usize>>> =
+            plan.ops.iter().map(|ops| vec![None; ops.len()]).collect();
+        // The part that records each signal, and each chain's last part, so
+        // far in the order.
+        let mut producer: Vec<Option<usize>> = vec![None; plan.signals.len()];
+        let mut last: Vec<Option<usize>> = vec![None; chains];
         let mut next_seq = vec![0u32; chains];
         let mut seat = Vec::with_capacity(order.len());
         let mut clocks: Vec<Vec<u32>> = Vec::with_capacity(order.len());
@@ -534,30 +535,27 @@ impl HappensBefore {
             let chain = r * LANES + op.lane as usize;
             next_seq[chain] += 1;
             let seq = next_seq[chain];
-            let mut vc = if last[chain] == usize::MAX {
-                vec![0u32; chains]
-            } else {
-                clocks[last[chain]].clone()
+            let mut vc = match last[chain] {
+                None => vec![0u32; chains],
+                Some(l) => clocks[l].clone(),
             };
             for w in part.waits {
-                if let Some(&p) = producer.get(w.0) {
-                    if p != usize::MAX {
-                        for (x, y) in vc.iter_mut().zip(&clocks[p]) {
-                            *x = (*x).max(*y);
-                        }
+                if let Some(&Some(p)) = producer.get(w.0) {
+                    for (x, y) in vc.iter_mut().zip(&clocks[p]) {
+                        *x = (*x).max(*y);
                     }
                 }
             }
             vc[chain] = seq;
             clocks.push(vc);
             seat.push((chain, seq));
-            last[chain] = id;
+            last[chain] = Some(id);
             if k == 0 {
-                first[r][i] = id;
+                first[r][i] = Some(id);
             }
             if let Some(s) = part.signal {
                 if let Some(p) = producer.get_mut(s.0) {
-                    *p = id;
+                    *p = Some(id);
                 }
             }
         }
@@ -569,9 +567,9 @@ impl HappensBefore {
         }
     }
 
-    /// Node id of a part.
-    fn id(&self, (r, i, k): PartId) -> usize {
-        self.first[r][i] + k
+    /// Node id of a part (`None` for an op not in the order).
+    fn id(&self, (r, i, k): PartId) -> Option<usize> {
+        self.first[r][i].map(|f| f + k)
     }
 
     /// Whether node `a` happens before (or is) node `b`.
@@ -663,4 +661,29 @@ pub fn execute_symbolic(plan: &Plan, order: &[PartId]) -> Result<SymMem, String>
 
 fn mem_apply<M: Memory<Error = String>>(mem: &mut M, e: &Effect<'_>) -> Result<(), String> {
     interp::apply(mem, e)
+}
+
+#[cfg(test)]
+mod happens_before_tests {
+    use super::*;
+    use crate::plan::builder::{local_only, PlanBuilder};
+    use crate::plan::Shape;
+
+    /// Regression (issue 26): an op that is not (yet) in the order has no
+    /// node id, instead of a sentinel that `id` added to.
+    #[test]
+    fn an_op_outside_the_order_has_no_node() {
+        let shape = Shape::all_reduce(1, 8, 4, false);
+        let mut b = PlanBuilder::new("t", shape);
+        let begin = b.begin_all();
+        let plan = local_only(b, &begin);
+        let order = plan.issue_order().unwrap();
+        let hb = HappensBefore::new(&plan, &order);
+        for (i, _) in plan.ops[0].iter().enumerate() {
+            assert!(hb.id((0, i, 0)).is_some());
+        }
+        let none = HappensBefore::new(&plan, &[]);
+        assert_eq!(none.id((0, 0, 0)), None);
+        assert!(plan.validate().is_ok());
+    }
 }

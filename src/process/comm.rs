@@ -92,7 +92,7 @@ impl<T: Element> Comm<T> {
             .core()
             .job()
             .cloned()
-            .ok_or_else(|| Error::Plan("a process engine without a job".into()))?;
+            .ok_or_else(|| Error::internal("a process engine without a job"))?;
         Ok(Comm {
             engine,
             agree: Agreement::new(job, check),

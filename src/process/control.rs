@@ -16,7 +16,7 @@
 //! segment behind.
 
 use super::ProcId;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WaitKind};
 use crate::sync::{AbortHandle, JobFault, SharedBoard};
 use crate::sys::shm::{Export, Mapping};
 use std::path::Path;
@@ -353,6 +353,7 @@ impl Control {
             return Err(Error::Aborted {
                 rank: self.me,
                 what: format!("waiting for {}", what()),
+                wait: WaitKind::Host,
             });
         }
         if let Some(f) = self.health() {
@@ -384,6 +385,7 @@ impl Control {
                 return Err(Error::Aborted {
                     rank: self.me,
                     what: format!("waiting for {}", what()),
+                    wait: WaitKind::Host,
                 });
             }
             if checked.elapsed() > Duration::from_millis(20) {
@@ -395,6 +397,7 @@ impl Control {
                     rank: self.me,
                     what: what(),
                     seconds: self.timeout.as_secs_f64(),
+                    wait: WaitKind::Host,
                 });
             }
             std::thread::sleep(Duration::from_micros(50));

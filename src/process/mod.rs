@@ -388,13 +388,22 @@ impl Job {
             let _ = std::fs::remove_dir_all(&spec.store);
         }
         joined.map_err(|e| match (e, spec.store_from_parent) {
-            (Error::Timeout { rank, what, seconds }, Some(ppid)) => Error::Timeout {
+            (
+                Error::Timeout {
+                    rank,
+                    what,
+                    seconds,
+                    wait,
+                },
+                Some(ppid),
+            ) => Error::Timeout {
                 rank,
                 what: format!(
                     "{what}; without a launcher's job id the ranks find each other by their parent process (pid {ppid}, store {}), so ranks started under different parents never meet: give every rank the same RINGREDUCE_STORE=<directory>, or start them with `ringreduce launch` or mpirun",
                     spec.store.display()
                 ),
                 seconds,
+                wait,
             },
             (e, _) => e,
         })

@@ -21,7 +21,7 @@
 //! is gone or the run was aborted.
 
 use super::ProcId;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WaitKind};
 use std::fs;
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -398,6 +398,7 @@ impl Store {
                         }
                     ),
                     seconds: timeout.as_secs_f64(),
+                    wait: WaitKind::Host,
                 });
             }
             std::thread::sleep(nap);
@@ -522,6 +523,7 @@ impl Store {
                         }
                     ),
                     seconds: self.timeout.as_secs_f64(),
+                    wait: WaitKind::Host,
                 });
             }
             std::thread::sleep(nap);

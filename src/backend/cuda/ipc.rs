@@ -32,7 +32,7 @@ impl Exported {
 
     pub fn decode(b: &[u8]) -> Result<Exported> {
         if b.len() != Self::LEN {
-            return Err(Error::Plan(format!(
+            return Err(Error::internal(format!(
                 "an IPC buffer record of {} bytes",
                 b.len()
             )));

@@ -40,7 +40,7 @@ use super::{
     GraphBackend, IssueProfile, NcclBackend, NcclCall, OpTime, Profiling, SetupBreakdown,
 };
 use crate::cuda::{self, nccl, CudaError, DriverInfo, HostMapped, PeerBuf, PeerCtx, RemoteEvent};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WaitKind};
 use crate::fault::FaultPlan;
 use crate::pool::{Inbox, RankThreads};
 use crate::sync::{AbortHandle, SignalBoard};
@@ -274,7 +274,7 @@ fn gather<R: 'static>(replies: Vec<Result<Reply>>) -> Result<Vec<R>> {
 fn unerase<R: 'static>(r: Reply) -> Result<R> {
     r.downcast::<R>()
         .map(|b| *b)
-        .map_err(|_| Error::Plan("rank thread replied with the wrong type".into()))
+        .map_err(|_| Error::internal("rank thread replied with the wrong type"))
 }
 
 /// The CUDA backend.
@@ -627,10 +627,13 @@ impl CudaBackend {
     }
 }
 
-/// Whether an error says an exchange kernel gave up waiting (its status).
+/// Whether an error says an exchange kernel gave up waiting (its status):
+/// by the kind of the wait, never by the text.
 fn exchange_gave_up(e: &Error) -> bool {
     match e {
-        Error::Timeout { what, .. } | Error::Aborted { what, .. } => what.contains("exchange"),
+        Error::Timeout { wait, .. } | Error::Aborted { wait, .. } => {
+            *wait == WaitKind::ExchangeKernel
+        }
         Error::Ranks(v) => v.iter().any(exchange_gave_up),
         _ => false,
     }
@@ -741,7 +744,7 @@ impl Backend for CudaBackend {
         let data = got
             .into_iter()
             .nth(rank)
-            .ok_or_else(|| Error::Plan(format!("no rank {rank}")))?;
+            .ok_or_else(|| Error::internal(format!("no rank {rank}")))?;
         out.copy_from_slice(&data);
         Ok(())
     }
@@ -786,7 +789,7 @@ impl Backend for CudaBackend {
         self.abort.clone()
     }
 
-    fn memory(&self) -> Result<Vec<DeviceMemory>> {
+    fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
         let mut seen: HashMap<usize, (u64, u64)> = HashMap::new();
         let mut out = Vec::new();
         for &d in &self.info.rank_to_device {
@@ -804,11 +807,11 @@ impl Backend for CudaBackend {
                     v
                 }
             };
-            out.push(DeviceMemory {
+            out.push(Some(DeviceMemory {
                 device: d,
                 free,
                 total,
-            });
+            }));
         }
         Ok(out)
     }
@@ -947,5 +950,34 @@ mod tests {
         assert!(h.key(&nc(64, true, &bind)).1.is_some(), "in place");
         let other = Arc::new(vec![Binding::DEFAULT; 2]);
         assert!(h.key(&nc(64, false, &other)).1.is_some(), "other buffers");
+    }
+
+    /// Regression (issue 26): an exchange kernel that gave up is told by
+    /// the kind of the wait, not by "exchange" in the text: a host wait
+    /// that names an exchange step is not one, a kernel's wait with any
+    /// text is.
+    #[test]
+    fn an_exchange_that_gave_up_is_known_by_its_kind_not_its_text() {
+        let timeout = |what: &str, wait| Error::Timeout {
+            rank: 1,
+            what: what.into(),
+            seconds: 1.0,
+            wait,
+        };
+        let host = timeout("rank 0's exchange step 2 (at step 3)", WaitKind::Host);
+        assert!(!exchange_gave_up(&host), "{host}");
+        let kernel = timeout("the peer", WaitKind::ExchangeKernel);
+        assert!(exchange_gave_up(&kernel));
+        let aborted = Error::Aborted {
+            rank: 0,
+            what: "waiting for the other rank's push".into(),
+            wait: WaitKind::ExchangeKernel,
+        };
+        assert!(exchange_gave_up(&aborted));
+        assert!(exchange_gave_up(&Error::Ranks(vec![
+            host.duplicate(),
+            kernel.duplicate()
+        ])));
+        assert!(!exchange_gave_up(&Error::Ranks(vec![host])));
     }
 }

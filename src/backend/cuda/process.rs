@@ -178,7 +178,7 @@ impl CudaProcessBackend {
         let mut v = self.threads.run(vec![erase(f)])?;
         unerase::<R>(
             v.pop()
-                .ok_or_else(|| Error::Plan("no reply from the rank thread".into()))?,
+                .ok_or_else(|| Error::internal("no reply from the rank thread"))?,
         )
     }
 
@@ -594,7 +594,7 @@ impl Backend for CudaProcessBackend {
         self.abort.clone()
     }
 
-    fn memory(&self) -> Result<Vec<DeviceMemory>> {
+    fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
         let (free, total) = cuda::with_device(self.device, |ctx| ctx.mem_info())
             .and_then(|r| r)
             .map(|(f, t)| (f as u64, t as u64))
@@ -602,17 +602,14 @@ impl Backend for CudaProcessBackend {
                 call: e.call,
                 message: e.message,
             })?;
-        // Only this rank's device is checked here (a free of 0 is not); the
-        // others get distinct placeholder devices so they add nothing to it.
+        // Only this rank's device is known (and checked) here.
         Ok((0..self.info.ranks)
-            .map(|r| DeviceMemory {
-                device: if r == self.me {
-                    self.device
-                } else {
-                    usize::MAX - r
-                },
-                free: if r == self.me { free } else { 0 },
-                total,
+            .map(|r| {
+                (r == self.me).then_some(DeviceMemory {
+                    device: self.device,
+                    free,
+                    total,
+                })
             })
             .collect())
     }

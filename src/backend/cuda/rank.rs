@@ -11,7 +11,7 @@ use crate::cuda::{
     Stream, TimingEvent, EXCHANGE_MAX_BLOCKS,
 };
 use crate::element::{DataType, DevOp};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WaitKind};
 use crate::fault::{Fault, FaultPlan};
 use crate::plan::{Collective, Lane, OpKind, Plan, Traffic};
 use crate::sync::SignalBoard;
@@ -206,7 +206,7 @@ impl<'id> Rank<'id> {
         let call = take_held(&mut self.held, c.key, c.call, rank)?;
         let Some(board) = self.board.take() else {
             self.held[c.key] = Some(call);
-            return Err(Error::Plan(format!("rank {rank} has no signal board")));
+            return Err(Error::internal(format!("rank {rank} has no signal board")));
         };
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.issue(&call, &board, c.gen, c.call_no)
@@ -252,7 +252,7 @@ impl<'id> Rank<'id> {
         }
         self.kernels
             .get(&(dtype, op))
-            .ok_or_else(|| Error::Plan("kernel cache".into()))
+            .ok_or_else(|| Error::internal("kernel cache"))
     }
 
     /// The exported flag array.
@@ -313,12 +313,14 @@ impl<'id> Rank<'id> {
                     Error::Aborted {
                         rank: self.rank,
                         what: format!("waiting for {what}"),
+                        wait: WaitKind::ExchangeKernel,
                     }
                 } else {
                     Error::Timeout {
                         rank: self.rank,
                         what,
                         seconds: self.timeout.as_secs_f64(),
+                        wait: WaitKind::ExchangeKernel,
                     }
                 })
             }
@@ -376,7 +378,7 @@ impl<'id> Rank<'id> {
         self.bufs
             .get(&id)
             .map(|b| (b.export(), moved))
-            .ok_or_else(|| Error::Plan("buffer vanished".into()))
+            .ok_or_else(|| Error::internal("buffer vanished"))
     }
 
     pub fn release(&mut self, id: BufId) {
@@ -506,7 +508,7 @@ impl<'id> Rank<'id> {
             .bind
             .get(r)
             .copied()
-            .ok_or_else(|| Error::Plan(format!("no binding for rank {r}")))?;
+            .ok_or_else(|| Error::internal(format!("no binding for rank {r}")))?;
         for (i, op) in plan.ops[r].iter().enumerate() {
             let se = self.step_err(plan, i);
             match self.faults.at(r, i, call_no) {
@@ -574,7 +576,7 @@ impl<'id> Rank<'id> {
                 if owner == r {
                     let ev = self
                         .event_of(plan, w.0)
-                        .ok_or_else(|| Error::Plan("event pool too small".into()))?;
+                        .ok_or_else(|| Error::internal("event pool too small"))?;
                     let t = Instant::now();
                     stream.wait_local(ev).map_err(&se)?;
                     p.wait_ns += ns(t);
@@ -588,7 +590,7 @@ impl<'id> Rank<'id> {
                         .remote
                         .get(owner)
                         .and_then(|v| v.get(w.0))
-                        .ok_or_else(|| Error::Plan("remote event missing".into()))?;
+                        .ok_or_else(|| Error::internal("remote event missing"))?;
                     let t = Instant::now();
                     stream.wait(ev).map_err(&se)?;
                     p.wait_ns += ns(t);
@@ -703,11 +705,10 @@ impl<'id> Rank<'id> {
                 }
                 OpKind::Exchange(x) => {
                     let k = &self.kernels[&(call.dtype, lowered.op)].1;
-                    let peer_flags = self
-                        .peers
-                        .flags
-                        .get(x.peer)
-                        .ok_or_else(|| Error::Plan(format!("no flags of rank {}", x.peer)))?;
+                    let peer_flags =
+                        self.peers.flags.get(x.peer).ok_or_else(|| {
+                            Error::internal(format!("no flags of rank {}", x.peer))
+                        })?;
                     stream
                         .exchange(
                             k,
@@ -755,7 +756,7 @@ impl<'id> Rank<'id> {
                 }
                 let ev = self
                     .event_of(plan, s.0)
-                    .ok_or_else(|| Error::Plan("event pool too small".into()))?;
+                    .ok_or_else(|| Error::internal("event pool too small"))?;
                 let t = Instant::now();
                 self.lanes[lane].record(ev).map_err(&se)?;
                 p.record_ns += ns(t);
@@ -806,7 +807,7 @@ pub(super) fn take_held<T>(
     }
     held.get_mut(key)
         .and_then(Option::take)
-        .ok_or_else(|| Error::Plan(format!("rank {rank} does not hold call {key}")))
+        .ok_or_else(|| Error::internal(format!("rank {rank} does not hold call {key}")))
 }
 
 /// What an issue is captured into, if anything.
@@ -846,7 +847,7 @@ impl<'id> Rank<'id> {
             .bind
             .get(self.rank)
             .copied()
-            .ok_or_else(|| Error::Plan(format!("no binding for rank {}", self.rank)))?;
+            .ok_or_else(|| Error::internal(format!("no binding for rank {}", self.rank)))?;
         Ok(kernels::ExchangeOperands {
             dst: (self.buf(bind.id(x.dst.buf))?, x.dst.range.start * elem),
             a: (self.buf(bind.id(x.input.buf))?, x.input.range.start * elem),
@@ -882,14 +883,17 @@ fn in_step(e: Error, step: &str) -> Error {
             rank,
             what,
             seconds,
+            wait,
         } => Error::Timeout {
             rank,
             what: format!("{what} (at {step})"),
             seconds,
+            wait,
         },
-        Error::Aborted { rank, what } => Error::Aborted {
+        Error::Aborted { rank, what, wait } => Error::Aborted {
             rank,
             what: format!("{what} (at {step})"),
+            wait,
         },
         e => e,
     }

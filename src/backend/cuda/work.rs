@@ -77,7 +77,7 @@ impl<'id> Rank<'id> {
     fn work_ref(&self) -> Result<&WorkState<'id>> {
         self.work
             .as_ref()
-            .ok_or_else(|| Error::Plan(format!("rank {}: no work stream", self.rank)))
+            .ok_or_else(|| Error::internal(format!("rank {}: no work stream", self.rank)))
     }
 
     /// Wait (bounded) until the work stream is idle: part of [`Rank::sync`],
@@ -99,7 +99,7 @@ impl<'id> Rank<'id> {
         let w = self
             .work
             .as_mut()
-            .ok_or_else(|| Error::Plan("no work state".into()))?;
+            .ok_or_else(|| Error::internal("no work state"))?;
         if let Some(d) = w.done.iter().find(|d| Arc::strong_count(d) == 1) {
             return Ok(d.clone());
         }
@@ -120,7 +120,7 @@ impl<'id> Rank<'id> {
         let w = self
             .work
             .as_mut()
-            .ok_or_else(|| Error::Plan("no work state".into()))?;
+            .ok_or_else(|| Error::internal("no work state"))?;
         let ev = match w.spare.pop() {
             Some(ev) => ev,
             None => self.ctx.timing_event().map_err(&e)?,
@@ -150,7 +150,7 @@ impl<'id> Rank<'id> {
     fn own_event(&self, id: usize) -> Result<&Event<'id>> {
         self.events
             .get(id)
-            .ok_or_else(|| Error::Plan("event pool too small".into()))
+            .ok_or_else(|| Error::internal("event pool too small"))
     }
 
     /// Record `ev` on rank's caller stream of `after`; false for
@@ -213,7 +213,7 @@ impl<'id> Rank<'id> {
                     .remote
                     .get(s)
                     .and_then(|v| v.get(ready + s))
-                    .ok_or_else(|| Error::Plan("remote event missing".into()))?;
+                    .ok_or_else(|| Error::internal("remote event missing"))?;
                 for lane in &self.lanes {
                     lane.wait(ev).map_err(&e)?;
                 }
@@ -237,7 +237,7 @@ impl<'id> Rank<'id> {
                 .remote
                 .get(s)
                 .and_then(|v| v.get(tail + s))
-                .ok_or_else(|| Error::Plan("remote event missing".into()))?;
+                .ok_or_else(|| Error::internal("remote event missing"))?;
             self.lanes[0].wait(ev).map_err(&e)?;
         }
         let done = self.done_event()?;
@@ -303,7 +303,7 @@ impl<'id> Rank<'id> {
             let k = w
                 .kernels
                 .get(&key)
-                .ok_or_else(|| Error::Plan("work kernel cache".into()))?;
+                .ok_or_else(|| Error::internal("work kernel cache"))?;
             w.stream
                 .launch_work(k, &wl.kernel, grid, wl.block, &args)
                 .map_err(&e)?;
@@ -330,7 +330,7 @@ impl<'id> Rank<'id> {
         let w = self
             .work
             .as_mut()
-            .ok_or_else(|| Error::Plan("no work state".into()))?;
+            .ok_or_else(|| Error::internal("no work state"))?;
         let next = w.gate_seq.wrapping_add(1);
         w.stream.wait_host_word(&w.gate, 0, next).map_err(&e)?;
         w.gate_seq = next;
@@ -345,7 +345,7 @@ impl<'id> Rank<'id> {
         let w = self
             .work
             .as_mut()
-            .ok_or_else(|| Error::Plan("no work state".into()))?;
+            .ok_or_else(|| Error::internal("no work state"))?;
         w.stream.record_timing(&base).map_err(&e)?;
         for (_, _, a, b) in w.spans.drain(..) {
             w.spare.push(a);

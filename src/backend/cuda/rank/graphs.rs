@@ -38,7 +38,7 @@ impl<'id> Rank<'id> {
         let g = self
             .graph
             .as_ref()
-            .ok_or_else(|| Error::Plan(format!("rank {}: no graph captured", self.rank)))?;
+            .ok_or_else(|| Error::internal(format!("rank {}: no graph captured", self.rank)))?;
         self.lanes[0].launch_graph(g).map_err(self.err())
     }
 
@@ -71,7 +71,7 @@ impl<'id> Rank<'id> {
         self.peers
             .handoff
             .get(r)
-            .ok_or_else(|| Error::Plan(format!("no hand-over event of rank {r}")))
+            .ok_or_else(|| Error::internal(format!("no hand-over event of rank {r}")))
     }
 
     /// One joint capture of `calls` across every rank: rank 0 begins a
@@ -202,7 +202,7 @@ impl<'id> Rank<'id> {
                 let g = me
                     .joint
                     .as_ref()
-                    .ok_or_else(|| Error::Plan("rank 0: no joint graph captured".into()))?;
+                    .ok_or_else(|| Error::internal("rank 0: no joint graph captured"))?;
                 me.lanes[0].launch_graph(g).map_err(&e)?;
                 me.lanes[0].record(&me.handoff).map_err(&e)?;
                 jb.publish(0, jgen);

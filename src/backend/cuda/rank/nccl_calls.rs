@@ -35,7 +35,7 @@ impl<'id> Rank<'id> {
             .bind
             .get(rank)
             .copied()
-            .ok_or_else(|| Error::Plan(format!("no binding for rank {rank}")))?;
+            .ok_or_else(|| Error::internal(format!("no binding for rank {rank}")))?;
         let size = c.dtype.size();
         let n = comm.nranks();
         let (send_elems, recv_elems) = match c.collective {

@@ -76,16 +76,16 @@ impl<'id> Rank<'id> {
                 .peers
                 .flags
                 .get(x.peer)
-                .ok_or_else(|| Error::Plan(format!("no flags of rank {}", x.peer)))?;
+                .ok_or_else(|| Error::internal(format!("no flags of rank {}", x.peer)))?;
             let k = &self
                 .kernels
                 .get(&(call.dtype, op))
-                .ok_or_else(|| Error::Plan("kernel cache".into()))?
+                .ok_or_else(|| Error::internal("kernel cache"))?
                 .2;
             let res = self
                 .resident
                 .as_mut()
-                .ok_or_else(|| Error::Plan("resident handle".into()))?;
+                .ok_or_else(|| Error::internal("resident handle"))?;
             res.start(
                 k,
                 tag,
@@ -102,7 +102,7 @@ impl<'id> Rank<'id> {
         let mut res = self
             .resident
             .take()
-            .ok_or_else(|| Error::Plan("resident handle".into()))?;
+            .ok_or_else(|| Error::internal("resident handle"))?;
         let r = self
             .exchange_operands(call, x, scalar)
             .and_then(|ops| res.post(&ops).map_err(&e));
