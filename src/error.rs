@@ -188,6 +188,36 @@ pub enum WaitKind {
 }
 
 impl Error {
+    /// The same error with the plan step it happened at named: a rank
+    /// thread's failure gets the step in front, a wait (timeout, abort)
+    /// gets it after; its kind and rank are kept. Other errors are
+    /// returned as they are.
+    pub(crate) fn in_step(self, step: &str) -> Error {
+        match self {
+            Error::Worker { rank, message } => Error::Worker {
+                rank,
+                message: format!("{step}: {message}"),
+            },
+            Error::Timeout {
+                rank,
+                what,
+                seconds,
+                wait,
+            } => Error::Timeout {
+                rank,
+                what: format!("{what} (at {step})"),
+                seconds,
+                wait,
+            },
+            Error::Aborted { rank, what, wait } => Error::Aborted {
+                rank,
+                what: format!("{what} (at {step})"),
+                wait,
+            },
+            e => e,
+        }
+    }
+
     /// The kind of wait of an [`Error::Timeout`] or [`Error::Aborted`]
     /// (for [`Error::Ranks`], of its root cause, [`Error::root`]); `None`
     /// for every other error.

@@ -346,11 +346,11 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
             for w in part.waits {
                 run.board
                     .wait(w.0, run.gen, r, &|| signal_desc(plan, *w))
-                    .map_err(|e| in_step(e, &at()))?;
+                    .map_err(|e| e.in_step(&at()))?;
             }
             let t0 = Instant::now();
             if let Some(e) = part.effect {
-                interp::apply(&mut view, &e).map_err(|e| in_step(e, &at()))?;
+                interp::apply(&mut view, &e).map_err(|e| e.in_step(&at()))?;
             }
             if run.call.timing {
                 times.push(OpTime {
@@ -367,33 +367,6 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
         }
     }
     Ok(times)
-}
-
-/// Name the step in an error.
-pub(crate) fn in_step(e: Error, step: &str) -> Error {
-    match e {
-        Error::Worker { rank, message } => Error::Worker {
-            rank,
-            message: format!("{step}: {message}"),
-        },
-        Error::Timeout {
-            rank,
-            what,
-            seconds,
-            wait,
-        } => Error::Timeout {
-            rank,
-            what: format!("{what} (at {step})"),
-            seconds,
-            wait,
-        },
-        Error::Aborted { rank, what, wait } => Error::Aborted {
-            rank,
-            what: format!("{what} (at {step})"),
-            wait,
-        },
-        e => e,
-    }
 }
 
 /// A rank thread's view of everyone's buffers for one call.
@@ -843,7 +816,7 @@ mod tests {
     /// Regression (issue 26): naming the step keeps the kind of the wait.
     #[test]
     fn naming_the_step_keeps_the_kind_of_the_wait() {
-        let e = in_step(
+        let e = Error::in_step(
             Error::Timeout {
                 rank: 1,
                 what: "rank 0's copy".into(),
@@ -854,7 +827,7 @@ mod tests {
         );
         assert_eq!(e.wait_kind(), Some(WaitKind::ExchangeKernel));
         assert!(e.to_string().contains("rank 0's copy (at step 3)"), "{e}");
-        let a = in_step(
+        let a = Error::in_step(
             Error::Aborted {
                 rank: 1,
                 what: "waiting".into(),

@@ -584,7 +584,7 @@ impl<'id> Rank<'id> {
                     let t = Instant::now();
                     board
                         .wait(w.0, gen, r, &|| signal_desc(plan, *w))
-                        .map_err(|e| in_step(e, &op_desc(plan, r, i)))?;
+                        .map_err(|e| e.in_step(&op_desc(plan, r, i)))?;
                     p.peer_ns += ns(t);
                     let ev = self
                         .remote
@@ -602,7 +602,7 @@ impl<'id> Rank<'id> {
                 (true, false) => {
                     let a = self
                         .timing_event()
-                        .map_err(|e| in_step(e, &op_desc(plan, r, i)))?;
+                        .map_err(|e| e.in_step(&op_desc(plan, r, i)))?;
                     self.lanes[lane].record_timing(&a).map_err(&se)?;
                     tc.events.push(a);
                     tc.starts.truncate(t0);
@@ -614,7 +614,7 @@ impl<'id> Rank<'id> {
                 if x.resident {
                     let t = Instant::now();
                     self.post_resident(call, x, !op.waits.is_empty(), lowered.op, lowered.scalar)
-                        .map_err(|e| in_step(e, &op_desc(plan, r, i)))?;
+                        .map_err(|e| e.in_step(&op_desc(plan, r, i)))?;
                     if count {
                         moved(&mut self.traffic, r, x.peer, x.input.len() * elem);
                     }
@@ -737,7 +737,7 @@ impl<'id> Rank<'id> {
                 } else {
                     let b = self
                         .timing_event()
-                        .map_err(|e| in_step(e, &op_desc(plan, r, i)))?;
+                        .map_err(|e| e.in_step(&op_desc(plan, r, i)))?;
                     self.lanes[lane].record_timing(&b).map_err(&se)?;
                     tc.events.push(b);
                     tc.events.len() - 1
@@ -870,33 +870,6 @@ impl<'id> Rank<'id> {
 /// The reduce kernels' flag bits of a step.
 fn step_flags(s: &crate::plan::ReduceStep) -> u64 {
     u64::from(s.pre_a) | (u64::from(s.pre_b) << 1) | (u64::from(s.post) << 2)
-}
-
-/// Name the step in a wait error.
-fn in_step(e: Error, step: &str) -> Error {
-    match e {
-        Error::Worker { rank, message } => Error::Worker {
-            rank,
-            message: format!("{step}: {message}"),
-        },
-        Error::Timeout {
-            rank,
-            what,
-            seconds,
-            wait,
-        } => Error::Timeout {
-            rank,
-            what: format!("{what} (at {step})"),
-            seconds,
-            wait,
-        },
-        Error::Aborted { rank, what, wait } => Error::Aborted {
-            rank,
-            what: format!("{what} (at {step})"),
-            wait,
-        },
-        e => e,
-    }
 }
 
 #[allow(dead_code)]
