@@ -16,6 +16,18 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
+/// `--algo`'s help: every path of the algorithm registry.
+fn algo_help() -> String {
+    format!(
+        "Contenders, comma-separated: auto (the engine's choice by size), any path ({}), nccl, \
+         and any of them with :graph (captured into CUDA graphs, 2 calls per graph). Default: \
+         auto,nccl on GPUs; auto alone on the CPU backend (which has no NCCL) or where the NCCL \
+         library is not found, with a note saying so (with --nccl-lib, NCCL is always a \
+         contender).",
+        super::path_list(&[])
+    )
+}
+
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
     #[command(flatten)]
@@ -45,13 +57,8 @@ pub struct BenchArgs {
     /// Check results (1) or not (0), as in nccl-tests.
     #[arg(short = 'c', long, default_value_t = 1)]
     pub check: u8,
-    /// Contenders, comma-separated: auto (the engine's choice by size), any
-    /// path (ring, ring:pipeK, oneshot:flag, ...), nccl, and any of them with
-    /// :graph (captured into CUDA graphs, 2 calls per graph). Default:
-    /// auto,nccl on GPUs; auto alone on the CPU backend (which has no NCCL)
-    /// or where the NCCL library is not found, with a note saying so (with
-    /// --nccl-lib, NCCL is always a contender).
-    #[arg(long)]
+    // Contenders: every path of the algorithm registry, in the help.
+    #[arg(long, help = algo_help())]
     pub algo: Option<String>,
     /// Write all numbers as JSON: a path ending in .json, or a device, FIFO
     /// or /dev/stdout.

@@ -34,15 +34,22 @@ pub struct RunArgs {
     /// order) or exact (small integers: bitwise check).
     #[arg(long, default_value = "random")]
     pub inputs: String,
-    /// Algorithm: ring (the default: the path this tool teaches),
-    /// ring:naive, ring:pipeK, oneshot, oneshot:fused, oneshot:flag, ps, or
-    /// auto (the engine's choice by size). With RINGREDUCE_ALGO set and no
-    /// --algo, the variable's path runs (as auto, which it forces).
-    #[arg(long)]
+    // Every path of the algorithm registry, in the help.
+    #[arg(long, help = algo_help())]
     pub algo: Option<String>,
     /// Timed repetitions for the steady-state median.
     #[arg(long, default_value_t = 10)]
     pub iters: usize,
+}
+
+/// `--algo`'s help: every path of the algorithm registry.
+pub fn algo_help() -> String {
+    format!(
+        "Algorithm: ring (the default: the path this tool teaches), {}, or auto (the engine's \
+         choice by size). With RINGREDUCE_ALGO set and no --algo, the variable's path runs (as \
+         auto, which it forces).",
+        super::path_list(&["ring"])
+    )
 }
 
 /// Host bytes a checked call of `shape` needs: inputs, their copy in the
@@ -299,5 +306,48 @@ fn run_typed<T: Element>(
             ))?;
         }
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `run --help` names every registered path the command line's
+    /// collectives run (issue 26: it listed 7 of 9), and so do the other
+    /// commands' `--algo` helps.
+    #[test]
+    fn help_names_every_path() {
+        use clap::Args;
+        let names = crate::cli::path_names();
+        for name in [
+            "ring",
+            "ring:naive",
+            "ring:pipeK",
+            "oneshot",
+            "oneshot:fused",
+            "oneshot:flag",
+            "oneshot:resident",
+            "ring:flag",
+            "ps",
+        ] {
+            assert!(names.contains(&name), "{name} not in {names:?}");
+        }
+        assert_eq!(names.len(), 9, "{names:?}");
+        let helps = [
+            RunArgs::augment_args(clap::Command::new("run")).render_long_help(),
+            crate::cli::trace::TraceArgs::augment_args(clap::Command::new("trace"))
+                .render_long_help(),
+            crate::cli::check::CheckArgs::augment_args(clap::Command::new("check"))
+                .render_long_help(),
+            crate::cli::bench::BenchArgs::augment_args(clap::Command::new("bench"))
+                .render_long_help(),
+        ];
+        for help in helps {
+            let help = help.to_string();
+            for name in &names {
+                assert!(help.contains(name), "--help lacks {name}: {help}");
+            }
+        }
     }
 }

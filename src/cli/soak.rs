@@ -38,23 +38,31 @@ pub struct SoakArgs {
     /// Largest buffer per rank.
     #[arg(long, default_value = "1MiB", allow_hyphen_values = true)]
     pub max_size: String,
-    /// Paths to draw from besides auto, comma-separated, or all.
-    #[arg(long, default_value = "all")]
+    // Paths to draw from besides auto: the registry's, in the help.
+    #[arg(long, default_value = "all", help = soak_algo_help())]
     pub algo: String,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
 
-const PATHS: [&str; 8] = [
-    "ring",
-    "ring:naive",
-    "ring:pipe3",
-    "oneshot",
-    "oneshot:fused",
-    "oneshot:flag",
-    "oneshot:resident",
-    "ps",
-];
+fn soak_algo_help() -> String {
+    format!(
+        "Paths to draw from besides auto, comma-separated, or all ({})",
+        super::path_list(&[])
+    )
+}
+
+/// The paths `--algo` names: a list, or all of the algorithm registry's.
+fn paths_of(algo: &str) -> Result<Vec<AlgoChoice>> {
+    if algo.trim().eq_ignore_ascii_case("all") {
+        return Ok(super::all_paths());
+    }
+    crate::words::list_items(algo)
+        .map_err(|e| Error::BadArgument(format!("--algo: {e}")))?
+        .into_iter()
+        .map(|p| p.parse().map_err(Error::BadArgument))
+        .collect()
+}
 
 struct Stats {
     times: Vec<(f64, String)>,
@@ -83,18 +91,7 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
             a.seconds
         )));
     }
-    let paths: Vec<AlgoChoice> = if a.algo.trim().eq_ignore_ascii_case("all") {
-        PATHS
-            .iter()
-            .map(|p| p.parse().map_err(Error::BadArgument))
-            .collect::<Result<_>>()?
-    } else {
-        crate::words::list_items(&a.algo)
-            .map_err(|e| Error::BadArgument(format!("--algo: {e}")))?
-            .into_iter()
-            .map(|p| p.parse().map_err(Error::BadArgument))
-            .collect::<Result<_>>()?
-    };
+    let paths = paths_of(&a.algo)?;
     let gpus = crate::cli::cuda::gpus().ok();
     // One process per rank: the job's size is the only rank count, and the
     // ranks decide together when to stop (they must make the same calls).
@@ -330,5 +327,48 @@ fn report(s: &Stats, elapsed: Duration) -> Result<bool> {
             s.calls
         ))?;
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algo::{self, REGISTRY};
+
+    /// `--algo all` is every registered path a collective of the command
+    /// line runs (issue 26: `ring:flag` was missing from a hand-written list).
+    #[test]
+    fn all_is_every_registered_path() {
+        let all: Vec<String> = paths_of("all").unwrap().iter().map(|c| c.name()).collect();
+        for e in REGISTRY {
+            for name in e.names {
+                let a = algo::example(name).unwrap_or_else(|| panic!("{name} does not parse"));
+                let runs = Collective::ALL.iter().any(|&c| algo::runs(a.as_ref(), c));
+                assert_eq!(all.contains(&a.name()), runs, "{name} in {all:?}");
+            }
+        }
+        for name in ["ring", "ring:pipe3", "ring:flag", "oneshot:resident", "ps"] {
+            assert!(all.iter().any(|n| n == name), "{name} in {all:?}");
+        }
+        // Only the broadcast's paths are left out.
+        assert_eq!(all.len(), algo::names().count() - 2, "{all:?}");
+        assert!(!all.iter().any(|n| n.starts_with("bcast")), "{all:?}");
+        let two: Vec<String> = paths_of("ring:flag, ps")
+            .unwrap()
+            .iter()
+            .map(|c| c.name())
+            .collect();
+        assert_eq!(two, ["ring:flag", "ps"]);
+        assert!(paths_of("tree").is_err());
+    }
+
+    #[test]
+    fn help_names_every_path() {
+        use clap::Args;
+        let mut cmd = SoakArgs::augment_args(clap::Command::new("soak"));
+        let help = cmd.render_long_help().to_string();
+        for name in crate::cli::path_names() {
+            assert!(help.contains(name), "soak --help lacks {name}: {help}");
+        }
     }
 }
