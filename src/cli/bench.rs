@@ -727,7 +727,7 @@ fn breakdown_sizes<T: Element>(
         let sweep_us = rep
             .rows
             .iter()
-            .find(|r| r.algo == "auto" && r.size == shape_bytes && r.collective == coll.name())
+            .find(|r| r.algo == "auto" && r.size == shape_bytes && r.collective == coll)
             .and_then(|r| r.out_of_place.as_ref())
             .map(|m| m.time_us);
         let model = match (&rep.header.model, coll) {
@@ -832,11 +832,11 @@ fn stream_line(r: &Row) -> String {
     };
     format!(
         "# row {:<14} {:<14} {:>8} {:>10} {:>5} | out {} | in {} | {}",
-        r.collective,
+        r.collective.name(),
         r.algo,
-        r.dtype,
+        r.dtype.name(),
         format_bytes(r.size),
-        r.redop,
+        r.redop_name(),
         cell(&r.out_of_place),
         cell(&r.in_place),
         r.path.as_deref().unwrap_or("")

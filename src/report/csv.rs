@@ -31,11 +31,11 @@ impl Report {
                 csv_cell(&r.algo),
                 r.path.as_deref().map(csv_cell).unwrap_or_default(),
                 r.ranks.to_string(),
-                csv_cell(&r.collective),
+                csv_cell(r.collective.name()),
                 r.size.to_string(),
                 r.count.to_string(),
-                csv_cell(&r.dtype),
-                csv_cell(&r.redop),
+                csv_cell(r.dtype.name()),
+                csv_cell(r.redop_name()),
             ];
             for m in [&r.out_of_place, &r.in_place] {
                 match m {

@@ -886,10 +886,10 @@ mod tests {
         // Far too long: both lines shortened with an ellipsis.
         rep.header.hardware = vec!["Very Wide Machine ".repeat(40)];
         rep.header.backend = "W".repeat(300);
-        for c in &mut rep.rows {
-            c.collective = "all-reduce-".repeat(20);
-        }
-        let lines = rep.title_lines(rep.combos().first(), width);
+        // (A row's collective is typed: the long name goes in its combo.)
+        let mut combo = rep.combos()[0].clone();
+        combo.collective = "all-reduce-".repeat(20);
+        let lines = rep.title_lines(Some(&combo), width);
         for (line, font) in lines.iter().zip([TITLE_FONT, SUBTITLE_FONT]) {
             assert!(text_width(line, rendered(font)) <= width, "{line}");
             assert!(line.ends_with('…'), "{line}");
@@ -1078,11 +1078,11 @@ mod review {
             .collect();
         stress.rows.extend(extra);
         stress.rows.push(Row {
-            collective: "all-gather".into(),
+            collective: super::super::ALL_GATHER,
             ..stress.rows[0].clone()
         });
         stress.rows.push(Row {
-            dtype: "bfloat16".into(),
+            dtype: crate::element::DataType::Bfloat16,
             ..stress.rows[0].clone()
         });
         stress.write_svg(&dir.join("stress.svg")).unwrap();
