@@ -894,6 +894,8 @@ mod tests {
             assert!(text_width(line, rendered(font)) <= width, "{line}");
             assert!(line.ends_with('…'), "{line}");
         }
+        // The plot's own title: the rows' combination, shortened too.
+        let lines = rep.title_lines(rep.combos().first(), width);
         let svg = rep.to_svg().unwrap();
         assert!(svg.contains(lines[0].as_str()) && svg.contains(lines[1].as_str()));
     }
