@@ -580,7 +580,7 @@ fn finish(e: Engine<f32>, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -
     }
     // The alpha-beta model, fitted to the first engine contender's
     // all-reduce rows (before the text, whose header shows it).
-    let fitted = fit_model(&rep, &contenders);
+    let fitted = fit_model(&rep, contenders);
     rep.header.model = fitted.as_ref().map(|(m, _)| m.clone());
     if a.breakdown && ranks >= 2 {
         let first = jobs_first(&x.combos);

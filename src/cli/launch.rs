@@ -381,14 +381,14 @@ fn spawn_ranks(
     };
     let mut forwarders = Vec::new();
     for r in 0..n {
-        let mut cmd = Command::new(&program);
+        let mut cmd = Command::new(program);
         cmd.args(args)
             .env("RINGREDUCE_RANK", r.to_string())
             .env("RINGREDUCE_SIZE", n.to_string())
             .env("RINGREDUCE_LOCAL_RANK", r.to_string())
             .env("RINGREDUCE_LOCAL_SIZE", n.to_string())
-            .env("RINGREDUCE_STORE", &dir)
-            .env("RINGREDUCE_RUN_ID", &run_id)
+            .env("RINGREDUCE_STORE", dir)
+            .env("RINGREDUCE_RUN_ID", run_id)
             .env_remove("RINGREDUCE_MULTIPROC")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -428,6 +428,9 @@ fn spawn_ranks(
     Ok((ranks, forwarders))
 }
 
+/// A rank or a signal, and when it was seen.
+type When<T> = Option<(T, Instant)>;
+
 /// Watch the ranks until every one has ended: on the first failure or a
 /// signal, stop the others. Returns the first failure and the signal.
 fn watch(
@@ -435,7 +438,7 @@ fn watch(
     store: &Store,
     timeout: Duration,
     grace: Duration,
-) -> (Option<(usize, Instant)>, Option<(i32, Instant)>) {
+) -> (When<usize>, When<i32>) {
     let mut first_failure: Option<(usize, Instant)> = None;
     let mut interrupted: Option<(i32, Instant)> = None;
     let mut term_sent: Option<Instant> = None;
@@ -488,7 +491,7 @@ fn watch(
 
 /// The launch's exit status: the worst rank's, the shell's for a signal
 /// the launcher got, 1 after a failure, at least 2 when output was lost.
-fn status_of(ranks: &Ranks, interrupted: Option<(i32, Instant)>, failed: bool, lost: &Lost) -> u8 {
+fn status_of(ranks: &Ranks, interrupted: When<i32>, failed: bool, lost: &Lost) -> u8 {
     let statuses: Vec<ExitStatus> = ranks.status.iter().flatten().copied().collect();
     let worst = statuses.iter().map(code_of).max().unwrap_or(0);
     let worst = match interrupted {
