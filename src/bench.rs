@@ -589,7 +589,7 @@ pub fn measure_row<T: Element>(
             None => None,
         };
         cells.push(Some(Measurement::new(
-            collective.name(),
+            collective,
             shape.bytes(),
             n,
             us,
@@ -602,15 +602,11 @@ pub fn measure_row<T: Element>(
         algo: c.name.clone(),
         path: (!paths.is_empty()).then(|| paths.join("/")),
         ranks: n,
-        collective: collective.name().into(),
+        collective,
         size: shape0.bytes(),
         count: shape0.bytes() / T::DTYPE.size() as u64,
-        dtype: T::DTYPE.name().into(),
-        redop: if collective.reduces() {
-            op.name().into()
-        } else {
-            "none".into()
-        },
+        dtype: T::DTYPE,
+        redop: collective.reduces().then_some(op),
         out_of_place: oop,
         in_place: ip,
     })

@@ -32,6 +32,10 @@ impl Algorithm for Flag {
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
         Box::new(ChainPath::new(*shape, plan))
     }
+
+    fn load(&self) -> Option<super::Load> {
+        Some(super::Load::Everyone)
+    }
 }
 
 /// What the exchange's paths (`oneshot:flag`, `oneshot:resident`) take:

@@ -31,6 +31,10 @@ impl Algorithm for Fused {
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
         StaticPath::boxed(plan(shape))
     }
+
+    fn load(&self) -> Option<super::Load> {
+        Some(super::Load::Everyone)
+    }
 }
 
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {

@@ -36,6 +36,42 @@ pub trait Algorithm: Send + Sync + Debug {
     fn supports(&self, shape: &Shape) -> std::result::Result<(), String>;
     /// Fresh per-(engine, shape) state.
     fn path(&self, shape: &Shape) -> Box<dyn Path>;
+    /// The closed form of what the busiest rank moves in one all-reduce,
+    /// if the algorithm has one (`compare` sets it beside the counted bytes).
+    fn load(&self) -> Option<Load> {
+        None
+    }
+}
+
+/// The closed form of the bytes the busiest rank of an all-reduce of `D`
+/// bytes per rank sends (and, equally, receives) on `N` ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Load {
+    /// `2(N-1)/N·D` on every rank: the ring.
+    Ring,
+    /// `(N-1)·D` on the root, `D` on the others: the parameter server.
+    Root,
+    /// `(N-1)·D` on every rank: every rank's input goes to every other rank
+    /// (the one-shots).
+    Everyone,
+}
+
+impl Load {
+    /// The formula as the article writes it.
+    pub fn formula(self) -> &'static str {
+        match self {
+            Load::Ring => "2(N-1)/N·D",
+            Load::Root | Load::Everyone => "(N-1)·D",
+        }
+    }
+
+    /// The busiest rank's bytes for `d` bytes per rank on `n` ranks.
+    pub fn bytes(self, n: usize, d: u64) -> f64 {
+        match self {
+            Load::Ring => crate::theory::ring_per_rank_bytes(n, d as f64),
+            Load::Root | Load::Everyone => crate::theory::ps_root_bytes(n, d as f64),
+        }
+    }
 }
 
 /// Chooses the plan of each call of one algorithm at one shape.
@@ -87,44 +123,98 @@ pub fn checked(plan: &Arc<Plan>) -> Result<()> {
 /// Each algorithm file's parser: `Some` when the name is its own.
 type Parser = fn(&str) -> Option<std::result::Result<Arc<dyn Algorithm>, String>>;
 
+/// One algorithm file in [`REGISTRY`].
+pub struct Entry {
+    /// Its parser.
+    pub parse: Parser,
+    /// The names it takes, as help spells them (`ring:pipeK`: K slices).
+    pub names: &'static [&'static str],
+    /// What each does, for help and errors.
+    pub help: &'static str,
+}
+
+impl Entry {
+    const fn new(parse: Parser, names: &'static [&'static str], help: &'static str) -> Entry {
+        Entry { parse, names, help }
+    }
+}
+
 /// Every algorithm, by its parser. The order is the order of the help text.
-pub const REGISTRY: &[(Parser, &str)] = &[
-    (
+pub const REGISTRY: &[Entry] = &[
+    Entry::new(
         ring::parse,
+        &["ring", "ring:naive", "ring:pipeK"],
         "ring (one copy and one reduce per step), ring:naive (one scratch slot), ring:pipeK (K pipeline slices, 1..=64)",
     ),
-    (
+    Entry::new(
         oneshot::parse,
+        &["oneshot"],
         "oneshot (every rank pushes its input to every other rank with the copy engine, then reduces)",
     ),
-    (
+    Entry::new(
         fused::parse,
+        &["oneshot:fused"],
         "oneshot:fused (out of place: the reduce kernel reads the other ranks' send buffers)",
     ),
-    (
+    Entry::new(
         flag::parse,
+        &["oneshot:flag"],
         "oneshot:flag (2 ranks: one exchange kernel per rank, synchronized by flags in GPU memory)",
     ),
-    (
+    Entry::new(
         resident::parse,
+        &["oneshot:resident"],
         "oneshot:resident (2 ranks, calls up to 256KiB: oneshot:flag's exchange served by a kernel that stays resident, one descriptor per call instead of a launch)",
     ),
-    (
+    Entry::new(
         ringflag::parse,
+        &["ring:flag"],
         "ring:flag (2 ranks: the ring's copies and reduce on one stream, the two waits across GPUs as flag hand-shakes in GPU memory)",
     ),
-    (ps::parse, "ps (parameter server, rank 0 as root)"),
-    (
+    Entry::new(ps::parse, &["ps"], "ps (parameter server, rank 0 as root)"),
+    Entry::new(
         bcast::parse,
+        &["bcast", "bcast:pipeK"],
         "bcast (broadcast only: the root's buffer forwarded along the ring), bcast:pipeK (in K pipeline slices, 1..=64)",
     ),
 ];
 
+/// Every name in [`REGISTRY`], as help spells them (`ring:pipeK`).
+pub fn names() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().flat_map(|e| e.names.iter().copied())
+}
+
+/// The algorithm of a registered name (`ring:pipeK` as `ring:pipe3`: an
+/// odd slice count, chunks that do not divide evenly).
+pub fn example(name: &str) -> Option<Arc<dyn Algorithm>> {
+    parse(&name.replace(":pipeK", ":pipe3")).ok()
+}
+
+/// One algorithm of each name in [`REGISTRY`] ([`example`]).
+pub fn paths() -> Vec<Arc<dyn Algorithm>> {
+    names().filter_map(example).collect()
+}
+
+/// Whether `algo` runs `collective` at some shape (two ranks, a few
+/// elements, in or out of place).
+pub fn runs(algo: &dyn Algorithm, collective: Collective) -> bool {
+    [false, true].into_iter().any(|in_place| {
+        let shape = Shape {
+            collective,
+            ranks: 2,
+            count: 64,
+            elem_size: 4,
+            in_place,
+        };
+        algo.supports(&shape).is_ok()
+    })
+}
+
 /// Parse a fixed algorithm name.
 pub fn parse(name: &str) -> std::result::Result<Arc<dyn Algorithm>, String> {
     let s = name.trim().to_ascii_lowercase();
-    for (p, _) in REGISTRY {
-        if let Some(r) = p(&s) {
+    for e in REGISTRY {
+        if let Some(r) = (e.parse)(&s) {
             return r;
         }
     }
@@ -141,7 +231,7 @@ pub fn parse(name: &str) -> std::result::Result<Arc<dyn Algorithm>, String> {
         "unknown algorithm {s:?}; expected auto or one of: {}",
         REGISTRY
             .iter()
-            .map(|(_, h)| *h)
+            .map(|e| e.help)
             .collect::<Vec<_>>()
             .join("; ")
     ))

@@ -43,6 +43,10 @@ impl Algorithm for OneShot {
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
         Box::new(ChainPath::new(*shape, plan))
     }
+
+    fn load(&self) -> Option<super::Load> {
+        Some(super::Load::Everyone)
+    }
 }
 
 pub fn parse(s: &str) -> Option<std::result::Result<Arc<dyn Algorithm>, String>> {

@@ -30,6 +30,10 @@ impl Algorithm for ParameterServer {
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
         StaticPath::boxed(plan(shape))
     }
+
+    fn load(&self) -> Option<super::Load> {
+        Some(super::Load::Root)
+    }
 }
 
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {

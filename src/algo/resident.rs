@@ -47,6 +47,10 @@ impl Algorithm for Resident {
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
         Box::new(ChainPath::new(*shape, plan))
     }
+
+    fn load(&self) -> Option<super::Load> {
+        Some(super::Load::Everyone)
+    }
 }
 
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {

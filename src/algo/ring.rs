@@ -77,6 +77,10 @@ impl Algorithm for Ring {
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
         StaticPath::boxed(plan(shape, self.slices, self.slots))
     }
+
+    fn load(&self) -> Option<super::Load> {
+        Some(super::Load::Ring)
+    }
 }
 
 /// `ring`, `ring:naive`, `ring:pipeK`.

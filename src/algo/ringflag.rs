@@ -57,6 +57,10 @@ impl Algorithm for RingFlag {
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
         Box::new(ChainPath::new(*shape, plan))
     }
+
+    fn load(&self) -> Option<super::Load> {
+        Some(super::Load::Ring)
+    }
 }
 
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {

@@ -802,3 +802,18 @@ fn a_new_plan_at_a_reused_address_is_validated() {
     changed.ops[1].clear();
     assert!(changed.validate_once().is_err());
 }
+
+/// Every name of the registry parses to an algorithm of that name
+/// (`ring:pipeK` as `ring:pipe3`), and the one-shots, the ring and the
+/// parameter server have a closed form of their traffic.
+#[test]
+fn registry_names_parse() {
+    assert_eq!(paths().len(), names().count());
+    for (name, a) in names().zip(paths()) {
+        assert_eq!(a.name(), name.replace(":pipeK", ":pipe3"));
+    }
+    assert_eq!(parse("ps").unwrap().load(), Some(Load::Root));
+    assert_eq!(parse("ring:flag").unwrap().load(), Some(Load::Ring));
+    assert_eq!(parse("oneshot").unwrap().load(), Some(Load::Everyone));
+    assert_eq!(parse("bcast").unwrap().load(), None);
+}

@@ -16,6 +16,18 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
+/// `--algo`'s help: every path of the algorithm registry.
+fn algo_help() -> String {
+    format!(
+        "Contenders, comma-separated: auto (the engine's choice by size), any path ({}), nccl, \
+         and any of them with :graph (captured into CUDA graphs, 2 calls per graph). Default: \
+         auto,nccl on GPUs; auto alone on the CPU backend (which has no NCCL) or where the NCCL \
+         library is not found, with a note saying so (with --nccl-lib, NCCL is always a \
+         contender).",
+        super::path_list(&[])
+    )
+}
+
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
     #[command(flatten)]
@@ -45,13 +57,8 @@ pub struct BenchArgs {
     /// Check results (1) or not (0), as in nccl-tests.
     #[arg(short = 'c', long, default_value_t = 1)]
     pub check: u8,
-    /// Contenders, comma-separated: auto (the engine's choice by size), any
-    /// path (ring, ring:pipeK, oneshot:flag, ...), nccl, and any of them with
-    /// :graph (captured into CUDA graphs, 2 calls per graph). Default:
-    /// auto,nccl on GPUs; auto alone on the CPU backend (which has no NCCL)
-    /// or where the NCCL library is not found, with a note saying so (with
-    /// --nccl-lib, NCCL is always a contender).
-    #[arg(long)]
+    // Contenders: every path of the algorithm registry, in the help.
+    #[arg(long, help = algo_help())]
     pub algo: Option<String>,
     /// Write all numbers as JSON: a path ending in .json, or a device, FIFO
     /// or /dev/stdout.
@@ -87,12 +94,28 @@ pub struct BenchArgs {
 /// The contenders when `--algo` is not given.
 const DEFAULT_ALGO: &str = "auto,nccl";
 
-pub fn execute(a: BenchArgs) -> Result<bool> {
-    // -- every argument, the output paths and the memory, before anything runs
+/// The arguments, checked (with the output paths and the host memory)
+/// before anything runs.
+struct Args {
+    cfg: crate::engine::EngineConfig,
+    ranks: usize,
+    combos: super::Combos,
+    contenders: Vec<Contender>,
+    /// No `--algo` and no `--nccl-lib`: NCCL only where there is one.
+    by_default: bool,
+    min: u64,
+    max: u64,
+    big: u64,
+    cold: u64,
+    sizes: Vec<u64>,
+    skip_notes: Vec<String>,
+}
+
+fn parse_args(a: &BenchArgs) -> Result<Args> {
     let cfg = a.common.config()?;
     let ranks = cfg.ranks;
     let combos = a.kinds.parse()?;
-    let mut contenders = bench::parse_contenders(a.algo.as_deref().unwrap_or(DEFAULT_ALGO))?;
+    let contenders = bench::parse_contenders(a.algo.as_deref().unwrap_or(DEFAULT_ALGO))?;
     // The default contenders compare with NCCL where there is one; asked
     // for by name (--algo, --nccl-lib), NCCL must be there
     // (super::nccl_for_contenders, after the other arguments).
@@ -119,6 +142,30 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     let skip_notes = skipped_notes(&combos, ranks, &sizes)?;
     report::check_outputs(a.json.as_deref(), a.csv.as_deref(), a.plot.as_deref())
         .map_err(|e| Error::Report(e.to_string()))?;
+    check_memory(&combos, ranks, max, cold, on_cpu)?;
+    Ok(Args {
+        cfg,
+        ranks,
+        combos,
+        contenders,
+        by_default,
+        min,
+        max,
+        big,
+        cold,
+        sizes,
+        skip_notes,
+    })
+}
+
+/// The host memory of the sweep's largest row and of the cold start.
+fn check_memory(
+    combos: &super::Combos,
+    ranks: usize,
+    max: u64,
+    cold: u64,
+    on_cpu: bool,
+) -> Result<()> {
     let largest = combos
         .each()
         .iter()
@@ -154,11 +201,16 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             format_bytes(cold)
         ),
     )?;
-    // Paths that refuse a requested collective (or place) leave those cells
-    // empty; say so once, before measuring.
+    Ok(())
+}
+
+/// Paths that refuse a requested collective (or place) leave those cells
+/// empty; said once, before measuring.
+fn refusals(x: &Args) -> Vec<String> {
+    let (ranks, max) = (x.ranks, x.max);
     let mut refusals = Vec::new();
-    for c in &contenders {
-        for coll in &combos.collectives {
+    for c in &x.contenders {
+        for coll in &x.combos.collectives {
             for in_place in [false, true] {
                 let shape = crate::plan::Shape {
                     collective: *coll,
@@ -176,30 +228,37 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             }
         }
     }
+    refusals
+}
+
+pub fn execute(a: BenchArgs) -> Result<bool> {
+    // -- every argument, the output paths and the memory, before anything runs
+    let mut x = parse_args(&a)?;
+    let mut refusals = refusals(&x);
     let (nccl, default_note) = super::nccl_for_contenders(
-        &mut contenders,
-        by_default,
-        cfg.backend,
+        &mut x.contenders,
+        x.by_default,
+        x.cfg.backend,
         a.nccl_lib.as_deref(),
         "--algo",
     )?;
     let want_nccl = nccl.is_some();
     refusals.extend(default_note);
-    refusals.extend(skip_notes);
+    refusals.extend(std::mem::take(&mut x.skip_notes));
     for r in &refusals {
         eprintln!("note: {r}");
     }
 
     // -- the engine, its cold start, NCCL's, the ceiling
     let t0 = Instant::now();
-    let mut e = Engine::<f32>::new(cfg)?;
+    let mut e = Engine::<f32>::new(x.cfg.clone())?;
     let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
     let cpu = e.core().backend_kind() == crate::backend::BackendKind::Cpu;
     if want_nccl && cpu {
         return Err(Error::Unsupported("NCCL".into(), "cpu"));
     }
     if cpu {
-        if let Some(c) = contenders.iter().find(|c| c.is_graph()) {
+        if let Some(c) = x.contenders.iter().find(|c| c.is_graph()) {
             return Err(Error::Unsupported(
                 format!("{} (CUDA graphs)", c.name),
                 "cpu",
@@ -207,11 +266,48 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         }
     }
     let mut notes = refusals;
+    // One process per rank: only rank 0 reports and writes files.
+    let root = e.core().job().is_none_or(|j| j.rank() == 0);
+    engine_notes(&e, &x.contenders, cpu, &mut notes)?;
+    let (cold_rows, nccl_version) =
+        cold_starts(&mut e, &mut x, setup_ms, nccl.as_ref(), &mut notes)?;
+    let ceiling = peer_ceiling(&mut e, &a, &x, &mut notes)?;
+    let info = e.core().info().clone();
+    let mut rep = Report {
+        header: header(&a, &x, &info, cpu, nccl_version, ceiling, notes),
+        cold_start: cold_rows,
+        rows: Vec::new(),
+        breakdown: Vec::new(),
+    };
+
+    // -- the sweep
+    let mut e = sweep(e, &a, &x, root, &info, &mut rep)?;
+    host_notes(&mut e, &x, &mut rep.header.notes)?;
+    finish(
+        e,
+        &a,
+        &x,
+        Finish {
+            root,
+            cpu,
+            ceiling,
+            info,
+        },
+        rep,
+    )
+}
+
+/// The notes of the engine: its fallback, its processes, its backend,
+/// a forced auto, the environment and the busbw factors.
+fn engine_notes(
+    e: &Engine<f32>,
+    contenders: &[Contender],
+    cpu: bool,
+    notes: &mut Vec<String>,
+) -> Result<()> {
     if let Some(n) = e.core().fallback_note() {
         notes.push(n.to_string());
     }
-    // One process per rank: only rank 0 reports and writes files.
-    let root = e.core().job().is_none_or(|j| j.rank() == 0);
     if let Some(j) = e.core().job() {
         notes.push(format!(
             "one process per rank: {} processes ({}); each cell is the slowest rank's time; NCCL is initialised per process (ncclGetUniqueId on rank 0, ncclCommInitRank in each)",
@@ -241,11 +337,21 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         notes.push(format!("env {k}={v}"));
     }
     notes.push("busbw = algbw * 2(N-1)/N for all-reduce, (N-1)/N for reduce-scatter and all-gather (nccl-tests); ratio columns compare algbw at equal size".into());
-    let mut cold_rows: Vec<ColdStart> = vec![bench::cold_start_engine(
-        &mut e,
-        setup_ms,
-        (cold / 4) as usize,
-    )?];
+    Ok(())
+}
+
+/// The cold-start rows (the engine's, without the driver and contexts,
+/// NCCL's) and NCCL's version; drops NCCL where it cannot run.
+fn cold_starts(
+    e: &mut Engine<f32>,
+    x: &mut Args,
+    setup_ms: f64,
+    nccl: Option<&super::cuda::Nccl>,
+    notes: &mut Vec<String>,
+) -> Result<(Vec<ColdStart>, Option<String>)> {
+    let cold = x.cold;
+    let mut cold_rows: Vec<ColdStart> =
+        vec![bench::cold_start_engine(e, setup_ms, (cold / 4) as usize)?];
     if let Some(b) = e.core().info().setup {
         let mut r = cold_rows[0].clone();
         r.algo = "auto (excl. driver+contexts)".into();
@@ -263,32 +369,54 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             lib.version_string()?,
             lib.path().display()
         ));
-        match bench::cold_start_nccl(&mut e, lib, (cold / 4) as usize) {
+        match bench::cold_start_nccl(e, lib, (cold / 4) as usize) {
             Ok(c) => cold_rows.push(c),
             Err(err @ Error::Unsupported(..)) => {
                 eprintln!("note: NCCL skipped: {err}");
                 notes.push(format!("NCCL skipped: {err}"));
-                contenders.retain(|c| !c.is_nccl());
+                x.contenders.retain(|c| !c.is_nccl());
             }
             Err(err) => return Err(err),
         }
     }
-    let ceiling = if a.no_ceiling || ranks < 2 {
+    Ok((cold_rows, nccl_version))
+}
+
+/// The peer-copy ceiling (GB/s), unless skipped.
+fn peer_ceiling(
+    e: &mut Engine<f32>,
+    a: &BenchArgs,
+    x: &Args,
+    notes: &mut Vec<String>,
+) -> Result<Option<f64>> {
+    let (ranks, max, big) = (x.ranks, x.max, x.big);
+    Ok(if a.no_ceiling || ranks < 2 {
         None
     } else {
         let bytes = (max.max(4 << 20) / 4 * 4) as usize;
         let iters = if max >= big { 5 } else { 20 };
-        let one = bench::link_ceiling(&mut e, bytes, iters, 1)?;
-        let two = bench::link_ceiling(&mut e, bytes, iters, 2)?;
+        let one = bench::link_ceiling(e, bytes, iters, 1)?;
+        let two = bench::link_ceiling(e, bytes, iters, 2)?;
         notes.push(format!(
             "peer-copy ceiling at {}: {one:.1} GB/s per direction with one copy stream, {two:.1} GB/s with two; link_ceiling_gbps is the larger",
             format_bytes(bytes as u64)
         ));
         Some(one.max(two))
-    };
-    let info = e.core().info().clone();
-    let mut rep = Report {
-        header: Header {
+    })
+}
+
+/// The report's header.
+fn header(
+    a: &BenchArgs,
+    x: &Args,
+    info: &crate::backend::BackendInfo,
+    cpu: bool,
+    nccl_version: Option<String>,
+    ceiling: Option<f64>,
+    notes: Vec<String>,
+) -> Header {
+    let ranks = x.ranks;
+    Header {
             tool: "ringreduce bench".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             date: super::now_utc(),
@@ -313,14 +441,21 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             link_ceiling_gbps: ceiling,
             notes,
             model: None,
-        },
-        cold_start: cold_rows,
-        rows: Vec::new(),
-        breakdown: Vec::new(),
-    };
+        }
+}
 
-    // -- the sweep
-    let jobs = combos.each();
+/// Every (collective, type, op) of the sweep, its rows into `rep`.
+fn sweep(
+    e: Engine<f32>,
+    a: &BenchArgs,
+    x: &Args,
+    root: bool,
+    info: &crate::backend::BackendInfo,
+    rep: &mut Report,
+) -> Result<Engine<f32>> {
+    let (ranks, big) = (x.ranks, x.big);
+    let (sizes, contenders) = (&x.sizes, &x.contenders);
+    let jobs = x.combos.each();
     let total = (jobs.len() * sizes.len() * contenders.len()) as u64;
     let pb = (root && std::io::stderr().is_terminal() && total > 8).then(|| {
         let pb = ProgressBar::new(total);
@@ -336,8 +471,8 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     ))?;
     let mut core = e.into_core();
     let sweep = Sweep {
-        sizes: &sizes,
-        contenders: &contenders,
+        sizes,
+        contenders,
         big,
         iters: a.iters,
         warmup: a.warmup,
@@ -353,10 +488,15 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     if let Some(pb) = pb {
         pb.finish_and_clear();
     }
-    let mut e = Engine::<f32>::from_core(core);
+    Ok(Engine::<f32>::from_core(core))
+}
+
+/// The host side's cost of a call, as notes.
+fn host_notes(e: &mut Engine<f32>, x: &Args, notes: &mut Vec<String>) -> Result<()> {
+    let (min, max) = (x.min, x.max);
     for bytes in [8u64, 64 << 10] {
         if bytes >= min && bytes <= max.max(8) {
-            let h = bench::host_cost(&mut e, (bytes / 4) as usize, 50)?;
+            let h = bench::host_cost(e, (bytes / 4) as usize, 50)?;
             // The launch returns once the rank threads have the call (they
             // issue it on their own); a rank thread's job is the other host
             // cost of a call.
@@ -367,24 +507,24 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
                     100.0 * b.handler_us / h.call_us.max(1e-9)
                 )
             });
-            rep.header.notes.push(format!(
+            notes.push(format!(
                 "host side at {} ({}): an empty round trip to the rank threads {:.1} us; one call waited for alone {:.1} us, of which the calling thread's launch {:.1} us ({:.0}%){rank_job} (medians of 50)",
                 format_bytes(h.size), h.path, h.handoff_us, h.call_us, h.issue_us,
                 100.0 * h.issue_us / h.call_us.max(1e-9)
             ));
             if let Some(b) = h.breakdown {
-                rep.header.notes.push(format!(
+                notes.push(format!(
                     "host issue per call and rank at {} (means): copies {:.1} us, kernel launches {:.1} us, event records {:.1} us, event waits {:.1} us, waiting for the peer thread's record {:.1} us, all ops {:.1} us",
                     format_bytes(h.size), b.copy_us, b.kernel_us, b.record_us, b.wait_us, b.peer_us, b.total_us
                 ));
                 if b.backend_us > 0.0 {
-                    rep.header.notes.push(format!(
+                    notes.push(format!(
                         "calling thread per call at {} (means): the backend's launch {:.1} us (the rest of the {:.1} us launch is the engine's); a rank thread's job {:.1} us, of which the driver calls {:.1} us",
                         format_bytes(h.size), b.backend_us, h.issue_us, b.handler_us, b.total_us
                     ));
                 }
                 if b.round_us > 0.0 {
-                    rep.header.notes.push(format!(
+                    notes.push(format!(
                         "hand-off per launch at {} (means): posting to every rank {:.2} us, a rank thread noticing its post {:.2} us, its work {:.2} us, the last answer {:.2} us after posting began, every answer in hand at {:.2} us (noticing the last {:.2} us; a launch returns once posted, and its answers are collected by the next call); one host clock read {:.0} ns",
                         format_bytes(h.size), b.post_us, b.pickup_us, b.handler_us, b.last_done_us, b.round_us, b.round_us - b.last_done_us, h.clock_ns
                     ));
@@ -400,7 +540,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
                     } else {
                         String::new()
                     };
-                    rep.header.notes.push(format!(
+                    notes.push(format!(
                         "NCCL through the same rank threads at {}: the calling thread's launch {:.1} us, one call waited for alone {:.1} us (medians of 50){phases}",
                         format_bytes(h.size), n.issue_us, n.call_us
                     ));
@@ -408,6 +548,27 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             }
         }
     }
+    Ok(())
+}
+
+/// What the end of a bench needs of its engine.
+struct Finish {
+    root: bool,
+    cpu: bool,
+    ceiling: Option<f64>,
+    info: crate::backend::BackendInfo,
+}
+
+/// The link model, the fit, the breakdown, the text and the files; whether
+/// every checked cell was right.
+fn finish(e: Engine<f32>, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -> Result<bool> {
+    let Finish {
+        root,
+        cpu,
+        ceiling,
+        info,
+    } = f;
+    let (ranks, max, contenders) = (x.ranks, x.max, &x.contenders);
     let load = crate::theory::ring_link_load(&info.rank_to_device);
     if let (Some(c), true) = (ceiling, ranks > info.devices() && load > 0) {
         rep.header.notes.push(format!(
@@ -419,12 +580,12 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     }
     // The alpha-beta model, fitted to the first engine contender's
     // all-reduce rows (before the text, whose header shows it).
-    let fitted = fit_model(&rep, &contenders);
+    let fitted = fit_model(&rep, contenders);
     rep.header.model = fitted.as_ref().map(|(m, _)| m.clone());
     if a.breakdown && ranks >= 2 {
-        let first = jobs_first(&combos);
+        let first = jobs_first(&x.combos);
         let core = e.into_core();
-        let (c, rows) = crate::with_element!(first.1, T => breakdown_rows::<T>(core, &sizes, first, &rep, a.warmup));
+        let (c, rows) = crate::with_element!(first.1, T => breakdown_rows::<T>(core, &x.sizes, first, &rep, a.warmup));
         drop(c);
         rep.breakdown = rows?;
     }
@@ -720,7 +881,7 @@ fn breakdown_sizes<T: Element>(
         let sweep_us = rep
             .rows
             .iter()
-            .find(|r| r.algo == "auto" && r.size == shape_bytes && r.collective == coll.name())
+            .find(|r| r.algo == "auto" && r.size == shape_bytes && r.collective == coll)
             .and_then(|r| r.out_of_place.as_ref())
             .map(|m| m.time_us);
         let model = match (&rep.header.model, coll) {
@@ -825,11 +986,11 @@ fn stream_line(r: &Row) -> String {
     };
     format!(
         "# row {:<14} {:<14} {:>8} {:>10} {:>5} | out {} | in {} | {}",
-        r.collective,
+        r.collective.name(),
         r.algo,
-        r.dtype,
+        r.dtype.name(),
         format_bytes(r.size),
-        r.redop,
+        r.redop_name(),
         cell(&r.out_of_place),
         cell(&r.in_place),
         r.path.as_deref().unwrap_or("")

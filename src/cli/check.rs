@@ -13,6 +13,14 @@ use crate::size::format_bytes;
 use crate::verify::{self, Inputs};
 use std::path::PathBuf;
 
+/// `--algo`'s help: every path of the algorithm registry.
+fn algo_help() -> String {
+    format!(
+        "ringreduce paths to compare with NCCL, comma-separated (auto, {})",
+        super::path_list(&[])
+    )
+}
+
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
     #[command(flatten)]
@@ -41,9 +49,8 @@ pub struct CheckArgs {
     /// Inputs: random (tolerance where the order matters) or exact (bitwise).
     #[arg(long, default_value = "random")]
     pub inputs: String,
-    /// ringreduce paths to compare with NCCL, comma-separated (auto, ring,
-    /// ring:pipeK, oneshot:flag, ...).
-    #[arg(long, default_value = "auto")]
+    // ringreduce paths: the algorithm registry's, in the help.
+    #[arg(long, default_value = "auto", help = algo_help())]
     pub algo: String,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

@@ -6,14 +6,16 @@
 //! markdown table to paste, and an SVG plot.
 
 use super::{check_host_memory, out, Common};
+use crate::algo::Load;
 use crate::backend::BackendChoice;
 use crate::bench::{self, Contender, ContenderKind};
 use crate::element::ReduceOp;
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineConfig};
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Shape, Traffic};
 use crate::report::{self, ReportError};
 use crate::size::format_bytes;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::path::PathBuf;
 
@@ -59,6 +61,8 @@ struct Point {
     ranks: usize,
     algo: String,
     path: String,
+    /// The closed form of the path's traffic, from its algorithm.
+    load: Option<Load>,
     /// Counted per rank for one call.
     traffic: Vec<Traffic>,
     time_us: f64,
@@ -91,15 +95,10 @@ impl Point {
             .collect();
         Some((*v.iter().min()?, *v.iter().max()?))
     }
-}
-
-/// The article's per-rank formula for the busiest rank of `algo`'s path.
-fn formula(path: &str, n: usize, d: u64) -> (String, f64) {
-    let nf = n as f64;
-    if path.starts_with("ps") {
-        ("(N-1)·D".into(), (nf - 1.0) * d as f64)
-    } else {
-        ("2(N-1)/N·D".into(), 2.0 * (nf - 1.0) / nf * d as f64)
+    /// The article's formula for the busiest rank at `n` ranks, if the
+    /// path's algorithm has one: (formula, bytes).
+    fn formula(&self, n: usize, d: u64) -> Option<(&'static str, f64)> {
+        self.load.map(|l| (l.formula(), l.bytes(n, d)))
     }
 }
 
@@ -107,7 +106,16 @@ fn mib(b: f64) -> String {
     format!("{:.2} MiB", b / (1u64 << 20) as f64)
 }
 
-pub fn execute(a: CompareArgs) -> Result<bool> {
+/// The arguments, checked: D, the contenders and one engine configuration
+/// per rank count.
+struct Setup {
+    d: u64,
+    count: usize,
+    contenders: Vec<Contender>,
+    configs: Vec<EngineConfig>,
+}
+
+fn setup(a: &CompareArgs) -> Result<Setup> {
     let d = super::size_arg("--size", &a.size)?;
     if d == 0 || d % 4 != 0 {
         return Err(Error::BadArgument(format!(
@@ -146,68 +154,114 @@ pub fn execute(a: CompareArgs) -> Result<bool> {
     let count = (d / 4) as usize;
     let mut configs = Vec::new();
     for &n in &a.ranks {
-        let cfg = Common {
-            ranks: Some(n),
-            backend: a.backend,
-            devices: a.devices.clone(),
-            timeout: a.timeout,
-        }
-        .config()?;
-        let shape = Shape::all_reduce(n, count, 4, false);
-        for c in &contenders {
-            if let ContenderKind::Engine(choice) = &c.kind {
-                choice.resolve(&shape)?;
-            }
-        }
-        let cpu = a.backend == BackendChoice::Cpu || crate::cli::cuda::gpus().is_err();
-        // The parameter server's root needs (N-1)·D of scratch.
-        let mut need = crate::cli::run::host_bytes(&shape, cpu);
-        if cpu {
-            need += (n as u128) * d as u128 * 2;
-        }
-        check_host_memory(need, &format!("the {n}-rank measurement"))?;
-        configs.push(cfg);
+        configs.push(config_for(a, n, d, count, &contenders)?);
     }
+    Ok(Setup {
+        d,
+        count,
+        contenders,
+        configs,
+    })
+}
 
+/// The engine configuration of `n` ranks, once every contender can run
+/// the call and the host has the memory for it.
+fn config_for(
+    a: &CompareArgs,
+    n: usize,
+    d: u64,
+    count: usize,
+    contenders: &[Contender],
+) -> Result<EngineConfig> {
+    let cfg = Common {
+        ranks: Some(n),
+        backend: a.backend,
+        devices: a.devices.clone(),
+        timeout: a.timeout,
+    }
+    .config()?;
+    let shape = Shape::all_reduce(n, count, 4, false);
+    for c in contenders {
+        if let ContenderKind::Engine(choice) = &c.kind {
+            choice.resolve(&shape)?;
+        }
+    }
+    let cpu = a.backend == BackendChoice::Cpu || crate::cli::cuda::gpus().is_err();
+    // The parameter server's root needs (N-1)·D of scratch.
+    let mut need = crate::cli::run::host_bytes(&shape, cpu);
+    if cpu {
+        need += (n as u128) * d as u128 * 2;
+    }
+    check_host_memory(need, &format!("the {n}-rank measurement"))?;
+    Ok(cfg)
+}
+
+pub fn execute(a: CompareArgs) -> Result<bool> {
+    let s = setup(&a)?;
     let mut points: Vec<Point> = Vec::new();
     let mut describe = Vec::new();
-    for cfg in configs {
-        let n = cfg.ranks;
-        let mut e = Engine::<f32>::new(cfg)?;
-        describe.push(e.core().describe());
-        let inputs = vec![vec![1.0f32; count]; n];
-        let shape = e.load(Collective::AllReduce, &inputs, false)?;
-        for c in &contenders {
-            let ContenderKind::Engine(choice) = &c.kind else {
-                continue;
-            };
-            let path = e.core().path_name(Some(choice), &shape)?;
-            // One call, counted.
-            e.core_mut().take_traffic()?;
-            e.launch(Some(choice), &shape, ReduceOp::Sum)?;
-            e.synchronize()?;
-            let traffic = e.core_mut().take_traffic()?;
-            let us = bench::time_blocks(
-                &mut e,
-                c,
-                &shape,
-                ReduceOp::Sum,
-                a.warmup,
-                a.iters,
-                a.blocks,
-            )?;
-            e.core_mut().take_traffic()?;
-            eprintln!("compare: N = {n} {}: {us:.1} us", c.name);
-            points.push(Point {
-                ranks: n,
-                algo: c.name.clone(),
-                path,
-                traffic,
-                time_us: us,
-            });
-        }
+    for cfg in s.configs.iter().cloned() {
+        let (dsc, mut p) = measure(&a, &s, cfg)?;
+        describe.push(dsc);
+        points.append(&mut p);
     }
+    print_table(&a, s.d, describe, &points)?;
+    let ok = check_formulas(&points, s.d)?;
+    print_ratios(&a.ranks, &points)?;
+    if let Some(p) = &a.plot {
+        let svg = plot(&points, s.d).map_err(|e| Error::Report(e.to_string()))?;
+        report::write_output("--plot", p, svg.as_bytes())
+            .map_err(|e| Error::Report(e.to_string()))?;
+        out(format!("# wrote {}", p.display()))?;
+    }
+    Ok(ok)
+}
 
+/// Every contender on one engine: the backend's description and a point
+/// per contender.
+fn measure(a: &CompareArgs, s: &Setup, cfg: EngineConfig) -> Result<(String, Vec<Point>)> {
+    let n = cfg.ranks;
+    let mut e = Engine::<f32>::new(cfg)?;
+    let describe = e.core().describe();
+    let inputs = vec![vec![1.0f32; s.count]; n];
+    let shape = e.load(Collective::AllReduce, &inputs, false)?;
+    let mut points = Vec::new();
+    for c in &s.contenders {
+        let ContenderKind::Engine(choice) = &c.kind else {
+            continue;
+        };
+        let path = e.core().path_name(Some(choice), &shape)?;
+        let load = choice.resolve(&shape)?.load();
+        // One call, counted.
+        e.core_mut().take_traffic()?;
+        e.launch(Some(choice), &shape, ReduceOp::Sum)?;
+        e.synchronize()?;
+        let traffic = e.core_mut().take_traffic()?;
+        let us = bench::time_blocks(
+            &mut e,
+            c,
+            &shape,
+            ReduceOp::Sum,
+            a.warmup,
+            a.iters,
+            a.blocks,
+        )?;
+        e.core_mut().take_traffic()?;
+        eprintln!("compare: N = {n} {}: {us:.1} us", c.name);
+        points.push(Point {
+            ranks: n,
+            algo: c.name.clone(),
+            path,
+            load,
+            traffic,
+            time_us: us,
+        });
+    }
+    Ok((describe, points))
+}
+
+/// The header and the markdown table.
+fn print_table(a: &CompareArgs, d: u64, describe: Vec<String>, points: &[Point]) -> Result<()> {
     out(format!(
         "# ringreduce compare: all-reduce of D = {} per rank (float sum, out of place)",
         format_bytes(d)
@@ -227,33 +281,39 @@ pub fn execute(a: CompareArgs) -> Result<bool> {
     out("")?;
     out("| N | algorithm (path) | busiest rank: sent / received | formula | other ranks (max of sent, received) | time per call |")?;
     out("|---|---|---|---|---|---|")?;
-    for p in &points {
+    for p in points {
         let (r, s, rcv) = p.busiest();
-        let (fname, fval) = formula(&p.path, p.ranks, d);
+        let formula = match p.formula(p.ranks, d) {
+            Some((fname, fval)) => format!("{fname} = {}", mib(fval)),
+            None => "-".into(),
+        };
         let others = match p.others() {
             Some((lo, hi)) if lo == hi => mib(lo as f64),
             Some((lo, hi)) => format!("{} .. {}", mib(lo as f64), mib(hi as f64)),
             None => "-".into(),
         };
         out(format!(
-            "| {} | {} ({}) | rank {r}: {} / {} | {fname} = {} | {others} | {:.1} us |",
+            "| {} | {} ({}) | rank {r}: {} / {} | {formula} | {others} | {:.1} us |",
             p.ranks,
             p.algo,
             p.path,
             mib(s as f64),
             mib(rcv as f64),
-            mib(fval),
             p.time_us
         ))?;
     }
-    out("")?;
+    out("")
+}
+
+/// Whether every point with a formula moved what it says; a line for each
+/// that did not.
+fn check_formulas(points: &[Point], d: u64) -> Result<bool> {
     let mut ok = true;
-    for p in points
-        .iter()
-        .filter(|p| p.path.starts_with("ps") || p.path.starts_with("ring"))
-    {
+    for p in points {
+        let Some((_, fval)) = p.formula(p.ranks, d) else {
+            continue;
+        };
         let (_, s, rcv) = p.busiest();
-        let (_, fval) = formula(&p.path, p.ranks, d);
         // The ring cuts chunks in 16-byte units: a rank may move up to one
         // unit more per step than D/N.
         let slack = 16.0 * 2.0 * p.ranks as f64;
@@ -268,14 +328,19 @@ pub fn execute(a: CompareArgs) -> Result<bool> {
             ))?;
         }
     }
-    for &n in &a.ranks {
-        let t = |name: &str| {
+    Ok(ok)
+}
+
+/// The parameter server's time over the ring's at each N where both ran.
+fn print_ratios(ranks: &[usize], points: &[Point]) -> Result<()> {
+    for &n in ranks {
+        let t = |load: Load| {
             points
                 .iter()
-                .find(|p| p.ranks == n && p.path.starts_with(name))
+                .find(|p| p.ranks == n && p.load == Some(load))
                 .map(|p| p.time_us)
         };
-        if let (Some(ps), Some(ring)) = (t("ps"), t("ring")) {
+        if let (Some(ps), Some(ring)) = (t(Load::Root), t(Load::Ring)) {
             out(format!(
                 "# N = {n}: the parameter server takes {:.2}x the ring's time (the formulas' ratio of the busiest rank's bytes: {:.2}x)",
                 ps / ring.max(1e-9),
@@ -283,13 +348,7 @@ pub fn execute(a: CompareArgs) -> Result<bool> {
             ))?;
         }
     }
-    if let Some(p) = &a.plot {
-        let svg = plot(&points, d).map_err(|e| Error::Report(e.to_string()))?;
-        report::write_output("--plot", p, svg.as_bytes())
-            .map_err(|e| Error::Report(e.to_string()))?;
-        out(format!("# wrote {}", p.display()))?;
-    }
-    Ok(ok)
+    Ok(())
 }
 
 const COLOURS: [RGBColor; 4] = [
@@ -314,15 +373,12 @@ fn plot(points: &[Point], d: u64) -> std::result::Result<String, ReportError> {
     }
     let nmax = points.iter().map(|p| p.ranks).max().unwrap_or(2) as f64;
     let nmin = points.iter().map(|p| p.ranks).min().unwrap_or(2) as f64;
-    let mib_of = |b: f64| b / (1u64 << 20) as f64;
-    let bytes_max = points
-        .iter()
-        .map(|p| {
-            let (_, s, r) = p.busiest();
-            mib_of(s.max(r) as f64).max(mib_of(formula(&p.path, p.ranks, d).1))
-        })
-        .fold(1.0, f64::max);
-    let t_max = points.iter().map(|p| p.time_us / 1e3).fold(1e-3, f64::max);
+    let pad = (nmax - nmin).max(1.0) * 0.1;
+    let axis = Axis {
+        nmin,
+        nmax,
+        range: (nmin - pad)..(nmax + pad),
+    };
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (1200, 520)).into_drawing_area();
@@ -339,154 +395,231 @@ fn plot(points: &[Point], d: u64) -> std::result::Result<String, ReportError> {
             )
             .map_err(perr)?;
         let (left, right) = rest.split_horizontally(600);
-        let pad = (nmax - nmin).max(1.0) * 0.1;
-        let mut c = ChartBuilder::on(&left)
-            .caption("busiest rank's bytes sent (MiB) vs N", ("sans-serif", 17))
-            .margin(16)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d((nmin - pad)..(nmax + pad), 0.0..bytes_max * 1.1)
-            .map_err(perr)?;
-        c.configure_mesh()
-            .x_desc("ranks N")
-            .y_desc("MiB")
-            .x_label_formatter(&|v: &f64| format!("{v:.0}"))
-            .label_style(("sans-serif", 13))
-            .draw()
-            .map_err(perr)?;
-        for (i, algo) in algos.iter().enumerate() {
-            let col = COLOURS[i % COLOURS.len()];
-            let mine: Vec<&Point> = points.iter().filter(|p| &p.algo == algo).collect();
-            let measured: Vec<(f64, f64)> = mine
-                .iter()
-                .map(|p| {
-                    let (_, s, r) = p.busiest();
-                    (p.ranks as f64, mib_of(s.max(r) as f64))
-                })
-                .collect();
-            let label = mine.first().map_or(algo.clone(), |p| {
-                format!("{algo}: measured, formula {}", formula(&p.path, 2, d).0)
-            });
-            c.draw_series(LineSeries::new(measured.clone(), col.stroke_width(2)))
-                .map_err(perr)?
-                .label(label)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2))
-                });
-            c.draw_series(measured.iter().map(|&p| Circle::new(p, 4, col.filled())))
-                .map_err(perr)?;
-            // The formula, dashed, through many N.
-            if let Some(p0) = mine.first() {
-                let path = p0.path.clone();
-                let mut x = nmin;
-                let mut pts = Vec::new();
-                while x <= nmax + 1e-9 {
-                    pts.push((x, mib_of(formula(&path, x as usize, d).1)));
-                    x += 1.0;
-                }
-                for w in pts.windows(2) {
-                    let (a, b) = (w[0], w[1]);
-                    // Dashes: the first half of each unit step.
-                    let m = (a.0 + (b.0 - a.0) * 0.5, a.1 + (b.1 - a.1) * 0.5);
-                    c.draw_series(std::iter::once(PathElement::new(
-                        vec![a, m],
-                        col.mix(0.6).stroke_width(1),
-                    )))
-                    .map_err(perr)?;
-                }
-            }
-        }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.3))
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font(("sans-serif", 13))
-            .draw()
-            .map_err(perr)?;
-        let mut c = ChartBuilder::on(&right)
-            .caption("time per call (ms) vs N", ("sans-serif", 17))
-            .margin(16)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d((nmin - pad)..(nmax + pad), 0.0..t_max * 1.1)
-            .map_err(perr)?;
-        c.configure_mesh()
-            .x_desc("ranks N")
-            .y_desc("ms")
-            .x_label_formatter(&|v: &f64| format!("{v:.0}"))
-            .label_style(("sans-serif", 13))
-            .draw()
-            .map_err(perr)?;
-        for (i, algo) in algos.iter().enumerate() {
-            let col = COLOURS[i % COLOURS.len()];
-            let pts: Vec<(f64, f64)> = points
-                .iter()
-                .filter(|p| &p.algo == algo)
-                .map(|p| (p.ranks as f64, p.time_us / 1e3))
-                .collect();
-            c.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))
-                .map_err(perr)?
-                .label(algo.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2))
-                });
-            c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, col.filled())))
-                .map_err(perr)?;
-        }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.3))
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font(("sans-serif", 13))
-            .draw()
-            .map_err(perr)?;
+        bytes_panel(&left, points, &algos, &axis, d)?;
+        time_panel(&right, points, &algos, &axis)?;
         root.present().map_err(perr)?;
     }
     Ok(buf)
+}
+
+/// The plot's x axis: the rank counts measured, padded.
+struct Axis {
+    nmin: f64,
+    nmax: f64,
+    range: std::ops::Range<f64>,
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+fn mib_of(b: f64) -> f64 {
+    b / (1u64 << 20) as f64
+}
+
+/// The busiest rank's bytes against N: measured, and the formula dashed.
+fn bytes_panel(
+    area: &Area<'_>,
+    points: &[Point],
+    algos: &[String],
+    axis: &Axis,
+    d: u64,
+) -> std::result::Result<(), ReportError> {
+    let bytes_max = points
+        .iter()
+        .map(|p| {
+            let (_, s, r) = p.busiest();
+            let f = p.formula(p.ranks, d).map_or(0.0, |f| f.1);
+            mib_of(s.max(r) as f64).max(mib_of(f))
+        })
+        .fold(1.0, f64::max);
+    let mut c = ChartBuilder::on(area)
+        .caption("busiest rank's bytes sent (MiB) vs N", ("sans-serif", 17))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(axis.range.clone(), 0.0..bytes_max * 1.1)
+        .map_err(perr)?;
+    c.configure_mesh()
+        .x_desc("ranks N")
+        .y_desc("MiB")
+        .x_label_formatter(&|v: &f64| format!("{v:.0}"))
+        .label_style(("sans-serif", 13))
+        .draw()
+        .map_err(perr)?;
+    for (i, algo) in algos.iter().enumerate() {
+        let col = COLOURS[i % COLOURS.len()];
+        let mine: Vec<&Point> = points.iter().filter(|p| &p.algo == algo).collect();
+        let measured: Vec<(f64, f64)> = mine
+            .iter()
+            .map(|p| {
+                let (_, s, r) = p.busiest();
+                (p.ranks as f64, mib_of(s.max(r) as f64))
+            })
+            .collect();
+        let label = match mine.first().and_then(|p| p.formula(2, d)) {
+            Some((f, _)) => format!("{algo}: measured, formula {f}"),
+            None => algo.clone(),
+        };
+        c.draw_series(LineSeries::new(measured.clone(), col.stroke_width(2)))
+            .map_err(perr)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+        c.draw_series(measured.iter().map(|&p| Circle::new(p, 4, col.filled())))
+            .map_err(perr)?;
+        // The formula, dashed, through many N.
+        if let Some(p0) = mine.first().filter(|p| p.load.is_some()) {
+            let mut x = axis.nmin;
+            let mut pts = Vec::new();
+            while x <= axis.nmax + 1e-9 {
+                pts.push((x, mib_of(p0.formula(x as usize, d).map_or(0.0, |f| f.1))));
+                x += 1.0;
+            }
+            for w in pts.windows(2) {
+                let (a, b) = (w[0], w[1]);
+                // Dashes: the first half of each unit step.
+                let m = (a.0 + (b.0 - a.0) * 0.5, a.1 + (b.1 - a.1) * 0.5);
+                c.draw_series(std::iter::once(PathElement::new(
+                    vec![a, m],
+                    col.mix(0.6).stroke_width(1),
+                )))
+                .map_err(perr)?;
+            }
+        }
+    }
+    legend(&mut c)
+}
+
+/// The time per call against N.
+fn time_panel(
+    area: &Area<'_>,
+    points: &[Point],
+    algos: &[String],
+    axis: &Axis,
+) -> std::result::Result<(), ReportError> {
+    let t_max = points.iter().map(|p| p.time_us / 1e3).fold(1e-3, f64::max);
+    let mut c = ChartBuilder::on(area)
+        .caption("time per call (ms) vs N", ("sans-serif", 17))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(axis.range.clone(), 0.0..t_max * 1.1)
+        .map_err(perr)?;
+    c.configure_mesh()
+        .x_desc("ranks N")
+        .y_desc("ms")
+        .x_label_formatter(&|v: &f64| format!("{v:.0}"))
+        .label_style(("sans-serif", 13))
+        .draw()
+        .map_err(perr)?;
+    for (i, algo) in algos.iter().enumerate() {
+        let col = COLOURS[i % COLOURS.len()];
+        let pts: Vec<(f64, f64)> = points
+            .iter()
+            .filter(|p| &p.algo == algo)
+            .map(|p| (p.ranks as f64, p.time_us / 1e3))
+            .collect();
+        c.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))
+            .map_err(perr)?
+            .label(algo.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+        c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, col.filled())))
+            .map_err(perr)?;
+    }
+    legend(&mut c)
+}
+
+fn legend<'a>(
+    c: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+) -> std::result::Result<(), ReportError> {
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.3))
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(perr)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn point(algo: &str, ranks: usize, traffic: Vec<Traffic>) -> Point {
+        let a = crate::algo::parse(algo).unwrap();
+        Point {
+            ranks,
+            algo: algo.into(),
+            path: a.name(),
+            load: a.load(),
+            traffic,
+            time_us: 5.0,
+        }
+    }
+
     #[test]
     fn formulas() {
-        assert_eq!(formula("ps", 4, 100).1, 300.0);
-        assert_eq!(formula("ring:pipe2", 4, 100).1, 150.0);
-        let p = Point {
-            ranks: 3,
-            algo: "ps".into(),
-            path: "ps".into(),
-            traffic: vec![
-                Traffic {
-                    sent: 20,
-                    received: 20,
-                },
-                Traffic {
-                    sent: 10,
-                    received: 10,
-                },
-                Traffic {
-                    sent: 10,
-                    received: 10,
-                },
-            ],
-            time_us: 5.0,
-        };
+        let t = |sent, received| Traffic { sent, received };
+        assert_eq!(
+            point("ps", 4, vec![]).formula(4, 100),
+            Some(("(N-1)·D", 300.0))
+        );
+        assert_eq!(
+            point("ring:pipe2", 4, vec![]).formula(4, 100),
+            Some(("2(N-1)/N·D", 150.0))
+        );
+        let p = point("ps", 3, vec![t(20, 20), t(10, 10), t(10, 10)]);
         assert_eq!(p.busiest(), (0, 20, 20));
         let tie = Point {
-            traffic: vec![
-                Traffic {
-                    sent: 5,
-                    received: 5
-                };
-                3
-            ],
+            traffic: vec![t(5, 5); 3],
             ..p.clone()
         };
         assert_eq!(tie.busiest(), (0, 5, 5));
         assert_eq!(p.others(), Some((10, 10)));
         let svg = plot(&[p.clone(), Point { ranks: 4, ..p }], 10).unwrap();
         assert!(svg.contains("<svg") && svg.contains("ps: measured"));
+    }
+
+    /// The formula beside each path's counted bytes is its algorithm's
+    /// (issue 26: it was picked by the name's prefix, and the one-shots got
+    /// the ring's), and it is what the path's plan moves.
+    #[test]
+    fn traffic_comes_from_the_algorithm() {
+        let d: u64 = 1 << 20;
+        let count = (d / 4) as usize;
+        let mut checked = 0;
+        for a in crate::algo::paths() {
+            for n in [2, 3, 4, 8] {
+                let shape = Shape::all_reduce(n, count, 4, false);
+                if a.supports(&shape).is_err() {
+                    continue;
+                }
+                let load = a
+                    .load()
+                    .unwrap_or_else(|| panic!("{} has no load", a.name()));
+                let plan = a.path(&shape).next(false).unwrap();
+                let p = point(&a.name(), n, plan.traffic());
+                let (_, s, r) = p.busiest();
+                let (_, f) = p.formula(n, d).unwrap();
+                assert!(
+                    (s.max(r) as f64 - f).abs() <= 16.0 * 2.0 * n as f64,
+                    "{} at N = {n}: the plan moves {s}/{r}, {load:?} says {f}",
+                    a.name()
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 20, "{checked}");
+        let load = |s: &str| crate::algo::parse(s).unwrap().load();
+        assert_eq!(load("ps"), Some(Load::Root));
+        for s in ["ring", "ring:naive", "ring:pipe4", "ring:flag"] {
+            assert_eq!(load(s), Some(Load::Ring), "{s}");
+        }
+        for s in [
+            "oneshot",
+            "oneshot:fused",
+            "oneshot:flag",
+            "oneshot:resident",
+        ] {
+            assert_eq!(load(s), Some(Load::Everyone), "{s}");
+        }
     }
 }

@@ -223,6 +223,55 @@ impl Ranks {
 }
 
 pub fn execute(a: LaunchArgs) -> Result<u8> {
+    let (n, timeout, grace) = checked(&a)?;
+    let (program, args) = program_of(&a)?;
+    let run_id = format!(
+        "{:x}-{:x}",
+        std::process::id(),
+        crate::process::unique_suffix()
+    );
+    let dir = store_dir(&a, &run_id);
+    let store = Store::create(&dir, &run_id, n, timeout)?;
+    proc::catch_interrupts();
+    let job = Job {
+        n,
+        program: &program,
+        args: &args,
+        dir: &dir,
+        run_id: &run_id,
+        store: &store,
+    };
+    let lost = Lost::default();
+    let (mut ranks, forwarders) = spawn_ranks(&a, &job, &lost)?;
+    let (first_failure, interrupted) = watch(&mut ranks, &store, timeout, grace);
+    // The pipes close with the ranks (and anything they started, stopped
+    // with their groups); do not wait forever for a stray holder.
+    let t0 = Instant::now();
+    while forwarders.iter().any(|h| !h.is_finished()) && t0.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for h in forwarders.into_iter().filter(|h| h.is_finished()) {
+        let _ = h.join();
+    }
+    if a.keep_store {
+        eprintln!("launch: store kept at {}", dir.display());
+    } else {
+        store.remove();
+    }
+    // A rank killed while it used CUDA IPC leaves the driver's files in
+    // /dev/shm; every rank has ended now.
+    let pids: Vec<u32> = ranks.children.iter().map(Child::id).collect();
+    crate::process::store::sweep_cuda_ipc_files(Path::new("/dev/shm"), &pids);
+    let worst = status_of(&ranks, interrupted, first_failure.is_some(), &lost);
+    if worst != 0 {
+        say_failures(&ranks, worst);
+    }
+    Ok(worst)
+}
+
+/// The rank count, the timeout and the grace period, checked with the
+/// settings the ranks will read before any rank starts.
+fn checked(a: &LaunchArgs) -> Result<(usize, Duration, Duration)> {
     let n = a.nprocs;
     if n == 0 {
         return Err(Error::ZeroRanks);
@@ -255,7 +304,13 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
         None => crate::param::timeout()?,
     };
     let grace = Duration::from_secs_f64(a.grace);
-    let (program, args): (PathBuf, Vec<String>) = match a.command.first() {
+    Ok((n, timeout, grace))
+}
+
+/// The program each rank runs and its arguments: this binary for its own
+/// commands.
+fn program_of(a: &LaunchArgs) -> Result<(PathBuf, Vec<String>)> {
+    Ok(match a.command.first() {
         Some(c) if OWN.contains(&c.as_str()) => {
             let me = std::env::current_exe().map_err(|e| Error::Io {
                 path: "the launcher's own executable".into(),
@@ -272,13 +327,13 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
         }
         Some(c) => (PathBuf::from(c), a.command[1..].to_vec()),
         None => return Err(Error::BadArgument("launch needs a command after --".into())),
-    };
-    let run_id = format!(
-        "{:x}-{:x}",
-        std::process::id(),
-        crate::process::unique_suffix()
-    );
-    let dir = match &a.store {
+    })
+}
+
+/// The store's directory: `--store`, or a fresh one (after removing the
+/// stale ones).
+fn store_dir(a: &LaunchArgs, run_id: &str) -> PathBuf {
+    match &a.store {
         Some(d) => d.clone(),
         None => {
             // Stores of runs whose launcher and ranks are all gone (killed
@@ -292,25 +347,48 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
             }
             base.join(format!("ringreduce-{}-{run_id}", proc::uid()))
         }
-    };
-    let store = Store::create(&dir, &run_id, n, timeout)?;
-    proc::catch_interrupts();
+    }
+}
 
+/// What every rank of the job shares.
+struct Job<'a> {
+    n: usize,
+    program: &'a Path,
+    args: &'a [String],
+    dir: &'a Path,
+    run_id: &'a str,
+    store: &'a Store,
+}
+
+/// Start every rank, their output forwarded; on a failure to start one,
+/// stop those started.
+fn spawn_ranks(
+    a: &LaunchArgs,
+    job: &Job<'_>,
+    lost: &Lost,
+) -> Result<(Ranks, Vec<std::thread::JoinHandle<()>>)> {
+    let Job {
+        n,
+        program,
+        args,
+        dir,
+        run_id,
+        store,
+    } = *job;
     let mut ranks = Ranks {
         children: Vec::with_capacity(n),
         status: Vec::new(),
     };
     let mut forwarders = Vec::new();
-    let lost = Lost::default();
     for r in 0..n {
-        let mut cmd = Command::new(&program);
-        cmd.args(&args)
+        let mut cmd = Command::new(program);
+        cmd.args(args)
             .env("RINGREDUCE_RANK", r.to_string())
             .env("RINGREDUCE_SIZE", n.to_string())
             .env("RINGREDUCE_LOCAL_RANK", r.to_string())
             .env("RINGREDUCE_LOCAL_SIZE", n.to_string())
-            .env("RINGREDUCE_STORE", &dir)
-            .env("RINGREDUCE_RUN_ID", &run_id)
+            .env("RINGREDUCE_STORE", dir)
+            .env("RINGREDUCE_RUN_ID", run_id)
             .env_remove("RINGREDUCE_MULTIPROC")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -347,8 +425,20 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
             }
         }
     }
+    Ok((ranks, forwarders))
+}
 
-    // Watch the ranks.
+/// A rank or a signal, and when it was seen.
+type When<T> = Option<(T, Instant)>;
+
+/// Watch the ranks until every one has ended: on the first failure or a
+/// signal, stop the others. Returns the first failure and the signal.
+fn watch(
+    ranks: &mut Ranks,
+    store: &Store,
+    timeout: Duration,
+    grace: Duration,
+) -> (When<usize>, When<i32>) {
     let mut first_failure: Option<(usize, Instant)> = None;
     let mut interrupted: Option<(i32, Instant)> = None;
     let mut term_sent: Option<Instant> = None;
@@ -396,68 +486,57 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    // The pipes close with the ranks (and anything they started, stopped
-    // with their groups); do not wait forever for a stray holder.
-    let t0 = Instant::now();
-    while forwarders.iter().any(|h| !h.is_finished()) && t0.elapsed() < Duration::from_secs(2) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    for h in forwarders.into_iter().filter(|h| h.is_finished()) {
-        let _ = h.join();
-    }
-    if a.keep_store {
-        eprintln!("launch: store kept at {}", dir.display());
-    } else {
-        store.remove();
-    }
-    // A rank killed while it used CUDA IPC leaves the driver's files in
-    // /dev/shm; every rank has ended now.
-    let pids: Vec<u32> = ranks.children.iter().map(Child::id).collect();
-    crate::process::store::sweep_cuda_ipc_files(Path::new("/dev/shm"), &pids);
+    (first_failure, interrupted)
+}
+
+/// The launch's exit status: the worst rank's, the shell's for a signal
+/// the launcher got, 1 after a failure, at least 2 when output was lost.
+fn status_of(ranks: &Ranks, interrupted: When<i32>, failed: bool, lost: &Lost) -> u8 {
     let statuses: Vec<ExitStatus> = ranks.status.iter().flatten().copied().collect();
     let worst = statuses.iter().map(code_of).max().unwrap_or(0);
     let worst = match interrupted {
         // Ended by a signal: the shell's status for it (130 for SIGINT,
         // 143 for SIGTERM), whatever the ranks did with it.
         Some((sig, _)) => u8::try_from((128 + sig).clamp(0, 255)).unwrap_or(255),
-        None if worst == 0 && first_failure.is_some() => 1,
+        None if worst == 0 && failed => 1,
         None => worst,
     };
     // Every rank succeeded, but their output was lost: not a success.
-    let worst = match lost.take() {
+    match lost.take() {
         Some(e) => {
             eprintln!("launch: error: the ranks' output could not be written to stdout: {e}");
             worst.max(2)
         }
         None => worst,
-    };
-    if worst != 0 {
-        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
-        for (r, st) in ranks.status.iter().enumerate() {
-            let d = st.as_ref().map_or("did not report".into(), describe);
-            match groups.iter_mut().find(|(k, _)| *k == d) {
-                Some((_, v)) => v.push(r),
-                None => groups.push((d, vec![r])),
-            }
-        }
-        let parts: Vec<String> = groups
-            .iter()
-            .map(|(d, v)| {
-                let rs: Vec<String> = v.iter().map(usize::to_string).collect();
-                // "rank 1 was killed", "ranks 0, 1 were killed".
-                let d = if v.len() > 1 {
-                    d.replacen("was ", "were ", 1)
-                } else {
-                    d.clone()
-                };
-                format!(
-                    "{} {} {d}",
-                    crate::words::plural(v.len(), "rank", "ranks"),
-                    rs.join(", ")
-                )
-            })
-            .collect();
-        eprintln!("launch: {}; exit status {worst}", parts.join("; "));
     }
-    Ok(worst)
+}
+
+/// One line naming each rank's end, grouped.
+fn say_failures(ranks: &Ranks, worst: u8) {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (r, st) in ranks.status.iter().enumerate() {
+        let d = st.as_ref().map_or("did not report".into(), describe);
+        match groups.iter_mut().find(|(k, _)| *k == d) {
+            Some((_, v)) => v.push(r),
+            None => groups.push((d, vec![r])),
+        }
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .map(|(d, v)| {
+            let rs: Vec<String> = v.iter().map(usize::to_string).collect();
+            // "rank 1 was killed", "ranks 0, 1 were killed".
+            let d = if v.len() > 1 {
+                d.replacen("was ", "were ", 1)
+            } else {
+                d.clone()
+            };
+            format!(
+                "{} {} {d}",
+                crate::words::plural(v.len(), "rank", "ranks"),
+                rs.join(", ")
+            )
+        })
+        .collect();
+    eprintln!("launch: {}; exit status {worst}", parts.join("; "));
 }

@@ -378,6 +378,44 @@ pub fn auto_source() -> Result<String> {
     })
 }
 
+/// The algorithm names the command line's collectives run (every name in
+/// [`crate::algo::REGISTRY`] but the broadcast's), as help spells them
+/// (`ring:pipeK`).
+pub fn path_names() -> Vec<&'static str> {
+    crate::algo::names()
+        .filter(|n| {
+            crate::algo::example(n).is_some_and(|a| {
+                Collective::ALL
+                    .iter()
+                    .any(|&c| crate::algo::runs(a.as_ref(), c))
+            })
+        })
+        .collect()
+}
+
+/// One path of each of [`path_names`] (`ring:pipeK` as `ring:pipe3`):
+/// what `--algo all` means.
+pub fn all_paths() -> Vec<crate::algo::AlgoChoice> {
+    crate::algo::paths()
+        .into_iter()
+        .filter(|a| {
+            Collective::ALL
+                .iter()
+                .any(|&c| crate::algo::runs(a.as_ref(), c))
+        })
+        .map(crate::algo::AlgoChoice::Fixed)
+        .collect()
+}
+
+/// [`path_names`] but `skip`, comma-separated, for help texts.
+pub fn path_list(skip: &[&str]) -> String {
+    path_names()
+        .into_iter()
+        .filter(|n| !skip.contains(n))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A comma-separated list of collectives, or `all`.
 pub fn parse_collectives(s: &str) -> Result<Vec<Collective>> {
     if s.trim().eq_ignore_ascii_case("all") {

@@ -34,15 +34,22 @@ pub struct RunArgs {
     /// order) or exact (small integers: bitwise check).
     #[arg(long, default_value = "random")]
     pub inputs: String,
-    /// Algorithm: ring (the default: the path this tool teaches),
-    /// ring:naive, ring:pipeK, oneshot, oneshot:fused, oneshot:flag, ps, or
-    /// auto (the engine's choice by size). With RINGREDUCE_ALGO set and no
-    /// --algo, the variable's path runs (as auto, which it forces).
-    #[arg(long)]
+    // Every path of the algorithm registry, in the help.
+    #[arg(long, help = algo_help())]
     pub algo: Option<String>,
     /// Timed repetitions for the steady-state median.
     #[arg(long, default_value_t = 10)]
     pub iters: usize,
+}
+
+/// `--algo`'s help: every path of the algorithm registry.
+pub fn algo_help() -> String {
+    format!(
+        "Algorithm: ring (the default: the path this tool teaches), {}, or auto (the engine's \
+         choice by size). With RINGREDUCE_ALGO set and no --algo, the variable's path runs (as \
+         auto, which it forces).",
+        super::path_list(&["ring"])
+    )
 }
 
 /// Host bytes a checked call of `shape` needs: inputs, their copy in the
@@ -107,11 +114,37 @@ fn run_typed<T: Element>(
     op: ReduceOp,
     kind: Inputs,
 ) -> Result<bool> {
-    let dtype = T::DTYPE;
     let ranks = cfg.ranks;
     let t0 = Instant::now();
     let mut engine = Engine::<T>::new(cfg)?;
     let setup = t0.elapsed();
+    print_call(&engine, &shape, op)?;
+    let per_rank_input = shape.input(0).len();
+    let inputs = verify::make_inputs::<T>(kind, op, ranks, per_rank_input, a.seed);
+    let sh = engine.load(shape.collective, &inputs, shape.in_place)?;
+    engine.poison(&sh)?;
+    let path = engine.core().path_name(None, &sh)?;
+    let algo = algo_of(a)?;
+    let how = match (a.algo.is_some(), algo.trim().to_ascii_lowercase().as_str()) {
+        (_, "auto") => format!(" ({})", crate::cli::auto_source()?),
+        (false, "ring") => " (the default; --algo auto lets the engine choose by size)".to_string(),
+        _ => String::new(),
+    };
+    out(format!("algorithm : {path}{how}"))?;
+    let t1 = Instant::now();
+    let info = engine.run(None, &sh, op)?;
+    let first = t1.elapsed();
+    let verdict = check_call(&mut engine, &sh, &shape, &inputs, op, kind)?;
+    let verdict = crate::bench::gather_verdict(&engine, verdict)?;
+    print_timings(a, &mut engine, &sh, &shape, op, setup, first)?;
+    print_traffic(&info.traffic, &shape)?;
+    print_check(&verdict, &shape, T::DTYPE)
+}
+
+/// The first lines: the call, the note of a fallback, the backend.
+fn print_call<T: Element>(engine: &Engine<T>, shape: &Shape, op: ReduceOp) -> Result<()> {
+    let dtype = T::DTYPE;
+    let ranks = shape.ranks;
     out(format!(
         "ringreduce run: {}{}, {} x {} ({} per rank), {}, {}, {}",
         crate::words::counted(ranks, "rank"),
@@ -135,30 +168,28 @@ fn run_typed<T: Element>(
         out(format!("note      : {note}"))?;
     }
     out(format!("backend   : {}", engine.core().describe()))?;
-    let per_rank_input = shape.input(0).len();
-    let inputs = verify::make_inputs::<T>(kind, op, ranks, per_rank_input, a.seed);
-    let sh = engine.load(shape.collective, &inputs, shape.in_place)?;
-    engine.poison(&sh)?;
-    let path = engine.core().path_name(None, &sh)?;
-    let algo = algo_of(a)?;
-    let how = match (a.algo.is_some(), algo.trim().to_ascii_lowercase().as_str()) {
-        (_, "auto") => format!(" ({})", crate::cli::auto_source()?),
-        (false, "ring") => " (the default; --algo auto lets the engine choose by size)".to_string(),
-        _ => String::new(),
-    };
-    out(format!("algorithm : {path}{how}"))?;
-    let t1 = Instant::now();
-    let info = engine.run(None, &sh, op)?;
-    let first = t1.elapsed();
+    Ok(())
+}
+
+/// The call's verdict on this process's ranks: the outputs against the
+/// reference, and the inputs untouched out of place.
+fn check_call<T: Element>(
+    engine: &mut Engine<T>,
+    sh: &Shape,
+    shape: &Shape,
+    inputs: &[Vec<T>],
+    op: ReduceOp,
+    kind: Inputs,
+) -> Result<verify::Verdict> {
     // One process per rank: each checks its own rank, rank 0 reports all.
-    let got = engine.read_output(&sh)?;
+    let got = engine.read_output(sh)?;
     let base = engine.core().local_ranks().start;
     let mut verdict = match shape.collective {
         Collective::AllReduce => {
-            verify::check(&got, &verify::reference(&inputs, op, kind)).at_rank(base)
+            verify::check(&got, &verify::reference(inputs, op, kind)).at_rank(base)
         }
         Collective::ReduceScatter => {
-            let refs = verify::reference_reduce_scatter(&inputs, op, kind);
+            let refs = verify::reference_reduce_scatter(inputs, op, kind);
             let mut v = verify::Verdict {
                 bitwise: refs.iter().all(|r| r.bitwise),
                 ..verify::Verdict::default()
@@ -175,14 +206,14 @@ fn run_typed<T: Element>(
             v
         }
         Collective::AllGather => {
-            verify::check(&got, &verify::reference_all_gather(&inputs)).at_rank(base)
+            verify::check(&got, &verify::reference_all_gather(inputs)).at_rank(base)
         }
         Collective::Broadcast { root } => {
-            verify::check(&got, &verify::reference_broadcast(&inputs, root)).at_rank(base)
+            verify::check(&got, &verify::reference_broadcast(inputs, root)).at_rank(base)
         }
     };
     if !shape.in_place {
-        let send = engine.read_input(&sh)?;
+        let send = engine.read_input(sh)?;
         for (i, s) in send.iter().enumerate() {
             let r = base + i;
             let changed = verify::changed(s, &inputs[r]);
@@ -196,12 +227,25 @@ fn run_typed<T: Element>(
             }
         }
     }
-    let verdict = crate::bench::gather_verdict(&engine, verdict)?;
+    Ok(verdict)
+}
+
+/// The steady state's calls, then the setup, first-call and steady times.
+fn print_timings<T: Element>(
+    a: &RunArgs,
+    engine: &mut Engine<T>,
+    sh: &Shape,
+    shape: &Shape,
+    op: ReduceOp,
+    setup: std::time::Duration,
+    first: std::time::Duration,
+) -> Result<()> {
+    let ranks = shape.ranks;
     // Steady state: repeated calls, each synchronized on every rank.
     let mut times = Vec::with_capacity(a.iters);
     for _ in 0..a.iters {
         let t = Instant::now();
-        engine.launch(None, &sh, op)?;
+        engine.launch(None, sh, op)?;
         engine.synchronize()?;
         times.push(t.elapsed().as_secs_f64() * 1e6);
     }
@@ -252,8 +296,14 @@ fn run_typed<T: Element>(
         if kind_cpu { "CPU wall-clock" } else { "all rank streams synchronized" },
         if multi { "; the slowest process's median" } else { "" }
     ))?;
-    let max_sent = info.traffic.iter().map(|x| x.sent).max().unwrap_or(0);
-    let max_recv = info.traffic.iter().map(|x| x.received).max().unwrap_or(0);
+    Ok(())
+}
+
+/// The busiest rank's bytes beside the formulas.
+fn print_traffic(traffic: &[crate::plan::Traffic], shape: &Shape) -> Result<()> {
+    let ranks = shape.ranks;
+    let max_sent = traffic.iter().map(|x| x.sent).max().unwrap_or(0);
+    let max_recv = traffic.iter().map(|x| x.received).max().unwrap_or(0);
     let d = (shape.count * shape.elem_size) as u64;
     let formula = match shape.collective {
         Collective::AllReduce => format!(
@@ -269,6 +319,16 @@ fn run_typed<T: Element>(
     out(format!(
         "traffic   : max per rank sent {max_sent} B, received {max_recv} B; {formula}"
     ))?;
+    Ok(())
+}
+
+/// The verdict's line; whether the call was right.
+fn print_check(
+    verdict: &verify::Verdict,
+    shape: &Shape,
+    dtype: crate::element::DataType,
+) -> Result<bool> {
+    let ranks = shape.ranks;
     let wrong = verdict.total_wrong();
     let how = if verdict.bitwise {
         "bitwise vs the exact result".to_string()
@@ -299,5 +359,48 @@ fn run_typed<T: Element>(
             ))?;
         }
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `run --help` names every registered path the command line's
+    /// collectives run (issue 26: it listed 7 of 9), and so do the other
+    /// commands' `--algo` helps.
+    #[test]
+    fn help_names_every_path() {
+        use clap::Args;
+        let names = crate::cli::path_names();
+        for name in [
+            "ring",
+            "ring:naive",
+            "ring:pipeK",
+            "oneshot",
+            "oneshot:fused",
+            "oneshot:flag",
+            "oneshot:resident",
+            "ring:flag",
+            "ps",
+        ] {
+            assert!(names.contains(&name), "{name} not in {names:?}");
+        }
+        assert_eq!(names.len(), 9, "{names:?}");
+        let helps = [
+            RunArgs::augment_args(clap::Command::new("run")).render_long_help(),
+            crate::cli::trace::TraceArgs::augment_args(clap::Command::new("trace"))
+                .render_long_help(),
+            crate::cli::check::CheckArgs::augment_args(clap::Command::new("check"))
+                .render_long_help(),
+            crate::cli::bench::BenchArgs::augment_args(clap::Command::new("bench"))
+                .render_long_help(),
+        ];
+        for help in helps {
+            let help = help.to_string();
+            for name in &names {
+                assert!(help.contains(name), "--help lacks {name}: {help}");
+            }
+        }
     }
 }

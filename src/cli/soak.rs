@@ -10,7 +10,7 @@
 use super::{out, Common, Kinds};
 use crate::algo::AlgoChoice;
 use crate::bench::{self, Contender, ContenderKind};
-use crate::element::{Element, ReduceOp};
+use crate::element::{DataType, Element, ReduceOp};
 use crate::engine::{Core, Engine, EngineConfig};
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Shape};
@@ -38,23 +38,31 @@ pub struct SoakArgs {
     /// Largest buffer per rank.
     #[arg(long, default_value = "1MiB", allow_hyphen_values = true)]
     pub max_size: String,
-    /// Paths to draw from besides auto, comma-separated, or all.
-    #[arg(long, default_value = "all")]
+    // Paths to draw from besides auto: the registry's, in the help.
+    #[arg(long, default_value = "all", help = soak_algo_help())]
     pub algo: String,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
 
-const PATHS: [&str; 8] = [
-    "ring",
-    "ring:naive",
-    "ring:pipe3",
-    "oneshot",
-    "oneshot:fused",
-    "oneshot:flag",
-    "oneshot:resident",
-    "ps",
-];
+fn soak_algo_help() -> String {
+    format!(
+        "Paths to draw from besides auto, comma-separated, or all ({})",
+        super::path_list(&[])
+    )
+}
+
+/// The paths `--algo` names: a list, or all of the algorithm registry's.
+fn paths_of(algo: &str) -> Result<Vec<AlgoChoice>> {
+    if algo.trim().eq_ignore_ascii_case("all") {
+        return Ok(super::all_paths());
+    }
+    crate::words::list_items(algo)
+        .map_err(|e| Error::BadArgument(format!("--algo: {e}")))?
+        .into_iter()
+        .map(|p| p.parse().map_err(Error::BadArgument))
+        .collect()
+}
 
 struct Stats {
     times: Vec<(f64, String)>,
@@ -83,21 +91,70 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
             a.seconds
         )));
     }
-    let paths: Vec<AlgoChoice> = if a.algo.trim().eq_ignore_ascii_case("all") {
-        PATHS
-            .iter()
-            .map(|p| p.parse().map_err(Error::BadArgument))
-            .collect::<Result<_>>()?
-    } else {
-        crate::words::list_items(&a.algo)
-            .map_err(|e| Error::BadArgument(format!("--algo: {e}")))?
-            .into_iter()
-            .map(|p| p.parse().map_err(Error::BadArgument))
-            .collect::<Result<_>>()?
-    };
+    let paths = paths_of(&a.algo)?;
     let gpus = crate::cli::cuda::gpus().ok();
     // One process per rank: the job's size is the only rank count, and the
     // ranks decide together when to stop (they must make the same calls).
+    let multi = base.process.is_some();
+    let rank_counts = rank_counts_of(&a, &base, gpus)?;
+    super::check_host_memory(
+        6 * max as u128 * *rank_counts.iter().max().unwrap_or(&1) as u128,
+        "the soak's largest call",
+    )?;
+    let mut soak = Soak {
+        engines: BTreeMap::new(),
+        rng: SplitMix64::new(a.seed),
+        combos: combos.each(),
+        rank_counts,
+        paths,
+        max,
+        base,
+        multi,
+    };
+    let mut stats = Stats {
+        times: Vec::new(),
+        wrong: Vec::new(),
+        calls: 0,
+    };
+    let start = Instant::now();
+    let limit = (a.seconds > 0.0).then(|| Duration::from_secs_f64(a.seconds));
+    out(format!(
+        "ringreduce soak: {}, seed {}, rank counts {:?}, up to {} per rank, {} of call",
+        crate::words::counted(a.calls, "call"),
+        a.seed,
+        soak.rank_counts,
+        format_bytes(max),
+        crate::words::counted(soak.combos.len(), "kind")
+    ))?;
+    for i in 0..a.calls {
+        // The time limit stops the soak after its first call, never
+        // before: a soak that ran no call has checked nothing.
+        let late = i > 0 && limit.is_some_and(|l| start.elapsed() > l);
+        let late = match soak.engines.values().next().filter(|_| multi) {
+            Some(core) => core.any_process(late, "deciding whether to stop")?,
+            None => late,
+        };
+        if late {
+            break;
+        }
+        if !soak.call(i, &mut stats)? {
+            break;
+        }
+        if (i + 1) % 200 == 0 && soak.base.process.as_ref().is_none_or(|s| s.rank == 0) {
+            eprintln!(
+                "soak: {} calls, {} wrong, {:.0} s",
+                i + 1,
+                stats.wrong.len(),
+                start.elapsed().as_secs_f64()
+            );
+        }
+    }
+    report(&stats, start.elapsed())
+}
+
+/// The rank counts to draw from: `--rank-counts`, `--ranks`, the job's
+/// size, or by backend.
+fn rank_counts_of(a: &SoakArgs, base: &EngineConfig, gpus: Option<usize>) -> Result<Vec<usize>> {
     let multi = base.process.is_some();
     let rank_counts = match &a.rank_counts {
         _ if multi => match &a.rank_counts {
@@ -134,39 +191,28 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
             return Err(Error::BadArgument(format!("rank count {n} out of range")));
         }
     }
-    super::check_host_memory(
-        6 * max as u128 * *rank_counts.iter().max().unwrap_or(&1) as u128,
-        "the soak's largest call",
-    )?;
-    let mut engines: BTreeMap<usize, Core> = BTreeMap::new();
-    let mut rng = SplitMix64::new(a.seed);
-    let combos = combos.each();
-    let mut stats = Stats {
-        times: Vec::new(),
-        wrong: Vec::new(),
-        calls: 0,
-    };
-    let start = Instant::now();
-    let limit = (a.seconds > 0.0).then(|| Duration::from_secs_f64(a.seconds));
-    out(format!(
-        "ringreduce soak: {}, seed {}, rank counts {:?}, up to {} per rank, {} of call",
-        crate::words::counted(a.calls, "call"),
-        a.seed,
-        rank_counts,
-        format_bytes(max),
-        crate::words::counted(combos.len(), "kind")
-    ))?;
-    for i in 0..a.calls {
-        // The time limit stops the soak after its first call, never
-        // before: a soak that ran no call has checked nothing.
-        let late = i > 0 && limit.is_some_and(|l| start.elapsed() > l);
-        let late = match engines.values().next().filter(|_| multi) {
-            Some(core) => core.any_process(late, "deciding whether to stop")?,
-            None => late,
-        };
-        if late {
-            break;
-        }
+    Ok(rank_counts)
+}
+
+/// The soak's state: an engine per rank count, the generator and what it
+/// draws from.
+struct Soak {
+    engines: BTreeMap<usize, Core>,
+    rng: SplitMix64,
+    combos: Vec<(Collective, DataType, ReduceOp)>,
+    rank_counts: Vec<usize>,
+    paths: Vec<AlgoChoice>,
+    max: u64,
+    base: EngineConfig,
+    multi: bool,
+}
+
+impl Soak {
+    /// Draw call `i`, run it and check it into `stats`; false when the soak
+    /// must stop (a failed call in a job of processes).
+    fn call(&mut self, i: u64, stats: &mut Stats) -> Result<bool> {
+        let (rank_counts, combos, paths) = (&self.rank_counts, &self.combos, &self.paths);
+        let (max, multi, rng) = (self.max, self.multi, &mut self.rng);
         let n = rank_counts[(rng.next_u64() % rank_counts.len() as u64) as usize];
         let (coll, dtype, op) = combos[(rng.next_u64() % combos.len() as u64) as usize];
         let elem = dtype.size() as u64;
@@ -201,15 +247,16 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
                 choice = pick.clone();
             }
         }
-        if let std::collections::btree_map::Entry::Vacant(slot) = engines.entry(n) {
+        if let std::collections::btree_map::Entry::Vacant(slot) = self.engines.entry(n) {
             let mut cfg = EngineConfig {
                 ranks: n,
-                ..base.clone()
+                ..self.base.clone()
             };
             cfg.algo = AlgoChoice::Auto;
             slot.insert(Engine::<u8>::new(cfg)?.into_core());
         }
-        let core = engines
+        let core = self
+            .engines
             .remove(&n)
             .ok_or_else(|| Error::Plan("engine cache".into()))?;
         let seed = rng.next_u64();
@@ -223,7 +270,7 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
         );
         let (core, r) =
             crate::with_element!(dtype, T => one::<T>(core, &choice, shape, op, kind, seed));
-        engines.insert(n, core);
+        self.engines.insert(n, core);
         stats.calls += 1;
         match r {
             Ok((us, 0, _)) => stats.times.push((us, desc)),
@@ -238,20 +285,12 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
                 if multi {
                     // The job is unusable after a failed call.
                     eprintln!("soak: stopping after a failed call: {e}");
-                    break;
+                    return Ok(false);
                 }
             }
         }
-        if (i + 1) % 200 == 0 && base.process.as_ref().is_none_or(|s| s.rank == 0) {
-            eprintln!(
-                "soak: {} calls, {} wrong, {:.0} s",
-                i + 1,
-                stats.wrong.len(),
-                start.elapsed().as_secs_f64()
-            );
-        }
+        Ok(true)
     }
-    report(&stats, start.elapsed())
 }
 
 /// One checked call; (microseconds, wrong elements).
@@ -330,5 +369,48 @@ fn report(s: &Stats, elapsed: Duration) -> Result<bool> {
             s.calls
         ))?;
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algo::{self, REGISTRY};
+
+    /// `--algo all` is every registered path a collective of the command
+    /// line runs (issue 26: `ring:flag` was missing from a hand-written list).
+    #[test]
+    fn all_is_every_registered_path() {
+        let all: Vec<String> = paths_of("all").unwrap().iter().map(|c| c.name()).collect();
+        for e in REGISTRY {
+            for name in e.names {
+                let a = algo::example(name).unwrap_or_else(|| panic!("{name} does not parse"));
+                let runs = Collective::ALL.iter().any(|&c| algo::runs(a.as_ref(), c));
+                assert_eq!(all.contains(&a.name()), runs, "{name} in {all:?}");
+            }
+        }
+        for name in ["ring", "ring:pipe3", "ring:flag", "oneshot:resident", "ps"] {
+            assert!(all.iter().any(|n| n == name), "{name} in {all:?}");
+        }
+        // Only the broadcast's paths are left out.
+        assert_eq!(all.len(), algo::names().count() - 2, "{all:?}");
+        assert!(!all.iter().any(|n| n.starts_with("bcast")), "{all:?}");
+        let two: Vec<String> = paths_of("ring:flag, ps")
+            .unwrap()
+            .iter()
+            .map(|c| c.name())
+            .collect();
+        assert_eq!(two, ["ring:flag", "ps"]);
+        assert!(paths_of("tree").is_err());
+    }
+
+    #[test]
+    fn help_names_every_path() {
+        use clap::Args;
+        let mut cmd = SoakArgs::augment_args(clap::Command::new("soak"));
+        let help = cmd.render_long_help().to_string();
+        for name in crate::cli::path_names() {
+            assert!(help.contains(name), "soak --help lacks {name}: {help}");
+        }
     }
 }

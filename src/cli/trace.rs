@@ -17,6 +17,15 @@ use crate::report;
 use crate::timeline::{self, RecordOptions, Recording};
 use std::path::PathBuf;
 
+/// `--algo`'s help: every path of the algorithm registry.
+fn algo_help() -> String {
+    format!(
+        "Algorithm to trace: ring (the default), {}, auto. With RINGREDUCE_ALGO set and no \
+         --algo, the variable's path is traced (as auto, which it forces).",
+        super::path_list(&["ring"])
+    )
+}
+
 #[derive(clap::Args, Debug)]
 pub struct TraceArgs {
     /// Ranks (the symbolic trace: default 4, at most 16; a real run: default
@@ -35,11 +44,8 @@ pub struct TraceArgs {
     pub in_place: bool,
     #[command(flatten)]
     pub kinds: OneKind,
-    /// Algorithm to trace: ring (the default), ring:naive, ring:pipeK, ps,
-    /// oneshot, oneshot:fused, oneshot:flag, auto. With RINGREDUCE_ALGO set
-    /// and no --algo, the variable's path is traced (as auto, which it
-    /// forces).
-    #[arg(long)]
+    // Every path of the algorithm registry, in the help.
+    #[arg(long, help = algo_help())]
     pub algo: Option<String>,
     /// Run for real on this backend and time every op (cuda: GPU
     /// timestamps; cpu: host timestamps). Implied by --timeline and --svg

@@ -31,11 +31,11 @@ impl Report {
                 csv_cell(&r.algo),
                 r.path.as_deref().map(csv_cell).unwrap_or_default(),
                 r.ranks.to_string(),
-                csv_cell(&r.collective),
+                csv_cell(r.collective.name()),
                 r.size.to_string(),
                 r.count.to_string(),
-                csv_cell(&r.dtype),
-                csv_cell(&r.redop),
+                csv_cell(r.dtype.name()),
+                csv_cell(r.redop_name()),
             ];
             for m in [&r.out_of_place, &r.in_place] {
                 match m {
@@ -100,11 +100,12 @@ mod tests {
     #[test]
     fn csv_collective_and_quoting() {
         let mut rep = report();
+        // (A row's type is typed: `bf16` is written by its name.)
         rep.rows = vec![row_of("x\"y", REDUCE_SCATTER, "bf16", 64, 2.0)];
         let csv = rep.to_csv();
         let line = csv.lines().nth(1).unwrap_or_default();
         assert!(
-            line.starts_with("\"x\"\"y\",,2,reduce-scatter,64,16,bf16,sum,2,"),
+            line.starts_with("\"x\"\"y\",,2,reduce-scatter,64,16,bfloat16,sum,2,"),
             "{line}"
         );
         assert_eq!(csv_cell("a\nb"), "\"a\nb\"");

@@ -11,7 +11,7 @@
 //! takes `t` seconds:
 //!
 //! * **algbw** = `S / t`, in GB/s with 1 GB = 1e9 B ([`algbw_gbps`]).
-//! * **busbw** = `algbw * factor` ([`bus_factor`]): `2(N-1)/N` for all-reduce,
+//! * **busbw** = `algbw * factor` ([`Collective::bus_factor`]): `2(N-1)/N` for all-reduce,
 //!   `(N-1)/N` for reduce-scatter and all-gather. The factor is the fraction
 //!   of the data each rank must send (and receive) in an optimal algorithm, so
 //!   busbw is comparable with the link's hardware bandwidth and independent of
@@ -54,7 +54,9 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
+use crate::element::{DataType, ReduceOp};
+use crate::plan::Collective;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 mod csv;
 mod json;
@@ -64,12 +66,12 @@ mod text;
 
 pub use output::{check_files, check_outputs, is_written_through, write_output, Format};
 
-/// The all-reduce collective's name in [`Row::collective`].
-pub const ALL_REDUCE: &str = "all-reduce";
-/// The reduce-scatter collective's name in [`Row::collective`].
-pub const REDUCE_SCATTER: &str = "reduce-scatter";
-/// The all-gather collective's name in [`Row::collective`].
-pub const ALL_GATHER: &str = "all-gather";
+/// [`Row::collective`] of an all-reduce (`"all-reduce"` in JSON and CSV).
+pub const ALL_REDUCE: Collective = Collective::AllReduce;
+/// [`Row::collective`] of a reduce-scatter (`"reduce-scatter"`).
+pub const REDUCE_SCATTER: Collective = Collective::ReduceScatter;
+/// [`Row::collective`] of an all-gather (`"all-gather"`).
+pub const ALL_GATHER: Collective = Collective::AllGather;
 
 /// Errors from checking output paths and writing the JSON, CSV and SVG files.
 ///
@@ -183,7 +185,7 @@ impl Measurement {
     /// Builds a measurement, computing algbw and busbw from the collective,
     /// the size ([`Row::size`]), the rank count and the time.
     pub fn new(
-        collective: &str,
+        collective: Collective,
         size_bytes: u64,
         ranks: usize,
         time_us: f64,
@@ -193,7 +195,7 @@ impl Measurement {
         Measurement {
             time_us,
             algbw,
-            busbw: algbw * bus_factor(collective, ranks),
+            busbw: algbw * collective.bus_factor(ranks),
             wrong,
         }
     }
@@ -210,23 +212,60 @@ pub fn algbw_gbps(size_bytes: u64, time_us: f64) -> f64 {
     }
 }
 
-/// The nccl-tests bus-bandwidth factor of `collective` on `ranks` ranks:
-/// `2(N-1)/N` for [`ALL_REDUCE`], `(N-1)/N` for [`REDUCE_SCATTER`] and
-/// [`ALL_GATHER`]; an unknown collective gets the all-reduce factor. `0` for
-/// `N <= 1`.
-pub fn bus_factor(collective: &str, ranks: usize) -> f64 {
-    if ranks <= 1 {
-        return 0.0;
-    }
-    let n = ranks as f64;
-    match collective {
-        REDUCE_SCATTER | ALL_GATHER => (n - 1.0) / n,
-        _ => 2.0 * (n - 1.0) / n,
+fn default_collective() -> Collective {
+    ALL_REDUCE
+}
+
+/// A collective, a type or an op as its name (the text the rows had when
+/// they carried strings).
+fn name_of<S: Serializer, T: Copy + Into<Name>>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str((*v).into().0)
+}
+
+/// A name in a report's rows: [`Collective::name`], [`DataType::name`],
+/// [`ReduceOp::name`], or `none` (the op of a collective that does not
+/// reduce).
+struct Name(&'static str);
+
+impl From<Collective> for Name {
+    fn from(c: Collective) -> Name {
+        Name(c.name())
     }
 }
 
-fn default_collective() -> String {
-    ALL_REDUCE.to_string()
+impl From<DataType> for Name {
+    fn from(d: DataType) -> Name {
+        Name(d.name())
+    }
+}
+
+impl From<Option<ReduceOp>> for Name {
+    fn from(o: Option<ReduceOp>) -> Name {
+        Name(o.map_or("none", ReduceOp::name))
+    }
+}
+
+fn parsed<'de, D: Deserializer<'de>, T>(
+    d: D,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, D::Error> {
+    let s = String::deserialize(d)?;
+    parse(&s).map_err(serde::de::Error::custom)
+}
+
+fn collective_named<'de, D: Deserializer<'de>>(d: D) -> Result<Collective, D::Error> {
+    parsed(d, Collective::parse)
+}
+
+fn dtype_named<'de, D: Deserializer<'de>>(d: D) -> Result<DataType, D::Error> {
+    parsed(d, str::parse)
+}
+
+fn op_named<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ReduceOp>, D::Error> {
+    parsed(d, |s| match s {
+        "none" => Ok(None),
+        s => s.parse().map(Some),
+    })
 }
 
 /// One line of results: one algorithm at one message size.
@@ -245,19 +284,37 @@ pub struct Row {
     pub size: u64,
     /// Elements in `size`.
     pub count: u64,
-    /// Collective: [`ALL_REDUCE`], [`REDUCE_SCATTER`] or [`ALL_GATHER`]
-    /// (JSON written before this field existed loads as all-reduce).
-    #[serde(default = "default_collective")]
-    pub collective: String,
-    /// Element type name, e.g. `"float"`.
-    #[serde(rename = "type")]
-    pub dtype: String,
-    /// Reduction operator name, e.g. `"sum"`.
-    pub redop: String,
+    /// Collective: [`ALL_REDUCE`], [`REDUCE_SCATTER`] or [`ALL_GATHER`],
+    /// written by name, `"all-reduce"` (JSON written before this field
+    /// existed loads as all-reduce).
+    #[serde(
+        default = "default_collective",
+        serialize_with = "name_of",
+        deserialize_with = "collective_named"
+    )]
+    pub collective: Collective,
+    /// Element type, written by name, e.g. `"float"`.
+    #[serde(
+        rename = "type",
+        serialize_with = "name_of",
+        deserialize_with = "dtype_named"
+    )]
+    pub dtype: DataType,
+    /// Reduction operator, written by name, e.g. `"sum"`; `None` (`"none"`)
+    /// for a collective that does not reduce.
+    #[serde(serialize_with = "name_of", deserialize_with = "op_named")]
+    pub redop: Option<ReduceOp>,
     /// Out-of-place result (separate send and receive buffers).
     pub out_of_place: Option<Measurement>,
     /// In-place result (receive buffer = send buffer).
     pub in_place: Option<Measurement>,
+}
+
+impl Row {
+    /// [`Row::redop`]'s name: `"sum"`, or `"none"` without a reduction.
+    pub fn redop_name(&self) -> &'static str {
+        Name::from(self.redop).0
+    }
 }
 
 /// One (collective, type, op) combination: the rows that share a table.
@@ -275,15 +332,17 @@ impl Combo {
     /// The combination of `row`.
     pub fn of(row: &Row) -> Self {
         Combo {
-            collective: row.collective.clone(),
-            dtype: row.dtype.clone(),
-            redop: row.redop.clone(),
+            collective: row.collective.name().into(),
+            dtype: row.dtype.name().into(),
+            redop: row.redop_name().into(),
         }
     }
 
     /// Whether `row` belongs to this combination.
     pub fn matches(&self, row: &Row) -> bool {
-        row.collective == self.collective && row.dtype == self.dtype && row.redop == self.redop
+        row.collective.name() == self.collective
+            && row.dtype.name() == self.dtype
+            && row.redop_name() == self.redop
     }
 }
 
@@ -490,9 +549,9 @@ pub(crate) mod fixtures {
             ranks: 2,
             size,
             count: size / 4,
-            collective: ALL_REDUCE.into(),
-            dtype: "float".into(),
-            redop: "sum".into(),
+            collective: ALL_REDUCE,
+            dtype: DataType::Float,
+            redop: Some(ReduceOp::Sum),
             out_of_place: Some(Measurement::new(ALL_REDUCE, size, 2, oop_us, Some(0))),
             in_place: Some(Measurement::new(ALL_REDUCE, size, 2, ip_us, None)),
         }
@@ -530,10 +589,10 @@ pub(crate) mod fixtures {
     }
 
     /// `row` for another collective / type / op, measured with its factor.
-    pub fn row_of(algo: &str, collective: &str, dtype: &str, size: u64, us: f64) -> Row {
+    pub fn row_of(algo: &str, collective: Collective, dtype: &str, size: u64, us: f64) -> Row {
         Row {
-            collective: collective.into(),
-            dtype: dtype.into(),
+            collective,
+            dtype: dtype.parse().unwrap(),
             out_of_place: Some(Measurement::new(collective, size, 2, us, Some(0))),
             in_place: None,
             ..row(algo, None, size, us, us)
@@ -560,9 +619,9 @@ mod tests {
         assert_eq!(m.busbw, m.algbw); // factor 1 for N = 2
         let m4 = Measurement::new(ALL_REDUCE, GIB, 4, 2740.0, None);
         assert!((m4.busbw - 1.5 * m4.algbw).abs() < 1e-9);
-        assert_eq!(bus_factor(ALL_REDUCE, 1), 0.0);
-        assert_eq!(bus_factor(ALL_REDUCE, 0), 0.0);
-        assert_eq!(bus_factor(ALL_REDUCE, 8), 1.75);
+        assert_eq!(ALL_REDUCE.bus_factor(1), 0.0);
+        assert_eq!(ALL_REDUCE.bus_factor(0), 0.0);
+        assert_eq!(ALL_REDUCE.bus_factor(8), 1.75);
         assert_eq!(
             Measurement::new(ALL_REDUCE, GIB, 1, 2740.0, None).busbw,
             0.0
@@ -573,17 +632,52 @@ mod tests {
 
     #[test]
     fn bus_factor_per_collective() {
-        assert_eq!(bus_factor(REDUCE_SCATTER, 8), 0.875);
-        assert_eq!(bus_factor(ALL_GATHER, 4), 0.75);
-        assert_eq!(bus_factor(ALL_GATHER, 1), 0.0);
-        assert_eq!(bus_factor(REDUCE_SCATTER, 0), 0.0);
-        // Unknown collectives get the all-reduce factor.
-        assert_eq!(bus_factor("broadcast?", 4), bus_factor(ALL_REDUCE, 4));
+        assert_eq!(REDUCE_SCATTER.bus_factor(8), 0.875);
+        assert_eq!(ALL_GATHER.bus_factor(4), 0.75);
+        assert_eq!(ALL_GATHER.bus_factor(1), 0.0);
+        assert_eq!(REDUCE_SCATTER.bus_factor(0), 0.0);
         let rs = Measurement::new(REDUCE_SCATTER, GIB, 4, 2740.0, None);
         let ar = Measurement::new(ALL_REDUCE, GIB, 4, 2740.0, None);
         assert_eq!(rs.algbw, ar.algbw);
         assert!((rs.busbw - 0.75 * rs.algbw).abs() < 1e-9);
         assert!((ar.busbw - 2.0 * rs.busbw).abs() < 1e-9);
+    }
+
+    /// Rows carry typed collectives, types and ops, written as the names
+    /// they had as strings (issue 26): JSON, CSV and back.
+    #[test]
+    fn row_enums_are_written_by_name() {
+        let mut rep = report();
+        rep.rows = vec![row_of("ring", ALL_GATHER, "bf16", 64, 2.0)];
+        rep.rows[0].redop = None;
+        rep.rows
+            .push(row_of("ring", REDUCE_SCATTER, "f8e5m2", 64, 2.0));
+        let json = rep.to_json();
+        for field in [
+            "\"collective\": \"all-gather\"",
+            "\"type\": \"bfloat16\"",
+            "\"redop\": \"none\"",
+            "\"collective\": \"reduce-scatter\"",
+            "\"type\": \"f8e5m2\"",
+            "\"redop\": \"sum\"",
+        ] {
+            assert!(json.contains(field), "{field}: {json}");
+        }
+        assert_eq!(Report::from_json(&json).unwrap(), rep);
+        let csv = rep.to_csv();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert!(
+            lines[1].starts_with("ring,,2,all-gather,64,16,bfloat16,none,"),
+            "{csv}"
+        );
+        assert!(lines[2].starts_with("ring,,2,reduce-scatter,64,"), "{csv}");
+        assert!(lines[2].contains(",f8e5m2,sum,"), "{csv}");
+        assert_eq!(
+            Combo::of(&rep.rows[0]).to_string(),
+            "all-gather bfloat16 none"
+        );
+        let bad = json.replace("bfloat16", "bfloat17");
+        assert!(Report::from_json(&bad).is_err());
     }
 
     #[test]

@@ -886,14 +886,16 @@ mod tests {
         // Far too long: both lines shortened with an ellipsis.
         rep.header.hardware = vec!["Very Wide Machine ".repeat(40)];
         rep.header.backend = "W".repeat(300);
-        for c in &mut rep.rows {
-            c.collective = "all-reduce-".repeat(20);
-        }
-        let lines = rep.title_lines(rep.combos().first(), width);
+        // (A row's collective is typed: the long name goes in its combo.)
+        let mut combo = rep.combos()[0].clone();
+        combo.collective = "all-reduce-".repeat(20);
+        let lines = rep.title_lines(Some(&combo), width);
         for (line, font) in lines.iter().zip([TITLE_FONT, SUBTITLE_FONT]) {
             assert!(text_width(line, rendered(font)) <= width, "{line}");
             assert!(line.ends_with('…'), "{line}");
         }
+        // The plot's own title: the rows' combination, shortened too.
+        let lines = rep.title_lines(rep.combos().first(), width);
         let svg = rep.to_svg().unwrap();
         assert!(svg.contains(lines[0].as_str()) && svg.contains(lines[1].as_str()));
     }
@@ -1078,11 +1080,11 @@ mod review {
             .collect();
         stress.rows.extend(extra);
         stress.rows.push(Row {
-            collective: "all-gather".into(),
+            collective: super::super::ALL_GATHER,
             ..stress.rows[0].clone()
         });
         stress.rows.push(Row {
-            dtype: "bfloat16".into(),
+            dtype: crate::element::DataType::Bfloat16,
             ..stress.rows[0].clone()
         });
         stress.write_svg(&dir.join("stress.svg")).unwrap();

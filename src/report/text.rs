@@ -86,14 +86,14 @@ impl Report {
     /// The busbw factors of the collectives present: `2(N-1)/N` when there are
     /// only all-reduce rows (or none), else one factor per collective.
     fn factor_text(&self) -> String {
-        let collectives = first_appearances(self.rows.iter().map(|r| r.collective.as_str()));
-        if collectives.iter().all(|c| *c == ALL_REDUCE) {
+        let collectives = first_appearances(self.rows.iter().map(|r| r.collective.name()));
+        if collectives.iter().all(|c| *c == ALL_REDUCE.name()) {
             return "2(N-1)/N".into();
         }
         let parts: Vec<String> = collectives
             .iter()
             .map(|c| {
-                let f = if matches!(*c, REDUCE_SCATTER | ALL_GATHER) {
+                let f = if *c == REDUCE_SCATTER.name() || *c == ALL_GATHER.name() {
                     "(N-1)/N"
                 } else {
                     "2(N-1)/N"
@@ -346,7 +346,11 @@ fn nccl_header_lines() -> [String; 3] {
 fn nccl_data_line(r: &Row) -> String {
     let mut s = format!(
         "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}",
-        r.size, r.count, r.dtype, r.redop, -1
+        r.size,
+        r.count,
+        r.dtype.name(),
+        r.redop_name(),
+        -1
     );
     for m in [&r.out_of_place, &r.in_place] {
         match m {
@@ -482,9 +486,9 @@ mod tests {
             ranks: 2,
             size: 8,
             count: 2,
-            collective: ALL_REDUCE.into(),
-            dtype: "float".into(),
-            redop: "sum".into(),
+            collective: ALL_REDUCE,
+            dtype: crate::element::DataType::Float,
+            redop: Some(crate::element::ReduceOp::Sum),
             out_of_place: Some(Measurement::new(ALL_REDUCE, 8, 2, 18.47, Some(0))),
             in_place: Some(Measurement::new(ALL_REDUCE, 8, 2, 18.29, Some(0))),
         };

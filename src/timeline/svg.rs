@@ -103,52 +103,112 @@ pub fn to_svg(t: &Timeline) -> Result<String, String> {
     let slices = t.slices()?;
     let flows = t.flows(&slices);
     let ranks = t.ranks();
-    // Rows: every (rank, lane) in use, then NCCL's rows.
-    let mut rows: Vec<(usize, usize)> = Vec::new();
-    for r in 0..ranks {
-        for lane in 0..NCCL_TRACK {
-            if slices
-                .iter()
-                .any(|s| !s.nccl && s.rank == r && s.track == lane)
-            {
-                rows.push((r, lane));
-            }
-        }
-    }
-    for r in 0..ranks {
-        if slices.iter().any(|s| s.nccl && s.rank == r) {
-            rows.push((r, NCCL_TRACK));
-        }
-    }
-    let mut row_y: Vec<f64> = Vec::with_capacity(rows.len());
-    let mut y = TOP;
-    for (i, &(r, tr)) in rows.iter().enumerate() {
-        if i > 0 {
-            let (pr, ptr) = rows[i - 1];
-            y += if pr != r || (ptr == NCCL_TRACK) != (tr == NCCL_TRACK) {
-                GROUP_GAP
-            } else {
-                ROW_GAP
-            };
-        }
-        row_y.push(y);
-        y += ROW_H;
-    }
-    let plot_bottom = y;
-    let row_of = |rank: usize, track: usize| rows.iter().position(|&x| x == (rank, track));
-    let t_end = slices
-        .iter()
-        .map(|s| s.end_ns)
-        .fold(0.0f64, f64::max)
-        .max(1.0);
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let x = |ns: f64| LEFT + ns.clamp(0.0, t_end) / t_end * plot_w;
-
+    let lay = Layout::of(&slices, ranks);
     let notes = note_lines(t, flows.len());
-    let legend_y = plot_bottom + 48.0;
+    let legend_y = lay.plot_bottom + 48.0;
     let height = legend_y + 30.0 + 16.0 * notes.len() as f64 + 16.0;
 
     let mut o = String::new();
+    head(&mut o, t, height);
+    axis(&mut o, &lay);
+    launch_marks(&mut o, t, &lay);
+    row_labels(&mut o, t, &lay);
+    draw_slices(&mut o, &slices, &lay);
+    // Waits.
+    if flows.len() <= MAX_ARROWS {
+        for f in &flows {
+            let (a, b) = (&slices[f.from], &slices[f.to]);
+            let (Some(ia), Some(ib)) = (lay.row_of(a.rank, a.track), lay.row_of(b.rank, b.track))
+            else {
+                continue;
+            };
+            let ya = lay.row_y[ia] + ROW_H / 2.0;
+            let yb = lay.row_y[ib] + ROW_H / 2.0;
+            let _ = writeln!(
+                o,
+                r##"<line x1="{:.2}" y1="{ya:.1}" x2="{:.2}" y2="{yb:.1}" stroke="#444" stroke-opacity="0.45" stroke-width="0.8" marker-end="url(#arrow)"/>"##,
+                lay.x(a.end_ns),
+                lay.x(b.start_ns)
+            );
+        }
+    }
+    legend(&mut o, &slices, legend_y, &notes);
+    o.push_str("</svg>\n");
+    Ok(o)
+}
+
+/// Where things go: a row per (rank, lane) in use, then NCCL's rows, and
+/// the time axis.
+struct Layout {
+    rows: Vec<(usize, usize)>,
+    row_y: Vec<f64>,
+    plot_bottom: f64,
+    t_end: f64,
+    plot_w: f64,
+}
+
+impl Layout {
+    fn of(slices: &[Slice], ranks: usize) -> Layout {
+        // Rows: every (rank, lane) in use, then NCCL's rows.
+        let mut rows: Vec<(usize, usize)> = Vec::new();
+        for r in 0..ranks {
+            for lane in 0..NCCL_TRACK {
+                if slices
+                    .iter()
+                    .any(|s| !s.nccl && s.rank == r && s.track == lane)
+                {
+                    rows.push((r, lane));
+                }
+            }
+        }
+        for r in 0..ranks {
+            if slices.iter().any(|s| s.nccl && s.rank == r) {
+                rows.push((r, NCCL_TRACK));
+            }
+        }
+        let mut row_y: Vec<f64> = Vec::with_capacity(rows.len());
+        let mut y = TOP;
+        for (i, &(r, tr)) in rows.iter().enumerate() {
+            if i > 0 {
+                let (pr, ptr) = rows[i - 1];
+                y += if pr != r || (ptr == NCCL_TRACK) != (tr == NCCL_TRACK) {
+                    GROUP_GAP
+                } else {
+                    ROW_GAP
+                };
+            }
+            row_y.push(y);
+            y += ROW_H;
+        }
+        let plot_bottom = y;
+        let t_end = slices
+            .iter()
+            .map(|s| s.end_ns)
+            .fold(0.0f64, f64::max)
+            .max(1.0);
+        Layout {
+            rows,
+            row_y,
+            plot_bottom,
+            t_end,
+            plot_w: WIDTH - LEFT - RIGHT,
+        }
+    }
+
+    /// The row of (rank, track), if it has one.
+    fn row_of(&self, rank: usize, track: usize) -> Option<usize> {
+        self.rows.iter().position(|&x| x == (rank, track))
+    }
+
+    /// The x of a time.
+    fn x(&self, ns: f64) -> f64 {
+        LEFT + ns.clamp(0.0, self.t_end) / self.t_end * self.plot_w
+    }
+}
+
+/// The document's start, the title and the clock.
+fn head(o: &mut String, t: &Timeline, height: f64) {
+    let ranks = t.ranks();
     let _ = writeln!(
         o,
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height:.0}" viewBox="0 0 {WIDTH} {height:.0}" font-family="{FONT}">"##
@@ -191,7 +251,12 @@ pub fn to_svg(t: &Timeline) -> Result<String, String> {
         WIDTH / 2.0,
         esc(&format!("{} · {clock}", t.backend))
     );
-    // Grid and axis.
+}
+
+/// The grid and the time axis.
+fn axis(o: &mut String, lay: &Layout) {
+    let (plot_bottom, plot_w, t_end) = (lay.plot_bottom, lay.plot_w, lay.t_end);
+    let x = |ns: f64| lay.x(ns);
     let span_us = t_end / 1e3;
     let step = tick_step(span_us, 12.0);
     let mut v = 0.0;
@@ -224,7 +289,12 @@ pub fn to_svg(t: &Timeline) -> Result<String, String> {
         LEFT + plot_w / 2.0,
         plot_bottom + 34.0
     );
-    // Launch marks.
+}
+
+/// A dashed line at each call's launch, labelled where there is room.
+fn launch_marks(o: &mut String, t: &Timeline, lay: &Layout) {
+    let plot_bottom = lay.plot_bottom;
+    let x = |ns: f64| lay.x(ns);
     let zero = t.zero_ns();
     let mut marks: Vec<(f64, String)> = t
         .calls
@@ -255,7 +325,11 @@ pub fn to_svg(t: &Timeline) -> Result<String, String> {
             last_label_x = xx;
         }
     }
-    // Row labels and bands.
+}
+
+/// Each row's band and label.
+fn row_labels(o: &mut String, t: &Timeline, lay: &Layout) {
+    let (rows, row_y, plot_w) = (&lay.rows, &lay.row_y, lay.plot_w);
     for (i, &(r, tr)) in rows.iter().enumerate() {
         let yy = row_y[i];
         let label = match (tr, t.kind) {
@@ -280,9 +354,14 @@ pub fn to_svg(t: &Timeline) -> Result<String, String> {
             esc(&label)
         );
     }
-    // Slices.
-    for s in &slices {
-        let Some(i) = row_of(s.rank, s.track) else {
+}
+
+/// Every op as a box with its tip, labelled where it fits.
+fn draw_slices(o: &mut String, slices: &[Slice], lay: &Layout) {
+    let row_y = &lay.row_y;
+    let x = |ns: f64| lay.x(ns);
+    for s in slices {
+        let Some(i) = lay.row_of(s.rank, s.track) else {
             continue;
         };
         let yy = row_y[i];
@@ -330,24 +409,10 @@ pub fn to_svg(t: &Timeline) -> Result<String, String> {
             );
         }
     }
-    // Waits.
-    if flows.len() <= MAX_ARROWS {
-        for f in &flows {
-            let (a, b) = (&slices[f.from], &slices[f.to]);
-            let (Some(ia), Some(ib)) = (row_of(a.rank, a.track), row_of(b.rank, b.track)) else {
-                continue;
-            };
-            let ya = row_y[ia] + ROW_H / 2.0;
-            let yb = row_y[ib] + ROW_H / 2.0;
-            let _ = writeln!(
-                o,
-                r##"<line x1="{:.2}" y1="{ya:.1}" x2="{:.2}" y2="{yb:.1}" stroke="#444" stroke-opacity="0.45" stroke-width="0.8" marker-end="url(#arrow)"/>"##,
-                x(a.end_ns),
-                x(b.start_ns)
-            );
-        }
-    }
-    // Legend.
+}
+
+/// The legend of the colours present, the arrows, and the notes.
+fn legend(o: &mut String, slices: &[Slice], legend_y: f64, notes: &[String]) {
     let mut entries: Vec<(&str, &str)> = Vec::new();
     let has = |c: Category, p: Option<Phase>| {
         slices.iter().any(|s| {
@@ -414,8 +479,6 @@ pub fn to_svg(t: &Timeline) -> Result<String, String> {
             esc(n)
         );
     }
-    o.push_str("</svg>\n");
-    Ok(o)
 }
 
 /// The picture's notes: clock, spans, the caller's notes.

@@ -465,20 +465,7 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     .map_err(|e| Error::Report(e.to_string()))?;
     let ranks = cfg.ranks;
     let mut p = p;
-    // Every contender must take every bucket: refused before anything runs.
-    for c in &p.contenders {
-        for &size in &p.sizes {
-            let shape = Shape::all_reduce(ranks, (size / 4) as usize, 4, true);
-            if let Some(why) = c.refusal(&shape) {
-                return Err(Error::BadArgument(format!(
-                    "--contenders {}: it cannot all-reduce a {} bucket in place on {}: {why}",
-                    c.name,
-                    format_bytes(size),
-                    crate::words::counted(ranks, "rank")
-                )));
-            }
-        }
-    }
+    refuse_buckets(&p, ranks)?;
     let by_default = a.contenders.is_none() && a.nccl_lib.is_none();
     let (nccl, nccl_note) = super::nccl_for_contenders(
         &mut p.contenders,
@@ -499,16 +486,7 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     }
     let mut core = Core::new(cfg)?;
     let cpu = core.backend_kind() == BackendKind::Cpu;
-    let mut notes = Vec::new();
-    if let Some(n) = core.fallback_note() {
-        notes.push(n.to_string());
-    }
-    if cpu {
-        notes.push("CPU backend: the work kernels run on the host and every call completes when issued, so nothing overlaps; the run checks results and order, its times are not a measurement".into());
-    }
-    for (k, v) in crate::param::reported() {
-        notes.push(format!("env {k}={v}"));
-    }
+    let mut notes = engine_notes(&core, cpu);
     let mut contenders = p.contenders.clone();
     let mut nccl_version = None;
     if let Some(n) = nccl_note {
@@ -546,34 +524,14 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
         }
     }
     let info = core.info().clone();
-    out(format!(
-        "ringreduce overlap: {}, {} per step, {} (median) after {} warm-up; collectives' streams: {}; {}",
-        crate::words::counted(ranks, "rank"),
-        crate::words::counted(p.buckets, "bucket"),
-        crate::words::counted(p.steps, "timed step"),
-        p.warmup,
-        if cpu {
-            "no priorities on the CPU"
-        } else if p.high {
-            "high priority"
-        } else {
-            "default priority"
-        },
-        if cpu {
-            "no gate (the CPU runs each kernel and call when issued)"
-        } else if p.gate {
-            "each phase issued behind a gate, then released"
-        } else {
-            "no gate (the GPUs start as the host issues)"
-        }
-    ))?;
-    out(format!("backend   : {}", info.describe))?;
-    if let Some(v) = &nccl_version {
-        out(format!("nccl      : {v}"))?;
-    }
-    for n in &notes {
-        out(format!("note      : {n}"))?;
-    }
+    say_setup(
+        ranks,
+        &p,
+        cpu,
+        &info.describe,
+        nccl_version.as_deref(),
+        &notes,
+    )?;
     let mut rep = OverlapReport {
         tool: "ringreduce overlap",
         version: env!("CARGO_PKG_VERSION"),
@@ -604,6 +562,85 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
         }
     }
     print_targets(&rep)?;
+    say_check(&rep, cpu)?;
+    Ok(rep)
+}
+
+/// Every contender must take every bucket: refused before anything runs.
+fn refuse_buckets(p: &Settings, ranks: usize) -> Result<()> {
+    for c in &p.contenders {
+        for &size in &p.sizes {
+            let shape = Shape::all_reduce(ranks, (size / 4) as usize, 4, true);
+            if let Some(why) = c.refusal(&shape) {
+                return Err(Error::BadArgument(format!(
+                    "--contenders {}: it cannot all-reduce a {} bucket in place on {}: {why}",
+                    c.name,
+                    format_bytes(size),
+                    crate::words::counted(ranks, "rank")
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The engine's notes: its fallback, the CPU's, the environment.
+fn engine_notes(core: &Core, cpu: bool) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(n) = core.fallback_note() {
+        notes.push(n.to_string());
+    }
+    if cpu {
+        notes.push("CPU backend: the work kernels run on the host and every call completes when issued, so nothing overlaps; the run checks results and order, its times are not a measurement".into());
+    }
+    for (k, v) in crate::param::reported() {
+        notes.push(format!("env {k}={v}"));
+    }
+    notes
+}
+
+/// The lines before the tables: the run, the backend, NCCL, the notes.
+fn say_setup(
+    ranks: usize,
+    p: &Settings,
+    cpu: bool,
+    describe: &str,
+    nccl_version: Option<&str>,
+    notes: &[String],
+) -> Result<()> {
+    out(format!(
+        "ringreduce overlap: {}, {} per step, {} (median) after {} warm-up; collectives' streams: {}; {}",
+        crate::words::counted(ranks, "rank"),
+        crate::words::counted(p.buckets, "bucket"),
+        crate::words::counted(p.steps, "timed step"),
+        p.warmup,
+        if cpu {
+            "no priorities on the CPU"
+        } else if p.high {
+            "high priority"
+        } else {
+            "default priority"
+        },
+        if cpu {
+            "no gate (the CPU runs each kernel and call when issued)"
+        } else if p.gate {
+            "each phase issued behind a gate, then released"
+        } else {
+            "no gate (the GPUs start as the host issues)"
+        }
+    ))?;
+    out(format!("backend   : {describe}"))?;
+    if let Some(v) = nccl_version {
+        out(format!("nccl      : {v}"))?;
+    }
+    for n in notes {
+        out(format!("note      : {n}"))?;
+    }
+    Ok(())
+}
+
+/// The check's line: a check that checked nothing is not a pass.
+fn say_check(rep: &OverlapReport, cpu: bool) -> Result<()> {
     let wrong = rep.wrong();
     let checks = rep.checks();
     // A check that checked nothing is not a pass.
@@ -617,7 +654,7 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
         if cpu { " (run by the host on the CPU backend)" } else { " on the GPUs" },
         rep.configs.iter().flat_map(|c| &c.rows).map(|r| r.host_checked_elements).sum::<u64>()
     ))?;
-    Ok(rep)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -327,130 +327,17 @@ pub(super) fn run_config(
     }
     let mut last_spans: Vec<Vec<WorkSpan>> = vec![Vec::new(); contenders.len()];
     let mut step: u32 = 0;
-    let kernel = |b: usize| {
-        Some(SpanTag {
-            what: "kernel",
-            index: b as u32,
-        })
-    };
-    let coll = |b: usize| {
-        Some(SpanTag {
-            what: "collective",
-            index: b as u32,
-        })
-    };
     for s in 0..p.warmup + p.steps {
-        let timed = s >= p.warmup;
         let last = s + 1 == p.warmup + p.steps;
         for (ci, c) in contenders.iter().enumerate() {
-            let row = &mut rows[ci];
-            // -- compute alone
-            step = step.wrapping_add(1);
-            let gate = open_phase(core, p.gate && s > 0)?;
-            for b in 0..p.buckets {
-                cx.produce(core, b, step, true, kernel(b))?;
-            }
-            gate.open();
-            core.synchronize()?;
-            let spans = core.take_work_spans()?;
-            let compute = phase_us(&spans, ranks, "kernel", Some("kernel"));
-            let k_alone = kernel_sum_us(&spans, ranks);
-            tally(
-                row,
-                &cx.check(core, step, false)?,
-                p.buckets * ranks,
-                n,
-                c,
-                "compute alone",
-                step,
-            )?;
-            // -- communication alone
-            step = step.wrapping_add(1);
-            for b in 0..p.buckets {
-                cx.produce(core, b, step, false, None)?;
-            }
-            core.synchronize()?;
-            let gate = open_phase(core, p.gate && s > 0)?;
-            for b in 0..p.buckets {
-                reduce(core, c, &bufs, n, b, coll(b))?;
-            }
-            gate.open();
-            core.synchronize()?;
-            let spans = core.take_work_spans()?;
-            let comm = phase_us(&spans, ranks, "collective", Some("collective"));
-            tally(
-                row,
-                &cx.check(core, step, true)?,
-                p.buckets * ranks,
-                n,
-                c,
-                "communication alone",
-                step,
-            )?;
-            // -- the overlapped step
-            step = step.wrapping_add(1);
-            let gate = open_phase(core, p.gate && s > 0)?;
-            for b in 0..p.buckets {
-                cx.produce(core, b, step, true, kernel(b))?;
-                reduce(core, c, &bufs, n, b, coll(b))?;
-            }
-            gate.open();
-            core.synchronize()?;
-            let spans = core.take_work_spans()?;
-            let overlapped = phase_us(&spans, ranks, "kernel", None);
-            let k_over = kernel_sum_us(&spans, ranks);
-            tally(
-                row,
-                &cx.check(core, step, true)?,
-                p.buckets * ranks,
-                n,
-                c,
-                "overlapped step",
-                step,
-            )?;
-            if last && p.host_check {
-                let (elems, wrong) = cx.host_check(core, step)?;
-                row.host_checked_elements += elems;
-                row.host_wrong += wrong;
-                if wrong > 0 {
-                    eprintln!(
-                        "overlap: {}: the host check of the last step found {wrong} wrong elements",
-                        c.name
-                    );
-                }
-            }
-            if timed {
-                let sm = &mut row.samples;
-                sm.compute_us.push(compute);
-                sm.comm_us.push(comm);
-                sm.step_us.push(overlapped);
-                sm.kernels_alone_us.push(k_alone);
-                sm.kernels_overlapped_us.push(k_over);
-            }
+            let spans = one_step(core, &cx, c, &mut rows[ci], &mut step, s)?;
             if last {
                 last_spans[ci] = spans;
             }
         }
     }
     for row in &mut rows {
-        let sm = &row.samples;
-        row.compute_us = median(sm.compute_us.clone());
-        row.comm_us = median(sm.comm_us.clone());
-        row.step_us = median(sm.step_us.clone());
-        row.kernels_alone_us = median(sm.kernels_alone_us.clone());
-        row.kernels_overlapped_us = median(sm.kernels_overlapped_us.clone());
-        row.ideal_us = row.compute_us.max(row.comm_us);
-        let shorter = row.compute_us.min(row.comm_us);
-        row.efficiency = if shorter > 0.0 {
-            (row.compute_us + row.comm_us - row.step_us) / shorter
-        } else {
-            0.0
-        };
-        row.slowdown = if row.kernels_alone_us > 0.0 {
-            row.kernels_overlapped_us / row.kernels_alone_us - 1.0
-        } else {
-            0.0
-        };
+        summarize(row);
     }
     free(core, bufs)?;
     let (flop, hbm, us) = model(kind, n, p.fma_iters, p.passes);
@@ -482,6 +369,141 @@ pub(super) fn run_config(
         },
         tl,
     ))
+}
+
+/// Step `s` of one contender: compute alone, communication alone and the
+/// overlapped step, each checked, their times into `row` once timed.
+/// Returns the overlapped step's spans.
+fn one_step(
+    core: &mut Core,
+    cx: &Ctx<'_>,
+    c: &Contender,
+    row: &mut Row,
+    step: &mut u32,
+    s: usize,
+) -> Result<Vec<WorkSpan>> {
+    let (p, n) = (cx.p, cx.n);
+    let ranks = core.ranks();
+    let timed = s >= p.warmup;
+    let last = s + 1 == p.warmup + p.steps;
+    let kernel = |b: usize| {
+        Some(SpanTag {
+            what: "kernel",
+            index: b as u32,
+        })
+    };
+    let coll = |b: usize| {
+        Some(SpanTag {
+            what: "collective",
+            index: b as u32,
+        })
+    };
+    // -- compute alone
+    *step = step.wrapping_add(1);
+    let gate = open_phase(core, p.gate && s > 0)?;
+    for b in 0..p.buckets {
+        cx.produce(core, b, *step, true, kernel(b))?;
+    }
+    gate.open();
+    core.synchronize()?;
+    let spans = core.take_work_spans()?;
+    let compute = phase_us(&spans, ranks, "kernel", Some("kernel"));
+    let k_alone = kernel_sum_us(&spans, ranks);
+    tally(
+        row,
+        &cx.check(core, *step, false)?,
+        p.buckets * ranks,
+        n,
+        c,
+        "compute alone",
+        *step,
+    )?;
+    // -- communication alone
+    *step = step.wrapping_add(1);
+    for b in 0..p.buckets {
+        cx.produce(core, b, *step, false, None)?;
+    }
+    core.synchronize()?;
+    let gate = open_phase(core, p.gate && s > 0)?;
+    for b in 0..p.buckets {
+        reduce(core, c, cx.bufs, n, b, coll(b))?;
+    }
+    gate.open();
+    core.synchronize()?;
+    let spans = core.take_work_spans()?;
+    let comm = phase_us(&spans, ranks, "collective", Some("collective"));
+    tally(
+        row,
+        &cx.check(core, *step, true)?,
+        p.buckets * ranks,
+        n,
+        c,
+        "communication alone",
+        *step,
+    )?;
+    // -- the overlapped step
+    *step = step.wrapping_add(1);
+    let gate = open_phase(core, p.gate && s > 0)?;
+    for b in 0..p.buckets {
+        cx.produce(core, b, *step, true, kernel(b))?;
+        reduce(core, c, cx.bufs, n, b, coll(b))?;
+    }
+    gate.open();
+    core.synchronize()?;
+    let spans = core.take_work_spans()?;
+    let overlapped = phase_us(&spans, ranks, "kernel", None);
+    let k_over = kernel_sum_us(&spans, ranks);
+    tally(
+        row,
+        &cx.check(core, *step, true)?,
+        p.buckets * ranks,
+        n,
+        c,
+        "overlapped step",
+        *step,
+    )?;
+    if last && p.host_check {
+        let (elems, wrong) = cx.host_check(core, *step)?;
+        row.host_checked_elements += elems;
+        row.host_wrong += wrong;
+        if wrong > 0 {
+            eprintln!(
+                "overlap: {}: the host check of the last step found {wrong} wrong elements",
+                c.name
+            );
+        }
+    }
+    if timed {
+        let sm = &mut row.samples;
+        sm.compute_us.push(compute);
+        sm.comm_us.push(comm);
+        sm.step_us.push(overlapped);
+        sm.kernels_alone_us.push(k_alone);
+        sm.kernels_overlapped_us.push(k_over);
+    }
+    Ok(spans)
+}
+
+/// A row's medians, ideal, efficiency and slowdown from its samples.
+fn summarize(row: &mut Row) {
+    let sm = &row.samples;
+    row.compute_us = median(sm.compute_us.clone());
+    row.comm_us = median(sm.comm_us.clone());
+    row.step_us = median(sm.step_us.clone());
+    row.kernels_alone_us = median(sm.kernels_alone_us.clone());
+    row.kernels_overlapped_us = median(sm.kernels_overlapped_us.clone());
+    row.ideal_us = row.compute_us.max(row.comm_us);
+    let shorter = row.compute_us.min(row.comm_us);
+    row.efficiency = if shorter > 0.0 {
+        (row.compute_us + row.comm_us - row.step_us) / shorter
+    } else {
+        0.0
+    };
+    row.slowdown = if row.kernels_alone_us > 0.0 {
+        row.kernels_overlapped_us / row.kernels_alone_us - 1.0
+    } else {
+        0.0
+    };
 }
 
 /// Start a timed phase: a new timing origin, and a closed gate if `gated`
