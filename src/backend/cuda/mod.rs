@@ -271,6 +271,19 @@ fn gather<R: 'static>(replies: Vec<Result<Reply>>) -> Result<Vec<R>> {
     }
 }
 
+/// Two errors as one [`Error::Ranks`], `first` first (nested lists
+/// flattened).
+fn both(first: Error, then: Error) -> Error {
+    let mut v = Vec::new();
+    for e in [first, then] {
+        match e {
+            Error::Ranks(inner) => v.extend(inner),
+            e => v.push(e),
+        }
+    }
+    Error::Ranks(v)
+}
+
 fn unerase<R: 'static>(r: Reply) -> Result<R> {
     r.downcast::<R>()
         .map(|b| *b)
@@ -472,13 +485,19 @@ impl CudaBackend {
 
     /// Run `f(rank)` on every rank thread; every rank's outcome, errors of
     /// several ranks together. A pending call is settled first; its error
-    /// comes first, after `f` has run.
+    /// comes first, after `f` has run, and `f`'s errors are kept beside it
+    /// (a drain's report that an exchange kernel gave up must not be lost
+    /// behind the failed call's own error: the flags would stay out of
+    /// step).
     fn each_all<R: Send + 'static>(&mut self, f: impl Fn(usize) -> Work<R>) -> Result<Vec<R>> {
         let before = self.settle();
         let jobs = (0..self.info.ranks).map(|r| erase(f(r))).collect();
-        let r = self.threads.run_all(jobs);
-        before?;
-        gather(r?)
+        let r = self.threads.run_all(jobs).and_then(gather);
+        match (before, r) {
+            (Ok(()), r) => r,
+            (Err(b), Ok(_)) => Err(b),
+            (Err(b), Err(e)) => Err(both(b, e)),
+        }
     }
 
     /// Setup after the threads are up: peer access between every pair of
@@ -979,5 +998,33 @@ mod tests {
             kernel.duplicate()
         ])));
         assert!(!exchange_gave_up(&Error::Ranks(vec![host])));
+    }
+
+    #[test]
+    fn a_kernels_give_up_is_kept_beside_the_calls_own_error() {
+        // Regression (found on an H200 after typed wait kinds): a drain
+        // whose pending call failed on the host (a stalled rank) returned
+        // only that error, and the other rank's "exchange kernel gave up"
+        // from the same drain was lost, so the flags were never reset.
+        let host = |r| Error::Timeout {
+            rank: r,
+            what: "its stall (at oneshot:flag op 1 (exchange))".into(),
+            seconds: 2.0,
+            wait: WaitKind::Host,
+        };
+        let kernel = Error::Timeout {
+            rank: 0,
+            what: "the other rank's push in an exchange kernel".into(),
+            seconds: 2.0,
+            wait: WaitKind::ExchangeKernel,
+        };
+        let e = both(host(1), kernel);
+        assert!(exchange_gave_up(&e), "{e}");
+        assert_eq!(e.rank(), Some(1), "the call's own error comes first");
+        let nested = both(Error::Ranks(vec![host(1), host(2)]), host(3));
+        assert!(
+            matches!(&nested, Error::Ranks(v) if v.len() == 3),
+            "{nested:?}"
+        );
     }
 }
