@@ -50,7 +50,8 @@ pub(super) struct TimedCall<'id> {
 type Kernels<'id> = (Kernel<'id>, Kernel<'id>);
 
 /// What a rank's instrumentation layers recorded since the last take
-/// (`rank/issue.rs` records, `rank/timing.rs` takes).
+/// (`rank/issue.rs` and `rank/nccl_calls.rs` record, `rank/timing.rs`
+/// takes).
 #[derive(Default)]
 struct Instruments<'id> {
     /// Timing events of the timed calls.
