@@ -13,13 +13,15 @@ use crate::cuda::{
 use crate::element::{DataType, DevOp};
 use crate::error::{Error, Result, WaitKind};
 use crate::fault::{Fault, FaultPlan};
-use crate::plan::{Collective, Lane, OpKind, Plan, Traffic};
+use crate::plan::{Collective, Lane, Plan, Traffic};
 use crate::sync::SignalBoard;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod graphs;
+mod issue;
+mod lower;
 mod nccl_calls;
 mod timing;
 
@@ -47,6 +49,39 @@ pub(super) struct TimedCall<'id> {
 /// A data type's kernels for one lowered op: (reduce, exchange).
 type Kernels<'id> = (Kernel<'id>, Kernel<'id>);
 
+/// What a rank's instrumentation layers recorded since the last take
+/// (`rank/issue.rs` and `rank/nccl_calls.rs` record, `rank/timing.rs`
+/// takes).
+#[derive(Default)]
+struct Instruments<'id> {
+    /// Timing events of the timed calls.
+    timing: Vec<TimedCall<'id>>,
+    /// Timing events already created and read, for reuse: creating an event
+    /// per op and call was most of the timeline's measurement overhead.
+    spare_events: Vec<TimingEvent<'id>>,
+    /// Start and end events of the timed NCCL calls.
+    nccl_timing: Vec<(TimingEvent<'id>, TimingEvent<'id>)>,
+    /// Bytes moved between ranks by what this rank issued, per rank (sent,
+    /// received).
+    traffic: Vec<Traffic>,
+}
+
+/// A rank's CUDA graphs and the capture in progress (`rank/graphs.rs`).
+/// (Fields in the drop order the rank had before they were grouped.)
+struct Graphs<'id> {
+    /// The graph of NCCL calls.
+    nccl: Option<Graph<'id>>,
+    /// This rank's own graph of plain calls.
+    graph: Option<Graph<'id>>,
+    /// Rank 0 only: the graph of every rank's work (see [`Rank::capture_joint`]).
+    joint: Option<Graph<'id>>,
+    capturing: Capturing,
+    /// Recorded on one lane for the other to wait on (fork / join).
+    lane_ev: [Event<'id>; 2],
+    /// Recorded for other ranks when a joint capture or replay hands over.
+    handoff: Event<'id>,
+}
+
 /// The rank thread's state.
 pub(super) struct Rank<'id> {
     pub rank: usize,
@@ -65,26 +100,12 @@ pub(super) struct Rank<'id> {
     /// and wait on); `None` with every rank in one process.
     pub(super) local_events: Option<Vec<Event<'id>>>,
     pub remote: Arc<Vec<Vec<RemoteEvent>>>,
-    /// Timing events of the timed calls since the last take.
-    timing: Vec<TimedCall<'id>>,
-    /// Timing events already created and read, for reuse: creating an event
-    /// per op and call was most of the timeline's measurement overhead.
-    spare_events: Vec<TimingEvent<'id>>,
-    /// Start and end events of the timed NCCL calls since the last take.
-    nccl_timing: Vec<(TimingEvent<'id>, TimingEvent<'id>)>,
-    /// Bytes moved between ranks by what this rank issued, per rank (sent,
-    /// received), since the last take.
-    pub traffic: Vec<Traffic>,
+    /// What the instrumentation layers recorded (timing events, traffic).
+    instr: Instruments<'id>,
     nccl: Option<(nccl::Nccl, nccl::Comm)>,
-    nccl_graph: Option<Graph<'id>>,
-    graph: Option<Graph<'id>>,
-    /// Rank 0 only: the graph of every rank's work (see [`Rank::capture_joint`]).
-    joint: Option<Graph<'id>>,
-    capturing: Capturing,
-    /// Recorded on one lane for the other to wait on (fork / join).
-    lane_ev: [Event<'id>; 2],
-    /// Recorded for other ranks when a joint capture or replay hands over.
-    handoff: Event<'id>,
+    /// The CUDA graphs and the capture in progress.
+    graphs: Graphs<'id>,
+    /// The profiling layer's host-side totals.
     pub profile: IssueProfile,
     faults: FaultPlan,
     pub timeout: Duration,
@@ -144,17 +165,16 @@ impl<'id> Rank<'id> {
             events: Vec::new(),
             local_events: None,
             remote: Arc::new(Vec::new()),
-            timing: Vec::new(),
-            spare_events: Vec::new(),
-            nccl_timing: Vec::new(),
-            traffic: Vec::new(),
+            instr: Instruments::default(),
             nccl: None,
-            nccl_graph: None,
-            graph: None,
-            joint: None,
-            capturing: Capturing::No,
-            lane_ev,
-            handoff,
+            graphs: Graphs {
+                nccl: None,
+                graph: None,
+                joint: None,
+                capturing: Capturing::No,
+                lane_ev,
+                handoff,
+            },
             profile: IssueProfile::default(),
             faults,
             timeout,
@@ -173,19 +193,6 @@ impl<'id> Rank<'id> {
 
     fn err(&self) -> impl Fn(CudaError) -> Error {
         cuda_err(self.rank, self.device)
-    }
-
-    /// The error of a driver call made for rank's op `i` of `plan` (the
-    /// step's description is only built when there is an error).
-    fn step_err<'p>(&self, plan: &'p Plan, i: usize) -> impl Fn(CudaError) -> Error + 'p {
-        let (rank, device) = (self.rank, self.device);
-        move |e| Error::Cuda {
-            rank,
-            device,
-            call: e.call,
-            message: e.message,
-            step: Some(op_desc(plan, rank, i)),
-        }
     }
 
     /// Issue a call the backend sent (or sent before, by key) on the board
@@ -343,8 +350,8 @@ impl<'id> Rank<'id> {
                 });
             }
             // Graphs hold the old addresses.
-            self.graph = None;
-            self.nccl_graph = None;
+            self.graphs.graph = None;
+            self.graphs.nccl = None;
             self.bufs.remove(&id);
             let (free, _) = self.ctx.mem_info().map_err(&e)?;
             if bytes > free {
@@ -367,8 +374,8 @@ impl<'id> Rank<'id> {
     }
 
     pub fn release(&mut self, id: BufId) {
-        self.graph = None;
-        self.nccl_graph = None;
+        self.graphs.graph = None;
+        self.graphs.nccl = None;
         self.bufs.remove(&id);
     }
 
@@ -421,323 +428,15 @@ impl<'id> Rank<'id> {
         }
         Ok(self.events.iter().map(Event::export).collect())
     }
-
-    /// Issue this rank's ops of `call`. No host synchronization with the GPU.
-    pub fn issue(
-        &mut self,
-        call: &Call,
-        board: &SignalBoard,
-        gen: u64,
-        call_no: u64,
-    ) -> Result<()> {
-        let r = self.rank;
-        let plan: &Plan = &call.plan;
-        let t_all = Instant::now();
-        let mut p = IssueProfile {
-            calls: 1,
-            ..IssueProfile::default()
-        };
-        let ns = |t: Instant| t.elapsed().as_nanos() as u64;
-        let elem = call.dtype.size();
-        let lowered = call.dtype.lower(call.op, plan.ranks());
-        self.kernels_for(call.dtype, lowered.op)?;
-        let timed = call.timing && self.capturing == Capturing::No;
-        // Graph replays do not pass here: only calls issued directly count.
-        let count = self.capturing == Capturing::No;
-        if self.traffic.len() < plan.ranks() {
-            self.traffic.resize(plan.ranks(), Traffic::default());
-        }
-        // Timing: one event per op end, and one at its start only where the
-        // start is not already marked by the previous end on the same lane
-        // (the op waits on another lane or rank, or is the lane's first).
-        let mut tc = TimedCall {
-            events: Vec::new(),
-            starts: Vec::new(),
-            spans: Vec::new(),
-        };
-        let mut lane_last: [Option<usize>; 2] = [None, None];
-        // The end event of the op that records each of this rank's signals.
-        let mut signal_end: Vec<Option<usize>> = if timed {
-            vec![None; plan.signals.len()]
-        } else {
-            Vec::new()
-        };
-        if timed {
-            let ev = self.timing_event()?;
-            self.lanes[0].record_timing(&ev).map_err(self.err())?;
-            tc.events.push(ev);
-            lane_last[0] = Some(0);
-        }
-        let bind = call
-            .bind
-            .get(r)
-            .copied()
-            .ok_or_else(|| Error::internal(format!("no binding for rank {r}")))?;
-        for (i, op) in plan.ops[r].iter().enumerate() {
-            let se = self.step_err(plan, i);
-            match self.faults.at(r, i, call_no) {
-                Some(Fault::Panic) => panic!("injected panic at {}", op_desc(plan, r, i)),
-                Some(Fault::Stall) => {
-                    return Err(board.stall(
-                        gen,
-                        r,
-                        &format!("injected stall at {}", op_desc(plan, r, i)),
-                    ))
-                }
-                Some(Fault::Fail) => {
-                    return Err(se(CudaError {
-                        call: "injected",
-                        message: "injected failure of the driver call".into(),
-                    }))
-                }
-                Some(Fault::Delay { ms }) => {
-                    std::thread::sleep(Duration::from_millis(u64::from(ms)))
-                }
-                _ => {}
-            }
-            let lane = op.lane as usize;
-            let not_capturable = |why: &str| {
-                Error::Unsupported(
-                    format!(
-                        "CUDA graph capture of {} ({} {why})",
-                        plan.name,
-                        op_desc(plan, r, i)
-                    ),
-                    "cuda",
-                )
-            };
-            let per_gpu = self.capturing == Capturing::PerGpu;
-            if per_gpu && op.lane != Lane::Compute {
-                return Err(not_capturable("runs on a second stream"));
-            }
-            // Where the op's start is already marked: the previous end on
-            // its lane, and the ends of the ops on this rank's other lane it
-            // waits for; `None` once it waits for another rank (then a start
-            // event is recorded after the waits).
-            let t0 = tc.starts.len();
-            let mut marked = timed;
-            if timed {
-                match lane_last[lane] {
-                    Some(prev) => tc.starts.push(prev),
-                    None => marked = false,
-                }
-            }
-            for w in &op.waits {
-                if plan.same_lane(*w, r, op.lane) {
-                    continue; // in-lane order already implies it
-                }
-                if timed && marked {
-                    match signal_end.get(w.0).copied().flatten() {
-                        Some(end) if plan.signals[w.0].owner == r => tc.starts.push(end),
-                        _ => marked = false,
-                    }
-                }
-                if per_gpu {
-                    return Err(not_capturable("waits on an event"));
-                }
-                let owner = plan.signals[w.0].owner;
-                let stream = &self.lanes[lane];
-                if owner == r {
-                    let ev = self
-                        .event_of(plan, w.0)
-                        .ok_or_else(|| Error::internal("event pool too small"))?;
-                    let t = Instant::now();
-                    stream.wait_local(ev).map_err(&se)?;
-                    p.wait_ns += ns(t);
-                } else {
-                    let t = Instant::now();
-                    board
-                        .wait(w.0, gen, r, &|| signal_desc(plan, *w))
-                        .map_err(|e| e.in_step(&op_desc(plan, r, i)))?;
-                    p.peer_ns += ns(t);
-                    let ev = self
-                        .remote
-                        .get(owner)
-                        .and_then(|v| v.get(w.0))
-                        .ok_or_else(|| Error::internal("remote event missing"))?;
-                    let t = Instant::now();
-                    stream.wait(ev).map_err(&se)?;
-                    p.wait_ns += ns(t);
-                }
-            }
-            let span = match (timed, marked) {
-                (false, _) => None,
-                (true, true) => Some((t0, tc.starts.len())),
-                (true, false) => {
-                    let a = self
-                        .timing_event()
-                        .map_err(|e| e.in_step(&op_desc(plan, r, i)))?;
-                    self.lanes[lane].record_timing(&a).map_err(&se)?;
-                    tc.events.push(a);
-                    tc.starts.truncate(t0);
-                    tc.starts.push(tc.events.len() - 1);
-                    Some((t0, t0 + 1))
-                }
-            };
-            let stream = &self.lanes[lane];
-            let t = Instant::now();
-            let parts = match &op.kind {
-                OpKind::Begin | OpKind::End => 1,
-                OpKind::Copy { from, to, src, dst } => {
-                    let n = src.len() * elem;
-                    // cuMemcpyPeerAsync is refused in a stream capture.
-                    let how = if self.capturing == Capturing::No {
-                        PeerCopy::Peer
-                    } else {
-                        PeerCopy::Unified
-                    };
-                    if *from == r {
-                        let s = self.buf(bind.id(src.buf))?;
-                        let d = self.peer(*to, call.bind[*to].id(dst.buf))?;
-                        stream
-                            .copy_to_peer(
-                                d,
-                                dst.range.start * elem,
-                                s,
-                                src.range.start * elem,
-                                n,
-                                how,
-                            )
-                            .map_err(&se)?;
-                    } else {
-                        let s = self.peer(*from, call.bind[*from].id(src.buf))?;
-                        let d = self.buf(bind.id(dst.buf))?;
-                        stream
-                            .copy_from_peer(
-                                d,
-                                dst.range.start * elem,
-                                s,
-                                src.range.start * elem,
-                                n,
-                                how,
-                            )
-                            .map_err(&se)?;
-                    }
-                    if count {
-                        moved(&mut self.traffic, *from, *to, n);
-                    }
-                    p.copy_ns += ns(t);
-                    1
-                }
-                OpKind::Reduce {
-                    dst,
-                    a,
-                    b_rank,
-                    b,
-                    step,
-                } => {
-                    let b_op = if *b_rank == r {
-                        Operand::Local(self.buf(bind.id(b.buf))?, b.range.start * elem)
-                    } else {
-                        Operand::Peer(
-                            self.peer(*b_rank, call.bind[*b_rank].id(b.buf))?,
-                            b.range.start * elem,
-                        )
-                    };
-                    let k = &self.kernels[&(call.dtype, lowered.op)].0;
-                    stream
-                        .reduce(
-                            k,
-                            &RLaunch {
-                                dst: (self.buf(bind.id(dst.buf))?, dst.range.start * elem),
-                                a: (self.buf(bind.id(a.buf))?, a.range.start * elem),
-                                b: b_op,
-                                bytes: dst.len() * elem,
-                                elem,
-                                flags: step_flags(step),
-                                scalar: lowered.scalar,
-                            },
-                        )
-                        .map_err(&se)?;
-                    if count {
-                        moved(&mut self.traffic, *b_rank, r, b.len() * elem);
-                    }
-                    p.kernel_ns += ns(t);
-                    1
-                }
-                OpKind::Exchange(x) => {
-                    let k = &self.kernels[&(call.dtype, lowered.op)].1;
-                    let peer_flags =
-                        self.peers.flags.get(x.peer).ok_or_else(|| {
-                            Error::internal(format!("no flags of rank {}", x.peer))
-                        })?;
-                    stream
-                        .exchange(
-                            k,
-                            &XLaunch {
-                                ops: self.exchange_operands(call, x, lowered.scalar)?,
-                                peer_flags,
-                                my_flags: &self.flags,
-                                calls: &self.calls,
-                                ctrl: &self.ctrl,
-                            },
-                        )
-                        .map_err(&se)?;
-                    if count {
-                        moved(&mut self.traffic, r, x.peer, x.input.len() * elem);
-                    }
-                    p.kernel_ns += ns(t);
-                    2
-                }
-            };
-            if let Some(a) = span {
-                // Begin and End do no work: they end where they start (when
-                // one event marks the start; a start marked by several ends
-                // gets an end event of its own).
-                let b = if matches!(op.kind, OpKind::Begin | OpKind::End) && a.1 == a.0 + 1 {
-                    tc.starts[a.0]
-                } else {
-                    let b = self
-                        .timing_event()
-                        .map_err(|e| e.in_step(&op_desc(plan, r, i)))?;
-                    self.lanes[lane].record_timing(&b).map_err(&se)?;
-                    tc.events.push(b);
-                    tc.events.len() - 1
-                };
-                lane_last[lane] = Some(b);
-                if let Some(s) = op.signal {
-                    if let Some(x) = signal_end.get_mut(s.0) {
-                        *x = Some(b);
-                    }
-                }
-                tc.spans.push((i, parts, a, b));
-            }
-            if let Some(s) = op.signal.filter(|s| plan.signals[s.0].needed) {
-                if per_gpu {
-                    return Err(not_capturable("records an event"));
-                }
-                let ev = self
-                    .event_of(plan, s.0)
-                    .ok_or_else(|| Error::internal("event pool too small"))?;
-                let t = Instant::now();
-                self.lanes[lane].record(ev).map_err(&se)?;
-                p.record_ns += ns(t);
-                board.publish(s.0, gen);
-            }
-        }
-        if timed {
-            self.timing.push(tc);
-        }
-        p.total_ns = ns(t_all);
-        let q = &mut self.profile;
-        q.calls += p.calls;
-        q.copy_ns += p.copy_ns;
-        q.kernel_ns += p.kernel_ns;
-        q.record_ns += p.record_ns;
-        q.wait_ns += p.wait_ns;
-        q.peer_ns += p.peer_ns;
-        q.total_ns += p.total_ns;
-        Ok(())
-    }
 }
 
 impl<'id> Rank<'id> {
     /// Drop everything that refers to other ranks' memory, after every rank
     /// drained (teardown).
     pub fn teardown(&mut self) {
-        self.graph = None;
-        self.joint = None;
-        self.nccl_graph = None;
+        self.graphs.graph = None;
+        self.graphs.joint = None;
+        self.graphs.nccl = None;
         self.nccl = None;
     }
 }
@@ -772,57 +471,6 @@ enum Capturing {
     Joint,
 }
 
-/// Count `bytes` moved from rank `from` to rank `to` (nothing within a rank).
-fn moved(t: &mut [Traffic], from: usize, to: usize, bytes: usize) {
-    if from == to {
-        return;
-    }
-    if let Some(x) = t.get_mut(from) {
-        x.sent += bytes as u64;
-    }
-    if let Some(x) = t.get_mut(to) {
-        x.received += bytes as u64;
-    }
-}
-
-impl<'id> Rank<'id> {
-    /// This rank's operands of the exchange `x` of `call`.
-    fn exchange_operands<'a>(
-        &'a self,
-        call: &Call,
-        x: &crate::plan::Exchange,
-        scalar: u64,
-    ) -> Result<kernels::ExchangeOperands<'a, 'id>> {
-        let elem = call.dtype.size();
-        let bind = call
-            .bind
-            .get(self.rank)
-            .copied()
-            .ok_or_else(|| Error::internal(format!("no binding for rank {}", self.rank)))?;
-        Ok(kernels::ExchangeOperands {
-            dst: (self.buf(bind.id(x.dst.buf))?, x.dst.range.start * elem),
-            a: (self.buf(bind.id(x.input.buf))?, x.input.range.start * elem),
-            peer_slot: (
-                self.peer(x.peer, call.bind[x.peer].id(x.peer_slot.buf))?,
-                x.peer_slot.range.start * elem,
-            ),
-            my_slot: (
-                self.buf(bind.id(x.my_slot.buf))?,
-                x.my_slot.range.start * elem,
-            ),
-            bytes: x.dst.len() * elem,
-            elem,
-            flags: step_flags(&x.step),
-            scalar,
-        })
-    }
-}
-
-/// The reduce kernels' flag bits of a step.
-fn step_flags(s: &crate::plan::ReduceStep) -> u64 {
-    u64::from(s.pre_a) | (u64::from(s.pre_b) << 1) | (u64::from(s.post) << 2)
-}
-
 #[allow(dead_code)]
 const _: usize = ABORT;
 
@@ -833,9 +481,9 @@ impl Rank<'_> {
         self.leaked = true;
         // Not dropped either: destroying a graph or an NCCL communicator
         // may wait for the GPU work that does not end.
-        std::mem::forget(self.graph.take());
-        std::mem::forget(self.joint.take());
-        std::mem::forget(self.nccl_graph.take());
+        std::mem::forget(self.graphs.graph.take());
+        std::mem::forget(self.graphs.joint.take());
+        std::mem::forget(self.graphs.nccl.take());
         std::mem::forget(self.nccl.take());
         for (_, b) in self.bufs.drain() {
             std::mem::forget(b);

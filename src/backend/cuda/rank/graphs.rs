@@ -23,19 +23,20 @@ impl<'id> Rank<'id> {
 
     /// Capture `calls` (device-ordered plans) into this rank's graph.
     pub fn capture(&mut self, calls: &[Call], board: &SignalBoard) -> Result<()> {
-        self.graph = None;
+        self.graphs.graph = None;
         let g = self.capture_with(|me| {
-            me.capturing = Capturing::PerGpu;
+            me.graphs.capturing = Capturing::PerGpu;
             let r = calls.iter().try_for_each(|c| me.issue(c, board, 1, 0));
-            me.capturing = Capturing::No;
+            me.graphs.capturing = Capturing::No;
             r
         })?;
-        self.graph = Some(g);
+        self.graphs.graph = Some(g);
         Ok(())
     }
 
     pub fn replay(&self) -> Result<()> {
         let g = self
+            .graphs
             .graph
             .as_ref()
             .ok_or_else(|| Error::internal(format!("rank {}: no graph captured", self.rank)))?;
@@ -43,27 +44,31 @@ impl<'id> Rank<'id> {
     }
 
     pub fn drop_graphs(&mut self) {
-        self.graph = None;
-        self.joint = None;
+        self.graphs.graph = None;
+        self.graphs.joint = None;
     }
 
     /// This rank's hand-over event, for the other ranks.
     pub fn handoff_token(&self) -> RemoteEvent {
-        self.handoff.export()
+        self.graphs.handoff.export()
     }
 
     /// Make lane 0 wait for everything issued on lane 1 so far.
     pub(super) fn join_lanes(&self) -> Result<()> {
         let e = self.err();
-        self.lanes[1].record(&self.lane_ev[1]).map_err(&e)?;
-        self.lanes[0].wait_local(&self.lane_ev[1]).map_err(&e)
+        self.lanes[1].record(&self.graphs.lane_ev[1]).map_err(&e)?;
+        self.lanes[0]
+            .wait_local(&self.graphs.lane_ev[1])
+            .map_err(&e)
     }
 
     /// Make lane 1 wait for everything issued on lane 0 so far.
     pub(super) fn fork_lanes(&self) -> Result<()> {
         let e = self.err();
-        self.lanes[0].record(&self.lane_ev[0]).map_err(&e)?;
-        self.lanes[1].wait_local(&self.lane_ev[0]).map_err(&e)
+        self.lanes[0].record(&self.graphs.lane_ev[0]).map_err(&e)?;
+        self.lanes[1]
+            .wait_local(&self.graphs.lane_ev[0])
+            .map_err(&e)
     }
 
     /// The other rank `r`'s hand-over event.
@@ -97,8 +102,8 @@ impl<'id> Rank<'id> {
         let e = self.err();
         let r = self.rank;
         let n = self.peers.handoff.len();
-        self.graph = None;
-        self.joint = None;
+        self.graphs.graph = None;
+        self.graphs.joint = None;
         let mut pre = self.sync();
         if r == 0 && pre.is_ok() {
             pre = self.lanes[0].begin_joint_capture().map_err(&e);
@@ -111,7 +116,7 @@ impl<'id> Rank<'id> {
         }
         let body = |me: &mut Self| -> Result<()> {
             if r == 0 {
-                me.lanes[0].record(&me.handoff).map_err(&e)?;
+                me.lanes[0].record(&me.graphs.handoff).map_err(&e)?;
                 jb.publish(0, jgen);
             } else {
                 jb.wait(0, jgen, r, &|| {
@@ -120,16 +125,16 @@ impl<'id> Rank<'id> {
                 me.lanes[0].wait(me.handoff_of(0)?).map_err(&e)?;
             }
             me.fork_lanes()?;
-            me.capturing = Capturing::Joint;
+            me.graphs.capturing = Capturing::Joint;
             let issued = calls
                 .iter()
                 .zip(gens)
                 .try_for_each(|(c, &g)| me.issue(c, board, g, 0));
-            me.capturing = Capturing::No;
+            me.graphs.capturing = Capturing::No;
             issued?;
             me.join_lanes()?;
             if r != 0 {
-                me.lanes[0].record(&me.handoff).map_err(&e)?;
+                me.lanes[0].record(&me.graphs.handoff).map_err(&e)?;
                 jb.publish(1 + r, jgen);
             } else {
                 for k in 1..n {
@@ -166,7 +171,7 @@ impl<'id> Rank<'id> {
             jb.publish(ended, jgen);
             done?;
             settled?;
-            self.joint = Some(g?);
+            self.graphs.joint = Some(g?);
             Ok(())
         } else {
             jb.publish(1 + n + r, jgen);
@@ -186,7 +191,7 @@ impl<'id> Rank<'id> {
         let body = |me: &mut Self| -> Result<()> {
             me.join_lanes()?;
             if r != 0 {
-                me.lanes[0].record(&me.handoff).map_err(&e)?;
+                me.lanes[0].record(&me.graphs.handoff).map_err(&e)?;
                 jb.publish(1 + r, jgen);
                 jb.wait(0, jgen, r, &|| "rank 0's launch of the joint graph".into())?;
                 let h = me.handoff_of(0)?;
@@ -200,13 +205,14 @@ impl<'id> Rank<'id> {
                     me.lanes[0].wait(me.handoff_of(k)?).map_err(&e)?;
                 }
                 let g = me
+                    .graphs
                     .joint
                     .as_ref()
                     .ok_or_else(|| Error::internal("rank 0: no joint graph captured"))?;
                 me.lanes[0].launch_graph(g).map_err(&e)?;
-                me.lanes[0].record(&me.handoff).map_err(&e)?;
+                me.lanes[0].record(&me.graphs.handoff).map_err(&e)?;
                 jb.publish(0, jgen);
-                me.lanes[1].wait_local(&me.handoff).map_err(&e)?;
+                me.lanes[1].wait_local(&me.graphs.handoff).map_err(&e)?;
             }
             Ok(())
         };

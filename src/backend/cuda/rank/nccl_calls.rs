@@ -9,7 +9,7 @@ impl<'id> Rank<'id> {
 
     pub fn nccl_init(&mut self, lib: nccl::Nccl, id: nccl::UniqueId, n: usize) -> Result<()> {
         self.nccl = None;
-        self.nccl_graph = None;
+        self.graphs.nccl = None;
         let comm = lib
             .comm_init_rank(n, &id, self.rank)
             .map_err(|err| Error::NcclRank {
@@ -107,19 +107,19 @@ impl<'id> Rank<'id> {
         self.lanes[0].record_timing(&a).map_err(&e)?;
         self.nccl_call(c)?;
         self.lanes[0].record_timing(&b).map_err(&e)?;
-        self.nccl_timing.push((a, b));
+        self.instr.nccl_timing.push((a, b));
         Ok(())
     }
 
     pub fn nccl_capture(&mut self, c: &NcclCall, calls: usize) -> Result<()> {
-        self.nccl_graph = None;
+        self.graphs.nccl = None;
         let g = self.capture_with(|me| (0..calls).try_for_each(|_| me.nccl_call(c)))?;
-        self.nccl_graph = Some(g);
+        self.graphs.nccl = Some(g);
         Ok(())
     }
 
     pub fn nccl_replay(&self) -> Result<()> {
-        let g = self.nccl_graph.as_ref().ok_or_else(|| Error::NcclRank {
+        let g = self.graphs.nccl.as_ref().ok_or_else(|| Error::NcclRank {
             rank: self.rank,
             message: "no NCCL graph captured".into(),
         })?;

@@ -40,7 +40,7 @@ impl<'id> Rank<'id> {
     /// rank's clock anchor (ns).
     pub fn take_timing(&mut self, epoch: Instant) -> Result<(Vec<Vec<OpTime>>, f64)> {
         let e = self.err();
-        let timing = std::mem::take(&mut self.timing);
+        let timing = std::mem::take(&mut self.instr.timing);
         if timing.is_empty() {
             return Ok((Vec::new(), 0.0));
         }
@@ -90,7 +90,7 @@ impl<'id> Rank<'id> {
                 }
             }
             out.push(v);
-            self.spare_events.extend(call.events);
+            self.instr.spare_events.extend(call.events);
         }
         Ok((out, half))
     }
@@ -98,7 +98,7 @@ impl<'id> Rank<'id> {
     /// A timing event: a spare one if any (every spare was recorded and read
     /// already; recording again resets it), else a new one.
     pub(super) fn timing_event(&mut self) -> Result<TimingEvent<'id>> {
-        match self.spare_events.pop() {
+        match self.instr.spare_events.pop() {
             Some(ev) => Ok(ev),
             None => self.ctx.timing_event().map_err(self.err()),
         }
@@ -108,7 +108,7 @@ impl<'id> Rank<'id> {
     /// of each), in host ns since `epoch`, and the anchor's half-width.
     pub fn take_nccl_timing(&mut self, epoch: Instant) -> Result<(Vec<OpTime>, f64)> {
         let e = self.err();
-        let timing = std::mem::take(&mut self.nccl_timing);
+        let timing = std::mem::take(&mut self.instr.nccl_timing);
         if timing.is_empty() {
             return Ok((Vec::new(), 0.0));
         }
@@ -130,6 +130,6 @@ impl<'id> Rank<'id> {
 
     /// Bytes moved by this rank's issued work since the last take, per rank.
     pub fn take_traffic(&mut self) -> Vec<Traffic> {
-        std::mem::take(&mut self.traffic)
+        std::mem::take(&mut self.instr.traffic)
     }
 }

@@ -1,0 +1,462 @@
+//! Issuing a call on a rank: the pure lowering (`lower.rs`) gives each op's
+//! waits, work and record; the executor here submits them to the driver,
+//! and small layers around it add what is on for the call: injected faults,
+//! the checks of a per-GPU graph capture, timing events, traffic counting
+//! and the host-side profile. A layer that is off does nothing per op.
+//! (an `impl` block of [`Rank`] split out of `rank.rs` to keep files short;
+//! it sees the rank's private fields as a child module).
+
+use super::lower::{Addr, Lowered, Lowering, Wait, Work};
+use super::*;
+use crate::plan::SignalId;
+
+/// The profiling layer: nanoseconds since `t`, added to one kind of
+/// driver call's total of the issue's [`IssueProfile`] (always on: two
+/// clock reads per driver call, as before the layers).
+fn ns(t: Instant) -> u64 {
+    t.elapsed().as_nanos() as u64
+}
+
+/// Add one issue's profile to the rank's.
+fn add_profile(q: &mut IssueProfile, p: &IssueProfile) {
+    q.calls += p.calls;
+    q.copy_ns += p.copy_ns;
+    q.kernel_ns += p.kernel_ns;
+    q.record_ns += p.record_ns;
+    q.wait_ns += p.wait_ns;
+    q.peer_ns += p.peer_ns;
+    q.total_ns += p.total_ns;
+}
+
+/// The kernels' reduce op and scalar of a call
+/// ([`crate::element::DataType::lower`]).
+type DevLowered = crate::element::Lowered;
+
+/// The timing layer of one timed call: one event per op end, and one at
+/// its start only where the start is not already marked by the previous
+/// end on the same lane (the op waits on another lane or rank, or is the
+/// lane's first).
+struct CallTimer<'id> {
+    tc: TimedCall<'id>,
+    /// The end event of each lane's last op.
+    lane_last: [Option<usize>; 2],
+    /// The end event of the op that records each of this rank's signals.
+    signal_end: Vec<Option<usize>>,
+    /// The current op's first start mark, and whether its start is marked.
+    t0: usize,
+    marked: bool,
+}
+
+impl<'id> CallTimer<'id> {
+    /// Start a timed call: its base event, recorded first on lane 0.
+    fn begin(rank: &mut Rank<'id>, signals: usize) -> Result<Self> {
+        let ev = rank.timing_event()?;
+        rank.lanes[0].record_timing(&ev).map_err(rank.err())?;
+        Ok(CallTimer {
+            tc: TimedCall {
+                events: vec![ev],
+                starts: Vec::new(),
+                spans: Vec::new(),
+            },
+            lane_last: [Some(0), None],
+            signal_end: vec![None; signals],
+            t0: 0,
+            marked: false,
+        })
+    }
+
+    /// Before an op's waits: the marks its start already has (no driver
+    /// call).
+    fn before(&mut self, plan: &Plan, r: usize, lane: usize, waits: impl Iterator<Item = Wait>) {
+        self.t0 = self.tc.starts.len();
+        self.marked = match self.lane_last[lane] {
+            Some(prev) => {
+                self.tc.starts.push(prev);
+                true
+            }
+            None => false,
+        };
+        for w in waits {
+            if !self.marked {
+                break;
+            }
+            let s = w.signal();
+            match self.signal_end.get(s.0).copied().flatten() {
+                Some(end) if plan.signals[s.0].owner == r => self.tc.starts.push(end),
+                _ => self.marked = false,
+            }
+        }
+    }
+
+    /// After the waits: the op's start, as (first, last + 1) into the start
+    /// marks; records a start event where none marks it.
+    fn start(&mut self, rank: &mut Rank<'id>, lane: usize, at: &StepAt) -> Result<(usize, usize)> {
+        if self.marked {
+            return Ok((self.t0, self.tc.starts.len()));
+        }
+        let a = rank.timing_event().map_err(|e| at.in_step(e))?;
+        rank.lanes[lane].record_timing(&a).map_err(|e| at.cuda(e))?;
+        self.tc.events.push(a);
+        self.tc.starts.truncate(self.t0);
+        self.tc.starts.push(self.tc.events.len() - 1);
+        Ok((self.t0, self.t0 + 1))
+    }
+
+    /// After the work: the op's end. `Begin` and `End` do no work: they end
+    /// where they start (when one event marks the start; a start marked by
+    /// several ends gets an end event of its own).
+    fn end(
+        &mut self,
+        rank: &mut Rank<'id>,
+        (low, a): (&Lowered, (usize, usize)),
+        signal: Option<SignalId>,
+        at: &StepAt,
+    ) -> Result<()> {
+        let lane = low.lane as usize;
+        let b = if low.work == Work::Mark && a.1 == a.0 + 1 {
+            self.tc.starts[a.0]
+        } else {
+            let b = rank.timing_event().map_err(|e| at.in_step(e))?;
+            rank.lanes[lane].record_timing(&b).map_err(|e| at.cuda(e))?;
+            self.tc.events.push(b);
+            self.tc.events.len() - 1
+        };
+        self.lane_last[lane] = Some(b);
+        if let Some(s) = signal {
+            if let Some(x) = self.signal_end.get_mut(s.0) {
+                *x = Some(b);
+            }
+        }
+        self.tc.spans.push((at.i, low.work.parts(), a, b));
+        Ok(())
+    }
+}
+
+/// Where an op is, for its errors (the step's description is built only
+/// when there is one), and the call's signal board and generation.
+struct StepAt<'p> {
+    plan: &'p Plan,
+    rank: usize,
+    device: usize,
+    i: usize,
+    board: &'p SignalBoard,
+    gen: u64,
+}
+
+impl StepAt<'_> {
+    fn desc(&self) -> String {
+        op_desc(self.plan, self.rank, self.i)
+    }
+
+    fn in_step(&self, e: Error) -> Error {
+        e.in_step(&self.desc())
+    }
+
+    fn cuda(&self, e: CudaError) -> Error {
+        Error::Cuda {
+            rank: self.rank,
+            device: self.device,
+            call: e.call,
+            message: e.message,
+            step: Some(self.desc()),
+        }
+    }
+}
+
+impl<'id> Rank<'id> {
+    /// Issue this rank's ops of `call`. No host synchronization with the GPU.
+    pub fn issue(
+        &mut self,
+        call: &Call,
+        board: &SignalBoard,
+        gen: u64,
+        call_no: u64,
+    ) -> Result<()> {
+        let (r, plan) = (self.rank, &*call.plan);
+        let t_all = Instant::now();
+        let mut p = IssueProfile {
+            calls: 1,
+            ..IssueProfile::default()
+        };
+        let dev = call.dtype.lower(call.op, plan.ranks());
+        self.kernels_for(call.dtype, dev.op)?;
+        // Graph replays do not pass here: only calls issued directly count.
+        let count = self.graphs.capturing == Capturing::No;
+        if self.instr.traffic.len() < plan.ranks() {
+            self.instr.traffic.resize(plan.ranks(), Traffic::default());
+        }
+        // The timing layer: on for a timed call issued directly.
+        let mut timer = if call.timing && self.graphs.capturing == Capturing::No {
+            Some(CallTimer::begin(self, plan.signals.len())?)
+        } else {
+            None
+        };
+        let lowering = Lowering::new(plan, r, &call.bind, call.dtype.size())?;
+        for (i, op) in plan.ops[r].iter().enumerate() {
+            let at = StepAt {
+                plan,
+                rank: r,
+                device: self.device,
+                i,
+                board,
+                gen,
+            };
+            self.inject(call_no, &at)?;
+            let low = lowering.op(i)?;
+            let waits = lowering.waits(op);
+            self.check_capture(&low, waits.clone(), &at)?;
+            let lane = low.lane as usize;
+            if let Some(t) = &mut timer {
+                t.before(plan, r, lane, waits.clone());
+            }
+            for w in waits {
+                self.submit_wait(w, lane, &at, &mut p)?;
+            }
+            let span = match &mut timer {
+                Some(t) => Some(t.start(self, lane, &at)?),
+                None => None,
+            };
+            self.submit_work(call, &dev, &low, &at, &mut p)?;
+            if let (true, Some((from, to, bytes))) = (count, low.moved) {
+                moved(&mut self.instr.traffic, from, to, bytes);
+            }
+            if let (Some(t), Some(a)) = (&mut timer, span) {
+                t.end(self, (&low, a), op.signal, &at)?;
+            }
+            if let Some(s) = low.record {
+                self.submit_record(s, lane, &at, &mut p)?;
+            }
+        }
+        if let Some(t) = timer {
+            self.instr.timing.push(t.tc);
+        }
+        p.total_ns = ns(t_all);
+        add_profile(&mut self.profile, &p);
+        Ok(())
+    }
+
+    /// The fault layer: what the fault plan injects at this op, if anything.
+    fn inject(&self, call_no: u64, at: &StepAt) -> Result<()> {
+        match self.faults.at(at.rank, at.i, call_no) {
+            Some(Fault::Panic) => panic!("injected panic at {}", at.desc()),
+            Some(Fault::Stall) => {
+                Err(at
+                    .board
+                    .stall(at.gen, at.rank, &format!("injected stall at {}", at.desc())))
+            }
+            Some(Fault::Fail) => Err(at.cuda(CudaError {
+                call: "injected",
+                message: "injected failure of the driver call".into(),
+            })),
+            Some(Fault::Delay { ms }) => {
+                std::thread::sleep(Duration::from_millis(u64::from(ms)));
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The capture layer: a per-GPU graph takes only compute-lane work
+    /// without events.
+    fn check_capture(
+        &self,
+        low: &Lowered,
+        mut waits: impl Iterator<Item = Wait>,
+        at: &StepAt,
+    ) -> Result<()> {
+        if self.graphs.capturing != Capturing::PerGpu {
+            return Ok(());
+        }
+        let why = if low.lane != Lane::Compute {
+            "runs on a second stream"
+        } else if waits.next().is_some() {
+            "waits on an event"
+        } else if low.record.is_some() {
+            "records an event"
+        } else {
+            return Ok(());
+        };
+        Err(Error::Unsupported(
+            format!(
+                "CUDA graph capture of {} ({} {why})",
+                at.plan.name,
+                at.desc()
+            ),
+            "cuda",
+        ))
+    }
+
+    /// Submit one wait on `lane`: on this rank's own event, or on the host
+    /// for the owner's record and then on its event.
+    fn submit_wait(&self, w: Wait, lane: usize, at: &StepAt, p: &mut IssueProfile) -> Result<()> {
+        let stream = &self.lanes[lane];
+        let ev = match w {
+            Wait::Local(s) => {
+                let ev = self
+                    .event_of(at.plan, s.0)
+                    .ok_or_else(|| Error::internal("event pool too small"))?;
+                let t = Instant::now();
+                stream.wait_local(ev).map_err(|e| at.cuda(e))?;
+                p.wait_ns += ns(t);
+                return Ok(());
+            }
+            Wait::Peer { signal, owner } => {
+                let t = Instant::now();
+                at.board
+                    .wait(signal.0, at.gen, at.rank, &|| signal_desc(at.plan, signal))
+                    .map_err(|e| at.in_step(e))?;
+                p.peer_ns += ns(t);
+                self.remote
+                    .get(owner)
+                    .and_then(|v| v.get(signal.0))
+                    .ok_or_else(|| Error::internal("remote event missing"))?
+            }
+        };
+        let t = Instant::now();
+        stream.wait(ev).map_err(|e| at.cuda(e))?;
+        p.wait_ns += ns(t);
+        Ok(())
+    }
+
+    /// Record signal `s` on `lane` and tell the other ranks' threads.
+    fn submit_record(
+        &self,
+        s: SignalId,
+        lane: usize,
+        at: &StepAt,
+        p: &mut IssueProfile,
+    ) -> Result<()> {
+        let ev = self
+            .event_of(at.plan, s.0)
+            .ok_or_else(|| Error::internal("event pool too small"))?;
+        let t = Instant::now();
+        self.lanes[lane].record(ev).map_err(|e| at.cuda(e))?;
+        p.record_ns += ns(t);
+        at.board.publish(s.0, at.gen);
+        Ok(())
+    }
+
+    /// The executor: submit one op's work on its lane.
+    fn submit_work(
+        &self,
+        call: &Call,
+        dev: &DevLowered,
+        low: &Lowered,
+        at: &StepAt,
+        p: &mut IssueProfile,
+    ) -> Result<()> {
+        let stream = &self.lanes[low.lane as usize];
+        let (elem, scalar) = (call.dtype.size(), dev.scalar);
+        // Loaded for the call in `issue` (`kernels_for`).
+        let kernels = || {
+            self.kernels
+                .get(&(call.dtype, dev.op))
+                .ok_or_else(|| Error::internal("kernel cache"))
+        };
+        let t = Instant::now();
+        match low.work {
+            Work::Mark => return Ok(()),
+            Work::Copy { src, dst, bytes } => {
+                // cuMemcpyPeerAsync is refused in a stream capture.
+                let how = match self.graphs.capturing {
+                    Capturing::No => PeerCopy::Peer,
+                    _ => PeerCopy::Unified,
+                };
+                let r = if src.rank == self.rank {
+                    let (s, d) = (self.buf(src.buf)?, self.peer(dst.rank, dst.buf)?);
+                    stream.copy_to_peer(d, dst.offset, s, src.offset, bytes, how)
+                } else {
+                    let (s, d) = (self.peer(src.rank, src.buf)?, self.buf(dst.buf)?);
+                    stream.copy_from_peer(d, dst.offset, s, src.offset, bytes, how)
+                };
+                r.map_err(|e| at.cuda(e))?;
+                p.copy_ns += ns(t);
+                return Ok(());
+            }
+            Work::Reduce {
+                dst,
+                a,
+                b,
+                bytes,
+                flags,
+            } => {
+                let b = if b.rank == self.rank {
+                    Operand::Local(self.buf(b.buf)?, b.offset)
+                } else {
+                    Operand::Peer(self.peer(b.rank, b.buf)?, b.offset)
+                };
+                let k = &kernels()?.0;
+                let launch = RLaunch {
+                    dst: (self.buf(dst.buf)?, dst.offset),
+                    a: (self.buf(a.buf)?, a.offset),
+                    b,
+                    bytes,
+                    elem,
+                    flags,
+                    scalar,
+                };
+                stream.reduce(k, &launch).map_err(|e| at.cuda(e))?;
+            }
+            Work::Exchange { peer, .. } => {
+                let k = &kernels()?.1;
+                let peer_flags = self
+                    .peers
+                    .flags
+                    .get(peer)
+                    .ok_or_else(|| Error::internal(format!("no flags of rank {peer}")))?;
+                let x = XLaunch {
+                    ops: self.exchange_operands(&low.work, elem, scalar)?,
+                    peer_flags,
+                    my_flags: &self.flags,
+                    calls: &self.calls,
+                    ctrl: &self.ctrl,
+                };
+                stream.exchange(k, &x).map_err(|e| at.cuda(e))?;
+            }
+        }
+        p.kernel_ns += ns(t);
+        Ok(())
+    }
+
+    /// The operands of a lowered exchange, in this rank's buffer table.
+    fn exchange_operands(
+        &self,
+        work: &Work,
+        elem: usize,
+        scalar: u64,
+    ) -> Result<kernels::ExchangeOperands<'_, 'id>> {
+        let Work::Exchange {
+            dst,
+            a,
+            peer_slot,
+            my_slot,
+            bytes,
+            flags,
+            ..
+        } = *work
+        else {
+            return Err(Error::internal("exchange operands of another op"));
+        };
+        let own = |x: Addr| self.buf(x.buf).map(|b| (b, x.offset));
+        Ok(kernels::ExchangeOperands {
+            dst: own(dst)?,
+            a: own(a)?,
+            peer_slot: (self.peer(peer_slot.rank, peer_slot.buf)?, peer_slot.offset),
+            my_slot: own(my_slot)?,
+            bytes,
+            elem,
+            flags,
+            scalar,
+        })
+    }
+}
+
+/// The traffic layer: count `bytes` moved from rank `from` to rank `to`.
+fn moved(t: &mut [Traffic], from: usize, to: usize, bytes: usize) {
+    if let Some(x) = t.get_mut(from) {
+        x.sent += bytes as u64;
+    }
+    if let Some(x) = t.get_mut(to) {
+        x.received += bytes as u64;
+    }
+}

@@ -1,0 +1,338 @@
+//! The lowering over the plans of every registered algorithm, every
+//! collective, at awkward sizes, without a GPU.
+
+use super::*;
+use crate::plan::{Buf, Collective, Shape, Traffic};
+use std::collections::HashSet;
+
+/// Rank `r`'s buffers: ids no other rank has, so an address names its
+/// owner's binding.
+fn binding(r: usize) -> Binding {
+    Binding {
+        send: BufId(10 + r as u32),
+        recv: BufId(100 + r as u32),
+    }
+}
+
+/// The buffer (kind) behind id `id` of rank `r`.
+fn kind_of(r: usize, id: BufId) -> Buf {
+    match id {
+        BufId::SCRATCH => Buf::Scratch,
+        x if x == binding(r).send => Buf::Send,
+        x if x == binding(r).recv => Buf::Recv,
+        _ => panic!("rank {r} has no buffer {}", id.0),
+    }
+}
+
+/// Every plan the registry's algorithms make for the shapes below (the
+/// first call, and the next call of a chain).
+fn plans() -> Vec<Plan> {
+    let mut out = Vec::new();
+    for algo in crate::algo::paths() {
+        for ranks in 1..=5 {
+            let mut collectives = Collective::ALL.to_vec();
+            collectives.push(Collective::Broadcast { root: 0 });
+            collectives.push(Collective::Broadcast { root: ranks - 1 });
+            for collective in collectives {
+                for count in [0, 1, 7, 1003] {
+                    for elem_size in [1, 2, 8] {
+                        for in_place in [false, true] {
+                            let shape = Shape {
+                                collective,
+                                ranks,
+                                count,
+                                elem_size,
+                                in_place,
+                            };
+                            if algo.supports(&shape).is_err() {
+                                continue;
+                            }
+                            let mut path = algo.path(&shape);
+                            for continues in [false, true] {
+                                let plan = path.next(continues).expect("a supported shape's plan");
+                                out.push((*plan).clone());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every op of every rank of `plan`, lowered: (rank, op index, waits,
+/// lowered).
+fn lower_all(plan: &Plan) -> Vec<(usize, usize, Vec<Wait>, Lowered)> {
+    let bind: Vec<Binding> = (0..plan.ranks()).map(binding).collect();
+    let elem = plan.shape.elem_size;
+    let mut out = Vec::new();
+    for r in 0..plan.ranks() {
+        let low = Lowering::new(plan, r, &bind, elem).expect("lowering");
+        for (i, op) in plan.ops[r].iter().enumerate() {
+            let l = low.op(i).expect("lowered op");
+            out.push((r, i, low.waits(op).collect(), l));
+        }
+    }
+    out
+}
+
+/// `a` is region `reg` of rank `rank`, at `elem` bytes per element.
+fn is_region(a: &Addr, rank: usize, reg: &Region, elem: usize) -> bool {
+    a.rank == rank && a.buf == binding(rank).id(reg.buf) && a.offset == reg.range.start * elem
+}
+
+/// `bytes` from `a` lie inside its buffer.
+fn in_bounds(plan: &Plan, a: &Addr, bytes: usize) -> bool {
+    let elem = plan.shape.elem_size;
+    let len = match kind_of(a.rank, a.buf) {
+        Buf::Send => plan.shape.send_len(),
+        Buf::Recv => plan.shape.recv_len(),
+        Buf::Scratch => plan.scratch_len,
+    };
+    a.offset + bytes <= len * elem
+}
+
+#[test]
+fn the_plans_cover_every_algorithm_and_collective() {
+    let plans = plans();
+    let names: HashSet<&str> = plans.iter().map(|p| p.name.as_str()).collect();
+    for algo in crate::algo::paths() {
+        assert!(names.contains(algo.name().as_str()), "{}", algo.name());
+    }
+    for c in Collective::ALL {
+        assert!(plans.iter().any(|p| p.shape.collective == c), "{c}");
+    }
+    assert!(plans
+        .iter()
+        .any(|p| matches!(p.shape.collective, Collective::Broadcast { .. })));
+}
+
+#[test]
+fn every_op_lowers_to_exactly_the_work_the_plan_says() {
+    for plan in plans() {
+        let elem = plan.shape.elem_size;
+        for (r, i, _, l) in lower_all(&plan) {
+            let op = &plan.ops[r][i];
+            let at = format!("{} {:?} rank {r} op {i}", plan.name, plan.shape);
+            assert_eq!(l.lane, op.lane, "{at}");
+            match (&op.kind, l.work) {
+                (OpKind::Begin | OpKind::End, Work::Mark) => {}
+                (
+                    OpKind::Copy { from, to, src, dst },
+                    Work::Copy {
+                        src: s,
+                        dst: d,
+                        bytes,
+                    },
+                ) => {
+                    assert!(*from == r || *to == r, "{at}: a copy of other ranks");
+                    assert!(is_region(&s, *from, src, elem), "{at}: {s:?}");
+                    assert!(is_region(&d, *to, dst, elem), "{at}: {d:?}");
+                    assert_eq!(bytes, src.len() * elem, "{at}");
+                    assert!(
+                        in_bounds(&plan, &s, bytes) && in_bounds(&plan, &d, bytes),
+                        "{at}"
+                    );
+                }
+                (
+                    OpKind::Reduce {
+                        dst,
+                        a,
+                        b_rank,
+                        b,
+                        step,
+                    },
+                    Work::Reduce {
+                        dst: d,
+                        a: x,
+                        b: y,
+                        bytes,
+                        flags,
+                    },
+                ) => {
+                    assert!(is_region(&d, r, dst, elem), "{at}");
+                    assert!(is_region(&x, r, a, elem), "{at}");
+                    assert!(is_region(&y, *b_rank, b, elem), "{at}");
+                    assert_eq!(bytes, dst.len() * elem, "{at}");
+                    assert_eq!(flags, step_flags(step), "{at}");
+                    for p in [d, x, y] {
+                        assert!(in_bounds(&plan, &p, bytes), "{at}: {p:?}");
+                    }
+                }
+                (
+                    OpKind::Exchange(e),
+                    Work::Exchange {
+                        peer,
+                        dst,
+                        a,
+                        peer_slot,
+                        my_slot,
+                        bytes,
+                        flags,
+                    },
+                ) => {
+                    assert_eq!(peer, e.peer, "{at}");
+                    assert!(is_region(&dst, r, &e.dst, elem), "{at}");
+                    assert!(is_region(&a, r, &e.input, elem), "{at}");
+                    assert!(is_region(&peer_slot, e.peer, &e.peer_slot, elem), "{at}");
+                    assert!(is_region(&my_slot, r, &e.my_slot, elem), "{at}");
+                    assert_eq!(bytes, e.dst.len() * elem, "{at}");
+                    assert_eq!(flags, step_flags(&e.step), "{at}");
+                    for p in [dst, a, peer_slot, my_slot] {
+                        assert!(in_bounds(&plan, &p, bytes), "{at}: {p:?}");
+                    }
+                }
+                (k, w) => panic!("{at}: {} lowered to {w:?}", k.name()),
+            }
+            let parts = if matches!(op.kind, OpKind::Exchange(_)) {
+                2
+            } else {
+                1
+            };
+            assert_eq!(l.work.parts(), parts, "{at}");
+        }
+    }
+}
+
+#[test]
+fn the_lowered_traffic_is_the_plans() {
+    for plan in plans() {
+        let mut t = vec![Traffic::default(); plan.ranks()];
+        for (_, _, _, l) in lower_all(&plan) {
+            if let Some((from, to, bytes)) = l.moved {
+                assert_ne!(from, to, "{}: traffic within a rank", plan.name);
+                t[from].sent += bytes as u64;
+                t[to].received += bytes as u64;
+            }
+        }
+        assert_eq!(t, plan.traffic(), "{} {:?}", plan.name, plan.shape);
+    }
+}
+
+/// Issued in the plans' issue order, every wait comes after the record it
+/// waits for: a local wait after this rank's earlier op on another lane
+/// recorded it, a peer's after its owner's thread recorded it (the host
+/// wait in between makes the owner's record precede the GPU wait). Every
+/// signal a lane waits on is recorded (needed); none is waited on twice by
+/// one op, recorded twice in a call, or recorded by anyone but its owner's
+/// lane.
+#[test]
+fn waits_follow_the_records_they_guard_and_nothing_is_issued_twice() {
+    for plan in plans() {
+        let all = lower_all(&plan);
+        let at = |r: usize, i: usize| format!("{} {:?} rank {r} op {i}", plan.name, plan.shape);
+        // Who records each signal, at which op.
+        let mut recorded = vec![None; plan.signals.len()];
+        for (r, i, _, l) in &all {
+            if let Some(s) = l.record {
+                assert!(
+                    recorded[s.0].is_none(),
+                    "{}: signal {} recorded twice",
+                    at(*r, *i),
+                    s.0
+                );
+                let sig = plan.signals[s.0];
+                assert!(sig.needed, "{}", at(*r, *i));
+                assert_eq!((sig.owner, sig.lane), (*r, l.lane), "{}", at(*r, *i));
+                recorded[s.0] = Some((*r, *i));
+            }
+        }
+        for (r, i, waits, l) in &all {
+            let mut seen = HashSet::new();
+            for w in waits {
+                let s = w.signal();
+                assert!(
+                    seen.insert(s),
+                    "{}: waits twice on signal {}",
+                    at(*r, *i),
+                    s.0
+                );
+                let sig = plan.signals[s.0];
+                assert!(!plan.same_lane(s, *r, l.lane), "{}", at(*r, *i));
+                let Some((owner, j)) = recorded[s.0] else {
+                    panic!(
+                        "{}: waits on signal {} that nobody records",
+                        at(*r, *i),
+                        s.0
+                    );
+                };
+                match w {
+                    Wait::Local(_) => {
+                        assert_eq!(owner, *r, "{}", at(*r, *i));
+                        assert!(j < *i, "{}: waits before its own record", at(*r, *i));
+                    }
+                    Wait::Peer { owner: o, .. } => {
+                        assert_eq!((*o, sig.owner), (owner, owner), "{}", at(*r, *i));
+                        assert_ne!(owner, *r, "{}", at(*r, *i));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A small example spelled out: the flag one-shot on 2 ranks is, on each
+/// rank, a begin, one exchange kernel with the peer's slot in the scratch,
+/// and an end; no copy. The first call's exchange waits for both ranks'
+/// begin; a chained call's waits on nothing and records nothing.
+#[test]
+fn the_flag_one_shot_is_one_exchange_per_rank() {
+    let algo = crate::algo::parse("oneshot:flag").expect("oneshot:flag");
+    let shape = Shape::all_reduce(2, 5, 4, false);
+    let mut path = algo.path(&shape);
+    let plan = path.next(false).expect("plan");
+    let all = lower_all(&plan);
+    for r in 0..2 {
+        let waits: Vec<Wait> = all
+            .iter()
+            .filter(|x| x.0 == r)
+            .flat_map(|x| x.2.clone())
+            .collect();
+        assert!(
+            matches!(waits[..], [Wait::Peer { owner, .. }] if owner == 1 - r),
+            "rank {r}: {waits:?}"
+        );
+    }
+    assert_eq!(all.len(), 6);
+    for r in 0..2 {
+        let works: Vec<Work> = all.iter().filter(|x| x.0 == r).map(|x| x.3.work).collect();
+        let at = |rank: usize, buf: BufId| Addr {
+            rank,
+            buf,
+            offset: 0,
+        };
+        let exchange = Work::Exchange {
+            peer: 1 - r,
+            dst: at(r, binding(r).recv),
+            a: at(r, binding(r).send),
+            peer_slot: at(1 - r, BufId::SCRATCH),
+            my_slot: at(r, BufId::SCRATCH),
+            bytes: 20,
+            flags: 0b111,
+        };
+        assert_eq!(works, [Work::Mark, exchange, Work::Mark], "rank {r}");
+    }
+    let chained = lower_all(&path.next(true).expect("chained plan"));
+    assert!(chained
+        .iter()
+        .all(|x| x.2.is_empty() && x.3.record.is_none()));
+}
+
+#[test]
+fn a_missing_binding_is_an_error() {
+    let algo = crate::algo::parse("ring").expect("ring");
+    let plan = algo
+        .path(&Shape::all_reduce(3, 7, 4, false))
+        .next(false)
+        .expect("plan");
+    let bind = [binding(0), binding(1)];
+    assert!(Lowering::new(&plan, 2, &bind, 4).is_err());
+    // Rank 2's buffers are read or written by rank 0 (its successor) or
+    // rank 1 (its predecessor) somewhere in the ring.
+    let fails = (0..2).any(|r| {
+        let low = Lowering::new(&plan, r, &bind, 4).expect("ranks 0 and 1 have one");
+        (0..plan.ops[r].len()).any(|i| low.op(i).is_err())
+    });
+    assert!(fails);
+}
