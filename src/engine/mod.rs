@@ -586,19 +586,8 @@ impl Core {
         bind: Arc<Vec<Binding>>,
     ) -> Result<Arc<Plan>> {
         self.usable()?;
-        let key = self.path_of(choice, &shape)?;
-        let continues = self.last == Some(key);
-        let plan = self.paths[key].2.next(continues)?;
-        self.last = None;
-        self.reserve_scratch(&plan)?;
-        let call = Call {
-            plan: plan.clone(),
-            dtype,
-            op,
-            bind,
-            timing: self.timing,
-        };
-        let r = self.backend.launch(&call);
+        let (key, plan) = self.select(choice, &shape, true)?;
+        let r = self.backend.launch(&self.call(&plan, dtype, op, bind));
         self.track(r)?;
         self.last = Some(key);
         Ok(plan)
@@ -623,24 +612,50 @@ impl Core {
         if self.job.is_some() || self.backend.host_slices().is_none() {
             return Ok(None);
         }
-        let key = self.path_of(choice, &shape)?;
         // Never chained to the previous call: these are other buffers.
-        let plan = self.paths[key].2.next(false)?;
-        self.last = None;
-        self.reserve_scratch(&plan)?;
-        let call = Call {
-            plan: plan.clone(),
-            dtype,
-            op,
-            bind: self.default_bind.clone(),
-            timing: self.timing,
-        };
+        let (_, plan) = self.select(choice, &shape, false)?;
+        let call = self.call(&plan, dtype, op, self.default_bind.clone());
         let Some(h) = self.backend.host_slices() else {
             return Ok(None);
         };
         let r = crate::sys::lend::lend(send, recv, |s, d| h.run_lent(&call, s, d));
         self.track(r)?;
         Ok(Some(plan))
+    }
+
+    /// Plan selection, shared by every launch: the path `choice` (or the
+    /// default) takes for `shape`, its next plan (continuing the chain only
+    /// when `chain` and the previous call ran this path) and its scratch.
+    /// The chain mark is cleared; a launch sets it again once issued.
+    fn select(
+        &mut self,
+        choice: Option<&AlgoChoice>,
+        shape: &Shape,
+        chain: bool,
+    ) -> Result<(PathKey, Arc<Plan>)> {
+        let key = self.path_of(choice, shape)?;
+        let continues = chain && self.last == Some(key);
+        let plan = self.paths[key].2.next(continues)?;
+        self.last = None;
+        self.reserve_scratch(&plan)?;
+        Ok((key, plan))
+    }
+
+    /// The backend's call of `plan` on `bind`.
+    fn call(
+        &self,
+        plan: &Arc<Plan>,
+        dtype: DataType,
+        op: ReduceOp,
+        bind: Arc<Vec<Binding>>,
+    ) -> Call {
+        Call {
+            plan: plan.clone(),
+            dtype,
+            op,
+            bind,
+            timing: self.timing,
+        }
     }
 
     /// The path `choice` (or the default) takes for `shape`, created on
