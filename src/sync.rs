@@ -364,15 +364,46 @@ impl SignalBoard {
         Ok(())
     }
 
-    /// Wait until signal `s` is published for call `gen`: spin, then yield,
-    /// then sleep in short naps. `what` describes what is waited for (the
-    /// producing rank and step), for the error.
-    pub fn wait(&self, s: usize, gen: u64, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
+    /// Signal `s` exists on this board.
+    fn known(&self, s: usize, rank: usize) -> Result<()> {
         if s >= self.len() {
             return Err(Error::Plan(format!(
                 "rank {rank} waits on unknown signal {s}"
             )));
         }
+        Ok(())
+    }
+
+    /// A host wait's abort check.
+    fn not_aborted(&self, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
+        if self.abort.is_aborted() {
+            return Err(Error::Aborted {
+                rank,
+                what: format!("waiting for {}", what()),
+                wait: WaitKind::Host,
+            });
+        }
+        Ok(())
+    }
+
+    /// A host wait begun at `start` is still within the board's timeout.
+    fn in_time(&self, start: Instant, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
+        if start.elapsed() > self.timeout {
+            return Err(Error::Timeout {
+                rank,
+                what: what(),
+                seconds: self.timeout.as_secs_f64(),
+                wait: WaitKind::Host,
+            });
+        }
+        Ok(())
+    }
+
+    /// Wait until signal `s` is published for call `gen`: spin, then yield,
+    /// then sleep in short naps. `what` describes what is waited for (the
+    /// producing rank and step), for the error.
+    pub fn wait(&self, s: usize, gen: u64, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
+        self.known(s, rank)?;
         let start = Instant::now();
         let mut checked = start;
         let mut i: u32 = 0;
@@ -384,27 +415,14 @@ impl SignalBoard {
             if failed {
                 return Err(self.failure_error(gen, rank, what));
             }
-            if self.abort.is_aborted() {
-                return Err(Error::Aborted {
-                    rank,
-                    what: format!("waiting for {}", what()),
-                    wait: WaitKind::Host,
-                });
-            }
+            self.not_aborted(rank, what)?;
             i = i.wrapping_add(1);
             if i < 256 {
                 std::hint::spin_loop();
             } else if i < 512 {
                 std::thread::yield_now();
             } else {
-                if start.elapsed() > self.timeout {
-                    return Err(Error::Timeout {
-                        rank,
-                        what: what(),
-                        seconds: self.timeout.as_secs_f64(),
-                        wait: WaitKind::Host,
-                    });
-                }
+                self.in_time(start, rank, what)?;
                 if self.shared.is_some() && checked.elapsed() > Duration::from_millis(20) {
                     checked = Instant::now();
                     self.check(rank, what)?;
@@ -427,33 +445,16 @@ impl SignalBoard {
         rank: usize,
         what: &dyn Fn() -> String,
     ) -> Result<()> {
-        if s >= self.len() {
-            return Err(Error::Plan(format!(
-                "rank {rank} waits on unknown signal {s}"
-            )));
-        }
+        self.known(s, rank)?;
         let start = Instant::now();
         let mut i: u32 = 0;
         while !self.is_published(s, gen) {
-            if self.abort.is_aborted() {
-                return Err(Error::Aborted {
-                    rank,
-                    what: format!("waiting for {}", what()),
-                    wait: WaitKind::Host,
-                });
-            }
+            self.not_aborted(rank, what)?;
             i = i.wrapping_add(1);
             if i < 256 {
                 std::hint::spin_loop();
             } else {
-                if start.elapsed() > self.timeout {
-                    return Err(Error::Timeout {
-                        rank,
-                        what: what(),
-                        seconds: self.timeout.as_secs_f64(),
-                        wait: WaitKind::Host,
-                    });
-                }
+                self.in_time(start, rank, what)?;
                 std::thread::sleep(Duration::from_micros(20));
             }
         }
