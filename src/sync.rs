@@ -406,7 +406,7 @@ impl SignalBoard {
         self.known(s, rank)?;
         let start = Instant::now();
         let mut checked = start;
-        let mut i: u32 = 0;
+        let mut pause = Backoff::new(256, 512, Duration::from_micros(20));
         while !self.is_published(s, gen) {
             let failed = match &self.shared {
                 Some(sh) => sh.failed(),
@@ -416,19 +416,14 @@ impl SignalBoard {
                 return Err(self.failure_error(gen, rank, what));
             }
             self.not_aborted(rank, what)?;
-            i = i.wrapping_add(1);
-            if i < 256 {
-                std::hint::spin_loop();
-            } else if i < 512 {
-                std::thread::yield_now();
-            } else {
+            if pause.next() {
                 self.in_time(start, rank, what)?;
                 if self.shared.is_some() && checked.elapsed() > Duration::from_millis(20) {
                     checked = Instant::now();
                     self.check(rank, what)?;
                 }
-                std::thread::sleep(Duration::from_micros(20));
             }
+            pause.pause();
         }
         Ok(())
     }
@@ -447,16 +442,14 @@ impl SignalBoard {
     ) -> Result<()> {
         self.known(s, rank)?;
         let start = Instant::now();
-        let mut i: u32 = 0;
+        // Spin, then nap (no yields).
+        let mut pause = Backoff::new(256, 256, Duration::from_micros(20));
         while !self.is_published(s, gen) {
             self.not_aborted(rank, what)?;
-            i = i.wrapping_add(1);
-            if i < 256 {
-                std::hint::spin_loop();
-            } else {
+            if pause.next() {
                 self.in_time(start, rank, what)?;
-                std::thread::sleep(Duration::from_micros(20));
             }
+            pause.pause();
         }
         Ok(())
     }
@@ -480,6 +473,52 @@ impl SignalBoard {
             let _ = gen;
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+}
+
+/// How a host wait pauses between polls: it spins for the first `spins`
+/// polls, yields its core until poll `yields`, then naps `nap` each time.
+/// The slower checks of a wait (timeout, the job's health) go with the
+/// naps ([`Backoff::next`] says when).
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    polls: u32,
+    spins: u32,
+    yields: u32,
+    nap: Duration,
+}
+
+impl Backoff {
+    pub(crate) const fn new(spins: u32, yields: u32, nap: Duration) -> Backoff {
+        Backoff {
+            polls: 0,
+            spins,
+            yields,
+            nap,
+        }
+    }
+
+    /// Count one more poll; `true` once the pauses are naps.
+    pub(crate) fn next(&mut self) -> bool {
+        self.polls = self.polls.saturating_add(1);
+        self.polls >= self.yields
+    }
+
+    /// Pause as the polls counted so far say: spin, yield or nap.
+    pub(crate) fn pause(&self) {
+        if self.polls < self.spins {
+            std::hint::spin_loop();
+        } else if self.polls < self.yields {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(self.nap);
+        }
+    }
+
+    /// [`Backoff::next`], then [`Backoff::pause`].
+    pub(crate) fn snooze(&mut self) {
+        self.next();
+        self.pause();
     }
 }
 

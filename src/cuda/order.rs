@@ -14,6 +14,7 @@ use super::memory::HostMapped;
 use super::result::{self, Device};
 use super::stream::{Event, Stream};
 use super::{err, CuResult, CudaError};
+use crate::sync::Backoff;
 use cudarc::driver::sys;
 use std::time::{Duration, Instant};
 
@@ -137,7 +138,7 @@ impl DoneEvent {
     /// the driver failed.
     pub fn wait_for(&self, limit: Duration) -> CuResult<bool> {
         let start = Instant::now();
-        let mut i = 0u32;
+        let mut pause = Backoff::new(200, 400, Duration::from_micros(50));
         loop {
             if self.query()? {
                 return Ok(true);
@@ -145,14 +146,7 @@ impl DoneEvent {
             if start.elapsed() > limit {
                 return Ok(false);
             }
-            i = i.wrapping_add(1);
-            if i < 200 {
-                std::hint::spin_loop();
-            } else if i < 400 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(50));
-            }
+            pause.snooze();
         }
     }
 }

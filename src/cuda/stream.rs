@@ -4,6 +4,7 @@ use super::driver::{Brand, Ctx, NotSend};
 use super::memory::{Alloc, DevBuf, PeerBuf};
 use super::result;
 use super::{err, CuResult};
+use crate::sync::Backoff;
 use cudarc::driver::sys;
 use std::marker::PhantomData;
 use std::sync::{Arc, Weak};
@@ -240,7 +241,7 @@ impl<'id> Stream<'id> {
     pub fn wait_idle_or(&self, limit: Duration, stop: &mut dyn FnMut() -> bool) -> CuResult<()> {
         let start = Instant::now();
         let mut asked = start;
-        let mut i = 0u32;
+        let mut pause = Backoff::new(2000, 4000, Duration::from_micros(50));
         loop {
             // SAFETY: valid stream of the current context.
             if unsafe { result::stream_query(self.s) }? {
@@ -264,14 +265,7 @@ impl<'id> Stream<'id> {
                     ),
                 ));
             }
-            i = i.wrapping_add(1);
-            if i < 2000 {
-                std::hint::spin_loop();
-            } else if i < 4000 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(50));
-            }
+            pause.snooze();
         }
     }
 
