@@ -516,6 +516,7 @@ impl Backoff {
     }
 
     /// [`Backoff::next`], then [`Backoff::pause`].
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn snooze(&mut self) {
         self.next();
         self.pause();
@@ -525,6 +526,17 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_backoff_spins_then_yields_then_naps() {
+        let mut b = Backoff::new(2, 4, Duration::ZERO);
+        // Polls 1 to 3 spin or yield; from poll 4 on, every pause is a nap.
+        let naps: Vec<bool> = (0..6).map(|_| b.next()).collect();
+        assert_eq!(naps, [false, false, false, true, true, true]);
+        b.pause();
+        let mut no_yields = Backoff::new(3, 3, Duration::ZERO);
+        assert!(!no_yields.next() && !no_yields.next() && no_yields.next());
+    }
 
     fn board(n: usize, timeout_ms: u64) -> Arc<SignalBoard> {
         Arc::new(SignalBoard::new(
