@@ -364,18 +364,49 @@ impl SignalBoard {
         Ok(())
     }
 
-    /// Wait until signal `s` is published for call `gen`: spin, then yield,
-    /// then sleep in short naps. `what` describes what is waited for (the
-    /// producing rank and step), for the error.
-    pub fn wait(&self, s: usize, gen: u64, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
+    /// Signal `s` exists on this board.
+    fn known(&self, s: usize, rank: usize) -> Result<()> {
         if s >= self.len() {
             return Err(Error::Plan(format!(
                 "rank {rank} waits on unknown signal {s}"
             )));
         }
+        Ok(())
+    }
+
+    /// A host wait's abort check.
+    fn not_aborted(&self, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
+        if self.abort.is_aborted() {
+            return Err(Error::Aborted {
+                rank,
+                what: format!("waiting for {}", what()),
+                wait: WaitKind::Host,
+            });
+        }
+        Ok(())
+    }
+
+    /// A host wait begun at `start` is still within the board's timeout.
+    fn in_time(&self, start: Instant, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
+        if start.elapsed() > self.timeout {
+            return Err(Error::Timeout {
+                rank,
+                what: what(),
+                seconds: self.timeout.as_secs_f64(),
+                wait: WaitKind::Host,
+            });
+        }
+        Ok(())
+    }
+
+    /// Wait until signal `s` is published for call `gen`: spin, then yield,
+    /// then sleep in short naps. `what` describes what is waited for (the
+    /// producing rank and step), for the error.
+    pub fn wait(&self, s: usize, gen: u64, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
+        self.known(s, rank)?;
         let start = Instant::now();
         let mut checked = start;
-        let mut i: u32 = 0;
+        let mut pause = Backoff::new(256, 512, Duration::from_micros(20));
         while !self.is_published(s, gen) {
             let failed = match &self.shared {
                 Some(sh) => sh.failed(),
@@ -384,33 +415,15 @@ impl SignalBoard {
             if failed {
                 return Err(self.failure_error(gen, rank, what));
             }
-            if self.abort.is_aborted() {
-                return Err(Error::Aborted {
-                    rank,
-                    what: format!("waiting for {}", what()),
-                    wait: WaitKind::Host,
-                });
-            }
-            i = i.wrapping_add(1);
-            if i < 256 {
-                std::hint::spin_loop();
-            } else if i < 512 {
-                std::thread::yield_now();
-            } else {
-                if start.elapsed() > self.timeout {
-                    return Err(Error::Timeout {
-                        rank,
-                        what: what(),
-                        seconds: self.timeout.as_secs_f64(),
-                        wait: WaitKind::Host,
-                    });
-                }
+            self.not_aborted(rank, what)?;
+            if pause.next() {
+                self.in_time(start, rank, what)?;
                 if self.shared.is_some() && checked.elapsed() > Duration::from_millis(20) {
                     checked = Instant::now();
                     self.check(rank, what)?;
                 }
-                std::thread::sleep(Duration::from_micros(20));
             }
+            pause.pause();
         }
         Ok(())
     }
@@ -427,35 +440,16 @@ impl SignalBoard {
         rank: usize,
         what: &dyn Fn() -> String,
     ) -> Result<()> {
-        if s >= self.len() {
-            return Err(Error::Plan(format!(
-                "rank {rank} waits on unknown signal {s}"
-            )));
-        }
+        self.known(s, rank)?;
         let start = Instant::now();
-        let mut i: u32 = 0;
+        // Spin, then nap (no yields).
+        let mut pause = Backoff::new(256, 256, Duration::from_micros(20));
         while !self.is_published(s, gen) {
-            if self.abort.is_aborted() {
-                return Err(Error::Aborted {
-                    rank,
-                    what: format!("waiting for {}", what()),
-                    wait: WaitKind::Host,
-                });
+            self.not_aborted(rank, what)?;
+            if pause.next() {
+                self.in_time(start, rank, what)?;
             }
-            i = i.wrapping_add(1);
-            if i < 256 {
-                std::hint::spin_loop();
-            } else {
-                if start.elapsed() > self.timeout {
-                    return Err(Error::Timeout {
-                        rank,
-                        what: what(),
-                        seconds: self.timeout.as_secs_f64(),
-                        wait: WaitKind::Host,
-                    });
-                }
-                std::thread::sleep(Duration::from_micros(20));
-            }
+            pause.pause();
         }
         Ok(())
     }
@@ -482,9 +476,67 @@ impl SignalBoard {
     }
 }
 
+/// How a host wait pauses between polls: it spins for the first `spins`
+/// polls, yields its core until poll `yields`, then naps `nap` each time.
+/// The slower checks of a wait (timeout, the job's health) go with the
+/// naps ([`Backoff::next`] says when).
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    polls: u32,
+    spins: u32,
+    yields: u32,
+    nap: Duration,
+}
+
+impl Backoff {
+    pub(crate) const fn new(spins: u32, yields: u32, nap: Duration) -> Backoff {
+        Backoff {
+            polls: 0,
+            spins,
+            yields,
+            nap,
+        }
+    }
+
+    /// Count one more poll; `true` once the pauses are naps.
+    pub(crate) fn next(&mut self) -> bool {
+        self.polls = self.polls.saturating_add(1);
+        self.polls >= self.yields
+    }
+
+    /// Pause as the polls counted so far say: spin, yield or nap.
+    pub(crate) fn pause(&self) {
+        if self.polls < self.spins {
+            std::hint::spin_loop();
+        } else if self.polls < self.yields {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(self.nap);
+        }
+    }
+
+    /// [`Backoff::next`], then [`Backoff::pause`].
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn snooze(&mut self) {
+        self.next();
+        self.pause();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_backoff_spins_then_yields_then_naps() {
+        let mut b = Backoff::new(2, 4, Duration::ZERO);
+        // Polls 1 to 3 spin or yield; from poll 4 on, every pause is a nap.
+        let naps: Vec<bool> = (0..6).map(|_| b.next()).collect();
+        assert_eq!(naps, [false, false, false, true, true, true]);
+        b.pause();
+        let mut no_yields = Backoff::new(3, 3, Duration::ZERO);
+        assert!(!no_yields.next() && !no_yields.next() && no_yields.next());
+    }
 
     fn board(n: usize, timeout_ms: u64) -> Arc<SignalBoard> {
         Arc::new(SignalBoard::new(

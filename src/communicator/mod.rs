@@ -52,19 +52,24 @@
 
 pub mod bufs;
 pub mod desc;
+mod per_process;
+mod per_rank;
 
 pub use bufs::{RecvBufs, SendBufs};
 pub use desc::{CallDesc, CallKind};
+pub(crate) use per_process::{
+    process_alloc, process_device, process_free, process_host, Agreement,
+};
+pub(crate) use per_rank::rank_host;
+use per_rank::rank_step;
 
 use crate::backend::BackendChoice;
 use crate::element::{Element, ReduceOp};
 use crate::engine::ranks::{self, Payload, RankHandle};
-use crate::engine::{CallInfo, Core, DeviceBuffers, Engine, EngineConfig};
+use crate::engine::{CallInfo, DeviceBuffers, Engine, EngineConfig};
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Traffic};
-use crate::process::Job;
 use crate::sync::AbortHandle;
-use std::sync::Arc;
 
 /// How a communicator runs its ranks (see [the module doc](self)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,236 +222,6 @@ fn barrier_info(ranks: usize) -> CallInfo {
         path: "barrier".into(),
         traffic: vec![Traffic::default(); ranks],
     }
-}
-
-// -- one handle per rank ------------------------------------------------------
-
-/// Rank `h`'s part of a host-slice collective of the per-rank style.
-pub(crate) fn rank_host<T: Element>(
-    h: &RankHandle,
-    c: HostCall,
-    send: &[T],
-    recv: &mut [T],
-) -> Result<CallInfo> {
-    let n = h.ranks();
-    let (count, own) = c.count(n, h.rank(), send.len(), recv.len());
-    let input: Vec<T> = if c.in_place {
-        recv.to_vec()
-    } else {
-        send.to_vec()
-    };
-    let out_len = recv.len();
-    let got = h.call(
-        c.desc::<T>(count),
-        own,
-        Box::new(input),
-        move |slot, parts| {
-            let mut inputs = parts
-                .into_iter()
-                .map(unbox::<Vec<T>>)
-                .collect::<Result<Vec<_>>>()?;
-            slot.with::<T, _>(|e| {
-                let (info, outs) = if c.in_place {
-                    let info = run_host(e, c, &[] as &[&[T]], &mut inputs)?;
-                    (info, inputs)
-                } else {
-                    let mut outs = vec![vec![T::default(); out_len]; n];
-                    let info = run_host(e, c, &inputs, &mut outs)?;
-                    (info, outs)
-                };
-                Ok(outs
-                    .into_iter()
-                    .map(|o| Box::new((o, info.clone())) as Payload)
-                    .collect())
-            })
-        },
-    )?;
-    let (out, info) = unbox::<(Vec<T>, CallInfo)>(got)?;
-    if out.len() != recv.len() {
-        return Err(Error::BufferSize {
-            rank: h.rank(),
-            what: "output",
-            expected: out.len(),
-            found: recv.len(),
-        });
-    }
-    recv.copy_from_slice(&out);
-    Ok(info)
-}
-
-/// A step of every rank of the per-rank style that runs `f` once, on the
-/// engine, with every rank's `part` (they must be equal).
-fn rank_step<P, R>(
-    h: &RankHandle,
-    desc: CallDesc,
-    part: P,
-    f: impl FnOnce(&mut Slot, P) -> Result<R>,
-) -> Result<R>
-where
-    P: PartialEq + std::fmt::Debug + Send + 'static,
-    R: Clone + Send + 'static,
-{
-    let n = h.ranks();
-    let got = h.call(desc, Ok(()), Box::new(part), move |slot, parts| {
-        let parts = parts
-            .into_iter()
-            .map(unbox::<P>)
-            .collect::<Result<Vec<P>>>()?;
-        if let Some(q) = parts.iter().position(|p| p != &parts[0]) {
-            return Err(Error::Mismatch {
-                rank: q,
-                asked: parts
-                    .iter()
-                    .enumerate()
-                    .map(|(r, p)| (r, format!("{desc} on {p:?}")))
-                    .collect(),
-            });
-        }
-        let first = parts
-            .into_iter()
-            .next()
-            .ok_or_else(|| Error::internal("a call of the per-rank style without ranks"))?;
-        let r = f(slot, first)?;
-        Ok((0..n).map(|_| Box::new(r.clone()) as Payload).collect())
-    })?;
-    unbox::<R>(got)
-}
-
-// -- one rank per process -------------------------------------------------------
-
-/// One rank of a job: how its calls are made to agree before data moves.
-#[derive(Debug)]
-pub(crate) struct Agreement {
-    job: Arc<Job>,
-    check: bool,
-    /// Calls made so far (for the messages).
-    calls: std::sync::atomic::AtomicU64,
-    /// Why the job's calls no longer line up, after a failed exchange.
-    broken: std::sync::Mutex<Option<String>>,
-}
-
-/// Bytes of an encoded descriptor; an own error's text follows them.
-const DESC_BYTES: usize = 56;
-
-impl Agreement {
-    pub(crate) fn new(job: Arc<Job>, check: bool) -> Agreement {
-        Agreement {
-            job,
-            check,
-            calls: std::sync::atomic::AtomicU64::new(0),
-            broken: std::sync::Mutex::new(None),
-        }
-    }
-
-    pub(crate) fn rank(&self) -> usize {
-        self.job.rank()
-    }
-
-    pub(crate) fn job(&self) -> &Arc<Job> {
-        &self.job
-    }
-
-    /// Before a call's data moves: every rank's descriptor and own verdict,
-    /// all-gathered (unless the check is off: then this rank's own verdict
-    /// alone). The same outcome on every rank: the lowest rank whose own
-    /// arguments are wrong fails the call (its error for it,
-    /// [`Error::PeerFailed`] for the others), else different descriptors
-    /// are one [`Error::Mismatch`].
-    pub(crate) fn agree(&self, core: &Core, desc: CallDesc, own: Result<()>) -> Result<()> {
-        core.check_usable()?;
-        let broken = || self.broken.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(why) = broken().as_ref() {
-            return Err(Error::Poisoned {
-                reason: why.clone(),
-            });
-        }
-        if !self.check {
-            return own;
-        }
-        let me = self.rank();
-        let mut payload = desc.encode();
-        if let Err(e) = &own {
-            payload.extend_from_slice(e.to_string().as_bytes());
-        }
-        let k = self
-            .calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let got = match self.job.allgather(
-            &payload,
-            &format!("the ranks' calls to agree ({desc}, call {k})"),
-        ) {
-            Ok(g) => g,
-            Err(e) => {
-                // The ranks' exchanges no longer line up: release the
-                // others, and refuse the next calls.
-                self.job.fail_with(&e);
-                *broken() = Some(format!("the exchange of call {k} failed: {e}"));
-                return Err(e);
-            }
-        };
-        let decoded: Vec<(usize, std::result::Result<CallDesc, String>)> = got
-            .iter()
-            .enumerate()
-            .map(|(q, b)| (q, CallDesc::decode(&b[..b.len().min(DESC_BYTES)])))
-            .collect();
-        let bad = got
-            .iter()
-            .enumerate()
-            .find(|(q, b)| b.len() > DESC_BYTES && decoded.get(*q).is_some_and(|(_, d)| d.is_ok()));
-        if let Some((q, b)) = bad {
-            return Err(match own {
-                Err(e) if q == me => e,
-                _ => Error::peer_failed(
-                    q,
-                    &String::from_utf8_lossy(&b[DESC_BYTES..]),
-                    format!("its arguments to the call rank {me} made"),
-                ),
-            });
-        }
-        desc::agree_decoded(&decoded)
-    }
-
-    /// Every rank of the job reaches this point before any goes on.
-    pub(crate) fn barrier(&self, core: &Core) -> Result<CallInfo> {
-        if self.check {
-            self.agree(core, CallDesc::barrier(), Ok(()))?;
-        } else {
-            core.check_usable()?;
-            self.job.barrier("Communicator::barrier")?;
-        }
-        Ok(barrier_info(self.job.size()))
-    }
-}
-
-/// This process's rank's part of a host-slice collective.
-pub(crate) fn process_host<T: Element>(
-    e: &mut Engine<T>,
-    a: &Agreement,
-    c: HostCall,
-    send: &[T],
-    recv: &mut [T],
-) -> Result<CallInfo> {
-    let (count, own) = c.count(e.ranks(), a.rank(), send.len(), recv.len());
-    a.agree(e.core(), c.desc::<T>(count), own)?;
-    if c.in_place {
-        run_host(e, c, &[] as &[&[T]], &mut [recv])
-    } else {
-        run_host(e, c, &[send], &mut [recv])
-    }
-}
-
-/// A collective on device buffers of one rank of a job.
-pub(crate) fn process_device<T: Element>(
-    e: &mut Engine<T>,
-    a: &Agreement,
-    c: HostCall,
-    (send, recv): (&DeviceBuffers<T>, &DeviceBuffers<T>),
-    count: usize,
-) -> Result<CallInfo> {
-    let in_place = send.id() == recv.id();
-    let desc = CallDesc::host(c.collective, T::DTYPE, c.op, in_place, count).on_device();
-    a.agree(e.core(), desc, Ok(()))?;
-    e.collective_device(c.collective, send, recv, count, c.op)
 }
 
 // -- the communicator ------------------------------------------------------------
@@ -771,10 +546,9 @@ impl Communicator {
                 })?;
                 Ok(b.0)
             }
-            Inner::Process { engine, agree } => engine.with::<T, _>(|e| {
-                agree.agree(e.core(), desc, Ok(()))?;
-                e.alloc(len)
-            }),
+            Inner::Process { engine, agree } => {
+                engine.with::<T, _>(|e| process_alloc(e, agree, len))
+            }
         }
     }
 
@@ -787,10 +561,7 @@ impl Communicator {
                 let id = b.id().0;
                 rank_step(h, desc, id, move |slot, _| slot.with::<T, _>(|e| e.free(b)))
             }
-            Inner::Process { engine, agree } => engine.with::<T, _>(|e| {
-                agree.agree(e.core(), desc, Ok(()))?;
-                e.free(b)
-            }),
+            Inner::Process { engine, agree } => engine.with::<T, _>(|e| process_free(e, agree, b)),
         }
     }
 
@@ -849,19 +620,20 @@ impl Communicator {
         count: usize,
         op: ReduceOp,
     ) -> Result<CallInfo> {
-        let c = HostCall::new(collective, send.id() == recv.id(), op);
         match &mut self.inner {
             Inner::AllRanks(slot) => {
                 slot.with::<T, _>(|e| e.collective_device(collective, send, recv, count, op))
             }
             Inner::PerRank(h) => {
-                let desc = CallDesc::host(collective, T::DTYPE, op, c.in_place, count).on_device();
+                let in_place = send.id() == recv.id();
+                let desc = CallDesc::host(collective, T::DTYPE, op, in_place, count).on_device();
                 let (s, r) = (send.duplicate(), recv.duplicate());
                 rank_step(h, desc, (send.id().0, recv.id().0), move |slot, _| {
                     slot.with::<T, _>(|e| e.collective_device(collective, &s, &r, count, op))
                 })
             }
             Inner::Process { engine, agree } => {
+                let c = (collective, op);
                 engine.with::<T, _>(|e| process_device(e, agree, c, (send, recv), count))
             }
         }

@@ -1,8 +1,8 @@
 //! The driver, its devices, contexts and peer access.
 
-use super::{check, err, CuResult};
+use super::result::{self, Device};
+use super::{err, CuResult};
 use cudarc::driver::sys;
-use std::ffi::CStr;
 use std::marker::PhantomData;
 use std::sync::OnceLock;
 
@@ -51,70 +51,29 @@ fn driver_timed() -> &'static (CuResult<DriverInfo>, f64) {
     })
 }
 
-fn attribute(dev: sys::CUdevice, attr: sys::CUdevice_attribute) -> CuResult<i32> {
-    let mut v = 0;
-    // SAFETY: valid out-pointer, attribute and device.
-    check("cuDeviceGetAttribute", unsafe {
-        sys::cuDeviceGetAttribute(&mut v, attr, dev)
-    })?;
-    Ok(v)
-}
-
 fn load_driver() -> CuResult<DriverInfo> {
-    // SAFETY: is_culib_present only tries to dlopen libcuda and closes it.
-    if !unsafe { sys::is_culib_present() } {
+    if !result::culib_present() {
         return Err(err(
             "dlopen(libcuda.so)",
             "no CUDA driver library found on this machine",
         ));
     }
-    // SAFETY: the library is present, so cudarc's loader will not panic; cuInit
-    // takes flags 0 and has no other preconditions.
-    check("cuInit", unsafe { sys::cuInit(0) })?;
-    let mut version = 0;
-    // SAFETY: valid out-pointer.
-    check("cuDriverGetVersion", unsafe {
-        sys::cuDriverGetVersion(&mut version)
-    })?;
-    let mut count = 0;
-    // SAFETY: valid out-pointer, driver initialised.
-    check("cuDeviceGetCount", unsafe {
-        sys::cuDeviceGetCount(&mut count)
-    })?;
+    // The library is present, so cudarc's loader will not panic.
+    result::init()?;
+    let version = result::driver_version()?;
+    let count = result::device_count()?;
     let mut devices = Vec::new();
     for ordinal in 0..count.max(0) as usize {
-        let dev = device_handle(ordinal)?;
-        let mut name = [0i8; 256];
-        // SAFETY: buffer of the stated length; dev is valid.
-        check("cuDeviceGetName", unsafe {
-            sys::cuDeviceGetName(name.as_mut_ptr().cast(), name.len() as i32, dev)
-        })?;
-        // SAFETY: the driver NUL-terminates within the buffer.
-        let name = unsafe { CStr::from_ptr(name.as_ptr().cast()) }
-            .to_string_lossy()
-            .into_owned();
-        let mut total = 0usize;
-        // SAFETY: valid out-pointer and device.
-        check("cuDeviceTotalMem", unsafe {
-            sys::cuDeviceTotalMem_v2(&mut total, dev)
-        })?;
+        let dev = result::device_get(ordinal)?;
+        let name = result::device_name(dev)?;
+        let total = result::device_total_mem(dev)?;
         use sys::CUdevice_attribute as A;
-        let sms = attribute(dev, A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let sms = result::device_attribute(dev, A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
         let cc = (
-            attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
-            attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+            result::device_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            result::device_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         );
-        let mut pci = [0i8; 32];
-        // SAFETY: buffer of the stated length; dev is valid.
-        let pci = match check("cuDeviceGetPCIBusId", unsafe {
-            sys::cuDeviceGetPCIBusId(pci.as_mut_ptr().cast(), pci.len() as i32, dev)
-        }) {
-            // SAFETY: NUL-terminated by the driver within the buffer.
-            Ok(()) => unsafe { CStr::from_ptr(pci.as_ptr().cast()) }
-                .to_string_lossy()
-                .into_owned(),
-            Err(_) => String::new(),
-        };
+        let pci = result::device_pci_bus_id(dev).unwrap_or_default();
         devices.push(DeviceInfo {
             ordinal,
             name,
@@ -127,15 +86,6 @@ fn load_driver() -> CuResult<DriverInfo> {
     Ok(DriverInfo { version, devices })
 }
 
-pub(crate) fn device_handle(ordinal: usize) -> CuResult<sys::CUdevice> {
-    let mut dev = 0;
-    // SAFETY: valid out-pointer; the driver validates the ordinal.
-    check("cuDeviceGet", unsafe {
-        sys::cuDeviceGet(&mut dev, ordinal as i32)
-    })?;
-    Ok(dev)
-}
-
 /// Whether device `a` can access device `b`'s memory directly
 /// (`cuDeviceCanAccessPeer`). A device can always access itself.
 pub fn can_access_peer(a: usize, b: usize) -> CuResult<bool> {
@@ -143,13 +93,7 @@ pub fn can_access_peer(a: usize, b: usize) -> CuResult<bool> {
         return Ok(true);
     }
     driver()?;
-    let (da, db) = (device_handle(a)?, device_handle(b)?);
-    let mut can = 0;
-    // SAFETY: valid out-pointer and device handles.
-    check("cuDeviceCanAccessPeer", unsafe {
-        sys::cuDeviceCanAccessPeer(&mut can, da, db)
-    })?;
-    Ok(can != 0)
+    result::device_can_access_peer(result::device_get(a)?, result::device_get(b)?)
 }
 
 /// What the driver says about the link from one device to another (for
@@ -168,15 +112,8 @@ pub struct P2pInfo {
 #[cfg(feature = "cli")]
 pub fn p2p_info(a: usize, b: usize) -> CuResult<P2pInfo> {
     driver()?;
-    let (da, db) = (device_handle(a)?, device_handle(b)?);
-    let get = |attr| -> CuResult<i32> {
-        let mut v = 0;
-        // SAFETY: valid out-pointer, attribute and two device handles.
-        check("cuDeviceGetP2PAttribute", unsafe {
-            sys::cuDeviceGetP2PAttribute(&mut v, attr, da, db)
-        })?;
-        Ok(v)
-    };
+    let (da, db) = (result::device_get(a)?, result::device_get(b)?);
+    let get = |attr| result::device_p2p_attribute(attr, da, db);
     use sys::CUdevice_P2PAttribute as P;
     Ok(P2pInfo {
         access: get(P::CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED)? != 0,
@@ -229,13 +166,9 @@ pub fn with_device<R>(ordinal: usize, f: impl for<'id> FnOnce(Ctx<'id>) -> R) ->
                 ),
             )
         })?;
-    let dev = device_handle(ordinal)?;
-    let mut ctx = std::ptr::null_mut();
-    // SAFETY: valid out-pointer and device.
-    check("cuDevicePrimaryCtxRetain", unsafe {
-        sys::cuDevicePrimaryCtxRetain(&mut ctx, dev)
-    })?;
-    struct Release(sys::CUdevice);
+    let dev = result::device_get(ordinal)?;
+    let ctx = result::primary_ctx_retain(dev)?;
+    struct Release(Device);
     impl Drop for Release {
         fn drop(&mut self) {
             if KEEP_RETAINED.with(|k| k.replace(false)) {
@@ -243,12 +176,12 @@ pub fn with_device<R>(ordinal: usize, f: impl for<'id> FnOnce(Ctx<'id>) -> R) ->
                 return;
             }
             // SAFETY: balances the retain above; errors are ignored in Drop.
-            let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.0) };
+            let _ = unsafe { result::primary_ctx_release(self.0) };
         }
     }
     let _release = Release(dev);
     // SAFETY: ctx was just retained and stays alive until `_release` drops.
-    check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(ctx) })?;
+    unsafe { result::ctx_set_current(ctx) }?;
     Ok(f(Ctx {
         ordinal,
         ctx,
@@ -280,12 +213,8 @@ impl<'id> Ctx<'id> {
 
     /// `cuMemGetInfo`: (free, total) bytes of this device.
     pub fn mem_info(&self) -> CuResult<(usize, usize)> {
-        let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: valid out-pointers; this thread's current context is self.ctx.
-        check("cuMemGetInfo", unsafe {
-            sys::cuMemGetInfo_v2(&mut free, &mut total)
-        })?;
-        Ok((free, total))
+        // This thread's current context is self.ctx (the `Ctx` exists).
+        result::mem_get_info()
     }
 
     /// Enable direct access from this context to `peer`'s memory
@@ -307,11 +236,7 @@ impl<'id> Ctx<'id> {
         }
         // SAFETY: this thread's current context is self.ctx; peer.ctx is a
         // retained primary context of another device.
-        let r = unsafe { sys::cuCtxEnablePeerAccess(peer.ctx, 0) };
-        if r == sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
-            return Ok(());
-        }
-        check("cuCtxEnablePeerAccess", r)
+        unsafe { result::ctx_enable_peer_access(peer.ctx) }
     }
 
     pub(crate) fn brand(&self) -> (Brand<'id>, NotSend) {

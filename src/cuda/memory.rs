@@ -4,7 +4,8 @@
 //! as a [`PeerBuf`] that keeps the mapping alive ([`Ctx::open_ipc`]).
 
 use super::driver::{Brand, Ctx, NotSend};
-use super::{check, err, CuResult};
+use super::result;
+use super::{err, CuResult};
 use cudarc::driver::sys;
 use std::sync::{Arc, Weak};
 
@@ -31,17 +32,16 @@ impl Drop for Alloc {
         // SAFETY: the context is still retained (allocations are dropped
         // inside the owning `with_device` closure by the backend, after every
         // rank drained its streams); push it in case another context is
-        // current, free (or, for an IPC mapping, close), pop. Errors are
-        // ignored.
+        // current, free (or, for an IPC mapping, close) the allocation made
+        // or opened in it once, pop what was pushed. Errors are ignored.
         unsafe {
-            let _ = sys::cuCtxPushCurrent_v2(self.ctx);
-            if self.ipc {
-                let _ = sys::cuIpcCloseMemHandle(self.ptr);
+            let _ = result::ctx_push(self.ctx);
+            let _ = if self.ipc {
+                result::ipc_close_mem_handle(self.ptr)
             } else {
-                let _ = sys::cuMemFree_v2(self.ptr);
-            }
-            let mut old = std::ptr::null_mut();
-            let _ = sys::cuCtxPopCurrent_v2(&mut old);
+                result::mem_free(self.ptr)
+            };
+            let _ = result::ctx_pop();
         }
     }
 }
@@ -58,8 +58,8 @@ impl<'id> Ctx<'id> {
     pub fn alloc(&self, bytes: usize) -> CuResult<DevBuf<'id>> {
         let mut ptr = 0;
         if bytes > 0 {
-            // SAFETY: valid out-pointer; current context is self.ctx.
-            check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) })?;
+            // The current context is self.ctx.
+            ptr = result::mem_alloc(bytes)?;
         }
         let (b, t) = self.brand();
         Ok(DevBuf {
@@ -79,24 +79,18 @@ impl<'id> Ctx<'id> {
     /// space, zeroed.
     pub fn host_mapped(&self, bytes: usize) -> CuResult<HostMapped> {
         let bytes = bytes.max(8).next_multiple_of(8);
-        let mut host = std::ptr::null_mut();
         let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
-        // SAFETY: valid out-pointer; current context is self.ctx.
-        check("cuMemHostAlloc", unsafe {
-            sys::cuMemHostAlloc(&mut host, bytes, flags)
-        })?;
-        let mut dev = 0;
-        // SAFETY: `host` was just allocated with DEVICEMAP.
-        let r = check("cuMemHostGetDevicePointer", unsafe {
-            sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0)
-        });
-        let m = HostMapped {
+        // The current context is self.ctx.
+        let host = result::mem_host_alloc(bytes, flags)?;
+        // Owned from here: freed on drop if the next call fails.
+        let mut m = HostMapped {
             host: host.cast(),
             words: bytes / 8,
-            dev,
+            dev: 0,
             ctx: self.ctx,
         };
-        r?;
+        // SAFETY: `host` was just allocated with DEVICEMAP.
+        m.dev = unsafe { result::mem_host_device_pointer(host) }?;
         for i in 0..m.words {
             m.store_u64(i, 0);
         }
@@ -147,13 +141,10 @@ impl<'id> DevBuf<'id> {
         if self.alloc.bytes == 0 {
             return Ok(None);
         }
-        let mut h = sys::CUipcMemHandle { reserved: [0; 64] };
-        // SAFETY: valid out-pointer; `ptr` is the base of a live cuMemAlloc
-        // allocation of this thread's current context.
-        check("cuIpcGetMemHandle", unsafe {
-            sys::cuIpcGetMemHandle(&mut h, self.alloc.ptr)
-        })?;
-        Ok(Some(IpcMemHandle(h.reserved.map(|c| c as u8))))
+        // SAFETY: `ptr` is the base of a live cuMemAlloc allocation of this
+        // thread's current context.
+        let h = unsafe { result::ipc_get_mem_handle(self.alloc.ptr) }?;
+        Ok(Some(IpcMemHandle(h)))
     }
 
     /// [`DevBuf::write`], then wait until the bytes are in device memory,
@@ -172,9 +163,7 @@ impl<'id> DevBuf<'id> {
         }
         // SAFETY: the null stream is a valid stream of the current context
         // (the one `write` copied in); the copy above was issued to it.
-        check("cuStreamSynchronize", unsafe {
-            sys::cuStreamSynchronize(std::ptr::null_mut())
-        })
+        unsafe { result::stream_synchronize(std::ptr::null_mut()) }
     }
 
     /// Synchronous host-to-device copy into bytes `off..off + data.len()`.
@@ -188,9 +177,7 @@ impl<'id> DevBuf<'id> {
         let p = self.ptr_at("cuMemcpyHtoD", off, data.len())?;
         // SAFETY: p..p+len is inside this allocation (checked), data is a
         // valid host slice of that many bytes; the copy is synchronous.
-        check("cuMemcpyHtoD", unsafe {
-            sys::cuMemcpyHtoD_v2(p, data.as_ptr().cast(), data.len())
-        })
+        unsafe { result::memcpy_htod(p, data) }
     }
 
     /// Synchronous device-to-host copy of bytes `off..off + out.len()`.
@@ -202,9 +189,7 @@ impl<'id> DevBuf<'id> {
         let p = self.ptr_at("cuMemcpyDtoH", off, out.len())?;
         // SAFETY: bounds checked; `out` is a valid, exclusively borrowed host
         // byte slice.
-        check("cuMemcpyDtoH", unsafe {
-            sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), p, out.len())
-        })
+        unsafe { result::memcpy_dtoh(out, p) }
     }
 }
 
@@ -240,20 +225,8 @@ impl<'id> Ctx<'id> {
                 keep: Some(a),
             });
         };
-        let raw = sys::CUipcMemHandle {
-            reserved: h.0.map(|b| b as std::ffi::c_char),
-        };
-        let mut ptr = 0;
-        // SAFETY: valid out-pointer; a context is current on this thread
-        // (self.ctx); the handle is passed by value and the driver checks
-        // that it names a live allocation of another process.
-        check("cuIpcOpenMemHandle", unsafe {
-            sys::cuIpcOpenMemHandle_v2(
-                &mut ptr,
-                raw,
-                sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32,
-            )
-        })?;
+        // A context is current on this thread (self.ctx).
+        let ptr = result::ipc_open_mem_handle(&h.0)?;
         let a = Arc::new(Alloc {
             ptr,
             bytes,
@@ -385,10 +358,9 @@ impl Drop for HostMapped {
         // SAFETY: the pointer came from cuMemHostAlloc and is freed once; the
         // context that allocated it is pushed around the free. Errors ignored.
         unsafe {
-            let _ = sys::cuCtxPushCurrent_v2(self.ctx);
-            let _ = sys::cuMemFreeHost(self.host.cast());
-            let mut old = std::ptr::null_mut();
-            let _ = sys::cuCtxPopCurrent_v2(&mut old);
+            let _ = result::ctx_push(self.ctx);
+            let _ = result::mem_free_host(self.host.cast());
+            let _ = result::ctx_pop();
         }
     }
 }

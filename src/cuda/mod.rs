@@ -4,6 +4,10 @@
 //! NCCL ([`nccl`], loaded at run time) in checked functions and RAII handles,
 //! in the manner of cudarc's sys / result / safe layers:
 //!
+//! * `result`: the result layer, one checked function per driver call (the
+//!   FFI and its safety contract in one place; cudarc's own result layer
+//!   where it has the call). The modules below call the driver only
+//!   through it.
 //! * `driver`: loading the driver, devices, peer access, and
 //!   `with_device`, which binds a device's primary context to the calling
 //!   thread and hands the closure a `Ctx<'id>` whose lifetime `'id` is a
@@ -46,6 +50,7 @@ pub(crate) mod kernels;
 pub(crate) mod memory;
 pub mod nccl;
 pub(crate) mod order;
+pub(crate) mod result;
 pub(crate) mod stream;
 pub(crate) mod work;
 
@@ -87,6 +92,12 @@ pub(crate) fn check(call: &'static str, r: sys::CUresult) -> CuResult<()> {
     if r == sys::CUresult::CUDA_SUCCESS {
         return Ok(());
     }
+    Err(describe(call, r))
+}
+
+/// The error of a failed driver call: the call, the driver's name for the
+/// result and its text.
+pub(crate) fn describe(call: &'static str, r: sys::CUresult) -> CudaError {
     let e = cudarc::driver::result::DriverError(r);
     let name = e
         .error_name()
@@ -96,5 +107,5 @@ pub(crate) fn check(call: &'static str, r: sys::CUresult) -> CuResult<()> {
         .error_string()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    Err(err(call, format!("{name}: {text}")))
+    err(call, format!("{name}: {text}"))
 }

@@ -9,40 +9,38 @@
 //! its own driver calls, so they work from a thread that has no context
 //! bound (the caller's).
 
-use super::driver::{device_handle, Ctx};
+use super::driver::Ctx;
 use super::memory::HostMapped;
+use super::result::{self, Device};
 use super::stream::{Event, Stream};
-use super::{check, err, CuResult};
+use super::{err, CuResult, CudaError};
+use crate::sync::Backoff;
 use cudarc::driver::sys;
 use std::time::{Duration, Instant};
 
 /// A retained primary context; released on drop.
 struct Primary {
     ctx: sys::CUcontext,
-    dev: sys::CUdevice,
+    dev: Device,
     ordinal: usize,
 }
 
 impl Primary {
     fn retain(ordinal: usize) -> CuResult<Primary> {
-        let dev = device_handle(ordinal)?;
-        let mut ctx = std::ptr::null_mut();
-        // SAFETY: valid out-pointer and device handle.
-        check("cuDevicePrimaryCtxRetain", unsafe {
-            sys::cuDevicePrimaryCtxRetain(&mut ctx, dev)
-        })?;
+        let dev = result::device_get(ordinal)?;
+        let ctx = result::primary_ctx_retain(dev)?;
         Ok(Primary { ctx, dev, ordinal })
     }
 
     /// Run `f` with this context current on the calling thread (pushed,
     /// then popped: the thread's own binding is restored).
     fn with<R>(&self, call: &'static str, f: impl FnOnce() -> CuResult<R>) -> CuResult<R> {
-        // SAFETY: the context is retained by `self`, so it is alive.
-        check(call, unsafe { sys::cuCtxPushCurrent_v2(self.ctx) })?;
+        // SAFETY: the context is retained by `self`, so it is alive until
+        // the pop below.
+        unsafe { result::ctx_push(self.ctx) }.map_err(|e| CudaError { call, ..e })?;
         let r = f();
-        let mut old = std::ptr::null_mut();
         // SAFETY: pops exactly the context pushed above.
-        let _ = unsafe { sys::cuCtxPopCurrent_v2(&mut old) };
+        let _ = unsafe { result::ctx_pop() };
         r
     }
 }
@@ -50,7 +48,7 @@ impl Primary {
 impl Drop for Primary {
     fn drop(&mut self) {
         // SAFETY: balances the retain in `Primary::retain`; errors ignored.
-        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+        let _ = unsafe { result::primary_ctx_release(self.dev) };
     }
 }
 
@@ -84,7 +82,7 @@ impl Drop for DoneEvent {
         let ev = self.ev;
         let _ = self.primary.with("cuEventDestroy", || {
             // SAFETY: the event is ours and destroyed once, in its context.
-            let _ = unsafe { sys::cuEventDestroy_v2(ev) };
+            let _ = unsafe { result::event_destroy(ev) };
             Ok(())
         });
     }
@@ -94,12 +92,9 @@ impl<'id> Ctx<'id> {
     /// A completion event of this device (no timing: cheapest to record).
     pub fn done_event(&self) -> CuResult<DoneEvent> {
         let primary = Primary::retain(self.ordinal)?;
-        let mut ev = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; this thread's current context is the
-        // device's primary context (`with_device` binds it).
-        check("cuEventCreate", unsafe {
-            sys::cuEventCreate(&mut ev, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
-        })?;
+        // This thread's current context is the device's primary context
+        // (`with_device` binds it).
+        let ev = result::event_create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
         Ok(DoneEvent { ev, primary })
     }
 }
@@ -117,11 +112,7 @@ impl DoneEvent {
         let ev = self.ev;
         self.primary.with("cuEventQuery", || {
             // SAFETY: a live event of the pushed context.
-            let r = unsafe { sys::cuEventQuery(ev) };
-            if r == sys::CUresult::CUDA_ERROR_NOT_READY {
-                return Ok(false);
-            }
-            check("cuEventQuery", r).map(|_| true)
+            unsafe { result::event_query(ev) }
         })
     }
 
@@ -147,7 +138,7 @@ impl DoneEvent {
     /// the driver failed.
     pub fn wait_for(&self, limit: Duration) -> CuResult<bool> {
         let start = Instant::now();
-        let mut i = 0u32;
+        let mut pause = Backoff::new(200, 400, Duration::from_micros(50));
         loop {
             if self.query()? {
                 return Ok(true);
@@ -155,14 +146,7 @@ impl DoneEvent {
             if start.elapsed() > limit {
                 return Ok(false);
             }
-            i = i.wrapping_add(1);
-            if i < 200 {
-                std::hint::spin_loop();
-            } else if i < 400 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(50));
-            }
+            pause.snooze();
         }
     }
 }
@@ -182,9 +166,7 @@ impl<'id> Stream<'id> {
         }
         // SAFETY: a live event of this stream's context (same primary
         // context of the same device, checked), a live stream.
-        check("cuEventRecord", unsafe {
-            sys::cuEventRecord(ev.ev, self.s)
-        })
+        unsafe { result::event_record(ev.ev, self.s) }
     }
 
     /// Stop this stream until the host stores a value `>= value` into the
@@ -197,14 +179,7 @@ impl<'id> Stream<'id> {
         // SAFETY: a live stream of the current context; `addr` is a 4-byte
         // aligned device address of live host-mapped memory (checked in
         // bounds), which the caller keeps alive until the wait is over.
-        check("cuStreamWaitValue32", unsafe {
-            sys::cuStreamWaitValue32_v2(
-                self.s,
-                addr,
-                value,
-                sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
-            )
-        })
+        unsafe { result::stream_wait_value32_geq(self.s, addr, value) }
     }
 
     /// Make this stream wait (on the GPU) for a completion event of any
@@ -212,9 +187,7 @@ impl<'id> Stream<'id> {
     pub fn wait_done(&self, ev: &DoneEvent) -> CuResult<()> {
         // SAFETY: a live stream of the current context and a live event;
         // waiting on another context's event is allowed.
-        check("cuStreamWaitEvent", unsafe {
-            sys::cuStreamWaitEvent(self.s, ev.ev, 0)
-        })
+        unsafe { result::stream_wait_event(self.s, ev.ev) }
     }
 }
 
@@ -266,11 +239,8 @@ impl RawStream {
         super::driver()?;
         let primary = Primary::retain(device)?;
         let s: sys::CUstream = stream.cast();
-        let mut ctx = std::ptr::null_mut();
-        // SAFETY: the caller guarantees a live stream; valid out-pointer.
-        check("cuStreamGetCtx", unsafe {
-            sys::cuStreamGetCtx(s, &mut ctx)
-        })?;
+        // SAFETY: the caller guarantees a live stream.
+        let ctx = unsafe { result::stream_get_ctx(s) }?;
         if ctx != primary.ctx {
             return Err(err(
                 "cuStreamGetCtx",
@@ -301,9 +271,7 @@ impl RawStream {
         // context (same device's primary context: checked here and at
         // construction), the event belongs to it, the stream is live (the
         // from_raw contract).
-        check("cuEventRecord", unsafe {
-            sys::cuEventRecord(ev.handle(), self.s)
-        })
+        unsafe { result::event_record(ev.handle(), self.s) }
     }
 
     /// Make this stream wait (on the GPU) for a completion event: the
@@ -313,9 +281,7 @@ impl RawStream {
         self.primary.with("cuStreamWaitEvent", || {
             // SAFETY: a live stream (the from_raw contract) with its context
             // pushed, a live event.
-            check("cuStreamWaitEvent", unsafe {
-                sys::cuStreamWaitEvent(s, e, 0)
-            })
+            unsafe { result::stream_wait_event(s, e) }
         })
     }
 }

@@ -1,8 +1,10 @@
 //! Streams, events, copies and CUDA graphs.
 
 use super::driver::{Brand, Ctx, NotSend};
-use super::memory::{DevBuf, PeerBuf};
-use super::{check, err, CuResult};
+use super::memory::{Alloc, DevBuf, PeerBuf};
+use super::result;
+use super::{err, CuResult};
+use crate::sync::Backoff;
 use cudarc::driver::sys;
 use std::marker::PhantomData;
 use std::sync::{Arc, Weak};
@@ -19,7 +21,7 @@ impl Drop for Stream<'_> {
     fn drop(&mut self) {
         // SAFETY: the stream belongs to the current thread's context; the
         // driver defers destruction until pending work is done. Errors ignored.
-        let _ = unsafe { sys::cuStreamDestroy_v2(self.s) };
+        let _ = unsafe { result::stream_destroy(self.s) };
     }
 }
 
@@ -32,7 +34,7 @@ impl Drop for EventToken {
     fn drop(&mut self) {
         // SAFETY: destroying an event with pending waits is allowed; the
         // driver keeps what it needs. Errors ignored.
-        let _ = unsafe { sys::cuEventDestroy_v2(self.0) };
+        let _ = unsafe { result::event_destroy(self.0) };
     }
 }
 
@@ -80,13 +82,10 @@ impl Event<'_> {
     /// The CUDA IPC handle of this event (`cuIpcGetEventHandle`); only an
     /// event made by [`Ctx::ipc_event`] has one.
     pub fn ipc_handle(&self) -> CuResult<IpcEventHandle> {
-        let mut h = sys::CUipcEventHandle { reserved: [0; 64] };
-        // SAFETY: valid out-pointer and a live event; the driver refuses an
+        // SAFETY: a live event (held by `self`); the driver refuses an
         // event created without CU_EVENT_INTERPROCESS.
-        check("cuIpcGetEventHandle", unsafe {
-            sys::cuIpcGetEventHandle(&mut h, self.token.0)
-        })?;
-        Ok(IpcEventHandle(h.reserved.map(|c| c as u8)))
+        let h = unsafe { result::ipc_get_event_handle(self.token.0) }?;
+        Ok(IpcEventHandle(h))
     }
 }
 
@@ -104,12 +103,9 @@ pub struct TimingEvent<'id> {
 impl<'id> TimingEvent<'id> {
     /// Milliseconds from `self` to `later` (both recorded and complete).
     pub fn elapsed_ms(&self, later: &TimingEvent<'id>) -> CuResult<f32> {
-        let mut ms = 0f32;
-        // SAFETY: two events of the same context, valid out-pointer.
-        check("cuEventElapsedTime", unsafe {
-            sys::cuEventElapsedTime_v2(&mut ms, self.e.0, later.e.0)
-        })?;
-        Ok(ms)
+        // SAFETY: two live timing events of the same context (same brand),
+        // which is current.
+        unsafe { result::event_elapsed_ms(self.e.0, later.e.0) }
     }
 }
 
@@ -127,8 +123,8 @@ impl Drop for Graph<'_> {
         // SAFETY: both handles were created by end_capture and are owned here;
         // the driver defers destruction of a graph still executing. Errors ignored.
         unsafe {
-            let _ = sys::cuGraphExecDestroy(self.exec);
-            let _ = sys::cuGraphDestroy(self.graph);
+            let _ = result::graph_exec_destroy(self.exec);
+            let _ = result::graph_destroy(self.graph);
         }
     }
 }
@@ -136,11 +132,8 @@ impl Drop for Graph<'_> {
 impl<'id> Ctx<'id> {
     /// A non-blocking stream of this context.
     pub fn stream(&self) -> CuResult<Stream<'id>> {
-        let mut s = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; current context is self.ctx.
-        check("cuStreamCreate", unsafe {
-            sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
-        })?;
+        // The current context is self.ctx.
+        let s = result::stream_create()?;
         let (b, t) = self.brand();
         Ok(Stream {
             s,
@@ -154,19 +147,10 @@ impl<'id> Ctx<'id> {
     /// high-priority stream's kernels are dispatched before those of
     /// default-priority streams (the overlap benchmark's collective lanes).
     pub fn stream_with_priority(&self, high: bool) -> CuResult<Stream<'id>> {
-        let (mut least, mut greatest) = (0i32, 0i32);
-        // SAFETY: valid out-pointers; current context is self.ctx.
-        check("cuCtxGetStreamPriorityRange", unsafe {
-            sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest)
-        })?;
-        let mut s = std::ptr::null_mut();
-        let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
-        let priority = if high { greatest } else { least };
-        // SAFETY: valid out-pointer; current context is self.ctx; the
-        // priority is inside the range the driver just gave.
-        check("cuStreamCreateWithPriority", unsafe {
-            sys::cuStreamCreateWithPriority(&mut s, flags, priority)
-        })?;
+        // The current context is self.ctx; the priority is inside the range
+        // the driver gives.
+        let (least, greatest) = result::stream_priority_range()?;
+        let s = result::stream_create_with_priority(if high { greatest } else { least })?;
         let (b, t) = self.brand();
         Ok(Stream {
             s,
@@ -177,11 +161,8 @@ impl<'id> Ctx<'id> {
 
     /// An event without timing.
     pub fn event(&self) -> CuResult<Event<'id>> {
-        let mut e = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; current context is self.ctx.
-        check("cuEventCreate", unsafe {
-            sys::cuEventCreate(&mut e, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
-        })?;
+        // The current context is self.ctx.
+        let e = result::event_create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
         let (b, t) = self.brand();
         Ok(Event {
             token: Arc::new(EventToken(e)),
@@ -195,13 +176,8 @@ impl<'id> Ctx<'id> {
     /// cost the same as [`Ctx::event`]'s; its handle is
     /// [`Event::ipc_handle`].
     pub fn ipc_event(&self) -> CuResult<Event<'id>> {
-        let mut e = std::ptr::null_mut();
-        let flags = sys::CUevent_flags::CU_EVENT_INTERPROCESS as u32
-            | sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
-        // SAFETY: valid out-pointer; current context is self.ctx.
-        check("cuEventCreate", unsafe {
-            sys::cuEventCreate(&mut e, flags)
-        })?;
+        // The current context is self.ctx.
+        let e = result::ipc_event_create()?;
         let (b, t) = self.brand();
         Ok(Event {
             token: Arc::new(EventToken(e)),
@@ -214,15 +190,8 @@ impl<'id> Ctx<'id> {
     /// in this context; streams of this context may then wait on it. The
     /// token holds it open; it is destroyed when the last clone is dropped.
     pub fn open_ipc_event(&self, h: &IpcEventHandle) -> CuResult<RemoteEvent> {
-        let raw = sys::CUipcEventHandle {
-            reserved: h.0.map(|b| b as std::ffi::c_char),
-        };
-        let mut e = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; a context is current on this thread
-        // (self.ctx); the handle is passed by value and checked by the driver.
-        check("cuIpcOpenEventHandle", unsafe {
-            sys::cuIpcOpenEventHandle(&mut e, raw)
-        })?;
+        // A context is current on this thread (self.ctx).
+        let e = result::ipc_open_event_handle(&h.0)?;
         let tok = Arc::new(EventToken(e));
         Ok(RemoteEvent {
             token: Arc::downgrade(&tok),
@@ -232,11 +201,8 @@ impl<'id> Ctx<'id> {
 
     /// An event with timing.
     pub fn timing_event(&self) -> CuResult<TimingEvent<'id>> {
-        let mut e = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; current context is self.ctx.
-        check("cuEventCreate", unsafe {
-            sys::cuEventCreate(&mut e, sys::CUevent_flags::CU_EVENT_DEFAULT as u32)
-        })?;
+        // The current context is self.ctx.
+        let e = result::event_create(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
         let (b, t) = self.brand();
         Ok(TimingEvent {
             e: EventToken(e),
@@ -250,20 +216,14 @@ impl<'id> Stream<'id> {
     /// `cuStreamSynchronize`.
     pub fn synchronize(&self) -> CuResult<()> {
         // SAFETY: valid stream of the current context.
-        check("cuStreamSynchronize", unsafe {
-            sys::cuStreamSynchronize(self.s)
-        })
+        unsafe { result::stream_synchronize(self.s) }
     }
 
     /// Whether everything issued on the stream is complete
     /// (`cuStreamQuery`), without waiting.
     pub fn is_idle(&self) -> CuResult<bool> {
         // SAFETY: valid stream of the current context.
-        let r = unsafe { sys::cuStreamQuery(self.s) };
-        if r == sys::CUresult::CUDA_ERROR_NOT_READY {
-            return Ok(false);
-        }
-        check("cuStreamQuery", r).map(|_| true)
+        unsafe { result::stream_query(self.s) }
     }
 
     /// Wait until the stream is idle, but at most `limit`: polls
@@ -276,12 +236,11 @@ impl<'id> Stream<'id> {
     pub fn wait_idle_or(&self, limit: Duration, stop: &mut dyn FnMut() -> bool) -> CuResult<()> {
         let start = Instant::now();
         let mut asked = start;
-        let mut i = 0u32;
+        let mut pause = Backoff::new(2000, 4000, Duration::from_micros(50));
         loop {
             // SAFETY: valid stream of the current context.
-            let r = unsafe { sys::cuStreamQuery(self.s) };
-            if r != sys::CUresult::CUDA_ERROR_NOT_READY {
-                return check("cuStreamQuery", r);
+            if unsafe { result::stream_query(self.s) }? {
+                return Ok(());
             }
             if asked.elapsed() > Duration::from_millis(10) {
                 asked = Instant::now();
@@ -301,39 +260,26 @@ impl<'id> Stream<'id> {
                     ),
                 ));
             }
-            i = i.wrapping_add(1);
-            if i < 2000 {
-                std::hint::spin_loop();
-            } else if i < 4000 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(50));
-            }
+            pause.snooze();
         }
     }
 
     /// `cuEventRecord` of an event of the same context.
     pub fn record(&self, ev: &Event<'id>) -> CuResult<()> {
         // SAFETY: event and stream belong to the same context (same brand).
-        check("cuEventRecord", unsafe {
-            sys::cuEventRecord(ev.token.0, self.s)
-        })
+        unsafe { result::event_record(ev.token.0, self.s) }
     }
 
     /// `cuEventRecord` of a timing event of the same context.
     pub fn record_timing(&self, ev: &TimingEvent<'id>) -> CuResult<()> {
         // SAFETY: event and stream belong to the same context (same brand).
-        check("cuEventRecord", unsafe {
-            sys::cuEventRecord(ev.e.0, self.s)
-        })
+        unsafe { result::event_record(ev.e.0, self.s) }
     }
 
     /// `cuStreamWaitEvent` on a local event.
     pub fn wait_local(&self, ev: &Event<'id>) -> CuResult<()> {
         // SAFETY: valid stream and event.
-        check("cuStreamWaitEvent", unsafe {
-            sys::cuStreamWaitEvent(self.s, ev.token.0, 0)
-        })
+        unsafe { result::stream_wait_event(self.s, ev.token.0) }
     }
 
     /// `cuStreamWaitEvent` on an event of any rank (any device).
@@ -344,9 +290,7 @@ impl<'id> Stream<'id> {
             .ok_or_else(|| err("cuStreamWaitEvent", "the event's owner has destroyed it"))?;
         // SAFETY: the token is alive while `tok` is held; waiting on another
         // context's event is allowed.
-        check("cuStreamWaitEvent", unsafe {
-            sys::cuStreamWaitEvent(self.s, tok.0, 0)
-        })
+        unsafe { result::stream_wait_event(self.s, tok.0) }
     }
 
     /// `cuMemcpyPeerAsync`: copy `n` bytes from `src` at `src_off` (this
@@ -374,16 +318,9 @@ impl<'id> Stream<'id> {
         let sp = src.ptr_at(call, src_off, n)?;
         let (d, dp) = dst.range(call, dst_off, n)?;
         // SAFETY: both ranges are inside live allocations (checked; `d` keeps
-        // the destination alive during the call); the contexts are the
-        // retained primary contexts the allocations were made in, and peer
-        // access between them is enabled (a PeerBuf exists only then), which
-        // `cuMemcpyAsync` needs for device pointers of two devices.
-        check(call, unsafe {
-            match how {
-                PeerCopy::Peer => sys::cuMemcpyPeerAsync(dp, d.ctx, sp, src.alloc.ctx, n, self.s),
-                PeerCopy::Unified => sys::cuMemcpyAsync(dp, sp, n, self.s),
-            }
-        })
+        // the destination alive during the call); peer access between them
+        // is enabled (a PeerBuf exists only then).
+        unsafe { self.copy(how, (dp, &d), (sp, &src.alloc), n) }
     }
 
     /// `cuMemcpyPeerAsync` the other way: copy `n` bytes of the peer buffer
@@ -404,12 +341,32 @@ impl<'id> Stream<'id> {
         let dp = dst.ptr_at(call, dst_off, n)?;
         let (s, sp) = src.range(call, src_off, n)?;
         // SAFETY: as in copy_to_peer, with the roles swapped.
-        check(call, unsafe {
-            match how {
-                PeerCopy::Peer => sys::cuMemcpyPeerAsync(dp, dst.alloc.ctx, sp, s.ctx, n, self.s),
-                PeerCopy::Unified => sys::cuMemcpyAsync(dp, sp, n, self.s),
-            }
-        })
+        unsafe { self.copy(how, (dp, &dst.alloc), (sp, &s), n) }
+    }
+
+    /// A peer copy of `n` bytes from `src` to `dst`, each an address and the
+    /// allocation it lies in, issued `how`.
+    ///
+    /// # Safety
+    /// Both ranges lie in the named live allocations, kept alive for the
+    /// call; the contexts are the retained primary contexts the allocations
+    /// were made in, and peer access between them is enabled, which
+    /// `cuMemcpyAsync` needs for device pointers of two devices.
+    unsafe fn copy(
+        &self,
+        how: PeerCopy,
+        dst: (sys::CUdeviceptr, &Alloc),
+        src: (sys::CUdeviceptr, &Alloc),
+        n: usize,
+    ) -> CuResult<()> {
+        match how {
+            // SAFETY: the caller's contract; a live stream of this context.
+            PeerCopy::Peer => unsafe {
+                result::memcpy_peer_async(dst.0, dst.1.ctx, src.0, src.1.ctx, n, self.s)
+            },
+            // SAFETY: as above.
+            PeerCopy::Unified => unsafe { result::memcpy_async(dst.0, src.0, n, self.s) },
+        }
     }
 
     /// `cuMemsetD8Async` of bytes `off..off + n` to `byte`.
@@ -419,9 +376,7 @@ impl<'id> Stream<'id> {
         }
         let p = buf.ptr_at("cuMemsetD8Async", off, n)?;
         // SAFETY: bounds checked, a stream of the same context.
-        check("cuMemsetD8Async", unsafe {
-            sys::cuMemsetD8Async(p, byte, n, self.s)
-        })
+        unsafe { result::memset_d8_async(p, byte, n, self.s) }
     }
 
     /// Start capturing this stream's work into a graph (thread-local mode:
@@ -440,28 +395,22 @@ impl<'id> Stream<'id> {
     fn begin_capture_mode(&self, mode: sys::CUstreamCaptureMode) -> CuResult<()> {
         // SAFETY: valid stream of the current context; `mode` is a valid
         // enumerator.
-        check("cuStreamBeginCapture", unsafe {
-            sys::cuStreamBeginCapture_v2(self.s, mode)
-        })
+        unsafe { result::stream_begin_capture(self.s, mode) }
     }
 
     /// End the capture and instantiate the graph.
     pub fn end_capture(&self) -> CuResult<Graph<'id>> {
-        let mut graph = std::ptr::null_mut();
-        // SAFETY: valid stream in capture mode; valid out-pointer.
-        check("cuStreamEndCapture", unsafe {
-            sys::cuStreamEndCapture(self.s, &mut graph)
-        })?;
-        let mut exec = std::ptr::null_mut();
-        // SAFETY: graph was just captured; valid out-pointer.
-        let r = check("cuGraphInstantiate", unsafe {
-            sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
-        });
-        if let Err(e) = r {
-            // SAFETY: the graph is ours and not instantiated.
-            let _ = unsafe { sys::cuGraphDestroy(graph) };
-            return Err(e);
-        }
+        // SAFETY: valid stream of the current context, in capture mode.
+        let graph = unsafe { result::stream_end_capture(self.s) }?;
+        // SAFETY: the graph was just captured.
+        let exec = match unsafe { result::graph_instantiate(graph) } {
+            Ok(exec) => exec,
+            Err(e) => {
+                // SAFETY: the graph is ours and not instantiated.
+                let _ = unsafe { result::graph_destroy(graph) };
+                return Err(e);
+            }
+        };
         Ok(Graph {
             graph,
             exec,
@@ -473,9 +422,7 @@ impl<'id> Stream<'id> {
     /// Launch a graph of the same context on this stream.
     pub fn launch_graph(&self, g: &Graph<'id>) -> CuResult<()> {
         // SAFETY: graph and stream belong to the same context (same brand).
-        check("cuGraphLaunch", unsafe {
-            sys::cuGraphLaunch(g.exec, self.s)
-        })
+        unsafe { result::graph_launch(g.exec, self.s) }
     }
 }
 

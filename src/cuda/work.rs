@@ -13,10 +13,10 @@
 use super::driver::{Brand, Ctx, NotSend};
 use super::kernels::{Kernel, KernelModule};
 use super::memory::DevBuf;
+use super::result;
 use super::stream::Stream;
-use super::{check, err, CuResult};
+use super::{err, CuResult};
 use crate::backend::ordered::{ArgView, Param, WorkKernel};
-use cudarc::driver::sys;
 use std::ffi::c_void;
 
 /// The module of the built-in kernels: its PTX, and the sm_90 cubin.
@@ -159,21 +159,7 @@ impl<'id> Stream<'id> {
         // this stream; what the kernel touches beyond that is bounded by
         // the built-in kernel's checked requirements or by the `from_ptx`
         // contract.
-        check(CALL, unsafe {
-            sys::cuLaunchKernel(
-                k.k.f,
-                grid,
-                1,
-                1,
-                block,
-                1,
-                1,
-                0,
-                self.s,
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        })
+        unsafe { result::launch_kernel(k.k.f, grid, block, self.s, &mut params, CALL) }
     }
 }
 

@@ -155,43 +155,35 @@ impl Core {
 
     // -- profiling ---------------------------------------------------------
 
-    /// Per-rank host issue profile since the last call, then reset.
-    pub fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
+    /// The backend's profiling, or why not (`what`: the thing asked for).
+    fn profiling(&mut self, what: &str) -> Result<&mut dyn crate::backend::Profiling> {
         let kind = self.backend_kind().name();
         self.backend
             .profiling()
-            .ok_or_else(|| Error::Unsupported("profiling".into(), kind))?
-            .take_issue_profile()
+            .ok_or_else(|| Error::Unsupported(what.into(), kind))
+    }
+
+    /// Per-rank host issue profile since the last call, then reset.
+    pub fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
+        self.profiling("profiling")?.take_issue_profile()
     }
 
     /// The timelines of the calls launched with timing on, since the last
     /// take.
     pub fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
-        let kind = self.backend_kind().name();
-        self.backend
-            .profiling()
-            .ok_or_else(|| Error::Unsupported("timelines".into(), kind))?
-            .take_timeline()
+        self.profiling("timelines")?.take_timeline()
     }
 
     /// The timings of the NCCL calls made with timing on, since the last
     /// take (one op per rank each), on the same clock as
     /// [`Core::take_timeline`].
     pub fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
-        let kind = self.backend_kind().name();
-        self.backend
-            .profiling()
-            .ok_or_else(|| Error::Unsupported("timelines".into(), kind))?
-            .take_nccl_timeline()
+        self.profiling("timelines")?.take_nccl_timeline()
     }
 
     /// Bytes each rank sent to and received from other ranks since the last
     /// take, as the backend counted them while it moved them.
     pub fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
-        let kind = self.backend_kind().name();
-        self.backend
-            .profiling()
-            .ok_or_else(|| Error::Unsupported("traffic counters".into(), kind))?
-            .take_traffic()
+        self.profiling("traffic counters")?.take_traffic()
     }
 }

@@ -30,7 +30,7 @@ use crate::algo::AlgoChoice;
 use crate::backend::ordered::{
     After, Completion, Gate, SpanTag, StreamOrdered, WorkLaunch, WorkSpan,
 };
-use crate::backend::{Binding, Call, NcclCall};
+use crate::backend::{Binding, NcclCall};
 use crate::element::{DataType, Element, ReduceOp};
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Plan, Shape};
@@ -58,12 +58,9 @@ impl Core {
     /// path's name.
     pub fn prepare(&mut self, choice: Option<&AlgoChoice>, shape: Shape) -> Result<String> {
         self.usable()?;
-        let key = self.path_of(choice, &shape)?;
         // A call that does not continue a chain: the state it leaves is
-        // what a first call expects (`last` is cleared below).
-        let plan = self.paths[key].2.next(false)?;
-        self.reserve_scratch(&plan)?;
-        self.last = None;
+        // what a first call expects (`last` is cleared).
+        let (key, _) = self.select(choice, &shape, false)?;
         Ok(self.paths[key].0.clone())
     }
 
@@ -83,18 +80,8 @@ impl Core {
         tag: Option<SpanTag>,
     ) -> Result<(Arc<Plan>, Vec<Completion>)> {
         self.usable()?;
-        let key = self.path_of(choice, &shape)?;
-        let continues = self.last == Some(key);
-        let plan = self.paths[key].2.next(continues)?;
-        self.last = None;
-        self.reserve_scratch(&plan)?;
-        let call = Call {
-            plan: plan.clone(),
-            dtype,
-            op,
-            bind,
-            timing: self.timing,
-        };
+        let (key, plan) = self.select(choice, &shape, true)?;
+        let call = self.call(&plan, dtype, op, bind);
         let r = self.ordered_backend()?.launch_after(&call, after, tag);
         let done = self.track(r)?;
         // Work-stream kernels never touch the engine's scratch, so the next

@@ -192,16 +192,12 @@ impl<T: Element> Comm<T> {
     /// A buffer of `len` elements on this rank's device (collective: every
     /// rank allocates one).
     pub fn alloc(&mut self, len: usize) -> Result<DeviceBuffers<T>> {
-        let desc = communicator::CallDesc::buffers(communicator::CallKind::Alloc, T::DTYPE, len);
-        self.agree.agree(self.engine.core(), desc, Ok(()))?;
-        self.engine.alloc(len)
+        communicator::process_alloc(&mut self.engine, &self.agree, len)
     }
 
     /// Free a buffer (collective).
     pub fn free(&mut self, b: DeviceBuffers<T>) -> Result<()> {
-        let desc = communicator::CallDesc::buffers(communicator::CallKind::Free, T::DTYPE, b.len());
-        self.agree.agree(self.engine.core(), desc, Ok(()))?;
-        self.engine.free(b)
+        communicator::process_free(&mut self.engine, &self.agree, b)
     }
 
     /// Write `data` to the start of this rank's part of `b`.
@@ -226,8 +222,8 @@ impl<T: Element> Comm<T> {
         count: usize,
         op: ReduceOp,
     ) -> Result<CallInfo> {
-        let c = HostCall::new(collective, send.id() == recv.id(), op);
-        communicator::process_device(&mut self.engine, &self.agree, c, (send, recv), count)
+        let (e, a) = (&mut self.engine, &self.agree);
+        communicator::process_device(e, a, (collective, op), (send, recv), count)
     }
 
     /// All-reduce of `count` elements on device buffers.

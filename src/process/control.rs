@@ -17,7 +17,7 @@
 
 use super::ProcId;
 use crate::error::{Error, Result, WaitKind};
-use crate::sync::{AbortHandle, JobFault, SharedBoard};
+use crate::sync::{AbortHandle, Backoff, JobFault, SharedBoard};
 use crate::sys::shm::{Export, Mapping};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -370,15 +370,10 @@ impl Control {
     fn wait_until(&self, what: &dyn Fn() -> String, ready: impl Fn() -> bool) -> Result<()> {
         let start = Instant::now();
         let mut checked = Instant::now();
-        let mut i: u32 = 0;
+        let mut pause = Backoff::new(512, 1024, Duration::from_micros(50));
         while !ready() {
-            i = i.wrapping_add(1);
-            if i < 512 {
-                std::hint::spin_loop();
-                continue;
-            }
-            if i < 1024 {
-                std::thread::yield_now();
+            if !pause.next() {
+                pause.pause();
                 continue;
             }
             if self.abort.get().is_some_and(AbortHandle::is_aborted) {
@@ -400,7 +395,7 @@ impl Control {
                     wait: WaitKind::Host,
                 });
             }
-            std::thread::sleep(Duration::from_micros(50));
+            pause.pause();
         }
         Ok(())
     }

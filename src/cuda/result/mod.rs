@@ -1,0 +1,416 @@
+//! The driver's result layer: one function per driver call the crate makes,
+//! taking plain typed arguments and returning [`CuResult`], with the FFI
+//! call, its `# Safety` contract and its `// SAFETY:` comment here and
+//! nowhere else (the model is cudarc's sys / result / safe layers).
+//!
+//! Where cudarc's own result layer (`cudarc::driver::result`) has the call
+//! with the same semantics, it is used and only its error is named here
+//! ([`named`]); the calls it lacks (context push and pop, peer access, IPC
+//! handles, stream queries and value waits, `cuMemcpyAsync`, a launch with a
+//! packed parameter buffer, ...) are written here the same way. Each error
+//! names the driver call as the checked wrappers always did
+//! (`cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY: out of memory`).
+//!
+//! A function is `unsafe` when a handle or address it takes must be live
+//! (the driver cannot tell a freed handle from a valid one); one whose
+//! arguments the driver checks, or that the type system vouches for
+//! ([`Device`] is made only by [`device_get`]), is safe. The wrappers in
+//! `driver`, `memory`, `stream`, `order`, `kernels` and `work` call these and
+//! say at each `unsafe` call why its handles are live. Streams, events,
+//! graphs and launches are in `result/stream.rs`.
+
+mod stream;
+pub(crate) use stream::*;
+
+use super::{check, describe, CuResult};
+use cudarc::driver::result as cdr;
+use cudarc::driver::sys;
+use std::ffi::{c_void, CStr};
+
+/// Name cudarc's error after the driver call that failed.
+fn named<T>(call: &'static str, r: Result<T, cdr::DriverError>) -> CuResult<T> {
+    r.map_err(|e| describe(call, e.0))
+}
+
+/// A device handle the driver gave for an ordinal ([`device_get`]): the
+/// only way to make one, so the calls taking it need no `unsafe`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Device(sys::CUdevice);
+
+// ---------------------------------------------------------------- driver
+
+/// Whether libcuda can be loaded (cudarc panics on its first call when it
+/// cannot, so this comes before any other call).
+pub(crate) fn culib_present() -> bool {
+    // SAFETY: is_culib_present only tries to dlopen libcuda and closes it.
+    unsafe { sys::is_culib_present() }
+}
+
+/// `cuInit(0)`. Call only after [`culib_present`] said yes.
+pub(crate) fn init() -> CuResult<()> {
+    named("cuInit", cdr::init())
+}
+
+/// `cuDriverGetVersion`, e.g. 13000.
+pub(crate) fn driver_version() -> CuResult<i32> {
+    let mut version = 0;
+    // SAFETY: valid out-pointer.
+    check("cuDriverGetVersion", unsafe {
+        sys::cuDriverGetVersion(&mut version)
+    })?;
+    Ok(version)
+}
+
+/// `cuDeviceGetCount`.
+pub(crate) fn device_count() -> CuResult<i32> {
+    named("cuDeviceGetCount", cdr::device::get_count())
+}
+
+/// `cuDeviceGet`: the handle of device `ordinal` (the driver checks it).
+pub(crate) fn device_get(ordinal: usize) -> CuResult<Device> {
+    named("cuDeviceGet", cdr::device::get(ordinal as i32)).map(Device)
+}
+
+/// Read a NUL-terminated string the driver writes into a buffer of `N`
+/// bytes.
+fn driver_string<const N: usize>(
+    call: &'static str,
+    fill: impl FnOnce(*mut std::ffi::c_char, i32) -> sys::CUresult,
+) -> CuResult<String> {
+    let mut buf = [0u8; N];
+    check(call, fill(buf.as_mut_ptr().cast(), N as i32))?;
+    // The driver NUL-terminates within the buffer; a full buffer without one
+    // is read whole instead of trusted.
+    Ok(match CStr::from_bytes_until_nul(&buf) {
+        Ok(s) => s.to_string_lossy().into_owned(),
+        Err(_) => String::from_utf8_lossy(&buf).into_owned(),
+    })
+}
+
+/// `cuDeviceGetName` (up to 255 bytes; cudarc's reads 127 and panics on a
+/// missing NUL).
+pub(crate) fn device_name(dev: Device) -> CuResult<String> {
+    driver_string::<256>("cuDeviceGetName", |p, len| {
+        // SAFETY: `p` is a writable buffer of `len` bytes; dev is valid.
+        unsafe { sys::cuDeviceGetName(p, len, dev.0) }
+    })
+}
+
+/// `cuDeviceGetPCIBusId`, e.g. `0000:19:00.0`.
+pub(crate) fn device_pci_bus_id(dev: Device) -> CuResult<String> {
+    driver_string::<32>("cuDeviceGetPCIBusId", |p, len| {
+        // SAFETY: `p` is a writable buffer of `len` bytes; dev is valid.
+        unsafe { sys::cuDeviceGetPCIBusId(p, len, dev.0) }
+    })
+}
+
+/// `cuDeviceTotalMem`.
+pub(crate) fn device_total_mem(dev: Device) -> CuResult<usize> {
+    // SAFETY: `dev` came from cuDeviceGet (the `Device` type).
+    named("cuDeviceTotalMem", unsafe { cdr::device::total_mem(dev.0) })
+}
+
+/// `cuDeviceGetAttribute`.
+pub(crate) fn device_attribute(dev: Device, attr: sys::CUdevice_attribute) -> CuResult<i32> {
+    // SAFETY: `dev` came from cuDeviceGet (the `Device` type).
+    named("cuDeviceGetAttribute", unsafe {
+        cdr::device::get_attribute(dev.0, attr)
+    })
+}
+
+/// `cuDeviceCanAccessPeer`: whether `a` can access `b`'s memory.
+pub(crate) fn device_can_access_peer(a: Device, b: Device) -> CuResult<bool> {
+    let mut can = 0;
+    // SAFETY: valid out-pointer and device handles.
+    check("cuDeviceCanAccessPeer", unsafe {
+        sys::cuDeviceCanAccessPeer(&mut can, a.0, b.0)
+    })?;
+    Ok(can != 0)
+}
+
+/// `cuDeviceGetP2PAttribute` of the link from `a` to `b`.
+#[cfg(feature = "cli")]
+pub(crate) fn device_p2p_attribute(
+    attr: sys::CUdevice_P2PAttribute,
+    a: Device,
+    b: Device,
+) -> CuResult<i32> {
+    let mut v = 0;
+    // SAFETY: valid out-pointer, attribute and two device handles.
+    check("cuDeviceGetP2PAttribute", unsafe {
+        sys::cuDeviceGetP2PAttribute(&mut v, attr, a.0, b.0)
+    })?;
+    Ok(v)
+}
+
+// -------------------------------------------------------------- contexts
+
+/// `cuDevicePrimaryCtxRetain`: the device's primary context, with one more
+/// reference (a reference never released is leaked, which is safe).
+pub(crate) fn primary_ctx_retain(dev: Device) -> CuResult<sys::CUcontext> {
+    // SAFETY: `dev` came from cuDeviceGet (the `Device` type).
+    named("cuDevicePrimaryCtxRetain", unsafe {
+        cdr::primary_ctx::retain(dev.0)
+    })
+}
+
+/// `cuDevicePrimaryCtxRelease`.
+///
+/// # Safety
+/// Balances one [`primary_ctx_retain`] of the caller: the last release
+/// destroys the context, so releasing a reference someone else holds leaves
+/// their handles dangling.
+pub(crate) unsafe fn primary_ctx_release(dev: Device) -> CuResult<()> {
+    // SAFETY: the caller balances its own retain.
+    named("cuDevicePrimaryCtxRelease", unsafe {
+        cdr::primary_ctx::release(dev.0)
+    })
+}
+
+/// `cuCtxSetCurrent`: bind `ctx` to the calling thread.
+///
+/// # Safety
+/// `ctx` is a live context (retained by the caller while it is current).
+pub(crate) unsafe fn ctx_set_current(ctx: sys::CUcontext) -> CuResult<()> {
+    // SAFETY: the caller guarantees a live context.
+    named("cuCtxSetCurrent", unsafe { cdr::ctx::set_current(ctx) })
+}
+
+/// `cuCtxPushCurrent`: make `ctx` current on this thread until
+/// [`ctx_pop`].
+///
+/// # Safety
+/// `ctx` is a live context, kept alive until the matching [`ctx_pop`].
+pub(crate) unsafe fn ctx_push(ctx: sys::CUcontext) -> CuResult<()> {
+    // SAFETY: the caller guarantees a live context.
+    check("cuCtxPushCurrent", unsafe { sys::cuCtxPushCurrent_v2(ctx) })
+}
+
+/// `cuCtxPopCurrent`: undo this thread's last [`ctx_push`], restoring the
+/// context that was current before it.
+///
+/// # Safety
+/// Pops only a context this caller pushed (a thread's own binding popped
+/// from under it is gone for the code that relies on it).
+pub(crate) unsafe fn ctx_pop() -> CuResult<sys::CUcontext> {
+    let mut old = std::ptr::null_mut();
+    // SAFETY: valid out-pointer; the caller pushed what this pops.
+    check("cuCtxPopCurrent", unsafe {
+        sys::cuCtxPopCurrent_v2(&mut old)
+    })?;
+    Ok(old)
+}
+
+/// `cuCtxEnablePeerAccess` from the current context to `peer`'s memory;
+/// access already enabled counts as success.
+///
+/// # Safety
+/// A context is current on this thread and `peer` is a live context.
+pub(crate) unsafe fn ctx_enable_peer_access(peer: sys::CUcontext) -> CuResult<()> {
+    // SAFETY: the caller guarantees both contexts.
+    let r = unsafe { sys::cuCtxEnablePeerAccess(peer, 0) };
+    if r == sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+        return Ok(());
+    }
+    check("cuCtxEnablePeerAccess", r)
+}
+
+/// `cuMemGetInfo`: (free, total) bytes of the current context's device.
+pub(crate) fn mem_get_info() -> CuResult<(usize, usize)> {
+    named("cuMemGetInfo", cdr::mem_get_info())
+}
+
+// ---------------------------------------------------------------- memory
+
+/// `cuMemAlloc` of `bytes` (> 0) in the current context, uninitialised
+/// (the crate handles device memory as bytes only, which any content is).
+pub(crate) fn mem_alloc(bytes: usize) -> CuResult<sys::CUdeviceptr> {
+    // SAFETY: no precondition beyond a current context, which the driver
+    // checks; the memory is handed out as bytes.
+    named("cuMemAlloc", unsafe { cdr::malloc_sync(bytes) })
+}
+
+/// `cuMemFree`.
+///
+/// # Safety
+/// `ptr` came from [`mem_alloc`] in the current context, is freed once, and
+/// no work that uses it is pending.
+pub(crate) unsafe fn mem_free(ptr: sys::CUdeviceptr) -> CuResult<()> {
+    // SAFETY: the caller's contract.
+    named("cuMemFree", unsafe { cdr::memory_free(ptr) })
+}
+
+/// `cuMemHostAlloc`: pinned host memory of `bytes` with `flags`.
+pub(crate) fn mem_host_alloc(bytes: usize, flags: u32) -> CuResult<*mut c_void> {
+    // SAFETY: no precondition beyond a current context, which the driver
+    // checks; the caller initialises the memory before reading it.
+    named("cuMemHostAlloc", unsafe { cdr::malloc_host(bytes, flags) })
+}
+
+/// `cuMemFreeHost`.
+///
+/// # Safety
+/// `host` came from [`mem_host_alloc`], is freed once, and nothing (host or
+/// device) uses it any more.
+pub(crate) unsafe fn mem_free_host(host: *mut c_void) -> CuResult<()> {
+    // SAFETY: the caller's contract.
+    named("cuMemFreeHost", unsafe { cdr::free_host(host) })
+}
+
+/// `cuMemHostGetDevicePointer`: the device address of mapped host memory.
+///
+/// # Safety
+/// `host` is live memory from [`mem_host_alloc`] with
+/// `CU_MEMHOSTALLOC_DEVICEMAP`.
+pub(crate) unsafe fn mem_host_device_pointer(host: *mut c_void) -> CuResult<sys::CUdeviceptr> {
+    let mut dev = 0;
+    // SAFETY: valid out-pointer; the caller's contract for `host`.
+    check("cuMemHostGetDevicePointer", unsafe {
+        sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0)
+    })?;
+    Ok(dev)
+}
+
+/// Synchronous `cuMemcpyHtoD` of `src` to `dst`.
+///
+/// # Safety
+/// `dst..dst + src.len()` lies in a live allocation of the current context.
+pub(crate) unsafe fn memcpy_htod(dst: sys::CUdeviceptr, src: &[u8]) -> CuResult<()> {
+    // SAFETY: `src` is a valid host slice; the caller's contract for `dst`.
+    named("cuMemcpyHtoD", unsafe { cdr::memcpy_htod_sync(dst, src) })
+}
+
+/// Synchronous `cuMemcpyDtoH` of `dst.len()` bytes from `src`.
+///
+/// # Safety
+/// `src..src + dst.len()` lies in a live allocation of the current context.
+pub(crate) unsafe fn memcpy_dtoh(dst: &mut [u8], src: sys::CUdeviceptr) -> CuResult<()> {
+    // SAFETY: `dst` is an exclusively borrowed host byte slice (any bytes
+    // are valid); the caller's contract for `src`.
+    named("cuMemcpyDtoH", unsafe { cdr::memcpy_dtoh_sync(dst, src) })
+}
+
+/// `cuMemcpyPeerAsync` of `n` bytes from `src` (in `src_ctx`) to `dst` (in
+/// `dst_ctx`) on `stream`.
+///
+/// # Safety
+/// Both ranges lie in allocations of their (live) contexts that stay alive
+/// until the copy completes; `stream` is a live stream of the current
+/// context.
+pub(crate) unsafe fn memcpy_peer_async(
+    dst: sys::CUdeviceptr,
+    dst_ctx: sys::CUcontext,
+    src: sys::CUdeviceptr,
+    src_ctx: sys::CUcontext,
+    n: usize,
+    stream: sys::CUstream,
+) -> CuResult<()> {
+    // SAFETY: the caller's contract.
+    named("cuMemcpyPeerAsync", unsafe {
+        cdr::memcpy_peer_async(dst_ctx, dst, src_ctx, src, n, stream)
+    })
+}
+
+/// `cuMemcpyAsync` of `n` bytes between unified addresses (the driver infers
+/// both devices).
+///
+/// # Safety
+/// As [`memcpy_peer_async`], and peer access between the two devices is
+/// enabled.
+pub(crate) unsafe fn memcpy_async(
+    dst: sys::CUdeviceptr,
+    src: sys::CUdeviceptr,
+    n: usize,
+    stream: sys::CUstream,
+) -> CuResult<()> {
+    // SAFETY: the caller's contract.
+    check("cuMemcpyAsync", unsafe {
+        sys::cuMemcpyAsync(dst, src, n, stream)
+    })
+}
+
+/// `cuMemsetD8Async` of `n` bytes at `ptr` to `byte`.
+///
+/// # Safety
+/// `ptr..ptr + n` lies in a live allocation of the current context, alive
+/// until the stream has run the set; `stream` is a live stream of it.
+pub(crate) unsafe fn memset_d8_async(
+    ptr: sys::CUdeviceptr,
+    byte: u8,
+    n: usize,
+    stream: sys::CUstream,
+) -> CuResult<()> {
+    // SAFETY: the caller's contract.
+    named("cuMemsetD8Async", unsafe {
+        cdr::memset_d8_async(ptr, byte, n, stream)
+    })
+}
+
+/// `cuIpcGetMemHandle`: the 64 bytes that name the allocation at `ptr` to
+/// another process.
+///
+/// # Safety
+/// `ptr` is the base of a live [`mem_alloc`] allocation of the current
+/// context.
+pub(crate) unsafe fn ipc_get_mem_handle(ptr: sys::CUdeviceptr) -> CuResult<[u8; 64]> {
+    let mut h = sys::CUipcMemHandle { reserved: [0; 64] };
+    // SAFETY: valid out-pointer; the caller's contract for `ptr`.
+    check("cuIpcGetMemHandle", unsafe {
+        sys::cuIpcGetMemHandle(&mut h, ptr)
+    })?;
+    Ok(h.reserved.map(|c| c as u8))
+}
+
+/// `cuIpcOpenMemHandle` (peer access enabled lazily): map another process's
+/// allocation into the current context.
+pub(crate) fn ipc_open_mem_handle(handle: &[u8; 64]) -> CuResult<sys::CUdeviceptr> {
+    let raw = sys::CUipcMemHandle {
+        reserved: handle.map(|b| b as std::ffi::c_char),
+    };
+    let mut ptr = 0;
+    // SAFETY: valid out-pointer; the handle is passed by value and the
+    // driver checks that it names a live allocation of another process (and
+    // that a context is current).
+    check("cuIpcOpenMemHandle", unsafe {
+        sys::cuIpcOpenMemHandle_v2(
+            &mut ptr,
+            raw,
+            sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32,
+        )
+    })?;
+    Ok(ptr)
+}
+
+/// `cuIpcCloseMemHandle`.
+///
+/// # Safety
+/// `ptr` came from [`ipc_open_mem_handle`] in the current context, is closed
+/// once, and no work that uses it is pending.
+pub(crate) unsafe fn ipc_close_mem_handle(ptr: sys::CUdeviceptr) -> CuResult<()> {
+    // SAFETY: the caller's contract.
+    check("cuIpcCloseMemHandle", unsafe {
+        sys::cuIpcCloseMemHandle(ptr)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fill(text: &'static [u8]) -> impl FnOnce(*mut std::ffi::c_char, i32) -> sys::CUresult {
+        move |p, len| {
+            let n = text.len().min(len as usize);
+            // SAFETY: `p` is the helper's buffer of `len` bytes; n <= len.
+            unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), p.cast::<u8>(), n) };
+            sys::CUresult::CUDA_SUCCESS
+        }
+    }
+
+    #[test]
+    fn a_driver_string_stops_at_its_nul_or_the_buffer_end() {
+        let s = driver_string::<16>("cuDeviceGetName", fill(b"NVIDIA H200\0junk"));
+        assert_eq!(s.map_err(|e| e.to_string()).as_deref(), Ok("NVIDIA H200"));
+        let s = driver_string::<4>("cuDeviceGetName", fill(b"ABCDEFG"));
+        assert_eq!(s.map_err(|e| e.to_string()).as_deref(), Ok("ABCD"));
+    }
+}

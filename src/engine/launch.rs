@@ -1,0 +1,199 @@
+//! The engine's path selection and launches (an `impl` block of [`Core`]
+//! split out of `engine/mod.rs` to keep files short): which path a call
+//! takes, its next plan and scratch ([`Core::select`], shared by every
+//! launch), and the plain, lent and explicit-plan launches.
+
+use super::*;
+
+impl Core {
+    /// The algorithm `choice` (or the engine's default) means for `shape`.
+    pub fn resolve(
+        &self,
+        choice: Option<&AlgoChoice>,
+        shape: &Shape,
+    ) -> Result<Arc<dyn crate::algo::Algorithm>> {
+        choice.unwrap_or(&self.algo).resolve(shape)
+    }
+
+    /// The name of the path a call of `shape` would take.
+    pub fn path_name(&self, choice: Option<&AlgoChoice>, shape: &Shape) -> Result<String> {
+        Ok(self.resolve(choice, shape)?.name())
+    }
+
+    pub(super) fn check_shape(&self, shape: &Shape) -> Result<()> {
+        if shape.ranks != self.ranks {
+            return Err(Error::Plan(format!(
+                "a call for {} ranks on an engine of {}",
+                shape.ranks, self.ranks
+            )));
+        }
+        if let Some(root) = shape.collective.root() {
+            self.check_rank(root)?;
+        }
+        let elems = (shape.count as u128) * (shape.ranks as u128);
+        if elems * (shape.elem_size as u128) * 3 > isize::MAX as u128 {
+            return Err(Error::TooLarge {
+                what: "collective",
+                count: shape.count as u128,
+                elem_size: shape.elem_size,
+                ranks: shape.ranks,
+            });
+        }
+        Ok(())
+    }
+
+    /// Launch one collective of `shape` (asynchronously on CUDA) with
+    /// `choice` (or the engine's default), on the buffers `bind`. Returns the
+    /// plan that ran.
+    pub fn launch(
+        &mut self,
+        choice: Option<&AlgoChoice>,
+        shape: Shape,
+        dtype: DataType,
+        op: ReduceOp,
+        bind: Arc<Vec<Binding>>,
+    ) -> Result<Arc<Plan>> {
+        self.usable()?;
+        let (key, plan) = self.select(choice, &shape, true)?;
+        let r = self.backend.launch(&self.call(&plan, dtype, op, bind));
+        self.track(r)?;
+        self.last = Some(key);
+        Ok(plan)
+    }
+
+    /// One call of `shape` run to completion on the caller's slices,
+    /// lent to the ranks for the call ([`crate::backend::HostSlices`]):
+    /// rank r's `Send` is `send[r]` (none in place) and its `Recv` is
+    /// `recv[r]`, byte views of exactly the plan's lengths. `Ok(None)`: the
+    /// backend cannot address host slices (CUDA, one process per rank);
+    /// the caller then copies them through the engine's buffers.
+    pub fn run_lent(
+        &mut self,
+        choice: Option<&AlgoChoice>,
+        shape: Shape,
+        dtype: DataType,
+        op: ReduceOp,
+        send: &[&[u8]],
+        recv: &mut [&mut [u8]],
+    ) -> Result<Option<Arc<Plan>>> {
+        self.usable()?;
+        if self.job.is_some() || self.backend.host_slices().is_none() {
+            return Ok(None);
+        }
+        // Never chained to the previous call: these are other buffers.
+        let (_, plan) = self.select(choice, &shape, false)?;
+        let call = self.call(&plan, dtype, op, self.default_bind.clone());
+        let Some(h) = self.backend.host_slices() else {
+            return Ok(None);
+        };
+        let r = crate::sys::lend::lend(send, recv, |s, d| h.run_lent(&call, s, d));
+        self.track(r)?;
+        Ok(Some(plan))
+    }
+
+    /// Plan selection, shared by every launch: the path `choice` (or the
+    /// default) takes for `shape`, its next plan (continuing the chain only
+    /// when `chain` and the previous call ran this path) and its scratch.
+    /// The chain mark is cleared; a launch sets it again once issued.
+    pub(super) fn select(
+        &mut self,
+        choice: Option<&AlgoChoice>,
+        shape: &Shape,
+        chain: bool,
+    ) -> Result<(PathKey, Arc<Plan>)> {
+        let key = self.path_of(choice, shape)?;
+        let continues = chain && self.last == Some(key);
+        let plan = self.paths[key].2.next(continues)?;
+        self.last = None;
+        self.reserve_scratch(&plan)?;
+        Ok((key, plan))
+    }
+
+    /// The backend's call of `plan` on `bind`.
+    pub(super) fn call(
+        &self,
+        plan: &Arc<Plan>,
+        dtype: DataType,
+        op: ReduceOp,
+        bind: Arc<Vec<Binding>>,
+    ) -> Call {
+        Call {
+            plan: plan.clone(),
+            dtype,
+            op,
+            bind,
+            timing: self.timing,
+        }
+    }
+
+    /// The path `choice` (or the default) takes for `shape`, created on
+    /// first use.
+    pub(super) fn path_of(
+        &mut self,
+        choice: Option<&AlgoChoice>,
+        shape: &Shape,
+    ) -> Result<PathKey> {
+        let c = choice.unwrap_or(&self.algo);
+        let ck = match c {
+            AlgoChoice::Auto => 0,
+            AlgoChoice::Fixed(a) => Arc::as_ptr(a) as *const () as usize,
+        };
+        if let Some((_, k)) = self.resolved.get(&(ck, *shape)) {
+            return Ok(*k);
+        }
+        self.check_shape(shape)?;
+        let algo = c.resolve(shape)?;
+        let name = algo.name();
+        let k = match self.path_index.get(&(name.clone(), *shape)) {
+            Some(&k) => k,
+            None => {
+                self.paths.push((name.clone(), *shape, algo.path(shape)));
+                let k = self.paths.len() - 1;
+                self.path_index.insert((name, *shape), k);
+                k
+            }
+        };
+        // The cache holds at most a few thousand entries.
+        if self.resolved.len() > 4096 {
+            self.resolved.clear();
+        }
+        let held = match c {
+            AlgoChoice::Auto => None,
+            AlgoChoice::Fixed(a) => Some(a.clone()),
+        };
+        self.resolved.insert((ck, *shape), (held, k));
+        Ok(k)
+    }
+
+    /// Launch a plan that is not a collective path (a probe, a fence).
+    pub fn launch_plan(
+        &mut self,
+        plan: Arc<Plan>,
+        dtype: DataType,
+        bind: Arc<Vec<Binding>>,
+    ) -> Result<()> {
+        self.usable()?;
+        crate::algo::checked(&plan)?;
+        self.last = None;
+        self.reserve_scratch(&plan)?;
+        let call = Call {
+            plan,
+            dtype,
+            op: ReduceOp::Sum,
+            bind,
+            timing: self.timing,
+        };
+        let r = self.backend.launch(&call);
+        self.track(r)
+    }
+
+    pub(super) fn reserve_scratch(&mut self, plan: &Plan) -> Result<()> {
+        let bytes = plan.scratch_len * plan.shape.elem_size;
+        if bytes <= self.scratch_ok && self.caps.contains_key(&BufId::SCRATCH) {
+            return Ok(());
+        }
+        self.reserve(BufId::SCRATCH, &vec![bytes; self.ranks])?;
+        self.scratch_ok = self.scratch_ok.max(bytes);
+        Ok(())
+    }
+}
