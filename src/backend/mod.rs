@@ -464,6 +464,23 @@ pub(crate) fn check_call(call: &Call, ranks: usize) -> Result<()> {
     Ok(())
 }
 
+/// Refuse a host access (`what`: "read", "write into") to rank `rank`'s
+/// buffer when this process does not run that rank (`local`): it lives in
+/// another process, reached only by the plans' ops.
+pub(crate) fn check_local(rank: usize, local: std::ops::Range<usize>, what: &str) -> Result<()> {
+    if local.contains(&rank) {
+        return Ok(());
+    }
+    let this = if local.len() == 1 {
+        format!("this process is rank {}", local.start)
+    } else {
+        format!("this process runs ranks {local:?}")
+    };
+    Err(Error::BadArgument(format!(
+        "{what} rank {rank}'s buffer: it lives in rank {rank}'s process ({this})"
+    )))
+}
+
 /// Describe rank `r`'s op `i` of `plan` for error messages:
 /// `ring:pipe2 reduce-scatter step 1 chunk 3 slice 0 (reduce)`.
 pub fn op_desc(plan: &Plan, r: usize, i: usize) -> String {

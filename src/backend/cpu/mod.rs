@@ -153,17 +153,6 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
         e
     }
 
-    /// Refuse a host access to a rank this process does not run.
-    fn local(&self, rank: usize, what: &str) -> Result<()> {
-        let local = self.t.local_ranks();
-        if !local.contains(&rank) {
-            return Err(Error::BadArgument(format!(
-                "{what} rank {rank}'s buffer: it lives in rank {rank}'s process (this process runs ranks {local:?})"
-            )));
-        }
-        Ok(())
-    }
-
     /// The reserve protocol past its first barrier: allocate what grew on
     /// the local ranks, all-gather the records, open the peers' new
     /// buffers, barrier, close the handles.
@@ -310,7 +299,7 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
     }
 
     fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
-        self.local(rank, "write into")?;
+        super::check_local(rank, self.t.local_ranks(), "write into")?;
         let (w, len) = self.mem.get(rank, id)?;
         self.t.before_write(id)?;
         within(rank, len, offset + data.len())?;
@@ -321,7 +310,7 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
     }
 
     fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.local(rank, "read")?;
+        super::check_local(rank, self.t.local_ranks(), "read")?;
         let (w, len) = self.mem.get(rank, id)?;
         within(rank, len, offset + out.len())?;
         let mut g = lock(&w);

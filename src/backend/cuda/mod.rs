@@ -31,6 +31,7 @@
 
 mod capabilities;
 mod ipc;
+mod peers;
 pub(crate) mod process;
 mod rank;
 mod work;
@@ -625,10 +626,9 @@ impl CudaBackend {
     }
 
     fn ensure_events(&mut self, n: usize) -> Result<()> {
-        if n <= self.events {
+        let Some(want) = peers::events_to_grow(n, self.events, None)? else {
             return Ok(());
-        }
-        let want = n.next_power_of_two().max(64);
+        };
         let remote: Vec<Vec<RemoteEvent>> =
             self.each(|_| Box::new(move |rk: &mut Rank<'_>| rk.grow_events(want)))?;
         let remote = Arc::new(remote);

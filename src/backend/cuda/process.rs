@@ -320,23 +320,17 @@ impl CudaProcessBackend {
     /// every peer's new ones (collective: every rank launches the same
     /// plans, so every rank grows at the same call).
     fn ensure_events(&mut self, n: usize) -> Result<()> {
-        if n <= self.events {
+        let Some(want) = super::peers::events_to_grow(n, self.events, Some(self.board.len()))?
+        else {
             return Ok(());
-        }
-        if n > self.board.len() {
-            return Err(Error::Plan(format!(
-                "a plan with {n} signals; the job's shared board holds {}",
-                self.board.len()
-            )));
-        }
-        let want = n.next_power_of_two().max(64).min(self.board.len());
+        };
         let from = self.events;
         let mine: Vec<IpcEventHandle> = self
             .on(Box::new(move |rk: &mut Rank<'_>| {
                 rk.grow_ipc_events(want, from)
             }))
             .map_err(|e| self.failed(e))?;
-        let bytes: Vec<u8> = mine.iter().flat_map(|h| h.0).collect();
+        let bytes = super::peers::encode_events(&mine);
         let all = self
             .job
             .allgather(&bytes, "exchanging interprocess events")?;
@@ -349,15 +343,7 @@ impl CudaProcessBackend {
                         if r == me {
                             return Ok(rk.own_events(from));
                         }
-                        let hs: Vec<IpcEventHandle> = b
-                            .chunks_exact(64)
-                            .map(|c| {
-                                let mut h = [0u8; 64];
-                                h.copy_from_slice(c);
-                                IpcEventHandle(h)
-                            })
-                            .collect();
-                        rk.open_events(&hs)
+                        rk.open_events(&super::peers::decode_events(b))
                     })
                     .collect::<Result<Vec<_>>>()
             }))
@@ -377,10 +363,8 @@ impl CudaProcessBackend {
     /// Drop every rank's tokens of `id` whose owner says `replaced[r]`
     /// (closing this process's mappings of them).
     fn close_peers(&mut self, id: BufId, replaced: &[bool]) -> Result<()> {
-        for (r, m) in self.peers.bufs.iter_mut().enumerate() {
-            if replaced.get(r).copied().unwrap_or(true) {
-                m.remove(&id);
-            }
+        for r in super::peers::to_reopen(self.peers.bufs.len(), replaced, |_| true) {
+            self.peers.bufs[r].remove(&id);
         }
         self.share_peers()
     }
@@ -416,10 +400,13 @@ impl CudaProcessBackend {
             .iter()
             .map(|b| Exported::decode(b))
             .collect::<Result<_>>()?;
+        let reopen = super::peers::to_reopen(all.len(), &replaced, |r| {
+            self.peers.bufs.get(r).is_some_and(|m| m.contains_key(&id))
+        });
         let todo: Vec<(usize, Exported)> = all
             .into_iter()
             .enumerate()
-            .filter(|(r, _)| replaced[*r] || !self.peers.bufs[*r].contains_key(&id))
+            .filter(|(r, _)| reopen.contains(r))
             .collect();
         let opened: Vec<(usize, crate::cuda::PeerBuf)> = self
             .on(Box::new(move |rk: &mut Rank<'_>| {
@@ -516,12 +503,7 @@ impl Backend for CudaProcessBackend {
     }
 
     fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
-        if rank != self.me {
-            return Err(Error::BadArgument(format!(
-                "write into rank {rank}'s buffer: it lives in rank {rank}'s process (this process is rank {})",
-                self.me
-            )));
-        }
+        crate::backend::check_local(rank, self.local_ranks(), "write into")?;
         // This rank's previous calls are done once its streams are idle
         // (the plans order every peer access to its memory before its End,
         // except peer reads of a send buffer, waited for here).
@@ -536,12 +518,7 @@ impl Backend for CudaProcessBackend {
     }
 
     fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
-        if rank != self.me {
-            return Err(Error::BadArgument(format!(
-                "read rank {rank}'s buffer: it lives in rank {rank}'s process (this process is rank {})",
-                self.me
-            )));
-        }
+        crate::backend::check_local(rank, self.local_ranks(), "read")?;
         self.drain()?;
         let len = out.len();
         let data: Vec<u8> = self.on(Box::new(move |rk: &mut Rank<'_>| rk.read(id, offset, len)))?;
