@@ -115,7 +115,7 @@ pub(crate) trait Transport: Send + 'static {
         rank: usize,
         name: &str,
         bytes: usize,
-    ) -> Result<(Self::Mem, Option<(String, Self::Export)>)>;
+    ) -> Result<Allocated<Self::Mem, Self::Export>>;
 
     /// Open peer `rank`'s buffer from the handle it published. Only during
     /// a reserve, before its closing barrier.
@@ -150,6 +150,10 @@ pub(crate) trait Transport: Send + 'static {
     /// Buffer `id` was released or reallocated (after a barrier).
     fn forget(&mut self, _id: BufId) {}
 }
+
+/// A new buffer, and the handle to publish with what keeps it open (see
+/// [`Transport::alloc`]).
+pub(crate) type Allocated<M, E> = (M, Option<(String, E)>);
 
 /// What a rank publishes about one of its buffers in a reserve: a name
 /// unique for the process's life, the size, and the handle (empty when

@@ -72,7 +72,7 @@ mod tests {
         assert_eq!(events_to_grow(65, 64, None).unwrap(), Some(128));
         assert_eq!(events_to_grow(1000, 128, None).unwrap(), Some(1024));
         // Between processes the job's board bounds it.
-        assert_eq!(events_to_grow(100, 0, Some(96)).unwrap(), Some(96));
+        assert_eq!(events_to_grow(90, 0, Some(96)).unwrap(), Some(96));
         assert_eq!(events_to_grow(10, 0, Some(32)).unwrap(), Some(32));
         let e = events_to_grow(200, 0, Some(128)).unwrap_err().to_string();
         assert!(e.contains("200 signals") && e.contains("holds 128"), "{e}");
