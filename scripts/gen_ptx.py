@@ -1113,41 +1113,18 @@ def thread_indices():
             ""]
 
 
-def exchange_kernel(T, op, resident=False):
-    """rr_exchange (one call per launch), or with `resident` rr_resident: the
-    same exchange in a loop that takes each call's operands from a ring of
-    descriptors in host-mapped memory, until a quit descriptor."""
+def exchange_kernel(T, op):
+    """rr_exchange: the 2-rank exchange, one call per launch."""
     F = FAMILIES[T.family](T)
     S = Shape(T)
-    name = "rr_%s_%s_%s" % ("resident" if resident else "exchange", op, T.sfx)
+    name = "rr_exchange_%s_%s" % (op, T.sfx)
     has_arg = op in ("premulsum", "sumpostdiv")
-    o = []
-    if resident:
-        o += ["//",
-              "// %s: the 2-rank exchange of rr_exchange_%s_%s, once per" % (name, op, T.sfx),
-              "// descriptor of a host-mapped ring, until a quit descriptor; each call",
-              "//     dst[i] = %s,  with b = my_slot" % OP_FORMULA[op],
-              "//"]
-        o.append(".visible .entry %s(" % name)
-        o += [
-            "    .param .u64 ring,           // host-mapped descriptors, 64 bytes each (header)",
-            "    .param .u64 mask,           // descriptors in the ring - 1 (a power of two)",
-            "    .param .u64 first,          // the sequence number of this kernel's first call",
-            "    .param .u64 host_done,      // host-mapped u64[grid]: the last descriptor each block finished",
-            "    .param .u64 peer_flags,     // u64* the peer's flags, one per block (written)",
-            "    .param .u64 my_flags,       // const u64* this rank's flags (written by the peer)",
-            "    .param .u64 calls,          // u64* this rank's call count, one per block",
-            "    .param .u64 ctrl            // host-mapped {u32 abort, u32 status, u64 timeout_ns}",
-            ")",
-            "{",
-        ]
-    else:
-        o += ["//",
-              "// %s: 2-rank one-kernel exchange, then" % name,
-              "//     dst[i] = %s,  with b = my_slot" % OP_FORMULA[op],
-              "//"]
-        o.append(".visible .entry %s(" % name)
-    o += [] if resident else [
+    o = ["//",
+         "// %s: 2-rank one-kernel exchange, then" % name,
+         "//     dst[i] = %s,  with b = my_slot" % OP_FORMULA[op],
+         "//"]
+    o.append(".visible .entry %s(" % name)
+    o += [
         "    .param .u64 dst,            // %s* output on this GPU (may equal a)" % T.ctype,
         "    .param .u64 a,              // const %s* this rank's input" % T.ctype,
         "    .param .u64 peer_slot,      // %s* receive slot on the peer GPU (written)" % T.ctype,
@@ -1167,19 +1144,6 @@ def exchange_kernel(T, op, resident=False):
         "{",
     ]
     o += cmt("---- Register declarations ".ljust(66, "-"))
-    if resident:
-        o += [decl(".u64", "%rd_ring, %rd_mask", "the descriptor ring and its index mask"),
-              decl(".u64", "%rd_k", "the sequence number of the call being served"),
-              decl(".u64", "%rd_desc", "this call's descriptor"),
-              decl(".u64", "%rd_hdone", "this block's word of host_done"),
-              decl(".u32", "%r_quit", "abort or status, read while idle"),
-              decl(".pred", "%p_quit", "this descriptor is the quit"),
-              decl(".pred", "%p_w0", "warp 0"),
-              decl(".u64", "%rd_lane8, %rd_w8", "8 * thread index, 8 * lanes of warp 0"),
-              ""]
-        if not has_arg:
-            o += [decl(".u64", "%rd_flags, %rd_scalar", "read from the descriptor; unused by this op"),
-                  ""]
     o += [
         decl(".pred", "%p_vec", "all four arrays 16-byte aligned"),
         decl(".pred", "%p_t0", "this thread is thread 0 of its block"),
@@ -1217,11 +1181,6 @@ def exchange_kernel(T, op, resident=False):
           "    // reduce, 1 = timed out or aborted (return without reducing).",
           "    .shared .align 4 .u32 bail;",
           ""]
-    if resident:
-        o += ["    // The call's operands, copied from its descriptor by thread 0:",
-              "    // dst, a, peer_slot, my_slot, n, flags, scalar.",
-              "    .shared .align 8 .u64 desc[7];",
-              ""]
 
     sec = [0]
 
@@ -1233,10 +1192,8 @@ def exchange_kernel(T, op, resident=False):
             lines += cmt(text)
         return lines
 
-    if resident:
-        o += resident_prologue(section, has_arg)
-    o += [] if resident else section("Parameters")
-    o += [] if resident else [ins("ld.param.u64", "%rd_dst, [dst]"),
+    o += section("Parameters")
+    o += [ins("ld.param.u64", "%rd_dst, [dst]"),
           ins("ld.param.u64", "%rd_a,   [a]"),
           ins("ld.param.u64", "%rd_ps,  [peer_slot]"),
           ins("ld.param.u64", "%rd_ms,  [my_slot]"),
@@ -1244,10 +1201,10 @@ def exchange_kernel(T, op, resident=False):
           ins("ld.param.u64", "%rd_mf,  [my_flags]"),
           ins("ld.param.u64", "%rd_calls, [calls]"),
           ins("ld.param.u64", "%rd_n,   [n]")]
-    if has_arg and not resident:
+    if has_arg:
         o += [ins("ld.param.u64", "%rd_flags,  [flags]"),
               ins("ld.param.u64", "%rd_scalar, [scalar]")]
-    o += [] if resident else [ins("ld.param.u64", "%rd_ctrl, [ctrl]"),
+    o += [ins("ld.param.u64", "%rd_ctrl, [ctrl]"),
           ins("cvta.to.global.u64", "%rd_dst, %rd_dst"),
           ins("cvta.to.global.u64", "%rd_a,   %rd_a"),
           ins("cvta.to.global.u64", "%rd_ps,  %rd_ps"),
@@ -1257,20 +1214,15 @@ def exchange_kernel(T, op, resident=False):
           ins("cvta.to.global.u64", "%rd_calls, %rd_calls"),
           ins("cvta.to.global.u64", "%rd_ctrl, %rd_ctrl", "host-mapped: also in the global window"),
           ""] + thread_indices()
-    if not resident:
-        o += cmt("This block's flag in each flag array, and its call count: 8 bytes\n"
-                 "per block.")
-        o += [ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
-              ins("add.u64", "%rd_pf,  %rd_pf, %rd_tmp"),
-              ins("add.u64", "%rd_mf,  %rd_mf, %rd_tmp"),
-              ins("add.u64", "%rd_calls, %rd_calls, %rd_tmp"),
-              ""]
-    else:
-        o += resident_next_call(section)
+    o += cmt("This block's flag in each flag array, and its call count: 8 bytes\n"
+             "per block.")
+    o += [ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
+          ins("add.u64", "%rd_pf,  %rd_pf, %rd_tmp"),
+          ins("add.u64", "%rd_mf,  %rd_mf, %rd_tmp"),
+          ins("add.u64", "%rd_calls, %rd_calls, %rd_tmp"),
+          ""]
     o += cmt("seq = ++calls[block], by thread 0, the only thread that uses it (the\n"
              "previous launch's write is visible: it finished before this started).")
-    if resident:
-        o += cmt("Here the previous call of this kernel wrote it, in the same thread.")
     o += [ins("mov.u64", "%rd_seq, 0"),
           ins("@%p_t0 ld.global.u64", "%rd_seq, [%rd_calls]"),
           ins("add.u64", "%rd_seq, %rd_seq, 1"),
@@ -1482,144 +1434,9 @@ def exchange_kernel(T, op, resident=False):
           ins("add.u64", "%rd_i, %rd_i, %rd_ntid"),
           ins("bra.uni", "RED_TAIL"),
           label("RED_TAIL_DONE")]
-    if resident:
-        o += [""] + resident_call_done(section)
     o += [label("EXIT"),
           ins("ret"),
           "}"]
-    return o
-
-
-def resident_prologue(section, has_arg):
-    """rr_resident's parameters, and the first call's number."""
-    o = section("Parameters")
-    o += [ins("ld.param.u64", "%rd_ring,  [ring]"),
-          ins("ld.param.u64", "%rd_mask,  [mask]"),
-          ins("ld.param.u64", "%rd_k,     [first]"),
-          ins("ld.param.u64", "%rd_hdone, [host_done]"),
-          ins("ld.param.u64", "%rd_pf,    [peer_flags]"),
-          ins("ld.param.u64", "%rd_mf,    [my_flags]"),
-          ins("ld.param.u64", "%rd_calls, [calls]"),
-          ins("ld.param.u64", "%rd_ctrl,  [ctrl]"),
-          ins("cvta.to.global.u64", "%rd_ring,  %rd_ring", "host-mapped"),
-          ins("cvta.to.global.u64", "%rd_hdone, %rd_hdone", "host-mapped"),
-          ins("cvta.to.global.u64", "%rd_pf,    %rd_pf"),
-          ins("cvta.to.global.u64", "%rd_mf,    %rd_mf"),
-          ins("cvta.to.global.u64", "%rd_calls, %rd_calls"),
-          ins("cvta.to.global.u64", "%rd_ctrl,  %rd_ctrl", "host-mapped"),
-          ""] + thread_indices()
-    return o
-
-
-def resident_next_call(section):
-    """rr_resident: per-block setup, then the top of the call loop: warp 0
-    waits for descriptor k and copies it to shared memory; every thread
-    takes it from there; stop on a quit or stop descriptor."""
-    o = cmt("This block's flag in each flag array, its call count and its word\n"
-            "of host_done: 8 bytes per block.  Warp 0 (a warp-uniform test, so no\n"
-            "warp is split) reads the ring; its lanes copy one operand each.")
-    o += [ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
-          ins("add.u64", "%rd_pf,  %rd_pf, %rd_tmp"),
-          ins("add.u64", "%rd_mf,  %rd_mf, %rd_tmp"),
-          ins("add.u64", "%rd_calls, %rd_calls, %rd_tmp"),
-          ins("add.u64", "%rd_hdone, %rd_hdone, %rd_tmp"),
-          ins("setp.lt.u32", "%p_w0, %r_tid, 32", "warp 0"),
-          ins("mul.wide.u32", "%rd_lane8, %r_tid, 8", "lane * 8: the operand a lane copies"),
-          ins("min.u32", "%r_tmp, %r_ntid, 32"),
-          ins("mul.wide.u32", "%rd_w8, %r_tmp, 8", "8 * the lanes of warp 0"),
-          ""]
-    spin = 1 << SPIN_LOG2
-    o += section("The next call: wait for its descriptor",
-                 "Descriptor k sits at ring + 64 * (k & mask): u64 seq at 0, then\n"
-                 "dst, a, peer_slot, my_slot, n, flags, scalar.  The host writes the\n"
-                 "seven operands, then seq = k with a release store.  Warp 0 spins on\n"
-                 "seq with ld.acquire.sys (one read over PCIe per spin for the whole\n"
-                 "warp: every lane reads the same word, so the warp never splits)\n"
-                 "until it is k; then its lanes read the seven operands at once (one\n"
-                 "64-byte line, ordered after the acquire) into shared memory, and the\n"
-                 "barrier hands them to every thread.  n = 2^64 - 1 is the quit\n"
-                 "descriptor: counted done like a call (so the host can reuse its\n"
-                 "slot), then the kernel returns.  The host reuses a slot only after\n"
-                 "every block's host_done word has passed the descriptor that used it.\n"
-                 "An idle kernel has no deadline, but every %d spins warp 0 reads\n"
-                 "abort and status: either one set (the host aborted, or a block gave\n"
-                 "up in a hand-shake) stops the kernel at once (n = 2^64 - 2: not\n"
-                 "counted).  The other warps wait at the barrier." % spin)
-    o += [label("NEXT_CALL"),
-          ins("@!%p_w0 bra", "DESC_READY", "warps 1.. wait at the barrier"),
-          ins("and.b64", "%rd_desc, %rd_k, %rd_mask"),
-          ins("shl.b64", "%rd_desc, %rd_desc, 6"),
-          ins("add.u64", "%rd_desc, %rd_desc, %rd_ring"),
-          ins("mov.u32", "%r_spin, 0"),
-          label("DESC_POLL"),
-          ins("ld.acquire.sys.global.u64", "%rd_flag, [%rd_desc]", "seq of the slot"),
-          ins("setp.eq.u64", "%p_done, %rd_flag, %rd_k"),
-          ins("@%p_done bra", "DESC_GOT"),
-          ins("add.u32", "%r_spin, %r_spin, 1"),
-          ins("and.b32", "%%r_tmp, %%r_spin, %d" % (spin - 1)),
-          ins("setp.ne.u32", "%p_done, %r_tmp, 0"),
-          ins("@%p_done bra", "DESC_POLL"),
-          ins("ld.relaxed.sys.global.u32", "%r_quit, [%rd_ctrl]", "abort?"),
-          ins("ld.relaxed.sys.global.u32", "%r_tmp, [%rd_ctrl+4]", "status?"),
-          ins("or.b32", "%r_quit, %r_quit, %r_tmp"),
-          ins("setp.eq.u32", "%p_done, %r_quit, 0"),
-          ins("@%p_done bra", "DESC_POLL", "neither: poll again"),
-          ins("mov.u64", "%rd_tmp, -2"),
-          ins("@%p_t0 st.shared.u64", "[desc+32], %rd_tmp", "stop, uncounted"),
-          ins("bra", "DESC_READY"),
-          label("DESC_GOT"),
-          ins("mov.u64", "%rd_i, %rd_lane8", "lane j copies operands j, j + w, ..."),
-          label("DESC_COPY"),
-          ins("setp.ge.u64", "%p_done, %rd_i, 56"),
-          ins("@%p_done bra", "DESC_READY"),
-          ins("add.u64", "%rd_p0, %rd_desc, %rd_i"),
-          ins("ld.relaxed.sys.global.u64", "%rd_tmp, [%rd_p0+8]"),
-          ins("mov.u64", "%rd_p1, desc"),
-          ins("add.u64", "%rd_p1, %rd_p1, %rd_i"),
-          ins("st.shared.u64", "[%rd_p1], %rd_tmp"),
-          ins("add.u64", "%rd_i, %rd_i, %rd_w8", "w = the lanes of warp 0"),
-          ins("bra", "DESC_COPY"),
-          label("DESC_READY"),
-          ins("bar.sync", "0", "the descriptor to every thread"),
-          ins("ld.shared.u64", "%rd_n,      [desc+32]", "n first: a stop sets only n"),
-          ins("setp.eq.u64", "%p_done, %rd_n, -2"),
-          ins("@%p_done bra", "EXIT", "stopped (the same in every thread)"),
-          ins("setp.eq.u64", "%p_quit, %rd_n, -1"),
-          ins("@%p_quit bra", "CALL_DONE", "quit: count it, then return"),
-          ins("ld.shared.u64", "%rd_dst,    [desc]"),
-          ins("ld.shared.u64", "%rd_a,      [desc+8]"),
-          ins("ld.shared.u64", "%rd_ps,     [desc+16]"),
-          ins("ld.shared.u64", "%rd_ms,     [desc+24]"),
-          ins("ld.shared.u64", "%rd_flags,  [desc+40]"),
-          ins("ld.shared.u64", "%rd_scalar, [desc+48]"),
-          ins("cvta.to.global.u64", "%rd_dst, %rd_dst"),
-          ins("cvta.to.global.u64", "%rd_a,   %rd_a"),
-          ins("cvta.to.global.u64", "%rd_ps,  %rd_ps"),
-          ins("cvta.to.global.u64", "%rd_ms,  %rd_ms"),
-          ""]
-    return o
-
-
-def resident_call_done(section):
-    """rr_resident: after a call's reduce, tell the host this block is done
-    with it; then the next call."""
-    o = section("Call done: this block tells the host",
-                "The barrier orders every thread's stores before thread 0's; its\n"
-                "release store of k at system scope (cumulative) into this block's\n"
-                "word of host_done makes them visible to a host that reads the word\n"
-                "with acquire.  One word per block, not a count shared by the grid:\n"
-                "blocks drift apart (block b's next call waits only for the peer's\n"
-                "block b), so a shared count would mix calls.  The host takes the\n"
-                "minimum over the grid.  Thread 0's part is predicated, not branched\n"
-                "around, so no warp splits here.  Then the next descriptor (after\n"
-                "the quit: return).")
-    o += [label("CALL_DONE"),
-          ins("bar.sync", "0"),
-          ins("@%p_t0 st.release.sys.global.u64", "[%rd_hdone], %rd_k"),
-          ins("@%p_quit bra", "EXIT", "that was the quit"),
-          ins("add.u64", "%rd_k, %rd_k, 1"),
-          ins("bra", "NEXT_CALL"),
-          ""]
     return o
 
 
@@ -1654,10 +1471,6 @@ HEADER = """\
 //                     calls, n, flags, scalar, ctrl)
 //       the 2-rank exchange: push a to the peer, handshake, then
 //       dst[i] = post(pre_a(a[i]) OP pre_b(my_slot[i]))
-//   rr_resident_<op>_{sfx}(ring, mask, first, host_done, peer_flags,
-//                     my_flags, calls, ctrl)
-//       the same exchange for every descriptor of a host-mapped ring, in
-//       one launch that stays resident until a quit descriptor
 //
 // Every parameter is .u64.  Semantics are bit-identical to NCCL 2.28's
 // src/device/reduce_kernel.h (the host CPU backend implements the same):
@@ -1727,26 +1540,6 @@ HEADER = """\
 //   * Vector path (16-byte ld/st) when dst, a, peer_slot and my_slot are all
 //     16-byte aligned, else scalar.
 //
-// rr_resident: rr_exchange without a launch per call.  One launch per rank
-// serves calls first, first+1, ... in order.  Call k's operands are the
-// descriptor at ring + 64 * (k & mask), written by the host (host-mapped
-// memory, 64 bytes):
-//         u64 seq        offset  0: k, stored last (release) by the host
-//         u64 dst, a, peer_slot, my_slot, n, flags, scalar   offsets 8..56
-//     as rr_exchange's parameters of the same names.  n = 2^64 - 1 quits
-//     (counted in host_done like a call, so its slot can be reused).
-//   * Each call is rr_exchange's steps 0-4 on the same flags and call counts
-//     (so launched and resident exchanges may follow each other on a
-//     rank), then: bar.sync, thread 0 stores k to host_done[block]
-//     (release, system scope).  The host reuses a descriptor slot only once
-//     every block's word has passed the call that used it.
-//   * Both ranks' kernels run with the same grid and serve the same calls.
-//   * Idle, thread 0 of each block polls its slot's seq (ld.acquire.sys,
-//     over PCIe); every 32 polls it reads ctrl's abort and status words and
-//     stops the kernel if either is set.  A block that gives up in a
-//     hand-shake writes status and returns, so the others stop too; the
-//     host reports status as rr_exchange's.
-//
 """
 
 
@@ -1778,7 +1571,6 @@ def file_text(T):
     for op in T.ops:
         out += reduce_kernel(T, op) + [""]
         out += exchange_kernel(T, op) + [""]
-        out += exchange_kernel(T, op, resident=True) + [""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 

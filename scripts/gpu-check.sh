@@ -14,8 +14,7 @@
 #                                        rsag (reduce-scatter / all-gather vs NCCL 1 KiB-1 GiB),
 #                                        halfbf16 (half, bfloat16 128 MiB-1 GiB), many (4 and 8 ranks
 #                                        8 B-256 MiB, every path), place (4 and 8 ranks round-robin
-#                                        against blocks, timelines at 1 MiB), resident
-#                                        (oneshot:resident: check, small calls in threads/processes)
+#                                        against blocks, timelines at 1 MiB)
 #   bash .device/gpu-check.sh timeline   topo (links, measured peer-copy matrix), GPU timelines
 #                                        (JSON + SVG) of ring, ring:pipe2, oneshot, ps at 64 MiB and
 #                                        ring at 1 MiB with NCCL on the same clock and their overhead,
@@ -150,7 +149,7 @@ if [ "$MODE" = bench ]; then
     # run of one binary (~8 min, the tests are `tests`'s: BENCH_TESTS=1 adds
     # them first); the others each fit a call of their own. Bounds per part:
     # topo 60, two 200, small 120, four 150, eight 200, types 360, rsag 200,
-    # halfbf16 150, many 480, place 540, resident 510 (seconds).
+    # halfbf16 150, many 480, place 540 (seconds).
     workdir
     [ "${BENCH_TESTS:-0}" = 0 ] || gpu_tests 300 40
     L="$RR launch -n 2 --timeout 30 --"
@@ -209,23 +208,6 @@ if [ "$MODE" = bench ]; then
                     grep -E "^# (note|measurement|  call|  rank [0-9]+: wall)|rror|\[exit" "$W/trace-4r-$place-$algo.txt" | head -20
                 done
             done ;;
-        resident)
-            # oneshot:resident, the exchange kernel that stays resident and
-            # takes each call as a descriptor in host-mapped memory: every
-            # type and op against NCCL in threads and processes, then small
-            # calls against auto, oneshot:flag (plain and from graphs) and NCCL.
-            {
-            run 30 "$RR" run --backend cuda --ranks 2 --size 64KiB --algo oneshot:resident --iters 50
-            run 30 "$RR" run --backend cuda --ranks 2 --size 4KiB --algo oneshot:resident --in-place -d half -o avg --iters 50
-            run 150 "$RR" check --ranks 2 -d all -o all --counts 1,7,4099,32768 --algo oneshot:resident --timeout 20
-            run 60 $L check -d float,half,int8 -o sum,max --counts 1,7,4099,32768 --algo oneshot:resident --timeout 20
-            } > "$W/resident-check.log" 2>&1
-            grep -E "^###|\[exit|PASS|FAIL|rror" "$W/resident-check.log" | tail -20
-            run 90 "$RR" bench --ranks 2 --algo auto,oneshot:resident,oneshot:flag,nccl,oneshot:flag:graph,nccl:graph \
-                -b 8 -e 256KiB -f 2 -n 200 -w 20 --blocks 5 --no-ceiling --timeout 20 -J "$W/resident.json" > "$W/resident.log" 2>&1
-            run 90 $L bench --algo auto,oneshot:resident,nccl -b 8 -e 256KiB -f 4 -n 200 -w 20 --blocks 5 --no-ceiling --timeout 20 \
-                -J "$W/resident-mp.json" > "$W/resident-mp.log" 2>&1
-            grep -E "^#  *[0-9]+[KMG]?i?B  |host|calling|exit" "$W/resident.log" "$W/resident-mp.log" | cut -c1-200 | tail -60 ;;
         *) echo "unknown bench part $part" ;;
         esac
         [ -f "$W/$part.log" ] && grep -E "^# (Note: (link|host)|Backend|Peer)|^ +[0-9]+ +[0-9]+ |^# +[0-9]+[KMG]?i?B |algo:|rror|exit" \

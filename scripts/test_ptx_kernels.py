@@ -85,17 +85,6 @@ def run_kernel(info, mode, seed, verbose):
             results.append(r)
             if verbose:
                 print("    %s %s %s" % ("ok  " if r.ok else "FAIL", r.label, r.msg), flush=True)
-    elif info.family == "resident":
-        for c, ring_len, first in kt.resident_cases(info, mode, seed):
-            r = kt.run_resident(info, c, ring_len, first)
-            results.append(r)
-            if verbose:
-                print("    %s %s %s" % ("ok  " if r.ok else "FAIL", r.label, r.msg), flush=True)
-        for kind in ("idle-abort", "timeout"):
-            r = kt.run_resident_fault(info, kind, seed=seed + 7)
-            results.append(r)
-            if verbose:
-                print("    %s %s %s" % ("ok  " if r.ok else "FAIL", r.label, r.msg), flush=True)
     else:
         for c in kt.exchange_cases(info, mode, seed):
             r = kt.run_exchange(info, c)

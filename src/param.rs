@@ -348,7 +348,7 @@ pub static TIMEOUT: Param<Duration> = Param::new(
 pub static ALGO: Param<String> = Param::new(
     "RINGREDUCE_ALGO",
     Group::Engine,
-    "auto or a path: ring, ring:naive, ring:pipeK (K = 1 to 64), ring:flag, oneshot, oneshot:fused, oneshot:flag, oneshot:resident, ps",
+    "auto or a path: ring, ring:naive, ring:pipeK (K = 1 to 64), ring:flag, oneshot, oneshot:fused, oneshot:flag, ps",
     "auto",
     "The path of every call left to auto (the default --algo and EngineConfig::algo), as NCCL_ALGO forces NCCL's; --algo with a path overrides it.",
     parse_algo,

@@ -364,14 +364,6 @@ fn render_ops(out: &mut String, plan: &Plan) {
  waits for the peer's flag, then reduces. No copy call, no event.)"
         );
     }
-    if plan.has_resident() {
-        let _ = writeln!(
-            out,
-            "(Resident: no launch per call. Each rank's GPU runs one rr_resident kernel that
- stays up and takes each exchange as a 64-byte descriptor the rank thread writes
- into host-mapped memory; the kernel is stopped before anything else uses the GPU.)"
-        );
-    }
     let Ok(order) = plan.issue_order() else {
         return;
     };

@@ -31,10 +31,8 @@ REDUCE_OLD = ["dst", "a", "b", "n"]
 REDUCE_NEW = ["dst", "a", "b", "n", "flags", "scalar"]
 EXCH_OLD = ["dst", "a", "peer_slot", "my_slot", "peer_flags", "my_flags", "calls", "n"]
 EXCH_NEW = EXCH_OLD + ["flags", "scalar", "ctrl"]
-RESIDENT = ["ring", "mask", "first", "host_done", "peer_flags", "my_flags", "calls", "ctrl"]
-QUIT = (1 << 64) - 1
 
-NAME_RE = re.compile(r"^rr_(reduce|exchange|resident)_([a-z0-9]+)_([a-z0-9]+)$")
+NAME_RE = re.compile(r"^rr_(reduce|exchange)_([a-z0-9]+)_([a-z0-9]+)$")
 
 GUARD = 32
 
@@ -43,7 +41,7 @@ class KernelInfo:
     def __init__(self, module, name, family, op, sfx, abi):
         self.module = module
         self.name = name
-        self.family = family     # "reduce" | "exchange" | "resident"
+        self.family = family     # "reduce" | "exchange"
         self.op = op
         self.sfx = sfx
         self.abi = abi           # "old" | "new"
@@ -57,8 +55,7 @@ def classify(module, name):
     """KernelInfo for an entry, or a string saying why it is not testable."""
     m = NAME_RE.match(name)
     if not m:
-        return ("entry %s: name is not rr_reduce_<op>_<type> / rr_exchange_<op>_<type> / "
-                "rr_resident_<op>_<type>" % name)
+        return "entry %s: name is not rr_reduce_<op>_<type> / rr_exchange_<op>_<type>" % name
     family, op, sfx = m.groups()
     if sfx not in TYPES:
         return "entry %s: unknown element type %r" % (name, sfx)
@@ -68,10 +65,6 @@ def classify(module, name):
     ptypes = [p[1] for p in module.entry(name).params]
     if any(t not in ("u64", "b64", "s64") for t in ptypes):
         return "entry %s: expected only 64-bit parameters, got %s" % (name, ptypes)
-    if family == "resident":
-        if params == RESIDENT:
-            return KernelInfo(module, name, family, op, sfx, "new")
-        return "entry %s: unknown parameter list (%s)" % (name, ", ".join(params))
     if family == "reduce":
         if params == REDUCE_NEW:
             return KernelInfo(module, name, family, op, sfx, "new")
@@ -697,191 +690,3 @@ def exchange_cases(info, mode, seed0=0):
                 inplace=bool(j % 2), overlap=bool(j % 3), note="random",
                 quantum=int(rng.integers(1, 16)))
     return cases
-
-
-# ---------------------------------------------------------------------------
-# rr_resident: one launch per rank serves a ring of descriptors
-
-
-def _u64(m, addr):
-    return int.from_bytes(m.mem.read(addr, 8), "little")
-
-
-def _done(m, R, grid):
-    """What the host reads: the last descriptor every block finished."""
-    return min(_u64(m, R.hdone + 8 * b) for b in range(grid))
-
-
-def run_resident(info, case, ring_len=2, first=5, max_steps=30_000_000, chunk=20_000):
-    """Both ranks' resident kernels, `case.calls` calls and a quit, posted by
-    a host that waits for host_done before it reuses a descriptor slot (so a
-    ring of 2 wraps).  Each call has its own input and output buffers; the
-    slot halves alternate as the host does."""
-    ti = TYPES[info.sfx]
-    n = case.n
-    nb = n * ti.size
-    rng = np.random.default_rng(case.seed)
-    inputs = [[gen_values(ti, n, rng, case.special) for _ in range(2)] for _ in range(case.calls)]
-    m = Machine(seed=case.seed, schedule=case.schedule, quantum=case.quantum)
-    ranks = _setup_exchange(info, case, m, ti)
-    bufs = Buffers(m, base=0x40_0000_0000)
-    label = "resident ring=%d first=%d %s" % (ring_len, first, case.label())
-    mask = ring_len - 1
-    for r, R in enumerate(ranks):
-        offs = case.offs if r == 0 else case.offs1
-        R.call_a, R.call_dst = [], []
-        for k in range(case.calls):
-            a = bufs.place("rank%d a%d" % (r, k), nb, offs[1] * ti.size % 16,
-                           inputs[k][r].tobytes(), track=case.inplace)
-            R.call_a.append(a)
-            R.call_dst.append(a if case.inplace else
-                              bufs.place("rank%d dst%d" % (r, k), nb, offs[0] * ti.size % 16,
-                                         poison=True, track=True))
-        R.ring = bufs.place("rank%d ring" % r, 64 * ring_len, 0, bytes(64 * ring_len))
-        R.hdone = bufs.place("rank%d host_done" % r, 8 * case.grid, 0, bytes(8 * case.grid))
-    for r, R in enumerate(ranks):
-        P = ranks[1 - r]
-        g = m.launch(info.kernel, case.grid, case.block,
-                     [R.ring, mask, first, R.hdone, P.flags, R.flags, R.calls, R.ctrl],
-                     name="rank%d resident" % r)
-        g.rank = r
-
-    def post(r, k):
-        R, P = ranks[r], ranks[1 - r]
-        seq = first + k
-        at = R.ring + 64 * (seq & mask)
-        if k < case.calls:
-            h = k % 2
-            # The peer finished the call that last read this half: poison it,
-            # so a read before this call's push faults.
-            if n and (k < 2 or _done(m, P, case.grid) >= seq - 2):
-                m.mem.poison(P.slots[h], nb)
-            fields = [R.call_dst[k], R.call_a[k], P.slots[h], R.slots[h], n,
-                      case.flags, case.scalar]
-        else:
-            fields = [0, 0, 0, 0, QUIT, 0, 0]
-        m.mem.write(at + 8, b"".join(int(v).to_bytes(8, "little") for v in fields))
-        m.mem.write(at, int(seq).to_bytes(8, "little"))
-
-    nxt = [0, 0]
-    try:
-        while True:
-            for r, R in enumerate(ranks):
-                while nxt[r] <= case.calls and (
-                        nxt[r] < ring_len or _done(m, R, case.grid) >= first + nxt[r] - ring_len):
-                    post(r, nxt[r])
-                    nxt[r] += 1
-            if m.run(max_steps=chunk, raise_on_limit=False):
-                break
-            if m.steps > max_steps:
-                return CaseResult(False, label, "not finished after %d steps (posted %s)"
-                                  % (m.steps, nxt), m.steps)
-    except PtxError as e:
-        return CaseResult(False, label, "%s: %s" % (type(e).__name__, e), m.steps)
-    if nxt != [case.calls + 1] * 2:
-        return CaseResult(False, label, "finished before the quit was posted (%s)" % nxt, m.steps)
-    zs = None
-    for k in range(case.calls):
-        for r, R in enumerate(ranks):
-            if n and not case.inplace and not m.mem.initialized(R.call_dst[k], nb):
-                return CaseResult(False, label, "rank %d call %d: dst not fully written" % (r, k),
-                                  m.steps)
-            got = np.frombuffer(m.mem.read(R.call_dst[k], nb), dtype=ti.udtype).copy() \
-                if n else np.zeros(0, ti.udtype)
-            a, b = inputs[k][r], inputs[k][1 - r]
-            exp, lenient = reduce_ref(info.sfx, info.op, a, b, case.flags, case.scalar)
-            bad, zs = compare(info.sfx, got, exp, lenient)
-            if len(bad):
-                return CaseResult(False, label, "rank %d call %d: %d of %d elements differ; %s"
-                                  % (r, k, len(bad), n,
-                                     describe_diff(ti, bad[0], a, b, exp, got, "peer a")),
-                                  m.steps)
-    for r, R in enumerate(ranks):
-        bad = _after_calls(m, R, r, case, label)
-        if bad:
-            return bad
-        # The quit counts like a call, in every block's word.
-        words = [_u64(m, R.hdone + 8 * b) for b in range(case.grid)]
-        if words != [first + case.calls] * case.grid:
-            return CaseResult(False, label, "rank %d: host_done %s, expected %d in every word"
-                              % (r, words, first + case.calls), m.steps)
-    return CaseResult(True, label, "", m.steps, zs)
-
-
-def run_resident_fault(info, kind, seed=1, n=37, grid=2, block=8):
-    """Resident fault paths, rank 0 alone:
-      idle-abort: no call posted; the host sets abort -> the kernel returns,
-                  host_done and status untouched
-      timeout:    one call posted, the peer never comes -> status 1, the
-                  kernel returns, dst unchanged, host_done untouched"""
-    ti = TYPES[info.sfx]
-    case = ExchangeCase(n=n, grid=grid, block=block, calls=1, seed=seed)
-    label = "resident fault:%s n=%d grid=%dx%d" % (kind, n, grid, block)
-    nb = n * ti.size
-    rng = np.random.default_rng(seed)
-    m = Machine(seed=seed, ns_per_step=10)
-    ranks = _setup_exchange(info, case, m, ti, timeout_ns=200_000 if kind == "timeout" else 0)
-    R, P = ranks
-    bufs = Buffers(m, base=0x40_0000_0000)
-    ring = bufs.place("ring", 128, 0, bytes(128))
-    hdone = bufs.place("host_done", 8 * grid, 0, bytes(8 * grid))
-    m.mem.write(R.a, gen_values(ti, n, rng).tobytes())
-    before = np.arange(n, dtype=np.uint64).astype(ti.udtype) ^ ti.udtype.type(0x5A)
-    m.mem.write(R.dst, before.tobytes())
-    scalar = gen_scalar(ti, info.op, rng, 1)
-    m.launch(info.kernel, grid, block, [ring, 1, 1, hdone, P.flags, R.flags, R.calls, R.ctrl],
-             name="rank0 resident alone")
-    try:
-        if kind == "idle-abort":
-            if m.run(max_steps=30_000, raise_on_limit=False):
-                return CaseResult(False, label, "returned with no call and no abort")
-            m.mem.write(R.ctrl, (1).to_bytes(4, "little"))
-            m.run(max_steps=300_000)
-            want = 0
-        else:
-            fields = [R.dst, R.a, P.slots[1], R.slots[1], n, 0, scalar]
-            m.mem.write(ring + 64 + 8, b"".join(int(v).to_bytes(8, "little") for v in fields))
-            m.mem.write(ring + 64, (1).to_bytes(8, "little"))
-            m.run(max_steps=600_000)
-            want = 1
-    except PtxError as e:
-        return CaseResult(False, label, "%s: %s" % (type(e).__name__, e), m.steps)
-    st = int.from_bytes(m.mem.read(R.ctrl + 4, 4), "little")
-    if st != want:
-        return CaseResult(False, label, "status %d, expected %d" % (st, want), m.steps)
-    if any(_u64(m, hdone + 8 * b) for b in range(grid)):
-        return CaseResult(False, label, "host_done written although no call finished", m.steps)
-    if m.mem.read(R.dst, nb) != before.tobytes():
-        return CaseResult(False, label, "dst was modified although the call failed", m.steps)
-    return CaseResult(True, label, "returned, status %d" % st, m.steps)
-
-
-def resident_cases(info, mode, seed0=0):
-    """(case, ring length, first sequence number): the exchange's shapes that
-    matter here (empty, vector, scalar path, in place, flags), with a ring of
-    2 that wraps and sequence numbers that do not start at a slot boundary."""
-    ti = TYPES[info.sfx]
-    E = 16 // ti.size
-    seed = seed0 * 100003 + zlib.crc32(info.name.encode()) % 99991 + 900
-    rng = np.random.default_rng(seed)
-    has_arg = info.op in ("premulsum", "sumpostdiv")
-    out = []
-
-    def add(ring_len, first, **kw):
-        kw.setdefault("seed", seed + len(out))
-        if has_arg and "flags" not in kw:
-            kw["flags"] = (len(out) * 5 + 3) % 8
-            kw["scalar"] = gen_scalar(ti, info.op, rng, len(out))
-        out.append((ExchangeCase(**kw), ring_len, first))
-
-    add(2, 5, n=0, grid=2, block=4, calls=2, note="empty")
-    add(2, 5, n=6 * E + 5, grid=2, block=4, calls=3, note="vector")
-    add(4, 3, n=4 * E + 3, grid=2, block=3, calls=3, offs=(0, 1 % E, 0), inplace=True,
-        note="scalar-path")
-    # Blocks drift apart (each waits only for its partner block): a grid of
-    # 4, a ring of 2, more calls than slots.
-    add(2, 9, n=9 * E + 1, grid=4, block=2, calls=6, schedule="rr", quantum=5, note="drift")
-    if mode == "full":
-        add(2, 1, n=40 * E + 7, grid=4, block=32, calls=4, note="big")
-        add(8, 7, n=20 * E + 3, grid=3, block=8, calls=5, schedule="rr", quantum=3, note="rr")
-    return out

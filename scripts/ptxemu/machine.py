@@ -331,8 +331,7 @@ class Machine:
             w.state = "run"
             w.bar = None
             # A load repeated across a completed barrier is not a spin on a
-            # weak load (no compiler moves a load across bar.sync): a
-            # resident kernel reads the same slot once per call.
+            # weak load (no compiler moves a load across bar.sync).
             w.spin = None
             self.runnable.append(w)
 

@@ -38,8 +38,7 @@ impl Algorithm for Flag {
     }
 }
 
-/// What the exchange's paths (`oneshot:flag`, `oneshot:resident`) take:
-/// an all-reduce of at most two ranks.
+/// What the flag one-shot takes: an all-reduce of at most two ranks.
 pub fn two_rank_all_reduce(name: &str, shape: &Shape) -> Result<(), String> {
     all_reduce_only(name, shape)?;
     if shape.ranks > 2 {
@@ -57,18 +56,9 @@ pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
 /// The flag plan on scratch half `parity`; `fenced` makes each kernel wait
 /// for both ranks' Begin.
 pub fn plan(shape: &Shape, parity: usize, fenced: bool) -> Plan {
-    build("oneshot:flag", shape, parity, fenced, false)
-}
-
-/// The flag plan under `name`; `resident` builds its exchanges as
-/// [`crate::plan::Exchange::resident`] (`oneshot:resident`).
-pub fn build(name: &str, shape: &Shape, parity: usize, fenced: bool, resident: bool) -> Plan {
-    let mut b = PlanBuilder::new(name, *shape);
+    let mut b = PlanBuilder::new("oneshot:flag", *shape);
     if !fenced {
         b.unfenced();
-    }
-    if resident {
-        b.resident_exchanges();
     }
     let begin = b.begin_all();
     let count = shape.count;

@@ -19,7 +19,6 @@ pub mod fused;
 pub mod oneshot;
 pub mod probe;
 pub mod ps;
-pub mod resident;
 pub mod ring;
 pub mod ringflag;
 
@@ -160,11 +159,6 @@ pub const REGISTRY: &[Entry] = &[
         flag::parse,
         &["oneshot:flag"],
         "oneshot:flag (2 ranks: one exchange kernel per rank, synchronized by flags in GPU memory)",
-    ),
-    Entry::new(
-        resident::parse,
-        &["oneshot:resident"],
-        "oneshot:resident (2 ranks, calls up to 256KiB: oneshot:flag's exchange served by a kernel that stays resident, one descriptor per call instead of a launch)",
     ),
     Entry::new(
         ringflag::parse,

@@ -613,12 +613,7 @@ mod tests {
         for s in ["ring", "ring:naive", "ring:pipe4", "ring:flag"] {
             assert_eq!(load(s), Some(Load::Ring), "{s}");
         }
-        for s in [
-            "oneshot",
-            "oneshot:fused",
-            "oneshot:flag",
-            "oneshot:resident",
-        ] {
+        for s in ["oneshot", "oneshot:fused", "oneshot:flag"] {
             assert_eq!(load(s), Some(Load::Everyone), "{s}");
         }
     }

@@ -380,13 +380,12 @@ mod tests {
             "oneshot",
             "oneshot:fused",
             "oneshot:flag",
-            "oneshot:resident",
             "ring:flag",
             "ps",
         ] {
             assert!(names.contains(&name), "{name} not in {names:?}");
         }
-        assert_eq!(names.len(), 9, "{names:?}");
+        assert_eq!(names.len(), 8, "{names:?}");
         let helps = [
             RunArgs::augment_args(clap::Command::new("run")).render_long_help(),
             crate::cli::trace::TraceArgs::augment_args(clap::Command::new("trace"))

@@ -389,7 +389,7 @@ mod tests {
                 assert_eq!(all.contains(&a.name()), runs, "{name} in {all:?}");
             }
         }
-        for name in ["ring", "ring:pipe3", "ring:flag", "oneshot:resident", "ps"] {
+        for name in ["ring", "ring:pipe3", "ring:flag", "oneshot:flag", "ps"] {
             assert!(all.iter().any(|n| n == name), "{name} in {all:?}");
         }
         // Only the broadcast's paths are left out.

@@ -193,7 +193,7 @@ pub struct Reduce<'a, 'id> {
 }
 
 /// One exchange call's data operands (offsets in bytes): what a launched
-/// exchange takes as parameters and a resident one as a descriptor.
+/// exchange takes as parameters.
 pub struct ExchangeOperands<'a, 'id> {
     pub dst: (&'a DevBuf<'id>, usize),
     pub a: (&'a DevBuf<'id>, usize),
@@ -216,7 +216,7 @@ pub(super) struct CheckedOperands {
     pub peer_slot: u64,
     pub my_slot: u64,
     pub n: u64,
-    pub peer_alloc: std::sync::Arc<super::memory::Alloc>,
+    pub _peer_alloc: std::sync::Arc<super::memory::Alloc>,
 }
 
 impl ExchangeOperands<'_, '_> {
@@ -243,7 +243,7 @@ impl ExchangeOperands<'_, '_> {
             peer_slot: ps,
             my_slot: pm,
             n: (n / self.elem.max(1)) as u64,
-            peer_alloc,
+            _peer_alloc: peer_alloc,
         })
     }
 }
@@ -329,7 +329,7 @@ impl<'id> Stream<'id> {
     /// reducing).
     pub fn exchange(&self, k: &Kernel<'id>, x: &Exchange<'_, 'id>) -> CuResult<()> {
         const CALL: &str = "cuLaunchKernel(exchange)";
-        // `o.peer_alloc` and `_keep_f` keep the peer's allocations alive
+        // `o._peer_alloc` and `_keep_f` keep the peer's allocations alive
         // during the launch call.
         let o = x.ops.check(CALL)?;
         let blocks = exchange_blocks(x.ops.bytes);

@@ -19,8 +19,6 @@
 //! * `stream`: streams, events, copies, CUDA graphs.
 //! * `kernels`: the PTX modules ([`KernelModule`]) and the kernel ABIs
 //!   (reduce, exchange).
-//! * `resident`: the exchange kernel that stays resident and takes its
-//!   calls as descriptors in host-mapped memory.
 //! * `order` and `work`: stream-ordered calls (completion events any thread
 //!   can hold, [`DoneEvent`]; another library's stream, [`RawStream`]) and
 //!   kernels a caller runs on a rank's work stream (its own PTX, through
@@ -48,7 +46,6 @@ pub(crate) mod kernels;
 pub(crate) mod memory;
 pub mod nccl;
 pub(crate) mod order;
-pub(crate) mod resident;
 pub(crate) mod stream;
 pub(crate) mod work;
 
@@ -59,10 +56,9 @@ pub(crate) use driver::{
 pub(crate) use driver::{p2p_info, P2pInfo};
 pub use driver::{DeviceInfo, DriverInfo};
 pub use kernels::KernelModule;
-pub(crate) use kernels::{exchange_blocks, Kernel, EXCHANGE_MAX_BLOCKS};
+pub(crate) use kernels::{Kernel, EXCHANGE_MAX_BLOCKS};
 pub(crate) use memory::{DevBuf, HostMapped, IpcMemHandle, PeerBuf};
 pub use order::{DoneEvent, RawStream};
-pub(crate) use resident::Resident;
 pub(crate) use stream::{Event, Graph, IpcEventHandle, PeerCopy, RemoteEvent, Stream, TimingEvent};
 pub use work::compute_module;
 pub(crate) use work::LoadedWork;

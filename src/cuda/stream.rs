@@ -268,12 +268,7 @@ impl<'id> Stream<'id> {
 
     /// Wait until the stream is idle, but at most `limit`: polls
     /// `cuStreamQuery` (spinning briefly, then napping), so a stuck stream
-    /// gives an error instead of a hang.
-    pub fn wait_idle(&self, limit: Duration) -> CuResult<()> {
-        self.wait_idle_or(limit, &mut || false)
-    }
-
-    /// [`Stream::wait_idle`], asking `stop` every few milliseconds (while
+    /// gives an error instead of a hang; asks `stop` every few milliseconds (while
     /// napping) whether to give up: a wait on the host that also watches
     /// something else (a peer process's liveness) instead of blocking in
     /// `cuStreamSynchronize`. A stop is an error saying so; the caller

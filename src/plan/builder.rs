@@ -10,8 +10,6 @@ use super::ir::{
 #[derive(Debug)]
 pub struct PlanBuilder {
     plan: Plan,
-    /// Exchanges built from now on are [`Exchange::resident`].
-    resident: bool,
 }
 
 impl PlanBuilder {
@@ -27,13 +25,7 @@ impl PlanBuilder {
                 probe: false,
                 checked: Default::default(),
             },
-            resident: false,
         }
-    }
-
-    /// Build the exchanges added from now on as [`Exchange::resident`].
-    pub fn resident_exchanges(&mut self) {
-        self.resident = true;
     }
 
     pub fn shape(&self) -> &Shape {
@@ -195,7 +187,6 @@ impl PlanBuilder {
                     pushed: pushed[i],
                     peer_pushed: pushed[j],
                     step,
-                    resident: self.resident,
                 }),
                 waits,
                 signal: None,

@@ -347,12 +347,6 @@ pub struct Exchange {
     /// The peer's `pushed`: awaited before the reduce.
     pub peer_pushed: SignalId,
     pub step: ReduceStep,
-    /// Issued to the rank's resident exchange kernel (a descriptor in
-    /// host-mapped memory, no launch) instead of a launch of its own. The
-    /// data flow is the same; the op must be its rank's last but `End`, and
-    /// `End` must record nothing (the resident kernel's stream, not the
-    /// lane, completes the op).
-    pub resident: bool,
 }
 
 /// What an op does.
@@ -564,14 +558,6 @@ impl Plan {
     }
 
     /// Number of ops of all ranks.
-    /// Whether any op is a resident exchange ([`Exchange::resident`]).
-    pub fn has_resident(&self) -> bool {
-        self.ops
-            .iter()
-            .flatten()
-            .any(|o| matches!(&o.kind, OpKind::Exchange(x) if x.resident))
-    }
-
     pub fn op_count(&self) -> usize {
         self.ops.iter().map(Vec::len).sum()
     }

@@ -143,18 +143,6 @@ impl Plan {
                         if x.peer == r || x.peer >= n {
                             return Err(format!("{}: exchange with rank {}", at(), x.peer));
                         }
-                        // A resident exchange completes on its kernel's own
-                        // stream: nothing may follow it on the lanes.
-                        if x.resident
-                            && ops[i + 1..]
-                                .iter()
-                                .any(|o| !matches!(o.kind, OpKind::End) || o.signal.is_some())
-                        {
-                            return Err(format!(
-                                "{}: a resident exchange must be followed only by an End that records nothing",
-                                at()
-                            ));
-                        }
                         if x.my_slot.overlaps(&x.dst) || x.my_slot.overlaps(&x.input) {
                             return Err(format!(
                                 "{}: exchange slot overlaps its input or output",
@@ -168,7 +156,6 @@ impl Plan {
                         match partner {
                             Some(y)
                                 if y.peer == r
-                                    && y.resident == x.resident
                                     && y.peer_pushed == x.pushed
                                     && y.my_slot == x.peer_slot
                                     && y.peer_slot == x.my_slot

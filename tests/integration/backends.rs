@@ -12,7 +12,7 @@ use ringreduce::{AlgoChoice, BackendChoice, Collective, Element, Engine, Error, 
 use std::time::{Duration, Instant};
 
 /// Every path by name (`ring:pipeK` with a K that divides nothing evenly).
-const PATHS: [&str; 10] = [
+const PATHS: [&str; 9] = [
     "ring",
     "ring:naive",
     "ring:pipe2",
@@ -21,7 +21,6 @@ const PATHS: [&str; 10] = [
     "oneshot",
     "oneshot:fused",
     "oneshot:flag",
-    "oneshot:resident",
     "ps",
 ];
 
@@ -80,7 +79,6 @@ fn refusal(
     collective: Collective,
     ranks: usize,
     in_place: bool,
-    bytes: usize,
 ) -> Option<&'static str> {
     if path == "ring:flag" {
         return if collective != Collective::AllReduce {
@@ -99,8 +97,7 @@ fn refusal(
     }
     match path {
         "oneshot:fused" if in_place && ranks > 1 => Some("in place"),
-        "oneshot:flag" | "oneshot:resident" if ranks > 2 => Some("two-rank"),
-        "oneshot:resident" if bytes > 256 << 10 => Some("at most 256KiB"),
+        "oneshot:flag" if ranks > 2 => Some("two-rank"),
         _ => None,
     }
 }
@@ -120,13 +117,7 @@ fn path_case<T: Element>(
     let choice = algo(path);
     let shape = e.shape(collective, count, in_place);
     let n = e.ranks();
-    let want = refusal(
-        path,
-        collective,
-        n,
-        in_place,
-        shape.count * std::mem::size_of::<T>(),
-    );
+    let want = refusal(path, collective, n, in_place);
     match (choice.resolve(&shape), want) {
         (Ok(a), None) => {
             ensure!(a.name() == path, "{path} resolved to {}", a.name());
@@ -584,13 +575,8 @@ pub fn register(h: &mut Harness) {
                     (4096, "ring:flag"),
                     (100_003, "ring:flag"),
                     (5, "ring:flag"),
-                    (999, "oneshot:resident"),
-                    (5, "oneshot:resident"),
-                    (65_536, "oneshot:resident"),
                 ] {
-                    if (path == "oneshot:flag" || path == "ring:flag" || path == "oneshot:resident")
-                        && n > 2
-                    {
+                    if (path == "oneshot:flag" || path == "ring:flag") && n > 2 {
                         continue;
                     }
                     let inputs = exact::<f32>(ReduceOp::Sum, n, count, 5);
@@ -650,19 +636,6 @@ pub fn register(h: &mut Harness) {
                         (full, "oneshot:flag"),
                         (17, "ring:flag"),
                         (full, "ring:flag"),
-                        // The resident kernel: started, kept across calls of
-                        // one grid, restarted for another size or after any
-                        // other path.
-                        (full, "oneshot:resident"),
-                        (full, "oneshot:resident"),
-                        (17, "oneshot:resident"),
-                        (full, "oneshot:resident"),
-                        (full, "oneshot:flag"),
-                        (full, "oneshot:resident"),
-                        (full, "ring"),
-                        (full, "oneshot:resident"),
-                        (full, "oneshot:resident"),
-                        (full, "oneshot"),
                     ]);
                 }
                 for (count, path) in &seq {
@@ -692,11 +665,8 @@ pub fn register(h: &mut Harness) {
                     (1000, "oneshot"),
                     (1_000_003, "oneshot:flag"),
                     (777, "ring"),
-                    (1000, "oneshot:resident"),
-                    (3, "oneshot:resident"),
-                    (65_536, "oneshot:resident"),
                 ] {
-                    if (path == "oneshot:flag" || path == "oneshot:resident") && n > 2 {
+                    if path == "oneshot:flag" && n > 2 {
                         continue;
                     }
                     let calls = 5;

@@ -459,10 +459,9 @@ pub fn register(h: &mut Harness) {
         "faults::flag_exchange_gives_up_after_the_deadline",
         1,
         || {
-            for path in ["oneshot:flag", "ring:flag", "oneshot:resident"] {
+            for path in ["oneshot:flag", "ring:flag"] {
                 // Rank 1 stalls before issuing its first exchange kernel (the flag
-                // one-shot's exchange, the flag ring's first hand-shake, the
-                // resident kernel's first descriptor): rank 0's
+                // one-shot's exchange, the flag ring's first hand-shake): rank 0's
                 // kernel, spinning on rank 1's flag in GPU memory, must give up
                 // after the deadline (not `trap`, which would kill the context), the
                 // error must name the exchange, and the engine must work afterwards.
@@ -529,8 +528,6 @@ pub fn register(h: &mut Harness) {
                     "oneshot:flag",
                     "ring",
                     "ring:flag",
-                    "oneshot:resident",
-                    "oneshot:resident",
                     "oneshot:fused",
                 ] {
                     checked(

@@ -114,17 +114,10 @@ fn serve_rank(
             Err(e) => inbox.ready(Err(e)),
             Ok(mut st) => {
                 inbox.ready(Ok(()));
-                // Anything but a collective call first stops the resident
-                // exchange kernel, if one runs (its streams then wait for
-                // it): every other use of the rank's streams and memory
-                // comes after it.
                 inbox.serve(|cmd: Cmd| match cmd {
                     Cmd::Issue(c) => st.issue_held(c).map(|()| Box::new(()) as Reply),
-                    Cmd::Nccl(c) => st
-                        .park_resident()
-                        .and_then(|()| st.nccl_held(c))
-                        .map(|()| Box::new(()) as Reply),
-                    Cmd::Job(job) => st.park_resident().and_then(|()| job(&mut st)),
+                    Cmd::Nccl(c) => st.nccl_held(c).map(|()| Box::new(()) as Reply),
+                    Cmd::Job(job) => job(&mut st),
                 });
                 // The backend drained every rank before shutting the
                 // threads down; drain this one again before its memory goes.
@@ -133,7 +126,7 @@ fn serve_rank(
                 // memory, device memory and the context are each released
                 // with a synchronization that would wait for that GPU
                 // forever; the process's end reclaims them.
-                let idle = !st.leaked && st.park_resident().is_ok() && st.sync().is_ok();
+                let idle = !st.leaked && st.sync().is_ok();
                 if idle {
                     st.teardown();
                 } else {

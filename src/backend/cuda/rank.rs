@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 
 mod graphs;
 mod nccl_calls;
-mod resident;
 mod timing;
 
 /// Control block words (32-bit): abort, status; 64-bit word 1: timeout.
@@ -45,18 +44,11 @@ pub(super) struct TimedCall<'id> {
     spans: Vec<Span>,
 }
 
-/// A data type's kernels for one lowered op: (reduce, exchange, resident
-/// exchange).
-type Kernels<'id> = (Kernel<'id>, Kernel<'id>, Kernel<'id>);
+/// A data type's kernels for one lowered op: (reduce, exchange).
+type Kernels<'id> = (Kernel<'id>, Kernel<'id>);
 
 /// The rank thread's state.
 pub(super) struct Rank<'id> {
-    /// The resident exchange kernel's handle (`oneshot:resident`). Made at
-    /// setup: its pinned allocation must not happen while another GPU runs
-    /// a kernel that waits for this one (a pinned allocation can wait for
-    /// every device). The first field, so it is dropped (its kernel stopped
-    /// and waited for) before everything else.
-    resident: Option<crate::cuda::Resident<'id>>,
     pub rank: usize,
     pub device: usize,
     pub ctx: Ctx<'id>,
@@ -138,9 +130,7 @@ impl<'id> Rank<'id> {
         );
         let lane_ev = [ctx.event().map_err(&e)?, ctx.event().map_err(&e)?];
         let handoff = ctx.event().map_err(&e)?;
-        let resident = Some(ctx.resident(timeout).map_err(&e)?);
         let mut me = Rank {
-            resident,
             rank,
             device,
             ctx,
@@ -242,11 +232,9 @@ impl<'id> Rank<'id> {
             let e = self.err();
             let red = format!("rr_reduce_{}_{}", op.name(), dtype.ptx());
             let exc = format!("rr_exchange_{}_{}", op.name(), dtype.ptx());
-            let res = format!("rr_resident_{}_{}", op.name(), dtype.ptx());
             let k = (
                 self.ctx.kernel(&m, &red).map_err(&e)?,
                 self.ctx.kernel(&m, &exc).map_err(&e)?,
-                self.ctx.kernel(&m, &res).map_err(&e)?,
             );
             self.kernels.insert((dtype, op), k);
         }
@@ -299,9 +287,6 @@ impl<'id> Rank<'id> {
         let limit = self.timeout + Duration::from_secs(5);
         for s in &self.lanes {
             self.wait_stream(s, limit, &e)?;
-        }
-        if let Some(res) = &self.resident {
-            self.wait_stream(res.stream(), limit, &e)?;
         }
         self.sync_work(limit)?;
         match self.ctrl.load_u32(STATUS) {
@@ -457,27 +442,6 @@ impl<'id> Rank<'id> {
         let lowered = call.dtype.lower(call.op, plan.ranks());
         self.kernels_for(call.dtype, lowered.op)?;
         let timed = call.timing && self.capturing == Capturing::No;
-        let resident = plan.has_resident();
-        if resident && (call.timing || self.capturing != Capturing::No) {
-            return Err(Error::Unsupported(
-                format!(
-                    "{} with {} (its calls complete on the resident kernel's stream, which \
-                     timing events and graphs do not see)",
-                    plan.name,
-                    if call.timing {
-                        "timing"
-                    } else {
-                        "CUDA graph capture"
-                    }
-                ),
-                "cuda",
-            ));
-        }
-        // A fenced call orders everything after this rank's previous work,
-        // resident calls included: stop the kernel before its Begin.
-        if !resident || plan.fenced {
-            self.park_resident()?;
-        }
         // Graph replays do not pass here: only calls issued directly count.
         let count = self.capturing == Capturing::No;
         if self.traffic.len() < plan.ranks() {
@@ -610,18 +574,6 @@ impl<'id> Rank<'id> {
                     Some((t0, t0 + 1))
                 }
             };
-            if let OpKind::Exchange(x) = &op.kind {
-                if x.resident {
-                    let t = Instant::now();
-                    self.post_resident(call, x, !op.waits.is_empty(), lowered.op, lowered.scalar)
-                        .map_err(|e| e.in_step(&op_desc(plan, r, i)))?;
-                    if count {
-                        moved(&mut self.traffic, r, x.peer, x.input.len() * elem);
-                    }
-                    p.kernel_ns += ns(t);
-                    continue;
-                }
-            }
             let stream = &self.lanes[lane];
             let t = Instant::now();
             let parts = match &op.kind {
@@ -834,8 +786,7 @@ fn moved(t: &mut [Traffic], from: usize, to: usize, bytes: usize) {
 }
 
 impl<'id> Rank<'id> {
-    /// This rank's operands of the exchange `x` of `call`, launched or
-    /// resident.
+    /// This rank's operands of the exchange `x` of `call`.
     fn exchange_operands<'a>(
         &'a self,
         call: &Call,

@@ -184,14 +184,6 @@ impl<'id> Rank<'id> {
         after: &After,
         tag: Option<SpanTag>,
     ) -> Result<Completion> {
-        if call.plan.has_resident() {
-            // Its calls complete on the resident kernel's own stream, which
-            // the completion event below would not follow.
-            return Err(Error::Unsupported(
-                format!("{} as a stream-ordered call", call.plan.name),
-                "cuda",
-            ));
-        }
         self.ensure_work()?;
         let (r, n) = (self.rank, call.plan.ranks());
         let sc = call.plan.signal_count();
