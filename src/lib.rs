@@ -45,7 +45,13 @@
 //! * [`backend`]: the small trait the engine drives, its optional
 //!   capabilities (NCCL, graphs, profiling, stream-ordered calls in
 //!   [`backend::ordered`]) and the types they take. The backends themselves
-//!   (CPU threads, CPU processes, CUDA) are private.
+//!   (one CPU backend, the CUDA backend) are private.
+//! * `transport` (private): how a rank reaches its peers' buffers, signals
+//!   and the job's host board. The CPU backend runs over either CPU
+//!   transport: `Threads` (every rank a thread of this process) or `Shm`
+//!   (one rank per process, buffers in memfd segments the peers map, the
+//!   board in the job's control segment). CONTRIBUTING.md says how to add
+//!   one.
 //! * [`process`]: one rank per process: [`process::JobSpec`] and the
 //!   old per-process [`Comm`] (the job's store and shared control segment
 //!   are private).
@@ -106,6 +112,7 @@ pub(crate) mod sync;
 pub(crate) mod sys;
 pub mod theory;
 pub mod trace;
+pub(crate) mod transport;
 pub mod verify;
 mod words;
 

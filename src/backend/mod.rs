@@ -1,6 +1,7 @@
-//! The backend trait: one implementation per file (`cpu`, `cuda`).
+//! The backend trait: one implementation per device (`cpu`, `cuda`).
 //!
-//! A backend owns, for every rank, a host thread and that rank's buffers,
+//! A backend owns, for every rank this process runs, a host thread and
+//! that rank's buffers,
 //! and executes [`Plan`]s: each [`OpKind`](crate::plan::OpKind) maps to
 //! exactly one thing it does (a copy, a reduce kernel, an exchange kernel),
 //! each [`SignalKind`](crate::plan::SignalKind) to one way of ordering. The
@@ -12,9 +13,17 @@
 //! NCCL on the same buffers ([`NcclBackend`]), CUDA graphs
 //! ([`GraphBackend`]), stream-ordered calls and the work stream
 //! ([`ordered::StreamOrdered`]).
+//!
+//! How a rank reaches its peers (threads of one process, shared memory
+//! between processes) is not the backend's: the CPU backend is one engine
+//! generic over a transport (the private `transport` module: a peer's
+//! buffers, the plans' signal board, the job's set-up collectives), so a
+//! new way of reaching a peer is a new transport, not a new backend. The
+//! CUDA backend still has two front ends (`cuda` for rank threads of one
+//! process, `cuda::process` for one rank per process over CUDA IPC) around
+//! the same rank code.
 
 pub(crate) mod cpu;
-pub(crate) mod cpu_process;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod ordered;
@@ -453,6 +462,23 @@ pub(crate) fn check_call(call: &Call, ranks: usize) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Refuse a host access (`what`: "read", "write into") to rank `rank`'s
+/// buffer when this process does not run that rank (`local`): it lives in
+/// another process, reached only by the plans' ops.
+pub(crate) fn check_local(rank: usize, local: std::ops::Range<usize>, what: &str) -> Result<()> {
+    if local.contains(&rank) {
+        return Ok(());
+    }
+    let this = if local.len() == 1 {
+        format!("this process is rank {}", local.start)
+    } else {
+        format!("this process runs ranks {local:?}")
+    };
+    Err(Error::BadArgument(format!(
+        "{what} rank {rank}'s buffer: it lives in rank {rank}'s process ({this})"
+    )))
 }
 
 /// Describe rank `r`'s op `i` of `plan` for error messages:

@@ -40,11 +40,12 @@
 
 pub use super::work::{ArgView, Builtin, Param, WorkKernel};
 
-use super::cpu::CpuBackend;
+use super::cpu::{CpuBackend, Storage};
 use super::{Backend, BufId, Call, NcclCall};
 #[cfg(feature = "cuda")]
 use crate::cuda::{DoneEvent, HostMapped, RawStream};
 use crate::error::{Error, Result};
+use crate::transport::Transport;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -377,10 +378,17 @@ impl CpuOrder {
         t.saturating_duration_since(self.base).as_secs_f64() * 1e9
     }
 
-    fn span(&mut self, ranks: usize, tag: Option<SpanTag>, stream: &'static str, t0: Instant) {
+    /// A span of `ranks` (this process's), from `t0` to now.
+    fn span(
+        &mut self,
+        ranks: std::ops::Range<usize>,
+        tag: Option<SpanTag>,
+        stream: &'static str,
+        t0: Instant,
+    ) {
         if let Some(t) = tag {
             let (a, b) = (self.ns(t0), self.ns(Instant::now()));
-            for rank in 0..ranks {
+            for rank in ranks {
                 self.spans.push(WorkSpan {
                     rank,
                     what: t.what,
@@ -490,7 +498,7 @@ pub(crate) fn host_kernel(be: &mut dyn Backend, rank: usize, w: &WorkLaunch) -> 
     }
 }
 
-impl StreamOrdered for CpuBackend {
+impl<T: Transport<Mem = Storage>> StreamOrdered for CpuBackend<T> {
     fn launch_after(
         &mut self,
         call: &Call,
@@ -511,9 +519,9 @@ impl StreamOrdered for CpuBackend {
         // now and is complete on return.
         let t0 = Instant::now();
         self.launch(call)?;
-        let ranks = self.info().ranks;
-        self.order.span(ranks, tag, "comm", t0);
-        Ok((0..ranks).map(Completion::complete).collect())
+        let local = self.local_ranks();
+        self.order.span(local, tag, "comm", t0);
+        Ok((0..self.info().ranks).map(Completion::complete).collect())
     }
 
     fn launch_nccl_after(
@@ -527,11 +535,11 @@ impl StreamOrdered for CpuBackend {
 
     fn work_launch(&mut self, w: &WorkLaunch) -> Result<()> {
         let t0 = Instant::now();
-        let ranks = self.info().ranks;
-        for r in 0..ranks {
+        let local = self.local_ranks();
+        for r in local.clone() {
             host_kernel(self, r, w)?;
         }
-        self.order.span(ranks, w.tag, "work", t0);
+        self.order.span(local, w.tag, "work", t0);
         Ok(())
     }
 

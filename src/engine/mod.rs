@@ -277,7 +277,6 @@ impl Core {
     /// One rank of a multi-process job: join the job, then the backend of
     /// that one rank (every rank must pick the same kind).
     fn new_process(cfg: EngineConfig, spec: &crate::process::JobSpec, t0: Instant) -> Result<Core> {
-        use crate::backend::cpu_process::CpuProcessBackend;
         #[cfg(feature = "cuda")]
         use crate::backend::cuda::process::CudaProcessBackend;
         if cfg.ranks != spec.size {
@@ -311,7 +310,7 @@ impl Core {
         let fallback_note = (cfg.backend == BackendChoice::Auto && kind == BackendKind::Cpu)
             .then(|| "auto: CUDA unavailable; using cpu".to_string());
         let backend: Result<Box<dyn Backend>> = match kind {
-            BackendKind::Cpu => CpuProcessBackend::new(job.clone(), cfg.timeout, faults)
+            BackendKind::Cpu => CpuBackend::process(job.clone(), cfg.timeout, faults)
                 .map(|b| Box::new(b) as Box<dyn Backend>),
             #[cfg(not(feature = "cuda"))]
             BackendKind::Cuda => Err(Error::NoCuda(crate::backend::NO_CUDA.into())),

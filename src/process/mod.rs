@@ -5,9 +5,10 @@
 //! a store (a private directory, no network listener), then share one
 //! control segment (signals, barriers, small all-gathers, the failure
 //! record, who is alive). A process runs only its own rank's ops of the same
-//! plans as the single-process engine; how a rank reaches the others is the
-//! backend's business: shared-memory buffers on the CPU
-//! (`backend::cpu_process`), CUDA IPC on the GPU (`backend::cuda::process`).
+//! plans as the single-process engine; how a rank reaches the others is a
+//! transport's business: shared-memory buffers on the CPU (the `Shm`
+//! transport of the private `transport` module), CUDA IPC on the GPU
+//! (`backend::cuda::process`).
 //!
 //! Who starts the processes:
 //!

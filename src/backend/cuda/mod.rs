@@ -29,8 +29,10 @@
 //! block) in the exchange kernel. Nothing in this file is `unsafe`: that
 //! all lives in [`crate::cuda`].
 
+mod calls;
 mod capabilities;
 mod ipc;
+mod peers;
 pub(crate) mod process;
 mod rank;
 mod work;
@@ -44,6 +46,7 @@ use crate::error::{Error, Result, WaitKind};
 use crate::fault::FaultPlan;
 use crate::pool::{Inbox, RankThreads};
 use crate::sync::{AbortHandle, SignalBoard};
+use calls::{both, erase, gather, unerase, HeldCalls};
 use rank::Rank;
 use std::any::Any;
 use std::collections::HashMap;
@@ -172,115 +175,6 @@ struct NcclCmd {
     pub key: usize,
     pub call: Option<Arc<NcclCall>>,
     pub timed: bool,
-}
-
-/// A call the rank threads keep: which calls are the same one.
-trait Keep: Clone {
-    fn same(&self, other: &Self) -> bool;
-}
-
-impl Keep for Call {
-    /// Same plan, buffers, type, op and timing.
-    fn same(&self, o: &Call) -> bool {
-        Arc::ptr_eq(&self.plan, &o.plan)
-            && Arc::ptr_eq(&self.bind, &o.bind)
-            && self.dtype == o.dtype
-            && self.op == o.op
-            && self.timing == o.timing
-    }
-}
-
-impl Keep for NcclCall {
-    fn same(&self, o: &NcclCall) -> bool {
-        Arc::ptr_eq(&self.bind, &o.bind)
-            && self.collective == o.collective
-            && self.count == o.count
-            && self.dtype == o.dtype
-            && self.op == o.op
-            && self.in_place == o.in_place
-    }
-}
-
-fn erase<R: Send + 'static>(w: Work<R>) -> Cmd {
-    Cmd::Job(Box::new(move |rk: &mut Rank<'_>| {
-        w(rk).map(|r| Box::new(r) as Reply)
-    }))
-}
-
-/// The calling thread's copy of the calls its rank threads hold, by key.
-struct HeldCalls<T> {
-    calls: Vec<Arc<T>>,
-    next: usize,
-}
-
-impl<T> Default for HeldCalls<T> {
-    fn default() -> Self {
-        HeldCalls {
-            calls: Vec::new(),
-            next: 0,
-        }
-    }
-}
-
-impl<T: Keep> HeldCalls<T> {
-    /// How many calls the ranks keep; older ones are replaced in turn.
-    const MAX: usize = 16;
-
-    /// The key of `call`, and the call to send with it when the ranks do not
-    /// hold it yet.
-    pub fn key(&mut self, call: &T) -> (usize, Option<Arc<T>>) {
-        if let Some(k) = self.calls.iter().position(|c| c.same(call)) {
-            return (k, None);
-        }
-        let c = Arc::new(call.clone());
-        let k = if self.calls.len() < Self::MAX {
-            self.calls.push(c.clone());
-            self.calls.len() - 1
-        } else {
-            let k = self.next;
-            self.next = (k + 1) % Self::MAX;
-            self.calls[k] = c.clone();
-            k
-        };
-        (k, Some(c))
-    }
-}
-
-/// Every rank's reply unerased, or the errors of every rank that failed
-/// (one error as itself, several together).
-fn gather<R: 'static>(replies: Vec<Result<Reply>>) -> Result<Vec<R>> {
-    let mut errors = Vec::new();
-    let mut out = Vec::new();
-    for r in replies {
-        match r.and_then(unerase::<R>) {
-            Ok(v) => out.push(v),
-            Err(e) => errors.push(e),
-        }
-    }
-    match errors.len() {
-        0 => Ok(out),
-        1 => Err(errors.remove(0)),
-        _ => Err(Error::Ranks(errors)),
-    }
-}
-
-/// Two errors as one [`Error::Ranks`], `first` first (nested lists
-/// flattened).
-fn both(first: Error, then: Error) -> Error {
-    let mut v = Vec::new();
-    for e in [first, then] {
-        match e {
-            Error::Ranks(inner) => v.extend(inner),
-            e => v.push(e),
-        }
-    }
-    Error::Ranks(v)
-}
-
-fn unerase<R: 'static>(r: Reply) -> Result<R> {
-    r.downcast::<R>()
-        .map(|b| *b)
-        .map_err(|_| Error::internal("rank thread replied with the wrong type"))
 }
 
 /// The CUDA backend.
@@ -618,10 +512,9 @@ impl CudaBackend {
     }
 
     fn ensure_events(&mut self, n: usize) -> Result<()> {
-        if n <= self.events {
+        let Some(want) = peers::events_to_grow(n, self.events, None)? else {
             return Ok(());
-        }
-        let want = n.next_power_of_two().max(64);
+        };
         let remote: Vec<Vec<RemoteEvent>> =
             self.each(|_| Box::new(move |rk: &mut Rank<'_>| rk.grow_events(want)))?;
         let remote = Arc::new(remote);
@@ -848,41 +741,6 @@ impl Backend for CudaBackend {
     fn ordered(&mut self) -> Option<&mut dyn crate::backend::ordered::StreamOrdered> {
         Some(self)
     }
-}
-
-/// One [`CallTimeline`] per timed call from every rank's timings (call k is
-/// entry k of every rank's list) and clock anchors.
-fn assemble(
-    calls: Vec<(String, f64)>,
-    per_rank: Vec<(Vec<Vec<OpTime>>, f64)>,
-) -> Vec<CallTimeline> {
-    // Each rank's anchor is within its half-width of the host clock, so two
-    // ranks are within the sum of the two largest half-widths of each other.
-    let mut halves: Vec<f64> = per_rank.iter().map(|p| p.1).collect();
-    halves.sort_by(|a, b| b.total_cmp(a));
-    let skew = halves.iter().take(2).sum::<f64>();
-    let widest = halves.first().copied().unwrap_or(0.0);
-    let clock = format!(
-        "GPU event timestamps (cuEventRecord on each op's stream), placed on the host clock through one anchor event per rank recorded on the idle GPU and bracketed by host readings (widest bracket +/- {:.1} us; two ranks within {:.1} us of each other, plus the events' ~0.5 us resolution)",
-        widest / 1e3,
-        skew / 1e3
-    );
-    calls
-        .into_iter()
-        .enumerate()
-        .map(|(k, (plan, launch_ns))| CallTimeline {
-            plan,
-            clock: clock.clone(),
-            launch_ns,
-            skew_ns: skew,
-            ops: per_rank
-                .iter()
-                .filter_map(|v| v.0.get(k))
-                .flatten()
-                .cloned()
-                .collect(),
-        })
-        .collect()
 }
 
 #[cfg(test)]

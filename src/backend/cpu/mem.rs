@@ -1,33 +1,23 @@
-//! CPU backend: every rank is a host thread with its own buffers.
-//!
-//! A "peer copy" is a memcpy into the other rank's buffer and the "kernel"
-//! is [`combine`](crate::element::combine), the same semantics as the PTX
-//! kernels. Each rank thread runs its ops in list order through the plan
-//! interpreter ([`crate::plan::interp`]), waiting on the same signals as on
-//! the GPU, so a rank reduces a chunk only after its neighbour's copy of it
-//! is complete. A call returns when every rank has finished it.
-//!
-//! The same rank code also runs one rank per process
-//! ([`super::cpu_process`]): there a rank's buffers are shared-memory
-//! mappings ([`Storage::Shared`]) that the peers' processes map too, and the
-//! board's counters are shared; [`execute`] and the memory view below do not
-//! change.
+//! The CPU backend's memory and its rank code: a rank's buffers
+//! ([`Storage`]), every rank's buffers as this process holds them
+//! ([`CpuMem`]), and [`execute`], which runs one rank's ops of a call
+//! through the plan interpreter ([`crate::plan::interp`]): a "peer copy" is
+//! a memcpy into the other rank's buffer and the "kernel" is
+//! [`combine`](crate::element::combine), the same semantics as the PTX
+//! kernels. The code is the same whatever the transport: a peer's buffer
+//! is a heap allocation of this process ([`crate::transport::Threads`]) or
+//! a mapping of the peer's segment ([`crate::transport::Shm`]).
 
-use super::{
-    check_call, op_desc, signal_desc, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline,
-    DeviceMemory, IssueProfile, OpTime, Profiling,
-};
+use crate::backend::{op_desc, signal_desc, BufId, Call, OpTime};
 use crate::element::{combine, combine_into, Combine};
 use crate::error::{Error, Result};
 use crate::fault::{Fault, FaultPlan};
 use crate::plan::interp::{self, Memory};
 use crate::plan::{ReduceStep, Region};
-use crate::pool::RankThreads;
-use crate::sync::{AbortHandle, SignalBoard};
+use crate::sync::SignalBoard;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::ops::Range;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::{Duration, Instant};
@@ -83,7 +73,7 @@ pub(crate) enum Storage {
 impl Storage {
     /// This process's own bytes (heap or mapping); a lent slice is only
     /// accessed through [`open`] during a call.
-    fn bytes(&mut self) -> Result<&mut [u8]> {
+    pub(crate) fn bytes(&mut self) -> Result<&mut [u8]> {
         match self {
             Storage::Heap(v) => Ok(bytemuck::cast_slice_mut(v)),
             Storage::Shared(m) => Ok(m.bytes_mut()),
@@ -196,6 +186,29 @@ impl CpuMem {
         }
     }
 
+    /// Hold `m` as rank `rank`'s buffer `id` of `bytes` bytes.
+    pub(crate) fn insert(&self, rank: usize, id: BufId, m: Storage, bytes: usize) {
+        self.insert_words(rank, id, Arc::new(Mutex::new(m)), bytes);
+    }
+
+    /// Hold `w` as rank `rank`'s buffer `id` of `bytes` bytes.
+    pub(crate) fn insert_words(&self, rank: usize, id: BufId, w: Words, bytes: usize) {
+        if let Some(m) = self.ranks.get(rank) {
+            let mut map = m.bufs.write().unwrap_or_else(|e| e.into_inner());
+            map.insert(id, (w, bytes));
+        }
+    }
+
+    /// Forget rank `rank`'s buffer `id` (the memory goes with its last user).
+    pub(crate) fn remove(&self, rank: usize, id: BufId) {
+        if let Some(m) = self.ranks.get(rank) {
+            m.bufs
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+        }
+    }
+
     /// The buffer `id` of `rank` and its size in bytes.
     pub(crate) fn get(&self, rank: usize, id: BufId) -> Result<(Words, usize)> {
         let m = self
@@ -209,15 +222,10 @@ impl CpuMem {
     }
 }
 
-fn lock(w: &Words) -> MutexGuard<'_, Storage> {
+pub(crate) fn lock(w: &Words) -> MutexGuard<'_, Storage> {
     // Poisoning only follows a panic in another rank thread, which the pool
     // already reports; the data is plain numbers, so keep going.
     w.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-enum Job {
-    Run(Arc<Run>),
-    Ping,
 }
 
 pub(crate) struct Run {
@@ -228,87 +236,6 @@ pub(crate) struct Run {
     pub(crate) call_no: u64,
     pub(crate) faults: FaultPlan,
     pub(crate) epoch: Instant,
-}
-
-/// The CPU backend.
-pub struct CpuBackend {
-    mem: Arc<CpuMem>,
-    threads: RankThreads<Job, Vec<OpTime>>,
-    board: Arc<SignalBoard>,
-    gen: u64,
-    calls: u64,
-    abort: AbortHandle,
-    timeout: Duration,
-    faults: FaultPlan,
-    info: BackendInfo,
-    epoch: Instant,
-    timelines: Vec<CallTimeline>,
-    profile: Vec<IssueProfile>,
-    /// Stream-ordered calls' spans ([`super::ordered`]).
-    pub(super) order: super::ordered::CpuOrder,
-}
-
-impl CpuBackend {
-    pub fn new(ranks: usize, timeout: Duration, faults: FaultPlan) -> Result<Self> {
-        if ranks == 0 {
-            return Err(Error::ZeroRanks);
-        }
-        let mem = Arc::new(CpuMem::new(ranks)?);
-        let m = mem.clone();
-        let mut threads = RankThreads::spawn(ranks, "cpu", move |rank, inbox| {
-            inbox.ready(Ok(()));
-            let mem = m.clone();
-            inbox.serve(|job: Job| match job {
-                Job::Run(run) => {
-                    // A panic must also release the other ranks at once.
-                    let r = catch_unwind(AssertUnwindSafe(|| execute(&mem, rank, &run)))
-                        .unwrap_or_else(|p| {
-                            Err(Error::Worker {
-                                rank,
-                                message: crate::pool::panic_message(p.as_ref()),
-                            })
-                        });
-                    r.inspect_err(|e| run.board.fail_with(run.gen, rank, e))
-                }
-                Job::Ping => Ok(Vec::new()),
-            });
-        })?;
-        // Every wait of a rank thread is bounded by the timeout (the
-        // board's waits, the abort); this bounds the caller's wait for the
-        // rank threads too, should one be stuck anyway.
-        threads.set_deadline(Some(timeout + crate::pool::GRACE));
-        let abort = AbortHandle::new();
-        let info = BackendInfo {
-            kind: Some(BackendKind::Cpu),
-            ranks,
-            rank_to_device: vec![0; ranks],
-            describe: format!(
-                "cpu: {}, {} for large slices",
-                crate::words::counted(ranks, "rank thread"),
-                crate::words::counted(mem.pool.current_num_threads(), "pool thread")
-            ),
-            hardware: vec![format!(
-                "CPU: {} hardware threads",
-                std::thread::available_parallelism().map_or(1, |n| n.get())
-            )],
-            setup: None,
-        };
-        Ok(CpuBackend {
-            mem,
-            threads,
-            board: Arc::new(SignalBoard::new(0, abort.clone(), timeout)),
-            gen: 0,
-            calls: 0,
-            abort,
-            timeout,
-            faults,
-            info,
-            epoch: Instant::now(),
-            timelines: Vec::new(),
-            profile: vec![IssueProfile::default(); ranks],
-            order: Default::default(),
-        })
-    }
 }
 
 /// Run rank `r`'s part of the call; returns its op timings when timed.
@@ -372,7 +299,7 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
 /// A rank thread's view of everyone's buffers for one call.
 struct View<'a> {
     mem: &'a CpuMem,
-    bind: &'a [super::Binding],
+    bind: &'a [crate::backend::Binding],
     elem: usize,
     base: Combine,
 }
@@ -531,310 +458,5 @@ impl Memory for View<'_> {
         } else {
             run().map_err(err)
         }
-    }
-}
-
-/// The buffer ids a lent call binds on rank `r` (its `Send`, its `Recv`):
-/// from the top of the id space, never an engine buffer's.
-fn lent_ids(r: usize) -> (BufId, BufId) {
-    let top = u32::MAX - 2 * u32::try_from(r).unwrap_or(u32::MAX / 2);
-    (BufId(top), BufId(top - 1))
-}
-
-impl super::HostSlices for CpuBackend {
-    fn run_lent(
-        &mut self,
-        call: &Call,
-        send: &[crate::sys::lend::Loan],
-        recv: &[crate::sys::lend::Loan],
-    ) -> Result<()> {
-        let n = self.info.ranks;
-        if recv.len() != n || !(send.len() == n || call.plan.shape.in_place) {
-            return Err(Error::internal(format!(
-                "a lent call needs every rank's buffers: {} send and {} receive slices for {n} ranks",
-                send.len(),
-                recv.len()
-            )));
-        }
-        let mut bind = Vec::with_capacity(n);
-        for (r, m) in self.mem.ranks.iter().enumerate() {
-            let (s, d) = lent_ids(r);
-            let mut map = m.bufs.write().unwrap_or_else(|e| e.into_inner());
-            let entry = |l: &crate::sys::lend::Loan| {
-                (Arc::new(Mutex::new(Storage::Lent(l.clone()))), l.len())
-            };
-            map.insert(d, entry(&recv[r]));
-            if let Some(l) = send.get(r) {
-                map.insert(s, entry(l));
-            }
-            let send_id = if send.get(r).is_some() { s } else { d };
-            bind.push(super::Binding {
-                send: send_id,
-                recv: d,
-            });
-        }
-        let lent = Call {
-            bind: Arc::new(bind),
-            ..call.clone()
-        };
-        let r = self.launch(&lent).and_then(|()| self.synchronize());
-        // The rank maps forget the slices whatever happened (the loans end
-        // when the caller's `lend` returns).
-        for (i, m) in self.mem.ranks.iter().enumerate() {
-            let (s, d) = lent_ids(i);
-            let mut map = m.bufs.write().unwrap_or_else(|e| e.into_inner());
-            map.remove(&s);
-            map.remove(&d);
-        }
-        r
-    }
-}
-
-/// Host memory from /proc/meminfo: (available, total) bytes.
-pub fn host_memory() -> Option<(u64, u64)> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let field = |name: &str| -> Option<u64> {
-        text.lines()
-            .find(|l| l.starts_with(name))?
-            .split_whitespace()
-            .nth(1)?
-            .parse::<u64>()
-            .ok()
-            .map(|kib| kib * 1024)
-    };
-    Some((field("MemAvailable:")?, field("MemTotal:")?))
-}
-
-impl Backend for CpuBackend {
-    fn info(&self) -> &BackendInfo {
-        &self.info
-    }
-
-    fn reserve(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
-        for (r, (m, &want)) in self.mem.ranks.iter().zip(bytes).enumerate() {
-            let mut map = m.bufs.write().unwrap_or_else(|e| e.into_inner());
-            let have = map.get(&id).map_or(0, |(_, len)| *len);
-            if have >= want && map.contains_key(&id) {
-                continue;
-            }
-            if self.faults.alloc_fails(r) {
-                return Err(Error::Worker {
-                    rank: r,
-                    message: format!("injected allocation failure of {want} bytes"),
-                });
-            }
-            let words = want.div_ceil(8);
-            let mut v: Vec<u64> = Vec::new();
-            v.try_reserve_exact(words).map_err(|_| Error::OutOfMemory {
-                what: format!("rank {r}'s buffer of {want} bytes"),
-                memory: "host memory".into(),
-                need: want as u64,
-                available: host_memory().map_or(0, |m| m.0),
-                is_free: true,
-                hint: "use fewer ranks or a smaller size".into(),
-            })?;
-            v.resize(words, 0);
-            map.insert(id, (Arc::new(Mutex::new(Storage::Heap(v))), want));
-        }
-        Ok(())
-    }
-
-    fn release(&mut self, id: BufId) -> Result<()> {
-        for m in &self.mem.ranks {
-            m.bufs
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&id);
-        }
-        Ok(())
-    }
-
-    fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
-        let (w, len) = self.mem.get(rank, id)?;
-        if offset + data.len() > len {
-            return Err(Error::BufferSize {
-                rank,
-                what: "buffer",
-                expected: len,
-                found: offset + data.len(),
-            });
-        }
-        let mut g = lock(&w);
-        self.mem
-            .copy(&mut g.bytes()?[offset..offset + data.len()], data);
-        Ok(())
-    }
-
-    fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
-        let (w, len) = self.mem.get(rank, id)?;
-        if offset + out.len() > len {
-            return Err(Error::BufferSize {
-                rank,
-                what: "buffer",
-                expected: len,
-                found: offset + out.len(),
-            });
-        }
-        let mut g = lock(&w);
-        self.mem.copy(out, &g.bytes()?[offset..offset + out.len()]);
-        Ok(())
-    }
-
-    fn launch(&mut self, call: &Call) -> Result<()> {
-        let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
-        check_call(call, self.info.ranks)?;
-        if self.abort.is_aborted() {
-            return Err(Error::Poisoned {
-                reason: "the engine was aborted".into(),
-            });
-        }
-        if self.board.len() < call.plan.signal_count() {
-            // Safe to replace: no rank thread is running between calls.
-            self.board = Arc::new(SignalBoard::new(
-                call.plan.signal_count().next_power_of_two(),
-                self.abort.clone(),
-                self.timeout,
-            ));
-            self.gen = 0;
-        }
-        self.gen += 1;
-        self.calls += 1;
-        let run = Arc::new(Run {
-            call: call.clone(),
-            board: self.board.clone(),
-            gen: self.gen,
-            call_no: self.calls,
-            faults: self.faults.clone(),
-            epoch: self.epoch,
-        });
-        let t0 = Instant::now();
-        let results = self.threads.run_all(
-            (0..self.info.ranks)
-                .map(|_| Job::Run(run.clone()))
-                .collect(),
-        )?;
-        let total = t0.elapsed().as_nanos() as u64;
-        let phases = self.threads.last_phases();
-        for p in &mut self.profile {
-            p.calls += 1;
-            p.total_ns += total;
-            p.pool.add(&phases);
-        }
-        let mut errors = Vec::new();
-        let mut ops = Vec::new();
-        for r in results {
-            match r {
-                Ok(t) => ops.extend(t),
-                Err(e) => errors.push(e),
-            }
-        }
-        match errors.len() {
-            0 => {
-                if call.timing {
-                    self.timelines.push(CallTimeline {
-                        plan: call.plan.name.clone(),
-                        clock: "host timestamps (CPU backend): one monotonic clock shared by every rank thread".into(),
-                        launch_ns,
-                        skew_ns: 0.0,
-                        ops,
-                    });
-                }
-                Ok(())
-            }
-            1 => Err(errors.remove(0)),
-            _ => Err(Error::Ranks(errors)),
-        }
-    }
-
-    fn synchronize(&mut self) -> Result<()> {
-        Ok(())
-    }
-
-    fn abort_handle(&self) -> AbortHandle {
-        self.abort.clone()
-    }
-
-    fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
-        let (free, total) = host_memory().unwrap_or((0, 0));
-        Ok(vec![
-            Some(DeviceMemory {
-                device: 0,
-                free,
-                total
-            });
-            self.info.ranks
-        ])
-    }
-
-    fn ping(&mut self) -> Result<()> {
-        self.threads
-            .run((0..self.info.ranks).map(|_| Job::Ping).collect())
-            .map(|_| ())
-    }
-
-    fn profiling(&mut self) -> Option<&mut dyn Profiling> {
-        Some(self)
-    }
-
-    fn host_slices(&mut self) -> Option<&mut dyn super::HostSlices> {
-        Some(self)
-    }
-
-    fn ordered(&mut self) -> Option<&mut dyn super::ordered::StreamOrdered> {
-        Some(self)
-    }
-}
-
-impl Profiling for CpuBackend {
-    fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
-        Ok(std::mem::replace(
-            &mut self.profile,
-            vec![IssueProfile::default(); self.info.ranks],
-        ))
-    }
-
-    fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
-        Ok(std::mem::take(&mut self.timelines))
-    }
-
-    fn set_nccl_timing(&mut self, _on: bool) {}
-
-    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
-        Ok(Vec::new())
-    }
-
-    fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
-        Ok(self.mem.take_traffic())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::error::WaitKind;
-
-    /// Regression (issue 26): naming the step keeps the kind of the wait.
-    #[test]
-    fn naming_the_step_keeps_the_kind_of_the_wait() {
-        let e = Error::in_step(
-            Error::Timeout {
-                rank: 1,
-                what: "rank 0's copy".into(),
-                seconds: 2.0,
-                wait: WaitKind::ExchangeKernel,
-            },
-            "step 3",
-        );
-        assert_eq!(e.wait_kind(), Some(WaitKind::ExchangeKernel));
-        assert!(e.to_string().contains("rank 0's copy (at step 3)"), "{e}");
-        let a = Error::in_step(
-            Error::Aborted {
-                rank: 1,
-                what: "waiting".into(),
-                wait: WaitKind::Completion,
-            },
-            "step 1",
-        );
-        assert_eq!(a.wait_kind(), Some(WaitKind::Completion));
     }
 }

@@ -29,13 +29,13 @@ use super::ipc::Exported;
 use super::rank::Rank;
 use super::{
     erase, exchange_gave_up, probe, serve_rank, unerase, Cmd, CudaOptions, HeldCalls, IssueCmd,
-    NcclCmd, Peers, Reply, Work,
+    Peers, Reply, Work,
 };
 use crate::backend::{
-    check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
-    GraphBackend, IssueProfile, NcclBackend, NcclCall, Profiling, SetupBreakdown,
+    check_call, Backend, BackendInfo, BackendKind, BufId, Call, DeviceMemory, GraphBackend,
+    NcclBackend, NcclCall, Profiling, SetupBreakdown,
 };
-use crate::cuda::{self, nccl, HostMapped, IpcEventHandle, RemoteEvent};
+use crate::cuda::{self, HostMapped, IpcEventHandle, RemoteEvent};
 use crate::error::{Error, Result};
 use crate::fault::Fault;
 use crate::pool::{Inbox, RankThreads};
@@ -45,6 +45,8 @@ use crate::sync::{AbortHandle, SignalBoard};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
+
+mod caps;
 
 /// The CUDA backend of one rank of a multi-process job.
 pub struct CudaProcessBackend {
@@ -320,23 +322,17 @@ impl CudaProcessBackend {
     /// every peer's new ones (collective: every rank launches the same
     /// plans, so every rank grows at the same call).
     fn ensure_events(&mut self, n: usize) -> Result<()> {
-        if n <= self.events {
+        let Some(want) = super::peers::events_to_grow(n, self.events, Some(self.board.len()))?
+        else {
             return Ok(());
-        }
-        if n > self.board.len() {
-            return Err(Error::Plan(format!(
-                "a plan with {n} signals; the job's shared board holds {}",
-                self.board.len()
-            )));
-        }
-        let want = n.next_power_of_two().max(64).min(self.board.len());
+        };
         let from = self.events;
         let mine: Vec<IpcEventHandle> = self
             .on(Box::new(move |rk: &mut Rank<'_>| {
                 rk.grow_ipc_events(want, from)
             }))
             .map_err(|e| self.failed(e))?;
-        let bytes: Vec<u8> = mine.iter().flat_map(|h| h.0).collect();
+        let bytes = super::peers::encode_events(&mine);
         let all = self
             .job
             .allgather(&bytes, "exchanging interprocess events")?;
@@ -349,15 +345,7 @@ impl CudaProcessBackend {
                         if r == me {
                             return Ok(rk.own_events(from));
                         }
-                        let hs: Vec<IpcEventHandle> = b
-                            .chunks_exact(64)
-                            .map(|c| {
-                                let mut h = [0u8; 64];
-                                h.copy_from_slice(c);
-                                IpcEventHandle(h)
-                            })
-                            .collect();
-                        rk.open_events(&hs)
+                        rk.open_events(&super::peers::decode_events(b))
                     })
                     .collect::<Result<Vec<_>>>()
             }))
@@ -377,10 +365,8 @@ impl CudaProcessBackend {
     /// Drop every rank's tokens of `id` whose owner says `replaced[r]`
     /// (closing this process's mappings of them).
     fn close_peers(&mut self, id: BufId, replaced: &[bool]) -> Result<()> {
-        for (r, m) in self.peers.bufs.iter_mut().enumerate() {
-            if replaced.get(r).copied().unwrap_or(true) {
-                m.remove(&id);
-            }
+        for r in super::peers::to_reopen(self.peers.bufs.len(), replaced, |_| true) {
+            self.peers.bufs[r].remove(&id);
         }
         self.share_peers()
     }
@@ -416,10 +402,13 @@ impl CudaProcessBackend {
             .iter()
             .map(|b| Exported::decode(b))
             .collect::<Result<_>>()?;
+        let reopen = super::peers::to_reopen(all.len(), &replaced, |r| {
+            self.peers.bufs.get(r).is_some_and(|m| m.contains_key(&id))
+        });
         let todo: Vec<(usize, Exported)> = all
             .into_iter()
             .enumerate()
-            .filter(|(r, _)| replaced[*r] || !self.peers.bufs[*r].contains_key(&id))
+            .filter(|(r, _)| reopen.contains(r))
             .collect();
         let opened: Vec<(usize, crate::cuda::PeerBuf)> = self
             .on(Box::new(move |rk: &mut Rank<'_>| {
@@ -516,12 +505,7 @@ impl Backend for CudaProcessBackend {
     }
 
     fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
-        if rank != self.me {
-            return Err(Error::BadArgument(format!(
-                "write into rank {rank}'s buffer: it lives in rank {rank}'s process (this process is rank {})",
-                self.me
-            )));
-        }
+        crate::backend::check_local(rank, self.local_ranks(), "write into")?;
         // This rank's previous calls are done once its streams are idle
         // (the plans order every peer access to its memory before its End,
         // except peer reads of a send buffer, waited for here).
@@ -536,12 +520,7 @@ impl Backend for CudaProcessBackend {
     }
 
     fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
-        if rank != self.me {
-            return Err(Error::BadArgument(format!(
-                "read rank {rank}'s buffer: it lives in rank {rank}'s process (this process is rank {})",
-                self.me
-            )));
-        }
+        crate::backend::check_local(rank, self.local_ranks(), "read")?;
         self.drain()?;
         let len = out.len();
         let data: Vec<u8> = self.on(Box::new(move |rk: &mut Rank<'_>| rk.read(id, offset, len)))?;
@@ -632,168 +611,5 @@ impl Backend for CudaProcessBackend {
 
     fn profiling(&mut self) -> Option<&mut dyn Profiling> {
         Some(self)
-    }
-}
-
-impl NcclBackend for CudaProcessBackend {
-    /// `ncclGetUniqueId` on rank 0, its 128 bytes through the store, then
-    /// `ncclCommInitRank` in every process.
-    fn nccl_init(&mut self, lib: &nccl::Nccl) -> Result<()> {
-        let n = self.info.ranks;
-        let mut devs = self.info.rank_to_device.clone();
-        devs.sort_unstable();
-        devs.dedup();
-        if devs.len() != n {
-            return Err(Error::Unsupported(
-                format!(
-                    "NCCL with {n} ranks on {} GPUs (NCCL needs one GPU per rank)",
-                    devs.len()
-                ),
-                "cuda",
-            ));
-        }
-        self.nccl_inits += 1;
-        let key = format!("nccl-id-{}", self.nccl_inits);
-        let store = self.job.store();
-        let id = if self.me == 0 {
-            let id = lib.unique_id().map_err(|e| self.failed(e.into()))?;
-            store.put(&key, id.as_bytes())?;
-            id
-        } else {
-            let b = store.get(&key, 0, "the NCCL unique id (ncclGetUniqueId on rank 0)")?;
-            nccl::UniqueId::from_bytes(&b)?
-        };
-        let lib = lib.clone();
-        self.on(Box::new(move |rk: &mut Rank<'_>| rk.nccl_init(lib, id, n)))
-            .map_err(|e| self.failed(e))
-    }
-
-    fn launch_nccl(&mut self, call: &NcclCall) -> Result<()> {
-        let timed = self.nccl_timing;
-        if timed {
-            let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
-            self.nccl_timed
-                .push((format!("nccl {}", call.collective.name()), launch_ns));
-        }
-        let (key, sent) = self.held_nccl.key(call);
-        self.threads
-            .run(vec![Cmd::Nccl(NcclCmd {
-                key,
-                call: sent,
-                timed,
-            })])
-            .map(|_| ())
-    }
-
-    fn nccl_graph_capture(&mut self, call: &NcclCall, calls: usize) -> Result<()> {
-        let c = Arc::new(call.clone());
-        self.on(Box::new(move |rk: &mut Rank<'_>| {
-            rk.nccl_capture(&c, calls)
-        }))
-    }
-
-    fn launch_nccl_graph(&mut self) -> Result<()> {
-        self.on(Box::new(|rk: &mut Rank<'_>| rk.nccl_replay()))
-    }
-}
-
-impl GraphBackend for CudaProcessBackend {
-    fn capture(&mut self, calls: &[Call]) -> Result<()> {
-        for c in calls {
-            check_call(c, self.info.ranks)?;
-            if !c.plan.device_ordered() {
-                return Err(Error::Unsupported(
-                    format!(
-                        "CUDA graph capture of {} (orders steps with events)",
-                        c.plan.name
-                    ),
-                    "cuda",
-                ));
-            }
-        }
-        let calls = Arc::new(calls.to_vec());
-        let signals = calls
-            .iter()
-            .map(|c| c.plan.signal_count())
-            .max()
-            .unwrap_or(0);
-        let (abort, timeout) = (self.abort.clone(), self.timeout);
-        self.on(Box::new(move |rk: &mut Rank<'_>| {
-            // Device-ordered plans: nobody waits on the host board.
-            let board = SignalBoard::new(signals, abort, timeout);
-            rk.capture(&calls, &board)
-        }))
-    }
-
-    fn replay(&mut self) -> Result<()> {
-        self.on(Box::new(|rk: &mut Rank<'_>| rk.replay()))
-    }
-
-    fn drop_graphs(&mut self) -> Result<()> {
-        self.on(Box::new(|rk: &mut Rank<'_>| {
-            rk.drop_graphs();
-            Ok(())
-        }))
-    }
-}
-
-impl Profiling for CudaProcessBackend {
-    fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
-        let p = self.on(Box::new(|rk: &mut Rank<'_>| {
-            Ok(std::mem::take(&mut rk.profile))
-        }))?;
-        let mut v = vec![IssueProfile::default(); self.info.ranks];
-        v[self.me] = p;
-        Ok(v)
-    }
-
-    fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
-        self.drain()?;
-        let epoch = self.epoch;
-        let (per_call, _half) =
-            self.on(Box::new(move |rk: &mut Rank<'_>| rk.take_timing(epoch)))?;
-        let names = std::mem::take(&mut self.timed);
-        Ok(names
-            .into_iter()
-            .zip(per_call)
-            .map(|((plan, launch_ns), ops)| CallTimeline {
-                plan,
-                clock: "GPU event timestamps of this rank's process, placed on its host clock through an anchor event (other processes' clocks are not aligned with it)".into(),
-                launch_ns,
-                skew_ns: 0.0,
-                ops,
-            })
-            .collect())
-    }
-
-    fn set_nccl_timing(&mut self, on: bool) {
-        self.nccl_timing = on;
-    }
-
-    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
-        self.drain()?;
-        let epoch = self.epoch;
-        let (v, _half) = self.on(Box::new(move |rk: &mut Rank<'_>| {
-            rk.take_nccl_timing(epoch)
-        }))?;
-        let names = std::mem::take(&mut self.nccl_timed);
-        Ok(names
-            .into_iter()
-            .zip(v)
-            .map(|((plan, launch_ns), op)| CallTimeline {
-                plan,
-                clock: "GPU event timestamps of this rank's process, placed on its host clock through an anchor event".into(),
-                launch_ns,
-                skew_ns: 0.0,
-                ops: vec![op],
-            })
-            .collect())
-    }
-
-    /// What this process's rank issued (its own copies and kernels).
-    fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
-        let mut t = self.on(Box::new(|rk: &mut Rank<'_>| Ok(rk.take_traffic())))?;
-        t.resize(self.info.ranks, crate::plan::Traffic::default());
-        Ok(t)
     }
 }

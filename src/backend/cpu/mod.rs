@@ -1,0 +1,509 @@
+//! The CPU backend: every rank is a host thread with its own buffers, over
+//! a [`Transport`] that says where the peers are.
+//!
+//! * [`Threads`] (one process, every rank a thread of it): a peer's buffer
+//!   is a heap allocation of this process, the board is this process's.
+//! * [`Shm`] (one rank per process, [`crate::process`]): a rank's buffers
+//!   are shared segments that the peers' processes map, the board's
+//!   counters are the job's; this is the CI stand-in for CUDA IPC.
+//!
+//! Everything else exists once: each local rank's thread runs its ops in
+//! list order through the plan interpreter ([`mem::execute`]), waiting on
+//! the same signals as on the GPU, so a rank reduces a chunk only after its
+//! neighbour's copy of it is complete; a reserve is the transports'
+//! collective protocol (every rank idle, each allocates what grew, the
+//! records are all-gathered, every process opens its peers' new buffers,
+//! a barrier, then the handles close: [`crate::transport::reserve_records`]);
+//! profiling, the timelines, stream-ordered calls ([`super::ordered`]) and
+//! traffic counting work on every transport. A call returns when the local
+//! ranks finished it; other processes' ranks may still be in it (as GPU
+//! streams may be): the plans' fences make that safe.
+
+pub(crate) mod mem;
+
+pub(crate) use mem::Storage;
+
+use super::{
+    check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
+    IssueProfile, OpTime, Profiling,
+};
+use crate::error::{Error, Result};
+use crate::fault::FaultPlan;
+use crate::pool::RankThreads;
+use crate::sync::{AbortHandle, SignalBoard};
+use crate::transport::{reserve_records, unique_name, Names, Record, Shm, Threads, Transport};
+use mem::{execute, lock, CpuMem, Run};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the caller asks of a rank thread.
+enum Cmd {
+    Run(Arc<Run>),
+    Ping,
+}
+
+/// The CPU backend over transport `T`.
+pub(crate) struct CpuBackend<T: Transport<Mem = Storage> = Threads> {
+    t: T,
+    mem: Arc<CpuMem>,
+    /// Which allocation this process holds for each rank's buffer.
+    names: Names,
+    /// One thread per local rank (thread `i` runs rank `local.start + i`).
+    threads: RankThreads<Cmd, Vec<OpTime>>,
+    board: Arc<SignalBoard>,
+    gen: u64,
+    faults: FaultPlan,
+    info: BackendInfo,
+    epoch: Instant,
+    timelines: Vec<CallTimeline>,
+    profile: Vec<IssueProfile>,
+    /// Stream-ordered calls' spans ([`super::ordered`]).
+    pub(super) order: super::ordered::CpuOrder,
+}
+
+impl CpuBackend<Threads> {
+    /// `ranks` rank threads in this process.
+    pub fn new(ranks: usize, timeout: Duration, faults: FaultPlan) -> Result<Self> {
+        CpuBackend::over(Threads::new(ranks, timeout)?, timeout, faults)
+    }
+}
+
+impl CpuBackend<Shm> {
+    /// This process's rank of the multi-process job `job`.
+    pub fn process(
+        job: Arc<crate::process::Job>,
+        timeout: Duration,
+        faults: FaultPlan,
+    ) -> Result<Self> {
+        CpuBackend::over(Shm::new(job, timeout), timeout, faults)
+    }
+}
+
+impl<T: Transport<Mem = Storage>> CpuBackend<T> {
+    /// The backend over transport `t`: one thread per local rank.
+    pub fn over(mut t: T, timeout: Duration, faults: FaultPlan) -> Result<Self> {
+        let (ranks, local) = (t.ranks(), t.local_ranks());
+        let mem = Arc::new(CpuMem::new(ranks)?);
+        let m = mem.clone();
+        let first = local.start;
+        let mut threads = RankThreads::spawn(local.len(), "cpu", move |i, inbox| {
+            inbox.ready(Ok(()));
+            let (mem, rank) = (m.clone(), first + i);
+            inbox.serve(|cmd: Cmd| match cmd {
+                Cmd::Run(run) => {
+                    // A panic must also release the other ranks at once.
+                    let r = catch_unwind(AssertUnwindSafe(|| execute(&mem, rank, &run)))
+                        .unwrap_or_else(|p| {
+                            Err(Error::Worker {
+                                rank,
+                                message: crate::pool::panic_message(p.as_ref()),
+                            })
+                        });
+                    r.inspect_err(|e| run.board.fail_with(run.gen, rank, e))
+                }
+                Cmd::Ping => Ok(Vec::new()),
+            });
+        })?;
+        // Every wait of a rank thread is bounded by the timeout (the
+        // board's waits, the abort); this bounds the caller's wait for the
+        // rank threads too, should one be stuck anyway.
+        threads.set_deadline(Some(timeout + crate::pool::GRACE));
+        let info = BackendInfo {
+            kind: Some(BackendKind::Cpu),
+            ranks,
+            rank_to_device: vec![0; ranks],
+            describe: format!(
+                "cpu: {}, {} for large slices",
+                t.describe(),
+                crate::words::counted(mem.pool.current_num_threads(), "pool thread")
+            ),
+            hardware: vec![
+                format!(
+                    "CPU: {} hardware threads",
+                    std::thread::available_parallelism().map_or(1, |n| n.get())
+                ),
+                format!("transport: {}", t.name()),
+            ],
+            setup: None,
+        };
+        Ok(CpuBackend {
+            board: t.board(0, "the CPU backend")?,
+            t,
+            mem,
+            names: Names::default(),
+            threads,
+            gen: 0,
+            faults,
+            info,
+            epoch: Instant::now(),
+            timelines: Vec::new(),
+            profile: vec![IssueProfile::default(); ranks],
+            order: Default::default(),
+        })
+    }
+
+    /// An error of a collective step: between processes, tell every rank
+    /// (they are waiting for this one), then return it.
+    fn failed(&self, e: Error) -> Error {
+        if self.t.shared() {
+            self.board
+                .fail_with(self.gen, self.t.local_ranks().start, &e);
+        }
+        e
+    }
+
+    /// The reserve protocol past its first barrier: allocate what grew on
+    /// the local ranks, all-gather the records, open the peers' new
+    /// buffers, barrier, close the handles.
+    fn grow(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
+        let mut exports = Vec::new();
+        let mut mine = Vec::new();
+        for r in self.t.local_ranks() {
+            let want = bytes.get(r).copied().unwrap_or(0);
+            let mut handle = String::new();
+            if self.names.bytes(r, id).is_none_or(|h| h < want) {
+                if self.faults.alloc_fails(r) {
+                    return Err(Error::Worker {
+                        rank: r,
+                        message: format!("injected allocation failure of {want} bytes"),
+                    });
+                }
+                let name = unique_name(r, id);
+                let (m, export) = self.t.alloc(r, &name, want)?;
+                self.mem.insert(r, id, m, want);
+                self.names.insert(r, id, name, want);
+                if let Some((h, e)) = export {
+                    handle = h;
+                    exports.push(e);
+                }
+            }
+            let (name, bytes) = self.names.get(r, id).unwrap_or_default();
+            mine.push(Record {
+                name,
+                bytes,
+                handle,
+            });
+        }
+        for (r, rec) in reserve_records(&self.t, &self.names, id, &mine)? {
+            let m = self.t.open(r, &rec.handle, rec.bytes)?;
+            self.mem.insert(r, id, m, rec.bytes);
+            self.names.insert(r, id, rec.name, rec.bytes);
+        }
+        self.t.barrier(&format!(
+            "reserve of buffer {} (every rank mapped it)",
+            id.0
+        ))?;
+        // Every peer opened them: the handles can go, the memory stays.
+        drop(exports);
+        Ok(())
+    }
+
+    /// Record the profile and the timeline of a finished call.
+    fn finish(
+        &mut self,
+        call: &Call,
+        t0: Instant,
+        results: Vec<Result<Vec<OpTime>>>,
+    ) -> Result<()> {
+        let total = t0.elapsed().as_nanos() as u64;
+        let phases = self.threads.last_phases();
+        for r in self.t.local_ranks() {
+            let p = &mut self.profile[r];
+            p.calls += 1;
+            p.total_ns += total;
+            p.pool.add(&phases);
+        }
+        let mut errors = Vec::new();
+        let mut ops = Vec::new();
+        for r in results {
+            match r {
+                Ok(t) => ops.extend(t),
+                Err(e) => errors.push(e),
+            }
+        }
+        match errors.len() {
+            0 => {
+                // The local ranks' ops are done: they read no peer's input
+                // any more.
+                self.t.drained(self.gen);
+                if call.timing {
+                    self.timelines.push(CallTimeline {
+                        plan: call.plan.name.clone(),
+                        clock: self.t.clock(),
+                        launch_ns: t0.duration_since(self.epoch).as_secs_f64() * 1e9,
+                        skew_ns: 0.0,
+                        ops,
+                    });
+                }
+                Ok(())
+            }
+            1 => Err(errors.remove(0)),
+            _ => Err(Error::Ranks(errors)),
+        }
+    }
+}
+
+/// A host access to rank `rank`'s buffer of `len` bytes that ends at byte
+/// `end`: refused past the end.
+fn within(rank: usize, len: usize, end: usize) -> Result<()> {
+    if end > len {
+        return Err(Error::BufferSize {
+            rank,
+            what: "buffer",
+            expected: len,
+            found: end,
+        });
+    }
+    Ok(())
+}
+
+/// Host memory from /proc/meminfo: (available, total) bytes.
+pub fn host_memory() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        text.lines()
+            .find(|l| l.starts_with(name))?
+            .split_whitespace()
+            .nth(1)?
+            .parse::<u64>()
+            .ok()
+            .map(|kib| kib * 1024)
+    };
+    Some((field("MemAvailable:")?, field("MemTotal:")?))
+}
+
+impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
+    fn info(&self) -> &BackendInfo {
+        &self.info
+    }
+
+    /// Collective: every process of the job calls it with the same `bytes`.
+    fn reserve(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
+        self.t
+            .barrier(&format!("reserve of buffer {} (every rank idle)", id.0))?;
+        self.t.forget(id);
+        self.grow(id, bytes).map_err(|e| self.failed(e))
+    }
+
+    /// Collective, like [`Backend::reserve`].
+    fn release(&mut self, id: BufId) -> Result<()> {
+        self.t
+            .barrier(&format!("release of buffer {} (every rank idle)", id.0))?;
+        for r in 0..self.info.ranks {
+            self.mem.remove(r, id);
+            self.names.remove(r, id);
+        }
+        self.t.forget(id);
+        Ok(())
+    }
+
+    fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
+        super::check_local(rank, self.t.local_ranks(), "write into")?;
+        let (w, len) = self.mem.get(rank, id)?;
+        self.t.before_write(id)?;
+        within(rank, len, offset + data.len())?;
+        let mut g = lock(&w);
+        self.mem
+            .copy(&mut g.bytes()?[offset..offset + data.len()], data);
+        Ok(())
+    }
+
+    fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
+        super::check_local(rank, self.t.local_ranks(), "read")?;
+        let (w, len) = self.mem.get(rank, id)?;
+        within(rank, len, offset + out.len())?;
+        let mut g = lock(&w);
+        self.mem.copy(out, &g.bytes()?[offset..offset + out.len()]);
+        Ok(())
+    }
+
+    fn launch(&mut self, call: &Call) -> Result<()> {
+        let t0 = Instant::now();
+        check_call(call, self.info.ranks)?;
+        if self.t.abort().is_aborted() {
+            return Err(Error::Poisoned {
+                reason: "the engine was aborted".into(),
+            });
+        }
+        self.board = self.t.board(call.plan.signal_count(), &call.plan.name)?;
+        self.gen += 1;
+        let run = Arc::new(Run {
+            call: call.clone(),
+            board: self.board.clone(),
+            gen: self.gen,
+            call_no: self.gen,
+            faults: self.faults.clone(),
+            epoch: self.epoch,
+        });
+        if let Err(e) = self.t.begin(call, self.gen) {
+            return Err(self.failed(e));
+        }
+        let cmds = self.t.local_ranks().map(|_| Cmd::Run(run.clone()));
+        let results = self.threads.run_all(cmds.collect())?;
+        self.finish(call, t0, results)
+    }
+
+    fn synchronize(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    fn abort_handle(&self) -> AbortHandle {
+        self.t.abort().clone()
+    }
+
+    /// The host's memory, for the ranks this process runs.
+    fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
+        let (free, total) = host_memory().unwrap_or((0, 0));
+        let local = self.t.local_ranks();
+        Ok((0..self.info.ranks)
+            .map(|r| {
+                local.contains(&r).then_some(DeviceMemory {
+                    device: 0,
+                    free,
+                    total,
+                })
+            })
+            .collect())
+    }
+
+    fn ping(&mut self) -> Result<()> {
+        let cmds = self.t.local_ranks().map(|_| Cmd::Ping);
+        self.threads.run(cmds.collect()).map(|_| ())
+    }
+
+    fn local_ranks(&self) -> std::ops::Range<usize> {
+        self.t.local_ranks()
+    }
+
+    fn profiling(&mut self) -> Option<&mut dyn Profiling> {
+        Some(self)
+    }
+
+    /// Only where the transport can lend the caller's slices to every rank
+    /// ([`Transport::lend`]); the engine copies otherwise.
+    fn host_slices(&mut self) -> Option<&mut dyn super::HostSlices> {
+        match self.t.lend() {
+            Ok(()) => Some(self),
+            Err(_) => None,
+        }
+    }
+
+    fn ordered(&mut self) -> Option<&mut dyn super::ordered::StreamOrdered> {
+        Some(self)
+    }
+}
+
+impl<T: Transport<Mem = Storage>> Profiling for CpuBackend<T> {
+    /// The local ranks' profiles (zero for other processes' ranks).
+    fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
+        Ok(std::mem::replace(
+            &mut self.profile,
+            vec![IssueProfile::default(); self.info.ranks],
+        ))
+    }
+
+    fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        Ok(std::mem::take(&mut self.timelines))
+    }
+
+    fn set_nccl_timing(&mut self, _on: bool) {}
+
+    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        Ok(Vec::new())
+    }
+
+    /// What the local ranks moved (their own copies and reduces).
+    fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
+        Ok(self.mem.take_traffic())
+    }
+}
+
+/// The buffer ids a lent call binds on rank `r` (its `Send`, its `Recv`):
+/// from the top of the id space, never an engine buffer's.
+fn lent_ids(r: usize) -> (BufId, BufId) {
+    let top = u32::MAX - 2 * u32::try_from(r).unwrap_or(u32::MAX / 2);
+    (BufId(top), BufId(top - 1))
+}
+
+impl<T: Transport<Mem = Storage>> super::HostSlices for CpuBackend<T> {
+    fn run_lent(
+        &mut self,
+        call: &Call,
+        send: &[crate::sys::lend::Loan],
+        recv: &[crate::sys::lend::Loan],
+    ) -> Result<()> {
+        self.t
+            .lend()
+            .map_err(|why| Error::Unsupported(why.into(), "cpu"))?;
+        let n = self.info.ranks;
+        if recv.len() != n || !(send.len() == n || call.plan.shape.in_place) {
+            return Err(Error::internal(format!(
+                "a lent call needs every rank's buffers: {} send and {} receive slices for {n} ranks",
+                send.len(),
+                recv.len()
+            )));
+        }
+        let mut bind = Vec::with_capacity(n);
+        for r in 0..n {
+            let (s, d) = lent_ids(r);
+            let entry = |l: &crate::sys::lend::Loan| {
+                (Arc::new(Mutex::new(Storage::Lent(l.clone()))), l.len())
+            };
+            let (recv_words, recv_len) = entry(&recv[r]);
+            self.mem.insert_words(r, d, recv_words, recv_len);
+            if let Some(l) = send.get(r) {
+                let (w, len) = entry(l);
+                self.mem.insert_words(r, s, w, len);
+            }
+            let send_id = if send.get(r).is_some() { s } else { d };
+            bind.push(super::Binding {
+                send: send_id,
+                recv: d,
+            });
+        }
+        let lent = Call {
+            bind: Arc::new(bind),
+            ..call.clone()
+        };
+        let r = self.launch(&lent).and_then(|()| self.synchronize());
+        // The rank maps forget the slices whatever happened (the loans end
+        // when the caller's `lend` returns).
+        for i in 0..n {
+            let (s, d) = lent_ids(i);
+            self.mem.remove(i, s);
+            self.mem.remove(i, d);
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::{Error, WaitKind};
+
+    /// Regression: naming the step keeps the kind of the wait.
+    #[test]
+    fn naming_the_step_keeps_the_kind_of_the_wait() {
+        let e = Error::in_step(
+            Error::Timeout {
+                rank: 1,
+                what: "rank 0's copy".into(),
+                seconds: 2.0,
+                wait: WaitKind::ExchangeKernel,
+            },
+            "step 3",
+        );
+        assert_eq!(e.wait_kind(), Some(WaitKind::ExchangeKernel));
+        assert!(e.to_string().contains("rank 0's copy (at step 3)"), "{e}");
+        let a = Error::in_step(
+            Error::Aborted {
+                rank: 1,
+                what: "waiting".into(),
+                wait: WaitKind::Completion,
+            },
+            "step 1",
+        );
+        assert_eq!(a.wait_kind(), Some(WaitKind::Completion));
+    }
+}
