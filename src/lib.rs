@@ -68,10 +68,6 @@
 //!   CUDA (`cuda`, `backend::cuda::probe`, `Core::nccl_init`, `Error::Nccl`,
 //!   `After::Streams`, `Completion::done_event` and `::order_before`) are
 //!   absent.
-//! * `cli` (default): the `ringreduce` command line; it turns on `serde`.
-//!   Its own modules (`cli`, `bench`, `report`) are public only for the
-//!   binary and the test suites, and are not an API; `timeline` (records
-//!   every op of real calls on one clock) comes with it.
 //! * `serde`: `serde::Serialize` on the library's plain data types.
 //! * `fault-injection`: `fault` and `EngineConfig::with_faults`, for tests
 //!   of the error paths (on in the crate's own tests).
@@ -96,33 +92,19 @@ pub mod error;
 pub mod fault;
 #[cfg(not(feature = "fault-injection"))]
 pub(crate) mod fault;
-pub(crate) mod param;
+pub mod os;
+pub mod param;
 pub mod plan;
 pub(crate) mod pool;
 pub mod process;
 pub mod schedule;
-pub(crate) mod size;
+pub mod size;
 pub(crate) mod sync;
 pub(crate) mod sys;
 pub mod theory;
 pub mod trace;
 pub mod verify;
-mod words;
-
-// The command line's own modules: public for the `ringreduce` binary and
-// the test suites only (not an API, so not documented); issue 26 moves
-// them into a crate of their own.
-#[cfg(feature = "cli")]
-#[doc(hidden)]
-pub mod bench;
-#[cfg(feature = "cli")]
-#[doc(hidden)]
-pub mod cli;
-#[cfg(feature = "cli")]
-#[doc(hidden)]
-pub mod report;
-#[cfg(feature = "cli")]
-pub mod timeline;
+pub mod words;
 
 pub use algo::AlgoChoice;
 pub use backend::BackendChoice;

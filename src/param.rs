@@ -33,7 +33,6 @@
 // A library built without the `cli` feature declares every variable all
 // the same (the registry stays one list); only `ringreduce env` and the
 // commands read the descriptions and run the command line's checks.
-#![cfg_attr(not(feature = "cli"), allow(dead_code))]
 
 use crate::error::{Error, Result};
 use std::ffi::{OsStr, OsString};

@@ -344,9 +344,10 @@ pub(crate) fn grad_value(rank: u32, bucket: u32, i: u64, step: u32) -> i32 {
     ((h >> 7) & 1023) as i32 - 512
 }
 
-/// The exact all-reduced (sum) value of element `i` over ranks
+/// The exact all-reduced (sum) value of element `i` over ranks (public for
+/// the checks of the tools that launch these kernels: `ringreduce overlap`)
 /// `first..first + count`.
-pub(crate) fn grad_sum(first: u32, count: u32, bucket: u32, i: u64, step: u32) -> f32 {
+pub fn grad_sum(first: u32, count: u32, bucket: u32, i: u64, step: u32) -> f32 {
     let s: i32 = (first..first + count)
         .map(|r| grad_value(r, bucket, i, step))
         .sum();

@@ -9,14 +9,14 @@
 //! a cell is the median of `blocks` such blocks, so one stall of the machine
 //! cannot spoil a row.
 
-use crate::algo::{probe, AlgoChoice};
-use crate::backend::{Binding, BufId};
-use crate::element::{Element, ReduceOp};
-use crate::engine::{Engine, GRAPH_CALLS};
-use crate::error::{Error, Result};
-use crate::plan::{Collective, Shape};
+use ringreduce::algo::{probe, AlgoChoice};
+use ringreduce::backend::{Binding, BufId};
+use ringreduce::element::{Element, ReduceOp};
+use ringreduce::engine::{Engine, GRAPH_CALLS};
+use ringreduce::error::{Error, Result};
+use ringreduce::plan::{Collective, Shape};
 use crate::report::{ColdStart, Measurement, Row};
-use crate::verify::{self, Inputs, Reference, Verdict};
+use ringreduce::verify::{self, Inputs, Reference, Verdict};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -98,7 +98,7 @@ impl Contender {
 /// A comma-separated list of contenders.
 pub fn parse_contenders(list: &str) -> Result<Vec<Contender>> {
     let mut v: Vec<Contender> = Vec::new();
-    let items = crate::words::list_items(list)
+    let items = ringreduce::words::list_items(list)
         .map_err(|e| Error::BadArgument(format!("--algo needs contenders: {e}")))?;
     for s in items {
         let c = Contender::parse(s)?;
@@ -276,7 +276,7 @@ pub fn expected_on_cpu<T: Element>(
     op: ReduceOp,
     calls: usize,
 ) -> Result<Expect<T>> {
-    use crate::engine::EngineConfig;
+    use ringreduce::engine::EngineConfig;
     let choice: AlgoChoice = path
         .parse()
         .map_err(|m| Error::BadArgument(format!("path {path} of the reference run: {m}")))?;
@@ -367,7 +367,7 @@ pub fn compare_outputs_at<T: Element>(
 /// The verdict of every process of the job (in one process: `v`);
 /// collective in a multi-process job.
 pub fn gather_verdict<T: Element>(e: &Engine<T>, v: Verdict) -> Result<Verdict> {
-    if e.core().job().is_none() {
+    if e.core().job_spec().is_none() {
         return Ok(v);
     }
     let all = e.core().gather(&v.encode(), "gathering the verdicts")?;
@@ -426,7 +426,7 @@ pub fn checked_call<T: Element>(
             .map(|(s, i)| verify::changed(s, i))
             .sum::<u64>();
     }
-    if e.core().job().is_some() {
+    if e.core().job_spec().is_some() {
         let changed = wrong - v.total_wrong();
         let v = gather_verdict(e, v)?;
         let changed = e
@@ -803,8 +803,8 @@ pub struct IssueBreakdown {
 /// Microseconds per launch (and per rank, for `per` ranks) of one of the
 /// hand-off's phase sums, which every rank's profile carries alike.
 fn phase(
-    prof: &[crate::backend::IssueProfile],
-    f: fn(&crate::pool::PoolPhases) -> u64,
+    prof: &[ringreduce::backend::IssueProfile],
+    f: fn(&ringreduce::backend::PoolPhases) -> u64,
     per: usize,
 ) -> f64 {
     phase_of(prof, |p| p.pool, f, per)
@@ -812,9 +812,9 @@ fn phase(
 
 /// [`phase`] of the phases `which` picks (the collectives' or NCCL's).
 fn phase_of(
-    prof: &[crate::backend::IssueProfile],
-    which: fn(&crate::backend::IssueProfile) -> crate::pool::PoolPhases,
-    f: fn(&crate::pool::PoolPhases) -> u64,
+    prof: &[ringreduce::backend::IssueProfile],
+    which: fn(&ringreduce::backend::IssueProfile) -> ringreduce::backend::PoolPhases,
+    f: fn(&ringreduce::backend::PoolPhases) -> u64,
     per: usize,
 ) -> f64 {
     prof.first().map_or(0.0, |p| {
@@ -859,7 +859,7 @@ pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> R
     let breakdown = if profiling {
         let prof = e.core_mut().take_issue_profile()?;
         let calls: u64 = prof.iter().map(|p| p.calls).sum::<u64>().max(1);
-        let us = |f: fn(&crate::backend::IssueProfile) -> u64| {
+        let us = |f: fn(&ringreduce::backend::IssueProfile) -> u64| {
             prof.iter().map(f).sum::<u64>() as f64 / calls as f64 / 1e3
         };
         Some(IssueBreakdown {
@@ -979,7 +979,7 @@ mod tests {
     /// all-reduce) must equal the CPU engine running the calls back to back.
     #[test]
     fn in_place_calls_back_to_back_match_their_expectation() {
-        use crate::engine::EngineConfig;
+        use ringreduce::engine::EngineConfig;
         for collective in [
             Collective::AllReduce,
             Collective::ReduceScatter,

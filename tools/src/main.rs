@@ -2,7 +2,7 @@
 //! command lives in the library ([`ringreduce::cli`]).
 
 use clap::{Parser, Subcommand};
-use ringreduce::cli::{
+use ringreduce_tools::cli::{
     bench, check, compare, env, launch, overlap, run, soak, theory, topo, trace,
 };
 use ringreduce::Error;
@@ -76,7 +76,7 @@ fn main() -> ExitCode {
     };
     // A rank thread left stuck in a driver call ends the process without
     // the CUDA driver's exit handler (it would wait for that thread).
-    ringreduce::cli::finish(match r {
+    ringreduce_tools::cli::finish(match r {
         Ok(true) => 0,
         Ok(false) => 1,
         // A closed pipe (`| head`) ends the command quietly.
@@ -92,7 +92,7 @@ fn main() -> ExitCode {
 mod tests {
     use super::Cli;
     use clap::CommandFactory;
-    use ringreduce::cli::launch::{NOT_A_RANK, OWN};
+    use ringreduce_tools::cli::launch::{NOT_A_RANK, OWN};
 
     /// `launch -n 2 -- topo` once looked for a program called `topo`:
     /// every command of this binary is either one `launch` runs as a rank

@@ -5,12 +5,12 @@
 
 use super::{check_host_memory, out, Common, Kinds};
 use crate::bench::{self, Contender};
-use crate::element::{Element, ReduceOp};
-use crate::engine::{Core, Engine};
-use crate::error::{Error, Result};
-use crate::plan::Collective;
+use ringreduce::element::{Element, ReduceOp};
+use ringreduce::engine::{Core, Engine};
+use ringreduce::error::{Error, Result};
+use ringreduce::plan::Collective;
 use crate::report::{self, ColdStart, Header, Report, Row};
-use crate::size::format_bytes;
+use ringreduce::size::format_bytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -97,7 +97,7 @@ const DEFAULT_ALGO: &str = "auto,nccl";
 /// The arguments, checked (with the output paths and the host memory)
 /// before anything runs.
 struct Args {
-    cfg: crate::engine::EngineConfig,
+    cfg: ringreduce::engine::EngineConfig,
     ranks: usize,
     combos: super::Combos,
     contenders: Vec<Contender>,
@@ -171,7 +171,7 @@ fn check_memory(
         .iter()
         .map(|&(coll, dtype, _)| {
             let count = bench::count_for(coll, max, dtype.size(), ranks);
-            let shape = crate::plan::Shape {
+            let shape = ringreduce::plan::Shape {
                 collective: coll,
                 ranks,
                 count,
@@ -187,7 +187,7 @@ fn check_memory(
         &format!("the sweep's largest row ({})", format_bytes(max)),
     )?;
     // The cold-start measurement runs one f32 all-reduce of --cold-size.
-    let cold_shape = crate::plan::Shape {
+    let cold_shape = ringreduce::plan::Shape {
         collective: Collective::AllReduce,
         ranks,
         count: usize::try_from(cold / 4).unwrap_or(usize::MAX),
@@ -212,7 +212,7 @@ fn refusals(x: &Args) -> Vec<String> {
     for c in &x.contenders {
         for coll in &x.combos.collectives {
             for in_place in [false, true] {
-                let shape = crate::plan::Shape {
+                let shape = ringreduce::plan::Shape {
                     collective: *coll,
                     ranks,
                     count: bench::count_for(*coll, max, 4, ranks).max(1),
@@ -253,7 +253,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     let t0 = Instant::now();
     let mut e = Engine::<f32>::new(x.cfg.clone())?;
     let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let cpu = e.core().backend_kind() == crate::backend::BackendKind::Cpu;
+    let cpu = e.core().backend_kind() == ringreduce::backend::BackendKind::Cpu;
     if want_nccl && cpu {
         return Err(Error::Unsupported("NCCL".into(), "cpu"));
     }
@@ -267,7 +267,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     }
     let mut notes = refusals;
     // One process per rank: only rank 0 reports and writes files.
-    let root = e.core().job().is_none_or(|j| j.rank() == 0);
+    let root = e.core().job_spec().is_none_or(|j| j.rank == 0);
     engine_notes(&e, &x.contenders, cpu, &mut notes)?;
     let (cold_rows, nccl_version) =
         cold_starts(&mut e, &mut x, setup_ms, nccl.as_ref(), &mut notes)?;
@@ -308,11 +308,11 @@ fn engine_notes(
     if let Some(n) = e.core().fallback_note() {
         notes.push(n.to_string());
     }
-    if let Some(j) = e.core().job() {
+    if let Some(j) = e.core().job_spec() {
         notes.push(format!(
             "one process per rank: {} processes ({}); each cell is the slowest rank's time; NCCL is initialised per process (ncclGetUniqueId on rank 0, ncclCommInitRank in each)",
-            j.size(),
-            j.spec().origin.name()
+            j.size,
+            j.origin.name()
         ));
     }
     if cpu {
@@ -320,12 +320,12 @@ fn engine_notes(
             "CPU backend: times are CPU wall-clock timings of host threads, not GPU timings".into(),
         );
     }
-    if let Some(v) = crate::param::forced_algo()? {
+    if let Some(v) = ringreduce::param::forced_algo()? {
         if contenders.iter().any(|c| {
             matches!(
                 &c.kind,
-                bench::ContenderKind::Engine(crate::algo::AlgoChoice::Auto)
-                    | bench::ContenderKind::EngineGraph(crate::algo::AlgoChoice::Auto)
+                bench::ContenderKind::Engine(ringreduce::algo::AlgoChoice::Auto)
+                    | bench::ContenderKind::EngineGraph(ringreduce::algo::AlgoChoice::Auto)
             )
         }) {
             notes.push(format!(
@@ -333,7 +333,7 @@ fn engine_notes(
             ));
         }
     }
-    for (k, v) in crate::param::reported() {
+    for (k, v) in ringreduce::param::reported() {
         notes.push(format!("env {k}={v}"));
     }
     notes.push("busbw = algbw * 2(N-1)/N for all-reduce, (N-1)/N for reduce-scatter and all-gather (nccl-tests); ratio columns compare algbw at equal size".into());
@@ -409,7 +409,7 @@ fn peer_ceiling(
 fn header(
     a: &BenchArgs,
     x: &Args,
-    info: &crate::backend::BackendInfo,
+    info: &ringreduce::backend::BackendInfo,
     cpu: bool,
     nccl_version: Option<String>,
     ceiling: Option<f64>,
@@ -450,7 +450,7 @@ fn sweep(
     a: &BenchArgs,
     x: &Args,
     root: bool,
-    info: &crate::backend::BackendInfo,
+    info: &ringreduce::backend::BackendInfo,
     rep: &mut Report,
 ) -> Result<Engine<f32>> {
     let (ranks, big) = (x.ranks, x.big);
@@ -481,7 +481,7 @@ fn sweep(
         pb: pb.as_ref(),
     };
     for (coll, dtype, op) in jobs {
-        let (c, rows) = crate::with_element!(dtype, T => sweep_one::<T>(core, &sweep, coll, op));
+        let (c, rows) = ringreduce::with_element!(dtype, T => sweep_one::<T>(core, &sweep, coll, op));
         core = c;
         rep.rows.extend(rows?);
     }
@@ -556,7 +556,7 @@ struct Finish {
     root: bool,
     cpu: bool,
     ceiling: Option<f64>,
-    info: crate::backend::BackendInfo,
+    info: ringreduce::backend::BackendInfo,
 }
 
 /// The link model, the fit, the breakdown, the text and the files; whether
@@ -569,7 +569,7 @@ fn finish(e: Engine<f32>, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -
         info,
     } = f;
     let (ranks, max, contenders) = (x.ranks, x.max, &x.contenders);
-    let load = crate::theory::ring_link_load(&info.rank_to_device);
+    let load = ringreduce::theory::ring_link_load(&info.rank_to_device);
     if let (Some(c), true) = (ceiling, ranks > info.devices() && load > 0) {
         rep.header.notes.push(format!(
             "link-bound model for {ranks} ranks on {} GPUs (rank -> GPU {:?}): the busiest link direction carries {load} ring hop(s) of 2(N-1)/N*D each, so busbw <= ceiling / {load} = {:.1} GB/s",
@@ -585,7 +585,7 @@ fn finish(e: Engine<f32>, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -
     if a.breakdown && ranks >= 2 {
         let first = jobs_first(&x.combos);
         let core = e.into_core();
-        let (c, rows) = crate::with_element!(first.1, T => breakdown_rows::<T>(core, &x.sizes, first, &rep, a.warmup));
+        let (c, rows) = ringreduce::with_element!(first.1, T => breakdown_rows::<T>(core, &x.sizes, first, &rep, a.warmup));
         drop(c);
         rep.breakdown = rows?;
     }
@@ -634,7 +634,7 @@ fn skipped_notes(combos: &super::Combos, ranks: usize, sizes: &[u64]) -> Result<
     let mut notes = Vec::new();
     let mut any_row = false;
     let mut no_table = Vec::new();
-    let mut seen: Vec<(Collective, crate::element::DataType)> = Vec::new();
+    let mut seen: Vec<(Collective, ringreduce::element::DataType)> = Vec::new();
     for (coll, dtype, _) in combos.each() {
         if seen.contains(&(coll, dtype)) {
             continue; // every op of a (collective, type) has the same rows
@@ -648,7 +648,7 @@ fn skipped_notes(combos: &super::Combos, ranks: usize, sizes: &[u64]) -> Result<
             "less than one {}-byte element per rank; the smallest {coll} of {} on {} is {}",
             dtype.size(),
             dtype.name(),
-            crate::words::counted(ranks, "rank"),
+            ringreduce::words::counted(ranks, "rank"),
             format_bytes(s.smallest)
         );
         if s.all(sizes) {
@@ -676,7 +676,7 @@ fn skipped_notes(combos: &super::Combos, ranks: usize, sizes: &[u64]) -> Result<
             "the sweep -b {} -e {} gives no row: every size holds less than one element per rank on {} (rows start at {}); raise -e/--maxbytes",
             format_bytes(sizes.first().copied().unwrap_or(0)),
             format_bytes(sizes.last().copied().unwrap_or(0)),
-            crate::words::counted(ranks, "rank"),
+            ringreduce::words::counted(ranks, "rank"),
             no_table.join(", ")
         )));
     }
@@ -684,10 +684,10 @@ fn skipped_notes(combos: &super::Combos, ranks: usize, sizes: &[u64]) -> Result<
 }
 
 /// The first (collective, type, op) of the sweep.
-fn jobs_first(combos: &super::Combos) -> (Collective, crate::element::DataType, ReduceOp) {
+fn jobs_first(combos: &super::Combos) -> (Collective, ringreduce::element::DataType, ReduceOp) {
     combos.each().first().copied().unwrap_or((
         Collective::AllReduce,
-        crate::element::DataType::Float,
+        ringreduce::element::DataType::Float,
         ReduceOp::Sum,
     ))
 }
@@ -719,7 +719,7 @@ fn fit_model(rep: &Report, contenders: &[Contender]) -> Option<(report::ModelFit
         .iter()
         .filter_map(|r| Some((r.ranks, r.size as f64, r.out_of_place.as_ref()?.time_us)))
         .collect();
-    let m = crate::theory::fit_ring(&pts)?;
+    let m = ringreduce::theory::fit_ring(&pts)?;
     Some((
         report::ModelFit {
             alpha_us: m.alpha_us,
@@ -733,10 +733,10 @@ fn fit_model(rep: &Report, contenders: &[Contender]) -> Option<(report::ModelFit
 
 /// The model's time for `size` bytes per rank on `ranks` ranks (µs).
 fn model_us(m: &report::ModelFit, ranks: usize, size: u64) -> f64 {
-    crate::theory::ring_time_us(
+    ringreduce::theory::ring_time_us(
         ranks,
         size as f64,
-        &crate::theory::AlphaBeta {
+        &ringreduce::theory::AlphaBeta {
             alpha_us: m.alpha_us,
             link_gbps: m.beta_gbps,
         },
@@ -745,7 +745,7 @@ fn model_us(m: &report::ModelFit, ranks: usize, size: u64) -> f64 {
 
 /// The measured-vs-model table.
 /// `load`: ring hops on the busiest link direction
-/// ([`crate::theory::ring_link_load`], 1 with one rank per GPU).
+/// ([`ringreduce::theory::ring_link_load`], 1 with one rank per GPU).
 fn out_model(
     rep: &Report,
     m: &report::ModelFit,
@@ -780,7 +780,7 @@ fn out_model(
         let bound = match ceiling {
             Some(c) if c > 0.0 => format!(
                 "{:.2}",
-                load as f64 * crate::theory::ring_per_rank_bytes(ranks, r.size as f64) / (c * 1e3)
+                load as f64 * ringreduce::theory::ring_per_rank_bytes(ranks, r.size as f64) / (c * 1e3)
             ),
             _ => "-".into(),
         };
@@ -829,7 +829,7 @@ fn out_breakdown(rows: &[report::BreakdownRow]) -> Result<()> {
 fn breakdown_rows<T: Element>(
     core: Core,
     sizes: &[u64],
-    (coll, _, op): (Collective, crate::element::DataType, ReduceOp),
+    (coll, _, op): (Collective, ringreduce::element::DataType, ReduceOp),
     rep: &Report,
     warmup: usize,
 ) -> (Core, Result<Vec<report::BreakdownRow>>) {
@@ -853,7 +853,7 @@ fn breakdown_sizes<T: Element>(
             continue;
         }
         let o = crate::timeline::RecordOptions {
-            choice: crate::algo::AlgoChoice::Auto,
+            choice: ringreduce::algo::AlgoChoice::Auto,
             collective: coll,
             count,
             in_place: false,

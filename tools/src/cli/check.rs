@@ -5,12 +5,12 @@
 use super::cuda::Nccl;
 use super::{check_host_memory, out, Common, Kinds};
 use crate::bench::{self, Contender, ContenderKind};
-use crate::element::{Element, ReduceOp};
-use crate::engine::{Core, Engine};
-use crate::error::{Error, Result};
-use crate::plan::Collective;
-use crate::size::format_bytes;
-use crate::verify::{self, Inputs};
+use ringreduce::element::{Element, ReduceOp};
+use ringreduce::engine::{Core, Engine};
+use ringreduce::error::{Error, Result};
+use ringreduce::plan::Collective;
+use ringreduce::size::format_bytes;
+use ringreduce::verify::{self, Inputs};
 use std::path::PathBuf;
 
 /// `--algo`'s help: every path of the algorithm registry.
@@ -118,7 +118,7 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
                     }
                 )));
             }
-            let shape = crate::plan::Shape {
+            let shape = ringreduce::plan::Shape {
                 collective: coll,
                 ranks: cfg.ranks,
                 count,
@@ -168,7 +168,7 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
     let mut all_ok = true;
     let mut compared = 0usize;
     for (coll, dtype, op) in combos.each() {
-        let (c, (ok, n)) = crate::with_element!(dtype, T => check_one::<T>(core, &plan, coll, op))?;
+        let (c, (ok, n)) = ringreduce::with_element!(dtype, T => check_one::<T>(core, &plan, coll, op))?;
         compared += n;
         core = c;
         all_ok &= ok;

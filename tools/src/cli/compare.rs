@@ -6,15 +6,15 @@
 //! markdown table to paste, and an SVG plot.
 
 use super::{check_host_memory, out, Common};
-use crate::algo::Load;
-use crate::backend::BackendChoice;
+use ringreduce::algo::Load;
+use ringreduce::backend::BackendChoice;
 use crate::bench::{self, Contender, ContenderKind};
-use crate::element::ReduceOp;
-use crate::engine::{Engine, EngineConfig};
-use crate::error::{Error, Result};
-use crate::plan::{Collective, Shape, Traffic};
+use ringreduce::element::ReduceOp;
+use ringreduce::engine::{Engine, EngineConfig};
+use ringreduce::error::{Error, Result};
+use ringreduce::plan::{Collective, Shape, Traffic};
 use crate::report::{self, ReportError};
-use crate::size::format_bytes;
+use ringreduce::size::format_bytes;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::path::PathBuf;
@@ -32,7 +32,7 @@ pub struct CompareArgs {
     #[arg(long, default_value = "ps,ring")]
     pub algo: String,
     /// Backend: auto picks CUDA when a driver and a GPU are present.
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    #[arg(long, value_parser = crate::cli::backend_arg(), default_value = "auto")]
     pub backend: BackendChoice,
     /// GPUs to use, comma-separated (default: all).
     #[arg(long, value_delimiter = ',')]
@@ -128,10 +128,10 @@ fn setup(a: &CompareArgs) -> Result<Setup> {
             "--ranks needs rank counts of at least 2 (one rank moves nothing)".into(),
         ));
     }
-    if let Some(&n) = a.ranks.iter().find(|&&n| n > crate::engine::MAX_RANKS) {
+    if let Some(&n) = a.ranks.iter().find(|&&n| n > ringreduce::engine::MAX_RANKS) {
         return Err(Error::TooManyRanks {
             ranks: n,
-            max: crate::engine::MAX_RANKS,
+            max: ringreduce::engine::MAX_RANKS,
         });
     }
     if a.iters == 0 || a.blocks == 0 || a.blocks > 100 || a.iters > 100_000 {
@@ -544,7 +544,7 @@ mod tests {
     use super::*;
 
     fn point(algo: &str, ranks: usize, traffic: Vec<Traffic>) -> Point {
-        let a = crate::algo::parse(algo).unwrap();
+        let a = ringreduce::algo::parse(algo).unwrap();
         Point {
             ranks,
             algo: algo.into(),
@@ -586,7 +586,7 @@ mod tests {
         let d: u64 = 1 << 20;
         let count = (d / 4) as usize;
         let mut checked = 0;
-        for a in crate::algo::paths() {
+        for a in ringreduce::algo::paths() {
             for n in [2, 3, 4, 8] {
                 let shape = Shape::all_reduce(n, count, 4, false);
                 if a.supports(&shape).is_err() {
@@ -608,7 +608,7 @@ mod tests {
             }
         }
         assert!(checked >= 20, "{checked}");
-        let load = |s: &str| crate::algo::parse(s).unwrap().load();
+        let load = |s: &str| ringreduce::algo::parse(s).unwrap().load();
         assert_eq!(load("ps"), Some(Load::Root));
         for s in ["ring", "ring:naive", "ring:pipe4", "ring:flag"] {
             assert_eq!(load(s), Some(Load::Ring), "{s}");

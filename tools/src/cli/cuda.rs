@@ -4,24 +4,24 @@
 //! or NCCL (`check`, `--nccl`, an `nccl` contender, `--backend cuda`) fails
 //! with that reason.
 
-use crate::engine::Core;
-use crate::error::Result;
+use ringreduce::engine::Core;
+use ringreduce::error::Result;
 
 #[cfg(feature = "cuda")]
-pub use crate::cuda::nccl::Nccl;
+pub use ringreduce::cuda::nccl::Nccl;
 
 /// The driver and its GPUs, or why the CUDA backend cannot run (no
 /// driver, no GPU).
 #[cfg(feature = "cuda")]
-pub fn probe() -> std::result::Result<&'static crate::cuda::DriverInfo, String> {
-    crate::backend::cuda::probe()
+pub fn probe() -> std::result::Result<&'static ringreduce::cuda::DriverInfo, String> {
+    ringreduce::backend::cuda::probe()
 }
 
 /// Why the CUDA backend cannot run: the build has no `cuda` feature (no
 /// `Ok` value exists, so a `match` needs no arm for it).
 #[cfg(not(feature = "cuda"))]
 pub fn probe() -> std::result::Result<std::convert::Infallible, String> {
-    Err(crate::backend::NO_CUDA.into())
+    Err(ringreduce::backend::NO_CUDA.into())
 }
 
 /// The number of GPUs the CUDA backend sees, or why it cannot run (no
@@ -36,7 +36,7 @@ pub fn gpus() -> std::result::Result<usize, String> {
 /// "CUDA driver API 13000", where a driver is loaded.
 pub fn driver_version() -> Option<String> {
     #[cfg(feature = "cuda")]
-    return crate::cuda::driver()
+    return ringreduce::cuda::driver()
         .ok()
         .map(|d| format!("CUDA driver API {}", d.version));
     #[cfg(not(feature = "cuda"))]
@@ -64,9 +64,9 @@ pub enum Nccl {}
 impl Nccl {
     /// Fails: the build has no NCCL binding.
     pub fn load(_path: Option<&std::path::Path>) -> Result<Nccl> {
-        Err(crate::Error::NoCuda(format!(
+        Err(ringreduce::Error::NoCuda(format!(
             "{}, so NCCL cannot be loaded",
-            crate::backend::NO_CUDA
+            ringreduce::backend::NO_CUDA
         )))
     }
 

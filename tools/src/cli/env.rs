@@ -3,8 +3,8 @@
 //! accepted and what it does; exit 2 naming each malformed one.
 
 use super::out;
-use crate::error::{Error, Result};
-use crate::param::{self, Declared, Group};
+use ringreduce::error::{Error, Result};
+use ringreduce::param::{self, Declared, Group};
 use std::ffi::OsString;
 
 #[derive(clap::Args, Debug)]

@@ -3,7 +3,7 @@
 //!
 //! * The command is a ringreduce command (`run`, `check`, `bench`, `soak`,
 //!   ...: this binary runs it) or any program that uses
-//!   [`ringreduce::Communicator::from_env`](crate::Communicator::from_env)
+//!   [`ringreduce::Communicator::from_env`](ringreduce::Communicator::from_env)
 //!   (e.g. `target/release/examples/processes`).
 //! * The launcher creates the job's store (a fresh directory of mode 0700
 //!   under `/dev/shm`, or `--store`; a non-empty one is a leftover and
@@ -12,7 +12,7 @@
 //!   `RINGREDUCE_RANK=r`, `RINGREDUCE_SIZE=N`, `RINGREDUCE_LOCAL_RANK=r`,
 //!   `RINGREDUCE_LOCAL_SIZE=N`, `RINGREDUCE_STORE`, `RINGREDUCE_RUN_ID`,
 //!   with `--devices`: `RINGREDUCE_DEVICES` = rank r's GPU by
-//!   [`crate::backend::placement`] (blocks when ranks outnumber GPUs), with
+//!   [`ringreduce::backend::placement`] (blocks when ranks outnumber GPUs), with
 //!   `--timeout`: `RINGREDUCE_TIMEOUT`.
 //! * Each rank's stdout and stderr lines come out prefixed `[rank r] `.
 //! * Faults: when a rank exits non-zero or is killed, the launcher writes
@@ -25,9 +25,9 @@
 //!   rank running. The exit status is the worst of the ranks' (`128 + n`
 //!   for a rank killed by signal n).
 
-use crate::error::{Error, Result};
-use crate::process::store::{default_base, sweep_stale, Store};
-use crate::sys::proc::{self, Sig};
+use ringreduce::error::{Error, Result};
+use ringreduce::os::{self as proc, Sig};
+use ringreduce::process::launch::{default_base, sweep_stale, LaunchStore as Store};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -228,7 +228,7 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
     let run_id = format!(
         "{:x}-{:x}",
         std::process::id(),
-        crate::process::unique_suffix()
+        ringreduce::process::unique_suffix()
     );
     let dir = store_dir(&a, &run_id);
     let store = Store::create(&dir, &run_id, n, timeout)?;
@@ -261,7 +261,7 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
     // A rank killed while it used CUDA IPC leaves the driver's files in
     // /dev/shm; every rank has ended now.
     let pids: Vec<u32> = ranks.children.iter().map(Child::id).collect();
-    crate::process::store::sweep_cuda_ipc_files(Path::new("/dev/shm"), &pids);
+    ringreduce::process::launch::sweep_cuda_ipc_files(Path::new("/dev/shm"), &pids);
     let worst = status_of(&ranks, interrupted, first_failure.is_some(), &lost);
     if worst != 0 {
         say_failures(&ranks, worst);
@@ -276,10 +276,10 @@ fn checked(a: &LaunchArgs) -> Result<(usize, Duration, Duration)> {
     if n == 0 {
         return Err(Error::ZeroRanks);
     }
-    if n > crate::engine::MAX_RANKS {
+    if n > ringreduce::engine::MAX_RANKS {
         return Err(Error::TooManyRanks {
             ranks: n,
-            max: crate::engine::MAX_RANKS,
+            max: ringreduce::engine::MAX_RANKS,
         });
     }
     if !(a.grace.is_finite() && a.grace >= 0.0 && a.grace <= 1e7) {
@@ -290,10 +290,10 @@ fn checked(a: &LaunchArgs) -> Result<(usize, Duration, Duration)> {
     }
     let timeout = a
         .timeout
-        .map(|t| crate::param::timeout_arg("--timeout", t))
+        .map(|t| ringreduce::param::timeout_arg("--timeout", t))
         .transpose()?;
     // The settings the ranks will read, before any rank starts.
-    crate::param::check_settings()?;
+    ringreduce::param::check_settings()?;
     if a.devices.as_ref().is_some_and(Vec::is_empty) {
         return Err(Error::BadArgument(
             "--devices needs at least one GPU".into(),
@@ -301,7 +301,7 @@ fn checked(a: &LaunchArgs) -> Result<(usize, Duration, Duration)> {
     }
     let timeout = match timeout {
         Some(t) => t,
-        None => crate::param::timeout()?,
+        None => ringreduce::param::timeout()?,
     };
     let grace = Duration::from_secs_f64(a.grace);
     Ok((n, timeout, grace))
@@ -399,7 +399,7 @@ fn spawn_ranks(
             cmd.env("RINGREDUCE_TIMEOUT", t.to_string());
         }
         if let Some(d) = &a.devices {
-            let device = crate::backend::device_of(r, n, d);
+            let device = ringreduce::backend::device_of(r, n, d);
             cmd.env("RINGREDUCE_DEVICES", device.to_string());
         }
         proc::die_with_parent(&mut cmd);
@@ -533,7 +533,7 @@ fn say_failures(ranks: &Ranks, worst: u8) {
             };
             format!(
                 "{} {} {d}",
-                crate::words::plural(v.len(), "rank", "ranks"),
+                ringreduce::words::plural(v.len(), "rank", "ranks"),
                 rs.join(", ")
             )
         })

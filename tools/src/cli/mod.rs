@@ -16,13 +16,25 @@ pub mod theory;
 pub mod topo;
 pub mod trace;
 
-use crate::backend::BackendChoice;
-use crate::element::{DataType, ReduceOp};
-use crate::engine::EngineConfig;
-use crate::error::{Error, Result};
-use crate::plan::Collective;
+use ringreduce::backend::BackendChoice;
+use ringreduce::element::{DataType, ReduceOp};
+use ringreduce::engine::EngineConfig;
+use ringreduce::error::{Error, Result};
+use ringreduce::plan::Collective;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// `--backend`: auto, cpu or cuda, listed in `--help` with what auto means
+/// (the library's [`BackendChoice`] parses the value).
+pub fn backend_arg() -> impl clap::builder::TypedValueParser<Value = BackendChoice> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new([
+        PossibleValue::new("auto").help("CUDA when a driver and a GPU are present, otherwise CPU"),
+        PossibleValue::new("cpu"),
+        PossibleValue::new("cuda"),
+    ])
+    .try_map(|s| s.parse::<BackendChoice>())
+}
 
 /// Standard output that turns a closed pipe into a quiet exit instead of a
 /// panic.
@@ -36,8 +48,8 @@ static QUIET: AtomicBool = AtomicBool::new(false);
 /// wait for that thread forever); otherwise
 /// `code` is returned for `main` to end normally.
 pub fn finish(code: u8) -> std::process::ExitCode {
-    if crate::engine::threads_left_stuck() > 0 {
-        crate::sys::proc::exit_now(code);
+    if ringreduce::engine::threads_left_stuck() > 0 {
+        ringreduce::os::exit_now(code);
     }
     std::process::ExitCode::from(code)
 }
@@ -92,7 +104,7 @@ pub struct Common {
     #[arg(long)]
     pub ranks: Option<usize>,
     /// Backend: auto picks CUDA when a driver and a GPU are present.
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    #[arg(long, value_parser = crate::cli::backend_arg(), default_value = "auto")]
     pub backend: BackendChoice,
     /// GPUs to use, comma-separated (default: all); with more ranks than
     /// GPUs, ranks go in blocks (4 on 0,1: 0,0,1,1); list a GPU more than
@@ -128,16 +140,16 @@ impl Common {
 
     /// The engine configuration; argument errors first. In a rank process of
     /// a multi-process job (started by `ringreduce launch` or `mpirun`, see
-    /// [`crate::process::JobSpec::from_env`]) the configuration is that
+    /// [`ringreduce::process::JobSpec::from_env`]) the configuration is that
     /// rank's, the rank count is the job's, and only rank 0 prints.
     pub fn config(&self) -> Result<EngineConfig> {
         let timeout = self
             .timeout
-            .map(|t| crate::param::timeout_arg("--timeout", t))
+            .map(|t| ringreduce::param::timeout_arg("--timeout", t))
             .transpose()?;
         // Every RINGREDUCE_* setting, before anything runs.
-        crate::param::check_settings()?;
-        if let Some(spec) = crate::process::JobSpec::from_env()? {
+        ringreduce::param::check_settings()?;
+        if let Some(spec) = ringreduce::process::JobSpec::from_env()? {
             if let Some(n) = self.ranks.filter(|&n| n != spec.size) {
                 return Err(Error::BadArgument(format!(
                     "--ranks {n}, but this process is rank {} of a job of {} processes (leave --ranks out, or set RINGREDUCE_MULTIPROC=0 to ignore the job's environment)",
@@ -156,10 +168,10 @@ impl Common {
         }
         let ranks = match self.ranks {
             Some(0) => return Err(Error::ZeroRanks),
-            Some(n) if n > crate::engine::MAX_RANKS => {
+            Some(n) if n > ringreduce::engine::MAX_RANKS => {
                 return Err(Error::TooManyRanks {
                     ranks: n,
-                    max: crate::engine::MAX_RANKS,
+                    max: ringreduce::engine::MAX_RANKS,
                 })
             }
             Some(n) => n,
@@ -372,22 +384,22 @@ pub fn nccl_for_contenders(
 /// How `--algo auto` picks its path, for reports: by size, or the path
 /// `RINGREDUCE_ALGO` forces.
 pub fn auto_source() -> Result<String> {
-    Ok(match crate::param::forced_algo()? {
+    Ok(match ringreduce::param::forced_algo()? {
         Some(v) => format!("auto, forced by RINGREDUCE_ALGO={v}; --algo overrides it"),
         None => "auto; choose with --algo".into(),
     })
 }
 
 /// The algorithm names the command line's collectives run (every name in
-/// [`crate::algo::REGISTRY`] but the broadcast's), as help spells them
+/// [`ringreduce::algo::REGISTRY`] but the broadcast's), as help spells them
 /// (`ring:pipeK`).
 pub fn path_names() -> Vec<&'static str> {
-    crate::algo::names()
+    ringreduce::algo::names()
         .filter(|n| {
-            crate::algo::example(n).is_some_and(|a| {
+            ringreduce::algo::example(n).is_some_and(|a| {
                 Collective::ALL
                     .iter()
-                    .any(|&c| crate::algo::runs(a.as_ref(), c))
+                    .any(|&c| ringreduce::algo::runs(a.as_ref(), c))
             })
         })
         .collect()
@@ -395,15 +407,15 @@ pub fn path_names() -> Vec<&'static str> {
 
 /// One path of each of [`path_names`] (`ring:pipeK` as `ring:pipe3`):
 /// what `--algo all` means.
-pub fn all_paths() -> Vec<crate::algo::AlgoChoice> {
-    crate::algo::paths()
+pub fn all_paths() -> Vec<ringreduce::algo::AlgoChoice> {
+    ringreduce::algo::paths()
         .into_iter()
         .filter(|a| {
             Collective::ALL
                 .iter()
-                .any(|&c| crate::algo::runs(a.as_ref(), c))
+                .any(|&c| ringreduce::algo::runs(a.as_ref(), c))
         })
-        .map(crate::algo::AlgoChoice::Fixed)
+        .map(ringreduce::algo::AlgoChoice::Fixed)
         .collect()
 }
 
@@ -423,7 +435,7 @@ pub fn parse_collectives(s: &str) -> Result<Vec<Collective>> {
     }
     let bad = |e: String| Error::BadArgument(format!("--collective: {e}"));
     let mut v: Vec<Collective> = Vec::new();
-    for part in crate::words::list_items(s).map_err(bad)? {
+    for part in ringreduce::words::list_items(s).map_err(bad)? {
         let c = Collective::parse(part).map_err(bad)?;
         if !v.contains(&c) {
             v.push(c);
@@ -436,10 +448,10 @@ pub fn parse_collectives(s: &str) -> Result<Vec<Collective>> {
 /// if set (machines whose memory grows on demand report too little; a
 /// malformed value is an error), else MemAvailable.
 pub fn host_memory_available() -> Result<Option<u64>> {
-    if let Some(b) = crate::param::HOST_MEMORY.get()? {
+    if let Some(b) = ringreduce::param::HOST_MEMORY.get()? {
         return Ok(Some(b));
     }
-    Ok(crate::backend::cpu::host_memory().map(|(avail, _)| avail))
+    Ok(ringreduce::os::host_memory().map(|(avail, _)| avail))
 }
 
 /// Error unless `need` bytes of host memory are available for `what`.
@@ -463,7 +475,7 @@ pub fn check_host_memory(need: u128, what: &str) -> Result<()> {
 /// A size argument in bytes (`4MiB`, `1GiB+12`, `100MB`); the error names
 /// the flag and the value ("--size \"-1\": a size cannot be negative").
 pub fn size_arg(flag: &str, value: &str) -> Result<u64> {
-    crate::size::parse_size(value).map_err(|e| match e {
+    ringreduce::size::parse_size(value).map_err(|e| match e {
         Error::BadSize { reason, .. } => Error::BadArgument(format!("{flag} {value:?}: {reason}")),
         other => other,
     })
@@ -472,7 +484,7 @@ pub fn size_arg(flag: &str, value: &str) -> Result<u64> {
 /// A count argument in elements (`1003`, `4M`); the error names the flag
 /// and speaks of elements, never bytes.
 pub fn count_arg(flag: &str, value: &str) -> Result<u64> {
-    crate::size::parse_count(value)
+    ringreduce::size::parse_count(value)
         .map_err(|r| Error::BadArgument(format!("{flag} {value:?}: {r}")))
 }
 

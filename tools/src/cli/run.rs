@@ -1,14 +1,14 @@
 //! `ringreduce run`: one collective, verified, with its timings and traffic.
 
 use super::{check_host_memory, out, parse_count, Common, OneKind};
-use crate::algo::AlgoChoice;
-use crate::backend::BackendKind;
-use crate::element::{Element, ReduceOp};
-use crate::engine::Engine;
-use crate::error::{Error, Result};
-use crate::plan::{Collective, Shape};
-use crate::size::format_bytes;
-use crate::verify::{self, Inputs};
+use ringreduce::algo::AlgoChoice;
+use ringreduce::backend::BackendKind;
+use ringreduce::element::{Element, ReduceOp};
+use ringreduce::engine::Engine;
+use ringreduce::error::{Error, Result};
+use ringreduce::plan::{Collective, Shape};
+use ringreduce::size::format_bytes;
+use ringreduce::verify::{self, Inputs};
 use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
@@ -74,7 +74,7 @@ pub fn host_bytes(shape: &Shape, kind_cpu: bool) -> u128 {
 fn algo_of(a: &RunArgs) -> Result<String> {
     Ok(match &a.algo {
         Some(x) => x.clone(),
-        None if crate::param::forced_algo()?.is_some() => "auto".into(),
+        None if ringreduce::param::forced_algo()?.is_some() => "auto".into(),
         None => "ring".into(),
     })
 }
@@ -104,12 +104,12 @@ pub fn execute(a: RunArgs) -> Result<bool> {
     )?;
     // Fail early on a fixed path that cannot run this call.
     cfg.algo.resolve(&shape)?;
-    crate::with_element!(dtype, T => run_typed::<T>(&a, cfg, shape, op, inputs))
+    ringreduce::with_element!(dtype, T => run_typed::<T>(&a, cfg, shape, op, inputs))
 }
 
 fn run_typed<T: Element>(
     a: &RunArgs,
-    cfg: crate::engine::EngineConfig,
+    cfg: ringreduce::engine::EngineConfig,
     shape: Shape,
     op: ReduceOp,
     kind: Inputs,
@@ -147,8 +147,8 @@ fn print_call<T: Element>(engine: &Engine<T>, shape: &Shape, op: ReduceOp) -> Re
     let ranks = shape.ranks;
     out(format!(
         "ringreduce run: {}{}, {} x {} ({} per rank), {}, {}, {}",
-        crate::words::counted(ranks, "rank"),
-        if engine.core().job().is_some() {
+        ringreduce::words::counted(ranks, "rank"),
+        if engine.core().job_spec().is_some() {
             " (one process per rank)"
         } else {
             ""
@@ -256,7 +256,7 @@ fn print_timings<T: Element>(
     let first = std::time::Duration::from_secs_f64(
         core.max_over_processes(first.as_secs_f64(), "gathering the first-call times")?,
     );
-    let multi = core.job().is_some();
+    let multi = core.job_spec().is_some();
     let bytes = shape.bytes() as f64;
     let algbw = bytes / (steady * 1e-6) / 1e9;
     let busbw = algbw * shape.collective.bus_factor(ranks);
@@ -300,7 +300,7 @@ fn print_timings<T: Element>(
 }
 
 /// The busiest rank's bytes beside the formulas.
-fn print_traffic(traffic: &[crate::plan::Traffic], shape: &Shape) -> Result<()> {
+fn print_traffic(traffic: &[ringreduce::plan::Traffic], shape: &Shape) -> Result<()> {
     let ranks = shape.ranks;
     let max_sent = traffic.iter().map(|x| x.sent).max().unwrap_or(0);
     let max_recv = traffic.iter().map(|x| x.received).max().unwrap_or(0);
@@ -308,7 +308,7 @@ fn print_traffic(traffic: &[crate::plan::Traffic], shape: &Shape) -> Result<()> 
     let formula = match shape.collective {
         Collective::AllReduce => format!(
             "ring formula 2(N-1)/N*D = {:.0} B; PS root (N-1)*D = {} B",
-            crate::schedule::ring_bytes_formula(ranks, d as usize),
+            ringreduce::schedule::ring_bytes_formula(ranks, d as usize),
             ranks.saturating_sub(1) as u64 * d
         ),
         _ => format!(
@@ -326,7 +326,7 @@ fn print_traffic(traffic: &[crate::plan::Traffic], shape: &Shape) -> Result<()> 
 fn print_check(
     verdict: &verify::Verdict,
     shape: &Shape,
-    dtype: crate::element::DataType,
+    dtype: ringreduce::element::DataType,
 ) -> Result<bool> {
     let ranks = shape.ranks;
     let wrong = verdict.total_wrong();
@@ -343,8 +343,8 @@ fn print_check(
     } else if wrong == 0 {
         out(format!(
             "check     : PASS (0 wrong of {} on {}, {how}; max abs err {:.3e})",
-            crate::words::counted(elements, "element"),
-            crate::words::counted(ranks, "rank"),
+            ringreduce::words::counted(elements, "element"),
+            ringreduce::words::counted(ranks, "rank"),
             verdict.max_abs_err
         ))?;
         Ok(true)

@@ -8,14 +8,14 @@
 //! failure; the exit status is non-zero if any call was wrong.
 
 use super::{out, Common, Kinds};
-use crate::algo::AlgoChoice;
+use ringreduce::algo::AlgoChoice;
 use crate::bench::{self, Contender, ContenderKind};
-use crate::element::{DataType, Element, ReduceOp};
-use crate::engine::{Core, Engine, EngineConfig};
-use crate::error::{Error, Result};
-use crate::plan::{Collective, Shape};
-use crate::size::format_bytes;
-use crate::verify::{Inputs, SplitMix64};
+use ringreduce::element::{DataType, Element, ReduceOp};
+use ringreduce::engine::{Core, Engine, EngineConfig};
+use ringreduce::error::{Error, Result};
+use ringreduce::plan::{Collective, Shape};
+use ringreduce::size::format_bytes;
+use ringreduce::verify::{Inputs, SplitMix64};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -57,7 +57,7 @@ fn paths_of(algo: &str) -> Result<Vec<AlgoChoice>> {
     if algo.trim().eq_ignore_ascii_case("all") {
         return Ok(super::all_paths());
     }
-    crate::words::list_items(algo)
+    ringreduce::words::list_items(algo)
         .map_err(|e| Error::BadArgument(format!("--algo: {e}")))?
         .into_iter()
         .map(|p| p.parse().map_err(Error::BadArgument))
@@ -120,11 +120,11 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
     let limit = (a.seconds > 0.0).then(|| Duration::from_secs_f64(a.seconds));
     out(format!(
         "ringreduce soak: {}, seed {}, rank counts {:?}, up to {} per rank, {} of call",
-        crate::words::counted(a.calls, "call"),
+        ringreduce::words::counted(a.calls, "call"),
         a.seed,
         soak.rank_counts,
         format_bytes(max),
-        crate::words::counted(soak.combos.len(), "kind")
+        ringreduce::words::counted(soak.combos.len(), "kind")
     ))?;
     for i in 0..a.calls {
         // The time limit stops the soak after its first call, never
@@ -182,12 +182,12 @@ fn rank_counts_of(a: &SoakArgs, base: &EngineConfig, gpus: Option<usize>) -> Res
         // --ranks given: the one rank count.
         None if a.common.ranks.is_some() => vec![base.ranks],
         None => match (base.backend, gpus) {
-            (crate::backend::BackendChoice::Cpu, _) | (_, None) => vec![1, 2, 3, 4, 5],
+            (ringreduce::backend::BackendChoice::Cpu, _) | (_, None) => vec![1, 2, 3, 4, 5],
             (_, Some(g)) => vec![g, 2 * g],
         },
     };
     for &n in &rank_counts {
-        if n == 0 || n > crate::engine::MAX_RANKS {
+        if n == 0 || n > ringreduce::engine::MAX_RANKS {
             return Err(Error::BadArgument(format!("rank count {n} out of range")));
         }
     }
@@ -248,10 +248,8 @@ impl Soak {
             }
         }
         if let std::collections::btree_map::Entry::Vacant(slot) = self.engines.entry(n) {
-            let mut cfg = EngineConfig {
-                ranks: n,
-                ..self.base.clone()
-            };
+            let mut cfg = self.base.clone();
+            cfg.ranks = n;
             cfg.algo = AlgoChoice::Auto;
             slot.insert(Engine::<u8>::new(cfg)?.into_core());
         }
@@ -269,7 +267,7 @@ impl Soak {
             kind
         );
         let (core, r) =
-            crate::with_element!(dtype, T => one::<T>(core, &choice, shape, op, kind, seed));
+            ringreduce::with_element!(dtype, T => one::<T>(core, &choice, shape, op, kind, seed));
         self.engines.insert(n, core);
         stats.calls += 1;
         match r {
@@ -305,7 +303,7 @@ fn one<T: Element>(
     let mut e = Engine::<T>::from_core(core);
     let r = (|| {
         let n = shape.ranks;
-        let inputs = crate::verify::make_inputs::<T>(kind, op, n, shape.input(0).len(), seed);
+        let inputs = ringreduce::verify::make_inputs::<T>(kind, op, n, shape.input(0).len(), seed);
         let expect = bench::expected(shape.collective, &inputs, op, kind);
         let c = Contender {
             name: choice.name(),
@@ -359,7 +357,7 @@ fn report(s: &Stats, elapsed: Duration) -> Result<bool> {
     if s.wrong.is_empty() {
         out(format!(
             "PASS: 0 wrong of {}",
-            crate::words::counted(s.calls, "call")
+            ringreduce::words::counted(s.calls, "call")
         ))?;
         Ok(true)
     } else {
@@ -375,7 +373,7 @@ fn report(s: &Stats, elapsed: Duration) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algo::{self, REGISTRY};
+    use ringreduce::algo::{self, REGISTRY};
 
     /// `--algo all` is every registered path a collective of the command
     /// line runs (issue 26: `ring:flag` was missing from a hand-written list).

@@ -1,7 +1,7 @@
 //! `ringreduce theory`: Parameter Server vs Ring, traffic and alpha-beta time.
 
 use super::{out, out_raw};
-use crate::error::{Error, Result};
+use ringreduce::error::{Error, Result};
 use crate::report::Report;
 use std::path::PathBuf;
 
@@ -89,19 +89,44 @@ pub fn execute(a: TheoryArgs) -> Result<bool> {
             "--link-gbps must be {} to {} GB/s (got {}) and --alpha-us {} to {} us (got {})",
             LINK_GBPS.start(),
             LINK_GBPS.end(),
-            crate::words::num(link_gbps),
+            num(link_gbps),
             ALPHA_US.start(),
             ALPHA_US.end(),
-            crate::words::num(alpha_us)
+            num(alpha_us)
         )));
     }
-    let model = crate::theory::AlphaBeta {
+    let model = ringreduce::theory::AlphaBeta {
         alpha_us,
         link_gbps,
     };
     if let Some(n) = note {
         out(n)?;
     }
-    out_raw(&crate::theory::render(d as f64, &a.size, &a.ranks, &model))?;
+    out_raw(&ringreduce::theory::render(d as f64, &a.size, &a.ranks, &model))?;
     Ok(true)
+}
+
+/// A number a user typed, echoed back briefly: `0.5`, `1e-300`, `1e308`
+/// (Rust's `{}` writes every digit of `1e-300`).
+fn num(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-4..1e9).contains(&x.abs()) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::num;
+
+    #[test]
+    fn numbers_are_brief() {
+        assert_eq!(num(0.5), "0.5");
+        assert_eq!(num(10.0), "10");
+        assert_eq!(num(1e-300), "1e-300");
+        assert_eq!(num(1e308), "1e308");
+        assert_eq!(num(-2.5e12), "-2.5e12");
+        assert_eq!(num(f64::INFINITY), "inf");
+    }
 }

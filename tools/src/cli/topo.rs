@@ -6,14 +6,14 @@
 //! host ranks (a dry run: the numbers are memcpy between host buffers).
 
 use super::{check_host_memory, out, Common};
-use crate::algo::probe;
-use crate::backend::{BackendChoice, Binding, BufId};
+use ringreduce::algo::probe;
+use ringreduce::backend::{BackendChoice, Binding, BufId};
 use crate::bench::median;
-use crate::element::DataType;
-use crate::engine::{Core, Engine, EngineConfig};
-use crate::error::{Error, Result};
-use crate::plan::{OpKind, Plan};
-use crate::size::format_bytes;
+use ringreduce::element::DataType;
+use ringreduce::engine::{Core, Engine, EngineConfig};
+use ringreduce::error::{Error, Result};
+use ringreduce::plan::{OpKind, Plan};
+use ringreduce::size::format_bytes;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,7 +22,7 @@ pub struct TopoArgs {
     /// Where to measure: cuda (every pair of GPUs), cpu (a dry run on two
     /// host ranks), auto (cuda when a GPU is present; otherwise only the
     /// facts).
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    #[arg(long, value_parser = crate::cli::backend_arg(), default_value = "auto")]
     pub backend: BackendChoice,
     /// GPUs to include, comma-separated (default: all).
     #[arg(long, value_delimiter = ',')]
@@ -83,16 +83,16 @@ pub fn execute(a: TopoArgs) -> Result<bool> {
     }
     match a.ranks {
         Some(0) => return Err(Error::ZeroRanks),
-        Some(n) if n > crate::engine::MAX_RANKS => {
+        Some(n) if n > ringreduce::engine::MAX_RANKS => {
             return Err(Error::TooManyRanks {
                 ranks: n,
-                max: crate::engine::MAX_RANKS,
+                max: ringreduce::engine::MAX_RANKS,
             })
         }
         _ => {}
     }
     if let Some(t) = a.timeout {
-        crate::param::timeout_arg("--timeout", t)?;
+        ringreduce::param::timeout_arg("--timeout", t)?;
     }
     // --devices picks GPUs: refused where none is used.
     if let (Some(_), Some(why)) = (&a.devices, a.backend.cpu_reason()) {
@@ -125,7 +125,7 @@ pub fn execute(a: TopoArgs) -> Result<bool> {
 fn cpu_facts() -> Result<()> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     out(format!("CPU: {threads} hardware threads"))?;
-    if let Some((avail, total)) = crate::backend::cpu::host_memory() {
+    if let Some((avail, total)) = ringreduce::os::host_memory() {
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         out(format!(
             "host memory: {:.1} GiB available of {:.1} GiB",
@@ -139,11 +139,10 @@ fn cpu_facts() -> Result<()> {
 
 /// The engine's configuration for a pair of endpoints.
 fn config(base: &EngineConfig, devices: Option<Vec<usize>>, ranks: usize) -> EngineConfig {
-    EngineConfig {
-        ranks,
-        devices,
-        ..base.clone()
-    }
+    let mut cfg = base.clone();
+    cfg.ranks = ranks;
+    cfg.devices = devices;
+    cfg
 }
 
 /// GB/s of `plan` moving `bytes` per copy: median of 3 blocks of `iters`
@@ -350,7 +349,7 @@ fn cpu_dry_run(a: &TopoArgs, bytes: usize) -> Result<bool> {
 }
 
 #[cfg(feature = "cuda")]
-fn gpus(a: &TopoArgs, info: &crate::cuda::DriverInfo, bytes: usize) -> Result<bool> {
+fn gpus(a: &TopoArgs, info: &ringreduce::cuda::DriverInfo, bytes: usize) -> Result<bool> {
     let all: Vec<usize> = info.devices.iter().map(|d| d.ordinal).collect();
     let devs: Vec<usize> = match &a.devices {
         Some(d) => {
@@ -401,7 +400,7 @@ fn gpus(a: &TopoArgs, info: &crate::cuda::DriverInfo, bytes: usize) -> Result<bo
                 let cell = if x == y {
                     "-".to_string()
                 } else {
-                    match crate::cuda::p2p_info(x, y) {
+                    match ringreduce::cuda::p2p_info(x, y) {
                         Ok(p) => {
                             ranks_seen.push((x, y, p));
                             format!(
@@ -451,10 +450,10 @@ fn gpus(a: &TopoArgs, info: &crate::cuda::DriverInfo, bytes: usize) -> Result<bo
 fn ring_order(
     a: &TopoArgs,
     devs: &[usize],
-    links: &[(usize, usize, crate::cuda::P2pInfo)],
+    links: &[(usize, usize, ringreduce::cuda::P2pInfo)],
 ) -> Result<()> {
     let n = a.ranks.unwrap_or(devs.len()).max(1);
-    let map = crate::backend::placement(n, devs);
+    let map = ringreduce::backend::placement(n, devs);
     out(format!(
         "\nring order: {n} ranks on {} GPUs ({}): {}",
         devs.len(),
@@ -504,7 +503,7 @@ fn ring_order(
             "{n} ranks on {} GPUs: {} of the {n} hops cross between GPUs and {local} stay within one (a device-local copy); each GPU's ranks share its links and copy engines. The busiest link direction carries {} hop(s) of 2(N-1)/N*D each: blocks keep it at one (round-robin would make every hop cross)",
             devs.len(),
             n - local,
-            crate::theory::ring_link_load(&map)
+            ringreduce::theory::ring_link_load(&map)
         ))?;
     }
     Ok(())

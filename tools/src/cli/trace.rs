@@ -7,12 +7,12 @@
 
 use super::cuda::Nccl;
 use super::{check_host_memory, out, out_raw, parse_count, Common, OneKind};
-use crate::algo::AlgoChoice;
-use crate::backend::{BackendChoice, BackendKind};
-use crate::element::{Element, ReduceOp};
-use crate::engine::Engine;
-use crate::error::{Error, Result};
-use crate::plan::Shape;
+use ringreduce::algo::AlgoChoice;
+use ringreduce::backend::{BackendChoice, BackendKind};
+use ringreduce::element::{Element, ReduceOp};
+use ringreduce::engine::Engine;
+use ringreduce::error::{Error, Result};
+use ringreduce::plan::Shape;
 use crate::report;
 use crate::timeline::{self, RecordOptions, Recording};
 use std::path::PathBuf;
@@ -50,7 +50,7 @@ pub struct TraceArgs {
     /// Run for real on this backend and time every op (cuda: GPU
     /// timestamps; cpu: host timestamps). Implied by --timeline and --svg
     /// (then auto by default).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = crate::cli::backend_arg())]
     pub backend: Option<BackendChoice>,
     /// GPUs to use, comma-separated (default: all); with more ranks than
     /// GPUs, ranks go in blocks (4 on 0,1: 0,0,1,1); list a GPU more than
@@ -97,7 +97,7 @@ pub struct TraceArgs {
 fn algo_of(a: &TraceArgs) -> Result<String> {
     Ok(match &a.algo {
         Some(x) => x.clone(),
-        None if crate::param::forced_algo()?.is_some() => "auto".into(),
+        None if ringreduce::param::forced_algo()?.is_some() => "auto".into(),
         None => "ring".into(),
     })
 }
@@ -132,14 +132,14 @@ pub fn execute(a: TraceArgs) -> Result<bool> {
         elem_size: dtype.size(),
         in_place: a.in_place,
     };
-    let text = crate::trace::render(&choice, &shape, dtype, op)?;
+    let text = ringreduce::trace::render(&choice, &shape, dtype, op)?;
     out_raw(&text)?;
     Ok(!text.contains("\n  FAIL"))
 }
 
 /// Everything about a real run, checked before any work.
 struct Real {
-    cfg: crate::engine::EngineConfig,
+    cfg: ringreduce::engine::EngineConfig,
     shape: Shape,
     op: ReduceOp,
     choice: AlgoChoice,
@@ -249,7 +249,7 @@ fn real_run(a: TraceArgs) -> Result<bool> {
         choice,
         nccl,
     };
-    crate::with_element!(dtype, T => run_typed::<T>(&a, real))
+    ringreduce::with_element!(dtype, T => run_typed::<T>(&a, real))
 }
 
 fn run_typed<T: Element>(a: &TraceArgs, r: Real) -> Result<bool> {
@@ -304,9 +304,9 @@ fn report_run<T: Element>(
         "# ringreduce trace: {} · {} · {}",
         paths.join(", "),
         t.what,
-        crate::words::counted(t.ranks(), "rank")
+        ringreduce::words::counted(t.ranks(), "rank")
     ))?;
-    if algo_of(a)?.trim().eq_ignore_ascii_case("auto") && crate::param::forced_algo()?.is_some() {
+    if algo_of(a)?.trim().eq_ignore_ascii_case("auto") && ringreduce::param::forced_algo()?.is_some() {
         out(format!("# algorithm: {}", crate::cli::auto_source()?))?;
     }
     if let Some(n) = e.core().fallback_note() {

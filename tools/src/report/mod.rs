@@ -54,8 +54,8 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::element::{DataType, ReduceOp};
-use crate::plan::Collective;
+use ringreduce::element::{DataType, ReduceOp};
+use ringreduce::plan::Collective;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 mod csv;
@@ -421,7 +421,7 @@ impl Header {
 
 /// The ring's alpha-beta model fitted to a sweep's all-reduce rows:
 /// `time = 2(N-1)·alpha + 2(N-1)/N·size / beta` (see
-/// [`crate::theory::fit_ring`]).
+/// [`ringreduce::theory::fit_ring`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ModelFit {
     /// Latency per ring step, microseconds.

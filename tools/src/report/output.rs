@@ -449,12 +449,12 @@ fn check_one(flag: &'static str, path: &Path) -> Result<(Target, Option<Key>), R
             })
         }
         Target::InPlace { file, .. } => {
-            crate::sys::fs::check_writable(file).map_err(|e| cannot_write("file", e))?;
+            ringreduce::os::check_writable(file).map_err(|e| cannot_write("file", e))?;
             let m = fs::metadata(file).map_err(|e| cannot_write("file", e))?;
             Some(Key::Inode(m.dev(), m.ino()))
         }
         Target::Through { kind, file, .. } => {
-            crate::sys::fs::check_writable(path).map_err(|e| cannot_write(kind, e))?;
+            ringreduce::os::check_writable(path).map_err(|e| cannot_write(kind, e))?;
             file.as_ref().map(|m| Key::Inode(m.dev(), m.ino()))
         }
     };

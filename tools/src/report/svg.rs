@@ -32,7 +32,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::output::{check_extension, write_output, Format, PLOT_FLAG};
 use super::{first_appearances, Combo, Report, ReportError, Row};
-use crate::size::format_bytes;
+use ringreduce::size::format_bytes;
 
 /// Width of the picture, px.
 const SVG_WIDTH: u32 = 1280;
@@ -158,7 +158,7 @@ impl Report {
             .next()
             .unwrap_or_default()
             .trim();
-        let mut first = format!("{what} · {}", crate::words::counted(h.ranks, "rank"));
+        let mut first = format!("{what} · {}", ringreduce::words::counted(h.ranks, "rank"));
         if !backend.is_empty() {
             first.push_str(" · ");
             first.push_str(backend);
@@ -1084,7 +1084,7 @@ mod review {
             ..stress.rows[0].clone()
         });
         stress.rows.push(Row {
-            dtype: crate::element::DataType::Bfloat16,
+            dtype: ringreduce::element::DataType::Bfloat16,
             ..stress.rows[0].clone()
         });
         stress.write_svg(&dir.join("stress.svg")).unwrap();

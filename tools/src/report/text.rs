@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::{
     first_appearances, Combo, Measurement, Report, Row, ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER,
 };
-use crate::size::format_bytes;
+use ringreduce::size::format_bytes;
 
 impl Report {
     /// `#`-prefixed run metadata, in the spirit of the nccl-tests preamble.
@@ -487,8 +487,8 @@ mod tests {
             size: 8,
             count: 2,
             collective: ALL_REDUCE,
-            dtype: crate::element::DataType::Float,
-            redop: Some(crate::element::ReduceOp::Sum),
+            dtype: ringreduce::element::DataType::Float,
+            redop: Some(ringreduce::element::ReduceOp::Sum),
             out_of_place: Some(Measurement::new(ALL_REDUCE, 8, 2, 18.47, Some(0))),
             in_place: Some(Measurement::new(ALL_REDUCE, 8, 2, 18.29, Some(0))),
         };

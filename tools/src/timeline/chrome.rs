@@ -11,7 +11,7 @@
 //!   across ranks or lanes.
 
 use super::{track_name, Category, Timeline, NCCL_TRACK};
-use crate::backend::BackendKind;
+use ringreduce::backend::BackendKind;
 use serde_json::{json, Value};
 
 /// Microseconds from nanoseconds, rounded to the nanosecond.

@@ -6,7 +6,7 @@
 //! knowing any algorithm by name:
 //!
 //! * [`Timeline::slices`]: one slice per op part per rank per timed call,
-//!   labelled from the op ([`crate::plan::Label`]: phase, step, chunk,
+//!   labelled from the op ([`ringreduce::plan::Label`]: phase, step, chunk,
 //!   slice), with its bytes and GB/s; NCCL's calls as one slice per rank;
 //! * [`Timeline::flows`]: every cross-rank or cross-lane wait, from the op
 //!   part that records the signal to the op part that waits for it (the
@@ -27,10 +27,10 @@ pub mod svg;
 #[cfg(test)]
 mod tests;
 
-use crate::backend::{BackendKind, CallTimeline};
-use crate::plan::interp::{self, Effect};
-use crate::plan::{Lane, OpKind, Plan, LANES};
-use crate::schedule::Phase;
+use ringreduce::backend::{BackendKind, CallTimeline};
+use ringreduce::plan::interp::{self, Effect};
+use ringreduce::plan::{Lane, OpKind, Plan, LANES};
+use ringreduce::schedule::Phase;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -615,7 +615,7 @@ impl Timeline {
                 s.start_ns / 1e3,
                 s.dur_ns() / 1e3,
                 if s.bytes > 0 {
-                    crate::size::format_bytes(s.bytes)
+                    ringreduce::size::format_bytes(s.bytes)
                 } else {
                     "-".into()
                 },

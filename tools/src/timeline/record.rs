@@ -3,13 +3,13 @@
 //! NCCL's call on the same clock.
 
 use super::{TimedCall, Timeline};
-use crate::algo::AlgoChoice;
+use ringreduce::algo::AlgoChoice;
 use crate::bench::median;
-use crate::element::{Element, ReduceOp};
-use crate::engine::Engine;
-use crate::error::{Error, Result};
-use crate::plan::{Collective, Traffic};
-use crate::verify::{self, Inputs};
+use ringreduce::element::{Element, ReduceOp};
+use ringreduce::engine::Engine;
+use ringreduce::error::{Error, Result};
+use ringreduce::plan::{Collective, Traffic};
+use ringreduce::verify::{self, Inputs};
 use std::time::Instant;
 
 /// What to record.
@@ -17,7 +17,7 @@ use std::time::Instant;
 pub struct RecordOptions {
     pub choice: AlgoChoice,
     pub collective: Collective,
-    /// NCCL's count (see [`crate::plan::Shape`]).
+    /// NCCL's count (see [`ringreduce::plan::Shape`]).
     pub count: usize,
     pub in_place: bool,
     pub op: ReduceOp,
@@ -84,7 +84,7 @@ pub struct Recording {
 fn block<T: Element>(
     e: &mut Engine<T>,
     o: &RecordOptions,
-    shape: &crate::plan::Shape,
+    shape: &ringreduce::plan::Shape,
     iters: usize,
     on: bool,
 ) -> Result<f64> {
@@ -193,7 +193,7 @@ pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Record
     let what = format!(
         "{} of {} {} {}, {}",
         o.collective,
-        crate::size::format_bytes(shape.bytes()),
+        ringreduce::size::format_bytes(shape.bytes()),
         T::DTYPE.name(),
         if o.collective.reduces() {
             o.op.name()

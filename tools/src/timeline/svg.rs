@@ -20,8 +20,8 @@
 //! everything for viewers that show tooltips.
 
 use super::{track_name, Category, Slice, Timeline, NCCL_TRACK};
-use crate::backend::BackendKind;
-use crate::schedule::Phase;
+use ringreduce::backend::BackendKind;
+use ringreduce::schedule::Phase;
 use std::fmt::Write as _;
 
 const WIDTH: f64 = 1400.0;
@@ -231,8 +231,8 @@ fn head(o: &mut String, t: &Timeline, height: f64) {
         "{} · {} · {} · {}{}",
         paths.join(", "),
         t.what,
-        crate::words::counted(ranks, "rank"),
-        crate::words::counted(t.calls.len(), "timed call"),
+        ringreduce::words::counted(ranks, "rank"),
+        ringreduce::words::counted(t.calls.len(), "timed call"),
         if t.nccl.is_empty() { "" } else { " + NCCL" }
     );
     let _ = writeln!(
@@ -382,7 +382,7 @@ fn draw_slices(o: &mut String, slices: &[Slice], lay: &Layout) {
             s.start_ns / 1e3
         );
         if s.bytes > 0 {
-            let _ = write!(tip, " · {}", crate::size::format_bytes(s.bytes));
+            let _ = write!(tip, " · {}", ringreduce::size::format_bytes(s.bytes));
         }
         if let Some(g) = s.gbps() {
             let _ = write!(tip, " · {g:.1} GB/s");

@@ -5,10 +5,10 @@
 //! and the backends' traffic counters match the plans.
 
 use super::*;
-use crate::algo::AlgoChoice;
-use crate::element::ReduceOp;
-use crate::engine::{Engine, EngineConfig};
-use crate::plan::interp;
+use ringreduce::algo::AlgoChoice;
+use ringreduce::element::ReduceOp;
+use ringreduce::engine::{Engine, EngineConfig};
+use ringreduce::plan::interp;
 use serde_json::Value;
 
 /// Host clocks: one monotonic clock, so only rounding needs room.
@@ -31,7 +31,7 @@ fn rec(algo: &str, ranks: usize, count: usize, in_place: bool, calls: usize) -> 
     record(&mut e, &o).unwrap_or_else(|err| panic!("{algo} on {ranks}: {err}"))
 }
 
-use crate::plan::Collective;
+use ringreduce::plan::Collective;
 
 /// Every (path, ranks) the tests run.
 fn cases() -> Vec<(&'static str, usize)> {
@@ -327,7 +327,7 @@ fn traffic_counters_match_the_plans() {
     }
 }
 
-use crate::plan::Traffic;
+use ringreduce::plan::Traffic;
 
 #[test]
 fn helpers() {

@@ -533,7 +533,7 @@ pub fn register(h: &mut Harness) {
                         // `ring|ring:pipeK|oneshot`: alternatives, K a
                         // placeholder.
                         for alt in v.split('|') {
-                            ringreduce::bench::parse_contenders(&alt.replace("pipeK", "pipe4"))
+                            ringreduce_tools::bench::parse_contenders(&alt.replace("pipeK", "pipe4"))
                                 .map_err(|e| format!("README: {line}\n{e}"))?;
                             checked += 1;
                         }

@@ -6,7 +6,7 @@
 //! so the same binary runs everywhere (CI without a GPU, the GPU machine).
 
 use crate::harness::{Outcome, TestResult};
-use ringreduce::bench::{self, Contender, ContenderKind};
+use ringreduce_tools::bench::{self, Contender, ContenderKind};
 use ringreduce::fault::FaultPlan;
 use ringreduce::verify::{self, Inputs};
 use ringreduce::{AlgoChoice, BackendChoice, Collective, Element, Engine, EngineConfig, ReduceOp};

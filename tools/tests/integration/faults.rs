@@ -9,7 +9,7 @@ use crate::common::{algo, checked, contender, engine, engine_with, pass, rank_co
 use crate::ensure;
 use crate::harness::{Harness, TestResult};
 use ringreduce::backend::op_desc;
-use ringreduce::bench;
+use ringreduce_tools::bench;
 use ringreduce::fault::{Fault, FaultPlan, FaultSpec};
 use ringreduce::plan::{OpKind, Shape};
 use ringreduce::verify::{self, Inputs};

@@ -208,7 +208,7 @@ pub fn register(h: &mut Harness) {
             // way bench checks them (regression: bench reported an in-place
             // reduce-scatter graph wrong because its expectation assumed one
             // call; a 2-call replay reduces the buffer it left).
-            use ringreduce::bench::{checked_call, expected, parse_contenders};
+            use ringreduce_tools::bench::{checked_call, expected, parse_contenders};
             for n in [2, 4] {
                 let mut e = engine::<i32>(BackendChoice::Cuda, n)?;
                 for c in parse_contenders("ring:graph,ring:pipe2:graph").ctx("contenders")? {

@@ -4,7 +4,7 @@
 use crate::common::{algo, contender, cuda_skip_reason, gpu_count, pass, skip, Ctx};
 use crate::ensure;
 use crate::harness::{Harness, Outcome, TestResult};
-use ringreduce::bench::{self, Contender, ContenderKind};
+use ringreduce_tools::bench::{self, Contender, ContenderKind};
 use ringreduce::cuda::nccl::{Nccl, NcclError};
 use ringreduce::element::DataType;
 use ringreduce::engine::Core;

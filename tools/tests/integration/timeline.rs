@@ -7,7 +7,7 @@ use crate::common::{cuda_only, cuda_skip_reason, pass};
 use crate::ensure;
 use crate::harness::{Harness, TestResult};
 use ringreduce::plan::Collective;
-use ringreduce::timeline::{self, RecordOptions};
+use ringreduce_tools::timeline::{self, RecordOptions};
 use ringreduce::{AlgoChoice, BackendChoice, Engine, EngineConfig, ReduceOp};
 use serde_json::Value;
 use std::path::{Path, PathBuf};

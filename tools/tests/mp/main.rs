@@ -910,7 +910,8 @@ fn the_communicator_across_processes() {
     let me = std::env::current_exe().expect("the test binary");
     for which in ["cpu", "old", "cuda"] {
         if which == "cuda" {
-            if let Err(why) = ringreduce::backend::cuda::probe() {
+            // CUDA's probe, or "built without the cuda feature".
+            if let Some(why) = ringreduce::BackendChoice::Auto.cpu_reason() {
                 println!("the_communicator_across_processes[cuda] ... SKIPPED: no CUDA driver/GPU ({why})");
                 continue;
             }

@@ -13,7 +13,7 @@
 //! * the overlapped step: kernel b, then bucket b's all-reduce ordered after
 //!   it, then kernel b+1, ... all issued at once: the collective of bucket b
 //!   runs while kernel b+1 computes. ringreduce uses its stream-ordered call
-//!   ([`crate::backend::ordered`]); NCCL's `ncclAllReduce` goes on a
+//!   ([`ringreduce::backend::ordered`]); NCCL's `ncclAllReduce` goes on a
 //!   separate stream that waits for the kernel's event, the way DDP does.
 //!
 //! Times come from GPU events around every kernel and call (the host clock
@@ -30,17 +30,17 @@
 //! counts, and the expected times on an H200, are argued in its header).
 
 use super::{check_host_memory, out, Common};
-use crate::backend::ordered::{
+use ringreduce::backend::ordered::{
     grad_sum, After, Completion, Gate, Grid, SpanTag, WorkArg, WorkLaunch, WorkSpan,
 };
-use crate::backend::ordered::{Builtin, WorkKernel};
-use crate::backend::{BackendKind, Binding, BufId, NcclCall};
+use ringreduce::backend::ordered::{Builtin, WorkKernel};
+use ringreduce::backend::{BackendKind, Binding, BufId, NcclCall};
 use crate::bench::{median, parse_contenders, Contender, ContenderKind};
-use crate::element::{DataType, ReduceOp};
-use crate::engine::Core;
-use crate::error::{Error, Result};
-use crate::plan::{Collective, Shape};
-use crate::size::format_bytes;
+use ringreduce::element::{DataType, ReduceOp};
+use ringreduce::engine::Core;
+use ringreduce::error::{Error, Result};
+use ringreduce::plan::{Collective, Shape};
+use ringreduce::size::format_bytes;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -146,7 +146,7 @@ impl KernelKind {
 
     fn parse_list(s: &str) -> Result<Vec<KernelKind>> {
         let mut v = Vec::new();
-        let items = crate::words::list_items(s)
+        let items = ringreduce::words::list_items(s)
             .map_err(|e| Error::BadArgument(format!("--kernel: {e}")))?;
         for p in items {
             let k = match p.to_ascii_lowercase().as_str() {
@@ -320,7 +320,7 @@ fn settings(a: &OverlapArgs, cpu: bool) -> Result<Settings> {
             .clone()
             .unwrap_or_else(|| if cpu { "64KiB".into() } else { "25MiB".into() });
     let mut sizes = Vec::new();
-    let items = crate::words::list_items(&sizes_text)
+    let items = ringreduce::words::list_items(&sizes_text)
         .map_err(|e| Error::BadArgument(format!("--bucket-size: {e}")))?;
     for s in items {
         let b = super::size_arg("--bucket-size", s)?;
@@ -451,7 +451,7 @@ fn timeline_svg_path(timeline: &Path) -> Option<PathBuf> {
 pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     let cfg = a.common.config()?;
     let cpu_wanted =
-        cfg.backend == crate::backend::BackendChoice::Cpu || crate::cli::cuda::gpus().is_err();
+        cfg.backend == ringreduce::backend::BackendChoice::Cpu || crate::cli::cuda::gpus().is_err();
     let p = settings(a, cpu_wanted)?;
     let svg = a.timeline.as_deref().and_then(timeline_svg_path);
     // Each path under the flag that names it (the SVG is --timeline's, with
@@ -576,7 +576,7 @@ fn refuse_buckets(p: &Settings, ranks: usize) -> Result<()> {
                     "--contenders {}: it cannot all-reduce a {} bucket in place on {}: {why}",
                     c.name,
                     format_bytes(size),
-                    crate::words::counted(ranks, "rank")
+                    ringreduce::words::counted(ranks, "rank")
                 )));
             }
         }
@@ -593,7 +593,7 @@ fn engine_notes(core: &Core, cpu: bool) -> Vec<String> {
     if cpu {
         notes.push("CPU backend: the work kernels run on the host and every call completes when issued, so nothing overlaps; the run checks results and order, its times are not a measurement".into());
     }
-    for (k, v) in crate::param::reported() {
+    for (k, v) in ringreduce::param::reported() {
         notes.push(format!("env {k}={v}"));
     }
     notes
@@ -610,9 +610,9 @@ fn say_setup(
 ) -> Result<()> {
     out(format!(
         "ringreduce overlap: {}, {} per step, {} (median) after {} warm-up; collectives' streams: {}; {}",
-        crate::words::counted(ranks, "rank"),
-        crate::words::counted(p.buckets, "bucket"),
-        crate::words::counted(p.steps, "timed step"),
+        ringreduce::words::counted(ranks, "rank"),
+        ringreduce::words::counted(p.buckets, "bucket"),
+        ringreduce::words::counted(p.steps, "timed step"),
         p.warmup,
         if cpu {
             "no priorities on the CPU"

@@ -14,17 +14,17 @@ pub(super) fn print_config(c: &ConfigResult, p: &Settings, ranks: usize, cpu: bo
         _ => format!(
             "kernel mem: {} {}, {:.0} bytes of HBM traffic per element ({:.2} FLOP per byte: memory-bound)",
             c.passes,
-            crate::words::plural(c.passes, "pass", "passes"),
+            ringreduce::words::plural(c.passes, "pass", "passes"),
             c.hbm_bytes_per_bucket / c.bucket_elems as f64,
             c.flop_per_bucket / c.hbm_bytes_per_bucket
         ),
     };
     out(format!(
         "== {what}; {} x {} ({} floats), {}",
-        crate::words::counted(c.buckets, "bucket"),
+        ringreduce::words::counted(c.buckets, "bucket"),
         format_bytes(c.bucket_bytes),
         c.bucket_elems,
-        crate::words::counted(ranks, "rank")
+        ringreduce::words::counted(ranks, "rank")
     ))?;
     out(format!(
         "   model on one H200 ({:.0} TFLOP/s FP32 FMA, {:.1} TB/s HBM): {:.1} us per bucket, {:.1} us of compute per step{}",
@@ -43,7 +43,7 @@ pub(super) fn print_config(c: &ConfigResult, p: &Settings, ranks: usize, cpu: bo
         out(format!(
             "   overlap efficiency = (compute + comm - step) / min(compute, comm); at most (B-1)/B = {:.1}% with {}",
             100.0 * c.max_efficiency,
-            crate::words::counted(c.buckets, "bucket")
+            ringreduce::words::counted(c.buckets, "bucket")
         ))?;
     }
     out(format!(
