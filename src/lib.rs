@@ -14,6 +14,13 @@
 //! # Ok::<(), ringreduce::Error>(())
 //! ```
 //!
+//! This is the library alone. The measurement tools built on it (the
+//! `ringreduce` command line: bench, reports and plots, timelines of real
+//! calls, the overlap benchmark, compare, soak) are a crate of their own in
+//! the same workspace, `ringreduce-tools` (`tools/`), the way nccl-tests
+//! lives apart from NCCL: they use only what is public here, and a library
+//! user gets none of their dependencies.
+//!
 //! What a user names is at the root: [`Communicator`], the one
 //! communicator (every rank from one caller, one handle per rank thread,
 //! or one rank per process under `ringreduce launch` or `mpirun`; the same
@@ -57,6 +64,11 @@
 //!   `unsafe` code.
 //! * [`element`] and [`verify`]: data types and ops with NCCL's semantics,
 //!   inputs and checks.
+//! * For programs around the library (a launcher, a benchmark): [`param`]
+//!   (every environment variable, declared once), [`size`] (byte sizes as
+//!   people write them), [`words`] (counted nouns, comma lists), [`os`]
+//!   (signals and process groups, writable paths, host memory) and
+//!   [`process::launch`] (the store a launcher creates).
 //!
 //! # Features
 //!

@@ -30,9 +30,9 @@
 //!   feature (`cargo test` turns it on: `Cargo.toml`); anywhere else the
 //!   variable is not read, and `ringreduce env` says so.
 
-// A library built without the `cli` feature declares every variable all
-// the same (the registry stays one list); only `ringreduce env` and the
-// commands read the descriptions and run the command line's checks.
+// Public so that programs around the library list and check the same
+// variables: `ringreduce env` prints [`all`], and the commands run
+// [`check_settings`] before they build an engine.
 
 use crate::error::{Error, Result};
 use std::ffi::{OsStr, OsString};

@@ -1,5 +1,5 @@
 //! The `ringreduce` command line: argument types and dispatch only; every
-//! command lives in the library ([`ringreduce::cli`]).
+//! command lives in the tools crate's library ([`ringreduce_tools::cli`]).
 
 use clap::{Parser, Subcommand};
 use ringreduce_tools::cli::{

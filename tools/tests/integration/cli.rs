@@ -237,7 +237,7 @@ pub fn register(h: &mut Harness) {
         // prints), the header names no mode the script lacks, and
         // CONTRIBUTING.md names only modes that exist (it listed `full`,
         // `quick`, `confirm`, `flag` and `final` long after they were gone).
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = crate::common::repo_root();
         if !root.join("scripts/gpu-check.sh").exists() {
             // The staged binary on the GPU machine, away from the source
             // tree, like the other tests that read the sources.
@@ -331,7 +331,7 @@ pub fn register(h: &mut Harness) {
     });
     h.add("cli::readme_commands", || {
         // README: `cargo run --release -- run` and `cargo test --release`.
-        let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+        let readme = crate::common::repo_root().join("README.md");
         if let Ok(text) = std::fs::read_to_string(&readme) {
             ensure!(
                 text.contains("cargo run --release -- run")
@@ -1216,7 +1216,7 @@ pub fn register(h: &mut Harness) {
     h.add("cli::docs_show_the_real_trace", || {
         // docs/ALGORITHM.md pastes `ringreduce trace` output; it must be
         // what the engine prints, for every one of these commands.
-        let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ALGORITHM.md");
+        let doc = crate::common::repo_root().join("docs/ALGORITHM.md");
         let Ok(text) = std::fs::read_to_string(&doc) else {
             return skip(format!("{} not found (staged test binary?)", doc.display()));
         };

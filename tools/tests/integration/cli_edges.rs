@@ -518,7 +518,7 @@ pub fn register(h: &mut Harness) {
     h.add("cli_edges::readme_commands_name_only_real_paths", || {
         // "README's `trace` line names `oneshot:pull` (unknown)": every
         // path a README or docs command names must parse.
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = crate::common::repo_root();
         let Ok(readme) = std::fs::read_to_string(root.join("README.md")) else {
             return skip(format!("the source tree is not at {}", root.display()));
         };

@@ -1,7 +1,7 @@
 //! Output files through the command line (issue 25, item 1): what `-J`,
 //! `--csv`, `--plot`, `--timeline`, `--svg` do with devices, FIFOs,
 //! `/dev/stdout`, symbolic links, hard links, long names, two names of one
-//! file and wrong extensions (the rules: `src/report/output.rs`).
+//! file and wrong extensions (the rules: `tools/src/report/output.rs`).
 //!
 //! CI and the GPU machine run as root: these tests touch `/dev/null` only
 //! by writing through it (and check it is still a device afterwards), and

@@ -62,6 +62,12 @@ pub fn engine_with<T: Element>(
     Engine::<T>::new(cfg).map_err(|e| format!("building a {b:?} engine of {ranks} ranks: {e}"))
 }
 
+/// The repository's root (the workspace's; this crate is its `tools/`),
+/// for the tests that read the sources and docs.
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
 /// Parse a path name (`auto`, `ring:pipe2`, ...); panics on a typo in a test.
 pub fn algo(name: &str) -> AlgoChoice {
     name.parse()

@@ -31,7 +31,7 @@
 
 use super::{check_host_memory, out, Common};
 use ringreduce::backend::ordered::{
-    grad_sum, After, Completion, Gate, Grid, SpanTag, WorkArg, WorkLaunch, WorkSpan,
+    After, Completion, Gate, Grid, SpanTag, WorkArg, WorkLaunch, WorkSpan,
 };
 use ringreduce::backend::ordered::{Builtin, WorkKernel};
 use ringreduce::backend::{BackendKind, Binding, BufId, NcclCall};
@@ -45,9 +45,11 @@ use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod host;
 mod print;
 mod step;
 pub use print::timeline_svg;
+use host::grad_sum;
 use print::{print_config, print_targets};
 use step::*;
 

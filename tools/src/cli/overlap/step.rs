@@ -308,9 +308,9 @@ pub(super) fn run_config(
         kind,
         n,
         bufs: &bufs,
-        fma: Arc::new(WorkKernel::builtin(Builtin::GradFma)),
-        mem: Arc::new(WorkKernel::builtin(Builtin::GradMem)),
-        check: Arc::new(WorkKernel::builtin(Builtin::GradCheck)),
+        fma: Arc::new(host::kernel(Builtin::GradFma)),
+        mem: Arc::new(host::kernel(Builtin::GradMem)),
+        check: Arc::new(host::kernel(Builtin::GradCheck)),
     };
     let shape = Shape::all_reduce(ranks, n, 4, true);
     let mut rows: Vec<Row> = Vec::new();
