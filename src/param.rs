@@ -25,7 +25,7 @@
 //!   places NCCL is looked for are read at each use, as they always were: a
 //!   program may set them before it joins a job or loads NCCL, and join
 //!   more than one job.
-//! * **Fault injection** ([`FAULT`], `RINGREDUCE_FAULT`) exists only in the
+//! * **Fault injection** (`FAULT`, `RINGREDUCE_FAULT`) exists only in the
 //!   crate's own test builds and in builds with the `fault-injection`
 //!   feature (`cargo test` turns it on: `Cargo.toml`); anywhere else the
 //!   variable is not read, and `ringreduce env` says so.

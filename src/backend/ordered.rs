@@ -537,11 +537,9 @@ impl StreamOrdered for CpuBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algo::AlgoChoice;
     use crate::backend::Binding;
     use crate::element::{DataType, ReduceOp};
     use crate::engine::Core;
-    use crate::plan::Shape;
     use crate::EngineConfig;
 
     /// A host kernel that writes its rank's index and a scalar argument
@@ -584,7 +582,8 @@ mod tests {
         };
         let e = core.work_launch(&launch(plain.clone(), 8)).unwrap_err();
         assert!(matches!(e, Error::Unsupported(..)), "{e}");
-        core.work_launch(&launch(plain.with_host(stamp), 8)).unwrap();
+        core.work_launch(&launch(plain.with_host(stamp), 8))
+            .unwrap();
         for r in 0..ranks {
             let mut got = [0u32; 2];
             core.read(r, out, 0, bytemuck::cast_slice_mut(&mut got))

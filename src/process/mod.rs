@@ -32,8 +32,8 @@
 
 mod comm;
 pub(crate) mod control;
-pub(crate) mod reads;
 pub mod launch;
+pub(crate) mod reads;
 pub(crate) mod store;
 
 #[allow(deprecated)]

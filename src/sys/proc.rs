@@ -167,6 +167,22 @@ pub fn caught() -> Option<i32> {
     }
 }
 
+/// End this process now with `code`, after flushing standard output and
+/// error, without running the C library's exit handlers: the CUDA driver's
+/// handler waits for any thread inside a driver call, and a rank thread
+/// stuck there (behind GPU work a dead peer never releases) would hold the
+/// process forever. Rust destructors of other threads do not run either;
+/// the caller has already reported everything.
+pub fn exit_now(code: u8) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: `_exit` takes any status and never returns; it skips atexit
+    // handlers and stdio buffers (Rust's were flushed above), which is the
+    // point.
+    unsafe { libc::_exit(libc::c_int::from(code)) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,20 +211,4 @@ mod tests {
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(st.signal(), Some(libc::SIGTERM));
     }
-}
-
-/// End this process now with `code`, after flushing standard output and
-/// error, without running the C library's exit handlers: the CUDA driver's
-/// handler waits for any thread inside a driver call, and a rank thread
-/// stuck there (behind GPU work a dead peer never releases) would hold the
-/// process forever. Rust destructors of other threads do not run either;
-/// the caller has already reported everything.
-pub fn exit_now(code: u8) -> ! {
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().flush();
-    // SAFETY: `_exit` takes any status and never returns; it skips atexit
-    // handlers and stdio buffers (Rust's were flushed above), which is the
-    // point.
-    unsafe { libc::_exit(libc::c_int::from(code)) }
 }

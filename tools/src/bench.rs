@@ -9,13 +9,13 @@
 //! a cell is the median of `blocks` such blocks, so one stall of the machine
 //! cannot spoil a row.
 
+use crate::report::{ColdStart, Measurement, Row};
 use ringreduce::algo::{probe, AlgoChoice};
 use ringreduce::backend::{Binding, BufId};
 use ringreduce::element::{Element, ReduceOp};
 use ringreduce::engine::{Engine, GRAPH_CALLS};
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::{Collective, Shape};
-use crate::report::{ColdStart, Measurement, Row};
 use ringreduce::verify::{self, Inputs, Reference, Verdict};
 use std::sync::Arc;
 use std::time::Instant;

@@ -2,10 +2,10 @@
 //! command lives in the tools crate's library ([`ringreduce_tools::cli`]).
 
 use clap::{Parser, Subcommand};
+use ringreduce::Error;
 use ringreduce_tools::cli::{
     bench, check, compare, env, launch, overlap, run, soak, theory, topo, trace,
 };
-use ringreduce::Error;
 use std::process::ExitCode;
 
 #[derive(Parser)]

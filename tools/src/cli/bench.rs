@@ -5,13 +5,13 @@
 
 use super::{check_host_memory, out, Common, Kinds};
 use crate::bench::{self, Contender};
+use crate::report::{self, ColdStart, Header, Report, Row};
+use indicatif::{ProgressBar, ProgressStyle};
 use ringreduce::element::{Element, ReduceOp};
 use ringreduce::engine::{Core, Engine};
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::Collective;
-use crate::report::{self, ColdStart, Header, Report, Row};
 use ringreduce::size::format_bytes;
-use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -481,7 +481,8 @@ fn sweep(
         pb: pb.as_ref(),
     };
     for (coll, dtype, op) in jobs {
-        let (c, rows) = ringreduce::with_element!(dtype, T => sweep_one::<T>(core, &sweep, coll, op));
+        let (c, rows) =
+            ringreduce::with_element!(dtype, T => sweep_one::<T>(core, &sweep, coll, op));
         core = c;
         rep.rows.extend(rows?);
     }
@@ -780,7 +781,8 @@ fn out_model(
         let bound = match ceiling {
             Some(c) if c > 0.0 => format!(
                 "{:.2}",
-                load as f64 * ringreduce::theory::ring_per_rank_bytes(ranks, r.size as f64) / (c * 1e3)
+                load as f64 * ringreduce::theory::ring_per_rank_bytes(ranks, r.size as f64)
+                    / (c * 1e3)
             ),
             _ => "-".into(),
         };

@@ -168,7 +168,8 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
     let mut all_ok = true;
     let mut compared = 0usize;
     for (coll, dtype, op) in combos.each() {
-        let (c, (ok, n)) = ringreduce::with_element!(dtype, T => check_one::<T>(core, &plan, coll, op))?;
+        let (c, (ok, n)) =
+            ringreduce::with_element!(dtype, T => check_one::<T>(core, &plan, coll, op))?;
         compared += n;
         core = c;
         all_ok &= ok;

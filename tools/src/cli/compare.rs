@@ -6,17 +6,17 @@
 //! markdown table to paste, and an SVG plot.
 
 use super::{check_host_memory, out, Common};
+use crate::bench::{self, Contender, ContenderKind};
+use crate::report::{self, ReportError};
+use plotters::coord::types::RangedCoordf64;
+use plotters::prelude::*;
 use ringreduce::algo::Load;
 use ringreduce::backend::BackendChoice;
-use crate::bench::{self, Contender, ContenderKind};
 use ringreduce::element::ReduceOp;
 use ringreduce::engine::{Engine, EngineConfig};
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::{Collective, Shape, Traffic};
-use crate::report::{self, ReportError};
 use ringreduce::size::format_bytes;
-use plotters::coord::types::RangedCoordf64;
-use plotters::prelude::*;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]

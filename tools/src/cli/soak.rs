@@ -8,8 +8,8 @@
 //! failure; the exit status is non-zero if any call was wrong.
 
 use super::{out, Common, Kinds};
-use ringreduce::algo::AlgoChoice;
 use crate::bench::{self, Contender, ContenderKind};
+use ringreduce::algo::AlgoChoice;
 use ringreduce::element::{DataType, Element, ReduceOp};
 use ringreduce::engine::{Core, Engine, EngineConfig};
 use ringreduce::error::{Error, Result};

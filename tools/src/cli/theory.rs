@@ -1,8 +1,8 @@
 //! `ringreduce theory`: Parameter Server vs Ring, traffic and alpha-beta time.
 
 use super::{out, out_raw};
-use ringreduce::error::{Error, Result};
 use crate::report::Report;
+use ringreduce::error::{Error, Result};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -102,7 +102,9 @@ pub fn execute(a: TheoryArgs) -> Result<bool> {
     if let Some(n) = note {
         out(n)?;
     }
-    out_raw(&ringreduce::theory::render(d as f64, &a.size, &a.ranks, &model))?;
+    out_raw(&ringreduce::theory::render(
+        d as f64, &a.size, &a.ranks, &model,
+    ))?;
     Ok(true)
 }
 

@@ -6,9 +6,9 @@
 //! host ranks (a dry run: the numbers are memcpy between host buffers).
 
 use super::{check_host_memory, out, Common};
+use crate::bench::median;
 use ringreduce::algo::probe;
 use ringreduce::backend::{BackendChoice, Binding, BufId};
-use crate::bench::median;
 use ringreduce::element::DataType;
 use ringreduce::engine::{Core, Engine, EngineConfig};
 use ringreduce::error::{Error, Result};

@@ -7,14 +7,14 @@
 
 use super::cuda::Nccl;
 use super::{check_host_memory, out, out_raw, parse_count, Common, OneKind};
+use crate::report;
+use crate::timeline::{self, RecordOptions, Recording};
 use ringreduce::algo::AlgoChoice;
 use ringreduce::backend::{BackendChoice, BackendKind};
 use ringreduce::element::{Element, ReduceOp};
 use ringreduce::engine::Engine;
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::Shape;
-use crate::report;
-use crate::timeline::{self, RecordOptions, Recording};
 use std::path::PathBuf;
 
 /// `--algo`'s help: every path of the algorithm registry.
@@ -306,7 +306,9 @@ fn report_run<T: Element>(
         t.what,
         ringreduce::words::counted(t.ranks(), "rank")
     ))?;
-    if algo_of(a)?.trim().eq_ignore_ascii_case("auto") && ringreduce::param::forced_algo()?.is_some() {
+    if algo_of(a)?.trim().eq_ignore_ascii_case("auto")
+        && ringreduce::param::forced_algo()?.is_some()
+    {
         out(format!("# algorithm: {}", crate::cli::auto_source()?))?;
     }
     if let Some(n) = e.core().fallback_note() {

@@ -3,8 +3,8 @@
 //! NCCL's call on the same clock.
 
 use super::{TimedCall, Timeline};
-use ringreduce::algo::AlgoChoice;
 use crate::bench::median;
+use ringreduce::algo::AlgoChoice;
 use ringreduce::element::{Element, ReduceOp};
 use ringreduce::engine::Engine;
 use ringreduce::error::{Error, Result};

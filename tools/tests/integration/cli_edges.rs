@@ -7,7 +7,6 @@ use crate::cli::{bad, command, rr, run_cmd, scratch_dir, Ran};
 use crate::common::{cuda_skip_reason, pass, skip};
 use crate::ensure;
 use crate::harness::Harness;
-use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -533,8 +532,10 @@ pub fn register(h: &mut Harness) {
                         // `ring|ring:pipeK|oneshot`: alternatives, K a
                         // placeholder.
                         for alt in v.split('|') {
-                            ringreduce_tools::bench::parse_contenders(&alt.replace("pipeK", "pipe4"))
-                                .map_err(|e| format!("README: {line}\n{e}"))?;
+                            ringreduce_tools::bench::parse_contenders(
+                                &alt.replace("pipeK", "pipe4"),
+                            )
+                            .map_err(|e| format!("README: {line}\n{e}"))?;
                             checked += 1;
                         }
                     }

@@ -6,10 +6,10 @@
 //! so the same binary runs everywhere (CI without a GPU, the GPU machine).
 
 use crate::harness::{Outcome, TestResult};
-use ringreduce_tools::bench::{self, Contender, ContenderKind};
 use ringreduce::fault::FaultPlan;
 use ringreduce::verify::{self, Inputs};
 use ringreduce::{AlgoChoice, BackendChoice, Collective, Element, Engine, EngineConfig, ReduceOp};
+use ringreduce_tools::bench::{self, Contender, ContenderKind};
 use std::time::Duration;
 
 /// Why the CUDA backend cannot run here with `min_gpus` GPUs, if it cannot.

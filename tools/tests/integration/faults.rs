@@ -9,11 +9,11 @@ use crate::common::{algo, checked, contender, engine, engine_with, pass, rank_co
 use crate::ensure;
 use crate::harness::{Harness, TestResult};
 use ringreduce::backend::op_desc;
-use ringreduce_tools::bench;
 use ringreduce::fault::{Fault, FaultPlan, FaultSpec};
 use ringreduce::plan::{OpKind, Shape};
 use ringreduce::verify::{self, Inputs};
 use ringreduce::{AlgoChoice, BackendChoice, Collective, Engine, Error, ReduceOp};
+use ringreduce_tools::bench;
 use std::time::{Duration, Instant};
 
 /// The engines of these tests give up on any wait after this long.

@@ -4,12 +4,12 @@
 use crate::common::{algo, contender, cuda_skip_reason, gpu_count, pass, skip, Ctx};
 use crate::ensure;
 use crate::harness::{Harness, Outcome, TestResult};
-use ringreduce_tools::bench::{self, Contender, ContenderKind};
 use ringreduce::cuda::nccl::{Nccl, NcclError};
 use ringreduce::element::DataType;
 use ringreduce::engine::Core;
 use ringreduce::verify::{self, Inputs};
 use ringreduce::{BackendChoice, Collective, Element, Engine, EngineConfig, ReduceOp};
+use ringreduce_tools::bench::{self, Contender, ContenderKind};
 use std::process::Command;
 
 const MISSING: &str = "/nonexistent/libnccl.so.2";

@@ -30,26 +30,26 @@
 //! counts, and the expected times on an H200, are argued in its header).
 
 use super::{check_host_memory, out, Common};
+use crate::bench::{median, parse_contenders, Contender, ContenderKind};
+use rayon::prelude::*;
 use ringreduce::backend::ordered::{
     After, Completion, Gate, Grid, SpanTag, WorkArg, WorkLaunch, WorkSpan,
 };
 use ringreduce::backend::ordered::{Builtin, WorkKernel};
 use ringreduce::backend::{BackendKind, Binding, BufId, NcclCall};
-use crate::bench::{median, parse_contenders, Contender, ContenderKind};
 use ringreduce::element::{DataType, ReduceOp};
 use ringreduce::engine::Core;
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::{Collective, Shape};
 use ringreduce::size::format_bytes;
-use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod host;
 mod print;
 mod step;
-pub use print::timeline_svg;
 use host::grad_sum;
+pub use print::timeline_svg;
 use print::{print_config, print_targets};
 use step::*;
 
