@@ -85,7 +85,7 @@
 //!   of the error paths (on in the crate's own tests).
 //!
 //! Every environment variable ringreduce reads is declared once, with its
-//! type and range, in a private module (`ringreduce env` lists them).
+//! type and range, in [`param`] (`ringreduce env` lists them).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
