@@ -14,6 +14,13 @@
 //! # Ok::<(), ringreduce::Error>(())
 //! ```
 //!
+//! This is the library alone. The measurement tools built on it (the
+//! `ringreduce` command line: bench, reports and plots, timelines of real
+//! calls, the overlap benchmark, compare, soak) are a crate of their own in
+//! the same workspace, `ringreduce-tools` (`tools/`), the way nccl-tests
+//! lives apart from NCCL: they use only what is public here, and a library
+//! user gets none of their dependencies.
+//!
 //! What a user names is at the root: [`Communicator`], the one
 //! communicator (every rank from one caller, one handle per rank thread,
 //! or one rank per process under `ringreduce launch` or `mpirun`; the same
@@ -63,6 +70,11 @@
 //!   `unsafe` code.
 //! * [`element`] and [`verify`]: data types and ops with NCCL's semantics,
 //!   inputs and checks.
+//! * For programs around the library (a launcher, a benchmark): [`param`]
+//!   (every environment variable, declared once), [`size`] (byte sizes as
+//!   people write them), [`words`] (counted nouns, comma lists), [`os`]
+//!   (signals and process groups, writable paths, host memory) and
+//!   [`process::launch`] (the store a launcher creates).
 //!
 //! # Features
 //!
@@ -74,16 +86,12 @@
 //!   CUDA (`cuda`, `backend::cuda::probe`, `Core::nccl_init`, `Error::Nccl`,
 //!   `After::Streams`, `Completion::done_event` and `::order_before`) are
 //!   absent.
-//! * `cli` (default): the `ringreduce` command line; it turns on `serde`.
-//!   Its own modules (`cli`, `bench`, `report`) are public only for the
-//!   binary and the test suites, and are not an API; `timeline` (records
-//!   every op of real calls on one clock) comes with it.
 //! * `serde`: `serde::Serialize` on the library's plain data types.
 //! * `fault-injection`: `fault` and `EngineConfig::with_faults`, for tests
 //!   of the error paths (on in the crate's own tests).
 //!
 //! Every environment variable ringreduce reads is declared once, with its
-//! type and range, in a private module (`ringreduce env` lists them).
+//! type and range, in [`param`] (`ringreduce env` lists them).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
@@ -102,34 +110,20 @@ pub mod error;
 pub mod fault;
 #[cfg(not(feature = "fault-injection"))]
 pub(crate) mod fault;
-pub(crate) mod param;
+pub mod os;
+pub mod param;
 pub mod plan;
 pub(crate) mod pool;
 pub mod process;
 pub mod schedule;
-pub(crate) mod size;
+pub mod size;
 pub(crate) mod sync;
 pub(crate) mod sys;
 pub mod theory;
 pub mod trace;
 pub(crate) mod transport;
 pub mod verify;
-mod words;
-
-// The command line's own modules: public for the `ringreduce` binary and
-// the test suites only (not an API, so not documented); issue 26 moves
-// them into a crate of their own.
-#[cfg(feature = "cli")]
-#[doc(hidden)]
-pub mod bench;
-#[cfg(feature = "cli")]
-#[doc(hidden)]
-pub mod cli;
-#[cfg(feature = "cli")]
-#[doc(hidden)]
-pub mod report;
-#[cfg(feature = "cli")]
-pub mod timeline;
+pub mod words;
 
 pub use algo::AlgoChoice;
 pub use backend::BackendChoice;

@@ -25,15 +25,14 @@
 //!   places NCCL is looked for are read at each use, as they always were: a
 //!   program may set them before it joins a job or loads NCCL, and join
 //!   more than one job.
-//! * **Fault injection** ([`FAULT`], `RINGREDUCE_FAULT`) exists only in the
+//! * **Fault injection** (`FAULT`, `RINGREDUCE_FAULT`) exists only in the
 //!   crate's own test builds and in builds with the `fault-injection`
 //!   feature (`cargo test` turns it on: `Cargo.toml`); anywhere else the
 //!   variable is not read, and `ringreduce env` says so.
 
-// A library built without the `cli` feature declares every variable all
-// the same (the registry stays one list); only `ringreduce env` and the
-// commands read the descriptions and run the command line's checks.
-#![cfg_attr(not(feature = "cli"), allow(dead_code))]
+// Public so that programs around the library list and check the same
+// variables: `ringreduce env` prints [`all`], and the commands run
+// [`check_settings`] before they build an engine.
 
 use crate::error::{Error, Result};
 use std::ffi::{OsStr, OsString};

@@ -17,7 +17,6 @@ pub fn parse_size(input: &str) -> Result<u64> {
 /// multiplier (`4M` is 4194304 elements, as nccl-tests reads it) and `+N`
 /// terms; byte units (`4MiB`, `100MB`, `8B`) are refused, since a count is
 /// not a size. The error is the reason, for the caller to name its flag.
-#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub fn parse_count(input: &str) -> std::result::Result<u64, String> {
     parse_quantity(input, Unit::Elements)
 }
@@ -25,7 +24,6 @@ pub fn parse_count(input: &str) -> std::result::Result<u64, String> {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Unit {
     Bytes,
-    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     Elements,
 }
 

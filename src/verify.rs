@@ -69,9 +69,10 @@ use std::fmt;
 use std::str::FromStr;
 
 /// SplitMix64 (Steele, Lea and Flood, 2014): a tiny deterministic generator,
-/// good enough for test inputs and cheap to seed per block.
+/// good enough for test inputs and cheap to seed per block; public for
+/// callers that draw their own cases from a seed (`ringreduce soak`).
 #[derive(Debug, Clone)]
-pub(crate) struct SplitMix64 {
+pub struct SplitMix64 {
     state: u64,
 }
 

@@ -1,7 +1,10 @@
-//! Counted nouns in messages: "1 rank", "2 ranks", never "1 ranks".
+//! Counted nouns in messages: "1 rank", "2 ranks", never "1 ranks"; and
+//! the one rule for comma-separated lists. Public so that the tools built
+//! on the library (the `ringreduce` command line) word their output and
+//! read their lists exactly as the library's errors and parsers do.
 
 /// `one` when `n` is 1, else `many`.
-pub(crate) fn plural<'a>(n: impl TryInto<u64>, one: &'a str, many: &'a str) -> &'a str {
+pub fn plural<'a>(n: impl TryInto<u64>, one: &'a str, many: &'a str) -> &'a str {
     match n.try_into() {
         Ok(1) => one,
         _ => many,
@@ -10,7 +13,7 @@ pub(crate) fn plural<'a>(n: impl TryInto<u64>, one: &'a str, many: &'a str) -> &
 
 /// `n` and the noun, singular or plural: `counted(1, "rank")` is `1 rank`,
 /// `counted(3, "rank")` is `3 ranks` (nouns whose plural adds an `s`).
-pub(crate) fn counted(n: impl TryInto<u64> + std::fmt::Display + Copy, noun: &str) -> String {
+pub fn counted(n: impl TryInto<u64> + std::fmt::Display + Copy, noun: &str) -> String {
     let many = format!("{noun}s");
     format!("{n} {}", plural(n, noun, &many))
 }
@@ -18,7 +21,7 @@ pub(crate) fn counted(n: impl TryInto<u64> + std::fmt::Display + Copy, noun: &st
 /// The items of a comma-separated list, trimmed. Every list the command
 /// line takes follows the same rule: an empty item (`float,,half`, a
 /// trailing comma, an empty string) is refused, never skipped.
-pub(crate) fn list_items(s: &str) -> Result<Vec<&str>, String> {
+pub fn list_items(s: &str) -> Result<Vec<&str>, String> {
     let items: Vec<&str> = s.split(',').map(str::trim).collect();
     if items.iter().any(|i| i.is_empty()) {
         return Err(if s.trim().is_empty() {
@@ -28,17 +31,6 @@ pub(crate) fn list_items(s: &str) -> Result<Vec<&str>, String> {
         });
     }
     Ok(items)
-}
-
-/// A number a user typed, echoed back briefly: `0.5`, `1e-300`, `1e308`
-/// (Rust's `{}` writes every digit of `1e-300`).
-#[cfg(feature = "cli")]
-pub(crate) fn num(x: f64) -> String {
-    if x == 0.0 || !x.is_finite() || (1e-4..1e9).contains(&x.abs()) {
-        format!("{x}")
-    } else {
-        format!("{x:e}")
-    }
 }
 
 #[cfg(test)]
@@ -52,17 +44,6 @@ mod tests {
         assert_eq!(counted(2u64, "element"), "2 elements");
         assert_eq!(plural(1usize, "was", "were"), "was");
         assert_eq!(plural(2usize, "was", "were"), "were");
-    }
-
-    #[test]
-    #[cfg(feature = "cli")]
-    fn numbers_are_brief() {
-        assert_eq!(num(0.5), "0.5");
-        assert_eq!(num(10.0), "10");
-        assert_eq!(num(1e-300), "1e-300");
-        assert_eq!(num(1e308), "1e308");
-        assert_eq!(num(-2.5e12), "-2.5e12");
-        assert_eq!(num(f64::INFINITY), "inf");
     }
 
     #[test]

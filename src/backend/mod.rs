@@ -24,6 +24,8 @@
 //! the same rank code.
 
 pub(crate) mod cpu;
+/// The CPU pool's phases of one round, as [`IssueProfile`] reports them.
+pub use crate::pool::PoolPhases;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod ordered;
@@ -39,7 +41,7 @@ use std::sync::Arc;
 /// feature ([`crate::Error::NoCuda`] says it, and `auto` falls back to the
 /// CPU with it).
 #[cfg(not(feature = "cuda"))]
-pub(crate) const NO_CUDA: &str = "built without the cuda feature";
+pub const NO_CUDA: &str = "built without the cuda feature";
 
 /// Which backend runs the collective.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -60,7 +62,6 @@ impl BackendKind {
 
 /// What the user asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum BackendChoice {
     /// CUDA when a driver and a GPU are present, otherwise CPU.
     #[default]

@@ -35,7 +35,8 @@
 //!
 //! The CPU backend implements the same API with host semantics: a call runs
 //! when it is issued, so every completion is complete on return, and the
-//! built-in work kernels run on the host (`host_kernel`); CI checks the
+//! work kernels run on the host through the host implementation a caller
+//! gives them ([`HostKernel`]); CI checks the
 //! results and the order through it.
 
 pub use super::work::{ArgView, Builtin, Param, WorkKernel};
@@ -331,29 +332,6 @@ pub trait StreamOrdered {
     fn set_comm_priority(&mut self, high: bool) -> Result<()>;
 }
 
-// -- the bucket values ----------------------------------------------------
-
-/// Element `i` of bucket `bucket` of rank `rank` at step `step`: the
-/// formula of `ptx/compute.ptx` (an integer in -512..=511).
-pub(crate) fn grad_value(rank: u32, bucket: u32, i: u64, step: u32) -> i32 {
-    let mut h = (i as u32)
-        .wrapping_mul(0x9E37_79B1)
-        .wrapping_add(bucket.wrapping_mul(0x85EB_CA77))
-        .wrapping_add(rank.wrapping_mul(0xC2B2_AE3D))
-        .wrapping_add(step.wrapping_mul(0x27D4_EB2F));
-    h ^= h >> 15;
-    ((h >> 7) & 1023) as i32 - 512
-}
-
-/// The exact all-reduced (sum) value of element `i` over ranks
-/// `first..first + count`.
-pub(crate) fn grad_sum(first: u32, count: u32, bucket: u32, i: u64, step: u32) -> f32 {
-    let s: i32 = (first..first + count)
-        .map(|r| grad_value(r, bucket, i, step))
-        .sum();
-    s as f32
-}
-
 // -- the CPU backend ------------------------------------------------------
 
 /// The CPU backend's ordered-call state: the origin of the spans, and the
@@ -402,11 +380,80 @@ impl CpuOrder {
     }
 }
 
-/// Rank `rank`'s part of a work launch, on the host: the built-in kernels
-/// of `ptx/compute.ptx` with the same results bit for bit (f32 `mul_add` is
-/// the PTX `fma.rn.f32`), through the backend's buffer reads and writes.
+/// A work kernel's host implementation (see [`WorkKernel::with_host`]):
+/// one rank's part of a launch, through [`HostRank`]. The overlap
+/// benchmark's kernels have theirs in the tools crate, beside the values
+/// they compute.
+pub type HostKernel = fn(&mut HostRank<'_>) -> Result<()>;
+
+/// One rank's part of a work launch on a host backend, as a
+/// [`HostKernel`] sees it: the arguments as this rank sees them (checked
+/// against the kernel's parameters and requirements) and the rank's
+/// buffers they name.
+pub struct HostRank<'a> {
+    be: &'a mut dyn Backend,
+    rank: usize,
+    launch: &'a WorkLaunch,
+    views: Vec<ArgView>,
+}
+
+impl HostRank<'_> {
+    /// The rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The arguments, as this rank sees them.
+    pub fn args(&self) -> &[ArgView] {
+        &self.views
+    }
+
+    /// Argument `i` as an integer (`U32` or `U64`; 0 for another kind,
+    /// which the parameter check already refused).
+    pub fn int(&self, i: usize) -> u64 {
+        match self.views.get(i) {
+            Some(ArgView::U32(v)) => u64::from(*v),
+            Some(ArgView::U64(v)) => *v,
+            _ => 0,
+        }
+    }
+
+    /// Argument `i` as an `F32` (0 for another kind).
+    pub fn float(&self, i: usize) -> f32 {
+        match self.views.get(i) {
+            Some(ArgView::F32(v)) => *v,
+            _ => 0.0,
+        }
+    }
+
+    /// The buffer and offset of argument `i`.
+    fn buf(&self, i: usize) -> Result<(BufId, usize)> {
+        match self.launch.args.get(i) {
+            Some(WorkArg::Buf { id, offset, .. }) => Ok((*id, *offset)),
+            _ => Err(Error::BadArgument(format!(
+                "argument {i} of {} is not a buffer",
+                self.launch.kernel.entry()
+            ))),
+        }
+    }
+
+    /// Read the start of buffer argument `i` into `out`.
+    pub fn read(&mut self, i: usize, out: &mut [u8]) -> Result<()> {
+        let (id, offset) = self.buf(i)?;
+        self.be.read(self.rank, id, offset, out)
+    }
+
+    /// Write `data` at the start of buffer argument `i`.
+    pub fn write(&mut self, i: usize, data: &[u8]) -> Result<()> {
+        let (id, offset) = self.buf(i)?;
+        self.be.write(self.rank, id, offset, data)
+    }
+}
+
+/// Rank `rank`'s part of a work launch, on the host: the kernel's host
+/// implementation, after the argument checks.
 pub(crate) fn host_kernel(be: &mut dyn Backend, rank: usize, w: &WorkLaunch) -> Result<()> {
-    let kind = w.kernel.builtin_kind().ok_or_else(|| {
+    let f = w.kernel.host().ok_or_else(|| {
         Error::Unsupported(
             format!("the PTX kernel {} on the work stream", w.kernel.entry()),
             "cpu",
@@ -414,88 +461,12 @@ pub(crate) fn host_kernel(be: &mut dyn Backend, rank: usize, w: &WorkLaunch) -> 
     })?;
     let views = w.views(rank);
     w.kernel.check_args(&views).map_err(Error::BadArgument)?;
-    // check_args made sure these arguments are buffers.
-    let buf = |i: usize| match w.args[i] {
-        WorkArg::Buf { id, offset, .. } => Ok((id, offset)),
-        _ => Err(Error::internal(format!(
-            "argument {i} of the checked kernel {} is not a buffer",
-            w.kernel.entry()
-        ))),
-    };
-    let u = |i: usize| match views[i] {
-        ArgView::U32(v) => u64::from(v),
-        ArgView::U64(v) => v,
-        _ => 0,
-    };
-    let f = |i: usize| match views[i] {
-        ArgView::F32(v) => v,
-        _ => 0.0,
-    };
-    let n = u(1) as usize;
-    match kind {
-        Builtin::GradFma => {
-            let (iters, m, c) = (u(2), f(3), f(4));
-            let (r, b, s) = (u(5) as u32, u(6) as u32, u(7) as u32);
-            let mut out = vec![0f32; n];
-            for (i, o) in out.iter_mut().enumerate() {
-                let a0 = (i as u32 & 1023) as f32;
-                let mut a = [a0, a0 + 1.0, a0 + 2.0, a0 + 3.0];
-                for _ in 0..iters * 8 {
-                    for x in &mut a {
-                        *x = x.mul_add(m, c);
-                    }
-                }
-                let sum = (a[0] + a[1]) + (a[2] + a[3]);
-                *o = if sum.is_nan() {
-                    f32::from_bits(0x7FFF_FFFF)
-                } else {
-                    grad_value(r, b, i as u64, s) as f32
-                };
-            }
-            let (id, off) = buf(0)?;
-            be.write(rank, id, off, bytemuck::cast_slice(&out))
-        }
-        Builtin::GradMem => {
-            let (passes, a) = (u(4) as usize, f(5));
-            let (r, b, s) = (u(6) as u32, u(7) as u32, u(8) as u32);
-            let ((xid, xoff), (yid, yoff)) = (buf(2)?, buf(3)?);
-            let mut x = vec![0f32; passes * n];
-            let mut y = vec![0f32; passes * n];
-            be.read(rank, xid, xoff, bytemuck::cast_slice_mut(&mut x))?;
-            be.read(rank, yid, yoff, bytemuck::cast_slice_mut(&mut y))?;
-            for (yv, xv) in y.iter_mut().zip(&x) {
-                *yv = a.mul_add(*xv, *yv);
-            }
-            be.write(rank, yid, yoff, bytemuck::cast_slice(&y))?;
-            let out: Vec<f32> = (0..n)
-                .map(|i| grad_value(r, b, i as u64, s) as f32)
-                .collect();
-            let (id, off) = buf(0)?;
-            be.write(rank, id, off, bytemuck::cast_slice(&out))
-        }
-        Builtin::GradCheck => {
-            let (first, count, b, s) = (u(3) as u32, u(4) as u32, u(5) as u32, u(6) as u32);
-            let (id, off) = buf(0)?;
-            let mut got = vec![0f32; n];
-            be.read(rank, id, off, bytemuck::cast_slice_mut(&mut got))?;
-            let (mut wrong, mut firstbad) = (0u64, u64::MAX);
-            for (i, g) in got.iter().enumerate() {
-                if g.to_bits() != grad_sum(first, count, b, i as u64, s).to_bits() {
-                    wrong += 1;
-                    firstbad = firstbad.min(i as u64);
-                }
-            }
-            if wrong > 0 {
-                let (cid, coff) = buf(2)?;
-                let mut ctr = [0u64; 2];
-                be.read(rank, cid, coff, bytemuck::cast_slice_mut(&mut ctr))?;
-                ctr[0] += wrong;
-                ctr[1] = ctr[1].min(firstbad);
-                be.write(rank, cid, coff, bytemuck::cast_slice(&ctr))?;
-            }
-            Ok(())
-        }
-    }
+    f(&mut HostRank {
+        be,
+        rank,
+        launch: w,
+        views,
+    })
 }
 
 impl<T: Transport<Mem = Storage>> StreamOrdered for CpuBackend<T> {
@@ -574,162 +545,62 @@ impl<T: Transport<Mem = Storage>> StreamOrdered for CpuBackend<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algo::AlgoChoice;
     use crate::backend::Binding;
     use crate::element::{DataType, ReduceOp};
     use crate::engine::Core;
-    use crate::plan::Shape;
     use crate::EngineConfig;
 
-    #[test]
-    fn the_value_formula_matches_the_ptx_headers_definition() {
-        // Spot values computed by hand from the formula in ptx/compute.ptx.
-        let h = |i: u32, b: u32, r: u32, s: u32| {
-            let mut h = i
-                .wrapping_mul(0x9E3779B1)
-                .wrapping_add(b.wrapping_mul(0x85EBCA77))
-                .wrapping_add(r.wrapping_mul(0xC2B2AE3D))
-                .wrapping_add(s.wrapping_mul(0x27D4EB2F));
-            h ^= h >> 15;
-            ((h >> 7) & 1023) as i32 - 512
-        };
-        for (i, b, r, s) in [
-            (0, 0, 0, 0),
-            (1, 2, 3, 4),
-            (1 << 31, 7, 1, 99),
-            (12345, 0, 1, 1),
-        ] {
-            assert_eq!(grad_value(r, b, u64::from(i), s), h(i, b, r, s));
-        }
-        assert_eq!(grad_value(0, 0, 0, 0), -512);
-        let all: Vec<i32> = (0..4096).map(|i| grad_value(1, 2, i, 3)).collect();
-        assert!(all.iter().all(|v| (-512..512).contains(v)));
-        assert!(all.iter().any(|&v| v < -400) && all.iter().any(|&v| v > 400));
-        assert_eq!(
-            grad_sum(0, 2, 2, 5, 3),
-            (grad_value(0, 2, 5, 3) + grad_value(1, 2, 5, 3)) as f32
-        );
+    /// A host kernel that writes its rank's index and a scalar argument
+    /// into the buffer argument.
+    fn stamp(h: &mut HostRank<'_>) -> Result<()> {
+        let v = [h.rank() as u32, h.int(1) as u32];
+        h.write(0, bytemuck::cast_slice(&v))
     }
 
-    /// The work stream writes a bucket, an ordered all-reduce sums it, the
-    /// check kernel counts 0 wrong; a stale bucket (the next step's values
-    /// expected) counts every element.
+    /// The CPU backend runs a kernel's host implementation on every rank,
+    /// after the argument checks, and refuses a kernel without one.
     #[test]
-    fn cpu_work_then_ordered_all_reduce_then_check() {
+    fn cpu_work_runs_the_host_implementation() {
         let ranks = 3;
         let mut core = Core::new(EngineConfig::cpu(ranks)).unwrap();
-        let n = 1000usize;
-        let bucket = core.alloc(&vec![4 * n; ranks]).unwrap();
-        let ctr = core.alloc(&vec![16; ranks]).unwrap();
-        let o = core
-            .backend_mut()
-            .ordered()
-            .expect("the CPU backend orders calls");
-        o.work_mark().unwrap();
-        let fma = Arc::new(WorkKernel::builtin(Builtin::GradFma));
-        o.work_launch(&WorkLaunch {
-            kernel: fma,
-            grid: Grid::Items(n as u64),
-            block: 256,
+        let out = core.alloc(&vec![8; ranks]).unwrap();
+        let launch = |kernel: WorkKernel, bytes: usize| WorkLaunch {
+            kernel: Arc::new(kernel),
+            grid: Grid::Blocks(1),
+            block: 1,
             args: vec![
                 WorkArg::Buf {
-                    id: bucket,
+                    id: out,
                     offset: 0,
-                    bytes: 4 * n,
+                    bytes,
                 },
-                WorkArg::U64(n as u64),
-                WorkArg::U32(1),
-                WorkArg::F32(0.999),
-                WorkArg::F32(0.001),
-                WorkArg::Rank,
-                WorkArg::U32(4),
                 WorkArg::U32(7),
             ],
-            tag: Some(SpanTag {
-                what: "kernel",
-                index: 4,
-            }),
-        })
-        .unwrap();
-        let shape = Shape::all_reduce(ranks, n, 4, true);
-        let bind = Arc::new(vec![
-            Binding {
-                send: bucket,
-                recv: bucket
-            };
-            ranks
-        ]);
-        let (_plan, done) = core
-            .launch_after(
-                Some(&AlgoChoice::Auto),
-                shape,
-                DataType::Float,
-                ReduceOp::Sum,
-                bind,
-                &After::Work,
-                Some(SpanTag {
-                    what: "collective",
-                    index: 4,
-                }),
-            )
-            .unwrap();
-        assert_eq!(done.len(), ranks);
-        for (r, d) in done.iter().enumerate() {
-            assert_eq!(d.rank(), r);
-            assert!(d.is_complete().unwrap());
-            d.wait(Duration::from_secs(1)).unwrap();
-        }
-        core.work_wait(&done).unwrap();
-        let check = |core: &mut Core, step: u32| -> Vec<[u64; 2]> {
-            for r in 0..ranks {
-                core.write(r, ctr, 0, bytemuck::cast_slice(&[0u64, u64::MAX]))
-                    .unwrap();
-            }
-            core.work_launch(&WorkLaunch {
-                kernel: Arc::new(WorkKernel::builtin(Builtin::GradCheck)),
-                grid: Grid::Items(n as u64),
-                block: 256,
-                args: vec![
-                    WorkArg::Buf {
-                        id: bucket,
-                        offset: 0,
-                        bytes: 4 * n,
-                    },
-                    WorkArg::U64(n as u64),
-                    WorkArg::Buf {
-                        id: ctr,
-                        offset: 0,
-                        bytes: 16,
-                    },
-                    WorkArg::U32(0),
-                    WorkArg::U32(ranks as u32),
-                    WorkArg::U32(4),
-                    WorkArg::U32(step),
-                ],
-                tag: None,
-            })
-            .unwrap();
-            (0..ranks)
-                .map(|r| {
-                    let mut c = [0u64; 2];
-                    core.read(r, ctr, 0, bytemuck::cast_slice_mut(&mut c))
-                        .unwrap();
-                    c
-                })
-                .collect()
+            tag: None,
         };
-        assert!(check(&mut core, 7).iter().all(|c| *c == [0, u64::MAX]));
-        assert!(check(&mut core, 8).iter().all(|c| c[0] > 900 && c[1] < 5));
-        let spans = core.take_work_spans().unwrap();
-        let k = spans
-            .iter()
-            .find(|s| s.what == "kernel" && s.rank == 1)
+        const PARAMS: &[Param] = &[Param::Ptr, Param::U32];
+        let plain = WorkKernel {
+            #[cfg(feature = "cuda")]
+            module: crate::cuda::compute_module(),
+            entry: "stamp",
+            params: PARAMS,
+            check: None,
+            builtin: None,
+            host: None,
+        };
+        let e = core.work_launch(&launch(plain.clone(), 8)).unwrap_err();
+        assert!(matches!(e, Error::Unsupported(..)), "{e}");
+        core.work_launch(&launch(plain.with_host(stamp), 8))
             .unwrap();
-        let c = spans
-            .iter()
-            .find(|s| s.what == "collective" && s.rank == 1)
-            .unwrap();
-        assert!(k.end_ns <= c.start_ns && k.stream == "work" && c.stream == "comm");
+        for r in 0..ranks {
+            let mut got = [0u32; 2];
+            core.read(r, out, 0, bytemuck::cast_slice_mut(&mut got))
+                .unwrap();
+            assert_eq!(got, [r as u32, 7]);
+        }
+        let fma = WorkKernel::builtin(Builtin::GradFma).with_host(stamp);
+        let e = core.work_launch(&launch(fma, 8)).unwrap_err();
+        assert!(matches!(e, Error::BadArgument(..)), "{e}");
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //! built-in kernels, a check of a launch's arguments against what the
 //! kernel touches. The CUDA backend loads and launches it (`cuda::work`,
 //! where the `unsafe` `WorkKernel::from_ptx` makes a caller's kernel, its
-//! contract standing in for that check); the CPU backend runs the built-in
-//! kernels on the host (`ordered::host_kernel`).
+//! contract standing in for that check); the CPU backend runs the host
+//! implementation a caller gives the kernel ([`WorkKernel::with_host`], a
+//! [`HostKernel`](super::ordered::HostKernel)), and refuses a kernel
+//! without one.
 
 /// One kernel parameter, as the PTX declares it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -70,6 +72,8 @@ pub struct WorkKernel {
     pub(crate) params: &'static [Param],
     pub(crate) check: Option<ArgCheck>,
     pub(crate) builtin: Option<Builtin>,
+    /// What a host backend runs instead of the PTX.
+    pub(crate) host: Option<super::ordered::HostKernel>,
 }
 
 use Param::{Ptr, F32, U32, U64};
@@ -168,7 +172,22 @@ impl WorkKernel {
             params,
             check: Some(check),
             builtin: Some(b),
+            host: None,
         }
+    }
+
+    /// The same kernel with a host implementation: what a backend that
+    /// runs work on the host (the CPU) runs for each rank's part of a
+    /// launch, after the same argument checks. The CUDA backend runs the
+    /// PTX and ignores it.
+    pub fn with_host(mut self, f: super::ordered::HostKernel) -> WorkKernel {
+        self.host = Some(f);
+        self
+    }
+
+    /// The host implementation, if the kernel has one.
+    pub fn host(&self) -> Option<super::ordered::HostKernel> {
+        self.host
     }
 
     pub fn entry(&self) -> &'static str {

@@ -98,7 +98,6 @@ pub fn can_access_peer(a: usize, b: usize) -> CuResult<bool> {
 
 /// What the driver says about the link from one device to another (for
 /// `ringreduce topo`).
-#[cfg(feature = "cli")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct P2pInfo {
@@ -109,7 +108,6 @@ pub struct P2pInfo {
 }
 
 /// The driver's P2P attributes from device `a` to device `b`.
-#[cfg(feature = "cli")]
 pub fn p2p_info(a: usize, b: usize) -> CuResult<P2pInfo> {
     driver()?;
     let (da, db) = (result::device_get(a)?, result::device_get(b)?);

@@ -55,10 +55,9 @@ pub(crate) mod stream;
 pub(crate) mod work;
 
 pub(crate) use driver::{
-    can_access_peer, driver, driver_init_ms, keep_context_retained, with_device, Ctx, PeerCtx,
+    can_access_peer, driver_init_ms, keep_context_retained, with_device, Ctx, PeerCtx,
 };
-#[cfg(feature = "cli")]
-pub(crate) use driver::{p2p_info, P2pInfo};
+pub use driver::{driver, p2p_info, P2pInfo};
 pub use driver::{DeviceInfo, DriverInfo};
 pub use kernels::KernelModule;
 pub(crate) use kernels::{Kernel, EXCHANGE_MAX_BLOCKS};

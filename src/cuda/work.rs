@@ -56,6 +56,7 @@ impl WorkKernel {
             params,
             check: None,
             builtin: None,
+            host: None,
         }
     }
 }

@@ -700,7 +700,7 @@ mod tests {
         for (i, d) in DataType::ALL.into_iter().enumerate() {
             assert_eq!(d.nccl(), i as i32);
             assert_eq!(d.to_string().parse::<DataType>(), Ok(d));
-            #[cfg(feature = "cli")]
+            #[cfg(feature = "serde")]
             assert_eq!(
                 serde_json::to_string(&d).ok(),
                 Some(format!("\"{}\"", d.name()))
@@ -725,7 +725,7 @@ mod tests {
         for (i, o) in ReduceOp::ALL.into_iter().enumerate() {
             assert_eq!(o.nccl(), i as i32);
             assert_eq!(o.to_string().parse::<ReduceOp>(), Ok(o));
-            #[cfg(feature = "cli")]
+            #[cfg(feature = "serde")]
             assert_eq!(
                 serde_json::to_string(&o).ok(),
                 Some(format!("\"{}\"", o.name()))

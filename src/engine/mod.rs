@@ -404,6 +404,13 @@ impl Core {
         self.job.as_ref()
     }
 
+    /// When this engine is one rank of a multi-process job, the job as this
+    /// process joined it (its rank, the job's size, where they came from);
+    /// `None` when the engine runs every rank in this process.
+    pub fn job_spec(&self) -> Option<&crate::process::JobSpec> {
+        self.job.as_deref().map(|j| j.spec())
+    }
+
     /// Every process's `data` in rank order (one process: just `data`).
     /// Collective in a multi-process job.
     pub fn gather(&self, data: &[u8], what: &str) -> Result<Vec<Vec<u8>>> {

@@ -33,6 +33,7 @@
 
 mod comm;
 pub(crate) mod control;
+pub mod launch;
 pub(crate) mod reads;
 pub(crate) mod store;
 
@@ -48,8 +49,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A number that differs between calls of this process (for temporary file
-/// names).
-pub(crate) fn unique_suffix() -> u64 {
+/// names, and a launcher's run id).
+pub fn unique_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let t = std::time::SystemTime::now()

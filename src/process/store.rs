@@ -217,8 +217,6 @@ fn non_empty_reason(dir: &Path) -> String {
 /// read off the GPU machine, `results/2026-12-01-h200x1-s10.log.gz`). Only
 /// files of the given pids, owned by this user, whose process is gone (a
 /// reused pid's files stay). Returns what was removed.
-// Used by `launch` (the cli feature).
-#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub fn sweep_cuda_ipc_files(dir: &Path, pids: &[u32]) -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = fs::read_dir(dir) else {
@@ -547,7 +545,6 @@ impl Store {
 
     /// Give up the run: every participant's next check sees `why` (the
     /// first reason written wins).
-    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     pub fn abort(&self, why: &str) {
         let _ = publish(&self.dir, ABORT_FILE, why.as_bytes(), true);
     }

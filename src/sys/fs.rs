@@ -1,5 +1,5 @@
-//! File-system calls std does not offer, for the output files
-//! (`report::output`).
+//! File-system calls std does not offer, for a tool's output files
+//! (public as [`crate::os::check_writable`]).
 
 use std::ffi::CString;
 use std::io;

@@ -29,7 +29,6 @@
 
 #![allow(unsafe_code)]
 
-#[cfg(feature = "cli")]
 pub mod fs;
 pub mod lend;
 pub mod proc;

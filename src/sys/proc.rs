@@ -3,19 +3,14 @@
 //! dies with its launcher), and to forward Ctrl-C; and what fault tests need
 //! (a rank that kills itself with `SIGKILL`).
 
-// The launcher's parts (signals, process groups, Ctrl-C) exist with the
-// `cli` feature, whose `launch` is their only user; `uid` and `kill_self`
-// are the library's.
-#[cfg(feature = "cli")]
+// The launcher's parts (signals, process groups, Ctrl-C) are public
+// through `process::os` for a launcher of rank processes (`ringreduce
+// launch` is one); `uid` and `kill_self` are the library's own.
 use std::io;
-#[cfg(feature = "cli")]
 use std::os::unix::process::CommandExt;
-#[cfg(feature = "cli")]
 use std::process::Command;
-#[cfg(feature = "cli")]
 use std::sync::atomic::{AtomicI32, Ordering};
 
-#[cfg(feature = "cli")]
 /// The signals this crate sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sig {
@@ -25,7 +20,6 @@ pub enum Sig {
     Kill,
 }
 
-#[cfg(feature = "cli")]
 impl Sig {
     fn raw(self) -> libc::c_int {
         match self {
@@ -50,7 +44,6 @@ impl Sig {
     }
 }
 
-#[cfg(feature = "cli")]
 /// The usual name of signal number `n` (`SIGKILL`), or `signal n`.
 pub fn signal_name(n: i32) -> String {
     let name = match n {
@@ -70,7 +63,6 @@ pub fn signal_name(n: i32) -> String {
     name.to_string()
 }
 
-#[cfg(feature = "cli")]
 fn pid_t(pid: u32) -> io::Result<libc::pid_t> {
     match libc::pid_t::try_from(pid) {
         Ok(p) if p > 0 => Ok(p),
@@ -81,7 +73,6 @@ fn pid_t(pid: u32) -> io::Result<libc::pid_t> {
     }
 }
 
-#[cfg(feature = "cli")]
 /// Send `sig` to process `pid` (never to a group: pid 0 is refused).
 #[cfg(test)]
 pub fn signal(pid: u32, sig: Sig) -> io::Result<()> {
@@ -94,7 +85,6 @@ pub fn signal(pid: u32, sig: Sig) -> io::Result<()> {
     Ok(())
 }
 
-#[cfg(feature = "cli")]
 /// Send `sig` to every process of process group `pgid`.
 pub fn signal_group(pgid: u32, sig: Sig) -> io::Result<()> {
     let p = pid_t(pgid)?;
@@ -124,7 +114,6 @@ pub fn uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
-#[cfg(feature = "cli")]
 /// Make the child that `cmd` spawns receive `SIGKILL` when this process
 /// (the thread that spawns it) dies, however it dies, so a killed launcher
 /// never leaves rank processes behind. If this process is already gone when
@@ -149,16 +138,13 @@ pub fn die_with_parent(cmd: &mut Command) {
     }
 }
 
-#[cfg(feature = "cli")]
 static CAUGHT: AtomicI32 = AtomicI32::new(0);
 
-#[cfg(feature = "cli")]
 extern "C" fn on_signal(sig: libc::c_int) {
     // Async-signal-safe: one lock-free atomic store.
     CAUGHT.store(sig, Ordering::SeqCst);
 }
 
-#[cfg(feature = "cli")]
 /// From now on, `SIGINT`, `SIGTERM` and `SIGHUP` do not end this process:
 /// they are recorded, for [`caught`] to report (the launcher forwards them
 /// to its ranks and then ends itself).
@@ -173,7 +159,6 @@ pub fn catch_interrupts() {
     }
 }
 
-#[cfg(feature = "cli")]
 /// The last signal [`catch_interrupts`] recorded, if any.
 pub fn caught() -> Option<i32> {
     match CAUGHT.load(Ordering::SeqCst) {
@@ -182,7 +167,23 @@ pub fn caught() -> Option<i32> {
     }
 }
 
-#[cfg(all(test, feature = "cli"))]
+/// End this process now with `code`, after flushing standard output and
+/// error, without running the C library's exit handlers: the CUDA driver's
+/// handler waits for any thread inside a driver call, and a rank thread
+/// stuck there (behind GPU work a dead peer never releases) would hold the
+/// process forever. Rust destructors of other threads do not run either;
+/// the caller has already reported everything.
+pub fn exit_now(code: u8) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: `_exit` takes any status and never returns; it skips atexit
+    // handlers and stdio buffers (Rust's were flushed above), which is the
+    // point.
+    unsafe { libc::_exit(libc::c_int::from(code)) }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -210,21 +211,4 @@ mod tests {
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(st.signal(), Some(libc::SIGTERM));
     }
-}
-
-#[cfg(feature = "cli")]
-/// End this process now with `code`, after flushing standard output and
-/// error, without running the C library's exit handlers: the CUDA driver's
-/// handler waits for any thread inside a driver call, and a rank thread
-/// stuck there (behind GPU work a dead peer never releases) would hold the
-/// process forever. Rust destructors of other threads do not run either;
-/// the caller has already reported everything.
-pub fn exit_now(code: u8) -> ! {
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().flush();
-    // SAFETY: `_exit` takes any status and never returns; it skips atexit
-    // handlers and stdio buffers (Rust's were flushed above), which is the
-    // point.
-    unsafe { libc::_exit(libc::c_int::from(code)) }
 }

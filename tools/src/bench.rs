@@ -1,0 +1,1031 @@
+//! Measurement: timing collectives the same way for every contender (the
+//! engine's paths, NCCL, both replayed from CUDA graphs), checking them, the
+//! link ceiling, cold starts and the host cost of a call.
+//!
+//! Timing method (the same for every contender): after `warmup` untimed
+//! calls and a synchronize of every rank's streams, `iters` calls are
+//! launched back to back and every rank's streams are synchronized again;
+//! the block's time is the wall time divided by the calls (nccl-tests' mean);
+//! a cell is the median of `blocks` such blocks, so one stall of the machine
+//! cannot spoil a row.
+
+use crate::report::{ColdStart, Measurement, Row};
+use ringreduce::algo::{probe, AlgoChoice};
+use ringreduce::backend::{Binding, BufId};
+use ringreduce::element::{Element, ReduceOp};
+use ringreduce::engine::{Engine, GRAPH_CALLS};
+use ringreduce::error::{Error, Result};
+use ringreduce::plan::{Collective, Shape};
+use ringreduce::verify::{self, Inputs, Reference, Verdict};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What runs in one bench column.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContenderKind {
+    /// The engine with a path choice (`auto` = picked by size).
+    Engine(AlgoChoice),
+    /// The same, captured into CUDA graphs ([`GRAPH_CALLS`] calls each),
+    /// replayed.
+    EngineGraph(AlgoChoice),
+    /// NCCL on the same buffers.
+    Nccl,
+    /// NCCL captured likewise.
+    NcclGraph,
+}
+
+/// A named contender.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contender {
+    pub name: String,
+    pub kind: ContenderKind,
+}
+
+impl Contender {
+    /// `auto`, any algorithm name, `nccl`, and any of them with `:graph`.
+    pub fn parse(s: &str) -> Result<Contender> {
+        let name = s.trim().to_ascii_lowercase();
+        let (base, graph) = match name.strip_suffix(":graph") {
+            Some(b) => (b, true),
+            None => (name.as_str(), false),
+        };
+        let kind = match (base, graph) {
+            ("nccl", false) => ContenderKind::Nccl,
+            ("nccl", true) => ContenderKind::NcclGraph,
+            (b, g) => {
+                let c: AlgoChoice = b.parse().map_err(Error::BadArgument)?;
+                if g {
+                    ContenderKind::EngineGraph(c)
+                } else {
+                    ContenderKind::Engine(c)
+                }
+            }
+        };
+        Ok(Contender { name, kind })
+    }
+
+    /// Why this contender cannot run `shape` (an algorithm that refuses the
+    /// collective, the rank count or the place), or `None`.
+    pub fn refusal(&self, shape: &Shape) -> Option<String> {
+        match &self.kind {
+            ContenderKind::Engine(c) | ContenderKind::EngineGraph(c) => {
+                c.resolve(shape).err().map(|e| e.to_string())
+            }
+            ContenderKind::Nccl | ContenderKind::NcclGraph => None,
+        }
+    }
+
+    /// Collectives per launch: [`GRAPH_CALLS`] for a graph replay, else 1.
+    pub fn calls_per_launch(&self) -> usize {
+        match self.kind {
+            ContenderKind::NcclGraph | ContenderKind::EngineGraph(_) => GRAPH_CALLS,
+            _ => 1,
+        }
+    }
+
+    pub fn is_nccl(&self) -> bool {
+        matches!(self.kind, ContenderKind::Nccl | ContenderKind::NcclGraph)
+    }
+
+    pub fn is_graph(&self) -> bool {
+        matches!(
+            self.kind,
+            ContenderKind::NcclGraph | ContenderKind::EngineGraph(_)
+        )
+    }
+}
+
+/// A comma-separated list of contenders.
+pub fn parse_contenders(list: &str) -> Result<Vec<Contender>> {
+    let mut v: Vec<Contender> = Vec::new();
+    let items = ringreduce::words::list_items(list)
+        .map_err(|e| Error::BadArgument(format!("--algo needs contenders: {e}")))?;
+    for s in items {
+        let c = Contender::parse(s)?;
+        if !v.iter().any(|x| x.name == c.name) {
+            v.push(c);
+        }
+    }
+    Ok(v)
+}
+
+/// Get `c` ready for calls of `shape` (capture its graph); returns the path
+/// the engine takes, if it is the engine.
+pub fn prepare<T: Element>(
+    e: &mut Engine<T>,
+    c: &Contender,
+    shape: &Shape,
+    op: ReduceOp,
+) -> Result<Option<String>> {
+    match &c.kind {
+        ContenderKind::Engine(choice) => Ok(Some(e.core().path_name(Some(choice), shape)?)),
+        ContenderKind::EngineGraph(choice) => {
+            let bind = Arc::new(vec![Binding::DEFAULT; e.ranks()]);
+            let path = e
+                .core_mut()
+                .graph_capture(Some(choice), *shape, T::DTYPE, op, bind)?;
+            Ok(Some(path))
+        }
+        ContenderKind::Nccl => Ok(None),
+        ContenderKind::NcclGraph => {
+            let call = e.nccl_call(shape, op);
+            e.core_mut().nccl_graph_capture(&call)?;
+            Ok(None)
+        }
+    }
+}
+
+/// Launch one call (or one graph replay) of `c` (no synchronize).
+pub fn launch<T: Element>(
+    e: &mut Engine<T>,
+    c: &Contender,
+    shape: &Shape,
+    op: ReduceOp,
+) -> Result<()> {
+    match &c.kind {
+        ContenderKind::Engine(choice) => e.launch(Some(choice), shape, op).map(|_| ()),
+        ContenderKind::EngineGraph(_) => e.core_mut().graph_replay(),
+        ContenderKind::Nccl => {
+            let call = e.nccl_call(shape, op);
+            e.core_mut().launch_nccl(&call)
+        }
+        ContenderKind::NcclGraph => e.core_mut().launch_nccl_graph(),
+    }
+}
+
+/// Mean microseconds per collective over `iters` back-to-back launches
+/// after `warmup`.
+pub fn time_calls<T: Element>(
+    e: &mut Engine<T>,
+    c: &Contender,
+    shape: &Shape,
+    op: ReduceOp,
+    warmup: usize,
+    iters: usize,
+) -> Result<f64> {
+    for _ in 0..warmup {
+        launch(e, c, shape, op)?;
+    }
+    e.synchronize()?;
+    let t0 = Instant::now();
+    for _ in 0..iters.max(1) {
+        launch(e, c, shape, op)?;
+    }
+    e.synchronize()?;
+    let calls = iters.max(1) * c.calls_per_launch();
+    Ok(t0.elapsed().as_secs_f64() * 1e6 / calls as f64)
+}
+
+/// The median of `v` (the upper one of an even count); 0 for none.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Microseconds per call: the median over `blocks` timed blocks.
+#[allow(clippy::too_many_arguments)]
+pub fn time_blocks<T: Element>(
+    e: &mut Engine<T>,
+    c: &Contender,
+    shape: &Shape,
+    op: ReduceOp,
+    warmup: usize,
+    iters: usize,
+    blocks: usize,
+) -> Result<f64> {
+    let mut v = Vec::with_capacity(blocks.max(1));
+    for b in 0..blocks.max(1) {
+        let w = if b == 0 { warmup } else { 0 };
+        v.push(time_calls(e, c, shape, op, w, iters)?);
+    }
+    Ok(median(v))
+}
+
+/// What every rank's output must be.
+pub enum Expect<T> {
+    /// The same on every rank (all-reduce, all-gather).
+    Same(Reference<T>),
+    /// One per rank (reduce-scatter).
+    PerRank(Vec<Reference<T>>),
+}
+
+/// The expected outputs of `collective` on `inputs`.
+pub fn expected<T: Element>(
+    collective: Collective,
+    inputs: &[Vec<T>],
+    op: ReduceOp,
+    kind: Inputs,
+) -> Expect<T> {
+    match collective {
+        Collective::AllReduce => Expect::Same(verify::reference(inputs, op, kind)),
+        Collective::ReduceScatter => {
+            Expect::PerRank(verify::reference_reduce_scatter(inputs, op, kind))
+        }
+        Collective::AllGather => Expect::Same(verify::reference_all_gather(inputs)),
+        Collective::Broadcast { root } => Expect::Same(verify::reference_broadcast(inputs, root)),
+    }
+}
+
+/// The expected outputs of `calls` in-place calls of `collective` back to
+/// back on the same buffers (a graph replay runs [`GRAPH_CALLS`]): each call
+/// works on what the previous one left. All-reduce reduces its own result;
+/// reduce-scatter reduces chunk r of every rank's buffer, of which rank r's
+/// already holds the previous result (NCCL's in-place layout: rank r's
+/// output is chunk r of its input); all-gather leaves its inputs as they
+/// were. Tolerances after the first call are those of random inputs (the
+/// intermediate results are no longer exact-valued).
+pub fn expected_in_place<T: Element>(
+    collective: Collective,
+    inputs: &[Vec<T>],
+    op: ReduceOp,
+    calls: usize,
+) -> Expect<T> {
+    let mut ins = inputs.to_vec();
+    let mut r = expected(collective, &ins, op, Inputs::Exact);
+    for _ in 1..calls {
+        match (&r, collective) {
+            (Expect::Same(rf), Collective::AllReduce) => {
+                ins = vec![rf.expect.clone(); inputs.len()];
+            }
+            (Expect::PerRank(refs), _) => {
+                for (k, rf) in refs.iter().enumerate() {
+                    let c = rf.expect.len();
+                    if let Some(dst) = ins.get_mut(k).and_then(|b| b.get_mut(k * c..(k + 1) * c)) {
+                        dst.copy_from_slice(&rf.expect);
+                    }
+                }
+            }
+            _ => {}
+        }
+        r = expected(collective, &ins, op, Inputs::Random);
+    }
+    r
+}
+
+/// The outputs of `calls` in-place calls of `path` back to back, run on
+/// the CPU backend (which executes the same plan, op for op, in the same
+/// order of reduction): the reference for replays whose later calls read
+/// what the earlier ones left in the buffer. Bitwise.
+pub fn expected_on_cpu<T: Element>(
+    path: &str,
+    collective: Collective,
+    inputs: &[Vec<T>],
+    op: ReduceOp,
+    calls: usize,
+) -> Result<Expect<T>> {
+    use ringreduce::engine::EngineConfig;
+    let choice: AlgoChoice = path
+        .parse()
+        .map_err(|m| Error::BadArgument(format!("path {path} of the reference run: {m}")))?;
+    let mut cpu = Engine::<T>::new(EngineConfig::cpu(inputs.len()))?;
+    let shape = cpu.load(collective, inputs, true)?;
+    for _ in 0..calls {
+        cpu.run(Some(&choice), &shape, op)?;
+    }
+    let refs = cpu
+        .read_output(&shape)?
+        .into_iter()
+        .map(|expect| Reference {
+            expect,
+            bound: None,
+            bitwise: true,
+            ranks: inputs.len(),
+            op,
+        })
+        .collect();
+    Ok(Expect::PerRank(refs))
+}
+
+/// Check every rank's output.
+pub fn check_outputs<T: Element>(outputs: &[Vec<T>], e: &Expect<T>) -> Verdict {
+    check_outputs_at(outputs, e, 0)
+}
+
+/// Check the outputs of ranks `base..` (a process of a multi-process job
+/// holds only its own rank's).
+pub fn check_outputs_at<T: Element>(outputs: &[Vec<T>], e: &Expect<T>, base: usize) -> Verdict {
+    match e {
+        Expect::Same(r) => verify::check(outputs, r).at_rank(base),
+        Expect::PerRank(refs) => {
+            let mut v = Verdict {
+                bitwise: refs.iter().all(|r| r.bitwise),
+                ..Verdict::default()
+            };
+            let refs = refs.get(base..).unwrap_or(&[]);
+            for (r, (o, rf)) in outputs.iter().zip(refs).enumerate() {
+                let r = r + base;
+                let part = verify::check(std::slice::from_ref(o), rf);
+                v.wrong.push(part.total_wrong());
+                v.max_abs_err = v.max_abs_err.max(part.max_abs_err);
+                v.max_rel_err = v.max_rel_err.max(part.max_rel_err);
+                if v.first_wrong.is_none() {
+                    v.first_wrong = part.first_wrong.map(|(_, i, g, w)| (r, i, g, w));
+                }
+            }
+            v
+        }
+    }
+}
+
+/// Compare two sets of outputs (ringreduce vs NCCL).
+pub fn compare_outputs<T: Element>(a: &[Vec<T>], b: &[Vec<T>], e: &Expect<T>) -> Verdict {
+    compare_outputs_at(a, b, e, 0)
+}
+
+/// Compare the outputs of ranks `base..` (see [`check_outputs_at`]).
+pub fn compare_outputs_at<T: Element>(
+    a: &[Vec<T>],
+    b: &[Vec<T>],
+    e: &Expect<T>,
+    base: usize,
+) -> Verdict {
+    match e {
+        Expect::Same(r) => verify::compare(a, b, r).at_rank(base),
+        Expect::PerRank(refs) => {
+            let mut v = Verdict {
+                bitwise: refs.iter().all(|r| r.bitwise),
+                ..Verdict::default()
+            };
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                let r = i + base;
+                let Some(rf) = refs.get(r) else { break };
+                let part = verify::compare(std::slice::from_ref(x), std::slice::from_ref(y), rf);
+                v.wrong.push(part.total_wrong());
+                v.max_abs_err = v.max_abs_err.max(part.max_abs_err);
+                if v.first_wrong.is_none() {
+                    v.first_wrong = part.first_wrong.map(|(_, i, g, w)| (r, i, g, w));
+                }
+            }
+            v
+        }
+    }
+}
+
+/// The verdict of every process of the job (in one process: `v`);
+/// collective in a multi-process job.
+pub fn gather_verdict<T: Element>(e: &Engine<T>, v: Verdict) -> Result<Verdict> {
+    if e.core().job_spec().is_none() {
+        return Ok(v);
+    }
+    let all = e.core().gather(&v.encode(), "gathering the verdicts")?;
+    let parts = all
+        .iter()
+        .map(|b| Verdict::decode(b).ok_or_else(|| Error::internal("a process sent a bad verdict")))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Verdict::join(parts))
+}
+
+/// One checked call (or graph replay) of `c`: load `inputs`, poison the
+/// output, run, read every rank's output; returns (#wrong including changed
+/// inputs, the outputs). A graph in place runs its calls on their own
+/// results, and is checked against the same calls on the host. In a
+/// multi-process job each process checks its own rank and the counts and
+/// verdict are every rank's (the outputs are this process's).
+#[allow(clippy::too_many_arguments)]
+pub fn checked_call<T: Element>(
+    e: &mut Engine<T>,
+    c: &Contender,
+    collective: Collective,
+    in_place: bool,
+    op: ReduceOp,
+    inputs: &[Vec<T>],
+    expect: &Expect<T>,
+) -> Result<(u64, Verdict, Vec<Vec<T>>)> {
+    let shape = e.load(collective, inputs, in_place)?;
+    e.poison(&shape)?;
+    let path = prepare(e, c, &shape, op)?;
+    launch(e, c, &shape, op)?;
+    e.synchronize()?;
+    let out = e.read_output(&shape)?;
+    let base = e.core().local_ranks().start;
+    let calls = c.calls_per_launch();
+    let v = if in_place && calls > 1 {
+        let want = match &path {
+            // The ring's in-place reduce-scatter keeps partial sums in the
+            // other chunks of the buffer (docs/ALGORITHM.md), which the next
+            // call of a replay reads: the same plan on the CPU backend says
+            // what that gives.
+            Some(p) if collective == Collective::ReduceScatter && inputs.len() > 2 => {
+                expected_on_cpu(p, collective, inputs, op, calls)?
+            }
+            _ => expected_in_place(collective, inputs, op, calls),
+        };
+        check_outputs_at(&out, &want, base)
+    } else {
+        check_outputs_at(&out, expect, base)
+    };
+    let mut wrong = v.total_wrong();
+    if !in_place {
+        let send = e.read_input(&shape)?;
+        wrong += send
+            .iter()
+            .zip(inputs.get(base..).unwrap_or(&[]))
+            .map(|(s, i)| verify::changed(s, i))
+            .sum::<u64>();
+    }
+    if e.core().job_spec().is_some() {
+        let changed = wrong - v.total_wrong();
+        let v = gather_verdict(e, v)?;
+        let changed = e
+            .core()
+            .sum_over_processes(changed, "gathering changed inputs")?;
+        return Ok((v.total_wrong() + changed, v, out));
+    }
+    Ok((wrong, v, out))
+}
+
+/// What a sweep leaves out for one (collective, element size): the sizes
+/// that hold less than one element per rank give no row (nccl-tests rounds
+/// a size down to whole elements per rank the same way).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// The sizes of the sweep that give no row, in sweep order.
+    pub sizes: Vec<u64>,
+    /// The smallest size that gives a row: one element per rank.
+    pub smallest: u64,
+}
+
+impl Skipped {
+    /// Every size of the sweep was skipped: no table at all.
+    pub fn all(&self, sweep: &[u64]) -> bool {
+        self.sizes.len() == sweep.len()
+    }
+}
+
+/// The sizes of `sweep` that give no row for `collective` on `ranks` ranks
+/// of `elem`-byte elements ([`count_for`] is 0), or `None` when every size
+/// gives one.
+pub fn skipped_sizes(
+    collective: Collective,
+    elem: usize,
+    ranks: usize,
+    sweep: &[u64],
+) -> Option<Skipped> {
+    let sizes: Vec<u64> = sweep
+        .iter()
+        .copied()
+        .filter(|&b| count_for(collective, b, elem, ranks) == 0)
+        .collect();
+    let smallest = match collective {
+        Collective::AllReduce => elem as u64,
+        _ => elem as u64 * ranks.max(1) as u64,
+    };
+    (!sizes.is_empty()).then_some(Skipped { sizes, smallest })
+}
+
+/// The sizes of a sweep: `min`, `min*f`, ... up to `max` (bytes).
+pub fn sweep_sizes(min: u64, max: u64, factor: f64) -> Result<Vec<u64>> {
+    if min == 0 {
+        return Err(Error::BadArgument(
+            "-b/--minbytes must be at least 1 byte (0 never grows)".into(),
+        ));
+    }
+    if min > max {
+        return Err(Error::BadArgument(format!(
+            "minbytes {min} > maxbytes {max}"
+        )));
+    }
+    if !factor.is_finite() || factor <= 1.0 {
+        return Err(Error::BadArgument(format!(
+            "-f/--stepfactor must be > 1 (got {factor})"
+        )));
+    }
+    let mut v = Vec::new();
+    let mut s = min as f64;
+    while s <= max as f64 + 0.5 {
+        let b = s.round() as u64;
+        if v.last() != Some(&b) {
+            v.push(b);
+        }
+        s *= factor;
+        if v.len() > 10_000 {
+            return Err(Error::BadArgument(
+                "the sweep has more than 10000 sizes; raise -f".into(),
+            ));
+        }
+    }
+    Ok(v)
+}
+
+/// The NCCL count of a row of `bytes` bytes (nccl-tests: reduce-scatter
+/// and all-gather sizes are the whole buffer, so the count per rank is
+/// `bytes / (size * ranks)`); 0 when the row is too small.
+pub fn count_for(collective: Collective, bytes: u64, elem: usize, ranks: usize) -> usize {
+    let e = elem as u64;
+    match collective {
+        Collective::AllReduce => (bytes / e) as usize,
+        _ => (bytes / (e * ranks.max(1) as u64)) as usize,
+    }
+}
+
+/// Measure one row: out of place and in place, for contender `c`.
+#[allow(clippy::too_many_arguments)]
+pub fn measure_row<T: Element>(
+    e: &mut Engine<T>,
+    c: &Contender,
+    collective: Collective,
+    count: usize,
+    op: ReduceOp,
+    timing: (usize, usize, usize),
+    check: bool,
+    seed: u64,
+) -> Result<Row> {
+    let (warmup, iters, blocks) = timing;
+    let n = e.ranks();
+    let shape0 = e.shape(collective, count, false);
+    let per_rank = shape0.input(0).len();
+    let kind = if check { Inputs::Exact } else { Inputs::Random };
+    let inputs = verify::make_inputs::<T>(kind, op, n, per_rank, seed);
+    let expect = if check {
+        Some(expected(collective, &inputs, op, kind))
+    } else {
+        None
+    };
+    let mut paths: Vec<String> = Vec::new();
+    let mut cells = Vec::new();
+    for in_place in [false, true] {
+        let shape = e.load(collective, &inputs, in_place)?;
+        // A path that refuses this shape (see `Contender::refusal`, which
+        // the sweep reports once): an empty cell.
+        if c.refusal(&shape).is_some() {
+            cells.push(None);
+            continue;
+        }
+        match prepare(e, c, &shape, op) {
+            Ok(Some(p)) => {
+                if !paths.contains(&p) {
+                    paths.push(p);
+                }
+            }
+            Ok(None) => {}
+            // This size's path cannot be captured or run: an empty cell.
+            Err(Error::Unsupported(..)) => {
+                cells.push(None);
+                continue;
+            }
+            // A graph capture the driver refused: say why, leave the cell
+            // empty, and go on if every GPU still drains.
+            Err(err) if c.is_graph() => {
+                eprintln!(
+                    "note: {} at {} ({}): graph capture failed: {err}",
+                    c.name,
+                    shape.bytes(),
+                    if in_place { "in place" } else { "out of place" }
+                );
+                e.synchronize()?;
+                cells.push(None);
+                continue;
+            }
+            Err(err) => return Err(err),
+        }
+        let us = time_blocks(e, c, &shape, op, warmup, iters, blocks)?;
+        // One process per rank: the slowest rank's time.
+        let us = e.core().max_over_processes(us, "gathering the times")?;
+        let wrong = match &expect {
+            Some(x) => Some(checked_call(e, c, collective, in_place, op, &inputs, x)?.0),
+            None => None,
+        };
+        cells.push(Some(Measurement::new(
+            collective,
+            shape.bytes(),
+            n,
+            us,
+            wrong,
+        )));
+    }
+    let ip = cells.pop().flatten();
+    let oop = cells.pop().flatten();
+    Ok(Row {
+        algo: c.name.clone(),
+        path: (!paths.is_empty()).then(|| paths.join("/")),
+        ranks: n,
+        collective,
+        size: shape0.bytes(),
+        count: shape0.bytes() / T::DTYPE.size() as u64,
+        dtype: T::DTYPE,
+        redop: collective.reduces().then_some(op),
+        out_of_place: oop,
+        in_place: ip,
+    })
+}
+
+/// Peer-copy ceiling: rank 0 and the first rank on another device (rank 1
+/// when every rank has its own) copy `bytes` into each other at once (both
+/// link directions busy), on `streams` streams; GB/s per direction.
+pub fn link_ceiling<T: Element>(
+    e: &mut Engine<T>,
+    bytes: usize,
+    iters: usize,
+    streams: usize,
+) -> Result<f64> {
+    let n = e.ranks();
+    let count = bytes / T::DTYPE.size();
+    if n < 2 || count == 0 {
+        return Ok(0.0);
+    }
+    // Rank 0 and the first rank on another device: with several ranks per
+    // GPU, ranks 0 and 1 may share one (blocks), and their copy would not
+    // cross a link.
+    let map = &e.core().info().rank_to_device;
+    let other = (1..n).find(|&r| map.get(r) != map.first()).unwrap_or(1);
+    let plan = Arc::new(probe::peer_copy_pair(
+        n,
+        count,
+        T::DTYPE.size(),
+        streams,
+        (0, other),
+    ));
+    let size = T::DTYPE.size();
+    e.core_mut().reserve(BufId::SEND, &vec![count * size; n])?;
+    let bind = Arc::new(vec![Binding::DEFAULT; n]);
+    for _ in 0..2 {
+        e.core_mut()
+            .launch_plan(plan.clone(), T::DTYPE, bind.clone())?;
+    }
+    e.synchronize()?;
+    let t0 = Instant::now();
+    for _ in 0..iters.max(1) {
+        e.core_mut()
+            .launch_plan(plan.clone(), T::DTYPE, bind.clone())?;
+    }
+    e.synchronize()?;
+    let us = t0.elapsed().as_secs_f64() * 1e6 / iters.max(1) as f64;
+    let us = e
+        .core()
+        .max_over_processes(us, "gathering the ceiling's time")?;
+    Ok((count * size) as f64 / (us * 1e-6) / 1e9)
+}
+
+/// Cold start of the engine just built: its setup, the first all-reduce of
+/// `count` elements, then the steady state (median of 20).
+pub fn cold_start_engine<T: Element>(
+    e: &mut Engine<T>,
+    setup_ms: f64,
+    count: usize,
+) -> Result<ColdStart> {
+    let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1);
+    let t0 = Instant::now();
+    let shape = e.load(Collective::AllReduce, &inputs, false)?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let t1 = Instant::now();
+    e.run(None, &shape, ReduceOp::Sum)?;
+    let first_ms = t1.elapsed().as_secs_f64() * 1e3;
+    let steady = median_call_us(e, &shape, None)?;
+    Ok(ColdStart {
+        algo: "auto".into(),
+        size: shape.bytes(),
+        setup_ms: setup_ms + load_ms,
+        first_call_ms: first_ms,
+        steady_us: steady,
+    })
+}
+
+/// Median microseconds of 20 synchronized calls (engine, or NCCL when
+/// `nccl` is given).
+fn median_call_us<T: Element>(e: &mut Engine<T>, shape: &Shape, nccl: Option<()>) -> Result<f64> {
+    let mut v = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        match nccl {
+            Some(()) => {
+                let call = e.nccl_call(shape, ReduceOp::Sum);
+                e.core_mut().launch_nccl(&call)?;
+            }
+            None => {
+                e.launch(None, shape, ReduceOp::Sum)?;
+            }
+        }
+        e.synchronize()?;
+        v.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(median(v))
+}
+
+/// Cold start of NCCL on the engine's rank threads: communicator init, the
+/// first all-reduce, then the steady state.
+pub fn cold_start_nccl<T: Element>(
+    e: &mut Engine<T>,
+    nccl: &crate::cli::cuda::Nccl,
+    count: usize,
+) -> Result<ColdStart> {
+    let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1);
+    let shape = e.load(Collective::AllReduce, &inputs, false)?;
+    e.synchronize()?;
+    let t0 = Instant::now();
+    crate::cli::cuda::nccl_init(e.core_mut(), nccl)?;
+    let init_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let t1 = Instant::now();
+    let call = e.nccl_call(&shape, ReduceOp::Sum);
+    e.core_mut().launch_nccl(&call)?;
+    e.synchronize()?;
+    let first_ms = t1.elapsed().as_secs_f64() * 1e3;
+    let steady = median_call_us(e, &shape, Some(()))?;
+    Ok(ColdStart {
+        algo: "nccl".into(),
+        size: shape.bytes(),
+        setup_ms: init_ms,
+        first_call_ms: first_ms,
+        steady_us: steady,
+    })
+}
+
+/// Host-side cost of one small call, in microseconds.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HostCost {
+    pub size: u64,
+    pub path: String,
+    /// Caller -> every rank thread -> caller, doing nothing.
+    pub handoff_us: f64,
+    /// Issuing one collective on every rank, without waiting for the GPU.
+    pub issue_us: f64,
+    /// One full call: issue plus completion on every rank's streams.
+    pub call_us: f64,
+    /// Where a rank thread's issue time goes, per call, mean over ranks.
+    pub breakdown: Option<IssueBreakdown>,
+    /// One read of the host clock (`Instant::now`), nanoseconds: the
+    /// profiles read it several times per call and rank.
+    pub clock_ns: f64,
+    /// NCCL's call through the same rank threads, when NCCL is initialised.
+    pub nccl: Option<NcclHostCost>,
+}
+
+/// NCCL's plain call issued through the engine's rank threads (as `bench`
+/// times it): medians of single calls, microseconds, and the hand-off's
+/// phases per launch.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct NcclHostCost {
+    /// Launch on every rank, without waiting for the GPU.
+    pub issue_us: f64,
+    /// Launch and wait.
+    pub call_us: f64,
+    /// A rank thread's work (the NCCL call in a group), mean over ranks.
+    pub handler_us: f64,
+    /// Posting to every answer in hand.
+    pub round_us: f64,
+}
+
+/// Nanoseconds per `Instant::now`, the mean of 10 000.
+fn clock_read_ns() -> f64 {
+    let n = 10_000u32;
+    let t = Instant::now();
+    let mut last = t;
+    for _ in 0..n {
+        last = std::hint::black_box(Instant::now());
+    }
+    (last - t).as_secs_f64() * 1e9 / f64::from(n)
+}
+
+/// Means per call and rank, microseconds.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct IssueBreakdown {
+    pub copy_us: f64,
+    pub kernel_us: f64,
+    pub record_us: f64,
+    pub wait_us: f64,
+    pub peer_us: f64,
+    pub total_us: f64,
+    /// The calling thread per call, inside the backend's launch.
+    pub backend_us: f64,
+    /// The hand-off's phases per launch (`PoolPhases`):
+    /// posting, a rank thread noticing the post (mean over ranks), its work
+    /// (its whole job; mean over ranks), the last answer after posting
+    /// began, every answer in hand after posting began.
+    pub post_us: f64,
+    pub pickup_us: f64,
+    pub handler_us: f64,
+    pub last_done_us: f64,
+    pub round_us: f64,
+}
+
+/// Microseconds per launch (and per rank, for `per` ranks) of one of the
+/// hand-off's phase sums, which every rank's profile carries alike.
+fn phase(
+    prof: &[ringreduce::backend::IssueProfile],
+    f: fn(&ringreduce::backend::PoolPhases) -> u64,
+    per: usize,
+) -> f64 {
+    phase_of(prof, |p| p.pool, f, per)
+}
+
+/// [`phase`] of the phases `which` picks (the collectives' or NCCL's).
+fn phase_of(
+    prof: &[ringreduce::backend::IssueProfile],
+    which: fn(&ringreduce::backend::IssueProfile) -> ringreduce::backend::PoolPhases,
+    f: fn(&ringreduce::backend::PoolPhases) -> u64,
+    per: usize,
+) -> f64 {
+    prof.first().map_or(0.0, |p| {
+        let ph = which(p);
+        f(&ph) as f64 / ph.calls.max(1) as f64 / per.max(1) as f64 / 1e3
+    })
+}
+
+/// One launch alone and one launch waited for, each after a full
+/// synchronize: (issue, whole call) in microseconds.
+fn issue_and_call<T: Element>(
+    e: &mut Engine<T>,
+    mut launch: impl FnMut(&mut Engine<T>) -> Result<()>,
+) -> Result<(f64, f64)> {
+    e.synchronize()?;
+    let t = Instant::now();
+    launch(e)?;
+    let issue = t.elapsed().as_secs_f64() * 1e6;
+    e.synchronize()?;
+    let t = Instant::now();
+    launch(e)?;
+    e.synchronize()?;
+    Ok((issue, t.elapsed().as_secs_f64() * 1e6))
+}
+
+/// Measure [`HostCost`] for the default path at `count` elements.
+pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> Result<HostCost> {
+    let iters = iters.max(1);
+    let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1);
+    let shape = e.load(Collective::AllReduce, &inputs, false)?;
+    let path = e.core().path_name(None, &shape)?;
+    let profiling = e.core_mut().take_issue_profile().is_ok();
+    let (mut ping, mut issue, mut call) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..iters {
+        let t = Instant::now();
+        e.core_mut().ping()?;
+        ping.push(t.elapsed().as_secs_f64() * 1e6);
+        let (i, c) = issue_and_call(e, |e| e.launch(None, &shape, ReduceOp::Sum).map(|_| ()))?;
+        issue.push(i);
+        call.push(c);
+    }
+    let breakdown = if profiling {
+        let prof = e.core_mut().take_issue_profile()?;
+        let calls: u64 = prof.iter().map(|p| p.calls).sum::<u64>().max(1);
+        let us = |f: fn(&ringreduce::backend::IssueProfile) -> u64| {
+            prof.iter().map(f).sum::<u64>() as f64 / calls as f64 / 1e3
+        };
+        Some(IssueBreakdown {
+            copy_us: us(|p| p.copy_ns),
+            kernel_us: us(|p| p.kernel_ns),
+            record_us: us(|p| p.record_ns),
+            wait_us: us(|p| p.wait_ns),
+            peer_us: us(|p| p.peer_ns),
+            total_us: us(|p| p.total_ns),
+            // The same on every rank: per launch, not per rank.
+            backend_us: prof
+                .first()
+                .map_or(0.0, |p| p.backend_ns as f64 / p.calls.max(1) as f64 / 1e3),
+            post_us: phase(&prof, |p| p.post_ns, 1),
+            pickup_us: phase(&prof, |p| p.pickup_ns, prof.len()),
+            handler_us: phase(&prof, |p| p.handler_ns, prof.len()),
+            last_done_us: phase(&prof, |p| p.last_done_ns, 1),
+            round_us: phase(&prof, |p| p.round_ns, 1),
+        })
+    } else {
+        None
+    };
+    // NCCL the same way, when it is there.
+    let mut nccl = None;
+    if e.core().nccl_ready() {
+        let nc = e.nccl_call(&shape, ReduceOp::Sum);
+        let (mut ni, mut nt) = (Vec::new(), Vec::new());
+        let _ = e.core_mut().take_issue_profile();
+        for _ in 0..iters {
+            let (i, c) = issue_and_call(e, |e| e.core_mut().launch_nccl(&nc))?;
+            ni.push(i);
+            nt.push(c);
+        }
+        if let Ok(prof) = e.core_mut().take_issue_profile() {
+            let ranks = prof.len();
+            nccl = Some(NcclHostCost {
+                issue_us: median(ni),
+                call_us: median(nt),
+                handler_us: phase_of(&prof, |p| p.nccl_pool, |p| p.handler_ns, ranks),
+                round_us: phase_of(&prof, |p| p.nccl_pool, |p| p.round_ns, 1),
+            });
+        }
+    }
+    Ok(HostCost {
+        size: shape.bytes(),
+        path,
+        handoff_us: median(ping),
+        issue_us: median(issue),
+        call_us: median(call),
+        breakdown,
+        clock_ns: clock_read_ns(),
+        nccl,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(sweep_sizes(8, 64, 2.0).unwrap(), vec![8, 16, 32, 64]);
+        assert!(sweep_sizes(8, 4, 2.0).is_err());
+        assert!(sweep_sizes(8, 64, 1.0).is_err());
+        assert!(sweep_sizes(0, 64, 2.0).is_err(), "0 never grows");
+        assert!(sweep_sizes(1, 1 << 40, 1.0001).is_err(), "too many sizes");
+    }
+
+    /// A size gives a row when it holds one element per rank: all-reduce
+    /// counts elements of the whole buffer, reduce-scatter and all-gather
+    /// of each rank's share (the issue-25 sweeps that printed no table).
+    #[test]
+    fn sizes_below_one_element_per_rank_are_reported() {
+        let one = [1u64];
+        let s = skipped_sizes(Collective::AllReduce, 4, 2, &one).unwrap();
+        assert!(s.all(&one));
+        assert_eq!(s.smallest, 4);
+        let sweep = sweep_sizes(3, 13, 3.0).unwrap();
+        assert_eq!(sweep, vec![3, 9]);
+        for (coll, elem, ranks, skipped) in [
+            (Collective::AllReduce, 1, 3, vec![]),
+            (Collective::AllReduce, 4, 3, vec![3]),
+            (Collective::AllReduce, 8, 3, vec![3]),
+            (Collective::ReduceScatter, 1, 3, vec![]),
+            (Collective::ReduceScatter, 2, 3, vec![3]),
+            (Collective::ReduceScatter, 4, 3, vec![3, 9]),
+            (Collective::AllGather, 8, 3, vec![3, 9]),
+        ] {
+            let got = skipped_sizes(coll, elem, ranks, &sweep);
+            assert_eq!(
+                got.map(|s| s.sizes).unwrap_or_default(),
+                skipped,
+                "{coll} {elem}-byte elements on {ranks} ranks"
+            );
+            for &b in &sweep {
+                let empty = count_for(coll, b, elem, ranks) == 0;
+                assert_eq!(empty, skipped.contains(&b));
+            }
+        }
+    }
+
+    #[test]
+    fn contenders() {
+        let v =
+            parse_contenders("auto,ring,ps,nccl,ring:pipe4,nccl:graph,oneshot:flag:graph").unwrap();
+        assert_eq!(v.len(), 7);
+        assert_eq!(v[3].kind, ContenderKind::Nccl);
+        assert!(v[5].is_graph() && v[5].is_nccl());
+        assert!(matches!(v[6].kind, ContenderKind::EngineGraph(_)));
+        assert!(parse_contenders("ring,tree").is_err());
+        assert!(parse_contenders("").is_err());
+    }
+
+    /// A graph replays GRAPH_CALLS calls in place on the same buffers; the
+    /// bench's expectation of that (a 2-call in-place reduce-scatter graph
+    /// was reported wrong on 2 x H200 by the old check, which only knew
+    /// all-reduce) must equal the CPU engine running the calls back to back.
+    #[test]
+    fn in_place_calls_back_to_back_match_their_expectation() {
+        use ringreduce::engine::EngineConfig;
+        for collective in [
+            Collective::AllReduce,
+            Collective::ReduceScatter,
+            Collective::AllGather,
+        ] {
+            for (op, n) in [
+                (ReduceOp::Sum, 2),
+                (ReduceOp::Sum, 3),
+                (ReduceOp::Max, 3),
+                (ReduceOp::Prod, 4),
+            ] {
+                let mut e = Engine::<i32>::new(EngineConfig::cpu(n)).unwrap();
+                let per = if collective == Collective::ReduceScatter {
+                    5 * n
+                } else {
+                    5
+                };
+                let inputs: Vec<Vec<i32>> = (0..n)
+                    .map(|r| (0..per).map(|i| (r * 7 + i) as i32 % 5 - 2).collect())
+                    .collect();
+                let shape = e.load(collective, &inputs, true).unwrap();
+                let ring: AlgoChoice = "ring".parse().unwrap();
+                for _ in 0..GRAPH_CALLS {
+                    e.run(Some(&ring), &shape, op).unwrap();
+                }
+                let out = e.read_output(&shape).unwrap();
+                let want = if collective == Collective::ReduceScatter && n > 2 {
+                    expected_on_cpu("ring", collective, &inputs, op, GRAPH_CALLS).unwrap()
+                } else {
+                    expected_in_place(collective, &inputs, op, GRAPH_CALLS)
+                };
+                let v = check_outputs(&out, &want);
+                assert_eq!(v.total_wrong(), 0, "{collective:?} {op:?}: {out:?}");
+                // One call less is a different answer where it should be.
+                if collective != Collective::AllGather && op == ReduceOp::Sum {
+                    let once = expected(collective, &inputs, op, Inputs::Exact);
+                    assert!(check_outputs(&out, &once).total_wrong() > 0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn counts() {
+        assert_eq!(count_for(Collective::AllReduce, 64, 4, 2), 16);
+        assert_eq!(count_for(Collective::ReduceScatter, 64, 4, 2), 8);
+        assert_eq!(count_for(Collective::AllGather, 4, 4, 2), 0);
+    }
+}
