@@ -129,7 +129,6 @@ pub(crate) fn device_can_access_peer(a: Device, b: Device) -> CuResult<bool> {
 }
 
 /// `cuDeviceGetP2PAttribute` of the link from `a` to `b`.
-#[cfg(feature = "cli")]
 pub(crate) fn device_p2p_attribute(
     attr: sys::CUdevice_P2PAttribute,
     a: Device,
