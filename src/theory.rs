@@ -12,9 +12,13 @@
 //!
 //! For `N <= 1` there is nothing to exchange and every quantity is 0.
 //!
-//! The [`AlphaBeta`] model adds time: `alpha` per message (latency) plus
-//! `bytes / B` on a link of bandwidth `B` (see [`ring_time_us`] and
-//! [`ps_time_us`] for the exact assumptions).
+//! [`Model`] adds time, alpha-beta-gamma: `alpha` per dependent round
+//! (latency), `bytes / B` through the busiest link direction and `bytes / G`
+//! reduced. Each algorithm's [`Cost`] says how many of each it pays: the
+//! ring `2(N-1)` rounds, the PS two (gather, then broadcast), a one-shot
+//! one; so the PS, which moves more, wins below a crossover size
+//! ([`Pricing::crossover`]) and the ring above it. [`fit`] fits one path's
+//! alpha and bandwidth to its own measured rows.
 //!
 //! Sizes are in bytes; the rendered tables use decimal megabytes
 //! (1 MB = 1e6 B) and bandwidths are decimal GB/s (1 GB/s = 1e9 B/s).
@@ -97,7 +101,8 @@ pub fn ring_link_load(map: &[usize]) -> usize {
 /// Every point-to-point message costs `alpha_us` microseconds of latency plus
 /// `bytes / B`, where `B = link_gbps * 1e9` bytes/s is the bandwidth of each
 /// rank's link in each direction (links are full duplex: a rank can send and
-/// receive at `B` simultaneously). Reduction arithmetic is treated as free.
+/// receive at `B` simultaneously). Reduction arithmetic is treated as free;
+/// [`Model`] adds its cost (gamma) and prices every [`Cost`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AlphaBeta {
     /// Per-message latency in microseconds.
@@ -106,50 +111,341 @@ pub struct AlphaBeta {
     pub link_gbps: f64,
 }
 
-impl AlphaBeta {
-    /// Microseconds to move `bytes` over one link direction.
-    fn transfer_us(&self, bytes: f64) -> f64 {
-        // bytes / (gbps * 1e9 B/s) seconds = bytes / (gbps * 1e3) us
-        bytes / (self.link_gbps * 1e3)
+/// The shape of an all-reduce algorithm's cost: what it pays in dependent
+/// rounds, in bytes over the busiest link direction and in bytes reduced on
+/// its critical path, as functions of `N` and `D`. Each algorithm names its
+/// own ([`crate::algo::Algorithm::cost`]); [`Model`] prices it.
+///
+/// The alpha-beta-gamma costs are Thakur, Rabenseifner and Gropp's
+/// ("Optimization of Collective Communication Operations in MPICH", 2005);
+/// the ring's `2(N-1)/N·D` is the lower bound on what each rank must send
+/// (Patarasuk and Yuan, "Bandwidth optimal all-reduce algorithms for
+/// clusters of workstations", 2009).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cost {
+    /// Reduce-Scatter then All-Gather around the ring, each chunk cut into
+    /// `slices` pieces (`ring:pipeK`). Every step moves `D/N` over each
+    /// link, so the link carries `2(N-1)/N·D` whatever `K` is; slicing lets
+    /// the reduce of slice k run under the copy of slice k+1, so only one
+    /// slice's reduce per Reduce-Scatter step is exposed, `(N-1)/(NK)·D`;
+    /// and every slice is a hand-off of its own (a copy, then a wait on
+    /// another rank's event): `2(N-1)·K` rounds. `K = 1` is the plain
+    /// ring: `2(N-1)` steps, `2(N-1)/N·D` moved and `(N-1)/N·D` reduced.
+    Ring { slices: usize },
+    /// The parameter server: every worker sends its `D` bytes to the root
+    /// at once (one round), the root reduces the `N-1` inputs and sends the
+    /// result back (a second round). The root's link carries `(N-1)·D` each
+    /// way, one direction after the other, and it reduces `(N-1)·D`.
+    ParameterServer,
+    /// The one-shots: every rank's input goes to every other rank at once
+    /// (one round), and each rank reduces the `N-1` inputs it received:
+    /// `(N-1)·D` in over each rank's link, `(N-1)·D` reduced.
+    OneShot,
+}
+
+/// The three quantities a [`Cost`] charges for one all-reduce.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Terms {
+    /// Dependent rounds (each pays `alpha`).
+    pub rounds: f64,
+    /// Bytes through the busiest link direction on the critical path.
+    pub link_bytes: f64,
+    /// Bytes reduced on the critical path.
+    pub reduce_bytes: f64,
+}
+
+impl Cost {
+    /// The terms for `n` ranks of `d` bytes each (all 0 for `n <= 1`).
+    pub fn terms(self, n: usize, d: f64) -> Terms {
+        if n <= 1 {
+            return Terms {
+                rounds: 0.0,
+                link_bytes: 0.0,
+                reduce_bytes: 0.0,
+            };
+        }
+        let m = n as f64 - 1.0;
+        match self {
+            Cost::Ring { slices } => {
+                let k = slices.max(1) as f64;
+                Terms {
+                    rounds: 2.0 * m * k,
+                    link_bytes: 2.0 * m * d / n as f64,
+                    reduce_bytes: m * d / (n as f64 * k),
+                }
+            }
+            Cost::ParameterServer => Terms {
+                rounds: 2.0,
+                link_bytes: 2.0 * m * d,
+                reduce_bytes: m * d,
+            },
+            Cost::OneShot => Terms {
+                rounds: 1.0,
+                link_bytes: m * d,
+                reduce_bytes: m * d,
+            },
+        }
+    }
+
+    /// The formula in the article's notation.
+    pub fn formula(self) -> String {
+        match self {
+            Cost::Ring { slices: 0 | 1 } => {
+                "2(N-1)*alpha + 2(N-1)/N*D*beta + (N-1)/N*D*gamma".into()
+            }
+            Cost::Ring { slices } => {
+                format!("2(N-1)*{slices}*alpha + 2(N-1)/N*D*beta + (N-1)/({slices}N)*D*gamma")
+            }
+            Cost::ParameterServer => "2*alpha + 2(N-1)*D*beta + (N-1)*D*gamma".into(),
+            Cost::OneShot => "alpha + (N-1)*D*beta + (N-1)*D*gamma".into(),
+        }
     }
 }
 
+/// Alpha-beta-gamma: `alpha` per dependent round (latency, including the
+/// hand-off between ranks), `1/B` per byte through a link direction,
+/// `1/G` per byte reduced. `time = rounds*alpha + link_bytes/B +
+/// reduce_bytes/G` ([`Terms`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Model {
+    /// Microseconds per dependent round.
+    pub alpha_us: f64,
+    /// Per-link, per-direction bandwidth in GB/s (1e9 B/s).
+    pub link_gbps: f64,
+    /// Reduce throughput in GB/s of input reduced (1e9 B/s); infinite:
+    /// the reduce is free (or folded into `link_gbps` by a fit).
+    pub reduce_gbps: f64,
+}
+
+impl From<AlphaBeta> for Model {
+    fn from(m: AlphaBeta) -> Model {
+        Model {
+            alpha_us: m.alpha_us,
+            link_gbps: m.link_gbps,
+            reduce_gbps: f64::INFINITY,
+        }
+    }
+}
+
+impl Model {
+    /// The time of `cost` for `n` ranks of `d` bytes, microseconds.
+    pub fn time_us(&self, cost: Cost, n: usize, d: f64) -> f64 {
+        let t = cost.terms(n, d);
+        // bytes / (gbps * 1e9 B/s) seconds = bytes / (gbps * 1e3) us
+        t.rounds * self.alpha_us
+            + t.link_bytes / (self.link_gbps * 1e3)
+            + t.reduce_bytes / (self.reduce_gbps * 1e3)
+    }
+}
+
+/// One path's fit: alpha and an effective bandwidth, for that path's own
+/// [`Cost`] (see [`fit`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fit {
+    pub cost: Cost,
+    /// Microseconds per dependent round.
+    pub alpha_us: f64,
+    /// Effective GB/s per link direction: on one path at one rank count the
+    /// bytes reduced grow with the bytes moved, so a fit cannot tell the
+    /// link from the reduce; this bandwidth includes the reduce.
+    pub link_gbps: f64,
+}
+
+impl Fit {
+    /// The fitted time, microseconds.
+    pub fn time_us(&self, n: usize, d: f64) -> f64 {
+        Model {
+            alpha_us: self.alpha_us,
+            link_gbps: self.link_gbps,
+            reduce_gbps: f64::INFINITY,
+        }
+        .time_us(self.cost, n, d)
+    }
+}
+
+/// Fits `cost`'s model to measured all-reduces of ONE path: each point is
+/// `(N, D bytes per rank, time µs)`, modelled as `rounds·alpha +
+/// link_bytes/B` with the path's own terms ([`Cost::terms`]). Least squares
+/// on the relative error (each point weighted by 1/time², so a sweep over
+/// many decades of sizes fits the small ones as well as the large ones),
+/// with `alpha >= 0`. `None` without two points of different sizes, or
+/// when the data do not give a positive bandwidth.
+pub fn fit(cost: Cost, points: &[(usize, f64, f64)]) -> Option<Fit> {
+    let pts: Vec<(f64, f64, f64)> = points
+        .iter()
+        .filter(|&&(n, d, t)| n >= 2 && d > 0.0 && t.is_finite() && t > 0.0)
+        .map(|&(n, d, t)| {
+            let x = cost.terms(n, d);
+            (x.rounds, x.link_bytes, t)
+        })
+        .collect();
+    let distinct = pts
+        .iter()
+        .any(|p| (p.1 - pts[0].1).abs() > 1e-9 * pts[0].1.max(1.0));
+    if pts.len() < 2 || !distinct {
+        return None;
+    }
+    let (mut s11, mut s12, mut s22, mut s1t, mut s2t) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for &(x1, x2, t) in &pts {
+        let w = 1.0 / (t * t);
+        s11 += w * x1 * x1;
+        s12 += w * x1 * x2;
+        s22 += w * x2 * x2;
+        s1t += w * x1 * t;
+        s2t += w * x2 * t;
+    }
+    let det = s11 * s22 - s12 * s12;
+    // (alpha µs per round, c µs per byte)
+    let (mut a, mut c) = if det.abs() > 1e-300 {
+        ((s1t * s22 - s2t * s12) / det, (s11 * s2t - s12 * s1t) / det)
+    } else {
+        (0.0, s2t / s22)
+    };
+    if a < 0.0 {
+        a = 0.0;
+        c = s2t / s22;
+    }
+    if !(c > 0.0 && c.is_finite()) {
+        return None;
+    }
+    Some(Fit {
+        cost,
+        alpha_us: a,
+        // c µs/byte = 1 / (gbps * 1e3)
+        link_gbps: 1.0 / (c * 1e3),
+    })
+}
+
+/// Fits the ring's alpha-beta model (`2(N-1)·alpha + 2(N-1)/N·D / B`) to
+/// measured all-reduces of the plain ring ([`fit`] with
+/// [`Cost::Ring`] of one slice).
+pub fn fit_ring(points: &[(usize, f64, f64)]) -> Option<AlphaBeta> {
+    fit(Cost::Ring { slices: 1 }, points).map(|f| AlphaBeta {
+        alpha_us: f.alpha_us,
+        link_gbps: f.link_gbps,
+    })
+}
+
 /// Ring AllReduce time in microseconds:
-/// `2(N-1)*alpha + 2(N-1)/N * D / B`.
+/// `2(N-1)*alpha + 2(N-1)/N * D / B` (the [`Cost::Ring`] terms with the
+/// reduce free).
 ///
 /// Assumptions: `2(N-1)` synchronous steps (N-1 Reduce-Scatter, N-1
 /// All-Gather); in each step every rank sends one `D/N` chunk to its right
 /// neighbour while receiving one from its left neighbour, so with full-duplex
 /// links a step costs `alpha + (D/N)/B`. Returns 0 for `n <= 1`.
 pub fn ring_time_us(n: usize, d: f64, m: &AlphaBeta) -> f64 {
-    if n <= 1 {
-        return 0.0;
-    }
-    let steps = 2.0 * (n as f64 - 1.0);
-    steps * m.alpha_us + m.transfer_us(ring_per_rank_bytes(n, d))
+    Model::from(*m).time_us(Cost::Ring { slices: 1 }, n, d)
 }
 
 /// Parameter Server time in microseconds:
-/// `2(N-1)*alpha + 2(N-1) * D / B`.
+/// `2*alpha + 2(N-1) * D / B` (the [`Cost::ParameterServer`] terms with
+/// the reduce free).
 ///
-/// Assumptions: the root's single link is the bottleneck. Gather: the N-1
-/// workers' `D`-byte messages all enter through the root's inbound direction,
-/// `(N-1)*D/B`, and the root handles N-1 messages (`(N-1)*alpha`). Broadcast:
-/// the result leaves through the root's outbound direction as N-1 messages,
-/// another `(N-1)*alpha + (N-1)*D/B`. Full duplex does not let the two phases
-/// overlap, because the reduction must finish before the broadcast can start
-/// (no chunk-level pipelining is modelled). Returns 0 for `n <= 1`.
+/// Assumptions: the root's single link is the bottleneck, and the call is
+/// two dependent rounds. Gather: the N-1 workers send their `D`-byte
+/// messages at the same time (one round, one `alpha`), all entering through
+/// the root's inbound direction, `(N-1)*D/B`. Broadcast: the result leaves
+/// through the root's outbound direction, another `alpha + (N-1)*D/B`.
+/// Full duplex does not let the two rounds overlap, because the reduction
+/// must finish before the broadcast can start. Returns 0 for `n <= 1`.
 pub fn ps_time_us(n: usize, d: f64, m: &AlphaBeta) -> f64 {
-    if n <= 1 {
-        return 0.0;
+    Model::from(*m).time_us(Cost::ParameterServer, n, d)
+}
+
+/// What prices each [`Cost`] in [`render`]: one [`Model`] for every path,
+/// and the fits of a `bench` run for the paths it measured (a fitted path
+/// uses its own fit, the others the model).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pricing {
+    pub model: Model,
+    pub fits: Vec<Fit>,
+}
+
+impl Pricing {
+    /// One model for every path.
+    pub fn of(model: Model) -> Pricing {
+        Pricing {
+            model,
+            fits: Vec::new(),
+        }
     }
-    let msgs = n as f64 - 1.0;
-    2.0 * msgs * m.alpha_us + 2.0 * m.transfer_us(ps_root_bytes(n, d))
+
+    /// The time of `cost` for `n` ranks of `d` bytes, microseconds.
+    pub fn time_us(&self, cost: Cost, n: usize, d: f64) -> f64 {
+        match self.fits.iter().find(|f| f.cost == cost) {
+            Some(f) => f.time_us(n, d),
+            None => self.model.time_us(cost, n, d),
+        }
+    }
+
+    /// The size per rank at which `b` starts to be faster than `a` on `n`
+    /// ranks, when `a` has the smaller fixed cost and the larger cost per
+    /// byte (the parameter server against the ring): the `D` where their
+    /// times are equal. `None` when one of them wins at every size.
+    pub fn crossover(&self, a: Cost, b: Cost, n: usize) -> Option<f64> {
+        // Every time is affine in D: fixed + D * per_byte.
+        let affine = |c: Cost| {
+            let fixed = self.time_us(c, n, 0.0);
+            (fixed, self.time_us(c, n, 1.0) - fixed)
+        };
+        let ((fa, pa), (fb, pb)) = (affine(a), affine(b));
+        let (dfixed, dbyte) = (fb - fa, pa - pb);
+        (dfixed > 0.0 && dbyte > 0.0).then(|| dfixed / dbyte)
+    }
+
+    /// How each path is priced, one line.
+    fn describe(&self) -> String {
+        let m = &self.model;
+        let mut s = format!(
+            "alpha = {} us per round, B = {} GB/s per link direction, G = {} GB/s reduced",
+            short(m.alpha_us),
+            short(m.link_gbps),
+            if m.reduce_gbps.is_finite() {
+                short(m.reduce_gbps)
+            } else {
+                "inf".into()
+            }
+        );
+        for f in &self.fits {
+            let _ = write!(
+                s,
+                "; {}: alpha = {} us, B = {} GB/s (fitted, reduce included)",
+                cost_name(f.cost),
+                short(f.alpha_us),
+                short(f.link_gbps)
+            );
+        }
+        s
+    }
+}
+
+/// The path a cost is named after in the tables.
+fn cost_name(c: Cost) -> String {
+    match c {
+        Cost::Ring { slices: 0 | 1 } => "ring".into(),
+        Cost::Ring { slices } => format!("ring:pipe{slices}"),
+        Cost::ParameterServer => "ps".into(),
+        Cost::OneShot => "oneshot".into(),
+    }
+}
+
+/// `D` for a table cell: `1.5 MB`, `64 kB`, `-`.
+fn size_cell(d: Option<f64>) -> String {
+    match d {
+        None => "-".into(),
+        Some(d) if d >= 1e9 => format!("{:.1} GB", d / 1e9),
+        Some(d) if d >= 1e6 => format!("{:.1} MB", d / 1e6),
+        Some(d) if d >= 1e3 => format!("{:.1} kB", d / 1e3),
+        Some(d) => format!("{d:.0} B"),
+    }
 }
 
 /// Human-readable comparison: formula summary, traffic table (decimal MB, one
-/// decimal), the `N -> inf` limit, and an alpha-beta time table with the winner.
-pub fn render(d_bytes: f64, d_label: &str, ranks: &[usize], model: &AlphaBeta) -> String {
+/// decimal), the `N -> inf` limit, and an alpha-beta-gamma time table of the
+/// parameter server and the ring, with the faster and the size from which
+/// the ring beats the parameter server.
+pub fn render(d_bytes: f64, d_label: &str, ranks: &[usize], pricing: &Pricing) -> String {
     let mut s = String::new();
     // Writing into a String cannot fail; the results are ignored on purpose.
     let _ = writeln!(
@@ -161,12 +457,17 @@ pub fn render(d_bytes: f64, d_label: &str, ranks: &[usize], model: &AlphaBeta) -
         "PS: every worker sends its D bytes to one root, which reduces and sends D back\n\
          to each worker: root in = root out = (N-1)*D per round, growing O(N).\n\
          Ring: Reduce-Scatter then All-Gather, 2(N-1) steps of D/N bytes; every rank\n\
-         sends = receives 2(N-1)/N*D, which tends to 2D as N grows.\n\
-         Time (alpha-beta, B per link per direction): ring 2(N-1)*alpha + 2(N-1)/N*D/B;\n\
-         PS 2(N-1)*alpha + 2(N-1)*D/B (gather must end before broadcast starts).\n",
+         sends = receives 2(N-1)/N*D, which tends to 2D as N grows.\n",
     );
     let _ = writeln!(s);
+    load_rows(&mut s, d_bytes, ranks);
+    let _ = writeln!(s);
+    time_rows(&mut s, d_bytes, ranks, pricing);
+    s
+}
 
+/// The traffic table.
+fn load_rows(s: &mut String, d_bytes: f64, ranks: &[usize]) {
     let _ = writeln!(
         s,
         "{:>6} | {:>16} | {:>16} | {:>23} | {:>13}",
@@ -198,24 +499,31 @@ pub fn render(d_bytes: f64, d_label: &str, ranks: &[usize], model: &AlphaBeta) -
         "{:>6} | {:>16} | {:>16} | {:>23} | {:>13}",
         "N->inf", "O(N)", "O(N)", limit, "-> 0"
     );
-    let _ = writeln!(s);
+}
 
+/// The time table: the PS and the ring, the faster, and the crossover.
+fn time_rows(s: &mut String, d_bytes: f64, ranks: &[usize], pricing: &Pricing) {
+    const RING: Cost = Cost::Ring { slices: 1 };
     let _ = writeln!(
         s,
-        "alpha-beta model: alpha = {} us per message, B = {} GB/s per link (full duplex)",
-        short(model.alpha_us),
-        short(model.link_gbps)
+        "Time (alpha-beta-gamma: rounds*alpha + bytes over the busiest link/B + bytes reduced/G):\n\
+         ring {}\n\
+         PS   {} (two rounds: gather, then broadcast)\n\
+         {}",
+        RING.formula(),
+        Cost::ParameterServer.formula(),
+        pricing.describe()
     );
     let _ = writeln!(
         s,
-        "{:>6} | {:>14} | {:>14} | {:>9} | {:>6}",
-        "N", "PS time (us)", "Ring time (us)", "PS/Ring", "winner"
+        "{:>6} | {:>12} | {:>12} | {:>8} | {:>14} | {:>6}",
+        "N", "PS (us)", "ring (us)", "PS/ring", "ring from D =", "winner"
     );
-    let _ = writeln!(s, "{}", table_rule(&[6, 14, 14, 9, 6]));
+    let _ = writeln!(s, "{}", table_rule(&[6, 12, 12, 8, 14, 6]));
     for &n in ranks {
-        let ps = ps_time_us(n, d_bytes, model);
-        let ring = ring_time_us(n, d_bytes, model);
-        let speedup = if ring > 0.0 {
+        let ps = pricing.time_us(Cost::ParameterServer, n, d_bytes);
+        let ring = pricing.time_us(RING, n, d_bytes);
+        let ratio = if ring > 0.0 {
             format!("{:.2}x", ps / ring)
         } else {
             "-".to_string()
@@ -227,13 +535,12 @@ pub fn render(d_bytes: f64, d_label: &str, ranks: &[usize], model: &AlphaBeta) -
         } else {
             "tie"
         };
+        let from = size_cell(pricing.crossover(Cost::ParameterServer, RING, n));
         let _ = writeln!(
             s,
-            "{:>6} | {:>14.1} | {:>14.1} | {:>9} | {:>6}",
-            n, ps, ring, speedup, winner
+            "{n:>6} | {ps:>12.1} | {ring:>12.1} | {ratio:>8} | {from:>14} | {winner:>6}"
         );
     }
-    s
 }
 
 /// `------+------...` separator matching `" | "`-joined columns of these widths.
@@ -254,55 +561,6 @@ fn short(x: f64) -> String {
     }
     let digits = (3 - x.abs().log10().floor() as i32).clamp(0, 6) as usize;
     format!("{x:.digits$}")
-}
-
-/// Fits the ring's alpha-beta model to measured all-reduces: each point is
-/// `(N, D bytes per rank, time µs)`, modelled as
-/// `2(N-1)·alpha + 2(N-1)/N·D / B`. Least squares on the relative error
-/// (each point weighted by 1/time², so a sweep over many decades of sizes
-/// fits the small ones as well as the large ones), with `alpha >= 0`.
-/// `None` without two points of different sizes, or when the data do not
-/// give a positive bandwidth.
-pub fn fit_ring(points: &[(usize, f64, f64)]) -> Option<AlphaBeta> {
-    let pts: Vec<(f64, f64, f64)> = points
-        .iter()
-        .filter(|&&(n, d, t)| n >= 2 && d > 0.0 && t.is_finite() && t > 0.0)
-        .map(|&(n, d, t)| (2.0 * (n as f64 - 1.0), ring_per_rank_bytes(n, d), t))
-        .collect();
-    let distinct = pts
-        .iter()
-        .any(|p| (p.1 - pts[0].1).abs() > 1e-9 * pts[0].1.max(1.0));
-    if pts.len() < 2 || !distinct {
-        return None;
-    }
-    let (mut s11, mut s12, mut s22, mut s1t, mut s2t) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    for &(x1, x2, t) in &pts {
-        let w = 1.0 / (t * t);
-        s11 += w * x1 * x1;
-        s12 += w * x1 * x2;
-        s22 += w * x2 * x2;
-        s1t += w * x1 * t;
-        s2t += w * x2 * t;
-    }
-    let det = s11 * s22 - s12 * s12;
-    // (alpha µs per step, c µs per byte)
-    let (mut a, mut c) = if det.abs() > 1e-300 {
-        ((s1t * s22 - s2t * s12) / det, (s11 * s2t - s12 * s1t) / det)
-    } else {
-        (0.0, s2t / s22)
-    };
-    if a < 0.0 {
-        a = 0.0;
-        c = s2t / s22;
-    }
-    if !(c > 0.0 && c.is_finite()) {
-        return None;
-    }
-    Some(AlphaBeta {
-        alpha_us: a,
-        // c µs/byte = 1 / (gbps * 1e3)
-        link_gbps: 1.0 / (c * 1e3),
-    })
 }
 
 #[cfg(test)]
@@ -373,7 +631,7 @@ mod tests {
             alpha_us: 5.0,
             link_gbps: 25.0,
         };
-        let out = render(D, "100 MB", &[4, 16, 64], &m);
+        let out = render(D, "100 MB", &[4, 16, 64], &Pricing::of(m.into()));
         for needle in [
             "300.0",
             "150.0",
@@ -433,9 +691,9 @@ mod tests {
             link_gbps: 100.0,
         };
         // N=4, D=100 MB, B=100 GB/s: D/B = 1000 us.
-        // ring: 6*10 + 1.5*1000 = 1560; PS: 6*10 + 6*1000 = 6060.
+        // ring: 6*10 + 1.5*1000 = 1560; PS, two rounds: 2*10 + 6*1000 = 6020.
         assert_abs_diff_eq!(ring_time_us(4, D, &m), 1560.0, epsilon = 1e-9);
-        assert_abs_diff_eq!(ps_time_us(4, D, &m), 6060.0, epsilon = 1e-9);
+        assert_abs_diff_eq!(ps_time_us(4, D, &m), 6020.0, epsilon = 1e-9);
         // N=2: ring 2*10 + 1000; PS 2*10 + 2000.
         assert_abs_diff_eq!(ring_time_us(2, D, &m), 1020.0, epsilon = 1e-9);
         assert_abs_diff_eq!(ps_time_us(2, D, &m), 2020.0, epsilon = 1e-9);
@@ -464,5 +722,142 @@ mod tests {
         let f = fit_ring(&[(2, 1e6, 1.0), (2, 2e6, 4.0)]).unwrap();
         assert_eq!(f.alpha_us, 0.0);
         assert!(f.link_gbps > 0.0);
+    }
+
+    /// Exact terms of every cost at N = 4, D = 8 MB.
+    #[test]
+    fn cost_terms() {
+        let d = 8e6;
+        let t = |c: Cost| {
+            let x = c.terms(4, d);
+            (x.rounds, x.link_bytes, x.reduce_bytes)
+        };
+        assert_eq!(t(Cost::Ring { slices: 1 }), (6.0, 12e6, 6e6));
+        // Slicing: the link carries the same bytes, each slice is a
+        // hand-off, one slice's reduce per step is exposed.
+        assert_eq!(t(Cost::Ring { slices: 2 }), (12.0, 12e6, 3e6));
+        assert_eq!(t(Cost::Ring { slices: 0 }), t(Cost::Ring { slices: 1 }));
+        assert_eq!(t(Cost::ParameterServer), (2.0, 48e6, 24e6));
+        assert_eq!(t(Cost::OneShot), (1.0, 24e6, 24e6));
+        for c in [
+            Cost::Ring { slices: 3 },
+            Cost::ParameterServer,
+            Cost::OneShot,
+        ] {
+            assert_eq!(c.terms(1, d).rounds, 0.0);
+            assert_eq!(c.terms(0, d).link_bytes, 0.0);
+        }
+    }
+
+    /// The PS pays two rounds and the ring 2(N-1): with a latency that
+    /// matters, the PS wins small sizes, the ring large ones, and they
+    /// cross where the times are equal.
+    #[test]
+    fn the_ps_wins_below_the_crossover_and_the_ring_above() {
+        let p = Pricing::of(Model {
+            alpha_us: 10.0,
+            link_gbps: 370.0,
+            reduce_gbps: 1000.0,
+        });
+        let ring = Cost::Ring { slices: 1 };
+        let mib = 1048576.0;
+        assert!(p.time_us(Cost::ParameterServer, 4, mib) < p.time_us(ring, 4, mib));
+        assert!(p.time_us(Cost::ParameterServer, 4, 64.0 * mib) > p.time_us(ring, 4, 64.0 * mib));
+        let x = p.crossover(Cost::ParameterServer, ring, 4).unwrap();
+        let (a, b) = (
+            p.time_us(Cost::ParameterServer, 4, x),
+            p.time_us(ring, 4, x),
+        );
+        assert_relative_eq!(a, b, max_relative = 1e-9);
+        assert!(x > mib && x < 64.0 * mib, "{x}");
+        // On 2 ranks both pay two rounds: the ring wins at every size.
+        assert_eq!(p.crossover(Cost::ParameterServer, ring, 2), None);
+        // Free latency: the ring wins everywhere.
+        let free = Pricing::of(Model {
+            alpha_us: 0.0,
+            ..p.model
+        });
+        assert_eq!(free.crossover(Cost::ParameterServer, ring, 4), None);
+    }
+
+    /// `theory --size 1kB` no longer prints ties labelled ring: the PS is
+    /// faster at small sizes, and the table names it.
+    #[test]
+    fn render_names_the_fastest_and_the_crossover() {
+        let p = Pricing::of(Model {
+            alpha_us: 10.0,
+            link_gbps: 370.0,
+            reduce_gbps: 1000.0,
+        });
+        let out = render(1e3, "1kB", &[1, 4, 16], &p);
+        // The time table's rows: a rank count, then six more columns.
+        let rows: Vec<&str> = out
+            .lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+            .filter(|l| l.matches('|').count() == 5)
+            .collect();
+        assert_eq!(rows.len(), 3, "{out}");
+        assert!(rows[0].ends_with(" tie"), "{}", rows[0]);
+        assert!(rows[1].ends_with(" PS"), "{}", rows[1]);
+        assert!(rows[1].contains(" MB |"), "a crossover size: {}", rows[1]);
+        assert!(rows[2].ends_with(" PS"), "{}", rows[2]);
+        assert!(!out.contains("winner: ring"));
+    }
+
+    /// A fitted path is priced by its fit, the others by the model.
+    #[test]
+    fn pricing_prefers_a_paths_fit() {
+        let model = Model {
+            alpha_us: 10.0,
+            link_gbps: 100.0,
+            reduce_gbps: f64::INFINITY,
+        };
+        let f = Fit {
+            cost: Cost::ParameterServer,
+            alpha_us: 1.0,
+            link_gbps: 1000.0,
+        };
+        let p = Pricing {
+            model,
+            fits: vec![f],
+        };
+        assert_abs_diff_eq!(
+            p.time_us(Cost::ParameterServer, 2, 1e6),
+            2.0 + 2.0,
+            epsilon = 1e-9
+        );
+        assert_abs_diff_eq!(
+            p.time_us(Cost::OneShot, 2, 1e6),
+            10.0 + 10.0,
+            epsilon = 1e-9
+        );
+    }
+
+    /// The fit recovers each cost's own parameters from its own times.
+    #[test]
+    fn fit_recovers_every_cost() {
+        let m = Model {
+            alpha_us: 6.5,
+            link_gbps: 250.0,
+            reduce_gbps: f64::INFINITY,
+        };
+        for c in [
+            Cost::Ring { slices: 1 },
+            Cost::Ring { slices: 4 },
+            Cost::ParameterServer,
+            Cost::OneShot,
+        ] {
+            let pts: Vec<(usize, f64, f64)> = (10..=28)
+                .map(|k| {
+                    let d = (1u64 << k) as f64;
+                    (4, d, m.time_us(c, 4, d))
+                })
+                .collect();
+            let f = fit(c, &pts).unwrap();
+            assert_eq!(f.cost, c);
+            assert_abs_diff_eq!(f.alpha_us, 6.5, epsilon = 1e-6);
+            assert_abs_diff_eq!(f.link_gbps, 250.0, epsilon = 1e-6);
+            assert_relative_eq!(f.time_us(4, 1e6), m.time_us(c, 4, 1e6), max_relative = 1e-9);
+        }
     }
 }

@@ -36,6 +36,10 @@ impl Algorithm for Flag {
     fn load(&self) -> Option<super::Load> {
         Some(super::Load::Everyone)
     }
+
+    fn cost(&self) -> Option<crate::theory::Cost> {
+        Some(crate::theory::Cost::OneShot)
+    }
 }
 
 /// What the flag one-shot takes: an all-reduce of at most two ranks.

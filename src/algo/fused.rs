@@ -35,6 +35,10 @@ impl Algorithm for Fused {
     fn load(&self) -> Option<super::Load> {
         Some(super::Load::Everyone)
     }
+
+    fn cost(&self) -> Option<crate::theory::Cost> {
+        Some(crate::theory::Cost::OneShot)
+    }
 }
 
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {

@@ -40,6 +40,12 @@ pub trait Algorithm: Send + Sync + Debug {
     fn load(&self) -> Option<Load> {
         None
     }
+    /// The shape of its all-reduce's time in the alpha-beta-gamma model
+    /// ([`crate::theory::Cost`]), if it has one: what `bench` fits to this
+    /// path's rows and `theory` prices.
+    fn cost(&self) -> Option<crate::theory::Cost> {
+        None
+    }
 }
 
 /// The closed form of the bytes the busiest rank of an all-reduce of `D`

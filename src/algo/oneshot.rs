@@ -47,6 +47,10 @@ impl Algorithm for OneShot {
     fn load(&self) -> Option<super::Load> {
         Some(super::Load::Everyone)
     }
+
+    fn cost(&self) -> Option<crate::theory::Cost> {
+        Some(crate::theory::Cost::OneShot)
+    }
 }
 
 pub fn parse(s: &str) -> Option<std::result::Result<Arc<dyn Algorithm>, String>> {

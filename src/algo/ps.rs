@@ -34,6 +34,10 @@ impl Algorithm for ParameterServer {
     fn load(&self) -> Option<super::Load> {
         Some(super::Load::Root)
     }
+
+    fn cost(&self) -> Option<crate::theory::Cost> {
+        Some(crate::theory::Cost::ParameterServer)
+    }
 }
 
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {

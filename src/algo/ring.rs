@@ -81,6 +81,12 @@ impl Algorithm for Ring {
     fn load(&self) -> Option<super::Load> {
         Some(super::Load::Ring)
     }
+
+    fn cost(&self) -> Option<crate::theory::Cost> {
+        Some(crate::theory::Cost::Ring {
+            slices: self.slices,
+        })
+    }
 }
 
 /// `ring`, `ring:naive`, `ring:pipeK`.

@@ -61,6 +61,10 @@ impl Algorithm for RingFlag {
     fn load(&self) -> Option<super::Load> {
         Some(super::Load::Ring)
     }
+
+    fn cost(&self) -> Option<crate::theory::Cost> {
+        Some(crate::theory::Cost::Ring { slices: 1 })
+    }
 }
 
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {

@@ -440,7 +440,7 @@ fn header(
             warmup: a.warmup,
             link_ceiling_gbps: ceiling,
             notes,
-            model: None,
+            models: Vec::new(),
         }
 }
 
@@ -579,10 +579,10 @@ fn finish(e: Engine<f32>, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -
             c / load as f64
         ));
     }
-    // The alpha-beta model, fitted to the first engine contender's
-    // all-reduce rows (before the text, whose header shows it).
-    let fitted = fit_model(&rep, contenders);
-    rep.header.model = fitted.as_ref().map(|(m, _)| m.clone());
+    // The alpha-beta model of each engine path, fitted to its own
+    // all-reduce rows (before the text, whose header shows them).
+    let fitted = fit_models(&rep, contenders);
+    rep.header.models = fitted.iter().map(|(m, _)| m.clone()).collect();
     if a.breakdown && ranks >= 2 {
         let first = jobs_first(&x.combos);
         let core = e.into_core();
@@ -595,8 +595,8 @@ fn finish(e: Engine<f32>, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -
         .any(|c| c.name == "nccl")
         .then_some("nccl");
     super::out_raw(&rep.render_all(reference))?;
-    if let Some((m, rows)) = &fitted {
-        out_model(&rep, m, rows, ranks, load.max(1))?;
+    if !fitted.is_empty() {
+        out_models(&rep, &fitted, ranks, load.max(1))?;
     }
     if !rep.breakdown.is_empty() {
         out_breakdown(&rep.breakdown)?;
@@ -693,91 +693,145 @@ fn jobs_first(combos: &super::Combos) -> (Collective, ringreduce::element::DataT
     ))
 }
 
-/// The fit of the ring model to the first engine contender's out-of-place
-/// all-reduce rows (of the first type and op among them), and those rows.
-fn fit_model(rep: &Report, contenders: &[Contender]) -> Option<(report::ModelFit, Vec<Row>)> {
-    let c = contenders
-        .iter()
-        .find(|c| matches!(c.kind, bench::ContenderKind::Engine(_)))?;
-    let first = rep
+/// The cost shape of a path as rows name it (`ring:pipe2`, `ps`, and
+/// `X:graph` for X replayed from CUDA graphs): its algorithm's
+/// ([`ringreduce::algo::Algorithm::cost`]).
+fn cost_of(path: &str) -> Option<ringreduce::theory::Cost> {
+    let base = path.strip_suffix(":graph").unwrap_or(path);
+    ringreduce::algo::parse(base).ok()?.cost()
+}
+
+/// The path a row's out-of-place cell measured: `auto`'s rows by the path
+/// it chose (a row names `out/in` when the two differ), graph replays as
+/// `X:graph`.
+fn row_path(r: &Row) -> String {
+    let path = match r.path.as_deref().and_then(|p| p.split('/').next()) {
+        Some(p) => p.trim().to_string(),
+        None => r.algo.clone(),
+    };
+    if r.algo.ends_with(":graph") && !path.ends_with(":graph") {
+        format!("{path}:graph")
+    } else {
+        path
+    }
+}
+
+/// The model fitted to each engine path's own out-of-place all-reduce rows
+/// (of the first type and op among them; `auto`'s rows counted under the
+/// path each ran), in order of first appearance, with those rows.
+fn fit_models(rep: &Report, contenders: &[Contender]) -> Vec<(report::ModelFit, Vec<Row>)> {
+    let engine = |algo: &str| {
+        contenders
+            .iter()
+            .any(|c| c.name == algo && matches!(c.kind, bench::ContenderKind::Engine(_)))
+    };
+    let Some(first) = rep
         .rows
         .iter()
-        .find(|r| r.algo == c.name && r.collective == report::ALL_REDUCE)?;
-    let rows: Vec<Row> = rep
-        .rows
-        .iter()
-        .filter(|r| {
-            r.algo == c.name
-                && r.collective == report::ALL_REDUCE
-                && r.dtype == first.dtype
-                && r.redop == first.redop
-                && r.size > 0
-                && r.out_of_place.is_some()
+        .find(|r| engine(&r.algo) && r.collective == report::ALL_REDUCE)
+    else {
+        return Vec::new();
+    };
+    let mut groups: Vec<(String, Vec<Row>)> = Vec::new();
+    for r in rep.rows.iter().filter(|r| {
+        engine(&r.algo)
+            && r.collective == report::ALL_REDUCE
+            && r.dtype == first.dtype
+            && r.redop == first.redop
+            && r.size > 0
+            && r.out_of_place.is_some()
+    }) {
+        let path = row_path(r);
+        match groups.iter_mut().find(|g| g.0 == path) {
+            Some(g) => g.1.push(r.clone()),
+            None => groups.push((path, vec![r.clone()])),
+        }
+    }
+    groups
+        .into_iter()
+        .filter_map(|(path, rows)| {
+            let cost = cost_of(&path)?;
+            let pts: Vec<(usize, f64, f64)> = rows
+                .iter()
+                .filter_map(|r| Some((r.ranks, r.size as f64, r.out_of_place.as_ref()?.time_us)))
+                .collect();
+            let f = ringreduce::theory::fit(cost, &pts)?;
+            let m = report::ModelFit {
+                path,
+                formula: cost.formula(),
+                alpha_us: f.alpha_us,
+                beta_gbps: f.link_gbps,
+                rows: pts.len(),
+            };
+            Some((m, rows))
         })
-        .cloned()
-        .collect();
-    let pts: Vec<(usize, f64, f64)> = rows
-        .iter()
-        .filter_map(|r| Some((r.ranks, r.size as f64, r.out_of_place.as_ref()?.time_us)))
-        .collect();
-    let m = ringreduce::theory::fit_ring(&pts)?;
-    Some((
-        report::ModelFit {
-            alpha_us: m.alpha_us,
-            beta_gbps: m.link_gbps,
-            algo: c.name.clone(),
-            rows: pts.len(),
-        },
-        rows,
-    ))
+        .collect()
 }
 
-/// The model's time for `size` bytes per rank on `ranks` ranks (µs).
-fn model_us(m: &report::ModelFit, ranks: usize, size: u64) -> f64 {
-    ringreduce::theory::ring_time_us(
-        ranks,
-        size as f64,
-        &ringreduce::theory::AlphaBeta {
-            alpha_us: m.alpha_us,
-            link_gbps: m.beta_gbps,
-        },
-    )
+/// A fitted path's time for `size` bytes per rank on `ranks` ranks (µs).
+fn model_us(m: &report::ModelFit, ranks: usize, size: u64) -> Option<f64> {
+    let f = ringreduce::theory::Fit {
+        cost: cost_of(&m.path)?,
+        alpha_us: m.alpha_us,
+        link_gbps: m.beta_gbps,
+    };
+    Some(f.time_us(ranks, size as f64))
 }
 
-/// The measured-vs-model table.
+/// The measured-vs-model table of every fitted path, with the model's
+/// error per size and the largest error from 1 MiB on.
 /// `load`: ring hops on the busiest link direction
 /// ([`ringreduce::theory::ring_link_load`], 1 with one rank per GPU).
-fn out_model(
+fn out_models(
     rep: &Report,
-    m: &report::ModelFit,
-    rows: &[Row],
+    fits: &[(report::ModelFit, Vec<Row>)],
     ranks: usize,
     load: usize,
 ) -> Result<()> {
     let ceiling = rep.header.link_ceiling_gbps;
+    out("# Measured vs model, each path fitted to its own out-of-place rows (alpha-beta-gamma with the reduce folded into beta; least squares on the relative error, alpha >= 0)".to_string())?;
+    for (m, rows) in fits {
+        out_model(m, rows, ranks, load, ceiling)?;
+    }
+    Ok(())
+}
+
+/// One path's rows against its model.
+fn out_model(
+    m: &report::ModelFit,
+    rows: &[Row],
+    ranks: usize,
+    load: usize,
+    ceiling: Option<f64>,
+) -> Result<()> {
     out(format!(
-        "# Measured vs model: time = 2(N-1)*alpha + 2(N-1)/N*size/beta, fitted to the {} {} out-of-place rows (least squares on the relative error, alpha >= 0): alpha = {:.2} us per ring step, beta = {:.1} GB/s per link direction{}",
-        m.rows,
-        m.algo,
+        "# {}: {} with alpha = {:.2} us per round, beta = {:.1} GB/s per link direction{} ({} rows)",
+        m.path,
+        m.formula,
         m.alpha_us,
         m.beta_gbps,
         match ceiling {
-            Some(c) if c > 0.0 => format!(
-                "; measured peer-copy ceiling {c:.1} GB/s (beta is {:.0}% of it)",
-                100.0 * m.beta_gbps / c
-            ),
+            Some(c) if c > 0.0 => format!(" ({:.0}% of the peer-copy ceiling)", 100.0 * m.beta_gbps / c),
             _ => String::new(),
-        }
+        },
+        m.rows
     ))?;
     out(format!(
-        "# {:>10} {:<28} {:>13} {:>11} {:>9} {:>15}",
-        "size", "path", "measured(us)", "model(us)", "meas/mod", "link-bound(us)"
+        "# {:>10} {:<20} {:>13} {:>11} {:>8} {:>15}",
+        "size", "path", "measured(us)", "model(us)", "error", "link-bound(us)"
     ))?;
+    let mut worst: Option<f64> = None;
     for r in rows {
-        let Some(t) = r.out_of_place.as_ref().map(|x| x.time_us) else {
+        let (Some(t), Some(model)) = (
+            r.out_of_place.as_ref().map(|x| x.time_us),
+            model_us(m, r.ranks, r.size),
+        ) else {
             continue;
         };
-        let model = model_us(m, ranks, r.size);
+        let err = 100.0 * (model / t.max(1e-9) - 1.0);
+        if r.size >= 1 << 20 {
+            worst = Some(worst.map_or(err.abs(), |w: f64| w.max(err.abs())));
+        }
         let bound = match ceiling {
             Some(c) if c > 0.0 => format!(
                 "{:.2}",
@@ -787,13 +841,19 @@ fn out_model(
             _ => "-".into(),
         };
         out(format!(
-            "# {:>10} {:<28} {:>13.2} {:>11.2} {:>9.2} {:>15}",
+            "# {:>10} {:<20} {:>13.2} {:>11.2} {:>7.1}% {:>15}",
             format_bytes(r.size),
-            r.path.as_deref().unwrap_or("-"),
+            m.path,
             t,
             model,
-            t / model.max(1e-9),
+            err,
             bound
+        ))?;
+    }
+    if let Some(w) = worst {
+        out(format!(
+            "# {}: largest model error from 1 MiB on: {w:.1}%",
+            m.path
         ))?;
     }
     Ok(())
@@ -886,8 +946,14 @@ fn breakdown_sizes<T: Element>(
             .find(|r| r.algo == "auto" && r.size == shape_bytes && r.collective == coll)
             .and_then(|r| r.out_of_place.as_ref())
             .map(|m| m.time_us);
-        let model = match (&rep.header.model, coll) {
-            (Some(m), Collective::AllReduce) => Some(model_us(m, n, shape_bytes)),
+        // The model of the path that ran, if the sweep fitted it.
+        let model = match coll {
+            Collective::AllReduce => rep
+                .header
+                .models
+                .iter()
+                .find(|m| m.path == path)
+                .and_then(|m| model_us(m, n, shape_bytes)),
             _ => None,
         };
         eprintln!(

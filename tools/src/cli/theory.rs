@@ -1,4 +1,5 @@
-//! `ringreduce theory`: Parameter Server vs Ring, traffic and alpha-beta time.
+//! `ringreduce theory`: Parameter Server vs Ring, traffic and
+//! alpha-beta-gamma time, with the size where the ring overtakes the PS.
 
 use super::{out, out_raw};
 use crate::report::Report;
@@ -13,47 +14,66 @@ pub struct TheoryArgs {
     /// Rank counts to tabulate.
     #[arg(long, value_delimiter = ',', default_value = "4,16,64")]
     pub ranks: Vec<usize>,
-    /// Per-message latency alpha (microseconds) for the time model
-    /// [default: 10].
+    /// Latency per dependent round, alpha (microseconds) [default: 13,
+    /// a ring step on 2 x H200: 12-14 us with 4 and 8 ranks].
     #[arg(long)]
     pub alpha_us: Option<f64>,
-    /// Per-link bandwidth (GB/s, each direction) for the time model
-    /// [default: 25].
+    /// Per-link bandwidth B (GB/s, each direction) [default: 380, the
+    /// peer-copy ceiling of NVLink NV18 between two H200; the seed's PCIe
+    /// Gen4 x16 is about 26].
     #[arg(long)]
     pub link_gbps: Option<f64>,
-    /// Take alpha and the bandwidth from the model `ringreduce bench` fitted
-    /// to its sweep (its -J/--json file).
-    #[arg(long, conflicts_with_all = ["alpha_us", "link_gbps"])]
+    /// Reduce throughput G (GB/s of input reduced) [default: 1400, the PTX
+    /// reduce kernel on an H200; `inf`: free].
+    #[arg(long)]
+    pub reduce_gbps: Option<f64>,
+    /// Price the paths `ringreduce bench` measured with their own fitted
+    /// models (its -J/--json file); the others keep the model above.
+    #[arg(long)]
     pub from_bench: Option<PathBuf>,
 }
 
-/// alpha (µs) and bandwidth (GB/s) from a bench JSON file's fitted model.
-fn from_bench(path: &std::path::Path) -> Result<(f64, f64, String)> {
+/// The fits of a bench JSON file's paths, and a line saying where they
+/// came from.
+fn from_bench(path: &std::path::Path) -> Result<(Vec<ringreduce::theory::Fit>, String)> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
         path: path.display().to_string(),
         source: e,
     })?;
     let rep = Report::from_json(&text)
         .map_err(|e| Error::Report(format!("{}: not a bench JSON report: {e}", path.display())))?;
-    let m = rep.header.model.ok_or_else(|| {
-        Error::BadArgument(format!(
-            "{}: no fitted model in this report (bench fits one to an engine contender's all-reduce rows on 2 or more ranks; JSON from before the fit existed has none)",
+    let fits: Vec<ringreduce::theory::Fit> = rep
+        .header
+        .models
+        .iter()
+        .filter(|m| !m.path.ends_with(":graph"))
+        .filter_map(|m| {
+            let cost = ringreduce::algo::parse(&m.path).ok()?.cost()?;
+            Some(ringreduce::theory::Fit {
+                cost,
+                alpha_us: m.alpha_us,
+                link_gbps: m.beta_gbps,
+            })
+        })
+        .collect();
+    if fits.is_empty() {
+        return Err(Error::BadArgument(format!(
+            "{}: no fitted path model in this report (bench fits one to each engine path's all-reduce rows on 2 or more ranks; JSON from before the per-path fits has none)",
             path.display()
-        ))
-    })?;
-    Ok((
-        m.alpha_us,
-        m.beta_gbps,
-        format!(
-            "model from {}: alpha = {:.2} us, B = {:.1} GB/s (fitted to {} {} rows of `{}`)",
-            path.display(),
-            m.alpha_us,
-            m.beta_gbps,
-            m.rows,
-            m.algo,
-            rep.header.command
-        ),
-    ))
+        )));
+    }
+    let note = format!(
+        "models from {} (`{}`): {}",
+        path.display(),
+        rep.header.command,
+        rep.header
+            .models
+            .iter()
+            .map(|m| format!("{} {} rows", m.path, m.rows))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok((fits, note))
 }
 
 /// The model's accepted link bandwidths (GB/s per direction).
@@ -71,41 +91,47 @@ pub fn execute(a: TheoryArgs) -> Result<bool> {
     if a.ranks.iter().any(|&n| n > 1 << 20) {
         return Err(Error::BadArgument("--ranks: at most 1048576".into()));
     }
-    let (alpha_us, link_gbps, note) = match &a.from_bench {
+    let (fits, note) = match &a.from_bench {
         Some(p) => {
-            let (x, y, note) = from_bench(p)?;
-            (x, y, Some(note))
+            let (f, note) = from_bench(p)?;
+            (f, Some(note))
         }
-        None => (
-            a.alpha_us.unwrap_or(10.0),
-            a.link_gbps.unwrap_or(25.0),
-            None,
-        ),
+        None => (Vec::new(), None),
     };
-    // Ranges a link can have (1 MB/s to 1 PB/s; 0 to 1000 s per message),
-    // so that every time the table prints is a readable number.
-    if !(LINK_GBPS.contains(&link_gbps) && ALPHA_US.contains(&alpha_us)) {
-        return Err(Error::BadArgument(format!(
-            "--link-gbps must be {} to {} GB/s (got {}) and --alpha-us {} to {} us (got {})",
-            LINK_GBPS.start(),
-            LINK_GBPS.end(),
-            num(link_gbps),
-            ALPHA_US.start(),
-            ALPHA_US.end(),
-            num(alpha_us)
-        )));
-    }
-    let model = ringreduce::theory::AlphaBeta {
-        alpha_us,
-        link_gbps,
+    let model = ringreduce::theory::Model {
+        alpha_us: a.alpha_us.unwrap_or(13.0),
+        link_gbps: a.link_gbps.unwrap_or(380.0),
+        reduce_gbps: a.reduce_gbps.unwrap_or(1400.0),
     };
+    check_model(&model)?;
     if let Some(n) = note {
         out(n)?;
     }
+    let pricing = ringreduce::theory::Pricing { model, fits };
     out_raw(&ringreduce::theory::render(
-        d as f64, &a.size, &a.ranks, &model,
+        d as f64, &a.size, &a.ranks, &pricing,
     ))?;
     Ok(true)
+}
+
+/// Ranges a link can have (1 MB/s to 1 PB/s; 0 to 1000 s per round; a
+/// reduce from 1 MB/s, or free), so that every time the table prints is a
+/// readable number.
+fn check_model(m: &ringreduce::theory::Model) -> Result<()> {
+    let reduce_ok = m.reduce_gbps == f64::INFINITY || LINK_GBPS.contains(&m.reduce_gbps);
+    if LINK_GBPS.contains(&m.link_gbps) && ALPHA_US.contains(&m.alpha_us) && reduce_ok {
+        return Ok(());
+    }
+    Err(Error::BadArgument(format!(
+        "--link-gbps must be {lo} to {hi} GB/s (got {}), --reduce-gbps {lo} to {hi} GB/s or inf (got {}) and --alpha-us {} to {} us (got {})",
+        num(m.link_gbps),
+        num(m.reduce_gbps),
+        ALPHA_US.start(),
+        ALPHA_US.end(),
+        num(m.alpha_us),
+        lo = LINK_GBPS.start(),
+        hi = LINK_GBPS.end(),
+    )))
 }
 
 /// A number a user typed, echoed back briefly: `0.5`, `1e-300`, `1e308`

@@ -57,12 +57,13 @@ mod tests {
     fn model_and_breakdown_are_optional() {
         let mut rep = report();
         let old = rep.to_json();
-        assert!(!old.contains("\"model\"") && !old.contains("\"breakdown\""));
+        assert!(!old.contains("\"models\"") && !old.contains("\"breakdown\""));
         assert_eq!(Report::from_json(&old).unwrap(), rep);
-        rep.header.model = Some(super::super::ModelFit {
+        rep.header.models.push(super::super::ModelFit {
+            path: "ring".into(),
+            formula: ringreduce::theory::Cost::Ring { slices: 1 }.formula(),
             alpha_us: 6.5,
             beta_gbps: 310.0,
-            algo: "auto".into(),
             rows: 9,
         });
         rep.breakdown.push(super::super::BreakdownRow {
@@ -80,7 +81,9 @@ mod tests {
         });
         let back = Report::from_json(&rep.to_json()).unwrap();
         assert_eq!(back, rep);
-        assert!(rep.render_header().contains("# Model: alpha = 6.50 us"));
+        assert!(rep
+            .render_header()
+            .contains("# Model of ring: alpha = 6.50 us per round"));
     }
 
     #[test]

@@ -404,10 +404,10 @@ pub struct Header {
     pub link_ceiling_gbps: Option<f64>,
     /// Free-form notes.
     pub notes: Vec<String>,
-    /// The alpha-beta model fitted to the sweep (JSON written before this
-    /// field existed loads without it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<ModelFit>,
+    /// The alpha-beta model fitted to each path's own all-reduce rows
+    /// (JSON written before this field existed loads without it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ModelFit>,
 }
 
 impl Header {
@@ -419,17 +419,21 @@ impl Header {
     }
 }
 
-/// The ring's alpha-beta model fitted to a sweep's all-reduce rows:
-/// `time = 2(N-1)·alpha + 2(N-1)/N·size / beta` (see
-/// [`ringreduce::theory::fit_ring`]).
+/// One path's alpha-beta model fitted to that path's own all-reduce rows
+/// of a sweep: `time = rounds·alpha + link_bytes / beta` with the path's
+/// [`ringreduce::theory::Cost`] terms (see [`ringreduce::theory::fit`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ModelFit {
-    /// Latency per ring step, microseconds.
+    /// The path whose rows were fitted (`ring`, `ring:pipe2`, `ps`, ...;
+    /// `X:graph` for X replayed from CUDA graphs).
+    pub path: String,
+    /// The path's cost in the article's notation.
+    pub formula: String,
+    /// Latency per dependent round, microseconds.
     pub alpha_us: f64,
-    /// Bandwidth per link direction, GB/s (1e9 B/s).
+    /// Effective bandwidth per link direction, GB/s (1e9 B/s); the reduce
+    /// is included.
     pub beta_gbps: f64,
-    /// The contender whose out-of-place rows were fitted.
-    pub algo: String,
     /// How many rows were fitted.
     pub rows: usize,
 }
@@ -538,7 +542,7 @@ pub(crate) mod fixtures {
             warmup: 5,
             link_ceiling_gbps: Some(350.0),
             notes: vec!["synthetic".into()],
-            model: None,
+            models: Vec::new(),
         }
     }
 

@@ -73,11 +73,11 @@ impl Report {
         for note in &h.notes {
             let _ = writeln!(s, "# Note: {note}");
         }
-        if let Some(m) = &h.model {
+        for m in &h.models {
             let _ = writeln!(
                 s,
-                "# Model: alpha = {:.2} us per ring step, beta = {:.1} GB/s per link direction (fitted to {} {} rows)",
-                m.alpha_us, m.beta_gbps, m.rows, m.algo
+                "# Model of {}: alpha = {:.2} us per round, beta = {:.1} GB/s per link direction (fitted to its {} rows; {})",
+                m.path, m.alpha_us, m.beta_gbps, m.rows, m.formula
             );
         }
         s

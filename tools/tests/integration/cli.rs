@@ -1213,6 +1213,23 @@ pub fn register(h: &mut Harness) {
         pass()
     });
 
+    h.add("cli::theory_names_the_ps_below_its_crossover", || {
+        // 4 ranks of 1 MiB: the PS's two rounds beat the ring's six steps
+        // (as auto chooses); at 64 MiB the ring's bytes win.
+        for (size, winner) in [("1MiB", " PS"), ("64MiB", " ring")] {
+            let ran = rr(&["theory", "--size", size, "--ranks", "4"]);
+            ensure!(ran.code == Some(0), "{}", ran.show());
+            let row = ran
+                .out
+                .lines()
+                .rfind(|l| l.trim_start().starts_with("4 |"))
+                .ok_or_else(|| format!("no N = 4 time row in\n{}", ran.out))?;
+            ensure!(row.ends_with(winner), "{size}: {row}");
+            ensure!(row.contains(" MB |"), "the crossover size: {row}");
+        }
+        pass()
+    });
+
     h.add("cli::docs_show_the_real_trace", || {
         // docs/ALGORITHM.md pastes `ringreduce trace` output; it must be
         // what the engine prints, for every one of these commands.
