@@ -612,4 +612,12 @@ impl Backend for CudaProcessBackend {
     fn profiling(&mut self) -> Option<&mut dyn Profiling> {
         Some(self)
     }
+
+    /// Refused, with the reason
+    /// (`backend::ordered::refused_with_one_rank_per_process`).
+    fn ordered(&mut self) -> Result<&mut dyn crate::backend::ordered::StreamOrdered> {
+        Err(crate::backend::ordered::refused_with_one_rank_per_process(
+            "cuda",
+        ))
+    }
 }
