@@ -14,20 +14,7 @@ impl CudaBackend {
         if ranks == 0 {
             return Err(Error::ZeroRanks);
         }
-        let info = probe().map_err(Error::NoCuda)?;
-        let avail: Vec<usize> = info.devices.iter().map(|d| d.ordinal).collect();
-        let devs = match &opts.devices {
-            Some(d) if !d.is_empty() => {
-                if let Some(bad) = d.iter().find(|x| !avail.contains(x)) {
-                    return Err(Error::NoCuda(format!(
-                        "GPU {bad} requested but only {} present",
-                        avail.len()
-                    )));
-                }
-                d.clone()
-            }
-            _ => avail,
-        };
+        let (info, devs) = devices(opts.devices.as_ref())?;
         let map = crate::backend::placement(ranks, &devs);
         let m = map.clone();
         let (timeout, faults) = (opts.timeout, opts.faults.clone());
@@ -199,4 +186,24 @@ impl CudaBackend {
         self.info.setup = Some(b);
         Ok(())
     }
+}
+
+/// The driver's facts and the GPUs to use: those `requested` (each must be
+/// present), or every GPU when none are.
+pub(super) fn devices(requested: Option<&Vec<usize>>) -> Result<(&'static DriverInfo, Vec<usize>)> {
+    let info = probe().map_err(Error::NoCuda)?;
+    let avail: Vec<usize> = info.devices.iter().map(|d| d.ordinal).collect();
+    let devs = match requested {
+        Some(d) if !d.is_empty() => {
+            if let Some(bad) = d.iter().find(|x| !avail.contains(x)) {
+                return Err(Error::NoCuda(format!(
+                    "GPU {bad} requested but only {} present",
+                    avail.len()
+                )));
+            }
+            d.clone()
+        }
+        _ => avail,
+    };
+    Ok((info, devs))
 }
