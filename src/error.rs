@@ -107,6 +107,15 @@ pub enum Error {
     NcclRank { rank: usize, message: String },
     #[error("{0} is not supported by the {1} backend")]
     Unsupported(String, &'static str),
+    /// A capability the backend has, refused where it runs (over this
+    /// transport or process model), with the reason.
+    #[error("{what} are not available on the {backend} backend {over}: {reason}")]
+    Refused {
+        what: &'static str,
+        backend: &'static str,
+        over: &'static str,
+        reason: &'static str,
+    },
     /// A bounded wait ran out: `what` says what was waited for (text for
     /// people), `wait` which kind of wait it was (for code).
     #[error("rank {rank}: waited more than {seconds} s for {what}; the collective is stuck (set the limit with RINGREDUCE_TIMEOUT or EngineConfig::timeout)")]
@@ -419,6 +428,17 @@ impl Error {
                 message: message.clone(),
             },
             E::Unsupported(what, backend) => E::Unsupported(what.clone(), backend),
+            E::Refused {
+                what,
+                backend,
+                over,
+                reason,
+            } => E::Refused {
+                what,
+                backend,
+                over,
+                reason,
+            },
             E::Timeout {
                 rank,
                 what,

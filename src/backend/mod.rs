@@ -12,7 +12,10 @@
 //! through [`Backend::nccl`], [`Backend::graphs`] or [`Backend::ordered`]:
 //! NCCL on the same buffers ([`NcclBackend`]), CUDA graphs
 //! ([`GraphBackend`]), stream-ordered calls and the work stream
-//! ([`ordered::StreamOrdered`]).
+//! ([`ordered::StreamOrdered`]). These are what a library user calls; the
+//! measurement tools' own hooks sit apart: NCCL's timings on the NCCL
+//! capability, the overlap benchmark's on [`overlap::OverlapBench`]
+//! (reached from the stream-ordered capability).
 //!
 //! How a rank reaches its peers (threads of one process, shared memory
 //! between processes) is not the backend's: the CPU backend is one engine
@@ -29,6 +32,7 @@ pub use crate::pool::PoolPhases;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod ordered;
+pub mod overlap;
 mod work;
 
 use crate::element::{DataType, ReduceOp};
@@ -313,10 +317,14 @@ pub trait Backend: Send {
         None
     }
 
-    /// Stream-ordered calls and the per-rank work stream, if the backend
-    /// has them.
-    fn ordered(&mut self) -> Option<&mut dyn ordered::StreamOrdered> {
-        None
+    /// Stream-ordered calls and the per-rank work stream, or why not: a
+    /// backend without them says [`Error::Unsupported`], one that has them
+    /// but not where it runs says [`Error::Refused`] with the reason.
+    fn ordered(&mut self) -> Result<&mut dyn ordered::StreamOrdered> {
+        Err(Error::Unsupported(
+            "stream-ordered calls".into(),
+            self.info().kind.unwrap_or(BackendKind::Cpu).name(),
+        ))
     }
 
     /// Calls on the caller's own host slices, if the backend's ranks can
@@ -353,6 +361,13 @@ pub trait NcclBackend {
     fn nccl_graph_capture(&mut self, call: &NcclCall, calls: usize) -> Result<()>;
     /// Replay the captured NCCL graph on every rank.
     fn launch_nccl_graph(&mut self) -> Result<()>;
+    /// Time the following NCCL calls (start and end of each on every rank,
+    /// on the same clock as [`Profiling::take_timeline`]), for a comparison
+    /// with ringreduce's own calls.
+    fn set_nccl_timing(&mut self, on: bool);
+    /// The timings of the NCCL calls made with NCCL timing on since the last
+    /// take: one [`CallTimeline`] per call, one [`OpTime`] (op 0) per rank.
+    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>>;
 }
 
 /// CUDA graphs of ringreduce calls.
@@ -426,19 +441,14 @@ pub struct CallTimeline {
     pub ops: Vec<OpTime>,
 }
 
-/// Timelines, issue profiles and traffic counters.
+/// Timelines, issue profiles and traffic counters of the engine's own calls
+/// (NCCL's calls are timed through [`NcclBackend`]).
 pub trait Profiling {
     /// Per-rank host issue profile since the last call, then reset.
     fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>>;
     /// The timelines of the calls launched with `timing` since the last
     /// take (after a synchronize).
     fn take_timeline(&mut self) -> Result<Vec<CallTimeline>>;
-    /// Time the following NCCL calls too (start and end of each on every
-    /// rank, on the same clock as [`Profiling::take_timeline`]).
-    fn set_nccl_timing(&mut self, on: bool);
-    /// The timings of the NCCL calls made with NCCL timing on since the last
-    /// take: one [`CallTimeline`] per call, one [`OpTime`] (op 0) per rank.
-    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>>;
     /// Bytes each rank sent to and received from other ranks since the last
     /// take, counted by the backend as it moved them (copies between ranks,
     /// and reduces reading another rank's memory), then reset.

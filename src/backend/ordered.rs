@@ -41,10 +41,12 @@
 
 pub use super::work::{ArgView, Builtin, Param, WorkKernel};
 
+use super::overlap::OverlapBench;
+
 use super::cpu::{CpuBackend, Storage};
-use super::{Backend, BufId, Call, NcclCall};
+use super::{Backend, BufId, Call};
 #[cfg(feature = "cuda")]
-use crate::cuda::{DoneEvent, HostMapped, RawStream};
+use crate::cuda::{DoneEvent, RawStream};
 use crate::error::{Error, Result};
 use crate::transport::Transport;
 use std::sync::Arc;
@@ -153,54 +155,6 @@ impl Completion {
     }
 }
 
-/// A closed gate at the head of every rank's work stream (made by
-/// [`StreamOrdered::work_gate`]): what is issued behind it waits until
-/// [`Gate::open`], so a whole step reaches the GPUs before any of it runs,
-/// as when the host runs far ahead of the GPU in training. Dropping the
-/// gate opens it, and so does anything that drains the engine
-/// (synchronize, read, write, a buffer allocation).
-#[derive(Default)]
-pub struct Gate {
-    /// Each closed rank's gate word and the value that opens it.
-    #[cfg(feature = "cuda")]
-    words: Vec<(Arc<HostMapped>, u32)>,
-}
-
-impl std::fmt::Debug for Gate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        #[cfg(feature = "cuda")]
-        let closed = self.words.len();
-        #[cfg(not(feature = "cuda"))]
-        let closed = 0;
-        write!(f, "Gate({closed} ranks closed)")
-    }
-}
-
-impl Gate {
-    #[cfg(feature = "cuda")]
-    pub(crate) fn new(words: Vec<(Arc<HostMapped>, u32)>) -> Gate {
-        Gate { words }
-    }
-
-    /// Let the work behind the gate run, on every rank.
-    pub fn open(mut self) {
-        self.release();
-    }
-
-    fn release(&mut self) {
-        #[cfg(feature = "cuda")]
-        for (m, v) in self.words.drain(..) {
-            m.store_u32(0, v);
-        }
-    }
-}
-
-impl Drop for Gate {
-    fn drop(&mut self) {
-        self.release();
-    }
-}
-
 /// Names one timed span: what it is and which one (a bucket number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -301,24 +255,11 @@ pub trait StreamOrdered {
         tag: Option<SpanTag>,
     ) -> Result<Vec<Completion>>;
 
-    /// NCCL's collective on every rank after `after` (each rank waits for
-    /// its own caller stream only).
-    fn launch_nccl_after(
-        &mut self,
-        call: &NcclCall,
-        after: &After,
-        tag: Option<SpanTag>,
-    ) -> Result<Vec<Completion>>;
-
     /// Launch a kernel on every rank's work stream.
     fn work_launch(&mut self, w: &WorkLaunch) -> Result<()>;
 
     /// Make rank r's work stream wait (on the GPU) for `done[r]`.
     fn work_wait(&mut self, done: &[Completion]) -> Result<()>;
-
-    /// Close a gate on every rank's work stream (see [`Gate`]); a drain of
-    /// the engine opens it.
-    fn work_gate(&mut self) -> Result<Gate>;
 
     /// Start a new timing window: forget the spans so far and make "now" on
     /// each rank's work stream their origin.
@@ -329,7 +270,40 @@ pub trait StreamOrdered {
 
     /// Give the collectives' streams (the lanes, where NCCL runs too) the
     /// device's highest priority (`true`) or the default one.
+    ///
+    /// A capability for library users, not only for the benchmark: when a
+    /// collective overlaps the caller's compute (gradient buckets reduced
+    /// during the backward pass), compute kernels queued first take the
+    /// SMs and the collective waits behind them; PyTorch's NCCL process
+    /// group offers the same choice (`is_high_priority_stream`). A no-op
+    /// on host backends.
     fn set_comm_priority(&mut self, high: bool) -> Result<()>;
+
+    /// The overlap benchmark's hooks on the same streams
+    /// ([`OverlapBench`]), if the backend has them; a library user never
+    /// needs them.
+    fn overlap_bench(&mut self) -> Option<&mut dyn OverlapBench> {
+        None
+    }
+}
+
+/// Why the CUDA backend's process front end (one rank per process) refuses
+/// stream-ordered calls: a call takes a caller stream for every rank and
+/// hands back a completion event for every rank, all in the caller's
+/// process, and makes every rank's lanes wait for every rank's caller
+/// stream; with one rank per process the other ranks' streams and events
+/// belong to other processes' CUDA contexts (only the interprocess events
+/// made at set-up are shared), and that front end does not record the
+/// callers' streams into them. The CPU backend over shared memory has no
+/// such limit (its calls complete on the host).
+#[cfg(any(feature = "cuda", test))]
+pub(crate) fn refused_with_one_rank_per_process(backend: &'static str) -> Error {
+    Error::Refused {
+        what: "stream-ordered calls",
+        backend,
+        over: "with one rank per process",
+        reason: "a call takes every rank's caller stream and returns every rank's completion event in the caller's process, but here the other ranks' streams and events belong to other processes (only the interprocess events made at set-up are shared)",
+    }
 }
 
 // -- the CPU backend ------------------------------------------------------
@@ -495,15 +469,6 @@ impl<T: Transport<Mem = Storage>> StreamOrdered for CpuBackend<T> {
         Ok((0..self.info().ranks).map(Completion::complete).collect())
     }
 
-    fn launch_nccl_after(
-        &mut self,
-        _call: &NcclCall,
-        _after: &After,
-        _tag: Option<SpanTag>,
-    ) -> Result<Vec<Completion>> {
-        Err(Error::Unsupported("NCCL".into(), "cpu"))
-    }
-
     fn work_launch(&mut self, w: &WorkLaunch) -> Result<()> {
         let t0 = Instant::now();
         let local = self.local_ranks();
@@ -524,10 +489,6 @@ impl<T: Transport<Mem = Storage>> StreamOrdered for CpuBackend<T> {
         Ok(())
     }
 
-    fn work_gate(&mut self) -> Result<Gate> {
-        Ok(Gate::default())
-    }
-
     fn work_mark(&mut self) -> Result<()> {
         self.order = CpuOrder::default();
         Ok(())
@@ -540,12 +501,16 @@ impl<T: Transport<Mem = Storage>> StreamOrdered for CpuBackend<T> {
     fn set_comm_priority(&mut self, _high: bool) -> Result<()> {
         Ok(())
     }
+
+    fn overlap_bench(&mut self) -> Option<&mut dyn OverlapBench> {
+        Some(self)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Binding;
+    use crate::backend::{Binding, NcclCall};
     use crate::element::{DataType, ReduceOp};
     use crate::engine::Core;
     use crate::EngineConfig;

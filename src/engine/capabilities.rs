@@ -153,6 +153,17 @@ impl Core {
         self.track(r)
     }
 
+    /// The timings of the NCCL calls made with timing on, since the last
+    /// take (one op per rank each), on the same clock as
+    /// [`Core::take_timeline`]; none on a backend without NCCL (no NCCL
+    /// call could be made there).
+    pub fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        match self.backend.nccl() {
+            Some(n) => n.take_nccl_timeline(),
+            None => Ok(Vec::new()),
+        }
+    }
+
     // -- profiling ---------------------------------------------------------
 
     /// The backend's profiling, or why not (`what`: the thing asked for).
@@ -172,13 +183,6 @@ impl Core {
     /// take.
     pub fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         self.profiling("timelines")?.take_timeline()
-    }
-
-    /// The timings of the NCCL calls made with timing on, since the last
-    /// take (one op per rank each), on the same clock as
-    /// [`Core::take_timeline`].
-    pub fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
-        self.profiling("timelines")?.take_nccl_timeline()
     }
 
     /// Bytes each rank sent to and received from other ranks since the last

@@ -486,8 +486,8 @@ impl Core {
     /// [`Core::take_nccl_timeline`]).
     pub fn set_timing(&mut self, on: bool) {
         self.timing = on;
-        if let Some(p) = self.backend.profiling() {
-            p.set_nccl_timing(on);
+        if let Some(n) = self.backend.nccl() {
+            n.set_nccl_timing(on);
         }
     }
 

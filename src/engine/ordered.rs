@@ -27,9 +27,8 @@
 use super::typed::{CallInfo, DeviceBuffers, Engine};
 use super::Core;
 use crate::algo::AlgoChoice;
-use crate::backend::ordered::{
-    After, Completion, Gate, SpanTag, StreamOrdered, WorkLaunch, WorkSpan,
-};
+use crate::backend::ordered::{After, Completion, SpanTag, StreamOrdered, WorkLaunch, WorkSpan};
+use crate::backend::overlap::{Gate, OverlapBench};
 use crate::backend::{Binding, NcclCall};
 use crate::element::{DataType, Element, ReduceOp};
 use crate::error::{Error, Result};
@@ -46,10 +45,15 @@ pub struct OrderedCall {
 
 impl Core {
     fn ordered_backend(&mut self) -> Result<&mut dyn StreamOrdered> {
+        self.backend.ordered()
+    }
+
+    /// The overlap benchmark's hooks (see [`crate::backend::overlap`]).
+    fn overlap_bench(&mut self) -> Result<&mut dyn OverlapBench> {
         let kind = self.backend_kind().name();
-        self.backend
-            .ordered()
-            .ok_or_else(|| Error::Unsupported("stream-ordered calls".into(), kind))
+        self.ordered_backend()?
+            .overlap_bench()
+            .ok_or_else(|| Error::Unsupported("the overlap benchmark's hooks".into(), kind))
     }
 
     /// Get `choice`'s path for `shape` ready without launching anything:
@@ -90,20 +94,6 @@ impl Core {
         Ok((plan, done))
     }
 
-    /// NCCL's collective on the same buffers, ordered after `after` (each
-    /// rank after its own caller stream, as DDP orders `ncclAllReduce`).
-    pub fn launch_nccl_after(
-        &mut self,
-        call: &NcclCall,
-        after: &After,
-        tag: Option<SpanTag>,
-    ) -> Result<Vec<Completion>> {
-        self.usable()?;
-        self.last = None;
-        let r = self.ordered_backend()?.launch_nccl_after(call, after, tag);
-        self.track(r)
-    }
-
     /// Launch a kernel on every rank's work stream (the CPU backend runs the
     /// built-in kernels on the host).
     pub fn work_launch(&mut self, w: &WorkLaunch) -> Result<()> {
@@ -115,14 +105,6 @@ impl Core {
     /// Make rank r's work stream wait (on the GPU) for `done[r]`.
     pub fn work_wait(&mut self, done: &[Completion]) -> Result<()> {
         let r = self.ordered_backend()?.work_wait(done);
-        self.track(r)
-    }
-
-    /// Close a gate at the head of every rank's work stream; what is
-    /// issued behind it runs once the returned [`Gate`] is opened or
-    /// dropped, or anything drains the engine (synchronize, read, write).
-    pub fn work_gate(&mut self) -> Result<Gate> {
-        let r = self.ordered_backend()?.work_gate();
         self.track(r)
     }
 
@@ -141,9 +123,37 @@ impl Core {
 
     /// Give the collectives' streams (ringreduce's lanes, where NCCL runs
     /// too) the device's highest priority or the default one (drains every
-    /// rank first).
+    /// rank first), so that a collective overlapping the caller's compute
+    /// is not queued behind it (see
+    /// [`StreamOrdered::set_comm_priority`]).
     pub fn set_comm_priority(&mut self, high: bool) -> Result<()> {
         let r = self.ordered_backend()?.set_comm_priority(high);
+        self.track(r)
+    }
+}
+
+/// The overlap benchmark's hooks ([`crate::backend::overlap`]): measuring
+/// instruments, not part of the stream-ordered API.
+impl Core {
+    /// NCCL's collective on the same buffers, ordered after `after` (each
+    /// rank after its own caller stream, as DDP orders `ncclAllReduce`).
+    pub fn launch_nccl_after(
+        &mut self,
+        call: &NcclCall,
+        after: &After,
+        tag: Option<SpanTag>,
+    ) -> Result<Vec<Completion>> {
+        self.usable()?;
+        self.last = None;
+        let r = self.overlap_bench()?.launch_nccl_after(call, after, tag);
+        self.track(r)
+    }
+
+    /// Close a gate at the head of every rank's work stream; what is
+    /// issued behind it runs once the returned [`Gate`] is opened or
+    /// dropped, or anything drains the engine (synchronize, read, write).
+    pub fn work_gate(&mut self) -> Result<Gate> {
+        let r = self.overlap_bench()?.work_gate();
         self.track(r)
     }
 }
@@ -253,6 +263,110 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A CPU backend that refuses stream-ordered calls the way the CUDA
+    /// backend's process front end does (which cannot run here).
+    struct OneRankPerProcess(crate::backend::cpu::CpuBackend);
+
+    impl crate::backend::Backend for OneRankPerProcess {
+        fn info(&self) -> &crate::backend::BackendInfo {
+            self.0.info()
+        }
+        fn reserve(&mut self, id: crate::backend::BufId, bytes: &[usize]) -> Result<()> {
+            self.0.reserve(id, bytes)
+        }
+        fn release(&mut self, id: crate::backend::BufId) -> Result<()> {
+            self.0.release(id)
+        }
+        fn write(
+            &mut self,
+            rank: usize,
+            id: crate::backend::BufId,
+            offset: usize,
+            data: &[u8],
+        ) -> Result<()> {
+            self.0.write(rank, id, offset, data)
+        }
+        fn read(
+            &mut self,
+            rank: usize,
+            id: crate::backend::BufId,
+            offset: usize,
+            out: &mut [u8],
+        ) -> Result<()> {
+            self.0.read(rank, id, offset, out)
+        }
+        fn launch(&mut self, call: &crate::backend::Call) -> Result<()> {
+            self.0.launch(call)
+        }
+        fn synchronize(&mut self) -> Result<()> {
+            self.0.synchronize()
+        }
+        fn abort_handle(&self) -> crate::sync::AbortHandle {
+            self.0.abort_handle()
+        }
+        fn memory(&self) -> Result<Vec<Option<crate::backend::DeviceMemory>>> {
+            self.0.memory()
+        }
+        fn ping(&mut self) -> Result<()> {
+            self.0.ping()
+        }
+        fn ordered(&mut self) -> Result<&mut dyn StreamOrdered> {
+            Err(crate::backend::ordered::refused_with_one_rank_per_process(
+                "cpu",
+            ))
+        }
+    }
+
+    /// A backend that has stream-ordered calls but not where it runs says
+    /// why through the engine, typed, and the engine stays usable.
+    #[test]
+    fn a_refused_ordered_call_says_why_and_leaves_the_engine_usable() {
+        let cfg = EngineConfig::cpu(2);
+        let cpu = crate::backend::cpu::CpuBackend::new(2, cfg.timeout, cfg.faults.clone()).unwrap();
+        let mut core = Core::with_backend(
+            Box::new(OneRankPerProcess(cpu)),
+            &cfg,
+            std::time::Instant::now(),
+            None,
+            None,
+        );
+        let shape = Shape {
+            collective: Collective::AllReduce,
+            ranks: 2,
+            count: 8,
+            elem_size: 4,
+            in_place: true,
+        };
+        let bind = Arc::new(vec![Binding::DEFAULT; 2]);
+        let e = core
+            .launch_after(
+                None,
+                shape,
+                DataType::Float,
+                ReduceOp::Sum,
+                bind,
+                &After::Work,
+                None,
+            )
+            .unwrap_err();
+        match &e {
+            Error::Refused { what, over, .. } => {
+                assert_eq!(*what, "stream-ordered calls");
+                assert_eq!(*over, "with one rank per process");
+            }
+            other => panic!("expected Error::Refused, got {other:?}"),
+        }
+        assert!(e.to_string().contains("other processes"), "{e}");
+        assert!(matches!(core.work_mark(), Err(Error::Refused { .. })));
+        assert!(matches!(core.work_gate(), Err(Error::Refused { .. })));
+        // Refused before anything was issued: plain calls still run.
+        let mut e = Engine::<f32>::from_core(core);
+        let mut out = vec![vec![0.0f32; 8]; 2];
+        e.all_reduce(&[vec![1.0f32; 8], vec![2.0; 8]], &mut out, ReduceOp::Sum)
+            .unwrap();
+        assert_eq!(out, vec![vec![3.0; 8]; 2]);
     }
 
     #[test]

@@ -118,9 +118,7 @@ fn every_capability_works_or_refuses_with_a_reason() {
     on_each_transport(2, "caps", |be| {
         let n = be.info().ranks;
         all_reduce(be, ring(n, 16))?;
-        let ordered = be
-            .ordered()
-            .ok_or_else(|| Error::internal("no ordered calls"))?;
+        let ordered = be.ordered()?;
         ordered.work_mark()?;
         assert!(ordered.take_spans()?.is_empty());
         assert!(be.profiling().is_some());

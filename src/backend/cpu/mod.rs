@@ -389,8 +389,8 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
         }
     }
 
-    fn ordered(&mut self) -> Option<&mut dyn super::ordered::StreamOrdered> {
-        Some(self)
+    fn ordered(&mut self) -> Result<&mut dyn super::ordered::StreamOrdered> {
+        Ok(self)
     }
 }
 
@@ -405,12 +405,6 @@ impl<T: Transport<Mem = Storage>> Profiling for CpuBackend<T> {
 
     fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         Ok(std::mem::take(&mut self.timelines))
-    }
-
-    fn set_nccl_timing(&mut self, _on: bool) {}
-
-    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
-        Ok(Vec::new())
     }
 
     /// What the local ranks moved (their own copies and reduces).

@@ -57,6 +57,23 @@ impl NcclBackend for CudaBackend {
         self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.nccl_replay()))
             .map(|_| ())
     }
+
+    fn set_nccl_timing(&mut self, on: bool) {
+        self.nccl_timing = on;
+    }
+
+    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        self.drain()?;
+        let epoch = self.epoch;
+        let per_rank: Vec<(Vec<Vec<OpTime>>, f64)> = self.each(move |_| {
+            Box::new(move |rk: &mut Rank<'_>| {
+                let (v, half) = rk.take_nccl_timing(epoch)?;
+                Ok((v.into_iter().map(|t| vec![t]).collect(), half))
+            })
+        })?;
+        let calls = std::mem::take(&mut self.nccl_timed);
+        Ok(assemble(calls, per_rank))
+    }
 }
 
 impl GraphBackend for CudaBackend {
@@ -168,23 +185,6 @@ impl Profiling for CudaBackend {
         let per_rank: Vec<(Vec<Vec<OpTime>>, f64)> =
             self.each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.take_timing(epoch)))?;
         let calls = std::mem::take(&mut self.timed);
-        Ok(assemble(calls, per_rank))
-    }
-
-    fn set_nccl_timing(&mut self, on: bool) {
-        self.nccl_timing = on;
-    }
-
-    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
-        self.drain()?;
-        let epoch = self.epoch;
-        let per_rank: Vec<(Vec<Vec<OpTime>>, f64)> = self.each(move |_| {
-            Box::new(move |rk: &mut Rank<'_>| {
-                let (v, half) = rk.take_nccl_timing(epoch)?;
-                Ok((v.into_iter().map(|t| vec![t]).collect(), half))
-            })
-        })?;
-        let calls = std::mem::take(&mut self.nccl_timed);
         Ok(assemble(calls, per_rank))
     }
 

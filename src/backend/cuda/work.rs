@@ -17,8 +17,9 @@
 use super::rank::Rank;
 use super::{cuda_err, CudaBackend};
 use crate::backend::ordered::{
-    After, Completion, Gate, SpanTag, StreamOrdered, WorkArg, WorkLaunch, WorkSpan,
+    After, Completion, SpanTag, StreamOrdered, WorkArg, WorkLaunch, WorkSpan,
 };
+use crate::backend::overlap::{Gate, OverlapBench};
 use crate::backend::{check_call, Call, NcclCall};
 use crate::cuda::work::Arg;
 use crate::cuda::{DoneEvent, Event, HostMapped, LoadedWork, Stream, TimingEvent};
@@ -443,20 +444,6 @@ impl StreamOrdered for CudaBackend {
         })
     }
 
-    fn launch_nccl_after(
-        &mut self,
-        call: &NcclCall,
-        after: &After,
-        tag: Option<SpanTag>,
-    ) -> Result<Vec<Completion>> {
-        let call = Arc::new(call.clone());
-        let after = Arc::new(after.clone());
-        self.each_all(|_| {
-            let (c, after) = (call.clone(), after.clone());
-            Box::new(move |rk: &mut Rank<'_>| rk.nccl_after(&c, &after, tag))
-        })
-    }
-
     fn work_launch(&mut self, w: &WorkLaunch) -> Result<()> {
         let w = Arc::new(w.clone());
         self.each_all(|_| {
@@ -479,6 +466,43 @@ impl StreamOrdered for CudaBackend {
             Box::new(move |rk: &mut Rank<'_>| rk.work_wait(&done[r]))
         })
         .map(|_| ())
+    }
+
+    fn work_mark(&mut self) -> Result<()> {
+        self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.work_mark()))
+            .map(|_| ())
+    }
+
+    fn take_spans(&mut self) -> Result<Vec<WorkSpan>> {
+        self.drain()?;
+        let v: Vec<Vec<WorkSpan>> = self.each(|_| Box::new(|rk: &mut Rank<'_>| rk.take_spans()))?;
+        Ok(v.into_iter().flatten().collect())
+    }
+
+    fn set_comm_priority(&mut self, high: bool) -> Result<()> {
+        self.drain()?;
+        self.each_all(|_| Box::new(move |rk: &mut Rank<'_>| rk.set_lane_priority(high)))
+            .map(|_| ())
+    }
+
+    fn overlap_bench(&mut self) -> Option<&mut dyn OverlapBench> {
+        Some(self)
+    }
+}
+
+impl OverlapBench for CudaBackend {
+    fn launch_nccl_after(
+        &mut self,
+        call: &NcclCall,
+        after: &After,
+        tag: Option<SpanTag>,
+    ) -> Result<Vec<Completion>> {
+        let call = Arc::new(call.clone());
+        let after = Arc::new(after.clone());
+        self.each_all(|_| {
+            let (c, after) = (call.clone(), after.clone());
+            Box::new(move |rk: &mut Rank<'_>| rk.nccl_after(&c, &after, tag))
+        })
     }
 
     fn work_gate(&mut self) -> Result<Gate> {
@@ -504,22 +528,5 @@ impl StreamOrdered for CudaBackend {
                 Err(e)
             }
         }
-    }
-
-    fn work_mark(&mut self) -> Result<()> {
-        self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.work_mark()))
-            .map(|_| ())
-    }
-
-    fn take_spans(&mut self) -> Result<Vec<WorkSpan>> {
-        self.drain()?;
-        let v: Vec<Vec<WorkSpan>> = self.each(|_| Box::new(|rk: &mut Rank<'_>| rk.take_spans()))?;
-        Ok(v.into_iter().flatten().collect())
-    }
-
-    fn set_comm_priority(&mut self, high: bool) -> Result<()> {
-        self.drain()?;
-        self.each_all(|_| Box::new(move |rk: &mut Rank<'_>| rk.set_lane_priority(high)))
-            .map(|_| ())
     }
 }

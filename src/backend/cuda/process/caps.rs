@@ -73,6 +73,30 @@ impl NcclBackend for CudaProcessBackend {
     fn launch_nccl_graph(&mut self) -> Result<()> {
         self.on(Box::new(|rk: &mut Rank<'_>| rk.nccl_replay()))
     }
+
+    fn set_nccl_timing(&mut self, on: bool) {
+        self.nccl_timing = on;
+    }
+
+    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        self.drain()?;
+        let epoch = self.epoch;
+        let (v, _half) = self.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.take_nccl_timing(epoch)
+        }))?;
+        let names = std::mem::take(&mut self.nccl_timed);
+        Ok(names
+            .into_iter()
+            .zip(v)
+            .map(|((plan, launch_ns), op)| CallTimeline {
+                plan,
+                clock: "GPU event timestamps of this rank's process, placed on its host clock through an anchor event".into(),
+                launch_ns,
+                skew_ns: 0.0,
+                ops: vec![op],
+            })
+            .collect())
+    }
 }
 
 impl GraphBackend for CudaProcessBackend {
@@ -140,30 +164,6 @@ impl Profiling for CudaProcessBackend {
                 launch_ns,
                 skew_ns: 0.0,
                 ops,
-            })
-            .collect())
-    }
-
-    fn set_nccl_timing(&mut self, on: bool) {
-        self.nccl_timing = on;
-    }
-
-    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
-        self.drain()?;
-        let epoch = self.epoch;
-        let (v, _half) = self.on(Box::new(move |rk: &mut Rank<'_>| {
-            rk.take_nccl_timing(epoch)
-        }))?;
-        let names = std::mem::take(&mut self.nccl_timed);
-        Ok(names
-            .into_iter()
-            .zip(v)
-            .map(|((plan, launch_ns), op)| CallTimeline {
-                plan,
-                clock: "GPU event timestamps of this rank's process, placed on its host clock through an anchor event".into(),
-                launch_ns,
-                skew_ns: 0.0,
-                ops: vec![op],
             })
             .collect())
     }

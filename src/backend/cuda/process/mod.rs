@@ -28,8 +28,8 @@
 use super::ipc::Exported;
 use super::rank::Rank;
 use super::{
-    erase, exchange_gave_up, probe, serve_rank, unerase, Cmd, CudaOptions, HeldCalls, IssueCmd,
-    Peers, Reply, Work,
+    erase, exchange_gave_up, serve_rank, unerase, Cmd, CudaOptions, HeldCalls, IssueCmd, Peers,
+    Reply, Work,
 };
 use crate::backend::{
     check_call, Backend, BackendInfo, BackendKind, BufId, Call, DeviceMemory, GraphBackend,
@@ -83,22 +83,9 @@ pub struct CudaProcessBackend {
 impl CudaProcessBackend {
     pub fn new(job: Arc<ProcessJob>, opts: &CudaOptions) -> Result<Self> {
         let (me, n) = (job.rank(), job.size());
-        let info = probe().map_err(Error::NoCuda)?;
-        let avail: Vec<usize> = info.devices.iter().map(|d| d.ordinal).collect();
         // `ringreduce launch --devices` gives each rank its GPU this way.
         let from_env: Option<Vec<usize>> = crate::param::DEVICES.get()?;
-        let devs = match opts.devices.as_ref().or(from_env.as_ref()) {
-            Some(d) if !d.is_empty() => {
-                if let Some(bad) = d.iter().find(|x| !avail.contains(x)) {
-                    return Err(Error::NoCuda(format!(
-                        "GPU {bad} requested but only {} present",
-                        avail.len()
-                    )));
-                }
-                d.clone()
-            }
-            _ => avail,
-        };
+        let (info, devs) = super::setup::devices(opts.devices.as_ref().or(from_env.as_ref()))?;
         // One device given (the launcher's per-rank --devices): that one;
         // otherwise this process's rank on the machine picks: in blocks
         // when the job says how many processes share the machine (as one
@@ -611,5 +598,13 @@ impl Backend for CudaProcessBackend {
 
     fn profiling(&mut self) -> Option<&mut dyn Profiling> {
         Some(self)
+    }
+
+    /// Refused, with the reason
+    /// (`backend::ordered::refused_with_one_rank_per_process`).
+    fn ordered(&mut self) -> Result<&mut dyn crate::backend::ordered::StreamOrdered> {
+        Err(crate::backend::ordered::refused_with_one_rank_per_process(
+            "cuda",
+        ))
     }
 }

@@ -33,9 +33,10 @@ use super::{check_host_memory, out, Common};
 use crate::bench::{median, parse_contenders, Contender, ContenderKind};
 use rayon::prelude::*;
 use ringreduce::backend::ordered::{
-    After, Completion, Gate, Grid, SpanTag, WorkArg, WorkLaunch, WorkSpan,
+    After, Completion, Grid, SpanTag, WorkArg, WorkLaunch, WorkSpan,
 };
 use ringreduce::backend::ordered::{Builtin, WorkKernel};
+use ringreduce::backend::overlap::Gate;
 use ringreduce::backend::{BackendKind, Binding, BufId, NcclCall};
 use ringreduce::element::{DataType, ReduceOp};
 use ringreduce::engine::Core;
