@@ -15,6 +15,7 @@ use std::sync::Arc;
 use libloading::Library;
 
 use super::discover;
+pub use super::error::NcclError;
 use super::types::{datatype, redop, CollArgs, Collective, ResultCode, Version};
 
 /// A CUDA stream handle, as cudarc's driver API spells it (`cudaStream_t` is the same pointer).
@@ -48,54 +49,6 @@ type AllGatherFn =
     unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, RawComm, CUstream) -> c_int;
 type GetErrorStringFn = unsafe extern "C" fn(c_int) -> *const c_char;
 type GetLastErrorFn = unsafe extern "C" fn(RawComm) -> *const c_char;
-
-/// Errors from loading NCCL or from an NCCL call.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum NcclError {
-    /// Library not found; `tried` lists every path/name attempted, in order, with the reason
-    /// each failed, and where Python wheels were looked for.
-    #[error("NCCL library not found (tried: {})", tried.join("; "))]
-    NotFound { tried: Vec<String> },
-    /// The explicitly given library could not be opened.
-    #[error("NCCL library {path} could not be loaded: {reason}")]
-    Load { path: String, reason: String },
-    /// The library lacks a symbol every supported NCCL has.
-    #[error("NCCL library {path} lacks symbol {symbol}")]
-    Symbol { path: String, symbol: &'static str },
-    /// An optional entry point this (older) NCCL does not export.
-    #[error("{call} is not available in NCCL {version} ({path} does not export it)")]
-    Unavailable {
-        call: &'static str,
-        version: Version,
-        path: String,
-    },
-    /// An argument value (datatype, operation) this NCCL version does not know.
-    #[error("{call}: {what} needs NCCL >= {needs}, but {path} is NCCL {version}")]
-    Unsupported {
-        call: &'static str,
-        what: String,
-        needs: Version,
-        version: Version,
-        path: String,
-    },
-    /// Arguments rejected before calling NCCL.
-    #[error("{call}: invalid argument: {reason}")]
-    Invalid { call: &'static str, reason: String },
-    /// An NCCL call returned non-success: the call, the code and its name, NCCL's error
-    /// string and, where NCCL has one, its last-error text.
-    #[error("{call} failed: {code}: {message}{}", last_error_suffix(last_error.as_deref()))]
-    Call {
-        call: &'static str,
-        code: ResultCode,
-        message: String,
-        last_error: Option<String>,
-    },
-}
-
-fn last_error_suffix(last: Option<&str>) -> String {
-    last.map(|l| format!(" (last error: {l})"))
-        .unwrap_or_default()
-}
 
 /// `ncclUniqueId`: 128 opaque bytes from [`Nccl::unique_id`], shared by every rank of one
 /// communicator. [`UniqueId::as_bytes`] / [`UniqueId::from_bytes`] carry it between processes.
@@ -475,29 +428,42 @@ impl Nccl {
         comm: &Comm,
         stream: CUstream,
     ) -> Result<(), NcclError> {
-        let args = comm.args(Collective::AllReduce, sendbuff, recvbuff, count, datatype);
-        self.prepare(
-            CollArgs {
-                op: Some(op),
-                ..args
-            },
-            comm,
-        )?;
-        // SAFETY: `comm.raw` is a live communicator of this library (checked), owned by
-        // `comm`, which is not Sync, so no other thread uses it now; buffers and stream are
-        // valid per the caller's contract; the argument values were validated.
-        let code = unsafe {
-            (self.inner.req.all_reduce)(
-                device_ptr(sendbuff),
-                device_ptr(recvbuff).cast_mut(),
-                count,
-                datatype,
-                op,
-                comm.raw,
-                stream,
-            )
+        let args = CollArgs {
+            op: Some(op),
+            ..comm.args(Collective::AllReduce, sendbuff, recvbuff, count, datatype)
         };
-        self.inner.check("ncclAllReduce", code, comm.raw)
+        self.enqueue(args, comm, |raw| {
+            // SAFETY: `raw` is a live communicator of this library (checked by `enqueue`),
+            // owned by `comm`, which is not Sync, so no other thread uses it now; buffers
+            // and stream are valid per the caller's contract; the argument values were
+            // validated.
+            unsafe {
+                (self.inner.req.all_reduce)(
+                    device_ptr(sendbuff),
+                    device_ptr(recvbuff).cast_mut(),
+                    count,
+                    datatype,
+                    op,
+                    raw,
+                    stream,
+                )
+            }
+        })
+    }
+
+    /// What every collective does around its entry point: [`Nccl::prepare`]'s checks,
+    /// then `launch` with the raw communicator (only when they pass), then NCCL's code
+    /// as a typed error naming the call.
+    fn enqueue(
+        &self,
+        args: CollArgs,
+        comm: &Comm,
+        launch: impl FnOnce(RawComm) -> c_int,
+    ) -> Result<(), NcclError> {
+        let call = args.kind.call();
+        self.prepare(args, comm)?;
+        let code = launch(comm.raw);
+        self.inner.check(call, code, comm.raw)
     }
 
     /// `ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream)`: rank
@@ -521,35 +487,28 @@ impl Nccl {
         comm: &Comm,
         stream: CUstream,
     ) -> Result<(), NcclError> {
-        let call = "ncclReduceScatter";
-        let f = self.inner.optional(self.inner.opt.reduce_scatter, call)?;
-        let args = comm.args(
-            Collective::ReduceScatter,
-            sendbuff,
-            recvbuff,
-            recvcount,
-            datatype,
-        );
-        self.prepare(
-            CollArgs {
-                op: Some(op),
-                ..args
-            },
-            comm,
-        )?;
-        // SAFETY: as in `all_reduce`; sizes per the caller's contract.
-        let code = unsafe {
-            f(
-                device_ptr(sendbuff),
-                device_ptr(recvbuff).cast_mut(),
-                recvcount,
-                datatype,
-                op,
-                comm.raw,
-                stream,
-            )
+        let kind = Collective::ReduceScatter;
+        let f = self
+            .inner
+            .optional(self.inner.opt.reduce_scatter, kind.call())?;
+        let args = CollArgs {
+            op: Some(op),
+            ..comm.args(kind, sendbuff, recvbuff, recvcount, datatype)
         };
-        self.inner.check(call, code, comm.raw)
+        self.enqueue(args, comm, |raw| {
+            // SAFETY: as in `all_reduce`; sizes per the caller's contract.
+            unsafe {
+                f(
+                    device_ptr(sendbuff),
+                    device_ptr(recvbuff).cast_mut(),
+                    recvcount,
+                    datatype,
+                    op,
+                    raw,
+                    stream,
+                )
+            }
+        })
     }
 
     /// `ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream)`: every rank
@@ -570,28 +529,24 @@ impl Nccl {
         comm: &Comm,
         stream: CUstream,
     ) -> Result<(), NcclError> {
-        let call = "ncclAllGather";
-        let f = self.inner.optional(self.inner.opt.all_gather, call)?;
-        let args = comm.args(
-            Collective::AllGather,
-            sendbuff,
-            recvbuff,
-            sendcount,
-            datatype,
-        );
-        self.prepare(args, comm)?;
-        // SAFETY: as in `all_reduce`; sizes per the caller's contract.
-        let code = unsafe {
-            f(
-                device_ptr(sendbuff),
-                device_ptr(recvbuff).cast_mut(),
-                sendcount,
-                datatype,
-                comm.raw,
-                stream,
-            )
-        };
-        self.inner.check(call, code, comm.raw)
+        let kind = Collective::AllGather;
+        let f = self
+            .inner
+            .optional(self.inner.opt.all_gather, kind.call())?;
+        let args = comm.args(kind, sendbuff, recvbuff, sendcount, datatype);
+        self.enqueue(args, comm, |raw| {
+            // SAFETY: as in `all_reduce`; sizes per the caller's contract.
+            unsafe {
+                f(
+                    device_ptr(sendbuff),
+                    device_ptr(recvbuff).cast_mut(),
+                    sendcount,
+                    datatype,
+                    raw,
+                    stream,
+                )
+            }
+        })
     }
 
     /// [`Nccl::all_reduce`] with `ncclFloat32` and `ncclSum`.
