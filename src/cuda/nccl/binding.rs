@@ -878,6 +878,14 @@ mod tests {
         assert_eq!(nccl.version().unwrap(), 22803);
         assert_eq!(nccl.version_info(), Version::new(2, 28, 3));
         assert_eq!(nccl.version_string().unwrap(), "2.28.3");
+        let (id, comm) = e2e_init(&fake, &nccl);
+        e2e_collectives(&fake, &nccl, &comm);
+        e2e_rejected(&fake, &nccl, &comm);
+        e2e_errors_and_teardown(&fake, &nccl, comm, &id);
+    }
+
+    /// Groups, the unique id and communicators, good and bad.
+    fn e2e_init(fake: &Fake, nccl: &Nccl) -> (UniqueId, Comm) {
         nccl.group_start().unwrap();
         nccl.group_end().unwrap();
 
@@ -916,42 +924,49 @@ mod tests {
             ));
         }
 
+        (id, comm)
+    }
+
+    /// Each collective reaches NCCL with its arguments as given.
+    fn e2e_collectives(fake: &Fake, nccl: &Nccl, comm: &Comm) {
         let raw = comm.raw as usize;
         ar(
-            &nccl,
+            nccl,
             0x1000,
             0x2000,
             16,
             datatype::FLOAT64,
             redop::MAX,
-            &comm,
+            comm,
         )
         .unwrap();
         assert_eq!(fake.last(), [1, 0x1000, 0x2000, 16, 8, 2, raw, 0x5757]);
-        ar32(&nccl, 0x3000, 0x3000, 5, &comm).unwrap();
+        ar32(nccl, 0x3000, 0x3000, 5, comm).unwrap();
         assert_eq!(fake.last(), [1, 0x3000, 0x3000, 5, 7, 0, raw, 0x5757]);
         // Reduce-scatter in place: recv is rank 1's block of send (16 bf16 = 32 bytes).
         rs(
-            &nccl,
+            nccl,
             0x10000,
             0x10020,
             16,
             datatype::BFLOAT16,
             redop::AVG,
-            &comm,
+            comm,
         )
         .unwrap();
         assert_eq!(fake.last(), [2, 0x10000, 0x10020, 16, 9, 4, raw, 0x5757]);
         // fp8 is known to 2.28.
-        ag(&nccl, 0x20000, 0x40000, 64, datatype::FLOAT8E5M2, &comm).unwrap();
+        ag(nccl, 0x20000, 0x40000, 64, datatype::FLOAT8E5M2, comm).unwrap();
         assert_eq!(
             fake.last(),
             [3, 0x20000, 0x40000, 64, 11, usize::MAX, raw, 0x5757]
         );
         assert_eq!(fake.counts().calls, 4);
+    }
 
-        // Rejected before NCCL: the call count does not move.
-        let e = ar(&nccl, 0x1000, 0x2000, 4, 12, redop::SUM, &comm);
+    /// Arguments rejected before NCCL: the call count does not move.
+    fn e2e_rejected(fake: &Fake, nccl: &Nccl, comm: &Comm) {
+        let e = ar(nccl, 0x1000, 0x2000, 4, 12, redop::SUM, comm);
         assert!(matches!(
             e,
             Err(NcclError::Invalid {
@@ -959,7 +974,7 @@ mod tests {
                 ..
             })
         ));
-        let e = rs(&nccl, 0x1000, 0x2000, 4, datatype::INT8, 5, &comm);
+        let e = rs(nccl, 0x1000, 0x2000, 4, datatype::INT8, 5, comm);
         assert!(matches!(
             e,
             Err(NcclError::Invalid {
@@ -967,7 +982,7 @@ mod tests {
                 ..
             })
         ));
-        let e = ag(&nccl, 0x1000, 0x1000, 4, datatype::INT32, &comm);
+        let e = ag(nccl, 0x1000, 0x1000, 4, datatype::INT32, comm);
         assert!(matches!(
             e,
             Err(NcclError::Invalid {
@@ -975,13 +990,16 @@ mod tests {
                 ..
             })
         ));
-        let e = ar(&nccl, 0, 0x2000, 4, datatype::INT32, 0, &comm);
+        let e = ar(nccl, 0, 0x2000, 4, datatype::INT32, 0, comm);
         assert!(matches!(e, Err(NcclError::Invalid { .. })));
         assert_eq!(fake.counts().calls, 4);
+    }
 
+    /// NCCL's errors, synchronous and asynchronous, then abort and destroy.
+    fn e2e_errors_and_teardown(fake: &Fake, nccl: &Nccl, comm: Comm, id: &UniqueId) {
         // An NCCL failure carries the call, the code and its name, the string and last error.
         fake.set_next(5);
-        let e = ar32(&nccl, 0x1000, 0x2000, 4, &comm).unwrap_err();
+        let e = ar32(nccl, 0x1000, 0x2000, 4, &comm).unwrap_err();
         assert_eq!(
             e.to_string(),
             "ncclAllReduce failed: ncclInvalidUsage (5): invalid usage (run with \
@@ -1004,7 +1022,7 @@ mod tests {
         let c = fake.counts();
         assert_eq!((c.aborted, c.destroyed), (1, 0));
         // Drop destroys.
-        let comm = nccl.comm_init_rank(2, &id, 0).unwrap();
+        let comm = nccl.comm_init_rank(2, id, 0).unwrap();
         drop(comm);
         let Counts {
             aborted, destroyed, ..
