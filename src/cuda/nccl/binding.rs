@@ -428,9 +428,29 @@ impl Nccl {
         comm: &Comm,
         stream: CUstream,
     ) -> Result<(), NcclError> {
+        let args = comm.args(Collective::AllReduce, sendbuff, recvbuff, count, datatype);
+        // SAFETY: forwarded contract.
+        unsafe { self.reduce(self.inner.req.all_reduce, args, op, comm, stream) }
+    }
+
+    /// The reductions' one path (`ncclAllReduce` and `ncclReduceScatter` share a
+    /// signature): [`Nccl::enqueue`] of entry point `f` on `args` with `op`.
+    ///
+    /// # Safety
+    /// As for the collective `args.kind` names ([`Nccl::all_reduce`],
+    /// [`Nccl::reduce_scatter`]), with `args`' buffers and count.
+    unsafe fn reduce(
+        &self,
+        f: ReduceFn,
+        args: CollArgs,
+        op: i32,
+        comm: &Comm,
+        stream: CUstream,
+    ) -> Result<(), NcclError> {
+        let (send, recv, count, datatype) = (args.send, args.recv, args.count, args.datatype);
         let args = CollArgs {
             op: Some(op),
-            ..comm.args(Collective::AllReduce, sendbuff, recvbuff, count, datatype)
+            ..args
         };
         self.enqueue(args, comm, |raw| {
             // SAFETY: `raw` is a live communicator of this library (checked by `enqueue`),
@@ -438,9 +458,9 @@ impl Nccl {
             // and stream are valid per the caller's contract; the argument values were
             // validated.
             unsafe {
-                (self.inner.req.all_reduce)(
-                    device_ptr(sendbuff),
-                    device_ptr(recvbuff).cast_mut(),
+                f(
+                    device_ptr(send),
+                    device_ptr(recv).cast_mut(),
                     count,
                     datatype,
                     op,
@@ -491,24 +511,9 @@ impl Nccl {
         let f = self
             .inner
             .optional(self.inner.opt.reduce_scatter, kind.call())?;
-        let args = CollArgs {
-            op: Some(op),
-            ..comm.args(kind, sendbuff, recvbuff, recvcount, datatype)
-        };
-        self.enqueue(args, comm, |raw| {
-            // SAFETY: as in `all_reduce`; sizes per the caller's contract.
-            unsafe {
-                f(
-                    device_ptr(sendbuff),
-                    device_ptr(recvbuff).cast_mut(),
-                    recvcount,
-                    datatype,
-                    op,
-                    raw,
-                    stream,
-                )
-            }
-        })
+        let args = comm.args(kind, sendbuff, recvbuff, recvcount, datatype);
+        // SAFETY: forwarded contract.
+        unsafe { self.reduce(f, args, op, comm, stream) }
     }
 
     /// `ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream)`: every rank
