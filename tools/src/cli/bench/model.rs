@@ -110,7 +110,7 @@ pub(super) fn out_models(
     load: usize,
 ) -> Result<()> {
     let ceiling = rep.header.link_ceiling_gbps;
-    out("# Measured vs model, each path fitted to its own out-of-place rows (alpha-beta-gamma with the reduce folded into beta; least squares on the relative error, alpha >= 0)".to_string())?;
+    out("# Measured vs model, each path fitted to its own out-of-place rows (alpha-beta-gamma with the reduce folded into beta; least squares on the relative error, alpha >= 0)")?;
     for (m, rows) in fits {
         out_model(m, rows, ranks, load, ceiling)?;
     }
