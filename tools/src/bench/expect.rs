@@ -35,7 +35,7 @@ pub fn expected<T: Element>(
 }
 
 /// The expected outputs of `calls` in-place calls of `collective` back to
-/// back on the same buffers (a graph replay runs [`GRAPH_CALLS`]): each call
+/// back on the same buffers (a graph replay runs [`GRAPH_CALLS`](ringreduce::engine::GRAPH_CALLS)): each call
 /// works on what the previous one left. All-reduce reduces its own result;
 /// reduce-scatter reduces chunk r of every rank's buffer, of which rank r's
 /// already holds the previous result (NCCL's in-place layout: rank r's
