@@ -324,6 +324,103 @@ impl Error {
     pub fn duplicate(&self) -> Error {
         use Error as E;
         match self {
+            E::ZeroRanks
+            | E::TooManyRanks { .. }
+            | E::WrongBufferCount { .. }
+            | E::LengthMismatch { .. }
+            | E::BufferSize { .. }
+            | E::OutOfMemory { .. }
+            | E::TooLarge { .. }
+            | E::BadSize { .. }
+            | E::BadArgument(_)
+            | E::RankOutOfRange { .. }
+            | E::Mismatch { .. }
+            | E::Env { .. } => self.duplicate_argument(),
+            E::NoCuda(s) => E::NoCuda(s.clone()),
+            E::Cuda {
+                rank,
+                device,
+                call,
+                message,
+                step,
+            } => E::Cuda {
+                rank: *rank,
+                device: *device,
+                call,
+                message: message.clone(),
+                step: step.clone(),
+            },
+            E::CudaSetup { call, message } => E::CudaSetup {
+                call,
+                message: message.clone(),
+            },
+            #[cfg(feature = "cuda")]
+            E::Nccl(e) => E::Nccl(e.clone()),
+            E::NcclRank { rank, message } => E::NcclRank {
+                rank: *rank,
+                message: message.clone(),
+            },
+            E::Unsupported(what, backend) => E::Unsupported(what.clone(), backend),
+            E::Refused {
+                what,
+                backend,
+                over,
+                reason,
+            } => E::Refused {
+                what,
+                backend,
+                over,
+                reason,
+            },
+            E::Timeout {
+                rank,
+                what,
+                seconds,
+                wait,
+            } => E::Timeout {
+                rank: *rank,
+                what: what.clone(),
+                seconds: *seconds,
+                wait: *wait,
+            },
+            E::Aborted { rank, what, wait } => E::Aborted {
+                rank: *rank,
+                what: what.clone(),
+                wait: *wait,
+            },
+            E::Worker { rank, message } => E::Worker {
+                rank: *rank,
+                message: message.clone(),
+            },
+            E::PeerFailed {
+                rank,
+                reason,
+                noticed,
+            } => E::PeerFailed {
+                rank: *rank,
+                reason: reason.clone(),
+                noticed: noticed.clone(),
+            },
+            E::Poisoned { reason } => E::Poisoned {
+                reason: reason.clone(),
+            },
+            E::Ranks(v) => E::Ranks(v.iter().map(Error::duplicate).collect()),
+            E::Plan(s) => E::Plan(s.clone()),
+            E::Internal { what } => E::Internal { what: what.clone() },
+            E::Io { path, source } => E::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            E::Report(s) => E::Report(s.clone()),
+            E::Closed => E::Closed,
+        }
+    }
+
+    /// [`Error::duplicate`] of an error in the caller's arguments or
+    /// settings (the variants `duplicate` sends here).
+    fn duplicate_argument(&self) -> Error {
+        use Error as E;
+        match self {
             E::ZeroRanks => E::ZeroRanks,
             E::TooManyRanks { ranks, max } => E::TooManyRanks {
                 ranks: *ranks,
@@ -403,83 +500,9 @@ impl Error {
                 reason: reason.clone(),
                 expected: expected.clone(),
             },
-            E::NoCuda(s) => E::NoCuda(s.clone()),
-            E::Cuda {
-                rank,
-                device,
-                call,
-                message,
-                step,
-            } => E::Cuda {
-                rank: *rank,
-                device: *device,
-                call,
-                message: message.clone(),
-                step: step.clone(),
-            },
-            E::CudaSetup { call, message } => E::CudaSetup {
-                call,
-                message: message.clone(),
-            },
-            #[cfg(feature = "cuda")]
-            E::Nccl(e) => E::Nccl(e.clone()),
-            E::NcclRank { rank, message } => E::NcclRank {
-                rank: *rank,
-                message: message.clone(),
-            },
-            E::Unsupported(what, backend) => E::Unsupported(what.clone(), backend),
-            E::Refused {
-                what,
-                backend,
-                over,
-                reason,
-            } => E::Refused {
-                what,
-                backend,
-                over,
-                reason,
-            },
-            E::Timeout {
-                rank,
-                what,
-                seconds,
-                wait,
-            } => E::Timeout {
-                rank: *rank,
-                what: what.clone(),
-                seconds: *seconds,
-                wait: *wait,
-            },
-            E::Aborted { rank, what, wait } => E::Aborted {
-                rank: *rank,
-                what: what.clone(),
-                wait: *wait,
-            },
-            E::Worker { rank, message } => E::Worker {
-                rank: *rank,
-                message: message.clone(),
-            },
-            E::PeerFailed {
-                rank,
-                reason,
-                noticed,
-            } => E::PeerFailed {
-                rank: *rank,
-                reason: reason.clone(),
-                noticed: noticed.clone(),
-            },
-            E::Poisoned { reason } => E::Poisoned {
-                reason: reason.clone(),
-            },
-            E::Ranks(v) => E::Ranks(v.iter().map(Error::duplicate).collect()),
-            E::Plan(s) => E::Plan(s.clone()),
-            E::Internal { what } => E::Internal { what: what.clone() },
-            E::Io { path, source } => E::Io {
-                path: path.clone(),
-                source: std::io::Error::new(source.kind(), source.to_string()),
-            },
-            E::Report(s) => E::Report(s.clone()),
-            E::Closed => E::Closed,
+            other => Error::internal(format!(
+                "duplicate_argument called on another error: {other}"
+            )),
         }
     }
 }

@@ -40,6 +40,10 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+mod parse;
+pub use parse::check_seconds;
+use parse::*;
+
 /// The limit on any wait when neither `RINGREDUCE_TIMEOUT` nor an argument
 /// sets one.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -226,112 +230,6 @@ impl<T: Clone + Send + Sync + 'static> Declared for Param<T> {
         self.get().map(|_| ())
     }
 }
-
-fn is_blank(v: &OsStr) -> bool {
-    v.as_encoded_bytes().iter().all(u8::is_ascii_whitespace)
-}
-
-fn utf8(v: &OsStr) -> std::result::Result<&str, String> {
-    v.to_str()
-        .map(str::trim)
-        .ok_or_else(|| "not valid UTF-8".to_string())
-}
-
-/// A timeout in seconds: finite, greater than 0 (and at least 1 ns), at
-/// most [`MAX_TIMEOUT_SECONDS`]. The check of `--timeout` and
-/// `EngineConfig::timeout` too.
-pub fn check_seconds(v: f64) -> std::result::Result<Duration, String> {
-    if v.is_nan() {
-        return Err("not a number".into());
-    }
-    if v.is_infinite() {
-        return Err("not finite".into());
-    }
-    if v <= 0.0 {
-        return Err("not greater than 0".into());
-    }
-    if v > MAX_TIMEOUT_SECONDS {
-        return Err("out of range: more than 10000000 s".into());
-    }
-    let d = Duration::from_secs_f64(v);
-    if d.is_zero() {
-        return Err("shorter than 1 ns".into());
-    }
-    Ok(d)
-}
-
-fn parse_seconds(v: &OsStr) -> std::result::Result<Duration, String> {
-    let s = utf8(v)?;
-    let x: f64 = s.parse().map_err(|_| "not a number".to_string())?;
-    check_seconds(x)
-}
-
-fn parse_bytes(v: &OsStr) -> std::result::Result<u64, String> {
-    match crate::size::parse_size(utf8(v)?) {
-        Ok(0) => Err("0 bytes".into()),
-        Ok(b) => Ok(b),
-        Err(Error::BadSize { reason, .. }) => Err(reason),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-fn parse_whole(v: &OsStr) -> std::result::Result<usize, String> {
-    let s = utf8(v)?;
-    s.parse().map_err(|_| {
-        if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-            "too large".to_string()
-        } else {
-            "not a whole number".to_string()
-        }
-    })
-}
-
-fn parse_flag(v: &OsStr) -> std::result::Result<bool, String> {
-    match utf8(v)? {
-        "0" => Ok(false),
-        "1" => Ok(true),
-        _ => Err("neither 0 nor 1".into()),
-    }
-}
-
-fn parse_algo(v: &OsStr) -> std::result::Result<String, String> {
-    let s = utf8(v)?;
-    if s.eq_ignore_ascii_case("auto") {
-        return Ok("auto".into());
-    }
-    crate::algo::parse(s).map(|_| s.to_string())
-}
-
-fn parse_devices(v: &OsStr) -> std::result::Result<Vec<usize>, String> {
-    utf8(v)?
-        .split(',')
-        .map(|d| {
-            let d = d.trim();
-            if d.is_empty() {
-                return Err("an empty entry".to_string());
-            }
-            d.parse::<usize>()
-                .map_err(|_| format!("{d:?} is not a GPU ordinal"))
-        })
-        .collect()
-}
-
-fn parse_text(v: &OsStr) -> std::result::Result<String, String> {
-    utf8(v).map(str::to_string)
-}
-
-fn parse_path(v: &OsStr) -> std::result::Result<PathBuf, String> {
-    Ok(PathBuf::from(v))
-}
-
-#[cfg(any(test, feature = "fault-injection"))]
-fn parse_faults(v: &OsStr) -> std::result::Result<Vec<crate::fault::EnvFault>, String> {
-    crate::fault::parse_env_faults(utf8(v)?)
-}
-
-const WHOLE: &str = "a whole number (0, 1, 2, ...)";
-const ANY_TEXT: &str = "any text";
-const A_PATH: &str = "a path";
 
 // -- settings of the engine ---------------------------------------------
 

@@ -258,70 +258,111 @@ impl RankHandle {
         round.joined[r] = true;
         let what = format!("{desc} (call {k})");
         if matches!(round.phase, Phase::Gathering) {
-            // This rank's own arguments first, then against the others'.
-            let asked: Vec<(usize, CallDesc)> = round
-                .args
-                .iter()
-                .enumerate()
-                .filter_map(|(q, a)| a.as_ref().map(|a| (q, a.0)))
-                .chain(std::iter::once((r, desc)))
-                .collect::<BTreeMap<_, _>>()
-                .into_iter()
-                .collect();
-            let failed = match own {
-                Err(error) => Some(Fail::Own { rank: r, error }),
-                Ok(()) => CallDesc::agree(&asked).err().map(Fail::Error),
-            };
-            match failed {
-                Some(f) => {
-                    round.args.iter_mut().for_each(|a| *a = None);
-                    round.phase = Phase::Failed(f);
-                    sh.cv.notify_all();
-                }
-                None => {
-                    round.args[r] = Some((desc, payload));
-                    if round.joined.iter().all(|&j| j) {
-                        let args: Vec<Payload> = round
-                            .args
-                            .iter_mut()
-                            .filter_map(Option::take)
-                            .map(|a| a.1)
-                            .collect();
-                        round.phase = Phase::Running {
-                            since: Instant::now(),
-                            by: r,
-                        };
-                        drop(st);
-                        let result = exec(&mut guard(&sh.engine), args).and_then(|out| {
-                            if out.len() == n {
-                                Ok(out)
-                            } else {
-                                Err(Error::internal(format!(
-                                    "the call gave {} results for {n} ranks",
-                                    out.len()
-                                )))
-                            }
-                        });
-                        st = guard(&sh.state);
-                        if let Some(round) = st.rounds.get_mut(&k) {
-                            // Unless the waiters gave up on this rank (the
-                            // backstop below): then they were told it
-                            // failed, and so is this rank.
-                            if matches!(round.phase, Phase::Running { .. }) {
-                                round.phase = match result {
-                                    Ok(out) => Phase::Done(out.into_iter().map(Some).collect()),
-                                    Err(e) => Phase::Failed(Fail::Error(e)),
-                                };
-                            }
-                        }
-                        sh.cv.notify_all();
-                    }
+            st = self.arrive(st, k, (desc, own, payload), exec);
+        }
+        self.await_outcome(st, k, &what)
+    }
+
+    /// This rank arrives at call `k` while it gathers: its own arguments
+    /// are checked first, then against the others'; a failure fails the
+    /// call for every rank, and the last rank to arrive runs it.
+    fn arrive<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        k: u64,
+        (desc, own, payload): (CallDesc, Result<()>, Payload),
+        exec: impl FnOnce(&mut Slot, Vec<Payload>) -> Result<Vec<Payload>>,
+    ) -> MutexGuard<'a, State> {
+        let sh = &*self.shared;
+        let r = self.rank;
+        let Some(round) = st.rounds.get_mut(&k) else {
+            return st;
+        };
+        let asked: Vec<(usize, CallDesc)> = round
+            .args
+            .iter()
+            .enumerate()
+            .filter_map(|(q, a)| a.as_ref().map(|a| (q, a.0)))
+            .chain(std::iter::once((r, desc)))
+            .collect::<BTreeMap<_, _>>()
+            .into_iter()
+            .collect();
+        let failed = match own {
+            Err(error) => Some(Fail::Own { rank: r, error }),
+            Ok(()) => CallDesc::agree(&asked).err().map(Fail::Error),
+        };
+        match failed {
+            Some(f) => {
+                round.args.iter_mut().for_each(|a| *a = None);
+                round.phase = Phase::Failed(f);
+                sh.cv.notify_all();
+            }
+            None => {
+                round.args[r] = Some((desc, payload));
+                if round.joined.iter().all(|&j| j) {
+                    return self.run_round(st, k, exec);
                 }
             }
         }
-        // Wait for the call's outcome: bounded by the timeout while ranks
-        // are missing, by the abort handle, and by a backstop while it runs
-        // (the engine's own waits are bounded by the timeout).
+        st
+    }
+
+    /// Run call `k`, which every rank has joined, on their payloads (the
+    /// state unlocked meanwhile), and record its outcome.
+    fn run_round<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        k: u64,
+        exec: impl FnOnce(&mut Slot, Vec<Payload>) -> Result<Vec<Payload>>,
+    ) -> MutexGuard<'a, State> {
+        let sh = &*self.shared;
+        let (n, r) = (sh.ranks, self.rank);
+        let Some(round) = st.rounds.get_mut(&k) else {
+            return st;
+        };
+        let args: Vec<Payload> = round
+            .args
+            .iter_mut()
+            .filter_map(Option::take)
+            .map(|a| a.1)
+            .collect();
+        round.phase = Phase::Running {
+            since: Instant::now(),
+            by: r,
+        };
+        drop(st);
+        let result = exec(&mut guard(&sh.engine), args).and_then(|out| {
+            if out.len() == n {
+                Ok(out)
+            } else {
+                Err(Error::internal(format!(
+                    "the call gave {} results for {n} ranks",
+                    out.len()
+                )))
+            }
+        });
+        let mut st = guard(&sh.state);
+        if let Some(round) = st.rounds.get_mut(&k) {
+            // Unless the waiters gave up on this rank (the backstop in
+            // `await_outcome`): then they were told it failed, and so is
+            // this rank.
+            if matches!(round.phase, Phase::Running { .. }) {
+                round.phase = match result {
+                    Ok(out) => Phase::Done(out.into_iter().map(Some).collect()),
+                    Err(e) => Phase::Failed(Fail::Error(e)),
+                };
+            }
+        }
+        sh.cv.notify_all();
+        st
+    }
+
+    /// Wait for call `k`'s outcome: bounded by the timeout while ranks are
+    /// missing, by the abort handle, and by a backstop while it runs (the
+    /// engine's own waits are bounded by the timeout).
+    fn await_outcome(&self, mut st: MutexGuard<'_, State>, k: u64, what: &str) -> Result<Payload> {
+        let sh = &*self.shared;
+        let (n, r) = (sh.ranks, self.rank);
         let start = Instant::now();
         let backstop = 2 * (sh.timeout + crate::pool::GRACE);
         loop {
@@ -345,12 +386,12 @@ impl RankHandle {
                     let fail = if aborted {
                         Some(Fail::Aborted {
                             missing,
-                            what: what.clone(),
+                            what: what.to_string(),
                         })
                     } else if timed_out {
                         Some(Fail::Timeout {
                             missing,
-                            what: what.clone(),
+                            what: what.to_string(),
                             seconds: sh.timeout.as_secs_f64(),
                         })
                     } else {

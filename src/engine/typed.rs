@@ -15,6 +15,9 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+mod device;
+pub use device::DeviceBuffers;
+
 /// What one collective did.
 #[derive(Debug, Clone)]
 pub struct CallInfo {
@@ -34,44 +37,6 @@ impl CallInfo {
 }
 
 static NEXT_ENGINE: AtomicU64 = AtomicU64::new(1);
-
-/// One buffer of `len` elements of `T` on every rank's device, owned by
-/// the engine that allocated it ([`Engine::alloc`]); data stays there (no
-/// host staging) between calls. Every backend has them: on the CPU backend
-/// they are host memory of the rank (shared memory in the multi-process
-/// mode), so code written for device buffers runs with or without the
-/// `cuda` feature.
-#[derive(Debug)]
-pub struct DeviceBuffers<T> {
-    id: BufId,
-    len: usize,
-    engine: u64,
-    _t: PhantomData<fn() -> T>,
-}
-
-impl<T> DeviceBuffers<T> {
-    /// Elements per rank.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    pub fn id(&self) -> BufId {
-        self.id
-    }
-
-    /// Another handle of the same buffers (for the per-rank style, where
-    /// every rank holds one).
-    pub(crate) fn duplicate(&self) -> DeviceBuffers<T> {
-        DeviceBuffers {
-            id: self.id,
-            len: self.len,
-            engine: self.engine,
-            _t: PhantomData,
-        }
-    }
-}
 
 /// The typed engine (see [the module doc](super)).
 pub struct Engine<T: Element = f32> {
@@ -649,120 +614,6 @@ impl<T: Element> Engine<T> {
     ) -> Result<CallInfo> {
         self.core.check_rank(root)?;
         self.in_place(Collective::Broadcast { root }, bufs, ReduceOp::Sum)
-    }
-
-    // -- device buffers ------------------------------------------------------
-
-    /// A buffer of `len` elements on every rank's device.
-    pub fn alloc(&mut self, len: usize) -> Result<DeviceBuffers<T>> {
-        let bytes = len
-            .checked_mul(T::DTYPE.size())
-            .ok_or_else(|| Error::BadArgument(format!("{len} elements overflow")))?;
-        let id = self.core.alloc(&vec![bytes; self.ranks()])?;
-        Ok(DeviceBuffers {
-            id,
-            len,
-            engine: self.id,
-            _t: PhantomData,
-        })
-    }
-
-    /// Free a buffer of this engine.
-    pub fn free(&mut self, b: DeviceBuffers<T>) -> Result<()> {
-        self.own(&b)?;
-        self.core.free(b.id)
-    }
-
-    fn own(&self, b: &DeviceBuffers<T>) -> Result<()> {
-        if b.engine != self.id {
-            return Err(Error::BadArgument(
-                "the buffer belongs to another engine".into(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Write `data` to the start of rank `rank`'s part of `b`.
-    pub fn write_buffer(&mut self, b: &DeviceBuffers<T>, rank: usize, data: &[T]) -> Result<()> {
-        self.own(b)?;
-        self.core.check_rank(rank)?;
-        if data.len() > b.len {
-            return Err(Error::BufferSize {
-                rank,
-                what: "device buffer",
-                expected: b.len,
-                found: data.len(),
-            });
-        }
-        self.core.write(rank, b.id, 0, as_bytes(data))
-    }
-
-    /// Read rank `rank`'s part of `b`.
-    pub fn read_buffer(&mut self, b: &DeviceBuffers<T>, rank: usize) -> Result<Vec<T>> {
-        self.own(b)?;
-        self.core.check_rank(rank)?;
-        let mut out = vec![<T as bytemuck::Zeroable>::zeroed(); b.len];
-        self.core.read(rank, b.id, 0, as_bytes_mut(&mut out))?;
-        Ok(out)
-    }
-
-    /// A collective on device buffers: `send` and `recv` are the same buffer
-    /// for an in-place call. `count` is NCCL's count. Waits for completion.
-    pub fn collective_device(
-        &mut self,
-        collective: Collective,
-        send: &DeviceBuffers<T>,
-        recv: &DeviceBuffers<T>,
-        count: usize,
-        op: ReduceOp,
-    ) -> Result<CallInfo> {
-        let (shape, bind) = self.device_call(collective, send, recv, count)?;
-        let plan = self.core.launch(None, shape, T::DTYPE, op, bind)?;
-        self.core.synchronize()?;
-        Ok(CallInfo::of(&plan))
-    }
-
-    /// The shape and bindings of a collective on device buffers, checked
-    /// (for [`Engine::collective_device`] and the stream-ordered calls).
-    pub(super) fn device_call(
-        &self,
-        collective: Collective,
-        send: &DeviceBuffers<T>,
-        recv: &DeviceBuffers<T>,
-        count: usize,
-    ) -> Result<(Shape, Arc<Vec<Binding>>)> {
-        self.own(send)?;
-        self.own(recv)?;
-        let in_place = send.id == recv.id;
-        let shape = self.shape(collective, count, in_place);
-        let need_recv = shape.recv_len();
-        if recv.len < need_recv || (!in_place && send.len < shape.send_len()) {
-            return Err(Error::BufferSize {
-                rank: 0,
-                what: "device buffer",
-                expected: need_recv.max(shape.send_len()),
-                found: recv.len.min(send.len),
-            });
-        }
-        let bind = Arc::new(vec![
-            Binding {
-                send: send.id,
-                recv: recv.id,
-            };
-            self.ranks()
-        ]);
-        Ok((shape, bind))
-    }
-
-    /// All-reduce of `count` elements on device buffers.
-    pub fn all_reduce_device(
-        &mut self,
-        send: &DeviceBuffers<T>,
-        recv: &DeviceBuffers<T>,
-        count: usize,
-        op: ReduceOp,
-    ) -> Result<CallInfo> {
-        self.collective_device(Collective::AllReduce, send, recv, count, op)
     }
 }
 

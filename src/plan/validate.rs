@@ -21,7 +21,7 @@
 //! other check.
 
 use super::interp::{self, parts, Access, Effect, Memory, SymMem, Val};
-use super::ir::{Buf, Collective, Lane, OpKind, Plan, SignalId, SignalKind, LANES};
+use super::ir::{Buf, Collective, Exchange, Lane, OpKind, Plan, SignalId, SignalKind, LANES};
 
 /// Plans with more ranks skip the race and bracket checks (memory grows
 /// with ranks squared).
@@ -57,11 +57,6 @@ impl Plan {
         if let Some(root) = self.shape.collective.root().filter(|&r| r >= n) {
             return Err(format!("{name}: broadcast from rank {root} of {n}"));
         }
-        let cap = |b: Buf| match b {
-            Buf::Send => self.shape.send_len(),
-            Buf::Recv => self.shape.recv_len(),
-            Buf::Scratch => self.scratch_len,
-        };
         let mut recorded = vec![0u32; self.signals.len()];
         let mut record = |s: SignalId,
                           r: usize,
@@ -104,70 +99,14 @@ impl Plan {
                 if let Some(s) = op.signal {
                     record(s, r, op.lane, SignalKind::Event)?;
                 }
-                for e in interp::effects(r, &op.kind) {
-                    for a in e.accesses() {
-                        if a.rank >= n {
-                            return Err(format!("{}: touches rank {} of {n}", at(), a.rank));
-                        }
-                        let c = cap(a.region.buf);
-                        if a.region.range.start > a.region.range.end || a.region.range.end > c {
-                            return Err(format!(
-                                "{}: {}[{:?}] on rank {} outside its {c} elements",
-                                at(),
-                                a.region.buf.name(),
-                                a.region.range,
-                                a.rank
-                            ));
-                        }
-                        if a.write && a.region.buf == Buf::Send {
-                            return Err(format!("{}: writes rank {}'s send buffer", at(), a.rank));
-                        }
-                        if self.shape.in_place && a.region.buf == Buf::Send {
-                            return Err(format!("{}: in-place plan touches a send buffer", at()));
-                        }
-                    }
-                    check_effect(&e).map_err(|m| format!("{}: {m}", at()))?;
-                }
+                self.check_effects(r, &op.kind, &at)?;
                 match &op.kind {
                     OpKind::Copy { from, to, .. } if r != *from && r != *to => {
                         return Err(format!("{}: copies between two other ranks", at()))
                     }
                     OpKind::Exchange(x) => {
                         record(x.pushed, r, op.lane, SignalKind::Flag)?;
-                        if op.lane != Lane::Compute {
-                            return Err(format!(
-                                "{}: an exchange kernel runs on the compute lane",
-                                at()
-                            ));
-                        }
-                        if x.peer == r || x.peer >= n {
-                            return Err(format!("{}: exchange with rank {}", at(), x.peer));
-                        }
-                        if x.my_slot.overlaps(&x.dst) || x.my_slot.overlaps(&x.input) {
-                            return Err(format!(
-                                "{}: exchange slot overlaps its input or output",
-                                at()
-                            ));
-                        }
-                        let partner = self.ops[x.peer].iter().find_map(|o| match &o.kind {
-                            OpKind::Exchange(y) if y.pushed == x.peer_pushed => Some(y),
-                            _ => None,
-                        });
-                        match partner {
-                            Some(y)
-                                if y.peer == r
-                                    && y.peer_pushed == x.pushed
-                                    && y.my_slot == x.peer_slot
-                                    && y.peer_slot == x.my_slot
-                                    && y.input.len() == x.input.len() => {}
-                            _ => {
-                                return Err(format!(
-                                    "{}: no mirrored exchange on rank {}",
-                                    at(),
-                                    x.peer
-                                ))
-                            }
-                        }
+                        self.check_exchange(r, op.lane, x, &at)?;
                     }
                     _ => {}
                 }
@@ -175,6 +114,90 @@ impl Plan {
         }
         if let Some(s) = recorded.iter().position(|&k| k != 1) {
             return Err(format!("{name}: signal {s} recorded {} times", recorded[s]));
+        }
+        Ok(())
+    }
+
+    /// [`Plan::check_structure`] of what op `kind` of rank `r` touches:
+    /// ranks, buffers and ranges that exist, never a send buffer written
+    /// (nor touched in place), and each effect well formed. `at` names the op.
+    fn check_effects(
+        &self,
+        r: usize,
+        kind: &OpKind,
+        at: &dyn Fn() -> String,
+    ) -> Result<(), String> {
+        let n = self.ranks();
+        let cap = |b: Buf| match b {
+            Buf::Send => self.shape.send_len(),
+            Buf::Recv => self.shape.recv_len(),
+            Buf::Scratch => self.scratch_len,
+        };
+        for e in interp::effects(r, kind) {
+            for a in e.accesses() {
+                if a.rank >= n {
+                    return Err(format!("{}: touches rank {} of {n}", at(), a.rank));
+                }
+                let c = cap(a.region.buf);
+                if a.region.range.start > a.region.range.end || a.region.range.end > c {
+                    return Err(format!(
+                        "{}: {}[{:?}] on rank {} outside its {c} elements",
+                        at(),
+                        a.region.buf.name(),
+                        a.region.range,
+                        a.rank
+                    ));
+                }
+                if a.write && a.region.buf == Buf::Send {
+                    return Err(format!("{}: writes rank {}'s send buffer", at(), a.rank));
+                }
+                if self.shape.in_place && a.region.buf == Buf::Send {
+                    return Err(format!("{}: in-place plan touches a send buffer", at()));
+                }
+            }
+            check_effect(&e).map_err(|m| format!("{}: {m}", at()))?;
+        }
+        Ok(())
+    }
+
+    /// [`Plan::check_structure`] of exchange `x` of rank `r` on `lane`: on
+    /// the compute lane, with another rank, its slot apart from its data,
+    /// and mirrored by the peer's exchange. `at` names the op.
+    fn check_exchange(
+        &self,
+        r: usize,
+        lane: Lane,
+        x: &Exchange,
+        at: &dyn Fn() -> String,
+    ) -> Result<(), String> {
+        let n = self.ranks();
+        if lane != Lane::Compute {
+            return Err(format!(
+                "{}: an exchange kernel runs on the compute lane",
+                at()
+            ));
+        }
+        if x.peer == r || x.peer >= n {
+            return Err(format!("{}: exchange with rank {}", at(), x.peer));
+        }
+        if x.my_slot.overlaps(&x.dst) || x.my_slot.overlaps(&x.input) {
+            return Err(format!(
+                "{}: exchange slot overlaps its input or output",
+                at()
+            ));
+        }
+        let partner = self.ops[x.peer].iter().find_map(|o| match &o.kind {
+            OpKind::Exchange(y) if y.pushed == x.peer_pushed => Some(y),
+            _ => None,
+        });
+        match partner {
+            Some(y)
+                if y.peer == r
+                    && y.peer_pushed == x.pushed
+                    && y.my_slot == x.peer_slot
+                    && y.peer_slot == x.my_slot
+                    && y.input.len() == x.input.len() => {}
+            _ => return Err(format!("{}: no mirrored exchange on rank {}", at(), x.peer)),
         }
         Ok(())
     }

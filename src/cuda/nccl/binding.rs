@@ -15,6 +15,7 @@ use std::sync::Arc;
 use libloading::Library;
 
 use super::discover;
+pub use super::error::NcclError;
 use super::types::{datatype, redop, CollArgs, Collective, ResultCode, Version};
 
 /// A CUDA stream handle, as cudarc's driver API spells it (`cudaStream_t` is the same pointer).
@@ -48,54 +49,6 @@ type AllGatherFn =
     unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, RawComm, CUstream) -> c_int;
 type GetErrorStringFn = unsafe extern "C" fn(c_int) -> *const c_char;
 type GetLastErrorFn = unsafe extern "C" fn(RawComm) -> *const c_char;
-
-/// Errors from loading NCCL or from an NCCL call.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum NcclError {
-    /// Library not found; `tried` lists every path/name attempted, in order, with the reason
-    /// each failed, and where Python wheels were looked for.
-    #[error("NCCL library not found (tried: {})", tried.join("; "))]
-    NotFound { tried: Vec<String> },
-    /// The explicitly given library could not be opened.
-    #[error("NCCL library {path} could not be loaded: {reason}")]
-    Load { path: String, reason: String },
-    /// The library lacks a symbol every supported NCCL has.
-    #[error("NCCL library {path} lacks symbol {symbol}")]
-    Symbol { path: String, symbol: &'static str },
-    /// An optional entry point this (older) NCCL does not export.
-    #[error("{call} is not available in NCCL {version} ({path} does not export it)")]
-    Unavailable {
-        call: &'static str,
-        version: Version,
-        path: String,
-    },
-    /// An argument value (datatype, operation) this NCCL version does not know.
-    #[error("{call}: {what} needs NCCL >= {needs}, but {path} is NCCL {version}")]
-    Unsupported {
-        call: &'static str,
-        what: String,
-        needs: Version,
-        version: Version,
-        path: String,
-    },
-    /// Arguments rejected before calling NCCL.
-    #[error("{call}: invalid argument: {reason}")]
-    Invalid { call: &'static str, reason: String },
-    /// An NCCL call returned non-success: the call, the code and its name, NCCL's error
-    /// string and, where NCCL has one, its last-error text.
-    #[error("{call} failed: {code}: {message}{}", last_error_suffix(last_error.as_deref()))]
-    Call {
-        call: &'static str,
-        code: ResultCode,
-        message: String,
-        last_error: Option<String>,
-    },
-}
-
-fn last_error_suffix(last: Option<&str>) -> String {
-    last.map(|l| format!(" (last error: {l})"))
-        .unwrap_or_default()
-}
 
 /// `ncclUniqueId`: 128 opaque bytes from [`Nccl::unique_id`], shared by every rank of one
 /// communicator. [`UniqueId::as_bytes`] / [`UniqueId::from_bytes`] carry it between processes.
@@ -476,28 +429,61 @@ impl Nccl {
         stream: CUstream,
     ) -> Result<(), NcclError> {
         let args = comm.args(Collective::AllReduce, sendbuff, recvbuff, count, datatype);
-        self.prepare(
-            CollArgs {
-                op: Some(op),
-                ..args
-            },
-            comm,
-        )?;
-        // SAFETY: `comm.raw` is a live communicator of this library (checked), owned by
-        // `comm`, which is not Sync, so no other thread uses it now; buffers and stream are
-        // valid per the caller's contract; the argument values were validated.
-        let code = unsafe {
-            (self.inner.req.all_reduce)(
-                device_ptr(sendbuff),
-                device_ptr(recvbuff).cast_mut(),
-                count,
-                datatype,
-                op,
-                comm.raw,
-                stream,
-            )
+        // SAFETY: forwarded contract.
+        unsafe { self.reduce(self.inner.req.all_reduce, args, op, comm, stream) }
+    }
+
+    /// The reductions' one path (`ncclAllReduce` and `ncclReduceScatter` share a
+    /// signature): [`Nccl::enqueue`] of entry point `f` on `args` with `op`.
+    ///
+    /// # Safety
+    /// As for the collective `args.kind` names ([`Nccl::all_reduce`],
+    /// [`Nccl::reduce_scatter`]), with `args`' buffers and count.
+    unsafe fn reduce(
+        &self,
+        f: ReduceFn,
+        args: CollArgs,
+        op: i32,
+        comm: &Comm,
+        stream: CUstream,
+    ) -> Result<(), NcclError> {
+        let (send, recv, count, datatype) = (args.send, args.recv, args.count, args.datatype);
+        let args = CollArgs {
+            op: Some(op),
+            ..args
         };
-        self.inner.check("ncclAllReduce", code, comm.raw)
+        self.enqueue(args, comm, |raw| {
+            // SAFETY: `raw` is a live communicator of this library (checked by `enqueue`),
+            // owned by `comm`, which is not Sync, so no other thread uses it now; buffers
+            // and stream are valid per the caller's contract; the argument values were
+            // validated.
+            unsafe {
+                f(
+                    device_ptr(send),
+                    device_ptr(recv).cast_mut(),
+                    count,
+                    datatype,
+                    op,
+                    raw,
+                    stream,
+                )
+            }
+        })
+    }
+
+    /// What every collective does around its entry point: [`Nccl::prepare`]'s checks,
+    /// then `launch` with the raw communicator (only when they pass), then NCCL's code
+    /// as a typed error naming the call.
+    fn enqueue(
+        &self,
+        args: CollArgs,
+        comm: &Comm,
+        launch: impl FnOnce(RawComm) -> c_int,
+    ) -> Result<(), NcclError> {
+        let call = args.kind.call();
+        self.prepare(args, comm)?;
+        let code = launch(comm.raw);
+        self.inner.check(call, code, comm.raw)
     }
 
     /// `ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream)`: rank
@@ -521,35 +507,13 @@ impl Nccl {
         comm: &Comm,
         stream: CUstream,
     ) -> Result<(), NcclError> {
-        let call = "ncclReduceScatter";
-        let f = self.inner.optional(self.inner.opt.reduce_scatter, call)?;
-        let args = comm.args(
-            Collective::ReduceScatter,
-            sendbuff,
-            recvbuff,
-            recvcount,
-            datatype,
-        );
-        self.prepare(
-            CollArgs {
-                op: Some(op),
-                ..args
-            },
-            comm,
-        )?;
-        // SAFETY: as in `all_reduce`; sizes per the caller's contract.
-        let code = unsafe {
-            f(
-                device_ptr(sendbuff),
-                device_ptr(recvbuff).cast_mut(),
-                recvcount,
-                datatype,
-                op,
-                comm.raw,
-                stream,
-            )
-        };
-        self.inner.check(call, code, comm.raw)
+        let kind = Collective::ReduceScatter;
+        let f = self
+            .inner
+            .optional(self.inner.opt.reduce_scatter, kind.call())?;
+        let args = comm.args(kind, sendbuff, recvbuff, recvcount, datatype);
+        // SAFETY: forwarded contract.
+        unsafe { self.reduce(f, args, op, comm, stream) }
     }
 
     /// `ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream)`: every rank
@@ -570,28 +534,24 @@ impl Nccl {
         comm: &Comm,
         stream: CUstream,
     ) -> Result<(), NcclError> {
-        let call = "ncclAllGather";
-        let f = self.inner.optional(self.inner.opt.all_gather, call)?;
-        let args = comm.args(
-            Collective::AllGather,
-            sendbuff,
-            recvbuff,
-            sendcount,
-            datatype,
-        );
-        self.prepare(args, comm)?;
-        // SAFETY: as in `all_reduce`; sizes per the caller's contract.
-        let code = unsafe {
-            f(
-                device_ptr(sendbuff),
-                device_ptr(recvbuff).cast_mut(),
-                sendcount,
-                datatype,
-                comm.raw,
-                stream,
-            )
-        };
-        self.inner.check(call, code, comm.raw)
+        let kind = Collective::AllGather;
+        let f = self
+            .inner
+            .optional(self.inner.opt.all_gather, kind.call())?;
+        let args = comm.args(kind, sendbuff, recvbuff, sendcount, datatype);
+        self.enqueue(args, comm, |raw| {
+            // SAFETY: as in `all_reduce`; sizes per the caller's contract.
+            unsafe {
+                f(
+                    device_ptr(sendbuff),
+                    device_ptr(recvbuff).cast_mut(),
+                    sendcount,
+                    datatype,
+                    raw,
+                    stream,
+                )
+            }
+        })
     }
 
     /// [`Nccl::all_reduce`] with `ncclFloat32` and `ncclSum`.
@@ -923,6 +883,14 @@ mod tests {
         assert_eq!(nccl.version().unwrap(), 22803);
         assert_eq!(nccl.version_info(), Version::new(2, 28, 3));
         assert_eq!(nccl.version_string().unwrap(), "2.28.3");
+        let (id, comm) = e2e_init(&fake, &nccl);
+        e2e_collectives(&fake, &nccl, &comm);
+        e2e_rejected(&fake, &nccl, &comm);
+        e2e_errors_and_teardown(&fake, &nccl, comm, &id);
+    }
+
+    /// Groups, the unique id and communicators, good and bad.
+    fn e2e_init(fake: &Fake, nccl: &Nccl) -> (UniqueId, Comm) {
         nccl.group_start().unwrap();
         nccl.group_end().unwrap();
 
@@ -961,42 +929,49 @@ mod tests {
             ));
         }
 
+        (id, comm)
+    }
+
+    /// Each collective reaches NCCL with its arguments as given.
+    fn e2e_collectives(fake: &Fake, nccl: &Nccl, comm: &Comm) {
         let raw = comm.raw as usize;
         ar(
-            &nccl,
+            nccl,
             0x1000,
             0x2000,
             16,
             datatype::FLOAT64,
             redop::MAX,
-            &comm,
+            comm,
         )
         .unwrap();
         assert_eq!(fake.last(), [1, 0x1000, 0x2000, 16, 8, 2, raw, 0x5757]);
-        ar32(&nccl, 0x3000, 0x3000, 5, &comm).unwrap();
+        ar32(nccl, 0x3000, 0x3000, 5, comm).unwrap();
         assert_eq!(fake.last(), [1, 0x3000, 0x3000, 5, 7, 0, raw, 0x5757]);
         // Reduce-scatter in place: recv is rank 1's block of send (16 bf16 = 32 bytes).
         rs(
-            &nccl,
+            nccl,
             0x10000,
             0x10020,
             16,
             datatype::BFLOAT16,
             redop::AVG,
-            &comm,
+            comm,
         )
         .unwrap();
         assert_eq!(fake.last(), [2, 0x10000, 0x10020, 16, 9, 4, raw, 0x5757]);
         // fp8 is known to 2.28.
-        ag(&nccl, 0x20000, 0x40000, 64, datatype::FLOAT8E5M2, &comm).unwrap();
+        ag(nccl, 0x20000, 0x40000, 64, datatype::FLOAT8E5M2, comm).unwrap();
         assert_eq!(
             fake.last(),
             [3, 0x20000, 0x40000, 64, 11, usize::MAX, raw, 0x5757]
         );
         assert_eq!(fake.counts().calls, 4);
+    }
 
-        // Rejected before NCCL: the call count does not move.
-        let e = ar(&nccl, 0x1000, 0x2000, 4, 12, redop::SUM, &comm);
+    /// Arguments rejected before NCCL: the call count does not move.
+    fn e2e_rejected(fake: &Fake, nccl: &Nccl, comm: &Comm) {
+        let e = ar(nccl, 0x1000, 0x2000, 4, 12, redop::SUM, comm);
         assert!(matches!(
             e,
             Err(NcclError::Invalid {
@@ -1004,7 +979,7 @@ mod tests {
                 ..
             })
         ));
-        let e = rs(&nccl, 0x1000, 0x2000, 4, datatype::INT8, 5, &comm);
+        let e = rs(nccl, 0x1000, 0x2000, 4, datatype::INT8, 5, comm);
         assert!(matches!(
             e,
             Err(NcclError::Invalid {
@@ -1012,7 +987,7 @@ mod tests {
                 ..
             })
         ));
-        let e = ag(&nccl, 0x1000, 0x1000, 4, datatype::INT32, &comm);
+        let e = ag(nccl, 0x1000, 0x1000, 4, datatype::INT32, comm);
         assert!(matches!(
             e,
             Err(NcclError::Invalid {
@@ -1020,13 +995,16 @@ mod tests {
                 ..
             })
         ));
-        let e = ar(&nccl, 0, 0x2000, 4, datatype::INT32, 0, &comm);
+        let e = ar(nccl, 0, 0x2000, 4, datatype::INT32, 0, comm);
         assert!(matches!(e, Err(NcclError::Invalid { .. })));
         assert_eq!(fake.counts().calls, 4);
+    }
 
+    /// NCCL's errors, synchronous and asynchronous, then abort and destroy.
+    fn e2e_errors_and_teardown(fake: &Fake, nccl: &Nccl, comm: Comm, id: &UniqueId) {
         // An NCCL failure carries the call, the code and its name, the string and last error.
         fake.set_next(5);
-        let e = ar32(&nccl, 0x1000, 0x2000, 4, &comm).unwrap_err();
+        let e = ar32(nccl, 0x1000, 0x2000, 4, &comm).unwrap_err();
         assert_eq!(
             e.to_string(),
             "ncclAllReduce failed: ncclInvalidUsage (5): invalid usage (run with \
@@ -1049,7 +1027,7 @@ mod tests {
         let c = fake.counts();
         assert_eq!((c.aborted, c.destroyed), (1, 0));
         // Drop destroys.
-        let comm = nccl.comm_init_rank(2, &id, 0).unwrap();
+        let comm = nccl.comm_init_rank(2, id, 0).unwrap();
         drop(comm);
         let Counts {
             aborted, destroyed, ..

@@ -28,6 +28,7 @@
 
 mod binding;
 mod discover;
+mod error;
 mod types;
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 use super::cuda::Nccl;
 use super::{check_host_memory, out, out_raw, parse_count, Common, OneKind};
 use crate::report;
-use crate::timeline::{self, RecordOptions, Recording};
+use crate::timeline::{self, RecordOptions, Recording, Timeline};
 use ringreduce::algo::AlgoChoice;
 use ringreduce::backend::{BackendChoice, BackendKind};
 use ringreduce::element::{Element, ReduceOp};
@@ -365,6 +365,13 @@ fn report_run<T: Element>(
             ))?;
         }
     }
+    out_traffic(rec)?;
+    out_order_check(t)
+}
+
+/// The bytes each rank moved in the last call, beside the plan's count.
+fn out_traffic(rec: &Recording) -> Result<()> {
+    let t = &rec.timeline;
     if let Some(c) = t.calls.last() {
         let plan = c.plan.traffic();
         out("# bytes per rank and call, counted by the backend as it moved them (the plan's count in brackets):")?;
@@ -387,6 +394,12 @@ fn report_run<T: Element>(
             ))?;
         }
     }
+    Ok(())
+}
+
+/// Whether every timed op follows the plan's order (within a tolerance
+/// and the clock skew), or the times that do not.
+fn out_order_check(t: &Timeline) -> Result<()> {
     let slices = t.slices().map_err(Error::Plan)?;
     let flows = t.flows(&slices);
     let tol_ns = 2_000.0;

@@ -32,7 +32,11 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::output::{check_extension, write_output, Format, PLOT_FLAG};
 use super::{first_appearances, Combo, Report, ReportError, Row};
-use ringreduce::size::format_bytes;
+
+mod axis;
+mod text;
+use axis::{size_label, TickAxis, XRange};
+use text::{fit_text, text_width};
 
 /// Width of the picture, px.
 const SVG_WIDTH: u32 = 1280;
@@ -347,72 +351,6 @@ fn legend_note(combos: &[Combo], width: f64) -> String {
     fit_text(&note, rendered(LEGEND_FONT), width)
 }
 
-/// Advance widths in em of DejaVu Sans, a wide sans-serif font (so other
-/// fonts rarely render wider), by groups of characters.
-const CHAR_EMS: [(&str, f64); 27] = [
-    ("ijl'", 0.278),
-    ("IJ", 0.295),
-    (" .,·", 0.319),
-    (":;/|", 0.337),
-    ("f-", 0.361),
-    ("t", 0.392),
-    ("()[]", 0.39),
-    ("r!", 0.411),
-    ("\"", 0.46),
-    ("*_", 0.5),
-    ("sz?", 0.531),
-    ("cLF", 0.575),
-    ("kvxy", 0.592),
-    ("PTY", 0.611),
-    ("aeo", 0.615),
-    ("bdghnpquES{}µ0123456789", 0.636),
-    ("K", 0.656),
-    ("ABVXZR", 0.695),
-    ("C", 0.698),
-    ("UNH", 0.752),
-    ("DG", 0.775),
-    ("&OQ", 0.787),
-    ("w", 0.818),
-    ("+×=<>#~^", 0.838),
-    ("M", 0.863),
-    ("%", 0.95),
-    ("mW", 0.989),
-];
-
-/// Estimated advance width of `c` in em (1 em outside [`CHAR_EMS`]),
-/// rounded up within each group.
-fn char_em(c: char) -> f64 {
-    CHAR_EMS
-        .iter()
-        .find(|(chars, _)| chars.contains(c))
-        .map_or(1.0, |(_, em)| *em)
-}
-
-/// Estimated width of `s` in px at `font_px`.
-fn text_width(s: &str, font_px: f64) -> f64 {
-    s.chars().map(char_em).sum::<f64>() * font_px
-}
-
-/// `s`, or its longest prefix followed by `…` that fits in `max_px`.
-fn fit_text(s: &str, font_px: f64, max_px: f64) -> String {
-    if text_width(s, font_px) <= max_px {
-        return s.to_string();
-    }
-    let budget = max_px - text_width("…", font_px);
-    let mut out = String::new();
-    let mut w = 0.0;
-    for c in s.chars() {
-        w += char_em(c) * font_px;
-        if w > budget {
-            break;
-        }
-        out.push(c);
-    }
-    let mut out = out.trim_end().to_string();
-    out.push('…');
-    out
-}
-
 fn draw_title(
     area: &DrawingArea<SVGBackend, Shift>,
     lines: &[String; 2],
@@ -436,95 +374,6 @@ fn min_max(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
         None => Some((v, v)),
         Some((lo, hi)) => Some((v.min(lo), v.max(hi))),
     })
-}
-
-/// The shared x range (log2 bytes) of both panels and its tick marks.
-struct XRange {
-    lo: f64,
-    hi: f64,
-}
-
-impl XRange {
-    fn of(series: &[PlotSeries]) -> Self {
-        let (lo, hi) = min_max(
-            series
-                .iter()
-                .flat_map(|s| s.points().chain(s.times()))
-                .map(|p| p.0),
-        )
-        .unwrap_or((3.0, 30.0));
-        XRange {
-            lo: lo - 0.5,
-            hi: hi + 0.5,
-        }
-    }
-
-    /// Tick marks at integer powers of two; labels every `step` exponents,
-    /// always on multiples of `step` so 1KiB / 1MiB / 1GiB are labelled
-    /// when `step` divides 10; at most `max_labels` labels.
-    fn axis(&self, max_labels: i64) -> TickAxis {
-        let e_lo = self.lo.ceil() as i64;
-        let e_hi = self.hi.floor() as i64;
-        let span = (e_hi - e_lo).max(0);
-        let step = [1_i64, 2, 5, 10]
-            .into_iter()
-            .find(|s| span / s < max_labels.max(1))
-            .unwrap_or(10);
-        TickAxis {
-            lo: self.lo,
-            hi: self.hi,
-            bold: (e_lo..=e_hi)
-                .filter(|e| e.rem_euclid(step) == 0)
-                .map(|e| e as f64)
-                .collect(),
-            light: (e_lo..=e_hi).map(|e| e as f64).collect(),
-        }
-    }
-}
-
-/// `8B`, `32KiB`, `1GiB` for an exponent of two.
-fn size_label(v: &f64) -> String {
-    let e = v.round();
-    if (0.0..64.0).contains(&e) {
-        format_bytes(1_u64 << (e as u32))
-    } else {
-        String::new()
-    }
-}
-
-/// A linear axis over values that are already logarithms, with fixed tick
-/// positions (`bold` get labels and grid lines, `light` only grid lines).
-struct TickAxis {
-    lo: f64,
-    hi: f64,
-    bold: Vec<f64>,
-    light: Vec<f64>,
-}
-
-impl plotters::coord::ranged1d::Ranged for TickAxis {
-    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
-    type ValueType = f64;
-
-    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
-        let span = self.hi - self.lo;
-        if span <= 0.0 {
-            return limit.0;
-        }
-        let frac = (value - self.lo) / span;
-        limit.0 + (f64::from(limit.1 - limit.0) * frac).round() as i32
-    }
-
-    fn key_points<H: plotters::coord::ranged1d::KeyPointHint>(&self, hint: H) -> Vec<f64> {
-        if hint.weight().allow_light_points() {
-            self.light.clone()
-        } else {
-            self.bold.clone()
-        }
-    }
-
-    fn range(&self) -> std::ops::Range<f64> {
-        self.lo..self.hi
-    }
 }
 
 /// Pixels of the x axis in one panel, for the label count.

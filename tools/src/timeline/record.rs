@@ -5,10 +5,11 @@
 use super::{TimedCall, Timeline};
 use crate::bench::median;
 use ringreduce::algo::AlgoChoice;
+use ringreduce::backend::CallTimeline;
 use ringreduce::element::{Element, ReduceOp};
 use ringreduce::engine::Engine;
 use ringreduce::error::{Error, Result};
-use ringreduce::plan::{Collective, Traffic};
+use ringreduce::plan::{Collective, Shape, Traffic};
 use ringreduce::verify::{self, Inputs};
 use std::time::Instant;
 
@@ -103,6 +104,52 @@ fn block<T: Element>(
     Ok(us)
 }
 
+/// `--overhead`: the median time per call of blocks with timing off and
+/// on, interleaved (`None` unless asked for with blocks and calls).
+fn measure_overhead<T: Element>(
+    e: &mut Engine<T>,
+    o: &RecordOptions,
+    shape: &Shape,
+) -> Result<Option<Overhead>> {
+    Ok(match o.overhead {
+        Some((blocks, iters)) if blocks > 0 && iters > 0 => {
+            let (mut off, mut on) = (Vec::new(), Vec::new());
+            for _ in 0..blocks {
+                off.push(block(e, o, shape, iters, false)?);
+                on.push(block(e, o, shape, iters, true)?);
+            }
+            Some(Overhead {
+                off_us: median(off),
+                on_us: median(on),
+                blocks,
+                iters,
+            })
+        }
+        _ => None,
+    })
+}
+
+/// NCCL's timeline of the same call: two untimed calls, then one timed.
+fn nccl_timeline<T: Element>(
+    e: &mut Engine<T>,
+    shape: &Shape,
+    op: ReduceOp,
+) -> Result<Vec<CallTimeline>> {
+    let call = e.nccl_call(shape, op);
+    for _ in 0..2 {
+        e.core_mut().launch_nccl(&call)?;
+    }
+    e.synchronize()?;
+    e.core_mut().set_timing(true);
+    let r = e
+        .core_mut()
+        .launch_nccl(&call)
+        .and_then(|_| e.synchronize());
+    e.core_mut().set_timing(false);
+    r?;
+    e.core_mut().take_nccl_timeline()
+}
+
 /// Run `o` on `e` and collect its timeline.
 pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Recording> {
     if o.calls == 0 {
@@ -121,22 +168,7 @@ pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Record
         e.launch(Some(&o.choice), &shape, o.op)?;
     }
     e.synchronize()?;
-    let overhead = match o.overhead {
-        Some((blocks, iters)) if blocks > 0 && iters > 0 => {
-            let (mut off, mut on) = (Vec::new(), Vec::new());
-            for _ in 0..blocks {
-                off.push(block(e, o, &shape, iters, false)?);
-                on.push(block(e, o, &shape, iters, true)?);
-            }
-            Some(Overhead {
-                off_us: median(off),
-                on_us: median(on),
-                blocks,
-                iters,
-            })
-        }
-        _ => None,
-    };
+    let overhead = measure_overhead(e, o, &shape)?;
     e.core_mut().take_traffic()?;
     e.core_mut().set_timing(true);
     let mut plans = Vec::with_capacity(o.calls);
@@ -173,22 +205,11 @@ pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Record
             received: t.received / per_call,
         })
         .collect();
-    let mut nccl = Vec::new();
-    if o.nccl {
-        let call = e.nccl_call(&shape, o.op);
-        for _ in 0..2 {
-            e.core_mut().launch_nccl(&call)?;
-        }
-        e.synchronize()?;
-        e.core_mut().set_timing(true);
-        let r = e
-            .core_mut()
-            .launch_nccl(&call)
-            .and_then(|_| e.synchronize());
-        e.core_mut().set_timing(false);
-        r?;
-        nccl = e.core_mut().take_nccl_timeline()?;
-    }
+    let nccl = if o.nccl {
+        nccl_timeline(e, &shape, o.op)?
+    } else {
+        Vec::new()
+    };
     let info = e.core().info().clone();
     let what = format!(
         "{} of {} {} {}, {}",

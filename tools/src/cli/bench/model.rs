@@ -1,0 +1,300 @@
+//! The tables at the end of `bench`: the alpha-beta-gamma model fitted to
+//! each path's own rows (with its error per size), and `--breakdown`'s
+//! split of the auto path's calls.
+
+use super::out;
+use crate::bench::{self, Contender};
+use crate::report::{self, Report, Row};
+use ringreduce::element::{Element, ReduceOp};
+use ringreduce::engine::{Core, Engine};
+use ringreduce::error::{Error, Result};
+use ringreduce::plan::Collective;
+use ringreduce::size::format_bytes;
+
+/// The cost shape of a path as rows name it (`ring:pipe2`, `ps`, and
+/// `X:graph` for X replayed from CUDA graphs): its algorithm's
+/// ([`ringreduce::algo::Algorithm::cost`]).
+fn cost_of(path: &str) -> Option<ringreduce::theory::Cost> {
+    let base = path.strip_suffix(":graph").unwrap_or(path);
+    ringreduce::algo::parse(base).ok()?.cost()
+}
+
+/// The path a row's out-of-place cell measured: `auto`'s rows by the path
+/// it chose (a row names `out/in` when the two differ), graph replays as
+/// `X:graph`.
+fn row_path(r: &Row) -> String {
+    let path = match r.path.as_deref().and_then(|p| p.split('/').next()) {
+        Some(p) => p.trim().to_string(),
+        None => r.algo.clone(),
+    };
+    if r.algo.ends_with(":graph") && !path.ends_with(":graph") {
+        format!("{path}:graph")
+    } else {
+        path
+    }
+}
+
+/// The model fitted to each engine path's own out-of-place all-reduce rows
+/// (of the first type and op among them; `auto`'s rows counted under the
+/// path each ran), in order of first appearance, with those rows.
+pub(super) fn fit_models(
+    rep: &Report,
+    contenders: &[Contender],
+) -> Vec<(report::ModelFit, Vec<Row>)> {
+    let engine = |algo: &str| {
+        contenders
+            .iter()
+            .any(|c| c.name == algo && matches!(c.kind, bench::ContenderKind::Engine(_)))
+    };
+    let Some(first) = rep
+        .rows
+        .iter()
+        .find(|r| engine(&r.algo) && r.collective == report::ALL_REDUCE)
+    else {
+        return Vec::new();
+    };
+    let mut groups: Vec<(String, Vec<Row>)> = Vec::new();
+    for r in rep.rows.iter().filter(|r| {
+        engine(&r.algo)
+            && r.collective == report::ALL_REDUCE
+            && r.dtype == first.dtype
+            && r.redop == first.redop
+            && r.size > 0
+            && r.out_of_place.is_some()
+    }) {
+        let path = row_path(r);
+        match groups.iter_mut().find(|g| g.0 == path) {
+            Some(g) => g.1.push(r.clone()),
+            None => groups.push((path, vec![r.clone()])),
+        }
+    }
+    groups
+        .into_iter()
+        .filter_map(|(path, rows)| {
+            let cost = cost_of(&path)?;
+            let pts: Vec<(usize, f64, f64)> = rows
+                .iter()
+                .filter_map(|r| Some((r.ranks, r.size as f64, r.out_of_place.as_ref()?.time_us)))
+                .collect();
+            let f = ringreduce::theory::fit(cost, &pts)?;
+            let m = report::ModelFit {
+                path,
+                formula: cost.formula(),
+                alpha_us: f.alpha_us,
+                beta_gbps: f.link_gbps,
+                rows: pts.len(),
+            };
+            Some((m, rows))
+        })
+        .collect()
+}
+
+/// A fitted path's time for `size` bytes per rank on `ranks` ranks (µs).
+pub(super) fn model_us(m: &report::ModelFit, ranks: usize, size: u64) -> Option<f64> {
+    let f = ringreduce::theory::Fit {
+        cost: cost_of(&m.path)?,
+        alpha_us: m.alpha_us,
+        link_gbps: m.beta_gbps,
+    };
+    Some(f.time_us(ranks, size as f64))
+}
+
+/// The measured-vs-model table of every fitted path, with the model's
+/// error per size and the largest error from 1 MiB on.
+/// `load`: ring hops on the busiest link direction
+/// ([`ringreduce::theory::ring_link_load`], 1 with one rank per GPU).
+pub(super) fn out_models(
+    rep: &Report,
+    fits: &[(report::ModelFit, Vec<Row>)],
+    ranks: usize,
+    load: usize,
+) -> Result<()> {
+    let ceiling = rep.header.link_ceiling_gbps;
+    out("# Measured vs model, each path fitted to its own out-of-place rows (alpha-beta-gamma with the reduce folded into beta; least squares on the relative error, alpha >= 0)")?;
+    for (m, rows) in fits {
+        out_model(m, rows, ranks, load, ceiling)?;
+    }
+    Ok(())
+}
+
+/// One path's rows against its model.
+fn out_model(
+    m: &report::ModelFit,
+    rows: &[Row],
+    ranks: usize,
+    load: usize,
+    ceiling: Option<f64>,
+) -> Result<()> {
+    out(format!(
+        "# {}: {} with alpha = {:.2} us per round, beta = {:.1} GB/s per link direction{} ({} rows)",
+        m.path,
+        m.formula,
+        m.alpha_us,
+        m.beta_gbps,
+        match ceiling {
+            Some(c) if c > 0.0 => format!(" ({:.0}% of the peer-copy ceiling)", 100.0 * m.beta_gbps / c),
+            _ => String::new(),
+        },
+        m.rows
+    ))?;
+    out(format!(
+        "# {:>10} {:<20} {:>13} {:>11} {:>8} {:>15}",
+        "size", "path", "measured(us)", "model(us)", "error", "link-bound(us)"
+    ))?;
+    let mut worst: Option<f64> = None;
+    for r in rows {
+        let (Some(t), Some(model)) = (
+            r.out_of_place.as_ref().map(|x| x.time_us),
+            model_us(m, r.ranks, r.size),
+        ) else {
+            continue;
+        };
+        let err = 100.0 * (model / t.max(1e-9) - 1.0);
+        if r.size >= 1 << 20 {
+            worst = Some(worst.map_or(err.abs(), |w: f64| w.max(err.abs())));
+        }
+        let bound = match ceiling {
+            Some(c) if c > 0.0 => format!(
+                "{:.2}",
+                load as f64 * ringreduce::theory::ring_per_rank_bytes(ranks, r.size as f64)
+                    / (c * 1e3)
+            ),
+            _ => "-".into(),
+        };
+        out(format!(
+            "# {:>10} {:<20} {:>13.2} {:>11.2} {:>7.1}% {:>15}",
+            format_bytes(r.size),
+            m.path,
+            t,
+            model,
+            err,
+            bound
+        ))?;
+    }
+    if let Some(w) = worst {
+        out(format!(
+            "# {}: largest model error from 1 MiB on: {w:.1}%",
+            m.path
+        ))?;
+    }
+    Ok(())
+}
+
+/// The breakdown table.
+pub(super) fn out_breakdown(rows: &[report::BreakdownRow]) -> Result<()> {
+    out("# Where the time goes: the auto path, 3 calls per size each on idle devices, timelines averaged over calls and ranks (us):")?;
+    out("#   call = host issue (launch to the first op) + waiting for a peer + copy + reduce (not under a copy) + rest")?;
+    out(format!(
+        "# {:>10} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "size", "path", "model", "sweep", "call", "issue", "wait", "copy", "reduce", "rest"
+    ))?;
+    let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.2}"));
+    for b in rows {
+        out(format!(
+            "# {:>10} {:<16} {:>9} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
+            format_bytes(b.size),
+            b.path,
+            f(b.model_us),
+            f(b.sweep_us),
+            b.wall_us,
+            b.issue_us,
+            b.wait_us,
+            b.copy_us,
+            b.reduce_us,
+            b.rest_us
+        ))?;
+    }
+    Ok(())
+}
+
+/// `bench --breakdown`: for every size, 3 isolated timed calls of the auto
+/// path, split by [`crate::timeline::Timeline::breakdown`].
+pub(super) fn breakdown_rows<T: Element>(
+    core: Core,
+    sizes: &[u64],
+    (coll, _, op): (Collective, ringreduce::element::DataType, ReduceOp),
+    rep: &Report,
+    warmup: usize,
+) -> (Core, Result<Vec<report::BreakdownRow>>) {
+    let mut e = Engine::<T>::from_core(core);
+    let r = breakdown_sizes(&mut e, sizes, (coll, op), rep, warmup);
+    (e.into_core(), r)
+}
+
+fn breakdown_sizes<T: Element>(
+    e: &mut Engine<T>,
+    sizes: &[u64],
+    (coll, op): (Collective, ReduceOp),
+    rep: &Report,
+    warmup: usize,
+) -> Result<Vec<report::BreakdownRow>> {
+    let n = e.ranks();
+    let mut v = Vec::new();
+    for &size in sizes {
+        let count = bench::count_for(coll, size, T::DTYPE.size(), n);
+        if count == 0 {
+            continue;
+        }
+        let o = crate::timeline::RecordOptions {
+            choice: ringreduce::algo::AlgoChoice::Auto,
+            collective: coll,
+            count,
+            in_place: false,
+            op,
+            warmup: warmup.clamp(1, 5),
+            calls: 3,
+            overhead: None,
+            nccl: false,
+            isolated: true,
+        };
+        let rec = crate::timeline::record(e, &o)?;
+        let t = &rec.timeline;
+        let splits: Vec<crate::timeline::Split> = t
+            .breakdown()
+            .map_err(Error::Plan)?
+            .into_iter()
+            .flat_map(|c| c.ranks)
+            .collect();
+        let s = crate::timeline::Split::mean(&splits);
+        let path = t
+            .calls
+            .first()
+            .map_or("-".to_string(), |c| c.plan.name.clone());
+        let shape_bytes = e.shape(coll, count, false).bytes();
+        let sweep_us = rep
+            .rows
+            .iter()
+            .find(|r| r.algo == "auto" && r.size == shape_bytes && r.collective == coll)
+            .and_then(|r| r.out_of_place.as_ref())
+            .map(|m| m.time_us);
+        // The model of the path that ran, if the sweep fitted it.
+        let model = match coll {
+            Collective::AllReduce => rep
+                .header
+                .models
+                .iter()
+                .find(|m| m.path == path)
+                .and_then(|m| model_us(m, n, shape_bytes)),
+            _ => None,
+        };
+        eprintln!(
+            "breakdown: {} {path}: call {:.1} us",
+            format_bytes(shape_bytes),
+            s.wall_ns / 1e3
+        );
+        v.push(report::BreakdownRow {
+            size: shape_bytes,
+            path,
+            calls: 3,
+            model_us: model,
+            sweep_us,
+            wall_us: s.wall_ns / 1e3,
+            issue_us: s.issue_ns / 1e3,
+            wait_us: s.wait_ns / 1e3,
+            copy_us: s.copy_ns / 1e3,
+            reduce_us: s.reduce_ns / 1e3,
+            rest_us: s.rest_ns / 1e3,
+        });
+    }
+    Ok(v)
+}
