@@ -1074,8 +1074,9 @@ pub fn register(h: &mut Harness) {
             ran.show()
         );
         ensure!(
-            ran.out.contains("reduce-scatter step 1 of 3")
-                && ran.out.contains("all-gather step 3 of 3"),
+            // Steps count from 0 (the formulas' and the timeline's RS0).
+            ran.out.contains("reduce-scatter step 0 (steps 0-2)")
+                && ran.out.contains("all-gather step 2 (steps 0-2)"),
             "{}",
             ran.show()
         );
@@ -1167,7 +1168,7 @@ pub fn register(h: &mut Harness) {
         );
         ensure!(
             ran.out.starts_with("ring: reduce-scatter on N = 3")
-                && ran.out.contains("reduce-scatter step 2 of 2")
+                && ran.out.contains("reduce-scatter step 1 (steps 0-1)")
                 && !ran.out.contains("all-gather step"),
             "{}",
             ran.show()
@@ -1266,3 +1267,4 @@ pub fn register(h: &mut Harness) {
         pass()
     });
 }
+
