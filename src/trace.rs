@@ -122,17 +122,134 @@ fn value_line(mem: &SymMem, r: usize, region: &Region, n: usize) -> String {
         .map_or("-".into(), |(_, v)| v.describe(n))
 }
 
+/// One part of one op of a ring plan: (rank, op index, part index).
+type Part = (usize, usize, usize);
+
+/// Where a part sorts in the synchronous picture: (phase, step, copy before
+/// reduce, rank, chunk, slice). Phases: 0 begin, 1 other set-up, 2
+/// reduce-scatter, 3 all-gather, 9 end.
+fn step_key(plan: &Plan, &(r, i, _): &Part) -> (usize, usize, usize, usize, usize, usize) {
+    let op = &plan.ops[r][i];
+    let phase = match op.label.phase {
+        None if op.kind == OpKind::Begin => 0,
+        None if op.kind == OpKind::End => 9,
+        None => 1,
+        Some(Phase::ReduceScatter) => 2,
+        Some(Phase::AllGather) => 3,
+    };
+    let kind = usize::from(matches!(op.kind, OpKind::Reduce { .. }));
+    (
+        phase,
+        op.label.step,
+        kind,
+        r,
+        op.label.chunk,
+        op.label.slice,
+    )
+}
+
+/// What every rank holds per chunk. A cell that differs from the previous
+/// table (`prev`, updated here) gets a `*` when `mark` is set.
+fn print_table(
+    out: &mut String,
+    plan: &Plan,
+    mem: &SymMem,
+    chunks: &[std::ops::Range<usize>],
+    prev: &mut Vec<Vec<String>>,
+    mark: bool,
+) {
+    let n = plan.shape.ranks;
+    let w = 5 + 3 * n;
+    let _ = write!(out, "        ");
+    for c in 0..n {
+        let _ = write!(out, "| {:<w$}", format!("chunk {c}"));
+    }
+    let _ = writeln!(out);
+    let now: Vec<Vec<String>> = (0..n)
+        .map(|r| (0..n).map(|c| held(mem, plan, chunks, r, c)).collect())
+        .collect();
+    for (r, row) in now.iter().enumerate() {
+        let _ = write!(out, "  rank {r}");
+        for (c, cell) in row.iter().enumerate() {
+            let changed = mark && prev.get(r).and_then(|p| p.get(c)) != Some(cell);
+            let shown = if changed {
+                format!("{cell}*")
+            } else {
+                cell.clone()
+            };
+            let _ = write!(out, "| {shown:<w$}");
+        }
+        let _ = writeln!(out);
+    }
+    *prev = now;
+}
+
+/// Applies one group of parts (one step of one phase) to `mem` and returns
+/// its lines: copies grouped per (rank, chunk) with their slices, reduces
+/// likewise.
+fn apply_group(mem: &mut SymMem, plan: &Plan, group: &[Part]) -> Vec<String> {
+    let n = plan.shape.ranks;
+    let mut lines: Vec<String> = Vec::new();
+    let mut last: Option<(usize, usize, &'static str)> = None;
+    for &(r, oi, pk) in group {
+        let op = &plan.ops[r][oi];
+        let Some(e) = interp::parts(r, op)[pk].effect else {
+            continue;
+        };
+        let before = describe_effect(mem, &e, n);
+        let _ = interp::apply(mem, &e);
+        let (what, range, tag) = match e {
+            Effect::Copy { from, src, to, dst } => (
+                format!(
+                    "rank {from} -> rank {to}: chunk {} = {before}{}",
+                    op.label.chunk,
+                    if dst.buf == Buf::Scratch {
+                        "  (into scratch)"
+                    } else {
+                        "  (overwrites)"
+                    }
+                ),
+                src.range.clone(),
+                "copy",
+            ),
+            Effect::Reduce { rank, dst, .. } => (
+                format!(
+                    "rank {rank} reduces the received chunk {} (reduce kernel): now {}",
+                    op.label.chunk,
+                    value_line(mem, rank, dst, n)
+                ),
+                dst.range.clone(),
+                "reduce",
+            ),
+        };
+        if last == Some((r, op.label.chunk, tag)) {
+            // Another slice of the same chunk: add its range.
+            if let Some(l) = lines.last_mut() {
+                let _ = write!(l, " [{}..{})", range.start, range.end);
+            }
+        } else {
+            lines.push(format!(
+                "  {what}; slices: [{}..{})",
+                range.start, range.end
+            ));
+            last = Some((r, op.label.chunk, tag));
+        }
+    }
+    lines
+}
+
 /// Ring paths: grouped by phase and step, the synchronous picture a student
 /// draws. Every dependency of the plan points backwards in this order, so it
-/// is a valid execution order.
+/// is a valid execution order. Steps count from 0, as in the formulas and
+/// the timeline's labels (RS0, AG0, ...).
 fn render_steps(out: &mut String, plan: &Plan) {
     let s = plan.shape;
     let n = s.ranks;
     let _ = writeln!(
         out,
-        "Rank r sends to rank (r+1) mod N. x_r is rank r's input; a cell lists the inputs combined in that chunk."
+        "Rank r sends to rank (r+1) mod N. x_r is rank r's input; a cell lists the inputs combined in that chunk; * marks a cell the step changed."
     );
-    let mut parts: Vec<(usize, usize, usize)> = Vec::new();
+    let mut parts: Vec<Part> = Vec::new();
     for (r, ops) in plan.ops.iter().enumerate() {
         for (i, op) in ops.iter().enumerate() {
             for k in 0..interp::parts(r, op).len() {
@@ -140,43 +257,9 @@ fn render_steps(out: &mut String, plan: &Plan) {
             }
         }
     }
-    let key = |&(r, i, _): &(usize, usize, usize)| {
-        let op = &plan.ops[r][i];
-        let phase = match op.label.phase {
-            None if op.kind == OpKind::Begin => 0,
-            None if op.kind == OpKind::End => 9,
-            None => 1,
-            Some(Phase::ReduceScatter) => 2,
-            Some(Phase::AllGather) => 3,
-        };
-        let kind = usize::from(matches!(op.kind, OpKind::Reduce { .. }));
-        (
-            phase,
-            op.label.step,
-            kind,
-            r,
-            op.label.chunk,
-            op.label.slice,
-        )
-    };
-    parts.sort_by_key(key);
+    parts.sort_by_key(|p| step_key(plan, p));
     let mut mem = SymMem::new(&s, plan.scratch_len);
     let layout_chunks = chunk_regions(plan);
-    let table = |out: &mut String, mem: &SymMem| {
-        let _ = write!(out, "        ");
-        for c in 0..n {
-            let _ = write!(out, "| {:<w$}", format!("chunk {c}"), w = 4 + 3 * n);
-        }
-        let _ = writeln!(out);
-        for r in 0..n {
-            let _ = write!(out, "  rank {r}");
-            for c in 0..n {
-                let cell = held(mem, plan, &layout_chunks, r, c);
-                let _ = write!(out, "| {:<w$}", cell, w = 4 + 3 * n);
-            }
-            let _ = writeln!(out);
-        }
-    };
     let _ = writeln!(out);
     let _ = writeln!(out, "Chunks:");
     for (c, reg) in layout_chunks.iter().enumerate() {
@@ -190,88 +273,38 @@ fn render_steps(out: &mut String, plan: &Plan) {
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "Start:");
-    table(out, &mem);
-    let mut i = 0;
-    while i < parts.len() {
-        let k0 = key(&parts[i]);
-        let mut j = i;
-        // Lines of this group: copies grouped per (rank, chunk) with their
-        // slices, reduces likewise.
-        let mut lines: Vec<String> = Vec::new();
-        let mut last: Option<(usize, usize, &'static str)> = None;
-        while j < parts.len() && (key(&parts[j]).0, key(&parts[j]).1) == (k0.0, k0.1) {
-            let (r, oi, pk) = parts[j];
-            let op = &plan.ops[r][oi];
-            if let Some(e) = interp::parts(r, op)[pk].effect {
-                let before = describe_effect(&mem, &e, n);
-                let _ = interp::apply(&mut mem, &e);
-                let (what, range) = match e {
-                    Effect::Copy { from, src, to, dst } => (
-                        format!(
-                            "rank {from} -> rank {to}: chunk {} = {before}{}",
-                            op.label.chunk,
-                            if dst.buf == Buf::Scratch {
-                                "  (into scratch)"
-                            } else {
-                                "  (overwrites)"
-                            }
-                        ),
-                        src.range.clone(),
-                    ),
-                    Effect::Reduce { rank, dst, .. } => (
-                        format!(
-                            "rank {rank} reduces the received chunk {} (reduce kernel): now {}",
-                            op.label.chunk,
-                            value_line(&mem, rank, dst, n)
-                        ),
-                        dst.range.clone(),
-                    ),
-                };
-                let tag = if matches!(e, Effect::Copy { .. }) {
-                    "copy"
-                } else {
-                    "reduce"
-                };
-                if last == Some((r, op.label.chunk, tag)) {
-                    // Another slice of the same chunk: add its range.
-                    if let Some(l) = lines.last_mut() {
-                        let _ = write!(l, " [{}..{})", range.start, range.end);
-                    }
-                } else {
-                    lines.push(format!(
-                        "  {what}; slices: [{}..{})",
-                        range.start, range.end
-                    ));
-                    last = Some((r, op.label.chunk, tag));
-                }
-            }
-            j += 1;
-        }
-        if let (2 | 3, step) = (k0.0, k0.1) {
-            let phase = if k0.0 == 2 {
+    let mut prev = Vec::new();
+    print_table(out, plan, &mem, &layout_chunks, &mut prev, false);
+    let steps = schedule::steps(n);
+    let span = if steps == 1 {
+        "(the only step)".to_string()
+    } else {
+        format!("(steps 0-{})", steps - 1)
+    };
+    for group in parts.chunk_by(|a, b| {
+        let (ka, kb) = (step_key(plan, a), step_key(plan, b));
+        (ka.0, ka.1) == (kb.0, kb.1)
+    }) {
+        let (phase, step, ..) = step_key(plan, &group[0]);
+        let lines = apply_group(&mut mem, plan, group);
+        if let 2 | 3 = phase {
+            let phase = if phase == 2 {
                 Phase::ReduceScatter
             } else {
                 Phase::AllGather
             };
             let _ = writeln!(out);
-            let _ = writeln!(
-                out,
-                "{} step {} of {}:",
-                phase.label(),
-                step + 1,
-                schedule::steps(n)
-            );
+            let _ = writeln!(out, "{} step {step} {span}:", phase.label());
             for l in &lines {
                 let _ = writeln!(out, "{l}");
             }
-            table(out, &mem);
+            print_table(out, plan, &mem, &layout_chunks, &mut prev, true);
         } else if !lines.is_empty() {
             let _ = writeln!(out);
             for l in &lines {
                 let _ = writeln!(out, "{l}");
             }
         }
-        i = j.max(i + 1);
     }
 }
 
@@ -513,9 +546,11 @@ mod tests {
     fn ring_trace_ends_complete() {
         let out = t("ring", shape(Collective::AllReduce, 4, 8));
         assert!(out.starts_with("ring: all-reduce"), "{out}");
-        assert!(out.contains("all-gather step 3 of 3"));
+        // Steps count from 0, as in the formulas and the timeline labels.
+        assert!(out.contains("reduce-scatter step 0 (steps 0-2):"), "{out}");
+        assert!(!out.contains("step 3"), "{out}");
         assert!(out.contains("PASS"));
-        let tail = out.split("all-gather step 3 of 3:").nth(1).unwrap();
+        let tail = out.split("all-gather step 2 (steps 0-2):").nth(1).unwrap();
         let table: Vec<&str> = tail
             .lines()
             .filter(|l| l.starts_with("  rank ") && l.contains('|'))
@@ -525,6 +560,12 @@ mod tests {
             table.iter().all(|l| l.matches("ALL").count() == 4),
             "{tail}"
         );
+        // The last step gives every rank exactly one chunk: one mark a row.
+        assert!(table.iter().all(|l| l.matches('*').count() == 1), "{tail}");
+        // The start table marks nothing.
+        let start = out.split("Start:").nth(1).unwrap();
+        let start = start.split("reduce-scatter").next().unwrap();
+        assert!(!start.contains('*'), "{start}");
     }
 
     #[test]
@@ -532,7 +573,10 @@ mod tests {
         let out = t("ring:pipe2", shape(Collective::AllReduce, 2, 16));
         assert!(out.starts_with("ring:pipe2:"), "{out}");
         // One line per chunk listing both slices, not one line per slice.
-        let step = out.split("reduce-scatter step 1 of 1:").nth(1).unwrap();
+        let step = out
+            .split("reduce-scatter step 0 (the only step):")
+            .nth(1)
+            .unwrap();
         let copies: Vec<&str> = step
             .lines()
             .take_while(|l| !l.starts_with("        |"))

@@ -361,6 +361,67 @@ pub fn register(h: &mut Harness) {
         pass()
     });
 
+    h.add("cli::docs_sh_commands_run_on_cpu", || {
+        // Every `ringreduce ...` line of a ```sh block in README.md and
+        // docs/*.md (not the records under docs/results or docs/history)
+        // runs on the CPU backend and exits 0; commands that need a GPU or
+        // NCCL are skipped with the reason printed. Then every relative
+        // link of the docs resolves (scripts/check-doc-links.sh).
+        let root = crate::common::repo_root();
+        let Ok(readme) = std::fs::read_to_string(root.join("README.md")) else {
+            return skip(format!("the source tree is not at {}", root.display()));
+        };
+        let mut docs = vec![("README.md".to_string(), readme)];
+        let mut names: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+            .map_err(|e| format!("docs/: {e}"))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .collect();
+        names.sort();
+        for p in names {
+            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            docs.push((
+                format!(
+                    "docs/{}",
+                    p.file_name().unwrap_or_default().to_string_lossy()
+                ),
+                text,
+            ));
+        }
+        let dir = scratch_dir("docs-commands")?;
+        let mut ran_count = 0;
+        for (file, text) in &docs {
+            for line in sh_block_commands(text) {
+                let words: Vec<&str> = line.split_whitespace().skip(1).collect();
+                if let Some(why) = needs_gpu(&words) {
+                    println!("    skipped `{line}` ({file}): {why}");
+                    continue;
+                }
+                let ran = rr_in(&dir, &words);
+                ensure!(
+                    ran.code == Some(0) && !ran.panicked(),
+                    "{file}: `{line}`: {}",
+                    ran.show()
+                );
+                ran_count += 1;
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        ensure!(
+            ran_count >= 3,
+            "only {ran_count} commands found in ```sh blocks"
+        );
+        let mut links = Command::new("bash");
+        links.arg(root.join("scripts/check-doc-links.sh"));
+        let ran = run_cmd(links, Duration::from_secs(120));
+        if ran.err.contains("python3: command not found") {
+            return skip("python3 not found: links not checked");
+        }
+        ensure!(ran.code == Some(0), "check-doc-links.sh: {}", ran.show());
+        pass()
+    });
+
     h.add("cli::run_passes_on_cpu", || {
         let cases: Vec<(Vec<&str>, Option<&str>)> = vec![
             (vec![], None),
@@ -1074,8 +1135,9 @@ pub fn register(h: &mut Harness) {
             ran.show()
         );
         ensure!(
-            ran.out.contains("reduce-scatter step 1 of 3")
-                && ran.out.contains("all-gather step 3 of 3"),
+            // Steps count from 0 (the formulas' and the timeline's RS0).
+            ran.out.contains("reduce-scatter step 0 (steps 0-2)")
+                && ran.out.contains("all-gather step 2 (steps 0-2)"),
             "{}",
             ran.show()
         );
@@ -1167,7 +1229,7 @@ pub fn register(h: &mut Harness) {
         );
         ensure!(
             ran.out.starts_with("ring: reduce-scatter on N = 3")
-                && ran.out.contains("reduce-scatter step 2 of 2")
+                && ran.out.contains("reduce-scatter step 1 (steps 0-1)")
                 && !ran.out.contains("all-gather step"),
             "{}",
             ran.show()
@@ -1265,4 +1327,59 @@ pub fn register(h: &mut Harness) {
         );
         pass()
     });
+}
+
+/// The `ringreduce ...` lines of the ```sh (or bash, shell) blocks of a
+/// markdown text, without a leading `$ ` or a trailing `# comment`.
+fn sh_block_commands(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut block: Option<bool> = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(lang) = t.strip_prefix("```") {
+            block = match block {
+                None => Some(matches!(lang.trim(), "sh" | "bash" | "shell" | "console")),
+                Some(_) => None,
+            };
+            continue;
+        }
+        if block != Some(true) {
+            continue;
+        }
+        let t = t.strip_prefix("$ ").unwrap_or(t);
+        let t = t.split(" #").next().unwrap_or(t).trim();
+        if t.starts_with("ringreduce ") || t == "ringreduce" {
+            out.push(t.to_string());
+        }
+    }
+    out
+}
+
+/// Why a documented command cannot run on the CPU backend, if it cannot.
+fn needs_gpu(words: &[&str]) -> Option<&'static str> {
+    if words
+        .windows(2)
+        .any(|w| w[0] == "--backend" && w[1] == "cuda")
+    {
+        return Some("--backend cuda needs a GPU");
+    }
+    if words
+        .iter()
+        .any(|w| w.to_ascii_lowercase().contains("nccl"))
+    {
+        return Some("NCCL needs a GPU");
+    }
+    if words.first() == Some(&"check") {
+        return Some("check compares against NCCL on a GPU");
+    }
+    if words.first() == Some(&"launch") && !words.contains(&"cpu") {
+        return Some("launch of a GPU job");
+    }
+    if words
+        .iter()
+        .any(|w| w.contains(['|', '>', '<', '`', '$', '"', '\'']))
+    {
+        return Some("shell syntax this test does not interpret");
+    }
+    None
 }
