@@ -25,12 +25,7 @@ impl NcclBackend for CudaBackend {
     }
 
     fn launch_nccl(&mut self, call: &NcclCall) -> Result<()> {
-        let timed = self.nccl_timing;
-        if timed {
-            let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
-            self.nccl_timed
-                .push((format!("nccl {}", call.collective.name()), launch_ns));
-        }
+        let timed = self.log.nccl(call);
         let (key, sent) = self.held_nccl.key(call);
         let cmds = (0..self.info.ranks)
             .map(|_| {
@@ -59,19 +54,19 @@ impl NcclBackend for CudaBackend {
     }
 
     fn set_nccl_timing(&mut self, on: bool) {
-        self.nccl_timing = on;
+        self.log.set_nccl_timing(on);
     }
 
     fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         self.drain()?;
-        let epoch = self.epoch;
+        let epoch = self.log.epoch();
         let per_rank: Vec<(Vec<Vec<OpTime>>, f64)> = self.each(move |_| {
             Box::new(move |rk: &mut Rank<'_>| {
                 let (v, half) = rk.take_nccl_timing(epoch)?;
                 Ok((v.into_iter().map(|t| vec![t]).collect(), half))
             })
         })?;
-        let calls = std::mem::take(&mut self.nccl_timed);
+        let calls = self.log.take_nccl();
         Ok(assemble(calls, per_rank))
     }
 }
@@ -87,11 +82,7 @@ impl GraphBackend for CudaBackend {
         }
         self.drop_graphs()?;
         let calls = Arc::new(calls.to_vec());
-        let signals = calls
-            .iter()
-            .map(|c| c.plan.signal_count())
-            .max()
-            .unwrap_or(0);
+        let signals = super::front::most_signals(&calls);
         let (abort, timeout) = (self.abort.clone(), self.timeout);
         if calls.iter().all(|c| c.plan.device_ordered()) {
             self.joint = false;
@@ -181,10 +172,10 @@ impl Profiling for CudaBackend {
 
     fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         self.drain()?;
-        let epoch = self.epoch;
+        let epoch = self.log.epoch();
         let per_rank: Vec<(Vec<Vec<OpTime>>, f64)> =
             self.each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.take_timing(epoch)))?;
-        let calls = std::mem::take(&mut self.timed);
+        let calls = self.log.take();
         Ok(assemble(calls, per_rank))
     }
 

@@ -31,6 +31,7 @@
 
 mod calls;
 mod capabilities;
+mod front;
 mod ipc;
 mod peers;
 pub(crate) mod process;
@@ -189,15 +190,9 @@ pub(crate) struct CudaBackend {
     abort: AbortHandle,
     timeout: Duration,
     peers: Peers,
-    /// Plan names and launch times (host ns since `epoch`) of the timed
-    /// calls since the last take.
-    timed: Vec<(String, f64)>,
-    /// Whether NCCL calls are timed, and the launch times of the timed ones
-    /// since the last take.
-    nccl_timing: bool,
-    nccl_timed: Vec<(String, f64)>,
-    /// The host clock's zero for timelines.
-    epoch: Instant,
+    /// The timed calls' names and launch times, against the host clock's
+    /// zero for timelines.
+    log: front::LaunchLog,
     /// Nanoseconds the calling thread spent in `launch` since the last
     /// profile take.
     caller_ns: u64,
@@ -466,20 +461,12 @@ impl Backend for CudaBackend {
 
     fn launch(&mut self, call: &Call) -> Result<()> {
         let t_entry = Instant::now();
-        check_call(call, self.info.ranks)?;
-        if self.abort.is_aborted() {
-            return Err(Error::Poisoned {
-                reason: "the engine was aborted".into(),
-            });
-        }
+        front::admit(call, self.info.ranks, &self.abort)?;
         self.ensure_events(call.plan.signal_count())?;
         self.gen += 1;
         self.calls += 1;
         let (gen, call_no) = (self.gen, self.calls);
-        if call.timing {
-            let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
-            self.timed.push((call.plan.name.clone(), launch_ns));
-        }
+        self.log.collective(call);
         let (key, sent) = self.held.key(call);
         let cmds: Vec<Cmd> = (0..self.info.ranks)
             .map(|_| {
@@ -505,28 +492,19 @@ impl Backend for CudaBackend {
     }
 
     fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
-        let mut seen: HashMap<usize, (u64, u64)> = HashMap::new();
+        // One query per GPU, however many ranks share it.
+        let mut seen: HashMap<usize, DeviceMemory> = HashMap::new();
         let mut out = Vec::new();
         for &d in &self.info.rank_to_device {
-            let (free, total) = match seen.get(&d) {
-                Some(&v) => v,
+            let m = match seen.get(&d) {
+                Some(&m) => m,
                 None => {
-                    let v = cuda::with_device(d, |ctx| ctx.mem_info())
-                        .and_then(|r| r)
-                        .map(|(f, t)| (f as u64, t as u64))
-                        .map_err(|e| Error::CudaSetup {
-                            call: e.call,
-                            message: e.message,
-                        })?;
-                    seen.insert(d, v);
-                    v
+                    let m = front::device_memory(d)?;
+                    seen.insert(d, m);
+                    m
                 }
             };
-            out.push(Some(DeviceMemory {
-                device: d,
-                free,
-                total,
-            }));
+            out.push(Some(m));
         }
         Ok(out)
     }

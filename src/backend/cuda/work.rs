@@ -20,7 +20,7 @@ use crate::backend::ordered::{
     After, Completion, SpanTag, StreamOrdered, WorkArg, WorkLaunch, WorkSpan,
 };
 use crate::backend::overlap::{Gate, OverlapBench};
-use crate::backend::{check_call, Call, NcclCall};
+use crate::backend::{Call, NcclCall};
 use crate::cuda::work::Arg;
 use crate::cuda::{DoneEvent, Event, HostMapped, LoadedWork, Stream, TimingEvent};
 use crate::error::{Error, Result};
@@ -393,12 +393,7 @@ impl StreamOrdered for CudaBackend {
         tag: Option<SpanTag>,
     ) -> Result<Vec<Completion>> {
         let n = self.info.ranks;
-        check_call(call, n)?;
-        if self.abort.is_aborted() {
-            return Err(Error::Poisoned {
-                reason: "the engine was aborted".into(),
-            });
-        }
+        super::front::admit(call, n, &self.abort)?;
         if let After::Streams(s) = after {
             if s.len() != n {
                 return Err(Error::WrongBufferCount {
@@ -420,10 +415,7 @@ impl StreamOrdered for CudaBackend {
         self.calls += 1;
         let (board, gen, call_no) = (self.board.clone(), self.gen, self.calls);
         let call = Arc::new(call.clone());
-        if call.timing {
-            let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
-            self.timed.push((call.plan.name.clone(), launch_ns));
-        }
+        self.log.collective(&call);
         let after = Arc::new(after.clone());
         self.each_all(|_| {
             let (call, board, after) = (call.clone(), board.clone(), after.clone());

@@ -47,12 +47,7 @@ impl NcclBackend for CudaProcessBackend {
     }
 
     fn launch_nccl(&mut self, call: &NcclCall) -> Result<()> {
-        let timed = self.nccl_timing;
-        if timed {
-            let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
-            self.nccl_timed
-                .push((format!("nccl {}", call.collective.name()), launch_ns));
-        }
+        let timed = self.log.nccl(call);
         let (key, sent) = self.held_nccl.key(call);
         self.threads
             .run(vec![Cmd::Nccl(NcclCmd {
@@ -75,16 +70,16 @@ impl NcclBackend for CudaProcessBackend {
     }
 
     fn set_nccl_timing(&mut self, on: bool) {
-        self.nccl_timing = on;
+        self.log.set_nccl_timing(on);
     }
 
     fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         self.drain()?;
-        let epoch = self.epoch;
+        let epoch = self.log.epoch();
         let (v, _half) = self.on(Box::new(move |rk: &mut Rank<'_>| {
             rk.take_nccl_timing(epoch)
         }))?;
-        let names = std::mem::take(&mut self.nccl_timed);
+        let names = self.log.take_nccl();
         Ok(names
             .into_iter()
             .zip(v)
@@ -114,11 +109,7 @@ impl GraphBackend for CudaProcessBackend {
             }
         }
         let calls = Arc::new(calls.to_vec());
-        let signals = calls
-            .iter()
-            .map(|c| c.plan.signal_count())
-            .max()
-            .unwrap_or(0);
+        let signals = super::super::front::most_signals(&calls);
         let (abort, timeout) = (self.abort.clone(), self.timeout);
         self.on(Box::new(move |rk: &mut Rank<'_>| {
             // Device-ordered plans: nobody waits on the host board.
@@ -151,10 +142,10 @@ impl Profiling for CudaProcessBackend {
 
     fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         self.drain()?;
-        let epoch = self.epoch;
+        let epoch = self.log.epoch();
         let (per_call, _half) =
             self.on(Box::new(move |rk: &mut Rank<'_>| rk.take_timing(epoch)))?;
-        let names = std::mem::take(&mut self.timed);
+        let names = self.log.take();
         Ok(names
             .into_iter()
             .zip(per_call)

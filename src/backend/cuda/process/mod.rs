@@ -25,6 +25,7 @@
 //! NCCL per process: rank 0's `ncclGetUniqueId` goes through the store and
 //! every process calls `ncclCommInitRank` for its rank, as NCCL is deployed.
 
+use super::front::{admit, device_memory, LaunchLog};
 use super::ipc::Exported;
 use super::rank::Rank;
 use super::{
@@ -32,8 +33,8 @@ use super::{
     Reply, Work,
 };
 use crate::backend::{
-    check_call, Backend, BackendInfo, BackendKind, BufId, Call, DeviceMemory, GraphBackend,
-    NcclBackend, NcclCall, Profiling, SetupBreakdown,
+    Backend, BackendInfo, BackendKind, BufId, Call, DeviceMemory, GraphBackend, NcclBackend,
+    NcclCall, Profiling, SetupBreakdown,
 };
 use crate::cuda::{self, HostMapped, IpcEventHandle, RemoteEvent};
 use crate::error::{Error, Result};
@@ -68,14 +69,9 @@ pub struct CudaProcessBackend {
     /// Calls after whose issue this process kills itself (fault injection).
     kill_at: Vec<u64>,
     nccl_inits: u64,
-    /// Plan names and launch times (host ns since `epoch`) of the timed
-    /// calls since the last take.
-    timed: Vec<(String, f64)>,
-    /// Whether NCCL calls are timed, and the launch times of the timed ones.
-    nccl_timing: bool,
-    nccl_timed: Vec<(String, f64)>,
-    /// The host clock's zero for timelines (this process's).
-    epoch: Instant,
+    /// The timed calls' names and launch times, against this process's
+    /// host clock zero.
+    log: LaunchLog,
     /// Peers reading this rank's send buffers (see [`crate::process::reads`]).
     reads: PeerReads,
 }
@@ -146,10 +142,7 @@ impl CudaProcessBackend {
             peers: Peers::default(),
             kill_at,
             nccl_inits: 0,
-            timed: Vec::new(),
-            nccl_timing: false,
-            nccl_timed: Vec::new(),
-            epoch: Instant::now(),
+            log: LaunchLog::new(),
             reads: PeerReads::default(),
             job,
         };
@@ -516,12 +509,7 @@ impl Backend for CudaProcessBackend {
     }
 
     fn launch(&mut self, call: &Call) -> Result<()> {
-        check_call(call, self.info.ranks)?;
-        if self.abort.is_aborted() {
-            return Err(Error::Poisoned {
-                reason: "the engine was aborted".into(),
-            });
-        }
+        admit(call, self.info.ranks, &self.abort)?;
         self.ensure_events(call.plan.signal_count())?;
         self.gen += 1;
         if let Err(e) = self
@@ -531,10 +519,7 @@ impl Backend for CudaProcessBackend {
             return Err(self.failed(e));
         }
         let gen = self.gen;
-        if call.timing {
-            let launch_ns = self.epoch.elapsed().as_secs_f64() * 1e9;
-            self.timed.push((call.plan.name.clone(), launch_ns));
-        }
+        self.log.collective(call);
         let (key, sent) = self.held.key(call);
         let r = self
             .threads
@@ -561,22 +546,10 @@ impl Backend for CudaProcessBackend {
     }
 
     fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
-        let (free, total) = cuda::with_device(self.device, |ctx| ctx.mem_info())
-            .and_then(|r| r)
-            .map(|(f, t)| (f as u64, t as u64))
-            .map_err(|e| Error::CudaSetup {
-                call: e.call,
-                message: e.message,
-            })?;
+        let mine = device_memory(self.device)?;
         // Only this rank's device is known (and checked) here.
         Ok((0..self.info.ranks)
-            .map(|r| {
-                (r == self.me).then_some(DeviceMemory {
-                    device: self.device,
-                    free,
-                    total,
-                })
-            })
+            .map(|r| (r == self.me).then_some(mine))
             .collect())
     }
 
