@@ -238,8 +238,17 @@ impl Model {
     }
 }
 
-/// One path's fit: alpha and an effective bandwidth, for that path's own
-/// [`Cost`] (see [`fit`]).
+/// One path's fit: alpha, an effective bandwidth and an overlap, for that
+/// path's own [`Cost`] (see [`fit`]).
+///
+/// With latency `l = rounds·alpha` and transfer `b = link_bytes/B`, the
+/// time is `max(l, b) + (1 - overlap)·min(l, b)`: `overlap = 0` is the
+/// classic alpha-beta sum `l + b` (every round's latency exposed, as in
+/// Thakur, Rabenseifner and Gropp), `overlap = 1` the roofline `max(l, b)`
+/// (the latency of the rounds hidden under the transfer, or the transfer
+/// under the latency). A real path sits between: its time stays flat up to
+/// a knee (latency-bound) and then grows with `D`, which a sum of the two
+/// terms cannot draw.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fit {
     pub cost: Cost,
@@ -249,28 +258,64 @@ pub struct Fit {
     /// bytes reduced grow with the bytes moved, so a fit cannot tell the
     /// link from the reduce; this bandwidth includes the reduce.
     pub link_gbps: f64,
+    /// The fraction of the smaller of the two terms hidden under the larger
+    /// (0 to 1).
+    pub overlap: f64,
 }
 
 impl Fit {
     /// The fitted time, microseconds.
     pub fn time_us(&self, n: usize, d: f64) -> f64 {
-        Model {
-            alpha_us: self.alpha_us,
-            link_gbps: self.link_gbps,
-            reduce_gbps: f64::INFINITY,
-        }
-        .time_us(self.cost, n, d)
+        let t = self.cost.terms(n, d);
+        overlapped(
+            t.rounds * self.alpha_us,
+            t.link_bytes / (self.link_gbps * 1e3),
+            self.overlap,
+        )
     }
 }
 
+/// `max(l, b) + (1 - o)·min(l, b)`: two costs of which the fraction `o` of
+/// the smaller runs under the larger.
+fn overlapped(l: f64, b: f64, o: f64) -> f64 {
+    l.max(b) + (1.0 - o) * l.min(b)
+}
+
 /// Fits `cost`'s model to measured all-reduces of ONE path: each point is
-/// `(N, D bytes per rank, time µs)`, modelled as `rounds·alpha +
-/// link_bytes/B` with the path's own terms ([`Cost::terms`]). Least squares
-/// on the relative error (each point weighted by 1/time², so a sweep over
-/// many decades of sizes fits the small ones as well as the large ones),
-/// with `alpha >= 0`. `None` without two points of different sizes, or
-/// when the data do not give a positive bandwidth.
+/// `(N, D bytes per rank, time µs)`, modelled as
+/// `max(l, b) + (1 - overlap)·min(l, b)` with `l = rounds·alpha` and
+/// `b = link_bytes/B`, the path's own terms ([`Cost::terms`]; see [`Fit`]).
+/// Least squares on the relative error (each point weighted by 1/time², so
+/// a sweep over many decades of sizes fits the small ones as well as the
+/// large ones), with `alpha >= 0`: the sum (`overlap = 0`) in closed form,
+/// then every overlap from 0 to 1 in steps of 0.05, each with alpha and B
+/// found by a coordinate search from the sum's, keeping the best.
+/// `None` without two points of different sizes, or when the data do not
+/// give a positive bandwidth.
 pub fn fit(cost: Cost, points: &[(usize, f64, f64)]) -> Option<Fit> {
+    let pts = fit_points(cost, points)?;
+    let (a, c) = fit_sum(&pts)?;
+    let mut best = (relative_loss(&pts, a, c, 0.0), a, c, 0.0);
+    for step in 1..=20 {
+        let o = f64::from(step) / 20.0;
+        let (loss, a, c) = search(&pts, a.max(1e-3), c, o);
+        if loss < best.0 {
+            best = (loss, a, c, o);
+        }
+    }
+    let (_, a, c, overlap) = best;
+    Some(Fit {
+        cost,
+        alpha_us: a,
+        // c µs/byte = 1 / (gbps * 1e3)
+        link_gbps: 1.0 / (c * 1e3),
+        overlap,
+    })
+}
+
+/// The usable points as `(rounds, link_bytes, time µs)` of `cost`; `None`
+/// without two of different sizes.
+fn fit_points(cost: Cost, points: &[(usize, f64, f64)]) -> Option<Vec<(f64, f64, f64)>> {
     let pts: Vec<(f64, f64, f64)> = points
         .iter()
         .filter(|&&(n, d, t)| n >= 2 && d > 0.0 && t.is_finite() && t > 0.0)
@@ -282,11 +327,50 @@ pub fn fit(cost: Cost, points: &[(usize, f64, f64)]) -> Option<Fit> {
     let distinct = pts
         .iter()
         .any(|p| (p.1 - pts[0].1).abs() > 1e-9 * pts[0].1.max(1.0));
-    if pts.len() < 2 || !distinct {
-        return None;
+    (pts.len() >= 2 && distinct).then_some(pts)
+}
+
+/// Σ ((model - t) / t)² over `(rounds, link_bytes, t)` points, for alpha
+/// `a` µs, `c` µs per byte and overlap `o`.
+fn relative_loss(pts: &[(f64, f64, f64)], a: f64, c: f64, o: f64) -> f64 {
+    pts.iter()
+        .map(|&(r, l, t)| {
+            let e = (overlapped(r * a, l * c, o) - t) / t;
+            e * e
+        })
+        .sum()
+}
+
+/// Alpha and µs per byte minimising [`relative_loss`] at overlap `o`, by a
+/// coordinate search on their logarithms from `(a, c)` (steps halving from
+/// a factor e down to 1e-4; bounded). The loss is piecewise smooth in the
+/// two parameters, so a search is simpler and as good here as a solver.
+fn search(pts: &[(f64, f64, f64)], a: f64, c: f64, o: f64) -> (f64, f64, f64) {
+    let (mut la, mut lc) = (a.ln(), c.ln());
+    let mut loss = relative_loss(pts, a, c, o);
+    let mut step = 1.0;
+    for _ in 0..10_000 {
+        if step < 1e-4 {
+            break;
+        }
+        let better = [(step, 0.0), (-step, 0.0), (0.0, step), (0.0, -step)]
+            .into_iter()
+            .map(|(da, dc)| (la + da, lc + dc))
+            .map(|(x, y)| (relative_loss(pts, x.exp(), y.exp(), o), x, y))
+            .find(|&(l, _, _)| l < loss);
+        match better {
+            Some((l, x, y)) => (loss, la, lc) = (l, x, y),
+            None => step /= 2.0,
+        }
     }
+    (loss, la.exp(), lc.exp())
+}
+
+/// The sum form's fit in closed form: `(alpha µs, µs per byte)`, alpha
+/// clamped at 0; `None` without a positive bandwidth.
+fn fit_sum(pts: &[(f64, f64, f64)]) -> Option<(f64, f64)> {
     let (mut s11, mut s12, mut s22, mut s1t, mut s2t) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    for &(x1, x2, t) in &pts {
+    for &(x1, x2, t) in pts {
         let w = 1.0 / (t * t);
         s11 += w * x1 * x1;
         s12 += w * x1 * x2;
@@ -305,24 +389,17 @@ pub fn fit(cost: Cost, points: &[(usize, f64, f64)]) -> Option<Fit> {
         a = 0.0;
         c = s2t / s22;
     }
-    if !(c > 0.0 && c.is_finite()) {
-        return None;
-    }
-    Some(Fit {
-        cost,
-        alpha_us: a,
-        // c µs/byte = 1 / (gbps * 1e3)
-        link_gbps: 1.0 / (c * 1e3),
-    })
+    (c > 0.0 && c.is_finite()).then_some((a, c))
 }
 
-/// Fits the ring's alpha-beta model (`2(N-1)·alpha + 2(N-1)/N·D / B`) to
-/// measured all-reduces of the plain ring ([`fit`] with
-/// [`Cost::Ring`] of one slice).
+/// Fits the ring's classic alpha-beta sum (`2(N-1)·alpha + 2(N-1)/N·D /
+/// B`, no overlap) to measured all-reduces of the plain ring: [`fit`]'s
+/// closed-form first stage with [`Cost::Ring`] of one slice.
 pub fn fit_ring(points: &[(usize, f64, f64)]) -> Option<AlphaBeta> {
-    fit(Cost::Ring { slices: 1 }, points).map(|f| AlphaBeta {
-        alpha_us: f.alpha_us,
-        link_gbps: f.link_gbps,
+    let (a, c) = fit_sum(&fit_points(Cost::Ring { slices: 1 }, points)?)?;
+    Some(AlphaBeta {
+        alpha_us: a,
+        link_gbps: 1.0 / (c * 1e3),
     })
 }
 
@@ -384,14 +461,30 @@ impl Pricing {
     /// byte (the parameter server against the ring): the `D` where their
     /// times are equal. `None` when one of them wins at every size.
     pub fn crossover(&self, a: Cost, b: Cost, n: usize) -> Option<f64> {
-        // Every time is affine in D: fixed + D * per_byte.
-        let affine = |c: Cost| {
-            let fixed = self.time_us(c, n, 0.0);
-            (fixed, self.time_us(c, n, 1.0) - fixed)
-        };
-        let ((fa, pa), (fb, pb)) = (affine(a), affine(b));
-        let (dfixed, dbyte) = (fb - fa, pa - pb);
-        (dfixed > 0.0 && dbyte > 0.0).then(|| dfixed / dbyte)
+        // `b - a` in µs: positive while `a` is faster. A fitted time is not
+        // affine in D (see [`Fit`]), so look for the first sign change on
+        // a grid of sizes (1 B to 1 TiB, 16 points per doubling), then
+        // bisect it.
+        let gap = |d: f64| self.time_us(b, n, d) - self.time_us(a, n, d);
+        if gap(1.0) <= 0.0 {
+            return None;
+        }
+        let grid = (0..=40 * 16).map(|i| 2f64.powf(f64::from(i) / 16.0));
+        let mut lo = 1.0;
+        let hi = grid.clone().find(|&d| gap(d) <= 0.0)?;
+        if let Some(below) = grid.take_while(|&d| d < hi).last() {
+            lo = below;
+        }
+        let mut hi = hi;
+        for _ in 0..60 {
+            let mid = 0.5 * (lo + hi);
+            if gap(mid) > 0.0 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(hi)
     }
 
     /// How each path is priced, one line.
@@ -410,10 +503,11 @@ impl Pricing {
         for f in &self.fits {
             let _ = write!(
                 s,
-                "; {}: alpha = {} us, B = {} GB/s (fitted, reduce included)",
+                "; {}: alpha = {} us, B = {} GB/s, overlap {:.2} (fitted, reduce included)",
                 cost_name(f.cost),
                 short(f.alpha_us),
-                short(f.link_gbps)
+                short(f.link_gbps),
+                f.overlap
             );
         }
         s
@@ -816,6 +910,7 @@ mod tests {
             cost: Cost::ParameterServer,
             alpha_us: 1.0,
             link_gbps: 1000.0,
+            overlap: 0.0,
         };
         let p = Pricing {
             model,
@@ -859,5 +954,92 @@ mod tests {
             assert_abs_diff_eq!(f.link_gbps, 250.0, epsilon = 1e-6);
             assert_relative_eq!(f.time_us(4, 1e6), m.time_us(c, 4, 1e6), max_relative = 1e-9);
         }
+    }
+
+    /// Times from an overlapped model (the latency of the rounds partly
+    /// hidden under the transfer) give back its overlap and parameters.
+    #[test]
+    fn fit_recovers_an_overlap() {
+        for (c, o) in [
+            (Cost::Ring { slices: 1 }, 0.8),
+            (Cost::Ring { slices: 2 }, 1.0),
+            (Cost::ParameterServer, 0.4),
+            (Cost::OneShot, 0.95),
+        ] {
+            let truth = Fit {
+                cost: c,
+                alpha_us: 12.0,
+                link_gbps: 300.0,
+                overlap: o,
+            };
+            let pts: Vec<(usize, f64, f64)> = (12..=28)
+                .map(|k| {
+                    let d = (1u64 << k) as f64;
+                    (4, d, truth.time_us(4, d))
+                })
+                .collect();
+            let f = fit(c, &pts).unwrap();
+            assert_abs_diff_eq!(f.overlap, o, epsilon = 1e-9);
+            assert_relative_eq!(f.alpha_us, 12.0, max_relative = 1e-3);
+            assert_relative_eq!(f.link_gbps, 300.0, max_relative = 1e-3);
+        }
+    }
+
+    /// A path whose time stays flat up to a knee and then grows with the
+    /// size (what one GPU shows): the sum misses the knee by more than a
+    /// quarter, the overlapped fit does not.
+    #[test]
+    fn the_overlap_draws_the_knee_the_sum_misses() {
+        let ring = Cost::Ring { slices: 1 };
+        // 40 us flat, then 300 GB/s per link direction (2 ranks: D bytes).
+        let pts: Vec<(usize, f64, f64)> = (16..=28)
+            .map(|k| {
+                let d = (1u64 << k) as f64;
+                (2, d, (d / 300e3).max(40.0))
+            })
+            .collect();
+        let worst = |f: &dyn Fn(f64) -> f64| {
+            pts.iter()
+                .filter(|p| p.1 >= 1048576.0)
+                .map(|&(_, d, t)| (f(d) / t - 1.0).abs())
+                .fold(0.0, f64::max)
+        };
+        let sum = fit_ring(&pts).unwrap();
+        assert!(worst(&|d| ring_time_us(2, d, &sum)) > 0.25);
+        let f = fit(ring, &pts).unwrap();
+        assert!(f.overlap > 0.9, "{f:?}");
+        assert!(worst(&|d| f.time_us(2, d)) < 0.05, "{f:?}");
+    }
+
+    /// The crossover of two fits that are not affine in the size is still
+    /// where their times are equal.
+    #[test]
+    fn crossover_of_overlapped_fits() {
+        let fit_of = |cost, alpha_us, link_gbps| Fit {
+            cost,
+            alpha_us,
+            link_gbps,
+            overlap: 0.9,
+        };
+        let ring = Cost::Ring { slices: 1 };
+        let p = Pricing {
+            model: Model {
+                alpha_us: 10.0,
+                link_gbps: 300.0,
+                reduce_gbps: f64::INFINITY,
+            },
+            fits: vec![
+                fit_of(Cost::ParameterServer, 12.0, 1000.0),
+                fit_of(ring, 15.0, 300.0),
+            ],
+        };
+        let x = p.crossover(Cost::ParameterServer, ring, 4).unwrap();
+        assert_relative_eq!(
+            p.time_us(Cost::ParameterServer, 4, x),
+            p.time_us(ring, 4, x),
+            max_relative = 1e-9
+        );
+        assert!(p.time_us(Cost::ParameterServer, 4, x / 2.0) < p.time_us(ring, 4, x / 2.0));
+        assert!(p.time_us(Cost::ParameterServer, 4, x * 2.0) > p.time_us(ring, 4, x * 2.0));
     }
 }

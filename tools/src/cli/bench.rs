@@ -14,7 +14,7 @@ use ringreduce::size::format_bytes;
 use std::path::PathBuf;
 use std::time::Instant;
 
-mod model;
+pub(crate) mod model;
 mod sweep;
 use model::{breakdown_rows, fit_models, out_breakdown, out_models};
 use sweep::sweep;

@@ -33,8 +33,10 @@ pub struct TheoryArgs {
     pub from_bench: Option<PathBuf>,
 }
 
-/// The fits of a bench JSON file's paths, and a line saying where they
-/// came from.
+/// The fits of a bench JSON file's paths, refitted from its rows with
+/// today's [`ringreduce::theory::fit`] (a file keeps the models of the
+/// fit that wrote it; its rows are the measurement), and a line saying
+/// where they came from. Prints each path's measured vs model table.
 fn from_bench(path: &std::path::Path) -> Result<(Vec<ringreduce::theory::Fit>, String)> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
         path: path.display().to_string(),
@@ -42,34 +44,29 @@ fn from_bench(path: &std::path::Path) -> Result<(Vec<ringreduce::theory::Fit>, S
     })?;
     let rep = Report::from_json(&text)
         .map_err(|e| Error::Report(format!("{}: not a bench JSON report: {e}", path.display())))?;
-    let fits: Vec<ringreduce::theory::Fit> = rep
-        .header
-        .models
+    let fitted = super::bench::model::refit(&rep);
+    let fits: Vec<ringreduce::theory::Fit> = fitted
         .iter()
+        .map(|(m, _)| m)
         .filter(|m| !m.path.ends_with(":graph"))
-        .filter_map(|m| {
-            let cost = ringreduce::algo::parse(&m.path).ok()?.cost()?;
-            Some(ringreduce::theory::Fit {
-                cost,
-                alpha_us: m.alpha_us,
-                link_gbps: m.beta_gbps,
-            })
-        })
+        .filter_map(super::bench::model::as_fit)
         .collect();
     if fits.is_empty() {
         return Err(Error::BadArgument(format!(
-            "{}: no fitted path model in this report (bench fits one to each engine path's all-reduce rows on 2 or more ranks; JSON from before the per-path fits has none)",
+            "{}: no engine path in this report has all-reduce rows of two or more sizes on 2 or more ranks to fit a model to",
             path.display()
         )));
     }
+    let h = &rep.header;
+    let load = ringreduce::theory::ring_link_load(&h.rank_to_device).max(1);
+    super::bench::model::out_models(&rep, &fitted, h.ranks, load)?;
     let note = format!(
-        "models from {} (`{}`): {}",
+        "models refitted from the rows of {} (`{}`): {}",
         path.display(),
-        rep.header.command,
-        rep.header
-            .models
+        h.command,
+        fitted
             .iter()
-            .map(|m| format!("{} {} rows", m.path, m.rows))
+            .map(|(m, _)| format!("{} {} rows", m.path, m.rows))
             .collect::<Vec<_>>()
             .join(", ")
     );

@@ -65,6 +65,7 @@ mod tests {
             alpha_us: 6.5,
             beta_gbps: 310.0,
             rows: 9,
+            overlap: 0.7,
         });
         rep.breakdown.push(super::super::BreakdownRow {
             size: 1 << 20,

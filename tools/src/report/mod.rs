@@ -420,8 +420,10 @@ impl Header {
 }
 
 /// One path's alpha-beta model fitted to that path's own all-reduce rows
-/// of a sweep: `time = rounds·alpha + link_bytes / beta` with the path's
-/// [`ringreduce::theory::Cost`] terms (see [`ringreduce::theory::fit`]).
+/// of a sweep: with `l = rounds·alpha` and `b = link_bytes / beta` (the
+/// path's [`ringreduce::theory::Cost`] terms), `time = max(l, b) +
+/// (1 - overlap)·min(l, b)` (see [`ringreduce::theory::Fit`] and
+/// [`ringreduce::theory::fit`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ModelFit {
     /// The path whose rows were fitted (`ring`, `ring:pipe2`, `ps`, ...;
@@ -436,6 +438,10 @@ pub struct ModelFit {
     pub beta_gbps: f64,
     /// How many rows were fitted.
     pub rows: usize,
+    /// The fraction of the smaller term hidden under the larger (0: the
+    /// classic sum; reports from before the overlap was fitted have none).
+    #[serde(default)]
+    pub overlap: f64,
 }
 
 /// Where the time of one size's call went, from timelines of isolated calls

@@ -76,8 +76,8 @@ impl Report {
         for m in &h.models {
             let _ = writeln!(
                 s,
-                "# Model of {}: alpha = {:.2} us per round, beta = {:.1} GB/s per link direction (fitted to its {} rows; {})",
-                m.path, m.alpha_us, m.beta_gbps, m.rows, m.formula
+                "# Model of {}: alpha = {:.2} us per round, beta = {:.1} GB/s per link direction, overlap {:.2} (fitted to its {} rows; {})",
+                m.path, m.alpha_us, m.beta_gbps, m.overlap, m.rows, m.formula
             );
         }
         s

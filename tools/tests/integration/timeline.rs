@@ -502,8 +502,10 @@ pub fn register(h: &mut Harness) {
             "theory --from-bench: {code:?}\n{out}\n{err}"
         );
         ensure!(
-            out.contains("models from ") && out.contains("(fitted, reduce included)"),
-            "{out}"
+            out.contains("models refitted from the rows of ")
+                && out.contains("# Measured vs model, each path fitted to its own")
+                && out.contains("(fitted, reduce included)"),
+            "theory --from-bench must refit the rows and show each path's error:\n{out}"
         );
         let (code, _, err, _) = rr(&["theory", "--from-bench", "/nonexistent/b.json"])?;
         ensure!(

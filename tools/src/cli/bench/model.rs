@@ -34,6 +34,17 @@ fn row_path(r: &Row) -> String {
     }
 }
 
+/// [`fit_models`] of a report read back (`theory --from-bench`): its
+/// contenders are named by its rows.
+pub(crate) fn refit(rep: &Report) -> Vec<(report::ModelFit, Vec<Row>)> {
+    let contenders: Vec<Contender> = rep
+        .rows
+        .iter()
+        .filter_map(|r| Contender::parse(&r.algo).ok())
+        .collect();
+    fit_models(rep, &contenders)
+}
+
 /// The model fitted to each engine path's own out-of-place all-reduce rows
 /// (of the first type and op among them; `auto`'s rows counted under the
 /// path each ran), in order of first appearance, with those rows.
@@ -83,34 +94,40 @@ pub(super) fn fit_models(
                 alpha_us: f.alpha_us,
                 beta_gbps: f.link_gbps,
                 rows: pts.len(),
+                overlap: f.overlap,
             };
             Some((m, rows))
         })
         .collect()
 }
 
-/// A fitted path's time for `size` bytes per rank on `ranks` ranks (µs).
-pub(super) fn model_us(m: &report::ModelFit, ranks: usize, size: u64) -> Option<f64> {
-    let f = ringreduce::theory::Fit {
+/// A report's model of a path as the library's [`ringreduce::theory::Fit`].
+pub(crate) fn as_fit(m: &report::ModelFit) -> Option<ringreduce::theory::Fit> {
+    Some(ringreduce::theory::Fit {
         cost: cost_of(&m.path)?,
         alpha_us: m.alpha_us,
         link_gbps: m.beta_gbps,
-    };
-    Some(f.time_us(ranks, size as f64))
+        overlap: m.overlap,
+    })
+}
+
+/// A fitted path's time for `size` bytes per rank on `ranks` ranks (µs).
+pub(super) fn model_us(m: &report::ModelFit, ranks: usize, size: u64) -> Option<f64> {
+    Some(as_fit(m)?.time_us(ranks, size as f64))
 }
 
 /// The measured-vs-model table of every fitted path, with the model's
 /// error per size and the largest error from 1 MiB on.
 /// `load`: ring hops on the busiest link direction
 /// ([`ringreduce::theory::ring_link_load`], 1 with one rank per GPU).
-pub(super) fn out_models(
+pub(crate) fn out_models(
     rep: &Report,
     fits: &[(report::ModelFit, Vec<Row>)],
     ranks: usize,
     load: usize,
 ) -> Result<()> {
     let ceiling = rep.header.link_ceiling_gbps;
-    out("# Measured vs model, each path fitted to its own out-of-place rows (alpha-beta-gamma with the reduce folded into beta; least squares on the relative error, alpha >= 0)")?;
+    out("# Measured vs model, each path fitted to its own out-of-place rows: l = rounds*alpha, b = link bytes/beta (the reduce folded into beta), time = max(l, b) + (1 - overlap)*min(l, b); least squares on the relative error, alpha >= 0")?;
     for (m, rows) in fits {
         out_model(m, rows, ranks, load, ceiling)?;
     }
@@ -126,7 +143,7 @@ fn out_model(
     ceiling: Option<f64>,
 ) -> Result<()> {
     out(format!(
-        "# {}: {} with alpha = {:.2} us per round, beta = {:.1} GB/s per link direction{} ({} rows)",
+        "# {}: {} with alpha = {:.2} us per round, beta = {:.1} GB/s per link direction{}, overlap {:.2} ({} rows)",
         m.path,
         m.formula,
         m.alpha_us,
@@ -135,6 +152,7 @@ fn out_model(
             Some(c) if c > 0.0 => format!(" ({:.0}% of the peer-copy ceiling)", 100.0 * m.beta_gbps / c),
             _ => String::new(),
         },
+        m.overlap,
         m.rows
     ))?;
     out(format!(
