@@ -45,6 +45,7 @@
 
 #![allow(unsafe_code)]
 
+pub mod cupti;
 pub(crate) mod driver;
 pub(crate) mod kernels;
 pub(crate) mod memory;
