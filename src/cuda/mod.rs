@@ -50,6 +50,7 @@ pub(crate) mod driver;
 pub(crate) mod kernels;
 pub(crate) mod memory;
 pub mod nccl;
+pub mod nvtx;
 pub(crate) mod order;
 pub(crate) mod result;
 pub(crate) mod stream;

@@ -2,7 +2,7 @@
 //! joint across every GPU), profiling. Split out of `backend/cuda/mod.rs` to
 //! keep files short; nothing here is `unsafe`.
 
-use super::rank::activity::{self, TimingSource};
+use super::rank::activity::{self, RankTiming, TimingSource};
 use super::*;
 
 impl NcclBackend for CudaBackend {
@@ -68,7 +68,7 @@ impl NcclBackend for CudaBackend {
         let epoch = self.epoch;
         // One event pair around each NCCL call (nothing between its steps).
         let why = "NCCL's calls are timed with one event pair each".to_string();
-        let per_rank: Vec<(Vec<(Vec<OpTime>, TimingSource)>, f64)> = self.each(move |_| {
+        let per_rank: Vec<RankTiming> = self.each(move |_| {
             let why = why.clone();
             Box::new(move |rk: &mut Rank<'_>| {
                 let (v, half) = rk.take_nccl_timing(epoch)?;
@@ -190,7 +190,7 @@ impl Profiling for CudaBackend {
     fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         self.drain()?;
         let epoch = self.epoch;
-        let per_rank: Vec<(Vec<(Vec<OpTime>, TimingSource)>, f64)> =
+        let per_rank: Vec<RankTiming> =
             self.each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.take_timing(epoch)))?;
         let calls = std::mem::take(&mut self.timed);
         Ok(assemble(calls, per_rank))
@@ -214,10 +214,7 @@ impl Profiling for CudaBackend {
 
 /// One [`CallTimeline`] per timed call from every rank's timings (call k is
 /// entry k of every rank's list), their sources and clock alignments.
-fn assemble(
-    calls: Vec<(String, f64)>,
-    per_rank: Vec<(Vec<(Vec<OpTime>, TimingSource)>, f64)>,
-) -> Vec<CallTimeline> {
+fn assemble(calls: Vec<(String, f64)>, per_rank: Vec<RankTiming>) -> Vec<CallTimeline> {
     // Each rank's alignment is within its half-width of the host clock, so
     // two ranks are within the sum of the two largest half-widths of each
     // other.

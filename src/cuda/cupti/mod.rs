@@ -118,6 +118,9 @@ pub struct Cupti {
     pending: Mutex<usize>,
 }
 
+/// One flush at a time (rank threads take their records concurrently).
+static FLUSH: Mutex<()> = Mutex::new(());
+
 /// The process's CUPTI, or why there is none (kept: tried once).
 static CUPTI: OnceLock<Result<Cupti, String>> = OnceLock::new();
 
@@ -306,6 +309,7 @@ impl Cupti {
     /// buffers still being filled too).
     fn flush(&self) -> Result<(), String> {
         let f = sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED as u32;
+        let _one = FLUSH.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: plain call; the callbacks it runs never unwind.
         self.check("cuptiActivityFlushAll", unsafe { (self.api.flush_all)(f) })
     }

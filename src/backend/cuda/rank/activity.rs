@@ -11,6 +11,10 @@ use crate::cuda::cupti::{Activity, ActivityKind};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// A rank's timed calls since the last take (each call's op times and
+/// source) and the half-width of its clock alignment (ns).
+pub type RankTiming = (Vec<(Vec<OpTime>, TimingSource)>, f64);
+
 /// External ids handed out in this process (0 is never one).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -53,7 +57,13 @@ impl TimingSource {
         match seen.as_slice() {
             [] => "timing source: none (no timed call)".into(),
             [one] => one.line(),
-            many => many.iter().map(|s| s.line()).collect::<Vec<_>>().join("; "),
+            many => {
+                let each: Vec<String> = many
+                    .iter()
+                    .map(|s| s.line().replacen("timing source: ", "", 1))
+                    .collect();
+                format!("timing source: {} (mixed)", each.join(" + "))
+            }
         }
     }
 }

@@ -10,7 +10,9 @@ use super::activity::{CuptiCall, OpRef, TimingSource};
 use super::lower::{Addr, Lowered, Lowering, Wait, Work};
 use super::*;
 use crate::cuda::cupti::Cupti;
+use crate::cuda::nvtx;
 use crate::plan::SignalId;
+use crate::schedule::Phase;
 
 /// The profiling layer: nanoseconds since `t`, added to one kind of
 /// driver call's total of the issue's [`IssueProfile`] (always on: two
@@ -244,6 +246,54 @@ impl<'id> Timer<'id> {
     }
 }
 
+/// The NVTX layer: a range per call and one per ring step (phase, step,
+/// chunk) of the rank, only while an NVTX tool listens (else nothing is
+/// formatted).
+struct Ranges {
+    nvtx: Option<&'static nvtx::Nvtx>,
+    /// The open step range and its step; dropped before `call`.
+    step: Option<((Phase, usize, usize), nvtx::Range)>,
+    call: Option<nvtx::Range>,
+}
+
+impl Ranges {
+    fn begin(plan: &Plan, r: usize) -> Self {
+        let nvtx = nvtx::active();
+        Ranges {
+            nvtx,
+            step: None,
+            call: nvtx.map(|n| n.range(&format!("{} rank {r}", plan.name))),
+        }
+    }
+
+    /// Before op `i`: close the step range if the op starts another step,
+    /// open the op's own.
+    fn at(&mut self, plan: &Plan, r: usize, i: usize) {
+        let Some(n) = self.nvtx else {
+            return;
+        };
+        let l = &plan.ops[r][i].label;
+        let key = l.phase.map(|p| (p, l.step, l.chunk));
+        if self.step.as_ref().map(|s| s.0) == key {
+            return;
+        }
+        self.step = None;
+        if let Some((p, step, chunk)) = key {
+            let name = format!(
+                "{} {} step {step} chunk {chunk} rank {r}",
+                plan.name,
+                p.label()
+            );
+            self.step = Some(((p, step, chunk), n.range(&name)));
+        }
+    }
+
+    fn end(mut self) {
+        self.step = None;
+        self.call = None;
+    }
+}
+
 /// Where an op is, for its errors (the step's description is built only
 /// when there is one), and the call's signal board and generation.
 struct StepAt<'p> {
@@ -312,7 +362,9 @@ impl<'id> Rank<'id> {
             None
         };
         let lowering = Lowering::new(plan, r, &call.bind, call.dtype.size())?;
+        let mut ranges = Ranges::begin(plan, r);
         for (i, op) in plan.ops[r].iter().enumerate() {
+            ranges.at(plan, r, i);
             let at = StepAt {
                 plan,
                 rank: r,
@@ -356,6 +408,7 @@ impl<'id> Rank<'id> {
                 self.submit_record(s, lane, &at, &mut p)?;
             }
         }
+        ranges.end();
         if let Some(t) = timer {
             self.instr.timing.push(t.into_timed());
         }

@@ -2,9 +2,17 @@
 //! (an `impl` block of [`Rank`] split out of `rank.rs` to keep files short;
 //! it sees the rank's private fields as a child module).
 
-use super::activity::{self, TimingSource};
+use super::activity::{self, RankTiming, TimingSource};
 use super::*;
 use crate::cuda::cupti::{Activity, Cupti};
+
+/// A rank's CUPTI records of its timed calls, the map from CUPTI's clock
+/// to host ns since the epoch, and the map's half-width (ns).
+struct Taken {
+    recs: Vec<Activity>,
+    to_host: Box<dyn Fn(u64) -> f64>,
+    half: f64,
+}
 
 impl<'id> Rank<'id> {
     /// Relate this GPU's event clock to the host clock (streams idle): record
@@ -40,10 +48,7 @@ impl<'id> Rank<'id> {
     /// The op timings of the timed calls since the last take, in host ns
     /// since `epoch` (after a synchronize), each with its source, and the
     /// half-width of this rank's clock alignment (ns).
-    pub fn take_timing(
-        &mut self,
-        epoch: Instant,
-    ) -> Result<(Vec<(Vec<OpTime>, TimingSource)>, f64)> {
+    pub fn take_timing(&mut self, epoch: Instant) -> Result<RankTiming> {
         let timing = std::mem::take(&mut self.instr.timing);
         if timing.is_empty() {
             return Ok((Vec::new(), 0.0));
@@ -73,11 +78,7 @@ impl<'id> Rank<'id> {
     }
 
     /// [`Rank::take_timing`] of the calls `timing`.
-    fn timed_spans(
-        &mut self,
-        timing: Vec<Timed<'id>>,
-        epoch: Instant,
-    ) -> Result<(Vec<(Vec<OpTime>, TimingSource)>, f64)> {
+    fn timed_spans(&mut self, timing: Vec<Timed<'id>>, epoch: Instant) -> Result<RankTiming> {
         let events = timing.iter().any(|t| matches!(t, Timed::Events(..)));
         let anchor = if events {
             Some(self.anchor(epoch)?)
@@ -87,7 +88,7 @@ impl<'id> Rank<'id> {
         let mut half = anchor.as_ref().map_or(0.0, |a| a.2);
         let cupti = self.cupti_records(&timing, epoch)?;
         if let Some(c) = &cupti {
-            half = half.max(c.2);
+            half = half.max(c.half);
         }
         let mut out = Vec::with_capacity(timing.len());
         for call in timing {
@@ -96,9 +97,9 @@ impl<'id> Rank<'id> {
                     out.push((self.event_spans(&tc, (&a.0, a.1))?, why));
                     self.instr.spare_events.extend(tc.events);
                 }
-                (Timed::Cupti(mut cc, _, issued), _, Some((recs, to_host, _))) => {
+                (Timed::Cupti(mut cc, _, issued), _, Some(c)) => {
                     cc.issued_ns = issued.duration_since(epoch).as_secs_f64() * 1e9;
-                    let v = activity::spans(self.rank, &cc, recs, to_host)
+                    let v = activity::spans(self.rank, &cc, &c.recs, &c.to_host)
                         .map_err(|m| self.cupti_err(m))?;
                     out.push((v, TimingSource::Cupti));
                 }
@@ -111,12 +112,7 @@ impl<'id> Rank<'id> {
     /// The CUPTI records of the CUPTI-timed calls among `timing` (flushed
     /// first), the map from CUPTI's clock to host ns since `epoch`, and
     /// that map's half-width; `None` without such calls.
-    #[allow(clippy::type_complexity)]
-    fn cupti_records(
-        &self,
-        timing: &[Timed<'id>],
-        epoch: Instant,
-    ) -> Result<Option<(Vec<Activity>, Box<dyn Fn(u64) -> f64>, f64)>> {
+    fn cupti_records(&self, timing: &[Timed<'id>], epoch: Instant) -> Result<Option<Taken>> {
         let calls: Vec<(&activity::CuptiCall, &'static Cupti)> = timing
             .iter()
             .filter_map(|t| match t {
@@ -137,7 +133,11 @@ impl<'id> Rank<'id> {
         let (t0, at, half) = c.clock().map_err(|m| self.cupti_err(m))?;
         let host0 = at.duration_since(epoch).as_secs_f64() * 1e9;
         let to_host = move |t: u64| host0 + (t as f64 - t0 as f64);
-        Ok(Some((recs, Box::new(to_host), half)))
+        Ok(Some(Taken {
+            recs,
+            to_host: Box::new(to_host),
+            half,
+        }))
     }
 
     /// The op times of one event-timed call, through the clock anchor
