@@ -107,7 +107,7 @@ pub struct OpRef {
 
 /// A call timed through CUPTI: its ops, the op with index `i` in `ops`
 /// tagged with external id `base + i`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct CuptiCall {
     pub base: u64,
     pub ops: Vec<OpRef>,

@@ -148,6 +148,18 @@ struct CuptiTimer {
     signal_op: Vec<Option<usize>>,
     /// The current op's predecessors (see [`OpRef::after`]).
     after: Vec<usize>,
+    /// Not yet handed over as a [`Timed`] call: a call whose issue failed
+    /// is never taken, so dropping it ends its collection.
+    live: bool,
+}
+
+impl Drop for CuptiTimer {
+    fn drop(&mut self) {
+        if self.live {
+            // Nobody to tell: the call's issue already failed.
+            let _ = self.cupti.end(1);
+        }
+    }
 }
 
 impl CuptiTimer {
@@ -159,6 +171,7 @@ impl CuptiTimer {
             lane_last: [None, None],
             signal_op: vec![None; plan.signals.len()],
             after: Vec::new(),
+            live: true,
         }
     }
 
@@ -241,7 +254,10 @@ impl<'id> Timer<'id> {
     fn into_timed(self) -> Timed<'id> {
         match self {
             Timer::Events(t, why) => Timed::Events(t.tc, why),
-            Timer::Cupti(t) => Timed::Cupti(t.call, t.cupti, t.issued),
+            Timer::Cupti(mut t) => {
+                t.live = false;
+                Timed::Cupti(std::mem::take(&mut t.call), t.cupti, t.issued)
+            }
         }
     }
 }

@@ -99,8 +99,11 @@ impl<'id> Rank<'id> {
                 }
                 (Timed::Cupti(mut cc, _, issued), _, Some(c)) => {
                     cc.issued_ns = issued.duration_since(epoch).as_secs_f64() * 1e9;
-                    let v = activity::spans(self.rank, &cc, &c.recs, &c.to_host)
-                        .map_err(|m| self.cupti_err(m))?;
+                    let v = activity::spans(self.rank, &cc, &c.recs, &c.to_host).map_err(|m| {
+                        self.cupti_err(format!(
+                            "{m} (RINGREDUCE_CUPTI=0 times with CUDA events instead)"
+                        ))
+                    })?;
                     out.push((v, TimingSource::Cupti));
                 }
                 _ => return Err(Error::internal("timed call without its clock")),
