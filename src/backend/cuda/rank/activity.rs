@@ -32,7 +32,11 @@ impl TimingSource {
     pub fn line(&self) -> String {
         match self {
             TimingSource::Cupti => "timing source: CUPTI activity".into(),
-            TimingSource::Events(why) => format!("timing source: CUDA events (CUPTI: {why})"),
+            // One clause: a clock's first "; " ends its source.
+            TimingSource::Events(why) => format!(
+                "timing source: CUDA events (CUPTI: {})",
+                why.replace("; ", ", ")
+            ),
         }
     }
 

@@ -182,7 +182,14 @@ fn the_source_line_says_which_source_timed_the_call_and_why_not_cupti() {
     let mixed = TimingSource::summary(&[TimingSource::Cupti, ev.clone(), TimingSource::Cupti]);
     assert_eq!(
         mixed,
-        format!("{}; {}", TimingSource::Cupti.line(), ev.line())
+        "timing source: CUPTI activity + CUDA events (CUPTI: cuptiSubscribe: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) (mixed)"
+    );
+    // One clause, so the part before the first "; " of a clock is the source.
+    assert!(!mixed.contains("; "));
+    let two = TimingSource::Events("not found: a (x); b (y)".into()).line();
+    assert_eq!(
+        two,
+        "timing source: CUDA events (CUPTI: not found: a (x), b (y))"
     );
     let clock = clock_line(&[ev], 1500.0, 3000.0);
     assert!(
