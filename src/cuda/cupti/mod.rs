@@ -2,7 +2,7 @@
 //! device timestamps (kernels, copies, memsets, synchronizations) that
 //! costs the streams no extra work, unlike timing events between ops.
 //!
-//! * [`get`] loads `libcupti` once per process (the search of [`find`]),
+//! * [`get`] loads `libcupti` once per process (the search of `find`),
 //!   subscribes (which fails when another CUPTI client, e.g. a profiler,
 //!   holds the subscription) and registers the buffer callbacks. Any
 //!   failure is kept as a reason, and the caller falls back to events.
@@ -14,7 +14,7 @@
 //!   external correlation record tying the call's correlation id (which
 //!   the kernel or copy record carries) to the op's id.
 //! * [`Cupti::take`] flushes CUPTI's buffers and hands over the records of
-//!   the given ids ([`records`] parses the buffers into [`Activity`]).
+//!   the given ids (`records` parses the buffers into [`Activity`]).
 //!
 //! Layouts: the records are read field by field at the offsets of cudarc's
 //! bindings of CUDA 13.0's `cupti_activity.h` (`CUpti_ActivityKernel10`,
@@ -112,8 +112,6 @@ struct Api {
 /// The loaded, subscribed CUPTI of this process.
 pub struct Cupti {
     api: Api,
-    /// Where it was loaded from.
-    pub path: PathBuf,
     /// Timed calls issued and not yet taken (kinds enabled while > 0).
     pending: Mutex<usize>,
 }
@@ -151,7 +149,6 @@ fn init(setting: Option<&Path>) -> Result<Cupti, String> {
     let api = unsafe { load(lib) }.map_err(|e| format!("{}: {e}", path.display()))?;
     let c = Cupti {
         api,
-        path,
         pending: Mutex::new(0),
     };
     c.subscribe()?;
