@@ -191,9 +191,11 @@ pub fn spans(
             }
             (None, false) => {
                 return Err(format!(
-                    "no CUPTI record of rank {rank}'s op {} (external id {})",
+                    "no CUPTI record of rank {rank}'s op {} (external id {}; the call's {} records held {} external correlations)",
                     o.op,
-                    call.id(i)
+                    call.id(i),
+                    records.len(),
+                    by_corr.len()
                 ))
             }
         };

@@ -141,6 +141,7 @@ fn a_work_op_without_a_record_is_an_error_naming_it() {
     let recs = vec![ext(c.id(1), 10), rec(ActivityKind::PeerCopy, 10, 100, 200)];
     let e = spans(3, &c, &recs, &host).unwrap_err();
     assert!(e.contains("rank 3's op 2"), "{e}");
+    assert!(e.contains("2 records held 1 external correlations"), "{e}");
 }
 
 #[test]
