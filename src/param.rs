@@ -269,6 +269,15 @@ pub static DEVICES: Param<Vec<usize>> = Param::new(
     parse_devices,
 );
 
+pub static CUPTI: Param<PathBuf> = Param::new(
+    "RINGREDUCE_CUPTI",
+    Group::Engine,
+    "0, or the path of libcupti",
+    "libcupti.so.13 or libcupti.so on the loader's path, else under /usr/local/cuda{,-13.0}/targets/x86_64-linux/lib or extras/CUPTI/lib64",
+    "The timeline's source on the CUDA backend: CUPTI's activity records from this library; 0: CUDA events between the ops (also the fallback where CUPTI is missing or refuses).",
+    parse_path,
+);
+
 // -- settings of the command line ----------------------------------------
 
 pub static HOST_MEMORY: Param<u64> = Param::new(
@@ -548,7 +557,8 @@ pub fn test_only() -> Vec<(&'static str, &'static str, Option<OsString>)> {
 
 /// Every declared variable, in [`Group::ALL`]'s order.
 pub fn all() -> Vec<&'static dyn Declared> {
-    let mut v: Vec<&'static dyn Declared> = vec![&TIMEOUT, &ALGO, &PTX_JIT, &DEVICES, &HOST_MEMORY];
+    let mut v: Vec<&'static dyn Declared> =
+        vec![&TIMEOUT, &ALGO, &PTX_JIT, &DEVICES, &CUPTI, &HOST_MEMORY];
     #[cfg(any(test, feature = "fault-injection"))]
     v.push(&FAULT);
     v.extend([

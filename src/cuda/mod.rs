@@ -45,10 +45,12 @@
 
 #![allow(unsafe_code)]
 
+pub(crate) mod cupti;
 pub(crate) mod driver;
 pub(crate) mod kernels;
 pub(crate) mod memory;
 pub mod nccl;
+pub(crate) mod nvtx;
 pub(crate) mod order;
 pub(crate) mod result;
 pub(crate) mod stream;

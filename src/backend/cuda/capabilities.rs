@@ -2,6 +2,7 @@
 //! joint across every GPU), profiling. Split out of `backend/cuda/mod.rs` to
 //! keep files short; nothing here is `unsafe`.
 
+use super::rank::activity::{self, RankTiming, TimingSource};
 use super::*;
 
 impl NcclBackend for CudaBackend {
@@ -60,10 +61,17 @@ impl NcclBackend for CudaBackend {
     fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         self.drain()?;
         let epoch = self.log.epoch();
-        let per_rank: Vec<(Vec<Vec<OpTime>>, f64)> = self.each(move |_| {
+        // One event pair around each NCCL call (nothing between its steps).
+        let why = "NCCL's calls are timed with one event pair each".to_string();
+        let per_rank: Vec<RankTiming> = self.each(move |_| {
+            let why = why.clone();
             Box::new(move |rk: &mut Rank<'_>| {
                 let (v, half) = rk.take_nccl_timing(epoch)?;
-                Ok((v.into_iter().map(|t| vec![t]).collect(), half))
+                let src = TimingSource::Events(why);
+                Ok((
+                    v.into_iter().map(|t| (vec![t], src.clone())).collect(),
+                    half,
+                ))
             })
         })?;
         let calls = self.log.take_nccl();
@@ -173,7 +181,7 @@ impl Profiling for CudaBackend {
     fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         self.drain()?;
         let epoch = self.log.epoch();
-        let per_rank: Vec<(Vec<Vec<OpTime>>, f64)> =
+        let per_rank: Vec<RankTiming> =
             self.each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.take_timing(epoch)))?;
         let calls = self.log.take();
         Ok(assemble(calls, per_rank))
@@ -196,36 +204,34 @@ impl Profiling for CudaBackend {
 }
 
 /// One [`CallTimeline`] per timed call from every rank's timings (call k is
-/// entry k of every rank's list) and clock anchors.
-fn assemble(
-    calls: Vec<(String, f64)>,
-    per_rank: Vec<(Vec<Vec<OpTime>>, f64)>,
-) -> Vec<CallTimeline> {
-    // Each rank's anchor is within its half-width of the host clock, so two
-    // ranks are within the sum of the two largest half-widths of each other.
+/// entry k of every rank's list), their sources and clock alignments.
+fn assemble(calls: Vec<(String, f64)>, per_rank: Vec<RankTiming>) -> Vec<CallTimeline> {
+    // Each rank's alignment is within its half-width of the host clock, so
+    // two ranks are within the sum of the two largest half-widths of each
+    // other.
     let mut halves: Vec<f64> = per_rank.iter().map(|p| p.1).collect();
     halves.sort_by(|a, b| b.total_cmp(a));
     let skew = halves.iter().take(2).sum::<f64>();
     let widest = halves.first().copied().unwrap_or(0.0);
-    let clock = format!(
-        "GPU event timestamps (cuEventRecord on each op's stream), placed on the host clock through one anchor event per rank recorded on the idle GPU and bracketed by host readings (widest bracket +/- {:.1} us; two ranks within {:.1} us of each other, plus the events' ~0.5 us resolution)",
-        widest / 1e3,
-        skew / 1e3
-    );
     calls
         .into_iter()
         .enumerate()
-        .map(|(k, (plan, launch_ns))| CallTimeline {
-            plan,
-            clock: clock.clone(),
-            launch_ns,
-            skew_ns: skew,
-            ops: per_rank
+        .map(|(k, (plan, launch_ns))| {
+            let sources: Vec<TimingSource> = per_rank
                 .iter()
-                .filter_map(|v| v.0.get(k))
-                .flatten()
-                .cloned()
-                .collect(),
+                .filter_map(|v| v.0.get(k).map(|c| c.1.clone()))
+                .collect();
+            CallTimeline {
+                plan,
+                clock: activity::clock_line(&sources, widest, skew),
+                launch_ns,
+                skew_ns: skew,
+                ops: per_rank
+                    .iter()
+                    .filter_map(|v| v.0.get(k))
+                    .flat_map(|c| c.0.iter().cloned())
+                    .collect(),
+            }
         })
         .collect()
 }

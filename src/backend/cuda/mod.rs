@@ -41,7 +41,7 @@ mod work;
 
 use super::{
     check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
-    GraphBackend, IssueProfile, NcclBackend, NcclCall, OpTime, Profiling, SetupBreakdown,
+    GraphBackend, IssueProfile, NcclBackend, NcclCall, Profiling, SetupBreakdown,
 };
 use crate::cuda::{self, nccl, CudaError, DriverInfo, HostMapped, PeerBuf, PeerCtx, RemoteEvent};
 use crate::error::{Error, Result, WaitKind};

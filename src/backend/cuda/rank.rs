@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub(super) mod activity;
 mod graphs;
 mod issue;
 mod lower;
@@ -46,6 +47,17 @@ pub(super) struct TimedCall<'id> {
     spans: Vec<Span>,
 }
 
+/// One timed call, by its source: timing events between the ops, or the
+/// external correlation ids its ops were tagged with for CUPTI.
+enum Timed<'id> {
+    Events(TimedCall<'id>, activity::TimingSource),
+    Cupti(
+        activity::CuptiCall,
+        &'static crate::cuda::cupti::Cupti,
+        Instant,
+    ),
+}
+
 /// A data type's kernels for one lowered op: (reduce, exchange).
 type Kernels<'id> = (Kernel<'id>, Kernel<'id>);
 
@@ -54,8 +66,8 @@ type Kernels<'id> = (Kernel<'id>, Kernel<'id>);
 /// takes).
 #[derive(Default)]
 struct Instruments<'id> {
-    /// Timing events of the timed calls.
-    timing: Vec<TimedCall<'id>>,
+    /// The timed calls' timing events or CUPTI ids.
+    timing: Vec<Timed<'id>>,
     /// Timing events already created and read, for reuse: creating an event
     /// per op and call was most of the timeline's measurement overhead.
     spare_events: Vec<TimingEvent<'id>>,

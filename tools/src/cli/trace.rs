@@ -315,6 +315,9 @@ fn report_run<T: Element>(
         out(format!("# note: {n}"))?;
     }
     out(format!("# backend: {}", t.backend))?;
+    if let Some(s) = t.timing_source() {
+        out(format!("# {s}"))?;
+    }
     out(format!("# clock: {}", t.clock()))?;
     if kind == BackendKind::Cpu {
         out("# (CPU backend: host timestamps of the rank threads, not GPU timings)")?;

@@ -79,6 +79,7 @@ mod tests {
             copy_us: 20.0,
             reduce_us: 10.0,
             rest_us: 5.0,
+            timing: "timing source: CUPTI activity".into(),
         });
         let back = Report::from_json(&rep.to_json()).unwrap();
         assert_eq!(back, rep);

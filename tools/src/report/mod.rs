@@ -470,6 +470,10 @@ pub struct BreakdownRow {
     pub reduce_us: f64,
     /// Everything else.
     pub rest_us: f64,
+    /// Where the op times came from: the timeline's `timing source: ...`
+    /// line (empty in reports written before it was recorded).
+    #[serde(default)]
+    pub timing: String,
 }
 
 /// A complete benchmark report.

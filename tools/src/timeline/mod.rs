@@ -229,6 +229,17 @@ impl Timeline {
     }
 
     /// How the clock was read and aligned (the first call's words).
+    /// Which source timed the ops (`timing source: ...`, the CUDA
+    /// backend's first part of [`Timeline::clock`]); `None` where the clock
+    /// does not say (the CPU backend's host timestamps).
+    pub fn timing_source(&self) -> Option<String> {
+        let c = self.clock();
+        let first = c.split("; ").next()?;
+        first
+            .starts_with("timing source:")
+            .then(|| first.to_string())
+    }
+
     pub fn clock(&self) -> String {
         self.calls
             .iter()

@@ -340,3 +340,16 @@ fn helpers() {
     assert_eq!(w.join(" ").split_whitespace().count(), 6);
     assert_eq!(svg::esc("<a&\"b\">"), "&lt;a&amp;&quot;b&quot;&gt;");
 }
+
+#[test]
+fn the_timing_source_is_the_first_clause_of_a_cuda_clock_and_absent_on_the_cpu() {
+    let mut r = rec("ring", 2, 1000, false, 1);
+    assert_eq!(r.timeline.timing_source(), None);
+    let c = &mut r.timeline.calls[0].times;
+    c.clock =
+        "timing source: CUDA events (CUPTI: off (RINGREDUCE_CUPTI=0)); GPU event timestamps".into();
+    assert_eq!(
+        r.timeline.timing_source().as_deref(),
+        Some("timing source: CUDA events (CUPTI: off (RINGREDUCE_CUPTI=0))")
+    );
+}

@@ -149,9 +149,9 @@ impl Profiling for CudaProcessBackend {
         Ok(names
             .into_iter()
             .zip(per_call)
-            .map(|((plan, launch_ns), ops)| CallTimeline {
+            .map(|((plan, launch_ns), (ops, source))| CallTimeline {
                 plan,
-                clock: "GPU event timestamps of this rank's process, placed on its host clock through an anchor event (other processes' clocks are not aligned with it)".into(),
+                clock: format!("{}; device timestamps of this rank's process, placed on its host clock (other processes' clocks are not aligned with it)", source.line()),
                 launch_ns,
                 skew_ns: 0.0,
                 ops,

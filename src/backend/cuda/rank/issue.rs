@@ -6,9 +6,13 @@
 //! (an `impl` block of [`Rank`] split out of `rank.rs` to keep files short;
 //! it sees the rank's private fields as a child module).
 
+use super::activity::{CuptiCall, OpRef, TimingSource};
 use super::lower::{Addr, Lowered, Lowering, Wait, Work};
 use super::*;
+use crate::cuda::cupti::Cupti;
+use crate::cuda::nvtx;
 use crate::plan::SignalId;
+use crate::schedule::Phase;
 
 /// The profiling layer: nanoseconds since `t`, added to one kind of
 /// driver call's total of the issue's [`IssueProfile`] (always on: two
@@ -132,6 +136,180 @@ impl<'id> CallTimer<'id> {
     }
 }
 
+/// The CUPTI layer of one timed call: each op's work issued under its
+/// external correlation id, and what places its marks.
+struct CuptiTimer {
+    call: CuptiCall,
+    cupti: &'static Cupti,
+    issued: Instant,
+    /// The index in `call.ops` of each lane's last op.
+    lane_last: [Option<usize>; 2],
+    /// The index of the op that records each of this rank's signals.
+    signal_op: Vec<Option<usize>>,
+    /// The current op's predecessors (see [`OpRef::after`]).
+    after: Vec<usize>,
+    /// Not yet handed over as a [`Timed`] call: a call whose issue failed
+    /// is never taken, so dropping it ends its collection.
+    live: bool,
+}
+
+impl Drop for CuptiTimer {
+    fn drop(&mut self) {
+        if self.live {
+            // Nobody to tell: the call's issue already failed.
+            let _ = self.cupti.end(1);
+        }
+    }
+}
+
+impl CuptiTimer {
+    fn begin(cupti: &'static Cupti, plan: &Plan, r: usize) -> Self {
+        CuptiTimer {
+            call: CuptiCall::new(plan.ops[r].len(), 0.0),
+            cupti,
+            issued: Instant::now(),
+            lane_last: [None, None],
+            signal_op: vec![None; plan.signals.len()],
+            after: Vec::new(),
+            live: true,
+        }
+    }
+
+    /// Before an op's waits: the ops of this rank whose ends start it.
+    fn before(&mut self, plan: &Plan, r: usize, lane: usize, waits: impl Iterator<Item = Wait>) {
+        self.after.clear();
+        self.after.extend(self.lane_last[lane]);
+        for w in waits {
+            let s = w.signal();
+            if plan.signals[s.0].owner == r {
+                self.after
+                    .extend(self.signal_op.get(s.0).copied().flatten());
+            }
+        }
+    }
+
+    /// Around the op's work: its external id pushed (no work: nothing).
+    fn push(&self, low: &Lowered, at: &StepAt) -> Result<()> {
+        if low.work == Work::Mark {
+            return Ok(());
+        }
+        let i = self.call.ops.len();
+        self.cupti.push(self.call.id(i)).map_err(|m| at.cupti(m))
+    }
+
+    fn pop(&self, low: &Lowered, at: &StepAt) -> Result<()> {
+        if low.work == Work::Mark {
+            return Ok(());
+        }
+        self.cupti.pop().map_err(|m| at.cupti(m))
+    }
+
+    /// After the op: its place in the call.
+    fn end(&mut self, low: &Lowered, signal: Option<SignalId>, i: usize) {
+        let k = self.call.ops.len();
+        self.call.ops.push(OpRef {
+            op: i,
+            parts: low.work.parts(),
+            mark: low.work == Work::Mark,
+            after: std::mem::take(&mut self.after),
+        });
+        self.lane_last[low.lane as usize] = Some(k);
+        if let Some(x) = signal.and_then(|s| self.signal_op.get_mut(s.0)) {
+            *x = Some(k);
+        }
+    }
+}
+
+/// The timing layer of a timed call, by its source.
+enum Timer<'id> {
+    Events(CallTimer<'id>, TimingSource),
+    Cupti(CuptiTimer),
+}
+
+impl<'id> Timer<'id> {
+    /// Start a timed call: through CUPTI where it loads and starts, else
+    /// with events (and the reason).
+    fn begin(rank: &mut Rank<'id>, plan: &Plan) -> Result<Self> {
+        let cupti = crate::param::CUPTI
+            .get()
+            .map_err(|e| e.to_string())
+            .and_then(|setting| crate::cuda::cupti::get(setting.as_deref()))
+            .and_then(|c| c.begin().map(|()| c));
+        match cupti {
+            Ok(c) => Ok(Timer::Cupti(CuptiTimer::begin(c, plan, rank.rank))),
+            Err(why) => Ok(Timer::Events(
+                CallTimer::begin(rank, plan.signals.len())?,
+                TimingSource::choose(Err(why)),
+            )),
+        }
+    }
+
+    fn before(&mut self, plan: &Plan, r: usize, lane: usize, waits: impl Iterator<Item = Wait>) {
+        match self {
+            Timer::Events(t, _) => t.before(plan, r, lane, waits),
+            Timer::Cupti(t) => t.before(plan, r, lane, waits),
+        }
+    }
+
+    fn into_timed(self) -> Timed<'id> {
+        match self {
+            Timer::Events(t, why) => Timed::Events(t.tc, why),
+            Timer::Cupti(mut t) => {
+                t.live = false;
+                Timed::Cupti(std::mem::take(&mut t.call), t.cupti, t.issued)
+            }
+        }
+    }
+}
+
+/// The NVTX layer: a range per call and one per ring step (phase, step,
+/// chunk) of the rank, only while an NVTX tool listens (else nothing is
+/// formatted).
+struct Ranges {
+    nvtx: Option<&'static nvtx::Nvtx>,
+    /// The open step range and its step; dropped before `call`.
+    step: Option<((Phase, usize, usize), nvtx::Range)>,
+    call: Option<nvtx::Range>,
+}
+
+impl Ranges {
+    fn begin(plan: &Plan, r: usize) -> Self {
+        let nvtx = nvtx::active();
+        Ranges {
+            nvtx,
+            step: None,
+            call: nvtx.map(|n| n.range(&format!("{} rank {r}", plan.name))),
+        }
+    }
+
+    /// Before op `i`: close the step range if the op starts another step,
+    /// open the op's own.
+    fn at(&mut self, plan: &Plan, r: usize, i: usize) {
+        let Some(n) = self.nvtx else {
+            return;
+        };
+        let l = &plan.ops[r][i].label;
+        let key = l.phase.map(|p| (p, l.step, l.chunk));
+        if self.step.as_ref().map(|s| s.0) == key {
+            return;
+        }
+        self.step = None;
+        if let Some((p, step, chunk)) = key {
+            let name = format!(
+                "{} {} step {step} chunk {chunk} rank {r}",
+                plan.name,
+                p.label()
+            );
+            self.step = Some(((p, step, chunk), n.range(&name)));
+        }
+    }
+
+    fn end(mut self) {
+        self.step = None;
+        self.call = None;
+    }
+}
+
 /// Where an op is, for its errors (the step's description is built only
 /// when there is one), and the call's signal board and generation.
 struct StepAt<'p> {
@@ -150,6 +328,14 @@ impl StepAt<'_> {
 
     fn in_step(&self, e: Error) -> Error {
         e.in_step(&self.desc())
+    }
+
+    /// A failed CUPTI call at this op.
+    fn cupti(&self, message: String) -> Error {
+        Error::Worker {
+            rank: self.rank,
+            message: format!("CUPTI at {}: {message}", self.desc()),
+        }
     }
 
     fn cuda(&self, e: CudaError) -> Error {
@@ -187,12 +373,14 @@ impl<'id> Rank<'id> {
         }
         // The timing layer: on for a timed call issued directly.
         let mut timer = if call.timing && self.graphs.capturing == Capturing::No {
-            Some(CallTimer::begin(self, plan.signals.len())?)
+            Some(Timer::begin(self, plan)?)
         } else {
             None
         };
         let lowering = Lowering::new(plan, r, &call.bind, call.dtype.size())?;
+        let mut ranges = Ranges::begin(plan, r);
         for (i, op) in plan.ops[r].iter().enumerate() {
+            ranges.at(plan, r, i);
             let at = StepAt {
                 plan,
                 rank: r,
@@ -213,22 +401,32 @@ impl<'id> Rank<'id> {
                 self.submit_wait(w, lane, &at, &mut p)?;
             }
             let span = match &mut timer {
-                Some(t) => Some(t.start(self, lane, &at)?),
-                None => None,
+                Some(Timer::Events(t, _)) => Some(t.start(self, lane, &at)?),
+                _ => None,
             };
-            self.submit_work(call, &dev, &low, &at, &mut p)?;
+            if let Some(Timer::Cupti(t)) = &timer {
+                t.push(&low, &at)?;
+                let r = self.submit_work(call, &dev, &low, &at, &mut p);
+                t.pop(&low, &at)?;
+                r?;
+            } else {
+                self.submit_work(call, &dev, &low, &at, &mut p)?;
+            }
             if let (true, Some((from, to, bytes))) = (count, low.moved) {
                 moved(&mut self.instr.traffic, from, to, bytes);
             }
-            if let (Some(t), Some(a)) = (&mut timer, span) {
-                t.end(self, (&low, a), op.signal, &at)?;
+            match (&mut timer, span) {
+                (Some(Timer::Events(t, _)), Some(a)) => t.end(self, (&low, a), op.signal, &at)?,
+                (Some(Timer::Cupti(t)), _) => t.end(&low, op.signal, i),
+                _ => {}
             }
             if let Some(s) = low.record {
                 self.submit_record(s, lane, &at, &mut p)?;
             }
         }
+        ranges.end();
         if let Some(t) = timer {
-            self.instr.timing.push(t.tc);
+            self.instr.timing.push(t.into_timed());
         }
         p.total_ns = ns(t_all);
         add_profile(&mut self.profile, &p);

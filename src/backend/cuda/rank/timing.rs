@@ -2,7 +2,17 @@
 //! (an `impl` block of [`Rank`] split out of `rank.rs` to keep files short;
 //! it sees the rank's private fields as a child module).
 
+use super::activity::{self, RankTiming, TimingSource};
 use super::*;
+use crate::cuda::cupti::{Activity, Cupti};
+
+/// A rank's CUPTI records of its timed calls, the map from CUPTI's clock
+/// to host ns since the epoch, and the map's half-width (ns).
+struct Taken {
+    recs: Vec<Activity>,
+    to_host: Box<dyn Fn(u64) -> f64>,
+    half: f64,
+}
 
 impl<'id> Rank<'id> {
     /// Relate this GPU's event clock to the host clock (streams idle): record
@@ -36,63 +46,154 @@ impl<'id> Rank<'id> {
     }
 
     /// The op timings of the timed calls since the last take, in host ns
-    /// since `epoch` (after a synchronize), and the half-width of this
-    /// rank's clock anchor (ns).
-    pub fn take_timing(&mut self, epoch: Instant) -> Result<(Vec<Vec<OpTime>>, f64)> {
-        let e = self.err();
+    /// since `epoch` (after a synchronize), each with its source, and the
+    /// half-width of this rank's clock alignment (ns).
+    pub fn take_timing(&mut self, epoch: Instant) -> Result<RankTiming> {
         let timing = std::mem::take(&mut self.instr.timing);
         if timing.is_empty() {
             return Ok((Vec::new(), 0.0));
         }
-        let (anchor, at, half) = self.anchor(epoch)?;
-        let mut out = Vec::new();
+        let cupti = timing.iter().find_map(|t| match t {
+            Timed::Cupti(_, c, _) => Some(*c),
+            Timed::Events(..) => None,
+        });
+        let n_cupti = timing
+            .iter()
+            .filter(|t| matches!(t, Timed::Cupti(..)))
+            .count();
+        let r = self.timed_spans(timing, epoch);
+        // Every CUPTI call is taken, whatever the outcome: the kinds go off
+        // when no rank has one pending.
+        if let Some(c) = cupti {
+            c.end(n_cupti).map_err(|m| self.cupti_err(m))?;
+        }
+        r
+    }
+
+    fn cupti_err(&self, message: String) -> Error {
+        Error::Worker {
+            rank: self.rank,
+            message: format!("CUPTI timeline: {message}"),
+        }
+    }
+
+    /// [`Rank::take_timing`] of the calls `timing`.
+    fn timed_spans(&mut self, timing: Vec<Timed<'id>>, epoch: Instant) -> Result<RankTiming> {
+        let events = timing.iter().any(|t| matches!(t, Timed::Events(..)));
+        let anchor = if events {
+            Some(self.anchor(epoch)?)
+        } else {
+            None
+        };
+        let mut half = anchor.as_ref().map_or(0.0, |a| a.2);
+        let cupti = self.cupti_records(&timing, epoch)?;
+        if let Some(c) = &cupti {
+            half = half.max(c.half);
+        }
+        let mut out = Vec::with_capacity(timing.len());
         for call in timing {
-            let ev = &call.events;
-            let base = ev.first().ok_or_else(|| Error::Worker {
-                rank: self.rank,
-                message: "a timed call without its base event".into(),
-            })?;
-            // Host time of the call's base event; every op relative to it
-            // (short intervals keep the f32 milliseconds exact to ns).
-            let t_base = at - f64::from(base.elapsed_ms(&anchor).map_err(&e)?) * 1e6;
-            // Each event once, relative to the base.
-            let mut rel = Vec::with_capacity(ev.len());
-            for x in ev {
-                rel.push(t_base + f64::from(base.elapsed_ms(x).map_err(&e)?) * 1e6);
-            }
-            let mut v = Vec::new();
-            for &(op, parts, (a0, a1), b) in &call.spans {
-                // The latest of the events that mark the start.
-                let start = call
-                    .starts
-                    .get(a0..a1)
-                    .unwrap_or(&[])
-                    .iter()
-                    .filter_map(|&k| rel.get(k).copied())
-                    .reduce(f64::max);
-                let (start, end) = match (start, rel.get(b)) {
-                    (Some(s), Some(t)) => (s, *t),
-                    _ => {
-                        return Err(Error::Worker {
-                            rank: self.rank,
-                            message: format!("timing event of op {op} missing"),
-                        })
-                    }
-                };
-                for part in 0..parts {
-                    v.push(OpTime {
-                        rank: self.rank,
-                        op,
-                        part,
-                        start_ns: start,
-                        end_ns: end,
-                    });
+            match (call, &anchor, &cupti) {
+                (Timed::Events(tc, why), Some(a), _) => {
+                    out.push((self.event_spans(&tc, (&a.0, a.1))?, why));
+                    self.instr.spare_events.extend(tc.events);
                 }
+                (Timed::Cupti(mut cc, _, issued), _, Some(c)) => {
+                    cc.issued_ns = issued.duration_since(epoch).as_secs_f64() * 1e9;
+                    let v = activity::spans(self.rank, &cc, &c.recs, &c.to_host).map_err(|m| {
+                        self.cupti_err(format!(
+                            "{m} (RINGREDUCE_CUPTI=0 times with CUDA events instead)"
+                        ))
+                    })?;
+                    out.push((v, TimingSource::Cupti));
+                }
+                _ => return Err(Error::internal("timed call without its clock")),
             }
-            out.push(v);
-            self.instr.spare_events.extend(call.events);
         }
         Ok((out, half))
+    }
+
+    /// The CUPTI records of the CUPTI-timed calls among `timing` (flushed
+    /// first), the map from CUPTI's clock to host ns since `epoch`, and
+    /// that map's half-width; `None` without such calls.
+    fn cupti_records(&self, timing: &[Timed<'id>], epoch: Instant) -> Result<Option<Taken>> {
+        let calls: Vec<(&activity::CuptiCall, &'static Cupti)> = timing
+            .iter()
+            .filter_map(|t| match t {
+                Timed::Cupti(cc, c, _) => Some((cc, *c)),
+                Timed::Events(..) => None,
+            })
+            .collect();
+        let Some(&(_, c)) = calls.first() else {
+            return Ok(None);
+        };
+        let mine = |id: u64| calls.iter().any(|(cc, _)| cc.index(id).is_some());
+        let (recs, dropped) = c.take(&mine).map_err(|m| self.cupti_err(m))?;
+        if dropped > 0 {
+            return Err(self.cupti_err(format!(
+                "CUPTI dropped {dropped} activity records (its buffers were full)"
+            )));
+        }
+        let (t0, at, half) = c.clock().map_err(|m| self.cupti_err(m))?;
+        let host0 = at.duration_since(epoch).as_secs_f64() * 1e9;
+        let to_host = move |t: u64| host0 + (t as f64 - t0 as f64);
+        Ok(Some(Taken {
+            recs,
+            to_host: Box::new(to_host),
+            half,
+        }))
+    }
+
+    /// The op times of one event-timed call, through the clock anchor
+    /// (its event and host time).
+    fn event_spans(
+        &self,
+        call: &TimedCall<'id>,
+        (anchor, at): (&TimingEvent<'id>, f64),
+    ) -> Result<Vec<OpTime>> {
+        let e = self.err();
+        let ev = &call.events;
+        let base = ev.first().ok_or_else(|| Error::Worker {
+            rank: self.rank,
+            message: "a timed call without its base event".into(),
+        })?;
+        // Host time of the call's base event; every op relative to it
+        // (short intervals keep the f32 milliseconds exact to ns).
+        let t_base = at - f64::from(base.elapsed_ms(anchor).map_err(&e)?) * 1e6;
+        // Each event once, relative to the base.
+        let mut rel = Vec::with_capacity(ev.len());
+        for x in ev {
+            rel.push(t_base + f64::from(base.elapsed_ms(x).map_err(&e)?) * 1e6);
+        }
+        let mut v = Vec::new();
+        for &(op, parts, (a0, a1), b) in &call.spans {
+            // The latest of the events that mark the start.
+            let start = call
+                .starts
+                .get(a0..a1)
+                .unwrap_or(&[])
+                .iter()
+                .filter_map(|&k| rel.get(k).copied())
+                .reduce(f64::max);
+            let (start, end) = match (start, rel.get(b)) {
+                (Some(s), Some(t)) => (s, *t),
+                _ => {
+                    return Err(Error::Worker {
+                        rank: self.rank,
+                        message: format!("timing event of op {op} missing"),
+                    })
+                }
+            };
+            for part in 0..parts {
+                v.push(OpTime {
+                    rank: self.rank,
+                    op,
+                    part,
+                    start_ns: start,
+                    end_ns: end,
+                });
+            }
+        }
+        Ok(v)
     }
 
     /// A timing event: a spare one if any (every spare was recorded and read

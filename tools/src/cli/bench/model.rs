@@ -202,6 +202,15 @@ fn out_model(
 pub(super) fn out_breakdown(rows: &[report::BreakdownRow]) -> Result<()> {
     out("# Where the time goes: the auto path, 3 calls per size each on idle devices, timelines averaged over calls and ranks (us):")?;
     out("#   call = host issue (launch to the first op) + waiting for a peer + copy + reduce (not under a copy) + rest")?;
+    let mut sources: Vec<&str> = Vec::new();
+    for b in rows.iter().filter(|b| !b.timing.is_empty()) {
+        if !sources.contains(&b.timing.as_str()) {
+            sources.push(&b.timing);
+        }
+    }
+    for s in sources {
+        out(format!("#   {s}"))?;
+    }
     out(format!(
         "# {:>10} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "size", "path", "model", "sweep", "call", "issue", "wait", "copy", "reduce", "rest"
@@ -312,6 +321,7 @@ fn breakdown_sizes<T: Element>(
             copy_us: s.copy_ns / 1e3,
             reduce_us: s.reduce_ns / 1e3,
             rest_us: s.rest_ns / 1e3,
+            timing: t.timing_source().unwrap_or_default(),
         });
     }
     Ok(v)
