@@ -17,6 +17,9 @@ Every problem raises a subclass of :class:`ringreduce.Error` with the
 engine's message.
 """
 
+import sys
+import weakref
+
 from ._ringreduce import (
     DTYPES,
     OPS,
@@ -209,6 +212,34 @@ def _describe(x, what, rank):
     return _Buf(addr, n * itemsize, name, shape, x, readonly)
 
 
+_JOB_ENGINES = weakref.WeakSet()
+_HOOKED = False
+
+
+def _abort_on_uncaught_exception(engine):
+    """A job's rank that dies of an uncaught exception aborts its engine
+    first, so the other ranks get a ``PeerError`` naming it at once instead
+    of waiting out their timeout for a call that never comes (a rank that
+    closes its engine normally has left the job; one that is killed is seen
+    dead by the others)."""
+    global _HOOKED
+    _JOB_ENGINES.add(engine)
+    if _HOOKED:
+        return
+    _HOOKED = True
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        for e in list(_JOB_ENGINES):
+            try:
+                e.abort()
+            except Exception:  # the engine may be closed already
+                pass
+        previous(kind, value, tb)
+
+    sys.excepthook = hook
+
+
 class Engine:
     """The engine: ``ranks`` ranks run from this caller (one host thread per
     rank), on ``backend`` ``"auto"`` (CUDA when a driver and a GPU are
@@ -232,7 +263,9 @@ class Engine:
         the store directory ``store`` (rank 0 creates it; it must not exist
         yet; other ranks wait for it). Calls then take this rank's array
         alone."""
-        return cls(_inner=_Engine.job(rank, size, str(store), backend, timeout, algo))
+        eng = cls(_inner=_Engine.job(rank, size, str(store), backend, timeout, algo))
+        _abort_on_uncaught_exception(eng)
+        return eng
 
     @property
     def size(self):
