@@ -149,8 +149,8 @@ def _from_torch(x, what, rank):
             f"allocate (see docs/PYTORCH.md); move it with .cpu(), or use the "
             f"torch.distributed backend (import ringreduce.torch), which stages it"
         )
-    if x.is_sparse if hasattr(x, "is_sparse") else False:
-        raise ArgumentError(f"rank {rank}: the {what} is a sparse tensor")
+    if getattr(x, "is_sparse", False) or str(getattr(x, "layout", "torch.strided")) != "torch.strided":
+        raise ArgumentError(f"rank {rank}: the {what} is not a dense tensor (layout {x.layout})")
     if not x.is_contiguous():
         raise ArgumentError(
             f"rank {rank}: the {what} is not contiguous (shape {tuple(x.shape)}, strides "

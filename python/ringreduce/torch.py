@@ -55,10 +55,18 @@ def _op_name(op):
         try:
             if op == k:
                 return v
-        except TypeError:  # PREMUL_SUM and other ops that refuse comparison
+        except TypeError:  # an op that refuses comparison
             break
+    name = str(op)
+    for n in ("BAND", "BOR", "BXOR", "PREMUL_SUM", "UNUSED"):
+        try:
+            if hasattr(dist.ReduceOp, n) and op == getattr(dist.ReduceOp, n):
+                name = n
+                break
+        except TypeError:
+            continue
     raise ValueError(
-        f"ringreduce: reduce op {op} is not supported (SUM, PRODUCT, MIN, MAX, AVG are)"
+        f"ringreduce: reduce op {name} is not supported (SUM, PRODUCT, MIN, MAX and AVG are)"
     )
 
 
@@ -197,7 +205,9 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
                 for s in staged:
                     s.after()
                 if any(s.cuda for s in staged):
-                    torch.cuda.synchronize(next(s.tensor.device for s in staged if s.cuda))
+                    # the copies back are done before the future completes
+                    dev = next(s.tensor.device for s in staged if s.cuda)
+                    torch.cuda.current_stream(dev).synchronize()
                 work._finish(None)
             except Exception as e:  # every error reaches the caller's wait()
                 work._finish(e)
@@ -244,6 +254,14 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
         return self._submit(
             [output], [si, so], lambda: eng.all_gather([si.host.reshape(-1)], [so.host.reshape(-1)])
         )
+
+    # torch 2.11 calls the two above from reduce_scatter_tensor and
+    # all_gather_into_tensor; later versions call these names.
+    def reduce_scatter_single(self, output, input, opts=None):
+        return self._reduce_scatter_base(output, input, opts)
+
+    def all_gather_single(self, output, input, opts=None):
+        return self._allgather_base(output, input, opts)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         t = self._one(input_tensors, "allgather")

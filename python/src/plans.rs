@@ -6,7 +6,13 @@ use pyo3::types::{PyDict, PyList};
 use ringreduce::plan::{Collective, Shape};
 use ringreduce::{AlgoChoice, DataType, ReduceOp};
 
-fn shape(collective: &str, ranks: usize, count: usize, dtype: DataType, in_place: bool) -> PyResult<Shape> {
+fn shape(
+    collective: &str,
+    ranks: usize,
+    count: usize,
+    dtype: DataType,
+    in_place: bool,
+) -> PyResult<Shape> {
     let collective = match collective {
         "broadcast" => Collective::Broadcast { root: 0 },
         c => Collective::parse(c).map_err(ArgumentError::new_err)?,
@@ -92,7 +98,9 @@ fn trace(
     let op = parse::<ReduceOp>(op)?;
     let s = shape(collective, ranks, count, dtype, in_place)?;
     let choice = parse::<AlgoChoice>(algo)?;
-    guarded(py, move || ringreduce::trace::render(&choice, &s, dtype, op))
+    guarded(py, move || {
+        ringreduce::trace::render(&choice, &s, dtype, op)
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
