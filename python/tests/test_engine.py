@@ -326,3 +326,43 @@ def test_trace_text():
     e = rr.Engine(backend="cpu", ranks=3)
     assert "N = 3" in e.trace(count=6)
     raises(rr.ArgumentError, lambda: rr.trace(ranks=2, count=1 << 20), "small examples")
+
+
+# -- the CUDA backend (host arrays staged by the library; on a GPU machine) ----
+
+
+@pytest.fixture(scope="module")
+def cuda_engine():
+    try:
+        e = rr.Engine(backend="cuda", ranks=2, timeout=60)
+    except rr.UnavailableError as why:
+        pytest.skip(f"SKIPPED: the CUDA backend is unavailable here ({why})")
+    with e:
+        yield e
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["out", "in"])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("name", ALL_TYPES)
+def test_cuda_backend_all_reduce(cuda_engine, name, op, in_place):
+    xs = exact_inputs(name, op, 2, COUNT, seed=5)
+    want = expected(name, op, xs)
+    outs = xs if in_place else [np.zeros_like(x) for x in xs]
+    if in_place:
+        cuda_engine.all_reduce(xs, op=op)
+    else:
+        cuda_engine.all_reduce(xs, outs, op=op)
+    for r, o in enumerate(outs):
+        assert same_bits(o, want), f"rank {r}: {o!r} != {want!r}"
+
+
+def test_cuda_backend_reduce_scatter_all_gather(cuda_engine):
+    xs = exact_inputs("float32", "sum", 2, 2 * 1000, seed=6)
+    want = expected("float32", "sum", xs)
+    outs = [np.zeros(1000, np.float32) for _ in range(2)]
+    cuda_engine.reduce_scatter(xs, outs)
+    for r in range(2):
+        assert same_bits(outs[r], want[r * 1000:(r + 1) * 1000])
+    g = [np.zeros(2000, np.float32) for _ in range(2)]
+    cuda_engine.all_gather(outs, g)
+    assert all(same_bits(x, want) for x in g)
