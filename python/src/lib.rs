@@ -101,17 +101,15 @@ fn run_typed<T: Element>(
 ) -> ringreduce::Result<CallInfo> {
     raw::check(sends, recvs)?;
     let size = std::mem::size_of::<T>();
-    let cast = |r: usize, b: usize| -> ringreduce::Result<()> {
-        if b % size != 0 {
-            return Err(Error::BadArgument(format!(
-                "rank {r}: a buffer of {b} bytes is not a whole number of {}-byte elements",
-                size
-            )));
+    for list in [sends, recvs] {
+        for (r, b) in list.iter().enumerate() {
+            if b.bytes % size != 0 {
+                return Err(Error::BadArgument(format!(
+                    "rank {r}: a buffer of {} bytes is not a whole number of {size}-byte elements",
+                    b.bytes
+                )));
+            }
         }
-        Ok(())
-    };
-    for (r, b) in sends.iter().chain(recvs).enumerate() {
-        cast(r % sends.len().max(recvs.len()).max(1), b.bytes)?;
     }
     // SAFETY: `check` accepted the buffers above; the Python caller holds
     // every array for the whole call (see raw.rs).
