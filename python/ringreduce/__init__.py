@@ -160,6 +160,25 @@ def _from_torch(x, what, rank):
     return _Buf(x.data_ptr(), x.numel() * x.element_size(), name, x.shape, x)
 
 
+# numpy dtype objects already resolved (numpy's dtype.name is slow).
+_DTYPE_CACHE = {}
+
+
+def _known_dtype(dt):
+    try:
+        return _DTYPE_CACHE.get(dt)
+    except TypeError:  # an unhashable dtype-like object
+        return None
+
+
+def _remember_dtype(dt, name):
+    try:
+        if dt is not None and len(_DTYPE_CACHE) < 256:
+            _DTYPE_CACHE[dt] = name
+    except TypeError:
+        pass
+
+
 def _describe(x, what, rank):
     """Read an array's memory for a call, or raise."""
     if _is_torch_tensor(x):
@@ -189,15 +208,19 @@ def _describe(x, what, rank):
         )
     shape = tuple(ai["shape"])
     dt = getattr(x, "dtype", None)
-    if dt is not None and getattr(dt, "name", None) in _DTYPE_NAMES:
-        name = _DTYPE_NAMES[dt.name]
-    elif ai["typestr"] in _TYPESTRS:
-        name = _TYPESTRS[ai["typestr"]]
-    else:
-        raise ArgumentError(
-            f"rank {rank}: the {what} has element type {getattr(dt, 'name', ai['typestr'])}, "
-            f"which ringreduce does not reduce"
-        )
+    name = _known_dtype(dt)
+    if name is None:
+        dt_name = getattr(dt, "name", None)
+        if dt_name in _DTYPE_NAMES:
+            name = _DTYPE_NAMES[dt_name]
+        elif dt_name is None and ai["typestr"] in _TYPESTRS:
+            name = _TYPESTRS[ai["typestr"]]
+        else:
+            raise ArgumentError(
+                f"rank {rank}: the {what} has element type {dt_name or ai['typestr']}, "
+                f"which ringreduce does not reduce"
+            )
+        _remember_dtype(dt, name)
     itemsize = int(ai["typestr"][2:])
     strides = ai.get("strides")
     if strides is not None and not _c_contiguous(shape, strides, itemsize):
