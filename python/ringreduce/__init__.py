@@ -17,6 +17,7 @@ Every problem raises a subclass of :class:`ringreduce.Error` with the
 engine's message.
 """
 
+import atexit
 import sys
 import weakref
 
@@ -241,7 +242,7 @@ _HOOKED = False
 
 def _abort_on_uncaught_exception(engine):
     """A job's rank that dies of an uncaught exception aborts its engine
-    first, so the other ranks get a ``PeerError`` naming it at once instead
+    first (and engines left open are closed at exit), so the other ranks get a ``PeerError`` naming it at once instead
     of waiting out their timeout for a call that never comes (a rank that
     closes its engine normally has left the job; one that is killed is seen
     dead by the others)."""
@@ -261,6 +262,17 @@ def _abort_on_uncaught_exception(engine):
         previous(kind, value, tb)
 
     sys.excepthook = hook
+    # A job whose engines are still open at exit (an error, or no
+    # destroy_process_group) closes them, so rank 0 removes the store.
+    atexit.register(_close_jobs)
+
+
+def _close_jobs():
+    for e in list(_JOB_ENGINES):
+        try:
+            e.close()
+        except Exception:  # closed already, or failing: exit anyway
+            pass
 
 
 class Engine:

@@ -3,6 +3,7 @@ calls, and the faults: a rank that raises mid-collective, a killed rank,
 ranks that disagree on the world size or the call."""
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,7 +46,8 @@ WORKER = textwrap.dedent(
 
 
 def run_job(size, mode="ok", sizes=None, timeout="20"):
-    store = os.path.join(tempfile.mkdtemp(prefix="rr-py-test-"), "store")
+    parent = tempfile.mkdtemp(prefix="rr-py-test-")
+    store = os.path.join(parent, "store")
     env = dict(os.environ, T=timeout)
     procs = []
     for r in range(size):
@@ -64,7 +66,10 @@ def run_job(size, mode="ok", sizes=None, timeout="20"):
     for p in procs:
         out, _ = p.communicate(timeout=120)
         outs.append((p.returncode, out))
-    return outs, time.monotonic() - start
+    took = time.monotonic() - start
+    assert not os.path.exists(store), f"the store {store} was left behind"
+    shutil.rmtree(parent, ignore_errors=True)
+    return outs, took
 
 
 @pytest.mark.parametrize("size", [2, 3])

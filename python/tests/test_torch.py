@@ -3,6 +3,7 @@ op, in and out of place, bitwise), the bad inputs, and the torch.distributed
 backend with two processes (CPU always; CUDA, two ranks sharing a GPU, when
 there is one). SKIPPED with the reason when torch is not installed."""
 
+import glob
 import os
 import socket
 import subprocess
@@ -108,12 +109,16 @@ def free_port():
 def run_ranks(device, mode="ok", timeout="60"):
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                WORLD_SIZE=str(RANKS), RR_TEST_TIMEOUT=timeout)
+    stores = set(glob.glob("/dev/shm/ringreduce-torch-*") + glob.glob("/tmp/ringreduce-torch-*"))
     procs = []
     for r in range(RANKS):
         e = dict(env, RANK=str(r), LOCAL_RANK=str(r))
         procs.append(subprocess.Popen([sys.executable, os.path.join(HERE, "torch_worker.py"), device, mode],
                                       env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    return [(p.wait(timeout=300), p.stdout.read()) for p in procs]
+    outs = [(p.wait(timeout=300), p.stdout.read()) for p in procs]
+    left = set(glob.glob("/dev/shm/ringreduce-torch-*") + glob.glob("/tmp/ringreduce-torch-*")) - stores
+    assert not left, f"the job's store was left behind: {left}"
+    return outs
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
