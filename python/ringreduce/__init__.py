@@ -1,0 +1,451 @@
+"""ringreduce from Python: the hand-written Ring AllReduce engine over numpy
+arrays and torch tensors, and (``import ringreduce.torch``) a
+``torch.distributed`` backend.
+
+    >>> import numpy as np, ringreduce
+    >>> eng = ringreduce.Engine(backend="cpu", ranks=2)
+    >>> bufs = [np.full(4, 1.0, np.float32), np.full(4, 2.0, np.float32)]
+    >>> _ = eng.all_reduce(bufs)            # in place: both become 3.0
+    >>> bufs[1].tolist()
+    [3.0, 3.0, 3.0, 3.0]
+
+Each call takes one array per rank, in rank order (every rank from this
+caller), or this process's array alone (``Engine.job``: one process per
+rank). Arrays are used where they are (zero-copy): numpy arrays, CPU torch
+tensors, and anything with ``__array_interface__`` or a CPU ``__dlpack__``.
+Every problem raises a subclass of :class:`ringreduce.Error` with the
+engine's message.
+"""
+
+import atexit
+import sys
+import weakref
+
+from ._ringreduce import (
+    DTYPES,
+    OPS,
+    ArgumentError,
+    CudaError,
+    Error,
+    InternalError,
+    MismatchError,
+    PeerError,
+    TimeoutError,
+    UnavailableError,
+    _Engine,
+    __version__,
+)
+from ._ringreduce import plan as _plan
+from ._ringreduce import trace as _trace
+
+__all__ = [
+    "Engine",
+    "Error",
+    "ArgumentError",
+    "MismatchError",
+    "TimeoutError",
+    "PeerError",
+    "UnavailableError",
+    "CudaError",
+    "InternalError",
+    "DTYPES",
+    "OPS",
+    "plan",
+    "trace",
+    "dtype_name",
+    "__version__",
+]
+
+# numpy / ml_dtypes / torch dtype names -> the engine's (nccl-tests) names.
+_DTYPE_NAMES = {
+    "int8": "int8",
+    "uint8": "uint8",
+    "int32": "int32",
+    "uint32": "uint32",
+    "int64": "int64",
+    "uint64": "uint64",
+    "float16": "half",
+    "half": "half",
+    "float32": "float",
+    "float": "float",
+    "float64": "double",
+    "double": "double",
+    "bfloat16": "bfloat16",
+    "float8_e4m3fn": "f8e4m3",
+    "float8_e5m2": "f8e5m2",
+}
+
+# __array_interface__ type strings (little-endian or not applicable).
+_TYPESTRS = {
+    "|i1": "int8",
+    "|u1": "uint8",
+    "<i4": "int32",
+    "<u4": "uint32",
+    "<i8": "int64",
+    "<u8": "uint64",
+    "<f2": "half",
+    "<f4": "float",
+    "<f8": "double",
+}
+
+_OPS = {"sum", "prod", "min", "max", "avg"}
+
+
+class _Buf:
+    """One array as the engine sees it: address, bytes, engine dtype name,
+    shape, and the object that keeps the memory alive."""
+
+    __slots__ = ("addr", "nbytes", "dtype", "shape", "obj", "readonly")
+
+    def __init__(self, addr, nbytes, dtype, shape, obj, readonly=False):
+        self.addr = addr
+        self.nbytes = nbytes
+        self.dtype = dtype
+        self.shape = tuple(shape)
+        self.obj = obj
+        self.readonly = readonly
+
+
+def _is_torch_tensor(x):
+    t = type(x)
+    return t.__module__.startswith("torch") and hasattr(x, "data_ptr") and hasattr(x, "dtype")
+
+
+def dtype_name(x):
+    """The engine's name of the element type of ``x`` (an array, a tensor, a
+    numpy or torch dtype, or a name), or raise ``ArgumentError``."""
+    if isinstance(x, str):
+        name = x
+    elif hasattr(x, "dtype"):
+        return dtype_name(x.dtype)
+    else:
+        name = getattr(x, "name", None) or str(x)
+    name = name.replace("torch.", "")
+    if name in DTYPES:
+        return name
+    if name in _DTYPE_NAMES:
+        return _DTYPE_NAMES[name]
+    raise ArgumentError(
+        f"element type {name} is not one ringreduce reduces "
+        f"(int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, "
+        f"float64, float8_e4m3fn, float8_e5m2)"
+    )
+
+
+def _c_contiguous(shape, strides, itemsize):
+    expected = itemsize
+    for dim, stride in zip(reversed(shape), reversed(strides)):
+        if dim > 1 and stride != expected:
+            return False
+        expected *= dim
+    return True
+
+
+def _from_torch(x, what, rank):
+    dev = x.device.type
+    if dev != "cpu":
+        raise UnavailableError(
+            f"rank {rank}: the {what} is a {dev} tensor ({x.device}); the Engine API takes "
+            f"host memory only: the library has no call yet on device memory it did not "
+            f"allocate (see docs/PYTORCH.md); move it with .cpu(), or use the "
+            f"torch.distributed backend (import ringreduce.torch), which stages it"
+        )
+    if getattr(x, "is_sparse", False) or str(getattr(x, "layout", "torch.strided")) != "torch.strided":
+        raise ArgumentError(f"rank {rank}: the {what} is not a dense tensor (layout {x.layout})")
+    if not x.is_contiguous():
+        raise ArgumentError(
+            f"rank {rank}: the {what} is not contiguous (shape {tuple(x.shape)}, strides "
+            f"{tuple(x.stride())}); pass .contiguous()"
+        )
+    name = dtype_name(x.dtype)
+    return _Buf(x.data_ptr(), x.numel() * x.element_size(), name, x.shape, x)
+
+
+# numpy dtype objects already resolved (numpy's dtype.name is slow).
+_DTYPE_CACHE = {}
+
+
+def _known_dtype(dt):
+    try:
+        return _DTYPE_CACHE.get(dt)
+    except TypeError:  # an unhashable dtype-like object
+        return None
+
+
+def _remember_dtype(dt, name):
+    try:
+        if dt is not None and len(_DTYPE_CACHE) < 256:
+            _DTYPE_CACHE[dt] = name
+    except TypeError:
+        pass
+
+
+def _describe(x, what, rank):
+    """Read an array's memory for a call, or raise."""
+    if _is_torch_tensor(x):
+        return _from_torch(x, what, rank)
+    if hasattr(x, "__cuda_array_interface__"):
+        raise UnavailableError(
+            f"rank {rank}: the {what} is in GPU memory (__cuda_array_interface__); the Engine "
+            f"API takes host memory only: the library has no call yet on device memory it "
+            f"did not allocate (see docs/PYTORCH.md)"
+        )
+    ai = getattr(x, "__array_interface__", None)
+    if ai is None and hasattr(x, "__dlpack__"):
+        kind = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else 1
+        if kind not in (1, 3):  # kDLCPU, kDLCUDAHost
+            raise UnavailableError(
+                f"rank {rank}: the {what} is on DLPack device type {kind}, not host memory; "
+                f"the Engine API takes host memory only (see docs/PYTORCH.md)"
+            )
+        import numpy
+
+        x = numpy.from_dlpack(x)
+        ai = x.__array_interface__
+    if ai is None:
+        raise ArgumentError(
+            f"rank {rank}: the {what} ({type(x).__name__}) is not an array: pass numpy arrays, "
+            f"torch tensors, or objects with __array_interface__ or a CPU __dlpack__"
+        )
+    shape = tuple(ai["shape"])
+    dt = getattr(x, "dtype", None)
+    name = _known_dtype(dt)
+    if name is None:
+        dt_name = getattr(dt, "name", None)
+        if dt_name in _DTYPE_NAMES:
+            name = _DTYPE_NAMES[dt_name]
+        elif dt_name is None and ai["typestr"] in _TYPESTRS:
+            name = _TYPESTRS[ai["typestr"]]
+        else:
+            raise ArgumentError(
+                f"rank {rank}: the {what} has element type {dt_name or ai['typestr']}, "
+                f"which ringreduce does not reduce"
+            )
+        _remember_dtype(dt, name)
+    itemsize = int(ai["typestr"][2:])
+    strides = ai.get("strides")
+    if strides is not None and not _c_contiguous(shape, strides, itemsize):
+        raise ArgumentError(
+            f"rank {rank}: the {what} is not contiguous (shape {shape}, strides {tuple(strides)}); "
+            f"pass a C-contiguous copy (numpy.ascontiguousarray)"
+        )
+    addr, readonly = ai["data"]
+    n = 1
+    for d in shape:
+        n *= d
+    return _Buf(addr, n * itemsize, name, shape, x, readonly)
+
+
+_JOB_ENGINES = weakref.WeakSet()
+_HOOKED = False
+
+
+def _abort_on_uncaught_exception(engine):
+    """A job's rank that dies of an uncaught exception aborts its engine
+    first (and engines left open are closed at exit), so the other ranks get a ``PeerError`` naming it at once instead
+    of waiting out their timeout for a call that never comes (a rank that
+    closes its engine normally has left the job; one that is killed is seen
+    dead by the others)."""
+    global _HOOKED
+    _JOB_ENGINES.add(engine)
+    if _HOOKED:
+        return
+    _HOOKED = True
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        for e in list(_JOB_ENGINES):
+            try:
+                e.abort()
+            except Exception:  # the engine may be closed already
+                pass
+        previous(kind, value, tb)
+
+    sys.excepthook = hook
+    # A job whose engines are still open at exit (an error, or no
+    # destroy_process_group) closes them, so rank 0 removes the store.
+    atexit.register(_close_jobs)
+
+
+def _close_jobs():
+    for e in list(_JOB_ENGINES):
+        try:
+            e.close()
+        except Exception:  # closed already, or failing: exit anyway
+            pass
+
+
+class Engine:
+    """The engine: ``ranks`` ranks run from this caller (one host thread per
+    rank), on ``backend`` ``"auto"`` (CUDA when a driver and a GPU are
+    present, else CPU), ``"cpu"`` or ``"cuda"``; ``devices`` the GPUs
+    (default all), ``timeout`` the longest any wait may take in seconds
+    (default ``RINGREDUCE_TIMEOUT`` or 60), ``algo`` the path
+    (``"auto"``, ``"ring"``, ``"ring:pipe2"``, ...).
+
+    Each collective takes one array per rank, in rank order; ``outputs=None``
+    runs in place. It returns the arrays that hold the result;
+    ``last_call`` says which path ran and what each rank sent and received.
+    """
+
+    def __init__(self, backend="auto", ranks=2, devices=None, timeout=None, algo=None, _inner=None):
+        self._e = _inner if _inner is not None else _Engine(backend, ranks, devices, timeout, algo)
+        self.last_call = None
+
+    @classmethod
+    def job(cls, rank, size, store, backend="cpu", timeout=None, algo=None):
+        """This process's rank of a job of ``size`` processes that meet at
+        the store directory ``store`` (rank 0 creates it; it must not exist
+        yet; other ranks wait for it). Calls then take this rank's array
+        alone."""
+        eng = cls(_inner=_Engine.job(rank, size, str(store), backend, timeout, algo))
+        _abort_on_uncaught_exception(eng)
+        return eng
+
+    @property
+    def size(self):
+        """The number of ranks of the engine or job."""
+        return self._e.size
+
+    ranks = size
+
+    @property
+    def rank(self):
+        """This handle's first rank (0 when every rank runs from here)."""
+        return self._e.rank
+
+    @property
+    def local_ranks(self):
+        """The ranks whose arrays a call takes, as a ``range``."""
+        a, b = self._e.local_ranks
+        return range(a, b)
+
+    @property
+    def describe(self):
+        """The backend, its devices and how the ranks run, in words."""
+        return self._e.describe
+
+    def __repr__(self):
+        return f"ringreduce.Engine({self.describe})"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Release the engine; later calls raise ``ringreduce.Error``."""
+        self._e.close()
+
+    def abort(self):
+        """End every wait of this engine now (from any thread)."""
+        self._e.abort()
+
+    # -- collectives ---------------------------------------------------------
+
+    def _buffers(self, arrays, what):
+        is_array = hasattr(arrays, "__array_interface__") or _is_torch_tensor(arrays)
+        if is_array or isinstance(arrays, (str, bytes)) or not hasattr(arrays, "__len__"):
+            raise ArgumentError(
+                f"the {what}s must be a list of arrays, one per rank (got one {type(arrays).__name__})"
+            )
+        n = len(self.local_ranks)
+        if len(arrays) != n:
+            raise ArgumentError(
+                f"expected one {what} per rank this engine calls for: {n} ranks but "
+                f"{len(arrays)} {what}s"
+            )
+        base = self.local_ranks.start
+        bufs = [_describe(a, what, base + i) for i, a in enumerate(arrays)]
+        first = bufs[0] if bufs else None
+        for i, b in enumerate(bufs):
+            if b.dtype != first.dtype:
+                raise ArgumentError(
+                    f"rank {base + i}: the {what} is {b.dtype} but rank {base}'s is {first.dtype}: "
+                    f"every rank's arrays must have the same element type"
+                )
+            if b.shape != first.shape:
+                raise ArgumentError(
+                    f"rank {base + i}: the {what} has shape {b.shape} but rank {base}'s has "
+                    f"{first.shape}: every rank's arrays must have the same shape"
+                )
+        return bufs
+
+    def _run(self, kind, inputs, outputs, op="sum", root=0):
+        if kind != "all_gather" and kind != "broadcast" and op not in _OPS:
+            raise ArgumentError(f"unknown reduce op {op!r} (sum, prod, min, max, avg)")
+        ins = self._buffers(inputs, "input")
+        if outputs is None:
+            outs, ins_raw = ins, []
+            for i, b in enumerate(outs):
+                if b.readonly:
+                    raise ArgumentError(f"rank {self.local_ranks.start + i}: the buffer is read-only")
+            dtype = outs[0].dtype if outs else "float"
+        else:
+            outs = self._buffers(outputs, "output")
+            if outs and ins and outs[0].dtype != ins[0].dtype:
+                raise ArgumentError(
+                    f"the outputs are {outs[0].dtype} but the inputs are {ins[0].dtype}: "
+                    f"inputs and outputs must have the same element type"
+                )
+            for i, b in enumerate(outs):
+                if b.readonly:
+                    raise ArgumentError(f"rank {self.local_ranks.start + i}: the output is read-only")
+            ins_raw = [(b.addr, b.nbytes) for b in ins]
+            dtype = ins[0].dtype if ins else "float"
+        outs_raw = [(b.addr, b.nbytes) for b in outs]
+        info = self._e.collective(kind, dtype, op, ins_raw, outs_raw, root)
+        self.last_call = info
+        return list(inputs if outputs is None else outputs)
+
+    def all_reduce(self, inputs, outputs=None, op="sum"):
+        """Every output becomes the reduction (``op``: sum, prod, min, max,
+        avg) of every rank's input; ``outputs=None``: in place."""
+        return self._run("all_reduce", inputs, outputs, op)
+
+    def reduce_scatter(self, inputs, outputs=None, op="sum"):
+        """Each input holds ``size * c`` elements; rank r's output (``c``
+        elements) becomes chunk r of the reduction. In place (NCCL's
+        convention): slice r of rank r's array becomes that chunk."""
+        return self._run("reduce_scatter", inputs, outputs, op)
+
+    def all_gather(self, inputs, outputs=None):
+        """Every output (``size * c`` elements) becomes the concatenation of
+        every rank's input (``c`` elements). In place: slice r of rank r's
+        array is its input."""
+        return self._run("all_gather", inputs, outputs)
+
+    def broadcast(self, inputs, outputs=None, root=0):
+        """Every output becomes rank ``root``'s input."""
+        return self._run("broadcast", inputs, outputs, root=root)
+
+    def barrier(self):
+        """Every rank reaches this point before any goes on."""
+        self.last_call = self._e.barrier()
+
+    # -- study views ---------------------------------------------------------
+
+    def plan(self, collective="all_reduce", count=8, dtype="float", in_place=False, algo="ring"):
+        """The plan this engine's ranks would run (see :func:`ringreduce.plan`)."""
+        return plan(collective, self.size, count, dtype, in_place, algo)
+
+    def trace(self, collective="all_reduce", count=8, dtype="float", op="sum", in_place=False, algo="ring"):
+        """The step-by-step trace of a call on this many ranks (see :func:`ringreduce.trace`)."""
+        return trace(collective, self.size, count, dtype, op, in_place, algo)
+
+
+def plan(collective="all_reduce", ranks=4, count=8, dtype="float", in_place=False, algo="ring"):
+    """The plan the engine runs for a call, as Python objects: a dict with
+    ``name``, ``collective``, ``ranks``, ``count``, ``in_place``, ``scratch``
+    and ``ops``, a list with one dict per op of every rank in issue order
+    (``rank``, ``index``, ``lane``, ``kind``, ``detail``, ``waits``,
+    ``signal``, ``phase``, ``step``, ``chunk``, ``slice``, ``note``)."""
+    return _plan(collective, ranks, count, dtype_name(dtype), in_place, algo)
+
+
+def trace(collective="all_reduce", ranks=4, count=8, dtype="float", op="sum", in_place=False, algo="ring"):
+    """``ringreduce trace`` as text: the call step by step on symbolic memory
+    (who sends which chunk to whom, what every rank holds), then run on the
+    CPU backend with exact inputs."""
+    return _trace(collective, ranks, count, dtype_name(dtype), op, in_place, algo)

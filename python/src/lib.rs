@@ -1,0 +1,298 @@
+//! `ringreduce._ringreduce`: the Rust side of the Python package.
+//!
+//! Small on purpose: the Python package (`ringreduce/__init__.py`) reads
+//! arrays and tensors (numpy, torch, DLPack, `__array_interface__`),
+//! checks their type, device, shape and contiguity, and hands this module
+//! one `(address, bytes)` pair per rank; this module runs the
+//! [`Communicator`] call with the interpreter lock released, and turns
+//! every [`ringreduce::Error`] into a `ringreduce.Error` subclass. No panic
+//! crosses into Python: each call runs under `catch_unwind`.
+
+mod errors;
+mod plans;
+mod raw;
+
+use errors::{guarded, ArgumentError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use raw::Raw;
+use ringreduce::{
+    AbortHandle, AlgoChoice, BackendChoice, CallInfo, Collective, Communicator, DataType, Element,
+    EngineConfig, Error, JobSpec, ReduceOp,
+};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The engine: every rank of a call from this caller (`Engine(ranks=N)`),
+/// or this process's rank of a job (`_Engine.job`).
+#[pyclass(module = "ringreduce._ringreduce", name = "_Engine")]
+struct PyEngine {
+    comm: Mutex<Option<Communicator>>,
+    abort: AbortHandle,
+    size: usize,
+    rank: usize,
+    local: (usize, usize),
+    describe: String,
+}
+
+fn parse<T: std::str::FromStr<Err = String>>(s: &str) -> PyResult<T> {
+    s.parse::<T>().map_err(ArgumentError::new_err)
+}
+
+fn configure(cfg: &mut EngineConfig, timeout: Option<f64>, algo: Option<&str>) -> PyResult<()> {
+    if let Some(t) = timeout {
+        if !(t.is_finite() && t > 0.0 && t <= 1e7) {
+            return Err(ArgumentError::new_err(format!(
+                "timeout must be a number of seconds above 0 and at most 1e7 (got {t})"
+            )));
+        }
+        cfg.timeout = Duration::from_secs_f64(t);
+    }
+    if let Some(a) = algo {
+        cfg.algo = parse::<AlgoChoice>(a)?;
+    }
+    Ok(())
+}
+
+impl PyEngine {
+    fn build(py: Python<'_>, cfg: EngineConfig) -> PyResult<PyEngine> {
+        let comm = guarded(py, move || Communicator::new(cfg))?;
+        let local = comm.local_ranks();
+        Ok(PyEngine {
+            abort: comm.abort_handle(),
+            size: comm.size(),
+            rank: comm.rank(),
+            local: (local.start, local.end),
+            describe: comm.describe().to_string(),
+            comm: Mutex::new(Some(comm)),
+        })
+    }
+
+    /// Run `f` on the communicator, the interpreter lock released.
+    fn with_comm<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Communicator) -> ringreduce::Result<R> + Send,
+    ) -> PyResult<R> {
+        let comm = &self.comm;
+        guarded(py, move || {
+            let mut guard = comm.lock().unwrap_or_else(|e| e.into_inner());
+            match guard.as_mut() {
+                Some(c) => f(c),
+                None => Err(Error::BadArgument("this engine was closed".into())),
+            }
+        })
+    }
+}
+
+/// What a call asks for, parsed.
+#[derive(Clone, Copy)]
+struct Call {
+    collective: Collective,
+    op: ReduceOp,
+    in_place: bool,
+}
+
+fn run_typed<T: Element>(
+    comm: &mut Communicator,
+    c: Call,
+    sends: &[Raw],
+    recvs: &[Raw],
+) -> ringreduce::Result<CallInfo> {
+    raw::check(sends, recvs)?;
+    let size = std::mem::size_of::<T>();
+    for list in [sends, recvs] {
+        for (r, b) in list.iter().enumerate() {
+            if b.bytes % size != 0 {
+                return Err(Error::BadArgument(format!(
+                    "rank {r}: a buffer of {} bytes is not a whole number of {size}-byte elements",
+                    b.bytes
+                )));
+            }
+        }
+    }
+    // SAFETY: `check` accepted the buffers above; the Python caller holds
+    // every array for the whole call (see raw.rs).
+    let send_bytes = unsafe { raw::bytes(sends) };
+    // SAFETY: as above; outputs overlap nothing else (checked).
+    let recv_bytes = unsafe { raw::bytes_mut(recvs) };
+    let misaligned = |r: usize| {
+        Error::BadArgument(format!(
+            "rank {r}: the buffer is not aligned to its {size}-byte elements"
+        ))
+    };
+    let send: Vec<&[T]> = send_bytes
+        .into_iter()
+        .enumerate()
+        .map(|(r, b)| bytemuck::try_cast_slice(b).map_err(|_| misaligned(r)))
+        .collect::<ringreduce::Result<_>>()?;
+    let mut recv: Vec<&mut [T]> = recv_bytes
+        .into_iter()
+        .enumerate()
+        .map(|(r, b)| bytemuck::try_cast_slice_mut(b).map_err(|_| misaligned(r)))
+        .collect::<ringreduce::Result<_>>()?;
+    let (op, recv) = (c.op, &mut recv);
+    match (c.collective, c.in_place) {
+        (Collective::AllReduce, false) => comm.all_reduce(&send, recv, op),
+        (Collective::AllReduce, true) => comm.all_reduce_in_place(recv, op),
+        (Collective::ReduceScatter, false) => comm.reduce_scatter(&send, recv, op),
+        (Collective::ReduceScatter, true) => comm.reduce_scatter_in_place(recv, op),
+        (Collective::AllGather, false) => comm.all_gather(&send, recv),
+        (Collective::AllGather, true) => comm.all_gather_in_place(recv),
+        (Collective::Broadcast { root }, false) => comm.broadcast(&send, recv, root),
+        (Collective::Broadcast { root }, true) => comm.broadcast_in_place(recv, root),
+    }
+}
+
+fn collective_of(kind: &str, root: usize) -> PyResult<Collective> {
+    match kind {
+        "all_reduce" => Ok(Collective::AllReduce),
+        "reduce_scatter" => Ok(Collective::ReduceScatter),
+        "all_gather" => Ok(Collective::AllGather),
+        "broadcast" => Ok(Collective::Broadcast { root }),
+        other => Err(ArgumentError::new_err(format!(
+            "unknown collective {other:?} (all_reduce, reduce_scatter, all_gather, broadcast)"
+        ))),
+    }
+}
+
+fn info_dict<'py>(py: Python<'py>, info: &CallInfo) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("path", &info.path)?;
+    let traffic = PyList::empty(py);
+    for t in &info.traffic {
+        traffic.append((t.sent, t.received))?;
+    }
+    d.set_item("traffic", traffic)?;
+    Ok(d)
+}
+
+#[pymethods]
+impl PyEngine {
+    #[new]
+    #[pyo3(signature = (backend="auto", ranks=2, devices=None, timeout=None, algo=None))]
+    fn new(
+        py: Python<'_>,
+        backend: &str,
+        ranks: usize,
+        devices: Option<Vec<usize>>,
+        timeout: Option<f64>,
+        algo: Option<&str>,
+    ) -> PyResult<Self> {
+        let mut cfg = EngineConfig::new(ranks, parse::<BackendChoice>(backend)?);
+        cfg.devices = devices;
+        configure(&mut cfg, timeout, algo)?;
+        PyEngine::build(py, cfg)
+    }
+
+    /// Rank `rank` of a job of `size` processes meeting at the store
+    /// directory `store` (rank 0 creates it; it must not exist yet).
+    #[staticmethod]
+    #[pyo3(signature = (rank, size, store, backend="cpu", timeout=None, algo=None))]
+    fn job(
+        py: Python<'_>,
+        rank: usize,
+        size: usize,
+        store: std::path::PathBuf,
+        backend: &str,
+        timeout: Option<f64>,
+        algo: Option<&str>,
+    ) -> PyResult<Self> {
+        let spec = JobSpec::new(rank, size, store);
+        let mut cfg = EngineConfig::job(spec, parse::<BackendChoice>(backend)?);
+        configure(&mut cfg, timeout, algo)?;
+        PyEngine::build(py, cfg)
+    }
+
+    /// The ranks in the job or engine.
+    #[getter]
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    /// This handle's first rank (0 when every rank runs from here).
+    #[getter]
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The ranks this handle calls for: `range(start, end)`.
+    #[getter]
+    fn local_ranks(&self) -> (usize, usize) {
+        self.local
+    }
+
+    /// The backend, its devices and how ranks run, in words.
+    #[getter]
+    fn describe(&self) -> &str {
+        &self.describe
+    }
+
+    /// One collective over host buffers: `sends` and `recvs` are
+    /// `(address, bytes)` per local rank; an empty `sends` means in place.
+    #[pyo3(signature = (kind, dtype, op, sends, recvs, root=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn collective<'py>(
+        &self,
+        py: Python<'py>,
+        kind: &str,
+        dtype: &str,
+        op: &str,
+        sends: Vec<(usize, usize)>,
+        recvs: Vec<(usize, usize)>,
+        root: usize,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let dtype = parse::<DataType>(dtype)?;
+        let call = Call {
+            collective: collective_of(kind, root)?,
+            op: parse::<ReduceOp>(op)?,
+            in_place: sends.is_empty(),
+        };
+        let raw = |v: Vec<(usize, usize)>| {
+            v.into_iter()
+                .map(|(addr, bytes)| Raw { addr, bytes })
+                .collect::<Vec<_>>()
+        };
+        let (sends, recvs) = (raw(sends), raw(recvs));
+        let info = self.with_comm(py, move |comm| {
+            ringreduce::with_element!(dtype, T => run_typed::<T>(comm, call, &sends, &recvs))
+        })?;
+        info_dict(py, &info)
+    }
+
+    /// Every rank reaches this point before any goes on.
+    fn barrier<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let info = self.with_comm(py, |comm| comm.barrier())?;
+        info_dict(py, &info)
+    }
+
+    /// End every wait of this engine now, from any thread (its calls fail
+    /// with an abort error; the engine must then be closed).
+    fn abort(&self) {
+        self.abort.abort();
+    }
+
+    /// Release the engine (its threads, memory, and in a job its share of
+    /// the store). Later calls raise.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let comm = &self.comm;
+        guarded(py, move || {
+            let taken = comm.lock().unwrap_or_else(|e| e.into_inner()).take();
+            drop(taken);
+            Ok(())
+        })
+    }
+}
+
+/// The Rust extension of the `ringreduce` package.
+#[pymodule]
+fn _ringreduce(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyEngine>()?;
+    errors::register(m)?;
+    plans::register(m)?;
+    let names: Vec<&str> = DataType::ALL.iter().map(|d| d.name()).collect();
+    m.add("DTYPES", names)?;
+    m.add("OPS", vec!["sum", "prod", "max", "min", "avg"])?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,138 @@
+"""torch: the Engine over CPU tensors (every type both sides have, every
+op, in and out of place, bitwise), the bad inputs, and the torch.distributed
+backend with two processes (CPU always; CUDA, two ranks sharing a GPU, when
+there is one). SKIPPED with the reason when torch is not installed."""
+
+import glob
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import ringreduce as rr
+
+torch = pytest.importorskip("torch", reason="SKIPPED: torch is not installed")
+
+RANKS = 2
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+TYPES = [torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
+         torch.float32, torch.float64]
+TYPES += [getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n)]
+OPS = ["sum", "prod", "min", "max", "avg"]
+
+
+def exact(dt, op, rank, n=33):
+    g = torch.Generator().manual_seed(10 + rank)
+    if op == "avg":
+        v = torch.randint(0, 2, (n,), generator=g) * 4
+    elif op == "prod":
+        v = torch.randint(1, 3, (n,), generator=g)
+    else:
+        v = torch.randint(0, 4, (n,), generator=g)
+    return v.to(torch.float64).to(dt)
+
+
+def want(dt, op, xs):
+    w = torch.stack([x.to(torch.float64) for x in xs])
+    r = {"sum": w.sum(0), "prod": w.prod(0), "min": w.min(0).values, "max": w.max(0).values,
+         "avg": torch.trunc(w.sum(0) / len(xs))}[op]
+    return r.to(dt)
+
+
+def bits(t):
+    return t.contiguous().view(torch.uint8) if t.element_size() > 0 else t
+
+
+@pytest.fixture(scope="module")
+def engine():
+    with rr.Engine(backend="cpu", ranks=RANKS) as e:
+        yield e
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["out", "in"])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dt", TYPES, ids=str)
+def test_all_reduce_tensors(engine, dt, op, in_place):
+    xs = [exact(dt, op, r) for r in range(RANKS)]
+    w = want(dt, op, xs)
+    if in_place:
+        engine.all_reduce(xs, op=op)
+        outs = xs
+    else:
+        outs = [torch.zeros_like(x) for x in xs]
+        engine.all_reduce(xs, outs, op=op)
+    for o in outs:
+        assert torch.equal(bits(o), bits(w)), (o, w)
+
+
+@pytest.mark.parametrize("dt", TYPES, ids=str)
+def test_reduce_scatter_and_all_gather_tensors(engine, dt):
+    xs = [exact(dt, "max", r, n=RANKS * 5) for r in range(RANKS)]
+    w = want(dt, "max", xs)
+    outs = [torch.zeros(5, dtype=dt) for _ in range(RANKS)]
+    engine.reduce_scatter(xs, outs, op="max")
+    for r, o in enumerate(outs):
+        assert torch.equal(bits(o), bits(w[r * 5:(r + 1) * 5]))
+    g = [torch.zeros(RANKS * 5, dtype=dt) for _ in range(RANKS)]
+    engine.all_gather(outs, g)
+    for o in g:
+        assert torch.equal(bits(o), bits(w))
+
+
+def test_bad_tensors(engine):
+    with pytest.raises(rr.ArgumentError, match="not contiguous"):
+        engine.all_reduce([torch.zeros(4, 4).t(), torch.zeros(4, 4).t()])
+    with pytest.raises(rr.ArgumentError, match="rank 1"):
+        engine.all_reduce([torch.zeros(4), torch.zeros(4, dtype=torch.float64)])
+    with pytest.raises(rr.ArgumentError, match="shape"):
+        engine.all_reduce([torch.zeros(4), torch.zeros(5)])
+    with pytest.raises(rr.ArgumentError, match="complex"):
+        engine.all_reduce([torch.zeros(4, dtype=torch.complex64)] * 2)
+    with pytest.raises(rr.UnavailableError, match="meta"):
+        engine.all_reduce([torch.zeros(4, device="meta"), torch.zeros(4, device="meta")])
+    if torch.cuda.is_available():
+        with pytest.raises(rr.UnavailableError, match="cuda"):
+            engine.all_reduce([torch.zeros(4, device="cuda"), torch.zeros(4, device="cuda")])
+    with pytest.raises(rr.ArgumentError, match="one per rank"):
+        engine.all_reduce(torch.zeros(2))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(device, mode="ok", timeout="60"):
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+               WORLD_SIZE=str(RANKS), RR_TEST_TIMEOUT=timeout)
+    stores = set(glob.glob("/dev/shm/ringreduce-torch-*") + glob.glob("/tmp/ringreduce-torch-*"))
+    procs = []
+    for r in range(RANKS):
+        e = dict(env, RANK=str(r), LOCAL_RANK=str(r))
+        procs.append(subprocess.Popen([sys.executable, os.path.join(HERE, "torch_worker.py"), device, mode],
+                                      env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [(p.wait(timeout=300), p.stdout.read()) for p in procs]
+    left = set(glob.glob("/dev/shm/ringreduce-torch-*") + glob.glob("/tmp/ringreduce-torch-*")) - stores
+    assert not left, f"the job's store was left behind: {left}"
+    return outs
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_backend_two_processes(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("SKIPPED: no CUDA device (torch.cuda.is_available() is False)")
+    outs = run_ranks(device)
+    for r, (rc, out) in enumerate(outs):
+        assert rc == 0 and f"rank {r}: OK" in out, out
+
+
+@pytest.mark.parametrize("mode", ["die", "raise"])
+def test_backend_rank_gone(mode):
+    outs = run_ranks("cpu", mode, timeout="30")
+    rc0, out0 = outs[0]
+    assert rc0 == 0 and "rank 0: peer gone" in out0 and "rank 1" in out0, out0
+    assert outs[1][0] != 0
