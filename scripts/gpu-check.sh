@@ -291,7 +291,9 @@ if [ "$MODE" = cupti ]; then
             > "$T/$name.txt" 2>&1
         grep -E "^# (timing source|clock|measurement)|rror|\[exit" "$T/$name.txt"
     }
-    for size in 1MiB 4MiB 64MiB; do
+    # CUPTI_SIZES: the trace sizes (default 1MiB 4MiB 64MiB; 64MiB is needed
+    # for the agreement check); CUPTI_BENCH=0 skips the two breakdown benches.
+    for size in ${CUPTI_SIZES:-1MiB 4MiB 64MiB}; do
         ctrace cupti "$size"
         ctrace events "$size"
     done
@@ -324,6 +326,7 @@ for diff, k, x, y in worst[:5]:
 PY
     cat "$T/agree-64MiB.txt"
     for src in cupti events; do
+        [ "${CUPTI_BENCH:-1}" = 0 ] && break
         cenv=(); [ "$src" = events ] && cenv=(RINGREDUCE_CUPTI=0)
         run 150 env ${cenv[@]+"${cenv[@]}"} "$RR" bench --backend cuda --ranks 4 --algo auto \
             -b 1MiB -e 64MiB -f 4 -n 10 -w 3 --breakdown > "$T/breakdown-$src.txt" 2>&1
