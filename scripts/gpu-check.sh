@@ -285,7 +285,7 @@ if [ "$MODE" = cupti ]; then
     # ctrace SOURCE SIZE: 4 ranks, ring, overhead over 11 alternating blocks.
     ctrace() {
         local src=$1 size=$2 name="trace-$1-4r-$2"
-        local cenv=(); [ "$src" = events ] && cenv=(RINGREDUCE_CUPTI=0)
+        local cenv=(RINGREDUCE_CUPTI=1); [ "$src" = events ] && cenv=(RINGREDUCE_CUPTI=0)
         run 60 env ${cenv[@]+"${cenv[@]}"} "$RR" trace --backend cuda --ranks 4 --size "$size" \
             --algo ring --overhead-blocks 11 --overhead-iters 50 --timeline "$T/$name.json" \
             > "$T/$name.txt" 2>&1
@@ -327,7 +327,7 @@ PY
     cat "$T/agree-64MiB.txt"
     for src in cupti events; do
         [ "${CUPTI_BENCH:-1}" = 0 ] && break
-        cenv=(); [ "$src" = events ] && cenv=(RINGREDUCE_CUPTI=0)
+        cenv=(RINGREDUCE_CUPTI=1); [ "$src" = events ] && cenv=(RINGREDUCE_CUPTI=0)
         run 150 env ${cenv[@]+"${cenv[@]}"} "$RR" bench --backend cuda --ranks 4 --algo auto \
             -b 1MiB -e 64MiB -f 4 -n 10 -w 3 --breakdown > "$T/breakdown-$src.txt" 2>&1
         grep -E "^# (Where|  call|  timing source)|^# +[0-9.]+[KMG]?i?B |rror|\[exit" "$T/breakdown-$src.txt"

@@ -272,9 +272,9 @@ pub static DEVICES: Param<Vec<usize>> = Param::new(
 pub static CUPTI: Param<PathBuf> = Param::new(
     "RINGREDUCE_CUPTI",
     Group::Engine,
-    "0, or the path of libcupti",
-    "libcupti.so.13 or libcupti.so on the loader's path, else under /usr/local/cuda{,-13.0}/targets/x86_64-linux/lib or extras/CUPTI/lib64",
-    "The timeline's source on the CUDA backend: CUPTI's activity records from this library; 0: CUDA events between the ops (also the fallback where CUPTI is missing or refuses).",
+    "0, 1, or the path of libcupti",
+    "0 (CUDA events; CUPTI is experimental)",
+    "The timeline's source on the CUDA backend: 1: CUPTI's activity records from libcupti.so.13 or libcupti.so on the loader's path, else under /usr/local/cuda{,-13.0}/targets/x86_64-linux/lib or extras/CUPTI/lib64; a path: from that library; 0 or unset: CUDA events between the ops (also the fallback where CUPTI is missing or refuses).",
     parse_path,
 );
 
