@@ -16,6 +16,7 @@
 pub mod bcast;
 pub mod flag;
 pub mod fused;
+pub mod hier;
 pub mod oneshot;
 pub mod probe;
 pub mod ps;
@@ -173,6 +174,11 @@ pub const REGISTRY: &[Entry] = &[
     ),
     Entry::new(ps::parse, &["ps"], "ps (parameter server, rank 0 as root)"),
     Entry::new(
+        hier::parse,
+        &["hier:G"],
+        "hier:G (hierarchical: nodes of G consecutive ranks; reduce-scatter inside each node, a ring all-reduce between the nodes on each rail, all-gather inside each node)",
+    ),
+    Entry::new(
         bcast::parse,
         &["bcast", "bcast:pipeK"],
         "bcast (broadcast only: the root's buffer forwarded along the ring), bcast:pipeK (in K pipeline slices, 1..=64)",
@@ -185,9 +191,15 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 }
 
 /// The algorithm of a registered name (`ring:pipeK` as `ring:pipe3`: an
-/// odd slice count, chunks that do not divide evenly).
+/// odd slice count, chunks that do not divide evenly; `hier:G` as
+/// `hier:2`, two ranks per node).
 pub fn example(name: &str) -> Option<Arc<dyn Algorithm>> {
-    parse(&name.replace(":pipeK", ":pipe3")).ok()
+    parse(&example_name(name)).ok()
+}
+
+/// The name [`example`] parses for a registered name.
+pub fn example_name(name: &str) -> String {
+    name.replace(":pipeK", ":pipe3").replace("hier:G", "hier:2")
 }
 
 /// One algorithm of each name in [`REGISTRY`] ([`example`]).

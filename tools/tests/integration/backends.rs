@@ -12,7 +12,7 @@ use ringreduce::{AlgoChoice, BackendChoice, Collective, Element, Engine, Error, 
 use std::time::{Duration, Instant};
 
 /// Every path by name (`ring:pipeK` with a K that divides nothing evenly).
-const PATHS: [&str; 9] = [
+const PATHS: [&str; 11] = [
     "ring",
     "ring:naive",
     "ring:pipe2",
@@ -22,6 +22,8 @@ const PATHS: [&str; 9] = [
     "oneshot:fused",
     "oneshot:flag",
     "ps",
+    "hier:2",
+    "hier:3",
 ];
 
 /// NCCL counts of the type matrix: all-reduce, and reduce-scatter /
@@ -94,6 +96,10 @@ fn refusal(
     }
     if collective != Collective::AllReduce {
         return Some("all-reduce only");
+    }
+    if let Some(g) = path.strip_prefix("hier:") {
+        let g: usize = g.parse().unwrap_or(0);
+        return (g == 0 || ranks % g != 0).then_some("do not divide");
     }
     match path {
         "oneshot:fused" if in_place && ranks > 1 => Some("in place"),
