@@ -943,7 +943,9 @@ fn hier_node_traffic_is_the_rails() {
     // 2(K-1)/K = 1, so 512 KiB per rank crosses the network.
     let s = Shape::all_reduce(4, 1 << 18, 4, true);
     let t = hier::plan(&s, 2).node_traffic(2);
-    assert!(t.iter().all(|x| x.sent == 512 << 10 && x.received == 512 << 10));
+    assert!(t
+        .iter()
+        .all(|x| x.sent == 512 << 10 && x.received == 512 << 10));
 }
 
 /// `hier:N` is the ring's traffic inside one node; `hier:1` the ring's.
@@ -954,6 +956,9 @@ fn hier_limits_are_the_ring() {
         let ring = ring::plan(&s, 1, 2).traffic();
         assert_eq!(hier::plan(&s, n).traffic(), ring);
         assert_eq!(hier::plan(&s, 1).traffic(), ring);
-        assert!(hier::plan(&s, n).node_traffic(n).iter().all(|t| t.sent == 0));
+        assert!(hier::plan(&s, n)
+            .node_traffic(n)
+            .iter()
+            .all(|t| t.sent == 0));
     }
 }

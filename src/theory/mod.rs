@@ -763,10 +763,16 @@ mod tests {
         assert_eq!(t(Cost::Ring { slices: 0 }), t(Cost::Ring { slices: 1 }));
         assert_eq!(t(Cost::ParameterServer), (2.0, 48e6, 24e6));
         assert_eq!(t(Cost::OneShot), (1.0, 24e6, 24e6));
+        // 2 nodes x 2: a ring of 2 on D, then a ring of 2 on D/2; the
+        // one-node and one-rank-per-node limits are the ring.
+        assert_eq!(t(Cost::Hier { per_node: 2 }), (4.0, 12e6, 6e6));
+        assert_eq!(t(Cost::Hier { per_node: 4 }), t(Cost::Ring { slices: 1 }));
+        assert_eq!(t(Cost::Hier { per_node: 1 }), t(Cost::Ring { slices: 1 }));
         for c in [
             Cost::Ring { slices: 3 },
             Cost::ParameterServer,
             Cost::OneShot,
+            Cost::Hier { per_node: 2 },
         ] {
             assert_eq!(c.terms(1, d).rounds, 0.0);
             assert_eq!(c.terms(0, d).link_bytes, 0.0);
