@@ -358,9 +358,19 @@ impl Ctx<'_> {
     }
 }
 
-fn label(phase: Phase, step: usize, chunk: usize, note: &'static str) -> Label {
+/// The label of a hierarchical op. It names its phase and ring in the
+/// note (`rail reduce-scatter`) and leaves `phase` unset: the trace's
+/// step-by-step picture is that of one ring over all ranks, which this plan
+/// is not, so the trace lists its ops instead.
+fn label(phase: Phase, step: usize, chunk: usize, ring: &'static str) -> Label {
+    let note = match (ring, phase) {
+        ("rail", Phase::ReduceScatter) => "rail reduce-scatter (between nodes)",
+        ("rail", Phase::AllGather) => "rail all-gather (between nodes)",
+        (_, Phase::ReduceScatter) => "node reduce-scatter",
+        (_, Phase::AllGather) => "node all-gather",
+    };
     Label {
-        phase: Some(phase),
+        phase: None,
         step,
         chunk,
         slice: 0,
