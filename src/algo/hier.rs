@@ -58,6 +58,12 @@ impl Algorithm for Hier {
         StaticPath::boxed(plan(shape, self.per_node))
     }
 
+    fn load(&self) -> Option<super::Load> {
+        Some(super::Load::Hier {
+            per_node: self.per_node,
+        })
+    }
+
     fn cost(&self) -> Option<crate::theory::Cost> {
         Some(crate::theory::Cost::Hier {
             per_node: self.per_node,

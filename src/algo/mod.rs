@@ -60,6 +60,10 @@ pub enum Load {
     /// `(N-1)·D` on every rank: every rank's input goes to every other rank
     /// (the one-shots).
     Everyone,
+    /// `2(G-1)/G·D` inside the node plus `2(K-1)/K·D/G` on the rail, on
+    /// every rank: the hierarchical all-reduce with `G = per_node` ranks
+    /// per node and `K = N/G` nodes.
+    Hier { per_node: usize },
 }
 
 impl Load {
@@ -68,6 +72,7 @@ impl Load {
         match self {
             Load::Ring => "2(N-1)/N·D",
             Load::Root | Load::Everyone => "(N-1)·D",
+            Load::Hier { .. } => "2(G-1)/G·D + 2(K-1)/K·D/G",
         }
     }
 
@@ -76,6 +81,12 @@ impl Load {
         match self {
             Load::Ring => crate::theory::ring_per_rank_bytes(n, d as f64),
             Load::Root | Load::Everyone => crate::theory::ps_root_bytes(n, d as f64),
+            Load::Hier { per_node } => {
+                let g = per_node.clamp(1, n.max(1));
+                let d = d as f64;
+                crate::theory::ring_per_rank_bytes(g, d)
+                    + crate::theory::ring_per_rank_bytes(n / g, d / g as f64)
+            }
         }
     }
 }

@@ -822,6 +822,12 @@ fn registry_names_parse() {
     assert_eq!(parse("ring:flag").unwrap().load(), Some(Load::Ring));
     assert_eq!(parse("oneshot").unwrap().load(), Some(Load::Everyone));
     assert_eq!(parse("bcast").unwrap().load(), None);
+    assert_eq!(
+        parse("hier:2").unwrap().load(),
+        Some(Load::Hier { per_node: 2 })
+    );
+    // 2 nodes x 2 ranks of 1 MB: 1 MB inside the node, 0.5 MB on the rail.
+    assert_eq!(Load::Hier { per_node: 2 }.bytes(4, 1_000_000), 1.5e6);
 }
 
 /// The node sizes that divide `n`.
