@@ -48,14 +48,28 @@ fn ops_of(c: Collective) -> Vec<ReduceOp> {
     }
 }
 
-/// Every op of every collective at every matrix count, with `auto` and
-/// `ring:pipe2`, in and out of place, exact inputs: 0 wrong.
+/// Paths the type matrix also runs on every shape they take ([`refusal`]
+/// says which): the hierarchical all-reduce, two ranks per node.
+const MATRIX_PATHS: [&str; 1] = ["hier:2"];
+
+/// Every op of every collective at every matrix count, with `auto`,
+/// `ring:pipe2` and [`MATRIX_PATHS`] where they run, in and out of place,
+/// exact inputs: 0 wrong.
 fn type_matrix<T: Element>(e: &mut Engine<T>) -> Result<(), String> {
     for collective in Collective::ALL {
         for op in ops_of(collective) {
             for count in counts_of(collective) {
-                for choice in [AlgoChoice::Auto, algo("ring:pipe2")] {
+                let extra = MATRIX_PATHS.iter().map(|p| algo(p));
+                for choice in [AlgoChoice::Auto, algo("ring:pipe2")]
+                    .into_iter()
+                    .chain(extra)
+                {
                     for in_place in [false, true] {
+                        let name = choice.name();
+                        let extra = MATRIX_PATHS.contains(&name.as_str());
+                        if extra && refusal(&name, collective, e.ranks(), in_place).is_some() {
+                            continue;
+                        }
                         checked(
                             e,
                             &choice,
