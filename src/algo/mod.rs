@@ -16,6 +16,7 @@
 pub mod bcast;
 pub mod flag;
 pub mod fused;
+pub mod hier;
 pub mod oneshot;
 pub mod probe;
 pub mod ps;
@@ -59,6 +60,10 @@ pub enum Load {
     /// `(N-1)·D` on every rank: every rank's input goes to every other rank
     /// (the one-shots).
     Everyone,
+    /// `2(G-1)/G·D` inside the node plus `2(K-1)/K·D/G` on the rail, on
+    /// every rank: the hierarchical all-reduce with `G = per_node` ranks
+    /// per node and `K = N/G` nodes.
+    Hier { per_node: usize },
 }
 
 impl Load {
@@ -67,6 +72,7 @@ impl Load {
         match self {
             Load::Ring => "2(N-1)/N·D",
             Load::Root | Load::Everyone => "(N-1)·D",
+            Load::Hier { .. } => "2(G-1)/G·D + 2(K-1)/K·D/G",
         }
     }
 
@@ -75,6 +81,12 @@ impl Load {
         match self {
             Load::Ring => crate::theory::ring_per_rank_bytes(n, d as f64),
             Load::Root | Load::Everyone => crate::theory::ps_root_bytes(n, d as f64),
+            Load::Hier { per_node } => {
+                let g = per_node.clamp(1, n.max(1));
+                let d = d as f64;
+                crate::theory::ring_per_rank_bytes(g, d)
+                    + crate::theory::ring_per_rank_bytes(n / g, d / g as f64)
+            }
         }
     }
 }
@@ -173,6 +185,11 @@ pub const REGISTRY: &[Entry] = &[
     ),
     Entry::new(ps::parse, &["ps"], "ps (parameter server, rank 0 as root)"),
     Entry::new(
+        hier::parse,
+        &["hier:G"],
+        "hier:G (hierarchical: nodes of G consecutive ranks; reduce-scatter inside each node, a ring all-reduce between the nodes on each rail, all-gather inside each node)",
+    ),
+    Entry::new(
         bcast::parse,
         &["bcast", "bcast:pipeK"],
         "bcast (broadcast only: the root's buffer forwarded along the ring), bcast:pipeK (in K pipeline slices, 1..=64)",
@@ -185,9 +202,15 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 }
 
 /// The algorithm of a registered name (`ring:pipeK` as `ring:pipe3`: an
-/// odd slice count, chunks that do not divide evenly).
+/// odd slice count, chunks that do not divide evenly; `hier:G` as
+/// `hier:2`, two ranks per node).
 pub fn example(name: &str) -> Option<Arc<dyn Algorithm>> {
-    parse(&name.replace(":pipeK", ":pipe3")).ok()
+    parse(&example_name(name)).ok()
+}
+
+/// The name [`example`] parses for a registered name.
+pub fn example_name(name: &str) -> String {
+    name.replace(":pipeK", ":pipe3").replace("hier:G", "hier:2")
 }
 
 /// One algorithm of each name in [`REGISTRY`] ([`example`]).

@@ -13,6 +13,9 @@ fn algos() -> Vec<Arc<dyn Algorithm>> {
         Arc::new(ringflag::RingFlag),
         Arc::new(ps::ParameterServer),
     ];
+    for per_node in [1, 2, 3] {
+        v.push(Arc::new(hier::Hier { per_node }));
+    }
     for slices in [1, 2, 3, 4] {
         for slots in [1, 2] {
             v.push(Arc::new(ring::Ring { slices, slots }));
@@ -316,6 +319,9 @@ fn parse_names() {
         "ps",
         "bcast",
         "bcast:pipe4",
+        "hier:1",
+        "hier:2",
+        "hier:8",
     ] {
         let a = parse(name).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(a.name(), name);
@@ -810,10 +816,155 @@ fn a_new_plan_at_a_reused_address_is_validated() {
 fn registry_names_parse() {
     assert_eq!(paths().len(), names().count());
     for (name, a) in names().zip(paths()) {
-        assert_eq!(a.name(), name.replace(":pipeK", ":pipe3"));
+        assert_eq!(a.name(), example_name(name));
     }
     assert_eq!(parse("ps").unwrap().load(), Some(Load::Root));
     assert_eq!(parse("ring:flag").unwrap().load(), Some(Load::Ring));
     assert_eq!(parse("oneshot").unwrap().load(), Some(Load::Everyone));
     assert_eq!(parse("bcast").unwrap().load(), None);
+    assert_eq!(
+        parse("hier:2").unwrap().load(),
+        Some(Load::Hier { per_node: 2 })
+    );
+    // 2 nodes x 2 ranks of 1 MB: 1 MB inside the node, 0.5 MB on the rail.
+    assert_eq!(Load::Hier { per_node: 2 }.bytes(4, 1_000_000), 1.5e6);
+}
+
+/// The node sizes that divide `n`.
+fn divisors(n: usize) -> Vec<usize> {
+    (1..=n).filter(|g| n % g == 0).collect()
+}
+
+/// The hierarchical plans validate for N in 2..=8 and every node size G
+/// dividing N, every element size, in and out of place, sizes that divide
+/// evenly and sizes that leave chunks empty.
+#[test]
+fn hier_plans_validate() {
+    for n in 2..=8 {
+        for g in divisors(n) {
+            let a = hier::Hier { per_node: g };
+            for s in shapes(n, &[0, 1, 2, 3, 7, 16, 17, 64, 100, 1000]) {
+                if s.collective != Collective::AllReduce {
+                    assert!(a.supports(&s).is_err(), "{} {s:?}", a.name());
+                    continue;
+                }
+                a.supports(&s)
+                    .unwrap_or_else(|e| panic!("{} {s:?}: {e}", a.name()));
+                let p = first_plan(&a, &s);
+                assert_eq!(p.name, format!("hier:{g}"));
+                p.validate()
+                    .unwrap_or_else(|e| panic!("{} {s:?}: {e}", a.name()));
+            }
+        }
+    }
+}
+
+/// A node size that does not divide the rank count is refused with a
+/// typed error naming the path and the reason; a node size below 1 (or
+/// not a number) does not parse.
+#[test]
+fn hier_refuses_a_node_size_that_does_not_divide() {
+    let c = |s: &str| s.parse::<AlgoChoice>().unwrap();
+    for (g, n) in [(2, 3), (2, 5), (3, 4), (4, 6), (8, 4)] {
+        let shape = Shape::all_reduce(n, 64, 4, false);
+        let e = c(&format!("hier:{g}")).resolve(&shape).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::BadArgument(_)), "{e:?}");
+        assert!(
+            msg.contains(&format!("hier:{g}")) && msg.contains("do not divide"),
+            "{msg}"
+        );
+    }
+    for bad in ["hier:0", "hier:", "hier", "hier:x", "hier:1025", "hier:-1"] {
+        let e = parse(bad).unwrap_err();
+        assert!(e.contains("hier:G"), "{bad}: {e}");
+    }
+    let rs = Shape {
+        collective: Collective::ReduceScatter,
+        ..Shape::all_reduce(4, 64, 4, false)
+    };
+    assert!(c("hier:2").resolve(&rs).is_err());
+    // auto never picks it: inside one machine it is slower than the ring.
+    for n in [2, 4, 6, 8] {
+        for bytes in [8, 1 << 20, 64 << 20, 1 << 30] {
+            for in_place in [false, true] {
+                let s = Shape::all_reduce(n, bytes / 4, 4, in_place);
+                let a = AlgoChoice::Auto.resolve(&s).unwrap();
+                assert!(!a.name().starts_with("hier"), "{}", a.name());
+            }
+        }
+    }
+}
+
+/// What crosses the node boundary (the target): on K nodes of G
+/// ranks, the hierarchical plan sends `2(K-1)/K·D/G` bytes per rank between
+/// nodes, exactly when the chunks divide evenly, and `2(K-1)·D` over all
+/// ranks whatever the size; it moves every byte of a rank's traffic inside
+/// the node otherwise. The flat ring on the same grouping sends
+/// `2(N-1)/N·D` across from the last rank of each node.
+#[test]
+fn hier_node_traffic_is_the_rails() {
+    for n in 2..=8 {
+        for g in divisors(n) {
+            let k = n / g;
+            for elem_size in [1, 2, 4, 8] {
+                // 16-byte units, so that count = units * unit.
+                let unit = 16 / elem_size;
+                for count in [n * k * unit, 3 * n * k * unit, 5, 1000, 77] {
+                    let s = Shape::all_reduce(n, count, elem_size, false);
+                    let p = hier::plan(&s, g);
+                    let d = (count * elem_size) as u64;
+                    let t = p.node_traffic(g);
+                    let sent: u64 = t.iter().map(|x| x.sent).sum();
+                    let received: u64 = t.iter().map(|x| x.received).sum();
+                    assert_eq!(sent, 2 * (k as u64 - 1) * d, "n={n} g={g} count={count}");
+                    assert_eq!(received, sent);
+                    if count % (n * k * unit) == 0 {
+                        let want = 2 * (k as u64 - 1) * d / (k * g) as u64;
+                        for (r, x) in t.iter().enumerate() {
+                            assert_eq!(x.sent, want, "n={n} g={g} r={r} count={count}");
+                            assert_eq!(x.received, want, "n={n} g={g} r={r}");
+                        }
+                        // Everything else stays inside the node: 2(G-1)/G·D.
+                        for (r, (all, across)) in p.traffic().iter().zip(&t).enumerate() {
+                            let inside = 2 * (g as u64 - 1) * d / g as u64;
+                            assert_eq!(all.sent - across.sent, inside, "n={n} g={g} r={r}");
+                        }
+                        let ring = ring::plan(&s, 1, 2).node_traffic(g);
+                        for (r, x) in ring.iter().enumerate() {
+                            let crosses = k > 1 && (r + 1) % g == 0;
+                            let want = if crosses {
+                                2 * (n as u64 - 1) * d / n as u64
+                            } else {
+                                0
+                            };
+                            assert_eq!(x.sent, want, "ring n={n} g={g} r={r}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The case: 2 nodes x 2 ranks, 1 MiB per rank: D/G = 512 KiB,
+    // 2(K-1)/K = 1, so 512 KiB per rank crosses the network.
+    let s = Shape::all_reduce(4, 1 << 18, 4, true);
+    let t = hier::plan(&s, 2).node_traffic(2);
+    assert!(t
+        .iter()
+        .all(|x| x.sent == 512 << 10 && x.received == 512 << 10));
+}
+
+/// `hier:N` is the ring's traffic inside one node; `hier:1` the ring's.
+#[test]
+fn hier_limits_are_the_ring() {
+    for n in 2..=6 {
+        let s = Shape::all_reduce(n, 96 * n, 4, false);
+        let ring = ring::plan(&s, 1, 2).traffic();
+        assert_eq!(hier::plan(&s, n).traffic(), ring);
+        assert_eq!(hier::plan(&s, 1).traffic(), ring);
+        assert!(hier::plan(&s, n)
+            .node_traffic(n)
+            .iter()
+            .all(|t| t.sent == 0));
+    }
 }

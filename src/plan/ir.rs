@@ -557,6 +557,30 @@ impl Plan {
         t
     }
 
+    /// Bytes each rank sends to, and receives from, ranks on other nodes
+    /// when the ranks are grouped into nodes of `per_node` consecutive
+    /// ranks (rank `r` on node `r / per_node`): the part of
+    /// [`Plan::traffic`] that would cross the network between machines.
+    /// `per_node` 0 counts as 1 (every rank its own node).
+    pub fn node_traffic(&self, per_node: usize) -> Vec<Traffic> {
+        let g = per_node.max(1);
+        let elem = self.shape.elem_size as u64;
+        let mut t = vec![Traffic::default(); self.ranks()];
+        for (rank, ops) in self.ops.iter().enumerate() {
+            for op in ops {
+                for e in super::interp::effects(rank, &op.kind) {
+                    if let Some((from, to, len)) = e.moved() {
+                        if from / g != to / g {
+                            t[from].sent += len as u64 * elem;
+                            t[to].received += len as u64 * elem;
+                        }
+                    }
+                }
+            }
+        }
+        t
+    }
+
     /// Number of ops of all ranks.
     pub fn op_count(&self) -> usize {
         self.ops.iter().map(Vec::len).sum()

@@ -405,7 +405,8 @@ pub fn path_names() -> Vec<&'static str> {
         .collect()
 }
 
-/// One path of each of [`path_names`] (`ring:pipeK` as `ring:pipe3`):
+/// One path of each of [`path_names`] (`ring:pipeK` as `ring:pipe3`,
+/// `hier:G` as `hier:2`):
 /// what `--algo all` means.
 pub fn all_paths() -> Vec<ringreduce::algo::AlgoChoice> {
     ringreduce::algo::paths()

@@ -382,10 +382,11 @@ mod tests {
             "oneshot:flag",
             "ring:flag",
             "ps",
+            "hier:G",
         ] {
             assert!(names.contains(&name), "{name} not in {names:?}");
         }
-        assert_eq!(names.len(), 8, "{names:?}");
+        assert_eq!(names.len(), 9, "{names:?}");
         let helps = [
             RunArgs::augment_args(clap::Command::new("run")).render_long_help(),
             crate::cli::trace::TraceArgs::augment_args(clap::Command::new("trace"))

@@ -31,6 +31,24 @@ pub struct TheoryArgs {
     /// models (its -J/--json file); the others keep the model above.
     #[arg(long)]
     pub from_bench: Option<PathBuf>,
+    /// Project past one machine: node counts K to tabulate (with
+    /// --gpus-per-node; default 1,2,4,... up to 1024 GPUs). Prices the flat
+    /// ring, the hierarchical all-reduce and a double binary tree.
+    #[arg(long, value_delimiter = ',')]
+    pub nodes: Vec<usize>,
+    /// GPUs per node G of the projection (--nodes); inside a node the
+    /// links are --alpha-us and --link-gbps, or the ring's fit of
+    /// --from-bench.
+    #[arg(long)]
+    pub gpus_per_node: Option<usize>,
+    /// Network bandwidth between nodes per rail, GB/s each direction
+    /// (stated, not measured) [default: 50, 400 Gb/s per NIC].
+    #[arg(long, default_value_t = 50.0)]
+    pub net_gbps: f64,
+    /// Network latency between nodes per message, microseconds (stated,
+    /// not measured).
+    #[arg(long, default_value_t = 5.0)]
+    pub net_alpha_us: f64,
 }
 
 /// The fits of a bench JSON file's paths, refitted from its rows with
@@ -104,10 +122,90 @@ pub fn execute(a: TheoryArgs) -> Result<bool> {
     if let Some(n) = note {
         out(n)?;
     }
+    if a.gpus_per_node.is_some() || !a.nodes.is_empty() {
+        return project(&a, d as f64, &model, &fits);
+    }
     let pricing = ringreduce::theory::Pricing { model, fits };
     out_raw(&ringreduce::theory::render(
         d as f64, &a.size, &a.ranks, &pricing,
     ))?;
+    Ok(true)
+}
+
+/// `theory --nodes K --gpus-per-node G`: the scale-out projection.
+fn project(
+    a: &TheoryArgs,
+    d: f64,
+    model: &ringreduce::theory::Model,
+    fits: &[ringreduce::theory::Fit],
+) -> Result<bool> {
+    use ringreduce::theory::scale::{render, Link};
+    let g = a.gpus_per_node.ok_or_else(|| {
+        Error::BadArgument("--nodes needs --gpus-per-node (G GPUs in each node)".into())
+    })?;
+    if !(1..=1024).contains(&g) {
+        return Err(Error::BadArgument(format!(
+            "--gpus-per-node must be 1 to 1024 (got {g})"
+        )));
+    }
+    let nodes: Vec<usize> = if a.nodes.is_empty() {
+        (0..=10)
+            .map(|i| 1usize << i)
+            .take_while(|k| k * g <= 1024)
+            .collect()
+    } else {
+        a.nodes.clone()
+    };
+    if nodes.iter().any(|&k| k == 0 || k * g > 1 << 20) {
+        return Err(Error::BadArgument(format!(
+            "--nodes needs positive node counts, at most {} GPUs in all",
+            1 << 20
+        )));
+    }
+    let inter = Link {
+        alpha_us: a.net_alpha_us,
+        gbps: a.net_gbps,
+    };
+    if !LINK_GBPS.contains(&inter.gbps) || !ALPHA_US.contains(&inter.alpha_us) {
+        return Err(Error::BadArgument(format!(
+            "--net-gbps must be {} to {} GB/s (got {}) and --net-alpha-us {} to {} us (got {})",
+            LINK_GBPS.start(),
+            LINK_GBPS.end(),
+            num(inter.gbps),
+            ALPHA_US.start(),
+            ALPHA_US.end(),
+            num(inter.alpha_us)
+        )));
+    }
+    let ring_fit = fits
+        .iter()
+        .find(|f| f.cost == ringreduce::theory::Cost::Ring { slices: 1 });
+    let (intra, from) = match ring_fit {
+        Some(f) => (
+            Link {
+                alpha_us: f.alpha_us,
+                gbps: f.link_gbps,
+            },
+            "the ring's fit of --from-bench, reduce included".to_string(),
+        ),
+        None if a.from_bench.is_some() => {
+            return Err(Error::BadArgument(
+                "--from-bench: the report has no fit of the plain ring (bench --algo ring), which prices the links inside a node".into(),
+            ))
+        }
+        None => (
+            Link {
+                alpha_us: model.alpha_us,
+                gbps: model.link_gbps,
+            },
+            if a.alpha_us.is_none() && a.link_gbps.is_none() {
+                "defaults: a ring step on 2 x H200 and NVLink NV18's peer-copy ceiling".to_string()
+            } else {
+                "--alpha-us and --link-gbps".to_string()
+            },
+        ),
+    };
+    out_raw(&render(d, &a.size, g, &nodes, intra, inter, &from))?;
     Ok(true)
 }
 

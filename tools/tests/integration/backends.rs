@@ -12,7 +12,7 @@ use ringreduce::{AlgoChoice, BackendChoice, Collective, Element, Engine, Error, 
 use std::time::{Duration, Instant};
 
 /// Every path by name (`ring:pipeK` with a K that divides nothing evenly).
-const PATHS: [&str; 9] = [
+const PATHS: [&str; 11] = [
     "ring",
     "ring:naive",
     "ring:pipe2",
@@ -22,6 +22,8 @@ const PATHS: [&str; 9] = [
     "oneshot:fused",
     "oneshot:flag",
     "ps",
+    "hier:2",
+    "hier:3",
 ];
 
 /// NCCL counts of the type matrix: all-reduce, and reduce-scatter /
@@ -46,14 +48,28 @@ fn ops_of(c: Collective) -> Vec<ReduceOp> {
     }
 }
 
-/// Every op of every collective at every matrix count, with `auto` and
-/// `ring:pipe2`, in and out of place, exact inputs: 0 wrong.
+/// Paths the type matrix also runs on every shape they take ([`refusal`]
+/// says which): the hierarchical all-reduce, two ranks per node.
+const MATRIX_PATHS: [&str; 1] = ["hier:2"];
+
+/// Every op of every collective at every matrix count, with `auto`,
+/// `ring:pipe2` and [`MATRIX_PATHS`] where they run, in and out of place,
+/// exact inputs: 0 wrong.
 fn type_matrix<T: Element>(e: &mut Engine<T>) -> Result<(), String> {
     for collective in Collective::ALL {
         for op in ops_of(collective) {
             for count in counts_of(collective) {
-                for choice in [AlgoChoice::Auto, algo("ring:pipe2")] {
+                let extra = MATRIX_PATHS.iter().map(|p| algo(p));
+                for choice in [AlgoChoice::Auto, algo("ring:pipe2")]
+                    .into_iter()
+                    .chain(extra)
+                {
                     for in_place in [false, true] {
+                        let name = choice.name();
+                        let extra = MATRIX_PATHS.contains(&name.as_str());
+                        if extra && refusal(&name, collective, e.ranks(), in_place).is_some() {
+                            continue;
+                        }
                         checked(
                             e,
                             &choice,
@@ -94,6 +110,10 @@ fn refusal(
     }
     if collective != Collective::AllReduce {
         return Some("all-reduce only");
+    }
+    if let Some(g) = path.strip_prefix("hier:") {
+        let g: usize = g.parse().unwrap_or(0);
+        return (g == 0 || ranks % g != 0).then_some("do not divide");
     }
     match path {
         "oneshot:fused" if in_place && ranks > 1 => Some("in place"),

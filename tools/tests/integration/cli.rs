@@ -623,6 +623,23 @@ pub fn register(h: &mut Harness) {
                 "takes one value",
             ),
             (vec!["theory", "--ranks", "0"], "positive"),
+            (vec!["theory", "--nodes", "2"], "--gpus-per-node"),
+            (
+                vec![
+                    "run",
+                    "--backend",
+                    "cpu",
+                    "--ranks",
+                    "3",
+                    "--algo",
+                    "hier:2",
+                ],
+                "do not divide",
+            ),
+            (
+                vec!["run", "--backend", "cpu", "--algo", "hier:0"],
+                "hier:G",
+            ),
             (vec!["trace", "--ranks", "0"], "at least 1"),
             (vec!["trace", "--ranks", "17"], "small examples"),
             (
@@ -1272,6 +1289,71 @@ pub fn register(h: &mut Harness) {
         ] {
             ensure!(ran.out.contains(n), "missing {n} in\n{}", ran.out);
         }
+        pass()
+    });
+
+    h.add("cli::theory_projects_past_one_machine", || {
+        // The projection of docs/SCALE-OUT.md: its table is this command's
+        // output, line for line.
+        let args = [
+            "theory",
+            "--nodes",
+            "1,2,4,8,16,32,64,128",
+            "--gpus-per-node",
+            "8",
+            "--size",
+            "100MB",
+        ];
+        let ran = rr(&args);
+        ensure!(ran.code == Some(0), "{}", ran.show());
+        for w in [
+            "| 128 | 1024 |",
+            "assumes between nodes",
+            "double binary tree",
+        ] {
+            ensure!(ran.out.contains(w), "missing {w} in\n{}", ran.out);
+        }
+        let doc = crate::common::repo_root().join("docs/SCALE-OUT.md");
+        let Ok(text) = std::fs::read_to_string(&doc) else {
+            return skip(format!("{} not found (staged test binary?)", doc.display()));
+        };
+        ensure!(
+            text.contains(&format!("ringreduce {}", args.join(" "))),
+            "SCALE-OUT.md does not show the command"
+        );
+        for line in ran.out.lines().filter(|l| l.starts_with("| ")) {
+            ensure!(text.contains(line), "SCALE-OUT.md lacks the row {line}");
+        }
+        pass()
+    });
+
+    h.add("cli::hier_runs_and_traces_on_the_cpu", || {
+        let ran = rr(&[
+            "run",
+            "--backend",
+            "cpu",
+            "--ranks",
+            "4",
+            "--algo",
+            "hier:2",
+            "--size",
+            "64KiB",
+            "--inputs",
+            "exact",
+        ]);
+        ensure!(
+            ran.code == Some(0) && ran.out.contains("hier:2") && ran.out.contains("PASS"),
+            "{}",
+            ran.show()
+        );
+        let ran = rr(&["trace", "--algo", "hier:2", "--ranks", "4", "--count", "8"]);
+        ensure!(
+            ran.code == Some(0)
+                && ran.out.contains("rail reduce-scatter (between nodes)")
+                && ran.out.contains("PASS"),
+            "{}",
+            ran.show()
+        );
         pass()
     });
 

@@ -23,6 +23,8 @@
 //! Sizes are in bytes; the rendered tables use decimal megabytes
 //! (1 MB = 1e6 B) and bandwidths are decimal GB/s (1 GB/s = 1e9 B/s).
 
+pub mod scale;
+
 use std::fmt::Write as _;
 
 /// Bytes per decimal megabyte.
@@ -141,6 +143,14 @@ pub enum Cost {
     /// (one round), and each rank reduces the `N-1` inputs it received:
     /// `(N-1)·D` in over each rank's link, `(N-1)·D` reduced.
     OneShot,
+    /// The hierarchical all-reduce (`hier:G`) on one machine, where every
+    /// link is alike: a ring of `G` inside the node on `D`, then a ring of
+    /// `K = N/G` on a rail on `D/G`. `2(G-1) + 2(K-1)` rounds,
+    /// `2(G-1)/G·D + 2(K-1)/K·D/G` over the busiest link direction (the
+    /// two rings run one after the other), `(G-1)/G·D + (K-1)/K·D/G`
+    /// reduced. Between machines the two rings see different links:
+    /// [`scale`] prices them separately.
+    Hier { per_node: usize },
 }
 
 /// The three quantities a [`Cost`] charges for one all-reduce.
@@ -184,6 +194,15 @@ impl Cost {
                 link_bytes: m * d,
                 reduce_bytes: m * d,
             },
+            Cost::Hier { per_node } => {
+                let g = per_node.clamp(1, n) as f64;
+                let k = n as f64 / g;
+                Terms {
+                    rounds: 2.0 * (g - 1.0) + 2.0 * (k - 1.0),
+                    link_bytes: 2.0 * (g - 1.0) / g * d + 2.0 * (k - 1.0) / k * d / g,
+                    reduce_bytes: (g - 1.0) / g * d + (k - 1.0) / k * d / g,
+                }
+            }
         }
     }
 
@@ -198,6 +217,10 @@ impl Cost {
             }
             Cost::ParameterServer => "2*alpha + 2(N-1)*D*beta + (N-1)*D*gamma".into(),
             Cost::OneShot => "alpha + (N-1)*D*beta + (N-1)*D*gamma".into(),
+            Cost::Hier { per_node } => format!(
+                "2(G-1+K-1)*alpha + (2(G-1)/G*D + 2(K-1)/K*D/G)*beta \
+                 + ((G-1)/G*D + (K-1)/K*D/G)*gamma, G = {per_node}, K = N/G"
+            ),
         }
     }
 }
@@ -521,6 +544,7 @@ fn cost_name(c: Cost) -> String {
         Cost::Ring { slices } => format!("ring:pipe{slices}"),
         Cost::ParameterServer => "ps".into(),
         Cost::OneShot => "oneshot".into(),
+        Cost::Hier { per_node } => format!("hier:{per_node}"),
     }
 }
 
@@ -833,10 +857,16 @@ mod tests {
         assert_eq!(t(Cost::Ring { slices: 0 }), t(Cost::Ring { slices: 1 }));
         assert_eq!(t(Cost::ParameterServer), (2.0, 48e6, 24e6));
         assert_eq!(t(Cost::OneShot), (1.0, 24e6, 24e6));
+        // 2 nodes x 2: a ring of 2 on D, then a ring of 2 on D/2; the
+        // one-node and one-rank-per-node limits are the ring.
+        assert_eq!(t(Cost::Hier { per_node: 2 }), (4.0, 12e6, 6e6));
+        assert_eq!(t(Cost::Hier { per_node: 4 }), t(Cost::Ring { slices: 1 }));
+        assert_eq!(t(Cost::Hier { per_node: 1 }), t(Cost::Ring { slices: 1 }));
         for c in [
             Cost::Ring { slices: 3 },
             Cost::ParameterServer,
             Cost::OneShot,
+            Cost::Hier { per_node: 2 },
         ] {
             assert_eq!(c.terms(1, d).rounds, 0.0);
             assert_eq!(c.terms(0, d).link_bytes, 0.0);

@@ -1,0 +1,385 @@
+//! The hierarchical all-reduce (`hier:G`), as a [`Plan`].
+//!
+//! The ranks are grouped into nodes of `G` consecutive ranks (`K = N/G`
+//! nodes; rank `r` is on node `r / G` with local index `r % G`). Rank `l`
+//! of every node forms rail `l` (`K` ranks, one per node). Three phases:
+//!
+//! 1. **Reduce-scatter inside each node**: a ring over the node's `G` ranks
+//!    on `G` chunks of the buffer ([`ChunkLayout::new`]); local index `l`
+//!    ends with the node's sum of chunk `owned(l) = l + 1 mod G` in its
+//!    output.
+//! 2. **All-reduce between the nodes on each rail**: a ring over the rail's
+//!    `K` ranks on that node chunk, cut into `K` sub-chunks (reduce-scatter
+//!    then all-gather). Only this phase crosses the node boundary: each rank
+//!    sends `2(K-1)` sub-chunks of `D/(GK)`, `2(K-1)/K·D/G` bytes
+//!    ([`Plan::node_traffic`]).
+//! 3. **All-gather inside each node** of the `G` complete chunks.
+//!
+//! Every op is a copy between ranks or a reduce, as in [`super::ring`];
+//! nodes are only a grouping of the ranks here (all of them share the
+//! machine), so the validator, the trace, and the CPU and CUDA backends run
+//! the plan unchanged. `G = N` is the ring inside one node; `G = 1` the ring
+//! over the rails alone.
+//!
+//! [`Plan::node_traffic`]: crate::plan::Plan::node_traffic
+
+use super::{oneshot::all_reduce_only, Algorithm, Path, StaticPath};
+use crate::plan::{
+    local_only, Buf, Label, Lane, Plan, PlanBuilder, ReduceStep, Region, Shape, SignalId,
+};
+use crate::schedule::{ChunkLayout, Phase, Ring as RingSchedule};
+use std::ops::Range;
+use std::sync::Arc;
+
+/// The hierarchical all-reduce with `per_node` ranks per node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hier {
+    /// `G`: ranks per node (at least 1).
+    pub per_node: usize,
+}
+
+impl Algorithm for Hier {
+    fn name(&self) -> String {
+        format!("hier:{}", self.per_node)
+    }
+
+    fn supports(&self, shape: &Shape) -> Result<(), String> {
+        all_reduce_only(&self.name(), shape)?;
+        let (n, g) = (shape.ranks, self.per_node);
+        if g == 0 || n % g != 0 {
+            return Err(format!(
+                "nodes of {g} ranks do not divide {n} ranks (hier:G needs G to divide N)"
+            ));
+        }
+        Ok(())
+    }
+
+    fn path(&self, shape: &Shape) -> Box<dyn Path> {
+        StaticPath::boxed(plan(shape, self.per_node))
+    }
+
+    fn load(&self) -> Option<super::Load> {
+        Some(super::Load::Hier {
+            per_node: self.per_node,
+        })
+    }
+
+    fn cost(&self) -> Option<crate::theory::Cost> {
+        Some(crate::theory::Cost::Hier {
+            per_node: self.per_node,
+        })
+    }
+}
+
+/// `hier:G` with `G` in 1..=1024 ranks per node.
+pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
+    let g = s.strip_prefix("hier")?;
+    Some(
+        g.strip_prefix(':')
+            .and_then(|g| g.parse::<usize>().ok())
+            .filter(|g| (1..=1024).contains(g))
+            .map(|per_node| Arc::new(Hier { per_node }) as Arc<dyn Algorithm>)
+            .ok_or_else(|| {
+                format!("bad node size in {s:?} (hier:G with G in 1..=1024 ranks per node)")
+            }),
+    )
+}
+
+/// Per ring member, per step: the signal of its op, if the step had one
+/// (an empty chunk has none).
+type Steps = Vec<Vec<Option<SignalId>>>;
+
+/// Build the plan for `shape` with nodes of `per_node` ranks. A node size
+/// that does not divide the rank count is refused by [`Hier::supports`];
+/// here it is taken as one node of all ranks (the ring), never a panic.
+pub fn plan(shape: &Shape, per_node: usize) -> Plan {
+    let n = shape.ranks;
+    let g = if per_node == 0 || n % per_node != 0 {
+        n.max(1)
+    } else {
+        per_node
+    };
+    let mut b = PlanBuilder::new(Hier { per_node: g }.name(), *shape);
+    let begin = b.begin_all();
+    if n == 1 || shape.count == 0 {
+        return local_only(b, &begin);
+    }
+    let k = n / g;
+    let nodes = ChunkLayout::new(shape.count, g, shape.elem_size);
+    let intra = RingSchedule::all_reduce(g);
+    // The node chunk rail l works on, and its K sub-chunks.
+    let rails: Vec<ChunkLayout> = (0..g)
+        .map(|l| ChunkLayout::new(nodes.len(intra.owned_chunk(l)), k, shape.elem_size))
+        .collect();
+    let rail_max = rails.iter().map(ChunkLayout::max_len).max().unwrap_or(0);
+    b.scratch(2 * nodes.max_len() + 2 * rail_max);
+    let mut ctx = Ctx {
+        b: &mut b,
+        shape: *shape,
+        begin: &begin,
+        fenced: vec![vec![false; n]; n],
+        last_copy: vec![None; n],
+    };
+    let node_ring = |m: usize| -> Vec<usize> { (0..g).map(|l| m * g + l).collect() };
+    let rail_ring = |l: usize| -> Vec<usize> { (0..k).map(|m| m * g + l).collect() };
+    let whole = |c: usize| nodes.range(c);
+    // Phase 1: reduce-scatter inside each node, from the inputs.
+    let mut ready: Vec<Vec<SignalId>> = vec![Vec::new(); n];
+    for m in 0..k {
+        let members = node_ring(m);
+        let ring = Sub {
+            members: &members,
+            chunk: &whole,
+            slots: 0..nodes.max_len(),
+            note: "node",
+        };
+        let red = ctx.reduce_scatter(&ring, Operand::Input, k == 1, &[]);
+        for (i, &r) in members.iter().enumerate() {
+            ready[r].extend(red[i].iter().rev().find_map(|x| *x));
+        }
+    }
+    // Phase 2: all-reduce between the nodes on each rail's node chunk.
+    let base = 2 * nodes.max_len();
+    for (l, layout) in rails.iter().enumerate() {
+        let members = rail_ring(l);
+        let start = nodes.range(intra.owned_chunk(l)).start;
+        let sub = |c: usize| {
+            let r = layout.range(c);
+            start + r.start..start + r.end
+        };
+        let ring = Sub {
+            members: &members,
+            chunk: &sub,
+            slots: base..base + rail_max,
+            note: "rail",
+        };
+        let own = if g == 1 {
+            Operand::Input
+        } else {
+            Operand::Output
+        };
+        let ready_in: Vec<Vec<SignalId>> = members.iter().map(|&r| ready[r].clone()).collect();
+        let red = ctx.reduce_scatter(&ring, own, true, &ready_in);
+        let red_ready: Vec<Vec<SignalId>> = red
+            .iter()
+            .map(|v| v.iter().rev().find_map(|x| *x).into_iter().collect())
+            .collect();
+        let copied = ctx.all_gather(&ring, &red_ready);
+        for (i, &r) in members.iter().enumerate() {
+            ready[r].extend(red_ready[i].iter().copied());
+            // The sub-chunks that came in from the rail's left neighbour.
+            let from = (i + k - 1) % k;
+            ready[r].extend(copied[from].iter().flatten().copied());
+        }
+    }
+    // Phase 3: all-gather inside each node of the complete node chunks.
+    for m in 0..k {
+        let members = node_ring(m);
+        let ring = Sub {
+            members: &members,
+            chunk: &whole,
+            slots: 0..0,
+            note: "node",
+        };
+        let ready_in: Vec<Vec<SignalId>> = members.iter().map(|&r| ready[r].clone()).collect();
+        ctx.all_gather(&ring, &ready_in);
+    }
+    let last_copy = ctx.last_copy;
+    for r in 0..n {
+        // End: this rank's own copies done (they read its memory), and the
+        // copies into it (the last of each sender's in-order copy lane).
+        let (node, l) = (r / g, r % g);
+        let intra_left = node * g + (l + g - 1) % g;
+        let rail_left = ((node + k - 1) % k) * g + l;
+        let waits = [last_copy[r], last_copy[intra_left], last_copy[rail_left]]
+            .into_iter()
+            .flatten()
+            .collect();
+        b.end(r, waits);
+    }
+    b.finish()
+}
+
+/// One sub-ring: its members in ring order, the element range of each of
+/// its chunks (one per member), and its two receive slots in scratch.
+struct Sub<'a> {
+    members: &'a [usize],
+    chunk: &'a dyn Fn(usize) -> Range<usize>,
+    /// The scratch range of one slot (the second follows it).
+    slots: Range<usize>,
+    /// The ops' label note: `node` (inside a node) or `rail` (between).
+    note: &'static str,
+}
+
+/// Where a reduce-scatter's own contribution lies.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Operand {
+    /// The rank's untouched input (pre-multiplied by its first reduce).
+    Input,
+    /// A partial sum already in the rank's output (the node's sum).
+    Output,
+}
+
+struct Ctx<'a> {
+    b: &'a mut PlanBuilder,
+    shape: Shape,
+    begin: &'a [SignalId],
+    /// `fenced[from][to]`: `from` already copied into `to` in this call
+    /// (the first copy waits for both ranks' Begin).
+    fenced: Vec<Vec<bool>>,
+    last_copy: Vec<Option<SignalId>>,
+}
+
+impl Ctx<'_> {
+    /// A copy on `r`'s copy lane of `src` (r's) into `dst` on `to`.
+    fn copy(
+        &mut self,
+        (r, src): (usize, Region),
+        (to, dst): (usize, Region),
+        mut waits: Vec<SignalId>,
+        label: Label,
+    ) -> SignalId {
+        if !std::mem::replace(&mut self.fenced[r][to], true) {
+            waits.extend([self.begin[r], self.begin[to]]);
+        }
+        let sig = self
+            .b
+            .copy(r, Lane::Copy, (r, src), (to, dst), waits, label);
+        self.last_copy[r] = Some(sig);
+        sig
+    }
+
+    /// The receive slot of step `s` for a chunk of `len` elements.
+    fn slot(ring: &Sub<'_>, s: usize, len: usize) -> Region {
+        let at = ring.slots.start + (s % 2) * ring.slots.len();
+        Region::new(Buf::Scratch, at..at + len)
+    }
+
+    /// Reduce-scatter around `ring`: member i ends with the sum of chunk
+    /// `owned(i)` over the ring in its output. `own`: where each member's
+    /// contribution lies; `post`: the last step completes the reduction;
+    /// `ready[i]`: what member i's first send waits for. Returns each
+    /// member's reduce signal per step.
+    fn reduce_scatter(
+        &mut self,
+        ring: &Sub<'_>,
+        own: Operand,
+        post: bool,
+        ready: &[Vec<SignalId>],
+    ) -> Steps {
+        let n = ring.members.len();
+        let sched = RingSchedule::all_reduce(n);
+        let steps = sched.steps();
+        let shape = self.shape;
+        let region = |r: usize, op: Operand, c: usize| {
+            let whole = match op {
+                Operand::Input => shape.input(r),
+                Operand::Output => shape.output(r),
+            };
+            whole.sub((ring.chunk)(c))
+        };
+        let mut reduce: Steps = vec![vec![None; steps]; n];
+        let mut copied: Steps = vec![vec![None; steps]; n];
+        for s in 0..steps {
+            for i in 0..n {
+                let (r, j) = (ring.members[i], sched.right(i));
+                let to = ring.members[j];
+                let c = sched.send_chunk(Phase::ReduceScatter, i, s);
+                let src = region(r, if s == 0 { own } else { Operand::Output }, c);
+                if src.is_empty() {
+                    continue;
+                }
+                let mut waits = match s {
+                    0 => ready.get(i).cloned().unwrap_or_default(),
+                    _ => reduce[i][s - 1].into_iter().collect(),
+                };
+                if s >= 2 {
+                    // Slot reuse: the neighbour's last reduce that read it.
+                    waits.extend(reduce[j][..=s - 2].iter().rev().find_map(|x| *x));
+                }
+                let dst = Self::slot(ring, s, src.len());
+                let label = label(Phase::ReduceScatter, s, c, ring.note);
+                copied[i][s] = Some(self.copy((r, src), (to, dst), waits, label));
+            }
+            for i in 0..n {
+                let r = ring.members[i];
+                let from = sched.left(i);
+                let c = sched.recv_chunk(Phase::ReduceScatter, i, s);
+                let Some(arrived) = copied[from][s] else {
+                    continue;
+                };
+                // The member's own contribution to chunk c (untouched so
+                // far: c arrives here once).
+                let a = region(r, own, c);
+                let slot = Self::slot(ring, s, a.len());
+                let dst = region(r, Operand::Output, c);
+                let pre = own == Operand::Input;
+                let step = ReduceStep {
+                    pre_a: pre,
+                    pre_b: pre && s == 0,
+                    post: post && s + 1 == steps,
+                };
+                reduce[i][s] = self.b.reduce(
+                    r,
+                    dst,
+                    a,
+                    (r, slot),
+                    step,
+                    vec![arrived],
+                    true,
+                    label(Phase::ReduceScatter, s, c, ring.note),
+                );
+            }
+        }
+        reduce
+    }
+
+    /// All-gather around `ring` of the complete chunks in the outputs
+    /// (member i starts from chunk `owned(i)`, after `ready[i]`). Returns
+    /// each member's copy signal per step.
+    fn all_gather(&mut self, ring: &Sub<'_>, ready: &[Vec<SignalId>]) -> Steps {
+        let n = ring.members.len();
+        let sched = RingSchedule::all_reduce(n);
+        let steps = sched.steps();
+        let mut copied: Steps = vec![vec![None; steps]; n];
+        for s in 0..steps {
+            for i in 0..n {
+                let (r, to) = (ring.members[i], ring.members[sched.right(i)]);
+                let c = sched.send_chunk(Phase::AllGather, i, s);
+                let range = (ring.chunk)(c);
+                if range.is_empty() {
+                    continue;
+                }
+                let src = self.shape.output(r).sub(range.clone());
+                let dst = self.shape.output(to).sub(range);
+                let waits = match s {
+                    0 => ready.get(i).cloned().unwrap_or_default(),
+                    _ => copied[sched.left(i)][s - 1].into_iter().collect(),
+                };
+                let label = label(Phase::AllGather, s, c, ring.note);
+                copied[i][s] = Some(self.copy((r, src), (to, dst), waits, label));
+            }
+        }
+        copied
+    }
+}
+
+/// The label of a hierarchical op. It names its phase and ring in the
+/// note (`rail reduce-scatter`) and leaves `phase` unset: the trace's
+/// step-by-step picture is that of one ring over all ranks, which this plan
+/// is not, so the trace lists its ops instead.
+fn label(phase: Phase, step: usize, chunk: usize, ring: &'static str) -> Label {
+    let note = match (ring, phase) {
+        ("rail", Phase::ReduceScatter) => "rail reduce-scatter (between nodes)",
+        ("rail", Phase::AllGather) => "rail all-gather (between nodes)",
+        (_, Phase::ReduceScatter) => "node reduce-scatter",
+        (_, Phase::AllGather) => "node all-gather",
+    };
+    Label {
+        phase: None,
+        step,
+        chunk,
+        slice: 0,
+        note,
+    }
+}

@@ -1,0 +1,366 @@
+//! The projection past one machine: `K` nodes of `G` GPUs, an all-reduce of
+//! `D` bytes per GPU, priced for the flat ring over all `K·G` ranks, the
+//! hierarchical all-reduce (`hier:G`) and a double binary tree between the
+//! nodes (pure math; `ringreduce theory --nodes K --gpus-per-node G`).
+//!
+//! Assumptions, each named again in [`render`]'s output:
+//! * Two kinds of link, each `alpha + bytes / B` per message, full duplex:
+//!   inside a node (NVLink between any two GPUs) and between nodes (one NIC
+//!   per GPU, "rail-optimized": GPU `l` of every node on rail `l`, and the
+//!   rails independent). The reduce is free (not priced).
+//! * The flat ring is one ring over all `N = K·G` ranks, nodes in order,
+//!   so `K` of its hops cross the network (none when `K = 1`). Its `2(N-1)`
+//!   steps are synchronous: each lasts as long as the slowest hop,
+//!   `alpha + (D/N)/B` of the network when `K > 1`.
+//! * The hierarchical all-reduce runs its three phases one after the other:
+//!   a ring of `G` inside the node (reduce-scatter and all-gather together
+//!   `2(G-1)·alpha + 2(G-1)/G·D/B`), and on each rail in parallel a ring of
+//!   `K` on `D/G` (`2(K-1)·alpha + 2(K-1)/K·(D/G)/B` of the network).
+//! * The tree is NCCL's double binary tree between the nodes, on each
+//!   rail's `D/G` after the same reduce-scatter inside the node (and before
+//!   its all-gather): `2·ceil(log2 K)` network latencies (up the tree, then
+//!   down) and `2·D/G` through each rank's NIC direction (it sends its
+//!   reduced share up and the result down; the two trees, each on half the
+//!   data, keep every NIC equally loaded; reduce and broadcast pipelined so
+//!   the depth costs latency only).
+
+use std::fmt::Write as _;
+
+/// One kind of link: `alpha` per message plus `bytes / B`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Link {
+    /// Latency per message (per dependent step), microseconds.
+    pub alpha_us: f64,
+    /// Bandwidth per direction, GB/s (1e9 B/s).
+    pub gbps: f64,
+}
+
+impl Link {
+    /// The time of `rounds` messages in a row carrying `bytes` in all,
+    /// microseconds.
+    pub fn time_us(&self, rounds: f64, bytes: f64) -> f64 {
+        rounds * self.alpha_us + bytes / (self.gbps * 1e3)
+    }
+}
+
+/// `K` nodes of `G` GPUs and their two kinds of link.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cluster {
+    /// `K`, at least 1.
+    pub nodes: usize,
+    /// `G`, at least 1.
+    pub per_node: usize,
+    /// Between two GPUs of a node.
+    pub intra: Link,
+    /// Between two nodes, per rail (one NIC per GPU).
+    pub inter: Link,
+}
+
+/// The projected times of one all-reduce, microseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Projection {
+    pub flat_ring_us: f64,
+    pub hier_us: f64,
+    pub tree_us: f64,
+}
+
+impl Cluster {
+    /// `N = K·G`.
+    pub fn ranks(&self) -> usize {
+        self.nodes.max(1) * self.per_node.max(1)
+    }
+
+    /// The flat ring over all ranks: `2(N-1)` synchronous steps of `D/N`,
+    /// each as slow as its slowest hop (the network when `K > 1`).
+    pub fn flat_ring_us(&self, d: f64) -> f64 {
+        let n = self.ranks() as f64;
+        if n <= 1.0 {
+            return 0.0;
+        }
+        let chunk = d / n;
+        let mut step = 0.0f64;
+        if self.per_node > 1 {
+            step = step.max(self.intra.time_us(1.0, chunk));
+        }
+        if self.nodes > 1 {
+            step = step.max(self.inter.time_us(1.0, chunk));
+        }
+        2.0 * (n - 1.0) * step
+    }
+
+    /// Reduce-scatter plus all-gather around the ring of the node's `G`
+    /// GPUs on `D`: `2(G-1)·alpha + 2(G-1)/G·D/B`.
+    pub fn intra_us(&self, d: f64) -> f64 {
+        let g = self.per_node.max(1) as f64;
+        self.intra.time_us(2.0 * (g - 1.0), 2.0 * (g - 1.0) / g * d)
+    }
+
+    /// The hierarchical all-reduce: the node's ring, then a ring of `K` on
+    /// each rail's `D/G`: `2(K-1)·alpha + 2(K-1)/K·(D/G)/B` of the network.
+    pub fn hier_us(&self, d: f64) -> f64 {
+        let (g, k) = (self.per_node.max(1) as f64, self.nodes.max(1) as f64);
+        let rail = d / g;
+        self.intra_us(d)
+            + self
+                .inter
+                .time_us(2.0 * (k - 1.0), 2.0 * (k - 1.0) / k * rail)
+    }
+
+    /// The double binary tree between the nodes on each rail's `D/G`,
+    /// inside the node's reduce-scatter and all-gather:
+    /// `2·ceil(log2 K)·alpha + 2·(D/G)/B` of the network (0 for `K = 1`).
+    pub fn tree_us(&self, d: f64) -> f64 {
+        let g = self.per_node.max(1) as f64;
+        let depth = tree_depth(self.nodes);
+        let net = if self.nodes > 1 {
+            self.inter.time_us(2.0 * depth, 2.0 * d / g)
+        } else {
+            0.0
+        };
+        self.intra_us(d) + net
+    }
+
+    /// All three.
+    pub fn project(&self, d: f64) -> Projection {
+        Projection {
+            flat_ring_us: self.flat_ring_us(d),
+            hier_us: self.hier_us(d),
+            tree_us: self.tree_us(d),
+        }
+    }
+}
+
+/// `ceil(log2 K)`: the depth of a binary tree of `K` nodes (0 for one).
+pub fn tree_depth(nodes: usize) -> f64 {
+    let k = nodes.max(1);
+    f64::from(usize::BITS - (k - 1).leading_zeros()) * f64::from(u8::from(k > 1))
+}
+
+impl Projection {
+    /// The fastest of the three by name.
+    pub fn fastest(&self) -> &'static str {
+        let mut best = ("ring", self.flat_ring_us);
+        for (name, t) in [("hier", self.hier_us), ("tree", self.tree_us)] {
+            if t < best.1 {
+                best = (name, t);
+            }
+        }
+        best.0
+    }
+}
+
+/// The assumptions, one line each, as [`render`] prints them.
+pub fn assumptions(c: &Cluster, intra_from: &str) -> Vec<String> {
+    vec![
+        format!(
+            "inside a node: alpha = {} us, B = {} GB/s per direction between any two GPUs ({intra_from})",
+            c.intra.alpha_us, c.intra.gbps
+        ),
+        format!(
+            "between nodes: alpha = {} us, B = {} GB/s per direction per rail (stated, not measured): one NIC per GPU, GPU l of every node on rail l, rails independent",
+            c.inter.alpha_us, c.inter.gbps
+        ),
+        "the reduce is free; links are full duplex; every message pays alpha + bytes/B".into(),
+        "ring: one ring over all K*G GPUs, nodes in order; 2(N-1) synchronous steps of D/N, each as slow as its slowest hop (the network once K > 1)".into(),
+        "hier: ring of G in the node (2(G-1) alpha + 2(G-1)/G*D/B), then on every rail in parallel a ring of K on D/G (2(K-1) alpha + 2(K-1)/K*D/G/B), phases not overlapped".into(),
+        "tree: the node's ring as hier, and between nodes NCCL's double binary tree on each rail's D/G: 2*ceil(log2 K) alpha (up, then down), 2*D/G through each NIC direction (its share up, the result down), reduce and broadcast pipelined".into(),
+    ]
+}
+
+/// The projection table: one row per node count, at `d` bytes per GPU.
+pub fn render(
+    d: f64,
+    d_label: &str,
+    per_node: usize,
+    nodes: &[usize],
+    intra: Link,
+    inter: Link,
+    intra_from: &str,
+) -> String {
+    let mut s = String::new();
+    let c0 = Cluster {
+        nodes: 1,
+        per_node,
+        intra,
+        inter,
+    };
+    // Writing into a String cannot fail; the results are ignored on purpose.
+    let _ = writeln!(
+        s,
+        "All-reduce of D = {d_label} ({d:.0} B) per GPU on K nodes of G = {per_node} GPUs (projected, not measured)"
+    );
+    for a in assumptions(&c0, intra_from) {
+        let _ = writeln!(s, "  assumes {a}");
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "| K nodes | N GPUs | ring (us) | hier (us) | tree (us) | fastest | hier's bytes per GPU across nodes |"
+    );
+    let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | --- | ---: |");
+    for &k in nodes {
+        let c = Cluster { nodes: k, ..c0 };
+        let p = c.project(d);
+        let k_f = k.max(1) as f64;
+        let across = 2.0 * (k_f - 1.0) / k_f * d / per_node.max(1) as f64;
+        let _ = writeln!(
+            s,
+            "| {k} | {} | {:.1} | {:.1} | {:.1} | {} | {:.0} |",
+            c.ranks(),
+            p.flat_ring_us,
+            p.hier_us,
+            p.tree_us,
+            p.fastest(),
+            across
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NV: Link = Link {
+        alpha_us: 13.0,
+        gbps: 380.0,
+    };
+    const NET: Link = Link {
+        alpha_us: 5.0,
+        gbps: 50.0,
+    };
+
+    fn cluster(nodes: usize, per_node: usize) -> Cluster {
+        Cluster {
+            nodes,
+            per_node,
+            intra: NV,
+            inter: NET,
+        }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+    }
+
+    /// The exact terms on 2 nodes of 2 GPUs, 1 MB per GPU.
+    #[test]
+    fn exact_terms_small() {
+        let c = cluster(2, 2);
+        let d = 1e6;
+        // Flat ring: N = 4, 6 steps of 250 kB, the network's hop the slower
+        // (5 + 250e3/50e3 = 10 us against 13 + 250e3/380e3).
+        let step = (5.0 + 250e3 / 50e3f64).max(13.0 + 250e3 / 380e3);
+        assert!(close(c.flat_ring_us(d), 6.0 * step));
+        // Hier: 2(G-1) = 2 NVLink steps moving 2*1/2*1e6, then 2(K-1) = 2
+        // network steps moving 2*1/2*(1e6/2).
+        let intra = 2.0 * 13.0 + 1e6 / 380e3;
+        let inter = 2.0 * 5.0 + 0.5e6 / 50e3;
+        assert!(close(c.hier_us(d), intra + inter));
+        // Tree: depth 1, 2 latencies, 2*D/G = 1e6 through each NIC.
+        assert!(close(c.tree_us(d), intra + 2.0 * 5.0 + 1e6 / 50e3));
+        // 3 nodes of 4: N = 12; depth ceil(log2 3) = 2.
+        let c = cluster(3, 4);
+        let intra = 6.0 * 13.0 + 1.5e6 / 380e3;
+        assert!(close(
+            c.hier_us(d),
+            intra + 4.0 * 5.0 + (4.0 / 3.0) * 0.25e6 / 50e3
+        ));
+        assert!(close(c.tree_us(d), intra + 4.0 * 5.0 + 0.5e6 / 50e3));
+        let step = (5.0 + 1e6 / 12.0 / 50e3f64).max(13.0 + 1e6 / 12.0 / 380e3);
+        assert!(close(c.flat_ring_us(d), 22.0 * step));
+    }
+
+    #[test]
+    fn tree_depths() {
+        let want = [
+            (1, 0.0),
+            (2, 1.0),
+            (3, 2.0),
+            (4, 2.0),
+            (5, 3.0),
+            (128, 7.0),
+            (129, 8.0),
+        ];
+        for (k, d) in want {
+            assert_eq!(tree_depth(k), d, "K = {k}");
+        }
+        assert_eq!(tree_depth(0), 0.0);
+    }
+
+    /// One node: every algorithm is the node's ring.
+    #[test]
+    fn one_node_is_the_intra_node_ring() {
+        for g in [1, 2, 4, 8] {
+            let c = cluster(1, g);
+            for d in [0.0, 8.0, 1e6, 1e9] {
+                let p = c.project(d);
+                let ring = crate::theory::ring_time_us(
+                    g,
+                    d,
+                    &crate::theory::AlphaBeta {
+                        alpha_us: NV.alpha_us,
+                        link_gbps: NV.gbps,
+                    },
+                );
+                assert!(close(p.flat_ring_us, ring), "G = {g}");
+                assert!(close(p.hier_us, ring), "G = {g}");
+                assert!(close(p.tree_us, ring), "G = {g}");
+            }
+        }
+    }
+
+    /// One GPU per node: hier is the flat ring over the network.
+    #[test]
+    fn one_gpu_per_node_hier_is_the_flat_ring() {
+        for k in [2, 3, 16] {
+            let c = cluster(k, 1);
+            assert!(close(c.hier_us(1e8), c.flat_ring_us(1e8)));
+        }
+    }
+
+    /// When the network is slower than NVLink, the hierarchical all-reduce
+    /// beats the flat ring at every size and node count (it sends D/G of
+    /// the data over it, the flat ring all of it, and takes fewer network
+    /// steps); with a network as fast as NVLink and as quick, they differ
+    /// only by the steps taken.
+    #[test]
+    fn hier_beats_the_flat_ring_when_the_network_is_slower() {
+        for g in [2, 4, 8] {
+            for k in [2, 4, 16, 128] {
+                for d in [1e3, 1e6, 1e9] {
+                    let c = cluster(k, g);
+                    assert!(c.hier_us(d) < c.flat_ring_us(d), "K={k} G={g} D={d}");
+                }
+            }
+        }
+    }
+
+    /// The tree wins where latency dominates (many nodes, small sizes), the
+    /// rings where bandwidth does (large sizes): hier's network bytes
+    /// 2(K-1)/K·D/G are below the tree's 2·D/G.
+    #[test]
+    fn tree_wins_small_hier_wins_large() {
+        let c = cluster(128, 8);
+        assert_eq!(c.project(1e3).fastest(), "tree");
+        assert_eq!(c.project(1e11).fastest(), "hier");
+        assert_eq!(cluster(16, 8).project(1e10).fastest(), "hier");
+        let c = cluster(2, 8);
+        assert!(c.hier_us(1e3) <= c.tree_us(1e3));
+    }
+
+    #[test]
+    fn render_names_every_assumption() {
+        let t = render(1e8, "100MB", 8, &[1, 2, 128], NV, NET, "default");
+        for w in [
+            "assumes",
+            "rail",
+            "free",
+            "double binary tree",
+            "| 128 | 1024 |",
+        ] {
+            assert!(t.contains(w), "{w}: {t}");
+        }
+        assert_eq!(t.lines().filter(|l| l.starts_with("| ")).count(), 5);
+    }
+}
