@@ -540,21 +540,7 @@ impl Plan {
 
     /// Bytes each rank sends to other ranks, and receives from them.
     pub fn traffic(&self) -> Vec<Traffic> {
-        let elem = self.shape.elem_size as u64;
-        let mut t = vec![Traffic::default(); self.ranks()];
-        for (rank, ops) in self.ops.iter().enumerate() {
-            for op in ops {
-                for e in super::interp::effects(rank, &op.kind) {
-                    if let Some((from, to, len)) = e.moved() {
-                        if from != to {
-                            t[from].sent += len as u64 * elem;
-                            t[to].received += len as u64 * elem;
-                        }
-                    }
-                }
-            }
-        }
-        t
+        self.traffic_between(|from, to| from != to)
     }
 
     /// Bytes each rank sends to, and receives from, ranks on other nodes
@@ -564,13 +550,19 @@ impl Plan {
     /// `per_node` 0 counts as 1 (every rank its own node).
     pub fn node_traffic(&self, per_node: usize) -> Vec<Traffic> {
         let g = per_node.max(1);
+        self.traffic_between(|from, to| from / g != to / g)
+    }
+
+    /// The bytes of every move from rank `from` to rank `to` that
+    /// `counts(from, to)` accepts, per rank sent and received.
+    fn traffic_between(&self, counts: impl Fn(usize, usize) -> bool) -> Vec<Traffic> {
         let elem = self.shape.elem_size as u64;
         let mut t = vec![Traffic::default(); self.ranks()];
         for (rank, ops) in self.ops.iter().enumerate() {
             for op in ops {
                 for e in super::interp::effects(rank, &op.kind) {
                     if let Some((from, to, len)) = e.moved() {
-                        if from / g != to / g {
+                        if counts(from, to) {
                             t[from].sent += len as u64 * elem;
                             t[to].received += len as u64 * elem;
                         }
