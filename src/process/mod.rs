@@ -438,7 +438,15 @@ impl Job {
         control.watch_store(store.clone());
         control.register();
         let control = Arc::new(control);
-        control.barrier("joining the job (every rank mapped the control segment)")?;
+        if let Err(e) = control.barrier("joining the job (every rank mapped the control segment)") {
+            // This rank reports its own error and ends: its end is a
+            // consequence, not a fault for the others to name (they name
+            // the rank that failed first, or the launcher's abort). Without
+            // this a rank that saw the abort and exited first was named as
+            // "died" by a slower peer (a flaky mp test).
+            control.finish();
+            return Err(e);
+        }
         drop(export);
         Ok(Arc::new(Job {
             spec: spec.clone(),
