@@ -327,10 +327,15 @@ impl Control {
             if self.rank_word(r, R_STATE).load(Ordering::Acquire) == JOINED {
                 if let Some(p) = self.proc_of(r) {
                     if !p.alive() {
-                        return Some(JobFault::Died {
+                        // Recorded as the job's failure (the first wins), so
+                        // a peer that looks after this rank has exited names
+                        // the dead rank, not this one.
+                        let f = JobFault::Died {
                             rank: r,
                             pid: p.pid,
-                        });
+                        };
+                        self.record_failure(0, r, &format!("its process (pid {}) died", p.pid));
+                        return Some(f);
                     }
                 }
             }
