@@ -332,15 +332,20 @@ PY
             -b 1MiB -e 64MiB -f 4 -n 10 -w 3 --breakdown > "$T/breakdown-$src.txt" 2>&1
         grep -E "^# (Where|  call|  timing source)|^# +[0-9.]+[KMG]?i?B |rror|\[exit" "$T/breakdown-$src.txt"
     done
-    # An NVTX consumer: ncu profiles only the kernels inside a range of the ringreduce
-    # domain (--nvtx-include), so "==PROF== Profiling" lines prove the ranges reach it;
-    # "No kernels were profiled" means they did not.
+    # An NVTX consumer: ncu with --nvtx prints, for each kernel it profiles, the
+    # NVTX push/pop stack of the launching thread: "ringreduce" ranges there prove
+    # they reach a tool. The second run filters on the domain (--nvtx-include
+    # "ringreduce@*"): "==PROF== Profiling" lines there mean the filter matched.
     NCU="$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)"
     if [ -n "$NCU" ]; then
-        run 180 "$NCU" --nvtx --nvtx-include "ringreduce@*" -c 4 "$RR" trace --backend cuda \
+        run 180 "$NCU" --nvtx -c 8 "$RR" trace --backend cuda \
             --ranks 2 --size 1MiB --algo ring --warmup 1 --calls 1 --overhead-blocks 0 \
             > "$T/ncu-nvtx.txt" 2>&1
-        grep -E "==PROF==|No kernels|NVTX|timing source|rror|\[exit" "$T/ncu-nvtx.txt" | head -30
+        grep -E "==PROF==|No kernels|NVTX|ringreduce|timing source|rror|\[exit" "$T/ncu-nvtx.txt" | head -40
+        run 180 "$NCU" --nvtx --nvtx-include "ringreduce@*" -c 8 "$RR" trace --backend cuda \
+            --ranks 2 --size 1MiB --algo ring --warmup 1 --calls 1 --overhead-blocks 0 \
+            > "$T/ncu-nvtx-include.txt" 2>&1
+        grep -E "==PROF==|No kernels|timing source|rror|\[exit" "$T/ncu-nvtx-include.txt" | head -20
     else
         echo "SKIPPED: no ncu on this machine"
     fi

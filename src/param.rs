@@ -273,8 +273,8 @@ pub static CUPTI: Param<PathBuf> = Param::new(
     "RINGREDUCE_CUPTI",
     Group::Engine,
     "0, 1, or the path of libcupti",
-    "0 (CUDA events; CUPTI is experimental)",
-    "The timeline's source on the CUDA backend: 1: CUPTI's activity records from libcupti.so.13 or libcupti.so on the loader's path, else under /usr/local/cuda{,-13.0}/targets/x86_64-linux/lib or extras/CUPTI/lib64; a path: from that library; 0 or unset: CUDA events between the ops (also the fallback where CUPTI is missing or refuses).",
+    "CUPTI where it loads, else CUDA events",
+    "The timeline's source on the CUDA backend: unset or 1: CUPTI's activity records from libcupti.so.13 or libcupti.so on the loader's path, else under /usr/local/cuda{,-13.0}/targets/x86_64-linux/lib or extras/CUPTI/lib64; a path: from that library; 0: CUDA events between the ops (also the fallback, with the reason printed, where CUPTI is missing or refuses, e.g. under another profiler).",
     parse_path,
 );
 

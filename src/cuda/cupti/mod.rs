@@ -47,27 +47,25 @@ const DIRS: [&str; 4] = [
 ];
 
 /// The activity kinds enabled while timed calls are pending.
-const KINDS: [sys::CUpti_ActivityKind; 6] = [
+///
+/// `DRIVER` (a record per driver call) is what makes CUPTI write the
+/// external correlation records: a pushed external id is tied to the
+/// correlation id of a driver API *record*. Selecting single driver calls
+/// with `cuptiActivityEnableDriverApi` instead gave no API record and no
+/// external correlation at all when enabled after the context had run work
+/// (as here, on the first timed call), though it did when enabled before
+/// `cuInit`: `scripts/cupti-probe.py`, record
+/// `docs/results/2026-12-02-h200x1-cupti-probe.txt`. That was why the first
+/// CUPTI timelines got no record of their ops.
+const KINDS: [sys::CUpti_ActivityKind; 7] = [
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY2,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
 ];
-
-/// The driver calls whose API records are enabled (an external correlation
-/// record is written for an API record): the ones that issue an op's work.
-/// Not the whole driver kind: the host's spins on `cuStreamQuery` would fill
-/// the buffers.
-const DRIVER_APIS: [Cbid; 5] = [
-    Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-    Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-    Cbid::CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync,
-    Cbid::CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
-    Cbid::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
-];
-type Cbid = sys::CUpti_driver_api_trace_cbid_enum;
 
 const CUSTOM0: u32 =
     sys::CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 as u32;
@@ -83,7 +81,6 @@ type Register = unsafe extern "C" fn(
     sys::CUpti_BuffersCallbackCompleteFunc,
 ) -> u32;
 type Kind = unsafe extern "C" fn(u32) -> u32;
-type DriverApi = unsafe extern "C" fn(u32, u8) -> u32;
 type Push = unsafe extern "C" fn(u32, u64) -> u32;
 type Pop = unsafe extern "C" fn(u32, *mut u64) -> u32;
 type NextRecord = unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> u32;
@@ -97,7 +94,6 @@ struct Api {
     register: Register,
     enable: Kind,
     disable: Kind,
-    driver_api: DriverApi,
     flush_all: Kind,
     push: Push,
     pop: Pop,
@@ -119,10 +115,6 @@ pub struct Cupti {
 /// One flush at a time (rank threads take their records concurrently).
 static FLUSH: Mutex<()> = Mutex::new(());
 
-/// Why the events time a timeline when `RINGREDUCE_CUPTI` is not set.
-const OFF_BY_DEFAULT: &str =
-    "off by default (experimental: RINGREDUCE_CUPTI=1 or a libcupti path turns it on)";
-
 /// The process's CUPTI, or why there is none (kept: tried once).
 static CUPTI: OnceLock<Result<Cupti, String>> = OnceLock::new();
 
@@ -137,21 +129,27 @@ pub fn get(setting: Option<&Path>) -> Result<&'static Cupti, String> {
         .map_err(Clone::clone)
 }
 
+/// What CUPTI delivered in this process so far, for an error that found
+/// no record of an op: buffers, records, external correlations.
+pub fn delivered() -> String {
+    let s = records::store();
+    format!(
+        "CUPTI handed back {} buffers with {} records, {} of them external correlations, in this process",
+        s.buffers, s.parsed, s.externals
+    )
+}
+
 /// The process's CUPTI if [`get`] loaded it (for the buffer callbacks).
 fn loaded() -> Option<&'static Cupti> {
     CUPTI.get().and_then(|c| c.as_ref().ok())
 }
 
 fn init(setting: Option<&Path>) -> Result<Cupti, String> {
-    // Opt-in until it is shown to work: on one H200 (CUDA 13, driver 580)
-    // the first GPU run delivered no activity record at all
-    // (docs/results/2026-12-02-h200x1-s13-session.tgz), so the timeline's
-    // default stays the CUDA events.
+    // Unset or 1: CUPTI from the default places; 0: off; else a path.
     let setting = match setting {
-        None => return Err(OFF_BY_DEFAULT.into()),
         Some(p) if p.as_os_str() == "0" => return Err("off (RINGREDUCE_CUPTI=0)".into()),
         Some(p) if p.as_os_str() == "1" => None,
-        Some(p) => Some(p),
+        other => other,
     };
     let (lib, path) = find(setting)?;
     // SAFETY: `lib` is libcupti; every symbol is looked up with the
@@ -205,7 +203,6 @@ unsafe fn load(lib: Library) -> Result<Api, libloading::Error> {
         register: sym!("cuptiActivityRegisterCallbacks"),
         enable: sym!("cuptiActivityEnable"),
         disable: sym!("cuptiActivityDisable"),
-        driver_api: sym!("cuptiActivityEnableDriverApi"),
         flush_all: sym!("cuptiActivityFlushAll"),
         push: sym!("cuptiActivityPushExternalCorrelationId"),
         pop: sym!("cuptiActivityPopExternalCorrelationId"),
@@ -264,11 +261,6 @@ impl Cupti {
                     (self.api.enable)(k as u32)
                 })?;
             }
-            for a in DRIVER_APIS {
-                // SAFETY: plain call with a valid callback id.
-                let r = unsafe { (self.api.driver_api)(a as u32, 1) };
-                self.check("cuptiActivityEnableDriverApi", r)?;
-            }
         }
         *n += 1;
         Ok(())
@@ -281,11 +273,6 @@ impl Cupti {
         *n = n.saturating_sub(calls);
         if *n > 0 {
             return Ok(());
-        }
-        for a in DRIVER_APIS {
-            // SAFETY: plain call with a valid callback id.
-            let r = unsafe { (self.api.driver_api)(a as u32, 0) };
-            self.check("cuptiActivityEnableDriverApi", r)?;
         }
         for k in KINDS {
             // SAFETY: plain call with a valid kind.
@@ -361,8 +348,6 @@ mod tests {
     fn cupti_off_or_missing_is_a_reason_not_a_failure() {
         let off = init(Some(Path::new("0"))).err().unwrap_or_default();
         assert_eq!(off, "off (RINGREDUCE_CUPTI=0)");
-        let unset = init(None).err().unwrap_or_default();
-        assert_eq!(unset, OFF_BY_DEFAULT);
         let missing = init(Some(Path::new("/nonexistent/libcupti.so.13")))
             .err()
             .unwrap_or_default();

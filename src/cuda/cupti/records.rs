@@ -52,11 +52,20 @@ pub struct Activity {
 pub(super) struct Store {
     pub(super) records: Vec<Activity>,
     dropped: u64,
+    /// Since the process started: buffers CUPTI handed back, the records
+    /// parsed from them, and the external correlations among those (what
+    /// an error says when a call finds none of its records).
+    pub(super) buffers: u64,
+    pub(super) parsed: u64,
+    pub(super) externals: u64,
 }
 
 static STORE: Mutex<Store> = Mutex::new(Store {
     records: Vec::new(),
     dropped: 0,
+    buffers: 0,
+    parsed: 0,
+    externals: 0,
 });
 
 pub(super) fn store() -> std::sync::MutexGuard<'static, Store> {
@@ -115,6 +124,12 @@ pub(super) unsafe extern "C" fn completed(
         }
     }
     let mut s = store();
+    s.buffers += 1;
+    s.parsed += parsed.len() as u64;
+    s.externals += parsed
+        .iter()
+        .filter(|a| a.kind == ActivityKind::External)
+        .count() as u64;
     s.records.extend(parsed);
     s.dropped += dropped as u64;
     drop(s);

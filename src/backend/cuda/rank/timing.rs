@@ -101,7 +101,8 @@ impl<'id> Rank<'id> {
                     cc.issued_ns = issued.duration_since(epoch).as_secs_f64() * 1e9;
                     let v = activity::spans(self.rank, &cc, &c.recs, &c.to_host).map_err(|m| {
                         self.cupti_err(format!(
-                            "{m} (RINGREDUCE_CUPTI=0 times with CUDA events instead)"
+                            "{m}; {} (RINGREDUCE_CUPTI=0 times with CUDA events instead)",
+                            crate::cuda::cupti::delivered()
                         ))
                     })?;
                     out.push((v, TimingSource::Cupti));
