@@ -11,6 +11,7 @@ use crate::algo::AlgoChoice;
 use crate::element::{DataType, Element, ReduceOp};
 use crate::engine::{Engine, EngineConfig};
 use crate::error::{Error, Result};
+use crate::plan::ideal;
 use crate::plan::interp::{self, Effect, SymMem};
 use crate::plan::{Buf, Collective, OpKind, Plan, Region, Shape};
 use crate::schedule::{self, Phase};
@@ -21,6 +22,8 @@ use std::fmt::Write;
 /// Largest trace: ranks and elements.
 pub const MAX_RANKS: usize = 16;
 pub const MAX_COUNT: usize = 4096;
+/// Widest slice x time view drawn, in time units.
+const MAX_SLICE_UNITS: usize = 40;
 
 /// The plan `choice` uses for `shape` (first call of a chain).
 pub fn plan_of(choice: &AlgoChoice, shape: &Shape) -> Result<Plan> {
@@ -77,6 +80,9 @@ pub fn render(choice: &AlgoChoice, shape: &Shape, dtype: DataType, op: ReduceOp)
     let ringlike = plan.ops.iter().flatten().any(|o| o.label.phase.is_some());
     if ringlike {
         render_steps(&mut out, &plan);
+        if plan.ops.iter().flatten().any(|o| o.label.slice > 0) {
+            render_slices(&mut out, &plan)?;
+        }
     } else {
         render_ops(&mut out, &plan);
     }
@@ -306,6 +312,97 @@ fn render_steps(out: &mut String, plan: &Plan) {
             }
         }
     }
+}
+
+/// Pipelined rings: rank 0's slices against time in the idealized schedule
+/// ([`crate::plan::ideal`]), and the plain ring's time in the same units,
+/// so that what the slices overlap is visible without a GPU.
+fn render_slices(out: &mut String, plan: &Plan) -> Result<()> {
+    let Some(spans) = ideal::schedule(plan) else {
+        return Ok(());
+    };
+    let ops = &plan.ops[0];
+    let unit = ops
+        .iter()
+        .find_map(|o| match &o.kind {
+            OpKind::Copy { dst, .. } if o.label.phase.is_some() && !dst.is_empty() => {
+                Some(dst.len())
+            }
+            _ => None,
+        })
+        .unwrap_or(1) as f64;
+    let at = |t: f64| (t / unit).round() as usize;
+    let mut rows: Vec<(usize, usize, String)> = Vec::new();
+    for (op, sp) in ops.iter().zip(&spans[0]) {
+        let Some(phase) = op.label.phase else {
+            continue;
+        };
+        let what = match op.kind {
+            OpKind::Copy { .. } => "copy  ",
+            OpKind::Reduce { .. } => "reduce",
+            _ => continue,
+        };
+        let tag = if phase == Phase::ReduceScatter {
+            "RS"
+        } else {
+            "AG"
+        };
+        let name = format!(
+            "{what} {tag}{} c{}.{}",
+            op.label.step, op.label.chunk, op.label.slice
+        );
+        rows.push((at(sp.start), at(sp.end).max(at(sp.start) + 1), name));
+    }
+    rows.sort_by_key(|r| (r.0, r.1));
+    let end = ideal::makespan(&spans);
+    let units = at(end);
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Slices x time on rank 0, an idealized schedule: copying or reducing one slice\n(here {} elements) takes one unit; the copy lane and the compute lane run at once\n(the copy engine and the SMs: two CUDA streams); every wait is the plan's, and\nnothing else costs time. C = a copy on the copy lane, R = a reduce on the compute lane.",
+        unit as usize
+    );
+    if units > MAX_SLICE_UNITS {
+        let _ = writeln!(
+            out,
+            "  (not drawn: {units} units, more than {MAX_SLICE_UNITS}; fewer ranks or elements draw it)"
+        );
+        rows.clear();
+    } else {
+        let _ = write!(out, "  {:<22}|", "op (step, chunk.slice)");
+        for t in 0..units {
+            let _ = write!(out, "{t:>3}");
+        }
+        let _ = writeln!(out);
+    }
+    for (a, b, name) in &rows {
+        let mark = if name.starts_with("copy") { 'C' } else { 'R' };
+        let _ = write!(out, "  {name:<22}|");
+        for t in 0..units {
+            let c = if (*a..*b).contains(&t) { mark } else { '.' };
+            let _ = write!(out, "{c:>3}");
+        }
+        let _ = writeln!(out);
+    }
+    let plain: AlgoChoice = "ring".parse().map_err(|what| Error::Internal { what })?;
+    let plain_end =
+        ideal::schedule(&plan_of(&plain, &plan.shape)?).map(|s| ideal::makespan(&s) / unit);
+    let _ = write!(
+        out,
+        "The call ends at {:.0} units (the last op of any rank)",
+        end / unit
+    );
+    if let Some(p) = plain_end {
+        let _ = write!(
+            out,
+            ";\nthe plain ring (whole chunks: a reduce waits for its whole chunk) ends at {p:.0}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        ".\nA real GPU adds a hand-off per slice (the alpha of `ringreduce theory`),\nwhich is why more slices do not always pay."
+    );
+    Ok(())
 }
 
 /// The chunk ranges of a ring plan, from its labels (first slice start to
@@ -586,6 +683,35 @@ mod tests {
         assert!(copies[0].matches('[').count() == 2, "{step}");
         let plain = t("ring", shape(Collective::AllReduce, 2, 16));
         assert_ne!(plain.replace("ring:", ""), out.replace("ring:pipe2:", ""));
+    }
+
+    #[test]
+    fn pipelined_trace_draws_slices_against_time() {
+        let out = t("ring:pipe2", shape(Collective::AllReduce, 2, 16));
+        let view = out.split("Slices x time on rank 0").nth(1).unwrap();
+        let row = |name: &str| -> String {
+            view.lines()
+                .find(|l| l.trim_start().starts_with(name))
+                .unwrap_or_else(|| panic!("no row {name}: {view}"))
+                .split('|')
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .collect()
+        };
+        // Slice 1 moves while slice 0 is reduced: that overlap is the point.
+        assert_eq!(row("copy   RS0 c0.0"), "C...");
+        assert_eq!(row("copy   RS0 c0.1"), ".C..");
+        assert_eq!(row("reduce RS0 c1.0"), ".R..");
+        assert_eq!(row("reduce RS0 c1.1"), "..R.");
+        assert_eq!(row("copy   AG0 c1.1"), "...C");
+        assert!(
+            view.contains("ends at 4 units") && view.contains("ends at 6."),
+            "{view}"
+        );
+        // The plain ring has no slices and no such view.
+        let plain = t("ring", shape(Collective::AllReduce, 4, 8));
+        assert!(!plain.contains("Slices x time"), "{plain}");
     }
 
     #[test]

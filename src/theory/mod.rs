@@ -646,7 +646,10 @@ fn time_rows(s: &mut String, d_bytes: f64, ranks: &[usize], pricing: &Pricing) {
         } else {
             "-".to_string()
         };
-        let winner = if ring < ps {
+        // Within the ratio's printed precision (1.00x) neither wins.
+        let winner = if ring > 0.0 && (ps / ring - 1.0).abs() < 0.005 {
+            "tie"
+        } else if ring < ps {
             "ring"
         } else if ps < ring {
             "PS"
@@ -913,6 +916,14 @@ mod tests {
             link_gbps: 370.0,
             reduce_gbps: 1000.0,
         });
+        // Two ranks at 1 kB: both are two rounds of alpha and the bytes
+        // are nothing; the ratio prints 1.00x, and neither is named.
+        let two = render(1e3, "1kB", &[2], &p);
+        let row = two
+            .lines()
+            .rfind(|l| l.trim_start().starts_with('2') && l.matches('|').count() == 5)
+            .unwrap_or_default();
+        assert!(row.contains("1.00x") && row.ends_with(" tie"), "{two}");
         let out = render(1e3, "1kB", &[1, 4, 16], &p);
         // The time table's rows: a rank count, then six more columns.
         let rows: Vec<&str> = out

@@ -100,18 +100,28 @@ fn fmt_us(v: f64, step: f64) -> String {
 
 /// The picture of `t`.
 pub fn to_svg(t: &Timeline) -> Result<String, String> {
-    let slices = t.slices()?;
+    let mut slices = t.slices()?;
     let flows = t.flows(&slices);
     let ranks = t.ranks();
+    let shift = align_nccl(&mut slices);
     let lay = Layout::of(&slices, ranks);
-    let notes = note_lines(t, flows.len());
+    let mut notes = note_lines(t, flows.len());
+    if let Some((ns, call)) = shift {
+        notes.extend(wrap(
+            &format!(
+                "NCCL's call ran {:.3} ms after the start of call {call}: its rows are drawn shifted to start with that call, on the same time scale (the JSON and the text report keep the true times)",
+                ns / 1e6
+            ),
+            ((WIDTH - 32.0) / (CHAR_W * 1.05)) as usize,
+        ));
+    }
     let legend_y = lay.plot_bottom + 48.0;
     let height = legend_y + 30.0 + 16.0 * notes.len() as f64 + 16.0;
 
     let mut o = String::new();
     head(&mut o, t, height);
     axis(&mut o, &lay);
-    launch_marks(&mut o, t, &lay);
+    launch_marks(&mut o, t, &lay, shift.map_or(0.0, |(ns, _)| ns));
     row_labels(&mut o, t, &lay);
     draw_slices(&mut o, &slices, &lay);
     // Waits.
@@ -135,6 +145,34 @@ pub fn to_svg(t: &Timeline) -> Result<String, String> {
     legend(&mut o, &slices, legend_y, &notes);
     o.push_str("</svg>\n");
     Ok(o)
+}
+
+/// NCCL's calls run after ringreduce's, often milliseconds later (its own
+/// warm-up, the host in between): on one axis the ring would shrink to a
+/// strip at the left edge. NCCL's slices are moved, on the same scale, so
+/// that its first call starts where ringreduce's last timed call starts.
+/// Returns the shift (ns) and that call's number (from 1), if any.
+pub(super) fn align_nccl(slices: &mut [Slice]) -> Option<(f64, usize)> {
+    let last = slices.iter().filter(|s| !s.nccl).map(|s| s.call).max()?;
+    let ring_start = slices
+        .iter()
+        .filter(|s| !s.nccl && s.call == last)
+        .map(|s| s.start_ns)
+        .fold(f64::INFINITY, f64::min);
+    let nccl_start = slices
+        .iter()
+        .filter(|s| s.nccl)
+        .map(|s| s.start_ns)
+        .fold(f64::INFINITY, f64::min);
+    let shift = nccl_start - ring_start;
+    if !shift.is_finite() || shift <= 0.0 {
+        return None;
+    }
+    for s in slices.iter_mut().filter(|s| s.nccl) {
+        s.start_ns -= shift;
+        s.end_ns -= shift;
+    }
+    Some((shift, last + 1))
 }
 
 /// Where things go: a row per (rank, lane) in use, then NCCL's rows, and
@@ -292,7 +330,8 @@ fn axis(o: &mut String, lay: &Layout) {
 }
 
 /// A dashed line at each call's launch, labelled where there is room.
-fn launch_marks(o: &mut String, t: &Timeline, lay: &Layout) {
+/// NCCL's marks move with its rows (`nccl_shift_ns`, see [`align_nccl`]).
+fn launch_marks(o: &mut String, t: &Timeline, lay: &Layout, nccl_shift_ns: f64) {
     let plot_bottom = lay.plot_bottom;
     let x = |ns: f64| lay.x(ns);
     let zero = t.zero_ns();
@@ -303,7 +342,15 @@ fn launch_marks(o: &mut String, t: &Timeline, lay: &Layout) {
         .map(|(k, c)| (c.times.launch_ns - zero, format!("call {}", k + 1)))
         .collect();
     for (k, c) in t.nccl.iter().enumerate() {
-        marks.push((c.launch_ns - zero, format!("nccl {}", k + 1)));
+        let shifted = if nccl_shift_ns > 0.0 {
+            " (shifted)"
+        } else {
+            ""
+        };
+        marks.push((
+            c.launch_ns - zero - nccl_shift_ns,
+            format!("nccl {}{shifted}", k + 1),
+        ));
     }
     let mut last_label_x = f64::NEG_INFINITY;
     for (ns, label) in marks {

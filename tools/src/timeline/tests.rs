@@ -353,3 +353,59 @@ fn the_timing_source_is_the_first_clause_of_a_cuda_clock_and_absent_on_the_cpu()
         Some("timing source: CUDA events (CUPTI: off (RINGREDUCE_CUPTI=0))")
     );
 }
+
+/// NCCL's call, recorded milliseconds after the ring's, is drawn on the same
+/// scale beside the ring's last call instead of far to its right.
+#[test]
+fn svg_draws_nccls_call_beside_the_ring() {
+    let mut r = rec("ring", 2, 2048, false, 2);
+    let t = &mut r.timeline;
+    let ring_end = t
+        .calls
+        .iter()
+        .flat_map(|c| c.times.ops.iter().map(|o| o.end_ns))
+        .fold(0.0, f64::max);
+    let later = ring_end + 25e6;
+    t.nccl.push(ringreduce::backend::CallTimeline {
+        plan: "nccl".into(),
+        clock: t.calls[0].times.clock.clone(),
+        launch_ns: later - 1e3,
+        skew_ns: 0.0,
+        ops: (0..2)
+            .map(|rank| ringreduce::backend::OpTime {
+                rank,
+                op: 0,
+                part: 0,
+                start_ns: later,
+                end_ns: later + 40e3,
+            })
+            .collect(),
+    });
+    let mut slices = t.slices().unwrap();
+    let last_start = slices
+        .iter()
+        .filter(|s| !s.nccl && s.call == 1)
+        .map(|s| s.start_ns)
+        .fold(f64::INFINITY, f64::min);
+    let (shift, call) = svg::align_nccl(&mut slices).expect("NCCL came later: shifted");
+    assert_eq!(call, 2);
+    assert!(shift > 24e6, "{shift}");
+    for s in slices.iter().filter(|s| s.nccl) {
+        assert!((s.start_ns - last_start).abs() < 1.0, "{s:?}");
+        assert!(
+            (s.end_ns - s.start_ns - 40e3).abs() < 1.0,
+            "same scale: {s:?}"
+        );
+    }
+    let svg = svg::to_svg(t).unwrap();
+    assert!(svg.contains("NCCL rank 1"), "NCCL's rows drawn");
+    assert!(svg.contains("NCCL&apos;s call ran 2"), "the shift is said");
+    // The axis spans the ring's calls, not the 25 ms gap.
+    let ticks: Vec<f64> = svg
+        .split("</text>")
+        .filter_map(|t| t.rsplit('>').next()?.trim().parse().ok())
+        .collect();
+    assert!(!ticks.is_empty(), "tick labels");
+    let top = ticks.iter().copied().fold(0.0, f64::max);
+    assert!(top < 20_000.0, "the axis reaches {top} us");
+}

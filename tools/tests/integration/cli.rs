@@ -1375,13 +1375,19 @@ pub fn register(h: &mut Harness) {
     });
 
     h.add("cli::docs_show_the_real_trace", || {
-        // docs/ALGORITHM.md pastes `ringreduce trace` output; it must be
+        // The docs paste `ringreduce trace` output whole: the course quotes
+        // excerpts (checked by docs::quoted_outputs_are_what_the_tools_print)
+        // and docs/TRACES.md (or DESIGN.md) the whole output; it must be
         // what the engine prints, for every one of these commands.
-        let doc = crate::common::repo_root().join("docs/ALGORITHM.md");
-        let Ok(text) = std::fs::read_to_string(&doc) else {
-            return skip(format!("{} not found (staged test binary?)", doc.display()));
-        };
-        let cmds: [&[&str]; 3] = [
+        let root = crate::common::repo_root();
+        let mut text = String::new();
+        for name in ["docs/ALGORITHM.md", "docs/TRACES.md", "docs/DESIGN.md"] {
+            let Ok(t) = std::fs::read_to_string(root.join(name)) else {
+                return skip(format!("{name} not found (staged test binary?)"));
+            };
+            text.push_str(&t);
+        }
+        let cmds: [&[&str]; 4] = [
             &["trace"],
             &["trace", "--algo", "ps", "--ranks", "4", "--count", "8"],
             &[
@@ -1392,6 +1398,15 @@ pub fn register(h: &mut Harness) {
                 "2",
                 "--count",
                 "6",
+            ],
+            &[
+                "trace",
+                "--algo",
+                "ring:pipe2",
+                "--ranks",
+                "2",
+                "--count",
+                "16",
             ],
         ];
         let mut stale = Vec::new();
@@ -1404,7 +1419,7 @@ pub fn register(h: &mut Harness) {
         }
         ensure!(
             stale.is_empty(),
-            "docs/ALGORITHM.md no longer shows the output of: {}; paste it again",
+            "the docs (ALGORITHM.md, TRACES.md, DESIGN.md) no longer show the whole output of: {}; paste it again",
             stale.join("; ")
         );
         pass()
@@ -1438,7 +1453,7 @@ fn sh_block_commands(text: &str) -> Vec<String> {
 }
 
 /// Why a documented command cannot run on the CPU backend, if it cannot.
-fn needs_gpu(words: &[&str]) -> Option<&'static str> {
+pub(crate) fn needs_gpu(words: &[&str]) -> Option<&'static str> {
     if words
         .windows(2)
         .any(|w| w[0] == "--backend" && w[1] == "cuda")

@@ -20,6 +20,7 @@ mod cli_edges;
 mod cli_env;
 mod cli_outputs;
 mod comm;
+mod docs;
 mod faults;
 mod graphs;
 mod nccl;
@@ -50,6 +51,7 @@ fn main() -> std::process::ExitCode {
     cli_env::register(&mut h);
     cli_outputs::register(&mut h);
     comm::register(&mut h);
+    docs::register(&mut h);
     graphs::register(&mut h);
     nccl::register(&mut h);
     timeline::register(&mut h);

@@ -244,7 +244,7 @@ pub struct ConfigResult {
     /// The kernel's time per bucket on an H200 by the roofline model.
     pub model_us_per_bucket: f64,
     /// The best overlap efficiency a pipeline of this many buckets can
-    /// reach: (buckets - 1) / buckets (docs/ALGORITHM.md §12).
+    /// reach: (buckets - 1) / buckets (docs/PERFORMANCE.md, "Overlap").
     pub max_efficiency: f64,
     pub rows: Vec<Row>,
 }
