@@ -54,18 +54,34 @@ const DIRS: [&str; 4] = [
 /// with `cuptiActivityEnableDriverApi` instead gave no API record and no
 /// external correlation at all when enabled after the context had run work
 /// (as here, on the first timed call), though it did when enabled before
-/// `cuInit`: `scripts/cupti-probe.py`, record
-/// `docs/results/2026-12-02-h200x1-cupti-probe.txt`. That was why the first
-/// CUPTI timelines got no record of their ops.
-const KINDS: [sys::CUpti_ActivityKind; 7] = [
+/// `cuInit`: `scripts/cupti-probe.py`, records
+/// `docs/results/2026-12-02-h200x1-cupti-probe*.txt`. That was why the
+/// first CUPTI timelines got no record of their ops. Not `SYNCHRONIZATION`:
+/// CUPTI writes one per `cuStreamQuery` (the probe: 11 records for 10
+/// queries and a synchronize), and the ranks poll their streams while they
+/// wait; the timeline does not use them.
+const KINDS: [sys::CUpti_ActivityKind; 6] = [
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY2,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
-    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
 ];
+
+/// The driver calls that issue an op's work: with `DRIVER` on, every other
+/// driver call is switched off one by one (`cuptiActivityEnableDriverApi(cb,
+/// 0)`, which does filter once the kind is on: the probe's `driver-quiet`
+/// kept 3 API records of 14), so the host's polls and event records cost no
+/// record.
+const ISSUING: [Cbid; 5] = [
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
+];
+type Cbid = sys::CUpti_driver_api_trace_cbid_enum;
 
 const CUSTOM0: u32 =
     sys::CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 as u32;
@@ -81,6 +97,7 @@ type Register = unsafe extern "C" fn(
     sys::CUpti_BuffersCallbackCompleteFunc,
 ) -> u32;
 type Kind = unsafe extern "C" fn(u32) -> u32;
+type DriverApi = unsafe extern "C" fn(u32, u8) -> u32;
 type Push = unsafe extern "C" fn(u32, u64) -> u32;
 type Pop = unsafe extern "C" fn(u32, *mut u64) -> u32;
 type NextRecord = unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> u32;
@@ -94,6 +111,7 @@ struct Api {
     register: Register,
     enable: Kind,
     disable: Kind,
+    driver_api: DriverApi,
     flush_all: Kind,
     push: Push,
     pop: Pop,
@@ -203,6 +221,7 @@ unsafe fn load(lib: Library) -> Result<Api, libloading::Error> {
         register: sym!("cuptiActivityRegisterCallbacks"),
         enable: sym!("cuptiActivityEnable"),
         disable: sym!("cuptiActivityDisable"),
+        driver_api: sym!("cuptiActivityEnableDriverApi"),
         flush_all: sym!("cuptiActivityFlushAll"),
         push: sym!("cuptiActivityPushExternalCorrelationId"),
         pop: sym!("cuptiActivityPopExternalCorrelationId"),
@@ -261,9 +280,23 @@ impl Cupti {
                     (self.api.enable)(k as u32)
                 })?;
             }
+            self.quiet_driver_api();
         }
         *n += 1;
         Ok(())
+    }
+
+    /// With `DRIVER` on: no API record but for [`ISSUING`]. A call that
+    /// fails (an id this CUPTI does not know) only leaves that call's
+    /// records on: more records, the same timeline.
+    fn quiet_driver_api(&self) {
+        let size = Cbid::CUPTI_DRIVER_TRACE_CBID_SIZE as u32;
+        for cb in 1..size {
+            if !ISSUING.iter().any(|&k| k as u32 == cb) {
+                // SAFETY: plain call; an unknown id is refused, not UB.
+                let _ = unsafe { (self.api.driver_api)(cb, 0) };
+            }
+        }
     }
 
     /// `calls` timed calls were taken: disable the kinds when none is left
