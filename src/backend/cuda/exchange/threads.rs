@@ -1,12 +1,34 @@
-//! The CUDA backend's set-up with rank threads: choose the devices, spawn
-//! one rank thread per rank (each serving `serve_rank`), enable peer
-//! access between every pair of GPUs, share the exchange flags, hand-off
-//! events and the signal board, and record the set-up breakdown. Split out
-//! of `backend/cuda/mod.rs` to keep files short; nothing here is `unsafe`.
+//! The in-process exchange: one host thread per rank in this process. A
+//! rank reaches a peer's buffers and exchange flags by device pointer (peer
+//! access enabled between every pair of GPUs at set-up), its events by
+//! tokens handed between threads, and orders host waits on a
+//! [`SignalBoard`] of this process. Set-up (moved from the old
+//! `backend/cuda/setup.rs`): choose the devices, spawn one rank thread per
+//! rank (each serving `serve_rank`), enable peer access, share the exchange
+//! flags, hand-off events and the signal board, and record the set-up
+//! breakdown. Nothing here is `unsafe`.
 
-use super::*;
+use super::super::front::{devices, LaunchLog};
+use super::super::rank::activity::RankTiming;
+use super::super::rank::Rank;
+use super::super::{
+    cuda_err, exchange_gave_up, serve_rank, Cmd, CudaBackend, CudaOptions, HeldCalls, Peers, Reply,
+};
+use super::PeerExchange;
+use crate::backend::{BackendInfo, BackendKind, BufId, CallTimeline, GraphBackend, SetupBreakdown};
+use crate::cuda::{self, nccl, HostMapped, PeerBuf, PeerCtx, RemoteEvent};
+use crate::error::{Error, Result};
+use crate::pool::{Inbox, RankThreads};
+use crate::sync::{AbortHandle, SignalBoard};
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Instant;
 
-impl CudaBackend {
+/// Rank threads of one process (see the module doc).
+#[derive(Debug, Default)]
+pub(crate) struct InProcess;
+
+impl CudaBackend<InProcess> {
     /// Spawn one rank thread per rank, each bound to its GPU, and connect
     /// them.
     pub fn new(opts: &CudaOptions) -> Result<Self> {
@@ -54,6 +76,7 @@ impl CudaBackend {
                 hardware: names,
                 setup: None,
             },
+            local: 0..ranks,
             board: Arc::new(SignalBoard::new(0, abort.clone(), timeout)),
             joint_board: Arc::new(SignalBoard::new(2 * ranks + 2, abort.clone(), timeout)),
             events: 0,
@@ -62,7 +85,7 @@ impl CudaBackend {
             abort,
             timeout,
             peers: Peers::default(),
-            log: super::front::LaunchLog::new(),
+            log: LaunchLog::new(),
             joint: false,
             pending: None,
             joint_gen: 0,
@@ -71,6 +94,7 @@ impl CudaBackend {
             nccl_phases: Default::default(),
             held: HeldCalls::default(),
             held_nccl: HeldCalls::default(),
+            x: InProcess,
         };
         be.info
             .hardware
@@ -81,7 +105,7 @@ impl CudaBackend {
     }
 
     /// Give every rank thread the current signal board.
-    pub(super) fn share_board(&mut self) -> Result<()> {
+    fn share_board(&mut self) -> Result<()> {
         let board = self.board.clone();
         self.each(|_| {
             let b = board.clone();
@@ -185,22 +209,133 @@ impl CudaBackend {
     }
 }
 
-/// The driver's facts and the GPUs to use: those `requested` (each must be
-/// present), or every GPU when none are.
-pub(super) fn devices(requested: Option<&Vec<usize>>) -> Result<(&'static DriverInfo, Vec<usize>)> {
-    let info = probe().map_err(Error::NoCuda)?;
-    let avail: Vec<usize> = info.devices.iter().map(|d| d.ordinal).collect();
-    let devs = match requested {
-        Some(d) if !d.is_empty() => {
-            if let Some(bad) = d.iter().find(|x| !avail.contains(x)) {
-                return Err(Error::NoCuda(format!(
-                    "GPU {bad} requested but only {} present",
-                    avail.len()
-                )));
+impl PeerExchange for InProcess {
+    const DEFERRED: bool = true;
+    const WRITES_LAND: bool = false;
+
+    fn ensure_events(be: &mut CudaBackend<Self>, n: usize) -> Result<()> {
+        let Some(want) = super::super::peers::events_to_grow(n, be.events, None)? else {
+            return Ok(());
+        };
+        let remote: Vec<Vec<RemoteEvent>> =
+            be.each(|_| Box::new(move |rk: &mut Rank<'_>| rk.grow_events(want)))?;
+        let remote = Arc::new(remote);
+        be.each(|_| {
+            let r = remote.clone();
+            Box::new(move |rk: &mut Rank<'_>| {
+                rk.remote = r;
+                Ok(())
+            })
+        })?;
+        be.board = Arc::new(SignalBoard::new(want, be.abort.clone(), be.timeout));
+        be.gen = 0;
+        be.events = want;
+        be.share_board()
+    }
+
+    /// Drain every rank (bounded); errors of every rank.
+    fn drain(be: &mut CudaBackend<Self>) -> Result<()> {
+        let r = be.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.sync()));
+        if let Err(e) = &r {
+            if exchange_gave_up(e) {
+                // An exchange kernel gave up: its peer may still run. Drain
+                // again, then restart both ranks' call numbering.
+                let again = be.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.sync()));
+                if let Err(e2) = again.and_then(|_| {
+                    be.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.reset_exchange()))
+                }) {
+                    return Err(Error::Poisoned {
+                        reason: format!("a GPU could not be drained after a fault: {e2}"),
+                    });
+                }
             }
-            d.clone()
         }
-        _ => avail,
-    };
-    Ok((info, devs))
+        r.map(|_| ())
+    }
+
+    fn reserve(be: &mut CudaBackend<Self>, id: BufId, bytes: &[usize]) -> Result<()> {
+        be.drain()?;
+        let bytes = bytes.to_vec();
+        let got: Vec<(PeerBuf, bool)> = be.each_all(|r| {
+            let b = bytes.get(r).copied().unwrap_or(0);
+            Box::new(move |rk: &mut Rank<'_>| rk.reserve(id, b))
+        })?;
+        if got.iter().any(|(_, moved)| *moved) {
+            // A joint graph (on rank 0) holds every rank's addresses.
+            be.drop_graphs()?;
+        }
+        let tokens: Vec<PeerBuf> = got.into_iter().map(|(t, _)| t).collect();
+        if be.peers.bufs.len() < tokens.len() {
+            be.peers.bufs.resize(tokens.len(), HashMap::new());
+        }
+        for (r, t) in tokens.into_iter().enumerate() {
+            be.peers.bufs[r].insert(id, t);
+        }
+        be.share_peers()
+    }
+
+    fn release(be: &mut CudaBackend<Self>, id: BufId) -> Result<()> {
+        be.drain()?;
+        be.drop_graphs()?;
+        be.each(|_| {
+            Box::new(move |rk: &mut Rank<'_>| {
+                rk.release(id);
+                Ok(())
+            })
+        })?;
+        for m in &mut be.peers.bufs {
+            m.remove(&id);
+        }
+        be.share_peers()
+    }
+
+    fn teardown(be: &mut CudaBackend<Self>) {
+        // Drain every rank before any rank frees memory a peer may still
+        // use. If a GPU does not drain, abort its spins and try again; if it
+        // still does not, leak the memory instead of freeing it under a
+        // running kernel.
+        let drained = be.drain();
+        // Graphs first: a joint graph on rank 0 refers to every rank's
+        // kernels and memory.
+        let _ = be.drop_graphs();
+        if drained.is_err() {
+            be.abort.abort();
+            if be.drain().is_err() {
+                let _ = be.each(|_| {
+                    Box::new(|rk: &mut Rank<'_>| {
+                        rk.leak();
+                        Ok(())
+                    })
+                });
+                if be.threads.broken().is_some() {
+                    // A rank thread is stuck in a driver call: release
+                    // nothing of the driver's from this thread (see the
+                    // IPC exchange's teardown).
+                    std::mem::forget(std::mem::take(&mut be.peers));
+                    std::mem::forget(std::mem::take(&mut be.held));
+                    std::mem::forget(std::mem::take(&mut be.held_nccl));
+                }
+            }
+        }
+    }
+
+    fn nccl_id(_be: &mut CudaBackend<Self>, lib: &nccl::Nccl) -> Result<nccl::UniqueId> {
+        Ok(lib.unique_id()?)
+    }
+
+    fn ordered() -> Result<()> {
+        Ok(())
+    }
+
+    fn joint_graphs(_plan: &str) -> Result<()> {
+        Ok(())
+    }
+
+    fn timelines(
+        calls: Vec<(String, f64)>,
+        per_rank: Vec<RankTiming>,
+        _nccl: bool,
+    ) -> Vec<CallTimeline> {
+        super::super::capabilities::assemble(calls, per_rank)
+    }
 }
