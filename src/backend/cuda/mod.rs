@@ -232,6 +232,48 @@ pub(crate) struct CudaBackend<X: PeerExchange> {
 }
 
 impl<X: PeerExchange> CudaBackend<X> {
+    /// The front end over rank threads `threads` (one per rank of `local`)
+    /// and exchange `x`, with the host board `board`; no call made yet.
+    /// Each exchange's constructor connects it.
+    fn assemble(
+        threads: RankThreads<Cmd, Reply>,
+        info: BackendInfo,
+        local: std::ops::Range<usize>,
+        board: Arc<SignalBoard>,
+        abort: AbortHandle,
+        timeout: Duration,
+        x: X,
+    ) -> Self {
+        let joint_board = Arc::new(SignalBoard::new(
+            2 * local.len() + 2,
+            abort.clone(),
+            timeout,
+        ));
+        CudaBackend {
+            threads,
+            info,
+            local,
+            board,
+            joint_board,
+            events: 0,
+            gen: 0,
+            calls: 0,
+            abort,
+            timeout,
+            peers: Peers::default(),
+            log: front::LaunchLog::new(),
+            joint: false,
+            pending: None,
+            joint_gen: 0,
+            caller_ns: 0,
+            launch_phases: Default::default(),
+            nccl_phases: Default::default(),
+            held: HeldCalls::default(),
+            held_nccl: HeldCalls::default(),
+            x,
+        }
+    }
+
     /// Post a collective or NCCL call to every rank thread without waiting
     /// for it to be issued: the rank threads issue it while the caller
     /// returns (and posts the next call, which waits in each rank's mailbox).

@@ -26,13 +26,11 @@
 //! NCCL per process: rank 0's `ncclGetUniqueId` goes through the store and
 //! every process calls `ncclCommInitRank` for its rank, as NCCL is deployed.
 
-use super::super::front::{devices, LaunchLog};
+use super::super::front::devices;
 use super::super::ipc::Exported;
 use super::super::rank::activity::RankTiming;
 use super::super::rank::Rank;
-use super::super::{
-    exchange_gave_up, serve_rank, Cmd, CudaBackend, CudaOptions, HeldCalls, Peers, Reply,
-};
+use super::super::{exchange_gave_up, serve_rank, Cmd, CudaBackend, CudaOptions, Peers, Reply};
 use super::PeerExchange;
 use crate::backend::{BackendInfo, BackendKind, BufId, Call, CallTimeline, SetupBreakdown};
 use crate::cuda::{self, nccl, HostMapped, IpcEventHandle, RemoteEvent};
@@ -41,7 +39,7 @@ use crate::fault::Fault;
 use crate::pool::{Inbox, RankThreads};
 use crate::process::reads::PeerReads;
 use crate::process::Job as ProcessJob;
-use crate::sync::{AbortHandle, SignalBoard};
+use crate::sync::AbortHandle;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -104,44 +102,25 @@ impl CudaBackend<Ipc> {
             .devices
             .get(device)
             .map_or_else(|| "?".to_string(), |d| d.name.clone());
-        let mut be = CudaBackend {
-            board: Arc::new(job.signal_board(abort.clone(), timeout)),
-            joint_board: Arc::new(SignalBoard::new(0, abort.clone(), timeout)),
-            threads,
-            held: HeldCalls::default(),
-            held_nccl: HeldCalls::default(),
-            info: BackendInfo {
-                kind: Some(BackendKind::Cuda),
-                ranks: n,
-                rank_to_device: vec![device; n],
-                describe: String::new(),
-                hardware: vec![name.clone(), format!("CUDA driver API {}", info.version)],
-                setup: None,
-            },
-            local: me..me + 1,
-            events: 0,
-            gen: 0,
-            calls: 0,
-            abort,
-            timeout,
-            peers: Peers::default(),
-            log: LaunchLog::new(),
-            joint: false,
-            pending: None,
-            joint_gen: 0,
-            caller_ns: 0,
-            launch_phases: Default::default(),
-            nccl_phases: Default::default(),
-            x: Ipc {
-                remote: vec![Vec::new(); n],
-                kill_at,
-                nccl_inits: 0,
-                reads: PeerReads::default(),
-                job,
-                me,
-                device,
-            },
+        let facts = BackendInfo {
+            kind: Some(BackendKind::Cuda),
+            ranks: n,
+            rank_to_device: vec![device; n],
+            describe: String::new(),
+            hardware: vec![name.clone(), format!("CUDA driver API {}", info.version)],
+            setup: None,
         };
+        let board = Arc::new(job.signal_board(abort.clone(), timeout));
+        let x = Ipc {
+            remote: vec![Vec::new(); n],
+            kill_at,
+            nccl_inits: 0,
+            reads: PeerReads::default(),
+            job,
+            me,
+            device,
+        };
+        let mut be = CudaBackend::assemble(threads, facts, me..me + 1, board, abort, timeout, x);
         be.connect(&name)?;
         let board = be.board.clone();
         be.on(Box::new(move |rk: &mut Rank<'_>| {

@@ -8,12 +8,10 @@
 //! flags, hand-off events and the signal board, and record the set-up
 //! breakdown. Nothing here is `unsafe`.
 
-use super::super::front::{devices, LaunchLog};
+use super::super::front::devices;
 use super::super::rank::activity::RankTiming;
 use super::super::rank::Rank;
-use super::super::{
-    cuda_err, exchange_gave_up, serve_rank, Cmd, CudaBackend, CudaOptions, HeldCalls, Peers, Reply,
-};
+use super::super::{cuda_err, exchange_gave_up, serve_rank, Cmd, CudaBackend, CudaOptions, Reply};
 use super::PeerExchange;
 use crate::backend::{BackendInfo, BackendKind, BufId, CallTimeline, GraphBackend, SetupBreakdown};
 use crate::cuda::{self, nccl, HostMapped, PeerBuf, PeerCtx, RemoteEvent};
@@ -66,36 +64,17 @@ impl CudaBackend<InProcess> {
             info.version
         );
         let abort = AbortHandle::new();
-        let mut be = CudaBackend {
-            threads,
-            info: BackendInfo {
-                kind: Some(BackendKind::Cuda),
-                ranks,
-                rank_to_device: map,
-                describe,
-                hardware: names,
-                setup: None,
-            },
-            local: 0..ranks,
-            board: Arc::new(SignalBoard::new(0, abort.clone(), timeout)),
-            joint_board: Arc::new(SignalBoard::new(2 * ranks + 2, abort.clone(), timeout)),
-            events: 0,
-            gen: 0,
-            calls: 0,
-            abort,
-            timeout,
-            peers: Peers::default(),
-            log: LaunchLog::new(),
-            joint: false,
-            pending: None,
-            joint_gen: 0,
-            caller_ns: 0,
-            launch_phases: Default::default(),
-            nccl_phases: Default::default(),
-            held: HeldCalls::default(),
-            held_nccl: HeldCalls::default(),
-            x: InProcess,
+        let facts = BackendInfo {
+            kind: Some(BackendKind::Cuda),
+            ranks,
+            rank_to_device: map,
+            describe,
+            hardware: names,
+            setup: None,
         };
+        let board = Arc::new(SignalBoard::new(0, abort.clone(), timeout));
+        let mut be =
+            CudaBackend::assemble(threads, facts, 0..ranks, board, abort, timeout, InProcess);
         be.info
             .hardware
             .push(format!("CUDA driver API {}", info.version));
