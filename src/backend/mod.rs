@@ -22,9 +22,9 @@
 //! generic over a transport (the private `transport` module: a peer's
 //! buffers, the plans' signal board, the job's set-up collectives), so a
 //! new way of reaching a peer is a new transport, not a new backend. The
-//! CUDA backend still has two front ends (`cuda` for rank threads of one
-//! process, `cuda::process` for one rank per process over CUDA IPC) around
-//! the same rank code.
+//! CUDA backend is likewise one front end generic over a peer exchange
+//! (the private `cuda::exchange` module: rank threads of one process, or
+//! one rank per process over CUDA IPC).
 
 pub(crate) mod cpu;
 /// The CPU pool's phases of one round, as [`IssueProfile`] reports them.

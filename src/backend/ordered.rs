@@ -287,13 +287,13 @@ pub trait StreamOrdered {
     }
 }
 
-/// Why the CUDA backend's process front end (one rank per process) refuses
-/// stream-ordered calls: a call takes a caller stream for every rank and
+/// Why the CUDA backend over its IPC peer exchange (one rank per process)
+/// refuses stream-ordered calls: a call takes a caller stream for every rank and
 /// hands back a completion event for every rank, all in the caller's
 /// process, and makes every rank's lanes wait for every rank's caller
 /// stream; with one rank per process the other ranks' streams and events
 /// belong to other processes' CUDA contexts (only the interprocess events
-/// made at set-up are shared), and that front end does not record the
+/// made at set-up are shared), and that exchange does not record the
 /// callers' streams into them. The CPU backend over shared memory has no
 /// such limit (its calls complete on the host).
 #[cfg(any(feature = "cuda", test))]

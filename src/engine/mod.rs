@@ -29,7 +29,7 @@ pub use typed::{CallInfo, DeviceBuffers, Engine};
 use crate::algo::{AlgoChoice, Algorithm, Path};
 use crate::backend::cpu::CpuBackend;
 #[cfg(feature = "cuda")]
-use crate::backend::cuda::{self as cuda_backend, CudaBackend};
+use crate::backend::cuda::{self as cuda_backend, CudaBackend, InProcess};
 use crate::backend::{
     Backend, BackendChoice, BackendInfo, BackendKind, Binding, BufId, Call, CallTimeline,
     IssueProfile, NcclCall,
@@ -245,12 +245,14 @@ impl Core {
         };
         #[cfg(feature = "cuda")]
         let cuda = |cfg: &EngineConfig| -> Result<Box<dyn Backend>> {
-            Ok(Box::new(CudaBackend::new(&cuda_backend::CudaOptions {
-                ranks: cfg.ranks,
-                devices: cfg.devices.clone(),
-                timeout: cfg.timeout,
-                faults: cfg.faults.clone(),
-            })?))
+            Ok(Box::new(CudaBackend::<InProcess>::new(
+                &cuda_backend::CudaOptions {
+                    ranks: cfg.ranks,
+                    devices: cfg.devices.clone(),
+                    timeout: cfg.timeout,
+                    faults: cfg.faults.clone(),
+                },
+            )?))
         };
         #[cfg(feature = "cuda")]
         let probe = cuda_backend::probe().map(|_| ());
@@ -278,7 +280,7 @@ impl Core {
     /// that one rank (every rank must pick the same kind).
     fn new_process(cfg: EngineConfig, spec: &crate::process::JobSpec, t0: Instant) -> Result<Core> {
         #[cfg(feature = "cuda")]
-        use crate::backend::cuda::process::CudaProcessBackend;
+        use crate::backend::cuda::Ipc;
         if cfg.ranks != spec.size {
             return Err(Error::BadArgument(format!(
                 "{} ranks asked for, but this process is rank {} of a job of {} (leave the rank count out, or match it)",
@@ -315,7 +317,7 @@ impl Core {
             #[cfg(not(feature = "cuda"))]
             BackendKind::Cuda => Err(Error::NoCuda(crate::backend::NO_CUDA.into())),
             #[cfg(feature = "cuda")]
-            BackendKind::Cuda => CudaProcessBackend::new(
+            BackendKind::Cuda => CudaBackend::<Ipc>::process(
                 job.clone(),
                 &cuda_backend::CudaOptions {
                     ranks: cfg.ranks,

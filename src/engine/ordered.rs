@@ -266,7 +266,7 @@ mod tests {
     }
 
     /// A CPU backend that refuses stream-ordered calls the way the CUDA
-    /// backend's process front end does (which cannot run here).
+    /// backend over its IPC peer exchange does (which cannot run here).
     struct OneRankPerProcess(crate::backend::cpu::CpuBackend);
 
     impl crate::backend::Backend for OneRankPerProcess {

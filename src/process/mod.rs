@@ -8,7 +8,7 @@
 //! plans as the single-process engine; how a rank reaches the others is a
 //! transport's business: shared-memory buffers on the CPU (the `Shm`
 //! transport of the private `transport` module), CUDA IPC on the GPU
-//! (`backend::cuda::process`).
+//! (the CUDA backend's `Ipc` peer exchange, `backend::cuda::exchange`).
 //!
 //! Who starts the processes:
 //!

@@ -1,6 +1,7 @@
 //! The calls a CUDA rank thread keeps and the typed replies it sends back:
 //! the plumbing between the calling thread and the rank threads, the same
-//! for both front ends (rank threads of one process, one rank per process).
+//! over both peer exchanges (rank threads of one process, one rank per
+//! process).
 
 use super::rank::Rank;
 use super::{Cmd, Reply, Work};

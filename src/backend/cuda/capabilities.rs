@@ -1,11 +1,14 @@
-//! The CUDA backend's optional capabilities: NCCL, CUDA graphs (per GPU and
-//! joint across every GPU), profiling. Split out of `backend/cuda/mod.rs` to
-//! keep files short; nothing here is `unsafe`.
+//! The CUDA backend's optional capabilities, over either peer exchange:
+//! NCCL, CUDA graphs (per GPU and, where the exchange allows it, joint
+//! across every GPU), profiling. What differs between the exchanges is
+//! asked of [`PeerExchange`] (the NCCL id, whether joint graphs work, what
+//! the timelines' clocks are). Nothing here is `unsafe`.
 
+use super::exchange::PeerExchange;
 use super::rank::activity::{self, RankTiming, TimingSource};
 use super::*;
 
-impl NcclBackend for CudaBackend {
+impl<X: PeerExchange> NcclBackend for CudaBackend<X> {
     fn nccl_init(&mut self, lib: &nccl::Nccl) -> Result<()> {
         let n = self.info.ranks;
         if self.info.devices() != n {
@@ -17,18 +20,20 @@ impl NcclBackend for CudaBackend {
                 "cuda",
             ));
         }
-        let id = lib.unique_id()?;
-        self.each_all(|_| {
+        let id = X::nccl_id(self, lib)?;
+        let r = self.each_all(|_| {
             let lib = lib.clone();
             Box::new(move |rk: &mut Rank<'_>| rk.nccl_init(lib, id, n))
-        })
-        .map(|_| ())
+        });
+        r.map(|_| ()).map_err(|e| self.failed(e))
     }
 
     fn launch_nccl(&mut self, call: &NcclCall) -> Result<()> {
         let timed = self.log.nccl(call);
         let (key, sent) = self.held_nccl.key(call);
-        let cmds = (0..self.info.ranks)
+        let cmds = self
+            .local
+            .clone()
             .map(|_| {
                 Cmd::Nccl(NcclCmd {
                     key,
@@ -37,7 +42,7 @@ impl NcclBackend for CudaBackend {
                 })
             })
             .collect();
-        self.post_deferred(cmds, super::Deferred::Nccl)
+        self.post(cmds, super::Deferred::Nccl)
     }
 
     fn nccl_graph_capture(&mut self, call: &NcclCall, calls: usize) -> Result<()> {
@@ -75,18 +80,22 @@ impl NcclBackend for CudaBackend {
             })
         })?;
         let calls = self.log.take_nccl();
-        Ok(assemble(calls, per_rank))
+        Ok(X::timelines(calls, per_rank, true))
     }
 }
 
-impl GraphBackend for CudaBackend {
+impl<X: PeerExchange> GraphBackend for CudaBackend<X> {
     /// Device-ordered plans (every cross-rank order inside kernels): one
-    /// graph per GPU, replayed by each rank thread. Any other plan: one
-    /// joint graph across every GPU (see `Rank::capture_joint`), whose
-    /// cross-rank events become graph edges, replayed by rank 0.
+    /// graph per GPU, replayed by each rank thread. Any other plan, where
+    /// the exchange allows it ([`PeerExchange::joint_graphs`]): one joint
+    /// graph across every GPU (see `Rank::capture_joint`), whose cross-rank
+    /// events become graph edges, replayed by rank 0.
     fn capture(&mut self, calls: &[Call]) -> Result<()> {
         for c in calls {
             check_call(c, self.info.ranks)?;
+            if !c.plan.device_ordered() {
+                X::joint_graphs(&c.plan.name)?;
+            }
         }
         self.drop_graphs()?;
         let calls = Arc::new(calls.to_vec());
@@ -163,17 +172,26 @@ impl GraphBackend for CudaBackend {
     }
 }
 
-impl Profiling for CudaBackend {
+impl<X: PeerExchange> Profiling for CudaBackend<X> {
+    /// Every local rank's profile (the other ranks' are empty); with
+    /// deferred posting ([`PeerExchange::DEFERRED`]) each also carries the
+    /// caller's time in `launch` and the pool's phases.
     fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
         let backend_ns = std::mem::take(&mut self.caller_ns);
         let pool = std::mem::take(&mut self.launch_phases);
         let nccl_pool = std::mem::take(&mut self.nccl_phases);
-        let mut v =
+        let mine =
             self.each(|_| Box::new(|rk: &mut Rank<'_>| Ok(std::mem::take(&mut rk.profile))))?;
-        for p in &mut v {
-            p.backend_ns = backend_ns;
-            p.pool = pool;
-            p.nccl_pool = nccl_pool;
+        let mut v = vec![IssueProfile::default(); self.info.ranks];
+        for (r, mut p) in self.local.clone().zip(mine) {
+            if X::DEFERRED {
+                p.backend_ns = backend_ns;
+                p.pool = pool;
+                p.nccl_pool = nccl_pool;
+            }
+            if let Some(slot) = v.get_mut(r) {
+                *slot = p;
+            }
         }
         Ok(v)
     }
@@ -184,9 +202,10 @@ impl Profiling for CudaBackend {
         let per_rank: Vec<RankTiming> =
             self.each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.take_timing(epoch)))?;
         let calls = self.log.take();
-        Ok(assemble(calls, per_rank))
+        Ok(X::timelines(calls, per_rank, false))
     }
 
+    /// What the local ranks issued (their own copies and kernels), by rank.
     fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
         let per_rank: Vec<Vec<crate::plan::Traffic>> =
             self.each(|_| Box::new(|rk: &mut Rank<'_>| Ok(rk.take_traffic())))?;
@@ -205,7 +224,7 @@ impl Profiling for CudaBackend {
 
 /// One [`CallTimeline`] per timed call from every rank's timings (call k is
 /// entry k of every rank's list), their sources and clock alignments.
-fn assemble(calls: Vec<(String, f64)>, per_rank: Vec<RankTiming>) -> Vec<CallTimeline> {
+pub(super) fn assemble(calls: Vec<(String, f64)>, per_rank: Vec<RankTiming>) -> Vec<CallTimeline> {
     // Each rank's alignment is within its half-width of the host clock, so
     // two ranks are within the sum of the two largest half-widths of each
     // other.

@@ -1,21 +1,30 @@
-//! What both CUDA front ends (rank threads in one process, one rank per
-//! process) keep and check on the caller's side the same way: the launch
-//! log of timed calls, a call's admission, and a device's memory.
-//! The two differ only in how a rank reaches its peers (tokens handed
-//! between threads, or CUDA IPC handles exchanged through the job).
+//! The CUDA backend's front end, written once over either peer exchange
+//! ([`super::exchange`]): [`Backend`] for [`CudaBackend`], the launch log of
+//! timed calls, a call's admission, the devices to use and a device's
+//! memory. What differs between the exchanges (reserve, release, drain,
+//! events, the order of host accesses against peers in other processes) is
+//! asked of [`PeerExchange`].
 
-use super::{Call, DeviceMemory, NcclCall};
-use crate::backend::check_call;
-use crate::cuda;
+use super::exchange::PeerExchange;
+use super::rank::Rank;
+use super::{probe, Cmd, CudaBackend, Deferred, IssueCmd};
+use crate::backend::ordered::StreamOrdered;
+use crate::backend::{
+    check_call, check_local, Backend, BackendInfo, BufId, Call, DeviceMemory, GraphBackend,
+    NcclBackend, NcclCall, Profiling,
+};
+use crate::cuda::{self, DriverInfo};
 use crate::error::{Error, Result};
 use crate::sync::AbortHandle;
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The caller's side of the timelines: the host clock's zero and, for each
 /// timed collective and NCCL call since the last take, its name and launch
 /// time (host ns since the zero). The GPU side (events per op) is the rank's.
 #[derive(Debug)]
-pub(super) struct LaunchLog {
+pub(crate) struct LaunchLog {
     epoch: Instant,
     timed: Vec<(String, f64)>,
     nccl_timing: bool,
@@ -110,4 +119,177 @@ pub(super) fn device_memory(device: usize) -> Result<DeviceMemory> {
         free: free as u64,
         total: total as u64,
     })
+}
+
+/// The driver's facts and the GPUs to use: those `requested` (each must be
+/// present), or every GPU when none are.
+pub(super) fn devices(requested: Option<&Vec<usize>>) -> Result<(&'static DriverInfo, Vec<usize>)> {
+    let info = probe().map_err(Error::NoCuda)?;
+    let avail: Vec<usize> = info.devices.iter().map(|d| d.ordinal).collect();
+    let devs = match requested {
+        Some(d) if !d.is_empty() => {
+            if let Some(bad) = d.iter().find(|x| !avail.contains(x)) {
+                return Err(Error::NoCuda(format!(
+                    "GPU {bad} requested but only {} present",
+                    avail.len()
+                )));
+            }
+            d.clone()
+        }
+        _ => avail,
+    };
+    Ok((info, devs))
+}
+
+impl<X: PeerExchange> Backend for CudaBackend<X> {
+    fn info(&self) -> &BackendInfo {
+        &self.info
+    }
+
+    /// Collective over the job (see [`PeerExchange::reserve`]).
+    fn reserve(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
+        X::reserve(self, id, bytes)
+    }
+
+    /// Collective over the job (see [`PeerExchange::release`]).
+    fn release(&mut self, id: BufId) -> Result<()> {
+        X::release(self, id)
+    }
+
+    fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
+        check_local(rank, self.local.clone(), "write into")?;
+        // Other ranks may still be reading this rank's buffers: this rank's
+        // previous calls are done once its streams are idle (the plans
+        // order every peer access to its memory before its End, except
+        // peer reads of a send buffer, which the exchange waits for).
+        self.drain()?;
+        X::before_write(self, id)?;
+        let data = Arc::new(data.to_vec());
+        let at = rank - self.local.start;
+        self.each(|i| {
+            let data = data.clone();
+            Box::new(move |rk: &mut Rank<'_>| {
+                if i != at {
+                    Ok(())
+                } else if X::WRITES_LAND {
+                    // Peers in other processes read this rank's send buffer
+                    // as soon as it says it began its next call: the bytes
+                    // must have landed.
+                    rk.write_landed(id, offset, &data)
+                } else {
+                    rk.write(id, offset, &data)
+                }
+            })
+        })
+        .map(|_| ())
+    }
+
+    fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
+        check_local(rank, self.local.clone(), "read")?;
+        self.drain()?;
+        let len = out.len();
+        let at = rank - self.local.start;
+        let got: Vec<Vec<u8>> = self.each(|i| {
+            Box::new(move |rk: &mut Rank<'_>| {
+                if i == at {
+                    rk.read(id, offset, len)
+                } else {
+                    Ok(Vec::new())
+                }
+            })
+        })?;
+        let data = got
+            .into_iter()
+            .nth(at)
+            .ok_or_else(|| Error::internal(format!("no rank {rank}")))?;
+        out.copy_from_slice(&data);
+        Ok(())
+    }
+
+    fn launch(&mut self, call: &Call) -> Result<()> {
+        let t_entry = Instant::now();
+        admit(call, self.info.ranks, &self.abort)?;
+        self.ensure_events(call.plan.signal_count())?;
+        self.gen += 1;
+        self.calls += 1;
+        let (gen, call_no) = (self.gen, self.calls);
+        X::begin(self, call, gen)?;
+        self.log.collective(call);
+        let (key, sent) = self.held.key(call);
+        let cmds: Vec<Cmd> = self
+            .local
+            .clone()
+            .map(|_| {
+                Cmd::Issue(IssueCmd {
+                    key,
+                    call: sent.clone(),
+                    gen,
+                    call_no,
+                })
+            })
+            .collect();
+        let r = self.post(cmds, Deferred::Collective);
+        X::issued(self, gen);
+        self.caller_ns += t_entry.elapsed().as_nanos() as u64;
+        r
+    }
+
+    fn synchronize(&mut self) -> Result<()> {
+        self.drain()
+    }
+
+    fn abort_handle(&self) -> AbortHandle {
+        self.abort.clone()
+    }
+
+    /// The local ranks' GPUs (one query per GPU, however many ranks share
+    /// it); `None` for ranks of other processes (not known here).
+    fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
+        let mut seen: HashMap<usize, DeviceMemory> = HashMap::new();
+        let mut out = Vec::new();
+        for (r, &d) in self.info.rank_to_device.iter().enumerate() {
+            if !self.local.contains(&r) {
+                out.push(None);
+                continue;
+            }
+            let m = match seen.get(&d) {
+                Some(&m) => m,
+                None => {
+                    let m = device_memory(d)?;
+                    seen.insert(d, m);
+                    m
+                }
+            };
+            out.push(Some(m));
+        }
+        Ok(out)
+    }
+
+    fn ping(&mut self) -> Result<()> {
+        self.each(|_| Box::new(|_: &mut Rank<'_>| Ok(())))
+            .map(|_| ())
+    }
+
+    fn local_ranks(&self) -> std::ops::Range<usize> {
+        self.local.clone()
+    }
+
+    fn nccl(&mut self) -> Option<&mut dyn NcclBackend> {
+        Some(self)
+    }
+
+    fn graphs(&mut self) -> Option<&mut dyn GraphBackend> {
+        Some(self)
+    }
+
+    fn profiling(&mut self) -> Option<&mut dyn Profiling> {
+        Some(self)
+    }
+
+    /// Where the exchange allows it ([`PeerExchange::ordered`]; between
+    /// processes it is refused with the reason).
+    fn ordered(&mut self) -> Result<&mut dyn StreamOrdered> {
+        X::ordered()?;
+        Ok(self)
+    }
 }

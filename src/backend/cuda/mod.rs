@@ -1,6 +1,16 @@
-//! CUDA backend: one host thread per rank, each bound once to its GPU.
-//! Public here is only [`probe`] (with the `cuda` feature); the engine
-//! makes the backend ([`crate::BackendChoice`]).
+//! CUDA backend: one host thread per rank this process runs, each bound
+//! once to its GPU. Public here is only [`probe`] (with the `cuda`
+//! feature); the engine makes the backend ([`crate::BackendChoice`]).
+//!
+//! One backend type, `CudaBackend`, over a peer exchange (the private
+//! `exchange` module's `PeerExchange`): how a rank reaches its peers'
+//! buffers, flags and events, the host board, and the peers' health. Two
+//! exchanges: `InProcess` (every rank a thread of this process: device
+//! pointers and event tokens handed between threads) and `Ipc` (one rank
+//! per process: CUDA IPC handles all-gathered through the job). The front
+//! end (this file, `front.rs`, `capabilities.rs`, `work.rs`) is written
+//! once over either; what an exchange cannot do it refuses with the reason
+//! (stream-ordered calls and joint graphs between processes).
 //!
 //! Per rank (`rank`): two streams (the plan's compute and copy lanes),
 //! buffers, one event per plan signal, the kernels of each data type (a
@@ -31,19 +41,20 @@
 
 mod calls;
 mod capabilities;
+pub(crate) mod exchange;
 mod front;
 mod ipc;
 mod peers;
-pub(crate) mod process;
 mod rank;
-mod setup;
 mod work;
 
+pub(crate) use exchange::{InProcess, Ipc, PeerExchange};
+
 use super::{
-    check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
-    GraphBackend, IssueProfile, NcclBackend, NcclCall, Profiling, SetupBreakdown,
+    check_call, BackendInfo, BufId, Call, CallTimeline, GraphBackend, IssueProfile, NcclBackend,
+    NcclCall, Profiling,
 };
-use crate::cuda::{self, nccl, CudaError, DriverInfo, HostMapped, PeerBuf, PeerCtx, RemoteEvent};
+use crate::cuda::{self, nccl, CudaError, DriverInfo, PeerBuf, RemoteEvent};
 use crate::error::{Error, Result, WaitKind};
 use crate::fault::FaultPlan;
 use crate::pool::{Inbox, RankThreads};
@@ -52,7 +63,7 @@ use calls::{both, erase, gather, unerase, HeldCalls};
 use rank::Rank;
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Options for the CUDA backend.
@@ -97,7 +108,7 @@ pub(crate) struct Peers {
 type Work<R> = Box<dyn for<'id> FnOnce(&mut Rank<'id>) -> Result<R> + Send>;
 type Reply = Box<dyn Any + Send>;
 
-/// The body of a rank's host thread (one process or many): bind `device`,
+/// The body of a rank's host thread (either exchange): bind `device`,
 /// build the rank, say ready (or why not), serve jobs until shut down, then
 /// drain and drop what refers to other ranks' memory.
 fn serve_rank(
@@ -179,10 +190,15 @@ struct NcclCmd {
     pub timed: bool,
 }
 
-/// The CUDA backend.
-pub(crate) struct CudaBackend {
+/// The CUDA backend: one front end (the rank threads this process runs,
+/// the calls they keep, the launch log, every capability) over a peer
+/// exchange `X`, how a rank reaches its peers ([`exchange`]: rank threads
+/// of one process, or one rank per process over CUDA IPC).
+pub(crate) struct CudaBackend<X: PeerExchange> {
     threads: RankThreads<Cmd, Reply>,
     info: BackendInfo,
+    /// The ranks this process runs (its rank threads, in order).
+    local: std::ops::Range<usize>,
     board: Arc<SignalBoard>,
     events: usize,
     gen: u64,
@@ -210,9 +226,54 @@ pub(crate) struct CudaBackend {
     /// 0; signal 1 + r: rank r).
     joint_board: Arc<SignalBoard>,
     joint_gen: u64,
+    /// How the ranks reach each other, and its own state. Last: it is
+    /// dropped after the rank threads, as each front end's was.
+    x: X,
 }
 
-impl CudaBackend {
+impl<X: PeerExchange> CudaBackend<X> {
+    /// The front end over rank threads `threads` (one per rank of `local`)
+    /// and exchange `x`, with the host board `board`; no call made yet.
+    /// Each exchange's constructor connects it.
+    fn assemble(
+        threads: RankThreads<Cmd, Reply>,
+        info: BackendInfo,
+        local: std::ops::Range<usize>,
+        board: Arc<SignalBoard>,
+        abort: AbortHandle,
+        timeout: Duration,
+        x: X,
+    ) -> Self {
+        let joint_board = Arc::new(SignalBoard::new(
+            2 * local.len() + 2,
+            abort.clone(),
+            timeout,
+        ));
+        CudaBackend {
+            threads,
+            info,
+            local,
+            board,
+            joint_board,
+            events: 0,
+            gen: 0,
+            calls: 0,
+            abort,
+            timeout,
+            peers: Peers::default(),
+            log: front::LaunchLog::new(),
+            joint: false,
+            pending: None,
+            joint_gen: 0,
+            caller_ns: 0,
+            launch_phases: Default::default(),
+            nccl_phases: Default::default(),
+            held: HeldCalls::default(),
+            held_nccl: HeldCalls::default(),
+            x,
+        }
+    }
+
     /// Post a collective or NCCL call to every rank thread without waiting
     /// for it to be issued: the rank threads issue it while the caller
     /// returns (and posts the next call, which waits in each rank's mailbox).
@@ -225,6 +286,17 @@ impl CudaBackend {
         match before? {
             Some(replies) => self.account_deferred(earlier, replies),
             None => Ok(()),
+        }
+    }
+
+    /// Hand a collective or NCCL call to the rank threads: deferred
+    /// ([`CudaBackend::post_deferred`]) where the exchange says so
+    /// ([`PeerExchange::DEFERRED`]), else issued before this returns.
+    fn post(&mut self, cmds: Vec<Cmd>, kind: Deferred) -> Result<()> {
+        if X::DEFERRED {
+            self.post_deferred(cmds, kind)
+        } else {
+            self.threads.run(cmds).map(|_| ())
         }
     }
 
@@ -256,17 +328,18 @@ impl CudaBackend {
         gather::<()>(replies).map(|_| ())
     }
 
-    /// Run `f(rank)` on every rank thread; the first error. A pending call is
-    /// settled first; its error comes first, after `f` has run.
+    /// Run `f(i)` on every rank thread (`i`: its index among the local
+    /// ranks); the first error. A pending call is settled first; its error
+    /// comes first, after `f` has run.
     fn each<R: Send + 'static>(&mut self, f: impl Fn(usize) -> Work<R>) -> Result<Vec<R>> {
         let before = self.settle();
-        let jobs = (0..self.info.ranks).map(|r| erase(f(r))).collect();
+        let jobs = (0..self.local.len()).map(|r| erase(f(r))).collect();
         let r = self.threads.run(jobs);
         before?;
         r?.into_iter().map(unerase::<R>).collect()
     }
 
-    /// Run `f(rank)` on every rank thread; every rank's outcome, errors of
+    /// Run `f(i)` on every rank thread; every rank's outcome, errors of
     /// several ranks together. A pending call is settled first; its error
     /// comes first, after `f` has run, and `f`'s errors are kept beside it
     /// (a drain's report that an exchange kernel gave up must not be lost
@@ -274,13 +347,22 @@ impl CudaBackend {
     /// step).
     fn each_all<R: Send + 'static>(&mut self, f: impl Fn(usize) -> Work<R>) -> Result<Vec<R>> {
         let before = self.settle();
-        let jobs = (0..self.info.ranks).map(|r| erase(f(r))).collect();
+        let jobs = (0..self.local.len()).map(|r| erase(f(r))).collect();
         let r = self.threads.run_all(jobs).and_then(gather);
         match (before, r) {
             (Ok(()), r) => r,
             (Err(b), Ok(_)) => Err(b),
             (Err(b), Err(e)) => Err(both(b, e)),
         }
+    }
+
+    /// Run `f` on the one rank thread of a process that runs one rank.
+    fn on<R: Send + 'static>(&mut self, f: Work<R>) -> Result<R> {
+        let mut v = self.threads.run(vec![erase(f)])?;
+        unerase::<R>(
+            v.pop()
+                .ok_or_else(|| Error::internal("no reply from the rank thread"))?,
+        )
     }
 
     /// Send every rank the current tokens of every rank's buffers.
@@ -296,44 +378,19 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Drain every rank (bounded); errors of every rank.
+    /// Drain the local ranks (bounded), as the exchange does it.
     fn drain(&mut self) -> Result<()> {
-        let r = self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.sync()));
-        if let Err(e) = &r {
-            if exchange_gave_up(e) {
-                // An exchange kernel gave up: its peer may still run. Drain
-                // again, then restart both ranks' call numbering.
-                let again = self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.sync()));
-                if let Err(e2) = again.and_then(|_| {
-                    self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.reset_exchange()))
-                }) {
-                    return Err(Error::Poisoned {
-                        reason: format!("a GPU could not be drained after a fault: {e2}"),
-                    });
-                }
-            }
-        }
-        r.map(|_| ())
+        X::drain(self)
     }
 
+    /// Cover `n` signals with events on every rank, as the exchange does it.
     fn ensure_events(&mut self, n: usize) -> Result<()> {
-        let Some(want) = peers::events_to_grow(n, self.events, None)? else {
-            return Ok(());
-        };
-        let remote: Vec<Vec<RemoteEvent>> =
-            self.each(|_| Box::new(move |rk: &mut Rank<'_>| rk.grow_events(want)))?;
-        let remote = Arc::new(remote);
-        self.each(|_| {
-            let r = remote.clone();
-            Box::new(move |rk: &mut Rank<'_>| {
-                rk.remote = r;
-                Ok(())
-            })
-        })?;
-        self.board = Arc::new(SignalBoard::new(want, self.abort.clone(), self.timeout));
-        self.gen = 0;
-        self.events = want;
-        self.share_board()
+        X::ensure_events(self, n)
+    }
+
+    /// `e`, recorded where peers waiting for this rank see it.
+    fn failed(&self, e: Error) -> Error {
+        X::failed(self, e)
     }
 }
 
@@ -349,185 +406,11 @@ fn exchange_gave_up(e: &Error) -> bool {
     }
 }
 
-impl Drop for CudaBackend {
+impl<X: PeerExchange> Drop for CudaBackend<X> {
     fn drop(&mut self) {
-        // Drain every rank before any rank frees memory a peer may still
-        // use. If a GPU does not drain, abort its spins and try again; if it
-        // still does not, leak the memory instead of freeing it under a
-        // running kernel.
-        let drained = self.drain();
-        // Graphs first: a joint graph on rank 0 refers to every rank's
-        // kernels and memory.
-        let _ = self.drop_graphs();
-        if drained.is_err() {
-            self.abort.abort();
-            if self.drain().is_err() {
-                let _ = self.each(|_| {
-                    Box::new(|rk: &mut Rank<'_>| {
-                        rk.leak();
-                        Ok(())
-                    })
-                });
-                if self.threads.broken().is_some() {
-                    // A rank thread is stuck in a driver call: release
-                    // nothing of the driver's from this thread (see the
-                    // process backend's Drop).
-                    std::mem::forget(std::mem::take(&mut self.peers));
-                    std::mem::forget(std::mem::take(&mut self.held));
-                    std::mem::forget(std::mem::take(&mut self.held_nccl));
-                }
-            }
-        }
-    }
-}
-
-impl Backend for CudaBackend {
-    fn info(&self) -> &BackendInfo {
-        &self.info
-    }
-
-    fn reserve(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
-        self.drain()?;
-        let bytes = bytes.to_vec();
-        let got: Vec<(PeerBuf, bool)> = self.each_all(|r| {
-            let b = bytes.get(r).copied().unwrap_or(0);
-            Box::new(move |rk: &mut Rank<'_>| rk.reserve(id, b))
-        })?;
-        if got.iter().any(|(_, moved)| *moved) {
-            // A joint graph (on rank 0) holds every rank's addresses.
-            self.drop_graphs()?;
-        }
-        let tokens: Vec<PeerBuf> = got.into_iter().map(|(t, _)| t).collect();
-        if self.peers.bufs.len() < tokens.len() {
-            self.peers.bufs.resize(tokens.len(), HashMap::new());
-        }
-        for (r, t) in tokens.into_iter().enumerate() {
-            self.peers.bufs[r].insert(id, t);
-        }
-        self.share_peers()
-    }
-
-    fn release(&mut self, id: BufId) -> Result<()> {
-        self.drain()?;
-        self.drop_graphs()?;
-        self.each(|_| {
-            Box::new(move |rk: &mut Rank<'_>| {
-                rk.release(id);
-                Ok(())
-            })
-        })?;
-        for m in &mut self.peers.bufs {
-            m.remove(&id);
-        }
-        self.share_peers()
-    }
-
-    fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
-        // Other ranks may still be reading this rank's buffers.
-        self.drain()?;
-        let data = Arc::new(data.to_vec());
-        self.each(|r| {
-            let data = data.clone();
-            Box::new(move |rk: &mut Rank<'_>| {
-                if r == rank {
-                    rk.write(id, offset, &data)
-                } else {
-                    Ok(())
-                }
-            })
-        })
-        .map(|_| ())
-    }
-
-    fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.drain()?;
-        let len = out.len();
-        let got: Vec<Vec<u8>> = self.each(|r| {
-            Box::new(move |rk: &mut Rank<'_>| {
-                if r == rank {
-                    rk.read(id, offset, len)
-                } else {
-                    Ok(Vec::new())
-                }
-            })
-        })?;
-        let data = got
-            .into_iter()
-            .nth(rank)
-            .ok_or_else(|| Error::internal(format!("no rank {rank}")))?;
-        out.copy_from_slice(&data);
-        Ok(())
-    }
-
-    fn launch(&mut self, call: &Call) -> Result<()> {
-        let t_entry = Instant::now();
-        front::admit(call, self.info.ranks, &self.abort)?;
-        self.ensure_events(call.plan.signal_count())?;
-        self.gen += 1;
-        self.calls += 1;
-        let (gen, call_no) = (self.gen, self.calls);
-        self.log.collective(call);
-        let (key, sent) = self.held.key(call);
-        let cmds: Vec<Cmd> = (0..self.info.ranks)
-            .map(|_| {
-                Cmd::Issue(IssueCmd {
-                    key,
-                    call: sent.clone(),
-                    gen,
-                    call_no,
-                })
-            })
-            .collect();
-        let r = self.post_deferred(cmds, Deferred::Collective);
-        self.caller_ns += t_entry.elapsed().as_nanos() as u64;
-        r
-    }
-
-    fn synchronize(&mut self) -> Result<()> {
-        self.drain()
-    }
-
-    fn abort_handle(&self) -> AbortHandle {
-        self.abort.clone()
-    }
-
-    fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
-        // One query per GPU, however many ranks share it.
-        let mut seen: HashMap<usize, DeviceMemory> = HashMap::new();
-        let mut out = Vec::new();
-        for &d in &self.info.rank_to_device {
-            let m = match seen.get(&d) {
-                Some(&m) => m,
-                None => {
-                    let m = front::device_memory(d)?;
-                    seen.insert(d, m);
-                    m
-                }
-            };
-            out.push(Some(m));
-        }
-        Ok(out)
-    }
-
-    fn ping(&mut self) -> Result<()> {
-        self.each(|_| Box::new(|_: &mut Rank<'_>| Ok(())))
-            .map(|_| ())
-    }
-
-    fn nccl(&mut self) -> Option<&mut dyn NcclBackend> {
-        Some(self)
-    }
-
-    fn graphs(&mut self) -> Option<&mut dyn GraphBackend> {
-        Some(self)
-    }
-
-    fn profiling(&mut self) -> Option<&mut dyn Profiling> {
-        Some(self)
-    }
-
-    fn ordered(&mut self) -> Result<&mut dyn crate::backend::ordered::StreamOrdered> {
-        Ok(self)
+        // Drain every GPU before freeing; a leaked rank frees nothing (see
+        // each exchange's teardown).
+        X::teardown(self);
     }
 }
 

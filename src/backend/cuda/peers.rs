@@ -1,7 +1,7 @@
 //! The pure bookkeeping of how a CUDA rank reaches its peers, shared by the
-//! backend's two front ends (rank threads of one process, [`super`]; one
-//! rank per process over CUDA IPC, [`super::process`]) and tested without a
-//! GPU: how many events a plan's signals need, which peers' buffers to
+//! backend's two peer exchanges (rank threads of one process,
+//! [`super::InProcess`]; one rank per process over CUDA IPC,
+//! [`super::Ipc`]) and tested without a GPU: how many events a plan's signals need, which peers' buffers to
 //! (re)open after a reserve, and the interprocess event handles' wire form.
 
 use crate::cuda::IpcEventHandle;

@@ -14,6 +14,7 @@
 //! ("done with every rank's memory"), where S is the plan's signal count.
 //! Nothing here blocks on the GPU.
 
+use super::exchange::PeerExchange;
 use super::rank::Rank;
 use super::{cuda_err, CudaBackend};
 use crate::backend::ordered::{
@@ -385,7 +386,7 @@ impl<'id> Rank<'id> {
     }
 }
 
-impl StreamOrdered for CudaBackend {
+impl<X: PeerExchange> StreamOrdered for CudaBackend<X> {
     fn launch_after(
         &mut self,
         call: &Call,
@@ -482,7 +483,7 @@ impl StreamOrdered for CudaBackend {
     }
 }
 
-impl OverlapBench for CudaBackend {
+impl<X: PeerExchange> OverlapBench for CudaBackend<X> {
     fn launch_nccl_after(
         &mut self,
         call: &NcclCall,

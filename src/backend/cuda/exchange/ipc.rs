@@ -1,0 +1,515 @@
+//! The IPC exchange: one rank per process (moved from the old
+//! `backend/cuda/process/`).
+//!
+//! The process owns one rank and one host thread bound to its GPU, running
+//! the same [`Rank`] code as the in-process exchange; only how the rank
+//! reaches the others changes:
+//!
+//! * peer buffers and the exchange kernel's flags: CUDA IPC memory handles
+//!   ([`Rank::export_buf`]), all-gathered through the job's control segment
+//!   and opened in every peer ([`Rank::open_buf`], peer access enabled
+//!   lazily); the opened [`PeerBuf`](crate::cuda::PeerBuf)s are what the
+//!   issue path already takes;
+//! * peer events: interprocess events (`CU_EVENT_INTERPROCESS |
+//!   CU_EVENT_DISABLE_TIMING`), opened in every peer as
+//!   [`RemoteEvent`]s;
+//! * host ordering (a consumer issues `cuStreamWaitEvent` only after the
+//!   producer issued its record): the job's shared [`SignalBoard`] (atomic
+//!   counters in shared memory, the same cost as between threads).
+//!
+//! A reserve that grows a buffer is collective: every rank drains, the
+//! ranks whose buffer is replaced say so, every peer closes its mapping of
+//! those, then the owners free and allocate, export, and every peer opens
+//! the new handles (an exported allocation must not be freed while another
+//! process has it open).
+//!
+//! NCCL per process: rank 0's `ncclGetUniqueId` goes through the store and
+//! every process calls `ncclCommInitRank` for its rank, as NCCL is deployed.
+
+use super::super::front::devices;
+use super::super::ipc::Exported;
+use super::super::rank::activity::RankTiming;
+use super::super::rank::Rank;
+use super::super::{exchange_gave_up, serve_rank, Cmd, CudaBackend, CudaOptions, Peers, Reply};
+use super::PeerExchange;
+use crate::backend::{BackendInfo, BackendKind, BufId, Call, CallTimeline, SetupBreakdown};
+use crate::cuda::{self, nccl, HostMapped, IpcEventHandle, RemoteEvent};
+use crate::error::{Error, Result};
+use crate::fault::Fault;
+use crate::pool::{Inbox, RankThreads};
+use crate::process::reads::PeerReads;
+use crate::process::Job as ProcessJob;
+use crate::sync::AbortHandle;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// One rank per process, peers through CUDA IPC (see the module doc).
+pub(crate) struct Ipc {
+    job: Arc<ProcessJob>,
+    me: usize,
+    device: usize,
+    /// Every rank's event tokens (this rank's own, the peers' opened).
+    remote: Vec<Vec<RemoteEvent>>,
+    /// Calls after whose issue this process kills itself (fault injection).
+    kill_at: Vec<u64>,
+    nccl_inits: u64,
+    /// Peers reading this rank's send buffers (see [`crate::process::reads`]).
+    reads: PeerReads,
+}
+
+impl CudaBackend<Ipc> {
+    /// The backend of this process's rank of `job`.
+    pub fn process(job: Arc<ProcessJob>, opts: &CudaOptions) -> Result<Self> {
+        let (me, n) = (job.rank(), job.size());
+        // `ringreduce launch --devices` gives each rank its GPU this way.
+        let from_env: Option<Vec<usize>> = crate::param::DEVICES.get()?;
+        let (info, devs) = devices(opts.devices.as_ref().or(from_env.as_ref()))?;
+        // One device given (the launcher's per-rank --devices): that one;
+        // otherwise this process's rank on the machine picks: in blocks
+        // when the job says how many processes share the machine (as one
+        // process's rank threads are placed), else local_rank % GPUs.
+        let spec = job.spec();
+        let device = crate::backend::process_device(spec.local_rank, spec.local_size, &devs);
+        let (timeout, faults) = (opts.timeout, opts.faults.clone());
+        let kill_at = faults
+            .0
+            .iter()
+            .filter(|f| f.rank == me && f.fault == Fault::Kill)
+            .filter_map(|f| f.call)
+            .collect();
+        let mut threads =
+            RankThreads::spawn(1, "cuda-proc", move |_, inbox: Inbox<Cmd, Reply>| {
+                serve_rank(me, device, timeout, &faults, inbox);
+            })?;
+        threads.set_deadline(Some(timeout + crate::pool::GRACE));
+        let abort = AbortHandle::new();
+        job.control().watch_abort(abort.clone());
+        // While this process waits for its rank thread, which may itself
+        // wait on the GPU for work a dead peer will never release (or sit
+        // in a driver call behind a full queue), look at the job: a dead or
+        // failed peer raises this rank's abort word (the spinning kernels
+        // return) and, unless the thread answers soon after, is the error.
+        let control = Arc::downgrade(job.control());
+        threads.set_watch(Some(Box::new(move || {
+            control
+                .upgrade()?
+                .check(&|| format!("rank {me}'s GPU thread"))
+                .err()
+                .filter(|e| !matches!(e, Error::Aborted { .. }))
+        })));
+        let name = info
+            .devices
+            .get(device)
+            .map_or_else(|| "?".to_string(), |d| d.name.clone());
+        let facts = BackendInfo {
+            kind: Some(BackendKind::Cuda),
+            ranks: n,
+            rank_to_device: vec![device; n],
+            describe: String::new(),
+            hardware: vec![name.clone(), format!("CUDA driver API {}", info.version)],
+            setup: None,
+        };
+        let board = Arc::new(job.signal_board(abort.clone(), timeout));
+        let x = Ipc {
+            remote: vec![Vec::new(); n],
+            kill_at,
+            nccl_inits: 0,
+            reads: PeerReads::default(),
+            job,
+            me,
+            device,
+        };
+        let mut be = CudaBackend::assemble(threads, facts, me..me + 1, board, abort, timeout, x);
+        be.connect(&name)?;
+        let board = be.board.clone();
+        be.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.board = Some(board);
+            Ok(())
+        }))?;
+        Ok(be)
+    }
+
+    /// Setup after the thread is up: every rank's device, the exchange
+    /// flags through IPC, the abort hook, the setup breakdown.
+    fn connect(&mut self, name: &str) -> Result<()> {
+        let (flags, ctrl, setup): (Exported, Weak<HostMapped>, (f64, f64, &'static str)) = self
+            .on(Box::new(|rk: &mut Rank<'_>| {
+                Ok((rk.export_flags()?, Arc::downgrade(&rk.ctrl), rk.setup_ms))
+            }))
+            .map_err(|e| self.failed(e))?;
+        self.abort.on_halt(move || {
+            if let Some(c) = ctrl.upgrade() {
+                c.store_u32(0, 1);
+            }
+        });
+        let t_peer = Instant::now();
+        let all = self
+            .x
+            .job
+            .allgather(&flags.encode(), "exchanging the exchange kernels' flags")?;
+        let all: Vec<Exported> = all
+            .iter()
+            .map(|b| Exported::decode(b))
+            .collect::<Result<_>>()?;
+        self.info.rank_to_device = all.iter().map(|x| x.device).collect();
+        let device = self.x.device;
+        for x in &all {
+            if x.device != device && !cuda::can_access_peer(device, x.device).unwrap_or(false) {
+                return Err(self.failed(Error::CudaSetup {
+                    call: "cuDeviceCanAccessPeer",
+                    message: format!(
+                        "GPU {} cannot access GPU {} directly; peer copies would go through host memory, which this engine refuses to do silently",
+                        device, x.device
+                    ),
+                }));
+            }
+        }
+        let me = self.x.me;
+        let flags: Vec<_> = self
+            .on(Box::new(move |rk: &mut Rank<'_>| {
+                all.iter()
+                    .enumerate()
+                    .map(|(r, x)| {
+                        if r == me {
+                            Ok(rk.flags_token())
+                        } else {
+                            rk.open_buf(x)
+                        }
+                    })
+                    .collect::<Result<Vec<_>>>()
+            }))
+            .map_err(|e| self.failed(e))?;
+        self.peers.flags = flags;
+        self.peers.bufs = vec![HashMap::new(); self.x.job.size()];
+        self.share_peers()?;
+        let b = SetupBreakdown {
+            driver_ms: cuda::driver_init_ms(),
+            context_ms: setup.0,
+            kernels_ms: setup.1,
+            peer_ms: t_peer.elapsed().as_secs_f64() * 1e3,
+        };
+        self.info.hardware.push(format!(
+            "setup: driver load+cuInit {:.1} ms, context bind {:.1} ms, kernel modules {:.1} ms from {}, IPC exchange of the flags {:.1} ms",
+            b.driver_ms, b.context_ms, b.kernels_ms, setup.2, b.peer_ms
+        ));
+        self.info.setup = Some(b);
+        let map = &self.info.rank_to_device;
+        self.info.describe = format!(
+            "cuda: rank {me} of {} processes ({}) on GPU{} {name}; ranks on GPUs {}; peers through CUDA IPC",
+            self.x.job.size(),
+            self.x.job.spec().origin.name(),
+            device,
+            map.iter()
+                .enumerate()
+                .map(|(r, g)| format!("{r}->GPU{g}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        Ok(())
+    }
+
+    /// Drop every rank's tokens of `id` whose owner says `replaced[r]`
+    /// (closing this process's mappings of them).
+    fn close_peers(&mut self, id: BufId, replaced: &[bool]) -> Result<()> {
+        for r in super::super::peers::to_reopen(self.peers.bufs.len(), replaced, |_| true) {
+            self.peers.bufs[r].remove(&id);
+        }
+        self.share_peers()
+    }
+
+    fn reserve_inner(&mut self, id: BufId, want: usize) -> Result<()> {
+        let me = self.x.me;
+        let have: Option<usize> = self.on(Box::new(move |rk: &mut Rank<'_>| {
+            Ok(rk.bufs.get(&id).map(|b| b.len()))
+        }))?;
+        let grows = have.is_none_or(|h| h < want);
+        let flags = self.x.job.allgather(
+            &[u8::from(grows)],
+            &format!("reserve of buffer {} (every rank idle)", id.0),
+        )?;
+        let replaced: Vec<bool> = flags.iter().map(|b| b.first() == Some(&1)).collect();
+        self.close_peers(id, &replaced)?;
+        self.x.job.barrier(&format!(
+            "reserve of buffer {} (every peer closed its old mapping)",
+            id.0
+        ))?;
+        let x: Exported = self
+            .on(Box::new(move |rk: &mut Rank<'_>| {
+                let own = rk.reserve(id, want)?;
+                drop(own);
+                rk.export_buf(id)
+            }))
+            .map_err(|e| self.failed(e))?;
+        let all = self.x.job.allgather(
+            &x.encode(),
+            &format!("reserve of buffer {} (exchanging handles)", id.0),
+        )?;
+        let all: Vec<Exported> = all
+            .iter()
+            .map(|b| Exported::decode(b))
+            .collect::<Result<_>>()?;
+        let reopen = super::super::peers::to_reopen(all.len(), &replaced, |r| {
+            self.peers.bufs.get(r).is_some_and(|m| m.contains_key(&id))
+        });
+        let todo: Vec<(usize, Exported)> = all
+            .into_iter()
+            .enumerate()
+            .filter(|(r, _)| reopen.contains(r))
+            .collect();
+        let opened: Vec<(usize, crate::cuda::PeerBuf)> = self
+            .on(Box::new(move |rk: &mut Rank<'_>| {
+                todo.iter()
+                    .map(|(r, x)| {
+                        let t = if *r == me {
+                            rk.own_token(id)?
+                        } else {
+                            rk.open_buf(x)?
+                        };
+                        Ok((*r, t))
+                    })
+                    .collect::<Result<Vec<_>>>()
+            }))
+            .map_err(|e| self.failed(e))?;
+        for (r, t) in opened {
+            self.peers.bufs[r].insert(id, t);
+        }
+        self.share_peers()
+    }
+}
+
+impl PeerExchange for Ipc {
+    const DEFERRED: bool = false;
+    const WRITES_LAND: bool = true;
+
+    /// Grow this rank's interprocess events to cover `n` signals, and open
+    /// every peer's new ones (collective: every rank launches the same
+    /// plans, so every rank grows at the same call).
+    fn ensure_events(be: &mut CudaBackend<Self>, n: usize) -> Result<()> {
+        let Some(want) = super::super::peers::events_to_grow(n, be.events, Some(be.board.len()))?
+        else {
+            return Ok(());
+        };
+        let from = be.events;
+        let mine: Vec<IpcEventHandle> = be
+            .on(Box::new(move |rk: &mut Rank<'_>| {
+                rk.grow_ipc_events(want, from)
+            }))
+            .map_err(|e| be.failed(e))?;
+        let bytes = super::super::peers::encode_events(&mine);
+        let all =
+            be.x.job
+                .allgather(&bytes, "exchanging interprocess events")?;
+        let me = be.x.me;
+        let opened: Vec<Vec<RemoteEvent>> = be
+            .on(Box::new(move |rk: &mut Rank<'_>| {
+                all.iter()
+                    .enumerate()
+                    .map(|(r, b)| {
+                        if r == me {
+                            return Ok(rk.own_events(from));
+                        }
+                        rk.open_events(&super::super::peers::decode_events(b))
+                    })
+                    .collect::<Result<Vec<_>>>()
+            }))
+            .map_err(|e| be.failed(e))?;
+        for (r, v) in opened.into_iter().enumerate() {
+            be.x.remote[r].extend(v);
+        }
+        let remote = Arc::new(be.x.remote.clone());
+        be.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.remote = remote;
+            Ok(())
+        }))?;
+        be.events = want;
+        Ok(())
+    }
+
+    /// Wait (bounded) until this rank's streams are idle. An exchange
+    /// kernel that gave up poisons the job (its peer in another process may
+    /// still run; the call numbering cannot be restarted in step).
+    fn drain(be: &mut CudaBackend<Self>) -> Result<()> {
+        // Wait in short tries, looking at the job's health between them: a
+        // stream waiting on a dead peer's event would otherwise hold this
+        // rank for the whole timeout.
+        let start = Instant::now();
+        let limit = be.timeout + Duration::from_secs(5);
+        loop {
+            let idle = be.on(Box::new(|rk: &mut Rank<'_>| {
+                rk.idle_within(Duration::from_millis(20))
+            }))?;
+            if idle || start.elapsed() > limit {
+                break;
+            }
+            if let Some(f) = be.x.job.health() {
+                // Whatever spins on this GPU waiting for the failed peer
+                // (an exchange kernel on its flags) stops now, not at its
+                // deadline.
+                be.abort.halt_device();
+                return Err(be.failed(f.error(be.x.me, "this rank's GPU work")));
+            }
+        }
+        let r = be.on(Box::new(|rk: &mut Rank<'_>| rk.sync()));
+        if r.is_ok() {
+            // Every call so far is complete on this GPU: it reads no peer's
+            // input any more.
+            be.x.job.control().publish_drained(be.gen);
+        }
+        if let Err(e) = &r {
+            if exchange_gave_up(e) {
+                return Err(be.failed(Error::Poisoned {
+                    reason: format!("an exchange kernel gave up waiting for its peer process: {e}"),
+                }));
+            }
+        }
+        r
+    }
+
+    /// Collective: every rank of the job calls it with the same `bytes`.
+    fn reserve(be: &mut CudaBackend<Self>, id: BufId, bytes: &[usize]) -> Result<()> {
+        be.drain()?;
+        be.x.reads.forget(id);
+        let want = bytes.get(be.x.me).copied().unwrap_or(0);
+        be.reserve_inner(id, want).map_err(|e| be.failed(e))
+    }
+
+    /// Collective, like [`PeerExchange::reserve`].
+    fn release(be: &mut CudaBackend<Self>, id: BufId) -> Result<()> {
+        be.drain()?;
+        be.x.job
+            .barrier(&format!("release of buffer {} (every rank idle)", id.0))?;
+        let n = be.x.job.size();
+        be.close_peers(id, &vec![true; n])?;
+        be.x.reads.forget(id);
+        be.x.job.barrier(&format!(
+            "release of buffer {} (every peer closed its mapping)",
+            id.0
+        ))?;
+        be.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.release(id);
+            Ok(())
+        }))
+    }
+
+    fn teardown(be: &mut CudaBackend<Self>) {
+        // Drain this rank; then, unless the job already failed, wait until
+        // every rank is idle and close the peers' mappings before this
+        // process's memory goes (an exported allocation must not be freed
+        // while another process has it open).
+        let drained = be.drain().is_ok() || {
+            be.abort.abort();
+            be.drain().is_ok()
+        };
+        if !drained {
+            let _ = be.on(Box::new(|rk: &mut Rank<'_>| {
+                rk.leak();
+                Ok(())
+            }));
+            if be.threads.broken().is_some() {
+                // The rank thread is stuck in a driver call and keeps its
+                // context: nothing of the driver's may be released from
+                // this thread (it would wait on the driver's lock behind
+                // the stuck one). Leak this side's handles too.
+                std::mem::forget(std::mem::take(&mut be.peers));
+                std::mem::forget(std::mem::take(&mut be.x.remote));
+                std::mem::forget(std::mem::take(&mut be.held));
+                std::mem::forget(std::mem::take(&mut be.held_nccl));
+            }
+            return;
+        }
+        if be.x.job.health().is_none() && be.x.job.barrier("teardown (every rank idle)").is_ok() {
+            be.peers = Peers::default();
+            be.x.remote = Vec::new();
+            let _ = be.share_peers();
+            let _ = be.on(Box::new(|rk: &mut Rank<'_>| {
+                rk.remote = Arc::new(Vec::new());
+                Ok(())
+            }));
+            let _ =
+                be.x.job
+                    .barrier("teardown (every peer closed its mappings)");
+        }
+    }
+
+    /// Record the failure for the whole job (the other ranks may be waiting
+    /// for this one in a collective step) and return it.
+    fn failed(be: &CudaBackend<Self>, e: Error) -> Error {
+        be.board.fail_with(be.gen, be.x.me, &e);
+        e
+    }
+
+    fn begin(be: &mut CudaBackend<Self>, call: &Call, gen: u64) -> Result<()> {
+        if let Err(e) = be.x.reads.begin(call, be.x.me, gen, be.x.job.control()) {
+            return Err(be.failed(e));
+        }
+        Ok(())
+    }
+
+    fn issued(be: &mut CudaBackend<Self>, gen: u64) {
+        if be.x.kill_at.contains(&gen) {
+            // Issued, not complete: the peers are inside the call.
+            crate::sys::proc::kill_self();
+        }
+    }
+
+    fn before_write(be: &mut CudaBackend<Self>, id: BufId) -> Result<()> {
+        be.x.reads.before_write(id, be.x.job.control())
+    }
+
+    /// `ncclGetUniqueId` on rank 0, its 128 bytes through the store, then
+    /// `ncclCommInitRank` in every process.
+    fn nccl_id(be: &mut CudaBackend<Self>, lib: &nccl::Nccl) -> Result<nccl::UniqueId> {
+        be.x.nccl_inits += 1;
+        let key = format!("nccl-id-{}", be.x.nccl_inits);
+        let store = be.x.job.store();
+        if be.x.me == 0 {
+            let id = lib.unique_id().map_err(|e| be.failed(e.into()))?;
+            store.put(&key, id.as_bytes())?;
+            Ok(id)
+        } else {
+            let b = store.get(&key, 0, "the NCCL unique id (ncclGetUniqueId on rank 0)")?;
+            Ok(nccl::UniqueId::from_bytes(&b)?)
+        }
+    }
+
+    /// Refused, with the reason
+    /// (`backend::ordered::refused_with_one_rank_per_process`).
+    fn ordered() -> Result<()> {
+        Err(crate::backend::ordered::refused_with_one_rank_per_process(
+            "cuda",
+        ))
+    }
+
+    fn joint_graphs(plan: &str) -> Result<()> {
+        Err(Error::Unsupported(
+            format!("CUDA graph capture of {plan} (orders steps with events)"),
+            "cuda",
+        ))
+    }
+
+    /// This process's rank only, on its own host clock (other processes'
+    /// clocks are not aligned with it).
+    fn timelines(
+        calls: Vec<(String, f64)>,
+        per_rank: Vec<RankTiming>,
+        nccl: bool,
+    ) -> Vec<CallTimeline> {
+        let mine = per_rank.into_iter().next().map(|p| p.0).unwrap_or_default();
+        calls
+            .into_iter()
+            .zip(mine)
+            .map(|((plan, launch_ns), (ops, source))| CallTimeline {
+                plan,
+                clock: if nccl {
+                    "GPU event timestamps of this rank's process, placed on its host clock through an anchor event".into()
+                } else {
+                    format!("{}; device timestamps of this rank's process, placed on its host clock (other processes' clocks are not aligned with it)", source.line())
+                },
+                launch_ns,
+                skew_ns: 0.0,
+                ops,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,199 @@
+//! Peer exchanges: how a CUDA rank reaches its peers.
+//!
+//! The CUDA backend ([`super::CudaBackend`]) is one front end (its rank
+//! threads, the calls they keep, the launch log, every capability) over a
+//! [`PeerExchange`], the way the CPU backend is one engine over a
+//! [`crate::transport::Transport`]:
+//!
+//! | exchange | ranks | a peer's buffers and flags | a peer's events | the host board |
+//! |---|---|---|---|---|
+//! | [`InProcess`] | rank threads of one process | device pointers, peer access enabled at set-up | event tokens handed between threads | a board in this process, grown with the events |
+//! | [`Ipc`] | one rank per process ([`crate::process`]) | CUDA IPC memory handles, all-gathered through the job and opened | interprocess events, all-gathered and opened | the job's control segment (fixed size) |
+//!
+//! The model is NCCL's `ncclTransport` table (a connect step at set-up and a
+//! data path per transport). Here the data path is the same for both: the
+//! rank's issue path takes the opened [`crate::cuda::PeerBuf`]s and
+//! [`crate::cuda::RemoteEvent`]s whichever way they were opened. What
+//! differs, and is all an exchange implements:
+//!
+//! * **Reaching the peers' memory, flags and events**: set-up (each
+//!   exchange's constructor of [`super::CudaBackend`]),
+//!   [`PeerExchange::ensure_events`], [`PeerExchange::reserve`] and
+//!   [`PeerExchange::release`]. Between processes these are collective over
+//!   the job (all-gather the handles, barrier before anything is closed or
+//!   freed: an exported allocation is never freed while a peer has it
+//!   open); in one process the calling thread hands the tokens over.
+//! * **Peers' health and teardown**: [`PeerExchange::drain`] (bounded; in
+//!   one process every rank together, between processes this rank with the
+//!   job's health looked at while it waits), [`PeerExchange::failed`]
+//!   (record a failure for the job), [`PeerExchange::teardown`] (drain
+//!   every GPU before anything is freed; a leaked rank frees nothing).
+//! * **Ordering host accesses against peers in other processes**:
+//!   [`PeerExchange::begin`], [`PeerExchange::before_write`],
+//!   [`PeerExchange::WRITES_LAND`] (see [`crate::process::reads`]).
+//! * **Capability answers**: [`PeerExchange::ordered`] and
+//!   [`PeerExchange::joint_graphs`] refuse with the reason what the
+//!   exchange cannot do; [`PeerExchange::timelines`] says what the ranks'
+//!   clocks are (one process or one per process).
+//!
+//! Every method is called from the backend's calling thread only, between
+//! calls, and every wait is bounded by the engine's timeout.
+
+mod ipc;
+mod threads;
+
+pub(crate) use ipc::Ipc;
+pub(crate) use threads::InProcess;
+
+use super::rank::activity::RankTiming;
+use super::CudaBackend;
+use crate::backend::{BufId, Call, CallTimeline};
+use crate::cuda::nccl;
+use crate::error::{Error, Result};
+
+/// How a CUDA rank reaches its peers (see the module doc). The methods take
+/// the whole backend: an exchange runs work on the rank threads and keeps
+/// the front end's peer tokens ([`super::Peers`]) up to date.
+pub(crate) trait PeerExchange: Sized + Send + 'static {
+    /// Whether calls are posted to the rank threads without waiting for
+    /// them to be issued (their outcome comes with the next command), and
+    /// the caller's time and the pool's phases are profiled.
+    const DEFERRED: bool;
+
+    /// Whether a host write must be in device memory before it returns
+    /// (peers in other processes read a send buffer as soon as its owner
+    /// began its next call).
+    const WRITES_LAND: bool;
+
+    /// Grow every local rank's events to cover `signals` signals and hand
+    /// each rank its peers' events and the board.
+    fn ensure_events(be: &mut CudaBackend<Self>, signals: usize) -> Result<()>;
+
+    /// Wait (bounded) until the local ranks' streams are idle.
+    fn drain(be: &mut CudaBackend<Self>) -> Result<()>;
+
+    /// Make every local rank's buffer `id` at least `bytes[rank]` bytes and
+    /// hand every rank the peers' tokens. Collective over the job.
+    fn reserve(be: &mut CudaBackend<Self>, id: BufId, bytes: &[usize]) -> Result<()>;
+
+    /// Free buffer `id` on every local rank once no peer holds it.
+    /// Collective over the job.
+    fn release(be: &mut CudaBackend<Self>, id: BufId) -> Result<()>;
+
+    /// The backend is dropped: drain, then let memory go only where no GPU
+    /// and no peer may still use it.
+    fn teardown(be: &mut CudaBackend<Self>);
+
+    /// Record `e` where peers waiting for this rank see it; return it.
+    fn failed(_be: &CudaBackend<Self>, e: Error) -> Error {
+        e
+    }
+
+    /// Call `gen` starts: say so, and wait (bounded) for peers whose input
+    /// it reads.
+    fn begin(_be: &mut CudaBackend<Self>, _call: &Call, _gen: u64) -> Result<()> {
+        Ok(())
+    }
+
+    /// Call `gen` was handed to the rank threads.
+    fn issued(_be: &mut CudaBackend<Self>, _gen: u64) {}
+
+    /// Before the host overwrites buffer `id`: wait (bounded) until every
+    /// peer that read it drained the call in which it did.
+    fn before_write(_be: &mut CudaBackend<Self>, _id: BufId) -> Result<()> {
+        Ok(())
+    }
+
+    /// The NCCL unique id every rank initializes its communicator with.
+    fn nccl_id(be: &mut CudaBackend<Self>, lib: &nccl::Nccl) -> Result<nccl::UniqueId>;
+
+    /// Whether stream-ordered calls work over this exchange; the reason if
+    /// not.
+    fn ordered() -> Result<()>;
+
+    /// Whether a plan ordered by host-published events (`plan`) can be
+    /// captured as one joint graph across the ranks; the reason if not.
+    fn joint_graphs(plan: &str) -> Result<()>;
+
+    /// The timed calls' timelines from every local rank's timings (call k
+    /// is entry k of each rank's list), with what the clocks are; `nccl`:
+    /// the NCCL calls' (one op each).
+    fn timelines(
+        calls: Vec<(String, f64)>,
+        per_rank: Vec<RankTiming>,
+        nccl: bool,
+    ) -> Vec<CallTimeline>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::rank::activity::TimingSource;
+    use super::*;
+    use crate::backend::OpTime;
+
+    fn op(rank: usize, k: usize) -> OpTime {
+        OpTime {
+            rank,
+            op: k,
+            part: 0,
+            start_ns: k as f64,
+            end_ns: k as f64 + 1.0,
+        }
+    }
+
+    /// The capability answers need no GPU: in one process everything
+    /// works; between processes stream-ordered calls and joint graphs are
+    /// refused with the reason, as the process front end did.
+    #[test]
+    fn capability_answers_refuse_with_the_reason_between_processes() {
+        assert!(InProcess::ordered().is_ok());
+        assert!(InProcess::joint_graphs("ring").is_ok());
+        let e = Ipc::ordered().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Refused {
+                    what: "stream-ordered calls",
+                    backend: "cuda",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let e = Ipc::joint_graphs("ring:pipe2").unwrap_err();
+        assert!(
+            matches!(&e, Error::Unsupported(m, "cuda") if m.contains("ring:pipe2")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn timelines_say_what_the_clocks_are() {
+        let calls = || vec![("ring".to_string(), 5.0), ("ring".to_string(), 9.0)];
+        let src = TimingSource::Events("off".into());
+        let mine = || -> Vec<RankTiming> {
+            vec![(
+                vec![(vec![op(1, 0)], src.clone()), (vec![op(1, 1)], src.clone())],
+                2.0,
+            )]
+        };
+        // Between processes: this process's rank only, its own clock, no
+        // skew.
+        let v = Ipc::timelines(calls(), mine(), false);
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[1].launch_ns, 9.0);
+        assert_eq!(v[1].ops, vec![op(1, 1)]);
+        assert_eq!(v[0].skew_ns, 0.0);
+        assert!(v[0].clock.starts_with(&src.line()), "{}", v[0].clock);
+        assert!(v[0].clock.contains("not aligned"), "{}", v[0].clock);
+        let n = Ipc::timelines(calls(), mine(), true);
+        assert!(n[0].clock.contains("anchor event"), "{}", n[0].clock);
+        // In one process: every rank's ops, skew from the half-widths.
+        let mut both = mine();
+        both.push((vec![(vec![op(0, 0)], src.clone())], 1.0));
+        let t = InProcess::timelines(calls(), both, false);
+        assert_eq!(t[0].ops.len(), 2);
+        assert_eq!(t[0].skew_ns, 3.0);
+        assert_eq!(t[1].ops, vec![op(1, 1)]);
+    }
+}
