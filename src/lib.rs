@@ -110,6 +110,8 @@ pub mod error;
 pub mod fault;
 #[cfg(not(feature = "fault-injection"))]
 pub(crate) mod fault;
+#[cfg(feature = "mpi")]
+pub(crate) mod net;
 pub mod os;
 pub mod param;
 pub mod plan;

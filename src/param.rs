@@ -372,6 +372,24 @@ pub static RUN_ID: Param<String> = Param::new(
     parse_text,
 );
 
+pub static RANKS_PER_NODE: Param<usize> = Param::new(
+    "RINGREDUCE_RANKS_PER_NODE",
+    Group::Launcher,
+    WHOLE,
+    "the machines: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)",
+    "With the mpi feature under mpirun: treat every G consecutive ranks as one node (several nodes on one machine, for tests): ranks of different nodes share no memory and talk over MPI.",
+    parse_whole,
+);
+
+pub static MPI: Param<bool> = Param::new(
+    "RINGREDUCE_MPI",
+    Group::Launcher,
+    "0 or 1",
+    "1 in builds with the mpi feature",
+    "0: do not bootstrap through MPI under mpirun (join through the store, one machine, as without the mpi feature).",
+    parse_flag,
+);
+
 // -- the job, set by mpirun or srun ----------------------------------------
 
 pub static OMPI_RANK: Param<usize> = Param::new(
@@ -569,6 +587,8 @@ pub fn all() -> Vec<&'static dyn Declared> {
         &LOCAL_SIZE,
         &STORE,
         &RUN_ID,
+        &RANKS_PER_NODE,
+        &MPI,
         &OMPI_RANK,
         &OMPI_SIZE,
         &OMPI_LOCAL_RANK,

@@ -305,11 +305,28 @@ impl Core {
             job.fail(&e.to_string());
             return Err(e);
         }
+        #[cfg(feature = "mpi")]
+        if kind == BackendKind::Cuda && job.world().is_some() {
+            let e = Error::Unsupported(
+                "a job over several nodes (the network transport is the CPU backend's; pass --backend cpu)".into(),
+                "cuda",
+            );
+            job.fail(&e.to_string());
+            return Err(e);
+        }
         let mut faults = cfg.faults.clone();
         faults.0.extend(crate::process::env_faults(spec.rank)?.0);
         let fallback_note = (cfg.backend == BackendChoice::Auto && kind == BackendKind::Cpu)
             .then(|| "auto: CUDA unavailable; using cpu".to_string());
         let backend: Result<Box<dyn Backend>> = match kind {
+            #[cfg(feature = "mpi")]
+            BackendKind::Cpu if job.world().is_some() => CpuBackend::network(
+                job.clone(),
+                job.world().cloned().ok_or_else(|| Error::internal("no world"))?,
+                cfg.timeout,
+                faults,
+            )
+            .map(|b| Box::new(b) as Box<dyn Backend>),
             BackendKind::Cpu => CpuBackend::process(job.clone(), cfg.timeout, faults)
                 .map(|b| Box::new(b) as Box<dyn Backend>),
             #[cfg(not(feature = "cuda"))]
