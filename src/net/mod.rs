@@ -57,13 +57,21 @@ impl World {
     /// Initialise MPI and find the nodes. Collective over the world; every
     /// wait bounded by `timeout`.
     pub fn join(spec: &JobSpec, timeout: Duration) -> Result<World> {
-        let mpi = Mpi::get()?;
+        let mpi = Mpi::get(spec.rank, timeout)?;
         if mpi.rank != spec.rank || mpi.size != spec.size {
             return Err(Error::BadArgument(format!(
                 "the launcher's variables say rank {} of {}, MPI says rank {} of {}",
                 spec.rank, spec.size, mpi.rank, mpi.size
             )));
         }
+        // The splits below are blocking collectives (MPI has no
+        // non-blocking split): first a bounded barrier, so a rank that
+        // never came ends this one's wait with a timeout, not a hang.
+        let deadline = Instant::now() + timeout;
+        let ok = || Ok(());
+        mpi.barrier(mpi.world, deadline, timeout, &ok, &|| {
+            "every rank of the job (MPI_Init done)".into()
+        })?;
         let node_comm: Comm = match crate::param::RANKS_PER_NODE.get()? {
             Some(0) => {
                 return Err(Error::BadArgument(
@@ -80,8 +88,6 @@ impl World {
             Some(g) => mpi.split(mpi.world, mpi.rank / g, mpi.rank)?,
             None => mpi.split_shared()?,
         };
-        let deadline = Instant::now() + timeout;
-        let ok = || Ok(());
         let members: Vec<usize> = mpi
             .allgather(
                 node_comm,

@@ -143,38 +143,71 @@ pub(crate) fn initialized() -> bool {
 
 static MPI: OnceLock<std::result::Result<Mpi, String>> = OnceLock::new();
 
+fn init_error(rank: usize, why: &str) -> Error {
+    Error::Mpi {
+        rank,
+        peer: None,
+        call: "MPI_Init_thread",
+        message: why.to_string(),
+    }
+}
+
+/// `MPI_Init_thread` and the world's rank and size (once per process).
+fn init() -> std::result::Result<Mpi, String> {
+    if initialized() {
+        return Err(
+            "MPI was already initialised by the program: ringreduce initialises it itself (with MPI_THREAD_MULTIPLE)".into(),
+        );
+    }
+    let (mut provided, mut world): (c_int, c_int) = (0, 0);
+    // SAFETY: called once per process (the OnceLock), before any other MPI
+    // call of this library; both pointers are valid ints.
+    let e = unsafe { ffi::rr_mpi_init(&mut provided, &mut world) };
+    check(e, 0, None, "MPI_Init_thread").map_err(|e| e.to_string())?;
+    // SAFETY: returns a constant.
+    if provided < unsafe { ffi::rr_mpi_thread_multiple() } {
+        return Err(format!(
+            "the MPI library gives thread level {provided}, not MPI_THREAD_MULTIPLE: the network transport sends from rank threads while another thread receives"
+        ));
+    }
+    let world = Comm(world);
+    let (rank, size) = comm_rank_size(world, 0).map_err(|e| e.to_string())?;
+    Ok(Mpi { world, rank, size })
+}
+
 impl Mpi {
     /// The process's MPI, initialised on the first call with
-    /// `MPI_THREAD_MULTIPLE`.
-    pub fn get() -> Result<&'static Mpi> {
-        MPI.get_or_init(|| {
-            if initialized() {
-                return Err(
-                    "MPI was already initialised by the program: ringreduce initialises it itself (with MPI_THREAD_MULTIPLE)".into(),
-                );
-            }
-            let (mut provided, mut world): (c_int, c_int) = (0, 0);
-            // SAFETY: called once per process (the OnceLock), before any
-            // other MPI call of this library; both pointers are valid ints.
-            let e = unsafe { ffi::rr_mpi_init(&mut provided, &mut world) };
-            check(e, 0, None, "MPI_Init_thread").map_err(|e| e.to_string())?;
-            // SAFETY: returns a constant.
-            if provided < unsafe { ffi::rr_mpi_thread_multiple() } {
-                return Err(format!(
-                    "the MPI library gives thread level {provided}, not MPI_THREAD_MULTIPLE: the network transport sends from rank threads while another thread receives"
-                ));
-            }
-            let world = Comm(world);
-            let (rank, size) = comm_rank_size(world, 0).map_err(|e| e.to_string())?;
-            Ok(Mpi { world, rank, size })
-        })
-        .as_ref()
-        .map_err(|why| Error::Mpi {
-            rank: 0,
-            peer: None,
-            call: "MPI_Init_thread",
-            message: why.clone(),
-        })
+    /// `MPI_THREAD_MULTIPLE`. `MPI_Init_thread` waits for every process of
+    /// the job (Open MPI's modex); it runs on a thread of its own and is
+    /// waited for at most `timeout`: a rank that never starts ends this
+    /// one's wait with [`Error::Timeout`] rather than a hang (the thread is
+    /// left in MPI, and the process is expected to end).
+    pub fn get(rank: usize, timeout: Duration) -> Result<&'static Mpi> {
+        if let Some(m) = MPI.get() {
+            return m.as_ref().map_err(|why| init_error(rank, why));
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("ringreduce-mpi-init".into())
+            .spawn(move || {
+                let r = MPI.get_or_init(init);
+                let _ = tx.send(r.is_ok());
+            })
+            .map_err(|e| init_error(rank, &format!("could not start a thread: {e}")))?;
+        match rx.recv_timeout(timeout) {
+            Ok(_) => MPI
+                .get()
+                .ok_or_else(|| init_error(rank, "no result"))?
+                .as_ref()
+                .map_err(|why| init_error(rank, why)),
+            Err(_) => Err(Error::Timeout {
+                rank,
+                what: "every rank of the job in MPI_Init_thread (a rank that never started?)"
+                    .into(),
+                seconds: timeout.as_secs_f64(),
+                wait: WaitKind::Host,
+            }),
+        }
     }
 
     /// The communicator of the ranks that share memory with this one
