@@ -21,9 +21,9 @@ fn main() {
 }
 
 fn run(cmd: &mut Command) -> Result<String, String> {
-    let o = cmd
-        .output()
-        .map_err(|e| format!("{cmd:?}: {e} (install an MPI: apt-get install libopenmpi-dev openmpi-bin)"))?;
+    let o = cmd.output().map_err(|e| {
+        format!("{cmd:?}: {e} (install an MPI: apt-get install libopenmpi-dev openmpi-bin)")
+    })?;
     if !o.status.success() {
         return Err(format!(
             "{cmd:?} failed: {}",
@@ -38,7 +38,9 @@ fn build() -> Result<(), String> {
     let out = PathBuf::from(std::env::var("OUT_DIR").map_err(|e| e.to_string())?);
     let obj = out.join("rr_mpi_shim.o");
     let lib = out.join("librr_mpi_shim.a");
-    run(Command::new(&mpicc).args(["-O2", "-fPIC", "-c", "src/sys/mpi_shim.c", "-o"]).arg(&obj))?;
+    run(Command::new(&mpicc)
+        .args(["-O2", "-fPIC", "-c", "src/sys/mpi_shim.c", "-o"])
+        .arg(&obj))?;
     let _ = std::fs::remove_file(&lib);
     run(Command::new("ar").arg("crs").arg(&lib).arg(&obj))?;
     println!("cargo:rustc-link-search=native={}", out.display());

@@ -322,7 +322,9 @@ impl Core {
             #[cfg(feature = "mpi")]
             BackendKind::Cpu if job.world().is_some() => CpuBackend::network(
                 job.clone(),
-                job.world().cloned().ok_or_else(|| Error::internal("no world"))?,
+                job.world()
+                    .cloned()
+                    .ok_or_else(|| Error::internal("no world"))?,
                 cfg.timeout,
                 faults,
             )

@@ -89,28 +89,18 @@ impl World {
             None => mpi.split_shared()?,
         };
         let members: Vec<usize> = mpi
-            .allgather(
-                node_comm,
-                &word(mpi.rank),
-                deadline,
-                timeout,
-                &ok,
-                &|| "the ranks of this node".into(),
-            )?
+            .allgather(node_comm, &word(mpi.rank), deadline, timeout, &ok, &|| {
+                "the ranks of this node".into()
+            })?
             .iter()
             .map(|b| unword(b))
             .collect();
         let (node_rank, _) = mpi.rank_size(node_comm)?;
         let first = members.iter().copied().min().unwrap_or(mpi.rank);
         let firsts: Vec<usize> = mpi
-            .allgather(
-                mpi.world,
-                &word(first),
-                deadline,
-                timeout,
-                &ok,
-                &|| "every rank's node".into(),
-            )?
+            .allgather(mpi.world, &word(first), deadline, timeout, &ok, &|| {
+                "every rank's node".into()
+            })?
             .iter()
             .map(|b| unword(b))
             .collect();
@@ -143,7 +133,9 @@ impl World {
             .store
             .file_name()
             .map_or_else(|| "job".into(), |s| s.to_string_lossy().into_owned());
-        let store = spec.store.with_file_name(format!("{name}-node{}", self.node));
+        let store = spec
+            .store
+            .with_file_name(format!("{name}-node{}", self.node));
         JobSpec {
             rank: self.node_rank,
             size: self.members.len(),
@@ -164,25 +156,18 @@ impl World {
         stop: &dyn Fn() -> Result<()>,
     ) -> Result<Vec<Vec<u8>>> {
         let deadline = Instant::now() + self.timeout;
-        self.mpi.allgather(
-            self.mpi.world,
-            mine,
-            deadline,
-            self.timeout,
-            stop,
-            &|| format!("every rank at {what}"),
-        )
+        self.mpi
+            .allgather(self.mpi.world, mine, deadline, self.timeout, stop, &|| {
+                format!("every rank at {what}")
+            })
     }
 
     /// A barrier of the world; `stop` ends the wait early.
     pub fn barrier(&self, what: &str, stop: &dyn Fn() -> Result<()>) -> Result<()> {
         let deadline = Instant::now() + self.timeout;
-        self.mpi.barrier(
-            self.mpi.world,
-            deadline,
-            self.timeout,
-            stop,
-            &|| format!("every rank at {what}"),
-        )
+        self.mpi
+            .barrier(self.mpi.world, deadline, self.timeout, stop, &|| {
+                format!("every rank at {what}")
+            })
     }
 }

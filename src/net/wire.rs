@@ -107,7 +107,11 @@ pub(crate) fn failure(gen: u64, rank: usize, why: &str) -> Vec<u8> {
 
 pub(crate) fn decode_failure(b: &[u8]) -> Result<(u64, usize, String)> {
     let w = read(b, 2, "failure")?;
-    Ok((w[0], w[1] as usize, String::from_utf8_lossy(&b[16..]).into_owned()))
+    Ok((
+        w[0],
+        w[1] as usize,
+        String::from_utf8_lossy(&b[16..]).into_owned(),
+    ))
 }
 
 #[cfg(test)]

@@ -352,7 +352,11 @@ impl Control {
                             rank: self.name(r),
                             pid: p.pid,
                         };
-                        self.record_failure(0, self.name(r), &format!("its process (pid {}) died", p.pid));
+                        self.record_failure(
+                            0,
+                            self.name(r),
+                            &format!("its process (pid {}) died", p.pid),
+                        );
                         return Some(f);
                     }
                 }

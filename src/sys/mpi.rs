@@ -69,8 +69,13 @@ mod ffi {
             tag: *mut c_int,
             bytes: *mut c_int,
         ) -> c_int;
-        pub fn rr_recv(c: c_int, buf: *mut c_void, bytes: c_int, source: c_int, tag: c_int)
-            -> c_int;
+        pub fn rr_recv(
+            c: c_int,
+            buf: *mut c_void,
+            bytes: c_int,
+            source: c_int,
+            tag: c_int,
+        ) -> c_int;
         pub fn rr_error_string(code: c_int, buf: *mut c_char, cap: c_int) -> c_int;
     }
 }
@@ -96,7 +101,11 @@ fn error_text(code: c_int) -> String {
     if e != 0 {
         return format!("MPI error {code}");
     }
-    let bytes: Vec<u8> = buf.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let bytes: Vec<u8> = buf
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
     format!("{} (MPI error {code})", String::from_utf8_lossy(&bytes))
 }
 
@@ -119,7 +128,10 @@ fn int_len(n: usize, rank: usize, peer: Option<usize>, call: &'static str) -> Re
         rank,
         peer,
         call,
-        message: format!("{n} bytes do not fit one MPI message (at most {} bytes)", c_int::MAX),
+        message: format!(
+            "{n} bytes do not fit one MPI message (at most {} bytes)",
+            c_int::MAX
+        ),
     })
 }
 
@@ -217,7 +229,12 @@ impl Mpi {
         // SAFETY: the world communicator is valid after init; `out` is a
         // valid int. Collective over the world.
         let e = unsafe { ffi::rr_comm_split_shared(self.world.0, self.rank as c_int, &mut out) };
-        check(e, self.rank, None, "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)")?;
+        check(
+            e,
+            self.rank,
+            None,
+            "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)",
+        )?;
         Ok(Comm(out))
     }
 
@@ -256,9 +273,8 @@ impl Mpi {
         let mut req = std::ptr::null_mut();
         // SAFETY: `msg` is valid for `n` bytes and stays alive and
         // unchanged until the request completes (below), or is leaked.
-        let e = unsafe {
-            ffi::rr_isend(comm.0, msg.as_ptr().cast(), n, dest as c_int, tag, &mut req)
-        };
+        let e =
+            unsafe { ffi::rr_isend(comm.0, msg.as_ptr().cast(), n, dest as c_int, tag, &mut req) };
         check(e, self.rank, Some(dest), "MPI_Isend")?;
         let req = Request {
             ptr: req,

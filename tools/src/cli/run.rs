@@ -133,7 +133,8 @@ fn run_typed<T: Element>(
     out(format!("algorithm : {path}{how}"))?;
     // In a job, the bytes the first call sent to other nodes (the network
     // transport counts them; zero on one machine).
-    let multi = engine.core().job_spec().is_some() && engine.core().backend_kind() == BackendKind::Cpu;
+    let multi =
+        engine.core().job_spec().is_some() && engine.core().backend_kind() == BackendKind::Cpu;
     if multi {
         engine.core_mut().take_traffic()?;
     }
@@ -142,8 +143,14 @@ fn run_typed<T: Element>(
     let first = t1.elapsed();
     let network = if multi {
         let me = engine.core().local_ranks().start;
-        let mine = engine.core_mut().take_traffic()?.get(me).map_or(0, |t| t.network);
-        let all = engine.core().gather(&mine.to_le_bytes(), "the network bytes")?;
+        let mine = engine
+            .core_mut()
+            .take_traffic()?
+            .get(me)
+            .map_or(0, |t| t.network);
+        let all = engine
+            .core()
+            .gather(&mine.to_le_bytes(), "the network bytes")?;
         all.iter()
             .map(|b| u64::from_le_bytes(b.as_slice().try_into().unwrap_or([0; 8])))
             .collect()
@@ -348,7 +355,10 @@ fn print_network(sent: &[u64], path: &str, shape: &Shape) -> Result<()> {
     }
     let d = (shape.count * shape.elem_size) as f64;
     let n = shape.ranks;
-    let formula = match path.strip_prefix("hier:").and_then(|g| g.parse::<usize>().ok()) {
+    let formula = match path
+        .strip_prefix("hier:")
+        .and_then(|g| g.parse::<usize>().ok())
+    {
         Some(g) if g > 0 && n % g == 0 => {
             let k = n / g;
             format!(

@@ -210,12 +210,24 @@ fn every(soak: &mut Soak, stats: &mut Stats, start: Instant) -> Result<bool> {
     let mut per_path: BTreeMap<String, u64> = BTreeMap::new();
     for (i, (shape, dtype, op, choice)) in calls.into_iter().enumerate() {
         *per_path.entry(choice.name()).or_default() += 1;
-        if !soak.run_call(i as u64, shape, dtype, op, choice, Inputs::Exact, i as u64, stats)? {
+        if !soak.run_call(
+            i as u64,
+            shape,
+            dtype,
+            op,
+            choice,
+            Inputs::Exact,
+            i as u64,
+            stats,
+        )? {
             break;
         }
     }
     for (p, c) in &per_path {
-        out(format!("path {p}: {}", ringreduce::words::counted(*c, "call")))?;
+        out(format!(
+            "path {p}: {}",
+            ringreduce::words::counted(*c, "call")
+        ))?;
     }
     report(stats, start.elapsed())
 }
@@ -334,7 +346,8 @@ impl Soak {
         stats: &mut Stats,
     ) -> Result<bool> {
         let multi = self.multi;
-        let (n, coll, count, in_place) = (shape.ranks, shape.collective, shape.count, shape.in_place);
+        let (n, coll, count, in_place) =
+            (shape.ranks, shape.collective, shape.count, shape.in_place);
         if let std::collections::btree_map::Entry::Vacant(slot) = self.engines.entry(n) {
             let mut cfg = self.base.clone();
             cfg.ranks = n;
