@@ -533,6 +533,22 @@ impl Job {
         self.control.allgather(data, what)
     }
 
+    /// When the job spans several nodes: `Some(G)` when every G
+    /// consecutive ranks form a node, `Some(0)` for another layout; `None`
+    /// on one machine.
+    pub fn per_node(&self) -> Option<usize> {
+        #[cfg(feature = "mpi")]
+        if let Some(w) = &self.world {
+            if w.nodes() < 2 {
+                return None;
+            }
+            let g = w.members.len();
+            let blocks = w.node_of.iter().enumerate().all(|(r, &m)| r / g == m);
+            return Some(if blocks { g } else { 0 });
+        }
+        None
+    }
+
     /// The job over nodes, when it bootstrapped through MPI.
     #[cfg(feature = "mpi")]
     pub fn world(&self) -> Option<&Arc<crate::net::World>> {
@@ -612,8 +628,16 @@ impl Drop for Job {
         if let Some(w) = &self.world {
             // Every thread that makes MPI calls has ended (the network
             // transport's receiver is joined when its backend drops, and
-            // the backend holds this job).
-            if let Err(e) = w.mpi.finalize() {
+            // the backend holds this job). MPI_Finalize waits for every
+            // process: after a failure (a dead rank) it would wait forever
+            // (under `mpirun --enable-recovery`), so a failed job leaves
+            // MPI as it is and the launcher reports the missing finalize.
+            if self.control.failure().is_some() || self.control.health().is_some() {
+                eprintln!(
+                    "ringreduce: rank {}: the job failed; MPI is not finalised",
+                    self.spec.rank
+                );
+            } else if let Err(e) = w.mpi.finalize() {
                 eprintln!("ringreduce: {e}");
             }
         }

@@ -209,7 +209,10 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
         }
         for (r, rec) in reserve_records(&self.t, &self.names, id, &mine)? {
             if !self.t.reachable(r) {
-                // Another node's rank: reached by messages, never mapped.
+                // Another node's rank: reached by messages, never mapped;
+                // its name is kept so a later reserve in which it did not
+                // grow (no handle) is not taken for one never opened.
+                self.names.insert(r, id, rec.name, rec.bytes);
                 continue;
             }
             let m = self.t.open(r, &rec.handle, rec.bytes)?;

@@ -79,12 +79,54 @@ fn assert_none_left(tag: &str, limit: Duration) {
     }
 }
 
+/// What a job printed: mpirun's own output, and each rank's stdout and
+/// stderr (mpirun's `--output-filename`: one file per rank and stream, so
+/// the lines of different ranks never interleave).
+struct Job {
+    status: std::process::ExitStatus,
+    took: Duration,
+    /// mpirun's stdout and stderr.
+    out: String,
+    err: String,
+    dir: std::path::PathBuf,
+}
+
+impl Job {
+    /// Rank `r`'s `stream` (`stdout` or `stderr`).
+    fn rank(&self, r: usize, stream: &str) -> String {
+        std::fs::read_to_string(self.dir.join(format!("1/rank.{r}/{stream}"))).unwrap_or_default()
+    }
+
+    /// Everything, for an assertion's message.
+    fn all(&self) -> String {
+        let mut s = format!("mpirun: {:?}\n{}\n{}", self.status, self.out, self.err);
+        for r in 0..4 {
+            s += &format!(
+                "\n-- rank {r}:\n{}{}",
+                self.rank(r, "stdout"),
+                self.rank(r, "stderr")
+            );
+        }
+        s
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// `mpirun -np 4` as 2 nodes of 2 ranks, over TCP on loopback, each rank
 /// running `ringreduce <args>`; `recovery`: `--enable-recovery` (mpirun
 /// does not tear the job down when a rank dies).
-fn mpirun(tag: &str, args: &[&str], env: &[(&str, &str)], recovery: bool) -> (Output, Duration) {
+fn mpirun(tag: &str, args: &[&str], env: &[(&str, &str)], recovery: bool) -> Job {
+    let dir = std::env::temp_dir().join(format!("rr-mpi-{tag}"));
+    let _ = std::fs::remove_dir_all(&dir);
     let mut c = Command::new("mpirun");
-    c.args(["--oversubscribe", "-np", "4", "--tag-output"])
+    c.args(["--oversubscribe", "-np", "4"])
+        .arg("--output-filename")
+        .arg(&dir)
         .args([
             "--mca",
             "btl",
@@ -107,47 +149,47 @@ fn mpirun(tag: &str, args: &[&str], env: &[(&str, &str)], recovery: bool) -> (Ou
     }
     c.arg(BIN).args(args);
     let t0 = Instant::now();
-    let o = c.output().expect("mpirun runs");
-    (o, t0.elapsed())
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-/// The lines rank `r` wrote (mpirun's `--tag-output` prefix `[1,r]<...>:`),
-/// prefixes removed.
-fn of_rank(all: &str, r: usize) -> String {
-    let p = format!(",{r}]<");
-    all.lines()
-        .filter(|l| l.contains(&p))
-        .map(|l| {
-            l.replace(&format!("[1,{r}]<stdout>:"), "")
-                .replace(&format!("[1,{r}]<stderr>:"), "")
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    let o: Output = c.output().expect("mpirun runs");
+    Job {
+        status: o.status,
+        took: t0.elapsed(),
+        out: String::from_utf8_lossy(&o.stdout).into_owned(),
+        err: String::from_utf8_lossy(&o.stderr).into_owned(),
+        dir,
+    }
 }
 
 fn every_type_op_and_collective_on_ring_and_hier() {
     let t = tag("every");
     let args = "soak --every --backend cpu --algo ring,hier:2 --max-size 4KiB --timeout 30";
-    let (o, took) = mpirun(&t, &args.split(' ').collect::<Vec<_>>(), &[], false);
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}\n{err}");
+    let j = mpirun(&t, &args.split(' ').collect::<Vec<_>>(), &[], false);
+    assert!(j.status.success(), "{}", j.all());
     // Every rank checks every result (a wrong one fails its exit status);
     // rank 0 reports.
-    let mine = of_rank(&out, 0);
-    assert!(mine.contains("PASS: 0 wrong of 384 calls"), "{mine}\n{err}");
-    assert!(mine.contains("path hier:2: 120 calls"), "{mine}");
-    assert!(mine.contains("path ring: 264 calls"), "{mine}");
+    let r0 = j.rank(0, "stdout");
+    assert!(r0.contains("PASS: 0 wrong of 384 calls"), "{}", j.all());
+    assert!(r0.contains("path hier:2: 120 calls"), "{r0}");
+    assert!(r0.contains("path ring: 264 calls"), "{r0}");
+    for l in r0
+        .lines()
+        .filter(|l| l.contains("--every") || l.starts_with("path") || l.contains("PASS"))
+    {
+        println!("    {l}");
+    }
+    assert_none_left(&t, Duration::from_secs(5));
+}
+
+fn random_calls_and_auto_over_the_network() {
+    // auto (half the draws) takes only paths that push over nodes.
+    let t = tag("soak");
+    let args = "soak --backend cpu --algo ring,hier:2,ring:pipe4,ring:naive --calls 200 --max-size 64KiB --seed 7 --timeout 30";
+    let j = mpirun(&t, &args.split(' ').collect::<Vec<_>>(), &[], false);
+    assert!(j.status.success(), "{}", j.all());
+    let r0 = j.rank(0, "stdout");
+    assert!(r0.contains("PASS: 0 wrong of 200 calls"), "{}", j.all());
     println!(
-        "    {} in {:.1} s",
-        out.lines().find(|l| l.contains("PASS")).unwrap_or(""),
-        took.as_secs_f64()
+        "    {}",
+        r0.lines().find(|l| l.contains("PASS")).unwrap_or("")
     );
     assert_none_left(&t, Duration::from_secs(5));
 }
@@ -161,19 +203,37 @@ fn hier_sends_its_share_across_the_network() {
         ("ring", "[0, 1572864, 0, 1572864] (measured, first call)"),
     ] {
         let t = tag("bytes");
-        let args = format!("run --backend cpu --algo {algo} --size 1MiB --inputs exact --iters 3 --timeout 30");
-        let (o, _) = mpirun(&t, &args.split(' ').collect::<Vec<_>>(), &[], false);
-        let (out, err) = text(&o);
-        assert!(o.status.success(), "{out}\n{err}");
-        let r0 = of_rank(&out, 0);
+        let args = format!(
+            "run --backend cpu --algo {algo} --size 1MiB --inputs exact --iters 3 --timeout 30"
+        );
+        let j = mpirun(&t, &args.split(' ').collect::<Vec<_>>(), &[], false);
+        assert!(j.status.success(), "{}", j.all());
+        let r0 = j.rank(0, "stdout");
         assert!(r0.contains("on 2 nodes"), "{r0}");
-        assert!(r0.contains(&format!("bytes sent to other nodes per rank {want}")), "{algo}:\n{r0}");
-        assert!(r0.contains("check     : PASS (0 wrong of 1048576 elements on 4 ranks, bitwise"), "{r0}");
-        for line in r0.lines().filter(|l| l.starts_with("network") || l.starts_with("check") || l.starts_with("backend")) {
+        assert!(
+            r0.contains(&format!("bytes sent to other nodes per rank {want}")),
+            "{algo}:\n{r0}"
+        );
+        assert!(
+            r0.contains("check     : PASS (0 wrong of 1048576 elements on 4 ranks, bitwise"),
+            "{r0}"
+        );
+        for line in r0.lines().filter(|l| {
+            l.starts_with("network") || l.starts_with("check") || l.starts_with("backend")
+        }) {
             println!("    {algo}: {line}");
         }
         assert_none_left(&t, Duration::from_secs(5));
     }
+}
+
+/// Rank `r`'s first error line.
+fn error_line(j: &Job, r: usize) -> String {
+    j.rank(r, "stderr")
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("rank {r} reports an error\n{}", j.all()))
 }
 
 fn a_rank_killed_mid_collective_ends_the_job() {
@@ -183,37 +243,37 @@ fn a_rank_killed_mid_collective_ends_the_job() {
     let kill = [("RINGREDUCE_FAULT", "kill:rank=1:call=3")];
     // mpirun's own teardown: the job ends with the killed rank's status.
     let t = tag("kill");
-    let (o, took) = mpirun(&t, &args, &kill, false);
-    let (out, err) = text(&o);
-    assert!(!o.status.success(), "{out}\n{err}");
-    assert!(took < Duration::from_secs(15), "took {took:?}");
-    assert!(err.contains("rank 1") && err.contains("signal 9"), "{err}");
+    let j = mpirun(&t, &args, &kill, false);
+    assert!(!j.status.success(), "{}", j.all());
+    assert!(j.took < Duration::from_secs(15), "took {:?}", j.took);
+    assert!(
+        j.err.contains("rank 1") && j.err.contains("signal 9"),
+        "{}",
+        j.all()
+    );
     assert_none_left(&t, Duration::from_secs(5));
     println!(
         "    mpirun's teardown: exit {:?} in {:.1} s",
-        o.status.code(),
-        took.as_secs_f64()
+        j.status.code(),
+        j.took.as_secs_f64()
     );
     // No teardown: the survivors end by themselves, each naming rank 1
     // (ranks 2 and 3 are on the other node: the failure came over MPI).
     let t = tag("kill-recovery");
-    let (o, took) = mpirun(&t, &args, &kill, true);
-    let (out, err) = text(&o);
-    assert!(took < Duration::from_secs(15), "took {took:?}\n{err}");
+    let j = mpirun(&t, &args, &kill, true);
+    assert!(
+        j.took < Duration::from_secs(15),
+        "took {:?}\n{}",
+        j.took,
+        j.all()
+    );
     for r in [0, 2, 3] {
-        let mine = of_rank(&err, r);
+        let line = error_line(&j, r);
         assert!(
-            mine.contains("error:")
-                && mine.contains("rank 1 failed: its process")
-                && mine.contains("died"),
-            "rank {r} names rank 1:\n{mine}\n{out}\n{err}"
+            line.contains("rank 1 failed: its process") && line.contains("died"),
+            "rank {r} names rank 1: {line}"
         );
-        println!(
-            "    --enable-recovery: rank {r}: {}",
-            mine.lines()
-                .find(|l| l.contains("rank 1 failed"))
-                .unwrap_or("")
-        );
+        println!("    --enable-recovery: rank {r}: {line}");
     }
     assert_none_left(&t, Duration::from_secs(5));
 }
@@ -224,35 +284,39 @@ fn a_rank_that_never_joins_ends_the_job() {
         .collect();
     let nostart = [("RINGREDUCE_FAULT", "nostart:rank=2")];
     let t = tag("nostart");
-    let (o, took) = mpirun(&t, &args, &nostart, false);
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
-    assert!(took < Duration::from_secs(15), "took {took:?}");
+    let j = mpirun(&t, &args, &nostart, false);
+    assert_eq!(j.status.code(), Some(2), "{}", j.all());
+    assert!(j.took < Duration::from_secs(15), "took {:?}", j.took);
     assert!(
-        of_rank(&err, 2).contains("injected failure before joining the job"),
-        "{err}"
+        error_line(&j, 2).contains("injected failure before joining the job"),
+        "{}",
+        j.all()
     );
     assert_none_left(&t, Duration::from_secs(5));
     println!(
         "    mpirun's teardown: exit {:?} in {:.1} s",
-        o.status.code(),
-        took.as_secs_f64()
+        j.status.code(),
+        j.took.as_secs_f64()
     );
     // No teardown: the others wait in MPI_Init for at most the timeout.
     let t = tag("nostart-recovery");
-    let (o, took) = mpirun(&t, &args, &nostart, true);
-    let (out, err) = text(&o);
-    assert!(took < Duration::from_secs(20), "took {took:?}\n{err}");
+    let j = mpirun(&t, &args, &nostart, true);
+    assert!(
+        j.took < Duration::from_secs(20),
+        "took {:?}\n{}",
+        j.took,
+        j.all()
+    );
     for r in [0, 1, 3] {
-        let mine = of_rank(&err, r);
+        let line = error_line(&j, r);
         assert!(
-            mine.contains("waited more than 5 s") && mine.contains("MPI_Init_thread"),
-            "rank {r} times out:\n{mine}\n{out}\n{err}"
+            line.contains("waited more than 5 s") && line.contains("MPI_Init_thread"),
+            "rank {r} times out: {line}"
         );
     }
     println!(
-        "    --enable-recovery: the others timed out in MPI_Init_thread after {:.1} s",
-        took.as_secs_f64()
+        "    --enable-recovery: ranks 0, 1 and 3 timed out in MPI_Init_thread; the job ended in {:.1} s",
+        j.took.as_secs_f64()
     );
     assert_none_left(&t, Duration::from_secs(5));
 }
@@ -278,10 +342,14 @@ fn main() {
         println!("SKIPPED: {why}");
         return;
     }
-    let tests: [(&str, fn()); 4] = [
+    let tests: [(&str, fn()); 5] = [
         (
             "every_type_op_and_collective_on_ring_and_hier",
             every_type_op_and_collective_on_ring_and_hier,
+        ),
+        (
+            "random_calls_and_auto_over_the_network",
+            random_calls_and_auto_over_the_network,
         ),
         (
             "hier_sends_its_share_across_the_network",
