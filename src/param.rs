@@ -488,6 +488,30 @@ pub static ORTE_JOBID: Param<String> = Param::new(
     "Names the store of an older Open MPI's job.",
     parse_text,
 );
+pub static PMIX_RANK: Param<String> = Param::new(
+    "PMIX_RANK",
+    Group::Mpi,
+    ANY_TEXT,
+    "no PMIx server",
+    "Set by a PMIx launcher (Open MPI's mpirun, srun --mpi=pmix): with the mpi feature, its ranks bootstrap through MPI (the rank variables alone do not).",
+    parse_text,
+);
+pub static PMI_FD: Param<String> = Param::new(
+    "PMI_FD",
+    Group::Mpi,
+    ANY_TEXT,
+    "no PMI server",
+    "Set by a PMI launcher (MPICH's hydra, srun --mpi=pmi2): with the mpi feature, its ranks bootstrap through MPI.",
+    parse_text,
+);
+pub static PMI_PORT: Param<String> = Param::new(
+    "PMI_PORT",
+    Group::Mpi,
+    ANY_TEXT,
+    "no PMI server",
+    "Set by a PMI launcher reached over a port (MPICH's hydra): as PMI_FD.",
+    parse_text,
+);
 pub static PMI_KVSNAME: Param<String> = Param::new(
     "PMI_KVSNAME",
     Group::Mpi,
@@ -601,6 +625,9 @@ pub fn all() -> Vec<&'static dyn Declared> {
         &PMIX_NAMESPACE,
         &OMPI_JOBID,
         &ORTE_JOBID,
+        &PMIX_RANK,
+        &PMI_FD,
+        &PMI_PORT,
         &PMI_KVSNAME,
         &SLURM_JOB_ID,
         &SLURM_STEP_ID,

@@ -37,11 +37,18 @@ pub(crate) struct World {
 }
 
 /// Whether this process must bootstrap through MPI: the feature is on, it
-/// was started by mpirun or srun, and `RINGREDUCE_MPI` is not 0.
+/// was started by mpirun or srun (the rank variables) whose process
+/// manager is there to initialise MPI with (`PMIX_RANK`, `PMI_FD` or
+/// `PMI_PORT`: a program given only the rank variables joins through the
+/// store, as without the feature), and `RINGREDUCE_MPI` is not 0.
 pub(crate) fn wanted(spec: &JobSpec) -> Result<bool> {
+    use crate::param as p;
     use crate::process::Origin;
+    let server =
+        p::PMIX_RANK.get()?.is_some() || p::PMI_FD.get()?.is_some() || p::PMI_PORT.get()?.is_some();
     Ok(matches!(spec.origin, Origin::OpenMpi | Origin::Pmi)
-        && crate::param::MPI.get()? != Some(false))
+        && server
+        && p::MPI.get()? != Some(false))
 }
 
 /// The bytes of a `usize`, for the all-gathers.
