@@ -105,6 +105,16 @@ pub enum Error {
     Nccl(#[from] crate::cuda::nccl::NcclError),
     #[error("rank {rank}: NCCL: {message}")]
     NcclRank { rank: usize, message: String },
+    /// An MPI call of the network transport failed (the `mpi` feature):
+    /// the rank that made it, the peer it was for (none for a collective),
+    /// the call and MPI's own message.
+    #[error("rank {rank}: MPI: {call}{} failed: {message}", peer.map_or(String::new(), |p| format!(" with rank {p}")))]
+    Mpi {
+        rank: usize,
+        peer: Option<usize>,
+        call: &'static str,
+        message: String,
+    },
     #[error("{0} is not supported by the {1} backend")]
     Unsupported(String, &'static str),
     /// A capability the backend has, refused where it runs (over this
@@ -250,6 +260,7 @@ impl Error {
         match self {
             Error::Cuda { rank, .. }
             | Error::NcclRank { rank, .. }
+            | Error::Mpi { rank, .. }
             | Error::Timeout { rank, .. }
             | Error::Aborted { rank, .. }
             | Error::Worker { rank, .. }
@@ -358,6 +369,17 @@ impl Error {
             E::Nccl(e) => E::Nccl(e.clone()),
             E::NcclRank { rank, message } => E::NcclRank {
                 rank: *rank,
+                message: message.clone(),
+            },
+            E::Mpi {
+                rank,
+                peer,
+                call,
+                message,
+            } => E::Mpi {
+                rank: *rank,
+                peer: *peer,
+                call,
                 message: message.clone(),
             },
             E::Unsupported(what, backend) => E::Unsupported(what.clone(), backend),

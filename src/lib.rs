@@ -89,6 +89,11 @@
 //! * `serde`: `serde::Serialize` on the library's plain data types.
 //! * `fault-injection`: `fault` and `EngineConfig::with_faults`, for tests
 //!   of the error paths (on in the crate's own tests).
+//! * `mpi`: under `mpirun`/`srun`, ranks bootstrap through MPI (a world
+//!   and a node communicator; `RINGREDUCE_RANKS_PER_NODE` makes several
+//!   nodes of one machine) and the CPU backend reaches other nodes' ranks
+//!   with MPI point-to-point (docs/SCALE-OUT.md). Needs an MPI's `mpicc` at
+//!   build time; off by default.
 //!
 //! Every environment variable ringreduce reads is declared once, with its
 //! type and range, in [`param`] (`ringreduce env` lists them).
@@ -110,6 +115,8 @@ pub mod error;
 pub mod fault;
 #[cfg(not(feature = "fault-injection"))]
 pub(crate) mod fault;
+#[cfg(feature = "mpi")]
+pub(crate) mod net;
 pub mod os;
 pub mod param;
 pub mod plan;

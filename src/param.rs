@@ -372,6 +372,24 @@ pub static RUN_ID: Param<String> = Param::new(
     parse_text,
 );
 
+pub static RANKS_PER_NODE: Param<usize> = Param::new(
+    "RINGREDUCE_RANKS_PER_NODE",
+    Group::Launcher,
+    WHOLE,
+    "the machines: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)",
+    "With the mpi feature under mpirun: treat every G consecutive ranks as one node (several nodes on one machine, for tests): ranks of different nodes share no memory and talk over MPI.",
+    parse_whole,
+);
+
+pub static MPI: Param<bool> = Param::new(
+    "RINGREDUCE_MPI",
+    Group::Launcher,
+    "0 or 1",
+    "1 in builds with the mpi feature",
+    "0: do not bootstrap through MPI under mpirun (join through the store, one machine, as without the mpi feature).",
+    parse_flag,
+);
+
 // -- the job, set by mpirun or srun ----------------------------------------
 
 pub static OMPI_RANK: Param<usize> = Param::new(
@@ -468,6 +486,30 @@ pub static ORTE_JOBID: Param<String> = Param::new(
     ANY_TEXT,
     "the next key below",
     "Names the store of an older Open MPI's job.",
+    parse_text,
+);
+pub static PMIX_RANK: Param<String> = Param::new(
+    "PMIX_RANK",
+    Group::Mpi,
+    ANY_TEXT,
+    "no PMIx server",
+    "Set by a PMIx launcher (Open MPI's mpirun, srun --mpi=pmix): with the mpi feature, its ranks bootstrap through MPI (the rank variables alone do not).",
+    parse_text,
+);
+pub static PMI_FD: Param<String> = Param::new(
+    "PMI_FD",
+    Group::Mpi,
+    ANY_TEXT,
+    "no PMI server",
+    "Set by a PMI launcher (MPICH's hydra, srun --mpi=pmi2): with the mpi feature, its ranks bootstrap through MPI.",
+    parse_text,
+);
+pub static PMI_PORT: Param<String> = Param::new(
+    "PMI_PORT",
+    Group::Mpi,
+    ANY_TEXT,
+    "no PMI server",
+    "Set by a PMI launcher reached over a port (MPICH's hydra): as PMI_FD.",
     parse_text,
 );
 pub static PMI_KVSNAME: Param<String> = Param::new(
@@ -569,6 +611,8 @@ pub fn all() -> Vec<&'static dyn Declared> {
         &LOCAL_SIZE,
         &STORE,
         &RUN_ID,
+        &RANKS_PER_NODE,
+        &MPI,
         &OMPI_RANK,
         &OMPI_SIZE,
         &OMPI_LOCAL_RANK,
@@ -581,6 +625,9 @@ pub fn all() -> Vec<&'static dyn Declared> {
         &PMIX_NAMESPACE,
         &OMPI_JOBID,
         &ORTE_JOBID,
+        &PMIX_RANK,
+        &PMI_FD,
+        &PMI_PORT,
         &PMI_KVSNAME,
         &SLURM_JOB_ID,
         &SLURM_STEP_ID,

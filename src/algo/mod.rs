@@ -374,6 +374,32 @@ impl AlgoChoice {
     }
 }
 
+impl AlgoChoice {
+    /// [`AlgoChoice::resolve`] in a job over nodes (`per_node`: `Some(G)`
+    /// with every G consecutive ranks a node, `Some(0)` for nodes of
+    /// another layout): `auto`, unless `RINGREDUCE_ALGO` forces a path,
+    /// takes only paths whose ranks push (the network transport refuses
+    /// reads of a peer's memory): `hier:G` for an all-reduce over several
+    /// nodes of G > 1 ranks, `bcast` for a broadcast, else the `ring`.
+    pub fn resolve_in(&self, shape: &Shape, per_node: Option<usize>) -> Result<Arc<dyn Algorithm>> {
+        let Some(g) = per_node else {
+            return self.resolve(shape);
+        };
+        if !matches!(self, AlgoChoice::Auto) || forced()?.is_some() {
+            return self.resolve(shape);
+        }
+        let n = shape.ranks;
+        let algo: Arc<dyn Algorithm> = match shape.collective {
+            Collective::AllReduce if g > 1 && g < n && n % g == 0 => {
+                Arc::new(hier::Hier { per_node: g })
+            }
+            Collective::Broadcast { .. } => auto(shape),
+            _ => Arc::new(ring::Ring::PLAIN),
+        };
+        AlgoChoice::Fixed(algo).resolve(shape)
+    }
+}
+
 fn auto(shape: &Shape) -> Arc<dyn Algorithm> {
     let bytes = shape.count.saturating_mul(shape.elem_size);
     if let Collective::Broadcast { .. } = shape.collective {

@@ -12,7 +12,9 @@ impl Core {
         choice: Option<&AlgoChoice>,
         shape: &Shape,
     ) -> Result<Arc<dyn crate::algo::Algorithm>> {
-        choice.unwrap_or(&self.algo).resolve(shape)
+        choice
+            .unwrap_or(&self.algo)
+            .resolve_in(shape, self.per_node)
     }
 
     /// The name of the path a call of `shape` would take.
@@ -142,7 +144,7 @@ impl Core {
             return Ok(*k);
         }
         self.check_shape(shape)?;
-        let algo = c.resolve(shape)?;
+        let algo = c.resolve_in(shape, self.per_node)?;
         let name = algo.name();
         let k = match self.path_index.get(&(name.clone(), *shape)) {
             Some(&k) => k,

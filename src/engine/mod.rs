@@ -194,6 +194,9 @@ pub struct Core {
     poisoned: Option<String>,
     /// The job, when this engine is one rank of a multi-process job.
     job: Option<Arc<crate::process::Job>>,
+    /// In a job over nodes, its layout for `auto`
+    /// ([`AlgoChoice::resolve_in`]).
+    per_node: Option<usize>,
     /// Every rank on its default buffers, made once: the backend knows a
     /// repeated call by this binding's address.
     default_bind: Arc<Vec<crate::backend::Binding>>,
@@ -307,11 +310,32 @@ impl Core {
             job.fail(&e.to_string());
             return Err(e);
         }
+        #[cfg(feature = "mpi")]
+        if kind == BackendKind::Cuda && job.world().is_some_and(|w| w.nodes() > 1) {
+            let e = Error::Unsupported(
+                "a job over several nodes (the network transport is the CPU backend's; pass --backend cpu)".into(),
+                "cuda",
+            );
+            job.fail(&e.to_string());
+            return Err(e);
+        }
         let mut faults = cfg.faults.clone();
         faults.0.extend(crate::process::env_faults(spec.rank)?.0);
         let fallback_note = (cfg.backend == BackendChoice::Auto && kind == BackendKind::Cpu)
             .then(|| "auto: CUDA unavailable; using cpu".to_string());
         let backend: Result<Box<dyn Backend>> = match kind {
+            #[cfg(feature = "mpi")]
+            // Several nodes: the network transport; one node (mpirun on one
+            // machine): the shm transport, as without MPI.
+            BackendKind::Cpu if job.world().is_some_and(|w| w.nodes() > 1) => CpuBackend::network(
+                job.clone(),
+                job.world()
+                    .cloned()
+                    .ok_or_else(|| Error::internal("no world"))?,
+                cfg.timeout,
+                faults,
+            )
+            .map(|b| Box::new(b) as Box<dyn Backend>),
             BackendKind::Cpu => CpuBackend::process(job.clone(), cfg.timeout, faults)
                 .map(|b| Box::new(b) as Box<dyn Backend>),
             #[cfg(not(feature = "cuda"))]
@@ -359,7 +383,9 @@ impl Core {
         job: Option<Arc<crate::process::Job>>,
     ) -> Core {
         let abort = backend.abort_handle();
+        let per_node = job.as_ref().and_then(|j| j.per_node());
         Core {
+            per_node,
             backend,
             ranks: cfg.ranks,
             algo: cfg.algo.clone(),

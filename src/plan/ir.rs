@@ -466,6 +466,11 @@ impl std::fmt::Debug for Checked {
 pub struct Traffic {
     pub sent: u64,
     pub received: u64,
+    /// Of `sent`, the bytes that left the rank's node (the network
+    /// transport's puts; 0 inside one machine). Counted by the CPU backend
+    /// over the network transport only; a plan's own count is
+    /// [`Plan::node_traffic`].
+    pub network: u64,
 }
 
 impl Plan {

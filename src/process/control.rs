@@ -97,6 +97,10 @@ pub struct Control {
     /// The abort handle of this process's engine ([`Control::watch_abort`]):
     /// every wait here ends with [`Error::Aborted`] once it is raised.
     abort: OnceLock<AbortHandle>,
+    /// The job's rank of each rank of this segment, when the segment is
+    /// one node's of a job over several nodes (the `mpi` feature): errors
+    /// name job ranks. Empty: the segment's ranks are the job's.
+    names: Vec<usize>,
 }
 
 impl std::fmt::Debug for Control {
@@ -135,6 +139,7 @@ impl Control {
             round: Mutex::new(0),
             store: None,
             abort: OnceLock::new(),
+            names: Vec::new(),
         };
         Ok((c, export))
     }
@@ -178,7 +183,20 @@ impl Control {
             round: Mutex::new(0),
             store: None,
             abort: OnceLock::new(),
+            names: Vec::new(),
         })
+    }
+
+    /// Name the segment's ranks by their job ranks (`names[i]` is the job
+    /// rank of the segment's rank `i`), for a node's segment.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub fn set_names(&mut self, names: Vec<usize>) {
+        self.names = names;
+    }
+
+    /// The job rank of the segment's rank `r`.
+    fn name(&self, r: usize) -> usize {
+        self.names.get(r).copied().unwrap_or(r)
     }
 
     /// Check the store as well while waiting (aborts written by the
@@ -331,10 +349,14 @@ impl Control {
                         // a peer that looks after this rank has exited names
                         // the dead rank, not this one.
                         let f = JobFault::Died {
-                            rank: r,
+                            rank: self.name(r),
                             pid: p.pid,
                         };
-                        self.record_failure(0, r, &format!("its process (pid {}) died", p.pid));
+                        self.record_failure(
+                            0,
+                            self.name(r),
+                            &format!("its process (pid {}) died", p.pid),
+                        );
                         return Some(f);
                     }
                 }
@@ -356,7 +378,7 @@ impl Control {
         let abort = self.abort.get();
         if abort.is_some_and(AbortHandle::is_aborted) {
             return Err(Error::Aborted {
-                rank: self.me,
+                rank: self.name(self.me),
                 what: format!("waiting for {}", what()),
                 wait: WaitKind::Host,
             });
@@ -365,7 +387,7 @@ impl Control {
             if let Some(a) = abort {
                 a.halt_device();
             }
-            return Err(f.error(self.me, &what()));
+            return Err(f.error(self.name(self.me), &what()));
         }
         Ok(())
     }
@@ -383,7 +405,7 @@ impl Control {
             }
             if self.abort.get().is_some_and(AbortHandle::is_aborted) {
                 return Err(Error::Aborted {
-                    rank: self.me,
+                    rank: self.name(self.me),
                     what: format!("waiting for {}", what()),
                     wait: WaitKind::Host,
                 });
@@ -394,7 +416,7 @@ impl Control {
             }
             if start.elapsed() > self.timeout {
                 return Err(Error::Timeout {
-                    rank: self.me,
+                    rank: self.name(self.me),
                     what: what(),
                     seconds: self.timeout.as_secs_f64(),
                     wait: WaitKind::Host,

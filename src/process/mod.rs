@@ -337,6 +337,11 @@ pub(crate) struct Job {
     control: Arc<Control>,
     /// Rank 0 of a job without a launcher removes the store at the end.
     owns_store: bool,
+    /// The job over nodes, when it bootstrapped through MPI (the `mpi`
+    /// feature): `spec` is then the world's rank and size, while the store
+    /// and the control segment are this node's.
+    #[cfg(feature = "mpi")]
+    world: Option<Arc<crate::net::World>>,
 }
 
 impl Job {
@@ -361,6 +366,23 @@ impl Job {
                     .into(),
             });
         }
+        #[cfg(feature = "mpi")]
+        if crate::net::wanted(spec)? {
+            // The world through MPI, then this node's own job, as on one
+            // machine; the job answers with the world's rank and size.
+            let world = crate::net::World::join(spec, timeout)?;
+            let node = world.node_spec(spec);
+            let mut job = Self::join_node(&node, timeout, world.members.clone())?;
+            job.spec = spec.clone();
+            job.world = Some(Arc::new(world));
+            return Ok(Arc::new(job));
+        }
+        Self::join_node(spec, timeout, Vec::new()).map(Arc::new)
+    }
+
+    /// [`Job::join`] of the ranks that share this machine (all of them, or
+    /// one node's, whose job ranks are `names`).
+    fn join_node(spec: &JobSpec, timeout: Duration, names: Vec<usize>) -> Result<Job> {
         let owns_store = spec.run_id.is_none() && spec.rank == 0;
         if owns_store && spec.store_from_parent.is_some() {
             // Stores of earlier jobs without a launcher whose ranks are all
@@ -383,7 +405,7 @@ impl Job {
         }
         // Under a launcher the run id is known; otherwise the store's own is
         // taken, and a store whose creator is gone is stale.
-        let joined = Self::join_store(spec, owns_store, timeout);
+        let joined = Self::join_store(spec, owns_store, timeout, names);
         if joined.is_err() && owns_store {
             // This rank made the store for a job that never formed: take it
             // away again (a peer that never came would leave it forever).
@@ -413,7 +435,12 @@ impl Job {
 
     /// [`Job::join`] past the store's creation: join it, map the control
     /// segment, and meet every rank.
-    fn join_store(spec: &JobSpec, owns_store: bool, timeout: Duration) -> Result<Arc<Job>> {
+    fn join_store(
+        spec: &JobSpec,
+        owns_store: bool,
+        timeout: Duration,
+        names: Vec<usize>,
+    ) -> Result<Job> {
         let store = Store::join(
             &spec.store,
             spec.run_id.as_deref(),
@@ -436,6 +463,10 @@ impl Job {
             (c, None)
         };
         control.watch_store(store.clone());
+        #[cfg(feature = "mpi")]
+        control.set_names(names);
+        #[cfg(not(feature = "mpi"))]
+        let _ = names;
         control.register();
         let control = Arc::new(control);
         if let Err(e) = control.barrier("joining the job (every rank mapped the control segment)") {
@@ -448,12 +479,14 @@ impl Job {
             return Err(e);
         }
         drop(export);
-        Ok(Arc::new(Job {
+        Ok(Job {
             spec: spec.clone(),
             store,
             control,
             owns_store,
-        }))
+            #[cfg(feature = "mpi")]
+            world: None,
+        })
     }
 
     pub fn rank(&self) -> usize {
@@ -484,12 +517,42 @@ impl Job {
 
     /// Every rank gets here before any goes on.
     pub fn barrier(&self, what: &str) -> Result<()> {
+        #[cfg(feature = "mpi")]
+        if let Some(w) = &self.world {
+            return w.barrier(what, &|| self.control.check(&|| what.to_string()));
+        }
         self.control.barrier(what)
     }
 
     /// Every rank's `data`, in rank order.
     pub fn allgather(&self, data: &[u8], what: &str) -> Result<Vec<Vec<u8>>> {
+        #[cfg(feature = "mpi")]
+        if let Some(w) = &self.world {
+            return w.allgather(data, what, &|| self.control.check(&|| what.to_string()));
+        }
         self.control.allgather(data, what)
+    }
+
+    /// When the job spans several nodes: `Some(G)` when every G
+    /// consecutive ranks form a node, `Some(0)` for another layout; `None`
+    /// on one machine.
+    pub fn per_node(&self) -> Option<usize> {
+        #[cfg(feature = "mpi")]
+        if let Some(w) = &self.world {
+            if w.nodes() < 2 {
+                return None;
+            }
+            let g = w.members.len();
+            let blocks = w.node_of.iter().enumerate().all(|(r, &m)| r / g == m);
+            return Some(if blocks { g } else { 0 });
+        }
+        None
+    }
+
+    /// The job over nodes, when it bootstrapped through MPI.
+    #[cfg(feature = "mpi")]
+    pub fn world(&self) -> Option<&Arc<crate::net::World>> {
+        self.world.as_ref()
     }
 
     /// The sum over ranks.
@@ -560,6 +623,23 @@ impl Drop for Job {
                 std::thread::sleep(Duration::from_millis(5));
             }
             self.store.remove();
+        }
+        #[cfg(feature = "mpi")]
+        if let Some(w) = &self.world {
+            // Every thread that makes MPI calls has ended (the network
+            // transport's receiver is joined when its backend drops, and
+            // the backend holds this job). MPI_Finalize waits for every
+            // process: after a failure (a dead rank) it would wait forever
+            // (under `mpirun --enable-recovery`), so a failed job leaves
+            // MPI as it is and the launcher reports the missing finalize.
+            if self.control.failure().is_some() || self.control.health().is_some() {
+                eprintln!(
+                    "ringreduce: rank {}: the job failed; MPI is not finalised",
+                    self.spec.rank
+                );
+            } else if let Err(e) = w.mpi.finalize() {
+                eprintln!("ringreduce: {e}");
+            }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Operating-system primitives of the multi-process mode: shared-memory
-//! mappings ([`shm`]) and processes and signals ([`proc`]); and one
-//! file-system call for the output files ([`fs`]).
+//! mappings ([`shm`]) and processes and signals ([`proc`]); one
+//! file-system call for the output files ([`fs`]); and, with the `mpi`
+//! feature, the MPI calls of the network transport (`mpi`).
 //!
 //! With [`crate::cuda`], this is the only place with `unsafe` code. Each
 //! `unsafe` block says why it is sound (`// SAFETY:`), and everything it
@@ -31,5 +32,8 @@
 
 pub mod fs;
 pub mod lend;
+/// The `mpi` feature's own MPI binding.
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod proc;
 pub mod shm;

@@ -9,6 +9,7 @@
 //! |---|---|---|---|
 //! | [`Threads`] | threads of one process | the same heap allocation | a board in this process |
 //! | [`Shm`] | one rank per process ([`crate::process`]) | a memfd segment the peer mapped | the job's control segment |
+//! | `Net` (the `mpi` feature) | one rank per process, on several nodes | inside a node as `Shm`; on another node none: a copy into it is a message ([`Wire`]) | the node's control segment, signals of other nodes forwarded as messages |
 //!
 //! (The CUDA backend reaches a peer the same two ways, with device pointers
 //! and peer access in one process or CUDA IPC handles between processes;
@@ -48,9 +49,13 @@
 //!   host writes ([`crate::process::reads`]). In one process they do
 //!   nothing: every rank has finished a call before the caller returns.
 
+#[cfg(feature = "mpi")]
+mod net;
 mod shm;
 mod threads;
 
+#[cfg(feature = "mpi")]
+pub(crate) use net::Net;
 pub(crate) use shm::Shm;
 pub(crate) use threads::Threads;
 
@@ -149,6 +154,55 @@ pub(crate) trait Transport: Send + 'static {
 
     /// Buffer `id` was released or reallocated (after a barrier).
     fn forget(&mut self, _id: BufId) {}
+
+    /// Whether this process can map rank `rank`'s memory (every rank but
+    /// those of other nodes): a reserve opens only the reachable peers.
+    fn reachable(&self, _rank: usize) -> bool {
+        true
+    }
+
+    /// The backend's memory, once it exists: a transport that writes into
+    /// the local ranks' buffers by itself (the network receiver) keeps it.
+    fn attach(&mut self, _mem: &Arc<crate::backend::cpu::mem::CpuMem>) -> Result<()> {
+        Ok(())
+    }
+
+    /// How the rank threads reach ranks they cannot map, if any.
+    fn wire(&self) -> Option<Arc<dyn Wire>> {
+        None
+    }
+}
+
+/// The messages a rank thread sends to ranks on other nodes (the network
+/// transport's data path; see `Net`). Every send is bounded by the job's
+/// timeout and ends early when the job failed or was aborted.
+pub(crate) trait Wire: Send + Sync {
+    /// The node of rank `rank`.
+    fn node(&self, rank: usize) -> usize;
+
+    /// The message of a copy of `data` from rank `from` into rank `to`'s
+    /// buffer `buf` at byte `offset`, raising `signal` for call `gen` on
+    /// the receiver's node once written. Built while the source is locked;
+    /// sent after ([`Wire::send_put`]), so no lock is held on the network.
+    #[allow(clippy::too_many_arguments)]
+    fn put_message(
+        &self,
+        from: usize,
+        to: usize,
+        buf: BufId,
+        offset: usize,
+        signal: Option<usize>,
+        gen: u64,
+        data: &[u8],
+    ) -> Vec<u8>;
+
+    /// Send a put to rank `to`; returns once the message left this
+    /// process's hands (MPI's send completed).
+    fn send_put(&self, from: usize, to: usize, msg: Vec<u8>) -> Result<()>;
+
+    /// Raise `signal` of call `gen`, published by rank `from`, on rank
+    /// `to`'s node.
+    fn signal(&self, from: usize, to: usize, signal: usize, gen: u64) -> Result<()>;
 }
 
 /// A new buffer, and the handle to publish with what keeps it open (see

@@ -132,6 +132,9 @@ pub(crate) struct CpuMem {
     /// Bytes each rank sent to / received from other ranks (copies between
     /// ranks, reduces reading another rank's buffer), since the last take.
     pub(crate) traffic: Vec<[AtomicU64; 2]>,
+    /// Of those, the bytes each rank sent to / received from ranks of
+    /// other nodes (the network transport).
+    pub(crate) network: Vec<[AtomicU64; 2]>,
     /// Where large copies and reductions are split ([`par_pool`]).
     pub(crate) pool: &'static rayon::ThreadPool,
 }
@@ -142,6 +145,7 @@ impl CpuMem {
         Ok(CpuMem {
             ranks: (0..ranks).map(|_| RankMem::default()).collect(),
             traffic: (0..ranks).map(|_| Default::default()).collect(),
+            network: (0..ranks).map(|_| Default::default()).collect(),
             pool: par_pool()?,
         })
     }
@@ -165,9 +169,14 @@ impl CpuMem {
     pub(crate) fn take_traffic(&self) -> Vec<crate::plan::Traffic> {
         self.traffic
             .iter()
-            .map(|t| crate::plan::Traffic {
-                sent: t[0].swap(0, Ordering::Relaxed),
-                received: t[1].swap(0, Ordering::Relaxed),
+            .zip(&self.network)
+            .map(|(t, n)| {
+                n[1].swap(0, Ordering::Relaxed);
+                crate::plan::Traffic {
+                    sent: t[0].swap(0, Ordering::Relaxed),
+                    received: t[1].swap(0, Ordering::Relaxed),
+                    network: n[0].swap(0, Ordering::Relaxed),
+                }
             })
             .collect()
     }
@@ -182,6 +191,18 @@ impl CpuMem {
             t[0].fetch_add(bytes as u64, Ordering::Relaxed);
         }
         if let Some(t) = self.traffic.get(to) {
+            t[1].fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Count `bytes` that rank `to` of this process received from another
+    /// node (the network receiver).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn received_from_network(&self, to: usize, bytes: usize) {
+        if let Some(t) = self.traffic.get(to) {
+            t[1].fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+        if let Some(t) = self.network.get(to) {
             t[1].fetch_add(bytes as u64, Ordering::Relaxed);
         }
     }
@@ -236,6 +257,70 @@ pub(crate) struct Run {
     pub(crate) call_no: u64,
     pub(crate) faults: FaultPlan,
     pub(crate) epoch: Instant,
+    /// The ranks on other nodes, when the transport has any.
+    pub(crate) net: Option<NetRun>,
+}
+
+/// How a call reaches the ranks of other nodes: the transport's wire, and
+/// for each signal a local rank publishes, the ranks of other nodes to
+/// send it to (one per node that waits for it, the put's own destination
+/// left out: the put carries it).
+#[derive(Clone)]
+pub(crate) struct NetRun {
+    pub(crate) wire: Arc<dyn crate::transport::Wire>,
+    pub(crate) forward: Arc<HashMap<usize, Vec<usize>>>,
+}
+
+impl NetRun {
+    /// The forwarding table of `plan` for the ranks in `local`.
+    pub(crate) fn new(
+        wire: Arc<dyn crate::transport::Wire>,
+        plan: &crate::plan::Plan,
+        local: Range<usize>,
+    ) -> NetRun {
+        // Who waits on each signal.
+        let mut waiters: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (r, ops) in plan.ops.iter().enumerate() {
+            for op in ops {
+                for part in interp::parts(r, op) {
+                    for w in part.waits {
+                        waiters.entry(w.0).or_default().push(r);
+                    }
+                }
+            }
+        }
+        let mut forward: HashMap<usize, Vec<usize>> = HashMap::new();
+        for r in local {
+            let mine = wire.node(r);
+            for op in plan.ops.get(r).into_iter().flatten() {
+                for part in interp::parts(r, op) {
+                    let Some(s) = part.signal else { continue };
+                    let carried = match part.effect {
+                        Some(interp::Effect::Copy { to, .. }) if wire.node(to) != mine => {
+                            Some(wire.node(to))
+                        }
+                        _ => None,
+                    };
+                    let mut nodes = Vec::new();
+                    let mut dest = Vec::new();
+                    for &w in waiters.get(&s.0).into_iter().flatten() {
+                        let n = wire.node(w);
+                        if n != mine && Some(n) != carried && !nodes.contains(&n) {
+                            nodes.push(n);
+                            dest.push(w);
+                        }
+                    }
+                    if !dest.is_empty() {
+                        forward.insert(s.0, dest);
+                    }
+                }
+            }
+        }
+        NetRun {
+            wire,
+            forward: Arc::new(forward),
+        }
+    }
 }
 
 /// Run rank `r`'s part of the call; returns its op timings when timed.
@@ -277,7 +362,11 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
             }
             let t0 = Instant::now();
             if let Some(e) = part.effect {
-                interp::apply(&mut view, &e).map_err(|e| e.in_step(&at()))?;
+                match &run.net {
+                    Some(net) => view.apply_net(net, r, &e, part.signal.map(|s| s.0), run.gen),
+                    None => interp::apply(&mut view, &e),
+                }
+                .map_err(|e| e.in_step(&at()))?;
             }
             if run.call.timing {
                 times.push(OpTime {
@@ -290,6 +379,13 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
             }
             if let Some(s) = part.signal {
                 run.board.publish(s.0, run.gen);
+                if let Some(net) = &run.net {
+                    for &to in net.forward.get(&s.0).into_iter().flatten() {
+                        net.wire
+                            .signal(r, to, s.0, run.gen)
+                            .map_err(|e| e.in_step(&at()))?;
+                    }
+                }
             }
         }
     }
@@ -324,6 +420,83 @@ impl View<'_> {
             )));
         }
         Ok((w, len))
+    }
+}
+
+impl View<'_> {
+    /// Apply effect `e` of rank `r`'s op where some ranks are on other
+    /// nodes: a copy from `r` into another node's rank is a put (carrying
+    /// `signal`); reading another node's memory is refused; the rest is the
+    /// interpreter's.
+    fn apply_net(
+        &mut self,
+        net: &NetRun,
+        r: usize,
+        e: &interp::Effect<'_>,
+        signal: Option<usize>,
+        gen: u64,
+    ) -> Result<()> {
+        let node = |x: usize| net.wire.node(x);
+        let here = node(r);
+        match *e {
+            interp::Effect::Copy { from, src, to, dst } if node(to) != here || node(from) != here => {
+                if from != r || node(from) != here {
+                    return Err(Error::Unsupported(
+                        format!(
+                            "rank {r} copying rank {from}'s memory on node {} (over the network a rank only pushes its own data)",
+                            node(from)
+                        ),
+                        "cpu",
+                    ));
+                }
+                self.put(net, from, src, to, dst, signal, gen)
+            }
+            interp::Effect::Reduce { b_rank, .. } if node(b_rank) != here => {
+                Err(Error::Unsupported(
+                    format!(
+                        "rank {r} reducing rank {b_rank}'s memory on node {} (over the network a rank only pushes its own data)",
+                        node(b_rank)
+                    ),
+                    "cpu",
+                ))
+            }
+            _ => interp::apply(self, e),
+        }
+    }
+
+    /// Send `from`'s `src` into `to`'s `dst` on another node: the message
+    /// is built under the source's lock, sent without it.
+    #[allow(clippy::too_many_arguments)]
+    fn put(
+        &self,
+        net: &NetRun,
+        from: usize,
+        src: &Region,
+        to: usize,
+        dst: &Region,
+        signal: Option<usize>,
+        gen: u64,
+    ) -> Result<()> {
+        let (ws, _) = self.buf(from, src)?;
+        let id = self
+            .bind
+            .get(to)
+            .ok_or_else(|| Error::internal(format!("no binding for rank {to}")))?
+            .id(dst.buf);
+        let (sb, db) = (self.bytes(src), self.bytes(dst));
+        let msg = {
+            let mut g = lock(&ws);
+            let b = open(&mut g);
+            let data = &b.get()?[sb.clone()];
+            net.wire
+                .put_message(from, to, id, db.start, signal, gen, data)
+        };
+        net.wire.send_put(from, to, msg)?;
+        self.mem.moved(from, to, sb.len());
+        if let Some(t) = self.mem.network.get(from) {
+            t[0].fetch_add(sb.len() as u64, Ordering::Relaxed);
+        }
+        Ok(())
     }
 }
 
@@ -457,6 +630,114 @@ impl Memory for View<'_> {
             self.mem.pool.install(run).map_err(err)
         } else {
             run().map_err(err)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Plan, Shape};
+
+    /// Nodes of `g` consecutive ranks; nothing is sent.
+    struct Blocks(usize);
+
+    impl crate::transport::Wire for Blocks {
+        fn node(&self, rank: usize) -> usize {
+            rank / self.0
+        }
+        fn put_message(
+            &self,
+            _: usize,
+            _: usize,
+            _: BufId,
+            _: usize,
+            _: Option<usize>,
+            _: u64,
+            _: &[u8],
+        ) -> Vec<u8> {
+            Vec::new()
+        }
+        fn send_put(&self, _: usize, _: usize, _: Vec<u8>) -> Result<()> {
+            Ok(())
+        }
+        fn signal(&self, _: usize, _: usize, _: usize, _: u64) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Every wait of a rank on a signal published on another node is
+    /// satisfied on its own node: the put that carries it lands there, or
+    /// the publisher forwards it to a rank there.
+    fn every_remote_wait_reaches_its_node(plan: &Plan, g: usize) {
+        let wire: Arc<dyn crate::transport::Wire> = Arc::new(Blocks(g));
+        let n = plan.ranks();
+        let tables: Vec<NetRun> = (0..n)
+            .map(|p| NetRun::new(wire.clone(), plan, p..p + 1))
+            .collect();
+        // Who publishes each signal, and whether as a put to which node.
+        let mut publisher: HashMap<usize, (usize, Option<usize>)> = HashMap::new();
+        for (p, ops) in plan.ops.iter().enumerate() {
+            for op in ops {
+                for part in interp::parts(p, op) {
+                    if let Some(s) = part.signal {
+                        let put = match part.effect {
+                            Some(interp::Effect::Copy { to, .. }) if to / g != p / g => {
+                                Some(to / g)
+                            }
+                            _ => None,
+                        };
+                        publisher.insert(s.0, (p, put));
+                    }
+                }
+            }
+        }
+        let mut remote = 0;
+        for (r, ops) in plan.ops.iter().enumerate() {
+            for op in ops {
+                for part in interp::parts(r, op) {
+                    for w in part.waits {
+                        let (p, put) = publisher[&w.0];
+                        if p / g == r / g {
+                            continue;
+                        }
+                        remote += 1;
+                        let forwarded = tables[p]
+                            .forward
+                            .get(&w.0)
+                            .is_some_and(|to| to.iter().any(|&t| t / g == r / g));
+                        assert!(
+                            put == Some(r / g) || forwarded,
+                            "{}: rank {r} waits on signal {} of rank {p}, which never reaches node {}",
+                            plan.name,
+                            w.0,
+                            r / g
+                        );
+                    }
+                }
+            }
+        }
+        assert!(remote > 0, "{}: no wait crosses the nodes", plan.name);
+    }
+
+    #[test]
+    fn the_forwarding_tables_cover_every_wait_across_nodes() {
+        for (n, g) in [(4, 2), (6, 2), (6, 3), (8, 4), (4, 1)] {
+            let s = Shape::all_reduce(n, 1000, 4, false);
+            every_remote_wait_reaches_its_node(&crate::algo::hier::plan(&s, g), g);
+            every_remote_wait_reaches_its_node(&crate::algo::ring::plan(&s, 1, 2), g);
+            every_remote_wait_reaches_its_node(&crate::algo::ring::plan(&s, 4, 2), g);
+            for collective in [
+                crate::plan::Collective::ReduceScatter,
+                crate::plan::Collective::AllGather,
+            ] {
+                let s = Shape {
+                    collective,
+                    in_place: true,
+                    ..Shape::all_reduce(n, 300, 4, true)
+                };
+                every_remote_wait_reaches_its_node(&crate::algo::ring::plan(&s, 1, 2), g);
+            }
         }
     }
 }

@@ -60,6 +60,8 @@ pub(crate) struct CpuBackend<T: Transport<Mem = Storage> = Threads> {
     profile: Vec<IssueProfile>,
     /// Stream-ordered calls' spans ([`super::ordered`]).
     pub(super) order: super::ordered::CpuOrder,
+    /// The network transport's forwarding tables, per plan.
+    net_plans: std::collections::HashMap<usize, mem::NetRun>,
 }
 
 impl CpuBackend<Threads> {
@@ -80,11 +82,30 @@ impl CpuBackend<Shm> {
     }
 }
 
+#[cfg(feature = "mpi")]
+impl CpuBackend<crate::transport::Net> {
+    /// This process's rank of the job over nodes `job` (bootstrapped
+    /// through MPI as `world`).
+    pub fn network(
+        job: Arc<crate::process::Job>,
+        world: Arc<crate::net::World>,
+        timeout: Duration,
+        faults: FaultPlan,
+    ) -> Result<Self> {
+        CpuBackend::over(
+            crate::transport::Net::new(job, world, timeout),
+            timeout,
+            faults,
+        )
+    }
+}
+
 impl<T: Transport<Mem = Storage>> CpuBackend<T> {
     /// The backend over transport `t`: one thread per local rank.
     pub fn over(mut t: T, timeout: Duration, faults: FaultPlan) -> Result<Self> {
         let (ranks, local) = (t.ranks(), t.local_ranks());
         let mem = Arc::new(CpuMem::new(ranks)?);
+        t.attach(&mem)?;
         let m = mem.clone();
         let first = local.start;
         let mut threads = RankThreads::spawn(local.len(), "cpu", move |i, inbox| {
@@ -140,6 +161,7 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
             timelines: Vec::new(),
             profile: vec![IssueProfile::default(); ranks],
             order: Default::default(),
+            net_plans: Default::default(),
         })
     }
 
@@ -186,6 +208,13 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
             });
         }
         for (r, rec) in reserve_records(&self.t, &self.names, id, &mine)? {
+            if !self.t.reachable(r) {
+                // Another node's rank: reached by messages, never mapped;
+                // its name is kept so a later reserve in which it did not
+                // grow (no handle) is not taken for one never opened.
+                self.names.insert(r, id, rec.name, rec.bytes);
+                continue;
+            }
             let m = self.t.open(r, &rec.handle, rec.bytes)?;
             self.mem.insert(r, id, m, rec.bytes);
             self.names.insert(r, id, rec.name, rec.bytes);
@@ -197,6 +226,23 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
         // Every peer opened them: the handles can go, the memory stays.
         drop(exports);
         Ok(())
+    }
+
+    /// How `call` reaches the ranks of other nodes (cached per plan), when
+    /// the transport has a wire.
+    fn net_run(&mut self, call: &Call) -> Option<mem::NetRun> {
+        let wire = self.t.wire()?;
+        let key = Arc::as_ptr(&call.plan) as usize;
+        if self.net_plans.len() > 4096 {
+            self.net_plans.clear();
+        }
+        let local = self.t.local_ranks();
+        Some(
+            self.net_plans
+                .entry(key)
+                .or_insert_with(|| mem::NetRun::new(wire, &call.plan, local))
+                .clone(),
+        )
     }
 
     /// Record the profile and the timeline of a finished call.
@@ -335,6 +381,7 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
             call_no: self.gen,
             faults: self.faults.clone(),
             epoch: self.epoch,
+            net: self.net_run(call),
         });
         if let Err(e) = self.t.begin(call, self.gen) {
             return Err(self.failed(e));

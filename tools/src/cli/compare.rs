@@ -557,7 +557,11 @@ mod tests {
 
     #[test]
     fn formulas() {
-        let t = |sent, received| Traffic { sent, received };
+        let t = |sent, received| Traffic {
+            sent,
+            received,
+            network: 0,
+        };
         assert_eq!(
             point("ps", 4, vec![]).formula(4, 100),
             Some(("(N-1)·D", 300.0))

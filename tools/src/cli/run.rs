@@ -131,13 +131,37 @@ fn run_typed<T: Element>(
         _ => String::new(),
     };
     out(format!("algorithm : {path}{how}"))?;
+    // In a job, the bytes the first call sent to other nodes (the network
+    // transport counts them; zero on one machine).
+    let multi =
+        engine.core().job_spec().is_some() && engine.core().backend_kind() == BackendKind::Cpu;
+    if multi {
+        engine.core_mut().take_traffic()?;
+    }
     let t1 = Instant::now();
     let info = engine.run(None, &sh, op)?;
     let first = t1.elapsed();
+    let network = if multi {
+        let me = engine.core().local_ranks().start;
+        let mine = engine
+            .core_mut()
+            .take_traffic()?
+            .get(me)
+            .map_or(0, |t| t.network);
+        let all = engine
+            .core()
+            .gather(&mine.to_le_bytes(), "the network bytes")?;
+        all.iter()
+            .map(|b| u64::from_le_bytes(b.as_slice().try_into().unwrap_or([0; 8])))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let verdict = check_call(&mut engine, &sh, &shape, &inputs, op, kind)?;
     let verdict = crate::bench::gather_verdict(&engine, verdict)?;
     print_timings(a, &mut engine, &sh, &shape, op, setup, first)?;
     print_traffic(&info.traffic, &shape)?;
+    print_network(&network, &path, &shape)?;
     print_check(&verdict, &shape, T::DTYPE)
 }
 
@@ -318,6 +342,34 @@ fn print_traffic(traffic: &[ringreduce::plan::Traffic], shape: &Shape) -> Result
     };
     out(format!(
         "traffic   : max per rank sent {max_sent} B, received {max_recv} B; {formula}"
+    ))?;
+    Ok(())
+}
+
+/// The bytes each rank sent to other nodes in the first call (the network
+/// transport's count), beside the hierarchical path's formula; nothing when
+/// no byte left a node.
+fn print_network(sent: &[u64], path: &str, shape: &Shape) -> Result<()> {
+    if sent.iter().all(|&b| b == 0) {
+        return Ok(());
+    }
+    let d = (shape.count * shape.elem_size) as f64;
+    let n = shape.ranks;
+    let formula = match path
+        .strip_prefix("hier:")
+        .and_then(|g| g.parse::<usize>().ok())
+    {
+        Some(g) if g > 0 && n % g == 0 => {
+            let k = n / g;
+            format!(
+                "; hier formula 2(K-1)/K*D/G = {:.0} B (K = {k} nodes of G = {g} ranks)",
+                2.0 * (k as f64 - 1.0) / k as f64 * d / g as f64
+            )
+        }
+        _ => String::new(),
+    };
+    out(format!(
+        "network   : bytes sent to other nodes per rank {sent:?} (measured, first call){formula}"
     ))?;
     Ok(())
 }

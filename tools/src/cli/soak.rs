@@ -43,6 +43,13 @@ pub struct SoakArgs {
     pub algo: String,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Draw nothing: run every collective x data type x op of -d/-o/
+    /// --collective on every path of --algo that supports it (no auto),
+    /// out of place and in place, with exact inputs (bitwise checks), at
+    /// --max-size per rank; --calls is ignored. One rank count
+    /// (--ranks, or the job's).
+    #[arg(long)]
+    pub every: bool,
 }
 
 fn soak_algo_help() -> String {
@@ -117,6 +124,9 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
         calls: 0,
     };
     let start = Instant::now();
+    if a.every {
+        return every(&mut soak, &mut stats, start);
+    }
     let limit = (a.seconds > 0.0).then(|| Duration::from_secs_f64(a.seconds));
     out(format!(
         "ringreduce soak: {}, seed {}, rank counts {:?}, up to {} per rank, {} of call",
@@ -150,6 +160,76 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
         }
     }
     report(&stats, start.elapsed())
+}
+
+/// `--every`: each combination once on each path, exact inputs, in and
+/// out of place.
+fn every(soak: &mut Soak, stats: &mut Stats, start: Instant) -> Result<bool> {
+    let n = soak.rank_counts[0];
+    let paths: Vec<AlgoChoice> = soak
+        .paths
+        .iter()
+        .filter(|p| !matches!(p, AlgoChoice::Auto))
+        .cloned()
+        .collect();
+    let mut calls = Vec::new();
+    for &(coll, dtype, op) in &soak.combos {
+        let elem = dtype.size() as u64;
+        let count = (soak.max / elem).max(1) as usize;
+        let count = match coll {
+            Collective::AllReduce => count,
+            _ => (count / n.max(1)).max(1),
+        };
+        for choice in &paths {
+            for in_place in [false, true] {
+                let shape = Shape {
+                    collective: coll,
+                    ranks: n,
+                    count,
+                    elem_size: dtype.size(),
+                    in_place,
+                };
+                if choice.resolve(&shape).is_ok() {
+                    calls.push((shape, dtype, op, choice.clone()));
+                }
+            }
+        }
+    }
+    out(format!(
+        "ringreduce soak --every: {} on {n} ranks ({} of call x {} x in and out of place, exact inputs), up to {} per rank",
+        ringreduce::words::counted(calls.len(), "call"),
+        ringreduce::words::counted(soak.combos.len(), "kind"),
+        ringreduce::words::counted(paths.len(), "path"),
+        format_bytes(soak.max)
+    ))?;
+    if calls.is_empty() {
+        return Err(Error::BadArgument(
+            "--every: no path of --algo runs any of the calls asked for".into(),
+        ));
+    }
+    let mut per_path: BTreeMap<String, u64> = BTreeMap::new();
+    for (i, (shape, dtype, op, choice)) in calls.into_iter().enumerate() {
+        *per_path.entry(choice.name()).or_default() += 1;
+        if !soak.run_call(
+            i as u64,
+            shape,
+            dtype,
+            op,
+            choice,
+            Inputs::Exact,
+            i as u64,
+            stats,
+        )? {
+            break;
+        }
+    }
+    for (p, c) in &per_path {
+        out(format!(
+            "path {p}: {}",
+            ringreduce::words::counted(*c, "call")
+        ))?;
+    }
+    report(stats, start.elapsed())
 }
 
 /// The rank counts to draw from: `--rank-counts`, `--ranks`, the job's
@@ -212,7 +292,7 @@ impl Soak {
     /// must stop (a failed call in a job of processes).
     fn call(&mut self, i: u64, stats: &mut Stats) -> Result<bool> {
         let (rank_counts, combos, paths) = (&self.rank_counts, &self.combos, &self.paths);
-        let (max, multi, rng) = (self.max, self.multi, &mut self.rng);
+        let (max, rng) = (self.max, &mut self.rng);
         let n = rank_counts[(rng.next_u64() % rank_counts.len() as u64) as usize];
         let (coll, dtype, op) = combos[(rng.next_u64() % combos.len() as u64) as usize];
         let elem = dtype.size() as u64;
@@ -247,6 +327,27 @@ impl Soak {
                 choice = pick.clone();
             }
         }
+        let seed = rng.next_u64();
+        self.run_call(i, shape, dtype, op, choice, kind, seed, stats)
+    }
+
+    /// Run call `i` of `shape` on path `choice` and check it into `stats`;
+    /// false when the soak must stop (a failed call in a job of processes).
+    #[allow(clippy::too_many_arguments)]
+    fn run_call(
+        &mut self,
+        i: u64,
+        shape: Shape,
+        dtype: DataType,
+        op: ReduceOp,
+        choice: AlgoChoice,
+        kind: Inputs,
+        seed: u64,
+        stats: &mut Stats,
+    ) -> Result<bool> {
+        let multi = self.multi;
+        let (n, coll, count, in_place) =
+            (shape.ranks, shape.collective, shape.count, shape.in_place);
         if let std::collections::btree_map::Entry::Vacant(slot) = self.engines.entry(n) {
             let mut cfg = self.base.clone();
             cfg.ranks = n;
@@ -257,7 +358,6 @@ impl Soak {
             .engines
             .remove(&n)
             .ok_or_else(|| Error::Plan("engine cache".into()))?;
-        let seed = rng.next_u64();
         let desc = format!(
             "call {i}: {n} ranks {coll} {} {} count {count} {} {} {}",
             dtype.name(),

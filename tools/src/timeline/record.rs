@@ -203,6 +203,7 @@ pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Record
         .map(|t| Traffic {
             sent: t.sent / per_call,
             received: t.received / per_call,
+            network: t.network / per_call,
         })
         .collect();
     let nccl = if o.nccl {

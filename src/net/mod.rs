@@ -1,0 +1,180 @@
+//! Past one machine (the `mpi` feature): the MPI bootstrap of a job over
+//! several nodes ([`World`]) and the network transport's wire
+//! ([`wire`]).
+//!
+//! Under `mpirun`/`srun` every rank initialises MPI ([`crate::sys::mpi::Mpi`]), takes
+//! the world communicator and a node communicator: the ranks that share
+//! memory (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`), or, with
+//! `RINGREDUCE_RANKS_PER_NODE=G`, every `G` consecutive ranks (several
+//! "nodes" on one machine, for tests). Inside a node the ranks join a job
+//! of their own exactly as on one machine (a store directory per node, the
+//! node's control segment, shared-memory buffers: [`crate::process`]); the
+//! job's collectives (all-gathers and barriers of the set-up, the calls'
+//! agreement) run over the world communicator. Ranks on different nodes
+//! share nothing: no store, no segment, no handle; they reach each other
+//! only through MPI point-to-point ([`crate::transport::Net`]).
+
+pub(crate) mod wire;
+
+use crate::error::{Error, Result};
+use crate::process::JobSpec;
+use crate::sys::mpi::{Comm, Mpi};
+use std::time::{Duration, Instant};
+
+/// This process's place in a job over nodes.
+#[derive(Debug)]
+pub(crate) struct World {
+    pub mpi: &'static Mpi,
+    /// The node of every world rank (nodes numbered by their first rank).
+    pub node_of: Vec<usize>,
+    /// This process's node.
+    pub node: usize,
+    /// The world ranks of this node, in node-rank order.
+    pub members: Vec<usize>,
+    /// This process's rank in its node.
+    pub node_rank: usize,
+    pub timeout: Duration,
+}
+
+/// Whether this process must bootstrap through MPI: the feature is on, it
+/// was started by mpirun or srun (the rank variables) whose process
+/// manager is there to initialise MPI with (`PMIX_RANK`, `PMI_FD` or
+/// `PMI_PORT`: a program given only the rank variables joins through the
+/// store, as without the feature), and `RINGREDUCE_MPI` is not 0.
+pub(crate) fn wanted(spec: &JobSpec) -> Result<bool> {
+    use crate::param as p;
+    use crate::process::Origin;
+    let server =
+        p::PMIX_RANK.get()?.is_some() || p::PMI_FD.get()?.is_some() || p::PMI_PORT.get()?.is_some();
+    Ok(matches!(spec.origin, Origin::OpenMpi | Origin::Pmi)
+        && server
+        && p::MPI.get()? != Some(false))
+}
+
+/// The bytes of a `usize`, for the all-gathers.
+fn word(v: usize) -> Vec<u8> {
+    (v as u64).to_le_bytes().to_vec()
+}
+
+fn unword(b: &[u8]) -> usize {
+    u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize
+}
+
+impl World {
+    /// Initialise MPI and find the nodes. Collective over the world; every
+    /// wait bounded by `timeout`.
+    pub fn join(spec: &JobSpec, timeout: Duration) -> Result<World> {
+        let mpi = Mpi::get(spec.rank, timeout)?;
+        if mpi.rank != spec.rank || mpi.size != spec.size {
+            return Err(Error::BadArgument(format!(
+                "the launcher's variables say rank {} of {}, MPI says rank {} of {}",
+                spec.rank, spec.size, mpi.rank, mpi.size
+            )));
+        }
+        // The splits below are blocking collectives (MPI has no
+        // non-blocking split): first a bounded barrier, so a rank that
+        // never came ends this one's wait with a timeout, not a hang.
+        let deadline = Instant::now() + timeout;
+        let ok = || Ok(());
+        mpi.barrier(mpi.world, deadline, timeout, &ok, &|| {
+            "every rank of the job (MPI_Init done)".into()
+        })?;
+        let node_comm: Comm = match crate::param::RANKS_PER_NODE.get()? {
+            Some(0) => {
+                return Err(Error::BadArgument(
+                    "RINGREDUCE_RANKS_PER_NODE=0: a node has at least one rank".into(),
+                ))
+            }
+            Some(g) if spec.size % g != 0 => {
+                return Err(Error::BadArgument(format!(
+                    "RINGREDUCE_RANKS_PER_NODE={g} does not divide the job's {} ranks",
+                    spec.size
+                )))
+            }
+            // Several nodes on one machine: consecutive blocks of G ranks.
+            Some(g) => mpi.split(mpi.world, mpi.rank / g, mpi.rank)?,
+            None => mpi.split_shared()?,
+        };
+        let members: Vec<usize> = mpi
+            .allgather(node_comm, &word(mpi.rank), deadline, timeout, &ok, &|| {
+                "the ranks of this node".into()
+            })?
+            .iter()
+            .map(|b| unword(b))
+            .collect();
+        let (node_rank, _) = mpi.rank_size(node_comm)?;
+        let first = members.iter().copied().min().unwrap_or(mpi.rank);
+        let firsts: Vec<usize> = mpi
+            .allgather(mpi.world, &word(first), deadline, timeout, &ok, &|| {
+                "every rank's node".into()
+            })?
+            .iter()
+            .map(|b| unword(b))
+            .collect();
+        let mut leaders = firsts.clone();
+        leaders.sort_unstable();
+        leaders.dedup();
+        let node_of: Vec<usize> = firsts
+            .iter()
+            .map(|f| leaders.binary_search(f).unwrap_or(0))
+            .collect();
+        Ok(World {
+            mpi,
+            node: node_of.get(mpi.rank).copied().unwrap_or(0),
+            node_of,
+            members,
+            node_rank,
+            timeout,
+        })
+    }
+
+    /// The number of nodes.
+    pub fn nodes(&self) -> usize {
+        self.node_of.iter().max().map_or(1, |m| m + 1)
+    }
+
+    /// The job spec of this process's node: its ranks join a job of their
+    /// own through a store of the node's (its rank 0 creates it).
+    pub fn node_spec(&self, spec: &JobSpec) -> JobSpec {
+        let name = spec
+            .store
+            .file_name()
+            .map_or_else(|| "job".into(), |s| s.to_string_lossy().into_owned());
+        let store = spec
+            .store
+            .with_file_name(format!("{name}-node{}", self.node));
+        JobSpec {
+            rank: self.node_rank,
+            size: self.members.len(),
+            local_rank: self.node_rank,
+            local_size: Some(self.members.len()),
+            store,
+            run_id: None,
+            origin: spec.origin,
+            store_from_parent: None,
+        }
+    }
+
+    /// Every rank's `mine`, in world rank order; `stop` ends the wait early.
+    pub fn allgather(
+        &self,
+        mine: &[u8],
+        what: &str,
+        stop: &dyn Fn() -> Result<()>,
+    ) -> Result<Vec<Vec<u8>>> {
+        let deadline = Instant::now() + self.timeout;
+        self.mpi
+            .allgather(self.mpi.world, mine, deadline, self.timeout, stop, &|| {
+                format!("every rank at {what}")
+            })
+    }
+
+    /// A barrier of the world; `stop` ends the wait early.
+    pub fn barrier(&self, what: &str, stop: &dyn Fn() -> Result<()>) -> Result<()> {
+        let deadline = Instant::now() + self.timeout;
+        self.mpi
+            .barrier(self.mpi.world, deadline, self.timeout, stop, &|| {
+                format!("every rank at {what}")
+            })
+    }
+}

@@ -1,0 +1,411 @@
+//! Several nodes on one machine, over MPI: `mpirun -np 4` as 2 nodes x 2
+//! ranks (`RINGREDUCE_RANKS_PER_NODE=2`) on the CPU backend, Open MPI over
+//! TCP on loopback. Ranks of different nodes share no memory and no
+//! segment: everything between them goes through the network transport.
+//!
+//! * the flat ring and `hier:2`: every collective, data type and op each
+//!   path runs, in and out of place, exact inputs, bitwise checks
+//!   (`soak --every`);
+//! * the bytes each rank sent to the other node, counted by the engine,
+//!   equal 2(K-1)/K x D/G for `hier:2` (`run`);
+//! * a rank killed mid-collective and a rank that never joins end the job
+//!   with an error, within a bound, leaving no process behind (under
+//!   mpirun's default teardown, and under `--enable-recovery`, where the
+//!   survivors must end by themselves, naming the failure).
+//!
+//! Skipped, saying so (`SKIPPED: <reason>`), without the `mpi` feature or
+//! without Open MPI's `mpirun`: `cargo test -p ringreduce-tools
+//! --no-default-features --features mpi,fault-injection --test mpi`.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ringreduce");
+
+/// The longest a job of this test may take before it counts as a hang.
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn tag(name: &str) -> String {
+    format!(
+        "{name}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+    )
+}
+
+/// Pids of the live processes carrying `RR_MPI_TEST=<tag>` (mpirun, its
+/// daemons' children, the ranks).
+fn tagged(tag: &str) -> Vec<u32> {
+    let want = format!("RR_MPI_TEST={tag}");
+    let mut v = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return v;
+    };
+    for e in dir.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if !env.split(|&b| b == 0).any(|l| l == want.as_bytes()) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next());
+        if !matches!(state, Some("Z") | Some("X") | None) {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+fn assert_none_left(tag: &str, limit: Duration) {
+    let t0 = Instant::now();
+    loop {
+        let left = tagged(tag);
+        if left.is_empty() {
+            return;
+        }
+        if t0.elapsed() > limit {
+            for p in &left {
+                let _ = Command::new("kill").arg("-9").arg(p.to_string()).status();
+            }
+            panic!("processes of {tag} left running: {left:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What a job printed: mpirun's own output, and each rank's stdout and
+/// stderr (mpirun's `--output-filename`: one file per rank and stream, so
+/// the lines of different ranks never interleave).
+struct Job {
+    status: std::process::ExitStatus,
+    took: Duration,
+    /// mpirun's stdout and stderr.
+    out: String,
+    err: String,
+    dir: std::path::PathBuf,
+}
+
+impl Job {
+    /// Rank `r`'s `stream` (`stdout` or `stderr`).
+    fn rank(&self, r: usize, stream: &str) -> String {
+        std::fs::read_to_string(self.dir.join(format!("1/rank.{r}/{stream}"))).unwrap_or_default()
+    }
+
+    /// Everything, for an assertion's message.
+    fn all(&self) -> String {
+        let mut s = format!("mpirun: {:?}\n{}\n{}", self.status, self.out, self.err);
+        for r in 0..4 {
+            s += &format!(
+                "\n-- rank {r}:\n{}{}",
+                self.rank(r, "stdout"),
+                self.rank(r, "stderr")
+            );
+        }
+        s
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `mpirun -np 4` as 2 nodes of 2 ranks, over TCP on loopback, each rank
+/// running `ringreduce <args>`; `recovery`: `--enable-recovery` (mpirun
+/// does not tear the job down when a rank dies).
+fn mpirun(tag: &str, args: &[&str], env: &[(&str, &str)], recovery: bool) -> Job {
+    let dir = std::env::temp_dir().join(format!("rr-mpi-{tag}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut c = Command::new("mpirun");
+    c.args(["--oversubscribe", "-np", "4"])
+        .arg("--output-filename")
+        .arg(&dir)
+        .args([
+            "--mca",
+            "btl",
+            "tcp,self",
+            "--mca",
+            "btl_tcp_if_include",
+            "lo",
+        ])
+        .args(["-x", "RINGREDUCE_RANKS_PER_NODE=2", "-x", "RR_MPI_TEST"])
+        .env("RR_MPI_TEST", tag)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env_remove("RINGREDUCE_FAULT")
+        .stdin(Stdio::null());
+    if recovery {
+        c.arg("--enable-recovery");
+    }
+    for (k, v) in env {
+        c.args(["-x", &format!("{k}={v}")]);
+    }
+    c.arg(BIN).args(args);
+    // mpirun's own output goes to files, so that a job that does not end
+    // is killed at the limit (a hang fails the test, it never hangs it).
+    std::fs::create_dir_all(&dir).expect("output directory");
+    let (out, err) = (dir.join("mpirun.out"), dir.join("mpirun.err"));
+    c.stdout(std::fs::File::create(&out).expect("mpirun.out"))
+        .stderr(std::fs::File::create(&err).expect("mpirun.err"));
+    let t0 = Instant::now();
+    let mut child = c.spawn().expect("mpirun runs");
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for mpirun") {
+            break s;
+        }
+        if t0.elapsed() > LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            for p in tagged(tag) {
+                let _ = Command::new("kill").arg("-9").arg(p.to_string()).status();
+            }
+            panic!(
+                "mpirun {args:?} did not end within {LIMIT:?}: a hang\n{}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Job {
+        status,
+        took: t0.elapsed(),
+        out: std::fs::read_to_string(&out).unwrap_or_default(),
+        err: std::fs::read_to_string(&err).unwrap_or_default(),
+        dir,
+    }
+}
+
+fn every_type_op_and_collective_on_ring_and_hier() {
+    let t = tag("every");
+    let args = "soak --every --backend cpu --algo ring,hier:2 --max-size 4KiB --timeout 30";
+    let j = mpirun(&t, &args.split(' ').collect::<Vec<_>>(), &[], false);
+    assert!(j.status.success(), "{}", j.all());
+    // Every rank checks every result (a wrong one fails its exit status);
+    // rank 0 reports.
+    let r0 = j.rank(0, "stdout");
+    assert!(r0.contains("PASS: 0 wrong of 384 calls"), "{}", j.all());
+    assert!(r0.contains("path hier:2: 120 calls"), "{r0}");
+    assert!(r0.contains("path ring: 264 calls"), "{r0}");
+    for l in r0
+        .lines()
+        .filter(|l| l.contains("--every") || l.starts_with("path") || l.contains("PASS"))
+    {
+        println!("    {l}");
+    }
+    assert_none_left(&t, Duration::from_secs(5));
+}
+
+fn random_calls_and_auto_over_the_network() {
+    // auto (half the draws) takes only paths that push over nodes.
+    let t = tag("soak");
+    let args = "soak --backend cpu --algo ring,hier:2,ring:pipe4,ring:naive --calls 200 --max-size 64KiB --seed 7 --timeout 30";
+    let j = mpirun(&t, &args.split(' ').collect::<Vec<_>>(), &[], false);
+    assert!(j.status.success(), "{}", j.all());
+    let r0 = j.rank(0, "stdout");
+    assert!(r0.contains("PASS: 0 wrong of 200 calls"), "{}", j.all());
+    println!(
+        "    {}",
+        r0.lines().find(|l| l.contains("PASS")).unwrap_or("")
+    );
+    assert_none_left(&t, Duration::from_secs(5));
+}
+
+fn hier_sends_its_share_across_the_network() {
+    // D = 1 MiB, K = 2 nodes of G = 2: 2(K-1)/K x D/G = 524288 bytes.
+    for (algo, want) in [
+        ("hier:2", "[524288, 524288, 524288, 524288] (measured, first call); hier formula 2(K-1)/K*D/G = 524288 B (K = 2 nodes of G = 2 ranks)"),
+        // The flat ring: the last rank of each node sends 2(N-1)/N x D
+        // across, the others nothing.
+        ("ring", "[0, 1572864, 0, 1572864] (measured, first call)"),
+    ] {
+        let t = tag("bytes");
+        let args = format!(
+            "run --backend cpu --algo {algo} --size 1MiB --inputs exact --iters 3 --timeout 30"
+        );
+        let j = mpirun(&t, &args.split(' ').collect::<Vec<_>>(), &[], false);
+        assert!(j.status.success(), "{}", j.all());
+        let r0 = j.rank(0, "stdout");
+        assert!(r0.contains("on 2 nodes"), "{r0}");
+        assert!(
+            r0.contains(&format!("bytes sent to other nodes per rank {want}")),
+            "{algo}:\n{r0}"
+        );
+        assert!(
+            r0.contains("check     : PASS (0 wrong of 1048576 elements on 4 ranks, bitwise"),
+            "{r0}"
+        );
+        for line in r0.lines().filter(|l| {
+            l.starts_with("network") || l.starts_with("check") || l.starts_with("backend")
+        }) {
+            println!("    {algo}: {line}");
+        }
+        assert_none_left(&t, Duration::from_secs(5));
+    }
+}
+
+/// Rank `r`'s first error line.
+fn error_line(j: &Job, r: usize) -> String {
+    j.rank(r, "stderr")
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("rank {r} reports an error\n{}", j.all()))
+}
+
+fn a_rank_killed_mid_collective_ends_the_job() {
+    let args: Vec<&str> = "run --backend cpu --algo hier:2 --size 1MiB --iters 50 --timeout 20"
+        .split(' ')
+        .collect();
+    let kill = [("RINGREDUCE_FAULT", "kill:rank=1:call=3")];
+    // mpirun's own teardown: the job ends with the killed rank's status.
+    let t = tag("kill");
+    let j = mpirun(&t, &args, &kill, false);
+    assert!(!j.status.success(), "{}", j.all());
+    assert!(j.took < Duration::from_secs(15), "took {:?}", j.took);
+    // mpirun names the killed rank, or a survivor that ended with its
+    // error first (whichever it noticed first).
+    assert!(
+        j.err.contains("signal 9") || j.err.contains("non-zero status"),
+        "{}",
+        j.all()
+    );
+    assert_none_left(&t, Duration::from_secs(5));
+    println!(
+        "    mpirun's teardown: exit {:?} in {:.1} s",
+        j.status.code(),
+        j.took.as_secs_f64()
+    );
+    // No teardown: the survivors end by themselves, each naming rank 1
+    // (ranks 2 and 3 are on the other node: the failure came over MPI).
+    let t = tag("kill-recovery");
+    let j = mpirun(&t, &args, &kill, true);
+    assert!(
+        j.took < Duration::from_secs(15),
+        "took {:?}\n{}",
+        j.took,
+        j.all()
+    );
+    for r in [0, 2, 3] {
+        let line = error_line(&j, r);
+        assert!(
+            line.contains("rank 1 failed: its process") && line.contains("died"),
+            "rank {r} names rank 1: {line}"
+        );
+        println!("    --enable-recovery: rank {r}: {line}");
+    }
+    assert_none_left(&t, Duration::from_secs(5));
+}
+
+fn a_rank_that_never_joins_ends_the_job() {
+    let args: Vec<&str> = "run --backend cpu --algo hier:2 --size 64KiB --timeout 5"
+        .split(' ')
+        .collect();
+    let nostart = [("RINGREDUCE_FAULT", "nostart:rank=2")];
+    let t = tag("nostart");
+    let j = mpirun(&t, &args, &nostart, false);
+    assert_eq!(j.status.code(), Some(2), "{}", j.all());
+    assert!(j.took < Duration::from_secs(15), "took {:?}", j.took);
+    assert!(
+        error_line(&j, 2).contains("injected failure before joining the job"),
+        "{}",
+        j.all()
+    );
+    assert_none_left(&t, Duration::from_secs(5));
+    println!(
+        "    mpirun's teardown: exit {:?} in {:.1} s",
+        j.status.code(),
+        j.took.as_secs_f64()
+    );
+    // No teardown: the others wait in MPI_Init for at most the timeout.
+    let t = tag("nostart-recovery");
+    let j = mpirun(&t, &args, &nostart, true);
+    assert!(
+        j.took < Duration::from_secs(20),
+        "took {:?}\n{}",
+        j.took,
+        j.all()
+    );
+    for r in [0, 1, 3] {
+        let line = error_line(&j, r);
+        assert!(
+            line.contains("waited more than 5 s") && line.contains("MPI_Init_thread"),
+            "rank {r} times out: {line}"
+        );
+    }
+    println!(
+        "    --enable-recovery: ranks 0, 1 and 3 timed out in MPI_Init_thread; the job ended in {:.1} s",
+        j.took.as_secs_f64()
+    );
+    assert_none_left(&t, Duration::from_secs(5));
+}
+
+/// Why the test cannot run here, if it cannot.
+fn skip_reason() -> Option<String> {
+    if !cfg!(feature = "mpi") {
+        return Some("built without the mpi feature (cargo test -p ringreduce-tools --no-default-features --features mpi,fault-injection --test mpi)".into());
+    }
+    match Command::new("mpirun").arg("--version").output() {
+        Err(e) => Some(format!(
+            "no mpirun ({e}); apt-get install openmpi-bin libopenmpi-dev"
+        )),
+        Ok(o) if !String::from_utf8_lossy(&o.stdout).contains("Open MPI") => {
+            Some("mpirun is not Open MPI's (the test uses its flags)".into())
+        }
+        Ok(_) => None,
+    }
+}
+
+fn main() {
+    if let Some(why) = skip_reason() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let tests: [(&str, fn()); 5] = [
+        (
+            "every_type_op_and_collective_on_ring_and_hier",
+            every_type_op_and_collective_on_ring_and_hier,
+        ),
+        (
+            "random_calls_and_auto_over_the_network",
+            random_calls_and_auto_over_the_network,
+        ),
+        (
+            "hier_sends_its_share_across_the_network",
+            hier_sends_its_share_across_the_network,
+        ),
+        (
+            "a_rank_killed_mid_collective_ends_the_job",
+            a_rank_killed_mid_collective_ends_the_job,
+        ),
+        (
+            "a_rank_that_never_joins_ends_the_job",
+            a_rank_that_never_joins_ends_the_job,
+        ),
+    ];
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let mut ran = 0;
+    for (name, f) in tests {
+        if !filter.is_empty() && !filter.iter().any(|x| name.contains(x.as_str())) {
+            continue;
+        }
+        println!("test {name} ...");
+        let t0 = Instant::now();
+        f();
+        println!("test {name} ... ok ({:.1} s)", t0.elapsed().as_secs_f64());
+        ran += 1;
+    }
+    println!("test result: ok. {ran} passed (2 nodes x 2 ranks over Open MPI, TCP on loopback)");
+}
