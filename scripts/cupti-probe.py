@@ -12,6 +12,7 @@ records.
 
     python3 scripts/cupti-probe.py            # every configuration
     python3 scripts/cupti-probe.py CONFIG     # one, in this process
+    python3 scripts/cupti-probe.py cost       # host us per op under each set-up
 
 Needs a GPU, libcuda and libcupti (CUPTI_LIB or the CUDA 13 toolkit path).
 """
@@ -64,6 +65,21 @@ CONFIGS = {
     "nosubscribe": dict(kinds=ENGINE_KINDS, driver_apis=True, subscribe=False),
     # Only kernels and copies, no external ids (are records delivered at all?).
     "plain": dict(kinds=["CONCURRENT_KERNEL", "MEMCPY", "MEMCPY2"], driver_apis=False),
+}
+
+# `cost`: the host's time per op (a kernel launch, a device copy, a peer
+# copy, each with a stream query, as a rank issues them) under each set-up,
+# pushed ids included where the set-up has external correlations. What the
+# timeline's overhead is made of, kind by kind.
+COSTS = {
+    "off": dict(kinds=[]),
+    "kernel": dict(kinds=["CONCURRENT_KERNEL"]),
+    "memcpy": dict(kinds=["MEMCPY", "MEMCPY2"]),
+    "driver-quiet": dict(kinds=["DRIVER"], quiet_all=True),
+    "driver-all": dict(kinds=["DRIVER"]),
+    "sync": dict(kinds=["SYNCHRONIZATION"]),
+    "engine": dict(kinds=["CONCURRENT_KERNEL", "MEMCPY", "MEMCPY2", "MEMSET", "DRIVER",
+                          "EXTERNAL_CORRELATION"], quiet_all=True, push=True),
 }
 
 PTX = b"""
@@ -228,8 +244,89 @@ def run(name):
           flush=True)
 
 
+def cost(name, n=3000):
+    cfg = COSTS[name]
+    cu = C.CDLL("libcuda.so.1")
+    cupti, _ = load_cupti()
+    keep = {}
+    REQ = C.CFUNCTYPE(None, C.POINTER(C.c_void_p), C.POINTER(C.c_size_t), C.POINTER(C.c_size_t))
+    COMP = C.CFUNCTYPE(None, C.c_void_p, C.c_uint32, C.c_void_p, C.c_size_t, C.c_size_t)
+
+    def requested(buf, size, maxrec):
+        b = C.create_string_buffer(8 << 20)
+        keep[C.addressof(b)] = b
+        buf[0] = C.addressof(b)
+        size[0] = 8 << 20
+        maxrec[0] = 0
+
+    def completed(ctx, stream, buf, size, valid):
+        keep.pop(buf, None)
+
+    req_cb, comp_cb = REQ(requested), COMP(completed)
+    h = C.c_void_p()
+    ck(cupti.cuptiSubscribe(C.byref(h), None, None), "cuptiSubscribe")
+    ck(cupti.cuptiActivityRegisterCallbacks(req_cb, comp_cb), "register")
+    ck(cu.cuInit(0), "cuInit")
+    dev, ctx = C.c_int(), C.c_void_p()
+    ck(cu.cuDeviceGet(C.byref(dev), 0), "cuDeviceGet")
+    ck(cu.cuDevicePrimaryCtxRetain(C.byref(ctx), dev), "retain")
+    ck(cu.cuCtxSetCurrent(ctx), "set")
+    mod, fn = C.c_void_p(), C.c_void_p()
+    ck(cu.cuModuleLoadData(C.byref(mod), C.c_char_p(PTX)), "load")
+    ck(cu.cuModuleGetFunction(C.byref(fn), mod, b"bump"), "fn")
+    a, b = C.c_uint64(), C.c_uint64()
+    ck(cu.cuMemAlloc_v2(C.byref(a), C.c_size_t(4096)), "alloc")
+    ck(cu.cuMemAlloc_v2(C.byref(b), C.c_size_t(4096)), "alloc")
+    st = C.c_void_p()
+    ck(cu.cuStreamCreate(C.byref(st), 1), "stream")
+    arg = C.c_uint64(a.value)
+    params = (C.c_void_p * 1)(C.cast(C.byref(arg), C.c_void_p))
+    import time
+
+    def loop(k):
+        t = time.perf_counter()
+        last = C.c_uint64()
+        for i in range(k):
+            for op in range(3):
+                if cfg.get("push"):
+                    cupti.cuptiActivityPushExternalCorrelationId(3, C.c_uint64(i * 3 + op + 1))
+                if op == 0:
+                    cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, st, params, None)
+                elif op == 1:
+                    cu.cuMemcpyDtoDAsync_v2(b, a, C.c_size_t(4096), st)
+                else:
+                    cu.cuMemcpyPeerAsync(b, ctx, a, ctx, C.c_size_t(4096), st)
+                if cfg.get("push"):
+                    cupti.cuptiActivityPopExternalCorrelationId(3, C.byref(last))
+                cu.cuStreamQuery(st)
+            if i % 64 == 63:
+                cu.cuStreamSynchronize(st)
+        cu.cuStreamSynchronize(st)
+        return (time.perf_counter() - t) * 1e6 / (3 * k)
+
+    loop(200)  # warm
+    for k in cfg["kinds"]:
+        ck(cupti.cuptiActivityEnable(K[k]), f"enable {k}")
+    if cfg.get("quiet_all"):
+        for cb in range(1, 677):
+            if cb not in CBIDS:
+                cupti.cuptiActivityEnableDriverApi(cb, 0)
+    us = min(loop(n) for _ in range(3))
+    cupti.cuptiActivityFlushAll(1)
+    print(f"cost {name:14s} {us:7.2f} us per op (launch or copy, with a stream query), best of 3 x {n} x 3 ops",
+          flush=True)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
+    if len(sys.argv) > 2 and sys.argv[1] == "cost":
+        cost(sys.argv[2])
+    elif len(sys.argv) > 1 and sys.argv[1] == "cost":
+        for n in COSTS:
+            p = subprocess.run([sys.executable, __file__, "cost", n], capture_output=True, text=True, timeout=120)
+            sys.stdout.write(p.stdout or "")
+            if p.returncode != 0:
+                print(f"cost {n:14s} FAILED rc={p.returncode}: {p.stderr.strip()[-300:]}")
+    elif len(sys.argv) > 1:
         run(sys.argv[1])
     else:
         for n in CONFIGS:
