@@ -9,19 +9,29 @@
 //! * [`Cupti::begin`] / [`Cupti::end`] enable the activity kinds while at
 //!   least one timed call is pending in this process, so untimed calls pay
 //!   nothing.
-//! * [`Cupti::push`] / [`Cupti::pop`] put an external correlation id on the
-//!   calling thread around an op's driver call: CUPTI then writes an
-//!   external correlation record tying the call's correlation id (which
-//!   the kernel or copy record carries) to the op's id.
+//! * [`Cupti::push`] / [`Cupti::pop`] bracket an op's driver call on the
+//!   calling thread: CUPTI's callback at the exit of each issuing call
+//!   (`cuLaunchKernel`, the copies) hands over that call's correlation id
+//!   (which the kernel or copy record carries), and the pop files it
+//!   under the op's id as an [`ActivityKind::External`] record.
 //! * [`Cupti::take`] flushes CUPTI's buffers and hands over the records of
 //!   the given ids (`records` parses the buffers into [`Activity`]).
+//!
+//! Why a callback and not CUPTI's external correlation records: those are
+//! written only for API records, which need the `DRIVER` activity kind on
+//! (every driver call of the timed calls then writes one); with that set-up
+//! 4 ranks sharing one H200 took +63.5 % per call at 1 MiB with the
+//! timeline on, with the callback +35.8 %
+//! (`docs/results/2026-12-02-h200x1-cupti-quiet/`,
+//! `docs/results/2026-12-02-h200x1-cupti-callback/`).
 //!
 //! Layouts: the records are read field by field at the offsets of cudarc's
 //! bindings of CUDA 13.0's `cupti_activity.h` (`CUpti_ActivityKernel10`,
 //! `CUpti_ActivityMemcpy6`, `CUpti_ActivityMemcpyPtoP4`,
 //! `CUpti_ActivityMemset4`, `CUpti_ActivitySynchronization2`,
-//! `CUpti_ActivityExternalCorrelation`); newer versions of a record append
-//! fields, and only the leading fields these versions share are read.
+//! `CUpti_ActivityExternalCorrelation`) and of `CUpti_CallbackData`; newer
+//! versions of a record append fields, and only the leading fields these
+//! versions share are read.
 
 mod records;
 
@@ -46,34 +56,25 @@ const DIRS: [&str; 4] = [
     "/usr/local/cuda-13.0/extras/CUPTI/lib64",
 ];
 
-/// The activity kinds enabled while timed calls are pending.
-///
-/// `DRIVER` (a record per driver call) is what makes CUPTI write the
-/// external correlation records: a pushed external id is tied to the
-/// correlation id of a driver API *record*. Selecting single driver calls
-/// with `cuptiActivityEnableDriverApi` instead gave no API record and no
-/// external correlation at all when enabled after the context had run work
-/// (as here, on the first timed call), though it did when enabled before
-/// `cuInit`: `scripts/cupti-probe.py`, records
-/// `docs/results/2026-12-02-h200x1-cupti-probe*.txt`. That was why the
-/// first CUPTI timelines got no record of their ops. Not `SYNCHRONIZATION`:
-/// CUPTI writes one per `cuStreamQuery` (the probe: 11 records for 10
-/// queries and a synchronize), and the ranks poll their streams while they
-/// wait; the timeline does not use them.
-const KINDS: [sys::CUpti_ActivityKind; 6] = [
+/// The activity kinds enabled while timed calls are pending: the records
+/// with device times. Each is tied to its op through the correlation id the
+/// issuing call's callback saw (see [`ISSUING`]), not through CUPTI's
+/// external correlation records: those need the `DRIVER` activity kind
+/// (a per-call `cuptiActivityEnableDriverApi` alone gave none once the
+/// context had run work: `scripts/cupti-probe.py`, record
+/// `docs/results/2026-12-02-h200x1-cupti-driver-kind/`), which put an
+/// API record on every driver call of the timed calls, stream polls
+/// included. No `SYNCHRONIZATION` records either: CUPTI writes one per
+/// `cuStreamQuery`, and the timeline does not use them.
+const KINDS: [sys::CUpti_ActivityKind; 4] = [
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY2,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
-    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER,
-    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
 ];
 
-/// The driver calls that issue an op's work: with `DRIVER` on, every other
-/// driver call is switched off one by one (`cuptiActivityEnableDriverApi(cb,
-/// 0)`, which does filter once the kind is on: the probe's `driver-quiet`
-/// kept 3 API records of 14), so the host's polls and event records cost no
-/// record.
+/// The driver calls that issue an op's work: CUPTI calls [`on_exit`] at
+/// the end of each while timed calls are pending (and for no other call).
 const ISSUING: [Cbid; 5] = [
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
@@ -81,25 +82,24 @@ const ISSUING: [Cbid; 5] = [
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
 ];
+/// `CUPTI_CB_DOMAIN_DRIVER_API` and `CUPTI_API_EXIT`, as integers.
+const DRIVER_DOMAIN: u32 = sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API as u32;
+const API_EXIT: u32 = sys::CUpti_ApiCallbackSite::CUPTI_API_EXIT as u32;
 type Cbid = sys::CUpti_driver_api_trace_cbid_enum;
 
-const CUSTOM0: u32 =
-    sys::CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 as u32;
 const SUCCESS: u32 = sys::CUptiResult::CUPTI_SUCCESS as u32;
 
-type Subscribe = unsafe extern "C" fn(
-    *mut sys::CUpti_SubscriberHandle,
-    sys::CUpti_CallbackFunc,
-    *mut c_void,
-) -> u32;
+/// CUPTI's callback, with the domain, id and site as the integers the C ABI
+/// passes (a value this build does not know is no Rust enum).
+type Callback = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
+type Subscribe =
+    unsafe extern "C" fn(*mut sys::CUpti_SubscriberHandle, Option<Callback>, *mut c_void) -> u32;
+type EnableCallback = unsafe extern "C" fn(u32, sys::CUpti_SubscriberHandle, u32, u32) -> u32;
 type Register = unsafe extern "C" fn(
     sys::CUpti_BuffersCallbackRequestFunc,
     sys::CUpti_BuffersCallbackCompleteFunc,
 ) -> u32;
 type Kind = unsafe extern "C" fn(u32) -> u32;
-type DriverApi = unsafe extern "C" fn(u32, u8) -> u32;
-type Push = unsafe extern "C" fn(u32, u64) -> u32;
-type Pop = unsafe extern "C" fn(u32, *mut u64) -> u32;
 type NextRecord = unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> u32;
 type Timestamp = unsafe extern "C" fn(*mut u64) -> u32;
 type ResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
@@ -111,10 +111,8 @@ struct Api {
     register: Register,
     enable: Kind,
     disable: Kind,
-    driver_api: DriverApi,
+    enable_callback: EnableCallback,
     flush_all: Kind,
-    push: Push,
-    pop: Pop,
     next_record: NextRecord,
     timestamp: Timestamp,
     result_string: ResultString,
@@ -126,8 +124,53 @@ struct Api {
 /// The loaded, subscribed CUPTI of this process.
 pub struct Cupti {
     api: Api,
+    /// The subscriber handle, as an address (an opaque CUPTI token).
+    subscriber: usize,
     /// Timed calls issued and not yet taken (kinds enabled while > 0).
     pending: Mutex<usize>,
+}
+
+thread_local! {
+    /// The op id [`Cupti::push`] opened on this thread (0: none).
+    static OPEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// The correlation ids the issuing calls' callbacks saw while it was
+    /// open.
+    static SEEN: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// CUPTI's callback at the entry and exit of each [`ISSUING`] driver call
+/// (on the calling thread): at the exit, keep the call's correlation id if
+/// an op is open on this thread. Never unwinds, never blocks.
+///
+/// # Safety
+/// Called by CUPTI; for the driver domain `data` points at a
+/// `CUpti_CallbackData`.
+unsafe extern "C" fn on_exit(_user: *mut c_void, domain: u32, _cbid: u32, data: *const c_void) {
+    if domain != DRIVER_DOMAIN || data.is_null() {
+        return;
+    }
+    type D = sys::CUpti_CallbackData;
+    let base = data.cast::<u8>();
+    // SAFETY: `data` is a CUpti_CallbackData (the domain says so); its
+    // site and correlation id are 32-bit integers inside it.
+    let (site, corr) = unsafe {
+        (
+            base.add(std::mem::offset_of!(D, callbackSite))
+                .cast::<u32>()
+                .read_unaligned(),
+            base.add(std::mem::offset_of!(D, correlationId))
+                .cast::<u32>()
+                .read_unaligned(),
+        )
+    };
+    if site != API_EXIT || OPEN.try_with(|o| o.get()).unwrap_or(0) == 0 {
+        return;
+    }
+    let _ = SEEN.try_with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            s.push(corr);
+        }
+    });
 }
 
 /// One flush at a time (rank threads take their records concurrently).
@@ -174,11 +217,12 @@ fn init(setting: Option<&Path>) -> Result<Cupti, String> {
     // signature of its declaration in cupti_activity.h / cupti_callbacks.h
     // (enums passed as their 32-bit values, as the C ABI does).
     let api = unsafe { load(lib) }.map_err(|e| format!("{}: {e}", path.display()))?;
-    let c = Cupti {
+    let mut c = Cupti {
         api,
+        subscriber: 0,
         pending: Mutex::new(0),
     };
-    c.subscribe()?;
+    c.subscriber = c.subscribe()?;
     Ok(c)
 }
 
@@ -221,10 +265,8 @@ unsafe fn load(lib: Library) -> Result<Api, libloading::Error> {
         register: sym!("cuptiActivityRegisterCallbacks"),
         enable: sym!("cuptiActivityEnable"),
         disable: sym!("cuptiActivityDisable"),
-        driver_api: sym!("cuptiActivityEnableDriverApi"),
+        enable_callback: sym!("cuptiEnableCallback"),
         flush_all: sym!("cuptiActivityFlushAll"),
-        push: sym!("cuptiActivityPushExternalCorrelationId"),
-        pop: sym!("cuptiActivityPopExternalCorrelationId"),
         next_record: sym!("cuptiActivityGetNextRecord"),
         timestamp: sym!("cuptiGetTimestamp"),
         result_string: sym!("cuptiGetResultString"),
@@ -257,16 +299,30 @@ impl Cupti {
         }
     }
 
-    /// Subscribe (refused when another client holds CUPTI) and register
-    /// the buffer callbacks.
-    fn subscribe(&self) -> Result<(), String> {
+    /// Subscribe [`on_exit`] (refused when another client holds CUPTI) and
+    /// register the buffer callbacks; the subscriber handle.
+    fn subscribe(&self) -> Result<usize, String> {
         let mut h: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
-        // SAFETY: `h` is a valid out-pointer; no callback, no user data.
-        let r = unsafe { (self.api.subscribe)(&mut h, None, std::ptr::null_mut()) };
+        // SAFETY: `h` is a valid out-pointer; the callback has CUPTI's
+        // signature and never unwinds; no user data.
+        let r = unsafe { (self.api.subscribe)(&mut h, Some(on_exit), std::ptr::null_mut()) };
         self.check("cuptiSubscribe", r)?;
         // SAFETY: the callbacks have CUPTI's signatures and never unwind.
         let r = unsafe { (self.api.register)(Some(records::requested), Some(records::completed)) };
-        self.check("cuptiActivityRegisterCallbacks", r)
+        self.check("cuptiActivityRegisterCallbacks", r)?;
+        Ok(h as usize)
+    }
+
+    /// [`on_exit`] on (`on`) or off for every [`ISSUING`] call.
+    fn callbacks(&self, on: bool) -> Result<(), String> {
+        let h = self.subscriber as sys::CUpti_SubscriberHandle;
+        for cb in ISSUING {
+            // SAFETY: `h` is this process's subscriber; a valid domain and id.
+            let r =
+                unsafe { (self.api.enable_callback)(u32::from(on), h, DRIVER_DOMAIN, cb as u32) };
+            self.check("cuptiEnableCallback", r)?;
+        }
+        Ok(())
     }
 
     /// A timed call is being issued: enable the activity kinds if none was
@@ -280,23 +336,10 @@ impl Cupti {
                     (self.api.enable)(k as u32)
                 })?;
             }
-            self.quiet_driver_api();
+            self.callbacks(true)?;
         }
         *n += 1;
         Ok(())
-    }
-
-    /// With `DRIVER` on: no API record but for [`ISSUING`]. A call that
-    /// fails (an id this CUPTI does not know) only leaves that call's
-    /// records on: more records, the same timeline.
-    fn quiet_driver_api(&self) {
-        let size = Cbid::CUPTI_DRIVER_TRACE_CBID_SIZE as u32;
-        for cb in 1..size {
-            if !ISSUING.iter().any(|&k| k as u32 == cb) {
-                // SAFETY: plain call; an unknown id is refused, not UB.
-                let _ = unsafe { (self.api.driver_api)(cb, 0) };
-            }
-        }
     }
 
     /// `calls` timed calls were taken: disable the kinds when none is left
@@ -307,6 +350,7 @@ impl Cupti {
         if *n > 0 {
             return Ok(());
         }
+        self.callbacks(false)?;
         for k in KINDS {
             // SAFETY: plain call with a valid kind.
             self.check("cuptiActivityDisable", unsafe {
@@ -318,19 +362,24 @@ impl Cupti {
         Ok(())
     }
 
-    /// Tag the calling thread's driver calls with `id` until [`Cupti::pop`].
+    /// Open op `id` (not 0) on the calling thread: the correlation ids of
+    /// its issuing driver calls are kept until [`Cupti::pop`].
     pub fn push(&self, id: u64) -> Result<(), String> {
-        // SAFETY: plain call with a valid kind.
-        let r = unsafe { (self.api.push)(CUSTOM0, id) };
-        self.check("cuptiActivityPushExternalCorrelationId", r)
+        OPEN.with(|o| o.set(id));
+        SEEN.with(|s| s.borrow_mut().clear());
+        Ok(())
     }
 
-    /// Remove the calling thread's last pushed id.
+    /// Close the calling thread's op: file each correlation id its calls
+    /// got under the op's id, for [`Cupti::take`].
     pub fn pop(&self) -> Result<(), String> {
-        let mut last = 0u64;
-        // SAFETY: `last` is a valid out-pointer.
-        let r = unsafe { (self.api.pop)(CUSTOM0, &mut last) };
-        self.check("cuptiActivityPopExternalCorrelationId", r)
+        let id = OPEN.with(|o| o.replace(0));
+        let seen = SEEN.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        if id == 0 {
+            return Err("CUPTI: an op closed that was not open".into());
+        }
+        records::tie(id, &seen);
+        Ok(())
     }
 
     /// Hand every buffered record to the completion callback (forced:
@@ -388,6 +437,34 @@ mod tests {
             missing.starts_with("not found: /nonexistent/libcupti.so.13 ("),
             "{missing}"
         );
+    }
+
+    #[test]
+    fn a_popped_op_files_the_correlation_ids_its_calls_got() {
+        // An id and correlation ids no real call uses in this test process.
+        let id = u64::MAX - 500;
+        records::tie(id, &[u32::MAX - 10, u32::MAX - 11]);
+        records::store().records.push(Activity {
+            kind: ActivityKind::Kernel,
+            start: 5,
+            end: 9,
+            correlation: u32::MAX - 11,
+            external: 0,
+            device: 0,
+            stream: 0,
+        });
+        let (mine, _) = records::take(&|x| x == id);
+        let kinds: Vec<ActivityKind> = mine.iter().map(|a| a.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                ActivityKind::External,
+                ActivityKind::External,
+                ActivityKind::Kernel
+            ],
+            "{mine:?}"
+        );
+        assert!(records::take(&|x| x == id).0.is_empty());
     }
 
     #[test]

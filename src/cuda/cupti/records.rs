@@ -243,6 +243,25 @@ unsafe fn parse(rec: *const u8) -> Option<Activity> {
     Some(a)
 }
 
+/// File correlation ids `corrs` under op id `id` (what the issuing calls'
+/// callbacks saw): one [`ActivityKind::External`] record each.
+pub(super) fn tie(id: u64, corrs: &[u32]) {
+    if corrs.is_empty() {
+        return;
+    }
+    let mut s = store();
+    s.externals += corrs.len() as u64;
+    s.records.extend(corrs.iter().map(|&c| Activity {
+        kind: ActivityKind::External,
+        start: 0,
+        end: 0,
+        correlation: c,
+        external: id,
+        device: 0,
+        stream: 0,
+    }));
+}
+
 /// Take the records tied to the external ids `ids` accepts, and the count
 /// of dropped records (reset).
 pub(super) fn take(ids: &dyn Fn(u64) -> bool) -> (Vec<Activity>, u64) {
