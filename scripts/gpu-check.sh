@@ -20,7 +20,7 @@
 #                                        ring at 1 MiB with NCCL on the same clock and their overhead,
 #                                        4 ranks on 2 GPUs, bench --breakdown (model fit), theory
 #                                        from it, PS vs ring for N = 2, 4, 8 (~2-3 min)
-#   bash .device/gpu-check.sh cupti      issue 29, one GPU (4 ranks share it): timelines of ring at
+#   bash .device/gpu-check.sh cupti      the CUPTI timeline, one GPU (4 ranks share it): timelines of ring at
 #                                        1, 4, 64 MiB timed by CUPTI and by events (RINGREDUCE_CUPTI=0)
 #                                        with their overhead, the two sources' op durations compared at
 #                                        64 MiB, bench --breakdown both ways, NVTX ranges under ncu (~5 min)
