@@ -28,8 +28,7 @@
 //! Layouts: the records are read field by field at the offsets of cudarc's
 //! bindings of CUDA 13.0's `cupti_activity.h` (`CUpti_ActivityKernel10`,
 //! `CUpti_ActivityMemcpy6`, `CUpti_ActivityMemcpyPtoP4`,
-//! `CUpti_ActivityMemset4`, `CUpti_ActivitySynchronization2`,
-//! `CUpti_ActivityExternalCorrelation`) and of `CUpti_CallbackData`; newer
+//! `CUpti_ActivityMemset4`) and of `CUpti_CallbackData`; newer
 //! versions of a record append fields, and only the leading fields these
 //! versions share are read.
 
@@ -195,7 +194,7 @@ pub fn get(setting: Option<&Path>) -> Result<&'static Cupti, String> {
 pub fn delivered() -> String {
     let s = records::store();
     format!(
-        "CUPTI handed back {} buffers with {} records, {} of them external correlations, in this process",
+        "CUPTI handed back {} buffers with {} records, and its callbacks tied {} driver calls to ops, in this process",
         s.buffers, s.parsed, s.externals
     )
 }

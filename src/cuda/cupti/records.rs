@@ -26,10 +26,8 @@ pub enum ActivityKind {
     PeerCopy,
     /// A memset.
     Memset,
-    /// A host synchronization with a stream or event (`SYNCHRONIZATION`);
-    /// its times are the host's.
-    Sync,
-    /// Ties `correlation` to the external id `external`.
+    /// Ties `correlation` to the op id `external` (filed by the issuing
+    /// call's callback, not read from a buffer).
     External,
 }
 
@@ -53,8 +51,9 @@ pub(super) struct Store {
     pub(super) records: Vec<Activity>,
     dropped: u64,
     /// Since the process started: buffers CUPTI handed back, the records
-    /// parsed from them, and the external correlations among those (what
-    /// an error says when a call finds none of its records).
+    /// parsed from them, and the correlation ids the issuing calls'
+    /// callbacks filed (what an error says when a call finds none of its
+    /// records).
     pub(super) buffers: u64,
     pub(super) parsed: u64,
     pub(super) externals: u64,
@@ -126,10 +125,6 @@ pub(super) unsafe extern "C" fn completed(
     let mut s = store();
     s.buffers += 1;
     s.parsed += parsed.len() as u64;
-    s.externals += parsed
-        .iter()
-        .filter(|a| a.kind == ActivityKind::External)
-        .count() as u64;
     s.records.extend(parsed);
     s.dropped += dropped as u64;
     drop(s);
@@ -213,30 +208,6 @@ unsafe fn parse(rec: *const u8) -> Option<Activity> {
                 sys::CUpti_ActivityMemset4,
                 deviceId
             )
-        }
-        k if k == K::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION as u32 => {
-            // No device field: the context's id stands in.
-            timed!(
-                rec,
-                ActivityKind::Sync,
-                sys::CUpti_ActivitySynchronization2,
-                contextId
-            )
-        }
-        k if k == K::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION as u32 => {
-            type X = sys::CUpti_ActivityExternalCorrelation;
-            // SAFETY: an external correlation record; integer fields.
-            unsafe {
-                Activity {
-                    kind: ActivityKind::External,
-                    start: 0,
-                    end: 0,
-                    correlation: field::<u32>(rec, offset_of!(X, correlationId)),
-                    external: field::<u64>(rec, offset_of!(X, externalId)),
-                    device: 0,
-                    stream: 0,
-                }
-            }
         }
         _ => return None,
     };

@@ -163,7 +163,7 @@ pub fn spans(
         .collect();
     let mut span: Vec<Option<(u64, u64)>> = vec![None; call.ops.len()];
     for a in records {
-        if matches!(a.kind, ActivityKind::External | ActivityKind::Sync) {
+        if a.kind == ActivityKind::External {
             continue;
         }
         let Some(&i) = by_corr.get(&a.correlation) else {

@@ -78,10 +78,8 @@ fn records_become_the_spans_of_their_ops_and_marks_follow_their_predecessors() {
         rec(ActivityKind::PeerCopy, 10, 100, 200),
         ext(c.id(2), 11),
         rec(ActivityKind::Kernel, 11, 210, 300),
-        // Another call's kernel, and a host synchronization of the copy's
-        // driver call: neither is an op's span.
+        // Another call's kernel: not an op's span.
         rec(ActivityKind::Kernel, 99, 0, 5000),
-        rec(ActivityKind::Sync, 10, 50, 400),
     ];
     let v = spans(2, &c, &recs, &host).unwrap();
     let got: Vec<(usize, usize, usize, f64, f64)> = v
