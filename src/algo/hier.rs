@@ -100,6 +100,7 @@ pub fn plan(shape: &Shape, per_node: usize) -> Plan {
         per_node
     };
     let mut b = PlanBuilder::new(Hier { per_node: g }.name(), *shape);
+    b.nodes(g);
     let begin = b.begin_all();
     if n == 1 || shape.count == 0 {
         return local_only(b, &begin);

@@ -380,7 +380,11 @@ impl AlgoChoice {
     /// another layout): `auto`, unless `RINGREDUCE_ALGO` forces a path,
     /// takes only paths whose ranks push (the network transport refuses
     /// reads of a peer's memory): `hier:G` for an all-reduce over several
-    /// nodes of G > 1 ranks, `bcast` for a broadcast, else the `ring`.
+    /// nodes of G > 1 ranks (the scale-out model prices it at or below the
+    /// flat ring for every layout, size and pair of links, so no call
+    /// needs pricing: `theory::scale`'s test
+    /// `the_hierarchical_all_reduce_is_never_slower_than_the_flat_ring`),
+    /// `bcast` for a broadcast, else the `ring`.
     pub fn resolve_in(&self, shape: &Shape, per_node: Option<usize>) -> Result<Arc<dyn Algorithm>> {
         let Some(g) = per_node else {
             return self.resolve(shape);

@@ -440,6 +440,13 @@ impl Core {
         self.job.as_deref().map(|j| j.spec())
     }
 
+    /// The node size of a job over several machines (every G consecutive
+    /// ranks a node: MPI's node communicator, or `RINGREDUCE_RANKS_PER_NODE`);
+    /// `None` on one machine.
+    pub fn per_node(&self) -> Option<usize> {
+        self.per_node
+    }
+
     /// Every process's `data` in rank order (one process: just `data`).
     /// Collective in a multi-process job.
     pub fn gather(&self, data: &[u8], what: &str) -> Result<Vec<Vec<u8>>> {

@@ -23,9 +23,16 @@ impl PlanBuilder {
                 scratch_len: 0,
                 fenced: true,
                 probe: false,
+                per_node: None,
                 checked: Default::default(),
             },
         }
+    }
+
+    /// Say that the plan is built for nodes of `g` consecutive ranks
+    /// ([`Plan::per_node`]).
+    pub fn nodes(&mut self, g: usize) {
+        self.plan.per_node = Some(g);
     }
 
     pub fn shape(&self) -> &Shape {

@@ -433,6 +433,11 @@ pub struct Plan {
     /// Not a collective (a fence, a link probe): the data-flow check, which
     /// checks what the collective promises, does not apply.
     pub probe: bool,
+    /// The node size the plan was built for (`hier:G`: `Some(G)`, ranks `r`
+    /// and `s` on different nodes when `r / G != s / G`); `None`: the plan
+    /// does not know of nodes. The timeline draws the copies between nodes
+    /// on a network track of their own.
+    pub per_node: Option<usize>,
     /// The validator's verdict on this plan object, once asked
     /// ([`Plan::validate_once`]).
     pub(crate) checked: Checked,

@@ -426,6 +426,7 @@ impl Plan {
             scratch_len: plans.iter().map(|p| p.scratch_len).max().unwrap_or(0),
             fenced: false,
             probe: true,
+            per_node: first.per_node,
             checked: Default::default(),
         };
         // The union of the buffers of all shapes.

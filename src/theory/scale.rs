@@ -43,6 +43,20 @@ impl Link {
     }
 }
 
+/// Inside a node, unless a fit says otherwise: a ring step on 2 x H200
+/// (13 us) and NVLink NV18's peer-copy ceiling (380 GB/s).
+pub const NVLINK_H200: Link = Link {
+    alpha_us: 13.0,
+    gbps: 380.0,
+};
+
+/// Between nodes, stated (not measured): 400 Gb/s per rail (50 GB/s each
+/// direction) and 5 us per message.
+pub const NETWORK_STATED: Link = Link {
+    alpha_us: 5.0,
+    gbps: 50.0,
+};
+
 /// `K` nodes of `G` GPUs and their two kinds of link.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Cluster {
@@ -221,14 +235,8 @@ pub fn render(
 mod tests {
     use super::*;
 
-    const NV: Link = Link {
-        alpha_us: 13.0,
-        gbps: 380.0,
-    };
-    const NET: Link = Link {
-        alpha_us: 5.0,
-        gbps: 50.0,
-    };
+    const NV: Link = NVLINK_H200;
+    const NET: Link = NETWORK_STATED;
 
     fn cluster(nodes: usize, per_node: usize) -> Cluster {
         Cluster {
@@ -362,5 +370,47 @@ mod tests {
             assert!(t.contains(w), "{w}: {t}");
         }
         assert_eq!(t.lines().filter(|l| l.starts_with("| ")).count(), 5);
+    }
+    /// Why `auto` takes `hier:G` over nodes without pricing each call
+    /// (`algo::AlgoChoice::resolve_in`): under this model the hierarchical
+    /// all-reduce is never slower than the flat ring, whatever the links,
+    /// the layout or the size. The flat ring's `2(KG-1)` rounds are at
+    /// least `2(G-1) + 2(K-1)`, each paced by the slower link, and its
+    /// bytes through a link, `2(KG-1)/(KG)·D`, at least the node ring's
+    /// `2(G-1)/G·D` plus the rail's `2(K-1)/K·D/G`.
+    #[test]
+    fn the_hierarchical_all_reduce_is_never_slower_than_the_flat_ring() {
+        let links = [
+            NVLINK_H200,
+            NETWORK_STATED,
+            Link {
+                alpha_us: 50.0,
+                gbps: 10.0,
+            },
+            Link {
+                alpha_us: 0.5,
+                gbps: 900.0,
+            },
+        ];
+        for intra in links {
+            for inter in links {
+                for (nodes, per_node) in [(1, 8), (2, 1), (2, 2), (2, 8), (4, 4), (128, 8), (16, 2)]
+                {
+                    for d in [0.0, 8.0, 4096.0, 1e6, 64e6, 1e9] {
+                        let c = Cluster {
+                            nodes,
+                            per_node,
+                            intra,
+                            inter,
+                        };
+                        let (flat, hier) = (c.flat_ring_us(d), c.hier_us(d));
+                        assert!(
+                            hier <= flat * (1.0 + 1e-12),
+                            "K={nodes} G={per_node} D={d} {intra:?} {inter:?}: hier {hier} > flat {flat}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }

@@ -43,11 +43,11 @@ pub struct TheoryArgs {
     pub gpus_per_node: Option<usize>,
     /// Network bandwidth between nodes per rail, GB/s each direction
     /// (stated, not measured) [default: 50, 400 Gb/s per NIC].
-    #[arg(long, default_value_t = 50.0)]
+    #[arg(long, default_value_t = ringreduce::theory::scale::NETWORK_STATED.gbps)]
     pub net_gbps: f64,
     /// Network latency between nodes per message, microseconds (stated,
     /// not measured).
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = ringreduce::theory::scale::NETWORK_STATED.alpha_us)]
     pub net_alpha_us: f64,
 }
 
@@ -114,8 +114,12 @@ pub fn execute(a: TheoryArgs) -> Result<bool> {
         None => (Vec::new(), None),
     };
     let model = ringreduce::theory::Model {
-        alpha_us: a.alpha_us.unwrap_or(13.0),
-        link_gbps: a.link_gbps.unwrap_or(380.0),
+        alpha_us: a
+            .alpha_us
+            .unwrap_or(ringreduce::theory::scale::NVLINK_H200.alpha_us),
+        link_gbps: a
+            .link_gbps
+            .unwrap_or(ringreduce::theory::scale::NVLINK_H200.gbps),
         reduce_gbps: a.reduce_gbps.unwrap_or(1400.0),
     };
     check_model(&model)?;

@@ -40,6 +40,15 @@ pub use record::{record, Overhead, RecordOptions, Recording};
 /// The track of NCCL's slices (after the plan's lanes).
 pub const NCCL_TRACK: usize = LANES;
 
+/// The track of the copies between nodes (a plan built for nodes, or a job
+/// over several machines): the network hops, drawn apart from the lane
+/// that issued them.
+pub const NETWORK_TRACK: usize = LANES + 1;
+
+/// The tracks of a rank's plan ops, in drawing order: the lanes, then the
+/// network.
+pub const OP_TRACKS: [usize; LANES + 1] = [0, 1, NETWORK_TRACK];
+
 /// One timed call: the plan that ran and its times.
 #[derive(Debug, Clone)]
 pub struct TimedCall {
@@ -65,6 +74,10 @@ pub struct Timeline {
     /// The ranks this process timed: every rank in one process, its own
     /// in a multi-process job (the others' ops are not in this timeline).
     pub local_ranks: std::ops::Range<usize>,
+    /// The job's node size when it runs over several machines (every G
+    /// consecutive ranks a node); a plan built for nodes
+    /// ([`Plan::per_node`]) says its own.
+    pub per_node: Option<usize>,
 }
 
 /// What an op part does, for colours and the breakdown.
@@ -87,8 +100,12 @@ pub struct Slice {
     pub call: usize,
     pub nccl: bool,
     pub rank: usize,
-    /// The lane's index, or [`NCCL_TRACK`].
+    /// Where it is drawn: the lane's index, [`NETWORK_TRACK`] for a copy
+    /// between nodes, or [`NCCL_TRACK`].
     pub track: usize,
+    /// The plan lane that issued it (in-lane order is on this lane; NCCL's
+    /// slices: [`NCCL_TRACK`]).
+    pub lane: usize,
     pub op: usize,
     pub part: usize,
     /// Nanoseconds from the timeline's zero (the earliest start).
@@ -145,6 +162,7 @@ pub fn track_name(track: usize) -> &'static str {
     match track {
         0 => Lane::Compute.name(),
         1 => Lane::Copy.name(),
+        NETWORK_TRACK => "network",
         _ => "nccl",
     }
 }
@@ -277,6 +295,11 @@ impl Timeline {
                         plan.name, t.rank, t.op, t.part
                     )
                 })?;
+                let node = plan.per_node.or(self.per_node).filter(|&g| g > 0);
+                let between_nodes = match (part.effect, node) {
+                    (Some(Effect::Copy { from, to, .. }), Some(g)) => from / g != to / g,
+                    _ => false,
+                };
                 let (bytes, peer) = match part.effect {
                     Some(Effect::Copy { from, src, to, .. }) => (
                         src.len() as u64 * elem,
@@ -322,7 +345,12 @@ impl Timeline {
                     call: k,
                     nccl: false,
                     rank: t.rank,
-                    track: op.lane as usize,
+                    track: if between_nodes {
+                        NETWORK_TRACK
+                    } else {
+                        op.lane as usize
+                    },
+                    lane: op.lane as usize,
                     op: t.op,
                     part: t.part,
                     start_ns: t.start_ns - zero,
@@ -348,6 +376,7 @@ impl Timeline {
                     nccl: true,
                     rank: t.rank,
                     track: NCCL_TRACK,
+                    lane: NCCL_TRACK,
                     op: 0,
                     part: 0,
                     start_ns: t.start_ns - zero,
@@ -724,7 +753,7 @@ fn split_rank(plan: &Plan, r: usize, mine: &[&Slice], launch: f64) -> Split {
     // Gaps on a lane before an op part that waits for another rank.
     let mut waits = Vec::new();
     for lane in 0..LANES {
-        let mut on: Vec<&&Slice> = mine.iter().filter(|s| s.track == lane).collect();
+        let mut on: Vec<&&Slice> = mine.iter().filter(|s| s.lane == lane).collect();
         on.sort_by_key(|s| (s.op, s.part));
         let mut prev = first;
         for s in on {

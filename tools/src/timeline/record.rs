@@ -243,6 +243,7 @@ pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Record
             what,
             notes,
             local_ranks: e.core().local_ranks(),
+            per_node: e.core().per_node(),
         },
         overhead,
         traffic,

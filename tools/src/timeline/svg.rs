@@ -19,7 +19,7 @@
 //! a slice carries its label when it is wide enough, and a `<title>` with
 //! everything for viewers that show tooltips.
 
-use super::{track_name, Category, Slice, Timeline, NCCL_TRACK};
+use super::{track_name, Category, Slice, Timeline, NCCL_TRACK, OP_TRACKS};
 use ringreduce::backend::BackendKind;
 use ringreduce::schedule::Phase;
 use std::fmt::Write as _;
@@ -187,15 +187,16 @@ struct Layout {
 
 impl Layout {
     fn of(slices: &[Slice], ranks: usize) -> Layout {
-        // Rows: every (rank, lane) in use, then NCCL's rows.
+        // Rows: every (rank, track) in use (the lanes, then the network),
+        // then NCCL's rows.
         let mut rows: Vec<(usize, usize)> = Vec::new();
         for r in 0..ranks {
-            for lane in 0..NCCL_TRACK {
+            for track in OP_TRACKS {
                 if slices
                     .iter()
-                    .any(|s| !s.nccl && s.rank == r && s.track == lane)
+                    .any(|s| !s.nccl && s.rank == r && s.track == track)
                 {
-                    rows.push((r, lane));
+                    rows.push((r, track));
                 }
             }
         }

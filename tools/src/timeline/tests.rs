@@ -409,3 +409,52 @@ fn svg_draws_nccls_call_beside_the_ring() {
     let top = ticks.iter().copied().fold(0.0, f64::max);
     assert!(top < 20_000.0, "the axis reaches {top} us");
 }
+
+/// The copies between nodes of a plan built for nodes (`hier:2`: ranks 0-1
+/// and 2-3) have a track of their own, drawn and exported as `network`;
+/// every other slice stays on the lane that issued it, and in-lane order
+/// is still checked on the issuing lane. A plan without nodes has none.
+#[test]
+fn copies_between_nodes_are_drawn_on_the_network_track() {
+    let r = rec("hier:2", 4, 4096, false, 2);
+    let slices = r.timeline.slices().unwrap();
+    let net: Vec<&Slice> = slices.iter().filter(|s| s.track == NETWORK_TRACK).collect();
+    assert!(!net.is_empty(), "hier:2 crosses nodes");
+    for s in &slices {
+        let crosses = s.category == Category::Copy && s.peer.is_some_and(|p| p / 2 != s.rank / 2);
+        assert_eq!(
+            s.track == NETWORK_TRACK,
+            crosses,
+            "{}: rank {} peer {:?}",
+            s.name,
+            s.rank,
+            s.peer
+        );
+        assert!(s.lane < LANES, "{}", s.name);
+    }
+    // Rank by rank, the network track carries what the plan sends between
+    // nodes, 2(K-1)/K x D/G: with K = 2 nodes, G = 2 and D = 4096 floats,
+    // 4096 bytes per rank per call.
+    let plan = &r.timeline.calls[0].plan;
+    for (rank, t) in plan.node_traffic(2).iter().enumerate() {
+        let sent: u64 = net
+            .iter()
+            .filter(|s| s.call == 0 && s.rank == rank)
+            .map(|s| s.bytes)
+            .sum();
+        assert_eq!((sent, t.sent), (8192, 8192), "rank {rank}");
+    }
+    let issues = r.timeline.check(TOL_NS);
+    assert!(issues.is_empty(), "{issues:?}");
+    let svg = svg::to_svg(&r.timeline).unwrap();
+    assert!(svg.contains("rank 0 network"), "the network row is drawn");
+    let json = chrome::to_json(&r.timeline).unwrap().to_string();
+    assert!(json.contains("\"network\""), "the network track is named");
+    let ring = rec("ring", 4, 4096, false, 1);
+    assert!(ring
+        .timeline
+        .slices()
+        .unwrap()
+        .iter()
+        .all(|s| s.track != NETWORK_TRACK));
+}
