@@ -5,6 +5,8 @@
 #
 #   - a record named as `results/NAME` or `docs/results/NAME` (globs `*` and
 #     braces `{a,b}` allowed: at least one file must match each expansion);
+#     a file inside a run's archive is named `results/RUN/logs.tar.xz:FILE`,
+#     and FILE must be a member of that archive;
 #   - in docs/results/README.md, a record named by its full name
 #     (`2026-...`) or by its end (`-s10.log.gz`, `...-explore-2r.json.gz`);
 #   - the local target of a markdown link `[text](path)` or picture
@@ -15,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec python3 - "$@" <<'PY'
-import glob, os, re, sys
+import glob, os, re, sys, tarfile
 
 def docs():
     out = [f for f in ("README.md", "CONTRIBUTING.md") if os.path.exists(f)]
@@ -56,9 +58,23 @@ def anchors(path):
         _anchors[path] = out
     return _anchors[path]
 
-RESULT = re.compile(r"(?<![\w/.-])((?:docs/)?results/[A-Za-z0-9_.{},*?/-]*)")
+RESULT = re.compile(r"(?<![\w/.-])((?:docs/)?results/[A-Za-z0-9_.{},*?/-]*(?::[A-Za-z0-9_.{},*?/-]+)?)")
+
+_members = {}
+def members(archive):
+    if archive not in _members:
+        with tarfile.open(archive, "r:*") as t:
+            _members[archive] = set(t.getnames())
+    return _members[archive]
+
+def exists_member(p):
+    path, sep, member = p.partition(":")
+    if not sep:
+        return exists(p)
+    return os.path.isfile(path) and path.endswith((".tar.xz", ".tgz", ".tar.gz")) and \
+        any(glob.fnmatch.fnmatch(m, member) for m in members(path))
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
-FULL = re.compile(r"`(20\d\d-\d\d-\d\d-[A-Za-z0-9_.{},*?/-]+)`")
+FULL = re.compile(r"`(20\d\d-\d\d-\d\d-[A-Za-z0-9_.{},*?/-]+(?::[A-Za-z0-9_.{},*?/-]+)?)`")
 SHORT = re.compile(r"`(?:\.\.\.)?(-[A-Za-z0-9_{},*?-]+\.[A-Za-z0-9_.{},*]+)`")
 
 bad, refs = [], 0
@@ -73,7 +89,7 @@ for doc in docs():
             refs += 1
             base = ref if ref.startswith("docs/") else None
             ok = all(
-                any(exists(os.path.join(b, e)) for b in ([""] if base else [here, "docs", "."]))
+                any(exists_member(os.path.join(b, e)) for b in ([""] if base else [here, "docs", "."]))
                 for e in expand(ref))
             if not ok:
                 bad.append(f"{doc}:{no}: {ref}")
@@ -91,7 +107,7 @@ for doc in docs():
         if doc == os.path.join("docs", "results", "README.md"):
             for m in FULL.finditer(line):
                 refs += 1
-                if not all(exists(os.path.join("docs/results", e)) for e in expand(m.group(1))):
+                if not all(exists_member(os.path.join("docs/results", e)) for e in expand(m.group(1))):
                     bad.append(f"{doc}:{no}: {m.group(1)}")
             for m in SHORT.finditer(line):
                 refs += 1

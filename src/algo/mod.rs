@@ -302,9 +302,11 @@ pub const PIPE4_MIN_BYTES: usize = 1 << 30;
 /// Up to this size per rank, an all-reduce of more than 2 ranks uses the
 /// parameter server: two rounds, whatever N, where the ring has 2(N-1)
 /// dependent steps at 12-14 us each (4 and 8 ranks on 2 x H200, ranks in
-/// blocks, `results/2026-11-30-h200x2-s8-final.log.gz`: PS 45 / 79 us against
-/// the ring's 85 / 85 us at 1 / 4 MiB with 4 ranks, 92-145 against
-/// 177-215 us with 8; the ring ahead from 16 MiB, 124 against 235 us).
+/// blocks, the record
+/// `results/2026-11-30-h200x2-s8-final/logs.tar.xz:2026-11-30-h200x2-s8-final.log`:
+/// PS 45 / 79 us against the ring's 85 / 85 us at 1 / 4 MiB with 4 ranks,
+/// 92-145 against 177-215 us with 8; the ring ahead from 16 MiB, 124
+/// against 235 us).
 pub const PS_MAX_BYTES: usize = 4 << 20;
 
 /// Out of place, more than 2 ranks use `oneshot:fused` (one kernel per

@@ -155,7 +155,8 @@ impl<'id> DevBuf<'id> {
     /// (the driver API's synchronization rules): work of the same context
     /// is ordered after it, but a peer process's kernel is not. Found on
     /// one H200 with two rank processes: `oneshot:fused` read the tail of
-    /// a peer's input before its DMA landed (`results/2026-12-01-h200x1-s10.log.gz`).
+    /// a peer's input before its DMA landed
+    /// (`results/2026-12-01-h200x1-s10/2026-12-01-h200x1-s10.log.xz`).
     pub fn write_landed(&mut self, off: usize, data: &[u8]) -> CuResult<()> {
         self.write(off, data)?;
         if data.is_empty() {

@@ -214,7 +214,8 @@ fn non_empty_reason(dir: &Path) -> String {
 /// left in `dir` (`/dev/shm` on Linux): `cuda.shm.<n>.<pid in hex>.<m>`,
 /// one set per process that used CUDA IPC, which the driver removes at a
 /// clean exit and a killed process cannot (issue 32 item 10; the naming
-/// read off the GPU machine, `results/2026-12-01-h200x1-s10.log.gz`). Only
+/// read off the GPU machine,
+/// `results/2026-12-01-h200x1-s10/2026-12-01-h200x1-s10.log.xz`). Only
 /// files of the given pids, owned by this user, whose process is gone (a
 /// reused pid's files stay). Returns what was removed.
 pub fn sweep_cuda_ipc_files(dir: &Path, pids: &[u32]) -> Vec<PathBuf> {

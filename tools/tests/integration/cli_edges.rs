@@ -561,11 +561,13 @@ pub fn register(h: &mut Harness) {
     h.add(
         "cli_edges::rank_processes_read_only_landed_inputs[cuda]",
         || {
-            // Found on one H200 (results/2026-12-01-h200x1-s10.log.gz): two rank
+            // Found on one H200
+            // (results/2026-12-01-h200x1-s10/2026-12-01-h200x1-s10.log.xz): two rank
             // processes on a GPU, `oneshot:fused` (auto's path out of place
             // on 2 ranks) read the tail of a peer's input before the peer's
             // host-to-device copy had landed: about 6 wrong calls in 1500
-            // (results/2026-12-01-h200x1-s10-ab.log.gz); 0 after the fix.
+            // (results/2026-12-01-h200x1-s10-ab/2026-12-01-h200x1-s10-ab.log.xz);
+            // 0 after the fix.
             if let Some(why) = cuda_skip_reason(1) {
                 return skip(why);
             }

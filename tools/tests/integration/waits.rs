@@ -116,8 +116,8 @@ fn from_rayon(b: BackendChoice) -> TestResult {
     // spin-waiting exchange kernels (oneshot:flag, in place) on one GPU,
     // more than it holds resident at once, and one timed out waiting for
     // a partner that could not be scheduled
-    // (results/2026-12-01-h200x1-s10-waits.log.gz): a limit of spinning
-    // kernels, not of the host waits this test is about.
+    // (results/2026-12-01-h200x1-s10-waits/2026-12-01-h200x1-s10-waits.log.xz):
+    // a limit of spinning kernels, not of the host waits this test is about.
     let workers = match b {
         BackendChoice::Cuda => rayon::current_num_threads().min(4),
         _ => rayon::current_num_threads(),
