@@ -152,6 +152,7 @@ impl World {
             run_id: None,
             origin: spec.origin,
             store_from_parent: None,
+            key_value: None,
         }
     }
 

@@ -109,7 +109,8 @@ impl<T: Element> Comm<T> {
 
     /// The store directory the ranks met at.
     pub fn store_path(&self) -> &Path {
-        self.agree.job().store_path()
+        // A `Comm` always meets through a store directory (`Comm::new`).
+        self.agree.job().store_path().unwrap_or(Path::new(""))
     }
 
     /// The engine underneath (this rank's view of the job). Its host-slice

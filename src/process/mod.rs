@@ -35,11 +35,13 @@ mod comm;
 pub(crate) mod control;
 pub mod launch;
 pub(crate) mod reads;
+pub mod rendezvous;
 pub(crate) mod store;
 
 #[allow(deprecated)]
 pub use comm::Comm;
 pub(crate) use control::Control;
+pub use rendezvous::{KeyValue, LocalKeyValue, SharedKeyValue};
 pub(crate) use store::Store;
 
 use crate::error::{Error, Result};
@@ -150,7 +152,7 @@ pub struct JobSpec {
     /// more processes than GPUs go in blocks ([`crate::backend::placement`]),
     /// as one process's rank threads do; without it, `local_rank % GPUs`.
     pub local_size: Option<usize>,
-    /// The store directory.
+    /// The store directory (unused when [`JobSpec::key_value`] is set).
     pub store: PathBuf,
     /// The run id the store must carry (set by the launcher); `None`: this
     /// job's rank 0 creates the store.
@@ -160,6 +162,9 @@ pub struct JobSpec {
     /// store was given (an `mpirun` without one): ranks under different
     /// parents never meet, and a failed join says so.
     pub store_from_parent: Option<u32>,
+    /// The caller's key-value store, when the job bootstraps through it
+    /// instead of a store directory ([`rendezvous`]).
+    pub key_value: Option<SharedKeyValue>,
 }
 
 /// A whole-number job variable ([`crate::param`]; read at each call).
@@ -195,6 +200,19 @@ impl JobSpec {
             run_id: None,
             origin: Origin::Explicit,
             store_from_parent: None,
+            key_value: None,
+        }
+    }
+
+    /// Rank `rank` of `size`, meeting through the caller's key-value store
+    /// `kv` (what `torch.distributed` hands a process group): no store
+    /// directory is made ([`rendezvous`]). Every rank of the job runs on
+    /// this machine.
+    pub fn with_key_value(rank: usize, size: usize, kv: std::sync::Arc<dyn KeyValue>) -> JobSpec {
+        JobSpec {
+            store: PathBuf::new(),
+            key_value: Some(SharedKeyValue(kv)),
+            ..JobSpec::new(rank, size, PathBuf::new())
         }
     }
 
@@ -281,6 +299,7 @@ impl JobSpec {
                 run_id,
                 origin,
                 store_from_parent,
+                key_value: None,
             }));
         }
         Ok(None)
@@ -333,7 +352,9 @@ const CONTROL_KEY: &str = "control-ready";
 #[derive(Debug)]
 pub(crate) struct Job {
     spec: JobSpec,
-    store: Store,
+    /// The store directory; `None` for a job that met through the caller's
+    /// key-value store.
+    store: Option<Store>,
     control: Arc<Control>,
     /// Rank 0 of a job without a launcher removes the store at the end.
     owns_store: bool,
@@ -383,6 +404,9 @@ impl Job {
     /// [`Job::join`] of the ranks that share this machine (all of them, or
     /// one node's, whose job ranks are `names`).
     fn join_node(spec: &JobSpec, timeout: Duration, names: Vec<usize>) -> Result<Job> {
+        if let Some(kv) = &spec.key_value {
+            return Self::join_key_value(spec, kv.0.as_ref(), timeout, names);
+        }
         let owns_store = spec.run_id.is_none() && spec.rank == 0;
         if owns_store && spec.store_from_parent.is_some() {
             // Stores of earlier jobs without a launcher whose ranks are all
@@ -463,8 +487,68 @@ impl Job {
             (c, None)
         };
         control.watch_store(store.clone());
+        Self::meet(spec, control, export, Some(store), owns_store, names)
+    }
+
+    /// [`Job::join`] through the caller's key-value store: rank 0 creates
+    /// the control segment and sets [`rendezvous::CONTROL_KEY`], the others
+    /// get it and map the segment; then every rank meets.
+    fn join_key_value(
+        spec: &JobSpec,
+        kv: &dyn KeyValue,
+        timeout: Duration,
+        names: Vec<usize>,
+    ) -> Result<Job> {
+        let key = rendezvous::CONTROL_KEY;
+        let (control, export) = if spec.rank == 0 {
+            let run = format!("kv-{}-{:x}", std::process::id(), unique_suffix());
+            let (c, export) = Control::create(&run, spec.size, timeout)?;
+            kv.set(key, &rendezvous::encode(&run, export.path()))?;
+            (c, Some(export))
+        } else {
+            let Some(v) = kv.get(key, timeout)? else {
+                return Err(Error::Timeout {
+                    rank: spec.rank,
+                    what: format!(
+                        "rank 0 to set {key} in {} (the job's control segment)",
+                        kv.describe()
+                    ),
+                    seconds: timeout.as_secs_f64(),
+                    wait: crate::error::WaitKind::Host,
+                });
+            };
+            let (run, path) = rendezvous::decode(&v).ok_or_else(|| {
+                Error::BadArgument(format!(
+                    "rank {}: {key} in {} is not what rank 0 of a ringreduce job sets ({} bytes: `<run id>\\n<segment handle>` expected); is the store shared with another program?",
+                    spec.rank,
+                    kv.describe(),
+                    v.len()
+                ))
+            })?;
+            (
+                Control::open(&path, &run, spec.size, spec.rank, timeout)?,
+                None,
+            )
+        };
+        Self::meet(spec, control, export, None, false, names)
+    }
+
+    /// The end of every join: register this process in the control
+    /// segment and wait until every rank did.
+    fn meet(
+        spec: &JobSpec,
+        control: Control,
+        export: Option<crate::sys::shm::Export>,
+        store: Option<Store>,
+        owns_store: bool,
+        names: Vec<usize>,
+    ) -> Result<Job> {
         #[cfg(feature = "mpi")]
-        control.set_names(names);
+        let control = {
+            let mut c = control;
+            c.set_names(names);
+            c
+        };
         #[cfg(not(feature = "mpi"))]
         let _ = names;
         control.register();
@@ -503,12 +587,14 @@ impl Job {
 
     // The CUDA backend's.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub fn store(&self) -> &Store {
-        &self.store
+    pub fn store(&self) -> Option<&Store> {
+        self.store.as_ref()
     }
 
-    pub fn store_path(&self) -> &Path {
-        self.store.dir()
+    /// The store directory; `None` for a job that met through the
+    /// caller's key-value store.
+    pub fn store_path(&self) -> Option<&Path> {
+        self.store.as_ref().map(Store::dir)
     }
 
     pub fn control(&self) -> &Arc<Control> {
@@ -615,14 +701,14 @@ impl Job {
 impl Drop for Job {
     fn drop(&mut self) {
         self.control.finish();
-        if self.owns_store {
+        if let (true, Some(store)) = (self.owns_store, &self.store) {
             // Rank 0 of an mpirun job removes the store once the others are
             // done with it (bounded: a rank that hangs is not waited for).
             let t0 = std::time::Instant::now();
-            while !self.control.others_done() && t0.elapsed() < self.store.timeout() {
+            while !self.control.others_done() && t0.elapsed() < store.timeout() {
                 std::thread::sleep(Duration::from_millis(5));
             }
-            self.store.remove();
+            store.remove();
         }
         #[cfg(feature = "mpi")]
         if let Some(w) = &self.world {
@@ -692,5 +778,61 @@ mod tests {
             assert_eq!(h.join().unwrap(), (6, 2.0, true));
         }
         assert!(!dir.exists(), "rank 0 removes the store it created");
+    }
+
+    #[test]
+    fn threads_as_a_job_through_a_key_value_store() {
+        // No directory: the ranks meet through the caller's store, then the
+        // control segment carries everything.
+        let kv: Arc<dyn KeyValue> = Arc::new(LocalKeyValue::default());
+        let t = Duration::from_secs(10);
+        let hs: Vec<_> = (0..3)
+            .map(|r| {
+                let spec = JobSpec::with_key_value(r, 3, kv.clone());
+                std::thread::spawn(move || {
+                    let job = Job::join(&spec, t).unwrap();
+                    assert_eq!(job.store_path(), None);
+                    let s = job.sum_u64(r as u64 + 1, "sum").unwrap();
+                    let g = job.allgather(&[r as u8; 3], "gather").unwrap();
+                    (s, g)
+                })
+            })
+            .collect();
+        for h in hs {
+            let (s, g) = h.join().unwrap();
+            assert_eq!(s, 6);
+            assert_eq!(g, vec![vec![0; 3], vec![1; 3], vec![2; 3]]);
+        }
+        let v = kv.get(rendezvous::CONTROL_KEY, t).unwrap().unwrap();
+        assert!(rendezvous::decode(&v).is_some());
+    }
+
+    #[test]
+    fn a_key_value_job_whose_rank_0_never_comes_times_out_naming_the_key() {
+        let kv: Arc<dyn KeyValue> = Arc::new(LocalKeyValue::default());
+        let e = Job::join(
+            &JobSpec::with_key_value(1, 2, kv),
+            Duration::from_millis(100),
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::Timeout { rank: 1, .. }), "{e:?}");
+        let m = e.to_string();
+        assert!(
+            m.contains(rendezvous::CONTROL_KEY) && m.contains("rank 0"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn a_key_value_job_refuses_a_value_it_did_not_set() {
+        let kv: Arc<dyn KeyValue> = Arc::new(LocalKeyValue::default());
+        kv.set(rendezvous::CONTROL_KEY, b"something else").unwrap();
+        let e = Job::join(&JobSpec::with_key_value(1, 2, kv), Duration::from_secs(5))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("is not what rank 0 of a ringreduce job sets"),
+            "{e}"
+        );
     }
 }

@@ -77,11 +77,15 @@ impl Transport for Shm {
 
     fn describe(&self) -> String {
         format!(
-            "rank {} of {} processes ({}), buffers in shared memory (nameless memfd segments), the job's key files under {}",
+            "rank {} of {} processes ({}), buffers in shared memory (nameless memfd segments), {}",
             self.me,
             self.job.size(),
             self.job.spec().origin.name(),
-            self.job.store_path().display()
+            match (self.job.store_path(), &self.job.spec().key_value) {
+                (Some(p), _) => format!("the job's key files under {}", p.display()),
+                (None, Some(kv)) => format!("met through {}", kv.0.describe()),
+                (None, None) => "no store".into(),
+            }
         )
     }
 

@@ -2,7 +2,8 @@
 //! written for the ranks a process runs ([`Backend::local_ranks`]), runs
 //! once over [`Threads`] (every rank local) and once per rank over [`Shm`]
 //! (a job of threads that each join as one rank, as in
-//! `process::tests::threads_as_a_job`).
+//! `process::tests::threads_as_a_job`), the job met once through a store
+//! directory and once through a caller's key-value store.
 
 use super::*;
 use crate::backend::cpu::CpuBackend;
@@ -31,9 +32,20 @@ fn on_each_transport(n: usize, what: &str, body: Body) {
     let mut be = CpuBackend::new(n, T, FaultPlan::default()).unwrap();
     body(&mut be).unwrap_or_else(|e| panic!("threads: {e}"));
     let dir = temp_store(what);
+    on_shm(n, "shm", body, |r| JobSpec::new(r, n, &dir));
+    // The same job met through a caller's key-value store, no directory.
+    let kv: std::sync::Arc<dyn crate::process::KeyValue> =
+        std::sync::Arc::new(crate::process::LocalKeyValue::default());
+    on_shm(n, "shm (key-value bootstrap)", body, |r| {
+        JobSpec::with_key_value(r, n, kv.clone())
+    });
+}
+
+/// `body` on `n` threads, each one rank of a [`Shm`] job of `spec(r)`.
+fn on_shm(n: usize, name: &str, body: Body, spec: impl Fn(usize) -> JobSpec) {
     let hs: Vec<_> = (0..n)
         .map(|r| {
-            let spec = JobSpec::new(r, n, &dir);
+            let spec = spec(r);
             std::thread::spawn(move || -> Result<()> {
                 let job = Job::join(&spec, T)?;
                 let mut be = CpuBackend::process(job, T, FaultPlan::default())?;
@@ -43,8 +55,8 @@ fn on_each_transport(n: usize, what: &str, body: Body) {
         .collect();
     for (r, h) in hs.into_iter().enumerate() {
         h.join()
-            .unwrap_or_else(|_| panic!("shm rank {r} panicked"))
-            .unwrap_or_else(|e| panic!("shm rank {r}: {e}"));
+            .unwrap_or_else(|_| panic!("{name} rank {r} panicked"))
+            .unwrap_or_else(|e| panic!("{name} rank {r}: {e}"));
     }
 }
 

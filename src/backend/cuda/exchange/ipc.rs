@@ -457,18 +457,33 @@ impl PeerExchange for Ipc {
         be.x.reads.before_write(id, be.x.job.control())
     }
 
-    /// `ncclGetUniqueId` on rank 0, its 128 bytes through the store, then
-    /// `ncclCommInitRank` in every process.
+    /// `ncclGetUniqueId` on rank 0, its 128 bytes through the store (or,
+    /// in a job that met through the caller's key-value store, the control
+    /// segment's all-gather), then `ncclCommInitRank` in every process.
     fn nccl_id(be: &mut CudaBackend<Self>, lib: &nccl::Nccl) -> Result<nccl::UniqueId> {
         be.x.nccl_inits += 1;
         let key = format!("nccl-id-{}", be.x.nccl_inits);
-        let store = be.x.job.store();
+        let what = "the NCCL unique id (ncclGetUniqueId on rank 0)";
+        let Some(store) = be.x.job.store() else {
+            let mine = if be.x.me == 0 {
+                lib.unique_id()
+                    .map_err(|e| be.failed(e.into()))?
+                    .as_bytes()
+                    .to_vec()
+            } else {
+                Vec::new()
+            };
+            let all = be.x.job.allgather(&mine, what)?;
+            return Ok(nccl::UniqueId::from_bytes(
+                all.first().map_or(&[][..], Vec::as_slice),
+            )?);
+        };
         if be.x.me == 0 {
             let id = lib.unique_id().map_err(|e| be.failed(e.into()))?;
             store.put(&key, id.as_bytes())?;
             Ok(id)
         } else {
-            let b = store.get(&key, 0, "the NCCL unique id (ncclGetUniqueId on rank 0)")?;
+            let b = store.get(&key, 0, what)?;
             Ok(nccl::UniqueId::from_bytes(&b)?)
         }
     }
