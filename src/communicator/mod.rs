@@ -54,6 +54,7 @@ pub mod bufs;
 pub mod desc;
 mod per_process;
 mod per_rank;
+mod study;
 
 pub use bufs::{RecvBufs, SendBufs};
 pub use desc::{CallDesc, CallKind};

@@ -185,6 +185,27 @@ impl Core {
         self.profiling("timelines")?.take_timeline()
     }
 
+    /// The timed calls since the last take, each with the plan that ran
+    /// (its ops label the times: rank, op, part), oldest first. Takes the
+    /// timelines ([`Core::take_timeline`]) too.
+    pub fn take_timed_calls(&mut self) -> Result<Vec<(Arc<Plan>, CallTimeline)>> {
+        let times = self.take_timeline()?;
+        let mut plans = std::mem::take(&mut self.timed).into_iter();
+        let mut out = Vec::with_capacity(times.len());
+        for t in times {
+            // A call that failed before it was timed left a plan and no
+            // times: skip to the plan of this timeline.
+            let plan = plans.by_ref().find(|p| p.name == t.plan).ok_or_else(|| {
+                Error::internal(format!(
+                    "a timeline of {} without the plan of a timed call",
+                    t.plan
+                ))
+            })?;
+            out.push((plan, t));
+        }
+        Ok(out)
+    }
+
     /// Bytes each rank sent to and received from other ranks since the last
     /// take, as the backend counted them while it moved them.
     pub fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {

@@ -57,7 +57,8 @@ impl Core {
     ) -> Result<Arc<Plan>> {
         self.usable()?;
         let (key, plan) = self.select(choice, &shape, true)?;
-        let r = self.backend.launch(&self.call(&plan, dtype, op, bind));
+        let call = self.call(&plan, dtype, op, bind);
+        let r = self.backend.launch(&call);
         self.track(r)?;
         self.last = Some(key);
         Ok(plan)
@@ -111,14 +112,23 @@ impl Core {
         Ok((key, plan))
     }
 
-    /// The backend's call of `plan` on `bind`.
+    /// The backend's call of `plan` on `bind` (with timing on, its plan is
+    /// kept for [`Core::take_timed_calls`]).
     pub(super) fn call(
-        &self,
+        &mut self,
         plan: &Arc<Plan>,
         dtype: DataType,
         op: ReduceOp,
         bind: Arc<Vec<Binding>>,
     ) -> Call {
+        if self.timing {
+            // Bounded: a caller that never takes its timelines keeps the
+            // latest calls' plans only.
+            if self.timed.len() >= MAX_TIMED_PLANS {
+                self.timed.drain(..MAX_TIMED_PLANS / 2);
+            }
+            self.timed.push(plan.clone());
+        }
         Call {
             plan: plan.clone(),
             dtype,
@@ -178,13 +188,7 @@ impl Core {
         crate::algo::checked(&plan)?;
         self.last = None;
         self.reserve_scratch(&plan)?;
-        let call = Call {
-            plan,
-            dtype,
-            op: ReduceOp::Sum,
-            bind,
-            timing: self.timing,
-        };
+        let call = self.call(&plan, dtype, ReduceOp::Sum, bind);
         let r = self.backend.launch(&call);
         self.track(r)
     }

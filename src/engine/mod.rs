@@ -53,6 +53,10 @@ pub const MAX_RANKS: usize = 256;
 /// left off.
 pub const GRAPH_CALLS: usize = 2;
 
+/// The most plans of timed calls the engine keeps untaken
+/// ([`Core::take_timed_calls`]); older ones are dropped in halves.
+pub const MAX_TIMED_PLANS: usize = 1 << 16;
+
 /// How to build an engine.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -187,6 +191,9 @@ pub struct Core {
     nccl_graph: Option<u64>,
     nccl_ready: bool,
     timing: bool,
+    /// The plans of the calls launched with timing on, oldest first, not
+    /// yet taken with their times ([`Core::take_timed_calls`]).
+    timed: Vec<Arc<Plan>>,
     setup: Duration,
     fallback_note: Option<String>,
     abort: AbortHandle,
@@ -402,6 +409,7 @@ impl Core {
             nccl_graph: None,
             nccl_ready: false,
             timing: false,
+            timed: Vec::new(),
             setup: t0.elapsed(),
             fallback_note,
             abort,

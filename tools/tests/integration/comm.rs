@@ -638,7 +638,81 @@ fn abort_in_every_mode(b: BackendChoice) -> TestResult {
     pass()
 }
 
+/// The study views through the communicator: with timing on, every call
+/// comes back with the plan that ran and one time per op part of every
+/// local rank, in order, each ending after it starts; with timing off,
+/// nothing; a per-rank handle refuses by name.
+fn timed_calls_come_with_their_plans(b: BackendChoice) -> TestResult {
+    let n = ranks_on(b);
+    let mut cfg = EngineConfig::new(n, b);
+    cfg.timeout = TEST_TIMEOUT;
+    let mut c = Communicator::new(cfg).ctx("a communicator")?;
+    let send: Vec<Vec<f32>> = (0..n).map(|r| vec![r as f32; 1024]).collect();
+    let mut recv = vec![vec![0f32; 1024]; n];
+    c.all_reduce(&send, &mut recv, ReduceOp::Sum)
+        .ctx("untimed")?;
+    c.set_timing(true).ctx("timing on")?;
+    let mut paths = Vec::new();
+    for _ in 0..2 {
+        paths.push(
+            c.all_reduce(&send, &mut recv, ReduceOp::Sum)
+                .ctx("timed")?
+                .path,
+        );
+    }
+    let mut g = vec![vec![0f32; 1024 * n]; n];
+    paths.push(c.all_gather(&send, &mut g).ctx("timed all-gather")?.path);
+    c.set_timing(false).ctx("timing off")?;
+    c.all_reduce(&send, &mut recv, ReduceOp::Sum)
+        .ctx("untimed after")?;
+    let calls = c.take_timed_calls().ctx("take")?;
+    let names: Vec<&str> = calls.iter().map(|(p, _)| p.name.as_str()).collect();
+    ensure!(names == paths, "timed calls {names:?}, launched {paths:?}");
+    for (plan, t) in &calls {
+        ensure!(t.plan == plan.name, "{} timed as {}", plan.name, t.plan);
+        let parts: usize = plan
+            .ops
+            .iter()
+            .enumerate()
+            .map(|(r, ops)| {
+                ops.iter()
+                    .map(|op| ringreduce::plan::interp::parts(r, op).len())
+                    .sum::<usize>()
+            })
+            .sum();
+        ensure!(
+            t.ops.len() == parts,
+            "{}: {} times for {parts} op parts",
+            plan.name,
+            t.ops.len()
+        );
+        ensure!(
+            t.ops
+                .iter()
+                .all(|o| o.end_ns >= o.start_ns && o.op < plan.ops[o.rank].len()),
+            "{}: a time out of order or of no op",
+            plan.name
+        );
+    }
+    ensure!(
+        c.take_timed_calls().ctx("take again")?.is_empty(),
+        "taken twice"
+    );
+    let mut ranks = c.into_ranks().ctx("into_ranks")?;
+    let e = ranks[0]
+        .set_timing(true)
+        .expect_err("a per-rank handle times nothing");
+    ensure!(e.to_string().contains("per-rank handle"), "{e}");
+    pass()
+}
+
 pub fn register(h: &mut Harness) {
+    test_backend!(
+        h,
+        "comm::timed_calls_come_with_their_plans",
+        1,
+        timed_calls_come_with_their_plans
+    );
     test_backend!(
         h,
         "comm::same_calls_in_every_mode",
