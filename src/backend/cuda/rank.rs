@@ -76,6 +76,8 @@ struct Instruments<'id> {
     /// Bytes moved between ranks by what this rank issued, per rank (sent,
     /// received).
     traffic: Vec<Traffic>,
+    /// CUPTI's ids of the lane streams (the order tie; looked up once).
+    cupti_lanes: Option<[u32; 2]>,
 }
 
 /// A rank's CUDA graphs and the capture in progress (`rank/graphs.rs`).

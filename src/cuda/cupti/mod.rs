@@ -42,6 +42,8 @@ use std::time::Instant;
 use cudarc::cupti::sys;
 use libloading::Library;
 
+pub use crate::param::{CuptiKinds, CuptiTie};
+pub use records::order::{tie_by_order, Class, Issued};
 pub use records::{Activity, ActivityKind};
 
 /// Names tried through the dynamic linker's search path, in order.
@@ -71,6 +73,25 @@ const KINDS: [sys::CUpti_ActivityKind; 4] = [
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY2,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
 ];
+
+/// The [`KINDS`] `RINGREDUCE_CUPTI_KINDS` selects.
+fn kinds_of(k: CuptiKinds) -> &'static [sys::CUpti_ActivityKind] {
+    match k {
+        CuptiKinds::All => &KINDS,
+        CuptiKinds::Kernel => &KINDS[..1],
+        CuptiKinds::Copy => &KINDS[1..],
+    }
+}
+
+/// Whether records of class `c` are collected under `k`.
+pub fn collects(k: CuptiKinds, c: Class) -> bool {
+    matches!(
+        (k, c),
+        (CuptiKinds::All, _)
+            | (CuptiKinds::Kernel, Class::Kernel)
+            | (CuptiKinds::Copy, Class::Copy)
+    )
+}
 
 /// The driver calls that issue an op's work: CUPTI calls [`on_exit`] at
 /// the end of each while timed calls are pending (and for no other call).
@@ -103,6 +124,12 @@ type NextRecord = unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Acti
 type Timestamp = unsafe extern "C" fn(*mut u64) -> u32;
 type ResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
 type Dropped = unsafe extern "C" fn(cudarc::driver::sys::CUcontext, u32, *mut usize) -> u32;
+type StreamId = unsafe extern "C" fn(
+    cudarc::driver::sys::CUcontext,
+    cudarc::driver::sys::CUstream,
+    u8,
+    *mut u32,
+) -> u32;
 
 /// The CUPTI entry points used here, with the library that holds them.
 struct Api {
@@ -116,6 +143,7 @@ struct Api {
     timestamp: Timestamp,
     result_string: ResultString,
     dropped: Dropped,
+    stream_id: StreamId,
     /// Kept open for the process's life (the pointers above point into it).
     _lib: Library,
 }
@@ -123,8 +151,12 @@ struct Api {
 /// The loaded, subscribed CUPTI of this process.
 pub struct Cupti {
     api: Api,
-    /// The subscriber handle, as an address (an opaque CUPTI token).
+    /// The subscriber handle, as an address (an opaque CUPTI token; 0:
+    /// none, the order tie subscribes nothing).
     subscriber: usize,
+    /// How ops are tied to records, and the kinds enabled (read once).
+    pub tie: CuptiTie,
+    pub kinds: CuptiKinds,
     /// Timed calls issued and not yet taken (kinds enabled while > 0).
     pending: Mutex<usize>,
 }
@@ -182,9 +214,16 @@ static CUPTI: OnceLock<Result<Cupti, String>> = OnceLock::new();
 /// it cannot be used (missing, refused, another subscriber).
 /// `setting`: `RINGREDUCE_CUPTI` (`Some("0")`: off; another value: the
 /// library's path), read by the caller.
-pub fn get(setting: Option<&Path>) -> Result<&'static Cupti, String> {
+///
+/// `tie` and `kinds`: `RINGREDUCE_CUPTI_TIE` and `RINGREDUCE_CUPTI_KINDS`
+/// (the first call's values hold for the process).
+pub fn get(
+    setting: Option<&Path>,
+    tie: CuptiTie,
+    kinds: CuptiKinds,
+) -> Result<&'static Cupti, String> {
     CUPTI
-        .get_or_init(|| init(setting))
+        .get_or_init(|| init(setting, tie, kinds))
         .as_ref()
         .map_err(Clone::clone)
 }
@@ -204,7 +243,7 @@ fn loaded() -> Option<&'static Cupti> {
     CUPTI.get().and_then(|c| c.as_ref().ok())
 }
 
-fn init(setting: Option<&Path>) -> Result<Cupti, String> {
+fn init(setting: Option<&Path>, tie: CuptiTie, kinds: CuptiKinds) -> Result<Cupti, String> {
     // Unset or 1: CUPTI from the default places; 0: off; else a path.
     let setting = match setting {
         Some(p) if p.as_os_str() == "0" => return Err("off (RINGREDUCE_CUPTI=0)".into()),
@@ -219,6 +258,8 @@ fn init(setting: Option<&Path>) -> Result<Cupti, String> {
     let mut c = Cupti {
         api,
         subscriber: 0,
+        tie,
+        kinds,
         pending: Mutex::new(0),
     };
     c.subscriber = c.subscribe()?;
@@ -270,6 +311,7 @@ unsafe fn load(lib: Library) -> Result<Api, libloading::Error> {
         timestamp: sym!("cuptiGetTimestamp"),
         result_string: sym!("cuptiGetResultString"),
         dropped: sym!("cuptiActivityGetNumDroppedRecords"),
+        stream_id: sym!("cuptiGetStreamIdEx"),
         _lib: lib,
     })
 }
@@ -298,9 +340,17 @@ impl Cupti {
         }
     }
 
-    /// Subscribe [`on_exit`] (refused when another client holds CUPTI) and
-    /// register the buffer callbacks; the subscriber handle.
+    /// Subscribe [`on_exit`] (refused when another client holds CUPTI; the
+    /// callback tie only) and register the buffer callbacks; the subscriber
+    /// handle (0: none).
     fn subscribe(&self) -> Result<usize, String> {
+        if self.tie == CuptiTie::Order {
+            // SAFETY: the callbacks have CUPTI's signatures and never unwind.
+            let r =
+                unsafe { (self.api.register)(Some(records::requested), Some(records::completed)) };
+            self.check("cuptiActivityRegisterCallbacks", r)?;
+            return Ok(0);
+        }
         let mut h: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
         // SAFETY: `h` is a valid out-pointer; the callback has CUPTI's
         // signature and never unwinds; no user data.
@@ -314,6 +364,9 @@ impl Cupti {
 
     /// [`on_exit`] on (`on`) or off for every [`ISSUING`] call.
     fn callbacks(&self, on: bool) -> Result<(), String> {
+        if self.tie == CuptiTie::Order {
+            return Ok(());
+        }
         let h = self.subscriber as sys::CUpti_SubscriberHandle;
         for cb in ISSUING {
             // SAFETY: `h` is this process's subscriber; a valid domain and id.
@@ -329,13 +382,11 @@ impl Cupti {
     pub fn begin(&self) -> Result<(), String> {
         let mut n = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         if *n == 0 {
-            for k in KINDS {
-                // SAFETY: plain call with a valid kind.
-                self.check("cuptiActivityEnable", unsafe {
-                    (self.api.enable)(k as u32)
-                })?;
+            if let Err(e) = self.switch(true) {
+                // Nothing pending: leave nothing on.
+                let _ = self.switch(false);
+                return Err(e);
             }
-            self.callbacks(true)?;
         }
         *n += 1;
         Ok(())
@@ -349,16 +400,42 @@ impl Cupti {
         if *n > 0 {
             return Ok(());
         }
-        self.callbacks(false)?;
-        for k in KINDS {
-            // SAFETY: plain call with a valid kind.
-            self.check("cuptiActivityDisable", unsafe {
-                (self.api.disable)(k as u32)
-            })?;
-        }
+        self.switch(false)?;
         self.flush()?;
         records::clear();
         Ok(())
+    }
+
+    /// The selected kinds and (callback tie) [`on_exit`] on or off.
+    fn switch(&self, on: bool) -> Result<(), String> {
+        if !on {
+            self.callbacks(false)?;
+        }
+        for &k in kinds_of(self.kinds) {
+            let (name, f) = if on {
+                ("cuptiActivityEnable", self.api.enable)
+            } else {
+                ("cuptiActivityDisable", self.api.disable)
+            };
+            // SAFETY: plain call with a valid kind.
+            self.check(name, unsafe { f(k as u32) })?;
+        }
+        if on {
+            self.callbacks(true)?;
+        }
+        Ok(())
+    }
+
+    /// CUPTI's id of `stream` (a stream of the calling thread's current
+    /// context): what its activity records carry as `streamId`.
+    pub fn stream_id(&self, stream: cudarc::driver::sys::CUstream) -> Result<u32, String> {
+        let mut id = 0u32;
+        // SAFETY: a live stream handle of the current context (the caller's
+        // [`super::stream::Stream`]); a null context asks CUPTI to use the
+        // stream's own; `id` is a valid out-pointer.
+        let r = unsafe { (self.api.stream_id)(std::ptr::null_mut(), stream, 0, &mut id) };
+        self.check("cuptiGetStreamIdEx", r)?;
+        Ok(id)
     }
 
     /// Open op `id` (not 0) on the calling thread: the correlation ids of
@@ -399,6 +476,17 @@ impl Cupti {
         Ok(records::take(ids))
     }
 
+    /// Flush, then take the records on the streams `streams` accepts (the
+    /// order tie: CUPTI's stream ids of a rank's lanes), and the dropped
+    /// count as [`Cupti::take`].
+    pub fn take_streams(
+        &self,
+        streams: &dyn Fn(u32) -> bool,
+    ) -> Result<(Vec<Activity>, u64), String> {
+        self.flush()?;
+        Ok(records::take_streams(streams))
+    }
+
     /// CUPTI's clock now, bracketed by the host clock: (CUPTI ns, host
     /// instant at the bracket's middle, bracket half-width in ns). The
     /// activity records' timestamps are on CUPTI's clock.
@@ -427,9 +515,10 @@ mod tests {
 
     #[test]
     fn cupti_off_or_missing_is_a_reason_not_a_failure() {
-        let off = init(Some(Path::new("0"))).err().unwrap_or_default();
+        let (t, k) = (CuptiTie::Callback, CuptiKinds::All);
+        let off = init(Some(Path::new("0")), t, k).err().unwrap_or_default();
         assert_eq!(off, "off (RINGREDUCE_CUPTI=0)");
-        let missing = init(Some(Path::new("/nonexistent/libcupti.so.13")))
+        let missing = init(Some(Path::new("/nonexistent/libcupti.so.13")), t, k)
             .err()
             .unwrap_or_default();
         assert!(

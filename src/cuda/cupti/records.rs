@@ -2,6 +2,8 @@
 //! [`Activity`] records when CUPTI completes them, kept in one store per
 //! process until a rank takes its own.
 
+pub mod order;
+
 use std::alloc::{alloc, dealloc, Layout};
 use std::collections::HashSet;
 use std::mem::offset_of;
@@ -246,6 +248,17 @@ pub(super) fn take(ids: &dyn Fn(u64) -> bool) -> (Vec<Activity>, u64) {
     let (taken, kept) = std::mem::take(&mut s.records).into_iter().partition(|a| {
         mine.contains(&a.correlation) && (a.kind != ActivityKind::External || ids(a.external))
     });
+    s.records = kept;
+    (taken, std::mem::take(&mut s.dropped))
+}
+
+/// Take the records (no external correlation) on the streams `streams`
+/// accepts, and the count of dropped records (reset): the order tie.
+pub(super) fn take_streams(streams: &dyn Fn(u32) -> bool) -> (Vec<Activity>, u64) {
+    let mut s = store();
+    let (taken, kept) = std::mem::take(&mut s.records)
+        .into_iter()
+        .partition(|a| a.kind != ActivityKind::External && streams(a.stream));
     s.records = kept;
     (taken, std::mem::take(&mut s.dropped))
 }

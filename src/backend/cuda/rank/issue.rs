@@ -9,7 +9,7 @@
 use super::activity::{CuptiCall, OpRef, TimingSource};
 use super::lower::{Addr, Lowered, Lowering, Wait, Work};
 use super::*;
-use crate::cuda::cupti::Cupti;
+use crate::cuda::cupti::{self as cupti, Class, Cupti, CuptiTie, Issued};
 use crate::cuda::nvtx;
 use crate::plan::SignalId;
 use crate::schedule::Phase;
@@ -141,6 +141,9 @@ impl<'id> CallTimer<'id> {
 struct CuptiTimer {
     call: CuptiCall,
     cupti: &'static Cupti,
+    /// The order tie: CUPTI's ids of the rank's lane streams (`None`: the
+    /// callback tie).
+    lanes: Option<[u32; 2]>,
     issued: Instant,
     /// The index in `call.ops` of each lane's last op.
     lane_last: [Option<usize>; 2],
@@ -163,10 +166,11 @@ impl Drop for CuptiTimer {
 }
 
 impl CuptiTimer {
-    fn begin(cupti: &'static Cupti, plan: &Plan, r: usize) -> Self {
+    fn begin(cupti: &'static Cupti, lanes: Option<[u32; 2]>, plan: &Plan, r: usize) -> Self {
         CuptiTimer {
             call: CuptiCall::new(plan.ops[r].len(), 0.0),
             cupti,
+            lanes,
             issued: Instant::now(),
             lane_last: [None, None],
             signal_op: vec![None; plan.signals.len()],
@@ -188,9 +192,10 @@ impl CuptiTimer {
         }
     }
 
-    /// Around the op's work: its external id pushed (no work: nothing).
+    /// Around the op's work: its external id pushed (no work, or the
+    /// order tie: nothing).
     fn push(&self, low: &Lowered, at: &StepAt) -> Result<()> {
-        if low.work == Work::Mark {
+        if low.work == Work::Mark || self.lanes.is_some() {
             return Ok(());
         }
         let i = self.call.ops.len();
@@ -198,25 +203,59 @@ impl CuptiTimer {
     }
 
     fn pop(&self, low: &Lowered, at: &StepAt) -> Result<()> {
-        if low.work == Work::Mark {
+        if low.work == Work::Mark || self.lanes.is_some() {
             return Ok(());
         }
         self.cupti.pop().map_err(|m| at.cupti(m))
     }
 
+    /// The order tie: the op (index `i` in the rank's list) issued `n`
+    /// kernels or copies on lane `lane` (the callback tie: nothing).
+    fn issued(&mut self, low: &Lowered, lane: usize, n: u64, i: usize) {
+        let (Some(lanes), Some(class)) = (self.lanes, class_of(&low.work)) else {
+            return;
+        };
+        if !cupti::collects(self.cupti.kinds, class) {
+            return;
+        }
+        let external = self.call.id(self.call.ops.len());
+        let stream = lanes.get(lane).copied().unwrap_or(u32::MAX);
+        for _ in 0..n {
+            self.call.issued.push(Issued {
+                external,
+                op: i,
+                lane,
+                stream,
+                class: Some(class),
+            });
+        }
+    }
+
     /// After the op: its place in the call.
     fn end(&mut self, low: &Lowered, signal: Option<SignalId>, i: usize) {
         let k = self.call.ops.len();
+        // An op whose records are not collected (RINGREDUCE_CUPTI_KINDS) is
+        // placed as a mark is.
+        let timed = class_of(&low.work).is_some_and(|c| cupti::collects(self.cupti.kinds, c));
         self.call.ops.push(OpRef {
             op: i,
             parts: low.work.parts(),
-            mark: low.work == Work::Mark,
+            mark: !timed,
             after: std::mem::take(&mut self.after),
         });
         self.lane_last[low.lane as usize] = Some(k);
         if let Some(x) = signal.and_then(|s| self.signal_op.get_mut(s.0)) {
             *x = Some(k);
         }
+    }
+}
+
+/// What CUPTI records of an op's work (`None`: no work).
+fn class_of(w: &Work) -> Option<Class> {
+    match w {
+        Work::Mark => None,
+        Work::Copy { .. } => Some(Class::Copy),
+        Work::Reduce { .. } | Work::Exchange { .. } => Some(Class::Kernel),
     }
 }
 
@@ -230,13 +269,24 @@ impl<'id> Timer<'id> {
     /// Start a timed call: through CUPTI where it loads and starts, else
     /// with events (and the reason).
     fn begin(rank: &mut Rank<'id>, plan: &Plan) -> Result<Self> {
-        let cupti = crate::param::CUPTI
-            .get()
-            .map_err(|e| e.to_string())
-            .and_then(|setting| crate::cuda::cupti::get(setting.as_deref()))
-            .and_then(|c| c.begin().map(|()| c));
+        let cupti = (|| {
+            let setting = crate::param::CUPTI.get().map_err(|e| e.to_string())?;
+            let tie = crate::param::CUPTI_TIE.get().map_err(|e| e.to_string())?;
+            let kinds = crate::param::CUPTI_KINDS.get().map_err(|e| e.to_string())?;
+            let c = cupti::get(
+                setting.as_deref(),
+                tie.unwrap_or(CuptiTie::Callback),
+                kinds.unwrap_or(cupti::CuptiKinds::All),
+            )?;
+            let lanes = match c.tie {
+                CuptiTie::Callback => None,
+                CuptiTie::Order => Some(rank.cupti_lanes(c)?),
+            };
+            c.begin()?;
+            Ok::<_, String>((c, lanes))
+        })();
         match cupti {
-            Ok(c) => Ok(Timer::Cupti(CuptiTimer::begin(c, plan, rank.rank))),
+            Ok((c, lanes)) => Ok(Timer::Cupti(CuptiTimer::begin(c, lanes, plan, rank.rank))),
             Err(why) => Ok(Timer::Events(
                 CallTimer::begin(rank, plan.signals.len())?,
                 TimingSource::choose(Err(why)),
@@ -404,11 +454,13 @@ impl<'id> Rank<'id> {
                 Some(Timer::Events(t, _)) => Some(t.start(self, lane, &at)?),
                 _ => None,
             };
-            if let Some(Timer::Cupti(t)) = &timer {
+            if let Some(Timer::Cupti(t)) = &mut timer {
                 t.push(&low, &at)?;
+                let n0 = self.lanes[lane].issued();
                 let r = self.submit_work(call, &dev, &low, &at, &mut p);
                 t.pop(&low, &at)?;
                 r?;
+                t.issued(&low, lane, self.lanes[lane].issued() - n0, i);
             } else {
                 self.submit_work(call, &dev, &low, &at, &mut p)?;
             }
