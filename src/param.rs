@@ -320,6 +320,15 @@ pub static CUPTI_KINDS: Param<CuptiKinds> = Param::new(
     parse_cupti_kinds,
 );
 
+pub static CUPTI_KEEP: Param<bool> = Param::new(
+    "RINGREDUCE_CUPTI_KEEP",
+    Group::Engine,
+    "0 or 1",
+    "0",
+    "An experiment knob of the CUPTI timeline: 1 leaves the activity kinds on from the first timed call for the process's life (untimed calls then pay CUPTI's per-launch work too; each batch of timed calls starts with a flush that drops the untimed calls' records); 0 turns them on while timed calls are pending.",
+    parse_flag,
+);
+
 // -- settings of the command line ----------------------------------------
 
 pub static HOST_MEMORY: Param<u64> = Param::new(
@@ -649,6 +658,7 @@ pub fn all() -> Vec<&'static dyn Declared> {
         &CUPTI,
         &CUPTI_TIE,
         &CUPTI_KINDS,
+        &CUPTI_KEEP,
         &HOST_MEMORY,
     ];
     #[cfg(any(test, feature = "fault-injection"))]

@@ -148,6 +148,32 @@ struct Api {
     _lib: Library,
 }
 
+/// How the timeline uses CUPTI (`RINGREDUCE_CUPTI_TIE`, `_KINDS`,
+/// `_KEEP`; the first timed call's values hold for the process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    pub tie: CuptiTie,
+    pub kinds: CuptiKinds,
+    /// Leave the kinds on once on.
+    pub keep: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            tie: CuptiTie::Callback,
+            kinds: CuptiKinds::All,
+            keep: false,
+        }
+    }
+}
+
+/// Timed calls issued and not yet taken, and whether the kinds are on.
+struct Pending {
+    calls: usize,
+    on: bool,
+}
+
 /// The loaded, subscribed CUPTI of this process.
 pub struct Cupti {
     api: Api,
@@ -157,8 +183,10 @@ pub struct Cupti {
     /// How ops are tied to records, and the kinds enabled (read once).
     pub tie: CuptiTie,
     pub kinds: CuptiKinds,
-    /// Timed calls issued and not yet taken (kinds enabled while > 0).
-    pending: Mutex<usize>,
+    keep: bool,
+    /// Timed calls issued and not yet taken (kinds enabled while > 0, or
+    /// from the first with `keep`).
+    pending: Mutex<Pending>,
 }
 
 thread_local! {
@@ -215,15 +243,10 @@ static CUPTI: OnceLock<Result<Cupti, String>> = OnceLock::new();
 /// `setting`: `RINGREDUCE_CUPTI` (`Some("0")`: off; another value: the
 /// library's path), read by the caller.
 ///
-/// `tie` and `kinds`: `RINGREDUCE_CUPTI_TIE` and `RINGREDUCE_CUPTI_KINDS`
-/// (the first call's values hold for the process).
-pub fn get(
-    setting: Option<&Path>,
-    tie: CuptiTie,
-    kinds: CuptiKinds,
-) -> Result<&'static Cupti, String> {
+/// `how`: the other settings (the first call's hold for the process).
+pub fn get(setting: Option<&Path>, how: Settings) -> Result<&'static Cupti, String> {
     CUPTI
-        .get_or_init(|| init(setting, tie, kinds))
+        .get_or_init(|| init(setting, how))
         .as_ref()
         .map_err(Clone::clone)
 }
@@ -243,7 +266,7 @@ fn loaded() -> Option<&'static Cupti> {
     CUPTI.get().and_then(|c| c.as_ref().ok())
 }
 
-fn init(setting: Option<&Path>, tie: CuptiTie, kinds: CuptiKinds) -> Result<Cupti, String> {
+fn init(setting: Option<&Path>, how: Settings) -> Result<Cupti, String> {
     // Unset or 1: CUPTI from the default places; 0: off; else a path.
     let setting = match setting {
         Some(p) if p.as_os_str() == "0" => return Err("off (RINGREDUCE_CUPTI=0)".into()),
@@ -258,9 +281,13 @@ fn init(setting: Option<&Path>, tie: CuptiTie, kinds: CuptiKinds) -> Result<Cupt
     let mut c = Cupti {
         api,
         subscriber: 0,
-        tie,
-        kinds,
-        pending: Mutex::new(0),
+        tie: how.tie,
+        kinds: how.kinds,
+        keep: how.keep,
+        pending: Mutex::new(Pending {
+            calls: 0,
+            on: false,
+        }),
     };
     c.subscriber = c.subscribe()?;
     Ok(c)
@@ -381,14 +408,19 @@ impl Cupti {
     /// pending.
     pub fn begin(&self) -> Result<(), String> {
         let mut n = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if *n == 0 {
-            if let Err(e) = self.switch(true) {
+        if n.calls == 0 {
+            if n.on {
+                // Kept on: the untimed calls' records go.
+                self.flush()?;
+                records::clear();
+            } else if let Err(e) = self.switch(true) {
                 // Nothing pending: leave nothing on.
                 let _ = self.switch(false);
                 return Err(e);
             }
+            n.on = true;
         }
-        *n += 1;
+        n.calls += 1;
         Ok(())
     }
 
@@ -396,11 +428,14 @@ impl Cupti {
     /// pending, and forget the records nobody asked for.
     pub fn end(&self, calls: usize) -> Result<(), String> {
         let mut n = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        *n = n.saturating_sub(calls);
-        if *n > 0 {
+        n.calls = n.calls.saturating_sub(calls);
+        if n.calls > 0 {
             return Ok(());
         }
-        self.switch(false)?;
+        if !self.keep && n.on {
+            n.on = false;
+            self.switch(false)?;
+        }
         self.flush()?;
         records::clear();
         Ok(())
@@ -515,10 +550,10 @@ mod tests {
 
     #[test]
     fn cupti_off_or_missing_is_a_reason_not_a_failure() {
-        let (t, k) = (CuptiTie::Callback, CuptiKinds::All);
-        let off = init(Some(Path::new("0")), t, k).err().unwrap_or_default();
+        let how = Settings::default();
+        let off = init(Some(Path::new("0")), how).err().unwrap_or_default();
         assert_eq!(off, "off (RINGREDUCE_CUPTI=0)");
-        let missing = init(Some(Path::new("/nonexistent/libcupti.so.13")), t, k)
+        let missing = init(Some(Path::new("/nonexistent/libcupti.so.13")), how)
             .err()
             .unwrap_or_default();
         assert!(

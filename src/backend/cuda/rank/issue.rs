@@ -271,13 +271,17 @@ impl<'id> Timer<'id> {
     fn begin(rank: &mut Rank<'id>, plan: &Plan) -> Result<Self> {
         let cupti = (|| {
             let setting = crate::param::CUPTI.get().map_err(|e| e.to_string())?;
-            let tie = crate::param::CUPTI_TIE.get().map_err(|e| e.to_string())?;
-            let kinds = crate::param::CUPTI_KINDS.get().map_err(|e| e.to_string())?;
-            let c = cupti::get(
-                setting.as_deref(),
-                tie.unwrap_or(CuptiTie::Callback),
-                kinds.unwrap_or(cupti::CuptiKinds::All),
-            )?;
+            let e = |e: Error| e.to_string();
+            let d = cupti::Settings::default();
+            let how = cupti::Settings {
+                tie: crate::param::CUPTI_TIE.get().map_err(e)?.unwrap_or(d.tie),
+                kinds: crate::param::CUPTI_KINDS
+                    .get()
+                    .map_err(e)?
+                    .unwrap_or(d.kinds),
+                keep: crate::param::CUPTI_KEEP.get().map_err(e)?.unwrap_or(d.keep),
+            };
+            let c = cupti::get(setting.as_deref(), how)?;
             let lanes = match c.tie {
                 CuptiTie::Callback => None,
                 CuptiTie::Order => Some(rank.cupti_lanes(c)?),
