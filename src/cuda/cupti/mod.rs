@@ -232,6 +232,16 @@ unsafe extern "C" fn on_exit(_user: *mut c_void, domain: u32, _cbid: u32, data: 
     });
 }
 
+/// [`Cupti::pop`] of the calling thread's op.
+fn close(ties: &mut Vec<(u32, u64)>) -> Result<(), String> {
+    let id = OPEN.with(|o| o.replace(0));
+    if id == 0 {
+        return Err("CUPTI: an op closed that was not open".into());
+    }
+    SEEN.with(|s| ties.extend(s.borrow_mut().drain(..).map(|c| (c, id))));
+    Ok(())
+}
+
 /// One flush at a time (rank threads take their records concurrently).
 static FLUSH: Mutex<()> = Mutex::new(());
 
@@ -481,16 +491,11 @@ impl Cupti {
         Ok(())
     }
 
-    /// Close the calling thread's op: file each correlation id its calls
-    /// got under the op's id, for [`Cupti::take`].
-    pub fn pop(&self) -> Result<(), String> {
-        let id = OPEN.with(|o| o.replace(0));
-        let seen = SEEN.with(|s| std::mem::take(&mut *s.borrow_mut()));
-        if id == 0 {
-            return Err("CUPTI: an op closed that was not open".into());
-        }
-        records::tie(id, &seen);
-        Ok(())
+    /// Close the calling thread's op: each correlation id its calls got,
+    /// with the op's id, onto `ties` (the call's own list, handed to
+    /// [`Cupti::take`]: no lock shared with other threads per op).
+    pub fn pop(&self, ties: &mut Vec<(u32, u64)>) -> Result<(), String> {
+        close(ties)
     }
 
     /// Hand every buffered record to the completion callback (forced:
@@ -502,13 +507,13 @@ impl Cupti {
         self.check("cuptiActivityFlushAll", unsafe { (self.api.flush_all)(f) })
     }
 
-    /// Flush, then take the records tied to the external ids `ids` accepts:
-    /// their external correlation records and the activity records of the
-    /// same correlation ids. Also the number of records CUPTI dropped for
-    /// want of buffer space since the last take.
-    pub fn take(&self, ids: &dyn Fn(u64) -> bool) -> Result<(Vec<Activity>, u64), String> {
+    /// Flush, then take the activity records of the correlation ids in
+    /// `ties` (what [`Cupti::pop`] filed: correlation id, op id), with the
+    /// ties as external correlation records. Also the number of records
+    /// CUPTI dropped for want of buffer space since the last take.
+    pub fn take(&self, ties: &[(u32, u64)]) -> Result<(Vec<Activity>, u64), String> {
         self.flush()?;
-        Ok(records::take(ids))
+        Ok(records::take(ties))
     }
 
     /// Flush, then take the records on the streams `streams` accepts (the
@@ -564,57 +569,90 @@ mod tests {
 
     #[test]
     fn a_popped_op_files_the_correlation_ids_its_calls_got() {
-        // An id and correlation ids no real call uses in this test process.
+        // No callback runs in a test: the ids it would have seen while op
+        // `id` was open (what `Cupti::push` sets).
+        let c = u32::MAX - 10;
         let id = u64::MAX - 500;
-        records::tie(id, &[u32::MAX - 10, u32::MAX - 11]);
+        OPEN.with(|o| o.set(id));
+        SEEN.with(|s| s.borrow_mut().clear());
+        SEEN.with(|s| s.borrow_mut().extend([c, c - 1]));
+        let mut ties = Vec::new();
+        assert_eq!(close(&mut ties), Ok(()));
+        assert_eq!(ties, [(c, id), (c - 1, id)]);
+        // Closed: a second close is an error, and files nothing.
+        assert!(close(&mut ties).is_err());
+        assert_eq!(ties.len(), 2);
         records::store().records.push(Activity {
             kind: ActivityKind::Kernel,
             start: 5,
             end: 9,
-            correlation: u32::MAX - 11,
+            correlation: c - 1,
             external: 0,
             device: 0,
             stream: 0,
         });
-        let (mine, _) = records::take(&|x| x == id);
+        let (mine, _) = records::take(&ties);
         let kinds: Vec<ActivityKind> = mine.iter().map(|a| a.kind).collect();
         assert_eq!(
             kinds,
             [
+                ActivityKind::Kernel,
                 ActivityKind::External,
-                ActivityKind::External,
-                ActivityKind::Kernel
+                ActivityKind::External
             ],
             "{mine:?}"
         );
-        assert!(records::take(&|x| x == id).0.is_empty());
+        let (again, _) = records::take(&ties);
+        assert!(again.iter().all(|a| a.kind == ActivityKind::External));
     }
 
     #[test]
-    fn a_take_hands_over_only_the_records_of_its_ids() {
+    fn a_take_hands_over_only_the_records_of_its_ties() {
         // Ids and correlation ids no real call uses in this test process.
         let base = u64::MAX - 100;
-        let a = |kind, corr, external| Activity {
+        let a = |kind, corr| Activity {
             kind,
             start: 1,
             end: 2,
             correlation: corr,
-            external,
+            external: 0,
             device: 0,
             stream: 0,
         };
         records::store().records.extend([
-            a(ActivityKind::External, u32::MAX - 1, base),
-            a(ActivityKind::Kernel, u32::MAX - 1, 0),
-            a(ActivityKind::External, u32::MAX - 2, base + 50),
-            a(ActivityKind::PeerCopy, u32::MAX - 2, 0),
+            a(ActivityKind::Kernel, u32::MAX - 1),
+            a(ActivityKind::PeerCopy, u32::MAX - 2),
         ]);
-        let (mine, _) = records::take(&|id| (base..base + 10).contains(&id));
+        let (mine, _) = records::take(&[(u32::MAX - 1, base)]);
         assert_eq!(mine.len(), 2, "{mine:?}");
         assert!(mine.iter().all(|r| r.correlation == u32::MAX - 1));
-        let (other, _) = records::take(&|id| id == base + 50);
+        let (other, _) = records::take(&[(u32::MAX - 2, base + 50)]);
         assert_eq!(other.len(), 2, "{other:?}");
-        let (none, _) = records::take(&|id| id >= base);
-        assert!(none.is_empty());
+        assert_eq!(other[0].kind, ActivityKind::PeerCopy);
+    }
+
+    #[test]
+    fn a_take_by_streams_hands_over_the_records_on_them() {
+        let a = |corr, stream| Activity {
+            kind: ActivityKind::Kernel,
+            start: 1,
+            end: 2,
+            correlation: corr,
+            external: 0,
+            device: 0,
+            stream,
+        };
+        // Stream ids no real stream has in this test process.
+        let (s1, s2) = (u32::MAX - 3, u32::MAX - 4);
+        records::store()
+            .records
+            .extend([a(1, s1), a(2, s2), a(3, s1)]);
+        let (mine, _) = records::take_streams(&|s| s == s1);
+        assert_eq!(
+            mine.iter().map(|r| r.correlation).collect::<Vec<_>>(),
+            [1, 3]
+        );
+        let (other, _) = records::take_streams(&|s| s == s2);
+        assert_eq!(other.len(), 1);
     }
 }

@@ -36,7 +36,7 @@ impl TimingSource {
         match self {
             TimingSource::Cupti => "timing source: CUPTI activity".into(),
             TimingSource::CuptiPartial(k) => format!(
-                "timing source: CUPTI activity, PARTIAL: {} (RINGREDUCE_CUPTI_KINDS={}; the other ops are shown as instants)",
+                "timing source: CUPTI activity, PARTIAL: {} (RINGREDUCE_CUPTI_KINDS={}, the other ops are shown as instants)",
                 match k {
                     CuptiKinds::Copy => "copies and memsets only",
                     _ => "kernels only",
@@ -147,6 +147,9 @@ pub struct CuptiCall {
     /// issue order, with their streams (the callback tie files
     /// correlation ids instead).
     pub issued: Vec<Issued>,
+    /// The callback tie only: (correlation id, external id) of each issuing
+    /// driver call the ops made, as the callbacks saw them.
+    pub ties: Vec<(u32, u64)>,
 }
 
 impl CuptiCall {
@@ -158,6 +161,7 @@ impl CuptiCall {
             ops: Vec::with_capacity(n),
             issued_ns,
             issued: Vec::new(),
+            ties: Vec::new(),
         }
     }
 

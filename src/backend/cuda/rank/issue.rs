@@ -202,11 +202,11 @@ impl CuptiTimer {
         self.cupti.push(self.call.id(i)).map_err(|m| at.cupti(m))
     }
 
-    fn pop(&self, low: &Lowered, at: &StepAt) -> Result<()> {
+    fn pop(&mut self, low: &Lowered, at: &StepAt) -> Result<()> {
         if low.work == Work::Mark || self.lanes.is_some() {
             return Ok(());
         }
-        self.cupti.pop().map_err(|m| at.cupti(m))
+        self.cupti.pop(&mut self.call.ties).map_err(|m| at.cupti(m))
     }
 
     /// The order tie: the op (index `i` in the rank's list) issued `n`

@@ -144,8 +144,11 @@ impl<'id> Rank<'id> {
         };
         let (recs, dropped) = match c.tie {
             CuptiTie::Callback => {
-                let mine = |id: u64| calls.iter().any(|(cc, _)| cc.index(id).is_some());
-                c.take(&mine).map_err(|m| self.cupti_err(m))?
+                let ties: Vec<(u32, u64)> = calls
+                    .iter()
+                    .flat_map(|(cc, _)| cc.ties.iter().copied())
+                    .collect();
+                c.take(&ties).map_err(|m| self.cupti_err(m))?
             }
             CuptiTie::Order => {
                 let lanes = self.instr.cupti_lanes.unwrap_or([u32::MAX; 2]);
