@@ -15,7 +15,12 @@
 //!   (which the kernel or copy record carries), and the pop files it
 //!   under the op's id as an [`ActivityKind::External`] record.
 //! * [`Cupti::take`] flushes CUPTI's buffers and hands over the records of
-//!   the given ids (`records` parses the buffers into [`Activity`]).
+//!   the given correlation ids (`records` parses the buffers into
+//!   [`Activity`]).
+//! * The order tie (`RINGREDUCE_CUPTI_TIE=order`) subscribes nothing and
+//!   pushes nothing: [`Cupti::take_streams`] hands over the records on a
+//!   rank's streams ([`Cupti::stream_id`]) and [`tie_by_order`] ties them
+//!   to the calls the ops issued, in issue order.
 //!
 //! Why a callback and not CUPTI's external correlation records: those are
 //! written only for API records, which need the `DRIVER` activity kind on
@@ -471,14 +476,18 @@ impl Cupti {
         Ok(())
     }
 
-    /// CUPTI's id of `stream` (a stream of the calling thread's current
-    /// context): what its activity records carry as `streamId`.
-    pub fn stream_id(&self, stream: cudarc::driver::sys::CUstream) -> Result<u32, String> {
+    /// CUPTI's id of `stream`, a stream of context `ctx`: what its
+    /// activity records carry as `streamId`.
+    pub fn stream_id(
+        &self,
+        ctx: cudarc::driver::sys::CUcontext,
+        stream: cudarc::driver::sys::CUstream,
+    ) -> Result<u32, String> {
         let mut id = 0u32;
-        // SAFETY: a live stream handle of the current context (the caller's
-        // [`super::stream::Stream`]); a null context asks CUPTI to use the
-        // stream's own; `id` is a valid out-pointer.
-        let r = unsafe { (self.api.stream_id)(std::ptr::null_mut(), stream, 0, &mut id) };
+        // SAFETY: a live context and a live stream handle of it (the
+        // caller's [`super::driver::Ctx`] and [`super::stream::Stream`]),
+        // not a per-thread default stream; `id` is a valid out-pointer.
+        let r = unsafe { (self.api.stream_id)(ctx, stream, 0, &mut id) };
         self.check("cuptiGetStreamIdEx", r)?;
         Ok(id)
     }

@@ -23,8 +23,8 @@ impl<'id> Rank<'id> {
             return Ok(l);
         }
         let l = [
-            c.stream_id(self.lanes[0].raw())?,
-            c.stream_id(self.lanes[1].raw())?,
+            c.stream_id(self.ctx.ctx, self.lanes[0].raw())?,
+            c.stream_id(self.ctx.ctx, self.lanes[1].raw())?,
         ];
         self.instr.cupti_lanes = Some(l);
         Ok(l)
