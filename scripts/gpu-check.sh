@@ -378,6 +378,9 @@ if [ "$MODE" = cupticost ]; then
     configs=${COST_CONFIGS:-events callback order kernel copy keep}
     points=${COST_POINTS:-4:1MiB 4:4MiB 4:16MiB 4:64MiB 2:1MiB}
     rounds=${COST_ROUNDS:-2}
+    # New runs stop after COST_BUDGET_S (default 420 s), so the table is
+    # always made inside the mode's bound.
+    budget=${COST_BUDGET_S:-420} t0=$SECONDS
     cenv_of() {
         case $1 in
             events) echo RINGREDUCE_CUPTI=0 ;;
@@ -397,6 +400,10 @@ if [ "$MODE" = cupticost ]; then
         for pt in $points; do
             n=${pt%%:*} size=${pt#*:}
             for c in $order_now; do
+                if [ $((SECONDS - t0)) -gt "$budget" ]; then
+                    echo "COST_BUDGET_S=$budget spent: $c ${n}r $size round $r not run"
+                    continue
+                fi
                 name="$c-${n}r-$size-r$r"
                 json=()
                 [ "$r" = 1 ] && [ "$pt" = 4:64MiB ] && json=(--timeline "$T/$c-4r-64MiB.json")
@@ -427,7 +434,7 @@ print("# The CUPTI timeline's cost: % per call over timing off (median over roun
 print("# on/off, both from alternating blocks in one process); off us: median of every run's off.")
 print("# events: CUDA events; callback: CUPTI callback tie (default); order: order tie, no")
 print("# subscriber; kernel / copy: order tie, one class of records; keep: order tie, kinds left on.")
-hdr = f"{'ranks:size':>11} {'off us':>8} " + " ".join(f"{c:>16}" for c in configs)
+hdr = f"{'ranks:size':>11} {'off us':>8} " + " ".join(f"{c:>22}" for c in configs)
 print(hdr)
 for p in points:
     offs = [o for c in configs for (o, _) in runs.get((c, p), [])]
@@ -436,13 +443,15 @@ for p in points:
     for c in configs:
         v = runs.get((c, p), [])
         if not v:
-            cells.append(f"{'-':>16}")
+            cells.append(f"{'-':>22}")
             continue
         pct = statistics.median([100.0 * (on - off) / off for off, on in v])
         on = statistics.median([on for _, on in v])
-        cells.append(f"{pct:+7.1f}% ({on:6.1f})")
+        off = statistics.median([off for off, _ in v])
+        cells.append(f"{pct:+7.1f}% ({on:6.1f}/{off:6.1f})")
     print(row + " ".join(cells))
-print("# cells: % over off (median on us per call); '-': no result (see the run's file)")
+print("# cells: % over off (median us per call on / off in that configuration's runs; keep's off")
+print("# blocks pay the kinds too, so compare its off with the others'); '-': no result (see the run's file)")
 PY
     cat "$T/table.txt"
     # The order tie against the callback tie: the same ops' durations.
