@@ -982,6 +982,29 @@ mod tests {
     }
 
     #[test]
+    fn the_cupti_knobs_take_their_words_and_refuse_others() {
+        assert_eq!(
+            CUPTI_TIE.parse(Some(&os("order"))).unwrap(),
+            Some(CuptiTie::Order)
+        );
+        assert_eq!(
+            CUPTI_TIE.parse(Some(&os("callback"))).unwrap(),
+            Some(CuptiTie::Callback)
+        );
+        assert!(refused(&CUPTI_TIE, "Order").contains("neither callback nor order"));
+        for (w, k) in [
+            ("all", CuptiKinds::All),
+            ("kernel", CuptiKinds::Kernel),
+            ("copy", CuptiKinds::Copy),
+        ] {
+            assert_eq!(CUPTI_KINDS.parse(Some(&os(w))).unwrap(), Some(k));
+        }
+        assert!(refused(&CUPTI_KINDS, "memset").contains("not all, kernel or copy"));
+        assert_eq!(CUPTI_KEEP.parse(Some(&os("1"))).unwrap(), Some(true));
+        assert!(refused(&CUPTI_KEEP, "yes").contains("neither 0 nor 1"));
+    }
+
+    #[test]
     fn timeout_arguments_state_the_range() {
         assert_eq!(
             timeout_arg("--timeout", 5.0).unwrap(),
