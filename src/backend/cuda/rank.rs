@@ -78,6 +78,9 @@ struct Instruments<'id> {
     traffic: Vec<Traffic>,
     /// CUPTI's ids of the lane streams (the order tie; looked up once).
     cupti_lanes: Option<[u32; 2]>,
+    /// The order tie: each lane's issued count up to which the pending
+    /// CUPTI-timed calls filed its calls.
+    cupti_mark: [u64; 2],
 }
 
 /// A rank's CUDA graphs and the capture in progress (`rank/graphs.rs`).

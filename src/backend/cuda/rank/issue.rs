@@ -144,6 +144,9 @@ struct CuptiTimer {
     /// The order tie: CUPTI's ids of the rank's lane streams (`None`: the
     /// callback tie).
     lanes: Option<[u32; 2]>,
+    /// The order tie: each lane's issued count (`Stream::issued`) up to
+    /// which its calls are filed in `call.issued`.
+    mark: [u64; 2],
     issued: Instant,
     /// The index in `call.ops` of each lane's last op.
     lane_last: [Option<usize>; 2],
@@ -166,11 +169,17 @@ impl Drop for CuptiTimer {
 }
 
 impl CuptiTimer {
-    fn begin(cupti: &'static Cupti, lanes: Option<[u32; 2]>, plan: &Plan, r: usize) -> Self {
+    fn begin(
+        cupti: &'static Cupti,
+        (lanes, mark): (Option<[u32; 2]>, [u64; 2]),
+        plan: &Plan,
+        r: usize,
+    ) -> Self {
         CuptiTimer {
             call: CuptiCall::new(plan.ops[r].len(), 0.0),
             cupti,
             lanes,
+            mark,
             issued: Instant::now(),
             lane_last: [None, None],
             signal_op: vec![None; plan.signals.len()],
@@ -209,9 +218,41 @@ impl CuptiTimer {
         self.cupti.pop(&mut self.call.ties).map_err(|m| at.cupti(m))
     }
 
-    /// The order tie: the op (index `i` in the rank's list) issued `n`
-    /// kernels or copies on lane `lane` (the callback tie: nothing).
-    fn issued(&mut self, low: &Lowered, lane: usize, n: u64, i: usize) {
+    /// The order tie: lane `lane`'s calls up to its issued count `upto`
+    /// that no op of a timed call issued (e.g. a reset between calls),
+    /// filed as no op's (op `i` names the place; the callback tie:
+    /// nothing). With one class of records only, their class is unknown,
+    /// and they are not filed (a record of one is then an extra record,
+    /// an error).
+    fn unowned(&mut self, lane: usize, upto: u64, i: usize) {
+        let (Some(lanes), Some(m)) = (self.lanes, self.mark.get_mut(lane)) else {
+            return;
+        };
+        let n = upto.saturating_sub(*m);
+        *m = upto;
+        if self.cupti.kinds != cupti::CuptiKinds::All {
+            return;
+        }
+        let stream = lanes.get(lane).copied().unwrap_or(u32::MAX);
+        for _ in 0..n {
+            self.call.issued.push(Issued {
+                external: 0,
+                op: i,
+                lane,
+                stream,
+                class: None,
+            });
+        }
+    }
+
+    /// The order tie: the op (index `i` in the rank's list) issued the
+    /// calls of lane `lane` from its issued count `from` to `to` (the
+    /// callback tie: nothing).
+    fn issued(&mut self, low: &Lowered, lane: usize, (from, to): (u64, u64), i: usize) {
+        self.unowned(lane, from, i);
+        if let Some(m) = self.mark.get_mut(lane) {
+            *m = to;
+        }
         let (Some(lanes), Some(class)) = (self.lanes, class_of(&low.work)) else {
             return;
         };
@@ -220,7 +261,7 @@ impl CuptiTimer {
         }
         let external = self.call.id(self.call.ops.len());
         let stream = lanes.get(lane).copied().unwrap_or(u32::MAX);
-        for _ in 0..n {
+        for _ in 0..to.saturating_sub(from) {
             self.call.issued.push(Issued {
                 external,
                 op: i,
@@ -289,8 +330,24 @@ impl<'id> Timer<'id> {
             c.begin()?;
             Ok::<_, String>((c, lanes))
         })();
+        // The order tie: with timed calls of this rank pending (kinds on
+        // since the first), its lanes' calls since the last are unowned
+        // records to pass over; else the count starts now.
+        let now = [rank.lanes[0].issued(), rank.lanes[1].issued()];
+        let pending = rank
+            .instr
+            .timing
+            .iter()
+            .any(|t| matches!(t, Timed::Cupti(..)));
+        let from = if pending { rank.instr.cupti_mark } else { now };
         match cupti {
-            Ok((c, lanes)) => Ok(Timer::Cupti(CuptiTimer::begin(c, lanes, plan, rank.rank))),
+            Ok((c, lanes)) => {
+                let mut t = CuptiTimer::begin(c, (lanes, from), plan, rank.rank);
+                for (l, &n) in now.iter().enumerate() {
+                    t.unowned(l, n, 0);
+                }
+                Ok(Timer::Cupti(t))
+            }
             Err(why) => Ok(Timer::Events(
                 CallTimer::begin(rank, plan.signals.len())?,
                 TimingSource::choose(Err(why)),
@@ -464,7 +521,7 @@ impl<'id> Rank<'id> {
                 let r = self.submit_work(call, &dev, &low, &at, &mut p);
                 t.pop(&low, &at)?;
                 r?;
-                t.issued(&low, lane, self.lanes[lane].issued() - n0, i);
+                t.issued(&low, lane, (n0, self.lanes[lane].issued()), i);
             } else {
                 self.submit_work(call, &dev, &low, &at, &mut p)?;
             }
@@ -482,6 +539,9 @@ impl<'id> Rank<'id> {
         }
         ranges.end();
         if let Some(t) = timer {
+            if let Timer::Cupti(c) = &t {
+                self.instr.cupti_mark = c.mark;
+            }
             self.instr.timing.push(t.into_timed());
         }
         p.total_ns = ns(t_all);
