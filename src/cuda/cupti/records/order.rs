@@ -79,9 +79,11 @@ pub fn tie_by_order(
     let mut out = Vec::with_capacity(issued.len());
     for (&stream, rs) in &mut recs {
         if !calls.contains_key(&stream) {
+            let known: Vec<String> = calls.keys().map(u32::to_string).collect();
             return Err(format!(
-                "CUPTI recorded {} kernels or copies on rank {rank}'s stream {stream}, where its timed calls issued none (untimed work there while timed calls were pending?); no tie by order",
-                rs.len()
+                "CUPTI recorded {} kernels or copies on rank {rank}'s stream {stream}, where its timed calls issued none (they issued on CUPTI streams {}; untimed work there while timed calls were pending?); no tie by order",
+                rs.len(),
+                known.join(", ")
             ));
         }
         rs.sort_by_key(|a| (a.correlation, a.start));
@@ -344,6 +346,7 @@ mod tests {
         recs[0].stream = 42;
         let e = tie_by_order(0, &issued, &recs).unwrap_err();
         assert!(e.contains("rank 0's stream 42"), "{e}");
+        assert!(e.contains("issued on CUPTI streams 11, 12, 19"), "{e}");
         let mut recs = recorded(&issued);
         recs[1].correlation = recs[0].correlation;
         let e = tie_by_order(0, &issued, &recs).unwrap_err();
