@@ -392,6 +392,7 @@ if [ "$MODE" = cupticost ]; then
             *) echo "unknown configuration $1" >&2; return 1 ;;
         esac
     }
+    for c in $configs; do cenv_of "$c" > /dev/null || exit 2; done
     for r in $(seq 1 "$rounds"); do
         # Alternate: the configurations' order turns by one each round.
         read -r -a arr <<< "$configs"
