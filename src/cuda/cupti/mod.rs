@@ -6,9 +6,11 @@
 //!   subscribes (which fails when another CUPTI client, e.g. a profiler,
 //!   holds the subscription) and registers the buffer callbacks. Any
 //!   failure is kept as a reason, and the caller falls back to events.
-//! * [`Cupti::begin`] / [`Cupti::end`] enable the activity kinds while at
-//!   least one timed call is pending in this process, so untimed calls pay
-//!   nothing.
+//! * [`Cupti::begin`] / [`Cupti::end`] enable the activity kinds (those
+//!   `RINGREDUCE_CUPTI_KINDS` selects) while at least one timed call is
+//!   pending in this process, so untimed calls pay nothing
+//!   (`RINGREDUCE_CUPTI_KEEP=1`: from the first timed call on, an
+//!   experiment).
 //! * [`Cupti::push`] / [`Cupti::pop`] bracket an op's driver call on the
 //!   calling thread: CUPTI's callback at the exit of each issuing call
 //!   (`cuLaunchKernel`, the copies) hands over that call's correlation id
