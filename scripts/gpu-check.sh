@@ -24,6 +24,10 @@
 #                                        1, 4, 64 MiB timed by CUPTI and by events (RINGREDUCE_CUPTI=0)
 #                                        with their overhead, the two sources' op durations compared at
 #                                        64 MiB, bench --breakdown both ways, NVTX ranges under ncu (~5 min)
+#   bash .device/gpu-check.sh cupticost  what the CUPTI timeline costs, part by part (one GPU): trace's
+#                                        overhead (timing on vs off) with events, the callback tie, the
+#                                        order tie, kernel-only, copy-only, kinds kept on; 4 ranks at 1,
+#                                        4, 16, 64 MiB and 2 at 1 MiB, alternating, a table (~5 min)
 #   bash .device/gpu-check.sh processes  one process per GPU (2 GPUs): launch -n 2 -- run/check
 #                                        (every path vs NCCL per process), bench next to the
 #                                        single-process bench, the fault cases, and under mpirun
@@ -360,6 +364,133 @@ PY
         echo "SKIPPED: no ncu on this machine"
     fi
     ls -la "$T"
+    exit 0
+fi
+
+if [ "$MODE" = cupticost ]; then
+    # What the CUPTI timeline costs, part by part, in one call (one GPU, the
+    # ranks share it): `trace --overhead-blocks` (alternating blocks with
+    # timing off and on, one process per configuration and point) for each
+    # configuration, alternating the configurations within each round:
+    #   events    RINGREDUCE_CUPTI=0 (CUDA events between the ops)
+    #   callback  CUPTI, the callback tie (the default)
+    #   order     CUPTI, the order tie (no callback, no subscriber)
+    #   kernel    CUPTI, order tie, kernel records only (PARTIAL timeline)
+    #   copy      CUPTI, order tie, copy and memset records only (PARTIAL)
+    #   keep      CUPTI, order tie, the kinds left on from the first timed
+    #             call (RINGREDUCE_CUPTI_KEEP=1: untimed calls pay them too)
+    # COST_CONFIGS, COST_POINTS (RANKS:SIZE), COST_ROUNDS (default 2) pick.
+    # Files in $OUT/cupticost: NAME-Nr-SIZE-rK.txt per run, table.txt (% over
+    # timing off per configuration and point, the median over rounds; the
+    # off column is the median of every run's off blocks), agree-*.txt
+    # (order tie against callback tie, op durations at 4 ranks 64 MiB).
+    T="$OUT/cupticost"
+    mkdir -p "$T"
+    "$RR" env | grep -E "^RINGREDUCE_CUPTI" || true
+    configs=${COST_CONFIGS:-events callback order kernel copy keep}
+    points=${COST_POINTS:-4:1MiB 4:4MiB 4:16MiB 4:64MiB 2:1MiB}
+    rounds=${COST_ROUNDS:-2}
+    # New runs stop after COST_BUDGET_S (default 420 s), so the table is
+    # always made inside the mode's bound.
+    budget=${COST_BUDGET_S:-420} t0=$SECONDS
+    cenv_of() {
+        case $1 in
+            events) echo RINGREDUCE_CUPTI=0 ;;
+            callback) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_TIE=callback ;;
+            order) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_TIE=order ;;
+            kernel) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_TIE=order RINGREDUCE_CUPTI_KINDS=kernel ;;
+            copy) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_TIE=order RINGREDUCE_CUPTI_KINDS=copy ;;
+            keep) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_TIE=order RINGREDUCE_CUPTI_KEEP=1 ;;
+            *) echo "unknown configuration $1" >&2; return 1 ;;
+        esac
+    }
+    for c in $configs; do cenv_of "$c" > /dev/null || exit 2; done
+    for r in $(seq 1 "$rounds"); do
+        # Alternate: the configurations' order turns by one each round.
+        read -r -a arr <<< "$configs"
+        k=$(( (r - 1) % ${#arr[@]} ))
+        order_now="${arr[*]:k} ${arr[*]:0:k}"
+        for pt in $points; do
+            n=${pt%%:*} size=${pt#*:}
+            for c in $order_now; do
+                if [ $((SECONDS - t0)) -gt "$budget" ]; then
+                    echo "COST_BUDGET_S=$budget spent: $c ${n}r $size round $r not run"
+                    continue
+                fi
+                name="$c-${n}r-$size-r$r"
+                json=()
+                [ "$r" = 1 ] && [ "$pt" = 4:64MiB ] && json=(--timeline "$T/$c-4r-64MiB.json")
+                # shellcheck disable=SC2046
+                timeout 60 env $(cenv_of "$c") "$RR" trace --backend cuda --ranks "$n" --size "$size" \
+                    --algo ring --overhead-blocks 11 --overhead-iters 50 ${json[@]+"${json[@]}"} \
+                    > "$T/$name.txt" 2>&1
+                echo "$name [exit $?] $(grep -hE '^# measurement overhead' "$T/$name.txt" | sed -E 's/.*: ([0-9.]+) us per call with timing off, ([0-9.]+) us with timing on \(([^;]*);.*/off \1 us, on \2 us, \3/')"
+                grep -hE '^# timing source|rror' "$T/$name.txt" | head -3
+            done
+        done
+    done
+    python3 - "$T" "$configs" "$points" > "$T/table.txt" 2>&1 <<'PY'
+import glob, os, re, statistics, sys
+t, configs, points = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+pat = re.compile(r"^# measurement overhead: ([0-9.]+) us per call with timing off, ([0-9.]+) us with timing on")
+runs = {}
+for f in glob.glob(os.path.join(t, "*-r[0-9]*.txt")):
+    m = re.match(r"(.+)-(\d+)r-(.+)-r(\d+)\.txt$", os.path.basename(f))
+    if not m:
+        continue
+    c, n, size = m.group(1), m.group(2), m.group(3)
+    for line in open(f):
+        x = pat.match(line)
+        if x:
+            runs.setdefault((c, f"{n}:{size}"), []).append((float(x.group(1)), float(x.group(2))))
+print("# The CUPTI timeline's cost: % per call over timing off (median over rounds of each run's")
+print("# on/off, both from alternating blocks in one process); off us: median of every run's off but keep's.")
+print("# events: CUDA events; callback: CUPTI callback tie (default); order: order tie, no")
+print("# subscriber; kernel / copy: order tie, one class of records; keep: order tie, kinds left on.")
+hdr = f"{'ranks:size':>11} {'off us':>8} " + " ".join(f"{c:>22}" for c in configs)
+print(hdr)
+for p in points:
+    offs = [o for c in configs if c != "keep" for (o, _) in runs.get((c, p), [])]
+    row = f"{p:>11} {statistics.median(offs) if offs else float('nan'):8.2f} "
+    cells = []
+    for c in configs:
+        v = runs.get((c, p), [])
+        if not v:
+            cells.append(f"{'-':>22}")
+            continue
+        pct = statistics.median([100.0 * (on - off) / off for off, on in v])
+        on = statistics.median([on for _, on in v])
+        off = statistics.median([off for off, _ in v])
+        cells.append(f"{pct:+7.1f}% ({on:6.1f}/{off:6.1f})")
+    print(row + " ".join(cells))
+print("# cells: % over off (median us per call on / off in that configuration's runs; keep's off")
+print("# blocks pay the kinds too, so compare its off with the others'); '-': no result (see the run's file)")
+PY
+    cat "$T/table.txt"
+    # The order tie against the callback tie: the same ops' durations.
+    if [ -f "$T/order-4r-64MiB.json" ] && [ -f "$T/callback-4r-64MiB.json" ]; then
+        python3 - "$T/order-4r-64MiB.json" "$T/callback-4r-64MiB.json" > "$T/agree-order-callback-4r-64MiB.txt" 2>&1 <<'PY'
+import json, sys
+from collections import defaultdict
+def durs(path):
+    d = json.load(open(path))
+    ev = d["traceEvents"] if isinstance(d, dict) else d
+    out = defaultdict(list)
+    for e in ev:
+        if e.get("ph") == "X" and e.get("cat") in ("copy", "reduce"):
+            out[(e["pid"], e["tid"], e["name"])].append(e["dur"])
+    return out
+a, b = durs(sys.argv[1]), durs(sys.argv[2])
+n = ok = 0
+for k in sorted(set(a) & set(b)):
+    for x, y in zip(sorted(a[k]), sorted(b[k])):
+        n += 1
+        ok += abs(x - y) <= max(1.0, 0.05 * y)
+print(f"order vs callback tie, op durations compared: {n}; within 1 us or 5 %: {ok}; ops only in one: {len(set(a) ^ set(b))}")
+PY
+        cat "$T/agree-order-callback-4r-64MiB.txt"
+    fi
+    ls "$T" | wc -l
     exit 0
 fi
 

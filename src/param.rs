@@ -280,6 +280,57 @@ pub static CUPTI: Param<PathBuf> = Param::new(
     parse_path,
 );
 
+/// How a CUPTI-timed op is tied to its activity records
+/// (`RINGREDUCE_CUPTI_TIE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CuptiTie {
+    /// CUPTI's callback at the exit of each issuing driver call hands over
+    /// its correlation id (a subscriber for the process's life).
+    Callback,
+    /// No callback: each stream's records, in correlation-id order, are
+    /// the calls the ops issued on it, in issue order.
+    Order,
+}
+
+/// The activity kinds enabled for the timeline (`RINGREDUCE_CUPTI_KINDS`):
+/// an experiment knob; other than `All`, the timeline is partial and says
+/// so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CuptiKinds {
+    All,
+    /// Kernels only: copy ops are not timed.
+    Kernel,
+    /// Copies and memsets only: kernel ops are not timed.
+    Copy,
+}
+
+pub static CUPTI_TIE: Param<CuptiTie> = Param::new(
+    "RINGREDUCE_CUPTI_TIE",
+    Group::Engine,
+    "callback or order",
+    "callback",
+    "How the CUPTI timeline ties each op to its kernel or copy record: callback: a CUPTI callback at the exit of each issuing driver call (cuLaunchKernel, the copies) files the call's correlation id under the op; order: no callback (and no CUPTI subscriber), each stream's records in correlation-id order are the kernels and copies the rank issued on it, in issue order (a missing or extra record is an error naming the rank and op, never a wrong tie).",
+    parse_cupti_tie,
+);
+
+pub static CUPTI_KINDS: Param<CuptiKinds> = Param::new(
+    "RINGREDUCE_CUPTI_KINDS",
+    Group::Engine,
+    "all, kernel or copy",
+    "all",
+    "An experiment knob of the CUPTI timeline: the activity kinds it enables (all: kernels, copies, memsets; kernel: kernels alone; copy: copies and memsets alone), to measure what each kind costs. Other than all, the timeline is partial: the ops of the kinds left off are shown as instants and the timing source line says PARTIAL.",
+    parse_cupti_kinds,
+);
+
+pub static CUPTI_KEEP: Param<bool> = Param::new(
+    "RINGREDUCE_CUPTI_KEEP",
+    Group::Engine,
+    "0 or 1",
+    "0",
+    "An experiment knob of the CUPTI timeline: 1 leaves the activity kinds on from the first timed call for the process's life (untimed calls then pay CUPTI's per-launch work too; each batch of timed calls starts with a flush that drops the untimed calls' records); 0 turns them on while timed calls are pending.",
+    parse_flag,
+);
+
 // -- settings of the command line ----------------------------------------
 
 pub static HOST_MEMORY: Param<u64> = Param::new(
@@ -454,8 +505,17 @@ pub fn test_only() -> Vec<(&'static str, &'static str, Option<OsString>)> {
 
 /// Every declared variable, in [`Group::ALL`]'s order.
 pub fn all() -> Vec<&'static dyn Declared> {
-    let mut v: Vec<&'static dyn Declared> =
-        vec![&TIMEOUT, &ALGO, &PTX_JIT, &DEVICES, &CUPTI, &HOST_MEMORY];
+    let mut v: Vec<&'static dyn Declared> = vec![
+        &TIMEOUT,
+        &ALGO,
+        &PTX_JIT,
+        &DEVICES,
+        &CUPTI,
+        &CUPTI_TIE,
+        &CUPTI_KINDS,
+        &CUPTI_KEEP,
+        &HOST_MEMORY,
+    ];
     #[cfg(any(test, feature = "fault-injection"))]
     v.push(&FAULT);
     v.extend([
@@ -774,6 +834,29 @@ mod tests {
         assert!(refused(&RANK, "\u{fffd}").contains("not a whole number"));
         let e = TIMEOUT.parse(Some(&not_utf8)).unwrap_err().to_string();
         assert!(e.contains("not valid UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn the_cupti_knobs_take_their_words_and_refuse_others() {
+        assert_eq!(
+            CUPTI_TIE.parse(Some(&os("order"))).unwrap(),
+            Some(CuptiTie::Order)
+        );
+        assert_eq!(
+            CUPTI_TIE.parse(Some(&os("callback"))).unwrap(),
+            Some(CuptiTie::Callback)
+        );
+        assert!(refused(&CUPTI_TIE, "Order").contains("neither callback nor order"));
+        for (w, k) in [
+            ("all", CuptiKinds::All),
+            ("kernel", CuptiKinds::Kernel),
+            ("copy", CuptiKinds::Copy),
+        ] {
+            assert_eq!(CUPTI_KINDS.parse(Some(&os(w))).unwrap(), Some(k));
+        }
+        assert!(refused(&CUPTI_KINDS, "memset").contains("not all, kernel or copy"));
+        assert_eq!(CUPTI_KEEP.parse(Some(&os("1"))).unwrap(), Some(true));
+        assert!(refused(&CUPTI_KEEP, "yes").contains("neither 0 nor 1"));
     }
 
     #[test]

@@ -371,6 +371,8 @@ impl<'id> Stream<'id> {
     ) -> CuResult<()> {
         // SAFETY: the kernel belongs to this stream's context (same brand);
         // the caller guarantees the parameters.
-        unsafe { result::launch_kernel_packed(k.f, blocks as u32, BLOCK, self.s, args, call) }
+        self.count(unsafe {
+            result::launch_kernel_packed(k.f, blocks as u32, BLOCK, self.s, args, call)
+        })
     }
 }

@@ -13,6 +13,10 @@ use std::time::{Duration, Instant};
 /// A stream of the context branded `'id`.
 pub struct Stream<'id> {
     pub(crate) s: sys::CUstream,
+    /// Kernels, copies and memsets issued on it so far (what CUPTI writes
+    /// an activity record of): the timeline's order tie counts an op's
+    /// calls with it.
+    issued: std::cell::Cell<u64>,
     _brand: Brand<'id>,
     _thread: NotSend,
 }
@@ -137,6 +141,7 @@ impl<'id> Ctx<'id> {
         let (b, t) = self.brand();
         Ok(Stream {
             s,
+            issued: std::cell::Cell::new(0),
             _brand: b,
             _thread: t,
         })
@@ -154,6 +159,7 @@ impl<'id> Ctx<'id> {
         let (b, t) = self.brand();
         Ok(Stream {
             s,
+            issued: std::cell::Cell::new(0),
             _brand: b,
             _thread: t,
         })
@@ -359,14 +365,34 @@ impl<'id> Stream<'id> {
         src: (sys::CUdeviceptr, &Alloc),
         n: usize,
     ) -> CuResult<()> {
-        match how {
+        let r = match how {
             // SAFETY: the caller's contract; a live stream of this context.
             PeerCopy::Peer => unsafe {
                 result::memcpy_peer_async(dst.0, dst.1.ctx, src.0, src.1.ctx, n, self.s)
             },
             // SAFETY: as above.
             PeerCopy::Unified => unsafe { result::memcpy_async(dst.0, src.0, n, self.s) },
+        };
+        self.count(r)
+    }
+
+    /// Count an issued kernel, copy or memset (`r`: the issuing call's
+    /// outcome; a refused call issued nothing).
+    pub(super) fn count(&self, r: CuResult<()>) -> CuResult<()> {
+        if r.is_ok() {
+            self.issued.set(self.issued.get() + 1);
         }
+        r
+    }
+
+    /// The kernels, copies and memsets issued on this stream so far.
+    pub fn issued(&self) -> u64 {
+        self.issued.get()
+    }
+
+    /// The raw handle (CUPTI's stream id is looked up from it).
+    pub fn raw(&self) -> sys::CUstream {
+        self.s
     }
 
     /// `cuMemsetD8Async` of bytes `off..off + n` to `byte`.
@@ -376,7 +402,7 @@ impl<'id> Stream<'id> {
         }
         let p = buf.ptr_at("cuMemsetD8Async", off, n)?;
         // SAFETY: bounds checked, a stream of the same context.
-        unsafe { result::memset_d8_async(p, byte, n, self.s) }
+        self.count(unsafe { result::memset_d8_async(p, byte, n, self.s) })
     }
 
     /// Start capturing this stream's work into a graph (thread-local mode:

@@ -160,7 +160,7 @@ impl<'id> Stream<'id> {
         // this stream; what the kernel touches beyond that is bounded by
         // the built-in kernel's checked requirements or by the `from_ptx`
         // contract.
-        unsafe { result::launch_kernel(k.k.f, grid, block, self.s, &mut params, CALL) }
+        self.count(unsafe { result::launch_kernel(k.k.f, grid, block, self.s, &mut params, CALL) })
     }
 }
 

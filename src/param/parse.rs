@@ -74,6 +74,23 @@ pub(super) fn parse_flag(v: &OsStr) -> std::result::Result<bool, String> {
     }
 }
 
+pub(super) fn parse_cupti_tie(v: &OsStr) -> std::result::Result<super::CuptiTie, String> {
+    match utf8(v)? {
+        "callback" => Ok(super::CuptiTie::Callback),
+        "order" => Ok(super::CuptiTie::Order),
+        _ => Err("neither callback nor order".into()),
+    }
+}
+
+pub(super) fn parse_cupti_kinds(v: &OsStr) -> std::result::Result<super::CuptiKinds, String> {
+    match utf8(v)? {
+        "all" => Ok(super::CuptiKinds::All),
+        "kernel" => Ok(super::CuptiKinds::Kernel),
+        "copy" => Ok(super::CuptiKinds::Copy),
+        _ => Err("not all, kernel or copy".into()),
+    }
+}
+
 pub(super) fn parse_algo(v: &OsStr) -> std::result::Result<String, String> {
     let s = utf8(v)?;
     if s.eq_ignore_ascii_case("auto") {

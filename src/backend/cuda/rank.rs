@@ -76,6 +76,11 @@ struct Instruments<'id> {
     /// Bytes moved between ranks by what this rank issued, per rank (sent,
     /// received).
     traffic: Vec<Traffic>,
+    /// CUPTI's ids of the lane streams (the order tie; looked up once).
+    cupti_lanes: Option<[u32; 2]>,
+    /// The order tie: each lane's issued count up to which the pending
+    /// CUPTI-timed calls filed its calls.
+    cupti_mark: [u64; 2],
 }
 
 /// A rank's CUDA graphs and the capture in progress (`rank/graphs.rs`).

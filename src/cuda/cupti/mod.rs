@@ -6,16 +6,23 @@
 //!   subscribes (which fails when another CUPTI client, e.g. a profiler,
 //!   holds the subscription) and registers the buffer callbacks. Any
 //!   failure is kept as a reason, and the caller falls back to events.
-//! * [`Cupti::begin`] / [`Cupti::end`] enable the activity kinds while at
-//!   least one timed call is pending in this process, so untimed calls pay
-//!   nothing.
+//! * [`Cupti::begin`] / [`Cupti::end`] enable the activity kinds (those
+//!   `RINGREDUCE_CUPTI_KINDS` selects) while at least one timed call is
+//!   pending in this process, so untimed calls pay nothing
+//!   (`RINGREDUCE_CUPTI_KEEP=1`: from the first timed call on, an
+//!   experiment).
 //! * [`Cupti::push`] / [`Cupti::pop`] bracket an op's driver call on the
 //!   calling thread: CUPTI's callback at the exit of each issuing call
 //!   (`cuLaunchKernel`, the copies) hands over that call's correlation id
 //!   (which the kernel or copy record carries), and the pop files it
 //!   under the op's id as an [`ActivityKind::External`] record.
 //! * [`Cupti::take`] flushes CUPTI's buffers and hands over the records of
-//!   the given ids (`records` parses the buffers into [`Activity`]).
+//!   the given correlation ids (`records` parses the buffers into
+//!   [`Activity`]).
+//! * The order tie (`RINGREDUCE_CUPTI_TIE=order`) subscribes nothing and
+//!   pushes nothing: [`Cupti::take_streams`] hands over the records on a
+//!   rank's streams ([`Cupti::stream_id`]) and [`tie_by_order`] ties them
+//!   to the calls the ops issued, in issue order.
 //!
 //! Why a callback and not CUPTI's external correlation records: those are
 //! written only for API records, which need the `DRIVER` activity kind on
@@ -42,6 +49,8 @@ use std::time::Instant;
 use cudarc::cupti::sys;
 use libloading::Library;
 
+pub use crate::param::{CuptiKinds, CuptiTie};
+pub use records::order::{tie_by_order, Class, Issued};
 pub use records::{Activity, ActivityKind};
 
 /// Names tried through the dynamic linker's search path, in order.
@@ -71,6 +80,25 @@ const KINDS: [sys::CUpti_ActivityKind; 4] = [
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY2,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
 ];
+
+/// The [`KINDS`] `RINGREDUCE_CUPTI_KINDS` selects.
+fn kinds_of(k: CuptiKinds) -> &'static [sys::CUpti_ActivityKind] {
+    match k {
+        CuptiKinds::All => &KINDS,
+        CuptiKinds::Kernel => &KINDS[..1],
+        CuptiKinds::Copy => &KINDS[1..],
+    }
+}
+
+/// Whether records of class `c` are collected under `k`.
+pub fn collects(k: CuptiKinds, c: Class) -> bool {
+    matches!(
+        (k, c),
+        (CuptiKinds::All, _)
+            | (CuptiKinds::Kernel, Class::Kernel)
+            | (CuptiKinds::Copy, Class::Copy)
+    )
+}
 
 /// The driver calls that issue an op's work: CUPTI calls [`on_exit`] at
 /// the end of each while timed calls are pending (and for no other call).
@@ -103,6 +131,12 @@ type NextRecord = unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Acti
 type Timestamp = unsafe extern "C" fn(*mut u64) -> u32;
 type ResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
 type Dropped = unsafe extern "C" fn(cudarc::driver::sys::CUcontext, u32, *mut usize) -> u32;
+type StreamId = unsafe extern "C" fn(
+    cudarc::driver::sys::CUcontext,
+    cudarc::driver::sys::CUstream,
+    u8,
+    *mut u32,
+) -> u32;
 
 /// The CUPTI entry points used here, with the library that holds them.
 struct Api {
@@ -116,17 +150,50 @@ struct Api {
     timestamp: Timestamp,
     result_string: ResultString,
     dropped: Dropped,
+    stream_id: StreamId,
     /// Kept open for the process's life (the pointers above point into it).
     _lib: Library,
+}
+
+/// How the timeline uses CUPTI (`RINGREDUCE_CUPTI_TIE`, `_KINDS`,
+/// `_KEEP`; the first timed call's values hold for the process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    pub tie: CuptiTie,
+    pub kinds: CuptiKinds,
+    /// Leave the kinds on once on.
+    pub keep: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            tie: CuptiTie::Callback,
+            kinds: CuptiKinds::All,
+            keep: false,
+        }
+    }
+}
+
+/// Timed calls issued and not yet taken, and whether the kinds are on.
+struct Pending {
+    calls: usize,
+    on: bool,
 }
 
 /// The loaded, subscribed CUPTI of this process.
 pub struct Cupti {
     api: Api,
-    /// The subscriber handle, as an address (an opaque CUPTI token).
+    /// The subscriber handle, as an address (an opaque CUPTI token; 0:
+    /// none, the order tie subscribes nothing).
     subscriber: usize,
-    /// Timed calls issued and not yet taken (kinds enabled while > 0).
-    pending: Mutex<usize>,
+    /// How ops are tied to records, and the kinds enabled (read once).
+    pub tie: CuptiTie,
+    pub kinds: CuptiKinds,
+    keep: bool,
+    /// Timed calls issued and not yet taken (kinds enabled while > 0, or
+    /// from the first with `keep`).
+    pending: Mutex<Pending>,
 }
 
 thread_local! {
@@ -172,6 +239,16 @@ unsafe extern "C" fn on_exit(_user: *mut c_void, domain: u32, _cbid: u32, data: 
     });
 }
 
+/// [`Cupti::pop`] of the calling thread's op.
+fn close(ties: &mut Vec<(u32, u64)>) -> Result<(), String> {
+    let id = OPEN.with(|o| o.replace(0));
+    if id == 0 {
+        return Err("CUPTI: an op closed that was not open".into());
+    }
+    SEEN.with(|s| ties.extend(s.borrow_mut().drain(..).map(|c| (c, id))));
+    Ok(())
+}
+
 /// One flush at a time (rank threads take their records concurrently).
 static FLUSH: Mutex<()> = Mutex::new(());
 
@@ -182,9 +259,11 @@ static CUPTI: OnceLock<Result<Cupti, String>> = OnceLock::new();
 /// it cannot be used (missing, refused, another subscriber).
 /// `setting`: `RINGREDUCE_CUPTI` (`Some("0")`: off; another value: the
 /// library's path), read by the caller.
-pub fn get(setting: Option<&Path>) -> Result<&'static Cupti, String> {
+///
+/// `how`: the other settings (the first call's hold for the process).
+pub fn get(setting: Option<&Path>, how: Settings) -> Result<&'static Cupti, String> {
     CUPTI
-        .get_or_init(|| init(setting))
+        .get_or_init(|| init(setting, how))
         .as_ref()
         .map_err(Clone::clone)
 }
@@ -204,7 +283,7 @@ fn loaded() -> Option<&'static Cupti> {
     CUPTI.get().and_then(|c| c.as_ref().ok())
 }
 
-fn init(setting: Option<&Path>) -> Result<Cupti, String> {
+fn init(setting: Option<&Path>, how: Settings) -> Result<Cupti, String> {
     // Unset or 1: CUPTI from the default places; 0: off; else a path.
     let setting = match setting {
         Some(p) if p.as_os_str() == "0" => return Err("off (RINGREDUCE_CUPTI=0)".into()),
@@ -219,7 +298,13 @@ fn init(setting: Option<&Path>) -> Result<Cupti, String> {
     let mut c = Cupti {
         api,
         subscriber: 0,
-        pending: Mutex::new(0),
+        tie: how.tie,
+        kinds: how.kinds,
+        keep: how.keep,
+        pending: Mutex::new(Pending {
+            calls: 0,
+            on: false,
+        }),
     };
     c.subscriber = c.subscribe()?;
     Ok(c)
@@ -270,6 +355,7 @@ unsafe fn load(lib: Library) -> Result<Api, libloading::Error> {
         timestamp: sym!("cuptiGetTimestamp"),
         result_string: sym!("cuptiGetResultString"),
         dropped: sym!("cuptiActivityGetNumDroppedRecords"),
+        stream_id: sym!("cuptiGetStreamIdEx"),
         _lib: lib,
     })
 }
@@ -298,9 +384,17 @@ impl Cupti {
         }
     }
 
-    /// Subscribe [`on_exit`] (refused when another client holds CUPTI) and
-    /// register the buffer callbacks; the subscriber handle.
+    /// Subscribe [`on_exit`] (refused when another client holds CUPTI; the
+    /// callback tie only) and register the buffer callbacks; the subscriber
+    /// handle (0: none).
     fn subscribe(&self) -> Result<usize, String> {
+        if self.tie == CuptiTie::Order {
+            // SAFETY: the callbacks have CUPTI's signatures and never unwind.
+            let r =
+                unsafe { (self.api.register)(Some(records::requested), Some(records::completed)) };
+            self.check("cuptiActivityRegisterCallbacks", r)?;
+            return Ok(0);
+        }
         let mut h: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
         // SAFETY: `h` is a valid out-pointer; the callback has CUPTI's
         // signature and never unwinds; no user data.
@@ -314,6 +408,9 @@ impl Cupti {
 
     /// [`on_exit`] on (`on`) or off for every [`ISSUING`] call.
     fn callbacks(&self, on: bool) -> Result<(), String> {
+        if self.tie == CuptiTie::Order {
+            return Ok(());
+        }
         let h = self.subscriber as sys::CUpti_SubscriberHandle;
         for cb in ISSUING {
             // SAFETY: `h` is this process's subscriber; a valid domain and id.
@@ -328,16 +425,19 @@ impl Cupti {
     /// pending.
     pub fn begin(&self) -> Result<(), String> {
         let mut n = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if *n == 0 {
-            for k in KINDS {
-                // SAFETY: plain call with a valid kind.
-                self.check("cuptiActivityEnable", unsafe {
-                    (self.api.enable)(k as u32)
-                })?;
+        if n.calls == 0 {
+            if n.on {
+                // Kept on: the untimed calls' records go.
+                self.flush()?;
+                records::clear();
+            } else if let Err(e) = self.switch(true) {
+                // Nothing pending: leave nothing on.
+                let _ = self.switch(false);
+                return Err(e);
             }
-            self.callbacks(true)?;
+            n.on = true;
         }
-        *n += 1;
+        n.calls += 1;
         Ok(())
     }
 
@@ -345,20 +445,53 @@ impl Cupti {
     /// pending, and forget the records nobody asked for.
     pub fn end(&self, calls: usize) -> Result<(), String> {
         let mut n = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        *n = n.saturating_sub(calls);
-        if *n > 0 {
+        n.calls = n.calls.saturating_sub(calls);
+        if n.calls > 0 {
             return Ok(());
         }
-        self.callbacks(false)?;
-        for k in KINDS {
-            // SAFETY: plain call with a valid kind.
-            self.check("cuptiActivityDisable", unsafe {
-                (self.api.disable)(k as u32)
-            })?;
+        if !self.keep && n.on {
+            n.on = false;
+            self.switch(false)?;
         }
         self.flush()?;
         records::clear();
         Ok(())
+    }
+
+    /// The selected kinds and (callback tie) [`on_exit`] on or off.
+    fn switch(&self, on: bool) -> Result<(), String> {
+        if !on {
+            self.callbacks(false)?;
+        }
+        for &k in kinds_of(self.kinds) {
+            let (name, f) = if on {
+                ("cuptiActivityEnable", self.api.enable)
+            } else {
+                ("cuptiActivityDisable", self.api.disable)
+            };
+            // SAFETY: plain call with a valid kind.
+            self.check(name, unsafe { f(k as u32) })?;
+        }
+        if on {
+            self.callbacks(true)?;
+        }
+        Ok(())
+    }
+
+    /// CUPTI's id of `stream`, a stream of context `ctx`: what its
+    /// activity records carry as `streamId`.
+    pub fn stream_id(
+        &self,
+        ctx: cudarc::driver::sys::CUcontext,
+        stream: cudarc::driver::sys::CUstream,
+    ) -> Result<u32, String> {
+        let mut id = 0u32;
+        // SAFETY: a live context and a live stream handle of it (the
+        // caller's [`super::driver::Ctx`] and [`super::stream::Stream`]),
+        // not a per-thread default stream; `id` is a valid out-pointer.
+        let r = unsafe { (self.api.stream_id)(ctx, stream, 0, &mut id) };
+        self.check("cuptiGetStreamIdEx", r)?;
+        Ok(id)
     }
 
     /// Open op `id` (not 0) on the calling thread: the correlation ids of
@@ -369,16 +502,11 @@ impl Cupti {
         Ok(())
     }
 
-    /// Close the calling thread's op: file each correlation id its calls
-    /// got under the op's id, for [`Cupti::take`].
-    pub fn pop(&self) -> Result<(), String> {
-        let id = OPEN.with(|o| o.replace(0));
-        let seen = SEEN.with(|s| std::mem::take(&mut *s.borrow_mut()));
-        if id == 0 {
-            return Err("CUPTI: an op closed that was not open".into());
-        }
-        records::tie(id, &seen);
-        Ok(())
+    /// Close the calling thread's op: each correlation id its calls got,
+    /// with the op's id, onto `ties` (the call's own list, handed to
+    /// [`Cupti::take`]: no lock shared with other threads per op).
+    pub fn pop(&self, ties: &mut Vec<(u32, u64)>) -> Result<(), String> {
+        close(ties)
     }
 
     /// Hand every buffered record to the completion callback (forced:
@@ -390,13 +518,24 @@ impl Cupti {
         self.check("cuptiActivityFlushAll", unsafe { (self.api.flush_all)(f) })
     }
 
-    /// Flush, then take the records tied to the external ids `ids` accepts:
-    /// their external correlation records and the activity records of the
-    /// same correlation ids. Also the number of records CUPTI dropped for
-    /// want of buffer space since the last take.
-    pub fn take(&self, ids: &dyn Fn(u64) -> bool) -> Result<(Vec<Activity>, u64), String> {
+    /// Flush, then take the activity records of the correlation ids in
+    /// `ties` (what [`Cupti::pop`] filed: correlation id, op id), with the
+    /// ties as external correlation records. Also the number of records
+    /// CUPTI dropped for want of buffer space since the last take.
+    pub fn take(&self, ties: &[(u32, u64)]) -> Result<(Vec<Activity>, u64), String> {
         self.flush()?;
-        Ok(records::take(ids))
+        Ok(records::take(ties))
+    }
+
+    /// Flush, then take the records on the streams `streams` accepts (the
+    /// order tie: CUPTI's stream ids of a rank's lanes), and the dropped
+    /// count as [`Cupti::take`].
+    pub fn take_streams(
+        &self,
+        streams: &dyn Fn(u32) -> bool,
+    ) -> Result<(Vec<Activity>, u64), String> {
+        self.flush()?;
+        Ok(records::take_streams(streams))
     }
 
     /// CUPTI's clock now, bracketed by the host clock: (CUPTI ns, host
@@ -427,9 +566,10 @@ mod tests {
 
     #[test]
     fn cupti_off_or_missing_is_a_reason_not_a_failure() {
-        let off = init(Some(Path::new("0"))).err().unwrap_or_default();
+        let how = Settings::default();
+        let off = init(Some(Path::new("0")), how).err().unwrap_or_default();
         assert_eq!(off, "off (RINGREDUCE_CUPTI=0)");
-        let missing = init(Some(Path::new("/nonexistent/libcupti.so.13")))
+        let missing = init(Some(Path::new("/nonexistent/libcupti.so.13")), how)
             .err()
             .unwrap_or_default();
         assert!(
@@ -440,57 +580,90 @@ mod tests {
 
     #[test]
     fn a_popped_op_files_the_correlation_ids_its_calls_got() {
-        // An id and correlation ids no real call uses in this test process.
+        // No callback runs in a test: the ids it would have seen while op
+        // `id` was open (what `Cupti::push` sets).
+        let c = u32::MAX - 10;
         let id = u64::MAX - 500;
-        records::tie(id, &[u32::MAX - 10, u32::MAX - 11]);
+        OPEN.with(|o| o.set(id));
+        SEEN.with(|s| s.borrow_mut().clear());
+        SEEN.with(|s| s.borrow_mut().extend([c, c - 1]));
+        let mut ties = Vec::new();
+        assert_eq!(close(&mut ties), Ok(()));
+        assert_eq!(ties, [(c, id), (c - 1, id)]);
+        // Closed: a second close is an error, and files nothing.
+        assert!(close(&mut ties).is_err());
+        assert_eq!(ties.len(), 2);
         records::store().records.push(Activity {
             kind: ActivityKind::Kernel,
             start: 5,
             end: 9,
-            correlation: u32::MAX - 11,
+            correlation: c - 1,
             external: 0,
             device: 0,
             stream: 0,
         });
-        let (mine, _) = records::take(&|x| x == id);
+        let (mine, _) = records::take(&ties);
         let kinds: Vec<ActivityKind> = mine.iter().map(|a| a.kind).collect();
         assert_eq!(
             kinds,
             [
+                ActivityKind::Kernel,
                 ActivityKind::External,
-                ActivityKind::External,
-                ActivityKind::Kernel
+                ActivityKind::External
             ],
             "{mine:?}"
         );
-        assert!(records::take(&|x| x == id).0.is_empty());
+        let (again, _) = records::take(&ties);
+        assert!(again.iter().all(|a| a.kind == ActivityKind::External));
     }
 
     #[test]
-    fn a_take_hands_over_only_the_records_of_its_ids() {
+    fn a_take_hands_over_only_the_records_of_its_ties() {
         // Ids and correlation ids no real call uses in this test process.
         let base = u64::MAX - 100;
-        let a = |kind, corr, external| Activity {
+        let a = |kind, corr| Activity {
             kind,
             start: 1,
             end: 2,
             correlation: corr,
-            external,
+            external: 0,
             device: 0,
             stream: 0,
         };
         records::store().records.extend([
-            a(ActivityKind::External, u32::MAX - 1, base),
-            a(ActivityKind::Kernel, u32::MAX - 1, 0),
-            a(ActivityKind::External, u32::MAX - 2, base + 50),
-            a(ActivityKind::PeerCopy, u32::MAX - 2, 0),
+            a(ActivityKind::Kernel, u32::MAX - 1),
+            a(ActivityKind::PeerCopy, u32::MAX - 2),
         ]);
-        let (mine, _) = records::take(&|id| (base..base + 10).contains(&id));
+        let (mine, _) = records::take(&[(u32::MAX - 1, base)]);
         assert_eq!(mine.len(), 2, "{mine:?}");
         assert!(mine.iter().all(|r| r.correlation == u32::MAX - 1));
-        let (other, _) = records::take(&|id| id == base + 50);
+        let (other, _) = records::take(&[(u32::MAX - 2, base + 50)]);
         assert_eq!(other.len(), 2, "{other:?}");
-        let (none, _) = records::take(&|id| id >= base);
-        assert!(none.is_empty());
+        assert_eq!(other[0].kind, ActivityKind::PeerCopy);
+    }
+
+    #[test]
+    fn a_take_by_streams_hands_over_the_records_on_them() {
+        let a = |corr, stream| Activity {
+            kind: ActivityKind::Kernel,
+            start: 1,
+            end: 2,
+            correlation: corr,
+            external: 0,
+            device: 0,
+            stream,
+        };
+        // Stream ids no real stream has in this test process.
+        let (s1, s2) = (u32::MAX - 3, u32::MAX - 4);
+        records::store()
+            .records
+            .extend([a(1, s1), a(2, s2), a(3, s1)]);
+        let (mine, _) = records::take_streams(&|s| s == s1);
+        assert_eq!(
+            mine.iter().map(|r| r.correlation).collect::<Vec<_>>(),
+            [1, 3]
+        );
+        let (other, _) = records::take_streams(&|s| s == s2);
+        assert_eq!(other.len(), 1);
     }
 }

@@ -2,6 +2,8 @@
 //! [`Activity`] records when CUPTI completes them, kept in one store per
 //! process until a rank takes its own.
 
+pub mod order;
+
 use std::alloc::{alloc, dealloc, Layout};
 use std::collections::HashSet;
 use std::mem::offset_of;
@@ -214,15 +216,10 @@ unsafe fn parse(rec: *const u8) -> Option<Activity> {
     Some(a)
 }
 
-/// File correlation ids `corrs` under op id `id` (what the issuing calls'
-/// callbacks saw): one [`ActivityKind::External`] record each.
-pub(super) fn tie(id: u64, corrs: &[u32]) {
-    if corrs.is_empty() {
-        return;
-    }
-    let mut s = store();
-    s.externals += corrs.len() as u64;
-    s.records.extend(corrs.iter().map(|&c| Activity {
+/// The [`ActivityKind::External`] record that ties correlation id `c` to
+/// op id `id` (what an issuing call's callback saw).
+pub fn external(c: u32, id: u64) -> Activity {
+    Activity {
         kind: ActivityKind::External,
         start: 0,
         end: 0,
@@ -230,22 +227,34 @@ pub(super) fn tie(id: u64, corrs: &[u32]) {
         external: id,
         device: 0,
         stream: 0,
-    }));
+    }
 }
 
-/// Take the records tied to the external ids `ids` accepts, and the count
-/// of dropped records (reset).
-pub(super) fn take(ids: &dyn Fn(u64) -> bool) -> (Vec<Activity>, u64) {
+/// Take the records of the correlation ids `ties` (correlation id, op id:
+/// what the callbacks filed, kept by the calls themselves), with those ties
+/// as [`ActivityKind::External`] records, and the count of dropped records
+/// (reset).
+pub(super) fn take(ties: &[(u32, u64)]) -> (Vec<Activity>, u64) {
+    let mine: HashSet<u32> = ties.iter().map(|t| t.0).collect();
     let mut s = store();
-    let mine: HashSet<u32> = s
-        .records
-        .iter()
-        .filter(|a| a.kind == ActivityKind::External && ids(a.external))
-        .map(|a| a.correlation)
-        .collect();
-    let (taken, kept) = std::mem::take(&mut s.records).into_iter().partition(|a| {
-        mine.contains(&a.correlation) && (a.kind != ActivityKind::External || ids(a.external))
-    });
+    s.externals += ties.len() as u64;
+    let (mut taken, kept): (Vec<Activity>, Vec<Activity>) = std::mem::take(&mut s.records)
+        .into_iter()
+        .partition(|a| a.kind != ActivityKind::External && mine.contains(&a.correlation));
+    s.records = kept;
+    let dropped = std::mem::take(&mut s.dropped);
+    drop(s);
+    taken.extend(ties.iter().map(|&(c, id)| external(c, id)));
+    (taken, dropped)
+}
+
+/// Take the records (no external correlation) on the streams `streams`
+/// accepts, and the count of dropped records (reset): the order tie.
+pub(super) fn take_streams(streams: &dyn Fn(u32) -> bool) -> (Vec<Activity>, u64) {
+    let mut s = store();
+    let (taken, kept) = std::mem::take(&mut s.records)
+        .into_iter()
+        .partition(|a| a.kind != ActivityKind::External && streams(a.stream));
     s.records = kept;
     (taken, std::mem::take(&mut s.dropped))
 }

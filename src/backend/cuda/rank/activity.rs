@@ -7,7 +7,7 @@
 //! source timed a call, and why CUPTI did not.
 
 use crate::backend::OpTime;
-use crate::cuda::cupti::{Activity, ActivityKind};
+use crate::cuda::cupti::{Activity, ActivityKind, CuptiKinds, Issued};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -23,6 +23,9 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 pub enum TimingSource {
     /// CUPTI's activity records.
     Cupti,
+    /// CUPTI's activity records of some kinds only
+    /// (`RINGREDUCE_CUPTI_KINDS`): the ops of the others are instants.
+    CuptiPartial(CuptiKinds),
     /// CUDA events between the ops; CUPTI was not used, for this reason.
     Events(String),
 }
@@ -32,6 +35,18 @@ impl TimingSource {
     pub fn line(&self) -> String {
         match self {
             TimingSource::Cupti => "timing source: CUPTI activity".into(),
+            TimingSource::CuptiPartial(k) => format!(
+                "timing source: CUPTI activity, PARTIAL: {} (RINGREDUCE_CUPTI_KINDS={}, the other ops are shown as instants)",
+                match k {
+                    CuptiKinds::Copy => "copies and memsets only",
+                    _ => "kernels only",
+                },
+                match k {
+                    CuptiKinds::Copy => "copy",
+                    CuptiKinds::Kernel => "kernel",
+                    CuptiKinds::All => "all",
+                }
+            ),
             // One clause: a clock's first "; " ends its source.
             TimingSource::Events(why) => format!(
                 "timing source: CUDA events (CUPTI: {})",
@@ -46,6 +61,14 @@ impl TimingSource {
         match cupti {
             Ok(()) => TimingSource::Cupti,
             Err(why) => TimingSource::Events(why),
+        }
+    }
+
+    /// The source of a call CUPTI timed with the kinds `kinds`.
+    pub fn cupti(kinds: CuptiKinds) -> Self {
+        match kinds {
+            CuptiKinds::All => TimingSource::Cupti,
+            k => TimingSource::CuptiPartial(k),
         }
     }
 
@@ -77,7 +100,9 @@ impl TimingSource {
 /// clock (`widest`: the widest rank's alignment half-width, `skew`: how
 /// far apart two ranks can be; ns).
 pub fn clock_line(sources: &[TimingSource], widest: f64, skew: f64) -> String {
-    let cupti = sources.contains(&TimingSource::Cupti);
+    let cupti = sources
+        .iter()
+        .any(|s| matches!(s, TimingSource::Cupti | TimingSource::CuptiPartial(_)));
     let events = sources.iter().any(|s| matches!(s, TimingSource::Events(_)));
     let mut v = vec![TimingSource::summary(sources)];
     if cupti {
@@ -118,6 +143,13 @@ pub struct CuptiCall {
     /// When the call was issued, host ns since the epoch (where a call has
     /// no record at all, its marks are placed there).
     pub issued_ns: f64,
+    /// The order tie only: the kernels and copies the ops issued, in
+    /// issue order, with their streams (the callback tie files
+    /// correlation ids instead).
+    pub issued: Vec<Issued>,
+    /// The callback tie only: (correlation id, external id) of each issuing
+    /// driver call the ops made, as the callbacks saw them.
+    pub ties: Vec<(u32, u64)>,
 }
 
 impl CuptiCall {
@@ -128,6 +160,8 @@ impl CuptiCall {
             base,
             ops: Vec::with_capacity(n),
             issued_ns,
+            issued: Vec::new(),
+            ties: Vec::new(),
         }
     }
 

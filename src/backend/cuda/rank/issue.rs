@@ -9,7 +9,7 @@
 use super::activity::{CuptiCall, OpRef, TimingSource};
 use super::lower::{Addr, Lowered, Lowering, Wait, Work};
 use super::*;
-use crate::cuda::cupti::Cupti;
+use crate::cuda::cupti::{self as cupti, Class, Cupti, CuptiTie, Issued};
 use crate::cuda::nvtx;
 use crate::plan::SignalId;
 use crate::schedule::Phase;
@@ -141,6 +141,12 @@ impl<'id> CallTimer<'id> {
 struct CuptiTimer {
     call: CuptiCall,
     cupti: &'static Cupti,
+    /// The order tie: CUPTI's ids of the rank's lane streams (`None`: the
+    /// callback tie).
+    lanes: Option<[u32; 2]>,
+    /// The order tie: each lane's issued count (`Stream::issued`) up to
+    /// which its calls are filed in `call.issued`.
+    mark: [u64; 2],
     issued: Instant,
     /// The index in `call.ops` of each lane's last op.
     lane_last: [Option<usize>; 2],
@@ -163,10 +169,17 @@ impl Drop for CuptiTimer {
 }
 
 impl CuptiTimer {
-    fn begin(cupti: &'static Cupti, plan: &Plan, r: usize) -> Self {
+    fn begin(
+        cupti: &'static Cupti,
+        (lanes, mark): (Option<[u32; 2]>, [u64; 2]),
+        plan: &Plan,
+        r: usize,
+    ) -> Self {
         CuptiTimer {
             call: CuptiCall::new(plan.ops[r].len(), 0.0),
             cupti,
+            lanes,
+            mark,
             issued: Instant::now(),
             lane_last: [None, None],
             signal_op: vec![None; plan.signals.len()],
@@ -188,35 +201,102 @@ impl CuptiTimer {
         }
     }
 
-    /// Around the op's work: its external id pushed (no work: nothing).
+    /// Around the op's work: its external id pushed (no work, or the
+    /// order tie: nothing).
     fn push(&self, low: &Lowered, at: &StepAt) -> Result<()> {
-        if low.work == Work::Mark {
+        if low.work == Work::Mark || self.lanes.is_some() {
             return Ok(());
         }
         let i = self.call.ops.len();
         self.cupti.push(self.call.id(i)).map_err(|m| at.cupti(m))
     }
 
-    fn pop(&self, low: &Lowered, at: &StepAt) -> Result<()> {
-        if low.work == Work::Mark {
+    fn pop(&mut self, low: &Lowered, at: &StepAt) -> Result<()> {
+        if low.work == Work::Mark || self.lanes.is_some() {
             return Ok(());
         }
-        self.cupti.pop().map_err(|m| at.cupti(m))
+        self.cupti.pop(&mut self.call.ties).map_err(|m| at.cupti(m))
+    }
+
+    /// The order tie: lane `lane`'s calls up to its issued count `upto`
+    /// that no op of a timed call issued (e.g. a reset between calls),
+    /// filed as no op's (op `i` names the place; the callback tie:
+    /// nothing). With one class of records only, their class is unknown,
+    /// and they are not filed (a record of one is then an extra record,
+    /// an error).
+    fn unowned(&mut self, lane: usize, upto: u64, i: usize) {
+        let (Some(lanes), Some(m)) = (self.lanes, self.mark.get_mut(lane)) else {
+            return;
+        };
+        let n = upto.saturating_sub(*m);
+        *m = upto;
+        if self.cupti.kinds != cupti::CuptiKinds::All {
+            return;
+        }
+        let stream = lanes.get(lane).copied().unwrap_or(u32::MAX);
+        for _ in 0..n {
+            self.call.issued.push(Issued {
+                external: 0,
+                op: i,
+                lane,
+                stream,
+                class: None,
+            });
+        }
+    }
+
+    /// The order tie: the op (index `i` in the rank's list) issued the
+    /// calls of lane `lane` from its issued count `from` to `to` (the
+    /// callback tie: nothing).
+    fn issued(&mut self, low: &Lowered, lane: usize, (from, to): (u64, u64), i: usize) {
+        self.unowned(lane, from, i);
+        if let Some(m) = self.mark.get_mut(lane) {
+            *m = to;
+        }
+        let (Some(lanes), Some(class)) = (self.lanes, class_of(&low.work)) else {
+            return;
+        };
+        if !cupti::collects(self.cupti.kinds, class) {
+            return;
+        }
+        let external = self.call.id(self.call.ops.len());
+        let stream = lanes.get(lane).copied().unwrap_or(u32::MAX);
+        for _ in 0..to.saturating_sub(from) {
+            self.call.issued.push(Issued {
+                external,
+                op: i,
+                lane,
+                stream,
+                class: Some(class),
+            });
+        }
     }
 
     /// After the op: its place in the call.
     fn end(&mut self, low: &Lowered, signal: Option<SignalId>, i: usize) {
         let k = self.call.ops.len();
+        // An op whose records are not collected (RINGREDUCE_CUPTI_KINDS) is
+        // placed as a mark is.
+        let timed = class_of(&low.work).is_some_and(|c| cupti::collects(self.cupti.kinds, c));
         self.call.ops.push(OpRef {
             op: i,
             parts: low.work.parts(),
-            mark: low.work == Work::Mark,
+            mark: !timed,
             after: std::mem::take(&mut self.after),
         });
         self.lane_last[low.lane as usize] = Some(k);
         if let Some(x) = signal.and_then(|s| self.signal_op.get_mut(s.0)) {
             *x = Some(k);
         }
+    }
+}
+
+/// What CUPTI records of an op's work (`None`: no work).
+fn class_of(w: &Work) -> Option<Class> {
+    match w {
+        Work::Mark => None,
+        Work::Copy { .. } => Some(Class::Copy),
+        Work::Reduce { .. } | Work::Exchange { .. } => Some(Class::Kernel),
     }
 }
 
@@ -230,13 +310,44 @@ impl<'id> Timer<'id> {
     /// Start a timed call: through CUPTI where it loads and starts, else
     /// with events (and the reason).
     fn begin(rank: &mut Rank<'id>, plan: &Plan) -> Result<Self> {
-        let cupti = crate::param::CUPTI
-            .get()
-            .map_err(|e| e.to_string())
-            .and_then(|setting| crate::cuda::cupti::get(setting.as_deref()))
-            .and_then(|c| c.begin().map(|()| c));
+        let cupti = (|| {
+            let setting = crate::param::CUPTI.get().map_err(|e| e.to_string())?;
+            let e = |e: Error| e.to_string();
+            let d = cupti::Settings::default();
+            let how = cupti::Settings {
+                tie: crate::param::CUPTI_TIE.get().map_err(e)?.unwrap_or(d.tie),
+                kinds: crate::param::CUPTI_KINDS
+                    .get()
+                    .map_err(e)?
+                    .unwrap_or(d.kinds),
+                keep: crate::param::CUPTI_KEEP.get().map_err(e)?.unwrap_or(d.keep),
+            };
+            let c = cupti::get(setting.as_deref(), how)?;
+            let lanes = match c.tie {
+                CuptiTie::Callback => None,
+                CuptiTie::Order => Some(rank.cupti_lanes(c)?),
+            };
+            c.begin()?;
+            Ok::<_, String>((c, lanes))
+        })();
+        // The order tie: with timed calls of this rank pending (kinds on
+        // since the first), its lanes' calls since the last are unowned
+        // records to pass over; else the count starts now.
+        let now = [rank.lanes[0].issued(), rank.lanes[1].issued()];
+        let pending = rank
+            .instr
+            .timing
+            .iter()
+            .any(|t| matches!(t, Timed::Cupti(..)));
+        let from = if pending { rank.instr.cupti_mark } else { now };
         match cupti {
-            Ok(c) => Ok(Timer::Cupti(CuptiTimer::begin(c, plan, rank.rank))),
+            Ok((c, lanes)) => {
+                let mut t = CuptiTimer::begin(c, (lanes, from), plan, rank.rank);
+                for (l, &n) in now.iter().enumerate() {
+                    t.unowned(l, n, 0);
+                }
+                Ok(Timer::Cupti(t))
+            }
             Err(why) => Ok(Timer::Events(
                 CallTimer::begin(rank, plan.signals.len())?,
                 TimingSource::choose(Err(why)),
@@ -404,11 +515,13 @@ impl<'id> Rank<'id> {
                 Some(Timer::Events(t, _)) => Some(t.start(self, lane, &at)?),
                 _ => None,
             };
-            if let Some(Timer::Cupti(t)) = &timer {
+            if let Some(Timer::Cupti(t)) = &mut timer {
                 t.push(&low, &at)?;
+                let n0 = self.lanes[lane].issued();
                 let r = self.submit_work(call, &dev, &low, &at, &mut p);
                 t.pop(&low, &at)?;
                 r?;
+                t.issued(&low, lane, (n0, self.lanes[lane].issued()), i);
             } else {
                 self.submit_work(call, &dev, &low, &at, &mut p)?;
             }
@@ -426,6 +539,9 @@ impl<'id> Rank<'id> {
         }
         ranges.end();
         if let Some(t) = timer {
+            if let Timer::Cupti(c) = &t {
+                self.instr.cupti_mark = c.mark;
+            }
             self.instr.timing.push(t.into_timed());
         }
         p.total_ns = ns(t_all);

@@ -4,17 +4,32 @@
 
 use super::activity::{self, RankTiming, TimingSource};
 use super::*;
-use crate::cuda::cupti::{Activity, Cupti};
+use crate::cuda::cupti::{tie_by_order, Activity, Cupti, CuptiTie};
 
 /// A rank's CUPTI records of its timed calls, the map from CUPTI's clock
 /// to host ns since the epoch, and the map's half-width (ns).
 struct Taken {
     recs: Vec<Activity>,
+    kinds: crate::cuda::cupti::CuptiKinds,
     to_host: Box<dyn Fn(u64) -> f64>,
     half: f64,
 }
 
 impl<'id> Rank<'id> {
+    /// CUPTI's ids of the lane streams (the order tie), looked up on the
+    /// first timed call.
+    pub(super) fn cupti_lanes(&mut self, c: &Cupti) -> std::result::Result<[u32; 2], String> {
+        if let Some(l) = self.instr.cupti_lanes {
+            return Ok(l);
+        }
+        let l = [
+            c.stream_id(self.ctx.ctx, self.lanes[0].raw())?,
+            c.stream_id(self.ctx.ctx, self.lanes[1].raw())?,
+        ];
+        self.instr.cupti_lanes = Some(l);
+        Ok(l)
+    }
+
     /// Relate this GPU's event clock to the host clock (streams idle): record
     /// a timing event on an idle stream and spin until it completes, a few
     /// times; the GPU wrote its timestamp between the host's reading just
@@ -105,7 +120,7 @@ impl<'id> Rank<'id> {
                             crate::cuda::cupti::delivered()
                         ))
                     })?;
-                    out.push((v, TimingSource::Cupti));
+                    out.push((v, TimingSource::cupti(c.kinds)));
                 }
                 _ => return Err(Error::internal("timed call without its clock")),
             }
@@ -127,18 +142,44 @@ impl<'id> Rank<'id> {
         let Some(&(_, c)) = calls.first() else {
             return Ok(None);
         };
-        let mine = |id: u64| calls.iter().any(|(cc, _)| cc.index(id).is_some());
-        let (recs, dropped) = c.take(&mine).map_err(|m| self.cupti_err(m))?;
+        let (recs, dropped) = match c.tie {
+            CuptiTie::Callback => {
+                let ties: Vec<(u32, u64)> = calls
+                    .iter()
+                    .flat_map(|(cc, _)| cc.ties.iter().copied())
+                    .collect();
+                c.take(&ties).map_err(|m| self.cupti_err(m))?
+            }
+            CuptiTie::Order => {
+                let lanes = self.instr.cupti_lanes.unwrap_or([u32::MAX; 2]);
+                c.take_streams(&|s| lanes.contains(&s))
+                    .map_err(|m| self.cupti_err(m))?
+            }
+        };
         if dropped > 0 {
             return Err(self.cupti_err(format!(
                 "CUPTI dropped {dropped} activity records (its buffers were full)"
             )));
+        }
+        let mut recs = recs;
+        if c.tie == CuptiTie::Order {
+            let issued: Vec<_> = calls
+                .iter()
+                .flat_map(|(cc, _)| cc.issued.iter().cloned())
+                .collect();
+            let ties = tie_by_order(self.rank, &issued, &recs).map_err(|m| {
+                self.cupti_err(format!(
+                    "{m} (RINGREDUCE_CUPTI_TIE=callback ties through a callback instead)"
+                ))
+            })?;
+            recs.extend(ties);
         }
         let (t0, at, half) = c.clock().map_err(|m| self.cupti_err(m))?;
         let host0 = at.duration_since(epoch).as_secs_f64() * 1e9;
         let to_host = move |t: u64| host0 + (t as f64 - t0 as f64);
         Ok(Some(Taken {
             recs,
+            kinds: c.kinds,
             to_host: Box::new(to_host),
             half,
         }))

@@ -203,3 +203,19 @@ fn the_source_line_says_which_source_timed_the_call_and_why_not_cupti() {
     let clock = clock_line(&[TimingSource::Cupti], 0.0, 0.0);
     assert!(clock.starts_with("timing source: CUPTI activity; CUPTI activity timestamps"));
 }
+
+#[test]
+fn a_partial_timeline_says_so_in_its_source_line() {
+    assert_eq!(TimingSource::cupti(CuptiKinds::All), TimingSource::Cupti);
+    let k = TimingSource::cupti(CuptiKinds::Kernel).line();
+    assert_eq!(
+        k,
+        "timing source: CUPTI activity, PARTIAL: kernels only (RINGREDUCE_CUPTI_KINDS=kernel, the other ops are shown as instants)"
+    );
+    // One clause (see the source line test).
+    assert!(!k.contains("; "));
+    let c = TimingSource::cupti(CuptiKinds::Copy).line();
+    assert!(c.contains("PARTIAL: copies and memsets only"), "{c}");
+    let clock = clock_line(&[TimingSource::cupti(CuptiKinds::Copy)], 0.0, 0.0);
+    assert!(clock.contains("PARTIAL") && clock.contains("CUPTI activity timestamps"));
+}
