@@ -1,0 +1,413 @@
+//! The timing layers of an issue: CUDA events between ops ([`CallTimer`])
+//! or CUPTI activity records tied to their ops ([`CuptiTimer`]), and the
+//! NVTX ranges ([`Ranges`]) (split out of `issue.rs` to keep it short).
+
+use super::*;
+
+/// The timing layer of one timed call: one event per op end, and one at
+/// its start only where the start is not already marked by the previous
+/// end on the same lane (the op waits on another lane or rank, or is the
+/// lane's first).
+pub(super) struct CallTimer<'id> {
+    tc: TimedCall<'id>,
+    /// The end event of each lane's last op.
+    lane_last: [Option<usize>; 2],
+    /// The end event of the op that records each of this rank's signals.
+    signal_end: Vec<Option<usize>>,
+    /// The current op's first start mark, and whether its start is marked.
+    t0: usize,
+    marked: bool,
+}
+
+impl<'id> CallTimer<'id> {
+    /// Start a timed call: its base event, recorded first on lane 0.
+    pub(super) fn begin(rank: &mut Rank<'id>, signals: usize) -> Result<Self> {
+        let ev = rank.timing_event()?;
+        rank.lanes[0].record_timing(&ev).map_err(rank.err())?;
+        Ok(CallTimer {
+            tc: TimedCall {
+                events: vec![ev],
+                starts: Vec::new(),
+                spans: Vec::new(),
+            },
+            lane_last: [Some(0), None],
+            signal_end: vec![None; signals],
+            t0: 0,
+            marked: false,
+        })
+    }
+
+    /// Before an op's waits: the marks its start already has (no driver
+    /// call).
+    pub(super) fn before(
+        &mut self,
+        plan: &Plan,
+        r: usize,
+        lane: usize,
+        waits: impl Iterator<Item = Wait>,
+    ) {
+        self.t0 = self.tc.starts.len();
+        self.marked = match self.lane_last[lane] {
+            Some(prev) => {
+                self.tc.starts.push(prev);
+                true
+            }
+            None => false,
+        };
+        for w in waits {
+            if !self.marked {
+                break;
+            }
+            let s = w.signal();
+            match self.signal_end.get(s.0).copied().flatten() {
+                Some(end) if plan.signals[s.0].owner == r => self.tc.starts.push(end),
+                _ => self.marked = false,
+            }
+        }
+    }
+
+    /// After the waits: the op's start, as (first, last + 1) into the start
+    /// marks; records a start event where none marks it.
+    pub(super) fn start(
+        &mut self,
+        rank: &mut Rank<'id>,
+        lane: usize,
+        at: &StepAt,
+    ) -> Result<(usize, usize)> {
+        if self.marked {
+            return Ok((self.t0, self.tc.starts.len()));
+        }
+        let a = rank.timing_event().map_err(|e| at.in_step(e))?;
+        rank.lanes[lane].record_timing(&a).map_err(|e| at.cuda(e))?;
+        self.tc.events.push(a);
+        self.tc.starts.truncate(self.t0);
+        self.tc.starts.push(self.tc.events.len() - 1);
+        Ok((self.t0, self.t0 + 1))
+    }
+
+    /// After the work: the op's end. `Begin` and `End` do no work: they end
+    /// where they start (when one event marks the start; a start marked by
+    /// several ends gets an end event of its own).
+    pub(super) fn end(
+        &mut self,
+        rank: &mut Rank<'id>,
+        (low, a): (&Lowered, (usize, usize)),
+        signal: Option<SignalId>,
+        at: &StepAt,
+    ) -> Result<()> {
+        let lane = low.lane as usize;
+        let b = if low.work == Work::Mark && a.1 == a.0 + 1 {
+            self.tc.starts[a.0]
+        } else {
+            let b = rank.timing_event().map_err(|e| at.in_step(e))?;
+            rank.lanes[lane].record_timing(&b).map_err(|e| at.cuda(e))?;
+            self.tc.events.push(b);
+            self.tc.events.len() - 1
+        };
+        self.lane_last[lane] = Some(b);
+        if let Some(s) = signal {
+            if let Some(x) = self.signal_end.get_mut(s.0) {
+                *x = Some(b);
+            }
+        }
+        self.tc.spans.push((at.i, low.work.parts(), a, b));
+        Ok(())
+    }
+}
+
+/// The CUPTI layer of one timed call: each op's work issued under its
+/// external correlation id, and what places its marks.
+pub(super) struct CuptiTimer {
+    call: CuptiCall,
+    cupti: &'static Cupti,
+    /// The order tie: CUPTI's ids of the rank's lane streams (`None`: the
+    /// callback tie).
+    lanes: Option<[u32; 2]>,
+    /// The order tie: each lane's issued count (`Stream::issued`) up to
+    /// which its calls are filed in `call.issued`.
+    pub(super) mark: [u64; 2],
+    issued: Instant,
+    /// The index in `call.ops` of each lane's last op.
+    lane_last: [Option<usize>; 2],
+    /// The index of the op that records each of this rank's signals.
+    signal_op: Vec<Option<usize>>,
+    /// The current op's predecessors (see [`OpRef::after`]).
+    after: Vec<usize>,
+    /// Not yet handed over as a [`Timed`] call: a call whose issue failed
+    /// is never taken, so dropping it ends its collection.
+    live: bool,
+}
+
+impl Drop for CuptiTimer {
+    fn drop(&mut self) {
+        if self.live {
+            // Nobody to tell: the call's issue already failed.
+            let _ = self.cupti.end(1);
+        }
+    }
+}
+
+impl CuptiTimer {
+    pub(super) fn begin(
+        cupti: &'static Cupti,
+        (lanes, mark): (Option<[u32; 2]>, [u64; 2]),
+        plan: &Plan,
+        r: usize,
+    ) -> Self {
+        CuptiTimer {
+            call: CuptiCall::new(plan.ops[r].len(), 0.0),
+            cupti,
+            lanes,
+            mark,
+            issued: Instant::now(),
+            lane_last: [None, None],
+            signal_op: vec![None; plan.signals.len()],
+            after: Vec::new(),
+            live: true,
+        }
+    }
+
+    /// Before an op's waits: the ops of this rank whose ends start it.
+    pub(super) fn before(
+        &mut self,
+        plan: &Plan,
+        r: usize,
+        lane: usize,
+        waits: impl Iterator<Item = Wait>,
+    ) {
+        self.after.clear();
+        self.after.extend(self.lane_last[lane]);
+        for w in waits {
+            let s = w.signal();
+            if plan.signals[s.0].owner == r {
+                self.after
+                    .extend(self.signal_op.get(s.0).copied().flatten());
+            }
+        }
+    }
+
+    /// Around the op's work: its external id pushed (no work, or the
+    /// order tie: nothing).
+    pub(super) fn push(&self, low: &Lowered, at: &StepAt) -> Result<()> {
+        if low.work == Work::Mark || self.lanes.is_some() {
+            return Ok(());
+        }
+        let i = self.call.ops.len();
+        self.cupti.push(self.call.id(i)).map_err(|m| at.cupti(m))
+    }
+
+    pub(super) fn pop(&mut self, low: &Lowered, at: &StepAt) -> Result<()> {
+        if low.work == Work::Mark || self.lanes.is_some() {
+            return Ok(());
+        }
+        self.cupti.pop(&mut self.call.ties).map_err(|m| at.cupti(m))
+    }
+
+    /// The order tie: lane `lane`'s calls up to its issued count `upto`
+    /// that no op of a timed call issued (e.g. a reset between calls),
+    /// filed as no op's (op `i` names the place; the callback tie:
+    /// nothing). With one class of records only, their class is unknown,
+    /// and they are not filed (a record of one is then an extra record,
+    /// an error).
+    pub(super) fn unowned(&mut self, lane: usize, upto: u64, i: usize) {
+        let (Some(lanes), Some(m)) = (self.lanes, self.mark.get_mut(lane)) else {
+            return;
+        };
+        let n = upto.saturating_sub(*m);
+        *m = upto;
+        if self.cupti.kinds != cupti::CuptiKinds::All {
+            return;
+        }
+        let stream = lanes.get(lane).copied().unwrap_or(u32::MAX);
+        for _ in 0..n {
+            self.call.issued.push(Issued {
+                external: 0,
+                op: i,
+                lane,
+                stream,
+                class: None,
+            });
+        }
+    }
+
+    /// The order tie: the op (index `i` in the rank's list) issued the
+    /// calls of lane `lane` from its issued count `from` to `to` (the
+    /// callback tie: nothing).
+    pub(super) fn issued(&mut self, low: &Lowered, lane: usize, (from, to): (u64, u64), i: usize) {
+        self.unowned(lane, from, i);
+        if let Some(m) = self.mark.get_mut(lane) {
+            *m = to;
+        }
+        let (Some(lanes), Some(class)) = (self.lanes, class_of(&low.work)) else {
+            return;
+        };
+        if !cupti::collects(self.cupti.kinds, class) {
+            return;
+        }
+        let external = self.call.id(self.call.ops.len());
+        let stream = lanes.get(lane).copied().unwrap_or(u32::MAX);
+        for _ in 0..to.saturating_sub(from) {
+            self.call.issued.push(Issued {
+                external,
+                op: i,
+                lane,
+                stream,
+                class: Some(class),
+            });
+        }
+    }
+
+    /// After the op: its place in the call.
+    pub(super) fn end(&mut self, low: &Lowered, signal: Option<SignalId>, i: usize) {
+        let k = self.call.ops.len();
+        // An op whose records are not collected (RINGREDUCE_CUPTI_KINDS) is
+        // placed as a mark is.
+        let timed = class_of(&low.work).is_some_and(|c| cupti::collects(self.cupti.kinds, c));
+        self.call.ops.push(OpRef {
+            op: i,
+            parts: low.work.parts(),
+            mark: !timed,
+            after: std::mem::take(&mut self.after),
+        });
+        self.lane_last[low.lane as usize] = Some(k);
+        if let Some(x) = signal.and_then(|s| self.signal_op.get_mut(s.0)) {
+            *x = Some(k);
+        }
+    }
+}
+
+/// What CUPTI records of an op's work (`None`: no work).
+fn class_of(w: &Work) -> Option<Class> {
+    match w {
+        Work::Mark => None,
+        Work::Copy { .. } => Some(Class::Copy),
+        Work::Reduce { .. } | Work::Exchange { .. } => Some(Class::Kernel),
+    }
+}
+
+/// The timing layer of a timed call, by its source.
+pub(super) enum Timer<'id> {
+    Events(CallTimer<'id>, TimingSource),
+    Cupti(CuptiTimer),
+}
+
+impl<'id> Timer<'id> {
+    /// Start a timed call: through CUPTI where it loads and starts, else
+    /// with events (and the reason).
+    pub(super) fn begin(rank: &mut Rank<'id>, plan: &Plan) -> Result<Self> {
+        let cupti = (|| {
+            let setting = crate::param::CUPTI.get().map_err(|e| e.to_string())?;
+            let e = |e: Error| e.to_string();
+            let d = cupti::Settings::default();
+            let how = cupti::Settings {
+                tie: crate::param::CUPTI_TIE.get().map_err(e)?.unwrap_or(d.tie),
+                kinds: crate::param::CUPTI_KINDS
+                    .get()
+                    .map_err(e)?
+                    .unwrap_or(d.kinds),
+                keep: crate::param::CUPTI_KEEP.get().map_err(e)?.unwrap_or(d.keep),
+            };
+            let c = cupti::get(setting.as_deref(), how)?;
+            let lanes = match c.tie {
+                CuptiTie::Callback => None,
+                CuptiTie::Order => Some(rank.cupti_lanes(c)?),
+            };
+            c.begin()?;
+            Ok::<_, String>((c, lanes))
+        })();
+        // The order tie: with timed calls of this rank pending (kinds on
+        // since the first), its lanes' calls since the last are unowned
+        // records to pass over; else the count starts now.
+        let now = [rank.lanes[0].issued(), rank.lanes[1].issued()];
+        let pending = rank
+            .instr
+            .timing
+            .iter()
+            .any(|t| matches!(t, Timed::Cupti(..)));
+        let from = if pending { rank.instr.cupti_mark } else { now };
+        match cupti {
+            Ok((c, lanes)) => {
+                let mut t = CuptiTimer::begin(c, (lanes, from), plan, rank.rank);
+                for (l, &n) in now.iter().enumerate() {
+                    t.unowned(l, n, 0);
+                }
+                Ok(Timer::Cupti(t))
+            }
+            Err(why) => Ok(Timer::Events(
+                CallTimer::begin(rank, plan.signals.len())?,
+                TimingSource::choose(Err(why)),
+            )),
+        }
+    }
+
+    pub(super) fn before(
+        &mut self,
+        plan: &Plan,
+        r: usize,
+        lane: usize,
+        waits: impl Iterator<Item = Wait>,
+    ) {
+        match self {
+            Timer::Events(t, _) => t.before(plan, r, lane, waits),
+            Timer::Cupti(t) => t.before(plan, r, lane, waits),
+        }
+    }
+
+    pub(super) fn into_timed(self) -> Timed<'id> {
+        match self {
+            Timer::Events(t, why) => Timed::Events(t.tc, why),
+            Timer::Cupti(mut t) => {
+                t.live = false;
+                Timed::Cupti(std::mem::take(&mut t.call), t.cupti, t.issued)
+            }
+        }
+    }
+}
+
+/// The NVTX layer: a range per call and one per ring step (phase, step,
+/// chunk) of the rank, only while an NVTX tool listens (else nothing is
+/// formatted).
+pub(super) struct Ranges {
+    nvtx: Option<&'static nvtx::Nvtx>,
+    /// The open step range and its step; dropped before `call`.
+    step: Option<((Phase, usize, usize), nvtx::Range)>,
+    call: Option<nvtx::Range>,
+}
+
+impl Ranges {
+    pub(super) fn begin(plan: &Plan, r: usize) -> Self {
+        let nvtx = nvtx::active();
+        Ranges {
+            nvtx,
+            step: None,
+            call: nvtx.map(|n| n.range(&format!("{} rank {r}", plan.name))),
+        }
+    }
+
+    /// Before op `i`: close the step range if the op starts another step,
+    /// open the op's own.
+    pub(super) fn at(&mut self, plan: &Plan, r: usize, i: usize) {
+        let Some(n) = self.nvtx else {
+            return;
+        };
+        let l = &plan.ops[r][i].label;
+        let key = l.phase.map(|p| (p, l.step, l.chunk));
+        if self.step.as_ref().map(|s| s.0) == key {
+            return;
+        }
+        self.step = None;
+        if let Some((p, step, chunk)) = key {
+            let name = format!(
+                "{} {} step {step} chunk {chunk} rank {r}",
+                plan.name,
+                p.label()
+            );
+            self.step = Some(((p, step, chunk), n.range(&name)));
+        }
+    }
+
+    pub(super) fn end(mut self) {
+        self.step = None;
+        self.call = None;
+    }
+}
