@@ -327,6 +327,18 @@ pub trait Backend: Send {
         ))
     }
 
+    /// The device address of engine buffer `id` of local rank `rank`, for
+    /// copies between it and another library's device memory on that
+    /// library's stream (the CUDA backend with rank threads in one process).
+    #[cfg(feature = "cuda")]
+    fn device_buf(&self, rank: usize, id: BufId) -> Result<crate::cuda::PeerBuf> {
+        let _ = (rank, id);
+        Err(Error::Unsupported(
+            "calls on another library's device memory".into(),
+            self.info().kind.unwrap_or(BackendKind::Cpu).name(),
+        ))
+    }
+
     /// Calls on the caller's own host slices, if the backend's ranks can
     /// address them (the CPU backend in one process).
     fn host_slices(&mut self) -> Option<&mut dyn HostSlices> {

@@ -156,6 +156,16 @@ impl<X: PeerExchange> Backend for CudaBackend<X> {
         X::release(self, id)
     }
 
+    fn device_buf(&self, rank: usize, id: BufId) -> Result<crate::cuda::PeerBuf> {
+        check_local(rank, self.local.clone(), "copy into")?;
+        self.peers
+            .bufs
+            .get(rank)
+            .and_then(|m| m.get(&id))
+            .cloned()
+            .ok_or_else(|| Error::Plan(format!("rank {rank} has no buffer {}", id.0)))
+    }
+
     fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
         check_local(rank, self.local.clone(), "write into")?;
         // Other ranks may still be reading this rank's buffers: this rank's
