@@ -11,10 +11,16 @@ arrays and torch tensors, and (``import ringreduce.torch``) a
 
 Each call takes one array per rank, in rank order (every rank from this
 caller), or this process's array alone (``Engine.job``: one process per
-rank). Arrays are used where they are (zero-copy): numpy arrays, CPU torch
-tensors, and anything with ``__array_interface__`` or a CPU ``__dlpack__``.
-Every problem raises a subclass of :class:`ringreduce.Error` with the
-engine's message.
+rank). Host arrays are used where they are (zero-copy): numpy arrays, CPU
+torch tensors, and anything with ``__array_interface__`` or a CPU
+``__dlpack__``. On the CUDA backend (``Engine(backend="cuda")``), torch CUDA
+tensors and objects with ``__cuda_array_interface__`` (or a CUDA
+``__dlpack__``) run without host staging and stream-ordered: each rank's
+tensor is copied on the GPU into the engine's buffer on the tensor's current
+torch stream, the call waits on the GPU for those streams, and the result is
+copied back on them after the call (one device copy in and out; the call
+returns once queued, with no synchronize). Every problem raises a subclass
+of :class:`ringreduce.Error` with the engine's message.
 """
 
 import atexit
