@@ -653,7 +653,10 @@ impl Communicator {
     /// [`Core::collective_on_device`](crate::engine::Core::collective_on_device)
     /// (rank r's input `sends[r]`, empty for in place; its output
     /// `recvs[r]`; `streams[r]` its producer's and consumer's stream). The
-    /// CUDA backend with every rank run from this handle only.
+    /// CUDA backend; every rank run from this handle (stream-ordered, no
+    /// host wait), or one rank per process (the IPC exchange refuses
+    /// stream-ordered calls: the copy in waits for `streams[0]`, the call
+    /// for its completion, see `Core::collective_on_own_device`).
     #[cfg(feature = "cuda")]
     pub fn collective_on_device<T: Element>(
         &mut self,
@@ -667,9 +670,17 @@ impl Communicator {
             Inner::AllRanks(slot) => {
                 slot.with::<T, _>(|e| e.collective_on_device(collective, op, sends, recvs, streams))
             }
-            _ => Err(Error::Unsupported(
-                "calls on another library's device memory from one handle per rank or per process"
-                    .into(),
+            Inner::Process { engine, agree } => {
+                let in_place = sends.is_empty();
+                let count = recvs.first().map_or(0, |r| r.len()) / T::DTYPE.size();
+                let desc = CallDesc::host(collective, T::DTYPE, op, in_place, count).on_device();
+                engine.with::<T, _>(|e| {
+                    agree.agree(e.core(), desc, Ok(()))?;
+                    e.collective_on_device(collective, op, sends, recvs, streams)
+                })
+            }
+            Inner::PerRank(_) => Err(Error::Unsupported(
+                "calls on another library's device memory from one handle per rank".into(),
                 "this communicator",
             )),
         }

@@ -206,6 +206,17 @@ impl RawStream {
         })
     }
 
+    /// Wait on this thread until the work queued on this stream so far has
+    /// run (`cuStreamSynchronize`: this stream only, not the device).
+    pub fn synchronize(&self) -> CuResult<()> {
+        let s = self.s;
+        self.primary.with("cuStreamSynchronize", || {
+            // SAFETY: a live stream (RawStream's contract) with its
+            // context pushed.
+            unsafe { result::stream_synchronize(s) }
+        })
+    }
+
     /// Record a completion event on this stream: it fires once the work
     /// queued on the stream so far has run. The event must be of the
     /// stream's device.

@@ -316,6 +316,101 @@ impl Core {
     }
 }
 
+impl Core {
+    /// [`Core::collective_on_device`] for a job's rank (one rank per
+    /// process: the CUDA IPC exchange, which has no stream-ordered calls):
+    /// `send` (None: in place) and `recv` are this rank's, `stream` its
+    /// caller's stream. The copy in is ordered like a host write (after
+    /// this rank's calls and any peer still reading the buffer) and this
+    /// thread waits until it landed (`stream` synchronized: the producer
+    /// and the copy); the collective runs and this thread waits for it;
+    /// the copy out is queued on `stream` (no wait). Every rank of the job
+    /// makes the same call (the caller agrees on it first).
+    pub fn collective_on_own_device(
+        &mut self,
+        collective: Collective,
+        dtype: DataType,
+        op: ReduceOp,
+        send: Option<&DeviceSpan>,
+        recv: &DeviceSpan,
+        stream: &RawStream,
+    ) -> Result<Arc<Plan>> {
+        self.usable()?;
+        let n = self.ranks;
+        let local = self.local_ranks();
+        if local.len() != 1 {
+            return Err(Error::internal(
+                "collective_on_own_device runs one local rank",
+            ));
+        }
+        let me = local.start;
+        let in_place = send.is_none();
+        let elem = dtype.size();
+        let sends = send.map_or_else(Vec::new, |s| vec![s.len(); n]);
+        let count = count_of(collective, n, elem, &sends, &vec![recv.len(); n])?;
+        let own_send: Vec<DeviceSpan> = send.into_iter().copied().collect();
+        disjoint(&own_send, std::slice::from_ref(recv))?;
+        for (what, span) in [("input", send), ("output", Some(recv))] {
+            if let Some(span) = span.filter(|s| !s.is_empty()) {
+                if span.device() != stream.device() {
+                    return Err(Error::BadArgument(format!(
+                        "rank {me}: the {what} is on GPU {} but its stream belongs to GPU {}",
+                        span.device(),
+                        stream.device()
+                    )));
+                }
+            }
+        }
+        let shape = Shape {
+            collective,
+            ranks: n,
+            count,
+            elem_size: elem,
+            in_place,
+        };
+        self.staging.timeout = self.timeout;
+        let recv_buf = self.staged(self.staging.recv, shape.recv_len() * elem)?;
+        self.staging.recv = Some(recv_buf);
+        let send_buf = if in_place {
+            recv_buf
+        } else {
+            let s = self.staged(self.staging.send, shape.send_len() * elem)?;
+            self.staging.send = Some(s);
+            s
+        };
+        self.staging.pending.resize_with(me + 1, || None);
+        let e = |x| cuda_error(me, stream.device(), x);
+        if let Some(ev) = &self.staging.pending[me] {
+            stream.wait_done(ev).map_err(e)?;
+        }
+        let (id, span) = match send {
+            Some(s) => (send_buf.0, s),
+            None => (recv_buf.0, recv),
+        };
+        self.last = None;
+        let r = self.backend.copy_in_landed(me, id, span, stream);
+        self.track(r)?;
+        let bind = Arc::new(vec![
+            Binding {
+                send: send_buf.0,
+                recv: recv_buf.0,
+            };
+            n
+        ]);
+        let plan = self.launch(None, shape, dtype, op, bind)?;
+        self.synchronize()?;
+        let buf = self.backend.device_buf(me, recv_buf.0)?;
+        stream.copy_from_engine(recv, &buf, 0).map_err(e)?;
+        if self.staging.pending[me].is_none() {
+            self.staging.pending[me] = Some(DoneEvent::on_device(stream.device()).map_err(e)?);
+        }
+        if let Some(ev) = &self.staging.pending[me] {
+            stream.record_done(ev).map_err(e)?;
+        }
+        Ok(plan)
+    }
+}
+
 impl<T: Element> Engine<T> {
     /// [`Core::collective_on_device`] on elements of `T`.
     pub fn collective_on_device(
@@ -347,7 +442,7 @@ mod tests {
     const AG: Collective = Collective::AllGather;
 
     #[test]
-    fn the_count_follows_ncc_ls_convention_in_and_out_of_place() {
+    fn the_count_follows_nccls_convention_in_and_out_of_place() {
         assert_eq!(count_of(AR, 2, 4, &[40, 40], &[40, 40]).unwrap(), 10);
         assert_eq!(count_of(AR, 2, 4, &[], &[40, 40]).unwrap(), 10);
         assert_eq!(count_of(RS, 2, 4, &[80, 80], &[40, 40]).unwrap(), 10);
