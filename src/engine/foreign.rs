@@ -5,7 +5,7 @@
 //! own buffer *on the caller's stream* (so the copy runs after the
 //! producer), the collective is ordered after those streams
 //! ([`After::Streams`]), each caller stream is made to wait for the call's
-//! completion ([`Completion::order_before`]) and the result is copied back
+//! completion (`Completion::order_before`) and the result is copied back
 //! on it. One on-device copy in and one out per rank and call; the calling
 //! thread never waits for the GPU. The engine's buffers are kept between
 //! calls (the staging of [`Staging`]); an event recorded on each caller
