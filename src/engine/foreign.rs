@@ -87,6 +87,27 @@ fn cuda_error(rank: usize, device: usize, e: CudaError) -> Error {
     }
 }
 
+/// Refuse a rank whose stream (hence its tensors) is on another GPU than
+/// the rank runs on.
+fn on_rank_devices(
+    core: &Core,
+    ranks: std::ops::Range<usize>,
+    streams: &[RawStream],
+) -> Result<()> {
+    let devs = &core.info().rank_to_device;
+    for (r, st) in ranks.zip(streams) {
+        if let Some(&d) = devs.get(r) {
+            if d != st.device() {
+                return Err(Error::BadArgument(format!(
+                    "rank {r} runs on GPU {d} but its tensors and stream are on GPU {}",
+                    st.device()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Refuse outputs that share memory with each other or with an input
 /// (their copies out would race): every rank needs its own buffers.
 fn disjoint(sends: &[DeviceSpan], recvs: &[DeviceSpan]) -> Result<()> {
@@ -235,6 +256,7 @@ impl Core {
                 buffers: streams.len(),
             });
         }
+        on_rank_devices(self, 0..n, streams)?;
         let in_place = sends.is_empty();
         let lens = |l: &[DeviceSpan]| l.iter().map(DeviceSpan::len).collect::<Vec<_>>();
         let elem = dtype.size();
@@ -344,6 +366,7 @@ impl Core {
             ));
         }
         let me = local.start;
+        on_rank_devices(self, me..me + 1, std::slice::from_ref(stream))?;
         let in_place = send.is_none();
         let elem = dtype.size();
         let sends = send.map_or_else(Vec::new, |s| vec![s.len(); n]);
