@@ -478,6 +478,22 @@ mod tests {
     }
 
     #[test]
+    fn outputs_sharing_memory_are_refused() {
+        let sp = DeviceSpan::unchecked_for_tests;
+        let msg = |s: &[DeviceSpan], r: &[DeviceSpan]| disjoint(s, r).unwrap_err().to_string();
+        assert!(msg(&[], &[sp(0x1000, 64, 0), sp(0x1020, 64, 0)]).contains("share memory"));
+        assert!(msg(&[sp(0x1000, 64, 0)], &[sp(0x1030, 64, 0)]).contains("overlaps the input"));
+        // Adjacent, empty, or on another GPU: no overlap.
+        disjoint(
+            &[sp(0x1000, 64, 0)],
+            &[sp(0x1040, 64, 0), sp(0x1080, 64, 0)],
+        )
+        .unwrap();
+        disjoint(&[], &[sp(0x1000, 0, 0), sp(0x1000, 64, 0)]).unwrap();
+        disjoint(&[], &[sp(0x1000, 64, 0), sp(0x1000, 64, 1)]).unwrap();
+    }
+
+    #[test]
     fn wrong_counts_sizes_and_lengths_are_refused_by_name() {
         let msg = |r: Result<usize>| r.unwrap_err().to_string();
         assert!(matches!(
