@@ -50,6 +50,8 @@ ddp ringreduce-cpu 2 --backend ringreduce --device cpu --width 256 --depth 4 --s
 ddp gloo-cpu 2 --backend gloo --device cpu --width 256 --depth 4 --steps 5
 # On the GPU(s): 2 ranks (sharing one GPU when there is one).
 ddp ringreduce-cuda 2 --backend ringreduce --device cuda
+# The same through host memory (the previous path), for comparison.
+RINGREDUCE_TORCH_CUDA=stage ddp ringreduce-cuda-stage 2 --backend ringreduce --device cuda
 if [ "$GPUS" -ge 2 ]; then
   ddp nccl-cuda 2 --backend nccl --device cuda
 else
@@ -67,7 +69,7 @@ if a and b:
     for m in ("off", "on"):
         same = a["modes"][m]["losses_hex"] == b["modes"][m]["losses_hex"]
         print(f"losses ringreduce vs gloo (cpu, 2 ranks), overlap {m}: {'IDENTICAL' if same else 'DIFFERENT'}")
-for n in ("ringreduce-cpu", "gloo-cpu", "ringreduce-cuda", "nccl-cuda", "nccl-cuda-1rank"):
+for n in ("ringreduce-cpu", "gloo-cpu", "ringreduce-cuda", "ringreduce-cuda-stage", "nccl-cuda", "nccl-cuda-1rank"):
     r = load(n)
     if r:
         ms = {m: round(v["median_step_s"] * 1e3, 3) for m, v in r["modes"].items()}

@@ -145,3 +145,8 @@ pub use plan::Collective;
 pub use process::Comm;
 pub use process::JobSpec;
 pub use sync::AbortHandle;
+/// Another runtime's memory (a Python buffer) for one call: its host
+/// buffers as slices (`sys::foreign`, the one `unsafe` entry for them).
+pub mod foreign {
+    pub use crate::sys::foreign::{check, host_slices, HostSpan, Slices};
+}

@@ -11,10 +11,16 @@ arrays and torch tensors, and (``import ringreduce.torch``) a
 
 Each call takes one array per rank, in rank order (every rank from this
 caller), or this process's array alone (``Engine.job``: one process per
-rank). Arrays are used where they are (zero-copy): numpy arrays, CPU torch
-tensors, and anything with ``__array_interface__`` or a CPU ``__dlpack__``.
-Every problem raises a subclass of :class:`ringreduce.Error` with the
-engine's message.
+rank). Host arrays are used where they are (zero-copy): numpy arrays, CPU
+torch tensors, and anything with ``__array_interface__`` or a CPU
+``__dlpack__``. On the CUDA backend (``Engine(backend="cuda")``), torch CUDA
+tensors and objects with ``__cuda_array_interface__`` (or a CUDA
+``__dlpack__``) run without host staging and stream-ordered: each rank's
+tensor is copied on the GPU into the engine's buffer on the tensor's current
+torch stream, the call waits on the GPU for those streams, and the result is
+copied back on them after the call (one device copy in and out; the call
+returns once queued, with no synchronize). Every problem raises a subclass
+of :class:`ringreduce.Error` with the engine's message.
 """
 
 import atexit
@@ -93,17 +99,24 @@ _OPS = {"sum", "prod", "min", "max", "avg"}
 
 class _Buf:
     """One array as the engine sees it: address, bytes, engine dtype name,
-    shape, and the object that keeps the memory alive."""
+    shape, the object that keeps the memory alive, and for device memory
+    its GPU and the stream its producer and consumer run on (a raw
+    ``CUstream`` integer; 0 is the legacy default stream)."""
 
-    __slots__ = ("addr", "nbytes", "dtype", "shape", "obj", "readonly")
+    __slots__ = ("addr", "nbytes", "dtype", "shape", "obj", "readonly", "device", "stream")
 
-    def __init__(self, addr, nbytes, dtype, shape, obj, readonly=False):
+    def __init__(self, addr, nbytes, dtype, shape, obj, readonly=False, device=None, stream=None):
         self.addr = addr
         self.nbytes = nbytes
         self.dtype = dtype
         self.shape = tuple(shape)
         self.obj = obj
         self.readonly = readonly
+        self.device = device
+        self.stream = stream
+
+    def where(self):
+        return "host memory" if self.device is None else f"CUDA device {self.device}"
 
 
 def _is_torch_tensor(x):
@@ -143,12 +156,10 @@ def _c_contiguous(shape, strides, itemsize):
 
 def _from_torch(x, what, rank):
     dev = x.device.type
-    if dev != "cpu":
+    if dev not in ("cpu", "cuda"):
         raise UnavailableError(
-            f"rank {rank}: the {what} is a {dev} tensor ({x.device}); the Engine API takes "
-            f"host memory only: the library has no call yet on device memory it did not "
-            f"allocate (see docs/PYTORCH.md); move it with .cpu(), or use the "
-            f"torch.distributed backend (import ringreduce.torch), which stages it"
+            f"rank {rank}: the {what} is a {dev} tensor ({x.device}); ringreduce takes host "
+            f"memory and CUDA tensors"
         )
     if getattr(x, "is_sparse", False) or str(getattr(x, "layout", "torch.strided")) != "torch.strided":
         raise ArgumentError(f"rank {rank}: the {what} is not a dense tensor (layout {x.layout})")
@@ -158,7 +169,83 @@ def _from_torch(x, what, rank):
             f"{tuple(x.stride())}); pass .contiguous()"
         )
     name = dtype_name(x.dtype)
-    return _Buf(x.data_ptr(), x.numel() * x.element_size(), name, x.shape, x)
+    nbytes = x.numel() * x.element_size()
+    if dev == "cuda":
+        import torch
+
+        index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+        # The tensor's producer and consumer: torch's current stream of its
+        # device (what every torch kernel on it is queued on).
+        stream = torch.cuda.current_stream(index).cuda_stream
+        return _Buf(x.data_ptr(), nbytes, name, x.shape, x, device=index, stream=stream)
+    return _Buf(x.data_ptr(), nbytes, name, x.shape, x)
+
+
+def _cai_device(x):
+    """The GPU of a ``__cuda_array_interface__`` object (the interface does
+    not say it): its DLPack device, a ``device.id`` (CuPy) or
+    ``device.index`` (torch), else 0 (the engine checks the address's
+    device with the driver and refuses a mismatch by name)."""
+    if hasattr(x, "__dlpack_device__"):
+        try:
+            kind, index = x.__dlpack_device__()
+            if int(kind) == 2:  # kDLCUDA
+                return int(index)
+        except Exception:  # not usable: fall through
+            pass
+    d = getattr(x, "device", None)
+    for attr in ("id", "index"):
+        v = getattr(d, attr, None)
+        if isinstance(v, int):
+            return v
+    return 0
+
+
+def _from_cai(x, what, rank):
+    """An object speaking ``__cuda_array_interface__`` (version 2 or 3)."""
+    ai = x.__cuda_array_interface__
+    try:
+        shape = tuple(int(d) for d in ai["shape"])
+        typestr = ai["typestr"]
+        addr = int(ai["data"][0])
+        readonly = bool(ai["data"][1])
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise ArgumentError(
+            f"rank {rank}: the {what}'s __cuda_array_interface__ is malformed ({e!r}): it needs "
+            f"shape, typestr and data"
+        ) from None
+    if ai.get("mask") is not None:
+        raise ArgumentError(f"rank {rank}: the {what} is a masked array (__cuda_array_interface__ mask)")
+    dt = getattr(x, "dtype", None)
+    dt_name = getattr(dt, "name", None)
+    if dt_name is not None and dt_name.replace("torch.", "") in _DTYPE_NAMES:
+        name = _DTYPE_NAMES[dt_name.replace("torch.", "")]
+    elif typestr in _TYPESTRS:
+        name = _TYPESTRS[typestr]
+    else:
+        raise ArgumentError(
+            f"rank {rank}: the {what} has element type {dt_name or typestr}, which ringreduce "
+            f"does not reduce"
+        )
+    try:
+        itemsize = int(typestr[2:])
+    except ValueError:
+        raise ArgumentError(f"rank {rank}: the {what} has an unreadable typestr {typestr!r}") from None
+    strides = ai.get("strides")
+    if strides is not None and not _c_contiguous(shape, strides, itemsize):
+        raise ArgumentError(
+            f"rank {rank}: the {what} is not contiguous (shape {shape}, strides {tuple(strides)}); "
+            f"pass a C-contiguous copy"
+        )
+    n = 1
+    for d in shape:
+        n *= d
+    # Version 3's stream: None means no ordering is needed (the legacy
+    # default stream serves), 1 the legacy default stream, 2 the per-thread
+    # one (refused by the engine with the reason), else a CUstream.
+    stream = ai.get("stream")
+    stream = 0 if stream is None else int(stream)
+    return _Buf(addr, n * itemsize, name, shape, x, readonly, device=_cai_device(x), stream=stream)
 
 
 # numpy dtype objects already resolved (numpy's dtype.name is slow).
@@ -185,18 +272,23 @@ def _describe(x, what, rank):
     if _is_torch_tensor(x):
         return _from_torch(x, what, rank)
     if hasattr(x, "__cuda_array_interface__"):
-        raise UnavailableError(
-            f"rank {rank}: the {what} is in GPU memory (__cuda_array_interface__); the Engine "
-            f"API takes host memory only: the library has no call yet on device memory it "
-            f"did not allocate (see docs/PYTORCH.md)"
-        )
+        return _from_cai(x, what, rank)
     ai = getattr(x, "__array_interface__", None)
     if ai is None and hasattr(x, "__dlpack__"):
         kind = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else 1
+        if kind == 2:  # kDLCUDA: read through torch (zero-copy)
+            try:
+                import torch
+            except ImportError:
+                raise UnavailableError(
+                    f"rank {rank}: the {what} is a CUDA DLPack object without "
+                    f"__cuda_array_interface__; reading it needs torch (torch.from_dlpack)"
+                ) from None
+            return _from_torch(torch.from_dlpack(x), what, rank)
         if kind not in (1, 3):  # kDLCPU, kDLCUDAHost
             raise UnavailableError(
-                f"rank {rank}: the {what} is on DLPack device type {kind}, not host memory; "
-                f"the Engine API takes host memory only (see docs/PYTORCH.md)"
+                f"rank {rank}: the {what} is on DLPack device type {kind}, neither host memory "
+                f"nor a CUDA device (see docs/PYTORCH.md)"
             )
         import numpy
 
@@ -321,6 +413,11 @@ class Engine:
         return range(a, b)
 
     @property
+    def backend(self):
+        """The backend the ranks run on: ``"cpu"`` or ``"cuda"``."""
+        return self._e.backend
+
+    @property
     def describe(self):
         """The backend, its devices and how the ranks run, in words."""
         return self._e.describe
@@ -370,6 +467,11 @@ class Engine:
                     f"rank {base + i}: the {what} has shape {b.shape} but rank {base}'s has "
                     f"{first.shape}: every rank's arrays must have the same shape"
                 )
+            if (b.device is None) != (first.device is None):
+                raise ArgumentError(
+                    f"rank {base + i}: the {what} is in {b.where()} but rank {base}'s is in "
+                    f"{first.where()}: every rank's arrays must be host memory, or all CUDA memory"
+                )
         return bufs
 
     def _run(self, kind, inputs, outputs, op="sum", root=0):
@@ -394,10 +496,52 @@ class Engine:
                     raise ArgumentError(f"rank {self.local_ranks.start + i}: the output is read-only")
             ins_raw = [(b.addr, b.nbytes) for b in ins]
             dtype = ins[0].dtype if ins else "float"
-        outs_raw = [(b.addr, b.nbytes) for b in outs]
-        info = self._e.collective(kind, dtype, op, ins_raw, outs_raw, root)
+        on_device = bool(outs) and outs[0].device is not None
+        if on_device:
+            info = self._run_cuda(kind, dtype, op, ins if outputs is not None else [], outs, root)
+        else:
+            if ins and outputs is not None and ins[0].device is not None:
+                raise ArgumentError(
+                    f"rank {self.local_ranks.start}: the inputs are in {ins[0].where()} but the "
+                    f"outputs in host memory: inputs and outputs must both be host or CUDA memory"
+                )
+            outs_raw = [(b.addr, b.nbytes) for b in outs]
+            info = self._e.collective(kind, dtype, op, ins_raw, outs_raw, root)
         self.last_call = info
         return list(inputs if outputs is None else outputs)
+
+    def _run_cuda(self, kind, dtype, op, ins, outs, root):
+        """CUDA memory: each rank's buffer copied on the GPU into the
+        engine's on its stream, the call ordered after those streams, the
+        result copied back on them once the call completes; returns when
+        queued (no host wait)."""
+        base = self.local_ranks.start
+        for i, b in enumerate(ins):
+            if b.device is None:
+                raise ArgumentError(
+                    f"rank {base + i}: the input is in host memory but the outputs are CUDA "
+                    f"memory: inputs and outputs must both be host or CUDA memory"
+                )
+            o = outs[i]
+            if b.device != o.device:
+                raise ArgumentError(
+                    f"rank {base + i}: the input is on CUDA device {b.device} but the output on "
+                    f"{o.device}: a rank's input and output must be on the same device"
+                )
+            if b.stream != o.stream:
+                raise ArgumentError(
+                    f"rank {base + i}: the input names stream {b.stream:#x} but the output "
+                    f"{o.stream:#x}: a rank's buffers must be ordered on one stream"
+                )
+        if self.backend != "cuda":
+            raise UnavailableError(
+                f"rank {base}: the buffers are CUDA memory but this engine runs on "
+                f"{self.describe}; make it with backend='cuda' (or 'auto' on a machine with a GPU)"
+            )
+        sends = [(b.addr, b.nbytes, b.device) for b in ins]
+        recvs = [(b.addr, b.nbytes, b.device) for b in outs]
+        streams = [(b.stream, b.device) for b in outs]
+        return self._e.collective_cuda(kind, dtype, op, sends, recvs, streams, root)
 
     def all_reduce(self, inputs, outputs=None, op="sum"):
         """Every output becomes the reduction (``op``: sum, prod, min, max,

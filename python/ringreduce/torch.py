@@ -10,17 +10,26 @@ refused by name), ``reduce_scatter_tensor``, ``all_gather_into_tensor``,
 ``broadcast`` and ``barrier``; every other collective raises
 ``NotImplementedError`` naming it.
 
-How: each process is one rank of a ringreduce job (``Engine.job``) on the
-CPU backend, its ranks meeting through shared memory on this machine. The
-job's store is a private directory that rank 0 creates and names to the
-others through the ``Store`` that ``init_process_group`` hands the backend
-(nothing to set up). CPU tensors are reduced where they are (zero-copy);
-CUDA tensors are staged through host memory (the library has no call yet on
-device memory it did not allocate: see docs/PYTORCH.md). Calls run in
-order on one worker thread per process group and return at once with a
-``Work`` whose future completes when the call did; errors and timeouts
-(``timeout`` of ``init_process_group``) surface from ``wait()``.
-Single machine only: the ranks share memory.
+How: each process is one rank of a ringreduce job (``Engine.job``). CPU
+tensors run on a job on the CPU backend, its ranks meeting through shared
+memory on this machine, reduced where they are (zero-copy). CUDA tensors run
+on a second job on the CUDA backend (made at the first CUDA call; ranks
+reach each other's device buffers through CUDA IPC), with no host staging:
+the worker's own CUDA stream waits (on the GPU) for an event recorded on the
+caller's current stream, the tensor is copied device to device into the
+engine's buffer on that stream, the worker thread waits for that stream (the
+producer and the copy: a stream synchronize, never a device one; the IPC
+exchange has no stream-ordered calls), runs the collective, and queues the
+copy back on its stream; the ``Work``'s CUDA future is completed on that
+stream, so waiters' streams wait for the copy back on the GPU
+(``RINGREDUCE_TORCH_CUDA=stage`` stages through host memory instead, as
+before). The jobs' stores are private directories that rank 0 creates and
+names to the others through the ``Store`` that ``init_process_group`` hands
+the backend (nothing to set up). Calls run in order on one worker thread
+per process group and return at once with a ``Work`` whose future completes
+when the call did; errors and timeouts (``timeout`` of
+``init_process_group``) surface from ``wait()``. Single machine only: the
+ranks share memory.
 """
 
 import os
@@ -119,14 +128,20 @@ class _Work(dist._Work):
         return self._result
 
 
+def _stage_cuda():
+    return os.environ.get("RINGREDUCE_TORCH_CUDA", "") == "stage"
+
+
 class _Staged:
-    """A tensor as the engine sees it: the tensor itself on the CPU, or a
-    host copy of a CUDA tensor that is copied back after the call."""
+    """A tensor as the engine sees it: the tensor itself (on the CPU, or on
+    a GPU for the CUDA job), or with ``RINGREDUCE_TORCH_CUDA=stage`` a host
+    copy of a CUDA tensor that is copied back after the call."""
 
     def __init__(self, t, copy_in=True):
         self.tensor = t
         self.cuda = t.device.type == "cuda"
-        if not self.cuda:
+        self.staged = self.cuda and _stage_cuda()
+        if not self.staged:
             self.host = t if t.is_contiguous() else None
             if self.host is None:
                 raise ValueError(
@@ -145,13 +160,13 @@ class _Staged:
     def before(self):
         """On the worker: the host copy of a CUDA tensor (its producer, on
         the caller's stream, finished: the caller recorded an event)."""
-        if self.cuda:
+        if self.staged:
             self.host = self.tensor.to("cpu") if self.copy_in else torch.empty(
                 self.tensor.shape, dtype=self.tensor.dtype
             )
 
     def after(self):
-        if self.cuda:
+        if self.staged:
             self.tensor.copy_(self.host)
 
 
@@ -170,6 +185,9 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
         else:
             path = store.get(_STORE_KEY).decode()
         self._engine = _rr.Engine.job(rank, size, path, backend="cpu", timeout=self._timeout)
+        self._cuda_path = path + "-cuda"
+        self._cuda_engine = None
+        self._stream = None
         self._queue = queue.Queue()
         self._worker = threading.Thread(target=self._serve, name=f"ringreduce-pg-{rank}", daemon=True)
         self._worker.start()
@@ -197,33 +215,51 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
                 return
             work, fn, staged, event = item
             try:
+                cuda = [x for x in staged if x.cuda]
+                if cuda and not cuda[0].staged:
+                    self._run_on_device(work, fn, cuda, event)
+                    continue
                 if event is not None:
                     event.synchronize()
-                for s in staged:
-                    s.before()
-                fn()
-                for s in staged:
-                    s.after()
-                if any(s.cuda for s in staged):
+                for x in staged:
+                    x.before()
+                fn(self._engine)
+                for x in staged:
+                    x.after()
+                if cuda:
                     # the copies back are done before the future completes
-                    dev = next(s.tensor.device for s in staged if s.cuda)
-                    torch.cuda.current_stream(dev).synchronize()
+                    torch.cuda.current_stream(cuda[0].tensor.device).synchronize()
                 work._finish(None)
             except Exception as e:  # every error reaches the caller's wait()
                 work._finish(e)
 
-    def _submit(self, result, staged, fn):
-        event, devices = None, None
-        if any(s.cuda for s in staged):
-            # The caller's producer runs on its current stream: the worker
-            # reads the tensor once that work is done.
-            dev = next(s.tensor.device for s in staged if s.cuda)
-            event = torch.cuda.Event()
-            event.record(torch.cuda.current_stream(dev))
-            devices = [dev]
-        work = _Work(result, devices)
-        self._queue.put((work, fn, staged, event))
-        return work
+    def _device_engine(self, dev):
+        """The CUDA job (collective: every rank makes it at its first CUDA
+        call) and this worker's stream on ``dev``."""
+        if self._cuda_engine is None:
+            self._cuda_engine = _rr.Engine.job(
+                self._rank, self._size, self._cuda_path, backend="cuda", timeout=self._timeout
+            )
+            self._stream = torch.cuda.Stream(dev)
+        return self._cuda_engine
+
+    def _run_on_device(self, work, fn, cuda, event):
+        """A call on CUDA tensors without host staging (see the module doc):
+        everything on the worker's stream, which waits for the caller's
+        producer on the GPU; the engine copies in on it and waits for it,
+        runs the collective, copies out on it; the future completes on it."""
+        dev = cuda[0].tensor.device
+        eng = self._device_engine(dev)
+        with torch.cuda.device(dev), torch.cuda.stream(self._stream):
+            if event is not None:
+                self._stream.wait_event(event)
+            for x in cuda:
+                # torch's allocator must not reuse the memory before the
+                # worker's stream is done with it (as NCCL's process group
+                # does for its stream).
+                x.tensor.record_stream(self._stream)
+            fn(eng)
+            work._finish(None)
 
     # -- collectives -----------------------------------------------------------
 
@@ -237,22 +273,19 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
         t = self._one(tensors, "allreduce")
         op = _op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         s = _Staged(t)
-        eng = self._engine
-        return self._submit(tensors, [s], lambda: eng.all_reduce([s.host], op=op))
+        return self._submit(tensors, [s], lambda eng: eng.all_reduce([s.host], op=op))
 
     def _reduce_scatter_base(self, output, input, opts=None):
         op = _op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         si, so = _Staged(input), _Staged(output, copy_in=False)
-        eng = self._engine
         return self._submit(
-            [output], [si, so], lambda: eng.reduce_scatter([si.host.reshape(-1)], [so.host.reshape(-1)], op=op)
+            [output], [si, so], lambda eng: eng.reduce_scatter([si.host.reshape(-1)], [so.host.reshape(-1)], op=op)
         )
 
     def _allgather_base(self, output, input, opts=None):
         si, so = _Staged(input), _Staged(output, copy_in=False)
-        eng = self._engine
         return self._submit(
-            [output], [si, so], lambda: eng.all_gather([si.host.reshape(-1)], [so.host.reshape(-1)])
+            [output], [si, so], lambda eng: eng.all_gather([si.host.reshape(-1)], [so.host.reshape(-1)])
         )
 
     # torch 2.11 calls the two above from reduce_scatter_tensor and
@@ -275,10 +308,11 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
                     "uneven sizes) is not supported"
                 )
         si = _Staged(t)
-        flat = torch.empty((self._size * t.numel(),), dtype=t.dtype)
-        eng = self._engine
+        flat_device = t.device if si.cuda and not si.staged else "cpu"
 
-        def run():
+        def run(eng):
+            # made on the worker (on its stream when on a GPU)
+            flat = torch.empty((self._size * t.numel(),), dtype=t.dtype, device=flat_device)
             eng.all_gather([si.host.reshape(-1)], [flat])
             for r, o in enumerate(outs):
                 o.copy_(flat[r * t.numel():(r + 1) * t.numel()].view(t.shape))
@@ -289,12 +323,10 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
         t = self._one(tensors, "broadcast")
         root = opts.rootRank if opts is not None else 0
         s = _Staged(t)
-        eng = self._engine
-        return self._submit(tensors, [s], lambda: eng.broadcast([s.host.reshape(-1)], root=root))
+        return self._submit(tensors, [s], lambda eng: eng.broadcast([s.host.reshape(-1)], root=root))
 
     def barrier(self, opts=None):
-        eng = self._engine
-        return self._submit(None, [], eng.barrier)
+        return self._submit(None, [], lambda eng: eng.barrier())
 
     # -- lifetime --------------------------------------------------------------
 
@@ -304,9 +336,13 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
             self._worker.join(self._timeout)
             self._worker = None
             self._engine.close()
+            if self._cuda_engine is not None:
+                self._cuda_engine.close()
 
     def abort(self):
         self._engine.abort()
+        if self._cuda_engine is not None:
+            self._cuda_engine.abort()
         self.shutdown()
 
 

@@ -7,15 +7,23 @@
 //! [`Communicator`] call with the interpreter lock released, and turns
 //! every [`ringreduce::Error`] into a `ringreduce.Error` subclass. No panic
 //! crosses into Python: each call runs under `catch_unwind`.
+//!
+//! `unsafe`: two blocks, each one call of a library function whose
+//! contract is the Python caller's promise that an address is live memory
+//! it holds for the call (`ringreduce::foreign::host_slices` for host
+//! arrays, `ringreduce::cuda::device_args` for CUDA tensors and streams).
+//! They must stay: an address arriving from Python as an integer cannot be
+//! vouched for by any safe Rust function; every check that can be made
+//! (null, wrapping, overlap; the driver's allocation of a device address)
+//! is made inside those library functions.
 
 mod errors;
 mod plans;
-mod raw;
 
 use errors::{guarded, ArgumentError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use raw::Raw;
+use ringreduce::foreign::HostSpan;
 use ringreduce::{
     AbortHandle, AlgoChoice, BackendChoice, CallInfo, Collective, Communicator, DataType, Element,
     EngineConfig, Error, JobSpec, ReduceOp,
@@ -33,6 +41,7 @@ struct PyEngine {
     rank: usize,
     local: (usize, usize),
     describe: String,
+    backend: &'static str,
 }
 
 fn parse<T: std::str::FromStr<Err = String>>(s: &str) -> PyResult<T> {
@@ -64,6 +73,7 @@ impl PyEngine {
             rank: comm.rank(),
             local: (local.start, local.end),
             describe: comm.describe().to_string(),
+            backend: comm.backend_kind().name(),
             comm: Mutex::new(Some(comm)),
         })
     }
@@ -96,10 +106,9 @@ struct Call {
 fn run_typed<T: Element>(
     comm: &mut Communicator,
     c: Call,
-    sends: &[Raw],
-    recvs: &[Raw],
+    sends: &[HostSpan],
+    recvs: &[HostSpan],
 ) -> ringreduce::Result<CallInfo> {
-    raw::check(sends, recvs)?;
     let size = std::mem::size_of::<T>();
     for list in [sends, recvs] {
         for (r, b) in list.iter().enumerate() {
@@ -111,11 +120,17 @@ fn run_typed<T: Element>(
             }
         }
     }
-    // SAFETY: `check` accepted the buffers above; the Python caller holds
-    // every array for the whole call (see raw.rs).
-    let send_bytes = unsafe { raw::bytes(sends) };
-    // SAFETY: as above; outputs overlap nothing else (checked).
-    let recv_bytes = unsafe { raw::bytes_mut(recvs) };
+    // The one `unsafe` of this crate's own for host memory (the other is
+    // `device_args` below): the addresses come from Python objects, and
+    // only the Python caller can vouch for them. `host_slices` checks what
+    // can be checked (null, wrapping, overlap between the call's buffers);
+    // the rest is the contract below, which no safe wrapper could make
+    // true for an integer handed over from Python.
+    // SAFETY: `Engine._run` (ringreduce/__init__.py) read each span from a
+    // live, C-contiguous host array of exactly that many bytes, holds every
+    // array (they are arguments of the running call) until this returns,
+    // and refused read-only outputs; nothing else runs on them meanwhile.
+    let (send_bytes, recv_bytes) = unsafe { ringreduce::foreign::host_slices(sends, recvs) }?;
     let misaligned = |r: usize| {
         Error::BadArgument(format!(
             "rank {r}: the buffer is not aligned to its {size}-byte elements"
@@ -222,6 +237,12 @@ impl PyEngine {
         self.local
     }
 
+    /// The backend the ranks run on: `"cpu"` or `"cuda"`.
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.backend
+    }
+
     /// The backend, its devices and how ranks run, in words.
     #[getter]
     fn describe(&self) -> &str {
@@ -250,12 +271,54 @@ impl PyEngine {
         };
         let raw = |v: Vec<(usize, usize)>| {
             v.into_iter()
-                .map(|(addr, bytes)| Raw { addr, bytes })
+                .map(|(addr, bytes)| HostSpan { addr, bytes })
                 .collect::<Vec<_>>()
         };
         let (sends, recvs) = (raw(sends), raw(recvs));
         let info = self.with_comm(py, move |comm| {
             ringreduce::with_element!(dtype, T => run_typed::<T>(comm, call, &sends, &recvs))
+        })?;
+        info_dict(py, &info)
+    }
+
+    /// One collective over CUDA device memory: `sends` and `recvs` are
+    /// `(address, bytes, device)` per rank (an empty `sends`: in place),
+    /// `streams` `(CUstream handle, device)` per rank, the stream whose
+    /// work produces the input and consumes the output. Returns once the
+    /// call is queued on the GPU (see `Core::collective_on_device`).
+    #[pyo3(signature = (kind, dtype, op, sends, recvs, streams, root=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn collective_cuda<'py>(
+        &self,
+        py: Python<'py>,
+        kind: &str,
+        dtype: &str,
+        op: &str,
+        sends: Vec<(u64, usize, usize)>,
+        recvs: Vec<(u64, usize, usize)>,
+        streams: Vec<(usize, usize)>,
+        root: usize,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let dtype = parse::<DataType>(dtype)?;
+        let collective = collective_of(kind, root)?;
+        let op = parse::<ReduceOp>(op)?;
+        let info = self.with_comm(py, move |comm| {
+            // The second `unsafe` of this crate's own, for the same reason
+            // as `host_slices`: device addresses and stream handles are
+            // integers from Python. `device_args` checks each address with
+            // the driver (inside one device allocation of that GPU) and each
+            // stream (its context); liveness it cannot check.
+            // SAFETY: `Engine._run` read each span from a live, contiguous
+            // CUDA tensor (or `__cuda_array_interface__` object) of exactly
+            // that many bytes on that device, and each stream from torch's
+            // current stream of that device (or the object's own stream);
+            // the Python caller holds the tensors for the call, and
+            // torch's allocator reuses their memory only in order with the
+            // work of that stream, which the copies are part of.
+            let a = unsafe { ringreduce::cuda::device_args(&sends, &recvs, &streams) }?;
+            ringreduce::with_element!(dtype, T => comm.collective_on_device::<T>(
+                collective, op, &a.sends, &a.recvs, &a.streams
+            ))
         })?;
         info_dict(py, &info)
     }

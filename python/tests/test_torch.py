@@ -106,9 +106,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_ranks(device, mode="ok", timeout="60"):
+def run_ranks(device, mode="ok", timeout="60", **extra):
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-               WORLD_SIZE=str(RANKS), RR_TEST_TIMEOUT=timeout)
+               WORLD_SIZE=str(RANKS), RR_TEST_TIMEOUT=timeout, **extra)
     stores = set(glob.glob("/dev/shm/ringreduce-torch-*") + glob.glob("/tmp/ringreduce-torch-*"))
     procs = []
     for r in range(RANKS):
@@ -121,11 +121,16 @@ def run_ranks(device, mode="ok", timeout="60"):
     return outs
 
 
-@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("device", ["cpu", "cuda", "cuda-stage"])
 def test_backend_two_processes(device):
-    if device == "cuda" and not torch.cuda.is_available():
+    """CUDA tensors run on the CUDA job through device-to-device copies;
+    ``cuda-stage``: through host memory (RINGREDUCE_TORCH_CUDA=stage)."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
         pytest.skip("SKIPPED: no CUDA device (torch.cuda.is_available() is False)")
-    outs = run_ranks(device)
+    if device == "cuda-stage":
+        outs = run_ranks("cuda", RINGREDUCE_TORCH_CUDA="stage")
+    else:
+        outs = run_ranks(device, RINGREDUCE_TORCH_CUDA="")
     for r, (rc, out) in enumerate(outs):
         assert rc == 0 and f"rank {r}: OK" in out, out
 

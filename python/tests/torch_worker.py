@@ -77,6 +77,21 @@ dist.broadcast(b, src=size - 1)
 check(bool((b == size - 1).all()), "broadcast")
 dist.barrier()
 
+# stream order on a GPU: the producer (a sleep, then a fill) on a side
+# stream that is current during the call; the consumer on the same stream
+# after wait() (which orders the stream after the call on the GPU)
+if dev.type == "cuda":
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        t = torch.zeros(1 << 16, device=dev)
+        torch.cuda._sleep(100_000_000)
+        t.fill_(rank + 1)
+        w = dist.all_reduce(t, async_op=True)
+        w.wait()
+        got = (t * 2).cpu()
+    want = 2 * sum(range(1, size + 1))
+    check(bool((got == want).all()), f"stream-ordered all_reduce: {got[:4].tolist()} != {want}")
+
 # refused by name
 for name, call in [
     ("reduce", lambda: dist.reduce(torch.zeros(2, device=dev), dst=0)),

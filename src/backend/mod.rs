@@ -327,6 +327,35 @@ pub trait Backend: Send {
         ))
     }
 
+    /// The device address of engine buffer `id` of local rank `rank`, for
+    /// copies between it and another library's device memory on that
+    /// library's stream (the CUDA backend with rank threads in one process).
+    #[cfg(feature = "cuda")]
+    fn device_buf(&self, rank: usize, id: BufId) -> Result<crate::cuda::PeerBuf> {
+        let _ = (rank, id);
+        Err(Error::Unsupported(
+            "calls on another library's device memory".into(),
+            self.info().kind.unwrap_or(BackendKind::Cpu).name(),
+        ))
+    }
+
+    /// Copy all of `span` into engine buffer `id` of local rank `rank` on
+    /// `stream`, as a host write into it would be ordered (after this
+    /// rank's calls and any peer still reading the buffer), and return once
+    /// the bytes landed (`stream` synchronized: peers in other processes
+    /// read a buffer as soon as its owner begins its next call).
+    #[cfg(feature = "cuda")]
+    fn copy_in_landed(
+        &mut self,
+        rank: usize,
+        id: BufId,
+        span: &crate::cuda::DeviceSpan,
+        stream: &crate::cuda::RawStream,
+    ) -> Result<()> {
+        let _ = (span, stream);
+        self.device_buf(rank, id).map(|_| ())
+    }
+
     /// Calls on the caller's own host slices, if the backend's ranks can
     /// address them (the CPU backend in one process).
     fn host_slices(&mut self) -> Option<&mut dyn HostSlices> {

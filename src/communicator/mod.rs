@@ -240,6 +240,7 @@ pub struct Communicator {
     local: std::ops::Range<usize>,
     abort: AbortHandle,
     describe: String,
+    kind: crate::backend::BackendKind,
 }
 
 impl std::fmt::Debug for Communicator {
@@ -268,6 +269,7 @@ impl Communicator {
         let local = engine.core().local_ranks();
         let abort = engine.abort_handle();
         let describe = engine.core().describe();
+        let kind = engine.core().backend_kind();
         let inner = match engine.core().job().cloned() {
             Some(job) => Inner::Process {
                 engine: Slot::new(engine),
@@ -281,6 +283,7 @@ impl Communicator {
             local,
             abort,
             describe,
+            kind,
         })
     }
 
@@ -314,7 +317,7 @@ impl Communicator {
             )));
         };
         let engine = slot.take()?;
-        let (ranks, abort, describe) = (self.ranks, self.abort, self.describe);
+        let (ranks, abort, describe, kind) = (self.ranks, self.abort, self.describe, self.kind);
         Ok(ranks::handles(engine)
             .into_iter()
             .map(|h| Communicator {
@@ -323,6 +326,7 @@ impl Communicator {
                 ranks,
                 abort: abort.clone(),
                 describe: describe.clone(),
+                kind,
             })
             .collect())
     }
@@ -356,6 +360,11 @@ impl Communicator {
     /// The backend, in words.
     pub fn describe(&self) -> &str {
         &self.describe
+    }
+
+    /// The backend the ranks run on.
+    pub fn backend_kind(&self) -> crate::backend::BackendKind {
+        self.kind
     }
 
     /// A handle that aborts this communicator from any thread: every wait
@@ -637,6 +646,44 @@ impl Communicator {
                 let c = (collective, op);
                 engine.with::<T, _>(|e| process_device(e, agree, c, (send, recv), count))
             }
+        }
+    }
+
+    /// A collective on another library's device memory (a torch CUDA
+    /// tensor), ordered on its streams with no host wait: see
+    /// [`Core::collective_on_device`](crate::engine::Core::collective_on_device)
+    /// (rank r's input `sends[r]`, empty for in place; its output
+    /// `recvs[r]`; `streams[r]` its producer's and consumer's stream). The
+    /// CUDA backend; every rank run from this handle (stream-ordered, no
+    /// host wait), or one rank per process (the IPC exchange refuses
+    /// stream-ordered calls: the copy in waits for `streams[0]`, the call
+    /// for its completion, see `Core::collective_on_own_device`).
+    #[cfg(feature = "cuda")]
+    pub fn collective_on_device<T: Element>(
+        &mut self,
+        collective: Collective,
+        op: ReduceOp,
+        sends: &[crate::cuda::DeviceSpan],
+        recvs: &[crate::cuda::DeviceSpan],
+        streams: &std::sync::Arc<Vec<crate::cuda::RawStream>>,
+    ) -> Result<CallInfo> {
+        match &mut self.inner {
+            Inner::AllRanks(slot) => {
+                slot.with::<T, _>(|e| e.collective_on_device(collective, op, sends, recvs, streams))
+            }
+            Inner::Process { engine, agree } => {
+                let in_place = sends.is_empty();
+                let count = recvs.first().map_or(0, |r| r.len()) / T::DTYPE.size();
+                let desc = CallDesc::host(collective, T::DTYPE, op, in_place, count).on_device();
+                engine.with::<T, _>(|e| {
+                    agree.agree(e.core(), desc, Ok(()))?;
+                    e.collective_on_device(collective, op, sends, recvs, streams)
+                })
+            }
+            Inner::PerRank(_) => Err(Error::Unsupported(
+                "calls on another library's device memory from one handle per rank".into(),
+                "this communicator",
+            )),
         }
     }
 

@@ -47,6 +47,7 @@
 
 pub(crate) mod cupti;
 pub(crate) mod driver;
+pub(crate) mod foreign;
 pub(crate) mod kernels;
 pub(crate) mod memory;
 pub mod nccl;
@@ -61,6 +62,7 @@ pub(crate) use driver::{
 };
 pub use driver::{driver, p2p_info, P2pInfo};
 pub use driver::{DeviceInfo, DriverInfo};
+pub use foreign::{device_args, DeviceArgs, DeviceSpan};
 pub use kernels::KernelModule;
 pub(crate) use kernels::{Kernel, EXCHANGE_MAX_BLOCKS};
 pub(crate) use memory::{DevBuf, HostMapped, IpcMemHandle, PeerBuf};

@@ -19,14 +19,14 @@ use cudarc::driver::sys;
 use std::time::{Duration, Instant};
 
 /// A retained primary context; released on drop.
-struct Primary {
-    ctx: sys::CUcontext,
+pub(super) struct Primary {
+    pub(super) ctx: sys::CUcontext,
     dev: Device,
-    ordinal: usize,
+    pub(super) ordinal: usize,
 }
 
 impl Primary {
-    fn retain(ordinal: usize) -> CuResult<Primary> {
+    pub(super) fn retain(ordinal: usize) -> CuResult<Primary> {
         let dev = result::device_get(ordinal)?;
         let ctx = result::primary_ctx_retain(dev)?;
         Ok(Primary { ctx, dev, ordinal })
@@ -34,7 +34,11 @@ impl Primary {
 
     /// Run `f` with this context current on the calling thread (pushed,
     /// then popped: the thread's own binding is restored).
-    fn with<R>(&self, call: &'static str, f: impl FnOnce() -> CuResult<R>) -> CuResult<R> {
+    pub(super) fn with<R>(
+        &self,
+        call: &'static str,
+        f: impl FnOnce() -> CuResult<R>,
+    ) -> CuResult<R> {
         // SAFETY: the context is retained by `self`, so it is alive until
         // the pop below.
         unsafe { result::ctx_push(self.ctx) }.map_err(|e| CudaError { call, ..e })?;
@@ -58,9 +62,9 @@ impl Drop for Primary {
 /// anyone but its pool holds it (the backend reuses an event only once the
 /// caller has dropped every clone of its `Arc`).
 pub struct DoneEvent {
-    ev: sys::CUevent,
+    pub(super) ev: sys::CUevent,
     // Declared after `ev`: dropped (released) after the event is destroyed.
-    primary: Primary,
+    pub(super) primary: Primary,
 }
 
 // SAFETY: an event handle may be queried, waited on and destroyed from any
@@ -196,8 +200,8 @@ impl<'id> Stream<'id> {
 /// queued on it. Made only by the `unsafe` [`RawStream::from_raw`], whose
 /// contract is what makes using it from the engine's rank thread sound.
 pub struct RawStream {
-    s: sys::CUstream,
-    primary: Primary,
+    pub(super) s: sys::CUstream,
+    pub(super) primary: Primary,
 }
 
 // SAFETY: a stream handle may be used from any thread with its context
@@ -217,11 +221,16 @@ impl RawStream {
     /// Wrap another library's stream of GPU `device` (its ordinal, as the
     /// driver counts them).
     ///
+    /// The legacy default stream (handle 0, or `CU_STREAM_LEGACY`, 1) is
+    /// accepted as the legacy default stream of `device`'s primary context
+    /// (what torch's default stream is); the per-thread default stream (2)
+    /// is refused: it is a different stream on the engine's rank threads.
+    ///
     /// # Safety
-    /// * `stream` is a live stream created in `device`'s primary context
-    ///   (what the CUDA runtime uses; checked with `cuStreamGetCtx`, but an
-    ///   invalid handle is undefined behaviour before any check can run);
-    ///   the legacy and per-thread default streams (0, 1, 2) are refused.
+    /// * `stream` is the legacy default stream or a live stream created in
+    ///   `device`'s primary context (what the CUDA runtime uses; checked
+    ///   with `cuStreamGetCtx`, but an invalid handle is undefined
+    ///   behaviour before any check can run).
     /// * It stays alive (not destroyed) until this `RawStream` is dropped
     ///   *and* the completion event of every call ordered after it has
     ///   fired.
@@ -230,15 +239,18 @@ impl RawStream {
     ///   written there only before the call (the engine reads them after
     ///   the stream's work) and after its completion.
     pub unsafe fn from_raw(stream: *mut std::ffi::c_void, device: usize) -> CuResult<RawStream> {
-        if (stream as usize) <= 2 {
+        if stream as usize == 2 {
             return Err(err(
                 "cuStreamGetCtx",
-                "the default streams cannot order a call (pass a stream created with cuStreamCreate / cudaStreamCreate)",
+                "the per-thread default stream cannot order a call (it is another stream on each thread): pass the legacy default stream (0) or a stream created with cuStreamCreate / cudaStreamCreate",
             ));
         }
         super::driver()?;
         let primary = Primary::retain(device)?;
         let s: sys::CUstream = stream.cast();
+        if (stream as usize) <= 1 {
+            return Ok(RawStream { s, primary });
+        }
         // SAFETY: the caller guarantees a live stream.
         let ctx = unsafe { result::stream_get_ctx(s) }?;
         if ctx != primary.ctx {

@@ -18,6 +18,8 @@
 
 mod buffers;
 mod capabilities;
+#[cfg(feature = "cuda")]
+mod foreign;
 mod launch;
 mod ordered;
 pub mod ranks;
@@ -166,6 +168,10 @@ type Resolved = (Option<Arc<dyn Algorithm>>, PathKey);
 
 /// The untyped engine (see the module doc).
 pub struct Core {
+    /// Declared first, so dropped first: it waits until no caller stream
+    /// still copies from the engine's memory, which goes with `backend`.
+    #[cfg(feature = "cuda")]
+    staging: foreign::Staging,
     backend: Box<dyn Backend>,
     ranks: usize,
     algo: AlgoChoice,
@@ -393,6 +399,8 @@ impl Core {
         let abort = backend.abort_handle();
         let per_node = job.as_ref().and_then(|j| j.per_node());
         Core {
+            #[cfg(feature = "cuda")]
+            staging: foreign::Staging::default(),
             per_node,
             backend,
             ranks: cfg.ranks,

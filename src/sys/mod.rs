@@ -1,11 +1,14 @@
 //! Operating-system primitives of the multi-process mode: shared-memory
 //! mappings ([`shm`]) and processes and signals ([`proc`]); one
-//! file-system call for the output files ([`fs`]); and, with the `mpi`
+//! file-system call for the output files ([`fs`]); another runtime's host
+//! buffers as slices for one call ([`foreign`]); and, with the `mpi`
 //! feature, the MPI calls of the network transport (`mpi`).
 //!
 //! With [`crate::cuda`], this is the only place with `unsafe` code. Each
 //! `unsafe` block says why it is sound (`// SAFETY:`), and everything it
-//! exports is a safe function. Why a second module rather than putting this
+//! exports is a safe function but [`foreign::host_slices`], whose contract
+//! (memory another runtime owns, alive and unshared for the call) only its
+//! caller can keep. Why a second module rather than putting this
 //! under `src/cuda/`: none of it is CUDA, and the CPU backend (which CI
 //! runs) depends on it, also in a build without a GPU.
 //!
@@ -30,6 +33,7 @@
 
 #![allow(unsafe_code)]
 
+pub mod foreign;
 pub mod fs;
 pub mod lend;
 /// The `mpi` feature's own MPI binding.

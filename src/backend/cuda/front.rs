@@ -156,6 +156,34 @@ impl<X: PeerExchange> Backend for CudaBackend<X> {
         X::release(self, id)
     }
 
+    fn device_buf(&self, rank: usize, id: BufId) -> Result<crate::cuda::PeerBuf> {
+        check_local(rank, self.local.clone(), "copy into")?;
+        self.peers
+            .bufs
+            .get(rank)
+            .and_then(|m| m.get(&id))
+            .cloned()
+            .ok_or_else(|| Error::Plan(format!("rank {rank} has no buffer {}", id.0)))
+    }
+
+    fn copy_in_landed(
+        &mut self,
+        rank: usize,
+        id: BufId,
+        span: &crate::cuda::DeviceSpan,
+        stream: &crate::cuda::RawStream,
+    ) -> Result<()> {
+        check_local(rank, self.local.clone(), "copy into")?;
+        // As `write`: this rank's previous calls are done, and every peer
+        // that read the buffer drained the call in which it did.
+        self.drain()?;
+        X::before_write(self, id)?;
+        let buf = self.device_buf(rank, id)?;
+        let e = super::cuda_err(rank, stream.device());
+        stream.copy_into_engine(&buf, 0, span).map_err(&e)?;
+        stream.synchronize().map_err(&e)
+    }
+
     fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
         check_local(rank, self.local.clone(), "write into")?;
         // Other ranks may still be reading this rank's buffers: this rank's

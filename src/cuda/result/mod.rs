@@ -239,6 +239,59 @@ pub(crate) unsafe fn mem_free(ptr: sys::CUdeviceptr) -> CuResult<()> {
     named("cuMemFree", unsafe { cdr::memory_free(ptr) })
 }
 
+/// What the driver knows of a device address (`cuPointerGetAttribute`):
+/// the start and size of the device allocation it lies in, and its GPU's
+/// ordinal. An address that is not device memory of a context of this
+/// process (host memory, a made-up number) is an error.
+pub(crate) fn pointer_range(ptr: sys::CUdeviceptr) -> CuResult<(sys::CUdeviceptr, u64, i64)> {
+    use sys::CUpointer_attribute as A;
+    let call = "cuPointerGetAttribute";
+    let mut kind: u32 = 0;
+    // SAFETY: the driver only looks `ptr` up in its tables (any value is
+    // allowed); the out-pointer is a live u32, the attribute's type.
+    check(call, unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut kind as *mut u32).cast(),
+            A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            ptr,
+        )
+    })?;
+    if kind != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32 {
+        return Err(super::err(
+            call,
+            format!("the memory at {ptr:#x} is not device memory (memory type {kind})"),
+        ));
+    }
+    let mut start: sys::CUdeviceptr = 0;
+    // SAFETY: as above; the out-pointer is a live CUdeviceptr.
+    check(call, unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut start as *mut sys::CUdeviceptr).cast(),
+            A::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+            ptr,
+        )
+    })?;
+    let mut size: usize = 0;
+    // SAFETY: as above; the out-pointer is a live size_t.
+    check(call, unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut size as *mut usize).cast(),
+            A::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+            ptr,
+        )
+    })?;
+    let mut ordinal: i32 = -1;
+    // SAFETY: as above; the out-pointer is a live int.
+    check(call, unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut ordinal as *mut i32).cast(),
+            A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            ptr,
+        )
+    })?;
+    Ok((start, size as u64, i64::from(ordinal)))
+}
+
 /// `cuMemHostAlloc`: pinned host memory of `bytes` with `flags`.
 pub(crate) fn mem_host_alloc(bytes: usize, flags: u32) -> CuResult<*mut c_void> {
     // SAFETY: no precondition beyond a current context, which the driver

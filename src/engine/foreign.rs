@@ -1,0 +1,520 @@
+//! Collectives on another library's device memory (a torch CUDA tensor),
+//! ordered on that library's streams: no host staging, no host wait.
+//!
+//! Design: each rank's tensor is copied device to device into the engine's
+//! own buffer *on the caller's stream* (so the copy runs after the
+//! producer), the collective is ordered after those streams
+//! ([`After::Streams`]), each caller stream is made to wait for the call's
+//! completion (`Completion::order_before`) and the result is copied back
+//! on it. One on-device copy in and one out per rank and call; the calling
+//! thread never waits for the GPU. The engine's buffers are kept between
+//! calls (the staging of [`Staging`]); an event recorded on each caller
+//! stream behind the copy out guards them: a later call on another stream
+//! waits for it on the GPU, and the buffers are freed (grown, or the engine
+//! closed) only after the host waited for it.
+//!
+//! Why not lend the tensors' memory to the plan (true zero-copy): the
+//! plans read and write peers' buffers directly, which needs every rank's
+//! memory reachable from every other rank's context (peer access, and for
+//! torch's expandable segments an explicit `cuMemSetAccess` per mapping),
+//! and the engine's paths (graphs, the exchange kernel's flags, the
+//! per-process exchange) assume buffers it allocated. The copies cost
+//! device bandwidth, not host time, and keep every path valid.
+
+use super::typed::{CallInfo, Engine};
+use super::Core;
+use crate::backend::ordered::After;
+use crate::backend::{Binding, BufId};
+use crate::cuda::{CudaError, DeviceSpan, DoneEvent, RawStream};
+use crate::element::{DataType, Element, ReduceOp};
+use crate::error::{Error, Result};
+use crate::plan::{Collective, Plan, Shape};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The engine's buffers the caller's tensors are copied through, and the
+/// events that guard them (see the module doc).
+#[derive(Default)]
+pub(crate) struct Staging {
+    /// (buffer, bytes per rank) of the inputs of out-of-place calls.
+    send: Option<(BufId, usize)>,
+    /// (buffer, bytes per rank) of the outputs (and in-place buffers).
+    recv: Option<(BufId, usize)>,
+    /// Per rank: recorded on the caller's stream after its last copy out.
+    pending: Vec<Option<DoneEvent>>,
+    timeout: Duration,
+}
+
+impl Staging {
+    /// Wait (on this thread, at most the engine's timeout each) until no
+    /// copy of the caller's streams uses the buffers any more.
+    fn quiesce(&self) -> Result<()> {
+        for (r, ev) in self.pending.iter().enumerate() {
+            if let Some(ev) = ev {
+                match ev.wait_for(self.timeout) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        return Err(Error::Timeout {
+                            rank: r,
+                            what: "the copy out of a call on a caller's stream".into(),
+                            seconds: self.timeout.as_secs_f64(),
+                            wait: crate::error::WaitKind::Completion,
+                        })
+                    }
+                    Err(e) => return Err(cuda_error(r, ev.device(), e)),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        // The engine's memory is freed after this (`Core` declares the
+        // staging first): no copy of a caller's stream may still use it.
+        let _ = self.quiesce();
+    }
+}
+
+fn cuda_error(rank: usize, device: usize, e: CudaError) -> Error {
+    Error::Cuda {
+        rank,
+        device,
+        call: e.call,
+        message: e.message,
+        step: None,
+    }
+}
+
+/// Refuse a rank whose stream (hence its tensors) is on another GPU than
+/// the rank runs on.
+fn on_rank_devices(
+    core: &Core,
+    ranks: std::ops::Range<usize>,
+    streams: &[RawStream],
+) -> Result<()> {
+    let devs = &core.info().rank_to_device;
+    for (r, st) in ranks.zip(streams) {
+        if let Some(&d) = devs.get(r) {
+            if d != st.device() {
+                return Err(Error::BadArgument(format!(
+                    "rank {r} runs on GPU {d} but its tensors and stream are on GPU {}",
+                    st.device()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuse outputs that share memory with each other or with an input
+/// (their copies out would race): every rank needs its own buffers.
+fn disjoint(sends: &[DeviceSpan], recvs: &[DeviceSpan]) -> Result<()> {
+    let overlap = |a: &DeviceSpan, b: &DeviceSpan| {
+        let (a0, b0) = (a.ptr(), b.ptr());
+        let (a1, b1) = (
+            a0.saturating_add(a.len() as u64),
+            b0.saturating_add(b.len() as u64),
+        );
+        !a.is_empty() && !b.is_empty() && a.device() == b.device() && a0 < b1 && b0 < a1
+    };
+    for (i, a) in recvs.iter().enumerate() {
+        for (j, b) in recvs.iter().enumerate().skip(i + 1) {
+            if overlap(a, b) {
+                return Err(Error::BadArgument(format!(
+                    "the outputs of ranks {i} and {j} share memory: every rank needs its own output buffer"
+                )));
+            }
+        }
+        for (j, s) in sends.iter().enumerate() {
+            if overlap(a, s) {
+                return Err(Error::BadArgument(format!(
+                    "the output of rank {i} overlaps the input of rank {j}: out of place, inputs and outputs must not share memory (call the in-place form instead)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// NCCL's count of a call on per-rank buffers of these byte lengths
+/// (`sends` empty: in place), checked: every rank's buffers the same
+/// length, a whole number of elements, and the lengths the collective
+/// needs for that count.
+pub(crate) fn count_of(
+    collective: Collective,
+    ranks: usize,
+    elem: usize,
+    sends: &[usize],
+    recvs: &[usize],
+) -> Result<usize> {
+    let in_place = sends.is_empty();
+    if recvs.len() != ranks {
+        return Err(Error::WrongBufferCount {
+            ranks,
+            buffers: recvs.len(),
+        });
+    }
+    if !in_place && sends.len() != ranks {
+        return Err(Error::WrongBufferCount {
+            ranks,
+            buffers: sends.len(),
+        });
+    }
+    let elems = |what: &str, list: &[usize]| -> Result<usize> {
+        let first = list.first().copied().unwrap_or(0);
+        for (r, &b) in list.iter().enumerate() {
+            if b != first {
+                return Err(Error::BadArgument(format!(
+                    "rank {r}: the {what} has {b} bytes but rank 0's has {first}: every rank's {what}s must have the same size"
+                )));
+            }
+            if b % elem != 0 {
+                return Err(Error::BadArgument(format!(
+                    "rank {r}: the {what} of {b} bytes is not a whole number of {elem}-byte elements"
+                )));
+            }
+        }
+        Ok(first / elem)
+    };
+    let (out, inp) = (elems("output", recvs)?, elems("input", sends)?);
+    let whole = |n: usize, what: &str| -> Result<usize> {
+        if n % ranks != 0 {
+            return Err(Error::BadArgument(format!(
+                "the {what} of {n} elements does not split into {ranks} equal chunks"
+            )));
+        }
+        Ok(n / ranks)
+    };
+    let count = match (collective, in_place) {
+        (Collective::AllReduce | Collective::Broadcast { .. }, true) => out,
+        (Collective::ReduceScatter | Collective::AllGather, true) => whole(out, "buffer")?,
+        (Collective::AllReduce | Collective::Broadcast { .. }, false) => inp,
+        (Collective::ReduceScatter, false) => out,
+        (Collective::AllGather, false) => inp,
+    };
+    let shape = Shape {
+        collective,
+        ranks,
+        count,
+        elem_size: elem,
+        in_place,
+    };
+    if out != shape.recv_len() || (!in_place && inp != shape.send_len()) {
+        return Err(Error::BadArgument(format!(
+            "{collective:?} over {ranks} ranks with inputs of {inp} and outputs of {out} elements: the outputs must have {} elements for inputs of {}",
+            shape.recv_len(),
+            shape.send_len()
+        )));
+    }
+    Ok(count)
+}
+
+impl Core {
+    /// Engine buffer `have` grown to at least `bytes` per rank.
+    fn staged(&mut self, have: Option<(BufId, usize)>, bytes: usize) -> Result<(BufId, usize)> {
+        if let Some((id, b)) = have {
+            if b >= bytes {
+                return Ok((id, b));
+            }
+            self.staging.quiesce()?;
+            self.free(id)?;
+        }
+        let bytes = bytes.max(1).next_power_of_two();
+        let id = self.alloc(&vec![bytes; self.ranks])?;
+        Ok((id, bytes))
+    }
+
+    /// A collective on another library's device memory, ordered on its
+    /// streams (see the module doc): rank r's input `sends[r]` (empty for
+    /// an in-place call), its output `recvs[r]` (in place: the buffer),
+    /// `streams[r]` the stream that produces the input and consumes the
+    /// output. Returns once queued; the outputs are valid for work queued
+    /// on `streams[r]` after the return. The CUDA backend with every rank
+    /// in this process only.
+    pub fn collective_on_device(
+        &mut self,
+        collective: Collective,
+        dtype: DataType,
+        op: ReduceOp,
+        sends: &[DeviceSpan],
+        recvs: &[DeviceSpan],
+        streams: &Arc<Vec<RawStream>>,
+    ) -> Result<Arc<Plan>> {
+        self.usable()?;
+        let n = self.ranks;
+        if self.local_ranks() != (0..n) {
+            return Err(Error::Unsupported(
+                "calls on another library's device memory with one rank per process".into(),
+                self.backend_kind().name(),
+            ));
+        }
+        if streams.len() != n {
+            return Err(Error::WrongBufferCount {
+                ranks: n,
+                buffers: streams.len(),
+            });
+        }
+        on_rank_devices(self, 0..n, streams)?;
+        let in_place = sends.is_empty();
+        let lens = |l: &[DeviceSpan]| l.iter().map(DeviceSpan::len).collect::<Vec<_>>();
+        let elem = dtype.size();
+        let count = count_of(collective, n, elem, &lens(sends), &lens(recvs))?;
+        for (r, s) in streams.iter().enumerate() {
+            for (what, span) in [("input", sends.get(r)), ("output", recvs.get(r))] {
+                if let Some(span) = span.filter(|s| !s.is_empty()) {
+                    if span.device() != s.device() {
+                        return Err(Error::BadArgument(format!(
+                            "rank {r}: the {what} is on GPU {} but its stream belongs to GPU {}",
+                            span.device(),
+                            s.device()
+                        )));
+                    }
+                }
+            }
+        }
+        disjoint(sends, recvs)?;
+        let shape = Shape {
+            collective,
+            ranks: n,
+            count,
+            elem_size: elem,
+            in_place,
+        };
+        self.staging.timeout = self.timeout;
+        let recv = self.staged(self.staging.recv, shape.recv_len() * elem)?;
+        self.staging.recv = Some(recv);
+        let send = if in_place {
+            recv
+        } else {
+            let s = self.staged(self.staging.send, shape.send_len() * elem)?;
+            self.staging.send = Some(s);
+            s
+        };
+        self.staging.pending.resize_with(n, || None);
+        // 1. Copy in, on each caller stream (after the previous copy out of
+        // these buffers, wherever it ran).
+        for (r, st) in streams.iter().enumerate() {
+            let e = |x| cuda_error(r, st.device(), x);
+            if let Some(ev) = &self.staging.pending[r] {
+                st.wait_done(ev).map_err(e)?;
+            }
+            let (id, span) = if in_place {
+                (recv.0, &recvs[r])
+            } else {
+                (send.0, &sends[r])
+            };
+            let buf = self.backend.device_buf(r, id)?;
+            st.copy_into_engine(&buf, 0, span).map_err(e)?;
+        }
+        // 2. The call, after every caller stream.
+        let bind = Arc::new(vec![
+            Binding {
+                send: send.0,
+                recv: recv.0,
+            };
+            n
+        ]);
+        let after = After::Streams(streams.clone());
+        let (plan, done) = self.launch_after(None, shape, dtype, op, bind, &after, None)?;
+        // 3. Each caller stream waits for the call, then copies out.
+        for (r, st) in streams.iter().enumerate() {
+            let e = |x| cuda_error(r, st.device(), x);
+            let d = done
+                .get(r)
+                .ok_or_else(|| Error::internal("a completion per rank"))?;
+            d.order_before(st)?;
+            let buf = self.backend.device_buf(r, recv.0)?;
+            st.copy_from_engine(&recvs[r], &buf, 0).map_err(e)?;
+            if self.staging.pending[r].is_none() {
+                self.staging.pending[r] = Some(DoneEvent::on_device(st.device()).map_err(e)?);
+            }
+            if let Some(ev) = &self.staging.pending[r] {
+                st.record_done(ev).map_err(e)?;
+            }
+        }
+        Ok(plan)
+    }
+}
+
+impl Core {
+    /// [`Core::collective_on_device`] for a job's rank (one rank per
+    /// process: the CUDA IPC exchange, which has no stream-ordered calls):
+    /// `send` (None: in place) and `recv` are this rank's, `stream` its
+    /// caller's stream. The copy in is ordered like a host write (after
+    /// this rank's calls and any peer still reading the buffer) and this
+    /// thread waits until it landed (`stream` synchronized: the producer
+    /// and the copy); the collective runs and this thread waits for it;
+    /// the copy out is queued on `stream` (no wait). Every rank of the job
+    /// makes the same call (the caller agrees on it first).
+    pub fn collective_on_own_device(
+        &mut self,
+        collective: Collective,
+        dtype: DataType,
+        op: ReduceOp,
+        send: Option<&DeviceSpan>,
+        recv: &DeviceSpan,
+        stream: &RawStream,
+    ) -> Result<Arc<Plan>> {
+        self.usable()?;
+        let n = self.ranks;
+        let local = self.local_ranks();
+        if local.len() != 1 {
+            return Err(Error::internal(
+                "collective_on_own_device runs one local rank",
+            ));
+        }
+        let me = local.start;
+        on_rank_devices(self, me..me + 1, std::slice::from_ref(stream))?;
+        let in_place = send.is_none();
+        let elem = dtype.size();
+        let sends = send.map_or_else(Vec::new, |s| vec![s.len(); n]);
+        let count = count_of(collective, n, elem, &sends, &vec![recv.len(); n])?;
+        let own_send: Vec<DeviceSpan> = send.into_iter().copied().collect();
+        disjoint(&own_send, std::slice::from_ref(recv))?;
+        for (what, span) in [("input", send), ("output", Some(recv))] {
+            if let Some(span) = span.filter(|s| !s.is_empty()) {
+                if span.device() != stream.device() {
+                    return Err(Error::BadArgument(format!(
+                        "rank {me}: the {what} is on GPU {} but its stream belongs to GPU {}",
+                        span.device(),
+                        stream.device()
+                    )));
+                }
+            }
+        }
+        let shape = Shape {
+            collective,
+            ranks: n,
+            count,
+            elem_size: elem,
+            in_place,
+        };
+        self.staging.timeout = self.timeout;
+        let recv_buf = self.staged(self.staging.recv, shape.recv_len() * elem)?;
+        self.staging.recv = Some(recv_buf);
+        let send_buf = if in_place {
+            recv_buf
+        } else {
+            let s = self.staged(self.staging.send, shape.send_len() * elem)?;
+            self.staging.send = Some(s);
+            s
+        };
+        self.staging.pending.resize_with(me + 1, || None);
+        let e = |x| cuda_error(me, stream.device(), x);
+        if let Some(ev) = &self.staging.pending[me] {
+            stream.wait_done(ev).map_err(e)?;
+        }
+        let (id, span) = match send {
+            Some(s) => (send_buf.0, s),
+            None => (recv_buf.0, recv),
+        };
+        self.last = None;
+        let r = self.backend.copy_in_landed(me, id, span, stream);
+        self.track(r)?;
+        let bind = Arc::new(vec![
+            Binding {
+                send: send_buf.0,
+                recv: recv_buf.0,
+            };
+            n
+        ]);
+        let plan = self.launch(None, shape, dtype, op, bind)?;
+        self.synchronize()?;
+        let buf = self.backend.device_buf(me, recv_buf.0)?;
+        stream.copy_from_engine(recv, &buf, 0).map_err(e)?;
+        if self.staging.pending[me].is_none() {
+            self.staging.pending[me] = Some(DoneEvent::on_device(stream.device()).map_err(e)?);
+        }
+        if let Some(ev) = &self.staging.pending[me] {
+            stream.record_done(ev).map_err(e)?;
+        }
+        Ok(plan)
+    }
+}
+
+impl<T: Element> Engine<T> {
+    /// [`Core::collective_on_device`] on elements of `T`.
+    pub fn collective_on_device(
+        &mut self,
+        collective: Collective,
+        op: ReduceOp,
+        sends: &[DeviceSpan],
+        recvs: &[DeviceSpan],
+        streams: &Arc<Vec<RawStream>>,
+    ) -> Result<CallInfo> {
+        let plan = self.core_mut().collective_on_device(
+            collective,
+            T::DTYPE,
+            op,
+            sends,
+            recvs,
+            streams,
+        )?;
+        Ok(CallInfo::of(&plan))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AR: Collective = Collective::AllReduce;
+    const RS: Collective = Collective::ReduceScatter;
+    const AG: Collective = Collective::AllGather;
+
+    #[test]
+    fn the_count_follows_nccls_convention_in_and_out_of_place() {
+        assert_eq!(count_of(AR, 2, 4, &[40, 40], &[40, 40]).unwrap(), 10);
+        assert_eq!(count_of(AR, 2, 4, &[], &[40, 40]).unwrap(), 10);
+        assert_eq!(count_of(RS, 2, 4, &[80, 80], &[40, 40]).unwrap(), 10);
+        assert_eq!(count_of(RS, 4, 2, &[], &[80; 4]).unwrap(), 10);
+        assert_eq!(count_of(AG, 2, 4, &[40, 40], &[80, 80]).unwrap(), 10);
+        assert_eq!(count_of(AG, 2, 4, &[], &[80, 80]).unwrap(), 10);
+        let b = Collective::Broadcast { root: 1 };
+        assert_eq!(count_of(b, 3, 8, &[8; 3], &[8; 3]).unwrap(), 1);
+        assert_eq!(count_of(AR, 2, 4, &[], &[0, 0]).unwrap(), 0);
+    }
+
+    #[test]
+    fn outputs_sharing_memory_are_refused() {
+        let sp = DeviceSpan::unchecked_for_tests;
+        let msg = |s: &[DeviceSpan], r: &[DeviceSpan]| disjoint(s, r).unwrap_err().to_string();
+        assert!(msg(&[], &[sp(0x1000, 64, 0), sp(0x1020, 64, 0)]).contains("share memory"));
+        assert!(msg(&[sp(0x1000, 64, 0)], &[sp(0x1030, 64, 0)]).contains("overlaps the input"));
+        // Adjacent, empty, or on another GPU: no overlap.
+        disjoint(
+            &[sp(0x1000, 64, 0)],
+            &[sp(0x1040, 64, 0), sp(0x1080, 64, 0)],
+        )
+        .unwrap();
+        disjoint(&[], &[sp(0x1000, 0, 0), sp(0x1000, 64, 0)]).unwrap();
+        disjoint(&[], &[sp(0x1000, 64, 0), sp(0x1000, 64, 1)]).unwrap();
+    }
+
+    #[test]
+    fn wrong_counts_sizes_and_lengths_are_refused_by_name() {
+        let msg = |r: Result<usize>| r.unwrap_err().to_string();
+        assert!(matches!(
+            count_of(AR, 2, 4, &[], &[40]),
+            Err(Error::WrongBufferCount {
+                ranks: 2,
+                buffers: 1
+            })
+        ));
+        assert!(matches!(
+            count_of(AR, 2, 4, &[40, 40, 40], &[40, 40]),
+            Err(Error::WrongBufferCount {
+                ranks: 2,
+                buffers: 3
+            })
+        ));
+        assert!(msg(count_of(AR, 2, 4, &[40, 36], &[40, 40])).contains("rank 1"));
+        assert!(msg(count_of(AR, 2, 4, &[], &[42, 42])).contains("whole number"));
+        assert!(msg(count_of(AR, 2, 4, &[40, 40], &[44, 44])).contains("must have"));
+        assert!(msg(count_of(RS, 2, 4, &[40, 40], &[40, 40])).contains("must have"));
+        assert!(msg(count_of(RS, 3, 4, &[], &[40; 3])).contains("3 equal chunks"));
+        assert!(msg(count_of(AG, 2, 4, &[40, 40], &[40, 40])).contains("must have"));
+    }
+}
