@@ -75,5 +75,7 @@ for n in ("ringreduce-cpu", "gloo-cpu", "ringreduce-cuda", "ringreduce-cuda-stag
         ms = {m: round(v["median_step_s"] * 1e3, 3) for m, v in r["modes"].items()}
         print(f"{n:18} {r['world']} ranks on {r['device']}: median step ms {ms}")
 PYEOF
+echo "== the Python layer's cost per call (CPU backend, 2 ranks, 8 B)" | tee "$OUTDIR/overhead.log"
+timeout 120 "$PY" scripts/python-overhead.py 2>&1 | tee -a "$OUTDIR/overhead.log"
 echo "pytest exit $rc_tests"
 exit "$rc_tests"

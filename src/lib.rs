@@ -143,7 +143,7 @@ pub use error::{Error, Result, WaitKind};
 pub use plan::Collective;
 #[allow(deprecated)]
 pub use process::Comm;
-pub use process::JobSpec;
+pub use process::{JobSpec, KeyValue, LocalKeyValue};
 pub use sync::AbortHandle;
 /// Another runtime's memory (a Python buffer) for one call: its host
 /// buffers as slices (`sys::foreign`, the one `unsafe` entry for them).

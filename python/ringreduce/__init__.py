@@ -23,6 +23,7 @@ returns once queued, with no synchronize). Every problem raises a subclass
 of :class:`ringreduce.Error` with the engine's message.
 """
 
+import os
 import atexit
 import sys
 import weakref
@@ -388,9 +389,14 @@ class Engine:
     def job(cls, rank, size, store, backend="cpu", timeout=None, algo=None):
         """This process's rank of a job of ``size`` processes that meet at
         the store directory ``store`` (rank 0 creates it; it must not exist
-        yet; other ranks wait for it). Calls then take this rank's array
-        alone."""
-        eng = cls(_inner=_Engine.job(rank, size, str(store), backend, timeout, algo))
+        yet; other ranks wait for it), or through ``store``, a key-value
+        object with ``set(key, value)`` and ``get(key, timeout)`` returning
+        the bytes or None (what ``ringreduce.torch`` makes of
+        torch.distributed's Store; no directory is made). Calls then take
+        this rank's array alone."""
+        if not (hasattr(store, "set") and hasattr(store, "get")):
+            store = os.fspath(store)
+        eng = cls(_inner=_Engine.job(rank, size, store, backend, timeout, algo))
         _abort_on_uncaught_exception(eng)
         return eng
 
@@ -569,6 +575,24 @@ class Engine:
         self.last_call = self._e.barrier()
 
     # -- study views ---------------------------------------------------------
+
+    def set_timing(self, on=True):
+        """Time every op of the calls that follow (``on``), or stop. Timed
+        calls are slower: the timeline's cost is in docs/DESIGN.md."""
+        self._e.set_timing(bool(on))
+
+    def timeline(self, path=None):
+        """The calls timed since the last take (see :meth:`set_timing`), oldest
+        first: one dict per call (``plan``, as :func:`ringreduce.plan` gives
+        it; ``clock``; ``times``: ``(rank, op, part, start_ns, end_ns)``).
+        With ``path``, also written there as Chrome trace-event JSON for
+        Perfetto (:mod:`ringreduce.timeline`). Waits for the calls to end."""
+        calls = self._e.take_timed_calls()
+        if path is not None:
+            from . import timeline as _timeline
+
+            _timeline.write(calls, os.fspath(path))
+        return calls
 
     def plan(self, collective="all_reduce", count=8, dtype="float", in_place=False, algo="ring"):
         """The plan this engine's ranks would run (see :func:`ringreduce.plan`)."""

@@ -23,9 +23,9 @@ exchange has no stream-ordered calls), runs the collective, and queues the
 copy back on its stream; the ``Work``'s CUDA future is completed on that
 stream, so waiters' streams wait for the copy back on the GPU
 (``RINGREDUCE_TORCH_CUDA=stage`` stages through host memory instead, as
-before). The jobs' stores are private directories that rank 0 creates and
-names to the others through the ``Store`` that ``init_process_group`` hands
-the backend (nothing to set up). Calls run in order on one worker thread
+before). Both jobs meet through the ``Store`` that ``init_process_group``
+hands the backend: rank 0 sets one key per job (its control segment's
+handle), the others read it; no directory of ringreduce's is made. Calls run in order on one worker thread
 per process group and return at once with a ``Work`` whose future completes
 when the call did; errors and timeouts (``timeout`` of
 ``init_process_group``) surface from ``wait()``. Single machine only: the
@@ -34,9 +34,7 @@ ranks share memory.
 
 import os
 import queue
-import tempfile
 import threading
-import uuid
 from datetime import timedelta
 
 import torch
@@ -48,7 +46,6 @@ __all__ = ["ProcessGroupRingreduce", "BACKEND_NAME", "create"]
 
 BACKEND_NAME = "ringreduce"
 
-_STORE_KEY = "ringreduce/store-dir"
 
 _OPS = {}
 
@@ -79,11 +76,31 @@ def _op_name(op):
     )
 
 
-def _store_dir_base():
-    shm = "/dev/shm"
-    if os.path.isdir(shm) and os.access(shm, os.W_OK):
-        return shm
-    return tempfile.gettempdir()
+class _TorchStore:
+    """torch.distributed's ``Store`` as a ringreduce job's key-value store
+    (``Engine.job``): ``set``, and ``get`` that waits at most ``timeout``
+    seconds and returns None when the key never came. Keys go under
+    ``prefix`` (one job per prefix)."""
+
+    def __init__(self, store, prefix):
+        self._store = store
+        self._prefix = prefix
+
+    def set(self, key, value):
+        self._store.set(self._prefix + key, bytes(value))
+
+    def get(self, key, timeout):
+        k = self._prefix + key
+        try:
+            self._store.wait([k], timedelta(seconds=timeout))
+        except getattr(dist, "DistStoreError", RuntimeError):
+            # torch's wait raises when the key did not come in time
+            if not self._store.check([k]):
+                return None
+        return bytes(self._store.get(k))
+
+    def __repr__(self):
+        return f"torch.distributed {type(self._store).__name__} (keys under {self._prefix!r})"
 
 
 class _Work(dist._Work):
@@ -179,13 +196,10 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
         self._size = size
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
         self._timeout = max(1.0, min(seconds, 1e7))
-        if rank == 0:
-            path = os.path.join(_store_dir_base(), f"ringreduce-torch-{os.getpid()}-{uuid.uuid4().hex[:12]}")
-            store.set(_STORE_KEY, path)
-        else:
-            path = store.get(_STORE_KEY).decode()
-        self._engine = _rr.Engine.job(rank, size, path, backend="cpu", timeout=self._timeout)
-        self._cuda_path = path + "-cuda"
+        self._store = store
+        self._engine = _rr.Engine.job(
+            rank, size, _TorchStore(store, "ringreduce-cpu/"), backend="cpu", timeout=self._timeout
+        )
         self._cuda_engine = None
         self._stream = None
         self._queue = queue.Queue()
@@ -238,7 +252,11 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
         call) and this worker's stream on ``dev``."""
         if self._cuda_engine is None:
             self._cuda_engine = _rr.Engine.job(
-                self._rank, self._size, self._cuda_path, backend="cuda", timeout=self._timeout
+                self._rank,
+                self._size,
+                _TorchStore(self._store, "ringreduce-cuda/"),
+                backend="cuda",
+                timeout=self._timeout,
             )
             self._stream = torch.cuda.Stream(dev)
         return self._cuda_engine

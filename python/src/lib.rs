@@ -18,6 +18,7 @@
 //! is made inside those library functions.
 
 mod errors;
+mod kv;
 mod plans;
 
 use errors::{guarded, ArgumentError};
@@ -201,22 +202,79 @@ impl PyEngine {
     }
 
     /// Rank `rank` of a job of `size` processes meeting at the store
-    /// directory `store` (rank 0 creates it; it must not exist yet).
+    /// directory `store` (rank 0 creates it; it must not exist yet), or
+    /// through `store`, a key-value object with `set(key, value)` and
+    /// `get(key, timeout)` (no directory: `kv.rs`).
     #[staticmethod]
     #[pyo3(signature = (rank, size, store, backend="cpu", timeout=None, algo=None))]
     fn job(
         py: Python<'_>,
         rank: usize,
         size: usize,
-        store: std::path::PathBuf,
+        store: &Bound<'_, PyAny>,
         backend: &str,
         timeout: Option<f64>,
         algo: Option<&str>,
     ) -> PyResult<Self> {
-        let spec = JobSpec::new(rank, size, store);
+        let spec = match store.extract::<std::path::PathBuf>() {
+            Ok(dir) => JobSpec::new(rank, size, dir),
+            Err(_) => JobSpec::with_key_value(
+                rank,
+                size,
+                std::sync::Arc::new(kv::PyKeyValue::new(store)?),
+            ),
+        };
         let mut cfg = EngineConfig::job(spec, parse::<BackendChoice>(backend)?);
         configure(&mut cfg, timeout, algo)?;
         PyEngine::build(py, cfg)
+    }
+
+    /// The Rust side alone, for the Python layer's cost: `iters` in-place
+    /// all-reduces of `count` float32 per local rank on host vectors of its
+    /// own, called from Rust in a loop, the interpreter lock released;
+    /// returns the seconds they took (`scripts/python-overhead.py` sets it
+    /// against the same calls through `Engine.all_reduce`).
+    fn _time_rust_calls(&self, py: Python<'_>, iters: usize, count: usize) -> PyResult<f64> {
+        let n = self.local.1 - self.local.0;
+        self.with_comm(py, move |c| {
+            let mut bufs = vec![vec![1.0f32; count]; n];
+            let t = std::time::Instant::now();
+            for _ in 0..iters {
+                let mut views: Vec<&mut [f32]> =
+                    bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+                c.all_reduce_in_place(&mut views, ReduceOp::Sum)?;
+            }
+            Ok(t.elapsed().as_secs_f64())
+        })
+    }
+
+    /// Time every op of the calls that follow (`on`), or stop.
+    fn set_timing(&self, py: Python<'_>, on: bool) -> PyResult<()> {
+        self.with_comm(py, move |c| c.set_timing(on))
+    }
+
+    /// The calls timed since the last take, oldest first: one dict per call
+    /// (`plan`: the plan as `ringreduce.plan` gives it; `clock`; `launch_ns`;
+    /// `skew_ns`; `times`: `(rank, op, part, start_ns, end_ns)` per op part
+    /// of this handle's ranks).
+    fn take_timed_calls<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let calls = self.with_comm(py, |c| c.take_timed_calls())?;
+        let out = PyList::empty(py);
+        for (plan, t) in &calls {
+            let d = PyDict::new(py);
+            d.set_item("plan", plans::plan_dict(py, plan)?)?;
+            d.set_item("clock", &t.clock)?;
+            d.set_item("launch_ns", t.launch_ns)?;
+            d.set_item("skew_ns", t.skew_ns)?;
+            let times: Vec<(usize, usize, usize, f64, f64)> = t
+                .ops
+                .iter()
+                .map(|o| (o.rank, o.op, o.part, o.start_ns, o.end_ns))
+                .collect();
+            d.set_item("times", times)?;
+            out.append(d)?;
+        }
+        Ok(out)
     }
 
     /// The ranks in the job or engine.

@@ -49,6 +49,11 @@ fn plan<'py>(
     let s = shape(collective, ranks, count, dtype, in_place)?;
     let choice = parse::<AlgoChoice>(algo)?;
     let p = guarded(py, move || ringreduce::trace::plan_of(&choice, &s))?;
+    plan_dict(py, &p)
+}
+
+/// A plan as Python objects (see [`plan`]).
+pub fn plan_dict<'py>(py: Python<'py>, p: &ringreduce::plan::Plan) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("name", &p.name)?;
     d.set_item("collective", p.shape.collective.to_string())?;

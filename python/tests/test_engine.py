@@ -366,3 +366,34 @@ def test_cuda_backend_reduce_scatter_all_gather(cuda_engine):
     g = [np.zeros(2000, np.float32) for _ in range(2)]
     cuda_engine.all_gather(outs, g)
     assert all(same_bits(x, want) for x in g)
+
+
+def test_timeline_of_real_calls(tmp_path):
+    """set_timing, the calls, then timeline(path): each timed call with its
+    plan and one time per op part, written as trace-event JSON whose slices
+    name the plan's cells; untimed calls leave nothing."""
+    import json
+
+    engine = rr.Engine(backend="cpu", ranks=RANKS, timeout=30, algo="ring")
+    xs = [np.full(1024, r + 1, np.float32) for r in range(engine.size)]
+    engine.all_reduce(xs)
+    assert engine.timeline() == []
+    engine.set_timing(True)
+    for _ in range(2):
+        engine.all_reduce(xs)
+    engine.set_timing(False)
+    engine.all_reduce(xs)
+    path = tmp_path / "tl.json"
+    calls = engine.timeline(path)
+    assert [c["plan"]["name"] for c in calls] == ["ring", "ring"]
+    for c in calls:
+        ops = {(o["rank"], o["index"]) for o in c["plan"]["ops"]}
+        assert c["times"] and all((r, i) in ops and e >= s for r, i, _, s, e in c["times"])
+    doc = json.loads(path.read_text())
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(slices) == sum(len(c["times"]) for c in calls)
+    assert any(e["name"].startswith("copy RS") for e in slices), slices[:3]
+    assert {e["pid"] for e in slices} == set(range(engine.size))
+    assert min(e["ts"] for e in slices) == 0
+    assert engine.timeline() == [], "taken twice"
+    engine.close()

@@ -20,6 +20,30 @@ WORKER = textwrap.dedent(
     """
     import os, sys, numpy as np, ringreduce as rr
     rank, size, store, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+    class FileKV:
+        # A key-value store of the test's own (files in a directory): the
+        # protocol torch's Store is adapted to (set; get with a timeout).
+        def __init__(self, d):
+            self.d = d
+        def set(self, key, value):
+            p = os.path.join(self.d, key.replace("/", "_"))
+            with open(p + ".tmp", "wb") as f:
+                f.write(value)
+            os.replace(p + ".tmp", p)
+        def get(self, key, timeout):
+            import time
+            p, end = os.path.join(self.d, key.replace("/", "_")), time.monotonic() + timeout
+            while time.monotonic() < end:
+                if os.path.exists(p):
+                    return open(p, "rb").read()
+                time.sleep(0.01)
+            return None
+        def __repr__(self):
+            return "FileKV"
+
+    if store.startswith("kv:"):
+        store = FileKV(store[3:])
     try:
         e = rr.Engine.job(rank, size, store, backend="cpu", timeout=float(os.environ.get("T", "20")))
         x = np.full(1000, rank + 1, np.float64)
@@ -45,16 +69,19 @@ WORKER = textwrap.dedent(
 )
 
 
-def run_job(size, mode="ok", sizes=None, timeout="20"):
+def run_job(size, mode="ok", sizes=None, timeout="20", kv=False, ranks=None):
     parent = tempfile.mkdtemp(prefix="rr-py-test-")
     store = os.path.join(parent, "store")
+    kv_dir = os.path.join(parent, "kv")
+    if kv:
+        os.mkdir(kv_dir)
     env = dict(os.environ, T=timeout)
     procs = []
-    for r in range(size):
+    for r in ranks if ranks is not None else range(size):
         n = sizes[r] if sizes else size
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-c", WORKER, str(r), str(n), store, mode],
+                [sys.executable, "-c", WORKER, str(r), str(n), "kv:" + kv_dir if kv else store, mode],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
@@ -68,8 +95,35 @@ def run_job(size, mode="ok", sizes=None, timeout="20"):
         outs.append((p.returncode, out))
     took = time.monotonic() - start
     assert not os.path.exists(store), f"the store {store} was left behind"
+    if kv:
+        # Only the test's own key file: ringreduce made no directory.
+        assert os.listdir(parent) == ["kv"], os.listdir(parent)
     shutil.rmtree(parent, ignore_errors=True)
     return outs, took
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_job_through_a_key_value_store(size):
+    """No store directory: the ranks meet through the caller's key-value
+    object (what the torch backend hands over for torch's Store)."""
+    outs, _ = run_job(size, kv=True)
+    for r, (rc, out) in enumerate(outs):
+        assert rc == 0 and f"rank {r}: OK" in out, out
+
+
+def test_key_value_job_with_a_killed_rank_ends_every_rank():
+    outs, took = run_job(3, mode="die", kv=True, timeout="30")
+    assert outs[1][0] == 3
+    for r in (0, 2):
+        rc, out = outs[r]
+        assert rc == 1 and "rank 1" in out, out
+    assert took < 25, f"took {took:.1f} s"
+
+
+def test_key_value_job_whose_rank_0_never_comes_times_out_naming_the_key():
+    outs, _ = run_job(2, kv=True, timeout="2", ranks=[1])
+    rc, out = outs[0]
+    assert rc == 1 and "TimeoutError" in out and "ringreduce/control" in out and "FileKV" in out, out
 
 
 @pytest.mark.parametrize("size", [2, 3])
