@@ -279,6 +279,21 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
             fn(eng)
             work._finish(None)
 
+    def _submit(self, result, staged, fn):
+        """Queue ``fn(engine)`` on the worker; the ``Work`` completes when it
+        ran. With CUDA tensors, an event on the caller's current stream
+        marks the producer, which the worker's call waits for (on the GPU,
+        or, staged, on the host)."""
+        event, devices = None, None
+        if any(s.cuda for s in staged):
+            dev = next(s.tensor.device for s in staged if s.cuda)
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(dev))
+            devices = [dev]
+        work = _Work(result, devices)
+        self._queue.put((work, fn, staged, event))
+        return work
+
     # -- collectives -----------------------------------------------------------
 
     @staticmethod
