@@ -43,6 +43,23 @@ from ._ringreduce import (
     __version__,
 )
 from ._ringreduce import plan as _plan
+
+# The exceptions live in the extension module; named as this package's so
+# that they pickle (torch's futures pickle a CUDA work's error, as does
+# multiprocessing) and print as `ringreduce.ArgumentError`.
+for _cls, _name in (
+    (Error, "Error"),
+    (ArgumentError, "ArgumentError"),
+    (MismatchError, "MismatchError"),
+    (TimeoutError, "TimeoutError"),
+    (PeerError, "PeerError"),
+    (UnavailableError, "UnavailableError"),
+    (CudaError, "CudaError"),
+    (InternalError, "InternalError"),
+):
+    _cls.__module__ = "ringreduce"
+    _cls.__name__ = _cls.__qualname__ = _name
+del _cls, _name
 from ._ringreduce import trace as _trace
 
 __all__ = [

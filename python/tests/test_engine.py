@@ -397,3 +397,19 @@ def test_timeline_of_real_calls(tmp_path):
     assert min(e["ts"] for e in slices) == 0
     assert engine.timeline() == [], "taken twice"
     engine.close()
+
+
+def test_errors_pickle_as_the_packages():
+    """torch's CUDA futures and multiprocessing pickle an error: every class
+    is importable as ringreduce.<Name> and comes back as itself."""
+    import pickle
+
+    for cls in (rr.Error, rr.ArgumentError, rr.MismatchError, rr.TimeoutError, rr.PeerError,
+                rr.UnavailableError, rr.CudaError, rr.InternalError):
+        assert cls.__module__ == "ringreduce" and getattr(rr, cls.__name__) is cls
+        e = pickle.loads(pickle.dumps(cls("rank 1: why")))
+        assert type(e) is cls and str(e) == "rank 1: why"
+    with pytest.raises(rr.ArgumentError) as info:
+        rr.Engine(backend="cpu", ranks=2).all_reduce([np.zeros(3, np.float32)])
+    again = pickle.loads(pickle.dumps(info.value))
+    assert type(again) is rr.ArgumentError and str(again) == str(info.value)
