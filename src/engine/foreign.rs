@@ -231,8 +231,9 @@ impl Core {
     /// an in-place call), its output `recvs[r]` (in place: the buffer),
     /// `streams[r]` the stream that produces the input and consumes the
     /// output. Returns once queued; the outputs are valid for work queued
-    /// on `streams[r]` after the return. The CUDA backend with every rank
-    /// in this process only.
+    /// on `streams[r]` after the return. The CUDA backend; a job's rank
+    /// (one rank per process) passes its own buffer and stream and runs
+    /// [`Core::collective_on_own_device`].
     pub fn collective_on_device(
         &mut self,
         collective: Collective,
@@ -245,10 +246,23 @@ impl Core {
         self.usable()?;
         let n = self.ranks;
         if self.local_ranks() != (0..n) {
-            return Err(Error::Unsupported(
-                "calls on another library's device memory with one rank per process".into(),
-                self.backend_kind().name(),
-            ));
+            // A job's rank: this rank's buffer and stream only.
+            if let ([recv], [stream]) = (recvs, streams.as_slice()) {
+                if sends.len() <= 1 {
+                    return self.collective_on_own_device(
+                        collective,
+                        dtype,
+                        op,
+                        sends.first(),
+                        recv,
+                        stream,
+                    );
+                }
+            }
+            return Err(Error::WrongBufferCount {
+                ranks: 1,
+                buffers: recvs.len().max(streams.len()),
+            });
         }
         if streams.len() != n {
             return Err(Error::WrongBufferCount {
