@@ -497,7 +497,7 @@ class Engine:
                 )
         return bufs
 
-    def _run(self, kind, inputs, outputs, op="sum", root=0):
+    def _run(self, kind, inputs, outputs, op="sum", root=0, prepare=False):
         if kind != "all_gather" and kind != "broadcast" and op not in _OPS:
             raise ArgumentError(f"unknown reduce op {op!r} (sum, prod, min, max, avg)")
         ins = self._buffers(inputs, "input")
@@ -520,6 +520,8 @@ class Engine:
             ins_raw = [(b.addr, b.nbytes) for b in ins]
             dtype = ins[0].dtype if ins else "float"
         on_device = bool(outs) and outs[0].device is not None
+        if on_device and prepare:
+            raise ArgumentError("a prepared call takes host arrays, not CUDA memory")
         if on_device:
             info = self._run_cuda(kind, dtype, op, ins if outputs is not None else [], outs, root)
         else:
@@ -529,9 +531,31 @@ class Engine:
                     f"outputs in host memory: inputs and outputs must both be host or CUDA memory"
                 )
             outs_raw = [(b.addr, b.nbytes) for b in outs]
+            if prepare:
+                return self._e.prepare(kind, dtype, op, ins_raw, outs_raw, root,
+                                       (list(inputs), None if outputs is None else list(outputs)))
             info = self._e.collective(kind, dtype, op, ins_raw, outs_raw, root)
         self.last_call = info
         return list(inputs if outputs is None else outputs)
+
+    def prepare(self, kind, inputs, outputs=None, op="sum", root=0):
+        """A call on host numpy arrays read and checked once, to run many
+        times: ``call = e.prepare("all_reduce", [a, b])``, then ``call()``
+        runs the collective again on the same arrays (whatever they hold
+        then). The prepared call holds the arrays (numpy then refuses to
+        resize them, so their memory stays put); ``kind`` is ``all_reduce``,
+        ``reduce_scatter``, ``all_gather`` or ``broadcast``. For hot loops:
+        a call costs the Rust call and the boundary, not the reading of the
+        arrays (docs/PYTORCH.md, the Python layer's cost)."""
+        for what, arrays in (("input", inputs), ("output", outputs)):
+            for i, a in enumerate(arrays if isinstance(arrays, (list, tuple)) else []):
+                if not (type(a).__name__ == "ndarray" and type(a).__module__ == "numpy"):
+                    raise ArgumentError(
+                        f"rank {self.local_ranks.start + i}: a prepared call takes numpy arrays "
+                        f"(the {what} is a {type(a).__module__}.{type(a).__name__}: its memory "
+                        f"could move between calls); call e.{kind}(...) instead"
+                    )
+        return self._run(kind, inputs, outputs, op, root, prepare=True)
 
     def _run_cuda(self, kind, dtype, op, ins, outs, root):
         """CUDA memory: each rank's buffer copied on the GPU into the

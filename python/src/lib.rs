@@ -131,6 +131,10 @@ fn run_typed<T: Element>(
     // live, C-contiguous host array of exactly that many bytes, holds every
     // array (they are arguments of the running call) until this returns,
     // and refused read-only outputs; nothing else runs on them meanwhile.
+    // A prepared call (`PyPrepared`) read them the same way once and holds
+    // the arrays for its whole life: numpy arrays only (`Engine.prepare`),
+    // which numpy refuses to resize while referenced, so the spans stay
+    // where they were read.
     let (send_bytes, recv_bytes) = unsafe { ringreduce::foreign::host_slices(sends, recvs) }?;
     let misaligned = |r: usize| {
         Error::BadArgument(format!(
@@ -181,6 +185,34 @@ fn info_dict<'py>(py: Python<'py>, info: &CallInfo) -> PyResult<Bound<'py, PyDic
     }
     d.set_item("traffic", traffic)?;
     Ok(d)
+}
+
+/// A host-memory call prepared once and run many times
+/// (`Engine.prepare`): its arrays read and checked once, held for the
+/// prepared call's life; each run is the communicator call alone.
+#[pyclass(module = "ringreduce._ringreduce", name = "_Prepared", frozen)]
+struct PyPrepared {
+    engine: Py<PyEngine>,
+    dtype: DataType,
+    call: Call,
+    sends: Vec<HostSpan>,
+    recvs: Vec<HostSpan>,
+    /// The arrays, held so that their memory stays where it was read
+    /// (numpy refuses to resize an array someone else references).
+    _keep: Py<PyAny>,
+}
+
+#[pymethods]
+impl PyPrepared {
+    /// Run the call once more, on the same arrays.
+    fn __call__(&self, py: Python<'_>) -> PyResult<()> {
+        let (dtype, call) = (self.dtype, self.call);
+        let (sends, recvs) = (&self.sends, &self.recvs);
+        self.engine.borrow(py).with_comm(py, move |comm| {
+            ringreduce::with_element!(dtype, T => run_typed::<T>(comm, call, sends, recvs))
+                .map(|_| ())
+        })
+    }
 }
 
 #[pymethods]
@@ -339,6 +371,41 @@ impl PyEngine {
         info_dict(py, &info)
     }
 
+    /// A host-memory call prepared once ([`PyPrepared`]): the arguments
+    /// of `collective`, plus `keep`, the arrays to hold.
+    #[pyo3(signature = (kind, dtype, op, sends, recvs, root, keep))]
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(
+        slf: Py<Self>,
+        kind: &str,
+        dtype: &str,
+        op: &str,
+        sends: Vec<(usize, usize)>,
+        recvs: Vec<(usize, usize)>,
+        root: usize,
+        keep: Py<PyAny>,
+    ) -> PyResult<PyPrepared> {
+        let dtype = parse::<DataType>(dtype)?;
+        let call = Call {
+            collective: collective_of(kind, root)?,
+            op: parse::<ReduceOp>(op)?,
+            in_place: sends.is_empty(),
+        };
+        let raw = |v: Vec<(usize, usize)>| {
+            v.into_iter()
+                .map(|(addr, bytes)| HostSpan { addr, bytes })
+                .collect::<Vec<_>>()
+        };
+        Ok(PyPrepared {
+            engine: slf,
+            dtype,
+            call,
+            sends: raw(sends),
+            recvs: raw(recvs),
+            _keep: keep,
+        })
+    }
+
     /// One collective over CUDA device memory: `sends` and `recvs` are
     /// `(address, bytes, device)` per rank (an empty `sends`: in place),
     /// `streams` `(CUstream handle, device)` per rank, the stream whose
@@ -409,6 +476,7 @@ impl PyEngine {
 #[pymodule]
 fn _ringreduce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEngine>()?;
+    m.add_class::<PyPrepared>()?;
     errors::register(m)?;
     plans::register(m)?;
     let names: Vec<&str> = DataType::ALL.iter().map(|d| d.name()).collect();

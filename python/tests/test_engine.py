@@ -413,3 +413,31 @@ def test_errors_pickle_as_the_packages():
         rr.Engine(backend="cpu", ranks=2).all_reduce([np.zeros(3, np.float32)])
     again = pickle.loads(pickle.dumps(info.value))
     assert type(again) is rr.ArgumentError and str(again) == str(info.value)
+
+
+def test_prepared_calls_rerun_on_the_same_arrays():
+    """Engine.prepare reads the arrays once; each call runs the collective
+    on what they hold then; the arrays are held (numpy refuses to resize
+    them); anything but numpy host arrays is refused by name."""
+    e = rr.Engine(backend="cpu", ranks=2, timeout=30)
+    xs = [np.full(5, 1.0, np.float32), np.full(5, 2.0, np.float32)]
+    call = e.prepare("all_reduce", xs)
+    call()
+    assert all((x == 3).all() for x in xs)
+    xs[0][:] = 10
+    xs[1][:] = 1
+    call()
+    assert all((x == 11).all() for x in xs)
+    with pytest.raises(ValueError):
+        xs[0].resize(10)  # held by the prepared call
+    outs = [np.zeros(10, np.int32), np.zeros(10, np.int32)]
+    g = e.prepare("all_gather", [np.arange(5, dtype=np.int32), np.arange(5, 10, dtype=np.int32)], outs)
+    g()
+    assert all(o.tolist() == list(range(10)) for o in outs)
+    with pytest.raises(rr.ArgumentError, match="numpy arrays"):
+        e.prepare("all_reduce", [memoryview(bytearray(8)), memoryview(bytearray(8))])
+    with pytest.raises(rr.ArgumentError):
+        e.prepare("all_reduce", [np.zeros(4, np.float32), np.zeros(5, np.float32)])
+    e.close()
+    with pytest.raises(rr.Error, match="closed"):
+        call()
