@@ -176,6 +176,29 @@ fn collective_of(kind: &str, root: usize) -> PyResult<Collective> {
     }
 }
 
+/// A host call's arguments from Python, parsed: the element type, the
+/// call, and the `(address, bytes)` spans (an empty `sends`: in place).
+fn host_call(
+    kind: &str,
+    dtype: &str,
+    op: &str,
+    sends: Vec<(usize, usize)>,
+    recvs: Vec<(usize, usize)>,
+    root: usize,
+) -> PyResult<(DataType, Call, Vec<HostSpan>, Vec<HostSpan>)> {
+    let call = Call {
+        collective: collective_of(kind, root)?,
+        op: parse::<ReduceOp>(op)?,
+        in_place: sends.is_empty(),
+    };
+    let raw = |v: Vec<(usize, usize)>| {
+        v.into_iter()
+            .map(|(addr, bytes)| HostSpan { addr, bytes })
+            .collect::<Vec<_>>()
+    };
+    Ok((parse::<DataType>(dtype)?, call, raw(sends), raw(recvs)))
+}
+
 fn info_dict<'py>(py: Python<'py>, info: &CallInfo) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("path", &info.path)?;
@@ -353,18 +376,7 @@ impl PyEngine {
         recvs: Vec<(usize, usize)>,
         root: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let dtype = parse::<DataType>(dtype)?;
-        let call = Call {
-            collective: collective_of(kind, root)?,
-            op: parse::<ReduceOp>(op)?,
-            in_place: sends.is_empty(),
-        };
-        let raw = |v: Vec<(usize, usize)>| {
-            v.into_iter()
-                .map(|(addr, bytes)| HostSpan { addr, bytes })
-                .collect::<Vec<_>>()
-        };
-        let (sends, recvs) = (raw(sends), raw(recvs));
+        let (dtype, call, sends, recvs) = host_call(kind, dtype, op, sends, recvs, root)?;
         let info = self.with_comm(py, move |comm| {
             ringreduce::with_element!(dtype, T => run_typed::<T>(comm, call, &sends, &recvs))
         })?;
@@ -385,23 +397,13 @@ impl PyEngine {
         root: usize,
         keep: Py<PyAny>,
     ) -> PyResult<PyPrepared> {
-        let dtype = parse::<DataType>(dtype)?;
-        let call = Call {
-            collective: collective_of(kind, root)?,
-            op: parse::<ReduceOp>(op)?,
-            in_place: sends.is_empty(),
-        };
-        let raw = |v: Vec<(usize, usize)>| {
-            v.into_iter()
-                .map(|(addr, bytes)| HostSpan { addr, bytes })
-                .collect::<Vec<_>>()
-        };
+        let (dtype, call, sends, recvs) = host_call(kind, dtype, op, sends, recvs, root)?;
         Ok(PyPrepared {
             engine: slf,
             dtype,
             call,
-            sends: raw(sends),
-            recvs: raw(recvs),
+            sends,
+            recvs,
             _keep: keep,
         })
     }

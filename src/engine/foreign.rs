@@ -226,6 +226,25 @@ impl Core {
         Ok((id, bytes))
     }
 
+    /// The staging buffers of a call of `shape`, grown when too small:
+    /// the receive buffer and the send buffer (the same one in place);
+    /// completion slots for `ranks` ranks.
+    fn stage(&mut self, shape: &Shape, ranks: usize) -> Result<((BufId, usize), (BufId, usize))> {
+        let elem = shape.elem_size;
+        self.staging.timeout = self.timeout;
+        let recv = self.staged(self.staging.recv, shape.recv_len() * elem)?;
+        self.staging.recv = Some(recv);
+        let send = if shape.in_place {
+            recv
+        } else {
+            let s = self.staged(self.staging.send, shape.send_len() * elem)?;
+            self.staging.send = Some(s);
+            s
+        };
+        self.staging.pending.resize_with(ranks, || None);
+        Ok((recv, send))
+    }
+
     /// A collective on another library's device memory, ordered on its
     /// streams (see the module doc): rank r's input `sends[r]` (empty for
     /// an in-place call), its output `recvs[r]` (in place: the buffer),
@@ -296,17 +315,7 @@ impl Core {
             elem_size: elem,
             in_place,
         };
-        self.staging.timeout = self.timeout;
-        let recv = self.staged(self.staging.recv, shape.recv_len() * elem)?;
-        self.staging.recv = Some(recv);
-        let send = if in_place {
-            recv
-        } else {
-            let s = self.staged(self.staging.send, shape.send_len() * elem)?;
-            self.staging.send = Some(s);
-            s
-        };
-        self.staging.pending.resize_with(n, || None);
+        let (recv, send) = self.stage(&shape, n)?;
         // 1. Copy in, on each caller stream (after the previous copy out of
         // these buffers, wherever it ran).
         for (r, st) in streams.iter().enumerate() {
@@ -405,17 +414,7 @@ impl Core {
             elem_size: elem,
             in_place,
         };
-        self.staging.timeout = self.timeout;
-        let recv_buf = self.staged(self.staging.recv, shape.recv_len() * elem)?;
-        self.staging.recv = Some(recv_buf);
-        let send_buf = if in_place {
-            recv_buf
-        } else {
-            let s = self.staged(self.staging.send, shape.send_len() * elem)?;
-            self.staging.send = Some(s);
-            s
-        };
-        self.staging.pending.resize_with(me + 1, || None);
+        let (recv_buf, send_buf) = self.stage(&shape, me + 1)?;
         let e = |x| cuda_error(me, stream.device(), x);
         if let Some(ev) = &self.staging.pending[me] {
             stream.wait_done(ev).map_err(e)?;
