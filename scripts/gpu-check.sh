@@ -63,17 +63,8 @@ fi
 D="$(cd "$(dirname "$0")" && pwd)"
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
-# The run's command file (docs/results/README.md, "A new run"): date,
-# machine, commit and the exact command with the settings it read, appended
-# to DIR/command.txt so that the folder copied into docs/results/ says them.
-record_command() {
-    local dir=$1; shift
-    { echo "# date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-      echo "# machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sort | uniq -c | tr -s ' ' | paste -sd ';' -)"
-      echo "# commit: $(cat .device/COMMIT "$(dirname "$0")/COMMIT" 2>/dev/null | head -1)"
-      echo "# command: $(env | grep -E '^(BENCH_PARTS|TESTS|AB_[A-Z]+|PARTS|CUPTI_[A-Z]+|PROC_DIAG|COMM_BACKEND|TIMELINE_BACKEND|GPU_CHECK_LIMIT_S|RINGREDUCE_[A-Z_]+|NCCL_[A-Z_]+)=' | sort | tr '\n' ' ')bash $0 $*"
-    } >> "$dir/command.txt"
-}
+# The run's command file (docs/results/README.md, "A new run").
+. "$(dirname "$0")/record-command.sh"
 record_command "$OUT" "$@"
 export NCCL_NVLS_ENABLE=0
 RR="$D/ringreduce"
@@ -382,8 +373,7 @@ if [ "$MODE" = cupticost ]; then
     # COST_CONFIGS, COST_POINTS (RANKS:SIZE), COST_ROUNDS (default 2) pick.
     # Files in $OUT/cupticost: NAME-Nr-SIZE-rK.txt per run, table.txt (% over
     # timing off per configuration and point, the median over rounds; the
-    # off column is the median of every run's off blocks), agree-*.txt
-    # (order tie against callback tie, op durations at 4 ranks 64 MiB).
+    # off column is the median of every run's off blocks).
     T="$OUT/cupticost"
     mkdir -p "$T"
     "$RR" env | grep -E "^RINGREDUCE_CUPTI" || true
@@ -467,29 +457,6 @@ print("# cells: % over off (median us per call on / off in that configuration's 
 print("# blocks pay the kinds too, so compare its off with the others'); '-': no result (see the run's file)")
 PY
     cat "$T/table.txt"
-    # The order tie against the callback tie: the same ops' durations.
-    if [ -f "$T/order-4r-64MiB.json" ] && [ -f "$T/callback-4r-64MiB.json" ]; then
-        python3 - "$T/order-4r-64MiB.json" "$T/callback-4r-64MiB.json" > "$T/agree-order-callback-4r-64MiB.txt" 2>&1 <<'PY'
-import json, sys
-from collections import defaultdict
-def durs(path):
-    d = json.load(open(path))
-    ev = d["traceEvents"] if isinstance(d, dict) else d
-    out = defaultdict(list)
-    for e in ev:
-        if e.get("ph") == "X" and e.get("cat") in ("copy", "reduce"):
-            out[(e["pid"], e["tid"], e["name"])].append(e["dur"])
-    return out
-a, b = durs(sys.argv[1]), durs(sys.argv[2])
-n = ok = 0
-for k in sorted(set(a) & set(b)):
-    for x, y in zip(sorted(a[k]), sorted(b[k])):
-        n += 1
-        ok += abs(x - y) <= max(1.0, 0.05 * y)
-print(f"order vs callback tie, op durations compared: {n}; within 1 us or 5 %: {ok}; ops only in one: {len(set(a) ^ set(b))}")
-PY
-        cat "$T/agree-order-callback-4r-64MiB.txt"
-    fi
     ls "$T" | wc -l
     exit 0
 fi

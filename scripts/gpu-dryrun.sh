@@ -12,7 +12,7 @@ REAL="$PWD/target/release/ringreduce"
 cargo build --release -q --features fault-injection
 D="$(mktemp -d)"
 trap 'rm -rf "$D"' EXIT
-cp scripts/gpu-check.sh "$D/"
+cp scripts/gpu-check.sh scripts/record-command.sh "$D/"
 cat > "$D/ringreduce" <<SHIM
 #!/usr/bin/env bash
 args=()

@@ -28,7 +28,7 @@ cargo build --release --examples
 rm -rf .device && mkdir -p .device
 cp target/release/ringreduce .device/
 cp "$integ" .device/integration
-cp scripts/gpu-check.sh .device/
+cp scripts/gpu-check.sh scripts/record-command.sh .device/
 git rev-parse --short HEAD > .device/COMMIT
 git diff --quiet || echo "+uncommitted" >> .device/COMMIT
 strip --strip-debug .device/ringreduce .device/integration 2>/dev/null || true
