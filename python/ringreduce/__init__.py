@@ -412,7 +412,13 @@ class Engine:
         torch.distributed's Store; no directory is made). Calls then take
         this rank's array alone."""
         if not (hasattr(store, "set") and hasattr(store, "get")):
-            store = os.fspath(store)
+            try:
+                store = os.fspath(store)
+            except TypeError:
+                raise ArgumentError(
+                    f"store must be a directory path or an object with set(key, value) and "
+                    f"get(key, timeout) (got a {type(store).__name__})"
+                ) from None
         eng = cls(_inner=_Engine.job(rank, size, store, backend, timeout, algo))
         _abort_on_uncaught_exception(eng)
         return eng
@@ -628,11 +634,15 @@ class Engine:
         it; ``clock``; ``times``: ``(rank, op, part, start_ns, end_ns)``).
         With ``path``, also written there as Chrome trace-event JSON for
         Perfetto (:mod:`ringreduce.timeline`). Waits for the calls to end."""
-        calls = self._e.take_timed_calls()
-        if path is not None:
-            from . import timeline as _timeline
+        if path is None:
+            return self._e.take_timed_calls()
+        from . import timeline as _timeline
 
-            _timeline.write(calls, os.fspath(path))
+        # Opened before the take: a path that cannot be written raises
+        # (OSError) with the calls still there for the next take.
+        with open(os.fspath(path), "w") as f:
+            calls = self._e.take_timed_calls()
+            _timeline.dump(calls, f)
         return calls
 
     def plan(self, collective="all_reduce", count=8, dtype="float", in_place=False, algo="ring"):

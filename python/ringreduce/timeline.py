@@ -57,10 +57,15 @@ def trace_events(calls):
     return meta + events
 
 
+def dump(calls, f):
+    """Write ``calls`` to the open text file ``f`` as Chrome trace-event JSON."""
+    clock = calls[0]["clock"] if calls else ""
+    json.dump({"traceEvents": trace_events(calls), "displayTimeUnit": "ns",
+               "otherData": {"source": "ringreduce", "clock": clock,
+                             "calls": [c["plan"]["name"] for c in calls]}}, f)
+
+
 def write(calls, path):
     """Write ``calls`` to ``path`` as Chrome trace-event JSON."""
-    clock = calls[0]["clock"] if calls else ""
     with open(path, "w") as f:
-        json.dump({"traceEvents": trace_events(calls), "displayTimeUnit": "ns",
-                   "otherData": {"source": "ringreduce", "clock": clock,
-                                 "calls": [c["plan"]["name"] for c in calls]}}, f)
+        dump(calls, f)

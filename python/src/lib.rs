@@ -144,12 +144,20 @@ fn run_typed<T: Element>(
     let send: Vec<&[T]> = send_bytes
         .into_iter()
         .enumerate()
-        .map(|(r, b)| bytemuck::try_cast_slice(b).map_err(|_| misaligned(r)))
+        // An empty array may carry any address (numpy's of size 0 need not
+        // be aligned): it is an empty slice, not a misaligned one.
+        .map(|(r, b)| match b.is_empty() {
+            true => Ok(Default::default()),
+            false => bytemuck::try_cast_slice(b).map_err(|_| misaligned(r)),
+        })
         .collect::<ringreduce::Result<_>>()?;
     let mut recv: Vec<&mut [T]> = recv_bytes
         .into_iter()
         .enumerate()
-        .map(|(r, b)| bytemuck::try_cast_slice_mut(b).map_err(|_| misaligned(r)))
+        .map(|(r, b)| match b.is_empty() {
+            true => Ok(Default::default()),
+            false => bytemuck::try_cast_slice_mut(b).map_err(|_| misaligned(r)),
+        })
         .collect::<ringreduce::Result<_>>()?;
     let (op, recv) = (c.op, &mut recv);
     match (c.collective, c.in_place) {

@@ -383,6 +383,8 @@ def test_timeline_of_real_calls(tmp_path):
         engine.all_reduce(xs)
     engine.set_timing(False)
     engine.all_reduce(xs)
+    with pytest.raises(FileNotFoundError):
+        engine.timeline(tmp_path / "missing" / "tl.json")  # the calls stay for the next take
     path = tmp_path / "tl.json"
     calls = engine.timeline(path)
     assert [c["plan"]["name"] for c in calls] == ["ring", "ring"]
@@ -441,3 +443,17 @@ def test_prepared_calls_rerun_on_the_same_arrays():
     e.close()
     with pytest.raises(rr.Error, match="closed"):
         call()
+
+
+@pytest.mark.parametrize("prepared", [False, True], ids=["plain", "prepared"])
+def test_zero_length_arrays_are_empty_calls(prepared):
+    """numpy gives a size-0 array an address that need not be aligned: the
+    call is an empty one, not a misaligned buffer."""
+    e = rr.Engine(backend="cpu", ranks=2, timeout=30)
+    xs = [np.zeros(0, np.float32), np.zeros(0, np.float32)]
+    if prepared:
+        e.prepare("all_reduce", xs)()
+    else:
+        e.all_reduce(xs)
+        e.all_reduce(xs, [np.zeros(0, np.float32), np.zeros(0, np.float32)])
+    e.close()

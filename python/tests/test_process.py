@@ -157,3 +157,8 @@ def test_world_size_disagrees():
     outs, _ = run_job(2, sizes=[2, 3], timeout="10")
     assert all(rc == 1 for rc, _ in outs), outs
     assert any("size" in out or "ranks" in out for _, out in outs), outs
+
+
+def test_a_store_that_is_neither_a_path_nor_a_key_value_store_is_refused():
+    with pytest.raises(rr.ArgumentError, match="directory path or an object with set"):
+        rr.Engine.job(0, 2, object(), timeout=2)
