@@ -324,15 +324,6 @@ impl Core {
             job.fail(&e.to_string());
             return Err(e);
         }
-        #[cfg(feature = "mpi")]
-        if kind == BackendKind::Cuda && job.world().is_some_and(|w| w.nodes() > 1) {
-            let e = Error::Unsupported(
-                "a job over several nodes (the network transport is the CPU backend's; pass --backend cpu)".into(),
-                "cuda",
-            );
-            job.fail(&e.to_string());
-            return Err(e);
-        }
         let mut faults = cfg.faults.clone();
         faults.0.extend(crate::process::env_faults(spec.rank)?.0);
         let fallback_note = (cfg.backend == BackendChoice::Auto && kind == BackendKind::Cpu)

@@ -472,8 +472,9 @@ pub struct Traffic {
     pub sent: u64,
     pub received: u64,
     /// Of `sent`, the bytes that left the rank's node (the network
-    /// transport's puts; 0 inside one machine). Counted by the CPU backend
-    /// over the network transport only; a plan's own count is
+    /// transport's puts; 0 inside one machine). Counted by the backends
+    /// over nodes (the CPU backend's network transport, the CUDA backend's
+    /// host-staged hop); a plan's own count is
     /// [`Plan::node_traffic`].
     pub network: u64,
 }

@@ -56,6 +56,8 @@ mod threads;
 
 #[cfg(feature = "mpi")]
 pub(crate) use net::Net;
+#[cfg(all(feature = "mpi", feature = "cuda"))]
+pub(crate) use net::{only_pushes, Link, Receiver};
 pub(crate) use shm::Shm;
 pub(crate) use threads::Threads;
 

@@ -55,6 +55,23 @@ pub(crate) struct Link {
 }
 
 impl Link {
+    /// The link of this process's rank of `job` (bootstrapped through MPI
+    /// as `world`); `abort` ends its sends.
+    pub(crate) fn new(
+        job: Arc<Job>,
+        world: Arc<World>,
+        abort: AbortHandle,
+        timeout: Duration,
+    ) -> Arc<Link> {
+        Arc::new(Link {
+            mpi: world.mpi,
+            abort,
+            world,
+            job,
+            timeout,
+        })
+    }
+
     /// Why a send must stop now: an abort, a failed or dead rank.
     fn stop(&self, what: &dyn Fn() -> String) -> Result<()> {
         if self.abort.is_aborted() {
@@ -144,20 +161,30 @@ impl Wire for Link {
     }
 }
 
+/// What the receiver does with a put: land it and raise its signal (the
+/// CPU backend), or file it for the destination rank's thread and raise
+/// the signal (the CUDA backend).
+pub(crate) type Landing = Box<dyn Fn(&[u8]) -> Result<()> + Send>;
+
 /// The receiving side of this process: a thread that takes every message
 /// of the other nodes and applies it (NCCL's proxy thread).
-struct Receiver {
+pub(crate) struct Receiver {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Receiver {
-    fn start(link: Arc<Link>, mem: Arc<CpuMem>, board: Arc<SignalBoard>) -> Result<Receiver> {
+    /// Start the receiver: puts go to `land`, signals to `board`.
+    pub(crate) fn start(
+        link: Arc<Link>,
+        land: Landing,
+        board: Arc<SignalBoard>,
+    ) -> Result<Receiver> {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name("ringreduce-net".into())
-            .spawn(move || receive(&link, &mem, &board, &s))
+            .spawn(move || receive(&link, &*land, &board, &s))
             .map_err(|e| Error::Worker {
                 rank: 0,
                 message: format!("could not start the network receiver thread: {e}"),
@@ -202,7 +229,12 @@ fn land(mem: &CpuMem, board: &SignalBoard, msg: &[u8]) -> Result<()> {
 
 /// The receiver's loop: probe, receive, apply; forward this node's first
 /// failure to the other nodes.
-fn receive(link: &Link, mem: &CpuMem, board: &SignalBoard, stop: &AtomicBool) {
+fn receive(
+    link: &Link,
+    land: &dyn Fn(&[u8]) -> Result<()>,
+    board: &SignalBoard,
+    stop: &AtomicBool,
+) {
     let control = link.job.control().clone();
     let me = link.mpi.rank;
     let mut forwarded = false;
@@ -215,7 +247,7 @@ fn receive(link: &Link, mem: &CpuMem, board: &SignalBoard, stop: &AtomicBool) {
                 let mut buf = vec![0u8; bytes];
                 link.mpi.recv(link.mpi.world, &mut buf, src, tag)?;
                 match tag {
-                    TAG_PUT => land(mem, board, &buf)?,
+                    TAG_PUT => land(&buf)?,
                     TAG_SIGNAL => {
                         let (gen, s, _) = wire::decode_signal(&buf)?;
                         board.publish(s, gen);
@@ -280,13 +312,7 @@ impl Net {
     /// through MPI (`world`).
     pub fn new(job: Arc<Job>, world: Arc<World>, timeout: Duration) -> Net {
         let shm = Shm::new(job.clone(), timeout);
-        let link = Arc::new(Link {
-            mpi: world.mpi,
-            abort: shm.abort().clone(),
-            world,
-            job,
-            timeout,
-        });
+        let link = Link::new(job, world, shm.abort().clone(), timeout);
         Net {
             me: link.mpi.rank,
             shm,
@@ -379,7 +405,12 @@ impl Transport for Net {
 
     fn attach(&mut self, mem: &Arc<CpuMem>) -> Result<()> {
         let board = self.shm.board(0, "the network receiver")?;
-        self.receiver = Some(Receiver::start(self.link.clone(), mem.clone(), board)?);
+        let (m, b) = (mem.clone(), board.clone());
+        self.receiver = Some(Receiver::start(
+            self.link.clone(),
+            Box::new(move |msg: &[u8]| land(&m, &b, msg)),
+            board,
+        )?);
         Ok(())
     }
 
@@ -388,18 +419,7 @@ impl Transport for Net {
     }
 
     fn begin(&mut self, call: &Call, gen: u64) -> Result<()> {
-        let plan = &call.plan;
-        if let Some(r) =
-            (0..plan.ranks()).find(|&r| !crate::process::reads::send_readers(plan, r).is_empty())
-        {
-            return Err(Error::Unsupported(
-                format!(
-                    "{} (its ranks read rank {r}'s memory; over the network transport a rank can only push: use ring, ring:pipeK or hier:G)",
-                    plan.name
-                ),
-                "cpu",
-            ));
-        }
+        only_pushes(&call.plan, "cpu")?;
         self.shm.begin(call, gen)
     }
 
@@ -414,4 +434,21 @@ impl Transport for Net {
     fn forget(&mut self, id: BufId) {
         self.shm.forget(id);
     }
+}
+
+/// Refuse a plan whose ranks read a peer's memory: over the network a rank
+/// can only push (both backends over nodes).
+pub(crate) fn only_pushes(plan: &crate::plan::Plan, backend: &'static str) -> Result<()> {
+    if let Some(r) =
+        (0..plan.ranks()).find(|&r| !crate::process::reads::send_readers(plan, r).is_empty())
+    {
+        return Err(Error::Unsupported(
+            format!(
+                "{} (its ranks read rank {r}'s memory; over the network transport a rank can only push: use ring, ring:pipeK or hier:G)",
+                plan.name
+            ),
+            backend,
+        ));
+    }
+    Ok(())
 }

@@ -215,6 +215,7 @@ impl<X: PeerExchange> Profiling for CudaBackend<X> {
                 if let Some(y) = t.get_mut(r) {
                     y.sent += x.sent;
                     y.received += x.received;
+                    y.network += x.network;
                 }
             }
         }

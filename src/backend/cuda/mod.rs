@@ -44,6 +44,7 @@ mod capabilities;
 pub(crate) mod exchange;
 mod front;
 mod ipc;
+mod net;
 mod peers;
 mod rank;
 mod work;

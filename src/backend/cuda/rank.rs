@@ -137,6 +137,9 @@ pub(super) struct Rank<'id> {
     held_nccl: Vec<Option<Arc<NcclCall>>>,
     /// The signal board of the collective calls (set by the backend).
     pub board: Option<Arc<SignalBoard>>,
+    /// The way to ranks of other nodes, in a job over nodes (set by the
+    /// backend; see `net.rs`).
+    pub net: Option<Arc<super::net::NetPort>>,
     /// Set by [`Rank::leak`]: the GPU did not drain, so nothing of this
     /// rank may be freed (see `serve_rank`).
     pub(super) leaked: bool,
@@ -200,6 +203,7 @@ impl<'id> Rank<'id> {
             held: Vec::new(),
             held_nccl: Vec::new(),
             board: None,
+            net: None,
             leaked: false,
         };
         let t = Instant::now();

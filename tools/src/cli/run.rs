@@ -133,8 +133,7 @@ fn run_typed<T: Element>(
     out(format!("algorithm : {path}{how}"))?;
     // In a job, the bytes the first call sent to other nodes (the network
     // transport counts them; zero on one machine).
-    let multi =
-        engine.core().job_spec().is_some() && engine.core().backend_kind() == BackendKind::Cpu;
+    let multi = engine.core().job_spec().is_some();
     if multi {
         engine.core_mut().take_traffic()?;
     }

@@ -16,11 +16,34 @@
 //! Skipped, saying so (`SKIPPED: <reason>`), without the `mpi` feature or
 //! without Open MPI's `mpirun`: `cargo test -p ringreduce-tools
 //! --no-default-features --features mpi,fault-injection --test mpi`.
+//!
+//! The same cases run on the CUDA backend (the host-staged network hop,
+//! CUDA IPC inside a node) with `RR_MPI_BACKEND=cuda`, and against a
+//! binary elsewhere with `RR_MPI_BIN=path` (the GPU machine runs the
+//! staged binaries: `scripts/gpu-check.sh mpi`).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ringreduce");
+
+/// The binary the ranks run (`RR_MPI_BIN`, else the one cargo built).
+fn bin() -> String {
+    std::env::var("RR_MPI_BIN").unwrap_or_else(|_| BIN.to_string())
+}
+
+/// The backend under test (`RR_MPI_BACKEND`: cpu, the default, or cuda).
+fn backend() -> String {
+    std::env::var("RR_MPI_BACKEND").unwrap_or_else(|_| "cpu".to_string())
+}
+
+/// `args` with `{b}` replaced by the backend under test, split on spaces.
+fn words(args: &str) -> Vec<String> {
+    args.replace("{b}", &backend())
+        .split(' ')
+        .map(str::to_string)
+        .collect()
+}
 
 /// The longest a job of this test may take before it counts as a hang.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -123,7 +146,7 @@ impl Drop for Job {
 /// `mpirun -np 4` as 2 nodes of 2 ranks, over TCP on loopback, each rank
 /// running `ringreduce <args>`; `recovery`: `--enable-recovery` (mpirun
 /// does not tear the job down when a rank dies).
-fn mpirun(tag: &str, args: &[&str], env: &[(&str, &str)], recovery: bool) -> Job {
+fn mpirun(tag: &str, args: &[String], env: &[(&str, &str)], recovery: bool) -> Job {
     let dir = std::env::temp_dir().join(format!("rr-mpi-{tag}"));
     let _ = std::fs::remove_dir_all(&dir);
     let mut c = Command::new("mpirun");
@@ -150,7 +173,7 @@ fn mpirun(tag: &str, args: &[&str], env: &[(&str, &str)], recovery: bool) -> Job
     for (k, v) in env {
         c.args(["-x", &format!("{k}={v}")]);
     }
-    c.arg(BIN).args(args);
+    c.arg(bin()).args(args);
     // mpirun's own output goes to files, so that a job that does not end
     // is killed at the limit (a hang fails the test, it never hangs it).
     std::fs::create_dir_all(&dir).expect("output directory");
@@ -187,8 +210,8 @@ fn mpirun(tag: &str, args: &[&str], env: &[(&str, &str)], recovery: bool) -> Job
 
 fn every_type_op_and_collective_on_ring_and_hier() {
     let t = tag("every");
-    let args = "soak --every --backend cpu --algo ring,hier:2 --max-size 4KiB --timeout 30";
-    let j = mpirun(&t, &args.split(' ').collect::<Vec<_>>(), &[], false);
+    let args = words("soak --every --backend {b} --algo ring,hier:2 --max-size 4KiB --timeout 30");
+    let j = mpirun(&t, &args, &[], false);
     assert!(j.status.success(), "{}", j.all());
     // Every rank checks every result (a wrong one fails its exit status);
     // rank 0 reports.
@@ -208,8 +231,8 @@ fn every_type_op_and_collective_on_ring_and_hier() {
 fn random_calls_and_auto_over_the_network() {
     // auto (half the draws) takes only paths that push over nodes.
     let t = tag("soak");
-    let args = "soak --backend cpu --algo ring,hier:2,ring:pipe4,ring:naive --calls 200 --max-size 64KiB --seed 7 --timeout 30";
-    let j = mpirun(&t, &args.split(' ').collect::<Vec<_>>(), &[], false);
+    let args = words("soak --backend {b} --algo ring,hier:2,ring:pipe4,ring:naive --calls 200 --max-size 64KiB --seed 7 --timeout 30");
+    let j = mpirun(&t, &args, &[], false);
     assert!(j.status.success(), "{}", j.all());
     let r0 = j.rank(0, "stdout");
     assert!(r0.contains("PASS: 0 wrong of 200 calls"), "{}", j.all());
@@ -229,10 +252,10 @@ fn hier_sends_its_share_across_the_network() {
         ("ring", "[0, 1572864, 0, 1572864] (measured, first call)"),
     ] {
         let t = tag("bytes");
-        let args = format!(
-            "run --backend cpu --algo {algo} --size 1MiB --inputs exact --iters 3 --timeout 30"
-        );
-        let j = mpirun(&t, &args.split(' ').collect::<Vec<_>>(), &[], false);
+        let args = words(&format!(
+            "run --backend {{b}} --algo {algo} --size 1MiB --inputs exact --iters 3 --timeout 30"
+        ));
+        let j = mpirun(&t, &args, &[], false);
         assert!(j.status.success(), "{}", j.all());
         let r0 = j.rank(0, "stdout");
         assert!(r0.contains("on 2 nodes"), "{r0}");
@@ -263,9 +286,7 @@ fn error_line(j: &Job, r: usize) -> String {
 }
 
 fn a_rank_killed_mid_collective_ends_the_job() {
-    let args: Vec<&str> = "run --backend cpu --algo hier:2 --size 1MiB --iters 50 --timeout 20"
-        .split(' ')
-        .collect();
+    let args = words("run --backend {b} --algo hier:2 --size 1MiB --iters 50 --timeout 20");
     let kill = [("RINGREDUCE_FAULT", "kill:rank=1:call=3")];
     // mpirun's own teardown: the job ends with the killed rank's status.
     let t = tag("kill");
@@ -307,9 +328,7 @@ fn a_rank_killed_mid_collective_ends_the_job() {
 }
 
 fn a_rank_that_never_joins_ends_the_job() {
-    let args: Vec<&str> = "run --backend cpu --algo hier:2 --size 64KiB --timeout 5"
-        .split(' ')
-        .collect();
+    let args = words("run --backend {b} --algo hier:2 --size 64KiB --timeout 5");
     let nostart = [("RINGREDUCE_FAULT", "nostart:rank=2")];
     let t = tag("nostart");
     let j = mpirun(&t, &args, &nostart, false);
@@ -407,5 +426,8 @@ fn main() {
         println!("test {name} ... ok ({:.1} s)", t0.elapsed().as_secs_f64());
         ran += 1;
     }
-    println!("test result: ok. {ran} passed (2 nodes x 2 ranks over Open MPI, TCP on loopback)");
+    println!(
+        "test result: ok. {ran} passed (2 nodes x 2 ranks over Open MPI, TCP on loopback, backend {})",
+        backend()
+    );
 }

@@ -46,6 +46,13 @@ use std::time::{Duration, Instant};
 
 /// One rank per process, peers through CUDA IPC (see the module doc).
 pub(crate) struct Ipc {
+    /// Over nodes: the network receiver (dropped first, before the job
+    /// that MPI lives in).
+    #[cfg(feature = "mpi")]
+    receiver: Option<crate::transport::Receiver>,
+    /// Over nodes: the node of every rank (ranks of other nodes are never
+    /// opened; they are reached through the network, `net.rs`).
+    node_of: Option<Vec<usize>>,
     job: Arc<ProcessJob>,
     me: usize,
     device: usize,
@@ -111,7 +118,17 @@ impl CudaBackend<Ipc> {
             setup: None,
         };
         let board = Arc::new(job.signal_board(abort.clone(), timeout));
+        #[cfg(feature = "mpi")]
+        let node_of = job
+            .world()
+            .filter(|w| w.nodes() > 1)
+            .map(|w| w.node_of.clone());
+        #[cfg(not(feature = "mpi"))]
+        let node_of = None;
         let x = Ipc {
+            #[cfg(feature = "mpi")]
+            receiver: None,
+            node_of,
             remote: vec![Vec::new(); n],
             kill_at,
             nccl_inits: 0,
@@ -127,7 +144,69 @@ impl CudaBackend<Ipc> {
             rk.board = Some(board);
             Ok(())
         }))?;
+        #[cfg(feature = "mpi")]
+        if be.x.node_of.is_some() {
+            be.start_network().map_err(|e| be.failed(e))?;
+        }
         Ok(be)
+    }
+
+    /// Over nodes: start the network receiver (puts filed for the rank
+    /// thread, signals raised on the node's board) and hand the rank its
+    /// port (see `net.rs`).
+    #[cfg(feature = "mpi")]
+    fn start_network(&mut self) -> Result<()> {
+        use super::super::net::{Arrived, NetPort};
+        let world = self
+            .x
+            .job
+            .world()
+            .cloned()
+            .ok_or_else(|| Error::internal("a job over nodes with no world"))?;
+        let link = crate::transport::Link::new(
+            self.x.job.clone(),
+            world.clone(),
+            self.abort.clone(),
+            self.timeout,
+        );
+        let port = Arc::new(NetPort::new(link.clone(), world.node_of.clone()));
+        let (p, board, me) = (port.clone(), self.board.clone(), self.x.me);
+        let land = Box::new(move |msg: &[u8]| -> Result<()> {
+            let (put, data) = crate::net::wire::Put::decode(msg)?;
+            let bad = |why: &str| {
+                Err(Error::internal(format!(
+                    "rank {me} received rank {}'s put {why}",
+                    put.from
+                )))
+            };
+            if put.to != me {
+                return bad(&format!("for rank {}", put.to));
+            }
+            let Some(s) = put.signal else {
+                return bad("with no signal");
+            };
+            p.file(
+                put.gen,
+                s,
+                Arrived {
+                    from: put.from,
+                    buf: BufId(put.buf),
+                    offset: put.offset,
+                    data: data.to_vec(),
+                },
+            )?;
+            board.publish(s, put.gen);
+            Ok(())
+        });
+        self.x.receiver = Some(crate::transport::Receiver::start(
+            link,
+            land,
+            self.board.clone(),
+        )?);
+        self.on(Box::new(move |rk: &mut Rank<'_>| {
+            rk.net = Some(port);
+            Ok(())
+        }))
     }
 
     /// Setup after the thread is up: every rank's device, the exchange
@@ -154,7 +233,7 @@ impl CudaBackend<Ipc> {
             .collect::<Result<_>>()?;
         self.info.rank_to_device = all.iter().map(|x| x.device).collect();
         let device = self.x.device;
-        for x in &all {
+        for (_, x) in all.iter().enumerate().filter(|(r, _)| self.x.reaches(*r)) {
             if x.device != device && !cuda::can_access_peer(device, x.device).unwrap_or(false) {
                 return Err(self.failed(Error::CudaSetup {
                     call: "cuDeviceCanAccessPeer",
@@ -166,12 +245,16 @@ impl CudaBackend<Ipc> {
             }
         }
         let me = self.x.me;
+        let reach: Vec<bool> = (0..all.len()).map(|r| self.x.reaches(r)).collect();
         let flags: Vec<_> = self
             .on(Box::new(move |rk: &mut Rank<'_>| {
                 all.iter()
                     .enumerate()
                     .map(|(r, x)| {
-                        if r == me {
+                        // A rank of another node: never opened (the
+                        // lowering refuses an exchange with it); its slot
+                        // holds this rank's own token.
+                        if r == me || !reach[r] {
                             Ok(rk.flags_token())
                         } else {
                             rk.open_buf(x)
@@ -206,6 +289,18 @@ impl CudaBackend<Ipc> {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
+        if let Some(n) = &self.x.node_of {
+            let mut nodes = n.clone();
+            nodes.sort_unstable();
+            nodes.dedup();
+            let nodes = nodes.len();
+            let mine: Vec<usize> = (0..n.len()).filter(|&r| self.x.reaches(r)).collect();
+            self.info.describe = format!(
+                "{}; on {nodes} nodes (this is node {}: ranks {mine:?}), CUDA IPC inside a node, MPI point-to-point between nodes (host-staged: device to host, a message, host to device)",
+                self.info.describe,
+                n.get(me).copied().unwrap_or(0)
+            );
+        }
         Ok(())
     }
 
@@ -249,9 +344,10 @@ impl CudaBackend<Ipc> {
             .iter()
             .map(|b| Exported::decode(b))
             .collect::<Result<_>>()?;
-        let reopen = super::super::peers::to_reopen(all.len(), &replaced, |r| {
+        let mut reopen = super::super::peers::to_reopen(all.len(), &replaced, |r| {
             self.peers.bufs.get(r).is_some_and(|m| m.contains_key(&id))
         });
+        reopen.retain(|&r| self.x.reaches(r));
         let todo: Vec<(usize, Exported)> = all
             .into_iter()
             .enumerate()
@@ -278,6 +374,15 @@ impl CudaBackend<Ipc> {
     }
 }
 
+impl Ipc {
+    /// Whether rank `r` is on this process's node (every rank, on one).
+    fn reaches(&self, r: usize) -> bool {
+        self.node_of
+            .as_ref()
+            .is_none_or(|n| n.get(r) == n.get(self.me))
+    }
+}
+
 impl PeerExchange for Ipc {
     const DEFERRED: bool = false;
     const WRITES_LAND: bool = true;
@@ -301,6 +406,7 @@ impl PeerExchange for Ipc {
             be.x.job
                 .allgather(&bytes, "exchanging interprocess events")?;
         let me = be.x.me;
+        let reach: Vec<bool> = (0..all.len()).map(|r| be.x.reaches(r)).collect();
         let opened: Vec<Vec<RemoteEvent>> = be
             .on(Box::new(move |rk: &mut Rank<'_>| {
                 all.iter()
@@ -308,6 +414,9 @@ impl PeerExchange for Ipc {
                     .map(|(r, b)| {
                         if r == me {
                             return Ok(rk.own_events(from));
+                        }
+                        if !reach[r] {
+                            return Ok(Vec::new());
                         }
                         rk.open_events(&super::super::peers::decode_events(b))
                     })
@@ -440,6 +549,10 @@ impl PeerExchange for Ipc {
     }
 
     fn begin(be: &mut CudaBackend<Self>, call: &Call, gen: u64) -> Result<()> {
+        #[cfg(feature = "mpi")]
+        if be.x.node_of.is_some() {
+            crate::transport::only_pushes(&call.plan, "cuda")?;
+        }
         if let Err(e) = be.x.reads.begin(call, be.x.me, gen, be.x.job.control()) {
             return Err(be.failed(e));
         }
@@ -464,7 +577,9 @@ impl PeerExchange for Ipc {
         be.x.nccl_inits += 1;
         let key = format!("nccl-id-{}", be.x.nccl_inits);
         let what = "the NCCL unique id (ncclGetUniqueId on rank 0)";
-        let Some(store) = be.x.job.store() else {
+        // Over nodes each node has its own store: the id goes through the
+        // job's all-gather (MPI) instead.
+        let Some(store) = be.x.job.store().filter(|_| be.x.node_of.is_none()) else {
             let mine = if be.x.me == 0 {
                 lib.unique_id()
                     .map_err(|e| be.failed(e.into()))?

@@ -106,7 +106,12 @@ impl<'id> Rank<'id> {
         } else {
             None
         };
-        let lowering = Lowering::new(plan, r, &call.bind, call.dtype.size())?;
+        let net = self.net.clone();
+        let mut lowering = Lowering::new(plan, r, &call.bind, call.dtype.size())?;
+        if let Some(n) = &net {
+            lowering = lowering.over_nodes(&n.node_of)?;
+            n.forget_before(gen);
+        }
         let mut ranges = Ranges::begin(plan, r);
         for (i, op) in plan.ops[r].iter().enumerate() {
             ranges.at(plan, r, i);
@@ -127,6 +132,15 @@ impl<'id> Rank<'id> {
                 t.before(plan, r, lane, waits.clone());
             }
             for w in waits {
+                if let Wait::Land {
+                    signal,
+                    from: owner,
+                }
+                | Wait::Remote { signal, owner } = w
+                {
+                    self.land(signal, owner, &at, &mut p)?;
+                    continue;
+                }
                 self.submit_wait(w, lane, &at, &mut p)?;
             }
             let span = match &mut timer {
@@ -145,6 +159,9 @@ impl<'id> Rank<'id> {
             }
             if let (true, Some((from, to, bytes))) = (count, low.moved) {
                 moved(&mut self.instr.traffic, from, to, bytes);
+                if let (Work::Send { .. }, Some(t)) = (low.work, self.instr.traffic.get_mut(from)) {
+                    t.network += bytes as u64;
+                }
             }
             match (&mut timer, span) {
                 (Some(Timer::Events(t, _)), Some(a)) => t.end(self, (&low, a), op.signal, &at)?,
@@ -153,6 +170,9 @@ impl<'id> Rank<'id> {
             }
             if let Some(s) = low.record {
                 self.submit_record(s, lane, &at, &mut p)?;
+                if !low.forward.is_empty() {
+                    self.forward(s, &low.forward, lane, &at, &mut p)?;
+                }
             }
         }
         ranges.end();
@@ -205,6 +225,8 @@ impl<'id> Rank<'id> {
             "waits on an event"
         } else if low.record.is_some() {
             "records an event"
+        } else if matches!(low.work, Work::Send { .. }) {
+            "sends to another node"
         } else {
             return Ok(());
         };
@@ -232,6 +254,16 @@ impl<'id> Rank<'id> {
                 p.wait_ns += ns(t);
                 return Ok(());
             }
+            Wait::Remote { signal, .. } | Wait::Land { signal, .. } => {
+                // Raised on this node's board only once complete on its
+                // GPU, or once the put it follows is filed (`land`).
+                let t = Instant::now();
+                at.board
+                    .wait(signal.0, at.gen, at.rank, &|| signal_desc(at.plan, signal))
+                    .map_err(|e| at.in_step(e))?;
+                p.peer_ns += ns(t);
+                return Ok(());
+            }
             Wait::Peer { signal, owner } => {
                 let t = Instant::now();
                 at.board
@@ -248,6 +280,69 @@ impl<'id> Rank<'id> {
         stream.wait(ev).map_err(|e| at.cuda(e))?;
         p.wait_ns += ns(t);
         Ok(())
+    }
+
+    /// The network layer, receiving side: wait (on the host) until this
+    /// node's board has `signal` (of rank `owner` on another node), then
+    /// land every put of the call received so far in this rank's buffers
+    /// (host to device, complete on return), before any later work. A put
+    /// is filed before its signal is raised, and a sender's messages are
+    /// filed in order, so whatever the signal follows has landed.
+    fn land(
+        &mut self,
+        signal: SignalId,
+        owner: usize,
+        at: &StepAt,
+        p: &mut IssueProfile,
+    ) -> Result<()> {
+        self.submit_wait(Wait::Remote { signal, owner }, 0, at, p)?;
+        let net = self
+            .net
+            .clone()
+            .ok_or_else(|| Error::internal("no network port"))?;
+        let t = Instant::now();
+        for put in net.take_all(at.gen) {
+            self.write_landed(put.buf, put.offset, &put.data)
+                .map_err(|e| at.in_step(e.in_step(&format!("landing rank {}'s put", put.from))))?;
+        }
+        p.copy_ns += ns(t);
+        Ok(())
+    }
+
+    /// The network layer, sending side of a signal: once the work before
+    /// it on `lane` is complete, send signal `s` to the ranks of other
+    /// nodes that wait on it (one per node).
+    fn forward(
+        &self,
+        s: SignalId,
+        to: &[usize],
+        lane: usize,
+        at: &StepAt,
+        p: &mut IssueProfile,
+    ) -> Result<()> {
+        let net = self
+            .net
+            .as_ref()
+            .ok_or_else(|| Error::internal("no network port"))?;
+        let t = Instant::now();
+        self.lane_done(lane, at)?;
+        for &x in to {
+            net.wire
+                .signal(at.rank, x, s.0, at.gen)
+                .map_err(|e| at.in_step(e))?;
+        }
+        p.peer_ns += ns(t);
+        Ok(())
+    }
+
+    /// Wait (bounded, watching the job) until `lane` finished everything
+    /// issued on it.
+    fn lane_done(&self, lane: usize, at: &StepAt) -> Result<()> {
+        self.wait_stream(
+            &self.lanes[lane],
+            self.timeout + Duration::from_secs(5),
+            |e| at.cuda(e),
+        )
     }
 
     /// Record signal `s` on `lane` and tell the other ranks' threads.
@@ -302,6 +397,37 @@ impl<'id> Rank<'id> {
                     stream.copy_from_peer(d, dst.offset, s, src.offset, bytes, how)
                 };
                 r.map_err(|e| at.cuda(e))?;
+                p.copy_ns += ns(t);
+                return Ok(());
+            }
+            Work::Send {
+                src,
+                dst,
+                bytes,
+                signal,
+            } => {
+                // The lane reached the copy: its producers are done. Read
+                // the source to the host and send it as one put.
+                let net = self
+                    .net
+                    .as_ref()
+                    .ok_or_else(|| Error::internal("no network port"))?;
+                self.lane_done(low.lane as usize, at)?;
+                let data = self
+                    .read(src.buf, src.offset, bytes)
+                    .map_err(|e| at.in_step(e))?;
+                let msg = net.wire.put_message(
+                    self.rank,
+                    dst.rank,
+                    dst.buf,
+                    dst.offset,
+                    signal.map(|s| s.0),
+                    at.gen,
+                    &data,
+                );
+                net.wire
+                    .send_put(self.rank, dst.rank, msg)
+                    .map_err(|e| at.in_step(e))?;
                 p.copy_ns += ns(t);
                 return Ok(());
             }

@@ -11,6 +11,7 @@
 use crate::backend::{Binding, BufId};
 use crate::error::{Error, Result};
 use crate::plan::{Lane, Op, OpKind, Plan, ReduceStep, Region, SignalId};
+use std::collections::HashMap;
 
 /// Where an operand lives: a rank's buffer and a byte offset in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,12 +30,26 @@ pub(super) enum Wait {
     /// On a signal of rank `owner`: on the host until the owner's thread
     /// has recorded it, then on the GPU for its event.
     Peer { signal: SignalId, owner: usize },
+    /// On a signal of rank `owner` on another node: on the host only, until
+    /// this node's board has it (raised by the network receiver, or by the
+    /// rank of this node that landed the put carrying it). Whatever it
+    /// stands for is complete on its GPU by then: a forwarded signal leaves
+    /// only once its work is done, a put lands synchronously.
+    Remote { signal: SignalId, owner: usize },
+    /// On the signal of rank `from`'s copy into this rank (`from` on
+    /// another node): on the host until the put arrived, then land its
+    /// data in this rank's buffer (host to device, complete on return)
+    /// before any later work of the lane.
+    Land { signal: SignalId, from: usize },
 }
 
 impl Wait {
     pub fn signal(self) -> SignalId {
         match self {
-            Wait::Local(s) | Wait::Peer { signal: s, .. } => s,
+            Wait::Local(s)
+            | Wait::Peer { signal: s, .. }
+            | Wait::Remote { signal: s, .. }
+            | Wait::Land { signal: s, .. } => s,
         }
     }
 }
@@ -47,6 +62,16 @@ pub(super) enum Work {
     /// A copy-engine copy of `bytes` from `src` to `dst`: a push when
     /// `src` is this rank's (a local copy included), else a pull.
     Copy { src: Addr, dst: Addr, bytes: usize },
+    /// A copy of `bytes` of this rank's `src` into `dst` of a rank on
+    /// another node: once the lane reached it, the bytes are read to the
+    /// host and sent as one message (a put, carrying the op's signal);
+    /// the receiving rank lands them (see [`Wait::Land`]).
+    Send {
+        src: Addr,
+        dst: Addr,
+        bytes: usize,
+        signal: Option<SignalId>,
+    },
     /// The reduce kernel: `dst = a (op) b` over `bytes`; `dst` and `a` are
     /// this rank's, `b` may be another rank's (read through peer access).
     Reduce {
@@ -88,6 +113,18 @@ pub(super) struct Lowered {
     pub record: Option<SignalId>,
     /// Bytes moved between ranks, as (from, to, bytes) (traffic counting).
     pub moved: Option<(usize, usize, usize)>,
+    /// Ranks on other nodes to send the recorded signal to once its work
+    /// is complete (one rank per node that waits on it; the node a put
+    /// carries it to is not one of them).
+    pub forward: Vec<usize>,
+}
+
+/// Where every rank runs, when the ranks span several nodes: the node of
+/// each rank, who waits on each signal, and for each put into a rank the
+/// signal it carries.
+pub(super) struct Nodes<'p> {
+    node_of: &'p [usize],
+    waiters: HashMap<usize, Vec<usize>>,
 }
 
 /// The lowering of one call on one rank.
@@ -96,6 +133,7 @@ pub(super) struct Lowering<'p> {
     rank: usize,
     bind: &'p [Binding],
     elem: usize,
+    nodes: Option<Nodes<'p>>,
 }
 
 impl<'p> Lowering<'p> {
@@ -110,18 +148,150 @@ impl<'p> Lowering<'p> {
             rank,
             bind,
             elem,
+            nodes: None,
         })
+    }
+
+    /// The lowering when the ranks span several nodes (`node_of[r]`: rank
+    /// r's node). A rank reaches another node's rank only by pushing its
+    /// own data (a put, [`Work::Send`]) and by signals; the put's
+    /// destination lands the puts it received at its waits on other nodes'
+    /// signals, so every put into a rank must be waited on by that rank,
+    /// and by no other rank before its End (another rank could only learn
+    /// that the bytes left, not that they landed). A plan that needs
+    /// anything else is refused, naming the op.
+    pub fn over_nodes(mut self, node_of: &'p [usize]) -> Result<Self> {
+        let plan = self.plan;
+        if node_of.len() < plan.ranks() {
+            return Err(Error::internal(format!(
+                "the nodes of {} ranks for a plan of {}",
+                node_of.len(),
+                plan.ranks()
+            )));
+        }
+        let mut waiters: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (r, ops) in plan.ops.iter().enumerate() {
+            for op in ops {
+                for w in &op.waits {
+                    let v = waiters.entry(w.0).or_default();
+                    if !v.contains(&r) {
+                        v.push(r);
+                    }
+                }
+            }
+        }
+        for (r, ops) in plan.ops.iter().enumerate() {
+            for (i, op) in ops.iter().enumerate() {
+                let OpKind::Copy { from, to, .. } = op.kind else {
+                    continue;
+                };
+                if node_of[from] == node_of[to] || (to != self.rank && from != self.rank) {
+                    continue;
+                }
+                let refuse = |why: &str| {
+                    Err(Error::Unsupported(
+                        format!(
+                            "{} over nodes: {} {why}",
+                            plan.name,
+                            crate::backend::op_desc(plan, r, i)
+                        ),
+                        "cuda",
+                    ))
+                };
+                let Some(s) = op.signal else {
+                    return refuse("copies to another node with no signal");
+                };
+                let w = waiters.get(&s.0).map_or(&[][..], Vec::as_slice);
+                if !w.contains(&to) {
+                    return refuse("copies to a rank of another node that never waits on it");
+                }
+                // Another waiter learns only that the bytes left (the
+                // sender forwards the signal): an End starts nothing more
+                // in the call, anything else could reach the destination's
+                // memory before the put landed.
+                let starts_more = |x: usize| {
+                    plan.ops[x]
+                        .iter()
+                        .any(|o| o.waits.contains(&s) && !matches!(o.kind, OpKind::End))
+                };
+                if w.iter().any(|&x| x != to && starts_more(x)) {
+                    return refuse(
+                        "is waited on, before the end of the call, by a rank other than its destination",
+                    );
+                }
+            }
+        }
+        self.nodes = Some(Nodes { node_of, waiters });
+        Ok(self)
+    }
+
+    /// Whether rank `x` is on this rank's node (always, on one node).
+    fn near(&self, x: usize) -> bool {
+        self.nodes
+            .as_ref()
+            .is_none_or(|n| n.node_of.get(x) == n.node_of.get(self.rank))
+    }
+
+    /// The op that records signal `s`, if it is a copy: (from, to).
+    fn copy_of(&self, s: SignalId) -> Option<(usize, usize)> {
+        let owner = self.plan.signals.get(s.0)?.owner;
+        self.plan
+            .ops
+            .get(owner)?
+            .iter()
+            .find_map(|op| match op.kind {
+                OpKind::Copy { from, to, .. } if op.signal == Some(s) => Some((from, to)),
+                _ => None,
+            })
+    }
+
+    /// The ranks to forward signal `s` to once recorded: one waiter per
+    /// other node, but not on the node a put of this op carries it to.
+    fn forward(&self, s: SignalId, carried: Option<usize>) -> Vec<usize> {
+        let Some(n) = &self.nodes else {
+            return Vec::new();
+        };
+        let mine = n.node_of[self.rank];
+        let mut nodes = Vec::new();
+        let mut dest = Vec::new();
+        for &w in n.waiters.get(&s.0).into_iter().flatten() {
+            let node = n.node_of[w];
+            if node != mine && Some(node) != carried && !nodes.contains(&node) {
+                nodes.push(node);
+                dest.push(w);
+            }
+        }
+        dest
+    }
+
+    /// Refuse op `i` touching rank `x`'s memory on another node.
+    fn reach(&self, i: usize, x: usize, what: &str) -> Result<()> {
+        if self.near(x) {
+            return Ok(());
+        }
+        Err(Error::Unsupported(
+            format!(
+                "{} over nodes: {} {what} rank {x}'s memory on another node (over the network a rank only pushes its own data)",
+                self.plan.name,
+                crate::backend::op_desc(self.plan, self.rank, i)
+            ),
+            "cuda",
+        ))
     }
 
     /// The waits of `op` its lane issues, in the plan's order: every one
     /// but those on a signal of the same rank and lane (in-lane order
     /// already implies them).
-    pub fn waits(&self, op: &'p Op) -> impl Iterator<Item = Wait> + Clone + 'p {
+    pub fn waits<'a>(&'a self, op: &'p Op) -> impl Iterator<Item = Wait> + Clone + 'a {
         let (plan, r, lane) = (self.plan, self.rank, op.lane);
         op.waits
             .iter()
             .filter(move |w| !plan.same_lane(**w, r, lane))
             .map(move |&w| match plan.signals.get(w.0).map(|s| s.owner) {
+                Some(owner) if owner != r && !self.near(owner) => match self.copy_of(w) {
+                    Some((from, to)) if to == r => Wait::Land { signal: w, from },
+                    _ => Wait::Remote { signal: w, owner },
+                },
                 Some(owner) if owner != r => Wait::Peer { signal: w, owner },
                 _ => Wait::Local(w),
             })
@@ -141,10 +311,18 @@ impl<'p> Lowering<'p> {
             OpKind::Begin | OpKind::End => (Work::Mark, None),
             OpKind::Copy { from, to, src, dst } => {
                 let bytes = src.len() * elem;
-                let work = Work::Copy {
-                    src: self.addr(*from, src)?,
-                    dst: self.addr(*to, dst)?,
-                    bytes,
+                let (src, dst) = (self.addr(*from, src)?, self.addr(*to, dst)?);
+                let work = if *from == r && !self.near(*to) {
+                    Work::Send {
+                        src,
+                        dst,
+                        bytes,
+                        signal: op.signal,
+                    }
+                } else {
+                    self.reach(i, *from, "copies")?;
+                    self.reach(i, *to, "copies into")?;
+                    Work::Copy { src, dst, bytes }
                 };
                 (work, Some((*from, *to, bytes)))
             }
@@ -155,6 +333,7 @@ impl<'p> Lowering<'p> {
                 b,
                 step,
             } => {
+                self.reach(i, *b_rank, "reduces")?;
                 let work = Work::Reduce {
                     dst: self.addr(r, dst)?,
                     a: self.addr(r, a)?,
@@ -165,6 +344,7 @@ impl<'p> Lowering<'p> {
                 (work, Some((*b_rank, r, b.len() * elem)))
             }
             OpKind::Exchange(x) => {
+                self.reach(i, x.peer, "exchanges with")?;
                 let work = Work::Exchange {
                     peer: x.peer,
                     dst: self.addr(r, &x.dst)?,
@@ -180,11 +360,16 @@ impl<'p> Lowering<'p> {
         let record = op
             .signal
             .filter(|s| self.plan.signals.get(s.0).is_some_and(|x| x.needed));
+        let carried = match work {
+            Work::Send { dst, .. } => self.nodes.as_ref().map(|n| n.node_of[dst.rank]),
+            _ => None,
+        };
         Ok(Lowered {
             lane: op.lane,
             work,
             record,
             moved: moved.filter(|(from, to, _)| from != to),
+            forward: record.map_or_else(Vec::new, |s| self.forward(s, carried)),
         })
     }
 

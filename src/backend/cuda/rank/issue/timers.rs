@@ -280,7 +280,7 @@ impl CuptiTimer {
 fn class_of(w: &Work) -> Option<Class> {
     match w {
         Work::Mark => None,
-        Work::Copy { .. } => Some(Class::Copy),
+        Work::Copy { .. } | Work::Send { .. } => Some(Class::Copy),
         Work::Reduce { .. } | Work::Exchange { .. } => Some(Class::Kernel),
     }
 }

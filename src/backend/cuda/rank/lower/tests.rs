@@ -61,9 +61,11 @@ fn plans() -> Vec<Plan> {
     out
 }
 
-/// Every op of every rank of `plan`, lowered: (rank, op index, waits,
-/// lowered).
-fn lower_all(plan: &Plan) -> Vec<(usize, usize, Vec<Wait>, Lowered)> {
+/// One op lowered: (rank, op index, waits, lowered).
+type LoweredOp = (usize, usize, Vec<Wait>, Lowered);
+
+/// Every op of every rank of `plan`, lowered.
+fn lower_all(plan: &Plan) -> Vec<LoweredOp> {
     let bind: Vec<Binding> = (0..plan.ranks()).map(binding).collect();
     let elem = plan.shape.elem_size;
     let mut out = Vec::new();
@@ -266,6 +268,9 @@ fn waits_follow_the_records_they_guard_and_nothing_is_issued_twice() {
                         assert_eq!((*o, sig.owner), (owner, owner), "{}", at(*r, *i));
                         assert_ne!(owner, *r, "{}", at(*r, *i));
                     }
+                    Wait::Remote { .. } | Wait::Land { .. } => {
+                        panic!("{}: a wait over nodes on one node", at(*r, *i))
+                    }
                 }
             }
         }
@@ -335,4 +340,136 @@ fn a_missing_binding_is_an_error() {
         (0..plan.ops[r].len()).any(|i| low.op(i).is_err())
     });
     assert!(fails);
+}
+
+/// Every plan lowered over `node_of`: the lowered ops, or the first error.
+fn lower_over(plan: &Plan, node_of: &[usize]) -> Result<Vec<LoweredOp>> {
+    let bind: Vec<Binding> = (0..plan.ranks()).map(binding).collect();
+    let elem = plan.shape.elem_size;
+    let mut out = Vec::new();
+    for r in 0..plan.ranks() {
+        let low = Lowering::new(plan, r, &bind, elem)?.over_nodes(node_of)?;
+        for (i, op) in plan.ops[r].iter().enumerate() {
+            let l = low.op(i)?;
+            out.push((r, i, low.waits(op).collect(), l));
+        }
+    }
+    Ok(out)
+}
+
+/// Over nodes (every layout of blocks of g ranks), a plan is either refused
+/// as unsupported, naming the op, or lowered so that every byte and signal
+/// that crosses a node goes by message: a rank touches only its node's
+/// memory, pushes to other nodes with `Send`, its destination lands every
+/// put before using it, and every other signal a rank of another node
+/// waits on is forwarded to exactly one rank of that node.
+#[test]
+fn over_nodes_every_crossing_is_a_message_and_every_message_is_received() {
+    let (mut accepted, mut refused) = (HashSet::new(), HashSet::new());
+    for plan in plans() {
+        let n = plan.ranks();
+        for g in (1..n).filter(|g| n % g == 0) {
+            let node_of: Vec<usize> = (0..n).map(|r| r / g).collect();
+            let at = format!("{} {:?} nodes of {g}", plan.name, plan.shape);
+            let all = match lower_over(&plan, &node_of) {
+                Ok(v) => v,
+                Err(e) => {
+                    assert!(matches!(e, Error::Unsupported(..)), "{at}: {e}");
+                    refused.insert(plan.name.clone());
+                    continue;
+                }
+            };
+            accepted.insert(plan.name.clone());
+            let near = |a: usize, b: usize| node_of[a] == node_of[b];
+            // The puts: (signal, from, to).
+            let mut puts = Vec::new();
+            for (r, i, _, l) in &all {
+                let op = &plan.ops[*r][*i];
+                let mut addrs = Vec::new();
+                match l.work {
+                    Work::Send {
+                        src,
+                        dst,
+                        bytes,
+                        signal,
+                    } => {
+                        assert_eq!(src.rank, *r, "{at}: a send of another's data");
+                        assert!(!near(*r, dst.rank), "{at}: a send inside a node");
+                        assert!(bytes > 0 || signal.is_some(), "{at}");
+                        assert_eq!(signal, op.signal, "{at}");
+                        let s = signal.expect("a put carries its signal");
+                        puts.push((s, *r, dst.rank));
+                    }
+                    Work::Copy { src, dst, .. } => addrs.extend([src, dst]),
+                    Work::Reduce { dst, a, b, .. } => addrs.extend([dst, a, b]),
+                    Work::Exchange {
+                        dst,
+                        a,
+                        peer_slot,
+                        my_slot,
+                        ..
+                    } => addrs.extend([dst, a, peer_slot, my_slot]),
+                    Work::Mark => {}
+                }
+                for a in addrs {
+                    assert!(
+                        near(*r, a.rank),
+                        "{at}: rank {r} op {i} touches rank {}",
+                        a.rank
+                    );
+                }
+                let mut seen = HashSet::new();
+                for &f in &l.forward {
+                    assert!(!near(*r, f), "{at}: forwarded inside the node");
+                    assert!(seen.insert(node_of[f]), "{at}: two forwards to one node");
+                }
+            }
+            for (r, i, waits, _) in &all {
+                for w in waits {
+                    let s = w.signal();
+                    let owner = plan.signals[s.0].owner;
+                    let here = format!("{at}: rank {r} op {i} waits on signal {}", s.0);
+                    if near(*r, owner) {
+                        assert!(matches!(w, Wait::Local(_) | Wait::Peer { .. }), "{here}");
+                        continue;
+                    }
+                    match puts.iter().find(|p| p.0 == s) {
+                        Some(&(_, from, to)) if to == *r => {
+                            assert_eq!(*w, Wait::Land { signal: s, from }, "{here}");
+                        }
+                        found => {
+                            if found.is_some() {
+                                // Another rank's put: only an End may wait
+                                // on it (it starts no chain in the call).
+                                assert!(
+                                    matches!(plan.ops[*r][*i].kind, OpKind::End),
+                                    "{here}: another rank's put"
+                                );
+                            }
+                            assert_eq!(*w, Wait::Remote { signal: s, owner }, "{here}");
+                            let fwd = all
+                                .iter()
+                                .filter(|x| x.0 == owner && x.3.record == Some(s))
+                                .flat_map(|x| x.3.forward.iter())
+                                .filter(|&&f| near(f, *r))
+                                .count();
+                            assert_eq!(fwd, 1, "{here}: forwarded {fwd} times to its node");
+                        }
+                    }
+                }
+            }
+            // Every put is landed by its destination.
+            for (s, from, to) in puts {
+                assert!(
+                    all.iter()
+                        .any(|x| x.0 == to && x.2.contains(&Wait::Land { signal: s, from })),
+                    "{at}: rank {from}'s put into rank {to} is never landed"
+                );
+            }
+        }
+    }
+    for name in ["ring", "hier:2"] {
+        assert!(accepted.contains(name), "{name} is lowered over nodes");
+    }
+    assert!(!refused.is_empty(), "the pull paths are refused");
 }

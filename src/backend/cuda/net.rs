@@ -1,0 +1,96 @@
+//! A CUDA rank's way to the ranks of other nodes (the `mpi` feature's
+//! network hop, host-staged): the wire to send puts and signals, and the
+//! mailbox the network receiver fills.
+//!
+//! The CPU backend's network transport ([`crate::transport::Net`]) lands a
+//! put in host memory from its receiver thread. A CUDA rank's buffers
+//! belong to its rank thread, so the receiver only files the put here and
+//! raises its signal on the node's board; the destination rank's thread,
+//! at each wait on a signal of another node (the lowering's `Wait::Land`
+//! and `Wait::Remote`), once the board has it, copies every put of the
+//! call filed so far into its buffers (host to device, complete on return)
+//! before it issues anything after the wait. The receiver files a
+//! sender's messages in the order they were sent, so a signal that
+//! follows a put from the same sender finds the put filed. The lowering
+//! guarantees that the destination waits on every put into it, and that no
+//! other rank waits on a put's signal before its End (another rank learns
+//! only that the bytes left, not that they landed). The sending side reads its source to the host once its lane
+//! reached the copy, and a signal that other nodes wait on leaves only
+//! once the work before it is complete on the GPU: a step costs a host
+//! round trip. NCCL's `ncclSend`/`ncclRecv` on a rail communicator and
+//! CUDA-aware MPI (device pointers in MPI calls, no host copy) are the
+//! faster hops `docs/SCALE-OUT.md` designs; neither is built.
+
+use crate::backend::BufId;
+use crate::error::{Error, Result};
+use crate::transport::Wire;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A put that arrived for this process's rank, not yet landed.
+#[derive(Debug)]
+pub(crate) struct Arrived {
+    pub from: usize,
+    pub buf: BufId,
+    pub offset: usize,
+    pub data: Vec<u8>,
+}
+
+/// What a CUDA rank of a job over nodes reaches other nodes with.
+pub(crate) struct NetPort {
+    pub wire: Arc<dyn Wire>,
+    /// The node of every rank.
+    pub node_of: Vec<usize>,
+    /// Puts received and not landed yet, by (call generation, signal).
+    mail: Mutex<Mail>,
+}
+
+#[derive(Default)]
+struct Mail {
+    puts: HashMap<(u64, usize), Arrived>,
+}
+
+impl NetPort {
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub fn new(wire: Arc<dyn Wire>, node_of: Vec<usize>) -> NetPort {
+        NetPort {
+            wire,
+            node_of,
+            mail: Mutex::new(Mail::default()),
+        }
+    }
+
+    fn mail(&self) -> MutexGuard<'_, Mail> {
+        // A thread that panicked holding it left the map whole (every
+        // update is one insert or remove).
+        self.mail.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// File a put of call `gen` carrying `signal` (the receiver, before it
+    /// raises the signal on the board).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub fn file(&self, gen: u64, signal: usize, put: Arrived) -> Result<()> {
+        let mut m = self.mail();
+        if m.puts.insert((gen, signal), put).is_some() {
+            return Err(Error::internal(format!(
+                "two puts of call {gen} carry signal {signal}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Every put of call `gen` filed so far, to land now (in the order
+    /// they arrived per sender does not matter: puts of one call never
+    /// overlap).
+    pub fn take_all(&self, gen: u64) -> Vec<Arrived> {
+        let mut m = self.mail();
+        let keys: Vec<(u64, usize)> = m.puts.keys().filter(|k| k.0 == gen).copied().collect();
+        keys.iter().filter_map(|k| m.puts.remove(k)).collect()
+    }
+
+    /// Puts of calls before `gen` that were never landed (a failed call's):
+    /// dropped.
+    pub fn forget_before(&self, gen: u64) {
+        self.mail().puts.retain(|k, _| k.0 >= gen);
+    }
+}
