@@ -47,6 +47,7 @@ pub use spec::{JobSpec, Origin};
 pub(crate) use store::Store;
 
 use crate::error::{Error, Result};
+use std::io::Write as _;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -187,7 +188,9 @@ impl Job {
             // gone (killed, or whose peer never came): nobody else removes
             // them.
             for d in store::sweep_stale(&store::default_base()) {
-                eprintln!(
+                // Never a panic on a closed stderr (`2>&1 | head`).
+                let _ = writeln!(
+                    std::io::stderr(),
                     "ringreduce: removed the stale store {} (its ranks are gone)",
                     d.display()
                 );
@@ -492,13 +495,15 @@ impl Drop for Job {
             // process: after a failure (a dead rank) it would wait forever
             // (under `mpirun --enable-recovery`), so a failed job leaves
             // MPI as it is and the launcher reports the missing finalize.
+            // In a drop: a closed stderr must not panic (an abort here).
             if self.control.failure().is_some() || self.control.health().is_some() {
-                eprintln!(
+                let _ = writeln!(
+                    std::io::stderr(),
                     "ringreduce: rank {}: the job failed; MPI is not finalised",
                     self.spec.rank
                 );
             } else if let Err(e) = w.mpi.finalize() {
-                eprintln!("ringreduce: {e}");
+                let _ = writeln!(std::io::stderr(), "ringreduce: {e}");
             }
         }
     }

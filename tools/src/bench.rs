@@ -403,7 +403,7 @@ pub fn measure_row<T: Element>(
             // A graph capture the driver refused: say why, leave the cell
             // empty, and go on if every GPU still drains.
             Err(err) if c.is_graph() => {
-                eprintln!(
+                crate::note!(
                     "note: {} at {} ({}): graph capture failed: {err}",
                     c.name,
                     shape.bytes(),

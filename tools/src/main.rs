@@ -58,7 +58,7 @@ fn main() -> ExitCode {
             return match launch::execute(a) {
                 Ok(code) => ExitCode::from(code),
                 Err(e) => {
-                    eprintln!("launch: error: {e}");
+                    ringreduce_tools::note!("launch: error: {e}");
                     ExitCode::from(2)
                 }
             };
@@ -79,10 +79,13 @@ fn main() -> ExitCode {
     ringreduce_tools::cli::finish(match r {
         Ok(true) => 0,
         Ok(false) => 1,
-        // A closed pipe (`| head`) ends the command quietly.
+        // A closed stdout (`| head`) with no output file pending ends the
+        // command quietly, exit status 0; with output files pending the
+        // command goes on quietly and its own status stands (see
+        // `ringreduce_tools::cli::Out`).
         Err(Error::Closed) => 0,
         Err(e) => {
-            eprintln!("error: {e}");
+            ringreduce_tools::note!("error: {e}");
             2
         }
     })

@@ -249,7 +249,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     refusals.extend(default_note);
     refusals.extend(std::mem::take(&mut x.skip_notes));
     for r in &refusals {
-        eprintln!("note: {r}");
+        crate::note!("note: {r}");
     }
 
     // -- the engine, its cold start, NCCL's, the ceiling
@@ -375,7 +375,7 @@ fn cold_starts(
         match bench::cold_start_nccl(e, lib, (cold / 4) as usize) {
             Ok(c) => cold_rows.push(c),
             Err(err @ Error::Unsupported(..)) => {
-                eprintln!("note: NCCL skipped: {err}");
+                crate::note!("note: NCCL skipped: {err}");
                 notes.push(format!("NCCL skipped: {err}"));
                 x.contenders.retain(|c| !c.is_nccl());
             }

@@ -247,7 +247,7 @@ fn measure(a: &CompareArgs, s: &Setup, cfg: EngineConfig) -> Result<(String, Vec
             a.blocks,
         )?;
         e.core_mut().take_traffic()?;
-        eprintln!("compare: N = {n} {}: {us:.1} us", c.name);
+        crate::note!("compare: N = {n} {}: {us:.1} us", c.name);
         points.push(Point {
             ranks: n,
             algo: c.name.clone(),

@@ -123,7 +123,7 @@ pub fn execute(_a: EnvArgs) -> Result<bool> {
         None => Ok(true),
         Some(last) => {
             for e in &errors {
-                eprintln!("error: {e}");
+                crate::note!("error: {e}");
             }
             Err(last)
         }

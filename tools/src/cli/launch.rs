@@ -254,7 +254,7 @@ pub fn execute(a: LaunchArgs) -> Result<u8> {
         let _ = h.join();
     }
     if a.keep_store {
-        eprintln!("launch: store kept at {}", dir.display());
+        crate::note!("launch: store kept at {}", dir.display());
     } else {
         store.remove();
     }
@@ -340,7 +340,7 @@ fn store_dir(a: &LaunchArgs, run_id: &str) -> PathBuf {
             // with SIGKILL: nobody else removes them) go first.
             let base = default_base();
             for d in sweep_stale(&base) {
-                eprintln!(
+                crate::note!(
                     "launch: removed the stale store {} (its launcher and ranks are gone)",
                     d.display()
                 );
@@ -448,7 +448,7 @@ fn watch(
             if !st.success() && first_failure.is_none() && interrupted.is_none() {
                 let why = format!("rank {r} {}", describe(&st));
                 store.abort(&why);
-                eprintln!(
+                crate::note!(
                     "launch: {why}; waiting up to {:.0} s for the other ranks to end",
                     timeout.as_secs_f64()
                 );
@@ -460,7 +460,7 @@ fn watch(
         }
         if let (Some(sig), None) = (proc::caught(), interrupted) {
             let why = format!("the launcher got {}", proc::signal_name(sig));
-            eprintln!("launch: {why}; stopping the ranks");
+            crate::note!("launch: {why}; stopping the ranks");
             store.abort(&why);
             // The ranks get the signal the launcher got (Ctrl-C stays
             // SIGINT, a SIGTERM stays SIGTERM).
@@ -474,13 +474,13 @@ fn watch(
         };
         if term_sent.is_none() && stop_at.is_some_and(|t| Instant::now() >= t) {
             let left: Vec<String> = ranks.running().map(|(r, _)| r.to_string()).collect();
-            eprintln!("launch: stopping ranks {} (SIGTERM)", left.join(", "));
+            crate::note!("launch: stopping ranks {} (SIGTERM)", left.join(", "));
             ranks.signal(Sig::Term);
             term_sent = Some(Instant::now());
         }
         if !kill_sent && term_sent.is_some_and(|t| t.elapsed() >= grace) {
             let left: Vec<String> = ranks.running().map(|(r, _)| r.to_string()).collect();
-            eprintln!("launch: killing ranks {} (SIGKILL)", left.join(", "));
+            crate::note!("launch: killing ranks {} (SIGKILL)", left.join(", "));
             ranks.signal(Sig::Kill);
             kill_sent = true;
         }
@@ -504,7 +504,7 @@ fn status_of(ranks: &Ranks, interrupted: When<i32>, failed: bool, lost: &Lost) -
     // Every rank succeeded, but their output was lost: not a success.
     match lost.take() {
         Some(e) => {
-            eprintln!("launch: error: the ranks' output could not be written to stdout: {e}");
+            crate::note!("launch: error: the ranks' output could not be written to stdout: {e}");
             worst.max(2)
         }
         None => worst,
@@ -538,5 +538,5 @@ fn say_failures(ranks: &Ranks, worst: u8) {
             )
         })
         .collect();
-    eprintln!("launch: {}; exit status {worst}", parts.join("; "));
+    crate::note!("launch: {}; exit status {worst}", parts.join("; "));
 }

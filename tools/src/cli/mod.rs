@@ -1,7 +1,9 @@
 //! The command line's commands, one file each; `main.rs` only parses and
 //! dispatches. Every command validates all of its arguments before it loads
 //! a library or builds an engine, writes to stdout through [`Out`] (a closed
-//! pipe ends the command quietly), and reports progress on stderr.
+//! pipe makes it quiet: it ends at once, or runs on to write the output
+//! files it was asked for), and reports progress on stderr through
+//! [`note!`](crate::note) (a closed stderr loses the line, never panics).
 
 pub mod bench;
 pub mod check;
@@ -36,11 +38,30 @@ pub fn backend_arg() -> impl clap::builder::TypedValueParser<Value = BackendChoi
     .try_map(|s| s.parse::<BackendChoice>())
 }
 
-/// Standard output that turns a closed pipe into a quiet exit instead of a
-/// panic.
+/// Standard output, written through [`out`] and [`out_raw`] (and
+/// [`write_stdout`] for an output file named `/dev/stdout`).
+///
+/// A closed stdout (`| head -1`, a reader that went away) never panics and
+/// is never an error. What it does depends on whether the command was asked
+/// for output files (any path but `/dev/stdout` given to
+/// [`crate::report::check_files`],
+/// which every command checks its `--json`/`--csv`/`--plot`/`--svg`/
+/// `--timeline` paths with before it runs):
+///
+/// * **no output file:** the print returns [`Error::Closed`] and the
+///   command ends at once, quietly, with exit status 0 (nobody reads the
+///   rest, so the rest of a long sweep is not run);
+/// * **output files requested:** stdout goes quiet (every later print does
+///   nothing) and the command runs on, so that every file is still written;
+///   its exit status is the one it would have had (0, 1 for a failed check,
+///   2 for an error), the closed pipe changing nothing.
 pub struct Out;
 
 static QUIET: AtomicBool = AtomicBool::new(false);
+/// Stdout was found closed (a broken pipe): nothing more is written to it.
+static CLOSED: AtomicBool = AtomicBool::new(false);
+/// The command was asked for at least one output file.
+static FILES: AtomicBool = AtomicBool::new(false);
 
 /// End the command with exit status `code`. When a rank thread was left
 /// stuck in a driver call (its pool broke: a peer died under GPU work), the
@@ -61,40 +82,76 @@ pub fn set_quiet(quiet: bool) {
     QUIET.store(quiet, Ordering::Relaxed);
 }
 
-/// Print one line (or several) to stdout.
-pub fn out(s: impl AsRef<str>) -> Result<()> {
-    if QUIET.load(Ordering::Relaxed) {
+/// Say that this command will write output files: from now on a closed
+/// stdout makes it quiet instead of ending it (see [`Out`]). Called by
+/// [`crate::report::check_files`] when it is given any path.
+pub fn expect_files() {
+    FILES.store(true, Ordering::Relaxed);
+}
+
+/// Whether stdout was found closed (and the command went on quietly for
+/// its files).
+pub fn stdout_closed() -> bool {
+    CLOSED.load(Ordering::Relaxed)
+}
+
+/// Writes `bytes` to stdout and flushes it. A closed stdout is `Ok`: it is
+/// remembered, and nothing more is written to it. For the output files
+/// written through to this process's own stdout (`-J /dev/stdout`).
+pub fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
+    if CLOSED.load(Ordering::Relaxed) {
         return Ok(());
     }
     let mut o = std::io::stdout().lock();
-    let r = o
-        .write_all(s.as_ref().as_bytes())
-        .and_then(|_| o.write_all(b"\n"))
-        .and_then(|_| o.flush());
-    r.map_err(|e| match e.kind() {
-        std::io::ErrorKind::BrokenPipe => Error::Closed,
-        _ => Error::Io {
-            path: "stdout".into(),
-            source: e,
-        },
-    })
+    match o.write_all(bytes).and_then(|()| o.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            CLOSED.store(true, Ordering::Relaxed);
+            Ok(())
+        }
+        r => r,
+    }
+}
+
+/// [`write_stdout`] for the text report: nothing when quiet, and a closed
+/// stdout ends the command ([`Error::Closed`]) unless output files are
+/// pending (see [`Out`]).
+fn print(bytes: &[u8]) -> Result<()> {
+    if QUIET.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    write_stdout(bytes).map_err(|e| Error::Io {
+        path: "stdout".into(),
+        source: e,
+    })?;
+    if stdout_closed() && !FILES.load(Ordering::Relaxed) {
+        return Err(Error::Closed);
+    }
+    Ok(())
+}
+
+/// Print one line (or several) to stdout.
+pub fn out(s: impl AsRef<str>) -> Result<()> {
+    let s = s.as_ref();
+    let mut line = String::with_capacity(s.len() + 1);
+    line.push_str(s);
+    line.push('\n');
+    print(line.as_bytes())
 }
 
 /// Print without a newline.
 pub fn out_raw(s: &str) -> Result<()> {
-    if QUIET.load(Ordering::Relaxed) {
-        return Ok(());
-    }
-    let mut o = std::io::stdout().lock();
-    o.write_all(s.as_bytes())
-        .and_then(|_| o.flush())
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::BrokenPipe => Error::Closed,
-            _ => Error::Io {
-                path: "stdout".into(),
-                source: e,
-            },
-        })
+    print(s.as_bytes())
+}
+
+/// `eprintln!` that never panics: a closed or full stderr (`2>&1 | head`)
+/// loses the line instead of ending the command before its output files
+/// are written. Every message of the command line goes through it.
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr().lock(), $($arg)*);
+    }};
 }
 
 /// Options of every command that builds an engine.

@@ -151,7 +151,7 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
             break;
         }
         if (i + 1) % 200 == 0 && soak.base.process.as_ref().is_none_or(|s| s.rank == 0) {
-            eprintln!(
+            crate::note!(
                 "soak: {} calls, {} wrong, {:.0} s",
                 i + 1,
                 stats.wrong.len(),
@@ -382,7 +382,7 @@ impl Soak {
                 stats.wrong.push(format!("{desc}: {e}"));
                 if multi {
                     // The job is unusable after a failed call.
-                    eprintln!("soak: stopping after a failed call: {e}");
+                    crate::note!("soak: stopping after a failed call: {e}");
                     return Ok(false);
                 }
             }

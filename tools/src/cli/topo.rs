@@ -247,7 +247,7 @@ fn measure_pair(
             device_us: device,
             ..m[ei][ej]
         };
-        eprintln!("topo: {ei} -> {ej}: {gbps:.1} GB/s, 4 B in {host:.1} us");
+        crate::note!("topo: {ei} -> {ej}: {gbps:.1} GB/s, 4 B in {host:.1} us");
     }
     if n == 2 {
         let plan = Arc::new(probe::peer_copy(2, count, 4, 1));

@@ -86,6 +86,11 @@ pub fn check_outputs(
 ///    link's final target may carry it instead. Outputs written through
 ///    (`-J /dev/stdout`, a FIFO) are exempt.
 ///
+/// Any path given but this process's own stdout (`-J /dev/stdout`) also
+/// tells the command line that files are pending
+/// ([`crate::cli::expect_files`]): a closed stdout then makes the command
+/// quiet instead of ending it before they are written.
+///
 /// Errors name the flag and the path. The state can change between the check
 /// and the write; [`write_output`] resolves the path again.
 pub fn check_files(files: &[(&'static str, Option<&Path>, Format)]) -> Result<(), ReportError> {
@@ -93,6 +98,17 @@ pub fn check_files(files: &[(&'static str, Option<&Path>, Format)]) -> Result<()
     for &(flag, path, format) in files {
         let Some(path) = path else { continue };
         let (target, key) = check_one(flag, path)?;
+        // A closed stdout must not end the command before this is written
+        // (unless this is that stdout: nobody reads it any more).
+        if !matches!(
+            target,
+            Target::Through {
+                stream: Stream::Stdout,
+                ..
+            }
+        ) {
+            crate::cli::expect_files();
+        }
         checked.push((flag, path, format, target, key));
     }
     for (i, (second, path, _, t2, k2)) in checked.iter().enumerate() {
@@ -542,13 +558,16 @@ fn in_place(file: &Path, contents: &[u8]) -> io::Result<()> {
 /// truncate, no rename.
 fn through(path: &Path, stream: Stream, contents: &[u8]) -> io::Result<()> {
     match stream {
-        Stream::Stdout => {
-            let mut o = io::stdout().lock();
-            o.write_all(contents).and_then(|()| o.flush())
-        }
+        // A closed stdout or stderr (`-J /dev/stdout | head -1`): nobody
+        // reads it any more, so there is nothing to write, as for the text
+        // report (see `crate::cli::Out`).
+        Stream::Stdout => crate::cli::write_stdout(contents),
         Stream::Stderr => {
             let mut e = io::stderr().lock();
-            e.write_all(contents).and_then(|()| e.flush())
+            match e.write_all(contents).and_then(|()| e.flush()) {
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+                r => r,
+            }
         }
         Stream::Open { append } => OpenOptions::new()
             .write(true)

@@ -1,20 +1,25 @@
 //! Output files through the command line (issue 25, item 1): what `-J`,
 //! `--csv`, `--plot`, `--timeline`, `--svg` do with devices, FIFOs,
 //! `/dev/stdout`, symbolic links, hard links, long names, two names of one
-//! file and wrong extensions (the rules: `tools/src/report/output.rs`).
+//! file and wrong extensions (the rules: `tools/src/report/output.rs`),
+//! and with stdout (or stdout and stderr) closed early: every file is
+//! still written (the rule: `tools/src/cli/mod.rs`, `Out`).
 //!
 //! CI and the GPU machine run as root: these tests touch `/dev/null` only
 //! by writing through it (and check it is still a device afterwards), and
 //! never name `/dev/full` or replace `/dev/stdout`.
 
-use crate::cli::{bad, command, entries, rr_in, run_cmd, scratch_dir, Ran};
+use crate::cli::{bad, command, drain, entries, rr_in, run_cmd, scratch_dir, wait_for, Ran};
 use crate::common::pass;
 use crate::ensure;
 use crate::harness::Harness;
 use std::ffi::OsString;
+use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{symlink, FileTypeExt, MetadataExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 /// A quick `bench` on the CPU (one row size sweep 8-64 B, one call).
 const BENCH: [&str; 19] = [
@@ -121,6 +126,125 @@ fn ino(p: &Path) -> Result<u64, String> {
 
 fn read(p: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// How a test closes the command's output early.
+#[derive(Clone, Copy, Debug)]
+enum Close {
+    /// Stdout's read end dropped right after the spawn, before the command
+    /// writes anything (`| true`).
+    AtOnce,
+    /// Stdout's first line read, then its read end dropped (`| head -1`).
+    AfterFirstLine,
+    /// Stdout and stderr both one pipe, closed after the first line
+    /// (`2>&1 | head -1`): the progress lines on stderr meet a closed pipe
+    /// too.
+    BothAfterFirstLine,
+}
+
+/// Runs `ringreduce ARGS` in `dir` with its output closed early as `close`
+/// says, and requires the documented end: exit status 0 (what the command
+/// returns when it succeeds, a closed pipe changing nothing), no signal, no
+/// panic, no "Broken pipe" message, within 60 s. The caller then checks
+/// the files.
+fn closed_early(dir: &Path, a: &[OsString], close: Close) -> Result<(), String> {
+    let limit = Duration::from_secs(60);
+    let both = matches!(close, Close::BothAfterFirstLine);
+    let mut c = if both {
+        // stderr into the same pipe as stdout, as the shell's `2>&1` does.
+        let mut c = std::process::Command::new("sh");
+        c.arg("-c")
+            .arg("exec \"$0\" \"$@\" 2>&1")
+            .arg(crate::cli::bin())
+            .args(a);
+        c
+    } else {
+        command(a)
+    };
+    c.current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(if both { Stdio::null() } else { Stdio::piped() });
+    let t0 = Instant::now();
+    let mut child = c.spawn().map_err(|e| format!("spawn: {e}"))?;
+    let err = child.stderr.take().map(drain);
+    let mut first = String::new();
+    match close {
+        Close::AtOnce => drop(child.stdout.take()),
+        Close::AfterFirstLine | Close::BothAfterFirstLine => {
+            // Dropping the reader closes the pipe, as `| head -1` does.
+            let mut r = BufReader::new(child.stdout.take().ok_or("stdout")?);
+            r.read_line(&mut first).map_err(|e| format!("read: {e}"))?;
+        }
+    }
+    let (st, timed_out) = wait_for(&mut child, limit, t0);
+    let err = err
+        .map(|h| h.join().unwrap_or_default())
+        .unwrap_or_default();
+    let what = format!("{a:?} with {close:?}");
+    ensure!(!timed_out, "{what}: still running after {limit:?}");
+    let st = st.ok_or(format!("{what}: no exit status"))?;
+    ensure!(
+        st.signal().is_none(),
+        "{what}: killed by signal {:?}\n{err}",
+        st.signal()
+    );
+    ensure!(
+        !err.contains("panicked") && !err.contains("Broken pipe"),
+        "{what}: a panic or a broken-pipe message:\n{err}"
+    );
+    ensure!(
+        st.code() == Some(0),
+        "{what}: exit {:?}, 0 expected (the first line: {first:?})\n{err}",
+        st.code()
+    );
+    Ok(())
+}
+
+/// Runs `base` with `files` (each `(flag, name)`) under every way of
+/// closing the output early, in a fresh directory each time, and requires
+/// each file written and well formed (`check(name, bytes)`).
+fn files_despite_closed_stdout(
+    tag: &str,
+    base: &[&str],
+    files: &[(&str, &str)],
+    also: &[&str],
+) -> Result<(), String> {
+    for close in [
+        Close::AtOnce,
+        Close::AfterFirstLine,
+        Close::BothAfterFirstLine,
+    ] {
+        let dir = scratch_dir(&format!("{tag}-{close:?}"))?;
+        let extra: Vec<&dyn AsRef<std::ffi::OsStr>> = files
+            .iter()
+            .flat_map(|(f, n)| [f as &dyn AsRef<std::ffi::OsStr>, n as _])
+            .collect();
+        closed_early(&dir, &args(base, &extra), close)?;
+        for name in files.iter().map(|(_, n)| *n).chain(also.iter().copied()) {
+            let got = read(&dir.join(name)).map_err(|e| format!("{close:?}: {e}"))?;
+            well_formed(name, &got).map_err(|e| format!("{base:?} with {close:?}: {e}"))?;
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
+}
+
+/// A JSON file parses, an SVG file is a whole SVG document, a CSV file
+/// starts with its header.
+fn well_formed(name: &str, got: &[u8]) -> Result<(), String> {
+    let text = String::from_utf8_lossy(got);
+    let ok = if name.ends_with(".json") {
+        is_json(got)
+    } else if name.ends_with(".svg") {
+        text.starts_with("<svg") && text.trim_end().ends_with("</svg>")
+    } else if name.ends_with(".csv") {
+        text.starts_with("algo,path,") && text.lines().count() > 1
+    } else {
+        return Err(format!("{name}: no check for this kind of file"));
+    };
+    ensure!(ok, "{name} is not well formed: {}", crate::cli::tail(&text));
+    Ok(())
 }
 
 pub fn register(h: &mut Harness) {
@@ -377,6 +501,101 @@ pub fn register(h: &mut Harness) {
             entries(&dir)
         );
         let _ = std::fs::remove_dir_all(&dir);
+        pass()
+    });
+
+    h.add("cli_outputs::closed_stdout_bench_writes_its_files", || {
+        // Regression: with stdout closed early (`bench ... -J out.json |
+        // head -1`) the command ended quietly at its next print, before
+        // writing -J, --csv and --plot.
+        files_despite_closed_stdout(
+            "closed-bench",
+            &BENCH,
+            &[("-J", "o.json"), ("--csv", "o.csv"), ("--plot", "o.svg")],
+            &[],
+        )?;
+        pass()
+    });
+
+    h.add("cli_outputs::closed_stdout_trace_writes_its_files", || {
+        // Regression: `trace --svg x.svg | head -1` wrote no SVG.
+        files_despite_closed_stdout(
+            "closed-trace",
+            &TRACE,
+            &[("--timeline", "t.json"), ("--svg", "t.svg")],
+            &[],
+        )?;
+        pass()
+    });
+
+    h.add("cli_outputs::closed_stdout_compare_writes_its_plot", || {
+        // Regression: `compare --plot p.svg | head -1` wrote no plot, and
+        // with stderr closed too its progress line panicked (exit 101).
+        files_despite_closed_stdout(
+            "closed-compare",
+            &[
+                "compare",
+                "--backend",
+                "cpu",
+                "--ranks",
+                "2,3",
+                "--size",
+                "1KiB",
+                "-n",
+                "1",
+                "-w",
+                "0",
+            ],
+            &[("--plot", "p.svg")],
+            &[],
+        )?;
+        pass()
+    });
+
+    h.add(
+        "cli_outputs::closed_stdout_overlap_writes_its_files",
+        || {
+            // Regression: overlap's --json and --timeline (and the picture next
+            // to it) were not written with stdout closed; with stderr closed
+            // too its notes panicked (exit 101).
+            files_despite_closed_stdout(
+                "closed-overlap",
+                &[
+                    "overlap",
+                    "--backend",
+                    "cpu",
+                    "--ranks",
+                    "2",
+                    "--buckets",
+                    "2",
+                    "--bucket-size",
+                    "1KiB",
+                    "--steps",
+                    "1",
+                    "--warmup",
+                    "0",
+                ],
+                &[("--json", "o.json"), ("--timeline", "tl.json")],
+                &["tl.svg"],
+            )?;
+            pass()
+        },
+    );
+
+    h.add("cli_outputs::json_to_closed_dev_stdout", || {
+        // Regression: `-J /dev/stdout | head -1` exited 2 with "Broken
+        // pipe" (the JSON written through to a closed stdout); the files
+        // named next to it were lost. Nobody reads that stdout: a quiet
+        // end, exit 0, and the CSV written.
+        for close in [Close::AtOnce, Close::AfterFirstLine] {
+            let dir = scratch_dir(&format!("closed-devstdout-{close:?}"))?;
+            let a = args(&BENCH, &[&"-J", &"/dev/stdout", &"--csv", &"o.csv"]);
+            closed_early(&dir, &a, close)?;
+            well_formed("o.csv", &read(&dir.join("o.csv"))?)?;
+            // `-J /dev/stdout` alone is no file pending: a quiet end, exit 0.
+            closed_early(&dir, &args(&BENCH, &[&"-J", &"/dev/stdout"]), close)?;
+            let _ = std::fs::remove_dir_all(&dir);
+        }
         pass()
     });
 }

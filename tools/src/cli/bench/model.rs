@@ -304,7 +304,7 @@ fn breakdown_sizes<T: Element>(
                 .and_then(|m| model_us(m, n, shape_bytes)),
             _ => None,
         };
-        eprintln!(
+        crate::note!(
             "breakdown: {} {path}: call {:.1} us",
             format_bytes(shape_bytes),
             s.wall_ns / 1e3

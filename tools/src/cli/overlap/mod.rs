@@ -421,7 +421,7 @@ pub fn execute(a: OverlapArgs) -> Result<bool> {
         let mut s = serde_json::to_string_pretty(&rep).map_err(|e| Error::Report(e.to_string()))?;
         s.push('\n');
         write_file("--json", p, s.as_bytes())?;
-        eprintln!("wrote {}", p.display());
+        crate::note!("wrote {}", p.display());
     }
     if let Some(p) = &a.timeline {
         let mut s = serde_json::to_string_pretty(&rep.timeline)
@@ -431,9 +431,9 @@ pub fn execute(a: OverlapArgs) -> Result<bool> {
         match timeline_svg_path(p) {
             Some(svg) => {
                 write_file("--timeline (its .svg)", &svg, timeline_svg(&rep).as_bytes())?;
-                eprintln!("wrote {} and {}", p.display(), svg.display());
+                crate::note!("wrote {} and {}", p.display(), svg.display());
             }
-            None => eprintln!("wrote {} (not a file: no SVG next to it)", p.display()),
+            None => crate::note!("wrote {} (not a file: no SVG next to it)", p.display()),
         }
     }
     Ok(wrong == 0)
@@ -493,7 +493,7 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     let mut contenders = p.contenders.clone();
     let mut nccl_version = None;
     if let Some(n) = nccl_note {
-        eprintln!("note: {n}");
+        crate::note!("note: {n}");
         notes.push(n);
     }
     if let Some(lib) = &nccl {
@@ -506,7 +506,7 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
             Ok(()) => {}
             Err(e @ Error::Unsupported(..)) if by_default => {
                 let n = format!("nccl left out of the default contenders: {e}");
-                eprintln!("note: {n}");
+                crate::note!("note: {n}");
                 notes.push(n);
                 contenders.retain(|c| !c.is_nccl());
             }
@@ -520,7 +520,7 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
         match core.work_gate() {
             Ok(g) => g.open(),
             Err(e) => {
-                eprintln!("note: no gate: {e}");
+                crate::note!("note: no gate: {e}");
                 notes.push(format!("the work-stream gate is unavailable ({e}); host issue gaps are part of the times"));
                 p.gate = false;
             }

@@ -296,7 +296,7 @@ pub(super) fn run_config(
 ) -> Result<(ConfigResult, TimelineConfig)> {
     let n = bytes / 4;
     let ranks = core.ranks();
-    eprintln!(
+    crate::note!(
         "overlap: {} kernel, {} buckets of {}",
         kind.name(),
         p.buckets,
@@ -467,7 +467,7 @@ fn one_step(
         row.host_checked_elements += elems;
         row.host_wrong += wrong;
         if wrong > 0 {
-            eprintln!(
+            crate::note!(
                 "overlap: {}: the host check of the last step found {wrong} wrong elements",
                 c.name
             );
@@ -533,7 +533,7 @@ pub(super) fn tally(
     row.elements_checked += (checks * n) as u64;
     row.wrong += got.0;
     if let Some((r, b, i)) = got.1 {
-        eprintln!(
+        crate::note!(
             "overlap: {}: {phase} (step {step}): {} wrong elements; first: rank {r} bucket {b} element {i}",
             c.name, got.0
         );
