@@ -166,6 +166,10 @@ impl Wire for Link {
 /// the signal (the CUDA backend).
 pub(crate) type Landing = Box<dyn Fn(&[u8]) -> Result<()> + Send>;
 
+/// Told of every signal the receiver raises, before it raises it (the
+/// CUDA backend marks it as reached this process).
+pub(crate) type Delivered = Box<dyn Fn(u64, usize) + Send>;
+
 /// The receiving side of this process: a thread that takes every message
 /// of the other nodes and applies it (NCCL's proxy thread).
 pub(crate) struct Receiver {
@@ -178,13 +182,21 @@ impl Receiver {
     pub(crate) fn start(
         link: Arc<Link>,
         land: Landing,
+        delivered: Option<Delivered>,
         board: Arc<SignalBoard>,
     ) -> Result<Receiver> {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name("ringreduce-net".into())
-            .spawn(move || receive(&link, &*land, &board, &s))
+            .spawn(move || {
+                let sink = Sink {
+                    land: &*land,
+                    delivered: delivered.as_ref().map(|d| &**d as &dyn Fn(u64, usize)),
+                    board: &board,
+                };
+                receive(&link, &sink, &s)
+            })
             .map_err(|e| Error::Worker {
                 rank: 0,
                 message: format!("could not start the network receiver thread: {e}"),
@@ -229,12 +241,14 @@ fn land(mem: &CpuMem, board: &SignalBoard, msg: &[u8]) -> Result<()> {
 
 /// The receiver's loop: probe, receive, apply; forward this node's first
 /// failure to the other nodes.
-fn receive(
-    link: &Link,
-    land: &dyn Fn(&[u8]) -> Result<()>,
-    board: &SignalBoard,
-    stop: &AtomicBool,
-) {
+/// Where the receiver puts what arrives.
+struct Sink<'a> {
+    land: &'a dyn Fn(&[u8]) -> Result<()>,
+    delivered: Option<&'a dyn Fn(u64, usize)>,
+    board: &'a SignalBoard,
+}
+
+fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
     let control = link.job.control().clone();
     let me = link.mpi.rank;
     let mut forwarded = false;
@@ -247,10 +261,13 @@ fn receive(
                 let mut buf = vec![0u8; bytes];
                 link.mpi.recv(link.mpi.world, &mut buf, src, tag)?;
                 match tag {
-                    TAG_PUT => land(&buf)?,
+                    TAG_PUT => (sink.land)(&buf)?,
                     TAG_SIGNAL => {
                         let (gen, s, _) = wire::decode_signal(&buf)?;
-                        board.publish(s, gen);
+                        if let Some(d) = sink.delivered {
+                            d(gen, s);
+                        }
+                        sink.board.publish(s, gen);
                     }
                     TAG_FAIL => {
                         let (gen, rank, why) = wire::decode_failure(&buf)?;
@@ -409,6 +426,7 @@ impl Transport for Net {
         self.receiver = Some(Receiver::start(
             self.link.clone(),
             Box::new(move |msg: &[u8]| land(&m, &b, msg)),
+            None,
             board,
         )?);
         Ok(())

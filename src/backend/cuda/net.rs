@@ -9,12 +9,16 @@
 //! at each wait on a signal of another node (the lowering's `Wait::Land`
 //! and `Wait::Remote`), once the board has it, copies every put of the
 //! call filed so far into its buffers (host to device, complete on return)
-//! before it issues anything after the wait. The receiver files a
-//! sender's messages in the order they were sent, so a signal that
-//! follows a put from the same sender finds the put filed. The lowering
-//! guarantees that the destination waits on every put into it, and that no
-//! other rank waits on a put's signal before its End (another rank learns
-//! only that the bytes left, not that they landed). The sending side reads its source to the host once its lane
+//! before it issues anything after the wait. A signal another node waits
+//! on is sent to every rank that waits on it, and a rank's wait ends only
+//! once the signal reached its own process: MPI delivers one sender's
+//! messages to one receiver in the order they were sent, so whatever that
+//! sender put into this rank before the signal is filed by then and lands
+//! with it. The lowering guarantees that the destination waits, after
+//! every put into it, on a signal its sender records at or after the put
+//! (the put's own, or a later one), and that no other rank waits on a
+//! put's signal before its End (another rank learns only that the bytes
+//! left, not that they landed). The sending side reads its source to the host once its lane
 //! reached the copy, and a signal that other nodes wait on leaves only
 //! once the work before it is complete on the GPU: a step costs a host
 //! round trip. NCCL's `ncclSend`/`ncclRecv` on a rail communicator and
@@ -24,8 +28,9 @@
 use crate::backend::BufId;
 use crate::error::{Error, Result};
 use crate::transport::Wire;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// A put that arrived for this process's rank, not yet landed.
 #[derive(Debug)]
@@ -43,11 +48,15 @@ pub(crate) struct NetPort {
     pub node_of: Vec<usize>,
     /// Puts received and not landed yet, by (call generation, signal).
     mail: Mutex<Mail>,
+    arrived: Condvar,
 }
 
 #[derive(Default)]
 struct Mail {
     puts: HashMap<(u64, usize), Arrived>,
+    /// The signals that reached this process (a put's, or forwarded), by
+    /// (call generation, signal).
+    delivered: HashSet<(u64, usize)>,
 }
 
 impl NetPort {
@@ -57,6 +66,7 @@ impl NetPort {
             wire,
             node_of,
             mail: Mutex::new(Mail::default()),
+            arrived: Condvar::new(),
         }
     }
 
@@ -76,6 +86,56 @@ impl NetPort {
                 "two puts of call {gen} carry signal {signal}"
             )));
         }
+        m.delivered.insert((gen, signal));
+        self.arrived.notify_all();
+        Ok(())
+    }
+
+    /// Signal `signal` of call `gen` reached this process (forwarded by
+    /// its owner; the receiver, before it raises it on the board).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub fn deliver(&self, gen: u64, signal: usize) {
+        self.mail().delivered.insert((gen, signal));
+        self.arrived.notify_all();
+    }
+
+    /// Wait (bounded by `limit`, asking `check` every few milliseconds)
+    /// until signal `signal` of call `gen` reached this process. The
+    /// node's board may have it first (another rank of the node received
+    /// it); what its sender sent this process before it is filed only once
+    /// this process received it too.
+    pub fn wait_delivered(
+        &self,
+        gen: u64,
+        signal: usize,
+        rank: usize,
+        limit: Duration,
+        check: &dyn Fn() -> Result<()>,
+    ) -> Result<()> {
+        let start = Instant::now();
+        let mut m = self.mail();
+        while !m.delivered.contains(&(gen, signal)) {
+            drop(m);
+            check()?;
+            if start.elapsed() > limit {
+                return Err(Error::Timeout {
+                    rank,
+                    what: format!(
+                        "signal {signal} of call {gen} to reach this process over the network"
+                    ),
+                    seconds: limit.as_secs_f64(),
+                    wait: crate::error::WaitKind::Host,
+                });
+            }
+            m = self.mail();
+            if !m.delivered.contains(&(gen, signal)) {
+                m = self
+                    .arrived
+                    .wait_timeout(m, Duration::from_millis(5))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
         Ok(())
     }
 
@@ -91,6 +151,8 @@ impl NetPort {
     /// Puts of calls before `gen` that were never landed (a failed call's):
     /// dropped.
     pub fn forget_before(&self, gen: u64) {
-        self.mail().puts.retain(|k, _| k.0 >= gen);
+        let mut m = self.mail();
+        m.puts.retain(|k, _| k.0 >= gen);
+        m.delivered.retain(|k| k.0 >= gen);
     }
 }

@@ -198,9 +198,11 @@ impl CudaBackend<Ipc> {
             board.publish(s, put.gen);
             Ok(())
         });
+        let d = port.clone();
         self.x.receiver = Some(crate::transport::Receiver::start(
             link,
             land,
+            Some(Box::new(move |gen, s| d.deliver(gen, s))),
             self.board.clone(),
         )?);
         self.on(Box::new(move |rk: &mut Rank<'_>| {

@@ -301,6 +301,11 @@ impl<'id> Rank<'id> {
             .clone()
             .ok_or_else(|| Error::internal("no network port"))?;
         let t = Instant::now();
+        let what = || signal_desc(at.plan, signal);
+        net.wait_delivered(at.gen, signal.0, at.rank, self.timeout, &|| {
+            at.board.check(at.rank, &what)
+        })
+        .map_err(|e| at.in_step(e))?;
         for put in net.take_all(at.gen) {
             self.write_landed(put.buf, put.offset, &put.data)
                 .map_err(|e| at.in_step(e.in_step(&format!("landing rank {}'s put", put.from))))?;

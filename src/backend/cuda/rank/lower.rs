@@ -156,10 +156,11 @@ impl<'p> Lowering<'p> {
     /// r's node). A rank reaches another node's rank only by pushing its
     /// own data (a put, [`Work::Send`]) and by signals; the put's
     /// destination lands the puts it received at its waits on other nodes'
-    /// signals, so every put into a rank must be waited on by that rank,
-    /// and by no other rank before its End (another rank could only learn
-    /// that the bytes left, not that they landed). A plan that needs
-    /// anything else is refused, naming the op.
+    /// signals, so after every put into a rank that rank must wait on the
+    /// put's signal or on one its sender records later, and no other rank
+    /// may wait on the put's signal before its End (another rank could
+    /// only learn that the bytes left, not that they landed). A plan that
+    /// needs anything else is refused, naming the op.
     pub fn over_nodes(mut self, node_of: &'p [usize]) -> Result<Self> {
         let plan = self.plan;
         if node_of.len() < plan.ranks() {
@@ -177,6 +178,15 @@ impl<'p> Lowering<'p> {
                     if !v.contains(&r) {
                         v.push(r);
                     }
+                }
+            }
+        }
+        // The first op of each rank that records each signal.
+        let mut at: HashMap<usize, usize> = HashMap::new();
+        for ops in &plan.ops {
+            for (i, op) in ops.iter().enumerate() {
+                if let Some(s) = op.signal {
+                    at.entry(s.0).or_insert(i);
                 }
             }
         }
@@ -202,8 +212,15 @@ impl<'p> Lowering<'p> {
                     return refuse("copies to another node with no signal");
                 };
                 let w = waiters.get(&s.0).map_or(&[][..], Vec::as_slice);
-                if !w.contains(&to) {
-                    return refuse("copies to a rank of another node that never waits on it");
+                // The destination must wait on a signal its sender records
+                // at or after the put: the receiver files the put before
+                // that signal, and the wait lands it.
+                let lands = plan.ops[to].iter().flat_map(|o| &o.waits).any(|x| {
+                    plan.signals.get(x.0).is_some_and(|g| g.owner == from)
+                        && at.get(&x.0).is_some_and(|&j| j >= i)
+                });
+                if !lands {
+                    return refuse("copies to a rank of another node that never waits on it or on anything its sender does after it");
                 }
                 // Another waiter learns only that the bytes left (the
                 // sender forwards the signal): an End starts nothing more
@@ -245,23 +262,21 @@ impl<'p> Lowering<'p> {
             })
     }
 
-    /// The ranks to forward signal `s` to once recorded: one waiter per
-    /// other node, but not on the node a put of this op carries it to.
+    /// The ranks to send signal `s` to once recorded: every waiter on
+    /// another node (each must receive it itself: see `net.rs`), but not
+    /// the rank a put of this op carries it to.
     fn forward(&self, s: SignalId, carried: Option<usize>) -> Vec<usize> {
         let Some(n) = &self.nodes else {
             return Vec::new();
         };
         let mine = n.node_of[self.rank];
-        let mut nodes = Vec::new();
-        let mut dest = Vec::new();
-        for &w in n.waiters.get(&s.0).into_iter().flatten() {
-            let node = n.node_of[w];
-            if node != mine && Some(node) != carried && !nodes.contains(&node) {
-                nodes.push(node);
-                dest.push(w);
-            }
-        }
-        dest
+        n.waiters
+            .get(&s.0)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&w| n.node_of[w] != mine && Some(w) != carried)
+            .collect()
     }
 
     /// Refuse op `i` touching rank `x`'s memory on another node.
@@ -361,7 +376,7 @@ impl<'p> Lowering<'p> {
             .signal
             .filter(|s| self.plan.signals.get(s.0).is_some_and(|x| x.needed));
         let carried = match work {
-            Work::Send { dst, .. } => self.nodes.as_ref().map(|n| n.node_of[dst.rank]),
+            Work::Send { dst, .. } => Some(dst.rank),
             _ => None,
         };
         Ok(Lowered {
