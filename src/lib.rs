@@ -91,9 +91,10 @@
 //!   of the error paths (on in the crate's own tests).
 //! * `mpi`: under `mpirun`/`srun`, ranks bootstrap through MPI (a world
 //!   and a node communicator; `RINGREDUCE_RANKS_PER_NODE` makes several
-//!   nodes of one machine) and the CPU backend reaches other nodes' ranks
-//!   with MPI point-to-point (docs/SCALE-OUT.md). Needs an MPI's `mpicc` at
-//!   build time; off by default.
+//!   nodes of one machine) and both backends reach other nodes' ranks with
+//!   MPI point-to-point (the CUDA backend through host memory;
+//!   docs/SCALE-OUT.md). Needs an MPI's `mpicc` at build time; off by
+//!   default.
 //!
 //! Every environment variable ringreduce reads is declared once, with its
 //! type and range, in [`param`] (`ringreduce env` lists them).
