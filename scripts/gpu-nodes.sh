@@ -47,6 +47,30 @@ export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 RR="$D/ringreduce"
 MPI=(mpirun --oversubscribe --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x NCCL_NVLS_ENABLE)
 log() { echo; echo "### $*"; }
+if [ "${NODES_AB:-0}" = 1 ]; then
+    # The staged binary against .device-nodes/ringreduce-old, alternating,
+    # 2 nodes x 1 rank (ring) and 2 nodes x 2 (hier:2), and the same over
+    # Open MPI's shared-memory transport (vader) to see what TCP costs.
+    log "A/B: $RR against $D/ringreduce-old"
+    {
+        for round in 1 2 3; do
+            for bin in ringreduce-old ringreduce; do
+                for size in 1MiB 64MiB; do
+                    echo "## round $round $bin ring $size 2 nodes x 1 (tcp)"
+                    timeout 120 "${MPI[@]}" -np 2 -x RINGREDUCE_RANKS_PER_NODE=1 "$D/$bin" run --backend cuda --algo ring --size "$size" --iters 20 --timeout 30
+                    echo "## round $round $bin hier:2 $size 2 nodes x 2 (tcp)"
+                    timeout 120 "${MPI[@]}" -np 4 -x RINGREDUCE_RANKS_PER_NODE=2 "$D/$bin" run --backend cuda --algo hier:2 --size "$size" --iters 20 --timeout 30
+                done
+            done
+        done
+        for bin in ringreduce-old ringreduce; do
+            echo "## $bin ring 64MiB 2 nodes x 1 (vader: shared memory)"
+            timeout 120 mpirun --oversubscribe --mca btl self,vader -x NCCL_NVLS_ENABLE -np 2 -x RINGREDUCE_RANKS_PER_NODE=1 "$D/$bin" run --backend cuda --algo ring --size 64MiB --iters 20 --timeout 30
+        done
+    } > "$OUT/ab.log" 2>&1
+    grep -E "^##|steady|check     : F|\[exit|rror" "$OUT/ab.log" | grep -v "^check" | head -80
+    exit 0
+fi
 {
     date -u; nvidia-smi -L; mpirun --version | head -1
     ompi_info --parsable --all 2>/dev/null | grep -E "mpi_built_with_cuda_support:value" || echo "ompi_info: no CUDA support line"

@@ -252,7 +252,7 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
     let control = link.job.control().clone();
     let me = link.mpi.rank;
     let mut forwarded = false;
-    let mut idle = 0u32;
+    let mut last = Instant::now();
     let mut last_health = Instant::now();
     while !stop.load(Ordering::Acquire) {
         let got = link.mpi.iprobe(link.mpi.world).and_then(|m| match m {
@@ -289,10 +289,11 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
             }
         });
         match got {
-            Ok(true) => idle = 0,
+            Ok(true) => last = Instant::now(),
             Ok(false) => {
-                idle += 1;
-                if idle < 64 {
+                // Poll without napping for a while after a message (the
+                // next one of a step is likely close behind), then nap.
+                if last.elapsed() < Duration::from_millis(5) {
                     std::thread::yield_now();
                 } else {
                     std::thread::sleep(Duration::from_micros(100));
