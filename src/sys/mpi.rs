@@ -84,9 +84,6 @@ mod ffi {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Comm(c_int);
 
-/// How long a wait polls MPI without napping (see [`Mpi::wait`]).
-const SPIN: Duration = Duration::from_millis(5);
-
 /// The process's MPI: initialised once, the world communicator.
 #[derive(Debug)]
 pub(crate) struct Mpi {
@@ -307,7 +304,7 @@ impl Mpi {
         peer: Option<usize>,
         what: &dyn Fn() -> String,
     ) -> Result<()> {
-        let start = Instant::now();
+        let mut spins = 0u32;
         loop {
             let mut done: c_int = 0;
             // SAFETY: `req.ptr` is a live request from the shim (freed by
@@ -337,10 +334,8 @@ impl Mpi {
                 self.drop_request(req);
                 return Err(err);
             }
-            // MPI moves a large message only inside MPI calls (no progress
-            // thread): poll without sleeping for a while, so a transfer in
-            // flight is not paced by the naps.
-            if start.elapsed() < SPIN {
+            spins += 1;
+            if spins < 64 {
                 std::thread::yield_now();
             } else {
                 std::thread::sleep(Duration::from_micros(50));

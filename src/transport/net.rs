@@ -252,7 +252,7 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
     let control = link.job.control().clone();
     let me = link.mpi.rank;
     let mut forwarded = false;
-    let mut last = Instant::now();
+    let mut idle = 0u32;
     let mut last_health = Instant::now();
     while !stop.load(Ordering::Acquire) {
         let got = link.mpi.iprobe(link.mpi.world).and_then(|m| match m {
@@ -289,11 +289,10 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
             }
         });
         match got {
-            Ok(true) => last = Instant::now(),
+            Ok(true) => idle = 0,
             Ok(false) => {
-                // Poll without napping for a while after a message (the
-                // next one of a step is likely close behind), then nap.
-                if last.elapsed() < Duration::from_millis(5) {
+                idle += 1;
+                if idle < 64 {
                     std::thread::yield_now();
                 } else {
                     std::thread::sleep(Duration::from_micros(100));
