@@ -39,6 +39,7 @@ from ._ringreduce import (
     PeerError,
     TimeoutError,
     UnavailableError,
+    _CallInfo,
     _Engine,
     __version__,
 )
@@ -113,6 +114,10 @@ _TYPESTRS = {
 }
 
 _OPS = {"sum", "prod", "min", "max", "avg"}
+
+# The __array_interface__ byte-order mark of the other byte order (its
+# elements would be reduced as if they were this machine's).
+_SWAPPED = ">" if sys.byteorder == "little" else "<"
 
 
 class _Buf:
@@ -332,6 +337,12 @@ def _describe(x, what, rank):
                 f"which ringreduce does not reduce"
             )
         _remember_dtype(dt, name)
+    if ai["typestr"][0] == _SWAPPED:
+        raise ArgumentError(
+            f"rank {rank}: the {what} is in {'big' if _SWAPPED == '>' else 'little'}-endian byte "
+            f"order ({ai['typestr']}), not this machine's: pass a native-order copy "
+            f"(a.astype(a.dtype.newbyteorder('=')))"
+        )
     itemsize = int(ai["typestr"][2:])
     strides = ai.get("strides")
     if strides is not None and not _c_contiguous(shape, strides, itemsize):
@@ -344,6 +355,18 @@ def _describe(x, what, rank):
     for d in shape:
         n *= d
     return _Buf(addr, n * itemsize, name, shape, x, readonly)
+
+
+# numpy.ndarray, once numpy is imported (the fast path's arrays; without
+# numpy there are none).
+_NDARRAY = None
+
+
+def _ndarray_type():
+    global _NDARRAY
+    np = sys.modules.get("numpy")
+    _NDARRAY = getattr(np, "ndarray", None) if np is not None else None
+    return _NDARRAY
 
 
 _JOB_ENGINES = weakref.WeakSet()
@@ -422,6 +445,19 @@ class Engine:
         eng = cls(_inner=_Engine.job(rank, size, store, backend, timeout, algo))
         _abort_on_uncaught_exception(eng)
         return eng
+
+    @property
+    def last_call(self):
+        """The last call's path and traffic: ``{"path": ..., "traffic":
+        [(sent, received) per rank]}`` (None before any call)."""
+        info = self._last_call
+        if type(info) is _CallInfo:  # the fast path's: made a dict when read
+            info = self._last_call = info.as_dict()
+        return info
+
+    @last_call.setter
+    def last_call(self, info):
+        self._last_call = info
 
     @property
     def size(self):
@@ -506,6 +542,18 @@ class Engine:
     def _run(self, kind, inputs, outputs, op="sum", root=0, prepare=False):
         if kind != "all_gather" and kind != "broadcast" and op not in _OPS:
             raise ArgumentError(f"unknown reduce op {op!r} (sum, prod, min, max, avg)")
+        if not prepare:
+            # The fast path: a list or tuple of plain numpy arrays (exactly
+            # numpy.ndarray, C-contiguous, native byte order, a type numpy
+            # has natively, every rank's alike, outputs writable) is read
+            # and run in one Rust call (python/src/ndarray.rs). Anything
+            # else comes back None, nothing run, and is read below.
+            nd = _NDARRAY or _ndarray_type()
+            if nd is not None:
+                info = self._e.collective_ndarrays(kind, op, inputs, outputs, root, nd)
+                if info is not None:
+                    self._last_call = info  # a _CallInfo: see last_call
+                    return list(inputs if outputs is None else outputs)
         ins = self._buffers(inputs, "input")
         if outputs is None:
             outs, ins_raw = ins, []

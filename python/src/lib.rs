@@ -6,24 +6,31 @@
 //! one `(address, bytes)` pair per rank; this module runs the
 //! [`Communicator`] call with the interpreter lock released, and turns
 //! every [`ringreduce::Error`] into a `ringreduce.Error` subclass. No panic
-//! crosses into Python: each call runs under `catch_unwind`.
+//! crosses into Python: each call runs under `catch_unwind`. One shortcut:
+//! a plain call on plain numpy arrays is read here instead, in one step per
+//! array (`ndarray.rs`, `collective_ndarrays`), taking only what the
+//! Python reader accepts and handing everything else back to it.
 //!
-//! `unsafe`: two blocks, each one call of a library function whose
-//! contract is the Python caller's promise that an address is live memory
-//! it holds for the call (`ringreduce::foreign::host_slices` for host
-//! arrays, `ringreduce::cuda::device_args` for CUDA tensors and streams).
-//! They must stay: an address arriving from Python as an integer cannot be
-//! vouched for by any safe Rust function; every check that can be made
-//! (null, wrapping, overlap; the driver's allocation of a device address)
-//! is made inside those library functions.
+//! `unsafe`: three blocks. Two are each one call of a library function
+//! whose contract is the Python caller's promise that an address is live
+//! memory it holds for the call (`ringreduce::foreign::host_slices` for
+//! host arrays, `ringreduce::cuda::device_args` for CUDA tensors and
+//! streams). They must stay: an address arriving from Python as an integer
+//! cannot be vouched for by any safe Rust function; every check that can be
+//! made (null, wrapping, overlap; the driver's allocation of a device
+//! address) is made inside those library functions. The third
+//! (`ndarray.rs`) reads the C struct numpy describes an array with (its
+//! `__array_struct__` capsule), which no safe API reads under the abi3
+//! wheel's limited API (the buffer protocol is in it from Python 3.11 only).
 
 mod errors;
 mod kv;
+mod ndarray;
 mod plans;
 
 use errors::{guarded, ArgumentError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyType};
 use ringreduce::foreign::HostSpan;
 use ringreduce::{
     AbortHandle, AlgoChoice, BackendChoice, CallInfo, Collective, Communicator, DataType, Element,
@@ -131,6 +138,10 @@ fn run_typed<T: Element>(
     // live, C-contiguous host array of exactly that many bytes, holds every
     // array (they are arguments of the running call) until this returns,
     // and refused read-only outputs; nothing else runs on them meanwhile.
+    // The fast path (`collective_ndarrays`) read them from numpy's own
+    // description of each array (`ndarray.rs`) under the same checks, and
+    // holds the array objects themselves (`Arrays::_held`), not only the
+    // caller's list, until this returns.
     // A prepared call (`PyPrepared`) read them the same way once and holds
     // the arrays for its whole life: numpy arrays only (`Engine.prepare`),
     // which numpy refuses to resize while referenced, so the spans stay
@@ -190,8 +201,8 @@ fn host_call(
     kind: &str,
     dtype: &str,
     op: &str,
-    sends: Vec<(usize, usize)>,
-    recvs: Vec<(usize, usize)>,
+    sends: Vec<HostSpan>,
+    recvs: Vec<HostSpan>,
     root: usize,
 ) -> PyResult<(DataType, Call, Vec<HostSpan>, Vec<HostSpan>)> {
     let call = Call {
@@ -199,23 +210,38 @@ fn host_call(
         op: parse::<ReduceOp>(op)?,
         in_place: sends.is_empty(),
     };
-    let raw = |v: Vec<(usize, usize)>| {
-        v.into_iter()
-            .map(|(addr, bytes)| HostSpan { addr, bytes })
-            .collect::<Vec<_>>()
-    };
-    Ok((parse::<DataType>(dtype)?, call, raw(sends), raw(recvs)))
+    Ok((parse::<DataType>(dtype)?, call, sends, recvs))
+}
+
+/// `(address, bytes)` pairs from Python as spans.
+fn spans(v: Vec<(usize, usize)>) -> Vec<HostSpan> {
+    v.into_iter()
+        .map(|(addr, bytes)| HostSpan { addr, bytes })
+        .collect()
 }
 
 fn info_dict<'py>(py: Python<'py>, info: &CallInfo) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("path", &info.path)?;
-    let traffic = PyList::empty(py);
-    for t in &info.traffic {
-        traffic.append((t.sent, t.received))?;
-    }
-    d.set_item("traffic", traffic)?;
+    d.set_item(pyo3::intern!(py, "path"), &info.path)?;
+    let traffic = PyList::new(py, info.traffic.iter().map(|t| (t.sent, t.received)))?;
+    d.set_item(pyo3::intern!(py, "traffic"), traffic)?;
     Ok(d)
+}
+
+/// A call's info as the fast path returns it (`collective_ndarrays`):
+/// made into the `last_call` dict only when that is read
+/// (`Engine.last_call`), not on every call.
+#[pyclass(module = "ringreduce._ringreduce", name = "_CallInfo", frozen)]
+struct PyCallInfo {
+    info: CallInfo,
+}
+
+#[pymethods]
+impl PyCallInfo {
+    /// The call's info as `collective` returns it.
+    fn as_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        info_dict(py, &self.info)
+    }
 }
 
 /// A host-memory call prepared once and run many times
@@ -384,11 +410,64 @@ impl PyEngine {
         recvs: Vec<(usize, usize)>,
         root: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let (dtype, call, sends, recvs) = host_call(kind, dtype, op, sends, recvs, root)?;
+        let (dtype, call, sends, recvs) =
+            host_call(kind, dtype, op, spans(sends), spans(recvs), root)?;
         let info = self.with_comm(py, move |comm| {
             ringreduce::with_element!(dtype, T => run_typed::<T>(comm, call, &sends, &recvs))
         })?;
         info_dict(py, &info)
+    }
+
+    /// The plain host call's fast path (`Engine._run`): `inputs` and
+    /// `outputs` (`None`: in place) as the caller passed them, read here
+    /// in one step if they are plain numpy arrays (`ndarray.rs`), checked
+    /// as `Engine._run` checks them, and run as `collective` runs them.
+    /// Returns the call's info ([`PyCallInfo`]), or `None` without running
+    /// anything when any argument is not the fast path's (the caller then
+    /// reads them the general way, which raises where it must).
+    #[pyo3(signature = (kind, op, inputs, outputs, root, ndarray))]
+    #[allow(clippy::too_many_arguments)]
+    fn collective_ndarrays<'py>(
+        &self,
+        py: Python<'py>,
+        kind: &str,
+        op: &str,
+        inputs: &Bound<'py, PyAny>,
+        outputs: Option<&Bound<'py, PyAny>>,
+        root: &Bound<'py, PyAny>,
+        ndarray: &Bound<'py, PyType>,
+    ) -> PyResult<Option<PyCallInfo>> {
+        let n = self.local.1 - self.local.0;
+        let Some(ins) = ndarray::read_all(inputs, n, ndarray) else {
+            return Ok(None);
+        };
+        let (sends, recvs, dtype, outs) = match outputs {
+            None => {
+                if !ins.writable() {
+                    return Ok(None);
+                }
+                (Vec::new(), ins.spans(), ins.dtype(), None)
+            }
+            Some(outputs) => {
+                let Some(outs) = ndarray::read_all(outputs, n, ndarray) else {
+                    return Ok(None);
+                };
+                if outs.dtype() != ins.dtype() || !outs.writable() {
+                    return Ok(None);
+                }
+                (ins.spans(), outs.spans(), ins.dtype(), Some(outs))
+            }
+        };
+        let Ok(root) = root.extract::<usize>() else {
+            return Ok(None);
+        };
+        let (dtype, call, sends, recvs) = host_call(kind, dtype, op, sends, recvs, root)?;
+        let info = self.with_comm(py, move |comm| {
+            ringreduce::with_element!(dtype, T => run_typed::<T>(comm, call, &sends, &recvs))
+        })?;
+        // The arrays were held (`Arrays::_held`) until the call returned.
+        drop((ins, outs));
+        Ok(Some(PyCallInfo { info }))
     }
 
     /// A host-memory call prepared once ([`PyPrepared`]): the arguments
@@ -405,7 +484,8 @@ impl PyEngine {
         root: usize,
         keep: Py<PyAny>,
     ) -> PyResult<PyPrepared> {
-        let (dtype, call, sends, recvs) = host_call(kind, dtype, op, sends, recvs, root)?;
+        let (dtype, call, sends, recvs) =
+            host_call(kind, dtype, op, spans(sends), spans(recvs), root)?;
         Ok(PyPrepared {
             engine: slf,
             dtype,
@@ -487,6 +567,7 @@ impl PyEngine {
 fn _ringreduce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEngine>()?;
     m.add_class::<PyPrepared>()?;
+    m.add_class::<PyCallInfo>()?;
     errors::register(m)?;
     plans::register(m)?;
     let names: Vec<&str> = DataType::ALL.iter().map(|d| d.name()).collect();
