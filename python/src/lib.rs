@@ -19,9 +19,9 @@
 //! cannot be vouched for by any safe Rust function; every check that can be
 //! made (null, wrapping, overlap; the driver's allocation of a device
 //! address) is made inside those library functions. The third
-//! (`ndarray.rs`) reads the C struct numpy describes an array with (its
-//! `__array_struct__` capsule), which no safe API reads under the abi3
-//! wheel's limited API (the buffer protocol is in it from Python 3.11 only).
+//! (`ndarray.rs`) reads the head of numpy's array object (numpy's C ABI),
+//! which no safe API reads under the abi3 wheel's limited API (the buffer
+//! protocol is in it from Python 3.11 only).
 
 mod errors;
 mod kv;

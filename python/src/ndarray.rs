@@ -1,7 +1,9 @@
 //! The plain host call's fast path: plain numpy arrays read in one step
-//! each, through numpy's `__array_struct__` (a capsule holding numpy's
-//! `PyArrayInterface`: the address, shape, strides, element kind and size,
-//! and flags, with no Python dict built per array).
+//! each, from the array object's own fields (numpy's `PyArrayObject`: the
+//! address, shape, strides, flags and the element type's number and byte
+//! order), with no Python object made per array. (Reading them through
+//! `__array_struct__` made a capsule and a struct per array: about 0.6 us
+//! each on the GPU machine's host.)
 //!
 //! It takes only what the general reader (`_describe` and `Engine._run`
 //! in `ringreduce/__init__.py`) accepts, and reads it the same way: an
@@ -15,30 +17,47 @@
 //! raises what it always raised, with the same message.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyList, PyTuple, PyType};
+use pyo3::types::{PyList, PyTuple, PyType};
 use ringreduce::foreign::HostSpan;
-use std::os::raw::{c_char, c_int, c_void};
+use std::os::raw::{c_char, c_int};
 
-/// numpy's `PyArrayInterface` (`numpy/ndarraytypes.h`), the struct an
-/// array's `__array_struct__` capsule holds: numpy's stable array-interface
-/// ABI (version 2 of the interface, unchanged since numpy 1.0).
+/// The head of numpy's array object (`PyArrayObject_fields`,
+/// `numpy/ndarraytypes.h`): the fields every numpy since 1.0 has in this
+/// order (later ones, not read, follow). numpy's C API reads them at
+/// these offsets in every extension built against it, so they are part of
+/// numpy's ABI (rust-numpy reads them the same way).
 #[repr(C)]
-struct PyArrayInterface {
-    two: c_int,
+struct ArrayObject {
+    ob_base: pyo3::ffi::PyObject,
+    data: *mut c_char,
     nd: c_int,
-    typekind: c_char,
-    itemsize: c_int,
-    flags: c_int,
-    shape: *const isize,
+    dimensions: *const isize,
     strides: *const isize,
-    data: *mut c_void,
-    descr: *mut pyo3::ffi::PyObject,
+    base: *mut pyo3::ffi::PyObject,
+    descr: *const DescrHead,
+    flags: c_int,
 }
 
-/// `NPY_ARRAY_NOTSWAPPED`: the elements are in this machine's byte order.
-const NOTSWAPPED: c_int = 0x0200;
-/// `NPY_ARRAY_WRITEABLE` (numpy exports a warn-on-write array without it).
+/// The head of numpy's `PyArray_Descr`: the same in numpy 1 and 2 up to
+/// `type_num` (numpy 2 changed what follows: `flags` and `elsize` moved,
+/// so the size is taken from the type number, never read).
+#[repr(C)]
+struct DescrHead {
+    ob_base: pyo3::ffi::PyObject,
+    typeobj: *mut pyo3::ffi::PyTypeObject,
+    kind: c_char,
+    type_: c_char,
+    byteorder: c_char,
+    flags: c_char,
+    type_num: c_int,
+}
+
+/// `NPY_ARRAY_WRITEABLE` (numpy keeps a warn-on-write array without it in
+/// what it exports; here the object's own flag, as `flags.writeable`).
 const WRITEABLE: c_int = 0x0400;
+/// `NPY_ARRAY_WARN_ON_WRITE` (a view numpy warns about when written):
+/// left to the general reader.
+const WARN_ON_WRITE: c_int = 1 << 31;
 
 /// One plain numpy array as a call sees it.
 pub struct Array {
@@ -48,21 +67,36 @@ pub struct Array {
     pub writable: bool,
 }
 
-/// The engine's name of a native-byte-order numpy element type, by kind
-/// and size: what numpy's `dtype.name` maps to in `_DTYPE_NAMES` for these.
-fn dtype_of(kind: u8, size: c_int) -> Option<&'static str> {
-    Some(match (kind, size) {
-        (b'i', 1) => "int8",
-        (b'u', 1) => "uint8",
-        (b'i', 4) => "int32",
-        (b'u', 4) => "uint32",
-        (b'i', 8) => "int64",
-        (b'u', 8) => "uint64",
-        (b'f', 2) => "half",
-        (b'f', 4) => "float",
-        (b'f', 8) => "double",
+/// The engine's name and the size of a numpy element type, by its type
+/// number (`NPY_TYPES`, `numpy/ndarraytypes.h`; the C `int` is 32 bits and
+/// `long` 64 on the Linux targets the wheel is built for): what numpy's
+/// `dtype.name` maps to in `_DTYPE_NAMES` for these.
+fn dtype_of(type_num: c_int) -> Option<(&'static str, isize)> {
+    #[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
+    compile_error!("the numpy type numbers below assume LP64 Linux");
+    Some(match type_num {
+        1 => ("int8", 1),        // NPY_BYTE
+        2 => ("uint8", 1),       // NPY_UBYTE
+        5 => ("int32", 4),       // NPY_INT
+        6 => ("uint32", 4),      // NPY_UINT
+        7 | 9 => ("int64", 8),   // NPY_LONG, NPY_LONGLONG
+        8 | 10 => ("uint64", 8), // NPY_ULONG, NPY_ULONGLONG
+        23 => ("half", 2),       // NPY_HALF
+        11 => ("float", 4),      // NPY_FLOAT
+        12 => ("double", 8),     // NPY_DOUBLE
         _ => return None,
     })
+}
+
+/// Whether numpy's byte-order character says this machine's order: `=`
+/// (native), `|` (not applicable), or the explicit one of this target.
+fn native(byteorder: u8) -> bool {
+    let mine = if cfg!(target_endian = "little") {
+        b'<'
+    } else {
+        b'>'
+    };
+    byteorder == b'=' || byteorder == b'|' || byteorder == mine
 }
 
 /// `_c_contiguous` of `ringreduce/__init__.py`: every dimension longer
@@ -81,46 +115,50 @@ fn c_contiguous(shape: &[isize], strides: &[isize], itemsize: isize) -> bool {
     true
 }
 
-/// numpy's description of one array, borrowed from its capsule.
-struct Interface<'a> {
-    s: &'a PyArrayInterface,
+/// numpy's description of one array, borrowed from the array object.
+struct Fields<'a> {
+    data: usize,
     shape: &'a [isize],
     strides: &'a [isize],
+    type_num: c_int,
+    byteorder: u8,
+    flags: c_int,
 }
 
-/// The `PyArrayInterface` in `capsule`, an `__array_struct__` of exactly a
-/// `numpy.ndarray`, borrowed for as long as the capsule is.
-fn interface<'a>(capsule: &'a Bound<'_, PyCapsule>) -> Option<Interface<'a>> {
-    // numpy's capsule has no name (`PyCapsule_New(inter, NULL, ...)`).
-    let ptr = capsule
-        .pointer_checked(None)
-        .ok()?
-        .cast::<PyArrayInterface>();
-    // The one `unsafe` of this module: numpy hands the array's description
-    // over as a C struct in a capsule, which no safe API reads.
-    // SAFETY: the caller took the capsule from exactly a `numpy.ndarray`
-    // (`read`), so it is numpy's own `array_struct_get` result: a pointer
-    // to a `PyArrayInterface` numpy allocated for this capsule alone, with
-    // `shape` and `strides` (when `nd > 0`) pointing at `nd` `npy_intp`
-    // (`isize`) each in a block of its own, freed only by the capsule's
-    // destructor; the borrows returned live no longer than the borrow of
-    // the capsule, which keeps it alive, and its one user (`read`) calls
-    // no Python code while it holds them. `data` is only copied, never
-    // dereferenced here.
+/// The fields of `x`, which is exactly a `numpy.ndarray` (checked by the
+/// caller), borrowed for as long as `x` is.
+fn fields<'a>(x: &'a Bound<'_, PyAny>) -> Option<Fields<'a>> {
+    let p = x.as_ptr().cast::<ArrayObject>();
+    // The one `unsafe` of this module: numpy's array object is a C struct
+    // no safe API reads.
+    // SAFETY: `x` is exactly a `numpy.ndarray` (its type is numpy's own,
+    // no subclass), so `p` points at numpy's `PyArrayObject_fields`, whose
+    // head is `ArrayObject` (numpy's ABI); `descr` is the array's live
+    // `PyArray_Descr`, which the array holds a reference to, and whose head
+    // is `DescrHead` in numpy 1 and 2; `dimensions` and `strides` point at
+    // `nd` `npy_intp` (`isize`) each when `nd > 0`, owned by the array and
+    // changed only by a resize or a reshape in place, Python code this
+    // borrow's one user (`read`) does not run while it holds them (the
+    // interpreter lock is held and nothing here calls back into Python).
+    // `data` is only copied, never dereferenced.
     unsafe {
-        let s = ptr.as_ref();
-        let nd = usize::try_from(s.nd).ok()?;
-        if nd > 0 && (s.shape.is_null() || s.strides.is_null()) {
+        let a = &*p;
+        let nd = usize::try_from(a.nd).ok()?;
+        if a.descr.is_null() || (nd > 0 && (a.dimensions.is_null() || a.strides.is_null())) {
             return None;
         }
-        let dims = |p: *const isize| match nd {
+        let d = &*a.descr;
+        let dims = |q: *const isize| match nd {
             0 => &[][..],
-            _ => std::slice::from_raw_parts(p, nd),
+            _ => std::slice::from_raw_parts(q, nd),
         };
-        Some(Interface {
-            s,
-            shape: dims(s.shape),
-            strides: dims(s.strides),
+        Some(Fields {
+            data: a.data as usize,
+            shape: dims(a.dimensions),
+            strides: dims(a.strides),
+            type_num: d.type_num,
+            byteorder: d.byteorder as u8,
+            flags: a.flags,
         })
     }
 }
@@ -131,30 +169,27 @@ fn read(x: &Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> Option<Array> {
     if !x.get_type().is(ndarray) {
         return None;
     }
-    let capsule = x.getattr(pyo3::intern!(x.py(), "__array_struct__")).ok()?;
-    let capsule = capsule.cast::<PyCapsule>().ok()?;
-    let Interface { s, shape, strides } = interface(capsule)?;
-    if s.two != 2 || s.flags & NOTSWAPPED == 0 {
+    let f = fields(x)?;
+    if !native(f.byteorder) || f.flags & WARN_ON_WRITE != 0 {
         return None;
     }
-    let dtype = dtype_of(s.typekind as u8, s.itemsize)?;
-    let itemsize = isize::try_from(s.itemsize).ok()?;
-    if !c_contiguous(shape, strides, itemsize) {
+    let (dtype, itemsize) = dtype_of(f.type_num)?;
+    if !c_contiguous(f.shape, f.strides, itemsize) {
         return None;
     }
     let mut count: usize = 1;
-    for &d in shape {
+    for &d in f.shape {
         count = count.checked_mul(usize::try_from(d).ok()?)?;
     }
     let bytes = count.checked_mul(itemsize as usize)?;
     Some(Array {
         span: HostSpan {
-            addr: s.data as usize,
+            addr: f.data,
             bytes,
         },
         dtype,
-        shape: shape.to_vec(),
-        writable: s.flags & WRITEABLE != 0,
+        shape: f.shape.to_vec(),
+        writable: f.flags & WRITEABLE != 0,
     })
 }
 

@@ -299,6 +299,12 @@ def test_dlpack_and_array_interface(engine):
                 return self.a.__dlpack_device__()
 
         raw = [np.full(6, r, np.int32) for r in range(RANKS)]
+        if int(np.__version__.split(".")[0]) < 2:
+            # numpy 1's from_dlpack gives read-only arrays: an in-place call
+            # through them is refused by name, never written.
+            with pytest.raises(rr.ArgumentError, match="read-only"):
+                engine.all_reduce([DL(a) for a in raw])
+            return
         engine.all_reduce([DL(a) for a in raw])
         assert all((a == sum(range(RANKS))).all() for a in raw)
 
