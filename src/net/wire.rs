@@ -59,18 +59,29 @@ fn read(b: &[u8], n: usize, what: &str) -> Result<Vec<u64>> {
 
 impl Put {
     /// The message: header and data.
+    #[cfg(test)]
     pub fn encode(&self, data: &[u8]) -> Vec<u8> {
-        words(
-            &[
-                self.gen,
-                self.signal.map_or(NONE, |s| s as u64),
-                self.from as u64,
-                self.to as u64,
-                u64::from(self.buf),
-                self.offset as u64,
-            ],
-            data,
-        )
+        let mut out = Vec::new();
+        self.encode_into(data, &mut out);
+        out
+    }
+
+    /// The message, written into `out` (its old content dropped, its
+    /// memory reused).
+    pub fn encode_into(&self, data: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(PUT_WORDS * 8 + data.len());
+        for w in [
+            self.gen,
+            self.signal.map_or(NONE, |s| s as u64),
+            self.from as u64,
+            self.to as u64,
+            u64::from(self.buf),
+            self.offset as u64,
+        ] {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        out.extend_from_slice(data);
     }
 
     /// The header and the data of a put message.

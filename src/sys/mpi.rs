@@ -256,7 +256,8 @@ impl Mpi {
 
     /// Send `msg` to `dest` with `tag` on `comm` (`MPI_Isend`, then
     /// [`Mpi::wait`], bounded the same way). The message is owned here:
-    /// if the wait fails it is leaked, since MPI may still read it.
+    /// if the wait fails it is leaked, since MPI may still read it; once
+    /// sent it is handed back (its memory reused for the next).
     #[allow(clippy::too_many_arguments)]
     pub fn send(
         &self,
@@ -268,7 +269,7 @@ impl Mpi {
         timeout: Duration,
         stop: &dyn Fn() -> Result<()>,
         what: &dyn Fn() -> String,
-    ) -> Result<()> {
+    ) -> Result<Vec<u8>> {
         let n = int_len(msg.len(), self.rank, Some(dest), "MPI_Isend")?;
         let mut req = std::ptr::null_mut();
         // SAFETY: `msg` is valid for `n` bytes and stays alive and
@@ -280,11 +281,13 @@ impl Mpi {
             ptr: req,
             collective: false,
         };
-        let r = self.wait(req, deadline, timeout, stop, "MPI_Isend", Some(dest), what);
-        if r.is_err() {
-            std::mem::forget(msg);
+        match self.wait(req, deadline, timeout, stop, "MPI_Isend", Some(dest), what) {
+            Ok(()) => Ok(msg),
+            Err(e) => {
+                std::mem::forget(msg);
+                Err(e)
+            }
         }
-        r
     }
 
     /// Wait for `req` by polling `MPI_Test`, at most until `deadline`;

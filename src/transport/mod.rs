@@ -184,8 +184,9 @@ pub(crate) trait Wire: Send + Sync {
 
     /// The message of a copy of `data` from rank `from` into rank `to`'s
     /// buffer `buf` at byte `offset`, raising `signal` for call `gen` on
-    /// the receiver's node once written. Built while the source is locked;
-    /// sent after ([`Wire::send_put`]), so no lock is held on the network.
+    /// the receiver's node once written, written into `out` (its memory
+    /// reused). Built while the source is locked; sent after
+    /// ([`Wire::send_put`]), so no lock is held on the network.
     #[allow(clippy::too_many_arguments)]
     fn put_message(
         &self,
@@ -196,11 +197,13 @@ pub(crate) trait Wire: Send + Sync {
         signal: Option<usize>,
         gen: u64,
         data: &[u8],
-    ) -> Vec<u8>;
+        out: &mut Vec<u8>,
+    );
 
     /// Send a put to rank `to`; returns once the message left this
-    /// process's hands (MPI's send completed).
-    fn send_put(&self, from: usize, to: usize, msg: Vec<u8>) -> Result<()>;
+    /// process's hands (MPI's send completed), with the message's memory
+    /// for the next one.
+    fn send_put(&self, from: usize, to: usize, msg: Vec<u8>) -> Result<Vec<u8>>;
 
     /// Raise `signal` of call `gen`, published by rank `from`, on rank
     /// `to`'s node.

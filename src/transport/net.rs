@@ -84,7 +84,13 @@ impl Link {
         self.job.control().check(what)
     }
 
-    fn send(&self, to: usize, tag: i32, msg: Vec<u8>, what: &dyn Fn() -> String) -> Result<()> {
+    fn send(
+        &self,
+        to: usize,
+        tag: i32,
+        msg: Vec<u8>,
+        what: &dyn Fn() -> String,
+    ) -> Result<Vec<u8>> {
         let deadline = Instant::now() + self.timeout;
         self.mpi.send(
             self.mpi.world,
@@ -136,7 +142,8 @@ impl Wire for Link {
         signal: Option<usize>,
         gen: u64,
         data: &[u8],
-    ) -> Vec<u8> {
+        out: &mut Vec<u8>,
+    ) {
         Put {
             gen,
             signal,
@@ -145,10 +152,10 @@ impl Wire for Link {
             buf: buf.0,
             offset,
         }
-        .encode(data)
+        .encode_into(data, out);
     }
 
-    fn send_put(&self, from: usize, to: usize, msg: Vec<u8>) -> Result<()> {
+    fn send_put(&self, from: usize, to: usize, msg: Vec<u8>) -> Result<Vec<u8>> {
         self.send(to, TAG_PUT, msg, &|| {
             format!("rank {from}'s copy to rank {to} on node {}", self.node(to))
         })
@@ -158,13 +165,18 @@ impl Wire for Link {
         self.send(to, TAG_SIGNAL, wire::signal(gen, signal, from), &|| {
             format!("rank {from}'s signal {signal} to rank {to}")
         })
+        .map(drop)
     }
 }
 
-/// What the receiver does with a put: land it and raise its signal (the
-/// CPU backend), or file it for the destination rank's thread and raise
-/// the signal (the CUDA backend).
-pub(crate) type Landing = Box<dyn Fn(&[u8]) -> Result<()> + Send>;
+/// What the receiver does with a put (the whole message, header and
+/// data): land it and raise its signal (the CPU backend), or file it for
+/// the destination rank's thread and raise the signal (the CUDA backend).
+pub(crate) type Landing = Box<dyn Fn(Vec<u8>) -> Result<()> + Send>;
+
+/// Where the receiver takes the memory of a message of `n` bytes from (the
+/// CUDA backend reuses the landed ones'), zeroed or not.
+pub(crate) type Alloc = Box<dyn Fn(usize) -> Vec<u8> + Send>;
 
 /// Told of every signal the receiver raises, before it raises it (the
 /// CUDA backend marks it as reached this process).
@@ -183,6 +195,7 @@ impl Receiver {
         link: Arc<Link>,
         land: Landing,
         delivered: Option<Delivered>,
+        alloc: Option<Alloc>,
         board: Arc<SignalBoard>,
     ) -> Result<Receiver> {
         let stop = Arc::new(AtomicBool::new(false));
@@ -190,8 +203,14 @@ impl Receiver {
         let thread = std::thread::Builder::new()
             .name("ringreduce-net".into())
             .spawn(move || {
+                let fresh = |n: usize| vec![0u8; n];
                 let sink = Sink {
                     land: &*land,
+                    alloc: alloc
+                        .as_ref()
+                        .map_or(&fresh as &dyn Fn(usize) -> Vec<u8>, |a| {
+                            &**a as &dyn Fn(usize) -> Vec<u8>
+                        }),
                     delivered: delivered.as_ref().map(|d| &**d as &dyn Fn(u64, usize)),
                     board: &board,
                 };
@@ -243,7 +262,8 @@ fn land(mem: &CpuMem, board: &SignalBoard, msg: &[u8]) -> Result<()> {
 /// failure to the other nodes.
 /// Where the receiver puts what arrives.
 struct Sink<'a> {
-    land: &'a dyn Fn(&[u8]) -> Result<()>,
+    land: &'a dyn Fn(Vec<u8>) -> Result<()>,
+    alloc: &'a dyn Fn(usize) -> Vec<u8>,
     delivered: Option<&'a dyn Fn(u64, usize)>,
     board: &'a SignalBoard,
 }
@@ -258,10 +278,10 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
         let got = link.mpi.iprobe(link.mpi.world).and_then(|m| match m {
             None => Ok(false),
             Some((src, tag, bytes)) => {
-                let mut buf = vec![0u8; bytes];
+                let mut buf = (sink.alloc)(bytes);
                 link.mpi.recv(link.mpi.world, &mut buf, src, tag)?;
                 match tag {
-                    TAG_PUT => (sink.land)(&buf)?,
+                    TAG_PUT => (sink.land)(buf)?,
                     TAG_SIGNAL => {
                         let (gen, s, _) = wire::decode_signal(&buf)?;
                         if let Some(d) = sink.delivered {
@@ -425,7 +445,8 @@ impl Transport for Net {
         let (m, b) = (mem.clone(), board.clone());
         self.receiver = Some(Receiver::start(
             self.link.clone(),
-            Box::new(move |msg: &[u8]| land(&m, &b, msg)),
+            Box::new(move |msg: Vec<u8>| land(&m, &b, &msg)),
+            None,
             None,
             board,
         )?);

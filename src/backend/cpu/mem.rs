@@ -484,13 +484,14 @@ impl View<'_> {
             .ok_or_else(|| Error::internal(format!("no binding for rank {to}")))?
             .id(dst.buf);
         let (sb, db) = (self.bytes(src), self.bytes(dst));
-        let msg = {
+        let mut msg = Vec::new();
+        {
             let mut g = lock(&ws);
             let b = open(&mut g);
             let data = &b.get()?[sb.clone()];
             net.wire
-                .put_message(from, to, id, db.start, signal, gen, data)
-        };
+                .put_message(from, to, id, db.start, signal, gen, data, &mut msg);
+        }
         net.wire.send_put(from, to, msg)?;
         self.mem.moved(from, to, sb.len());
         if let Some(t) = self.mem.network.get(from) {
@@ -655,11 +656,11 @@ mod tests {
             _: Option<usize>,
             _: u64,
             _: &[u8],
-        ) -> Vec<u8> {
-            Vec::new()
+            _: &mut Vec<u8>,
+        ) {
         }
-        fn send_put(&self, _: usize, _: usize, _: Vec<u8>) -> Result<()> {
-            Ok(())
+        fn send_put(&self, _: usize, _: usize, msg: Vec<u8>) -> Result<Vec<u8>> {
+            Ok(msg)
         }
         fn signal(&self, _: usize, _: usize, _: usize, _: u64) -> Result<()> {
             Ok(())

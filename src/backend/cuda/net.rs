@@ -32,14 +32,26 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// A put that arrived for this process's rank, not yet landed.
+/// A put that arrived for this process's rank, not yet landed: the whole
+/// message, its data from byte `at`.
 #[derive(Debug)]
 pub(crate) struct Arrived {
     pub from: usize,
     pub buf: BufId,
     pub offset: usize,
-    pub data: Vec<u8>,
+    pub msg: Vec<u8>,
+    pub at: usize,
 }
+
+impl Arrived {
+    pub fn data(&self) -> &[u8] {
+        self.msg.get(self.at..).unwrap_or(&[])
+    }
+}
+
+/// Message buffers kept for reuse (a fresh buffer of a large put costs its
+/// page faults on every step).
+const SPARE: usize = 8;
 
 /// What a CUDA rank of a job over nodes reaches other nodes with.
 pub(crate) struct NetPort {
@@ -49,6 +61,11 @@ pub(crate) struct NetPort {
     /// Puts received and not landed yet, by (call generation, signal).
     mail: Mutex<Mail>,
     arrived: Condvar,
+    /// The sending rank's staging: the bytes read from the device, and the
+    /// message built from them (both reused).
+    stage: Mutex<(Vec<u8>, Vec<u8>)>,
+    /// Landed messages' memory, for the receiver's next ones.
+    spare: Mutex<Vec<Vec<u8>>>,
 }
 
 #[derive(Default)]
@@ -67,6 +84,8 @@ impl NetPort {
             node_of,
             mail: Mutex::new(Mail::default()),
             arrived: Condvar::new(),
+            stage: Mutex::new((Vec::new(), Vec::new())),
+            spare: Mutex::new(Vec::new()),
         }
     }
 
@@ -146,6 +165,33 @@ impl NetPort {
         let mut m = self.mail();
         let keys: Vec<(u64, usize)> = m.puts.keys().filter(|k| k.0 == gen).copied().collect();
         keys.iter().filter_map(|k| m.puts.remove(k)).collect()
+    }
+
+    /// The sender's staging buffers (the rank thread's only).
+    pub fn stage(&self) -> MutexGuard<'_, (Vec<u8>, Vec<u8>)> {
+        self.stage.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn spares(&self) -> MutexGuard<'_, Vec<Vec<u8>>> {
+        self.spare.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Memory for a received message of `n` bytes (the receiver's
+    /// [`crate::transport::Receiver`] hook): a landed one's, else new.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub fn buffer(&self, n: usize) -> Vec<u8> {
+        let mut b = self.spares().pop().unwrap_or_default();
+        b.clear();
+        b.resize(n, 0);
+        b
+    }
+
+    /// A landed message's memory, kept for the next.
+    pub fn recycle(&self, msg: Vec<u8>) {
+        let mut s = self.spares();
+        if s.len() < SPARE {
+            s.push(msg);
+        }
     }
 
     /// Puts of calls before `gen` that were never landed (a failed call's):

@@ -437,8 +437,13 @@ impl<'id> Rank<'id> {
 
     pub fn read(&self, id: BufId, off: usize, len: usize) -> Result<Vec<u8>> {
         let mut out = vec![0u8; len];
-        self.buf(id)?.read(off, &mut out).map_err(self.err())?;
+        self.read_into(id, off, &mut out)?;
         Ok(out)
+    }
+
+    /// [`Rank::read`] into `out` (its length is what is read).
+    pub fn read_into(&self, id: BufId, off: usize, out: &mut [u8]) -> Result<()> {
+        self.buf(id)?.read(off, out).map_err(self.err())
     }
 
     /// Make at least `n` events; returns their tokens.

@@ -171,8 +171,9 @@ impl CudaBackend<Ipc> {
         );
         let port = Arc::new(NetPort::new(link.clone(), world.node_of.clone()));
         let (p, board, me) = (port.clone(), self.board.clone(), self.x.me);
-        let land = Box::new(move |msg: &[u8]| -> Result<()> {
-            let (put, data) = crate::net::wire::Put::decode(msg)?;
+        let land = Box::new(move |msg: Vec<u8>| -> Result<()> {
+            let (put, data) = crate::net::wire::Put::decode(&msg)?;
+            let at = msg.len() - data.len();
             let bad = |why: &str| {
                 Err(Error::internal(format!(
                     "rank {me} received rank {}'s put {why}",
@@ -192,17 +193,19 @@ impl CudaBackend<Ipc> {
                     from: put.from,
                     buf: BufId(put.buf),
                     offset: put.offset,
-                    data: data.to_vec(),
+                    msg,
+                    at,
                 },
             )?;
             board.publish(s, put.gen);
             Ok(())
         });
-        let d = port.clone();
+        let (d, a) = (port.clone(), port.clone());
         self.x.receiver = Some(crate::transport::Receiver::start(
             link,
             land,
             Some(Box::new(move |gen, s| d.deliver(gen, s))),
+            Some(Box::new(move |n| a.buffer(n))),
             self.board.clone(),
         )?);
         self.on(Box::new(move |rk: &mut Rank<'_>| {

@@ -307,8 +307,9 @@ impl<'id> Rank<'id> {
         })
         .map_err(|e| at.in_step(e))?;
         for put in net.take_all(at.gen) {
-            self.write_landed(put.buf, put.offset, &put.data)
+            self.write_landed(put.buf, put.offset, put.data())
                 .map_err(|e| at.in_step(e.in_step(&format!("landing rank {}'s put", put.from))))?;
+            net.recycle(put.msg);
         }
         p.copy_ns += ns(t);
         Ok(())
@@ -418,20 +419,25 @@ impl<'id> Rank<'id> {
                     .as_ref()
                     .ok_or_else(|| Error::internal("no network port"))?;
                 self.lane_done(low.lane as usize, at)?;
-                let data = self
-                    .read(src.buf, src.offset, bytes)
+                // Staged in the port's buffers, reused from step to step.
+                let mut stage = net.stage();
+                let (data, msg) = &mut *stage;
+                data.resize(bytes, 0);
+                self.read_into(src.buf, src.offset, data)
                     .map_err(|e| at.in_step(e))?;
-                let msg = net.wire.put_message(
+                net.wire.put_message(
                     self.rank,
                     dst.rank,
                     dst.buf,
                     dst.offset,
                     signal.map(|s| s.0),
                     at.gen,
-                    &data,
+                    data,
+                    msg,
                 );
-                net.wire
-                    .send_put(self.rank, dst.rank, msg)
+                *msg = net
+                    .wire
+                    .send_put(self.rank, dst.rank, std::mem::take(msg))
                     .map_err(|e| at.in_step(e))?;
                 p.copy_ns += ns(t);
                 return Ok(());
