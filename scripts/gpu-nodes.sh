@@ -47,6 +47,25 @@ export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 RR="$D/ringreduce"
 MPI=(mpirun --oversubscribe --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x NCCL_NVLS_ENABLE)
 log() { echo; echo "### $*"; }
+if [ "${NODES_NEWCOMER:-0}" = 1 ]; then
+    # What a newcomer tries over nodes on the CUDA backend: paths that
+    # cannot cross a network (refused by name, no hang), odd sizes, a node
+    # size that does not divide the ranks.
+    log "newcomer cases over 2 nodes x 2 ranks, CUDA"
+    {
+        for args in "--algo oneshot --size 1MiB" "--algo ps --size 1MiB" "--algo oneshot:fused --size 4KiB" \
+                    "--algo hier:3 --size 1MiB" "--algo ring:pipe4 --count 1001" "--algo auto --count 7" \
+                    "--algo ring --count 0" "--collective reduce-scatter --algo ring --count 4099"; do
+            echo "## run --backend cuda $args"
+            t0=$(date +%s.%N)
+            # shellcheck disable=SC2086 # $args is a list of flags
+            timeout 120 "${MPI[@]}" -np 4 -x RINGREDUCE_RANKS_PER_NODE=2 "$RR" run --backend cuda $args --iters 3 --timeout 20
+            echo "[exit $? in $(echo "$(date +%s.%N) - $t0" | bc) s]"
+        done
+    } > "$OUT/newcomer.log" 2>&1
+    grep -E "^##|check|rror|\[exit" "$OUT/newcomer.log" | awk '!seen[$0]++' | head -60
+    exit 0
+fi
 if [ "${NODES_AB:-0}" = 1 ]; then
     # The staged binary against .device-nodes/ringreduce-old, alternating,
     # 2 nodes x 1 rank (ring) and 2 nodes x 2 (hier:2), and the same over

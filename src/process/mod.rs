@@ -188,12 +188,10 @@ impl Job {
             // gone (killed, or whose peer never came): nobody else removes
             // them.
             for d in store::sweep_stale(&store::default_base()) {
-                // Never a panic on a closed stderr (`2>&1 | head`).
-                let _ = writeln!(
-                    std::io::stderr(),
+                say(&format!(
                     "ringreduce: removed the stale store {} (its ranks are gone)",
                     d.display()
-                );
+                ));
             }
         }
         if owns_store {
@@ -497,13 +495,12 @@ impl Drop for Job {
             // MPI as it is and the launcher reports the missing finalize.
             // In a drop: a closed stderr must not panic (an abort here).
             if self.control.failure().is_some() || self.control.health().is_some() {
-                let _ = writeln!(
-                    std::io::stderr(),
+                say(&format!(
                     "ringreduce: rank {}: the job failed; MPI is not finalised",
                     self.spec.rank
-                );
+                ));
             } else if let Err(e) = w.mpi.finalize() {
-                let _ = writeln!(std::io::stderr(), "ringreduce: {e}");
+                say(&format!("ringreduce: {e}"));
             }
         }
     }
@@ -517,6 +514,16 @@ pub(crate) fn env_faults(rank: usize) -> Result<crate::fault::FaultPlan> {
         &crate::param::env_faults()?,
         rank,
     ))
+}
+
+/// A line on stderr, written at once (ranks sharing a pipe do not
+/// interleave inside it) and never a panic on a closed stderr (`2>&1 |
+/// head`; in a drop, a panic would abort).
+fn say(text: &str) {
+    let mut line = String::with_capacity(text.len() + 1);
+    line.push_str(text);
+    line.push('\n');
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 #[cfg(test)]

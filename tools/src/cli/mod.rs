@@ -145,12 +145,20 @@ pub fn out_raw(s: &str) -> Result<()> {
 
 /// `eprintln!` that never panics: a closed or full stderr (`2>&1 | head`)
 /// loses the line instead of ending the command before its output files
-/// are written. Every message of the command line goes through it.
+/// are written; and writes the line at once, so ranks sharing a pipe do
+/// not interleave inside a line. Every message of the command line goes
+/// through it.
 #[macro_export]
 macro_rules! note {
     ($($arg:tt)*) => {{
         use ::std::io::Write as _;
-        let _ = ::std::writeln!(::std::io::stderr().lock(), $($arg)*);
+        // One write of the whole line: stderr is unbuffered, and a line
+        // written piece by piece interleaves with other processes' lines
+        // on a shared pipe (`mpirun`, `launch`: "error: error: ..." was
+        // seen).
+        let mut line = ::std::format!($($arg)*);
+        line.push('\n');
+        let _ = ::std::io::stderr().lock().write_all(line.as_bytes());
     }};
 }
 
