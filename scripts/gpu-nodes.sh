@@ -57,10 +57,11 @@ if [ "${NODES_NEWCOMER:-0}" = 1 ]; then
                     "--algo hier:3 --size 1MiB" "--algo ring:pipe4 --count 1001" "--algo auto --count 7" \
                     "--algo ring --count 0" "--collective reduce-scatter --algo ring --count 4099"; do
             echo "## run --backend cuda $args"
-            t0=$(date +%s.%N)
+            t0=$(date +%s%N)
             # shellcheck disable=SC2086 # $args is a list of flags
             timeout 120 "${MPI[@]}" -np 4 -x RINGREDUCE_RANKS_PER_NODE=2 "$RR" run --backend cuda $args --iters 3 --timeout 20
-            echo "[exit $? in $(echo "$(date +%s.%N) - $t0" | bc) s]"
+            rc=$?
+            echo "[exit $rc in $(( ($(date +%s%N) - t0) / 1000000 )) ms]"
         done
     } > "$OUT/newcomer.log" 2>&1
     grep -E "^##|check|rror|\[exit" "$OUT/newcomer.log" | awk '!seen[$0]++' | head -60

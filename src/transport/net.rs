@@ -483,7 +483,7 @@ pub(crate) fn only_pushes(plan: &crate::plan::Plan, backend: &'static str) -> Re
     {
         return Err(Error::Unsupported(
             format!(
-                "{} (its ranks read rank {r}'s memory; over the network transport a rank can only push: use ring, ring:pipeK or hier:G)",
+                "{} (its ranks read rank {r}'s memory; over the network transport a rank can only push: use a path whose ranks push, e.g. ring, ring:pipeK, hier:G or oneshot)",
                 plan.name
             ),
             backend,
