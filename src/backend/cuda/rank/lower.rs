@@ -156,11 +156,9 @@ impl<'p> Lowering<'p> {
     /// r's node). A rank reaches another node's rank only by pushing its
     /// own data (a put, [`Work::Send`]) and by signals; the put's
     /// destination lands the puts it received at its waits on other nodes'
-    /// signals, so after every put into a rank that rank must wait on the
-    /// put's signal or on one its sender records later, and no other rank
-    /// may wait on the put's signal before its End (another rank could
-    /// only learn that the bytes left, not that they landed). A plan that
-    /// needs anything else is refused, naming the op.
+    /// signals; what a plan must satisfy for that is in `lower/nodes.rs`
+    /// (checked here). A plan that needs anything else is refused, naming
+    /// the op.
     pub fn over_nodes(mut self, node_of: &'p [usize]) -> Result<Self> {
         let plan = self.plan;
         if node_of.len() < plan.ranks() {
@@ -181,63 +179,7 @@ impl<'p> Lowering<'p> {
                 }
             }
         }
-        // The first op of each rank that records each signal.
-        let mut at: HashMap<usize, usize> = HashMap::new();
-        for ops in &plan.ops {
-            for (i, op) in ops.iter().enumerate() {
-                if let Some(s) = op.signal {
-                    at.entry(s.0).or_insert(i);
-                }
-            }
-        }
-        for (r, ops) in plan.ops.iter().enumerate() {
-            for (i, op) in ops.iter().enumerate() {
-                let OpKind::Copy { from, to, .. } = op.kind else {
-                    continue;
-                };
-                if node_of[from] == node_of[to] || (to != self.rank && from != self.rank) {
-                    continue;
-                }
-                let refuse = |why: &str| {
-                    Err(Error::Unsupported(
-                        format!(
-                            "{} over nodes: {} {why}",
-                            plan.name,
-                            crate::backend::op_desc(plan, r, i)
-                        ),
-                        "cuda",
-                    ))
-                };
-                let Some(s) = op.signal else {
-                    return refuse("copies to another node with no signal");
-                };
-                let w = waiters.get(&s.0).map_or(&[][..], Vec::as_slice);
-                // The destination must wait on a signal its sender records
-                // at or after the put: the receiver files the put before
-                // that signal, and the wait lands it.
-                let lands = plan.ops[to].iter().flat_map(|o| &o.waits).any(|x| {
-                    plan.signals.get(x.0).is_some_and(|g| g.owner == from)
-                        && at.get(&x.0).is_some_and(|&j| j >= i)
-                });
-                if !lands {
-                    return refuse("copies to a rank of another node that never waits on it or on anything its sender does after it");
-                }
-                // Another waiter learns only that the bytes left (the
-                // sender forwards the signal): an End starts nothing more
-                // in the call, anything else could reach the destination's
-                // memory before the put landed.
-                let starts_more = |x: usize| {
-                    plan.ops[x]
-                        .iter()
-                        .any(|o| o.waits.contains(&s) && !matches!(o.kind, OpKind::End))
-                };
-                if w.iter().any(|&x| x != to && starts_more(x)) {
-                    return refuse(
-                        "is waited on, before the end of the call, by a rank other than its destination",
-                    );
-                }
-            }
-        }
+        nodes::check(plan, node_of, self.rank)?;
         self.nodes = Some(Nodes { node_of, waiters });
         Ok(self)
     }
@@ -407,5 +349,6 @@ pub(super) fn step_flags(s: &ReduceStep) -> u64 {
     u64::from(s.pre_a) | (u64::from(s.pre_b) << 1) | (u64::from(s.post) << 2)
 }
 
+mod nodes;
 #[cfg(test)]
 mod tests;
