@@ -14,11 +14,11 @@
 //! once the signal reached its own process: MPI delivers one sender's
 //! messages to one receiver in the order they were sent, so whatever that
 //! sender put into this rank before the signal is filed by then and lands
-//! with it. The lowering guarantees that the destination waits, after
-//! every put into it, on a signal its sender records at or after the put
-//! (the put's own, or a later one), and that no other rank waits on a
-//! put's signal before its End (another rank learns only that the bytes
-//! left, not that they landed). The sending side reads its source to the host once its lane
+//! with it. The lowering (`rank/lower/nodes.rs`) guarantees that the
+//! destination has such a wait for every put into it, that none of its ops
+//! the plan orders after the put comes before that wait, and that no other
+//! rank waits on a put's signal before its End (another rank learns only
+//! that the bytes left, not that they landed). The sending side reads its source to the host once its lane
 //! reached the copy, and a signal that other nodes wait on leaves only
 //! once the work before it is complete on the GPU: a step costs a host
 //! round trip. NCCL's `ncclSend`/`ncclRecv` on a rail communicator and

@@ -535,3 +535,79 @@ fn zz_debug_dump() {
         }
     }
 }
+
+/// A put whose data its destination could use before it landed is refused:
+/// rank 0 (node 0) puts into rank 1 (node 1), then signals rank 2 (node 1)
+/// through a later op; rank 2 signals rank 1, whose reduce then runs before
+/// rank 1 ever waits on anything of rank 0 (only its End does). The plan
+/// orders the reduce after the put, but on the hop it would run before the
+/// put landed. The same plan with rank 1's reduce also waiting on the put
+/// is lowered.
+#[test]
+fn a_put_used_before_its_landing_is_refused() {
+    use crate::plan::builder::{region, PlanBuilder};
+    use crate::plan::Label;
+    let build = |direct: bool| {
+        let mut b = PlanBuilder::new("chain", Shape::all_reduce(3, 4, 4, false));
+        let begin = b.begin_all();
+        let src = region(Buf::Send, 0..4);
+        let slot = region(Buf::Recv, 0..4);
+        let put = b.copy(
+            0,
+            Lane::Copy,
+            (0, src.clone()),
+            (1, slot.clone()),
+            vec![begin[0], begin[1]],
+            Label::default(),
+        );
+        let later = b.copy(
+            0,
+            Lane::Copy,
+            (0, src.clone()),
+            (0, region(Buf::Recv, 0..4)),
+            vec![],
+            Label::default(),
+        );
+        let relay = b.copy(
+            2,
+            Lane::Copy,
+            (2, src.clone()),
+            (2, region(Buf::Recv, 0..4)),
+            vec![later],
+            Label::default(),
+        );
+        let mut waits = vec![relay];
+        if direct {
+            waits.push(put);
+        }
+        let step = ReduceStep::default();
+        b.reduce(
+            1,
+            slot.clone(),
+            slot.clone(),
+            (1, src),
+            step,
+            waits,
+            false,
+            Label::default(),
+        );
+        b.end(0, vec![put, later]);
+        b.end(1, vec![put]);
+        b.end(2, vec![relay]);
+        b.finish()
+    };
+    let node_of = [0, 1, 1];
+    let bind: Vec<Binding> = (0..3).map(binding).collect();
+    let low = |plan: &Plan| {
+        Lowering::new(plan, 1, &bind, 4)?
+            .over_nodes(&node_of)
+            .map(|_| ())
+    };
+    match low(&build(false)) {
+        Err(Error::Unsupported(m, _)) => {
+            assert!(m.contains("before the wait that lands the put"), "{m}")
+        }
+        other => panic!("the chained plan was not refused: {other:?}"),
+    }
+    low(&build(true)).expect("with a direct wait the plan lowers");
+}
