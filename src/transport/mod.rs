@@ -12,7 +12,8 @@
 //! | `Net` (the `mpi` feature) | one rank per process, on several nodes | inside a node as `Shm`; on another node none: a copy into it is a message ([`Wire`]) | the node's control segment, signals of other nodes forwarded as messages |
 //!
 //! (The CUDA backend reaches a peer the same two ways, with device pointers
-//! and peer access in one process or CUDA IPC handles between processes;
+//! and peer access in one process or CUDA IPC handles between processes,
+//! and a rank of another node through this module's [`Wire`], host-staged;
 //! see [`crate::backend::cuda`].) The model is NCCL's `ncclTransport`
 //! table (p2p, shm, net: each a connect step at set-up and a data path) and
 //! MSCCL++'s `Connection`: set-up is collective (allocate, export,

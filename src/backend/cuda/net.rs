@@ -18,10 +18,12 @@
 //! destination has such a wait for every put into it, that none of its ops
 //! the plan orders after the put comes before that wait, and that no other
 //! rank waits on a put's signal before its End (another rank learns only
-//! that the bytes left, not that they landed). The sending side reads its source to the host once its lane
-//! reached the copy, and a signal that other nodes wait on leaves only
-//! once the work before it is complete on the GPU: a step costs a host
-//! round trip. NCCL's `ncclSend`/`ncclRecv` on a rail communicator and
+//! that the bytes left, not that they landed). The sending side reads its
+//! source to the host once its lane reached the copy, and a signal that
+//! other nodes wait on leaves only once the work before it is complete on
+//! the GPU: a step costs a host round trip. The staging and message memory
+//! is reused from step to step (fresh buffers paid their page faults every
+//! time: `docs/perf-notes.md`). NCCL's `ncclSend`/`ncclRecv` on a rail communicator and
 //! CUDA-aware MPI (device pointers in MPI calls, no host copy) are the
 //! faster hops `docs/SCALE-OUT.md` designs; neither is built.
 

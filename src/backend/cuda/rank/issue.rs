@@ -316,8 +316,8 @@ impl<'id> Rank<'id> {
     }
 
     /// The network layer, sending side of a signal: once the work before
-    /// it on `lane` is complete, send signal `s` to the ranks of other
-    /// nodes that wait on it (one per node).
+    /// it on `lane` is complete, send signal `s` to every rank of another
+    /// node that waits on it (each must receive it itself: see `net.rs`).
     fn forward(
         &self,
         s: SignalId,
