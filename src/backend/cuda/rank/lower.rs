@@ -11,7 +11,6 @@
 use crate::backend::{Binding, BufId};
 use crate::error::{Error, Result};
 use crate::plan::{Lane, Op, OpKind, Plan, ReduceStep, Region, SignalId};
-use std::collections::HashMap;
 
 /// Where an operand lives: a rank's buffer and a byte offset in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,17 +113,16 @@ pub(super) struct Lowered {
     /// Bytes moved between ranks, as (from, to, bytes) (traffic counting).
     pub moved: Option<(usize, usize, usize)>,
     /// Ranks on other nodes to send the recorded signal to once its work
-    /// is complete (one rank per node that waits on it; the node a put
-    /// carries it to is not one of them).
+    /// is complete: every rank of another node that waits on it, but not
+    /// the one a put of this op carries it to.
     pub forward: Vec<usize>,
 }
 
 /// Where every rank runs, when the ranks span several nodes: the node of
-/// each rank, who waits on each signal, and for each put into a rank the
-/// signal it carries.
+/// each rank, and the ops (rank, index) that wait on each signal.
 pub(super) struct Nodes<'p> {
     node_of: &'p [usize],
-    waiters: HashMap<usize, Vec<usize>>,
+    waiting: nodes::Waiting,
 }
 
 /// The lowering of one call on one rank.
@@ -168,19 +166,8 @@ impl<'p> Lowering<'p> {
                 plan.ranks()
             )));
         }
-        let mut waiters: HashMap<usize, Vec<usize>> = HashMap::new();
-        for (r, ops) in plan.ops.iter().enumerate() {
-            for op in ops {
-                for w in &op.waits {
-                    let v = waiters.entry(w.0).or_default();
-                    if !v.contains(&r) {
-                        v.push(r);
-                    }
-                }
-            }
-        }
-        nodes::check(plan, node_of, self.rank)?;
-        self.nodes = Some(Nodes { node_of, waiters });
+        let waiting = nodes::check(plan, node_of, self.rank)?;
+        self.nodes = Some(Nodes { node_of, waiting });
         Ok(self)
     }
 
@@ -212,13 +199,13 @@ impl<'p> Lowering<'p> {
             return Vec::new();
         };
         let mine = n.node_of[self.rank];
-        n.waiters
-            .get(&s.0)
-            .into_iter()
-            .flatten()
-            .copied()
-            .filter(|&w| n.node_of[w] != mine && Some(w) != carried)
-            .collect()
+        let mut to = Vec::new();
+        for &(w, _) in n.waiting.get(&s.0).into_iter().flatten() {
+            if n.node_of[w] != mine && Some(w) != carried && !to.contains(&w) {
+                to.push(w);
+            }
+        }
+        to
     }
 
     /// Refuse op `i` touching rank `x`'s memory on another node.

@@ -18,10 +18,14 @@ use crate::error::{Error, Result};
 use crate::plan::{OpKind, Plan};
 use std::collections::{HashMap, VecDeque};
 
-/// Check every put from or into rank `me` (`node_of[r]`: rank r's node).
-pub(super) fn check(plan: &Plan, node_of: &[usize], me: usize) -> Result<()> {
+/// The ops (rank, index) that wait on each signal, by signal.
+pub(super) type Waiting = HashMap<usize, Vec<(usize, usize)>>;
+
+/// Check every put from or into rank `me` (`node_of[r]`: rank r's node);
+/// returns who waits on each signal (the lowering's forwarding reads it).
+pub(super) fn check(plan: &Plan, node_of: &[usize], me: usize) -> Result<Waiting> {
     // The ops waiting on each signal, and the op recording it.
-    let mut waiting: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
+    let mut waiting: Waiting = HashMap::new();
     let mut recorded: HashMap<usize, (usize, usize)> = HashMap::new();
     for (r, ops) in plan.ops.iter().enumerate() {
         for (i, op) in ops.iter().enumerate() {
@@ -87,7 +91,7 @@ pub(super) fn check(plan: &Plan, node_of: &[usize], me: usize) -> Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(waiting)
 }
 
 /// The first op (in issue order) of rank `rank` that the plan orders after
@@ -97,7 +101,7 @@ fn first_after(
     plan: &Plan,
     start: (usize, usize),
     rank: usize,
-    waiting: &HashMap<usize, Vec<(usize, usize)>>,
+    waiting: &Waiting,
 ) -> Option<usize> {
     let mut seen: Vec<Vec<bool>> = plan.ops.iter().map(|o| vec![false; o.len()]).collect();
     let mut todo = VecDeque::from([start]);
