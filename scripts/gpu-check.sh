@@ -370,6 +370,10 @@ if [ "$MODE" = cupticost ]; then
     #   copy      CUPTI, order tie, copy and memset records only (PARTIAL)
     #   keep      CUPTI, order tie, the kinds left on from the first timed
     #             call (RINGREDUCE_CUPTI_KEEP=1: untimed calls pay them too)
+    #   perthread CUPTI, callback tie, a record buffer per issuing thread
+    #             (RINGREDUCE_CUPTI_BUFFERS=per-thread)
+    #   shared    CUPTI, callback tie, record buffers every thread shares
+    #             (RINGREDUCE_CUPTI_BUFFERS=shared)
     # COST_CONFIGS, COST_POINTS (RANKS:SIZE), COST_ROUNDS (default 2) pick.
     # Files in $OUT/cupticost: NAME-Nr-SIZE-rK.txt per run, table.txt (% over
     # timing off per configuration and point, the median over rounds; the
@@ -377,6 +381,24 @@ if [ "$MODE" = cupticost ]; then
     T="$OUT/cupticost"
     mkdir -p "$T"
     "$RR" env | grep -E "^RINGREDUCE_CUPTI" || true
+    # CUPTI's own default of the per-thread buffer attribute (9), read
+    # before anything else touches CUPTI in that process.
+    python3 - <<'PY' 2>&1 | tee "$T/per-thread-default.txt"
+import ctypes, glob
+paths = ["libcupti.so.13"] + glob.glob("/usr/local/cuda*/targets/x86_64-linux/lib/libcupti.so.13")
+for p in paths:
+    try:
+        lib = ctypes.CDLL(p)
+        break
+    except OSError:
+        lib = None
+if lib is None:
+    print("libcupti not found")
+else:
+    v, n = ctypes.c_uint8(255), ctypes.c_size_t(1)
+    r = lib.cuptiActivityGetAttribute(9, ctypes.byref(n), ctypes.byref(v))
+    print(f"{p}: CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER default = {v.value} (result {r}, size {n.value})")
+PY
     configs=${COST_CONFIGS:-events callback order kernel copy keep}
     points=${COST_POINTS:-4:1MiB 4:4MiB 4:16MiB 4:64MiB 2:1MiB}
     rounds=${COST_ROUNDS:-2}
@@ -391,6 +413,8 @@ if [ "$MODE" = cupticost ]; then
             kernel) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_TIE=order RINGREDUCE_CUPTI_KINDS=kernel ;;
             copy) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_TIE=order RINGREDUCE_CUPTI_KINDS=copy ;;
             keep) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_TIE=order RINGREDUCE_CUPTI_KEEP=1 ;;
+            perthread) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_BUFFERS=per-thread ;;
+            shared) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_BUFFERS=shared ;;
             *) echo "unknown configuration $1" >&2; return 1 ;;
         esac
     }

@@ -418,7 +418,8 @@ impl PyEngine {
         info_dict(py, &info)
     }
 
-    /// The plain host call's fast path (`Engine._run`): `inputs` and
+    /// The plain host call's fast path (`Engine.all_reduce` and the other
+    /// three collectives): `inputs` and
     /// `outputs` (`None`: in place) as the caller passed them, read here
     /// in one step if they are plain numpy arrays (`ndarray.rs`), checked
     /// as `Engine._run` checks them, and run as `collective` runs them.
@@ -435,33 +436,54 @@ impl PyEngine {
         inputs: &Bound<'py, PyAny>,
         outputs: Option<&Bound<'py, PyAny>>,
         root: &Bound<'py, PyAny>,
-        ndarray: &Bound<'py, PyType>,
+        ndarray: Option<&Bound<'py, PyType>>,
     ) -> PyResult<Option<PyCallInfo>> {
+        let Some(ndarray) = ndarray else {
+            return Ok(None);
+        };
         let n = self.local.1 - self.local.0;
-        let Some(ins) = ndarray::read_all(inputs, n, ndarray) else {
+        let Some(mut ins) = ndarray::read_all(inputs, n, ndarray) else {
             return Ok(None);
         };
         let (sends, recvs, dtype, outs) = match outputs {
             None => {
-                if !ins.writable() {
+                if !ins.writable {
                     return Ok(None);
                 }
-                (Vec::new(), ins.spans(), ins.dtype(), None)
+                let recvs = std::mem::take(&mut ins.spans);
+                (Vec::new(), recvs, ins.dtype, None)
             }
             Some(outputs) => {
-                let Some(outs) = ndarray::read_all(outputs, n, ndarray) else {
+                let Some(mut outs) = ndarray::read_all(outputs, n, ndarray) else {
                     return Ok(None);
                 };
-                if outs.dtype() != ins.dtype() || !outs.writable() {
+                if outs.dtype != ins.dtype || !outs.writable {
                     return Ok(None);
                 }
-                (ins.spans(), outs.spans(), ins.dtype(), Some(outs))
+                let (sends, recvs) = (
+                    std::mem::take(&mut ins.spans),
+                    std::mem::take(&mut outs.spans),
+                );
+                (sends, recvs, ins.dtype, Some(outs))
             }
         };
         let Ok(root) = root.extract::<usize>() else {
             return Ok(None);
         };
-        let (dtype, call, sends, recvs) = host_call(kind, dtype, op, sends, recvs, root)?;
+        // Only the names `_run` takes, exactly (`_OPS`; the engine's parser
+        // also takes "SUM"); an unknown kind or op: `_run` raises it, with
+        // its message.
+        let Some(op) = ReduceOp::ALL.into_iter().find(|o| o.name() == op) else {
+            return Ok(None);
+        };
+        let Ok(collective) = collective_of(kind, root) else {
+            return Ok(None);
+        };
+        let call = Call {
+            collective,
+            op,
+            in_place: sends.is_empty(),
+        };
         let info = self.with_comm(py, move |comm| {
             ringreduce::with_element!(dtype, T => run_typed::<T>(comm, call, &sends, &recvs))
         })?;

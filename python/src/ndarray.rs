@@ -19,6 +19,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple, PyType};
 use ringreduce::foreign::HostSpan;
+use ringreduce::DataType;
 use std::os::raw::{c_char, c_int};
 
 /// The head of numpy's array object (`PyArrayObject_fields`,
@@ -59,31 +60,32 @@ const WRITEABLE: c_int = 0x0400;
 /// left to the general reader.
 const WARN_ON_WRITE: c_int = 1 << 31;
 
-/// One plain numpy array as a call sees it.
-pub struct Array {
-    pub span: HostSpan,
-    pub dtype: &'static str,
-    pub shape: Vec<isize>,
-    pub writable: bool,
+/// One plain numpy array as a call sees it (its shape is compared in
+/// place, borrowed from the array: see [`read`]).
+struct Array {
+    span: HostSpan,
+    dtype: DataType,
+    writable: bool,
 }
 
-/// The engine's name and the size of a numpy element type, by its type
-/// number (`NPY_TYPES`, `numpy/ndarraytypes.h`; the C `int` is 32 bits and
-/// `long` 64 on the Linux targets the wheel is built for): what numpy's
-/// `dtype.name` maps to in `_DTYPE_NAMES` for these.
-fn dtype_of(type_num: c_int) -> Option<(&'static str, isize)> {
+/// The engine's element type and its size for a numpy element type, by
+/// its type number (`NPY_TYPES`, `numpy/ndarraytypes.h`; the C `int` is 32
+/// bits and `long` 64 on the Linux targets the wheel is built for): what
+/// numpy's `dtype.name` maps to in `_DTYPE_NAMES` for these.
+fn dtype_of(type_num: c_int) -> Option<(DataType, isize)> {
     #[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
     compile_error!("the numpy type numbers below assume LP64 Linux");
+    use DataType::*;
     Some(match type_num {
-        1 => ("int8", 1),        // NPY_BYTE
-        2 => ("uint8", 1),       // NPY_UBYTE
-        5 => ("int32", 4),       // NPY_INT
-        6 => ("uint32", 4),      // NPY_UINT
-        7 | 9 => ("int64", 8),   // NPY_LONG, NPY_LONGLONG
-        8 | 10 => ("uint64", 8), // NPY_ULONG, NPY_ULONGLONG
-        23 => ("half", 2),       // NPY_HALF
-        11 => ("float", 4),      // NPY_FLOAT
-        12 => ("double", 8),     // NPY_DOUBLE
+        1 => (Int8, 1),        // NPY_BYTE
+        2 => (Uint8, 1),       // NPY_UBYTE
+        5 => (Int32, 4),       // NPY_INT
+        6 => (Uint32, 4),      // NPY_UINT
+        7 | 9 => (Int64, 8),   // NPY_LONG, NPY_LONGLONG
+        8 | 10 => (Uint64, 8), // NPY_ULONG, NPY_ULONGLONG
+        23 => (Half, 2),       // NPY_HALF
+        11 => (Float, 4),      // NPY_FLOAT
+        12 => (Double, 8),     // NPY_DOUBLE
         _ => return None,
     })
 }
@@ -163,10 +165,11 @@ fn fields<'a>(x: &'a Bound<'_, PyAny>) -> Option<Fields<'a>> {
     }
 }
 
-/// `x` read as a plain numpy array, or `None` (not one the fast path
-/// takes; see the module's comment). `ndarray` is `numpy.ndarray`.
-fn read(x: &Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> Option<Array> {
-    if !x.get_type().is(ndarray) {
+/// `x` read as a plain numpy array, with its shape (borrowed from `x`),
+/// or `None` (not one the fast path takes; see the module's comment).
+/// `ndarray` is `numpy.ndarray`.
+fn read<'a>(x: &'a Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> Option<(Array, &'a [isize])> {
+    if !std::ptr::eq(x.get_type_ptr(), ndarray.as_type_ptr()) {
         return None;
     }
     let f = fields(x)?;
@@ -182,15 +185,15 @@ fn read(x: &Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> Option<Array> {
         count = count.checked_mul(usize::try_from(d).ok()?)?;
     }
     let bytes = count.checked_mul(itemsize as usize)?;
-    Some(Array {
+    let a = Array {
         span: HostSpan {
             addr: f.data,
             bytes,
         },
         dtype,
-        shape: f.shape.to_vec(),
         writable: f.flags & WRITEABLE != 0,
-    })
+    };
+    Some((a, f.shape))
 }
 
 /// The arrays of one side of a call (inputs or outputs), read.
@@ -199,21 +202,12 @@ pub struct Arrays<'py> {
     /// caller's list's references while the call runs without the
     /// interpreter lock.
     pub _held: Vec<Bound<'py, PyAny>>,
-    pub arrays: Vec<Array>,
-}
-
-impl Arrays<'_> {
-    pub fn spans(&self) -> Vec<HostSpan> {
-        self.arrays.iter().map(|a| a.span).collect()
-    }
-
-    pub fn dtype(&self) -> &'static str {
-        self.arrays[0].dtype
-    }
-
-    pub fn writable(&self) -> bool {
-        self.arrays.iter().all(|a| a.writable)
-    }
+    /// Each array's memory, in rank order.
+    pub spans: Vec<HostSpan>,
+    /// Their element type (every one's).
+    pub dtype: DataType,
+    /// Whether every one is writable.
+    pub writable: bool,
 }
 
 /// Every array of `arrays` (exactly a list or a tuple of `n >= 1`), read,
@@ -233,19 +227,24 @@ pub fn read_all<'py>(
     if n == 0 || held.len() != n {
         return None;
     }
-    let arrays = held
-        .iter()
-        .map(|x| read(x, ndarray))
-        .collect::<Option<Vec<Array>>>()?;
-    let first = &arrays[0];
-    if arrays
-        .iter()
-        .any(|a| a.dtype != first.dtype || a.shape != first.shape)
-    {
-        return None;
+    let mut spans = Vec::with_capacity(n);
+    let mut writable = true;
+    let mut first: Option<(DataType, &[isize])> = None;
+    for x in &held {
+        let (a, shape) = read(x, ndarray)?;
+        match first {
+            None => first = Some((a.dtype, shape)),
+            Some((d, s)) if d != a.dtype || s != shape => return None,
+            Some(_) => {}
+        }
+        spans.push(a.span);
+        writable &= a.writable;
     }
+    let dtype = first?.0;
     Some(Arrays {
         _held: held,
-        arrays,
+        spans,
+        dtype,
+        writable,
     })
 }
