@@ -304,18 +304,6 @@ pub enum CuptiKinds {
     Copy,
 }
 
-/// Where CUPTI keeps the activity records it writes
-/// (`RINGREDUCE_CUPTI_BUFFERS`): an experiment knob.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CuptiBuffers {
-    /// CUPTI's own default (the attribute is not set).
-    Default,
-    /// One buffer per issuing thread (`CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER` 1).
-    PerThread,
-    /// Buffers shared by every thread (the attribute 0).
-    Shared,
-}
-
 pub static CUPTI_TIE: Param<CuptiTie> = Param::new(
     "RINGREDUCE_CUPTI_TIE",
     Group::Engine,
@@ -332,15 +320,6 @@ pub static CUPTI_KINDS: Param<CuptiKinds> = Param::new(
     "all",
     "An experiment knob of the CUPTI timeline: the activity kinds it enables (all: kernels, copies, memsets; kernel: kernels alone; copy: copies and memsets alone), to measure what each kind costs. Other than all, the timeline is partial: the ops of the kinds left off are shown as instants and the timing source line says PARTIAL.",
     parse_cupti_kinds,
-);
-
-pub static CUPTI_BUFFERS: Param<CuptiBuffers> = Param::new(
-    "RINGREDUCE_CUPTI_BUFFERS",
-    Group::Engine,
-    "default, per-thread or shared",
-    "default",
-    "An experiment knob of the CUPTI timeline: where CUPTI keeps its activity records (per-thread: a buffer per issuing thread, CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER 1; shared: buffers every thread shares, the attribute 0; default: the attribute left as CUPTI sets it), to measure what the rank threads' contention for them costs.",
-    parse_cupti_buffers,
 );
 
 pub static CUPTI_KEEP: Param<bool> = Param::new(
@@ -534,7 +513,6 @@ pub fn all() -> Vec<&'static dyn Declared> {
         &CUPTI,
         &CUPTI_TIE,
         &CUPTI_KINDS,
-        &CUPTI_BUFFERS,
         &CUPTI_KEEP,
         &HOST_MEMORY,
     ];
@@ -877,14 +855,6 @@ mod tests {
             assert_eq!(CUPTI_KINDS.parse(Some(&os(w))).unwrap(), Some(k));
         }
         assert!(refused(&CUPTI_KINDS, "memset").contains("not all, kernel or copy"));
-        for (w, b) in [
-            ("default", CuptiBuffers::Default),
-            ("per-thread", CuptiBuffers::PerThread),
-            ("shared", CuptiBuffers::Shared),
-        ] {
-            assert_eq!(CUPTI_BUFFERS.parse(Some(&os(w))).unwrap(), Some(b));
-        }
-        assert!(refused(&CUPTI_BUFFERS, "global").contains("not default, per-thread or shared"));
         assert_eq!(CUPTI_KEEP.parse(Some(&os("1"))).unwrap(), Some(true));
         assert!(refused(&CUPTI_KEEP, "yes").contains("neither 0 nor 1"));
     }

@@ -35,8 +35,6 @@ pub struct Nvtx {
     domain: sys::nvtxDomainHandle_t,
     push: PushEx,
     pop: Pop,
-    /// Kept open for the process's life.
-    _lib: Library,
 }
 
 // SAFETY: the domain handle is an opaque process-wide token that NVTX's
@@ -59,9 +57,14 @@ fn load() -> Option<Nvtx> {
         .map(|n| Path::new(n).to_path_buf())
         .chain(DIRS.iter().map(|d| Path::new(d).join(NAMES[0])));
     // SAFETY: loading the NVTX interop library runs only its initialisers.
-    let lib = candidates
-        .into_iter()
-        .find_map(|c| unsafe { Library::new(c) }.ok())?;
+    // Never unloaded, even when it is not used after all (no domain): a
+    // tool's injection (ncu's, Nsight's) may have hooked into it, as
+    // libcupti is kept for the same reason (`cupti::find`).
+    let lib: &'static Library = Box::leak(Box::new(
+        candidates
+            .into_iter()
+            .find_map(|c| unsafe { Library::new(c) }.ok())?,
+    ));
     // SAFETY: the symbols have these C signatures (nvToolsExt.h).
     let (create, push, pop) = unsafe {
         let create: DomainCreate = *lib.get(b"nvtxDomainCreateA\0").ok()?;
@@ -74,12 +77,7 @@ fn load() -> Option<Nvtx> {
     if domain.is_null() {
         return None;
     }
-    Some(Nvtx {
-        domain,
-        push,
-        pop,
-        _lib: lib,
-    })
+    Some(Nvtx { domain, push, pop })
 }
 
 /// An open range, closed when dropped (on the thread that opened it).

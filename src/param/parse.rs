@@ -91,15 +91,6 @@ pub(super) fn parse_cupti_kinds(v: &OsStr) -> std::result::Result<super::CuptiKi
     }
 }
 
-pub(super) fn parse_cupti_buffers(v: &OsStr) -> std::result::Result<super::CuptiBuffers, String> {
-    match utf8(v)? {
-        "default" => Ok(super::CuptiBuffers::Default),
-        "per-thread" => Ok(super::CuptiBuffers::PerThread),
-        "shared" => Ok(super::CuptiBuffers::Shared),
-        _ => Err("not default, per-thread or shared".into()),
-    }
-}
-
 pub(super) fn parse_algo(v: &OsStr) -> std::result::Result<String, String> {
     let s = utf8(v)?;
     if s.eq_ignore_ascii_case("auto") {

@@ -10,8 +10,7 @@
 //!   `RINGREDUCE_CUPTI_KINDS` selects) while at least one timed call is
 //!   pending in this process, so untimed calls pay nothing
 //!   (`RINGREDUCE_CUPTI_KEEP=1`: from the first timed call on, an
-//!   experiment). `RINGREDUCE_CUPTI_BUFFERS` (another experiment) sets
-//!   where CUPTI keeps its records, once, before anything is enabled.
+//!   experiment).
 //! * [`Cupti::push`] / [`Cupti::pop`] bracket an op's driver call on the
 //!   calling thread: CUPTI's callback at the exit of each issuing call
 //!   (`cuLaunchKernel`, the copies) hands over that call's correlation id
@@ -50,7 +49,7 @@ use std::time::Instant;
 use cudarc::cupti::sys;
 use libloading::Library;
 
-pub use crate::param::{CuptiBuffers, CuptiKinds, CuptiTie};
+pub use crate::param::{CuptiKinds, CuptiTie};
 pub use records::order::{tie_by_order, Class, Issued};
 pub use records::{Activity, ActivityKind};
 
@@ -128,7 +127,6 @@ type Register = unsafe extern "C" fn(
     sys::CUpti_BuffersCallbackCompleteFunc,
 ) -> u32;
 type Kind = unsafe extern "C" fn(u32) -> u32;
-type SetAttribute = unsafe extern "C" fn(u32, *mut usize, *mut c_void) -> u32;
 type NextRecord = unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> u32;
 type Timestamp = unsafe extern "C" fn(*mut u64) -> u32;
 type ResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
@@ -153,21 +151,14 @@ struct Api {
     result_string: ResultString,
     dropped: Dropped,
     stream_id: StreamId,
-    set_attribute: SetAttribute,
-    /// Kept open for the process's life (the pointers above point into it).
-    _lib: Library,
 }
 
 /// How the timeline uses CUPTI (`RINGREDUCE_CUPTI_TIE`, `_KINDS`,
-/// `_BUFFERS`, `_KEEP`; the first timed call's values hold for the
-/// process).
+/// `_KEEP`; the first timed call's values hold for the process).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
     pub tie: CuptiTie,
     pub kinds: CuptiKinds,
-    /// Where CUPTI keeps its records (set before the buffer callbacks are
-    /// registered, as CUPTI requires).
-    pub buffers: CuptiBuffers,
     /// Leave the kinds on once on.
     pub keep: bool,
 }
@@ -177,7 +168,6 @@ impl Default for Settings {
         Settings {
             tie: CuptiTie::Callback,
             kinds: CuptiKinds::All,
-            buffers: CuptiBuffers::Default,
             keep: false,
         }
     }
@@ -314,14 +304,19 @@ fn init(setting: Option<&Path>, how: Settings) -> Result<Cupti, String> {
             on: false,
         }),
     };
-    c.buffers(how.buffers)?;
     c.subscriber = c.subscribe()?;
     Ok(c)
 }
 
 /// Open CUPTI: the setting's path alone if given, else the loader's path,
 /// then [`DIRS`].
-fn find(setting: Option<&Path>) -> Result<(Library, PathBuf), String> {
+///
+/// The library found is never unloaded, even when it is not used after
+/// all: loading libcupti hooks it into the driver, and unloading it after
+/// a refused subscription (another profiler, e.g. `ncu`, holds CUPTI)
+/// made the process die of a segmentation fault at exit
+/// (`docs/results/2026-12-02-h200x1-ncu-exit/`).
+fn find(setting: Option<&Path>) -> Result<(&'static Library, PathBuf), String> {
     let candidates: Vec<PathBuf> = match setting {
         Some(p) => vec![p.to_path_buf()],
         None => SONAMES
@@ -332,10 +327,10 @@ fn find(setting: Option<&Path>) -> Result<(Library, PathBuf), String> {
     };
     let mut tried = Vec::new();
     for c in &candidates {
-        // SAFETY: loading libcupti runs its initialisers, which only set up
-        // its own state; nothing here depends on symbols it could replace.
+        // SAFETY: loading libcupti runs its initialisers; nothing here
+        // depends on symbols it could replace.
         match unsafe { Library::new(c) } {
-            Ok(lib) => return Ok((lib, c.clone())),
+            Ok(lib) => return Ok((Box::leak(Box::new(lib)), c.clone())),
             Err(e) => tried.push(format!("{} ({e})", c.display())),
         }
     }
@@ -346,7 +341,7 @@ fn find(setting: Option<&Path>) -> Result<(Library, PathBuf), String> {
 ///
 /// # Safety
 /// `lib` must be libcupti (the symbols are cast to their C signatures).
-unsafe fn load(lib: Library) -> Result<Api, libloading::Error> {
+unsafe fn load(lib: &'static Library) -> Result<Api, libloading::Error> {
     macro_rules! sym {
         ($name:literal) => {
             // SAFETY: the caller's contract: the symbol has this type.
@@ -365,8 +360,6 @@ unsafe fn load(lib: Library) -> Result<Api, libloading::Error> {
         result_string: sym!("cuptiGetResultString"),
         dropped: sym!("cuptiActivityGetNumDroppedRecords"),
         stream_id: sym!("cuptiGetStreamIdEx"),
-        set_attribute: sym!("cuptiActivitySetAttribute"),
-        _lib: lib,
     })
 }
 
@@ -392,26 +385,6 @@ impl Cupti {
         } else {
             Err(self.describe(call, r))
         }
-    }
-
-    /// Set where CUPTI keeps its records (before the buffer callbacks are
-    /// registered and any kind is enabled: CUPTI's rule).
-    fn buffers(&self, b: CuptiBuffers) -> Result<(), String> {
-        const ATTR: u32 =
-            sys::CUpti_ActivityAttribute::CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER as u32;
-        let set = match b {
-            CuptiBuffers::Default => None,
-            CuptiBuffers::PerThread => Some(1u8),
-            CuptiBuffers::Shared => Some(0u8),
-        };
-        if let Some(mut v) = set {
-            let mut size = std::mem::size_of::<u8>();
-            // SAFETY: the attribute's value is a uint8_t (cupti_activity.h);
-            // `size` and `v` are valid for the call.
-            let r = unsafe { (self.api.set_attribute)(ATTR, &mut size, (&raw mut v).cast()) };
-            self.check("cuptiActivitySetAttribute(PER_THREAD_ACTIVITY_BUFFER)", r)?;
-        }
-        Ok(())
     }
 
     /// Subscribe [`on_exit`] (refused when another client holds CUPTI; the

@@ -305,10 +305,6 @@ impl<'id> Timer<'id> {
                     .get()
                     .map_err(e)?
                     .unwrap_or(d.kinds),
-                buffers: crate::param::CUPTI_BUFFERS
-                    .get()
-                    .map_err(e)?
-                    .unwrap_or(d.buffers),
                 keep: crate::param::CUPTI_KEEP.get().map_err(e)?.unwrap_or(d.keep),
             };
             let c = cupti::get(setting.as_deref(), how)?;
