@@ -5,6 +5,8 @@
 #
 #   - a record named as `results/NAME` or `docs/results/NAME` (globs `*` and
 #     braces `{a,b}` allowed: at least one file must match each expansion);
+#   - in docs/results/README.md's index, a line for every record folder
+#     (`[`NAME/`](NAME/README.md)`), and the folder's README.md;
 #     a file inside a run's archive is named `results/RUN/logs.tar.xz:FILE`,
 #     and FILE must be a member of that archive;
 #   - in docs/results/README.md, a record named by its full name
@@ -114,6 +116,16 @@ for doc in docs():
                 pats = expand(m.group(1))
                 if not all(any(glob.fnmatch.fnmatch(r, "*" + p) for r in records) for p in pats):
                     bad.append(f"{doc}:{no}: {m.group(1)} (no record ends so)")
+
+index = open(os.path.join("docs", "results", "README.md"), encoding="utf-8").read()
+for d in sorted(os.listdir("docs/results")):
+    if not os.path.isdir(os.path.join("docs/results", d)):
+        continue
+    refs += 1
+    if f"[`{d}/`]({d}/README.md)" not in index:
+        bad.append(f"docs/results/README.md: no index line for the record {d}/")
+    if not os.path.isfile(os.path.join("docs/results", d, "README.md")):
+        bad.append(f"docs/results/{d}: no README.md")
 
 if bad:
     print(f"check-doc-links: {len(bad)} broken reference(s):")
