@@ -66,19 +66,10 @@ impl<X: PeerExchange> NcclBackend for CudaBackend<X> {
     fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         self.drain()?;
         let epoch = self.log.epoch();
-        // One event pair around each NCCL call (nothing between its steps).
-        let why = "NCCL's calls are timed with one event pair each".to_string();
-        let per_rank: Vec<RankTiming> = self.each(move |_| {
-            let why = why.clone();
-            Box::new(move |rk: &mut Rank<'_>| {
-                let (v, half) = rk.take_nccl_timing(epoch)?;
-                let src = TimingSource::Events(why);
-                Ok((
-                    v.into_iter().map(|t| (vec![t], src.clone())).collect(),
-                    half,
-                ))
-            })
-        })?;
+        // One op per NCCL call: CUPTI's records of its kernels and copies,
+        // else an event pair around it (nothing between its steps).
+        let per_rank: Vec<RankTiming> =
+            self.each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.take_nccl_timing(epoch)))?;
         let calls = self.log.take_nccl();
         Ok(X::timelines(calls, per_rank, true))
     }

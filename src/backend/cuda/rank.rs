@@ -71,8 +71,9 @@ struct Instruments<'id> {
     /// Timing events already created and read, for reuse: creating an event
     /// per op and call was most of the timeline's measurement overhead.
     spare_events: Vec<TimingEvent<'id>>,
-    /// Start and end events of the timed NCCL calls.
-    nccl_timing: Vec<(TimingEvent<'id>, TimingEvent<'id>)>,
+    /// The timed NCCL calls, each one op: CUPTI's records of its kernels
+    /// and copies, or an event pair around it.
+    nccl_timing: Vec<Timed<'id>>,
     /// Bytes moved between ranks by what this rank issued, per rank (sent,
     /// received).
     traffic: Vec<Traffic>,

@@ -109,8 +109,14 @@ const ISSUING: [Cbid; 5] = [
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
 ];
-/// `CUPTI_CB_DOMAIN_DRIVER_API` and `CUPTI_API_EXIT`, as integers.
+/// `CUPTI_CB_DOMAIN_DRIVER_API`, `CUPTI_CB_DOMAIN_RUNTIME_API` and
+/// `CUPTI_API_EXIT`, as integers.
 const DRIVER_DOMAIN: u32 = sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API as u32;
+/// Every runtime call gets the callback too while timed calls are pending:
+/// a library timed as one op (NCCL) may launch through the runtime, whose
+/// kernel records carry the runtime call's correlation id. (The engine's
+/// own ops issue through the driver alone, so they call it for nothing.)
+const RUNTIME_DOMAIN: u32 = sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API as u32;
 const API_EXIT: u32 = sys::CUpti_ApiCallbackSite::CUPTI_API_EXIT as u32;
 type Cbid = sys::CUpti_driver_api_trace_cbid_enum;
 
@@ -122,6 +128,7 @@ type Callback = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
 type Subscribe =
     unsafe extern "C" fn(*mut sys::CUpti_SubscriberHandle, Option<Callback>, *mut c_void) -> u32;
 type EnableCallback = unsafe extern "C" fn(u32, sys::CUpti_SubscriberHandle, u32, u32) -> u32;
+type EnableDomain = unsafe extern "C" fn(u32, sys::CUpti_SubscriberHandle, u32) -> u32;
 type Register = unsafe extern "C" fn(
     sys::CUpti_BuffersCallbackRequestFunc,
     sys::CUpti_BuffersCallbackCompleteFunc,
@@ -145,6 +152,7 @@ struct Api {
     enable: Kind,
     disable: Kind,
     enable_callback: EnableCallback,
+    enable_domain: EnableDomain,
     flush_all: Kind,
     next_record: NextRecord,
     timestamp: Timestamp,
@@ -203,14 +211,15 @@ thread_local! {
 }
 
 /// CUPTI's callback at the entry and exit of each [`ISSUING`] driver call
-/// (on the calling thread): at the exit, keep the call's correlation id if
-/// an op is open on this thread. Never unwinds, never blocks.
+/// and each runtime call (on the calling thread): at the exit, keep the
+/// call's correlation id if an op is open on this thread. Never unwinds,
+/// never blocks.
 ///
 /// # Safety
-/// Called by CUPTI; for the driver domain `data` points at a
+/// Called by CUPTI; for the driver and runtime domains `data` points at a
 /// `CUpti_CallbackData`.
 unsafe extern "C" fn on_exit(_user: *mut c_void, domain: u32, _cbid: u32, data: *const c_void) {
-    if domain != DRIVER_DOMAIN || data.is_null() {
+    if (domain != DRIVER_DOMAIN && domain != RUNTIME_DOMAIN) || data.is_null() {
         return;
     }
     type D = sys::CUpti_CallbackData;
@@ -354,6 +363,7 @@ unsafe fn load(lib: &'static Library) -> Result<Api, libloading::Error> {
         enable: sym!("cuptiActivityEnable"),
         disable: sym!("cuptiActivityDisable"),
         enable_callback: sym!("cuptiEnableCallback"),
+        enable_domain: sym!("cuptiEnableDomain"),
         flush_all: sym!("cuptiActivityFlushAll"),
         next_record: sym!("cuptiActivityGetNextRecord"),
         timestamp: sym!("cuptiGetTimestamp"),
@@ -409,7 +419,8 @@ impl Cupti {
         Ok(h as usize)
     }
 
-    /// [`on_exit`] on (`on`) or off for every [`ISSUING`] call.
+    /// [`on_exit`] on (`on`) or off for every [`ISSUING`] driver call and
+    /// every runtime call.
     fn callbacks(&self, on: bool) -> Result<(), String> {
         if self.tie == CuptiTie::Order {
             return Ok(());
@@ -421,6 +432,9 @@ impl Cupti {
                 unsafe { (self.api.enable_callback)(u32::from(on), h, DRIVER_DOMAIN, cb as u32) };
             self.check("cuptiEnableCallback", r)?;
         }
+        // SAFETY: as above; a valid domain.
+        let r = unsafe { (self.api.enable_domain)(u32::from(on), h, RUNTIME_DOMAIN) };
+        self.check("cuptiEnableDomain(RUNTIME_API)", r)?;
         Ok(())
     }
 

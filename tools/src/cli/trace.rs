@@ -318,6 +318,9 @@ fn report_run<T: Element>(
     if let Some(s) = t.timing_source() {
         out(format!("# {s}"))?;
     }
+    if let Some(s) = t.nccl_timing_source() {
+        out(format!("# NCCL's call: {s}"))?;
+    }
     out(format!("# clock: {}", t.clock()))?;
     if kind == BackendKind::Cpu {
         out("# (CPU backend: host timestamps of the rank threads, not GPU timings)")?;

@@ -258,6 +258,16 @@ impl Timeline {
             .then(|| first.to_string())
     }
 
+    /// Which source timed NCCL's calls (their clock's first part), where
+    /// there are any: the same words as [`Timeline::timing_source`].
+    pub fn nccl_timing_source(&self) -> Option<String> {
+        let c = &self.nccl.first()?.clock;
+        let first = c.split("; ").next()?;
+        first
+            .starts_with("timing source:")
+            .then(|| first.to_string())
+    }
+
     pub fn clock(&self) -> String {
         self.calls
             .iter()

@@ -516,6 +516,59 @@ pub fn register(h: &mut Harness) {
         pass()
     });
 
+    // On one GPU (NCCL needs a GPU per rank: one rank): NCCL's call on the
+    // timeline, timed by the same source as the ring's ops. Where CUPTI
+    // times the ring, it times NCCL's call too, from the records of what
+    // NCCL launched (a slice of non-zero length: a record was tied to it).
+    cuda_only(h, "timeline::nccl_on_the_same_clock", 1, || {
+        let lib = match ringreduce::cuda::nccl::Nccl::load(None) {
+            Ok(lib) => lib,
+            Err(why) => return crate::common::skip(format!("NCCL not found: {why}")),
+        };
+        let mut cfg = EngineConfig::new(1, BackendChoice::Cuda);
+        cfg.timeout = Duration::from_secs(30);
+        let mut e = Engine::<f32>::new(cfg).map_err(|e| e.to_string())?;
+        e.core_mut().nccl_init(&lib).map_err(|e| e.to_string())?;
+        let o = RecordOptions {
+            choice: "ring".parse::<AlgoChoice>().map_err(|e| e.to_string())?,
+            collective: Collective::AllReduce,
+            count: 1 << 20,
+            in_place: false,
+            op: ReduceOp::Sum,
+            warmup: 2,
+            calls: 2,
+            overhead: None,
+            nccl: true,
+            isolated: false,
+        };
+        let r = timeline::record(&mut e, &o).map_err(|e| e.to_string())?;
+        let t = &r.timeline;
+        let ours = t.timing_source().ok_or("no timing source")?;
+        let nccl = t
+            .nccl_timing_source()
+            .ok_or("no timing source of NCCL's call")?;
+        println!("  ring: {ours}; NCCL: {nccl}");
+        let slices = t.slices()?;
+        let theirs: Vec<_> = slices.iter().filter(|s| s.nccl).collect();
+        ensure!(
+            theirs.len() == 1,
+            "NCCL's call as one slice: {}",
+            theirs.len()
+        );
+        if ours.contains("CUPTI activity") {
+            ensure!(nccl == "timing source: CUPTI activity", "NCCL: {nccl}");
+            let d = theirs[0].end_ns - theirs[0].start_ns;
+            ensure!(
+                d > 0.0,
+                "NCCL's slice has no length: no record was tied to it"
+            );
+            println!("  NCCL's call: {:.1} us", d / 1e3);
+        }
+        let problems = t.check(5_000.0);
+        ensure!(problems.is_empty(), "{problems:#?}");
+        pass()
+    });
+
     // On 2 GPUs: the timeline of the pipelined ring and of 4 ranks, with
     // NCCL's call on the same clock, checked as on the CPU.
     cuda_only(h, "timeline::gpu_timeline_2_gpus", 2, || {
@@ -580,7 +633,11 @@ pub fn register(h: &mut Harness) {
                     "{algo}: NCCL's call as one slice per rank"
                 );
             }
-            ensure!(t.clock().contains("GPU event"), "{}", t.clock());
+            ensure!(
+                t.clock().contains("GPU event") || t.clock().contains("CUPTI activity"),
+                "{}",
+                t.clock()
+            );
             let text = timeline::chrome::to_string(t)?;
             let _: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
             well_formed_xml(&timeline::svg::to_svg(t)?)?;

@@ -15,6 +15,7 @@ use crate::plan::SignalId;
 use crate::schedule::Phase;
 
 mod timers;
+pub(super) use timers::cupti_here;
 use timers::{Ranges, Timer};
 
 /// The profiling layer: nanoseconds since `t`, added to one kind of

@@ -2,7 +2,9 @@
 //! (an `impl` block of [`Rank`] split out of `rank.rs` to keep files short;
 //! it sees the rank's private fields as a child module).
 
+use super::activity::{CuptiCall, OpRef, TimingSource};
 use super::*;
+use crate::cuda::cupti::CuptiTie;
 
 impl<'id> Rank<'id> {
     // -- NCCL ----------------------------------------------------------------
@@ -95,19 +97,67 @@ impl<'id> Rank<'id> {
         r
     }
 
-    /// [`Rank::nccl_call`], bracketed by timing events on the compute stream
-    /// when `timed` (kept for [`Rank::take_nccl_timing`]).
+    /// [`Rank::nccl_call`], timed when `timed` (kept for
+    /// [`Rank::take_nccl_timing`]) as one op: from CUPTI's records of the
+    /// kernels and copies NCCL issued inside it (tied to it by the
+    /// callback on their launching driver and runtime calls: NCCL's own
+    /// labels on the same clock as the plans' ops), else from an event pair
+    /// around it on the compute stream, with the reason.
     pub fn nccl_call_timed(&mut self, c: &NcclCall, timed: bool) -> Result<()> {
         if !timed {
             return self.nccl_call(c);
         }
         let e = self.err();
-        let a = self.ctx.timing_event().map_err(&e)?;
-        let b = self.ctx.timing_event().map_err(&e)?;
+        let cupti = super::issue::cupti_here().and_then(|k| match k.tie {
+            CuptiTie::Callback => k.begin().map(|()| k),
+            CuptiTie::Order => Err(
+                "the order tie (RINGREDUCE_CUPTI_TIE=order) does not time NCCL's calls: NCCL's launches are not counted on the lanes"
+                    .into(),
+            ),
+        });
+        let why = match cupti {
+            Ok(k) => {
+                let mut call = CuptiCall::new(1, 0.0);
+                let issued = Instant::now();
+                let r = k
+                    .push(call.id(0))
+                    .map_err(|m| self.cupti_err(m))
+                    .and_then(|()| {
+                        let r = self.nccl_call(c);
+                        k.pop(&mut call.ties).map_err(|m| self.cupti_err(m))?;
+                        r
+                    });
+                if let Err(err) = r {
+                    // Nothing to take: the call's collection ends here.
+                    let _ = k.end(1);
+                    return Err(err);
+                }
+                // A call that issued no kernel or copy (one rank, in place)
+                // is placed as a mark: an instant where it was issued.
+                call.ops.push(OpRef {
+                    op: 0,
+                    parts: 1,
+                    mark: true,
+                    after: Vec::new(),
+                });
+                self.instr.nccl_timing.push(Timed::Cupti(call, k, issued));
+                return Ok(());
+            }
+            Err(why) => why,
+        };
+        let a = self.timing_event()?;
+        let b = self.timing_event()?;
         self.lanes[0].record_timing(&a).map_err(&e)?;
         self.nccl_call(c)?;
         self.lanes[0].record_timing(&b).map_err(&e)?;
-        self.instr.nccl_timing.push((a, b));
+        self.instr.nccl_timing.push(Timed::Events(
+            TimedCall {
+                events: vec![a, b],
+                starts: vec![0],
+                spans: vec![(0, 1, (0, 1), 1)],
+            },
+            TimingSource::choose(Err(why)),
+        ));
         Ok(())
     }
 

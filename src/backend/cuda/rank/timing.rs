@@ -65,6 +65,16 @@ impl<'id> Rank<'id> {
     /// half-width of this rank's clock alignment (ns).
     pub fn take_timing(&mut self, epoch: Instant) -> Result<RankTiming> {
         let timing = std::mem::take(&mut self.instr.timing);
+        self.take_of(timing, epoch)
+    }
+
+    /// [`Rank::take_timing`] of the timed NCCL calls (one op each).
+    pub fn take_nccl_timing(&mut self, epoch: Instant) -> Result<RankTiming> {
+        let timing = std::mem::take(&mut self.instr.nccl_timing);
+        self.take_of(timing, epoch)
+    }
+
+    fn take_of(&mut self, timing: Vec<Timed<'id>>, epoch: Instant) -> Result<RankTiming> {
         if timing.is_empty() {
             return Ok((Vec::new(), 0.0));
         }
@@ -85,7 +95,7 @@ impl<'id> Rank<'id> {
         r
     }
 
-    fn cupti_err(&self, message: String) -> Error {
+    pub(super) fn cupti_err(&self, message: String) -> Error {
         Error::Worker {
             rank: self.rank,
             message: format!("CUPTI timeline: {message}"),
@@ -245,30 +255,6 @@ impl<'id> Rank<'id> {
             Some(ev) => Ok(ev),
             None => self.ctx.timing_event().map_err(self.err()),
         }
-    }
-
-    /// The start and end of the timed NCCL calls since the last take (op 0
-    /// of each), in host ns since `epoch`, and the anchor's half-width.
-    pub fn take_nccl_timing(&mut self, epoch: Instant) -> Result<(Vec<OpTime>, f64)> {
-        let e = self.err();
-        let timing = std::mem::take(&mut self.instr.nccl_timing);
-        if timing.is_empty() {
-            return Ok((Vec::new(), 0.0));
-        }
-        let (anchor, at, half) = self.anchor(epoch)?;
-        let mut out = Vec::new();
-        for (a, b) in timing {
-            let t_a = at - f64::from(a.elapsed_ms(&anchor).map_err(&e)?) * 1e6;
-            let dur = f64::from(a.elapsed_ms(&b).map_err(&e)?) * 1e6;
-            out.push(OpTime {
-                rank: self.rank,
-                op: 0,
-                part: 0,
-                start_ns: t_a,
-                end_ns: t_a + dur,
-            });
-        }
-        Ok((out, half))
     }
 
     /// Bytes moved by this rank's issued work since the last take, per rank.

@@ -285,6 +285,23 @@ fn class_of(w: &Work) -> Option<Class> {
     }
 }
 
+/// The process's CUPTI with the settings of the environment
+/// (`RINGREDUCE_CUPTI`, `_TIE`, `_KINDS`, `_KEEP`), or why there is none.
+pub(in crate::backend::cuda::rank) fn cupti_here() -> std::result::Result<&'static Cupti, String> {
+    let setting = crate::param::CUPTI.get().map_err(|e| e.to_string())?;
+    let e = |e: Error| e.to_string();
+    let d = cupti::Settings::default();
+    let how = cupti::Settings {
+        tie: crate::param::CUPTI_TIE.get().map_err(e)?.unwrap_or(d.tie),
+        kinds: crate::param::CUPTI_KINDS
+            .get()
+            .map_err(e)?
+            .unwrap_or(d.kinds),
+        keep: crate::param::CUPTI_KEEP.get().map_err(e)?.unwrap_or(d.keep),
+    };
+    cupti::get(setting.as_deref(), how)
+}
+
 /// The timing layer of a timed call, by its source.
 pub(super) enum Timer<'id> {
     Events(CallTimer<'id>, TimingSource),
@@ -296,18 +313,7 @@ impl<'id> Timer<'id> {
     /// with events (and the reason).
     pub(super) fn begin(rank: &mut Rank<'id>, plan: &Plan) -> Result<Self> {
         let cupti = (|| {
-            let setting = crate::param::CUPTI.get().map_err(|e| e.to_string())?;
-            let e = |e: Error| e.to_string();
-            let d = cupti::Settings::default();
-            let how = cupti::Settings {
-                tie: crate::param::CUPTI_TIE.get().map_err(e)?.unwrap_or(d.tie),
-                kinds: crate::param::CUPTI_KINDS
-                    .get()
-                    .map_err(e)?
-                    .unwrap_or(d.kinds),
-                keep: crate::param::CUPTI_KEEP.get().map_err(e)?.unwrap_or(d.keep),
-            };
-            let c = cupti::get(setting.as_deref(), how)?;
+            let c = cupti_here()?;
             let lanes = match c.tie {
                 CuptiTie::Callback => None,
                 CuptiTie::Order => Some(rank.cupti_lanes(c)?),
