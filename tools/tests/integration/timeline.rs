@@ -558,10 +558,8 @@ pub fn register(h: &mut Harness) {
         if ours.contains("CUPTI activity") {
             ensure!(nccl == "timing source: CUPTI activity", "NCCL: {nccl}");
             let d = theirs[0].end_ns - theirs[0].start_ns;
-            ensure!(
-                d > 0.0,
-                "NCCL's slice has no length: no record was tied to it"
-            );
+            let tied = d > 0.0;
+            ensure!(tied, "NCCL's slice has no length: no record was tied to it");
             println!("  NCCL's call: {:.1} us", d / 1e3);
         }
         let problems = t.check(5_000.0);
