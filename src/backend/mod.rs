@@ -482,6 +482,12 @@ pub trait Profiling {
     /// take, counted by the backend as it moved them (copies between ranks,
     /// and reduces reading another rank's memory), then reset.
     fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>>;
+    /// Timing is switched on (`on`) or off for the calls that follow: set
+    /// up, or end, what timing needs outside the calls themselves, so that
+    /// the timed calls do not pay it (default: nothing).
+    fn prepare_timing(&mut self, _on: bool) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Check that a call's bindings cover every rank.

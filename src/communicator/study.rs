@@ -21,10 +21,8 @@ impl Communicator {
     /// Time every op of the calls that follow (`on`), or stop. Timed calls
     /// are slower (the timeline's cost: docs/DESIGN.md).
     pub fn set_timing(&mut self, on: bool) -> Result<()> {
-        self.study_engine("timing")?.with::<u8, _>(|e| {
-            e.core_mut().set_timing(on);
-            Ok(())
-        })
+        self.study_engine("timing")?
+            .with::<u8, _>(|e| e.core_mut().set_timing(on))
     }
 
     /// The calls timed since the last take, each with the plan that ran

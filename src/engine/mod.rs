@@ -527,10 +527,20 @@ impl Core {
     /// Record op timings of the following calls (see [`Core::take_timeline`]),
     /// and the start and end of the following NCCL calls (see
     /// [`Core::take_nccl_timeline`]).
-    pub fn set_timing(&mut self, on: bool) {
+    ///
+    /// Switching it sets up (or ends) what the backend's timing needs
+    /// outside the calls (CUDA with CUPTI: the activity collection, primed
+    /// on every rank), so that the first timed call does not pay it; an
+    /// error there (or a pending call's) is returned.
+    pub fn set_timing(&mut self, on: bool) -> Result<()> {
+        let changed = self.timing != on;
         self.timing = on;
         if let Some(n) = self.backend.nccl() {
             n.set_nccl_timing(on);
+        }
+        match self.backend.profiling() {
+            Some(p) if changed => p.prepare_timing(on),
+            _ => Ok(()),
         }
     }
 

@@ -196,6 +196,13 @@ impl<X: PeerExchange> Profiling for CudaBackend<X> {
         Ok(X::timelines(calls, per_rank, false))
     }
 
+    /// Every local rank sets up (or ends) its timing's collection
+    /// ([`Rank::prepare_timing`]).
+    fn prepare_timing(&mut self, on: bool) -> Result<()> {
+        self.each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.prepare_timing(on)))
+            .map(|_| ())
+    }
+
     /// What the local ranks issued (their own copies and kernels), by rank.
     fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
         let per_rank: Vec<Vec<crate::plan::Traffic>> =

@@ -82,6 +82,11 @@ struct Instruments<'id> {
     /// The order tie: each lane's issued count up to which the pending
     /// CUPTI-timed calls filed its calls.
     cupti_mark: [u64; 2],
+    /// Whether this rank holds CUPTI's collection on while timing is on
+    /// ([`Rank::prepare_timing`]).
+    held: bool,
+    /// A few bytes set on each lane to prime CUPTI's collection.
+    primer: Option<DevBuf<'id>>,
 }
 
 /// A rank's CUDA graphs and the capture in progress (`rank/graphs.rs`).

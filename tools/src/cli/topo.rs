@@ -187,7 +187,7 @@ fn latency(core: &mut Core, plan: &Arc<Plan>, iters: usize) -> Result<(f64, Opti
         host.push(t0.elapsed().as_secs_f64() * 1e6);
     }
     core.take_timeline()?;
-    core.set_timing(true);
+    core.set_timing(true)?;
     let timed = (|| -> Result<()> {
         for _ in 0..iters {
             core.launch_plan(plan.clone(), DataType::Float, bind.clone())?;
@@ -195,8 +195,9 @@ fn latency(core: &mut Core, plan: &Arc<Plan>, iters: usize) -> Result<(f64, Opti
         }
         Ok(())
     })();
-    core.set_timing(false);
+    let off = core.set_timing(false);
     timed?;
+    off?;
     // The copy op: (rank, index) of the plan's only copy.
     let copy = plan.ops.iter().enumerate().find_map(|(r, ops)| {
         ops.iter()

@@ -89,7 +89,7 @@ fn block<T: Element>(
     iters: usize,
     on: bool,
 ) -> Result<f64> {
-    e.core_mut().set_timing(on);
+    e.core_mut().set_timing(on)?;
     e.synchronize()?;
     let t0 = Instant::now();
     for _ in 0..iters {
@@ -97,7 +97,7 @@ fn block<T: Element>(
     }
     e.synchronize()?;
     let us = t0.elapsed().as_secs_f64() * 1e6 / iters.max(1) as f64;
-    e.core_mut().set_timing(false);
+    e.core_mut().set_timing(false)?;
     if on {
         e.core_mut().take_timeline()?;
     }
@@ -140,13 +140,14 @@ fn nccl_timeline<T: Element>(
         e.core_mut().launch_nccl(&call)?;
     }
     e.synchronize()?;
-    e.core_mut().set_timing(true);
+    e.core_mut().set_timing(true)?;
     let r = e
         .core_mut()
         .launch_nccl(&call)
         .and_then(|_| e.synchronize());
-    e.core_mut().set_timing(false);
+    let off = e.core_mut().set_timing(false);
     r?;
+    off?;
     e.core_mut().take_nccl_timeline()
 }
 
@@ -160,7 +161,7 @@ pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Record
     let per_rank = shape0.input(0).len();
     let inputs = verify::make_inputs::<T>(Inputs::Random, o.op, n, per_rank, 11);
     let shape = e.load(o.collective, &inputs, o.in_place)?;
-    e.core_mut().set_timing(false);
+    e.core_mut().set_timing(false)?;
     // Forget anything timed or counted before.
     e.core_mut().take_timeline()?;
     e.core_mut().take_nccl_timeline()?;
@@ -170,7 +171,7 @@ pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Record
     e.synchronize()?;
     let overhead = measure_overhead(e, o, &shape)?;
     e.core_mut().take_traffic()?;
-    e.core_mut().set_timing(true);
+    e.core_mut().set_timing(true)?;
     let mut plans = Vec::with_capacity(o.calls);
     let launched = (|| -> Result<()> {
         for _ in 0..o.calls {
@@ -181,8 +182,9 @@ pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Record
         }
         e.synchronize()
     })();
-    e.core_mut().set_timing(false);
+    let off = e.core_mut().set_timing(false);
     launched?;
+    off?;
     let times = e.core_mut().take_timeline()?;
     let moved = e.core_mut().take_traffic()?;
     if times.len() != plans.len() {

@@ -68,6 +68,47 @@ impl<'id> Rank<'id> {
         self.take_of(timing, epoch)
     }
 
+    /// Timing switched on (`on`) or off for the calls that follow. With
+    /// CUPTI's callback tie, on: this rank holds CUPTI's activity
+    /// collection on (as one pending call of its own) until timing is
+    /// switched off, and primes it with a memset on each lane, waited for:
+    /// CUPTI's set-up after its kinds are enabled (a few hundred us at the
+    /// first activity) is paid here, not by the first timed call, and the
+    /// kinds stay on between takes while timing is on. Off: the hold ends
+    /// (the collection stops once no timed call is pending either). With
+    /// events or the order tie (whose records on the lanes must all be the
+    /// timed calls'): nothing.
+    pub fn prepare_timing(&mut self, on: bool) -> Result<()> {
+        let Ok(k) = super::issue::cupti_here() else {
+            return Ok(());
+        };
+        if k.tie != CuptiTie::Callback {
+            return Ok(());
+        }
+        if !on {
+            if std::mem::take(&mut self.instr.held) {
+                k.end(1).map_err(|m| self.cupti_err(m))?;
+            }
+            return Ok(());
+        }
+        if self.instr.held {
+            return Ok(());
+        }
+        k.begin().map_err(|m| self.cupti_err(m))?;
+        self.instr.held = true;
+        const PRIMER: usize = 64;
+        let e = self.err();
+        if self.instr.primer.is_none() {
+            self.instr.primer = Some(self.ctx.alloc(PRIMER).map_err(&e)?);
+        }
+        if let Some(p) = &self.instr.primer {
+            for lane in &self.lanes {
+                lane.memset(p, 0, PRIMER, 0).map_err(&e)?;
+            }
+        }
+        self.sync()
+    }
+
     /// [`Rank::take_timing`] of the timed NCCL calls (one op each).
     pub fn take_nccl_timing(&mut self, epoch: Instant) -> Result<RankTiming> {
         let timing = std::mem::take(&mut self.instr.nccl_timing);
