@@ -369,6 +369,27 @@ def _ndarray_type():
     return _NDARRAY
 
 
+def _number(name, v, lowest=0):
+    """``v`` as an int of at least ``lowest`` (an int or anything with
+    ``__index__``, never a bool), else an ArgumentError naming ``name``."""
+    if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+        raise ArgumentError(f"{name} must be a whole number, not {v!r}")
+    v = v.__index__()
+    if v < lowest:
+        raise ArgumentError(f"{name} must be at least {lowest} (got {v})")
+    return v
+
+
+def _seconds(name, v):
+    """``v`` (None or a number of seconds) as the extension takes it, else
+    an ArgumentError naming ``name`` (the range is the engine's check)."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(type(v), "__float__"):
+        raise ArgumentError(f"{name} must be a number of seconds, not {v!r}")
+    return float(v)
+
+
 _JOB_ENGINES = weakref.WeakSet()
 _HOOKED = False
 
@@ -422,7 +443,14 @@ class Engine:
     """
 
     def __init__(self, backend="auto", ranks=2, devices=None, timeout=None, algo=None, _inner=None):
-        self._e = _inner if _inner is not None else _Engine(backend, ranks, devices, timeout, algo)
+        if _inner is None:
+            ranks = _number("ranks", ranks)
+            if devices is not None:
+                if isinstance(devices, (str, bytes)) or not hasattr(devices, "__iter__"):
+                    raise ArgumentError(f"devices must be a list of GPU numbers, not {devices!r}")
+                devices = [_number("a device", d) for d in devices]
+            _inner = _Engine(backend, ranks, devices, _seconds("timeout", timeout), algo)
+        self._e = _inner
         self.last_call = None
 
     @classmethod
@@ -442,7 +470,8 @@ class Engine:
                     f"store must be a directory path or an object with set(key, value) and "
                     f"get(key, timeout) (got a {type(store).__name__})"
                 ) from None
-        eng = cls(_inner=_Engine.job(rank, size, store, backend, timeout, algo))
+        rank, size = _number("rank", rank), _number("size", size)
+        eng = cls(_inner=_Engine.job(rank, size, store, backend, _seconds("timeout", timeout), algo))
         _abort_on_uncaught_exception(eng)
         return eng
 
@@ -540,8 +569,9 @@ class Engine:
         return bufs
 
     def _run(self, kind, inputs, outputs, op="sum", root=0, prepare=False):
-        if kind != "all_gather" and kind != "broadcast" and op not in _OPS:
+        if kind != "all_gather" and kind != "broadcast" and not (isinstance(op, str) and op in _OPS):
             raise ArgumentError(f"unknown reduce op {op!r} (sum, prod, min, max, avg)")
+        root = _number("root", root)
         ins = self._buffers(inputs, "input")
         if outputs is None:
             outs, ins_raw = ins, []
@@ -725,11 +755,13 @@ def plan(collective="all_reduce", ranks=4, count=8, dtype="float", in_place=Fals
     and ``ops``, a list with one dict per op of every rank in issue order
     (``rank``, ``index``, ``lane``, ``kind``, ``detail``, ``waits``,
     ``signal``, ``phase``, ``step``, ``chunk``, ``slice``, ``note``)."""
-    return _plan(collective, ranks, count, dtype_name(dtype), in_place, algo)
+    return _plan(collective, _number("ranks", ranks), _number("count", count), dtype_name(dtype),
+                 in_place, algo)
 
 
 def trace(collective="all_reduce", ranks=4, count=8, dtype="float", op="sum", in_place=False, algo="ring"):
     """``ringreduce trace`` as text: the call step by step on symbolic memory
     (who sends which chunk to whom, what every rank holds), then run on the
     CPU backend with exact inputs."""
-    return _trace(collective, ranks, count, dtype_name(dtype), op, in_place, algo)
+    return _trace(collective, _number("ranks", ranks), _number("count", count), dtype_name(dtype),
+                  op, in_place, algo)

@@ -30,7 +30,7 @@ mod plans;
 
 use errors::{guarded, ArgumentError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyType};
+use pyo3::types::{PyBool, PyDict, PyList, PyString, PyType};
 use ringreduce::foreign::HostSpan;
 use ringreduce::{
     AbortHandle, AlgoChoice, BackendChoice, CallInfo, Collective, Communicator, DataType, Element,
@@ -432,7 +432,7 @@ impl PyEngine {
         &self,
         py: Python<'py>,
         kind: &str,
-        op: &str,
+        op: &Bound<'py, PyAny>,
         inputs: &Bound<'py, PyAny>,
         outputs: Option<&Bound<'py, PyAny>>,
         root: &Bound<'py, PyAny>,
@@ -467,13 +467,21 @@ impl PyEngine {
                 (sends, recvs, ins.dtype, Some(outs))
             }
         };
+        // A root that is not a plain int (a bool, a string, a negative
+        // number) or an op that is not a string: `_run` says what is wrong.
+        if root.is_instance_of::<PyBool>() {
+            return Ok(None);
+        }
         let Ok(root) = root.extract::<usize>() else {
+            return Ok(None);
+        };
+        let Some(op) = op.cast::<PyString>().ok().and_then(|s| s.to_cow().ok()) else {
             return Ok(None);
         };
         // Only the names `_run` takes, exactly (`_OPS`; the engine's parser
         // also takes "SUM"); an unknown kind or op: `_run` raises it, with
         // its message.
-        let Some(op) = ReduceOp::ALL.into_iter().find(|o| o.name() == op) else {
+        let Some(op) = ReduceOp::ALL.into_iter().find(|o| o.name() == &*op) else {
             return Ok(None);
         };
         let Ok(collective) = collective_of(kind, root) else {

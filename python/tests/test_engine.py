@@ -463,3 +463,24 @@ def test_zero_length_arrays_are_empty_calls(prepared):
         e.all_reduce(xs)
         e.all_reduce(xs, [np.zeros(0, np.float32), np.zeros(0, np.float32)])
     e.close()
+
+
+@pytest.mark.parametrize("call, says", [
+    (lambda: rr.Engine(backend="cpu", ranks=-1), "ranks must be at least 0"),
+    (lambda: rr.Engine(backend="cpu", ranks="2"), "ranks must be a whole number"),
+    (lambda: rr.Engine(backend="cpu", ranks=True), "ranks must be a whole number"),
+    (lambda: rr.Engine(backend="cpu", ranks=2, timeout="x"), "timeout must be a number of seconds"),
+    (lambda: rr.Engine(backend="cpu", ranks=2, devices=[-1]), "a device must be at least 0"),
+    (lambda: rr.Engine(backend="cpu", ranks=2, devices=3), "devices must be a list of GPU numbers"),
+    (lambda: rr.plan("all_reduce", count=-1), "count must be at least 0"),
+    (lambda: rr.plan("all_reduce", ranks=2.5), "ranks must be a whole number"),
+    (lambda: rr.trace("all_reduce", count="x"), "count must be a whole number"),
+    (lambda: rr.Engine.job(-1, 2, "/nonexistent/ringreduce-store"), "rank must be at least 0"),
+])
+def test_numbers_of_the_wrong_kind_raise_our_error(call, says):
+    """A negative or non-integer number where a count, a rank or a device
+    goes is a ringreduce.ArgumentError naming the argument (it was
+    OverflowError or TypeError from the extension's conversion)."""
+    with pytest.raises(rr.ArgumentError, match=says):
+        call()
+

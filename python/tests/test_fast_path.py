@@ -106,6 +106,14 @@ CASES = {
     "datetime64": (False, lambda e: e.all_reduce(ranks(lambda r: np.zeros(4, "datetime64[ns]")))),
     "structured": (False, lambda e: e.all_reduce(ranks(lambda r: np.zeros(4, [("a", "<f4")])))),
     "bad op": (False, lambda e: e.all_reduce(ranks(f32), op="xor")),
+    "op None": (False, lambda e: e.all_reduce(ranks(f32), op=None)),
+    "op not hashable": (False, lambda e: e.all_reduce(ranks(f32), op=["sum"])),
+    "op SUM (the engine's parser takes it, the package does not)": (
+        False, lambda e: e.all_reduce(ranks(f32), op="SUM")),
+    "root -1": (False, lambda e: e.broadcast(ranks(f32), root=-1)),
+    "root a string": (False, lambda e: e.broadcast(ranks(f32), root="1")),
+    "root True": (False, lambda e: e.broadcast(ranks(f32), root=True)),
+    "root a numpy int": (True, lambda e: e.broadcast(ranks(f32), root=np.int64(1))),
     "bad root": (True, lambda e: e.broadcast(ranks(f32), root=RANKS)),
     "reduce_scatter sizes": (True, lambda e: e.reduce_scatter(
         ranks(lambda r: f32(r, 10)), ranks(lambda r: np.zeros(2, np.float32)))),
