@@ -466,10 +466,38 @@ impl<'id> Rank<'id> {
     /// Drop everything that refers to other ranks' memory, after every rank
     /// drained (teardown).
     pub fn teardown(&mut self) {
+        self.end_cupti();
         self.graphs.graph = None;
         self.graphs.joint = None;
         self.graphs.nccl = None;
         self.nccl = None;
+    }
+}
+
+impl Rank<'_> {
+    /// CUPTI's collection for this rank ends (teardown): its hold, and its
+    /// timed calls never taken, so that the process's other engines do not
+    /// keep paying for it. Errors are dropped: nothing is left to tell.
+    fn end_cupti(&mut self) {
+        let untaken = self
+            .instr
+            .timing
+            .drain(..)
+            .chain(self.instr.nccl_timing.drain(..))
+            .filter(|t| matches!(t, Timed::Cupti(..)))
+            .count();
+        let held = std::mem::take(&mut self.instr.held);
+        if untaken == 0 && !held {
+            return;
+        }
+        if let Ok(k) = issue::cupti_here() {
+            if untaken > 0 {
+                let _ = k.end(untaken);
+            }
+            if held {
+                let _ = k.release();
+            }
+        }
     }
 }
 

@@ -181,9 +181,11 @@ impl Default for Settings {
     }
 }
 
-/// Timed calls issued and not yet taken, and whether the kinds are on.
+/// Timed calls issued and not yet taken, holds ([`Cupti::hold`]), and
+/// whether the kinds are on.
 struct Pending {
     calls: usize,
+    holds: usize,
     on: bool,
 }
 
@@ -310,6 +312,7 @@ fn init(setting: Option<&Path>, how: Settings) -> Result<Cupti, String> {
         keep: how.keep,
         pending: Mutex::new(Pending {
             calls: 0,
+            holds: 0,
             on: false,
         }),
     };
@@ -438,35 +441,65 @@ impl Cupti {
         Ok(())
     }
 
-    /// A timed call is being issued: enable the activity kinds if none was
-    /// pending.
+    /// A timed call is being issued: enable the activity kinds if nothing
+    /// holds them on.
     pub fn begin(&self) -> Result<(), String> {
         let mut n = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if n.calls == 0 {
-            if n.on {
-                // Kept on: the untimed calls' records go.
-                self.flush()?;
-                records::clear();
-            } else if let Err(e) = self.switch(true) {
-                // Nothing pending: leave nothing on.
-                let _ = self.switch(false);
-                return Err(e);
-            }
-            n.on = true;
+        if n.calls == 0 && n.holds == 0 {
+            self.turn_on(&mut n)?;
         }
         n.calls += 1;
         Ok(())
     }
 
-    /// `calls` timed calls were taken: disable the kinds when none is left
-    /// pending, and forget the records nobody asked for.
+    /// Hold the activity kinds on (timing was switched on: the timed calls
+    /// that follow find them on) until [`Cupti::release`].
+    pub fn hold(&self) -> Result<(), String> {
+        let mut n = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if n.calls == 0 && n.holds == 0 {
+            self.turn_on(&mut n)?;
+        }
+        n.holds += 1;
+        Ok(())
+    }
+
+    /// The kinds on for the first pending call or hold: enabled, or (kept
+    /// on) the untimed calls' records dropped.
+    fn turn_on(&self, n: &mut Pending) -> Result<(), String> {
+        if n.on {
+            // Kept on: the untimed calls' records go.
+            self.flush()?;
+            records::clear();
+        } else if let Err(e) = self.switch(true) {
+            // Nothing pending: leave nothing on.
+            let _ = self.switch(false);
+            return Err(e);
+        }
+        n.on = true;
+        Ok(())
+    }
+
+    /// `calls` timed calls were taken: when none is left pending, forget
+    /// the records nobody asked for (others' work, a primer's), and disable
+    /// the kinds unless something holds them on.
     pub fn end(&self, calls: usize) -> Result<(), String> {
         let mut n = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         n.calls = n.calls.saturating_sub(calls);
+        self.settle(&mut n)
+    }
+
+    /// A [`Cupti::hold`] ends.
+    pub fn release(&self) -> Result<(), String> {
+        let mut n = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        n.holds = n.holds.saturating_sub(1);
+        self.settle(&mut n)
+    }
+
+    fn settle(&self, n: &mut Pending) -> Result<(), String> {
         if n.calls > 0 {
             return Ok(());
         }
-        if !self.keep && n.on {
+        if n.holds == 0 && !self.keep && n.on {
             n.on = false;
             self.switch(false)?;
         }

@@ -70,8 +70,8 @@ impl<'id> Rank<'id> {
 
     /// Timing switched on (`on`) or off for the calls that follow. With
     /// CUPTI's callback tie, on: this rank holds CUPTI's activity
-    /// collection on (as one pending call of its own) until timing is
-    /// switched off, and primes it with a memset on each lane, waited for:
+    /// collection on ([`Cupti::hold`]) until timing is switched off (or the
+    /// rank is torn down), and primes it with a memset on each lane, waited for:
     /// CUPTI's set-up after its kinds are enabled (a few hundred us at the
     /// first activity) is paid here, not by the first timed call, and the
     /// kinds stay on between takes while timing is on. Off: the hold ends
@@ -87,14 +87,14 @@ impl<'id> Rank<'id> {
         }
         if !on {
             if std::mem::take(&mut self.instr.held) {
-                k.end(1).map_err(|m| self.cupti_err(m))?;
+                k.release().map_err(|m| self.cupti_err(m))?;
             }
             return Ok(());
         }
         if self.instr.held {
             return Ok(());
         }
-        k.begin().map_err(|m| self.cupti_err(m))?;
+        k.hold().map_err(|m| self.cupti_err(m))?;
         self.instr.held = true;
         const PRIMER: usize = 64;
         let e = self.err();
