@@ -444,22 +444,22 @@ impl Cupti {
     /// A timed call is being issued: enable the activity kinds if nothing
     /// holds them on.
     pub fn begin(&self) -> Result<(), String> {
-        let mut n = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if n.calls == 0 && n.holds == 0 {
-            self.turn_on(&mut n)?;
-        }
-        n.calls += 1;
-        Ok(())
+        self.add(|n| n.calls += 1)
     }
 
     /// Hold the activity kinds on (timing was switched on: the timed calls
     /// that follow find them on) until [`Cupti::release`].
     pub fn hold(&self) -> Result<(), String> {
+        self.add(|n| n.holds += 1)
+    }
+
+    /// The kinds on if nothing was pending or held, then `count` it.
+    fn add(&self, count: impl FnOnce(&mut Pending)) -> Result<(), String> {
         let mut n = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         if n.calls == 0 && n.holds == 0 {
             self.turn_on(&mut n)?;
         }
-        n.holds += 1;
+        count(&mut n);
         Ok(())
     }
 
