@@ -483,18 +483,23 @@ impl Cupti {
     /// the records nobody asked for (others' work, a primer's), and disable
     /// the kinds unless something holds them on.
     pub fn end(&self, calls: usize) -> Result<(), String> {
-        let mut n = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        n.calls = n.calls.saturating_sub(calls);
-        self.settle(&mut n)
+        self.remove(|n| n.calls = n.calls.saturating_sub(calls))
     }
 
     /// A [`Cupti::hold`] ends.
     pub fn release(&self) -> Result<(), String> {
+        self.remove(|n| n.holds = n.holds.saturating_sub(1))
+    }
+
+    /// `count` a call taken or a hold ended, then [`Cupti::settle`].
+    fn remove(&self, count: impl FnOnce(&mut Pending)) -> Result<(), String> {
         let mut n = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        n.holds = n.holds.saturating_sub(1);
+        count(&mut n);
         self.settle(&mut n)
     }
 
+    /// With no timed call pending: the records nobody asked for dropped,
+    /// and the kinds off unless held (or kept) on.
     fn settle(&self, n: &mut Pending) -> Result<(), String> {
         if n.calls > 0 {
             return Ok(());
