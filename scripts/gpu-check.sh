@@ -26,7 +26,7 @@
 #                                        64 MiB, bench --breakdown both ways, NVTX ranges under ncu (~5 min)
 #   bash .device/gpu-check.sh cupticost  what the CUPTI timeline costs, part by part (one GPU): trace's
 #                                        overhead (timing on vs off) with events, the callback tie, the
-#                                        order tie, kernel-only, copy-only, kinds kept on; 4 ranks at 1,
+#                                        order tie, kernel-only, copy-only (either tie), kinds kept on; 4 ranks at 1,
 #                                        4, 16, 64 MiB and 2 at 1 MiB, alternating, a table (~5 min)
 #   bash .device/gpu-check.sh processes  one process per GPU (2 GPUs): launch -n 2 -- run/check
 #                                        (every path vs NCCL per process), bench next to the
@@ -375,6 +375,9 @@ if [ "$MODE" = cupticost ]; then
     #   copy      CUPTI, order tie, copy and memset records only (PARTIAL)
     #   keep      CUPTI, order tie, the kinds left on from the first timed
     #             call (RINGREDUCE_CUPTI_KEEP=1: untimed calls pay them too)
+    #   ckernel   CUPTI, callback tie (collection held on while timing is
+    #             on, as the default), kernel records only (PARTIAL)
+    #   ccopy     CUPTI, callback tie, copy and memset records only (PARTIAL)
     # COST_CONFIGS, COST_POINTS (RANKS:SIZE), COST_ROUNDS (default 2) pick.
     # Files in $OUT/cupticost: NAME-Nr-SIZE-rK.txt per run, table.txt (% over
     # timing off per configuration and point, the median over rounds; the
@@ -396,6 +399,8 @@ if [ "$MODE" = cupticost ]; then
             kernel) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_TIE=order RINGREDUCE_CUPTI_KINDS=kernel ;;
             copy) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_TIE=order RINGREDUCE_CUPTI_KINDS=copy ;;
             keep) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_TIE=order RINGREDUCE_CUPTI_KEEP=1 ;;
+            ckernel) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_TIE=callback RINGREDUCE_CUPTI_KINDS=kernel ;;
+            ccopy) echo RINGREDUCE_CUPTI=1 RINGREDUCE_CUPTI_TIE=callback RINGREDUCE_CUPTI_KINDS=copy ;;
             *) echo "unknown configuration $1" >&2; return 1 ;;
         esac
     }
@@ -420,7 +425,7 @@ if [ "$MODE" = cupticost ]; then
                     --algo ring --overhead-blocks 11 --overhead-iters 50 ${json[@]+"${json[@]}"} \
                     > "$T/$name.txt" 2>&1
                 echo "$name [exit $?] $(grep -hE '^# measurement overhead' "$T/$name.txt" | sed -E 's/.*: ([0-9.]+) us per call with timing off, ([0-9.]+) us with timing on \(([^;]*);.*/off \1 us, on \2 us, \3/')"
-                grep -hE '^# timing source|rror' "$T/$name.txt" | head -3
+                grep -hE '^# timing source|rror|^#   call 1 ' "$T/$name.txt" | head -4
             done
         done
     done
@@ -441,7 +446,8 @@ for f in glob.glob(os.path.join(t, "*-r[0-9]*.txt")):
 print("# The CUPTI timeline's cost: % per call over timing off (median over rounds of each run's")
 print("# on/off, both from alternating blocks in one process); off us: median of every run's off but keep's.")
 print("# events: CUDA events; callback: CUPTI callback tie (default); order: order tie, no")
-print("# subscriber; kernel / copy: order tie, one class of records; keep: order tie, kinds left on.")
+print("# subscriber; kernel / copy: order tie, one class of records; keep: order tie, kinds left on;")
+print("# ckernel / ccopy: callback tie (held on while timing is on), one class of records.")
 hdr = f"{'ranks:size':>11} {'off us':>8} " + " ".join(f"{c:>22}" for c in configs)
 print(hdr)
 for p in points:
