@@ -71,9 +71,11 @@ impl<'id> Rank<'id> {
     /// Timing switched on (`on`) or off for the calls that follow. With
     /// CUPTI's callback tie, on: this rank holds CUPTI's activity
     /// collection on ([`Cupti::hold`]) until timing is switched off (or the
-    /// rank is torn down), and primes it with a memset on each lane, waited for:
-    /// CUPTI's set-up after its kinds are enabled (a few hundred us at the
-    /// first activity) is paid here, not by the first timed call, and the
+    /// rank is torn down), and primes it with a memset on each lane and a
+    /// one-element launch of each reduce kernel loaded, waited for: CUPTI's
+    /// set-up after its kinds are enabled (a few hundred us at the first
+    /// activity, and again at each kernel's first launch) is paid here, not
+    /// by the first timed call, and the
     /// kinds stay on between takes while timing is on. Off: the hold ends
     /// (the collection stops once no timed call is pending either). With
     /// events or the order tie (whose records on the lanes must all be the
@@ -102,8 +104,28 @@ impl<'id> Rank<'id> {
             self.instr.primer = Some(self.ctx.alloc(PRIMER).map_err(&e)?);
         }
         if let Some(p) = &self.instr.primer {
-            for lane in &self.lanes {
-                lane.memset(p, 0, PRIMER, 0).map_err(&e)?;
+            // A memset on each lane, each into its own half.
+            let half = PRIMER / 2;
+            for (i, lane) in self.lanes.iter().enumerate() {
+                lane.memset(p, i * half, half, 0).map_err(&e)?;
+            }
+            // CUPTI sets a kernel up at its first launch with the kinds on
+            // (a memset does not do it for the kernels): one element
+            // through each reduce kernel loaded so far, on lane 0 after
+            // its memset and inside its half, zeros onto zeros (dst = a
+            // at 0, b at 16; an element is at most 8 bytes).
+            for ((dtype, _), (reduce, _)) in &self.kernels {
+                let elem = dtype.size();
+                let launch = RLaunch {
+                    dst: (p, 0),
+                    a: (p, 0),
+                    b: Operand::Local(p, half / 2),
+                    bytes: elem,
+                    elem,
+                    flags: 0,
+                    scalar: 0,
+                };
+                self.lanes[0].reduce(reduce, &launch).map_err(&e)?;
             }
         }
         self.sync()
