@@ -26,8 +26,9 @@
 #                                        64 MiB, bench --breakdown both ways, NVTX ranges under ncu (~5 min)
 #   bash .device/gpu-check.sh cupticost  what the CUPTI timeline costs, part by part (one GPU): trace's
 #                                        overhead (timing on vs off) with events, the callback tie, the
-#                                        order tie, kernel-only, copy-only (either tie), kinds kept on; 4 ranks at 1,
-#                                        4, 16, 64 MiB and 2 at 1 MiB, alternating, a table (~5 min)
+#                                        order tie, kernel-only, copy-only (either tie), kinds kept on;
+#                                        4 ranks at 1, 4, 16, 64 MiB and 2 at 1 MiB, alternating, a
+#                                        table (~5 min)
 #   bash .device/gpu-check.sh processes  one process per GPU (2 GPUs): launch -n 2 -- run/check
 #                                        (every path vs NCCL per process), bench next to the
 #                                        single-process bench, the fault cases, and under mpirun

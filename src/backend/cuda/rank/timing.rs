@@ -75,11 +75,10 @@ impl<'id> Rank<'id> {
     /// one-element launch of each reduce kernel loaded, waited for: CUPTI's
     /// set-up after its kinds are enabled (a few hundred us at the first
     /// activity, and again at each kernel's first launch) is paid here, not
-    /// by the first timed call, and the
-    /// kinds stay on between takes while timing is on. Off: the hold ends
-    /// (the collection stops once no timed call is pending either). With
-    /// events or the order tie (whose records on the lanes must all be the
-    /// timed calls'): nothing.
+    /// by the first timed call, and the kinds stay on between takes while
+    /// timing is on. Off: the hold ends (the collection stops once no timed
+    /// call is pending either). With events or the order tie (whose records
+    /// on the lanes must all be the timed calls'): nothing.
     pub fn prepare_timing(&mut self, on: bool) -> Result<()> {
         let Ok(k) = super::issue::cupti_here() else {
             return Ok(());
