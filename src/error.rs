@@ -13,9 +13,22 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// error is about (for [`Error::PeerFailed`], the rank that failed, not the
 /// one that noticed), and [`Error::is_fatal`] says whether the engine must
 /// be rebuilt. Every error crosses thread and call-style boundaries whole
-/// (see [`Error::duplicate`]): a per-rank call gets the same variant the
+/// (`Error` is `Clone`): a per-rank call gets the same variant the
 /// engine returned, never a string inside another one.
-#[derive(Debug, Error)]
+///
+/// # One error per call, the same in every mode
+///
+/// A call returns one error whatever runs the ranks: the failure that
+/// caused the others (a rank that failed, not the ranks that noticed it),
+/// so `matches!(e, Error::Aborted { .. })` holds for an abort in every
+/// mode. Only when several ranks failed on their own, each for its own
+/// reason, is the error [`Error::Ranks`], whose [`Error::kind`] and
+/// [`Error::rank`] are those of its first cause. [`Error::is_fatal`] is
+/// true exactly when the communicator's next call returns
+/// [`Error::Poisoned`]: a failure after data started to move (a rank that
+/// failed, died, timed out or was aborted). Errors found before anything
+/// moved (arguments, a mismatch, a plan refused) leave it usable.
+#[derive(Debug, Error, Clone)]
 #[non_exhaustive]
 pub enum Error {
     #[error("the number of ranks must be at least 1 (got 0)")]
@@ -77,6 +90,13 @@ pub enum Error {
         rank: usize,
         asked: Vec<(usize, String)>,
     },
+    /// Rank `rank`'s own arguments to a call are wrong (an output of the
+    /// wrong length, a root out of range): every other rank of the call
+    /// gets this error, at once, and rank `rank` its own; nothing moved
+    /// and the communicator stays usable.
+    #[error("rank {rank} called with bad arguments: {reason} (no data moved)")]
+    #[non_exhaustive]
+    PeerArgument { rank: usize, reason: String },
     /// A malformed or out-of-range environment variable (`ringreduce env`
     /// lists them): its name, its value, why it is refused and what
     /// is accepted.
@@ -155,7 +175,7 @@ pub enum Error {
         reason: String,
         noticed: String,
     },
-    #[error("the engine must be rebuilt: {reason}")]
+    #[error("the communicator must be rebuilt: {reason}")]
     #[non_exhaustive]
     Poisoned { reason: String },
     /// Several ranks failed in one call; each names its rank.
@@ -177,7 +197,7 @@ pub enum Error {
     Io {
         path: String,
         #[source]
-        source: std::io::Error,
+        source: std::sync::Arc<std::io::Error>,
     },
     #[error("report: {0}")]
     Report(String),
@@ -274,24 +294,118 @@ impl Error {
         }
     }
 
-    /// Whether this error leaves the engine unusable: it must be rebuilt
-    /// (an abort, a device that could not be drained, a failure in a
-    /// multi-process job). True for [`Error::Poisoned`], and for
-    /// [`Error::Ranks`] holding one.
+    /// Whether this error leaves the communicator unusable: its next call
+    /// returns [`Error::Poisoned`] and it must be rebuilt. True for a
+    /// failure after data started to move, whichever rank it hit and in
+    /// every mode: [`Error::Poisoned`], [`Error::Aborted`],
+    /// [`Error::Timeout`], [`Error::PeerFailed`], [`Error::Worker`],
+    /// [`Error::Cuda`] and [`Error::Mpi`] (and an
+    /// [`Error::Ranks`] holding one). False for what was found before
+    /// anything moved: arguments, a [`Error::Mismatch`], a peer's
+    /// arguments ([`Error::PeerArgument`]), a plan or capability refused,
+    /// memory that could not be had.
     pub fn is_fatal(&self) -> bool {
         match self {
-            Error::Poisoned { .. } => true,
             Error::Ranks(v) => v.iter().any(Error::is_fatal),
-            // A bug found before it changed anything: the engine does not
-            // poison itself for it (it poisons itself for what is fatal).
-            Error::Internal { .. } => false,
-            _ => false,
+            e => e.kind().is_fatal(),
         }
+    }
+
+    /// What kind of error this is, for code (of [`Error::Ranks`]: of its
+    /// first cause, [`Error::root`]).
+    pub fn kind(&self) -> ErrorKind {
+        use ErrorKind as K;
+        match self.root() {
+            Error::ZeroRanks | Error::TooManyRanks { .. } | Error::WrongBufferCount { .. } => {
+                K::BadArgument
+            }
+            Error::LengthMismatch { .. } | Error::BufferSize { .. } => K::BufferSize,
+            Error::OutOfMemory { .. } => K::OutOfMemory,
+            Error::TooLarge { .. } | Error::BadSize { .. } | Error::BadArgument(_) => {
+                K::BadArgument
+            }
+            Error::RankOutOfRange { .. } => K::BadArgument,
+            Error::Mismatch { .. } => K::Mismatch,
+            Error::PeerArgument { .. } => K::PeerArgument,
+            Error::Env { .. } => K::Env,
+            Error::NoCuda(_) | Error::Unsupported(..) | Error::Refused { .. } => K::Unsupported,
+            Error::Cuda { .. } => K::Cuda,
+            Error::CudaSetup { .. } => K::CudaSetup,
+            #[cfg(feature = "cuda")]
+            Error::Nccl(_) => K::Nccl,
+            Error::NcclRank { .. } => K::Nccl,
+            Error::Mpi { .. } => K::Mpi,
+            Error::Timeout { .. } => K::Timeout,
+            Error::Aborted { .. } => K::Aborted,
+            Error::Worker { .. } => K::RankFailed,
+            Error::PeerFailed { .. } => K::PeerFailed,
+            Error::Poisoned { .. } => K::Poisoned,
+            Error::Plan(_) => K::Plan,
+            Error::Io { .. } => K::Io,
+            Error::Internal { .. } | Error::Ranks(_) => K::Internal,
+            Error::Report(_) | Error::Closed => K::Io,
+        }
+    }
+
+    /// One error for a call from the errors of the ranks that failed it
+    /// (in rank order): the cause, not the ranks that noticed it. The
+    /// ranks' own failures (not [`Error::PeerFailed`], [`Error::Timeout`]
+    /// or [`Error::Aborted`], which follow from another's) are the causes:
+    /// one is returned as itself, several of different ranks as
+    /// [`Error::Ranks`]. Without one, the first rank's own wait that
+    /// ended ([`Error::Timeout`], [`Error::Aborted`]: the others were told
+    /// of it as [`Error::PeerFailed`]), else the first error.
+    pub(crate) fn of_ranks(mut errors: Vec<Error>) -> Error {
+        if errors.len() <= 1 {
+            return errors
+                .pop()
+                .unwrap_or_else(|| Error::internal("a call failed without an error"));
+        }
+        // Flatten errors that were already combined.
+        let errors: Vec<Error> = errors
+            .into_iter()
+            .flat_map(|e| match e {
+                Error::Ranks(v) => v,
+                e => vec![e],
+            })
+            .collect();
+        let follows = |e: &Error| {
+            matches!(
+                e,
+                Error::PeerFailed { .. } | Error::Timeout { .. } | Error::Aborted { .. }
+            )
+        };
+        let mut causes: Vec<Error> = Vec::new();
+        for e in errors.iter().filter(|e| !follows(e)) {
+            // The same cause seen by several ranks is one cause.
+            if !causes.iter().any(|c| c.to_string() == e.to_string()) {
+                causes.push(e.clone());
+            }
+        }
+        match causes.len() {
+            1 => return causes.remove(0),
+            0 => {}
+            _ => return Error::Ranks(causes),
+        }
+        errors
+            .iter()
+            .find(|e| !matches!(e, Error::PeerFailed { .. }))
+            .or_else(|| errors.first())
+            .cloned()
+            .unwrap_or_else(|| Error::internal("a call failed without an error"))
     }
 
     /// An [`Error::Internal`]: `what` is the invariant that does not hold.
     pub fn internal(what: impl Into<String>) -> Error {
         Error::Internal { what: what.into() }
+    }
+
+    /// An [`Error::Io`] on `path`.
+    pub fn io(path: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.into(),
+            source: std::sync::Arc::new(source),
+        }
     }
 
     /// Whether this is a bug in ringreduce ([`Error::Internal`]; for
@@ -327,205 +441,69 @@ impl Error {
             e => e,
         }
     }
+}
 
-    /// The same error again, whole: same variant, same fields (an
-    /// [`Error::Io`]'s source becomes an `io::Error` of the same kind and
-    /// text). Used where one failure must reach several callers, e.g. every
-    /// rank of a per-rank call.
-    pub fn duplicate(&self) -> Error {
-        use Error as E;
-        match self {
-            E::ZeroRanks
-            | E::TooManyRanks { .. }
-            | E::WrongBufferCount { .. }
-            | E::LengthMismatch { .. }
-            | E::BufferSize { .. }
-            | E::OutOfMemory { .. }
-            | E::TooLarge { .. }
-            | E::BadSize { .. }
-            | E::BadArgument(_)
-            | E::RankOutOfRange { .. }
-            | E::Mismatch { .. }
-            | E::Env { .. } => self.duplicate_argument(),
-            E::NoCuda(s) => E::NoCuda(s.clone()),
-            E::Cuda {
-                rank,
-                device,
-                call,
-                message,
-                step,
-            } => E::Cuda {
-                rank: *rank,
-                device: *device,
-                call,
-                message: message.clone(),
-                step: step.clone(),
-            },
-            E::CudaSetup { call, message } => E::CudaSetup {
-                call,
-                message: message.clone(),
-            },
-            #[cfg(feature = "cuda")]
-            E::Nccl(e) => E::Nccl(e.clone()),
-            E::NcclRank { rank, message } => E::NcclRank {
-                rank: *rank,
-                message: message.clone(),
-            },
-            E::Mpi {
-                rank,
-                peer,
-                call,
-                message,
-            } => E::Mpi {
-                rank: *rank,
-                peer: *peer,
-                call,
-                message: message.clone(),
-            },
-            E::Unsupported(what, backend) => E::Unsupported(what.clone(), backend),
-            E::Refused {
-                what,
-                backend,
-                over,
-                reason,
-            } => E::Refused {
-                what,
-                backend,
-                over,
-                reason,
-            },
-            E::Timeout {
-                rank,
-                what,
-                seconds,
-                wait,
-            } => E::Timeout {
-                rank: *rank,
-                what: what.clone(),
-                seconds: *seconds,
-                wait: *wait,
-            },
-            E::Aborted { rank, what, wait } => E::Aborted {
-                rank: *rank,
-                what: what.clone(),
-                wait: *wait,
-            },
-            E::Worker { rank, message } => E::Worker {
-                rank: *rank,
-                message: message.clone(),
-            },
-            E::PeerFailed {
-                rank,
-                reason,
-                noticed,
-            } => E::PeerFailed {
-                rank: *rank,
-                reason: reason.clone(),
-                noticed: noticed.clone(),
-            },
-            E::Poisoned { reason } => E::Poisoned {
-                reason: reason.clone(),
-            },
-            E::Ranks(v) => E::Ranks(v.iter().map(Error::duplicate).collect()),
-            E::Plan(s) => E::Plan(s.clone()),
-            E::Internal { what } => E::Internal { what: what.clone() },
-            E::Io { path, source } => E::Io {
-                path: path.clone(),
-                source: std::io::Error::new(source.kind(), source.to_string()),
-            },
-            E::Report(s) => E::Report(s.clone()),
-            E::Closed => E::Closed,
-        }
-    }
+/// What kind of error an [`Error`] is ([`Error::kind`]): one name per
+/// cause, with no fields, for code that reacts to errors (and for the
+/// Python exceptions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// An argument of the caller's (a rank count, size, root, option).
+    BadArgument,
+    /// A buffer of the wrong length.
+    BufferSize,
+    /// Memory that could not be had.
+    OutOfMemory,
+    /// The ranks asked for different calls.
+    Mismatch,
+    /// Another rank called with bad arguments.
+    PeerArgument,
+    /// A malformed environment variable.
+    Env,
+    /// Not available here (no CUDA, a capability this backend or
+    /// transport does not have).
+    Unsupported,
+    /// The CUDA driver failed inside a call.
+    Cuda,
+    /// Setting CUDA up failed (a context, a module, peer access).
+    CudaSetup,
+    /// NCCL failed.
+    Nccl,
+    /// MPI failed.
+    Mpi,
+    /// A bounded wait ran out.
+    Timeout,
+    /// The run was aborted.
+    Aborted,
+    /// This rank's own thread or step failed inside a call.
+    RankFailed,
+    /// Another rank failed, died or left.
+    PeerFailed,
+    /// The communicator must be rebuilt.
+    Poisoned,
+    /// A plan that cannot run here.
+    Plan,
+    /// A file or stream could not be used.
+    Io,
+    /// A bug in ringreduce.
+    Internal,
+}
 
-    /// [`Error::duplicate`] of an error in the caller's arguments or
-    /// settings (the variants `duplicate` sends here).
-    fn duplicate_argument(&self) -> Error {
-        use Error as E;
-        match self {
-            E::ZeroRanks => E::ZeroRanks,
-            E::TooManyRanks { ranks, max } => E::TooManyRanks {
-                ranks: *ranks,
-                max: *max,
-            },
-            E::WrongBufferCount { ranks, buffers } => E::WrongBufferCount {
-                ranks: *ranks,
-                buffers: *buffers,
-            },
-            E::LengthMismatch {
-                rank,
-                expected,
-                found,
-            } => E::LengthMismatch {
-                rank: *rank,
-                expected: *expected,
-                found: *found,
-            },
-            E::BufferSize {
-                rank,
-                what,
-                expected,
-                found,
-            } => E::BufferSize {
-                rank: *rank,
-                what,
-                expected: *expected,
-                found: *found,
-            },
-            E::OutOfMemory {
-                what,
-                memory,
-                need,
-                available,
-                is_free,
-                hint,
-            } => E::OutOfMemory {
-                what: what.clone(),
-                memory: memory.clone(),
-                need: *need,
-                available: *available,
-                is_free: *is_free,
-                hint: hint.clone(),
-            },
-            E::TooLarge {
-                what,
-                count,
-                elem_size,
-                ranks,
-            } => E::TooLarge {
-                what,
-                count: *count,
-                elem_size: *elem_size,
-                ranks: *ranks,
-            },
-            E::BadSize { input, reason } => E::BadSize {
-                input: input.clone(),
-                reason: reason.clone(),
-            },
-            E::BadArgument(s) => E::BadArgument(s.clone()),
-            E::RankOutOfRange { rank, ranks } => E::RankOutOfRange {
-                rank: *rank,
-                ranks: *ranks,
-            },
-            E::Mismatch { rank, asked } => E::Mismatch {
-                rank: *rank,
-                asked: asked.clone(),
-            },
-            E::Env {
-                var,
-                value,
-                reason,
-                expected,
-            } => E::Env {
-                var,
-                value: value.clone(),
-                reason: reason.clone(),
-                expected: expected.clone(),
-            },
-            other => Error::internal(format!(
-                "duplicate_argument called on another error: {other}"
-            )),
-        }
+impl ErrorKind {
+    /// Whether errors of this kind leave the communicator unusable
+    /// ([`Error::is_fatal`]).
+    pub fn is_fatal(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Timeout
+                | ErrorKind::Aborted
+                | ErrorKind::RankFailed
+                | ErrorKind::PeerFailed
+                | ErrorKind::Poisoned
+                | ErrorKind::Cuda
+                | ErrorKind::Mpi
+        )
     }
 }
 
@@ -534,16 +512,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn duplicates_keep_the_variant_and_the_text() {
+    fn clones_keep_the_variant_and_the_text() {
         let errors = [
             Error::Poisoned {
                 reason: "gone".into(),
             },
             Error::peer_failed(3, "rank 3: its process (pid 9) died", "rank 0 waiting"),
-            Error::Io {
-                path: "/x".into(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "nope"),
-            },
+            Error::io(
+                "/x",
+                std::io::Error::new(std::io::ErrorKind::NotFound, "nope"),
+            ),
             Error::Ranks(vec![
                 Error::peer_failed(1, "boom", ""),
                 Error::Worker {
@@ -553,7 +531,7 @@ mod tests {
             ]),
         ];
         for e in &errors {
-            let d = e.duplicate();
+            let d = e.clone();
             assert_eq!(d.to_string(), e.to_string());
             assert_eq!(d.is_fatal(), e.is_fatal());
             assert_eq!(d.rank(), e.rank());
@@ -582,7 +560,7 @@ mod tests {
             wait: WaitKind::ExchangeKernel,
         };
         assert_eq!(t.wait_kind(), Some(WaitKind::ExchangeKernel));
-        assert_eq!(t.duplicate().wait_kind(), Some(WaitKind::ExchangeKernel));
+        assert_eq!(t.clone().wait_kind(), Some(WaitKind::ExchangeKernel));
         assert_eq!(
             t.to_string(),
             "rank 2: waited more than 3 s for the other rank's push in an exchange kernel; \
@@ -615,7 +593,7 @@ mod tests {
         );
         assert!(e.is_internal() && !e.is_fatal());
         assert_eq!(e.rank(), None);
-        let d = e.duplicate();
+        let d = e.clone();
         assert!(matches!(&d, Error::Internal { what } if what == "rank 1: call 7 vanished"));
         assert!(Error::Ranks(vec![Error::peer_failed(0, "x", ""), d]).is_internal());
         let plan = Error::Plan("ring: plan for 4 ranks on 2 ranks".into());

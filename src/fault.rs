@@ -93,6 +93,15 @@ pub enum EnvFaultKind {
     Kill { call: u64, op: usize },
     /// `nostart:rank=R`: rank R fails before joining the job.
     NoStart,
+    /// `panic:rank=R[:call=C]`: rank R's process panics on the caller's
+    /// thread as it starts its collective C (default 1): the panic unwinds
+    /// through the engine, as a program's own panic would (exit status
+    /// 101).
+    Panic { call: u64 },
+    /// `exit:rank=R[:call=C][:code=N]`: rank R's process exits with status
+    /// N (default 1) as it starts its collective C (default 1), without
+    /// unwinding (`std::process::exit`).
+    Exit { call: u64, code: i32 },
 }
 
 /// One entry of `RINGREDUCE_FAULT`: a fault on one rank.
@@ -105,7 +114,7 @@ pub struct EnvFault {
 /// What `RINGREDUCE_FAULT` accepts (for messages and `ringreduce env`).
 #[cfg(any(test, feature = "fault-injection"))]
 pub const ENV_FAULT_SYNTAX: &str =
-    "kill:rank=R[:call=C|:after_calls=N][:op=K] or nostart:rank=R, several separated by commas";
+    "kill:rank=R[:call=C|:after_calls=N][:op=K], nostart:rank=R, panic:rank=R[:call=C] or exit:rank=R[:call=C][:code=N], several separated by commas";
 
 /// Parse a `RINGREDUCE_FAULT` value strictly: every entry a known fault,
 /// every parameter known to it and a whole number, `rank` always given. An
@@ -120,10 +129,12 @@ pub fn parse_env_faults(spec: &str) -> Result<Vec<EnvFault>, String> {
         let allowed: &[&str] = match kind {
             "kill" => &["rank", "call", "after_calls", "op"],
             "nostart" => &["rank"],
+            "panic" => &["rank", "call"],
+            "exit" => &["rank", "call", "code"],
             "" => return Err("an empty entry".into()),
             other => {
                 return Err(format!(
-                    "unknown fault {other:?} in {entry:?} (kill or nostart)"
+                    "unknown fault {other:?} in {entry:?} (kill, nostart, panic or exit)"
                 ))
             }
         };
@@ -171,11 +182,45 @@ pub fn parse_env_faults(spec: &str) -> Result<Vec<EnvFault>, String> {
                 let op = usize::try_from(op).map_err(|_| format!("op={op} is too large"))?;
                 EnvFaultKind::Kill { call, op }
             }
+            "panic" | "exit" => {
+                let call = match get("call") {
+                    Some(0) => return Err(format!("{entry:?}: calls count from 1 (call=0)")),
+                    Some(c) => c,
+                    None => 1,
+                };
+                if kind == "panic" {
+                    EnvFaultKind::Panic { call }
+                } else {
+                    let code = get("code").unwrap_or(1);
+                    let code = i32::try_from(code)
+                        .ok()
+                        .filter(|c| (1..=255).contains(c))
+                        .ok_or_else(|| {
+                            format!("{entry:?}: code={code} is not an exit status from 1 to 255")
+                        })?;
+                    EnvFaultKind::Exit { call, code }
+                }
+            }
             _ => EnvFaultKind::NoStart,
         };
         v.push(EnvFault { rank, kind });
     }
     Ok(v)
+}
+
+/// Inject the faults of `RINGREDUCE_FAULT` that strike rank `rank`'s
+/// process as it starts its collective `call` (1-based): a panic on the
+/// caller's thread, or an exit.
+pub(crate) fn at_caller(faults: &[EnvFault], rank: usize, call: u64) {
+    for f in faults.iter().filter(|f| f.rank == rank) {
+        match f.kind {
+            EnvFaultKind::Panic { call: c } if c == call => {
+                panic!("injected panic (RINGREDUCE_FAULT) as rank {rank} starts its call {call}")
+            }
+            EnvFaultKind::Exit { call: c, code } if c == call => std::process::exit(code),
+            _ => {}
+        }
+    }
 }
 
 /// The faults of `RINGREDUCE_FAULT` (parsed by [`parse_env_faults`]) that
@@ -192,7 +237,9 @@ pub fn env_fault_plan(faults: &[EnvFault], rank: usize) -> FaultPlan {
                     call: Some(call),
                     fault: Fault::Kill,
                 }),
-                EnvFaultKind::NoStart => None,
+                EnvFaultKind::NoStart | EnvFaultKind::Panic { .. } | EnvFaultKind::Exit { .. } => {
+                    None
+                }
             })
             .collect(),
     )

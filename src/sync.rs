@@ -129,24 +129,42 @@ struct Failure {
 }
 
 /// Why a multi-process job cannot go on, as a waiter finds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum JobFault {
-    /// Rank `rank` recorded a failure in its call `call`.
-    Failed { rank: usize, call: u64, why: String },
+    /// Rank `rank` recorded a failure in its call `call`; `timed_out`:
+    /// after waiting `seconds` (the failure was a timeout, which every
+    /// other rank reports as a timeout too).
+    Failed {
+        rank: usize,
+        call: u64,
+        why: String,
+        timed_out: Option<f64>,
+    },
     /// Rank `rank`'s process died without finishing.
     Died { rank: usize, pid: u32 },
-    /// The run was aborted (by the launcher, or a rank that gave up).
-    Aborted { why: String },
+    /// Rank `rank` left the job (closed its communicator, or its process
+    /// ended) while the others still waited for it.
+    Left { rank: usize },
+    /// The run was aborted: by the launcher because rank `rank` ended
+    /// badly (`why` says how), or for another reason (`rank` is `None`).
+    Aborted { why: String, rank: Option<usize> },
 }
+
+/// What a rank that left the job is said to have done.
+pub(crate) const LEFT: &str =
+    "it left the job (its communicator was closed, or its process ended) while the others waited for it";
 
 impl std::fmt::Display for JobFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            JobFault::Failed { rank, call, why } => {
+            JobFault::Failed {
+                rank, call, why, ..
+            } => {
                 write!(f, "rank {rank} failed in call {call}: {why}")
             }
             JobFault::Died { rank, pid } => write!(f, "rank {rank} (pid {pid}) died"),
-            JobFault::Aborted { why } => write!(f, "the run was aborted: {why}"),
+            JobFault::Left { rank } => write!(f, "rank {rank} left the job"),
+            JobFault::Aborted { why, .. } => write!(f, "the run was aborted: {why}"),
         }
     }
 }
@@ -159,10 +177,29 @@ impl JobFault {
     pub fn error(&self, waiter: usize, what: &str) -> Error {
         let noticed = format!("rank {waiter} gave up waiting for {what}");
         match self {
-            JobFault::Failed { rank, call, why } if *rank == waiter => Error::Poisoned {
+            JobFault::Failed {
+                rank, call, why, ..
+            } if *rank == waiter => Error::Poisoned {
                 reason: format!("this rank (rank {rank}) failed in its call {call}: {why}"),
             },
-            JobFault::Failed { rank, call, why } => {
+            // A rank gave up waiting: every rank's call timed out with it.
+            JobFault::Failed {
+                rank,
+                why,
+                timed_out: Some(seconds),
+                ..
+            } => Error::Timeout {
+                rank: waiter,
+                what: format!(
+                    "{what}: rank {rank} gave up first ({})",
+                    why.strip_prefix(&format!("rank {rank}: ")).unwrap_or(why)
+                ),
+                seconds: *seconds,
+                wait: WaitKind::Host,
+            },
+            JobFault::Failed {
+                rank, call, why, ..
+            } => {
                 let prefix = format!("rank {rank}: ");
                 let why = why.strip_prefix(&prefix).unwrap_or(why);
                 let why = match call {
@@ -174,7 +211,14 @@ impl JobFault {
             JobFault::Died { rank, pid } => {
                 Error::peer_failed(*rank, &format!("its process (pid {pid}) died"), noticed)
             }
-            JobFault::Aborted { why } => Error::Aborted {
+            JobFault::Left { rank } => Error::peer_failed(*rank, LEFT, noticed),
+            // The launcher gave up the run because a rank ended badly:
+            // that rank is the one to name, on every survivor.
+            JobFault::Aborted {
+                why,
+                rank: Some(rank),
+            } => Error::peer_failed(*rank, why, noticed),
+            JobFault::Aborted { why, rank: None } => Error::Aborted {
                 rank: waiter,
                 what: format!("waiting for {what}: the run was aborted: {why}"),
                 wait: WaitKind::Host,
@@ -191,6 +235,11 @@ pub trait SharedBoard: Send + Sync {
     fn gens(&self) -> &[AtomicU64];
     /// Record that `rank` failed in call `gen` (the first failure wins).
     fn fail(&self, gen: u64, rank: usize, why: &str);
+    /// Record that `rank` gave up waiting in call `gen` (a timeout: the
+    /// others report a timeout too).
+    fn fail_timed_out(&self, gen: u64, rank: usize, why: &str) {
+        self.fail(gen, rank, why);
+    }
     /// Whether some rank recorded a failure (one atomic load).
     fn failed(&self) -> bool;
     /// The recorded failure: (rank, why).
@@ -295,13 +344,19 @@ impl SignalBoard {
     /// failure ([`Error::PeerFailed`]) records that rank's failure, so
     /// every waiter names the rank that failed first.
     pub fn fail_with(&self, gen: u64, rank: usize, e: &Error) {
-        match e.root() {
-            Error::PeerFailed {
-                rank: failed,
-                reason,
-                ..
-            } => self.fail(gen, *failed, reason),
-            root => self.fail(gen, rank, &root.to_string()),
+        match (e.root(), &self.shared) {
+            (
+                Error::PeerFailed {
+                    rank: failed,
+                    reason,
+                    ..
+                },
+                _,
+            ) => self.fail(gen, *failed, reason),
+            (Error::Timeout { .. }, Some(sh)) => {
+                sh.fail_timed_out(gen, rank, &e.root().to_string())
+            }
+            (root, _) => self.fail(gen, rank, &root.to_string()),
         }
     }
 
@@ -314,6 +369,10 @@ impl SignalBoard {
     /// The error a waiter of call `gen` gets when another rank failed:
     /// [`Error::PeerFailed`] naming the failed rank.
     fn failure_error(&self, gen: u64, rank: usize, what: &dyn Fn() -> String) -> Error {
+        // A job's failure as the job tells it (a timeout stays a timeout).
+        if let Some(f) = self.shared.as_ref().and_then(|sh| sh.health()) {
+            return f.error(rank, &what());
+        }
         let failed = match &self.shared {
             Some(sh) => sh.failure(),
             None => self
@@ -455,19 +514,29 @@ impl SignalBoard {
     }
 
     /// Sleep until the call is aborted, fails elsewhere or times out (an
-    /// injected stall); always an error.
+    /// injected stall); always an error. A stall that lasts the whole
+    /// timeout is this rank's own failure ([`Error::Worker`], naming the
+    /// step): the cause of the others' timeouts, not one of them.
     pub fn stall(&self, gen: u64, rank: usize, what: &str) -> Error {
         let start = Instant::now();
         loop {
-            if let Err(e) = self.check(rank, &|| what.to_string()) {
-                return e;
+            match self.check(rank, &|| what.to_string()) {
+                Err(e @ Error::Aborted { .. }) => return e,
+                Err(_) => {
+                    return Error::Worker {
+                        rank,
+                        message: format!("{what}: this rank stood still until the others gave up"),
+                    }
+                }
+                Ok(()) => {}
             }
             if start.elapsed() > self.timeout {
-                return Error::Timeout {
+                return Error::Worker {
                     rank,
-                    what: what.to_string(),
-                    seconds: self.timeout.as_secs_f64(),
-                    wait: WaitKind::Host,
+                    message: format!(
+                        "{what}: this rank stood still for {} s (the timeout)",
+                        self.timeout.as_secs_f64()
+                    ),
                 };
             }
             let _ = gen;

@@ -33,9 +33,32 @@ pub fn list_items(s: &str) -> Result<Vec<&str>, String> {
     Ok(items)
 }
 
+/// Ranks in words: `rank 2`, `ranks 1 and 2`, `ranks 0, 1 and 3`.
+pub fn rank_list(ranks: &[usize]) -> String {
+    match ranks {
+        [] => "no rank".into(),
+        [r] => format!("rank {r}"),
+        [init @ .., last] => format!(
+            "ranks {} and {last}",
+            init.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rank_lists() {
+        assert_eq!(rank_list(&[]), "no rank");
+        assert_eq!(rank_list(&[2]), "rank 2");
+        assert_eq!(rank_list(&[1, 2]), "ranks 1 and 2");
+        assert_eq!(rank_list(&[0, 1, 3]), "ranks 0, 1 and 3");
+    }
 
     #[test]
     fn singular_only_for_one() {

@@ -146,6 +146,9 @@ enum Inner {
 /// The communicator (see [the module doc](self)).
 pub struct Communicator {
     inner: Inner,
+    /// Why every later call is refused: an earlier call's error was fatal
+    /// ([`Error::is_fatal`]), in every mode alike.
+    broken: Option<String>,
     ranks: usize,
     local: std::ops::Range<usize>,
     abort: AbortHandle,
@@ -189,6 +192,7 @@ impl Communicator {
         };
         Ok(Communicator {
             inner,
+            broken: None,
             ranks,
             local,
             abort,
@@ -231,6 +235,7 @@ impl Communicator {
         Ok(ranks::handles(engine)
             .into_iter()
             .map(|h| Communicator {
+                broken: None,
                 local: h.rank()..h.rank() + 1,
                 inner: Inner::PerRank(h),
                 ranks,
@@ -301,8 +306,39 @@ impl Communicator {
         }
     }
 
+    /// Run one call of this handle: refused once an earlier call failed
+    /// fatally, and a fatal error refuses every later one, so that
+    /// [`Error::is_fatal`] says exactly whether the next call is
+    /// [`Error::Poisoned`], in every mode.
+    fn checked<R>(&mut self, f: impl FnOnce(&mut Self) -> Result<R>) -> Result<R> {
+        if let Some(reason) = &self.broken {
+            return Err(Error::Poisoned {
+                reason: reason.clone(),
+            });
+        }
+        let r = f(self);
+        if let Err(e) = &r {
+            if e.is_fatal() {
+                self.broken = Some(match e.root() {
+                    Error::Poisoned { reason } => reason.clone(),
+                    _ => format!("an earlier call failed: {e}"),
+                });
+            }
+        }
+        r
+    }
+
     /// One host-slice collective.
     fn host<T: Element>(
+        &mut self,
+        c: HostCall,
+        send: Vec<&[T]>,
+        recv: Vec<&mut [T]>,
+    ) -> Result<CallInfo> {
+        self.checked(|me| me.host_unchecked(c, send, recv))
+    }
+
+    fn host_unchecked<T: Element>(
         &mut self,
         c: HostCall,
         send: Vec<&[T]>,
@@ -431,24 +467,26 @@ impl Communicator {
     /// Every rank reaches this point before any goes on (every rank from
     /// one caller: this caller's work is done).
     pub fn barrier(&mut self) -> Result<CallInfo> {
-        let n = self.ranks;
-        match &mut self.inner {
-            Inner::AllRanks(slot) => slot.with::<u8, _>(|e| {
-                e.core().check_usable()?;
-                e.synchronize()?;
-                Ok(barrier_info(n))
-            }),
-            Inner::PerRank(h) => {
-                let got = h.call(CallDesc::barrier(), Ok(()), Box::new(()), |_, parts| {
-                    Ok(parts.into_iter().map(|_| Box::new(()) as Payload).collect())
-                });
-                got.map(|_| barrier_info(n))
+        self.checked(|me| {
+            let n = me.ranks;
+            match &mut me.inner {
+                Inner::AllRanks(slot) => slot.with::<u8, _>(|e| {
+                    e.core().check_usable()?;
+                    e.synchronize()?;
+                    Ok(barrier_info(n))
+                }),
+                Inner::PerRank(h) => {
+                    let got = h.call(CallDesc::barrier(), Ok(()), Box::new(()), |_, parts| {
+                        Ok(parts.into_iter().map(|_| Box::new(()) as Payload).collect())
+                    });
+                    got.map(|_| barrier_info(n))
+                }
+                Inner::Process { engine, agree } => {
+                    let core_ok = engine.engine()?;
+                    agree.barrier(core_ok.core())
+                }
             }
-            Inner::Process { engine, agree } => {
-                let core_ok = engine.engine()?;
-                agree.barrier(core_ok.core())
-            }
-        }
+        })
     }
 
     // -- device buffers ------------------------------------------------------
@@ -457,32 +495,38 @@ impl Communicator {
     /// CPU backend, in host memory), kept between calls. Collective: every
     /// rank allocates.
     pub fn alloc<T: Element>(&mut self, len: usize) -> Result<DeviceBuffers<T>> {
-        let desc = CallDesc::buffers(CallKind::Alloc, T::DTYPE, len);
-        match &mut self.inner {
-            Inner::AllRanks(slot) => slot.with::<T, _>(|e| e.alloc(len)),
-            Inner::PerRank(h) => {
-                let b = rank_step(h, desc, len, |slot, len| {
-                    slot.with::<T, _>(|e| e.alloc(len).map(SharedBuffers))
-                })?;
-                Ok(b.0)
+        self.checked(|me| {
+            let desc = CallDesc::buffers(CallKind::Alloc, T::DTYPE, len);
+            match &mut me.inner {
+                Inner::AllRanks(slot) => slot.with::<T, _>(|e| e.alloc(len)),
+                Inner::PerRank(h) => {
+                    let b = rank_step(h, desc, len, |slot, len| {
+                        slot.with::<T, _>(|e| e.alloc(len).map(SharedBuffers))
+                    })?;
+                    Ok(b.0)
+                }
+                Inner::Process { engine, agree } => {
+                    engine.with::<T, _>(|e| process_alloc(e, agree, len))
+                }
             }
-            Inner::Process { engine, agree } => {
-                engine.with::<T, _>(|e| process_alloc(e, agree, len))
-            }
-        }
+        })
     }
 
     /// Free buffers of this communicator (collective).
     pub fn free<T: Element>(&mut self, b: DeviceBuffers<T>) -> Result<()> {
-        let desc = CallDesc::buffers(CallKind::Free, T::DTYPE, b.len());
-        match &mut self.inner {
-            Inner::AllRanks(slot) => slot.with::<T, _>(|e| e.free(b)),
-            Inner::PerRank(h) => {
-                let id = b.id().0;
-                rank_step(h, desc, id, move |slot, _| slot.with::<T, _>(|e| e.free(b)))
+        self.checked(|me| {
+            let desc = CallDesc::buffers(CallKind::Free, T::DTYPE, b.len());
+            match &mut me.inner {
+                Inner::AllRanks(slot) => slot.with::<T, _>(|e| e.free(b)),
+                Inner::PerRank(h) => {
+                    let id = b.id().0;
+                    rank_step(h, desc, id, move |slot, _| slot.with::<T, _>(|e| e.free(b)))
+                }
+                Inner::Process { engine, agree } => {
+                    engine.with::<T, _>(|e| process_free(e, agree, b))
+                }
             }
-            Inner::Process { engine, agree } => engine.with::<T, _>(|e| process_free(e, agree, b)),
-        }
+        })
     }
 
     /// Write `data` (one slice per local rank, at most `b.len()` elements
@@ -492,14 +536,16 @@ impl Communicator {
         b: &DeviceBuffers<T>,
         data: &(impl SendBufs<T> + ?Sized),
     ) -> Result<()> {
-        let data = data.bufs();
-        self.check_local(data.len())?;
-        let base = self.local.start;
-        self.on_engine::<T, _>(|e| {
-            for (i, d) in data.iter().enumerate() {
-                e.write_buffer(b, base + i, d)?;
-            }
-            Ok(())
+        self.checked(|me| {
+            let data = data.bufs();
+            me.check_local(data.len())?;
+            let base = me.local.start;
+            me.on_engine::<T, _>(|e| {
+                for (i, d) in data.iter().enumerate() {
+                    e.write_buffer(b, base + i, d)?;
+                }
+                Ok(())
+            })
         })
     }
 
@@ -510,23 +556,25 @@ impl Communicator {
         b: &DeviceBuffers<T>,
         out: &mut (impl RecvBufs<T> + ?Sized),
     ) -> Result<()> {
-        let mut out = out.bufs_mut();
-        self.check_local(out.len())?;
-        let base = self.local.start;
-        self.on_engine::<T, _>(|e| {
-            for (i, o) in out.iter_mut().enumerate() {
-                let got = e.read_buffer(b, base + i)?;
-                if o.len() > got.len() {
-                    return Err(Error::BufferSize {
-                        rank: base + i,
-                        what: "read of a device buffer",
-                        expected: got.len(),
-                        found: o.len(),
-                    });
+        self.checked(|me| {
+            let mut out = out.bufs_mut();
+            me.check_local(out.len())?;
+            let base = me.local.start;
+            me.on_engine::<T, _>(|e| {
+                for (i, o) in out.iter_mut().enumerate() {
+                    let got = e.read_buffer(b, base + i)?;
+                    if o.len() > got.len() {
+                        return Err(Error::BufferSize {
+                            rank: base + i,
+                            what: "read of a device buffer",
+                            expected: got.len(),
+                            found: o.len(),
+                        });
+                    }
+                    o.copy_from_slice(&got[..o.len()]);
                 }
-                o.copy_from_slice(&got[..o.len()]);
-            }
-            Ok(())
+                Ok(())
+            })
         })
     }
 
@@ -540,7 +588,7 @@ impl Communicator {
         count: usize,
         op: ReduceOp,
     ) -> Result<CallInfo> {
-        match &mut self.inner {
+        self.checked(|me| match &mut me.inner {
             Inner::AllRanks(slot) => {
                 slot.with::<T, _>(|e| e.collective_device(collective, send, recv, count, op))
             }
@@ -556,7 +604,7 @@ impl Communicator {
                 let c = (collective, op);
                 engine.with::<T, _>(|e| process_device(e, agree, c, (send, recv), count))
             }
-        }
+        })
     }
 
     /// A collective on another library's device memory (a torch CUDA
@@ -577,7 +625,7 @@ impl Communicator {
         recvs: &[crate::cuda::DeviceSpan],
         streams: &std::sync::Arc<Vec<crate::cuda::RawStream>>,
     ) -> Result<CallInfo> {
-        match &mut self.inner {
+        self.checked(|me| match &mut me.inner {
             Inner::AllRanks(slot) => {
                 slot.with::<T, _>(|e| e.collective_on_device(collective, op, sends, recvs, streams))
             }
@@ -594,7 +642,7 @@ impl Communicator {
                 "calls on another library's device memory from one handle per rank".into(),
                 "this communicator",
             )),
-        }
+        })
     }
 
     /// All-reduce of `count` elements on device buffers.

@@ -41,12 +41,14 @@ impl Agreement {
         &self.job
     }
 
-    /// Before a call's data moves: every rank's descriptor and own verdict,
-    /// all-gathered (unless the check is off: then this rank's own verdict
-    /// alone). The same outcome on every rank: the lowest rank whose own
-    /// arguments are wrong fails the call (its error for it,
-    /// [`Error::PeerFailed`] for the others), else different descriptors
-    /// are one [`Error::Mismatch`].
+    /// Before a call's data moves: every rank's call number, descriptor
+    /// and own verdict, all-gathered (unless the check is off: then this
+    /// rank's own verdict alone). The same outcome on every rank: ranks at
+    /// different calls (one of them skipped a call) or with different
+    /// descriptors are one [`Error::Mismatch`]; else the lowest rank whose
+    /// own arguments are wrong fails the call (its error for it,
+    /// [`Error::PeerArgument`] for the others). A failed exchange (a peer
+    /// failed, timed out, was aborted) refuses every later call.
     pub(crate) fn agree(&self, core: &Core, desc: CallDesc, own: Result<()>) -> Result<()> {
         core.check_usable()?;
         let broken = || self.broken.lock().unwrap_or_else(|e| e.into_inner());
@@ -59,46 +61,63 @@ impl Agreement {
             return own;
         }
         let me = self.rank();
-        let mut payload = desc.encode();
-        if let Err(e) = &own {
-            payload.extend_from_slice(e.to_string().as_bytes());
-        }
         let k = self
             .calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut payload = desc.encode();
+        payload.extend_from_slice(&k.to_le_bytes());
+        if let Err(e) = &own {
+            payload.extend_from_slice(e.to_string().as_bytes());
+        }
         let got = match self.job.allgather(
             &payload,
-            &format!("the ranks' calls to agree ({desc}, call {k})"),
+            &format!("the ranks to agree on call {k} ({desc})"),
         ) {
             Ok(g) => g,
             Err(e) => {
                 // The ranks' exchanges no longer line up: release the
                 // others, and refuse the next calls.
                 self.job.fail_with(&e);
-                *broken() = Some(format!("the exchange of call {k} failed: {e}"));
+                *broken() = Some(format!("call {k} failed: {e}"));
                 return Err(e);
             }
         };
+        let head = DESC_BYTES + 8;
+        let number = |b: &[u8]| {
+            b.get(DESC_BYTES..head)
+                .and_then(|x| x.try_into().ok())
+                .map(u64::from_le_bytes)
+        };
+        // Ranks at different calls (one skipped a call) do not agree,
+        // whatever they asked for: then every rank's call says its number.
+        let numbers: Vec<Option<u64>> = got.iter().map(|b| number(b)).collect();
+        let in_step = numbers.iter().all(|&j| j == Some(k));
         let decoded: Vec<(usize, std::result::Result<CallDesc, String>)> = got
             .iter()
+            .zip(&numbers)
             .enumerate()
-            .map(|(q, b)| (q, CallDesc::decode(&b[..b.len().min(DESC_BYTES)])))
+            .map(|(q, (b, j))| {
+                let d = CallDesc::decode(&b[..b.len().min(DESC_BYTES)]);
+                let d = match (d, j) {
+                    (Ok(d), _) if in_step => Ok(d),
+                    (Ok(d), Some(j)) => Err(format!("{d}, as its call {j}")),
+                    (Ok(_), None) | (Err(_), _) => CallDesc::decode(&[]),
+                };
+                (q, d)
+            })
             .collect();
-        let bad = got
-            .iter()
-            .enumerate()
-            .find(|(q, b)| b.len() > DESC_BYTES && decoded.get(*q).is_some_and(|(_, d)| d.is_ok()));
+        desc::agree_decoded(&decoded)?;
+        let bad = got.iter().enumerate().find(|(_, b)| b.len() > head);
         if let Some((q, b)) = bad {
             return Err(match own {
                 Err(e) if q == me => e,
-                _ => Error::peer_failed(
-                    q,
-                    &String::from_utf8_lossy(&b[DESC_BYTES..]),
-                    format!("its arguments to the call rank {me} made"),
-                ),
+                _ => Error::PeerArgument {
+                    rank: q,
+                    reason: strip_rank(q, &String::from_utf8_lossy(&b[head..])),
+                },
             });
         }
-        desc::agree_decoded(&decoded)
+        Ok(())
     }
 
     /// Every rank of the job reaches this point before any goes on.
@@ -111,6 +130,12 @@ impl Agreement {
         }
         Ok(barrier_info(self.job.size()))
     }
+}
+
+/// `text` without a leading `rank <rank>: ` (the error names the rank).
+fn strip_rank(rank: usize, text: &str) -> String {
+    let prefix = format!("rank {rank}: ");
+    text.strip_prefix(&prefix).unwrap_or(text).to_string()
 }
 
 /// This process's rank's part of a host-slice collective.

@@ -6,8 +6,13 @@ use crate::element::Element;
 use crate::engine::ranks::{Payload, RankHandle};
 use crate::engine::CallInfo;
 use crate::error::{Error, Result};
+use crate::sys::lend::{Loan, LoanGuard};
 
-/// Rank `h`'s part of a host-slice collective of the per-rank style.
+/// Rank `h`'s part of a host-slice collective of the per-rank style: its
+/// slices are lent for the call ([`crate::sys::lend`]), and the rank that
+/// runs the call reads and writes every rank's slices in place, as every
+/// rank from one caller does: no copy and no allocation per call. The
+/// loans end before this returns, whatever happened to the call.
 pub(crate) fn rank_host<T: Element>(
     h: &RankHandle,
     c: HostCall,
@@ -16,48 +21,57 @@ pub(crate) fn rank_host<T: Element>(
 ) -> Result<CallInfo> {
     let n = h.ranks();
     let (count, own) = c.count(n, h.rank(), send.len(), recv.len());
-    let input: Vec<T> = if c.in_place {
-        recv.to_vec()
-    } else {
-        send.to_vec()
-    };
-    let out_len = recv.len();
-    let got = h.call(
-        c.desc::<T>(count),
-        own,
-        Box::new(input),
-        move |slot, parts| {
-            let mut inputs = parts
-                .into_iter()
-                .map(unbox::<Vec<T>>)
-                .collect::<Result<Vec<_>>>()?;
-            slot.with::<T, _>(|e| {
-                let (info, outs) = if c.in_place {
-                    let info = run_host(e, c, &[] as &[&[T]], &mut inputs)?;
-                    (info, inputs)
-                } else {
-                    let mut outs = vec![vec![T::default(); out_len]; n];
-                    let info = run_host(e, c, &inputs, &mut outs)?;
-                    (info, outs)
-                };
-                Ok(outs
+    let send: &[T] = if c.in_place { &[] } else { send };
+    let ins: [&[u8]; 1] = [bytemuck::cast_slice(send)];
+    let mut outs: [&mut [u8]; 1] = [bytemuck::cast_slice_mut(recv)];
+    crate::sys::lend::lend(&ins, &mut outs, |ins, outs| {
+        let loans = (ins[0].clone(), outs[0].clone());
+        let got = h.call(
+            c.desc::<T>(count),
+            own,
+            Box::new(loans),
+            move |slot, parts| {
+                let loans = parts
                     .into_iter()
-                    .map(|o| Box::new((o, info.clone())) as Payload)
-                    .collect())
-            })
-        },
-    )?;
-    let (out, info) = unbox::<(Vec<T>, CallInfo)>(got)?;
-    if out.len() != recv.len() {
-        return Err(Error::BufferSize {
-            rank: h.rank(),
-            what: "output",
-            expected: out.len(),
-            found: recv.len(),
-        });
+                    .map(unbox::<(Loan, Loan)>)
+                    .collect::<Result<Vec<_>>>()?;
+                let info = run_on_loans::<T>(slot, c, &loans)?;
+                Ok((0..n).map(|_| Box::new(info.clone()) as Payload).collect())
+            },
+        )?;
+        unbox::<CallInfo>(got)
+    })
+}
+
+/// Run a host-slice call on every rank's lent slices (rank order), held
+/// for the whole call.
+fn run_on_loans<T: Element>(
+    slot: &mut Slot,
+    c: HostCall,
+    loans: &[(Loan, Loan)],
+) -> Result<CallInfo> {
+    let ended = || Error::internal("a rank's lent buffer ended while its call ran");
+    fn typed<T: Element>(b: &[u8]) -> Result<&[T]> {
+        bytemuck::try_cast_slice(b).map_err(|e| Error::internal(format!("a lent buffer: {e}")))
     }
-    recv.copy_from_slice(&out);
-    Ok(info)
+    let ins: Vec<LoanGuard<'_>> = loans.iter().map(|l| l.0.lock()).collect();
+    let mut outs: Vec<LoanGuard<'_>> = loans.iter().map(|l| l.1.lock()).collect();
+    let send: Vec<&[T]> = if c.in_place {
+        Vec::new()
+    } else {
+        ins.iter()
+            .map(|g| g.bytes().ok_or_else(ended).and_then(typed::<T>))
+            .collect::<Result<_>>()?
+    };
+    let mut recv: Vec<&mut [T]> = outs
+        .iter_mut()
+        .map(|g| {
+            let b = g.bytes_mut().ok_or_else(ended)?;
+            bytemuck::try_cast_slice_mut(b)
+                .map_err(|e| Error::internal(format!("a lent buffer: {e}")))
+        })
+        .collect::<Result<_>>()?;
+    slot.with::<T, _>(|e| run_host(e, c, &send, &mut recv))
 }
 
 /// A step of every rank of the per-rank style that runs `f` once, on the

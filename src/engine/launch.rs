@@ -56,6 +56,7 @@ impl Core {
         bind: Arc<Vec<Binding>>,
     ) -> Result<Arc<Plan>> {
         self.usable()?;
+        self.caller_faults()?;
         let (key, plan) = self.select(choice, &shape, true)?;
         let call = self.call(&plan, dtype, op, bind);
         let r = self.backend.launch(&call);
@@ -92,6 +93,17 @@ impl Core {
         let r = crate::sys::lend::lend(send, recv, |s, d| h.run_lent(&call, s, d));
         self.track(r)?;
         Ok(Some(plan))
+    }
+
+    /// In a job, the faults of `RINGREDUCE_FAULT` that strike this rank's
+    /// process on the caller's thread as it starts a collective (a panic,
+    /// an exit; builds with fault injection only).
+    fn caller_faults(&mut self) -> Result<()> {
+        if let Some(job) = &self.job {
+            self.calls_started += 1;
+            crate::fault::at_caller(&crate::param::env_faults()?, job.rank(), self.calls_started);
+        }
+        Ok(())
     }
 
     /// Plan selection, shared by every launch: the path `choice` (or the

@@ -206,6 +206,8 @@ pub struct Core {
     timeout: Duration,
     /// Why every call now fails, after a fault the engine cannot undo.
     poisoned: Option<String>,
+    /// Collectives this rank of a job started (fault injection counts them).
+    calls_started: u64,
     /// The job, when this engine is one rank of a multi-process job.
     job: Option<Arc<crate::process::Job>>,
     /// In a job over nodes, its layout for `auto`
@@ -414,6 +416,7 @@ impl Core {
             abort,
             timeout: cfg.timeout,
             poisoned: None,
+            calls_started: 0,
             job,
             default_bind: Arc::new(vec![crate::backend::Binding::DEFAULT; cfg.ranks]),
         }
@@ -569,29 +572,26 @@ impl Core {
         Ok(())
     }
 
-    /// Keep the outcome of a backend operation; a fault the engine cannot
-    /// recover from poisons it. In a multi-process job every failure does:
-    /// the ranks' call numbers no longer agree after it.
+    /// Keep the outcome of a backend operation: its error becomes the one
+    /// error of the call ([`Error::of_ranks`]: the cause, not the ranks
+    /// that noticed it), and a fatal one ([`Error::is_fatal`]) poisons the
+    /// engine. In a multi-process job a fatal error is also recorded for
+    /// the job, which releases the other ranks waiting for this one.
     fn track<R>(&mut self, r: Result<R>) -> Result<R> {
+        let r = r.map_err(|e| match e {
+            Error::Ranks(v) => Error::of_ranks(v),
+            e => e,
+        });
         if let Err(e) = &r {
             self.last = None;
-            let local = matches!(e, Error::BufferSize { .. } | Error::BadArgument(_));
-            if let (Some(job), false) = (&self.job, local) {
-                // Release the other ranks, which may be waiting for this one.
-                job.fail_with(e);
-                self.poisoned.get_or_insert_with(|| {
-                    format!("a collective of this multi-process job failed: {e}")
-                });
-            }
-            let fatal = match e {
-                Error::Poisoned { reason } => Some(reason.clone()),
-                Error::Ranks(v) => v.iter().find_map(|e| match e {
-                    Error::Poisoned { reason } => Some(reason.clone()),
-                    _ => None,
-                }),
-                _ => None,
-            };
-            if let Some(reason) = fatal {
+            if e.is_fatal() {
+                if let Some(job) = &self.job {
+                    job.fail_with(e);
+                }
+                let reason = match e.root() {
+                    Error::Poisoned { reason } => reason.clone(),
+                    _ => format!("a collective failed: {e}"),
+                };
                 self.poisoned.get_or_insert(reason);
             }
         }

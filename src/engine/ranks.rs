@@ -45,14 +45,24 @@ pub(crate) type Payload = Box<dyn Any + Send>;
 /// is made from it, [`Fail::error_for`]).
 #[derive(Debug)]
 enum Fail {
-    /// Ranks that never came within the timeout.
+    /// Ranks that never came within the timeout; `hint` says why they may
+    /// not have (empty when nothing is known).
     Timeout {
         missing: Vec<usize>,
+        waiters: Vec<usize>,
         what: String,
         seconds: f64,
+        hint: String,
     },
     /// The engine was aborted while ranks waited for `missing`.
     Aborted { missing: Vec<usize>, what: String },
+    /// Rank `rank`'s handle is gone (dropped, or its thread panicked)
+    /// before it joined the call.
+    Gone {
+        rank: usize,
+        why: &'static str,
+        what: String,
+    },
     /// Rank `rank`'s own arguments are wrong (its output's length, ...).
     Own { rank: usize, error: Error },
     /// The call's error: a mismatch, or what the engine returned.
@@ -60,65 +70,97 @@ enum Fail {
 }
 
 impl Fail {
+    /// Whether the rendezvous can go on after this failure: a timeout,
+    /// an abort, a rank gone or a fatal error of the engine leaves the
+    /// ranks' calls out of step, so every later call is refused
+    /// ([`Error::Poisoned`]), as in every other mode.
+    fn is_fatal(&self) -> bool {
+        match self {
+            Fail::Timeout { .. } | Fail::Aborted { .. } | Fail::Gone { .. } => true,
+            Fail::Own { .. } => false,
+            Fail::Error(e) => e.is_fatal(),
+        }
+    }
+
     /// Rank `r`'s error for this failure: the same failure for every rank,
     /// whole. A failure of one rank (its driver call, its thread, its
     /// arguments) is that rank's own error for it, and
-    /// [`Error::PeerFailed`] naming it for the others; a fatal error stays
-    /// [`Error::Poisoned`] for everyone.
+    /// [`Error::PeerFailed`] (or [`Error::PeerArgument`]) naming it for
+    /// the others; a fatal error stays [`Error::Poisoned`] for everyone.
     fn error_for(&self, r: usize) -> Error {
         match self {
             Fail::Timeout {
                 missing,
+                waiters,
                 what,
                 seconds,
-            } => Error::Timeout {
-                rank: r,
-                what: format!("ranks {missing:?} to join {what}"),
-                seconds: *seconds,
-                wait: WaitKind::Host,
-            },
+                hint,
+            } => {
+                let who = crate::words::rank_list(missing);
+                // A late rank is told by a rank that waited: its call is
+                // the one the others gave up on, and failed with theirs.
+                let (rank, late) = match missing.contains(&r) {
+                    true => (
+                        *waiters.first().unwrap_or(&r),
+                        format!("; rank {r} came too late, and its call failed with the others'"),
+                    ),
+                    false => (r, String::new()),
+                };
+                Error::Timeout {
+                    rank,
+                    what: format!("{who} to join {what}{late}{hint}"),
+                    seconds: *seconds,
+                    wait: WaitKind::Host,
+                }
+            }
             Fail::Aborted { missing, what } => Error::Aborted {
                 rank: r,
-                what: format!("waiting for ranks {missing:?} to join {what}"),
+                what: format!(
+                    "waiting for {} to join {what}",
+                    crate::words::rank_list(missing)
+                ),
                 wait: WaitKind::Host,
             },
-            Fail::Own { rank, error } if *rank == r => error.duplicate(),
-            Fail::Own { rank, error } => Error::peer_failed(
-                *rank,
-                &error.to_string(),
-                format!("its arguments to the call rank {r} joined"),
-            ),
+            Fail::Gone { rank, why, what } => {
+                Error::peer_failed(*rank, why, format!("rank {r} waited for it to join {what}"))
+            }
+            Fail::Own { rank, error } if *rank == r => error.clone(),
+            Fail::Own { rank, error } => Error::PeerArgument {
+                rank: *rank,
+                reason: strip_rank(*rank, &error.to_string()),
+            },
             Fail::Error(e) => {
-                if e.is_fatal() {
-                    let poisoned = match e {
-                        Error::Ranks(v) => v.iter().find(|x| x.is_fatal()).unwrap_or(e),
-                        e => e,
-                    };
-                    return poisoned.duplicate();
-                }
                 let root = e.root();
                 match root {
                     Error::Worker { rank, .. }
                     | Error::Cuda { rank, .. }
                     | Error::NcclRank { rank, .. }
-                    | Error::BufferSize { rank, .. }
-                    | Error::LengthMismatch { rank, .. }
                         if *rank != r =>
                     {
-                        Error::peer_failed(
-                            *rank,
-                            &root.to_string(),
-                            format!("rank {r}'s call failed with it"),
-                        )
+                        Error::peer_failed(*rank, &root.to_string(), "")
+                    }
+                    Error::BufferSize { rank, .. } | Error::LengthMismatch { rank, .. }
+                        if *rank != r =>
+                    {
+                        Error::PeerArgument {
+                            rank: *rank,
+                            reason: strip_rank(*rank, &root.to_string()),
+                        }
                     }
                     // Its own failure, a peer's (named), a mismatch, a
                     // timeout or abort of the engine: the same for every
                     // rank.
-                    root => root.duplicate(),
+                    _ => e.clone(),
                 }
             }
         }
     }
+}
+
+/// `text` without a leading `rank <rank>: ` (the error names the rank).
+fn strip_rank(rank: usize, text: &str) -> String {
+    let prefix = format!("rank {rank}: ");
+    text.strip_prefix(&prefix).unwrap_or(text).to_string()
 }
 
 enum Phase {
@@ -140,17 +182,26 @@ struct Round {
     joined: Vec<bool>,
     /// Whether each rank that joined took its outcome.
     taken: Vec<bool>,
+    /// The size of the rayon pool each rank that joined was called from
+    /// (`None`: not a rayon thread), for the hint of a timeout.
+    pools: Vec<Option<usize>>,
     phase: Phase,
 }
 
 struct State {
-    /// The round of each rank's next call: every rank's k-th call is call
-    /// k, so a rank that is late for a call still meets it (and its
-    /// outcome). A rank the others gave up waiting for (a timeout) is
-    /// excused from that call: its next call is the one after.
+    /// The number of each rank's next call: every rank's k-th call is
+    /// call k, whenever it comes. A rank that comes late to a call the
+    /// others gave up on gets that call's failure, never another call's
+    /// data (the ranks' calls are numbered across ranks).
     next: Vec<u64>,
     /// Calls not yet finished, or whose outcome a rank has not taken.
     rounds: BTreeMap<u64, Round>,
+    /// Why later calls are refused: a call failed in a way that leaves the
+    /// ranks out of step (a timeout, an abort, a rank gone, a fatal error).
+    broken: Option<String>,
+    /// Ranks whose handle is gone (dropped, or unwound by a panic), and
+    /// how.
+    gone: Vec<Option<&'static str>>,
 }
 
 /// The rendezvous of every rank's handle, and the engine the calls run on.
@@ -164,6 +215,9 @@ pub(crate) struct Rendezvous {
 }
 
 /// One rank's handle on the rendezvous (see [`Communicator::per_rank`](crate::Communicator::per_rank)).
+/// Dropping it (or unwinding through it) tells the other ranks at once:
+/// a call this rank never joins fails on every rank with
+/// [`Error::PeerFailed`] naming it.
 pub(crate) struct RankHandle {
     rank: usize,
     shared: Arc<Rendezvous>,
@@ -185,11 +239,21 @@ pub(crate) fn handles(engine: Engine<u8>) -> Vec<RankHandle> {
         state: Mutex::new(State {
             next: vec![0; ranks],
             rounds: BTreeMap::new(),
+            broken: None,
+            gone: vec![None; ranks],
         }),
         cv: Condvar::new(),
         ranks,
         timeout,
         abort,
+    });
+    // Aborting wakes every waiter at once (they also look every POLL).
+    let weak = Arc::downgrade(&shared);
+    shared.abort.on_abort(move || {
+        if let Some(sh) = weak.upgrade() {
+            let _g = guard(&sh.state);
+            sh.cv.notify_all();
+        }
     });
     (0..ranks)
         .map(|rank| RankHandle {
@@ -205,6 +269,52 @@ fn guard<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
 
 /// How often a waiting rank looks at the abort handle and its deadline.
 const POLL: Duration = Duration::from_millis(10);
+
+impl State {
+    /// Fail call `k` with `f` (unless it already ended); a fatal failure
+    /// refuses every later call.
+    fn fail(&mut self, k: u64, f: Fail) {
+        let Some(round) = self.rounds.get_mut(&k) else {
+            return;
+        };
+        if matches!(round.phase, Phase::Done(_) | Phase::Failed(_)) {
+            return;
+        }
+        if f.is_fatal() && self.broken.is_none() {
+            self.broken = Some(format!("call {k} failed: {}", f.error_for(usize::MAX)));
+        }
+        round.args.iter_mut().for_each(|a| *a = None);
+        round.phase = Phase::Failed(f);
+    }
+
+    /// A rank gone before call `k` that has not joined it: who, and how.
+    fn gone_from(&self, k: u64, round: &Round) -> Option<(usize, &'static str)> {
+        (0..self.gone.len()).find_map(|q| {
+            let how = self.gone[q]?;
+            (!round.joined[q] && self.next[q] <= k).then_some((q, how))
+        })
+    }
+}
+
+/// Hint for a timeout whose waiting ranks were called from a rayon pool
+/// they fill: the missing ranks may be queued behind them in that pool.
+fn pool_hint(round: &Round, missing: &[usize]) -> String {
+    let pooled: Vec<usize> = (0..round.pools.len())
+        .filter(|&q| round.joined[q] && round.pools[q].is_some())
+        .collect();
+    let Some(size) = pooled.first().and_then(|&q| round.pools[q]) else {
+        return String::new();
+    };
+    if pooled.len() < size || missing.is_empty() {
+        return String::new();
+    }
+    format!(
+        " (hint: {} called from a rayon pool of {}, all of them blocked in this call, so the other ranks' calls may be queued behind them in that pool: a per-rank call blocks its thread until every rank joined; give each rank a thread of its own, e.g. std::thread::scope, or a pool of at least {} threads)",
+        crate::words::rank_list(&pooled),
+        crate::words::counted(size, "thread"),
+        round.joined.len()
+    )
+}
 
 impl RankHandle {
     pub(crate) fn rank(&self) -> usize {
@@ -225,6 +335,11 @@ impl RankHandle {
     /// Run `f` on the engine alone (a rank-local step: writing or reading
     /// this rank's part of a device buffer), between calls.
     pub(crate) fn with_engine<R>(&self, f: impl FnOnce(&mut Slot) -> Result<R>) -> Result<R> {
+        if let Some(why) = &guard(&self.shared.state).broken {
+            return Err(Error::Poisoned {
+                reason: why.clone(),
+            });
+        }
         f(&mut guard(&self.shared.engine))
     }
 
@@ -243,19 +358,30 @@ impl RankHandle {
         let (n, r) = (sh.ranks, self.rank);
         let mut st = guard(&sh.state);
         let k = st.next[r];
-        if sh.abort.is_aborted() && !st.rounds.contains_key(&k) {
-            return Err(Error::Poisoned {
-                reason: "the engine was aborted".into(),
-            });
+        if !st.rounds.contains_key(&k) {
+            // A new call: refused once the ranks are out of step.
+            if let Some(why) = &st.broken {
+                return Err(Error::Poisoned {
+                    reason: why.clone(),
+                });
+            }
+            if sh.abort.is_aborted() {
+                return Err(Error::Poisoned {
+                    reason: "the engine was aborted".into(),
+                });
+            }
         }
         st.next[r] = k + 1;
+        let pool = rayon::current_thread_index().map(|_| rayon::current_num_threads());
         let round = st.rounds.entry(k).or_insert_with(|| Round {
             args: (0..n).map(|_| None).collect(),
             joined: vec![false; n],
             taken: vec![false; n],
+            pools: vec![None; n],
             phase: Phase::Gathering,
         });
         round.joined[r] = true;
+        round.pools[r] = pool;
         let what = format!("{desc} (call {k})");
         if matches!(round.phase, Phase::Gathering) {
             st = self.arrive(st, k, (desc, own, payload), exec);
@@ -275,7 +401,7 @@ impl RankHandle {
     ) -> MutexGuard<'a, State> {
         let sh = &*self.shared;
         let r = self.rank;
-        let Some(round) = st.rounds.get_mut(&k) else {
+        let Some(round) = st.rounds.get(&k) else {
             return st;
         };
         let asked: Vec<(usize, CallDesc)> = round
@@ -287,17 +413,27 @@ impl RankHandle {
             .collect::<BTreeMap<_, _>>()
             .into_iter()
             .collect();
+        let what = format!("{desc} (call {k})");
         let failed = match own {
             Err(error) => Some(Fail::Own { rank: r, error }),
-            Ok(()) => CallDesc::agree(&asked).err().map(Fail::Error),
+            Ok(()) => match CallDesc::agree(&asked) {
+                Err(e) => Some(Fail::Error(e)),
+                Ok(()) => st.gone_from(k, round).map(|(q, why)| Fail::Gone {
+                    rank: q,
+                    why,
+                    what: what.clone(),
+                }),
+            },
         };
         match failed {
             Some(f) => {
-                round.args.iter_mut().for_each(|a| *a = None);
-                round.phase = Phase::Failed(f);
+                st.fail(k, f);
                 sh.cv.notify_all();
             }
             None => {
+                let Some(round) = st.rounds.get_mut(&k) else {
+                    return st;
+                };
                 round.args[r] = Some((desc, payload));
                 if round.joined.iter().all(|&j| j) {
                     return self.run_round(st, k, exec);
@@ -308,7 +444,9 @@ impl RankHandle {
     }
 
     /// Run call `k`, which every rank has joined, on their payloads (the
-    /// state unlocked meanwhile), and record its outcome.
+    /// state unlocked meanwhile), and record its outcome. A panic inside
+    /// `exec` fails the call on every rank (never a wait until the
+    /// backstop).
     fn run_round<'a>(
         &'a self,
         mut st: MutexGuard<'a, State>,
@@ -331,6 +469,7 @@ impl RankHandle {
             by: r,
         };
         drop(st);
+        let unwinding = FailOnUnwind { rank: self, k };
         let result = exec(&mut guard(&sh.engine), args).and_then(|out| {
             if out.len() == n {
                 Ok(out)
@@ -341,16 +480,17 @@ impl RankHandle {
                 )))
             }
         });
+        std::mem::forget(unwinding);
         let mut st = guard(&sh.state);
         if let Some(round) = st.rounds.get_mut(&k) {
             // Unless the waiters gave up on this rank (the backstop in
             // `await_outcome`): then they were told it failed, and so is
             // this rank.
             if matches!(round.phase, Phase::Running { .. }) {
-                round.phase = match result {
-                    Ok(out) => Phase::Done(out.into_iter().map(Some).collect()),
-                    Err(e) => Phase::Failed(Fail::Error(e)),
-                };
+                match result {
+                    Ok(out) => round.phase = Phase::Done(out.into_iter().map(Some).collect()),
+                    Err(e) => st.fail(k, Fail::Error(e)),
+                }
             }
         }
         sh.cv.notify_all();
@@ -366,42 +506,43 @@ impl RankHandle {
         let start = Instant::now();
         let backstop = 2 * (sh.timeout + crate::pool::GRACE);
         loop {
-            let Some(round) = st.rounds.get_mut(&k) else {
+            let Some(round) = st.rounds.get(&k) else {
                 return Err(Error::internal(format!("rank {r}: call {k} vanished")));
             };
             match &round.phase {
                 Phase::Done(_) | Phase::Failed(_) => return Self::take(&mut st, k, r),
                 Phase::Gathering => {
                     let missing: Vec<usize> = (0..n).filter(|&q| !round.joined[q]).collect();
-                    let aborted = sh.abort.is_aborted();
-                    let timed_out = start.elapsed() >= sh.timeout;
-                    if aborted || timed_out {
-                        // Those who never came are excused from this call:
-                        // their next call is the next one (after an abort,
-                        // it finds the engine aborted).
-                        for &q in &missing {
-                            st.next[q] = st.next[q].max(k + 1);
-                        }
-                    }
-                    let fail = if aborted {
+                    let fail = if let Some((q, why)) = st.gone_from(k, round) {
+                        Some(Fail::Gone {
+                            rank: q,
+                            why,
+                            what: what.to_string(),
+                        })
+                    } else if let Some(why) = &st.broken {
+                        Some(Fail::Error(Error::Poisoned {
+                            reason: why.clone(),
+                        }))
+                    } else if sh.abort.is_aborted() {
                         Some(Fail::Aborted {
                             missing,
                             what: what.to_string(),
                         })
-                    } else if timed_out {
+                    } else if start.elapsed() >= sh.timeout {
+                        let hint = pool_hint(round, &missing);
+                        let waiters = (0..n).filter(|&q| round.joined[q]).collect();
                         Some(Fail::Timeout {
                             missing,
+                            waiters,
                             what: what.to_string(),
                             seconds: sh.timeout.as_secs_f64(),
+                            hint,
                         })
                     } else {
                         None
                     };
                     if let Some(f) = fail {
-                        if let Some(round) = st.rounds.get_mut(&k) {
-                            round.args.iter_mut().for_each(|a| *a = None);
-                            round.phase = Phase::Failed(f);
-                        }
+                        st.fail(k, f);
                         sh.cv.notify_all();
                         continue;
                     }
@@ -409,12 +550,15 @@ impl RankHandle {
                 Phase::Running { since, by } => {
                     if since.elapsed() > backstop {
                         let by = *by;
-                        round.phase = Phase::Failed(Fail::Error(Error::Timeout {
-                            rank: r,
-                            what: format!("rank {by} to finish running {what}"),
-                            seconds: backstop.as_secs_f64(),
-                            wait: WaitKind::Host,
-                        }));
+                        st.fail(
+                            k,
+                            Fail::Error(Error::Timeout {
+                                rank: r,
+                                what: format!("rank {by} to finish running {what}"),
+                                seconds: backstop.as_secs_f64(),
+                                wait: WaitKind::Host,
+                            }),
+                        );
                         sh.cv.notify_all();
                         continue;
                     }
@@ -436,7 +580,7 @@ impl RankHandle {
     }
 
     /// Rank `r`'s outcome of finished call `k`; forget the call once every
-    /// rank took its outcome or was excused.
+    /// rank took its outcome.
     fn take(st: &mut State, k: u64, r: usize) -> Result<Payload> {
         let Some(round) = st.rounds.get_mut(&k) else {
             return Err(Error::internal(format!("rank {r}: call {k} vanished")));
@@ -452,11 +596,73 @@ impl RankHandle {
                 "rank {r}: call {k} is not finished"
             ))),
         };
-        let next = &st.next;
+        let (next, gone) = (&st.next, &st.gone);
         st.rounds.retain(|&j, round| {
-            !(0..next.len()).all(|q| next[q] > j && (!round.joined[q] || round.taken[q]))
+            // Kept while a rank may still come for it (a late rank gets
+            // its failure); a rank that is gone never will.
+            !(0..next.len()).all(|q| round.taken[q] || (gone[q].is_some() && next[q] <= j))
         });
         out
+    }
+}
+
+/// Fails call `k` on every rank if the thread running it unwinds (a panic
+/// inside the engine); forgotten when the call returns.
+struct FailOnUnwind<'a> {
+    rank: &'a RankHandle,
+    k: u64,
+}
+
+impl Drop for FailOnUnwind<'_> {
+    fn drop(&mut self) {
+        let sh = &*self.rank.shared;
+        let mut st = guard(&sh.state);
+        let r = self.rank.rank;
+        st.fail(
+            self.k,
+            Fail::Error(Error::Poisoned {
+                reason: format!(
+                    "rank {r}'s thread panicked while it ran call {} for every rank",
+                    self.k
+                ),
+            }),
+        );
+        sh.cv.notify_all();
+    }
+}
+
+impl Drop for RankHandle {
+    /// The rank is gone: a call it never joins fails on every rank at
+    /// once, naming it (its thread panicked, or its handle was dropped).
+    fn drop(&mut self) {
+        let sh = &*self.shared;
+        let r = self.rank;
+        let why = if std::thread::panicking() {
+            "its thread panicked (the handle was dropped while unwinding)"
+        } else {
+            "its handle was dropped"
+        };
+        let mut st = guard(&sh.state);
+        st.gone[r] = Some(why);
+        let waiting: Vec<u64> = st
+            .rounds
+            .iter()
+            .filter(|(&k, round)| {
+                matches!(round.phase, Phase::Gathering) && !round.joined[r] && k >= st.next[r]
+            })
+            .map(|(&k, _)| k)
+            .collect();
+        for k in waiting {
+            st.fail(
+                k,
+                Fail::Gone {
+                    rank: r,
+                    why,
+                    what: format!("call {k}"),
+                },
+            );
+        }
+        sh.cv.notify_all();
     }
 }
 
@@ -552,7 +758,7 @@ mod tests {
         };
         // One rank's failure: its own error for it, PeerFailed naming it for
         // the others.
-        let f = Fail::Error(Error::Ranks(vec![
+        let f = Fail::Error(Error::of_ranks(vec![
             Error::peer_failed(1, "rank 1: step 2: injected failure", "rank 0 waiting"),
             worker(),
         ]));
@@ -561,28 +767,51 @@ mod tests {
             let e = f.error_for(r);
             assert!(matches!(e, Error::PeerFailed { rank: 1, .. }), "{e:?}");
             assert_eq!(e.rank(), Some(1));
+            assert!(e.is_fatal());
         }
-        // A fatal error stays Poisoned for everyone.
-        let f = Fail::Error(Error::Ranks(vec![
-            worker(),
-            Error::Poisoned {
-                reason: "a GPU could not be drained".into(),
-            },
-        ]));
+        // A poisoned engine stays Poisoned for everyone.
+        let f = Fail::Error(Error::Poisoned {
+            reason: "a GPU could not be drained".into(),
+        });
         for r in 0..3 {
             let e = f.error_for(r);
             assert!(matches!(e, Error::Poisoned { .. }) && e.is_fatal(), "{e:?}");
         }
-        // A timeout names the missing ranks, each waiter as itself.
+        // A timeout names the missing ranks, each waiter as itself, and
+        // tells the late rank its call failed.
         let f = Fail::Timeout {
             missing: vec![2],
+            waiters: vec![0, 1],
             what: "the all-reduce (call 0)".into(),
             seconds: 1.0,
+            hint: String::new(),
         };
-        for r in 0..2 {
+        assert!(f.is_fatal());
+        for r in 0..3 {
             let e = f.error_for(r);
-            assert!(matches!(e, Error::Timeout { rank, .. } if rank == r));
-            assert!(e.to_string().contains("ranks [2]"), "{e}");
+            let waiter = if r == 2 { 0 } else { r };
+            assert!(matches!(e, Error::Timeout { rank, .. } if rank == waiter));
+            assert!(e.to_string().contains("rank 2 to join"), "{e}");
+            assert_eq!(e.to_string().contains("came too late"), r == 2, "{e}");
         }
+        // A rank's own bad arguments: its error for it, PeerArgument for
+        // the others, and nothing fatal.
+        let f = Fail::Own {
+            rank: 1,
+            error: Error::BufferSize {
+                rank: 1,
+                what: "output",
+                expected: 4,
+                found: 3,
+            },
+        };
+        assert!(!f.is_fatal());
+        assert!(matches!(f.error_for(1), Error::BufferSize { rank: 1, .. }));
+        let e = f.error_for(0);
+        assert!(matches!(e, Error::PeerArgument { rank: 1, .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "rank 1 called with bad arguments: output has 3 elements, expected 4 (no data moved)"
+        );
     }
 }

@@ -47,6 +47,8 @@ const F_RANK: usize = 18;
 const F_LEN: usize = 19;
 const F_MSG: usize = 20;
 const F_MSG_WORDS: usize = 64;
+/// Whether the recorded failure was a timeout (1) or not (0).
+const F_TIMED_OUT: usize = F_MSG + F_MSG_WORDS;
 const RANKS_AT: usize = 128;
 const RANK_WORDS: usize = 8;
 const R_PID: usize = 0;
@@ -122,7 +124,7 @@ impl Control {
         let name = format!("ringreduce-control-{run}");
         let (map, export) = Mapping::create_exported(&name, bytes).map_err(|e| Error::Io {
             path: format!("memfd:{name}"),
-            source: e,
+            source: std::sync::Arc::new(e),
         })?;
         let w = map.words();
         w[H_VERSION].store(VERSION, Ordering::Relaxed);
@@ -155,7 +157,7 @@ impl Control {
     ) -> Result<Control> {
         let map = Mapping::open(path, segment_bytes(size)).map_err(|e| Error::Io {
             path: path.display().to_string(),
-            source: e,
+            source: std::sync::Arc::new(e),
         })?;
         let w = map.words();
         let bad = |what: String| {
@@ -268,8 +270,10 @@ impl Control {
     /// call `gen`; `what` names the buffer for the error.
     pub fn wait_drained(&self, r: usize, gen: u64, what: &str) -> Result<()> {
         let desc = || format!("rank {r} to finish reading this rank's {what} (its call {gen})");
-        self.wait_until(&desc, || {
+        // A rank that finished reads nothing any more.
+        self.wait_until(&desc, None, || {
             self.rank_word(r, R_DRAINED).load(Ordering::Acquire) >= gen
+                || self.rank_word(r, R_STATE).load(Ordering::Acquire) == FINISHED
         })
     }
 
@@ -283,7 +287,7 @@ impl Control {
     /// its call `gen`.
     pub fn wait_begun(&self, r: usize, gen: u64) -> Result<()> {
         let desc = || format!("rank {r} to start call {gen} (this rank reads its input)");
-        self.wait_until(&desc, || {
+        self.wait_until(&desc, Some(r), || {
             self.rank_word(r, R_BEGUN).load(Ordering::Acquire) >= gen
         })
     }
@@ -310,6 +314,16 @@ impl Control {
     /// Record that `rank` failed in call `gen` because of `why` (the first
     /// failure of the job wins; the message is cut to 512 bytes).
     pub fn record_failure(&self, gen: u64, rank: usize, why: &str) {
+        self.record(gen, rank, why, false);
+    }
+
+    /// Whether the recorded failure was a timeout.
+    fn failure_timed_out(&self) -> Option<f64> {
+        (self.words()[F_TIMED_OUT].load(Ordering::Relaxed) == 1).then(|| self.timeout.as_secs_f64())
+    }
+
+    /// [`Control::record_failure`], saying whether it was a timeout.
+    pub fn record(&self, gen: u64, rank: usize, why: &str, timed_out: bool) {
         let w = self.words();
         if w[F_STATE]
             .compare_exchange(0, F_WRITING, Ordering::AcqRel, Ordering::Acquire)
@@ -327,6 +341,7 @@ impl Control {
             w[F_MSG + i].store(u64::from_le_bytes(x), Ordering::Relaxed);
         }
         w[F_LEN].store(b.len() as u64, Ordering::Relaxed);
+        w[F_TIMED_OUT].store(u64::from(timed_out), Ordering::Relaxed);
         w[F_GEN].store(gen, Ordering::Relaxed);
         w[F_RANK].store(rank as u64, Ordering::Relaxed);
         w[F_STATE].store(F_WRITTEN, Ordering::Release);
@@ -337,7 +352,12 @@ impl Control {
     /// finishing.
     pub fn health(&self) -> Option<JobFault> {
         if let Some((call, rank, why)) = self.failure() {
-            return Some(JobFault::Failed { rank, call, why });
+            return Some(JobFault::Failed {
+                rank,
+                call,
+                why,
+                timed_out: self.failure_timed_out(),
+            });
         }
         // A dead rank before the launcher's abort: the launcher aborts the
         // run because it reaped that rank, and the rank is what to name.
@@ -363,8 +383,11 @@ impl Control {
             }
         }
         if let Some(s) = &self.store {
-            if let Some(why) = s.aborted() {
-                return Some(JobFault::Aborted { why });
+            if let Some((rank, why)) = s.abort_record() {
+                return Some(JobFault::Aborted {
+                    why,
+                    rank: rank.map(|r| self.name(r)),
+                });
             }
         }
         None
@@ -392,9 +415,30 @@ impl Control {
         Ok(())
     }
 
+    /// Whether rank `r` left the job (finished) before `ready()` held: then
+    /// it never will, and the job cannot go on (recorded, so every rank
+    /// names it).
+    fn left(&self, r: usize, ready: &impl Fn() -> bool) -> Option<JobFault> {
+        if r == self.me || self.rank_word(r, R_STATE).load(Ordering::Acquire) != FINISHED {
+            return None;
+        }
+        // It published everything before it finished (release, acquire).
+        if ready() {
+            return None;
+        }
+        self.record_failure(0, self.name(r), crate::sync::LEFT);
+        Some(JobFault::Left { rank: self.name(r) })
+    }
+
     /// Wait (bounded, watching the abort handle and the job's health) until
-    /// `ready()`.
-    fn wait_until(&self, what: &dyn Fn() -> String, ready: impl Fn() -> bool) -> Result<()> {
+    /// `ready()`; `from`: the rank that makes it ready, if one does (a rank
+    /// that left the job never will).
+    fn wait_until(
+        &self,
+        what: &dyn Fn() -> String,
+        from: Option<usize>,
+        ready: impl Fn() -> bool,
+    ) -> Result<()> {
         let start = Instant::now();
         let mut checked = Instant::now();
         let mut pause = Backoff::new(512, 1024, Duration::from_micros(50));
@@ -413,6 +457,9 @@ impl Control {
             if checked.elapsed() > Duration::from_millis(20) {
                 checked = Instant::now();
                 self.check(what)?;
+                if let Some(f) = from.and_then(|r| self.left(r, &ready)) {
+                    return Err(f.error(self.name(self.me), &what()));
+                }
             }
             if start.elapsed() > self.timeout {
                 return Err(Error::Timeout {
@@ -457,7 +504,7 @@ impl Control {
             self.rank_word(self.me, R_MAIL).store(k, Ordering::Release);
             for r in 0..n {
                 let desc = || format!("rank {r} at {what} (mailbox round {k})");
-                self.wait_until(&desc, || {
+                self.wait_until(&desc, Some(r), || {
                     self.rank_word(r, R_MAIL).load(Ordering::Acquire) >= k
                 })?;
                 let b = base(r);
@@ -491,6 +538,10 @@ impl SharedBoard for Control {
 
     fn fail(&self, gen: u64, rank: usize, why: &str) {
         self.record_failure(gen, rank, why);
+    }
+
+    fn fail_timed_out(&self, gen: u64, rank: usize, why: &str) {
+        self.record(gen, rank, why, true);
     }
 
     fn failed(&self) -> bool {
@@ -580,7 +631,8 @@ mod tests {
             JobFault::Failed {
                 rank: 1,
                 call: 3,
-                why: "injected".into()
+                why: "injected".into(),
+                timed_out: None,
             }
         );
         assert!(

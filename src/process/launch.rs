@@ -28,6 +28,13 @@ impl LaunchStore {
         self.0.abort(why);
     }
 
+    /// Give up the run because rank `rank` ended badly (`why`: how, e.g.
+    /// "exited with status 101"): every other rank's error names it
+    /// ([`Error::PeerFailed`](crate::Error::PeerFailed)).
+    pub fn abort_for(&self, rank: usize, why: &str) {
+        self.0.abort_for(rank, why);
+    }
+
     /// Remove the store and everything in it.
     pub fn remove(&self) {
         self.0.remove();

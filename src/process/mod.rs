@@ -462,6 +462,14 @@ impl Job {
     pub fn fail_with(&self, e: &Error) {
         match e.root() {
             Error::PeerFailed { rank, reason, .. } => self.control.record_failure(0, *rank, reason),
+            // A wait that ended because the run was given up (by the
+            // launcher, or another rank's failure) is nobody's failure here.
+            Error::Aborted { .. } if self.control.health().is_some() => {}
+            // A timeout: every other rank's call times out with this one.
+            root @ Error::Timeout { .. } => {
+                self.control
+                    .record(0, self.spec.rank, &root.to_string(), true)
+            }
             root => self.fail(&root.to_string()),
         }
     }
@@ -475,6 +483,12 @@ impl Job {
 
 impl Drop for Job {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Unwinding through the communicator: the others name this rank
+            // at once, not the launcher's abort that follows its exit.
+            self.control
+                .record_failure(0, self.spec.rank, "its process panicked");
+        }
         self.control.finish();
         if let (true, Some(store)) = (self.owns_store, &self.store) {
             // Rank 0 of an mpirun job removes the store once the others are

@@ -30,11 +30,13 @@ use std::time::{Duration, Instant};
 
 pub const RUN_FILE: &str = "run-id";
 pub const ABORT_FILE: &str = "abort";
+/// The first line of an abort written for a rank ([`Store::abort_for`]).
+const ABORT_RANK: &str = "rank ended: ";
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
     move |e| Error::Io {
         path: path.display().to_string(),
-        source: e,
+        source: std::sync::Arc::new(e),
     }
 }
 
@@ -539,9 +541,19 @@ impl Store {
 
     /// Why the run was aborted, if it was.
     pub fn aborted(&self) -> Option<String> {
-        fs::read_to_string(self.dir.join(ABORT_FILE))
-            .ok()
-            .map(|s| s.trim().to_string())
+        self.abort_record().map(|(_, why)| why)
+    }
+
+    /// Why the run was given up, and the rank whose end made the launcher
+    /// give it up, if one did ([`Store::abort_for`]).
+    pub fn abort_record(&self) -> Option<(Option<usize>, String)> {
+        let text = fs::read_to_string(self.dir.join(ABORT_FILE)).ok()?;
+        let text = text.trim();
+        let by_rank = text.strip_prefix(ABORT_RANK).and_then(|rest| {
+            let (rank, why) = rest.split_once('\n')?;
+            Some((Some(rank.trim().parse().ok()?), why.trim().to_string()))
+        });
+        Some(by_rank.unwrap_or((None, text.to_string())))
     }
 
     /// Give up the run: every participant's next check sees `why` (the
@@ -550,12 +562,19 @@ impl Store {
         let _ = publish(&self.dir, ABORT_FILE, why.as_bytes(), true);
     }
 
+    /// Give up the run because rank `rank` ended badly (`why`: how): the
+    /// other ranks name it ([`Error::PeerFailed`]), not the abort.
+    pub fn abort_for(&self, rank: usize, why: &str) {
+        let text = format!("{ABORT_RANK}{rank}\n{why}");
+        let _ = publish(&self.dir, ABORT_FILE, text.as_bytes(), true);
+    }
+
     /// Whether the run is still healthy as far as ranks `watch` go: `None`,
     /// or why not (aborted, or one of them died after joining).
     pub fn health(&self, watch: &[usize]) -> Option<crate::sync::JobFault> {
         use crate::sync::JobFault;
-        if let Some(why) = self.aborted() {
-            return Some(JobFault::Aborted { why });
+        if let Some((rank, why)) = self.abort_record() {
+            return Some(JobFault::Aborted { why, rank });
         }
         for &r in watch {
             if let Some(p) = self.proc_of(r) {

@@ -38,7 +38,7 @@ pub(crate) struct Shm {
 fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
     move |e| Error::Io {
         path: path.display().to_string(),
-        source: e,
+        source: std::sync::Arc::new(e),
     }
 }
 

@@ -284,8 +284,7 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
                 }
                 Ok(())
             }
-            1 => Err(errors.remove(0)),
-            _ => Err(Error::Ranks(errors)),
+            _ => Err(Error::of_ranks(errors)),
         }
     }
 }

@@ -517,8 +517,8 @@ mod tests {
         };
         assert!(exchange_gave_up(&aborted));
         assert!(exchange_gave_up(&Error::Ranks(vec![
-            host.duplicate(),
-            kernel.duplicate()
+            host.clone(),
+            kernel.clone()
         ])));
         assert!(!exchange_gave_up(&Error::Ranks(vec![host])));
     }

@@ -314,7 +314,7 @@ fn program_of(a: &LaunchArgs) -> Result<(PathBuf, Vec<String>)> {
         Some(c) if OWN.contains(&c.as_str()) => {
             let me = std::env::current_exe().map_err(|e| Error::Io {
                 path: "the launcher's own executable".into(),
-                source: e,
+                source: std::sync::Arc::new(e),
             })?;
             (me, a.command.clone())
         }
@@ -447,7 +447,7 @@ fn watch(
         for (r, st) in ranks.poll() {
             if !st.success() && first_failure.is_none() && interrupted.is_none() {
                 let why = format!("rank {r} {}", describe(&st));
-                store.abort(&why);
+                store.abort_for(r, &format!("its process {}", describe(&st)));
                 crate::note!(
                     "launch: {why}; waiting up to {:.0} s for the other ranks to end",
                     timeout.as_secs_f64()

@@ -121,7 +121,7 @@ fn print(bytes: &[u8]) -> Result<()> {
     }
     write_stdout(bytes).map_err(|e| Error::Io {
         path: "stdout".into(),
-        source: e,
+        source: std::sync::Arc::new(e),
     })?;
     if stdout_closed() && !FILES.load(Ordering::Relaxed) {
         return Err(Error::Closed);

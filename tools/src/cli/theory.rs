@@ -58,7 +58,7 @@ pub struct TheoryArgs {
 fn from_bench(path: &std::path::Path) -> Result<(Vec<ringreduce::theory::Fit>, String)> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
         path: path.display().to_string(),
-        source: e,
+        source: std::sync::Arc::new(e),
     })?;
     let rep = Report::from_json(&text)
         .map_err(|e| Error::Report(format!("{}: not a bench JSON report: {e}", path.display())))?;

@@ -252,8 +252,16 @@ fn reduced<T: Element>(inputs: &[Vec<T>], op: ReduceOp) -> Vec<T> {
 
 /// The rank list of a per-rank timeout ("... for ranks [1, 2] to join ...").
 fn missing_ranks(msg: &str) -> Option<Vec<usize>> {
-    let list = msg.split("ranks [").nth(1)?.split(']').next()?;
-    list.split(',').map(|x| x.trim().parse().ok()).collect()
+    // "... for rank 2 to join ..." or "... for ranks 0, 1 and 3 to join ...".
+    let before = msg.split(" to join").next()?;
+    let list = before.rsplit(" for ").next()?;
+    let list = list
+        .strip_prefix("ranks ")
+        .or_else(|| list.strip_prefix("rank "))?;
+    list.replace(" and ", ", ")
+        .split(',')
+        .map(|x| x.trim().parse().ok())
+        .collect()
 }
 
 /// Per-rank calls on `ranks[..callers]` only; every caller's outcome.
@@ -1235,7 +1243,9 @@ pub fn register(h: &mut Harness) {
                 took < timeout + Duration::from_secs(5),
                 "the timeout took {took:?}"
             );
-            // Everyone calls again: it works.
+            // Everyone calls again: refused on every rank (issue 41 item 1:
+            // after a timeout the ranks' calls are out of step, so a late
+            // rank can never be matched with another call's data).
             let ok: Vec<Result<Vec<i32>, Error>> = std::thread::scope(|s| {
                 let t: Vec<_> = ranks
                     .iter()
@@ -1249,10 +1259,13 @@ pub fn register(h: &mut Harness) {
                     .collect();
                 t.into_iter().map(|t| t.join().expect("join")).collect()
             });
-            let want = vec![(0..n as i32).sum::<i32>(); 4];
+            // The rank that never called meets, as its first call, the
+            // first call it missed, and that call's failure.
             for (r, o) in ok.into_iter().enumerate() {
-                let o = o.ctx(format!("rank {r} after the timeout"))?;
-                ensure!(o == want, "rank {r} after the timeout: {o:?}");
+                ensure!(
+                    matches!(&o, Err(Error::Poisoned { .. })) || (r == missing && o.is_err()),
+                    "rank {r} after the timeout: {o:?}"
+                );
             }
             pass()
         }

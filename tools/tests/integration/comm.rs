@@ -451,7 +451,7 @@ fn process_mismatch() -> TestResult {
             "LIBRARY BUG (issue 32 item 5): Comm, rank {r} summing against a max: {res:?}"
         );
     }
-    // A rank's own bad argument: its own error for it, PeerFailed naming
+    // A rank's own bad argument: its own error for it, PeerArgument naming
     // it for the other, at once; then the ranks go on.
     let got = job_of_threads("own", 2, true, &|r, mut c| {
         let mut out = vec![0.0f32; if r == 1 { 3 } else { 4 }];
@@ -461,7 +461,7 @@ fn process_mismatch() -> TestResult {
     })?;
     ensure!(
         matches!(&got[1], Err(Error::BufferSize { rank: 1, .. }))
-            && matches!(&got[0], Err(Error::PeerFailed { rank: 1, .. })),
+            && matches!(&got[0], Err(Error::PeerArgument { rank: 1, .. })),
         "a bad output length on rank 1: {got:?}"
     );
     // Without the check (EngineConfig::check_calls = false), agreed calls

@@ -437,14 +437,27 @@ fn slow_calls_agree(b: BackendChoice) -> TestResult {
             Err(e @ Error::Timeout { rank, .. }) if *rank == r => {
                 let t = e.to_string();
                 ensure!(
-                    t.contains("ranks [2]"),
+                    t.contains("for rank 2 to join"),
                     "LIBRARY BUG (issue 32 item 4): rank {r} must name only rank 2 as missing: {t}"
                 );
+                ensure!(e.is_fatal(), "a timeout is fatal (issue 41 item 4): {e}");
             }
             other => return Err(format!("rank {r} without rank 2: {other:?}")),
         }
     }
-    all_call(&mut ranks).ctx("every rank calls after the timeout")?;
+    // After a timeout every later call is refused on every rank (issue 41
+    // item 1: never a late rank matched with another call); rank 2's first
+    // call is the call the others gave up on, and fails with it.
+    let callers: Vec<_> = (0..3)
+        .map(|r| (r, Duration::ZERO, ReduceOp::Sum, 4))
+        .collect();
+    for (r, res) in per_rank_calls(&mut ranks, &callers).iter().enumerate() {
+        let late = matches!(res, Err(e @ Error::Timeout { .. }) if e.to_string().contains("rank 2 came too late"));
+        ensure!(
+            matches!(res, Err(Error::Poisoned { .. })) || (r == 2 && late),
+            "rank {r} after the timeout: {res:?}"
+        );
+    }
     pass()
 }
 
@@ -492,9 +505,21 @@ fn failures_keep_their_type(b: BackendChoice) -> TestResult {
                 "LIBRARY BUG (issue 32 item 7): rank {r} must get PeerFailed naming rank 1: {e:?}"
             );
         }
-        ensure!(!e.is_fatal(), "a panic of one call is not fatal: {e}");
+        ensure!(
+            e.is_fatal(),
+            "a rank that panicked inside a call is fatal (issue 41 item 4): {e}"
+        );
     }
-    all_call(&mut ranks).ctx("the call after the panic")?;
+    // Every later call is refused on every rank, as is_fatal said.
+    let callers: Vec<_> = (0..3)
+        .map(|r| (r, Duration::ZERO, ReduceOp::Sum, 4))
+        .collect();
+    for (r, res) in per_rank_calls(&mut ranks, &callers).iter().enumerate() {
+        ensure!(
+            matches!(res, Err(Error::Poisoned { .. })),
+            "rank {r} after the panic: {res:?}"
+        );
+    }
     // The same through the engine API: the root cause names rank 1.
     let mut e = engine_with::<f32>(b, 3, Duration::from_secs(10), faults)?;
     let mut bufs = vec![vec![1.0f32; 1000]; 3];

@@ -290,6 +290,75 @@ fn a_rank_killed_mid_collective_ends_the_job() {
     assert_none_left(&t, Duration::from_secs(2));
 }
 
+/// Issue 41 item 3: a rank that panics (exit status 101) or exits with a
+/// status of its own mid-job is named by every survivor, as the rank that
+/// failed (`PeerFailed` naming it), never a healthy rank or the launcher's
+/// abort; and the job ends well before the timeout.
+fn a_rank_that_ends_badly_is_named_by_every_survivor(fault: &str, status: i32, how: &str) {
+    let t = tag("badend");
+    let t0 = Instant::now();
+    let o = launch(
+        &t,
+        &[
+            "-n",
+            "3",
+            "--timeout",
+            "20",
+            "--",
+            "run",
+            "--backend",
+            "cpu",
+            "--size",
+            "64KiB",
+            "--iters",
+            "20",
+        ],
+        &[("RINGREDUCE_FAULT", fault)],
+    )
+    .output()
+    .unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(status), "{fault}\n{out}\n{err}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(15),
+        "{fault}: ended by the survivors, not the timeout ({:?})",
+        t0.elapsed()
+    );
+    for r in [0, 2] {
+        let line = err
+            .lines()
+            .find(|l| l.starts_with(&format!("[rank {r}] error:")))
+            .unwrap_or_else(|| panic!("{fault}: rank {r} reports an error\n{err}"));
+        assert!(
+            line.contains("rank 1 failed") && line.contains(how),
+            "{fault}: rank {r} must name rank 1 ({how}): {line}\n{err}"
+        );
+        assert!(
+            !line.contains("rank 0 failed") && !line.contains("rank 2 failed"),
+            "{fault}: a survivor is blamed: {line}"
+        );
+    }
+    assert_none_left(&t, Duration::from_secs(2));
+}
+
+#[test]
+fn a_rank_that_panics_is_named_by_every_survivor() {
+    a_rank_that_ends_badly_is_named_by_every_survivor(
+        "panic:rank=1:call=3",
+        101,
+        "its process panicked",
+    );
+}
+
+#[test]
+fn a_rank_that_exits_is_named_by_every_survivor() {
+    a_rank_that_ends_badly_is_named_by_every_survivor(
+        "exit:rank=1:call=3:code=3",
+        3,
+        "its process",
+    );
+}
+
 #[test]
 fn an_external_sigkill_of_a_rank_ends_the_job() {
     let t = tag("extkill");
