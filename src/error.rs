@@ -286,6 +286,7 @@ impl Error {
             | Error::Worker { rank, .. }
             | Error::PeerFailed { rank, .. }
             | Error::Mismatch { rank, .. }
+            | Error::PeerArgument { rank, .. }
             | Error::RankOutOfRange { rank, .. }
             | Error::BufferSize { rank, .. }
             | Error::LengthMismatch { rank, .. } => Some(*rank),

@@ -140,7 +140,7 @@ pub use element::{bf16, f16, DataType, Element, ReduceOp};
 #[allow(deprecated)]
 pub use engine::ranks::RankComm;
 pub use engine::{CallInfo, DeviceBuffers, Engine, EngineConfig};
-pub use error::{Error, Result, WaitKind};
+pub use error::{Error, ErrorKind, Result, WaitKind};
 pub use plan::Collective;
 #[allow(deprecated)]
 pub use process::Comm;

@@ -170,6 +170,16 @@ impl std::fmt::Display for JobFault {
 }
 
 impl JobFault {
+    /// The rank this fault is about, when one is.
+    pub fn rank(&self) -> Option<usize> {
+        match self {
+            JobFault::Failed { rank, .. }
+            | JobFault::Died { rank, .. }
+            | JobFault::Left { rank } => Some(*rank),
+            JobFault::Aborted { rank, .. } => *rank,
+        }
+    }
+
     /// The error rank `waiter` returns when it finds this fault while
     /// waiting for `what`: [`Error::PeerFailed`] naming the failed or dead
     /// rank, [`Error::Aborted`] for an aborted run, [`Error::Poisoned`] when
@@ -244,6 +254,12 @@ pub trait SharedBoard: Send + Sync {
     fn failed(&self) -> bool;
     /// The recorded failure: (rank, why).
     fn failure(&self) -> Option<(usize, String)>;
+    /// The last call job rank `rank` completed (0: none, or not known): a
+    /// rank that completed the call a waiter is in did its whole part of
+    /// it, so its failure afterwards cannot keep that call from completing.
+    fn completed(&self, _rank: usize) -> u64 {
+        0
+    }
     /// Why the job cannot go on (a failure, an abort, a dead rank), checked
     /// every few milliseconds by a sleeping waiter.
     fn health(&self) -> Option<JobFault>;
@@ -466,25 +482,50 @@ impl SignalBoard {
         let start = Instant::now();
         let mut checked = start;
         let mut pause = Backoff::new(256, 512, Duration::from_micros(20));
+        // A job's failure that cannot keep this call from completing (its
+        // rank had finished its part of it): waited past, not reported.
+        let mut past = false;
         while !self.is_published(s, gen) {
             let failed = match &self.shared {
-                Some(sh) => sh.failed(),
+                Some(sh) => !past && sh.failed(),
                 None => self.failed.load(Ordering::Acquire) >= gen,
             };
             if failed {
-                return Err(self.failure_error(gen, rank, what));
+                match &self.shared {
+                    Some(_) => match self.fault_of_call(gen, rank, what) {
+                        Some(e) => return Err(e),
+                        None => past = true,
+                    },
+                    None => return Err(self.failure_error(gen, rank, what)),
+                }
             }
             self.not_aborted(rank, what)?;
             if pause.next() {
                 self.in_time(start, rank, what)?;
                 if self.shared.is_some() && checked.elapsed() > Duration::from_millis(20) {
                     checked = Instant::now();
-                    self.check(rank, what)?;
+                    if let Some(e) = self.fault_of_call(gen, rank, what) {
+                        return Err(e);
+                    }
                 }
             }
             pause.pause();
         }
         Ok(())
+    }
+
+    /// On a shared board: the error of the job's fault, if there is one
+    /// that concerns call `gen` (a fault of a rank that completed this
+    /// call does not: it did its whole part of it, so what this rank waits
+    /// for is still coming). Halts the device spins when it does.
+    fn fault_of_call(&self, gen: u64, rank: usize, what: &dyn Fn() -> String) -> Option<Error> {
+        let sh = self.shared.as_ref()?;
+        let f = sh.health()?;
+        if f.rank().is_some_and(|q| sh.completed(q) >= gen) {
+            return None;
+        }
+        self.abort.halt_device();
+        Some(f.error(rank, &what()))
     }
 
     /// Wait until signal `s` is published for call `gen` even when some

@@ -545,7 +545,11 @@ pub fn op_desc(plan: &Plan, r: usize, i: usize) -> String {
             op.kind.name()
         ),
         None if !l.note.is_empty() => format!("{} {} ({})", plan.name, l.note, op.kind.name()),
-        None => format!("{} op {i} ({})", plan.name, op.kind.name()),
+        None => match op.kind {
+            crate::plan::OpKind::Begin => format!("start of its {} call", plan.name),
+            crate::plan::OpKind::End => format!("end of its {} call", plan.name),
+            _ => format!("{} op {i} ({})", plan.name, op.kind.name()),
+        },
     }
 }
 

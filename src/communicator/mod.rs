@@ -316,6 +316,16 @@ impl Communicator {
                 reason: reason.clone(),
             });
         }
+        // Refused before its arguments are looked at: an aborted
+        // communicator says so whatever the call. (A per-rank handle asks
+        // the rendezvous: a rank behind the others still meets the calls
+        // that were under way when the abort came, and their outcome.)
+        if self.abort.is_aborted() && self.mode() != Mode::PerRank {
+            self.broken = Some("the communicator was aborted".into());
+            return Err(Error::Poisoned {
+                reason: "the communicator was aborted".into(),
+            });
+        }
         let r = f(self);
         if let Err(e) = &r {
             if e.is_fatal() {

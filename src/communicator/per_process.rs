@@ -69,11 +69,19 @@ impl Agreement {
         if let Err(e) = &own {
             payload.extend_from_slice(e.to_string().as_bytes());
         }
-        let got = match self.job.allgather(
-            &payload,
-            &format!("the ranks to agree on call {k} ({desc})"),
-        ) {
-            Ok(g) => g,
+        let what = format!("the ranks to agree on call {k} ({desc})");
+        let got = match self.job.allgather(&payload, &what).and_then(|g| {
+            // Every descriptor arrived, but a rank that gave up before it
+            // agreed (it timed out here) makes this agreement fail too.
+            match self.job.control().agreement_fault(k + 1, &what) {
+                Some(e) => Err(e),
+                None => Ok(g),
+            }
+        }) {
+            Ok(g) => {
+                self.job.control().publish_agreed(k + 1);
+                g
+            }
             Err(e) => {
                 // The ranks' exchanges no longer line up: release the
                 // others, and refuse the next calls.

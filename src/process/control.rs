@@ -57,6 +57,7 @@ const R_STATE: usize = 2;
 const R_MAIL: usize = 3;
 const R_DRAINED: usize = 4;
 const R_BEGUN: usize = 5;
+const R_AGREED: usize = 6;
 
 /// Rank states.
 const JOINED: u64 = 1;
@@ -292,6 +293,34 @@ impl Control {
         })
     }
 
+    /// This rank agreed on its communicator call `k` with every other
+    /// (the all-gather of the call descriptors completed here).
+    pub fn publish_agreed(&self, k: u64) {
+        self.rank_word(self.me, R_AGREED)
+            .fetch_max(k, Ordering::AcqRel);
+    }
+
+    /// Whether the job's fault, if any, concerns this rank's agreement on
+    /// call `k`: a rank that gave up before it agreed on `k` (a timeout in
+    /// the agreement, a failure) left the others' agreement incomplete,
+    /// even when its descriptor reached them. The error, if so.
+    pub fn agreement_fault(&self, k: u64, what: &str) -> Option<Error> {
+        let f = self.health()?;
+        let agreed = |q: usize| {
+            let at = if self.names.is_empty() {
+                Some(q)
+            } else {
+                self.names.iter().position(|&n| n == q)
+            };
+            at.filter(|&r| r < self.size)
+                .map_or(0, |r| self.rank_word(r, R_AGREED).load(Ordering::Acquire))
+        };
+        if f.rank().is_some_and(|q| agreed(q) >= k) {
+            return None;
+        }
+        Some(f.error(self.name(self.me), what))
+    }
+
     /// The failure record, if a rank wrote one: (call, rank, why).
     pub fn failure(&self) -> Option<(u64, usize, String)> {
         let w = self.words();
@@ -319,7 +348,8 @@ impl Control {
 
     /// Whether the recorded failure was a timeout.
     fn failure_timed_out(&self) -> Option<f64> {
-        (self.words()[F_TIMED_OUT].load(Ordering::Relaxed) == 1).then(|| self.timeout.as_secs_f64())
+        (self.words()[F_TIMED_OUT].load(Ordering::Relaxed) == 1)
+            .then_some(self.timeout.as_secs_f64())
     }
 
     /// [`Control::record_failure`], saying whether it was a timeout.
@@ -503,7 +533,7 @@ impl Control {
             sent += piece.len();
             self.rank_word(self.me, R_MAIL).store(k, Ordering::Release);
             for r in 0..n {
-                let desc = || format!("rank {r} at {what} (mailbox round {k})");
+                let desc = || format!("rank {r} at {what}");
                 self.wait_until(&desc, Some(r), || {
                     self.rank_word(r, R_MAIL).load(Ordering::Acquire) >= k
                 })?;
@@ -557,6 +587,16 @@ impl SharedBoard for Control {
 
     fn health(&self) -> Option<JobFault> {
         Control::health(self)
+    }
+
+    fn completed(&self, rank: usize) -> u64 {
+        let at = if self.names.is_empty() {
+            Some(rank)
+        } else {
+            self.names.iter().position(|&n| n == rank)
+        };
+        at.filter(|&r| r < self.size)
+            .map_or(0, |r| self.rank_word(r, R_DRAINED).load(Ordering::Acquire))
     }
 }
 

@@ -24,6 +24,7 @@ mod docs;
 mod faults;
 mod graphs;
 mod nccl;
+mod property;
 mod timeline;
 mod waits;
 
@@ -54,6 +55,7 @@ fn main() -> std::process::ExitCode {
     docs::register(&mut h);
     graphs::register(&mut h);
     nccl::register(&mut h);
+    property::register(&mut h);
     timeline::register(&mut h);
     waits::register(&mut h);
     h.run()
