@@ -15,21 +15,23 @@
 //! reference; random floats would differ in their last bits with the order
 //! of the sums.
 
-use ringreduce::{Communicator, EngineConfig, Error, ReduceOp};
+use ringreduce::{Communicator, EngineConfig, Error, EveryRank, ReduceOp};
 use std::time::Duration;
 
 /// The code under test: a data-parallel step that averages gradients
 /// across ranks, from one caller for every rank.
-pub fn average_gradients(comm: &mut Communicator, grads: &mut [Vec<f32>]) -> Result<(), Error> {
+pub fn average_gradients(
+    comm: &mut Communicator<EveryRank>,
+    grads: &mut [Vec<f32>],
+) -> Result<(), Error> {
     comm.all_reduce_in_place(grads, ReduceOp::Avg)?;
     Ok(())
 }
 
 /// A communicator for tests: the CPU backend, a short timeout so a bug
 /// that hangs a rank fails the test in seconds instead of minutes.
-fn test_comm(ranks: usize) -> Communicator {
-    let mut cfg = EngineConfig::cpu(ranks);
-    cfg.timeout = Duration::from_secs(10);
+fn test_comm(ranks: usize) -> Communicator<EveryRank> {
+    let cfg = EngineConfig::cpu(ranks).timeout(Duration::from_secs(10));
     Communicator::new(cfg).expect("a CPU communicator")
 }
 

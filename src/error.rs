@@ -444,7 +444,7 @@ impl Error {
     }
 }
 
-/// What kind of error an [`Error`] is ([`Error::kind`]): one name per
+/// What kind of error an [`enum@Error`] is ([`Error::kind`]): one name per
 /// cause, with no fields, for code that reacts to errors (and for the
 /// Python exceptions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

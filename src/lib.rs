@@ -29,9 +29,7 @@
 //! ([`DataType`], [`Element`], [`ReduceOp`], [`bf16`], [`f16`](struct@f16)),
 //! [`Collective`], [`AlgoChoice`], [`BackendChoice`] and [`Error`]; and
 //! [`Engine`], the typed engine underneath, for stream-ordered calls and
-//! NCCL. [`Comm`] and [`RankComm`] are the old per-process and per-rank
-//! handles, deprecated thin wrappers of [`Communicator`] (the README's
-//! "Migrating" table).
+//! NCCL.
 //!
 //! To study the algorithm:
 //!
@@ -59,9 +57,8 @@
 //!   (one rank per process, buffers in memfd segments the peers map, the
 //!   board in the job's control segment). CONTRIBUTING.md says how to add
 //!   one.
-//! * [`process`]: one rank per process: [`process::JobSpec`] and the
-//!   old per-process [`Comm`] (the job's store and shared control segment
-//!   are private).
+//! * [`process`]: one rank per process: [`process::JobSpec`] (the job's
+//!   store and shared control segment are private).
 //! * `cuda` (with the `cuda` feature): what a user of the CUDA backend names
 //!   (another library's stream for stream-ordered calls, a completion's
 //!   event, a kernel module for the work stream, loading NCCL). The checked
@@ -135,15 +132,11 @@ pub mod words;
 
 pub use algo::AlgoChoice;
 pub use backend::BackendChoice;
-pub use communicator::{Communicator, RecvBufs, SendBufs};
+pub use communicator::{CallShape, Communicator, EveryRank, OneRank, RecvBufs, SendBufs};
 pub use element::{bf16, f16, DataType, Element, ReduceOp};
-#[allow(deprecated)]
-pub use engine::ranks::RankComm;
-pub use engine::{CallInfo, DeviceBuffers, Engine, EngineConfig};
+pub use engine::{CallInfo, CallPath, DeviceBuffers, Engine, EngineConfig};
 pub use error::{Error, ErrorKind, Result, WaitKind};
 pub use plan::Collective;
-#[allow(deprecated)]
-pub use process::Comm;
 pub use process::{JobSpec, KeyValue, LocalKeyValue};
 pub use sync::AbortHandle;
 /// Another runtime's memory (a Python buffer) for one call: its host

@@ -33,17 +33,79 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyType};
 use ringreduce::foreign::HostSpan;
 use ringreduce::{
-    AbortHandle, AlgoChoice, BackendChoice, CallInfo, Collective, Communicator, DataType, Element,
-    EngineConfig, Error, JobSpec, ReduceOp,
+    AbortHandle, AlgoChoice, BackendChoice, CallInfo, CallShape, Collective, Communicator,
+    DataType, Element, EngineConfig, Error, EveryRank, JobSpec, RecvBufs, ReduceOp, SendBufs,
 };
 use std::sync::Mutex;
 use std::time::Duration;
+
+/// The communicator of an engine: every rank from this caller, or this
+/// process's rank of a job (whose calls take that rank's buffer alone).
+enum Comm {
+    Every(Communicator<EveryRank>),
+    One(Communicator),
+}
+
+/// `$body` with `$c` the communicator, whichever it is.
+macro_rules! on_comm {
+    ($comm:expr, $c:ident => $body:expr) => {
+        match $comm {
+            Comm::Every($c) => $body,
+            Comm::One($c) => $body,
+        }
+    };
+}
+
+impl Comm {
+    /// A host-slice call with one buffer per local rank (`send` empty: in
+    /// place).
+    fn host<T: Element>(
+        &mut self,
+        c: Call,
+        send: &[&[T]],
+        recv: &mut [&mut [T]],
+    ) -> ringreduce::Result<CallInfo> {
+        match self {
+            Comm::Every(comm) => host_on(comm, c, send, recv),
+            Comm::One(comm) => {
+                if recv.len() != 1 || !(c.in_place || send.len() == 1) {
+                    return Err(Error::WrongBufferCount {
+                        ranks: 1,
+                        buffers: recv.len(),
+                    });
+                }
+                let send = send.first().copied().unwrap_or(&[]);
+                host_on(comm, c, send, &mut *recv[0])
+            }
+        }
+    }
+}
+
+/// A host-slice call on a communicator of either shape.
+fn host_on<S: CallShape, T: Element>(
+    comm: &mut Communicator<S>,
+    c: Call,
+    send: &(impl SendBufs<S, T> + ?Sized),
+    recv: &mut (impl RecvBufs<S, T> + ?Sized),
+) -> ringreduce::Result<CallInfo> {
+    let op = c.op;
+    match (c.collective, c.in_place) {
+        (Collective::AllReduce, false) => comm.all_reduce(send, recv, op),
+        (Collective::AllReduce, true) => comm.all_reduce_in_place(recv, op),
+        (Collective::ReduceScatter, false) => comm.reduce_scatter(send, recv, op),
+        (Collective::ReduceScatter, true) => comm.reduce_scatter_in_place(recv, op),
+        (Collective::AllGather, false) => comm.all_gather(send, recv),
+        (Collective::AllGather, true) => comm.all_gather_in_place(recv),
+        (Collective::Broadcast { root }, false) => comm.broadcast(send, recv, root),
+        (Collective::Broadcast { root }, true) => comm.broadcast_in_place(recv, root),
+    }
+}
 
 /// The engine: every rank of a call from this caller (`Engine(ranks=N)`),
 /// or this process's rank of a job (`_Engine.job`).
 #[pyclass(module = "ringreduce._ringreduce", name = "_Engine")]
 struct PyEngine {
-    comm: Mutex<Option<Communicator>>,
+    comm: Mutex<Option<Comm>>,
     abort: AbortHandle,
     size: usize,
     rank: usize,
@@ -73,15 +135,24 @@ fn configure(cfg: &mut EngineConfig, timeout: Option<f64>, algo: Option<&str>) -
 
 impl PyEngine {
     fn build(py: Python<'_>, cfg: EngineConfig) -> PyResult<PyEngine> {
-        let comm = guarded(py, move || Communicator::new(cfg))?;
-        let local = comm.local_ranks();
+        let comm = guarded(py, move || match cfg.process {
+            Some(_) => Communicator::join(cfg).map(Comm::One),
+            None => Communicator::new(cfg).map(Comm::Every),
+        })?;
+        let local = on_comm!(&comm, c => c.local_ranks());
+        let (abort, size, describe, backend) = on_comm!(&comm, c => (
+            c.abort_handle(),
+            c.size(),
+            c.describe().to_string(),
+            c.backend_kind().name(),
+        ));
         Ok(PyEngine {
-            abort: comm.abort_handle(),
-            size: comm.size(),
-            rank: comm.rank(),
+            abort,
+            size,
+            rank: local.start,
             local: (local.start, local.end),
-            describe: comm.describe().to_string(),
-            backend: comm.backend_kind().name(),
+            describe,
+            backend,
             comm: Mutex::new(Some(comm)),
         })
     }
@@ -90,7 +161,7 @@ impl PyEngine {
     fn with_comm<R: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut Communicator) -> ringreduce::Result<R> + Send,
+        f: impl FnOnce(&mut Comm) -> ringreduce::Result<R> + Send,
     ) -> PyResult<R> {
         let comm = &self.comm;
         guarded(py, move || {
@@ -112,7 +183,7 @@ struct Call {
 }
 
 fn run_typed<T: Element>(
-    comm: &mut Communicator,
+    comm: &mut Comm,
     c: Call,
     sends: &[HostSpan],
     recvs: &[HostSpan],
@@ -170,17 +241,7 @@ fn run_typed<T: Element>(
             false => bytemuck::try_cast_slice_mut(b).map_err(|_| misaligned(r)),
         })
         .collect::<ringreduce::Result<_>>()?;
-    let (op, recv) = (c.op, &mut recv);
-    match (c.collective, c.in_place) {
-        (Collective::AllReduce, false) => comm.all_reduce(&send, recv, op),
-        (Collective::AllReduce, true) => comm.all_reduce_in_place(recv, op),
-        (Collective::ReduceScatter, false) => comm.reduce_scatter(&send, recv, op),
-        (Collective::ReduceScatter, true) => comm.reduce_scatter_in_place(recv, op),
-        (Collective::AllGather, false) => comm.all_gather(&send, recv),
-        (Collective::AllGather, true) => comm.all_gather_in_place(recv),
-        (Collective::Broadcast { root }, false) => comm.broadcast(&send, recv, root),
-        (Collective::Broadcast { root }, true) => comm.broadcast_in_place(recv, root),
-    }
+    comm.host(c, &send, &mut recv)
 }
 
 fn collective_of(kind: &str, root: usize) -> PyResult<Collective> {
@@ -222,7 +283,7 @@ fn spans(v: Vec<(usize, usize)>) -> Vec<HostSpan> {
 
 fn info_dict<'py>(py: Python<'py>, info: &CallInfo) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item(pyo3::intern!(py, "path"), &info.path)?;
+    d.set_item(pyo3::intern!(py, "path"), info.path.as_str())?;
     let traffic = PyList::new(py, info.traffic.iter().map(|t| (t.sent, t.received)))?;
     d.set_item(pyo3::intern!(py, "traffic"), traffic)?;
     Ok(d)
@@ -328,10 +389,15 @@ impl PyEngine {
         self.with_comm(py, move |c| {
             let mut bufs = vec![vec![1.0f32; count]; n];
             let t = std::time::Instant::now();
+            let call = Call {
+                collective: Collective::AllReduce,
+                op: ReduceOp::Sum,
+                in_place: true,
+            };
             for _ in 0..iters {
                 let mut views: Vec<&mut [f32]> =
                     bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
-                c.all_reduce_in_place(&mut views, ReduceOp::Sum)?;
+                c.host(call, &[], &mut views)?;
             }
             Ok(t.elapsed().as_secs_f64())
         })
@@ -339,7 +405,7 @@ impl PyEngine {
 
     /// Time every op of the calls that follow (`on`), or stop.
     fn set_timing(&self, py: Python<'_>, on: bool) -> PyResult<()> {
-        self.with_comm(py, move |c| c.set_timing(on))
+        self.with_comm(py, move |c| on_comm!(c, c => c.set_timing(on)))
     }
 
     /// The calls timed since the last take, oldest first: one dict per call
@@ -347,7 +413,7 @@ impl PyEngine {
     /// `skew_ns`; `times`: `(rank, op, part, start_ns, end_ns)` per op part
     /// of this handle's ranks).
     fn take_timed_calls<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let calls = self.with_comm(py, |c| c.take_timed_calls())?;
+        let calls = self.with_comm(py, |c| on_comm!(c, c => c.take_timed_calls()))?;
         let out = PyList::empty(py);
         for (plan, t) in &calls {
             let d = PyDict::new(py);
@@ -561,16 +627,16 @@ impl PyEngine {
             // torch's allocator reuses their memory only in order with the
             // work of that stream, which the copies are part of.
             let a = unsafe { ringreduce::cuda::device_args(&sends, &recvs, &streams) }?;
-            ringreduce::with_element!(dtype, T => comm.collective_on_device::<T>(
+            ringreduce::with_element!(dtype, T => on_comm!(comm, c => c.collective_on_device::<T>(
                 collective, op, &a.sends, &a.recvs, &a.streams
-            ))
+            )))
         })?;
         info_dict(py, &info)
     }
 
     /// Every rank reaches this point before any goes on.
     fn barrier<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let info = self.with_comm(py, |comm| comm.barrier())?;
+        let info = self.with_comm(py, |comm| on_comm!(comm, c => c.barrier()))?;
         info_dict(py, &info)
     }
 

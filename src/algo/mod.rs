@@ -387,8 +387,20 @@ impl AlgoChoice {
     /// needs pricing: `theory::scale`'s test
     /// `the_hierarchical_all_reduce_is_never_slower_than_the_flat_ring`),
     /// `bcast` for a broadcast, else the `ring`.
-    pub fn resolve_in(&self, shape: &Shape, per_node: Option<usize>) -> Result<Arc<dyn Algorithm>> {
+    ///
+    /// `host`: the ranks' buffers are host memory (the CPU backend), whose
+    /// `auto` is its own (measured on the CPU backend: `oneshot:fused` out
+    /// of place up to [`HOST_FUSED_MAX_BYTES`] per rank, else `ps`).
+    pub fn resolve_in(
+        &self,
+        shape: &Shape,
+        per_node: Option<usize>,
+        host: bool,
+    ) -> Result<Arc<dyn Algorithm>> {
         let Some(g) = per_node else {
+            if host && matches!(self, AlgoChoice::Auto) && forced()?.is_none() {
+                return AlgoChoice::Fixed(auto_host(shape)).resolve(shape);
+            }
             return self.resolve(shape);
         };
         if !matches!(self, AlgoChoice::Auto) || forced()?.is_some() {
@@ -404,6 +416,31 @@ impl AlgoChoice {
         };
         AlgoChoice::Fixed(algo).resolve(shape)
     }
+}
+
+/// Out-of-place all-reduces of at most this many bytes per rank take
+/// `oneshot:fused` on host memory (the CPU backend): each rank reads every
+/// input once, with no step between ranks; above it the redundant reads
+/// cost more than the parameter server's two phases.
+pub const HOST_FUSED_MAX_BYTES: usize = 64 << 10;
+
+/// `auto` on host memory (the CPU backend), from its own measurements
+/// (`docs/results/2026-12-04-cpu-host-auto/`, 2 to 8 ranks on a 2-core
+/// machine, 8 B to 16 MiB): memory is shared and the ranks' threads
+/// outnumber the cores, so what costs is each step the ranks wait on each
+/// other, not bytes on a link. An all-reduce uses `oneshot:fused` out of
+/// place up to [`HOST_FUSED_MAX_BYTES`] per rank, else `ps` (two phases
+/// whatever N; at or ahead of the ring at every size measured); every
+/// other collective as on the GPU ([`AlgoChoice::resolve`]).
+fn auto_host(shape: &Shape) -> Arc<dyn Algorithm> {
+    let bytes = shape.count.saturating_mul(shape.elem_size);
+    if shape.collective == Collective::AllReduce && shape.ranks > 1 {
+        if !shape.in_place && bytes <= HOST_FUSED_MAX_BYTES {
+            return Arc::new(fused::Fused);
+        }
+        return Arc::new(ps::ParameterServer);
+    }
+    auto(shape)
 }
 
 fn auto(shape: &Shape) -> Arc<dyn Algorithm> {

@@ -1,146 +1,103 @@
-//! The buffers of a call: one per rank the communicator calls for.
+//! The buffers of a call, of the shape the communicator's type says.
 //!
-//! A handle of one rank (one rank per thread, or per process) takes that
-//! rank's buffer: a slice, a `Vec` or an array. A communicator of every
-//! rank (all ranks from one caller) takes one buffer per rank: a slice,
-//! `Vec` or array of `Vec`s or of slices, in rank order. The element type
-//! follows from the buffers (`comm.all_reduce(&send, &mut recv, op)` with
-//! `Vec<f32>`s is a call on `f32`).
+//! A handle of one rank (`Communicator`, [`OneRank`]) takes that rank's
+//! buffer: a slice, a `Vec` or an array. A communicator of every rank
+//! (`Communicator<EveryRank>`) takes one buffer per rank: a slice, `Vec` or
+//! array of `Vec`s or of slices, in rank order, even for one rank. Each
+//! shape accepts only its own buffers, so a flat `Vec` given to a
+//! communicator of every rank, or a list of buffers given to one rank's
+//! handle, does not compile. The element type follows from the buffers
+//! (`comm.all_reduce(&send, &mut recv, op)` with `Vec<f32>`s is a call on
+//! `f32`).
 
+use super::{CallShape, EveryRank, OneRank};
 use crate::element::Element;
 
-/// Input buffers: one per rank the communicator calls for.
-pub trait SendBufs<T: Element> {
+/// Input buffers of a call of a communicator of shape `S`.
+pub trait SendBufs<S: CallShape, T: Element> {
     /// The buffers, in rank order.
     fn bufs(&self) -> Vec<&[T]>;
 }
 
-/// Output (or in-place) buffers: one per rank the communicator calls for.
-pub trait RecvBufs<T: Element> {
+/// Output (or in-place) buffers of a call of a communicator of shape `S`.
+pub trait RecvBufs<S: CallShape, T: Element> {
     /// The buffers, in rank order.
     fn bufs_mut(&mut self) -> Vec<&mut [T]>;
 }
 
 // One rank's buffer.
 
-impl<T: Element> SendBufs<T> for [T] {
+impl<T: Element> SendBufs<OneRank, T> for [T] {
     fn bufs(&self) -> Vec<&[T]> {
         vec![self]
     }
 }
 
-impl<T: Element> SendBufs<T> for Vec<T> {
+impl<T: Element> SendBufs<OneRank, T> for Vec<T> {
     fn bufs(&self) -> Vec<&[T]> {
         vec![self.as_slice()]
     }
 }
 
-impl<T: Element, const N: usize> SendBufs<T> for [T; N] {
+impl<T: Element, const N: usize> SendBufs<OneRank, T> for [T; N] {
     fn bufs(&self) -> Vec<&[T]> {
         vec![self.as_slice()]
     }
 }
 
-impl<T: Element> RecvBufs<T> for [T] {
+impl<T: Element> RecvBufs<OneRank, T> for [T] {
     fn bufs_mut(&mut self) -> Vec<&mut [T]> {
         vec![self]
     }
 }
 
-impl<T: Element> RecvBufs<T> for Vec<T> {
+impl<T: Element> RecvBufs<OneRank, T> for Vec<T> {
     fn bufs_mut(&mut self) -> Vec<&mut [T]> {
         vec![self.as_mut_slice()]
     }
 }
 
-impl<T: Element, const N: usize> RecvBufs<T> for [T; N] {
+impl<T: Element, const N: usize> RecvBufs<OneRank, T> for [T; N] {
     fn bufs_mut(&mut self) -> Vec<&mut [T]> {
         vec![self.as_mut_slice()]
     }
 }
 
-// One buffer per rank.
+// One buffer per rank: any list of anything that reads (writes) as a
+// slice.
 
-impl<T: Element> SendBufs<T> for [Vec<T>] {
+impl<T: Element, B: AsRef<[T]>> SendBufs<EveryRank, T> for [B] {
     fn bufs(&self) -> Vec<&[T]> {
-        self.iter().map(Vec::as_slice).collect()
+        self.iter().map(AsRef::as_ref).collect()
     }
 }
 
-impl<T: Element> SendBufs<T> for Vec<Vec<T>> {
+impl<T: Element, B: AsRef<[T]>> SendBufs<EveryRank, T> for Vec<B> {
     fn bufs(&self) -> Vec<&[T]> {
-        self.iter().map(Vec::as_slice).collect()
+        self.iter().map(AsRef::as_ref).collect()
     }
 }
 
-impl<T: Element, const N: usize> SendBufs<T> for [Vec<T>; N] {
+impl<T: Element, B: AsRef<[T]>, const N: usize> SendBufs<EveryRank, T> for [B; N] {
     fn bufs(&self) -> Vec<&[T]> {
-        self.iter().map(Vec::as_slice).collect()
+        self.iter().map(AsRef::as_ref).collect()
     }
 }
 
-impl<T: Element> SendBufs<T> for [&[T]] {
-    fn bufs(&self) -> Vec<&[T]> {
-        self.to_vec()
-    }
-}
-
-impl<T: Element> SendBufs<T> for Vec<&[T]> {
-    fn bufs(&self) -> Vec<&[T]> {
-        self.clone()
-    }
-}
-
-impl<T: Element, const N: usize> SendBufs<T> for [&[T]; N] {
-    fn bufs(&self) -> Vec<&[T]> {
-        self.to_vec()
-    }
-}
-
-impl<T: Element> SendBufs<T> for [&mut [T]] {
-    fn bufs(&self) -> Vec<&[T]> {
-        self.iter().map(|b| &**b).collect()
-    }
-}
-
-impl<T: Element> SendBufs<T> for Vec<&mut [T]> {
-    fn bufs(&self) -> Vec<&[T]> {
-        self.iter().map(|b| &**b).collect()
-    }
-}
-
-impl<T: Element> RecvBufs<T> for [Vec<T>] {
+impl<T: Element, B: AsMut<[T]>> RecvBufs<EveryRank, T> for [B] {
     fn bufs_mut(&mut self) -> Vec<&mut [T]> {
-        self.iter_mut().map(Vec::as_mut_slice).collect()
+        self.iter_mut().map(AsMut::as_mut).collect()
     }
 }
 
-impl<T: Element> RecvBufs<T> for Vec<Vec<T>> {
+impl<T: Element, B: AsMut<[T]>> RecvBufs<EveryRank, T> for Vec<B> {
     fn bufs_mut(&mut self) -> Vec<&mut [T]> {
-        self.iter_mut().map(Vec::as_mut_slice).collect()
+        self.iter_mut().map(AsMut::as_mut).collect()
     }
 }
 
-impl<T: Element, const N: usize> RecvBufs<T> for [Vec<T>; N] {
+impl<T: Element, B: AsMut<[T]>, const N: usize> RecvBufs<EveryRank, T> for [B; N] {
     fn bufs_mut(&mut self) -> Vec<&mut [T]> {
-        self.iter_mut().map(Vec::as_mut_slice).collect()
-    }
-}
-
-impl<T: Element> RecvBufs<T> for [&mut [T]] {
-    fn bufs_mut(&mut self) -> Vec<&mut [T]> {
-        self.iter_mut().map(|b| &mut **b).collect()
-    }
-}
-
-impl<T: Element> RecvBufs<T> for Vec<&mut [T]> {
-    fn bufs_mut(&mut self) -> Vec<&mut [T]> {
-        self.iter_mut().map(|b| &mut **b).collect()
-    }
-}
-
-impl<T: Element, const N: usize> RecvBufs<T> for [&mut [T]; N] {
-    fn bufs_mut(&mut self) -> Vec<&mut [T]> {
-        self.iter_mut().map(|b| &mut **b).collect()
+        self.iter_mut().map(AsMut::as_mut).collect()
     }
 }

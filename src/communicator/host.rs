@@ -69,9 +69,14 @@ impl HostCall {
                 (send, size("output", send.saturating_mul(ranks), recv))
             }
             (Collective::AllGather, true) => (recv / ranks, split("all-gather")),
-            (Collective::Broadcast { root: q }, false) => {
-                (recv, root(q).and_then(|()| size("input", recv, send)))
-            }
+            // Only the root's input is read: another rank's may be empty.
+            (Collective::Broadcast { root: q }, false) => (
+                recv,
+                root(q).and_then(|()| match rank == q || send != 0 {
+                    true => size("input", recv, send),
+                    false => Ok(()),
+                }),
+            ),
             (Collective::Broadcast { root: q }, true) => (recv, root(q)),
         }
     }

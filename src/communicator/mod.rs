@@ -1,16 +1,18 @@
 //! [`Communicator`]: the one communicator, in every way ranks are run.
 //!
-//! One type, the same methods, whatever runs the ranks:
+//! One type, the same methods, whatever runs the ranks; its type parameter
+//! says what each call takes:
 //!
 //! * **every rank from one caller** ([`Communicator::new`] with
-//!   [`EngineConfig::cpu`]/[`EngineConfig::cuda`]): one handle, each call
-//!   takes one buffer per rank, in rank order ([`Mode::AllRanks`]);
+//!   [`EngineConfig::cpu`]/[`EngineConfig::cuda`]): a
+//!   `Communicator<EveryRank>`, each call takes one buffer per rank, in
+//!   rank order ([`Mode::AllRanks`]);
 //! * **one handle per rank thread** ([`Communicator::per_rank`], or
-//!   [`Communicator::into_ranks`]): each rank's thread calls with its own
-//!   buffer; the call runs when every rank has called
-//!   ([`Mode::PerRank`]);
+//!   [`Communicator::into_ranks`]): each rank's thread calls its
+//!   `Communicator` with its own buffer; the call runs when every rank has
+//!   called ([`Mode::PerRank`]);
 //! * **one rank per process** ([`Communicator::from_env`] under
-//!   `ringreduce launch` or `mpirun`, or [`Communicator::new`] with
+//!   `ringreduce launch` or `mpirun`, or [`Communicator::join`] with
 //!   [`EngineConfig::job`]): each process calls with its rank's buffer
 //!   ([`Mode::Process`]).
 //!
@@ -23,18 +25,30 @@
 //!
 //! # Every rank must ask for the same call
 //!
-//! Each call carries a descriptor ([`CallDesc`]: the collective and its
-//! root, the element type, the op, the count, the place) that the ranks
-//! compare before any data moves: ranks that ask for different calls all
-//! get one [`Error::Mismatch`] at once, naming what each asked for, and
-//! their buffers are untouched (issue 32 item 5). A rank whose own
-//! arguments are wrong (an output of the wrong length) fails the call
-//! with its error; the others get [`Error::PeerFailed`] naming it. The
-//! per-rank style compares descriptors as ranks arrive (free: it meets
-//! them anyway). One rank per process all-gathers them through the job's
+//! Each call carries its number and a descriptor ([`CallDesc`]: the
+//! collective and its root, the element type, the op, the count, the
+//! place) that the ranks compare before any data moves: ranks that ask for
+//! different calls, or are at different calls, all get one
+//! [`Error::Mismatch`] at once, naming what each asked for, and their
+//! buffers are untouched. A rank whose own arguments are wrong (an output
+//! of the wrong length) fails the call with its error; the others get
+//! [`Error::PeerArgument`] naming it, and the communicator stays usable.
+//! The per-rank style numbers its calls across ranks (every rank's k-th
+//! call is call k: a rank late for a call the others gave up on gets that
+//! call's failure) and compares descriptors as ranks arrive. One rank per
+//! process all-gathers the numbers and descriptors through the job's
 //! control segment, one extra small exchange per call
 //! ([`EngineConfig::check_calls`], on by default; docs/perf-notes.md has
 //! its measured cost). Every rank from one caller has nothing to compare.
+//!
+//! # One error per call
+//!
+//! A failed call returns one error, the same in every mode: the cause,
+//! not the ranks that noticed it ([`Error`]). A failure after data started
+//! to move (a rank failed, died, panicked, dropped its handle or timed out;
+//! an abort) is fatal ([`Error::is_fatal`]): every later call of the
+//! communicator is [`Error::Poisoned`]. What was found before anything
+//! moved (arguments, a mismatch, a plan refused) leaves it usable.
 //!
 //! ```
 //! use ringreduce::{Communicator, EngineConfig, ReduceOp};
@@ -130,7 +144,7 @@ fn unbox<X: 'static>(p: Payload) -> Result<X> {
 /// What a barrier reports.
 fn barrier_info(ranks: usize) -> CallInfo {
     CallInfo {
-        path: "barrier".into(),
+        path: crate::engine::CallPath::barrier(),
         traffic: vec![Traffic::default(); ranks],
     }
 }
@@ -143,9 +157,37 @@ enum Inner {
     Process { engine: Slot, agree: Agreement },
 }
 
-/// The communicator (see [the module doc](self)).
-pub struct Communicator {
+/// What the calls of a [`Communicator`] take, told apart in its type: a
+/// handle of one rank ([`OneRank`], the default) takes that rank's buffer,
+/// a communicator of every rank ([`EveryRank`]) one buffer per rank.
+pub trait CallShape: sealed::Sealed + Send + 'static {}
+
+/// A handle of one rank (one thread per rank, or one process per rank):
+/// each call takes that rank's buffer (a slice, `Vec` or array), and
+/// [`Communicator::rank`] is its rank.
+#[derive(Debug, Clone, Copy)]
+pub struct OneRank;
+
+/// Every rank from one caller: each call takes one buffer per rank, in
+/// rank order (a slice, `Vec` or array of `Vec`s or slices), even for one
+/// rank.
+#[derive(Debug, Clone, Copy)]
+pub struct EveryRank;
+
+impl CallShape for OneRank {}
+impl CallShape for EveryRank {}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::OneRank {}
+    impl Sealed for super::EveryRank {}
+}
+
+/// The communicator (see [the module doc](self)): `Communicator` (a handle
+/// of one rank) or `Communicator<EveryRank>` (every rank from one caller).
+pub struct Communicator<S: CallShape = OneRank> {
     inner: Inner,
+    shape: std::marker::PhantomData<fn() -> S>,
     /// Why every later call is refused: an earlier call's error was fatal
     /// ([`Error::is_fatal`]), in every mode alike.
     broken: Option<String>,
@@ -156,7 +198,7 @@ pub struct Communicator {
     kind: crate::backend::BackendKind,
 }
 
-impl std::fmt::Debug for Communicator {
+impl<S: CallShape> std::fmt::Debug for Communicator<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
@@ -169,15 +211,9 @@ impl std::fmt::Debug for Communicator {
     }
 }
 
-impl Communicator {
-    /// A communicator of `cfg`: every rank in this process, called from one
-    /// caller with one buffer per rank ([`EngineConfig::cpu`],
-    /// [`EngineConfig::cuda`]); or, when `cfg` names a job
-    /// ([`EngineConfig::job`], [`EngineConfig::job_from_env`]), this
-    /// process's rank of it.
-    pub fn new(cfg: EngineConfig) -> Result<Communicator> {
-        let check = cfg.check_calls;
-        let engine = Engine::<u8>::new(cfg)?;
+impl<S: CallShape> Communicator<S> {
+    /// The communicator of `engine` (one rank of a job, or every rank).
+    fn of_engine(engine: Engine<u8>, check: bool) -> Communicator<S> {
         let ranks = engine.ranks();
         let local = engine.core().local_ranks();
         let abort = engine.abort_handle();
@@ -190,45 +226,40 @@ impl Communicator {
             },
             None => Inner::AllRanks(Slot::new(engine)),
         };
-        Ok(Communicator {
+        Communicator {
             inner,
+            shape: std::marker::PhantomData,
             broken: None,
             ranks,
             local,
             abort,
             describe,
             kind,
-        })
+        }
+    }
+}
+
+impl Communicator<EveryRank> {
+    /// A communicator of every rank of `cfg`, all in this process, called
+    /// from one caller with one buffer per rank ([`EngineConfig::cpu`],
+    /// [`EngineConfig::cuda`]). A job's rank is [`Communicator::join`].
+    pub fn new(cfg: EngineConfig) -> Result<Communicator<EveryRank>> {
+        if cfg.process.is_some() {
+            return Err(Error::BadArgument(
+                "this configuration names a job, whose process runs one rank: join it with Communicator::join(cfg) (or Communicator::from_env(backend)), whose calls take that rank's buffer".into(),
+            ));
+        }
+        let check = cfg.check_calls;
+        Ok(Communicator::of_engine(Engine::<u8>::new(cfg)?, check))
     }
 
-    /// One handle per rank of `cfg` (all in this process), to move to the
-    /// ranks' threads: each calls with its own rank's buffers, and a call
-    /// runs when every rank made it.
-    pub fn per_rank(cfg: EngineConfig) -> Result<Vec<Communicator>> {
-        Communicator::new(cfg)?.into_ranks()
-    }
-
-    /// This process's rank of the job it was started in (`ringreduce
-    /// launch`, `mpirun`, PMI), on `backend`; the rank count is the job's.
-    /// For other settings (timeout, devices, ...):
-    /// `Communicator::new(EngineConfig::job_from_env(backend)?)` with them
-    /// set.
-    pub fn from_env(backend: BackendChoice) -> Result<Communicator> {
-        Communicator::new(EngineConfig::job_from_env(backend)?)
-    }
-
-    /// Split a communicator of every rank into one handle per rank
-    /// ([`Communicator::per_rank`]). Only a communicator of every rank
-    /// splits.
+    /// Split into one handle per rank ([`Communicator::per_rank`]), to move
+    /// to the ranks' threads.
     pub fn into_ranks(self) -> Result<Vec<Communicator>> {
         let Inner::AllRanks(mut slot) = self.inner else {
-            return Err(Error::BadArgument(format!(
-                "only a communicator of every rank splits into per-rank handles (this one is {:?})",
-                match self.inner {
-                    Inner::PerRank(_) => Mode::PerRank,
-                    _ => Mode::Process,
-                }
-            )));
+            return Err(Error::internal(
+                "a communicator of every rank runs no job and no per-rank rendezvous",
+            ));
         };
         let engine = slot.take()?;
         let (ranks, abort, describe, kind) = (self.ranks, self.abort, self.describe, self.kind);
@@ -236,6 +267,7 @@ impl Communicator {
             .into_iter()
             .map(|h| Communicator {
                 broken: None,
+                shape: std::marker::PhantomData,
                 local: h.rank()..h.rank() + 1,
                 inner: Inner::PerRank(h),
                 ranks,
@@ -245,7 +277,45 @@ impl Communicator {
             })
             .collect())
     }
+}
 
+impl Communicator<OneRank> {
+    /// One handle per rank of `cfg` (all in this process), to move to the
+    /// ranks' threads: each calls with its own rank's buffer, and a call
+    /// runs when every rank made it.
+    pub fn per_rank(cfg: EngineConfig) -> Result<Vec<Communicator>> {
+        Communicator::new(cfg)?.into_ranks()
+    }
+
+    /// This process's rank of the job `cfg` names ([`EngineConfig::job`],
+    /// [`EngineConfig::job_from_env`]): it joins the job (every rank must)
+    /// and each call takes this rank's buffer.
+    pub fn join(cfg: EngineConfig) -> Result<Communicator> {
+        if cfg.process.is_none() {
+            return Err(Error::BadArgument(
+                "this configuration names no job: every rank runs in this process, so use Communicator::new(cfg) (one buffer per rank per call) or Communicator::per_rank(cfg) (one handle per rank thread)".into(),
+            ));
+        }
+        let check = cfg.check_calls;
+        Ok(Communicator::of_engine(Engine::<u8>::new(cfg)?, check))
+    }
+
+    /// This process's rank of the job it was started in (`ringreduce
+    /// launch`, `mpirun`, PMI), on `backend`; the rank count is the job's.
+    /// For other settings (timeout, devices, ...):
+    /// `Communicator::join(EngineConfig::job_from_env(backend)?)` with them
+    /// set.
+    pub fn from_env(backend: BackendChoice) -> Result<Communicator> {
+        Communicator::join(EngineConfig::job_from_env(backend)?)
+    }
+
+    /// This handle's rank.
+    pub fn rank(&self) -> usize {
+        self.local.start
+    }
+}
+
+impl<S: CallShape> Communicator<S> {
     /// How this communicator runs its ranks.
     pub fn mode(&self) -> Mode {
         match self.inner {
@@ -264,12 +334,6 @@ impl Communicator {
     /// order: every rank ([`Mode::AllRanks`]) or one.
     pub fn local_ranks(&self) -> std::ops::Range<usize> {
         self.local.clone()
-    }
-
-    /// This handle's rank (of a communicator of every rank: 0, the first of
-    /// [`Communicator::local_ranks`]).
-    pub fn rank(&self) -> usize {
-        self.local.start
     }
 
     /// The backend, in words.
@@ -388,8 +452,8 @@ impl Communicator {
     /// `send`; the sends are untouched.
     pub fn all_reduce<T: Element>(
         &mut self,
-        send: &(impl SendBufs<T> + ?Sized),
-        recv: &mut (impl RecvBufs<T> + ?Sized),
+        send: &(impl SendBufs<S, T> + ?Sized),
+        recv: &mut (impl RecvBufs<S, T> + ?Sized),
         op: ReduceOp,
     ) -> Result<CallInfo> {
         let c = HostCall::new(Collective::AllReduce, false, op);
@@ -399,7 +463,7 @@ impl Communicator {
     /// All-reduce in place: every buffer becomes the reduction.
     pub fn all_reduce_in_place<T: Element>(
         &mut self,
-        bufs: &mut (impl RecvBufs<T> + ?Sized),
+        bufs: &mut (impl RecvBufs<S, T> + ?Sized),
         op: ReduceOp,
     ) -> Result<CallInfo> {
         let c = HostCall::new(Collective::AllReduce, true, op);
@@ -410,8 +474,8 @@ impl Communicator {
     /// `recv` (c elements) becomes chunk r of the reduction.
     pub fn reduce_scatter<T: Element>(
         &mut self,
-        send: &(impl SendBufs<T> + ?Sized),
-        recv: &mut (impl RecvBufs<T> + ?Sized),
+        send: &(impl SendBufs<S, T> + ?Sized),
+        recv: &mut (impl RecvBufs<S, T> + ?Sized),
         op: ReduceOp,
     ) -> Result<CallInfo> {
         let c = HostCall::new(Collective::ReduceScatter, false, op);
@@ -423,7 +487,7 @@ impl Communicator {
     /// reduction (the rest of the buffer may hold partial results).
     pub fn reduce_scatter_in_place<T: Element>(
         &mut self,
-        bufs: &mut (impl RecvBufs<T> + ?Sized),
+        bufs: &mut (impl RecvBufs<S, T> + ?Sized),
         op: ReduceOp,
     ) -> Result<CallInfo> {
         let c = HostCall::new(Collective::ReduceScatter, true, op);
@@ -434,8 +498,8 @@ impl Communicator {
     /// concatenation of every rank's `send` (c elements).
     pub fn all_gather<T: Element>(
         &mut self,
-        send: &(impl SendBufs<T> + ?Sized),
-        recv: &mut (impl RecvBufs<T> + ?Sized),
+        send: &(impl SendBufs<S, T> + ?Sized),
+        recv: &mut (impl RecvBufs<S, T> + ?Sized),
     ) -> Result<CallInfo> {
         let c = HostCall::new(Collective::AllGather, false, ReduceOp::Sum);
         self.host(c, send.bufs(), recv.bufs_mut())
@@ -445,19 +509,19 @@ impl Communicator {
     /// is its input; every buffer becomes the concatenation.
     pub fn all_gather_in_place<T: Element>(
         &mut self,
-        bufs: &mut (impl RecvBufs<T> + ?Sized),
+        bufs: &mut (impl RecvBufs<S, T> + ?Sized),
     ) -> Result<CallInfo> {
         let c = HostCall::new(Collective::AllGather, true, ReduceOp::Sum);
         self.host(c, Vec::new(), bufs.bufs_mut())
     }
 
-    /// Broadcast: every `recv` becomes rank `root`'s `send`. Every rank
-    /// passes a `send` of the same length as its `recv`; only the root's is
-    /// read.
+    /// Broadcast: every `recv` becomes rank `root`'s `send`. Only the
+    /// root's `send` is read (as long as `recv`); another rank's may be
+    /// empty.
     pub fn broadcast<T: Element>(
         &mut self,
-        send: &(impl SendBufs<T> + ?Sized),
-        recv: &mut (impl RecvBufs<T> + ?Sized),
+        send: &(impl SendBufs<S, T> + ?Sized),
+        recv: &mut (impl RecvBufs<S, T> + ?Sized),
         root: usize,
     ) -> Result<CallInfo> {
         let c = HostCall::new(Collective::Broadcast { root }, false, ReduceOp::Sum);
@@ -467,7 +531,7 @@ impl Communicator {
     /// Broadcast in place: every buffer becomes rank `root`'s.
     pub fn broadcast_in_place<T: Element>(
         &mut self,
-        bufs: &mut (impl RecvBufs<T> + ?Sized),
+        bufs: &mut (impl RecvBufs<S, T> + ?Sized),
         root: usize,
     ) -> Result<CallInfo> {
         let c = HostCall::new(Collective::Broadcast { root }, true, ReduceOp::Sum);
@@ -544,7 +608,7 @@ impl Communicator {
     pub fn write_buffer<T: Element>(
         &mut self,
         b: &DeviceBuffers<T>,
-        data: &(impl SendBufs<T> + ?Sized),
+        data: &(impl SendBufs<S, T> + ?Sized),
     ) -> Result<()> {
         self.checked(|me| {
             let data = data.bufs();
@@ -564,7 +628,7 @@ impl Communicator {
     pub fn read_buffer<T: Element>(
         &mut self,
         b: &DeviceBuffers<T>,
-        out: &mut (impl RecvBufs<T> + ?Sized),
+        out: &mut (impl RecvBufs<S, T> + ?Sized),
     ) -> Result<()> {
         self.checked(|me| {
             let mut out = out.bufs_mut();

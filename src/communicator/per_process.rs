@@ -37,10 +37,6 @@ impl Agreement {
         self.job.rank()
     }
 
-    pub(crate) fn job(&self) -> &Arc<Job> {
-        &self.job
-    }
-
     /// Before a call's data moves: every rank's call number, descriptor
     /// and own verdict, all-gathered (unless the check is off: then this
     /// rank's own verdict alone). The same outcome on every rank: ranks at

@@ -5,7 +5,7 @@
 use super::{Communicator, Inner, Slot};
 use crate::error::{Error, Result};
 
-impl Communicator {
+impl<S: super::CallShape> Communicator<S> {
     /// The engine underneath, for the study views (every rank from one
     /// caller, or this process's rank); per-rank handles refuse with the
     /// reason.

@@ -27,7 +27,7 @@ mod typed;
 
 pub use crate::pool::threads_left_stuck;
 pub use ordered::OrderedCall;
-pub use typed::{CallInfo, DeviceBuffers, Engine};
+pub use typed::{CallInfo, CallPath, DeviceBuffers, Engine};
 
 use crate::algo::{AlgoChoice, Algorithm, Path};
 use crate::backend::cpu::CpuBackend;
@@ -59,7 +59,20 @@ pub const GRAPH_CALLS: usize = 2;
 /// ([`Core::take_timed_calls`]); older ones are dropped in halves.
 pub const MAX_TIMED_PLANS: usize = 1 << 16;
 
-/// How to build an engine.
+/// How to build a communicator: start from [`EngineConfig::cpu`],
+/// [`EngineConfig::cuda`], [`EngineConfig::new`] or [`EngineConfig::job`],
+/// then set what differs from the defaults, with the fields or the
+/// builder methods:
+///
+/// ```
+/// use ringreduce::{EngineConfig, Communicator};
+/// use std::time::Duration;
+/// let cfg = EngineConfig::cpu(4)
+///     .timeout(Duration::from_secs(5))
+///     .algo("ring".parse().map_err(ringreduce::Error::BadArgument)?);
+/// let comm = Communicator::new(cfg)?;
+/// # Ok::<(), ringreduce::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     pub ranks: usize,
@@ -139,6 +152,31 @@ impl EngineConfig {
     /// `ranks` ranks on the CUDA backend.
     pub fn cuda(ranks: usize) -> Self {
         Self::new(ranks, BackendChoice::Cuda)
+    }
+
+    /// The same, with every call that names no algorithm taking `algo`.
+    pub fn algo(mut self, algo: AlgoChoice) -> Self {
+        self.algo = algo;
+        self
+    }
+
+    /// The same, on the GPUs `devices` (ranks map onto them in blocks).
+    pub fn devices(mut self, devices: Vec<usize>) -> Self {
+        self.devices = Some(devices);
+        self
+    }
+
+    /// The same, with every wait bounded by `timeout`.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The same, with the ranks' calls of a job compared before data moves
+    /// or not ([`EngineConfig::check_calls`]).
+    pub fn check_calls(mut self, check: bool) -> Self {
+        self.check_calls = check;
+        self
     }
 
     /// The same, with `faults` injected into its calls (for tests of the

@@ -5,8 +5,7 @@
 //! error.
 //!
 //! This module is the rendezvous underneath
-//! [`Communicator::per_rank`](crate::Communicator::per_rank) (the API);
-//! [`RankComm`] is its old typed handle, kept for migration.
+//! [`Communicator::per_rank`](crate::Communicator::per_rank) (the API).
 //!
 //! ```
 //! use ringreduce::{Communicator, EngineConfig, ReduceOp};
@@ -23,10 +22,8 @@
 //! ```
 
 use super::typed::Engine;
-use crate::communicator::{self, HostCall, Slot};
-use crate::element::{Element, ReduceOp};
+use crate::communicator::Slot;
 use crate::error::{Error, Result, WaitKind};
-use crate::plan::Collective;
 use crate::sync::AbortHandle;
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -323,13 +320,6 @@ impl RankHandle {
 
     pub(crate) fn ranks(&self) -> usize {
         self.shared.ranks
-    }
-
-    /// The engine's abort handle: aborting it ends every rank's wait (the
-    /// rendezvous of a call, and the call itself) with [`Error::Aborted`];
-    /// later calls fail with [`Error::Poisoned`].
-    pub(crate) fn abort_handle(&self) -> AbortHandle {
-        self.shared.abort.clone()
     }
 
     /// Run `f` on the engine alone (a rank-local step: writing or reading
@@ -663,86 +653,6 @@ impl Drop for RankHandle {
             );
         }
         sh.cv.notify_all();
-    }
-}
-
-/// One rank's typed handle of the per-rank style, from before
-/// [`Communicator`](crate::Communicator): the same rendezvous, fixed to
-/// one element type, four collectives.
-///
-/// Migration: `Engine::<T>::new(cfg)?.into_ranks()` is
-/// [`Communicator::per_rank(cfg)`](crate::Communicator::per_rank); the
-/// calls are the same, generic in the element type, plus the in-place
-/// forms, broadcast, barrier and device buffers.
-#[deprecated(
-    since = "0.1.0",
-    note = "use ringreduce::Communicator::per_rank(cfg) (issue 32 item 8; README, 'Migrating')"
-)]
-pub struct RankComm<T: Element> {
-    h: RankHandle,
-    _t: std::marker::PhantomData<fn() -> T>,
-}
-
-impl<T: Element> Engine<T> {
-    /// One handle per rank, sharing this engine.
-    #[deprecated(
-        since = "0.1.0",
-        note = "use ringreduce::Communicator::per_rank(cfg) (issue 32 item 8; README, 'Migrating')"
-    )]
-    #[allow(deprecated)]
-    pub fn into_ranks(self) -> Vec<RankComm<T>> {
-        handles(self.retype())
-            .into_iter()
-            .map(|h| RankComm {
-                h,
-                _t: std::marker::PhantomData,
-            })
-            .collect()
-    }
-}
-
-#[allow(deprecated)]
-impl<T: Element> RankComm<T> {
-    pub fn rank(&self) -> usize {
-        self.h.rank()
-    }
-
-    pub fn ranks(&self) -> usize {
-        self.h.ranks()
-    }
-
-    /// The engine's abort handle (see [`crate::Communicator::abort_handle`]).
-    pub fn abort_handle(&self) -> AbortHandle {
-        self.h.abort_handle()
-    }
-
-    /// All-reduce of this rank's `send` into its `recv`.
-    pub fn all_reduce(&self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<super::CallInfo> {
-        let c = HostCall::new(Collective::AllReduce, false, op);
-        communicator::rank_host(&self.h, c, send, recv)
-    }
-
-    /// All-reduce in place.
-    pub fn all_reduce_in_place(&self, buf: &mut [T], op: ReduceOp) -> Result<super::CallInfo> {
-        let c = HostCall::new(Collective::AllReduce, true, op);
-        communicator::rank_host(&self.h, c, &[], buf)
-    }
-
-    /// Reduce-scatter: `send` holds `ranks * c` elements, `recv` c.
-    pub fn reduce_scatter(
-        &self,
-        send: &[T],
-        recv: &mut [T],
-        op: ReduceOp,
-    ) -> Result<super::CallInfo> {
-        let c = HostCall::new(Collective::ReduceScatter, false, op);
-        communicator::rank_host(&self.h, c, send, recv)
-    }
-
-    /// All-gather: `send` holds c elements, `recv` `ranks * c`.
-    pub fn all_gather(&self, send: &[T], recv: &mut [T]) -> Result<super::CallInfo> {
-        let c = HostCall::new(Collective::AllGather, false, ReduceOp::Sum);
-        communicator::rank_host(&self.h, c, send, recv)
     }
 }
 

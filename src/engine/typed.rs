@@ -18,11 +18,61 @@ use std::sync::Arc;
 mod device;
 pub use device::DeviceBuffers;
 
+/// The path a call ran: a fixed algorithm (`auto` resolved), or a
+/// barrier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallPath(String);
+
+impl CallPath {
+    pub(crate) fn barrier() -> CallPath {
+        CallPath("barrier".into())
+    }
+
+    /// Its name, as `--algo` and `RINGREDUCE_ALGO` take it (`ring:pipe2`,
+    /// `oneshot:fused`, ...), or `barrier`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether the call was a barrier (no algorithm ran).
+    pub fn is_barrier(&self) -> bool {
+        self.0 == "barrier"
+    }
+
+    /// The algorithm that ran, to run later calls on it
+    /// ([`EngineConfig::algo`](crate::EngineConfig::algo)); `None` for a
+    /// barrier.
+    pub fn algorithm(&self) -> Option<crate::AlgoChoice> {
+        if self.is_barrier() {
+            return None;
+        }
+        self.0.parse().ok()
+    }
+}
+
+impl std::fmt::Display for CallPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for CallPath {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for CallPath {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
 /// What one collective did.
 #[derive(Debug, Clone)]
 pub struct CallInfo {
     /// The path that ran, e.g. `ring:pipe2`.
-    pub path: String,
+    pub path: CallPath,
     /// Bytes each rank sent to and received from other ranks.
     pub traffic: Vec<Traffic>,
 }
@@ -30,7 +80,7 @@ pub struct CallInfo {
 impl CallInfo {
     pub(super) fn of(plan: &Plan) -> CallInfo {
         CallInfo {
-            path: plan.name.clone(),
+            path: CallPath(plan.name.clone()),
             traffic: plan.traffic(),
         }
     }
@@ -164,7 +214,14 @@ impl<T: Element> Engine<T> {
         in_place: bool,
     ) -> Result<Shape> {
         let shape = self.shape_of(collective, inputs, in_place)?;
-        self.reserve_for(&shape)?;
+        self.load_shaped(&shape, inputs)?;
+        Ok(shape)
+    }
+
+    /// Write the local ranks' `inputs` for a call of `shape` (an empty
+    /// input writes nothing: a broadcast's non-root ranks).
+    fn load_shaped(&mut self, shape: &Shape, inputs: &[impl AsRef<[T]>]) -> Result<()> {
+        self.reserve_for(shape)?;
         let size = T::DTYPE.size();
         let local = self.core.local_ranks();
         for (r, data) in inputs.iter().enumerate().filter(|(r, _)| local.contains(r)) {
@@ -173,7 +230,7 @@ impl<T: Element> Engine<T> {
             self.core
                 .write(r, id, input.range.start * size, as_bytes(data.as_ref()))?;
         }
-        Ok(shape)
+        Ok(())
     }
 
     /// The shape of a call on `inputs` (one per rank, of equal lengths; a
@@ -341,7 +398,20 @@ impl<T: Element> Engine<T> {
         collective: Collective,
         inputs: &[&[T]],
         in_place: bool,
+        count: Option<usize>,
     ) -> Result<Shape> {
+        if let Some(count) = count {
+            let shape = self.shape(collective, count, in_place);
+            let local = self.core.local_ranks();
+            let all: Vec<&[T]> = (0..self.ranks())
+                .map(|r| match r.checked_sub(local.start) {
+                    Some(i) if i < inputs.len() => inputs[i],
+                    _ => &[],
+                })
+                .collect();
+            self.load_shaped(&shape, &all)?;
+            return Ok(shape);
+        }
         let local = self.core.local_ranks();
         if local.len() == self.ranks() {
             return self.load(collective, inputs, in_place);
@@ -362,6 +432,9 @@ impl<T: Element> Engine<T> {
     /// out. Otherwise `inputs` are loaded into the engine's buffers and
     /// each local rank's output is copied straight into `outputs`, with no
     /// intermediate vector (issue 32 item 11).
+    ///
+    /// `count`: the call's count when the inputs do not all have its length
+    /// (a broadcast's non-root ranks may pass empty inputs, never read).
     fn host_call(
         &mut self,
         collective: Collective,
@@ -369,10 +442,14 @@ impl<T: Element> Engine<T> {
         in_place: bool,
         op: ReduceOp,
         outputs: &mut [&mut [T]],
+        count: Option<usize>,
     ) -> Result<(Shape, CallInfo)> {
         self.check_buffers(inputs.len())?;
         if !in_place && outputs.len() == self.ranks() {
-            let shape = self.shape_of(collective, inputs, false)?;
+            let shape = match count {
+                Some(c) => self.shape(collective, c, false),
+                None => self.shape_of(collective, inputs, false)?,
+            };
             let ins: Vec<&[u8]> = inputs.iter().map(|s| as_bytes(s)).collect();
             let mut outs: Vec<&mut [u8]> = outputs.iter_mut().map(|d| as_bytes_mut(d)).collect();
             let lent = self
@@ -382,7 +459,7 @@ impl<T: Element> Engine<T> {
                 return Ok((shape, CallInfo::of(&plan)));
             }
         }
-        let shape = self.load_local(collective, inputs, in_place)?;
+        let shape = self.load_local(collective, inputs, in_place, count)?;
         let info = self.run(None, &shape, op)?;
         self.read_output_into(&shape, outputs)?;
         Ok((shape, info))
@@ -442,7 +519,7 @@ impl<T: Element> Engine<T> {
         self.check_out(&lens, count)?;
         let ins: Vec<&[T]> = send.iter().map(AsRef::as_ref).collect();
         let mut outs: Vec<&mut [T]> = recv.iter_mut().map(AsMut::as_mut).collect();
-        let (_, info) = self.host_call(Collective::AllReduce, &ins, false, op, &mut outs)?;
+        let (_, info) = self.host_call(Collective::AllReduce, &ins, false, op, &mut outs, None)?;
         Ok(info)
     }
 
@@ -510,7 +587,7 @@ impl<T: Element> Engine<T> {
                 }
                 _ => all.iter().map(|b| &**b).collect(),
             };
-            self.load_local(collective, &inputs, true)?
+            self.load_local(collective, &inputs, true, None)?
         };
         let info = self.run(None, &shape, op)?;
         // Each rank's output over its buffer: a reduce-scatter's at its
@@ -544,7 +621,8 @@ impl<T: Element> Engine<T> {
         self.check_out(&lens, total / n.max(1))?;
         let ins: Vec<&[T]> = send.iter().map(AsRef::as_ref).collect();
         let mut outs: Vec<&mut [T]> = recv.iter_mut().map(AsMut::as_mut).collect();
-        let (_, info) = self.host_call(Collective::ReduceScatter, &ins, false, op, &mut outs)?;
+        let (_, info) =
+            self.host_call(Collective::ReduceScatter, &ins, false, op, &mut outs, None)?;
         Ok(info)
     }
 
@@ -571,8 +649,14 @@ impl<T: Element> Engine<T> {
         self.check_out(&lens, c * n)?;
         let ins: Vec<&[T]> = send.iter().map(AsRef::as_ref).collect();
         let mut outs: Vec<&mut [T]> = recv.iter_mut().map(AsMut::as_mut).collect();
-        let (_, info) =
-            self.host_call(Collective::AllGather, &ins, false, ReduceOp::Sum, &mut outs)?;
+        let (_, info) = self.host_call(
+            Collective::AllGather,
+            &ins,
+            false,
+            ReduceOp::Sum,
+            &mut outs,
+            None,
+        )?;
         Ok(info)
     }
 
@@ -591,9 +675,28 @@ impl<T: Element> Engine<T> {
         root: usize,
     ) -> Result<CallInfo> {
         self.core.check_rank(root)?;
-        let count = send.first().map_or(0, |s| s.as_ref().len());
         let lens: Vec<usize> = recv.iter_mut().map(|r| r.as_mut().len()).collect();
+        let count = lens.first().copied().unwrap_or(0);
         self.check_out(&lens, count)?;
+        self.check_buffers(send.len())?;
+        // Only the root's input is read: every other rank's may be empty
+        // (or of the call's length).
+        let base = self.core.local_ranks().start;
+        for (i, s) in send.iter().enumerate() {
+            let found = s.as_ref().len();
+            if found != count && (base + i == root || found != 0) {
+                return Err(Error::BufferSize {
+                    rank: base + i,
+                    what: if base + i == root {
+                        "the root's input"
+                    } else {
+                        "input (empty, or as long as the output: only the root's is read)"
+                    },
+                    expected: count,
+                    found,
+                });
+            }
+        }
         let ins: Vec<&[T]> = send.iter().map(AsRef::as_ref).collect();
         let mut outs: Vec<&mut [T]> = recv.iter_mut().map(AsMut::as_mut).collect();
         let (_, info) = self.host_call(
@@ -602,6 +705,7 @@ impl<T: Element> Engine<T> {
             false,
             ReduceOp::Sum,
             &mut outs,
+            Some(count),
         )?;
         Ok(info)
     }

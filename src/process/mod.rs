@@ -29,9 +29,8 @@
 //!
 //! The library's entry point is [`Communicator`](crate::Communicator)
 //! ([`Communicator::from_env`](crate::Communicator::from_env) in a rank
-//! process); [`Comm<T>`] is its deprecated per-process predecessor.
+//! process).
 
-mod comm;
 pub(crate) mod control;
 pub mod launch;
 pub(crate) mod reads;
@@ -39,8 +38,6 @@ pub mod rendezvous;
 mod spec;
 pub(crate) mod store;
 
-#[allow(deprecated)]
-pub use comm::Comm;
 pub(crate) use control::Control;
 pub use rendezvous::{KeyValue, LocalKeyValue, SharedKeyValue};
 pub use spec::{JobSpec, Origin};

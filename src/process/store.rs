@@ -442,11 +442,23 @@ impl Store {
             rank: Some(rank),
             timeout,
         };
-        if let Some(why) = me.aborted() {
-            return Err(Error::Worker {
-                rank,
-                message: format!("the run was aborted before this rank joined: {why}"),
-            });
+        match me.abort_record() {
+            // The launcher gave the run up because a rank ended badly: name
+            // it, as every rank that joined does.
+            Some((Some(q), why)) => {
+                return Err(Error::peer_failed(
+                    q,
+                    &why,
+                    format!("before rank {rank} joined the job"),
+                ))
+            }
+            Some((None, why)) => {
+                return Err(Error::Worker {
+                    rank,
+                    message: format!("the run was aborted before this rank joined: {why}"),
+                })
+            }
+            None => {}
         }
         let name = format!("rank-{rank}");
         publish(dir, &name, ProcId::me().encode().as_bytes(), true).map_err(|e| {
@@ -537,11 +549,6 @@ impl Store {
         fs::read_to_string(self.dir.join(format!("rank-{r}")))
             .ok()
             .and_then(|t| ProcId::parse(&t))
-    }
-
-    /// Why the run was aborted, if it was.
-    pub fn aborted(&self) -> Option<String> {
-        self.abort_record().map(|(_, why)| why)
     }
 
     /// Why the run was given up, and the rank whose end made the launcher

@@ -24,7 +24,7 @@ const JOBS: usize = 3;
 fn rank(check: bool, count: usize) -> Result<(), ringreduce::Error> {
     let mut cfg = EngineConfig::job_from_env(BackendChoice::Cpu)?;
     cfg.check_calls = check;
-    let mut comm = Communicator::new(cfg)?;
+    let mut comm = Communicator::join(cfg)?;
     let send = vec![1.0f32; count];
     let mut recv = vec![0.0f32; count];
     for _ in 0..CALLS / 4 {

@@ -2,11 +2,10 @@
 //! op, collective, path, size, rank count and place; the host-slice, device
 //! buffer and per-rank APIs; engine reuse and back-to-back launches.
 
-use crate::common::{algo, checked, engine, engine_with, pass, rank_counts, verify_outputs, Ctx};
+use crate::common::{algo, checked, engine, pass, rank_counts, verify_outputs, Ctx};
 use crate::ensure;
 use crate::harness::{Harness, TestResult};
 use ringreduce::element::DataType;
-use ringreduce::fault::FaultPlan;
 use ringreduce::verify::{self, Inputs};
 use ringreduce::{AlgoChoice, BackendChoice, Collective, Element, Engine, Error, ReduceOp};
 use std::time::{Duration, Instant};
@@ -265,16 +264,13 @@ fn missing_ranks(msg: &str) -> Option<Vec<usize>> {
 }
 
 /// Per-rank calls on `ranks[..callers]` only; every caller's outcome.
-/// (Through the old per-rank handle, kept as a thin wrapper of
-/// `Communicator::per_rank`: these tests also check that it still works.)
-#[allow(deprecated)]
 fn call_without_the_rest(
-    ranks: &[ringreduce::engine::ranks::RankComm<i32>],
+    ranks: &mut [ringreduce::Communicator],
     callers: usize,
 ) -> Vec<Result<ringreduce::CallInfo, Error>> {
     std::thread::scope(|s| {
         let t: Vec<_> = ranks[..callers]
-            .iter()
+            .iter_mut()
             .map(|h| {
                 s.spawn(move || {
                     let mut o = vec![0; 4];
@@ -739,7 +735,7 @@ pub fn register(h: &mut Harness) {
             let info = e.all_reduce(&send, &mut recv, op).ctx("all_reduce")?;
             ensure!(recv.iter().all(|v| *v == want), "all_reduce (Vec) wrong");
             ensure!(
-                !info.path.is_empty() && info.traffic.len() == n,
+                !info.path.as_str().is_empty() && info.traffic.len() == n,
                 "call info: {info:?}"
             );
             ensure!(
@@ -939,7 +935,7 @@ pub fn register(h: &mut Harness) {
             let info = e
                 .all_reduce_device(&send, &recv, c, op)
                 .ctx("all_reduce_device")?;
-            ensure!(!info.path.is_empty(), "no path in {info:?}");
+            ensure!(!info.path.as_str().is_empty(), "no path in {info:?}");
             let outs: Vec<Vec<f32>> = (0..n)
                 .map(|r| e.read_buffer(&recv, r))
                 .collect::<Result<_, _>>()
@@ -1101,31 +1097,31 @@ pub fn register(h: &mut Harness) {
         h,
         "backends::per_rank_call_style",
         1,
-        // The old per-rank handle (`Engine::into_ranks`), a deprecated
-        // thin wrapper of `Communicator::per_rank` now: it must keep
-        // working (tests/integration/comm.rs tests the communicator).
+        // One handle per rank thread (tests/integration/comm.rs tests the
+        // communicator in every mode).
         |b: BackendChoice| -> TestResult {
             let n = match b {
                 BackendChoice::Cuda => rank_counts(b)[0].max(2),
                 _ => 3,
             };
             let timeout = Duration::from_secs(1);
-            let e = engine_with::<i32>(b, n, timeout, FaultPlan::none())?;
-            #[allow(deprecated)]
-            let ranks = e.into_ranks();
+            let mut ranks = ringreduce::Communicator::per_rank(
+                ringreduce::EngineConfig::new(n, b).timeout(timeout),
+            )
+            .ctx("per-rank handles")?;
             ensure!(
                 ranks.len() == n
                     && ranks
                         .iter()
                         .enumerate()
-                        .all(|(r, h)| h.rank() == r && h.ranks() == n),
+                        .all(|(r, h)| h.rank() == r && h.size() == n),
                 "handles"
             );
             let c = 37;
             // Every rank calls every collective from its own thread.
             let results: Vec<Result<(), String>> = std::thread::scope(|s| {
                 let t: Vec<_> = ranks
-                    .iter()
+                    .iter_mut()
                     .map(|h| {
                         s.spawn(move || -> Result<(), String> {
                             let r = h.rank() as i32;
@@ -1172,8 +1168,10 @@ pub fn register(h: &mut Harness) {
                 r?;
             }
             // A mismatched call (another op) errors on the callers.
-            let (h0, h1) = (&ranks[0], &ranks[1]);
+            let (first, rest) = ranks.split_at_mut(1);
+            let (h0, h1) = (&mut first[0], &mut rest[0]);
             let (r0, r1) = std::thread::scope(|s| {
+                let (h0, h1) = (&mut *h0, &mut *h1);
                 let a = s.spawn(move || {
                     let mut o = vec![0; 4];
                     h0.all_reduce(&[1; 4], &mut o, ReduceOp::Sum)
@@ -1200,6 +1198,7 @@ pub fn register(h: &mut Harness) {
             );
             // A mismatched length likewise.
             let (r0, r1) = std::thread::scope(|s| {
+                let (h0, h1) = (&mut *h0, &mut *h1);
                 let a = s.spawn(move || {
                     let mut o = vec![0; 4];
                     h0.all_reduce(&[1; 4], &mut o, ReduceOp::Sum)
@@ -1219,7 +1218,7 @@ pub fn register(h: &mut Harness) {
             // One rank never calls: the others time out naming it.
             let missing = n - 1;
             let t0 = Instant::now();
-            let errs = call_without_the_rest(&ranks, missing);
+            let errs = call_without_the_rest(&mut ranks, missing);
             let took = t0.elapsed();
             for (r, res) in errs.iter().enumerate() {
                 match res {
@@ -1248,7 +1247,7 @@ pub fn register(h: &mut Harness) {
             // rank can never be matched with another call's data).
             let ok: Vec<Result<Vec<i32>, Error>> = std::thread::scope(|s| {
                 let t: Vec<_> = ranks
-                    .iter()
+                    .iter_mut()
                     .map(|h| {
                         s.spawn(move || {
                             let mut o = vec![0; 4];
@@ -1282,10 +1281,11 @@ pub fn register(h: &mut Harness) {
             // the first as missing too ("ranks [0, 2]" or "ranks [1, 2]"),
             // although it did call. Fixed (issue 32, item 4).
             let n = 3;
-            let e = engine_with::<i32>(b, n, Duration::from_secs(1), FaultPlan::none())?;
-            #[allow(deprecated)]
-            let ranks = e.into_ranks();
-            for (r, res) in call_without_the_rest(&ranks, 2).iter().enumerate() {
+            let mut ranks = ringreduce::Communicator::per_rank(
+                ringreduce::EngineConfig::new(n, b).timeout(Duration::from_secs(1)),
+            )
+            .ctx("per-rank handles")?;
+            for (r, res) in call_without_the_rest(&mut ranks, 2).iter().enumerate() {
                 let err = match res {
                     Err(err @ Error::Timeout { .. }) => err.to_string(),
                     other => return Err(format!("rank {r}: expected a timeout, got {other:?}")),

@@ -146,13 +146,13 @@ fn engine_child(value: &str) -> Result<(), String> {
     let dir = std::env::temp_dir().join(format!("rr-env-comm-{}", std::process::id()));
     let spec = ringreduce::JobSpec::new(0, 1, &dir);
     let cfg = EngineConfig::job(spec, ringreduce::BackendChoice::Cpu);
-    match ringreduce::Communicator::new(cfg) {
+    match ringreduce::Communicator::join(cfg) {
         Err(e) if is_ours(&e) => {}
-        other => return Err(format!("Communicator::new: {:?}", other.err())),
+        other => return Err(format!("Communicator::join: {:?}", other.err())),
     }
     ensure!(
         !dir.exists(),
-        "Communicator::new made its store before it failed"
+        "Communicator::join made its store before it failed"
     );
     ensure!(
         EngineConfig::cpu(2).timeout == Duration::from_secs(60),

@@ -7,6 +7,7 @@
 //! do; the CPU backend only: CUDA IPC needs real processes), and in
 //! `tests/mp` with real processes.
 
+use crate::common::Shape;
 use crate::common::{pass, rank_counts, Ctx, TEST_TIMEOUT};
 use crate::ensure;
 use crate::harness::{Harness, TestResult};
@@ -46,7 +47,7 @@ fn job_of_threads<R: Send>(
                     let mut cfg = EngineConfig::job(JobSpec::new(r, n, &dir), BackendChoice::Cpu);
                     cfg.timeout = Duration::from_secs(20);
                     cfg.check_calls = check_calls;
-                    let c = Communicator::new(cfg).ctx(format!("rank {r} joins"))?;
+                    let c = Communicator::join(cfg).ctx(format!("rank {r} joins"))?;
                     body(r, c).map_err(|e| format!("rank {r}: {e}"))
                 })
             })
@@ -94,7 +95,7 @@ fn ranks_on(b: BackendChoice) -> usize {
 /// What a call must report: a path, and every rank's traffic.
 fn reported(what: &str, info: &CallInfo, n: usize) -> Result<(), String> {
     ensure!(
-        !info.path.is_empty() && info.traffic.len() == n,
+        !info.path.as_str().is_empty() && info.traffic.len() == n,
         "{what}: CallInfo {info:?} (expected a path and {n} ranks' traffic)"
     );
     Ok(())
@@ -104,7 +105,7 @@ fn reported(what: &str, info: &CallInfo, n: usize) -> Result<(), String> {
 /// every collective in and out of place, broadcast, barrier, device
 /// buffers, several element types on one communicator, every result
 /// checked exactly in the buffer of its own rank.
-fn exercise(c: &mut Communicator) -> Result<(), String> {
+fn exercise<S: Shape>(c: &mut Communicator<S>) -> Result<(), String> {
     let n = c.size();
     let local: Vec<usize> = c.local_ranks().collect();
     ensure!(
@@ -130,7 +131,11 @@ fn exercise(c: &mut Communicator) -> Result<(), String> {
     let send = per(&|r| (0..c5).map(|i| (r * 10 + i) as f64).collect());
     let mut recv = vec![vec![0.0f32; c5]; local.len()];
     let info = c
-        .all_reduce(&to::<f32>(&send), &mut recv, ReduceOp::Sum)
+        .all_reduce(
+            S::send(&to::<f32>(&send)),
+            S::recv(&mut recv),
+            ReduceOp::Sum,
+        )
         .ctx("all_reduce f32")?;
     reported("all_reduce", &info, n)?;
     let want = per(&|_| (0..c5).map(|i| 10.0 * sum_r + (n * i) as f64).collect());
@@ -138,7 +143,7 @@ fn exercise(c: &mut Communicator) -> Result<(), String> {
     // i64 all-reduce in place, max: the same communicator, another type.
     let mut buf = to::<i64>(&per(&|r| (0..c5).map(|i| (r * 100 + i) as f64).collect()));
     let info = c
-        .all_reduce_in_place(&mut buf, ReduceOp::Max)
+        .all_reduce_in_place(S::recv(&mut buf), ReduceOp::Max)
         .ctx("all_reduce_in_place i64")?;
     reported("all_reduce_in_place", &info, n)?;
     let want = per(&|_| (0..c5).map(|i| ((n - 1) * 100 + i) as f64).collect());
@@ -147,14 +152,14 @@ fn exercise(c: &mut Communicator) -> Result<(), String> {
     let send = to::<f64>(&per(&|r| (0..n * c5).map(|j| (r + j) as f64).collect()));
     let mut recv = vec![vec![0.0f64; c5]; local.len()];
     let info = c
-        .reduce_scatter(&send, &mut recv, ReduceOp::Sum)
+        .reduce_scatter(S::send(&send), S::recv(&mut recv), ReduceOp::Sum)
         .ctx("reduce_scatter f64")?;
     reported("reduce_scatter", &info, n)?;
     let want = per(&|r| (0..c5).map(|i| sum_r + (n * (r * c5 + i)) as f64).collect());
     ensure!(recv == want, "reduce_scatter f64: {recv:?}");
     // i32 reduce-scatter in place: slice r of rank r's buffer.
     let mut buf = to::<i32>(&per(&|r| (0..n * c5).map(|j| (r + j) as f64).collect()));
-    c.reduce_scatter_in_place(&mut buf, ReduceOp::Sum)
+    c.reduce_scatter_in_place(S::recv(&mut buf), ReduceOp::Sum)
         .ctx("reduce_scatter_in_place i32")?;
     for (i, &r) in local.iter().enumerate() {
         let got: Vec<f64> = buf[i][r * c5..(r + 1) * c5]
@@ -172,7 +177,9 @@ fn exercise(c: &mut Communicator) -> Result<(), String> {
     // u8 all-gather, out of place and in place.
     let send = to::<u8>(&per(&|r| (0..c5).map(|i| (r * c5 + i) as f64).collect()));
     let mut recv = vec![vec![0u8; n * c5]; local.len()];
-    let info = c.all_gather(&send, &mut recv).ctx("all_gather u8")?;
+    let info = c
+        .all_gather(S::send(&send), S::recv(&mut recv))
+        .ctx("all_gather u8")?;
     reported("all_gather", &info, n)?;
     let all: Vec<f64> = (0..n * c5).map(|j| j as f64).collect();
     ensure!(
@@ -184,7 +191,7 @@ fn exercise(c: &mut Communicator) -> Result<(), String> {
             .map(|j| if j / c5 == r { j as f64 } else { 999.0 })
             .collect()
     }));
-    c.all_gather_in_place(&mut buf)
+    c.all_gather_in_place(S::recv(&mut buf))
         .ctx("all_gather_in_place i64")?;
     ensure!(
         from(&buf) == vec![all; local.len()],
@@ -194,23 +201,25 @@ fn exercise(c: &mut Communicator) -> Result<(), String> {
     let root = n - 1;
     let send = to::<f32>(&per(&|r| (0..c5).map(|i| (r * 1000 + i) as f64).collect()));
     let mut recv = vec![vec![-1.0f32; c5]; local.len()];
-    let info = c.broadcast(&send, &mut recv, root).ctx("broadcast f32")?;
+    let info = c
+        .broadcast(S::send(&send), S::recv(&mut recv), root)
+        .ctx("broadcast f32")?;
     reported("broadcast", &info, n)?;
     ensure!(
-        info.path.starts_with("bcast"),
+        info.path.as_str().starts_with("bcast"),
         "broadcast ran {}",
         info.path
     );
     let want = per(&|_| (0..c5).map(|i| (root * 1000 + i) as f64).collect());
     ensure!(from(&recv) == want, "broadcast f32: {recv:?}");
     let mut buf = to::<u32>(&per(&|r| (0..c5).map(|i| (r * 7 + i) as f64).collect()));
-    c.broadcast_in_place(&mut buf, 0)
+    c.broadcast_in_place(S::recv(&mut buf), 0)
         .ctx("broadcast_in_place u32")?;
     let want = per(&|_| (0..c5).map(|i| i as f64).collect());
     ensure!(from(&buf) == want, "broadcast_in_place u32: {buf:?}");
     // bf16 (named at the crate root), exact small integers.
     let mut buf: Vec<Vec<bf16>> = to(&per(&|r| vec![(r + 1) as f64; 3]));
-    c.all_reduce_in_place(&mut buf, ReduceOp::Sum)
+    c.all_reduce_in_place(S::recv(&mut buf), ReduceOp::Sum)
         .ctx("all_reduce_in_place bf16")?;
     let want = per(&|_| vec![(n * (n + 1) / 2) as f64; 3]);
     ensure!(from(&buf) == want, "bf16: {buf:?}");
@@ -220,13 +229,13 @@ fn exercise(c: &mut Communicator) -> Result<(), String> {
     // Device buffers stay with the communicator between calls.
     let b = c.alloc::<i32>(6).ctx("alloc")?;
     let data = to::<i32>(&per(&|r| vec![(r + 1) as f64; 6]));
-    c.write_buffer(&b, &data).ctx("write_buffer")?;
+    c.write_buffer(&b, S::send(&data)).ctx("write_buffer")?;
     let info = c
         .all_reduce_device(&b, &b, 6, ReduceOp::Sum)
         .ctx("all_reduce_device")?;
     reported("all_reduce_device", &info, n)?;
     let mut out = vec![vec![0i32; 6]; local.len()];
-    c.read_buffer(&b, &mut out).ctx("read_buffer")?;
+    c.read_buffer(&b, S::recv(&mut out)).ctx("read_buffer")?;
     ensure!(
         from(&out) == per(&|_| vec![(n * (n + 1) / 2) as f64; 6]),
         "all_reduce_device: {out:?}"
@@ -417,40 +426,6 @@ fn process_mismatch() -> TestResult {
         );
         one_mismatch(what, &got)?;
     }
-    // The old per-process communicator (a thin wrapper now) agrees its
-    // calls the same way: the issue's case, rank 0 summing while rank 1
-    // takes the max.
-    let dir = store("old-comm");
-    let got: Vec<Result<Vec<f32>, Error>> = std::thread::scope(|s| {
-        let t: Vec<_> = (0..2)
-            .map(|r| {
-                let dir = dir.clone();
-                s.spawn(move || {
-                    let mut cfg = EngineConfig::cpu(2);
-                    cfg.timeout = Duration::from_secs(20);
-                    #[allow(deprecated)]
-                    let mut c = ringreduce::Comm::<f32>::new(r, 2, &dir, cfg)?;
-                    let mut out = vec![0.0f32; 4];
-                    let op = if r == 1 { ReduceOp::Max } else { ReduceOp::Sum };
-                    c.all_reduce(&[r as f32 + 1.0; 4], &mut out, op)
-                        .map(|_| out)
-                })
-            })
-            .collect();
-        t.into_iter()
-            .map(|t| {
-                t.join()
-                    .unwrap_or_else(|_| Err(Error::BadArgument("panic".into())))
-            })
-            .collect()
-    });
-    let _ = std::fs::remove_dir_all(&dir);
-    for (r, res) in got.iter().enumerate() {
-        ensure!(
-            matches!(res, Err(Error::Mismatch { rank: 1, .. })),
-            "LIBRARY BUG (issue 32 item 5): Comm, rank {r} summing against a max: {res:?}"
-        );
-    }
     // A rank's own bad argument: its own error for it, PeerArgument naming
     // it for the other, at once; then the ranks go on.
     let got = job_of_threads("own", 2, true, &|r, mut c| {
@@ -507,40 +482,6 @@ fn results_land_in_their_ranks_buffers() -> TestResult {
         Ok(())
     })?;
     ensure!(got.len() == 2, "ranks");
-    // The issue's exact case through the old name: a `Comm` retyped
-    // through its engine. Rank 1's result landed in bufs[0]
-    // ([[300, 300], [200, 200]]); now the call is refused.
-    let dir = store("old-retype");
-    let got: Vec<Result<Vec<Vec<i64>>, String>> = std::thread::scope(|s| {
-        let t: Vec<_> = (0..2)
-            .map(|r| {
-                let dir = dir.clone();
-                s.spawn(move || {
-                    let mut cfg = EngineConfig::cpu(2);
-                    cfg.timeout = Duration::from_secs(20);
-                    #[allow(deprecated)]
-                    let c = ringreduce::Comm::<f32>::new(r, 2, &dir, cfg).ctx("join")?;
-                    let mut e = c.into_engine().retype::<i64>();
-                    let mut bufs = vec![vec![100i64, 100], vec![200, 200]];
-                    match e.all_reduce_in_place(&mut bufs, ReduceOp::Sum) {
-                        Err(Error::BadArgument(m)) if m.contains("rank") => Ok(bufs),
-                        other => Err(format!("rank {r}: {other:?}, buffers {bufs:?}")),
-                    }
-                })
-            })
-            .collect();
-        t.into_iter()
-            .map(|t| t.join().unwrap_or_else(|_| Err("panic".into())))
-            .collect()
-    });
-    let _ = std::fs::remove_dir_all(&dir);
-    for (r, g) in got.into_iter().enumerate() {
-        let bufs = g.map_err(|e| format!("LIBRARY BUG (issue 32 item 6): {e}"))?;
-        ensure!(
-            bufs == [[100, 100], [200, 200]],
-            "rank {r}'s refused call changed the buffers: {bufs:?}"
-        );
-    }
     pass()
 }
 
@@ -560,29 +501,36 @@ fn constructors_say_what_they_take() -> TestResult {
     // A job's rank count is the job's.
     let cfg = EngineConfig::job(JobSpec::new(1, 4, store("spec")), BackendChoice::Cpu);
     ensure!(cfg.ranks == 4, "EngineConfig::job: {} ranks", cfg.ranks);
-    // A per-rank handle does not split again, nor give its shared engine
-    // away.
+    // A per-rank handle does not give its shared engine away (it cannot
+    // split again: `into_ranks` is a method of every rank's communicator
+    // only, and a list of buffers given to a handle of one rank does not
+    // compile, issue 41 item 8).
     let mut ranks = Communicator::per_rank(EngineConfig::cpu(2)).ctx("per_rank")?;
-    let last = ranks.pop().ok_or("no handles")?;
-    ensure!(
-        matches!(last.into_ranks(), Err(Error::BadArgument(_))),
-        "into_ranks of a per-rank handle"
-    );
     let first = ranks.pop().ok_or("no handles")?;
     ensure!(
         matches!(first.into_engine::<f32>(), Err(Error::BadArgument(_))),
         "into_engine of a per-rank handle"
     );
-    // A handle of one rank takes that rank's buffer alone.
-    let h = Communicator::per_rank(EngineConfig::cpu(1)).ctx("per_rank")?;
-    for mut c in h {
-        let mut two = vec![vec![0.0f32; 2]; 2];
-        let r = c.all_reduce_in_place(&mut two, ReduceOp::Sum);
-        ensure!(
-            matches!(r, Err(Error::BadArgument(_))),
-            "two buffers on a one-rank handle: {r:?}"
-        );
+    // Each constructor refuses the other's configuration, saying which
+    // one to call.
+    let job = EngineConfig::job(JobSpec::new(0, 2, store("ctor")), BackendChoice::Cpu);
+    match Communicator::new(job) {
+        Err(Error::BadArgument(m)) => ensure!(m.contains("Communicator::join"), "{m}"),
+        other => return Err(format!("Communicator::new of a job's rank: {other:?}")),
     }
+    match Communicator::join(EngineConfig::cpu(2)) {
+        Err(Error::BadArgument(m)) => ensure!(
+            m.contains("Communicator::new") && m.contains("Communicator::per_rank"),
+            "{m}"
+        ),
+        other => return Err(format!("Communicator::join without a job: {other:?}")),
+    }
+    // A communicator of one rank from one caller takes a list of one.
+    let mut one = Communicator::new(EngineConfig::cpu(1)).ctx("one rank")?;
+    let mut bufs = vec![vec![2.0f32; 3]];
+    one.all_reduce_in_place(&mut bufs, ReduceOp::Sum)
+        .ctx("one rank")?;
+    ensure!(bufs == [[2.0; 3]], "one rank: {bufs:?}");
     pass()
 }
 
@@ -667,6 +615,7 @@ fn timed_calls_come_with_their_plans(b: BackendChoice) -> TestResult {
         .ctx("untimed after")?;
     let calls = c.take_timed_calls().ctx("take")?;
     let names: Vec<&str> = calls.iter().map(|(p, _)| p.name.as_str()).collect();
+    let paths: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
     ensure!(names == paths, "timed calls {names:?}, launched {paths:?}");
     for (plan, t) in &calls {
         ensure!(t.plan == plan.name, "{} timed as {}", plan.name, t.plan);

@@ -8,7 +8,10 @@
 use crate::harness::{Outcome, TestResult};
 use ringreduce::fault::FaultPlan;
 use ringreduce::verify::{self, Inputs};
-use ringreduce::{AlgoChoice, BackendChoice, Collective, Element, Engine, EngineConfig, ReduceOp};
+use ringreduce::{
+    AlgoChoice, BackendChoice, CallShape, Collective, Element, Engine, EngineConfig, EveryRank,
+    OneRank, RecvBufs, ReduceOp, SendBufs,
+};
 use ringreduce_tools::bench::{self, Contender, ContenderKind};
 use std::time::Duration;
 
@@ -202,4 +205,36 @@ pub fn pass() -> TestResult {
 
 pub fn skip(why: impl Into<String>) -> TestResult {
     Ok(Outcome::Skip(why.into()))
+}
+
+/// The body's buffers (one per local rank) as a communicator of shape
+/// `Self` takes them: the list itself for every rank from one caller, the
+/// one buffer for a handle of one rank.
+pub trait Shape: CallShape + Sized {
+    type Send<T: Element>: SendBufs<Self, T> + ?Sized;
+    type Recv<T: Element>: RecvBufs<Self, T> + ?Sized;
+    fn send<T: Element>(v: &[Vec<T>]) -> &Self::Send<T>;
+    fn recv<T: Element>(v: &mut [Vec<T>]) -> &mut Self::Recv<T>;
+}
+
+impl Shape for EveryRank {
+    type Send<T: Element> = [Vec<T>];
+    type Recv<T: Element> = [Vec<T>];
+    fn send<T: Element>(v: &[Vec<T>]) -> &[Vec<T>] {
+        v
+    }
+    fn recv<T: Element>(v: &mut [Vec<T>]) -> &mut [Vec<T>] {
+        v
+    }
+}
+
+impl Shape for OneRank {
+    type Send<T: Element> = Vec<T>;
+    type Recv<T: Element> = Vec<T>;
+    fn send<T: Element>(v: &[Vec<T>]) -> &Vec<T> {
+        &v[0]
+    }
+    fn recv<T: Element>(v: &mut [Vec<T>]) -> &mut Vec<T> {
+        &mut v[0]
+    }
 }

@@ -11,7 +11,7 @@
 //! another, `RR_PROPERTY_SCRIPTS` how many per mode), so a failure
 //! reproduces.
 
-use crate::common::Ctx;
+use crate::common::{Ctx, Shape};
 use crate::ensure;
 use crate::harness::{Harness, TestResult};
 use ringreduce::fault::{Fault, FaultPlan, FaultSpec};
@@ -151,8 +151,8 @@ fn expected(spec: &CallSpec, k: usize, n: usize, r: usize) -> Vec<f32> {
 
 /// One call on `comm` for its local ranks; `bad`: the local rank whose
 /// output has the wrong length. The outputs, in local-rank order.
-fn one_call(
-    comm: &mut Communicator,
+fn one_call<S: Shape>(
+    comm: &mut Communicator<S>,
     spec: &CallSpec,
     k: usize,
     bad: Option<usize>,
@@ -191,15 +191,16 @@ fn one_call(
             }
         })
         .collect();
+    let (send, recv) = (S::send(&sends), S::recv(&mut recvs));
     match (spec.coll, spec.in_place) {
-        (Coll::AllReduce, false) => comm.all_reduce(&sends, &mut recvs, ReduceOp::Sum),
-        (Coll::AllReduce, true) => comm.all_reduce_in_place(&mut recvs, ReduceOp::Sum),
-        (Coll::ReduceScatter, false) => comm.reduce_scatter(&sends, &mut recvs, ReduceOp::Sum),
-        (Coll::ReduceScatter, true) => comm.reduce_scatter_in_place(&mut recvs, ReduceOp::Sum),
-        (Coll::AllGather, false) => comm.all_gather(&sends, &mut recvs),
-        (Coll::AllGather, true) => comm.all_gather_in_place(&mut recvs),
-        (Coll::Broadcast(root), false) => comm.broadcast(&sends, &mut recvs, root),
-        (Coll::Broadcast(root), true) => comm.broadcast_in_place(&mut recvs, root),
+        (Coll::AllReduce, false) => comm.all_reduce(send, recv, ReduceOp::Sum),
+        (Coll::AllReduce, true) => comm.all_reduce_in_place(recv, ReduceOp::Sum),
+        (Coll::ReduceScatter, false) => comm.reduce_scatter(send, recv, ReduceOp::Sum),
+        (Coll::ReduceScatter, true) => comm.reduce_scatter_in_place(recv, ReduceOp::Sum),
+        (Coll::AllGather, false) => comm.all_gather(send, recv),
+        (Coll::AllGather, true) => comm.all_gather_in_place(recv),
+        (Coll::Broadcast(root), false) => comm.broadcast(send, recv, root),
+        (Coll::Broadcast(root), true) => comm.broadcast_in_place(recv, root),
     }?;
     // In-place reduce-scatter: the rank's own slice holds the result.
     if let (Coll::ReduceScatter, true) = (spec.coll, spec.in_place) {
@@ -295,7 +296,7 @@ fn run_process(
                 s.spawn(move || {
                     let mut cfg = EngineConfig::job(JobSpec::new(r, n, &dir), BackendChoice::Cpu);
                     cfg.timeout = timeout;
-                    match Communicator::new(cfg) {
+                    match Communicator::join(cfg) {
                         Ok(c) => walk(r, c, script, timeout),
                         Err(e) => vec![Some(Err(e))],
                     }

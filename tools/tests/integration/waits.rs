@@ -275,7 +275,7 @@ fn abort_wakes_the_reservation() -> TestResult {
     let peer = std::thread::spawn(move || -> Result<Error, String> {
         let mut cfg = EngineConfig::job(JobSpec::new(1, 2, &peer_dir), BackendChoice::Cpu);
         cfg.timeout = Duration::from_secs(10);
-        let mut c = Communicator::new(cfg).ctx("rank 1 joins")?;
+        let mut c = Communicator::join(cfg).ctx("rank 1 joins")?;
         // Rank 1 calls only once rank 0 gave up: its call must name rank 0
         // as failed, at once.
         done_rx
@@ -296,7 +296,7 @@ fn abort_wakes_the_reservation() -> TestResult {
     });
     let mut cfg = EngineConfig::job(JobSpec::new(0, 2, &dir), BackendChoice::Cpu);
     cfg.timeout = Duration::from_secs(10);
-    let mut c = Communicator::new(cfg).ctx("rank 0 joins")?;
+    let mut c = Communicator::join(cfg).ctx("rank 0 joins")?;
     let handle = c.abort_handle();
     let aborter = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));

@@ -842,21 +842,20 @@ fn ranks_started_like_mpich() {
 
 /// Set in the rank processes of `the_communicator_across_processes`: this
 /// test binary, started again as every rank of a `ringreduce launch` job,
-/// runs [`comm_rank`] with the backend (or `old`: the deprecated `Comm`).
+/// runs [`comm_rank`] with the backend (or `engine`: the engine underneath).
 const COMM_RANK: &str = "RR_MP_COMM_RANK";
 
 /// One rank's checks; a failure panics (the rank exits 101 and the job
 /// fails naming it).
 fn comm_rank(which: &str) {
-    use ringreduce::{BackendChoice, Communicator, EngineConfig, Error, ReduceOp};
-    if which == "old" {
-        // The issue's exact case through the old name: `Comm` retyped
-        // through its engine put rank 1's result in bufs[0]
+    use ringreduce::{BackendChoice, Communicator, Error, ReduceOp};
+    if which == "engine" {
+        // Issue 32 item 6's case through the engine underneath a job's
+        // rank: every rank's buffers put rank 1's result in bufs[0]
         // ([[300, 300], [200, 200]]); now the call is refused, untouched.
-        #[allow(deprecated)]
-        let c = ringreduce::Comm::<f32>::from_env(EngineConfig::cpu(0)).expect("join");
+        let c = Communicator::from_env(BackendChoice::Cpu).expect("join");
         let r = c.rank();
-        let mut e = c.into_engine().retype::<i64>();
+        let mut e = c.into_engine::<i64>().expect("the engine underneath");
         let mut bufs = vec![vec![100i64, 100], vec![200, 200]];
         let res = e.all_reduce_in_place(&mut bufs, ReduceOp::Sum);
         assert!(
@@ -968,7 +967,8 @@ fn comm_rank(which: &str) {
 
 /// The communicator with one rank per real process: every element type's
 /// result in its own rank's buffer (item 6), every mismatch one error on
-/// every rank (item 5), the old `Comm` refusing the other ranks' buffers.
+/// every rank (item 5), the engine underneath refusing the other ranks'
+/// buffers.
 /// On a machine with a GPU also on the CUDA backend (else SKIPPED).
 #[test]
 fn the_communicator_across_processes() {
@@ -977,7 +977,7 @@ fn the_communicator_across_processes() {
         return;
     }
     let me = std::env::current_exe().expect("the test binary");
-    for which in ["cpu", "old", "cuda"] {
+    for which in ["cpu", "engine", "cuda"] {
         if which == "cuda" {
             // CUDA's probe, or "built without the cuda feature".
             if let Some(why) = ringreduce::BackendChoice::Auto.cpu_reason() {
