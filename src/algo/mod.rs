@@ -429,16 +429,23 @@ pub const HOST_FUSED_MAX_BYTES: usize = 64 << 10;
 /// machine, 8 B to 16 MiB): memory is shared and the ranks' threads
 /// outnumber the cores, so what costs is each step the ranks wait on each
 /// other, not bytes on a link. An all-reduce uses `oneshot:fused` out of
-/// place up to [`HOST_FUSED_MAX_BYTES`] per rank, else `ps` (two phases
-/// whatever N; at or ahead of the ring at every size measured); every
-/// other collective as on the GPU ([`AlgoChoice::resolve`]).
+/// place up to [`HOST_FUSED_MAX_BYTES`] per rank (one step, 2-8x ahead of
+/// the ring there), `ps` in place at those sizes and above them from 3
+/// ranks (two phases whatever N: at or ahead of the ring from 2 MiB, and
+/// 1.5-2.6x ahead of it below 64 KiB), and the ring above them on 2 ranks
+/// (ahead of `ps` at 256 KiB-2 MiB there); every other collective as on
+/// the GPU ([`AlgoChoice::resolve`]).
 fn auto_host(shape: &Shape) -> Arc<dyn Algorithm> {
     let bytes = shape.count.saturating_mul(shape.elem_size);
     if shape.collective == Collective::AllReduce && shape.ranks > 1 {
-        if !shape.in_place && bytes <= HOST_FUSED_MAX_BYTES {
+        let small = bytes <= HOST_FUSED_MAX_BYTES;
+        if small && !shape.in_place {
             return Arc::new(fused::Fused);
         }
-        return Arc::new(ps::ParameterServer);
+        if small || shape.ranks > 2 {
+            return Arc::new(ps::ParameterServer);
+        }
+        return Arc::new(ring::Ring::PLAIN);
     }
     auto(shape)
 }
