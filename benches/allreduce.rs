@@ -46,7 +46,8 @@ fn bench_backend(
     let mut g = c.benchmark_group(format!("allreduce/{label}/{ranks}ranks"));
     g.sample_size(10).measurement_time(Duration::from_secs(2));
     for &count in sizes {
-        let inputs = make_inputs::<f32>(Inputs::Random, ReduceOp::Sum, ranks, count, 1);
+        let inputs =
+            make_inputs::<f32>(Inputs::Random, ReduceOp::Sum, ranks, count, 1).expect("inputs");
         let shape = match engine.load(Collective::AllReduce, &inputs, false) {
             Ok(s) => s,
             Err(err) => {

@@ -111,6 +111,19 @@ pub struct EnvFault {
     pub kind: EnvFaultKind,
 }
 
+impl std::fmt::Display for EnvFault {
+    /// The entry as `RINGREDUCE_FAULT` writes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = self.rank;
+        match self.kind {
+            EnvFaultKind::Kill { call, op } => write!(f, "kill:rank={r}:call={call}:op={op}"),
+            EnvFaultKind::NoStart => write!(f, "nostart:rank={r}"),
+            EnvFaultKind::Panic { call } => write!(f, "panic:rank={r}:call={call}"),
+            EnvFaultKind::Exit { call, code } => write!(f, "exit:rank={r}:call={call}:code={code}"),
+        }
+    }
+}
+
 /// What `RINGREDUCE_FAULT` accepts (for messages and `ringreduce env`).
 #[cfg(any(test, feature = "fault-injection"))]
 pub const ENV_FAULT_SYNTAX: &str =

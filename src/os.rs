@@ -9,5 +9,6 @@
 pub use crate::backend::cpu::host_memory;
 pub use crate::sys::fs::check_writable;
 pub use crate::sys::proc::{
-    catch_interrupts, caught, die_with_parent, exit_now, signal_group, signal_name, uid, Sig,
+    catch_interrupts, caught, die_with_parent, exit_now, signal_group, signal_name,
+    stdout_was_closed, uid, Sig,
 };

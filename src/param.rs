@@ -94,8 +94,8 @@ impl Group {
             Group::Engine => "settings of the engine (read once per process; Engine::new checks them)",
             Group::Cli => "settings of the command line (read once per process)",
             Group::Fault => "fault injection (test builds and --features fault-injection only)",
-            Group::Launcher => "this process's place in a job, set by `ringreduce launch` (read when a job is joined)",
-            Group::Mpi => "the same, set by mpirun or srun (read when a job is joined)",
+            Group::Launcher => "this process's place in a job, set by `ringreduce launch` (read when a job is joined; checked by every command)",
+            Group::Mpi => "the same, set by mpirun or srun (read when a job is joined; checked by every command)",
             Group::NcclSearch => "where NCCL is looked for (read at each search)",
         }
     }
@@ -120,6 +120,9 @@ pub struct Param<T: 'static> {
     pub group: Group,
     /// What a value may be, for messages and `ringreduce env`.
     pub accepted: &'static str,
+    /// What a value may be, made from its parser's own list (when the
+    /// list can grow: the algorithms), in place of `accepted`.
+    made: Option<fn() -> String>,
     /// What unset (or empty) means.
     pub default: &'static str,
     pub doc: &'static str,
@@ -140,11 +143,25 @@ impl<T: Clone + Send + Sync + 'static> Param<T> {
             name,
             group,
             accepted,
+            made: None,
             default,
             doc,
             parse,
             cache: OnceLock::new(),
         }
+    }
+
+    /// The same, with what it accepts made by `made` from the parser's own
+    /// list.
+    const fn accepting(mut self, made: fn() -> String) -> Param<T> {
+        self.made = Some(made);
+        self
+    }
+
+    /// What a value may be ([`Param::accepted`], or made from the parser's
+    /// list).
+    pub fn accepts(&self) -> String {
+        self.made.map_or_else(|| self.accepted.to_string(), |f| f())
     }
 
     /// The value in the environment now, `None` when unset or empty.
@@ -174,7 +191,7 @@ impl<T: Clone + Send + Sync + 'static> Param<T> {
             var: self.name,
             value: r.value,
             reason: r.reason,
-            expected: self.accepted.to_string(),
+            expected: self.accepts(),
         }
     }
 
@@ -196,7 +213,7 @@ impl<T: Clone + Send + Sync + 'static> Param<T> {
 pub trait Declared: Sync {
     fn name(&self) -> &'static str;
     fn group(&self) -> Group;
-    fn accepted(&self) -> &'static str;
+    fn accepted(&self) -> String;
     fn default(&self) -> &'static str;
     fn doc(&self) -> &'static str;
     /// The value in the environment now (`None`: unset or empty).
@@ -216,8 +233,8 @@ impl<T: Clone + Send + Sync + 'static> Declared for Param<T> {
     fn group(&self) -> Group {
         self.group
     }
-    fn accepted(&self) -> &'static str {
-        self.accepted
+    fn accepted(&self) -> String {
+        self.accepts()
     }
     fn default(&self) -> &'static str {
         self.default
@@ -247,11 +264,25 @@ pub static TIMEOUT: Param<Duration> = Param::new(
 pub static ALGO: Param<String> = Param::new(
     "RINGREDUCE_ALGO",
     Group::Engine,
-    "auto or a path: ring, ring:naive, ring:pipeK (K = 1 to 64), ring:flag, oneshot, oneshot:fused, oneshot:flag, ps",
+    "auto or a path",
     "auto",
     "The path of every call left to auto (the default --algo and EngineConfig::algo), as NCCL_ALGO forces NCCL's; --algo with a path overrides it.",
     parse_algo,
-);
+)
+.accepting(algo_accepted);
+
+/// `RINGREDUCE_ALGO`'s accepted values, from the algorithms' registry (the
+/// parser's own list, so the two cannot drift apart).
+fn algo_accepted() -> String {
+    format!(
+        "auto or a path: {}",
+        crate::algo::REGISTRY
+            .iter()
+            .map(|e| e.help)
+            .collect::<Vec<_>>()
+            .join("; ")
+    )
+}
 
 pub static PTX_JIT: Param<bool> = Param::new(
     "RINGREDUCE_PTX_JIT",
@@ -352,7 +383,7 @@ pub static FAULT: Param<Vec<crate::fault::EnvFault>> = Param::new(
     Group::Fault,
     crate::fault::ENV_FAULT_SYNTAX,
     "no fault",
-    "Faults injected into a job of one process per rank: a rank's process kills itself in a call (kill), or a rank fails before it joins (nostart).",
+    "Faults injected into a job of one process per rank: a rank's process kills itself in a call (kill), fails before it joins (nostart), panics (panic) or exits (exit) as a call starts. Every rank named must be a rank of the job.",
     parse_faults,
 );
 
@@ -428,10 +459,10 @@ pub static RUN_ID: Param<String> = Param::new(
 pub static RANKS_PER_NODE: Param<usize> = Param::new(
     "RINGREDUCE_RANKS_PER_NODE",
     Group::Launcher,
-    WHOLE,
+    POSITIVE,
     "the machines: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)",
     "With the mpi feature under mpirun: treat every G consecutive ranks as one node (several nodes on one machine, for tests): ranks of different nodes share no memory and talk over MPI.",
-    parse_whole,
+    parse_positive,
 );
 
 pub static MPI: Param<bool> = Param::new(
@@ -572,9 +603,23 @@ pub fn check_engine() -> Result<()> {
 }
 
 /// Check every setting (the engine's, the command line's, fault
-/// injection): the commands call it before they start.
+/// injection, and the launcher's unless `RINGREDUCE_MULTIPROC=0` says to
+/// ignore them): the commands call it before they start, so a malformed
+/// variable is an error whether or not this run would have read it.
 pub fn check_settings() -> Result<()> {
-    check_groups(&[Group::Engine, Group::Cli, Group::Fault])
+    check_groups(&[Group::Engine, Group::Cli, Group::Fault])?;
+    check_launcher()
+}
+
+/// Check the launcher's variables (`RINGREDUCE_RANK` ..., Open MPI's,
+/// PMI's, Slurm's, `RINGREDUCE_RANKS_PER_NODE`, `RINGREDUCE_MPI`), unless
+/// `RINGREDUCE_MULTIPROC=0` says to ignore them: a job's rank reads some
+/// of them, and a malformed one is an error wherever it is.
+pub fn check_launcher() -> Result<()> {
+    if MULTIPROC.get()? == Some(false) {
+        return Ok(());
+    }
+    check_groups(&[Group::Launcher, Group::Mpi])
 }
 
 /// `RINGREDUCE_TIMEOUT`, or [`DEFAULT_TIMEOUT`] when unset.

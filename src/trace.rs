@@ -565,7 +565,7 @@ fn render_ops(out: &mut String, plan: &Plan) {
 fn run_on_cpu<T: Element>(choice: &AlgoChoice, shape: &Shape, op: ReduceOp) -> Result<String> {
     let n = shape.ranks;
     let per_rank = shape.send_len().max(shape.input(0).len());
-    let inputs: Vec<Vec<T>> = verify::make_inputs::<T>(Inputs::Exact, op, n, per_rank, 1);
+    let inputs: Vec<Vec<T>> = verify::make_inputs::<T>(Inputs::Exact, op, n, per_rank, 1)?;
     let mut cfg = EngineConfig::cpu(n);
     cfg.algo = choice.clone();
     let mut e = Engine::<T>::new(cfg)?;

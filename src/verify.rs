@@ -222,9 +222,27 @@ pub fn exact_value(dtype: DataType, op: ReduceOp, ranks: usize, rank: usize, i: 
     }
 }
 
+/// A vector of `count` default elements, or [`Error::OutOfMemory`] when
+/// the memory cannot be had (never an abort of the process).
+pub fn zeroed<T: Element>(count: usize, what: &str) -> crate::error::Result<Vec<T>> {
+    let mut v: Vec<T> = Vec::new();
+    v.try_reserve_exact(count)
+        .map_err(|_| crate::error::Error::OutOfMemory {
+            what: what.to_string(),
+            memory: "host memory".into(),
+            need: (count as u64).saturating_mul(std::mem::size_of::<T>() as u64),
+            available: crate::os::host_memory().map_or(0, |m| m.0),
+            is_free: true,
+            hint: "use a smaller size or fewer ranks".into(),
+        })?;
+    v.resize(count, T::default());
+    Ok(v)
+}
+
 /// Rank `rank`'s input for `count` elements: deterministic for a given
 /// `(kind, op, ranks, rank, seed)`; generated in parallel for large counts.
-/// Random inputs do not depend on `op` or `ranks`.
+/// Random inputs do not depend on `op` or `ranks`. Memory that cannot be
+/// had is [`Error::OutOfMemory`](crate::Error::OutOfMemory).
 pub fn make_input<T: Element>(
     kind: Inputs,
     op: ReduceOp,
@@ -232,18 +250,17 @@ pub fn make_input<T: Element>(
     rank: usize,
     count: usize,
     seed: u64,
-) -> Vec<T> {
+) -> crate::error::Result<Vec<T>> {
+    let mut v = zeroed::<T>(count, &format!("rank {rank}'s input of {count} elements"))?;
     match kind {
-        Inputs::Exact => (0..count)
-            .into_par_iter()
-            .map(|i| T::from_f64(exact_value(T::DTYPE, op, ranks, rank, i)))
-            .collect(),
+        Inputs::Exact => v.par_iter_mut().enumerate().for_each(|(i, x)| {
+            *x = T::from_f64(exact_value(T::DTYPE, op, ranks, rank, i));
+        }),
         Inputs::Random => {
             // One generator per 64Ki block so generation parallelises and
             // stays deterministic for a given seed.
             const BLOCK: usize = 1 << 16;
             let float = T::DTYPE.is_float();
-            let mut v = vec![T::default(); count];
             v.par_chunks_mut(BLOCK).enumerate().for_each(|(b, out)| {
                 let mut s =
                     seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((rank as u64) << 40) ^ b as u64;
@@ -256,19 +273,20 @@ pub fn make_input<T: Element>(
                     };
                 }
             });
-            v
         }
     }
+    Ok(v)
 }
 
-/// Inputs for every rank.
+/// Inputs for every rank (memory that cannot be had:
+/// [`Error::OutOfMemory`](crate::Error::OutOfMemory)).
 pub fn make_inputs<T: Element>(
     kind: Inputs,
     op: ReduceOp,
     ranks: usize,
     count: usize,
     seed: u64,
-) -> Vec<Vec<T>> {
+) -> crate::error::Result<Vec<Vec<T>>> {
     (0..ranks)
         .map(|r| make_input(kind, op, ranks, r, count, seed))
         .collect()
@@ -682,7 +700,8 @@ mod tests {
     fn exact_case<T: Element>() {
         for op in ReduceOp::ALL {
             for n in [1usize, 2, 3, 4, 5, 8, 17, 40] {
-                let inputs: Vec<Vec<T>> = make_inputs(Inputs::Exact, op, n, 600, 1);
+                let inputs: Vec<Vec<T>> =
+                    make_inputs(Inputs::Exact, op, n, 600, 1).expect("inputs");
                 let r = reference(&inputs, op, Inputs::Exact);
                 let d = T::DTYPE;
                 assert_eq!(r.bitwise, is_bitwise(d, op, n, Inputs::Exact));
@@ -737,7 +756,8 @@ mod tests {
         let d = T::DTYPE;
         for op in ReduceOp::ALL {
             for n in [1usize, 2, 3, 5, 8, 16] {
-                let inputs: Vec<Vec<T>> = make_inputs(Inputs::Random, op, n, 3000, 7);
+                let inputs: Vec<Vec<T>> =
+                    make_inputs(Inputs::Random, op, n, 3000, 7).expect("inputs");
                 let r = reference(&inputs, op, Inputs::Random);
                 assert_eq!(r.bitwise, is_bitwise(d, op, n, Inputs::Random));
                 assert_eq!(r.bound.is_none(), r.bitwise);
@@ -782,22 +802,29 @@ mod tests {
 
     #[test]
     fn random_inputs_are_deterministic_and_spread() {
-        let a: Vec<f32> = make_input(Inputs::Random, ReduceOp::Sum, 4, 1, 100_000, 3);
-        let b: Vec<f32> = make_input(Inputs::Random, ReduceOp::Max, 2, 1, 100_000, 3);
-        let c: Vec<f32> = make_input(Inputs::Random, ReduceOp::Sum, 4, 2, 100_000, 3);
-        let e: Vec<f32> = make_input(Inputs::Random, ReduceOp::Sum, 4, 1, 100_000, 4);
+        let a: Vec<f32> =
+            make_input(Inputs::Random, ReduceOp::Sum, 4, 1, 100_000, 3).expect("inputs");
+        let b: Vec<f32> =
+            make_input(Inputs::Random, ReduceOp::Max, 2, 1, 100_000, 3).expect("inputs");
+        let c: Vec<f32> =
+            make_input(Inputs::Random, ReduceOp::Sum, 4, 2, 100_000, 3).expect("inputs");
+        let e: Vec<f32> =
+            make_input(Inputs::Random, ReduceOp::Sum, 4, 1, 100_000, 4).expect("inputs");
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_ne!(a, e);
         assert!(a.iter().all(|x| (-1.0..1.0).contains(x)));
         let mean = a.iter().map(|&x| x as f64).sum::<f64>() / a.len() as f64;
         assert!(mean.abs() < 0.01);
-        let ints: Vec<u8> = make_input(Inputs::Random, ReduceOp::Sum, 2, 0, 100_000, 3);
+        let ints: Vec<u8> =
+            make_input(Inputs::Random, ReduceOp::Sum, 2, 0, 100_000, 3).expect("inputs");
         let seen: std::collections::BTreeSet<u8> = ints.iter().copied().collect();
         assert_eq!(seen.len(), 256);
-        let i64s: Vec<i64> = make_input(Inputs::Random, ReduceOp::Sum, 2, 0, 1000, 3);
+        let i64s: Vec<i64> =
+            make_input(Inputs::Random, ReduceOp::Sum, 2, 0, 1000, 3).expect("inputs");
         assert!(i64s.iter().any(|&x| x < i64::MIN / 2) && i64s.iter().any(|&x| x > i64::MAX / 2));
-        let h: Vec<F8E4M3> = make_input(Inputs::Random, ReduceOp::Sum, 2, 0, 10_000, 3);
+        let h: Vec<F8E4M3> =
+            make_input(Inputs::Random, ReduceOp::Sum, 2, 0, 10_000, 3).expect("inputs");
         assert!(h.iter().all(|x| x.to_f64().abs() <= 1.0));
     }
 
@@ -869,7 +896,8 @@ mod tests {
     #[test]
     fn scatter_gather_changed() {
         let n = 3;
-        let inputs: Vec<Vec<i32>> = make_inputs(Inputs::Random, ReduceOp::Sum, n, 3 * 5, 2);
+        let inputs: Vec<Vec<i32>> =
+            make_inputs(Inputs::Random, ReduceOp::Sum, n, 3 * 5, 2).expect("inputs");
         let full = reference(&inputs, ReduceOp::Sum, Inputs::Random);
         let rs = reference_reduce_scatter(&inputs, ReduceOp::Sum, Inputs::Random);
         assert_eq!(rs.len(), n);
@@ -877,7 +905,8 @@ mod tests {
             assert_eq!(part.expect, full.expect[r * 5..(r + 1) * 5]);
             assert!(part.bitwise);
         }
-        let fl: Vec<Vec<f64>> = make_inputs(Inputs::Random, ReduceOp::Sum, 4, 8, 2);
+        let fl: Vec<Vec<f64>> =
+            make_inputs(Inputs::Random, ReduceOp::Sum, 4, 8, 2).expect("inputs");
         let rs = reference_reduce_scatter(&fl, ReduceOp::Sum, Inputs::Random);
         assert_eq!(rs[3].bound.as_ref().map(Vec::len), Some(2));
         let ag = reference_all_gather(&inputs);
@@ -892,7 +921,8 @@ mod tests {
 
     #[test]
     fn scaled_in_place_reference() {
-        let inputs: Vec<Vec<f32>> = make_inputs(Inputs::Exact, ReduceOp::Sum, 3, 100, 1);
+        let inputs: Vec<Vec<f32>> =
+            make_inputs(Inputs::Exact, ReduceOp::Sum, 3, 100, 1).expect("inputs");
         let r = reference(&inputs, ReduceOp::Sum, Inputs::Exact).scaled(9.0);
         for i in 0..100 {
             let s: f32 = inputs.iter().map(|v| v[i]).sum();

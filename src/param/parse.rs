@@ -55,6 +55,13 @@ pub(super) fn parse_bytes(v: &OsStr) -> std::result::Result<u64, String> {
     }
 }
 
+pub(super) fn parse_positive(v: &OsStr) -> std::result::Result<usize, String> {
+    match parse_whole(v)? {
+        0 => Err("0 ranks per node make no node".into()),
+        n => Ok(n),
+    }
+}
+
 pub(super) fn parse_whole(v: &OsStr) -> std::result::Result<usize, String> {
     let s = utf8(v)?;
     s.parse().map_err(|_| {
@@ -127,5 +134,6 @@ pub(super) fn parse_faults(v: &OsStr) -> std::result::Result<Vec<crate::fault::E
 }
 
 pub(super) const WHOLE: &str = "a whole number (0, 1, 2, ...)";
+pub(super) const POSITIVE: &str = "a whole number from 1 (1, 2, 3, ...)";
 pub(super) const ANY_TEXT: &str = "any text";
 pub(super) const A_PATH: &str = "a path";

@@ -149,7 +149,20 @@ impl Job {
                 spec.rank, spec.size
             )));
         }
-        if crate::param::env_faults()?
+        let faults = crate::param::env_faults()?;
+        if let Some(f) = faults.iter().find(|f| f.rank >= spec.size) {
+            return Err(Error::Env {
+                var: crate::param::FAULT_NAME,
+                value: f.to_string(),
+                reason: format!(
+                    "it names rank {}, which is not a rank of this job of {} (nothing would be injected)",
+                    f.rank,
+                    crate::words::counted(spec.size, "rank")
+                ),
+                expected: format!("ranks 0 to {}", spec.size - 1),
+            });
+        }
+        if faults
             .iter()
             .any(|f| f.rank == spec.rank && f.kind == crate::fault::EnvFaultKind::NoStart)
         {

@@ -120,6 +120,9 @@ impl JobSpec {
         if p::MULTIPROC.get()? == Some(false) {
             return Ok(None);
         }
+        // Every launcher variable that is set must be well formed, the
+        // ones of another launcher than this job's too.
+        p::check_launcher()?;
         type Var = &'static p::Param<usize>;
         let sources: [(Var, Var, Var, Var, Origin); 3] = [
             (
@@ -156,9 +159,14 @@ impl JobSpec {
                 }
             };
             let (rk, sz) = (rk.name, sz.name);
-            if size == 0 || rank >= size {
+            if size == 0 {
                 return Err(Error::BadArgument(format!(
-                    "{rk}={rank} {sz}={size}: the rank must be below the size"
+                    "{sz}=0: a job has at least 1 rank (the size is the number of rank processes)"
+                )));
+            }
+            if rank >= size {
+                return Err(Error::BadArgument(format!(
+                    "{rk}={rank} {sz}={size}: the rank must be below the size (ranks count from 0)"
                 )));
             }
             if size > crate::engine::MAX_RANKS {

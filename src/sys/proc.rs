@@ -108,6 +108,30 @@ pub fn kill_self() -> ! {
     std::process::abort()
 }
 
+/// Whether this process was started with its standard output closed
+/// (`>&-`). Rust's runtime then opens `/dev/null` read-write in its place
+/// before `main`, so every line written to it vanishes without an error;
+/// a shell's `>/dev/null` opens it write-only, which this tells apart.
+pub fn stdout_was_closed() -> bool {
+    // SAFETY: fcntl(2) with F_GETFL only reads the flags of descriptor 1,
+    // and fstat(2) fills the `stat` we own; both fail cleanly (-1) on a
+    // descriptor that is not open.
+    unsafe {
+        let flags = libc::fcntl(libc::STDOUT_FILENO, libc::F_GETFL);
+        if flags == -1 {
+            return true;
+        }
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(libc::STDOUT_FILENO, &mut st) != 0 {
+            return true;
+        }
+        let dev_null = (st.st_mode & libc::S_IFMT) == libc::S_IFCHR
+            && libc::major(st.st_rdev) == 1
+            && libc::minor(st.st_rdev) == 3;
+        dev_null && (flags & libc::O_ACCMODE) == libc::O_RDWR
+    }
+}
+
 /// The real user id of this process.
 pub fn uid() -> u32 {
     // SAFETY: getuid(2) has no preconditions and cannot fail.

@@ -103,13 +103,16 @@ impl Contender {
     }
 }
 
-/// A comma-separated list of contenders.
-pub fn parse_contenders(list: &str) -> Result<Vec<Contender>> {
+/// A comma-separated list of contenders, given to `flag` (errors name it).
+pub fn parse_contenders(flag: &str, list: &str) -> Result<Vec<Contender>> {
     let mut v: Vec<Contender> = Vec::new();
     let items = ringreduce::words::list_items(list)
-        .map_err(|e| Error::BadArgument(format!("--algo needs contenders: {e}")))?;
+        .map_err(|e| Error::BadArgument(format!("{flag} {list:?} names no contender: {e}")))?;
     for s in items {
-        let c = Contender::parse(s)?;
+        let c = Contender::parse(s).map_err(|e| match e {
+            Error::BadArgument(m) => Error::BadArgument(format!("{flag}: {m}")),
+            e => e,
+        })?;
         if !v.iter().any(|x| x.name == c.name) {
             v.push(c);
         }
@@ -372,7 +375,7 @@ pub fn measure_row<T: Element>(
     let shape0 = e.shape(collective, count, false);
     let per_rank = shape0.input(0).len();
     let kind = if check { Inputs::Exact } else { Inputs::Random };
-    let inputs = verify::make_inputs::<T>(kind, op, n, per_rank, seed);
+    let inputs = verify::make_inputs::<T>(kind, op, n, per_rank, seed)?;
     let expect = if check {
         Some(expected(collective, &inputs, op, kind))
     } else {
@@ -500,7 +503,7 @@ pub fn cold_start_engine<T: Element>(
     setup_ms: f64,
     count: usize,
 ) -> Result<ColdStart> {
-    let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1);
+    let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1)?;
     let t0 = Instant::now();
     let shape = e.load(Collective::AllReduce, &inputs, false)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -545,7 +548,7 @@ pub fn cold_start_nccl<T: Element>(
     nccl: &crate::cli::cuda::Nccl,
     count: usize,
 ) -> Result<ColdStart> {
-    let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1);
+    let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1)?;
     let shape = e.load(Collective::AllReduce, &inputs, false)?;
     e.synchronize()?;
     let t0 = Instant::now();
@@ -614,14 +617,17 @@ mod tests {
 
     #[test]
     fn contenders() {
-        let v =
-            parse_contenders("auto,ring,ps,nccl,ring:pipe4,nccl:graph,oneshot:flag:graph").unwrap();
+        let v = parse_contenders(
+            "--algo",
+            "auto,ring,ps,nccl,ring:pipe4,nccl:graph,oneshot:flag:graph",
+        )
+        .unwrap();
         assert_eq!(v.len(), 7);
         assert_eq!(v[3].kind, ContenderKind::Nccl);
         assert!(v[5].is_graph() && v[5].is_nccl());
         assert!(matches!(v[6].kind, ContenderKind::EngineGraph(_)));
-        assert!(parse_contenders("ring,tree").is_err());
-        assert!(parse_contenders("").is_err());
+        assert!(parse_contenders("--algo", "ring,tree").is_err());
+        assert!(parse_contenders("--algo", "").is_err());
     }
 
     /// A graph replays GRAPH_CALLS calls in place on the same buffers; the

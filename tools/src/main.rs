@@ -1,7 +1,7 @@
 //! The `ringreduce` command line: argument types and dispatch only; every
 //! command lives in the tools crate's library ([`ringreduce_tools::cli`]).
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use ringreduce::Error;
 use ringreduce_tools::cli::{
     bench, check, compare, env, launch, overlap, run, soak, theory, topo, trace,
@@ -50,8 +50,29 @@ enum Cmd {
     Env(env::EnvArgs),
 }
 
+/// The command line parsed; a value clap cannot take is said with the flag,
+/// what was typed and what is accepted (exit 2).
+fn parse() -> Cli {
+    // A negative number is a value, so that its flag's own check (or the
+    // type's) says why it is refused, not "unexpected argument '-1'".
+    let command = Cli::command().mut_subcommands(|c| c.allow_negative_numbers(true));
+    let parsed = command
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    match parsed {
+        Ok(cli) => cli,
+        Err(e) => {
+            if let Some(text) = ringreduce_tools::cli::negative_value(&e) {
+                ringreduce_tools::note!("error: {text}");
+                std::process::exit(2);
+            }
+            e.exit()
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
     let r = match cli.cmd {
         // The worst exit status of the ranks.
         Cmd::Launch(a) => {

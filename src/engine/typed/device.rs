@@ -95,7 +95,8 @@ impl<T: Element> Engine<T> {
     pub fn read_buffer(&mut self, b: &DeviceBuffers<T>, rank: usize) -> Result<Vec<T>> {
         self.own(b)?;
         self.core.check_rank(rank)?;
-        let mut out = vec![<T as bytemuck::Zeroable>::zeroed(); b.len];
+        let mut out =
+            crate::verify::zeroed::<T>(b.len, &format!("rank {rank}'s copy of a device buffer"))?;
         self.core.read(rank, b.id, 0, as_bytes_mut(&mut out))?;
         Ok(out)
     }

@@ -120,7 +120,7 @@ fn issue_and_call<T: Element>(
 /// Measure [`HostCost`] for the default path at `count` elements.
 pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> Result<HostCost> {
     let iters = iters.max(1);
-    let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1);
+    let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1)?;
     let shape = e.load(Collective::AllReduce, &inputs, false)?;
     let path = e.core().path_name(None, &shape)?;
     let profiling = e.core_mut().take_issue_profile().is_ok();

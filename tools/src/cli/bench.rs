@@ -118,7 +118,7 @@ fn parse_args(a: &BenchArgs) -> Result<Args> {
     let cfg = a.common.config()?;
     let ranks = cfg.ranks;
     let combos = a.kinds.parse()?;
-    let contenders = bench::parse_contenders(a.algo.as_deref().unwrap_or(DEFAULT_ALGO))?;
+    let contenders = bench::parse_contenders("--algo", a.algo.as_deref().unwrap_or(DEFAULT_ALGO))?;
     // The default contenders compare with NCCL where there is one; asked
     // for by name (--algo, --nccl-lib), NCCL must be there
     // (super::nccl_for_contenders, after the other arguments).
@@ -142,7 +142,7 @@ fn parse_args(a: &BenchArgs) -> Result<Args> {
             "--cold-size must be a positive multiple of 4 bytes".into(),
         ));
     }
-    let skip_notes = skipped_notes(&combos, ranks, &sizes)?;
+    let skip_notes = skipped_notes(&combos, ranks, &sizes, (min, max))?;
     report::check_outputs(a.json.as_deref(), a.csv.as_deref(), a.plot.as_deref())
         .map_err(|e| Error::Report(e.to_string()))?;
     check_memory(&combos, ranks, max, cold, on_cpu)?;
@@ -586,7 +586,12 @@ fn finish(e: Engine<f32>, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -
 /// less than one element per rank. A sweep that gives no row at all is an
 /// error: a bench that printed no table would exit 0 having measured
 /// nothing.
-fn skipped_notes(combos: &super::Combos, ranks: usize, sizes: &[u64]) -> Result<Vec<String>> {
+fn skipped_notes(
+    combos: &super::Combos,
+    ranks: usize,
+    sizes: &[u64],
+    (min, max): (u64, u64),
+) -> Result<Vec<String>> {
     let mut notes = Vec::new();
     let mut any_row = false;
     let mut no_table = Vec::new();
@@ -629,9 +634,10 @@ fn skipped_notes(combos: &super::Combos, ranks: usize, sizes: &[u64]) -> Result<
     }
     if !any_row {
         return Err(Error::BadArgument(format!(
-            "the sweep -b {} -e {} gives no row: every size holds less than one element per rank on {} (rows start at {}); raise -e/--maxbytes",
-            format_bytes(sizes.first().copied().unwrap_or(0)),
-            format_bytes(sizes.last().copied().unwrap_or(0)),
+            "the sweep -b {} -e {} (sizes {}) gives no row: every size holds less than one element per rank on {} (rows start at {}); raise -e/--maxbytes",
+            format_bytes(min),
+            format_bytes(max),
+            sizes.iter().map(|&b| format_bytes(b)).collect::<Vec<_>>().join(", "),
             ringreduce::words::counted(ranks, "rank"),
             no_table.join(", ")
         )));

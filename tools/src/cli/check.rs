@@ -85,7 +85,7 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
         return Err(Error::BadArgument("--sizes needs at least one size".into()));
     }
     let kind: Inputs = a.inputs.parse().map_err(Error::BadArgument)?;
-    let contenders = bench::parse_contenders(&a.algo)?;
+    let contenders = bench::parse_contenders("--algo", &a.algo)?;
     if contenders.iter().any(|c| c.is_nccl() || c.is_graph()) {
         return Err(Error::BadArgument(
             "check compares ringreduce paths with NCCL: --algo takes paths such as auto, ring, oneshot:flag (not nccl or graphs)".into(),
@@ -242,7 +242,7 @@ fn check_table<T: Element>(
         };
         let size = e.shape(coll, count, false).bytes();
         let per_rank = e.shape(coll, count, false).input(0).len();
-        let inputs = verify::make_inputs::<T>(p.kind, op, n, per_rank, p.seed);
+        let inputs = verify::make_inputs::<T>(p.kind, op, n, per_rank, p.seed)?;
         let expect = bench::expected(coll, &inputs, op, p.kind);
         for in_place in [false, true] {
             let (nw, nv, nccl_out) =

@@ -139,7 +139,7 @@ fn setup(a: &CompareArgs) -> Result<Setup> {
             "-n/--iters must be 1 to 100000 and --blocks 1 to 100".into(),
         ));
     }
-    let contenders: Vec<Contender> = bench::parse_contenders(&a.algo)?;
+    let contenders: Vec<Contender> = bench::parse_contenders("--algo", &a.algo)?;
     if let Some(c) = contenders
         .iter()
         .find(|c| !matches!(c.kind, ContenderKind::Engine(_)))
@@ -223,7 +223,13 @@ fn measure(a: &CompareArgs, s: &Setup, cfg: EngineConfig) -> Result<(String, Vec
     let n = cfg.ranks;
     let mut e = Engine::<f32>::new(cfg)?;
     let describe = e.core().describe();
-    let inputs = vec![vec![1.0f32; s.count]; n];
+    let inputs = (0..n)
+        .map(|r| {
+            let mut v = ringreduce::verify::zeroed::<f32>(s.count, &format!("rank {r}'s input"))?;
+            v.fill(1.0);
+            Ok(v)
+        })
+        .collect::<Result<Vec<_>>>()?;
     let shape = e.load(Collective::AllReduce, &inputs, false)?;
     let mut points = Vec::new();
     for c in &s.contenders {

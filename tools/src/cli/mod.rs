@@ -26,6 +26,30 @@ use ringreduce::plan::Collective;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// For a clap error about a negative value given to a flag that takes a
+/// whole number: the message naming the flag, what was typed and what is
+/// accepted (clap's own says "invalid digit found in string").
+pub fn negative_value(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::ValueValidation {
+        return None;
+    }
+    let get = |k| match e.get(k) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let flag = get(ContextKind::InvalidArg)?;
+    let value = get(ContextKind::InvalidValue)?;
+    if !value.trim_start().starts_with('-') {
+        return None;
+    }
+    let flag = flag.split(' ').next().unwrap_or(&flag).to_string();
+    Some(format!(
+        "{flag} {value:?}: a count cannot be negative; accepted: a whole number (0, 1, 2, ...) in the flag's range (ringreduce {} --help)",
+        std::env::args().nth(1).unwrap_or_default()
+    ))
+}
+
 /// `--backend`: auto, cpu or cuda, listed in `--help` with what auto means
 /// (the library's [`BackendChoice`] parses the value).
 pub fn backend_arg() -> impl clap::builder::TypedValueParser<Value = BackendChoice> {
@@ -118,6 +142,15 @@ pub fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
 fn print(bytes: &[u8]) -> Result<()> {
     if QUIET.load(Ordering::Relaxed) {
         return Ok(());
+    }
+    // Started with `>&-`: std would drop every line without an error, and
+    // the command end with status 0 having shown nothing.
+    static WAS_CLOSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !FILES.load(Ordering::Relaxed) && *WAS_CLOSED.get_or_init(ringreduce::os::stdout_was_closed)
+    {
+        return Err(Error::BadArgument(
+            "standard output was closed (>&-): the report has nowhere to go; open it (>/dev/null to drop it), or name an output file (-J/--json, --csv, --plot, --timeline, --svg)".into(),
+        ));
     }
     write_stdout(bytes).map_err(|e| Error::Io {
         path: "stdout".into(),

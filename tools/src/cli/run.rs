@@ -120,7 +120,7 @@ fn run_typed<T: Element>(
     let setup = t0.elapsed();
     print_call(&engine, &shape, op)?;
     let per_rank_input = shape.input(0).len();
-    let inputs = verify::make_inputs::<T>(kind, op, ranks, per_rank_input, a.seed);
+    let inputs = verify::make_inputs::<T>(kind, op, ranks, per_rank_input, a.seed)?;
     let sh = engine.load(shape.collective, &inputs, shape.in_place)?;
     engine.poison(&sh)?;
     let path = engine.core().path_name(None, &sh)?;

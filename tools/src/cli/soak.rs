@@ -403,7 +403,7 @@ fn one<T: Element>(
     let mut e = Engine::<T>::from_core(core);
     let r = (|| {
         let n = shape.ranks;
-        let inputs = ringreduce::verify::make_inputs::<T>(kind, op, n, shape.input(0).len(), seed);
+        let inputs = ringreduce::verify::make_inputs::<T>(kind, op, n, shape.input(0).len(), seed)?;
         let expect = bench::expected(shape.collective, &inputs, op, kind);
         let c = Contender {
             name: choice.name(),

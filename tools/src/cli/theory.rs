@@ -70,10 +70,18 @@ fn from_bench(path: &std::path::Path) -> Result<(Vec<ringreduce::theory::Fit>, S
         .filter_map(super::bench::model::as_fit)
         .collect();
     if fits.is_empty() {
-        return Err(Error::BadArgument(format!(
-            "{}: no engine path in this report has all-reduce rows of two or more sizes on 2 or more ranks to fit a model to",
-            path.display()
-        )));
+        let held = super::bench::model::fit_inputs(&rep);
+        return Err(Error::BadArgument(match held.is_empty() {
+            true => format!(
+                "{}: the report has no out-of-place all-reduce rows of an engine path to fit a model to",
+                path.display()
+            ),
+            false => format!(
+                "{}: no model could be fitted to its rows ({}); a fit needs out-of-place all-reduce rows of a path the model prices at two or more sizes on 2 or more ranks, whose times follow the path's cost formula",
+                path.display(),
+                held.join("; ")
+            ),
+        }));
     }
     let h = &rep.header;
     let load = ringreduce::theory::ring_link_load(&h.rank_to_device).max(1);
@@ -217,20 +225,32 @@ fn project(
 /// reduce from 1 MB/s, or free), so that every time the table prints is a
 /// readable number.
 fn check_model(m: &ringreduce::theory::Model) -> Result<()> {
-    let reduce_ok = m.reduce_gbps == f64::INFINITY || LINK_GBPS.contains(&m.reduce_gbps);
-    if LINK_GBPS.contains(&m.link_gbps) && ALPHA_US.contains(&m.alpha_us) && reduce_ok {
-        return Ok(());
+    let (lo, hi) = (LINK_GBPS.start(), LINK_GBPS.end());
+    let mut wrong = Vec::new();
+    if !LINK_GBPS.contains(&m.link_gbps) {
+        wrong.push(format!(
+            "--link-gbps must be {lo} to {hi} GB/s (got {})",
+            num(m.link_gbps)
+        ));
     }
-    Err(Error::BadArgument(format!(
-        "--link-gbps must be {lo} to {hi} GB/s (got {}), --reduce-gbps {lo} to {hi} GB/s or inf (got {}) and --alpha-us {} to {} us (got {})",
-        num(m.link_gbps),
-        num(m.reduce_gbps),
-        ALPHA_US.start(),
-        ALPHA_US.end(),
-        num(m.alpha_us),
-        lo = LINK_GBPS.start(),
-        hi = LINK_GBPS.end(),
-    )))
+    if !(m.reduce_gbps == f64::INFINITY || LINK_GBPS.contains(&m.reduce_gbps)) {
+        wrong.push(format!(
+            "--reduce-gbps must be {lo} to {hi} GB/s or inf (got {})",
+            num(m.reduce_gbps)
+        ));
+    }
+    if !ALPHA_US.contains(&m.alpha_us) {
+        wrong.push(format!(
+            "--alpha-us must be {} to {} us (got {})",
+            ALPHA_US.start(),
+            ALPHA_US.end(),
+            num(m.alpha_us)
+        ));
+    }
+    match wrong.is_empty() {
+        true => Ok(()),
+        false => Err(Error::BadArgument(wrong.join("; "))),
+    }
 }
 
 /// A number a user typed, echoed back briefly: `0.5`, `1e-300`, `1e308`

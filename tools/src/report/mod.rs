@@ -94,7 +94,10 @@ pub enum ReportError {
         dir: PathBuf,
     },
     /// A file cannot be created in the directory of an output file.
-    #[error("{flag} {}: cannot create a file in directory {}: {source}", .path.display(), .dir.display())]
+    #[error("{flag} {}: cannot create a file in directory {}: {source}{}", .path.display(), .dir.display(),
+        if source.kind() == io::ErrorKind::NotFound {
+            " (the directory exists, but its file system takes no new files, as /proc and /sys do: write the file elsewhere)"
+        } else { "" })]
     NotWritable {
         flag: &'static str,
         path: PathBuf,

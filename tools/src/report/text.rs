@@ -34,9 +34,13 @@ impl Report {
                 h.backend, h.ranks
             );
             let _ = writeln!(s, "#");
+            // The backend says how its ranks run: threads of this process,
+            // or one process per rank (launch, mpirun), over nodes or not.
+            let how = h.backend.strip_prefix("cpu").unwrap_or(&h.backend);
+            let how = how.trim_start_matches(':').trim();
             let _ = writeln!(
                 s,
-                "# Using host threads: ranks 0..{} each a thread of this process, buffers in host memory",
+                "# Using host memory: ranks 0..{} on the CPU backend ({how})",
                 h.ranks.saturating_sub(1)
             );
         } else {

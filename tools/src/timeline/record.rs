@@ -159,7 +159,7 @@ pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Record
     let n = e.ranks();
     let shape0 = e.shape(o.collective, o.count, o.in_place);
     let per_rank = shape0.input(0).len();
-    let inputs = verify::make_inputs::<T>(Inputs::Random, o.op, n, per_rank, 11);
+    let inputs = verify::make_inputs::<T>(Inputs::Random, o.op, n, per_rank, 11)?;
     let shape = e.load(o.collective, &inputs, o.in_place)?;
     e.core_mut().set_timing(false)?;
     // Forget anything timed or counted before.

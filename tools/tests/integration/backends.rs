@@ -241,7 +241,7 @@ fn path_ranks(b: BackendChoice) -> Vec<usize> {
 
 /// Exact inputs for every rank (`count` elements each).
 fn exact<T: Element>(op: ReduceOp, ranks: usize, count: usize, seed: u64) -> Vec<Vec<T>> {
-    verify::make_inputs::<T>(Inputs::Exact, op, ranks, count, seed)
+    verify::make_inputs::<T>(Inputs::Exact, op, ranks, count, seed).expect("inputs")
 }
 
 /// The all-reduce reference of `inputs`, bitwise (exact inputs).

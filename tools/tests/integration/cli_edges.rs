@@ -533,6 +533,7 @@ pub fn register(h: &mut Harness) {
                         // placeholder.
                         for alt in v.split('|') {
                             ringreduce_tools::bench::parse_contenders(
+                                "--algo",
                                 &alt.replace("pipeK", "pipe4"),
                             )
                             .map_err(|e| format!("README: {line}\n{e}"))?;

@@ -121,7 +121,7 @@ pub fn checked<T: Element>(
         if in_place { "in place" } else { "out of place" },
     );
     let per_rank = e.shape(collective, count, in_place).input(0).len();
-    let inputs = verify::make_inputs::<T>(kind, op, n, per_rank, seed);
+    let inputs = verify::make_inputs::<T>(kind, op, n, per_rank, seed).expect("inputs");
     let expect = bench::expected(collective, &inputs, op, kind);
     let (wrong, v, _) = bench::checked_call(
         e,

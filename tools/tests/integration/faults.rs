@@ -67,7 +67,7 @@ struct Faulty {
 fn faulty_call(e: &mut Engine<f32>, path: &str, count: usize) -> Result<Faulty, String> {
     let n = e.ranks();
     let op = ReduceOp::Sum;
-    let inputs = verify::make_inputs::<f32>(Inputs::Exact, op, n, count, 7);
+    let inputs = verify::make_inputs::<f32>(Inputs::Exact, op, n, count, 7).expect("inputs");
     let expect = bench::expected(Collective::AllReduce, &inputs, op, Inputs::Exact);
     let shape = e.shape(Collective::AllReduce, count, false);
     let t0 = Instant::now();

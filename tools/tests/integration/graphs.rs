@@ -38,7 +38,7 @@ fn replay_path(
     let n = e.ranks();
     let op = ReduceOp::Sum;
     let what = format!("{choice} on {n} ranks: count={count} in_place={in_place}");
-    let inputs = verify::make_inputs::<f32>(Inputs::Exact, op, n, count, 4);
+    let inputs = verify::make_inputs::<f32>(Inputs::Exact, op, n, count, 4).expect("inputs");
     let reference = verify::reference(&inputs, op, Inputs::Exact);
     let shape = e
         .load(Collective::AllReduce, &inputs, in_place)
@@ -211,7 +211,9 @@ pub fn register(h: &mut Harness) {
             use ringreduce_tools::bench::{checked_call, expected, parse_contenders};
             for n in [2, 4] {
                 let mut e = engine::<i32>(BackendChoice::Cuda, n)?;
-                for c in parse_contenders("ring:graph,ring:pipe2:graph").ctx("contenders")? {
+                for c in
+                    parse_contenders("--algo", "ring:graph,ring:pipe2:graph").ctx("contenders")?
+                {
                     for collective in [Collective::ReduceScatter, Collective::AllGather] {
                         for in_place in [false, true] {
                             let per = if collective == Collective::ReduceScatter {
@@ -220,7 +222,8 @@ pub fn register(h: &mut Harness) {
                                 1003
                             };
                             let inputs =
-                                verify::make_inputs::<i32>(Inputs::Exact, ReduceOp::Sum, n, per, 9);
+                                verify::make_inputs::<i32>(Inputs::Exact, ReduceOp::Sum, n, per, 9)
+                                    .expect("inputs");
                             let want = expected(collective, &inputs, ReduceOp::Sum, Inputs::Exact);
                             let what =
                                 format!("{} {collective:?} n={n} in_place={in_place}", c.name);
@@ -262,7 +265,8 @@ pub fn register(h: &mut Harness) {
         1,
         || {
             let mut e = engine::<f32>(BackendChoice::Cuda, 2)?;
-            let inputs = verify::make_inputs::<f32>(Inputs::Exact, ReduceOp::Sum, 2, 1000, 1);
+            let inputs = verify::make_inputs::<f32>(Inputs::Exact, ReduceOp::Sum, 2, 1000, 1)
+                .expect("inputs");
             let shape = e.load(Collective::AllReduce, &inputs, true).ctx("load")?;
             let b = bind(&e);
             e.core_mut()
@@ -271,7 +275,8 @@ pub fn register(h: &mut Harness) {
             e.core_mut().graph_replay().ctx("replay")?;
             e.synchronize().ctx("sync")?;
             // A bigger load reallocates the buffers the graph points into.
-            let big = verify::make_inputs::<f32>(Inputs::Exact, ReduceOp::Sum, 2, 4 << 20, 2);
+            let big = verify::make_inputs::<f32>(Inputs::Exact, ReduceOp::Sum, 2, 4 << 20, 2)
+                .expect("inputs");
             e.load(Collective::AllReduce, &big, true)
                 .ctx("bigger load")?;
             let r = e.core_mut().graph_replay();

@@ -18,6 +18,7 @@ mod backends;
 mod cli;
 mod cli_edges;
 mod cli_env;
+mod cli_issue41;
 mod cli_outputs;
 mod comm;
 mod docs;
@@ -49,6 +50,7 @@ fn main() -> std::process::ExitCode {
     api::register(&mut h);
     cli::register(&mut h);
     cli_edges::register(&mut h);
+    cli_issue41::register(&mut h);
     cli_env::register(&mut h);
     cli_outputs::register(&mut h);
     comm::register(&mut h);

@@ -32,7 +32,8 @@ fn compare_type<T: Element>(e: &mut Engine<T>) -> Result<(), String> {
             for count in [1usize, 3, 1000, 65_537] {
                 for kind in [Inputs::Exact, Inputs::Random] {
                     let per_rank = e.shape(collective, count, false).input(0).len();
-                    let inputs = verify::make_inputs::<T>(kind, op, n, per_rank, 9);
+                    let inputs =
+                        verify::make_inputs::<T>(kind, op, n, per_rank, 9).expect("inputs");
                     let expect = bench::expected(collective, &inputs, op, kind);
                     for in_place in [false, true] {
                         let what = format!(

@@ -34,6 +34,57 @@ fn row_path(r: &Row) -> String {
     }
 }
 
+/// What a report holds to fit models to, per engine path (the path each
+/// out-of-place all-reduce row ran): its rows, sizes and rank counts, in
+/// words (for the error when no model could be fitted).
+pub(crate) fn fit_inputs(rep: &Report) -> Vec<String> {
+    let mut seen: Vec<(String, usize, Vec<u64>, Vec<usize>)> = Vec::new();
+    for r in rep.rows.iter().filter(|r| {
+        r.collective == report::ALL_REDUCE
+            && r.out_of_place.is_some()
+            && Contender::parse(&r.algo)
+                .is_ok_and(|c| matches!(c.kind, bench::ContenderKind::Engine(_)))
+    }) {
+        let path = row_path(r);
+        let i = match seen.iter().position(|s| s.0 == path) {
+            Some(i) => i,
+            None => {
+                seen.push((path, 0, Vec::new(), Vec::new()));
+                seen.len() - 1
+            }
+        };
+        let s = &mut seen[i];
+        s.1 += 1;
+        if !s.2.contains(&r.size) {
+            s.2.push(r.size);
+        }
+        if !s.3.contains(&r.ranks) {
+            s.3.push(r.ranks);
+        }
+    }
+    seen.into_iter()
+        .map(|(path, rows, sizes, ranks)| {
+            let priced = cost_of(&path).is_some();
+            format!(
+                "{path}: {} of {} on {} rank{}{}",
+                ringreduce::words::counted(rows, "row"),
+                ringreduce::words::counted(sizes.len(), "size"),
+                ranks
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if ranks == [1] { "" } else { "s" },
+                if priced {
+                    ""
+                } else {
+                    " (a path the model does not price)"
+                }
+            )
+        })
+        .collect()
+}
+
 /// [`fit_models`] of a report read back (`theory --from-bench`): its
 /// contenders are named by its rows.
 pub(crate) fn refit(rep: &Report) -> Vec<(report::ModelFit, Vec<Row>)> {

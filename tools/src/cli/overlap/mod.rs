@@ -340,7 +340,10 @@ fn settings(a: &OverlapArgs, cpu: bool) -> Result<Settings> {
         ));
     }
     let kernels = KernelKind::parse_list(&a.kernel)?;
-    let contenders = parse_contenders(a.contenders.as_deref().unwrap_or(DEFAULT_CONTENDERS))?;
+    let contenders = parse_contenders(
+        "--contenders",
+        a.contenders.as_deref().unwrap_or(DEFAULT_CONTENDERS),
+    )?;
     for c in &contenders {
         if !matches!(c.kind, ContenderKind::Engine(_) | ContenderKind::Nccl) {
             return Err(Error::BadArgument(format!(
