@@ -32,7 +32,7 @@
 //! * **Buffers.** [`Transport::alloc`] makes a local rank's buffer and,
 //!   when peers live in other processes, a handle for them;
 //!   [`Transport::open`] maps a peer's handle. A handle is valid until the
-//!   barrier that ends the reserve ([`reserve_records`] is the protocol,
+//!   barrier that ends the reserve ([`all_records`] and [`to_open`] are the protocol,
 //!   written once for every transport). A write by a rank to any buffer,
 //!   its own or a peer's, is visible to every rank that then waits on a
 //!   signal the writer published after it (release/acquire on the board's
@@ -303,25 +303,38 @@ pub(crate) fn unique_name(rank: usize, id: BufId) -> String {
     format!("buf-r{rank}-b{}-p{}-{n}", id.0, std::process::id())
 }
 
+/// The name a rank's record takes when its allocation failed (its
+/// `handle` holds the reason): the reserve fails on every rank alike.
+pub(crate) const FAILED_RECORD: &str = "!allocation-failed";
+
 /// The reserve protocol of every transport, from the records of the local
-/// ranks (`mine`, in local-rank order): all-gather them, then the peers to
-/// open ([`Names::to_open`]) with their records. The caller opens them,
-/// then calls [`Transport::barrier`] before dropping its exports.
-pub(crate) fn reserve_records<T: Transport + ?Sized>(
+/// ranks (`mine`, in local-rank order): all-gather them (every rank's
+/// record, in rank order; a rank whose allocation failed sent a
+/// [`FAILED_RECORD`]).
+pub(crate) fn all_records<T: Transport + ?Sized>(
     t: &T,
-    names: &Names,
     id: BufId,
     mine: &[Record],
-) -> Result<Vec<(usize, Record)>> {
+) -> Result<Vec<Record>> {
     let all = t.allgather(
         mine.iter().map(Record::encode).collect(),
         &format!("reserve of buffer {}", id.0),
     )?;
-    let all = all
-        .iter()
+    all.iter()
         .enumerate()
         .map(|(r, d)| Record::parse(r, d))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>>>()
+}
+
+/// The peers to open ([`Names::to_open`]) with their records, once every
+/// rank's allocation succeeded. The caller opens them, then calls
+/// [`Transport::barrier`] before dropping its exports.
+pub(crate) fn to_open<T: Transport + ?Sized>(
+    t: &T,
+    names: &Names,
+    id: BufId,
+    all: Vec<Record>,
+) -> Result<Vec<(usize, Record)>> {
     let open = names.to_open(id, &t.local_ranks(), &all)?;
     Ok(open.into_iter().map(|r| (r, all[r].clone())).collect())
 }

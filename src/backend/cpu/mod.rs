@@ -13,7 +13,7 @@
 //! neighbour's copy of it is complete; a reserve is the transports'
 //! collective protocol (every rank idle, each allocates what grew, the
 //! records are all-gathered, every process opens its peers' new buffers,
-//! a barrier, then the handles close: [`crate::transport::reserve_records`]);
+//! a barrier, then the handles close: [`crate::transport::all_records`]);
 //! profiling, the timelines, stream-ordered calls ([`super::ordered`]) and
 //! traffic counting work on every transport. A call returns when the local
 //! ranks finished it; other processes' ranks may still be in it (as GPU
@@ -31,7 +31,9 @@ use crate::error::{Error, Result};
 use crate::fault::FaultPlan;
 use crate::pool::RankThreads;
 use crate::sync::{AbortHandle, SignalBoard};
-use crate::transport::{reserve_records, unique_name, Names, Record, Shm, Threads, Transport};
+use crate::transport::{
+    all_records, to_open, unique_name, Names, Record, Shm, Threads, Transport, FAILED_RECORD,
+};
 use mem::{execute, lock, CpuMem, Run};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
@@ -178,36 +180,95 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
     /// The reserve protocol past its first barrier: allocate what grew on
     /// the local ranks, all-gather the records, open the peers' new
     /// buffers, barrier, close the handles.
+    ///
+    /// Memory that cannot be had on one rank fails the reserve on every
+    /// rank alike, and leaves the communicator usable: the failure travels
+    /// in that rank's record, every rank drops what it allocated for this
+    /// reserve (its buffers are as they were), and the rank gets its
+    /// [`Error::OutOfMemory`] while the others get [`Error::PeerArgument`]
+    /// naming it. No failure is recorded for the job.
     fn grow(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
         let mut exports = Vec::new();
         let mut mine = Vec::new();
+        let mut kept = Vec::new();
+        let mut own: Option<Error> = None;
         for r in self.t.local_ranks() {
             let want = bytes.get(r).copied().unwrap_or(0);
             let mut handle = String::new();
-            if self.names.bytes(r, id).is_none_or(|h| h < want) {
-                if self.faults.alloc_fails(r) {
-                    return Err(Error::Worker {
-                        rank: r,
-                        message: format!("injected allocation failure of {want} bytes"),
-                    });
-                }
-                let name = unique_name(r, id);
-                let (m, export) = self.t.alloc(r, &name, want)?;
-                self.mem.insert(r, id, m, want);
-                self.names.insert(r, id, name, want);
-                if let Some((h, e)) = export {
-                    handle = h;
-                    exports.push(e);
+            if own.is_none() && self.names.bytes(r, id).is_none_or(|h| h < want) {
+                let got = if self.faults.alloc_fails(r) {
+                    Err(Error::OutOfMemory {
+                        what: format!(
+                            "rank {r}'s buffer of {want} bytes (an injected allocation failure)"
+                        ),
+                        memory: "host memory".into(),
+                        need: want as u64,
+                        available: 0,
+                        is_free: true,
+                        hint: "the fault plan makes this rank's allocations fail".into(),
+                    })
+                } else {
+                    let name = unique_name(r, id);
+                    self.t.alloc(r, &name, want).map(|a| (name, a))
+                };
+                match got {
+                    Ok((name, (m, export))) => {
+                        kept.push((r, self.mem.get(r, id).ok(), self.names.get(r, id)));
+                        self.mem.insert(r, id, m, want);
+                        self.names.insert(r, id, name, want);
+                        if let Some((h, e)) = export {
+                            handle = h;
+                            exports.push(e);
+                        }
+                    }
+                    Err(e @ (Error::OutOfMemory { .. } | Error::Io { .. })) => own = Some(e),
+                    Err(e) => return Err(e),
                 }
             }
-            let (name, bytes) = self.names.get(r, id).unwrap_or_default();
+            let (name, bytes) = match &own {
+                Some(e) => (FAILED_RECORD.to_string(), e.to_string()),
+                None => {
+                    let (n, b) = self.names.get(r, id).unwrap_or_default();
+                    (n, b.to_string())
+                }
+            };
             mine.push(Record {
                 name,
-                bytes,
-                handle,
+                bytes: bytes.parse().unwrap_or(0),
+                handle: if own.is_some() { bytes } else { handle },
             });
         }
-        for (r, rec) in reserve_records(&self.t, &self.names, id, &mine)? {
+        let records = all_records(&self.t, id, &mine)?;
+        if let Some((q, why)) = records
+            .iter()
+            .enumerate()
+            .find(|(_, rec)| rec.name == FAILED_RECORD)
+            .map(|(q, rec)| (q, rec.handle.clone()))
+        {
+            // Every rank saw the same records: each puts its buffers back
+            // as they were, and the call fails the same way everywhere.
+            for (r, mem, name) in kept.into_iter().rev() {
+                match (mem, name) {
+                    (Some((w, len)), Some((n, b))) => {
+                        self.mem.insert_words(r, id, w, len);
+                        self.names.insert(r, id, n, b);
+                    }
+                    _ => {
+                        self.mem.remove(r, id);
+                        self.names.remove(r, id);
+                    }
+                }
+            }
+            drop(exports);
+            return Err(match own {
+                Some(e) if self.t.local_ranks().contains(&q) => e,
+                _ => Error::PeerArgument {
+                    rank: q,
+                    reason: format!("it could not allocate its buffer {}: {why}", id.0),
+                },
+            });
+        }
+        for (r, rec) in to_open(&self.t, &self.names, id, records)? {
             if !self.t.reachable(r) {
                 // Another node's rank: reached by messages, never mapped;
                 // its name is kept so a later reserve in which it did not
@@ -328,7 +389,11 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
         self.t
             .barrier(&format!("reserve of buffer {} (every rank idle)", id.0))?;
         self.t.forget(id);
-        self.grow(id, bytes).map_err(|e| self.failed(e))
+        self.grow(id, bytes).map_err(|e| match e.is_fatal() {
+            true => self.failed(e),
+            // Memory that could not be had, failed on every rank alike.
+            false => e,
+        })
     }
 
     /// Collective, like [`Backend::reserve`].

@@ -449,6 +449,59 @@ fn process_mismatch() -> TestResult {
     pass()
 }
 
+/// Issue 41 item 4: memory that cannot be had on one rank of a job fails
+/// the call on every rank alike and is not fatal (the rank's own
+/// `OutOfMemory`, `PeerArgument` naming it on the others, at once), as
+/// with every rank in one process; the next call says the same, never
+/// `Poisoned`.
+fn memory_that_cannot_be_had_fails_every_rank_alike() -> TestResult {
+    use ringreduce::fault::{Fault, FaultPlan, FaultSpec};
+    let dir = store("oom");
+    let t0 = Instant::now();
+    let got: Vec<Vec<Result<(), Error>>> = std::thread::scope(|s| {
+        let t: Vec<_> = (0..2)
+            .map(|r| {
+                let dir = dir.clone();
+                s.spawn(move || -> Result<Vec<Result<(), Error>>, String> {
+                    let cfg = EngineConfig::job(JobSpec::new(r, 2, &dir), BackendChoice::Cpu)
+                        .timeout(Duration::from_secs(20))
+                        .with_faults(FaultPlan(vec![FaultSpec {
+                            rank: 1,
+                            op: 0,
+                            call: None,
+                            fault: Fault::AllocFail,
+                        }]));
+                    let mut c = Communicator::join(cfg).ctx(format!("rank {r} joins"))?;
+                    Ok((0..2)
+                        .map(|_| {
+                            let mut x = vec![1.0f32; 1024];
+                            c.all_reduce_in_place(&mut x, ReduceOp::Sum).map(|_| ())
+                        })
+                        .collect())
+                })
+            })
+            .collect();
+        t.into_iter()
+            .map(|t| t.join().unwrap_or_else(|_| Err("a rank panicked".into())))
+            .collect::<Result<Vec<_>, String>>()
+    })?;
+    let _ = std::fs::remove_dir_all(&dir);
+    ensure!(
+        t0.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t0.elapsed()
+    );
+    for call in 0..2 {
+        let (r0, r1) = (&got[0][call], &got[1][call]);
+        ensure!(
+            matches!(r1, Err(e @ Error::OutOfMemory { .. }) if !e.is_fatal())
+                && matches!(r0, Err(Error::PeerArgument { rank: 1, .. })),
+            "call {call}: rank 0 {r0:?}, rank 1 {r1:?}"
+        );
+    }
+    pass()
+}
+
 /// Item 6: in a job, every result lands in its own rank's buffer, for
 /// every element type of one communicator, and the engine underneath
 /// refuses the other ranks' buffers instead of writing them anywhere.
@@ -661,6 +714,10 @@ pub fn register(h: &mut Harness) {
         "comm::timed_calls_come_with_their_plans",
         1,
         timed_calls_come_with_their_plans
+    );
+    h.add(
+        "comm::memory_that_cannot_be_had_fails_every_rank_alike[cpu]",
+        memory_that_cannot_be_had_fails_every_rank_alike,
     );
     test_backend!(
         h,

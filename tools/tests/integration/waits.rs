@@ -144,6 +144,45 @@ fn from_rayon(b: BackendChoice) -> TestResult {
     pass()
 }
 
+/// Issue 41 item 6: per-rank handles called from a rayon pool with fewer
+/// threads than ranks cannot all be waiting at once: every rank fails
+/// after one timeout (not two), and the error says why.
+fn per_rank_handles_on_a_small_rayon_pool(b: BackendChoice) -> TestResult {
+    use rayon::prelude::*;
+    let timeout = Duration::from_secs(1);
+    let mut ranks = ranks_of(b, 4, timeout)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .map_err(|e| format!("a pool of 2 threads: {e}"))?;
+    let t0 = Instant::now();
+    let got: Vec<Result<(), Error>> = pool.install(|| {
+        ranks
+            .par_iter_mut()
+            .with_max_len(1)
+            .map(|h| {
+                let mut x = vec![1.0f32; 16];
+                h.all_reduce_in_place(&mut x, ReduceOp::Sum).map(|_| ())
+            })
+            .collect()
+    });
+    let took = t0.elapsed();
+    ensure!(
+        took < 2 * timeout,
+        "LIBRARY BUG (issue 41 item 6): the ranks failed after {took:?}, the timeout is {timeout:?}"
+    );
+    for (r, res) in got.iter().enumerate() {
+        match res {
+            Err(e @ Error::Timeout { .. }) => ensure!(
+                e.to_string().contains("rayon pool of 2 threads"),
+                "rank {r}'s timeout must say why: {e}"
+            ),
+            other => return Err(format!("rank {r} on a pool of 2 threads: {other:?}")),
+        }
+    }
+    pass()
+}
+
 /// Item 1: the other callers: plain threads and tokio's blocking pool.
 fn from_threads_and_tokio(b: BackendChoice) -> TestResult {
     let (x, y) = std::thread::scope(|s| {
@@ -575,6 +614,12 @@ fn failures_keep_their_type(b: BackendChoice) -> TestResult {
 
 pub fn register(h: &mut Harness) {
     watched(h, "waits::collectives_from_rayon_workers", 1, from_rayon);
+    watched(
+        h,
+        "waits::per_rank_handles_on_a_small_rayon_pool",
+        1,
+        per_rank_handles_on_a_small_rayon_pool,
+    );
     watched(
         h,
         "waits::collectives_from_threads_and_tokio",
