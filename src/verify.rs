@@ -222,7 +222,7 @@ pub fn exact_value(dtype: DataType, op: ReduceOp, ranks: usize, rank: usize, i: 
     }
 }
 
-/// A vector of `count` default elements, or [`Error::OutOfMemory`] when
+/// A vector of `count` default elements, or [`Error::OutOfMemory`](crate::Error::OutOfMemory) when
 /// the memory cannot be had (never an abort of the process).
 pub fn zeroed<T: Element>(count: usize, what: &str) -> crate::error::Result<Vec<T>> {
     let mut v: Vec<T> = Vec::new();
