@@ -41,6 +41,7 @@ from ._ringreduce import (
     UnavailableError,
     _CallInfo,
     _Engine,
+    _forked,
     __version__,
 )
 from ._ringreduce import plan as _plan
@@ -152,6 +153,15 @@ def dtype_name(x):
     numpy or torch dtype, or a name), or raise ``ArgumentError``."""
     if isinstance(x, str):
         name = x
+    elif isinstance(x, type):
+        # A numpy scalar type (numpy.float32, the usual spelling of a
+        # dtype): its dtype's name. (Its `dtype` attribute is a descriptor
+        # of the class, not a dtype.)
+        np = sys.modules.get("numpy")
+        try:
+            name = np.dtype(x).name if np is not None else x.__name__
+        except TypeError:
+            name = x.__name__
     elif hasattr(x, "dtype"):
         return dtype_name(x.dtype)
     else:
@@ -271,90 +281,163 @@ def _from_cai(x, what, rank):
     return _Buf(addr, n * itemsize, name, shape, x, readonly, device=_cai_device(x), stream=stream)
 
 
-# numpy dtype objects already resolved (numpy's dtype.name is slow).
-_DTYPE_CACHE = {}
+class _Exported:
+    """An object's ``__array_interface__``, read once and held together
+    with the object: numpy makes its array of this (its ``base``), so the
+    interface dict (and whatever it keeps alive, numpy's ``__ref``) and the
+    object live as long as the array, whatever the object's property would
+    return next time."""
+
+    __slots__ = ("__array_interface__", "_obj")
+
+    def __init__(self, interface, obj):
+        self.__array_interface__ = interface
+        self._obj = obj
 
 
-def _known_dtype(dt):
+# torch's element types numpy does not have, viewed as the unsigned
+# integers of their width (the call says what they are: ``dtype=``).
+_TORCH_VIEWS = {
+    "torch.bfloat16": ("uint16", "bfloat16"),
+    "torch.float8_e4m3fn": ("uint8", "f8e4m3"),
+    "torch.float8_e5m2": ("uint8", "f8e5m2"),
+}
+
+
+def _numpy():
     try:
-        return _DTYPE_CACHE.get(dt)
-    except TypeError:  # an unhashable dtype-like object
-        return None
+        import numpy
+    except ImportError:
+        raise UnavailableError(
+            "host arrays need numpy (pip install numpy): ringreduce reads them through it"
+        ) from None
+    return numpy
 
 
-def _remember_dtype(dt, name):
-    try:
-        if dt is not None and len(_DTYPE_CACHE) < 256:
-            _DTYPE_CACHE[dt] = name
-    except TypeError:
-        pass
+def _host_array(x, what, rank, written):
+    """``x`` (host memory) as a numpy array on the same memory, numpy (or
+    torch) keeping its owner alive for as long as the array lives, and
+    the element type to call it by when the array's own is a stand-in
+    (torch's bfloat16 and float8, as unsigned integers); or raise saying
+    why not. ``written``: the call writes it (an output, or an in-place
+    buffer): a copy would not do."""
+    np = _numpy()
+    if isinstance(x, np.ndarray):
+        ma = sys.modules.get("numpy.ma")
+        if ma is not None and isinstance(x, ma.MaskedArray):
+            raise ArgumentError(
+                f"rank {rank}: the {what} is a masked array: ringreduce would reduce its masked "
+                f"elements too; pass x.filled(value), or x.data to reduce every element"
+            )
+        return x, None
+    if _is_torch_tensor(x):
+        if getattr(x, "is_sparse", False) or str(getattr(x, "layout", "torch.strided")) != "torch.strided":
+            raise ArgumentError(f"rank {rank}: the {what} is not a dense tensor (layout {x.layout})")
+        if not x.is_contiguous():
+            raise ArgumentError(
+                f"rank {rank}: the {what} is not contiguous (shape {tuple(x.shape)}, strides "
+                f"{tuple(x.stride())}); pass .contiguous()"
+            )
+        t = x.detach()
+        view = _TORCH_VIEWS.get(str(t.dtype))
+        if view is not None:
+            import torch
+
+            return t.view(getattr(torch, view[0])).numpy(), view[1]
+        try:
+            dtype_name(t.dtype)
+        except ArgumentError as e:
+            raise ArgumentError(f"rank {rank}: the {what}: {e}") from None
+        # numpy's array on the tensor's memory; it keeps the tensor alive.
+        return t.numpy(), None
+    if isinstance(x, np.generic):
+        if written:
+            raise ArgumentError(
+                f"rank {rank}: the {what} is a numpy scalar ({type(x).__name__}), which cannot be "
+                f"written: pass an array (numpy.zeros(()) for one element)"
+            )
+        return np.asarray(x), None
+    ai = getattr(x, "__array_interface__", None)
+    if ai is not None:
+        if not isinstance(ai, dict):
+            raise ArgumentError(
+                f"rank {rank}: the {what}'s __array_interface__ is not a dict (a {type(ai).__name__})"
+            )
+        if ai.get("mask") is not None:
+            raise ArgumentError(
+                f"rank {rank}: the {what} is a masked array (its __array_interface__ has a mask)"
+            )
+        try:
+            a = np.asarray(_Exported(ai, x))
+        except Exception as e:
+            raise ArgumentError(
+                f"rank {rank}: the {what}'s __array_interface__ cannot be read ({e})"
+            ) from None
+        if written:
+            # A result written where the object does not keep it would be
+            # lost: its interface must describe the same memory each time.
+            again = getattr(x, "__array_interface__", None)
+            if not isinstance(again, dict) or again.get("data") != ai.get("data"):
+                raise ArgumentError(
+                    f"rank {rank}: the {what}'s __array_interface__ describes different memory "
+                    f"each time it is read, so a result written there would be lost: pass an "
+                    f"array that owns its memory (numpy.asarray(x)) and read the result from it"
+                )
+        return a, None
+    if hasattr(x, "__array_struct__"):
+        return np.asarray(x), None
+    if hasattr(x, "__dlpack__"):
+        kind = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else 1
+        if kind not in (1, 3):  # kDLCPU, kDLCUDAHost
+            raise UnavailableError(
+                f"rank {rank}: the {what} is on DLPack device type {kind}, not host memory "
+                f"(see docs/PYTORCH.md)"
+            )
+        try:
+            return np.from_dlpack(x), None
+        except Exception as e:
+            raise ArgumentError(f"rank {rank}: the {what}'s DLPack export cannot be read ({e})") from None
+    raise ArgumentError(
+        f"rank {rank}: the {what} ({type(x).__name__}) is not an array: pass numpy arrays, "
+        f"torch tensors, or objects with __array_interface__ or a CPU __dlpack__"
+    )
 
 
-def _describe(x, what, rank):
-    """Read an array's memory for a call, or raise."""
+def _on_device(x):
+    """Whether ``x`` is CUDA memory (a CUDA tensor, a
+    ``__cuda_array_interface__`` object, a CUDA DLPack export)."""
+    if _is_torch_tensor(x):
+        return x.device.type != "cpu"
+    if hasattr(x, "__cuda_array_interface__"):
+        return True
+    if not hasattr(x, "__array_interface__") and hasattr(x, "__dlpack_device__"):
+        try:
+            return int(x.__dlpack_device__()[0]) not in (1, 3)
+        except Exception:
+            return False
+    return False
+
+
+def _describe_device(x, what, rank):
+    """A CUDA buffer's description for the device path, or raise."""
     if _is_torch_tensor(x):
         return _from_torch(x, what, rank)
     if hasattr(x, "__cuda_array_interface__"):
         return _from_cai(x, what, rank)
-    ai = getattr(x, "__array_interface__", None)
-    if ai is None and hasattr(x, "__dlpack__"):
-        kind = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else 1
-        if kind == 2:  # kDLCUDA: read through torch (zero-copy)
-            try:
-                import torch
-            except ImportError:
-                raise UnavailableError(
-                    f"rank {rank}: the {what} is a CUDA DLPack object without "
-                    f"__cuda_array_interface__; reading it needs torch (torch.from_dlpack)"
-                ) from None
-            return _from_torch(torch.from_dlpack(x), what, rank)
-        if kind not in (1, 3):  # kDLCPU, kDLCUDAHost
+    kind = x.__dlpack_device__()[0]
+    if kind == 2:  # kDLCUDA: read through torch (zero-copy)
+        try:
+            import torch
+        except ImportError:
             raise UnavailableError(
-                f"rank {rank}: the {what} is on DLPack device type {kind}, neither host memory "
-                f"nor a CUDA device (see docs/PYTORCH.md)"
-            )
-        import numpy
-
-        x = numpy.from_dlpack(x)
-        ai = x.__array_interface__
-    if ai is None:
-        raise ArgumentError(
-            f"rank {rank}: the {what} ({type(x).__name__}) is not an array: pass numpy arrays, "
-            f"torch tensors, or objects with __array_interface__ or a CPU __dlpack__"
-        )
-    shape = tuple(ai["shape"])
-    dt = getattr(x, "dtype", None)
-    name = _known_dtype(dt)
-    if name is None:
-        dt_name = getattr(dt, "name", None)
-        if dt_name in _DTYPE_NAMES:
-            name = _DTYPE_NAMES[dt_name]
-        elif dt_name is None and ai["typestr"] in _TYPESTRS:
-            name = _TYPESTRS[ai["typestr"]]
-        else:
-            raise ArgumentError(
-                f"rank {rank}: the {what} has element type {dt_name or ai['typestr']}, "
-                f"which ringreduce does not reduce"
-            )
-        _remember_dtype(dt, name)
-    if ai["typestr"][0] == _SWAPPED:
-        raise ArgumentError(
-            f"rank {rank}: the {what} is in {'big' if _SWAPPED == '>' else 'little'}-endian byte "
-            f"order ({ai['typestr']}), not this machine's: pass a native-order copy "
-            f"(a.astype(a.dtype.newbyteorder('=')))"
-        )
-    itemsize = int(ai["typestr"][2:])
-    strides = ai.get("strides")
-    if strides is not None and not _c_contiguous(shape, strides, itemsize):
-        raise ArgumentError(
-            f"rank {rank}: the {what} is not contiguous (shape {shape}, strides {tuple(strides)}); "
-            f"pass a C-contiguous copy (numpy.ascontiguousarray)"
-        )
-    addr, readonly = ai["data"]
-    n = 1
-    for d in shape:
-        n *= d
-    return _Buf(addr, n * itemsize, name, shape, x, readonly)
+                f"rank {rank}: the {what} is a CUDA DLPack object without "
+                f"__cuda_array_interface__; reading it needs torch (torch.from_dlpack)"
+            ) from None
+        return _from_torch(torch.from_dlpack(x), what, rank)
+    raise UnavailableError(
+        f"rank {rank}: the {what} is on DLPack device type {kind}, neither host memory "
+        f"nor a CUDA device (see docs/PYTORCH.md)"
+    )
 
 
 # numpy.ndarray, once numpy is imported (the fast path's arrays; without
@@ -369,14 +452,22 @@ def _ndarray_type():
     return _NDARRAY
 
 
-def _number(name, v, lowest=0):
-    """``v`` as an int of at least ``lowest`` (an int or anything with
-    ``__index__``, never a bool), else an ArgumentError naming ``name``."""
+# The engine's limits (its MAX_RANKS, and what fits an address space).
+_MAX_RANKS = 256
+_MAX_COUNT = 2**62
+
+
+def _number(name, v, lowest=0, highest=_MAX_COUNT):
+    """``v`` as an int from ``lowest`` to ``highest`` (an int or anything
+    with ``__index__``, never a bool), else an ArgumentError naming
+    ``name``."""
     if isinstance(v, bool) or not hasattr(type(v), "__index__"):
         raise ArgumentError(f"{name} must be a whole number, not {v!r}")
     v = v.__index__()
     if v < lowest:
         raise ArgumentError(f"{name} must be at least {lowest} (got {v})")
+    if v > highest:
+        raise ArgumentError(f"{name} must be at most {highest} (got {v})")
     return v
 
 
@@ -392,6 +483,44 @@ def _seconds(name, v):
 
 _JOB_ENGINES = weakref.WeakSet()
 _HOOKED = False
+
+# Every engine of this process, for the child of a fork() (below).
+_ENGINES = weakref.WeakSet()
+# The engines a forked child inherited: kept, never dropped (their rank
+# threads and their peers' memory stayed with the parent; tearing them down
+# in the child would wait for threads that do not exist there).
+_INHERITED = []
+
+
+class _Forked:
+    """What an engine is in the child of a ``fork()``: every use raises at
+    once (its rank threads, its GPU context and its job stayed with the
+    parent; a call would wait for them until the timeout)."""
+
+    def __init__(self, pid):
+        self._pid = pid
+
+    def __getattr__(self, name):
+        raise UnavailableError(
+            f"this engine was made in process {self._pid}, and this process is a fork() of it "
+            f"(pid {os.getpid()}): an engine's threads, memory and job do not survive fork(); "
+            f"make a new engine in this process (or start it with the spawn method)"
+        )
+
+
+def _after_fork_in_child():
+    _forked()
+    parent = os.getppid()
+    for e in list(_ENGINES):
+        inner = e.__dict__.get("_e")
+        if inner is not None and not isinstance(inner, _Forked):
+            _INHERITED.append(inner)
+            e._e = _Forked(parent)
+    _JOB_ENGINES.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _abort_on_uncaught_exception(engine):
@@ -444,7 +573,7 @@ class Engine:
 
     def __init__(self, backend="auto", ranks=2, devices=None, timeout=None, algo=None, _inner=None):
         if _inner is None:
-            ranks = _number("ranks", ranks)
+            ranks = _number("ranks", ranks, 1, _MAX_RANKS)
             if devices is not None:
                 if isinstance(devices, (str, bytes)) or not hasattr(devices, "__iter__"):
                     raise ArgumentError(f"devices must be a list of GPU numbers, not {devices!r}")
@@ -452,6 +581,7 @@ class Engine:
             _inner = _Engine(backend, ranks, devices, _seconds("timeout", timeout), algo)
         self._e = _inner
         self.last_call = None
+        _ENGINES.add(self)
 
     @classmethod
     def job(cls, rank, size, store, backend="cpu", timeout=None, algo=None):
@@ -470,7 +600,8 @@ class Engine:
                     f"store must be a directory path or an object with set(key, value) and "
                     f"get(key, timeout) (got a {type(store).__name__})"
                 ) from None
-        rank, size = _number("rank", rank), _number("size", size)
+        size = _number("size", size, 1, _MAX_RANKS)
+        rank = _number("rank", rank, 0, size - 1)
         eng = cls(_inner=_Engine.job(rank, size, store, backend, _seconds("timeout", timeout), algo))
         _abort_on_uncaught_exception(eng)
         return eng
@@ -535,7 +666,8 @@ class Engine:
 
     # -- collectives ---------------------------------------------------------
 
-    def _buffers(self, arrays, what):
+    def _list(self, arrays, what):
+        """``arrays`` as a list of one array per local rank, or raise."""
         is_array = hasattr(arrays, "__array_interface__") or _is_torch_tensor(arrays)
         if is_array or isinstance(arrays, (str, bytes)) or not hasattr(arrays, "__len__"):
             raise ArgumentError(
@@ -547,86 +679,106 @@ class Engine:
                 f"expected one {what} per rank this engine calls for: {n} ranks but "
                 f"{len(arrays)} {what}s"
             )
+        return list(arrays)
+
+    def _host(self, arrays, what, written):
+        """Host arrays as numpy arrays (one per local rank), and the element
+        type to call them by (``None``: their own)."""
         base = self.local_ranks.start
-        bufs = [_describe(a, what, base + i) for i, a in enumerate(arrays)]
-        first = bufs[0] if bufs else None
-        for i, b in enumerate(bufs):
-            if b.dtype != first.dtype:
-                raise ArgumentError(
-                    f"rank {base + i}: the {what} is {b.dtype} but rank {base}'s is {first.dtype}: "
-                    f"every rank's arrays must have the same element type"
-                )
-            if b.shape != first.shape:
-                raise ArgumentError(
-                    f"rank {base + i}: the {what} has shape {b.shape} but rank {base}'s has "
-                    f"{first.shape}: every rank's arrays must have the same shape"
-                )
-            if (b.device is None) != (first.device is None):
-                raise ArgumentError(
-                    f"rank {base + i}: the {what} is in {b.where()} but rank {base}'s is in "
-                    f"{first.where()}: every rank's arrays must be host memory, or all CUDA memory"
-                )
-        return bufs
+        out, names = [], set()
+        for i, x in enumerate(arrays):
+            a, name = _host_array(x, what, base + i, written)
+            out.append(a)
+            names.add(name)
+        if len(names) > 1:
+            raise ArgumentError(
+                f"the {what}s mix element types (torch's {sorted(n for n in names if n)} with others): "
+                f"every rank's arrays must have the same element type"
+            )
+        return out, names.pop() if names else None
 
     def _run(self, kind, inputs, outputs, op="sum", root=0, prepare=False):
+        """Any arrays: host memory of any kind (read through numpy), or CUDA
+        memory (the device path)."""
         if kind != "all_gather" and kind != "broadcast" and not (isinstance(op, str) and op in _OPS):
             raise ArgumentError(f"unknown reduce op {op!r} (sum, prod, min, max, avg)")
         root = _number("root", root)
-        ins = self._buffers(inputs, "input")
-        if outputs is None:
-            outs, ins_raw = ins, []
-            for i, b in enumerate(outs):
-                if b.readonly:
-                    raise ArgumentError(f"rank {self.local_ranks.start + i}: the buffer is read-only")
-            dtype = outs[0].dtype if outs else "float"
-        else:
-            outs = self._buffers(outputs, "output")
-            if outs and ins and outs[0].dtype != ins[0].dtype:
+        ins = self._list(inputs, "input" if outputs is not None else "buffer")
+        outs = None if outputs is None else self._list(outputs, "output")
+        base = self.local_ranks.start
+        every = ins + (outs or [])
+        on_device = [_on_device(x) for x in every]
+        if any(on_device):
+            if not all(on_device):
+                n = len(ins)
+                if outs is not None and len(set(on_device[:n])) == 1 and len(set(on_device[n:])) == 1:
+                    where = ("CUDA", "host") if on_device[0] else ("host", "CUDA")
+                    raise ArgumentError(
+                        f"the inputs are {where[0]} memory and the outputs {where[1]} memory: "
+                        f"inputs and outputs must both be host or CUDA memory"
+                    )
+                # The first rank whose memory is not the kind of rank 0's input.
+                i = next(j for j, d in enumerate(on_device) if d != on_device[0]) % max(n, 1)
                 raise ArgumentError(
-                    f"the outputs are {outs[0].dtype} but the inputs are {ins[0].dtype}: "
+                    f"rank {base + i}: some of the call's arrays are in host memory and some are "
+                    f"CUDA memory: every rank's arrays must be host memory, or all CUDA memory"
+                )
+            if prepare:
+                raise ArgumentError("a prepared call takes host arrays, not CUDA memory")
+            return self._device(kind, ins, outs, op, root, inputs, outputs)
+        if outs is None:
+            bufs, dtype = self._host(ins, "buffer", True)
+            host_in, host_out = bufs, None
+        else:
+            host_in, din = self._host(ins, "input", False)
+            host_out, dout = self._host(outs, "output", True)
+            if din != dout:
+                raise ArgumentError(
+                    f"the inputs are {din or 'numpy'} arrays but the outputs {dout or 'numpy'}: "
                     f"inputs and outputs must have the same element type"
                 )
-            for i, b in enumerate(outs):
-                if b.readonly:
-                    raise ArgumentError(f"rank {self.local_ranks.start + i}: the output is read-only")
-            ins_raw = [(b.addr, b.nbytes) for b in ins]
-            dtype = ins[0].dtype if ins else "float"
-        on_device = bool(outs) and outs[0].device is not None
-        if on_device and prepare:
-            raise ArgumentError("a prepared call takes host arrays, not CUDA memory")
-        if on_device:
-            info = self._run_cuda(kind, dtype, op, ins if outputs is not None else [], outs, root)
-        else:
-            if ins and outputs is not None and ins[0].device is not None:
+            dtype = din
+        if prepare:
+            return self._e.prepare(kind, op, host_in, host_out, root, dtype)
+        self._last_call = self._e.collective_arrays(kind, op, host_in, host_out, root, dtype)
+        return list(inputs if outputs is None else outputs)
+
+    def _device(self, kind, ins, outs, op, root, inputs, outputs):
+        """The device path: every array CUDA memory."""
+        base = self.local_ranks.start
+        what = "input" if outs is not None else "buffer"
+        din = [_describe_device(x, what, base + i) for i, x in enumerate(ins)]
+        dout = din if outs is None else [_describe_device(x, "output", base + i) for i, x in enumerate(outs)]
+        first = din[0] if din else None
+        for i, b in enumerate(din + (dout if outs is not None else [])):
+            r = base + i % max(len(din), 1)
+            if b.dtype != first.dtype:
                 raise ArgumentError(
-                    f"rank {self.local_ranks.start}: the inputs are in {ins[0].where()} but the "
-                    f"outputs in host memory: inputs and outputs must both be host or CUDA memory"
+                    f"rank {r}: an array is {b.dtype} but rank {base}'s input is {first.dtype}: "
+                    f"every rank's arrays must have the same element type"
                 )
-            outs_raw = [(b.addr, b.nbytes) for b in outs]
-            if prepare:
-                return self._e.prepare(kind, dtype, op, ins_raw, outs_raw, root,
-                                       (list(inputs), None if outputs is None else list(outputs)))
-            info = self._e.collective(kind, dtype, op, ins_raw, outs_raw, root)
-        self.last_call = info
+            if b.shape != first.shape and (outs is None or i < len(din)):
+                raise ArgumentError(
+                    f"rank {r}: the {what} has shape {b.shape} but rank {base}'s has "
+                    f"{first.shape}: every rank's arrays must have the same shape"
+                )
+        for i, b in enumerate(dout):
+            if b.readonly:
+                raise ArgumentError(f"rank {base + i}: the {'output' if outs is not None else 'buffer'} is read-only")
+        dtype = first.dtype if first else "float"
+        self.last_call = self._run_cuda(kind, dtype, op, din if outs is not None else [], dout, root)
         return list(inputs if outputs is None else outputs)
 
     def prepare(self, kind, inputs, outputs=None, op="sum", root=0):
-        """A call on host numpy arrays read and checked once, to run many
-        times: ``call = e.prepare("all_reduce", [a, b])``, then ``call()``
-        runs the collective again on the same arrays (whatever they hold
-        then). The prepared call holds the arrays (numpy then refuses to
-        resize them, so their memory stays put); ``kind`` is ``all_reduce``,
-        ``reduce_scatter``, ``all_gather`` or ``broadcast``. For hot loops:
-        a call costs the Rust call and the boundary, not the reading of the
-        arrays (docs/PYTORCH.md, the Python layer's cost)."""
-        for what, arrays in (("input", inputs), ("output", outputs)):
-            for i, a in enumerate(arrays if isinstance(arrays, (list, tuple)) else []):
-                if not (type(a).__name__ == "ndarray" and type(a).__module__ == "numpy"):
-                    raise ArgumentError(
-                        f"rank {self.local_ranks.start + i}: a prepared call takes numpy arrays "
-                        f"(the {what} is a {type(a).__module__}.{type(a).__name__}: its memory "
-                        f"could move between calls); call e.{kind}(...) instead"
-                    )
+        """A call on host arrays read and checked once, to run many times:
+        ``call = e.prepare("all_reduce", [a, b])``, then ``call()`` runs the
+        collective again on the same arrays (whatever they hold then). The
+        prepared call holds the arrays, and borrows them again at every run
+        (an output made read-only since is refused then); ``kind`` is
+        ``all_reduce``, ``reduce_scatter``, ``all_gather`` or
+        ``broadcast``. For hot loops: a call costs the Rust call and the
+        boundary, not the reading of the arrays (docs/PYTORCH.md, the
+        Python layer's cost)."""
         return self._run(kind, inputs, outputs, op, root, prepare=True)
 
     def _run_cuda(self, kind, dtype, op, ins, outs, root):
@@ -662,55 +814,62 @@ class Engine:
         streams = [(b.stream, b.device) for b in outs]
         return self._e.collective_cuda(kind, dtype, op, sends, recvs, streams, root)
 
-    # The four collectives first try the fast path, in their own frame (a
+    # The four collectives first try the plain case in their own frame (a
     # call through one more Python function costs ~0.1 us of the layer's
-    # 2 us): a list or tuple of plain numpy arrays (exactly numpy.ndarray,
-    # C-contiguous, native byte order, a type numpy has natively, every
-    # rank's alike, outputs writable, a known op) is read and run in one
-    # Rust call (python/src/ndarray.rs). Anything else comes back None,
-    # nothing run, and `_run` reads it the general way (and raises what is
-    # wrong). `_last_call` keeps the fast path's _CallInfo (see last_call).
+    # 2 us): a list or tuple of numpy arrays goes straight to the Rust
+    # side, which borrows each one through rust-numpy (python/src/ndarray.rs)
+    # and raises whatever is wrong with them. Anything else is read by
+    # `_run` (torch tensors, other exporters, CUDA memory). `_last_call`
+    # keeps the _CallInfo (see last_call).
+
+    def _plain(self, inputs, outputs):
+        nd = _NDARRAY or _ndarray_type()
+        if nd is None or type(inputs) not in (list, tuple):
+            return False
+        for x in inputs:
+            if type(x) is not nd:
+                return False
+        if outputs is None:
+            return True
+        if type(outputs) not in (list, tuple):
+            return False
+        for x in outputs:
+            if type(x) is not nd:
+                return False
+        return True
 
     def all_reduce(self, inputs, outputs=None, op="sum"):
         """Every output becomes the reduction (``op``: sum, prod, min, max,
         avg) of every rank's input; ``outputs=None``: in place."""
-        info = self._e.collective_ndarrays("all_reduce", op, inputs, outputs, 0,
-                                           _NDARRAY or _ndarray_type())
-        if info is None:
-            return self._run("all_reduce", inputs, outputs, op)
-        self._last_call = info
-        return list(inputs if outputs is None else outputs)
+        if self._plain(inputs, outputs) and type(op) is str and op in _OPS:
+            self._last_call = self._e.collective_arrays("all_reduce", op, inputs, outputs, 0)
+            return list(inputs if outputs is None else outputs)
+        return self._run("all_reduce", inputs, outputs, op)
 
     def reduce_scatter(self, inputs, outputs=None, op="sum"):
         """Each input holds ``size * c`` elements; rank r's output (``c``
         elements) becomes chunk r of the reduction. In place (NCCL's
         convention): slice r of rank r's array becomes that chunk."""
-        info = self._e.collective_ndarrays("reduce_scatter", op, inputs, outputs, 0,
-                                           _NDARRAY or _ndarray_type())
-        if info is None:
-            return self._run("reduce_scatter", inputs, outputs, op)
-        self._last_call = info
-        return list(inputs if outputs is None else outputs)
+        if self._plain(inputs, outputs) and type(op) is str and op in _OPS:
+            self._last_call = self._e.collective_arrays("reduce_scatter", op, inputs, outputs, 0)
+            return list(inputs if outputs is None else outputs)
+        return self._run("reduce_scatter", inputs, outputs, op)
 
     def all_gather(self, inputs, outputs=None):
         """Every output (``size * c`` elements) becomes the concatenation of
         every rank's input (``c`` elements). In place: slice r of rank r's
         array is its input."""
-        info = self._e.collective_ndarrays("all_gather", "sum", inputs, outputs, 0,
-                                           _NDARRAY or _ndarray_type())
-        if info is None:
-            return self._run("all_gather", inputs, outputs)
-        self._last_call = info
-        return list(inputs if outputs is None else outputs)
+        if self._plain(inputs, outputs):
+            self._last_call = self._e.collective_arrays("all_gather", "sum", inputs, outputs, 0)
+            return list(inputs if outputs is None else outputs)
+        return self._run("all_gather", inputs, outputs)
 
     def broadcast(self, inputs, outputs=None, root=0):
         """Every output becomes rank ``root``'s input."""
-        info = self._e.collective_ndarrays("broadcast", "sum", inputs, outputs, root,
-                                           _NDARRAY or _ndarray_type())
-        if info is None:
-            return self._run("broadcast", inputs, outputs, root=root)
-        self._last_call = info
-        return list(inputs if outputs is None else outputs)
+        if self._plain(inputs, outputs) and type(root) is int and 0 <= root < 1 << 62:
+            self._last_call = self._e.collective_arrays("broadcast", "sum", inputs, outputs, root)
+            return list(inputs if outputs is None else outputs)
+        return self._run("broadcast", inputs, outputs, root=root)
 
     def barrier(self):
         """Every rank reaches this point before any goes on."""
@@ -755,13 +914,13 @@ def plan(collective="all_reduce", ranks=4, count=8, dtype="float", in_place=Fals
     and ``ops``, a list with one dict per op of every rank in issue order
     (``rank``, ``index``, ``lane``, ``kind``, ``detail``, ``waits``,
     ``signal``, ``phase``, ``step``, ``chunk``, ``slice``, ``note``)."""
-    return _plan(collective, _number("ranks", ranks), _number("count", count), dtype_name(dtype),
-                 in_place, algo)
+    return _plan(collective, _number("ranks", ranks, 1, _MAX_RANKS), _number("count", count),
+                 dtype_name(dtype), in_place, algo)
 
 
 def trace(collective="all_reduce", ranks=4, count=8, dtype="float", op="sum", in_place=False, algo="ring"):
     """``ringreduce trace`` as text: the call step by step on symbolic memory
     (who sends which chunk to whom, what every rank holds), then run on the
     CPU backend with exact inputs."""
-    return _trace(collective, _number("ranks", ranks), _number("count", count), dtype_name(dtype),
-                  op, in_place, algo)
+    return _trace(collective, _number("ranks", ranks, 1, _MAX_RANKS), _number("count", count),
+                  dtype_name(dtype), op, in_place, algo)

@@ -37,8 +37,15 @@ import queue
 import threading
 from datetime import timedelta
 
-import torch
-import torch.distributed as dist
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError as _e:  # torch missing, or broken: say what is needed
+    raise ImportError(
+        "ringreduce.torch is ringreduce's torch.distributed backend and needs PyTorch "
+        f"with torch.distributed ({_e}); install it (pip install torch), or use "
+        "ringreduce.Engine on numpy arrays without torch"
+    ) from _e
 
 import ringreduce as _rr
 

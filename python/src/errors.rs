@@ -34,7 +34,7 @@ create_exception!(
     _ringreduce,
     PeerError,
     RingError,
-    "Another rank failed, died or aborted the run."
+    "Another rank failed, died, left or aborted the run, or called with bad arguments (the message names it); or this engine must be rebuilt."
 );
 create_exception!(
     _ringreduce,
@@ -69,31 +69,15 @@ enum Kind {
 }
 
 fn kind(e: &Error) -> Kind {
-    match e {
-        Error::ZeroRanks
-        | Error::TooManyRanks { .. }
-        | Error::WrongBufferCount { .. }
-        | Error::LengthMismatch { .. }
-        | Error::BufferSize { .. }
-        | Error::TooLarge { .. }
-        | Error::BadSize { .. }
-        | Error::BadArgument(_)
-        | Error::RankOutOfRange { .. }
-        | Error::Env { .. }
-        | Error::OutOfMemory { .. } => Kind::Argument,
-        Error::Mismatch { .. } => Kind::Mismatch,
-        Error::Timeout { .. } => Kind::Timeout,
-        Error::Aborted { .. }
-        | Error::Worker { .. }
-        | Error::PeerFailed { .. }
-        | Error::Poisoned { .. } => Kind::Peer,
-        Error::NoCuda(_) | Error::Unsupported(..) | Error::Refused { .. } => Kind::Unavailable,
-        Error::Cuda { .. } | Error::CudaSetup { .. } | Error::Nccl(_) | Error::NcclRank { .. } => {
-            Kind::Cuda
-        }
-        Error::Internal { .. } | Error::Plan(_) => Kind::Internal,
-        // Several ranks failed: the first one's class, every message.
-        Error::Ranks(v) => v.first().map(kind).unwrap_or(Kind::Other),
+    use ringreduce::ErrorKind as K;
+    match e.kind() {
+        K::BadArgument | K::BufferSize | K::Env | K::OutOfMemory => Kind::Argument,
+        K::Mismatch => Kind::Mismatch,
+        K::Timeout => Kind::Timeout,
+        K::Aborted | K::RankFailed | K::PeerFailed | K::PeerArgument | K::Poisoned => Kind::Peer,
+        K::Unsupported => Kind::Unavailable,
+        K::Cuda | K::CudaSetup | K::Nccl => Kind::Cuda,
+        K::Internal | K::Plan => Kind::Internal,
         _ => Kind::Other,
     }
 }

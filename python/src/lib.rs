@@ -1,27 +1,22 @@
 //! `ringreduce._ringreduce`: the Rust side of the Python package.
 //!
-//! Small on purpose: the Python package (`ringreduce/__init__.py`) reads
-//! arrays and tensors (numpy, torch, DLPack, `__array_interface__`),
-//! checks their type, device, shape and contiguity, and hands this module
-//! one `(address, bytes)` pair per rank; this module runs the
-//! [`Communicator`] call with the interpreter lock released, and turns
-//! every [`ringreduce::Error`] into a `ringreduce.Error` subclass. No panic
-//! crosses into Python: each call runs under `catch_unwind`. One shortcut:
-//! a plain call on plain numpy arrays is read here instead, in one step per
-//! array (`ndarray.rs`, `collective_ndarrays`), taking only what the
-//! Python reader accepts and handing everything else back to it.
+//! Small on purpose: the Python package (`ringreduce/__init__.py`) turns
+//! every host array it is given (torch CPU tensors, DLPack and
+//! `__array_interface__` objects) into a numpy array, numpy keeping the
+//! exporter alive; this module borrows each numpy array for the call
+//! through rust-numpy (`ndarray.rs`: inputs read-only, outputs read-write,
+//! with its dynamic borrow checking), runs the [`Communicator`] call with
+//! the interpreter lock released, and turns every [`ringreduce::Error`]
+//! into a `ringreduce.Error` subclass. No panic crosses into Python: each
+//! call runs under `catch_unwind`. No host address is read out of a Python
+//! object here.
 //!
-//! `unsafe`: three blocks. Two are each one call of a library function
-//! whose contract is the Python caller's promise that an address is live
-//! memory it holds for the call (`ringreduce::foreign::host_slices` for
-//! host arrays, `ringreduce::cuda::device_args` for CUDA tensors and
-//! streams). They must stay: an address arriving from Python as an integer
-//! cannot be vouched for by any safe Rust function; every check that can be
-//! made (null, wrapping, overlap; the driver's allocation of a device
-//! address) is made inside those library functions. The third
-//! (`ndarray.rs`) reads the head of numpy's array object (numpy's C ABI),
-//! which no safe API reads under the abi3 wheel's limited API (the buffer
-//! protocol is in it from Python 3.11 only).
+//! `unsafe`: one block, one call of `ringreduce::cuda::device_args` for
+//! CUDA tensors and streams, whose contract is the Python caller's promise
+//! that a device address is live memory it holds for the call: an address
+//! arriving from Python as an integer cannot be vouched for by any safe
+//! Rust function; every check that can be made (the driver's allocation of
+//! the address, the stream's context) is made inside it.
 
 mod errors;
 mod kv;
@@ -30,8 +25,7 @@ mod plans;
 
 use errors::{guarded, ArgumentError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyList, PyString, PyType};
-use ringreduce::foreign::HostSpan;
+use pyo3::types::{PyDict, PyList};
 use ringreduce::{
     AbortHandle, AlgoChoice, BackendChoice, CallInfo, CallShape, Collective, Communicator,
     DataType, Element, EngineConfig, Error, EveryRank, JobSpec, RecvBufs, ReduceOp, SendBufs,
@@ -163,6 +157,11 @@ impl PyEngine {
         py: Python<'_>,
         f: impl FnOnce(&mut Comm) -> ringreduce::Result<R> + Send,
     ) -> PyResult<R> {
+        if FORKED.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(errors::UnavailableError::new_err(
+                "this engine was made in the parent of this process, which is a fork() of it: an engine's threads, memory and job do not survive fork(); make a new engine in this process (or start it with the spawn method)",
+            ));
+        }
         let comm = &self.comm;
         guarded(py, move || {
             let mut guard = comm.lock().unwrap_or_else(|e| e.into_inner());
@@ -182,66 +181,48 @@ struct Call {
     in_place: bool,
 }
 
-fn run_typed<T: Element>(
-    comm: &mut Comm,
-    c: Call,
-    sends: &[HostSpan],
-    recvs: &[HostSpan],
-) -> ringreduce::Result<CallInfo> {
-    let size = std::mem::size_of::<T>();
-    for list in [sends, recvs] {
-        for (r, b) in list.iter().enumerate() {
-            if b.bytes % size != 0 {
-                return Err(Error::BadArgument(format!(
-                    "rank {r}: a buffer of {} bytes is not a whole number of {size}-byte elements",
-                    b.bytes
+/// A host call on numpy arrays (`inputs` and `outputs`: lists, one array
+/// per local rank; `outputs` `None`: in place, the inputs are the
+/// buffers), borrowed through rust-numpy for the call (`ndarray.rs`), run
+/// with the interpreter lock released.
+#[allow(clippy::too_many_arguments)]
+fn run_arrays<'py>(
+    engine: &PyEngine,
+    py: Python<'py>,
+    call: Call,
+    inputs: &Bound<'py, PyAny>,
+    outputs: Option<&Bound<'py, PyAny>>,
+    dtype: Option<DataType>,
+) -> PyResult<CallInfo> {
+    let (n, base) = (engine.local.1 - engine.local.0, engine.local.0);
+    let (ins, outs, out_what) = match outputs {
+        None => (
+            None,
+            ndarray::side(inputs, n, base, "buffer", dtype)?,
+            "buffer",
+        ),
+        Some(o) => {
+            let ins = ndarray::side(inputs, n, base, "input", dtype)?;
+            let outs = ndarray::side(o, n, base, "output", dtype)?;
+            if outs.dtype != ins.dtype {
+                return Err(errors::ArgumentError::new_err(format!(
+                    "the outputs are {} but the inputs are {}: inputs and outputs must have the same element type",
+                    outs.dtype.name(),
+                    ins.dtype.name()
                 )));
             }
+            (Some(ins), outs, "output")
         }
-    }
-    // The one `unsafe` of this crate's own for host memory (the other is
-    // `device_args` below): the addresses come from Python objects, and
-    // only the Python caller can vouch for them. `host_slices` checks what
-    // can be checked (null, wrapping, overlap between the call's buffers);
-    // the rest is the contract below, which no safe wrapper could make
-    // true for an integer handed over from Python.
-    // SAFETY: `Engine._run` (ringreduce/__init__.py) read each span from a
-    // live, C-contiguous host array of exactly that many bytes, holds every
-    // array (they are arguments of the running call) until this returns,
-    // and refused read-only outputs; nothing else runs on them meanwhile.
-    // The fast path (`collective_ndarrays`) read them from numpy's own
-    // description of each array (`ndarray.rs`) under the same checks, and
-    // holds the array objects themselves (`Arrays::_held`), not only the
-    // caller's list, until this returns.
-    // A prepared call (`PyPrepared`) read them the same way once and holds
-    // the arrays for its whole life: numpy arrays only (`Engine.prepare`),
-    // which numpy refuses to resize while referenced, so the spans stay
-    // where they were read.
-    let (send_bytes, recv_bytes) = unsafe { ringreduce::foreign::host_slices(sends, recvs) }?;
-    let misaligned = |r: usize| {
-        Error::BadArgument(format!(
-            "rank {r}: the buffer is not aligned to its {size}-byte elements"
-        ))
     };
-    let send: Vec<&[T]> = send_bytes
-        .into_iter()
-        .enumerate()
-        // An empty array may carry any address (numpy's of size 0 need not
-        // be aligned): it is an empty slice, not a misaligned one.
-        .map(|(r, b)| match b.is_empty() {
-            true => Ok(Default::default()),
-            false => bytemuck::try_cast_slice(b).map_err(|_| misaligned(r)),
-        })
-        .collect::<ringreduce::Result<_>>()?;
-    let mut recv: Vec<&mut [T]> = recv_bytes
-        .into_iter()
-        .enumerate()
-        .map(|(r, b)| match b.is_empty() {
-            true => Ok(Default::default()),
-            false => bytemuck::try_cast_slice_mut(b).map_err(|_| misaligned(r)),
-        })
-        .collect::<ringreduce::Result<_>>()?;
-    comm.host(c, &send, &mut recv)
+    let no_inputs = Vec::new();
+    let in_arrays = ins.as_ref().map_or(&no_inputs, |s| &s.arrays);
+    ringreduce::with_element!(outs.dtype, T => {
+        let mut b = ndarray::Borrowed::<<T as ndarray::Storage>::As>::new(
+            in_arrays, &outs.arrays, base, out_what,
+        )?;
+        let (send, mut recv) = b.slices::<T>().map_err(errors::to_py)?;
+        engine.with_comm(py, move |comm| comm.host::<T>(call, &send, &mut recv))
+    })
 }
 
 fn collective_of(kind: &str, root: usize) -> PyResult<Collective> {
@@ -256,31 +237,6 @@ fn collective_of(kind: &str, root: usize) -> PyResult<Collective> {
     }
 }
 
-/// A host call's arguments from Python, parsed: the element type, the
-/// call, and the `(address, bytes)` spans (an empty `sends`: in place).
-fn host_call(
-    kind: &str,
-    dtype: &str,
-    op: &str,
-    sends: Vec<HostSpan>,
-    recvs: Vec<HostSpan>,
-    root: usize,
-) -> PyResult<(DataType, Call, Vec<HostSpan>, Vec<HostSpan>)> {
-    let call = Call {
-        collective: collective_of(kind, root)?,
-        op: parse::<ReduceOp>(op)?,
-        in_place: sends.is_empty(),
-    };
-    Ok((parse::<DataType>(dtype)?, call, sends, recvs))
-}
-
-/// `(address, bytes)` pairs from Python as spans.
-fn spans(v: Vec<(usize, usize)>) -> Vec<HostSpan> {
-    v.into_iter()
-        .map(|(addr, bytes)| HostSpan { addr, bytes })
-        .collect()
-}
-
 fn info_dict<'py>(py: Python<'py>, info: &CallInfo) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item(pyo3::intern!(py, "path"), info.path.as_str())?;
@@ -289,7 +245,7 @@ fn info_dict<'py>(py: Python<'py>, info: &CallInfo) -> PyResult<Bound<'py, PyDic
     Ok(d)
 }
 
-/// A call's info as the fast path returns it (`collective_ndarrays`):
+/// A call's info as a host call returns it (`collective_arrays`):
 /// made into the `last_call` dict only when that is read
 /// (`Engine.last_call`), not on every call.
 #[pyclass(module = "ringreduce._ringreduce", name = "_CallInfo", frozen)]
@@ -305,31 +261,33 @@ impl PyCallInfo {
     }
 }
 
-/// A host-memory call prepared once and run many times
-/// (`Engine.prepare`): its arrays read and checked once, held for the
-/// prepared call's life; each run is the communicator call alone.
+/// A host call prepared once and run many times (`Engine.prepare`): its
+/// arrays held for the prepared call's life, and read and borrowed again
+/// at every run (an output made read-only since is refused then).
 #[pyclass(module = "ringreduce._ringreduce", name = "_Prepared", frozen)]
 struct PyPrepared {
     engine: Py<PyEngine>,
-    dtype: DataType,
     call: Call,
-    sends: Vec<HostSpan>,
-    recvs: Vec<HostSpan>,
-    /// The arrays, held so that their memory stays where it was read
-    /// (numpy refuses to resize an array someone else references).
-    _keep: Py<PyAny>,
+    dtype: Option<DataType>,
+    inputs: Py<PyAny>,
+    outputs: Option<Py<PyAny>>,
 }
 
 #[pymethods]
 impl PyPrepared {
     /// Run the call once more, on the same arrays.
     fn __call__(&self, py: Python<'_>) -> PyResult<()> {
-        let (dtype, call) = (self.dtype, self.call);
-        let (sends, recvs) = (&self.sends, &self.recvs);
-        self.engine.borrow(py).with_comm(py, move |comm| {
-            ringreduce::with_element!(dtype, T => run_typed::<T>(comm, call, sends, recvs))
-                .map(|_| ())
-        })
+        let engine = self.engine.borrow(py);
+        let outputs = self.outputs.as_ref().map(|o| o.bind(py));
+        run_arrays(
+            &engine,
+            py,
+            self.call,
+            self.inputs.bind(py),
+            outputs,
+            self.dtype,
+        )
+        .map(|_| ())
     }
 }
 
@@ -403,6 +361,26 @@ impl PyEngine {
         })
     }
 
+    /// Seconds `iters` readings of `buffers` take at the boundary (checked,
+    /// borrowed read-write and seen as slices, as an in-place host call
+    /// reads them) without running the call: the boundary's share of a
+    /// call (`scripts/python-overhead.py`).
+    fn _time_boundary(&self, buffers: &Bound<'_, PyAny>, iters: usize) -> PyResult<f64> {
+        let (n, base) = (self.local.1 - self.local.0, self.local.0);
+        let t = std::time::Instant::now();
+        for _ in 0..iters {
+            let side = ndarray::side(buffers, n, base, "buffer", None)?;
+            ringreduce::with_element!(side.dtype, T => {
+                let mut b = ndarray::Borrowed::<<T as ndarray::Storage>::As>::new(
+                    &[], &side.arrays, base, "buffer",
+                )?;
+                let (_s, r) = b.slices::<T>().map_err(errors::to_py)?;
+                std::hint::black_box(r.len());
+            });
+        }
+        Ok(t.elapsed().as_secs_f64())
+    }
+
     /// Time every op of the calls that follow (`on`), or stop.
     fn set_timing(&self, py: Python<'_>, on: bool) -> PyResult<()> {
         self.with_comm(py, move |c| on_comm!(c, c => c.set_timing(on)))
@@ -462,133 +440,69 @@ impl PyEngine {
         &self.describe
     }
 
-    /// One collective over host buffers: `sends` and `recvs` are
-    /// `(address, bytes)` per local rank; an empty `sends` means in place.
-    #[pyo3(signature = (kind, dtype, op, sends, recvs, root=0))]
+    /// One collective on host arrays (`Engine.all_reduce` and the other
+    /// three): `inputs` and `outputs` (`None`: in place) lists of numpy
+    /// arrays, one per local rank (the package turns every other host
+    /// array into one first), `dtype` the engine's name of their elements
+    /// when the arrays hold them under another type of that width (torch's
+    /// bfloat16 as uint16). Returns the call's info ([`PyCallInfo`]).
+    #[pyo3(signature = (kind, op, inputs, outputs, root, dtype=None))]
     #[allow(clippy::too_many_arguments)]
-    fn collective<'py>(
+    fn collective_arrays<'py>(
         &self,
         py: Python<'py>,
         kind: &str,
-        dtype: &str,
         op: &str,
-        sends: Vec<(usize, usize)>,
-        recvs: Vec<(usize, usize)>,
-        root: usize,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let (dtype, call, sends, recvs) =
-            host_call(kind, dtype, op, spans(sends), spans(recvs), root)?;
-        let info = self.with_comm(py, move |comm| {
-            ringreduce::with_element!(dtype, T => run_typed::<T>(comm, call, &sends, &recvs))
-        })?;
-        info_dict(py, &info)
-    }
-
-    /// The plain host call's fast path (`Engine.all_reduce` and the other
-    /// three collectives): `inputs` and
-    /// `outputs` (`None`: in place) as the caller passed them, read here
-    /// in one step if they are plain numpy arrays (`ndarray.rs`), checked
-    /// as `Engine._run` checks them, and run as `collective` runs them.
-    /// Returns the call's info ([`PyCallInfo`]), or `None` without running
-    /// anything when any argument is not the fast path's (the caller then
-    /// reads them the general way, which raises where it must).
-    #[pyo3(signature = (kind, op, inputs, outputs, root, ndarray))]
-    #[allow(clippy::too_many_arguments)]
-    fn collective_ndarrays<'py>(
-        &self,
-        py: Python<'py>,
-        kind: &str,
-        op: &Bound<'py, PyAny>,
         inputs: &Bound<'py, PyAny>,
         outputs: Option<&Bound<'py, PyAny>>,
-        root: &Bound<'py, PyAny>,
-        ndarray: Option<&Bound<'py, PyType>>,
-    ) -> PyResult<Option<PyCallInfo>> {
-        let Some(ndarray) = ndarray else {
-            return Ok(None);
-        };
-        let n = self.local.1 - self.local.0;
-        let Some(mut ins) = ndarray::read_all(inputs, n, ndarray) else {
-            return Ok(None);
-        };
-        let (sends, recvs, dtype, outs) = match outputs {
-            None => {
-                if !ins.writable {
-                    return Ok(None);
-                }
-                let recvs = std::mem::take(&mut ins.spans);
-                (Vec::new(), recvs, ins.dtype, None)
-            }
-            Some(outputs) => {
-                let Some(mut outs) = ndarray::read_all(outputs, n, ndarray) else {
-                    return Ok(None);
-                };
-                if outs.dtype != ins.dtype || !outs.writable {
-                    return Ok(None);
-                }
-                let (sends, recvs) = (
-                    std::mem::take(&mut ins.spans),
-                    std::mem::take(&mut outs.spans),
-                );
-                (sends, recvs, ins.dtype, Some(outs))
-            }
-        };
-        // A root that is not a plain int (a bool, a string, a negative
-        // number) or an op that is not a string: `_run` says what is wrong.
-        if root.is_instance_of::<PyBool>() {
-            return Ok(None);
-        }
-        let Ok(root) = root.extract::<usize>() else {
-            return Ok(None);
-        };
-        let Some(op) = op.cast::<PyString>().ok().and_then(|s| s.to_cow().ok()) else {
-            return Ok(None);
-        };
-        // Only the names `_run` takes, exactly (`_OPS`; the engine's parser
-        // also takes "SUM"); an unknown kind or op: `_run` raises it, with
-        // its message.
-        let Some(op) = ReduceOp::ALL.into_iter().find(|o| o.name() == &*op) else {
-            return Ok(None);
-        };
-        let Ok(collective) = collective_of(kind, root) else {
-            return Ok(None);
-        };
+        root: usize,
+        dtype: Option<&str>,
+    ) -> PyResult<PyCallInfo> {
         let call = Call {
-            collective,
-            op,
-            in_place: sends.is_empty(),
+            collective: collective_of(kind, root)?,
+            op: parse::<ReduceOp>(op)?,
+            in_place: outputs.is_none(),
         };
-        let info = self.with_comm(py, move |comm| {
-            ringreduce::with_element!(dtype, T => run_typed::<T>(comm, call, &sends, &recvs))
-        })?;
-        // The arrays were held (`Arrays::_held`) until the call returned.
-        drop((ins, outs));
-        Ok(Some(PyCallInfo { info }))
+        let dtype = dtype.map(parse::<DataType>).transpose()?;
+        let info = run_arrays(self, py, call, inputs, outputs, dtype)?;
+        Ok(PyCallInfo { info })
     }
 
-    /// A host-memory call prepared once ([`PyPrepared`]): the arguments
-    /// of `collective`, plus `keep`, the arrays to hold.
-    #[pyo3(signature = (kind, dtype, op, sends, recvs, root, keep))]
+    /// A host call prepared once ([`PyPrepared`]): the arguments of
+    /// `collective_arrays`, checked now and again at every run.
+    #[pyo3(signature = (kind, op, inputs, outputs, root, dtype=None))]
     #[allow(clippy::too_many_arguments)]
     fn prepare(
         slf: Py<Self>,
+        py: Python<'_>,
         kind: &str,
-        dtype: &str,
         op: &str,
-        sends: Vec<(usize, usize)>,
-        recvs: Vec<(usize, usize)>,
+        inputs: Py<PyAny>,
+        outputs: Option<Py<PyAny>>,
         root: usize,
-        keep: Py<PyAny>,
+        dtype: Option<&str>,
     ) -> PyResult<PyPrepared> {
-        let (dtype, call, sends, recvs) =
-            host_call(kind, dtype, op, spans(sends), spans(recvs), root)?;
+        let call = Call {
+            collective: collective_of(kind, root)?,
+            op: parse::<ReduceOp>(op)?,
+            in_place: outputs.is_none(),
+        };
+        let dtype = dtype.map(parse::<DataType>).transpose()?;
+        // Read once now, so that a wrong call fails at prepare.
+        {
+            let e = slf.borrow(py);
+            let (n, base) = (e.local.1 - e.local.0, e.local.0);
+            ndarray::side(inputs.bind(py), n, base, "input", dtype)?;
+            if let Some(o) = &outputs {
+                ndarray::side(o.bind(py), n, base, "output", dtype)?;
+            }
+        }
         Ok(PyPrepared {
             engine: slf,
-            dtype,
             call,
-            sends,
-            recvs,
-            _keep: keep,
+            dtype,
+            inputs,
+            outputs,
         })
     }
 
@@ -658,12 +572,39 @@ impl PyEngine {
     }
 }
 
+/// Set in the child of a `fork()` (the package's at-fork hook): every
+/// engine inherited from the parent refuses at once, and is never torn
+/// down there (its threads stayed with the parent).
+static FORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Called in the child of a `fork()` (`os.register_at_fork`).
+#[pyfunction]
+fn _forked() {
+    FORKED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+impl Drop for PyEngine {
+    fn drop(&mut self) {
+        if FORKED.load(std::sync::atomic::Ordering::Relaxed) {
+            // The parent's engine: its rank threads do not exist here, and
+            // a teardown would wait for them.
+            let comm = self
+                .comm
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            std::mem::forget(comm);
+        }
+    }
+}
+
 /// The Rust extension of the `ringreduce` package.
 #[pymodule]
 fn _ringreduce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEngine>()?;
     m.add_class::<PyPrepared>()?;
     m.add_class::<PyCallInfo>()?;
+    m.add_function(wrap_pyfunction!(_forked, m)?)?;
     errors::register(m)?;
     plans::register(m)?;
     let names: Vec<&str> = DataType::ALL.iter().map(|d| d.name()).collect();

@@ -1,250 +1,312 @@
-//! The plain host call's fast path: plain numpy arrays read in one step
-//! each, from the array object's own fields (numpy's `PyArrayObject`: the
-//! address, shape, strides, flags and the element type's number and byte
-//! order), with no Python object made per array. (Reading them through
-//! `__array_struct__` made a capsule and a struct per array: about 0.6 us
-//! each on the GPU machine's host.)
-//!
-//! It takes only what the general reader (`_describe` and `Engine._run`
-//! in `ringreduce/__init__.py`) accepts, and reads it the same way: an
-//! array of exactly `numpy.ndarray` (no subclass), of one of the nine
-//! native-byte-order numpy types the engine reduces, C-contiguous by the
-//! same rule as `_c_contiguous`, every rank's of the same type and shape,
-//! outputs writable. Anything else (another object, a subclass, a
-//! bfloat16 or float8 array, a non-contiguous or big-endian one, a
-//! read-only output, a wrong count, ...) is not an error here: the caller
-//! is told "not mine" (`None`) and reads the arrays the general way, which
-//! raises what it always raised, with the same message.
+//! Host arrays at the boundary, through rust-numpy: every host call takes
+//! numpy arrays (the package turns torch CPU tensors, DLPack and
+//! `__array_interface__` objects into numpy arrays first, numpy keeping
+//! their exporters alive), and borrows each one for the call with
+//! rust-numpy's dynamic borrow checking: an input read-only, an output
+//! read-write. So an output that is read-only (or made so after a call was
+//! prepared), an output that is also an input, an array another call is
+//! writing, a non-contiguous or foreign-byte-order array, and every
+//! element type the engine does not reduce are refused with the reason,
+//! and no address is ever read out of a Python object by hand. The arrays
+//! stay borrowed (and referenced) until the call returns.
 
+use numpy::{
+    PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyReadwriteArrayDyn,
+    PyUntypedArray, PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple, PyType};
-use ringreduce::foreign::HostSpan;
-use ringreduce::DataType;
-use std::os::raw::{c_char, c_int};
+use pyo3::types::{PyList, PyTuple};
+use ringreduce::{DataType, Element, Error};
 
-/// The head of numpy's array object (`PyArrayObject_fields`,
-/// `numpy/ndarraytypes.h`): the fields every numpy since 1.0 has in this
-/// order (later ones, not read, follow). numpy's C API reads them at
-/// these offsets in every extension built against it, so they are part of
-/// numpy's ABI (rust-numpy reads them the same way).
-#[repr(C)]
-struct ArrayObject {
-    ob_base: pyo3::ffi::PyObject,
-    data: *mut c_char,
-    nd: c_int,
-    dimensions: *const isize,
-    strides: *const isize,
-    base: *mut pyo3::ffi::PyObject,
-    descr: *const DescrHead,
-    flags: c_int,
-}
+use crate::errors::ArgumentError;
 
-/// The head of numpy's `PyArray_Descr`: the same in numpy 1 and 2 up to
-/// `type_num` (numpy 2 changed what follows: `flags` and `elsize` moved,
-/// so the size is taken from the type number, never read).
-#[repr(C)]
-struct DescrHead {
-    ob_base: pyo3::ffi::PyObject,
-    typeobj: *mut pyo3::ffi::PyTypeObject,
-    kind: c_char,
-    type_: c_char,
-    byteorder: c_char,
-    flags: c_char,
-    type_num: c_int,
-}
-
-/// `NPY_ARRAY_WRITEABLE` (numpy keeps a warn-on-write array without it in
-/// what it exports; here the object's own flag, as `flags.writeable`).
-const WRITEABLE: c_int = 0x0400;
-/// `NPY_ARRAY_WARN_ON_WRITE` (a view numpy warns about when written):
-/// left to the general reader.
-const WARN_ON_WRITE: c_int = 1 << 31;
-
-/// One plain numpy array as a call sees it (its shape is compared in
-/// place, borrowed from the array: see [`read`]).
-struct Array {
-    span: HostSpan,
-    dtype: DataType,
-    writable: bool,
-}
-
-/// The engine's element type and its size for a numpy element type, by
-/// its type number (`NPY_TYPES`, `numpy/ndarraytypes.h`; the C `int` is 32
-/// bits and `long` 64 on the Linux targets the wheel is built for): what
-/// numpy's `dtype.name` maps to in `_DTYPE_NAMES` for these.
-fn dtype_of(type_num: c_int) -> Option<(DataType, isize)> {
-    #[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
-    compile_error!("the numpy type numbers below assume LP64 Linux");
+/// The engine's element type of a numpy dtype: numpy's own types by
+/// name, and ml_dtypes' bfloat16 and float8 (types numpy does not have).
+fn engine_dtype(name: &str) -> Option<DataType> {
     use DataType::*;
-    Some(match type_num {
-        1 => (Int8, 1),        // NPY_BYTE
-        2 => (Uint8, 1),       // NPY_UBYTE
-        5 => (Int32, 4),       // NPY_INT
-        6 => (Uint32, 4),      // NPY_UINT
-        7 | 9 => (Int64, 8),   // NPY_LONG, NPY_LONGLONG
-        8 | 10 => (Uint64, 8), // NPY_ULONG, NPY_ULONGLONG
-        23 => (Half, 2),       // NPY_HALF
-        11 => (Float, 4),      // NPY_FLOAT
-        12 => (Double, 8),     // NPY_DOUBLE
+    Some(match name {
+        "int8" => Int8,
+        "uint8" => Uint8,
+        "int32" => Int32,
+        "uint32" => Uint32,
+        "int64" => Int64,
+        "uint64" => Uint64,
+        "float16" => Half,
+        "float32" => Float,
+        "float64" => Double,
+        "bfloat16" => Bfloat16,
+        "float8_e4m3fn" => F8e4m3,
+        "float8_e5m2" => F8e5m2,
         _ => return None,
     })
 }
 
-/// Whether numpy's byte-order character says this machine's order: `=`
-/// (native), `|` (not applicable), or the explicit one of this target.
-fn native(byteorder: u8) -> bool {
-    let mine = if cfg!(target_endian = "little") {
-        b'<'
-    } else {
-        b'>'
-    };
-    byteorder == b'=' || byteorder == b'|' || byteorder == mine
+/// The engine's element type of one of numpy's built-in type numbers
+/// (`NPY_TYPES`; C's int and long by their width, which differs between
+/// platforms), without asking Python.
+fn by_number(num: std::os::raw::c_int, size: usize) -> Option<DataType> {
+    use DataType::*;
+    Some(match (num, size) {
+        (1, 1) => Int8,          // NPY_BYTE
+        (2, 1) => Uint8,         // NPY_UBYTE
+        (5 | 7 | 9, 4) => Int32, // NPY_INT, NPY_LONG, NPY_LONGLONG
+        (5 | 7 | 9, 8) => Int64,
+        (6 | 8 | 10, 4) => Uint32, // NPY_UINT, NPY_ULONG, NPY_ULONGLONG
+        (6 | 8 | 10, 8) => Uint64,
+        (11, 4) => Float,  // NPY_FLOAT
+        (12, 8) => Double, // NPY_DOUBLE
+        (23, 2) => Half,   // NPY_HALF
+        _ => return None,
+    })
 }
 
-/// `_c_contiguous` of `ringreduce/__init__.py`: every dimension longer
-/// than 1 has the stride of a C-ordered array.
-fn c_contiguous(shape: &[isize], strides: &[isize], itemsize: isize) -> bool {
-    let mut expected = itemsize;
-    for (&dim, &stride) in shape.iter().zip(strides).rev() {
-        if dim > 1 && stride != expected {
-            return false;
-        }
-        expected = match expected.checked_mul(dim) {
-            Some(e) => e,
-            None => return false,
-        };
-    }
-    true
-}
-
-/// numpy's description of one array, borrowed from the array object.
-struct Fields<'a> {
-    data: usize,
-    shape: &'a [isize],
-    strides: &'a [isize],
-    type_num: c_int,
-    byteorder: u8,
-    flags: c_int,
-}
-
-/// The fields of `x`, which is exactly a `numpy.ndarray` (checked by the
-/// caller), borrowed for as long as `x` is.
-fn fields<'a>(x: &'a Bound<'_, PyAny>) -> Option<Fields<'a>> {
-    let p = x.as_ptr().cast::<ArrayObject>();
-    // The one `unsafe` of this module: numpy's array object is a C struct
-    // no safe API reads.
-    // SAFETY: `x` is exactly a `numpy.ndarray` (its type is numpy's own,
-    // no subclass), so `p` points at numpy's `PyArrayObject_fields`, whose
-    // head is `ArrayObject` (numpy's ABI); `descr` is the array's live
-    // `PyArray_Descr`, which the array holds a reference to, and whose head
-    // is `DescrHead` in numpy 1 and 2; `dimensions` and `strides` point at
-    // `nd` `npy_intp` (`isize`) each when `nd > 0`, owned by the array and
-    // changed only by a resize or a reshape in place, Python code this
-    // borrow's one user (`read`) does not run while it holds them (the
-    // interpreter lock is held and nothing here calls back into Python).
-    // `data` is only copied, never dereferenced.
-    unsafe {
-        let a = &*p;
-        let nd = usize::try_from(a.nd).ok()?;
-        if a.descr.is_null() || (nd > 0 && (a.dimensions.is_null() || a.strides.is_null())) {
-            return None;
-        }
-        let d = &*a.descr;
-        let dims = |q: *const isize| match nd {
-            0 => &[][..],
-            _ => std::slice::from_raw_parts(q, nd),
-        };
-        Some(Fields {
-            data: a.data as usize,
-            shape: dims(a.dimensions),
-            strides: dims(a.strides),
-            type_num: d.type_num,
-            byteorder: d.byteorder as u8,
-            flags: a.flags,
-        })
-    }
-}
-
-/// `x` read as a plain numpy array, with its shape (borrowed from `x`),
-/// or `None` (not one the fast path takes; see the module's comment).
-/// `ndarray` is `numpy.ndarray`.
-fn read<'a>(x: &'a Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> Option<(Array, &'a [isize])> {
-    if !std::ptr::eq(x.get_type_ptr(), ndarray.as_type_ptr()) {
-        return None;
-    }
-    let f = fields(x)?;
-    if !native(f.byteorder) || f.flags & WARN_ON_WRITE != 0 {
-        return None;
-    }
-    let (dtype, itemsize) = dtype_of(f.type_num)?;
-    if !c_contiguous(f.shape, f.strides, itemsize) {
-        return None;
-    }
-    let mut count: usize = 1;
-    for &d in f.shape {
-        count = count.checked_mul(usize::try_from(d).ok()?)?;
-    }
-    let bytes = count.checked_mul(itemsize as usize)?;
-    let a = Array {
-        span: HostSpan {
-            addr: f.data,
-            bytes,
-        },
-        dtype,
-        writable: f.flags & WRITEABLE != 0,
-    };
-    Some((a, f.shape))
-}
-
-/// The arrays of one side of a call (inputs or outputs), read.
-pub struct Arrays<'py> {
-    /// The array objects, held for the call: another thread may drop the
-    /// caller's list's references while the call runs without the
-    /// interpreter lock.
-    pub _held: Vec<Bound<'py, PyAny>>,
-    /// Each array's memory, in rank order.
-    pub spans: Vec<HostSpan>,
-    /// Their element type (every one's).
+/// One side of a call's arrays (inputs, or outputs), checked: numpy
+/// arrays of one element type and shape.
+pub struct Side<'py> {
+    pub arrays: Vec<Bound<'py, PyUntypedArray>>,
     pub dtype: DataType,
-    /// Whether every one is writable.
-    pub writable: bool,
 }
 
-/// Every array of `arrays` (exactly a list or a tuple of `n >= 1`), read,
-/// of one element type and shape; `None` if any is not the fast path's.
-pub fn read_all<'py>(
+/// `arrays` (a list or a tuple) as numpy arrays of one element type
+/// (`dtype`: the engine's name for it, when the caller says what arrays of
+/// another type of that size hold: a torch bfloat16 tensor seen as
+/// uint16) and shape, `n` of them; `what` names them in errors, ranks from
+/// `base`.
+pub fn side<'py>(
     arrays: &Bound<'py, PyAny>,
     n: usize,
-    ndarray: &Bound<'py, PyType>,
-) -> Option<Arrays<'py>> {
-    let held: Vec<Bound<'py, PyAny>> = if let Ok(l) = arrays.cast_exact::<PyList>() {
+    base: usize,
+    what: &str,
+    dtype: Option<DataType>,
+) -> PyResult<Side<'py>> {
+    let items: Vec<Bound<'py, PyAny>> = if let Ok(l) = arrays.cast::<PyList>() {
         l.iter().collect()
-    } else if let Ok(t) = arrays.cast_exact::<PyTuple>() {
+    } else if let Ok(t) = arrays.cast::<PyTuple>() {
         t.iter().collect()
     } else {
-        return None;
+        return Err(ArgumentError::new_err(format!(
+            "the {what}s must be a list of arrays, one per rank (got one {})",
+            arrays.get_type().name()?
+        )));
     };
-    if n == 0 || held.len() != n {
-        return None;
+    if items.len() != n {
+        return Err(ArgumentError::new_err(format!(
+            "expected one {what} per rank this engine calls for: {n} ranks but {} {what}s",
+            items.len()
+        )));
     }
-    let mut spans = Vec::with_capacity(n);
-    let mut writable = true;
-    let mut first: Option<(DataType, &[isize])> = None;
-    for x in &held {
-        let (a, shape) = read(x, ndarray)?;
-        match first {
-            None => first = Some((a.dtype, shape)),
-            Some((d, s)) if d != a.dtype || s != shape => return None,
+    let mut out: Vec<Bound<'py, PyUntypedArray>> = Vec::with_capacity(n);
+    let mut first: Option<(DataType, Vec<usize>)> = None;
+    for (i, x) in items.into_iter().enumerate() {
+        let r = base + i;
+        let a = x.cast_into::<PyUntypedArray>().map_err(|e| {
+            ArgumentError::new_err(format!(
+                "rank {r}: the {what} is a {}, not a numpy array",
+                e.into_inner()
+                    .get_type()
+                    .name()
+                    .map_or("?".into(), |n| n.to_string())
+            ))
+        })?;
+        let descr = a.dtype();
+        let t = match dtype {
+            // The caller says what the elements are: the array's own type
+            // must be as wide (the memory is reinterpreted, not converted).
+            Some(t) if descr.itemsize() == t.size() => t,
+            Some(t) => {
+                return Err(ArgumentError::new_err(format!(
+                    "rank {r}: the {what} holds {}-byte elements, not {}'s {}",
+                    descr.itemsize(),
+                    t.name(),
+                    t.size()
+                )))
+            }
+            None => match by_number(descr.num(), descr.itemsize()) {
+                Some(t) => t,
+                // The rest by name (`dtype.name` is Python code in numpy,
+                // ~1 us an array: ml_dtypes' types, and the refusals).
+                None => {
+                    let name: String = descr.getattr("name")?.extract()?;
+                    engine_dtype(&name).ok_or_else(|| {
+                        ArgumentError::new_err(format!(
+                            "rank {r}: the {what} has element type {name}, which ringreduce does not reduce (int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2)"
+                        ))
+                    })?
+                }
+            },
+        };
+        if !descr.is_native_byteorder().unwrap_or(true) {
+            return Err(ArgumentError::new_err(format!(
+                "rank {r}: the {what} is not in this machine's byte order: pass a native-order copy (a.astype(a.dtype.newbyteorder('=')))"
+            )));
+        }
+        if !a.is_c_contiguous() {
+            return Err(ArgumentError::new_err(format!(
+                "rank {r}: the {what} is not contiguous (shape {:?}, strides {:?}); pass a C-contiguous copy (numpy.ascontiguousarray)",
+                a.shape(),
+                a.strides()
+            )));
+        }
+        match &first {
+            None => first = Some((t, a.shape().to_vec())),
+            Some((t0, _)) if *t0 != t => {
+                return Err(ArgumentError::new_err(format!(
+                    "rank {r}: the {what} is {} but rank {base}'s is {}: every rank's arrays must have the same element type",
+                    t.name(),
+                    t0.name()
+                )))
+            }
+            Some((_, s0)) if s0.as_slice() != a.shape() => {
+                return Err(ArgumentError::new_err(format!(
+                    "rank {r}: the {what} has shape {:?} but rank {base}'s has {s0:?}: every rank's arrays must have the same shape",
+                    a.shape()
+                )))
+            }
             Some(_) => {}
         }
-        spans.push(a.span);
-        writable &= a.writable;
+        out.push(a);
     }
-    let dtype = first?.0;
-    Some(Arrays {
-        _held: held,
-        spans,
-        dtype,
-        writable,
-    })
+    let dtype = first.map_or(DataType::Float, |f| f.0);
+    Ok(Side { arrays: out, dtype })
+}
+
+/// The numpy type an engine type's memory is borrowed as: its own where
+/// numpy has it, else an unsigned integer of its width (bfloat16, float8).
+pub trait Storage: Element {
+    type As: numpy::Element + bytemuck::Pod;
+}
+
+macro_rules! storage {
+    ($($t:ty => $s:ty),* $(,)?) => { $(impl Storage for $t { type As = $s; })* };
+}
+
+storage!(
+    i8 => i8, u8 => u8, i32 => i32, u32 => u32, i64 => i64, u64 => u64,
+    ringreduce::f16 => ringreduce::f16, f32 => f32, f64 => f64,
+    ringreduce::bf16 => u16,
+    ringreduce::element::F8E4M3 => u8, ringreduce::element::F8E5M2 => u8,
+);
+
+/// `a` as an array of `S` (a view when its own type is another of the same
+/// width: bfloat16 as uint16, or what the caller named).
+fn typed<'py, S: numpy::Element>(
+    a: &Bound<'py, PyUntypedArray>,
+) -> PyResult<Bound<'py, PyArrayDyn<S>>> {
+    if let Ok(t) = a.cast::<PyArrayDyn<S>>() {
+        return Ok(t.clone());
+    }
+    let py = a.py();
+    let view = a.call_method1("view", (numpy::dtype::<S>(py),))?;
+    Ok(view.cast_into::<PyArrayDyn<S>>()?)
+}
+
+/// An array that cannot be borrowed as the call needs, said.
+fn borrow_error(r: usize, what: &str, e: numpy::BorrowError) -> PyErr {
+    let why = match e {
+        numpy::BorrowError::NotWriteable => {
+            "is read-only (its flags say so: made read-only after the call was prepared, or a view numpy will not let anyone write)".to_string()
+        }
+        numpy::BorrowError::AlreadyBorrowed => {
+            "is in use: it may share memory with another array of this call (an output that is an input: pass outputs=None for an in-place call; two outputs on one buffer), or another call writes it now".to_string()
+        }
+        other => other.to_string(),
+    };
+    ArgumentError::new_err(format!("rank {r}: the {what} {why}"))
+}
+
+/// Which array of this call the output `a` (of rank `r`) shares memory
+/// with, said (`None`: none of them; another call holds it). Asked of
+/// numpy (`numpy.shares_memory`) only when a borrow failed.
+fn overlap(
+    inputs: &[Bound<'_, PyUntypedArray>],
+    earlier: &[Bound<'_, PyUntypedArray>],
+    a: &Bound<'_, PyUntypedArray>,
+    base: usize,
+    r: usize,
+    what: &str,
+) -> Option<PyErr> {
+    let np = a.py().import("numpy").ok()?;
+    let shares = |b: &Bound<'_, PyUntypedArray>| {
+        np.call_method1("shares_memory", (a, b))
+            .and_then(|x| x.extract::<bool>())
+            .unwrap_or(false)
+    };
+    if let Some(k) = inputs.iter().position(shares) {
+        return Some(ArgumentError::new_err(format!(
+            "rank {r}: the {what} overlaps rank {}'s input: an output must not be an input (pass outputs=None for an in-place call)",
+            base + k
+        )));
+    }
+    let k = earlier.iter().position(shares)?;
+    Some(ArgumentError::new_err(format!(
+        "rank {r}: the {what} and rank {}'s {what} share memory: every rank needs its own",
+        base + k
+    )))
+}
+
+/// A call's memory as the engine takes it: the inputs, the outputs.
+pub type Slices<'a, E> = (Vec<&'a [E]>, Vec<&'a mut [E]>);
+
+/// The arrays of a call borrowed: inputs read-only, outputs (in place: the
+/// buffers) read-write, for as long as this lives.
+pub struct Borrowed<'py, S: numpy::Element> {
+    ins: Vec<PyReadonlyArrayDyn<'py, S>>,
+    outs: Vec<PyReadwriteArrayDyn<'py, S>>,
+}
+
+impl<'py, S: numpy::Element + bytemuck::Pod> Borrowed<'py, S> {
+    pub fn new(
+        inputs: &[Bound<'py, PyUntypedArray>],
+        outputs: &[Bound<'py, PyUntypedArray>],
+        base: usize,
+        out_what: &str,
+    ) -> PyResult<Self> {
+        let mut ins = Vec::with_capacity(inputs.len());
+        for (i, a) in inputs.iter().enumerate() {
+            ins.push(
+                typed::<S>(a)?
+                    .try_readonly()
+                    .map_err(|e| borrow_error(base + i, "input", e))?,
+            );
+        }
+        let mut outs = Vec::with_capacity(outputs.len());
+        for (i, a) in outputs.iter().enumerate() {
+            let w = typed::<S>(a)?.try_readwrite().map_err(|e| {
+                if matches!(e, numpy::BorrowError::AlreadyBorrowed) {
+                    if let Some(err) = overlap(inputs, &outputs[..i], a, base, base + i, out_what) {
+                        return err;
+                    }
+                }
+                borrow_error(base + i, out_what, e)
+            })?;
+            outs.push(w);
+        }
+        Ok(Borrowed { ins, outs })
+    }
+
+    /// The borrowed memory as the engine's element type `E` (stored as
+    /// `S`).
+    pub fn slices<E: Storage<As = S>>(&mut self) -> Result<Slices<'_, E>, Error> {
+        let not = || Error::internal("a C-contiguous array gave no slice");
+        let cast = |e: bytemuck::PodCastError| Error::internal(format!("an array's memory: {e}"));
+        let send = self
+            .ins
+            .iter()
+            .map(|a| {
+                a.as_slice()
+                    .map_err(|_| not())
+                    .and_then(|s| bytemuck::try_cast_slice::<S, E>(s).map_err(cast))
+            })
+            .collect::<Result<_, _>>()?;
+        let recv = self
+            .outs
+            .iter_mut()
+            .map(|a| {
+                a.as_slice_mut()
+                    .map_err(|_| not())
+                    .and_then(|s| bytemuck::try_cast_slice_mut::<S, E>(s).map_err(cast))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok((send, recv))
+    }
 }

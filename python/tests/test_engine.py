@@ -466,7 +466,7 @@ def test_zero_length_arrays_are_empty_calls(prepared):
 
 
 @pytest.mark.parametrize("call, says", [
-    (lambda: rr.Engine(backend="cpu", ranks=-1), "ranks must be at least 0"),
+    (lambda: rr.Engine(backend="cpu", ranks=-1), "ranks must be at least 1"),
     (lambda: rr.Engine(backend="cpu", ranks="2"), "ranks must be a whole number"),
     (lambda: rr.Engine(backend="cpu", ranks=True), "ranks must be a whole number"),
     (lambda: rr.Engine(backend="cpu", ranks=2, timeout="x"), "timeout must be a number of seconds"),

@@ -150,8 +150,9 @@ def test_same_outcome_with_and_without_the_fast_path(name, monkeypatch):
         assert off[0] == "ok", off
         assert on[1] == off[1], "the results differ"
         assert on[2] == off[2], "last_call differs"
-        assert (on[3] == "_CallInfo") == fast, f"fast path taken: {on[3] == '_CallInfo'}"
-        assert off[3] != "_CallInfo"
+        # Both paths end in the same Rust call (its record, _CallInfo);
+        # the fast path only skips the per-array checks in Python.
+        assert on[3] == off[3] == "_CallInfo"
     else:
         assert on == off
         assert issubclass(on[1], rr.Error), on
@@ -175,10 +176,10 @@ def test_big_endian_arrays_are_refused_not_misread():
     (1 + 1 came out as 4.25e37): now it is refused by name."""
     xs = ranks(lambda r: np.ones(4, ">f4"))
     with rr.Engine(backend="cpu", ranks=RANKS, timeout=30) as e:
-        with pytest.raises(rr.ArgumentError, match="big-endian") as info:
+        with pytest.raises(rr.ArgumentError, match="byte order") as info:
             e.all_reduce(xs)
         assert "rank 0" in str(info.value)
-        with pytest.raises(rr.ArgumentError, match="big-endian"):
+        with pytest.raises(rr.ArgumentError, match="byte order"):
             e.prepare("all_reduce", xs)
     assert all(x.tolist() == [1, 1, 1, 1] for x in xs)
 

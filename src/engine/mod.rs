@@ -86,6 +86,9 @@ pub struct EngineConfig {
     /// The longest any wait may take, on the host and on the GPU, before the
     /// call fails with a timeout (default `RINGREDUCE_TIMEOUT` or 60 s; a
     /// malformed `RINGREDUCE_TIMEOUT` makes [`Core::new`] fail naming it).
+    /// A wait looks at its deadline once it sleeps between polls (after a
+    /// few hundred spins and yields), so a wait shorter than that never
+    /// times out, however small the timeout.
     /// At most 10^7 s.
     pub timeout: Duration,
     /// Injected faults, for tests of the error paths: set with
@@ -186,6 +189,22 @@ impl EngineConfig {
     pub fn with_faults(mut self, faults: crate::fault::FaultPlan) -> Self {
         self.faults = faults;
         self
+    }
+}
+
+/// GPUs named for a run on the CPU backend, which has none: refused, not
+/// ignored.
+fn no_devices_on_cpu(cfg: &EngineConfig) -> Result<()> {
+    match &cfg.devices {
+        Some(d) => Err(Error::BadArgument(format!(
+            "devices {d:?} name GPUs, but the ranks run on the CPU backend{}: leave the devices out, or run on the cuda backend",
+            if cfg.backend == BackendChoice::Auto {
+                " (auto found no CUDA)"
+            } else {
+                ""
+            }
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -294,6 +313,7 @@ impl Core {
         }
         let mut fallback_note = None;
         let cpu = |cfg: &EngineConfig| -> Result<Box<dyn Backend>> {
+            no_devices_on_cpu(cfg)?;
             Ok(Box::new(CpuBackend::new(
                 cfg.ranks,
                 cfg.timeout,
@@ -363,6 +383,9 @@ impl Core {
             ));
             job.fail(&e.to_string());
             return Err(e);
+        }
+        if kind == BackendKind::Cpu {
+            no_devices_on_cpu(&cfg).inspect_err(|e| job.fail(&e.to_string()))?;
         }
         let mut faults = cfg.faults.clone();
         faults.0.extend(crate::process::env_faults(spec.rank)?.0);

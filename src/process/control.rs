@@ -176,6 +176,23 @@ impl Control {
         }
         let n = w[H_SIZE].load(Ordering::Relaxed);
         if n != size as u64 {
+            // The ranks that mapped it would wait their whole timeout for a
+            // job that cannot form: the failure record ends their waits.
+            let c = Control {
+                map,
+                size: usize::try_from(n).unwrap_or(0),
+                me,
+                timeout,
+                round: Mutex::new(0),
+                store: None,
+                abort: OnceLock::new(),
+                names: Vec::new(),
+            };
+            c.record_failure(
+                0,
+                me,
+                &format!("it was started as one of {size} ranks, but the job has {n}"),
+            );
             return Err(bad(format!("is for {n} ranks, not {size}")));
         }
         Ok(Control {

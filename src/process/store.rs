@@ -427,21 +427,25 @@ impl Store {
                 ));
             }
         }
-        if info.size != size {
-            return Err(store_err(
-                dir,
-                format!(
-                    "it is for {} ranks, this rank was started as one of {size}",
-                    info.size
-                ),
-            ));
-        }
         let me = Store {
             dir: dir.to_path_buf(),
             run: info.run,
             rank: Some(rank),
             timeout,
         };
+        if info.size != size {
+            let why = format!(
+                "it is for {} ranks, this rank was started as one of {size}",
+                info.size
+            );
+            // The ranks that joined would wait their whole timeout for a
+            // job that cannot form: give the run up, so they end at once.
+            me.abort(&format!(
+                "rank {rank} was started as one of {size} ranks, but the job has {}",
+                info.size
+            ));
+            return Err(store_err(dir, why));
+        }
         match me.abort_record() {
             // The launcher gave the run up because a rank ended badly: name
             // it, as every rank that joined does.

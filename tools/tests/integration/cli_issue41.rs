@@ -190,8 +190,26 @@ pub fn register(h: &mut Harness) {
         );
         // "`run --timeout 1e-9` says "4 ranks failed" and then blames rank
         // 3 three times."
-        let args = ["run", "--backend", "cpu", "--timeout", "1e-9"];
-        let ran = rr(&args);
+        // A wait checks its deadline once it naps (after its spins and
+        // yields): a call whose waits all end sooner never times out, even
+        // at 1 ns (it happened on CI at 4 MiB). Buffers of 32 MiB make the
+        // waits long enough; three tries, and one of them must time out.
+        let args = [
+            "run",
+            "--backend",
+            "cpu",
+            "--size",
+            "32MiB",
+            "--timeout",
+            "1e-9",
+        ];
+        let mut ran = rr(&args);
+        for _ in 0..2 {
+            if ran.code == Some(2) {
+                break;
+            }
+            ran = rr(&args);
+        }
         ensure!(ran.code == Some(2), "{}", ran.show());
         let errors: Vec<&str> = ran
             .err
