@@ -187,13 +187,8 @@ def _c_contiguous(shape, strides, itemsize):
     return True
 
 
-def _from_torch(x, what, rank):
-    dev = x.device.type
-    if dev not in ("cpu", "cuda"):
-        raise UnavailableError(
-            f"rank {rank}: the {what} is a {dev} tensor ({x.device}); ringreduce takes host "
-            f"memory and CUDA tensors"
-        )
+def _dense(x, what, rank):
+    """Refuse a torch tensor that is sparse or not contiguous, naming it."""
     if getattr(x, "is_sparse", False) or str(getattr(x, "layout", "torch.strided")) != "torch.strided":
         raise ArgumentError(f"rank {rank}: the {what} is not a dense tensor (layout {x.layout})")
     if not x.is_contiguous():
@@ -201,6 +196,16 @@ def _from_torch(x, what, rank):
             f"rank {rank}: the {what} is not contiguous (shape {tuple(x.shape)}, strides "
             f"{tuple(x.stride())}); pass .contiguous()"
         )
+
+
+def _from_torch(x, what, rank):
+    dev = x.device.type
+    if dev not in ("cpu", "cuda"):
+        raise UnavailableError(
+            f"rank {rank}: the {what} is a {dev} tensor ({x.device}); ringreduce takes host "
+            f"memory and CUDA tensors"
+        )
+    _dense(x, what, rank)
     name = dtype_name(x.dtype)
     nbytes = x.numel() * x.element_size()
     if dev == "cuda":
@@ -331,13 +336,7 @@ def _host_array(x, what, rank, written):
             )
         return x, None
     if _is_torch_tensor(x):
-        if getattr(x, "is_sparse", False) or str(getattr(x, "layout", "torch.strided")) != "torch.strided":
-            raise ArgumentError(f"rank {rank}: the {what} is not a dense tensor (layout {x.layout})")
-        if not x.is_contiguous():
-            raise ArgumentError(
-                f"rank {rank}: the {what} is not contiguous (shape {tuple(x.shape)}, strides "
-                f"{tuple(x.stride())}); pass .contiguous()"
-            )
+        _dense(x, what, rank)
         t = x.detach()
         view = _TORCH_VIEWS.get(str(t.dtype))
         if view is not None:

@@ -92,9 +92,101 @@ if dev.type == "cuda":
     want = 2 * sum(range(1, size + 1))
     check(bool((got == want).all()), f"stream-ordered all_reduce: {got[:4].tolist()} != {want}")
 
+# the collectives built on the engine's four: reduce, gather, scatter,
+# reduce_scatter (list), all_to_all (single, any splits, and list), the
+# coalesced variants, point to point with tags and from any source
+for dst in range(size):
+    t = torch.full((3,), float(rank + 1), device=dev)
+    dist.reduce(t, dst=dst)
+    want = float(sum(range(1, size + 1))) if rank == dst else float(rank + 1)
+    check(bool((t == want).all()), f"reduce to {dst}: {t.tolist()} != {want}")
+
+x = torch.full((2,), float(rank), device=dev)
+gl = [torch.zeros(2, device=dev) for _ in range(size)] if rank == 1 else None
+dist.gather(x, gl, dst=1)
+if rank == 1:
+    check(all(bool((g == r).all()) for r, g in enumerate(gl)), f"gather {[g.tolist() for g in gl]}")
+
+y = torch.zeros(3, dtype=torch.int32, device=dev)
+sl = [torch.full((3,), 10 + r, dtype=torch.int32, device=dev) for r in range(size)] if rank == 0 else None
+dist.scatter(y, sl, src=0)
+check(bool((y == 10 + rank).all()), f"scatter {y.tolist()}")
+
+rs_in = [torch.full((2,), float(r * 10 + rank), device=dev) for r in range(size)]
+rs_out = torch.zeros(2, device=dev)
+dist.reduce_scatter(rs_out, rs_in)
+want = float(sum(rank * 10 + q for q in range(size)))
+check(bool((rs_out == want).all()), f"reduce_scatter {rs_out.tolist()} != {want}")
+
+a2a_in = torch.arange(size * 2, device=dev) + 100 * rank
+a2a_out = torch.zeros(size * 2, dtype=a2a_in.dtype, device=dev)
+dist.all_to_all_single(a2a_out, a2a_in)
+want = torch.cat([torch.arange(rank * 2, rank * 2 + 2) + 100 * r for r in range(size)])
+check(torch.equal(a2a_out.cpu(), want), f"all_to_all_single {a2a_out.tolist()} != {want.tolist()}")
+
+# uneven: rank r sends r + 1 + d rows of 3 to rank d
+ins = [torch.full((r_ + 1 + d, 3), float(10 * rank + d), device=dev) for d, r_ in [(d, rank) for d in range(size)]]
+a_in = torch.cat(ins)
+in_splits = [rank + 1 + d for d in range(size)]
+out_splits = [s_ + 1 + rank for s_ in range(size)]
+a_out = torch.zeros(sum(out_splits), 3, device=dev)
+dist.all_to_all_single(a_out, a_in, out_splits, in_splits)
+want = torch.cat([torch.full((s_ + 1 + rank, 3), float(10 * s_ + rank)) for s_ in range(size)])
+check(torch.equal(a_out.cpu(), want), "all_to_all_single with splits")
+
+l_in = [torch.full((d + 1,), float(rank * 10 + d), device=dev) for d in range(size)]
+l_out = [torch.zeros(rank + 1, device=dev) for _ in range(size)]
+dist.all_to_all(l_out, l_in)
+check(all(bool((o == s_ * 10 + rank).all()) for s_, o in enumerate(l_out)), f"all_to_all {[o.tolist() for o in l_out]}")
+
+bools = torch.tensor([rank % 2 == 0, True, False], device=dev)
+dist.broadcast(bools, src=1)
+check(bools.tolist() == [False, True, False], f"bool broadcast {bools.tolist()}")
+
+co = [torch.full((3,), float(rank + 1), device=dev), torch.full((2, 2), float(rank), device=dev)]
+with dist._coalescing_manager(async_ops=False):
+    for c in co:
+        dist.all_reduce(c)
+check(bool((co[0] == sum(range(1, size + 1))).all()) and bool((co[1] == sum(range(size))).all()),
+      "coalesced all_reduce")
+ag_in = [torch.full((2,), float(rank), device=dev), torch.full((1,), float(rank + 5), device=dev)]
+ag_out = [torch.zeros(2 * size, device=dev), torch.zeros(size, device=dev)]
+with dist._coalescing_manager(async_ops=False):
+    for o, i in zip(ag_out, ag_in):
+        dist.all_gather_into_tensor(o, i)
+check(torch.equal(ag_out[1].cpu(), torch.arange(size).float() + 5), "coalesced all_gather_into_tensor")
+rs_src = [torch.ones(2 * size, device=dev) * (rank + 1), torch.ones(size, device=dev)]
+rs_dst = [torch.zeros(2, device=dev), torch.zeros(1, device=dev)]
+with dist._coalescing_manager(async_ops=False):
+    for o, i in zip(rs_dst, rs_src):
+        dist.reduce_scatter_tensor(o, i)
+check(bool((rs_dst[0] == sum(range(1, size + 1))).all()) and float(rs_dst[1]) == size,
+      "coalesced reduce_scatter_tensor")
+
+peer = (rank + 1) % size
+frm = (rank - 1) % size
+sent = torch.arange(5, dtype=torch.float64, device=dev) + rank
+got = torch.zeros(5, dtype=torch.float64, device=dev)
+got7 = torch.zeros(5, dtype=torch.float64, device=dev)
+reqs = [dist.irecv(got7, src=frm, tag=7), dist.irecv(got, src=frm, tag=3),
+        dist.isend(sent * 2, dst=peer, tag=7), dist.isend(sent, dst=peer, tag=3)]
+for q in reqs:
+    q.wait()
+check(torch.equal(got.cpu(), torch.arange(5, dtype=torch.float64) + frm), "irecv tag 3")
+check(torch.equal(got7.cpu(), (torch.arange(5, dtype=torch.float64) + frm) * 2), "irecv tag 7")
+if rank == 0:
+    srcs = set()
+    for _ in range(size - 1):
+        z = torch.zeros(1, device=dev)
+        srcs.add(dist.recv(z))
+        check(float(z) == 1000.0, "recv from any source")
+    check(srcs == set(range(1, size)), f"recv from any source: {srcs}")
+else:
+    dist.send(torch.full((1,), 1000.0, device=dev), dst=0)
+dist.barrier()
+
 # refused by name
 for name, call in [
-    ("reduce", lambda: dist.reduce(torch.zeros(2, device=dev), dst=0)),
     ("BAND", lambda: dist.all_reduce(torch.zeros(2, dtype=torch.int32, device=dev), op=dist.ReduceOp.BAND)),
 ]:
     try:
