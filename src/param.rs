@@ -619,7 +619,33 @@ pub fn check_launcher() -> Result<()> {
     if MULTIPROC.get()? == Some(false) {
         return Ok(());
     }
-    check_groups(&[Group::Launcher, Group::Mpi])
+    check_groups(&[Group::Launcher, Group::Mpi])?;
+    without_mpi()
+}
+
+/// In a build without the `mpi` feature, the variables that ask for MPI
+/// (`RINGREDUCE_RANKS_PER_NODE`: nodes over MPI; `RINGREDUCE_MPI=1`) are
+/// refused at once, saying which feature is missing: ignored, the ranks
+/// would wait "at joining the job" until the timeout.
+fn without_mpi() -> Result<()> {
+    if cfg!(feature = "mpi") {
+        return Ok(());
+    }
+    let missing = |var: &'static str, value: String| Error::Env {
+        var,
+        value,
+        reason: "this binary was built without the `mpi` feature, which it asks for".into(),
+        expected: "unset, or a binary built with `cargo build --release --features mpi` \
+                   (needs an MPI to build: Debian's libopenmpi-dev or libmpich-dev)"
+            .into(),
+    };
+    if let Some(g) = RANKS_PER_NODE.get()? {
+        return Err(missing(RANKS_PER_NODE.name(), g.to_string()));
+    }
+    if MPI.get()? == Some(true) {
+        return Err(missing(MPI.name(), "1".into()));
+    }
+    Ok(())
 }
 
 /// `RINGREDUCE_TIMEOUT`, or [`DEFAULT_TIMEOUT`] when unset.

@@ -175,19 +175,19 @@ impl Control {
             return Err(bad("belongs to another run (stale)".into()));
         }
         let n = w[H_SIZE].load(Ordering::Relaxed);
+        let c = Control {
+            map,
+            size: usize::try_from(n).unwrap_or(0),
+            me,
+            timeout,
+            round: Mutex::new(0),
+            store: None,
+            abort: OnceLock::new(),
+            names: Vec::new(),
+        };
         if n != size as u64 {
             // The ranks that mapped it would wait their whole timeout for a
             // job that cannot form: the failure record ends their waits.
-            let c = Control {
-                map,
-                size: usize::try_from(n).unwrap_or(0),
-                me,
-                timeout,
-                round: Mutex::new(0),
-                store: None,
-                abort: OnceLock::new(),
-                names: Vec::new(),
-            };
             c.record_failure(
                 0,
                 me,
@@ -195,16 +195,7 @@ impl Control {
             );
             return Err(bad(format!("is for {n} ranks, not {size}")));
         }
-        Ok(Control {
-            map,
-            size,
-            me,
-            timeout,
-            round: Mutex::new(0),
-            store: None,
-            abort: OnceLock::new(),
-            names: Vec::new(),
-        })
+        Ok(c)
     }
 
     /// Name the segment's ranks by their job ranks (`names[i]` is the job

@@ -25,12 +25,19 @@ use crate::plan::interp::{effects, Effect};
 use crate::plan::{Buf, Plan};
 use std::collections::HashMap;
 
+/// One plan's entry: the plan (held), the ranks that read rank `me`'s send
+/// buffer, the ranks whose send buffer `me` reads.
+type PlanReaders = (std::sync::Arc<Plan>, Vec<usize>, Vec<usize>);
+
 /// Which peers read this rank's send buffer in which call.
 #[derive(Debug, Default)]
 pub struct PeerReads {
     /// Per plan (by address): the ranks that read rank `me`'s send buffer,
     /// and the ranks whose send buffer `me` reads.
-    readers: HashMap<usize, (Vec<usize>, Vec<usize>)>,
+    /// Keyed by the plan's address; each entry holds the plan, so that no
+    /// other plan can take that address while the entry lives (a probe's
+    /// plan, freed, once gave its address to the next call's plan).
+    readers: HashMap<usize, PlanReaders>,
     /// Per buffer: the last call in which each reader read it.
     pending: HashMap<BufId, Vec<(usize, u64)>>,
 }
@@ -62,12 +69,12 @@ impl PeerReads {
             self.readers.clear();
         }
         let key = std::sync::Arc::as_ptr(&call.plan) as usize;
-        let (readers, sources) = self.readers.entry(key).or_insert_with(|| {
+        let (_, readers, sources) = self.readers.entry(key).or_insert_with(|| {
             let n = call.plan.ranks();
             let sources = (0..n)
                 .filter(|&p| p != me && send_readers(&call.plan, p).contains(&me))
                 .collect();
-            (send_readers(&call.plan, me), sources)
+            (call.plan.clone(), send_readers(&call.plan, me), sources)
         });
         if call.plan.shape.in_place {
             return Ok(());

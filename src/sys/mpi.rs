@@ -69,15 +69,25 @@ mod ffi {
             tag: *mut c_int,
             bytes: *mut c_int,
         ) -> c_int;
-        pub fn rr_recv(
+        pub fn rr_irecv(
             c: c_int,
             buf: *mut c_void,
             bytes: c_int,
             source: c_int,
             tag: c_int,
+            req: *mut *mut c_void,
         ) -> c_int;
         pub fn rr_error_string(code: c_int, buf: *mut c_char, cap: c_int) -> c_int;
     }
+}
+
+/// What ends a wait of a point-to-point request: its deadline (after
+/// `timeout`), `stop`'s error, and what the errors call it.
+struct Bound<'a> {
+    deadline: Instant,
+    timeout: Duration,
+    stop: &'a dyn Fn() -> Result<()>,
+    what: &'a dyn Fn() -> String,
 }
 
 /// A communicator: an index into the shim's table.
@@ -277,14 +287,34 @@ impl Mpi {
         let e =
             unsafe { ffi::rr_isend(comm.0, msg.as_ptr().cast(), n, dest as c_int, tag, &mut req) };
         check(e, self.rank, Some(dest), "MPI_Isend")?;
+        let bound = Bound {
+            deadline,
+            timeout,
+            stop,
+            what,
+        };
+        self.finish(req, msg, &bound, "MPI_Isend", dest)
+    }
+
+    /// Wait for the point-to-point request `req` on `buf`'s memory as
+    /// [`Mpi::wait`] does; `buf` back once it completed, leaked on an
+    /// error (MPI may still read or write it).
+    fn finish(
+        &self,
+        req: *mut c_void,
+        buf: Vec<u8>,
+        b: &Bound,
+        call: &'static str,
+        peer: usize,
+    ) -> Result<Vec<u8>> {
         let req = Request {
             ptr: req,
             collective: false,
         };
-        match self.wait(req, deadline, timeout, stop, "MPI_Isend", Some(dest), what) {
-            Ok(()) => Ok(msg),
+        match self.wait(req, b.deadline, b.timeout, b.stop, call, Some(peer), b.what) {
+            Ok(()) => Ok(buf),
             Err(e) => {
-                std::mem::forget(msg);
+                std::mem::forget(buf);
                 Err(e)
             }
         }
@@ -364,13 +394,46 @@ impl Mpi {
     }
 
     /// Receive the message [`Mpi::iprobe`] found from `source` with `tag`
-    /// into `buf` (its exact size).
-    pub fn recv(&self, comm: Comm, buf: &mut [u8], source: usize, tag: i32) -> Result<()> {
-        let n = int_len(buf.len(), self.rank, Some(source), "MPI_Recv")?;
-        // SAFETY: `buf` is valid for writes of `n` bytes; the message was
-        // probed, so the receive matches it and completes at once.
-        let e = unsafe { ffi::rr_recv(comm.0, buf.as_mut_ptr().cast(), n, source as c_int, tag) };
-        check(e, self.rank, Some(source), "MPI_Recv")
+    /// into `buf` (its exact size), waiting as [`Mpi::wait`] does: at most
+    /// until `deadline`, and ended by `stop`. A probed message may still
+    /// be on its way (a large one comes by rendezvous) and its sender may
+    /// die before it all arrives, so the receive is never a blocking one.
+    /// On an error the buffer is leaked (MPI may still write it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn recv(
+        &self,
+        comm: Comm,
+        mut buf: Vec<u8>,
+        source: usize,
+        tag: i32,
+        deadline: Instant,
+        timeout: Duration,
+        stop: &dyn Fn() -> Result<()>,
+        what: &dyn Fn() -> String,
+    ) -> Result<Vec<u8>> {
+        let n = int_len(buf.len(), self.rank, Some(source), "MPI_Irecv")?;
+        let mut req = std::ptr::null_mut();
+        // SAFETY: `buf` is valid for writes of `n` bytes, and its heap
+        // memory stays alive and in place until the request completes
+        // (below), or is leaked with it.
+        let e = unsafe {
+            ffi::rr_irecv(
+                comm.0,
+                buf.as_mut_ptr().cast(),
+                n,
+                source as c_int,
+                tag,
+                &mut req,
+            )
+        };
+        check(e, self.rank, Some(source), "MPI_Irecv")?;
+        let bound = Bound {
+            deadline,
+            timeout,
+            stop,
+            what,
+        };
+        self.finish(req, buf, &bound, "MPI_Irecv", source)
     }
 
     /// Every rank's `mine` on `comm`, in rank order (`MPI_Iallgather` of

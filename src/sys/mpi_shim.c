@@ -141,9 +141,17 @@ int rr_iprobe(int c, int *flag, int *source, int *tag, int *bytes) {
     return MPI_Get_count(&st, MPI_BYTE, bytes);
 }
 
-/* Receive the message rr_iprobe found (it is already here). */
-int rr_recv(int c, void *buf, int bytes, int source, int tag) {
-    return MPI_Recv(buf, bytes, MPI_BYTE, source, tag, comm_of(c), MPI_STATUS_IGNORE);
+/* Start receiving the message rr_iprobe found: a request, waited for with
+ * rr_test under the caller's deadline. A probed message is not "already
+ * here": a large one comes by rendezvous, and its sender may die before
+ * all of it arrives (a blocking receive then never returns). */
+int rr_irecv(int c, void *buf, int bytes, int source, int tag, void **req) {
+    MPI_Request *r;
+    int e = new_req(req, &r);
+    if (e != MPI_SUCCESS) return e;
+    e = MPI_Irecv(buf, bytes, MPI_BYTE, source, tag, comm_of(c), r);
+    if (e != MPI_SUCCESS) { free(r); *req = NULL; }
+    return e;
 }
 
 int rr_error_string(int code, char *buf, int cap) {

@@ -73,11 +73,13 @@ impl Link {
     }
 
     /// Why a send must stop now: an abort, a failed or dead rank.
-    fn stop(&self, what: &dyn Fn() -> String) -> Result<()> {
+    /// Whether a wait of this link (`doing`: "sending" or "receiving"
+    /// `what`) must end: the engine was aborted, or the job failed.
+    fn stop(&self, doing: &str, what: &dyn Fn() -> String) -> Result<()> {
         if self.abort.is_aborted() {
             return Err(Error::Aborted {
                 rank: self.mpi.rank,
-                what: format!("sending {}", what()),
+                what: format!("{doing} {}", what()),
                 wait: crate::error::WaitKind::Host,
             });
         }
@@ -99,7 +101,7 @@ impl Link {
             tag,
             deadline,
             self.timeout,
-            &|| self.stop(what),
+            &|| self.stop("sending", what),
             what,
         )
     }
@@ -278,8 +280,29 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
         let got = link.mpi.iprobe(link.mpi.world).and_then(|m| match m {
             None => Ok(false),
             Some((src, tag, bytes)) => {
-                let mut buf = (sink.alloc)(bytes);
-                link.mpi.recv(link.mpi.world, &mut buf, src, tag)?;
+                let what = || format!("a message of {bytes} B from rank {src} (tag {tag})");
+                // Bounded like every wait: the receiver stopping, an
+                // abort, the job's failure, or the timeout end it.
+                let halt = || {
+                    if stop.load(Ordering::Acquire) {
+                        return Err(Error::Aborted {
+                            rank: me,
+                            what: format!("receiving {}", what()),
+                            wait: crate::error::WaitKind::Host,
+                        });
+                    }
+                    link.stop("receiving", &what)
+                };
+                let buf = link.mpi.recv(
+                    link.mpi.world,
+                    (sink.alloc)(bytes),
+                    src,
+                    tag,
+                    Instant::now() + link.timeout,
+                    link.timeout,
+                    &halt,
+                    &what,
+                )?;
                 match tag {
                     TAG_PUT => (sink.land)(buf)?,
                     TAG_SIGNAL => {

@@ -63,7 +63,7 @@ pub(crate) struct CpuBackend<T: Transport<Mem = Storage> = Threads> {
     /// Stream-ordered calls' spans ([`super::ordered`]).
     pub(super) order: super::ordered::CpuOrder,
     /// The network transport's forwarding tables, per plan.
-    net_plans: std::collections::HashMap<usize, mem::NetRun>,
+    net_plans: std::collections::HashMap<usize, (Arc<crate::plan::Plan>, mem::NetRun)>,
 }
 
 impl CpuBackend<Threads> {
@@ -289,8 +289,11 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
         Ok(())
     }
 
-    /// How `call` reaches the ranks of other nodes (cached per plan), when
-    /// the transport has a wire.
+    /// How `call` reaches the ranks of other nodes (cached per plan, keyed
+    /// by its address: the entry holds the plan, so that no other plan can
+    /// take the address while it lives; a freed probe plan once gave its
+    /// address to `bench`'s first call, which then ran with the probe's
+    /// forwarding and hung between nodes), when the transport has a wire.
     fn net_run(&mut self, call: &Call) -> Option<mem::NetRun> {
         let wire = self.t.wire()?;
         let key = Arc::as_ptr(&call.plan) as usize;
@@ -301,7 +304,8 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
         Some(
             self.net_plans
                 .entry(key)
-                .or_insert_with(|| mem::NetRun::new(wire, &call.plan, local))
+                .or_insert_with(|| (call.plan.clone(), mem::NetRun::new(wire, &call.plan, local)))
+                .1
                 .clone(),
         )
     }

@@ -2,7 +2,7 @@
 //! regression test per reported case, the case quoted in its comment.
 
 use crate::cli::{bad, command, rr, run_cmd, Ran};
-use crate::common::pass;
+use crate::common::{pass, skip};
 use crate::ensure;
 use crate::harness::Harness;
 use std::process::Stdio;
@@ -122,6 +122,34 @@ pub fn register(h: &mut Harness) {
             let ran = rr_env(&[("RINGREDUCE_FAULT", "kill:rank=5")], &args);
             bad(&ran, &args, "RINGREDUCE_FAULT")?;
             bad(&ran, &args, "rank 5")?;
+            pass()
+        },
+    );
+    h.add(
+        "cli_issue41::a_build_without_mpi_refuses_the_variables_that_ask_for_it",
+        || {
+            // Issue 45, item 3: "A binary built without `mpi`, run under
+            // mpirun with RINGREDUCE_RANKS_PER_NODE set, silently ignores
+            // it ... times out waiting at joining the job with no hint."
+            if cfg!(feature = "mpi") {
+                return skip("this build has the mpi feature");
+            }
+            for (var, value) in [("RINGREDUCE_RANKS_PER_NODE", "2"), ("RINGREDUCE_MPI", "1")] {
+                let args = ["run", "--backend", "cpu", "--size", "4KiB"];
+                let t0 = std::time::Instant::now();
+                let ran = rr_env(&[(var, value)], &args);
+                bad(&ran, &args, var)?;
+                bad(&ran, &args, "--features mpi")?;
+                ensure!(
+                    t0.elapsed() < std::time::Duration::from_secs(10),
+                    "refused at once: {}",
+                    ran.show()
+                );
+            }
+            // RINGREDUCE_MPI=0 asks for nothing: accepted.
+            let args = ["run", "--backend", "cpu", "--size", "4KiB"];
+            let ran = rr_env(&[("RINGREDUCE_MPI", "0")], &args);
+            ensure!(ran.code == Some(0), "{}", ran.show());
             pass()
         },
     );

@@ -8,6 +8,9 @@
 //! (`RR_MP_TEST=<tag>`, inherited by the ranks) and looks for them in
 //! `/proc`.
 
+#[path = "../support/procs.rs"]
+mod procs;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -54,48 +57,12 @@ fn tagged(tag: &str) -> Vec<(u32, String)> {
     v
 }
 
-/// The state letter and start time of a process (`None`: no such pid).
-fn proc_state(pid: u32) -> Option<(char, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut f = stat.rsplit(')').next()?.split_whitespace();
-    let state = f.next()?.chars().next()?;
-    // Field 22 (starttime) is the 20th after the command's closing paren.
-    let start = f.nth(18)?.parse().ok()?;
-    Some((state, start))
-}
-
-/// Wait up to `limit` until no tagged process is left; panic naming them.
-///
-/// A process seen once stays counted until it is a zombie or gone: an
-/// exiting process drops its environment (`/proc/<pid>/environ` reads
-/// empty) before it stops running, and a store sweep in that window still
-/// sees it alive (the flake of `a_killed_launcher_leaves_no_rank_behind`).
+/// Wait up to `limit` until no tagged process is left; panic naming them
+/// (see `procs::wait_gone`).
 fn assert_none_left(tag: &str, limit: Duration) {
-    let t0 = Instant::now();
-    let mut seen: Vec<(u32, u64)> = Vec::new();
-    loop {
-        for (pid, _) in tagged(tag) {
-            if let Some((_, start)) = proc_state(pid) {
-                if !seen.contains(&(pid, start)) {
-                    seen.push((pid, start));
-                }
-            }
-        }
-        seen.retain(|&(pid, start)| {
-            proc_state(pid).is_some_and(|(st, s)| s == start && !matches!(st, 'Z' | 'X' | 'x'))
-        });
-        if seen.is_empty() {
-            return;
-        }
-        if t0.elapsed() > limit {
-            let pids: Vec<u32> = seen.iter().map(|x| x.0).collect();
-            for p in &pids {
-                let _ = Command::new("kill").arg("-9").arg(p.to_string()).status();
-            }
-            panic!("processes of {tag} left running: {pids:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    procs::wait_gone(tag, limit, || {
+        tagged(tag).into_iter().map(|x| x.0).collect()
+    });
 }
 
 fn launch(tag: &str, args: &[&str], env: &[(&str, &str)]) -> Command {

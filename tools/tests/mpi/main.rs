@@ -22,6 +22,9 @@
 //! binary elsewhere with `RR_MPI_BIN=path` (the GPU machine runs the
 //! staged binaries: `scripts/gpu-check.sh mpi`).
 
+#[path = "../support/procs.rs"]
+mod procs;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -88,45 +91,10 @@ fn tagged(tag: &str) -> Vec<u32> {
     v
 }
 
-/// The state letter and start time of a process (`None`: no such pid).
-fn proc_state(pid: u32) -> Option<(char, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut f = stat.rsplit(')').next()?.split_whitespace();
-    let state = f.next()?.chars().next()?;
-    // Field 22 (starttime) is the 20th after the command's closing paren.
-    let start = f.nth(18)?.parse().ok()?;
-    Some((state, start))
-}
-
-/// Wait up to `limit` until no tagged process is left; panic naming them.
-/// A process seen once stays counted until it is a zombie or gone (an
-/// exiting process drops its environment before it stops running).
+/// Wait up to `limit` until no tagged process is left; panic naming them
+/// (see `procs::wait_gone`).
 fn assert_none_left(tag: &str, limit: Duration) {
-    let t0 = Instant::now();
-    let mut seen: Vec<(u32, u64)> = Vec::new();
-    loop {
-        for pid in tagged(tag) {
-            if let Some((_, start)) = proc_state(pid) {
-                if !seen.contains(&(pid, start)) {
-                    seen.push((pid, start));
-                }
-            }
-        }
-        seen.retain(|&(pid, start)| {
-            proc_state(pid).is_some_and(|(st, s)| s == start && !matches!(st, 'Z' | 'X' | 'x'))
-        });
-        if seen.is_empty() {
-            return;
-        }
-        if t0.elapsed() > limit {
-            let left: Vec<u32> = seen.iter().map(|x| x.0).collect();
-            for p in &left {
-                let _ = Command::new("kill").arg("-9").arg(p.to_string()).status();
-            }
-            panic!("processes of {tag} left running: {left:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    procs::wait_gone(tag, limit, || tagged(tag));
 }
 
 /// What a job printed: mpirun's own output, and each rank's stdout and
@@ -300,6 +268,31 @@ fn hier_sends_its_share_across_the_network() {
     }
 }
 
+/// `bench` over nodes, with its peer-copy ceiling probe (issue 45: it hung
+/// at the first call after the probe, 5 runs of 5: the probe's plan, freed,
+/// gave its address to that call's plan, and the network transport's
+/// forwarding tables, cached by plan address, were the probe's), and
+/// `trace` over nodes.
+fn bench_and_trace_over_nodes() {
+    let t = tag("bench");
+    let args = words("bench --backend {b} -b 8 -e 1KiB --algo auto,ring,hier:2 --timeout 30");
+    let j = mpirun(&t, &args, &[], false);
+    assert!(j.status.success(), "{}", j.all());
+    let r0 = j.rank(0, "stdout");
+    assert!(r0.contains("peer-copy ceiling"), "the probe ran: {r0}");
+    assert!(r0.contains("1KiB"), "every size ran: {r0}");
+    assert!(!r0.contains("MISMATCH") && !r0.contains("FAIL"), "{r0}");
+    if let Some(l) = r0.lines().find(|l| l.contains("peer-copy ceiling")) {
+        println!("    {}", l.trim());
+    }
+    assert_none_left(&t, Duration::from_secs(5));
+    let t = tag("trace");
+    let args = words("trace --backend {b} --algo hier:2 --count 8 --timeout 30");
+    let j = mpirun(&t, &args, &[], false);
+    assert!(j.status.success(), "{}", j.all());
+    assert_none_left(&t, Duration::from_secs(5));
+}
+
 /// Rank `r`'s first error line.
 fn error_line(j: &Job, r: usize) -> String {
     j.rank(r, "stderr")
@@ -413,7 +406,7 @@ fn main() {
         println!("SKIPPED: {why}");
         return;
     }
-    let tests: [(&str, fn()); 5] = [
+    let tests: [(&str, fn()); 6] = [
         (
             "every_type_op_and_collective_on_ring_and_hier",
             every_type_op_and_collective_on_ring_and_hier,
@@ -426,6 +419,7 @@ fn main() {
             "hier_sends_its_share_across_the_network",
             hier_sends_its_share_across_the_network,
         ),
+        ("bench_and_trace_over_nodes", bench_and_trace_over_nodes),
         (
             "a_rank_killed_mid_collective_ends_the_job",
             a_rank_killed_mid_collective_ends_the_job,
