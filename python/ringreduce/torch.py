@@ -714,16 +714,17 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
         work._finish(None)
         return work
 
-    def _receive(self, t, keys_of, work):
+    def _receive(self, t, keys_of, work, claim=lambda src, key: True):
         """On a thread of its own: wait for one of the keys (``keys_of()``:
-        (source, key) pairs), copy it into ``t``."""
+        (source, key) pairs) that ``claim`` lets this receive take, copy it
+        into ``t``."""
         import time
 
         deadline = time.monotonic() + self._timeout
         try:
             while True:
                 for src, key in keys_of():
-                    if self._store.check([key]):
+                    if self._store.check([key]) and claim(src, key):
                         data = self._store.get(key)
                         dst = _movable(t)
                         if len(data) != dst.numel() * dst.element_size():
@@ -769,20 +770,26 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
         work = _Work(tensors, [t.device] if t.device.type == "cuda" else None)
         work._tag = tag
         peers = [r for r in range(self._size) if r != self._rank]
-        # The next message of each peer; the one taken advances that peer.
-        with self._p2p_lock:
-            seqs = {r: self._p2p_seq.get(("recv", r, tag), 0) for r in peers}
 
         def keys():
-            return [(r, self._p2p_key(r, self._rank, tag, seqs[r])) for r in peers]
+            # The next message of each peer, as of now.
+            with self._p2p_lock:
+                return [(r, self._p2p_key(r, self._rank, tag, self._p2p_seq.get(("recv", r, tag), 0)))
+                        for r in peers]
 
-        def then():
-            self._receive(t, keys, work)
-            src = getattr(work, "_src", None)
-            if src is not None:
-                self._next("recv", src, tag)
+        def claim(src, key):
+            # Take the message: advance that peer's sequence number before
+            # the work completes (the caller's next receive looks for the
+            # next one), unless another receive took it first.
+            with self._p2p_lock:
+                k = ("recv", src, tag)
+                n = self._p2p_seq.get(k, 0)
+                if self._p2p_key(src, self._rank, tag, n) != key:
+                    return False
+                self._p2p_seq[k] = n + 1
+                return True
 
-        threading.Thread(target=then, daemon=True).start()
+        threading.Thread(target=self._receive, args=(t, keys, work, claim), daemon=True).start()
         return work
 
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
