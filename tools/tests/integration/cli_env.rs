@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// `ringreduce ARGS` with the variables `vars` set (on top of the test's
 /// environment).
-fn rr_env(vars: &[(&str, &str)], args: &[&str]) -> Ran {
+pub(crate) fn rr_env(vars: &[(&str, &str)], args: &[&str]) -> Ran {
     let mut c = command(args);
     for (k, v) in vars {
         c.env(k, v);

@@ -1,21 +1,13 @@
 //! The command line as a new user hit it (issue 41 items 9 to 12): one
 //! regression test per reported case, the case quoted in its comment.
 
-use crate::cli::{bad, command, rr, run_cmd, Ran};
+use crate::cli::{bad, rr, run_cmd};
+use crate::cli_env::rr_env;
 use crate::common::{pass, skip};
 use crate::ensure;
 use crate::harness::Harness;
 use std::process::Stdio;
 use std::time::Duration;
-
-/// `ringreduce ARGS` with the variables `vars` set.
-fn rr_env(vars: &[(&str, &str)], args: &[&str]) -> Ran {
-    let mut c = command(args);
-    for (k, v) in vars {
-        c.env(k, v);
-    }
-    run_cmd(c, Duration::from_secs(180))
-}
 
 pub fn register(h: &mut Harness) {
     h.add("cli_issue41::a_failed_allocation_is_an_error", || {
