@@ -422,3 +422,139 @@ def test_the_boundary_cannot_be_fooled(batch):
     for result in run_batch(batch):
         assert not result.startswith("WRONG"), result
         assert not result.startswith("UNTYPED"), result
+
+
+# -- the same property on a GPU: CUDA tensors and their exporters ---------------
+
+CUDA_TYPES = ["float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8", "bool",
+              "complex64", "int16"]
+CUDA_EXPORTERS = ["tensor", "view", "strided", "interface", "dlpack", "host", "deleted", "scalar"]
+
+CUDA_CHILD = textwrap.dedent(
+    """
+    import gc, json, sys
+    import torch, ringreduce as rr
+
+    class Iface:
+        # __cuda_array_interface__ of a tensor it keeps
+        def __init__(self, t): self.t = t
+        @property
+        def __cuda_array_interface__(self): return self.t.__cuda_array_interface__
+
+    class DL:
+        def __init__(self, t): self.t = t
+        def __dlpack__(self, **kw): return self.t.__dlpack__(**kw)
+        def __dlpack_device__(self): return self.t.__dlpack_device__()
+
+    def make(kind, dtype, shape, r):
+        n = 1
+        for s in shape: n *= s
+        base = (torch.arange(n, dtype=torch.float64) % 5 + r)
+        t = base.to(getattr(torch, dtype)).reshape(shape).cuda()
+        if kind == "view": return t.view(shape)
+        if kind == "strided": return torch.repeat_interleave(t.reshape(-1), 2)[::2].reshape(shape)
+        if kind == "interface":
+            return Iface(t) if dtype not in ("bfloat16", "bool") else t
+        if kind == "dlpack": return DL(t)
+        if kind == "host": return t.cpu()
+        if kind == "deleted":
+            # the interface object outlives nothing: the call must keep it
+            x = Iface(t.clone()); del t; gc.collect(); return x
+        if kind == "scalar": return t.reshape(-1)[0] if n else t
+        return t
+
+    def value(x):
+        if isinstance(x, Iface): x = x.t
+        if isinstance(x, DL): x = x.t
+        return x.detach().to("cpu", torch.float64) if hasattr(x, "detach") else None
+
+    engines = {}
+    out = []
+    for case in json.loads(sys.argv[1]):
+        ranks, dtype, shape, kinds, place, coll = case
+        if ranks not in engines:
+            engines[ranks] = rr.Engine(backend="cuda", ranks=ranks, devices=[0])
+        e = engines[ranks]
+        ins = [make(kinds[r], dtype, tuple(shape), r) for r in range(ranks)]
+        outs = None
+        if place == "out":
+            outs = [make(kinds[ranks + r], dtype, tuple(shape), 100) for r in range(ranks)]
+        gc.collect()
+        want = None
+        try:
+            vals = [value(x) for x in ins]
+            if coll == "all_reduce" and all(v is not None for v in vals):
+                want = sum(vals)
+            if coll == "broadcast" and vals[0] is not None:
+                want = vals[0]
+        except Exception:
+            pass
+        try:
+            res = getattr(e, coll)(ins, outs)
+            torch.cuda.synchronize()
+        except rr.Error as err:
+            out.append("error " + type(err).__name__)
+            continue
+        except Exception as err:
+            out.append(f"UNTYPED {type(err).__name__}: {err} ({case})")
+            continue
+        gc.collect()
+        if want is not None and dtype != "bool":
+            for r, x in enumerate(res):
+                got = value(x)
+                if got is None or got.shape != want.shape or not torch.equal(got, want):
+                    out.append(f"WRONG rank {r}: {got} != {want} ({case})")
+                    break
+            else:
+                out.append("ok")
+        else:
+            out.append("ok")
+    for e in engines.values():
+        e.close()
+    print(json.dumps(out))
+    """
+)
+
+
+def _cuda_fuzz_ready():
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA GPU"
+    return None
+
+
+@st.composite
+def cuda_cases(draw):
+    ranks = draw(st.integers(1, 3))
+    dtype = draw(st.sampled_from(CUDA_TYPES))
+    shape = draw(st.lists(st.integers(0, 4), min_size=0, max_size=3))
+    place = draw(st.sampled_from(["in", "out"]))
+    kinds = draw(st.lists(st.sampled_from(CUDA_EXPORTERS), min_size=2 * ranks, max_size=2 * ranks))
+    if draw(st.booleans()):
+        kinds = ["tensor"] * (2 * ranks)
+    coll = draw(st.sampled_from(["all_reduce", "all_reduce", "broadcast", "all_gather"]))
+    return [ranks, dtype, shape, kinds, place, coll]
+
+
+@settings(max_examples=max(1, EXAMPLES // 25), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(cuda_cases(), min_size=25, max_size=25))
+def test_the_cuda_boundary_cannot_be_fooled(batch):
+    """CUDA tensors, views, strided tensors, ``__cuda_array_interface__``
+    and DLPack objects, host tensors mixed in, objects whose tensor is
+    dropped before the call: the right answer or a ringreduce.Error, in a
+    child process (0 crashes, 0 wrong results)."""
+    why = _cuda_fuzz_ready()
+    if why:
+        pytest.skip(f"SKIPPED: {why}")
+    import json
+
+    p = subprocess.run([sys.executable, "-c", CUDA_CHILD, json.dumps(batch)], capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, f"the child CRASHED (exit {p.returncode}) on {batch}: {p.stderr[-2000:]}"
+    for result in json.loads(p.stdout.strip().splitlines()[-1]):
+        assert not result.startswith("WRONG"), result
+        assert not result.startswith("UNTYPED"), result

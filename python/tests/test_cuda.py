@@ -281,3 +281,91 @@ def test_bad_device_memory_is_refused_on_a_gpu(gpu):
     raises(rr.ArgumentError, lambda: e.all_reduce(xs, [torch.zeros(8) for _ in range(n)]), "host")
     # The engine still works after every refusal.
     e.all_reduce(xs)
+
+
+# -- processes sharing one GPU: a job on the CUDA backend ----------------------
+
+JOB_WORKER = r"""
+import sys, torch, ringreduce as rr
+rank, size, store = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+e = rr.Engine.job(rank, size, store, backend="cuda", timeout=60)
+dev = torch.device("cuda", 0)
+paths = set()
+
+def check(got, want, what):
+    if not torch.equal(got.cpu(), want):
+        raise AssertionError(f"rank {rank}: {what}: {got[:6].tolist()} != {want[:6].tolist()}")
+    paths.add((what, e.last_call["path"]))
+
+count, s = 1000, sum(range(1, size + 1))
+for in_place in (False, True):
+    where = "in place" if in_place else "out of place"
+    x = torch.arange(count, dtype=torch.float32, device=dev) * (rank + 1)
+    if in_place:
+        e.all_reduce([x])
+        got = x
+    else:
+        got = torch.empty_like(x)
+        e.all_reduce([x], [got])
+    check(got, torch.arange(count, dtype=torch.float32) * s, f"all_reduce {where}")
+    # reduce-scatter: rank r's input is [r+1]*size*count; the buffer itself in place
+    x = torch.arange(size * count, dtype=torch.int64, device=dev) + rank
+    if in_place:
+        e.reduce_scatter([x])
+        got = x[rank * count:(rank + 1) * count]
+    else:
+        got = torch.empty(count, dtype=torch.int64, device=dev)
+        e.reduce_scatter([x], [got])
+    want = (torch.arange(size * count, dtype=torch.int64) * size + sum(range(size)))[rank * count:(rank + 1) * count]
+    check(got, want, f"reduce_scatter {where}")
+    # all-gather: in place, the rank's chunk of the buffer is its input
+    mine = torch.full((count,), rank + 0.5, dtype=torch.float64, device=dev)
+    buf = torch.zeros(size * count, dtype=torch.float64, device=dev)
+    if in_place:
+        buf[rank * count:(rank + 1) * count] = mine
+        e.all_gather([buf])
+    else:
+        e.all_gather([mine], [buf])
+    check(buf, torch.arange(size, dtype=torch.float64).repeat_interleave(count) + 0.5, f"all_gather {where}")
+    b = torch.full((count,), float(rank), device=dev)
+    if in_place:
+        e.broadcast([b], root=size - 1)
+        got = b
+    else:
+        got = torch.empty_like(b)
+        e.broadcast([b], [got], root=size - 1)
+    check(got, torch.full((count,), float(size - 1)), f"broadcast {where}")
+torch.cuda.synchronize()
+e.close()
+print(f"rank {rank}: OK", sorted(paths))
+"""
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_processes_sharing_a_gpu_take_paths_with_no_wait_between_ranks(size):
+    """Ranks that are processes on one GPU (their kernels take turns on it):
+    every collective, in and out of place, bitwise, and every call on a
+    path whose ranks never wait on each other's GPU work
+    (``oneshot:fused``: in place runs out of place between the staging
+    buffers)."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    torch = _torch_cuda()
+    store = os.path.join(tempfile.mkdtemp(prefix="rr-cuda-job-"), "store")
+    procs = [
+        subprocess.Popen([sys.executable, "-c", JOB_WORKER, str(r), str(size), store],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for r in range(size)
+    ]
+    outs = [(p.wait(timeout=300), p.stdout.read()) for p in procs]
+    for r, (rc, out) in enumerate(outs):
+        if "UnavailableError" in out and "CUDA" in out:
+            pytest.skip(f"SKIPPED: the CUDA backend is unavailable here ({out.strip()[-200:]})")
+        assert rc == 0 and f"rank {r}: OK" in out, out
+        assert "'oneshot:fused')" in out and all(
+            p == "oneshot:fused" for p in __import__("re").findall(r"'([^']+)'\)", out)
+        ), out
+    del torch

@@ -171,7 +171,7 @@ pub const REGISTRY: &[Entry] = &[
     Entry::new(
         fused::parse,
         &["oneshot:fused"],
-        "oneshot:fused (out of place: the reduce kernel reads the other ranks' send buffers)",
+        "oneshot:fused (out of place, every collective: each rank reads the other ranks' send buffers itself, with no wait between ranks)",
     ),
     Entry::new(
         flag::parse,
@@ -376,43 +376,62 @@ impl AlgoChoice {
     }
 }
 
+/// Where a call's ranks run, as far as `auto` cares
+/// ([`AlgoChoice::resolve_in`]). The default: ranks on GPUs of one machine,
+/// each GPU to itself or shared by threads of one process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// A job over nodes: `Some(G)` with every G consecutive ranks a node,
+    /// `Some(0)` for nodes of another layout.
+    pub per_node: Option<usize>,
+    /// The ranks' buffers are host memory (the CPU backend).
+    pub host: bool,
+    /// Ranks of different processes share a GPU. Their kernels take turns
+    /// on it (the driver time-slices contexts), so every wait of one rank's
+    /// GPU work on another process's (an event, a flag) costs a turn of
+    /// the scheduler: about a millisecond, whatever the size.
+    pub time_sliced: bool,
+}
+
 impl AlgoChoice {
-    /// [`AlgoChoice::resolve`] in a job over nodes (`per_node`: `Some(G)`
-    /// with every G consecutive ranks a node, `Some(0)` for nodes of
-    /// another layout): `auto`, unless `RINGREDUCE_ALGO` forces a path,
-    /// takes only paths whose ranks push (the network transport refuses
-    /// reads of a peer's memory): `hier:G` for an all-reduce over several
-    /// nodes of G > 1 ranks (the scale-out model prices it at or below the
-    /// flat ring for every layout, size and pair of links, so no call
-    /// needs pricing: `theory::scale`'s test
-    /// `the_hierarchical_all_reduce_is_never_slower_than_the_flat_ring`),
-    /// `bcast` for a broadcast, else the `ring`.
+    /// [`AlgoChoice::resolve`] where the ranks run as `at` says. `auto`,
+    /// unless `RINGREDUCE_ALGO` forces a path:
     ///
-    /// `host`: the ranks' buffers are host memory (the CPU backend), whose
-    /// `auto` is its own (measured on the CPU backend: `oneshot:fused` out
-    /// of place up to [`HOST_FUSED_MAX_BYTES`] per rank, else `ps`).
-    pub fn resolve_in(
-        &self,
-        shape: &Shape,
-        per_node: Option<usize>,
-        host: bool,
-    ) -> Result<Arc<dyn Algorithm>> {
-        let Some(g) = per_node else {
-            if host && matches!(self, AlgoChoice::Auto) && forced()?.is_none() {
-                return AlgoChoice::Fixed(auto_host(shape)).resolve(shape);
-            }
-            return self.resolve(shape);
-        };
+    /// * over nodes (`per_node`), takes only paths whose ranks push (the
+    ///   network transport refuses reads of a peer's memory): `hier:G` for
+    ///   an all-reduce over several nodes of G > 1 ranks (the scale-out
+    ///   model prices it at or below the flat ring for every layout, size
+    ///   and pair of links, so no call needs pricing: `theory::scale`'s
+    ///   test `the_hierarchical_all_reduce_is_never_slower_than_the_flat_ring`),
+    ///   `bcast` for a broadcast, else the `ring`;
+    /// * on host memory (`host`), is its own (measured on the CPU backend:
+    ///   `oneshot:fused` out of place up to [`HOST_FUSED_MAX_BYTES`] per
+    ///   rank, else `ps`);
+    /// * with processes sharing a GPU (`time_sliced`), takes a path with no
+    ///   wait between ranks on the GPU: `oneshot:fused` for every
+    ///   collective out of place, whatever the size (in place no such
+    ///   path exists; the call takes `auto`'s usual path, and callers that
+    ///   stage their data anyway, as [`crate::engine::Core::collective_on_own_device`]
+    ///   does, run it out of place).
+    pub fn resolve_in(&self, shape: &Shape, at: &Placement) -> Result<Arc<dyn Algorithm>> {
         if !matches!(self, AlgoChoice::Auto) || forced()?.is_some() {
             return self.resolve(shape);
         }
-        let n = shape.ranks;
-        let algo: Arc<dyn Algorithm> = match shape.collective {
-            Collective::AllReduce if g > 1 && g < n && n % g == 0 => {
-                Arc::new(hier::Hier { per_node: g })
+        let algo: Arc<dyn Algorithm> = if let Some(g) = at.per_node {
+            let n = shape.ranks;
+            match shape.collective {
+                Collective::AllReduce if g > 1 && g < n && n % g == 0 => {
+                    Arc::new(hier::Hier { per_node: g })
+                }
+                Collective::Broadcast { .. } => auto(shape),
+                _ => Arc::new(ring::Ring::PLAIN),
             }
-            Collective::Broadcast { .. } => auto(shape),
-            _ => Arc::new(ring::Ring::PLAIN),
+        } else if at.host {
+            auto_host(shape)
+        } else if at.time_sliced && !shape.in_place && shape.ranks > 1 {
+            Arc::new(fused::Fused)
+        } else {
+            auto(shape)
         };
         AlgoChoice::Fixed(algo).resolve(shape)
     }

@@ -350,33 +350,37 @@ fn unsupported_shapes_are_refused() {
         collective: Collective::ReduceScatter,
         ..oop4
     };
-    for a in ["oneshot", "oneshot:fused", "oneshot:flag", "ps"] {
+    for a in ["oneshot", "oneshot:flag", "ps"] {
         assert!(c(a).resolve(&rs).is_err(), "{a}");
     }
     assert!(c("ring:pipe2").resolve(&rs).is_ok());
-    // A broadcast runs bcast only, and bcast nothing else.
+    // oneshot:fused runs every collective out of place (reads of the
+    // peers' send buffers), in place none, and a broadcast's root must be
+    // a rank.
+    assert!(c("oneshot:fused").resolve(&rs).is_ok());
+    let rs_in_place = Shape {
+        in_place: true,
+        ..rs
+    };
+    assert!(c("oneshot:fused").resolve(&rs_in_place).is_err());
+    // A broadcast runs bcast and oneshot:fused only, and bcast nothing else.
     let bc = Shape {
         collective: Collective::Broadcast { root: 1 },
         ..oop4
     };
-    for a in [
-        "ring",
-        "ring:pipe2",
-        "oneshot",
-        "oneshot:fused",
-        "oneshot:flag",
-        "ps",
-    ] {
+    for a in ["ring", "ring:pipe2", "oneshot", "oneshot:flag", "ps"] {
         let e = c(a).resolve(&bc).unwrap_err().to_string();
         assert!(e.contains("bcast"), "{a}: {e}");
     }
     assert!(c("bcast:pipe3").resolve(&bc).is_ok());
+    assert!(c("oneshot:fused").resolve(&bc).is_ok());
     assert!(c("bcast").resolve(&rs).is_err());
     let far = Shape {
         collective: Collective::Broadcast { root: 4 },
         ..oop4
     };
     assert!(c("bcast").resolve(&far).is_err());
+    assert!(c("oneshot:fused").resolve(&far).is_err());
 }
 
 fn broadcast(ranks: usize, root: usize, count: usize, elem_size: usize, in_place: bool) -> Shape {
@@ -517,6 +521,63 @@ fn auto_policy() {
     assert_eq!(bc(4, 4 << 10), "bcast");
     assert_eq!(bc(4, 1 << 20), "bcast:pipe2");
     assert_eq!(bc(8, 64 << 20), "bcast:pipe8");
+}
+
+/// With processes sharing a GPU, `auto` takes a plan with no wait between
+/// ranks for every collective out of place, at every rank count and size;
+/// in place (no such plan exists) it takes its usual path. Nodes and host
+/// memory keep their own policies.
+#[test]
+fn auto_with_processes_sharing_a_gpu_never_waits_between_ranks() {
+    let at = Placement {
+        time_sliced: true,
+        ..Placement::default()
+    };
+    for n in 2..=9 {
+        for s in shapes(n, &[1, 5, 1000, 1 << 20, 64 << 20]) {
+            let algo = AlgoChoice::Auto.resolve_in(&s, &at).unwrap();
+            if s.in_place {
+                assert_eq!(algo.name(), auto(&s).name(), "{s:?}");
+                continue;
+            }
+            assert_eq!(algo.name(), "oneshot:fused", "{s:?}");
+            if s.count <= 1000 {
+                let p = first_plan(algo.as_ref(), &s);
+                assert!(!p.waits_between_ranks(), "{s:?}");
+                p.validate().unwrap_or_else(|e| panic!("{s:?}: {e}"));
+            }
+        }
+    }
+    for n in 1..=6 {
+        for root in 0..n {
+            for count in [0, 1, 7, 1000] {
+                for in_place in [false, true] {
+                    let s = broadcast(n, root, count, 4, in_place);
+                    let algo = AlgoChoice::Auto.resolve_in(&s, &at).unwrap();
+                    let want = if in_place || n == 1 { auto(&s).name() } else { "oneshot:fused".into() };
+                    assert_eq!(algo.name(), want, "{s:?}");
+                    let p = first_plan(algo.as_ref(), &s);
+                    p.validate().unwrap_or_else(|e| panic!("{s:?}: {e}"));
+                    assert!(in_place || n == 1 || !p.waits_between_ranks(), "{s:?}");
+                }
+            }
+        }
+    }
+    // The plans `auto` takes on one process's GPUs do wait between ranks:
+    // the property is not true of every plan.
+    let ring = first_plan(&ring::Ring::PLAIN, &Shape::all_reduce(2, 8, 4, false));
+    assert!(ring.waits_between_ranks());
+    let s = Shape::all_reduce(4, 1 << 20, 4, false);
+    let nodes = Placement {
+        per_node: Some(2),
+        ..at
+    };
+    assert_eq!(AlgoChoice::Auto.resolve_in(&s, &nodes).unwrap().name(), "hier:2");
+    let host = Placement { host: true, ..at };
+    assert_eq!(
+        AlgoChoice::Auto.resolve_in(&s, &host).unwrap().name(),
+        auto_host(&s).name()
+    );
 }
 
 // ---------------------------------------------------------------------------

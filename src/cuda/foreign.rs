@@ -85,6 +85,20 @@ impl DeviceSpan {
     pub fn device(&self) -> usize {
         self.device
     }
+
+    /// Bytes `range` of this span (a part of checked memory is checked
+    /// memory, under the same contract); `None` when the range does not lie
+    /// inside it.
+    pub fn sub(&self, range: std::ops::Range<usize>) -> Option<DeviceSpan> {
+        if range.start > range.end || range.end > self.bytes {
+            return None;
+        }
+        Some(DeviceSpan {
+            ptr: self.ptr + range.start as u64,
+            bytes: range.end - range.start,
+            device: self.device,
+        })
+    }
 }
 
 /// The device memory and streams of one call, as another runtime

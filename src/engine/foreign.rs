@@ -371,6 +371,11 @@ impl Core {
     /// and the copy); the collective runs and this thread waits for it;
     /// the copy out is queued on `stream` (no wait). Every rank of the job
     /// makes the same call (the caller agrees on it first).
+    ///
+    /// When processes share a GPU ([`crate::algo::Placement::time_sliced`])
+    /// an in-place call runs out of place between the staging buffers (the
+    /// data is copied in and out anyway), so that `auto` can take a path
+    /// with no wait between ranks on the GPU.
     pub fn collective_on_own_device(
         &mut self,
         collective: Collective,
@@ -407,6 +412,21 @@ impl Core {
                 }
             }
         }
+        // The spans the staging buffers are copied from and into, and
+        // whether the engine's call is in place.
+        let (send, recv, in_place) = if in_place && self.placement.time_sliced {
+            let chunk = |r: usize| {
+                recv.sub(r * count * elem..(r + 1) * count * elem)
+                    .ok_or_else(|| Error::internal("a rank's chunk of an in-place buffer"))
+            };
+            match collective {
+                Collective::AllGather => (Some(chunk(me)?), *recv, false),
+                Collective::ReduceScatter => (Some(*recv), chunk(me)?, false),
+                _ => (Some(*recv), *recv, false),
+            }
+        } else {
+            (send.copied(), *recv, in_place)
+        };
         let shape = Shape {
             collective,
             ranks: n,
@@ -419,9 +439,9 @@ impl Core {
         if let Some(ev) = &self.staging.pending[me] {
             stream.wait_done(ev).map_err(e)?;
         }
-        let (id, span) = match send {
+        let (id, span) = match &send {
             Some(s) => (send_buf.0, s),
-            None => (recv_buf.0, recv),
+            None => (recv_buf.0, &recv),
         };
         self.last = None;
         let r = self.backend.copy_in_landed(me, id, span, stream);
@@ -436,7 +456,7 @@ impl Core {
         let plan = self.launch(None, shape, dtype, op, bind)?;
         self.synchronize()?;
         let buf = self.backend.device_buf(me, recv_buf.0)?;
-        stream.copy_from_engine(recv, &buf, 0).map_err(e)?;
+        stream.copy_from_engine(&recv, &buf, 0).map_err(e)?;
         if self.staging.pending[me].is_none() {
             self.staging.pending[me] = Some(DoneEvent::on_device(stream.device()).map_err(e)?);
         }

@@ -14,18 +14,12 @@ impl Core {
     ) -> Result<Arc<dyn crate::algo::Algorithm>> {
         choice
             .unwrap_or(&self.algo)
-            .resolve_in(shape, self.per_node, self.on_host())
+            .resolve_in(shape, &self.placement)
     }
 
     /// The name of the path a call of `shape` would take.
     pub fn path_name(&self, choice: Option<&AlgoChoice>, shape: &Shape) -> Result<String> {
         Ok(self.resolve(choice, shape)?.name())
-    }
-
-    /// Whether the ranks' buffers are host memory (the CPU backend), whose
-    /// `auto` is its own.
-    fn on_host(&self) -> bool {
-        self.backend_kind() == crate::backend::BackendKind::Cpu
     }
 
     pub(super) fn check_shape(&self, shape: &Shape) -> Result<()> {
@@ -172,7 +166,7 @@ impl Core {
             return Ok(*k);
         }
         self.check_shape(shape)?;
-        let algo = c.resolve_in(shape, self.per_node, self.on_host())?;
+        let algo = c.resolve_in(shape, &self.placement)?;
         let name = algo.name();
         let k = match self.path_index.get(&(name.clone(), *shape)) {
             Some(&k) => k,

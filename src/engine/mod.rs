@@ -267,12 +267,37 @@ pub struct Core {
     calls_started: u64,
     /// The job, when this engine is one rank of a multi-process job.
     job: Option<Arc<crate::process::Job>>,
-    /// In a job over nodes, its layout for `auto`
-    /// ([`AlgoChoice::resolve_in`]).
-    per_node: Option<usize>,
+    /// Where the ranks run, for `auto` ([`AlgoChoice::resolve_in`]): the
+    /// layout of a job over nodes, host memory, processes sharing a GPU.
+    placement: crate::algo::Placement,
     /// Every rank on its default buffers, made once: the backend knows a
     /// repeated call by this binding's address.
     default_bind: Arc<Vec<crate::backend::Binding>>,
+}
+
+/// Where the ranks of an engine on `backend` run (`job`: when it is one
+/// rank of a multi-process job). Every rank of a job computes the same
+/// value from the same facts (each rank's device, exchanged at setup), so
+/// `auto` picks the same path on every rank.
+fn placement_of(
+    backend: &dyn Backend,
+    job: Option<&crate::process::Job>,
+) -> crate::algo::Placement {
+    let info = backend.info();
+    let per_node = job.and_then(|j| j.per_node());
+    let host = info.kind.unwrap_or(crate::backend::BackendKind::Cpu) == crate::backend::BackendKind::Cpu;
+    // One rank per process in a job: two ranks on one device are two
+    // processes on one GPU (on one machine: over nodes the ordinals of
+    // different nodes say nothing, and `auto` takes its node paths there).
+    let time_sliced = job.is_some() && !host && per_node.is_none() && {
+        let d = &info.rank_to_device;
+        (0..d.len()).any(|r| d[r + 1..].contains(&d[r]))
+    };
+    crate::algo::Placement {
+        per_node,
+        host,
+        time_sliced,
+    }
 }
 
 impl std::fmt::Debug for Core {
@@ -451,11 +476,11 @@ impl Core {
         job: Option<Arc<crate::process::Job>>,
     ) -> Core {
         let abort = backend.abort_handle();
-        let per_node = job.as_ref().and_then(|j| j.per_node());
+        let placement = placement_of(backend.as_ref(), job.as_deref());
         Core {
             #[cfg(feature = "cuda")]
             staging: foreign::Staging::default(),
-            per_node,
+            placement,
             backend,
             ranks: cfg.ranks,
             algo: cfg.algo.clone(),
@@ -515,7 +540,12 @@ impl Core {
     /// ranks a node: MPI's node communicator, or `RINGREDUCE_RANKS_PER_NODE`);
     /// `None` on one machine.
     pub fn per_node(&self) -> Option<usize> {
-        self.per_node
+        self.placement.per_node
+    }
+
+    /// Where the ranks run, as `auto` sees it ([`crate::algo::Placement`]).
+    pub fn placement(&self) -> crate::algo::Placement {
+        self.placement
     }
 
     /// Every process's `data` in rank order (one process: just `data`).

@@ -549,6 +549,21 @@ impl Plan {
             && self.ops.iter().flatten().all(|op| op.lane == Lane::Compute)
     }
 
+    /// Whether some rank's op waits on a signal of another rank (an event
+    /// or a flag another rank's GPU work raises). A plan without such waits
+    /// orders its ranks only where every plan does, on the host, at Begin
+    /// (the path for processes that share a GPU:
+    /// [`crate::algo::Placement::time_sliced`]).
+    pub fn waits_between_ranks(&self) -> bool {
+        self.ops.iter().enumerate().any(|(r, ops)| {
+            ops.iter().any(|op| {
+                op.waits
+                    .iter()
+                    .any(|w| self.signals.get(w.0).is_some_and(|s| s.owner != r))
+            })
+        })
+    }
+
     /// Bytes each rank sends to other ranks, and receives from them.
     pub fn traffic(&self) -> Vec<Traffic> {
         self.traffic_between(|from, to| from != to)
