@@ -597,10 +597,13 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
         if len(dtypes) != 1:
             raise ValueError(f"ringreduce: all_to_all: tensors of different types {sorted(map(str, dtypes))}")
         stage = [_Staged(t) for t in input_tensors]
-        device = input_tensors[0].device
 
         def run(eng):
-            x = torch.cat([_movable(t.contiguous().to(device)) for t in input_tensors])
+            # The inputs as the engine sees them: the tensors themselves, or
+            # with RINGREDUCE_TORCH_CUDA=stage their host copies (the
+            # outputs are copied into whatever device they are on).
+            device = stage[0].host.device
+            x = torch.cat([_movable(s.host) for s in stage])
             out = torch.empty((sum(_movable(o).numel() for o in output_tensors),), dtype=x.dtype, device=device)
             self._all_to_all(eng, x, [_movable(t).numel() for t in input_tensors], out,
                              [_movable(o).numel() for o in output_tensors])
