@@ -151,15 +151,25 @@ pub fn tree_depth(nodes: usize) -> f64 {
 }
 
 impl Projection {
-    /// The fastest of the three by name.
-    pub fn fastest(&self) -> &'static str {
-        let mut best = ("ring", self.flat_ring_us);
-        for (name, t) in [("hier", self.hier_us), ("tree", self.tree_us)] {
-            if t < best.1 {
-                best = (name, t);
-            }
+    /// The fastest of the three by name, or `tie: a, b` when more than one
+    /// takes the least time (equal to a part in a billion: an exact tie of
+    /// the model, as when one node leaves nothing to cross).
+    pub fn fastest(&self) -> String {
+        let all = [
+            ("ring", self.flat_ring_us),
+            ("hier", self.hier_us),
+            ("tree", self.tree_us),
+        ];
+        let least = all.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+        let best: Vec<&str> = all
+            .iter()
+            .filter(|x| x.1 <= least + least.abs() * 1e-9)
+            .map(|x| x.0)
+            .collect();
+        match best.as_slice() {
+            [one] => (*one).to_string(),
+            many => format!("tie: {}", many.join(", ")),
         }
-        best.0
     }
 }
 
@@ -353,6 +363,18 @@ mod tests {
         assert_eq!(c.project(1e3).fastest(), "tree");
         assert_eq!(c.project(1e11).fastest(), "hier");
         assert_eq!(cluster(16, 8).project(1e10).fastest(), "hier");
+        // An exact tie says so, whichever comes first.
+        let tie = Projection {
+            flat_ring_us: 5.0,
+            hier_us: 5.0,
+            tree_us: 5.0,
+        };
+        assert_eq!(tie.fastest(), "tie: ring, hier, tree");
+        let two = Projection {
+            flat_ring_us: 9.0,
+            ..tie
+        };
+        assert_eq!(two.fastest(), "tie: hier, tree");
         let c = cluster(2, 8);
         assert!(c.hier_us(1e3) <= c.tree_us(1e3));
     }

@@ -107,6 +107,10 @@ fn refusal(
     if path.starts_with("ring") {
         return None; // the ring does every collective, any shape
     }
+    if path == "oneshot:fused" {
+        // every collective, out of place
+        return (in_place && ranks > 1).then_some("in place");
+    }
     if collective != Collective::AllReduce {
         return Some("all-reduce only");
     }
