@@ -348,10 +348,38 @@ CHILD = textwrap.dedent(
             x = np.from_dlpack(x)
         return np.asarray(np.asarray(x), dtype=np.float64)
 
+    def engine(ranks):
+        return rr.Engine(backend="cpu", ranks=ranks)
+
+    def release(e):
+        e.close()
+
+    def want_of(coll, dtype, vals):
+        return sum(vals) if coll == "all_reduce" else None
+
+    def same(got, want):
+        return got.shape == want.shape and np.array_equal(got, want)
+
+    def shown(v):
+        return None if v is None else v.tolist()
+
+    def settle():
+        pass
+
+    def finish():
+        pass
+    """
+)
+
+# The case loop both children share (the hooks above are each child's own:
+# make, value, engine, release, want_of, same, shown, settle, finish).
+LOOP = textwrap.dedent(
+    """
+    # The case loop both children share (the hooks above are each child's own).
     out = []
     for case in json.loads(sys.argv[1]):
         ranks, dtype, shape, kinds, place, coll = case
-        e = rr.Engine(backend="cpu", ranks=ranks)
+        e = engine(ranks)
         ins = [make(kinds[r], dtype, tuple(shape), r) for r in range(ranks)]
         outs = None
         if place == "out":
@@ -359,36 +387,35 @@ CHILD = textwrap.dedent(
         gc.collect()
         want = None
         try:
-            vals = [value(x) for x in ins]
-            if coll == "all_reduce":
-                want = sum(vals)
+            want = want_of(coll, dtype, [value(x) for x in ins])
         except Exception:
             pass
         try:
             res = getattr(e, coll)(ins, outs)
+            settle()
         except rr.Error as err:
             out.append("error " + type(err).__name__)
-            e.close()
+            release(e)
             continue
         except Exception as err:
             out.append(f"UNTYPED {type(err).__name__}: {err} ({case})")
-            e.close()
+            release(e)
             continue
         gc.collect()
+        verdict = "ok"
         if want is not None:
             for r, x in enumerate(res):
                 got = value(x)
-                if got.shape != want.shape or not np.array_equal(got, want):
-                    out.append(f"WRONG rank {r}: {got.tolist()} != {want.tolist()} ({case})")
+                if got is None or not same(got, want):
+                    verdict = f"WRONG rank {r}: {shown(got)} != {shown(want)} ({case})"
                     break
-            else:
-                out.append("ok")
-        else:
-            out.append("ok")
-        e.close()
+        out.append(verdict)
+        release(e)
+    finish()
     print(json.dumps(out))
     """
 )
+CHILD += LOOP
 
 
 @st.composite
@@ -405,11 +432,11 @@ def cases(draw):
     return [ranks, dtype, shape, kinds, place, coll]
 
 
-def run_batch(batch):
+def run_batch(batch, child=None, timeout=300):
     import json
 
-    p = subprocess.run([sys.executable, "-c", CHILD, json.dumps(batch)], capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run([sys.executable, "-c", child or CHILD, json.dumps(batch)], capture_output=True,
+                       text=True, timeout=timeout)
     assert p.returncode == 0, f"the child CRASHED (exit {p.returncode}) on {batch}: {p.stderr[-2000:]}"
     return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -469,51 +496,36 @@ CUDA_CHILD = textwrap.dedent(
         return x.detach().to("cpu", torch.float64) if hasattr(x, "detach") else None
 
     engines = {}
-    out = []
-    for case in json.loads(sys.argv[1]):
-        ranks, dtype, shape, kinds, place, coll = case
+
+    def engine(ranks):
+        # one engine per rank count for the whole batch (a CUDA engine's
+        # setup costs more than a case)
         if ranks not in engines:
             engines[ranks] = rr.Engine(backend="cuda", ranks=ranks, devices=[0])
-        e = engines[ranks]
-        ins = [make(kinds[r], dtype, tuple(shape), r) for r in range(ranks)]
-        outs = None
-        if place == "out":
-            outs = [make(kinds[ranks + r], dtype, tuple(shape), 100) for r in range(ranks)]
-        gc.collect()
-        want = None
-        try:
-            vals = [value(x) for x in ins]
-            if coll == "all_reduce" and all(v is not None for v in vals):
-                want = sum(vals)
-            if coll == "broadcast" and vals[0] is not None:
-                want = vals[0]
-        except Exception:
-            pass
-        try:
-            res = getattr(e, coll)(ins, outs)
-            torch.cuda.synchronize()
-        except rr.Error as err:
-            out.append("error " + type(err).__name__)
-            continue
-        except Exception as err:
-            out.append(f"UNTYPED {type(err).__name__}: {err} ({case})")
-            continue
-        gc.collect()
-        if want is not None and dtype != "bool":
-            for r, x in enumerate(res):
-                got = value(x)
-                if got is None or got.shape != want.shape or not torch.equal(got, want):
-                    out.append(f"WRONG rank {r}: {got} != {want} ({case})")
-                    break
-            else:
-                out.append("ok")
-        else:
-            out.append("ok")
-    for e in engines.values():
-        e.close()
-    print(json.dumps(out))
+        return engines[ranks]
+
+    def release(e):
+        pass
+
+    def want_of(coll, dtype, vals):
+        if dtype == "bool" or any(v is None for v in vals):
+            return None
+        return {"all_reduce": lambda: sum(vals), "broadcast": lambda: vals[0]}.get(coll, lambda: None)()
+
+    def same(got, want):
+        return got.shape == want.shape and torch.equal(got, want)
+
+    def shown(v):
+        return v
+
+    def settle():
+        torch.cuda.synchronize()
+
+    def finish():
+        for e in engines.values():
+            e.close()
     """
-)
+) + LOOP
 
 
 def _cuda_fuzz_ready():
@@ -550,11 +562,6 @@ def test_the_cuda_boundary_cannot_be_fooled(batch):
     why = _cuda_fuzz_ready()
     if why:
         pytest.skip(f"SKIPPED: {why}")
-    import json
-
-    p = subprocess.run([sys.executable, "-c", CUDA_CHILD, json.dumps(batch)], capture_output=True,
-                       text=True, timeout=600)
-    assert p.returncode == 0, f"the child CRASHED (exit {p.returncode}) on {batch}: {p.stderr[-2000:]}"
-    for result in json.loads(p.stdout.strip().splitlines()[-1]):
+    for result in run_batch(batch, CUDA_CHILD, timeout=600):
         assert not result.startswith("WRONG"), result
         assert not result.startswith("UNTYPED"), result

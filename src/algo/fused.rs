@@ -78,7 +78,13 @@ pub fn plan(shape: &Shape) -> Plan {
                 // Every rank's input (this rank's own too) into its chunk.
                 for d in 0..n {
                     let from = (r + n - d) % n;
-                    pull(&mut b, r, from, from * count..(from + 1) * count, "gather over peer access");
+                    pull(
+                        &mut b,
+                        r,
+                        from,
+                        from * count..(from + 1) * count,
+                        "gather over peer access",
+                    );
                 }
             }
             Collective::Broadcast { root } => {
@@ -122,7 +128,13 @@ fn reduce_from_peers(b: &mut PlanBuilder, r: usize, chunk: std::ops::Range<usize
 }
 
 /// Rank `r` copies rank `from`'s whole input into `dst` of its output.
-fn pull(b: &mut PlanBuilder, r: usize, from: usize, dst: std::ops::Range<usize>, note: &'static str) {
+fn pull(
+    b: &mut PlanBuilder,
+    r: usize,
+    from: usize,
+    dst: std::ops::Range<usize>,
+    note: &'static str,
+) {
     let count = b.peek().shape.count;
     b.copy(
         r,

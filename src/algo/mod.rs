@@ -411,7 +411,7 @@ impl AlgoChoice {
     ///   wait between ranks on the GPU: `oneshot:fused` for every
     ///   collective out of place, whatever the size (in place no such
     ///   path exists; the call takes `auto`'s usual path, and callers that
-    ///   stage their data anyway, as [`crate::engine::Core::collective_on_own_device`]
+    ///   stage their data anyway, as `Core::collective_on_own_device`
     ///   does, run it out of place).
     pub fn resolve_in(&self, shape: &Shape, at: &Placement) -> Result<Arc<dyn Algorithm>> {
         if !matches!(self, AlgoChoice::Auto) || forced()?.is_some() {

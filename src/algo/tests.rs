@@ -554,7 +554,11 @@ fn auto_with_processes_sharing_a_gpu_never_waits_between_ranks() {
                 for in_place in [false, true] {
                     let s = broadcast(n, root, count, 4, in_place);
                     let algo = AlgoChoice::Auto.resolve_in(&s, &at).unwrap();
-                    let want = if in_place || n == 1 { auto(&s).name() } else { "oneshot:fused".into() };
+                    let want = if in_place || n == 1 {
+                        auto(&s).name()
+                    } else {
+                        "oneshot:fused".into()
+                    };
                     assert_eq!(algo.name(), want, "{s:?}");
                     let p = first_plan(algo.as_ref(), &s);
                     p.validate().unwrap_or_else(|e| panic!("{s:?}: {e}"));
@@ -572,7 +576,10 @@ fn auto_with_processes_sharing_a_gpu_never_waits_between_ranks() {
         per_node: Some(2),
         ..at
     };
-    assert_eq!(AlgoChoice::Auto.resolve_in(&s, &nodes).unwrap().name(), "hier:2");
+    assert_eq!(
+        AlgoChoice::Auto.resolve_in(&s, &nodes).unwrap().name(),
+        "hier:2"
+    );
     let host = Placement { host: true, ..at };
     assert_eq!(
         AlgoChoice::Auto.resolve_in(&s, &host).unwrap().name(),

@@ -285,7 +285,8 @@ fn placement_of(
 ) -> crate::algo::Placement {
     let info = backend.info();
     let per_node = job.and_then(|j| j.per_node());
-    let host = info.kind.unwrap_or(crate::backend::BackendKind::Cpu) == crate::backend::BackendKind::Cpu;
+    let host =
+        info.kind.unwrap_or(crate::backend::BackendKind::Cpu) == crate::backend::BackendKind::Cpu;
     // One rank per process in a job: two ranks on one device are two
     // processes on one GPU (on one machine: over nodes the ordinals of
     // different nodes say nothing, and `auto` takes its node paths there).
