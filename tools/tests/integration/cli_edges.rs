@@ -344,6 +344,40 @@ pub fn register(h: &mut Harness) {
         },
     );
     h.add(
+        "cli_edges::overlap_as_a_rank_of_a_job_refuses_at_once",
+        || {
+            // `overlap` under mpirun, or under launch with the binary's path
+            // as the command, failed in every rank with "write into rank 0's
+            // buffer: it lives in rank 0's process (this process is rank
+            // 1)": it runs every rank in one process. Every rank now refuses
+            // by name, at once.
+            let exe = crate::cli::bin().to_string_lossy().into_owned();
+            let args = [
+                "launch",
+                "-n",
+                "2",
+                "--timeout",
+                "20",
+                "--",
+                &exe,
+                "overlap",
+                "--backend",
+                "cpu",
+            ];
+            let t0 = std::time::Instant::now();
+            let ran = rr(&args);
+            bad(&ran, &args, "overlap runs every rank in one process")?;
+            ensure!(ran.err.contains("rank 1 of a job of 2"), "{}", ran.show());
+            ensure!(!ran.err.contains("write into"), "{}", ran.show());
+            ensure!(
+                t0.elapsed() < Duration::from_secs(15),
+                "took {:?}",
+                t0.elapsed()
+            );
+            pass()
+        },
+    );
+    h.add(
         "cli_edges::a_store_that_is_no_store_is_not_called_stale",
         || {
             // "`launch --store DIR` with a non-empty directory that is not a

@@ -293,6 +293,35 @@ fn bench_and_trace_over_nodes() {
     assert_none_left(&t, Duration::from_secs(5));
 }
 
+/// `overlap` runs every rank in one process: under mpirun every rank
+/// refuses at once, by name (it failed with "write into rank 0's buffer:
+/// it lives in rank 0's process").
+fn overlap_refuses_as_a_rank() {
+    let t = tag("overlap");
+    let args = words("overlap --backend {b} --timeout 30");
+    let j = mpirun(&t, &args, &[], false);
+    assert!(!j.status.success(), "{}", j.all());
+    assert!(
+        j.took < Duration::from_secs(20),
+        "took {:?}: {}",
+        j.took,
+        j.all()
+    );
+    for r in 0..4 {
+        let e = error_line(&j, r);
+        assert!(
+            e.contains("overlap runs every rank in one process"),
+            "rank {r}: {}",
+            j.all()
+        );
+        assert!(
+            e.contains(&format!("rank {r} of a job of 4")),
+            "rank {r}: {e}"
+        );
+    }
+    assert_none_left(&t, Duration::from_secs(5));
+}
+
 /// Rank `r`'s first error line.
 fn error_line(j: &Job, r: usize) -> String {
     j.rank(r, "stderr")
@@ -406,7 +435,7 @@ fn main() {
         println!("SKIPPED: {why}");
         return;
     }
-    let tests: [(&str, fn()); 6] = [
+    let tests: [(&str, fn()); 7] = [
         (
             "every_type_op_and_collective_on_ring_and_hier",
             every_type_op_and_collective_on_ring_and_hier,
@@ -420,6 +449,7 @@ fn main() {
             hier_sends_its_share_across_the_network,
         ),
         ("bench_and_trace_over_nodes", bench_and_trace_over_nodes),
+        ("overlap_refuses_as_a_rank", overlap_refuses_as_a_rank),
         (
             "a_rank_killed_mid_collective_ends_the_job",
             a_rank_killed_mid_collective_ends_the_job,

@@ -456,6 +456,13 @@ fn timeline_svg_path(timeline: &Path) -> Option<PathBuf> {
 /// Run the benchmark and print its tables; the report for `--json`.
 pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
     let cfg = a.common.config()?;
+    if let Some(spec) = &cfg.process {
+        // Every rank refuses alike and at once: no rank waits for another.
+        return Err(Error::BadArgument(format!(
+            "overlap runs every rank in one process (rank {} of a job of {} here, under launch or mpirun): it queues each rank's gradient kernels and all-reduces on that process's streams and reads every rank's buckets back, which ranks in separate processes cannot; run `ringreduce overlap --ranks {}` without launch or mpirun",
+            spec.rank, spec.size, spec.size
+        )));
+    }
     let cpu_wanted =
         cfg.backend == ringreduce::backend::BackendChoice::Cpu || crate::cli::cuda::gpus().is_err();
     let p = settings(a, cpu_wanted)?;
