@@ -284,20 +284,32 @@ fn placement_of(
     job: Option<&crate::process::Job>,
 ) -> crate::algo::Placement {
     let info = backend.info();
-    let per_node = job.and_then(|j| j.per_node());
-    let host =
-        info.kind.unwrap_or(crate::backend::BackendKind::Cpu) == crate::backend::BackendKind::Cpu;
-    // One rank per process in a job: two ranks on one device are two
-    // processes on one GPU (on one machine: over nodes the ordinals of
-    // different nodes say nothing, and `auto` takes its node paths there).
-    let time_sliced = job.is_some() && !host && per_node.is_none() && {
-        let d = &info.rank_to_device;
-        (0..d.len()).any(|r| d[r + 1..].contains(&d[r]))
-    };
+    let kind = info.kind.unwrap_or(crate::backend::BackendKind::Cpu);
+    placement(
+        kind,
+        job.is_some(),
+        job.and_then(|j| j.per_node()),
+        &info.rank_to_device,
+    )
+}
+
+/// [`placement_of`] from the facts: the backend's kind, whether the ranks
+/// are processes of a job, its node size, and each rank's device. One rank
+/// per process in a job: two ranks on one device are two processes on one
+/// GPU (on one machine: over nodes the ordinals of different nodes say
+/// nothing, and `auto` takes its node paths there).
+fn placement(
+    kind: crate::backend::BackendKind,
+    processes: bool,
+    per_node: Option<usize>,
+    devices: &[usize],
+) -> crate::algo::Placement {
+    let host = kind == crate::backend::BackendKind::Cpu;
+    let shared = (0..devices.len()).any(|r| devices[r + 1..].contains(&devices[r]));
     crate::algo::Placement {
         per_node,
         host,
-        time_sliced,
+        time_sliced: processes && !host && per_node.is_none() && shared,
     }
 }
 
@@ -712,6 +724,28 @@ impl Core {
 mod tests {
     use super::*;
     use crate::plan::Collective;
+
+    /// Processes that share a GPU, and only they, take turns on it: threads
+    /// of one process share a context, ranks on distinct GPUs do not
+    /// compete, host memory has no GPU, and over nodes the ordinals of two
+    /// nodes are not the same GPU.
+    #[test]
+    fn only_processes_sharing_a_gpu_are_time_sliced() {
+        use crate::backend::BackendKind::{Cpu, Cuda};
+        let sliced = |kind, processes, per_node, devices: &[usize]| {
+            placement(kind, processes, per_node, devices).time_sliced
+        };
+        assert!(sliced(Cuda, true, None, &[0, 0]));
+        assert!(sliced(Cuda, true, None, &[0, 1, 1, 2]));
+        assert!(sliced(Cuda, true, None, &[3, 1, 2, 3]));
+        assert!(!sliced(Cuda, true, None, &[0, 1]));
+        assert!(!sliced(Cuda, true, None, &[0]));
+        assert!(!sliced(Cuda, false, None, &[0, 0, 0]));
+        assert!(!sliced(Cpu, true, None, &[0, 0]));
+        assert!(!sliced(Cuda, true, Some(2), &[0, 1, 0, 1]));
+        let p = placement(Cpu, true, Some(2), &[0, 0]);
+        assert_eq!((p.per_node, p.host), (Some(2), true));
+    }
 
     /// Regression: the resolved-path cache was keyed by the address of the
     /// caller's algorithm; a choice dropped and a new one allocated at the
