@@ -554,14 +554,11 @@ impl Plan {
     /// orders its ranks only where every plan does, on the host, at Begin
     /// (the path for processes that share a GPU:
     /// [`crate::algo::Placement::time_sliced`]).
+    ///
+    /// That is each signal's `remote` mark, set when the plan is built and
+    /// checked against the waits by the validator.
     pub fn waits_between_ranks(&self) -> bool {
-        self.ops.iter().enumerate().any(|(r, ops)| {
-            ops.iter().any(|op| {
-                op.waits
-                    .iter()
-                    .any(|w| self.signals.get(w.0).is_some_and(|s| s.owner != r))
-            })
-        })
+        self.signals.iter().any(|s| s.remote)
     }
 
     /// Bytes each rank sends to other ranks, and receives from them.
