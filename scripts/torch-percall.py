@@ -127,19 +127,34 @@ def main():
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--backend", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    args.sizes = [int(s) for s in str(args.sizes).split(",") if s]
+
+    def numbers(flag, text, lowest, highest):
+        try:
+            vals = [int(x) for x in str(text).split(",") if x.strip()]
+        except ValueError:
+            ap.error(f"{flag} takes whole numbers, comma-separated (got {text!r})")
+        if not vals or any(not lowest <= v <= highest for v in vals):
+            ap.error(f"{flag} takes numbers from {lowest} to {highest} (got {text!r})")
+        return vals
+
+    args.sizes = numbers("--sizes", args.sizes, 1, 1 << 34)
+    worlds = numbers("--worlds", args.worlds, 1, 64)
     if args.worker:
         return worker(args)
     backends = [b for b in args.backends.split(",") if b]
+    if not backends:
+        ap.error("--backends names no backend")
+    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        ap.error(f"--json {args.json}: its directory does not exist")
     results = {}
-    for world in [int(w) for w in args.worlds.split(",") if w]:
+    for world in worlds:
         for b in backends:
             t0 = time.monotonic()
             rows = run_world(args, b, world)
             results[f"{b}/{world}"] = rows
             print(f"# {b}, {world} ranks on {args.device}: {'done' if rows else 'FAILED'} in "
                   f"{time.monotonic() - t0:.1f} s", flush=True)
-    for world in [int(w) for w in args.worlds.split(",") if w]:
+    for world in worlds:
         print(f"\n{world} ranks, {args.device} tensors, all_reduce float32 sum, median us per call (min-max)")
         head = "| size | " + " | ".join(backends) + (" | " + f"{backends[0]} / {backends[1]}" if len(backends) > 1 else "") + " |"
         print(head)
@@ -168,4 +183,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `| head`: the reader is gone, nothing to say
+        sys.stderr.close()
+        sys.exit(0)
