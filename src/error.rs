@@ -70,8 +70,6 @@ pub enum Error {
         elem_size: usize,
         ranks: usize,
     },
-    #[error("invalid size {input:?}: {reason}")]
-    BadSize { input: String, reason: String },
     #[error("invalid argument: {0}")]
     BadArgument(String),
     /// A rank number outside the engine's ranks (`0..ranks`).
@@ -119,10 +117,13 @@ pub enum Error {
     },
     #[error("CUDA setup: {call} failed: {message}")]
     CudaSetup { call: &'static str, message: String },
-    /// Loading or calling NCCL failed (with the `cuda` feature).
+    /// Loading or calling NCCL failed (with the `cuda` feature): the NCCL
+    /// layer's own error, `cuda::nccl::NcclError` (`downcast_ref` reads it;
+    /// kept as a trait object so that this bottom layer names no layer
+    /// above it).
     #[cfg(feature = "cuda")]
     #[error(transparent)]
-    Nccl(#[from] crate::cuda::nccl::NcclError),
+    Nccl(std::sync::Arc<dyn std::error::Error + Send + Sync>),
     #[error("rank {rank}: NCCL: {message}")]
     NcclRank { rank: usize, message: String },
     /// An MPI call of the network transport failed (the `mpi` feature):
@@ -322,9 +323,7 @@ impl Error {
             }
             Error::LengthMismatch { .. } | Error::BufferSize { .. } => K::BufferSize,
             Error::OutOfMemory { .. } => K::OutOfMemory,
-            Error::TooLarge { .. } | Error::BadSize { .. } | Error::BadArgument(_) => {
-                K::BadArgument
-            }
+            Error::TooLarge { .. } | Error::BadArgument(_) => K::BadArgument,
             Error::RankOutOfRange { .. } => K::BadArgument,
             Error::Mismatch { .. } => K::Mismatch,
             Error::PeerArgument { .. } => K::PeerArgument,

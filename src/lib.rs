@@ -38,15 +38,15 @@
 //!   interpreter of what an op does; the static validator.
 //! * [`algo`]: the algorithms (ring, one-shots, parameter server,
 //!   broadcast), one file each, that build plans; [`trace`] prints them step
-//!   by step, [`theory`] models their traffic and time.
+//!   by step, [`algo::cost`] states what each costs (the `theory` command
+//!   of the tools prices it).
 //!
 //! The layers below:
 //!
-//! * [`communicator`]: [`Communicator`], the calls' descriptors and their
-//!   agreement across ranks.
+//! * [`communicator`]: [`Communicator`], the calls' descriptors, their
+//!   agreement across ranks, and the per-rank call style's rendezvous.
 //! * [`engine`]: the reusable engine ([`engine::Core`], untyped): plan
-//!   cache, buffers, dispatch; the typed API and the per-rank call style
-//!   ([`engine::ranks`]).
+//!   cache, buffers, dispatch; the typed API.
 //! * [`backend`]: the small trait the engine drives, its optional
 //!   capabilities (NCCL, graphs, profiling, stream-ordered calls in
 //!   [`backend::ordered`]) and the types they take. The backends themselves
@@ -113,8 +113,6 @@ pub mod error;
 pub mod fault;
 #[cfg(not(feature = "fault-injection"))]
 pub(crate) mod fault;
-#[cfg(feature = "mpi")]
-pub(crate) mod net;
 pub mod os;
 pub mod param;
 pub mod plan;
@@ -124,7 +122,6 @@ pub mod schedule;
 pub mod size;
 pub(crate) mod sync;
 pub(crate) mod sys;
-pub mod theory;
 pub mod trace;
 pub(crate) mod transport;
 pub mod verify;

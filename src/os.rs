@@ -6,8 +6,8 @@
 //! files or sizes its inputs to the host. The `unsafe` calls behind them
 //! live in the crate's private `sys` module.
 
-pub use crate::backend::cpu::host_memory;
 pub use crate::sys::fs::check_writable;
+pub use crate::sys::proc::host_memory;
 pub use crate::sys::proc::{
     catch_interrupts, caught, die_with_parent, exit_now, signal_group, signal_name,
     stdout_was_closed, uid, Sig,

@@ -32,10 +32,10 @@ pub fn plan_of(choice: &AlgoChoice, shape: &Shape) -> Result<Plan> {
     if shape.ranks == 0 {
         return Err(Error::ZeroRanks);
     }
-    if shape.ranks > crate::engine::MAX_RANKS {
+    if shape.ranks > crate::plan::MAX_RANKS {
         return Err(Error::TooManyRanks {
             ranks: shape.ranks,
-            max: crate::engine::MAX_RANKS,
+            max: crate::plan::MAX_RANKS,
         });
     }
     let bytes = (shape.count as u128) * (shape.ranks as u128) * (shape.elem_size as u128);

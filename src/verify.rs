@@ -231,7 +231,7 @@ pub fn zeroed<T: Element>(count: usize, what: &str) -> crate::error::Result<Vec<
             what: what.to_string(),
             memory: "host memory".into(),
             need: (count as u64).saturating_mul(std::mem::size_of::<T>() as u64),
-            available: crate::os::host_memory().map_or(0, |m| m.0),
+            available: crate::sys::proc::host_memory().map_or(0, |m| m.0),
             is_free: true,
             hint: "use a smaller size or fewer ranks".into(),
         })?;

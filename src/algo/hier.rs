@@ -64,8 +64,8 @@ impl Algorithm for Hier {
         })
     }
 
-    fn cost(&self) -> Option<crate::theory::Cost> {
-        Some(crate::theory::Cost::Hier {
+    fn cost(&self) -> Option<super::cost::Cost> {
+        Some(super::cost::Cost::Hier {
             per_node: self.per_node,
         })
     }

@@ -14,6 +14,7 @@
 //! and a `parse` function, and one line in [`REGISTRY`].
 
 pub mod bcast;
+pub mod cost;
 pub mod flag;
 pub mod fused;
 pub mod hier;
@@ -42,9 +43,9 @@ pub trait Algorithm: Send + Sync + Debug {
         None
     }
     /// The shape of its all-reduce's time in the alpha-beta-gamma model
-    /// ([`crate::theory::Cost`]), if it has one: what `bench` fits to this
+    /// ([`cost::Cost`]), if it has one: what `bench` fits to this
     /// path's rows and `theory` prices.
-    fn cost(&self) -> Option<crate::theory::Cost> {
+    fn cost(&self) -> Option<cost::Cost> {
         None
     }
 }
@@ -79,13 +80,12 @@ impl Load {
     /// The busiest rank's bytes for `d` bytes per rank on `n` ranks.
     pub fn bytes(self, n: usize, d: u64) -> f64 {
         match self {
-            Load::Ring => crate::theory::ring_per_rank_bytes(n, d as f64),
-            Load::Root | Load::Everyone => crate::theory::ps_root_bytes(n, d as f64),
+            Load::Ring => cost::ring_per_rank_bytes(n, d as f64),
+            Load::Root | Load::Everyone => cost::ps_root_bytes(n, d as f64),
             Load::Hier { per_node } => {
                 let g = per_node.clamp(1, n.max(1));
                 let d = d as f64;
-                crate::theory::ring_per_rank_bytes(g, d)
-                    + crate::theory::ring_per_rank_bytes(n / g, d / g as f64)
+                cost::ring_per_rank_bytes(g, d) + cost::ring_per_rank_bytes(n / g, d / g as f64)
             }
         }
     }
@@ -401,8 +401,8 @@ impl AlgoChoice {
     ///   network transport refuses reads of a peer's memory): `hier:G` for
     ///   an all-reduce over several nodes of G > 1 ranks (the scale-out
     ///   model prices it at or below the flat ring for every layout, size
-    ///   and pair of links, so no call needs pricing: `theory::scale`'s
-    ///   test `the_hierarchical_all_reduce_is_never_slower_than_the_flat_ring`),
+    ///   and pair of links, so no call needs pricing: the tools'
+    ///   `theory::scale` test `the_hierarchical_all_reduce_is_never_slower_than_the_flat_ring`),
     ///   `bcast` for a broadcast, else the `ring`;
     /// * on host memory (`host`), is its own (measured on the CPU backend:
     ///   `oneshot:fused` out of place up to [`HOST_FUSED_MAX_BYTES`] per

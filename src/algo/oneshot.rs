@@ -48,8 +48,8 @@ impl Algorithm for OneShot {
         Some(super::Load::Everyone)
     }
 
-    fn cost(&self) -> Option<crate::theory::Cost> {
-        Some(crate::theory::Cost::OneShot)
+    fn cost(&self) -> Option<super::cost::Cost> {
+        Some(super::cost::Cost::OneShot)
     }
 }
 

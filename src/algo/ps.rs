@@ -35,8 +35,8 @@ impl Algorithm for ParameterServer {
         Some(super::Load::Root)
     }
 
-    fn cost(&self) -> Option<crate::theory::Cost> {
-        Some(crate::theory::Cost::ParameterServer)
+    fn cost(&self) -> Option<super::cost::Cost> {
+        Some(super::cost::Cost::ParameterServer)
     }
 }
 

@@ -82,8 +82,8 @@ impl Algorithm for Ring {
         Some(super::Load::Ring)
     }
 
-    fn cost(&self) -> Option<crate::theory::Cost> {
-        Some(crate::theory::Cost::Ring {
+    fn cost(&self) -> Option<super::cost::Cost> {
+        Some(super::cost::Cost::Ring {
             slices: self.slices,
         })
     }

@@ -62,8 +62,8 @@ impl Algorithm for RingFlag {
         Some(super::Load::Ring)
     }
 
-    fn cost(&self) -> Option<crate::theory::Cost> {
-        Some(crate::theory::Cost::Ring { slices: 1 })
+    fn cost(&self) -> Option<super::cost::Cost> {
+        Some(super::cost::Cost::Ring { slices: 1 })
     }
 }
 

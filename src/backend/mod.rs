@@ -101,54 +101,7 @@ impl std::str::FromStr for BackendChoice {
     }
 }
 
-/// A buffer that every rank has, by id. The engine owns ids 0 to 2 (the
-/// default send, receive and scratch buffers); user buffers get higher ids.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BufId(pub u32);
-
-impl BufId {
-    pub const SEND: BufId = BufId(0);
-    pub const RECV: BufId = BufId(1);
-    pub const SCRATCH: BufId = BufId(2);
-}
-
-/// What a plan's `Send` and `Recv` mean for one rank in one call (its
-/// `Scratch` is always [`BufId::SCRATCH`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Binding {
-    pub send: BufId,
-    pub recv: BufId,
-}
-
-impl Binding {
-    /// The engine's default buffers.
-    pub const DEFAULT: Binding = Binding {
-        send: BufId::SEND,
-        recv: BufId::RECV,
-    };
-
-    /// The buffer id of a plan buffer.
-    pub fn id(&self, b: crate::plan::Buf) -> BufId {
-        match b {
-            crate::plan::Buf::Send => self.send,
-            crate::plan::Buf::Recv => self.recv,
-            crate::plan::Buf::Scratch => BufId::SCRATCH,
-        }
-    }
-}
-
-/// One collective call for a backend: a plan, the element type and reduce
-/// op, and which buffers the plan's `Send`/`Recv` are on each rank.
-#[derive(Debug, Clone)]
-pub struct Call {
-    pub plan: Arc<Plan>,
-    pub dtype: DataType,
-    pub op: ReduceOp,
-    pub bind: Arc<Vec<Binding>>,
-    /// Record when every op starts and ends on its lane (see
-    /// [`Profiling::take_timeline`]).
-    pub timing: bool,
-}
+pub use crate::plan::call::{Binding, BufId, Call};
 
 /// An NCCL call on the same buffers.
 #[derive(Debug, Clone)]
@@ -570,7 +523,7 @@ pub(crate) fn signal_desc(plan: &Plan, s: crate::plan::SignalId) -> String {
 #[cfg(test)]
 mod tests {
     use super::{placement, process_device};
-    use crate::theory::ring_link_load;
+    use crate::algo::cost::ring_link_load;
 
     /// Without the `cuda` feature, `cuda` is refused with the reason and
     /// `auto` runs on the CPU, saying why.

@@ -2,7 +2,7 @@
 //! across the ranks before any data moves (issue 32 item 5).
 //!
 //! The per-rank style compares descriptors as ranks arrive at the
-//! rendezvous ([`crate::engine::ranks`]); one rank per process all-gathers
+//! rendezvous (`communicator::ranks`); one rank per process all-gathers
 //! them through the job's control segment ([`CallDesc::encode`]). Either
 //! way a difference is one [`Error::Mismatch`] for every rank, at once,
 //! naming what each rank asked for, and nothing has moved.

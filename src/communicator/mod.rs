@@ -70,6 +70,7 @@ mod host;
 mod per_process;
 pub(crate) use host::{run_host, HostCall};
 mod per_rank;
+pub(crate) mod ranks;
 mod study;
 
 pub use bufs::{RecvBufs, SendBufs};
@@ -82,11 +83,11 @@ use per_rank::rank_step;
 
 use crate::backend::BackendChoice;
 use crate::element::{Element, ReduceOp};
-use crate::engine::ranks::{self, Payload, RankHandle};
 use crate::engine::{CallInfo, DeviceBuffers, Engine, EngineConfig};
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Traffic};
 use crate::sync::AbortHandle;
+use ranks::{Payload, RankHandle};
 
 /// How a communicator runs its ranks (see [the module doc](self)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

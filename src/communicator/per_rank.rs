@@ -1,9 +1,9 @@
 //! The per-rank style's calls: one handle per rank, each called from its
 //! rank's thread; a call runs once every rank made it.
 
+use super::ranks::{Payload, RankHandle};
 use super::{run_host, unbox, CallDesc, HostCall, Slot};
 use crate::element::Element;
-use crate::engine::ranks::{Payload, RankHandle};
 use crate::engine::CallInfo;
 use crate::error::{Error, Result};
 use crate::sys::lend::{Loan, LoanGuard};

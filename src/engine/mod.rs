@@ -6,7 +6,8 @@
 //! [`AlgoChoice`] for the algorithm of a shape, asks that algorithm's path
 //! for the plan of the next call (telling it whether the call continues the
 //! previous one), and hands the plan to the backend. [`Engine<T>`] is the
-//! typed API on top of it, and [`ranks`] the per-rank call style.
+//! typed API on top of it (the per-rank call style's rendezvous is the
+//! communicator's).
 //!
 //! ```
 //! use ringreduce::{Engine, EngineConfig, ReduceOp};
@@ -22,7 +23,6 @@ mod capabilities;
 mod foreign;
 mod launch;
 mod ordered;
-pub mod ranks;
 mod typed;
 
 pub use crate::pool::threads_left_stuck;
@@ -46,9 +46,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Most ranks an engine runs (one host thread each; plans grow with the
-/// square of the rank count).
-pub const MAX_RANKS: usize = 256;
+pub use crate::plan::MAX_RANKS;
 
 /// All-reduces per captured CUDA graph: the chained paths alternate scratch
 /// halves inside a graph, and every replay continues where the previous one

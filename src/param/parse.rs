@@ -2,7 +2,6 @@
 //! name, and what they accept.
 
 use super::MAX_TIMEOUT_SECONDS;
-use crate::error::Error;
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -50,8 +49,7 @@ pub(super) fn parse_bytes(v: &OsStr) -> std::result::Result<u64, String> {
     match crate::size::parse_size(utf8(v)?) {
         Ok(0) => Err("0 bytes".into()),
         Ok(b) => Ok(b),
-        Err(Error::BadSize { reason, .. }) => Err(reason),
-        Err(e) => Err(e.to_string()),
+        Err(reason) => Err(reason),
     }
 }
 

@@ -13,12 +13,18 @@
 //!   once), the trace's slice x time view.
 
 pub mod builder;
+pub mod call;
 pub mod ideal;
 pub mod interp;
 pub mod ir;
 pub mod validate;
 
+/// Most ranks an engine runs and a job may have (one host thread each;
+/// plans grow with the square of the rank count).
+pub const MAX_RANKS: usize = 256;
+
 pub use builder::{local_only, PlanBuilder};
+pub use call::{Binding, BufId, Call};
 pub use ir::{
     Buf, Collective, Exchange, Label, Lane, Op, OpKind, Plan, ReduceStep, Region, Shape, Signal,
     SignalId, SignalKind, Traffic, LANES,

@@ -33,6 +33,8 @@
 
 pub(crate) mod control;
 pub mod launch;
+#[cfg(feature = "mpi")]
+pub(crate) mod net;
 pub(crate) mod reads;
 pub mod rendezvous;
 mod spec;
@@ -134,7 +136,7 @@ pub(crate) struct Job {
     /// feature): `spec` is then the world's rank and size, while the store
     /// and the control segment are this node's.
     #[cfg(feature = "mpi")]
-    world: Option<Arc<crate::net::World>>,
+    world: Option<Arc<crate::process::net::World>>,
 }
 
 impl Job {
@@ -173,10 +175,10 @@ impl Job {
             });
         }
         #[cfg(feature = "mpi")]
-        if crate::net::wanted(spec)? {
+        if crate::process::net::wanted(spec)? {
             // The world through MPI, then this node's own job, as on one
             // machine; the job answers with the world's rank and size.
-            let world = crate::net::World::join(spec, timeout)?;
+            let world = crate::process::net::World::join(spec, timeout)?;
             let node = world.node_spec(spec);
             let mut job = Self::join_node(&node, timeout, world.members.clone())?;
             job.spec = spec.clone();
@@ -422,7 +424,7 @@ impl Job {
 
     /// The job over nodes, when it bootstrapped through MPI.
     #[cfg(feature = "mpi")]
-    pub fn world(&self) -> Option<&Arc<crate::net::World>> {
+    pub fn world(&self) -> Option<&Arc<crate::process::net::World>> {
         self.world.as_ref()
     }
 

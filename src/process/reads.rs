@@ -19,10 +19,10 @@
 //! the ring and the push one-shots never do.
 
 use super::Control;
-use crate::backend::{BufId, Call};
 use crate::error::Result;
 use crate::plan::interp::{effects, Effect};
 use crate::plan::{Buf, Plan};
+use crate::plan::{BufId, Call};
 use std::collections::HashMap;
 
 /// One plan's entry: the plan (held), the ranks that read rank `me`'s send

@@ -169,10 +169,10 @@ impl JobSpec {
                     "{rk}={rank} {sz}={size}: the rank must be below the size (ranks count from 0)"
                 )));
             }
-            if size > crate::engine::MAX_RANKS {
+            if size > crate::plan::MAX_RANKS {
                 return Err(Error::TooManyRanks {
                     ranks: size,
-                    max: crate::engine::MAX_RANKS,
+                    max: crate::plan::MAX_RANKS,
                 });
             }
             let local_rank = env_usize(local)?

@@ -207,6 +207,21 @@ pub fn exit_now(code: u8) -> ! {
     unsafe { libc::_exit(libc::c_int::from(code)) }
 }
 
+/// Host memory from /proc/meminfo: (available, total) bytes.
+pub fn host_memory() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        text.lines()
+            .find(|l| l.starts_with(name))?
+            .split_whitespace()
+            .nth(1)?
+            .parse::<u64>()
+            .ok()
+            .map(|kib| kib * 1024)
+    };
+    Some((field("MemAvailable:")?, field("MemTotal:")?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -62,8 +62,8 @@ pub(crate) use net::{only_pushes, Link, Receiver};
 pub(crate) use shm::Shm;
 pub(crate) use threads::Threads;
 
-use crate::backend::{BufId, Call};
 use crate::error::{Error, Result};
+use crate::plan::{BufId, Call};
 use crate::sync::{AbortHandle, SignalBoard};
 use std::collections::HashMap;
 use std::ops::Range;

@@ -6,7 +6,7 @@
 //! node's peers map, the plans' signals live on the node's control
 //! segment ([`Shm`] does it all, over the node's job). A rank on another
 //! node is never mapped (no handle of it is opened) and shares no board;
-//! it is reached by messages ([`crate::net::wire`]), the way NCCL's net
+//! it is reached by messages ([`crate::process::net::wire`]), the way NCCL's net
 //! transport reaches a remote GPU through its proxy thread:
 //!
 //! * a **put**: a plan copy into a rank of another node is sent by the
@@ -31,10 +31,10 @@
 use super::{Shm, Transport, Wire};
 use crate::backend::cpu::mem::{lock, CpuMem};
 use crate::backend::cpu::Storage;
-use crate::backend::{BufId, Call};
 use crate::error::{Error, Result};
-use crate::net::wire::{self, Put, TAG_FAIL, TAG_PUT, TAG_SIGNAL};
-use crate::net::World;
+use crate::plan::{BufId, Call};
+use crate::process::net::wire::{self, Put, TAG_FAIL, TAG_PUT, TAG_SIGNAL};
+use crate::process::net::World;
 use crate::process::Job;
 use crate::sync::{AbortHandle, SignalBoard};
 use crate::sys::mpi::Mpi;

@@ -14,8 +14,8 @@
 
 use super::Transport;
 use crate::backend::cpu::Storage;
-use crate::backend::{BufId, Call};
 use crate::error::{Error, Result};
+use crate::plan::{BufId, Call};
 use crate::process::reads::PeerReads;
 use crate::process::Job;
 use crate::sync::{AbortHandle, SignalBoard};

@@ -2,9 +2,10 @@
 //! allocation, the board is this process's.
 
 use super::Transport;
-use crate::backend::cpu::{host_memory, Storage};
+use crate::backend::cpu::Storage;
 use crate::error::{Error, Result};
 use crate::sync::{AbortHandle, SignalBoard};
+use crate::sys::proc::host_memory;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;

@@ -12,4 +12,5 @@
 pub mod bench;
 pub mod cli;
 pub mod report;
+pub mod theory;
 pub mod timeline;

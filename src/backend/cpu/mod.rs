@@ -90,7 +90,7 @@ impl CpuBackend<crate::transport::Net> {
     /// through MPI as `world`).
     pub fn network(
         job: Arc<crate::process::Job>,
-        world: Arc<crate::net::World>,
+        world: Arc<crate::process::net::World>,
         timeout: Duration,
         faults: FaultPlan,
     ) -> Result<Self> {
@@ -368,21 +368,6 @@ fn within(rank: usize, len: usize, end: usize) -> Result<()> {
     Ok(())
 }
 
-/// Host memory from /proc/meminfo: (available, total) bytes.
-pub fn host_memory() -> Option<(u64, u64)> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let field = |name: &str| -> Option<u64> {
-        text.lines()
-            .find(|l| l.starts_with(name))?
-            .split_whitespace()
-            .nth(1)?
-            .parse::<u64>()
-            .ok()
-            .map(|kib| kib * 1024)
-    };
-    Some((field("MemAvailable:")?, field("MemTotal:")?))
-}
-
 impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
     fn info(&self) -> &BackendInfo {
         &self.info
@@ -469,7 +454,7 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
 
     /// The host's memory, for the ranks this process runs.
     fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
-        let (free, total) = host_memory().unwrap_or((0, 0));
+        let (free, total) = crate::sys::proc::host_memory().unwrap_or((0, 0));
         let local = self.t.local_ranks();
         Ok((0..self.info.ranks)
             .map(|r| {

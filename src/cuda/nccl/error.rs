@@ -49,3 +49,9 @@ fn last_error_suffix(last: Option<&str>) -> String {
     last.map(|l| format!(" (last error: {l})"))
         .unwrap_or_default()
 }
+
+impl From<NcclError> for crate::error::Error {
+    fn from(e: NcclError) -> Self {
+        crate::error::Error::Nccl(std::sync::Arc::new(e))
+    }
+}

@@ -525,7 +525,7 @@ fn finish(e: Engine<f32>, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -
         info,
     } = f;
     let (ranks, max, contenders) = (x.ranks, x.max, &x.contenders);
-    let load = ringreduce::theory::ring_link_load(&info.rank_to_device);
+    let load = crate::theory::ring_link_load(&info.rank_to_device);
     if let (Some(c), true) = (ceiling, ranks > info.devices() && load > 0) {
         rep.header.notes.push(format!(
             "link-bound model for {ranks} ranks on {} GPUs (rank -> GPU {:?}): the busiest link direction carries {load} ring hop(s) of 2(N-1)/N*D each, so busbw <= ceiling / {load} = {:.1} GB/s",

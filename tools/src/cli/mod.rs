@@ -574,10 +574,8 @@ pub fn check_host_memory(need: u128, what: &str) -> Result<()> {
 /// A size argument in bytes (`4MiB`, `1GiB+12`, `100MB`); the error names
 /// the flag and the value ("--size \"-1\": a size cannot be negative").
 pub fn size_arg(flag: &str, value: &str) -> Result<u64> {
-    ringreduce::size::parse_size(value).map_err(|e| match e {
-        Error::BadSize { reason, .. } => Error::BadArgument(format!("{flag} {value:?}: {reason}")),
-        other => other,
-    })
+    ringreduce::size::parse_size(value)
+        .map_err(|reason| Error::BadArgument(format!("{flag} {value:?}: {reason}")))
 }
 
 /// A count argument in elements (`1003`, `4M`); the error names the flag

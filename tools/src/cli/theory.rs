@@ -43,19 +43,19 @@ pub struct TheoryArgs {
     pub gpus_per_node: Option<usize>,
     /// Network bandwidth between nodes per rail, GB/s each direction
     /// (stated, not measured) [default: 50, 400 Gb/s per NIC].
-    #[arg(long, default_value_t = ringreduce::theory::scale::NETWORK_STATED.gbps)]
+    #[arg(long, default_value_t = crate::theory::scale::NETWORK_STATED.gbps)]
     pub net_gbps: f64,
     /// Network latency between nodes per message, microseconds (stated,
     /// not measured).
-    #[arg(long, default_value_t = ringreduce::theory::scale::NETWORK_STATED.alpha_us)]
+    #[arg(long, default_value_t = crate::theory::scale::NETWORK_STATED.alpha_us)]
     pub net_alpha_us: f64,
 }
 
 /// The fits of a bench JSON file's paths, refitted from its rows with
-/// today's [`ringreduce::theory::fit`] (a file keeps the models of the
+/// today's [`crate::theory::fit`] (a file keeps the models of the
 /// fit that wrote it; its rows are the measurement), and a line saying
 /// where they came from. Prints each path's measured vs model table.
-fn from_bench(path: &std::path::Path) -> Result<(Vec<ringreduce::theory::Fit>, String)> {
+fn from_bench(path: &std::path::Path) -> Result<(Vec<crate::theory::Fit>, String)> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
         path: path.display().to_string(),
         source: std::sync::Arc::new(e),
@@ -63,7 +63,7 @@ fn from_bench(path: &std::path::Path) -> Result<(Vec<ringreduce::theory::Fit>, S
     let rep = Report::from_json(&text)
         .map_err(|e| Error::Report(format!("{}: not a bench JSON report: {e}", path.display())))?;
     let fitted = super::bench::model::refit(&rep);
-    let fits: Vec<ringreduce::theory::Fit> = fitted
+    let fits: Vec<crate::theory::Fit> = fitted
         .iter()
         .map(|(m, _)| m)
         .filter(|m| !m.path.ends_with(":graph"))
@@ -84,7 +84,7 @@ fn from_bench(path: &std::path::Path) -> Result<(Vec<ringreduce::theory::Fit>, S
         }));
     }
     let h = &rep.header;
-    let load = ringreduce::theory::ring_link_load(&h.rank_to_device).max(1);
+    let load = crate::theory::ring_link_load(&h.rank_to_device).max(1);
     super::bench::model::out_models(&rep, &fitted, h.ranks, load)?;
     let note = format!(
         "models refitted from the rows of {} (`{}`): {}",
@@ -121,13 +121,13 @@ pub fn execute(a: TheoryArgs) -> Result<bool> {
         }
         None => (Vec::new(), None),
     };
-    let model = ringreduce::theory::Model {
+    let model = crate::theory::Model {
         alpha_us: a
             .alpha_us
-            .unwrap_or(ringreduce::theory::scale::NVLINK_H200.alpha_us),
+            .unwrap_or(crate::theory::scale::NVLINK_H200.alpha_us),
         link_gbps: a
             .link_gbps
-            .unwrap_or(ringreduce::theory::scale::NVLINK_H200.gbps),
+            .unwrap_or(crate::theory::scale::NVLINK_H200.gbps),
         reduce_gbps: a.reduce_gbps.unwrap_or(1400.0),
     };
     check_model(&model)?;
@@ -137,8 +137,8 @@ pub fn execute(a: TheoryArgs) -> Result<bool> {
     if a.gpus_per_node.is_some() || !a.nodes.is_empty() {
         return project(&a, d as f64, &model, &fits);
     }
-    let pricing = ringreduce::theory::Pricing { model, fits };
-    out_raw(&ringreduce::theory::render(
+    let pricing = crate::theory::Pricing { model, fits };
+    out_raw(&crate::theory::render(
         d as f64, &a.size, &a.ranks, &pricing,
     ))?;
     Ok(true)
@@ -148,10 +148,10 @@ pub fn execute(a: TheoryArgs) -> Result<bool> {
 fn project(
     a: &TheoryArgs,
     d: f64,
-    model: &ringreduce::theory::Model,
-    fits: &[ringreduce::theory::Fit],
+    model: &crate::theory::Model,
+    fits: &[crate::theory::Fit],
 ) -> Result<bool> {
-    use ringreduce::theory::scale::{render, Link};
+    use crate::theory::scale::{render, Link};
     let g = a.gpus_per_node.ok_or_else(|| {
         Error::BadArgument("--nodes needs --gpus-per-node (G GPUs in each node)".into())
     })?;
@@ -191,7 +191,7 @@ fn project(
     }
     let ring_fit = fits
         .iter()
-        .find(|f| f.cost == ringreduce::theory::Cost::Ring { slices: 1 });
+        .find(|f| f.cost == crate::theory::Cost::Ring { slices: 1 });
     let (intra, from) = match ring_fit {
         Some(f) => (
             Link {
@@ -224,7 +224,7 @@ fn project(
 /// Ranges a link can have (1 MB/s to 1 PB/s; 0 to 1000 s per round; a
 /// reduce from 1 MB/s, or free), so that every time the table prints is a
 /// readable number.
-fn check_model(m: &ringreduce::theory::Model) -> Result<()> {
+fn check_model(m: &crate::theory::Model) -> Result<()> {
     let (lo, hi) = (LINK_GBPS.start(), LINK_GBPS.end());
     let mut wrong = Vec::new();
     if !LINK_GBPS.contains(&m.link_gbps) {

@@ -504,7 +504,7 @@ fn ring_order(
             "{n} ranks on {} GPUs: {} of the {n} hops cross between GPUs and {local} stay within one (a device-local copy); each GPU's ranks share its links and copy engines. The busiest link direction carries {} hop(s) of 2(N-1)/N*D each: blocks keep it at one (round-robin would make every hop cross)",
             devs.len(),
             n - local,
-            ringreduce::theory::ring_link_load(&map)
+            crate::theory::ring_link_load(&map)
         ))?;
     }
     Ok(())

@@ -61,7 +61,7 @@ mod tests {
         assert_eq!(Report::from_json(&old).unwrap(), rep);
         rep.header.models.push(super::super::ModelFit {
             path: "ring".into(),
-            formula: ringreduce::theory::Cost::Ring { slices: 1 }.formula(),
+            formula: crate::theory::Cost::Ring { slices: 1 }.formula(),
             alpha_us: 6.5,
             beta_gbps: 310.0,
             rows: 9,

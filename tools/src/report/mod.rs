@@ -424,9 +424,9 @@ impl Header {
 
 /// One path's alpha-beta model fitted to that path's own all-reduce rows
 /// of a sweep: with `l = rounds·alpha` and `b = link_bytes / beta` (the
-/// path's [`ringreduce::theory::Cost`] terms), `time = max(l, b) +
-/// (1 - overlap)·min(l, b)` (see [`ringreduce::theory::Fit`] and
-/// [`ringreduce::theory::fit`]).
+/// path's [`crate::theory::Cost`] terms), `time = max(l, b) +
+/// (1 - overlap)·min(l, b)` (see [`crate::theory::Fit`] and
+/// [`crate::theory::fit`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ModelFit {
     /// The path whose rows were fitted (`ring`, `ring:pipe2`, `ps`, ...;

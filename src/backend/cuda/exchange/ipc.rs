@@ -172,7 +172,7 @@ impl CudaBackend<Ipc> {
         let port = Arc::new(NetPort::new(link.clone(), world.node_of.clone()));
         let (p, board, me) = (port.clone(), self.board.clone(), self.x.me);
         let land = Box::new(move |msg: Vec<u8>| -> Result<()> {
-            let (put, data) = crate::net::wire::Put::decode(&msg)?;
+            let (put, data) = crate::process::net::wire::Put::decode(&msg)?;
             let at = msg.len() - data.len();
             let bad = |why: &str| {
                 Err(Error::internal(format!(

@@ -14,7 +14,7 @@ use ringreduce::size::format_bytes;
 /// The cost shape of a path as rows name it (`ring:pipe2`, `ps`, and
 /// `X:graph` for X replayed from CUDA graphs): its algorithm's
 /// ([`ringreduce::algo::Algorithm::cost`]).
-fn cost_of(path: &str) -> Option<ringreduce::theory::Cost> {
+fn cost_of(path: &str) -> Option<crate::theory::Cost> {
     let base = path.strip_suffix(":graph").unwrap_or(path);
     ringreduce::algo::parse(base).ok()?.cost()
 }
@@ -138,7 +138,7 @@ pub(super) fn fit_models(
                 .iter()
                 .filter_map(|r| Some((r.ranks, r.size as f64, r.out_of_place.as_ref()?.time_us)))
                 .collect();
-            let f = ringreduce::theory::fit(cost, &pts)?;
+            let f = crate::theory::fit(cost, &pts)?;
             let m = report::ModelFit {
                 path,
                 formula: cost.formula(),
@@ -152,9 +152,9 @@ pub(super) fn fit_models(
         .collect()
 }
 
-/// A report's model of a path as the library's [`ringreduce::theory::Fit`].
-pub(crate) fn as_fit(m: &report::ModelFit) -> Option<ringreduce::theory::Fit> {
-    Some(ringreduce::theory::Fit {
+/// A report's model of a path as the library's [`crate::theory::Fit`].
+pub(crate) fn as_fit(m: &report::ModelFit) -> Option<crate::theory::Fit> {
+    Some(crate::theory::Fit {
         cost: cost_of(&m.path)?,
         alpha_us: m.alpha_us,
         link_gbps: m.beta_gbps,
@@ -170,7 +170,7 @@ pub(super) fn model_us(m: &report::ModelFit, ranks: usize, size: u64) -> Option<
 /// The measured-vs-model table of every fitted path, with the model's
 /// error per size and the largest error from 1 MiB on.
 /// `load`: ring hops on the busiest link direction
-/// ([`ringreduce::theory::ring_link_load`], 1 with one rank per GPU).
+/// ([`crate::theory::ring_link_load`], 1 with one rank per GPU).
 pub(crate) fn out_models(
     rep: &Report,
     fits: &[(report::ModelFit, Vec<Row>)],
@@ -225,8 +225,7 @@ fn out_model(
         let bound = match ceiling {
             Some(c) if c > 0.0 => format!(
                 "{:.2}",
-                load as f64 * ringreduce::theory::ring_per_rank_bytes(ranks, r.size as f64)
-                    / (c * 1e3)
+                load as f64 * crate::theory::ring_per_rank_bytes(ranks, r.size as f64) / (c * 1e3)
             ),
             _ => "-".into(),
         };

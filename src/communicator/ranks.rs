@@ -21,8 +21,8 @@
 //! assert_eq!(out, vec![vec![3; 4], vec![3; 4]]);
 //! ```
 
-use super::typed::Engine;
-use crate::communicator::Slot;
+use super::Slot;
+use crate::engine::Engine;
 use crate::error::{Error, Result, WaitKind};
 use crate::sync::AbortHandle;
 use std::any::Any;
@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-pub use crate::communicator::desc::{CallDesc, CallKind};
+use super::desc::CallDesc;
 
 /// What a rank brings to a call, and what it takes away: the call's
 /// element type is the caller's, so the rendezvous carries it untyped (the

@@ -1,0 +1,56 @@
+//! A plan bound to buffers: what a backend runs for one collective call
+//! (the plan, the element type and op, and which of every rank's buffers
+//! the plan's `Send` and `Recv` are).
+
+use super::Plan;
+use crate::element::{DataType, ReduceOp};
+use std::sync::Arc;
+
+/// A buffer that every rank has, by id. The engine owns ids 0 to 2 (the
+/// default send, receive and scratch buffers); user buffers get higher ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufId(pub u32);
+
+impl BufId {
+    pub const SEND: BufId = BufId(0);
+    pub const RECV: BufId = BufId(1);
+    pub const SCRATCH: BufId = BufId(2);
+}
+
+/// What a plan's `Send` and `Recv` mean for one rank in one call (its
+/// `Scratch` is always [`BufId::SCRATCH`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Binding {
+    pub send: BufId,
+    pub recv: BufId,
+}
+
+impl Binding {
+    /// The engine's default buffers.
+    pub const DEFAULT: Binding = Binding {
+        send: BufId::SEND,
+        recv: BufId::RECV,
+    };
+
+    /// The buffer id of a plan buffer.
+    pub fn id(&self, b: super::Buf) -> BufId {
+        match b {
+            super::Buf::Send => self.send,
+            super::Buf::Recv => self.recv,
+            super::Buf::Scratch => BufId::SCRATCH,
+        }
+    }
+}
+
+/// One collective call for a backend: a plan, the element type and reduce
+/// op, and which buffers the plan's `Send`/`Recv` are on each rank.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub plan: Arc<Plan>,
+    pub dtype: DataType,
+    pub op: ReduceOp,
+    pub bind: Arc<Vec<Binding>>,
+    /// Record when every op starts and ends on its lane (see
+    /// `backend::Profiling::take_timeline`).
+    pub timing: bool,
+}

@@ -1,0 +1,209 @@
+//! The library's layers, checked from its source: every `crate::<module>`
+//! path in a file of `src/` (its code, not its comments or its unit tests)
+//! must name a module of a lower layer than the file's own top-level
+//! module. DESIGN.md ("The layers") says what each layer is.
+//!
+//! [`LAYERS`] lists every top-level module, lowest first; a new module must
+//! be placed in it. [`KNOWN`] lists the imports that still run back up,
+//! each with what would fix it: an import that runs up and is not listed
+//! fails, and so does a listed one that is gone (take it off the list).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Every top-level module of `src/`, lowest layer first. A module may use
+/// only modules listed before it.
+const LAYERS: &[&str] = &[
+    // Words, numbers and the error type everything returns.
+    "words",
+    "schedule",
+    "size",
+    "error",
+    "fault",
+    // What a collective is: element types, the plan IR, the algorithms'
+    // names read from the environment (param), the algorithms.
+    "element",
+    "plan",
+    // The operating system, settings and host synchronization.
+    "sys",
+    "param",
+    "sync",
+    // The CUDA driver layer (the only `unsafe` besides sys).
+    "cuda",
+    // The algorithms that build plans, and the host references.
+    "algo",
+    "verify",
+    // One process per rank: the job, its store and control segment, the
+    // world over nodes.
+    "process",
+    // How a rank reaches its peers.
+    "transport",
+    // The backends that run plans, and the rank threads they run on.
+    "pool",
+    "backend",
+    // The engine (plan cache, buffers, dispatch) and the public handle.
+    "engine",
+    "communicator",
+    // Views for study and programs around the library.
+    "trace",
+    "os",
+];
+
+/// Imports that still run back up: (from, to, what would fix it).
+const KNOWN: &[(&str, &str, &str)] = &[
+    (
+        "param",
+        "algo",
+        "RINGREDUCE_ALGO is checked against the algorithms' registry where it is \
+         declared; declare it with the algorithms and list it from a settings \
+         module above both",
+    ),
+    (
+        "cuda",
+        "backend",
+        "cuda::work launches a backend::work::WorkKernel; the kernel's description \
+         (parameter kinds, argument views) belongs below the driver layer",
+    ),
+    (
+        "transport",
+        "backend",
+        "the CPU links move bytes into the CPU backend's memory (CpuMem, Storage); \
+         that memory belongs to the link layer",
+    ),
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.expect("a directory entry").path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The file's code: without its unit tests (a `tests.rs` file, or the
+/// `#[cfg(test)] mod tests` at its end) and without comments.
+fn code(text: &str) -> String {
+    let cut = [
+        "#[cfg(test)]\nmod tests {",
+        "#[cfg(test)]\npub(crate) mod tests {",
+    ]
+    .iter()
+    .filter_map(|m| text.find(m))
+    .min()
+    .unwrap_or(text.len());
+    text[..cut]
+        .lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `from -> to -> files`, between the top-level modules of `src/`.
+fn imports(src: &Path, modules: &BTreeSet<String>) -> BTreeMap<(String, String), Vec<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut edges: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for f in files {
+        let rel = f
+            .strip_prefix(src)
+            .expect("under src")
+            .to_string_lossy()
+            .into_owned();
+        if rel == "lib.rs" || rel.ends_with("/tests.rs") {
+            continue;
+        }
+        let from = rel
+            .split('/')
+            .next()
+            .expect("a path")
+            .trim_end_matches(".rs")
+            .to_string();
+        let text = std::fs::read_to_string(&f).expect("a source file");
+        let code = code(&text);
+        for (i, _) in code.match_indices("crate::") {
+            let rest = &code[i + "crate::".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            // `$crate::` (macros) and the crate root's items are not modules.
+            if name != from && modules.contains(&name) && !code[..i].ends_with('$') {
+                let files = edges.entry((from.clone(), name)).or_default();
+                if !files.contains(&rel) {
+                    files.push(rel.clone());
+                }
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn every_import_runs_down_the_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let modules: BTreeSet<String> = std::fs::read_dir(&src)
+        .expect("src/")
+        .map(|e| e.expect("an entry").path())
+        .filter(|p| p.is_dir() || p.extension().is_some_and(|x| x == "rs"))
+        .map(|p| {
+            p.file_stem()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|m| m != "lib")
+        .collect();
+    let unplaced: Vec<_> = modules
+        .iter()
+        .filter(|m| !LAYERS.contains(&m.as_str()))
+        .collect();
+    assert!(
+        unplaced.is_empty(),
+        "modules not placed in LAYERS (tests/layers.rs and DESIGN.md's layers): {unplaced:?}"
+    );
+    let gone: Vec<_> = LAYERS.iter().filter(|m| !modules.contains(**m)).collect();
+    assert!(gone.is_empty(), "LAYERS names modules src/ lacks: {gone:?}");
+    let at = |m: &str| LAYERS.iter().position(|x| *x == m).expect("placed");
+    let edges = imports(&src, &modules);
+    let mut up = Vec::new();
+    for ((from, to), files) in &edges {
+        let known = KNOWN.iter().any(|(f, t, _)| f == from && t == to);
+        if at(to) > at(from) && !known {
+            up.push(format!("{from} -> {to} (in {})", files.join(", ")));
+        }
+    }
+    assert!(
+        up.is_empty(),
+        "imports that run back up the layers:\n  {}",
+        up.join("\n  ")
+    );
+    let fixed: Vec<_> = KNOWN
+        .iter()
+        .filter(|(f, t, _)| !edges.contains_key(&(f.to_string(), t.to_string())))
+        .map(|(f, t, _)| format!("{f} -> {t}"))
+        .collect();
+    assert!(
+        fixed.is_empty(),
+        "KNOWN lists imports that are gone (take them off): {fixed:?}"
+    );
+}
+
+/// The checker itself: comments and unit tests do not count, a path does.
+#[test]
+fn the_checker_reads_code_only() {
+    let text = "use crate::a::X; // crate::b\n/// [`crate::c`]\nfn f() { crate::d::g() }\n\
+                #[cfg(test)]\nmod tests { use crate::e; }\n";
+    let c = code(text);
+    assert!(c.contains("crate::a") && c.contains("crate::d"));
+    assert!(!c.contains("crate::b") && !c.contains("crate::c") && !c.contains("crate::e"));
+}
