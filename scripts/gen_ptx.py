@@ -1095,7 +1095,7 @@ def reduce_kernel(T, op):
 # since the wait began, and then at most once per HOST_POLL_NS.  1 ms, not
 # the 20 us of session 4: with one process per GPU the two ranks' launches
 # are often more than 20 us apart, and the host reads then put the in-place
-# one-shot into a slow mode of 150-190 us per call (2 x H200, perf-notes).
+# one-shot into a slow mode of 150-190 us per call (2 x H200, docs/lab/perf-notes.md).
 # An abort or a deadline is noticed within 1 ms, far inside any timeout.
 SPIN_LOG2 = 5
 HOST_POLL_NS = 1000000

@@ -74,7 +74,7 @@ pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
 }
 
 /// Slices of at least this many bytes: below, a hop's fixed cost (a copy's
-/// launch and hand-off, docs/perf-notes.md) outweighs the overlap.
+/// launch and hand-off, docs/lab/perf-notes.md) outweighs the overlap.
 pub const MIN_SLICE_BYTES: usize = 512 << 10;
 
 /// At most this many slices.

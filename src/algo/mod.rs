@@ -292,7 +292,7 @@ impl std::fmt::Display for AlgoChoice {
 }
 
 /// Up to this size per rank, 2 ranks use the one-shot kernels for an
-/// all-reduce (2 x H200, docs/perf-notes.md: 1.4x-2.7x NCCL from 8 B to
+/// all-reduce (2 x H200, docs/lab/perf-notes.md: 1.4x-2.7x NCCL from 8 B to
 /// 8 MiB out of place; 1.13x at 16 MiB in place).
 pub const ONESHOT_MAX_BYTES: usize = 16 << 20;
 
@@ -336,7 +336,7 @@ impl AlgoChoice {
     /// (else an error that says why), or `auto`'s pick. `auto` honours the
     /// environment variable `RINGREDUCE_ALGO` (like `NCCL_ALGO`).
     ///
-    /// `auto`, from the 2 x H200 runs (docs/perf-notes.md):
+    /// `auto`, from the 2 x H200 runs (docs/lab/perf-notes.md):
     /// * an all-reduce of at most [`ONESHOT_MAX_BYTES`] per rank on 2 ranks
     ///   uses `oneshot:fused` out of place and `oneshot:flag` in place;
     /// * an all-reduce of more than 2 ranks uses `oneshot:fused` out of

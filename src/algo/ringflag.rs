@@ -17,7 +17,7 @@
 //! Why: on 2 x H200 a wait on another GPU's event costs 7-8 us on the GPU
 //! clock, two of them are on a 2-rank ring call's critical path, and memory
 //! words awaited by the stream (`cuStreamWaitValue64`) measured slower
-//! still (perf-notes, session 6). A spinning kernel sees the peer's flag
+//! still (docs/lab/perf-notes.md, session 6). A spinning kernel sees the peer's flag
 //! across NVLink in about a microsecond.
 //!
 //! Consecutive calls alternate scratch halves like the one-shots

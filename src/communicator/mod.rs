@@ -38,7 +38,7 @@
 //! call's failure) and compares descriptors as ranks arrive. One rank per
 //! process all-gathers the numbers and descriptors through the job's
 //! control segment, one extra small exchange per call
-//! ([`EngineConfig::check_calls`], on by default; docs/perf-notes.md has
+//! ([`EngineConfig::check_calls`], on by default; docs/lab/perf-notes.md has
 //! its measured cost). Every rank from one caller has nothing to compare.
 //!
 //! # One error per call

@@ -102,7 +102,7 @@ pub struct EngineConfig {
     /// saves one small exchange through the job's control segment per
     /// call: about 1.5 us (up to 4 us under load) on the CPU backend with 2
     /// rank processes, where a 4-byte all-reduce takes 2.1 us without it
-    /// and a 64 KiB one 24-58 us (docs/perf-notes.md, "The agreement
+    /// and a 64 KiB one 24-58 us (docs/lab/perf-notes.md, "The agreement
     /// check"); ranks that then disagree get wrong results or hang until
     /// the timeout instead of an [`Error::Mismatch`].
     /// Every rank of a job must set it alike. The per-rank style always

@@ -4,7 +4,7 @@
 //! jobs of 2 processes started with `ringreduce launch`.
 //!
 //! ```text
-//! cargo bench --bench agreement            # the table (docs/perf-notes.md)
+//! cargo bench --bench agreement            # the table (docs/lab/perf-notes.md)
 //! cargo bench --bench agreement -- 4096    # other element counts (f32)
 //! ```
 //!

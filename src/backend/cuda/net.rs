@@ -23,7 +23,7 @@
 //! other nodes wait on leaves only once the work before it is complete on
 //! the GPU: a step costs a host round trip. The staging and message memory
 //! is reused from step to step (fresh buffers paid their page faults every
-//! time: `docs/perf-notes.md`). NCCL's `ncclSend`/`ncclRecv` on a rail communicator and
+//! time: `docs/lab/perf-notes.md`). NCCL's `ncclSend`/`ncclRecv` on a rail communicator and
 //! CUDA-aware MPI (device pointers in MPI calls, no host copy) are the
 //! faster hops `docs/SCALE-OUT.md` designs; neither is built.
 
