@@ -119,6 +119,7 @@ pub mod plan;
 pub(crate) mod pool;
 pub mod process;
 pub mod schedule;
+pub mod settings;
 pub mod size;
 pub(crate) mod sync;
 pub(crate) mod sys;

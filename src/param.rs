@@ -42,8 +42,9 @@ use std::time::Duration;
 
 mod mpi;
 mod parse;
-pub use mpi::*;
+pub(crate) use mpi::*;
 pub use parse::check_seconds;
+pub(crate) use parse::utf8;
 use parse::*;
 
 /// The limit on any wait when neither `RINGREDUCE_TIMEOUT` nor an argument
@@ -131,7 +132,7 @@ pub struct Param<T: 'static> {
 }
 
 impl<T: Clone + Send + Sync + 'static> Param<T> {
-    const fn new(
+    pub(crate) const fn new(
         name: &'static str,
         group: Group,
         accepted: &'static str,
@@ -153,7 +154,7 @@ impl<T: Clone + Send + Sync + 'static> Param<T> {
 
     /// The same, with what it accepts made by `made` from the parser's own
     /// list.
-    const fn accepting(mut self, made: fn() -> String) -> Param<T> {
+    pub(crate) const fn accepting(mut self, made: fn() -> String) -> Param<T> {
         self.made = Some(made);
         self
     }
@@ -252,7 +253,7 @@ impl<T: Clone + Send + Sync + 'static> Declared for Param<T> {
 
 // -- settings of the engine ---------------------------------------------
 
-pub static TIMEOUT: Param<Duration> = Param::new(
+pub(crate) static TIMEOUT: Param<Duration> = Param::new(
     "RINGREDUCE_TIMEOUT",
     Group::Engine,
     TIMEOUT_RANGE,
@@ -261,30 +262,7 @@ pub static TIMEOUT: Param<Duration> = Param::new(
     parse_seconds,
 );
 
-pub static ALGO: Param<String> = Param::new(
-    "RINGREDUCE_ALGO",
-    Group::Engine,
-    "auto or a path",
-    "auto",
-    "The path of every call left to auto (the default --algo and EngineConfig::algo), as NCCL_ALGO forces NCCL's; --algo with a path overrides it.",
-    parse_algo,
-)
-.accepting(algo_accepted);
-
-/// `RINGREDUCE_ALGO`'s accepted values, from the algorithms' registry (the
-/// parser's own list, so the two cannot drift apart).
-fn algo_accepted() -> String {
-    format!(
-        "auto or a path: {}",
-        crate::algo::REGISTRY
-            .iter()
-            .map(|e| e.help)
-            .collect::<Vec<_>>()
-            .join("; ")
-    )
-}
-
-pub static PTX_JIT: Param<bool> = Param::new(
+pub(crate) static PTX_JIT: Param<bool> = Param::new(
     "RINGREDUCE_PTX_JIT",
     Group::Engine,
     "0 or 1",
@@ -293,7 +271,7 @@ pub static PTX_JIT: Param<bool> = Param::new(
     parse_flag,
 );
 
-pub static DEVICES: Param<Vec<usize>> = Param::new(
+pub(crate) static DEVICES: Param<Vec<usize>> = Param::new(
     "RINGREDUCE_DEVICES",
     Group::Engine,
     "GPU ordinals, comma-separated (0, or 0,1)",
@@ -302,7 +280,7 @@ pub static DEVICES: Param<Vec<usize>> = Param::new(
     parse_devices,
 );
 
-pub static CUPTI: Param<PathBuf> = Param::new(
+pub(crate) static CUPTI: Param<PathBuf> = Param::new(
     "RINGREDUCE_CUPTI",
     Group::Engine,
     "0, 1, or the path of libcupti",
@@ -335,7 +313,7 @@ pub enum CuptiKinds {
     Copy,
 }
 
-pub static CUPTI_TIE: Param<CuptiTie> = Param::new(
+pub(crate) static CUPTI_TIE: Param<CuptiTie> = Param::new(
     "RINGREDUCE_CUPTI_TIE",
     Group::Engine,
     "callback or order",
@@ -344,7 +322,7 @@ pub static CUPTI_TIE: Param<CuptiTie> = Param::new(
     parse_cupti_tie,
 );
 
-pub static CUPTI_KINDS: Param<CuptiKinds> = Param::new(
+pub(crate) static CUPTI_KINDS: Param<CuptiKinds> = Param::new(
     "RINGREDUCE_CUPTI_KINDS",
     Group::Engine,
     "all, kernel or copy",
@@ -353,7 +331,7 @@ pub static CUPTI_KINDS: Param<CuptiKinds> = Param::new(
     parse_cupti_kinds,
 );
 
-pub static CUPTI_KEEP: Param<bool> = Param::new(
+pub(crate) static CUPTI_KEEP: Param<bool> = Param::new(
     "RINGREDUCE_CUPTI_KEEP",
     Group::Engine,
     "0 or 1",
@@ -378,7 +356,7 @@ pub static HOST_MEMORY: Param<u64> = Param::new(
 /// `RINGREDUCE_FAULT`: only in test builds and with the `fault-injection`
 /// feature.
 #[cfg(any(test, feature = "fault-injection"))]
-pub static FAULT: Param<Vec<crate::fault::EnvFault>> = Param::new(
+pub(crate) static FAULT: Param<Vec<crate::fault::EnvFault>> = Param::new(
     "RINGREDUCE_FAULT",
     Group::Fault,
     crate::fault::ENV_FAULT_SYNTAX,
@@ -393,7 +371,7 @@ pub const FAULT_NAME: &str = "RINGREDUCE_FAULT";
 
 // -- the job, set by `ringreduce launch` ----------------------------------
 
-pub static MULTIPROC: Param<bool> = Param::new(
+pub(crate) static MULTIPROC: Param<bool> = Param::new(
     "RINGREDUCE_MULTIPROC",
     Group::Launcher,
     "0 or 1",
@@ -402,7 +380,7 @@ pub static MULTIPROC: Param<bool> = Param::new(
     parse_flag,
 );
 
-pub static RANK: Param<usize> = Param::new(
+pub(crate) static RANK: Param<usize> = Param::new(
     "RINGREDUCE_RANK",
     Group::Launcher,
     WHOLE,
@@ -411,7 +389,7 @@ pub static RANK: Param<usize> = Param::new(
     parse_whole,
 );
 
-pub static SIZE: Param<usize> = Param::new(
+pub(crate) static SIZE: Param<usize> = Param::new(
     "RINGREDUCE_SIZE",
     Group::Launcher,
     WHOLE,
@@ -420,7 +398,7 @@ pub static SIZE: Param<usize> = Param::new(
     parse_whole,
 );
 
-pub static LOCAL_RANK: Param<usize> = Param::new(
+pub(crate) static LOCAL_RANK: Param<usize> = Param::new(
     "RINGREDUCE_LOCAL_RANK",
     Group::Launcher,
     WHOLE,
@@ -429,7 +407,7 @@ pub static LOCAL_RANK: Param<usize> = Param::new(
     parse_whole,
 );
 
-pub static LOCAL_SIZE: Param<usize> = Param::new(
+pub(crate) static LOCAL_SIZE: Param<usize> = Param::new(
     "RINGREDUCE_LOCAL_SIZE",
     Group::Launcher,
     WHOLE,
@@ -438,7 +416,7 @@ pub static LOCAL_SIZE: Param<usize> = Param::new(
     parse_whole,
 );
 
-pub static STORE: Param<PathBuf> = Param::new(
+pub(crate) static STORE: Param<PathBuf> = Param::new(
     "RINGREDUCE_STORE",
     Group::Launcher,
     A_PATH,
@@ -447,7 +425,7 @@ pub static STORE: Param<PathBuf> = Param::new(
     parse_path,
 );
 
-pub static RUN_ID: Param<String> = Param::new(
+pub(crate) static RUN_ID: Param<String> = Param::new(
     "RINGREDUCE_RUN_ID",
     Group::Launcher,
     ANY_TEXT,
@@ -456,7 +434,7 @@ pub static RUN_ID: Param<String> = Param::new(
     parse_text,
 );
 
-pub static RANKS_PER_NODE: Param<usize> = Param::new(
+pub(crate) static RANKS_PER_NODE: Param<usize> = Param::new(
     "RINGREDUCE_RANKS_PER_NODE",
     Group::Launcher,
     POSITIVE,
@@ -465,7 +443,7 @@ pub static RANKS_PER_NODE: Param<usize> = Param::new(
     parse_positive,
 );
 
-pub static MPI: Param<bool> = Param::new(
+pub(crate) static MPI: Param<bool> = Param::new(
     "RINGREDUCE_MPI",
     Group::Launcher,
     "0 or 1",
@@ -484,7 +462,7 @@ pub static NCCL_HOME: Param<PathBuf> = Param::new(
     "An NCCL installation (its lib/libnccl.so.2) or the library file itself, searched first after --nccl-lib.",
     parse_path,
 );
-pub static VIRTUAL_ENV: Param<PathBuf> = Param::new(
+pub(crate) static VIRTUAL_ENV: Param<PathBuf> = Param::new(
     "VIRTUAL_ENV",
     Group::NcclSearch,
     A_PATH,
@@ -492,7 +470,7 @@ pub static VIRTUAL_ENV: Param<PathBuf> = Param::new(
     "A Python virtual environment whose nvidia-nccl wheel is searched.",
     parse_path,
 );
-pub static CONDA_PREFIX: Param<PathBuf> = Param::new(
+pub(crate) static CONDA_PREFIX: Param<PathBuf> = Param::new(
     "CONDA_PREFIX",
     Group::NcclSearch,
     A_PATH,
@@ -500,7 +478,7 @@ pub static CONDA_PREFIX: Param<PathBuf> = Param::new(
     "A conda environment whose lib/ and nvidia-nccl wheel are searched.",
     parse_path,
 );
-pub static HOME: Param<PathBuf> = Param::new(
+pub(crate) static HOME: Param<PathBuf> = Param::new(
     "HOME",
     Group::NcclSearch,
     A_PATH,
@@ -534,129 +512,13 @@ pub fn test_only() -> Vec<(&'static str, &'static str, Option<OsString>)> {
         .collect()
 }
 
-/// Every declared variable, in [`Group::ALL`]'s order.
-pub fn all() -> Vec<&'static dyn Declared> {
-    let mut v: Vec<&'static dyn Declared> = vec![
-        &TIMEOUT,
-        &ALGO,
-        &PTX_JIT,
-        &DEVICES,
-        &CUPTI,
-        &CUPTI_TIE,
-        &CUPTI_KINDS,
-        &CUPTI_KEEP,
-        &HOST_MEMORY,
-    ];
-    #[cfg(any(test, feature = "fault-injection"))]
-    v.push(&FAULT);
-    v.extend([
-        &MULTIPROC as &'static dyn Declared,
-        &RANK,
-        &SIZE,
-        &LOCAL_RANK,
-        &LOCAL_SIZE,
-        &STORE,
-        &RUN_ID,
-        &RANKS_PER_NODE,
-        &MPI,
-        &OMPI_RANK,
-        &OMPI_SIZE,
-        &OMPI_LOCAL_RANK,
-        &OMPI_LOCAL_SIZE,
-        &PMI_RANK,
-        &PMI_SIZE,
-        &MPI_LOCALRANKID,
-        &MPI_LOCALNRANKS,
-        &SLURM_LOCALID,
-        &PMIX_NAMESPACE,
-        &OMPI_JOBID,
-        &ORTE_JOBID,
-        &PMIX_RANK,
-        &PMI_FD,
-        &PMI_PORT,
-        &PMI_KVSNAME,
-        &SLURM_JOB_ID,
-        &SLURM_STEP_ID,
-        &NCCL_HOME,
-        &VIRTUAL_ENV,
-        &CONDA_PREFIX,
-        &HOME,
-    ]);
-    v
-}
-
 /// Whether this build reads `RINGREDUCE_FAULT` (test builds and the
 /// `fault-injection` feature).
 pub const FAULT_INJECTION: bool = cfg!(any(test, feature = "fault-injection"));
 
-fn check_groups(groups: &[Group]) -> Result<()> {
-    for p in all().into_iter().filter(|p| groups.contains(&p.group())) {
-        p.check()?;
-    }
-    Ok(())
-}
-
-/// Check the variables the engine reads (the first malformed one is the
-/// error): [`crate::Engine::new`] calls it.
-pub fn check_engine() -> Result<()> {
-    check_groups(&[Group::Engine, Group::Fault])
-}
-
-/// Check every setting (the engine's, the command line's, fault
-/// injection, and the launcher's unless `RINGREDUCE_MULTIPROC=0` says to
-/// ignore them): the commands call it before they start, so a malformed
-/// variable is an error whether or not this run would have read it.
-pub fn check_settings() -> Result<()> {
-    check_groups(&[Group::Engine, Group::Cli, Group::Fault])?;
-    check_launcher()
-}
-
-/// Check the launcher's variables (`RINGREDUCE_RANK` ..., Open MPI's,
-/// PMI's, Slurm's, `RINGREDUCE_RANKS_PER_NODE`, `RINGREDUCE_MPI`), unless
-/// `RINGREDUCE_MULTIPROC=0` says to ignore them: a job's rank reads some
-/// of them, and a malformed one is an error wherever it is.
-pub fn check_launcher() -> Result<()> {
-    if MULTIPROC.get()? == Some(false) {
-        return Ok(());
-    }
-    check_groups(&[Group::Launcher, Group::Mpi])?;
-    without_mpi()
-}
-
-/// In a build without the `mpi` feature, the variables that ask for MPI
-/// (`RINGREDUCE_RANKS_PER_NODE`: nodes over MPI; `RINGREDUCE_MPI=1`) are
-/// refused at once, saying which feature is missing: ignored, the ranks
-/// would wait "at joining the job" until the timeout.
-fn without_mpi() -> Result<()> {
-    if cfg!(feature = "mpi") {
-        return Ok(());
-    }
-    let missing = |var: &'static str, value: String| Error::Env {
-        var,
-        value,
-        reason: "this binary was built without the `mpi` feature, which it asks for".into(),
-        expected: "unset, or a binary built with `cargo build --release --features mpi` \
-                   (needs an MPI to build: Debian's libopenmpi-dev or libmpich-dev)"
-            .into(),
-    };
-    if let Some(g) = RANKS_PER_NODE.get()? {
-        return Err(missing(RANKS_PER_NODE.name(), g.to_string()));
-    }
-    if MPI.get()? == Some(true) {
-        return Err(missing(MPI.name(), "1".into()));
-    }
-    Ok(())
-}
-
 /// `RINGREDUCE_TIMEOUT`, or [`DEFAULT_TIMEOUT`] when unset.
 pub fn timeout() -> Result<Duration> {
     Ok(TIMEOUT.get()?.unwrap_or(DEFAULT_TIMEOUT))
-}
-
-/// The path `RINGREDUCE_ALGO` forces on calls left to auto (`None`: unset
-/// or `auto`), as it was written.
-pub fn forced_algo() -> Result<Option<String>> {
-    Ok(ALGO.get()?.filter(|a| a != "auto"))
 }
 
 /// A `--timeout`-like argument `flag` of `t` seconds, checked.
@@ -694,22 +556,6 @@ pub fn reported() -> Vec<(String, String)> {
         .collect()
 }
 
-/// The `RINGREDUCE_*` variables of the environment that this build does not
-/// read (a typo, or `RINGREDUCE_FAULT` without fault injection), sorted.
-pub fn undeclared() -> Vec<(String, String)> {
-    let known: Vec<&str> = all()
-        .iter()
-        .map(|p| p.name())
-        .chain(TEST_ONLY.iter().map(|t| t.0))
-        .collect();
-    let mut v: Vec<(String, String)> = reported()
-        .into_iter()
-        .filter(|(k, _)| k.starts_with("RINGREDUCE_") && !known.contains(&k.as_str()))
-        .collect();
-    v.sort();
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -731,27 +577,6 @@ mod tests {
             }
             other => panic!("{}={v:?} must be refused: {other:?}", p.name),
         }
-    }
-
-    #[test]
-    fn every_variable_is_declared_once_with_docs() {
-        let all = all();
-        let mut names: Vec<&str> = all.iter().map(|p| p.name()).collect();
-        names.sort_unstable();
-        let n = names.len();
-        names.dedup();
-        assert_eq!(names.len(), n, "a variable is declared twice");
-        for p in &all {
-            assert!(!p.doc().is_empty() && !p.accepted().is_empty() && !p.default().is_empty());
-        }
-        // Listed in the order of their groups.
-        let order: Vec<usize> = all
-            .iter()
-            .map(|p| Group::ALL.iter().position(|g| *g == p.group()).unwrap())
-            .collect();
-        assert!(order.windows(2).all(|w| w[0] <= w[1]), "{order:?}");
-        const { assert!(FAULT_INJECTION, "unit tests are a test build") };
-        assert!(names.contains(&FAULT_NAME));
     }
 
     #[test]
@@ -839,21 +664,6 @@ mod tests {
             for v in ["2", "-1", "yes", "true", "1e308", "inf", "abc"] {
                 assert!(refused(p, v).contains("neither 0 nor 1"));
             }
-        }
-    }
-
-    #[test]
-    fn algo_values() {
-        let p = &ALGO;
-        assert_eq!(p.parse(Some(&os(""))).unwrap(), None);
-        assert_eq!(p.parse(Some(&os("AUTO"))).unwrap().as_deref(), Some("auto"));
-        assert_eq!(
-            p.parse(Some(&os(" ring:pipe4 "))).unwrap().as_deref(),
-            Some("ring:pipe4")
-        );
-        assert_eq!(p.parse(Some(&os("ps"))).unwrap().as_deref(), Some("ps"));
-        for v in ["garbage", "ring:pipe0", "ring:graph", "-1", "1e308"] {
-            refused(p, v);
         }
     }
 

@@ -84,7 +84,7 @@ pub fn render(choice: &AlgoChoice, shape: &Shape, dtype: DataType, op: ReduceOp)
         op.name()
     );
     if choice == &AlgoChoice::Auto {
-        match crate::param::forced_algo()? {
+        match crate::algo::forced_algo()? {
             Some(v) => {
                 let _ = writeln!(
                     out,

@@ -20,19 +20,20 @@ const LAYERS: &[&str] = &[
     "size",
     "error",
     "fault",
-    // What a collective is: element types, the plan IR, the algorithms'
-    // names read from the environment (param), the algorithms.
+    // What a collective is: element types and ops, the plan IR.
     "element",
     "plan",
-    // The operating system, settings and host synchronization.
+    // The operating system, the environment's variables, host waits.
     "sys",
     "param",
     "sync",
     // The CUDA driver layer (the only `unsafe` besides sys).
     "cuda",
-    // The algorithms that build plans, and the host references.
+    // The algorithms that build plans, the host references, and the list
+    // of every environment variable (declared in param and in algo).
     "algo",
     "verify",
+    "settings",
     // One process per rank: the job, its store and control segment, the
     // world over nodes.
     "process",
@@ -51,13 +52,6 @@ const LAYERS: &[&str] = &[
 
 /// Imports that still run back up: (from, to, what would fix it).
 const KNOWN: &[(&str, &str, &str)] = &[
-    (
-        "param",
-        "algo",
-        "RINGREDUCE_ALGO is checked against the algorithms' registry where it is \
-         declared; declare it with the algorithms and list it from a settings \
-         module above both",
-    ),
     (
         "cuda",
         "backend",

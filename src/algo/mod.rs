@@ -507,10 +507,49 @@ fn auto(shape: &Shape) -> Arc<dyn Algorithm> {
     Arc::new(ring::Ring { slices, slots: 2 })
 }
 
-/// The path forced by `RINGREDUCE_ALGO` ([`crate::param::ALGO`], checked
+/// `RINGREDUCE_ALGO`: the path of every call left to `auto`, read from the
+/// environment (declared here, with the algorithms it names).
+pub static ALGO: crate::param::Param<String> = crate::param::Param::new(
+    "RINGREDUCE_ALGO",
+    crate::param::Group::Engine,
+    "auto or a path",
+    "auto",
+    "The path of every call left to auto (the default --algo and EngineConfig::algo), as NCCL_ALGO forces NCCL's; --algo with a path overrides it.",
+    parse_algo,
+)
+.accepting(algo_accepted);
+
+/// `RINGREDUCE_ALGO`'s accepted values, from the algorithms' registry (the
+/// parser's own list, so the two cannot drift apart).
+fn algo_accepted() -> String {
+    format!(
+        "auto or a path: {}",
+        REGISTRY
+            .iter()
+            .map(|e| e.help)
+            .collect::<Vec<_>>()
+            .join("; ")
+    )
+}
+
+fn parse_algo(v: &std::ffi::OsStr) -> std::result::Result<String, String> {
+    let s = crate::param::utf8(v)?;
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok("auto".into());
+    }
+    parse(s).map(|_| s.to_string())
+}
+
+/// The path `RINGREDUCE_ALGO` forces on calls left to auto (`None`: unset
+/// or `auto`), as it was written.
+pub fn forced_algo() -> Result<Option<String>> {
+    Ok(ALGO.get()?.filter(|a| a != "auto"))
+}
+
+/// The path forced by `RINGREDUCE_ALGO` ([`ALGO`], checked
 /// when read), if set to a fixed algorithm.
 fn forced() -> Result<Option<Arc<dyn Algorithm>>> {
-    match crate::param::forced_algo()? {
+    match forced_algo()? {
         Some(v) => parse(&v)
             .map(Some)
             .map_err(|e| Error::BadArgument(format!("RINGREDUCE_ALGO={v}: {e}"))),

@@ -1036,3 +1036,23 @@ fn hier_limits_are_the_ring() {
             .all(|t| t.sent == 0));
     }
 }
+
+/// `RINGREDUCE_ALGO` takes `auto` or any path the registry parses, trimmed;
+/// anything else is refused naming the variable and the value.
+#[test]
+fn the_algo_variable_takes_auto_or_a_path() {
+    use std::ffi::OsStr;
+    let p = &ALGO;
+    let get = |v: &str| p.parse(Some(OsStr::new(v)));
+    assert_eq!(get("").unwrap(), None);
+    assert_eq!(get("AUTO").unwrap().as_deref(), Some("auto"));
+    assert_eq!(get(" ring:pipe4 ").unwrap().as_deref(), Some("ring:pipe4"));
+    assert_eq!(get("ps").unwrap().as_deref(), Some("ps"));
+    for v in ["garbage", "ring:pipe0", "ring:graph", "-1", "1e308"] {
+        let m = get(v).unwrap_err().to_string();
+        assert!(
+            m.contains("RINGREDUCE_ALGO") && m.contains(&format!("{v:?}")),
+            "{m}"
+        );
+    }
+}

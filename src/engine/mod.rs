@@ -335,7 +335,7 @@ impl Core {
         }
         // The environment the engine reads (RINGREDUCE_TIMEOUT, _ALGO, ...):
         // a malformed variable is an error here, never ignored.
-        crate::param::check_engine()?;
+        crate::settings::check_engine()?;
         crate::param::check_seconds(cfg.timeout.as_secs_f64()).map_err(|why| {
             Error::BadArgument(format!(
                 "EngineConfig::timeout must be {} (got {:?}: {why})",

@@ -7,7 +7,7 @@ use super::*;
 
 // -- the job, set by mpirun or srun ----------------------------------------
 
-pub static OMPI_RANK: Param<usize> = Param::new(
+pub(crate) static OMPI_RANK: Param<usize> = Param::new(
     "OMPI_COMM_WORLD_RANK",
     Group::Mpi,
     WHOLE,
@@ -15,7 +15,7 @@ pub static OMPI_RANK: Param<usize> = Param::new(
     "The rank, from Open MPI's mpirun.",
     parse_whole,
 );
-pub static OMPI_SIZE: Param<usize> = Param::new(
+pub(crate) static OMPI_SIZE: Param<usize> = Param::new(
     "OMPI_COMM_WORLD_SIZE",
     Group::Mpi,
     WHOLE,
@@ -23,7 +23,7 @@ pub static OMPI_SIZE: Param<usize> = Param::new(
     "The number of ranks, from Open MPI's mpirun.",
     parse_whole,
 );
-pub static OMPI_LOCAL_RANK: Param<usize> = Param::new(
+pub(crate) static OMPI_LOCAL_RANK: Param<usize> = Param::new(
     "OMPI_COMM_WORLD_LOCAL_RANK",
     Group::Mpi,
     WHOLE,
@@ -31,7 +31,7 @@ pub static OMPI_LOCAL_RANK: Param<usize> = Param::new(
     "The rank on this machine, from Open MPI's mpirun.",
     parse_whole,
 );
-pub static OMPI_LOCAL_SIZE: Param<usize> = Param::new(
+pub(crate) static OMPI_LOCAL_SIZE: Param<usize> = Param::new(
     "OMPI_COMM_WORLD_LOCAL_SIZE",
     Group::Mpi,
     WHOLE,
@@ -39,7 +39,7 @@ pub static OMPI_LOCAL_SIZE: Param<usize> = Param::new(
     "The number of ranks on this machine, from Open MPI's mpirun.",
     parse_whole,
 );
-pub static PMI_RANK: Param<usize> = Param::new(
+pub(crate) static PMI_RANK: Param<usize> = Param::new(
     "PMI_RANK",
     Group::Mpi,
     WHOLE,
@@ -47,7 +47,7 @@ pub static PMI_RANK: Param<usize> = Param::new(
     "The rank, from a PMI launcher (MPICH or Intel MPI mpirun, srun).",
     parse_whole,
 );
-pub static PMI_SIZE: Param<usize> = Param::new(
+pub(crate) static PMI_SIZE: Param<usize> = Param::new(
     "PMI_SIZE",
     Group::Mpi,
     WHOLE,
@@ -55,7 +55,7 @@ pub static PMI_SIZE: Param<usize> = Param::new(
     "The number of ranks, from a PMI launcher.",
     parse_whole,
 );
-pub static MPI_LOCALRANKID: Param<usize> = Param::new(
+pub(crate) static MPI_LOCALRANKID: Param<usize> = Param::new(
     "MPI_LOCALRANKID",
     Group::Mpi,
     WHOLE,
@@ -63,7 +63,7 @@ pub static MPI_LOCALRANKID: Param<usize> = Param::new(
     "The rank on this machine, from MPICH or Intel MPI.",
     parse_whole,
 );
-pub static MPI_LOCALNRANKS: Param<usize> = Param::new(
+pub(crate) static MPI_LOCALNRANKS: Param<usize> = Param::new(
     "MPI_LOCALNRANKS",
     Group::Mpi,
     WHOLE,
@@ -71,7 +71,7 @@ pub static MPI_LOCALNRANKS: Param<usize> = Param::new(
     "The number of ranks on this machine, from MPICH or Intel MPI.",
     parse_whole,
 );
-pub static SLURM_LOCALID: Param<usize> = Param::new(
+pub(crate) static SLURM_LOCALID: Param<usize> = Param::new(
     "SLURM_LOCALID",
     Group::Mpi,
     WHOLE,
@@ -79,7 +79,7 @@ pub static SLURM_LOCALID: Param<usize> = Param::new(
     "The rank on this machine, from Slurm (when the launcher's own is missing).",
     parse_whole,
 );
-pub static PMIX_NAMESPACE: Param<String> = Param::new(
+pub(crate) static PMIX_NAMESPACE: Param<String> = Param::new(
     "PMIX_NAMESPACE",
     Group::Mpi,
     ANY_TEXT,
@@ -87,7 +87,7 @@ pub static PMIX_NAMESPACE: Param<String> = Param::new(
     "Names the store of a job started by mpirun (the first of these keys that is set).",
     parse_text,
 );
-pub static OMPI_JOBID: Param<String> = Param::new(
+pub(crate) static OMPI_JOBID: Param<String> = Param::new(
     "OMPI_MCA_ess_base_jobid",
     Group::Mpi,
     ANY_TEXT,
@@ -95,7 +95,7 @@ pub static OMPI_JOBID: Param<String> = Param::new(
     "Names the store of an Open MPI job.",
     parse_text,
 );
-pub static ORTE_JOBID: Param<String> = Param::new(
+pub(crate) static ORTE_JOBID: Param<String> = Param::new(
     "OMPI_MCA_orte_ess_jobid",
     Group::Mpi,
     ANY_TEXT,
@@ -103,7 +103,7 @@ pub static ORTE_JOBID: Param<String> = Param::new(
     "Names the store of an older Open MPI's job.",
     parse_text,
 );
-pub static PMIX_RANK: Param<String> = Param::new(
+pub(crate) static PMIX_RANK: Param<String> = Param::new(
     "PMIX_RANK",
     Group::Mpi,
     ANY_TEXT,
@@ -111,7 +111,7 @@ pub static PMIX_RANK: Param<String> = Param::new(
     "Set by a PMIx launcher (Open MPI's mpirun, srun --mpi=pmix): with the mpi feature, its ranks bootstrap through MPI (the rank variables alone do not).",
     parse_text,
 );
-pub static PMI_FD: Param<String> = Param::new(
+pub(crate) static PMI_FD: Param<String> = Param::new(
     "PMI_FD",
     Group::Mpi,
     ANY_TEXT,
@@ -119,7 +119,7 @@ pub static PMI_FD: Param<String> = Param::new(
     "Set by a PMI launcher (MPICH's hydra, srun --mpi=pmi2): with the mpi feature, its ranks bootstrap through MPI.",
     parse_text,
 );
-pub static PMI_PORT: Param<String> = Param::new(
+pub(crate) static PMI_PORT: Param<String> = Param::new(
     "PMI_PORT",
     Group::Mpi,
     ANY_TEXT,
@@ -127,7 +127,7 @@ pub static PMI_PORT: Param<String> = Param::new(
     "Set by a PMI launcher reached over a port (MPICH's hydra): as PMI_FD.",
     parse_text,
 );
-pub static PMI_KVSNAME: Param<String> = Param::new(
+pub(crate) static PMI_KVSNAME: Param<String> = Param::new(
     "PMI_KVSNAME",
     Group::Mpi,
     ANY_TEXT,
@@ -135,7 +135,7 @@ pub static PMI_KVSNAME: Param<String> = Param::new(
     "Names the store of a PMI job.",
     parse_text,
 );
-pub static SLURM_JOB_ID: Param<String> = Param::new(
+pub(crate) static SLURM_JOB_ID: Param<String> = Param::new(
     "SLURM_JOB_ID",
     Group::Mpi,
     ANY_TEXT,
@@ -143,7 +143,7 @@ pub static SLURM_JOB_ID: Param<String> = Param::new(
     "Names the store of a Slurm job.",
     parse_text,
 );
-pub static SLURM_STEP_ID: Param<String> = Param::new(
+pub(crate) static SLURM_STEP_ID: Param<String> = Param::new(
     "SLURM_STEP_ID",
     Group::Mpi,
     ANY_TEXT,

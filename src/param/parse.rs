@@ -10,7 +10,7 @@ pub(super) fn is_blank(v: &OsStr) -> bool {
     v.as_encoded_bytes().iter().all(u8::is_ascii_whitespace)
 }
 
-pub(super) fn utf8(v: &OsStr) -> std::result::Result<&str, String> {
+pub(crate) fn utf8(v: &OsStr) -> std::result::Result<&str, String> {
     v.to_str()
         .map(str::trim)
         .ok_or_else(|| "not valid UTF-8".to_string())
@@ -94,14 +94,6 @@ pub(super) fn parse_cupti_kinds(v: &OsStr) -> std::result::Result<super::CuptiKi
         "copy" => Ok(super::CuptiKinds::Copy),
         _ => Err("not all, kernel or copy".into()),
     }
-}
-
-pub(super) fn parse_algo(v: &OsStr) -> std::result::Result<String, String> {
-    let s = utf8(v)?;
-    if s.eq_ignore_ascii_case("auto") {
-        return Ok("auto".into());
-    }
-    crate::algo::parse(s).map(|_| s.to_string())
 }
 
 pub(super) fn parse_devices(v: &OsStr) -> std::result::Result<Vec<usize>, String> {

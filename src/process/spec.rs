@@ -122,7 +122,7 @@ impl JobSpec {
         }
         // Every launcher variable that is set must be well formed, the
         // ones of another launcher than this job's too.
-        p::check_launcher()?;
+        crate::settings::check_launcher()?;
         type Var = &'static p::Param<usize>;
         let sources: [(Var, Var, Var, Var, Origin); 3] = [
             (

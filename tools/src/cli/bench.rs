@@ -323,7 +323,7 @@ fn engine_notes(
             "CPU backend: times are CPU wall-clock timings of host threads, not GPU timings".into(),
         );
     }
-    if let Some(v) = ringreduce::param::forced_algo()? {
+    if let Some(v) = ringreduce::algo::forced_algo()? {
         if contenders.iter().any(|c| {
             matches!(
                 &c.kind,

@@ -64,7 +64,7 @@ pub fn execute(_a: EnvArgs) -> Result<bool> {
     out(
         "# (an empty value counts as unset; a malformed one is an error naming it, never ignored)",
     )?;
-    let all = param::all();
+    let all = ringreduce::settings::all();
     let mut errors = Vec::new();
     for g in Group::ALL {
         out("")?;
@@ -93,7 +93,7 @@ pub fn execute(_a: EnvArgs) -> Result<bool> {
         }
         out(format!("    {doc}"))?;
     }
-    let unknown = param::undeclared();
+    let unknown = ringreduce::settings::undeclared();
     if !unknown.is_empty() {
         out("")?;
         out("## other RINGREDUCE_* variables in the environment: not read by this build")?;

@@ -293,7 +293,7 @@ fn checked(a: &LaunchArgs) -> Result<(usize, Duration, Duration)> {
         .map(|t| ringreduce::param::timeout_arg("--timeout", t))
         .transpose()?;
     // The settings the ranks will read, before any rank starts.
-    ringreduce::param::check_settings()?;
+    ringreduce::settings::check_settings()?;
     if a.devices.as_ref().is_some_and(Vec::is_empty) {
         return Err(Error::BadArgument(
             "--devices needs at least one GPU".into(),

@@ -246,7 +246,7 @@ impl Common {
             .map(|t| ringreduce::param::timeout_arg("--timeout", t))
             .transpose()?;
         // Every RINGREDUCE_* setting, before anything runs.
-        ringreduce::param::check_settings()?;
+        ringreduce::settings::check_settings()?;
         if let Some(spec) = ringreduce::process::JobSpec::from_env()? {
             if let Some(n) = self.ranks.filter(|&n| n != spec.size) {
                 return Err(Error::BadArgument(format!(
@@ -482,7 +482,7 @@ pub fn nccl_for_contenders(
 /// How `--algo auto` picks its path, for reports: by size, or the path
 /// `RINGREDUCE_ALGO` forces.
 pub fn auto_source() -> Result<String> {
-    Ok(match ringreduce::param::forced_algo()? {
+    Ok(match ringreduce::algo::forced_algo()? {
         Some(v) => format!("auto, forced by RINGREDUCE_ALGO={v}; --algo overrides it"),
         None => "auto; choose with --algo".into(),
     })

@@ -74,7 +74,7 @@ pub fn host_bytes(shape: &Shape, kind_cpu: bool) -> u128 {
 fn algo_of(a: &RunArgs) -> Result<String> {
     Ok(match &a.algo {
         Some(x) => x.clone(),
-        None if ringreduce::param::forced_algo()?.is_some() => "auto".into(),
+        None if ringreduce::algo::forced_algo()?.is_some() => "auto".into(),
         None => "ring".into(),
     })
 }

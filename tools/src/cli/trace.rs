@@ -97,7 +97,7 @@ pub struct TraceArgs {
 fn algo_of(a: &TraceArgs) -> Result<String> {
     Ok(match &a.algo {
         Some(x) => x.clone(),
-        None if ringreduce::param::forced_algo()?.is_some() => "auto".into(),
+        None if ringreduce::algo::forced_algo()?.is_some() => "auto".into(),
         None => "ring".into(),
     })
 }
@@ -306,8 +306,7 @@ fn report_run<T: Element>(
         t.what,
         ringreduce::words::counted(t.ranks(), "rank")
     ))?;
-    if algo_of(a)?.trim().eq_ignore_ascii_case("auto")
-        && ringreduce::param::forced_algo()?.is_some()
+    if algo_of(a)?.trim().eq_ignore_ascii_case("auto") && ringreduce::algo::forced_algo()?.is_some()
     {
         out(format!("# algorithm: {}", crate::cli::auto_source()?))?;
     }
