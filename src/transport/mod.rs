@@ -50,17 +50,30 @@
 //!   host writes ([`crate::process::reads`]). In one process they do
 //!   nothing: every rank has finished a call before the caller returns.
 
+mod mem;
 #[cfg(feature = "mpi")]
 mod net;
 mod shm;
 mod threads;
 
+pub(crate) use mem::Storage;
 #[cfg(feature = "mpi")]
 pub(crate) use net::Net;
 #[cfg(all(feature = "mpi", feature = "cuda"))]
 pub(crate) use net::{only_pushes, Link, Receiver};
 pub(crate) use shm::Shm;
 pub(crate) use threads::Threads;
+
+/// The backend's memory as a link that writes into the local ranks'
+/// buffers by itself (the network receiver) sees it: the backend attaches
+/// it to the link once it exists ([`Transport::attach`]).
+pub(crate) trait RankMemory: Send + Sync {
+    /// Write `data` at byte `offset` of buffer `id` of local rank `to`; an
+    /// error names `from`, the sending rank, when the bytes do not fit.
+    /// (Only the network link, with the `mpi` feature, lands bytes.)
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    fn land(&self, from: usize, to: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()>;
+}
 
 use crate::error::{Error, Result};
 use crate::plan::{BufId, Call};
@@ -166,7 +179,7 @@ pub(crate) trait Transport: Send + 'static {
 
     /// The backend's memory, once it exists: a transport that writes into
     /// the local ranks' buffers by itself (the network receiver) keeps it.
-    fn attach(&mut self, _mem: &Arc<crate::backend::cpu::mem::CpuMem>) -> Result<()> {
+    fn attach(&mut self, _mem: Arc<dyn RankMemory>) -> Result<()> {
         Ok(())
     }
 

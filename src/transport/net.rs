@@ -28,9 +28,8 @@
 //! network a rank can only push. The bytes each rank sends to other nodes
 //! are counted ([`crate::plan::Traffic::network`]).
 
+use super::{RankMemory, Storage};
 use super::{Shm, Transport, Wire};
-use crate::backend::cpu::mem::{lock, CpuMem};
-use crate::backend::cpu::Storage;
 use crate::error::{Error, Result};
 use crate::plan::{BufId, Call};
 use crate::process::net::wire::{self, Put, TAG_FAIL, TAG_PUT, TAG_SIGNAL};
@@ -239,21 +238,9 @@ impl Drop for Receiver {
 }
 
 /// Write a put into its destination and raise its signal.
-fn land(mem: &CpuMem, board: &SignalBoard, msg: &[u8]) -> Result<()> {
+fn land(mem: &dyn RankMemory, board: &SignalBoard, msg: &[u8]) -> Result<()> {
     let (p, data) = Put::decode(msg)?;
-    let (w, len) = mem.get(p.to, BufId(p.buf))?;
-    let end = p.offset + data.len();
-    if end > len {
-        return Err(Error::Plan(format!(
-            "rank {}'s copy into rank {} lands at bytes {}..{end} of its {len}-byte buffer {}",
-            p.from, p.to, p.offset, p.buf
-        )));
-    }
-    {
-        let mut g = lock(&w);
-        mem.copy(&mut g.bytes()?[p.offset..end], data);
-    }
-    mem.received_from_network(p.to, data.len());
+    mem.land(p.from, p.to, BufId(p.buf), p.offset, data)?;
     if let Some(s) = p.signal {
         board.publish(s, p.gen);
     }
@@ -466,12 +453,12 @@ impl Transport for Net {
         self.shm.lend()
     }
 
-    fn attach(&mut self, mem: &Arc<CpuMem>) -> Result<()> {
+    fn attach(&mut self, mem: Arc<dyn RankMemory>) -> Result<()> {
         let board = self.shm.board(0, "the network receiver")?;
-        let (m, b) = (mem.clone(), board.clone());
+        let (m, b) = (mem, board.clone());
         self.receiver = Some(Receiver::start(
             self.link.clone(),
-            Box::new(move |msg: Vec<u8>| land(&m, &b, &msg)),
+            Box::new(move |msg: Vec<u8>| land(m.as_ref(), &b, &msg)),
             None,
             None,
             board,

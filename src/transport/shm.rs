@@ -12,8 +12,8 @@
 //! tests the same protocol the GPU uses. A signal costs an atomic store,
 //! not a message.
 
+use super::Storage;
 use super::Transport;
-use crate::backend::cpu::Storage;
 use crate::error::{Error, Result};
 use crate::plan::{BufId, Call};
 use crate::process::reads::PeerReads;

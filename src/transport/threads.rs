@@ -1,8 +1,8 @@
 //! The ranks are threads of one process: a peer's buffer is the same heap
 //! allocation, the board is this process's.
 
+use super::Storage;
 use super::Transport;
-use crate::backend::cpu::Storage;
 use crate::error::{Error, Result};
 use crate::sync::{AbortHandle, SignalBoard};
 use crate::sys::proc::host_memory;

@@ -15,6 +15,7 @@ use crate::fault::{Fault, FaultPlan};
 use crate::plan::interp::{self, Memory};
 use crate::plan::{ReduceStep, Region};
 use crate::sync::SignalBoard;
+pub(crate) use crate::transport::Storage;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::ops::Range;
@@ -55,33 +56,6 @@ pub(crate) fn par_pool() -> Result<&'static rayon::ThreadPool> {
         rank: 0,
         message: format!("could not start the CPU backend's pool threads: {e}"),
     })
-}
-
-/// One rank's buffer as this process holds it.
-pub(crate) enum Storage {
-    /// Heap memory of this process: 8-byte words, so every element type is
-    /// aligned.
-    Heap(Vec<u64>),
-    /// A shared-memory mapping (page-aligned): this rank's own buffer, or a
-    /// peer process's, in the multi-process mode.
-    Shared(crate::sys::shm::Mapping),
-    /// The caller's own slice, lent for one host-slice call
-    /// ([`crate::sys::lend`]): no copy in or out.
-    Lent(crate::sys::lend::Loan),
-}
-
-impl Storage {
-    /// This process's own bytes (heap or mapping); a lent slice is only
-    /// accessed through [`open`] during a call.
-    pub(crate) fn bytes(&mut self) -> Result<&mut [u8]> {
-        match self {
-            Storage::Heap(v) => Ok(bytemuck::cast_slice_mut(v)),
-            Storage::Shared(m) => Ok(m.bytes_mut()),
-            Storage::Lent(_) => Err(Error::internal(
-                "a lent slice is read and written only by its call",
-            )),
-        }
-    }
 }
 
 /// A buffer's bytes while its storage is locked: its own, or a held loan.
@@ -632,6 +606,25 @@ impl Memory for View<'_> {
         } else {
             run().map_err(err)
         }
+    }
+}
+
+impl crate::transport::RankMemory for CpuMem {
+    fn land(&self, from: usize, to: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
+        let (w, len) = self.get(to, id)?;
+        let end = offset + data.len();
+        if end > len {
+            return Err(Error::Plan(format!(
+                "rank {from}'s copy into rank {to} lands at bytes {offset}..{end} of its {len}-byte buffer {}",
+                id.0
+            )));
+        }
+        {
+            let mut g = lock(&w);
+            self.copy(&mut g.bytes()?[offset..end], data);
+        }
+        self.received_from_network(to, data.len());
+        Ok(())
     }
 }
 

@@ -107,7 +107,7 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
     pub fn over(mut t: T, timeout: Duration, faults: FaultPlan) -> Result<Self> {
         let (ranks, local) = (t.ranks(), t.local_ranks());
         let mem = Arc::new(CpuMem::new(ranks)?);
-        t.attach(&mem)?;
+        t.attach(mem.clone())?;
         let m = mem.clone();
         let first = local.start;
         let mut threads = RankThreads::spawn(local.len(), "cpu", move |i, inbox| {
