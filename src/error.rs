@@ -200,12 +200,6 @@ pub enum Error {
         #[source]
         source: std::sync::Arc<std::io::Error>,
     },
-    #[error("report: {0}")]
-    Report(String),
-    /// Standard output was closed (e.g. `| head -1`): the command ends
-    /// quietly.
-    #[error("standard output closed")]
-    Closed,
 }
 
 /// Which kind of wait ended in an [`Error::Timeout`] or an
@@ -343,7 +337,6 @@ impl Error {
             Error::Plan(_) => K::Plan,
             Error::Io { .. } => K::Io,
             Error::Internal { .. } | Error::Ranks(_) => K::Internal,
-            Error::Report(_) | Error::Closed => K::Io,
         }
     }
 

@@ -2,7 +2,6 @@
 //! command lives in the tools crate's library ([`ringreduce_tools::cli`]).
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use ringreduce::Error;
 use ringreduce_tools::cli::{
     bench, check, compare, env, launch, overlap, run, soak, theory, topo, trace,
 };
@@ -104,7 +103,7 @@ fn main() -> ExitCode {
         // command quietly, exit status 0; with output files pending the
         // command goes on quietly and its own status stands (see
         // `ringreduce_tools::cli::Out`).
-        Err(Error::Closed) => 0,
+        Err(e) if ringreduce_tools::cli::is_closed(&e) => 0,
         Err(e) => {
             ringreduce_tools::note!("error: {e}");
             2

@@ -144,7 +144,7 @@ fn parse_args(a: &BenchArgs) -> Result<Args> {
     }
     let skip_notes = skipped_notes(&combos, ranks, &sizes, (min, max))?;
     report::check_outputs(a.json.as_deref(), a.csv.as_deref(), a.plot.as_deref())
-        .map_err(|e| Error::Report(e.to_string()))?;
+        .map_err(crate::cli::report_error)?;
     check_memory(&combos, ranks, max, cold, on_cpu)?;
     Ok(Args {
         cfg,
@@ -563,7 +563,7 @@ fn finish(e: Engine<f32>, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -
             format_bytes(max.max(4 << 20))
         ))?;
     }
-    let rerr = |e: report::ReportError| Error::Report(e.to_string());
+    let rerr = |e: report::ReportError| crate::cli::report_error(e);
     if let (Some(p), true) = (&a.json, root) {
         rep.write_json(p).map_err(rerr)?;
     }

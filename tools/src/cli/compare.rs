@@ -150,7 +150,7 @@ fn setup(a: &CompareArgs) -> Result<Setup> {
         )));
     }
     report::check_files(&[("--plot", a.plot.as_deref(), report::Format::Svg)])
-        .map_err(|e| Error::Report(e.to_string()))?;
+        .map_err(crate::cli::report_error)?;
     let count = (d / 4) as usize;
     let mut configs = Vec::new();
     for &n in &a.ranks {
@@ -209,9 +209,8 @@ pub fn execute(a: CompareArgs) -> Result<bool> {
     let ok = check_formulas(&points, s.d)?;
     print_ratios(&a.ranks, &points)?;
     if let Some(p) = &a.plot {
-        let svg = plot(&points, s.d).map_err(|e| Error::Report(e.to_string()))?;
-        report::write_output("--plot", p, svg.as_bytes())
-            .map_err(|e| Error::Report(e.to_string()))?;
+        let svg = plot(&points, s.d).map_err(crate::cli::report_error)?;
+        report::write_output("--plot", p, svg.as_bytes()).map_err(crate::cli::report_error)?;
         out(format!("# wrote {}", p.display()))?;
     }
     Ok(ok)

@@ -72,7 +72,7 @@ pub fn backend_arg() -> impl clap::builder::TypedValueParser<Value = BackendChoi
 /// which every command checks its `--json`/`--csv`/`--plot`/`--svg`/
 /// `--timeline` paths with before it runs):
 ///
-/// * **no output file:** the print returns [`Error::Closed`] and the
+/// * **no output file:** the print returns [`closed`] and the
 ///   command ends at once, quietly, with exit status 0 (nobody reads the
 ///   rest, so the rest of a long sweep is not run);
 /// * **output files requested:** stdout goes quiet (every later print does
@@ -137,7 +137,7 @@ pub fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// [`write_stdout`] for the text report: nothing when quiet, and a closed
-/// stdout ends the command ([`Error::Closed`]) unless output files are
+/// stdout ends the command ([`closed`]) unless output files are
 /// pending (see [`Out`]).
 fn print(bytes: &[u8]) -> Result<()> {
     if QUIET.load(Ordering::Relaxed) {
@@ -157,9 +157,28 @@ fn print(bytes: &[u8]) -> Result<()> {
         source: std::sync::Arc::new(e),
     })?;
     if stdout_closed() && !FILES.load(Ordering::Relaxed) {
-        return Err(Error::Closed);
+        return Err(closed());
     }
     Ok(())
+}
+
+/// Standard output was closed (`| head -1`) with no output file pending:
+/// the command ends quietly ([`is_closed`]).
+pub fn closed() -> Error {
+    Error::io(
+        "stdout",
+        std::io::Error::from(std::io::ErrorKind::BrokenPipe),
+    )
+}
+
+/// Whether `e` is [`closed`]'s error.
+pub fn is_closed(e: &Error) -> bool {
+    matches!(e, Error::Io { path, source } if path == "stdout" && source.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// A report that could not be made or written (JSON, CSV, SVG).
+pub fn report_error(e: impl std::fmt::Display) -> Error {
+    Error::io("the report", std::io::Error::other(e.to_string()))
 }
 
 /// Print one line (or several) to stdout.

@@ -60,8 +60,9 @@ fn from_bench(path: &std::path::Path) -> Result<(Vec<crate::theory::Fit>, String
         path: path.display().to_string(),
         source: std::sync::Arc::new(e),
     })?;
-    let rep = Report::from_json(&text)
-        .map_err(|e| Error::Report(format!("{}: not a bench JSON report: {e}", path.display())))?;
+    let rep = Report::from_json(&text).map_err(|e| {
+        crate::cli::report_error(format!("{}: not a bench JSON report: {e}", path.display()))
+    })?;
     let fitted = super::bench::model::refit(&rep);
     let fits: Vec<crate::theory::Fit> = fitted
         .iter()

@@ -177,7 +177,7 @@ fn real_run(a: TraceArgs) -> Result<bool> {
         ("--timeline", a.timeline.as_deref(), report::Format::Json),
         ("--svg", a.svg.as_deref(), report::Format::Svg),
     ])
-    .map_err(|e| Error::Report(e.to_string()))?;
+    .map_err(crate::cli::report_error)?;
     let common = Common {
         ranks: a.ranks,
         backend,
@@ -272,7 +272,7 @@ fn run_typed<T: Element>(a: &TraceArgs, r: Real) -> Result<bool> {
     let rec = timeline::record(&mut e, &o)?;
     let kind = e.core().backend_kind();
     report_run(&e, &rec, a, kind)?;
-    let rerr = |err: report::ReportError| Error::Report(err.to_string());
+    let rerr = |err: report::ReportError| crate::cli::report_error(err);
     let t = &rec.timeline;
     if let Some(p) = &a.timeline {
         let text = timeline::chrome::to_string(t).map_err(Error::Plan)?;

@@ -421,14 +421,14 @@ pub fn execute(a: OverlapArgs) -> Result<bool> {
     let rep = run(&a)?;
     let wrong = rep.wrong() + u64::from(rep.checks() == 0);
     if let Some(p) = &a.json {
-        let mut s = serde_json::to_string_pretty(&rep).map_err(|e| Error::Report(e.to_string()))?;
+        let mut s = serde_json::to_string_pretty(&rep).map_err(crate::cli::report_error)?;
         s.push('\n');
         write_file("--json", p, s.as_bytes())?;
         crate::note!("wrote {}", p.display());
     }
     if let Some(p) = &a.timeline {
-        let mut s = serde_json::to_string_pretty(&rep.timeline)
-            .map_err(|e| Error::Report(e.to_string()))?;
+        let mut s =
+            serde_json::to_string_pretty(&rep.timeline).map_err(crate::cli::report_error)?;
         s.push('\n');
         write_file("--timeline", p, s.as_bytes())?;
         match timeline_svg_path(p) {
@@ -443,7 +443,7 @@ pub fn execute(a: OverlapArgs) -> Result<bool> {
 }
 
 fn write_file(flag: &'static str, p: &Path, data: &[u8]) -> Result<()> {
-    crate::report::write_output(flag, p, data).map_err(|e| Error::Report(e.to_string()))
+    crate::report::write_output(flag, p, data).map_err(crate::cli::report_error)
 }
 
 /// Where `--timeline`'s picture goes: next to the JSON, same name, `.svg`;
@@ -475,7 +475,7 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
         ("--timeline", a.timeline.as_deref(), Format::Json),
         ("--timeline (its .svg)", svg.as_deref(), Format::Svg),
     ])
-    .map_err(|e| Error::Report(e.to_string()))?;
+    .map_err(crate::cli::report_error)?;
     let ranks = cfg.ranks;
     let mut p = p;
     refuse_buckets(&p, ranks)?;
