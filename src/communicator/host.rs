@@ -1,5 +1,5 @@
 //! A host-slice collective's description ([`HostCall`]) and its run on
-//! the engine (split out of `communicator/mod.rs` to keep it short).
+//! the engine.
 
 use super::*;
 

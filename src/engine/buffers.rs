@@ -1,6 +1,5 @@
 //! The engine's buffers: reserve, allocate, free, write and read them, and
-//! the memory check before any allocation (an `impl` block of [`Core`]
-//! split out of `engine/mod.rs` to keep files short).
+//! the memory check before any allocation.
 
 use super::*;
 

@@ -1,6 +1,5 @@
-//! The engine's optional capabilities: CUDA graphs, NCCL, profiling (an
-//! `impl` block of [`Core`] split out of `engine/mod.rs` to keep files short;
-//! the engine still dispatches only through the backend's capability traits).
+//! The engine's optional capabilities: CUDA graphs, NCCL, profiling (the
+//! engine dispatches them only through the backend's capability traits).
 
 use super::*;
 

@@ -1,5 +1,4 @@
-//! The engine's path selection and launches (an `impl` block of [`Core`]
-//! split out of `engine/mod.rs` to keep files short): which path a call
+//! The engine's path selection and launches: which path a call
 //! takes, its next plan and scratch ([`Core::select`], shared by every
 //! launch), and the plain, lent and explicit-plan launches.
 

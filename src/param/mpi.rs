@@ -1,7 +1,7 @@
 //! The variables a process manager sets (Open MPI's `mpirun`, MPICH's
 //! Hydra, Slurm's `srun`): a job's rank, size and node, read when ringreduce
 //! joins a job started by one (declared like every other variable in
-//! [`super`]; split out to keep `param.rs` short).
+//! [`super`]).
 
 use super::*;
 

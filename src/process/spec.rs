@@ -1,7 +1,6 @@
 //! Where one process stands in a job ([`JobSpec`]): from a program, from
 //! the environment `ringreduce launch` or a process manager set, or
-//! through the caller's key-value store (split out of `process/mod.rs` to
-//! keep it short).
+//! through the caller's key-value store.
 
 use super::{store, KeyValue, SharedKeyValue};
 use crate::error::{Error, Result};

@@ -1,6 +1,4 @@
 //! CUDA graphs of a rank: per-GPU capture and replay, and the joint capture across every GPU.
-//! (an `impl` block of [`Rank`] split out of `rank.rs` to keep files short;
-//! it sees the rank's private fields as a child module).
 
 use super::*;
 

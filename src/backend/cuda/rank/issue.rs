@@ -3,8 +3,6 @@
 //! and small layers around it add what is on for the call: injected faults,
 //! the checks of a per-GPU graph capture, timing events, traffic counting
 //! and the host-side profile. A layer that is off does nothing per op.
-//! (an `impl` block of [`Rank`] split out of `rank.rs` to keep files short;
-//! it sees the rank's private fields as a child module).
 
 use super::activity::{CuptiCall, OpRef, TimingSource};
 use super::lower::{Addr, Lowered, Lowering, Wait, Work};

@@ -1,6 +1,4 @@
 //! NCCL on a rank: init, calls, timed calls, graph capture and replay.
-//! (an `impl` block of [`Rank`] split out of `rank.rs` to keep files short;
-//! it sees the rank's private fields as a child module).
 
 use super::activity::{CuptiCall, OpRef, TimingSource};
 use super::*;

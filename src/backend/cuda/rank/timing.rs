@@ -1,6 +1,4 @@
 //! Timing and traffic of a rank: clock anchors, per-op times, bytes moved.
-//! (an `impl` block of [`Rank`] split out of `rank.rs` to keep files short;
-//! it sees the rank's private fields as a child module).
 
 use super::activity::{self, RankTiming, TimingSource};
 use super::*;

@@ -1,5 +1,4 @@
 //! The overlap benchmark's tables, target lines and timeline picture.
-//! (split out of `overlap/mod.rs` to keep files short).
 
 use super::*;
 

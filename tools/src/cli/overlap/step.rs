@@ -1,5 +1,4 @@
 //! One configuration of the overlap benchmark: buffers, the compute / communication / overlapped phases, the per-bucket checks and the measured spans.
-//! (split out of `overlap/mod.rs` to keep files short).
 
 use super::*;
 

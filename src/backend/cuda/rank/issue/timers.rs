@@ -1,6 +1,6 @@
 //! The timing layers of an issue: CUDA events between ops ([`CallTimer`])
 //! or CUPTI activity records tied to their ops ([`CuptiTimer`]), and the
-//! NVTX ranges ([`Ranges`]) (split out of `issue.rs` to keep it short).
+//! NVTX ranges ([`Ranges`]).
 
 use super::*;
 
