@@ -51,7 +51,7 @@ struct State<C, R> {
     shutdown: bool,
 }
 
-struct Slot<C, R> {
+struct Mailbox<C, R> {
     state: Mutex<State<C, R>>,
     cv: Condvar,
     posted: AtomicU64,
@@ -103,7 +103,7 @@ impl PoolPhases {
     }
 }
 
-impl<C, R> Slot<C, R> {
+impl<C, R> Mailbox<C, R> {
     fn lock(&self) -> MutexGuard<'_, State<C, R>> {
         // A poisoned lock only means a thread panicked while holding it; the
         // state itself is still consistent (plain Options), so keep going.
@@ -155,7 +155,7 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 
 /// The worker's end of a slot.
 pub struct Inbox<C, R> {
-    slot: Arc<Slot<C, R>>,
+    slot: Arc<Mailbox<C, R>>,
     seen: u64,
     rank: usize,
     spare: bool,
@@ -232,7 +232,7 @@ pub const WATCH_GRACE: Duration = Duration::from_secs(1);
 
 /// The rank threads of one engine.
 pub struct RankThreads<C: Send + 'static, R: Send + 'static> {
-    slots: Vec<Arc<Slot<C, R>>>,
+    slots: Vec<Arc<Mailbox<C, R>>>,
     handles: Vec<Option<JoinHandle<()>>>,
     seq: u64,
     /// How long a call may wait for a rank thread's reply.
@@ -278,7 +278,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
             pending: None,
         };
         for rank in 0..n {
-            let slot = Arc::new(Slot {
+            let slot = Arc::new(Mailbox {
                 state: Mutex::new(State {
                     cmd: None,
                     replies: std::collections::VecDeque::new(),
@@ -634,7 +634,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     fn park<'a>(
         &self,
         rank: usize,
-        slot: &'a Slot<C, R>,
+        slot: &'a Mailbox<C, R>,
         st: MutexGuard<'a, State<C, R>>,
         t0: u64,
         what: &str,

@@ -101,12 +101,12 @@ pub enum Mode {
     Process,
 }
 
-/// The engine a communicator calls, typed per call ([`Slot::with`]).
-pub(crate) struct Slot(Option<Engine<u8>>);
+/// The engine a communicator calls, typed per call ([`EngineCell::with`]).
+pub(crate) struct EngineCell(Option<Engine<u8>>);
 
-impl Slot {
-    pub(crate) fn new(e: Engine<u8>) -> Slot {
-        Slot(Some(e))
+impl EngineCell {
+    pub(crate) fn new(e: Engine<u8>) -> EngineCell {
+        EngineCell(Some(e))
     }
 
     fn gone() -> Error {
@@ -153,9 +153,12 @@ fn barrier_info(ranks: usize) -> CallInfo {
 // -- the communicator ------------------------------------------------------------
 
 enum Inner {
-    AllRanks(Slot),
+    AllRanks(EngineCell),
     PerRank(RankHandle),
-    Process { engine: Slot, agree: Agreement },
+    Process {
+        engine: EngineCell,
+        agree: Agreement,
+    },
 }
 
 /// What the calls of a [`Communicator`] take, told apart in its type: a
@@ -222,10 +225,10 @@ impl<S: CallShape> Communicator<S> {
         let kind = engine.core().backend_kind();
         let inner = match engine.core().job().cloned() {
             Some(job) => Inner::Process {
-                engine: Slot::new(engine),
+                engine: EngineCell::new(engine),
                 agree: Agreement::new(job, check),
             },
-            None => Inner::AllRanks(Slot::new(engine)),
+            None => Inner::AllRanks(EngineCell::new(engine)),
         };
         Communicator {
             inner,

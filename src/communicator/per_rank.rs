@@ -2,7 +2,7 @@
 //! rank's thread; a call runs once every rank made it.
 
 use super::ranks::{Payload, RankHandle};
-use super::{run_host, unbox, CallDesc, HostCall, Slot};
+use super::{run_host, unbox, CallDesc, EngineCell, HostCall};
 use crate::element::Element;
 use crate::engine::CallInfo;
 use crate::error::{Error, Result};
@@ -46,7 +46,7 @@ pub(crate) fn rank_host<T: Element>(
 /// Run a host-slice call on every rank's lent slices (rank order), held
 /// for the whole call.
 fn run_on_loans<T: Element>(
-    slot: &mut Slot,
+    slot: &mut EngineCell,
     c: HostCall,
     loans: &[(Loan, Loan)],
 ) -> Result<CallInfo> {
@@ -80,7 +80,7 @@ pub(super) fn rank_step<P, R>(
     h: &RankHandle,
     desc: CallDesc,
     part: P,
-    f: impl FnOnce(&mut Slot, P) -> Result<R>,
+    f: impl FnOnce(&mut EngineCell, P) -> Result<R>,
 ) -> Result<R>
 where
     P: PartialEq + std::fmt::Debug + Send + 'static,

@@ -21,7 +21,7 @@
 //! assert_eq!(out, vec![vec![3; 4], vec![3; 4]]);
 //! ```
 
-use super::Slot;
+use super::EngineCell;
 use crate::engine::Engine;
 use crate::error::{Error, Result, WaitKind};
 use crate::sync::AbortHandle;
@@ -203,7 +203,7 @@ struct State {
 
 /// The rendezvous of every rank's handle, and the engine the calls run on.
 pub(crate) struct Rendezvous {
-    engine: Mutex<Slot>,
+    engine: Mutex<EngineCell>,
     state: Mutex<State>,
     cv: Condvar,
     ranks: usize,
@@ -232,7 +232,7 @@ pub(crate) fn handles(engine: Engine<u8>) -> Vec<RankHandle> {
     let timeout = engine.core().timeout();
     let abort = engine.core().abort_handle();
     let shared = Arc::new(Rendezvous {
-        engine: Mutex::new(Slot::new(engine)),
+        engine: Mutex::new(EngineCell::new(engine)),
         state: Mutex::new(State {
             next: vec![0; ranks],
             rounds: BTreeMap::new(),
@@ -324,7 +324,7 @@ impl RankHandle {
 
     /// Run `f` on the engine alone (a rank-local step: writing or reading
     /// this rank's part of a device buffer), between calls.
-    pub(crate) fn with_engine<R>(&self, f: impl FnOnce(&mut Slot) -> Result<R>) -> Result<R> {
+    pub(crate) fn with_engine<R>(&self, f: impl FnOnce(&mut EngineCell) -> Result<R>) -> Result<R> {
         if let Some(why) = &guard(&self.shared.state).broken {
             return Err(Error::Poisoned {
                 reason: why.clone(),
@@ -342,7 +342,7 @@ impl RankHandle {
         desc: CallDesc,
         own: Result<()>,
         payload: Payload,
-        exec: impl FnOnce(&mut Slot, Vec<Payload>) -> Result<Vec<Payload>>,
+        exec: impl FnOnce(&mut EngineCell, Vec<Payload>) -> Result<Vec<Payload>>,
     ) -> Result<Payload> {
         let sh = &*self.shared;
         let (n, r) = (sh.ranks, self.rank);
@@ -387,7 +387,7 @@ impl RankHandle {
         mut st: MutexGuard<'a, State>,
         k: u64,
         (desc, own, payload): (CallDesc, Result<()>, Payload),
-        exec: impl FnOnce(&mut Slot, Vec<Payload>) -> Result<Vec<Payload>>,
+        exec: impl FnOnce(&mut EngineCell, Vec<Payload>) -> Result<Vec<Payload>>,
     ) -> MutexGuard<'a, State> {
         let sh = &*self.shared;
         let r = self.rank;
@@ -441,7 +441,7 @@ impl RankHandle {
         &'a self,
         mut st: MutexGuard<'a, State>,
         k: u64,
-        exec: impl FnOnce(&mut Slot, Vec<Payload>) -> Result<Vec<Payload>>,
+        exec: impl FnOnce(&mut EngineCell, Vec<Payload>) -> Result<Vec<Payload>>,
     ) -> MutexGuard<'a, State> {
         let sh = &*self.shared;
         let (n, r) = (sh.ranks, self.rank);

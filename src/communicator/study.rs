@@ -2,14 +2,14 @@
 //! call's plan and times (what `trace --timeline` draws, for programs and
 //! the Python package).
 
-use super::{Communicator, Inner, Slot};
+use super::{Communicator, EngineCell, Inner};
 use crate::error::{Error, Result};
 
 impl<S: super::CallShape> Communicator<S> {
     /// The engine underneath, for the study views (every rank from one
     /// caller, or this process's rank); per-rank handles refuse with the
     /// reason.
-    fn study_engine(&mut self, what: &str) -> Result<&mut Slot> {
+    fn study_engine(&mut self, what: &str) -> Result<&mut EngineCell> {
         match &mut self.inner {
             Inner::AllRanks(slot) | Inner::Process { engine: slot, .. } => Ok(slot),
             Inner::PerRank(_) => Err(Error::BadArgument(format!(

@@ -4,7 +4,7 @@
 //! process).
 
 use super::rank::Rank;
-use super::{Cmd, Reply, Work};
+use super::{Cmd, RankFn, Reply};
 use crate::backend::{Call, NcclCall};
 use crate::error::{Error, Result};
 use std::sync::Arc;
@@ -36,8 +36,8 @@ impl Keep for NcclCall {
     }
 }
 
-pub(super) fn erase<R: Send + 'static>(w: Work<R>) -> Cmd {
-    Cmd::Job(Box::new(move |rk: &mut Rank<'_>| {
+pub(super) fn erase<R: Send + 'static>(w: RankFn<R>) -> Cmd {
+    Cmd::Run(Box::new(move |rk: &mut Rank<'_>| {
         w(rk).map(|r| Box::new(r) as Reply)
     }))
 }

@@ -105,8 +105,8 @@ pub(crate) struct Peers {
     pub handoff: Vec<RemoteEvent>,
 }
 
-/// Typed work for a rank thread.
-type Work<R> = Box<dyn for<'id> FnOnce(&mut Rank<'id>) -> Result<R> + Send>;
+/// A closure a rank thread runs, with its typed result.
+type RankFn<R> = Box<dyn for<'id> FnOnce(&mut Rank<'id>) -> Result<R> + Send>;
 type Reply = Box<dyn Any + Send>;
 
 /// The body of a rank's host thread (either exchange): bind `device`,
@@ -131,7 +131,7 @@ fn serve_rank(
                 inbox.serve(|cmd: Cmd| match cmd {
                     Cmd::Issue(c) => st.issue_held(c).map(|()| Box::new(()) as Reply),
                     Cmd::Nccl(c) => st.nccl_held(c).map(|()| Box::new(()) as Reply),
-                    Cmd::Job(job) => job(&mut st),
+                    Cmd::Run(job) => job(&mut st),
                 });
                 // The backend drained every rank before shutting the
                 // threads down; drain this one again before its memory goes.
@@ -154,7 +154,7 @@ fn serve_rank(
         inbox.ready(Err(cuda_err(rank, device)(e)));
     }
 }
-type Job = Box<dyn for<'id> FnOnce(&mut Rank<'id>) -> Result<Reply> + Send>;
+type ErasedFn = Box<dyn for<'id> FnOnce(&mut Rank<'id>) -> Result<Reply> + Send>;
 
 /// What a rank thread is sent.
 enum Cmd {
@@ -163,7 +163,7 @@ enum Cmd {
     /// One NCCL call on the same buffers.
     Nccl(NcclCmd),
     /// Any other work, typed.
-    Job(Job),
+    Run(ErasedFn),
 }
 
 /// What a call posted without waiting was (its pool phases are counted
@@ -332,7 +332,7 @@ impl<X: PeerExchange> CudaBackend<X> {
     /// Run `f(i)` on every rank thread (`i`: its index among the local
     /// ranks); the first error. A pending call is settled first; its error
     /// comes first, after `f` has run.
-    fn each<R: Send + 'static>(&mut self, f: impl Fn(usize) -> Work<R>) -> Result<Vec<R>> {
+    fn each<R: Send + 'static>(&mut self, f: impl Fn(usize) -> RankFn<R>) -> Result<Vec<R>> {
         let before = self.settle();
         let jobs = (0..self.local.len()).map(|r| erase(f(r))).collect();
         let r = self.threads.run(jobs);
@@ -346,7 +346,7 @@ impl<X: PeerExchange> CudaBackend<X> {
     /// (a drain's report that an exchange kernel gave up must not be lost
     /// behind the failed call's own error: the flags would stay out of
     /// step).
-    fn each_all<R: Send + 'static>(&mut self, f: impl Fn(usize) -> Work<R>) -> Result<Vec<R>> {
+    fn each_all<R: Send + 'static>(&mut self, f: impl Fn(usize) -> RankFn<R>) -> Result<Vec<R>> {
         let before = self.settle();
         let jobs = (0..self.local.len()).map(|r| erase(f(r))).collect();
         let r = self.threads.run_all(jobs).and_then(gather);
@@ -358,7 +358,7 @@ impl<X: PeerExchange> CudaBackend<X> {
     }
 
     /// Run `f` on the one rank thread of a process that runs one rank.
-    fn on<R: Send + 'static>(&mut self, f: Work<R>) -> Result<R> {
+    fn on<R: Send + 'static>(&mut self, f: RankFn<R>) -> Result<R> {
         let mut v = self.threads.run(vec![erase(f)])?;
         unerase::<R>(
             v.pop()

@@ -5,7 +5,7 @@
 //! and the host-side profile. A layer that is off does nothing per op.
 
 use super::activity::{CuptiCall, OpRef, TimingSource};
-use super::lower::{Addr, Lowered, Lowering, Wait, Work};
+use super::lower::{Addr, DriverOp, Lowered, Lowering, Wait};
 use super::*;
 use crate::cuda::cupti::{self as cupti, Class, Cupti, CuptiTie, Issued};
 use crate::cuda::nvtx;
@@ -158,7 +158,9 @@ impl<'id> Rank<'id> {
             }
             if let (true, Some((from, to, bytes))) = (count, low.moved) {
                 moved(&mut self.instr.traffic, from, to, bytes);
-                if let (Work::Send { .. }, Some(t)) = (low.work, self.instr.traffic.get_mut(from)) {
+                if let (DriverOp::Send { .. }, Some(t)) =
+                    (low.work, self.instr.traffic.get_mut(from))
+                {
                     t.network += bytes as u64;
                 }
             }
@@ -224,7 +226,7 @@ impl<'id> Rank<'id> {
             "waits on an event"
         } else if low.record.is_some() {
             "records an event"
-        } else if matches!(low.work, Work::Send { .. }) {
+        } else if matches!(low.work, DriverOp::Send { .. }) {
             "sends to another node"
         } else {
             return Ok(());
@@ -387,8 +389,8 @@ impl<'id> Rank<'id> {
         };
         let t = Instant::now();
         match low.work {
-            Work::Mark => return Ok(()),
-            Work::Copy { src, dst, bytes } => {
+            DriverOp::Mark => return Ok(()),
+            DriverOp::Copy { src, dst, bytes } => {
                 // cuMemcpyPeerAsync is refused in a stream capture.
                 let how = match self.graphs.capturing {
                     Capturing::No => PeerCopy::Peer,
@@ -405,7 +407,7 @@ impl<'id> Rank<'id> {
                 p.copy_ns += ns(t);
                 return Ok(());
             }
-            Work::Send {
+            DriverOp::Send {
                 src,
                 dst,
                 bytes,
@@ -441,7 +443,7 @@ impl<'id> Rank<'id> {
                 p.copy_ns += ns(t);
                 return Ok(());
             }
-            Work::Reduce {
+            DriverOp::Reduce {
                 dst,
                 a,
                 b,
@@ -465,7 +467,7 @@ impl<'id> Rank<'id> {
                 };
                 stream.reduce(k, &launch).map_err(|e| at.cuda(e))?;
             }
-            Work::Exchange { peer, .. } => {
+            DriverOp::Exchange { peer, .. } => {
                 let k = &kernels()?.1;
                 let peer_flags = self
                     .peers
@@ -489,11 +491,11 @@ impl<'id> Rank<'id> {
     /// The operands of a lowered exchange, in this rank's buffer table.
     fn exchange_operands(
         &self,
-        work: &Work,
+        work: &DriverOp,
         elem: usize,
         scalar: u64,
     ) -> Result<kernels::ExchangeOperands<'_, 'id>> {
-        let Work::Exchange {
+        let DriverOp::Exchange {
             dst,
             a,
             peer_slot,

@@ -55,7 +55,7 @@ impl Wait {
 
 /// The driver work of one op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Work {
+pub(super) enum DriverOp {
     /// Nothing (`Begin`, `End`).
     Mark,
     /// A copy-engine copy of `bytes` from `src` to `dst`: a push when
@@ -92,12 +92,12 @@ pub(super) enum Work {
     },
 }
 
-impl Work {
+impl DriverOp {
     /// How many op parts the work is in a timeline (an exchange is a push
     /// and a reduce).
     pub fn parts(&self) -> usize {
         match self {
-            Work::Exchange { .. } => 2,
+            DriverOp::Exchange { .. } => 2,
             _ => 1,
         }
     }
@@ -107,7 +107,7 @@ impl Work {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Lowered {
     pub lane: Lane,
-    pub work: Work,
+    pub work: DriverOp,
     /// The signal to record after the work (only the needed ones).
     pub record: Option<SignalId>,
     /// Bytes moved between ranks, as (from, to, bytes) (traffic counting).
@@ -152,7 +152,7 @@ impl<'p> Lowering<'p> {
 
     /// The lowering when the ranks span several nodes (`node_of[r]`: rank
     /// r's node). A rank reaches another node's rank only by pushing its
-    /// own data (a put, [`Work::Send`]) and by signals; the put's
+    /// own data (a put, [`DriverOp::Send`]) and by signals; the put's
     /// destination lands the puts it received at its waits on other nodes'
     /// signals; what a plan must satisfy for that is in `lower/nodes.rs`
     /// (checked here). A plan that needs anything else is refused, naming
@@ -252,12 +252,12 @@ impl<'p> Lowering<'p> {
             .ok_or_else(|| Error::internal(format!("rank {r} has no op {i}")))?;
         let elem = self.elem;
         let (work, moved) = match &op.kind {
-            OpKind::Begin | OpKind::End => (Work::Mark, None),
+            OpKind::Begin | OpKind::End => (DriverOp::Mark, None),
             OpKind::Copy { from, to, src, dst } => {
                 let bytes = src.len() * elem;
                 let (src, dst) = (self.addr(*from, src)?, self.addr(*to, dst)?);
                 let work = if *from == r && !self.near(*to) {
-                    Work::Send {
+                    DriverOp::Send {
                         src,
                         dst,
                         bytes,
@@ -266,7 +266,7 @@ impl<'p> Lowering<'p> {
                 } else {
                     self.reach(i, *from, "copies")?;
                     self.reach(i, *to, "copies into")?;
-                    Work::Copy { src, dst, bytes }
+                    DriverOp::Copy { src, dst, bytes }
                 };
                 (work, Some((*from, *to, bytes)))
             }
@@ -278,7 +278,7 @@ impl<'p> Lowering<'p> {
                 step,
             } => {
                 self.reach(i, *b_rank, "reduces")?;
-                let work = Work::Reduce {
+                let work = DriverOp::Reduce {
                     dst: self.addr(r, dst)?,
                     a: self.addr(r, a)?,
                     b: self.addr(*b_rank, b)?,
@@ -289,7 +289,7 @@ impl<'p> Lowering<'p> {
             }
             OpKind::Exchange(x) => {
                 self.reach(i, x.peer, "exchanges with")?;
-                let work = Work::Exchange {
+                let work = DriverOp::Exchange {
                     peer: x.peer,
                     dst: self.addr(r, &x.dst)?,
                     a: self.addr(r, &x.input)?,
@@ -305,7 +305,7 @@ impl<'p> Lowering<'p> {
             .signal
             .filter(|s| self.plan.signals.get(s.0).is_some_and(|x| x.needed));
         let carried = match work {
-            Work::Send { dst, .. } => Some(dst.rank),
+            DriverOp::Send { dst, .. } => Some(dst.rank),
             _ => None,
         };
         Ok(Lowered {

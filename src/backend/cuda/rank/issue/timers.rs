@@ -96,7 +96,7 @@ impl<'id> CallTimer<'id> {
         at: &StepAt,
     ) -> Result<()> {
         let lane = low.lane as usize;
-        let b = if low.work == Work::Mark && a.1 == a.0 + 1 {
+        let b = if low.work == DriverOp::Mark && a.1 == a.0 + 1 {
             self.tc.starts[a.0]
         } else {
             let b = rank.timing_event().map_err(|e| at.in_step(e))?;
@@ -189,7 +189,7 @@ impl CuptiTimer {
     /// Around the op's work: its external id pushed (no work, or the
     /// order tie: nothing).
     pub(super) fn push(&self, low: &Lowered, at: &StepAt) -> Result<()> {
-        if low.work == Work::Mark || self.lanes.is_some() {
+        if low.work == DriverOp::Mark || self.lanes.is_some() {
             return Ok(());
         }
         let i = self.call.ops.len();
@@ -197,7 +197,7 @@ impl CuptiTimer {
     }
 
     pub(super) fn pop(&mut self, low: &Lowered, at: &StepAt) -> Result<()> {
-        if low.work == Work::Mark || self.lanes.is_some() {
+        if low.work == DriverOp::Mark || self.lanes.is_some() {
             return Ok(());
         }
         self.cupti.pop(&mut self.call.ties).map_err(|m| at.cupti(m))
@@ -277,11 +277,11 @@ impl CuptiTimer {
 }
 
 /// What CUPTI records of an op's work (`None`: no work).
-fn class_of(w: &Work) -> Option<Class> {
+fn class_of(w: &DriverOp) -> Option<Class> {
     match w {
-        Work::Mark => None,
-        Work::Copy { .. } | Work::Send { .. } => Some(Class::Copy),
-        Work::Reduce { .. } | Work::Exchange { .. } => Some(Class::Kernel),
+        DriverOp::Mark => None,
+        DriverOp::Copy { .. } | DriverOp::Send { .. } => Some(Class::Copy),
+        DriverOp::Reduce { .. } | DriverOp::Exchange { .. } => Some(Class::Kernel),
     }
 }
 

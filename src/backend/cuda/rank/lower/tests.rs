@@ -119,10 +119,10 @@ fn every_op_lowers_to_exactly_the_work_the_plan_says() {
             let at = format!("{} {:?} rank {r} op {i}", plan.name, plan.shape);
             assert_eq!(l.lane, op.lane, "{at}");
             match (&op.kind, l.work) {
-                (OpKind::Begin | OpKind::End, Work::Mark) => {}
+                (OpKind::Begin | OpKind::End, DriverOp::Mark) => {}
                 (
                     OpKind::Copy { from, to, src, dst },
-                    Work::Copy {
+                    DriverOp::Copy {
                         src: s,
                         dst: d,
                         bytes,
@@ -145,7 +145,7 @@ fn every_op_lowers_to_exactly_the_work_the_plan_says() {
                         b,
                         step,
                     },
-                    Work::Reduce {
+                    DriverOp::Reduce {
                         dst: d,
                         a: x,
                         b: y,
@@ -164,7 +164,7 @@ fn every_op_lowers_to_exactly_the_work_the_plan_says() {
                 }
                 (
                     OpKind::Exchange(e),
-                    Work::Exchange {
+                    DriverOp::Exchange {
                         peer,
                         dst,
                         a,
@@ -301,13 +301,13 @@ fn the_flag_one_shot_is_one_exchange_per_rank() {
     }
     assert_eq!(all.len(), 6);
     for r in 0..2 {
-        let works: Vec<Work> = all.iter().filter(|x| x.0 == r).map(|x| x.3.work).collect();
+        let works: Vec<DriverOp> = all.iter().filter(|x| x.0 == r).map(|x| x.3.work).collect();
         let at = |rank: usize, buf: BufId| Addr {
             rank,
             buf,
             offset: 0,
         };
-        let exchange = Work::Exchange {
+        let exchange = DriverOp::Exchange {
             peer: 1 - r,
             dst: at(r, binding(r).recv),
             a: at(r, binding(r).send),
@@ -316,7 +316,11 @@ fn the_flag_one_shot_is_one_exchange_per_rank() {
             bytes: 20,
             flags: 0b111,
         };
-        assert_eq!(works, [Work::Mark, exchange, Work::Mark], "rank {r}");
+        assert_eq!(
+            works,
+            [DriverOp::Mark, exchange, DriverOp::Mark],
+            "rank {r}"
+        );
     }
     let chained = lower_all(&path.next(true).expect("chained plan"));
     assert!(chained
@@ -387,7 +391,7 @@ fn over_nodes_every_crossing_is_a_message_and_every_message_is_received() {
                 let op = &plan.ops[*r][*i];
                 let mut addrs = Vec::new();
                 match l.work {
-                    Work::Send {
+                    DriverOp::Send {
                         src,
                         dst,
                         bytes,
@@ -400,16 +404,16 @@ fn over_nodes_every_crossing_is_a_message_and_every_message_is_received() {
                         let s = signal.expect("a put carries its signal");
                         puts.push((s, *r, dst.rank));
                     }
-                    Work::Copy { src, dst, .. } => addrs.extend([src, dst]),
-                    Work::Reduce { dst, a, b, .. } => addrs.extend([dst, a, b]),
-                    Work::Exchange {
+                    DriverOp::Copy { src, dst, .. } => addrs.extend([src, dst]),
+                    DriverOp::Reduce { dst, a, b, .. } => addrs.extend([dst, a, b]),
+                    DriverOp::Exchange {
                         dst,
                         a,
                         peer_slot,
                         my_slot,
                         ..
                     } => addrs.extend([dst, a, peer_slot, my_slot]),
-                    Work::Mark => {}
+                    DriverOp::Mark => {}
                 }
                 for a in addrs {
                     assert!(
