@@ -330,7 +330,7 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
             }
             // A receive ended by the receiver's own stop (this process is
             // done with the job) is not a failure of the job.
-            Err(_) if stop.load(Ordering::Acquire) => return,
+            Err(_) if stop.load(Ordering::Acquire) => break,
             Err(e) => {
                 control.record_failure(0, me, &format!("its network receiver failed: {e}"));
                 std::thread::sleep(Duration::from_millis(1));
@@ -345,6 +345,15 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
                     link.broadcast_failure(gen, rank, &why);
                 }
             }
+        }
+    }
+    // Stopped: this process is done with the job, maybe because of a
+    // failure it saw first (a dead rank of this node) between two of the
+    // checks above. Told now, or the ranks of the other nodes would wait for
+    // it until their timeout.
+    if !forwarded && control.health().is_some() {
+        if let Some((gen, rank, why)) = control.failure() {
+            link.broadcast_failure(gen, rank, &why);
         }
     }
 }
