@@ -382,6 +382,43 @@ fn a_rank_killed_mid_collective_ends_the_job() {
     assert_none_left(&t, Duration::from_secs(5));
 }
 
+/// A whole node lost (both of node 1's ranks killed in the same call),
+/// under `--enable-recovery` (no launcher teardown): nobody is left on that
+/// node to tell the others, and MPI reports nothing for a send to a dead
+/// process, so the survivors end at their timeout (never a hang), each with
+/// an error; one names the rank of node 1 it was sending to, and none says
+/// that a survivor failed. (A survivor waiting on its own node's peer names
+/// that peer's step: telling a dead node from a slow one needs a liveness
+/// check over the network, not built.)
+fn a_whole_node_killed_ends_every_survivor() {
+    let args = words("run --backend {b} --algo hier:2 --size 1MiB --iters 50 --timeout 5");
+    let kill = [("RINGREDUCE_FAULT", "kill:rank=2:call=3,kill:rank=3:call=3")];
+    let t = tag("kill-node");
+    let j = mpirun(&t, &args, &kill, true);
+    assert!(
+        j.took < Duration::from_secs(20),
+        "took {:?}\n{}",
+        j.took,
+        j.all()
+    );
+    let lines: Vec<String> = [0, 1].iter().map(|&r| error_line(&j, r)).collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("to rank 2") || l.contains("to rank 3")),
+        "a survivor names a rank of node 1: {lines:?}"
+    );
+    for (r, line) in lines.iter().enumerate() {
+        assert!(
+            !line.contains("rank 0 failed") && !line.contains("rank 1 failed"),
+            "rank {r} blames a survivor: {line}"
+        );
+        println!("    --enable-recovery: rank {r}: {line}");
+    }
+    println!("    the job ended in {:.1} s", j.took.as_secs_f64());
+    assert_none_left(&t, Duration::from_secs(5));
+}
+
 fn a_rank_that_never_joins_ends_the_job() {
     let args = words("run --backend {b} --algo hier:2 --size 64KiB --timeout 5");
     let nostart = [("RINGREDUCE_FAULT", "nostart:rank=2")];
@@ -444,7 +481,7 @@ fn main() {
         println!("SKIPPED: {why}");
         return;
     }
-    let tests: [(&str, fn()); 7] = [
+    let tests: [(&str, fn()); 8] = [
         (
             "every_type_op_and_collective_on_ring_and_hier",
             every_type_op_and_collective_on_ring_and_hier,
@@ -462,6 +499,10 @@ fn main() {
         (
             "a_rank_killed_mid_collective_ends_the_job",
             a_rank_killed_mid_collective_ends_the_job,
+        ),
+        (
+            "a_whole_node_killed_ends_every_survivor",
+            a_whole_node_killed_ends_every_survivor,
         ),
         (
             "a_rank_that_never_joins_ends_the_job",
