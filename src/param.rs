@@ -1,10 +1,12 @@
-//! Every environment variable ringreduce reads, declared once.
+//! Every environment variable ringreduce reads, declared once: here,
+//! except `RINGREDUCE_ALGO`, declared with the algorithms it names
+//! ([`crate::algo::ALGO`]).
 //!
 //! Modelled on NCCL's `NCCL_PARAM` (`src/include/param.h`): each variable is
 //! one [`Param`] with its name, its type (a parse function), what it
-//! accepts, what unset means and a line of documentation; [`all`] lists
-//! them (`ringreduce env` prints that list with each value and where it came
-//! from). No other module of the library reads the environment; the test
+//! accepts, what unset means and a line of documentation;
+//! [`settings::all`](crate::settings::all) lists them (`ringreduce env`
+//! prints that list with each value and where it came from). No module of the library reads the environment otherwise; the test
 //! suites read their own variables ([`TEST_ONLY`]).
 //!
 //! * **Empty is unset**, as NCCL reads its variables (`ncclLoadParam` takes
@@ -14,8 +16,8 @@
 //!   the variable, the value, why it is refused and what is accepted. It is
 //!   never ignored and never a panic (NCCL logs and takes the default;
 //!   ringreduce refuses to start). [`crate::Engine::new`] checks the
-//!   variables the engine reads ([`check_engine`]), every command that runs
-//!   collectives checks every setting before it starts ([`check_settings`]),
+//!   variables the engine reads ([`check_engine`](crate::settings::check_engine)), every command that runs
+//!   collectives checks every setting before it starts ([`check_settings`](crate::settings::check_settings)),
 //!   and a malformed value stops them even when an argument overrides the
 //!   variable (`--timeout`, `EngineConfig::timeout`): the environment is
 //!   wrong either way.
@@ -31,7 +33,7 @@
 //!   variable is not read, and `ringreduce env` says so.
 
 // Public so that programs around the library list and check the same
-// variables: `ringreduce env` prints [`all`], and the commands run
+// variables: `ringreduce env` prints [`all`](crate::settings::all), and the commands run
 // [`check_settings`] before they build an engine.
 
 use crate::error::{Error, Result};
@@ -59,7 +61,7 @@ pub const MAX_TIMEOUT_SECONDS: f64 = 1e7;
 /// What a timeout accepts, for messages.
 pub const TIMEOUT_RANGE: &str = "a number of seconds greater than 0 and at most 10000000";
 
-/// What a variable is for; [`all`] lists them in this order.
+/// What a variable is for; [`all`](crate::settings::all) lists them in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Group {
     /// Settings of the engine (the library): read once, checked by
@@ -210,7 +212,7 @@ impl<T: Clone + Send + Sync + 'static> Param<T> {
     }
 }
 
-/// A declared variable whatever its type: what [`all`] lists.
+/// A declared variable whatever its type: what [`all`](crate::settings::all) lists.
 pub trait Declared: Sync {
     fn name(&self) -> &'static str;
     fn group(&self) -> Group;
