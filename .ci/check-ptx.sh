@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # check-ptx.sh [PTXAS] -- check that ptx/reduce_*.ptx are what
-# scripts/gen_ptx.py makes, then assemble every ptx/*.ptx with ptxas.
+# kernels/gen_ptx.py makes, then assemble every ptx/*.ptx with ptxas.
 #
-# ptx/reduce_<type>.ptx are generated (python3 scripts/gen_ptx.py): the first
+# ptx/reduce_<type>.ptx are generated (python3 kernels/gen_ptx.py): the first
 # step regenerates them into a temporary directory and fails, with a diff, if
 # a committed file differs (edit the generator, never the output).
 #
@@ -28,11 +28,11 @@ root="$(git -C "$script_dir" rev-parse --show-toplevel 2>/dev/null || (cd "$scri
 # ---- the generated modules are what the generator makes ----------------
 PYTHON="$(command -v python3 || command -v python || true)"
 if [[ -z "$PYTHON" ]]; then
-    echo "check-ptx: python3 not found (needed for scripts/gen_ptx.py --check)" >&2
+    echo "check-ptx: python3 not found (needed for kernels/gen_ptx.py --check)" >&2
     exit 2
 fi
-if ! "$PYTHON" "$root/scripts/gen_ptx.py" --check; then
-    echo "check-ptx: FAILED: ptx/ differs from scripts/gen_ptx.py; run python3 scripts/gen_ptx.py && UPDATE_CUBINS=1 bash .ci/check-ptx.sh" >&2
+if ! "$PYTHON" "$root/kernels/gen_ptx.py" --check; then
+    echo "check-ptx: FAILED: ptx/ differs from kernels/gen_ptx.py; run python3 kernels/gen_ptx.py && UPDATE_CUBINS=1 bash .ci/check-ptx.sh" >&2
     exit 1
 fi
 

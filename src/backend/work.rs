@@ -158,7 +158,7 @@ impl WorkKernel {
     /// One of the built-in kernels of `ptx/compute.ptx`. Safe: their
     /// memory accesses are documented in the PTX header (exactly the
     /// ranges their checks require), and the emulator tests
-    /// (`scripts/test_compute_ptx.py`) run them between guard zones.
+    /// (`kernels/test_compute_ptx.py`) run them between guard zones.
     pub fn builtin(b: Builtin) -> WorkKernel {
         let (entry, params, check): (_, _, ArgCheck) = match b {
             Builtin::GradFma => ("rr_grad_fma", FMA_PARAMS, check_fma),

@@ -2,9 +2,9 @@
 """Run every reduce / exchange kernel of ptx/ on the PTX emulator (CPU) and
 compare bitwise with an independent Python reference of the semantics.
 
-    python scripts/test_ptx_kernels.py --quick            # CI (default)
-    python scripts/test_ptx_kernels.py --full             # more cases
-    python scripts/test_ptx_kernels.py --ptx-dir /other/ptx --only 'sum_f32'
+    python kernels/test_ptx_kernels.py --quick            # CI (default)
+    python kernels/test_ptx_kernels.py --full             # more cases
+    python kernels/test_ptx_kernels.py --ptx-dir /other/ptx --only 'sum_f32'
 
 Kernels found: every entry of every ptx/reduce_*.ptx and ptx/exchange_*.ptx,
 classified by name (rr_reduce_<op>_<type>, rr_exchange_<op>_<type>) and by

@@ -12,7 +12,7 @@
    vector stride, a head not clamped to n, a missing barrier, a stale flag
    accepted, a trap -- and the unmodified copies must pass.
 
-    python -m ptxemu.selftest [--full] [-v]      (from scripts/)
+    python -m ptxemu.selftest [--full] [-v]      (from kernels/)
 """
 
 import math

@@ -2,8 +2,8 @@
 """Run the overlap benchmark's compute kernels (ptx/compute.ptx) on the PTX
 emulator (CPU) and compare bit for bit with a Python reference.
 
-    .venv-ci/bin/python scripts/test_compute_ptx.py          # CI
-    .venv-ci/bin/python scripts/test_compute_ptx.py -v       # every case
+    .venv-ci/bin/python kernels/test_compute_ptx.py          # CI
+    .venv-ci/bin/python kernels/test_compute_ptx.py -v       # every case
 
 Kernels: rr_grad_fma, rr_grad_mem, rr_grad_check (see the header of
 ptx/compute.ptx for their ABI and the bucket value formula).  Every buffer
