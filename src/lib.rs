@@ -127,6 +127,7 @@ pub mod trace;
 pub(crate) mod transport;
 pub mod verify;
 pub mod words;
+pub mod work;
 
 pub use algo::AlgoChoice;
 pub use backend::BackendChoice;

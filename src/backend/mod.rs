@@ -33,7 +33,6 @@ pub use crate::pool::PoolPhases;
 pub mod cuda;
 pub mod ordered;
 pub mod overlap;
-mod work;
 
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};

@@ -39,7 +39,7 @@
 //! gives them ([`HostKernel`]); CI checks the
 //! results and the order through it.
 
-pub use super::work::{ArgView, Builtin, Param, WorkKernel};
+pub use crate::work::{ArgView, Builtin, HostArgs, HostKernel, Param, WorkKernel};
 
 use super::overlap::OverlapBench;
 
@@ -354,16 +354,8 @@ impl CpuOrder {
     }
 }
 
-/// A work kernel's host implementation (see [`WorkKernel::with_host`]):
-/// one rank's part of a launch, through [`HostRank`]. The overlap
-/// benchmark's kernels have theirs in the tools crate, beside the values
-/// they compute.
-pub type HostKernel = fn(&mut HostRank<'_>) -> Result<()>;
-
-/// One rank's part of a work launch on a host backend, as a
-/// [`HostKernel`] sees it: the arguments as this rank sees them (checked
-/// against the kernel's parameters and requirements) and the rank's
-/// buffers they name.
+/// One rank's part of a work launch on a host backend: what a
+/// [`HostKernel`] sees ([`HostArgs`]) on a backend's buffers.
 pub struct HostRank<'a> {
     be: &'a mut dyn Backend,
     rank: usize,
@@ -372,34 +364,6 @@ pub struct HostRank<'a> {
 }
 
 impl HostRank<'_> {
-    /// The rank.
-    pub fn rank(&self) -> usize {
-        self.rank
-    }
-
-    /// The arguments, as this rank sees them.
-    pub fn args(&self) -> &[ArgView] {
-        &self.views
-    }
-
-    /// Argument `i` as an integer (`U32` or `U64`; 0 for another kind,
-    /// which the parameter check already refused).
-    pub fn int(&self, i: usize) -> u64 {
-        match self.views.get(i) {
-            Some(ArgView::U32(v)) => u64::from(*v),
-            Some(ArgView::U64(v)) => *v,
-            _ => 0,
-        }
-    }
-
-    /// Argument `i` as an `F32` (0 for another kind).
-    pub fn float(&self, i: usize) -> f32 {
-        match self.views.get(i) {
-            Some(ArgView::F32(v)) => *v,
-            _ => 0.0,
-        }
-    }
-
     /// The buffer and offset of argument `i`.
     fn buf(&self, i: usize) -> Result<(BufId, usize)> {
         match self.launch.args.get(i) {
@@ -410,15 +374,23 @@ impl HostRank<'_> {
             ))),
         }
     }
+}
 
-    /// Read the start of buffer argument `i` into `out`.
-    pub fn read(&mut self, i: usize, out: &mut [u8]) -> Result<()> {
+impl HostArgs for HostRank<'_> {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn args(&self) -> &[ArgView] {
+        &self.views
+    }
+
+    fn read(&mut self, i: usize, out: &mut [u8]) -> Result<()> {
         let (id, offset) = self.buf(i)?;
         self.be.read(self.rank, id, offset, out)
     }
 
-    /// Write `data` at the start of buffer argument `i`.
-    pub fn write(&mut self, i: usize, data: &[u8]) -> Result<()> {
+    fn write(&mut self, i: usize, data: &[u8]) -> Result<()> {
         let (id, offset) = self.buf(i)?;
         self.be.write(self.rank, id, offset, data)
     }
@@ -517,7 +489,7 @@ mod tests {
 
     /// A host kernel that writes its rank's index and a scalar argument
     /// into the buffer argument.
-    fn stamp(h: &mut HostRank<'_>) -> Result<()> {
+    fn stamp(h: &mut dyn HostArgs) -> Result<()> {
         let v = [h.rank() as u32, h.int(1) as u32];
         h.write(0, bytemuck::cast_slice(&v))
     }

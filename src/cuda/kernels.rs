@@ -13,14 +13,7 @@ use cudarc::driver::sys;
 use std::ffi::c_void;
 use std::sync::Mutex;
 
-/// A hand-written PTX module, and the same PTX assembled ahead of time by
-/// `ptxas` (checked byte for byte by CI): (image, compute capability, label).
-#[derive(Debug, Clone, Copy)]
-pub struct KernelModule {
-    pub name: &'static str,
-    pub ptx: &'static str,
-    pub cubin: Option<(&'static [u8], (i32, i32), &'static str)>,
-}
+pub use crate::work::KernelModule;
 
 macro_rules! modules {
     ($($variant:ident => $host:ty, $name:literal, $size:literal, $nccl:literal, $ptx:literal,

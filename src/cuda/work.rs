@@ -4,7 +4,7 @@
 //! (`ptx/compute.ptx`).
 //!
 //! The kernel's description ([`WorkKernel`]: entry, parameters, argument
-//! checks) is backend-neutral (`crate::backend::ordered`); a caller's kernel
+//! checks) is backend-neutral (`crate::work`); a caller's kernel
 //! comes from the `unsafe` [`WorkKernel::from_ptx`], whose contract stands
 //! in for the built-in kernels' checks. Launches
 //! ([`Stream::launch_work`]) check every argument's kind against the
@@ -16,21 +16,9 @@ use super::memory::DevBuf;
 use super::result;
 use super::stream::Stream;
 use super::{err, CuResult};
-use crate::backend::ordered::{ArgView, Param, WorkKernel};
+pub use crate::work::compute_module;
+use crate::work::{ArgView, Param, WorkKernel};
 use std::ffi::c_void;
-
-/// The module of the built-in kernels: its PTX, and the sm_90 cubin.
-pub fn compute_module() -> KernelModule {
-    KernelModule {
-        name: "compute",
-        ptx: include_str!("../../ptx/compute.ptx"),
-        cubin: Some((
-            include_bytes!("../../ptx/sm_90/compute.cubin"),
-            (9, 0),
-            "cubin sm_90 (ptxas 13.0)",
-        )),
-    }
-}
 
 impl WorkKernel {
     /// A caller's kernel: entry `entry` of `module` (PTX text, optionally a
@@ -167,7 +155,7 @@ impl<'id> Stream<'id> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::ordered::Builtin;
+    use crate::work::Builtin;
 
     #[test]
     fn a_callers_kernel_is_checked_by_kind_only() {

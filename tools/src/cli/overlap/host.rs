@@ -5,7 +5,7 @@
 //! `mul_add` is the PTX `fma.rn.f32`). The argument positions are the PTX
 //! signatures, which the library's built-in checks have already checked.
 
-use ringreduce::backend::ordered::{Builtin, HostRank, WorkKernel};
+use ringreduce::backend::ordered::{Builtin, HostArgs, WorkKernel};
 use ringreduce::error::Result;
 
 /// Element `i` of bucket `bucket` of rank `rank` at step `step`: the
@@ -41,7 +41,7 @@ pub(super) fn kernel(b: Builtin) -> WorkKernel {
 
 /// The bucket's values as the kernels write them: rank, bucket, step in
 /// arguments `at..at + 3`.
-fn bucket_values(h: &HostRank<'_>, n: usize, at: usize) -> Vec<f32> {
+fn bucket_values(h: &dyn HostArgs, n: usize, at: usize) -> Vec<f32> {
     let (r, b, s) = (h.int(at) as u32, h.int(at + 1) as u32, h.int(at + 2) as u32);
     (0..n)
         .map(|i| grad_value(r, b, i as u64, s) as f32)
@@ -49,7 +49,7 @@ fn bucket_values(h: &HostRank<'_>, n: usize, at: usize) -> Vec<f32> {
 }
 
 /// `rr_grad_fma(out, n, iters, m, c, rank, bucket, step)`.
-fn grad_fma(h: &mut HostRank<'_>) -> Result<()> {
+fn grad_fma(h: &mut dyn HostArgs) -> Result<()> {
     let n = h.int(1) as usize;
     let (iters, m, c) = (h.int(2), h.float(3), h.float(4));
     let values = bucket_values(h, n, 5);
@@ -73,7 +73,7 @@ fn grad_fma(h: &mut HostRank<'_>) -> Result<()> {
 }
 
 /// `rr_grad_mem(out, n, x, y, passes, a, rank, bucket, step)`.
-fn grad_mem(h: &mut HostRank<'_>) -> Result<()> {
+fn grad_mem(h: &mut dyn HostArgs) -> Result<()> {
     let n = h.int(1) as usize;
     let (passes, a) = (h.int(4) as usize, h.float(5));
     let mut x = vec![0f32; passes * n];
@@ -89,7 +89,7 @@ fn grad_mem(h: &mut HostRank<'_>) -> Result<()> {
 }
 
 /// `rr_grad_check(bucket, n, counters, first, count, bucket_id, step)`.
-fn grad_check(h: &mut HostRank<'_>) -> Result<()> {
+fn grad_check(h: &mut dyn HostArgs) -> Result<()> {
     let n = h.int(1) as usize;
     let (first, count) = (h.int(3) as u32, h.int(4) as u32);
     let (b, s) = (h.int(5) as u32, h.int(6) as u32);

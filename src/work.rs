@@ -1,16 +1,76 @@
 //! Kernels a caller runs on a rank's *work stream* (the third stream of a
-//! rank, beside the two lanes of the collectives), as every backend sees
-//! them: the overlap benchmark's synthetic backward pass
+//! rank, beside the two lanes of the collectives), described once for
+//! every backend: the overlap benchmark's synthetic backward pass
 //! (`ptx/compute.ptx`), or, with the `cuda` feature, a caller's own PTX.
 //!
-//! A [`WorkKernel`] names a PTX entry, its parameter list and, for the
-//! built-in kernels, a check of a launch's arguments against what the
-//! kernel touches. The CUDA backend loads and launches it (`cuda::work`,
-//! where the `unsafe` `WorkKernel::from_ptx` makes a caller's kernel, its
-//! contract standing in for that check); the CPU backend runs the host
-//! implementation a caller gives the kernel ([`WorkKernel::with_host`], a
-//! [`HostKernel`](super::ordered::HostKernel)), and refuses a kernel
-//! without one.
+//! A [`WorkKernel`] names a PTX module and entry, its parameter list and,
+//! for the built-in kernels, a check of a launch's arguments against what
+//! the kernel touches. The CUDA driver layer loads and launches it
+//! (`cuda::work`, where the `unsafe` `WorkKernel::from_ptx` makes a
+//! caller's kernel, its contract standing in for that check); a backend
+//! that runs work on the host runs the host implementation a caller gives
+//! the kernel ([`WorkKernel::with_host`], a [`HostKernel`] over
+//! [`HostArgs`]), and refuses a kernel without one.
+
+/// A hand-written PTX module, and the same PTX assembled ahead of time by
+/// `ptxas` (checked byte for byte by CI): (image, compute capability, label).
+#[derive(Debug, Clone, Copy)]
+pub struct KernelModule {
+    pub name: &'static str,
+    pub ptx: &'static str,
+    pub cubin: Option<(&'static [u8], (i32, i32), &'static str)>,
+}
+
+/// The module of the built-in kernels: its PTX, and the sm_90 cubin.
+#[cfg(feature = "cuda")]
+pub fn compute_module() -> KernelModule {
+    KernelModule {
+        name: "compute",
+        ptx: include_str!("../ptx/compute.ptx"),
+        cubin: Some((
+            include_bytes!("../ptx/sm_90/compute.cubin"),
+            (9, 0),
+            "cubin sm_90 (ptxas 13.0)",
+        )),
+    }
+}
+
+/// A work kernel's host implementation (see [`WorkKernel::with_host`]):
+/// one rank's part of a launch, through [`HostArgs`]. The overlap
+/// benchmark's kernels have theirs in the tools crate, beside the values
+/// they compute.
+pub type HostKernel = fn(&mut dyn HostArgs) -> crate::error::Result<()>;
+
+/// One rank's part of a work launch on a host backend, as a
+/// [`HostKernel`] sees it: the arguments as this rank sees them (checked
+/// against the kernel's parameters and requirements) and the rank's
+/// buffers they name.
+pub trait HostArgs {
+    /// The rank.
+    fn rank(&self) -> usize;
+    /// The arguments, as this rank sees them.
+    fn args(&self) -> &[ArgView];
+    /// Read the start of buffer argument `i` into `out`.
+    fn read(&mut self, i: usize, out: &mut [u8]) -> crate::error::Result<()>;
+    /// Write `data` at the start of buffer argument `i`.
+    fn write(&mut self, i: usize, data: &[u8]) -> crate::error::Result<()>;
+    /// Argument `i` as an integer (`U32` or `U64`; 0 for another kind,
+    /// which the parameter check already refused).
+    fn int(&self, i: usize) -> u64 {
+        match self.args().get(i) {
+            Some(ArgView::U32(v)) => u64::from(*v),
+            Some(ArgView::U64(v)) => *v,
+            _ => 0,
+        }
+    }
+    /// Argument `i` as an `F32` (0 for another kind).
+    fn float(&self, i: usize) -> f32 {
+        match self.args().get(i) {
+            Some(ArgView::F32(v)) => *v,
+            _ => 0.0,
+        }
+    }
+}
 
 /// One kernel parameter, as the PTX declares it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,13 +127,13 @@ pub type ArgCheck = fn(&[ArgView]) -> Result<(), String>;
 pub struct WorkKernel {
     /// The PTX module (and cubin) the entry is in.
     #[cfg(feature = "cuda")]
-    pub(crate) module: crate::cuda::KernelModule,
+    pub(crate) module: KernelModule,
     pub(crate) entry: &'static str,
     pub(crate) params: &'static [Param],
     pub(crate) check: Option<ArgCheck>,
     pub(crate) builtin: Option<Builtin>,
     /// What a host backend runs instead of the PTX.
-    pub(crate) host: Option<super::ordered::HostKernel>,
+    pub(crate) host: Option<HostKernel>,
 }
 
 use Param::{Ptr, F32, U32, U64};
@@ -167,7 +227,7 @@ impl WorkKernel {
         };
         WorkKernel {
             #[cfg(feature = "cuda")]
-            module: crate::cuda::compute_module(),
+            module: compute_module(),
             entry,
             params,
             check: Some(check),
@@ -180,13 +240,13 @@ impl WorkKernel {
     /// runs work on the host (the CPU) runs for each rank's part of a
     /// launch, after the same argument checks. The CUDA backend runs the
     /// PTX and ignores it.
-    pub fn with_host(mut self, f: super::ordered::HostKernel) -> WorkKernel {
+    pub fn with_host(mut self, f: HostKernel) -> WorkKernel {
         self.host = Some(f);
         self
     }
 
     /// The host implementation, if the kernel has one.
-    pub fn host(&self) -> Option<super::ordered::HostKernel> {
+    pub fn host(&self) -> Option<HostKernel> {
         self.host
     }
 
