@@ -1281,7 +1281,7 @@ pub fn register(h: &mut Harness) {
         |b: BackendChoice| -> TestResult {
             // Was a library bug: with 3 ranks of which rank 2 never calls,
             // ranks 0 and 1 both time out; the first to give up withdrew its
-            // part (engine/ranks.rs, RankComm::call), so the second reported
+            // part (the per-rank rendezvous, communicator/ranks.rs), so the second reported
             // the first as missing too ("ranks [0, 2]" or "ranks [1, 2]"),
             // although it did call. Fixed (issue 32, item 4).
             let n = 3;
