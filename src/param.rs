@@ -6,7 +6,8 @@
 //! one [`Param`] with its name, its type (a parse function), what it
 //! accepts, what unset means and a line of documentation;
 //! [`settings::all`](crate::settings::all) lists them (`ringreduce env`
-//! prints that list with each value and where it came from). No module of the library reads the environment otherwise; the test
+//! prints that list with each value and where it came from). No module of
+//! the library reads the environment otherwise; the test
 //! suites read their own variables ([`TEST_ONLY`]).
 //!
 //! * **Empty is unset**, as NCCL reads its variables (`ncclLoadParam` takes

@@ -43,11 +43,12 @@ pub use crate::work::{ArgView, Builtin, HostArgs, HostKernel, Param, WorkKernel}
 
 use super::overlap::OverlapBench;
 
-use super::cpu::{CpuBackend, Storage};
+use super::cpu::CpuBackend;
 use super::{Backend, BufId, Call};
 #[cfg(feature = "cuda")]
 use crate::cuda::{DoneEvent, RawStream};
 use crate::error::{Error, Result};
+use crate::transport::Storage;
 use crate::transport::Transport;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -518,7 +519,7 @@ mod tests {
         const PARAMS: &[Param] = &[Param::Ptr, Param::U32];
         let plain = WorkKernel {
             #[cfg(feature = "cuda")]
-            module: crate::cuda::compute_module(),
+            module: crate::work::compute_module(),
             entry: "stamp",
             params: PARAMS,
             check: None,

@@ -13,12 +13,13 @@
 //! [`StreamOrdered::overlap_bench`](super::ordered::StreamOrdered::overlap_bench)
 //! (the engine's `Core::launch_nccl_after` and `Core::work_gate`).
 
-use super::cpu::{CpuBackend, Storage};
+use super::cpu::CpuBackend;
 use super::ordered::{After, Completion, SpanTag};
 use super::NcclCall;
 #[cfg(feature = "cuda")]
 use crate::cuda::HostMapped;
 use crate::error::{Error, Result};
+use crate::transport::Storage;
 use crate::transport::Transport;
 #[cfg(feature = "cuda")]
 use std::sync::Arc;

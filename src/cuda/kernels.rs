@@ -13,7 +13,7 @@ use cudarc::driver::sys;
 use std::ffi::c_void;
 use std::sync::Mutex;
 
-pub use crate::work::KernelModule;
+use crate::work::KernelModule;
 
 macro_rules! modules {
     ($($variant:ident => $host:ty, $name:literal, $size:literal, $nccl:literal, $ptx:literal,

@@ -57,18 +57,17 @@ pub(crate) mod result;
 pub(crate) mod stream;
 pub(crate) mod work;
 
+pub use crate::work::{compute_module, KernelModule};
 pub(crate) use driver::{
     can_access_peer, driver_init_ms, keep_context_retained, with_device, Ctx, PeerCtx,
 };
 pub use driver::{driver, p2p_info, P2pInfo};
 pub use driver::{DeviceInfo, DriverInfo};
 pub use foreign::{device_args, DeviceArgs, DeviceSpan};
-pub use kernels::KernelModule;
 pub(crate) use kernels::{Kernel, EXCHANGE_MAX_BLOCKS};
 pub(crate) use memory::{DevBuf, HostMapped, IpcMemHandle, PeerBuf};
 pub use order::{DoneEvent, RawStream};
 pub(crate) use stream::{Event, Graph, IpcEventHandle, PeerCopy, RemoteEvent, Stream, TimingEvent};
-pub use work::compute_module;
 pub(crate) use work::LoadedWork;
 
 use cudarc::driver::sys;

@@ -11,12 +11,12 @@
 //! parameter list and every buffer range against its allocation.
 
 use super::driver::{Brand, Ctx, NotSend};
-use super::kernels::{Kernel, KernelModule};
+use super::kernels::Kernel;
 use super::memory::DevBuf;
 use super::result;
 use super::stream::Stream;
 use super::{err, CuResult};
-pub use crate::work::compute_module;
+use crate::work::KernelModule;
 use crate::work::{ArgView, Param, WorkKernel};
 use std::ffi::c_void;
 
@@ -155,7 +155,7 @@ impl<'id> Stream<'id> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::work::Builtin;
+    use crate::work::{compute_module, Builtin};
 
     #[test]
     fn a_callers_kernel_is_checked_by_kind_only() {

@@ -46,10 +46,9 @@ pub(super) fn parse_seconds(v: &OsStr) -> std::result::Result<Duration, String> 
 }
 
 pub(super) fn parse_bytes(v: &OsStr) -> std::result::Result<u64, String> {
-    match crate::size::parse_size(utf8(v)?) {
-        Ok(0) => Err("0 bytes".into()),
-        Ok(b) => Ok(b),
-        Err(reason) => Err(reason),
+    match crate::size::parse_size(utf8(v)?)? {
+        0 => Err("0 bytes".into()),
+        b => Ok(b),
     }
 }
 

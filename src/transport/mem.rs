@@ -19,7 +19,7 @@ pub(crate) enum Storage {
 
 impl Storage {
     /// This process's own bytes (heap or mapping); a lent slice is only
-    /// accessed through [`open`] during a call.
+    /// accessed during a call, through the CPU backend's lock on it.
     pub(crate) fn bytes(&mut self) -> Result<&mut [u8]> {
         match self {
             Storage::Heap(v) => Ok(bytemuck::cast_slice_mut(v)),

@@ -15,7 +15,7 @@ use crate::fault::{Fault, FaultPlan};
 use crate::plan::interp::{self, Memory};
 use crate::plan::{ReduceStep, Region};
 use crate::sync::SignalBoard;
-pub(crate) use crate::transport::Storage;
+use crate::transport::Storage;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::ops::Range;

@@ -21,7 +21,7 @@
 
 pub(crate) mod mem;
 
-pub(crate) use mem::Storage;
+use crate::transport::Storage;
 
 use super::{
     check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,

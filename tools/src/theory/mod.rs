@@ -1,16 +1,6 @@
-//! Parameter Server vs Ring AllReduce: traffic and time models (pure math).
-//!
-//! Every rank holds `D` bytes (`d`) and there are `N` ranks (`n`).
-//!
-//! * **Parameter Server (PS)**: every worker sends its `D` bytes to one root,
-//!   the root reduces them and sends the `D`-byte result back to every worker.
-//!   The root receives `(N-1)*D` and sends `(N-1)*D` per round, so its load
-//!   grows `O(N)`.
-//! * **Ring AllReduce**: Reduce-Scatter then All-Gather, `2(N-1)` steps of
-//!   `D/N` bytes each. Every rank sends `2(N-1)/N*D` and receives the same,
-//!   which tends to `2D` as `N -> inf`: the per-rank load is bounded.
-//!
-//! For `N <= 1` there is nothing to exchange and every quantity is 0.
+//! Parameter Server vs Ring AllReduce: time models (pure math) over the
+//! traffic each algorithm moves (`ringreduce::algo::cost`: `D` bytes per
+//! rank, `N` ranks, every quantity 0 for `N <= 1`).
 //!
 //! [`Model`] adds time, alpha-beta-gamma: `alpha` per dependent round
 //! (latency), `bytes / B` through the busiest link direction and `bytes / G`
