@@ -60,8 +60,13 @@ fn from_bench(path: &std::path::Path) -> Result<(Vec<crate::theory::Fit>, String
         path: path.display().to_string(),
         source: std::sync::Arc::new(e),
     })?;
+    // A malformed input is a bad argument, not a report this run failed to
+    // write.
     let rep = Report::from_json(&text).map_err(|e| {
-        crate::cli::report_error(format!("{}: not a bench JSON report: {e}", path.display()))
+        Error::BadArgument(format!(
+            "--from-bench {}: not a bench JSON report: {e}",
+            path.display()
+        ))
     })?;
     let fitted = super::bench::model::refit(&rep);
     let fits: Vec<crate::theory::Fit> = fitted

@@ -512,6 +512,17 @@ pub fn register(h: &mut Harness) {
             code.is_some_and(|c| c != 0) && err.contains("/nonexistent/b.json"),
             "theory --from-bench of a missing file: {code:?} {err}"
         );
+        // A file that is not a bench report: a bad argument, named by its
+        // flag (it was once "an I/O error on the report").
+        let bad = dir.join("not-a-report.json");
+        std::fs::write(&bad, "{").map_err(|e| format!("write {}: {e}", bad.display()))?;
+        let (code, _, err, _) = rr(&["theory", "--from-bench", &bad.to_string_lossy()])?;
+        ensure!(
+            code == Some(2)
+                && err.contains("invalid argument: --from-bench")
+                && err.contains("not a bench JSON report"),
+            "theory --from-bench of a malformed file: {code:?} {err}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
         pass()
     });
