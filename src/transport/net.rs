@@ -188,6 +188,8 @@ pub(crate) type Delivered = Box<dyn Fn(u64, usize) + Send>;
 pub(crate) struct Receiver {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// How long dropping it waits for the thread (the job's timeout).
+    timeout: Duration,
 }
 
 impl Receiver {
@@ -201,6 +203,7 @@ impl Receiver {
     ) -> Result<Receiver> {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
+        let link_timeout = link.timeout;
         let thread = std::thread::Builder::new()
             .name("ringreduce-net".into())
             .spawn(move || {
@@ -224,15 +227,28 @@ impl Receiver {
         Ok(Receiver {
             stop,
             thread: Some(thread),
+            timeout: link_timeout,
         })
     }
 }
 
 impl Drop for Receiver {
+    /// Stop the thread and wait for it, at most the job's timeout: every
+    /// wait of the thread is bounded and polls the stop, but a call into
+    /// MPI on a connection to a dead process is MPI's, and may not return.
+    /// Then the thread is left behind (it owns what it uses) rather than
+    /// hang the process; the process that failed its job does not
+    /// finalize MPI.
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            let until = Instant::now() + self.timeout;
+            while !t.is_finished() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
         }
     }
 }
@@ -264,6 +280,14 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
     let mut idle = 0u32;
     let mut last_health = Instant::now();
     while !stop.load(Ordering::Acquire) {
+        if forwarded {
+            // The job failed (the failure record is final) and the other
+            // nodes know it: nothing that arrives can matter any more, and
+            // polling MPI on connections to dead processes only makes Open
+            // MPI print an error per poll. Quiet until stopped.
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        }
         let got = link.mpi.iprobe(link.mpi.world).and_then(|m| match m {
             None => Ok(false),
             Some((src, tag, bytes)) => {

@@ -106,13 +106,62 @@ struct Job {
     /// mpirun's stdout and stderr.
     out: String,
     err: String,
-    dir: std::path::PathBuf,
+    dir: OutputDir,
+}
+
+/// A job's output directory, removed when dropped: after a passing test,
+/// a failing one, and a hang (the panic unwinds through it).
+struct OutputDir(std::path::PathBuf);
+
+impl Drop for OutputDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The most a job may write, all files together. A job over it is killed
+/// and fails the test: Open MPI, polled on a connection to a dead process,
+/// can print one line per poll (once 5.4 GB in two minutes, which filled
+/// the disk).
+const OUTPUT_CAP: u64 = 64 << 20;
+
+/// What one file may show in a test's message: its head and its tail.
+const SHOWN: usize = 32 << 10;
+
+/// `path` as text, at most [`SHOWN`] bytes from each end.
+fn read_capped(path: &std::path::Path) -> String {
+    let Ok(bytes) = std::fs::read(path) else {
+        return String::new();
+    };
+    if bytes.len() <= 2 * SHOWN {
+        return String::from_utf8_lossy(&bytes).into_owned();
+    }
+    format!(
+        "{}\n[... {} bytes left out ...]\n{}",
+        String::from_utf8_lossy(&bytes[..SHOWN]),
+        bytes.len() - 2 * SHOWN,
+        String::from_utf8_lossy(&bytes[bytes.len() - SHOWN..])
+    )
+}
+
+/// Bytes under `dir`, every file at any depth.
+fn bytes_under(dir: &std::path::Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => bytes_under(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 impl Job {
     /// Rank `r`'s `stream` (`stdout` or `stderr`).
     fn rank(&self, r: usize, stream: &str) -> String {
-        std::fs::read_to_string(self.dir.join(format!("1/rank.{r}/{stream}"))).unwrap_or_default()
+        read_capped(&self.dir.0.join(format!("1/rank.{r}/{stream}")))
     }
 
     /// Everything, for an assertion's message.
@@ -126,12 +175,6 @@ impl Job {
             );
         }
         s
-    }
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -169,7 +212,8 @@ fn mpirun(tag: &str, args: &[String], env: &[(&str, &str)], recovery: bool) -> J
     // mpirun's own output goes to files, so that a job that does not end
     // is killed at the limit (a hang fails the test, it never hangs it).
     std::fs::create_dir_all(&dir).expect("output directory");
-    let (out, err) = (dir.join("mpirun.out"), dir.join("mpirun.err"));
+    let dir = OutputDir(dir);
+    let (out, err) = (dir.0.join("mpirun.out"), dir.0.join("mpirun.err"));
     c.stdout(std::fs::File::create(&out).expect("mpirun.out"))
         .stderr(std::fs::File::create(&err).expect("mpirun.err"));
     let t0 = Instant::now();
@@ -178,24 +222,35 @@ fn mpirun(tag: &str, args: &[String], env: &[(&str, &str)], recovery: bool) -> J
         if let Some(s) = child.try_wait().expect("wait for mpirun") {
             break s;
         }
-        if t0.elapsed() > LIMIT {
+        let hung = t0.elapsed() > LIMIT;
+        let runaway = bytes_under(&dir.0) > OUTPUT_CAP;
+        if hung || runaway {
             let _ = child.kill();
             let _ = child.wait();
             for p in tagged(tag) {
                 let _ = Command::new("kill").arg("-9").arg(p.to_string()).status();
             }
-            panic!(
-                "mpirun {args:?} did not end within {LIMIT:?}: a hang\n{}",
-                std::fs::read_to_string(&err).unwrap_or_default()
-            );
+            let why = if hung {
+                format!("did not end within {LIMIT:?}: a hang")
+            } else {
+                format!("wrote more than {OUTPUT_CAP} bytes of output")
+            };
+            let mut shown = read_capped(&err);
+            for r in 0..4 {
+                shown += &format!(
+                    "\n-- rank {r} stderr:\n{}",
+                    read_capped(&dir.0.join(format!("1/rank.{r}/stderr")))
+                );
+            }
+            panic!("mpirun {args:?} {why}\n{shown}");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
     Job {
         status,
         took: t0.elapsed(),
-        out: std::fs::read_to_string(&out).unwrap_or_default(),
-        err: std::fs::read_to_string(&err).unwrap_or_default(),
+        out: read_capped(&out),
+        err: read_capped(&err),
         dir,
     }
 }
@@ -416,6 +471,11 @@ fn a_whole_node_killed_ends_every_survivor() {
         println!("    --enable-recovery: rank {r}: {line}");
     }
     println!("    the job ended in {:.1} s", j.took.as_secs_f64());
+    // Once the job failed and the other node was told, the receivers stop
+    // polling MPI: Open MPI prints an error per poll of a connection to a
+    // dead process (once 5.4 GB from one survivor).
+    let written = bytes_under(&j.dir.0);
+    assert!(written < 1 << 20, "the job wrote {written} B\n{}", j.all());
     assert_none_left(&t, Duration::from_secs(5));
 }
 
