@@ -72,11 +72,6 @@ RR="$D/ringreduce"
 export RINGREDUCE_BIN="$RR"
 # The GPU machine's memory grows on demand: MemAvailable reads far too low.
 export RINGREDUCE_HOST_MEMORY="${RINGREDUCE_HOST_MEMORY:-200GiB}"
-# The fault cases set RINGREDUCE_FAULT, which only a binary built with
-# --features fault-injection reads (scripts/stage-gpu.sh builds it so).
-if "$RR" env 2>/dev/null | grep -q "^RINGREDUCE_FAULT  (not read"; then
-    echo "WARNING: $RR was built without --features fault-injection: its RINGREDUCE_FAULT cases inject nothing" >&2
-fi
 log() { echo; echo "### $*"; }
 # run LIMIT_S CMD...: the command, bounded, with its exit status.
 run() { local t=$1; shift; log "\$ $*"; timeout "$t" "$@"; echo "[exit $?]"; }

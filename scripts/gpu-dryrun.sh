@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 MODE="${1:-processes}"
 REAL="$PWD/target/release/ringreduce"
 # With fault injection: the processes mode's fault cases set RINGREDUCE_FAULT.
-cargo build --release -q --features fault-injection
+cargo build --release -q
 D="$(mktemp -d)"
 trap 'rm -rf "$D"' EXIT
 cp scripts/gpu-check.sh scripts/record-command.sh "$D/"

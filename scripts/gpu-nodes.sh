@@ -17,8 +17,8 @@ set -uo pipefail
 if [ "${1:-}" = stage ]; then
     set -e
     cd "$(dirname "$0")/.."
-    cargo build --release -p ringreduce-tools --features mpi,fault-injection
-    json=$(cargo test --release -p ringreduce-tools --features mpi,fault-injection --test mpi --no-run --message-format=json 2>/dev/null)
+    cargo build --release -p ringreduce-tools --features mpi
+    json=$(cargo test --release -p ringreduce-tools --features mpi --test mpi --no-run --message-format=json 2>/dev/null)
     t=$(printf '%s\n' "$json" | python3 -c '
 import json, sys
 for line in sys.stdin:

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # With fault injection: gpu-check.sh's fault cases set RINGREDUCE_FAULT.
-cargo build --release --features fault-injection
+cargo build --release
 json=$(cargo test --release --no-run --message-format=json 2>/dev/null)
 test_binary() {
     printf '%s\n' "$json" | python3 -c '

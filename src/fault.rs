@@ -1,17 +1,17 @@
-//! Fault injection, for tests of the error paths: a rank thread that panics
-//! in the middle of a collective, a rank that never issues a step, a failed
-//! driver call on one rank, a failed allocation on one rank. Set them with
+//! Fault injection, for tests of the error paths (this crate's, and those
+//! of programs built on it): a rank thread that panics in the middle of a
+//! collective, a rank that never issues a step, a failed driver call on
+//! one rank, a failed allocation on one rank. Set them with
 //! [`EngineConfig::with_faults`](crate::EngineConfig::with_faults); both
-//! backends honour them.
+//! backends honour them, through [`FaultPlan::inject`]. A job of one
+//! process per rank also reads `RINGREDUCE_FAULT` (kills, failed starts,
+//! panics and exits of a rank's process), in every build.
 //! Every injected fault must end every rank's call with an error naming the
 //! rank and the step, within the engine's timeout: never a hang, a process
 //! abort, or a changed send buffer.
 
 /// What goes wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-// Made by the tests and by fault-injection builds (the environment's
-// faults are kills and failed starts).
-#[cfg_attr(not(any(test, feature = "fault-injection")), allow(dead_code))]
 pub enum Fault {
     /// The rank thread panics before issuing the op.
     Panic,
@@ -43,6 +43,18 @@ pub struct FaultSpec {
     pub fault: Fault,
 }
 
+/// What a backend must do at an op ([`FaultPlan::inject`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Injected {
+    /// Never issue the op: wait, as a rank whose step never comes, until
+    /// the call is aborted or times out (the message names the op).
+    Stall(String),
+    /// Fail the op as its driver call would (the message names the op).
+    Fail(String),
+    /// Kill this process (a rank per process only).
+    Kill,
+}
+
 /// The faults of an engine (empty: none).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FaultPlan(pub Vec<FaultSpec>);
@@ -52,8 +64,6 @@ impl FaultPlan {
         FaultPlan(Vec::new())
     }
 
-    // Only the tests and fault-injection builds make non-empty plans.
-    #[cfg_attr(not(any(test, feature = "fault-injection")), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -71,6 +81,30 @@ impl FaultPlan {
             .map(|f| f.fault)
     }
 
+    /// Inject the fault of `rank`'s op `op` in call `call`, if the plan has
+    /// one (`at` describes the op). A panic panics and a delay sleeps,
+    /// here; the others are the backend's to carry out, in its own terms:
+    /// what is returned. Both backends call this before every op.
+    pub fn inject(
+        &self,
+        rank: usize,
+        op: usize,
+        call: u64,
+        at: &dyn Fn() -> String,
+    ) -> Option<Injected> {
+        match self.at(rank, op, call)? {
+            Fault::Panic => panic!("injected panic at {}", at()),
+            Fault::Delay { ms } => {
+                std::thread::sleep(std::time::Duration::from_millis(u64::from(ms)));
+                None
+            }
+            Fault::Stall => Some(Injected::Stall(format!("injected stall at {}", at()))),
+            Fault::Fail => Some(Injected::Fail(format!("{}: injected failure", at()))),
+            Fault::Kill => Some(Injected::Kill),
+            Fault::AllocFail => None,
+        }
+    }
+
     /// Whether `rank`'s allocations fail.
     pub fn alloc_fails(&self, rank: usize) -> bool {
         self.0
@@ -80,11 +114,8 @@ impl FaultPlan {
 }
 
 /// What one entry of `RINGREDUCE_FAULT` does (one rank per process only;
-/// the variable is read only by test builds and builds with the
-/// `fault-injection` feature; `ringreduce env` describes it).
+/// `ringreduce env` describes it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-// Made only by the parser, which exists in fault-injection builds.
-#[cfg_attr(not(any(test, feature = "fault-injection")), allow(dead_code))]
 pub enum EnvFaultKind {
     /// `kill:rank=R[:call=C|:after_calls=N][:op=K]`: rank R's process
     /// kills itself with `SIGKILL` in its call C (default 1; `after_calls=N`
@@ -125,14 +156,12 @@ impl std::fmt::Display for EnvFault {
 }
 
 /// What `RINGREDUCE_FAULT` accepts (for messages and `ringreduce env`).
-#[cfg(any(test, feature = "fault-injection"))]
 pub const ENV_FAULT_SYNTAX: &str =
     "kill:rank=R[:call=C|:after_calls=N][:op=K], nostart:rank=R, panic:rank=R[:call=C] or exit:rank=R[:call=C][:code=N], several separated by commas";
 
 /// Parse a `RINGREDUCE_FAULT` value strictly: every entry a known fault,
 /// every parameter known to it and a whole number, `rank` always given. An
 /// error says what is wrong with which entry.
-#[cfg(any(test, feature = "fault-injection"))]
 pub fn parse_env_faults(spec: &str) -> Result<Vec<EnvFault>, String> {
     let mut v = Vec::new();
     for entry in spec.split(',') {
@@ -261,6 +290,44 @@ pub fn env_fault_plan(faults: &[EnvFault], rank: usize) -> FaultPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one injection both backends run: what each fault does at its op,
+    /// and nothing at any other op, call or rank.
+    #[test]
+    fn inject_does_each_fault_at_its_op_only() {
+        let spec = |fault, call| FaultSpec {
+            rank: 1,
+            op: 2,
+            call,
+            fault,
+        };
+        let at = || "rank 1's op 2".to_string();
+        let one = |f: Fault| FaultPlan(vec![spec(f, Some(3))]).inject(1, 2, 3, &at);
+        assert_eq!(
+            one(Fault::Stall),
+            Some(Injected::Stall("injected stall at rank 1's op 2".into()))
+        );
+        assert_eq!(
+            one(Fault::Fail),
+            Some(Injected::Fail("rank 1's op 2: injected failure".into()))
+        );
+        assert_eq!(one(Fault::Kill), Some(Injected::Kill));
+        assert_eq!(one(Fault::AllocFail), None, "an allocation's fault");
+        let t = std::time::Instant::now();
+        assert_eq!(one(Fault::Delay { ms: 20 }), None);
+        assert!(t.elapsed() >= std::time::Duration::from_millis(20));
+        let p = std::panic::catch_unwind(|| one(Fault::Panic)).expect_err("panics");
+        let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert_eq!(msg, "injected panic at rank 1's op 2");
+        // Another op, call or rank: nothing.
+        let plan = FaultPlan(vec![spec(Fault::Fail, Some(3))]);
+        for (r, op, call) in [(0, 2, 3), (1, 1, 3), (1, 2, 4)] {
+            assert_eq!(plan.inject(r, op, call, &at), None, "{r} {op} {call}");
+        }
+        // No call named: every call.
+        let every = FaultPlan(vec![spec(Fault::Kill, None)]);
+        assert!((1..5).all(|c| every.inject(1, 2, c, &at) == Some(Injected::Kill)));
+    }
 
     #[test]
     fn env_fault_specs() {

@@ -84,8 +84,6 @@
 //!   `After::Streams`, `Completion::done_event` and `::order_before`) are
 //!   absent.
 //! * `serde`: `serde::Serialize` on the library's plain data types.
-//! * `fault-injection`: `fault` and `EngineConfig::with_faults`, for tests
-//!   of the error paths (on in the crate's own tests).
 //! * `mpi`: under `mpirun`/`srun`, ranks bootstrap through MPI (a world
 //!   and a node communicator; `RINGREDUCE_RANKS_PER_NODE` makes several
 //!   nodes of one machine) and both backends reach other nodes' ranks with
@@ -109,10 +107,7 @@ pub mod cuda;
 pub mod element;
 pub mod engine;
 pub mod error;
-#[cfg(feature = "fault-injection")]
 pub mod fault;
-#[cfg(not(feature = "fault-injection"))]
-pub(crate) mod fault;
 pub mod os;
 pub mod param;
 pub mod plan;

@@ -28,10 +28,9 @@
 //!   places NCCL is looked for are read at each use, as they always were: a
 //!   program may set them before it joins a job or loads NCCL, and join
 //!   more than one job.
-//! * **Fault injection** (`FAULT`, `RINGREDUCE_FAULT`) exists only in the
-//!   crate's own test builds and in builds with the `fault-injection`
-//!   feature (`cargo test` turns it on: `Cargo.toml`); anywhere else the
-//!   variable is not read, and `ringreduce env` says so.
+//! * **Fault injection** (`FAULT`, `RINGREDUCE_FAULT`) is read by every
+//!   build, so the binary `cargo build` makes is the one the tests run:
+//!   unset, it costs one comparison per op.
 
 // Public so that programs around the library list and check the same
 // variables: `ringreduce env` prints [`all`](crate::settings::all), and the commands run
@@ -97,7 +96,7 @@ impl Group {
         match self {
             Group::Engine => "settings of the engine (read once per process; Engine::new checks them)",
             Group::Cli => "settings of the command line (read once per process)",
-            Group::Fault => "fault injection (test builds and --features fault-injection only)",
+            Group::Fault => "fault injection (for tests of the error paths)",
             Group::Launcher => "this process's place in a job, set by `ringreduce launch` (read when a job is joined; checked by every command)",
             Group::Mpi => "the same, set by mpirun or srun (read when a job is joined; checked by every command)",
             Group::NcclSearch => "where NCCL is looked for (read at each search)",
@@ -356,9 +355,7 @@ pub static HOST_MEMORY: Param<u64> = Param::new(
 
 // -- fault injection -------------------------------------------------------
 
-/// `RINGREDUCE_FAULT`: only in test builds and with the `fault-injection`
-/// feature.
-#[cfg(any(test, feature = "fault-injection"))]
+/// `RINGREDUCE_FAULT`: faults a test injects into a job's processes.
 pub(crate) static FAULT: Param<Vec<crate::fault::EnvFault>> = Param::new(
     "RINGREDUCE_FAULT",
     Group::Fault,
@@ -368,8 +365,7 @@ pub(crate) static FAULT: Param<Vec<crate::fault::EnvFault>> = Param::new(
     parse_faults,
 );
 
-/// The name of the fault-injection variable (declared or not in this
-/// build).
+/// The name of the fault-injection variable.
 pub const FAULT_NAME: &str = "RINGREDUCE_FAULT";
 
 // -- the job, set by `ringreduce launch` ----------------------------------
@@ -515,10 +511,6 @@ pub fn test_only() -> Vec<(&'static str, &'static str, Option<OsString>)> {
         .collect()
 }
 
-/// Whether this build reads `RINGREDUCE_FAULT` (test builds and the
-/// `fault-injection` feature).
-pub const FAULT_INJECTION: bool = cfg!(any(test, feature = "fault-injection"));
-
 /// `RINGREDUCE_TIMEOUT`, or [`DEFAULT_TIMEOUT`] when unset.
 pub fn timeout() -> Result<Duration> {
     Ok(TIMEOUT.get()?.unwrap_or(DEFAULT_TIMEOUT))
@@ -531,17 +523,9 @@ pub fn timeout_arg(flag: &str, t: f64) -> Result<Duration> {
     })
 }
 
-/// The faults `RINGREDUCE_FAULT` injects (none in builds without fault
-/// injection, where the variable is not read).
+/// The faults `RINGREDUCE_FAULT` injects (none when unset).
 pub fn env_faults() -> Result<Vec<crate::fault::EnvFault>> {
-    #[cfg(any(test, feature = "fault-injection"))]
-    {
-        Ok(FAULT.get()?.unwrap_or_default())
-    }
-    #[cfg(not(any(test, feature = "fault-injection")))]
-    {
-        Ok(Vec::new())
-    }
+    Ok(FAULT.get()?.unwrap_or_default())
 }
 
 /// The `NCCL_*` and `RINGREDUCE_*` variables of the environment, as

@@ -90,7 +90,7 @@ pub struct EngineConfig {
     /// At most 10^7 s.
     pub timeout: Duration,
     /// Injected faults, for tests of the error paths: set with
-    /// `with_faults`, which exists with the `fault-injection` feature.
+    /// [`EngineConfig::with_faults`].
     pub(crate) faults: FaultPlan,
     /// Run one rank of a multi-process job (`ranks` must be the job's size):
     /// this process runs only that rank; see [`EngineConfig::job`],
@@ -183,7 +183,6 @@ impl EngineConfig {
     /// The same, with `faults` injected into its calls (for tests of the
     /// error paths: every injected fault must end every rank's call with
     /// an error naming the rank and the step).
-    #[cfg(feature = "fault-injection")]
     pub fn with_faults(mut self, faults: crate::fault::FaultPlan) -> Self {
         self.faults = faults;
         self

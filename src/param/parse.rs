@@ -117,7 +117,6 @@ pub(super) fn parse_path(v: &OsStr) -> std::result::Result<PathBuf, String> {
     Ok(PathBuf::from(v))
 }
 
-#[cfg(any(test, feature = "fault-injection"))]
 pub(super) fn parse_faults(v: &OsStr) -> std::result::Result<Vec<crate::fault::EnvFault>, String> {
     crate::fault::parse_env_faults(utf8(v)?)
 }

@@ -11,7 +11,7 @@
 use crate::backend::{op_desc, signal_desc, BufId, Call, OpTime};
 use crate::element::{combine, combine_into, Combine};
 use crate::error::{Error, Result};
-use crate::fault::{Fault, FaultPlan};
+use crate::fault::{FaultPlan, Injected};
 use crate::plan::interp::{self, Memory};
 use crate::plan::{ReduceStep, Region};
 use crate::sync::SignalBoard;
@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Slices at least this many bytes are copied / reduced in parallel, on
 /// the backend's own pool ([`par_pool`]).
@@ -310,23 +310,12 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
     let ns = |t: Instant| t.duration_since(run.epoch).as_secs_f64() * 1e9;
     for (i, op) in plan.ops[r].iter().enumerate() {
         let at = || op_desc(plan, r, i);
-        match run.faults.at(r, i, run.call_no) {
-            Some(Fault::Panic) => panic!("injected panic at {}", at()),
-            Some(Fault::Stall) => {
-                return Err(run
-                    .board
-                    .stall(run.gen, r, &format!("injected stall at {}", at())))
-            }
-            Some(Fault::Fail) => {
-                return Err(Error::Worker {
-                    rank: r,
-                    message: format!("{}: injected failure", at()),
-                })
-            }
+        match run.faults.inject(r, i, run.call_no, &at) {
+            None => {}
+            Some(Injected::Stall(why)) => return Err(run.board.stall(run.gen, r, &why)),
+            Some(Injected::Fail(message)) => return Err(Error::Worker { rank: r, message }),
             // Only the multi-process mode injects it: this process is the rank.
-            Some(Fault::Kill) => crate::sys::proc::kill_self(),
-            Some(Fault::Delay { ms }) => std::thread::sleep(Duration::from_millis(u64::from(ms))),
-            _ => {}
+            Some(Injected::Kill) => crate::sys::proc::kill_self(),
         }
         for (k, part) in interp::parts(r, op).into_iter().enumerate() {
             for w in part.waits {

@@ -12,7 +12,7 @@ use crate::cuda::{
 };
 use crate::element::{DataType, DevOp};
 use crate::error::{Error, Result, WaitKind};
-use crate::fault::{Fault, FaultPlan};
+use crate::fault::{FaultPlan, Injected};
 use crate::plan::{Collective, Lane, Plan, Traffic};
 use crate::sync::SignalBoard;
 use std::collections::HashMap;

@@ -69,13 +69,6 @@ pub fn execute(_a: EnvArgs) -> Result<bool> {
     for g in Group::ALL {
         out("")?;
         out(format!("## {}", g.title()))?;
-        if g == Group::Fault && !param::FAULT_INJECTION {
-            out(format!(
-                "{}  (not read by this build: build with --features fault-injection; `cargo test` does)",
-                param::FAULT_NAME
-            ))?;
-            continue;
-        }
         for p in all.iter().filter(|p| p.group() == g) {
             let (line, err) = entry(*p);
             out(line)?;
@@ -98,12 +91,10 @@ pub fn execute(_a: EnvArgs) -> Result<bool> {
         out("")?;
         out("## other RINGREDUCE_* variables in the environment: not read by this build")?;
         for (k, v) in &unknown {
-            let why = if k == param::FAULT_NAME {
-                "fault injection is not in this build"
-            } else {
-                "no such variable: a typo?"
-            };
-            out(format!("{k}={}  ({why})", shown(&OsString::from(v))))?;
+            out(format!(
+                "{k}={}  (no such variable: a typo?)",
+                shown(&OsString::from(v))
+            ))?;
         }
     }
     let nccl: Vec<(String, String)> = param::reported()

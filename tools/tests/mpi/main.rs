@@ -15,7 +15,7 @@
 //!
 //! Skipped, saying so (`SKIPPED: <reason>`), without the `mpi` feature or
 //! without Open MPI's `mpirun`: `cargo test -p ringreduce-tools
-//! --no-default-features --features mpi,fault-injection --test mpi`.
+//! --no-default-features --features mpi --test mpi`.
 //!
 //! The same cases run on the CUDA backend (the host-staged network hop,
 //! CUDA IPC inside a node) with `RR_MPI_BACKEND=cuda`, and against a
@@ -523,7 +523,7 @@ fn a_rank_that_never_joins_ends_the_job() {
 /// Why the test cannot run here, if it cannot.
 fn skip_reason() -> Option<String> {
     if !cfg!(feature = "mpi") {
-        return Some("built without the mpi feature (cargo test -p ringreduce-tools --no-default-features --features mpi,fault-injection --test mpi)".into());
+        return Some("built without the mpi feature (cargo test -p ringreduce-tools --no-default-features --features mpi --test mpi)".into());
     }
     match Command::new("mpirun").arg("--version").output() {
         Err(e) => Some(format!(

@@ -190,22 +190,16 @@ impl<'id> Rank<'id> {
 
     /// The fault layer: what the fault plan injects at this op, if anything.
     fn inject(&self, call_no: u64, at: &StepAt) -> Result<()> {
-        match self.faults.at(at.rank, at.i, call_no) {
-            Some(Fault::Panic) => panic!("injected panic at {}", at.desc()),
-            Some(Fault::Stall) => {
-                Err(at
-                    .board
-                    .stall(at.gen, at.rank, &format!("injected stall at {}", at.desc())))
-            }
-            Some(Fault::Fail) => Err(at.cuda(CudaError {
+        match self.faults.inject(at.rank, at.i, call_no, &|| at.desc()) {
+            None => Ok(()),
+            Some(Injected::Stall(why)) => Err(at.board.stall(at.gen, at.rank, &why)),
+            Some(Injected::Fail(_)) => Err(at.cuda(CudaError {
                 call: "injected",
                 message: "injected failure of the driver call".into(),
             })),
-            Some(Fault::Delay { ms }) => {
-                std::thread::sleep(Duration::from_millis(u64::from(ms)));
-                Ok(())
-            }
-            _ => Ok(()),
+            // A rank's process kills itself once its call is issued, with
+            // its peers inside the call (`exchange::ipc`), not at an op.
+            Some(Injected::Kill) => Ok(()),
         }
     }
 
