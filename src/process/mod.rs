@@ -195,10 +195,10 @@ impl Job {
             return Self::join_key_value(spec, kv.0.as_ref(), timeout, names);
         }
         let owns_store = spec.run_id.is_none() && spec.rank == 0;
-        if owns_store && spec.store_from_parent.is_some() {
-            // Stores of earlier jobs without a launcher whose ranks are all
-            // gone (killed, or whose peer never came): nobody else removes
-            // them.
+        if spec.rank == 0 {
+            // Stores of earlier jobs whose creator and ranks are all gone
+            // (killed, or whose peer never came; under mpirun, a node whose
+            // every rank was killed): nobody else removes them.
             for d in store::sweep_stale(&store::default_base()) {
                 say(&format!(
                     "ringreduce: removed the stale store {} (its ranks are gone)",

@@ -449,6 +449,7 @@ fn a_whole_node_killed_ends_every_survivor() {
     let args = words("run --backend {b} --algo hier:2 --size 1MiB --iters 50 --timeout 5");
     let kill = [("RINGREDUCE_FAULT", "kill:rank=2:call=3,kill:rank=3:call=3")];
     let t = tag("kill-node");
+    let before = stores();
     let j = mpirun(&t, &args, &kill, true);
     assert!(
         j.took < Duration::from_secs(20),
@@ -477,6 +478,34 @@ fn a_whole_node_killed_ends_every_survivor() {
     let written = bytes_under(&j.dir.0);
     assert!(written < 1 << 20, "the job wrote {written} B\n{}", j.all());
     assert_none_left(&t, Duration::from_secs(5));
+    // The dead node's store is nobody's to remove: the next job's first
+    // rank of a node removes it (its creator and ranks are all gone).
+    let left: Vec<String> = stores().difference(&before).cloned().collect();
+    let t = tag("after-kill-node");
+    let j = mpirun(&t, &words("run --backend {b} --size 4KiB"), &[], false);
+    assert!(j.status.success(), "{}", j.all());
+    let still: Vec<&String> = left.iter().filter(|s| stores().contains(*s)).collect();
+    assert!(
+        still.is_empty(),
+        "stale stores left: {still:?}\n{}",
+        j.all()
+    );
+    println!(
+        "    {} store(s) of the dead node removed by the next job",
+        left.len()
+    );
+}
+
+/// The job stores in `/dev/shm` (`ringreduce-<uid>-...`).
+fn stores() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .filter(|n| n.starts_with("ringreduce-"))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn a_rank_that_never_joins_ends_the_job() {
