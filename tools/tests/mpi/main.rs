@@ -208,6 +208,13 @@ fn mpirun(tag: &str, args: &[String], env: &[(&str, &str)], recovery: bool) -> J
     for (k, v) in env {
         c.args(["-x", &format!("{k}={v}")]);
     }
+    if let Some(base) = nodes_shm() {
+        // Each rank in a mount namespace of its own whose /dev/shm is its
+        // node's directory: the ranks of a node share one, the nodes
+        // share none.
+        c.args(["-x", &format!("RR_MPI_NODES={}", base.display())])
+            .args(["unshare", "-m", "sh", "-c", NODE_SHM, "sh"]);
+    }
     c.arg(bin()).args(args);
     // mpirun's own output goes to files, so that a job that does not end
     // is killed at the limit (a hang fails the test, it never hangs it).
@@ -496,16 +503,71 @@ fn a_whole_node_killed_ends_every_survivor() {
     );
 }
 
-/// The job stores in `/dev/shm` (`ringreduce-<uid>-...`).
+/// The job stores (`ringreduce-<uid>-...`) in every node's `/dev/shm`.
 fn stores() -> std::collections::BTreeSet<String> {
-    std::fs::read_dir("/dev/shm")
-        .map(|d| {
+    let dirs = match nodes_shm() {
+        Some(base) => vec![base.join("node0"), base.join("node1")],
+        None => vec!["/dev/shm".into()],
+    };
+    let mut v = std::collections::BTreeSet::new();
+    for dir in dirs {
+        let Ok(d) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        v.extend(
             d.flatten()
                 .filter_map(|e| e.file_name().to_str().map(str::to_string))
                 .filter(|n| n.starts_with("ringreduce-"))
-                .collect()
-        })
-        .unwrap_or_default()
+                .map(|n| format!("{}/{n}", dir.display())),
+        );
+    }
+    v
+}
+
+/// Run by each rank before the binary: bind its node's directory (rank
+/// / 2) over `/dev/shm` in its own mount namespace (`unshare -m`).
+const NODE_SHM: &str = r#"n=$((OMPI_COMM_WORLD_RANK / 2)); mount --bind "$RR_MPI_NODES/node$n" /dev/shm || exit 97; exec "$@""#;
+
+/// The directory holding each node's `/dev/shm` (`node0`, `node1`), when
+/// the nodes can be isolated: `unshare -m` works here (root, or a user
+/// namespace) and `RR_MPI_SHARED_SHM` is not set. Else every rank shares
+/// this machine's `/dev/shm`, as the nodes' ranks would on one machine
+/// without namespaces (the network transport still carries everything
+/// between nodes; the test says which it ran).
+fn nodes_shm() -> Option<&'static std::path::Path> {
+    static BASE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        if std::env::var_os("RR_MPI_SHARED_SHM").is_some() {
+            return None;
+        }
+        let base = std::env::temp_dir().join(format!("rr-mpi-shm-{}", std::process::id()));
+        for n in ["node0", "node1"] {
+            let d = base.join(n);
+            std::fs::create_dir_all(&d).ok()?;
+            // World-writable and sticky, as /dev/shm is.
+            let mode =
+                <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o1777);
+            std::fs::set_permissions(&d, mode).ok()?;
+        }
+        let probe = Command::new("unshare")
+            .args([
+                "-m",
+                "sh",
+                "-c",
+                "mount --bind \"$0\" /dev/shm",
+                &base.join("node0").to_string_lossy(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if probe.is_ok_and(|s| s.success()) {
+            Some(base)
+        } else {
+            let _ = std::fs::remove_dir_all(&base);
+            None
+        }
+    })
+    .as_deref()
 }
 
 fn a_rank_that_never_joins_ends_the_job() {
@@ -550,6 +612,15 @@ fn a_rank_that_never_joins_ends_the_job() {
 }
 
 /// Why the test cannot run here, if it cannot.
+/// How the nodes' shared memory is set up, for the output.
+fn shm_words() -> &'static str {
+    if nodes_shm().is_some() {
+        "each node with its own /dev/shm (a mount namespace per rank)"
+    } else {
+        "the nodes share this machine's /dev/shm (unshare -m not available, or RR_MPI_SHARED_SHM set)"
+    }
+}
+
 fn skip_reason() -> Option<String> {
     if !cfg!(feature = "mpi") {
         return Some("built without the mpi feature (cargo test -p ringreduce-tools --no-default-features --features mpi --test mpi)".into());
@@ -602,6 +673,7 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
+    println!("nodes: {}", shm_words());
     let mut ran = 0;
     for (name, f) in tests {
         if !filter.is_empty() && !filter.iter().any(|x| name.contains(x.as_str())) {
@@ -613,8 +685,12 @@ fn main() {
         println!("test {name} ... ok ({:.1} s)", t0.elapsed().as_secs_f64());
         ran += 1;
     }
+    if let Some(base) = nodes_shm() {
+        let _ = std::fs::remove_dir_all(base);
+    }
     println!(
-        "test result: ok. {ran} passed (2 nodes x 2 ranks over Open MPI, TCP on loopback, backend {})",
+        "test result: ok. {ran} passed (2 nodes x 2 ranks over Open MPI, TCP on loopback, {}, backend {})",
+        shm_words(),
         backend()
     );
 }
