@@ -533,8 +533,8 @@ impl Drop for Job {
 }
 
 /// The faults `RINGREDUCE_FAULT` injects into rank `rank`'s collectives
-/// (see [`crate::fault::EnvFaultKind`]; none in builds without fault
-/// injection, [`crate::param`]). Read only in the multi-process mode.
+/// (see [`crate::fault::EnvFaultKind`]; none when unset). Read only in the
+/// multi-process mode.
 pub(crate) fn env_faults(rank: usize) -> Result<crate::fault::FaultPlan> {
     Ok(crate::fault::env_fault_plan(
         &crate::param::env_faults()?,

@@ -153,6 +153,53 @@ pub(crate) struct Request {
     collective: bool,
 }
 
+fn drop_request(req: Request) {
+    // SAFETY: a live request from the shim, not used after this.
+    unsafe { ffi::rr_request_drop(req.ptr, c_int::from(req.collective)) };
+}
+
+/// A send [`Mpi::isend`] started. Dropped before it completed, it is
+/// cancelled and its message leaked (MPI may still read it).
+pub(crate) struct PendingSend {
+    req: Option<Request>,
+    msg: Vec<u8>,
+    rank: usize,
+    dest: usize,
+}
+
+impl PendingSend {
+    /// Whether the send completed (`MPI_Test`); an error ends it.
+    pub fn done(&mut self) -> Result<bool> {
+        let Some(req) = &self.req else {
+            return Ok(true);
+        };
+        let mut done: c_int = 0;
+        // SAFETY: a live request (freed by the shim only when `done` comes
+        // back 1, after which it is taken out and not used again).
+        let e = unsafe { ffi::rr_test(req.ptr, &mut done) };
+        if let Err(err) = check(e, self.rank, Some(self.dest), "MPI_Isend") {
+            if let Some(r) = self.req.take() {
+                drop_request(r);
+                std::mem::forget(std::mem::take(&mut self.msg));
+            }
+            return Err(err);
+        }
+        if done != 0 {
+            self.req = None;
+        }
+        Ok(done != 0)
+    }
+}
+
+impl Drop for PendingSend {
+    fn drop(&mut self) {
+        if let Some(r) = self.req.take() {
+            drop_request(r);
+            std::mem::forget(std::mem::take(&mut self.msg));
+        }
+    }
+}
+
 /// Whether MPI is initialised in this process (by this library or by the
 /// program).
 pub(crate) fn initialized() -> bool {
@@ -377,8 +424,30 @@ impl Mpi {
     }
 
     fn drop_request(&self, req: Request) {
-        // SAFETY: a live request from the shim, not used after this.
-        unsafe { ffi::rr_request_drop(req.ptr, c_int::from(req.collective)) };
+        drop_request(req);
+    }
+
+    /// Start sending `msg` to `dest` with `tag` on `comm` and return at
+    /// once (`MPI_Isend`): [`PendingSend::done`] tells when it completed.
+    /// For small messages nobody waits for (the heartbeats).
+    pub fn isend(&self, comm: Comm, msg: Vec<u8>, dest: usize, tag: i32) -> Result<PendingSend> {
+        let n = int_len(msg.len(), self.rank, Some(dest), "MPI_Isend")?;
+        let mut req = std::ptr::null_mut();
+        // SAFETY: `msg` is valid for `n` bytes; the PendingSend owns it and
+        // keeps it alive and unchanged until the request completed, or
+        // leaks it (dropped early).
+        let e =
+            unsafe { ffi::rr_isend(comm.0, msg.as_ptr().cast(), n, dest as c_int, tag, &mut req) };
+        check(e, self.rank, Some(dest), "MPI_Isend")?;
+        Ok(PendingSend {
+            req: Some(Request {
+                ptr: req,
+                collective: false,
+            }),
+            msg,
+            rank: self.rank,
+            dest,
+        })
     }
 
     /// A message waiting on `comm` from any rank: (source, tag, bytes).

@@ -32,11 +32,11 @@ use super::{RankMemory, Storage};
 use super::{Shm, Transport, Wire};
 use crate::error::{Error, Result};
 use crate::plan::{BufId, Call};
-use crate::process::net::wire::{self, Put, TAG_FAIL, TAG_PUT, TAG_SIGNAL};
+use crate::process::net::wire::{self, Put, TAG_BEAT, TAG_BYE, TAG_FAIL, TAG_PUT, TAG_SIGNAL};
 use crate::process::net::World;
 use crate::process::Job;
 use crate::sync::{AbortHandle, SignalBoard};
-use crate::sys::mpi::Mpi;
+use crate::sys::mpi::{Mpi, PendingSend};
 use crate::sys::shm::Export;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -105,26 +105,39 @@ impl Link {
         )
     }
 
-    /// Tell every rank of the other nodes that `rank` failed.
-    fn broadcast_failure(&self, gen: u64, rank: usize, why: &str) {
-        let me = self.world.node;
-        for (r, &node) in self.world.node_of.iter().enumerate() {
-            if node != me {
-                // Best effort: the peer may be gone too; the send is
-                // bounded, and its own failure is not news.
-                let deadline = Instant::now() + Duration::from_secs(2).min(self.timeout);
-                let _ = self.mpi.send(
-                    self.mpi.world,
-                    wire::failure(gen, rank, why),
-                    r,
-                    TAG_FAIL,
-                    deadline,
-                    self.timeout,
-                    &|| Ok(()),
-                    &|| format!("the failure of rank {rank} to rank {r}"),
-                );
+    /// Send `msg` with `tag` to each rank of `to` not marked in `skip`, all
+    /// at once, and wait for the sends together, at most `limit` (best
+    /// effort: a peer may be gone; the sends still on their way then are
+    /// cancelled).
+    fn broadcast(&self, tag: i32, msg: &[u8], to: &[usize], skip: &[bool], limit: Duration) {
+        let mut sends: Vec<PendingSend> = to
+            .iter()
+            .filter(|&&r| !skip.get(r).copied().unwrap_or(false))
+            .filter_map(|&r| self.mpi.isend(self.mpi.world, msg.to_vec(), r, tag).ok())
+            .collect();
+        let until = Instant::now() + limit.min(self.timeout);
+        while Instant::now() < until {
+            sends.retain_mut(|p| !p.done().unwrap_or(true));
+            if sends.is_empty() {
+                break;
             }
+            std::thread::sleep(Duration::from_micros(100));
         }
+    }
+
+    /// The ranks of the other nodes.
+    fn remote(&self) -> Vec<usize> {
+        let w = &self.world;
+        (0..w.node_of.len())
+            .filter(|&r| w.node_of[r] != w.node)
+            .collect()
+    }
+
+    /// Tell every rank of the other nodes, except those marked in `skip`
+    /// (known lost or gone), that `rank` failed.
+    fn broadcast_failure(&self, gen: u64, rank: usize, why: &str, skip: &[bool]) {
+        let msg = wire::failure(gen, rank, why);
+        self.broadcast(TAG_FAIL, &msg, &self.remote(), skip, BROADCAST);
     }
 }
 
@@ -188,8 +201,9 @@ pub(crate) type Delivered = Box<dyn Fn(u64, usize) + Send>;
 pub(crate) struct Receiver {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
-    /// How long dropping it waits for the thread (the job's timeout).
-    timeout: Duration,
+    /// Its link: how long dropping it waits for the thread (the job's
+    /// timeout), and the job to fail if it does not end.
+    link: Arc<Link>,
 }
 
 impl Receiver {
@@ -203,7 +217,7 @@ impl Receiver {
     ) -> Result<Receiver> {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
-        let link_timeout = link.timeout;
+        let kept = link.clone();
         let thread = std::thread::Builder::new()
             .name("ringreduce-net".into())
             .spawn(move || {
@@ -227,7 +241,7 @@ impl Receiver {
         Ok(Receiver {
             stop,
             thread: Some(thread),
-            timeout: link_timeout,
+            link: kept,
         })
     }
 }
@@ -237,17 +251,23 @@ impl Drop for Receiver {
     /// wait of the thread is bounded and polls the stop, but a call into
     /// MPI on a connection to a dead process is MPI's, and may not return.
     /// Then the thread is left behind (it owns what it uses) rather than
-    /// hang the process; the process that failed its job does not
-    /// finalize MPI.
+    /// hang the process. The job is then failed, so that this process
+    /// does not finalize MPI under a thread still inside it.
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
-            let until = Instant::now() + self.timeout;
+            let until = Instant::now() + self.link.timeout;
             while !t.is_finished() && Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(1));
             }
             if t.is_finished() {
                 let _ = t.join();
+            } else {
+                self.link.job.control().record_failure(
+                    0,
+                    self.link.mpi.rank,
+                    "its network receiver did not stop (inside an MPI call)",
+                );
             }
         }
     }
@@ -273,12 +293,121 @@ struct Sink<'a> {
     board: &'a SignalBoard,
 }
 
+/// How long a failure or a goodbye waits for its sends: a small message to
+/// a live process completes in microseconds; one to a dead process never
+/// does (a live rank left untold notices this one's silence instead).
+const BROADCAST: Duration = Duration::from_millis(500);
+
+/// How often a receiver tells the other nodes' ranks it is alive.
+const BEAT: Duration = Duration::from_millis(100);
+
+/// How long a rank of another node may be silent (no message at all, the
+/// heartbeats included) before it counts as lost: half the timeout, from
+/// 1 s to 10 s. Before its first message, the whole timeout (it may still
+/// be starting).
+fn silence_limit(timeout: Duration) -> Duration {
+    (timeout / 2).clamp(Duration::from_secs(1), Duration::from_secs(10))
+}
+
+/// What a receiver knows of the ranks of the other nodes: when each was
+/// last heard from, which said goodbye, and the heartbeat on its way to
+/// each.
+struct Liveness {
+    start: Instant,
+    heard: Vec<Option<Instant>>,
+    left: Vec<bool>,
+    beats: Vec<Option<PendingSend>>,
+    last_beat: Option<Instant>,
+    remote: Vec<usize>,
+    silence: Duration,
+    timeout: Duration,
+}
+
+impl Liveness {
+    fn new(link: &Link) -> Liveness {
+        let n = link.world.node_of.len();
+        Liveness {
+            start: Instant::now(),
+            heard: vec![None; n],
+            left: vec![false; n],
+            beats: (0..n).map(|_| None).collect(),
+            last_beat: None,
+            remote: (0..n)
+                .filter(|&r| link.world.node_of[r] != link.world.node)
+                .collect(),
+            silence: silence_limit(link.timeout),
+            timeout: link.timeout,
+        }
+    }
+
+    /// Send a heartbeat to every rank of the other nodes that has not said
+    /// goodbye, at most one on its way to each (best effort: a send that
+    /// fails is the silence the other side notices).
+    fn beat(&mut self, link: &Link) {
+        if self.last_beat.is_some_and(|t| t.elapsed() < BEAT) {
+            return;
+        }
+        self.last_beat = Some(Instant::now());
+        for &r in &self.remote {
+            if self.left[r] {
+                continue;
+            }
+            let busy = match &mut self.beats[r] {
+                Some(p) => !p.done().unwrap_or(true),
+                None => false,
+            };
+            if !busy {
+                self.beats[r] = link.mpi.isend(link.mpi.world, Vec::new(), r, TAG_BEAT).ok();
+            }
+        }
+    }
+
+    /// How long rank `r` of another node has been silent, if too long.
+    fn quiet(&self, r: usize) -> Option<Duration> {
+        let (since, limit) = match self.heard[r] {
+            Some(t) => (t, self.silence),
+            None => (self.start, self.timeout),
+        };
+        let quiet = since.elapsed();
+        (!self.left[r] && quiet > limit).then_some(quiet)
+    }
+
+    /// The first rank of another node silent for too long: (rank, seconds).
+    fn lost(&self) -> Option<(usize, f64)> {
+        self.remote
+            .iter()
+            .find_map(|&r| self.quiet(r).map(|q| (r, q.as_secs_f64())))
+    }
+
+    /// The ranks not to send to any more: gone (goodbye) or lost (silent).
+    fn gone(&self) -> Vec<bool> {
+        (0..self.left.len())
+            .map(|r| self.left[r] || (self.remote.contains(&r) && self.quiet(r).is_some()))
+            .collect()
+    }
+
+    /// Wait a little for the heartbeats still on their way, then drop
+    /// (cancel) the rest: none may be pending when MPI is finalized.
+    fn settle(&mut self) {
+        let until = Instant::now() + Duration::from_millis(500);
+        for b in self.beats.iter_mut() {
+            if let Some(p) = b {
+                while !p.done().unwrap_or(true) && Instant::now() < until {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }
+            *b = None;
+        }
+    }
+}
+
 fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
     let control = link.job.control().clone();
     let me = link.mpi.rank;
     let mut forwarded = false;
     let mut idle = 0u32;
     let mut last_health = Instant::now();
+    let mut live = Liveness::new(link);
     while !stop.load(Ordering::Acquire) {
         if forwarded {
             // The job failed (the failure record is final) and the other
@@ -288,9 +417,13 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
             std::thread::sleep(Duration::from_millis(1));
             continue;
         }
+        live.beat(link);
         let got = link.mpi.iprobe(link.mpi.world).and_then(|m| match m {
             None => Ok(false),
             Some((src, tag, bytes)) => {
+                if let Some(h) = live.heard.get_mut(src) {
+                    *h = Some(Instant::now());
+                }
                 let what = || format!("a message of {bytes} B from rank {src} (tag {tag})");
                 // Bounded like every wait: the receiver stopping, an
                 // abort, the job's failure, or the timeout end it.
@@ -330,6 +463,12 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
                         forwarded = true;
                         control.record_failure(gen, rank, &why);
                     }
+                    TAG_BEAT => {}
+                    TAG_BYE => {
+                        if let Some(l) = live.left.get_mut(src) {
+                            *l = true;
+                        }
+                    }
                     t => {
                         return Err(Error::Mpi {
                             rank: me,
@@ -362,11 +501,22 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
         }
         if !forwarded && last_health.elapsed() > Duration::from_millis(5) {
             last_health = Instant::now();
+            if let Some((r, quiet)) = live.lost() {
+                // A node that died cannot say so: its silence does.
+                control.record_failure(
+                    0,
+                    r,
+                    &format!(
+                        "its process on node {} went silent (no message for {quiet:.1} s: the node died or cannot be reached)",
+                        link.node(r)
+                    ),
+                );
+            }
             // health() also notices a dead rank of this node.
             if control.health().is_some() {
                 if let Some((gen, rank, why)) = control.failure() {
                     forwarded = true;
-                    link.broadcast_failure(gen, rank, &why);
+                    link.broadcast_failure(gen, rank, &why, &live.gone());
                 }
             }
         }
@@ -377,9 +527,15 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
     // it until their timeout.
     if !forwarded && control.health().is_some() {
         if let Some((gen, rank, why)) = control.failure() {
-            link.broadcast_failure(gen, rank, &why);
+            link.broadcast_failure(gen, rank, &why, &live.gone());
         }
     }
+    if control.health().is_none() {
+        // Done with the job, cleanly: from now on this process's silence
+        // is no failure.
+        link.broadcast(TAG_BYE, &[], &live.remote, &live.left, BROADCAST);
+    }
+    live.settle();
 }
 
 /// This process's rank of a job over nodes.

@@ -8,7 +8,13 @@
 //! * **signal** ([`TAG_SIGNAL`]): a plan signal raised on another node
 //!   that a rank of this node waits for;
 //! * **failure** ([`TAG_FAIL`]): a rank failed (or died); every node
-//!   records it, so every wait ends naming it.
+//!   records it, so every wait ends naming it;
+//! * **heartbeat** ([`TAG_BEAT`], empty): "this process is alive", sent
+//!   by each process's receiver to every rank of the other nodes a few
+//!   times a second, so a node that died (and can tell nobody) is noticed
+//!   by its silence;
+//! * **goodbye** ([`TAG_BYE`], empty): "this process is done with the job"
+//!   (its transport closed cleanly): its silence from now on is no failure.
 //!
 //! Little-endian u64 words, then the payload.
 
@@ -17,6 +23,8 @@ use crate::error::{Error, Result};
 pub(crate) const TAG_PUT: i32 = 7001;
 pub(crate) const TAG_SIGNAL: i32 = 7002;
 pub(crate) const TAG_FAIL: i32 = 7003;
+pub(crate) const TAG_BEAT: i32 = 7004;
+pub(crate) const TAG_BYE: i32 = 7005;
 
 /// No signal with the put.
 const NONE: u64 = u64::MAX;
