@@ -156,13 +156,13 @@ impl std::fmt::Display for EnvFault {
 }
 
 /// What `RINGREDUCE_FAULT` accepts (for messages and `ringreduce env`).
-pub const ENV_FAULT_SYNTAX: &str =
+pub(crate) const ENV_FAULT_SYNTAX: &str =
     "kill:rank=R[:call=C|:after_calls=N][:op=K], nostart:rank=R, panic:rank=R[:call=C] or exit:rank=R[:call=C][:code=N], several separated by commas";
 
 /// Parse a `RINGREDUCE_FAULT` value strictly: every entry a known fault,
 /// every parameter known to it and a whole number, `rank` always given. An
 /// error says what is wrong with which entry.
-pub fn parse_env_faults(spec: &str) -> Result<Vec<EnvFault>, String> {
+pub(crate) fn parse_env_faults(spec: &str) -> Result<Vec<EnvFault>, String> {
     let mut v = Vec::new();
     for entry in spec.split(',') {
         let entry = entry.trim();
@@ -267,7 +267,7 @@ pub(crate) fn at_caller(faults: &[EnvFault], rank: usize, call: u64) {
 
 /// The faults of `RINGREDUCE_FAULT` (parsed by [`parse_env_faults`]) that
 /// rank `rank`'s collectives inject.
-pub fn env_fault_plan(faults: &[EnvFault], rank: usize) -> FaultPlan {
+pub(crate) fn env_fault_plan(faults: &[EnvFault], rank: usize) -> FaultPlan {
     FaultPlan(
         faults
             .iter()

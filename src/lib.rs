@@ -122,7 +122,7 @@ pub mod trace;
 pub(crate) mod transport;
 pub mod verify;
 pub mod words;
-pub mod work;
+pub(crate) mod work;
 
 pub use algo::AlgoChoice;
 pub use backend::BackendChoice;

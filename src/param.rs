@@ -1,6 +1,6 @@
 //! Every environment variable ringreduce reads, declared once: here,
 //! except `RINGREDUCE_ALGO`, declared with the algorithms it names
-//! ([`crate::algo::ALGO`]).
+//! (`algo::ALGO`).
 //!
 //! Modelled on NCCL's `NCCL_PARAM` (`src/include/param.h`): each variable is
 //! one [`Param`] with its name, its type (a parse function), what it
@@ -17,7 +17,7 @@
 //!   the variable, the value, why it is refused and what is accepted. It is
 //!   never ignored and never a panic (NCCL logs and takes the default;
 //!   ringreduce refuses to start). [`crate::Engine::new`] checks the
-//!   variables the engine reads ([`check_engine`](crate::settings::check_engine)), every command that runs
+//!   variables the engine reads (`settings::check_engine`), every command that runs
 //!   collectives checks every setting before it starts ([`check_settings`](crate::settings::check_settings)),
 //!   and a malformed value stops them even when an argument overrides the
 //!   variable (`--timeout`, `EngineConfig::timeout`): the environment is
@@ -45,7 +45,7 @@ use std::time::Duration;
 mod mpi;
 mod parse;
 pub(crate) use mpi::*;
-pub use parse::check_seconds;
+pub(crate) use parse::check_seconds;
 pub(crate) use parse::utf8;
 use parse::*;
 
@@ -59,7 +59,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 pub const MAX_TIMEOUT_SECONDS: f64 = 1e7;
 
 /// What a timeout accepts, for messages.
-pub const TIMEOUT_RANGE: &str = "a number of seconds greater than 0 and at most 10000000";
+pub(crate) const TIMEOUT_RANGE: &str = "a number of seconds greater than 0 and at most 10000000";
 
 /// What a variable is for; [`all`](crate::settings::all) lists them in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -366,7 +366,7 @@ pub(crate) static FAULT: Param<Vec<crate::fault::EnvFault>> = Param::new(
 );
 
 /// The name of the fault-injection variable.
-pub const FAULT_NAME: &str = "RINGREDUCE_FAULT";
+pub(crate) const FAULT_NAME: &str = "RINGREDUCE_FAULT";
 
 // -- the job, set by `ringreduce launch` ----------------------------------
 
@@ -524,7 +524,7 @@ pub fn timeout_arg(flag: &str, t: f64) -> Result<Duration> {
 }
 
 /// The faults `RINGREDUCE_FAULT` injects (none when unset).
-pub fn env_faults() -> Result<Vec<crate::fault::EnvFault>> {
+pub(crate) fn env_faults() -> Result<Vec<crate::fault::EnvFault>> {
     Ok(FAULT.get()?.unwrap_or_default())
 }
 

@@ -65,7 +65,7 @@ fn check_groups(groups: &[Group]) -> Result<()> {
 
 /// Check the variables the engine reads (the first malformed one is the
 /// error): [`crate::Engine::new`] calls it.
-pub fn check_engine() -> Result<()> {
+pub(crate) fn check_engine() -> Result<()> {
     check_groups(&[Group::Engine, Group::Fault])
 }
 
@@ -82,7 +82,7 @@ pub fn check_settings() -> Result<()> {
 /// PMI's, Slurm's, `RINGREDUCE_RANKS_PER_NODE`, `RINGREDUCE_MPI`), unless
 /// `RINGREDUCE_MULTIPROC=0` says to ignore them: a job's rank reads some
 /// of them, and a malformed one is an error wherever it is.
-pub fn check_launcher() -> Result<()> {
+pub(crate) fn check_launcher() -> Result<()> {
     if MULTIPROC.get()? == Some(false) {
         return Ok(());
     }

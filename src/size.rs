@@ -124,7 +124,7 @@ fn parse_quantity(input: &str, unit: Unit) -> std::result::Result<u64, String> {
 /// A byte count for a message about what is there (free memory): exact
 /// when [`format_bytes`] says it briefly, else to one decimal of the largest
 /// unit ("about 22.9GiB", never "24627896320B").
-pub fn format_bytes_about(bytes: u64) -> String {
+pub(crate) fn format_bytes_about(bytes: u64) -> String {
     let exact = format_bytes(bytes);
     if bytes < 1024 || !(exact.contains('+') || exact.trim_end_matches('B').parse::<u64>().is_ok())
     {

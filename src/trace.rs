@@ -21,7 +21,7 @@ use std::fmt::Write;
 
 /// Largest trace: ranks and elements.
 pub const MAX_RANKS: usize = 16;
-pub const MAX_COUNT: usize = 4096;
+pub(crate) const MAX_COUNT: usize = 4096;
 /// Widest slice x time view drawn, in time units.
 const MAX_SLICE_UNITS: usize = 40;
 

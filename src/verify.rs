@@ -2,7 +2,7 @@
 //!
 //! # What the reference is
 //!
-//! [`reference`](fn@reference) folds [`combine_one`] over ranks 0, 1, ..., N-1 in order,
+//! [`reference`](fn@reference) folds `combine_one` over ranks 0, 1, ..., N-1 in order,
 //! with the flags a ring or one-shot all-reduce uses (first reduce: both
 //! operands pre-multiplied; later reduces: the incoming input only; last
 //! reduce: the post-divide), i.e. NCCL's semantics for the element type:

@@ -34,7 +34,7 @@ pub fn list_items(s: &str) -> Result<Vec<&str>, String> {
 }
 
 /// Ranks in words: `rank 2`, `ranks 1 and 2`, `ranks 0, 1 and 3`.
-pub fn rank_list(ranks: &[usize]) -> String {
+pub(crate) fn rank_list(ranks: &[usize]) -> String {
     match ranks {
         [] => "no rank".into(),
         [r] => format!("rank {r}"),

@@ -15,6 +15,7 @@
 /// A hand-written PTX module, and the same PTX assembled ahead of time by
 /// `ptxas` (checked byte for byte by CI): (image, compute capability, label).
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub struct KernelModule {
     pub name: &'static str,
     pub ptx: &'static str,

@@ -43,7 +43,7 @@ impl Algorithm for Flag {
 }
 
 /// What the flag one-shot takes: an all-reduce of at most two ranks.
-pub fn two_rank_all_reduce(name: &str, shape: &Shape) -> Result<(), String> {
+pub(crate) fn two_rank_all_reduce(name: &str, shape: &Shape) -> Result<(), String> {
     all_reduce_only(name, shape)?;
     if shape.ranks > 2 {
         return Err(

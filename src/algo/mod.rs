@@ -209,7 +209,7 @@ pub fn example(name: &str) -> Option<Arc<dyn Algorithm>> {
 }
 
 /// The name [`example`] parses for a registered name.
-pub fn example_name(name: &str) -> String {
+pub(crate) fn example_name(name: &str) -> String {
     name.replace(":pipeK", ":pipe3").replace("hier:G", "hier:2")
 }
 
@@ -509,7 +509,7 @@ fn auto(shape: &Shape) -> Arc<dyn Algorithm> {
 
 /// `RINGREDUCE_ALGO`: the path of every call left to `auto`, read from the
 /// environment (declared here, with the algorithms it names).
-pub static ALGO: crate::param::Param<String> = crate::param::Param::new(
+pub(crate) static ALGO: crate::param::Param<String> = crate::param::Param::new(
     "RINGREDUCE_ALGO",
     crate::param::Group::Engine,
     "auto or a path",

@@ -58,7 +58,7 @@ pub fn parse(s: &str) -> Option<std::result::Result<Arc<dyn Algorithm>, String>>
 }
 
 /// Error unless `shape` is an all-reduce.
-pub fn all_reduce_only(name: &str, shape: &Shape) -> std::result::Result<(), String> {
+pub(crate) fn all_reduce_only(name: &str, shape: &Shape) -> std::result::Result<(), String> {
     match shape.collective {
         Collective::AllReduce => {}
         Collective::Broadcast { .. } => {

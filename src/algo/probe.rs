@@ -7,7 +7,7 @@ use crate::plan::{Buf, Label, Lane, Plan, PlanBuilder, Region, Shape, SignalId};
 /// Every rank's compute lane waits until every other rank's has reached this
 /// point (a Begin each, and an End waiting for all of them). Issued before
 /// replaying captured chained calls that do not continue a chain.
-pub fn fence(ranks: usize) -> Plan {
+pub(crate) fn fence(ranks: usize) -> Plan {
     let mut b = PlanBuilder::new("fence", Shape::all_reduce(ranks, 0, 1, true));
     let begin = b.begin_all();
     for r in 0..ranks {

@@ -13,7 +13,7 @@ use crate::plan::{
 use std::sync::Arc;
 
 /// The root rank.
-pub const ROOT: usize = 0;
+pub(crate) const ROOT: usize = 0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParameterServer;

@@ -192,7 +192,12 @@ pub fn device_of(rank: usize, ranks: usize, devs: &[usize]) -> usize {
 /// that processes sit as one process's rank threads do; else
 /// `devs[local_rank % len]` (the usual local-rank convention). No devices:
 /// device 0.
-pub fn process_device(local_rank: usize, local_size: Option<usize>, devs: &[usize]) -> usize {
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn process_device(
+    local_rank: usize,
+    local_size: Option<usize>,
+    devs: &[usize],
+) -> usize {
     // An unknown local size: no ranks to place in blocks, so the rank wraps.
     device_of(local_rank, local_size.unwrap_or(0), devs)
 }

@@ -71,7 +71,7 @@ impl Combine {
 /// The pre-op of `c` applied to one value, ignoring the flags: `x * scalar`
 /// rounded in the type for PreMulSum, `x` otherwise.
 #[inline]
-pub fn pre_op<T: Element>(c: &Combine, x: T) -> T {
+pub(crate) fn pre_op<T: Element>(c: &Combine, x: T) -> T {
     if c.op == DevOp::PreMulSum {
         x.red_mul(T::from_bits(c.scalar))
     } else {
@@ -82,7 +82,7 @@ pub fn pre_op<T: Element>(c: &Combine, x: T) -> T {
 /// The post-op of `c` applied to one value, ignoring the flags: division by
 /// the scalar for SumPostDiv, `x` otherwise.
 #[inline]
-pub fn post_op<T: Element>(c: &Combine, x: T) -> T {
+pub(crate) fn post_op<T: Element>(c: &Combine, x: T) -> T {
     if c.op == DevOp::SumPostDiv {
         x.red_div(c.scalar)
     } else {
@@ -93,7 +93,7 @@ pub fn post_op<T: Element>(c: &Combine, x: T) -> T {
 /// One element: `post(pre_a(a) (op) pre_b(b))`. `T` decides the type
 /// (`c.dtype` is not consulted).
 #[inline]
-pub fn combine_one<T: Element>(c: &Combine, a: T, b: T) -> T {
+pub(crate) fn combine_one<T: Element>(c: &Combine, a: T, b: T) -> T {
     let a = if c.pre_a { pre_op(c, a) } else { a };
     let b = if c.pre_b { pre_op(c, b) } else { b };
     let r = match c.op {
@@ -111,25 +111,21 @@ pub fn combine_one<T: Element>(c: &Combine, a: T, b: T) -> T {
 
 /// `dst[i] = post(pre_a(a[i]) (op) pre_b(b[i]))` on byte slices holding whole
 /// elements of `c.dtype`, all the same length, at any alignment.
-pub fn combine(c: &Combine, dst: &mut [u8], a: &[u8], b: &[u8]) -> Result<(), String> {
+pub(crate) fn combine(c: &Combine, dst: &mut [u8], a: &[u8], b: &[u8]) -> Result<(), String> {
     lengths(c.dtype, dst.len(), &[a.len(), b.len()])?;
     crate::with_element!(c.dtype, T => combine_bytes::<T>(c, dst, Some(a), b))
 }
 
 /// `dst[i] = post(pre_a(dst[i]) (op) pre_b(b[i]))`: the reduce-into form.
-pub fn combine_into(c: &Combine, dst: &mut [u8], b: &[u8]) -> Result<(), String> {
+pub(crate) fn combine_into(c: &Combine, dst: &mut [u8], b: &[u8]) -> Result<(), String> {
     lengths(c.dtype, dst.len(), &[b.len()])?;
     crate::with_element!(c.dtype, T => combine_bytes::<T>(c, dst, None, b))
 }
 
 /// Typed slices: `dst[i] = combine_one(c, a[i], b[i])`, vectorisable loops and
-/// rayon for long slices.
-pub fn combine_slices<T: Element>(
-    c: &Combine,
-    dst: &mut [T],
-    a: &[T],
-    b: &[T],
-) -> Result<(), String> {
+/// rayon for long slices (the tests' way into the typed path).
+#[cfg(test)]
+fn combine_slices<T: Element>(c: &Combine, dst: &mut [T], a: &[T], b: &[T]) -> Result<(), String> {
     if a.len() != dst.len() || b.len() != dst.len() {
         return Err(format!(
             "combine: lengths differ (dst {}, a {}, b {})",
@@ -143,7 +139,8 @@ pub fn combine_slices<T: Element>(
 }
 
 /// Typed slices, reduce-into: `dst[i] = combine_one(c, dst[i], b[i])`.
-pub fn combine_into_slices<T: Element>(c: &Combine, dst: &mut [T], b: &[T]) -> Result<(), String> {
+#[cfg(test)]
+fn combine_into_slices<T: Element>(c: &Combine, dst: &mut [T], b: &[T]) -> Result<(), String> {
     if b.len() != dst.len() {
         return Err(format!(
             "combine: lengths differ (dst {}, b {})",

@@ -193,7 +193,7 @@ pub const fn decode(fmt: Format, bits: u64) -> f64 {
 }
 
 /// Every value of an 8-bit format, by bits (see [`decode8`]).
-pub const fn table8(fmt: Format) -> [f64; 256] {
+pub(crate) const fn table8(fmt: Format) -> [f64; 256] {
     let mut t = [0.0; 256];
     let mut b = 0;
     while b < 256 {
@@ -208,7 +208,7 @@ const E5M2_VALUES: [f64; 256] = table8(Format::E5M2);
 
 /// [`decode`] for the two FP8 formats by table lookup (other formats: `decode`).
 #[inline]
-pub fn decode8(fmt: Format, bits: u8) -> f64 {
+pub(crate) fn decode8(fmt: Format, bits: u8) -> f64 {
     match fmt {
         Format::E4M3 => E4M3_VALUES[bits as usize],
         Format::E5M2 => E5M2_VALUES[bits as usize],

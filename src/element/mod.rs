@@ -17,7 +17,8 @@
 pub mod combine;
 pub mod minifloat;
 
-pub use combine::{combine, combine_into, combine_one, Combine};
+pub use combine::Combine;
+pub(crate) use combine::{combine, combine_into, combine_one};
 pub use half::{bf16, f16};
 
 use minifloat::{decode, encode, Format};

@@ -55,7 +55,7 @@ pub const GRAPH_CALLS: usize = 2;
 
 /// The most plans of timed calls the engine keeps untaken
 /// ([`Core::take_timed_calls`]); older ones are dropped in halves.
-pub const MAX_TIMED_PLANS: usize = 1 << 16;
+pub(crate) const MAX_TIMED_PLANS: usize = 1 << 16;
 
 /// How to build a communicator: start from [`EngineConfig::cpu`],
 /// [`EngineConfig::cuda`], [`EngineConfig::new`] or [`EngineConfig::job`],

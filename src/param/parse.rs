@@ -19,7 +19,7 @@ pub(crate) fn utf8(v: &OsStr) -> std::result::Result<&str, String> {
 /// A timeout in seconds: finite, greater than 0 (and at least 1 ns), at
 /// most [`MAX_TIMEOUT_SECONDS`]. The check of `--timeout` and
 /// `EngineConfig::timeout` too.
-pub fn check_seconds(v: f64) -> std::result::Result<Duration, String> {
+pub(crate) fn check_seconds(v: f64) -> std::result::Result<Duration, String> {
     if v.is_nan() {
         return Err("not a number".into());
     }

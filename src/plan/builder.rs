@@ -236,7 +236,7 @@ impl PlanBuilder {
 
 /// Plans for one rank or zero elements: out of place, each rank copies its
 /// input to its output (a local copy-engine copy); nothing else.
-pub fn local_only(mut b: PlanBuilder, begin: &[SignalId]) -> Plan {
+pub(crate) fn local_only(mut b: PlanBuilder, begin: &[SignalId]) -> Plan {
     let shape = *b.shape();
     for (r, &bg) in begin.iter().enumerate() {
         let mut end = vec![];

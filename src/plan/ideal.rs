@@ -91,7 +91,7 @@ pub fn schedule(plan: &Plan) -> Option<Vec<Vec<Span>>> {
 }
 
 /// When the last op of any rank ends.
-pub fn makespan(spans: &[Vec<Span>]) -> f64 {
+pub(crate) fn makespan(spans: &[Vec<Span>]) -> f64 {
     spans.iter().flatten().map(|s| s.end).fold(0.0, f64::max)
 }
 

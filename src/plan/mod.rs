@@ -23,7 +23,8 @@ pub mod validate;
 /// plans grow with the square of the rank count).
 pub const MAX_RANKS: usize = 256;
 
-pub use builder::{local_only, PlanBuilder};
+pub(crate) use builder::local_only;
+pub use builder::PlanBuilder;
 pub use call::{Binding, BufId, Call};
 pub use ir::{
     Buf, Collective, Exchange, Label, Lane, Op, OpKind, Plan, ReduceStep, Region, Shape, Signal,

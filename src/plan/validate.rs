@@ -20,7 +20,7 @@
 //! plans of at most [`RACE_CHECK_MAX_RANKS`] ranks; larger plans get every
 //! other check.
 
-use super::interp::{self, parts, Access, Effect, Memory, SymMem, Val};
+use super::interp::{self, parts, Access, Effect, SymMem, Val};
 use super::ir::{Buf, Collective, Exchange, Lane, OpKind, Plan, SignalId, SignalKind, LANES};
 
 /// Plans with more ranks skip the race and bracket checks (memory grows
@@ -657,21 +657,6 @@ fn check_races(plan: &Plan, hb: &HappensBefore) -> Result<Vec<Acc>, String> {
         active.push(i);
     }
     Ok(acc)
-}
-
-/// For the trace: the symbolic memory after executing the plan in `order`.
-pub fn execute_symbolic(plan: &Plan, order: &[PartId]) -> Result<SymMem, String> {
-    let mut mem = SymMem::new(&plan.shape, plan.scratch_len);
-    for &(r, i, k) in order {
-        if let Some(e) = parts(r, &plan.ops[r][i])[k].effect {
-            mem_apply(&mut mem, &e)?;
-        }
-    }
-    Ok(mem)
-}
-
-fn mem_apply<M: Memory<Error = String>>(mem: &mut M, e: &Effect<'_>) -> Result<(), String> {
-    interp::apply(mem, e)
 }
 
 #[cfg(test)]
