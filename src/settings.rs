@@ -116,7 +116,7 @@ fn without_mpi() -> Result<()> {
 }
 
 /// The `RINGREDUCE_*` variables of the environment that this build does not
-/// read (a typo, or `RINGREDUCE_FAULT` without fault injection), sorted.
+/// read (a typo), sorted.
 pub fn undeclared() -> Vec<(String, String)> {
     let known: Vec<&str> = all()
         .iter()
