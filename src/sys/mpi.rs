@@ -271,11 +271,12 @@ impl Mpi {
                 .map_err(|why| init_error(rank, why)),
             Err(_) => Err(Error::Timeout {
                 rank,
-                what: "every rank of the job in MPI_Init_thread (a rank that never started, or one \
+                what:
+                    "every rank of the job in MPI_Init_thread (a rank that never started, or one \
                        whose binary was built without the `mpi` feature: such a binary refuses \
                        at once where RINGREDUCE_RANKS_PER_NODE or RINGREDUCE_MPI=1 asks for MPI, \
                        and otherwise joins no MPI job; every rank must run the same build)"
-                    .into(),
+                        .into(),
                 seconds: timeout.as_secs_f64(),
                 wait: WaitKind::Host,
             }),

@@ -66,11 +66,40 @@ pub(crate) fn tail(s: &str) -> &str {
     &s[start..]
 }
 
+/// The most of a child's stream kept in memory: its first and its last
+/// [`KEPT`] bytes (a child that floods its output cannot exhaust the test's
+/// memory before the time limit kills it).
+const KEPT: usize = 8 << 20;
+
+/// Read `r` to its end on a thread of its own: all of it, or its head and
+/// tail with a line saying how much was left out between them.
 pub(crate) fn drain(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
     std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = r.read_to_end(&mut v);
-        String::from_utf8_lossy(&v).into_owned()
+        let (mut head, mut tail) = (Vec::new(), std::collections::VecDeque::new());
+        let (mut left_out, mut buf) = (0usize, vec![0u8; 64 << 10]);
+        loop {
+            let n = match r.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let mut chunk = &buf[..n];
+            if head.len() < KEPT {
+                let k = chunk.len().min(KEPT - head.len());
+                head.extend_from_slice(&chunk[..k]);
+                chunk = &chunk[k..];
+            }
+            tail.extend(chunk.iter().copied());
+            if tail.len() > KEPT {
+                let excess = tail.len() - KEPT;
+                tail.drain(..excess);
+                left_out += excess;
+            }
+        }
+        let mut s = String::from_utf8_lossy(&head).into_owned();
+        if left_out > 0 {
+            s += &format!("\n[... {left_out} bytes left out ...]\n");
+        }
+        s + &String::from_utf8_lossy(tail.make_contiguous())
     })
 }
 
@@ -232,6 +261,27 @@ pub(crate) fn bad(ran: &Ran, args: &[&str], msg: &str) -> Result<(), String> {
 }
 
 pub fn register(h: &mut Harness) {
+    h.add("cli::a_flooding_child_is_kept_to_its_head_and_tail", || {
+        // A child that floods its output (Open MPI once printed 5.4 GB
+        // from one rank) is read to the end, but only its first and last
+        // KEPT bytes stay in memory.
+        let mut c = Command::new("head");
+        c.args(["-c", &(3 * KEPT).to_string(), "/dev/zero"]);
+        let ran = run_cmd(c, Duration::from_secs(60));
+        ensure!(ran.code == Some(0), "head: {:?}", ran.code);
+        let marker = format!("[... {} bytes left out ...]", KEPT);
+        ensure!(
+            ran.out.contains(&marker),
+            "no marker in {} bytes",
+            ran.out.len()
+        );
+        ensure!(
+            ran.out.len() == 2 * KEPT + marker.len() + 2,
+            "kept {} bytes",
+            ran.out.len()
+        );
+        pass()
+    });
     h.add("cli::gpu_check_modes_are_documented", || {
         // Every mode scripts/gpu-check.sh runs is in its header (which `help`
         // prints), the header names no mode the script lacks, and
