@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check, one call on the GPU machine (see CONTRIBUTING.md). Modes, each
 # named for what it measures (`bash .device/gpu-check.sh help` prints this list):
-#   bash .device/gpu-check.sh tests      the integration tests alone (their CUDA variants), ~3 min
+#   bash .device/gpu-check.sh tests      the API and integration tests alone (their CUDA variants), ~3 min
 #   bash .device/gpu-check.sh validate   tests, check vs NCCL (every type, op, collective),
 #                                        sanitizers, a 10k-call soak, the float auto vs NCCL bench
 #   bash .device/gpu-check.sh bench      speed against NCCL (issue 13's targets in one run): topo;
@@ -75,14 +75,23 @@ export RINGREDUCE_HOST_MEMORY="${RINGREDUCE_HOST_MEMORY:-200GiB}"
 log() { echo; echo "### $*"; }
 # run LIMIT_S CMD...: the command, bounded, with its exit status.
 run() { local t=$1; shift; log "\$ $*"; timeout "$t" "$@"; echo "[exit $?]"; }
-# gpu_tests LIMIT_S LINES: the staged integration binary (its CUDA variants
-# run here), bounded; the last LINES of its output other than passing tests.
+# gpu_tests LIMIT_S LINES: the staged test binaries, the library's API
+# tests (api) and the integration tests (their CUDA variants run here),
+# each bounded; the last LINES of their output other than passing tests.
 # TESTS: names to run (substrings, space-separated; default all).
 gpu_tests() {
     [ -x "$D/integration" ] || { echo "SKIPPED: no integration binary staged"; return 0; }
+    : > "$OUT/tests.log"
+    if [ -x "$D/api" ]; then
+        log "the library's API tests (the CUDA variants run here) ${TESTS:-}"
+        # shellcheck disable=SC2086
+        timeout "$1" "$D/api" ${TESTS:-} >> "$OUT/tests.log" 2>&1; echo "[exit $?]"
+    else
+        echo "SKIPPED: no api binary staged (scripts/stage-gpu.sh stages it)"
+    fi
     log "integration tests (the CUDA variants run here) ${TESTS:-}"
     # shellcheck disable=SC2086
-    timeout "$1" "$D/integration" ${TESTS:-} > "$OUT/tests.log" 2>&1; echo "[exit $?]"
+    timeout "$1" "$D/integration" ${TESTS:-} >> "$OUT/tests.log" 2>&1; echo "[exit $?]"
     grep -vE ' \.\.\. ok' "$OUT/tests.log" | tail -"$2"
 }
 # workdir: a fresh $W under $OUT for one mode's files; pack NAME: tar them

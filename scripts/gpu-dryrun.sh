@@ -8,7 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE="${1:-processes}"
 REAL="$PWD/target/release/ringreduce"
-# With fault injection: the processes mode's fault cases set RINGREDUCE_FAULT.
 cargo build --release -q
 D="$(mktemp -d)"
 trap 'rm -rf "$D"' EXIT

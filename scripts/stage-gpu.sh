@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build here (no GPU needed) and stage the binaries for the GPU machine.
 #
-#   scripts/stage-gpu.sh   -> .device/{ringreduce,integration,gpu-check.sh,COMMIT}
+#   scripts/stage-gpu.sh   -> .device/{ringreduce,integration,api,gpu-check.sh,COMMIT}
 #                             and comm-extras.tgz (the mp test binary and the examples
 #                             gpu-check.sh comm runs)
 #
@@ -9,7 +9,6 @@
 #   bash .device/gpu-check.sh validate > $OUT/validate.log 2>&1
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# With fault injection: gpu-check.sh's fault cases set RINGREDUCE_FAULT.
 cargo build --release
 json=$(cargo test --release --no-run --message-format=json 2>/dev/null)
 test_binary() {
@@ -23,15 +22,18 @@ for line in sys.stdin:
 ' "$1"
 }
 integ=$(test_binary integration)
+api=$(test_binary api)
 mp=$(test_binary mp)
 cargo build --release --examples
 rm -rf .device && mkdir -p .device
 cp target/release/ringreduce .device/
 cp "$integ" .device/integration
+cp "$api" .device/api
 cp scripts/gpu-check.sh scripts/record-command.sh .device/
 git rev-parse --short HEAD > .device/COMMIT
 git diff --quiet || echo "+uncommitted" >> .device/COMMIT
 strip --strip-debug .device/ringreduce .device/integration 2>/dev/null || true
+strip --strip-all .device/api 2>/dev/null || true
 # The communicator's extras (gpu-check.sh comm), without symbols and
 # packed: the tree and .device travel together in at most 64 MiB.
 x=$(mktemp -d)

@@ -1101,7 +1101,7 @@ pub fn register(h: &mut Harness) {
         h,
         "backends::per_rank_call_style",
         1,
-        // One handle per rank thread (tests/integration/comm.rs tests the
+        // One handle per rank thread (the library's tests/api/comm.rs tests the
         // communicator in every mode).
         |b: BackendChoice| -> TestResult {
             let n = match b {
