@@ -160,7 +160,7 @@ fn run_typed<T: Element>(
     let verdict = crate::bench::gather_verdict(&engine, verdict)?;
     print_timings(a, &mut engine, &sh, &shape, op, setup, first)?;
     print_traffic(&info.traffic, &shape)?;
-    print_network(&network, &path, &shape)?;
+    print_network(&network, &path, &shape, engine.core().per_node())?;
     print_check(&verdict, &shape, T::DTYPE)
 }
 
@@ -347,8 +347,10 @@ fn print_traffic(traffic: &[ringreduce::plan::Traffic], shape: &Shape) -> Result
 
 /// The bytes each rank sent to other nodes in the first call (the network
 /// transport's count), beside the hierarchical path's formula; nothing when
-/// no byte left a node.
-fn print_network(sent: &[u64], path: &str, shape: &Shape) -> Result<()> {
+/// no byte left a node. `per_node`: the job's ranks per node; a plan whose
+/// G is not it crosses nodes where its formula assumes it does not, and
+/// the line says so instead of printing a formula that does not apply.
+fn print_network(sent: &[u64], path: &str, shape: &Shape, per_node: Option<usize>) -> Result<()> {
     if sent.iter().all(|&b| b == 0) {
         return Ok(());
     }
@@ -358,6 +360,17 @@ fn print_network(sent: &[u64], path: &str, shape: &Shape) -> Result<()> {
         .strip_prefix("hier:")
         .and_then(|g| g.parse::<usize>().ok())
     {
+        Some(g) if g > 0 && n % g == 0 && per_node.is_some_and(|p| p != g) => {
+            let p = per_node.unwrap_or(0);
+            let instead = if p > 1 && n % p == 0 {
+                format!("hier:{p}")
+            } else {
+                "the ring".to_string()
+            };
+            format!(
+                "; the hier formula does not apply: the plan groups G = {g} ranks per node, this job has {p} per node (set RINGREDUCE_RANKS_PER_NODE={g}, or take {instead})"
+            )
+        }
         Some(g) if g > 0 && n % g == 0 => {
             let k = n / g;
             format!(

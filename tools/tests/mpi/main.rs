@@ -328,6 +328,20 @@ fn hier_sends_its_share_across_the_network() {
         }
         assert_none_left(&t, Duration::from_secs(5));
     }
+    // A layout the plan does not assume (one rank per node under hier:2):
+    // every hop crosses a node, and the formula is not printed as if it
+    // held (it printed 524288 B beside 1.5 MiB measured).
+    let t = tag("bytes-layout");
+    let args = words("run --backend {b} --algo hier:2 --size 1MiB --iters 3 --timeout 30");
+    let j = mpirun(&t, &args, &[("RINGREDUCE_RANKS_PER_NODE", "1")], false);
+    assert!(j.status.success(), "{}", j.all());
+    let r0 = j.rank(0, "stdout");
+    assert!(r0.contains("on 4 nodes"), "{r0}");
+    assert!(
+        r0.contains("the hier formula does not apply: the plan groups G = 2 ranks per node, this job has 1 per node"),
+        "{r0}"
+    );
+    assert_none_left(&t, Duration::from_secs(5));
 }
 
 /// `bench` over nodes, with its peer-copy ceiling probe (issue 45: it hung
