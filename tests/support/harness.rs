@@ -15,6 +15,23 @@ pub enum Outcome {
 
 pub type TestResult = Result<Outcome, String>;
 
+/// Keep the panics the fault tests inject on purpose (and their
+/// backtraces) out of the output; every other panic prints as before.
+pub fn hide_injected_panics() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if !msg.starts_with("injected panic") {
+            default_hook(info);
+        }
+    }));
+}
+
 pub struct Harness {
     tests: Vec<(String, Box<dyn Fn() -> TestResult>)>,
 }

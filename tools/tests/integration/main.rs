@@ -29,20 +29,7 @@ mod property;
 mod timeline;
 
 fn main() -> std::process::ExitCode {
-    // The fault tests make rank threads panic on purpose; keep those
-    // expected panics (and their backtraces) out of the output.
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let msg = info
-            .payload()
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| info.payload().downcast_ref::<&str>().copied())
-            .unwrap_or("");
-        if !msg.starts_with("injected panic") {
-            default_hook(info);
-        }
-    }));
+    harness::hide_injected_panics();
     let mut h = harness::Harness::new();
     backends::register(&mut h);
     faults::register(&mut h);
