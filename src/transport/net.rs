@@ -266,7 +266,7 @@ impl Drop for Receiver {
                 self.link.job.control().record_failure(
                     0,
                     self.link.mpi.rank,
-                    "its network receiver did not stop (inside an MPI call)",
+                    "its network receiver did not stop within the timeout",
                 );
             }
         }
