@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 /// The pipelined chain broadcast with `slices` pieces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bcast {
+pub(crate) struct Bcast {
     pub slices: usize,
 }
 

@@ -7,7 +7,7 @@
 //! (each kernel reads only its own rank's buffers).
 //!
 //! Consecutive calls alternate scratch halves exactly as the copy-engine
-//! one-shot does ([`super::oneshot::ChainPath`]); a fenced call's kernels
+//! one-shot does (`oneshot::ChainPath`); a fenced call's kernels
 //! first wait (events) for both ranks' Begin. Slots start on 16-byte
 //! boundaries so the kernel's vector path applies at any count. The kernel
 //! numbers its calls on the GPU, so CUDA graphs can replay it.
@@ -18,7 +18,7 @@ use crate::plan::{local_only, Buf, Label, Plan, PlanBuilder, ReduceStep, Region,
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Flag;
+pub(crate) struct Flag;
 
 impl Algorithm for Flag {
     fn name(&self) -> String {

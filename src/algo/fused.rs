@@ -23,7 +23,7 @@ use crate::plan::{
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fused;
+pub(crate) struct Fused;
 
 impl Algorithm for Fused {
     fn name(&self) -> String {

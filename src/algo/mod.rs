@@ -3,7 +3,7 @@
 //!
 //! * [`Algorithm`]: a named algorithm with its options (`ring:pipe2`).
 //! * [`Path`]: the per-(engine, shape) state that picks each call's plan.
-//!   Most paths always issue the same plan ([`StaticPath`]); the chained
+//!   Most paths always issue the same plan (`StaticPath`); the chained
 //!   one-shots alternate scratch halves between consecutive calls and keep
 //!   that parity (and their CUDA-graph fence protocol) here, with the
 //!   algorithm, not in the engine.
@@ -111,7 +111,7 @@ pub trait Path: Send {
 
 /// A path whose every call is the same plan.
 #[derive(Debug)]
-pub struct StaticPath(pub Arc<Plan>);
+pub(crate) struct StaticPath(pub Arc<Plan>);
 
 impl StaticPath {
     /// Build the plan once (validated in debug builds).

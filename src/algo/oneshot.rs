@@ -14,7 +14,7 @@
 //! call k+1 into half h is issued on the sender's stream after the sender's
 //! reduce of call k, which waited for the receiver's push of call k, which
 //! the receiver issued after its own reduce of call k-1, the last reader of
-//! half h. [`ChainPath`] keeps that parity (shared with [`super::flag`]); the
+//! half h. `ChainPath` keeps that parity (shared with [`super::flag`]); the
 //! engine tells it whether a call continues a chain, and the tests check
 //! sequences of calls for races with [`Plan::validate_sequence`].
 
@@ -76,10 +76,10 @@ pub(crate) fn all_reduce_only(name: &str, shape: &Shape) -> std::result::Result<
 }
 
 /// A plan builder of a chained path: (shape, scratch half, fenced).
-pub type ChainBuild = fn(&Shape, usize, bool) -> Plan;
+pub(crate) type ChainBuild = fn(&Shape, usize, bool) -> Plan;
 
 /// The state of a chained path: which scratch half the last call used.
-pub struct ChainPath {
+pub(crate) struct ChainPath {
     shape: Shape,
     build: ChainBuild,
     parity: usize,

@@ -21,7 +21,7 @@
 //! across NVLink in about a microsecond.
 //!
 //! Consecutive calls alternate scratch halves like the one-shots
-//! ([`super::oneshot::ChainPath`]): a copy into the peer's half of call k+2
+//! (`oneshot::ChainPath`): a copy into the peer's half of call k+2
 //! follows the peer's hand-shake 1 of call k+1, which the peer raises after
 //! its reduce of call k read that half. A call that starts a chain first
 //! waits (events) for both ranks' Begin. No op waits on an event inside a
@@ -36,7 +36,7 @@ use crate::schedule::{ChunkLayout, Phase, Ring as RingSchedule};
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RingFlag;
+pub(crate) struct RingFlag;
 
 impl Algorithm for RingFlag {
     fn name(&self) -> String {

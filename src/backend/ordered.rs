@@ -357,7 +357,7 @@ impl CpuOrder {
 
 /// One rank's part of a work launch on a host backend: what a
 /// [`HostKernel`] sees ([`HostArgs`]) on a backend's buffers.
-pub struct HostRank<'a> {
+pub(crate) struct HostRank<'a> {
     be: &'a mut dyn Backend,
     rank: usize,
     launch: &'a WorkLaunch,
