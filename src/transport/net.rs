@@ -110,19 +110,12 @@ impl Link {
     /// effort: a peer may be gone; the sends still on their way then are
     /// cancelled).
     fn broadcast(&self, tag: i32, msg: &[u8], to: &[usize], skip: &[bool], limit: Duration) {
-        let mut sends: Vec<PendingSend> = to
+        let sends = to
             .iter()
             .filter(|&&r| !skip.get(r).copied().unwrap_or(false))
             .filter_map(|&r| self.mpi.isend(self.mpi.world, msg.to_vec(), r, tag).ok())
             .collect();
-        let until = Instant::now() + limit.min(self.timeout);
-        while Instant::now() < until {
-            sends.retain_mut(|p| !p.done().unwrap_or(true));
-            if sends.is_empty() {
-                break;
-            }
-            std::thread::sleep(Duration::from_micros(100));
-        }
+        settle(sends, Instant::now() + limit.min(self.timeout));
     }
 
     /// The ranks of the other nodes.
@@ -293,6 +286,18 @@ struct Sink<'a> {
     board: &'a SignalBoard,
 }
 
+/// Wait until every send of `sends` completed, at most until `until`; the
+/// ones still on their way are then dropped (cancelled).
+fn settle(mut sends: Vec<PendingSend>, until: Instant) {
+    while Instant::now() < until {
+        sends.retain_mut(|p| !p.done().unwrap_or(true));
+        if sends.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
 /// How long a failure or a goodbye waits for its sends: a small message to
 /// a live process completes in microseconds; one to a dead process never
 /// does (a live rank left untold notices this one's silence instead).
@@ -332,9 +337,7 @@ impl Liveness {
             left: vec![false; n],
             beats: (0..n).map(|_| None).collect(),
             last_beat: None,
-            remote: (0..n)
-                .filter(|&r| link.world.node_of[r] != link.world.node)
-                .collect(),
+            remote: link.remote(),
             silence: silence_limit(link.timeout),
             timeout: link.timeout,
         }
@@ -381,23 +384,18 @@ impl Liveness {
 
     /// The ranks not to send to any more: gone (goodbye) or lost (silent).
     fn gone(&self) -> Vec<bool> {
-        (0..self.left.len())
-            .map(|r| self.left[r] || (self.remote.contains(&r) && self.quiet(r).is_some()))
-            .collect()
+        let mut gone = self.left.clone();
+        for &r in &self.remote {
+            gone[r] |= self.quiet(r).is_some();
+        }
+        gone
     }
 
     /// Wait a little for the heartbeats still on their way, then drop
     /// (cancel) the rest: none may be pending when MPI is finalized.
     fn settle(&mut self) {
-        let until = Instant::now() + Duration::from_millis(500);
-        for b in self.beats.iter_mut() {
-            if let Some(p) = b {
-                while !p.done().unwrap_or(true) && Instant::now() < until {
-                    std::thread::sleep(Duration::from_micros(100));
-                }
-            }
-            *b = None;
-        }
+        let beats = self.beats.iter_mut().filter_map(Option::take).collect();
+        settle(beats, Instant::now() + BROADCAST);
     }
 }
 
