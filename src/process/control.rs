@@ -102,7 +102,8 @@ pub struct Control {
     abort: OnceLock<AbortHandle>,
     /// The job's rank of each rank of this segment, when the segment is
     /// one node's of a job over several nodes (the `mpi` feature): errors
-    /// name job ranks. Empty: the segment's ranks are the job's.
+    /// name job ranks. Empty: the segment's ranks are the job's (a job
+    /// over one node passes none).
     names: Vec<usize>,
 }
 
@@ -314,19 +315,30 @@ impl Control {
     /// even when its descriptor reached them. The error, if so.
     pub fn agreement_fault(&self, k: u64, what: &str) -> Option<Error> {
         let f = self.health()?;
-        let agreed = |q: usize| {
-            let at = if self.names.is_empty() {
-                Some(q)
-            } else {
-                self.names.iter().position(|&n| n == q)
-            };
-            at.filter(|&r| r < self.size)
-                .map_or(0, |r| self.rank_word(r, R_AGREED).load(Ordering::Acquire))
-        };
-        if f.rank().is_some_and(|q| agreed(q) >= k) {
+        if f.rank()
+            .is_some_and(|q| self.seen_everywhere(q, R_AGREED) >= k)
+        {
             return None;
         }
         Some(f.error(self.name(self.me), what))
+    }
+
+    /// Job rank `rank`'s counter `k` (agreed, completed) as every rank of
+    /// the job sees it; 0 when some rank cannot see it. A waiter may let a
+    /// call go on past a failed rank's fault only if that rank's counter
+    /// says it did its part, and only if every other rank decides the
+    /// same: a rank that gave up on the call would leave the waiter waiting
+    /// for what it never sends. Over several nodes, a node's counters are
+    /// invisible to the others (they fail the call on any fault), so this
+    /// node's ranks must fail it too.
+    fn seen_everywhere(&self, rank: usize, k: usize) -> u64 {
+        if !self.names.is_empty() {
+            return 0;
+        }
+        if rank >= self.size {
+            return 0;
+        }
+        self.rank_word(rank, k).load(Ordering::Acquire)
     }
 
     /// The failure record, if a rank wrote one: (call, rank, why).
@@ -598,13 +610,7 @@ impl SharedBoard for Control {
     }
 
     fn completed(&self, rank: usize) -> u64 {
-        let at = if self.names.is_empty() {
-            Some(rank)
-        } else {
-            self.names.iter().position(|&n| n == rank)
-        };
-        at.filter(|&r| r < self.size)
-            .map_or(0, |r| self.rank_word(r, R_DRAINED).load(Ordering::Acquire))
+        self.seen_everywhere(rank, R_DRAINED)
     }
 }
 
@@ -702,6 +708,31 @@ mod tests {
             .to_string();
         assert!(e.contains("holds") || e.contains("for 2 ranks"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_rank_past_the_call_excuses_it_only_where_every_rank_sees_that() {
+        // Rank 1 completed and agreed on call 5, then failed. On a job of
+        // one machine every rank reads that, so a waiter in call 5 goes
+        // on. As node 0 of a job over nodes the other nodes cannot read
+        // it and fail call 5: so must this node's ranks (they would wait
+        // for a rank of another node that gave up).
+        for over_nodes in [false, true] {
+            let (dir, v, ex) = seg("excuse", 2);
+            let t = Duration::from_secs(5);
+            let mut c = Control::open(ex.path(), "run", 2, 0, t).unwrap();
+            if over_nodes {
+                c.set_names(vec![0, 1]);
+            }
+            v[1].publish_drained(5);
+            v[1].publish_agreed(5);
+            v[1].record_failure(6, 1, "injected after call 5");
+            let excused = SharedBoard::completed(&c, 1) >= 5;
+            assert_eq!(excused, !over_nodes, "over nodes: {over_nodes}");
+            let e = c.agreement_fault(5, "agreeing on call 5");
+            assert_eq!(e.is_some(), over_nodes, "over nodes: {over_nodes}: {e:?}");
+            std::fs::remove_dir_all(dir).unwrap();
+        }
     }
 
     #[test]

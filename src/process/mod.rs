@@ -180,7 +180,14 @@ impl Job {
             // machine; the job answers with the world's rank and size.
             let world = crate::process::net::World::join(spec, timeout)?;
             let node = world.node_spec(spec);
-            let mut job = Self::join_node(&node, timeout, world.members.clone())?;
+            // A node holding every rank is a job of one machine: its
+            // segment's ranks are the job's (Control's names).
+            let names = if world.members.len() == spec.size {
+                Vec::new()
+            } else {
+                world.members.clone()
+            };
+            let mut job = Self::join_node(&node, timeout, names)?;
             job.spec = spec.clone();
             job.world = Some(Arc::new(world));
             return Ok(Arc::new(job));
