@@ -97,7 +97,10 @@ pub fn render(choice: &AlgoChoice, shape: &Shape, dtype: DataType, op: ReduceOp)
             }
         }
     }
-    let ringlike = plan.ops.iter().flatten().any(|o| o.label.phase.is_some());
+    let ringlike = plan.ops.iter().enumerate().any(|(r, ops)| {
+        ops.iter()
+            .any(|o| interp::parts(r, o).iter().any(|p| p.label.phase.is_some()))
+    });
     if ringlike {
         render_steps(&mut out, &plan);
         if plan.ops.iter().flatten().any(|o| o.label.slice > 0) {
@@ -154,24 +157,25 @@ type Part = (usize, usize, usize);
 /// Where a part sorts in the synchronous picture: (phase, step, copy before
 /// reduce, rank, chunk, slice). Phases: 0 begin, 1 other set-up, 2
 /// reduce-scatter, 3 all-gather, 9 end.
-fn step_key(plan: &Plan, &(r, i, _): &Part) -> (usize, usize, usize, usize, usize, usize) {
+fn step_key(plan: &Plan, &(r, i, k): &Part) -> (usize, usize, usize, usize, usize, usize) {
     let op = &plan.ops[r][i];
-    let phase = match op.label.phase {
+    let part = interp::parts(r, op)[k];
+    let label = part.label;
+    let phase = match label.phase {
         None if op.kind == OpKind::Begin => 0,
         None if op.kind == OpKind::End => 9,
         None => 1,
         Some(Phase::ReduceScatter) => 2,
         Some(Phase::AllGather) => 3,
     };
-    let kind = usize::from(matches!(op.kind, OpKind::Reduce { .. }));
-    (
-        phase,
-        op.label.step,
-        kind,
-        r,
-        op.label.chunk,
-        op.label.slice,
-    )
+    // A receive (a reduce, or a kernel's copy out of its own slot) after
+    // the step's sends.
+    let kind = usize::from(match part.effect {
+        Some(Effect::Reduce { .. }) => true,
+        Some(Effect::Copy { from, to, .. }) => from == to && op.label.phase.is_none(),
+        None => false,
+    });
+    (phase, label.step, kind, r, label.chunk, label.slice)
 }
 
 /// What every rank holds per chunk. A cell that differs from the previous
@@ -219,16 +223,26 @@ fn apply_group(mem: &mut SymMem, plan: &Plan, group: &[Part]) -> Vec<String> {
     let mut last: Option<(usize, usize, &'static str)> = None;
     for &(r, oi, pk) in group {
         let op = &plan.ops[r][oi];
-        let Some(e) = interp::parts(r, op)[pk].effect else {
+        let part = interp::parts(r, op)[pk];
+        let Some(e) = part.effect else {
             continue;
         };
+        let chunk = part.label.chunk;
         let before = describe_effect(mem, &e, n);
         let _ = interp::apply(mem, &e);
         let (what, range, tag) = match e {
+            Effect::Copy { from, src, to, dst } if from == to && src.buf == Buf::Scratch => (
+                format!(
+                    "rank {to} takes the received chunk {chunk} out of its slot: now {}",
+                    value_line(mem, to, dst, n)
+                ),
+                dst.range.clone(),
+                "copy",
+            ),
             Effect::Copy { from, src, to, dst } => (
                 format!(
                     "rank {from} -> rank {to}: chunk {} = {before}{}",
-                    op.label.chunk,
+                    chunk,
                     if dst.buf == Buf::Scratch {
                         "  (into scratch)"
                     } else {
@@ -241,14 +255,14 @@ fn apply_group(mem: &mut SymMem, plan: &Plan, group: &[Part]) -> Vec<String> {
             Effect::Reduce { rank, dst, .. } => (
                 format!(
                     "rank {rank} reduces the received chunk {} (reduce kernel): now {}",
-                    op.label.chunk,
+                    chunk,
                     value_line(mem, rank, dst, n)
                 ),
                 dst.range.clone(),
                 "reduce",
             ),
         };
-        if last == Some((r, op.label.chunk, tag)) {
+        if last == Some((r, chunk, tag)) {
             // Another slice of the same chunk: add its range.
             if let Some(l) = lines.last_mut() {
                 let _ = write!(l, " [{}..{})", range.start, range.end);
@@ -258,7 +272,7 @@ fn apply_group(mem: &mut SymMem, plan: &Plan, group: &[Part]) -> Vec<String> {
                 "  {what}; slices: [{}..{})",
                 range.start, range.end
             ));
-            last = Some((r, op.label.chunk, tag));
+            last = Some((r, chunk, tag));
         }
     }
     lines

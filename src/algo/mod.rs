@@ -23,6 +23,7 @@ pub mod probe;
 pub mod ps;
 pub mod ring;
 pub mod ringflag;
+pub(crate) mod ringll;
 
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Plan, Shape};
@@ -182,6 +183,11 @@ pub const REGISTRY: &[Entry] = &[
         ringflag::parse,
         &["ring:flag"],
         "ring:flag (2 ranks: the ring's copies and reduce on one stream, the two waits across GPUs as flag hand-shakes in GPU memory)",
+    ),
+    Entry::new(
+        ringll::parse,
+        &["ring:ll"],
+        "ring:ll (the ring in one kernel per rank: each step stored into the right neighbour's slot with its flag in the same words, polled there; no copy engine, no event between steps)",
     ),
     Entry::new(ps::parse, &["ps"], "ps (parameter server, rank 0 as root)"),
     Entry::new(

@@ -11,6 +11,7 @@ fn algos() -> Vec<Arc<dyn Algorithm>> {
         Arc::new(fused::Fused),
         Arc::new(flag::Flag),
         Arc::new(ringflag::RingFlag),
+        Arc::new(ringll::RingLl),
         Arc::new(ps::ParameterServer),
     ];
     for per_node in [1, 2, 3] {
@@ -131,11 +132,12 @@ fn plans_validate_many_ranks() {
 }
 
 /// The chained paths: their plan builders and the rank counts they take.
-fn chained() -> [(oneshot::ChainBuild, std::ops::RangeInclusive<usize>); 3] {
+fn chained() -> [(oneshot::ChainBuild, std::ops::RangeInclusive<usize>); 4] {
     [
         (oneshot::plan, 2..=5),
         (flag::plan, 2..=2),
         (ringflag::plan, 2..=2),
+        (ringll::plan, 2..=5),
     ]
 }
 
@@ -221,7 +223,7 @@ fn chain_path_parity() {
 /// next to any other plan.
 #[test]
 fn graph_replays_are_race_free() {
-    let paths: [&dyn Algorithm; 2] = [&flag::Flag, &ringflag::RingFlag];
+    let paths: [&dyn Algorithm; 3] = [&flag::Flag, &ringflag::RingFlag, &ringll::RingLl];
     for (count, ip, algo) in [1, 5, 64]
         .into_iter()
         .flat_map(|c| [(c, false), (c, true)])
@@ -316,6 +318,8 @@ fn parse_names() {
         "oneshot",
         "oneshot:fused",
         "oneshot:flag",
+        "ring:flag",
+        "ring:ll",
         "ps",
         "bcast",
         "bcast:pipe4",
@@ -779,6 +783,51 @@ fn negative_structure() {
     }
     assert!(err(&h).contains("send"));
     let _ = Lane::Copy;
+}
+
+/// The LL ring kernel's contract: each break of it is named.
+#[test]
+fn negative_ll_ring_kernel() {
+    let shape = Shape::all_reduce(3, 12, 4, false);
+    fn steps(p: &mut Plan, r: usize) -> &mut Vec<crate::plan::Op> {
+        p.ops[r]
+            .iter_mut()
+            .find_map(|o| match &mut o.kind {
+                OpKind::Kernel(k) => Some(&mut k.steps),
+                _ => None,
+            })
+            .unwrap()
+    }
+    let good = ringll::plan(&shape, 0, true);
+    good.validate().unwrap();
+    // A put to the left neighbour instead of the right.
+    let mut p = good.clone();
+    if let OpKind::Copy { to, .. } = &mut steps(&mut p, 0)[0].kind {
+        *to = 2;
+    }
+    assert!(err(&p).contains("right neighbour"), "{}", err(&p));
+    // A receive that waits for an event (rank 0's Begin), not a flag.
+    let mut p = good.clone();
+    steps(&mut p, 1)[1].waits = vec![SignalId(0)];
+    assert!(err(&p).contains("not a flag"), "{}", err(&p));
+    // A receive that reads a slot its left neighbour's put did not fill.
+    let mut p = good.clone();
+    if let OpKind::Reduce { b, .. } = &mut steps(&mut p, 1)[1].kind {
+        b.range = b.range.start + 1..b.range.end + 1;
+    }
+    assert!(err(&p).contains("slot its left neighbour"), "{}", err(&p));
+    // A receive that waits for nothing: the reduce would race the put.
+    let mut p = good.clone();
+    steps(&mut p, 1)[1].waits.clear();
+    assert!(err(&p).contains("one flag"), "{}", err(&p));
+    // A kernel on the copy lane.
+    let mut p = good;
+    for o in &mut p.ops[2] {
+        if matches!(o.kind, OpKind::Kernel(_)) {
+            o.lane = Lane::Copy;
+        }
+    }
+    assert!(!err(&p).is_empty());
 }
 
 /// The path names the README and ALGORITHM.md mention in their prose (inline

@@ -487,10 +487,15 @@ pub(crate) fn check_local(rank: usize, local: std::ops::Range<usize>, what: &str
 /// Describe rank `r`'s op `i` of `plan` for error messages:
 /// `ring:pipe2 reduce-scatter step 1 chunk 3 slice 0 (reduce)`.
 pub fn op_desc(plan: &Plan, r: usize, i: usize) -> String {
-    let Some(op) = plan.ops.get(r).and_then(|o| o.get(i)) else {
-        return format!("{} op {i}", plan.name);
-    };
-    let l = &op.label;
+    match plan.ops.get(r).and_then(|o| o.get(i)) {
+        Some(op) => label_desc(plan, &op.label, &op.kind, i),
+        None => format!("{} op {i}", plan.name),
+    }
+}
+
+/// Describe op `i` by its label and kind (a kernel's step: its own label
+/// and kind).
+fn label_desc(plan: &Plan, l: &crate::plan::Label, kind: &crate::plan::OpKind, i: usize) -> String {
     match l.phase {
         Some(p) => format!(
             "{} {} step {} chunk {} slice {} ({})",
@@ -499,25 +504,47 @@ pub fn op_desc(plan: &Plan, r: usize, i: usize) -> String {
             l.step,
             l.chunk,
             l.slice,
-            op.kind.name()
+            kind.name()
         ),
-        None if !l.note.is_empty() => format!("{} {} ({})", plan.name, l.note, op.kind.name()),
-        None => match op.kind {
+        None if !l.note.is_empty() => format!("{} {} ({})", plan.name, l.note, kind.name()),
+        None => match kind {
             crate::plan::OpKind::Begin => format!("start of its {} call", plan.name),
             crate::plan::OpKind::End => format!("end of its {} call", plan.name),
-            _ => format!("{} op {i} ({})", plan.name, op.kind.name()),
+            _ => format!("{} op {i} ({})", plan.name, kind.name()),
         },
     }
 }
 
-/// Describe what a wait on `s` waits for: the producing rank and op.
+/// Describe part `k` of rank `r`'s op `i` ([`crate::plan::interp::parts`]):
+/// a kernel's step by its own label, any other part as its op.
+pub(crate) fn part_desc(plan: &Plan, r: usize, i: usize, k: usize) -> String {
+    let Some(op) = plan.ops.get(r).and_then(|o| o.get(i)) else {
+        return format!("{} op {i}", plan.name);
+    };
+    let crate::plan::OpKind::Kernel(kernel) = &op.kind else {
+        return op_desc(plan, r, i);
+    };
+    // The kernel's parts: one for the op's waits (if any), its steps, one
+    // for its signal.
+    let step = k.checked_sub(usize::from(!op.waits.is_empty()));
+    match step.and_then(|j| kernel.steps.get(j)) {
+        Some(st) => format!(
+            "{}, in its {}",
+            label_desc(plan, &st.label, &st.kind, i),
+            op.kind.name()
+        ),
+        None => op_desc(plan, r, i),
+    }
+}
+
+/// Describe what a wait on `s` waits for: the producing rank and op (or
+/// kernel step).
 pub(crate) fn signal_desc(plan: &Plan, s: crate::plan::SignalId) -> String {
     for (r, ops) in plan.ops.iter().enumerate() {
         for (i, op) in ops.iter().enumerate() {
-            let produces = op.signal == Some(s)
-                || matches!(&op.kind, crate::plan::OpKind::Exchange(x) if x.pushed == s);
-            if produces {
-                return format!("rank {r}'s {}", op_desc(plan, r, i));
+            let parts = crate::plan::interp::parts(r, op);
+            if let Some(k) = parts.iter().position(|p| p.signal == Some(s)) {
+                return format!("rank {r}'s {}", part_desc(plan, r, i, k));
             }
         }
     }
@@ -554,6 +581,37 @@ mod tests {
         e.all_reduce_in_place(&mut bufs, crate::ReduceOp::Sum)
             .unwrap();
         assert_eq!(bufs[1], vec![3.0; 5]);
+    }
+
+    #[test]
+    fn a_wait_inside_a_kernel_names_the_step_it_waits_for() {
+        use crate::plan::{OpKind, Shape};
+        let plan = crate::algo::ringll::plan(&Shape::all_reduce(3, 12, 4, false), 0, true);
+        let (i, k) = plan.ops[2]
+            .iter()
+            .enumerate()
+            .find_map(|(i, o)| match &o.kind {
+                OpKind::Kernel(k) => Some((i, k)),
+                _ => None,
+            })
+            .unwrap();
+        // Rank 2's first receive waits for rank 1's first put.
+        let w = k.steps[1].waits[0];
+        assert_eq!(
+            super::signal_desc(&plan, w),
+            "rank 1's ring:ll reduce-scatter step 0 chunk 1 slice 0 (copy), in its ll ring kernel"
+        );
+        // The receive itself, as an error names the step it failed in:
+        // part 0 is the kernel's fence (its waits on Begin), part 1 the
+        // first put, part 2 that receive.
+        assert_eq!(
+            super::part_desc(&plan, 2, i, 2),
+            "ring:ll reduce-scatter step 0 chunk 1 slice 0 (reduce), in its ll ring kernel"
+        );
+        assert_eq!(
+            super::part_desc(&plan, 2, i, 0),
+            super::op_desc(&plan, 2, i)
+        );
     }
 
     #[test]

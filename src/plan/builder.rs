@@ -113,6 +113,11 @@ impl PlanBuilder {
         signal
     }
 
+    /// A new flag raised by a step of rank `r`'s kernel ([`OpKind::Kernel`]).
+    pub fn flag(&mut self, r: usize) -> SignalId {
+        self.new_signal(r, Lane::Compute, SignalKind::Flag)
+    }
+
     /// Append a signalled copy-engine copy of `src` on rank `from` into `dst`
     /// on rank `to`, issued by rank `issuer` (`from`: a push, `to`: a pull);
     /// returns its signal (every copy has one).

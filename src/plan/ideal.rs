@@ -21,6 +21,7 @@ fn cost(op: &Op) -> f64 {
         OpKind::Copy { dst, .. } => dst.len() as f64,
         OpKind::Reduce { dst, .. } => dst.len() as f64,
         OpKind::Exchange(x) => (x.input.len() + x.dst.len()) as f64,
+        OpKind::Kernel(k) => k.steps.iter().map(cost).sum(),
         OpKind::Begin | OpKind::End => 0.0,
     }
 }

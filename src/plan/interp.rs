@@ -6,14 +6,15 @@
 //! * [`parts`] splits an op into the steps between which other ranks' work
 //!   may interleave: most ops are one part (wait, act, signal); the two-rank
 //!   [`Exchange`] is two (push and raise its flag; wait for the peer's flag
-//!   and reduce).
+//!   and reduce); a [`super::Kernel`] is one per step (with a part before
+//!   for the op's own waits and one after for its signal, when it has them).
 //! * [`effects`] / [`Effect`] say which memory a part reads and writes.
 //! * [`Memory`] is the pluggable memory an effect is applied to:
 //!   [`SymMem`] (symbolic: which inputs, at which offset, scaled how, are
 //!   summed in each element) for the validator and the trace, and the CPU
 //!   backend's real buffers.
 
-use super::ir::{Buf, Exchange, Op, OpKind, ReduceStep, Region, SignalId};
+use super::ir::{Buf, Exchange, Label, Op, OpKind, ReduceStep, Region, SignalId};
 use std::fmt::Write as _;
 use std::ops::Range;
 use std::rc::Rc;
@@ -104,11 +105,13 @@ impl<'a> Effect<'a> {
 }
 
 /// One part of an op: wait for `waits`, apply `effect`, record `signal`.
+/// `label` names it: the op's label, or a kernel step's own.
 #[derive(Debug, Clone, Copy)]
 pub struct Part<'a> {
     pub waits: &'a [SignalId],
     pub effect: Option<Effect<'a>>,
     pub signal: Option<SignalId>,
+    pub label: &'a Label,
 }
 
 /// The push half of an exchange.
@@ -133,32 +136,62 @@ fn exchange_reduce(rank: usize, x: &Exchange) -> Effect<'_> {
     }
 }
 
-/// The parts of rank `rank`'s op, in order (one or two).
+/// The parts of rank `rank`'s op, in order.
 pub fn parts(rank: usize, op: &Op) -> Vec<Part<'_>> {
+    let label = &op.label;
     match &op.kind {
         OpKind::Exchange(x) => vec![
             Part {
                 waits: &op.waits,
                 effect: Some(push(rank, x)),
                 signal: Some(x.pushed),
+                label,
             },
             Part {
                 waits: std::slice::from_ref(&x.peer_pushed),
                 effect: Some(exchange_reduce(rank, x)),
                 signal: op.signal,
+                label,
             },
         ],
+        OpKind::Kernel(k) => {
+            let mut v = Vec::with_capacity(k.steps.len() + 2);
+            if !op.waits.is_empty() {
+                v.push(Part {
+                    waits: &op.waits,
+                    effect: None,
+                    signal: None,
+                    label,
+                });
+            }
+            v.extend(k.steps.iter().map(|s| Part {
+                waits: &s.waits,
+                effect: single_effect(rank, &s.kind),
+                signal: s.signal,
+                label: &s.label,
+            }));
+            if op.signal.is_some() || v.is_empty() {
+                v.push(Part {
+                    waits: &[],
+                    effect: None,
+                    signal: op.signal,
+                    label,
+                });
+            }
+            v
+        }
         kind => vec![Part {
             waits: &op.waits,
             effect: single_effect(rank, kind),
             signal: op.signal,
+            label,
         }],
     }
 }
 
 fn single_effect(rank: usize, kind: &OpKind) -> Option<Effect<'_>> {
     match kind {
-        OpKind::Begin | OpKind::End | OpKind::Exchange(_) => None,
+        OpKind::Begin | OpKind::End | OpKind::Exchange(_) | OpKind::Kernel(_) => None,
         OpKind::Copy { from, to, src, dst } => Some(Effect::Copy {
             from: *from,
             src,
@@ -186,6 +219,11 @@ fn single_effect(rank: usize, kind: &OpKind) -> Option<Effect<'_>> {
 pub fn effects(rank: usize, kind: &OpKind) -> Vec<Effect<'_>> {
     match kind {
         OpKind::Exchange(x) => vec![push(rank, x), exchange_reduce(rank, x)],
+        OpKind::Kernel(k) => k
+            .steps
+            .iter()
+            .filter_map(|s| single_effect(rank, &s.kind))
+            .collect(),
         k => single_effect(rank, k).into_iter().collect(),
     }
 }

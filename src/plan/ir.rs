@@ -289,9 +289,11 @@ pub enum SignalKind {
     /// thread issues the wait only after the producer's thread issued the
     /// record.
     Event,
-    /// Raised and polled inside one kernel: the push half of an
+    /// Raised and polled inside kernels: the push half of an
     /// [`OpKind::Exchange`] raises it in the peer's memory, the peer's
-    /// exchange kernel spins on it. No host involvement.
+    /// exchange kernel spins on it; a step of an [`OpKind::Kernel`] raises
+    /// it with its data (LL words) and the receiving rank's step polls it.
+    /// No host involvement.
     Flag,
 }
 
@@ -349,6 +351,33 @@ pub struct Exchange {
     pub step: ReduceStep,
 }
 
+/// Which kernel runs an [`OpKind::Kernel`], and so the contract its steps
+/// keep (the validator checks it; a backend lowers it to that kernel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelKind {
+    /// The ring in one kernel per rank, NCCL's LL protocol: each step is a
+    /// *put* (a copy into the right neighbour's slot whose words carry the
+    /// call's flag; it raises the step's flag and waits for nothing) or a
+    /// *receive* (it waits for one flag of the left neighbour's puts and
+    /// reduces or copies that slot into this rank's memory). Slots are
+    /// scratch the step's put writes and only its receive reads.
+    LlRing,
+}
+
+/// One kernel per rank whose steps are ordered on the GPU itself: a step
+/// waits for flags that other ranks' steps raise ([`SignalKind::Flag`]),
+/// applies its effect (a [`OpKind::Copy`] or [`OpKind::Reduce`]), and may
+/// raise a flag of its own. The op's own `waits` (events) come before the
+/// first step and its `signal` after the last.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Kernel {
+    pub kind: KernelKind,
+    /// The steps in order, each an op of its own: its `kind` a copy or a
+    /// reduce, its `waits` flags, its `signal` a flag, its label naming the
+    /// ring step for traces and errors (its lane is the kernel's).
+    pub steps: Vec<Op>,
+}
+
 /// What an op does.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum OpKind {
@@ -375,6 +404,8 @@ pub enum OpKind {
     },
     /// The two-rank exchange kernel (see [`Exchange`]).
     Exchange(Exchange),
+    /// Steps ordered by flags inside one kernel (see [`Kernel`]).
+    Kernel(Kernel),
     /// End of the collective on this rank.
     End,
 }
@@ -387,6 +418,9 @@ impl OpKind {
             OpKind::Copy { .. } => "copy",
             OpKind::Reduce { .. } => "reduce",
             OpKind::Exchange(_) => "exchange",
+            OpKind::Kernel(k) => match k.kind {
+                KernelKind::LlRing => "ll ring kernel",
+            },
             OpKind::End => "end",
         }
     }
@@ -499,11 +533,7 @@ impl Plan {
         let mut marks = vec![(false, false); self.signals.len()];
         for (r, ops) in self.ops.iter().enumerate() {
             for op in ops {
-                let flag = match &op.kind {
-                    OpKind::Exchange(x) => Some(x.peer_pushed),
-                    _ => None,
-                };
-                for w in op.waits.iter().chain(flag.iter()) {
+                for w in super::interp::parts(r, op).iter().flat_map(|p| p.waits) {
                     let (Some(s), Some(m)) = (self.signals.get(w.0), marks.get_mut(w.0)) else {
                         continue; // an unknown signal: the validator reports it
                     };

@@ -21,7 +21,9 @@
 //! other check.
 
 use super::interp::{self, parts, Access, Effect, SymMem, Val};
-use super::ir::{Buf, Collective, Exchange, Lane, OpKind, Plan, SignalId, SignalKind, LANES};
+use super::ir::{
+    Buf, Collective, Exchange, Kernel, KernelKind, Lane, OpKind, Plan, SignalId, SignalKind, LANES,
+};
 
 /// Plans with more ranks skip the race and bracket checks (memory grows
 /// with ranks squared).
@@ -107,6 +109,15 @@ impl Plan {
                     OpKind::Exchange(x) => {
                         record(x.pushed, r, op.lane, SignalKind::Flag)?;
                         self.check_exchange(r, op.lane, x, &at)?;
+                    }
+                    OpKind::Kernel(k) => {
+                        for (j, step) in k.steps.iter().enumerate() {
+                            if let Some(s) = step.signal {
+                                record(s, r, op.lane, SignalKind::Flag)
+                                    .map_err(|m| format!("{} step {j}: {m}", at()))?;
+                            }
+                        }
+                        self.check_kernel(r, op.lane, k, &at)?;
                     }
                     _ => {}
                 }
@@ -198,6 +209,104 @@ impl Plan {
                     && y.peer_slot == x.my_slot
                     && y.input.len() == x.input.len() => {}
             _ => return Err(format!("{}: no mirrored exchange on rank {}", at(), x.peer)),
+        }
+        Ok(())
+    }
+
+    /// [`Plan::check_structure`] of kernel `k` of rank `r` on `lane`: on
+    /// the compute lane; every step a copy or a reduce that waits only for
+    /// flags of other ranks' kernel steps; and the contract of its
+    /// [`KernelKind`]. `at` names the op.
+    fn check_kernel(
+        &self,
+        r: usize,
+        lane: Lane,
+        k: &Kernel,
+        at: &dyn Fn() -> String,
+    ) -> Result<(), String> {
+        if lane != Lane::Compute {
+            return Err(format!("{}: a kernel runs on the compute lane", at()));
+        }
+        let n = self.ranks();
+        let (left, right) = ((r + n - 1) % n, (r + 1) % n);
+        // The put that raises flag `s`: (its rank, the step).
+        let put_of = |s: SignalId| {
+            self.ops.iter().enumerate().find_map(|(q, ops)| {
+                ops.iter().find_map(|o| match &o.kind {
+                    OpKind::Kernel(kq) => kq
+                        .steps
+                        .iter()
+                        .find(|st| st.signal == Some(s))
+                        .map(|st| (q, st)),
+                    _ => None,
+                })
+            })
+        };
+        for (j, step) in k.steps.iter().enumerate() {
+            let at = || format!("{} step {j} ({})", at(), step.kind.name());
+            for w in &step.waits {
+                match self.signals.get(w.0) {
+                    Some(s) if s.kind == SignalKind::Flag && s.owner != r => {}
+                    Some(_) => {
+                        return Err(format!(
+                            "{}: waits on signal {}, not a flag of another rank",
+                            at(),
+                            w.0
+                        ))
+                    }
+                    None => return Err(format!("{}: waits on unknown signal {}", at(), w.0)),
+                }
+            }
+            match (k.kind, &step.kind) {
+                // A put: into the right neighbour's scratch, raising a flag,
+                // waiting for nothing (its data is this rank's own).
+                (KernelKind::LlRing, OpKind::Copy { from, to, dst, .. }) if *to != r => {
+                    if *from != r || *to != right || dst.buf != Buf::Scratch {
+                        return Err(format!(
+                            "{}: an LL put goes from this rank into its right neighbour's (rank {right}) scratch",
+                            at()
+                        ));
+                    }
+                    if step.signal.is_none() || !step.waits.is_empty() {
+                        return Err(format!(
+                            "{}: an LL put raises a flag and waits for none",
+                            at()
+                        ));
+                    }
+                }
+                // A receive: one flag of the left neighbour's put, whose
+                // slot it reads here.
+                (KernelKind::LlRing, OpKind::Copy { src: slot, .. })
+                | (KernelKind::LlRing, OpKind::Reduce { b: slot, .. }) => {
+                    let local = match &step.kind {
+                        OpKind::Copy { from, to, .. } => *from == r && *to == r,
+                        OpKind::Reduce { b_rank, .. } => *b_rank == r,
+                        _ => false,
+                    };
+                    let [w] = step.waits[..] else {
+                        return Err(format!("{}: an LL receive waits for one flag", at()));
+                    };
+                    let filled = put_of(w)
+                        .filter(|(q, _)| *q == left)
+                        .and_then(|(_, p)| match &p.kind {
+                            OpKind::Copy { dst, .. } => Some(dst),
+                            _ => None,
+                        });
+                    if !local || filled != Some(slot) {
+                        return Err(format!(
+                            "{}: an LL receive reads, on this rank, the slot its left neighbour's (rank {left}) put filled",
+                            at()
+                        ));
+                    }
+                }
+                (KernelKind::LlRing, other) => {
+                    return Err(format!(
+                        "{}: an LL ring kernel's steps are copies and reduces, not {}",
+                        at(),
+                        other.name()
+                    ))
+                }
+            }
         }
         Ok(())
     }
@@ -447,9 +556,18 @@ impl Plan {
                     let mut o = o.clone();
                     o.waits = o.waits.iter().map(|&w| map(w)).collect();
                     o.signal = o.signal.map(map);
-                    if let OpKind::Exchange(x) = &mut o.kind {
-                        x.pushed = map(x.pushed);
-                        x.peer_pushed = map(x.peer_pushed);
+                    match &mut o.kind {
+                        OpKind::Exchange(x) => {
+                            x.pushed = map(x.pushed);
+                            x.peer_pushed = map(x.peer_pushed);
+                        }
+                        OpKind::Kernel(k) => {
+                            for st in &mut k.steps {
+                                st.waits = st.waits.iter().map(|&w| map(w)).collect();
+                                st.signal = st.signal.map(map);
+                            }
+                        }
+                        _ => {}
                     }
                     o
                 }));

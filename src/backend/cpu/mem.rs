@@ -8,7 +8,7 @@
 //! is a heap allocation of this process ([`crate::transport::Threads`]) or
 //! a mapping of the peer's segment ([`crate::transport::Shm`]).
 
-use crate::backend::{op_desc, signal_desc, BufId, Call, OpTime};
+use crate::backend::{op_desc, part_desc, signal_desc, BufId, Call, OpTime};
 use crate::element::{combine, combine_into, Combine};
 use crate::error::{Error, Result};
 use crate::fault::{FaultPlan, Injected};
@@ -318,6 +318,7 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
             Some(Injected::Kill) => crate::sys::proc::kill_self(),
         }
         for (k, part) in interp::parts(r, op).into_iter().enumerate() {
+            let at = || part_desc(plan, r, i, k);
             for w in part.waits {
                 run.board
                     .wait(w.0, run.gen, r, &|| signal_desc(plan, *w))

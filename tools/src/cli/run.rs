@@ -445,12 +445,13 @@ mod tests {
             "oneshot:fused",
             "oneshot:flag",
             "ring:flag",
+            "ring:ll",
             "ps",
             "hier:G",
         ] {
             assert!(names.contains(&name), "{name} not in {names:?}");
         }
-        assert_eq!(names.len(), 9, "{names:?}");
+        assert_eq!(names.len(), 10, "{names:?}");
         let helps = [
             RunArgs::augment_args(clap::Command::new("run")).render_long_help(),
             crate::cli::trace::TraceArgs::augment_args(clap::Command::new("trace"))

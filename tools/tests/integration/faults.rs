@@ -10,7 +10,7 @@ use crate::ensure;
 use crate::harness::{Harness, TestResult};
 use ringreduce::backend::op_desc;
 use ringreduce::fault::{Fault, FaultPlan, FaultSpec};
-use ringreduce::plan::{OpKind, Shape};
+use ringreduce::plan::{OpKind, Plan, Shape};
 use ringreduce::verify::{self, Inputs};
 use ringreduce::{AlgoChoice, BackendChoice, Collective, Engine, Error, ReduceOp};
 use ringreduce_tools::bench;
@@ -106,8 +106,22 @@ fn sends_unchanged(e: &mut Engine<f32>, shape: &Shape, inputs: &[Vec<f32>]) -> R
 
 /// One fault on rank 1 at op 2 of a `ring` all-reduce, call 1.
 fn mid_collective(b: BackendChoice, fault: Fault) -> TestResult {
+    mid_collective_of(b, fault, "ring", |_| 2)
+}
+
+/// One fault on rank 1 at op `op(plan)` of a `path` all-reduce, call 1.
+fn mid_collective_of(
+    b: BackendChoice,
+    fault: Fault,
+    path: &str,
+    op: impl Fn(&Plan) -> usize,
+) -> TestResult {
     let n = fault_ranks(b);
-    let (path, count, op) = ("ring", 1000, 2);
+    let count = 1000;
+    let op = {
+        let shape = Shape::all_reduce(n, count, 4, false);
+        op(&ringreduce::trace::plan_of(&algo(path), &shape).ctx("plan_of")?)
+    };
     let mut e = engine_with::<f32>(b, n, TIMEOUT, on_rank1(fault, op))?;
     let step = step_of(path, &e.shape(Collective::AllReduce, count, false), 1, op)?;
     ensure!(
@@ -205,6 +219,21 @@ pub fn register(h: &mut Harness) {
     });
     test_backend!(h, "faults::fail_mid_collective", 1, |b: BackendChoice| {
         mid_collective(b, Fault::Fail)
+    });
+    // The LL ring's kernel is one op (its steps wait on flags inside it):
+    // a rank failing there releases the others at once and is named. CPU
+    // only: the CUDA backend has no kernel for it yet.
+    let kernel = |p: &Plan| {
+        p.ops[1]
+            .iter()
+            .position(|o| matches!(o.kind, OpKind::Kernel(_)))
+            .unwrap_or(0)
+    };
+    h.add("faults::fail_in_an_ll_ring_kernel[cpu]", move || {
+        mid_collective_of(BackendChoice::Cpu, Fault::Fail, "ring:ll", kernel)
+    });
+    h.add("faults::stall_in_an_ll_ring_kernel[cpu]", move || {
+        mid_collective_of(BackendChoice::Cpu, Fault::Stall, "ring:ll", kernel)
     });
 
     test_backend!(

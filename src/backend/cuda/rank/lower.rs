@@ -287,6 +287,16 @@ impl<'p> Lowering<'p> {
                 };
                 (work, Some((*b_rank, r, b.len() * elem)))
             }
+            OpKind::Kernel(_) => {
+                return Err(Error::Unsupported(
+                    format!(
+                        "{} (its {} has no CUDA kernel yet: it runs on the CPU backend; on GPUs use ring, ring:pipeK or auto)",
+                        self.plan.name,
+                        op.kind.name()
+                    ),
+                    "cuda",
+                ))
+            }
             OpKind::Exchange(x) => {
                 self.reach(i, x.peer, "exchanges with")?;
                 let work = DriverOp::Exchange {

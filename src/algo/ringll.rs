@@ -1,0 +1,180 @@
+//! The ring in one kernel per rank (`ring:ll`), all-reduce: the same
+//! Reduce-Scatter and All-Gather steps as `ring`, with no copy engine and no
+//! event between them. Each step's chunk is stored into the right
+//! neighbour's slot by the kernel itself, its words carrying the call's flag
+//! (NCCL's LL protocol: data and flag in one store), and the right
+//! neighbour's kernel polls those words, reduces, and forwards; so a step
+//! costs a store across the link and a poll, not a kernel launch and a
+//! hand-off between GPUs.
+//!
+//! Per rank r, one [`KernelKind::LlRing`] op whose steps are, for each ring
+//! step s of Reduce-Scatter (chunk c = the chunk r sends, c' = the one it
+//! receives):
+//! 1. *put*: `right.slot[s] = (s == 0 ? input : output)[c]`, raising flag
+//!    `f[r][s]`;
+//! 2. *receive*: wait for `f[left][s]`, then `output[c'] = input[c'] (op)
+//!    slot[s]`;
+//!
+//! and for each step t of All-Gather: *put* `right.slot[N-1+t] =
+//! output[c]`, then *receive* `output[c'] = slot[N-1+t]`. Every step has a slot of its own (2(N-1) per call), on
+//! scratch half `parity`: consecutive calls alternate halves like the
+//! one-shots (`oneshot::ChainPath`), so a put of call k+2 cannot overwrite a slot
+//! the right neighbour has yet to read in call k (it completed call k+1, so
+//! it finished call k). A chain's first call waits (events) for both
+//! neighbours' Begin.
+//!
+//! On the CPU backend the flags are the signal board's slots and each step
+//! is a part of the op, so the interpreter, the validator and the trace read
+//! the steps like any other ops.
+
+use super::oneshot::{all_reduce_only, ChainPath};
+use super::{Algorithm, Path};
+use crate::plan::{
+    local_only, Buf, Kernel, KernelKind, Label, Lane, Op, OpKind, Plan, PlanBuilder, ReduceStep,
+    Region, Shape,
+};
+use crate::schedule::{ChunkLayout, Phase, Ring as RingSchedule};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RingLl;
+
+impl Algorithm for RingLl {
+    fn name(&self) -> String {
+        "ring:ll".into()
+    }
+
+    fn supports(&self, shape: &Shape) -> Result<(), String> {
+        all_reduce_only("ring:ll", shape)
+    }
+
+    fn path(&self, shape: &Shape) -> Box<dyn Path> {
+        Box::new(ChainPath::new(*shape, plan))
+    }
+
+    fn load(&self) -> Option<super::Load> {
+        Some(super::Load::Ring)
+    }
+
+    fn cost(&self) -> Option<super::cost::Cost> {
+        Some(super::cost::Cost::Ring { slices: 1 })
+    }
+}
+
+pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
+    (s == "ring:ll").then(|| Ok(Arc::new(RingLl) as Arc<dyn Algorithm>))
+}
+
+/// The plan on scratch half `parity`; `fenced` makes each rank's kernel
+/// wait for its own and both neighbours' Begin.
+pub fn plan(shape: &Shape, parity: usize, fenced: bool) -> Plan {
+    let mut b = PlanBuilder::new("ring:ll", *shape);
+    if !fenced {
+        b.unfenced();
+    }
+    let begin = b.begin_all();
+    let n = shape.ranks;
+    if n < 2 || shape.count == 0 {
+        return local_only(b, &begin);
+    }
+    let layout = ChunkLayout::new(shape.count, n, shape.elem_size);
+    let ring = RingSchedule::all_reduce(n);
+    let steps = ring.steps();
+    let len = layout.max_len();
+    let slots = 2 * steps;
+    b.scratch(2 * slots * len);
+    let base = (parity % 2) * slots * len;
+    // Slot `k` (0..2(N-1)) of the current half, `c`'s length.
+    let slot = |k: usize, c: usize| {
+        let at = base + k * len;
+        Region::new(Buf::Scratch, at..at + layout.len(c))
+    };
+    let chunk = |base: Region, c: usize| base.sub(layout.range(c));
+    let label = |phase: Phase, step: usize, chunk: usize| Label {
+        phase: Some(phase),
+        step,
+        chunk,
+        slice: 0,
+        note: "",
+    };
+    let step_op = |kind: OpKind, waits, signal, label| Op {
+        lane: Lane::Compute,
+        kind,
+        waits,
+        signal,
+        label,
+    };
+    // Every put's flag first: a receive names its left neighbour's.
+    let flags: Vec<Vec<_>> = (0..n)
+        .map(|r| (0..slots).map(|_| b.flag(r)).collect())
+        .collect();
+    for r in 0..n {
+        let (left, right) = (ring.left(r), ring.right(r));
+        let mut st = Vec::with_capacity(2 * slots);
+        for (k, phase, s) in (0..steps)
+            .map(|s| (s, Phase::ReduceScatter, s))
+            .chain((0..steps).map(|t| (steps + t, Phase::AllGather, t)))
+        {
+            let c = ring.send_chunk(phase, r, s);
+            let from = if k == 0 {
+                chunk(shape.input(r), c)
+            } else {
+                chunk(shape.output(r), c)
+            };
+            let put = OpKind::Copy {
+                from: r,
+                to: right,
+                src: from,
+                dst: slot(k, c),
+            };
+            st.push(step_op(put, vec![], Some(flags[r][k]), label(phase, s, c)));
+            let c = ring.recv_chunk(phase, r, s);
+            let wait = vec![flags[left][k]];
+            let out = chunk(shape.output(r), c);
+            let receive = match phase {
+                Phase::ReduceScatter => OpKind::Reduce {
+                    dst: out,
+                    a: chunk(shape.input(r), c),
+                    b_rank: r,
+                    b: slot(k, c),
+                    step: ReduceStep {
+                        pre_a: true,
+                        pre_b: s == 0,
+                        post: s + 1 == steps,
+                    },
+                },
+                Phase::AllGather => OpKind::Copy {
+                    from: r,
+                    to: r,
+                    src: slot(k, c),
+                    dst: out,
+                },
+            };
+            st.push(step_op(receive, wait, None, label(phase, s, c)));
+        }
+        let waits = if fenced {
+            let mut w = vec![begin[left], begin[r], begin[right]];
+            w.sort();
+            w.dedup();
+            w
+        } else {
+            vec![]
+        };
+        b.push(
+            r,
+            Lane::Compute,
+            OpKind::Kernel(Kernel {
+                kind: KernelKind::LlRing,
+                steps: st,
+            }),
+            waits,
+            false,
+            Label {
+                note: "LL ring kernel",
+                ..Label::default()
+            },
+        );
+        b.end(r, vec![]);
+    }
+    b.finish()
+}
