@@ -13,7 +13,7 @@ use crate::engine::{Engine, EngineConfig};
 use crate::error::{Error, Result};
 use crate::plan::ideal;
 use crate::plan::interp::{self, Effect, SymMem};
-use crate::plan::{Buf, Collective, OpKind, Plan, Region, Shape};
+use crate::plan::{Buf, Collective, KernelKind, OpKind, Plan, Region, Shape};
 use crate::schedule::{self, Phase};
 use crate::size::format_bytes;
 use crate::verify::{self, Inputs};
@@ -519,7 +519,7 @@ fn render_ops(out: &mut String, plan: &Plan) {
         .ops
         .iter()
         .flatten()
-        .any(|o| matches!(o.kind, OpKind::Exchange(_)))
+        .any(|o| matches!(&o.kind, OpKind::Kernel(k) if k.kind == KernelKind::Exchange))
     {
         let _ = writeln!(
             out,

@@ -1,5 +1,5 @@
 //! The flag one-shot (`oneshot:flag`), 2 ranks: one exchange kernel per rank
-//! and call ([`crate::plan::Exchange`]; `ptx/reduce_<type>.ptx`). Each
+//! and call ([`crate::plan::KernelKind::Exchange`]; `ptx/reduce_<type>.ptx`). Each
 //! kernel pushes its rank's input into the peer's scratch with plain stores
 //! over NVLink, raises a flag in the peer's memory, spins until the peer's
 //! flag is raised, and reduces. No copy call, no event, one launch: the

@@ -524,10 +524,8 @@ pub(crate) fn part_desc(plan: &Plan, r: usize, i: usize, k: usize) -> String {
     let crate::plan::OpKind::Kernel(kernel) = &op.kind else {
         return op_desc(plan, r, i);
     };
-    // The kernel's parts: one for the op's waits (if any), its steps, one
-    // for its signal.
-    let step = k.checked_sub(usize::from(!op.waits.is_empty()));
-    match step.and_then(|j| kernel.steps.get(j)) {
+    let part = crate::plan::interp::parts(r, op).into_iter().nth(k);
+    match part.and_then(|p| p.step).and_then(|j| kernel.steps.get(j)) {
         Some(st) => format!(
             "{}, in its {}",
             label_desc(plan, &st.label, &st.kind, i),
@@ -602,15 +600,15 @@ mod tests {
             "rank 1's ring:ll reduce-scatter step 0 chunk 1 slice 0 (copy), in its ll ring kernel"
         );
         // The receive itself, as an error names the step it failed in:
-        // part 0 is the kernel's fence (its waits on Begin), part 1 the
-        // first put, part 2 that receive.
+        // part 0 is the first put (with the kernel's waits on Begin), part
+        // 1 that receive.
         assert_eq!(
-            super::part_desc(&plan, 2, i, 2),
+            super::part_desc(&plan, 2, i, 1),
             "ring:ll reduce-scatter step 0 chunk 1 slice 0 (reduce), in its ll ring kernel"
         );
         assert_eq!(
             super::part_desc(&plan, 2, i, 0),
-            super::op_desc(&plan, 2, i)
+            "ring:ll reduce-scatter step 0 chunk 2 slice 0 (copy), in its ll ring kernel"
         );
     }
 

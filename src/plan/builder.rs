@@ -2,8 +2,8 @@
 //! nothing else does.
 
 use super::ir::{
-    Buf, Exchange, Label, Lane, Op, OpKind, Plan, ReduceStep, Region, Shape, Signal, SignalId,
-    SignalKind,
+    Buf, Kernel, KernelKind, Label, Lane, Op, OpKind, Plan, ReduceStep, Region, Shape, Signal,
+    SignalId, SignalKind,
 };
 
 /// Builds one [`Plan`].
@@ -170,9 +170,9 @@ impl PlanBuilder {
         )
     }
 
-    /// Append the two exchange kernels of ranks `r0` and `r1` (see
-    /// [`Exchange`]). `parts[i]` = (input, slot the peer pushes into on rank
-    /// i, dst, waits) for rank `[r0, r1][i]`.
+    /// Append the two exchange kernels of ranks `r0` and `r1`
+    /// ([`KernelKind::Exchange`]). `parts[i]` = (input, slot the peer
+    /// pushes into on rank i, dst, waits) for rank `[r0, r1][i]`.
     pub fn exchange_pair(
         &mut self,
         ranks: [usize; 2],
@@ -180,25 +180,39 @@ impl PlanBuilder {
         step: ReduceStep,
         label: Label,
     ) {
-        let pushed = [
-            self.new_signal(ranks[0], Lane::Compute, SignalKind::Flag),
-            self.new_signal(ranks[1], Lane::Compute, SignalKind::Flag),
-        ];
+        let pushed = [self.flag(ranks[0]), self.flag(ranks[1])];
         let [p0, p1] = parts;
         let slots = [p0.1.clone(), p1.1.clone()];
         for (i, (input, my_slot, dst, waits)) in [p0, p1].into_iter().enumerate() {
-            let j = 1 - i;
-            self.plan.ops[ranks[i]].push(Op {
+            let (me, peer) = (ranks[i], ranks[1 - i]);
+            let step_op = |kind, waits, signal| Op {
                 lane: Lane::Compute,
-                kind: OpKind::Exchange(Exchange {
-                    peer: ranks[j],
-                    input,
-                    peer_slot: slots[j].clone(),
-                    my_slot,
-                    dst,
-                    pushed: pushed[i],
-                    peer_pushed: pushed[j],
-                    step,
+                kind,
+                waits,
+                signal,
+                label: label.clone(),
+            };
+            let push = OpKind::Copy {
+                from: me,
+                to: peer,
+                src: input.clone(),
+                dst: slots[1 - i].clone(),
+            };
+            let reduce = OpKind::Reduce {
+                dst,
+                a: input,
+                b_rank: me,
+                b: my_slot,
+                step,
+            };
+            self.plan.ops[me].push(Op {
+                lane: Lane::Compute,
+                kind: OpKind::Kernel(Kernel {
+                    kind: KernelKind::Exchange,
+                    steps: vec![
+                        step_op(push, vec![], Some(pushed[i])),
+                        step_op(reduce, vec![pushed[1 - i]], None),
+                    ],
                 }),
                 waits,
                 signal: None,

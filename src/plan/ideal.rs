@@ -15,12 +15,11 @@ pub struct Span {
 }
 
 /// How long `op` takes in the idealized schedule: the elements it moves or
-/// reduces (an exchange does both); begin and end take no time.
+/// reduces (a kernel: the sum of its steps); begin and end take no time.
 fn cost(op: &Op) -> f64 {
     match &op.kind {
         OpKind::Copy { dst, .. } => dst.len() as f64,
         OpKind::Reduce { dst, .. } => dst.len() as f64,
-        OpKind::Exchange(x) => (x.input.len() + x.dst.len()) as f64,
         OpKind::Kernel(k) => k.steps.iter().map(cost).sum(),
         OpKind::Begin | OpKind::End => 0.0,
     }

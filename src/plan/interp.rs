@@ -4,17 +4,16 @@
 //! disagree about an op's meaning:
 //!
 //! * [`parts`] splits an op into the steps between which other ranks' work
-//!   may interleave: most ops are one part (wait, act, signal); the two-rank
-//!   [`Exchange`] is two (push and raise its flag; wait for the peer's flag
-//!   and reduce); a [`super::Kernel`] is one per step (with a part before
-//!   for the op's own waits and one after for its signal, when it has them).
+//!   may interleave: most ops are one part (wait, act, signal); a
+//!   [`super::Kernel`] is one part per step (the two-rank exchange: push
+//!   and raise its flag; wait for the peer's flag and reduce).
 //! * [`effects`] / [`Effect`] say which memory a part reads and writes.
 //! * [`Memory`] is the pluggable memory an effect is applied to:
 //!   [`SymMem`] (symbolic: which inputs, at which offset, scaled how, are
 //!   summed in each element) for the validator and the trace, and the CPU
 //!   backend's real buffers.
 
-use super::ir::{Buf, Exchange, Label, Op, OpKind, ReduceStep, Region, SignalId};
+use super::ir::{Buf, Label, Op, OpKind, ReduceStep, Region, SignalId};
 use std::fmt::Write as _;
 use std::ops::Range;
 use std::rc::Rc;
@@ -105,93 +104,78 @@ impl<'a> Effect<'a> {
 }
 
 /// One part of an op: wait for `waits`, apply `effect`, record `signal`.
-/// `label` names it: the op's label, or a kernel step's own.
+/// `label` names it: the op's label, or a kernel step's own; `step` is that
+/// kernel step's index.
 #[derive(Debug, Clone, Copy)]
 pub struct Part<'a> {
     pub waits: &'a [SignalId],
     pub effect: Option<Effect<'a>>,
     pub signal: Option<SignalId>,
     pub label: &'a Label,
+    pub step: Option<usize>,
 }
 
-/// The push half of an exchange.
-fn push(rank: usize, x: &Exchange) -> Effect<'_> {
-    Effect::Copy {
-        from: rank,
-        src: &x.input,
-        to: x.peer,
-        dst: &x.peer_slot,
-    }
-}
-
-/// The reduce half of an exchange.
-fn exchange_reduce(rank: usize, x: &Exchange) -> Effect<'_> {
-    Effect::Reduce {
-        rank,
-        dst: &x.dst,
-        a: &x.input,
-        b_rank: rank,
-        b: &x.my_slot,
-        step: x.step,
-    }
-}
-
-/// The parts of rank `rank`'s op, in order.
+/// The parts of rank `rank`'s op, in order. A kernel's op-level waits go
+/// with its first step when that step waits for no flag, and its op-level
+/// signal with its last step when that step raises none (the exchange and
+/// the LL ring: one part per step); otherwise they are parts of their own.
 pub fn parts(rank: usize, op: &Op) -> Vec<Part<'_>> {
     let label = &op.label;
-    match &op.kind {
-        OpKind::Exchange(x) => vec![
-            Part {
-                waits: &op.waits,
-                effect: Some(push(rank, x)),
-                signal: Some(x.pushed),
-                label,
-            },
-            Part {
-                waits: std::slice::from_ref(&x.peer_pushed),
-                effect: Some(exchange_reduce(rank, x)),
-                signal: op.signal,
-                label,
-            },
-        ],
-        OpKind::Kernel(k) => {
-            let mut v = Vec::with_capacity(k.steps.len() + 2);
-            if !op.waits.is_empty() {
-                v.push(Part {
-                    waits: &op.waits,
-                    effect: None,
-                    signal: None,
-                    label,
-                });
-            }
-            v.extend(k.steps.iter().map(|s| Part {
-                waits: &s.waits,
-                effect: single_effect(rank, &s.kind),
-                signal: s.signal,
-                label: &s.label,
-            }));
-            if op.signal.is_some() || v.is_empty() {
-                v.push(Part {
-                    waits: &[],
-                    effect: None,
-                    signal: op.signal,
-                    label,
-                });
-            }
-            v
-        }
-        kind => vec![Part {
+    let OpKind::Kernel(k) = &op.kind else {
+        return vec![Part {
             waits: &op.waits,
-            effect: single_effect(rank, kind),
+            effect: single_effect(rank, &op.kind),
             signal: op.signal,
             label,
-        }],
+            step: None,
+        }];
+    };
+    let mut v: Vec<Part<'_>> = k
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(j, s)| Part {
+            waits: &s.waits,
+            effect: single_effect(rank, &s.kind),
+            signal: s.signal,
+            label: &s.label,
+            step: Some(j),
+        })
+        .collect();
+    let own = Part {
+        waits: &[],
+        effect: None,
+        signal: None,
+        label,
+        step: None,
+    };
+    if !op.waits.is_empty() {
+        match v.first_mut() {
+            Some(p) if p.waits.is_empty() => p.waits = &op.waits,
+            _ => v.insert(
+                0,
+                Part {
+                    waits: &op.waits,
+                    ..own
+                },
+            ),
+        }
     }
+    if op.signal.is_some() || v.is_empty() {
+        match v.last_mut() {
+            Some(p) if p.signal.is_none() => p.signal = op.signal,
+            _ => v.push(Part {
+                signal: op.signal,
+                ..own
+            }),
+        }
+    }
+    v
 }
 
 fn single_effect(rank: usize, kind: &OpKind) -> Option<Effect<'_>> {
     match kind {
-        OpKind::Begin | OpKind::End | OpKind::Exchange(_) | OpKind::Kernel(_) => None,
+        OpKind::Begin | OpKind::End | OpKind::Kernel(_) => None,
         OpKind::Copy { from, to, src, dst } => Some(Effect::Copy {
             from: *from,
             src,
@@ -218,7 +202,6 @@ fn single_effect(rank: usize, kind: &OpKind) -> Option<Effect<'_>> {
 /// Every memory effect of an op, in order.
 pub fn effects(rank: usize, kind: &OpKind) -> Vec<Effect<'_>> {
     match kind {
-        OpKind::Exchange(x) => vec![push(rank, x), exchange_reduce(rank, x)],
         OpKind::Kernel(k) => k
             .steps
             .iter()

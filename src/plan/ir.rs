@@ -289,11 +289,10 @@ pub enum SignalKind {
     /// thread issues the wait only after the producer's thread issued the
     /// record.
     Event,
-    /// Raised and polled inside kernels: the push half of an
-    /// [`OpKind::Exchange`] raises it in the peer's memory, the peer's
-    /// exchange kernel spins on it; a step of an [`OpKind::Kernel`] raises
-    /// it with its data (LL words) and the receiving rank's step polls it.
-    /// No host involvement.
+    /// Raised and polled inside kernels ([`OpKind::Kernel`]): a put step
+    /// raises it in the receiving rank's memory (after its data, or in the
+    /// same words: LL), the receiving rank's step polls it. No host
+    /// involvement.
     Flag,
 }
 
@@ -330,31 +329,15 @@ pub struct ReduceStep {
     pub post: bool,
 }
 
-/// The two-rank exchange: one kernel per rank that pushes the rank's input
-/// into the peer's slot, raises `pushed` in the peer's memory, spins until
-/// the peer's `peer_pushed` is raised, then computes
-/// `dst = input (op) my_slot` (the peer's input).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Exchange {
-    pub peer: usize,
-    /// This rank's input (read by the push and by the reduce).
-    pub input: Region,
-    /// Where the push lands, in the peer's memory.
-    pub peer_slot: Region,
-    /// Where the peer's push lands, in this rank's memory.
-    pub my_slot: Region,
-    pub dst: Region,
-    /// Raised (in the peer's memory) when this rank's push is complete.
-    pub pushed: SignalId,
-    /// The peer's `pushed`: awaited before the reduce.
-    pub peer_pushed: SignalId,
-    pub step: ReduceStep,
-}
-
 /// Which kernel runs an [`OpKind::Kernel`], and so the contract its steps
 /// keep (the validator checks it; a backend lowers it to that kernel).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KernelKind {
+    /// The two-rank exchange: a *put* of this rank's input into the peer's
+    /// slot (raising the step's flag in the peer's memory), then a *receive*
+    /// that waits for the peer's put and computes `dst = input (op) slot`
+    /// (two steps; the regions may be empty: a hand-shake).
+    Exchange,
     /// The ring in one kernel per rank, NCCL's LL protocol: each step is a
     /// *put* (a copy into the right neighbour's slot whose words carry the
     /// call's flag; it raises the step's flag and waits for nothing) or a
@@ -402,8 +385,6 @@ pub enum OpKind {
         b: Region,
         step: ReduceStep,
     },
-    /// The two-rank exchange kernel (see [`Exchange`]).
-    Exchange(Exchange),
     /// Steps ordered by flags inside one kernel (see [`Kernel`]).
     Kernel(Kernel),
     /// End of the collective on this rank.
@@ -417,8 +398,8 @@ impl OpKind {
             OpKind::Begin => "begin",
             OpKind::Copy { .. } => "copy",
             OpKind::Reduce { .. } => "reduce",
-            OpKind::Exchange(_) => "exchange",
             OpKind::Kernel(k) => match k.kind {
+                KernelKind::Exchange => "exchange",
                 KernelKind::LlRing => "ll ring kernel",
             },
             OpKind::End => "end",

@@ -22,7 +22,7 @@
 
 use super::interp::{self, parts, Access, Effect, SymMem, Val};
 use super::ir::{
-    Buf, Collective, Exchange, Kernel, KernelKind, Lane, OpKind, Plan, SignalId, SignalKind, LANES,
+    Buf, Collective, Kernel, KernelKind, Lane, OpKind, Plan, SignalId, SignalKind, LANES,
 };
 
 /// Plans with more ranks skip the race and bracket checks (memory grows
@@ -89,11 +89,7 @@ impl Plan {
                     match self.signals.get(w.0) {
                         None => return Err(format!("{}: waits on unknown signal {}", at(), w.0)),
                         Some(s) if s.kind != SignalKind::Event => {
-                            return Err(format!(
-                                "{}: waits on flag {} outside an exchange kernel",
-                                at(),
-                                w.0
-                            ))
+                            return Err(format!("{}: waits on flag {} outside a kernel", at(), w.0))
                         }
                         _ => {}
                     }
@@ -105,10 +101,6 @@ impl Plan {
                 match &op.kind {
                     OpKind::Copy { from, to, .. } if r != *from && r != *to => {
                         return Err(format!("{}: copies between two other ranks", at()))
-                    }
-                    OpKind::Exchange(x) => {
-                        record(x.pushed, r, op.lane, SignalKind::Flag)?;
-                        self.check_exchange(r, op.lane, x, &at)?;
                     }
                     OpKind::Kernel(k) => {
                         for (j, step) in k.steps.iter().enumerate() {
@@ -171,52 +163,16 @@ impl Plan {
         Ok(())
     }
 
-    /// [`Plan::check_structure`] of exchange `x` of rank `r` on `lane`: on
-    /// the compute lane, with another rank, its slot apart from its data,
-    /// and mirrored by the peer's exchange. `at` names the op.
-    fn check_exchange(
-        &self,
-        r: usize,
-        lane: Lane,
-        x: &Exchange,
-        at: &dyn Fn() -> String,
-    ) -> Result<(), String> {
-        let n = self.ranks();
-        if lane != Lane::Compute {
-            return Err(format!(
-                "{}: an exchange kernel runs on the compute lane",
-                at()
-            ));
-        }
-        if x.peer == r || x.peer >= n {
-            return Err(format!("{}: exchange with rank {}", at(), x.peer));
-        }
-        if x.my_slot.overlaps(&x.dst) || x.my_slot.overlaps(&x.input) {
-            return Err(format!(
-                "{}: exchange slot overlaps its input or output",
-                at()
-            ));
-        }
-        let partner = self.ops[x.peer].iter().find_map(|o| match &o.kind {
-            OpKind::Exchange(y) if y.pushed == x.peer_pushed => Some(y),
-            _ => None,
-        });
-        match partner {
-            Some(y)
-                if y.peer == r
-                    && y.peer_pushed == x.pushed
-                    && y.my_slot == x.peer_slot
-                    && y.peer_slot == x.my_slot
-                    && y.input.len() == x.input.len() => {}
-            _ => return Err(format!("{}: no mirrored exchange on rank {}", at(), x.peer)),
-        }
-        Ok(())
-    }
-
     /// [`Plan::check_structure`] of kernel `k` of rank `r` on `lane`: on
-    /// the compute lane; every step a copy or a reduce that waits only for
-    /// flags of other ranks' kernel steps; and the contract of its
-    /// [`KernelKind`]. `at` names the op.
+    /// the compute lane, and its steps keep the contract of its
+    /// [`KernelKind`]. Both kinds are made of *puts* (a copy from this rank
+    /// into another rank's scratch that raises a flag and waits for none)
+    /// and *receives* (a reduce or copy on this rank that waits for exactly
+    /// the flag of the put that filled the slot it reads, made by the rank
+    /// this kind receives from). An exchange is one put to its peer and one
+    /// receive from it that reduces the put's input; an LL ring's puts go to
+    /// the right neighbour and its receives come from the left one. `at`
+    /// names the op.
     fn check_kernel(
         &self,
         r: usize,
@@ -228,7 +184,30 @@ impl Plan {
             return Err(format!("{}: a kernel runs on the compute lane", at()));
         }
         let n = self.ranks();
-        let (left, right) = ((r + n - 1) % n, (r + 1) % n);
+        // (the rank puts go to, the rank receives come from), by kind.
+        let (right, left) = match k.kind {
+            KernelKind::LlRing => ((r + 1) % n, (r + n - 1) % n),
+            KernelKind::Exchange => {
+                let peer = match k.steps.first().map(|s| &s.kind) {
+                    Some(OpKind::Copy { to, .. }) => *to,
+                    _ => r,
+                };
+                let shape_ok = k.steps.len() == 2
+                    && peer != r
+                    && peer < n
+                    && match (&k.steps[0].kind, &k.steps[1].kind) {
+                        (OpKind::Copy { src, .. }, OpKind::Reduce { a, .. }) => src == a,
+                        _ => false,
+                    };
+                if !shape_ok {
+                    return Err(format!(
+                        "{}: an exchange is a put of its input to another rank, then a reduce of that input with what the peer put",
+                        at()
+                    ));
+                }
+                (peer, peer)
+            }
+        };
         // The put that raises flag `s`: (its rank, the step).
         let put_of = |s: SignalId| {
             self.ops.iter().enumerate().find_map(|(q, ops)| {
@@ -257,34 +236,26 @@ impl Plan {
                     None => return Err(format!("{}: waits on unknown signal {}", at(), w.0)),
                 }
             }
-            match (k.kind, &step.kind) {
-                // A put: into the right neighbour's scratch, raising a flag,
-                // waiting for nothing (its data is this rank's own).
-                (KernelKind::LlRing, OpKind::Copy { from, to, dst, .. }) if *to != r => {
+            match &step.kind {
+                OpKind::Copy { from, to, dst, .. } if *to != r => {
                     if *from != r || *to != right || dst.buf != Buf::Scratch {
                         return Err(format!(
-                            "{}: an LL put goes from this rank into its right neighbour's (rank {right}) scratch",
+                            "{}: a put goes from this rank into rank {right}'s scratch",
                             at()
                         ));
                     }
                     if step.signal.is_none() || !step.waits.is_empty() {
-                        return Err(format!(
-                            "{}: an LL put raises a flag and waits for none",
-                            at()
-                        ));
+                        return Err(format!("{}: a put raises a flag and waits for none", at()));
                     }
                 }
-                // A receive: one flag of the left neighbour's put, whose
-                // slot it reads here.
-                (KernelKind::LlRing, OpKind::Copy { src: slot, .. })
-                | (KernelKind::LlRing, OpKind::Reduce { b: slot, .. }) => {
+                OpKind::Copy { src: slot, .. } | OpKind::Reduce { b: slot, .. } => {
                     let local = match &step.kind {
                         OpKind::Copy { from, to, .. } => *from == r && *to == r,
                         OpKind::Reduce { b_rank, .. } => *b_rank == r,
                         _ => false,
                     };
                     let [w] = step.waits[..] else {
-                        return Err(format!("{}: an LL receive waits for one flag", at()));
+                        return Err(format!("{}: a receive waits for one flag", at()));
                     };
                     let filled = put_of(w)
                         .filter(|(q, _)| *q == left)
@@ -294,14 +265,14 @@ impl Plan {
                         });
                     if !local || filled != Some(slot) {
                         return Err(format!(
-                            "{}: an LL receive reads, on this rank, the slot its left neighbour's (rank {left}) put filled",
+                            "{}: a receive reads, on this rank, the slot rank {left}'s put filled",
                             at()
                         ));
                     }
                 }
-                (KernelKind::LlRing, other) => {
+                other => {
                     return Err(format!(
-                        "{}: an LL ring kernel's steps are copies and reduces, not {}",
+                        "{}: a kernel's steps are copies and reduces, not {}",
                         at(),
                         other.name()
                     ))
@@ -556,18 +527,11 @@ impl Plan {
                     let mut o = o.clone();
                     o.waits = o.waits.iter().map(|&w| map(w)).collect();
                     o.signal = o.signal.map(map);
-                    match &mut o.kind {
-                        OpKind::Exchange(x) => {
-                            x.pushed = map(x.pushed);
-                            x.peer_pushed = map(x.peer_pushed);
+                    if let OpKind::Kernel(k) = &mut o.kind {
+                        for st in &mut k.steps {
+                            st.waits = st.waits.iter().map(|&w| map(w)).collect();
+                            st.signal = st.signal.map(map);
                         }
-                        OpKind::Kernel(k) => {
-                            for st in &mut k.steps {
-                                st.waits = st.waits.iter().map(|&w| map(w)).collect();
-                                st.signal = st.signal.map(map);
-                            }
-                        }
-                        _ => {}
                     }
                     o
                 }));

@@ -505,7 +505,7 @@ pub fn register(h: &mut Harness) {
                 let plan = ringreduce::trace::plan_of(&algo(path), &shape).ctx("plan_of")?;
                 let op = plan.ops[1]
                     .iter()
-                    .position(|o| matches!(o.kind, OpKind::Exchange(_)))
+                    .position(|o| matches!(o.kind, OpKind::Kernel(_)))
                     .ok_or("no exchange op on rank 1")?;
                 let mut e = engine_with::<f32>(b, 2, TIMEOUT, on_rank1(Fault::Stall, op))?;
                 let Faulty {

@@ -10,7 +10,7 @@
 
 use crate::backend::{Binding, BufId};
 use crate::error::{Error, Result};
-use crate::plan::{Lane, Op, OpKind, Plan, ReduceStep, Region, SignalId};
+use crate::plan::{KernelKind, Lane, Op, OpKind, Plan, ReduceStep, Region, SignalId};
 
 /// Where an operand lives: a rank's buffer and a byte offset in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -287,29 +287,60 @@ impl<'p> Lowering<'p> {
                 };
                 (work, Some((*b_rank, r, b.len() * elem)))
             }
-            OpKind::Kernel(_) => {
-                return Err(Error::Unsupported(
-                    format!(
-                        "{} (its {} has no CUDA kernel yet: it runs on the CPU backend; on GPUs use ring, ring:pipeK or auto)",
-                        self.plan.name,
-                        op.kind.name()
-                    ),
-                    "cuda",
-                ))
-            }
-            OpKind::Exchange(x) => {
-                self.reach(i, x.peer, "exchanges with")?;
-                let work = DriverOp::Exchange {
-                    peer: x.peer,
-                    dst: self.addr(r, &x.dst)?,
-                    a: self.addr(r, &x.input)?,
-                    peer_slot: self.addr(x.peer, &x.peer_slot)?,
-                    my_slot: self.addr(r, &x.my_slot)?,
-                    bytes: x.dst.len() * elem,
-                    flags: step_flags(&x.step),
-                };
-                (work, Some((r, x.peer, x.input.len() * elem)))
-            }
+            OpKind::Kernel(k) => match (k.kind, &k.steps[..]) {
+                // The exchange kernel: the validator's contract, read back
+                // (a put of the input to the peer, then the reduce).
+                (
+                    KernelKind::Exchange,
+                    [Op {
+                        kind:
+                            OpKind::Copy {
+                                to: peer,
+                                src: input,
+                                dst: peer_slot,
+                                ..
+                            },
+                        ..
+                    }, Op {
+                        kind:
+                            OpKind::Reduce {
+                                dst,
+                                b: my_slot,
+                                step,
+                                ..
+                            },
+                        ..
+                    }],
+                ) => {
+                    self.reach(i, *peer, "exchanges with")?;
+                    let work = DriverOp::Exchange {
+                        peer: *peer,
+                        dst: self.addr(r, dst)?,
+                        a: self.addr(r, input)?,
+                        peer_slot: self.addr(*peer, peer_slot)?,
+                        my_slot: self.addr(r, my_slot)?,
+                        bytes: dst.len() * elem,
+                        flags: step_flags(step),
+                    };
+                    (work, Some((r, *peer, input.len() * elem)))
+                }
+                (KernelKind::Exchange, _) => {
+                    return Err(Error::internal(format!(
+                        "{}: rank {r} op {i} is not an exchange the kernel runs (a put, then a reduce)",
+                        self.plan.name
+                    )))
+                }
+                (KernelKind::LlRing, _) => {
+                    return Err(Error::Unsupported(
+                        format!(
+                            "{} (its {} has no CUDA kernel yet: it runs on the CPU backend; on GPUs use ring, ring:pipeK or auto)",
+                            self.plan.name,
+                            op.kind.name()
+                        ),
+                        "cuda",
+                    ))
+                }
+            },
         };
         let record = op
             .signal

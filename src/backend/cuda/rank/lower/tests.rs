@@ -192,7 +192,7 @@ fn every_op_lowers_to_exactly_the_work_the_plan_says() {
                     }
                 }
                 (
-                    OpKind::Exchange(e),
+                    OpKind::Kernel(k),
                     DriverOp::Exchange {
                         peer,
                         dst,
@@ -203,25 +203,48 @@ fn every_op_lowers_to_exactly_the_work_the_plan_says() {
                         flags,
                     },
                 ) => {
-                    assert_eq!(peer, e.peer, "{at}");
-                    assert!(is_region(&dst, r, &e.dst, elem), "{at}");
-                    assert!(is_region(&a, r, &e.input, elem), "{at}");
-                    assert!(is_region(&peer_slot, e.peer, &e.peer_slot, elem), "{at}");
-                    assert!(is_region(&my_slot, r, &e.my_slot, elem), "{at}");
-                    assert_eq!(bytes, e.dst.len() * elem, "{at}");
-                    assert_eq!(flags, step_flags(&e.step), "{at}");
+                    let [Op {
+                        kind:
+                            OpKind::Copy {
+                                to,
+                                src: input,
+                                dst: ps,
+                                ..
+                            },
+                        ..
+                    }, Op {
+                        kind:
+                            OpKind::Reduce {
+                                dst: d,
+                                b: ms,
+                                step,
+                                ..
+                            },
+                        ..
+                    }] = &k.steps[..]
+                    else {
+                        panic!("{at}: an exchange lowered from {:?}", k.steps);
+                    };
+                    assert_eq!(k.kind, KernelKind::Exchange, "{at}");
+                    assert_eq!(peer, *to, "{at}");
+                    assert!(is_region(&dst, r, d, elem), "{at}");
+                    assert!(is_region(&a, r, input, elem), "{at}");
+                    assert!(is_region(&peer_slot, *to, ps, elem), "{at}");
+                    assert!(is_region(&my_slot, r, ms, elem), "{at}");
+                    assert_eq!(bytes, d.len() * elem, "{at}");
+                    assert_eq!(flags, step_flags(step), "{at}");
                     for p in [dst, a, peer_slot, my_slot] {
                         assert!(in_bounds(&plan, &p, bytes), "{at}: {p:?}");
                     }
                 }
                 (k, w) => panic!("{at}: {} lowered to {w:?}", k.name()),
             }
-            let parts = if matches!(op.kind, OpKind::Exchange(_)) {
-                2
-            } else {
-                1
-            };
-            assert_eq!(l.work.parts(), parts, "{at}");
+            // The timeline reads the driver's parts as the plan's.
+            assert_eq!(
+                l.work.parts(),
+                crate::plan::interp::parts(r, op).len(),
+                "{at}"
+            );
         }
     }
 }
