@@ -13,16 +13,16 @@
 //! Adding an algorithm: a new file with a type implementing [`Algorithm`]
 //! and a `parse` function, and one line in [`REGISTRY`].
 
-pub mod bcast;
+pub(crate) mod bcast;
 pub mod cost;
-pub mod flag;
-pub mod fused;
-pub mod hier;
-pub mod oneshot;
+pub(crate) mod flag;
+pub(crate) mod fused;
+pub(crate) mod hier;
+pub(crate) mod oneshot;
 pub mod probe;
-pub mod ps;
-pub mod ring;
-pub mod ringflag;
+pub(crate) mod ps;
+pub(crate) mod ring;
+pub(crate) mod ringflag;
 pub(crate) mod ringll;
 
 use crate::error::{Error, Result};
@@ -48,6 +48,13 @@ pub trait Algorithm: Send + Sync + Debug {
     /// path's rows and `theory` prices.
     fn cost(&self) -> Option<cost::Cost> {
         None
+    }
+    /// Why this algorithm cannot run where the ranks are ([`Placement`]),
+    /// if it cannot; every choice passes it in
+    /// [`AlgoChoice::resolve_in`], fixed or `auto`.
+    fn supports_at(&self, at: &Placement) -> std::result::Result<(), String> {
+        let _ = at;
+        Ok(())
     }
 }
 
@@ -355,7 +362,7 @@ impl AlgoChoice {
     ///   [`RS_PIPE_MIN_BYTES`] (`ring`);
     /// * from [`PIPE4_MIN_BYTES`] a pipelined ring cuts 4 slices;
     /// * a broadcast uses `bcast`, pipelined by size
-    ///   ([`bcast::slices_for`]).
+    ///   (`bcast::slices_for`).
     pub fn resolve(&self, shape: &Shape) -> Result<Arc<dyn Algorithm>> {
         let algo = match self {
             AlgoChoice::Fixed(a) => a.clone(),
@@ -419,7 +426,17 @@ impl AlgoChoice {
     ///   path exists; the call takes `auto`'s usual path, and callers that
     ///   stage their data anyway, as `Core::collective_on_own_device`
     ///   does, run it out of place).
+    ///
+    /// Every choice, fixed or not, must also run where the ranks are
+    /// ([`Algorithm::supports_at`]).
     pub fn resolve_in(&self, shape: &Shape, at: &Placement) -> Result<Arc<dyn Algorithm>> {
+        let algo = self.resolve_placed(shape, at)?;
+        algo.supports_at(at)
+            .map_err(|why| Error::BadArgument(format!("{} cannot run here: {why}", algo.name())))?;
+        Ok(algo)
+    }
+
+    fn resolve_placed(&self, shape: &Shape, at: &Placement) -> Result<Arc<dyn Algorithm>> {
         if !matches!(self, AlgoChoice::Auto) || forced()?.is_some() {
             return self.resolve(shape);
         }

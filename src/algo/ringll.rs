@@ -23,6 +23,10 @@
 //! it finished call k). A chain's first call waits (events) for both
 //! neighbours' Begin.
 //!
+//! It refuses to run where rank processes share one GPU
+//! ([`super::Placement::time_sliced`]): their kernels take turns there, and
+//! a kernel spinning on a neighbour's flag would wait a turn per step.
+//!
 //! On the CPU backend the flags are the signal board's slots and each step
 //! is a part of the op, so the interpreter, the validator and the trace read
 //! the steps like any other ops.
@@ -46,6 +50,16 @@ impl Algorithm for RingLl {
 
     fn supports(&self, shape: &Shape) -> Result<(), String> {
         all_reduce_only("ring:ll", shape)
+    }
+
+    fn supports_at(&self, at: &super::Placement) -> Result<(), String> {
+        if at.time_sliced {
+            return Err(
+                "its kernels spin on flags that the neighbours' kernels raise, and rank processes sharing one GPU take turns on it, so every step would wait for a turn of the scheduler; use auto (oneshot:fused there) or ring"
+                    .into(),
+            );
+        }
+        Ok(())
     }
 
     fn path(&self, shape: &Shape) -> Box<dyn Path> {

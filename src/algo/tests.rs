@@ -531,6 +531,41 @@ fn auto_policy() {
 /// ranks for every collective out of place, at every rank count and size;
 /// in place (no such plan exists) it takes its usual path. Nodes and host
 /// memory keep their own policies.
+/// A path whose kernels spin on other ranks' flags refuses, by name,
+/// where rank processes share one GPU; elsewhere it runs, and `auto` never
+/// hits the refusal.
+#[test]
+fn ring_ll_refuses_where_processes_take_turns_on_a_gpu() {
+    let s = Shape::all_reduce(3, 1000, 4, false);
+    let ll: AlgoChoice = "ring:ll".parse().unwrap();
+    let shared = Placement {
+        time_sliced: true,
+        ..Placement::default()
+    };
+    let e = ll.resolve_in(&s, &shared).unwrap_err().to_string();
+    assert!(
+        e.contains("ring:ll cannot run here") && e.contains("take turns"),
+        "{e}"
+    );
+    for at in [
+        Placement::default(),
+        Placement {
+            host: true,
+            ..Placement::default()
+        },
+        Placement {
+            per_node: Some(1),
+            ..Placement::default()
+        },
+    ] {
+        assert_eq!(ll.resolve_in(&s, &at).unwrap().name(), "ring:ll");
+    }
+    for in_place in [false, true] {
+        let s = Shape::all_reduce(3, 1000, 4, in_place);
+        AlgoChoice::Auto.resolve_in(&s, &shared).unwrap();
+    }
+}
+
 #[test]
 fn auto_with_processes_sharing_a_gpu_never_waits_between_ranks() {
     let at = Placement {
