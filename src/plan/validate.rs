@@ -22,7 +22,7 @@
 
 use super::interp::{self, parts, Access, Effect, SymMem, Val};
 use super::ir::{
-    Buf, Collective, Kernel, KernelKind, Lane, OpKind, Plan, SignalId, SignalKind, LANES,
+    Buf, Collective, Kernel, KernelKind, Lane, Op, OpKind, Plan, SignalId, SignalKind, LANES,
 };
 
 /// Plans with more ranks skip the race and bracket checks (memory grows
@@ -58,6 +58,19 @@ impl Plan {
         }
         if let Some(root) = self.shape.collective.root().filter(|&r| r >= n) {
             return Err(format!("{name}: broadcast from rank {root} of {n}"));
+        }
+        // The kernel step that raises each flag: (its rank, the step).
+        let mut raisers: Vec<Option<(usize, &Op)>> = vec![None; self.signals.len()];
+        for (q, ops) in self.ops.iter().enumerate() {
+            for o in ops {
+                if let OpKind::Kernel(k) = &o.kind {
+                    for st in &k.steps {
+                        if let Some(slot) = st.signal.and_then(|s| raisers.get_mut(s.0)) {
+                            *slot = Some((q, st));
+                        }
+                    }
+                }
+            }
         }
         let mut recorded = vec![0u32; self.signals.len()];
         let mut record = |s: SignalId,
@@ -109,7 +122,7 @@ impl Plan {
                                     .map_err(|m| format!("{} step {j}: {m}", at()))?;
                             }
                         }
-                        self.check_kernel(r, op.lane, k, &at)?;
+                        self.check_kernel(r, op.lane, k, &raisers, &at)?;
                     }
                     _ => {}
                 }
@@ -178,6 +191,7 @@ impl Plan {
         r: usize,
         lane: Lane,
         k: &Kernel,
+        raisers: &[Option<(usize, &Op)>],
         at: &dyn Fn() -> String,
     ) -> Result<(), String> {
         if lane != Lane::Compute {
@@ -208,19 +222,7 @@ impl Plan {
                 (peer, peer)
             }
         };
-        // The put that raises flag `s`: (its rank, the step).
-        let put_of = |s: SignalId| {
-            self.ops.iter().enumerate().find_map(|(q, ops)| {
-                ops.iter().find_map(|o| match &o.kind {
-                    OpKind::Kernel(kq) => kq
-                        .steps
-                        .iter()
-                        .find(|st| st.signal == Some(s))
-                        .map(|st| (q, st)),
-                    _ => None,
-                })
-            })
-        };
+        let put_of = |s: SignalId| raisers.get(s.0).copied().flatten();
         for (j, step) in k.steps.iter().enumerate() {
             let at = || format!("{} step {j} ({})", at(), step.kind.name());
             for w in &step.waits {
