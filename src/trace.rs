@@ -168,11 +168,11 @@ fn step_key(plan: &Plan, &(r, i, k): &Part) -> (usize, usize, usize, usize, usiz
         Some(Phase::ReduceScatter) => 2,
         Some(Phase::AllGather) => 3,
     };
-    // A receive (a reduce, or a kernel's copy out of its own slot) after
-    // the step's sends.
+    // A receive (a reduce, or a kernel step's copy out of its own slot)
+    // after the step's sends.
     let kind = usize::from(match part.effect {
         Some(Effect::Reduce { .. }) => true,
-        Some(Effect::Copy { from, to, .. }) => from == to && op.label.phase.is_none(),
+        Some(Effect::Copy { from, to, .. }) => from == to && part.step.is_some(),
         None => false,
     });
     (phase, label.step, kind, r, label.chunk, label.slice)

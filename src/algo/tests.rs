@@ -851,6 +851,22 @@ fn negative_ll_ring_kernel() {
         b.range = b.range.start + 1..b.range.end + 1;
     }
     assert!(err(&p).contains("slot rank 0's put filled"), "{}", err(&p));
+    // An exchange whose slot is its own input (the put and the reduce
+    // would read the peer's data as this rank's): the slot, the peer's put
+    // and the input all moved onto the input's range of scratch.
+    let mut f = flag::plan(&Shape::all_reduce(2, 8, 4, false), 0, true);
+    for r in 0..2 {
+        let OpKind::Kernel(k) = &mut f.ops[r][1].kind else {
+            panic!("op 1 of rank {r} is the exchange");
+        };
+        if let OpKind::Copy { src, .. } = &mut k.steps[0].kind {
+            src.buf = crate::plan::Buf::Scratch;
+        }
+        if let OpKind::Reduce { a, .. } = &mut k.steps[1].kind {
+            a.buf = crate::plan::Buf::Scratch;
+        }
+    }
+    assert!(err(&f).contains("overlaps its input"), "{}", err(&f));
     // A receive that waits for nothing: the reduce would race the put.
     let mut p = good.clone();
     steps(&mut p, 1)[1].waits.clear();

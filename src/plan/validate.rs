@@ -271,6 +271,14 @@ impl Plan {
                             at()
                         ));
                     }
+                    // Its output against the slot: check_effect; its input
+                    // here (a reduce's first operand is not checked there).
+                    if matches!(&step.kind, OpKind::Reduce { a, .. } if a.overlaps(slot)) {
+                        return Err(format!(
+                            "{}: a receive's slot overlaps its input or output",
+                            at()
+                        ));
+                    }
                 }
                 other => {
                     return Err(format!(
