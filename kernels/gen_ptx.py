@@ -662,9 +662,17 @@ def per_words(S, vs, prefix, fn):
 
 
 def guarded(pred, lbl, body, what):
-    """`if (pred) { body }` as a uniform branch: pred comes from a kernel
-    parameter, so it is the same in every thread and bra.uni is legal."""
-    return cmt(what) + [ins("@!%s bra.uni" % pred, lbl)] + body + [label(lbl)]
+    """`if (pred) { body }`.  A uniform branch (bra.uni) where pred comes
+    from a kernel parameter, the same in every thread; a plain branch where
+    it also depends on the thread's progress (set STEP_PREDICATES)."""
+    br = "bra" if pred in STEP_PREDICATES else "bra.uni"
+    return cmt(what) + [ins("@!%s %s" % (pred, br), lbl)] + body + [label(lbl)]
+
+
+# Predicates that the kernel being generated recomputes per step
+# (ringll_kernel sets and clears it): threads of a warp may be at different
+# steps there, so a branch on them is not uniform.
+STEP_PREDICATES = set()
 
 
 def pre_post_words(F, op, S, vs, a, b, tag):
@@ -1441,6 +1449,504 @@ def exchange_kernel(T, op):
 
 
 
+# ---------------------------------------------------------------------------
+# rr_ringll
+# ---------------------------------------------------------------------------
+
+# Most threads of a block: each thread has 16 bytes of shared staging (8 for
+# the line it received, 8 for the line it forwards).  The host launches
+# blocks of 256 threads (src/cuda/kernels.rs BLOCK).
+LL_MAX_THREADS = 256
+
+
+def ringll_kernel(T, op):
+    """rr_ringll: the whole ring all-reduce of one rank in one launch, its
+    steps handed over in LL lines (data and flag in each 8-byte word)."""
+    STEP_PREDICATES.clear()
+    STEP_PREDICATES.update(("%p_pre_b", "%p_post"))
+    try:
+        return _ringll_kernel(T, op)
+    finally:
+        STEP_PREDICATES.clear()
+
+
+def _ringll_kernel(T, op):
+    F = FAMILIES[T.family](T)
+    has_arg = op in ("premulsum", "sumpostdiv")
+    size = T.size
+    epl = 8 // size                      # elements per line (8 payload bytes)
+    unit = 16 // size                    # ChunkLayout's 16-byte unit, in elements
+    name = "rr_ringll_%s_%s" % (op, T.sfx)
+    o = ["//",
+         "// %s: the ring all-reduce of N ranks, one launch per rank per call:" % name,
+         "//     dst = the ring's reduction of every rank's a, step by step",
+         "//     (reduce-scatter then all-gather, %s at each reduce step)" % OP_FORMULA[op],
+         "//"]
+    o.append(".visible .entry %s(" % name)
+    o += [
+        "    .param .u64 dst,            // %s* this rank's output (may equal a)" % T.ctype,
+        "    .param .u64 a,              // const %s* this rank's input" % T.ctype,
+        "    .param .u64 my_ll,          // const u64* this rank's LL half (written by the left rank)",
+        "    .param .u64 peer_ll,        // u64* the right rank's LL half (written here)",
+        "    .param .u64 calls,          // u64* this rank's call count, one per block",
+        "    .param .u64 n,              // number of elements of the whole buffer",
+        "    .param .u64 ranks,          // N, the ranks of the ring (>= 2)",
+        "    .param .u64 rank,           // this rank, 0 .. N-1",
+        "    .param .u64 flags,          // %s" % (
+            "bit 0: pre on a, bit 1: pre on what step 0 receives" if op == "premulsum"
+            else "bit 2: post at the last reduce-scatter step" if op == "sumpostdiv"
+            else "ignored by this op"),
+        "    .param .u64 scalar,         // %s" % ("bits of s (%s)" % T.ctype if op == "premulsum"
+                                                    else "the divisor N >= 1" if op == "sumpostdiv"
+                                                    else "ignored by this op"),
+        "    .param .u64 ctrl            // host-mapped {u32 abort, u32 status, u64 timeout_ns}",
+        ")",
+        ".maxntid %d, 1, 1                // the staging below: 16 bytes per thread" % LL_MAX_THREADS,
+        "{",
+    ]
+    o += cmt("---- Register declarations ".ljust(66, "-"))
+    o += [
+        decl(".pred", "%p_t0", "this thread is thread 0 of its block"),
+        decl(".pred", "%p_done, %p_tmp", "loop exits and tests"),
+        decl(".pred", "%p_rs", "this step reduces (reduce-scatter)"),
+        decl(".pred", "%p_put", "this step forwards what it received"),
+        decl(".pred", "%p_fast", "this line: whole and 8-byte aligned"),
+        "",
+        "    .reg .u32   %r_tid, %r_ntid, %r_ctaid, %r_nctaid;",
+        decl(".u32", "%r_seq", "this call's number: the flag of its lines"),
+        decl(".u32", "%r_spin, %r_tmp, %r_status", "the wait"),
+        decl(".u32", "%r_b0, %r_b1, %r_f0, %r_f1", "a received line: data, flags"),
+        decl(".u32", "%r_x0, %r_x1", "the line this step produced"),
+        decl(".u32", "%r_stb, %r_str", "this thread's staging (shared)"),
+        "",
+        "    .reg .u64   %rd_dst, %rd_a, %rd_ml, %rd_pl, %rd_calls, %rd_ctrl;",
+        "    .reg .u64   %rd_n, %rd_N, %rd_r, %rd_tid, %rd_ntid;",
+        decl(".u64", "%rd_B, %rd_E, %rd_M", "chunk c starts at (c*B + min(c, E))*M"),
+        decl(".u64", "%rd_LS", "lines per slot"),
+        decl(".u64", "%rd_j0, %rd_j1", "this block's lines of a slot"),
+        decl(".u64", "%rd_k, %rd_K", "step, and the number of steps 2(N-1)"),
+        decl(".u64", "%rd_c, %rd_cs, %rd_cl", "a chunk, its first element, its length"),
+        decl(".u64", "%rd_jend", "one past this block's last line of the chunk"),
+        decl(".u64", "%rd_j", "line index within the slot"),
+        decl(".u64", "%rd_pa, %rd_pd", "the chunk in a and in dst"),
+        decl(".u64", "%rd_ps, %rd_pp", "my slot k, the right rank's slot k+1"),
+        "    .reg .u64   %rd_p0, %rd_p1, %rd_p2, %rd_w0, %rd_w1, %rd_tmp, %rd_t2;",
+        "    .reg .u64   %rd_t, %rd_hn, %rd_old, %rd_timeout, %rd_t0;",
+    ]
+    if size <= 4:
+        o.append("    .reg %-6s %%a0x, %%a0y, %%b0x, %%b0y;  // a line as two words" % T.word)
+        words = ("x", "y")
+    else:
+        o.append("    .reg %-6s %%a0x, %%b0x;              // a line as one word" % T.word)
+        words = ("x",)
+    o.append(decl(F.elem_reg, "%e_a, %e_b", "one element of a, of the received line"))
+    extra = op_decls(F, op)
+    if op == "premulsum":
+        extra.append(decl(".pred", "%p_fb", "flags bit 1, before the step-0 test"))
+    if op == "sumpostdiv":
+        extra.append(decl(".pred", "%p_fp", "flags bit 2, before the last-step test"))
+    if extra:
+        o += [""] + cmt("The op's own registers.") + extra
+    o += ["",
+          "    // Shared by the block: the call number, the start of the call, the",
+          "    // next time a thread may read the host, and whether the block gave up.",
+          "    .shared .align 8 .u64 s_seq;",
+          "    .shared .align 8 .u64 s_t0;",
+          "    .shared .align 8 .u64 s_host_next;",
+          "    .shared .align 4 .u32 bail;",
+          "    // Per thread: 8 bytes of the received line, 8 of the line forwarded.",
+          "    .shared .align 16 .b8 stage[%d];" % (16 * LL_MAX_THREADS),
+          ""]
+
+    sec = [0]
+
+    def section(title, text=None):
+        sec[0] += 1
+        head = "---- %d. %s " % (sec[0], title)
+        lines = cmt(head + "-" * max(4, 66 - len(head)))
+        if text:
+            lines += cmt(text)
+        return lines
+
+    o += section("Parameters")
+    o += [ins("ld.param.u64", "%rd_dst, [dst]"),
+          ins("ld.param.u64", "%rd_a,   [a]"),
+          ins("ld.param.u64", "%rd_ml,  [my_ll]"),
+          ins("ld.param.u64", "%rd_pl,  [peer_ll]"),
+          ins("ld.param.u64", "%rd_calls, [calls]"),
+          ins("ld.param.u64", "%rd_n,   [n]"),
+          ins("ld.param.u64", "%rd_N,   [ranks]"),
+          ins("ld.param.u64", "%rd_r,   [rank]")]
+    if has_arg:
+        o += [ins("ld.param.u64", "%rd_flags,  [flags]"),
+              ins("ld.param.u64", "%rd_scalar, [scalar]")]
+    o += [ins("ld.param.u64", "%rd_ctrl, [ctrl]"),
+          ins("cvta.to.global.u64", "%rd_dst, %rd_dst"),
+          ins("cvta.to.global.u64", "%rd_a,   %rd_a"),
+          ins("cvta.to.global.u64", "%rd_ml,  %rd_ml"),
+          ins("cvta.to.global.u64", "%rd_pl,  %rd_pl"),
+          ins("cvta.to.global.u64", "%rd_calls, %rd_calls"),
+          ins("cvta.to.global.u64", "%rd_ctrl, %rd_ctrl", "host-mapped: also in the global window"),
+          ins("setp.lt.u64", "%p_tmp, %rd_N, 2"),
+          ins("@%p_tmp bra.uni", "EXIT", "no ring below 2 ranks (the host never asks)"),
+          ""] + thread_indices()
+    o += [ins("mov.u32", "%r_stb, stage"),
+          ins("shl.b32", "%r_tmp, %r_tid, 4"),
+          ins("add.u32", "%r_stb, %r_stb, %r_tmp", "16 staging bytes per thread"),
+          ins("add.u32", "%r_str, %r_stb, 8"),
+          ""]
+    o += section("The call number",
+                 "seq = ++calls[block] by thread 0, shared with the block.  The left\n"
+                 "rank's block of the same index counts the same launches, so its\n"
+                 "lines of this call carry the same number; words left by earlier\n"
+                 "calls carry smaller ones (32 bits: equal again after 2^32 calls of\n"
+                 "this block), and the buffer was zeroed before the first call.")
+    o += [ins("@!%p_t0 bra", "SEQ_DONE"),
+          ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
+          ins("add.u64", "%rd_calls, %rd_calls, %rd_tmp"),
+          ins("ld.global.u64", "%rd_tmp, [%rd_calls]"),
+          ins("add.u64", "%rd_tmp, %rd_tmp, 1"),
+          ins("st.global.u64", "[%rd_calls], %rd_tmp"),
+          ins("st.shared.u64", "[s_seq], %rd_tmp"),
+          ins("mov.u64", "%rd_t, %globaltimer"),
+          ins("st.shared.u64", "[s_t0], %rd_t", "the call's start, for the deadline"),
+          ins("add.u64", "%%rd_t, %%rd_t, %d" % HOST_POLL_NS),
+          ins("st.shared.u64", "[s_host_next], %rd_t", "no host read before this"),
+          ins("st.shared.u32", "[bail], 0"),
+          label("SEQ_DONE"),
+          ins("bar.sync", "0", "the only barrier: threads exit on their own"),
+          ins("ld.shared.u64", "%rd_tmp, [s_seq]"),
+          ins("cvt.u32.u64", "%r_seq, %rd_tmp"),
+          ""]
+    if has_arg:
+        sec[0] += 1
+        o += op_setup(F, op, T, sec[0])
+        if op == "premulsum":
+            o.append(ins("mov.pred", "%p_fb, %p_pre_b"))
+        if op == "sumpostdiv":
+            o.append(ins("mov.pred", "%p_fp, %p_post"))
+        o.append("")
+
+    o += section("The chunks and this block's lines",
+                 "The chunks of ChunkLayout::new(n, N, %d) (src/schedule.rs): when the\n"
+                 "buffer holds at least N units of %d elements (16 bytes), chunk c\n"
+                 "starts at (c*B + min(c, E))*%d with B, E = units / N, units %% N, and\n"
+                 "the last chunk also takes the tail; else single elements are dealt,\n"
+                 "B, E = n / N, n %% N.  Chunk c ends where c+1 starts (the last at n).\n"
+                 "\n"
+                 "A slot holds a chunk as LS lines of 16 bytes, each two u64 words\n"
+                 "{4 data bytes, seq}: LS = ceil(max_len * %d / 8).  Block b owns lines\n"
+                 "[b*per, (b+1)*per) of every slot, per = ceil(LS / grid), and thread t\n"
+                 "lines t, t + ntid, ...: the same lines at every step, so the line a\n"
+                 "thread forwards at step k+1 is the one it received at step k and no\n"
+                 "barrier is needed between steps." % (size, unit, unit, size))
+    lg_unit = log2(unit)
+    o += [ins("shr.u64", "%%rd_B, %%rd_n, %d" % lg_unit, "units"),
+          ins("setp.ge.u64", "%p_tmp, %rd_B, %rd_N"),
+          ins("selp.u64", "%%rd_M, %d, 1, %%p_tmp" % unit),
+          ins("selp.u64", "%rd_tmp, %rd_B, %rd_n, %p_tmp", "units or elements to deal"),
+          ins("div.u64", "%rd_B, %rd_tmp, %rd_N"),
+          ins("rem.u64", "%rd_E, %rd_tmp, %rd_N"),
+          ]
+    o += cmt("max_len = max((B + (E > 0)) * M, n - start(N-1)).")
+    o += [ins("setp.ne.u64", "%p_tmp, %rd_E, 0"),
+          ins("selp.u64", "%rd_tmp, 1, 0, %p_tmp"),
+          ins("add.u64", "%rd_tmp, %rd_tmp, %rd_B"),
+          ins("mul.lo.u64", "%rd_tmp, %rd_tmp, %rd_M"),
+          ins("sub.u64", "%rd_c, %rd_N, 1")]
+    o += chunk_start("%rd_t2", "%rd_c")
+    o += [ins("sub.u64", "%rd_t2, %rd_n, %rd_t2"),
+          ins("max.u64", "%rd_tmp, %rd_tmp, %rd_t2", "max_len"),
+          ins("mul.lo.u64", "%%rd_LS, %%rd_tmp, %d" % size),
+          ins("add.u64", "%rd_LS, %rd_LS, 7"),
+          ins("shr.u64", "%rd_LS, %rd_LS, 3", "LS"),
+          ins("cvt.u64.u32", "%rd_tmp, %r_nctaid"),
+          ins("add.u64", "%rd_j1, %rd_LS, %rd_tmp"),
+          ins("sub.u64", "%rd_j1, %rd_j1, 1"),
+          ins("div.u64", "%rd_j1, %rd_j1, %rd_tmp", "per"),
+          ins("cvt.u64.u32", "%rd_tmp, %r_ctaid"),
+          ins("mul.lo.u64", "%rd_j0, %rd_tmp, %rd_j1"),
+          ins("add.u64", "%rd_j1, %rd_j0, %rd_j1"),
+          ins("min.u64", "%rd_j1, %rd_j1, %rd_LS"),
+          ins("shl.b64", "%rd_LS, %rd_LS, 4", "from here on: bytes per slot"),
+          ins("shl.b64", "%rd_K, %rd_N, 1"),
+          ins("sub.u64", "%rd_K, %rd_K, 2", "K = 2(N-1) steps"),
+          ""]
+
+    # Step 0's put
+    o += section("Step 0's put: the right rank's slot 0 = a[chunk r]",
+                 "Each line is stored as two u64 words {4 data bytes, seq} with one\n"
+                 "16-byte store at system scope: each word is single-copy atomic, so\n"
+                 "the reader that sees seq in a word sees its data too.")
+    o += [ins("mov.u64", "%rd_c, %rd_r")]
+    o += chunk_bounds("P0", size)
+    o += [ins("mov.u64", "%rd_ps, %rd_pl", "the right rank's slot 0"),
+          ins("add.u64", "%rd_j, %rd_j0, %rd_tid"),
+          label("P0_LINE"),
+          ins("setp.ge.u64", "%p_done, %rd_j, %rd_jend"),
+          ins("@%p_done bra", "P0_DONE")]
+    o += line_test("P0", size)
+    o += [ins("@!%p_fast bra", "P0_SLOW"),
+          ins("ld.global.v2.b32", "{%r_x0, %r_x1}, [%rd_p1]", "the whole line: one 8-byte load"),
+          ins("bra.uni", "P0_STORE"),
+          label("P0_SLOW")]
+    o += cmt("A partial or unaligned line: its elements one by one, through the\n"
+             "staging bytes (bytes past the chunk's end are sent as zeros).")
+    o += [ins("st.shared.u64", "[%r_str], 0")]
+    o += per_elem(epl, size, "P0", lambda e: [
+        ins("ld.global" + T.elem, "%%e_a, [%%rd_p1+%d]" % (e * size)),
+        ins("st.shared" + T.elem, "[%%r_str+%d], %%e_a" % (e * size))])
+    o += [ins("ld.shared.v2.b32", "{%r_x0, %r_x1}, [%r_str]"),
+          label("P0_STORE")]
+    o += ll_store("%rd_ps")
+    o += [ins("add.u64", "%rd_j, %rd_j, %rd_ntid"),
+          ins("bra.uni", "P0_LINE"),
+          label("P0_DONE"),
+          ""]
+
+    # The steps
+    o += section("The steps k = 0 .. 2(N-1)-1",
+                 "Step k receives chunk (r - k - 1) mod N into slot k: a reduce at\n"
+                 "reduce-scatter steps (k < N-1), a copy at all-gather steps; it\n"
+                 "stores the result in dst and forwards it, unless k is the last\n"
+                 "step, as the right rank's slot k+1 (the chunk the ring sends at\n"
+                 "step k+1 is the one received at step k).")
+    o += [ins("mov.u64", "%rd_k, 0"),
+          label("STEP"),
+          ins("setp.ge.u64", "%p_done, %rd_k, %rd_K"),
+          ins("@%p_done bra.uni", "EXIT"),
+          ins("sub.u64", "%rd_tmp, %rd_N, 1"),
+          ins("setp.lt.u64", "%p_rs, %rd_k, %rd_tmp"),
+          ins("add.u64", "%rd_tmp, %rd_k, 1"),
+          ins("setp.lt.u64", "%p_put, %rd_tmp, %rd_K")]
+    if op == "premulsum":
+        o += [ins("setp.eq.u64", "%p_tmp, %rd_k, 0"),
+              ins("and.pred", "%p_pre_b, %p_fb, %p_tmp", "pre on the received value: step 0 only")]
+    if op == "sumpostdiv":
+        o += [ins("sub.u64", "%rd_tmp, %rd_N, 2"),
+              ins("setp.eq.u64", "%p_tmp, %rd_k, %rd_tmp"),
+              ins("and.pred", "%p_post, %p_fp, %p_tmp", "post: the last reduce-scatter step only")]
+    o += cmt("c = (r + 2N - 1 - k) mod N; my slot k; the right rank's slot k+1.")
+    o += [ins("shl.b64", "%rd_c, %rd_N, 1"),
+          ins("add.u64", "%rd_c, %rd_c, %rd_r"),
+          ins("sub.u64", "%rd_c, %rd_c, 1"),
+          ins("sub.u64", "%rd_c, %rd_c, %rd_k"),
+          ins("rem.u64", "%rd_c, %rd_c, %rd_N")]
+    o += chunk_bounds("ST", size)
+    o += [ins("mul.lo.u64", "%rd_tmp, %rd_k, %rd_LS"),
+          ins("add.u64", "%rd_ps, %rd_ml, %rd_tmp"),
+          ins("add.u64", "%rd_pp, %rd_pl, %rd_tmp"),
+          ins("add.u64", "%rd_pp, %rd_pp, %rd_LS"),
+          ins("add.u64", "%rd_j, %rd_j0, %rd_tid"),
+          label("LINE"),
+          ins("setp.ge.u64", "%p_done, %rd_j, %rd_jend"),
+          ins("@%p_done bra", "LINE_DONE"),
+          ""]
+
+    spin = 1 << SPIN_LOG2
+    o += section("Wait for line j of slot k",
+                 "Poll both words (ld.relaxed.sys: each word is read whole) until\n"
+                 "both carry seq.  Every %d spins: leave if the block gave up;\n"
+                 "from %d ns after the call began, one thread of the block at a time\n"
+                 "(a compare-and-swap on s_host_next) reads the host-mapped abort word\n"
+                 "and deadline, at most once per %d ns per block: those reads cross\n"
+                 "PCIe.  On abort it stores 2 to status, past the deadline 1, and\n"
+                 "sets `bail`; every thread of the block then returns."
+                 % (spin, HOST_POLL_NS, HOST_POLL_NS))
+    o += [ins("shl.b64", "%rd_tmp, %rd_j, 4"),
+          ins("add.u64", "%rd_p0, %rd_ps, %rd_tmp"),
+          ins("mov.u32", "%r_spin, 0"),
+          label("POLL"),
+          ins("ld.relaxed.sys.global.v2.u64", "{%rd_w0, %rd_w1}, [%rd_p0]"),
+          ins("mov.b64", "{%r_b0, %r_f0}, %rd_w0"),
+          ins("mov.b64", "{%r_b1, %r_f1}, %rd_w1"),
+          ins("setp.eq.u32", "%p_tmp, %r_f0, %r_seq"),
+          ins("setp.eq.and.u32", "%p_done, %r_f1, %r_seq, %p_tmp"),
+          ins("@%p_done bra", "GOT"),
+          ins("add.u32", "%r_spin, %r_spin, 1"),
+          ins("and.b32", "%%r_tmp, %%r_spin, %d" % (spin - 1)),
+          ins("setp.ne.u32", "%p_tmp, %r_tmp, 0"),
+          ins("@%p_tmp bra", "POLL"),
+          ins("ld.volatile.shared.u32", "%r_tmp, [bail]"),
+          ins("setp.ne.u32", "%p_tmp, %r_tmp, 0"),
+          ins("@%p_tmp bra", "EXIT", "the block gave up"),
+          ins("mov.u64", "%rd_t, %globaltimer"),
+          ins("ld.volatile.shared.u64", "%rd_hn, [s_host_next]"),
+          ins("setp.lt.u64", "%p_tmp, %rd_t, %rd_hn"),
+          ins("@%p_tmp bra", "POLL", "too soon to read the host"),
+          ins("add.u64", "%%rd_tmp, %%rd_t, %d" % HOST_POLL_NS),
+          ins("atom.shared.cas.b64", "%rd_old, [s_host_next], %rd_hn, %rd_tmp"),
+          ins("setp.ne.u64", "%p_tmp, %rd_old, %rd_hn"),
+          ins("@%p_tmp bra", "POLL", "another thread reads the host this time"),
+          ins("ld.relaxed.sys.global.u32", "%r_tmp, [%rd_ctrl]", "abort?"),
+          ins("mov.u32", "%r_status, 2"),
+          ins("setp.ne.u32", "%p_tmp, %r_tmp, 0"),
+          ins("@%p_tmp bra", "FAIL"),
+          ins("ld.relaxed.sys.global.u64", "%rd_timeout, [%rd_ctrl+8]"),
+          ins("setp.eq.u64", "%p_tmp, %rd_timeout, 0"),
+          ins("@%p_tmp bra", "POLL", "no deadline"),
+          ins("ld.shared.u64", "%rd_t0, [s_t0]"),
+          ins("sub.u64", "%rd_t, %rd_t, %rd_t0"),
+          ins("setp.lt.u64", "%p_tmp, %rd_t, %rd_timeout"),
+          ins("@%p_tmp bra", "POLL", "within the deadline"),
+          ins("mov.u32", "%r_status, 1", "timed out"),
+          label("FAIL"),
+          ins("st.relaxed.sys.global.u32", "[%rd_ctrl+4], %r_status"),
+          ins("st.volatile.shared.u32", "[bail], 1"),
+          ins("bra", "EXIT"),
+          label("GOT")]
+    o += line_test("LN", size)
+    o += [ins("@!%p_fast bra", "SLOW"),
+          ""]
+
+    # Fast path
+    o += section("A whole aligned line: two words (one for 8-byte types)")
+    o += [ins("@!%p_rs bra", "FAST_COPY"),
+          ins("ld.global.v2.b32", "{%r_x0, %r_x1}, [%rd_p1]", "a")]
+    if size <= 4:
+        o += [ins("mov.b32", "%a0x, %r_x0"), ins("mov.b32", "%a0y, %r_x1"),
+              ins("mov.b32", "%b0x, %r_b0"), ins("mov.b32", "%b0y, %r_b1")]
+    else:
+        o += [ins("mov.b64", "%a0x, {%r_x0, %r_x1}"), ins("mov.b64", "%b0x, {%r_b0, %r_b1}")]
+    LS_ = LineShape(words)
+    o += pre_post_words(F, op, LS_, [0], "a", "b", "FAST")
+    o += combine_words(F, op, LS_, [0], "a", "b")
+    o += post_words(F, op, LS_, [0], "a", "FAST")
+    if size <= 4:
+        o += [ins("mov.b32", "%r_x0, %a0x"), ins("mov.b32", "%r_x1, %a0y")]
+    else:
+        o += [ins("mov.b64", "{%r_x0, %r_x1}, %a0x")]
+    o += [ins("bra.uni", "FAST_STORE"),
+          label("FAST_COPY"),
+          ins("mov.b32", "%r_x0, %r_b0"),
+          ins("mov.b32", "%r_x1, %r_b1"),
+          label("FAST_STORE"),
+          ins("st.global.v2.b32", "[%rd_p2], {%r_x0, %r_x1}", "dst"),
+          ins("bra.uni", "FORWARD"),
+          ""]
+
+    # Slow path
+    o += section("A partial or unaligned line: element by element",
+                 "Through this thread's staging bytes: the received line is stored\n"
+                 "there and read back an element at a time; each result goes to dst\n"
+                 "and to the line to forward (zeros past the chunk's end).")
+    o += [label("SLOW"),
+          ins("st.shared.v2.b32", "[%r_stb], {%r_b0, %r_b1}"),
+          ins("st.shared.u64", "[%r_str], 0"),
+          ins("@!%p_rs bra", "SLOW_COPY")]
+    o += per_elem(epl, size, "SR", lambda e: (
+        [ins("ld.global" + T.elem, "%%e_a, [%%rd_p1+%d]" % (e * size)),
+         ins("ld.shared" + T.elem, "%%e_b, [%%r_stb+%d]" % (e * size))]
+        + elem_compute(F, op, "SR%d" % e)
+        + [ins("st.global" + T.elem, "[%%rd_p2+%d], %%e_a" % (e * size)),
+           ins("st.shared" + T.elem, "[%%r_str+%d], %%e_a" % (e * size))]))
+    o += [ins("bra.uni", "SLOW_DONE"),
+          label("SLOW_COPY")]
+    o += per_elem(epl, size, "SC", lambda e: [
+        ins("ld.shared" + T.elem, "%%e_a, [%%r_stb+%d]" % (e * size)),
+        ins("st.global" + T.elem, "[%%rd_p2+%d], %%e_a" % (e * size)),
+        ins("st.shared" + T.elem, "[%%r_str+%d], %%e_a" % (e * size))])
+    o += [label("SLOW_DONE"),
+          ins("ld.shared.v2.b32", "{%r_x0, %r_x1}, [%r_str]"),
+          ""]
+
+    o += section("Forward: the right rank's slot k+1, line j")
+    o += [label("FORWARD"),
+          ins("@!%p_put bra", "NEXT_LINE")]
+    o += ll_store("%rd_pp")
+    o += [label("NEXT_LINE"),
+          ins("add.u64", "%rd_j, %rd_j, %rd_ntid"),
+          ins("bra.uni", "LINE"),
+          label("LINE_DONE"),
+          ins("add.u64", "%rd_k, %rd_k, 1"),
+          ins("bra.uni", "STEP"),
+          label("EXIT"),
+          ins("ret"),
+          "}"]
+    return o
+
+
+class LineShape:
+    """The `Shape` interface of the combine helpers for one LL line: two
+    32-bit words %a0x, %a0y (one 64-bit word %a0x for 8-byte types)."""
+
+    def __init__(self, lanes):
+        self.lanes = lanes
+
+    def words(self, prefix, v):
+        return ["%%%s%d%s" % (prefix, v, l) for l in self.lanes]
+
+
+def chunk_start(dst, c):
+    """dst = (c*B + min(c, E)) * M: the first element of chunk c."""
+    return [ins("min.u64", "%s, %s, %%rd_E" % (dst, c)),
+            ins("mad.lo.u64", "%s, %s, %%rd_B, %s" % (dst, c, dst)),
+            ins("mul.lo.u64", "%s, %s, %%rd_M" % (dst, dst))]
+
+
+def chunk_bounds(tag, size):
+    """From %rd_c: %rd_cs, %rd_cl (its first element and length) and %rd_jend,
+    one past this block's last line of it."""
+    out = chunk_start("%rd_cs", "%rd_c")
+    out += [ins("add.u64", "%rd_tmp, %rd_c, 1"),
+            ins("setp.eq.u64", "%p_tmp, %rd_tmp, %rd_N"),
+            ins("@%p_tmp bra", "%s_LAST" % tag)]
+    out += chunk_start("%rd_cl", "%rd_tmp")
+    out += [ins("bra.uni", "%s_END" % tag),
+            label("%s_LAST" % tag),
+            ins("mov.u64", "%rd_cl, %rd_n", "the last chunk ends at n"),
+            label("%s_END" % tag),
+            ins("sub.u64", "%rd_cl, %rd_cl, %rd_cs"),
+            ins("mul.lo.u64", "%%rd_jend, %%rd_cl, %d" % size),
+            ins("add.u64", "%rd_jend, %rd_jend, 7"),
+            ins("shr.u64", "%rd_jend, %rd_jend, 3", "the chunk's lines"),
+            ins("min.u64", "%rd_jend, %rd_jend, %rd_j1"),
+            ins("mul.lo.u64", "%%rd_tmp, %%rd_cs, %d" % size),
+            ins("add.u64", "%rd_pa, %rd_a, %rd_tmp"),
+            ins("add.u64", "%rd_pd, %rd_dst, %rd_tmp")]
+    return out
+
+
+def line_test(tag, size):
+    """%rd_p1, %rd_p2 = line j of the chunk in a and dst; %p_fast = the line
+    is whole and both addresses are 8-byte aligned."""
+    return [ins("shl.b64", "%rd_tmp, %rd_j, 3"),
+            ins("add.u64", "%rd_p1, %rd_pa, %rd_tmp"),
+            ins("add.u64", "%rd_p2, %rd_pd, %rd_tmp"),
+            ins("add.u64", "%rd_tmp, %rd_tmp, 8"),
+            ins("mul.lo.u64", "%%rd_t2, %%rd_cl, %d" % size),
+            ins("setp.le.u64", "%p_fast, %rd_tmp, %rd_t2", "whole"),
+            ins("or.b64", "%rd_tmp, %rd_p1, %rd_p2"),
+            ins("and.b64", "%rd_tmp, %rd_tmp, 7"),
+            ins("setp.eq.and.u64", "%p_fast, %rd_tmp, 0, %p_fast", "and aligned")]
+
+
+def per_elem(epl, size, tag, body):
+    """body(e) for each element e of the line that lies inside the chunk
+    (element j*epl + e < cl), from %rd_p1 / %rd_p2 at byte e*size."""
+    out = []
+    for e in range(epl):
+        skip = "%s_E%d" % (tag, e)
+        out += [ins("shl.b64", "%%rd_tmp, %%rd_j, %d" % log2(epl)) if epl > 1
+                else ins("mov.u64", "%rd_tmp, %rd_j"),
+                ins("add.u64", "%%rd_tmp, %%rd_tmp, %d" % e) if e else None,
+                ins("setp.ge.u64", "%p_tmp, %rd_tmp, %rd_cl"),
+                ins("@%p_tmp bra", skip, "past the chunk's end")]
+        out = [x for x in out if x is not None]
+        out += body(e) if e == 0 else bare(body(e))
+        out.append(label(skip))
+    return out
+
+
+def ll_store(slot):
+    """Store the line {%r_x0, %r_x1} as line %rd_j of `slot`, flagged seq."""
+    return [ins("mov.b64", "%rd_w0, {%r_x0, %r_seq}"),
+            ins("mov.b64", "%rd_w1, {%r_x1, %r_seq}"),
+            ins("shl.b64", "%rd_tmp, %rd_j, 4"),
+            ins("add.u64", "%%rd_tmp, %s, %%rd_tmp" % slot),
+            ins("st.relaxed.sys.global.v2.u64", "[%rd_tmp], {%rd_w0, %rd_w1}")]
+
+
 
 # ===========================================================================
 # 4. The file
@@ -1571,6 +2077,7 @@ def file_text(T):
     for op in T.ops:
         out += reduce_kernel(T, op) + [""]
         out += exchange_kernel(T, op) + [""]
+        out += ringll_kernel(T, op) + [""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 

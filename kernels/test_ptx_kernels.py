@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run every reduce / exchange kernel of ptx/ on the PTX emulator (CPU) and
+"""Run every reduce / exchange / ringll kernel of ptx/ on the PTX emulator (CPU) and
 compare bitwise with an independent Python reference of the semantics.
 
     python kernels/test_ptx_kernels.py --quick            # CI (default)
@@ -7,8 +7,9 @@ compare bitwise with an independent Python reference of the semantics.
     python kernels/test_ptx_kernels.py --ptx-dir /other/ptx --only 'sum_f32'
 
 Kernels found: every entry of every ptx/reduce_*.ptx and ptx/exchange_*.ptx,
-classified by name (rr_reduce_<op>_<type>, rr_exchange_<op>_<type>) and by
-parameter list (the old f32 ABIs and the new one with flags/scalar/ctrl).
+classified by name (rr_reduce_<op>_<type>, rr_exchange_<op>_<type>,
+rr_ringll_<op>_<type>) and by parameter list (the old f32 ABIs and the new one
+with flags/scalar/ctrl).
 Before the kernels, the emulator's self-test runs (fp core against numpy /
 ml_dtypes, and deliberately broken kernels that must be caught); --no-selftest
 skips it.  Exit status 1 on any failure, with kernel, case and first differing
@@ -82,6 +83,22 @@ def run_kernel(info, mode, seed, verbose):
     if info.family == "reduce":
         for c in kt.reduce_cases(info, mode, seed):
             r = kt.run_reduce(info, c)
+            results.append(r)
+            if verbose:
+                print("    %s %s %s" % ("ok  " if r.ok else "FAIL", r.label, r.msg), flush=True)
+    elif info.family == "ringll":
+        for c in kt.ringll_cases(info, mode, seed):
+            r = kt.run_ringll(info, c)
+            results.append(r)
+            if verbose:
+                print("    %s %s %s" % ("ok  " if r.ok else "FAIL", r.label, r.msg), flush=True)
+        # quick: one fault path per kernel, which one depends on the op (so
+        # each type's five kernels cover all three); full: all three
+        kinds = ["timeout", "abort", "forever"]
+        if mode != "full":
+            kinds = [{"sum": "timeout", "prod": "abort", "max": "forever"}.get(info.op, "timeout")]
+        for kind in kinds:
+            r = kt.run_ringll_fault(info, kind, seed=seed + 7)
             results.append(r)
             if verbose:
                 print("    %s %s %s" % ("ok  " if r.ok else "FAIL", r.label, r.msg), flush=True)

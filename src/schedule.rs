@@ -141,6 +141,15 @@ impl ChunkLayout {
     }
 }
 
+/// Bytes of one slot of an LL ring kernel on a device, for `count`
+/// elements of `elem_size` bytes over `n` ranks: the largest chunk of
+/// [`ChunkLayout::new`] as lines of 8 data bytes, each line 16 bytes on the
+/// wire (two words of 4 data bytes and the call's 4-byte flag).
+pub fn ll_slot_bytes(count: usize, n: usize, elem_size: usize) -> usize {
+    let max_len = ChunkLayout::new(count, n, elem_size).max_len();
+    max_len.saturating_mul(elem_size).div_ceil(8).saturating_mul(16)
+}
+
 /// Cut `range` into at most `pieces` contiguous slices for pipelining, with the
 /// same rules as [`ChunkLayout`] (16-byte aligned inner boundaries where
 /// possible). Empty slices are dropped, so the result may be shorter.

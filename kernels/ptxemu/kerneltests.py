@@ -7,6 +7,8 @@ Kernel ABIs, told apart by the parameter list:
   exchange (dst, a, peer_slot, my_slot, peer_flags, my_flags, calls, n)
                                                             old f32 sum, traps on timeout
   exchange (... , n, flags, scalar, ctrl)                   rr_exchange_<op>_<sfx>
+  ringll   (dst, a, my_ll, peer_ll, calls, n, ranks, rank, flags, scalar, ctrl)
+                                                            rr_ringll_<op>_<sfx>
 
 Memory layout: every buffer is its own allocation, placed so that its address
 has the wanted offset modulo 16, with a 32-byte no-access guard zone right
@@ -31,8 +33,10 @@ REDUCE_OLD = ["dst", "a", "b", "n"]
 REDUCE_NEW = ["dst", "a", "b", "n", "flags", "scalar"]
 EXCH_OLD = ["dst", "a", "peer_slot", "my_slot", "peer_flags", "my_flags", "calls", "n"]
 EXCH_NEW = EXCH_OLD + ["flags", "scalar", "ctrl"]
+RINGLL = ["dst", "a", "my_ll", "peer_ll", "calls", "n", "ranks", "rank", "flags", "scalar",
+          "ctrl"]
 
-NAME_RE = re.compile(r"^rr_(reduce|exchange)_([a-z0-9]+)_([a-z0-9]+)$")
+NAME_RE = re.compile(r"^rr_(reduce|exchange|ringll)_([a-z0-9]+)_([a-z0-9]+)$")
 
 GUARD = 32
 
@@ -41,7 +45,7 @@ class KernelInfo:
     def __init__(self, module, name, family, op, sfx, abi):
         self.module = module
         self.name = name
-        self.family = family     # "reduce" | "exchange"
+        self.family = family     # "reduce" | "exchange" | "ringll"
         self.op = op
         self.sfx = sfx
         self.abi = abi           # "old" | "new"
@@ -55,7 +59,8 @@ def classify(module, name):
     """KernelInfo for an entry, or a string saying why it is not testable."""
     m = NAME_RE.match(name)
     if not m:
-        return "entry %s: name is not rr_reduce_<op>_<type> / rr_exchange_<op>_<type>" % name
+        return ("entry %s: name is not rr_reduce_<op>_<type> / rr_exchange_<op>_<type> / "
+                "rr_ringll_<op>_<type>" % name)
     family, op, sfx = m.groups()
     if sfx not in TYPES:
         return "entry %s: unknown element type %r" % (name, sfx)
@@ -70,6 +75,9 @@ def classify(module, name):
             return KernelInfo(module, name, family, op, sfx, "new")
         if params == REDUCE_OLD and op == "sum":
             return KernelInfo(module, name, family, op, sfx, "old")
+    elif family == "ringll":
+        if params == RINGLL:
+            return KernelInfo(module, name, family, op, sfx, "new")
     else:
         if params == EXCH_NEW:
             return KernelInfo(module, name, family, op, sfx, "new")
@@ -689,4 +697,458 @@ def exchange_cases(info, mode, seed0=0):
                 block=int(rng.integers(1, 20)), calls=int(rng.integers(1, 5)),
                 inplace=bool(j % 2), overlap=bool(j % 3), note="random",
                 quantum=int(rng.integers(1, 16)))
+    return cases
+
+
+# ---------------------------------------------------------------------------
+# ring all-reduce in one kernel per rank, LL protocol (rr_ringll_*)
+#
+# Every rank r of N launches the same kernel; my_ll is its own LL half,
+# peer_ll the one of its right rank (r+1) mod N.  A half holds 2(N-1) slots
+# of LS 16-byte lines, LS = ceil(max_len * size / 8); a line is two u64
+# words (seq << 32) | 4 payload bytes.  The host alternates halves between
+# consecutive calls (half = call % 2).  Result: the ring all-reduce in the
+# ring's order (ringll_ref).
+
+def chunk_bounds(n, N, size):
+    """The N+1 element bounds of ChunkLayout::new(n, N, size) (src/schedule.rs):
+    whole 16-byte units dealt to the chunks (the remainder to the first ones,
+    the sub-unit tail to the last), or single elements when there are fewer
+    units than chunks."""
+    unit = max(16 // size, 1)
+    units = n // unit
+    if units >= N:
+        base, extra = divmod(units, N)
+        return [(c * base + min(c, extra)) * unit for c in range(N)] + [n]
+    base, extra = divmod(n, N)
+    return [c * base + min(c, extra) for c in range(N + 1)]
+
+
+def ll_lines(n, N, size):
+    """LS: lines (16 bytes, 8 payload bytes) per slot."""
+    b = chunk_bounds(n, N, size)
+    max_len = max(b[c + 1] - b[c] for c in range(N))
+    return -(-max_len * size // 8)
+
+
+def ll_half_bytes(n, N, size):
+    return 2 * (N - 1) * ll_lines(n, N, size) * 16
+
+
+def ringll_ref(sfx, op, ins, flags=0, scalar=0):
+    """The ring all-reduce of ins[0..N-1] in the ring's order: chunk c starts
+    as rank c's input, then rank q = (c + j) % N (j = 1 .. N-1) does
+    acc = OP(a_q, acc) with step flags (flags & 1) | (flags & 2 at j == 1) |
+    (flags & 4 at j == N-1).  Returns (expected bits, lenient mask): an
+    element is lenient when it is a zero and some step of its chain was a
+    max/min of +0 and -0 (the zero sign may differ from there on)."""
+    ti = TYPES[sfx]
+    N = len(ins)
+    n = len(ins[0])
+    b = chunk_bounds(n, N, ti.size)
+    exp = np.zeros(n, dtype=ti.udtype)
+    lenient = np.zeros(n, dtype=bool)
+    mag = np.array((1 << (ti.bits - 1)) - 1, dtype=ti.udtype)
+    for c in range(N):
+        s, e = b[c], b[c + 1]
+        if s == e:
+            continue
+        acc = np.asarray(ins[c][s:e], dtype=ti.udtype)
+        cum = np.zeros(e - s, dtype=bool)
+        for j in range(1, N):
+            q = (c + j) % N
+            sf = (flags & 1) | ((flags & 2) if j == 1 else 0) | ((flags & 4) if j == N - 1 else 0)
+            acc, le = reduce_ref(sfx, op, ins[q][s:e], acc, sf, scalar)
+            cum |= le
+        exp[s:e] = acc
+        if ti.kind != "int":
+            lenient[s:e] = cum & ((acc & mag) == 0)
+    return exp, lenient
+
+
+class RingllCase:
+    def __init__(self, N, n, grid, block, calls=2, inplace=False, offs=(0, 0), flags=0,
+                 scalar=0, seed=0, schedule="random", quantum=8, overlap=True, stale=True,
+                 special=0.15, note=""):
+        self.N = N
+        self.n = n
+        self.grid = grid
+        self.block = block
+        self.calls = calls
+        self.inplace = inplace
+        # element offsets mod 16 bytes of (dst, a): one pair for every rank,
+        # or a list of N pairs
+        self.offs = offs
+        self.flags = flags
+        self.scalar = scalar
+        self.seed = seed
+        self.schedule = schedule
+        self.quantum = quantum
+        self.overlap = overlap
+        # fill the LL half a call puts into, just before that call, with
+        # random words carrying earlier calls' seqs (else: what the previous
+        # calls left, zeros at first)
+        self.stale = stale
+        self.special = special
+        self.note = note
+
+    def rank_offs(self, r):
+        if isinstance(self.offs, list):
+            return self.offs[r % len(self.offs)]
+        return self.offs
+
+    def label(self):
+        offs = self.offs if not isinstance(self.offs, list) else \
+            "/".join("%d,%d" % tuple(o) for o in self.offs)
+        return ("%sN=%d n=%d grid=%dx%d calls=%d %s offs(dst,a)=%s flags=%d scalar=0x%x seed=%d %s%s%s"
+                % (self.note + " " if self.note else "", self.N, self.n, self.grid, self.block,
+                   self.calls, "in-place" if self.inplace else "out-of-place", offs,
+                   self.flags, self.scalar, self.seed, self.schedule,
+                   "" if self.overlap else " serialized", "" if self.stale else " zeroed-ll")
+                ).strip()
+
+
+def _setup_ringll(info, case, m, ti, timeout_ns=0):
+    """Buffers of the N ranks, each its own allocation with guard zones.
+    Each LL half is an allocation of exactly 2(N-1)*LS*16 bytes (the host's
+    two halves are one buffer; apart, a kernel that runs past its half hits
+    a guard zone), zeroed."""
+    N, n = case.N, case.n
+    nb = n * ti.size
+    half = ll_half_bytes(n, N, ti.size)
+    bufs = Buffers(m)
+    ranks = []
+    for r in range(N):
+        R = _Rank()
+        R.r = r
+        od, oa = case.rank_offs(r)
+        R.a = bufs.place("rank%d a" % r, nb, oa * ti.size % 16, bytes(nb), track=case.inplace)
+        R.dst = R.a if case.inplace else bufs.place("rank%d dst" % r, nb, od * ti.size % 16,
+                                                     poison=True, track=True)
+        R.ll = [bufs.place("rank%d ll half%d" % (r, h), half, 0, bytes(half)) for h in range(2)]
+        R.calls = bufs.place("rank%d calls" % r, 8 * case.grid, 0, bytes(8 * case.grid))
+        R.ctrl = bufs.place("rank%d ctrl" % r, 16, 0,
+                            bytes(8) + int(timeout_ns).to_bytes(8, "little"))
+        R.half = half
+        ranks.append(R)
+    return ranks
+
+
+def _ringll_params(R, right, k, n, N, flags, scalar):
+    h = k % 2
+    return [R.dst, R.a, R.ll[h], right.ll[h], R.calls, n, N, R.r, flags, scalar, R.ctrl]
+
+
+def _stray_stores(m, g, allowed):
+    """Names of the allocations other than `allowed` (start addresses) that
+    grid g stored into (st, or atom on small allocations).  Valid in
+    on_grid_done (or after a run): a grid stays in Alloc.stored_by until a
+    later grid's store there finds it finished."""
+    out = []
+    for a in m.mem.allocs:
+        if a.start in allowed or a.noaccess:
+            continue
+        if g in a.stored_by or (a.sync and any(w[0] is g for w in a.sync.values())):
+            out.append(a.name)
+    return out
+
+
+def _describe_ringll(ti, i, bounds, ins, exp, got):
+    import bisect
+    i = int(i)
+    N = len(ins)
+    c = bisect.bisect_right(bounds, i) - 1
+    order = [(c + j) % N for j in range(N)]
+    line = (i - bounds[c]) * ti.size // 8
+    return ("element %d (chunk %d = [%d, %d), line %d of a slot; reduced over ranks %s): %s; "
+            "expected %s (%s) got %s (%s)"
+            % (i, c, bounds[c], bounds[c + 1], line, "->".join(map(str, order)),
+               ", ".join("a%d=%s (%s)" % (q, _hex(ti, ins[q][i]), _val(ti, ins[q][i]))
+                         for q in order),
+               _hex(ti, exp[i]), _val(ti, exp[i]), _hex(ti, got[i]), _val(ti, got[i])))
+
+
+def _block_limit(kernel):
+    """The most threads per block the kernel declares (.maxntid / .reqntid), or None."""
+    d = kernel.entry.directives
+    for key in (".maxntid", ".reqntid"):
+        if key in d:
+            dims = [int(x) for x in d[key]] + [1, 1]
+            return dims[0] * dims[1] * dims[2]
+    return None
+
+
+def run_ringll(info, case, max_steps=10_000_000):
+    """N ranks (N grids over one memory), `case.calls` consecutive calls.
+    With overlap, each rank launches its next call as soon as its previous
+    one finished (its own stream), while the others may still be in the
+    previous call."""
+    lim = _block_limit(info.kernel)
+    if lim is not None and case.block > lim:
+        return CaseResult(True, case.label(), "skipped: the kernel declares %d threads per block "
+                          "at most" % lim)
+    ti = TYPES[info.sfx]
+    N, n = case.N, case.n
+    nb = n * ti.size
+    rng = np.random.default_rng(case.seed)
+    inputs = [[gen_values(ti, n, rng, case.special) for _ in range(N)]
+              for _ in range(case.calls)]
+    srng = np.random.default_rng(case.seed + 0x5EED)       # stale LL words
+    m = Machine(seed=case.seed, schedule=case.schedule, quantum=case.quantum)
+    ranks = _setup_ringll(info, case, m, ti)
+    half = ranks[0].half
+    bounds = chunk_bounds(n, N, ti.size)
+    label = case.label()
+    kern = info.kernel
+    nxt = [0] * N
+    results = {}
+    grids = []
+
+    def launch(r):
+        k = nxt[r]
+        R, P = ranks[r], ranks[(r + 1) % N]
+        m.mem.write(R.a, inputs[k][r].tobytes())
+        if not case.inplace:
+            m.mem.poison(R.dst, nb)
+        if case.stale:
+            # The right rank's half h = k % 2, which this call puts into.
+            # Nobody else writes it, and nobody reads it for another call
+            # now: the right rank finished call k-2 (this rank's call k-1
+            # completed, and its result needs the right rank's call k-1
+            # input).  The right rank may already poll it for call k: it
+            # must not take words of earlier calls' seqs (0 .. k; call k's
+            # seq is k+1).
+            w = half // 8
+            seqs = srng.integers(0, k + 1, size=w, dtype=np.uint64)
+            data = srng.integers(0, 1 << 32, size=w, dtype=np.uint64)
+            m.mem.write(P.ll[k % 2], ((seqs << np.uint64(32)) | data).astype("<u8").tobytes())
+        g = m.launch(kern, case.grid, case.block,
+                     _ringll_params(R, P, k, n, N, case.flags, case.scalar),
+                     name="rank%d call%d" % (r, k))
+        g.rank = r
+        g.call = k
+        g.allowed = {R.dst, P.ll[k % 2], R.calls, R.ctrl}
+        grids.append(g)
+        nxt[r] = k + 1
+
+    def done(g):
+        r, k = g.rank, g.call
+        R = ranks[r]
+        stray = _stray_stores(m, g, g.allowed)
+        if stray:
+            results[(r, k)] = ("rank %d call %d stored into %s (it may store only into its "
+                               "dst, the right rank's LL half %d, its calls[] and ctrl)"
+                               % (r, k, ", ".join(stray), k % 2))
+        elif not case.inplace and not m.mem.initialized(R.dst, nb):
+            init = m.mem._find_host(R.dst, nb).init
+            off = R.dst - m.mem._find_host(R.dst, nb).start
+            first = next(i for i in range(nb) if not init[off + i]) // ti.size
+            results[(r, k)] = "rank %d call %d: dst element %d was never written" % (r, k, first)
+        elif not case.inplace and m.mem.read(R.a, nb) != inputs[k][r].tobytes():
+            results[(r, k)] = "rank %d call %d: input a was modified (out of place)" % (r, k)
+        else:
+            results[(r, k)] = np.frombuffer(m.mem.read(R.dst, nb), dtype=ti.udtype).copy()
+        if case.overlap and nxt[r] < case.calls:
+            launch(r)
+
+    m.on_grid_done = done
+    try:
+        if case.overlap:
+            for r in range(N):
+                launch(r)
+            m.run(max_steps=max_steps)
+        else:
+            for _ in range(case.calls):
+                for r in range(N):
+                    launch(r)
+                m.run(max_steps=max_steps)
+    except PtxError as e:
+        # a kernel that stored where it may not often hangs a neighbour: say so
+        stray = ["%s stored into %s" % (g.name, ", ".join(_stray_stores(m, g, g.allowed)))
+                 for g in grids if g.live and _stray_stores(m, g, g.allowed)]
+        return CaseResult(False, label, "%s: %s%s" % (type(e).__name__, e,
+                                                        "".join("\n(%s)" % x for x in stray)),
+                          m.steps)
+    zs = {}
+    for k in range(case.calls):
+        exp, lenient = ringll_ref(info.sfx, info.op, inputs[k], case.flags, case.scalar)
+        for r in range(N):
+            got = results.get((r, k))
+            if got is None:
+                return CaseResult(False, label, "rank %d call %d did not finish" % (r, k), m.steps)
+            if isinstance(got, str):
+                return CaseResult(False, label, got, m.steps)
+            bad, z = compare(info.sfx, got, exp, lenient)
+            if len(bad):
+                return CaseResult(False, label, "rank %d call %d: %d of %d elements differ; %s"
+                                  % (r, k, len(bad), n,
+                                     _describe_ringll(ti, bad[0], bounds, inputs[k], exp, got)),
+                                  m.steps)
+            for key, v in z.items():
+                zs[key] = zs.get(key, 0) + v
+        g0 = results[(0, k)]
+        for r in range(1, N):
+            d = np.nonzero(results[(r, k)] != g0)[0]
+            if len(d):
+                i = int(d[0])
+                return CaseResult(False, label, "call %d: ranks 0 and %d differ bitwise at %d "
+                                  "elements (all ranks must end with the same dst); first: "
+                                  "element %d rank 0 %s rank %d %s"
+                                  % (k, r, len(d), i, _hex(ti, g0[i]), r,
+                                     _hex(ti, results[(r, k)][i])), m.steps)
+    for r in range(N):
+        bad = _after_calls(m, ranks[r], r, case, label)
+        if bad:
+            return bad
+    return CaseResult(True, label, "", m.steps, zs)
+
+
+def run_ringll_fault(info, kind, seed=1, N=3, n=37, grid=2, block=8):
+    """Fault paths with only rank 0 of N launched (its neighbours never come):
+      timeout: timeout_ns set -> status 1 and the kernel returns, no trap
+      abort:   the host sets abort while rank 0 waits -> status 2
+      forever: timeout 0, no abort -> still waiting when the step budget ends
+    dst may be partly written (not checked); calls[] must count the call and
+    the kernel may store only into its dst, the right rank's LL half, its
+    calls[] and its ctrl."""
+    ti = TYPES[info.sfx]
+    case = RingllCase(N=N, n=n, grid=grid, block=block, calls=1, seed=seed)
+    label = "fault:%s N=%d n=%d grid=%dx%d (rank 0 alone)" % (kind, N, n, grid, block)
+    rng = np.random.default_rng(seed)
+    a = gen_values(ti, n, rng)
+    m = Machine(seed=seed, ns_per_step=10)
+    timeout = 200_000 if kind == "timeout" else 0
+    ranks = _setup_ringll(info, case, m, ti, timeout_ns=timeout)
+    R, P = ranks[0], ranks[1 % N]
+    m.mem.write(R.a, a.tobytes())
+    has_arg = info.op in ("premulsum", "sumpostdiv")
+    scalar = gen_scalar(ti, info.op, rng, 1)     # a valid one (sumpostdiv: N >= 1)
+    params = _ringll_params(R, P, 0, n, N, 7 if has_arg else 0, scalar)
+    g = m.launch(info.kernel, grid, block, params, name="rank0 alone")
+
+    def stray():
+        s = _stray_stores(m, g, {R.dst, P.ll[0], R.calls, R.ctrl})
+        if s:
+            return CaseResult(False, label, "stored into %s" % ", ".join(s), m.steps)
+        return None
+
+    try:
+        if kind == "timeout":
+            # 200 us of fake time = 20k steps (a kernel may look at the host
+            # only every ms or so); give it 500k steps = 5 ms
+            m.run(max_steps=500_000)
+        elif kind == "abort":
+            fin = m.run(max_steps=30_000, raise_on_limit=False)
+            if fin:
+                return CaseResult(False, label, "returned before the host set abort", m.steps)
+            m.mem.write(R.ctrl, (1).to_bytes(4, "little"))
+            m.run(max_steps=500_000)
+        elif kind == "forever":
+            try:
+                m.run(max_steps=300_000)
+            except StepLimit:
+                st = int.from_bytes(m.mem.read(R.ctrl + 4, 4), "little")
+                if st != 0:
+                    return CaseResult(False, label, "status %d written while still waiting" % st,
+                                      m.steps)
+                bad = stray()
+                if bad:
+                    return bad
+                return CaseResult(True, label, "still waiting after 300k steps (%.1f ms of fake "
+                                  "time)" % (m.steps * m.ns_per_step / 1e6))
+            return CaseResult(False, label, "gave up with timeout_ns = 0 and no abort", m.steps)
+    except PtxError as e:
+        return CaseResult(False, label, "%s: %s" % (type(e).__name__, e), m.steps)
+    st = int.from_bytes(m.mem.read(R.ctrl + 4, 4), "little")
+    want = 1 if kind == "timeout" else 2
+    if st != want:
+        return CaseResult(False, label, "status %d, expected %d" % (st, want), m.steps)
+    calls = np.frombuffer(m.mem.read(R.calls, 8 * grid), dtype=np.uint64)
+    if not np.all(calls == 1):
+        return CaseResult(False, label, "calls[] = %s after one (failed) call" % calls.tolist(),
+                          m.steps)
+    bad = stray()
+    if bad:
+        return bad
+    return CaseResult(True, label, "status %d after %.2f ms of fake time"
+                      % (st, m.steps * m.ns_per_step / 1e6), m.steps)
+
+
+def ringll_cases(info, mode, seed0=0):
+    """The case list for one ringll kernel.  quick: one N=3 case (ranks at
+    different alignments, out of place, 2 overlapping calls) and one small
+    in-place case whose shape depends on the op, so that CI covers
+    N = 2, 3, 4, in and out of place, n < N over the ops of every type.
+    full: every N of 2..5 with tiny, odd and tail sizes, alignments, grids
+    with idle blocks, odd blocks, the host's 256 threads, 3 calls, the round
+    robin schedule, serialized calls, zeroed LL buffers, specials, every
+    flag combination for premulsum / sumpostdiv, random shapes."""
+    ti = TYPES[info.sfx]
+    E = 16 // ti.size
+    cases = []
+    seed = [seed0 * 100003 + zlib.crc32(info.name.encode()) % 99991 + 900]
+    rng = np.random.default_rng(seed[0])
+    has_arg = info.op in ("premulsum", "sumpostdiv")
+
+    def add(**kw):
+        seed[0] += 1
+        kw.setdefault("seed", seed[0])
+        if has_arg:
+            j = len(cases)
+            kw.setdefault("flags", 7)            # what the host passes
+            kw.setdefault("scalar", gen_scalar(ti, info.op, rng, j))
+        cases.append(RingllCase(**kw))
+
+    h = E // 2
+    # the fast path (dst and a 8-byte aligned) on some ranks, the unaligned
+    # one on others, 16-byte alignment on none but rank 0
+    mixed3 = [(0, 0), (1 % E, E - 1), (h, h if E > 2 else 0)]
+    add(N=3, n=6 * E + 5, grid=2, block=8, calls=2, offs=mixed3, note="mixed-align")
+    small = {"sum": dict(N=2, n=E + 1, grid=1, block=8),
+             "prod": dict(N=4, n=3, grid=2, block=4),
+             "max": dict(N=3, n=2, grid=1, block=8),
+             "min": dict(N=4, n=4 * E + 3, grid=1, block=5),
+             }.get(info.op, dict(N=2, n=2 * E + 1, grid=2, block=4))
+    add(calls=2, inplace=True, offs=(1 % E, 1 % E), note="small", **small)
+    if mode != "full":
+        return cases
+    # N = 2
+    add(N=2, n=1, grid=1, block=8, calls=2, note="n<N")
+    add(N=2, n=E + 1, grid=1, block=8, calls=3, inplace=True, note="elements")
+    add(N=2, n=8 * E + 3, grid=2, block=5, calls=3, offs=[(0, 0), (1 % E, 0)], note="tail")
+    add(N=2, n=2 * E, grid=3, block=4, calls=2, schedule="rr", quantum=3, note="rr")
+    # N = 3
+    add(N=3, n=2, grid=2, block=4, calls=2, note="n<N")
+    add(N=3, n=3 * E - 1, grid=1, block=4, calls=2, offs=(1 % E, 0), note="elements")
+    add(N=3, n=9 * E + 2, grid=3, block=4, calls=3, inplace=True, offs=mixed3,
+        note="in-place")
+    add(N=3, n=3 * E + 1, grid=3, block=3, calls=2, note="idle-blocks")
+    add(N=3, n=5 * E + 3, grid=2, block=6, calls=3, schedule="rr", quantum=5, note="rr")
+    add(N=3, n=4 * E + 1, grid=2, block=4, calls=3, overlap=False, special=0.6,
+        note="specials serialized")
+    add(N=3, n=6 * E + 7, grid=2, block=8, calls=3, stale=False, note="zeroed")
+    # N = 4 and 5
+    add(N=4, n=3, grid=2, block=4, calls=2, inplace=True, note="n<N")
+    add(N=4, n=12 * E + E - 1, grid=2, block=8, calls=3,
+        offs=[(0, 0), (1 % E, 1 % E), (h, 0), (E - 1, h)], note="tail")
+    add(N=4, n=4 * E + 5, grid=1, block=32, calls=2, inplace=True, offs=(E - 1, E - 1),
+        note="warp")
+    add(N=4, n=5 * E + 2, grid=1, block=256, calls=2, note="host-block")
+    add(N=5, n=7 * E + 3, grid=2, block=7, calls=2, offs=[(0, 0), (1 % E, 0)], note="N=5")
+    add(N=3, n=60 * E + 7, grid=3, block=32, calls=2, offs=mixed3, note="big")
+    # more than 256 threads (the host's block) with lines for all of them,
+    # unaligned (element by element)
+    add(N=2, n=2 * (2048 // ti.size + 32) + 1, grid=1, block=320, calls=1, offs=(1 % E, 1 % E),
+        note="block>256")
+    if has_arg:
+        for fl in range(8):
+            add(N=3, n=3 * E + 1, grid=1, block=4, calls=1, flags=fl,
+                scalar=gen_scalar(ti, info.op, rng, fl + 1), note="flags")
+    for j in range(8):
+        N = int(rng.integers(2, 5))
+        add(N=N, n=int(rng.integers(1, 20 * E)), grid=int(rng.integers(1, 4)),
+            block=int(rng.integers(1, 20)), calls=int(rng.integers(1, 4)),
+            inplace=bool(j % 2), overlap=bool(j % 3), stale=bool(j % 4 != 3),
+            offs=[tuple(int(x) for x in rng.integers(0, E, size=2)) for _ in range(N)],
+            quantum=int(rng.integers(1, 16)), note="random")
     return cases

@@ -171,7 +171,7 @@ class Memory:
             raise MemoryFault("load of %d bytes at 0x%x (%s+%d) reads uninitialized memory"
                               % (size, addr, a.name, off))
         if a.writer is not None:
-            check_read(a.writer, off, size, t, a.name)
+            check_read(a.writer, off, size, t, a.name, strong)
         if a.end - a.start <= SYNC_TRACK_MAX:
             w = a.sync.get(off) if a.sync else None
             if not strong:
@@ -235,7 +235,7 @@ class Memory:
         if a.init is not None:
             a.init[off:off + size] = b"\x01" * size
         if a.writer is not None:
-            check_write(a.writer, off, size, t, a.name)
+            check_write(a.writer, off, size, t, a.name, strong)
         if a.end - a.start <= SYNC_TRACK_MAX:
             if a.sync is None:
                 a.sync = {}
@@ -265,29 +265,47 @@ class Memory:
 
 
 def _who(w):
-    uid, grid, block, epoch = w
+    uid, grid, block, epoch, tag = w
     return "%s thread %d" % (grid.name, uid)
 
 
-def check_read(writer, off, size, t, name):
+def _morally_strong(w, off, size, t, strong):
+    """PTX memory model: two accesses are morally strong (so not a data race)
+    when both are strong (.volatile = .relaxed.sys, .relaxed, .acquire,
+    .release) with a scope that includes the other thread, and they overlap
+    completely (same address and size).  w[4] is the store's (scope, off, size)."""
+    tag = w[4]
+    if not strong or tag is None or tag[1] != off or tag[2] != size:
+        return False
+    if w[2] is t.block:
+        return True
+    return strong not in ("cta", "cluster") and tag[0] not in ("cta", "cluster")
+
+
+def check_read(writer, off, size, t, name, strong=None):
     """A read by t of bytes last written by another thread of the same launch
-    is a race unless both are in one block and a barrier came in between."""
+    is a race unless both are in one block and a barrier came in between, or
+    the store and the load are morally strong (e.g. st.volatile / ld.volatile
+    of a flag in shared memory)."""
     for k in range(off, off + size):
         w = writer[k]
         if w is not None and w[0] != t.uid and w[1] is t.grid:
             if w[2] is t.block and t.block.epoch > w[3]:
+                continue
+            if _morally_strong(w, off, size, t, strong):
                 continue
             raise RaceError("%s+%d: read by %s thread %d (block %d) of a byte written by %s "
                             "(block %d) in the same launch without a barrier between them"
                             % (name, k, t.grid.name, t.uid, t.block.index, _who(w), w[2].index))
 
 
-def check_write(writer, off, size, t, name):
-    rec = (t.uid, t.grid, t.block, t.block.epoch)
+def check_write(writer, off, size, t, name, strong=None):
+    rec = (t.uid, t.grid, t.block, t.block.epoch, (strong, off, size) if strong else None)
     for k in range(off, off + size):
         w = writer[k]
         if w is not None and w[0] != t.uid and w[1] is t.grid:
-            if not (w[2] is t.block and t.block.epoch > w[3]):
+            if not (w[2] is t.block and t.block.epoch > w[3]) and \
+                    not _morally_strong(w, off, size, t, strong):
                 raise RaceError("%s+%d: written by %s thread %d (block %d) and by %s (block %d) "
                                 "in the same launch without a barrier between them"
                                 % (name, k, t.grid.name, t.uid, t.block.index, _who(w), w[2].index))

@@ -7,10 +7,13 @@
    values, fma against an exact rational result, the integer and bit
    instructions (div/rem toward zero, mul.hi/.wide, bfe, bfi, prmt, shifts).
 2. Mutation tests: deliberately broken copies of the original hand-written
-   kernels (fixtures/reduce_f32_v1.ptx, fixtures/exchange_f32_v1.ptx) must
-   FAIL the kernel tests -- an off-by-one tail, a wrong offset, a wrong
-   vector stride, a head not clamped to n, a missing barrier, a stale flag
-   accepted, a trap -- and the unmodified copies must pass.
+   kernels (fixtures/reduce_f32_v1.ptx, fixtures/exchange_f32_v1.ptx), of the
+   first generated ones (fixtures/reduce_f32_v2.ptx) and of the first LL ring
+   kernel (fixtures/ringll_f32_v1.ptx: rr_ringll_sum_f32) must FAIL the kernel
+   tests -- an off-by-one tail, a wrong offset, a wrong vector stride, a head
+   not clamped to n, a missing barrier, a stale flag or LL line accepted, a
+   slot size off by a line, a put into the wrong slot or half, a trap -- and
+   the unmodified copies must pass.
 
     python -m ptxemu.selftest [--full] [-v]      (from kernels/)
 """
@@ -486,6 +489,28 @@ def _expect_error(ck, name, fn, etype, needle=""):
     print("  FAIL %s" % ck.failures[-1], flush=True)
 
 
+def _expect_ok(ck, name, fn):
+    ck.count += 1
+    try:
+        fn()
+    except PtxError as e:
+        ck.failures.append("%s: %s: %s" % (name, type(e).__name__, str(e).split("\n")[0]))
+        print("  FAIL %s" % ck.failures[-1], flush=True)
+        return
+    if ck.verbose:
+        print("  ok   %s" % name, flush=True)
+
+
+def _shared_flag(st, ld):
+    """Thread 0 raises a shared flag; the other threads spin on it."""
+    body = ("mov.u32 %%r, %%tid.x; setp.eq.u32 %%p, %%r, 0; @%%p st.shared.u32 [f], 0; bar.sync 0;"
+            "@%%p %s.shared.u32 [f], 1;"
+            "L: %s.shared.u32 %%q, [f]; setp.ne.u32 %%p, %%q, 1; @%%p bra L;" % (st, ld))
+    for seed in range(3):
+        _tiny(body.replace("%%", "%"), regs=".reg .u64 %a, %b; .reg .u32 %r, %q; .reg .pred %p; "
+              ".shared .align 4 .u32 f;", block=8, seed=seed)
+
+
 def _tiny(body, regs=".reg .u64 %a, %b; .reg .u32 %r, %q; .reg .pred %p;", grid=1, block=4,
           params=(0x1000,), setup=None, max_steps=100000, **mk):
     src = """
@@ -527,6 +552,17 @@ def machine_tests(quick, verbose):
                  np.array([100 + 2 * int(x.sum()), 7, 9, 3], dtype=np.uint64))
     _expect_error(ck, "tree sum without the first barrier",
                   lambda: _run_blocksum(""), ("RaceError", "MemoryFault"))
+    # a flag between threads of a block without a barrier: a data race
+    # unless both the store and the load are strong (morally strong, PTX
+    # memory model), as in a kernel's shared `bail` word
+    _expect_ok(ck, "shared flag: st.volatile / ld.volatile spin, no barrier",
+               lambda: _shared_flag("st.volatile", "ld.volatile"))
+    _expect_ok(ck, "shared flag: st.relaxed.cta / ld.acquire.cta",
+               lambda: _shared_flag("st.relaxed.cta", "ld.acquire.cta"))
+    _expect_error(ck, "shared flag: plain st, volatile spin", lambda: _shared_flag("st", "ld.volatile"),
+                  "RaceError")
+    _expect_error(ck, "shared flag: volatile st, plain ld spin",
+                  lambda: _shared_flag("st.volatile", "ld"), "RaceError")
     _expect_error(ck, "load outside the allocations",
                   lambda: _tiny("ld.global.u32 %r, [%a+-4];"), "MemoryFault", "outside every allocation")
     _expect_error(ck, "load of a guard zone",
@@ -589,6 +625,7 @@ def _fixture(name):
 RED = "reduce_f32_v1.ptx"
 EXC = "exchange_f32_v1.ptx"
 V2 = "reduce_f32_v2.ptx"
+RLL = "ringll_f32_v1.ptx"
 ORIGINALS = []
 
 MUTATIONS = [
@@ -653,6 +690,51 @@ MUTATIONS = [
      "@%p_t0 st.release.gpu.global.u64 [%rd_pf], %rd_seq;", None, "fault"),
     ("exchange: block ranges not rounded to 4 elements", EXC,
      "    and.b64             %rd_chunk, %rd_chunk, 0xFFFFFFFFFFFFFFFC;\n", "", None, "any"),
+    # the ring all-reduce in one kernel per rank, LL protocol
+    ("ringll: the poll takes any nonzero flag (a stale line)", RLL,
+     "setp.eq.u32         %p_tmp, %r_f0, %r_seq;\n    setp.eq.and.u32     %p_done, %r_f1, %r_seq, %p_tmp;",
+     "setp.ne.u32         %p_tmp, %r_f0, 0;\n    setp.ne.and.u32     %p_done, %r_f1, 0, %p_tmp;",
+     None, "data"),
+    ("ringll: one line per slot too many (past the LL half)", RLL,
+     "add.u64             %rd_LS, %rd_LS, 7;", "add.u64             %rd_LS, %rd_LS, 15;", None, "fault"),
+    ("ringll: forwards into slot k instead of k+1", RLL,
+     "    add.u64             %rd_pp, %rd_pp, %rd_LS;\n", "", None, "any"),
+    ("ringll: the last chunk does not take the sub-unit tail", RLL,
+     "    mov.u64             %rd_cl, %rd_n;                  // the last chunk ends at n\nST_END:",
+     "    mul.lo.u64 %rd_cl, %rd_N, %rd_B;\n    add.u64 %rd_cl, %rd_cl, %rd_E;\n"
+     "    mul.lo.u64 %rd_cl, %rd_cl, %rd_M;\nST_END:", None, "data"),
+    ("ringll: calls[] never stored (every call has seq 1)", RLL,
+     "    st.global.u64       [%rd_calls], %rd_tmp;\n", "", None, "any"),
+    ("ringll: step 0 puts into its own LL half", RLL,
+     "mov.u64             %rd_ps, %rd_pl;", "mov.u64             %rd_ps, %rd_ml;", None, "any"),
+    ("ringll: no barrier after thread 0 takes the seq", RLL,
+     "SEQ_DONE:\n    bar.sync            0;", "SEQ_DONE:", None, "fault"),
+    ("ringll: the 8-byte fast path at 4-byte alignment", RLL,
+     "and.b64             %rd_tmp, %rd_tmp, 7;\n    setp.eq.and.u64     %p_fast, %rd_tmp, 0, %p_fast;   "
+     "// and aligned\n    @!%p_fast bra       SLOW;",
+     "and.b64             %rd_tmp, %rd_tmp, 3;\n    setp.eq.and.u64     %p_fast, %rd_tmp, 0, %p_fast;   "
+     "// and aligned\n    @!%p_fast bra       SLOW;", None, "fault"),
+    ("ringll: a timeout reports status 2 (abort)", RLL,
+     "mov.u32             %r_status, 1;", "mov.u32             %r_status, 2;", None, "any"),
+    ("ringll: abort never read", RLL,
+     "ld.relaxed.sys.global.u32 %r_tmp, [%rd_ctrl];", "mov.u32             %r_tmp, 0;", None, "any"),
+    ("ringll: reduces at the first all-gather step too", RLL,
+     "setp.lt.u64         %p_rs, %rd_k, %rd_tmp;", "setp.le.u64         %p_rs, %rd_k, %rd_tmp;",
+     None, "data"),
+    ("ringll: the all-gather skips its last step", RLL,
+     "    sub.u64             %rd_K, %rd_K, 2;", "    sub.u64             %rd_K, %rd_K, 3;", None,
+     "data"),
+    ("ringll: lines published with a plain st", RLL,
+     "st.relaxed.sys.global.v2.u64 [%rd_tmp], {%rd_w0, %rd_w1};",
+     "st.global.v2.u64    [%rd_tmp], {%rd_w0, %rd_w1};", None, "fault"),
+    ("ringll: lines polled with a plain ld", RLL,
+     "ld.relaxed.sys.global.v2.u64 {%rd_w0, %rd_w1}, [%rd_p0];",
+     "ld.global.v2.u64    {%rd_w0, %rd_w1}, [%rd_p0];", None, "fault"),
+    ("ringll: the slow path forwards the received line, not the result", RLL,
+     "SLOW_DONE:\n    ld.shared.v2.b32    {%r_x0, %r_x1}, [%r_str];",
+     "SLOW_DONE:\n    ld.shared.v2.b32    {%r_x0, %r_x1}, [%r_stb];", None, "data"),
+    ("ringll: the bail flag raised with a plain st.shared", RLL,
+     "st.volatile.shared.u32 [bail], 1;", "st.shared.u32       [bail], 1;", None, "fault"),
 ]
 
 
@@ -668,6 +750,12 @@ def _run_fixture(src, fname, quick, stop_at_first=True, seeds=(0,), name=None):
         if info.family == "reduce":
             cases = kt.reduce_cases(info, "quick", s)
             runner = kt.run_reduce
+        elif info.family == "ringll":
+            cases = kt.ringll_cases(info, "quick", s)
+
+            def runner(info, c):
+                # the originals need ~150k steps: a hang is found sooner
+                return kt.run_ringll(info, c, max_steps=1_500_000)
         else:
             cases = kt.exchange_cases(info, "quick", s)
             # more threads per block so that some lag behind the others
@@ -679,9 +767,10 @@ def _run_fixture(src, fname, quick, stop_at_first=True, seeds=(0,), name=None):
             results.append(r)
             if not r.ok and stop_at_first:
                 return results, name
-        if info.family == "exchange":
+        if info.family in ("exchange", "ringll"):
+            fault = kt.run_exchange_fault if info.family == "exchange" else kt.run_ringll_fault
             for kind in (["trap"] if info.abi == "old" else ["timeout", "abort", "forever"]):
-                r = kt.run_exchange_fault(info, kind, seed=s)
+                r = fault(info, kind, seed=s)
                 results.append(r)
                 if not r.ok and stop_at_first:
                     return results, name
@@ -692,7 +781,7 @@ def mutation_tests(quick, verbose):
     print("-- mutation tests (broken kernels must fail, originals must pass)", flush=True)
     failures = []
     seeds = (0, 1) if quick else (0, 1, 2, 3)
-    originals = [(RED, None), (EXC, None)] + sorted({m[1] for m in MUTATIONS if isinstance(m[1], tuple)})
+    originals = [(RED, None), (EXC, None), (RLL, None)] + sorted({m[1] for m in MUTATIONS if isinstance(m[1], tuple)})
     ORIGINALS[:] = originals
     for fname, kname in originals:
         src = _fixture(fname)

@@ -144,6 +144,14 @@ pub struct BackendInfo {
 }
 
 impl BackendInfo {
+    /// Whether LL kernels run here on lines of their own
+    /// ([`crate::plan::Plan::ll_bytes`], buffer [`BufId::LL`]): on GPUs,
+    /// where a flag travels in the same store as its data. The CPU backend
+    /// runs an LL kernel's steps on the plan's scratch and signal board.
+    pub fn keeps_ll_lines(&self) -> bool {
+        self.kind == Some(BackendKind::Cuda)
+    }
+
     /// Number of distinct devices.
     pub fn devices(&self) -> usize {
         let mut d = self.rank_to_device.clone();

@@ -155,6 +155,44 @@ pub fn exchange_blocks(bytes: usize) -> usize {
         .clamp(1, EXCHANGE_MAX_BLOCKS)
 }
 
+/// Most blocks of an LL ring launch. Every block of every rank's grid on a
+/// GPU must be resident at once (each spins on its left neighbour's lines);
+/// with several ranks on one GPU the grid shrinks so that all of them stay
+/// within [`EXCHANGE_MAX_BLOCKS`] blocks.
+pub const LL_MAX_BLOCKS: usize = 32;
+
+/// Blocks of an LL ring launch over `ranks` ranks whose slots are
+/// `slot_bytes` long: a function of both alone, so every rank launches the
+/// same grid (block b of a rank feeds block b of its right neighbour);
+/// about one 16-byte line per thread, at most [`LL_MAX_BLOCKS`].
+pub fn ll_blocks(slot_bytes: usize, ranks: usize) -> usize {
+    let cap = (EXCHANGE_MAX_BLOCKS / ranks.max(1)).clamp(1, LL_MAX_BLOCKS);
+    (slot_bytes / 16).div_ceil(BLOCK as usize).clamp(1, cap)
+}
+
+/// One rank's LL ring launch (offsets in bytes): the whole ring all-reduce
+/// of `count` elements over `ranks` ranks, this rank's part.
+pub struct RingLl<'a, 'id> {
+    pub dst: (&'a DevBuf<'id>, usize),
+    pub a: (&'a DevBuf<'id>, usize),
+    pub count: usize,
+    pub elem: usize,
+    pub ranks: usize,
+    pub rank: usize,
+    /// This rank's LL half (written by the left neighbour's kernel).
+    pub my_ll: (&'a DevBuf<'id>, usize),
+    /// The right neighbour's LL half (written by this rank's kernel).
+    pub peer_ll: (&'a PeerBuf, usize),
+    /// This rank's per-block call counts ([`EXCHANGE_MAX_BLOCKS`] u64).
+    pub calls: &'a DevBuf<'id>,
+    /// The control block, as for [`Exchange::ctrl`].
+    pub ctrl: &'a HostMapped,
+    /// bit 0: pre on this rank's input at every reduce step, bit 1: pre on
+    /// what step 0 receives, bit 2: post at the last reduce step.
+    pub flags: u64,
+    pub scalar: u64,
+}
+
 /// The second operand of a reduce: this device's memory, or a peer's read
 /// through peer access.
 pub enum Operand<'a, 'id> {
@@ -342,6 +380,80 @@ impl<'id> Stream<'id> {
         // ctrl is a live 16-byte host-mapped block (words 0 and 1 checked).
         // The kernel writes only dst, the peer slot, its blocks' peer flags,
         // its blocks' call counts and the status word.
+        unsafe { self.launch_1d(k, blocks, &args, CALL) }
+    }
+
+    /// Launch the LL ring kernel `k`: every rank of the ring launches it
+    /// for the same call with the same count, and each spins on its left
+    /// neighbour's lines until they arrive, or until the control block's
+    /// abort word or deadline ends the wait (then it writes the status and
+    /// returns with its output partly written). Checked: whole elements,
+    /// element-aligned offsets, dst equal to a or apart from it, and both
+    /// LL halves long enough for the slots the kernel computes.
+    pub fn ring_ll(&self, k: &Kernel<'id>, x: &RingLl<'_, 'id>) -> CuResult<()> {
+        const CALL: &str = "cuLaunchKernel(ring_ll)";
+        if x.ranks < 2 || x.rank >= x.ranks || x.count == 0 {
+            return Err(err(
+                CALL,
+                format!(
+                    "rank {} of {} ranks, {} elements (a ring of at least 2 ranks, a rank of it, at least one element)",
+                    x.rank, x.ranks, x.count
+                ),
+            ));
+        }
+        let bytes = x
+            .count
+            .checked_mul(x.elem)
+            .ok_or_else(|| err(CALL, "the byte count overflows"))?;
+        for off in [x.dst.1, x.a.1] {
+            aligned(CALL, off, x.elem)?;
+        }
+        let pd = x.dst.0.ptr_at(CALL, x.dst.1, bytes)?;
+        let pa = x.a.0.ptr_at(CALL, x.a.1, bytes)?;
+        if overlap(pd, pa, bytes) && pd != pa {
+            return Err(err(CALL, "the output partially overlaps the input"));
+        }
+        let slot = crate::schedule::ll_slot_bytes(x.count, x.ranks, x.elem);
+        let half = slot
+            .checked_mul(2 * (x.ranks - 1))
+            .ok_or_else(|| err(CALL, "the LL half's size overflows"))?;
+        for off in [x.my_ll.1, x.peer_ll.1] {
+            aligned(CALL, off, 16)?;
+        }
+        let ml = x.my_ll.0.ptr_at(CALL, x.my_ll.1, half)?;
+        let (_keep, pl) = x.peer_ll.0.range(CALL, x.peer_ll.1, half)?;
+        let hits = |p: u64| ml < p + bytes as u64 && p < ml + half as u64;
+        if hits(pd) || hits(pa) {
+            return Err(err(CALL, "the LL half overlaps the data"));
+        }
+        let blocks = ll_blocks(slot, x.ranks);
+        let calls = x.calls.ptr_at(CALL, 0, 8 * blocks)?;
+        x.ctrl.device_ptr(1)?;
+        let ctrl = x.ctrl.device_ptr(0)?;
+        let args = [
+            pd,
+            pa,
+            ml,
+            pl,
+            calls,
+            x.count as u64,
+            x.ranks as u64,
+            x.rank as u64,
+            x.flags,
+            x.scalar,
+            ctrl,
+        ];
+        // SAFETY: the LL ring kernels take eleven u64 parameters in this
+        // order; dst and a lie in live allocations of this context for
+        // count elements, element-aligned (checked); both LL halves are
+        // 16-byte aligned and hold the 2(N-1) slots of
+        // `schedule::ll_slot_bytes` that the kernel computes from (count,
+        // N, elem) (checked), my half in this context, the right
+        // neighbour's in a live peer allocation reachable through peer
+        // access (checked, kept alive by `_keep`); the call counts hold
+        // one u64 per block and ctrl is a live 16-byte host-mapped block
+        // (checked). The kernel writes only dst, the peer's half, its
+        // blocks' call counts and the status word.
         unsafe { self.launch_1d(k, blocks, &args, CALL) }
     }
 

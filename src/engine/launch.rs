@@ -206,11 +206,15 @@ impl Core {
 
     pub(super) fn reserve_scratch(&mut self, plan: &Plan) -> Result<()> {
         let bytes = plan.scratch_len * plan.shape.elem_size;
-        if bytes <= self.scratch_ok && self.caps.contains_key(&BufId::SCRATCH) {
-            return Ok(());
+        if bytes > self.scratch_ok || !self.caps.contains_key(&BufId::SCRATCH) {
+            self.reserve(BufId::SCRATCH, &vec![bytes; self.ranks])?;
+            self.scratch_ok = self.scratch_ok.max(bytes);
         }
-        self.reserve(BufId::SCRATCH, &vec![bytes; self.ranks])?;
-        self.scratch_ok = self.scratch_ok.max(bytes);
+        // An LL kernel's lines (a no-op once they fit).
+        let ll = plan.ll_bytes();
+        if ll > 0 && self.backend.info().keeps_ll_lines() {
+            self.reserve(BufId::LL, &vec![ll; self.ranks])?;
+        }
         Ok(())
     }
 }

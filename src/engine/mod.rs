@@ -499,7 +499,7 @@ impl Core {
             resolved: HashMap::new(),
             last: None,
             caps: HashMap::new(),
-            next_id: 3,
+            next_id: 4,
             scratch_ok: 0,
             generation: 0,
             graph: None,

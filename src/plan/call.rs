@@ -6,8 +6,9 @@ use super::Plan;
 use crate::element::{DataType, ReduceOp};
 use std::sync::Arc;
 
-/// A buffer that every rank has, by id. The engine owns ids 0 to 2 (the
-/// default send, receive and scratch buffers); user buffers get higher ids.
+/// A buffer that every rank has, by id. The engine owns ids 0 to 3 (the
+/// default send, receive and scratch buffers, and a device backend's LL
+/// lines); user buffers get higher ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BufId(pub u32);
 
@@ -15,6 +16,9 @@ impl BufId {
     pub const SEND: BufId = BufId(0);
     pub const RECV: BufId = BufId(1);
     pub const SCRATCH: BufId = BufId(2);
+    /// A device backend's LL lines ([`super::Plan::ll_bytes`]): never a
+    /// plan region, only what an LL kernel's puts and polls go through.
+    pub const LL: BufId = BufId(3);
 }
 
 /// What a plan's `Send` and `Recv` mean for one rank in one call (its

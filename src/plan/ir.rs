@@ -572,6 +572,24 @@ impl Plan {
         self.signals.iter().any(|s| s.remote)
     }
 
+    /// Bytes of LL lines a device backend keeps per rank for this plan's
+    /// [`KernelKind::LlRing`] kernels: two halves (consecutive calls
+    /// alternate) of one slot per step, 0 without such a kernel.
+    pub fn ll_bytes(&self) -> usize {
+        let steps = self
+            .ops
+            .iter()
+            .flatten()
+            .filter_map(|op| match &op.kind {
+                OpKind::Kernel(k) if k.kind == KernelKind::LlRing => Some(k.steps.len() / 2),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let s = &self.shape;
+        2 * steps * crate::schedule::ll_slot_bytes(s.count, s.ranks, s.elem_size)
+    }
+
     /// Bytes each rank sends to other ranks, and receives from them.
     pub fn traffic(&self) -> Vec<Traffic> {
         self.traffic_between(|from, to| from != to)

@@ -58,8 +58,12 @@ enum Timed<'id> {
     ),
 }
 
-/// A data type's kernels for one lowered op: (reduce, exchange).
-type Kernels<'id> = (Kernel<'id>, Kernel<'id>);
+/// A data type's kernels for one op.
+struct Kernels<'id> {
+    reduce: Kernel<'id>,
+    exchange: Kernel<'id>,
+    ring_ll: Kernel<'id>,
+}
 
 /// What a rank's instrumentation layers recorded since the last take
 /// (`rank/issue.rs` and `rank/nccl_calls.rs` record, `rank/timing.rs`
@@ -149,6 +153,11 @@ pub(super) struct Rank<'id> {
     /// Set by [`Rank::leak`]: the GPU did not drain, so nothing of this
     /// rank may be freed (see `serve_rank`).
     pub(super) leaked: bool,
+    /// The last kernel issued that waits for another rank's kernel: its
+    /// plan, op and the rank it waits for, so that a timeout or an abort
+    /// names it ("rank 2's lines in rank 1's ring:ll op 1 (LL ring
+    /// kernel)"); formatted only then.
+    waited_for: std::cell::RefCell<Option<(Arc<Plan>, usize, usize)>>,
 }
 
 impl<'id> Rank<'id> {
@@ -211,9 +220,10 @@ impl<'id> Rank<'id> {
             board: None,
             net: None,
             leaked: false,
+            waited_for: std::cell::RefCell::new(None),
         };
         let t = Instant::now();
-        let source = me.kernels_for(DataType::Float, DevOp::Sum)?.0.source();
+        let source = me.kernels_for(DataType::Float, DevOp::Sum)?.reduce.source();
         me.setup_ms = (bind_ms, t.elapsed().as_secs_f64() * 1e3, source);
         Ok(me)
     }
@@ -259,17 +269,17 @@ impl<'id> Rank<'id> {
         }
     }
 
-    /// The reduce and exchange kernels of `dtype` for `op` (loaded once).
+    /// The kernels of `dtype` for `op` (loaded once).
     fn kernels_for(&mut self, dtype: DataType, op: DevOp) -> Result<&Kernels<'id>> {
         if !self.kernels.contains_key(&(dtype, op)) {
             let m = kernels::module(dtype);
             let e = self.err();
-            let red = format!("rr_reduce_{}_{}", op.name(), dtype.ptx());
-            let exc = format!("rr_exchange_{}_{}", op.name(), dtype.ptx());
-            let k = (
-                self.ctx.kernel(&m, &red).map_err(&e)?,
-                self.ctx.kernel(&m, &exc).map_err(&e)?,
-            );
+            let name = |family: &str| format!("rr_{family}_{}_{}", op.name(), dtype.ptx());
+            let k = Kernels {
+                reduce: self.ctx.kernel(&m, &name("reduce")).map_err(&e)?,
+                exchange: self.ctx.kernel(&m, &name("exchange")).map_err(&e)?,
+                ring_ll: self.ctx.kernel(&m, &name("ringll")).map_err(&e)?,
+            };
             self.kernels.insert((dtype, op), k);
         }
         self.kernels
@@ -327,7 +337,19 @@ impl<'id> Rank<'id> {
             0 => Ok(()),
             status => {
                 self.ctrl.store_u32(STATUS, 0);
-                let what = "the other rank's push in an exchange kernel".to_string();
+                let what = match &*self.waited_for.borrow() {
+                    Some((plan, i, from)) => format!(
+                        "rank {from}'s {} in {}",
+                        match plan.ops.get(self.rank).and_then(|o| o.get(*i)).map(|o| &o.kind) {
+                            Some(crate::plan::OpKind::Kernel(k))
+                                if k.kind == crate::plan::KernelKind::LlRing =>
+                                "lines",
+                            _ => "push",
+                        },
+                        op_desc(plan, self.rank, *i)
+                    ),
+                    None => "the other rank's push in an exchange kernel".to_string(),
+                };
                 Err(if status == 2 {
                     Error::Aborted {
                         rank: self.rank,
@@ -346,13 +368,17 @@ impl<'id> Rank<'id> {
         }
     }
 
-    /// Zero the exchange flags and call counts (every rank, after every rank
-    /// drained): the numbering starts again in step.
+    /// Zero the exchange flags, the LL lines and the call counts (every
+    /// rank, after every rank drained): the numbering starts again in step,
+    /// and no word of an earlier call can carry a number again.
     pub fn reset_exchange(&self) -> Result<()> {
         let e = self.err();
         self.lanes[0]
             .memset(&self.flags, 0, self.flags.len(), 0)
             .map_err(&e)?;
+        if let Some(ll) = self.bufs.get(&BufId::LL) {
+            self.lanes[0].memset(ll, 0, ll.len(), 0).map_err(&e)?;
+        }
         self.lanes[0]
             .memset(&self.calls, 0, self.calls.len(), 0)
             .map_err(&e)?;
@@ -392,6 +418,12 @@ impl<'id> Rank<'id> {
                 });
             }
             let b = self.ctx.alloc(bytes).map_err(&e)?;
+            if id == BufId::LL {
+                // An LL kernel accepts a word whose flag equals its call
+                // number: none may be left from earlier use of the memory.
+                self.lanes[0].memset(&b, 0, b.len(), 0).map_err(&e)?;
+                self.wait_stream(&self.lanes[0], self.timeout, &e)?;
+            }
             self.bufs.insert(id, b);
         }
         self.bufs

@@ -449,7 +449,7 @@ impl<'id> Rank<'id> {
                 } else {
                     Operand::Peer(self.peer(b.rank, b.buf)?, b.offset)
                 };
-                let k = &kernels()?.0;
+                let k = &kernels()?.reduce;
                 let launch = RLaunch {
                     dst: (self.buf(dst.buf)?, dst.offset),
                     a: (self.buf(a.buf)?, a.offset),
@@ -462,7 +462,7 @@ impl<'id> Rank<'id> {
                 stream.reduce(k, &launch).map_err(|e| at.cuda(e))?;
             }
             DriverOp::Exchange { peer, .. } => {
-                let k = &kernels()?.1;
+                let k = &kernels()?.exchange;
                 let peer_flags = self
                     .peers
                     .flags
@@ -476,6 +476,40 @@ impl<'id> Rank<'id> {
                     ctrl: &self.ctrl,
                 };
                 stream.exchange(k, &x).map_err(|e| at.cuda(e))?;
+                *self.waited_for.borrow_mut() = Some((call.plan.clone(), at.i, peer));
+            }
+            DriverOp::RingLl {
+                right,
+                dst,
+                a,
+                count,
+                ranks,
+                half,
+                flags,
+                ..
+            } => {
+                let k = &kernels()?.ring_ll;
+                // Both ranks' LL buffers hold two halves of 2(N-1) slots.
+                let half_bytes = crate::schedule::ll_slot_bytes(count, ranks, elem)
+                    * 2
+                    * ranks.saturating_sub(1);
+                let x = kernels::RingLl {
+                    dst: (self.buf(dst.buf)?, dst.offset),
+                    a: (self.buf(a.buf)?, a.offset),
+                    count,
+                    elem,
+                    ranks,
+                    rank: self.rank,
+                    my_ll: (self.buf(BufId::LL)?, half * half_bytes),
+                    peer_ll: (self.peer(right, BufId::LL)?, half * half_bytes),
+                    calls: &self.calls,
+                    ctrl: &self.ctrl,
+                    flags,
+                    scalar,
+                };
+                stream.ring_ll(k, &x).map_err(|e| at.cuda(e))?;
+                let left = crate::schedule::left(self.rank, ranks);
+                *self.waited_for.borrow_mut() = Some((call.plan.clone(), at.i, left));
             }
         }
         p.kernel_ns += ns(t);

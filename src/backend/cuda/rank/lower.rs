@@ -90,14 +90,28 @@ pub(super) enum DriverOp {
         bytes: usize,
         flags: u64,
     },
+    /// The LL ring kernel: this rank's whole ring all-reduce of `count`
+    /// elements from `a` into `dst`, its puts into the `right` rank's LL
+    /// lines, on LL half `half` (0 or 1) of both; `steps` plan steps.
+    RingLl {
+        right: usize,
+        dst: Addr,
+        a: Addr,
+        count: usize,
+        ranks: usize,
+        half: usize,
+        steps: usize,
+        flags: u64,
+    },
 }
 
 impl DriverOp {
     /// How many op parts the work is in a timeline (an exchange is a push
-    /// and a reduce).
+    /// and a reduce; an LL ring kernel one part per step).
     pub fn parts(&self) -> usize {
         match self {
             DriverOp::Exchange { .. } => 2,
+            DriverOp::RingLl { steps, .. } => *steps,
             _ => 1,
         }
     }
@@ -330,15 +344,19 @@ impl<'p> Lowering<'p> {
                         self.plan.name
                     )))
                 }
-                (KernelKind::LlRing, _) => {
-                    return Err(Error::Unsupported(
-                        format!(
-                            "{} (its {} has no CUDA kernel yet: it runs on the CPU backend; on GPUs use ring, ring:pipeK or auto)",
-                            self.plan.name,
-                            op.kind.name()
-                        ),
-                        "cuda",
-                    ))
+                (KernelKind::LlRing, steps) => {
+                    let work = self.ring_ll(i, steps)?;
+                    let right = crate::schedule::right(r, self.plan.shape.ranks);
+                    // Its puts: 2(N-1) chunks, about 2(N-1)/N of the buffer
+                    // (the plan's bytes; the LL lines on the wire are twice that).
+                    let sent = steps
+                        .iter()
+                        .map(|s| match &s.kind {
+                            OpKind::Copy { to, src, .. } if *to != r => src.len() * elem,
+                            _ => 0,
+                        })
+                        .sum::<usize>();
+                    (work, Some((r, right, sent)))
                 }
             },
         };
@@ -355,6 +373,93 @@ impl<'p> Lowering<'p> {
             record,
             moved: moved.filter(|(from, to, _)| from != to),
             forward: record.map_or_else(Vec::new, |s| self.forward(s, carried)),
+        })
+    }
+
+    /// Op `i`, an LL ring kernel with `steps`, as the kernel runs it: the
+    /// kernel computes its steps itself (the ring's chunks of
+    /// `ChunkLayout::new`, one slot per step, a put then a receive per
+    /// step), so the plan's steps must be exactly those, on one scratch
+    /// half; anything else is refused rather than run differently.
+    fn ring_ll(&self, i: usize, steps: &[Op]) -> Result<DriverOp> {
+        use crate::schedule::{right, ChunkLayout};
+        let (r, shape) = (self.rank, &self.plan.shape);
+        let n = shape.ranks;
+        let differs = |what: String| {
+            Error::internal(format!(
+                "{}: rank {r} op {i} ({}) is not the ring the LL kernel runs: {what}",
+                self.plan.name,
+                crate::backend::op_desc(self.plan, r, i)
+            ))
+        };
+        if n < 2 || shape.count == 0 || shape.collective != crate::plan::Collective::AllReduce {
+            return Err(differs("an all-reduce of 2 or more ranks and 1 or more elements".into()));
+        }
+        let k_steps = 2 * (n - 1);
+        if steps.len() != 2 * k_steps {
+            return Err(differs(format!("{} steps, not {}", steps.len(), 2 * k_steps)));
+        }
+        let layout = ChunkLayout::new(shape.count, n, shape.elem_size);
+        let len = layout.max_len();
+        // The slot of step 0 fixes the half.
+        let base = match &steps[1].kind {
+            OpKind::Reduce { b, .. } | OpKind::Copy { src: b, .. } => b.range.start,
+            _ => usize::MAX,
+        };
+        let per_half = k_steps * len;
+        if per_half == 0 || base % per_half != 0 || base / per_half > 1 {
+            return Err(differs(format!("step 0's slot at {base}")));
+        }
+        let (input, output) = (shape.input(r), shape.output(r));
+        let rt = right(r, n);
+        for k in 0..k_steps {
+            let slot = |c: usize| {
+                let at = base + k * len;
+                Region::new(crate::plan::Buf::Scratch, at..at + layout.len(c))
+            };
+            let c = (r + n * 2 - k) % n;
+            let from = if k == 0 { &input } else { &output };
+            let put_ok = matches!(&steps[2 * k].kind,
+                OpKind::Copy { from: f, to, src, dst }
+                    if *f == r && *to == rt && *src == from.sub(layout.range(c)) && *dst == slot(c));
+            let c = (r + n * 2 - k - 1) % n;
+            let receive_ok = match &steps[2 * k + 1].kind {
+                OpKind::Reduce { dst, a, b_rank, b, step } => {
+                    k < n - 1
+                        && *dst == output.sub(layout.range(c))
+                        && *a == input.sub(layout.range(c))
+                        && *b_rank == r
+                        && *b == slot(c)
+                        && *step
+                            == ReduceStep {
+                                pre_a: true,
+                                pre_b: k == 0,
+                                post: k == n - 2,
+                            }
+                }
+                OpKind::Copy { from, to, src, dst } => {
+                    k >= n - 1
+                        && *from == r
+                        && *to == r
+                        && *src == slot(c)
+                        && *dst == output.sub(layout.range(c))
+                }
+                _ => false,
+            };
+            if !(put_ok && receive_ok) {
+                return Err(differs(format!("step {k}")));
+            }
+        }
+        self.reach(i, rt, "puts into")?;
+        Ok(DriverOp::RingLl {
+            right: rt,
+            dst: self.addr(r, &output)?,
+            a: self.addr(r, &input)?,
+            count: shape.count,
+            ranks: n,
+            half: base / per_half,
+            steps: steps.len(),
+            flags: 0b111,
         })
     }
 

@@ -111,7 +111,7 @@ impl<'id> Rank<'id> {
             // through each reduce kernel loaded so far, on lane 0 after
             // its memset and inside its half, zeros onto zeros (dst = a
             // at 0, b at 16; an element is at most 8 bytes).
-            for ((dtype, _), (reduce, _)) in &self.kernels {
+            for ((dtype, _), Kernels { reduce, .. }) in &self.kernels {
                 let elem = dtype.size();
                 let launch = RLaunch {
                     dst: (p, 0),

@@ -281,7 +281,9 @@ fn class_of(w: &DriverOp) -> Option<Class> {
     match w {
         DriverOp::Mark => None,
         DriverOp::Copy { .. } | DriverOp::Send { .. } => Some(Class::Copy),
-        DriverOp::Reduce { .. } | DriverOp::Exchange { .. } => Some(Class::Kernel),
+        DriverOp::Reduce { .. } | DriverOp::Exchange { .. } | DriverOp::RingLl { .. } => {
+            Some(Class::Kernel)
+        }
     }
 }
 

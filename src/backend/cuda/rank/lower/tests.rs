@@ -50,11 +50,7 @@ fn plans() -> Vec<Plan> {
                             let mut path = algo.path(&shape);
                             for continues in [false, true] {
                                 let plan = path.next(continues).expect("a supported shape's plan");
-                                // Refused by name until its kernel exists
-                                // (a_kernel_op_is_refused_by_name).
-                                if !has_kernel_op(&plan) {
-                                    out.push((*plan).clone());
-                                }
+                                out.push((*plan).clone());
                             }
                         }
                     }
@@ -65,29 +61,31 @@ fn plans() -> Vec<Plan> {
     out
 }
 
-fn has_kernel_op(plan: &Plan) -> bool {
-    plan.ops
-        .iter()
-        .flatten()
-        .any(|o| matches!(o.kind, OpKind::Kernel(_)))
-}
-
+/// The LL ring kernel's lowering states its ring: a plan whose steps differ
+/// from what the kernel computes (here a receive whose slot moved) is
+/// refused, never run as something else.
 #[test]
-fn a_kernel_op_is_refused_by_name() {
+fn an_ll_ring_unlike_the_kernels_is_refused() {
     let shape = Shape::all_reduce(3, 1003, 4, false);
     let algo = crate::algo::parse("ring:ll").unwrap();
-    let plan = algo.path(&shape).next(false).unwrap();
-    assert!(has_kernel_op(&plan));
+    let mut plan = (*algo.path(&shape).next(false).unwrap()).clone();
     let bind: Vec<Binding> = (0..plan.ranks()).map(binding).collect();
-    let low = Lowering::new(&plan, 0, &bind, 4).expect("lowering");
     let i = plan.ops[0]
         .iter()
         .position(|o| matches!(o.kind, OpKind::Kernel(_)))
         .unwrap();
-    let e = low.op(i).unwrap_err();
-    assert!(matches!(e, Error::Unsupported(..)), "{e:?}");
-    let m = e.to_string();
-    assert!(m.contains("ring:ll") && m.contains("CPU backend"), "{m}");
+    let low = Lowering::new(&plan, 0, &bind, 4).expect("lowering");
+    assert!(matches!(low.op(i).unwrap().work, DriverOp::RingLl { half: 0, .. }));
+    let OpKind::Kernel(k) = &mut plan.ops[0][i].kind else {
+        unreachable!()
+    };
+    let OpKind::Reduce { b, .. } = &mut k.steps[3].kind else {
+        panic!("step 1's receive is a reduce: {:?}", k.steps[3]);
+    };
+    b.range = b.range.start + 1..b.range.end + 1;
+    let low = Lowering::new(&plan, 0, &bind, 4).expect("lowering");
+    let m = low.op(i).unwrap_err().to_string();
+    assert!(m.contains("not the ring the LL kernel runs: step 1"), "{m}");
 }
 
 /// One op lowered: (rank, op index, waits, lowered).
@@ -236,6 +234,28 @@ fn every_op_lowers_to_exactly_the_work_the_plan_says() {
                     for p in [dst, a, peer_slot, my_slot] {
                         assert!(in_bounds(&plan, &p, bytes), "{at}: {p:?}");
                     }
+                }
+                (
+                    OpKind::Kernel(k),
+                    DriverOp::RingLl {
+                        right,
+                        dst,
+                        a,
+                        count,
+                        ranks,
+                        half,
+                        steps,
+                        flags,
+                    },
+                ) => {
+                    // The steps themselves are checked against the
+                    // kernel's ring by the lowering (an_ll_ring_unlike...).
+                    assert_eq!(k.kind, KernelKind::LlRing, "{at}");
+                    assert_eq!(right, (r + 1) % plan.ranks(), "{at}");
+                    assert!(is_region(&dst, r, &plan.shape.output(r), elem), "{at}");
+                    assert!(is_region(&a, r, &plan.shape.input(r), elem), "{at}");
+                    assert_eq!((count, ranks), (plan.shape.count, plan.ranks()), "{at}");
+                    assert!(half < 2 && steps == k.steps.len() && flags == 0b111, "{at}");
                 }
                 (k, w) => panic!("{at}: {} lowered to {w:?}", k.name()),
             }
@@ -465,6 +485,10 @@ fn over_nodes_every_crossing_is_a_message_and_every_message_is_received() {
                         my_slot,
                         ..
                     } => addrs.extend([dst, a, peer_slot, my_slot]),
+                    DriverOp::RingLl { right, dst, a, .. } => {
+                        assert!(near(*r, right), "{at}: an LL put to another node");
+                        addrs.extend([dst, a]);
+                    }
                     DriverOp::Mark => {}
                 }
                 for a in addrs {
