@@ -147,7 +147,10 @@ impl ChunkLayout {
 /// wire (two words of 4 data bytes and the call's 4-byte flag).
 pub fn ll_slot_bytes(count: usize, n: usize, elem_size: usize) -> usize {
     let max_len = ChunkLayout::new(count, n, elem_size).max_len();
-    max_len.saturating_mul(elem_size).div_ceil(8).saturating_mul(16)
+    max_len
+        .saturating_mul(elem_size)
+        .div_ceil(8)
+        .saturating_mul(16)
 }
 
 /// Cut `range` into at most `pieces` contiguous slices for pipelining, with the

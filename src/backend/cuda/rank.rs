@@ -340,7 +340,12 @@ impl<'id> Rank<'id> {
                 let what = match &*self.waited_for.borrow() {
                     Some((plan, i, from)) => format!(
                         "rank {from}'s {} in {}",
-                        match plan.ops.get(self.rank).and_then(|o| o.get(*i)).map(|o| &o.kind) {
+                        match plan
+                            .ops
+                            .get(self.rank)
+                            .and_then(|o| o.get(*i))
+                            .map(|o| &o.kind)
+                        {
                             Some(crate::plan::OpKind::Kernel(k))
                                 if k.kind == crate::plan::KernelKind::LlRing =>
                                 "lines",

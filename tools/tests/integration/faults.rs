@@ -221,19 +221,19 @@ pub fn register(h: &mut Harness) {
         mid_collective(b, Fault::Fail)
     });
     // The LL ring's kernel is one op (its steps wait on flags inside it):
-    // a rank failing there releases the others at once and is named. CPU
-    // only: the CUDA backend has no kernel for it yet.
+    // a rank failing there releases the others at once (on a GPU their
+    // kernels see the abort word) and is named.
     let kernel = |p: &Plan| {
         p.ops[1]
             .iter()
             .position(|o| matches!(o.kind, OpKind::Kernel(_)))
             .unwrap_or(0)
     };
-    h.add("faults::fail_in_an_ll_ring_kernel[cpu]", move || {
-        mid_collective_of(BackendChoice::Cpu, Fault::Fail, "ring:ll", kernel)
+    test_backend!(h, "faults::fail_in_an_ll_ring_kernel", 1, move |b| {
+        mid_collective_of(b, Fault::Fail, "ring:ll", kernel)
     });
-    h.add("faults::stall_in_an_ll_ring_kernel[cpu]", move || {
-        mid_collective_of(BackendChoice::Cpu, Fault::Stall, "ring:ll", kernel)
+    test_backend!(h, "faults::stall_in_an_ll_ring_kernel", 1, move |b| {
+        mid_collective_of(b, Fault::Stall, "ring:ll", kernel)
     });
 
     test_backend!(

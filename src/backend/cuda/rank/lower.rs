@@ -338,12 +338,10 @@ impl<'p> Lowering<'p> {
                     };
                     (work, Some((r, *peer, input.len() * elem)))
                 }
-                (KernelKind::Exchange, _) => {
-                    return Err(Error::internal(format!(
-                        "{}: rank {r} op {i} is not an exchange the kernel runs (a put, then a reduce)",
-                        self.plan.name
-                    )))
-                }
+                (KernelKind::Exchange, _) => return Err(Error::internal(format!(
+                    "{}: rank {r} op {i} is not an exchange the kernel runs (a put, then a reduce)",
+                    self.plan.name
+                ))),
                 (KernelKind::LlRing, steps) => {
                     let work = self.ring_ll(i, steps)?;
                     let right = crate::schedule::right(r, self.plan.shape.ranks);
@@ -393,11 +391,17 @@ impl<'p> Lowering<'p> {
             ))
         };
         if n < 2 || shape.count == 0 || shape.collective != crate::plan::Collective::AllReduce {
-            return Err(differs("an all-reduce of 2 or more ranks and 1 or more elements".into()));
+            return Err(differs(
+                "an all-reduce of 2 or more ranks and 1 or more elements".into(),
+            ));
         }
         let k_steps = 2 * (n - 1);
         if steps.len() != 2 * k_steps {
-            return Err(differs(format!("{} steps, not {}", steps.len(), 2 * k_steps)));
+            return Err(differs(format!(
+                "{} steps, not {}",
+                steps.len(),
+                2 * k_steps
+            )));
         }
         let layout = ChunkLayout::new(shape.count, n, shape.elem_size);
         let len = layout.max_len();
@@ -424,7 +428,13 @@ impl<'p> Lowering<'p> {
                     if *f == r && *to == rt && *src == from.sub(layout.range(c)) && *dst == slot(c));
             let c = (r + n * 2 - k - 1) % n;
             let receive_ok = match &steps[2 * k + 1].kind {
-                OpKind::Reduce { dst, a, b_rank, b, step } => {
+                OpKind::Reduce {
+                    dst,
+                    a,
+                    b_rank,
+                    b,
+                    step,
+                } => {
                     k < n - 1
                         && *dst == output.sub(layout.range(c))
                         && *a == input.sub(layout.range(c))

@@ -75,7 +75,10 @@ fn an_ll_ring_unlike_the_kernels_is_refused() {
         .position(|o| matches!(o.kind, OpKind::Kernel(_)))
         .unwrap();
     let low = Lowering::new(&plan, 0, &bind, 4).expect("lowering");
-    assert!(matches!(low.op(i).unwrap().work, DriverOp::RingLl { half: 0, .. }));
+    assert!(matches!(
+        low.op(i).unwrap().work,
+        DriverOp::RingLl { half: 0, .. }
+    ));
     let OpKind::Kernel(k) = &mut plan.ops[0][i].kind else {
         unreachable!()
     };
