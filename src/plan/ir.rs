@@ -572,6 +572,15 @@ impl Plan {
         self.signals.iter().any(|s| s.remote)
     }
 
+    /// Whether some rank runs a kernel whose steps wait for other ranks'
+    /// inside the GPU ([`OpKind::Kernel`]).
+    pub fn has_kernels(&self) -> bool {
+        self.ops
+            .iter()
+            .flatten()
+            .any(|op| matches!(op.kind, OpKind::Kernel(_)))
+    }
+
     /// Bytes of LL lines a device backend keeps per rank for this plan's
     /// [`KernelKind::LlRing`] kernels: two halves (consecutive calls
     /// alternate) of one slot per step, 0 without such a kernel.

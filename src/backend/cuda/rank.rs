@@ -253,6 +253,13 @@ impl<'id> Rank<'id> {
         });
         if let Err(e) = &r {
             board.fail_with(c.gen, rank, e);
+            // The other ranks' kernels that wait inside the GPU for this
+            // rank's (an exchange, an LL ring) would spin to their
+            // deadline. A fatal error ends the engine's calls, so they are
+            // stopped now rather than left to time out.
+            if e.is_fatal() && call.plan.has_kernels() {
+                board.halt_device();
+            }
         }
         self.held[c.key] = Some(call);
         self.board = Some(board);

@@ -235,6 +235,11 @@ pub fn register(h: &mut Harness) {
     test_backend!(h, "faults::stall_in_an_ll_ring_kernel", 1, move |b| {
         mid_collective_of(b, Fault::Stall, "ring:ll", kernel)
     });
+    // The two-rank exchange kernel the same way (CUDA only: the CPU
+    // variants of these tests run three ranks).
+    crate::common::cuda_only(h, "faults::fail_in_an_exchange_kernel", 1, move || {
+        mid_collective_of(BackendChoice::Cuda, Fault::Fail, "oneshot:flag", kernel)
+    });
 
     test_backend!(
         h,

@@ -338,10 +338,12 @@ impl<'p> Lowering<'p> {
                     };
                     (work, Some((r, *peer, input.len() * elem)))
                 }
-                (KernelKind::Exchange, _) => return Err(Error::internal(format!(
+                (KernelKind::Exchange, _) => {
+                    return Err(Error::internal(format!(
                     "{}: rank {r} op {i} is not an exchange the kernel runs (a put, then a reduce)",
                     self.plan.name
-                ))),
+                )))
+                }
                 (KernelKind::LlRing, steps) => {
                     let work = self.ring_ll(i, steps)?;
                     let right = crate::schedule::right(r, self.plan.shape.ranks);
