@@ -1457,6 +1457,9 @@ def exchange_kernel(T, op):
 # the line it received, 8 for the line it forwards).  The host launches
 # blocks of 256 threads (src/cuda/kernels.rs BLOCK).
 LL_MAX_THREADS = 256
+# Most blocks of a launch, and the number of call counts the kernel keeps
+# equal (src/cuda/kernels.rs LL_MAX_BLOCKS, checked there against this file).
+LL_MAX_BLOCKS = 32
 
 
 def ringll_kernel(T, op):
@@ -1488,7 +1491,7 @@ def _ringll_kernel(T, op):
         "    .param .u64 a,              // const %s* this rank's input" % T.ctype,
         "    .param .u64 my_ll,          // const u64* this rank's LL half (written by the left rank)",
         "    .param .u64 peer_ll,        // u64* the right rank's LL half (written here)",
-        "    .param .u64 calls,          // u64* this rank's call count, one per block",
+        "    .param .u64 calls,          // u64* this rank's LL call counts, LL_MAX_BLOCKS %d" % LL_MAX_BLOCKS,
         "    .param .u64 n,              // number of elements of the whole buffer",
         "    .param .u64 ranks,          // N, the ranks of the ring (>= 2)",
         "    .param .u64 rank,           // this rank, 0 .. N-1",
@@ -1596,18 +1599,37 @@ def _ringll_kernel(T, op):
           ins("add.u32", "%r_str, %r_stb, 8"),
           ""]
     o += section("The call number",
-                 "seq = ++calls[block] by thread 0, shared with the block.  The left\n"
-                 "rank's block of the same index counts the same launches, so its\n"
-                 "lines of this call carry the same number; words left by earlier\n"
-                 "calls carry smaller ones (32 bits: equal again after 2^32 calls of\n"
-                 "this block), and the buffer was zeroed before the first call.")
+                 "seq = ++calls[block] by thread 0, shared with the block; block 0\n"
+                 "also counts this call in calls[grid .. %d), the counts of blocks\n"
+                 "this launch does not have.  So every count is the number of LL\n"
+                 "launches of this rank, the same in every block, whatever the grids\n"
+                 "were: a line's address belongs to another block in a call of\n"
+                 "another size, and a per-block number could match there.  The left\n"
+                 "rank counts the same launches, so its lines of this call carry\n"
+                 "this number, and lines of every earlier call a smaller one (32\n"
+                 "bits: equal again after 2^32 calls); the buffer was zeroed before\n"
+                 "the first call." % LL_MAX_BLOCKS)
     o += [ins("@!%p_t0 bra", "SEQ_DONE"),
           ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
-          ins("add.u64", "%rd_calls, %rd_calls, %rd_tmp"),
-          ins("ld.global.u64", "%rd_tmp, [%rd_calls]"),
+          ins("add.u64", "%rd_p0, %rd_calls, %rd_tmp"),
+          ins("ld.global.u64", "%rd_tmp, [%rd_p0]"),
           ins("add.u64", "%rd_tmp, %rd_tmp, 1"),
-          ins("st.global.u64", "[%rd_calls], %rd_tmp"),
+          ins("st.global.u64", "[%rd_p0], %rd_tmp"),
           ins("st.shared.u64", "[s_seq], %rd_tmp"),
+          ins("setp.ne.u32", "%p_tmp, %r_ctaid, 0"),
+          ins("@%p_tmp bra", "SEQ_REST_DONE", "only block 0 counts for the absent blocks"),
+          ins("mul.wide.u32", "%rd_p0, %r_nctaid, 8"),
+          ins("add.u64", "%rd_p0, %rd_calls, %rd_p0"),
+          ins("add.u64", "%%rd_p1, %%rd_calls, %d" % (8 * LL_MAX_BLOCKS)),
+          label("SEQ_REST"),
+          ins("setp.ge.u64", "%p_tmp, %rd_p0, %rd_p1"),
+          ins("@%p_tmp bra", "SEQ_REST_DONE"),
+          ins("ld.global.u64", "%rd_tmp, [%rd_p0]"),
+          ins("add.u64", "%rd_tmp, %rd_tmp, 1"),
+          ins("st.global.u64", "[%rd_p0], %rd_tmp"),
+          ins("add.u64", "%rd_p0, %rd_p0, 8"),
+          ins("bra", "SEQ_REST"),
+          label("SEQ_REST_DONE"),
           ins("mov.u64", "%rd_t, %globaltimer"),
           ins("st.shared.u64", "[s_t0], %rd_t", "the call's start, for the deadline"),
           ins("add.u64", "%%rd_t, %%rd_t, %d" % HOST_POLL_NS),

@@ -9,7 +9,7 @@
 2. Mutation tests: deliberately broken copies of the original hand-written
    kernels (fixtures/reduce_f32_v1.ptx, fixtures/exchange_f32_v1.ptx), of the
    first generated ones (fixtures/reduce_f32_v2.ptx) and of the first LL ring
-   kernel (fixtures/ringll_f32_v1.ptx: rr_ringll_sum_f32) must FAIL the kernel
+   kernel (fixtures/ringll_f32_v2.ptx: rr_ringll_sum_f32) must FAIL the kernel
    tests -- an off-by-one tail, a wrong offset, a wrong vector stride, a head
    not clamped to n, a missing barrier, a stale flag or LL line accepted, a
    slot size off by a line, a put into the wrong slot or half, a trap -- and
@@ -625,7 +625,7 @@ def _fixture(name):
 RED = "reduce_f32_v1.ptx"
 EXC = "exchange_f32_v1.ptx"
 V2 = "reduce_f32_v2.ptx"
-RLL = "ringll_f32_v1.ptx"
+RLL = "ringll_f32_v2.ptx"
 ORIGINALS = []
 
 MUTATIONS = [
@@ -695,6 +695,9 @@ MUTATIONS = [
      "setp.eq.u32         %p_tmp, %r_f0, %r_seq;\n    setp.eq.and.u32     %p_done, %r_f1, %r_seq, %p_tmp;",
      "setp.ne.u32         %p_tmp, %r_f0, 0;\n    setp.ne.and.u32     %p_done, %r_f1, 0, %p_tmp;",
      None, "data"),
+    ("ringll: block 0 does not count the launch for absent blocks", RLL,
+     "    st.global.u64       [%rd_p0], %rd_tmp;\n    add.u64             %rd_p0, %rd_p0, 8;",
+     "    add.u64             %rd_p0, %rd_p0, 8;", None, "any"),
     ("ringll: one line per slot too many (past the LL half)", RLL,
      "add.u64             %rd_LS, %rd_LS, 7;", "add.u64             %rd_LS, %rd_LS, 15;", None, "fault"),
     ("ringll: forwards into slot k instead of k+1", RLL,
@@ -704,7 +707,8 @@ MUTATIONS = [
      "    mul.lo.u64 %rd_cl, %rd_N, %rd_B;\n    add.u64 %rd_cl, %rd_cl, %rd_E;\n"
      "    mul.lo.u64 %rd_cl, %rd_cl, %rd_M;\nST_END:", None, "data"),
     ("ringll: calls[] never stored (every call has seq 1)", RLL,
-     "    st.global.u64       [%rd_calls], %rd_tmp;\n", "", None, "any"),
+     "    st.global.u64       [%rd_p0], %rd_tmp;\n    st.shared.u64", "    st.shared.u64", None,
+     "any"),
     ("ringll: step 0 puts into its own LL half", RLL,
      "mov.u64             %rd_ps, %rd_pl;", "mov.u64             %rd_ps, %rd_ml;", None, "any"),
     ("ringll: no barrier after thread 0 takes the seq", RLL,

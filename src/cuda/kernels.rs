@@ -155,7 +155,9 @@ pub fn exchange_blocks(bytes: usize) -> usize {
         .clamp(1, EXCHANGE_MAX_BLOCKS)
 }
 
-/// Most blocks of an LL ring launch. Every block of every rank's grid on a
+/// Most blocks of an LL ring launch, and the number of call counts its
+/// kernel keeps (equal, whatever the grid: `gen_ptx.py`'s `LL_MAX_BLOCKS`,
+/// checked by a test against the PTX). Every block of every rank's grid on a
 /// GPU must be resident at once (each spins on its left neighbour's lines);
 /// with several ranks on one GPU the grid shrinks so that all of them stay
 /// within [`EXCHANGE_MAX_BLOCKS`] blocks.
@@ -183,8 +185,9 @@ pub struct RingLl<'a, 'id> {
     pub my_ll: (&'a DevBuf<'id>, usize),
     /// The right neighbour's LL half (written by this rank's kernel).
     pub peer_ll: (&'a PeerBuf, usize),
-    /// This rank's per-block call counts ([`EXCHANGE_MAX_BLOCKS`] u64).
-    pub calls: &'a DevBuf<'id>,
+    /// This rank's LL call counts ([`LL_MAX_BLOCKS`] u64 from the byte
+    /// offset, kept equal by the kernel; not the exchange's counts).
+    pub calls: (&'a DevBuf<'id>, usize),
     /// The control block, as for [`Exchange::ctrl`].
     pub ctrl: &'a HostMapped,
     /// bit 0: pre on this rank's input at every reduce step, bit 1: pre on
@@ -427,7 +430,7 @@ impl<'id> Stream<'id> {
             return Err(err(CALL, "the LL half overlaps the data"));
         }
         let blocks = ll_blocks(slot, x.ranks);
-        let calls = x.calls.ptr_at(CALL, 0, 8 * blocks)?;
+        let calls = x.calls.0.ptr_at(CALL, x.calls.1, 8 * LL_MAX_BLOCKS)?;
         x.ctrl.device_ptr(1)?;
         let ctrl = x.ctrl.device_ptr(0)?;
         let args = [
@@ -451,8 +454,9 @@ impl<'id> Stream<'id> {
         // N, elem) (checked), my half in this context, the right
         // neighbour's in a live peer allocation reachable through peer
         // access (checked, kept alive by `_keep`); the call counts hold
-        // one u64 per block and ctrl is a live 16-byte host-mapped block
-        // (checked). The kernel writes only dst, the peer's half, its
+        // the LL_MAX_BLOCKS u64 the kernel counts in (checked; blocks <=
+        // LL_MAX_BLOCKS by `ll_blocks`) and ctrl is a live 16-byte
+        // host-mapped block (checked). The kernel writes only dst, the peer's half, its
         // blocks' call counts and the status word.
         unsafe { self.launch_1d(k, blocks, &args, CALL) }
     }
@@ -479,5 +483,29 @@ impl<'id> Stream<'id> {
         self.count(unsafe {
             result::launch_kernel_packed(k.f, blocks as u32, BLOCK, self.s, args, call)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The LL kernels count calls in exactly `LL_MAX_BLOCKS` words (the
+    /// generator's constant, named in the `calls` parameter's comment of
+    /// every LL kernel), and the grid never exceeds it.
+    #[test]
+    fn the_ll_kernels_and_the_host_agree_on_the_call_counts() {
+        let ptx = include_str!("../../ptx/reduce_f32.ptx");
+        let said = format!("LL call counts, LL_MAX_BLOCKS {LL_MAX_BLOCKS}");
+        assert!(ptx.contains(&said), "ptx/reduce_f32.ptx must say {said:?}");
+        for ranks in [2, 3, 4, 8, 64, 200] {
+            for slot in [16, 4096, 1 << 20, 1 << 30] {
+                let b = ll_blocks(slot, ranks);
+                assert!(
+                    (1..=LL_MAX_BLOCKS).contains(&b),
+                    "{slot} B, {ranks} ranks: {b}"
+                );
+            }
+        }
     }
 }

@@ -31,6 +31,10 @@ const ABORT: usize = 0;
 const STATUS: usize = 1;
 const TIMEOUT_WORD: usize = 1;
 
+/// Byte offset of the LL kernel's call counts in `calls` (after the
+/// exchange's).
+pub(super) const LL_CALLS: usize = 8 * EXCHANGE_MAX_BLOCKS;
+
 /// Clock anchors per take (the tightest bracket is kept).
 const ANCHOR_TRIES: usize = 10;
 
@@ -174,7 +178,10 @@ impl<'id> Rank<'id> {
         let e = cuda_err(rank, device);
         let lanes = [ctx.stream().map_err(&e)?, ctx.stream().map_err(&e)?];
         let flags = ctx.alloc(8 * EXCHANGE_MAX_BLOCKS).map_err(&e)?;
-        let calls = ctx.alloc(8 * EXCHANGE_MAX_BLOCKS).map_err(&e)?;
+        // The exchange's per-block counts, then the LL kernel's (LL_CALLS).
+        let calls = ctx
+            .alloc(8 * (EXCHANGE_MAX_BLOCKS + kernels::LL_MAX_BLOCKS))
+            .map_err(&e)?;
         // Zeroed before any peer can learn the flags' address.
         lanes[0].memset(&flags, 0, flags.len(), 0).map_err(&e)?;
         lanes[0].memset(&calls, 0, calls.len(), 0).map_err(&e)?;

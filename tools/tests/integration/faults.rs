@@ -161,8 +161,11 @@ fn mid_collective_of(
     }
     // One error, the stalled, failed or panicked rank's own (issue 41
     // item 5: the cause, never the ranks that noticed it, never a list).
+    // (A rank thread's failure on the CPU is a Worker error; on CUDA an
+    // injected failure is the driver call's Cuda error.)
     ensure!(
-        matches!(&err, Error::Worker { rank: 1, .. }),
+        matches!(&err, Error::Worker { rank: 1, .. })
+            || (b == BackendChoice::Cuda && matches!(&err, Error::Cuda { rank: 1, .. })),
         "{fault:?}: the call's error must be rank 1's own: {err:?}"
     );
     ensure!(

@@ -502,7 +502,7 @@ impl<'id> Rank<'id> {
                     rank: self.rank,
                     my_ll: (self.buf(BufId::LL)?, half * half_bytes),
                     peer_ll: (self.peer(right, BufId::LL)?, half * half_bytes),
-                    calls: &self.calls,
+                    calls: (&self.calls, super::LL_CALLS),
                     ctrl: &self.ctrl,
                     flags,
                     scalar,
