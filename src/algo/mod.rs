@@ -304,6 +304,23 @@ impl std::fmt::Display for AlgoChoice {
     }
 }
 
+/// With every rank on one GPU, an all-reduce of more than 2 ranks takes
+/// `ring:ll` up to this size per rank: one kernel per rank whose steps
+/// hand over through flagged stores (4 ranks on one H100,
+/// `results/2026-12-05-gpu1-ring-ll/`: 11-19 us against the one-shot's
+/// and the PS's 22-34 us from 8 B to 512 KiB, behind them from 2 MiB).
+/// Two ranks keep the one-shots, at or ahead of it at every size there; on
+/// several GPUs it is not measured yet, so `auto` does not take it there.
+pub const LL_MANY_MAX_BYTES: usize = 512 << 10;
+
+/// Whether `auto` takes `ring:ll` for `shape` on one GPU.
+fn ll_ring_wins(shape: &Shape) -> bool {
+    shape.collective == Collective::AllReduce
+        && shape.ranks > 2
+        && shape.count > 0
+        && shape.count.saturating_mul(shape.elem_size) <= LL_MANY_MAX_BYTES
+}
+
 /// Up to this size per rank, 2 ranks use the one-shot kernels for an
 /// all-reduce (2 x H200, docs/lab/perf-notes.md: 1.4x-2.7x NCCL from 8 B to
 /// 8 MiB out of place; 1.13x at 16 MiB in place).
@@ -404,6 +421,10 @@ pub struct Placement {
     /// GPU work on another process's (an event, a flag) costs a turn of
     /// the scheduler: about a millisecond, whatever the size.
     pub time_sliced: bool,
+    /// Every rank is a thread of this process on one and the same GPU:
+    /// their kernels run at once (one context), and a step between them
+    /// is a store and a poll in the same memory.
+    pub one_gpu: bool,
 }
 
 impl AlgoChoice {
@@ -453,6 +474,8 @@ impl AlgoChoice {
             auto_host(shape)
         } else if at.time_sliced && !shape.in_place && shape.ranks > 1 {
             Arc::new(fused::Fused)
+        } else if at.one_gpu && ll_ring_wins(shape) {
+            Arc::new(ringll::RingLl)
         } else {
             auto(shape)
         };

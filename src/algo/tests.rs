@@ -566,6 +566,30 @@ fn ring_ll_refuses_where_processes_take_turns_on_a_gpu() {
     }
 }
 
+/// On one GPU (threads), `auto` takes `ring:ll` for all-reduces of more
+/// than 2 ranks up to `LL_MANY_MAX_BYTES`, and elsewhere what it took.
+#[test]
+fn auto_on_one_gpu_takes_the_ll_ring_where_it_was_measured_to_win() {
+    let one = Placement {
+        one_gpu: true,
+        ..Placement::default()
+    };
+    let max = LL_MANY_MAX_BYTES / 4;
+    for n in 2..=6 {
+        for s in shapes(n, &[1, 5, 1000, max, max + 1, 16 << 20]) {
+            let got = AlgoChoice::Auto.resolve_in(&s, &one).unwrap().name();
+            let bytes = s.count * s.elem_size;
+            let ll = s.collective == Collective::AllReduce && n > 2 && bytes <= LL_MANY_MAX_BYTES;
+            if ll {
+                assert_eq!(got, "ring:ll", "{s:?}");
+            } else {
+                let elsewhere = AlgoChoice::Auto.resolve_in(&s, &Placement::default());
+                assert_eq!(got, elsewhere.unwrap().name(), "{s:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn auto_with_processes_sharing_a_gpu_never_waits_between_ranks() {
     let at = Placement {

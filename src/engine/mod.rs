@@ -307,6 +307,11 @@ fn placement(
         per_node,
         host,
         time_sliced: processes && !host && per_node.is_none() && shared,
+        one_gpu: !processes
+            && !host
+            && per_node.is_none()
+            && devices.len() > 1
+            && devices.iter().all(|d| *d == devices[0]),
     }
 }
 
@@ -742,6 +747,23 @@ mod tests {
         assert!(!sliced(Cuda, true, Some(2), &[0, 1, 0, 1]));
         let p = placement(Cpu, true, Some(2), &[0, 0]);
         assert_eq!((p.per_node, p.host), (Some(2), true));
+    }
+
+    /// One GPU for every rank, the ranks threads of this process: what
+    /// lets `auto` take `ring:ll` (its kernels run at once there).
+    #[test]
+    fn one_gpu_is_threads_on_a_single_gpu() {
+        use crate::backend::BackendKind::{Cpu, Cuda};
+        let one = |kind, processes, per_node, devices: &[usize]| {
+            placement(kind, processes, per_node, devices).one_gpu
+        };
+        assert!(one(Cuda, false, None, &[0, 0]));
+        assert!(one(Cuda, false, None, &[2, 2, 2, 2]));
+        assert!(!one(Cuda, false, None, &[0, 1]));
+        assert!(!one(Cuda, false, None, &[0]));
+        assert!(!one(Cuda, true, None, &[0, 0]));
+        assert!(!one(Cpu, false, None, &[0, 0]));
+        assert!(!one(Cuda, false, Some(2), &[0, 0, 0, 0]));
     }
 
     /// Regression: the resolved-path cache was keyed by the address of the
