@@ -4,7 +4,7 @@
 # ring:ll, the LL kernel's fail/stall fault tests; soak with every call
 # checked over types, ops, 2-4 ranks and random sizes), then compute-sanitizer
 # memcheck on one small run, then bench: ring, ring:pipe2, ring:ll, auto.
-#   bash docs/results/2026-12-05-gpu1-ring-ll/run.sh   (from the checkout, .device carried)
+#   bash docs/results/2026-12-05-h100x1-ring-ll/run.sh   (from the checkout, .device carried)
 set -u
 O=${OUT:-$PWD/ll-out}/ll; mkdir -p "$O"
 . .device/record-command.sh; record_command "$O" "$@"
