@@ -102,6 +102,12 @@ def run_kernel(info, mode, seed, verbose):
             results.append(r)
             if verbose:
                 print("    %s %s %s" % ("ok  " if r.ok else "FAIL", r.label, r.msg), flush=True)
+        # the step a rank waited in, as the host's error names it
+        if mode == "full" or info.op == "min":
+            r = kt.run_ringll_stuck(info, seed=seed + 11)
+            results.append(r)
+            if verbose:
+                print("    %s %s %s" % ("ok  " if r.ok else "FAIL", r.label, r.msg), flush=True)
     else:
         for c in kt.exchange_cases(info, mode, seed):
             r = kt.run_exchange(info, c)

@@ -335,16 +335,17 @@ impl SignalBoard {
         }
     }
 
-    /// Rank `rank` failed during call `gen`: release every waiter of that
-    /// call, telling them who failed and why.
     /// Stop the device's spins now ([`AbortHandle::halt_device`]): a
     /// rank's failure means its part of a call never runs, and kernels of
     /// other ranks waiting for it inside the GPU would spin to their
     /// deadline.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub fn halt_device(&self) {
         self.abort.halt_device();
     }
 
+    /// Rank `rank` failed during call `gen`: release every waiter of that
+    /// call, telling them who failed and why.
     pub fn fail(&self, gen: u64, rank: usize, why: &str) {
         if let Some(sh) = &self.shared {
             sh.fail(gen, rank, why);

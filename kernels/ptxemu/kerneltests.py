@@ -834,8 +834,8 @@ def _setup_ringll(info, case, m, ti, timeout_ns=0):
                                                      poison=True, track=True)
         R.ll = [bufs.place("rank%d ll half%d" % (r, h), half, 0, bytes(half)) for h in range(2)]
         R.calls = bufs.place("rank%d calls" % r, 8 * LL_MAX_BLOCKS, 0, bytes(8 * LL_MAX_BLOCKS))
-        R.ctrl = bufs.place("rank%d ctrl" % r, 16, 0,
-                            bytes(8) + int(timeout_ns).to_bytes(8, "little"))
+        R.ctrl = bufs.place("rank%d ctrl" % r, 32, 0,
+                            bytes(8) + int(timeout_ns).to_bytes(8, "little") + bytes(16))
         R.half = half
         ranks.append(R)
     return ranks
@@ -1076,6 +1076,10 @@ def run_ringll_fault(info, kind, seed=1, N=3, n=37, grid=2, block=8):
     want = 1 if kind == "timeout" else 2
     if st != want:
         return CaseResult(False, label, "status %d, expected %d" % (st, want), m.steps)
+    # Alone, rank 0 waits in step 0 (its left rank never puts).
+    step = int.from_bytes(m.mem.read(R.ctrl + 16, 4), "little")
+    if step != 0:
+        return CaseResult(False, label, "step word %d, expected 0" % step, m.steps)
     calls = np.frombuffer(m.mem.read(R.calls, 8 * grid), dtype=np.uint64)
     if not np.all(calls == 1):
         return CaseResult(False, label, "calls[] = %s after one (failed) call" % calls.tolist(),
@@ -1085,6 +1089,41 @@ def run_ringll_fault(info, kind, seed=1, N=3, n=37, grid=2, block=8):
         return bad
     return CaseResult(True, label, "status %d after %.2f ms of fake time"
                       % (st, m.steps * m.ns_per_step / 1e6), m.steps)
+
+
+def run_ringll_stuck(info, seed=1, n=37, grid=2, block=8):
+    """Ranks 0 and 2 of 3 launched, rank 1 never: rank 2 waits in step 0
+    (its left rank is the absent one) and rank 0 in step 1 (rank 2 puts
+    its own chunk at step 0, then never forwards).  Both time out with
+    status 1, each with the step it waited in at ctrl+16: what the host's
+    error names."""
+    ti = TYPES[info.sfx]
+    N = 3
+    case = RingllCase(N=N, n=n, grid=grid, block=block, calls=1, seed=seed)
+    label = "fault:stuck-neighbour N=3 n=%d grid=%dx%d (rank 1 absent)" % (n, grid, block)
+    rng = np.random.default_rng(seed)
+    m = Machine(seed=seed, ns_per_step=10)
+    ranks = _setup_ringll(info, case, m, ti, timeout_ns=200_000)
+    has_arg = info.op in ("premulsum", "sumpostdiv")
+    scalar = gen_scalar(ti, info.op, rng, 1)
+    for r in (0, 2):
+        R, P = ranks[r], ranks[(r + 1) % N]
+        m.mem.write(R.a, gen_values(ti, n, rng).tobytes())
+        m.launch(info.kernel, grid, block,
+                 _ringll_params(R, P, 0, n, N, 7 if has_arg else 0, scalar),
+                 name="rank%d" % r)
+    try:
+        m.run(max_steps=1_000_000)
+    except PtxError as e:
+        return CaseResult(False, label, "%s: %s" % (type(e).__name__, e), m.steps)
+    for r, want in ((0, 1), (2, 0)):
+        R = ranks[r]
+        st = int.from_bytes(m.mem.read(R.ctrl + 4, 4), "little")
+        step = int.from_bytes(m.mem.read(R.ctrl + 16, 4), "little")
+        if (st, step) != (1, want):
+            return CaseResult(False, label, "rank %d: status %d step %d, expected status 1 "
+                              "step %d" % (r, st, step, want), m.steps)
+    return CaseResult(True, label, "rank 0 timed out in step 1, rank 2 in step 0", m.steps)
 
 
 def ringll_cases(info, mode, seed0=0):

@@ -188,7 +188,9 @@ pub struct RingLl<'a, 'id> {
     /// This rank's LL call counts ([`LL_MAX_BLOCKS`] u64 from the byte
     /// offset, kept equal by the kernel; not the exchange's counts).
     pub calls: (&'a DevBuf<'id>, usize),
-    /// The control block, as for [`Exchange::ctrl`].
+    /// The control block, as for [`Exchange::ctrl`], and a 32-bit word
+    /// at byte 16 where a kernel that gives up writes the step it waited
+    /// in (24 bytes at least).
     pub ctrl: &'a HostMapped,
     /// bit 0: pre on this rank's input at every reduce step, bit 1: pre on
     /// what step 0 receives, bit 2: post at the last reduce step.
@@ -431,7 +433,7 @@ impl<'id> Stream<'id> {
         }
         let blocks = ll_blocks(slot, x.ranks);
         let calls = x.calls.0.ptr_at(CALL, x.calls.1, 8 * LL_MAX_BLOCKS)?;
-        x.ctrl.device_ptr(1)?;
+        x.ctrl.device_ptr(2)?;
         let ctrl = x.ctrl.device_ptr(0)?;
         let args = [
             pd,
@@ -455,9 +457,10 @@ impl<'id> Stream<'id> {
         // neighbour's in a live peer allocation reachable through peer
         // access (checked, kept alive by `_keep`); the call counts hold
         // the LL_MAX_BLOCKS u64 the kernel counts in (checked; blocks <=
-        // LL_MAX_BLOCKS by `ll_blocks`) and ctrl is a live 16-byte
-        // host-mapped block (checked). The kernel writes only dst, the peer's half, its
-        // blocks' call counts and the status word.
+        // LL_MAX_BLOCKS by `ll_blocks`) and ctrl is a live host-mapped
+        // block of at least 24 bytes (checked). The kernel writes only
+        // dst, the peer's half, its call counts, and the status and step
+        // words.
         unsafe { self.launch_1d(k, blocks, &args, CALL) }
     }
 

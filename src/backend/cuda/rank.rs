@@ -26,10 +26,12 @@ mod lower;
 mod nccl_calls;
 mod timing;
 
-/// Control block words (32-bit): abort, status; 64-bit word 1: timeout.
+/// Control block words (32-bit): abort, status; 64-bit word 1: timeout;
+/// 32-bit word 4: the step an LL ring kernel gave up in.
 const ABORT: usize = 0;
 const STATUS: usize = 1;
 const TIMEOUT_WORD: usize = 1;
+const LL_STEP: usize = 4;
 
 /// Byte offset of the LL kernel's call counts in `calls` (after the
 /// exchange's).
@@ -186,7 +188,7 @@ impl<'id> Rank<'id> {
         lanes[0].memset(&flags, 0, flags.len(), 0).map_err(&e)?;
         lanes[0].memset(&calls, 0, calls.len(), 0).map_err(&e)?;
         lanes[0].synchronize().map_err(&e)?;
-        let ctrl = Arc::new(ctx.host_mapped(16).map_err(&e)?);
+        let ctrl = Arc::new(ctx.host_mapped(32).map_err(&e)?);
         ctrl.store_u64(
             TIMEOUT_WORD,
             timeout.as_nanos().min(u64::MAX as u128) as u64,
@@ -351,22 +353,12 @@ impl<'id> Rank<'id> {
             0 => Ok(()),
             status => {
                 self.ctrl.store_u32(STATUS, 0);
+                // An LL ring kernel says the step it waited in: its
+                // receive is that step's second part.
+                let step = self.ctrl.load_u32(LL_STEP) as usize;
+                self.ctrl.store_u32(LL_STEP, 0);
                 let what = match &*self.waited_for.borrow() {
-                    Some((plan, i, from)) => format!(
-                        "rank {from}'s {} in {}",
-                        match plan
-                            .ops
-                            .get(self.rank)
-                            .and_then(|o| o.get(*i))
-                            .map(|o| &o.kind)
-                        {
-                            Some(crate::plan::OpKind::Kernel(k))
-                                if k.kind == crate::plan::KernelKind::LlRing =>
-                                "lines",
-                            _ => "push",
-                        },
-                        op_desc(plan, self.rank, *i)
-                    ),
+                    Some((plan, i, from)) => waited_desc(plan, self.rank, *i, *from, step),
                     None => "the other rank's push in an exchange kernel".to_string(),
                 };
                 Err(if status == 2 {
@@ -600,5 +592,55 @@ impl Rank<'_> {
         for (_, b) in self.bufs.drain() {
             std::mem::forget(b);
         }
+    }
+}
+
+/// What rank `rank`'s kernel op `i` of `plan` waited for from rank `from`
+/// when it gave up: an LL ring kernel names the step it waited in (`step`,
+/// from the control block: that step's receive, its part `2 * step + 1`),
+/// an exchange kernel the op.
+fn waited_desc(plan: &Plan, rank: usize, i: usize, from: usize, step: usize) -> String {
+    match plan.ops.get(rank).and_then(|o| o.get(i)).map(|o| &o.kind) {
+        Some(crate::plan::OpKind::Kernel(k)) if k.kind == crate::plan::KernelKind::LlRing => {
+            let desc = crate::backend::part_desc(plan, rank, i, 2 * step + 1);
+            format!("rank {from}'s lines for {desc}")
+        }
+        _ => format!("rank {from}'s push in {}", op_desc(plan, rank, i)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::waited_desc;
+    use crate::plan::{OpKind, Shape};
+
+    /// A kernel that gave up is named with the step it waited in (an LL
+    /// ring) or its op (an exchange), and the rank it waited for.
+    #[test]
+    fn a_kernel_that_gave_up_names_its_step_and_the_rank_it_waited_for() {
+        let kernel_op = |plan: &crate::plan::Plan, r: usize| {
+            plan.ops[r]
+                .iter()
+                .position(|o| matches!(o.kind, OpKind::Kernel(_)))
+                .expect("a kernel op")
+        };
+        let shape = Shape::all_reduce(3, 1000, 4, false);
+        let ll = crate::algo::parse("ring:ll").unwrap();
+        let plan = ll.path(&shape).next(false).unwrap();
+        let i = kernel_op(&plan, 1);
+        let d = waited_desc(&plan, 1, i, 0, 1);
+        assert!(
+            d.starts_with("rank 0's lines for ring:ll reduce-scatter step 1")
+                && d.contains("in its ll ring kernel"),
+            "{d}"
+        );
+        let d = waited_desc(&plan, 1, i, 0, 3);
+        assert!(d.contains("all-gather step 1"), "{d}");
+        let shape = Shape::all_reduce(2, 1000, 4, true);
+        let flag = crate::algo::parse("oneshot:flag").unwrap();
+        let plan = flag.path(&shape).next(false).unwrap();
+        let i = kernel_op(&plan, 0);
+        let d = waited_desc(&plan, 0, i, 1, 0);
+        assert!(d.starts_with("rank 1's push in oneshot:flag"), "{d}");
     }
 }
