@@ -716,6 +716,26 @@ def elem_compute(F, op, tag):
     return out
 
 
+class Sections:
+    """A kernel's numbered section headers: `section(title, text)` gives the
+    next "---- N. title ----" comment (and `text` below it); `next()` takes
+    a number for a header written elsewhere (op_setup's)."""
+
+    def __init__(self):
+        self.n = 0
+
+    def next(self):
+        self.n += 1
+        return self.n
+
+    def __call__(self, title, text=None):
+        head = "---- %d. %s " % (self.next(), title)
+        lines = cmt(head + "-" * max(4, 66 - len(head)))
+        if text:
+            lines += cmt(text)
+        return lines
+
+
 def decl(typ, names, comment=None):
     line = "    .reg %-6s %s;" % (typ, names)
     if comment:
@@ -850,15 +870,7 @@ def reduce_kernel(T, op):
         o += [""] + cmt("The op's own registers.") + extra
     o.append("")
 
-    sec = [0]
-
-    def section(title, text=None):
-        sec[0] += 1
-        head = "---- %d. %s " % (sec[0], title)
-        lines = cmt(head + "-" * max(4, 66 - len(head)))
-        if text:
-            lines += cmt(text)
-        return lines
+    section = Sections()
 
     # 1. Parameters
     o += section("Parameters",
@@ -894,8 +906,7 @@ def reduce_kernel(T, op):
 
     # 3. Op setup
     if has_arg:
-        sec[0] += 1
-        o += op_setup(F, op, T, sec[0]) + [""]
+        o += op_setup(F, op, T, section.next()) + [""]
 
     # Pick the path
     if S.size > 1:
@@ -1190,15 +1201,7 @@ def exchange_kernel(T, op):
           "    .shared .align 4 .u32 bail;",
           ""]
 
-    sec = [0]
-
-    def section(title, text=None):
-        sec[0] += 1
-        head = "---- %d. %s " % (sec[0], title)
-        lines = cmt(head + "-" * max(4, 66 - len(head)))
-        if text:
-            lines += cmt(text)
-        return lines
+    section = Sections()
 
     o += section("Parameters")
     o += [ins("ld.param.u64", "%rd_dst, [dst]"),
@@ -1238,8 +1241,7 @@ def exchange_kernel(T, op):
           ""]
 
     if has_arg:
-        sec[0] += 1
-        o += op_setup(F, op, T, sec[0]) + [""]
+        o += op_setup(F, op, T, section.next()) + [""]
 
     mask = hex64(~(S.ve - 1))
     o += section("This block's element range",
@@ -1561,15 +1563,7 @@ def _ringll_kernel(T, op):
           "    .shared .align 16 .b8 stage[%d];" % (16 * LL_MAX_THREADS),
           ""]
 
-    sec = [0]
-
-    def section(title, text=None):
-        sec[0] += 1
-        head = "---- %d. %s " % (sec[0], title)
-        lines = cmt(head + "-" * max(4, 66 - len(head)))
-        if text:
-            lines += cmt(text)
-        return lines
+    section = Sections()
 
     o += section("Parameters")
     o += [ins("ld.param.u64", "%rd_dst, [dst]"),
@@ -1641,8 +1635,7 @@ def _ringll_kernel(T, op):
           ins("cvt.u32.u64", "%r_seq, %rd_tmp"),
           ""]
     if has_arg:
-        sec[0] += 1
-        o += op_setup(F, op, T, sec[0])
+        o += op_setup(F, op, T, section.next())
         if op == "premulsum":
             o.append(ins("mov.pred", "%p_fb, %p_pre_b"))
         if op == "sumpostdiv":
