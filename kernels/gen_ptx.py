@@ -1461,7 +1461,7 @@ def exchange_kernel(T, op):
 LL_MAX_THREADS = 256
 # Most blocks of a launch, and the number of call counts the kernel keeps
 # equal (src/cuda/kernels.rs LL_MAX_BLOCKS, checked there against this file).
-LL_MAX_BLOCKS = 32
+LL_MAX_BLOCKS = 64
 
 
 def ringll_kernel(T, op):
@@ -1610,26 +1610,28 @@ def _ringll_kernel(T, op):
           ins("add.u64", "%rd_tmp, %rd_tmp, 1"),
           ins("st.global.u64", "[%rd_p0], %rd_tmp"),
           ins("st.shared.u64", "[s_seq], %rd_tmp"),
-          ins("setp.ne.u32", "%p_tmp, %r_ctaid, 0"),
-          ins("@%p_tmp bra", "SEQ_REST_DONE", "only block 0 counts for the absent blocks"),
-          ins("mul.wide.u32", "%rd_p0, %r_nctaid, 8"),
-          ins("add.u64", "%rd_p0, %rd_calls, %rd_p0"),
-          ins("add.u64", "%%rd_p1, %%rd_calls, %d" % (8 * LL_MAX_BLOCKS)),
-          label("SEQ_REST"),
-          ins("setp.ge.u64", "%p_tmp, %rd_p0, %rd_p1"),
-          ins("@%p_tmp bra", "SEQ_REST_DONE"),
-          ins("ld.global.u64", "%rd_tmp, [%rd_p0]"),
-          ins("add.u64", "%rd_tmp, %rd_tmp, 1"),
-          ins("st.global.u64", "[%rd_p0], %rd_tmp"),
-          ins("add.u64", "%rd_p0, %rd_p0, 8"),
-          ins("bra", "SEQ_REST"),
-          label("SEQ_REST_DONE"),
           ins("mov.u64", "%rd_t, %globaltimer"),
           ins("st.shared.u64", "[s_t0], %rd_t", "the call's start, for the deadline"),
           ins("add.u64", "%%rd_t, %%rd_t, %d" % HOST_POLL_NS),
           ins("st.shared.u64", "[s_host_next], %rd_t", "no host read before this"),
           ins("st.shared.u32", "[bail], 0"),
           label("SEQ_DONE"),
+          ins("setp.ne.u32", "%p_tmp, %r_ctaid, 0"),
+          ins("@%p_tmp bra", "COUNT_DONE", "only block 0 counts for the absent blocks"),
+          ins("add.u32", "%r_tmp, %r_nctaid, %r_tid", "its threads together, one count each"),
+          ins("mul.wide.u32", "%rd_p0, %r_tmp, 8"),
+          ins("add.u64", "%rd_p0, %rd_calls, %rd_p0"),
+          ins("add.u64", "%%rd_p1, %%rd_calls, %d" % (8 * LL_MAX_BLOCKS)),
+          ins("shl.b64", "%rd_w0, %rd_ntid, 3"),
+          label("COUNT"),
+          ins("setp.ge.u64", "%p_tmp, %rd_p0, %rd_p1"),
+          ins("@%p_tmp bra", "COUNT_DONE"),
+          ins("ld.global.u64", "%rd_tmp, [%rd_p0]"),
+          ins("add.u64", "%rd_tmp, %rd_tmp, 1"),
+          ins("st.global.u64", "[%rd_p0], %rd_tmp"),
+          ins("add.u64", "%rd_p0, %rd_p0, %rd_w0"),
+          ins("bra", "COUNT"),
+          label("COUNT_DONE"),
           ins("bar.sync", "0", "the only barrier: threads exit on their own"),
           ins("ld.shared.u64", "%rd_tmp, [s_seq]"),
           ins("cvt.u32.u64", "%r_seq, %rd_tmp"),

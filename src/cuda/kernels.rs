@@ -161,7 +161,7 @@ pub fn exchange_blocks(bytes: usize) -> usize {
 /// GPU must be resident at once (each spins on its left neighbour's lines);
 /// with several ranks on one GPU the grid shrinks so that all of them stay
 /// within [`EXCHANGE_MAX_BLOCKS`] blocks.
-pub const LL_MAX_BLOCKS: usize = 32;
+pub const LL_MAX_BLOCKS: usize = 64;
 
 /// Blocks of an LL ring launch over `ranks` ranks whose slots are
 /// `slot_bytes` long: a function of both alone, so every rank launches the
