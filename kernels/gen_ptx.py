@@ -1504,7 +1504,7 @@ def _ringll_kernel(T, op):
         "    .param .u64 scalar,         // %s" % ("bits of s (%s)" % T.ctype if op == "premulsum"
                                                     else "the divisor N >= 1" if op == "sumpostdiv"
                                                     else "ignored by this op"),
-        "    .param .u64 ctrl            // host-mapped {u32 abort, u32 status, u64 timeout_ns, u32 step}",
+        "    .param .u64 ctrl            // host-mapped {u32 abort, u32 status, u64 timeout_ns, u32 steps[LL_MAX_BLOCKS]}",
         ")",
         ".maxntid %d, 1, 1                // the staging below: 16 bytes per thread" % LL_MAX_THREADS,
         "{",
@@ -1768,7 +1768,8 @@ def _ringll_kernel(T, op):
                  "(a compare-and-swap on s_host_next) reads the host-mapped abort word\n"
                  "and deadline, at most once per %d ns per block: those reads cross\n"
                  "PCIe.  On abort it stores 2 to status, past the deadline 1 (first\n"
-                 "the step it waited in, at ctrl+16, for the host's error), and sets\n"
+                 "step + 1 of the step it waited in, at ctrl+16+4*block, for the\n"
+                 "host's error, which names the first of them), and sets\n"
                  "`bail`; every thread of the block then returns."
                  % (spin, HOST_POLL_NS, HOST_POLL_NS))
     o += [ins("shl.b64", "%rd_tmp, %rd_j, 4"),
@@ -1810,7 +1811,10 @@ def _ringll_kernel(T, op):
           ins("mov.u32", "%r_status, 1", "timed out"),
           label("FAIL"),
           ins("cvt.u32.u64", "%r_tmp, %rd_k"),
-          ins("st.relaxed.sys.global.u32", "[%rd_ctrl+16], %r_tmp", "the step it waited in"),
+          ins("add.u32", "%r_tmp, %r_tmp, 1", "step + 1: 0 is no step"),
+          ins("mul.wide.u32", "%rd_t, %r_ctaid, 4"),
+          ins("add.u64", "%rd_t, %rd_ctrl, %rd_t"),
+          ins("st.relaxed.sys.global.u32", "[%rd_t+16], %r_tmp", "this block's step"),
           ins("st.relaxed.sys.global.u32", "[%rd_ctrl+4], %r_status"),
           ins("st.volatile.shared.u32", "[bail], 1"),
           ins("bra", "EXIT"),

@@ -33,6 +33,7 @@ class Module:
 
     def __init__(self, src, name="<ptx>"):
         self.parsed = parse_module(src, name)
+        self.text = src
         self.name = name
         self._kernels = {}
 

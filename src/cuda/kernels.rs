@@ -188,9 +188,9 @@ pub struct RingLl<'a, 'id> {
     /// This rank's LL call counts ([`LL_MAX_BLOCKS`] u64 from the byte
     /// offset, kept equal by the kernel; not the exchange's counts).
     pub calls: (&'a DevBuf<'id>, usize),
-    /// The control block, as for [`Exchange::ctrl`], and a 32-bit word
-    /// at byte 16 where a kernel that gives up writes the step it waited
-    /// in (24 bytes at least).
+    /// The control block, as for [`Exchange::ctrl`], and from byte 16 a
+    /// 32-bit word per block where a block that gives up writes the step
+    /// it waited in, plus one ([`LL_MAX_BLOCKS`] words).
     pub ctrl: &'a HostMapped,
     /// bit 0: pre on this rank's input at every reduce step, bit 1: pre on
     /// what step 0 receives, bit 2: post at the last reduce step.
@@ -433,7 +433,9 @@ impl<'id> Stream<'id> {
         }
         let blocks = ll_blocks(slot, x.ranks);
         let calls = x.calls.0.ptr_at(CALL, x.calls.1, 8 * LL_MAX_BLOCKS)?;
-        x.ctrl.device_ptr(2)?;
+        // The control block's last word: the step words of every block.
+        x.ctrl
+            .device_ptr((16 + 4 * LL_MAX_BLOCKS).div_ceil(8) - 1)?;
         let ctrl = x.ctrl.device_ptr(0)?;
         let args = [
             pd,
@@ -458,9 +460,9 @@ impl<'id> Stream<'id> {
         // access (checked, kept alive by `_keep`); the call counts hold
         // the LL_MAX_BLOCKS u64 the kernel counts in (checked; blocks <=
         // LL_MAX_BLOCKS by `ll_blocks`) and ctrl is a live host-mapped
-        // block of at least 24 bytes (checked). The kernel writes only
-        // dst, the peer's half, its call counts, and the status and step
-        // words.
+        // block holding the step words of LL_MAX_BLOCKS blocks (checked). The kernel writes only
+        // dst, the peer's half, its call counts, the status word and its
+        // blocks' step words.
         unsafe { self.launch_1d(k, blocks, &args, CALL) }
     }
 

@@ -27,11 +27,14 @@ mod nccl_calls;
 mod timing;
 
 /// Control block words (32-bit): abort, status; 64-bit word 1: timeout;
-/// 32-bit word 4: the step an LL ring kernel gave up in.
+/// 32-bit words 4 on: per block of an LL ring kernel that gave up, the step
+/// it waited in plus one (0: none).
 const ABORT: usize = 0;
 const STATUS: usize = 1;
 const TIMEOUT_WORD: usize = 1;
-const LL_STEP: usize = 4;
+const LL_STEPS: usize = 4;
+/// Bytes of the control block.
+const CTRL_BYTES: usize = 4 * (LL_STEPS + kernels::LL_MAX_BLOCKS);
 
 /// Byte offset of the LL kernel's call counts in `calls` (after the
 /// exchange's).
@@ -188,7 +191,7 @@ impl<'id> Rank<'id> {
         lanes[0].memset(&flags, 0, flags.len(), 0).map_err(&e)?;
         lanes[0].memset(&calls, 0, calls.len(), 0).map_err(&e)?;
         lanes[0].synchronize().map_err(&e)?;
-        let ctrl = Arc::new(ctx.host_mapped(32).map_err(&e)?);
+        let ctrl = Arc::new(ctx.host_mapped(CTRL_BYTES).map_err(&e)?);
         ctrl.store_u64(
             TIMEOUT_WORD,
             timeout.as_nanos().min(u64::MAX as u128) as u64,
@@ -353,10 +356,17 @@ impl<'id> Rank<'id> {
             0 => Ok(()),
             status => {
                 self.ctrl.store_u32(STATUS, 0);
-                // An LL ring kernel says the step it waited in: its
-                // receive is that step's second part.
-                let step = self.ctrl.load_u32(LL_STEP) as usize;
-                self.ctrl.store_u32(LL_STEP, 0);
+                // The blocks of an LL ring kernel that gave up each say
+                // the step they waited in: the first is what is missing.
+                let step = (LL_STEPS..LL_STEPS + kernels::LL_MAX_BLOCKS)
+                    .map(|w| {
+                        let s = self.ctrl.load_u32(w);
+                        self.ctrl.store_u32(w, 0);
+                        s
+                    })
+                    .filter(|&s| s > 0)
+                    .min()
+                    .map(|s| s as usize - 1);
                 let what = match &*self.waited_for.borrow() {
                     Some((plan, i, from)) => waited_desc(plan, self.rank, *i, *from, step),
                     None => "the other rank's push in an exchange kernel".to_string(),
@@ -596,14 +606,24 @@ impl Rank<'_> {
 }
 
 /// What rank `rank`'s kernel op `i` of `plan` waited for from rank `from`
-/// when it gave up: an LL ring kernel names the step it waited in (`step`,
-/// from the control block: that step's receive, its part `2 * step + 1`),
-/// an exchange kernel the op.
-fn waited_desc(plan: &Plan, rank: usize, i: usize, from: usize, step: usize) -> String {
-    match plan.ops.get(rank).and_then(|o| o.get(i)).map(|o| &o.kind) {
-        Some(crate::plan::OpKind::Kernel(k)) if k.kind == crate::plan::KernelKind::LlRing => {
+/// when it gave up: an LL ring kernel names the first step a block of it
+/// waited in (`step`, from the control block: that step's receive, its
+/// part `2 * step + 1`), an exchange kernel the op.
+fn waited_desc(plan: &Plan, rank: usize, i: usize, from: usize, step: Option<usize>) -> String {
+    match (
+        plan.ops.get(rank).and_then(|o| o.get(i)).map(|o| &o.kind),
+        step,
+    ) {
+        (Some(crate::plan::OpKind::Kernel(k)), Some(step))
+            if k.kind == crate::plan::KernelKind::LlRing =>
+        {
             let desc = crate::backend::part_desc(plan, rank, i, 2 * step + 1);
             format!("rank {from}'s lines for {desc}")
+        }
+        (Some(crate::plan::OpKind::Kernel(k)), None)
+            if k.kind == crate::plan::KernelKind::LlRing =>
+        {
+            format!("rank {from}'s lines in {}", op_desc(plan, rank, i))
         }
         _ => format!("rank {from}'s push in {}", op_desc(plan, rank, i)),
     }
@@ -628,19 +648,23 @@ mod tests {
         let ll = crate::algo::parse("ring:ll").unwrap();
         let plan = ll.path(&shape).next(false).unwrap();
         let i = kernel_op(&plan, 1);
-        let d = waited_desc(&plan, 1, i, 0, 1);
+        let d = waited_desc(&plan, 1, i, 0, Some(1));
         assert!(
             d.starts_with("rank 0's lines for ring:ll reduce-scatter step 1")
                 && d.contains("in its ll ring kernel"),
             "{d}"
         );
-        let d = waited_desc(&plan, 1, i, 0, 3);
+        let d = waited_desc(&plan, 1, i, 0, Some(3));
+        assert!(d.contains("all-gather step 1"), "{d}");
+        let d = waited_desc(&plan, 1, i, 0, None);
+        assert!(d.starts_with("rank 0's lines in ring:ll"), "{d}");
+        let d = waited_desc(&plan, 1, i, 0, Some(3));
         assert!(d.contains("all-gather step 1"), "{d}");
         let shape = Shape::all_reduce(2, 1000, 4, true);
         let flag = crate::algo::parse("oneshot:flag").unwrap();
         let plan = flag.path(&shape).next(false).unwrap();
         let i = kernel_op(&plan, 0);
-        let d = waited_desc(&plan, 0, i, 1, 0);
+        let d = waited_desc(&plan, 0, i, 1, None);
         assert!(d.starts_with("rank 1's push in oneshot:flag"), "{d}");
     }
 }
