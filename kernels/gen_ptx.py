@@ -1120,6 +1120,27 @@ SPIN_LOG2 = 5
 HOST_POLL_NS = 1000000
 
 
+def kernel_params(pointers, values, has_arg):
+    """The parameter loads of a kernel that waits on other ranks: its
+    pointers, its values, flags and scalar (for the ops that use them) and
+    the control block, then every pointer converted to a global-window
+    address (ctrl is host-mapped memory, also in that window)."""
+    def load(reg, name):
+        return ins("ld.param.u64", "%s [%s]" % ((reg + ",").ljust(8), name))
+
+    def cvta(reg, comment=None):
+        return ins("cvta.to.global.u64", "%s %s" % ((reg + ",").ljust(8), reg), comment)
+
+    out = [load(r, n) for r, n in pointers + values]
+    if has_arg:
+        out += [ins("ld.param.u64", "%rd_flags,  [flags]"),
+                ins("ld.param.u64", "%rd_scalar, [scalar]")]
+    out.append(load("%rd_ctrl", "ctrl"))
+    out += [cvta(r) for r, _ in pointers]
+    out.append(cvta("%rd_ctrl", "host-mapped: also in the global window"))
+    return out
+
+
 def thread_indices():
     """The exchange kernels' thread and block indices, and p_t0."""
     return [ins("mov.u32", "%r_tid,    %tid.x"),
@@ -1204,27 +1225,10 @@ def exchange_kernel(T, op):
     section = Sections()
 
     o += section("Parameters")
-    o += [ins("ld.param.u64", "%rd_dst, [dst]"),
-          ins("ld.param.u64", "%rd_a,   [a]"),
-          ins("ld.param.u64", "%rd_ps,  [peer_slot]"),
-          ins("ld.param.u64", "%rd_ms,  [my_slot]"),
-          ins("ld.param.u64", "%rd_pf,  [peer_flags]"),
-          ins("ld.param.u64", "%rd_mf,  [my_flags]"),
-          ins("ld.param.u64", "%rd_calls, [calls]"),
-          ins("ld.param.u64", "%rd_n,   [n]")]
-    if has_arg:
-        o += [ins("ld.param.u64", "%rd_flags,  [flags]"),
-              ins("ld.param.u64", "%rd_scalar, [scalar]")]
-    o += [ins("ld.param.u64", "%rd_ctrl, [ctrl]"),
-          ins("cvta.to.global.u64", "%rd_dst, %rd_dst"),
-          ins("cvta.to.global.u64", "%rd_a,   %rd_a"),
-          ins("cvta.to.global.u64", "%rd_ps,  %rd_ps"),
-          ins("cvta.to.global.u64", "%rd_ms,  %rd_ms"),
-          ins("cvta.to.global.u64", "%rd_pf,  %rd_pf"),
-          ins("cvta.to.global.u64", "%rd_mf,  %rd_mf"),
-          ins("cvta.to.global.u64", "%rd_calls, %rd_calls"),
-          ins("cvta.to.global.u64", "%rd_ctrl, %rd_ctrl", "host-mapped: also in the global window"),
-          ""] + thread_indices()
+    o += kernel_params([("%rd_dst", "dst"), ("%rd_a", "a"), ("%rd_ps", "peer_slot"),
+                        ("%rd_ms", "my_slot"), ("%rd_pf", "peer_flags"), ("%rd_mf", "my_flags"),
+                        ("%rd_calls", "calls")], [("%rd_n", "n")], has_arg)
+    o += [""] + thread_indices()
     o += cmt("This block's flag in each flag array, and its call count: 8 bytes\n"
              "per block.")
     o += [ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
@@ -1566,25 +1570,10 @@ def _ringll_kernel(T, op):
     section = Sections()
 
     o += section("Parameters")
-    o += [ins("ld.param.u64", "%rd_dst, [dst]"),
-          ins("ld.param.u64", "%rd_a,   [a]"),
-          ins("ld.param.u64", "%rd_ml,  [my_ll]"),
-          ins("ld.param.u64", "%rd_pl,  [peer_ll]"),
-          ins("ld.param.u64", "%rd_calls, [calls]"),
-          ins("ld.param.u64", "%rd_n,   [n]"),
-          ins("ld.param.u64", "%rd_N,   [ranks]"),
-          ins("ld.param.u64", "%rd_r,   [rank]")]
-    if has_arg:
-        o += [ins("ld.param.u64", "%rd_flags,  [flags]"),
-              ins("ld.param.u64", "%rd_scalar, [scalar]")]
-    o += [ins("ld.param.u64", "%rd_ctrl, [ctrl]"),
-          ins("cvta.to.global.u64", "%rd_dst, %rd_dst"),
-          ins("cvta.to.global.u64", "%rd_a,   %rd_a"),
-          ins("cvta.to.global.u64", "%rd_ml,  %rd_ml"),
-          ins("cvta.to.global.u64", "%rd_pl,  %rd_pl"),
-          ins("cvta.to.global.u64", "%rd_calls, %rd_calls"),
-          ins("cvta.to.global.u64", "%rd_ctrl, %rd_ctrl", "host-mapped: also in the global window"),
-          ins("setp.lt.u64", "%p_tmp, %rd_N, 2"),
+    o += kernel_params([("%rd_dst", "dst"), ("%rd_a", "a"), ("%rd_ml", "my_ll"),
+                        ("%rd_pl", "peer_ll"), ("%rd_calls", "calls")],
+                       [("%rd_n", "n"), ("%rd_N", "ranks"), ("%rd_r", "rank")], has_arg)
+    o += [ins("setp.lt.u64", "%p_tmp, %rd_N, 2"),
           ins("@%p_tmp bra.uni", "EXIT", "no ring below 2 ranks (the host never asks)"),
           ""] + thread_indices()
     o += [ins("mov.u32", "%r_stb, stage"),
