@@ -141,16 +141,28 @@ impl ChunkLayout {
     }
 }
 
-/// Bytes of one slot of an LL ring kernel on a device, for `count`
-/// elements of `elem_size` bytes over `n` ranks: the largest chunk of
-/// [`ChunkLayout::new`] as lines of 8 data bytes, each line 16 bytes on the
-/// wire (two words of 4 data bytes and the call's 4-byte flag).
+/// How many bytes a device keeps per byte of LL slot
+/// ([`crate::plan::Buf::Lines`]): each line of 8 data bytes is 16 bytes on
+/// the wire (two words of 4 data bytes and the call's 4-byte flag).
+pub const LL_WIDEN: usize = 2;
+
+/// Elements of one slot of an LL ring kernel, for `count` elements of
+/// `elem_size` bytes over `n` ranks: the largest chunk of
+/// [`ChunkLayout::new`], rounded up to whole lines of 8 data bytes.
+pub fn ll_slot_len(count: usize, n: usize, elem_size: usize) -> usize {
+    let max_len = ChunkLayout::new(count, n, elem_size).max_len();
+    let size = elem_size.max(1);
+    max_len.saturating_mul(size).div_ceil(8).saturating_mul(8) / size
+}
+
+/// Bytes of one slot of an LL ring kernel on a device:
+/// [`ll_slot_len`]'s lines, [`LL_WIDEN`] times their data.
 pub fn ll_slot_bytes(count: usize, n: usize, elem_size: usize) -> usize {
     let max_len = ChunkLayout::new(count, n, elem_size).max_len();
     max_len
         .saturating_mul(elem_size)
         .div_ceil(8)
-        .saturating_mul(16)
+        .saturating_mul(8 * LL_WIDEN)
 }
 
 /// Cut `range` into at most `pieces` contiguous slices for pipelining, with the

@@ -231,22 +231,26 @@ fn apply_group(mem: &mut SymMem, plan: &Plan, group: &[Part]) -> Vec<String> {
         let before = describe_effect(mem, &e, n);
         let _ = interp::apply(mem, &e);
         let (what, range, tag) = match e {
-            Effect::Copy { from, src, to, dst } if from == to && src.buf == Buf::Scratch => (
+            Effect::Copy { from, src, to, dst }
+                if from == to && matches!(src.buf, Buf::Scratch | Buf::Lines) =>
+            {
+                (
                 format!(
                     "rank {to} takes the received chunk {chunk} out of its slot: now {}",
                     value_line(mem, to, dst, n)
                 ),
                 dst.range.clone(),
                 "copy",
-            ),
+                )
+            }
             Effect::Copy { from, src, to, dst } => (
                 format!(
                     "rank {from} -> rank {to}: chunk {} = {before}{}",
                     chunk,
-                    if dst.buf == Buf::Scratch {
-                        "  (into scratch)"
-                    } else {
-                        "  (overwrites)"
+                    match dst.buf {
+                        Buf::Scratch => "  (into scratch)",
+                        Buf::Lines => "  (into its LL slot)",
+                        _ => "  (overwrites)",
                     }
                 ),
                 src.range.clone(),
@@ -298,7 +302,7 @@ fn render_steps(out: &mut String, plan: &Plan) {
         }
     }
     parts.sort_by_key(|p| step_key(plan, p));
-    let mut mem = SymMem::new(&s, plan.scratch_len);
+    let mut mem = SymMem::new(plan);
     let layout_chunks = chunk_regions(plan);
     let _ = writeln!(out);
     let _ = writeln!(out, "Chunks:");
@@ -531,7 +535,7 @@ fn render_ops(out: &mut String, plan: &Plan) {
     let Ok(order) = plan.issue_order() else {
         return;
     };
-    let mut mem = SymMem::new(&plan.shape, plan.scratch_len);
+    let mut mem = SymMem::new(plan);
     let mut last_note = "";
     for (r, i, k) in order {
         let op = &plan.ops[r][i];

@@ -909,8 +909,8 @@ class Engine:
 
 def plan(collective="all_reduce", ranks=4, count=8, dtype="float", in_place=False, algo="ring"):
     """The plan the engine runs for a call, as Python objects: a dict with
-    ``name``, ``collective``, ``ranks``, ``count``, ``in_place``, ``scratch``
-    and ``ops``, a list with one dict per op of every rank in issue order
+    ``name``, ``collective``, ``ranks``, ``count``, ``in_place``, ``scratch``,
+    ``lines`` (the elements of LL slots each rank needs) and ``ops``, a list with one dict per op of every rank in issue order
     (``rank``, ``index``, ``lane``, ``kind``, ``detail``, ``waits``,
     ``signal``, ``phase``, ``step``, ``chunk``, ``slice``, ``note``)."""
     return _plan(collective, _number("ranks", ranks, 1, _MAX_RANKS), _number("count", count),

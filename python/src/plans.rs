@@ -31,7 +31,7 @@ fn parse<T: std::str::FromStr<Err = String>>(s: &str) -> PyResult<T> {
 }
 
 /// The plan the engine runs for a call: `{"name", "ranks", "count",
-/// "in_place", "scratch", "ops"}`, `ops` one dict per op of every rank in
+/// "in_place", "scratch", "lines", "ops"}`, `ops` one dict per op of every rank in
 /// issue order (rank, index, lane, kind, detail, waits, signal, phase, step,
 /// chunk, slice, note).
 #[pyfunction]
@@ -61,6 +61,7 @@ pub fn plan_dict<'py>(py: Python<'py>, p: &ringreduce::plan::Plan) -> PyResult<B
     d.set_item("count", p.shape.count)?;
     d.set_item("in_place", p.shape.in_place)?;
     d.set_item("scratch", p.scratch_len)?;
+    d.set_item("lines", p.lines_len)?;
     let ops = PyList::empty(py);
     for (rank, list) in p.ops.iter().enumerate() {
         for (index, op) in list.iter().enumerate() {

@@ -16,8 +16,10 @@
 //!    slot[s]`;
 //!
 //! and for each step t of All-Gather: *put* `right.slot[N-1+t] =
-//! output[c]`, then *receive* `output[c'] = slot[N-1+t]`. Every step has a slot of its own (2(N-1) per call), on
-//! scratch half `parity`: consecutive calls alternate halves like the
+//! output[c]`, then *receive* `output[c'] = slot[N-1+t]`. Every step has a
+//! slot of its own (2(N-1) per call) in the rank's LL slots
+//! ([`Buf::Lines`], whole lines: [`crate::schedule::ll_slot_len`]), on half
+//! `parity`: consecutive calls alternate halves like the
 //! one-shots (`oneshot::ChainPath`), so a put of call k+2 cannot overwrite a slot
 //! the right neighbour has yet to read in call k (it completed call k+1, so
 //! it finished call k). A chain's first call waits (events) for both
@@ -27,7 +29,8 @@
 //! ([`super::Placement::time_sliced`]): their kernels take turns there, and
 //! a kernel spinning on a neighbour's flag would wait a turn per step.
 //!
-//! On the CPU backend the flags are the signal board's slots and each step
+//! On the CPU backend the slots hold the elements as they are, the flags are
+//! the signal board's slots, and each step
 //! is a part of the op, so the interpreter, the validator and the trace read
 //! the steps like any other ops.
 
@@ -79,8 +82,8 @@ pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
     (s == "ring:ll").then(|| Ok(Arc::new(RingLl) as Arc<dyn Algorithm>))
 }
 
-/// The plan on scratch half `parity`; `fenced` makes each rank's kernel
-/// wait for its own and both neighbours' Begin.
+/// The plan on LL half `parity`; `fenced` makes each rank's kernel wait
+/// for its own and both neighbours' Begin.
 pub fn plan(shape: &Shape, parity: usize, fenced: bool) -> Plan {
     let mut b = PlanBuilder::new("ring:ll", *shape);
     if !fenced {
@@ -91,81 +94,34 @@ pub fn plan(shape: &Shape, parity: usize, fenced: bool) -> Plan {
     if n < 2 || shape.count == 0 {
         return local_only(b, &begin);
     }
-    let layout = ChunkLayout::new(shape.count, n, shape.elem_size);
     let ring = RingSchedule::all_reduce(n);
-    let steps = ring.steps();
-    let len = layout.max_len();
-    let slots = 2 * steps;
-    b.scratch(2 * slots * len);
-    let base = (parity % 2) * slots * len;
-    // Slot `k` (0..2(N-1)) of the current half, `c`'s length.
-    let slot = |k: usize, c: usize| {
-        let at = base + k * len;
-        Region::new(Buf::Scratch, at..at + layout.len(c))
-    };
-    let chunk = |base: Region, c: usize| base.sub(layout.range(c));
-    let label = |phase: Phase, step: usize, chunk: usize| Label {
-        phase: Some(phase),
-        step,
-        chunk,
-        slice: 0,
-        note: "",
-    };
-    let step_op = |kind: OpKind, waits, signal, label| Op {
-        lane: Lane::Compute,
-        kind,
-        waits,
-        signal,
-        label,
-    };
+    let slots = 2 * ring.steps();
+    b.lines(2 * slots * crate::schedule::ll_slot_len(shape.count, n, shape.elem_size));
     // Every put's flag first: a receive names its left neighbour's.
     let flags: Vec<Vec<_>> = (0..n)
         .map(|r| (0..slots).map(|_| b.flag(r)).collect())
         .collect();
     for r in 0..n {
         let (left, right) = (ring.left(r), ring.right(r));
-        let mut st = Vec::with_capacity(2 * slots);
-        for (k, phase, s) in (0..steps)
-            .map(|s| (s, Phase::ReduceScatter, s))
-            .chain((0..steps).map(|t| (steps + t, Phase::AllGather, t)))
-        {
-            let c = ring.send_chunk(phase, r, s);
-            let from = if k == 0 {
-                chunk(shape.input(r), c)
-            } else {
-                chunk(shape.output(r), c)
-            };
-            let put = OpKind::Copy {
-                from: r,
-                to: right,
-                src: from,
-                dst: slot(k, c),
-            };
-            st.push(step_op(put, vec![], Some(flags[r][k]), label(phase, s, c)));
-            let c = ring.recv_chunk(phase, r, s);
-            let wait = vec![flags[left][k]];
-            let out = chunk(shape.output(r), c);
-            let receive = match phase {
-                Phase::ReduceScatter => OpKind::Reduce {
-                    dst: out,
-                    a: chunk(shape.input(r), c),
-                    b_rank: r,
-                    b: slot(k, c),
-                    step: ReduceStep {
-                        pre_a: true,
-                        pre_b: s == 0,
-                        post: s + 1 == steps,
-                    },
-                },
-                Phase::AllGather => OpKind::Copy {
-                    from: r,
-                    to: r,
-                    src: slot(k, c),
-                    dst: out,
-                },
-            };
-            st.push(step_op(receive, wait, None, label(phase, s, c)));
-        }
+        let st = steps(shape, r, parity)
+            .into_iter()
+            .enumerate()
+            .map(|(j, (label, kind))| {
+                let k = j / 2;
+                let (waits, signal) = if j % 2 == 0 {
+                    (vec![], Some(flags[r][k]))
+                } else {
+                    (vec![flags[left][k]], None)
+                };
+                Op {
+                    lane: Lane::Compute,
+                    kind,
+                    waits,
+                    signal,
+                    label,
+                }
+            })
+            .collect();
         let waits = if fenced {
             let mut w = vec![begin[left], begin[r], begin[right]];
             w.sort();
@@ -191,4 +147,73 @@ pub fn plan(shape: &Shape, parity: usize, fenced: bool) -> Plan {
         b.end(r, vec![]);
     }
     b.finish()
+}
+
+/// Rank `r`'s kernel steps on LL half `parity` (2 ranks or more, 1 element
+/// or more), without their flags: for each of the 2(N-1) ring steps its
+/// put, then its receive. [`plan`] raises and waits for the flags; the CUDA
+/// lowering checks a plan's steps against these, since its kernel computes
+/// the same ring itself.
+pub(crate) fn steps(shape: &Shape, r: usize, parity: usize) -> Vec<(Label, OpKind)> {
+    let n = shape.ranks;
+    let layout = ChunkLayout::new(shape.count, n, shape.elem_size);
+    let ring = RingSchedule::all_reduce(n);
+    let steps = ring.steps();
+    let len = crate::schedule::ll_slot_len(shape.count, n, shape.elem_size);
+    let base = (parity % 2) * 2 * steps * len;
+    // Slot `k` (0..2(N-1)) of the half, `c`'s length.
+    let slot = |k: usize, c: usize| {
+        let at = base + k * len;
+        Region::new(Buf::Lines, at..at + layout.len(c))
+    };
+    let chunk = |base: Region, c: usize| base.sub(layout.range(c));
+    let label = |phase: Phase, step: usize, chunk: usize| Label {
+        phase: Some(phase),
+        step,
+        chunk,
+        slice: 0,
+        note: "",
+    };
+    let mut out = Vec::with_capacity(4 * steps);
+    for (k, phase, s) in (0..steps)
+        .map(|s| (s, Phase::ReduceScatter, s))
+        .chain((0..steps).map(|t| (steps + t, Phase::AllGather, t)))
+    {
+        let c = ring.send_chunk(phase, r, s);
+        let from = if k == 0 {
+            chunk(shape.input(r), c)
+        } else {
+            chunk(shape.output(r), c)
+        };
+        let put = OpKind::Copy {
+            from: r,
+            to: ring.right(r),
+            src: from,
+            dst: slot(k, c),
+        };
+        out.push((label(phase, s, c), put));
+        let c = ring.recv_chunk(phase, r, s);
+        let out_c = chunk(shape.output(r), c);
+        let receive = match phase {
+            Phase::ReduceScatter => OpKind::Reduce {
+                dst: out_c,
+                a: chunk(shape.input(r), c),
+                b_rank: r,
+                b: slot(k, c),
+                step: ReduceStep {
+                    pre_a: true,
+                    pre_b: s == 0,
+                    post: s + 1 == steps,
+                },
+            },
+            Phase::AllGather => OpKind::Copy {
+                from: r,
+                to: r,
+                src: slot(k, c),
+                dst: out_c,
+            },
+        };
+        out.push((label(phase, s, c), receive));
+    }
+    out
 }

@@ -864,7 +864,35 @@ fn negative_ll_ring_kernel() {
     if let OpKind::Copy { to, .. } = &mut steps(&mut p, 0)[0].kind {
         *to = 2;
     }
-    assert!(err(&p).contains("rank 1's scratch"), "{}", err(&p));
+    assert!(err(&p).contains("rank 1's lines"), "{}", err(&p));
+    // A put into the right neighbour's scratch instead of its LL slots.
+    let mut p = good.clone();
+    if let OpKind::Copy { dst, .. } = &mut steps(&mut p, 0)[0].kind {
+        dst.buf = crate::plan::Buf::Scratch;
+    }
+    p.scratch_len = p.lines_len;
+    assert!(err(&p).contains("rank 1's lines"), "{}", err(&p));
+    // An op outside the kernel that reads LL slots (whose words carry
+    // flags on a device).
+    let mut p = good.clone();
+    let lines = crate::plan::Region::new(crate::plan::Buf::Lines, 0..1);
+    let out = p.shape.output(0).sub(0..1);
+    p.ops[0].insert(
+        1,
+        crate::plan::Op {
+            lane: Lane::Compute,
+            kind: OpKind::Copy {
+                from: 0,
+                to: 0,
+                src: lines,
+                dst: out,
+            },
+            waits: vec![],
+            signal: None,
+            label: Default::default(),
+        },
+    );
+    assert!(err(&p).contains("LL slots outside an LL kernel"), "{}", err(&p));
     // A receive that waits for an event (rank 0's Begin), not a flag.
     let mut p = good.clone();
     steps(&mut p, 1)[1].waits = vec![SignalId(0)];

@@ -144,12 +144,17 @@ pub struct BackendInfo {
 }
 
 impl BackendInfo {
-    /// Whether LL kernels run here on lines of their own
-    /// ([`crate::plan::Plan::ll_bytes`], buffer [`BufId::LL`]): on GPUs,
-    /// where a flag travels in the same store as its data. The CPU backend
-    /// runs an LL kernel's steps on the plan's scratch and signal board.
-    pub fn keeps_ll_lines(&self) -> bool {
-        self.kind == Some(BackendKind::Cuda)
+    /// Bytes this backend keeps per byte of a plan's LL slots
+    /// ([`crate::plan::Buf::Lines`], buffer [`BufId::LL`]): on GPUs each
+    /// word carries its flag ([`crate::schedule::LL_WIDEN`]); the CPU
+    /// backend keeps the elements as they are and its flags on the signal
+    /// board.
+    pub fn lines_widen(&self) -> usize {
+        if self.kind == Some(BackendKind::Cuda) {
+            crate::schedule::LL_WIDEN
+        } else {
+            1
+        }
     }
 
     /// Number of distinct devices.

@@ -210,10 +210,11 @@ impl Core {
             self.reserve(BufId::SCRATCH, &vec![bytes; self.ranks])?;
             self.scratch_ok = self.scratch_ok.max(bytes);
         }
-        // An LL kernel's lines (a no-op once they fit).
-        let ll = plan.ll_bytes();
-        if ll > 0 && self.backend.info().keeps_ll_lines() {
-            self.reserve(BufId::LL, &vec![ll; self.ranks])?;
+        // An LL kernel's slots (a no-op once they fit).
+        if plan.lines_len > 0 {
+            let widen = self.backend.info().lines_widen();
+            let bytes = plan.lines_len * plan.shape.elem_size * widen;
+            self.reserve(BufId::LL, &vec![bytes; self.ranks])?;
         }
         Ok(())
     }

@@ -21,6 +21,7 @@ impl PlanBuilder {
                 ops: vec![Vec::new(); shape.ranks],
                 signals: Vec::new(),
                 scratch_len: 0,
+                lines_len: 0,
                 fenced: true,
                 probe: false,
                 per_node: None,
@@ -57,6 +58,11 @@ impl PlanBuilder {
     /// Make every rank's scratch at least `len` elements.
     pub fn scratch(&mut self, len: usize) {
         self.plan.scratch_len = self.plan.scratch_len.max(len);
+    }
+
+    /// Make every rank's LL slots ([`Buf::Lines`]) at least `len` elements.
+    pub fn lines(&mut self, len: usize) {
+        self.plan.lines_len = self.plan.lines_len.max(len);
     }
 
     fn new_signal(&mut self, owner: usize, lane: Lane, kind: SignalKind) -> SignalId {

@@ -16,13 +16,12 @@ impl BufId {
     pub const SEND: BufId = BufId(0);
     pub const RECV: BufId = BufId(1);
     pub const SCRATCH: BufId = BufId(2);
-    /// A device backend's LL lines ([`super::Plan::ll_bytes`]): never a
-    /// plan region, only what an LL kernel's puts and polls go through.
+    /// The LL slots ([`super::Buf::Lines`]).
     pub const LL: BufId = BufId(3);
 }
 
 /// What a plan's `Send` and `Recv` mean for one rank in one call (its
-/// `Scratch` is always [`BufId::SCRATCH`]).
+/// `Scratch` and `Lines` are always [`BufId::SCRATCH`] and [`BufId::LL`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Binding {
     pub send: BufId,
@@ -42,6 +41,7 @@ impl Binding {
             super::Buf::Send => self.send,
             super::Buf::Recv => self.recv,
             super::Buf::Scratch => BufId::SCRATCH,
+            super::Buf::Lines => BufId::LL,
         }
     }
 }

@@ -450,20 +450,21 @@ impl Segments {
 #[derive(Debug, Clone)]
 pub struct SymMem {
     pub ranks: usize,
-    pub bufs: Vec<[Segments; 3]>,
+    pub bufs: Vec<[Segments; 4]>,
 }
 
 impl SymMem {
-    /// The memory at the start of a call of `shape` with `scratch` scratch
-    /// elements: each rank's input holds its input, everything else is
-    /// unwritten.
-    pub fn new(shape: &super::ir::Shape, scratch: usize) -> SymMem {
+    /// The memory at the start of a call of `plan`: each rank's input holds
+    /// its input, everything else is unwritten.
+    pub fn new(plan: &super::ir::Plan) -> SymMem {
+        let shape = &plan.shape;
         let bufs = (0..shape.ranks)
             .map(|r| {
                 let mut b = [
                     Segments::new(shape.send_len(), Val::UNDEF),
                     Segments::new(shape.recv_len(), Val::UNDEF),
-                    Segments::new(scratch, Val::UNDEF),
+                    Segments::new(plan.scratch_len, Val::UNDEF),
+                    Segments::new(plan.lines_len, Val::UNDEF),
                 ];
                 let input = shape.input(r);
                 let v = Val::input(r, input.range.start);

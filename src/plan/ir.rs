@@ -209,10 +209,17 @@ pub enum Buf {
     Recv,
     /// Scratch for incoming partial data, owned by the engine.
     Scratch,
+    /// An LL kernel's slots ([`KernelKind::LlRing`]'s puts land here),
+    /// owned by the engine. A device keeps every element of them in a line
+    /// with the call's flag, [`crate::schedule::LL_WIDEN`] times its size,
+    /// so a slot starts at a multiple of 8 bytes
+    /// ([`crate::schedule::ll_slot_len`]); the CPU backend keeps the
+    /// elements as they are and its flags on the signal board.
+    Lines,
 }
 
 impl Buf {
-    pub const ALL: [Buf; 3] = [Buf::Send, Buf::Recv, Buf::Scratch];
+    pub const ALL: [Buf; 4] = [Buf::Send, Buf::Recv, Buf::Scratch, Buf::Lines];
     pub fn index(self) -> usize {
         self as usize
     }
@@ -221,6 +228,7 @@ impl Buf {
             Buf::Send => "send",
             Buf::Recv => "recv",
             Buf::Scratch => "scratch",
+            Buf::Lines => "lines",
         }
     }
 }
@@ -440,6 +448,8 @@ pub struct Plan {
     pub signals: Vec<Signal>,
     /// Scratch elements each rank needs.
     pub scratch_len: usize,
+    /// Elements of LL slots ([`Buf::Lines`]) each rank needs.
+    pub lines_len: usize,
     /// Fenced plans order everything that touches a rank's memory after that
     /// rank's Begin and before its End, so any sequence of them is safe. An
     /// unfenced plan is only safe after specific predecessors (checked with
@@ -579,24 +589,6 @@ impl Plan {
             .iter()
             .flatten()
             .any(|op| matches!(op.kind, OpKind::Kernel(_)))
-    }
-
-    /// Bytes of LL lines a device backend keeps per rank for this plan's
-    /// [`KernelKind::LlRing`] kernels: two halves (consecutive calls
-    /// alternate) of one slot per step, 0 without such a kernel.
-    pub fn ll_bytes(&self) -> usize {
-        let steps = self
-            .ops
-            .iter()
-            .flatten()
-            .filter_map(|op| match &op.kind {
-                OpKind::Kernel(k) if k.kind == KernelKind::LlRing => Some(k.steps.len() / 2),
-                _ => None,
-            })
-            .max()
-            .unwrap_or(0);
-        let s = &self.shape;
-        2 * steps * crate::schedule::ll_slot_bytes(s.count, s.ranks, s.elem_size)
     }
 
     /// Bytes each rank sends to other ranks, and receives from them.

@@ -148,7 +148,11 @@ impl Plan {
             Buf::Send => self.shape.send_len(),
             Buf::Recv => self.shape.recv_len(),
             Buf::Scratch => self.scratch_len,
+            Buf::Lines => self.lines_len,
         };
+        // LL slots carry flags in their words on a device: only an LL
+        // kernel's steps may touch them.
+        let in_ll = matches!(kind, OpKind::Kernel(k) if k.kind == KernelKind::LlRing);
         for e in interp::effects(r, kind) {
             for a in e.accesses() {
                 if a.rank >= n {
@@ -161,6 +165,13 @@ impl Plan {
                         at(),
                         a.region.buf.name(),
                         a.region.range,
+                        a.rank
+                    ));
+                }
+                if a.region.buf == Buf::Lines && !in_ll {
+                    return Err(format!(
+                        "{}: touches rank {}'s LL slots outside an LL kernel",
+                        at(),
                         a.rank
                     ));
                 }
@@ -179,7 +190,8 @@ impl Plan {
     /// [`Plan::check_structure`] of kernel `k` of rank `r` on `lane`: on
     /// the compute lane, and its steps keep the contract of its
     /// [`KernelKind`]. Both kinds are made of *puts* (a copy from this rank
-    /// into another rank's scratch that raises a flag and waits for none)
+    /// into another rank's slots, scratch for an exchange and LL slots for
+    /// an LL ring, that raises a flag and waits for none)
     /// and *receives* (a reduce or copy on this rank that waits for exactly
     /// the flag of the put that filled the slot it reads, made by the rank
     /// this kind receives from). An exchange is one put to its peer and one
@@ -198,9 +210,10 @@ impl Plan {
             return Err(format!("{}: a kernel runs on the compute lane", at()));
         }
         let n = self.ranks();
-        // (the rank puts go to, the rank receives come from), by kind.
-        let (right, left) = match k.kind {
-            KernelKind::LlRing => ((r + 1) % n, (r + n - 1) % n),
+        // (the rank puts go to, the rank receives come from, the buffer its
+        // slots are in), by kind.
+        let (right, left, slots) = match k.kind {
+            KernelKind::LlRing => ((r + 1) % n, (r + n - 1) % n, Buf::Lines),
             KernelKind::Exchange => {
                 let peer = match k.steps.first().map(|s| &s.kind) {
                     Some(OpKind::Copy { to, .. }) => *to,
@@ -219,7 +232,7 @@ impl Plan {
                         at()
                     ));
                 }
-                (peer, peer)
+                (peer, peer, Buf::Scratch)
             }
         };
         let put_of = |s: SignalId| raisers.get(s.0).copied().flatten();
@@ -240,10 +253,11 @@ impl Plan {
             }
             match &step.kind {
                 OpKind::Copy { from, to, dst, .. } if *to != r => {
-                    if *from != r || *to != right || dst.buf != Buf::Scratch {
+                    if *from != r || *to != right || dst.buf != slots {
                         return Err(format!(
-                            "{}: a put goes from this rank into rank {right}'s scratch",
-                            at()
+                            "{}: a put goes from this rank into rank {right}'s {}",
+                            at(),
+                            slots.name()
                         ));
                     }
                     if step.signal.is_none() || !step.waits.is_empty() {
@@ -419,7 +433,7 @@ impl Plan {
         let name = &self.name;
         let s = self.shape;
         let n = s.ranks;
-        let mut mem = SymMem::new(&s, self.scratch_len);
+        let mut mem = SymMem::new(self);
         for &(r, i, k) in order {
             if let Some(e) = parts(r, &self.ops[r][i])[k].effect {
                 interp::apply(&mut mem, &e).map_err(|m| {
@@ -514,6 +528,7 @@ impl Plan {
             ops: vec![Vec::new(); n],
             signals: Vec::new(),
             scratch_len: plans.iter().map(|p| p.scratch_len).max().unwrap_or(0),
+            lines_len: plans.iter().map(|p| p.lines_len).max().unwrap_or(0),
             fenced: false,
             probe: true,
             per_node: first.per_node,

@@ -377,12 +377,12 @@ impl<'p> Lowering<'p> {
     }
 
     /// Op `i`, an LL ring kernel with `steps`, as the kernel runs it: the
-    /// kernel computes its steps itself (the ring's chunks of
-    /// `ChunkLayout::new`, one slot per step, a put then a receive per
-    /// step), so the plan's steps must be exactly those, on one scratch
-    /// half; anything else is refused rather than run differently.
+    /// kernel computes its steps itself (the ring of
+    /// [`crate::algo::ringll::steps`] on one LL half), so the plan's steps
+    /// must be exactly those; anything else is refused rather than run
+    /// differently.
     fn ring_ll(&self, i: usize, steps: &[Op]) -> Result<DriverOp> {
-        use crate::schedule::{right, ChunkLayout};
+        use crate::schedule::{ll_slot_len, right};
         let (r, shape) = (self.rank, &self.plan.shape);
         let n = shape.ranks;
         let differs = |what: String| {
@@ -397,71 +397,21 @@ impl<'p> Lowering<'p> {
                 "an all-reduce of 2 or more ranks and 1 or more elements".into(),
             ));
         }
-        let k_steps = 2 * (n - 1);
-        if steps.len() != 2 * k_steps {
-            return Err(differs(format!(
-                "{} steps, not {}",
-                steps.len(),
-                2 * k_steps
-            )));
-        }
-        let layout = ChunkLayout::new(shape.count, n, shape.elem_size);
-        let len = layout.max_len();
-        // The slot of step 0 fixes the half.
-        let base = match &steps[1].kind {
-            OpKind::Reduce { b, .. } | OpKind::Copy { src: b, .. } => b.range.start,
-            _ => usize::MAX,
+        // The slot of step 0's receive fixes the half.
+        let per_half = 2 * (n - 1) * ll_slot_len(shape.count, n, shape.elem_size);
+        let half = match steps.get(1).map(|s| &s.kind) {
+            Some(OpKind::Reduce { b, .. }) if per_half > 0 => b.range.start / per_half,
+            _ => 0,
         };
-        let per_half = k_steps * len;
-        if per_half == 0 || base % per_half != 0 || base / per_half > 1 {
-            return Err(differs(format!("step 0's slot at {base}")));
+        let want = crate::algo::ringll::steps(shape, r, half);
+        if steps.len() != want.len() {
+            return Err(differs(format!("{} steps, not {}", steps.len(), want.len())));
         }
-        let (input, output) = (shape.input(r), shape.output(r));
+        if let Some(j) = (0..steps.len()).find(|&j| steps[j].kind != want[j].1) {
+            return Err(differs(format!("step {}", j / 2)));
+        }
         let rt = right(r, n);
-        for k in 0..k_steps {
-            let slot = |c: usize| {
-                let at = base + k * len;
-                Region::new(crate::plan::Buf::Scratch, at..at + layout.len(c))
-            };
-            let c = (r + n * 2 - k) % n;
-            let from = if k == 0 { &input } else { &output };
-            let put_ok = matches!(&steps[2 * k].kind,
-                OpKind::Copy { from: f, to, src, dst }
-                    if *f == r && *to == rt && *src == from.sub(layout.range(c)) && *dst == slot(c));
-            let c = (r + n * 2 - k - 1) % n;
-            let receive_ok = match &steps[2 * k + 1].kind {
-                OpKind::Reduce {
-                    dst,
-                    a,
-                    b_rank,
-                    b,
-                    step,
-                } => {
-                    k < n - 1
-                        && *dst == output.sub(layout.range(c))
-                        && *a == input.sub(layout.range(c))
-                        && *b_rank == r
-                        && *b == slot(c)
-                        && *step
-                            == ReduceStep {
-                                pre_a: true,
-                                pre_b: k == 0,
-                                post: k == n - 2,
-                            }
-                }
-                OpKind::Copy { from, to, src, dst } => {
-                    k >= n - 1
-                        && *from == r
-                        && *to == r
-                        && *src == slot(c)
-                        && *dst == output.sub(layout.range(c))
-                }
-                _ => false,
-            };
-            if !(put_ok && receive_ok) {
-                return Err(differs(format!("step {k}")));
-            }
-        }
+        let (input, output) = (shape.input(r), shape.output(r));
         self.reach(i, rt, "puts into")?;
         Ok(DriverOp::RingLl {
             right: rt,
@@ -469,7 +419,7 @@ impl<'p> Lowering<'p> {
             a: self.addr(r, &input)?,
             count: shape.count,
             ranks: n,
-            half: base / per_half,
+            half,
             steps: steps.len(),
             flags: 0b111,
         })

@@ -18,6 +18,7 @@ fn binding(r: usize) -> Binding {
 fn kind_of(r: usize, id: BufId) -> Buf {
     match id {
         BufId::SCRATCH => Buf::Scratch,
+        BufId::LL => Buf::Lines,
         x if x == binding(r).send => Buf::Send,
         x if x == binding(r).recv => Buf::Recv,
         _ => panic!("rank {r} has no buffer {}", id.0),
@@ -121,6 +122,7 @@ fn in_bounds(plan: &Plan, a: &Addr, bytes: usize) -> bool {
         Buf::Send => plan.shape.send_len(),
         Buf::Recv => plan.shape.recv_len(),
         Buf::Scratch => plan.scratch_len,
+        Buf::Lines => plan.lines_len,
     };
     a.offset + bytes <= len * elem
 }
