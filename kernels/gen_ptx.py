@@ -1153,6 +1153,36 @@ def thread_indices():
             ""]
 
 
+def spin_count(p, loop, spin):
+    """Count a spin; back to `loop` unless the count is a multiple of `spin`
+    (a power of two): the rarer checks of a wait run once per `spin` polls."""
+    return [ins("add.u32", "%r_spin, %r_spin, 1"),
+            ins("and.b32", "%%r_tmp, %%r_spin, %d" % (spin - 1)),
+            ins("setp.ne.u32", "%s, %%r_tmp, 0" % p),
+            ins("@%s bra" % p, loop, "spins not a multiple of %d: spin again" % spin)]
+
+
+def host_verdict(p, loop, fail, t0=None):
+    """A wait's read of the host-mapped control block (%rd_ctrl: u32 abort at
+    0, u64 timeout_ns at 8): to `fail` with %r_status = 2 on abort; back to
+    `loop` without a deadline or within it (%rd_t is now, the wait began at
+    %rd_t0, loaded from shared `t0` first when given); else falls through
+    with %r_status = 1 (timed out)."""
+    o = [ins("ld.relaxed.sys.global.u32", "%r_tmp, [%rd_ctrl]", "abort?"),
+         ins("mov.u32", "%r_status, 2"),
+         ins("setp.ne.u32", "%s, %%r_tmp, 0" % p),
+         ins("@%s bra" % p, fail),
+         ins("ld.relaxed.sys.global.u64", "%rd_timeout, [%rd_ctrl+8]", "the deadline, read only now"),
+         ins("setp.eq.u64", "%s, %%rd_timeout, 0" % p),
+         ins("@%s bra" % p, loop, "no deadline: spin again")]
+    if t0:
+        o.append(ins("ld.shared.u64", "%%rd_t0, %s" % t0, "the start of the call"))
+    return o + [ins("sub.u64", "%rd_t, %rd_t, %rd_t0"),
+                ins("setp.lt.u64", "%s, %%rd_t, %%rd_timeout" % p),
+                ins("@%s bra" % p, loop, "within the deadline: spin again"),
+                ins("mov.u32", "%r_status, 1", "timed out")]
+
+
 def exchange_kernel(T, op):
     """rr_exchange: the 2-rank exchange, one call per launch."""
     F = FAMILIES[T.family](T)
@@ -1370,25 +1400,12 @@ def exchange_kernel(T, op):
           ins("sub.u64", "%rd_tmp, %rd_flag, %rd_seq"),
           ins("setp.ge.s64", "%p_done, %rd_tmp, 0"),
           ins("@%p_done bra", "WAIT_DONE"),
-          ins("add.u32", "%r_spin, %r_spin, 1"),
-          ins("and.b32", "%%r_tmp, %%r_spin, %d" % (spin - 1)),
-          ins("setp.ne.u32", "%p_done, %r_tmp, 0"),
-          ins("@%p_done bra", "WAIT_LOOP", "spins not a multiple of %d: spin again" % spin),
+          ] + spin_count("%p_done", "WAIT_LOOP", spin) + [
           ins("mov.u64", "%rd_t, %globaltimer"),
           ins("setp.lt.u64", "%p_done, %rd_t, %rd_tnext"),
           ins("@%p_done bra", "WAIT_LOOP", "too soon to read the host: spin again"),
           ins("add.u64", "%%rd_tnext, %%rd_t, %d" % HOST_POLL_NS, "the next host read"),
-          ins("ld.relaxed.sys.global.u32", "%r_tmp, [%rd_ctrl]", "abort?"),
-          ins("mov.u32", "%r_status, 2"),
-          ins("setp.ne.u32", "%p_done, %r_tmp, 0"),
-          ins("@%p_done bra", "WAIT_FAIL"),
-          ins("ld.relaxed.sys.global.u64", "%rd_timeout, [%rd_ctrl+8]", "the deadline, read only now"),
-          ins("setp.eq.u64", "%p_done, %rd_timeout, 0"),
-          ins("@%p_done bra", "WAIT_LOOP", "no deadline: spin again"),
-          ins("sub.u64", "%rd_t, %rd_t, %rd_t0"),
-          ins("setp.lt.u64", "%p_done, %rd_t, %rd_timeout"),
-          ins("@%p_done bra", "WAIT_LOOP", "within the deadline: spin again"),
-          ins("mov.u32", "%r_status, 1", "timed out"),
+          ] + host_verdict("%p_done", "WAIT_LOOP", "WAIT_FAIL") + [
           label("WAIT_FAIL"),
           ins("st.relaxed.sys.global.u32", "[%rd_ctrl+4], %r_status"),
           ins("st.shared.u32", "[bail], 1"),
@@ -1771,10 +1788,7 @@ def _ringll_kernel(T, op):
           ins("setp.eq.u32", "%p_tmp, %r_f0, %r_seq"),
           ins("setp.eq.and.u32", "%p_done, %r_f1, %r_seq, %p_tmp"),
           ins("@%p_done bra", "GOT"),
-          ins("add.u32", "%r_spin, %r_spin, 1"),
-          ins("and.b32", "%%r_tmp, %%r_spin, %d" % (spin - 1)),
-          ins("setp.ne.u32", "%p_tmp, %r_tmp, 0"),
-          ins("@%p_tmp bra", "POLL"),
+          ] + spin_count("%p_tmp", "POLL", spin) + [
           ins("ld.volatile.shared.u32", "%r_tmp, [bail]"),
           ins("setp.ne.u32", "%p_tmp, %r_tmp, 0"),
           ins("@%p_tmp bra", "EXIT", "the block gave up"),
@@ -1786,18 +1800,7 @@ def _ringll_kernel(T, op):
           ins("atom.shared.cas.b64", "%rd_old, [s_host_next], %rd_hn, %rd_tmp"),
           ins("setp.ne.u64", "%p_tmp, %rd_old, %rd_hn"),
           ins("@%p_tmp bra", "POLL", "another thread reads the host this time"),
-          ins("ld.relaxed.sys.global.u32", "%r_tmp, [%rd_ctrl]", "abort?"),
-          ins("mov.u32", "%r_status, 2"),
-          ins("setp.ne.u32", "%p_tmp, %r_tmp, 0"),
-          ins("@%p_tmp bra", "FAIL"),
-          ins("ld.relaxed.sys.global.u64", "%rd_timeout, [%rd_ctrl+8]"),
-          ins("setp.eq.u64", "%p_tmp, %rd_timeout, 0"),
-          ins("@%p_tmp bra", "POLL", "no deadline"),
-          ins("ld.shared.u64", "%rd_t0, [s_t0]"),
-          ins("sub.u64", "%rd_t, %rd_t, %rd_t0"),
-          ins("setp.lt.u64", "%p_tmp, %rd_t, %rd_timeout"),
-          ins("@%p_tmp bra", "POLL", "within the deadline"),
-          ins("mov.u32", "%r_status, 1", "timed out"),
+          ] + host_verdict("%p_tmp", "POLL", "FAIL", t0="[s_t0]") + [
           label("FAIL"),
           ins("cvt.u32.u64", "%r_tmp, %rd_k"),
           ins("add.u32", "%r_tmp, %r_tmp, 1", "step + 1: 0 is no step"),
