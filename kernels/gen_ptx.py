@@ -1507,6 +1507,9 @@ def _ringll_kernel(T, op):
          "// %s: the ring all-reduce of N ranks, one launch per rank per call:" % name,
          "//     dst = the ring's reduction of every rank's a, step by step",
          "//     (reduce-scatter then all-gather, %s at each reduce step)" % OP_FORMULA[op],
+         "// or, with flags bit 3, the one-shot of 2 ranks: the ring of one chunk",
+         "// (the whole buffer) and one step, each rank putting all of a into",
+         "// the other's slot 0 and reducing what it receives there.",
          "//"]
     o.append(".visible .entry %s(" % name)
     o += [
@@ -1518,10 +1521,10 @@ def _ringll_kernel(T, op):
         "    .param .u64 n,              // number of elements of the whole buffer",
         "    .param .u64 ranks,          // N, the ranks of the ring (>= 2)",
         "    .param .u64 rank,           // this rank, 0 .. N-1",
-        "    .param .u64 flags,          // %s" % (
+        "    .param .u64 flags,          // %s; bit 3: one-shot (N = 2)" % (
             "bit 0: pre on a, bit 1: pre on what step 0 receives" if op == "premulsum"
             else "bit 2: post at the last reduce-scatter step" if op == "sumpostdiv"
-            else "ignored by this op"),
+            else "bits 0-2 ignored by this op"),
         "    .param .u64 scalar,         // %s" % ("bits of s (%s)" % T.ctype if op == "premulsum"
                                                     else "the divisor N >= 1" if op == "sumpostdiv"
                                                     else "ignored by this op"),
@@ -1537,6 +1540,7 @@ def _ringll_kernel(T, op):
         decl(".pred", "%p_rs", "this step reduces (reduce-scatter)"),
         decl(".pred", "%p_put", "this step forwards what it received"),
         decl(".pred", "%p_fast", "this line: whole and 8-byte aligned"),
+        decl(".pred", "%p_one", "flags bit 3: the one-shot (one chunk, one step)"),
         "",
         "    .reg .u32   %r_tid, %r_ntid, %r_ctaid, %r_nctaid;",
         decl(".u32", "%r_seq", "this call's number: the flag of its lines"),
@@ -1547,6 +1551,7 @@ def _ringll_kernel(T, op):
         "",
         "    .reg .u64   %rd_dst, %rd_a, %rd_ml, %rd_pl, %rd_calls, %rd_ctrl;",
         "    .reg .u64   %rd_n, %rd_N, %rd_r, %rd_tid, %rd_ntid;",
+        decl(".u64", "%rd_C", "the chunks: N, or 1 for the one-shot"),
         decl(".u64", "%rd_B, %rd_E, %rd_M", "chunk c starts at (c*B + min(c, E))*M"),
         decl(".u64", "%rd_LS", "lines per slot"),
         decl(".u64", "%rd_j0, %rd_j1", "this block's lines of a slot"),
@@ -1592,6 +1597,10 @@ def _ringll_kernel(T, op):
                        [("%rd_n", "n"), ("%rd_N", "ranks"), ("%rd_r", "rank")], has_arg)
     o += [ins("setp.lt.u64", "%p_tmp, %rd_N, 2"),
           ins("@%p_tmp bra.uni", "EXIT", "no ring below 2 ranks (the host never asks)"),
+          ins("ld.param.u64", "%rd_C, [flags]"),
+          ins("and.b64", "%rd_C, %rd_C, 8"),
+          ins("setp.ne.u64", "%p_one, %rd_C, 0", "the one-shot (the host asks it of 2 ranks only)"),
+          ins("selp.u64", "%rd_C, 1, %rd_N, %p_one", "C chunks"),
           ""] + thread_indices()
     o += [ins("mov.u32", "%r_stb, stage"),
           ins("shl.b32", "%r_tmp, %r_tid, 4"),
@@ -1651,11 +1660,11 @@ def _ringll_kernel(T, op):
         o.append("")
 
     o += section("The chunks and this block's lines",
-                 "The chunks of ChunkLayout::new(n, N, %d) (src/schedule.rs): when the\n"
-                 "buffer holds at least N units of %d elements (16 bytes), chunk c\n"
-                 "starts at (c*B + min(c, E))*%d with B, E = units / N, units %% N, and\n"
+                 "The chunks of ChunkLayout::new(n, C, %d) (src/schedule.rs): when the\n"
+                 "buffer holds at least C units of %d elements (16 bytes), chunk c\n"
+                 "starts at (c*B + min(c, E))*%d with B, E = units / C, units %% C, and\n"
                  "the last chunk also takes the tail; else single elements are dealt,\n"
-                 "B, E = n / N, n %% N.  Chunk c ends where c+1 starts (the last at n).\n"
+                 "B, E = n / C, n %% C.  Chunk c ends where c+1 starts (the last at n).\n"
                  "\n"
                  "A slot holds a chunk as LS lines of 16 bytes, each two u64 words\n"
                  "{4 data bytes, seq}: LS = ceil(max_len * %d / 8).  Block b owns lines\n"
@@ -1665,18 +1674,18 @@ def _ringll_kernel(T, op):
                  "barrier is needed between steps." % (size, unit, unit, size))
     lg_unit = log2(unit)
     o += [ins("shr.u64", "%%rd_B, %%rd_n, %d" % lg_unit, "units"),
-          ins("setp.ge.u64", "%p_tmp, %rd_B, %rd_N"),
+          ins("setp.ge.u64", "%p_tmp, %rd_B, %rd_C"),
           ins("selp.u64", "%%rd_M, %d, 1, %%p_tmp" % unit),
           ins("selp.u64", "%rd_tmp, %rd_B, %rd_n, %p_tmp", "units or elements to deal"),
-          ins("div.u64", "%rd_B, %rd_tmp, %rd_N"),
-          ins("rem.u64", "%rd_E, %rd_tmp, %rd_N"),
+          ins("div.u64", "%rd_B, %rd_tmp, %rd_C"),
+          ins("rem.u64", "%rd_E, %rd_tmp, %rd_C"),
           ]
-    o += cmt("max_len = max((B + (E > 0)) * M, n - start(N-1)).")
+    o += cmt("max_len = max((B + (E > 0)) * M, n - start(C-1)).")
     o += [ins("setp.ne.u64", "%p_tmp, %rd_E, 0"),
           ins("selp.u64", "%rd_tmp, 1, 0, %p_tmp"),
           ins("add.u64", "%rd_tmp, %rd_tmp, %rd_B"),
           ins("mul.lo.u64", "%rd_tmp, %rd_tmp, %rd_M"),
-          ins("sub.u64", "%rd_c, %rd_N, 1")]
+          ins("sub.u64", "%rd_c, %rd_C, 1")]
     o += chunk_start("%rd_t2", "%rd_c")
     o += [ins("sub.u64", "%rd_t2, %rd_n, %rd_t2"),
           ins("max.u64", "%rd_tmp, %rd_tmp, %rd_t2", "max_len"),
@@ -1694,14 +1703,15 @@ def _ringll_kernel(T, op):
           ins("shl.b64", "%rd_LS, %rd_LS, 4", "from here on: bytes per slot"),
           ins("shl.b64", "%rd_K, %rd_N, 1"),
           ins("sub.u64", "%rd_K, %rd_K, 2", "K = 2(N-1) steps"),
+          ins("@%p_one mov.u64", "%rd_K, 1", "the one-shot: one step"),
           ""]
 
     # Step 0's put
-    o += section("Step 0's put: the right rank's slot 0 = a[chunk r]",
+    o += section("Step 0's put: the right rank's slot 0 = a[chunk r mod C]",
                  "Each line is stored as two u64 words {4 data bytes, seq} with one\n"
                  "16-byte store at system scope: each word is single-copy atomic, so\n"
                  "the reader that sees seq in a word sees its data too.")
-    o += [ins("mov.u64", "%rd_c, %rd_r")]
+    o += [ins("rem.u64", "%rd_c, %rd_r, %rd_C")]
     o += chunk_bounds("P0", size)
     o += [ins("mov.u64", "%rd_ps, %rd_pl", "the right rank's slot 0"),
           ins("add.u64", "%rd_j, %rd_j0, %rd_tid"),
@@ -1728,8 +1738,8 @@ def _ringll_kernel(T, op):
           ""]
 
     # The steps
-    o += section("The steps k = 0 .. 2(N-1)-1",
-                 "Step k receives chunk (r - k - 1) mod N into slot k: a reduce at\n"
+    o += section("The steps k = 0 .. K-1 (K = 2(N-1), or 1 for the one-shot)",
+                 "Step k receives chunk ((r - k - 1) mod N) mod C into slot k: a reduce at\n"
                  "reduce-scatter steps (k < N-1), a copy at all-gather steps; it\n"
                  "stores the result in dst and forwards it, unless k is the last\n"
                  "step, as the right rank's slot k+1 (the chunk the ring sends at\n"
@@ -1749,12 +1759,13 @@ def _ringll_kernel(T, op):
         o += [ins("sub.u64", "%rd_tmp, %rd_N, 2"),
               ins("setp.eq.u64", "%p_tmp, %rd_k, %rd_tmp"),
               ins("and.pred", "%p_post, %p_fp, %p_tmp", "post: the last reduce-scatter step only")]
-    o += cmt("c = (r + 2N - 1 - k) mod N; my slot k; the right rank's slot k+1.")
+    o += cmt("c = ((r + 2N - 1 - k) mod N) mod C; my slot k; the right rank's slot k+1.")
     o += [ins("shl.b64", "%rd_c, %rd_N, 1"),
           ins("add.u64", "%rd_c, %rd_c, %rd_r"),
           ins("sub.u64", "%rd_c, %rd_c, 1"),
           ins("sub.u64", "%rd_c, %rd_c, %rd_k"),
-          ins("rem.u64", "%rd_c, %rd_c, %rd_N")]
+          ins("rem.u64", "%rd_c, %rd_c, %rd_N"),
+          ins("rem.u64", "%rd_c, %rd_c, %rd_C")]
     o += chunk_bounds("ST", size)
     o += [ins("mul.lo.u64", "%rd_tmp, %rd_k, %rd_LS"),
           ins("add.u64", "%rd_ps, %rd_ml, %rd_tmp"),
@@ -1905,7 +1916,7 @@ def chunk_bounds(tag, size):
     one past this block's last line of it."""
     out = chunk_start("%rd_cs", "%rd_c")
     out += [ins("add.u64", "%rd_tmp, %rd_c, 1"),
-            ins("setp.eq.u64", "%p_tmp, %rd_tmp, %rd_N"),
+            ins("setp.eq.u64", "%p_tmp, %rd_tmp, %rd_C"),
             ins("@%p_tmp bra", "%s_LAST" % tag)]
     out += chunk_start("%rd_cl", "%rd_tmp")
     out += [ins("bra.uni", "%s_END" % tag),

@@ -146,8 +146,20 @@ impl ChunkLayout {
 /// the wire (two words of 4 data bytes and the call's 4-byte flag).
 pub const LL_WIDEN: usize = 2;
 
-/// Elements of one slot of an LL ring kernel, for `count` elements of
-/// `elem_size` bytes over `n` ranks: the largest chunk of
+/// How an LL kernel cuts a buffer over `n` ranks: (chunks, slots per half).
+/// The ring cuts it into `n` chunks and gives each of its 2(n-1) steps a
+/// slot; the one-shot (2 ranks) sends the whole buffer as one chunk in one
+/// step.
+pub fn ll_cut(n: usize, one_shot: bool) -> (usize, usize) {
+    if one_shot {
+        (1, 1)
+    } else {
+        (n, 2 * n.saturating_sub(1))
+    }
+}
+
+/// Elements of one slot of an LL kernel, for `count` elements of
+/// `elem_size` bytes cut into `n` chunks: the largest chunk of
 /// [`ChunkLayout::new`], rounded up to whole lines of 8 data bytes.
 pub fn ll_slot_len(count: usize, n: usize, elem_size: usize) -> usize {
     let max_len = ChunkLayout::new(count, n, elem_size).max_len();
@@ -155,7 +167,7 @@ pub fn ll_slot_len(count: usize, n: usize, elem_size: usize) -> usize {
     max_len.saturating_mul(size).div_ceil(8).saturating_mul(8) / size
 }
 
-/// Bytes of one slot of an LL ring kernel on a device:
+/// Bytes of one slot of an LL kernel on a device:
 /// [`ll_slot_len`]'s lines, [`LL_WIDEN`] times their data.
 pub fn ll_slot_bytes(count: usize, n: usize, elem_size: usize) -> usize {
     let max_len = ChunkLayout::new(count, n, elem_size).max_len();

@@ -235,12 +235,12 @@ fn apply_group(mem: &mut SymMem, plan: &Plan, group: &[Part]) -> Vec<String> {
                 if from == to && matches!(src.buf, Buf::Scratch | Buf::Lines) =>
             {
                 (
-                format!(
-                    "rank {to} takes the received chunk {chunk} out of its slot: now {}",
-                    value_line(mem, to, dst, n)
-                ),
-                dst.range.clone(),
-                "copy",
+                    format!(
+                        "rank {to} takes the received chunk {chunk} out of its slot: now {}",
+                        value_line(mem, to, dst, n)
+                    ),
+                    dst.range.clone(),
+                    "copy",
                 )
             }
             Effect::Copy { from, src, to, dst } => (

@@ -708,7 +708,9 @@ def exchange_cases(info, mode, seed0=0):
 # of LS 16-byte lines, LS = ceil(max_len * size / 8); a line is two u64
 # words (seq << 32) | 4 payload bytes.  The host alternates halves between
 # consecutive calls (half = call % 2).  Result: the ring all-reduce in the
-# ring's order (ringll_ref).
+# ring's order (ringll_ref).  With flags bit 3 (the one-shot, N = 2) the
+# kernel runs the ring of one chunk and one step: a half is one slot of the
+# whole buffer, and rank r ends with OP(a_r, a_peer) (oneshot_ref).
 
 def chunk_bounds(n, N, size):
     """The N+1 element bounds of ChunkLayout::new(n, N, size) (src/schedule.rs):
@@ -731,8 +733,21 @@ def ll_lines(n, N, size):
     return -(-max_len * size // 8)
 
 
-def ll_half_bytes(n, N, size):
+def ll_half_bytes(n, N, size, one_shot=False):
+    if one_shot:
+        return ll_lines(n, 1, size) * 16
     return 2 * (N - 1) * ll_lines(n, N, size) * 16
+
+
+def oneshot_ref(sfx, op, ins, r, flags=0, scalar=0):
+    """The one-shot of 2 ranks on rank r: OP(a_r, a_peer), pre on both
+    (flags bits 0, 1), post (bit 2): its one step is the ring's first and
+    last reduce-scatter step.  Returns (expected bits, lenient mask)."""
+    ti = TYPES[sfx]
+    acc, le = reduce_ref(sfx, op, ins[r], ins[1 - r], flags & 7, scalar)
+    mag = np.array((1 << (ti.bits - 1)) - 1, dtype=ti.udtype)
+    lenient = le & ((acc & mag) == 0) if ti.kind != "int" else np.zeros(len(acc), dtype=bool)
+    return acc, lenient
 
 
 def ringll_ref(sfx, op, ins, flags=0, scalar=0):
@@ -773,8 +788,10 @@ LL_MAX_BLOCKS = 64
 class RingllCase:
     def __init__(self, N, n, grid, block, calls=2, inplace=False, offs=(0, 0), flags=0,
                  scalar=0, seed=0, schedule="random", quantum=8, overlap=True, stale=True,
-                 special=0.15, note="", grids=None):
+                 special=0.15, note="", grids=None, one_shot=False):
         self.N = N
+        # flags bit 3: the one-shot of 2 ranks (one chunk, one step)
+        self.one_shot = one_shot
         self.n = n
         self.grid = grid
         # per call: the grid of call k is grids[k] (else grid for every call)
@@ -806,8 +823,9 @@ class RingllCase:
     def label(self):
         offs = self.offs if not isinstance(self.offs, list) else \
             "/".join("%d,%d" % tuple(o) for o in self.offs)
-        return ("%sN=%d n=%d grid=%sx%d calls=%d %s offs(dst,a)=%s flags=%d scalar=0x%x seed=%d %s%s%s"
-                % (self.note + " " if self.note else "", self.N, self.n,
+        return ("%s%sN=%d n=%d grid=%sx%d calls=%d %s offs(dst,a)=%s flags=%d scalar=0x%x seed=%d %s%s%s"
+                % (self.note + " " if self.note else "", "one-shot " if self.one_shot else "",
+                   self.N, self.n,
                    "/".join(map(str, self.grids)) if self.grids else self.grid, self.block,
                    self.calls, "in-place" if self.inplace else "out-of-place", offs,
                    self.flags, self.scalar, self.seed, self.schedule,
@@ -822,7 +840,7 @@ def _setup_ringll(info, case, m, ti, timeout_ns=0):
     a guard zone), zeroed."""
     N, n = case.N, case.n
     nb = n * ti.size
-    half = ll_half_bytes(n, N, ti.size)
+    half = ll_half_bytes(n, N, ti.size, case.one_shot)
     bufs = Buffers(m)
     ranks = []
     for r in range(N):
@@ -905,7 +923,8 @@ def run_ringll(info, case, max_steps=10_000_000):
     m = Machine(seed=case.seed, schedule=case.schedule, quantum=case.quantum)
     ranks = _setup_ringll(info, case, m, ti)
     half = ranks[0].half
-    bounds = chunk_bounds(n, N, ti.size)
+    bounds = chunk_bounds(n, 1 if case.one_shot else N, ti.size)
+    flags = case.flags | (8 if case.one_shot else 0)
     label = case.label()
     kern = info.kernel
     nxt = [0] * N
@@ -932,7 +951,7 @@ def run_ringll(info, case, max_steps=10_000_000):
             m.mem.write(P.ll[k % 2], ((seqs << np.uint64(32)) | data).astype("<u8").tobytes())
         grid = case.grids[k] if case.grids else case.grid
         g = m.launch(kern, grid, case.block,
-                     _ringll_params(R, P, k, n, N, case.flags, case.scalar),
+                     _ringll_params(R, P, k, n, N, flags, case.scalar),
                      name="rank%d call%d" % (r, k))
         g.rank = r
         g.call = k
@@ -982,6 +1001,9 @@ def run_ringll(info, case, max_steps=10_000_000):
     for k in range(case.calls):
         exp, lenient = ringll_ref(info.sfx, info.op, inputs[k], case.flags, case.scalar)
         for r in range(N):
+            if case.one_shot:
+                exp, lenient = oneshot_ref(info.sfx, info.op, inputs[k], r, case.flags,
+                                           case.scalar)
             got = results.get((r, k))
             if got is None:
                 return CaseResult(False, label, "rank %d call %d did not finish" % (r, k), m.steps)
@@ -995,6 +1017,11 @@ def run_ringll(info, case, max_steps=10_000_000):
                                   m.steps)
             for key, v in z.items():
                 zs[key] = zs.get(key, 0) + v
+        if case.one_shot:
+            # each rank reduces its own a with the other's, in that order
+            # (as the plan says): equal up to a NaN's payload or a zero's
+            # sign, which the reference checks per rank
+            continue
         g0 = results[(0, k)]
         for r in range(1, N):
             d = np.nonzero(results[(r, k)] != g0)[0]
@@ -1190,8 +1217,18 @@ def ringll_cases(info, mode, seed0=0):
     # per-block call count would accept (a wrong result found on a GPU).
     add(N=2, n=12 * E, grid=1, grids=[1, 1, 3], block=4, calls=3, stale=False,
         note="grids-change")
+    # the one-shot (flags bit 3): one chunk, one step, mixed alignments
+    add(N=2, n=5 * E + 3, grid=2, block=4, calls=3, offs=[(0, 0), (1 % E, E - 1)],
+        one_shot=True, note="mixed-align")
     if mode != "full":
         return cases
+    add(N=2, n=1, grid=1, block=8, calls=2, one_shot=True, note="one element")
+    add(N=2, n=9 * E + 1, grid=3, block=5, calls=3, inplace=True, offs=(h, h),
+        one_shot=True, note="in-place")
+    add(N=2, n=4 * E, grid=1, grids=[1, 3, 2, 1], block=4, calls=4, one_shot=True,
+        stale=False, note="grids-change")
+    add(N=2, n=3 * E + 2, grid=2, block=4, calls=3, schedule="rr", quantum=3,
+        one_shot=True, special=0.6, note="rr specials")
     # N = 2
     add(N=2, n=1, grid=1, block=8, calls=2, note="n<N")
     add(N=2, n=E + 1, grid=1, block=8, calls=3, inplace=True, note="elements")

@@ -19,6 +19,7 @@ pub(crate) mod flag;
 pub(crate) mod fused;
 pub(crate) mod hier;
 pub(crate) mod oneshot;
+pub(crate) mod oneshotll;
 pub mod probe;
 pub(crate) mod ps;
 pub(crate) mod ring;
@@ -185,6 +186,11 @@ pub const REGISTRY: &[Entry] = &[
         flag::parse,
         &["oneshot:flag"],
         "oneshot:flag (2 ranks: one exchange kernel per rank, synchronized by flags in GPU memory)",
+    ),
+    Entry::new(
+        oneshotll::parse,
+        &["oneshot:ll"],
+        "oneshot:ll (2 ranks: one kernel per rank stores its whole input into the peer's slot with the flag in the same words, then reduces what the peer stored; no flag round trip)",
     ),
     Entry::new(
         ringflag::parse,

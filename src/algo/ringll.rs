@@ -85,7 +85,23 @@ pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
 /// The plan on LL half `parity`; `fenced` makes each rank's kernel wait
 /// for its own and both neighbours' Begin.
 pub fn plan(shape: &Shape, parity: usize, fenced: bool) -> Plan {
-    let mut b = PlanBuilder::new("ring:ll", *shape);
+    kernel_plan("ring:ll", KernelKind::LlRing, shape, parity, fenced, steps)
+}
+
+/// The plan of an LL kernel of `kind` (its steps from `steps`, the put and
+/// receive of each step in turn, as [`steps`] gives them): one kernel op
+/// per rank, each put raising a flag of its own and each receive waiting
+/// for the left neighbour's put of the same step. Its LL slots: two halves
+/// of [`crate::schedule::ll_cut`]'s slots.
+pub(crate) fn kernel_plan(
+    name: &str,
+    kind: KernelKind,
+    shape: &Shape,
+    parity: usize,
+    fenced: bool,
+    steps: fn(&Shape, usize, usize) -> Vec<(Label, OpKind)>,
+) -> Plan {
+    let mut b = PlanBuilder::new(name, *shape);
     if !fenced {
         b.unfenced();
     }
@@ -94,15 +110,14 @@ pub fn plan(shape: &Shape, parity: usize, fenced: bool) -> Plan {
     if n < 2 || shape.count == 0 {
         return local_only(b, &begin);
     }
-    let ring = RingSchedule::all_reduce(n);
-    let slots = 2 * ring.steps();
-    b.lines(2 * slots * crate::schedule::ll_slot_len(shape.count, n, shape.elem_size));
+    let (chunks, slots) = crate::schedule::ll_cut(n, kind == KernelKind::LlOneShot);
+    b.lines(2 * slots * crate::schedule::ll_slot_len(shape.count, chunks, shape.elem_size));
     // Every put's flag first: a receive names its left neighbour's.
     let flags: Vec<Vec<_>> = (0..n)
         .map(|r| (0..slots).map(|_| b.flag(r)).collect())
         .collect();
     for r in 0..n {
-        let (left, right) = (ring.left(r), ring.right(r));
+        let (left, right) = (crate::schedule::left(r, n), crate::schedule::right(r, n));
         let st = steps(shape, r, parity)
             .into_iter()
             .enumerate()
@@ -133,14 +148,14 @@ pub fn plan(shape: &Shape, parity: usize, fenced: bool) -> Plan {
         b.push(
             r,
             Lane::Compute,
-            OpKind::Kernel(Kernel {
-                kind: KernelKind::LlRing,
-                steps: st,
-            }),
+            OpKind::Kernel(Kernel { kind, steps: st }),
             waits,
             false,
             Label {
-                note: "LL ring kernel",
+                note: match kind {
+                    KernelKind::LlOneShot => "LL one-shot kernel",
+                    KernelKind::LlRing | KernelKind::Exchange => "LL ring kernel",
+                },
                 ..Label::default()
             },
         );

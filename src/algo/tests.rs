@@ -320,6 +320,7 @@ fn parse_names() {
         "oneshot:flag",
         "ring:flag",
         "ring:ll",
+        "oneshot:ll",
         "ps",
         "bcast",
         "bcast:pipe4",
@@ -892,7 +893,11 @@ fn negative_ll_ring_kernel() {
             label: Default::default(),
         },
     );
-    assert!(err(&p).contains("LL slots outside an LL kernel"), "{}", err(&p));
+    assert!(
+        err(&p).contains("LL slots outside an LL kernel"),
+        "{}",
+        err(&p)
+    );
     // A receive that waits for an event (rank 0's Begin), not a flag.
     let mut p = good.clone();
     steps(&mut p, 1)[1].waits = vec![SignalId(0)];
@@ -923,6 +928,20 @@ fn negative_ll_ring_kernel() {
     let mut p = good.clone();
     steps(&mut p, 1)[1].waits.clear();
     assert!(err(&p).contains("one flag"), "{}", err(&p));
+    // A one-shot's kernel on 3 ranks.
+    let mut p = good.clone();
+    for ops in &mut p.ops {
+        for o in ops {
+            if let OpKind::Kernel(k) = &mut o.kind {
+                k.kind = crate::plan::KernelKind::LlOneShot;
+            }
+        }
+    }
+    assert!(
+        err(&p).contains("one put and one receive on 2 ranks"),
+        "{}",
+        err(&p)
+    );
     // A kernel on the copy lane.
     let mut p = good;
     for o in &mut p.ops[2] {

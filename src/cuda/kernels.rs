@@ -195,6 +195,9 @@ pub struct RingLl<'a, 'id> {
     /// bit 0: pre on this rank's input at every reduce step, bit 1: pre on
     /// what step 0 receives, bit 2: post at the last reduce step.
     pub flags: u64,
+    /// The one-shot of 2 ranks on the same kernel (its flags bit 3): one
+    /// chunk, the whole buffer, in one step.
+    pub one_shot: bool,
     pub scalar: u64,
 }
 
@@ -397,14 +400,17 @@ impl<'id> Stream<'id> {
     /// LL halves long enough for the slots the kernel computes.
     pub fn ring_ll(&self, k: &Kernel<'id>, x: &RingLl<'_, 'id>) -> CuResult<()> {
         const CALL: &str = "cuLaunchKernel(ring_ll)";
-        if x.ranks < 2 || x.rank >= x.ranks || x.count == 0 {
+        if x.ranks < 2 || x.rank >= x.ranks || x.count == 0 || (x.one_shot && x.ranks != 2) {
             return Err(err(
                 CALL,
                 format!(
-                    "rank {} of {} ranks, {} elements (a ring of at least 2 ranks, a rank of it, at least one element)",
+                    "rank {} of {} ranks, {} elements (a ring of at least 2 ranks, a one-shot of 2, a rank of it, at least one element)",
                     x.rank, x.ranks, x.count
                 ),
             ));
+        }
+        if x.flags & !0b111 != 0 {
+            return Err(err(CALL, format!("flags {:#x}: bits 0-2 only", x.flags)));
         }
         let bytes = x
             .count
@@ -418,9 +424,10 @@ impl<'id> Stream<'id> {
         if overlap(pd, pa, bytes) && pd != pa {
             return Err(err(CALL, "the output partially overlaps the input"));
         }
-        let slot = crate::schedule::ll_slot_bytes(x.count, x.ranks, x.elem);
+        let (chunks, slots) = crate::schedule::ll_cut(x.ranks, x.one_shot);
+        let slot = crate::schedule::ll_slot_bytes(x.count, chunks, x.elem);
         let half = slot
-            .checked_mul(2 * (x.ranks - 1))
+            .checked_mul(slots)
             .ok_or_else(|| err(CALL, "the LL half's size overflows"))?;
         for off in [x.my_ll.1, x.peer_ll.1] {
             aligned(CALL, off, 16)?;
@@ -446,16 +453,16 @@ impl<'id> Stream<'id> {
             x.count as u64,
             x.ranks as u64,
             x.rank as u64,
-            x.flags,
+            x.flags | if x.one_shot { 8 } else { 0 },
             x.scalar,
             ctrl,
         ];
         // SAFETY: the LL ring kernels take eleven u64 parameters in this
         // order; dst and a lie in live allocations of this context for
         // count elements, element-aligned (checked); both LL halves are
-        // 16-byte aligned and hold the 2(N-1) slots of
+        // 16-byte aligned and hold the slots of `schedule::ll_cut` and
         // `schedule::ll_slot_bytes` that the kernel computes from (count,
-        // N, elem) (checked), my half in this context, the right
+        // N, elem, flags bit 3; a one-shot only on 2 ranks) (checked), my half in this context, the right
         // neighbour's in a live peer allocation reachable through peer
         // access (checked, kept alive by `_keep`); the call counts hold
         // the LL_MAX_BLOCKS u64 the kernel counts in (checked; blocks <=

@@ -209,7 +209,7 @@ pub enum Buf {
     Recv,
     /// Scratch for incoming partial data, owned by the engine.
     Scratch,
-    /// An LL kernel's slots ([`KernelKind::LlRing`]'s puts land here),
+    /// An LL kernel's slots ([`KernelKind::uses_lines`]: its puts land here),
     /// owned by the engine. A device keeps every element of them in a line
     /// with the call's flag, [`crate::schedule::LL_WIDEN`] times its size,
     /// so a slot starts at a multiple of 8 bytes
@@ -351,8 +351,22 @@ pub enum KernelKind {
     /// call's flag; it raises the step's flag and waits for nothing) or a
     /// *receive* (it waits for one flag of the left neighbour's puts and
     /// reduces or copies that slot into this rank's memory). Slots are
-    /// scratch the step's put writes and only its receive reads.
+    /// LL slots ([`Buf::Lines`]) the step's put writes and only its receive
+    /// reads.
     LlRing,
+    /// The one-shot of two ranks on the LL ring's kernel: the ring of one
+    /// chunk and one step, a *put* of the whole input into the peer's slot
+    /// and a *receive* that reduces it with the input (the contract of
+    /// [`KernelKind::LlRing`], on 2 ranks).
+    LlOneShot,
+}
+
+impl KernelKind {
+    /// Whether its slots are LL slots ([`Buf::Lines`]): words that carry
+    /// the call's flag on a device.
+    pub fn uses_lines(self) -> bool {
+        matches!(self, KernelKind::LlRing | KernelKind::LlOneShot)
+    }
 }
 
 /// One kernel per rank whose steps are ordered on the GPU itself: a step
@@ -409,6 +423,7 @@ impl OpKind {
             OpKind::Kernel(k) => match k.kind {
                 KernelKind::Exchange => "exchange",
                 KernelKind::LlRing => "ll ring kernel",
+                KernelKind::LlOneShot => "ll one-shot kernel",
             },
             OpKind::End => "end",
         }

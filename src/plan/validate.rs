@@ -152,7 +152,7 @@ impl Plan {
         };
         // LL slots carry flags in their words on a device: only an LL
         // kernel's steps may touch them.
-        let in_ll = matches!(kind, OpKind::Kernel(k) if k.kind == KernelKind::LlRing);
+        let in_ll = matches!(kind, OpKind::Kernel(k) if k.kind.uses_lines());
         for e in interp::effects(r, kind) {
             for a in e.accesses() {
                 if a.rank >= n {
@@ -214,6 +214,15 @@ impl Plan {
         // slots are in), by kind.
         let (right, left, slots) = match k.kind {
             KernelKind::LlRing => ((r + 1) % n, (r + n - 1) % n, Buf::Lines),
+            KernelKind::LlOneShot => {
+                if n != 2 || k.steps.len() != 2 {
+                    return Err(format!(
+                        "{}: an LL one-shot is one put and one receive on 2 ranks",
+                        at()
+                    ));
+                }
+                (1 - r, 1 - r, Buf::Lines)
+            }
             KernelKind::Exchange => {
                 let peer = match k.steps.first().map(|s| &s.kind) {
                     Some(OpKind::Copy { to, .. }) => *to,

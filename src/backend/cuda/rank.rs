@@ -614,15 +614,11 @@ fn waited_desc(plan: &Plan, rank: usize, i: usize, from: usize, step: Option<usi
         plan.ops.get(rank).and_then(|o| o.get(i)).map(|o| &o.kind),
         step,
     ) {
-        (Some(crate::plan::OpKind::Kernel(k)), Some(step))
-            if k.kind == crate::plan::KernelKind::LlRing =>
-        {
+        (Some(crate::plan::OpKind::Kernel(k)), Some(step)) if k.kind.uses_lines() => {
             let desc = crate::backend::part_desc(plan, rank, i, 2 * step + 1);
             format!("rank {from}'s lines for {desc}")
         }
-        (Some(crate::plan::OpKind::Kernel(k)), None)
-            if k.kind == crate::plan::KernelKind::LlRing =>
-        {
+        (Some(crate::plan::OpKind::Kernel(k)), None) if k.kind.uses_lines() => {
             format!("rank {from}'s lines in {}", op_desc(plan, rank, i))
         }
         _ => format!("rank {from}'s push in {}", op_desc(plan, rank, i)),

@@ -243,6 +243,13 @@ pub fn register(h: &mut Harness) {
     crate::common::cuda_only(h, "faults::fail_in_an_exchange_kernel", 1, move || {
         mid_collective_of(BackendChoice::Cuda, Fault::Fail, "oneshot:flag", kernel)
     });
+    // The LL one-shot (two ranks, the LL ring's kernel as one step).
+    crate::common::cuda_only(h, "faults::fail_in_an_ll_one_shot_kernel", 1, move || {
+        mid_collective_of(BackendChoice::Cuda, Fault::Fail, "oneshot:ll", kernel)
+    });
+    crate::common::cuda_only(h, "faults::stall_in_an_ll_one_shot_kernel", 1, move || {
+        mid_collective_of(BackendChoice::Cuda, Fault::Stall, "oneshot:ll", kernel)
+    });
 
     test_backend!(
         h,

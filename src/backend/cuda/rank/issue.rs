@@ -486,13 +486,13 @@ impl<'id> Rank<'id> {
                 ranks,
                 half,
                 flags,
+                one_shot,
                 ..
             } => {
                 let k = &kernels()?.ring_ll;
-                // Both ranks' LL buffers hold two halves of 2(N-1) slots.
-                let half_bytes = crate::schedule::ll_slot_bytes(count, ranks, elem)
-                    * 2
-                    * ranks.saturating_sub(1);
+                // Both ranks' LL buffers hold two halves of the kernel's slots.
+                let (chunks, slots) = crate::schedule::ll_cut(ranks, one_shot);
+                let half_bytes = crate::schedule::ll_slot_bytes(count, chunks, elem) * slots;
                 let x = kernels::RingLl {
                     dst: (self.buf(dst.buf)?, dst.offset),
                     a: (self.buf(a.buf)?, a.offset),
@@ -505,6 +505,7 @@ impl<'id> Rank<'id> {
                     calls: (&self.calls, super::LL_CALLS),
                     ctrl: &self.ctrl,
                     flags,
+                    one_shot,
                     scalar,
                 };
                 stream.ring_ll(k, &x).map_err(|e| at.cuda(e))?;

@@ -93,6 +93,8 @@ pub(super) enum DriverOp {
     /// The LL ring kernel: this rank's whole ring all-reduce of `count`
     /// elements from `a` into `dst`, its puts into the `right` rank's LL
     /// lines, on LL half `half` (0 or 1) of both; `steps` plan steps.
+    /// `one_shot`: the one-shot of 2 ranks on the same kernel (one chunk,
+    /// one step).
     RingLl {
         right: usize,
         dst: Addr,
@@ -102,6 +104,7 @@ pub(super) enum DriverOp {
         half: usize,
         steps: usize,
         flags: u64,
+        one_shot: bool,
     },
 }
 
@@ -344,8 +347,8 @@ impl<'p> Lowering<'p> {
                     self.plan.name
                 )))
                 }
-                (KernelKind::LlRing, steps) => {
-                    let work = self.ring_ll(i, steps)?;
+                (kind @ (KernelKind::LlRing | KernelKind::LlOneShot), steps) => {
+                    let work = self.ring_ll(i, kind, steps)?;
                     let right = crate::schedule::right(r, self.plan.shape.ranks);
                     // Its puts: 2(N-1) chunks, about 2(N-1)/N of the buffer
                     // (the plan's bytes; the LL lines on the wire are twice that).
@@ -376,13 +379,14 @@ impl<'p> Lowering<'p> {
         })
     }
 
-    /// Op `i`, an LL ring kernel with `steps`, as the kernel runs it: the
-    /// kernel computes its steps itself (the ring of
-    /// [`crate::algo::ringll::steps`] on one LL half), so the plan's steps
-    /// must be exactly those; anything else is refused rather than run
+    /// Op `i`, an LL kernel of `kind` with `steps`, as the kernel runs it:
+    /// the kernel computes its steps itself (the ring of
+    /// [`crate::algo::ringll::steps`], or the one-shot of
+    /// [`crate::algo::oneshotll::steps`], on one LL half), so the plan's
+    /// steps must be exactly those; anything else is refused rather than run
     /// differently.
-    fn ring_ll(&self, i: usize, steps: &[Op]) -> Result<DriverOp> {
-        use crate::schedule::{ll_slot_len, right};
+    fn ring_ll(&self, i: usize, kind: KernelKind, steps: &[Op]) -> Result<DriverOp> {
+        use crate::schedule::{ll_cut, ll_slot_len, right};
         let (r, shape) = (self.rank, &self.plan.shape);
         let n = shape.ranks;
         let differs = |what: String| {
@@ -392,20 +396,35 @@ impl<'p> Lowering<'p> {
                 crate::backend::op_desc(self.plan, r, i)
             ))
         };
-        if n < 2 || shape.count == 0 || shape.collective != crate::plan::Collective::AllReduce {
-            return Err(differs(
-                "an all-reduce of 2 or more ranks and 1 or more elements".into(),
-            ));
+        let one_shot = kind == KernelKind::LlOneShot;
+        if n < 2
+            || (one_shot && n != 2)
+            || shape.count == 0
+            || shape.collective != crate::plan::Collective::AllReduce
+        {
+            return Err(differs(format!(
+                "an all-reduce of {} ranks and 1 or more elements",
+                if one_shot { "2" } else { "2 or more" }
+            )));
         }
         // The slot of step 0's receive fixes the half.
-        let per_half = 2 * (n - 1) * ll_slot_len(shape.count, n, shape.elem_size);
+        let (chunks, slots) = ll_cut(n, one_shot);
+        let per_half = slots * ll_slot_len(shape.count, chunks, shape.elem_size);
         let half = match steps.get(1).map(|s| &s.kind) {
             Some(OpKind::Reduce { b, .. }) if per_half > 0 => b.range.start / per_half,
             _ => 0,
         };
-        let want = crate::algo::ringll::steps(shape, r, half);
+        let want = if one_shot {
+            crate::algo::oneshotll::steps(shape, r, half)
+        } else {
+            crate::algo::ringll::steps(shape, r, half)
+        };
         if steps.len() != want.len() {
-            return Err(differs(format!("{} steps, not {}", steps.len(), want.len())));
+            return Err(differs(format!(
+                "{} steps, not {}",
+                steps.len(),
+                want.len()
+            )));
         }
         if let Some(j) = (0..steps.len()).find(|&j| steps[j].kind != want[j].1) {
             return Err(differs(format!("step {}", j / 2)));
@@ -422,6 +441,7 @@ impl<'p> Lowering<'p> {
             half,
             steps: steps.len(),
             flags: 0b111,
+            one_shot,
         })
     }
 

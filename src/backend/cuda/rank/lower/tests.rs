@@ -90,6 +90,42 @@ fn an_ll_ring_unlike_the_kernels_is_refused() {
     let low = Lowering::new(&plan, 0, &bind, 4).expect("lowering");
     let m = low.op(i).unwrap_err().to_string();
     assert!(m.contains("not the ring the LL kernel runs: step 1"), "{m}");
+
+    // The one-shot runs on the same kernel, as the ring of one chunk: its
+    // plan lowers to the one-shot and nothing else, and a ring's steps
+    // under the one-shot's kind are refused.
+    let shape = Shape::all_reduce(2, 1003, 4, false);
+    let one = crate::algo::parse("oneshot:ll").unwrap();
+    let mut plan = (*one.path(&shape).next(true).unwrap()).clone();
+    let bind: Vec<Binding> = (0..2).map(binding).collect();
+    let kernel = |p: &Plan| {
+        p.ops[1]
+            .iter()
+            .position(|o| matches!(o.kind, OpKind::Kernel(_)))
+            .unwrap()
+    };
+    let i = kernel(&plan);
+    let low = Lowering::new(&plan, 1, &bind, 4).expect("lowering");
+    assert!(matches!(
+        low.op(i).unwrap().work,
+        DriverOp::RingLl {
+            half: 1,
+            one_shot: true,
+            steps: 2,
+            ..
+        }
+    ));
+    let ring = crate::algo::ringll::plan(&shape, 1, false);
+    let OpKind::Kernel(rk) = &ring.ops[1][kernel(&ring)].kind else {
+        unreachable!()
+    };
+    let OpKind::Kernel(k) = &mut plan.ops[1][i].kind else {
+        unreachable!()
+    };
+    k.steps = rk.steps.clone();
+    let low = Lowering::new(&plan, 1, &bind, 4).expect("lowering");
+    let m = low.op(i).unwrap_err().to_string();
+    assert!(m.contains("not the ring the LL kernel runs"), "{m}");
 }
 
 /// One op lowered: (rank, op index, waits, lowered).
@@ -251,11 +287,13 @@ fn every_op_lowers_to_exactly_the_work_the_plan_says() {
                         half,
                         steps,
                         flags,
+                        one_shot,
                     },
                 ) => {
                     // The steps themselves are checked against the
                     // kernel's ring by the lowering (an_ll_ring_unlike...).
-                    assert_eq!(k.kind, KernelKind::LlRing, "{at}");
+                    assert!(k.kind.uses_lines(), "{at}");
+                    assert_eq!(one_shot, k.kind == KernelKind::LlOneShot, "{at}");
                     assert_eq!(right, (r + 1) % plan.ranks(), "{at}");
                     assert!(is_region(&dst, r, &plan.shape.output(r), elem), "{at}");
                     assert!(is_region(&a, r, &plan.shape.input(r), elem), "{at}");
