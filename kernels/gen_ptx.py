@@ -1528,7 +1528,8 @@ def _ringll_kernel(T, op):
         "    .param .u64 scalar,         // %s" % ("bits of s (%s)" % T.ctype if op == "premulsum"
                                                     else "the divisor N >= 1" if op == "sumpostdiv"
                                                     else "ignored by this op"),
-        "    .param .u64 ctrl            // host-mapped {u32 abort, u32 status, u64 timeout_ns, u32 steps[LL_MAX_BLOCKS]}",
+        "    .param .u64 ctrl,           // host-mapped {u32 abort, u32 status, u64 timeout_ns, u32 steps[LL_MAX_BLOCKS]}",
+        "    .param .u64 stamps          // u64* the step times (K + 2 words, %globaltimer), or 0",
         ")",
         ".maxntid %d, 1, 1                // the staging below: 16 bytes per thread" % LL_MAX_THREADS,
         "{",
@@ -1541,6 +1542,7 @@ def _ringll_kernel(T, op):
         decl(".pred", "%p_put", "this step forwards what it received"),
         decl(".pred", "%p_fast", "this line: whole and 8-byte aligned"),
         decl(".pred", "%p_one", "flags bit 3: the one-shot (one chunk, one step)"),
+        decl(".pred", "%p_st", "this thread writes the step times"),
         "",
         "    .reg .u32   %r_tid, %r_ntid, %r_ctaid, %r_nctaid;",
         decl(".u32", "%r_seq", "this call's number: the flag of its lines"),
@@ -1563,6 +1565,7 @@ def _ringll_kernel(T, op):
         decl(".u64", "%rd_ps, %rd_pp", "my slot k, the right rank's slot k+1"),
         "    .reg .u64   %rd_p0, %rd_p1, %rd_p2, %rd_w0, %rd_w1, %rd_tmp, %rd_t2;",
         "    .reg .u64   %rd_t, %rd_hn, %rd_old, %rd_timeout, %rd_t0;",
+        decl(".u64", "%rd_stamps", "where the step times go (stamps)"),
     ]
     if size <= 4:
         o.append("    .reg %-6s %%a0x, %%a0y, %%b0x, %%b0y;  // a line as two words" % T.word)
@@ -1601,6 +1604,9 @@ def _ringll_kernel(T, op):
           ins("and.b64", "%rd_C, %rd_C, 8"),
           ins("setp.ne.u64", "%p_one, %rd_C, 0", "the one-shot (the host asks it of 2 ranks only)"),
           ins("selp.u64", "%rd_C, 1, %rd_N, %p_one", "C chunks"),
+          ins("ld.param.u64", "%rd_stamps, [stamps]"),
+          ins("setp.ne.u64", "%p_st, %rd_stamps, 0", "step times asked for"),
+          ins("cvta.to.global.u64", "%rd_stamps, %rd_stamps"),
           ""] + thread_indices()
     o += [ins("mov.u32", "%r_stb, stage"),
           ins("shl.b32", "%r_tmp, %r_tid, 4"),
@@ -1651,6 +1657,15 @@ def _ringll_kernel(T, op):
           ins("ld.shared.u64", "%rd_tmp, [s_seq]"),
           ins("cvt.u32.u64", "%r_seq, %rd_tmp"),
           ""]
+    o += section("The step times",
+                 "With stamps (the host asks for them on timed calls), block 0's\n"
+                 "thread 0 writes %globaltimer there as it starts (word 0), when it\n"
+                 "has put its lines of step 0 (word 1) and when it has its lines of\n"
+                 "step k (word 2 + k): the kernel's own clock of its steps, one\n"
+                 "thread's view (the other threads' lines run beside it).")
+    o += [ins("setp.eq.and.u32", "%p_st, %r_ctaid, 0, %p_st"),
+          ins("and.pred", "%p_st, %p_t0, %p_st", "block 0, thread 0")]
+    o += stamp(0) + [""]
     if has_arg:
         o += op_setup(F, op, T, section.next())
         if op == "premulsum":
@@ -1734,7 +1749,7 @@ def _ringll_kernel(T, op):
     o += ll_store("%rd_ps")
     o += [ins("add.u64", "%rd_j, %rd_j, %rd_ntid"),
           ins("bra.uni", "P0_LINE"),
-          label("P0_DONE"),
+          label("P0_DONE")] + stamp(1) + [
           ""]
 
     # The steps
@@ -1884,13 +1899,26 @@ def _ringll_kernel(T, op):
     o += [label("NEXT_LINE"),
           ins("add.u64", "%rd_j, %rd_j, %rd_ntid"),
           ins("bra.uni", "LINE"),
-          label("LINE_DONE"),
+          label("LINE_DONE")] + stamp("%rd_k") + [
           ins("add.u64", "%rd_k, %rd_k, 1"),
           ins("bra.uni", "STEP"),
           label("EXIT"),
           ins("ret"),
           "}"]
     return o
+
+
+def stamp(at):
+    """Where %p_st holds: %globaltimer into word `at` of the stamps (a
+    constant, or 2 + the register's value)."""
+    if isinstance(at, int):
+        return [ins("mov.u64", "%rd_t, %globaltimer"),
+                ins("@%%p_st st.global.u64" % (), "[%%rd_stamps+%d], %%rd_t" % (8 * at),
+                    "step time %d" % at)]
+    return [ins("mov.u64", "%rd_t, %globaltimer"),
+            ins("shl.b64", "%%rd_tmp, %s, 3" % at),
+            ins("add.u64", "%rd_tmp, %rd_tmp, %rd_stamps"),
+            ins("@%p_st st.global.u64", "[%rd_tmp+16], %rd_t", "step time 2 + k")]
 
 
 class LineShape:

@@ -8,7 +8,8 @@ Kernel ABIs, told apart by the parameter list:
                                                             old f32 sum, traps on timeout
   exchange (... , n, flags, scalar, ctrl)                   rr_exchange_<op>_<sfx>
   ringll   (dst, a, my_ll, peer_ll, calls, n, ranks, rank, flags, scalar, ctrl)
-                                                            rr_ringll_<op>_<sfx>
+                                                            the first LL kernels
+  ringll   (..., ctrl, stamps)                              rr_ringll_<op>_<sfx>
 
 Memory layout: every buffer is its own allocation, placed so that its address
 has the wanted offset modulo 16, with a 32-byte no-access guard zone right
@@ -76,7 +77,7 @@ def classify(module, name):
         if params == REDUCE_OLD and op == "sum":
             return KernelInfo(module, name, family, op, sfx, "old")
     elif family == "ringll":
-        if params == RINGLL:
+        if params in (RINGLL, RINGLL + ["stamps"]):
             return KernelInfo(module, name, family, op, sfx, "new")
     else:
         if params == EXCH_NEW:
@@ -788,8 +789,10 @@ LL_MAX_BLOCKS = 64
 class RingllCase:
     def __init__(self, N, n, grid, block, calls=2, inplace=False, offs=(0, 0), flags=0,
                  scalar=0, seed=0, schedule="random", quantum=8, overlap=True, stale=True,
-                 special=0.15, note="", grids=None, one_shot=False):
+                 special=0.15, note="", grids=None, one_shot=False, stamps=False):
         self.N = N
+        # pass a stamps buffer: the kernel writes its step times there
+        self.stamps = stamps
         # flags bit 3: the one-shot of 2 ranks (one chunk, one step)
         self.one_shot = one_shot
         self.n = n
@@ -829,7 +832,8 @@ class RingllCase:
                    "/".join(map(str, self.grids)) if self.grids else self.grid, self.block,
                    self.calls, "in-place" if self.inplace else "out-of-place", offs,
                    self.flags, self.scalar, self.seed, self.schedule,
-                   "" if self.overlap else " serialized", "" if self.stale else " zeroed-ll")
+                   "" if self.overlap else " serialized", "" if self.stale else " zeroed-ll"
+                   + (" stamps" if self.stamps else ""))
                 ).strip()
 
 
@@ -856,13 +860,33 @@ def _setup_ringll(info, case, m, ti, timeout_ns=0):
                             bytes(8) + int(timeout_ns).to_bytes(8, "little")
                             + bytes(4 * LL_MAX_BLOCKS))
         R.half = half
+        R.steps = 1 if case.one_shot else 2 * (N - 1)
+        # (a frozen fixture has no stamps parameter: none there)
+        stamps = case.stamps and len(info.kernel.param_list) > len(RINGLL)
+        R.stamps = (bufs.place("rank%d stamps" % r, 8 * (R.steps + 2), 0, bytes(8 * (R.steps + 2)))
+                    if stamps else 0)
         ranks.append(R)
     return ranks
 
 
-def _ringll_params(R, right, k, n, N, flags, scalar):
+def _ringll_params(kernel, R, right, k, n, N, flags, scalar):
+    """The kernel's parameters; `stamps` (R.stamps, 0 for none) where the
+    kernel has it (a frozen fixture may not)."""
     h = k % 2
-    return [R.dst, R.a, R.ll[h], right.ll[h], R.calls, n, N, R.r, flags, scalar, R.ctrl]
+    p = [R.dst, R.a, R.ll[h], right.ll[h], R.calls, n, N, R.r, flags, scalar, R.ctrl]
+    if len(kernel.param_list) > len(p):
+        p.append(getattr(R, "stamps", 0))
+    return p
+
+
+def _check_stamps(m, R, r, k):
+    """The step times a call wrote: K + 2 nonzero words, never decreasing;
+    an error text, or None."""
+    w = np.frombuffer(m.mem.read(R.stamps, 8 * (R.steps + 2)), dtype=np.uint64)
+    if np.any(w == 0) or np.any(np.diff(w.astype(np.int64)) < 0):
+        return "rank %d call %d: step times %s (K + 2 = %d nonzero, never decreasing)" % (
+            r, k, w.tolist(), R.steps + 2)
+    return None
 
 
 def _stray_stores(m, g, allowed):
@@ -951,11 +975,13 @@ def run_ringll(info, case, max_steps=10_000_000):
             m.mem.write(P.ll[k % 2], ((seqs << np.uint64(32)) | data).astype("<u8").tobytes())
         grid = case.grids[k] if case.grids else case.grid
         g = m.launch(kern, grid, case.block,
-                     _ringll_params(R, P, k, n, N, flags, case.scalar),
+                     _ringll_params(kern, R, P, k, n, N, flags, case.scalar),
                      name="rank%d call%d" % (r, k))
         g.rank = r
         g.call = k
-        g.allowed = {R.dst, P.ll[k % 2], R.calls, R.ctrl}
+        g.allowed = {R.dst, P.ll[k % 2], R.calls, R.ctrl, R.stamps}
+        if R.stamps:
+            m.mem.write(R.stamps, bytes(8 * (R.steps + 2)))
         grids.append(g)
         nxt[r] = k + 1
 
@@ -974,6 +1000,8 @@ def run_ringll(info, case, max_steps=10_000_000):
             results[(r, k)] = "rank %d call %d: dst element %d was never written" % (r, k, first)
         elif not case.inplace and m.mem.read(R.a, nb) != inputs[k][r].tobytes():
             results[(r, k)] = "rank %d call %d: input a was modified (out of place)" % (r, k)
+        elif R.stamps and _check_stamps(m, R, r, k):
+            results[(r, k)] = _check_stamps(m, R, r, k)
         else:
             results[(r, k)] = np.frombuffer(m.mem.read(R.dst, nb), dtype=ti.udtype).copy()
         if case.overlap and nxt[r] < case.calls:
@@ -1065,7 +1093,7 @@ def run_ringll_fault(info, kind, seed=1, N=3, n=37, grid=2, block=8):
     m.mem.write(R.a, a.tobytes())
     has_arg = info.op in ("premulsum", "sumpostdiv")
     scalar = gen_scalar(ti, info.op, rng, 1)     # a valid one (sumpostdiv: N >= 1)
-    params = _ringll_params(R, P, 0, n, N, 7 if has_arg else 0, scalar)
+    params = _ringll_params(info.kernel, R, P, 0, n, N, 7 if has_arg else 0, scalar)
     g = m.launch(info.kernel, grid, block, params, name="rank0 alone")
 
     def stray():
@@ -1159,7 +1187,7 @@ def run_ringll_stuck(info, seed=1, n=37, grid=2, block=8):
         R, P = ranks[r], ranks[(r + 1) % N]
         m.mem.write(R.a, gen_values(ti, n, rng).tobytes())
         m.launch(info.kernel, grid, block,
-                 _ringll_params(R, P, 0, n, N, 7 if has_arg else 0, scalar),
+                 _ringll_params(info.kernel, R, P, 0, n, N, 7 if has_arg else 0, scalar),
                  name="rank%d" % r)
     try:
         m.run(max_steps=1_000_000)
@@ -1204,7 +1232,7 @@ def ringll_cases(info, mode, seed0=0):
     # the fast path (dst and a 8-byte aligned) on some ranks, the unaligned
     # one on others, 16-byte alignment on none but rank 0
     mixed3 = [(0, 0), (1 % E, E - 1), (h, h if E > 2 else 0)]
-    add(N=3, n=6 * E + 5, grid=2, block=8, calls=2, offs=mixed3, note="mixed-align")
+    add(N=3, n=6 * E + 5, grid=2, block=8, calls=2, offs=mixed3, stamps=True, note="mixed-align")
     small = {"sum": dict(N=2, n=E + 1, grid=1, block=8),
              "prod": dict(N=4, n=3, grid=2, block=4),
              "max": dict(N=3, n=2, grid=1, block=8),
@@ -1219,7 +1247,7 @@ def ringll_cases(info, mode, seed0=0):
         note="grids-change")
     # the one-shot (flags bit 3): one chunk, one step, mixed alignments
     add(N=2, n=5 * E + 3, grid=2, block=4, calls=3, offs=[(0, 0), (1 % E, E - 1)],
-        one_shot=True, note="mixed-align")
+        one_shot=True, stamps=True, note="mixed-align")
     if mode != "full":
         return cases
     add(N=2, n=1, grid=1, block=8, calls=2, one_shot=True, note="one element")

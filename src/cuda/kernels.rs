@@ -199,6 +199,10 @@ pub struct RingLl<'a, 'id> {
     /// chunk, the whole buffer, in one step.
     pub one_shot: bool,
     pub scalar: u64,
+    /// Where the kernel writes its step times (`%globaltimer`, K + 2
+    /// words: its start, step 0's put, the end of each of its K steps),
+    /// or none.
+    pub stamps: Option<&'a HostMapped>,
 }
 
 /// The second operand of a reduce: this device's memory, or a peer's read
@@ -444,6 +448,14 @@ impl<'id> Stream<'id> {
         x.ctrl
             .device_ptr((16 + 4 * LL_MAX_BLOCKS).div_ceil(8) - 1)?;
         let ctrl = x.ctrl.device_ptr(0)?;
+        let stamps = match x.stamps {
+            // Its last word: the end of step K - 1.
+            Some(h) => {
+                h.device_ptr(slots + 1)?;
+                h.device_ptr(0)?
+            }
+            None => 0,
+        };
         let args = [
             pd,
             pa,
@@ -456,8 +468,9 @@ impl<'id> Stream<'id> {
             x.flags | if x.one_shot { 8 } else { 0 },
             x.scalar,
             ctrl,
+            stamps,
         ];
-        // SAFETY: the LL ring kernels take eleven u64 parameters in this
+        // SAFETY: the LL ring kernels take twelve u64 parameters in this
         // order; dst and a lie in live allocations of this context for
         // count elements, element-aligned (checked); both LL halves are
         // 16-byte aligned and hold the slots of `schedule::ll_cut` and
@@ -467,9 +480,11 @@ impl<'id> Stream<'id> {
         // access (checked, kept alive by `_keep`); the call counts hold
         // the LL_MAX_BLOCKS u64 the kernel counts in (checked; blocks <=
         // LL_MAX_BLOCKS by `ll_blocks`) and ctrl is a live host-mapped
-        // block holding the step words of LL_MAX_BLOCKS blocks (checked). The kernel writes only
-        // dst, the peer's half, its call counts, the status word and its
-        // blocks' step words.
+        // block holding the step words of LL_MAX_BLOCKS blocks (checked);
+        // stamps is 0 or a live host-mapped block of K + 2 words (K = the
+        // half's slots: checked). The kernel writes only dst, the peer's
+        // half, its call counts, the status word, its blocks' step words
+        // and the stamps.
         unsafe { self.launch_1d(k, blocks, &args, CALL) }
     }
 

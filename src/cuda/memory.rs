@@ -325,6 +325,20 @@ impl HostMapped {
         Ok(self.dev + 8 * i as u64)
     }
 
+    /// Its size in 8-byte words.
+    pub fn words(&self) -> usize {
+        self.words
+    }
+
+    /// Volatile read of word `i` (0 out of range).
+    pub fn load_u64(&self, i: usize) -> u64 {
+        if i >= self.words {
+            return 0;
+        }
+        // SAFETY: in bounds of a live pinned allocation, 8-byte aligned.
+        unsafe { std::ptr::read_volatile(self.host.add(i)) }
+    }
+
     /// Volatile write of word `i` (ignored when out of range).
     pub fn store_u64(&self, i: usize, v: u64) {
         if i < self.words {

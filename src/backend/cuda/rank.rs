@@ -79,8 +79,11 @@ struct Kernels<'id> {
 /// takes).
 #[derive(Default)]
 struct Instruments<'id> {
-    /// The timed calls' timing events or CUPTI ids.
-    timing: Vec<Timed<'id>>,
+    /// The timed calls' timing events or CUPTI ids, each with the step
+    /// times its LL kernels wrote.
+    timing: Vec<(Timed<'id>, Vec<timing::StepTimes>)>,
+    /// Step-time buffers already read, for reuse.
+    spare_stamps: Vec<HostMapped>,
     /// Timing events already created and read, for reuse: creating an event
     /// per op and call was most of the timeline's measurement overhead.
     spare_events: Vec<TimingEvent<'id>>,
@@ -537,6 +540,7 @@ impl Rank<'_> {
             .instr
             .timing
             .drain(..)
+            .map(|(t, _)| t)
             .chain(self.instr.nccl_timing.drain(..))
             .filter(|t| matches!(t, Timed::Cupti(..)))
             .count();
@@ -601,6 +605,10 @@ impl Rank<'_> {
         std::mem::forget(self.nccl.take());
         for (_, b) in self.bufs.drain() {
             std::mem::forget(b);
+        }
+        // A kernel that does not end may still write its step times.
+        for (_, stamps) in self.instr.timing.drain(..) {
+            std::mem::forget(stamps);
         }
     }
 }

@@ -325,7 +325,13 @@ impl Timeline {
                     (OpKind::Copy { .. }, _) => Category::Copy,
                     _ => Category::Reduce,
                 };
-                let l = &op.label;
+                // A kernel's step is labelled with its own place in the
+                // schedule (an exchange's steps carry the op's note).
+                let l = if part.label.phase.is_some() {
+                    part.label
+                } else {
+                    &op.label
+                };
                 let mut kind_name = op.kind.name().to_string();
                 if parts.len() > 1 {
                     let _ = write!(

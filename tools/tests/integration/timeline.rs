@@ -578,6 +578,74 @@ pub fn register(h: &mut Harness) {
         pass()
     });
 
+    // The LL ring's steps from the kernel's own clock: each part of its
+    // kernel gets a span of its own (before, every part had the kernel's),
+    // the receives one after the other, inside the kernel's time.
+    cuda_only(
+        h,
+        "timeline::ll_kernel_steps_from_the_kernels_clock",
+        1,
+        || {
+            let n = 3;
+            let mut e = crate::common::engine::<f32>(BackendChoice::Cuda, n)?;
+            let o = RecordOptions {
+                choice: "ring:ll".parse::<AlgoChoice>().map_err(|e| e.to_string())?,
+                collective: Collective::AllReduce,
+                count: 1 << 18,
+                in_place: false,
+                op: ReduceOp::Sum,
+                warmup: 2,
+                calls: 2,
+                overhead: None,
+                nccl: false,
+                isolated: false,
+            };
+            let r = timeline::record(&mut e, &o).map_err(|e| e.to_string())?;
+            let t = &r.timeline;
+            let slices = t.slices()?;
+            for rank in 0..n {
+                let mut parts: Vec<_> = slices
+                    .iter()
+                    .filter(|s| s.rank == rank && s.call == 0 && !s.nccl && s.phase.is_some())
+                    .collect();
+                parts.sort_by_key(|s| s.part);
+                ensure!(
+                    parts.len() == 4 * (n - 1),
+                    "rank {rank}: {} kernel parts, not {}",
+                    parts.len(),
+                    4 * (n - 1)
+                );
+                let receives: Vec<_> = parts.iter().skip(1).step_by(2).collect();
+                for w in receives.windows(2) {
+                    ensure!(
+                        w[1].start_ns + 1.0 >= w[0].end_ns,
+                        "rank {rank}: step {} starts before step {} ends: {:?} {:?}",
+                        w[1].part / 2,
+                        w[0].part / 2,
+                        (w[1].start_ns, w[1].end_ns),
+                        (w[0].start_ns, w[0].end_ns)
+                    );
+                }
+                let (first, last) = (receives[0], receives[receives.len() - 1]);
+                ensure!(
+                    (first.start_ns, first.end_ns) != (last.start_ns, last.end_ns),
+                    "rank {rank}: every step has the kernel's span (no step times)"
+                );
+                println!(
+                    "  rank {rank}: steps {}",
+                    receives
+                        .iter()
+                        .map(|s| format!("{:.1}", (s.end_ns - s.start_ns) / 1e3))
+                        .collect::<Vec<_>>()
+                        .join(" / ")
+                );
+            }
+            let problems = t.check(5_000.0);
+            ensure!(problems.is_empty(), "{problems:#?}");
+            pass()
+        },
+    );
+
     // On 2 GPUs: the timeline of the pipelined ring and of 4 ranks, with
     // NCCL's call on the same clock, checked as on the CPU.
     cuda_only(h, "timeline::gpu_timeline_2_gpus", 2, || {

@@ -112,6 +112,7 @@ impl<'id> Rank<'id> {
             n.forget_before(gen);
         }
         let mut ranges = Ranges::begin(plan, r);
+        let mut stamped = Vec::new();
         for (i, op) in plan.ops[r].iter().enumerate() {
             ranges.at(plan, r, i);
             let at = StepAt {
@@ -142,20 +143,30 @@ impl<'id> Rank<'id> {
                 }
                 self.submit_wait(w, lane, &at, &mut p)?;
             }
+            // An LL kernel of a timed call writes its step times (the
+            // buffer taken before the op's start is marked).
+            let stamps = match (&timer, low.work) {
+                (Some(_), DriverOp::RingLl { steps, .. }) => {
+                    Some(self.step_times(at.i, steps).map_err(|e| at.in_step(e))?)
+                }
+                _ => None,
+            };
             let span = match &mut timer {
                 Some(Timer::Events(t, _)) => Some(t.start(self, lane, &at)?),
                 _ => None,
             };
+            let buf = stamps.as_ref().map(|s| &s.buf);
             if let Some(Timer::Cupti(t)) = &mut timer {
                 t.push(&low, &at)?;
                 let n0 = self.lanes[lane].issued();
-                let r = self.submit_work(call, &dev, &low, &at, &mut p);
+                let r = self.submit_work(call, &dev, &low, &at, buf, &mut p);
                 t.pop(&low, &at)?;
                 r?;
                 t.issued(&low, lane, (n0, self.lanes[lane].issued()), i);
             } else {
-                self.submit_work(call, &dev, &low, &at, &mut p)?;
+                self.submit_work(call, &dev, &low, &at, buf, &mut p)?;
             }
+            stamped.extend(stamps);
             if let (true, Some((from, to, bytes))) = (count, low.moved) {
                 moved(&mut self.instr.traffic, from, to, bytes);
                 if let (DriverOp::Send { .. }, Some(t)) =
@@ -181,7 +192,7 @@ impl<'id> Rank<'id> {
             if let Timer::Cupti(c) = &t {
                 self.instr.cupti_mark = c.mark;
             }
-            self.instr.timing.push(t.into_timed());
+            self.instr.timing.push((t.into_timed(), stamped));
         }
         p.total_ns = ns(t_all);
         add_profile(&mut self.profile, &p);
@@ -371,6 +382,7 @@ impl<'id> Rank<'id> {
         dev: &DevLowered,
         low: &Lowered,
         at: &StepAt,
+        stamps: Option<&crate::cuda::HostMapped>,
         p: &mut IssueProfile,
     ) -> Result<()> {
         let stream = &self.lanes[low.lane as usize];
@@ -507,6 +519,7 @@ impl<'id> Rank<'id> {
                     flags,
                     one_shot,
                     scalar,
+                    stamps,
                 };
                 stream.ring_ll(k, &x).map_err(|e| at.cuda(e))?;
                 let left = crate::schedule::left(self.rank, ranks);

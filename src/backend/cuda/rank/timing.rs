@@ -13,7 +13,94 @@ struct Taken {
     half: f64,
 }
 
+/// The step times one LL kernel of a timed call wrote (its op `op` of
+/// `parts` parts, two per step): `%globaltimer` at its start, after step
+/// 0's put and at the end of each step, by block 0's thread 0.
+pub(super) struct StepTimes {
+    op: usize,
+    parts: usize,
+    pub(super) buf: HostMapped,
+}
+
+impl StepTimes {
+    /// Its parts' spans in host ns ([`step_spans`] of its words).
+    fn spans(&self, end: f64) -> Option<Vec<(f64, f64)>> {
+        let w: Vec<u64> = (0..self.parts / 2 + 2)
+            .map(|i| self.buf.load_u64(i))
+            .collect();
+        step_spans(&w, end)
+    }
+}
+
+/// The spans of an LL kernel's parts from its step times `w` (K + 2 words:
+/// its start, step 0's put done, the end of each of its K steps), in host
+/// ns, anchored at the op's end `end`: part 2k is step k's put, part 2k + 1
+/// its receive. A put after step 0 runs fused with the receive of the step
+/// before (each line received is forwarded at once), so it shares that
+/// span. `None` when the words are not one run of the kernel (a zero: the
+/// kernel gave up or never ran; or a decrease).
+fn step_spans(w: &[u64], end: f64) -> Option<Vec<(f64, f64)>> {
+    let k = w.len().checked_sub(2)?;
+    if w.contains(&0) || w.windows(2).any(|p| p[1] < p[0]) {
+        return None;
+    }
+    let last = w[k + 1];
+    let at = |x: u64| end - (last - x) as f64;
+    // Where step j's receive starts: step 0's put done, else step j-1's end.
+    let from = |j: usize| w[j + 1];
+    let mut out = Vec::with_capacity(2 * k);
+    for j in 0..k {
+        let put = if j == 0 {
+            (w[0], w[1])
+        } else {
+            (from(j - 1), w[j + 1])
+        };
+        out.push((at(put.0), at(put.1)));
+        out.push((at(from(j)), at(w[j + 2])));
+    }
+    Some(out)
+}
+
 impl<'id> Rank<'id> {
+    /// A zeroed buffer for the step times of LL kernel op `op` of `parts`
+    /// parts (a spare one if it fits).
+    pub(super) fn step_times(&mut self, op: usize, parts: usize) -> Result<StepTimes> {
+        let words = parts / 2 + 2;
+        let buf = match self
+            .instr
+            .spare_stamps
+            .iter()
+            .position(|b| b.words() >= words)
+        {
+            Some(i) => self.instr.spare_stamps.swap_remove(i),
+            None => self.ctx.host_mapped(8 * words).map_err(self.err())?,
+        };
+        for i in 0..words {
+            buf.store_u64(i, 0);
+        }
+        Ok(StepTimes { op, parts, buf })
+    }
+
+    /// Give op times from the kernels' own step times where they wrote
+    /// them (each LL kernel's parts otherwise share its op's span).
+    fn apply_step_times(&mut self, v: &mut [OpTime], stamps: Vec<StepTimes>) {
+        for st in stamps {
+            let end = v
+                .iter()
+                .filter(|t| t.op == st.op)
+                .map(|t| t.end_ns)
+                .reduce(f64::max);
+            if let Some(spans) = end.and_then(|e| st.spans(e)) {
+                for t in v.iter_mut().filter(|t| t.op == st.op) {
+                    if let Some(&(a, b)) = spans.get(t.part) {
+                        (t.start_ns, t.end_ns) = (a, b);
+                    }
+                }
+            }
+            self.instr.spare_stamps.push(st.buf);
+        }
+    }
+
     /// CUPTI's ids of the lane streams (the order tie), looked up on the
     /// first timed call.
     pub(super) fn cupti_lanes(&mut self, c: &Cupti) -> std::result::Result<[u32; 2], String> {
@@ -131,20 +218,24 @@ impl<'id> Rank<'id> {
     /// [`Rank::take_timing`] of the timed NCCL calls (one op each).
     pub fn take_nccl_timing(&mut self, epoch: Instant) -> Result<RankTiming> {
         let timing = std::mem::take(&mut self.instr.nccl_timing);
-        self.take_of(timing, epoch)
+        self.take_of(timing.into_iter().map(|t| (t, Vec::new())).collect(), epoch)
     }
 
-    fn take_of(&mut self, timing: Vec<Timed<'id>>, epoch: Instant) -> Result<RankTiming> {
+    fn take_of(
+        &mut self,
+        timing: Vec<(Timed<'id>, Vec<StepTimes>)>,
+        epoch: Instant,
+    ) -> Result<RankTiming> {
         if timing.is_empty() {
             return Ok((Vec::new(), 0.0));
         }
-        let cupti = timing.iter().find_map(|t| match t {
+        let cupti = timing.iter().find_map(|(t, _)| match t {
             Timed::Cupti(_, c, _) => Some(*c),
             Timed::Events(..) => None,
         });
         let n_cupti = timing
             .iter()
-            .filter(|t| matches!(t, Timed::Cupti(..)))
+            .filter(|(t, _)| matches!(t, Timed::Cupti(..)))
             .count();
         let r = self.timed_spans(timing, epoch);
         // Every CUPTI call is taken, whatever the outcome: the kinds go off
@@ -163,23 +254,29 @@ impl<'id> Rank<'id> {
     }
 
     /// [`Rank::take_timing`] of the calls `timing`.
-    fn timed_spans(&mut self, timing: Vec<Timed<'id>>, epoch: Instant) -> Result<RankTiming> {
-        let events = timing.iter().any(|t| matches!(t, Timed::Events(..)));
+    fn timed_spans(
+        &mut self,
+        timing: Vec<(Timed<'id>, Vec<StepTimes>)>,
+        epoch: Instant,
+    ) -> Result<RankTiming> {
+        let events = timing.iter().any(|(t, _)| matches!(t, Timed::Events(..)));
         let anchor = if events {
             Some(self.anchor(epoch)?)
         } else {
             None
         };
         let mut half = anchor.as_ref().map_or(0.0, |a| a.2);
-        let cupti = self.cupti_records(&timing, epoch)?;
+        let cupti = self.cupti_records(timing.iter().map(|(t, _)| t), epoch)?;
         if let Some(c) = &cupti {
             half = half.max(c.half);
         }
         let mut out = Vec::with_capacity(timing.len());
-        for call in timing {
+        for (call, stamps) in timing {
             match (call, &anchor, &cupti) {
                 (Timed::Events(tc, why), Some(a), _) => {
-                    out.push((self.event_spans(&tc, (&a.0, a.1))?, why));
+                    let mut v = self.event_spans(&tc, (&a.0, a.1))?;
+                    self.apply_step_times(&mut v, stamps);
+                    out.push((v, why));
                     self.instr.spare_events.extend(tc.events);
                 }
                 (Timed::Cupti(mut cc, _, issued), _, Some(c)) => {
@@ -190,6 +287,8 @@ impl<'id> Rank<'id> {
                             crate::cuda::cupti::delivered()
                         ))
                     })?;
+                    let mut v = v;
+                    self.apply_step_times(&mut v, stamps);
                     out.push((v, TimingSource::cupti(c.kinds)));
                 }
                 _ => return Err(Error::internal("timed call without its clock")),
@@ -201,9 +300,15 @@ impl<'id> Rank<'id> {
     /// The CUPTI records of the CUPTI-timed calls among `timing` (flushed
     /// first), the map from CUPTI's clock to host ns since `epoch`, and
     /// that map's half-width; `None` without such calls.
-    fn cupti_records(&self, timing: &[Timed<'id>], epoch: Instant) -> Result<Option<Taken>> {
+    fn cupti_records<'a>(
+        &self,
+        timing: impl Iterator<Item = &'a Timed<'id>>,
+        epoch: Instant,
+    ) -> Result<Option<Taken>>
+    where
+        'id: 'a,
+    {
         let calls: Vec<(&activity::CuptiCall, &'static Cupti)> = timing
-            .iter()
             .filter_map(|t| match t {
                 Timed::Cupti(cc, c, _) => Some((cc, *c)),
                 Timed::Events(..) => None,
@@ -320,5 +425,35 @@ impl<'id> Rank<'id> {
     /// Bytes moved by this rank's issued work since the last take, per rank.
     pub fn take_traffic(&mut self) -> Vec<Traffic> {
         std::mem::take(&mut self.instr.traffic)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::step_spans;
+
+    /// A ring of 2 steps: its start at 100, step 0's put done at 110, step 0
+    /// at 150, step 1 at 190, the op's end event at 1000 (host ns): the
+    /// spans end at 1000 and keep the kernel's own intervals; step 1's put
+    /// runs beside step 0's receive.
+    #[test]
+    fn step_times_become_part_spans_anchored_at_the_ops_end() {
+        let v = step_spans(&[100, 110, 150, 190], 1000.0).unwrap();
+        assert_eq!(
+            v,
+            vec![
+                (910.0, 920.0),
+                (920.0, 960.0),
+                (920.0, 960.0),
+                (960.0, 1000.0)
+            ]
+        );
+        // The one-shot: one step.
+        let v = step_spans(&[5, 7, 12], 50.0).unwrap();
+        assert_eq!(v, vec![(43.0, 45.0), (45.0, 50.0)]);
+        // A kernel that gave up (a word never written) or no words at all.
+        assert_eq!(step_spans(&[5, 7, 0], 50.0), None);
+        assert_eq!(step_spans(&[5, 9, 7], 50.0), None);
+        assert_eq!(step_spans(&[5], 50.0), None);
     }
 }

@@ -331,7 +331,7 @@ impl<'id> Timer<'id> {
             .instr
             .timing
             .iter()
-            .any(|t| matches!(t, Timed::Cupti(..)));
+            .any(|(t, _)| matches!(t, Timed::Cupti(..)));
         let from = if pending { rank.instr.cupti_mark } else { now };
         match cupti {
             Ok((c, lanes)) => {
