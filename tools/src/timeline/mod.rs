@@ -338,6 +338,9 @@ impl Timeline {
                         kind_name,
                         " {}",
                         match part.effect {
+                            // A kernel's step that takes what a peer put
+                            // into this rank's slot.
+                            Some(Effect::Copy { from, to, .. }) if from == to => "receive",
                             Some(Effect::Copy { .. }) => "push",
                             Some(Effect::Reduce { .. }) => "reduce",
                             None => "part",
@@ -476,9 +479,11 @@ impl Timeline {
     /// Problems with the timeline: a plan op part timed other than once per
     /// timed call, a negative duration, times out of the plan's order
     /// (in-lane order; a signal's producer ending after its consumer
-    /// starts) by more than `tol_ns` plus the clocks' skew. Waits into or
-    /// out of an op whose parts were timed as one interval (an exchange
-    /// kernel on the GPU) cannot be checked and are skipped.
+    /// starts, or after it ends where the consumer is a kernel's step timed
+    /// by the kernel's own clock, whose span holds its wait) by more than
+    /// `tol_ns` plus the clocks' skew. Waits into or out of an op whose
+    /// parts were timed as one interval (an exchange kernel on the GPU)
+    /// cannot be checked and are skipped.
     pub fn check(&self, tol_ns: f64) -> Vec<String> {
         let mut problems = Vec::new();
         let slices = match self.slices() {
@@ -561,9 +566,23 @@ impl Timeline {
                 continue;
             }
             let tol = tol_ns + self.calls[a.call].times.skew_ns;
-            if a.end_ns > b.start_ns + tol {
+            // A kernel's step, timed by the kernel's own clock, spans its
+            // wait for the flag: it cannot end before the part it waited
+            // for. Any other op starts after it.
+            let in_kernel = self.calls[b.call]
+                .plan
+                .ops
+                .get(b.rank)
+                .and_then(|ops| ops.get(b.op))
+                .is_some_and(|op| matches!(op.kind, OpKind::Kernel(_)));
+            let (at, when) = if in_kernel {
+                (b.end_ns, "ends")
+            } else {
+                (b.start_ns, "starts")
+            };
+            if a.end_ns > at + tol {
                 problems.push(format!(
-                    "call {}: rank {} op {} ({}) waits for rank {} op {} ({}) through signal {} but starts {:.3} us before it ends",
+                    "call {}: rank {} op {} ({}) waits for rank {} op {} ({}) through signal {} but {when} {:.3} us before it ends",
                     a.call,
                     b.rank,
                     b.op,
@@ -572,7 +591,7 @@ impl Timeline {
                     a.op,
                     a.name,
                     f.signal,
-                    (a.end_ns - b.start_ns) / 1e3
+                    (a.end_ns - at) / 1e3
                 ));
             }
         }
