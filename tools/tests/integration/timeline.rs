@@ -618,7 +618,7 @@ pub fn register(h: &mut Harness) {
                 let receives: Vec<_> = parts.iter().skip(1).step_by(2).collect();
                 for w in receives.windows(2) {
                     ensure!(
-                        w[1].start_ns + 1.0 >= w[0].end_ns,
+                        (w[1].start_ns + 1.0).total_cmp(&w[0].end_ns).is_ge(),
                         "rank {rank}: step {} starts before step {} ends: {:?} {:?}",
                         w[1].part / 2,
                         w[0].part / 2,
