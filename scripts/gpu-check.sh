@@ -14,7 +14,9 @@
 #                                        rsag (reduce-scatter / all-gather vs NCCL 1 KiB-1 GiB),
 #                                        halfbf16 (half, bfloat16 128 MiB-1 GiB), many (4 and 8 ranks
 #                                        8 B-256 MiB, every path), place (4 and 8 ranks round-robin
-#                                        against blocks, timelines at 1 MiB)
+#                                        against blocks, timelines at 1 MiB), ll (the kernel paths
+#                                        ring:ll, oneshot:ll, oneshot:flag beside NCCL and NCCL_PROTO=LL,
+#                                        float/half/bf16, graphs, NCCL's tuning log, LL step times)
 #   bash .device/gpu-check.sh timeline   topo (links, measured peer-copy matrix), GPU timelines
 #                                        (JSON + SVG) of ring, ring:pipe2, oneshot, ps at 64 MiB and
 #                                        ring at 1 MiB with NCCL on the same clock and their overhead,
@@ -165,7 +167,7 @@ if [ "$MODE" = bench ]; then
     # run of one binary (~8 min, the tests are `tests`'s: BENCH_TESTS=1 adds
     # them first); the others each fit a call of their own. Bounds per part:
     # topo 60, two 200, small 120, four 150, eight 200, types 360, rsag 200,
-    # halfbf16 150, many 480, place 540 (seconds).
+    # halfbf16 150, many 480, place 540, ll about 500 (seconds).
     workdir
     [ "${BENCH_TESTS:-0}" = 0 ] || gpu_tests 300 40
     L="$RR launch -n 2 --timeout 30 --"
@@ -189,6 +191,33 @@ if [ "$MODE" = bench ]; then
                 run 60 "$RR" trace --backend cuda --ranks 2 --collective $c --algo auto --size 1MiB --calls 3 > "$W/trace-$c-1MiB.txt" 2>&1
                 grep -E "^# (  call|  rank [01]: wall|order)|^ +[01] " "$W/trace-$c-1MiB.txt" | head -30
             done ;;
+        ll)
+            # The kernel paths on two GPUs against NCCL: every path of ours
+            # beside NCCL's default and its LL protocol, float 8 B-1 GiB and
+            # half / bfloat16 8 B-16 MiB, in and out of place; the small
+            # ones replayed from graphs; which algorithm and protocol NCCL
+            # chose (its tuning log); the LL ring's own step times on 2 and
+            # 4 ranks. Alone, about 8 min.
+            for d in float half bfloat16; do
+                E=16MiB; [ $d = float ] && E=1GiB
+                run 200 "$RR" bench --ranks 2 -d $d --algo auto,ring,ring:pipe2,ring:ll,oneshot:ll,oneshot:flag,nccl \
+                    -b 8 -e $E -f 4 -n 20 -w 5 --blocks 3 --big 64MiB --no-ceiling --timeout 30 \
+                    -J "$W/ll-$d.json" > "$W/ll-$d.log" 2>&1
+                grep -E "^# Model of|rror" "$W/ll-$d.log" | cut -c1-160
+            done
+            NCCL_PROTO=LL run 100 "$RR" bench --ranks 2 --algo nccl -b 8 -e 16MiB -f 4 -n 20 -w 5 --blocks 3 \
+                --no-ceiling --timeout 30 -J "$W/ll-nccl-proto-ll.json" > "$W/ll-nccl-proto-ll.log" 2>&1
+            NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING run 60 "$RR" bench --ranks 2 --algo nccl -b 8 -e 1GiB -f 16 \
+                -n 2 -w 1 --blocks 1 --no-ceiling --timeout 30 > "$W/ll-nccl-tuning.log" 2>&1
+            run 100 "$RR" bench --ranks 2 --algo oneshot:ll:graph,oneshot:flag:graph,ring:ll:graph,auto:graph,nccl:graph \
+                -b 8 -e 16MiB -f 4 -n 20 -w 5 --blocks 3 --no-ceiling --timeout 30 -J "$W/ll-graphs.json" > "$W/ll-graphs.log" 2>&1
+            for n in 2 4; do
+                for size in 64KiB 1MiB; do
+                    run 60 "$RR" trace --backend cuda --ranks $n --algo ring:ll --size $size --calls 3 \
+                        > "$W/ll-trace-${n}r-$size.txt" 2>&1
+                done
+            done
+            grep -hE "^#   call 3|order check" "$W"/ll-trace-*.txt | head -8 ;;
         rsag) run 200 "$RR" bench --ranks 2 --collective reduce-scatter,all-gather --algo auto,nccl -b 1KiB -e 1GiB -f 4 \
                 -n 20 -w 5 --blocks 3 --no-ceiling -J "$W/rsag.json" --plot "$W/rsag.svg" > "$W/rsag.log" 2>&1 ;;
         halfbf16) run 150 "$RR" bench --ranks 2 -d half,bfloat16 --algo auto,nccl -b 128MiB -e 1GiB -f 2 -n 5 -w 2 --blocks 3 \

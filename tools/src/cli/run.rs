@@ -444,6 +444,7 @@ mod tests {
             "oneshot",
             "oneshot:fused",
             "oneshot:flag",
+            "oneshot:ll",
             "ring:flag",
             "ring:ll",
             "ps",
@@ -451,7 +452,7 @@ mod tests {
         ] {
             assert!(names.contains(&name), "{name} not in {names:?}");
         }
-        assert_eq!(names.len(), 10, "{names:?}");
+        assert_eq!(names.len(), 11, "{names:?}");
         let helps = [
             RunArgs::augment_args(clap::Command::new("run")).render_long_help(),
             crate::cli::trace::TraceArgs::augment_args(clap::Command::new("trace"))
