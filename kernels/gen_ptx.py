@@ -1913,7 +1913,7 @@ def stamp(at):
     constant, or 2 + the register's value)."""
     if isinstance(at, int):
         return [ins("mov.u64", "%rd_t, %globaltimer"),
-                ins("@%%p_st st.global.u64" % (), "[%%rd_stamps+%d], %%rd_t" % (8 * at),
+                ins("@%p_st st.global.u64", "[%%rd_stamps+%d], %%rd_t" % (8 * at),
                     "step time %d" % at)]
     return [ins("mov.u64", "%rd_t, %globaltimer"),
             ins("shl.b64", "%%rd_tmp, %s, 3" % at),

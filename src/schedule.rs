@@ -167,14 +167,13 @@ pub fn ll_slot_len(count: usize, n: usize, elem_size: usize) -> usize {
     max_len.saturating_mul(size).div_ceil(8).saturating_mul(8) / size
 }
 
-/// Bytes of one slot of an LL kernel on a device:
-/// [`ll_slot_len`]'s lines, [`LL_WIDEN`] times their data.
+/// Bytes of one slot of an LL kernel on a device: [`ll_slot_len`]'s
+/// lines, [`LL_WIDEN`] times their data (every element type's size divides
+/// the line's 8 data bytes).
 pub fn ll_slot_bytes(count: usize, n: usize, elem_size: usize) -> usize {
-    let max_len = ChunkLayout::new(count, n, elem_size).max_len();
-    max_len
+    ll_slot_len(count, n, elem_size)
         .saturating_mul(elem_size)
-        .div_ceil(8)
-        .saturating_mul(8 * LL_WIDEN)
+        .saturating_mul(LL_WIDEN)
 }
 
 /// Cut `range` into at most `pieces` contiguous slices for pipelining, with the

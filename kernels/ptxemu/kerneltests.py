@@ -1000,8 +1000,8 @@ def run_ringll(info, case, max_steps=10_000_000):
             results[(r, k)] = "rank %d call %d: dst element %d was never written" % (r, k, first)
         elif not case.inplace and m.mem.read(R.a, nb) != inputs[k][r].tobytes():
             results[(r, k)] = "rank %d call %d: input a was modified (out of place)" % (r, k)
-        elif R.stamps and _check_stamps(m, R, r, k):
-            results[(r, k)] = _check_stamps(m, R, r, k)
+        elif R.stamps and (bad := _check_stamps(m, R, r, k)):
+            results[(r, k)] = bad
         else:
             results[(r, k)] = np.frombuffer(m.mem.read(R.dst, nb), dtype=ti.udtype).copy()
         if case.overlap and nxt[r] < case.calls:

@@ -46,19 +46,17 @@ fn step_spans(w: &[u64], end: f64) -> Option<Vec<(f64, f64)>> {
     }
     let last = w[k + 1];
     let at = |x: u64| end - (last - x) as f64;
-    // Where step j's receive starts: step 0's put done, else step j-1's end.
-    let from = |j: usize| w[j + 1];
-    let mut out = Vec::with_capacity(2 * k);
-    for j in 0..k {
-        let put = if j == 0 {
-            (w[0], w[1])
-        } else {
-            (from(j - 1), w[j + 1])
-        };
-        out.push((at(put.0), at(put.1)));
-        out.push((at(from(j)), at(w[j + 2])));
-    }
-    Some(out)
+    // Part p spans words i..i+1, i = ceil(p / 2): step 0's put (0, 1), step
+    // j's receive (j + 1, j + 2), and step j's put beside step j-1's
+    // receive (j, j + 1).
+    Some(
+        (0..2 * k)
+            .map(|p| {
+                let i = p.div_ceil(2);
+                (at(w[i]), at(w[i + 1]))
+            })
+            .collect(),
+    )
 }
 
 impl<'id> Rank<'id> {
