@@ -378,6 +378,28 @@ mod tests {
         }
     }
 
+    /// An LL slot on a device is its elements as whole lines of 8 data
+    /// bytes, each line 16 bytes: the largest chunk's bytes rounded up to
+    /// 8, twice (the kernel's and the launch check's formula), for every
+    /// element size the engine has (1, 2, 4 and 8 bytes).
+    #[test]
+    fn ll_slots_are_whole_lines_twice_their_data() {
+        for elem in [1, 2, 4, 8] {
+            for n in 1..6 {
+                for count in [0, 1, 3, 7, 17, 1000, 4099] {
+                    let max = ChunkLayout::new(count, n, elem).max_len();
+                    let len = ll_slot_len(count, n, elem);
+                    assert_eq!(
+                        len * elem,
+                        (max * elem).div_ceil(8) * 8,
+                        "{elem} {n} {count}"
+                    );
+                    assert_eq!(ll_slot_bytes(count, n, elem), 2 * len * elem);
+                }
+            }
+        }
+    }
+
     #[test]
     fn layout_exhaustive_small() {
         for n in 1..=9 {

@@ -181,14 +181,10 @@ pub struct RingLl<'a, 'id> {
     pub elem: usize,
     pub ranks: usize,
     pub rank: usize,
-    /// This rank's LL lines (written by the left neighbour's kernel), from
-    /// the byte offset: two halves of the slots the kernel computes.
+    /// This rank's LL half (written by the left neighbour's kernel).
     pub my_ll: (&'a DevBuf<'id>, usize),
-    /// The right neighbour's LL lines (written by this rank's kernel).
+    /// The right neighbour's LL half (written by this rank's kernel).
     pub peer_ll: (&'a PeerBuf, usize),
-    /// Which half of both this call uses (0 or 1: consecutive calls
-    /// alternate).
-    pub half: usize,
     /// This rank's LL call counts ([`LL_MAX_BLOCKS`] u64 from the byte
     /// offset, kept equal by the kernel; not the exchange's counts).
     pub calls: (&'a DevBuf<'id>, usize),
@@ -437,18 +433,11 @@ impl<'id> Stream<'id> {
         let half = slot
             .checked_mul(slots)
             .ok_or_else(|| err(CALL, "the LL half's size overflows"))?;
-        if x.half > 1 {
-            return Err(err(CALL, format!("LL half {} (0 or 1)", x.half)));
-        }
-        let at = |off: usize| off.checked_add(x.half * half);
-        let (Some(mo), Some(po)) = (at(x.my_ll.1), at(x.peer_ll.1)) else {
-            return Err(err(CALL, "the LL half's offset overflows"));
-        };
-        for off in [mo, po] {
+        for off in [x.my_ll.1, x.peer_ll.1] {
             aligned(CALL, off, 16)?;
         }
-        let ml = x.my_ll.0.ptr_at(CALL, mo, half)?;
-        let (_keep, pl) = x.peer_ll.0.range(CALL, po, half)?;
+        let ml = x.my_ll.0.ptr_at(CALL, x.my_ll.1, half)?;
+        let (_keep, pl) = x.peer_ll.0.range(CALL, x.peer_ll.1, half)?;
         let hits = |p: u64| ml < p + bytes as u64 && p < ml + half as u64;
         if hits(pd) || hits(pa) {
             return Err(err(CALL, "the LL half overlaps the data"));

@@ -502,6 +502,9 @@ impl<'id> Rank<'id> {
                 ..
             } => {
                 let k = &kernels()?.ring_ll;
+                // Both ranks' LL buffers hold two halves of the kernel's slots.
+                let (chunks, slots) = crate::schedule::ll_cut(ranks, one_shot);
+                let half_bytes = crate::schedule::ll_slot_bytes(count, chunks, elem) * slots;
                 let x = kernels::RingLl {
                     dst: (self.buf(dst.buf)?, dst.offset),
                     a: (self.buf(a.buf)?, a.offset),
@@ -509,9 +512,8 @@ impl<'id> Rank<'id> {
                     elem,
                     ranks,
                     rank: self.rank,
-                    my_ll: (self.buf(BufId::LL)?, 0),
-                    peer_ll: (self.peer(right, BufId::LL)?, 0),
-                    half,
+                    my_ll: (self.buf(BufId::LL)?, half * half_bytes),
+                    peer_ll: (self.peer(right, BufId::LL)?, half * half_bytes),
                     calls: (&self.calls, super::LL_CALLS),
                     ctrl: &self.ctrl,
                     flags,
