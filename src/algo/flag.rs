@@ -29,6 +29,10 @@ impl Algorithm for Flag {
         two_rank_all_reduce("oneshot:flag", shape)
     }
 
+    fn supports_at(&self, at: &super::Placement) -> Result<(), String> {
+        super::spins_across_ranks(at)
+    }
+
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
         Box::new(ChainPath::new(*shape, plan))
     }

@@ -412,6 +412,18 @@ impl AlgoChoice {
     }
 }
 
+/// [`Algorithm::supports_at`] of the paths whose kernels spin on flags
+/// that other ranks' kernels raise (`oneshot:flag`, `ring:flag`,
+/// `ring:ll`, `oneshot:ll`): refused where rank processes share a GPU,
+/// whose contexts take turns on it, so that every flag would wait for a
+/// turn of the scheduler (milliseconds).
+pub(crate) fn spins_across_ranks(at: &Placement) -> std::result::Result<(), String> {
+    if at.time_sliced {
+        return Err("its kernels spin on flags that other ranks' kernels raise, and rank processes sharing one GPU take turns on it, so every flag would wait for a turn of the scheduler (milliseconds); use auto there".into());
+    }
+    Ok(())
+}
+
 /// Where a call's ranks run, as far as `auto` cares
 /// ([`AlgoChoice::resolve_in`]). The default: ranks on GPUs of one machine,
 /// each GPU to itself or shared by threads of one process.
@@ -449,10 +461,13 @@ impl AlgoChoice {
     ///   rank, else `ps`);
     /// * with processes sharing a GPU (`time_sliced`), takes a path with no
     ///   wait between ranks on the GPU: `oneshot:fused` for every
-    ///   collective out of place, whatever the size (in place no such
-    ///   path exists; the call takes `auto`'s usual path, and callers that
-    ///   stage their data anyway, as `Core::collective_on_own_device`
-    ///   does, run it out of place).
+    ///   collective out of place, whatever the size (no wait between ranks
+    ///   at all); in place a path whose waits between ranks the CUDA
+    ///   backend makes on the host, once the awaited work completed
+    ///   (`oneshot` for 2 ranks, see `time_sliced_in_place`, else the
+    ///   usual path; no path that spins on another rank's flags), and
+    ///   callers that stage their data anyway, as
+    ///   `Core::collective_on_own_device` does, run it out of place.
     ///
     /// Every choice, fixed or not, must also run where the ranks are
     /// ([`Algorithm::supports_at`]).
@@ -480,6 +495,9 @@ impl AlgoChoice {
             auto_host(shape)
         } else if at.time_sliced && !shape.in_place && shape.ranks > 1 {
             Arc::new(fused::Fused)
+        } else if at.time_sliced && shape.collective == Collective::AllReduce && shape.ranks == 2 {
+            // In place: `auto`'s usual pick spins on the peer's flags.
+            time_sliced_in_place(shape)
         } else if at.one_gpu && ll_ring_wins(shape) {
             Arc::new(ringll::RingLl)
         } else {
@@ -487,6 +505,18 @@ impl AlgoChoice {
         };
         AlgoChoice::Fixed(algo).resolve(shape)
     }
+}
+
+/// An in-place all-reduce of 2 rank processes sharing a GPU: the
+/// copy-engine one-shot up to [`ONESHOT_MAX_BYTES`] (its one wait between
+/// the ranks made on the host, after the peer's copy completed), the
+/// pipelined ring above.
+fn time_sliced_in_place(shape: &Shape) -> Arc<dyn Algorithm> {
+    let bytes = shape.count.saturating_mul(shape.elem_size);
+    if bytes <= ONESHOT_MAX_BYTES {
+        return Arc::new(oneshot::OneShot);
+    }
+    auto(shape)
 }
 
 /// Out-of-place all-reduces of at most this many bytes per rank take

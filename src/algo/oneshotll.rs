@@ -34,7 +34,7 @@ impl Algorithm for OneShotLl {
     }
 
     fn supports_at(&self, at: &super::Placement) -> Result<(), String> {
-        super::ringll::RingLl.supports_at(at)
+        super::spins_across_ranks(at)
     }
 
     fn path(&self, shape: &Shape) -> Box<dyn Path> {

@@ -54,6 +54,10 @@ impl Algorithm for RingFlag {
         Ok(())
     }
 
+    fn supports_at(&self, at: &super::Placement) -> Result<(), String> {
+        super::spins_across_ranks(at)
+    }
+
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
         Box::new(ChainPath::new(*shape, plan))
     }

@@ -56,13 +56,7 @@ impl Algorithm for RingLl {
     }
 
     fn supports_at(&self, at: &super::Placement) -> Result<(), String> {
-        if at.time_sliced {
-            return Err(
-                "its kernels spin on flags that the neighbours' kernels raise, and rank processes sharing one GPU take turns on it, so every step would wait for a turn of the scheduler; use auto (oneshot:fused there) or ring"
-                    .into(),
-            );
-        }
-        Ok(())
+        super::spins_across_ranks(at)
     }
 
     fn path(&self, shape: &Shape) -> Box<dyn Path> {

@@ -528,42 +528,50 @@ fn auto_policy() {
     assert_eq!(bc(8, 64 << 20), "bcast:pipe8");
 }
 
-/// With processes sharing a GPU, `auto` takes a plan with no wait between
-/// ranks for every collective out of place, at every rank count and size;
-/// in place (no such plan exists) it takes its usual path. Nodes and host
-/// memory keep their own policies.
 /// A path whose kernels spin on other ranks' flags refuses, by name,
 /// where rank processes share one GPU; elsewhere it runs, and `auto` never
 /// hits the refusal.
 #[test]
-fn ring_ll_refuses_where_processes_take_turns_on_a_gpu() {
-    let s = Shape::all_reduce(3, 1000, 4, false);
-    let ll: AlgoChoice = "ring:ll".parse().unwrap();
+fn paths_that_spin_refuse_where_processes_take_turns_on_a_gpu() {
     let shared = Placement {
         time_sliced: true,
         ..Placement::default()
     };
-    let e = ll.resolve_in(&s, &shared).unwrap_err().to_string();
-    assert!(
-        e.contains("ring:ll cannot run here") && e.contains("take turns"),
-        "{e}"
-    );
-    for at in [
-        Placement::default(),
-        Placement {
-            host: true,
-            ..Placement::default()
-        },
-        Placement {
-            per_node: Some(1),
-            ..Placement::default()
-        },
-    ] {
-        assert_eq!(ll.resolve_in(&s, &at).unwrap().name(), "ring:ll");
+    for name in ["ring:ll", "oneshot:ll", "oneshot:flag", "ring:flag"] {
+        let s = Shape::all_reduce(2, 1000, 4, false);
+        let algo: AlgoChoice = name.parse().unwrap();
+        let e = algo.resolve_in(&s, &shared).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{name} cannot run here")) && e.contains("take turns"),
+            "{e}"
+        );
+        for at in [
+            Placement::default(),
+            Placement {
+                host: true,
+                ..Placement::default()
+            },
+            Placement {
+                per_node: Some(1),
+                ..Placement::default()
+            },
+        ] {
+            assert_eq!(algo.resolve_in(&s, &at).unwrap().name(), name);
+        }
     }
-    for in_place in [false, true] {
-        let s = Shape::all_reduce(3, 1000, 4, in_place);
-        AlgoChoice::Auto.resolve_in(&s, &shared).unwrap();
+    // Every other path runs there (its waits between ranks are made on
+    // the host by the CUDA backend).
+    for algo in paths() {
+        let name = algo.name();
+        if !["ring:ll", "oneshot:ll", "oneshot:flag", "ring:flag"].contains(&name.as_str()) {
+            algo.supports_at(&shared).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+    for n in [2, 3] {
+        for in_place in [false, true] {
+            let s = Shape::all_reduce(n, 1000, 4, in_place);
+            AlgoChoice::Auto.resolve_in(&s, &shared).unwrap();
+        }
     }
 }
 
@@ -591,6 +599,12 @@ fn auto_on_one_gpu_takes_the_ll_ring_where_it_was_measured_to_win() {
     }
 }
 
+/// With processes sharing a GPU, `auto` takes a plan with no wait between
+/// ranks for every collective out of place, at every rank count and size;
+/// in place (no such plan exists) a path that does not spin on another
+/// rank's flags: the copy-engine one-shot for 2 ranks up to
+/// `ONESHOT_MAX_BYTES`, else its usual path. Nodes and host memory keep
+/// their own policies.
 #[test]
 fn auto_with_processes_sharing_a_gpu_never_waits_between_ranks() {
     let at = Placement {
@@ -601,7 +615,19 @@ fn auto_with_processes_sharing_a_gpu_never_waits_between_ranks() {
         for s in shapes(n, &[1, 5, 1000, 1 << 20, 64 << 20]) {
             let algo = AlgoChoice::Auto.resolve_in(&s, &at).unwrap();
             if s.in_place {
-                assert_eq!(algo.name(), auto(&s).name(), "{s:?}");
+                // Never a path that spins on another rank's flags.
+                algo.supports_at(&at).unwrap_or_else(|e| panic!("{s:?}: {e}"));
+                let bytes = s.count * s.elem_size;
+                let want = if s.collective == Collective::AllReduce && n == 2 {
+                    if bytes <= ONESHOT_MAX_BYTES {
+                        "oneshot".to_string()
+                    } else {
+                        auto(&s).name()
+                    }
+                } else {
+                    auto(&s).name()
+                };
+                assert_eq!(algo.name(), want, "{s:?}");
                 continue;
             }
             assert_eq!(algo.name(), "oneshot:fused", "{s:?}");

@@ -139,6 +139,10 @@ pub(super) struct Rank<'id> {
     /// and wait on); `None` with every rank in one process.
     pub(super) local_events: Option<Vec<Event<'id>>>,
     pub remote: Arc<Vec<Vec<RemoteEvent>>>,
+    /// The ranks that take turns with this one on its GPU, by rank: other
+    /// processes on the same GPU (set by the IPC exchange; see
+    /// `Lowering::taking_turns`).
+    pub turns: Arc<Vec<bool>>,
     /// What the instrumentation layers recorded (timing events, traffic).
     instr: Instruments<'id>,
     nccl: Option<(nccl::Nccl, nccl::Comm)>,
@@ -215,6 +219,7 @@ impl<'id> Rank<'id> {
             events: Vec::new(),
             local_events: None,
             remote: Arc::new(Vec::new()),
+            turns: Arc::new(Vec::new()),
             instr: Instruments::default(),
             nccl: None,
             graphs: Graphs {

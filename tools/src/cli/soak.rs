@@ -166,6 +166,7 @@ pub fn execute(a: SoakArgs) -> Result<bool> {
 /// out of place.
 fn every(soak: &mut Soak, stats: &mut Stats, start: Instant) -> Result<bool> {
     let n = soak.rank_counts[0];
+    let at = soak.placement(n)?;
     let paths: Vec<AlgoChoice> = soak
         .paths
         .iter()
@@ -189,7 +190,7 @@ fn every(soak: &mut Soak, stats: &mut Stats, start: Instant) -> Result<bool> {
                     elem_size: dtype.size(),
                     in_place,
                 };
-                if choice.resolve(&shape).is_ok() {
+                if choice.resolve_in(&shape, &at).is_ok() {
                     calls.push((shape, dtype, op, choice.clone()));
                 }
             }
@@ -320,15 +321,32 @@ impl Soak {
             elem_size: dtype.size(),
             in_place,
         };
-        let mut choice = AlgoChoice::Auto;
-        if rng.next_u64() % 2 == 0 {
-            let pick = &paths[(rng.next_u64() % paths.len() as u64) as usize];
-            if pick.resolve(&shape).is_ok() {
-                choice = pick.clone();
-            }
-        }
+        let pick =
+            (rng.next_u64() % 2 == 0).then(|| (rng.next_u64() % paths.len() as u64) as usize);
         let seed = rng.next_u64();
+        // A drawn path that cannot run this call, or not where the ranks
+        // are (a path that spins on flags, with processes sharing a GPU),
+        // leaves the call to auto.
+        let at = self.placement(n)?;
+        let choice = pick
+            .map(|k| self.paths[k].clone())
+            .filter(|p| p.resolve_in(&shape, &at).is_ok())
+            .unwrap_or(AlgoChoice::Auto);
         self.run_call(i, shape, dtype, op, choice, kind, seed, stats)
+    }
+
+    /// Where the ranks of the engine of `n` ranks run (made on first use).
+    fn placement(&mut self, n: usize) -> Result<ringreduce::algo::Placement> {
+        if let std::collections::btree_map::Entry::Vacant(slot) = self.engines.entry(n) {
+            let mut cfg = self.base.clone();
+            cfg.ranks = n;
+            cfg.algo = AlgoChoice::Auto;
+            slot.insert(Engine::<u8>::new(cfg)?.into_core());
+        }
+        self.engines
+            .get(&n)
+            .map(Core::placement)
+            .ok_or_else(|| Error::Plan("engine cache".into()))
     }
 
     /// Run call `i` of `shape` on path `choice` and check it into `stats`;
@@ -348,12 +366,7 @@ impl Soak {
         let multi = self.multi;
         let (n, coll, count, in_place) =
             (shape.ranks, shape.collective, shape.count, shape.in_place);
-        if let std::collections::btree_map::Entry::Vacant(slot) = self.engines.entry(n) {
-            let mut cfg = self.base.clone();
-            cfg.ranks = n;
-            cfg.algo = AlgoChoice::Auto;
-            slot.insert(Engine::<u8>::new(cfg)?.into_core());
-        }
+        self.placement(n)?;
         let core = self
             .engines
             .remove(&n)

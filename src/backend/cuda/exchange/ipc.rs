@@ -251,8 +251,16 @@ impl CudaBackend<Ipc> {
         }
         let me = self.x.me;
         let reach: Vec<bool> = (0..all.len()).map(|r| self.x.reaches(r)).collect();
+        // Other processes on this GPU (on this node): their contexts and
+        // this one take turns on it.
+        let turns: Arc<Vec<bool>> = Arc::new(
+            (0..all.len())
+                .map(|r| r != me && reach[r] && all[r].device == device)
+                .collect(),
+        );
         let flags: Vec<_> = self
             .on(Box::new(move |rk: &mut Rank<'_>| {
+                rk.turns = turns;
                 all.iter()
                     .enumerate()
                     .map(|(r, x)| {

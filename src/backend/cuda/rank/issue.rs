@@ -106,7 +106,9 @@ impl<'id> Rank<'id> {
             None
         };
         let net = self.net.clone();
-        let mut lowering = Lowering::new(plan, r, &call.bind, call.dtype.size())?;
+        let turns = self.turns.clone();
+        let mut lowering =
+            Lowering::new(plan, r, &call.bind, call.dtype.size())?.taking_turns(&turns);
         if let Some(n) = &net {
             lowering = lowering.over_nodes(&n.node_of)?;
             n.forget_before(gen);
@@ -181,7 +183,7 @@ impl<'id> Rank<'id> {
                 _ => {}
             }
             if let Some(s) = low.record {
-                self.submit_record(s, lane, &at, &mut p)?;
+                self.submit_record(s, lane, low.complete_first, &at, &mut p)?;
                 if !low.forward.is_empty() {
                     self.forward(s, &low.forward, lane, &at, &mut p)?;
                 }
@@ -260,7 +262,7 @@ impl<'id> Rank<'id> {
                 p.wait_ns += ns(t);
                 return Ok(());
             }
-            Wait::Remote { signal, .. } | Wait::Land { signal, .. } => {
+            Wait::Remote { signal, .. } | Wait::Land { signal, .. } | Wait::Host { signal, .. } => {
                 // Raised on this node's board only once complete on its
                 // GPU, or once the put it follows is filed (`land`).
                 let t = Instant::now();
@@ -357,11 +359,14 @@ impl<'id> Rank<'id> {
         )
     }
 
-    /// Record signal `s` on `lane` and tell the other ranks' threads.
+    /// Record signal `s` on `lane` and tell the other ranks' threads: at
+    /// once, or (`complete_first`, a rank taking turns on this GPU waits
+    /// on it on the host) once the lane's work is complete.
     fn submit_record(
         &self,
         s: SignalId,
         lane: usize,
+        complete_first: bool,
         at: &StepAt,
         p: &mut IssueProfile,
     ) -> Result<()> {
@@ -371,6 +376,11 @@ impl<'id> Rank<'id> {
         let t = Instant::now();
         self.lanes[lane].record(ev).map_err(|e| at.cuda(e))?;
         p.record_ns += ns(t);
+        if complete_first {
+            let t = Instant::now();
+            self.lane_done(lane, at)?;
+            p.peer_ns += ns(t);
+        }
         at.board.publish(s.0, at.gen);
         Ok(())
     }

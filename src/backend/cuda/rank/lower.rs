@@ -40,6 +40,14 @@ pub(super) enum Wait {
     /// data in this rank's buffer (host to device, complete on return)
     /// before any later work of the lane.
     Land { signal: SignalId, from: usize },
+    /// On a signal of rank `owner`, a process that takes turns with this
+    /// one on its GPU (the driver time-slices their contexts): on the host
+    /// only, until the board has it. Its owner publishes it only once the
+    /// work it stands for is complete ([`Lowered::complete_first`]), so
+    /// nothing of this rank waits on the GPU for another process's work:
+    /// such a wait would hold this context's turn until the owner's
+    /// context had one (about a millisecond).
+    Host { signal: SignalId, owner: usize },
 }
 
 impl Wait {
@@ -48,7 +56,8 @@ impl Wait {
             Wait::Local(s)
             | Wait::Peer { signal: s, .. }
             | Wait::Remote { signal: s, .. }
-            | Wait::Land { signal: s, .. } => s,
+            | Wait::Land { signal: s, .. }
+            | Wait::Host { signal: s, .. } => s,
         }
     }
 }
@@ -133,6 +142,9 @@ pub(super) struct Lowered {
     /// is complete: every rank of another node that waits on it, but not
     /// the one a put of this op carries it to.
     pub forward: Vec<usize>,
+    /// Publish the recorded signal only once its work is complete: a rank
+    /// taking turns with this one on its GPU waits on it ([`Wait::Host`]).
+    pub complete_first: bool,
 }
 
 /// Where every rank runs, when the ranks span several nodes: the node of
@@ -149,6 +161,11 @@ pub(super) struct Lowering<'p> {
     bind: &'p [Binding],
     elem: usize,
     nodes: Option<Nodes<'p>>,
+    /// The ranks that take turns with this rank on its GPU (processes
+    /// sharing it), by rank, and the signals of this rank one of them
+    /// waits on, by signal; empty when none does.
+    turns: &'p [bool],
+    turns_wait: Vec<bool>,
 }
 
 impl<'p> Lowering<'p> {
@@ -164,7 +181,43 @@ impl<'p> Lowering<'p> {
             bind,
             elem,
             nodes: None,
+            turns: &[],
+            turns_wait: Vec::new(),
         })
+    }
+
+    /// The lowering when other processes share this rank's GPU
+    /// (`turns[x]`: rank x is one of them). Their contexts take turns on
+    /// it, so a wait on one's GPU work costs a turn of the scheduler:
+    /// every wait on their signals is made on the host ([`Wait::Host`]),
+    /// and this rank publishes a signal one of them waits on only once its
+    /// work is complete. A kernel that spins on flags such a rank's kernel
+    /// raises is refused (`Algorithm::supports_at` refuses those paths
+    /// there first).
+    pub fn taking_turns(mut self, turns: &'p [bool]) -> Self {
+        if !turns.iter().any(|&t| t) {
+            return self;
+        }
+        let (plan, me) = (self.plan, self.rank);
+        let mut wait = vec![false; plan.signals.len()];
+        for (x, ops) in plan.ops.iter().enumerate() {
+            if !turns.get(x).copied().unwrap_or(false) {
+                continue;
+            }
+            for w in ops.iter().flat_map(|op| &op.waits) {
+                if plan.signals.get(w.0).is_some_and(|s| s.owner == me) {
+                    wait[w.0] = true;
+                }
+            }
+        }
+        self.turns = turns;
+        self.turns_wait = wait;
+        self
+    }
+
+    /// Whether rank `x` takes turns with this rank on its GPU.
+    fn turns(&self, x: usize) -> bool {
+        self.turns.get(x).copied().unwrap_or(false)
     }
 
     /// The lowering when the ranks span several nodes (`node_of[r]`: rank
@@ -253,6 +306,7 @@ impl<'p> Lowering<'p> {
                     Some((from, to)) if to == r => Wait::Land { signal: w, from },
                     _ => Wait::Remote { signal: w, owner },
                 },
+                Some(owner) if owner != r && self.turns(owner) => Wait::Host { signal: w, owner },
                 Some(owner) if owner != r => Wait::Peer { signal: w, owner },
                 _ => Wait::Local(w),
             })
@@ -304,7 +358,9 @@ impl<'p> Lowering<'p> {
                 };
                 (work, Some((*b_rank, r, b.len() * elem)))
             }
-            OpKind::Kernel(k) => match (k.kind, &k.steps[..]) {
+            OpKind::Kernel(k) => {
+                self.no_turns(i, k)?;
+                match (k.kind, &k.steps[..]) {
                 // The exchange kernel: the validator's contract, read back
                 // (a put of the input to the peer, then the reduce).
                 (
@@ -361,7 +417,8 @@ impl<'p> Lowering<'p> {
                         .sum::<usize>();
                     (work, Some((r, right, sent)))
                 }
-            },
+                }
+            }
         };
         let record = op
             .signal
@@ -376,7 +433,37 @@ impl<'p> Lowering<'p> {
             record,
             moved: moved.filter(|(from, to, _)| from != to),
             forward: record.map_or_else(Vec::new, |s| self.forward(s, carried)),
+            complete_first: record.is_some_and(|s| self.turns_wait.get(s.0) == Some(&true)),
         })
+    }
+
+    /// Refuse kernel op `i` (`k`) when a rank whose flags it spins on
+    /// takes turns with this one on its GPU: it would wait for that
+    /// context's turn at every flag. Each kind waits on the ranks its puts
+    /// go to (the exchange's peer, the LL ring's right neighbour, the same
+    /// rank as the left on two ranks) and on the left neighbour, whose
+    /// puts it receives.
+    fn no_turns(&self, i: usize, k: &crate::plan::Kernel) -> Result<()> {
+        let (r, n) = (self.rank, self.plan.shape.ranks);
+        let mut peers = k.steps.iter().filter_map(|s| match s.kind {
+            OpKind::Copy { to, .. } if to != r => Some(to),
+            _ => None,
+        });
+        let left = (k.kind != KernelKind::Exchange).then(|| crate::schedule::left(r, n));
+        let Some(x) = peers
+            .find(|&x| self.turns(x))
+            .or(left.filter(|&x| self.turns(x)))
+        else {
+            return Ok(());
+        };
+        Err(Error::Unsupported(
+            format!(
+                "{}: {} spins on flags that other ranks' kernels raise, and rank {x} is another process on this GPU (their kernels take turns on it)",
+                self.plan.name,
+                crate::backend::op_desc(self.plan, self.rank, i)
+            ),
+            "cuda",
+        ))
     }
 
     /// Op `i`, an LL kernel of `kind` with `steps`, as the kernel runs it:

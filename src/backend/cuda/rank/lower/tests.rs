@@ -386,6 +386,9 @@ fn waits_follow_the_records_they_guard_and_nothing_is_issued_twice() {
                     Wait::Remote { .. } | Wait::Land { .. } => {
                         panic!("{}: a wait over nodes on one node", at(*r, *i))
                     }
+                    Wait::Host { .. } => {
+                        panic!("{}: a wait on the host with no rank taking turns", at(*r, *i))
+                    }
                 }
             }
         }
@@ -733,4 +736,65 @@ fn a_put_used_before_its_landing_is_refused() {
         other => panic!("the chained plan was not refused: {other:?}"),
     }
     low(&build(true)).expect("with a direct wait the plan lowers");
+}
+
+/// Rank processes sharing one GPU take turns on it: every wait on another
+/// such rank's signal is made on the host, every signal such a rank waits
+/// on is published only once its work completed, and a kernel that spins
+/// on such a rank's flags is refused naming it. Waits on ranks of other
+/// GPUs, and ranks sharing nothing, lower as before.
+#[test]
+fn ranks_taking_turns_on_a_gpu_wait_on_the_host_for_completed_work() {
+    for plan in plans() {
+        let n = plan.ranks();
+        if n < 2 {
+            continue;
+        }
+        let bind: Vec<Binding> = (0..n).map(binding).collect();
+        let elem = plan.shape.elem_size;
+        // Ranks 0 and 1 share a GPU; the others each have their own.
+        let shared = |x: usize| x < 2;
+        for r in 0..n {
+            let turns: Vec<bool> = (0..n).map(|x| x != r && shared(r) && shared(x)).collect();
+            let low = Lowering::new(&plan, r, &bind, elem)
+                .unwrap()
+                .taking_turns(&turns);
+            let plain = Lowering::new(&plan, r, &bind, elem).unwrap();
+            for (i, op) in plan.ops[r].iter().enumerate() {
+                let l = match low.op(i) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let m = e.to_string();
+                        assert!(
+                            matches!(op.kind, OpKind::Kernel(_))
+                                && m.contains("is another process on this GPU"),
+                            "{}: rank {r} op {i}: {m}",
+                            plan.name
+                        );
+                        assert!(plain.op(i).is_ok(), "{}: refused only taking turns", plan.name);
+                        continue;
+                    }
+                };
+                let p = plain.op(i).unwrap();
+                assert_eq!((l.work, l.record), (p.work, p.record), "{}", plan.name);
+                for (w, pw) in low.waits(op).zip(plain.waits(op)) {
+                    let owner = plan.signals[w.signal().0].owner;
+                    if turns[owner] {
+                        assert_eq!(w, Wait::Host { signal: pw.signal(), owner });
+                    } else {
+                        assert_eq!(w, pw, "{}", plan.name);
+                    }
+                }
+                // Published once complete exactly when a rank taking turns
+                // waits on it.
+                let waited = l.record.is_some_and(|s| {
+                    plan.ops.iter().enumerate().any(|(x, ops)| {
+                        turns[x] && ops.iter().any(|o| o.waits.contains(&s))
+                    })
+                });
+                assert_eq!(l.complete_first, waited, "{}: rank {r} op {i}", plan.name);
+                assert!(!p.complete_first);
+            }
+        }
+    }
 }
