@@ -564,7 +564,8 @@ fn paths_that_spin_refuse_where_processes_take_turns_on_a_gpu() {
     for algo in paths() {
         let name = algo.name();
         if !["ring:ll", "oneshot:ll", "oneshot:flag", "ring:flag"].contains(&name.as_str()) {
-            algo.supports_at(&shared).unwrap_or_else(|e| panic!("{name}: {e}"));
+            algo.supports_at(&shared)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
         }
     }
     for n in [2, 3] {
@@ -616,7 +617,8 @@ fn auto_with_processes_sharing_a_gpu_never_waits_between_ranks() {
             let algo = AlgoChoice::Auto.resolve_in(&s, &at).unwrap();
             if s.in_place {
                 // Never a path that spins on another rank's flags.
-                algo.supports_at(&at).unwrap_or_else(|e| panic!("{s:?}: {e}"));
+                algo.supports_at(&at)
+                    .unwrap_or_else(|e| panic!("{s:?}: {e}"));
                 let bytes = s.count * s.elem_size;
                 let want = if s.collective == Collective::AllReduce && n == 2 {
                     if bytes <= ONESHOT_MAX_BYTES {

@@ -387,7 +387,10 @@ fn waits_follow_the_records_they_guard_and_nothing_is_issued_twice() {
                         panic!("{}: a wait over nodes on one node", at(*r, *i))
                     }
                     Wait::Host { .. } => {
-                        panic!("{}: a wait on the host with no rank taking turns", at(*r, *i))
+                        panic!(
+                            "{}: a wait on the host with no rank taking turns",
+                            at(*r, *i)
+                        )
                     }
                 }
             }
@@ -771,7 +774,11 @@ fn ranks_taking_turns_on_a_gpu_wait_on_the_host_for_completed_work() {
                             "{}: rank {r} op {i}: {m}",
                             plan.name
                         );
-                        assert!(plain.op(i).is_ok(), "{}: refused only taking turns", plan.name);
+                        assert!(
+                            plain.op(i).is_ok(),
+                            "{}: refused only taking turns",
+                            plan.name
+                        );
                         continue;
                     }
                 };
@@ -780,7 +787,13 @@ fn ranks_taking_turns_on_a_gpu_wait_on_the_host_for_completed_work() {
                 for (w, pw) in low.waits(op).zip(plain.waits(op)) {
                     let owner = plan.signals[w.signal().0].owner;
                     if turns[owner] {
-                        assert_eq!(w, Wait::Host { signal: pw.signal(), owner });
+                        assert_eq!(
+                            w,
+                            Wait::Host {
+                                signal: pw.signal(),
+                                owner
+                            }
+                        );
                     } else {
                         assert_eq!(w, pw, "{}", plan.name);
                     }
@@ -788,9 +801,10 @@ fn ranks_taking_turns_on_a_gpu_wait_on_the_host_for_completed_work() {
                 // Published once complete exactly when a rank taking turns
                 // waits on it.
                 let waited = l.record.is_some_and(|s| {
-                    plan.ops.iter().enumerate().any(|(x, ops)| {
-                        turns[x] && ops.iter().any(|o| o.waits.contains(&s))
-                    })
+                    plan.ops
+                        .iter()
+                        .enumerate()
+                        .any(|(x, ops)| turns[x] && ops.iter().any(|o| o.waits.contains(&s)))
                 });
                 assert_eq!(l.complete_first, waited, "{}: rank {r} op {i}", plan.name);
                 assert!(!p.complete_first);
