@@ -322,6 +322,9 @@ impl<'p> Lowering<'p> {
             .and_then(|ops| ops.get(i))
             .ok_or_else(|| Error::internal(format!("rank {r} has no op {i}")))?;
         let elem = self.elem;
+        if let OpKind::Kernel(k) = &op.kind {
+            self.no_turns(i, k)?;
+        }
         let (work, moved) = match &op.kind {
             OpKind::Begin | OpKind::End => (DriverOp::Mark, None),
             OpKind::Copy { from, to, src, dst } => {
@@ -358,67 +361,64 @@ impl<'p> Lowering<'p> {
                 };
                 (work, Some((*b_rank, r, b.len() * elem)))
             }
-            OpKind::Kernel(k) => {
-                self.no_turns(i, k)?;
-                match (k.kind, &k.steps[..]) {
-                    // The exchange kernel: the validator's contract, read back
-                    // (a put of the input to the peer, then the reduce).
-                    (
-                        KernelKind::Exchange,
-                        [Op {
-                            kind:
-                                OpKind::Copy {
-                                    to: peer,
-                                    src: input,
-                                    dst: peer_slot,
-                                    ..
-                                },
-                            ..
-                        }, Op {
-                            kind:
-                                OpKind::Reduce {
-                                    dst,
-                                    b: my_slot,
-                                    step,
-                                    ..
-                                },
-                            ..
-                        }],
-                    ) => {
-                        self.reach(i, *peer, "exchanges with")?;
-                        let work = DriverOp::Exchange {
-                            peer: *peer,
-                            dst: self.addr(r, dst)?,
-                            a: self.addr(r, input)?,
-                            peer_slot: self.addr(*peer, peer_slot)?,
-                            my_slot: self.addr(r, my_slot)?,
-                            bytes: dst.len() * elem,
-                            flags: step_flags(step),
-                        };
-                        (work, Some((r, *peer, input.len() * elem)))
-                    }
-                    (KernelKind::Exchange, _) => {
-                        return Err(Error::internal(format!(
+            OpKind::Kernel(k) => match (k.kind, &k.steps[..]) {
+                // The exchange kernel: the validator's contract, read back
+                // (a put of the input to the peer, then the reduce).
+                (
+                    KernelKind::Exchange,
+                    [Op {
+                        kind:
+                            OpKind::Copy {
+                                to: peer,
+                                src: input,
+                                dst: peer_slot,
+                                ..
+                            },
+                        ..
+                    }, Op {
+                        kind:
+                            OpKind::Reduce {
+                                dst,
+                                b: my_slot,
+                                step,
+                                ..
+                            },
+                        ..
+                    }],
+                ) => {
+                    self.reach(i, *peer, "exchanges with")?;
+                    let work = DriverOp::Exchange {
+                        peer: *peer,
+                        dst: self.addr(r, dst)?,
+                        a: self.addr(r, input)?,
+                        peer_slot: self.addr(*peer, peer_slot)?,
+                        my_slot: self.addr(r, my_slot)?,
+                        bytes: dst.len() * elem,
+                        flags: step_flags(step),
+                    };
+                    (work, Some((r, *peer, input.len() * elem)))
+                }
+                (KernelKind::Exchange, _) => {
+                    return Err(Error::internal(format!(
                     "{}: rank {r} op {i} is not an exchange the kernel runs (a put, then a reduce)",
                     self.plan.name
                 )))
-                    }
-                    (kind @ (KernelKind::LlRing | KernelKind::LlOneShot), steps) => {
-                        let work = self.ring_ll(i, kind, steps)?;
-                        let right = crate::schedule::right(r, self.plan.shape.ranks);
-                        // Its puts: 2(N-1) chunks, about 2(N-1)/N of the buffer
-                        // (the plan's bytes; the LL lines on the wire are twice that).
-                        let sent = steps
-                            .iter()
-                            .map(|s| match &s.kind {
-                                OpKind::Copy { to, src, .. } if *to != r => src.len() * elem,
-                                _ => 0,
-                            })
-                            .sum::<usize>();
-                        (work, Some((r, right, sent)))
-                    }
                 }
-            }
+                (kind @ (KernelKind::LlRing | KernelKind::LlOneShot), steps) => {
+                    let work = self.ring_ll(i, kind, steps)?;
+                    let right = crate::schedule::right(r, self.plan.shape.ranks);
+                    // Its puts: 2(N-1) chunks, about 2(N-1)/N of the buffer
+                    // (the plan's bytes; the LL lines on the wire are twice that).
+                    let sent = steps
+                        .iter()
+                        .map(|s| match &s.kind {
+                            OpKind::Copy { to, src, .. } if *to != r => src.len() * elem,
+                            _ => 0,
+                        })
+                        .sum::<usize>();
+                    (work, Some((r, right, sent)))
+                }
+            },
         };
         let record = op
             .signal
