@@ -49,6 +49,10 @@ pub struct TheoryArgs {
     /// not measured).
     #[arg(long, default_value_t = crate::theory::scale::NETWORK_STATED.alpha_us)]
     pub net_alpha_us: f64,
+    /// Check the scale-out model against published nccl-tests results:
+    /// each figure with its source, the model's value and the error.
+    #[arg(long, conflicts_with_all = ["nodes", "gpus_per_node", "from_bench"])]
+    pub published: bool,
 }
 
 /// The fits of a bench JSON file's paths, refitted from its rows with
@@ -111,6 +115,10 @@ const LINK_GBPS: std::ops::RangeInclusive<f64> = 1e-3..=1e6;
 const ALPHA_US: std::ops::RangeInclusive<f64> = 0.0..=1e9;
 
 pub fn execute(a: TheoryArgs) -> Result<bool> {
+    if a.published {
+        out_raw(&crate::theory::published::render())?;
+        return Ok(true);
+    }
     let d = super::size_arg("--size", &a.size)?;
     if a.ranks.is_empty() || a.ranks.contains(&0) {
         return Err(Error::BadArgument(

@@ -13,6 +13,7 @@
 //! Sizes are in bytes; the rendered tables use decimal megabytes
 //! (1 MB = 1e6 B) and bandwidths are decimal GB/s (1 GB/s = 1e9 B/s).
 
+pub mod published;
 pub mod scale;
 
 pub use ringreduce::algo::cost::{ps_root_bytes, ring_link_load, ring_per_rank_bytes, Cost, Terms};

@@ -21,8 +21,26 @@
 //!   its all-gather): `2·ceil(log2 K)` network latencies (up the tree, then
 //!   down) and `2·D/G` through each rank's NIC direction (it sends its
 //!   reduced share up and the result down; the two trees, each on half the
-//!   data, keep every NIC equally loaded; reduce and broadcast pipelined so
-//!   the depth costs latency only).
+//!   data, keep every NIC equally loaded), `D/G` on two nodes (each is the
+//!   root of one tree and the leaf of the other). NCCL runs it as one
+//!   pipeline, the node's phases included: every latency is paid, the
+//!   bytes only of the slower of the node's ring and the network.
+//! * The flat ring over all NICs (`ring:nics`, NCCL's rings between nodes)
+//!   runs `G` rings at once, each over all `N` GPUs on `D/G` of the data,
+//!   each leaving every node through a different GPU and so through a
+//!   different NIC (NVIDIA/nccl#530): per step a GPU sends `D/(G·N)` on
+//!   each of its rings, `D/N` in all over NVLink, and one ring's chunk
+//!   `D/(G·N)` over its NIC. `2(N-1)` steps, each as slow as its slowest
+//!   hop.
+//! * `hier:pipe` is the hierarchical all-reduce with its phases pipelined
+//!   (in slices, the rail's ring starts on a slice as soon as the node's
+//!   reduce-scatter has it): every latency is paid, the bytes only of the
+//!   slower phase.
+//! * `nvls+sharp` is a what-if, not a path of this engine: reduction inside
+//!   the switches (NVLink SHARP in the node, InfiniBand SHARP between
+//!   nodes), each GPU sending its `D` into the node's switch once and
+//!   reading the result once, each rail's NIC `D/G` each way; the two
+//!   pipelined, one latency each.
 
 use std::fmt::Write as _;
 
@@ -70,12 +88,19 @@ pub struct Cluster {
     pub inter: Link,
 }
 
-/// The projected times of one all-reduce, microseconds.
+/// The projected times of one all-reduce, microseconds: the paths of this
+/// engine (`flat_ring_us`, `hier_us`) and the others priced beside them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Projection {
     pub flat_ring_us: f64,
     pub hier_us: f64,
     pub tree_us: f64,
+    /// `G` rings over all GPUs, one through each NIC (NCCL's).
+    pub nic_rings_us: f64,
+    /// `hier` with its phases pipelined.
+    pub hier_pipe_us: f64,
+    /// Reduction in the switches (a what-if).
+    pub in_network_us: f64,
 }
 
 impl Cluster {
@@ -121,27 +146,92 @@ impl Cluster {
     }
 
     /// The double binary tree between the nodes on each rail's `D/G`,
-    /// inside the node's reduce-scatter and all-gather:
-    /// `2·ceil(log2 K)·alpha + 2·(D/G)/B` of the network (0 for `K = 1`).
+    /// pipelined with the node's reduce-scatter and all-gather:
+    /// `2(G-1)·alpha + 2·ceil(log2 K)·alpha_net` and the slower of
+    /// `2(G-1)/G·D/B` and `2·(D/G)/B_net` (`D/G` on two nodes).
     pub fn tree_us(&self, d: f64) -> f64 {
         let g = self.per_node.max(1) as f64;
         let depth = tree_depth(self.nodes);
-        let net = if self.nodes > 1 {
-            self.inter.time_us(2.0 * depth, 2.0 * d / g)
-        } else {
-            0.0
+        let node = self.intra.time_us(0.0, 2.0 * (g - 1.0) / g * d);
+        let net = match self.nodes {
+            0 | 1 => 0.0,
+            2 => self.inter.time_us(0.0, d / g),
+            _ => self.inter.time_us(0.0, 2.0 * d / g),
         };
-        self.intra_us(d) + net
+        2.0 * (g - 1.0) * self.intra.alpha_us + 2.0 * depth * self.inter.alpha_us + node.max(net)
     }
 
-    /// All three.
+    /// `G` rings over all `N` GPUs at once, each on `D/G`, each crossing
+    /// between nodes through its own NIC: `2(N-1)` steps of `D/N` over
+    /// NVLink (the `G` rings' chunks together) and `D/(G·N)` over a NIC,
+    /// each step as slow as its slower hop.
+    pub fn nic_rings_us(&self, d: f64) -> f64 {
+        let (n, g) = (self.ranks() as f64, self.per_node.max(1) as f64);
+        if n <= 1.0 {
+            return 0.0;
+        }
+        let mut step = 0.0f64;
+        if self.per_node > 1 {
+            step = step.max(self.intra.time_us(1.0, d / n));
+        }
+        if self.nodes > 1 {
+            step = step.max(self.inter.time_us(1.0, d / (g * n)));
+        }
+        2.0 * (n - 1.0) * step
+    }
+
+    /// The hierarchical all-reduce with its phases pipelined: both
+    /// phases' latencies, and the bytes of the slower phase only.
+    pub fn hier_pipe_us(&self, d: f64) -> f64 {
+        let (g, k) = (self.per_node.max(1) as f64, self.nodes.max(1) as f64);
+        let latency = 2.0 * (g - 1.0) * self.intra.alpha_us + 2.0 * (k - 1.0) * self.inter.alpha_us;
+        let node = self.intra.time_us(0.0, 2.0 * (g - 1.0) / g * d);
+        let rail = self.inter.time_us(0.0, 2.0 * (k - 1.0) / k * d / g);
+        latency + node.max(rail)
+    }
+
+    /// The what-if of reduction in the switches: each GPU's `D` into the
+    /// node's switch once and the result back once (one NVLink latency,
+    /// `D/B` each way), each rail's `D/G` into the network's switch and
+    /// back (one network latency), pipelined.
+    pub fn in_network_us(&self, d: f64) -> f64 {
+        if self.ranks() <= 1 {
+            return 0.0;
+        }
+        let g = self.per_node.max(1) as f64;
+        let (mut latency, mut bytes) = (0.0f64, 0.0f64);
+        if self.per_node > 1 {
+            latency += self.intra.alpha_us;
+            bytes = bytes.max(self.intra.time_us(0.0, d));
+        }
+        if self.nodes > 1 {
+            latency += self.inter.alpha_us;
+            bytes = bytes.max(self.inter.time_us(0.0, d / g));
+        }
+        latency + bytes
+    }
+
+    /// Every path priced.
     pub fn project(&self, d: f64) -> Projection {
         Projection {
             flat_ring_us: self.flat_ring_us(d),
             hier_us: self.hier_us(d),
             tree_us: self.tree_us(d),
+            nic_rings_us: self.nic_rings_us(d),
+            hier_pipe_us: self.hier_pipe_us(d),
+            in_network_us: self.in_network_us(d),
         }
     }
+}
+
+/// nccl-tests' bus bandwidth of an all-reduce of `d` bytes on `n` ranks in
+/// `us` microseconds: `2(n-1)/n · d / t`, GB/s.
+pub fn busbw_gbps(n: usize, d: f64, us: f64) -> f64 {
+    let n = n.max(1) as f64;
+    if us <= 0.0 {
+        return 0.0;
+    }
+    2.0 * (n - 1.0) / n * d / (us * 1e3)
 }
 
 /// `ceil(log2 K)`: the depth of a binary tree of `K` nodes (0 for one).
@@ -151,25 +241,44 @@ pub fn tree_depth(nodes: usize) -> f64 {
 }
 
 impl Projection {
-    /// The fastest of the three by name, or `tie: a, b` when more than one
-    /// takes the least time (equal to a part in a billion: an exact tie of
-    /// the model, as when one node leaves nothing to cross).
-    pub fn fastest(&self) -> String {
-        let all = [
+    /// Every path by name, this engine's first.
+    pub fn all(&self) -> [(&'static str, f64); 6] {
+        [
             ("ring", self.flat_ring_us),
             ("hier", self.hier_us),
+            ("ring:nics", self.nic_rings_us),
+            ("hier:pipe", self.hier_pipe_us),
             ("tree", self.tree_us),
-        ];
-        let least = all.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
-        let best: Vec<&str> = all
-            .iter()
-            .filter(|x| x.1 <= least + least.abs() * 1e-9)
-            .map(|x| x.0)
-            .collect();
-        match best.as_slice() {
-            [one] => (*one).to_string(),
-            many => format!("tie: {}", many.join(", ")),
-        }
+            ("nvls+sharp", self.in_network_us),
+        ]
+    }
+
+    /// The fastest of this engine's paths (`ring`, `hier`) by name, or
+    /// `tie: a, b` when both take the least time (equal to a part in a
+    /// billion: an exact tie of the model, as when one node leaves nothing
+    /// to cross).
+    pub fn fastest(&self) -> String {
+        least(&self.all()[..2])
+    }
+
+    /// The fastest path priced, this engine's or not (the what-if of
+    /// reduction in the switches left out), as [`Projection::fastest`].
+    pub fn fastest_priced(&self) -> String {
+        least(&self.all()[..5])
+    }
+}
+
+/// The name of the least time of `all`, or `tie: a, b`.
+fn least(all: &[(&str, f64)]) -> String {
+    let min = all.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+    let best: Vec<&str> = all
+        .iter()
+        .filter(|x| x.1 <= min + min.abs() * 1e-9)
+        .map(|x| x.0)
+        .collect();
+    match best.as_slice() {
+        [one] => (*one).to_string(),
+        many => format!("tie: {}", many.join(", ")),
     }
 }
 
@@ -187,7 +296,10 @@ pub fn assumptions(c: &Cluster, intra_from: &str) -> Vec<String> {
         "the reduce is free; links are full duplex; every message pays alpha + bytes/B".into(),
         "ring: one ring over all K*G GPUs, nodes in order; 2(N-1) synchronous steps of D/N, each as slow as its slowest hop (the network once K > 1)".into(),
         "hier: ring of G in the node (2(G-1) alpha + 2(G-1)/G*D/B), then on every rail in parallel a ring of K on D/G (2(K-1) alpha + 2(K-1)/K*D/G/B), phases not overlapped".into(),
-        "tree: the node's ring as hier, and between nodes NCCL's double binary tree on each rail's D/G: 2*ceil(log2 K) alpha (up, then down), 2*D/G through each NIC direction (its share up, the result down), reduce and broadcast pipelined".into(),
+        "tree: the node's ring as hier, and between nodes NCCL's double binary tree on each rail's D/G: 2*ceil(log2 K) alpha (up, then down), 2*D/G through each NIC direction (its share up, the result down; D/G on 2 nodes), one pipeline with the node's phases (every latency, the slower phase's bytes)".into(),
+        "ring:nics (NCCL's rings, not a path of this engine): G rings over all N GPUs at once on D/G each, each leaving a node through its own NIC; 2(N-1) steps of D/N over NVLink and D/(G*N) over a NIC, each as slow as its slower hop".into(),
+        "hier:pipe: hier with its phases pipelined in slices: every latency, the bytes of the slower phase only".into(),
+        "nvls+sharp (a what-if: reduction inside the switches): each GPU's D into the node's switch and back (alpha + D/B), each rail's D/G into the network's switch and back (alpha + D/G/B), pipelined".into(),
     ]
 }
 
@@ -219,22 +331,34 @@ pub fn render(
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "| K nodes | N GPUs | ring (us) | hier (us) | tree (us) | fastest | hier's bytes per GPU across nodes |"
+        "| K nodes | N GPUs | ring (us) | hier (us) | ring:nics (us) | hier:pipe (us) | tree (us) | nvls+sharp what-if (us) | fastest of ring, hier | fastest priced | its busbw (GB/s) | hier's bytes per GPU across nodes |"
     );
-    let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | --- | ---: |");
+    let _ = writeln!(
+        s,
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: |"
+    );
     for &k in nodes {
         let c = Cluster { nodes: k, ..c0 };
         let p = c.project(d);
         let k_f = k.max(1) as f64;
         let across = 2.0 * (k_f - 1.0) / k_f * d / per_node.max(1) as f64;
+        let best = p.all()[..5]
+            .iter()
+            .map(|x| x.1)
+            .fold(f64::INFINITY, f64::min);
         let _ = writeln!(
             s,
-            "| {k} | {} | {:.1} | {:.1} | {:.1} | {} | {:.0} |",
+            "| {k} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {:.1} | {:.0} |",
             c.ranks(),
             p.flat_ring_us,
             p.hier_us,
+            p.nic_rings_us,
+            p.hier_pipe_us,
             p.tree_us,
+            p.in_network_us,
             p.fastest(),
+            p.fastest_priced(),
+            busbw_gbps(c.ranks(), d, best),
             across
         );
     }
@@ -275,8 +399,13 @@ mod tests {
         let intra = 2.0 * 13.0 + 1e6 / 380e3;
         let inter = 2.0 * 5.0 + 0.5e6 / 50e3;
         assert!(close(c.hier_us(d), intra + inter));
-        // Tree: depth 1, 2 latencies, 2*D/G = 1e6 through each NIC.
-        assert!(close(c.tree_us(d), intra + 2.0 * 5.0 + 1e6 / 50e3));
+        // Tree: depth 1, 2 latencies, D/G = 0.5e6 through each NIC on 2
+        // nodes, pipelined with the node's ring.
+        let node = 1e6 / 380e3f64;
+        assert!(close(
+            c.tree_us(d),
+            2.0 * 13.0 + 2.0 * 5.0 + node.max(0.5e6 / 50e3)
+        ));
         // 3 nodes of 4: N = 12; depth ceil(log2 3) = 2.
         let c = cluster(3, 4);
         let intra = 6.0 * 13.0 + 1.5e6 / 380e3;
@@ -284,7 +413,10 @@ mod tests {
             c.hier_us(d),
             intra + 4.0 * 5.0 + (4.0 / 3.0) * 0.25e6 / 50e3
         ));
-        assert!(close(c.tree_us(d), intra + 4.0 * 5.0 + 0.5e6 / 50e3));
+        assert!(close(
+            c.tree_us(d),
+            6.0 * 13.0 + 4.0 * 5.0 + (1.5e6 / 380e3f64).max(0.5e6 / 50e3)
+        ));
         let step = (5.0 + 1e6 / 12.0 / 50e3f64).max(13.0 + 1e6 / 12.0 / 380e3);
         assert!(close(c.flat_ring_us(d), 22.0 * step));
     }
@@ -354,29 +486,113 @@ mod tests {
         }
     }
 
-    /// The tree wins where latency dominates (many nodes, small sizes), the
-    /// rings where bandwidth does (large sizes): hier's network bytes
-    /// 2(K-1)/K·D/G are below the tree's 2·D/G.
+    /// The tree wins where latency dominates (many nodes, small sizes),
+    /// the pipelined rings where bandwidth does (large sizes): hier's
+    /// network bytes 2(K-1)/K·D/G are below the tree's 2·D/G. Unpipelined,
+    /// hier pays both phases' bytes and falls behind the tree.
     #[test]
     fn tree_wins_small_hier_wins_large() {
         let c = cluster(128, 8);
-        assert_eq!(c.project(1e3).fastest(), "tree");
-        assert_eq!(c.project(1e11).fastest(), "hier");
-        assert_eq!(cluster(16, 8).project(1e10).fastest(), "hier");
+        let among = |p: Projection| {
+            least(&[
+                ("ring", p.flat_ring_us),
+                ("hier:pipe", p.hier_pipe_us),
+                ("tree", p.tree_us),
+            ])
+        };
+        assert_eq!(among(c.project(1e3)), "tree");
+        assert_eq!(among(c.project(1e11)), "hier:pipe");
+        assert_eq!(among(cluster(16, 8).project(1e10)), "hier:pipe");
+        assert!(c.tree_us(1e11) < c.hier_us(1e11));
         // An exact tie says so, whichever comes first.
         let tie = Projection {
             flat_ring_us: 5.0,
             hier_us: 5.0,
             tree_us: 5.0,
+            nic_rings_us: 5.0,
+            hier_pipe_us: 5.0,
+            in_network_us: 5.0,
         };
-        assert_eq!(tie.fastest(), "tie: ring, hier, tree");
+        assert_eq!(tie.fastest(), "tie: ring, hier");
+        assert_eq!(
+            tie.fastest_priced(),
+            "tie: ring, hier, ring:nics, hier:pipe, tree"
+        );
         let two = Projection {
             flat_ring_us: 9.0,
             ..tie
         };
-        assert_eq!(two.fastest(), "tie: hier, tree");
+        assert_eq!(two.fastest(), "hier");
+        // On two nodes both pay the same latencies (a tree of depth 1 is
+        // the rail's ring of 2): at 1 kB they differ by bytes alone.
         let c = cluster(2, 8);
-        assert!(c.hier_us(1e3) <= c.tree_us(1e3));
+        assert!((c.hier_us(1e3) - c.tree_us(1e3)).abs() < 0.1);
+    }
+
+    /// The rings over every NIC: on one node the node's ring; with one GPU
+    /// per node the flat ring; past one node, the flat ring's network hop
+    /// carries `G` times less, so large all-reduces approach `G` NICs'
+    /// worth of bus bandwidth (or NVLink's, whichever is less), as NCCL's
+    /// published runs do (8 x 400 Gb/s: about 8 x 50 GB/s, bounded by
+    /// NVLink's 380 here).
+    #[test]
+    fn rings_over_every_nic() {
+        for g in [1, 2, 8] {
+            assert!(close(
+                cluster(1, g).nic_rings_us(1e8),
+                cluster(1, g).flat_ring_us(1e8)
+            ));
+        }
+        for k in [2, 16] {
+            assert!(close(
+                cluster(k, 1).nic_rings_us(1e8),
+                cluster(k, 1).flat_ring_us(1e8)
+            ));
+        }
+        let c = cluster(2, 8);
+        let d = 8e9;
+        // 2(N-1) = 30 steps of max(13 + 5e8/380e3, 5 + 6.25e7/50e3) us.
+        let step = (13.0 + d / 16.0 / 380e3f64).max(5.0 + d / 128.0 / 50e3);
+        assert!(close(c.nic_rings_us(d), 30.0 * step));
+        let bw = busbw_gbps(16, d, c.nic_rings_us(d));
+        assert!(bw > 350.0 && bw < 380.0, "{bw}");
+        assert!(c.nic_rings_us(d) < c.flat_ring_us(d) / 5.0);
+    }
+
+    /// Pipelining hier's phases pays every latency but only the slower
+    /// phase's bytes: never slower than hier, and at large sizes as fast as
+    /// its slower phase alone.
+    #[test]
+    fn hier_pipelined_pays_the_slower_phase() {
+        for (k, g) in [(2, 8), (4, 4), (16, 8), (1, 8), (8, 1)] {
+            for d in [0.0, 1e3, 1e6, 1e9] {
+                let c = cluster(k, g);
+                assert!(
+                    c.hier_pipe_us(d) <= c.hier_us(d) * (1.0 + 1e-12),
+                    "K={k} G={g} D={d}"
+                );
+            }
+        }
+        let c = cluster(2, 8);
+        let d = 1e9;
+        let latency = 14.0 * 13.0 + 2.0 * 5.0;
+        let node = 2.0 * 7.0 / 8.0 * d / 380e3;
+        let rail = d / 8.0 / 50e3;
+        assert!(close(c.hier_pipe_us(d), latency + node.max(rail)));
+    }
+
+    /// The what-if of reduction in the switches: `D` once each way per GPU,
+    /// `D/G` per NIC, one latency of each link; nothing on one GPU.
+    #[test]
+    fn in_network_reduction_sends_each_byte_once() {
+        assert_eq!(cluster(1, 1).in_network_us(1e6), 0.0);
+        assert!(close(cluster(1, 8).in_network_us(1e9), 13.0 + 1e9 / 380e3));
+        assert!(close(
+            cluster(4, 8).in_network_us(1e9),
+            18.0 + (1e9 / 380e3f64).max(1e9 / 8.0 / 50e3)
+        ));
+        assert!(close(cluster(4, 1).in_network_us(1e9), 5.0 + 1e9 / 50e3));
+        assert!(close(busbw_gbps(2, 1e9, 1e3), 1000.0));
     }
 
     #[test]
@@ -387,6 +603,8 @@ mod tests {
             "rail",
             "free",
             "double binary tree",
+            "ring:nics",
+            "what-if",
             "| 128 | 1024 |",
         ] {
             assert!(t.contains(w), "{w}: {t}");
