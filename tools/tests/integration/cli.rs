@@ -1377,6 +1377,42 @@ pub fn register(h: &mut Harness) {
         pass()
     });
 
+    h.add(
+        "cli::theory_checks_the_model_against_published_results",
+        || {
+            // SCALE-OUT.md's calibration table is this command's output, line
+            // for line; every row names its source and the model's error.
+            let ran = rr(&["theory", "--published"]);
+            ensure!(ran.code == Some(0), "{}", ran.show());
+            let rows: Vec<&str> = ran
+                .out
+                .lines()
+                .filter(|l| l.starts_with("| ") && l.contains(" % |"))
+                .collect();
+            ensure!(rows.len() >= 10, "{}", ran.out);
+            for r in &rows {
+                ensure!(
+                    r.contains("nccl") || r.contains("aws"),
+                    "a row without its source: {r}"
+                );
+            }
+            let bad = rr(&["theory", "--published", "--nodes", "2"]);
+            ensure!(bad.code == Some(2), "{}", bad.show());
+            let doc = crate::common::repo_root().join("docs/SCALE-OUT.md");
+            let Ok(text) = std::fs::read_to_string(&doc) else {
+                return skip(format!("{} not found (staged test binary?)", doc.display()));
+            };
+            ensure!(
+                text.contains("$ ringreduce theory --published"),
+                "SCALE-OUT.md does not show the command"
+            );
+            for line in ran.out.lines().filter(|l| l.starts_with("| ")) {
+                ensure!(text.contains(line), "SCALE-OUT.md lacks the row {line}");
+            }
+            pass()
+        },
+    );
+
     h.add("cli::hier_runs_and_traces_on_the_cpu", || {
         let ran = rr(&[
             "run",
