@@ -12,43 +12,23 @@
 //! boundaries so the kernel's vector path applies at any count. The kernel
 //! numbers its calls on the GPU, so CUDA graphs can replay it.
 
-use super::oneshot::{all_reduce_only, ChainPath};
-use super::{Algorithm, Path};
+use super::oneshot::Chained;
+use super::Algorithm;
 use crate::plan::{local_only, Buf, Label, Plan, PlanBuilder, ReduceStep, Region, Shape};
 use std::sync::Arc;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Flag;
+/// The flag one-shot.
+pub(crate) const FLAG: Chained = Chained {
+    name: "oneshot:flag",
+    takes: Some(two_ranks),
+    spins: true,
+    build: plan,
+    load: super::Load::Everyone,
+    cost: super::cost::Cost::OneShot,
+};
 
-impl Algorithm for Flag {
-    fn name(&self) -> String {
-        "oneshot:flag".into()
-    }
-
-    fn supports(&self, shape: &Shape) -> Result<(), String> {
-        two_rank_all_reduce("oneshot:flag", shape)
-    }
-
-    fn supports_at(&self, at: &super::Placement) -> Result<(), String> {
-        super::spins_across_ranks(at)
-    }
-
-    fn path(&self, shape: &Shape) -> Box<dyn Path> {
-        Box::new(ChainPath::new(*shape, plan))
-    }
-
-    fn load(&self) -> Option<super::Load> {
-        Some(super::Load::Everyone)
-    }
-
-    fn cost(&self) -> Option<super::cost::Cost> {
-        Some(super::cost::Cost::OneShot)
-    }
-}
-
-/// What the flag one-shot takes: an all-reduce of at most two ranks.
-pub(crate) fn two_rank_all_reduce(name: &str, shape: &Shape) -> Result<(), String> {
-    all_reduce_only(name, shape)?;
+/// What the two-rank exchanges take beyond an all-reduce: two ranks.
+pub(crate) fn two_ranks(shape: &Shape) -> Result<(), String> {
     if shape.ranks > 2 {
         return Err(
             "it is a two-rank exchange; for more ranks use oneshot, the ring or auto".into(),
@@ -58,7 +38,7 @@ pub(crate) fn two_rank_all_reduce(name: &str, shape: &Shape) -> Result<(), Strin
 }
 
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
-    (s == "oneshot:flag").then(|| Ok(Arc::new(Flag) as Arc<dyn Algorithm>))
+    FLAG.parse(s)
 }
 
 /// The flag plan on scratch half `parity`; `fenced` makes each kernel wait

@@ -499,7 +499,7 @@ impl AlgoChoice {
             // In place: `auto`'s usual pick spins on the peer's flags.
             time_sliced_in_place(shape)
         } else if at.one_gpu && ll_ring_wins(shape) {
-            Arc::new(ringll::RingLl)
+            Arc::new(ringll::RING_LL)
         } else {
             auto(shape)
         };
@@ -514,7 +514,7 @@ impl AlgoChoice {
 fn time_sliced_in_place(shape: &Shape) -> Arc<dyn Algorithm> {
     let bytes = shape.count.saturating_mul(shape.elem_size);
     if bytes <= ONESHOT_MAX_BYTES {
-        return Arc::new(oneshot::OneShot);
+        return Arc::new(oneshot::ONESHOT);
     }
     auto(shape)
 }
@@ -560,7 +560,7 @@ fn auto(shape: &Shape) -> Arc<dyn Algorithm> {
     }
     if shape.collective == Collective::AllReduce && shape.ranks == 2 && bytes <= ONESHOT_MAX_BYTES {
         if shape.in_place {
-            return Arc::new(flag::Flag);
+            return Arc::new(flag::FLAG);
         }
         return Arc::new(fused::Fused);
     }

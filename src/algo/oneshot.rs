@@ -27,34 +27,71 @@ use crate::plan::{
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The chained copy-engine one-shot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OneShot;
+/// A path whose consecutive calls chain ([`ChainPath`]): the copy-engine
+/// one-shot and the kernel paths. Each is an all-reduce; each file states
+/// its own as a constant of this type.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Chained {
+    pub name: &'static str,
+    /// What it takes beyond an all-reduce, if anything.
+    pub takes: Option<fn(&Shape) -> std::result::Result<(), String>>,
+    /// Its kernels spin on flags that other ranks' kernels raise (refused
+    /// where rank processes share a GPU: [`super::spins_across_ranks`]).
+    pub spins: bool,
+    pub build: ChainBuild,
+    pub load: super::Load,
+    pub cost: super::cost::Cost,
+}
 
-impl Algorithm for OneShot {
+impl Algorithm for Chained {
     fn name(&self) -> String {
-        "oneshot".into()
+        self.name.into()
     }
 
     fn supports(&self, shape: &Shape) -> std::result::Result<(), String> {
-        all_reduce_only("oneshot", shape)
+        all_reduce_only(self.name, shape)?;
+        self.takes.map_or(Ok(()), |takes| takes(shape))
+    }
+
+    fn supports_at(&self, at: &super::Placement) -> std::result::Result<(), String> {
+        if self.spins {
+            return super::spins_across_ranks(at);
+        }
+        Ok(())
     }
 
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
-        Box::new(ChainPath::new(*shape, plan))
+        Box::new(ChainPath::new(*shape, self.build))
     }
 
     fn load(&self) -> Option<super::Load> {
-        Some(super::Load::Everyone)
+        Some(self.load)
     }
 
     fn cost(&self) -> Option<super::cost::Cost> {
-        Some(super::cost::Cost::OneShot)
+        Some(self.cost)
     }
 }
 
+impl Chained {
+    /// `Some` when `s` is this path's name (each file's `parse`).
+    pub fn parse(self, s: &str) -> Option<std::result::Result<Arc<dyn Algorithm>, String>> {
+        (s == self.name).then(|| Ok(Arc::new(self) as Arc<dyn Algorithm>))
+    }
+}
+
+/// The chained copy-engine one-shot.
+pub(crate) const ONESHOT: Chained = Chained {
+    name: "oneshot",
+    takes: None,
+    spins: false,
+    build: plan,
+    load: super::Load::Everyone,
+    cost: super::cost::Cost::OneShot,
+};
+
 pub fn parse(s: &str) -> Option<std::result::Result<Arc<dyn Algorithm>, String>> {
-    (s == "oneshot").then(|| Ok(Arc::new(OneShot) as Arc<dyn Algorithm>))
+    ONESHOT.parse(s)
 }
 
 /// Error unless `shape` is an all-reduce.

@@ -15,43 +15,24 @@
 //! Consecutive calls alternate LL halves as the ring does, and where the
 //! ranks may run it is where the ring may ([`super::ringll`]).
 
-use super::flag::two_rank_all_reduce;
-use super::oneshot::ChainPath;
-use super::{Algorithm, Path};
+use super::flag::two_ranks;
+use super::oneshot::Chained;
+use super::Algorithm;
 use crate::plan::{Buf, KernelKind, Label, OpKind, Plan, ReduceStep, Region, Shape};
 use std::sync::Arc;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct OneShotLl;
-
-impl Algorithm for OneShotLl {
-    fn name(&self) -> String {
-        "oneshot:ll".into()
-    }
-
-    fn supports(&self, shape: &Shape) -> Result<(), String> {
-        two_rank_all_reduce("oneshot:ll", shape)
-    }
-
-    fn supports_at(&self, at: &super::Placement) -> Result<(), String> {
-        super::spins_across_ranks(at)
-    }
-
-    fn path(&self, shape: &Shape) -> Box<dyn Path> {
-        Box::new(ChainPath::new(*shape, plan))
-    }
-
-    fn load(&self) -> Option<super::Load> {
-        Some(super::Load::Everyone)
-    }
-
-    fn cost(&self) -> Option<super::cost::Cost> {
-        Some(super::cost::Cost::OneShot)
-    }
-}
+/// The LL one-shot.
+pub(crate) const ONESHOT_LL: Chained = Chained {
+    name: "oneshot:ll",
+    takes: Some(two_ranks),
+    spins: true,
+    build: plan,
+    load: super::Load::Everyone,
+    cost: super::cost::Cost::OneShot,
+};
 
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
-    (s == "oneshot:ll").then(|| Ok(Arc::new(OneShotLl) as Arc<dyn Algorithm>))
+    ONESHOT_LL.parse(s)
 }
 
 /// The plan on LL half `parity`; `fenced` makes each rank's kernel wait

@@ -27,52 +27,36 @@
 //! waits (events) for both ranks' Begin. No op waits on an event inside a
 //! chain, so per-GPU CUDA graphs can replay it.
 
-use super::oneshot::{all_reduce_only, ChainPath};
-use super::{Algorithm, Path};
+use super::oneshot::Chained;
+use super::Algorithm;
 use crate::plan::{
     local_only, Buf, Label, Lane, Plan, PlanBuilder, ReduceStep, Region, Shape, SignalId,
 };
 use crate::schedule::{ChunkLayout, Phase, Ring as RingSchedule};
 use std::sync::Arc;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RingFlag;
+/// The flag-synchronized ring.
+pub(crate) const RING_FLAG: Chained = Chained {
+    name: "ring:flag",
+    takes: Some(two_ranks),
+    spins: true,
+    build: plan,
+    load: super::Load::Ring,
+    cost: super::cost::Cost::Ring { slices: 1 },
+};
 
-impl Algorithm for RingFlag {
-    fn name(&self) -> String {
-        "ring:flag".into()
+/// Its hand-shakes are two-rank exchanges.
+fn two_ranks(shape: &Shape) -> Result<(), String> {
+    if shape.ranks > 2 {
+        return Err(
+            "its hand-shakes are two-rank exchanges; for more ranks use ring or ring:pipeK".into(),
+        );
     }
-
-    fn supports(&self, shape: &Shape) -> Result<(), String> {
-        all_reduce_only("ring:flag", shape)?;
-        if shape.ranks > 2 {
-            return Err(
-                "its hand-shakes are two-rank exchanges; for more ranks use ring or ring:pipeK"
-                    .into(),
-            );
-        }
-        Ok(())
-    }
-
-    fn supports_at(&self, at: &super::Placement) -> Result<(), String> {
-        super::spins_across_ranks(at)
-    }
-
-    fn path(&self, shape: &Shape) -> Box<dyn Path> {
-        Box::new(ChainPath::new(*shape, plan))
-    }
-
-    fn load(&self) -> Option<super::Load> {
-        Some(super::Load::Ring)
-    }
-
-    fn cost(&self) -> Option<super::cost::Cost> {
-        Some(super::cost::Cost::Ring { slices: 1 })
-    }
+    Ok(())
 }
 
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
-    (s == "ring:flag").then(|| Ok(Arc::new(RingFlag) as Arc<dyn Algorithm>))
+    RING_FLAG.parse(s)
 }
 
 /// The plan on scratch half `parity`; `fenced` makes each rank's first copy

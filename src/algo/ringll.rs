@@ -34,8 +34,8 @@
 //! is a part of the op, so the interpreter, the validator and the trace read
 //! the steps like any other ops.
 
-use super::oneshot::{all_reduce_only, ChainPath};
-use super::{Algorithm, Path};
+use super::oneshot::Chained;
+use super::Algorithm;
 use crate::plan::{
     local_only, Buf, Kernel, KernelKind, Label, Lane, Op, OpKind, Plan, PlanBuilder, ReduceStep,
     Region, Shape,
@@ -43,37 +43,18 @@ use crate::plan::{
 use crate::schedule::{ChunkLayout, Phase, Ring as RingSchedule};
 use std::sync::Arc;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RingLl;
-
-impl Algorithm for RingLl {
-    fn name(&self) -> String {
-        "ring:ll".into()
-    }
-
-    fn supports(&self, shape: &Shape) -> Result<(), String> {
-        all_reduce_only("ring:ll", shape)
-    }
-
-    fn supports_at(&self, at: &super::Placement) -> Result<(), String> {
-        super::spins_across_ranks(at)
-    }
-
-    fn path(&self, shape: &Shape) -> Box<dyn Path> {
-        Box::new(ChainPath::new(*shape, plan))
-    }
-
-    fn load(&self) -> Option<super::Load> {
-        Some(super::Load::Ring)
-    }
-
-    fn cost(&self) -> Option<super::cost::Cost> {
-        Some(super::cost::Cost::Ring { slices: 1 })
-    }
-}
+/// The LL ring.
+pub(crate) const RING_LL: Chained = Chained {
+    name: "ring:ll",
+    takes: None,
+    spins: true,
+    build: plan,
+    load: super::Load::Ring,
+    cost: super::cost::Cost::Ring { slices: 1 },
+};
 
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
-    (s == "ring:ll").then(|| Ok(Arc::new(RingLl) as Arc<dyn Algorithm>))
+    RING_LL.parse(s)
 }
 
 /// The plan on LL half `parity`; `fenced` makes each rank's kernel wait

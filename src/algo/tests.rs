@@ -7,11 +7,11 @@ use crate::plan::{Collective, Lane, OpKind, Plan, ReduceStep, Shape, SignalId};
 
 fn algos() -> Vec<Arc<dyn Algorithm>> {
     let mut v: Vec<Arc<dyn Algorithm>> = vec![
-        Arc::new(oneshot::OneShot),
+        Arc::new(oneshot::ONESHOT),
         Arc::new(fused::Fused),
-        Arc::new(flag::Flag),
-        Arc::new(ringflag::RingFlag),
-        Arc::new(ringll::RingLl),
+        Arc::new(flag::FLAG),
+        Arc::new(ringflag::RING_FLAG),
+        Arc::new(ringll::RING_LL),
         Arc::new(ps::ParameterServer),
     ];
     for per_node in [1, 2, 3] {
@@ -208,7 +208,7 @@ fn a_chain_on_the_same_half_races() {
 #[test]
 fn chain_path_parity() {
     let s = Shape::all_reduce(2, 16, 4, true);
-    let mut p = flag::Flag.path(&s);
+    let mut p = flag::FLAG.path(&s);
     let a = p.next(false).unwrap();
     let b = p.next(true).unwrap();
     let c = p.next(true).unwrap();
@@ -223,7 +223,7 @@ fn chain_path_parity() {
 /// next to any other plan.
 #[test]
 fn graph_replays_are_race_free() {
-    let paths: [&dyn Algorithm; 3] = [&flag::Flag, &ringflag::RingFlag, &ringll::RingLl];
+    let paths: [&dyn Algorithm; 3] = [&flag::FLAG, &ringflag::RING_FLAG, &ringll::RING_LL];
     for (count, ip, algo) in [1, 5, 64]
         .into_iter()
         .flat_map(|c| [(c, false), (c, true)])
@@ -250,7 +250,7 @@ fn graph_replays_are_race_free() {
 #[test]
 fn device_ordered_plans() {
     let s = Shape::all_reduce(2, 100, 4, true);
-    let mut p = flag::Flag.path(&s);
+    let mut p = flag::FLAG.path(&s);
     let g = p.graph_plans(2).unwrap();
     assert!(g.iter().all(|p| p.device_ordered()));
     assert!(
@@ -258,7 +258,7 @@ fn device_ordered_plans() {
         "fenced waits on events"
     );
     assert!(!first_plan(&ring::Ring::PLAIN, &s).device_ordered());
-    let g = ringflag::RingFlag.path(&s).graph_plans(2).unwrap();
+    let g = ringflag::RING_FLAG.path(&s).graph_plans(2).unwrap();
     assert!(
         g.iter().all(|p| p.device_ordered()),
         "ring:flag chains wait on no event"
