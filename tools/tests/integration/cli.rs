@@ -844,6 +844,48 @@ pub fn register(h: &mut Harness) {
         pass()
     });
 
+    h.add("cli::processes_sharing_a_gpu[cuda]", || {
+        // Rank processes on one GPU take turns on it: their waits on each
+        // other are made on the host, so every path that runs there gives
+        // exact results in and out of place; the paths whose kernels spin
+        // on another rank's flags refuse by name; `auto` in place runs the
+        // copy-engine one-shot.
+        if let Some(why) = cuda_skip_reason(1) {
+            return skip(why);
+        }
+        let l = ["launch", "-n", "2", "--timeout", "60", "--"];
+        let soak = [
+            "soak", "--backend", "cuda", "--devices", "0", "--every", "--max-size", "16KiB", "-d",
+            "float,int8",
+        ];
+        let ran = rr(&[&l[..], &soak[..]].concat());
+        ensure!(
+            ran.code == Some(0) && ran.out.contains("PASS: 0 wrong"),
+            "{}",
+            ran.show()
+        );
+        let run = [
+            "run", "--backend", "cuda", "--devices", "0", "--size", "64KiB", "--in-place",
+        ];
+        let ran = rr(&[&l[..], &run[..]].concat());
+        ensure!(
+            ran.code == Some(0) && ran.out.contains("PASS") && ran.out.contains("oneshot"),
+            "{}",
+            ran.show()
+        );
+        for path in ["oneshot:flag", "ring:ll"] {
+            let ran = rr(&[&l[..], &run[..], &["--algo", path][..]].concat());
+            ensure!(
+                ran.code != Some(0)
+                    && format!("{}{}", ran.out, ran.err).contains(&format!("{path} cannot run here"))
+                    && format!("{}{}", ran.out, ran.err).contains("take turns"),
+                "{path}: {}",
+                ran.show()
+            );
+        }
+        pass()
+    });
+
     h.add("cli::cuda_backend_without_a_driver", || {
         if cuda_skip_reason(1).is_none() {
             return skip("a CUDA driver and a GPU are present on this machine");
