@@ -15,6 +15,7 @@ for n in 2 3; do
   step tests 90 $L check --backend cuda -d float --collective all --sizes 4KiB,4MiB --inputs exact --algo $P
   step tests 90 $L soak --backend cuda --calls 300 --max-size 1MiB --seed 3$n
 done
+step tests 200 .device/integration processes_sharing_a_gpu
 L="$RR launch -n 2 --timeout 30 --"
 step tests 30 $L soak --backend cuda --every --max-size 64KiB -d float,bfloat16,int8
 step tests 30 $L run --backend cuda --size 64KiB --algo oneshot:flag --in-place
