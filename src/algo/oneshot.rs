@@ -27,6 +27,9 @@ use crate::plan::{
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// Why a chained path cannot run a shape it would take as an all-reduce.
+pub(crate) type Takes = fn(&Shape) -> std::result::Result<(), String>;
+
 /// A path whose consecutive calls chain ([`ChainPath`]): the copy-engine
 /// one-shot and the kernel paths. Each is an all-reduce; each file states
 /// its own as a constant of this type.
@@ -34,7 +37,7 @@ use std::sync::Arc;
 pub(crate) struct Chained {
     pub name: &'static str,
     /// What it takes beyond an all-reduce, if anything.
-    pub takes: Option<fn(&Shape) -> std::result::Result<(), String>>,
+    pub takes: Option<Takes>,
     /// Its kernels spin on flags that other ranks' kernels raise (refused
     /// where rank processes share a GPU: [`super::spins_across_ranks`]).
     pub spins: bool,

@@ -855,7 +855,15 @@ pub fn register(h: &mut Harness) {
         }
         let l = ["launch", "-n", "2", "--timeout", "60", "--"];
         let soak = [
-            "soak", "--backend", "cuda", "--devices", "0", "--every", "--max-size", "16KiB", "-d",
+            "soak",
+            "--backend",
+            "cuda",
+            "--devices",
+            "0",
+            "--every",
+            "--max-size",
+            "16KiB",
+            "-d",
             "float,int8",
         ];
         let ran = rr(&[&l[..], &soak[..]].concat());
@@ -865,7 +873,14 @@ pub fn register(h: &mut Harness) {
             ran.show()
         );
         let run = [
-            "run", "--backend", "cuda", "--devices", "0", "--size", "64KiB", "--in-place",
+            "run",
+            "--backend",
+            "cuda",
+            "--devices",
+            "0",
+            "--size",
+            "64KiB",
+            "--in-place",
         ];
         let ran = rr(&[&l[..], &run[..]].concat());
         ensure!(
@@ -877,7 +892,8 @@ pub fn register(h: &mut Harness) {
             let ran = rr(&[&l[..], &run[..], &["--algo", path][..]].concat());
             ensure!(
                 ran.code != Some(0)
-                    && format!("{}{}", ran.out, ran.err).contains(&format!("{path} cannot run here"))
+                    && format!("{}{}", ran.out, ran.err)
+                        .contains(&format!("{path} cannot run here"))
                     && format!("{}{}", ran.out, ran.err).contains("take turns"),
                 "{path}: {}",
                 ran.show()

@@ -444,6 +444,9 @@ impl<'p> Lowering<'p> {
     /// rank as the left on two ranks) and on the left neighbour, whose
     /// puts it receives.
     fn no_turns(&self, i: usize, k: &crate::plan::Kernel) -> Result<()> {
+        if self.turns.is_empty() {
+            return Ok(());
+        }
         let (r, n) = (self.rank, self.plan.shape.ranks);
         let mut peers = k.steps.iter().filter_map(|s| match s.kind {
             OpKind::Copy { to, .. } if to != r => Some(to),
