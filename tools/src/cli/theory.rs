@@ -50,8 +50,12 @@ pub struct TheoryArgs {
     #[arg(long, default_value_t = crate::theory::scale::NETWORK_STATED.alpha_us)]
     pub net_alpha_us: f64,
     /// Check the scale-out model against published nccl-tests results:
-    /// each figure with its source, the model's value and the error.
-    #[arg(long, conflicts_with_all = ["nodes", "gpus_per_node", "from_bench"])]
+    /// each figure with its source, the model's value and the error (the
+    /// machines' constants are the sources', so no other argument applies).
+    #[arg(long, conflicts_with_all = [
+        "nodes", "gpus_per_node", "from_bench", "size", "ranks", "alpha_us",
+        "link_gbps", "reduce_gbps", "net_gbps", "net_alpha_us",
+    ])]
     pub published: bool,
 }
 

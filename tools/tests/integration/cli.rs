@@ -1454,8 +1454,21 @@ pub fn register(h: &mut Harness) {
                     "a row without its source: {r}"
                 );
             }
-            let bad = rr(&["theory", "--published", "--nodes", "2"]);
-            ensure!(bad.code == Some(2), "{}", bad.show());
+            // The published machines' constants are the sources': no
+            // other argument applies, and each is refused by name.
+            for extra in [
+                &["--nodes", "2"][..],
+                &["--size", "0"],
+                &["--ranks", "4"],
+                &["--net-gbps", "1"],
+            ] {
+                let bad = rr(&[&["theory", "--published"][..], extra].concat());
+                ensure!(
+                    bad.code == Some(2) && bad.err.contains("cannot be used with"),
+                    "{extra:?}: {}",
+                    bad.show()
+                );
+            }
             let doc = crate::common::repo_root().join("docs/SCALE-OUT.md");
             let Ok(text) = std::fs::read_to_string(&doc) else {
                 return skip(format!("{} not found (staged test binary?)", doc.display()));
