@@ -127,8 +127,9 @@ pub enum Error {
     #[error("rank {rank}: NCCL: {message}")]
     NcclRank { rank: usize, message: String },
     /// An MPI call of the network transport failed (the `mpi` feature):
-    /// the rank that made it, the peer it was for (none for a collective),
-    /// the call and MPI's own message.
+    /// the rank that made it, the peer MPI failed it for (none for a
+    /// collective, or for a size refused before the call), the call and
+    /// MPI's own message.
     #[error("rank {rank}: MPI: {call}{} failed: {message}", peer.map_or(String::new(), |p| format!(" with rank {p}")))]
     Mpi {
         rank: usize,

@@ -133,13 +133,16 @@ fn check(code: c_int, rank: usize, peer: Option<usize>, call: &'static str) -> R
 }
 
 /// A size MPI can carry in one message (`int` bytes).
+/// Refused before the call, so it names no peer (`peer: None`): an error
+/// that names one is MPI's own, about the link to that peer.
 fn int_len(n: usize, rank: usize, peer: Option<usize>, call: &'static str) -> Result<c_int> {
     c_int::try_from(n).map_err(|_| Error::Mpi {
         rank,
-        peer,
+        peer: None,
         call,
         message: format!(
-            "{n} bytes do not fit one MPI message (at most {} bytes)",
+            "{n} bytes{} do not fit one MPI message (at most {} bytes)",
+            peer.map_or(String::new(), |p| format!(" for rank {p}")),
             c_int::MAX
         ),
     })

@@ -93,16 +93,18 @@ impl Link {
         what: &dyn Fn() -> String,
     ) -> Result<Vec<u8>> {
         let deadline = Instant::now() + self.timeout;
-        self.mpi.send(
-            self.mpi.world,
-            msg,
-            to,
-            tag,
-            deadline,
-            self.timeout,
-            &|| self.stop("sending", what),
-            what,
-        )
+        self.mpi
+            .send(
+                self.mpi.world,
+                msg,
+                to,
+                tag,
+                deadline,
+                self.timeout,
+                &|| self.stop("sending", what),
+                what,
+            )
+            .map_err(|e| link_failed(e, what))
     }
 
     /// Send `msg` with `tag` to each rank of `to` not marked in `skip`, all
@@ -173,6 +175,29 @@ impl Wire for Link {
             format!("rank {from}'s signal {signal} to rank {to}")
         })
         .map(drop)
+    }
+}
+
+/// An error of MPI on a call with one peer is the link to that peer
+/// failing, and what this rank can tell of it is that the peer failed: a
+/// live rank is the one that reports it (a dead one reports nothing), so
+/// the job's failure names the peer, not the survivor that noticed (an
+/// `MPI_Isend` to a killed process fails with `MPI_ERR_INTERN` in Open MPI
+/// before the process's silence is noticed). Every other error is
+/// returned as it is.
+fn link_failed(e: Error, what: &dyn Fn() -> String) -> Error {
+    match e {
+        Error::Mpi {
+            rank,
+            peer: Some(peer),
+            call,
+            message,
+        } if peer != rank => Error::peer_failed(
+            peer,
+            &format!("MPI could not reach it from rank {rank} ({call}: {message})"),
+            format!("rank {rank} at {}", what()),
+        ),
+        e => e,
     }
 }
 
@@ -493,7 +518,14 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
             // done with the job) is not a failure of the job.
             Err(_) if stop.load(Ordering::Acquire) => break,
             Err(e) => {
-                control.record_failure(0, me, &format!("its network receiver failed: {e}"));
+                match link_failed(e, &|| "receiving".to_string()) {
+                    Error::PeerFailed { rank, reason, .. } => {
+                        control.record_failure(0, rank, &reason)
+                    }
+                    e => {
+                        control.record_failure(0, me, &format!("its network receiver failed: {e}"))
+                    }
+                }
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
@@ -690,4 +722,39 @@ pub(crate) fn only_pushes(plan: &crate::plan::Plan, backend: &'static str) -> Re
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mpi(peer: Option<usize>) -> Error {
+        Error::Mpi {
+            rank: 1,
+            peer,
+            call: "MPI_Isend",
+            message: "MPI_ERR_INTERN: internal error".into(),
+        }
+    }
+
+    /// A survivor whose send to a killed rank fails names the killed rank
+    /// as the job's failure, never itself.
+    #[test]
+    fn over_nodes_an_mpi_error_with_a_peer_names_the_peer() {
+        let e = link_failed(mpi(Some(3)), &|| "rank 1's copy to rank 3".into());
+        assert_eq!(e.rank(), Some(3), "{e}");
+        assert!(matches!(e, Error::PeerFailed { .. }), "{e:?}");
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "rank 3 failed: MPI could not reach it from rank 1 (MPI_Isend: MPI_ERR_INTERN"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("rank 1 at rank 1's copy to rank 3"), "{text}");
+        // What names no peer (a collective, a size refused before the
+        // call) stays this rank's own error.
+        let e = link_failed(mpi(None), &String::new);
+        assert!(matches!(e, Error::Mpi { rank: 1, .. }), "{e:?}");
+    }
 }
