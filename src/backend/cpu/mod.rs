@@ -29,7 +29,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::fault::FaultPlan;
-use crate::pool::RankThreads;
+use crate::pool::{PoolPhases, RankThreads};
 use crate::sync::{AbortHandle, SignalBoard};
 use crate::transport::{
     all_records, to_open, unique_name, Names, Record, Shm, Threads, Transport, FAILED_RECORD,
@@ -45,14 +45,43 @@ enum Cmd {
     Ping,
 }
 
+/// Who runs the local ranks' ops of a call.
+enum Runner {
+    /// This process runs one rank (a rank process under `launch` or
+    /// mpirun): the caller's thread runs it, with no hand-off. A rank
+    /// thread would make two threads of this process poll for each call,
+    /// the caller and the rank, and with more rank processes than cores
+    /// they take the cores the other ranks need.
+    Caller {
+        rank: usize,
+        /// The last call's phases (all of it the handler).
+        last: PoolPhases,
+    },
+    /// One thread per local rank (thread `i` runs rank `local.start + i`).
+    Threads(RankThreads<Cmd, Vec<OpTime>>),
+}
+
+/// Run rank `rank`'s ops of `run`: a panic is this rank's error, and an
+/// error is told to the other ranks at once (they may wait for this one).
+fn run_rank(mem: &CpuMem, rank: usize, run: &Run) -> Result<Vec<OpTime>> {
+    catch_unwind(AssertUnwindSafe(|| execute(mem, rank, run)))
+        .unwrap_or_else(|p| {
+            Err(Error::Worker {
+                rank,
+                message: crate::pool::panic_message(p.as_ref()),
+            })
+        })
+        .inspect_err(|e| run.board.fail_with(run.gen, rank, e))
+}
+
 /// The CPU backend over transport `T`.
 pub(crate) struct CpuBackend<T: Transport<Mem = Storage> = Threads> {
     t: T,
     mem: Arc<CpuMem>,
     /// Which allocation this process holds for each rank's buffer.
     names: Names,
-    /// One thread per local rank (thread `i` runs rank `local.start + i`).
-    threads: RankThreads<Cmd, Vec<OpTime>>,
+    /// Who runs the local ranks' ops.
+    runner: Runner,
     board: Arc<SignalBoard>,
     gen: u64,
     faults: FaultPlan,
@@ -108,30 +137,28 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
         let (ranks, local) = (t.ranks(), t.local_ranks());
         let mem = Arc::new(CpuMem::new(ranks)?);
         t.attach(mem.clone())?;
-        let m = mem.clone();
-        let first = local.start;
-        let mut threads = RankThreads::spawn(local.len(), "cpu", move |i, inbox| {
-            inbox.ready(Ok(()));
-            let (mem, rank) = (m.clone(), first + i);
-            inbox.serve(|cmd: Cmd| match cmd {
-                Cmd::Run(run) => {
-                    // A panic must also release the other ranks at once.
-                    let r = catch_unwind(AssertUnwindSafe(|| execute(&mem, rank, &run)))
-                        .unwrap_or_else(|p| {
-                            Err(Error::Worker {
-                                rank,
-                                message: crate::pool::panic_message(p.as_ref()),
-                            })
-                        });
-                    r.inspect_err(|e| run.board.fail_with(run.gen, rank, e))
-                }
-                Cmd::Ping => Ok(Vec::new()),
-            });
-        })?;
-        // Every wait of a rank thread is bounded by the timeout (the
-        // board's waits, the abort); this bounds the caller's wait for the
-        // rank threads too, should one be stuck anyway.
-        threads.set_deadline(Some(timeout + crate::pool::GRACE));
+        let runner = if t.shared() && local.len() == 1 {
+            Runner::Caller {
+                rank: local.start,
+                last: PoolPhases::default(),
+            }
+        } else {
+            let m = mem.clone();
+            let first = local.start;
+            let mut threads = RankThreads::spawn(local.len(), "cpu", move |i, inbox| {
+                inbox.ready(Ok(()));
+                let (mem, rank) = (m.clone(), first + i);
+                inbox.serve(|cmd: Cmd| match cmd {
+                    Cmd::Run(run) => run_rank(&mem, rank, &run),
+                    Cmd::Ping => Ok(Vec::new()),
+                });
+            })?;
+            // Every wait of a rank thread is bounded by the timeout (the
+            // board's waits, the abort); this bounds the caller's wait for
+            // the rank threads too, should one be stuck anyway.
+            threads.set_deadline(Some(timeout + crate::pool::GRACE));
+            Runner::Threads(threads)
+        };
         let info = BackendInfo {
             kind: Some(BackendKind::Cpu),
             ranks,
@@ -155,7 +182,7 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
             t,
             mem,
             names: Names::default(),
-            threads,
+            runner,
             gen: 0,
             faults,
             info,
@@ -318,7 +345,10 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
         results: Vec<Result<Vec<OpTime>>>,
     ) -> Result<()> {
         let total = t0.elapsed().as_nanos() as u64;
-        let phases = self.threads.last_phases();
+        let phases = match &self.runner {
+            Runner::Caller { last, .. } => *last,
+            Runner::Threads(t) => t.last_phases(),
+        };
         for r in self.t.local_ranks() {
             let p = &mut self.profile[r];
             p.calls += 1;
@@ -439,8 +469,25 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
         if let Err(e) = self.t.begin(call, self.gen) {
             return Err(self.failed(e));
         }
-        let cmds = self.t.local_ranks().map(|_| Cmd::Run(run.clone()));
-        let results = self.threads.run_all(cmds.collect())?;
+        let results = match &mut self.runner {
+            Runner::Caller { rank, last } => {
+                let t = Instant::now();
+                let r = run_rank(&self.mem, *rank, &run);
+                let ns = t.elapsed().as_nanos() as u64;
+                *last = PoolPhases {
+                    calls: 1,
+                    handler_ns: ns,
+                    last_done_ns: ns,
+                    round_ns: ns,
+                    ..PoolPhases::default()
+                };
+                vec![r]
+            }
+            Runner::Threads(t) => {
+                let cmds = self.t.local_ranks().map(|_| Cmd::Run(run.clone()));
+                t.run_all(cmds.collect())?
+            }
+        };
         self.finish(call, t0, results)
     }
 
@@ -468,8 +515,13 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
     }
 
     fn ping(&mut self) -> Result<()> {
-        let cmds = self.t.local_ranks().map(|_| Cmd::Ping);
-        self.threads.run(cmds.collect()).map(|_| ())
+        match &mut self.runner {
+            Runner::Caller { .. } => Ok(()),
+            Runner::Threads(t) => {
+                let cmds = self.t.local_ranks().map(|_| Cmd::Ping);
+                t.run(cmds.collect()).map(|_| ())
+            }
+        }
     }
 
     fn local_ranks(&self) -> std::ops::Range<usize> {
