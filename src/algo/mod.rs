@@ -443,6 +443,11 @@ pub struct Placement {
     /// their kernels run at once (one context), and a step between them
     /// is a store and a poll in the same memory.
     pub one_gpu: bool,
+    /// Every rank is a process of its own (a job of `launch` or mpirun).
+    /// On host memory each runs its rank on its own thread, with no
+    /// hand-off to a rank thread, so a step between ranks costs less
+    /// than between rank threads of one process.
+    pub processes: bool,
 }
 
 impl AlgoChoice {
@@ -492,7 +497,7 @@ impl AlgoChoice {
                 _ => Arc::new(ring::Ring::PLAIN),
             }
         } else if at.host {
-            auto_host(shape)
+            auto_host(shape, at.processes)
         } else if at.time_sliced && !shape.in_place && shape.ranks > 1 {
             Arc::new(fused::Fused)
         } else if at.time_sliced && shape.collective == Collective::AllReduce && shape.ranks == 2 {
@@ -535,15 +540,19 @@ pub const HOST_FUSED_MAX_BYTES: usize = 64 << 10;
 /// ranks (two phases whatever N: at or ahead of the ring from 2 MiB, and
 /// 1.5-2.6x ahead of it below 64 KiB), and the ring above them on 2 ranks
 /// (ahead of `ps` at 256 KiB-2 MiB there); every other collective as on
-/// the GPU ([`AlgoChoice::resolve`]).
-fn auto_host(shape: &Shape) -> Arc<dyn Algorithm> {
+/// the GPU ([`AlgoChoice::resolve`]). With every rank a process
+/// (`processes`: no hand-off to a rank thread, so the ring's steps cost
+/// less) the ring above [`HOST_FUSED_MAX_BYTES`] on any number of ranks
+/// (4 processes on 2 cores, `docs/results/2026-12-06-cpu-mpi-inline/`:
+/// 0.6x `ps`'s time at 1 MiB, 0.8x at 16 MiB; `ps` ahead at 64 KiB).
+fn auto_host(shape: &Shape, processes: bool) -> Arc<dyn Algorithm> {
     let bytes = shape.count.saturating_mul(shape.elem_size);
     if shape.collective == Collective::AllReduce && shape.ranks > 1 {
         let small = bytes <= HOST_FUSED_MAX_BYTES;
         if small && !shape.in_place {
             return Arc::new(fused::Fused);
         }
-        if small || shape.ranks > 2 {
+        if small || (shape.ranks > 2 && !processes) {
             return Arc::new(ps::ParameterServer);
         }
         return Arc::new(ring::Ring::PLAIN);

@@ -675,8 +675,33 @@ fn auto_with_processes_sharing_a_gpu_never_waits_between_ranks() {
     let host = Placement { host: true, ..at };
     assert_eq!(
         AlgoChoice::Auto.resolve_in(&s, &host).unwrap().name(),
-        auto_host(&s).name()
+        auto_host(&s, at.processes).name()
     );
+}
+
+/// `auto` on host memory: one step out of place while small, the
+/// parameter server in place while small, and above that the ring where
+/// every rank is a process (its steps need no hand-off there) but `ps`
+/// with rank threads from 3 ranks.
+#[test]
+fn auto_on_host_memory_takes_the_ring_where_ranks_are_processes() {
+    let pick = |ranks: usize, bytes: usize, in_place: bool, processes: bool| {
+        let at = Placement {
+            host: true,
+            processes,
+            ..Placement::default()
+        };
+        let s = Shape::all_reduce(ranks, bytes / 4, 4, in_place);
+        AlgoChoice::Auto.resolve_in(&s, &at).unwrap().name()
+    };
+    for processes in [false, true] {
+        assert_eq!(pick(4, 4 << 10, false, processes), "oneshot:fused");
+        assert_eq!(pick(4, 64 << 10, true, processes), "ps");
+        assert_eq!(pick(2, 1 << 20, true, processes), "ring");
+    }
+    assert_eq!(pick(4, 1 << 20, true, false), "ps");
+    assert_eq!(pick(4, 1 << 20, true, true), "ring");
+    assert_eq!(pick(4, 16 << 20, false, true), "ring");
 }
 
 // ---------------------------------------------------------------------------

@@ -307,6 +307,7 @@ fn placement(
         per_node,
         host,
         time_sliced: processes && !host && per_node.is_none() && shared,
+        processes,
         one_gpu: !processes
             && !host
             && per_node.is_none()
