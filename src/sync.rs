@@ -487,6 +487,20 @@ impl SignalBoard {
     /// then sleep in short naps. `what` describes what is waited for (the
     /// producing rank and step), for the error.
     pub fn wait(&self, s: usize, gen: u64, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
+        self.wait_driving(s, gen, rank, what, &|| {})
+    }
+
+    /// [`SignalBoard::wait`], calling `drive` at every poll: the waiter
+    /// does the work that publishes the signal, where that work is polling
+    /// (the network transport's receive, `Wire::progress`).
+    pub fn wait_driving(
+        &self,
+        s: usize,
+        gen: u64,
+        rank: usize,
+        what: &dyn Fn() -> String,
+        drive: &dyn Fn(),
+    ) -> Result<()> {
         self.known(s, rank)?;
         let start = Instant::now();
         let mut checked = start;
@@ -517,6 +531,10 @@ impl SignalBoard {
                         return Err(e);
                     }
                 }
+            }
+            drive();
+            if self.is_published(s, gen) {
+                break;
             }
             pause.pause();
         }

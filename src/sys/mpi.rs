@@ -156,6 +156,12 @@ pub(crate) struct Request {
     collective: bool,
 }
 
+// SAFETY: MPI is initialised with `MPI_THREAD_MULTIPLE` (`init` refuses
+// less), under which a request may be tested, waited on or freed from any
+// thread, as long as no two threads use it at once; a `Request` is owned
+// (not `Sync`, not `Clone`), so only its one owner uses it.
+unsafe impl Send for Request {}
+
 fn drop_request(req: Request) {
     // SAFETY: a live request from the shim, not used after this.
     unsafe { ffi::rr_request_drop(req.ptr, c_int::from(req.collective)) };

@@ -222,6 +222,11 @@ pub(crate) trait Wire: Send + Sync {
     /// Raise `signal` of call `gen`, published by rank `from`, on rank
     /// `to`'s node.
     fn signal(&self, from: usize, to: usize, signal: usize, gen: u64) -> Result<()>;
+
+    /// Take what arrived from the other nodes, once, on the calling
+    /// thread: a rank waiting on a signal of another node calls it, so
+    /// that the message that ends its wait needs no other thread.
+    fn progress(&self) {}
 }
 
 /// A new buffer, and the handle to publish with what keeps it open (see

@@ -40,7 +40,7 @@ use crate::sys::mpi::{Mpi, PendingSend};
 use crate::sys::shm::Export;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -51,6 +51,9 @@ pub(crate) struct Link {
     job: Arc<Job>,
     abort: AbortHandle,
     timeout: Duration,
+    /// The receiving side's state, once the receiver started: polled by
+    /// the receiver thread or by a waiting rank, one at a time.
+    receiving: Mutex<Option<Receiving>>,
 }
 
 impl Link {
@@ -68,6 +71,7 @@ impl Link {
             world,
             job,
             timeout,
+            receiving: Mutex::new(None),
         })
     }
 
@@ -176,6 +180,16 @@ impl Wire for Link {
         })
         .map(drop)
     }
+
+    /// Poll once for the receiver, unless it (or another waiting rank)
+    /// is polling now.
+    fn progress(&self) {
+        if let Ok(mut g) = self.receiving.try_lock() {
+            if let Some(r) = g.as_mut() {
+                r.poll(self);
+            }
+        }
+    }
 }
 
 /// An error of MPI on a call with one peer is the link to that peer
@@ -215,7 +229,11 @@ pub(crate) type Alloc = Box<dyn Fn(usize) -> Vec<u8> + Send>;
 pub(crate) type Delivered = Box<dyn Fn(u64, usize) + Send>;
 
 /// The receiving side of this process: a thread that takes every message
-/// of the other nodes and applies it (NCCL's proxy thread).
+/// of the other nodes and applies it (NCCL's proxy thread). A rank that
+/// waits on a signal takes messages too while it waits
+/// ([`Wire::progress`]): whoever holds the receiving state polls, so a
+/// message that ends a rank's wait is taken by that rank, with no hand-off
+/// from the thread.
 pub(crate) struct Receiver {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -234,27 +252,27 @@ impl Receiver {
         board: Arc<SignalBoard>,
     ) -> Result<Receiver> {
         let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
+        *lock(&link.receiving) = Some(Receiving {
+            land,
+            alloc,
+            delivered,
+            board,
+            stop: stop.clone(),
+            live: Liveness::new(&link),
+            forwarded: false,
+            last_health: Instant::now(),
+        });
         let kept = link.clone();
+        let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name("ringreduce-net".into())
-            .spawn(move || {
-                let fresh = |n: usize| vec![0u8; n];
-                let sink = Sink {
-                    land: &*land,
-                    alloc: alloc
-                        .as_ref()
-                        .map_or(&fresh as &dyn Fn(usize) -> Vec<u8>, |a| {
-                            &**a as &dyn Fn(usize) -> Vec<u8>
-                        }),
-                    delivered: delivered.as_ref().map(|d| &**d as &dyn Fn(u64, usize)),
-                    board: &board,
-                };
-                receive(&link, &sink, &s)
-            })
-            .map_err(|e| Error::Worker {
-                rank: 0,
-                message: format!("could not start the network receiver thread: {e}"),
+            .spawn(move || receive(&link, &s))
+            .map_err(|e| {
+                lock(&kept.receiving).take();
+                Error::Worker {
+                    rank: 0,
+                    message: format!("could not start the network receiver thread: {e}"),
+                }
             })?;
         Ok(Receiver {
             stop,
@@ -291,6 +309,12 @@ impl Drop for Receiver {
     }
 }
 
+/// A mutex's guard, poisoned or not (a poll that panicked left the state
+/// as consistent as any poll leaves it).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Write a put into its destination and raise its signal.
 fn land(mem: &dyn RankMemory, board: &SignalBoard, msg: &[u8]) -> Result<()> {
     let (p, data) = Put::decode(msg)?;
@@ -299,16 +323,6 @@ fn land(mem: &dyn RankMemory, board: &SignalBoard, msg: &[u8]) -> Result<()> {
         board.publish(s, p.gen);
     }
     Ok(())
-}
-
-/// The receiver's loop: probe, receive, apply; forward this node's first
-/// failure to the other nodes.
-/// Where the receiver puts what arrives.
-struct Sink<'a> {
-    land: &'a dyn Fn(Vec<u8>) -> Result<()>,
-    alloc: &'a dyn Fn(usize) -> Vec<u8>,
-    delivered: Option<&'a dyn Fn(u64, usize)>,
-    board: &'a SignalBoard,
 }
 
 /// Wait until every send of `sends` completed, at most until `until`; the
@@ -424,99 +438,52 @@ impl Liveness {
     }
 }
 
-fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
-    let control = link.job.control().clone();
-    let me = link.mpi.rank;
-    let mut forwarded = false;
-    let mut idle = 0u32;
-    let mut last_health = Instant::now();
-    let mut live = Liveness::new(link);
-    while !stop.load(Ordering::Acquire) {
-        if forwarded {
-            // The job failed (the failure record is final) and the other
-            // nodes know it: nothing that arrives can matter any more, and
-            // polling MPI on connections to dead processes only makes Open
-            // MPI print an error per poll. Quiet until stopped.
-            std::thread::sleep(Duration::from_millis(1));
-            continue;
+/// What the receiving side holds between polls: where messages go, what
+/// it knows of the other nodes, and whether this node's failure was told.
+struct Receiving {
+    land: Landing,
+    alloc: Option<Alloc>,
+    delivered: Option<Delivered>,
+    board: Arc<SignalBoard>,
+    /// The receiver's stop: a receive it ends is no failure of the job.
+    stop: Arc<AtomicBool>,
+    live: Liveness,
+    /// The job failed and the other nodes were told: nothing that arrives
+    /// can matter any more.
+    forwarded: bool,
+    last_health: Instant,
+}
+
+/// What one poll found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Polled {
+    /// A message, taken and applied.
+    Message,
+    /// Nothing yet.
+    Nothing,
+    /// The job failed and the other nodes know it: polling MPI on
+    /// connections to dead processes only makes Open MPI print an error
+    /// per poll, so nothing is polled any more.
+    Quiet,
+}
+
+impl Receiving {
+    /// One poll: the heartbeats, at most one message taken and applied,
+    /// and every 5 ms the other nodes' silence and this node's health (the
+    /// first failure forwarded to the other nodes).
+    fn poll(&mut self, link: &Link) -> Polled {
+        if self.forwarded {
+            return Polled::Quiet;
         }
-        live.beat(link);
-        let got = link.mpi.iprobe(link.mpi.world).and_then(|m| match m {
-            None => Ok(false),
-            Some((src, tag, bytes)) => {
-                if let Some(h) = live.heard.get_mut(src) {
-                    *h = Some(Instant::now());
-                }
-                let what = || format!("a message of {bytes} B from rank {src} (tag {tag})");
-                // Bounded like every wait: the receiver stopping, an
-                // abort, the job's failure, or the timeout end it.
-                let halt = || {
-                    if stop.load(Ordering::Acquire) {
-                        return Err(Error::Aborted {
-                            rank: me,
-                            what: format!("receiving {}", what()),
-                            wait: crate::error::WaitKind::Host,
-                        });
-                    }
-                    link.stop("receiving", &what)
-                };
-                let buf = link.mpi.recv(
-                    link.mpi.world,
-                    (sink.alloc)(bytes),
-                    src,
-                    tag,
-                    Instant::now() + link.timeout,
-                    link.timeout,
-                    &halt,
-                    &what,
-                )?;
-                match tag {
-                    TAG_PUT => (sink.land)(buf)?,
-                    TAG_SIGNAL => {
-                        let (gen, s, _) = wire::decode_signal(&buf)?;
-                        if let Some(d) = sink.delivered {
-                            d(gen, s);
-                        }
-                        sink.board.publish(s, gen);
-                    }
-                    TAG_FAIL => {
-                        let (gen, rank, why) = wire::decode_failure(&buf)?;
-                        // Another node's failure: recorded here, never sent
-                        // back.
-                        forwarded = true;
-                        control.record_failure(gen, rank, &why);
-                    }
-                    TAG_BEAT => {}
-                    TAG_BYE => {
-                        if let Some(l) = live.left.get_mut(src) {
-                            *l = true;
-                        }
-                    }
-                    t => {
-                        return Err(Error::Mpi {
-                            rank: me,
-                            peer: Some(src),
-                            call: "MPI_Recv",
-                            message: format!("a message with the unknown tag {t}"),
-                        })
-                    }
-                }
-                Ok(true)
-            }
-        });
-        match got {
-            Ok(true) => idle = 0,
-            Ok(false) => {
-                idle += 1;
-                if idle < 64 {
-                    std::thread::yield_now();
-                } else {
-                    std::thread::sleep(Duration::from_micros(100));
-                }
-            }
+        let control = link.job.control().clone();
+        let me = link.mpi.rank;
+        self.live.beat(link);
+        let polled = match self.take(link) {
+            Ok(true) => Polled::Message,
+            Ok(false) => Polled::Nothing,
             // A receive ended by the receiver's own stop (this process is
             // done with the job) is not a failure of the job.
-            Err(_) if stop.load(Ordering::Acquire) => break,
+            Err(_) if self.stop.load(Ordering::Acquire) => Polled::Nothing,
             Err(e) => {
                 match link_failed(e, &|| "receiving".to_string()) {
                     Error::PeerFailed { rank, reason, .. } => {
@@ -526,12 +493,12 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
                         control.record_failure(0, me, &format!("its network receiver failed: {e}"))
                     }
                 }
-                std::thread::sleep(Duration::from_millis(1));
+                Polled::Nothing
             }
-        }
-        if !forwarded && last_health.elapsed() > Duration::from_millis(5) {
-            last_health = Instant::now();
-            if let Some((r, quiet)) = live.lost() {
+        };
+        if self.last_health.elapsed() > Duration::from_millis(5) {
+            self.last_health = Instant::now();
+            if let Some((r, quiet)) = self.live.lost() {
                 // A node that died cannot say so: its silence does.
                 control.record_failure(
                     0,
@@ -545,27 +512,134 @@ fn receive(link: &Link, sink: &Sink, stop: &AtomicBool) {
             // health() also notices a dead rank of this node.
             if control.health().is_some() {
                 if let Some((gen, rank, why)) = control.failure() {
-                    forwarded = true;
-                    link.broadcast_failure(gen, rank, &why, &live.gone());
+                    self.forwarded = true;
+                    link.broadcast_failure(gen, rank, &why, &self.live.gone());
                 }
             }
         }
+        polled
     }
-    // Stopped: this process is done with the job, maybe because of a
-    // failure it saw first (a dead rank of this node) between two of the
-    // checks above. Told now, or the ranks of the other nodes would wait for
-    // it until their timeout.
-    if !forwarded && control.health().is_some() {
-        if let Some((gen, rank, why)) = control.failure() {
-            link.broadcast_failure(gen, rank, &why, &live.gone());
+
+    /// Take one message, if one is there, and apply it.
+    fn take(&mut self, link: &Link) -> Result<bool> {
+        let me = link.mpi.rank;
+        let Some((src, tag, bytes)) = link.mpi.iprobe(link.mpi.world)? else {
+            return Ok(false);
+        };
+        if let Some(h) = self.live.heard.get_mut(src) {
+            *h = Some(Instant::now());
+        }
+        let what = || format!("a message of {bytes} B from rank {src} (tag {tag})");
+        // Bounded like every wait: the receiver stopping, an abort, the
+        // job's failure, or the timeout end it.
+        let stop = &self.stop;
+        let halt = || {
+            if stop.load(Ordering::Acquire) {
+                return Err(Error::Aborted {
+                    rank: me,
+                    what: format!("receiving {}", what()),
+                    wait: crate::error::WaitKind::Host,
+                });
+            }
+            link.stop("receiving", &what)
+        };
+        let memory = match &self.alloc {
+            Some(a) => a(bytes),
+            None => vec![0u8; bytes],
+        };
+        let buf = link.mpi.recv(
+            link.mpi.world,
+            memory,
+            src,
+            tag,
+            Instant::now() + link.timeout,
+            link.timeout,
+            &halt,
+            &what,
+        )?;
+        match tag {
+            TAG_PUT => (self.land)(buf)?,
+            TAG_SIGNAL => {
+                let (gen, s, _) = wire::decode_signal(&buf)?;
+                if let Some(d) = &self.delivered {
+                    d(gen, s);
+                }
+                self.board.publish(s, gen);
+            }
+            TAG_FAIL => {
+                let (gen, rank, why) = wire::decode_failure(&buf)?;
+                // Another node's failure: recorded here, never sent back.
+                self.forwarded = true;
+                link.job.control().record_failure(gen, rank, &why);
+            }
+            TAG_BEAT => {}
+            TAG_BYE => {
+                if let Some(l) = self.live.left.get_mut(src) {
+                    *l = true;
+                }
+            }
+            t => {
+                return Err(Error::Mpi {
+                    rank: me,
+                    peer: Some(src),
+                    call: "MPI_Recv",
+                    message: format!("a message with the unknown tag {t}"),
+                })
+            }
+        }
+        Ok(true)
+    }
+
+    /// The receiver stops: this process is done with the job, maybe
+    /// because of a failure it saw first (a dead rank of this node)
+    /// between two polls. Told now, or the ranks of the other nodes would
+    /// wait for it until their timeout; a clean end says goodbye instead.
+    fn finish(mut self, link: &Link) {
+        let control = link.job.control();
+        if !self.forwarded && control.health().is_some() {
+            if let Some((gen, rank, why)) = control.failure() {
+                link.broadcast_failure(gen, rank, &why, &self.live.gone());
+            }
+        }
+        if control.health().is_none() {
+            // Done with the job, cleanly: from now on this process's
+            // silence is no failure.
+            link.broadcast(TAG_BYE, &[], &self.live.remote, &self.live.left, BROADCAST);
+        }
+        self.live.settle();
+    }
+}
+
+/// The receiver thread: polls whenever no waiting rank does, naps when
+/// nothing comes, and finishes the receiving state once stopped.
+fn receive(link: &Link, stop: &AtomicBool) {
+    let mut idle = 0u32;
+    while !stop.load(Ordering::Acquire) {
+        let polled = match link.receiving.try_lock() {
+            Ok(mut g) => g.as_mut().map_or(Polled::Quiet, |r| r.poll(link)),
+            // A waiting rank polls.
+            Err(std::sync::TryLockError::WouldBlock) => Polled::Nothing,
+            Err(std::sync::TryLockError::Poisoned(e)) => e
+                .into_inner()
+                .as_mut()
+                .map_or(Polled::Quiet, |r| r.poll(link)),
+        };
+        match polled {
+            Polled::Message => idle = 0,
+            Polled::Nothing => {
+                idle += 1;
+                if idle < 64 {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }
+            Polled::Quiet => std::thread::sleep(Duration::from_millis(1)),
         }
     }
-    if control.health().is_none() {
-        // Done with the job, cleanly: from now on this process's silence
-        // is no failure.
-        link.broadcast(TAG_BYE, &[], &live.remote, &live.left, BROADCAST);
+    if let Some(r) = lock(&link.receiving).take() {
+        r.finish(link);
     }
-    live.settle();
 }
 
 /// This process's rank of a job over nodes.

@@ -320,8 +320,15 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
         for (k, part) in interp::parts(r, op).into_iter().enumerate() {
             let at = || part_desc(plan, r, i, k);
             for w in part.waits {
+                // Over nodes the waiter takes the messages that end its
+                // wait itself (no hand-off from the receiver thread).
+                let drive = || {
+                    if let Some(net) = &run.net {
+                        net.wire.progress();
+                    }
+                };
                 run.board
-                    .wait(w.0, run.gen, r, &|| signal_desc(plan, *w))
+                    .wait_driving(w.0, run.gen, r, &|| signal_desc(plan, *w), &drive)
                     .map_err(|e| e.in_step(&at()))?;
             }
             let t0 = Instant::now();
