@@ -262,6 +262,14 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     where
         F: Fn(usize, Inbox<C, R>) + Send + Sync + 'static,
     {
+        Self::spawn_named(n, &|rank| format!("{name}-rank{rank}"), body)
+    }
+
+    /// [`RankThreads::spawn`], thread `i` named `name(i)`.
+    pub fn spawn_named<F>(n: usize, name: &dyn Fn(usize) -> String, body: F) -> Result<Self>
+    where
+        F: Fn(usize, Inbox<C, R>) + Send + Sync + 'static,
+    {
         let body = Arc::new(body);
         // Built up in place: if a later spawn fails, dropping `pool` shuts
         // down and joins the threads already started.
@@ -301,7 +309,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
             };
             let body = body.clone();
             let h = std::thread::Builder::new()
-                .name(format!("{name}-rank{rank}"))
+                .name(name(rank))
                 .spawn(move || body(rank, inbox))
                 .map_err(|e| Error::Worker {
                     rank,
@@ -321,6 +329,16 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
             Some(e) => Err(e),
             None => Ok(pool),
         }
+    }
+
+    /// How many threads the pool has.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether the pool has no thread.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
     }
 
     /// Bound every later wait for a reply by `d` (none: unbounded).
@@ -443,6 +461,24 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         self.can_post(cmds.len(), false)?;
         let round = self.post(cmds)?;
         self.collect(round)
+    }
+
+    /// [`RankThreads::run_all`] with a share of the caller's own: post
+    /// `cmds`, run `mine` on the calling thread while the threads work,
+    /// then collect; `mine`'s outcome comes first. The caller does one
+    /// rank's work instead of waiting idle for it (the phases count the
+    /// threads' ranks only).
+    pub fn run_all_with(
+        &mut self,
+        cmds: Vec<C>,
+        mine: impl FnOnce() -> Result<R>,
+    ) -> Result<Vec<Result<R>>> {
+        self.can_post(cmds.len(), false)?;
+        let round = self.post(cmds)?;
+        let own = mine();
+        let mut out = self.collect(round)?;
+        out.insert(0, own);
+        Ok(out)
     }
 
     /// Post `cmds` and return without waiting for them; instead collect

@@ -51,7 +51,14 @@ impl Transport for Threads {
     }
 
     fn describe(&self) -> String {
-        crate::words::counted(self.ranks, "rank thread")
+        let threads = match self.ranks {
+            0 | 1 => String::new(),
+            n => format!(" and {}", crate::words::counted(n - 1, "rank thread")),
+        };
+        format!(
+            "{} in this process (the caller's thread{threads})",
+            crate::words::counted(self.ranks, "rank")
+        )
     }
 
     fn clock(&self) -> String {

@@ -45,20 +45,22 @@ enum Cmd {
     Ping,
 }
 
-/// Who runs the local ranks' ops of a call.
-enum Runner {
-    /// This process runs one rank (a rank process under `launch` or
-    /// mpirun): the caller's thread runs it, with no hand-off. A rank
-    /// thread would make two threads of this process poll for each call,
-    /// the caller and the rank, and with more rank processes than cores
-    /// they take the cores the other ranks need.
-    Caller {
-        rank: usize,
-        /// The last call's phases (all of it the handler).
-        last: PoolPhases,
-    },
-    /// One thread per local rank (thread `i` runs rank `local.start + i`).
-    Threads(RankThreads<Cmd, Vec<OpTime>>),
+/// Who runs the local ranks' ops of a call: the caller's thread runs the
+/// first local rank itself, one thread each the others. A rank process (one
+/// local rank) has no thread at all: every call is run where it is made,
+/// with no hand-off. A hand-off per rank would make two threads poll for
+/// each rank's part of a call, the caller and the rank's thread, and where
+/// the ranks outnumber the cores (rank processes on a small machine, or
+/// rank threads of one process) they take the cores the other ranks need.
+struct Runner {
+    /// The first local rank, run on the caller's thread.
+    first: usize,
+    /// One thread per further local rank (thread `i` runs rank
+    /// `first + 1 + i`).
+    threads: RankThreads<Cmd, Vec<OpTime>>,
+    /// The last call's phases: the threads' ranks, or with no thread the
+    /// caller's own (all of it the handler).
+    last: PoolPhases,
 }
 
 /// Run rank `rank`'s ops of `run`: a panic is this rank's error, and an
@@ -96,7 +98,8 @@ pub(crate) struct CpuBackend<T: Transport<Mem = Storage> = Threads> {
 }
 
 impl CpuBackend<Threads> {
-    /// `ranks` rank threads in this process.
+    /// `ranks` ranks in this process: the caller's thread runs the first,
+    /// a rank thread each the others.
     pub fn new(ranks: usize, timeout: Duration, faults: FaultPlan) -> Result<Self> {
         CpuBackend::over(Threads::new(ranks, timeout)?, timeout, faults)
     }
@@ -132,32 +135,34 @@ impl CpuBackend<crate::transport::Net> {
 }
 
 impl<T: Transport<Mem = Storage>> CpuBackend<T> {
-    /// The backend over transport `t`: one thread per local rank.
+    /// The backend over transport `t`: the caller runs the first local
+    /// rank, one thread each the others.
     pub fn over(mut t: T, timeout: Duration, faults: FaultPlan) -> Result<Self> {
         let (ranks, local) = (t.ranks(), t.local_ranks());
         let mem = Arc::new(CpuMem::new(ranks)?);
         t.attach(mem.clone())?;
-        let runner = if t.shared() && local.len() == 1 {
-            Runner::Caller {
-                rank: local.start,
-                last: PoolPhases::default(),
-            }
-        } else {
-            let m = mem.clone();
-            let first = local.start;
-            let mut threads = RankThreads::spawn(local.len(), "cpu", move |i, inbox| {
+        let m = mem.clone();
+        let first = local.start;
+        let mut threads = RankThreads::spawn_named(
+            local.len().saturating_sub(1),
+            &|i| format!("cpu-rank{}", first + 1 + i),
+            move |i, inbox| {
                 inbox.ready(Ok(()));
-                let (mem, rank) = (m.clone(), first + i);
+                let (mem, rank) = (m.clone(), first + 1 + i);
                 inbox.serve(|cmd: Cmd| match cmd {
                     Cmd::Run(run) => run_rank(&mem, rank, &run),
                     Cmd::Ping => Ok(Vec::new()),
                 });
-            })?;
-            // Every wait of a rank thread is bounded by the timeout (the
-            // board's waits, the abort); this bounds the caller's wait for
-            // the rank threads too, should one be stuck anyway.
-            threads.set_deadline(Some(timeout + crate::pool::GRACE));
-            Runner::Threads(threads)
+            },
+        )?;
+        // Every wait of a rank thread is bounded by the timeout (the
+        // board's waits, the abort); this bounds the caller's wait for the
+        // rank threads too, should one be stuck anyway.
+        threads.set_deadline(Some(timeout + crate::pool::GRACE));
+        let runner = Runner {
+            first,
+            threads,
+            last: PoolPhases::default(),
         };
         let info = BackendInfo {
             kind: Some(BackendKind::Cpu),
@@ -345,10 +350,7 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
         results: Vec<Result<Vec<OpTime>>>,
     ) -> Result<()> {
         let total = t0.elapsed().as_nanos() as u64;
-        let phases = match &self.runner {
-            Runner::Caller { last, .. } => *last,
-            Runner::Threads(t) => t.last_phases(),
-        };
+        let phases = self.runner.last;
         for r in self.t.local_ranks() {
             let p = &mut self.profile[r];
             p.calls += 1;
@@ -469,23 +471,22 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
         if let Err(e) = self.t.begin(call, self.gen) {
             return Err(self.failed(e));
         }
-        let results = match &mut self.runner {
-            Runner::Caller { rank, last } => {
-                let t = Instant::now();
-                let r = run_rank(&self.mem, *rank, &run);
-                let ns = t.elapsed().as_nanos() as u64;
-                *last = PoolPhases {
-                    calls: 1,
-                    handler_ns: ns,
-                    last_done_ns: ns,
-                    round_ns: ns,
-                    ..PoolPhases::default()
-                };
-                vec![r]
-            }
-            Runner::Threads(t) => {
-                let cmds = self.t.local_ranks().map(|_| Cmd::Run(run.clone()));
-                t.run_all(cmds.collect())?
+        let rn = &mut self.runner;
+        let t = Instant::now();
+        let cmds = (0..rn.threads.len()).map(|_| Cmd::Run(run.clone()));
+        let results = rn
+            .threads
+            .run_all_with(cmds.collect(), || run_rank(&self.mem, rn.first, &run))?;
+        rn.last = if !rn.threads.is_empty() {
+            rn.threads.last_phases()
+        } else {
+            let ns = t.elapsed().as_nanos() as u64;
+            PoolPhases {
+                calls: 1,
+                handler_ns: ns,
+                last_done_ns: ns,
+                round_ns: ns,
+                ..PoolPhases::default()
             }
         };
         self.finish(call, t0, results)
@@ -515,13 +516,8 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
     }
 
     fn ping(&mut self) -> Result<()> {
-        match &mut self.runner {
-            Runner::Caller { .. } => Ok(()),
-            Runner::Threads(t) => {
-                let cmds = self.t.local_ranks().map(|_| Cmd::Ping);
-                t.run(cmds.collect()).map(|_| ())
-            }
-        }
+        let cmds = (0..self.runner.threads.len()).map(|_| Cmd::Ping);
+        self.runner.threads.run(cmds.collect()).map(|_| ())
     }
 
     fn local_ranks(&self) -> std::ops::Range<usize> {
