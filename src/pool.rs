@@ -258,6 +258,8 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     /// Start `n` threads. `body(rank, inbox)` runs on each: it sets up the
     /// rank, calls `inbox.ready(..)`, then `inbox.serve(handler)`. Returns once
     /// every thread reported ready, or the first setup error.
+    // The CPU backend names its threads itself (`spawn_named`).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub fn spawn<F>(n: usize, name: &str, body: F) -> Result<Self>
     where
         F: Fn(usize, Inbox<C, R>) + Send + Sync + 'static,

@@ -486,6 +486,8 @@ impl SignalBoard {
     /// Wait until signal `s` is published for call `gen`: spin, then yield,
     /// then sleep in short naps. `what` describes what is waited for (the
     /// producing rank and step), for the error.
+    // The CPU backend waits through `wait_driving`.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub fn wait(&self, s: usize, gen: u64, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
         self.wait_driving(s, gen, rank, what, &|| {})
     }
