@@ -346,6 +346,11 @@ CHILD = textwrap.dedent(
         # What the caller reads back from a result, as float64.
         if isinstance(x, DL):
             x = np.from_dlpack(x)
+        if isinstance(x, Fresh):
+            # numpy keeps the exporter, not the dict's "__ref", alive: an
+            # array made from a Fresh may read freed memory (the oracle
+            # once computed a wrong sum that way). The values it exports.
+            x = x.a
         return np.asarray(np.asarray(x), dtype=np.float64)
 
     def engine(ranks):

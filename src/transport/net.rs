@@ -475,7 +475,7 @@ impl Receiving {
         if self.forwarded {
             return Polled::Quiet;
         }
-        let control = link.job.control().clone();
+        let control = link.job.control();
         let me = link.mpi.rank;
         self.live.beat(link);
         let polled = match self.take(link) {
