@@ -338,11 +338,6 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
         self.slots.len()
     }
 
-    /// Whether the pool has no thread.
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
-    }
-
     /// Bound every later wait for a reply by `d` (none: unbounded).
     pub fn set_deadline(&mut self, d: Option<Duration>) {
         self.deadline = d;
@@ -468,8 +463,8 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     /// [`RankThreads::run_all`] with a share of the caller's own: post
     /// `cmds`, run `mine` on the calling thread while the threads work,
     /// then collect; `mine`'s outcome comes first. The caller does one
-    /// rank's work instead of waiting idle for it (the phases count the
-    /// threads' ranks only).
+    /// rank's work instead of waiting idle for it, and the phases count it
+    /// as one more rank (taken at once, after posting).
     pub fn run_all_with(
         &mut self,
         cmds: Vec<C>,
@@ -477,8 +472,9 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     ) -> Result<Vec<Result<R>>> {
         self.can_post(cmds.len(), false)?;
         let round = self.post(cmds)?;
+        let taken = now_ns();
         let own = mine();
-        let mut out = self.collect(round)?;
+        let mut out = self.collect_with(round, Some((taken, now_ns())))?;
         out.insert(0, own);
         Ok(out)
     }
@@ -513,11 +509,21 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     }
 
     /// Wait for every rank's answer to round `(seq, t0, posted)`.
-    fn collect(&mut self, (seq, t0, posted): (u64, u64, u64)) -> Result<Vec<Result<R>>> {
+    fn collect(&mut self, round: (u64, u64, u64)) -> Result<Vec<Result<R>>> {
+        self.collect_with(round, None)
+    }
+
+    /// [`RankThreads::collect`], with the caller's own share of the round
+    /// (its stamps: taken, answered) counted in the phases.
+    fn collect_with(
+        &mut self,
+        (seq, t0, posted): (u64, u64, u64),
+        own: Option<(u64, u64)>,
+    ) -> Result<Vec<Result<R>>> {
         // A round that breaks the pool leaves no phases (`calls` 0).
         self.last = PoolPhases::default();
         let mut out = Vec::with_capacity(self.slots.len());
-        let mut stamps = Vec::with_capacity(self.slots.len());
+        let mut stamps: Vec<(u64, u64)> = own.into_iter().collect();
         for rank in 0..self.slots.len() {
             let r = match self.wait_reply(rank, seq, t0) {
                 Ok((r, pick, done)) => {

@@ -184,11 +184,22 @@ impl Wire for Link {
     /// Poll once for the receiver, unless it (or another waiting rank)
     /// is polling now.
     fn progress(&self) {
-        if let Ok(mut g) = self.receiving.try_lock() {
-            if let Some(r) = g.as_mut() {
-                r.poll(self);
-            }
-        }
+        self.poll_once();
+    }
+}
+
+impl Link {
+    /// One poll of the receiving state by whoever calls, the receiver
+    /// thread or a waiting rank; `None` while another holds it.
+    fn poll_once(&self) -> Option<Polled> {
+        let mut g = match self.receiving.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+            // A poll that panicked left the state as consistent as any
+            // poll leaves it.
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        };
+        Some(g.as_mut().map_or(Polled::Quiet, |r| r.poll(self)))
     }
 }
 
@@ -615,15 +626,8 @@ impl Receiving {
 fn receive(link: &Link, stop: &AtomicBool) {
     let mut idle = 0u32;
     while !stop.load(Ordering::Acquire) {
-        let polled = match link.receiving.try_lock() {
-            Ok(mut g) => g.as_mut().map_or(Polled::Quiet, |r| r.poll(link)),
-            // A waiting rank polls.
-            Err(std::sync::TryLockError::WouldBlock) => Polled::Nothing,
-            Err(std::sync::TryLockError::Poisoned(e)) => e
-                .into_inner()
-                .as_mut()
-                .map_or(Polled::Quiet, |r| r.poll(link)),
-        };
+        // `None`: a waiting rank polls.
+        let polled = link.poll_once().unwrap_or(Polled::Nothing);
         match polled {
             Polled::Message => idle = 0,
             Polled::Nothing => {

@@ -308,6 +308,13 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
     };
     let mut times = Vec::new();
     let ns = |t: Instant| t.duration_since(run.epoch).as_secs_f64() * 1e9;
+    // Over nodes a waiting rank takes the messages that end its wait itself
+    // (no hand-off from the receiver thread).
+    let drive = || {
+        if let Some(net) = &run.net {
+            net.wire.progress();
+        }
+    };
     for (i, op) in plan.ops[r].iter().enumerate() {
         let at = || op_desc(plan, r, i);
         match run.faults.inject(r, i, run.call_no, &at) {
@@ -320,13 +327,6 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
         for (k, part) in interp::parts(r, op).into_iter().enumerate() {
             let at = || part_desc(plan, r, i, k);
             for w in part.waits {
-                // Over nodes the waiter takes the messages that end its
-                // wait itself (no hand-off from the receiver thread).
-                let drive = || {
-                    if let Some(net) = &run.net {
-                        net.wire.progress();
-                    }
-                };
                 run.board
                     .wait_driving(w.0, run.gen, r, &|| signal_desc(plan, *w), &drive)
                     .map_err(|e| e.in_step(&at()))?;

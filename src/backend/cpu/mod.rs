@@ -29,7 +29,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::fault::FaultPlan;
-use crate::pool::{PoolPhases, RankThreads};
+use crate::pool::RankThreads;
 use crate::sync::{AbortHandle, SignalBoard};
 use crate::transport::{
     all_records, to_open, unique_name, Names, Record, Shm, Threads, Transport, FAILED_RECORD,
@@ -43,24 +43,6 @@ use std::time::{Duration, Instant};
 enum Cmd {
     Run(Arc<Run>),
     Ping,
-}
-
-/// Who runs the local ranks' ops of a call: the caller's thread runs the
-/// first local rank itself, one thread each the others. A rank process (one
-/// local rank) has no thread at all: every call is run where it is made,
-/// with no hand-off. A hand-off per rank would make two threads poll for
-/// each rank's part of a call, the caller and the rank's thread, and where
-/// the ranks outnumber the cores (rank processes on a small machine, or
-/// rank threads of one process) they take the cores the other ranks need.
-struct Runner {
-    /// The first local rank, run on the caller's thread.
-    first: usize,
-    /// One thread per further local rank (thread `i` runs rank
-    /// `first + 1 + i`).
-    threads: RankThreads<Cmd, Vec<OpTime>>,
-    /// The last call's phases: the threads' ranks, or with no thread the
-    /// caller's own (all of it the handler).
-    last: PoolPhases,
 }
 
 /// Run rank `rank`'s ops of `run`: a panic is this rank's error, and an
@@ -82,8 +64,15 @@ pub(crate) struct CpuBackend<T: Transport<Mem = Storage> = Threads> {
     mem: Arc<CpuMem>,
     /// Which allocation this process holds for each rank's buffer.
     names: Names,
-    /// Who runs the local ranks' ops.
-    runner: Runner,
+    /// The threads of the local ranks after the first (thread `i` runs
+    /// rank `local.start + 1 + i`); the caller's thread runs the first
+    /// itself, so a rank process (one local rank) has none and a call hands
+    /// nothing over. A hand-off per rank made two threads poll for each
+    /// rank's part of a call, the caller and the rank's thread, and where
+    /// the ranks outnumber the cores (rank processes on a small machine, or
+    /// rank threads of one process) they took the cores the other ranks
+    /// need.
+    threads: RankThreads<Cmd, Vec<OpTime>>,
     board: Arc<SignalBoard>,
     gen: u64,
     faults: FaultPlan,
@@ -159,11 +148,6 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
         // board's waits, the abort); this bounds the caller's wait for the
         // rank threads too, should one be stuck anyway.
         threads.set_deadline(Some(timeout + crate::pool::GRACE));
-        let runner = Runner {
-            first,
-            threads,
-            last: PoolPhases::default(),
-        };
         let info = BackendInfo {
             kind: Some(BackendKind::Cpu),
             ranks,
@@ -187,7 +171,7 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
             t,
             mem,
             names: Names::default(),
-            runner,
+            threads,
             gen: 0,
             faults,
             info,
@@ -350,7 +334,7 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
         results: Vec<Result<Vec<OpTime>>>,
     ) -> Result<()> {
         let total = t0.elapsed().as_nanos() as u64;
-        let phases = self.runner.last;
+        let phases = self.threads.last_phases();
         for r in self.t.local_ranks() {
             let p = &mut self.profile[r];
             p.calls += 1;
@@ -471,24 +455,11 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
         if let Err(e) = self.t.begin(call, self.gen) {
             return Err(self.failed(e));
         }
-        let rn = &mut self.runner;
-        let t = Instant::now();
-        let cmds = (0..rn.threads.len()).map(|_| Cmd::Run(run.clone()));
-        let results = rn
+        let cmds = (0..self.threads.len()).map(|_| Cmd::Run(run.clone()));
+        let first = self.t.local_ranks().start;
+        let results = self
             .threads
-            .run_all_with(cmds.collect(), || run_rank(&self.mem, rn.first, &run))?;
-        rn.last = if !rn.threads.is_empty() {
-            rn.threads.last_phases()
-        } else {
-            let ns = t.elapsed().as_nanos() as u64;
-            PoolPhases {
-                calls: 1,
-                handler_ns: ns,
-                last_done_ns: ns,
-                round_ns: ns,
-                ..PoolPhases::default()
-            }
-        };
+            .run_all_with(cmds.collect(), || run_rank(&self.mem, first, &run))?;
         self.finish(call, t0, results)
     }
 
@@ -516,8 +487,8 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
     }
 
     fn ping(&mut self) -> Result<()> {
-        let cmds = (0..self.runner.threads.len()).map(|_| Cmd::Ping);
-        self.runner.threads.run(cmds.collect()).map(|_| ())
+        let cmds = (0..self.threads.len()).map(|_| Cmd::Ping);
+        self.threads.run(cmds.collect()).map(|_| ())
     }
 
     fn local_ranks(&self) -> std::ops::Range<usize> {
