@@ -180,7 +180,7 @@ pub const REGISTRY: &[Entry] = &[
     Entry::new(
         fused::parse,
         &["oneshot:fused"],
-        "oneshot:fused (out of place, every collective: each rank reads the other ranks' send buffers itself, with no wait between ranks)",
+        "oneshot:fused (every collective: each rank reads the other ranks' inputs itself; out of place with no wait between ranks, in place after the peers began, summing into scratch for an all-reduce)",
     ),
     Entry::new(
         flag::parse,
@@ -464,15 +464,12 @@ impl AlgoChoice {
     /// * on host memory (`host`), is its own (measured on the CPU backend:
     ///   `oneshot:fused` out of place up to [`HOST_FUSED_MAX_BYTES`] per
     ///   rank, else `ps`);
-    /// * with processes sharing a GPU (`time_sliced`), takes a path with no
-    ///   wait between ranks on the GPU: `oneshot:fused` for every
-    ///   collective out of place, whatever the size (no wait between ranks
-    ///   at all); in place a path whose waits between ranks the CUDA
-    ///   backend makes on the host, once the awaited work completed
-    ///   (`oneshot` for 2 ranks, see `time_sliced_in_place`, else the
-    ///   usual path; no path that spins on another rank's flags), and
-    ///   callers that stage their data anyway, as
-    ///   `Core::collective_on_own_device` does, run it out of place.
+    /// * with processes sharing a GPU (`time_sliced`), takes
+    ///   `oneshot:fused` for every collective, whatever the size: out of
+    ///   place it waits on no other rank inside the call, in place only on
+    ///   the peers' Begin and on their last read, and the CUDA backend
+    ///   makes those waits on the host once the awaited work completed
+    ///   (every other path hands off between ranks at each step).
     ///
     /// Every choice, fixed or not, must also run where the ranks are
     /// ([`Algorithm::supports_at`]).
@@ -498,11 +495,8 @@ impl AlgoChoice {
             }
         } else if at.host {
             auto_host(shape, at.processes)
-        } else if at.time_sliced && !shape.in_place && shape.ranks > 1 {
+        } else if at.time_sliced && shape.ranks > 1 {
             Arc::new(fused::Fused)
-        } else if at.time_sliced && shape.collective == Collective::AllReduce && shape.ranks == 2 {
-            // In place: `auto`'s usual pick spins on the peer's flags.
-            time_sliced_in_place(shape)
         } else if at.one_gpu && ll_ring_wins(shape) {
             Arc::new(ringll::RING_LL)
         } else {
@@ -510,18 +504,6 @@ impl AlgoChoice {
         };
         AlgoChoice::Fixed(algo).resolve(shape)
     }
-}
-
-/// An in-place all-reduce of 2 rank processes sharing a GPU: the
-/// copy-engine one-shot up to [`ONESHOT_MAX_BYTES`] (its one wait between
-/// the ranks made on the host, after the peer's copy completed), the
-/// pipelined ring above.
-fn time_sliced_in_place(shape: &Shape) -> Arc<dyn Algorithm> {
-    let bytes = shape.count.saturating_mul(shape.elem_size);
-    if bytes <= ONESHOT_MAX_BYTES {
-        return Arc::new(oneshot::ONESHOT);
-    }
-    auto(shape)
 }
 
 /// Out-of-place all-reduces of at most this many bytes per rank take

@@ -146,22 +146,33 @@ pub fn register(h: &mut Harness) {
     });
 
     h.add("api::a_path_refuses_a_shape_with_the_reason", || {
-        // oneshot:fused reads the other ranks' inputs: out of place only.
-        let mut cfg = EngineConfig::cpu(2);
-        cfg.algo = algo("oneshot:fused");
-        let mut e = Engine::<f32>::new(cfg).ctx("engine")?;
-        let mut bufs = vec![vec![1.0f32; 16]; 2];
-        let r = e.all_reduce_in_place(&mut bufs, ReduceOp::Sum);
+        // oneshot:flag is an exchange of two ranks.
+        let mut cfg = EngineConfig::cpu(3);
+        cfg.algo = algo("oneshot:flag");
+        let mut e3 = Engine::<f32>::new(cfg).ctx("engine of 3")?;
+        let mut bufs = vec![vec![1.0f32; 16]; 3];
+        let r = e3.all_reduce_in_place(&mut bufs, ReduceOp::Sum);
         match r {
             Err(Error::BadArgument(m)) => ensure!(
-                m.contains("oneshot:fused") && m.contains("in place") && m.contains("cannot run"),
+                m.contains("oneshot:flag") && m.contains("two-rank") && m.contains("cannot run"),
                 "the refusal must name the path and the reason: {m}"
             ),
-            other => return Err(format!("oneshot:fused in place: {other:?}")),
+            other => return Err(format!("oneshot:flag on 3 ranks: {other:?}")),
         }
         ensure!(
             bufs.iter().all(|v| v.iter().all(|&x| x == 1.0)),
             "a refused call changed the buffers"
+        );
+        let mut cfg = EngineConfig::cpu(2);
+        cfg.algo = algo("oneshot:fused");
+        let mut e = Engine::<f32>::new(cfg).ctx("engine")?;
+        // In place too: it sums into scratch.
+        let mut bufs = vec![vec![1.0f32; 16]; 2];
+        e.all_reduce_in_place(&mut bufs, ReduceOp::Sum)
+            .ctx("in place")?;
+        ensure!(
+            bufs.iter().all(|v| v.iter().all(|&x| x == 2.0)),
+            "oneshot:fused in place wrong"
         );
         let send = vec![vec![1.0f32; 16]; 2];
         let mut recv = vec![vec![0.0f32; 16]; 2];
@@ -172,7 +183,7 @@ pub fn register(h: &mut Harness) {
             "oneshot:fused out of place wrong"
         );
         // All-reduce-only paths refuse the other collectives, naming both
-        // (oneshot:fused runs every collective out of place).
+        // (oneshot:fused runs every collective).
         for path in ["oneshot", "oneshot:flag", "ps"] {
             for c in [Collective::ReduceScatter, Collective::AllGather] {
                 let shape = e.shape(c, 8, false);

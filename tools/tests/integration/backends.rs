@@ -112,8 +112,7 @@ fn refusal(
         return None; // the ring does every collective, any shape
     }
     if path == "oneshot:fused" {
-        // every collective, out of place
-        return (in_place && ranks > 1).then_some("in place");
+        return None; // every collective, in and out of place
     }
     if collective != Collective::AllReduce {
         return Some("all-reduce only");
@@ -123,7 +122,6 @@ fn refusal(
         return (g == 0 || ranks % g != 0).then_some("do not divide");
     }
     match path {
-        "oneshot:fused" if in_place && ranks > 1 => Some("in place"),
         "oneshot:flag" if ranks > 2 => Some("two-rank"),
         _ => None,
     }
