@@ -465,11 +465,14 @@ impl AlgoChoice {
     ///   `oneshot:fused` out of place up to [`HOST_FUSED_MAX_BYTES`] per
     ///   rank, else `ps`);
     /// * with processes sharing a GPU (`time_sliced`), takes
-    ///   `oneshot:fused` for every collective, whatever the size: out of
-    ///   place it waits on no other rank inside the call, in place only on
-    ///   the peers' Begin and on their last read, and the CUDA backend
-    ///   makes those waits on the host once the awaited work completed
-    ///   (every other path hands off between ranks at each step).
+    ///   `oneshot:fused` for every collective out of place, whatever the
+    ///   size (it waits on no other rank inside the call); in place a path
+    ///   whose waits between ranks the CUDA backend makes on the host, once
+    ///   the awaited work completed, each costing a turn of the GPU's
+    ///   scheduler: the copy-engine `oneshot` for an all-reduce of 2 ranks
+    ///   up to [`ONESHOT_MAX_BYTES`] (one such wait), else `oneshot:fused`
+    ///   (two rounds of them, whatever N: the peers' Begin, then their
+    ///   last read).
     ///
     /// Every choice, fixed or not, must also run where the ranks are
     /// ([`Algorithm::supports_at`]).
@@ -496,7 +499,7 @@ impl AlgoChoice {
         } else if at.host {
             auto_host(shape, at.processes)
         } else if at.time_sliced && shape.ranks > 1 {
-            Arc::new(fused::Fused)
+            time_sliced(shape)
         } else if at.one_gpu && ll_ring_wins(shape) {
             Arc::new(ringll::RING_LL)
         } else {
@@ -504,6 +507,23 @@ impl AlgoChoice {
         };
         AlgoChoice::Fixed(algo).resolve(shape)
     }
+}
+
+/// Rank processes sharing a GPU (their kernels take turns on it, so each
+/// wait between ranks costs a turn of the scheduler): `oneshot` for an
+/// all-reduce of 2 ranks in place up to [`ONESHOT_MAX_BYTES`], whose one
+/// wait between the ranks follows the peer's copy (205-230 us per call on
+/// one H100, where `oneshot:fused` in place, two rounds of waits, took
+/// 400-460 us), else `oneshot:fused` (out of place no wait at all; in place
+/// on 3 ranks 0.91-0.95x the time of `ps`, the next best), from
+/// `docs/results/2026-12-06-h200x1-host-ordered/`.
+fn time_sliced(shape: &Shape) -> Arc<dyn Algorithm> {
+    let bytes = shape.count.saturating_mul(shape.elem_size);
+    let two = shape.collective == Collective::AllReduce && shape.ranks == 2;
+    if shape.in_place && two && bytes <= ONESHOT_MAX_BYTES {
+        return Arc::new(oneshot::ONESHOT);
+    }
+    Arc::new(fused::Fused)
 }
 
 /// Out-of-place all-reduces of at most this many bytes per rank take

@@ -848,8 +848,8 @@ pub fn register(h: &mut Harness) {
         // Rank processes on one GPU take turns on it: their waits on each
         // other are made on the host, so every path that runs there gives
         // exact results in and out of place; the paths whose kernels spin
-        // on another rank's flags refuse by name; `auto` in place runs the
-        // copy-engine one-shot.
+        // on another rank's flags refuse by name; `auto` in place on 2
+        // ranks runs the copy-engine one-shot (one hand-off between them).
         if let Some(why) = cuda_skip_reason(1) {
             return skip(why);
         }
@@ -882,9 +882,12 @@ pub fn register(h: &mut Harness) {
             "64KiB",
             "--in-place",
         ];
-        let ran = rr(&[&l[..], &run[..]].concat());
+        // (`run` takes the ring unless asked for auto.)
+        let ran = rr(&[&l[..], &run[..], &["--algo", "auto"][..]].concat());
         ensure!(
-            ran.code == Some(0) && ran.out.contains("PASS") && ran.out.contains("oneshot"),
+            ran.code == Some(0)
+                && ran.out.contains("PASS")
+                && ran.out.contains("algorithm : oneshot (auto"),
             "{}",
             ran.show()
         );
