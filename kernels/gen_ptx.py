@@ -1482,7 +1482,7 @@ def exchange_kernel(T, op):
 LL_MAX_THREADS = 256
 # Most blocks of a launch, and the number of call counts the kernel keeps
 # equal (src/cuda/kernels.rs LL_MAX_BLOCKS, checked there against this file).
-LL_MAX_BLOCKS = 64
+LL_MAX_BLOCKS = 256
 
 
 def ringll_kernel(T, op):

@@ -783,7 +783,7 @@ def ringll_ref(sfx, op, ins, flags=0, scalar=0):
 
 
 # The call counts an LL ring kernel keeps, all equal (gen_ptx.py LL_MAX_BLOCKS).
-LL_MAX_BLOCKS = 64
+LL_MAX_BLOCKS = 256
 
 
 class RingllCase:

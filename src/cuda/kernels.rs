@@ -157,18 +157,33 @@ pub fn exchange_blocks(bytes: usize) -> usize {
 
 /// Most blocks of an LL ring launch, and the number of call counts its
 /// kernel keeps (equal, whatever the grid: `gen_ptx.py`'s `LL_MAX_BLOCKS`,
-/// checked by a test against the PTX). Every block of every rank's grid on a
-/// GPU must be resident at once (each spins on its left neighbour's lines);
-/// with several ranks on one GPU the grid shrinks so that all of them stay
-/// within [`EXCHANGE_MAX_BLOCKS`] blocks.
-pub const LL_MAX_BLOCKS: usize = 64;
+/// checked by a test against the PTX).
+pub const LL_MAX_BLOCKS: usize = 256;
+
+/// Most blocks of LL ring kernels on one GPU, all ranks' grids together.
+/// Every block of every rank's grid on a GPU must be resident at once (each
+/// spins on its left neighbour's lines): at most [`LL_BLOCKS_PER_SM`] per
+/// SM. A line's trip is a few dependent memory round trips, so the lines in
+/// flight, one per thread, set the bandwidth: 512 blocks gave 1.8-1.9x the
+/// bandwidth of 128 at 16 MiB on one H100
+/// (`docs/results/2026-12-06-h200x1-host-ordered/`).
+pub const LL_GPU_BLOCKS: usize = 512;
+
+/// Blocks of 256 threads of an LL kernel resident on one SM: its kernels
+/// use at most 64 registers a thread (ptxas, checked by
+/// `.ci/check-ptx.sh`), 16 K of an SM's 64 K registers a block.
+pub const LL_BLOCKS_PER_SM: usize = 4;
 
 /// Blocks of an LL ring launch over `ranks` ranks whose slots are
-/// `slot_bytes` long: a function of both alone, so every rank launches the
-/// same grid (block b of a rank feeds block b of its right neighbour);
-/// about one 16-byte line per thread, at most [`LL_MAX_BLOCKS`].
-pub fn ll_blocks(slot_bytes: usize, ranks: usize) -> usize {
-    let cap = (EXCHANGE_MAX_BLOCKS / ranks.max(1)).clamp(1, LL_MAX_BLOCKS);
+/// `slot_bytes` long, on a GPU of `sms` SMs: about one 16-byte line per
+/// thread, at most [`LL_MAX_BLOCKS`], and the ranks' grids together (as if
+/// every rank shared this GPU) within [`LL_GPU_BLOCKS`] and what the SMs
+/// hold. Each rank's threads own the lines of its own grid, and a line of a
+/// slot is written by one thread of the left rank and read by one of this
+/// rank, so ranks on GPUs of different sizes may launch different grids.
+pub fn ll_blocks(slot_bytes: usize, ranks: usize, sms: usize) -> usize {
+    let gpu = LL_GPU_BLOCKS.min(LL_BLOCKS_PER_SM * sms.max(1));
+    let cap = (gpu / ranks.max(1)).clamp(1, LL_MAX_BLOCKS);
     (slot_bytes / 16).div_ceil(BLOCK as usize).clamp(1, cap)
 }
 
@@ -442,7 +457,7 @@ impl<'id> Stream<'id> {
         if hits(pd) || hits(pa) {
             return Err(err(CALL, "the LL half overlaps the data"));
         }
-        let blocks = ll_blocks(slot, x.ranks);
+        let blocks = ll_blocks(slot, x.ranks, k.sms);
         let calls = x.calls.0.ptr_at(CALL, x.calls.1, 8 * LL_MAX_BLOCKS)?;
         // The control block's last word: the step words of every block.
         x.ctrl
@@ -525,13 +540,20 @@ mod tests {
         let ptx = include_str!("../../ptx/reduce_f32.ptx");
         let said = format!("LL call counts, LL_MAX_BLOCKS {LL_MAX_BLOCKS}");
         assert!(ptx.contains(&said), "ptx/reduce_f32.ptx must say {said:?}");
-        for ranks in [2, 3, 4, 8, 64, 200] {
-            for slot in [16, 4096, 1 << 20, 1 << 30] {
-                let b = ll_blocks(slot, ranks);
-                assert!(
-                    (1..=LL_MAX_BLOCKS).contains(&b),
-                    "{slot} B, {ranks} ranks: {b}"
-                );
+        for sms in [1, 16, 114, 132, 1000] {
+            for ranks in [2, 3, 4, 8, 64, 200] {
+                for slot in [16, 4096, 1 << 20, 1 << 30] {
+                    let b = ll_blocks(slot, ranks, sms);
+                    assert!(
+                        (1..=LL_MAX_BLOCKS).contains(&b),
+                        "{slot} B, {ranks} ranks: {b}"
+                    );
+                    // Every rank's grid resident on one GPU.
+                    assert!(
+                        b * ranks <= (LL_BLOCKS_PER_SM * sms).max(ranks),
+                        "{slot} B, {ranks} ranks, {sms} SMs: {b}"
+                    );
+                }
             }
         }
     }
