@@ -515,7 +515,8 @@ impl AlgoChoice {
 /// wait between the ranks follows the peer's copy (205-230 us per call on
 /// one H100, where `oneshot:fused` in place, two rounds of waits, took
 /// 400-460 us), else `oneshot:fused` (out of place no wait at all; in place
-/// on 3 ranks 0.91-0.95x the time of `ps`, the next best), from
+/// on 3 ranks 0.90-0.94x the time of `ps`, the next best, up to 2 MiB and
+/// level with it at 16 MiB), from
 /// `docs/results/2026-12-06-h200x1-host-ordered/`.
 fn time_sliced(shape: &Shape) -> Arc<dyn Algorithm> {
     let bytes = shape.count.saturating_mul(shape.elem_size);
