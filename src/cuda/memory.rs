@@ -147,38 +147,32 @@ impl<'id> DevBuf<'id> {
         Ok(Some(IpcMemHandle(h)))
     }
 
-    /// [`DevBuf::write`], then wait until the bytes are in device memory,
-    /// so that another process (another context) may read them at once.
+    /// Host-to-device copy into bytes `off..off + data.len()` that returns
+    /// once the bytes are in device memory. The caller has drained the
+    /// streams that use this buffer.
     ///
     /// `cuMemcpyHtoD` from pageable memory returns once the data is staged
     /// for DMA, and "the DMA to final destination may not have completed"
-    /// (the driver API's synchronization rules): work of the same context
-    /// is ordered after it, but a peer process's kernel is not. Found on
-    /// one H200 with two rank processes: `oneshot:fused` read the tail of
-    /// a peer's input before its DMA landed
-    /// (`results/2026-12-01-h200x1-s10/2026-12-01-h200x1-s10.log.xz`).
-    pub fn write_landed(&mut self, off: usize, data: &[u8]) -> CuResult<()> {
-        self.write(off, data)?;
-        if data.is_empty() {
-            return Ok(());
-        }
-        // SAFETY: the null stream is a valid stream of the current context
-        // (the one `write` copied in); the copy above was issued to it.
-        unsafe { result::stream_synchronize(std::ptr::null_mut()) }
-    }
-
-    /// Synchronous host-to-device copy into bytes `off..off + data.len()`.
-    /// The caller has drained the streams that use this buffer. The copy
-    /// is ordered before later work of this context; for a reader in
-    /// another process, use [`DevBuf::write_landed`].
+    /// (the driver API's synchronization rules). The copy goes through the
+    /// legacy default stream, and the engine's streams are non-blocking:
+    /// nothing orders their work after that DMA, not even in this context.
+    /// So the copy is followed by a synchronize of the default stream.
+    /// Found twice: two rank processes on one H200, whose `oneshot:fused`
+    /// read the tail of a peer's input before it landed
+    /// (`results/2026-12-01-h200x1-s10/2026-12-01-h200x1-s10.log.xz`), and
+    /// two rank threads of one process on one H100, 26880 of 524288
+    /// elements wrong at 1 MiB (`results/2026-12-06-h200x1-host-ordered/`).
     pub fn write(&mut self, off: usize, data: &[u8]) -> CuResult<()> {
         if data.is_empty() {
             return Ok(());
         }
         let p = self.ptr_at("cuMemcpyHtoD", off, data.len())?;
         // SAFETY: p..p+len is inside this allocation (checked), data is a
-        // valid host slice of that many bytes; the copy is synchronous.
-        unsafe { result::memcpy_htod(p, data) }
+        // valid host slice of that many bytes.
+        unsafe { result::memcpy_htod(p, data) }?;
+        // SAFETY: the null stream is a valid stream of the current context
+        // (the one the copy above was issued to).
+        unsafe { result::stream_synchronize(std::ptr::null_mut()) }
     }
 
     /// Synchronous device-to-host copy of bytes `off..off + out.len()`.

@@ -199,12 +199,10 @@ impl<X: PeerExchange> Backend for CudaBackend<X> {
             Box::new(move |rk: &mut Rank<'_>| {
                 if i != at {
                     Ok(())
-                } else if X::WRITES_LAND {
-                    // Peers in other processes read this rank's send buffer
-                    // as soon as it says it began its next call: the bytes
-                    // must have landed.
-                    rk.write_landed(id, offset, &data)
                 } else {
+                    // Peers read this rank's send buffer as soon as it says
+                    // it began its next call: the write returns once the
+                    // bytes landed.
                     rk.write(id, offset, &data)
                 }
             })

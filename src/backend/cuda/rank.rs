@@ -490,18 +490,6 @@ impl<'id> Rank<'id> {
             .map_err(&e)
     }
 
-    /// [`Rank::write`] for a buffer that ranks of other processes read:
-    /// returns once the bytes are in device memory
-    /// ([`crate::cuda::DevBuf::write_landed`]).
-    pub fn write_landed(&mut self, id: BufId, off: usize, data: &[u8]) -> Result<()> {
-        let e = self.err();
-        self.bufs
-            .get_mut(&id)
-            .ok_or_else(|| Error::Plan(format!("no buffer {}", id.0)))?
-            .write_landed(off, data)
-            .map_err(&e)
-    }
-
     pub fn read(&self, id: BufId, off: usize, len: usize) -> Result<Vec<u8>> {
         let mut out =
             crate::verify::zeroed::<u8>(len, &format!("a copy of {len} bytes from the GPU"))?;

@@ -398,7 +398,6 @@ impl Ipc {
 
 impl PeerExchange for Ipc {
     const DEFERRED: bool = false;
-    const WRITES_LAND: bool = true;
 
     /// Grow this rank's interprocess events to cover `n` signals, and open
     /// every peer's new ones (collective: every rank launches the same

@@ -29,8 +29,8 @@
 //!   (record a failure for the job), [`PeerExchange::teardown`] (drain
 //!   every GPU before anything is freed; a leaked rank frees nothing).
 //! * **Ordering host accesses against peers in other processes**:
-//!   [`PeerExchange::begin`], [`PeerExchange::before_write`],
-//!   [`PeerExchange::WRITES_LAND`] (see [`crate::process::reads`]).
+//!   [`PeerExchange::begin`], [`PeerExchange::before_write`] (see
+//!   [`crate::process::reads`]; every host write lands before it returns).
 //! * **Capability answers**: [`PeerExchange::ordered`] and
 //!   [`PeerExchange::joint_graphs`] refuse with the reason what the
 //!   exchange cannot do; [`PeerExchange::timelines`] says what the ranks'
@@ -59,11 +59,6 @@ pub(crate) trait PeerExchange: Sized + Send + 'static {
     /// them to be issued (their outcome comes with the next command), and
     /// the caller's time and the pool's phases are profiled.
     const DEFERRED: bool;
-
-    /// Whether a host write must be in device memory before it returns
-    /// (peers in other processes read a send buffer as soon as its owner
-    /// began its next call).
-    const WRITES_LAND: bool;
 
     /// Grow every local rank's events to cover `signals` signals and hand
     /// each rank its peers' events and the board.

@@ -190,7 +190,6 @@ impl CudaBackend<InProcess> {
 
 impl PeerExchange for InProcess {
     const DEFERRED: bool = true;
-    const WRITES_LAND: bool = false;
 
     fn ensure_events(be: &mut CudaBackend<Self>, n: usize) -> Result<()> {
         let Some(want) = super::super::peers::events_to_grow(n, be.events, None)? else {

@@ -315,7 +315,7 @@ impl<'id> Rank<'id> {
         })
         .map_err(|e| at.in_step(e))?;
         for put in net.take_all(at.gen) {
-            self.write_landed(put.buf, put.offset, put.data())
+            self.write(put.buf, put.offset, put.data())
                 .map_err(|e| at.in_step(e.in_step(&format!("landing rank {}'s put", put.from))))?;
             net.recycle(put.msg);
         }
