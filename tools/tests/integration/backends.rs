@@ -67,7 +67,7 @@ fn type_matrix<T: Element>(e: &mut Engine<T>) -> Result<(), String> {
                     for in_place in [false, true] {
                         let name = choice.name();
                         let extra = MATRIX_PATHS.contains(&name.as_str());
-                        if extra && refusal(&name, collective, e.ranks(), in_place).is_some() {
+                        if extra && refusal(&name, collective, e.ranks()).is_some() {
                             continue;
                         }
                         checked(
@@ -90,12 +90,7 @@ fn type_matrix<T: Element>(e: &mut Engine<T>) -> Result<(), String> {
 
 /// What a path must answer for a shape: `None` if it must run it, or a
 /// fragment of the reason it must give for refusing.
-fn refusal(
-    path: &str,
-    collective: Collective,
-    ranks: usize,
-    in_place: bool,
-) -> Option<&'static str> {
+fn refusal(path: &str, collective: Collective, ranks: usize) -> Option<&'static str> {
     if path == "ring:flag" {
         return if collective != Collective::AllReduce {
             Some("all-reduce only")
@@ -142,7 +137,7 @@ fn path_case<T: Element>(
     let choice = algo(path);
     let shape = e.shape(collective, count, in_place);
     let n = e.ranks();
-    let want = refusal(path, collective, n, in_place);
+    let want = refusal(path, collective, n);
     match (choice.resolve(&shape), want) {
         (Ok(a), None) => {
             ensure!(a.name() == path, "{path} resolved to {}", a.name());
