@@ -138,13 +138,6 @@ pub fn plan(shape: &Shape) -> Plan {
     b.finish()
 }
 
-/// Rank `from`'s input, elements `range` of it.
-fn input_of(shape: &Shape, from: usize, range: std::ops::Range<usize>) -> Region {
-    let whole = shape.input(from);
-    let at = whole.range.start;
-    Region::new(whole.buf, at + range.start..at + range.end)
-}
-
 /// What rank `r` waits for before it reads rank `from`'s input: nothing out
 /// of place (a send buffer), the peer's Begin in place.
 fn before_reading(shape: &Shape, r: usize, from: usize, begin: &[SignalId]) -> Vec<SignalId> {
@@ -173,7 +166,7 @@ fn reduce_from_peers(
     } else {
         shape.output(r)
     };
-    let own = input_of(&shape, r, chunk.clone());
+    let own = shape.input(r).sub(chunk.clone());
     let mut last = None;
     for d in 1..n {
         let from = (r + n - d) % n;
@@ -182,7 +175,7 @@ fn reduce_from_peers(
             r,
             out.clone(),
             a,
-            (from, input_of(&shape, from, chunk.clone())),
+            (from, shape.input(from).sub(chunk.clone())),
             ReduceStep {
                 pre_a: d == 1,
                 pre_b: true,
@@ -216,7 +209,7 @@ fn pull(
     b.copy(
         r,
         Lane::Compute,
-        (from, input_of(&shape, from, 0..shape.count)),
+        (from, shape.input(from).sub(0..shape.count)),
         (r, Region::new(Buf::Recv, dst)),
         before_reading(&shape, r, from, begin),
         Label {
