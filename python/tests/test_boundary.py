@@ -393,6 +393,10 @@ LOOP = textwrap.dedent(
         want = None
         try:
             want = want_of(coll, dtype, [value(x) for x in ins])
+            # The result has the caller's output shape: a numpy scalar's
+            # input is 0-d where the output array is `shape`.
+            if want is not None:
+                want = want.reshape(tuple(shape))
         except Exception:
             pass
         try:
