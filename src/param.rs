@@ -264,6 +264,15 @@ pub(crate) static TIMEOUT: Param<Duration> = Param::new(
     parse_seconds,
 );
 
+pub(crate) static CUDA_QUEUES: Param<usize> = Param::new(
+    "CUDA_DEVICE_MAX_CONNECTIONS",
+    Group::Engine,
+    "a whole number from 1 (the CUDA driver's own variable)",
+    "8 (the driver's)",
+    "Read, never set: the hardware queues the CUDA driver gives each context, read by the driver when it creates one. Rank threads sharing a GPU need 4 each for the paths whose kernels spin on other ranks' flags (ring:ll, oneshot:ll, oneshot:flag, ring:flag): with fewer, two ranks' streams can share a queue, where one rank's kernel waits behind the kernel that waits for it. Those paths then refuse, and auto takes none of them.",
+    parse_queues,
+);
+
 pub(crate) static PTX_JIT: Param<bool> = Param::new(
     "RINGREDUCE_PTX_JIT",
     Group::Engine,

@@ -12,6 +12,7 @@ pub fn all() -> Vec<&'static dyn Declared> {
         &TIMEOUT,
         &crate::algo::ALGO,
         &PTX_JIT,
+        &CUDA_QUEUES,
         &DEVICES,
         &CUPTI,
         &CUPTI_TIE,

@@ -417,11 +417,53 @@ impl AlgoChoice {
 /// `ring:ll`, `oneshot:ll`): refused where rank processes share a GPU,
 /// whose contexts take turns on it, so that every flag would wait for a
 /// turn of the scheduler (milliseconds).
+///
+/// Also refused where rank threads of this process share a GPU with too
+/// few of its hardware queues ([`Placement::short_queues`]): a kernel
+/// queued behind another rank's spinning kernel never starts, and that
+/// kernel waits for it.
 pub(crate) fn spins_across_ranks(at: &Placement) -> std::result::Result<(), String> {
     if at.time_sliced {
         return Err("its kernels spin on flags that other ranks' kernels raise, and rank processes sharing one GPU take turns on it, so every flag would wait for a turn of the scheduler (milliseconds); use auto there".into());
     }
+    if let Some(q) = at.short_queues {
+        return Err(format!(
+            "its kernels spin on flags that other ranks' kernels raise, and {} rank threads share one GPU with {} hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): two ranks' streams can then share a queue, where one rank's kernel waits behind the kernel that waits for it; set CUDA_DEVICE_MAX_CONNECTIONS to at least {} before the process starts, or use auto there",
+            q.ranks,
+            q.queues,
+            QUEUES_PER_RANK * q.ranks
+        ));
+    }
     Ok(())
+}
+
+/// Hardware queues (`CUDA_DEVICE_MAX_CONNECTIONS`) a rank thread sharing a
+/// GPU needs for the paths whose kernels spin on other ranks' flags: its
+/// two streams and room for the others of the context (the engine's work
+/// streams, a framework's). Measured with 4 rank threads on one GPU
+/// (`results/2026-12-06-h100x1-ll-stop/`): with 8 queues a sweep of
+/// `ring:ll` stopped in 1 to 5 of 6 runs, with 16 and 32 in none of 10;
+/// with 4 and 2 queues, and 2 ranks on 1, it stopped at once.
+pub const QUEUES_PER_RANK: usize = 4;
+
+/// Rank threads of this process sharing a GPU whose hardware queues are
+/// too few for kernels that spin on each other ([`QUEUES_PER_RANK`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShortQueues {
+    /// The most ranks of this process on one GPU.
+    pub ranks: usize,
+    /// The hardware queues the driver gives a context
+    /// (`CUDA_DEVICE_MAX_CONNECTIONS`, 8 unless set).
+    pub queues: usize,
+}
+
+impl ShortQueues {
+    /// `Some` where `ranks` rank threads on one GPU with `queues` hardware
+    /// queues are too few for spinning kernels.
+    pub fn of(ranks: usize, queues: usize) -> Option<ShortQueues> {
+        (ranks > 1 && queues < QUEUES_PER_RANK.saturating_mul(ranks))
+            .then_some(ShortQueues { ranks, queues })
+    }
 }
 
 /// Where a call's ranks run, as far as `auto` cares
@@ -443,6 +485,10 @@ pub struct Placement {
     /// their kernels run at once (one context), and a step between them
     /// is a store and a poll in the same memory.
     pub one_gpu: bool,
+    /// Rank threads of this process share a GPU whose hardware queues
+    /// are too few for kernels that spin on each other: the paths whose
+    /// kernels do refuse, and `auto` takes none of them.
+    pub short_queues: Option<ShortQueues>,
     /// Every rank is a process of its own (a job of `launch` or mpirun).
     /// On host memory each runs its rank on its own thread, with no
     /// hand-off to a rank thread, so a step between ranks costs less
@@ -472,7 +518,12 @@ impl AlgoChoice {
     ///   scheduler: the copy-engine `oneshot` for an all-reduce of 2 ranks
     ///   up to [`ONESHOT_MAX_BYTES`] (one such wait), else `oneshot:fused`
     ///   (two rounds of them, whatever N: the peers' Begin, then their
-    ///   last read).
+    ///   last read);
+    /// * with every rank a thread on one GPU (`one_gpu`), `ring:ll` for an
+    ///   all-reduce of more than 2 ranks up to [`LL_MANY_MAX_BYTES`];
+    /// * where rank threads share a GPU with too few hardware queues
+    ///   (`short_queues`), no path whose kernels spin on each other: the
+    ///   copy-engine `oneshot` where it would take `oneshot:flag`.
     ///
     /// Every choice, fixed or not, must also run where the ranks are
     /// ([`Algorithm::supports_at`]).
@@ -500,10 +551,17 @@ impl AlgoChoice {
             auto_host(shape, at.processes)
         } else if at.time_sliced && shape.ranks > 1 {
             time_sliced(shape)
-        } else if at.one_gpu && ll_ring_wins(shape) {
+        } else if at.one_gpu && at.short_queues.is_none() && ll_ring_wins(shape) {
             Arc::new(ringll::RING_LL)
         } else {
-            auto(shape)
+            match auto(shape) {
+                // The in-place 2-rank one-shot spins: the copy-engine one
+                // takes its place where the queues are short.
+                a if at.short_queues.is_some() && a.supports_at(at).is_err() => {
+                    Arc::new(oneshot::ONESHOT)
+                }
+                a => a,
+            }
         };
         AlgoChoice::Fixed(algo).resolve(shape)
     }

@@ -572,6 +572,61 @@ fn paths_that_spin_refuse_where_processes_take_turns_on_a_gpu() {
     }
 }
 
+/// Where rank threads share a GPU with too few hardware queues, a path
+/// whose kernels spin on other ranks' flags refuses by name, saying what
+/// to set, and `auto` takes none: it was the default of 4 rank threads on
+/// one GPU (`ring:ll`), and its sweeps stopped with the driver's 8 queues
+/// (`results/2026-12-06-h100x1-ll-stop/`).
+#[test]
+fn paths_that_spin_refuse_where_rank_threads_share_too_few_queues() {
+    let spinning = ["ring:ll", "oneshot:ll", "oneshot:flag", "ring:flag"];
+    for (n, queues) in [(2, 4), (3, 8), (4, 8), (4, 15)] {
+        let short = Placement {
+            one_gpu: true,
+            short_queues: ShortQueues::of(n, queues),
+            ..Placement::default()
+        };
+        assert!(short.short_queues.is_some());
+        for name in spinning {
+            let algo: AlgoChoice = name.parse().unwrap();
+            if algo.resolve(&Shape::all_reduce(n, 1000, 4, false)).is_err() {
+                continue; // refused for the shape already (2-rank paths)
+            }
+            let e = algo
+                .resolve_in(&Shape::all_reduce(n, 1000, 4, false), &short)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("{name} cannot run here"))
+                    && e.contains(&format!(
+                        "CUDA_DEVICE_MAX_CONNECTIONS to at least {}",
+                        QUEUES_PER_RANK * n
+                    )),
+                "{e}"
+            );
+        }
+        for s in shapes(n, &[1, 5, 1000, LL_MANY_MAX_BYTES / 4, 16 << 20]) {
+            let algo = AlgoChoice::Auto.resolve_in(&s, &short).unwrap();
+            assert!(
+                !spinning.contains(&algo.name().as_str()),
+                "{s:?}: {}",
+                algo.name()
+            );
+        }
+    }
+    let enough = Placement {
+        one_gpu: true,
+        short_queues: ShortQueues::of(4, 16),
+        ..Placement::default()
+    };
+    assert_eq!(enough.short_queues, None);
+    let s = Shape::all_reduce(4, 1000, 4, false);
+    assert_eq!(
+        AlgoChoice::Auto.resolve_in(&s, &enough).unwrap().name(),
+        "ring:ll"
+    );
+}
+
 /// On one GPU (threads), `auto` takes `ring:ll` for all-reduces of more
 /// than 2 ranks up to `LL_MANY_MAX_BYTES`, and elsewhere what it took.
 #[test]

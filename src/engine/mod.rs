@@ -287,6 +287,7 @@ fn placement_of(
         job.is_some(),
         job.and_then(|j| j.per_node()),
         &info.rank_to_device,
+        crate::param::CUDA_QUEUES.get().ok().flatten().unwrap_or(8),
     )
 }
 
@@ -294,19 +295,32 @@ fn placement_of(
 /// are processes of a job, its node size, and each rank's device. One rank
 /// per process in a job: two ranks on one device are two processes on one
 /// GPU (on one machine: over nodes the ordinals of different nodes say
-/// nothing, and `auto` takes its node paths there).
+/// nothing, and `auto` takes its node paths there). `queues`: the
+/// hardware queues of a context (`CUDA_DEVICE_MAX_CONNECTIONS`).
 fn placement(
     kind: crate::backend::BackendKind,
     processes: bool,
     per_node: Option<usize>,
     devices: &[usize],
+    queues: usize,
 ) -> crate::algo::Placement {
     let host = kind == crate::backend::BackendKind::Cpu;
     let shared = (0..devices.len()).any(|r| devices[r + 1..].contains(&devices[r]));
+    // The most rank threads of this process on one GPU.
+    let threads = if processes || host {
+        1
+    } else {
+        devices
+            .iter()
+            .map(|d| devices.iter().filter(|x| *x == d).count())
+            .max()
+            .unwrap_or(1)
+    };
     crate::algo::Placement {
         per_node,
         host,
         time_sliced: processes && !host && per_node.is_none() && shared,
+        short_queues: crate::algo::ShortQueues::of(threads, queues),
         processes,
         one_gpu: !processes
             && !host
@@ -736,7 +750,7 @@ mod tests {
     fn only_processes_sharing_a_gpu_are_time_sliced() {
         use crate::backend::BackendKind::{Cpu, Cuda};
         let sliced = |kind, processes, per_node, devices: &[usize]| {
-            placement(kind, processes, per_node, devices).time_sliced
+            placement(kind, processes, per_node, devices, 8).time_sliced
         };
         assert!(sliced(Cuda, true, None, &[0, 0]));
         assert!(sliced(Cuda, true, None, &[0, 1, 1, 2]));
@@ -746,7 +760,7 @@ mod tests {
         assert!(!sliced(Cuda, false, None, &[0, 0, 0]));
         assert!(!sliced(Cpu, true, None, &[0, 0]));
         assert!(!sliced(Cuda, true, Some(2), &[0, 1, 0, 1]));
-        let p = placement(Cpu, true, Some(2), &[0, 0]);
+        let p = placement(Cpu, true, Some(2), &[0, 0], 8);
         assert_eq!((p.per_node, p.host), (Some(2), true));
     }
 
@@ -756,7 +770,7 @@ mod tests {
     fn one_gpu_is_threads_on_a_single_gpu() {
         use crate::backend::BackendKind::{Cpu, Cuda};
         let one = |kind, processes, per_node, devices: &[usize]| {
-            placement(kind, processes, per_node, devices).one_gpu
+            placement(kind, processes, per_node, devices, 8).one_gpu
         };
         assert!(one(Cuda, false, None, &[0, 0]));
         assert!(one(Cuda, false, None, &[2, 2, 2, 2]));
@@ -765,6 +779,46 @@ mod tests {
         assert!(!one(Cuda, true, None, &[0, 0]));
         assert!(!one(Cpu, false, None, &[0, 0]));
         assert!(!one(Cuda, false, Some(2), &[0, 0, 0, 0]));
+    }
+
+    /// Rank threads sharing a GPU need `QUEUES_PER_RANK` hardware queues
+    /// each for kernels that spin on each other (4 rank threads on one GPU
+    /// with the driver's 8 stopped; `results/2026-12-06-h100x1-ll-stop/`);
+    /// the most threads on any one GPU count, processes and host memory
+    /// never.
+    #[test]
+    fn rank_threads_sharing_a_gpu_need_its_queues_for_spinning_kernels() {
+        use crate::algo::ShortQueues;
+        use crate::backend::BackendKind::{Cpu, Cuda};
+        let short = |kind, processes, devices: &[usize], queues| {
+            placement(kind, processes, None, devices, queues).short_queues
+        };
+        assert_eq!(short(Cuda, false, &[0, 0], 8), None);
+        assert_eq!(
+            short(Cuda, false, &[0, 0, 0, 0], 8),
+            Some(ShortQueues {
+                ranks: 4,
+                queues: 8
+            })
+        );
+        assert_eq!(short(Cuda, false, &[0, 0, 0, 0], 16), None);
+        assert_eq!(
+            short(Cuda, false, &[0, 0, 1, 1, 1], 8),
+            Some(ShortQueues {
+                ranks: 3,
+                queues: 8
+            })
+        );
+        assert_eq!(short(Cuda, false, &[0, 1, 2, 3], 1), None);
+        assert_eq!(
+            short(Cuda, false, &[0, 0], 1),
+            Some(ShortQueues {
+                ranks: 2,
+                queues: 1
+            })
+        );
+        assert_eq!(short(Cuda, true, &[0, 0, 0, 0], 8), None);
+        assert_eq!(short(Cpu, false, &[0, 0, 0, 0], 8), None);
     }
 
     /// Regression: the resolved-path cache was keyed by the address of the

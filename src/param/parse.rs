@@ -59,6 +59,13 @@ pub(super) fn parse_positive(v: &OsStr) -> std::result::Result<usize, String> {
     }
 }
 
+pub(super) fn parse_queues(v: &OsStr) -> std::result::Result<usize, String> {
+    match parse_whole(v)? {
+        0 => Err("0 queues run nothing".into()),
+        n => Ok(n),
+    }
+}
+
 pub(super) fn parse_whole(v: &OsStr) -> std::result::Result<usize, String> {
     let s = utf8(v)?;
     s.parse().map_err(|_| {

@@ -10,7 +10,7 @@
 //! cannot spoil a row.
 
 use crate::report::{ColdStart, Measurement, Row};
-use ringreduce::algo::{probe, AlgoChoice};
+use ringreduce::algo::{probe, AlgoChoice, Placement};
 use ringreduce::backend::{Binding, BufId};
 use ringreduce::element::{Element, ReduceOp};
 use ringreduce::engine::{Engine, GRAPH_CALLS};
@@ -72,12 +72,13 @@ impl Contender {
         Ok(Contender { name, kind })
     }
 
-    /// Why this contender cannot run `shape` (an algorithm that refuses the
-    /// collective, the rank count or the place), or `None`.
-    pub fn refusal(&self, shape: &Shape) -> Option<String> {
+    /// Why this contender cannot run `shape` where the ranks are (`at`:
+    /// an algorithm that refuses the collective, the rank count or the
+    /// place), or `None`.
+    pub fn refusal(&self, shape: &Shape, at: &Placement) -> Option<String> {
         match &self.kind {
             ContenderKind::Engine(c) | ContenderKind::EngineGraph(c) => {
-                c.resolve(shape).err().map(|e| e.to_string())
+                c.resolve_in(shape, at).err().map(|e| e.to_string())
             }
             ContenderKind::Nccl | ContenderKind::NcclGraph => None,
         }
@@ -387,7 +388,7 @@ pub fn measure_row<T: Element>(
         let shape = e.load(collective, &inputs, in_place)?;
         // A path that refuses this shape (see `Contender::refusal`, which
         // the sweep reports once): an empty cell.
-        if c.refusal(&shape).is_some() {
+        if c.refusal(&shape, &e.core().placement()).is_some() {
             cells.push(None);
             continue;
         }

@@ -207,9 +207,9 @@ fn check_memory(
     Ok(())
 }
 
-/// Paths that refuse a requested collective (or place) leave those cells
-/// empty; said once, before measuring.
-fn refusals(x: &Args) -> Vec<String> {
+/// Paths that refuse a requested collective (or, `at`, the place) leave
+/// those cells empty; said once, before measuring.
+fn refusals(x: &Args, at: &ringreduce::algo::Placement) -> Vec<String> {
     let (ranks, max) = (x.ranks, x.max);
     let mut refusals = Vec::new();
     for c in &x.contenders {
@@ -223,7 +223,7 @@ fn refusals(x: &Args) -> Vec<String> {
                     in_place,
                 };
                 let head = format!("{} leaves its {coll} cells", c.name);
-                if let Some(why) = c.refusal(&shape) {
+                if let Some(why) = c.refusal(&shape, at) {
                     if !refusals.iter().any(|r: &String| r.starts_with(&head)) {
                         refusals.push(format!("{head} empty: {why}"));
                     }
@@ -237,7 +237,7 @@ fn refusals(x: &Args) -> Vec<String> {
 pub fn execute(a: BenchArgs) -> Result<bool> {
     // -- every argument, the output paths and the memory, before anything runs
     let mut x = parse_args(&a)?;
-    let mut refusals = refusals(&x);
+    let mut refused = refusals(&x, &Default::default());
     let (nccl, default_note) = super::nccl_for_contenders(
         &mut x.contenders,
         x.by_default,
@@ -246,9 +246,9 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         "--algo",
     )?;
     let want_nccl = nccl.is_some();
-    refusals.extend(default_note);
-    refusals.extend(std::mem::take(&mut x.skip_notes));
-    for r in &refusals {
+    refused.extend(default_note);
+    refused.extend(std::mem::take(&mut x.skip_notes));
+    for r in &refused {
         crate::note!("note: {r}");
     }
 
@@ -268,7 +268,15 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
             ));
         }
     }
-    let mut notes = refusals;
+    // The place's refusals (a path whose kernels cannot run where these
+    // ranks are), known once the engine is.
+    for r in refusals(&x, &e.core().placement()) {
+        if !refused.contains(&r) {
+            crate::note!("note: {r}");
+            refused.push(r);
+        }
+    }
+    let mut notes = refused;
     // One process per rank: only rank 0 reports and writes files.
     let root = e.core().job_spec().is_none_or(|j| j.rank == 0);
     engine_notes(&e, &x.contenders, cpu, &mut notes)?;

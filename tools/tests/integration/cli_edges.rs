@@ -686,6 +686,79 @@ pub fn register(h: &mut Harness) {
         },
     );
     h.add(
+        "cli_edges::rank_threads_spin_only_with_a_queue_each[cuda]",
+        || {
+            // Found on one H100 and one H200
+            // (results/2026-12-06-h100x1-ll-stop/): 4 rank threads on one
+            // GPU, `bench --algo ring:ll,ring,ring:pipe2,auto` stopped in 1
+            // to 5 of 6 sweeps: with the driver's 8 hardware queues two
+            // ranks' streams shared one, and an LL kernel waited there
+            // behind the kernel that waited for its lines. With the default
+            // queues `ring:ll` now refuses by name (empty cells, a note
+            // naming CUDA_DEVICE_MAX_CONNECTIONS) and `auto` takes no
+            // spinning path; with 16 queues `ring:ll` runs, three sweeps.
+            if let Some(why) = cuda_skip_reason(1) {
+                return skip(why);
+            }
+            let args = [
+                "bench",
+                "--backend",
+                "cuda",
+                "--devices",
+                "0",
+                "--ranks",
+                "4",
+                "-b",
+                "16",
+                "-e",
+                "64KiB",
+                "-f",
+                "4",
+                "-n",
+                "20",
+                "-w",
+                "5",
+                "--blocks",
+                "3",
+                "--no-ceiling",
+                "--timeout",
+                "5",
+                "--algo",
+                "ring:ll,ring,ring:pipe2,auto",
+            ];
+            for _ in 0..2 {
+                let mut c = command(&args);
+                c.env_remove("CUDA_DEVICE_MAX_CONNECTIONS");
+                let ran = run_cmd(c, Duration::from_secs(120));
+                ok(&ran, &args)?;
+                ensure!(
+                    ran.out
+                        .contains("ring:ll leaves its all-reduce cells empty")
+                        && ran
+                            .out
+                            .contains("CUDA_DEVICE_MAX_CONNECTIONS to at least 16")
+                        && !ran.out.contains("FAILED"),
+                    "{}",
+                    ran.show()
+                );
+            }
+            for _ in 0..3 {
+                let mut c = command(&args);
+                c.env("CUDA_DEVICE_MAX_CONNECTIONS", "16");
+                let ran = run_cmd(c, Duration::from_secs(120));
+                ok(&ran, &args)?;
+                ensure!(
+                    !ran.out.contains("leaves its")
+                        && !ran.out.contains("FAILED")
+                        && ran.out.contains("Out of bounds values : 0 OK"),
+                    "{}",
+                    ran.show()
+                );
+            }
+            pass()
+        },
+    );
+    h.add(
         "cli_edges::the_readme_overlap_line_is_honest_on_the_cpu",
         || {
             // "README's `overlap --bucket-size 4MiB,25MiB,100MiB` on the CPU
