@@ -23,16 +23,20 @@ How: each process is one rank of a ringreduce job (``Engine.job``). CPU
 tensors run on a job on the CPU backend, its ranks meeting through shared
 memory on this machine, reduced where they are (zero-copy). CUDA tensors run
 on a second job on the CUDA backend (made at the first CUDA call; ranks
-reach each other's device buffers through CUDA IPC), with no host staging:
-the worker's own CUDA stream waits (on the GPU) for an event recorded on the
-caller's current stream, the tensor is copied device to device into the
-engine's buffer on that stream, the worker thread waits for that stream (the
-producer and the copy: a stream synchronize, never a device one; the IPC
-exchange has no stream-ordered calls), runs the collective, and queues the
-copy back on its stream; the ``Work``'s CUDA future is completed on that
-stream, so waiters' streams wait for the copy back on the GPU
-(``RINGREDUCE_TORCH_CUDA=stage`` stages through host memory instead, as
-before). Both jobs meet through the ``Store`` that ``init_process_group``
+reach each other's device buffers through CUDA IPC): the worker's own CUDA
+stream waits (on the GPU) for an event recorded on the caller's current
+stream, the tensor is copied device to device into the engine's buffer on
+that stream, the worker thread waits for that stream (the producer and the
+copy: a stream synchronize, never a device one; the IPC exchange has no
+stream-ordered calls), runs the collective, and queues the copy back on its
+stream; the ``Work``'s CUDA future is completed on that stream, so waiters'
+streams wait for the copy back on the GPU. Small calls (up to 256 KiB, of
+the collectives whose tensors are the same size on every rank) are staged
+through host memory instead: copied to pinned host memory on a staging
+stream after the producer, one wait for that stream, the collective on the
+CPU job, the copies back queued on the stream and the future completed on
+it. ``RINGREDUCE_TORCH_CUDA=stage`` or ``device`` takes one way for every
+call. Both jobs meet through the ``Store`` that ``init_process_group``
 hands the backend: rank 0 sets one key per job (its control segment's
 handle), the others read it; no directory of ringreduce's is made. Calls run in order on one worker thread
 per process group and return at once with a ``Work`` whose future completes
@@ -168,8 +172,36 @@ class _Work(dist._Work):
         return src
 
 
-def _stage_cuda():
-    return os.environ.get("RINGREDUCE_TORCH_CUDA", "") == "stage"
+# CUDA tensors of at most this many bytes are staged through host memory by
+# default (`RINGREDUCE_TORCH_CUDA` unset or ``auto``), in the calls whose
+# tensors have the same size on every rank (all_reduce, reduce,
+# reduce_scatter_tensor, all_gather_into_tensor, broadcast): with rank
+# processes sharing a GPU the device path pays two GPU round trips a call
+# (the copy in landed, the collective done), staging one (the copy to host
+# memory). The other collectives take the device path.
+_STAGE_MAX_BYTES = 256 << 10
+
+
+def _cuda_mode():
+    """``RINGREDUCE_TORCH_CUDA``: ``auto`` (the default), ``stage`` or
+    ``device``; anything else is refused by name."""
+    v = os.environ.get("RINGREDUCE_TORCH_CUDA", "").strip().lower() or "auto"
+    if v not in ("auto", "stage", "device"):
+        raise ValueError(
+            f"ringreduce: RINGREDUCE_TORCH_CUDA={v!r}: expected auto, stage or device"
+        )
+    return v
+
+
+def _stages(auto_bytes):
+    """Whether a call on CUDA tensors stages through host memory: always
+    with ``stage``, never with ``device``, and by default when the call's
+    tensors are the same size on every rank (``auto_bytes`` given) and at
+    most ``_STAGE_MAX_BYTES``."""
+    mode = _cuda_mode()
+    if mode != "auto":
+        return mode == "stage"
+    return auto_bytes is not None and auto_bytes <= _STAGE_MAX_BYTES
 
 
 # Element types the engine moves but does not reduce are moved as bytes.
@@ -186,6 +218,10 @@ def _movable(t):
     return flat
 
 
+def _nbytes(t):
+    return t.numel() * t.element_size()
+
+
 def _scaled(counts, t):
     """Element counts of ``t`` as counts of ``_movable(t)``."""
     k = t.element_size() if str(t.dtype) in _MOVED_AS_BYTES else 1
@@ -194,40 +230,37 @@ def _scaled(counts, t):
 
 class _Staged:
     """A tensor as the engine sees it: the tensor itself (on the CPU, or on
-    a GPU for the CUDA job), or with ``RINGREDUCE_TORCH_CUDA=stage`` a host
-    copy of a CUDA tensor that is copied back after the call."""
+    a GPU for the CUDA job), or, for a call staged through host memory
+    (``staged``, set per call by ``_submit``), a pinned host copy of a CUDA
+    tensor, copied back after the call."""
 
     def __init__(self, t, copy_in=True):
+        if not t.is_contiguous():
+            raise ValueError(
+                f"ringreduce: a non-contiguous tensor (shape {tuple(t.shape)}, strides "
+                f"{tuple(t.stride())}); pass .contiguous()"
+            )
         self.tensor = t
         self.cuda = t.device.type == "cuda"
-        self.staged = self.cuda and _stage_cuda()
-        if not self.staged:
-            self.host = t if t.is_contiguous() else None
-            if self.host is None:
-                raise ValueError(
-                    f"ringreduce: a non-contiguous tensor (shape {tuple(t.shape)}, strides "
-                    f"{tuple(t.stride())}); pass .contiguous()"
-                )
-        else:
-            if not t.is_contiguous():
-                raise ValueError(
-                    f"ringreduce: a non-contiguous tensor (shape {tuple(t.shape)}, strides "
-                    f"{tuple(t.stride())}); pass .contiguous()"
-                )
-            self.host = None
-            self.copy_in = copy_in
+        self.staged = False
+        self.copy_in = copy_in
+        self.host = t
 
     def before(self):
-        """On the worker: the host copy of a CUDA tensor (its producer, on
-        the caller's stream, finished: the caller recorded an event)."""
+        """On the worker, on its staging stream: the pinned host copy of a
+        staged CUDA tensor, queued after the caller's producer (the worker
+        then synchronizes that stream)."""
         if self.staged:
-            self.host = self.tensor.to("cpu") if self.copy_in else torch.empty(
-                self.tensor.shape, dtype=self.tensor.dtype
-            )
+            self.host = torch.empty(self.tensor.shape, dtype=self.tensor.dtype, pin_memory=True)
+            if self.copy_in:
+                self.host.copy_(self.tensor, non_blocking=True)
 
     def after(self):
+        """The copy back, queued on the current (staging) stream; torch's
+        allocators keep both memories until it ran."""
         if self.staged:
-            self.tensor.copy_(self.host)
+            self.tensor.copy_(self.host, non_blocking=True)
+            self.tensor.record_stream(torch.cuda.current_stream(self.tensor.device))
 
 
 class ProcessGroupRingreduce(dist.ProcessGroup):
@@ -245,6 +278,7 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
         )
         self._cuda_engine = None
         self._stream = None
+        self._stage_streams = {}
         self._queue = queue.Queue()
         self._p2p_lock = threading.Lock()
         self._p2p_seq = {}
@@ -293,16 +327,10 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
                 if cuda and not cuda[0].staged:
                     self._run_on_device(work, fn, cuda, event)
                     continue
-                if event is not None:
-                    event.synchronize()
-                for x in staged:
-                    x.before()
-                fn(self._engine)
-                for x in staged:
-                    x.after()
                 if cuda:
-                    # the copies back are done before the future completes
-                    torch.cuda.current_stream(cuda[0].tensor.device).synchronize()
+                    self._run_staged(work, fn, staged, cuda, event)
+                    continue
+                fn(self._engine)
                 work._finish(None)
             except Exception as e:  # every error reaches the caller's wait()
                 work._finish(e)
@@ -339,13 +367,39 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
             fn(eng)
             work._finish(None)
 
-    def _submit(self, result, staged, fn):
+    def _run_staged(self, work, fn, staged, cuda, event):
+        """A call on CUDA tensors staged through host memory: on the
+        worker's staging stream, after the caller's producer (on the GPU),
+        the copies to pinned host memory; one wait for that stream; the
+        collective on the CPU job; the copies back queued on the stream,
+        and the future completed on it (no wait for them)."""
+        dev = cuda[0].tensor.device
+        stream = self._stage_streams.get(dev)
+        if stream is None:
+            stream = self._stage_streams[dev] = torch.cuda.Stream(dev)
+        with torch.cuda.device(dev), torch.cuda.stream(stream):
+            if event is not None:
+                stream.wait_event(event)
+            for x in staged:
+                x.before()
+            stream.synchronize()
+            fn(self._engine)
+            for x in staged:
+                x.after()
+            work._finish(None)
+
+    def _submit(self, result, staged, fn, auto_bytes=None):
         """Queue ``fn(engine)`` on the worker; the ``Work`` completes when it
         ran. With CUDA tensors, an event on the caller's current stream
-        marks the producer, which the worker's call waits for (on the GPU,
-        or, staged, on the host)."""
+        marks the producer, which the worker's call waits for on the GPU;
+        the call stages through host memory or not by ``_stages``
+        (``auto_bytes``: the size of the call's tensors where it is the
+        same on every rank, so that every rank decides alike)."""
         event, devices = None, None
         if any(s.cuda for s in staged):
+            stage = _stages(auto_bytes)
+            for s in staged:
+                s.staged = s.cuda and stage
             dev = next(s.tensor.device for s in staged if s.cuda)
             event = torch.cuda.Event()
             event.record(torch.cuda.current_stream(dev))
@@ -366,19 +420,25 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
         t = self._one(tensors, "allreduce")
         op = _op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         s = _Staged(t)
-        return self._submit(tensors, [s], lambda eng: eng.all_reduce([s.host], op=op))
+        return self._submit(tensors, [s], lambda eng: eng.all_reduce([s.host], op=op), _nbytes(t))
 
     def _reduce_scatter_base(self, output, input, opts=None):
         op = _op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         si, so = _Staged(input), _Staged(output, copy_in=False)
         return self._submit(
-            [output], [si, so], lambda eng: eng.reduce_scatter([si.host.reshape(-1)], [so.host.reshape(-1)], op=op)
+            [output],
+            [si, so],
+            lambda eng: eng.reduce_scatter([si.host.reshape(-1)], [so.host.reshape(-1)], op=op),
+            _nbytes(input),
         )
 
     def _allgather_base(self, output, input, opts=None):
         si, so = _Staged(input), _Staged(output, copy_in=False)
         return self._submit(
-            [output], [si, so], lambda eng: eng.all_gather([_movable(si.host)], [_movable(so.host)])
+            [output],
+            [si, so],
+            lambda eng: eng.all_gather([_movable(si.host)], [_movable(so.host)]),
+            _nbytes(output),
         )
 
     # torch 2.11 calls the two above from reduce_scatter_tensor and
@@ -401,13 +461,12 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
                     "uneven sizes) is not supported"
                 )
         si = _Staged(t)
-        flat_device = t.device if si.cuda and not si.staged else "cpu"
 
         def run(eng):
             # made on the worker (on its stream when on a GPU)
             x = _movable(si.host)
             n = x.numel()
-            flat = torch.empty((self._size * n,), dtype=x.dtype, device=flat_device)
+            flat = torch.empty((self._size * n,), dtype=x.dtype, device=x.device)
             eng.all_gather([x], [flat])
             for r, o in enumerate(outs):
                 _movable(o).copy_(flat[r * n:(r + 1) * n])
@@ -418,7 +477,7 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
         t = self._one(tensors, "broadcast")
         root = opts.rootRank if opts is not None else 0
         s = _Staged(t)
-        return self._submit(tensors, [s], lambda eng: eng.broadcast([_movable(s.host)], root=root))
+        return self._submit(tensors, [s], lambda eng: eng.broadcast([_movable(s.host)], root=root), _nbytes(t))
 
     def barrier(self, opts=None):
         return self._submit(None, [], lambda eng: eng.barrier())
@@ -462,7 +521,7 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
             if self._rank == root:
                 x.copy_(tmp)
 
-        return self._submit(tensors, [s], run)
+        return self._submit(tensors, [s], run, _nbytes(t))
 
     def gather(self, output_tensors, input_tensors, opts=None):
         t = self._one(input_tensors, "gather")

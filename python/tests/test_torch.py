@@ -121,14 +121,15 @@ def run_ranks(device, mode="ok", timeout="60", **extra):
     return outs
 
 
-@pytest.mark.parametrize("device", ["cpu", "cuda", "cuda-stage"])
+@pytest.mark.parametrize("device", ["cpu", "cuda", "cuda-stage", "cuda-device"])
 def test_backend_two_processes(device):
-    """CUDA tensors run on the CUDA job through device-to-device copies;
-    ``cuda-stage``: through host memory (RINGREDUCE_TORCH_CUDA=stage)."""
+    """CUDA tensors: by default small calls through host memory and the
+    rest on the CUDA job through device-to-device copies; ``cuda-stage``
+    and ``cuda-device`` force one way (RINGREDUCE_TORCH_CUDA)."""
     if device.startswith("cuda") and not torch.cuda.is_available():
         pytest.skip("SKIPPED: no CUDA device (torch.cuda.is_available() is False)")
-    if device == "cuda-stage":
-        outs = run_ranks("cuda", RINGREDUCE_TORCH_CUDA="stage")
+    if device in ("cuda-stage", "cuda-device"):
+        outs = run_ranks("cuda", RINGREDUCE_TORCH_CUDA=device.split("-")[1])
     else:
         outs = run_ranks(device, RINGREDUCE_TORCH_CUDA="")
     for r, (rc, out) in enumerate(outs):
@@ -141,3 +142,23 @@ def test_backend_rank_gone(mode):
     rc0, out0 = outs[0]
     assert rc0 == 0 and "rank 0: peer gone" in out0 and "rank 1" in out0, out0
     assert outs[1][0] != 0
+
+
+def test_cuda_calls_stage_small_uniform_calls_by_default(monkeypatch):
+    """Which calls on CUDA tensors go through host memory: by default those
+    whose tensors are the same size on every rank, up to 256 KiB (every
+    rank decides alike); ``stage`` and ``device`` force one way; any other
+    value is refused by name."""
+    import ringreduce.torch as rt
+
+    monkeypatch.delenv("RINGREDUCE_TORCH_CUDA", raising=False)
+    assert rt._stages(8) and rt._stages(256 << 10)
+    assert not rt._stages((256 << 10) + 1)
+    assert not rt._stages(None)
+    monkeypatch.setenv("RINGREDUCE_TORCH_CUDA", "stage")
+    assert rt._stages(None) and rt._stages(1 << 30)
+    monkeypatch.setenv("RINGREDUCE_TORCH_CUDA", "device")
+    assert not rt._stages(8)
+    monkeypatch.setenv("RINGREDUCE_TORCH_CUDA", "both")
+    with pytest.raises(ValueError, match="RINGREDUCE_TORCH_CUDA='both'"):
+        rt._stages(8)
