@@ -426,12 +426,29 @@ pub fn render(d_bytes: f64, d_label: &str, ranks: &[usize], pricing: &Pricing) -
     s
 }
 
+/// The traffic table's unit for messages of `d_bytes`: MB from 1 MB, kB
+/// from 1 kB, else bytes, so that a small `D` never prints as `0.1 MB`.
+fn traffic_unit(d_bytes: f64) -> (&'static str, f64) {
+    if d_bytes >= 1e6 {
+        ("MB", MB)
+    } else if d_bytes >= 1e3 {
+        ("kB", 1e3)
+    } else {
+        ("B", 1.0)
+    }
+}
+
 /// The traffic table.
 fn load_rows(s: &mut String, d_bytes: f64, ranks: &[usize]) {
+    let (unit, per) = traffic_unit(d_bytes);
     let _ = writeln!(
         s,
         "{:>6} | {:>16} | {:>16} | {:>23} | {:>13}",
-        "N", "PS root in (MB)", "PS root out (MB)", "Ring per rank sent (MB)", "Ring/PS ratio"
+        "N",
+        format!("PS root in ({unit})"),
+        format!("PS root out ({unit})"),
+        format!("Ring per rank sent ({unit})"),
+        "Ring/PS ratio"
     );
     let _ = writeln!(s, "{}", table_rule(&[6, 16, 16, 23, 13]));
     for row in load_table(d_bytes, ranks) {
@@ -447,13 +464,13 @@ fn load_rows(s: &mut String, d_bytes: f64, ranks: &[usize]) {
             s,
             "{:>6} | {:>16.1} | {:>16.1} | {:>23.1} | {:>13}",
             row.ranks,
-            row.ps_root_in_bytes / MB,
-            row.ps_root_out_bytes / MB,
-            row.ring_per_rank_sent_bytes / MB,
+            row.ps_root_in_bytes / per,
+            row.ps_root_out_bytes / per,
+            row.ring_per_rank_sent_bytes / per,
             ratio
         );
     }
-    let limit = format!("2D = {:.1} MB", 2.0 * d_bytes / MB);
+    let limit = format!("2D = {:.1} {unit}", 2.0 * d_bytes / per);
     let _ = writeln!(
         s,
         "{:>6} | {:>16} | {:>16} | {:>23} | {:>13}",
@@ -535,6 +552,29 @@ mod tests {
 
     fn mb1(bytes: f64) -> String {
         format!("{:.1}", bytes / MB)
+    }
+
+    /// A small `D` prints in kB or bytes, never as `0.1 MB` (64 KiB printed
+    /// 0.1 MB for the ring at every N).
+    #[test]
+    fn small_sizes_keep_their_digits() {
+        let m = AlphaBeta {
+            alpha_us: 5.0,
+            link_gbps: 25.0,
+        };
+        let out = render(65536.0, "64KiB", &[4], &Pricing::of(m.into()));
+        assert!(
+            out.contains("Ring per rank sent (kB)") && out.contains(" 98.3 |"),
+            "{out}"
+        );
+        assert!(
+            out.contains("196.6") && out.contains("2D = 131.1 kB"),
+            "{out}"
+        );
+        let out = render(8.0, "8B", &[2], &Pricing::of(m.into()));
+        assert!(out.contains("(B)") && out.contains("2D = 16.0 B"), "{out}");
+        let out = render(1048576.0, "1MiB", &[2], &Pricing::of(m.into()));
+        assert!(out.contains("(MB)") && out.contains("2D = 2.1 MB"), "{out}");
     }
 
     #[test]
