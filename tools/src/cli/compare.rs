@@ -336,8 +336,10 @@ fn check_formulas(points: &[Point], d: u64) -> Result<bool> {
     Ok(ok)
 }
 
-/// The parameter server's time over the ring's at each N where both ran.
+/// The parameter server's time over the ring's at each N where both ran,
+/// and, once, why it need not follow the ratio of the bytes.
 fn print_ratios(ranks: &[usize], points: &[Point]) -> Result<()> {
+    let mut said = false;
     for &n in ranks {
         let t = |load: Load| {
             points
@@ -351,10 +353,17 @@ fn print_ratios(ranks: &[usize], points: &[Point]) -> Result<()> {
                 ps / ring.max(1e-9),
                 n as f64 / 2.0
             ))?;
+            said = true;
         }
+    }
+    if said {
+        out(WHY_NOT_BYTES)?;
     }
     Ok(())
 }
+
+/// Why the measured ratio may differ from the ratio of the bytes.
+const WHY_NOT_BYTES: &str = "# the byte ratio prices the busiest rank's link alone; where the ranks share one memory (host memory, or one GPU) no link is saturated, and what decides is each path's dependent steps (the ring's 2(N-1) against the PS's two rounds) and its reduces: docs/ALGORITHM.md, sections 6 and 7";
 
 const COLOURS: [RGBColor; 4] = [
     RGBColor(214, 39, 40),
