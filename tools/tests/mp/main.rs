@@ -600,6 +600,11 @@ fn a_killed_launcher_leaves_no_rank_behind() {
         .unwrap();
     let _ = child.wait_with_output();
     assert_none_left(&t, Duration::from_secs(5));
+    // The ranks the store names, as the sweep reads them: a rank already
+    // exiting when the tagged processes were listed (its environment
+    // gone, not yet a zombie) was not waited for above, and the sweep
+    // rightly leaves a store with a live rank (seen once in CI, loaded).
+    procs::wait_gone(&t, Duration::from_secs(10), || store_ranks(&store));
     // A launcher killed with SIGKILL cannot remove its store: what is left
     // is its small key files. The shared segments have no name at any
     // moment (a kill in the middle of a reserve once left a buffer here,
@@ -613,6 +618,20 @@ fn a_killed_launcher_leaves_no_rank_behind() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
     assert!(!store.exists(), "{} was not swept: {err}", store.display());
+}
+
+/// The pids in `store`'s rank files (`rank-*`: "pid start"), the ranks
+/// that joined it.
+fn store_ranks(store: &std::path::Path) -> Vec<u32> {
+    std::fs::read_dir(store)
+        .map(|d| {
+            d.flatten()
+                .filter(|f| f.file_name().to_string_lossy().starts_with("rank-"))
+                .filter_map(|f| std::fs::read_to_string(f.path()).ok())
+                .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The window the test above once hit: a segment exists and waits for its
