@@ -205,11 +205,14 @@ pub fn execute(a: CompareArgs) -> Result<bool> {
         describe.push(dsc);
         points.append(&mut p);
     }
-    print_table(&a, s.d, describe, &points)?;
+    print_table(&a, s.d, describe.clone(), &points)?;
     let ok = check_formulas(&points, s.d)?;
     print_ratios(&a.ranks, &points)?;
     if let Some(p) = &a.plot {
-        let svg = plot(&points, s.d).map_err(crate::cli::report_error)?;
+        // Where the ranks ran, under the title: the largest N's engine
+        // (on one GPU it says that every rank shares it).
+        let caption = describe.last().cloned().unwrap_or_default();
+        let svg = plot(&points, s.d, &caption).map_err(crate::cli::report_error)?;
         report::write_output("--plot", p, svg.as_bytes()).map_err(crate::cli::report_error)?;
         out(format!("# wrote {}", p.display()))?;
     }
@@ -377,8 +380,9 @@ fn perr<E: std::fmt::Display>(e: E) -> ReportError {
 }
 
 /// Two panels against N: the busiest rank's bytes (measured points, the
-/// formula as a dashed line) and the time per call.
-fn plot(points: &[Point], d: u64) -> std::result::Result<String, ReportError> {
+/// formula as a dashed line) and the time per call; `caption` (where the
+/// ranks ran) under the title.
+fn plot(points: &[Point], d: u64, caption: &str) -> std::result::Result<String, ReportError> {
     let mut algos: Vec<String> = Vec::new();
     for p in points {
         if !algos.contains(&p.algo) {
@@ -397,7 +401,7 @@ fn plot(points: &[Point], d: u64) -> std::result::Result<String, ReportError> {
     {
         let root = SVGBackend::with_string(&mut buf, (1200, 520)).into_drawing_area();
         root.fill(&WHITE).map_err(perr)?;
-        let (title, rest) = root.split_vertically(50);
+        let (title, rest) = root.split_vertically(70);
         title
             .draw_text(
                 &format!(
@@ -405,7 +409,15 @@ fn plot(points: &[Point], d: u64) -> std::result::Result<String, ReportError> {
                     format_bytes(d)
                 ),
                 &("sans-serif", 22).into_font().color(&BLACK),
-                (200, 15),
+                (200, 12),
+            )
+            .map_err(perr)?;
+        let caption: String = caption.chars().take(160).collect();
+        title
+            .draw_text(
+                &caption,
+                &("sans-serif", 14).into_font().color(&BLACK),
+                (30, 44),
             )
             .map_err(perr)?;
         let (left, right) = rest.split_horizontally(600);
@@ -592,8 +604,9 @@ mod tests {
         };
         assert_eq!(tie.busiest(), (0, 5, 5));
         assert_eq!(p.others(), Some((10, 10)));
-        let svg = plot(&[p.clone(), Point { ranks: 4, ..p }], 10).unwrap();
-        assert!(svg.contains("<svg") && svg.contains("ps: measured"));
+        let where_ = "cuda: 4 ranks on 1 GPUs";
+        let svg = plot(&[p.clone(), Point { ranks: 4, ..p }], 10, where_).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("ps: measured") && svg.contains(where_));
     }
 
     /// The formula beside each path's counted bytes is its algorithm's
