@@ -442,7 +442,7 @@ pub(crate) fn spins_across_ranks(at: &Placement) -> std::result::Result<(), Stri
 /// two streams and room for the others of the context (the engine's work
 /// streams, a framework's). Measured with 4 rank threads on one GPU
 /// (`results/2026-12-06-h100x1-ll-stop/`): with 8 queues a sweep of
-/// `ring:ll` stopped in 1 to 5 of 6 runs, with 16 and 32 in none of 10;
+/// `ring:ll` stopped within its first 1 to 5 runs, with 16 and 32 in none of 10;
 /// with 4 and 2 queues, and 2 ranks on 1, it stopped at once.
 pub const QUEUES_PER_RANK: usize = 4;
 
