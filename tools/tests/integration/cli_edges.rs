@@ -667,8 +667,8 @@ pub fn register(h: &mut Harness) {
         || {
             // Found on one H100 and one H200
             // (results/2026-12-06-h100x1-ll-stop/): 4 rank threads on one
-            // GPU, `bench --algo ring:ll,ring,ring:pipe2,auto` stopped in 1
-            // to 5 of 6 sweeps: with the driver's 8 hardware queues two
+            // GPU, `bench --algo ring:ll,ring,ring:pipe2,auto` stopped within
+            // its first 1 to 5 sweeps: with the driver's 8 hardware queues two
             // ranks' streams shared one, and an LL kernel waited there
             // behind the kernel that waited for its lines. With the default
             // queues `ring:ll` now refuses by name (empty cells, a note
