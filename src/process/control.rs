@@ -366,6 +366,16 @@ impl Control {
         self.record(gen, rank, why, false);
     }
 
+    /// The job's recorded failure as a fault, if a rank wrote one.
+    fn recorded(&self) -> Option<JobFault> {
+        self.failure().map(|(call, rank, why)| JobFault::Failed {
+            rank,
+            call,
+            why,
+            timed_out: self.failure_timed_out(),
+        })
+    }
+
     /// Whether the recorded failure was a timeout.
     fn failure_timed_out(&self) -> Option<f64> {
         (self.words()[F_TIMED_OUT].load(Ordering::Relaxed) == 1)
@@ -401,12 +411,17 @@ impl Control {
     /// the run was aborted, or another rank's process died without
     /// finishing.
     pub fn health(&self) -> Option<JobFault> {
-        if let Some((call, rank, why)) = self.failure() {
-            return Some(JobFault::Failed {
-                rank,
-                call,
+        if let Some(f) = self.recorded() {
+            return Some(f);
+        }
+        // The launcher's abort for a rank that ended badly names the first
+        // such rank (the first record wins): a survivor that noticed it and
+        // exited since is dead too, and must not be named instead.
+        if let Some((Some(rank), why)) = self.store.as_ref().and_then(|s| s.abort_record()) {
+            self.record_failure(0, self.name(rank), &why);
+            return Some(JobFault::Aborted {
                 why,
-                timed_out: self.failure_timed_out(),
+                rank: Some(self.name(rank)),
             });
         }
         // A dead rank before the launcher's abort: the launcher aborts the
@@ -418,16 +433,20 @@ impl Control {
                         // Recorded as the job's failure (the first wins), so
                         // a peer that looks after this rank has exited names
                         // the dead rank, not this one.
-                        let f = JobFault::Died {
-                            rank: self.name(r),
-                            pid: p.pid,
-                        };
                         self.record_failure(
                             0,
                             self.name(r),
                             &format!("its process (pid {}) died", p.pid),
                         );
-                        return Some(f);
+                        // Another rank may have recorded the first failure
+                        // since this check read none, and exited since: it
+                        // is dead now but not the one to name (seen in CI,
+                        // loaded: rank 2 named rank 0, which had recorded
+                        // rank 1's death and exited). The record says.
+                        return Some(self.recorded().unwrap_or(JobFault::Died {
+                            rank: self.name(r),
+                            pid: p.pid,
+                        }));
                     }
                 }
             }
@@ -733,6 +752,44 @@ mod tests {
             assert_eq!(e.is_some(), over_nodes, "over nodes: {over_nodes}: {e:?}");
             std::fs::remove_dir_all(dir).unwrap();
         }
+    }
+
+    /// Ranks 0 and 1 are both gone: rank 1 ended badly (the launcher wrote
+    /// its abort for rank 1), rank 0 noticed and exited with no record.
+    /// Rank 2 names rank 1, the first, not rank 0, the lowest dead rank (a
+    /// CI run named a survivor that had exited), and every later check does
+    /// too (recorded).
+    #[test]
+    fn the_launchers_abort_names_the_first_rank_not_a_survivor_that_exited() {
+        let (dir, mut v, _ex) = seg("abort-first", 3);
+        let dead = || {
+            let mut child = std::process::Command::new("true").spawn().unwrap();
+            let pid = child.id();
+            child.wait().unwrap();
+            pid
+        };
+        for r in [0, 1] {
+            v[r].rank_word(r, R_PID)
+                .store(u64::from(dead()), Ordering::Relaxed);
+        }
+        let store = super::super::store::Store::create(
+            &dir.join("store"),
+            "run",
+            3,
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        store.abort_for(1, "its process exited with status 3");
+        Arc::get_mut(&mut v[2]).unwrap().watch_store(store);
+        for _ in 0..2 {
+            let r = v[2].check(&|| "x".into());
+            assert!(
+                matches!(&r, Err(Error::PeerFailed { rank: 1, .. })),
+                "{r:?}"
+            );
+        }
+        assert_eq!(v[2].failure().map(|f| f.1), Some(1));
+        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]
