@@ -417,11 +417,13 @@ impl Control {
         // The launcher's abort for a rank that ended badly names the first
         // such rank (the first record wins): a survivor that noticed it and
         // exited since is dead too, and must not be named instead.
-        if let Some((Some(rank), why)) = self.store.as_ref().and_then(|s| s.abort_record()) {
-            self.record_failure(0, self.name(rank), &why);
+        // Read once per check: this runs every few milliseconds of a wait.
+        let abort = self.store.as_ref().and_then(|s| s.abort_record());
+        if let Some((Some(rank), why)) = &abort {
+            self.record_failure(0, self.name(*rank), why);
             return Some(JobFault::Aborted {
-                why,
-                rank: Some(self.name(rank)),
+                why: why.clone(),
+                rank: Some(self.name(*rank)),
             });
         }
         // A dead rank before the launcher's abort: the launcher aborts the
@@ -451,15 +453,10 @@ impl Control {
                 }
             }
         }
-        if let Some(s) = &self.store {
-            if let Some((rank, why)) = s.abort_record() {
-                return Some(JobFault::Aborted {
-                    why,
-                    rank: rank.map(|r| self.name(r)),
-                });
-            }
-        }
-        None
+        abort.map(|(rank, why)| JobFault::Aborted {
+            why,
+            rank: rank.map(|r| self.name(r)),
+        })
     }
 
     /// Why this rank must stop waiting for `what` now, if it must: its
