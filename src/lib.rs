@@ -37,9 +37,9 @@
 //! * [`plan`]: per-rank op lists with explicit cross-rank signals; the one
 //!   interpreter of what an op does; the static validator.
 //! * [`algo`]: the algorithms (ring, one-shots, parameter server,
-//!   broadcast), one file each, that build plans; [`trace`] prints them step
-//!   by step, [`algo::cost`] states what each costs (the `theory` command
-//!   of the tools prices it).
+//!   broadcast), one file each, that build plans ([`algo::plan_of`]: the
+//!   plan a call would run); [`algo::cost`] states what each costs. The
+//!   tools' `trace` prints a plan step by step and `theory` prices it.
 //!
 //! The layers below:
 //!
@@ -65,8 +65,8 @@
 //!   driver layer, the PTX kernels and the NCCL binding behind it are
 //!   private; with the private `sys` module they are the only places with
 //!   `unsafe` code.
-//! * [`element`] and [`verify`]: data types and ops with NCCL's semantics,
-//!   inputs and checks.
+//! * [`element`]: data types and ops with NCCL's semantics (the tools
+//!   hold the inputs, references and checks).
 //! * For programs around the library (a launcher, a benchmark): [`param`]
 //!   (every environment variable, declared once), [`size`] (byte sizes as
 //!   people write them), [`words`] (counted nouns, comma lists), [`os`]
@@ -118,9 +118,7 @@ pub mod settings;
 pub mod size;
 pub(crate) mod sync;
 pub(crate) mod sys;
-pub mod trace;
 pub(crate) mod transport;
-pub mod verify;
 pub mod words;
 pub(crate) mod work;
 

@@ -30,10 +30,9 @@ const LAYERS: &[&str] = &[
     "sync",
     // The CUDA driver layer (the only `unsafe` besides sys).
     "cuda",
-    // The algorithms that build plans, the host references, and the list
-    // of every environment variable (declared in param and in algo).
+    // The algorithms that build plans, and the list of every environment
+    // variable (declared in param and in algo).
     "algo",
-    "verify",
     "settings",
     // One process per rank: the job, its store and control segment, the
     // world over nodes.
@@ -46,8 +45,7 @@ const LAYERS: &[&str] = &[
     // The engine (plan cache, buffers, dispatch) and the public handle.
     "engine",
     "communicator",
-    // Views for study and programs around the library.
-    "trace",
+    // What programs around the library use from the operating system.
     "os",
 ];
 

@@ -48,7 +48,7 @@ fn plan<'py>(
     let dtype = parse::<DataType>(dtype)?;
     let s = shape(collective, ranks, count, dtype, in_place)?;
     let choice = parse::<AlgoChoice>(algo)?;
-    let p = guarded(py, move || ringreduce::trace::plan_of(&choice, &s))?;
+    let p = guarded(py, move || ringreduce::algo::plan_of(&choice, &s))?;
     plan_dict(py, &p)
 }
 
@@ -105,7 +105,7 @@ fn trace(
     let s = shape(collective, ranks, count, dtype, in_place)?;
     let choice = parse::<AlgoChoice>(algo)?;
     guarded(py, move || {
-        ringreduce::trace::render(&choice, &s, dtype, op)
+        ringreduce_tools::trace::render(&choice, &s, dtype, op)
     })
 }
 

@@ -692,6 +692,35 @@ fn parse_algo(v: &std::ffi::OsStr) -> std::result::Result<String, String> {
     parse(s).map(|_| s.to_string())
 }
 
+/// The plan `choice` uses for `shape` (the first call of a chain),
+/// validated: what the trace shows and `ringreduce.plan` returns.
+pub fn plan_of(choice: &AlgoChoice, shape: &Shape) -> Result<Plan> {
+    // An engine's limits: a plan of more ranks than an engine runs, or of
+    // more elements than an address space holds, is nobody's.
+    if shape.ranks == 0 {
+        return Err(Error::ZeroRanks);
+    }
+    if shape.ranks > crate::plan::MAX_RANKS {
+        return Err(Error::TooManyRanks {
+            ranks: shape.ranks,
+            max: crate::plan::MAX_RANKS,
+        });
+    }
+    let bytes = (shape.count as u128) * (shape.ranks as u128) * (shape.elem_size as u128);
+    if bytes * 3 > isize::MAX as u128 {
+        return Err(Error::TooLarge {
+            what: "plan",
+            count: shape.count as u128,
+            elem_size: shape.elem_size,
+            ranks: shape.ranks,
+        });
+    }
+    let algo = choice.resolve(shape)?;
+    let plan = algo.path(shape).next(false)?;
+    plan.validate().map_err(Error::Plan)?;
+    Ok((*plan).clone())
+}
+
 /// The path `RINGREDUCE_ALGO` forces on calls left to auto (`None`: unset
 /// or `auto`), as it was written.
 pub fn forced_algo() -> Result<Option<String>> {

@@ -71,7 +71,7 @@ impl Combine {
 /// The pre-op of `c` applied to one value, ignoring the flags: `x * scalar`
 /// rounded in the type for PreMulSum, `x` otherwise.
 #[inline]
-pub(crate) fn pre_op<T: Element>(c: &Combine, x: T) -> T {
+pub fn pre_op<T: Element>(c: &Combine, x: T) -> T {
     if c.op == DevOp::PreMulSum {
         x.red_mul(T::from_bits(c.scalar))
     } else {
@@ -82,7 +82,7 @@ pub(crate) fn pre_op<T: Element>(c: &Combine, x: T) -> T {
 /// The post-op of `c` applied to one value, ignoring the flags: division by
 /// the scalar for SumPostDiv, `x` otherwise.
 #[inline]
-pub(crate) fn post_op<T: Element>(c: &Combine, x: T) -> T {
+pub fn post_op<T: Element>(c: &Combine, x: T) -> T {
     if c.op == DevOp::SumPostDiv {
         x.red_div(c.scalar)
     } else {
@@ -93,7 +93,7 @@ pub(crate) fn post_op<T: Element>(c: &Combine, x: T) -> T {
 /// One element: `post(pre_a(a) (op) pre_b(b))`. `T` decides the type
 /// (`c.dtype` is not consulted).
 #[inline]
-pub(crate) fn combine_one<T: Element>(c: &Combine, a: T, b: T) -> T {
+pub fn combine_one<T: Element>(c: &Combine, a: T, b: T) -> T {
     let a = if c.pre_a { pre_op(c, a) } else { a };
     let b = if c.pre_b { pre_op(c, b) } else { b };
     let r = match c.op {
@@ -379,8 +379,8 @@ mod tests {
         // f32 + f32 through f64 is the native f32 sum (innocuous double rounding).
         let mut s = 1u64;
         for _ in 0..200_000 {
-            let x = f32::from_bits(crate::verify::SplitMix64::mix(&mut s) as u32);
-            let y = f32::from_bits(crate::verify::SplitMix64::mix(&mut s) as u32);
+            let x = f32::from_bits(crate::element::minifloat::tests::splitmix(&mut s) as u32);
+            let y = f32::from_bits(crate::element::minifloat::tests::splitmix(&mut s) as u32);
             let (sum, prod) = (
                 one::<f32>(Sum, x as f64, y as f64),
                 one::<f32>(Prod, x as f64, y as f64),
@@ -537,7 +537,7 @@ mod tests {
         let mut rand_vec = |len: usize| -> Vec<T> {
             (0..len)
                 .map(|i| {
-                    let r = crate::verify::SplitMix64::mix(&mut s);
+                    let r = crate::element::minifloat::tests::splitmix(&mut s);
                     // Mostly small values, some raw bit patterns (NaN, inf, huge).
                     if i % 5 == 0 {
                         T::from_bits(r)

@@ -322,7 +322,7 @@ pub fn encode(fmt: Format, x: f64, satfinite: bool) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const FORMATS: [Format; 4] = [Format::F16, Format::BF16, Format::E4M3, Format::E5M2];
@@ -538,7 +538,8 @@ mod tests {
         }
     }
 
-    fn splitmix(s: &mut u64) -> u64 {
+    /// SplitMix64: the element tests' random bits.
+    pub(crate) fn splitmix(s: &mut u64) -> u64 {
         *s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = *s;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

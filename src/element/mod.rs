@@ -17,8 +17,9 @@
 pub mod combine;
 pub mod minifloat;
 
+pub use combine::combine_one;
 pub use combine::Combine;
-pub(crate) use combine::{combine, combine_into, combine_one};
+pub(crate) use combine::{combine, combine_into};
 pub use half::{bf16, f16};
 
 use minifloat::{decode, encode, Format};

@@ -340,7 +340,7 @@ impl<T: Element> Engine<T> {
     fn read_region(&mut self, r: usize, region: &crate::plan::Region) -> Result<Vec<T>> {
         let size = T::DTYPE.size();
         let mut out =
-            crate::verify::zeroed::<T>(region.len(), &format!("rank {r}'s copy of its output"))?;
+            crate::sys::proc::zeroed::<T>(region.len(), &format!("rank {r}'s copy of its output"))?;
         self.core.read(
             r,
             Binding::DEFAULT.id(region.buf),

@@ -233,7 +233,7 @@ pub trait Memory {
 }
 
 /// Apply one effect to `mem`.
-pub(crate) fn apply<M: Memory + ?Sized>(mem: &mut M, e: &Effect<'_>) -> Result<(), M::Error> {
+pub fn apply<M: Memory + ?Sized>(mem: &mut M, e: &Effect<'_>) -> Result<(), M::Error> {
     match *e {
         Effect::Copy { from, src, to, dst } => mem.copy(from, src, to, dst),
         Effect::Reduce {

@@ -9,12 +9,9 @@
 //! * [`interp`]: the one definition of what an op does to memory, applied to
 //!   pluggable memory (symbolic here, real buffers in the CPU backend).
 //! * [`validate`]: the static checks.
-//! * [`ideal`]: an idealized schedule (unit cost per element, both lanes at
-//!   once), the trace's slice x time view.
 
 pub mod builder;
 pub mod call;
-pub mod ideal;
 pub mod interp;
 pub mod ir;
 pub mod validate;

@@ -207,6 +207,23 @@ pub fn exit_now(code: u8) -> ! {
     unsafe { libc::_exit(libc::c_int::from(code)) }
 }
 
+/// A vector of `count` default elements, or [`Error::OutOfMemory`](crate::error::Error::OutOfMemory) when
+/// the memory cannot be had (never an abort of the process).
+pub fn zeroed<T: Default + Clone>(count: usize, what: &str) -> crate::error::Result<Vec<T>> {
+    let mut v: Vec<T> = Vec::new();
+    v.try_reserve_exact(count)
+        .map_err(|_| crate::error::Error::OutOfMemory {
+            what: what.to_string(),
+            memory: "host memory".into(),
+            need: (count as u64).saturating_mul(std::mem::size_of::<T>() as u64),
+            available: host_memory().map_or(0, |m| m.0),
+            is_free: true,
+            hint: "use a smaller size or fewer ranks".into(),
+        })?;
+    v.resize(count, T::default());
+    Ok(v)
+}
+
 /// Host memory from /proc/meminfo: (available, total) bytes.
 pub fn host_memory() -> Option<(u64, u64)> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;

@@ -10,13 +10,13 @@
 //! cannot spoil a row.
 
 use crate::report::{ColdStart, Measurement, Row};
+use crate::verify::{self, Inputs, Verdict};
 use ringreduce::algo::{probe, AlgoChoice, Placement};
 use ringreduce::backend::{Binding, BufId};
 use ringreduce::element::{Element, ReduceOp};
 use ringreduce::engine::{Engine, GRAPH_CALLS};
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::{Collective, Shape};
-use ringreduce::verify::{self, Inputs, Verdict};
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -492,7 +492,7 @@ impl<'id> Rank<'id> {
 
     pub fn read(&self, id: BufId, off: usize, len: usize) -> Result<Vec<u8>> {
         let mut out =
-            crate::verify::zeroed::<u8>(len, &format!("a copy of {len} bytes from the GPU"))?;
+            crate::sys::proc::zeroed::<u8>(len, &format!("a copy of {len} bytes from the GPU"))?;
         self.read_into(id, off, &mut out)?;
         Ok(out)
     }

@@ -95,8 +95,10 @@ impl<T: Element> Engine<T> {
     pub fn read_buffer(&mut self, b: &DeviceBuffers<T>, rank: usize) -> Result<Vec<T>> {
         self.own(b)?;
         self.core.check_rank(rank)?;
-        let mut out =
-            crate::verify::zeroed::<T>(b.len, &format!("rank {rank}'s copy of a device buffer"))?;
+        let mut out = crate::sys::proc::zeroed::<T>(
+            b.len,
+            &format!("rank {rank}'s copy of a device buffer"),
+        )?;
         self.core.read(rank, b.id, 0, as_bytes_mut(&mut out))?;
         Ok(out)
     }

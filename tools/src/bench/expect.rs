@@ -2,12 +2,12 @@
 //! recomputed on the CPU) and the checks of the outputs against it, per
 //! process and gathered over the job.
 
+use crate::verify::{self, Inputs, Reference, Verdict};
 use ringreduce::algo::AlgoChoice;
 use ringreduce::element::{Element, ReduceOp};
 use ringreduce::engine::Engine;
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::Collective;
-use ringreduce::verify::{self, Inputs, Reference, Verdict};
 
 /// What every rank's output must be.
 pub enum Expect<T> {

@@ -2,11 +2,11 @@
 //! goes between the caller and the rank threads, per phase.
 
 use super::median;
+use crate::verify::{self, Inputs};
 use ringreduce::element::{Element, ReduceOp};
 use ringreduce::engine::Engine;
 use ringreduce::error::Result;
 use ringreduce::plan::Collective;
-use ringreduce::verify::{self, Inputs};
 use std::time::Instant;
 
 /// Host-side cost of one small call, in microseconds.

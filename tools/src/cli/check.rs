@@ -5,12 +5,12 @@
 use super::cuda::Nccl;
 use super::{check_host_memory, out, Common, Kinds};
 use crate::bench::{self, Contender, ContenderKind};
+use crate::verify::{self, Inputs};
 use ringreduce::element::{Element, ReduceOp};
 use ringreduce::engine::{Core, Engine};
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::Collective;
 use ringreduce::size::format_bytes;
-use ringreduce::verify::{self, Inputs};
 use std::path::PathBuf;
 
 /// `--algo`'s help: every path of the algorithm registry.

@@ -227,7 +227,7 @@ fn measure(a: &CompareArgs, s: &Setup, cfg: EngineConfig) -> Result<(String, Vec
     let describe = e.core().describe();
     let inputs = (0..n)
         .map(|r| {
-            let mut v = ringreduce::verify::zeroed::<f32>(s.count, &format!("rank {r}'s input"))?;
+            let mut v = ringreduce::os::zeroed::<f32>(s.count, &format!("rank {r}'s input"))?;
             v.fill(1.0);
             Ok(v)
         })

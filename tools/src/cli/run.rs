@@ -1,6 +1,7 @@
 //! `ringreduce run`: one collective, verified, with its timings and traffic.
 
 use super::{check_host_memory, out, parse_count, Common, OneKind};
+use crate::verify::{self, Inputs};
 use ringreduce::algo::AlgoChoice;
 use ringreduce::backend::BackendKind;
 use ringreduce::element::{Element, ReduceOp};
@@ -8,7 +9,6 @@ use ringreduce::engine::Engine;
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::{Collective, Shape};
 use ringreduce::size::format_bytes;
-use ringreduce::verify::{self, Inputs};
 use std::time::Instant;
 
 #[derive(clap::Args, Debug)]

@@ -9,13 +9,13 @@
 
 use super::{out, Common, Kinds};
 use crate::bench::{self, Contender, ContenderKind};
+use crate::verify::{Inputs, SplitMix64};
 use ringreduce::algo::AlgoChoice;
 use ringreduce::element::{DataType, Element, ReduceOp};
 use ringreduce::engine::{Core, Engine, EngineConfig};
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::{Collective, Shape};
 use ringreduce::size::format_bytes;
-use ringreduce::verify::{Inputs, SplitMix64};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -416,7 +416,7 @@ fn one<T: Element>(
     let mut e = Engine::<T>::from_core(core);
     let r = (|| {
         let n = shape.ranks;
-        let inputs = ringreduce::verify::make_inputs::<T>(kind, op, n, shape.input(0).len(), seed)?;
+        let inputs = crate::verify::make_inputs::<T>(kind, op, n, shape.input(0).len(), seed)?;
         let expect = bench::expected(shape.collective, &inputs, op, kind);
         let c = Contender {
             name: choice.name(),

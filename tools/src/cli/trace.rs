@@ -132,7 +132,7 @@ pub fn execute(a: TraceArgs) -> Result<bool> {
         elem_size: dtype.size(),
         in_place: a.in_place,
     };
-    let text = ringreduce::trace::render(&choice, &shape, dtype, op)?;
+    let text = crate::trace::render(&choice, &shape, dtype, op)?;
     out_raw(&text)?;
     Ok(!text.contains("\n  FAIL"))
 }

@@ -4,13 +4,13 @@
 
 use super::{TimedCall, Timeline};
 use crate::bench::median;
+use crate::verify::{self, Inputs};
 use ringreduce::algo::AlgoChoice;
 use ringreduce::backend::CallTimeline;
 use ringreduce::element::{Element, ReduceOp};
 use ringreduce::engine::Engine;
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::{Collective, Shape, Traffic};
-use ringreduce::verify::{self, Inputs};
 use std::time::Instant;
 
 /// What to record.

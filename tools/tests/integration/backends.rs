@@ -6,8 +6,8 @@ use crate::common::{algo, checked, engine, pass, rank_counts, verify_outputs, Ct
 use crate::ensure;
 use crate::harness::{Harness, TestResult};
 use ringreduce::element::DataType;
-use ringreduce::verify::{self, Inputs};
 use ringreduce::{AlgoChoice, BackendChoice, Collective, Element, Engine, Error, ReduceOp};
+use ringreduce_tools::verify::{self, Inputs};
 use std::time::{Duration, Instant};
 
 /// Every path by name (`ring:pipeK` with a K that divides nothing evenly).

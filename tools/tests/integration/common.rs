@@ -7,9 +7,9 @@
 mod shared;
 pub use shared::*;
 
-use ringreduce::verify::{self, Inputs};
 use ringreduce::{AlgoChoice, Collective, Element, Engine, ReduceOp};
 use ringreduce_tools::bench::{self, Contender, ContenderKind};
+use ringreduce_tools::verify::{self, Inputs};
 
 /// The repository's root (the workspace's; this crate is its `tools/`),
 /// for the tests that read the sources and docs.

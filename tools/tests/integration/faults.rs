@@ -11,9 +11,9 @@ use crate::harness::{Harness, TestResult};
 use ringreduce::backend::op_desc;
 use ringreduce::fault::{Fault, FaultPlan, FaultSpec};
 use ringreduce::plan::{OpKind, Plan, Shape};
-use ringreduce::verify::{self, Inputs};
 use ringreduce::{AlgoChoice, BackendChoice, Collective, Engine, Error, ReduceOp};
 use ringreduce_tools::bench;
+use ringreduce_tools::verify::{self, Inputs};
 use std::time::{Duration, Instant};
 
 /// The engines of these tests give up on any wait after this long.
@@ -50,7 +50,7 @@ fn on_rank1(fault: Fault, op: usize) -> FaultPlan {
 /// The description of rank `r`'s op `i` in the first call of `path` at
 /// `shape`, as errors name it.
 fn step_of(path: &str, shape: &Shape, r: usize, i: usize) -> Result<String, String> {
-    let plan = ringreduce::trace::plan_of(&algo(path), shape).ctx("plan_of")?;
+    let plan = ringreduce::algo::plan_of(&algo(path), shape).ctx("plan_of")?;
     Ok(op_desc(&plan, r, i))
 }
 
@@ -120,7 +120,7 @@ fn mid_collective_of(
     let count = 1000;
     let op = {
         let shape = Shape::all_reduce(n, count, 4, false);
-        op(&ringreduce::trace::plan_of(&algo(path), &shape).ctx("plan_of")?)
+        op(&ringreduce::algo::plan_of(&algo(path), &shape).ctx("plan_of")?)
     };
     let mut e = engine_with::<f32>(b, n, TIMEOUT, on_rank1(fault, op))?;
     let step = step_of(path, &e.shape(Collective::AllReduce, count, false), 1, op)?;
@@ -517,7 +517,7 @@ pub fn register(h: &mut Harness) {
                 let b = BackendChoice::Cuda;
                 let count = 4096;
                 let shape = Shape::all_reduce(2, count, 4, false);
-                let plan = ringreduce::trace::plan_of(&algo(path), &shape).ctx("plan_of")?;
+                let plan = ringreduce::algo::plan_of(&algo(path), &shape).ctx("plan_of")?;
                 let op = plan.ops[1]
                     .iter()
                     .position(|o| matches!(o.kind, OpKind::Kernel(_)))

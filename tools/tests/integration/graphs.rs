@@ -6,8 +6,8 @@ use crate::ensure;
 use crate::harness::Harness;
 use ringreduce::backend::Binding;
 use ringreduce::engine::GRAPH_CALLS;
-use ringreduce::verify::{self, Inputs};
 use ringreduce::{AlgoChoice, BackendChoice, Collective, Element, Engine, Error, ReduceOp};
+use ringreduce_tools::verify::{self, Inputs};
 use std::sync::Arc;
 
 fn bind(e: &Engine<f32>) -> Arc<Vec<Binding>> {

@@ -7,9 +7,9 @@ use crate::harness::{Harness, Outcome, TestResult};
 use ringreduce::cuda::nccl::{Nccl, NcclError};
 use ringreduce::element::DataType;
 use ringreduce::engine::Core;
-use ringreduce::verify::{self, Inputs};
 use ringreduce::{BackendChoice, Collective, Element, Engine, EngineConfig, ReduceOp};
 use ringreduce_tools::bench::{self, Contender, ContenderKind};
+use ringreduce_tools::verify::{self, Inputs};
 use std::process::Command;
 
 const MISSING: &str = "/nonexistent/libnccl.so.2";

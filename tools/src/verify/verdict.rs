@@ -1,8 +1,7 @@
 //! [`Verdict`]: the outcome of a check, per rank, and how it travels between processes.
 
 /// Outcome of a check.
-#[derive(Debug, Clone, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Verdict {
     /// Wrong elements per rank.
     pub wrong: Vec<u64>,

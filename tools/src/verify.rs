@@ -21,7 +21,7 @@
 //!   once at the end.
 //! * **`max` and `min`** on floats: the result is one of the inputs whatever
 //!   the order (maxNum/minNum are associative and commutative, NaN and signed
-//!   zeros included, see [`combine`](mod@crate::element::combine)).
+//!   zeros included, see [`combine`](mod@ringreduce::element::combine)).
 //! * **N <= 2**: `a (op) b` is commutative bit for bit.
 //! * **[`Inputs::Exact`]**: every input is a small integer chosen so that
 //!   every partial result of every reduction order is exactly representable in
@@ -62,9 +62,9 @@
 //! number where a NaN is expected) is wrong. Random and exact inputs never
 //! contain NaN or infinities.
 
-use crate::element::combine::{post_op, pre_op};
-use crate::element::{combine_one, Combine, DataType, Element, ReduceOp};
 use rayon::prelude::*;
+use ringreduce::element::combine::{post_op, pre_op};
+use ringreduce::element::{combine_one, Combine, DataType, Element, ReduceOp};
 use std::fmt;
 use std::str::FromStr;
 
@@ -222,27 +222,10 @@ pub fn exact_value(dtype: DataType, op: ReduceOp, ranks: usize, rank: usize, i: 
     }
 }
 
-/// A vector of `count` default elements, or [`Error::OutOfMemory`](crate::Error::OutOfMemory) when
-/// the memory cannot be had (never an abort of the process).
-pub fn zeroed<T: Element>(count: usize, what: &str) -> crate::error::Result<Vec<T>> {
-    let mut v: Vec<T> = Vec::new();
-    v.try_reserve_exact(count)
-        .map_err(|_| crate::error::Error::OutOfMemory {
-            what: what.to_string(),
-            memory: "host memory".into(),
-            need: (count as u64).saturating_mul(std::mem::size_of::<T>() as u64),
-            available: crate::sys::proc::host_memory().map_or(0, |m| m.0),
-            is_free: true,
-            hint: "use a smaller size or fewer ranks".into(),
-        })?;
-    v.resize(count, T::default());
-    Ok(v)
-}
-
 /// Rank `rank`'s input for `count` elements: deterministic for a given
 /// `(kind, op, ranks, rank, seed)`; generated in parallel for large counts.
 /// Random inputs do not depend on `op` or `ranks`. Memory that cannot be
-/// had is [`Error::OutOfMemory`](crate::Error::OutOfMemory).
+/// had is [`Error::OutOfMemory`](ringreduce::Error::OutOfMemory).
 pub fn make_input<T: Element>(
     kind: Inputs,
     op: ReduceOp,
@@ -250,8 +233,9 @@ pub fn make_input<T: Element>(
     rank: usize,
     count: usize,
     seed: u64,
-) -> crate::error::Result<Vec<T>> {
-    let mut v = zeroed::<T>(count, &format!("rank {rank}'s input of {count} elements"))?;
+) -> ringreduce::error::Result<Vec<T>> {
+    let mut v =
+        ringreduce::os::zeroed::<T>(count, &format!("rank {rank}'s input of {count} elements"))?;
     match kind {
         Inputs::Exact => v.par_iter_mut().enumerate().for_each(|(i, x)| {
             *x = T::from_f64(exact_value(T::DTYPE, op, ranks, rank, i));
@@ -279,14 +263,14 @@ pub fn make_input<T: Element>(
 }
 
 /// Inputs for every rank (memory that cannot be had:
-/// [`Error::OutOfMemory`](crate::Error::OutOfMemory)).
+/// [`Error::OutOfMemory`](ringreduce::Error::OutOfMemory)).
 pub fn make_inputs<T: Element>(
     kind: Inputs,
     op: ReduceOp,
     ranks: usize,
     count: usize,
     seed: u64,
-) -> crate::error::Result<Vec<Vec<T>>> {
+) -> ringreduce::error::Result<Vec<Vec<T>>> {
     (0..ranks)
         .map(|r| make_input(kind, op, ranks, r, count, seed))
         .collect()
@@ -381,7 +365,7 @@ pub fn reference<T: Element>(inputs: &[Vec<T>], op: ReduceOp, kind: Inputs) -> R
     let fp8 = dtype.size() == 1;
     let u = fmt.unit_roundoff()
         + if fp8 {
-            crate::element::minifloat::Format::F16.unit_roundoff()
+            ringreduce::element::minifloat::Format::F16.unit_roundoff()
         } else {
             0.0
         };
@@ -629,7 +613,7 @@ pub fn compare<T: Element>(a: &[Vec<T>], b: &[Vec<T>], r: &Reference<T>) -> Verd
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::element::{bf16, f16, F8E4M3, F8E5M2};
+    use ringreduce::element::{bf16, f16, F8E4M3, F8E5M2};
 
     #[test]
     fn verdicts_travel_and_join() {
@@ -693,7 +677,7 @@ mod tests {
     #[test]
     fn exact_inputs_make_any_order_bitwise() {
         for d in DataType::ALL {
-            crate::with_element!(d, T => exact_case::<T>());
+            ringreduce::with_element!(d, T => exact_case::<T>());
         }
     }
 
@@ -748,7 +732,7 @@ mod tests {
     #[test]
     fn random_inputs_within_bounds() {
         for d in DataType::ALL {
-            crate::with_element!(d, T => random_case::<T>());
+            ringreduce::with_element!(d, T => random_case::<T>());
         }
     }
 

@@ -5,7 +5,7 @@
 //! the schedule shows what the plan lets overlap, not what a GPU measured:
 //! the trace's slice x time view of `ring:pipeK`.
 
-use super::{Lane, Op, OpKind, Plan};
+use ringreduce::plan::{Lane, Op, OpKind, Plan, LANES};
 
 /// Start and end of one op, in elements moved or reduced.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,21 +41,21 @@ pub fn schedule(plan: &Plan) -> Option<Vec<Vec<Span>>> {
         .ops
         .iter()
         .map(|ops| {
-            let mut by_lane = vec![Vec::new(); super::LANES];
+            let mut by_lane = vec![Vec::new(); LANES];
             for (i, op) in ops.iter().enumerate() {
                 by_lane[lane_index(op.lane)].push(i);
             }
             by_lane
         })
         .collect();
-    let mut next = vec![vec![0usize; super::LANES]; n];
-    let mut free = vec![vec![0.0f64; super::LANES]; n];
+    let mut next = vec![vec![0usize; LANES]; n];
+    let mut free = vec![vec![0.0f64; LANES]; n];
     let total: usize = plan.ops.iter().map(Vec::len).sum();
     let mut done = 0;
     while done < total {
         let before = done;
         for r in 0..n {
-            for l in 0..super::LANES {
+            for l in 0..LANES {
                 while let Some(&i) = lanes[r][l].get(next[r][l]) {
                     let op = &plan.ops[r][i];
                     let mut start = free[r][l];
@@ -91,16 +91,16 @@ pub fn schedule(plan: &Plan) -> Option<Vec<Vec<Span>>> {
 }
 
 /// When the last op of any rank ends.
-pub(crate) fn makespan(spans: &[Vec<Span>]) -> f64 {
+pub fn makespan(spans: &[Vec<Span>]) -> f64 {
     spans.iter().flatten().map(|s| s.end).fold(0.0, f64::max)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algo::AlgoChoice;
-    use crate::plan::Shape;
-    use crate::trace::plan_of;
+    use ringreduce::algo::plan_of;
+    use ringreduce::algo::AlgoChoice;
+    use ringreduce::plan::Shape;
 
     fn span_of(algo: &str, n: usize, count: usize) -> f64 {
         let c: AlgoChoice = algo.parse().unwrap();

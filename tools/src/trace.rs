@@ -1,57 +1,30 @@
 //! `ringreduce trace`: a collective step by step, for students.
 //!
 //! The trace executes the plan the backends run, through the one plan
-//! interpreter ([`crate::plan::interp`]) on symbolic memory: every element
+//! interpreter ([`ringreduce::plan::interp`]) on symbolic memory: every element
 //! holds which inputs are summed in it. Ring paths are shown step by step
 //! (who sends which chunk, and its slices, to whom, and what every rank holds
 //! after the step); other paths op by op. It then runs the same plan on the
 //! CPU backend with exact inputs and shows the numbers.
 
-use crate::algo::AlgoChoice;
-use crate::element::{DataType, Element, ReduceOp};
-use crate::engine::{Engine, EngineConfig};
-use crate::error::{Error, Result};
-use crate::plan::ideal;
-use crate::plan::interp::{self, Effect, SymMem};
-use crate::plan::{Buf, Collective, KernelKind, OpKind, Plan, Region, Shape};
-use crate::schedule::{self, Phase};
-use crate::size::format_bytes;
 use crate::verify::{self, Inputs};
+use ringreduce::algo::{plan_of, AlgoChoice};
+use ringreduce::element::{DataType, Element, ReduceOp};
+use ringreduce::engine::{Engine, EngineConfig};
+use ringreduce::error::{Error, Result};
+use ringreduce::plan::interp::{self, Effect, SymMem};
+use ringreduce::plan::{Buf, Collective, KernelKind, OpKind, Plan, Region, Shape};
+use ringreduce::schedule::{self, Phase};
+use ringreduce::size::format_bytes;
 use std::fmt::Write;
+
+pub mod ideal;
 
 /// Largest trace: ranks and elements.
 pub const MAX_RANKS: usize = 16;
-pub(crate) const MAX_COUNT: usize = 4096;
+pub const MAX_COUNT: usize = 4096;
 /// Widest slice x time view drawn, in time units.
 const MAX_SLICE_UNITS: usize = 40;
-
-/// The plan `choice` uses for `shape` (first call of a chain).
-pub fn plan_of(choice: &AlgoChoice, shape: &Shape) -> Result<Plan> {
-    // An engine's limits: a plan of more ranks than an engine runs, or of
-    // more elements than an address space holds, is nobody's.
-    if shape.ranks == 0 {
-        return Err(Error::ZeroRanks);
-    }
-    if shape.ranks > crate::plan::MAX_RANKS {
-        return Err(Error::TooManyRanks {
-            ranks: shape.ranks,
-            max: crate::plan::MAX_RANKS,
-        });
-    }
-    let bytes = (shape.count as u128) * (shape.ranks as u128) * (shape.elem_size as u128);
-    if bytes * 3 > isize::MAX as u128 {
-        return Err(Error::TooLarge {
-            what: "plan",
-            count: shape.count as u128,
-            elem_size: shape.elem_size,
-            ranks: shape.ranks,
-        });
-    }
-    let algo = choice.resolve(shape)?;
-    let plan = algo.path(shape).next(false)?;
-    plan.validate().map_err(Error::Plan)?;
-    Ok((*plan).clone())
-}
 
 /// Render the trace of `choice` for `shape` (element type `dtype`, op `op`).
 pub fn render(choice: &AlgoChoice, shape: &Shape, dtype: DataType, op: ReduceOp) -> Result<String> {
@@ -84,7 +57,7 @@ pub fn render(choice: &AlgoChoice, shape: &Shape, dtype: DataType, op: ReduceOp)
         op.name()
     );
     if choice == &AlgoChoice::Auto {
-        match crate::algo::forced_algo()? {
+        match ringreduce::algo::forced_algo()? {
             Some(v) => {
                 let _ = writeln!(
                     out,
@@ -139,7 +112,7 @@ pub fn render(choice: &AlgoChoice, shape: &Shape, dtype: DataType, op: ReduceOp)
             );
         }
     }
-    let line = crate::with_element!(dtype, T => run_on_cpu::<T>(choice, shape, op))?;
+    let line = ringreduce::with_element!(dtype, T => run_on_cpu::<T>(choice, shape, op))?;
     let _ = writeln!(out);
     out.push_str(&line);
     Ok(out)
@@ -353,7 +326,7 @@ fn render_steps(out: &mut String, plan: &Plan) {
 }
 
 /// Pipelined rings: rank 0's slices against time in the idealized schedule
-/// ([`crate::plan::ideal`]), and the plain ring's time in the same units,
+/// ([`ideal`]), and the plain ring's time in the same units,
 /// so that what the slices overlap is visible without a GPU.
 fn render_slices(out: &mut String, plan: &Plan) -> Result<()> {
     let Some(spans) = ideal::schedule(plan) else {
@@ -422,7 +395,7 @@ fn render_slices(out: &mut String, plan: &Plan) -> Result<()> {
         }
         let _ = writeln!(out);
     }
-    let plain: AlgoChoice = "ring".parse().map_err(|what| Error::Internal { what })?;
+    let plain: AlgoChoice = "ring".parse().map_err(Error::internal)?;
     let plain_end =
         ideal::schedule(&plan_of(&plain, &plan.shape)?).map(|s| ideal::makespan(&s) / unit);
     let _ = write!(
