@@ -7,12 +7,12 @@
 //!   (`recv[r][i] = send[0][i] + send[1][i] + send[2][i]` for every r), on
 //!   one thread — the yardstick of issue 32 ("within 2x").
 //! * `plain_loop_one_output`: the same sum written once (the issue's 7 ms).
-//! * `host_slices/<path>`: `Engine::all_reduce` on the caller's slices.
+//! * `host_slices/<path>`: `Communicator::all_reduce` on the caller's slices.
 //! * `engine_buffers/<path>`: the same call on the engine's own buffers,
 //!   inputs loaded once (no host copies): what the algorithm itself costs.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use ringreduce::{AlgoChoice, Collective, Engine, EngineConfig, ReduceOp};
+use ringreduce::{AlgoChoice, Collective, Communicator, EngineConfig, ReduceOp};
 use std::time::Duration;
 
 const RANKS: usize = 3;
@@ -52,8 +52,8 @@ fn host_path(c: &mut Criterion) {
         };
         let mut cfg = EngineConfig::cpu(RANKS);
         cfg.algo = algo.clone();
-        let mut e = match Engine::<f32>::new(cfg) {
-            Ok(e) => e,
+        let mut comm = match Communicator::new(cfg) {
+            Ok(c) => c,
             Err(err) => {
                 eprintln!("skipping {path}: {err}");
                 continue;
@@ -61,11 +61,18 @@ fn host_path(c: &mut Criterion) {
         };
         g.bench_with_input(BenchmarkId::new("host_slices", path), &path, |b, _| {
             b.iter(|| {
-                if let Err(err) = e.all_reduce(&send, &mut recv, ReduceOp::Sum) {
+                if let Err(err) = comm.all_reduce(&send, &mut recv, ReduceOp::Sum) {
                     eprintln!("all_reduce failed: {err}");
                 }
             })
         });
+        let mut e = match comm.into_engine::<f32>() {
+            Ok(e) => e,
+            Err(err) => {
+                eprintln!("skipping {path} on the engine's buffers: {err}");
+                continue;
+            }
+        };
         let shape = match e.load(Collective::AllReduce, &send, false) {
             Ok(s) => s,
             Err(err) => {

@@ -588,10 +588,12 @@ mod tests {
         assert_eq!(e.core().backend_kind(), super::BackendKind::Cpu);
         let note = e.core().fallback_note().unwrap_or_default();
         assert!(note.contains("built without the cuda feature"), "{note}");
-        let mut bufs = vec![vec![1.0f32; 5], vec![2.0; 5]];
-        e.all_reduce_in_place(&mut bufs, crate::ReduceOp::Sum)
+        let inputs = vec![vec![1.0f32; 5], vec![2.0; 5]];
+        let shape = e
+            .load(crate::Collective::AllReduce, &inputs, false)
             .unwrap();
-        assert_eq!(bufs[1], vec![3.0; 5]);
+        e.run(None, &shape, crate::ReduceOp::Sum).unwrap();
+        assert_eq!(e.read_output(&shape).unwrap()[1], vec![3.0; 5]);
     }
 
     #[test]

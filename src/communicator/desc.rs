@@ -92,6 +92,14 @@ impl CallDesc {
         }
     }
 
+    /// A host-slice call of `T` with NCCL's `count`.
+    pub(crate) fn of_host<T: crate::element::Element>(
+        c: crate::engine::HostCall,
+        count: usize,
+    ) -> CallDesc {
+        CallDesc::host(c.collective, T::DTYPE, c.op, c.in_place, count)
+    }
+
     /// The same call on device buffers.
     pub fn on_device(mut self) -> CallDesc {
         if let CallKind::Host(c) = self.kind {

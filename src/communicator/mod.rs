@@ -66,9 +66,7 @@
 
 pub mod bufs;
 pub mod desc;
-mod host;
 mod per_process;
-pub(crate) use host::{run_host, HostCall};
 mod per_rank;
 pub(crate) mod ranks;
 mod study;
@@ -83,7 +81,7 @@ use per_rank::rank_step;
 
 use crate::backend::BackendChoice;
 use crate::element::{Element, ReduceOp};
-use crate::engine::{CallInfo, DeviceBuffers, Engine, EngineConfig};
+use crate::engine::{CallInfo, DeviceBuffers, Engine, EngineConfig, HostCall};
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Traffic};
 use crate::sync::AbortHandle;
@@ -359,9 +357,9 @@ impl<S: CallShape> Communicator<S> {
     }
 
     /// The engine underneath, typed for `T`, for what only it has
-    /// (stream-ordered calls, NCCL, the engine's own buffers). Not for a
-    /// per-rank handle. In a job its host-slice calls take this rank's
-    /// buffer only.
+    /// (stream-ordered calls, NCCL, the engine's own buffers and plans).
+    /// Not for a per-rank handle. The host-slice collectives are the
+    /// communicator's alone.
     pub fn into_engine<T: Element>(self) -> Result<Engine<T>> {
         match self.inner {
             Inner::AllRanks(mut slot)
@@ -432,7 +430,7 @@ impl<S: CallShape> Communicator<S> {
             }
         };
         match &mut self.inner {
-            Inner::AllRanks(slot) => slot.with::<T, _>(|e| run_host(e, c, &send, &mut recv)),
+            Inner::AllRanks(slot) => slot.with::<T, _>(|e| e.host(c, &send, &mut recv)),
             Inner::PerRank(h) => {
                 one(recv.len(), "buffer")?;
                 if !c.in_place {

@@ -1,7 +1,7 @@
 //! One rank per process of a job: how its calls are made to agree before
 //! data moves, and its rank's part of each call.
 
-use super::{barrier_info, desc, run_host, CallDesc, CallKind, HostCall};
+use super::{barrier_info, desc, CallDesc, CallKind, HostCall};
 use crate::element::{Element, ReduceOp};
 use crate::engine::{CallInfo, Core, DeviceBuffers, Engine};
 use crate::error::{Error, Result};
@@ -151,12 +151,9 @@ pub(crate) fn process_host<T: Element>(
     recv: &mut [T],
 ) -> Result<CallInfo> {
     let (count, own) = c.count(e.ranks(), a.rank(), send.len(), recv.len());
-    a.agree(e.core(), c.desc::<T>(count), own)?;
-    if c.in_place {
-        run_host(e, c, &[] as &[&[T]], &mut [recv])
-    } else {
-        run_host(e, c, &[send], &mut [recv])
-    }
+    a.agree(e.core(), CallDesc::of_host::<T>(c, count), own)?;
+    let send: &[&[T]] = if c.in_place { &[] } else { &[send] };
+    e.host(c, send, &mut [recv])
 }
 
 /// A collective on device buffers of one rank of a job.

@@ -2,7 +2,7 @@
 //! rank's thread; a call runs once every rank made it.
 
 use super::ranks::{Payload, RankHandle};
-use super::{run_host, unbox, CallDesc, EngineCell, HostCall};
+use super::{unbox, CallDesc, EngineCell, HostCall};
 use crate::element::Element;
 use crate::engine::CallInfo;
 use crate::error::{Error, Result};
@@ -27,7 +27,7 @@ pub(crate) fn rank_host<T: Element>(
     crate::sys::lend::lend(&ins, &mut outs, |ins, outs| {
         let loans = (ins[0].clone(), outs[0].clone());
         let got = h.call(
-            c.desc::<T>(count),
+            CallDesc::of_host::<T>(c, count),
             own,
             Box::new(loans),
             move |slot, parts| {
@@ -71,7 +71,7 @@ fn run_on_loans<T: Element>(
                 .map_err(|e| Error::internal(format!("a lent buffer: {e}")))
         })
         .collect::<Result<_>>()?;
-    slot.with::<T, _>(|e| run_host(e, c, &send, &mut recv))
+    slot.with::<T, _>(|e| e.host(c, &send, &mut recv))
 }
 
 /// A step of every rank of the per-rank style that runs `f` once, on the

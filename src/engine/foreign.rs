@@ -22,7 +22,7 @@
 //! device bandwidth, not host time, and keep every path valid.
 
 use super::typed::{CallInfo, Engine};
-use super::Core;
+use super::{Core, HostCall};
 use crate::backend::ordered::After;
 use crate::backend::{Binding, BufId};
 use crate::cuda::{CudaError, DeviceSpan, DoneEvent, RawStream};
@@ -139,9 +139,9 @@ fn disjoint(sends: &[DeviceSpan], recvs: &[DeviceSpan]) -> Result<()> {
 }
 
 /// NCCL's count of a call on per-rank buffers of these byte lengths
-/// (`sends` empty: in place), checked: every rank's buffers the same
-/// length, a whole number of elements, and the lengths the collective
-/// needs for that count.
+/// (`sends` empty: in place), checked: one buffer per rank, a whole number
+/// of elements each, and the rules every host call follows
+/// ([`HostCall::count`]).
 pub(crate) fn count_of(
     collective: Collective,
     ranks: usize,
@@ -150,65 +150,28 @@ pub(crate) fn count_of(
     recvs: &[usize],
 ) -> Result<usize> {
     let in_place = sends.is_empty();
-    if recvs.len() != ranks {
-        return Err(Error::WrongBufferCount {
-            ranks,
-            buffers: recvs.len(),
-        });
+    for (list, checked) in [(recvs, true), (sends, !in_place)] {
+        if checked && list.len() != ranks {
+            return Err(Error::WrongBufferCount {
+                ranks,
+                buffers: list.len(),
+            });
+        }
     }
-    if !in_place && sends.len() != ranks {
-        return Err(Error::WrongBufferCount {
-            ranks,
-            buffers: sends.len(),
-        });
-    }
-    let elems = |what: &str, list: &[usize]| -> Result<usize> {
-        let first = list.first().copied().unwrap_or(0);
-        for (r, &b) in list.iter().enumerate() {
-            if b != first {
-                return Err(Error::BadArgument(format!(
-                    "rank {r}: the {what} has {b} bytes but rank 0's has {first}: every rank's {what}s must have the same size"
-                )));
-            }
-            if b % elem != 0 {
-                return Err(Error::BadArgument(format!(
+    let elems = |what: &str, list: &[usize]| -> Result<Vec<usize>> {
+        list.iter()
+            .enumerate()
+            .map(|(r, &b)| match b % elem {
+                0 => Ok(b / elem),
+                _ => Err(Error::BadArgument(format!(
                     "rank {r}: the {what} of {b} bytes is not a whole number of {elem}-byte elements"
-                )));
-            }
-        }
-        Ok(first / elem)
+                ))),
+            })
+            .collect()
     };
-    let (out, inp) = (elems("output", recvs)?, elems("input", sends)?);
-    let whole = |n: usize, what: &str| -> Result<usize> {
-        if n % ranks != 0 {
-            return Err(Error::BadArgument(format!(
-                "the {what} of {n} elements does not split into {ranks} equal chunks"
-            )));
-        }
-        Ok(n / ranks)
-    };
-    let count = match (collective, in_place) {
-        (Collective::AllReduce | Collective::Broadcast { .. }, true) => out,
-        (Collective::ReduceScatter | Collective::AllGather, true) => whole(out, "buffer")?,
-        (Collective::AllReduce | Collective::Broadcast { .. }, false) => inp,
-        (Collective::ReduceScatter, false) => out,
-        (Collective::AllGather, false) => inp,
-    };
-    let shape = Shape {
-        collective,
-        ranks,
-        count,
-        elem_size: elem,
-        in_place,
-    };
-    if out != shape.recv_len() || (!in_place && inp != shape.send_len()) {
-        return Err(Error::BadArgument(format!(
-            "{collective:?} over {ranks} ranks with inputs of {inp} and outputs of {out} elements: the outputs must have {} elements for inputs of {}",
-            shape.recv_len(),
-            shape.send_len()
-        )));
-    }
-    Ok(count)
+    let (recvs, sends) = (elems("output", recvs)?, elems("input", sends)?);
+    // The op does not enter the count.
+    HostCall::new(collective, in_place, ReduceOp::Sum).count_all(ranks, 0, &sends, &recvs)
 }
 
 impl Core {
@@ -545,9 +508,9 @@ mod tests {
         ));
         assert!(msg(count_of(AR, 2, 4, &[40, 36], &[40, 40])).contains("rank 1"));
         assert!(msg(count_of(AR, 2, 4, &[], &[42, 42])).contains("whole number"));
-        assert!(msg(count_of(AR, 2, 4, &[40, 40], &[44, 44])).contains("must have"));
-        assert!(msg(count_of(RS, 2, 4, &[40, 40], &[40, 40])).contains("must have"));
-        assert!(msg(count_of(RS, 3, 4, &[], &[40; 3])).contains("3 equal chunks"));
-        assert!(msg(count_of(AG, 2, 4, &[40, 40], &[40, 40])).contains("must have"));
+        assert!(msg(count_of(AR, 2, 4, &[40, 40], &[44, 44])).contains("expected 10"));
+        assert!(msg(count_of(RS, 2, 4, &[40, 40], &[40, 40])).contains("expected 20"));
+        assert!(msg(count_of(RS, 3, 4, &[], &[40; 3])).contains("3 equal slices"));
+        assert!(msg(count_of(AG, 2, 4, &[40, 40], &[40, 40])).contains("expected 20"));
     }
 }

@@ -6,26 +6,35 @@
 //! [`AlgoChoice`] for the algorithm of a shape, asks that algorithm's path
 //! for the plan of the next call (telling it whether the call continues the
 //! previous one), and hands the plan to the backend. [`Engine<T>`] is the
-//! typed API on top of it (the per-rank call style's rendezvous is the
-//! communicator's).
+//! typed API on top of it: the engine's own buffers, loaded once and run
+//! many times (what a benchmark times), device buffers, stream-ordered
+//! calls and NCCL. The collectives on the caller's slices are the
+//! [`Communicator`](crate::Communicator)'s (`HostCall`: the one set of
+//! rules for their buffers).
 //!
 //! ```
-//! use ringreduce::{Engine, EngineConfig, ReduceOp};
+//! use ringreduce::{Collective, Engine, EngineConfig, ReduceOp};
 //! let mut e = Engine::<f32>::new(EngineConfig::cpu(3)).unwrap();
-//! let mut bufs = vec![vec![1.0f32; 10], vec![2.0; 10], vec![3.0; 10]];
-//! e.all_reduce_in_place(&mut bufs, ReduceOp::Sum).unwrap();
-//! assert!(bufs.iter().all(|b| b.iter().all(|&x| x == 6.0)));
+//! let inputs = vec![vec![1.0f32; 10], vec![2.0; 10], vec![3.0; 10]];
+//! let shape = e.load(Collective::AllReduce, &inputs, false).unwrap();
+//! for _ in 0..3 {
+//!     e.run(None, &shape, ReduceOp::Sum).unwrap(); // the same inputs each time
+//! }
+//! let out = e.read_output(&shape).unwrap();
+//! assert!(out.iter().all(|b| b.iter().all(|&x| x == 6.0)));
 //! ```
 
 mod buffers;
 mod capabilities;
 #[cfg(feature = "cuda")]
 mod foreign;
+mod host;
 mod launch;
 mod ordered;
 mod typed;
 
 pub use crate::pool::threads_left_stuck;
+pub(crate) use host::HostCall;
 pub use ordered::OrderedCall;
 pub use typed::{CallInfo, CallPath, DeviceBuffers, Engine};
 

@@ -364,8 +364,10 @@ mod tests {
         // Refused before anything was issued: plain calls still run.
         let mut e = Engine::<f32>::from_core(core);
         let mut out = vec![vec![0.0f32; 8]; 2];
-        e.all_reduce(&[vec![1.0f32; 8], vec![2.0; 8]], &mut out, ReduceOp::Sum)
-            .unwrap();
+        let c = crate::engine::HostCall::new(Collective::AllReduce, false, ReduceOp::Sum);
+        let (a, b) = (vec![1.0f32; 8], vec![2.0; 8]);
+        let mut outs: Vec<&mut [f32]> = out.iter_mut().map(|o| &mut o[..]).collect();
+        e.host(c, &[&a, &b], &mut outs).unwrap();
         assert_eq!(out, vec![vec![3.0; 8]; 2]);
     }
 

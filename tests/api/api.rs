@@ -5,7 +5,9 @@ use crate::common::{algo, cuda_skip_reason, pass, skip, Ctx};
 use crate::ensure;
 use crate::harness::Harness;
 use ringreduce::engine::MAX_RANKS;
-use ringreduce::{AlgoChoice, BackendChoice, Collective, Engine, EngineConfig, Error, ReduceOp};
+use ringreduce::{
+    AlgoChoice, BackendChoice, Collective, Communicator, Engine, EngineConfig, Error, ReduceOp,
+};
 
 pub fn register(h: &mut Harness) {
     h.add("api::rank_count_limits", || {
@@ -24,7 +26,7 @@ pub fn register(h: &mut Harness) {
     });
 
     h.add("api::buffer_counts_and_lengths", || {
-        let mut e = Engine::<f32>::new(EngineConfig::cpu(3)).ctx("engine")?;
+        let mut e = Communicator::new(EngineConfig::cpu(3)).ctx("communicator")?;
         // One buffer per rank.
         let mut two = vec![vec![0.0f32; 10]; 2];
         let r = e.all_reduce_in_place(&mut two, ReduceOp::Sum);
@@ -38,7 +40,8 @@ pub fn register(h: &mut Harness) {
             ),
             "2 buffers on 3 ranks: {r:?}"
         );
-        let r = e.load(Collective::AllReduce, &vec![vec![0.0f32; 4]; 4], false);
+        let mut engine = Engine::<f32>::new(EngineConfig::cpu(3)).ctx("engine")?;
+        let r = engine.load(Collective::AllReduce, &vec![vec![0.0f32; 4]; 4], false);
         ensure!(
             matches!(
                 r,
@@ -97,18 +100,29 @@ pub fn register(h: &mut Harness) {
         let mut out = vec![vec![0.0f32; 3]; 3];
         let r = e.reduce_scatter(&rs, &mut out, ReduceOp::Sum);
         ensure!(
-            matches!(r, Err(Error::BadArgument(_))),
-            "reduce-scatter of 10 on 3 ranks: {r:?}"
+            matches!(
+                r,
+                Err(Error::BufferSize {
+                    rank: 0,
+                    what: "input",
+                    expected: 9,
+                    found: 10
+                })
+            ),
+            "reduce-scatter of 10 into 3 on 3 ranks (the same error as a rank's handle gets): {r:?}"
         );
         let rs = vec![vec![1.0f32; 9]; 3];
         let mut out = vec![vec![0.0f32; 4]; 3];
         let r = e.reduce_scatter(&rs, &mut out, ReduceOp::Sum);
+        // NCCL's count of a reduce-scatter is its output's: 4 elements out
+        // need 12 in.
         ensure!(
             matches!(
                 r,
                 Err(Error::BufferSize {
-                    expected: 3,
-                    found: 4,
+                    what: "input",
+                    expected: 12,
+                    found: 9,
                     ..
                 })
             ),
@@ -149,7 +163,7 @@ pub fn register(h: &mut Harness) {
         // oneshot:flag is an exchange of two ranks.
         let mut cfg = EngineConfig::cpu(3);
         cfg.algo = algo("oneshot:flag");
-        let mut e3 = Engine::<f32>::new(cfg).ctx("engine of 3")?;
+        let mut e3 = Communicator::new(cfg).ctx("communicator of 3")?;
         let mut bufs = vec![vec![1.0f32; 16]; 3];
         let r = e3.all_reduce_in_place(&mut bufs, ReduceOp::Sum);
         match r {
@@ -165,7 +179,7 @@ pub fn register(h: &mut Harness) {
         );
         let mut cfg = EngineConfig::cpu(2);
         cfg.algo = algo("oneshot:fused");
-        let mut e = Engine::<f32>::new(cfg).ctx("engine")?;
+        let mut e = Communicator::new(cfg).ctx("communicator")?;
         // In place too: it sums into scratch.
         let mut bufs = vec![vec![1.0f32; 16]; 2];
         e.all_reduce_in_place(&mut bufs, ReduceOp::Sum)
@@ -186,7 +200,10 @@ pub fn register(h: &mut Harness) {
         // (oneshot:fused runs every collective).
         for path in ["oneshot", "oneshot:flag", "ps"] {
             for c in [Collective::ReduceScatter, Collective::AllGather] {
-                let shape = e.shape(c, 8, false);
+                let shape = ringreduce::plan::Shape {
+                    collective: c,
+                    ..ringreduce::plan::Shape::all_reduce(2, 8, 4, false)
+                };
                 match algo(path).resolve(&shape) {
                     Err(Error::BadArgument(m)) => ensure!(
                         m.contains(path) && m.contains("all-reduce only") && m.contains(c.name()),
@@ -273,9 +290,14 @@ pub fn register(h: &mut Harness) {
             "a device all-reduce of usize::MAX elements accepted"
         );
         // The engine still works.
-        let mut ok = vec![vec![1.0f32; 3]; 2];
-        e.all_reduce_in_place(&mut ok, ReduceOp::Sum)
-            .ctx("after the errors")?;
+        let shape = e
+            .load(Collective::AllReduce, &vec![vec![1.0f32; 3]; 2], false)
+            .ctx("load after the errors")?;
+        e.run(None, &shape, ReduceOp::Sum).ctx("after the errors")?;
+        ensure!(
+            e.read_output(&shape).ctx("read")? == vec![vec![2.0f32; 3]; 2],
+            "wrong after the errors"
+        );
         pass()
     });
 

@@ -7,7 +7,7 @@
 //! [`WATCHDOG`] instead of hanging the run, and ends the test binary (a
 //! hang can hold rayon's global pool, which every later test uses).
 
-use crate::common::{engine_with, pass, Ctx};
+use crate::common::{comm_with, engine_with, pass, Ctx};
 use crate::ensure;
 use crate::harness::{Harness, TestResult};
 use ringreduce::fault::{Fault, FaultPlan, FaultSpec};
@@ -62,10 +62,10 @@ fn watched(
 /// 4 MiB of f32 per rank, as in the issue.
 const BIG: usize = 1 << 20;
 
-/// Every collective on a fresh 2-rank engine of `BIG` elements per rank
-/// (timeout 5 s), results checked: what each caller below runs.
+/// Every collective on a fresh 2-rank communicator of `BIG` elements per
+/// rank (timeout 5 s), results checked: what each caller below runs.
 fn every_collective(b: BackendChoice, seed: i32) -> Result<(), String> {
-    let mut e = engine_with::<f32>(b, 2, Duration::from_secs(5), FaultPlan::none())?;
+    let mut e = comm_with(b, 2, Duration::from_secs(5), FaultPlan::none())?;
     let send: Vec<Vec<f32>> = (0..2).map(|r| vec![(seed + r) as f32; BIG]).collect();
     let sum = (2 * seed + 1) as f32;
     let mut recv = vec![vec![0.0f32; BIG]; 2];
@@ -559,16 +559,16 @@ fn failures_keep_their_type(b: BackendChoice) -> TestResult {
             "rank {r} after the panic: {res:?}"
         );
     }
-    // The same through the engine API: the root cause names rank 1.
-    let mut e = engine_with::<f32>(b, 3, Duration::from_secs(10), faults)?;
+    // The same with every rank from one caller: the root cause names rank 1.
+    let mut e = comm_with(b, 3, Duration::from_secs(10), faults)?;
     let mut bufs = vec![vec![1.0f32; 1000]; 3];
     let err = e
         .all_reduce_in_place(&mut bufs, ReduceOp::Sum)
         .err()
-        .ok_or("the engine call with a panicking rank 1 succeeded")?;
+        .ok_or("the call with a panicking rank 1 succeeded")?;
     ensure!(
         err.rank() == Some(1) && err.root().rank() == Some(1),
-        "the engine's error must name rank 1: {err:?}"
+        "the error of every rank from one caller must name rank 1: {err:?}"
     );
     // Poisoned stays Poisoned (fatal) on every rank.
     let mut ranks = ranks_of(b, 2, Duration::from_secs(10))?;

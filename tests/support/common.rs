@@ -13,8 +13,8 @@
 use crate::harness::{Outcome, TestResult};
 use ringreduce::fault::FaultPlan;
 use ringreduce::{
-    AlgoChoice, BackendChoice, CallShape, Element, Engine, EngineConfig, EveryRank, OneRank,
-    RecvBufs, SendBufs,
+    AlgoChoice, BackendChoice, CallShape, Communicator, Element, Engine, EngineConfig, EveryRank,
+    OneRank, RecvBufs, SendBufs,
 };
 use std::time::Duration;
 
@@ -54,6 +54,26 @@ pub const TEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// An engine of `ranks` ranks on backend `b` (timeout [`TEST_TIMEOUT`]).
 pub fn engine<T: Element>(b: BackendChoice, ranks: usize) -> Result<Engine<T>, String> {
     engine_with(b, ranks, TEST_TIMEOUT, FaultPlan::none())
+}
+
+/// A communicator of every rank from this caller, `ranks` ranks on backend
+/// `b` (timeout [`TEST_TIMEOUT`]).
+pub fn comm(b: BackendChoice, ranks: usize) -> Result<Communicator<EveryRank>, String> {
+    comm_with(b, ranks, TEST_TIMEOUT, FaultPlan::none())
+}
+
+/// A communicator of every rank with an explicit timeout and injected
+/// faults.
+pub fn comm_with(
+    b: BackendChoice,
+    ranks: usize,
+    timeout: Duration,
+    faults: FaultPlan,
+) -> Result<Communicator<EveryRank>, String> {
+    let mut cfg = EngineConfig::new(ranks, b).with_faults(faults);
+    cfg.timeout = timeout;
+    Communicator::new(cfg)
+        .map_err(|e| format!("building a {b:?} communicator of {ranks} ranks: {e}"))
 }
 
 /// An engine with an explicit timeout and injected faults.

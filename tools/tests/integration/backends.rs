@@ -2,7 +2,7 @@
 //! op, collective, path, size, rank count and place; the host-slice, device
 //! buffer and per-rank APIs; engine reuse and back-to-back launches.
 
-use crate::common::{algo, checked, engine, pass, rank_counts, verify_outputs, Ctx};
+use crate::common::{algo, checked, comm, engine, pass, rank_counts, verify_outputs, Ctx};
 use crate::ensure;
 use crate::harness::{Harness, TestResult};
 use ringreduce::element::DataType;
@@ -727,7 +727,7 @@ pub fn register(h: &mut Harness) {
                 _ => 3,
             };
             let c = 1001;
-            let mut e = engine::<f32>(b, n)?;
+            let mut e = comm(b, n)?;
             let op = ReduceOp::Sum;
             // all_reduce with vectors.
             let send = exact::<f32>(op, n, c, 1);
@@ -773,7 +773,7 @@ pub fn register(h: &mut Harness) {
             );
 
             // reduce_scatter: n*c in, c out (chunk r of the reduction).
-            let mut ei = e.retype::<i32>();
+            let ei = &mut e;
             let op = ReduceOp::Max;
             let rs_in = exact::<i32>(op, n, n * c, 2);
             let rs_want = reduced(&rs_in, op);

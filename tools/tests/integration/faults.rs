@@ -479,11 +479,10 @@ pub fn register(h: &mut Harness) {
                 r.as_ref().is_err_and(|t| t.contains("must be rebuilt")),
                 "a call after the abort: {r:?}"
             );
-            let mut bufs = vec![vec![1.0f32; 4]; n];
-            let r = e.all_reduce_in_place(&mut bufs, ReduceOp::Sum);
+            let r = e.load(Collective::AllReduce, &vec![vec![1.0f32; 4]; n], true);
             ensure!(
                 matches!(r, Err(Error::Poisoned { .. })),
-                "host call after the abort: {r:?}"
+                "a load after the abort: {r:?}"
             );
             ensure!(r.is_err_and(|x| x.is_fatal()), "Poisoned must be fatal");
             // A new engine works.

@@ -853,33 +853,13 @@ fn ranks_started_like_mpich() {
 
 /// Set in the rank processes of `the_communicator_across_processes`: this
 /// test binary, started again as every rank of a `ringreduce launch` job,
-/// runs [`comm_rank`] with the backend (or `engine`: the engine underneath).
+/// runs [`comm_rank`] with the backend.
 const COMM_RANK: &str = "RR_MP_COMM_RANK";
 
 /// One rank's checks; a failure panics (the rank exits 101 and the job
 /// fails naming it).
 fn comm_rank(which: &str) {
     use ringreduce::{BackendChoice, Communicator, Error, ReduceOp};
-    if which == "engine" {
-        // Issue 32 item 6's case through the engine underneath a job's
-        // rank: every rank's buffers put rank 1's result in bufs[0]
-        // ([[300, 300], [200, 200]]); now the call is refused, untouched.
-        let c = Communicator::from_env(BackendChoice::Cpu).expect("join");
-        let r = c.rank();
-        let mut e = c.into_engine::<i64>().expect("the engine underneath");
-        let mut bufs = vec![vec![100i64, 100], vec![200, 200]];
-        let res = e.all_reduce_in_place(&mut bufs, ReduceOp::Sum);
-        assert!(
-            matches!(res, Err(Error::BadArgument(_))) && bufs == [[100, 100], [200, 200]],
-            "LIBRARY BUG (issue 32 item 6): rank {r}: {res:?}, buffers {bufs:?}"
-        );
-        let mut mine = [vec![if r == 0 { 100i64 } else { 200 }; 2]];
-        e.all_reduce_in_place(&mut mine, ReduceOp::Sum)
-            .expect("this rank's buffer alone");
-        assert_eq!(mine[0], [300, 300], "rank {r}");
-        println!("\nrank {r}: ok");
-        return;
-    }
     let backend = if which == "cuda" {
         BackendChoice::Cuda
     } else {
@@ -978,8 +958,9 @@ fn comm_rank(which: &str) {
 
 /// The communicator with one rank per real process: every element type's
 /// result in its own rank's buffer (item 6), every mismatch one error on
-/// every rank (item 5), the engine underneath refusing the other ranks'
-/// buffers.
+/// every rank (item 5). (A rank's handle takes its own buffer alone, by
+/// its type: the engine underneath no longer has host-slice calls that
+/// could be given every rank's buffers.)
 /// On a machine with a GPU also on the CUDA backend (else SKIPPED).
 #[test]
 fn the_communicator_across_processes() {
@@ -988,7 +969,7 @@ fn the_communicator_across_processes() {
         return;
     }
     let me = std::env::current_exe().expect("the test binary");
-    for which in ["cpu", "engine", "cuda"] {
+    for which in ["cpu", "cuda"] {
         if which == "cuda" {
             // CUDA's probe, or "built without the cuda feature".
             if let Some(why) = ringreduce::BackendChoice::Auto.cpu_reason() {
