@@ -42,8 +42,16 @@
 #                                        are computed (ring, auto, NCCL), priority and gate variants,
 #                                        memcheck (~2 min)
 #   bash .device/gpu-check.sh ab         the staged binary against an earlier one staged as
-#                                        .device/ringreduce-old, interleaved (AB_RUNS, default 3):
-#                                        auto, ring:pipe2, NCCL at 1-64 MiB and auto, NCCL at 8 B-64 KiB
+#                                        .device/ringreduce-old, interleaved (AB_RUNS, default 2), on
+#                                        one GPU: bench --algo auto,ring,ring:pipe2 -b 8 -e 256MiB with
+#                                        2 rank threads sharing it and with launch -n 2 processes; each
+#                                        cell's median old | new | new/old (~6 min)
+#   bash .device/gpu-check.sh python     the Python package (wheel carried in .whl/): pytest (numpy,
+#                                        processes, torch on CPU and CUDA), DDP under torchrun, the
+#                                        per-call table against Gloo, the layer's overhead; PARTS=tests
+#                                        or PARTS=measure for one half (~4 min each)
+#   bash .device/gpu-check.sh pictures   the course's pictures on one GPU (ranks share it; no NCCL):
+#                                        traces (text, JSON, SVG), compare, a 2-rank bench (~5 min)
 #   bash .device/gpu-check.sh comm       the communicator (issue 32 items 5, 6, 8): its tests (every
 #                                        mode, mismatches, abort) on CUDA, its rank processes on CUDA
 #                                        (tests/mp the_communicator_across_processes), the examples
@@ -689,21 +697,22 @@ fi
 
 if [ "$MODE" = ab ]; then
     # A regression check: the same benches with the old and the new binary,
-    # alternating, so that both see the same machine state.
+    # alternating, so that both see the same machine state. One GPU is
+    # enough (NCCL, which needs a GPU per rank, is not in it).
     [ -x "$D/ringreduce-old" ] || { echo "SKIPPED: no $D/ringreduce-old staged"; exit 0; }
     workdir
     echo "old: $(cat "$D/COMMIT-old" 2>/dev/null)  new: $(cat "$D/COMMIT" 2>/dev/null)"
-    for i in $(seq "${AB_RUNS:-3}"); do
+    AB=(bench --backend cuda --algo auto,ring,ring:pipe2 -b 8 -e 256MiB -f 4 -n 20 -w 5 --no-ceiling --timeout 30)
+    for i in $(seq "${AB_RUNS:-2}"); do
         for b in old new; do
             BIN="$RR"; [ $b = old ] && BIN="$D/ringreduce-old"
-            run 90 "$BIN" bench --ranks 2 --algo auto,ring:pipe2,nccl -b 1MiB -e 64MiB -f 4 -n 20 -w 5 --blocks 5 \
-                --no-ceiling --timeout 30 -J "$W/mid-$b-$i.json" > "$W/mid-$b-$i.log" 2>&1
-            run 90 "$BIN" bench --ranks 2 --algo auto,nccl -b 8 -e 64KiB -f 8 -n 200 -w 20 --blocks 5 \
-                --no-ceiling --timeout 30 -J "$W/small-$b-$i.json" > "$W/small-$b-$i.log" 2>&1
+            run 90 "$BIN" "${AB[@]}" --ranks 2 -J "$W/threads-$b-$i.json" > "$W/threads-$b-$i.log" 2>&1
+            run 150 "$BIN" launch -n 2 --timeout 60 -- "$BIN" "${AB[@]}" -J "$W/procs-$b-$i.json" \
+                > "$W/procs-$b-$i.log" 2>&1
         done
     done
     python3 - "$W" <<'PY'
-import glob, json, os, sys
+import glob, json, os, statistics, sys
 w = sys.argv[1]
 cells = {}
 for p in sorted(glob.glob(os.path.join(w, "*.json"))):
@@ -712,14 +721,126 @@ for p in sorted(glob.glob(os.path.join(w, "*.json"))):
         for pl in ("out_of_place", "in_place"):
             m = r.get(pl)
             if m:
-                cells.setdefault((r["algo"], r["size"], pl), {}).setdefault(b, []).append(m["time_us"])
-print("# us per call, each binary's runs in order (old | new)")
-for k in sorted(cells, key=lambda k: (k[0], k[1], k[2])):
+                cells.setdefault((part, r["algo"], r["size"], pl), {}).setdefault(b, []).append(m["time_us"])
+print("# median us per call over the runs: old | new | new/old")
+ratios = {}
+for k in sorted(cells):
     o, n = cells[k].get("old", []), cells[k].get("new", [])
-    f = lambda v: " ".join("%.2f" % x for x in v)
-    print("%-11s %10d %-12s | %s | %s" % (k[0], k[1], k[2], f(o), f(n)))
+    if not o or not n:
+        continue
+    mo, mn = statistics.median(o), statistics.median(n)
+    ratios.setdefault(k[:2], []).append(mn / mo)
+    print("%-8s %-10s %10d %-12s %10.2f %10.2f %6.3f" % (k[0], k[1], k[2], k[3], mo, mn, mn / mo))
+for k, r in sorted(ratios.items()):
+    print("# %s %s: new/old median %.3f, range %.3f-%.3f over %d cells" % (k[0], k[1], statistics.median(r), min(r), max(r), len(r)))
 PY
     pack ab
+    exit 0
+fi
+
+if [ "$MODE" = python ]; then
+    # The Python package: the tests (numpy, processes, torch on the CPU and
+    # on CUDA) and examples/ddp.py under torchrun. The wheel is built here
+    # first (the GPU machine has no Rust and no internet) and carried in
+    # .whl/ with pytest's wheels:
+    #   (cd python && maturin build --release --out dist) && mkdir -p .whl && cp python/dist/*.whl .whl/
+    # Writes into $OUT/py: pytest.log, ddp-*.log/.json, percall.log/.json
+    # (torch-percall.py), overhead.log. PARTS="tests measure" (the default)
+    # runs both halves, each fits one device call: tests (pytest,
+    # RR_HYPOTHESIS_EXAMPLES fuzz examples, default 500), measure (DDP, the
+    # per-call table against Gloo, the Python layer's overhead).
+    # STAGED_DDP=1 also runs DDP through host memory (RINGREDUCE_TORCH_CUDA=stage).
+    OUTDIR="$OUT/py"; mkdir -p "$OUTDIR"
+    PARTS="${PARTS:-tests measure}"
+    SCRIPTS="$(cd "$(dirname "$0")" && pwd)"; [ -f "$SCRIPTS/torch-percall.py" ] || SCRIPTS="$PWD/scripts"
+PY=python3
+SITE=/tmp/rr-site
+rm -rf "$SITE"
+# Into a folder of our own on PYTHONPATH: torch and numpy stay the machine's.
+"$PY" -m pip install -q --no-index --no-deps --target "$SITE" .whl/*.whl || exit 1
+export PYTHONPATH="$SITE"
+{
+  date -u
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  "$PY" -c 'import sys, torch, numpy, ringreduce; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.device_count(), "numpy", numpy.__version__, "ringreduce", ringreduce.__version__, ringreduce.__file__)'
+} 2>&1 | tee "$OUTDIR/env.txt"
+
+rc_tests=0
+if [[ " $PARTS " == *" tests "* ]]; then
+echo "== pytest" | tee "$OUTDIR/pytest.log"
+RR_HYPOTHESIS_EXAMPLES="${RR_HYPOTHESIS_EXAMPLES:-500}" \
+  "$PY" -m pytest -rs -q python/tests -p no:cacheprovider 2>&1 | tee -a "$OUTDIR/pytest.log"
+rc_tests=${PIPESTATUS[0]}
+fi
+if [[ " $PARTS " != *" measure "* ]]; then
+  echo "pytest exit $rc_tests"
+  exit "$rc_tests"
+fi
+
+GPUS=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
+ddp() {  # name, nproc, args...
+  local name=$1 n=$2; shift 2
+  echo "== ddp $name: torchrun --nproc-per-node $n examples/ddp.py $*" | tee "$OUTDIR/ddp-$name.log"
+  timeout 300 torchrun --nproc-per-node "$n" examples/ddp.py --json "$OUTDIR/ddp-$name.json" "$@" 2>&1 | tee -a "$OUTDIR/ddp-$name.log"
+}
+# Bitwise: ringreduce against gloo, both on the CPU, 2 ranks.
+ddp ringreduce-cpu 2 --backend ringreduce --device cpu --width 256 --depth 4 --steps 5
+ddp gloo-cpu 2 --backend gloo --device cpu --width 256 --depth 4 --steps 5
+# On the GPU(s): 2 ranks (sharing one GPU when there is one), ringreduce's
+# CUDA job against gloo on the same CUDA tensors.
+ddp ringreduce-cuda 2 --backend ringreduce --device cuda
+ddp gloo-cuda 2 --backend gloo --device cuda
+if [ -n "${STAGED_DDP:-}" ]; then
+  # The same through host memory (the previous path), for comparison.
+  RINGREDUCE_TORCH_CUDA=stage ddp ringreduce-cuda-stage 2 --backend ringreduce --device cuda
+fi
+if [ "$GPUS" -ge 2 ]; then
+  ddp nccl-cuda 2 --backend nccl --device cuda
+else
+  echo "SKIPPED: NCCL with 2 ranks needs 2 GPUs ($GPUS here); nccl with 1 rank for its compute baseline" | tee "$OUTDIR/ddp-nccl-cuda.log"
+  ddp nccl-cuda-1rank 1 --backend nccl --device cuda
+fi
+"$PY" - "$OUTDIR" <<'PYEOF'
+import json, os, sys
+d = sys.argv[1]
+def load(n):
+    p = os.path.join(d, f"ddp-{n}.json")
+    return json.load(open(p)) if os.path.exists(p) else None
+a, b = load("ringreduce-cpu"), load("gloo-cpu")
+if a and b:
+    for m in ("off", "on"):
+        same = a["modes"][m]["losses_hex"] == b["modes"][m]["losses_hex"]
+        print(f"losses ringreduce vs gloo (cpu, 2 ranks), overlap {m}: {'IDENTICAL' if same else 'DIFFERENT'}")
+for n in ("ringreduce-cpu", "gloo-cpu", "ringreduce-cuda", "gloo-cuda", "ringreduce-cuda-stage", "nccl-cuda", "nccl-cuda-1rank"):
+    r = load(n)
+    if r:
+        ms = {m: round(v["median_step_s"] * 1e3, 3) for m, v in r["modes"].items()}
+        print(f"{n:18} {r['world']} ranks on {r['device']}: median step ms {ms}")
+PYEOF
+echo "== torch.distributed all_reduce per call: ringreduce against gloo, CUDA tensors, 2 and 3 ranks" | tee "$OUTDIR/percall.log"
+timeout 400 "$PY" "$SCRIPTS/torch-percall.py" --backends ringreduce,gloo --worlds 2,3 --device cuda \
+  --json "$OUTDIR/percall.json" 2>&1 | tee -a "$OUTDIR/percall.log"
+echo "== the Python layer's cost per call (CPU backend, 2 ranks, 8 B)" | tee "$OUTDIR/overhead.log"
+timeout 120 "$PY" "$SCRIPTS/python-overhead.py" 2>&1 | tee -a "$OUTDIR/overhead.log"
+echo "pytest exit $rc_tests"
+exit "$rc_tests"
+fi
+
+if [ "$MODE" = pictures ]; then
+    # The course's pictures: ranks share the one GPU (NCCL needs a GPU per
+    # rank, so no NCCL row).
+    P="$OUT/pictures"; mkdir -p "$P"
+    run 60 "$RR" trace --backend cuda --ranks 2 --size 64MiB --algo ring:pipe2 --calls 3 \
+        --timeline "$P/trace-ring-pipe2-2r-64MiB.json" --svg "$P/trace-ring-pipe2-2r-64MiB.svg" > "$P/trace-ring-pipe2-2r-64MiB.txt" 2>&1
+    run 60 "$RR" trace --backend cuda --ranks 4 --size 64MiB --algo ring --calls 3 \
+        --timeline "$P/trace-ring-4r-64MiB.json" --svg "$P/trace-ring-4r-64MiB.svg" > "$P/trace-ring-4r-64MiB.txt" 2>&1
+    run 60 "$RR" trace --backend cuda --ranks 4 --size 64MiB --algo ps --calls 3 \
+        --svg "$P/trace-ps-4r-64MiB.svg" > "$P/trace-ps-4r-64MiB.txt" 2>&1
+    run 90 "$RR" compare --backend cuda --ranks 2,4,8 --size 64MiB --plot "$P/compare.svg" > "$P/compare.txt" 2>&1
+    run 150 "$RR" bench --backend cuda --ranks 2 --algo auto,ring,ring:pipe2,ps -b 8 -e 1GiB -f 4 \
+        --plot "$P/bench-2r.svg" -J "$P/bench-2r.json" > "$P/bench-2r.txt" 2>&1
+    grep -hE "^# (timing source|measurement)|rror" "$P"/trace-*.txt | sort | uniq -c | head
+    tail -5 "$P/compare.txt"
     exit 0
 fi
 

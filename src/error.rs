@@ -402,6 +402,11 @@ impl Error {
         }
     }
 
+    /// [`Error::io`] of `path`, for `map_err`.
+    pub(crate) fn io_at(path: &std::path::Path) -> impl Fn(std::io::Error) -> Error + '_ {
+        move |e| Error::io(path.display().to_string(), e)
+    }
+
     /// Whether this is a bug in ringreduce ([`Error::Internal`]; for
     /// [`Error::Ranks`], its root cause).
     pub fn is_internal(&self) -> bool {

@@ -107,13 +107,7 @@ impl Completion {
 
     #[cfg(feature = "cuda")]
     fn cuda_err(&self, e: crate::cuda::CudaError) -> Error {
-        Error::Cuda {
-            rank: self.rank,
-            device: self.event.as_ref().map_or(0, |e| e.device()),
-            call: e.call,
-            message: e.message,
-            step: None,
-        }
+        e.at(self.rank, self.event.as_ref().map_or(0, |e| e.device()))
     }
 
     /// Whether the call is complete on this rank (never blocks).

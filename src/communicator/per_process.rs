@@ -1,6 +1,7 @@
 //! One rank per process of a job: how its calls are made to agree before
 //! data moves, and its rank's part of each call.
 
+use super::ranks::strip_rank;
 use super::{barrier_info, desc, CallDesc, CallKind, HostCall};
 use crate::element::{Element, ReduceOp};
 use crate::engine::{CallInfo, Core, DeviceBuffers, Engine};
@@ -134,12 +135,6 @@ impl Agreement {
         }
         Ok(barrier_info(self.job.size()))
     }
-}
-
-/// `text` without a leading `rank <rank>: ` (the error names the rank).
-fn strip_rank(rank: usize, text: &str) -> String {
-    let prefix = format!("rank {rank}: ");
-    text.strip_prefix(&prefix).unwrap_or(text).to_string()
 }
 
 /// This process's rank's part of a host-slice collective.

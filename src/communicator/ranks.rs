@@ -155,7 +155,7 @@ impl Fail {
 }
 
 /// `text` without a leading `rank <rank>: ` (the error names the rank).
-fn strip_rank(rank: usize, text: &str) -> String {
+pub(super) fn strip_rank(rank: usize, text: &str) -> String {
     let prefix = format!("rank {rank}: ");
     text.strip_prefix(&prefix).unwrap_or(text).to_string()
 }

@@ -82,6 +82,19 @@ pub struct CudaError {
 
 pub type CuResult<T> = Result<T, CudaError>;
 
+impl CudaError {
+    /// This failure as the crate's error, on rank `rank`'s GPU `device`.
+    pub(crate) fn at(self, rank: usize, device: usize) -> crate::error::Error {
+        crate::error::Error::Cuda {
+            rank,
+            device,
+            call: self.call,
+            message: self.message,
+            step: None,
+        }
+    }
+}
+
 pub(crate) fn err(call: &'static str, message: impl Into<String>) -> CudaError {
     CudaError {
         call,

@@ -61,7 +61,7 @@ impl Staging {
                             wait: crate::error::WaitKind::Completion,
                         })
                     }
-                    Err(e) => return Err(cuda_error(r, ev.device(), e)),
+                    Err(e) => return Err(e.at(r, ev.device())),
                 }
             }
         }
@@ -74,16 +74,6 @@ impl Drop for Staging {
         // The engine's memory is freed after this (`Core` declares the
         // staging first): no copy of a caller's stream may still use it.
         let _ = self.quiesce();
-    }
-}
-
-fn cuda_error(rank: usize, device: usize, e: CudaError) -> Error {
-    Error::Cuda {
-        rank,
-        device,
-        call: e.call,
-        message: e.message,
-        step: None,
     }
 }
 
@@ -282,7 +272,7 @@ impl Core {
         // 1. Copy in, on each caller stream (after the previous copy out of
         // these buffers, wherever it ran).
         for (r, st) in streams.iter().enumerate() {
-            let e = |x| cuda_error(r, st.device(), x);
+            let e = |x: CudaError| x.at(r, st.device());
             if let Some(ev) = &self.staging.pending[r] {
                 st.wait_done(ev).map_err(e)?;
             }
@@ -306,7 +296,7 @@ impl Core {
         let (plan, done) = self.launch_after(None, shape, dtype, op, bind, &after, None)?;
         // 3. Each caller stream waits for the call, then copies out.
         for (r, st) in streams.iter().enumerate() {
-            let e = |x| cuda_error(r, st.device(), x);
+            let e = |x: CudaError| x.at(r, st.device());
             let d = done
                 .get(r)
                 .ok_or_else(|| Error::internal("a completion per rank"))?;
@@ -398,7 +388,7 @@ impl Core {
             in_place,
         };
         let (recv_buf, send_buf) = self.stage(&shape, me + 1)?;
-        let e = |x| cuda_error(me, stream.device(), x);
+        let e = |x: CudaError| x.at(me, stream.device());
         if let Some(ev) = &self.staging.pending[me] {
             stream.wait_done(ev).map_err(e)?;
         }

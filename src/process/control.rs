@@ -124,10 +124,8 @@ impl Control {
     pub fn create(run: &str, size: usize, timeout: Duration) -> Result<(Control, Export)> {
         let bytes = segment_bytes(size);
         let name = format!("ringreduce-control-{run}");
-        let (map, export) = Mapping::create_exported(&name, bytes).map_err(|e| Error::Io {
-            path: format!("memfd:{name}"),
-            source: std::sync::Arc::new(e),
-        })?;
+        let (map, export) = Mapping::create_exported(&name, bytes)
+            .map_err(|e| Error::io(format!("memfd:{name}"), e))?;
         let w = map.words();
         w[H_VERSION].store(VERSION, Ordering::Relaxed);
         w[H_SIZE].store(size as u64, Ordering::Relaxed);
@@ -157,10 +155,7 @@ impl Control {
         me: usize,
         timeout: Duration,
     ) -> Result<Control> {
-        let map = Mapping::open(path, segment_bytes(size)).map_err(|e| Error::Io {
-            path: path.display().to_string(),
-            source: std::sync::Arc::new(e),
-        })?;
+        let map = Mapping::open(path, segment_bytes(size)).map_err(Error::io_at(path))?;
         let w = map.words();
         let bad = |what: String| {
             Error::BadArgument(format!("the shared segment {} {what}", path.display()))

@@ -33,13 +33,6 @@ pub const ABORT_FILE: &str = "abort";
 /// The first line of an abort written for a rank ([`Store::abort_for`]).
 const ABORT_RANK: &str = "rank ended: ";
 
-fn io_err(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |e| Error::Io {
-        path: path.display().to_string(),
-        source: std::sync::Arc::new(e),
-    }
-}
-
 fn store_err(dir: &Path, msg: impl std::fmt::Display) -> Error {
     Error::BadArgument(format!("store {}: {msg}", dir.display()))
 }
@@ -137,7 +130,7 @@ pub fn default_base() -> PathBuf {
 /// Error unless `dir` is a directory owned by this user that nobody else
 /// can enter.
 pub fn check_private(dir: &Path) -> Result<()> {
-    let m = fs::metadata(dir).map_err(io_err(dir))?;
+    let m = fs::metadata(dir).map_err(Error::io_at(dir))?;
     if !m.is_dir() {
         return Err(store_err(dir, "is not a directory"));
     }
@@ -336,12 +329,12 @@ impl Store {
                         if e.kind() == ErrorKind::AlreadyExists {
                             store_err(dir, "another process created it at the same moment (a stale or concurrent run)")
                         } else {
-                            io_err(dir)(e)
+                            Error::io_at(dir)(e)
                         }
                     })?;
                 check_private(dir)?;
             }
-            Err(e) => return Err(io_err(dir)(e)),
+            Err(e) => return Err(Error::io_at(dir)(e)),
         }
         let info = RunInfo {
             run: run.to_string(),
@@ -352,7 +345,7 @@ impl Store {
             if e.kind() == ErrorKind::AlreadyExists {
                 store_err(dir, "another run wrote its run-id at the same moment")
             } else {
-                io_err(dir)(e)
+                Error::io_at(dir)(e)
             }
         })?;
         Ok(Store {
@@ -384,7 +377,7 @@ impl Store {
                     None => return Err(store_err(dir, format!("unreadable {RUN_FILE}: {t:?}"))),
                 },
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err(&dir.join(RUN_FILE))(e)),
+                Err(e) => return Err(Error::io_at(&dir.join(RUN_FILE))(e)),
             }
             if start.elapsed() > timeout {
                 return Err(Error::Timeout {
@@ -473,7 +466,7 @@ impl Store {
                     format!("rank {rank} already joined (pid {other}): two processes with the same rank, or a stale store"),
                 )
             } else {
-                io_err(dir)(e)
+                Error::io_at(dir)(e)
             }
         })?;
         Ok(me)
@@ -498,7 +491,7 @@ impl Store {
     /// Publish `key` (replacing an older value).
     pub fn put(&self, key: &str, data: &[u8]) -> Result<()> {
         check_key(key)?;
-        publish(&self.dir, key, data, false).map_err(io_err(&self.dir))
+        publish(&self.dir, key, data, false).map_err(Error::io_at(&self.dir))
     }
 
     /// The value of `key` if it is there now.
@@ -507,7 +500,7 @@ impl Store {
         match fs::read(self.dir.join(key)) {
             Ok(v) => Ok(Some(v)),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io_err(&self.dir.join(key))(e)),
+            Err(e) => Err(Error::io_at(&self.dir.join(key))(e)),
         }
     }
 

@@ -21,7 +21,7 @@ use crate::process::Job;
 use crate::sync::{AbortHandle, SignalBoard};
 use crate::sys::shm::{Export, Mapping};
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,13 +33,6 @@ pub(crate) struct Shm {
     board: Arc<SignalBoard>,
     /// Peers reading this rank's send buffers ([`crate::process::reads`]).
     reads: PeerReads,
-}
-
-fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |e| Error::Io {
-        path: path.display().to_string(),
-        source: std::sync::Arc::new(e),
-    }
 }
 
 impl Shm {
@@ -128,14 +121,14 @@ impl Transport for Shm {
         bytes: usize,
     ) -> Result<(Storage, Option<(String, Export)>)> {
         let (m, export) = Mapping::create_exported(name, bytes)
-            .map_err(io(&PathBuf::from(format!("memfd:{name}"))))?;
+            .map_err(Error::io_at(&PathBuf::from(format!("memfd:{name}"))))?;
         let handle = export.path().display().to_string();
         Ok((Storage::Shared(m), Some((handle, export))))
     }
 
     fn open(&mut self, _rank: usize, handle: &str, bytes: usize) -> Result<Storage> {
         let path = PathBuf::from(handle);
-        let m = Mapping::open(&path, bytes).map_err(io(&path))?;
+        let m = Mapping::open(&path, bytes).map_err(Error::io_at(&path))?;
         Ok(Storage::Shared(m))
     }
 

@@ -87,13 +87,7 @@ pub fn probe() -> std::result::Result<&'static DriverInfo, String> {
 }
 
 pub(crate) fn cuda_err(rank: usize, device: usize) -> impl Fn(CudaError) -> Error {
-    move |e| Error::Cuda {
-        rank,
-        device,
-        call: e.call,
-        message: e.message,
-        step: None,
-    }
+    move |e| e.at(rank, device)
 }
 
 /// Every rank's exported buffers and exchange flags.

@@ -248,7 +248,7 @@ impl<'id> Rank<'id> {
         Ok(me)
     }
 
-    fn err(&self) -> impl Fn(CudaError) -> Error {
+    pub(super) fn err(&self) -> impl Fn(CudaError) -> Error {
         cuda_err(self.rank, self.device)
     }
 

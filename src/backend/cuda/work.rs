@@ -16,7 +16,7 @@
 
 use super::exchange::PeerExchange;
 use super::rank::Rank;
-use super::{cuda_err, CudaBackend};
+use super::CudaBackend;
 use crate::backend::ordered::{
     After, Completion, SpanTag, StreamOrdered, WorkArg, WorkLaunch, WorkSpan,
 };
@@ -53,14 +53,10 @@ pub(super) struct WorkState<'id> {
 }
 
 impl<'id> Rank<'id> {
-    fn werr(&self) -> impl Fn(crate::cuda::CudaError) -> Error {
-        cuda_err(self.rank, self.device)
-    }
-
     /// Make the work state on first use.
     fn ensure_work(&mut self) -> Result<()> {
         if self.work.is_none() {
-            let e = self.werr();
+            let e = self.err();
             self.work = Some(WorkState {
                 stream: self.ctx.stream().map_err(&e)?,
                 kernels: HashMap::new(),
@@ -89,7 +85,7 @@ impl<'id> Rank<'id> {
         match &self.work {
             Some(w) => {
                 w.gate.store_u32(0, w.gate_seq);
-                self.wait_stream(&w.stream, limit, self.werr())
+                self.wait_stream(&w.stream, limit, self.err())
             }
             None => Ok(()),
         }
@@ -97,7 +93,7 @@ impl<'id> Rank<'id> {
 
     /// A completion event nobody holds any more, or a new one.
     fn done_event(&mut self) -> Result<Arc<DoneEvent>> {
-        let e = self.werr();
+        let e = self.err();
         let w = self
             .work
             .as_mut()
@@ -118,7 +114,7 @@ impl<'id> Rank<'id> {
         if tag.is_none() {
             return Ok(None);
         }
-        let e = self.werr();
+        let e = self.err();
         let w = self
             .work
             .as_mut()
@@ -158,7 +154,7 @@ impl<'id> Rank<'id> {
     /// Record `ev` on rank's caller stream of `after`; false for
     /// [`After::Nothing`].
     fn record_caller(&self, after: &After, ev: &Event<'id>) -> Result<bool> {
-        let e = self.werr();
+        let e = self.err();
         match after {
             After::Nothing => Ok(false),
             After::Work => {
@@ -190,7 +186,7 @@ impl<'id> Rank<'id> {
         let (r, n) = (self.rank, call.plan.ranks());
         let sc = call.plan.signal_count();
         let (ready, tail) = (sc, sc + n);
-        let e = self.werr();
+        let e = self.err();
         // 1. Both lanes of this rank wait for every rank's caller stream.
         if self.record_caller(after, self.own_event(ready + r)?)? {
             board.publish(ready + r, gen);
@@ -250,7 +246,7 @@ impl<'id> Rank<'id> {
         tag: Option<SpanTag>,
     ) -> Result<Completion> {
         self.ensure_work()?;
-        let e = self.werr();
+        let e = self.err();
         let w = self.work_ref()?;
         if self.record_caller(after, &w.ready)? {
             self.lanes[0].wait_local(&w.ready).map_err(&e)?;
@@ -267,7 +263,7 @@ impl<'id> Rank<'id> {
     /// Launch a kernel on the work stream.
     pub(super) fn work_launch(&mut self, wl: &WorkLaunch) -> Result<()> {
         self.ensure_work()?;
-        let e = self.werr();
+        let e = self.err();
         let key = wl.kernel.key();
         if !self.work_ref()?.kernels.contains_key(&key) {
             let k = self.ctx.work_kernel(&wl.kernel).map_err(&e)?;
@@ -311,7 +307,7 @@ impl<'id> Rank<'id> {
     pub(super) fn work_wait(&mut self, done: &Completion) -> Result<()> {
         self.ensure_work()?;
         if let Some(ev) = done.done_event() {
-            self.work_ref()?.stream.wait_done(ev).map_err(self.werr())?;
+            self.work_ref()?.stream.wait_done(ev).map_err(self.err())?;
         }
         Ok(())
     }
@@ -320,7 +316,7 @@ impl<'id> Rank<'id> {
     /// host stores the returned value into the returned word.
     pub(super) fn work_gate(&mut self) -> Result<(Arc<HostMapped>, u32)> {
         self.ensure_work()?;
-        let e = self.werr();
+        let e = self.err();
         let w = self
             .work
             .as_mut()
@@ -334,7 +330,7 @@ impl<'id> Rank<'id> {
     /// A new timing origin on the work stream; the old spans are dropped.
     pub(super) fn work_mark(&mut self) -> Result<()> {
         self.ensure_work()?;
-        let e = self.werr();
+        let e = self.err();
         let base = self.ctx.timing_event().map_err(&e)?;
         let w = self
             .work
@@ -351,7 +347,7 @@ impl<'id> Rank<'id> {
 
     /// The spans since the last mark, in ns from it (after a sync).
     pub(super) fn take_spans(&mut self) -> Result<Vec<WorkSpan>> {
-        let e = self.werr();
+        let e = self.err();
         let rank = self.rank;
         let Some(w) = self.work.as_mut() else {
             return Ok(Vec::new());
@@ -377,7 +373,7 @@ impl<'id> Rank<'id> {
     /// Replace both lanes by streams of the given priority (after a drain).
     pub(super) fn set_lane_priority(&mut self, high: bool) -> Result<()> {
         self.sync()?;
-        let e = self.werr();
+        let e = self.err();
         self.lanes = [
             self.ctx.stream_with_priority(high).map_err(&e)?,
             self.ctx.stream_with_priority(high).map_err(&e)?,

@@ -69,8 +69,9 @@ const DIRS: [&str; 4] = [
 /// issuing call's callback saw (see [`ISSUING`]), not through CUPTI's
 /// external correlation records: those need the `DRIVER` activity kind
 /// (a per-call `cuptiActivityEnableDriverApi` alone gave none once the
-/// context had run work: `scripts/cupti-probe.py`, record
-/// `docs/results/2026-12-02-h200x1-cupti-driver-kind/`), which put an
+/// context had run work: record
+/// `docs/results/2026-12-02-h200x1-cupti-driver-kind/` and its
+/// `cupti-probe.py`), which put an
 /// API record on every driver call of the timed calls, stream polls
 /// included. No `SYNCHRONIZATION` records either: CUPTI writes one per
 /// `cuStreamQuery`, and the timeline does not use them.
