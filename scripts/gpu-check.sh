@@ -704,7 +704,9 @@ if [ "$MODE" = ab ]; then
     echo "old: $(cat "$D/COMMIT-old" 2>/dev/null)  new: $(cat "$D/COMMIT" 2>/dev/null)"
     AB=(bench --backend cuda --algo auto,ring,ring:pipe2 -b 8 -e 256MiB -f 4 -n 20 -w 5 --no-ceiling --timeout 30)
     for i in $(seq "${AB_RUNS:-2}"); do
-        for b in old new; do
+        # Alternate which binary goes first in a round.
+        order="old new"; [ $((i % 2)) = 0 ] && order="new old"
+        for b in $order; do
             BIN="$RR"; [ $b = old ] && BIN="$D/ringreduce-old"
             run 90 "$BIN" "${AB[@]}" --ranks 2 -J "$W/threads-$b-$i.json" > "$W/threads-$b-$i.log" 2>&1
             run 150 "$BIN" launch -n 2 --timeout 60 -- "$BIN" "${AB[@]}" -J "$W/procs-$b-$i.json" \

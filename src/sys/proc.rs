@@ -208,40 +208,78 @@ pub fn exit_now(code: u8) -> ! {
 }
 
 /// A vector of `count` default elements, or [`Error::OutOfMemory`](crate::error::Error::OutOfMemory) when
-/// the memory cannot be had (never an abort of the process).
+/// the memory cannot be had (never an abort of the process). More than
+/// the machine holds (MemTotal and SwapTotal) is refused before it is
+/// asked for: where the kernel overcommits (`vm.overcommit_memory=1`),
+/// the reservation would succeed and the process be killed as it fills
+/// the pages.
 pub fn zeroed<T: Default + Clone>(count: usize, what: &str) -> crate::error::Result<Vec<T>> {
+    let need = (count as u64).saturating_mul(std::mem::size_of::<T>() as u64);
+    let oom = |available: u64, is_free: bool| crate::error::Error::OutOfMemory {
+        what: what.to_string(),
+        memory: "host memory".into(),
+        need,
+        available,
+        is_free,
+        hint: "use a smaller size or fewer ranks".into(),
+    };
+    if let Some(ceiling) = memory_ceiling() {
+        if need > ceiling {
+            return Err(oom(ceiling, false));
+        }
+    }
     let mut v: Vec<T> = Vec::new();
     v.try_reserve_exact(count)
-        .map_err(|_| crate::error::Error::OutOfMemory {
-            what: what.to_string(),
-            memory: "host memory".into(),
-            need: (count as u64).saturating_mul(std::mem::size_of::<T>() as u64),
-            available: host_memory().map_or(0, |m| m.0),
-            is_free: true,
-            hint: "use a smaller size or fewer ranks".into(),
-        })?;
+        .map_err(|_| oom(host_memory().map_or(0, |m| m.0), true))?;
     v.resize(count, T::default());
     Ok(v)
+}
+
+/// What the machine can ever hold: MemTotal plus SwapTotal.
+fn memory_ceiling() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    Some(
+        meminfo_field(&text, "MemTotal:")?
+            .saturating_add(meminfo_field(&text, "SwapTotal:").unwrap_or(0)),
+    )
+}
+
+/// A field of /proc/meminfo, in bytes.
+fn meminfo_field(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .find(|l| l.starts_with(name))?
+        .split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|kib| kib * 1024)
 }
 
 /// Host memory from /proc/meminfo: (available, total) bytes.
 pub fn host_memory() -> Option<(u64, u64)> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let field = |name: &str| -> Option<u64> {
-        text.lines()
-            .find(|l| l.starts_with(name))?
-            .split_whitespace()
-            .nth(1)?
-            .parse::<u64>()
-            .ok()
-            .map(|kib| kib * 1024)
-    };
-    Some((field("MemAvailable:")?, field("MemTotal:")?))
+    Some((
+        meminfo_field(&text, "MemAvailable:")?,
+        meminfo_field(&text, "MemTotal:")?,
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn more_than_the_machine_holds_is_refused_before_it_is_asked_for() {
+        // Refused by the ceiling, whatever the kernel's overcommit says:
+        // 1 EiB is more than any machine here holds.
+        let e = zeroed::<u8>(1 << 60, "a test's buffer").unwrap_err();
+        assert!(
+            matches!(&e, crate::error::Error::OutOfMemory { is_free: false, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("a test's buffer"), "{e}");
+        assert_eq!(zeroed::<u32>(3, "three").unwrap(), vec![0; 3]);
+    }
 
     #[test]
     fn names_and_bad_pids() {

@@ -5,7 +5,6 @@ use super::Storage;
 use super::Transport;
 use crate::error::{Error, Result};
 use crate::sync::{AbortHandle, SignalBoard};
-use crate::sys::proc::host_memory;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,17 +103,8 @@ impl Transport for Threads {
         _name: &str,
         bytes: usize,
     ) -> Result<(Storage, Option<(String, ())>)> {
-        let words = bytes.div_ceil(8);
-        let mut v: Vec<u64> = Vec::new();
-        v.try_reserve_exact(words).map_err(|_| Error::OutOfMemory {
-            what: format!("rank {rank}'s buffer of {bytes} bytes"),
-            memory: "host memory".into(),
-            need: bytes as u64,
-            available: host_memory().map_or(0, |m| m.0),
-            is_free: true,
-            hint: "use fewer ranks or a smaller size".into(),
-        })?;
-        v.resize(words, 0);
+        let what = format!("rank {rank}'s buffer of {bytes} bytes");
+        let v = crate::sys::proc::zeroed::<u64>(bytes.div_ceil(8), &what)?;
         Ok((Storage::Heap(v), None))
     }
 

@@ -512,7 +512,8 @@ pub fn register(h: &mut Harness) {
                 // one-shot's exchange, the flag ring's first hand-shake): rank 0's
                 // kernel, spinning on rank 1's flag in GPU memory, must give up
                 // after the deadline (not `trap`, which would kill the context), the
-                // error must name the exchange, and the engine must work afterwards.
+                // error must name the exchange, the engine must say it is to be
+                // rebuilt, and a new one must work.
                 let b = BackendChoice::Cuda;
                 let count = 4096;
                 let shape = Shape::all_reduce(2, count, 4, false);
@@ -571,6 +572,26 @@ pub fn register(h: &mut Harness) {
                     t0.elapsed()
                 );
                 sends_unchanged(&mut e, &shape, &inputs).map_err(bug)?;
+                // A call that failed after data started to move is fatal:
+                // this engine must be rebuilt. The GPU is not lost (the
+                // kernel gave up instead of trapping, which would end the
+                // process's context): a new engine in this process runs
+                // every path.
+                let again = checked(
+                    &mut e,
+                    &algo(path),
+                    Collective::AllReduce,
+                    count,
+                    false,
+                    ReduceOp::Sum,
+                    Inputs::Exact,
+                    3,
+                );
+                ensure!(
+                    again.as_ref().is_err_and(|t| t.contains("must be rebuilt")),
+                    "a call on the engine after {path}'s exchange gave up: {again:?}"
+                );
+                let mut e = engine_with::<f32>(b, 2, TIMEOUT, FaultPlan::none())?;
                 for after in [
                     "oneshot:flag",
                     "oneshot:flag",
@@ -589,7 +610,9 @@ pub fn register(h: &mut Harness) {
                         3,
                     )
                     .map_err(bug)
-                    .ctx(format!("{after} after {path}'s exchange gave up"))?;
+                    .ctx(format!(
+                        "{after} on a new engine after {path}'s exchange gave up"
+                    ))?;
                 }
                 checked(
                     &mut e,
@@ -602,7 +625,7 @@ pub fn register(h: &mut Harness) {
                     4,
                 )
                 .ctx(format!(
-                    "oneshot:flag in place after {path}'s exchange gave up"
+                    "oneshot:flag in place on a new engine after {path}'s exchange gave up"
                 ))?;
             }
             pass()

@@ -586,7 +586,9 @@ pub fn register(h: &mut Harness) {
         "timeline::ll_kernel_steps_from_the_kernels_clock",
         1,
         || {
-            let n = 3;
+            // 3 ranks, or 2 on one GPU: rank threads sharing a GPU need 4
+            // of its hardware queues each for ring:ll (8 by default).
+            let n = 3.min(2 * crate::common::gpu_count());
             let mut e = crate::common::engine::<f32>(BackendChoice::Cuda, n)?;
             let o = RecordOptions {
                 choice: "ring:ll".parse::<AlgoChoice>().map_err(|e| e.to_string())?,
