@@ -215,24 +215,35 @@ pub fn exit_now(code: u8) -> ! {
 /// the pages.
 pub fn zeroed<T: Default + Clone>(count: usize, what: &str) -> crate::error::Result<Vec<T>> {
     let need = (count as u64).saturating_mul(std::mem::size_of::<T>() as u64);
-    let oom = |available: u64, is_free: bool| crate::error::Error::OutOfMemory {
+    fits(need, what)?;
+    let mut v: Vec<T> = Vec::new();
+    v.try_reserve_exact(count)
+        .map_err(|_| oom(need, what, host_memory().map_or(0, |m| m.0), true))?;
+    v.resize(count, T::default());
+    Ok(v)
+}
+
+/// [`Error::OutOfMemory`](crate::error::Error::OutOfMemory) if `need`
+/// bytes for `what` are more than the machine holds (MemTotal and
+/// SwapTotal): memory that is sized first and filled later (a vector, a
+/// shared segment) cannot fail at the filling, where an overcommitting
+/// kernel kills the process instead.
+pub(crate) fn fits(need: u64, what: &str) -> crate::error::Result<()> {
+    match memory_ceiling() {
+        Some(ceiling) if need > ceiling => Err(oom(need, what, ceiling, false)),
+        _ => Ok(()),
+    }
+}
+
+fn oom(need: u64, what: &str, available: u64, is_free: bool) -> crate::error::Error {
+    crate::error::Error::OutOfMemory {
         what: what.to_string(),
         memory: "host memory".into(),
         need,
         available,
         is_free,
         hint: "use a smaller size or fewer ranks".into(),
-    };
-    if let Some(ceiling) = memory_ceiling() {
-        if need > ceiling {
-            return Err(oom(ceiling, false));
-        }
     }
-    let mut v: Vec<T> = Vec::new();
-    v.try_reserve_exact(count)
-        .map_err(|_| oom(host_memory().map_or(0, |m| m.0), true))?;
-    v.resize(count, T::default());
-    Ok(v)
 }
 
 /// What the machine can ever hold: MemTotal plus SwapTotal.

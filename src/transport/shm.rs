@@ -120,6 +120,8 @@ impl Transport for Shm {
         name: &str,
         bytes: usize,
     ) -> Result<(Storage, Option<(String, Export)>)> {
+        // The segment is sized here and filled by the calls.
+        crate::sys::proc::fits(bytes as u64, &format!("the shared segment {name}"))?;
         let (m, export) = Mapping::create_exported(name, bytes)
             .map_err(Error::io_at(&PathBuf::from(format!("memfd:{name}"))))?;
         let handle = export.path().display().to_string();

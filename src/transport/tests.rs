@@ -172,6 +172,26 @@ fn abort_wakes_a_waiter_within_its_bound() {
     abort_wakes_a_waiter(&mut Shm::new(job, T));
 }
 
+/// A buffer larger than the machine holds is an error on every transport,
+/// before any memory is asked for (an overcommitting kernel would grant
+/// it and kill the process as it fills).
+fn a_buffer_beyond_the_machine_is_refused<L: Transport>(t: &mut L) {
+    let huge = usize::MAX / 2;
+    match t.alloc(0, "huge", huge) {
+        Err(Error::OutOfMemory { is_free: false, .. }) => {}
+        Err(other) => panic!("{}: {other}", t.name()),
+        Ok(_) => panic!("{}: a buffer of {huge} bytes was made", t.name()),
+    }
+}
+
+#[test]
+fn a_buffer_beyond_the_machine_is_refused_on_every_transport() {
+    a_buffer_beyond_the_machine_is_refused(&mut Threads::new(2, T).unwrap());
+    let dir = temp_store("huge");
+    let job = Job::join(&JobSpec::new(0, 1, &dir), T).unwrap();
+    a_buffer_beyond_the_machine_is_refused(&mut Shm::new(job, T));
+}
+
 /// The job's board is fixed: a plan needing more signals is refused,
 /// naming the plan; the threads' board grows.
 #[test]
