@@ -70,10 +70,15 @@ pub fn comm_with(
     timeout: Duration,
     faults: FaultPlan,
 ) -> Result<Communicator<EveryRank>, String> {
+    Communicator::new(config(b, ranks, timeout, faults))
+        .map_err(|e| format!("building a {b:?} communicator of {ranks} ranks: {e}"))
+}
+
+/// The configuration the tests' engines and communicators are built with.
+fn config(b: BackendChoice, ranks: usize, timeout: Duration, faults: FaultPlan) -> EngineConfig {
     let mut cfg = EngineConfig::new(ranks, b).with_faults(faults);
     cfg.timeout = timeout;
-    Communicator::new(cfg)
-        .map_err(|e| format!("building a {b:?} communicator of {ranks} ranks: {e}"))
+    cfg
 }
 
 /// An engine with an explicit timeout and injected faults.
@@ -83,9 +88,8 @@ pub fn engine_with<T: Element>(
     timeout: Duration,
     faults: FaultPlan,
 ) -> Result<Engine<T>, String> {
-    let mut cfg = EngineConfig::new(ranks, b).with_faults(faults);
-    cfg.timeout = timeout;
-    Engine::<T>::new(cfg).map_err(|e| format!("building a {b:?} engine of {ranks} ranks: {e}"))
+    Engine::<T>::new(config(b, ranks, timeout, faults))
+        .map_err(|e| format!("building a {b:?} engine of {ranks} ranks: {e}"))
 }
 
 /// Parse a path name (`auto`, `ring:pipe2`, ...); panics on a typo in a test.
