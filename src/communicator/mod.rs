@@ -73,9 +73,7 @@ mod study;
 
 pub use bufs::{RecvBufs, SendBufs};
 pub use desc::{CallDesc, CallKind};
-pub(crate) use per_process::{
-    process_alloc, process_device, process_free, process_host, Agreement,
-};
+pub(crate) use per_process::{process_host, Agreement};
 pub(crate) use per_rank::rank_host;
 use per_rank::rank_step;
 
@@ -571,37 +569,39 @@ impl<S: CallShape> Communicator<S> {
     /// CPU backend, in host memory), kept between calls. Collective: every
     /// rank allocates.
     pub fn alloc<T: Element>(&mut self, len: usize) -> Result<DeviceBuffers<T>> {
-        self.checked(|me| {
-            let desc = CallDesc::buffers(CallKind::Alloc, T::DTYPE, len);
-            match &mut me.inner {
-                Inner::AllRanks(slot) => slot.with::<T, _>(|e| e.alloc(len)),
-                Inner::PerRank(h) => {
-                    let b = rank_step(h, desc, len, |slot, len| {
-                        slot.with::<T, _>(|e| e.alloc(len).map(SharedBuffers))
-                    })?;
-                    Ok(b.0)
-                }
-                Inner::Process { engine, agree } => {
-                    engine.with::<T, _>(|e| process_alloc(e, agree, len))
-                }
-            }
-        })
+        let desc = CallDesc::buffers(CallKind::Alloc, T::DTYPE, len);
+        let b = self.agreed::<T, _, _>(desc, len, |e| e.alloc(len).map(SharedBuffers))?;
+        Ok(b.0)
     }
 
     /// Free buffers of this communicator (collective).
     pub fn free<T: Element>(&mut self, b: DeviceBuffers<T>) -> Result<()> {
-        self.checked(|me| {
-            let desc = CallDesc::buffers(CallKind::Free, T::DTYPE, b.len());
-            match &mut me.inner {
-                Inner::AllRanks(slot) => slot.with::<T, _>(|e| e.free(b)),
-                Inner::PerRank(h) => {
-                    let id = b.id().0;
-                    rank_step(h, desc, id, move |slot, _| slot.with::<T, _>(|e| e.free(b)))
-                }
-                Inner::Process { engine, agree } => {
-                    engine.with::<T, _>(|e| process_free(e, agree, b))
-                }
-            }
+        let desc = CallDesc::buffers(CallKind::Free, T::DTYPE, b.len());
+        let id = b.id().0;
+        self.agreed::<T, _, _>(desc, id, move |e| e.free(b))
+    }
+
+    /// One collective step on the engine, in every mode: every rank from
+    /// one caller runs `f` at once; with a handle per rank, `f` runs once
+    /// every rank asked for `desc` with an equal `part` (one of them runs
+    /// it for all); a rank process runs it once the job agreed on `desc`.
+    fn agreed<T: Element, P, R>(
+        &mut self,
+        desc: CallDesc,
+        part: P,
+        f: impl FnOnce(&mut Engine<T>) -> Result<R>,
+    ) -> Result<R>
+    where
+        P: PartialEq + std::fmt::Debug + Send + 'static,
+        R: Clone + Send + 'static,
+    {
+        self.checked(|me| match &mut me.inner {
+            Inner::AllRanks(slot) => slot.with::<T, _>(f),
+            Inner::PerRank(h) => rank_step(h, desc, part, |slot, _| slot.with::<T, _>(f)),
+            Inner::Process { engine, agree } => engine.with::<T, _>(|e| {
+                agree.agree(e.core(), desc, Ok(()))?;
+                f(e)
+            }),
         })
     }
 
@@ -664,22 +664,10 @@ impl<S: CallShape> Communicator<S> {
         count: usize,
         op: ReduceOp,
     ) -> Result<CallInfo> {
-        self.checked(|me| match &mut me.inner {
-            Inner::AllRanks(slot) => {
-                slot.with::<T, _>(|e| e.collective_device(collective, send, recv, count, op))
-            }
-            Inner::PerRank(h) => {
-                let in_place = send.id() == recv.id();
-                let desc = CallDesc::host(collective, T::DTYPE, op, in_place, count).on_device();
-                let (s, r) = (send.duplicate(), recv.duplicate());
-                rank_step(h, desc, (send.id().0, recv.id().0), move |slot, _| {
-                    slot.with::<T, _>(|e| e.collective_device(collective, &s, &r, count, op))
-                })
-            }
-            Inner::Process { engine, agree } => {
-                let c = (collective, op);
-                engine.with::<T, _>(|e| process_device(e, agree, c, (send, recv), count))
-            }
+        let in_place = send.id() == recv.id();
+        let desc = CallDesc::host(collective, T::DTYPE, op, in_place, count).on_device();
+        self.agreed::<T, _, _>(desc, (send.id().0, recv.id().0), |e| {
+            e.collective_device(collective, send, recv, count, op)
         })
     }
 
@@ -701,23 +689,17 @@ impl<S: CallShape> Communicator<S> {
         recvs: &[crate::cuda::DeviceSpan],
         streams: &std::sync::Arc<Vec<crate::cuda::RawStream>>,
     ) -> Result<CallInfo> {
-        self.checked(|me| match &mut me.inner {
-            Inner::AllRanks(slot) => {
-                slot.with::<T, _>(|e| e.collective_on_device(collective, op, sends, recvs, streams))
-            }
-            Inner::Process { engine, agree } => {
-                let in_place = sends.is_empty();
-                let count = recvs.first().map_or(0, |r| r.len()) / T::DTYPE.size();
-                let desc = CallDesc::host(collective, T::DTYPE, op, in_place, count).on_device();
-                engine.with::<T, _>(|e| {
-                    agree.agree(e.core(), desc, Ok(()))?;
-                    e.collective_on_device(collective, op, sends, recvs, streams)
-                })
-            }
-            Inner::PerRank(_) => Err(Error::Unsupported(
+        if let Inner::PerRank(_) = self.inner {
+            return Err(Error::Unsupported(
                 "calls on another library's device memory from one handle per rank".into(),
                 "this communicator",
-            )),
+            ));
+        }
+        let in_place = sends.is_empty();
+        let count = recvs.first().map_or(0, |r| r.len()) / T::DTYPE.size();
+        let desc = CallDesc::host(collective, T::DTYPE, op, in_place, count).on_device();
+        self.agreed::<T, _, _>(desc, (), |e| {
+            e.collective_on_device(collective, op, sends, recvs, streams)
         })
     }
 

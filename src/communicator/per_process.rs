@@ -2,11 +2,10 @@
 //! data moves, and its rank's part of each call.
 
 use super::ranks::strip_rank;
-use super::{barrier_info, desc, CallDesc, CallKind, HostCall};
-use crate::element::{Element, ReduceOp};
-use crate::engine::{CallInfo, Core, DeviceBuffers, Engine};
+use super::{barrier_info, desc, CallDesc, HostCall};
+use crate::element::Element;
+use crate::engine::{CallInfo, Core, Engine};
 use crate::error::{Error, Result};
-use crate::plan::Collective;
 use crate::process::Job;
 use std::sync::Arc;
 
@@ -149,40 +148,4 @@ pub(crate) fn process_host<T: Element>(
     a.agree(e.core(), CallDesc::of_host::<T>(c, count), own)?;
     let send: &[&[T]] = if c.in_place { &[] } else { &[send] };
     e.host(c, send, &mut [recv])
-}
-
-/// A collective on device buffers of one rank of a job.
-pub(crate) fn process_device<T: Element>(
-    e: &mut Engine<T>,
-    a: &Agreement,
-    (collective, op): (Collective, ReduceOp),
-    (send, recv): (&DeviceBuffers<T>, &DeviceBuffers<T>),
-    count: usize,
-) -> Result<CallInfo> {
-    let in_place = send.id() == recv.id();
-    let desc = CallDesc::host(collective, T::DTYPE, op, in_place, count).on_device();
-    a.agree(e.core(), desc, Ok(()))?;
-    e.collective_device(collective, send, recv, count, op)
-}
-
-/// One rank of a job's part of allocating device buffers (collective).
-pub(crate) fn process_alloc<T: Element>(
-    e: &mut Engine<T>,
-    a: &Agreement,
-    len: usize,
-) -> Result<DeviceBuffers<T>> {
-    let desc = CallDesc::buffers(CallKind::Alloc, T::DTYPE, len);
-    a.agree(e.core(), desc, Ok(()))?;
-    e.alloc(len)
-}
-
-/// One rank of a job's part of freeing device buffers (collective).
-pub(crate) fn process_free<T: Element>(
-    e: &mut Engine<T>,
-    a: &Agreement,
-    b: DeviceBuffers<T>,
-) -> Result<()> {
-    let desc = CallDesc::buffers(CallKind::Free, T::DTYPE, b.len());
-    a.agree(e.core(), desc, Ok(()))?;
-    e.free(b)
 }

@@ -99,15 +99,6 @@ impl Core {
         self.track(r)
     }
 
-    /// Bytes of buffer `id` on rank `r`.
-    pub fn capacity(&self, id: BufId, r: usize) -> usize {
-        self.caps
-            .get(&id)
-            .and_then(|v| v.get(r))
-            .copied()
-            .unwrap_or(0)
-    }
-
     /// [`Error::RankOutOfRange`] unless `r` is one of the engine's ranks.
     pub fn check_rank(&self, r: usize) -> Result<()> {
         if r >= self.ranks {
