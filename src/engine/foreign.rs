@@ -77,6 +77,27 @@ impl Drop for Staging {
     }
 }
 
+/// Refuse rank `r`'s input or output on another GPU than its stream.
+fn on_stream_device(
+    r: usize,
+    send: Option<&DeviceSpan>,
+    recv: Option<&DeviceSpan>,
+    stream: &RawStream,
+) -> Result<()> {
+    for (what, span) in [("input", send), ("output", recv)] {
+        if let Some(span) = span.filter(|s| !s.is_empty()) {
+            if span.device() != stream.device() {
+                return Err(Error::BadArgument(format!(
+                    "rank {r}: the {what} is on GPU {} but its stream belongs to GPU {}",
+                    span.device(),
+                    stream.device()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Refuse a rank whose stream (hence its tensors) is on another GPU than
 /// the rank runs on.
 fn on_rank_devices(
@@ -248,17 +269,7 @@ impl Core {
         let elem = dtype.size();
         let count = count_of(collective, n, elem, &lens(sends), &lens(recvs))?;
         for (r, s) in streams.iter().enumerate() {
-            for (what, span) in [("input", sends.get(r)), ("output", recvs.get(r))] {
-                if let Some(span) = span.filter(|s| !s.is_empty()) {
-                    if span.device() != s.device() {
-                        return Err(Error::BadArgument(format!(
-                            "rank {r}: the {what} is on GPU {} but its stream belongs to GPU {}",
-                            span.device(),
-                            s.device()
-                        )));
-                    }
-                }
-            }
+            on_stream_device(r, sends.get(r), recvs.get(r), s)?;
         }
         disjoint(sends, recvs)?;
         let shape = Shape {
@@ -285,30 +296,16 @@ impl Core {
             st.copy_into_engine(&buf, 0, span).map_err(e)?;
         }
         // 2. The call, after every caller stream.
-        let bind = Arc::new(vec![
-            Binding {
-                send: send.0,
-                recv: recv.0,
-            };
-            n
-        ]);
+        let bind = Binding::every_rank(send.0, recv.0, n);
         let after = After::Streams(streams.clone());
         let (plan, done) = self.launch_after(None, shape, dtype, op, bind, &after, None)?;
         // 3. Each caller stream waits for the call, then copies out.
         for (r, st) in streams.iter().enumerate() {
-            let e = |x: CudaError| x.at(r, st.device());
             let d = done
                 .get(r)
                 .ok_or_else(|| Error::internal("a completion per rank"))?;
             d.order_before(st)?;
-            let buf = self.backend.device_buf(r, recv.0)?;
-            st.copy_from_engine(&recvs[r], &buf, 0).map_err(e)?;
-            if self.staging.pending[r].is_none() {
-                self.staging.pending[r] = Some(DoneEvent::on_device(st.device()).map_err(e)?);
-            }
-            if let Some(ev) = &self.staging.pending[r] {
-                st.record_done(ev).map_err(e)?;
-            }
+            self.copy_out(r, recv.0, &recvs[r], st)?;
         }
         Ok(plan)
     }
@@ -354,17 +351,7 @@ impl Core {
         let count = count_of(collective, n, elem, &sends, &vec![recv.len(); n])?;
         let own_send: Vec<DeviceSpan> = send.into_iter().copied().collect();
         disjoint(&own_send, std::slice::from_ref(recv))?;
-        for (what, span) in [("input", send), ("output", Some(recv))] {
-            if let Some(span) = span.filter(|s| !s.is_empty()) {
-                if span.device() != stream.device() {
-                    return Err(Error::BadArgument(format!(
-                        "rank {me}: the {what} is on GPU {} but its stream belongs to GPU {}",
-                        span.device(),
-                        stream.device()
-                    )));
-                }
-            }
-        }
+        on_stream_device(me, send, Some(recv), stream)?;
         // The spans the staging buffers are copied from and into, and
         // whether the engine's call is in place.
         let (send, recv, in_place) = if in_place && self.placement.time_sliced {
@@ -399,24 +386,33 @@ impl Core {
         self.last = None;
         let r = self.backend.copy_in_landed(me, id, span, stream);
         self.track(r)?;
-        let bind = Arc::new(vec![
-            Binding {
-                send: send_buf.0,
-                recv: recv_buf.0,
-            };
-            n
-        ]);
+        let bind = Binding::every_rank(send_buf.0, recv_buf.0, n);
         let plan = self.launch(None, shape, dtype, op, bind)?;
         self.synchronize()?;
-        let buf = self.backend.device_buf(me, recv_buf.0)?;
-        stream.copy_from_engine(&recv, &buf, 0).map_err(e)?;
-        if self.staging.pending[me].is_none() {
-            self.staging.pending[me] = Some(DoneEvent::on_device(stream.device()).map_err(e)?);
+        self.copy_out(me, recv_buf.0, &recv, stream)?;
+        Ok(plan)
+    }
+
+    /// Rank `r`'s output: the engine's staging buffer `id` copied into
+    /// `span` on the caller's `stream`, then the staging marked busy until
+    /// that copy is done (the next call's copy in waits for it).
+    fn copy_out(
+        &mut self,
+        r: usize,
+        id: BufId,
+        span: &DeviceSpan,
+        stream: &RawStream,
+    ) -> Result<()> {
+        let e = |x: CudaError| x.at(r, stream.device());
+        let buf = self.backend.device_buf(r, id)?;
+        stream.copy_from_engine(span, &buf, 0).map_err(e)?;
+        if self.staging.pending[r].is_none() {
+            self.staging.pending[r] = Some(DoneEvent::on_device(stream.device()).map_err(e)?);
         }
-        if let Some(ev) = &self.staging.pending[me] {
+        if let Some(ev) = &self.staging.pending[r] {
             stream.record_done(ev).map_err(e)?;
         }
-        Ok(plan)
+        Ok(())
     }
 }
 

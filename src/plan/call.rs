@@ -35,6 +35,15 @@ impl Binding {
         recv: BufId::RECV,
     };
 
+    /// `send` and `recv` for every one of `ranks` ranks.
+    pub(crate) fn every_rank(
+        send: BufId,
+        recv: BufId,
+        ranks: usize,
+    ) -> std::sync::Arc<Vec<Binding>> {
+        std::sync::Arc::new(vec![Binding { send, recv }; ranks])
+    }
+
     /// The buffer id of a plan buffer.
     pub fn id(&self, b: super::Buf) -> BufId {
         match b {

@@ -141,13 +141,7 @@ impl<T: Element> Engine<T> {
                 found: recv.len.min(send.len),
             });
         }
-        let bind = Arc::new(vec![
-            Binding {
-                send: send.id,
-                recv: recv.id,
-            };
-            self.ranks()
-        ]);
+        let bind = Binding::every_rank(send.id, recv.id, self.ranks());
         Ok((shape, bind))
     }
 
