@@ -18,10 +18,7 @@ impl Core {
         bind: Arc<Vec<Binding>>,
     ) -> Result<String> {
         self.usable()?;
-        let kind = self.backend_kind().name();
-        if self.backend.graphs().is_none() {
-            return Err(Error::Unsupported("CUDA graphs".into(), kind));
-        }
+        self.graph_backend()?;
         self.check_shape(&shape)?;
         self.graph = None;
         let key = self.path_of(choice, &shape)?;
@@ -42,12 +39,7 @@ impl Core {
                 timing: false,
             })
             .collect();
-        let kind = self.backend_kind().name();
-        let g = self
-            .backend
-            .graphs()
-            .ok_or_else(|| Error::Unsupported("CUDA graphs".into(), kind))?;
-        let r = g.capture(&calls);
+        let r = self.graph_backend()?.capture(&calls);
         self.track(r)?;
         self.graph = Some(Captured {
             key,
@@ -86,15 +78,17 @@ impl Core {
             let r = self.backend.launch(&call);
             self.track(r)?;
         }
-        let kind = self.backend_kind().name();
-        let r = self
-            .backend
-            .graphs()
-            .ok_or_else(|| Error::Unsupported("CUDA graphs".into(), kind))?
-            .replay();
+        let r = self.graph_backend()?.replay();
         self.track(r)?;
         self.last = Some(g.key);
         Ok(())
+    }
+
+    fn graph_backend(&mut self) -> Result<&mut dyn crate::backend::GraphBackend> {
+        let kind = self.backend_kind().name();
+        self.backend
+            .graphs()
+            .ok_or_else(|| Error::Unsupported("CUDA graphs".into(), kind))
     }
 
     // -- NCCL --------------------------------------------------------------
