@@ -31,51 +31,93 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, Error, Clone)]
 #[non_exhaustive]
 pub enum Error {
+    /// An engine or plan of no ranks.
     #[error("the number of ranks must be at least 1 (got 0)")]
     ZeroRanks,
+    /// More ranks than an engine runs.
     #[error("{ranks} ranks requested; at most {max} (one host thread each)")]
-    TooManyRanks { ranks: usize, max: usize },
+    TooManyRanks {
+        /// The ranks asked for.
+        ranks: usize,
+        /// The most an engine runs ([`crate::plan::MAX_RANKS`]).
+        max: usize,
+    },
+    /// A call given another number of buffers than it has ranks.
     #[error("expected one buffer per rank: {ranks} ranks but {buffers} buffers")]
-    WrongBufferCount { ranks: usize, buffers: usize },
+    WrongBufferCount {
+        /// The ranks of the call.
+        ranks: usize,
+        /// The buffers it was given.
+        buffers: usize,
+    },
+    /// Ranks of one call given buffers of different lengths.
     #[error("all ranks must have buffers of the same length: rank 0 has {expected} elements, rank {rank} has {found}")]
     LengthMismatch {
+        /// The first rank whose length differs from rank 0's.
         rank: usize,
+        /// Rank 0's length, in elements.
         expected: usize,
+        /// That rank's length.
         found: usize,
     },
+    /// A rank's buffer of the wrong length for the call (NCCL's count
+    /// decides what each buffer must hold).
     #[error("rank {rank}: {what} has {found} elements, expected {expected}")]
     BufferSize {
+        /// The rank whose buffer it is.
         rank: usize,
+        /// Which buffer ("input", "output", "in-place buffer", ...).
         what: &'static str,
+        /// The elements the call needs there.
         expected: usize,
+        /// The elements the buffer has.
         found: usize,
     },
+    /// Memory that cannot be had (host or GPU), refused before it is asked
+    /// for where it can be, never an abort of the process.
     #[error("{what} needs {} of {memory} but {} {}; {hint}",
         crate::size::format_bytes_about(*need), crate::size::format_bytes_about(*available),
         if *is_free { "are free" } else { "exist" })]
     OutOfMemory {
+        /// What the memory was for.
         what: String,
+        /// Which memory ("host memory", "GPU 0's memory", ...).
         memory: String,
+        /// Bytes needed.
         need: u64,
+        /// Bytes there are: free ones, or all the machine has.
         available: u64,
+        /// Whether `available` counts the free bytes (else all there are).
         is_free: bool,
+        /// What to do about it.
         hint: String,
     },
+    /// A size whose bytes overflow the address space.
     #[error(
         "{what}: {count} elements of {elem_size} bytes x {ranks} ranks overflows the address space"
     )]
     TooLarge {
+        /// What was to be that large ("plan", "call", ...).
         what: &'static str,
+        /// Elements per rank.
         count: u128,
+        /// Bytes per element.
         elem_size: usize,
+        /// Ranks.
         ranks: usize,
     },
+    /// An argument that cannot be used, with the reason.
     #[error("invalid argument: {0}")]
     BadArgument(String),
     /// A rank number outside the engine's ranks (`0..ranks`).
     #[error("rank {rank} does not exist (the engine has {ranks} ranks: 0..{ranks})")]
     #[non_exhaustive]
-    RankOutOfRange { rank: usize, ranks: usize },
+    RankOutOfRange {
+        /// The rank asked for.
+        rank: usize,
+        /// The ranks there are.
+        ranks: usize,
+    },
     /// The ranks of one call asked for different things (another
     /// collective, op, length or place): what each rank that arrived asked
     /// for, in rank order. `rank` is the first rank whose call differs from
@@ -85,7 +127,9 @@ pub enum Error {
         asked.iter().map(|(r, a)| format!("rank {r} asked for {a}")).collect::<Vec<_>>().join("; "))]
     #[non_exhaustive]
     Mismatch {
+        /// The first rank whose call differs.
         rank: usize,
+        /// Each arrived rank and the call it asked for, in rank order.
         asked: Vec<(usize, String)>,
     },
     /// Rank `rank`'s own arguments to a call are wrong (an output of the
@@ -94,29 +138,52 @@ pub enum Error {
     /// and the communicator stays usable.
     #[error("rank {rank} called with bad arguments: {reason} (no data moved)")]
     #[non_exhaustive]
-    PeerArgument { rank: usize, reason: String },
+    PeerArgument {
+        /// The rank whose arguments are wrong.
+        rank: usize,
+        /// What is wrong with them.
+        reason: String,
+    },
     /// A malformed or out-of-range environment variable (`ringreduce env`
     /// lists them): its name, its value, why it is refused and what
     /// is accepted.
     #[error("environment variable {var}={value:?}: {reason}; accepted: {expected}")]
     Env {
+        /// The variable.
         var: &'static str,
+        /// Its value.
         value: String,
+        /// Why it is refused.
         reason: String,
+        /// What is accepted.
         expected: String,
     },
+    /// The CUDA backend cannot start here (no driver or GPU, or a build
+    /// without the `cuda` feature), with the reason.
     #[error("the CUDA backend is unavailable: {0}")]
     NoCuda(String),
+    /// A CUDA driver call of a rank failed.
     #[error("rank {rank} (GPU {device}){}: {call} failed: {message}", step.as_ref().map(|s| format!(", {s}")).unwrap_or_default())]
     Cuda {
+        /// The rank that made the call.
         rank: usize,
+        /// The rank's GPU.
         device: usize,
+        /// The driver call (`cuMemcpyPeerAsync`, ...).
         call: &'static str,
+        /// The driver's message.
         message: String,
+        /// The plan's step the rank was at, where known.
         step: Option<String>,
     },
+    /// A CUDA driver call while setting up (before any rank runs) failed.
     #[error("CUDA setup: {call} failed: {message}")]
-    CudaSetup { call: &'static str, message: String },
+    CudaSetup {
+        /// The driver call.
+        call: &'static str,
+        /// The driver's message.
+        message: String,
+    },
     /// Loading or calling NCCL failed (with the `cuda` feature): the NCCL
     /// layer's own error, `cuda::nccl::NcclError` (`downcast_ref` reads it;
     /// kept as a trait object so that this bottom layer names no layer
@@ -124,62 +191,99 @@ pub enum Error {
     #[cfg(feature = "cuda")]
     #[error(transparent)]
     Nccl(std::sync::Arc<dyn std::error::Error + Send + Sync>),
+    /// NCCL failed on a rank, with its message.
     #[error("rank {rank}: NCCL: {message}")]
-    NcclRank { rank: usize, message: String },
+    NcclRank {
+        /// The rank.
+        rank: usize,
+        /// What NCCL said.
+        message: String,
+    },
     /// An MPI call of the network transport failed (the `mpi` feature):
     /// the rank that made it, the peer MPI failed it for (none for a
     /// collective, or for a size refused before the call), the call and
     /// MPI's own message.
     #[error("rank {rank}: MPI: {call}{} failed: {message}", peer.map_or(String::new(), |p| format!(" with rank {p}")))]
     Mpi {
+        /// The rank that made the call.
         rank: usize,
+        /// The peer it was failed for, if any.
         peer: Option<usize>,
+        /// The MPI call.
         call: &'static str,
+        /// MPI's message.
         message: String,
     },
+    /// Something the backend does not have at all: what, and the backend.
     #[error("{0} is not supported by the {1} backend")]
     Unsupported(String, &'static str),
     /// A capability the backend has, refused where it runs (over this
     /// transport or process model), with the reason.
     #[error("{what} are not available on the {backend} backend {over}: {reason}")]
     Refused {
+        /// The capability ("stream-ordered calls", ...).
         what: &'static str,
+        /// The backend that has it.
         backend: &'static str,
+        /// Where it is refused ("with one rank per process", ...).
         over: &'static str,
+        /// Why.
         reason: &'static str,
     },
     /// A bounded wait ran out: `what` says what was waited for (text for
     /// people), `wait` which kind of wait it was (for code).
     #[error("rank {rank}: waited more than {seconds} s for {what}; the collective is stuck (set the limit with RINGREDUCE_TIMEOUT or EngineConfig::timeout)")]
     Timeout {
+        /// The rank that waited.
         rank: usize,
+        /// What it waited for.
         what: String,
+        /// The bound, in seconds.
         seconds: f64,
+        /// Which kind of wait.
         wait: WaitKind,
     },
     /// A wait ended because the run was aborted: `what` says what was
     /// waited for (text for people), `wait` which kind of wait it was.
     #[error("rank {rank}: aborted while {what}")]
     Aborted {
+        /// The rank that waited.
         rank: usize,
+        /// What it waited for.
         what: String,
+        /// Which kind of wait.
         wait: WaitKind,
     },
+    /// A rank's host thread failed outside a driver call (it panicked, or
+    /// its work could not be handed to it).
     #[error("rank {rank}: {message}")]
-    Worker { rank: usize, message: String },
+    Worker {
+        /// The rank.
+        rank: usize,
+        /// What happened.
+        message: String,
+    },
     /// Another rank of the call failed (its error, or its process died):
     /// `rank` is the rank that failed, `reason` what happened to it, and
     /// `noticed` who noticed it while waiting for what (may be empty).
     #[error("rank {rank} failed: {reason}{}", if noticed.is_empty() { String::new() } else { format!(" ({noticed})") })]
     #[non_exhaustive]
     PeerFailed {
+        /// The rank that failed.
         rank: usize,
+        /// What happened to it.
         reason: String,
+        /// Who noticed it, waiting for what (may be empty).
         noticed: String,
     },
+    /// An earlier failure was fatal ([`Error::is_fatal`]): every later
+    /// call is refused until the communicator (or engine) is rebuilt.
     #[error("the communicator must be rebuilt: {reason}")]
     #[non_exhaustive]
-    Poisoned { reason: String },
+    Poisoned {
+        /// The earlier failure.
+        reason: String,
+    },
     /// Several ranks failed in one call; each names its rank.
     #[error("{} ranks failed:\n  {}", .0.len(), .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n  "))]
     Ranks(Vec<Error>),
@@ -194,10 +298,16 @@ pub enum Error {
     /// by itself ([`Error::is_fatal`]): the engine is left as it was.
     #[error("internal error: {what} (a bug in ringreduce; please report it)")]
     #[non_exhaustive]
-    Internal { what: String },
+    Internal {
+        /// The invariant that broke.
+        what: String,
+    },
+    /// A file or shared segment could not be used.
     #[error("I/O error on {path}: {source}")]
     Io {
+        /// The path (or `memfd:NAME`).
         path: String,
+        /// The operating system's error.
         #[source]
         source: std::sync::Arc<std::io::Error>,
     },

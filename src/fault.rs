@@ -25,7 +25,10 @@ pub enum Fault {
     /// goes on: a call made slow without any fault (put one on every rank
     /// at several ops to make a call outlast the timeout while no single
     /// wait does).
-    Delay { ms: u32 },
+    Delay {
+        /// How long, in milliseconds.
+        ms: u32,
+    },
     /// The rank's process kills itself with `SIGKILL` before issuing the op
     /// (one rank per process only: `RINGREDUCE_FAULT=kill:rank=R:call=C:op=K`
     /// in [`crate::process`]; in one process it would end every rank).
@@ -37,9 +40,13 @@ pub enum Fault {
 /// every call). `op` is ignored for [`Fault::AllocFail`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FaultSpec {
+    /// The rank.
     pub rank: usize,
+    /// The op's index in the rank's list.
     pub op: usize,
+    /// The call (1-based; `None`: every call).
     pub call: Option<u64>,
+    /// What happens there.
     pub fault: Fault,
 }
 
@@ -60,10 +67,12 @@ pub enum Injected {
 pub struct FaultPlan(pub Vec<FaultSpec>);
 
 impl FaultPlan {
+    /// No fault.
     pub fn none() -> FaultPlan {
         FaultPlan(Vec::new())
     }
 
+    /// Whether it has no fault.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -121,24 +130,39 @@ pub enum EnvFaultKind {
     /// kills itself with `SIGKILL` in its call C (default 1; `after_calls=N`
     /// is call N+1), before its op K (default 1, just after Begin: the
     /// other ranks are inside the call, waiting for it).
-    Kill { call: u64, op: usize },
+    Kill {
+        /// The call.
+        call: u64,
+        /// The op's index in the rank's list (1: just after Begin).
+        op: usize,
+    },
     /// `nostart:rank=R`: rank R fails before joining the job.
     NoStart,
     /// `panic:rank=R[:call=C]`: rank R's process panics on the caller's
     /// thread as it starts its collective C (default 1): the panic unwinds
     /// through the engine, as a program's own panic would (exit status
     /// 101).
-    Panic { call: u64 },
+    Panic {
+        /// The call.
+        call: u64,
+    },
     /// `exit:rank=R[:call=C][:code=N]`: rank R's process exits with status
     /// N (default 1) as it starts its collective C (default 1), without
     /// unwinding (`std::process::exit`).
-    Exit { call: u64, code: i32 },
+    Exit {
+        /// The call.
+        call: u64,
+        /// The exit status.
+        code: i32,
+    },
 }
 
 /// One entry of `RINGREDUCE_FAULT`: a fault on one rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EnvFault {
+    /// The rank.
     pub rank: usize,
+    /// What it does.
     pub kind: EnvFaultKind,
 }
 

@@ -95,6 +95,8 @@
 //! type and range, in [`param`] (`ringreduce env` lists them).
 
 #![deny(unsafe_op_in_unsafe_fn)]
+// Every public item says what it is (CI's clippy denies the warning).
+#![warn(missing_docs)]
 #![deny(unsafe_code)]
 // Rank-indexed loops read like the algorithm (rank r, step s); keep them.
 #![allow(clippy::needless_range_loop)]

@@ -92,6 +92,7 @@ impl Group {
         Group::NcclSearch,
     ];
 
+    /// The group's title in `ringreduce env`.
     pub fn title(self) -> &'static str {
         match self {
             Group::Engine => "settings of the engine (read once per process; Engine::new checks them)",
@@ -119,7 +120,9 @@ struct Refused {
 /// One environment variable: its name, its type (`T`, made by the parse
 /// function), what it accepts and what unset means.
 pub struct Param<T: 'static> {
+    /// The variable's name.
     pub name: &'static str,
+    /// Which group it is listed in.
     pub group: Group,
     /// What a value may be, for messages and `ringreduce env`.
     pub accepted: &'static str,
@@ -128,6 +131,7 @@ pub struct Param<T: 'static> {
     made: Option<fn() -> String>,
     /// What unset (or empty) means.
     pub default: &'static str,
+    /// What it does.
     pub doc: &'static str,
     parse: fn(&OsStr) -> std::result::Result<T, String>,
     cache: OnceLock<std::result::Result<Option<T>, Refused>>,
@@ -214,10 +218,15 @@ impl<T: Clone + Send + Sync + 'static> Param<T> {
 
 /// A declared variable whatever its type: what [`all`](crate::settings::all) lists.
 pub trait Declared: Sync {
+    /// The variable's name.
     fn name(&self) -> &'static str;
+    /// Its group.
     fn group(&self) -> Group;
+    /// What a value may be.
     fn accepted(&self) -> String;
+    /// What unset means.
     fn default(&self) -> &'static str;
+    /// What it does.
     fn doc(&self) -> &'static str;
     /// The value in the environment now (`None`: unset or empty).
     fn raw(&self) -> Option<OsString>;
@@ -317,6 +326,7 @@ pub enum CuptiTie {
 /// so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CuptiKinds {
+    /// Every kind (the default).
     All,
     /// Kernels only: copy ops are not timed.
     Kernel,
@@ -353,6 +363,7 @@ pub(crate) static CUPTI_KEEP: Param<bool> = Param::new(
 
 // -- settings of the command line ----------------------------------------
 
+/// `RINGREDUCE_HOST_MEMORY`: the host memory the commands count on.
 pub static HOST_MEMORY: Param<u64> = Param::new(
     "RINGREDUCE_HOST_MEMORY",
     Group::Cli,
@@ -462,6 +473,7 @@ pub(crate) static MPI: Param<bool> = Param::new(
 
 // -- where NCCL is looked for ----------------------------------------------
 
+/// `NCCL_HOME`: where NCCL is looked for first.
 pub static NCCL_HOME: Param<PathBuf> = Param::new(
     "NCCL_HOME",
     Group::NcclSearch,

@@ -78,6 +78,7 @@ fn now_ns() -> u64 {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PoolPhases {
+    /// Launches summed.
     pub calls: u64,
     /// Posting the commands to every rank.
     pub post_ns: u64,

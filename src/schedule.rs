@@ -240,7 +240,10 @@ pub fn steps(n: usize) -> usize {
 /// chunk r.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ring {
+    /// The ranks.
     pub n: usize,
+    /// How far chunk numbers are rotated (0: all-reduce, 1: rank r owns
+    /// chunk r).
     pub rot: usize,
 }
 
@@ -259,26 +262,32 @@ impl Ring {
         (c + self.n - self.rot % self.n.max(1)) % self.n.max(1)
     }
 
+    /// The chunk rank `r` sends at step `s` of `phase`.
     pub fn send_chunk(&self, phase: Phase, r: usize, s: usize) -> usize {
         self.rotate(send_chunk(phase, r, s, self.n))
     }
 
+    /// The chunk rank `r` receives at step `s` of `phase`.
     pub fn recv_chunk(&self, phase: Phase, r: usize, s: usize) -> usize {
         self.rotate(recv_chunk(phase, r, s, self.n))
     }
 
+    /// The chunk rank `r` holds reduced after Reduce-Scatter.
     pub fn owned_chunk(&self, r: usize) -> usize {
         self.rotate(owned_chunk(r, self.n))
     }
 
+    /// Rank `r`'s right neighbour (it sends there).
     pub fn right(&self, r: usize) -> usize {
         right(r, self.n)
     }
 
+    /// Rank `r`'s left neighbour (it receives from there).
     pub fn left(&self, r: usize) -> usize {
         left(r, self.n)
     }
 
+    /// Steps per phase: `n - 1`.
     pub fn steps(&self) -> usize {
         steps(self.n)
     }
@@ -287,14 +296,23 @@ impl Ring {
 /// One step of the ring as seen by one rank.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RankStep {
+    /// Reduce-Scatter or All-Gather.
     pub phase: Phase,
+    /// The step within the phase.
     pub step: usize,
+    /// The rank.
     pub rank: usize,
+    /// The rank it sends to (its right neighbour).
     pub to: usize,
+    /// The rank it receives from (its left neighbour).
     pub from: usize,
+    /// The chunk it sends.
     pub send_chunk: usize,
+    /// That chunk's elements.
     pub send: Range<usize>,
+    /// The chunk it receives.
     pub recv_chunk: usize,
+    /// That chunk's elements.
     pub recv: Range<usize>,
 }
 

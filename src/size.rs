@@ -144,6 +144,7 @@ pub(crate) fn format_bytes_about(bytes: u64) -> String {
     format!("about {:.1}{name}", bytes as f64 / unit as f64)
 }
 
+/// A byte size the way people read it (`4 MiB`, `1.5 GiB`, `12 B`).
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [(u64, &str); 4] = [
         (1 << 40, "TiB"),

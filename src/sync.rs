@@ -61,6 +61,7 @@ impl std::fmt::Debug for AbortHandle {
 }
 
 impl AbortHandle {
+    /// A handle not yet aborted.
     pub fn new() -> AbortHandle {
         AbortHandle::default()
     }
@@ -89,6 +90,7 @@ impl AbortHandle {
         }
     }
 
+    /// Whether [`AbortHandle::abort`] was called.
     pub fn is_aborted(&self) -> bool {
         self.0.aborted.load(Ordering::SeqCst)
     }

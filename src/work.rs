@@ -17,8 +17,11 @@
 #[derive(Debug, Clone, Copy)]
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub struct KernelModule {
+    /// The module's name (its file).
     pub name: &'static str,
+    /// Its PTX text.
     pub ptx: &'static str,
+    /// Its cubin, the compute capability it is for and a label, if any.
     pub cubin: Option<(&'static [u8], (i32, i32), &'static str)>,
 }
 
@@ -79,8 +82,11 @@ pub enum Param {
     /// `.u64`: the generic address of a range of one of the engine's
     /// buffers on the rank's device.
     Ptr,
+    /// `.u32`.
     U32,
+    /// `.u64`.
     U64,
+    /// `.f32`.
     F32,
 }
 
@@ -102,9 +108,18 @@ pub enum Builtin {
 /// in bytes within their allocation) and scalars.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ArgView {
-    Buf { offset: usize, bytes: usize },
+    /// A buffer range: its first byte and length within its allocation.
+    Buf {
+        /// The first byte.
+        offset: usize,
+        /// The length in bytes.
+        bytes: usize,
+    },
+    /// A `.u32`.
     U32(u32),
+    /// A `.u64`.
     U64(u64),
+    /// A `.f32`.
     F32(f32),
 }
 
@@ -251,10 +266,12 @@ impl WorkKernel {
         self.host
     }
 
+    /// The kernel's entry name in its module.
     pub fn entry(&self) -> &'static str {
         self.entry
     }
 
+    /// Its parameters, in order.
     pub fn params(&self) -> &'static [Param] {
         self.params
     }

@@ -74,7 +74,10 @@ pub enum Cost {
     /// and every slice is a hand-off of its own (a copy, then a wait on
     /// another rank's event): `2(N-1)·K` rounds. `K = 1` is the plain
     /// ring: `2(N-1)` steps, `2(N-1)/N·D` moved and `(N-1)/N·D` reduced.
-    Ring { slices: usize },
+    Ring {
+        /// The slices per chunk (`K`).
+        slices: usize,
+    },
     /// The parameter server: every worker sends its `D` bytes to the root
     /// at once (one round), the root reduces the `N-1` inputs and sends the
     /// result back (a second round). The root's link carries `(N-1)·D` each
@@ -91,7 +94,10 @@ pub enum Cost {
     /// two rings run one after the other), `(G-1)/G·D + (K-1)/K·D/G`
     /// reduced. Between machines the two rings see different links:
     /// `theory --nodes` prices them separately.
-    Hier { per_node: usize },
+    Hier {
+        /// The ranks per node (`G`).
+        per_node: usize,
+    },
 }
 
 /// The three quantities a [`Cost`] charges for one all-reduce.

@@ -73,7 +73,10 @@ pub enum Load {
     /// `2(G-1)/G·D` inside the node plus `2(K-1)/K·D/G` on the rail, on
     /// every rank: the hierarchical all-reduce with `G = per_node` ranks
     /// per node and `K = N/G` nodes.
-    Hier { per_node: usize },
+    Hier {
+        /// The ranks per node (`G`).
+        per_node: usize,
+    },
 }
 
 impl Load {
@@ -283,7 +286,9 @@ pub fn parse(name: &str) -> std::result::Result<Arc<dyn Algorithm>, String> {
 #[derive(Debug, Clone, Default)]
 pub enum AlgoChoice {
     #[default]
+    /// Pick by shape and placement.
     Auto,
+    /// This algorithm, whatever the shape.
     Fixed(Arc<dyn Algorithm>),
 }
 

@@ -50,11 +50,14 @@ pub const NO_CUDA: &str = "built without the cuda feature";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub enum BackendKind {
+    /// Host threads (or processes) and host memory.
     Cpu,
+    /// GPUs: copy engines and the PTX kernels.
     Cuda,
 }
 
 impl BackendKind {
+    /// "cpu" or "cuda".
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Cpu => "cpu",
@@ -69,7 +72,9 @@ pub enum BackendChoice {
     /// CUDA when a driver and a GPU are present, otherwise CPU.
     #[default]
     Auto,
+    /// The CPU backend.
     Cpu,
+    /// The CUDA backend (an error without a driver and a GPU).
     Cuda,
 }
 
@@ -105,13 +110,18 @@ pub use crate::plan::call::{Binding, BufId, Call};
 /// An NCCL call on the same buffers.
 #[derive(Debug, Clone)]
 pub struct NcclCall {
+    /// Which collective.
     pub collective: Collective,
     /// NCCL's count: all-reduce elements, reduce-scatter `recvcount`,
     /// all-gather `sendcount`.
     pub count: usize,
+    /// The element type.
     pub dtype: DataType,
+    /// The reduction.
     pub op: ReduceOp,
+    /// Whether each rank's output is its input buffer.
     pub in_place: bool,
+    /// Each rank's send and receive buffers.
     pub bind: Arc<Vec<Binding>>,
 }
 
@@ -132,7 +142,9 @@ pub struct SetupBreakdown {
 /// Facts about a backend for reports.
 #[derive(Debug, Clone, Default)]
 pub struct BackendInfo {
+    /// Which backend.
     pub kind: Option<BackendKind>,
+    /// The ranks it runs.
     pub ranks: usize,
     /// Device of each rank (all 0 on the CPU).
     pub rank_to_device: Vec<usize>,
@@ -140,6 +152,7 @@ pub struct BackendInfo {
     pub describe: String,
     /// Driver and hardware facts, setup notes.
     pub hardware: Vec<String>,
+    /// What its setup took, part by part (the CUDA backend).
     pub setup: Option<SetupBreakdown>,
 }
 
@@ -218,13 +231,17 @@ pub(crate) fn process_device(
 /// Memory of one rank's device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceMemory {
+    /// The device (GPU ordinal; 0 on the CPU).
     pub device: usize,
+    /// Bytes free.
     pub free: u64,
+    /// Bytes in all.
     pub total: u64,
 }
 
 /// Executes plans on per-rank buffers.
 pub trait Backend: Send {
+    /// What the backend is and runs on.
     fn info(&self) -> &BackendInfo;
 
     /// Make buffer `id` on every rank r hold at least `bytes[r]` bytes. A
@@ -386,6 +403,7 @@ pub trait GraphBackend {
 #[derive(Debug, Clone, Copy, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct IssueProfile {
+    /// Calls summed.
     pub calls: u64,
     /// Copies (`cuMemcpyPeerAsync`).
     pub copy_ns: u64,
@@ -414,12 +432,16 @@ pub struct IssueProfile {
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct OpTime {
+    /// The rank.
     pub rank: usize,
     /// Index of the op in the rank's list, and its part (0, or 1 for an
     /// exchange's reduce half).
     pub op: usize,
+    /// The part of the op (see `op`).
     pub part: usize,
+    /// When it started.
     pub start_ns: f64,
+    /// When it ended.
     pub end_ns: f64,
 }
 
@@ -427,6 +449,7 @@ pub struct OpTime {
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct CallTimeline {
+    /// The plan's name (its path).
     pub plan: String,
     /// What the clock is (device or host timestamps) and how the ranks'
     /// clocks were aligned.
@@ -437,6 +460,7 @@ pub struct CallTimeline {
     /// How far apart two ranks' times can be because their clocks were
     /// aligned imperfectly (nanoseconds; 0 for one shared clock).
     pub skew_ns: f64,
+    /// Every timed op part of every rank.
     pub ops: Vec<OpTime>,
 }
 

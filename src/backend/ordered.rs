@@ -154,7 +154,9 @@ impl Completion {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SpanTag {
+    /// What the span is ("backward", "bucket", ...).
     pub what: &'static str,
+    /// Which one.
     pub index: u32,
 }
 
@@ -164,12 +166,17 @@ pub struct SpanTag {
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct WorkSpan {
+    /// The rank.
     pub rank: usize,
+    /// Its tag's `what`.
     pub what: &'static str,
+    /// Its tag's `index`.
     pub index: u32,
     /// `work` (the work stream) or `comm` (the call's compute lane).
     pub stream: &'static str,
+    /// When it started.
     pub start_ns: f64,
+    /// When it ended.
     pub end_ns: f64,
 }
 
@@ -179,20 +186,27 @@ pub struct WorkSpan {
 pub enum WorkArg {
     /// Bytes `offset .. offset + bytes` of engine buffer `id` of the rank.
     Buf {
+        /// The buffer.
         id: BufId,
+        /// Its first byte.
         offset: usize,
+        /// Its length in bytes.
         bytes: usize,
     },
     /// The rank's index, as a `.u32`.
     Rank,
+    /// A `.u32`.
     U32(u32),
+    /// A `.u64`.
     U64(u64),
+    /// A `.f32`.
     F32(f32),
 }
 
 /// The grid of a work launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Grid {
+    /// This many blocks.
     Blocks(u32),
     /// One item per thread: `ceil(items / block)` blocks (0 items: no
     /// launch).
@@ -215,9 +229,13 @@ impl Grid {
 /// A kernel launch on every rank's work stream.
 #[derive(Debug, Clone)]
 pub struct WorkLaunch {
+    /// The kernel.
     pub kernel: Arc<WorkKernel>,
+    /// Its grid.
     pub grid: Grid,
+    /// Threads per block.
     pub block: u32,
+    /// Its arguments, in order.
     pub args: Vec<WorkArg>,
     /// Time the kernel (see [`StreamOrdered::take_spans`]).
     pub tag: Option<SpanTag>,

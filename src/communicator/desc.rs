@@ -31,11 +31,13 @@ pub enum CallKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CallDesc {
+    /// The kind of call.
     pub kind: CallKind,
     /// The element type (a barrier has none).
     pub dtype: Option<DataType>,
     /// The reduce op (only the reducing collectives have one).
     pub op: Option<ReduceOp>,
+    /// Whether the call is in place.
     pub in_place: bool,
     /// NCCL's count: all-reduce and broadcast the elements in and out,
     /// reduce-scatter the elements out, all-gather the elements in; the

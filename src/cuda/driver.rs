@@ -10,9 +10,13 @@ use std::sync::OnceLock;
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct DeviceInfo {
+    /// The device ordinal.
     pub ordinal: usize,
+    /// The device's name.
     pub name: String,
+    /// Its memory, in bytes.
     pub total_mem: usize,
+    /// Its streaming multiprocessors.
     pub sms: usize,
     /// Compute capability (major, minor), e.g. (9, 0) for an H200.
     pub cc: (i32, i32),
@@ -26,6 +30,7 @@ pub struct DeviceInfo {
 pub struct DriverInfo {
     /// `cuDriverGetVersion`, e.g. 13000.
     pub version: i32,
+    /// Every device the driver lists.
     pub devices: Vec<DeviceInfo>,
 }
 
@@ -101,9 +106,11 @@ pub fn can_access_peer(a: usize, b: usize) -> CuResult<bool> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct P2pInfo {
+    /// Whether the pair can access each other's memory.
     pub access: bool,
     /// `CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK` (0 is the best).
     pub perf_rank: i32,
+    /// Whether atomics work natively across the pair.
     pub native_atomics: bool,
 }
 

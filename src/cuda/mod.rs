@@ -76,10 +76,13 @@ use cudarc::driver::sys;
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{call}: {message}")]
 pub struct CudaError {
+    /// The driver call that failed.
     pub call: &'static str,
+    /// The driver's message.
     pub message: String,
 }
 
+/// A driver layer result.
 pub type CuResult<T> = Result<T, CudaError>;
 
 impl CudaError {

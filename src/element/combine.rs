@@ -31,7 +31,9 @@ use rayon::prelude::*;
 /// One reduce step of a lowered reduction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Combine {
+    /// The element type.
     pub dtype: DataType,
+    /// The device's op.
     pub op: DevOp,
     /// The lowered scalar ([`Lowered::scalar`](super::Lowered)).
     pub scalar: u64,

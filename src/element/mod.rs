@@ -462,7 +462,9 @@ __ringreduce_dtypes!([impl_elements]);
 /// A generic function to run on the host type of a runtime [`DataType`]:
 /// the function-style form of [`with_element!`](crate::with_element).
 pub trait ElementFn {
+    /// What the function returns.
     type Output;
+    /// Run the function for the host type `T`.
     fn call<T: Element>(self) -> Self::Output;
 }
 
@@ -650,9 +652,13 @@ fn parse_list<T: FromStr<Err = String> + Copy + PartialEq>(
 /// `MinMax` with a mask, here they stay apart).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DevOp {
+    /// Addition.
     Sum,
+    /// Multiplication.
     Prod,
+    /// Maximum.
     Max,
+    /// Minimum.
     Min,
     /// Multiply every input by the scalar (flagged pre-op), then sum.
     PreMulSum,
@@ -681,7 +687,9 @@ impl DevOp {
 /// from the data type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Lowered {
+    /// The device's op.
     pub op: DevOp,
+    /// Its scalar argument (see above).
     pub scalar: u64,
 }
 

@@ -110,6 +110,7 @@ impl Core {
         Ok(())
     }
 
+    /// Whether NCCL communicators are set up on the ranks.
     pub fn nccl_ready(&self) -> bool {
         self.nccl_ready
     }

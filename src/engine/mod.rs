@@ -82,7 +82,9 @@ pub(crate) const MAX_TIMED_PLANS: usize = 1 << 16;
 /// ```
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
+    /// Ranks.
     pub ranks: usize,
+    /// Which backend.
     pub backend: BackendChoice,
     /// The algorithm of every call that does not name one (`auto` by
     /// default).
@@ -121,6 +123,7 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
+    /// A configuration of `ranks` ranks on `backend`, every other setting at its default.
     pub fn new(ranks: usize, backend: BackendChoice) -> Self {
         EngineConfig {
             ranks,
@@ -552,6 +555,7 @@ impl Core {
         self.default_bind.clone()
     }
 
+    /// The ranks of the engine.
     pub fn ranks(&self) -> usize {
         self.ranks
     }
@@ -620,14 +624,17 @@ impl Core {
         }
     }
 
+    /// What the backend is and runs on.
     pub fn info(&self) -> &BackendInfo {
         self.backend.info()
     }
 
+    /// Which backend runs the calls.
     pub fn backend_kind(&self) -> BackendKind {
         self.info().kind.unwrap_or(BackendKind::Cpu)
     }
 
+    /// One line for people: the backend, its devices, where the ranks sit.
     pub fn describe(&self) -> String {
         self.info().describe.clone()
     }

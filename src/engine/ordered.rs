@@ -38,6 +38,7 @@ use std::sync::Arc;
 /// A stream-ordered call: what ran, and each rank's completion.
 #[derive(Debug, Clone)]
 pub struct OrderedCall {
+    /// What ran.
     pub info: CallInfo,
     /// Rank r's completion at index r.
     pub done: Vec<Completion>,

@@ -141,6 +141,7 @@ impl<T: Element> Engine<T> {
         Ok(Self::from_core(Core::new(cfg)?))
     }
 
+    /// The typed engine over `core`.
     pub fn from_core(core: Core) -> Self {
         Engine {
             core,
@@ -149,6 +150,7 @@ impl<T: Element> Engine<T> {
         }
     }
 
+    /// The untyped engine underneath.
     pub fn into_core(self) -> Core {
         self.core
     }
@@ -162,14 +164,17 @@ impl<T: Element> Engine<T> {
         }
     }
 
+    /// The untyped engine underneath.
     pub fn core(&self) -> &Core {
         &self.core
     }
 
+    /// The untyped engine underneath, mutably.
     pub fn core_mut(&mut self) -> &mut Core {
         &mut self.core
     }
 
+    /// The ranks of the engine.
     pub fn ranks(&self) -> usize {
         self.core.ranks()
     }
@@ -180,6 +185,7 @@ impl<T: Element> Engine<T> {
         self.core.abort_handle()
     }
 
+    /// Wait for every rank's work to finish (see [`Core::synchronize`]).
     pub fn synchronize(&mut self) -> Result<()> {
         self.core.synchronize()
     }

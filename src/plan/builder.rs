@@ -13,6 +13,7 @@ pub struct PlanBuilder {
 }
 
 impl PlanBuilder {
+    /// A builder of the plan `name` for `shape`, with no op yet.
     pub fn new(name: impl Into<String>, shape: Shape) -> Self {
         PlanBuilder {
             plan: Plan {
@@ -36,6 +37,7 @@ impl PlanBuilder {
         self.plan.per_node = Some(g);
     }
 
+    /// The shape the plan is for.
     pub fn shape(&self) -> &Shape {
         &self.plan.shape
     }

@@ -13,8 +13,11 @@ use std::sync::Arc;
 pub struct BufId(pub u32);
 
 impl BufId {
+    /// The engine's default send buffers.
     pub const SEND: BufId = BufId(0);
+    /// The engine's default receive buffers.
     pub const RECV: BufId = BufId(1);
+    /// The plans' scratch.
     pub const SCRATCH: BufId = BufId(2);
     /// The LL slots ([`super::Buf::Lines`]).
     pub const LL: BufId = BufId(3);
@@ -24,7 +27,9 @@ impl BufId {
 /// `Scratch` and `Lines` are always [`BufId::SCRATCH`] and [`BufId::LL`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Binding {
+    /// The buffer the plan's `Send` is.
     pub send: BufId,
+    /// The buffer the plan's `Recv` is.
     pub recv: BufId,
 }
 
@@ -59,9 +64,13 @@ impl Binding {
 /// op, and which buffers the plan's `Send`/`Recv` are on each rank.
 #[derive(Debug, Clone)]
 pub struct Call {
+    /// The plan.
     pub plan: Arc<Plan>,
+    /// The element type.
     pub dtype: DataType,
+    /// The reduction.
     pub op: ReduceOp,
+    /// Each rank's buffers.
     pub bind: Arc<Vec<Binding>>,
     /// Record when every op starts and ends on its lane (see
     /// `backend::Profiling::take_timeline`).

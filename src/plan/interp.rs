@@ -23,18 +23,28 @@ use std::rc::Rc;
 pub enum Effect<'a> {
     /// `to.dst = from.src`.
     Copy {
+        /// The rank read.
         from: usize,
+        /// What is read.
         src: &'a Region,
+        /// The rank written.
         to: usize,
+        /// Where it lands.
         dst: &'a Region,
     },
     /// `rank.dst = rank.a (op) b_rank.b`.
     Reduce {
+        /// The rank that reduces (and owns `dst` and `a`).
         rank: usize,
+        /// The result.
         dst: &'a Region,
+        /// The first operand.
         a: &'a Region,
+        /// The rank that owns `b`.
         b_rank: usize,
+        /// The second operand.
         b: &'a Region,
+        /// The pre- and post-ops that apply.
         step: ReduceStep,
     },
 }
@@ -42,8 +52,11 @@ pub enum Effect<'a> {
 /// A memory access: rank, region, write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Access<'a> {
+    /// Whose memory.
     pub rank: usize,
+    /// Which elements.
     pub region: &'a Region,
+    /// Whether it is written (else read).
     pub write: bool,
 }
 
@@ -108,10 +121,15 @@ impl<'a> Effect<'a> {
 /// kernel step's index.
 #[derive(Debug, Clone, Copy)]
 pub struct Part<'a> {
+    /// Signals to wait for first.
     pub waits: &'a [SignalId],
+    /// What it does to memory (none for `End` and a bare signal).
     pub effect: Option<Effect<'a>>,
+    /// The signal raised after it.
     pub signal: Option<SignalId>,
+    /// Where it sits in the algorithm.
     pub label: &'a Label,
+    /// The kernel step's index, for a kernel's part.
     pub step: Option<usize>,
 }
 
@@ -213,7 +231,9 @@ pub fn effects(rank: usize, kind: &OpKind) -> Vec<Effect<'_>> {
 
 /// Memory an effect can be applied to.
 pub trait Memory {
+    /// What a failed access is.
     type Error;
+    /// `to.dst = from.src`.
     fn copy(
         &mut self,
         from: usize,
@@ -221,6 +241,7 @@ pub trait Memory {
         to: usize,
         dst: &Region,
     ) -> Result<(), Self::Error>;
+    /// `rank.dst = rank.a (op) b_rank.b`, with `step`'s pre- and post-ops.
     fn reduce(
         &mut self,
         rank: usize,
@@ -256,9 +277,13 @@ pub fn apply<M: Memory + ?Sized>(mem: &mut M, e: &Effect<'_>) -> Result<(), M::E
 /// pre-multiplied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Term {
+    /// Whose input.
     pub rank: u32,
+    /// The input element's offset from the position holding the value.
     pub delta: i64,
+    /// How many copies are summed in.
     pub count: u16,
+    /// How many of them were pre-multiplied.
     pub scaled: u16,
 }
 
@@ -266,11 +291,14 @@ pub struct Term {
 /// post-divided. `None` terms means the element was never written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Val {
+    /// The input elements summed in (none: never written).
     pub terms: Option<Rc<Vec<Term>>>,
+    /// How often the value was post-divided.
     pub post: u16,
 }
 
 impl Val {
+    /// An element never written.
     pub const UNDEF: Val = Val {
         terms: None,
         post: 0,
@@ -446,10 +474,12 @@ impl Segments {
     }
 }
 
-/// Symbolic memory of every rank's three buffers.
+/// Symbolic memory of every rank's buffers.
 #[derive(Debug, Clone)]
 pub struct SymMem {
+    /// The ranks.
     pub ranks: usize,
+    /// Each rank's buffers, indexed by [`Buf::index`](super::Buf::index).
     pub bufs: Vec<[Segments; 4]>,
 }
 

@@ -29,7 +29,10 @@ pub enum Collective {
     AllGather,
     /// Every rank ends with rank `root`'s input (the other ranks' inputs
     /// are not read).
-    Broadcast { root: usize },
+    Broadcast {
+        /// The rank whose input every rank ends with.
+        root: usize,
+    },
 }
 
 impl Collective {
@@ -119,14 +122,20 @@ impl std::str::FromStr for Collective {
 /// broadcast `count` elements in (read on the root only) and out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Shape {
+    /// Which collective.
     pub collective: Collective,
+    /// The ranks that take part.
     pub ranks: usize,
+    /// NCCL's count (elements per rank, see above).
     pub count: usize,
+    /// Bytes per element.
     pub elem_size: usize,
+    /// Whether each rank's output overwrites its input buffer.
     pub in_place: bool,
 }
 
 impl Shape {
+    /// An all-reduce of `count` elements of `elem_size` bytes on `ranks` ranks.
     pub fn all_reduce(ranks: usize, count: usize, elem_size: usize, in_place: bool) -> Shape {
         Shape {
             collective: Collective::AllReduce,
@@ -219,10 +228,13 @@ pub enum Buf {
 }
 
 impl Buf {
+    /// Every buffer, in index order.
     pub const ALL: [Buf; 4] = [Buf::Send, Buf::Recv, Buf::Scratch, Buf::Lines];
+    /// The buffer's index in [`Buf::ALL`].
     pub fn index(self) -> usize {
         self as usize
     }
+    /// The buffer's name in traces ("send", "recv", "scratch", "lines").
     pub fn name(self) -> &'static str {
         match self {
             Buf::Send => "send",
@@ -236,17 +248,22 @@ impl Buf {
 /// A range of elements in one of a rank's buffers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Region {
+    /// Which buffer.
     pub buf: Buf,
+    /// Which elements of it.
     pub range: Range<usize>,
 }
 
 impl Region {
+    /// Elements `range` of `buf`.
     pub fn new(buf: Buf, range: Range<usize>) -> Self {
         Region { buf, range }
     }
+    /// Its elements.
     pub fn len(&self) -> usize {
         self.range.len()
     }
+    /// Whether it has none.
     pub fn is_empty(&self) -> bool {
         self.range.is_empty()
     }
@@ -276,6 +293,7 @@ pub enum Lane {
 pub const LANES: usize = 2;
 
 impl Lane {
+    /// The lane's name in traces and timelines.
     pub fn name(self) -> &'static str {
         match self {
             Lane::Compute => "compute",
@@ -311,6 +329,7 @@ pub struct Signal {
     pub owner: usize,
     /// The lane of that op.
     pub lane: Lane,
+    /// How it is raised and waited for.
     pub kind: SignalKind,
     /// Whether anyone outside the producer's own (rank, lane) waits on it.
     /// Backends need not record the others: in-lane order covers them.
@@ -376,6 +395,7 @@ impl KernelKind {
 /// first step and its `signal` after the last.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Kernel {
+    /// Which kernel runs the steps.
     pub kind: KernelKind,
     /// The steps in order, each an op of its own: its `kind` a copy or a
     /// reduce, its `waits` flags, its `signal` a flag, its label naming the
@@ -392,19 +412,29 @@ pub enum OpKind {
     /// (`cuMemcpyPeerAsync`). The issuing rank (whose list holds the op) is
     /// `from` for a push or `to` for a pull; a local copy has `from == to`.
     Copy {
+        /// The rank whose memory is read.
         from: usize,
+        /// The rank whose memory is written.
         to: usize,
+        /// What is read, in `from`'s memory.
         src: Region,
+        /// Where it lands, in `to`'s memory.
         dst: Region,
     },
     /// `dst = a (op) b` by the reduce kernel on this rank; `a` and `dst` are
     /// this rank's memory, `b` is rank `b_rank`'s (another rank's memory is
     /// read by the kernel through peer access). `dst` may equal `a` exactly.
     Reduce {
+        /// Where the result goes (this rank's memory).
         dst: Region,
+        /// The first operand (this rank's memory).
         a: Region,
+        /// The rank whose memory holds `b`.
         b_rank: usize,
+        /// The second operand.
         b: Region,
+        /// Which operands take the op's pre-op and whether the result takes
+        /// its post-op ([`ReduceStep`]).
         step: ReduceStep,
     },
     /// Steps ordered by flags inside one kernel (see [`Kernel`]).
@@ -433,22 +463,30 @@ impl OpKind {
 /// Where an op sits in the algorithm, for traces, timelines and errors.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Label {
+    /// Reduce-scatter or all-gather (none for ops outside a ring).
     pub phase: Option<Phase>,
+    /// The ring step within the phase.
     pub step: usize,
+    /// The chunk the op moves or reduces.
     pub chunk: usize,
+    /// The slice of that chunk (pipelined paths).
     pub slice: usize,
+    /// A word for what the op is, where the above do not say it.
     pub note: &'static str,
 }
 
 /// One operation of one rank.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Op {
+    /// The lane (stream) that runs it.
     pub lane: Lane,
+    /// What it does.
     pub kind: OpKind,
     /// Signals to wait for before the op starts.
     pub waits: Vec<SignalId>,
     /// Signal recorded when the op is done.
     pub signal: Option<SignalId>,
+    /// Where it sits in the algorithm.
     pub label: Label,
 }
 
@@ -457,9 +495,11 @@ pub struct Op {
 pub struct Plan {
     /// The path that built it, e.g. `ring:pipe2`, `oneshot:flag`.
     pub name: String,
+    /// The call it is a plan for.
     pub shape: Shape,
     /// `ops[r]` is rank r's op list, in issue order.
     pub ops: Vec<Vec<Op>>,
+    /// Every signal, indexed by [`SignalId`].
     pub signals: Vec<Signal>,
     /// Scratch elements each rank needs.
     pub scratch_len: usize,
@@ -509,7 +549,9 @@ impl std::fmt::Debug for Checked {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Traffic {
+    /// Bytes the rank sent to other ranks.
     pub sent: u64,
+    /// Bytes it received from them.
     pub received: u64,
     /// Of `sent`, the bytes that left the rank's node (the network
     /// transport's puts; 0 inside one machine). Counted by the backends
@@ -526,6 +568,7 @@ impl Plan {
         self.checked.0.get_or_init(|| self.validate()).clone()
     }
 
+    /// The ranks of the plan.
     pub fn ranks(&self) -> usize {
         self.shape.ranks
     }
@@ -551,6 +594,7 @@ impl Plan {
         marks
     }
 
+    /// How many signals the plan has.
     pub fn signal_count(&self) -> usize {
         self.signals.len()
     }

@@ -21,6 +21,7 @@ pub enum Origin {
 }
 
 impl Origin {
+    /// Where the rank numbers came from, in words.
     pub fn name(self) -> &'static str {
         match self {
             Origin::Launch => "ringreduce launch",
@@ -34,7 +35,9 @@ impl Origin {
 /// Where one process stands in a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobSpec {
+    /// This process's rank.
     pub rank: usize,
+    /// The ranks of the job.
     pub size: usize,
     /// The rank among the job's processes on this machine (picks the GPU).
     pub local_rank: usize,
@@ -49,6 +52,7 @@ pub struct JobSpec {
     /// The run id the store must carry (set by the launcher); `None`: this
     /// job's rank 0 creates the store.
     pub run_id: Option<String>,
+    /// Where the rank numbers came from.
     pub origin: Origin,
     /// The parent process whose id named the store, when no job id or
     /// store was given (an `mpirun` without one): ranks under different

@@ -16,7 +16,9 @@ use crate::error::Error;
 /// length in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HostSpan {
+    /// The first byte's address.
     pub addr: usize,
+    /// Its length in bytes.
     pub bytes: usize,
 }
 

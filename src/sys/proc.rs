@@ -14,9 +14,13 @@ use std::sync::atomic::{AtomicI32, Ordering};
 /// The signals this crate sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sig {
+    /// `SIGHUP`.
     Hup,
+    /// `SIGINT`.
     Int,
+    /// `SIGTERM`.
     Term,
+    /// `SIGKILL`.
     Kill,
 }
 

@@ -12,12 +12,16 @@ use super::binding::NcclError;
 /// An NCCL version, ordered by `(major, minor, patch)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Version {
+    /// Major version.
     pub major: u32,
+    /// Minor version.
     pub minor: u32,
+    /// Patch level.
     pub patch: u32,
 }
 
 impl Version {
+    /// The version `major.minor.patch`.
     pub const fn new(major: u32, minor: u32, patch: u32) -> Version {
         Version {
             major,

@@ -28,9 +28,11 @@ impl<T> DeviceBuffers<T> {
     pub fn len(&self) -> usize {
         self.len
     }
+    /// Whether they hold no element.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// The engine's id of these buffers.
     pub fn id(&self) -> BufId {
         self.id
     }
@@ -48,6 +50,7 @@ impl<T> DeviceBuffers<T> {
 }
 
 impl<T: Element> Engine<T> {
+    /// Buffers of `len` elements of `T` on every rank's device (host memory on the CPU backend).
     pub fn alloc(&mut self, len: usize) -> Result<DeviceBuffers<T>> {
         let bytes = len
             .checked_mul(T::DTYPE.size())
