@@ -250,13 +250,18 @@ fn oom(need: u64, what: &str, available: u64, is_free: bool) -> crate::error::Er
     }
 }
 
-/// What the machine can ever hold: MemTotal plus SwapTotal.
+/// What the machine can ever hold: MemTotal plus SwapTotal, read once per
+/// process (vectors are made on per-call paths, such as a GPU buffer's
+/// copy to the host, where a read of /proc/meminfo each time would cost).
 fn memory_ceiling() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    Some(
-        meminfo_field(&text, "MemTotal:")?
-            .saturating_add(meminfo_field(&text, "SwapTotal:").unwrap_or(0)),
-    )
+    static CEILING: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *CEILING.get_or_init(|| {
+        let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+        Some(
+            meminfo_field(&text, "MemTotal:")?
+                .saturating_add(meminfo_field(&text, "SwapTotal:").unwrap_or(0)),
+        )
+    })
 }
 
 /// A field of /proc/meminfo, in bytes.
