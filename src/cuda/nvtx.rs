@@ -1,6 +1,6 @@
 //! NVTX ranges in a `ringreduce` domain, for Nsight Systems, Nsight Compute
 //! (`ncu --nvtx`) or any NVTX tool: one per call and one per ring step of
-//! each rank (see `backend/cuda/rank/issue.rs`).
+//! each rank (see `backend/cuda/rank/hooks/nvtx.rs`).
 //!
 //! NVTX3 is header-only in C; from Rust its entry points come from the
 //! toolkit's `libnvtx3interop.so`, loaded at run time on first use (the

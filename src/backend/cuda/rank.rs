@@ -12,8 +12,8 @@ use crate::cuda::{
 };
 use crate::element::{DataType, DevOp};
 use crate::error::{Error, Result, WaitKind};
-use crate::fault::{FaultPlan, Injected};
-use crate::plan::{Collective, Lane, Plan, Traffic};
+use crate::fault::FaultPlan;
+use crate::plan::{Collective, Plan, Traffic};
 use crate::sync::SignalBoard;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,9 +21,11 @@ use std::time::{Duration, Instant};
 
 pub(super) mod activity;
 mod graphs;
+mod hooks;
 mod issue;
 mod lower;
 mod nccl_calls;
+mod network;
 mod timing;
 
 /// Control block words (32-bit): abort, status; 64-bit word 1: timeout;
@@ -75,7 +77,7 @@ struct Kernels<'id> {
 }
 
 /// What a rank's instrumentation layers recorded since the last take
-/// (`rank/issue.rs` and `rank/nccl_calls.rs` record, `rank/timing.rs`
+/// (`rank/hooks/` and `rank/nccl_calls.rs` record, `rank/timing.rs`
 /// takes).
 #[derive(Default)]
 struct Instruments<'id> {
@@ -541,7 +543,7 @@ impl Rank<'_> {
         if untaken == 0 && !held {
             return;
         }
-        if let Ok(k) = issue::cupti_here() {
+        if let Ok(k) = hooks::cupti_here() {
             if untaken > 0 {
                 let _ = k.end(untaken);
             }

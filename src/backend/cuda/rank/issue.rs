@@ -1,25 +1,19 @@
 //! Issuing a call on a rank: the pure lowering (`lower.rs`) gives each op's
-//! waits, work and record; the executor here submits them to the driver,
-//! and small layers around it add what is on for the call: injected faults,
-//! the checks of a per-GPU graph capture, timing events, traffic counting
-//! and the host-side profile. A layer that is off does nothing per op.
+//! waits, work and record; the executor here submits them to the driver.
+//! What is on for the call besides (injected faults, a per-GPU capture's
+//! checks, timing, NVTX, traffic counting) runs around each op as the
+//! layers of `hooks.rs`; a layer that is off does nothing per op. Waits,
+//! copies and records that reach another node go through `network.rs`.
 
-use super::activity::{CuptiCall, OpRef, TimingSource};
+use super::hooks::Hooks;
 use super::lower::{Addr, DriverOp, Lowered, Lowering, Wait};
 use super::*;
-use crate::cuda::cupti::{self as cupti, Class, Cupti, CuptiTie, Issued};
-use crate::cuda::nvtx;
 use crate::plan::SignalId;
-use crate::schedule::Phase;
-
-mod timers;
-pub(super) use timers::cupti_here;
-use timers::{Ranges, Timer};
 
 /// The profiling layer: nanoseconds since `t`, added to one kind of
 /// driver call's total of the issue's [`IssueProfile`] (always on: two
-/// clock reads per driver call, as before the layers).
-fn ns(t: Instant) -> u64 {
+/// clock reads per driver call).
+pub(super) fn ns(t: Instant) -> u64 {
     t.elapsed().as_nanos() as u64
 }
 
@@ -40,33 +34,33 @@ type DevLowered = crate::element::Lowered;
 
 /// Where an op is, for its errors (the step's description is built only
 /// when there is one), and the call's signal board and generation.
-struct StepAt<'p> {
-    plan: &'p Plan,
-    rank: usize,
-    device: usize,
-    i: usize,
-    board: &'p SignalBoard,
-    gen: u64,
+pub(super) struct StepAt<'p> {
+    pub(super) plan: &'p Plan,
+    pub(super) rank: usize,
+    pub(super) device: usize,
+    pub(super) i: usize,
+    pub(super) board: &'p SignalBoard,
+    pub(super) gen: u64,
 }
 
 impl StepAt<'_> {
-    fn desc(&self) -> String {
+    pub(super) fn desc(&self) -> String {
         op_desc(self.plan, self.rank, self.i)
     }
 
-    fn in_step(&self, e: Error) -> Error {
+    pub(super) fn in_step(&self, e: Error) -> Error {
         e.in_step(&self.desc())
     }
 
     /// A failed CUPTI call at this op.
-    fn cupti(&self, message: String) -> Error {
+    pub(super) fn cupti(&self, message: String) -> Error {
         Error::Worker {
             rank: self.rank,
             message: format!("CUPTI at {}: {message}", self.desc()),
         }
     }
 
-    fn cuda(&self, e: CudaError) -> Error {
+    pub(super) fn cuda(&self, e: CudaError) -> Error {
         Error::Cuda {
             rank: self.rank,
             device: self.device,
@@ -78,7 +72,9 @@ impl StepAt<'_> {
 }
 
 impl<'id> Rank<'id> {
-    /// Issue this rank's ops of `call`. No host synchronization with the GPU.
+    /// Issue this rank's ops of `call`. No host synchronization with the GPU
+    /// (except where a wait or a send reaches another process's turn on
+    /// this GPU or another node).
     pub fn issue(
         &mut self,
         call: &Call,
@@ -94,29 +90,15 @@ impl<'id> Rank<'id> {
         };
         let dev = call.dtype.lower(call.op, plan.ranks());
         self.kernels_for(call.dtype, dev.op)?;
-        // Graph replays do not pass here: only calls issued directly count.
-        let count = self.graphs.capturing == Capturing::No;
-        if self.instr.traffic.len() < plan.ranks() {
-            self.instr.traffic.resize(plan.ranks(), Traffic::default());
-        }
-        // The timing layer: on for a timed call issued directly.
-        let mut timer = if call.timing && self.graphs.capturing == Capturing::No {
-            Some(Timer::begin(self, plan)?)
-        } else {
-            None
-        };
-        let net = self.net.clone();
-        let turns = self.turns.clone();
+        let mut hooks = Hooks::begin(self, call, call_no)?;
+        let (net, turns) = (self.net.clone(), self.turns.clone());
         let mut lowering =
             Lowering::new(plan, r, &call.bind, call.dtype.size())?.taking_turns(&turns);
         if let Some(n) = &net {
             lowering = lowering.over_nodes(&n.node_of)?;
             n.forget_before(gen);
         }
-        let mut ranges = Ranges::begin(plan, r);
-        let mut stamped = Vec::new();
         for (i, op) in plan.ops[r].iter().enumerate() {
-            ranges.at(plan, r, i);
             let at = StepAt {
                 plan,
                 rank: r,
@@ -125,159 +107,51 @@ impl<'id> Rank<'id> {
                 board,
                 gen,
             };
-            self.inject(call_no, &at)?;
             let low = lowering.op(i)?;
             let waits = lowering.waits(op);
-            self.check_capture(&low, waits.clone(), &at)?;
-            let lane = low.lane as usize;
-            if let Some(t) = &mut timer {
-                t.before(plan, r, lane, waits.clone());
-            }
+            hooks.before(self, &low, waits.clone(), &at)?;
             for w in waits {
-                if let Wait::Land {
-                    signal,
-                    from: owner,
-                }
-                | Wait::Remote { signal, owner } = w
-                {
-                    self.land(signal, owner, &at, &mut p)?;
-                    continue;
-                }
-                self.submit_wait(w, lane, &at, &mut p)?;
+                self.submit_wait(w, low.lane as usize, &at, &mut p)?;
             }
-            // An LL kernel of a timed call writes its step times (the
-            // buffer taken before the op's start is marked).
-            let stamps = match (&timer, low.work) {
-                (Some(_), DriverOp::RingLl { steps, .. }) => {
-                    Some(self.step_times(at.i, steps).map_err(|e| at.in_step(e))?)
-                }
-                _ => None,
-            };
-            let span = match &mut timer {
-                Some(Timer::Events(t, _)) => Some(t.start(self, lane, &at)?),
-                _ => None,
-            };
-            let buf = stamps.as_ref().map(|s| &s.buf);
-            if let Some(Timer::Cupti(t)) = &mut timer {
-                t.push(&low, &at)?;
-                let n0 = self.lanes[lane].issued();
-                let r = self.submit_work(call, &dev, &low, &at, buf, &mut p);
-                t.pop(&low, &at)?;
-                r?;
-                t.issued(&low, lane, (n0, self.lanes[lane].issued()), i);
-            } else {
-                self.submit_work(call, &dev, &low, &at, buf, &mut p)?;
-            }
-            stamped.extend(stamps);
-            if let (true, Some((from, to, bytes))) = (count, low.moved) {
-                moved(&mut self.instr.traffic, from, to, bytes);
-                if let (DriverOp::Send { .. }, Some(t)) =
-                    (low.work, self.instr.traffic.get_mut(from))
-                {
-                    t.network += bytes as u64;
-                }
-            }
-            match (&mut timer, span) {
-                (Some(Timer::Events(t, _)), Some(a)) => t.end(self, (&low, a), op.signal, &at)?,
-                (Some(Timer::Cupti(t)), _) => t.end(&low, op.signal, i),
-                _ => {}
-            }
+            hooks.start(self, &low, &at)?;
+            let work = self.submit_work(call, &dev, &low, &at, hooks.stamps(), &mut p);
+            hooks.end(self, (&low, op), &at, work)?;
             if let Some(s) = low.record {
-                self.submit_record(s, lane, low.complete_first, &at, &mut p)?;
-                if !low.forward.is_empty() {
-                    self.forward(s, &low.forward, lane, &at, &mut p)?;
-                }
+                self.submit_record(s, &low, &at, &mut p)?;
             }
         }
-        ranges.end();
-        if let Some(t) = timer {
-            if let Timer::Cupti(c) = &t {
-                self.instr.cupti_mark = c.mark;
-            }
-            self.instr.timing.push((t.into_timed(), stamped));
-        }
+        hooks.finish(self);
         p.total_ns = ns(t_all);
         add_profile(&mut self.profile, &p);
         Ok(())
     }
-
-    /// The fault layer: what the fault plan injects at this op, if anything.
-    fn inject(&self, call_no: u64, at: &StepAt) -> Result<()> {
-        match self.faults.inject(at.rank, at.i, call_no, &|| at.desc()) {
-            None => Ok(()),
-            Some(Injected::Stall(why)) => Err(at.board.stall(at.gen, at.rank, &why)),
-            Some(Injected::Fail(_)) => Err(at.cuda(CudaError {
-                call: "injected",
-                message: "injected failure of the driver call".into(),
-            })),
-            // A rank's process kills itself once its call is issued, with
-            // its peers inside the call (`exchange::ipc`), not at an op.
-            Some(Injected::Kill) => Ok(()),
-        }
-    }
-
-    /// The capture layer: a per-GPU graph takes only compute-lane work
-    /// without events.
-    fn check_capture(
-        &self,
-        low: &Lowered,
-        mut waits: impl Iterator<Item = Wait>,
+    /// Submit one wait on `lane`: on this rank's own event; on the host for
+    /// the owner's record, then on its event; on the host alone where the
+    /// owner publishes once complete (a rank taking turns on this GPU); or
+    /// for a rank of another node, through the network (`network.rs`).
+    fn submit_wait(
+        &mut self,
+        w: Wait,
+        lane: usize,
         at: &StepAt,
+        p: &mut IssueProfile,
     ) -> Result<()> {
-        if self.graphs.capturing != Capturing::PerGpu {
-            return Ok(());
-        }
-        let why = if low.lane != Lane::Compute {
-            "runs on a second stream"
-        } else if waits.next().is_some() {
-            "waits on an event"
-        } else if low.record.is_some() {
-            "records an event"
-        } else if matches!(low.work, DriverOp::Send { .. }) {
-            "sends to another node"
-        } else {
-            return Ok(());
-        };
-        Err(Error::Unsupported(
-            format!(
-                "CUDA graph capture of {} ({} {why})",
-                at.plan.name,
-                at.desc()
-            ),
-            "cuda",
-        ))
-    }
-
-    /// Submit one wait on `lane`: on this rank's own event, or on the host
-    /// for the owner's record and then on its event.
-    fn submit_wait(&self, w: Wait, lane: usize, at: &StepAt, p: &mut IssueProfile) -> Result<()> {
-        let stream = &self.lanes[lane];
         let ev = match w {
             Wait::Local(s) => {
                 let ev = self
                     .event_of(at.plan, s.0)
                     .ok_or_else(|| Error::internal("event pool too small"))?;
                 let t = Instant::now();
-                stream.wait_local(ev).map_err(|e| at.cuda(e))?;
+                self.lanes[lane].wait_local(ev).map_err(|e| at.cuda(e))?;
                 p.wait_ns += ns(t);
                 return Ok(());
             }
-            Wait::Remote { signal, .. } | Wait::Land { signal, .. } | Wait::Host { signal, .. } => {
-                // Raised on this node's board only once complete on its
-                // GPU, or once the put it follows is filed (`land`).
-                let t = Instant::now();
-                at.board
-                    .wait(signal.0, at.gen, at.rank, &|| signal_desc(at.plan, signal))
-                    .map_err(|e| at.in_step(e))?;
-                p.peer_ns += ns(t);
-                return Ok(());
+            Wait::Land { signal, .. } | Wait::Remote { signal, .. } => {
+                return self.land(signal, at, p);
             }
+            Wait::Host { signal, .. } => return wait_board(signal, at, p),
             Wait::Peer { signal, owner } => {
-                let t = Instant::now();
-                at.board
-                    .wait(signal.0, at.gen, at.rank, &|| signal_desc(at.plan, signal))
-                    .map_err(|e| at.in_step(e))?;
-                p.peer_ns += ns(t);
+                wait_board(signal, at, p)?;
                 self.remote
                     .get(owner)
                     .and_then(|v| v.get(signal.0))
@@ -285,73 +159,14 @@ impl<'id> Rank<'id> {
             }
         };
         let t = Instant::now();
-        stream.wait(ev).map_err(|e| at.cuda(e))?;
+        self.lanes[lane].wait(ev).map_err(|e| at.cuda(e))?;
         p.wait_ns += ns(t);
-        Ok(())
-    }
-
-    /// The network layer, receiving side: wait (on the host) until this
-    /// node's board has `signal` (of rank `owner` on another node), then
-    /// land every put of the call received so far in this rank's buffers
-    /// (host to device, complete on return), before any later work. A put
-    /// is filed before its signal is raised, and a sender's messages are
-    /// filed in order, so whatever the signal follows has landed.
-    fn land(
-        &mut self,
-        signal: SignalId,
-        owner: usize,
-        at: &StepAt,
-        p: &mut IssueProfile,
-    ) -> Result<()> {
-        self.submit_wait(Wait::Remote { signal, owner }, 0, at, p)?;
-        let net = self
-            .net
-            .clone()
-            .ok_or_else(|| Error::internal("no network port"))?;
-        let t = Instant::now();
-        let what = || signal_desc(at.plan, signal);
-        net.wait_delivered(at.gen, signal.0, at.rank, self.timeout, &|| {
-            at.board.check(at.rank, &what)
-        })
-        .map_err(|e| at.in_step(e))?;
-        for put in net.take_all(at.gen) {
-            self.write(put.buf, put.offset, put.data())
-                .map_err(|e| at.in_step(e.in_step(&format!("landing rank {}'s put", put.from))))?;
-            net.recycle(put.msg);
-        }
-        p.copy_ns += ns(t);
-        Ok(())
-    }
-
-    /// The network layer, sending side of a signal: once the work before
-    /// it on `lane` is complete, send signal `s` to every rank of another
-    /// node that waits on it (each must receive it itself: see `net.rs`).
-    fn forward(
-        &self,
-        s: SignalId,
-        to: &[usize],
-        lane: usize,
-        at: &StepAt,
-        p: &mut IssueProfile,
-    ) -> Result<()> {
-        let net = self
-            .net
-            .as_ref()
-            .ok_or_else(|| Error::internal("no network port"))?;
-        let t = Instant::now();
-        self.lane_done(lane, at)?;
-        for &x in to {
-            net.wire
-                .signal(at.rank, x, s.0, at.gen)
-                .map_err(|e| at.in_step(e))?;
-        }
-        p.peer_ns += ns(t);
         Ok(())
     }
 
     /// Wait (bounded, watching the job) until `lane` finished everything
     /// issued on it.
-    fn lane_done(&self, lane: usize, at: &StepAt) -> Result<()> {
+    pub(super) fn lane_done(&self, lane: usize, at: &StepAt) -> Result<()> {
         self.wait_stream(
             &self.lanes[lane],
             self.timeout + Duration::from_secs(5),
@@ -359,29 +174,33 @@ impl<'id> Rank<'id> {
         )
     }
 
-    /// Record signal `s` on `lane` and tell the other ranks' threads: at
-    /// once, or (`complete_first`, a rank taking turns on this GPU waits
-    /// on it on the host) once the lane's work is complete.
+    /// Record signal `s` on the op's lane and tell the other ranks' threads:
+    /// at once, or (`complete_first`, a rank taking turns on this GPU waits
+    /// on it on the host) once the lane's work is complete; and the ranks
+    /// of other nodes that wait on it, through the network.
     fn submit_record(
         &self,
         s: SignalId,
-        lane: usize,
-        complete_first: bool,
+        low: &Lowered,
         at: &StepAt,
         p: &mut IssueProfile,
     ) -> Result<()> {
+        let lane = low.lane as usize;
         let ev = self
             .event_of(at.plan, s.0)
             .ok_or_else(|| Error::internal("event pool too small"))?;
         let t = Instant::now();
         self.lanes[lane].record(ev).map_err(|e| at.cuda(e))?;
         p.record_ns += ns(t);
-        if complete_first {
+        if low.complete_first {
             let t = Instant::now();
             self.lane_done(lane, at)?;
             p.peer_ns += ns(t);
         }
         at.board.publish(s.0, at.gen);
+        if !low.forward.is_empty() {
+            self.forward(s, &low.forward, lane, at, p)?;
+        }
         Ok(())
     }
 
@@ -429,33 +248,7 @@ impl<'id> Rank<'id> {
                 bytes,
                 signal,
             } => {
-                // The lane reached the copy: its producers are done. Read
-                // the source to the host and send it as one put.
-                let net = self
-                    .net
-                    .as_ref()
-                    .ok_or_else(|| Error::internal("no network port"))?;
-                self.lane_done(low.lane as usize, at)?;
-                // Staged in the port's buffers, reused from step to step.
-                let mut stage = net.stage();
-                let (data, msg) = &mut *stage;
-                data.resize(bytes, 0);
-                self.read_into(src.buf, src.offset, data)
-                    .map_err(|e| at.in_step(e))?;
-                net.wire.put_message(
-                    self.rank,
-                    dst.rank,
-                    dst.buf,
-                    dst.offset,
-                    signal.map(|s| s.0),
-                    at.gen,
-                    data,
-                    msg,
-                );
-                *msg = net
-                    .wire
-                    .send_put(self.rank, dst.rank, std::mem::take(msg))
-                    .map_err(|e| at.in_step(e))?;
+                self.send(low.lane as usize, (src, dst, bytes, signal), at)?;
                 p.copy_ns += ns(t);
                 return Ok(());
             }
@@ -573,12 +366,14 @@ impl<'id> Rank<'id> {
     }
 }
 
-/// The traffic layer: count `bytes` moved from rank `from` to rank `to`.
-fn moved(t: &mut [Traffic], from: usize, to: usize, bytes: usize) {
-    if let Some(x) = t.get_mut(from) {
-        x.sent += bytes as u64;
-    }
-    if let Some(x) = t.get_mut(to) {
-        x.received += bytes as u64;
-    }
+/// Wait (on the host, bounded) until this node's board has `signal`:
+/// raised once the owner's record is issued, or once complete on its GPU,
+/// or once the put it follows is filed (`network.rs`).
+pub(super) fn wait_board(signal: SignalId, at: &StepAt, p: &mut IssueProfile) -> Result<()> {
+    let t = Instant::now();
+    at.board
+        .wait(signal.0, at.gen, at.rank, &|| signal_desc(at.plan, signal))
+        .map_err(|e| at.in_step(e))?;
+    p.peer_ns += ns(t);
+    Ok(())
 }

@@ -106,7 +106,7 @@ impl<'id> Rank<'id> {
             return self.nccl_call(c);
         }
         let e = self.err();
-        let cupti = super::issue::cupti_here().and_then(|k| match k.tie {
+        let cupti = super::hooks::cupti_here().and_then(|k| match k.tie {
             CuptiTie::Callback => k.begin().map(|()| k),
             CuptiTie::Order => Err(
                 "the order tie (RINGREDUCE_CUPTI_TIE=order) does not time NCCL's calls: NCCL's launches are not counted on the lanes"

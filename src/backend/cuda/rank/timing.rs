@@ -163,7 +163,7 @@ impl<'id> Rank<'id> {
     /// call is pending either). With events or the order tie (whose records
     /// on the lanes must all be the timed calls'): nothing.
     pub fn prepare_timing(&mut self, on: bool) -> Result<()> {
-        let Ok(k) = super::issue::cupti_here() else {
+        let Ok(k) = super::hooks::cupti_here() else {
             return Ok(());
         };
         if k.tie != CuptiTie::Callback {

@@ -1,8 +1,14 @@
-//! The timing layers of an issue: CUDA events between ops ([`CallTimer`])
-//! or CUPTI activity records tied to their ops ([`CuptiTimer`]), and the
-//! NVTX ranges ([`Ranges`]).
+//! The timing layer of an issue: CUDA events between ops ([`CallTimer`])
+//! or CUPTI activity records tied to their ops ([`CuptiTimer`]).
 
-use super::*;
+use super::super::activity::{CuptiCall, OpRef, TimingSource};
+use super::super::issue::StepAt;
+use super::super::lower::{DriverOp, Lowered, Wait};
+use super::super::{Rank, Timed, TimedCall};
+use crate::cuda::cupti::{self as cupti, Class, Cupti, CuptiTie, Issued};
+use crate::error::{Error, Result};
+use crate::plan::{Plan, SignalId};
+use std::time::Instant;
 
 /// The timing layer of one timed call: one event per op end, and one at
 /// its start only where the start is not already marked by the previous
@@ -369,53 +375,5 @@ impl<'id> Timer<'id> {
                 Timed::Cupti(std::mem::take(&mut t.call), t.cupti, t.issued)
             }
         }
-    }
-}
-
-/// The NVTX layer: a range per call and one per ring step (phase, step,
-/// chunk) of the rank, only while an NVTX tool listens (else nothing is
-/// formatted).
-pub(super) struct Ranges {
-    nvtx: Option<&'static nvtx::Nvtx>,
-    /// The open step range and its step; dropped before `call`.
-    step: Option<((Phase, usize, usize), nvtx::Range)>,
-    call: Option<nvtx::Range>,
-}
-
-impl Ranges {
-    pub(super) fn begin(plan: &Plan, r: usize) -> Self {
-        let nvtx = nvtx::active();
-        Ranges {
-            nvtx,
-            step: None,
-            call: nvtx.map(|n| n.range(&format!("{} rank {r}", plan.name))),
-        }
-    }
-
-    /// Before op `i`: close the step range if the op starts another step,
-    /// open the op's own.
-    pub(super) fn at(&mut self, plan: &Plan, r: usize, i: usize) {
-        let Some(n) = self.nvtx else {
-            return;
-        };
-        let l = &plan.ops[r][i].label;
-        let key = l.phase.map(|p| (p, l.step, l.chunk));
-        if self.step.as_ref().map(|s| s.0) == key {
-            return;
-        }
-        self.step = None;
-        if let Some((p, step, chunk)) = key {
-            let name = format!(
-                "{} {} step {step} chunk {chunk} rank {r}",
-                plan.name,
-                p.label()
-            );
-            self.step = Some(((p, step, chunk), n.range(&name)));
-        }
-    }
-
-    pub(super) fn end(mut self) {
-        self.step = None;
-        self.call = None;
     }
 }
