@@ -25,7 +25,8 @@
 
 use super::{oneshot::all_reduce_only, Algorithm, Path, StaticPath};
 use crate::plan::{
-    local_only, Buf, Label, Lane, Plan, PlanBuilder, ReduceStep, Region, Shape, SignalId,
+    local_only, Buf, Group, Kernel, KernelKind, Label, Lane, Op, OpKind, Plan, PlanBuilder,
+    ReduceStep, Region, Shape, SignalId,
 };
 use crate::schedule::{ChunkLayout, Phase, Ring as RingSchedule};
 use std::ops::Range;
@@ -36,11 +37,31 @@ use std::sync::Arc;
 pub struct Hier {
     /// `G`: ranks per node (at least 1).
     pub per_node: usize,
+    /// How each rail's phase runs.
+    pub rail: Rail,
+}
+
+/// How `hier:G` runs each rail's all-reduce (phase 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Rail {
+    /// `hier:G`: a ring of copies and reduces over the rail, like any
+    /// other step of the plan (over nodes, MPI point-to-point carries the
+    /// copies).
+    #[default]
+    Ring,
+    /// `hier:G:mpi`: one op per member ([`KernelKind::Rail`](crate::plan::KernelKind::Rail)).
+    /// Between nodes the CPU backend hands it to MPI's own
+    /// `MPI_Allreduce` on the rail's communicator; on one machine its
+    /// steps (a ring of puts into scratch slots) run.
+    Mpi,
 }
 
 impl Algorithm for Hier {
     fn name(&self) -> String {
-        format!("hier:{}", self.per_node)
+        match self.rail {
+            Rail::Ring => format!("hier:{}", self.per_node),
+            Rail::Mpi => format!("hier:{}:mpi", self.per_node),
+        }
     }
 
     fn supports(&self, shape: &Shape) -> Result<(), String> {
@@ -54,8 +75,33 @@ impl Algorithm for Hier {
         Ok(())
     }
 
+    fn supports_at(&self, at: &super::Placement) -> Result<(), String> {
+        if self.rail != Rail::Mpi {
+            return Ok(());
+        }
+        if !at.host {
+            return Err(format!(
+                "{}: its rail's all-reduce runs on host memory (the CPU backend), as MPI's all-reduce between nodes",
+                self.name()
+            ));
+        }
+        match at.per_node {
+            Some(p) if p != self.per_node => Err(format!(
+                "{}: its rails are the ranks with the same index on nodes of {} ranks, but {}",
+                self.name(),
+                self.per_node,
+                if p == 0 {
+                    "the job's nodes are not blocks of consecutive ranks of one size".to_string()
+                } else {
+                    format!("the job's nodes have {p} ranks")
+                }
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn path(&self, shape: &Shape) -> Box<dyn Path> {
-        StaticPath::boxed(plan(shape, self.per_node))
+        StaticPath::boxed(plan(shape, self.per_node, self.rail))
     }
 
     fn load(&self) -> Option<super::Load> {
@@ -71,16 +117,22 @@ impl Algorithm for Hier {
     }
 }
 
-/// `hier:G` with `G` in 1..=1024 ranks per node.
+/// `hier:G` and `hier:G:mpi` with `G` in 1..=1024 ranks per node.
 pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
     let g = s.strip_prefix("hier")?;
+    let (g, rail) = match g.strip_suffix(":mpi") {
+        Some(g) => (g, Rail::Mpi),
+        None => (g, Rail::Ring),
+    };
     Some(
         g.strip_prefix(':')
             .and_then(|g| g.parse::<usize>().ok())
             .filter(|g| (1..=1024).contains(g))
-            .map(|per_node| Arc::new(Hier { per_node }) as Arc<dyn Algorithm>)
+            .map(|per_node| Arc::new(Hier { per_node, rail }) as Arc<dyn Algorithm>)
             .ok_or_else(|| {
-                format!("bad node size in {s:?} (hier:G with G in 1..=1024 ranks per node)")
+                format!(
+                    "bad node size in {s:?} (hier:G or hier:G:mpi with G in 1..=1024 ranks per node)"
+                )
             }),
     )
 }
@@ -89,17 +141,18 @@ pub fn parse(s: &str) -> Option<Result<Arc<dyn Algorithm>, String>> {
 /// (an empty chunk has none).
 type Steps = Vec<Vec<Option<SignalId>>>;
 
-/// Build the plan for `shape` with nodes of `per_node` ranks. A node size
+/// Build the plan for `shape` with nodes of `per_node` ranks, each rail's
+/// phase run as `rail` says. A node size
 /// that does not divide the rank count is refused by [`Hier::supports`];
 /// here it is taken as one node of all ranks (the ring), never a panic.
-pub fn plan(shape: &Shape, per_node: usize) -> Plan {
+pub fn plan(shape: &Shape, per_node: usize, rail: Rail) -> Plan {
     let n = shape.ranks;
     let g = if per_node == 0 || n % per_node != 0 {
         n.max(1)
     } else {
         per_node
     };
-    let mut b = PlanBuilder::new(Hier { per_node: g }.name(), *shape);
+    let mut b = PlanBuilder::new(Hier { per_node: g, rail }.name(), *shape);
     b.nodes(g);
     let begin = b.begin_all();
     if n == 1 || shape.count == 0 {
@@ -113,7 +166,13 @@ pub fn plan(shape: &Shape, per_node: usize) -> Plan {
         .map(|l| ChunkLayout::new(nodes.len(intra.owned_chunk(l)), k, shape.elem_size))
         .collect();
     let rail_max = rails.iter().map(ChunkLayout::max_len).max().unwrap_or(0);
-    b.scratch(2 * nodes.max_len() + 2 * rail_max);
+    // The ring over a rail reuses two receive slots; a rail's op writes
+    // each of its 2(K-1) slots once per call.
+    let rail_slots = match rail {
+        Rail::Ring => 2,
+        Rail::Mpi => 2 * (k - 1),
+    };
+    b.scratch(2 * nodes.max_len() + rail_slots.max(2) * rail_max);
     let mut ctx = Ctx {
         b: &mut b,
         shape: *shape,
@@ -141,7 +200,33 @@ pub fn plan(shape: &Shape, per_node: usize) -> Plan {
     }
     // Phase 2: all-reduce between the nodes on each rail's node chunk.
     let base = 2 * nodes.max_len();
+    let mut rail_ops: Vec<Option<SignalId>> = vec![None; n];
     for (l, layout) in rails.iter().enumerate() {
+        if rail == Rail::Mpi {
+            let members = rail_ring(l);
+            let node_chunk = nodes.range(intra.owned_chunk(l));
+            if k == 1 || node_chunk.is_empty() {
+                continue;
+            }
+            let slots = base..base + rail_max;
+            let op = RailOp {
+                members: &members,
+                node_chunk,
+                layout,
+                slots,
+                own: if g == 1 {
+                    Operand::Input
+                } else {
+                    Operand::Output
+                },
+            };
+            for (i, s) in op.build(&mut ctx, &ready).into_iter().enumerate() {
+                let r = members[i];
+                rail_ops[r] = Some(s);
+                ready[r] = vec![s];
+            }
+            continue;
+        }
         let members = rail_ring(l);
         let start = nodes.range(intra.owned_chunk(l)).start;
         let sub = |c: usize| {
@@ -192,13 +277,154 @@ pub fn plan(shape: &Shape, per_node: usize) -> Plan {
         let (node, l) = (r / g, r % g);
         let intra_left = node * g + (l + g - 1) % g;
         let rail_left = ((node + k - 1) % k) * g + l;
-        let waits = [last_copy[r], last_copy[intra_left], last_copy[rail_left]]
-            .into_iter()
-            .flatten()
-            .collect();
+        // A rail's op is complete once its puts (reading this rank) and
+        // the puts into this rank (its receives waited for them) are.
+        let waits = [
+            last_copy[r],
+            last_copy[intra_left],
+            last_copy[rail_left],
+            rail_ops[r],
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         b.end(r, waits);
     }
     b.finish()
+}
+
+/// A rail's all-reduce as one op per member (`hier:G:mpi`): the ring over
+/// the rail's members on the node chunk, cut into `K` sub-chunks, as
+/// kernel steps (a put into the right member's slot of the step, a receive
+/// from the left member's), and the op as a whole ([`Group`]).
+struct RailOp<'a> {
+    /// The members in rail order (one per node).
+    members: &'a [usize],
+    /// The node chunk the rail all-reduces (elements of the buffer).
+    node_chunk: Range<usize>,
+    /// Its `K` sub-chunks, relative to the node chunk.
+    layout: &'a ChunkLayout,
+    /// The scratch range of the first slot; slot `j` follows `j` lengths
+    /// later.
+    slots: Range<usize>,
+    /// Where each member's contribution lies.
+    own: Operand,
+}
+
+impl RailOp<'_> {
+    /// Each member's op, after `ready[member]`; returns their signals.
+    fn build(&self, ctx: &mut Ctx<'_>, ready: &[Vec<SignalId>]) -> Vec<SignalId> {
+        let k = self.members.len();
+        let ring = RingSchedule::all_reduce(k);
+        let steps = ring.steps();
+        let shape = ctx.shape;
+        let pre = self.own == Operand::Input;
+        let start = self.node_chunk.start;
+        let sub = |c: usize| {
+            let r = self.layout.range(c);
+            start + r.start..start + r.end
+        };
+        let whole = |r: usize, op: Operand| match op {
+            Operand::Input => shape.input(r),
+            Operand::Output => shape.output(r),
+        };
+        let slot = |j: usize, c: usize| {
+            let at = self.slots.start + j * self.slots.len();
+            Region::new(Buf::Scratch, at..at + self.layout.len(c))
+        };
+        // Every put's flag first: a receive names its left member's.
+        let flags: Vec<Vec<SignalId>> = self
+            .members
+            .iter()
+            .map(|&r| (0..2 * steps).map(|_| ctx.b.flag(r)).collect())
+            .collect();
+        let mut out = Vec::with_capacity(k);
+        for (i, &r) in self.members.iter().enumerate() {
+            let (left, right) = (ring.left(i), ring.right(i));
+            let mut st = Vec::with_capacity(4 * steps);
+            for (j, phase, s) in (0..steps)
+                .map(|s| (s, Phase::ReduceScatter, s))
+                .chain((0..steps).map(|t| (steps + t, Phase::AllGather, t)))
+            {
+                let c = ring.send_chunk(phase, i, s);
+                let src = whole(r, if j == 0 { self.own } else { Operand::Output }).sub(sub(c));
+                st.push(Op {
+                    lane: Lane::Compute,
+                    kind: OpKind::Copy {
+                        from: r,
+                        to: self.members[right],
+                        src,
+                        dst: slot(j, c),
+                    },
+                    // The first put into the right member waits for its
+                    // Begin (the later ones follow it in the kernel).
+                    waits: if j == 0 {
+                        vec![ctx.begin[self.members[right]]]
+                    } else {
+                        vec![]
+                    },
+                    signal: Some(flags[i][j]),
+                    label: label(phase, s, c, "rail"),
+                });
+                let c = ring.recv_chunk(phase, i, s);
+                let dst = shape.output(r).sub(sub(c));
+                let kind = match phase {
+                    Phase::ReduceScatter => OpKind::Reduce {
+                        dst,
+                        a: whole(r, self.own).sub(sub(c)),
+                        b_rank: r,
+                        b: slot(j, c),
+                        step: ReduceStep {
+                            pre_a: pre,
+                            pre_b: pre && s == 0,
+                            post: s + 1 == steps,
+                        },
+                    },
+                    Phase::AllGather => OpKind::Copy {
+                        from: r,
+                        to: r,
+                        src: slot(j, c),
+                        dst,
+                    },
+                };
+                st.push(Op {
+                    lane: Lane::Compute,
+                    kind,
+                    waits: vec![flags[left][j]],
+                    signal: None,
+                    label: label(phase, s, c, "rail"),
+                });
+            }
+            let group = Group {
+                members: self.members.to_vec(),
+                src: whole(r, self.own).sub(self.node_chunk.clone()),
+                dst: shape.output(r).sub(self.node_chunk.clone()),
+                step: ReduceStep {
+                    pre_a: pre,
+                    pre_b: false,
+                    post: true,
+                },
+            };
+            let mut waits = ready.get(r).cloned().unwrap_or_default();
+            waits.push(ctx.begin[r]);
+            let sig = ctx.b.push_signalled(
+                r,
+                Lane::Compute,
+                OpKind::Kernel(Kernel {
+                    kind: KernelKind::Rail,
+                    steps: st,
+                    group: Some(group),
+                }),
+                waits,
+                Label {
+                    note: "rail all-reduce (between nodes)",
+                    ..Label::default()
+                },
+            );
+            out.push(sig);
+        }
+        out
+    }
 }
 
 /// One sub-ring: its members in ring order, the element range of each of

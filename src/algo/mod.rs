@@ -208,8 +208,8 @@ pub const REGISTRY: &[Entry] = &[
     Entry::new(ps::parse, &["ps"], "ps (parameter server, rank 0 as root)"),
     Entry::new(
         hier::parse,
-        &["hier:G"],
-        "hier:G (hierarchical: nodes of G consecutive ranks; reduce-scatter inside each node, a ring all-reduce between the nodes on each rail, all-gather inside each node)",
+        &["hier:G", "hier:G:mpi"],
+        "hier:G (hierarchical: nodes of G consecutive ranks; reduce-scatter inside each node, a ring all-reduce between the nodes on each rail, all-gather inside each node), hier:G:mpi (the same, each rail's all-reduce one op per rank: MPI's own MPI_Allreduce between nodes, a ring of puts on one machine; host memory only)",
     ),
     Entry::new(
         bcast::parse,
@@ -546,9 +546,10 @@ impl AlgoChoice {
         let algo: Arc<dyn Algorithm> = if let Some(g) = at.per_node {
             let n = shape.ranks;
             match shape.collective {
-                Collective::AllReduce if g > 1 && g < n && n % g == 0 => {
-                    Arc::new(hier::Hier { per_node: g })
-                }
+                Collective::AllReduce if g > 1 && g < n && n % g == 0 => Arc::new(hier::Hier {
+                    per_node: g,
+                    rail: hier::Rail::Ring,
+                }),
                 Collective::Broadcast { .. } => auto(shape),
                 _ => Arc::new(ring::Ring::PLAIN),
             }

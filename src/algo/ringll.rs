@@ -123,13 +123,17 @@ pub(crate) fn kernel_plan(
         b.push(
             r,
             Lane::Compute,
-            OpKind::Kernel(Kernel { kind, steps: st }),
+            OpKind::Kernel(Kernel {
+                kind,
+                steps: st,
+                group: None,
+            }),
             waits,
             false,
             Label {
                 note: match kind {
                     KernelKind::LlOneShot => "LL one-shot kernel",
-                    KernelKind::LlRing | KernelKind::Exchange => "LL ring kernel",
+                    _ => "LL ring kernel",
                 },
                 ..Label::default()
             },

@@ -15,7 +15,9 @@ fn algos() -> Vec<Arc<dyn Algorithm>> {
         Arc::new(ps::ParameterServer),
     ];
     for per_node in [1, 2, 3] {
-        v.push(Arc::new(hier::Hier { per_node }));
+        for rail in [hier::Rail::Ring, hier::Rail::Mpi] {
+            v.push(Arc::new(hier::Hier { per_node, rail }));
+        }
     }
     for slices in [1, 2, 3, 4] {
         for slots in [1, 2] {
@@ -559,7 +561,11 @@ fn paths_that_spin_refuse_where_processes_take_turns_on_a_gpu() {
     // the host by the CUDA backend).
     for algo in paths() {
         let name = algo.name();
-        if !["ring:ll", "oneshot:ll", "oneshot:flag", "ring:flag"].contains(&name.as_str()) {
+        if name.ends_with(":mpi") {
+            // Host memory only, wherever the GPUs are.
+            let e = algo.supports_at(&shared).unwrap_err();
+            assert!(e.contains("host memory"), "{name}: {e}");
+        } else if !["ring:ll", "oneshot:ll", "oneshot:flag", "ring:flag"].contains(&name.as_str()) {
             algo.supports_at(&shared)
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
         }
@@ -1188,8 +1194,11 @@ fn divisors(n: usize) -> Vec<usize> {
 #[test]
 fn hier_plans_validate() {
     for n in 2..=8 {
-        for g in divisors(n) {
-            let a = hier::Hier { per_node: g };
+        for (g, rail) in divisors(n)
+            .into_iter()
+            .flat_map(|g| [(g, hier::Rail::Ring), (g, hier::Rail::Mpi)])
+        {
+            let a = hier::Hier { per_node: g, rail };
             for s in shapes(n, &[0, 1, 2, 3, 7, 16, 17, 64, 100, 1000]) {
                 if s.collective != Collective::AllReduce {
                     assert!(a.supports(&s).is_err(), "{} {s:?}", a.name());
@@ -1198,7 +1207,7 @@ fn hier_plans_validate() {
                 a.supports(&s)
                     .unwrap_or_else(|e| panic!("{} {s:?}: {e}", a.name()));
                 let p = first_plan(&a, &s);
-                assert_eq!(p.name, format!("hier:{g}"));
+                assert_eq!(p.name, a.name());
                 p.validate()
                     .unwrap_or_else(|e| panic!("{} {s:?}: {e}", a.name()));
             }
@@ -1252,14 +1261,17 @@ fn hier_refuses_a_node_size_that_does_not_divide() {
 #[test]
 fn hier_node_traffic_is_the_rails() {
     for n in 2..=8 {
-        for g in divisors(n) {
+        for (g, rail) in divisors(n)
+            .into_iter()
+            .flat_map(|g| [(g, hier::Rail::Ring), (g, hier::Rail::Mpi)])
+        {
             let k = n / g;
             for elem_size in [1, 2, 4, 8] {
                 // 16-byte units, so that count = units * unit.
                 let unit = 16 / elem_size;
                 for count in [n * k * unit, 3 * n * k * unit, 5, 1000, 77] {
                     let s = Shape::all_reduce(n, count, elem_size, false);
-                    let p = hier::plan(&s, g);
+                    let p = hier::plan(&s, g, rail);
                     let d = (count * elem_size) as u64;
                     let t = p.node_traffic(g);
                     let sent: u64 = t.iter().map(|x| x.sent).sum();
@@ -1295,7 +1307,7 @@ fn hier_node_traffic_is_the_rails() {
     // The case: 2 nodes x 2 ranks, 1 MiB per rank: D/G = 512 KiB,
     // 2(K-1)/K = 1, so 512 KiB per rank crosses the network.
     let s = Shape::all_reduce(4, 1 << 18, 4, true);
-    let t = hier::plan(&s, 2).node_traffic(2);
+    let t = hier::plan(&s, 2, hier::Rail::Ring).node_traffic(2);
     assert!(t
         .iter()
         .all(|x| x.sent == 512 << 10 && x.received == 512 << 10));
@@ -1307,9 +1319,9 @@ fn hier_limits_are_the_ring() {
     for n in 2..=6 {
         let s = Shape::all_reduce(n, 96 * n, 4, false);
         let ring = ring::plan(&s, 1, 2).traffic();
-        assert_eq!(hier::plan(&s, n).traffic(), ring);
-        assert_eq!(hier::plan(&s, 1).traffic(), ring);
-        assert!(hier::plan(&s, n)
+        assert_eq!(hier::plan(&s, n, hier::Rail::Ring).traffic(), ring);
+        assert_eq!(hier::plan(&s, 1, hier::Rail::Ring).traffic(), ring);
+        assert!(hier::plan(&s, n, hier::Rail::Ring)
             .node_traffic(n)
             .iter()
             .all(|t| t.sent == 0));

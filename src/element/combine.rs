@@ -124,6 +124,32 @@ pub(crate) fn combine_into(c: &Combine, dst: &mut [u8], b: &[u8]) -> Result<(), 
     crate::with_element!(c.dtype, T => combine_bytes::<T>(c, dst, None, b))
 }
 
+/// `x = post(pre(x))` for every element of `data` in place, by the flags
+/// of `c` (`pre_a`: the pre-op, `post`: the post-op), at any alignment: a
+/// contribution handed to a library that knows only the plain op, and
+/// what comes back.
+pub(crate) fn apply_ops(c: &Combine, data: &mut [u8]) -> Result<(), String> {
+    lengths(c.dtype, data.len(), &[])?;
+    let pre = c.pre_a && c.op == DevOp::PreMulSum;
+    let post = c.post && c.op == DevOp::SumPostDiv;
+    if !pre && !post {
+        return Ok(());
+    }
+    crate::with_element!(c.dtype, T => {
+        for x in data.chunks_exact_mut(size_of::<T>()) {
+            let mut v: T = bytemuck::pod_read_unaligned(x);
+            if pre {
+                v = pre_op(c, v);
+            }
+            if post {
+                v = post_op(c, v);
+            }
+            x.copy_from_slice(bytemuck::bytes_of(&v));
+        }
+    });
+    Ok(())
+}
+
 /// Typed slices: `dst[i] = combine_one(c, a[i], b[i])`, vectorisable loops and
 /// rayon for long slices (the tests' way into the typed path).
 #[cfg(test)]

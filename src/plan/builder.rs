@@ -221,6 +221,7 @@ impl PlanBuilder {
                         step_op(push, vec![], Some(pushed[i])),
                         step_op(reduce, vec![pushed[1 - i]], None),
                     ],
+                    group: None,
                 }),
                 waits,
                 signal: None,

@@ -378,6 +378,17 @@ pub enum KernelKind {
     /// and a *receive* that reduces it with the input (the contract of
     /// [`KernelKind::LlRing`], on 2 ranks).
     LlOneShot,
+    /// The all-reduce of one rail of a hierarchical plan (the ranks with
+    /// the same index on every node), one op per member. Its steps are a
+    /// ring over the rail's members, as an LL ring's are: each step a *put*
+    /// into the right member's scratch slot of that step (each slot written
+    /// once per call; the first put into a member waits for that member's
+    /// Begin) or a *receive* from the left member's. One machine runs the
+    /// steps; a link that reaches the members through a network library
+    /// runs the whole op as that library's all-reduce of the op's
+    /// [`Group`] instead (MPI's `MPI_Allreduce` on the rail's
+    /// communicator), and its steps, their waits and flags, do not run.
+    Rail,
 }
 
 impl KernelKind {
@@ -386,6 +397,22 @@ impl KernelKind {
     pub fn uses_lines(self) -> bool {
         matches!(self, KernelKind::LlRing | KernelKind::LlOneShot)
     }
+}
+
+/// What a [`KernelKind::Rail`] op computes as a whole, for a link that runs
+/// it as one all-reduce over its members instead of its steps.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Group {
+    /// The members, in rail order (one per node); the op's rank is one.
+    pub members: Vec<usize>,
+    /// This rank's contribution (its memory).
+    pub src: Region,
+    /// Where the reduction over the members lands (its memory; the same
+    /// range as `src`'s, and may be `src` itself).
+    pub dst: Region,
+    /// Whether `src` takes the op's pre-op (`pre_a`) and the result its
+    /// post-op (`post`).
+    pub step: ReduceStep,
 }
 
 /// One kernel per rank whose steps are ordered on the GPU itself: a step
@@ -401,6 +428,8 @@ pub struct Kernel {
     /// reduce, its `waits` flags, its `signal` a flag, its label naming the
     /// ring step for traces and errors (its lane is the kernel's).
     pub steps: Vec<Op>,
+    /// A rail's op as a whole ([`KernelKind::Rail`] only).
+    pub group: Option<Group>,
 }
 
 /// What an op does.
@@ -454,6 +483,7 @@ impl OpKind {
                 KernelKind::Exchange => "exchange",
                 KernelKind::LlRing => "ll ring kernel",
                 KernelKind::LlOneShot => "ll one-shot kernel",
+                KernelKind::Rail => "rail all-reduce",
             },
             OpKind::End => "end",
         }

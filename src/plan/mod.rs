@@ -24,6 +24,6 @@ pub(crate) use builder::local_only;
 pub use builder::PlanBuilder;
 pub use call::{Binding, BufId, Call};
 pub use ir::{
-    Buf, Collective, Kernel, KernelKind, Label, Lane, Op, OpKind, Plan, ReduceStep, Region, Shape,
-    Signal, SignalId, SignalKind, Traffic, LANES,
+    Buf, Collective, Group, Kernel, KernelKind, Label, Lane, Op, OpKind, Plan, ReduceStep, Region,
+    Shape, Signal, SignalId, SignalKind, Traffic, LANES,
 };

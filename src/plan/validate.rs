@@ -22,7 +22,8 @@
 
 use super::interp::{self, parts, Access, Effect, SymMem, Val};
 use super::ir::{
-    Buf, Collective, Kernel, KernelKind, Lane, Op, OpKind, Plan, SignalId, SignalKind, LANES,
+    Buf, Collective, Kernel, KernelKind, Lane, Op, OpKind, Plan, Region, SignalId, SignalKind,
+    LANES,
 };
 
 /// Plans with more ranks skip the race and bracket checks (memory grows
@@ -223,6 +224,12 @@ impl Plan {
                 }
                 (1 - r, 1 - r, Buf::Lines)
             }
+            KernelKind::Rail => {
+                let (right, left) = self
+                    .check_rail(r, k)
+                    .map_err(|m| format!("{}: {m}", at()))?;
+                (right, left, Buf::Scratch)
+            }
             KernelKind::Exchange => {
                 let peer = match k.steps.first().map(|s| &s.kind) {
                     Some(OpKind::Copy { to, .. }) => *to,
@@ -244,11 +251,25 @@ impl Plan {
                 (peer, peer, Buf::Scratch)
             }
         };
+        if k.kind != KernelKind::Rail && k.group.is_some() {
+            return Err(format!("{}: only a rail's all-reduce has a group", at()));
+        }
         let put_of = |s: SignalId| raisers.get(s.0).copied().flatten();
+        // A rail's put into a member may wait for that member's Begin.
+        let begin_of = |q: usize| {
+            self.ops.get(q).and_then(|ops| {
+                ops.iter()
+                    .find(|o| o.kind == OpKind::Begin)
+                    .and_then(|o| o.signal)
+            })
+        };
         for (j, step) in k.steps.iter().enumerate() {
             let at = || format!("{} step {j} ({})", at(), step.kind.name());
+            let is_put = matches!(&step.kind, OpKind::Copy { to, .. } if *to != r);
             for w in &step.waits {
                 match self.signals.get(w.0) {
+                    Some(_)
+                        if k.kind == KernelKind::Rail && is_put && Some(*w) == begin_of(right) => {}
                     Some(s) if s.kind == SignalKind::Flag && s.owner != r => {}
                     Some(_) => {
                         return Err(format!(
@@ -269,8 +290,14 @@ impl Plan {
                             slots.name()
                         ));
                     }
-                    if step.signal.is_none() || !step.waits.is_empty() {
-                        return Err(format!("{}: a put raises a flag and waits for none", at()));
+                    let waits_ok = step.waits.is_empty()
+                        || (k.kind == KernelKind::Rail
+                            && step.waits.iter().all(|w| Some(*w) == begin_of(right)));
+                    if step.signal.is_none() || !waits_ok {
+                        return Err(format!(
+                            "{}: a put raises a flag and waits for none (a rail's, at most for its member's Begin)",
+                            at()
+                        ));
                     }
                 }
                 OpKind::Copy { src: slot, .. } | OpKind::Reduce { b: slot, .. } => {
@@ -313,6 +340,57 @@ impl Plan {
             }
         }
         Ok(())
+    }
+
+    /// The rail of rank `r`'s [`KernelKind::Rail`] op `k`: its group is
+    /// this rank's rail of the plan's nodes (`per_node`), in node order,
+    /// and its regions are this rank's, of one length. Returns the right
+    /// and left members.
+    fn check_rail(&self, r: usize, k: &Kernel) -> Result<(usize, usize), String> {
+        let n = self.ranks();
+        let Some(g) = self.per_node.filter(|&g| g > 0 && n % g == 0) else {
+            return Err("a rail's all-reduce in a plan without nodes".into());
+        };
+        let Some(group) = &k.group else {
+            return Err("a rail's all-reduce without its group".into());
+        };
+        let rail: Vec<usize> = (0..n / g).map(|m| m * g + r % g).collect();
+        if group.members != rail {
+            return Err(format!(
+                "a rail's members {:?}, not rank {r}'s rail {rail:?}",
+                group.members
+            ));
+        }
+        if group.src.len() != group.dst.len()
+            || [&group.src, &group.dst].iter().any(|x| x.buf == Buf::Lines)
+        {
+            return Err("a rail's group is two regions of one length, not LL slots".into());
+        }
+        // The steps read this rank's contribution (or its partial sums, in
+        // the destination) and write only the destination.
+        let within = |a: &Region, b: &Region| {
+            a.buf == b.buf && b.range.start <= a.range.start && a.range.end <= b.range.end
+        };
+        for st in &k.steps {
+            let ok = match &st.kind {
+                OpKind::Copy { to, src, .. } if *to != r => {
+                    within(src, &group.src) || within(src, &group.dst)
+                }
+                OpKind::Copy { dst, .. } | OpKind::Reduce { dst, .. } => within(dst, &group.dst),
+                _ => true,
+            };
+            if !ok {
+                return Err(format!(
+                    "a rail's step ({}) outside its group's regions",
+                    st.kind.name()
+                ));
+            }
+        }
+        let (node, k) = (r / g, n / g);
+        Ok((
+            ((node + 1) % k) * g + r % g,
+            ((node + k - 1) % k) * g + r % g,
+        ))
     }
 
     /// Each signal's `remote` mark says whether a rank other than its

@@ -44,6 +44,14 @@ mod ffi {
             req: *mut *mut c_void,
         ) -> c_int;
         pub fn rr_ibarrier(c: c_int, req: *mut *mut c_void) -> c_int;
+        pub fn rr_iallreduce(
+            c: c_int,
+            buf: *mut c_void,
+            count: c_int,
+            ty: c_int,
+            op: c_int,
+            req: *mut *mut c_void,
+        ) -> c_int;
         pub fn rr_iallgather(
             c: c_int,
             send: *const c_void,
@@ -88,6 +96,38 @@ struct Bound<'a> {
     timeout: Duration,
     stop: &'a dyn Fn() -> Result<()>,
     what: &'a dyn Fn() -> String,
+}
+
+/// The element types [`Mpi::allreduce`] takes (the shim's codes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MpiType {
+    I8 = 0,
+    U8 = 1,
+    I32 = 2,
+    U32 = 3,
+    I64 = 4,
+    U64 = 5,
+    F32 = 6,
+    F64 = 7,
+}
+
+impl MpiType {
+    fn size(self) -> usize {
+        match self {
+            MpiType::I8 | MpiType::U8 => 1,
+            MpiType::I32 | MpiType::U32 | MpiType::F32 => 4,
+            MpiType::I64 | MpiType::U64 | MpiType::F64 => 8,
+        }
+    }
+}
+
+/// The reductions [`Mpi::allreduce`] takes (the shim's codes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MpiOp {
+    Sum = 0,
+    Prod = 1,
+    Max = 2,
+    Min = 3,
 }
 
 /// A communicator: an index into the shim's table.
@@ -397,6 +437,21 @@ impl Mpi {
         peer: Option<usize>,
         what: &dyn Fn() -> String,
     ) -> Result<()> {
+        self.wait_patiently(req, (deadline, timeout), stop, (call, peer), what, 64)
+    }
+
+    /// [`Mpi::wait`], yielding between the first `patience` polls and
+    /// napping 50 us between the later ones (a collective inside a call
+    /// polls without naps: MPI makes progress only while it is polled).
+    fn wait_patiently(
+        &self,
+        req: Request,
+        (deadline, timeout): (Instant, Duration),
+        stop: &dyn Fn() -> Result<()>,
+        (call, peer): (&'static str, Option<usize>),
+        what: &dyn Fn() -> String,
+        patience: u32,
+    ) -> Result<()> {
         let mut spins = 0u32;
         loop {
             let mut done: c_int = 0;
@@ -427,8 +482,8 @@ impl Mpi {
                 self.drop_request(req);
                 return Err(err);
             }
-            spins += 1;
-            if spins < 64 {
+            spins = spins.saturating_add(1);
+            if spins < patience {
                 std::thread::yield_now();
             } else {
                 std::thread::sleep(Duration::from_micros(50));
@@ -597,6 +652,69 @@ impl Mpi {
             .zip(displs.iter())
             .map(|(&l, &d)| recv[d as usize..d as usize + l.max(0) as usize].to_vec())
             .collect())
+    }
+
+    /// `MPI_Iallreduce` in place on `data` over `comm`, bounded as in
+    /// [`Mpi::wait`] but polled without naps: elements of `ty` reduced with
+    /// `op`, in calls of at most `c_int::MAX` elements each. The buffer is
+    /// owned here while MPI holds it and returned with the result; on an
+    /// error it is leaked (MPI may still write it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn allreduce(
+        &self,
+        comm: Comm,
+        mut data: Vec<u8>,
+        (ty, op): (MpiType, MpiOp),
+        deadline: Instant,
+        timeout: Duration,
+        stop: &dyn Fn() -> Result<()>,
+        what: &dyn Fn() -> String,
+    ) -> Result<Vec<u8>> {
+        let size = ty.size();
+        if data.len() % size != 0 {
+            return Err(Error::internal(format!(
+                "an all-reduce of {} bytes of {size}-byte elements",
+                data.len()
+            )));
+        }
+        let (most, len) = (size * c_int::MAX as usize, data.len());
+        let mut at = 0;
+        while at < len {
+            let piece = &mut data[at..(at + most).min(len)];
+            at += piece.len();
+            let count = (piece.len() / size) as c_int;
+            let ptr = piece.as_mut_ptr();
+            let mut req = std::ptr::null_mut();
+            // SAFETY: `ptr` holds `count` elements of `ty` (the piece's
+            // length is a multiple of the size), in `data`, which is owned
+            // here and stays alive and untouched until the request
+            // completed, or is leaked below.
+            let e = unsafe {
+                ffi::rr_iallreduce(
+                    comm.0,
+                    ptr.cast(),
+                    count,
+                    ty as c_int,
+                    op as c_int,
+                    &mut req,
+                )
+            };
+            if let Err(e) = check(e, self.rank, None, "MPI_Iallreduce") {
+                std::mem::forget(data);
+                return Err(e);
+            }
+            let req = Request {
+                ptr: req,
+                collective: true,
+            };
+            let bound = (deadline, timeout);
+            let call = ("MPI_Iallreduce", None);
+            if let Err(e) = self.wait_patiently(req, bound, stop, call, what, u32::MAX) {
+                std::mem::forget(data);
+                return Err(e);
+            }
+        }
+        Ok(data)
     }
 
     /// `MPI_Ibarrier` on `comm`, bounded as in [`Mpi::wait`].

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RR_MAX_COMMS 8
+#define RR_MAX_COMMS 64
 static MPI_Comm comms[RR_MAX_COMMS];
 static int ncomms = 0;
 
@@ -107,6 +107,38 @@ int rr_iallgatherv(int c, const void *send, int bytes, void *recv, const int *co
     int e = new_req(req, &r);
     if (e != MPI_SUCCESS) return e;
     e = MPI_Iallgatherv(send, bytes, MPI_BYTE, recv, counts, displs, MPI_BYTE, comm_of(c), r);
+    if (e != MPI_SUCCESS) { free(r); *req = NULL; }
+    return e;
+}
+
+/* In place on `count` elements of `buf`: MPI_Iallreduce. `type` and `op`
+ * are the binding's codes (0..7: int8, uint8, int32, uint32, int64,
+ * uint64, float, double; 0..3: sum, prod, max, min). */
+int rr_iallreduce(int c, void *buf, int count, int type, int op, void **req) {
+    MPI_Datatype t;
+    MPI_Op o;
+    switch (type) {
+    case 0: t = MPI_INT8_T; break;
+    case 1: t = MPI_UINT8_T; break;
+    case 2: t = MPI_INT32_T; break;
+    case 3: t = MPI_UINT32_T; break;
+    case 4: t = MPI_INT64_T; break;
+    case 5: t = MPI_UINT64_T; break;
+    case 6: t = MPI_FLOAT; break;
+    case 7: t = MPI_DOUBLE; break;
+    default: return MPI_ERR_TYPE;
+    }
+    switch (op) {
+    case 0: o = MPI_SUM; break;
+    case 1: o = MPI_PROD; break;
+    case 2: o = MPI_MAX; break;
+    case 3: o = MPI_MIN; break;
+    default: return MPI_ERR_OP;
+    }
+    MPI_Request *r;
+    int e = new_req(req, &r);
+    if (e != MPI_SUCCESS) return e;
+    e = MPI_Iallreduce(MPI_IN_PLACE, buf, count, t, o, comm_of(c), r);
     if (e != MPI_SUCCESS) { free(r); *req = NULL; }
     return e;
 }

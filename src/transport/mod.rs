@@ -227,6 +227,26 @@ pub(crate) trait Wire: Send + Sync {
     /// thread: a rank waiting on a signal of another node calls it, so
     /// that the message that ends its wait needs no other thread.
     fn progress(&self) {}
+
+    /// Reduce `data` (rank `rank`'s contribution, whole elements of
+    /// `dtype`; returned with the result) with `op` over `members`, the
+    /// members of a rail's all-reduce ([`crate::plan::KernelKind::Rail`]),
+    /// with the network library's own collective. `members` must be
+    /// `rank`'s rail in the job (its index on every node, in node order).
+    /// A link without a collective of its own refuses.
+    fn rail_all_reduce(
+        &self,
+        rank: usize,
+        members: &[usize],
+        _data: Vec<u8>,
+        _dtype: crate::element::DataType,
+        _op: crate::element::DevOp,
+    ) -> Result<Vec<u8>> {
+        Err(Error::Unsupported(
+            format!("rank {rank}: a rail's all-reduce over ranks {members:?} needs a network library's all-reduce"),
+            "cpu",
+        ))
+    }
 }
 
 /// A new buffer, and the handle to publish with what keeps it open (see

@@ -30,13 +30,14 @@
 
 use super::{RankMemory, Storage};
 use super::{Shm, Transport, Wire};
+use crate::element::{DataType, DevOp};
 use crate::error::{Error, Result};
 use crate::plan::{BufId, Call};
 use crate::process::net::wire::{self, Put, TAG_BEAT, TAG_BYE, TAG_FAIL, TAG_PUT, TAG_SIGNAL};
 use crate::process::net::World;
 use crate::process::Job;
 use crate::sync::{AbortHandle, SignalBoard};
-use crate::sys::mpi::{Mpi, PendingSend};
+use crate::sys::mpi::{Mpi, MpiOp, MpiType, PendingSend};
 use crate::sys::shm::Export;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -183,6 +184,60 @@ impl Wire for Link {
 
     /// Poll once for the receiver, unless it (or another waiting rank)
     /// is polling now.
+    fn rail_all_reduce(
+        &self,
+        rank: usize,
+        members: &[usize],
+        data: Vec<u8>,
+        dtype: DataType,
+        op: DevOp,
+    ) -> Result<Vec<u8>> {
+        let rail = &self.world.rail_members;
+        if members != rail.as_slice() {
+            return Err(Error::Unsupported(
+                format!(
+                    "rank {rank}: a rail's all-reduce over ranks {members:?}, but rank {rank}'s rail in this job is {rail:?} (the plan's nodes are not the job's: see RINGREDUCE_RANKS_PER_NODE and the launcher's layout)"
+                ),
+                "cpu",
+            ));
+        }
+        let ty = match dtype {
+            DataType::Int8 => MpiType::I8,
+            DataType::Uint8 => MpiType::U8,
+            DataType::Int32 => MpiType::I32,
+            DataType::Uint32 => MpiType::U32,
+            DataType::Int64 => MpiType::I64,
+            DataType::Uint64 => MpiType::U64,
+            DataType::Float => MpiType::F32,
+            DataType::Double => MpiType::F64,
+            other => {
+                return Err(Error::Unsupported(
+                    format!(
+                        "rank {rank}: MPI has no {other} for a rail's all-reduce (MPI_Allreduce takes int8, uint8, int32, uint32, int64, uint64, float and double; hier:G takes every type)"
+                    ),
+                    "cpu",
+                ))
+            }
+        };
+        // The pre- and post-ops are applied around it by the caller.
+        let op = match op {
+            DevOp::Sum | DevOp::PreMulSum | DevOp::SumPostDiv => MpiOp::Sum,
+            DevOp::Prod => MpiOp::Prod,
+            DevOp::Max => MpiOp::Max,
+            DevOp::Min => MpiOp::Min,
+        };
+        let what = || format!("rank {rank}'s rail (ranks {members:?}) in MPI_Allreduce");
+        self.mpi.allreduce(
+            self.world.rail,
+            data,
+            (ty, op),
+            Instant::now() + self.timeout,
+            self.timeout,
+            &|| self.stop("reducing", &what),
+            &what,
+        )
+    }
+
     fn progress(&self) {
         self.poll_once();
     }

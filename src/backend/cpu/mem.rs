@@ -13,7 +13,7 @@ use crate::element::{combine, combine_into, Combine};
 use crate::error::{Error, Result};
 use crate::fault::{FaultPlan, Injected};
 use crate::plan::interp::{self, Memory};
-use crate::plan::{ReduceStep, Region};
+use crate::plan::{KernelKind, OpKind, ReduceStep, Region};
 use crate::sync::SignalBoard;
 use crate::transport::Storage;
 use rayon::prelude::*;
@@ -256,7 +256,7 @@ impl NetRun {
         let mut waiters: HashMap<usize, Vec<usize>> = HashMap::new();
         for (r, ops) in plan.ops.iter().enumerate() {
             for op in ops {
-                for part in interp::parts(r, op) {
+                for part in net_parts(true, r, op) {
                     for w in part.waits {
                         waiters.entry(w.0).or_default().push(r);
                     }
@@ -267,7 +267,7 @@ impl NetRun {
         for r in local {
             let mine = wire.node(r);
             for op in plan.ops.get(r).into_iter().flatten() {
-                for part in interp::parts(r, op) {
+                for part in net_parts(true, r, op) {
                     let Some(s) = part.signal else { continue };
                     let carried = match part.effect {
                         Some(interp::Effect::Copy { to, .. }) if wire.node(to) != mine => {
@@ -324,7 +324,7 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
             // Only the multi-process mode injects it: this process is the rank.
             Some(Injected::Kill) => crate::sys::proc::kill_self(),
         }
-        for (k, part) in interp::parts(r, op).into_iter().enumerate() {
+        for (k, part) in net_parts(run.net.is_some(), r, op).into_iter().enumerate() {
             let at = || part_desc(plan, r, i, k);
             for w in part.waits {
                 run.board
@@ -332,13 +332,15 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
                     .map_err(|e| e.in_step(&at()))?;
             }
             let t0 = Instant::now();
-            if let Some(e) = part.effect {
-                match &run.net {
-                    Some(net) => view.apply_net(net, r, &e, part.signal.map(|s| s.0), run.gen),
-                    None => interp::apply(&mut view, &e),
+            match (&run.net, part.effect, rail_group(op)) {
+                (Some(net), _, Some(group)) => view.rail(net, r, group),
+                (Some(net), Some(e), None) => {
+                    view.apply_net(net, r, &e, part.signal.map(|s| s.0), run.gen)
                 }
-                .map_err(|e| e.in_step(&at()))?;
+                (None, Some(e), _) => interp::apply(&mut view, &e),
+                (_, None, _) => Ok(()),
             }
+            .map_err(|e| e.in_step(&at()))?;
             if run.call.timing {
                 times.push(OpTime {
                     rank: r,
@@ -361,6 +363,31 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
         }
     }
     Ok(times)
+}
+
+/// A rail's all-reduce op's group ([`KernelKind::Rail`]), if `op` is one.
+fn rail_group(op: &crate::plan::Op) -> Option<&crate::plan::Group> {
+    match &op.kind {
+        OpKind::Kernel(k) if k.kind == KernelKind::Rail => k.group.as_ref(),
+        _ => None,
+    }
+}
+
+/// The parts of rank `r`'s op as this backend runs them: the
+/// interpreter's, except that over nodes (`net`) a rail's all-reduce is
+/// one part, the network library's all-reduce of its group (its steps,
+/// with their waits and flags, do not run).
+fn net_parts(net: bool, r: usize, op: &crate::plan::Op) -> Vec<interp::Part<'_>> {
+    if net && rail_group(op).is_some() {
+        return vec![interp::Part {
+            waits: &op.waits,
+            effect: None,
+            signal: op.signal,
+            label: &op.label,
+            step: None,
+        }];
+    }
+    interp::parts(r, op)
 }
 
 /// A rank thread's view of everyone's buffers for one call.
@@ -433,6 +460,33 @@ impl View<'_> {
             }
             _ => interp::apply(self, e),
         }
+    }
+
+    /// Rank `r`'s rail all-reduce between nodes: its contribution (the
+    /// group's source, with the pre-op where it takes it) reduced by the
+    /// network library over the group's members, the post-op applied, into
+    /// the group's destination.
+    fn rail(&mut self, net: &NetRun, r: usize, g: &crate::plan::Group) -> Result<()> {
+        let c = self.base.with_flags(g.step.pre_a, false, g.step.post);
+        let (sb, db) = (self.bytes(&g.src), self.bytes(&g.dst));
+        let (ws, _) = self.buf(r, &g.src)?;
+        let mut data = {
+            let mut w = lock(&ws);
+            let b = open(&mut w);
+            b.get()?[sb].to_vec()
+        };
+        let pre = Combine { post: false, ..c };
+        crate::element::apply_ops(&pre, &mut data).map_err(Error::internal)?;
+        let mut data = net
+            .wire
+            .rail_all_reduce(r, &g.members, data, c.dtype, c.op)?;
+        let post = Combine { pre_a: false, ..c };
+        crate::element::apply_ops(&post, &mut data).map_err(Error::internal)?;
+        let (wd, _) = self.buf(r, &g.dst)?;
+        let mut w = lock(&wd);
+        let mut b = open(&mut w);
+        b.get_mut()?[db].copy_from_slice(&data);
+        Ok(())
     }
 
     /// Send `from`'s `src` into `to`'s `dst` on another node: the message
@@ -686,7 +740,7 @@ mod tests {
         let mut remote = 0;
         for (r, ops) in plan.ops.iter().enumerate() {
             for op in ops {
-                for part in interp::parts(r, op) {
+                for part in net_parts(true, r, op) {
                     for w in part.waits {
                         let (p, put) = publisher[&w.0];
                         if p / g == r / g {
@@ -715,7 +769,10 @@ mod tests {
     fn the_forwarding_tables_cover_every_wait_across_nodes() {
         for (n, g) in [(4, 2), (6, 2), (6, 3), (8, 4), (4, 1)] {
             let s = Shape::all_reduce(n, 1000, 4, false);
-            every_remote_wait_reaches_its_node(&crate::algo::hier::plan(&s, g), g);
+            every_remote_wait_reaches_its_node(
+                &crate::algo::hier::plan(&s, g, crate::algo::hier::Rail::Ring),
+                g,
+            );
             every_remote_wait_reaches_its_node(&crate::algo::ring::plan(&s, 1, 2), g);
             every_remote_wait_reaches_its_node(&crate::algo::ring::plan(&s, 4, 2), g);
             for collective in [

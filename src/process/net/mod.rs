@@ -33,6 +33,11 @@ pub(crate) struct World {
     pub members: Vec<usize>,
     /// This process's rank in its node.
     pub node_rank: usize,
+    /// This process's rail: the ranks with its node rank on every node
+    /// (`MPI_Comm_split` by node rank, ordered by world rank), and their
+    /// world ranks in that order.
+    pub rail: Comm,
+    pub rail_members: Vec<usize>,
     pub timeout: Duration,
 }
 
@@ -103,6 +108,16 @@ impl World {
             .map(|b| unword(b))
             .collect();
         let (node_rank, _) = mpi.rank_size(node_comm)?;
+        // Every rank is past the all-gather above: the split cannot wait
+        // for a rank that never came.
+        let rail = mpi.split(mpi.world, node_rank, mpi.rank)?;
+        let rail_members: Vec<usize> = mpi
+            .allgather(rail, &word(mpi.rank), deadline, timeout, &ok, &|| {
+                "the ranks of this rail".into()
+            })?
+            .iter()
+            .map(|b| unword(b))
+            .collect();
         let first = members.iter().copied().min().unwrap_or(mpi.rank);
         let firsts: Vec<usize> = mpi
             .allgather(mpi.world, &word(first), deadline, timeout, &ok, &|| {
@@ -124,6 +139,8 @@ impl World {
             node_of,
             members,
             node_rank,
+            rail,
+            rail_members,
             timeout,
         })
     }

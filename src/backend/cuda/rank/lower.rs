@@ -404,6 +404,15 @@ impl<'p> Lowering<'p> {
                     self.plan.name
                 )))
                 }
+                (KernelKind::Rail, _) => {
+                    return Err(Error::Unsupported(
+                        format!(
+                            "{}: rank {r} op {i}, a rail's all-reduce (run as its steps on host memory, or as MPI's all-reduce between nodes: the CPU backend)",
+                            self.plan.name
+                        ),
+                        "cuda",
+                    ))
+                }
                 (kind @ (KernelKind::LlRing | KernelKind::LlOneShot), steps) => {
                     let work = self.ring_ll(i, kind, steps)?;
                     let right = crate::schedule::right(r, self.plan.shape.ranks);

@@ -25,11 +25,20 @@ fn kind_of(r: usize, id: BufId) -> Buf {
     }
 }
 
-/// Every plan the registry's algorithms make for the shapes below (the
-/// first call, and the next call of a chain).
+/// The registry's algorithms that run on GPUs (`hier:G:mpi` is for host
+/// memory: [`a_rails_all_reduce_is_refused_by_name`]).
+fn gpu_paths() -> Vec<std::sync::Arc<dyn crate::algo::Algorithm>> {
+    crate::algo::paths()
+        .into_iter()
+        .filter(|a| a.supports_at(&crate::algo::Placement::default()).is_ok())
+        .collect()
+}
+
+/// Every plan the GPU's algorithms make for the shapes below (the first
+/// call, and the next call of a chain).
 fn plans() -> Vec<Plan> {
     let mut out = Vec::new();
-    for algo in crate::algo::paths() {
+    for algo in gpu_paths() {
         for ranks in 1..=5 {
             let mut collectives = Collective::ALL.to_vec();
             collectives.push(Collective::Broadcast { root: 0 });
@@ -167,7 +176,8 @@ fn in_bounds(plan: &Plan, a: &Addr, bytes: usize) -> bool {
 fn the_plans_cover_every_algorithm_and_collective() {
     let plans = plans();
     let names: HashSet<&str> = plans.iter().map(|p| p.name.as_str()).collect();
-    for algo in crate::algo::paths() {
+    assert!(gpu_paths().len() + 1 >= crate::algo::paths().len());
+    for algo in gpu_paths() {
         assert!(names.contains(algo.name().as_str()), "{}", algo.name());
     }
     for c in Collective::ALL {
@@ -811,4 +821,26 @@ fn ranks_taking_turns_on_a_gpu_wait_on_the_host_for_completed_work() {
             }
         }
     }
+}
+
+/// A rail's all-reduce op (`hier:G:mpi`) has no GPU lowering: it is refused
+/// as unsupported on the CUDA backend, naming the plan and the op, never
+/// lowered into something else.
+#[test]
+fn a_rails_all_reduce_is_refused_by_name() {
+    let shape = Shape::all_reduce(4, 1000, 4, false);
+    let plan = crate::algo::hier::plan(&shape, 2, crate::algo::hier::Rail::Mpi);
+    let bind: Vec<Binding> = (0..4).map(binding).collect();
+    let low = Lowering::new(&plan, 1, &bind, 4).expect("lowering");
+    let i = plan.ops[1]
+        .iter()
+        .position(|o| matches!(&o.kind, OpKind::Kernel(k) if k.kind == KernelKind::Rail))
+        .expect("a rail op");
+    let e = low.op(i).unwrap_err();
+    let m = e.to_string();
+    assert!(matches!(e, Error::Unsupported(..)), "{e:?}");
+    assert!(
+        m.contains("hier:2:mpi") && m.contains("rail's all-reduce") && m.contains("CPU backend"),
+        "{m}"
+    );
 }
