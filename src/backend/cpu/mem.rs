@@ -365,6 +365,12 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
     Ok(times)
 }
 
+thread_local! {
+    /// The contribution buffer of this thread's last rail all-reduce
+    /// ([`View::rail`]), kept for the next.
+    static RAIL_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A rail's all-reduce op's group ([`KernelKind::Rail`]), if `op` is one.
 fn rail_group(op: &crate::plan::Op) -> Option<&crate::plan::Group> {
     match &op.kind {
@@ -470,11 +476,15 @@ impl View<'_> {
         let c = self.base.with_flags(g.step.pre_a, false, g.step.post);
         let (sb, db) = (self.bytes(&g.src), self.bytes(&g.dst));
         let (ws, _) = self.buf(r, &g.src)?;
-        let mut data = {
+        // The thread's buffer of the last call, reused: a fresh one of
+        // megabytes per call is fresh pages to fault in per call.
+        let mut data = RAIL_BUF.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        {
             let mut w = lock(&ws);
             let b = open(&mut w);
-            b.get()?[sb].to_vec()
-        };
+            data.clear();
+            data.extend_from_slice(&b.get()?[sb]);
+        }
         let pre = Combine { post: false, ..c };
         crate::element::apply_ops(&pre, &mut data).map_err(Error::internal)?;
         let mut data = net
@@ -483,9 +493,12 @@ impl View<'_> {
         let post = Combine { pre_a: false, ..c };
         crate::element::apply_ops(&post, &mut data).map_err(Error::internal)?;
         let (wd, _) = self.buf(r, &g.dst)?;
-        let mut w = lock(&wd);
-        let mut b = open(&mut w);
-        b.get_mut()?[db].copy_from_slice(&data);
+        {
+            let mut w = lock(&wd);
+            let mut b = open(&mut w);
+            b.get_mut()?[db].copy_from_slice(&data);
+        }
+        RAIL_BUF.with(|b| *b.borrow_mut() = data);
         Ok(())
     }
 

@@ -6,6 +6,8 @@
 //! * the flat ring and `hier:2`: every collective, data type and op each
 //!   path runs, in and out of place, exact inputs, bitwise checks
 //!   (`soak --every`);
+//! * `hier:2:mpi`, each rail's all-reduce handed to MPI's own collective:
+//!   every type MPI has and every op, bitwise, and its refusals;
 //! * the bytes each rank sent to the other node, counted by the engine,
 //!   equal 2(K-1)/K x D/G for `hier:2` (`run`);
 //! * a rank killed mid-collective and a rank that never joins end the job
@@ -344,6 +346,52 @@ fn hier_sends_its_share_across_the_network() {
     assert_none_left(&t, Duration::from_secs(5));
 }
 
+/// `hier:2:mpi`: each rail's all-reduce handed to MPI's own
+/// `MPI_Iallreduce` on the rail's communicator. Every type MPI has and
+/// every op (the pre- and post-ops of `avg` applied around MPI's sum), in
+/// and out of place, bitwise; a type MPI lacks and a layout whose rails are
+/// not the plan's are refused by name. CPU backend only: the CUDA backend
+/// refuses the path before any call (its own unit test).
+fn the_rails_all_reduce_through_mpi() {
+    if backend() != "cpu" {
+        println!("    SKIPPED: hier:2:mpi runs on host memory only");
+        return;
+    }
+    let t = tag("rail");
+    let args = words("soak --every --backend {b} --algo hier:2:mpi -d int8,uint8,int32,uint32,int64,uint64,float,double -o all --max-size 4KiB --timeout 30");
+    let j = mpirun(&t, &args, &[], false);
+    assert!(j.status.success(), "{}", j.all());
+    let r0 = j.rank(0, "stdout");
+    assert!(r0.contains("PASS: 0 wrong of 80 calls"), "{}", j.all());
+    for l in r0
+        .lines()
+        .filter(|l| l.starts_with("path") || l.contains("PASS"))
+    {
+        println!("    {l}");
+    }
+    assert_none_left(&t, Duration::from_secs(5));
+    // A type MPI has no datatype for: refused by name, at once.
+    let t = tag("rail-bf16");
+    let args =
+        words("run --backend {b} --algo hier:2:mpi -d bfloat16 --size 4KiB --iters 1 --timeout 30");
+    let j = mpirun(&t, &args, &[], false);
+    assert!(!j.status.success(), "{}", j.all());
+    assert!(j.all().contains("MPI has no bfloat16"), "{}", j.all());
+    assert!(j.took < Duration::from_secs(30), "took {:?}", j.took);
+    assert_none_left(&t, Duration::from_secs(5));
+    // One rank per node: the rails of hier:2 are not this job's.
+    let t = tag("rail-layout");
+    let args = words("run --backend {b} --algo hier:2:mpi --size 4KiB --iters 1 --timeout 30");
+    let j = mpirun(&t, &args, &[("RINGREDUCE_RANKS_PER_NODE", "1")], false);
+    assert!(!j.status.success(), "{}", j.all());
+    assert!(
+        j.all().contains("the job's nodes have 1 ranks"),
+        "{}",
+        j.all()
+    );
+    assert_none_left(&t, Duration::from_secs(5));
+}
+
 /// `bench` over nodes, with its peer-copy ceiling probe (issue 45: it hung
 /// at the first call after the probe, 5 runs of 5: the probe's plan, freed,
 /// gave its address to that call's plan, and the network transport's
@@ -660,7 +708,7 @@ fn main() {
         println!("SKIPPED: {why}");
         return;
     }
-    let tests: [(&str, fn()); 8] = [
+    let tests: [(&str, fn()); 9] = [
         (
             "every_type_op_and_collective_on_ring_and_hier",
             every_type_op_and_collective_on_ring_and_hier,
@@ -672,6 +720,10 @@ fn main() {
         (
             "hier_sends_its_share_across_the_network",
             hier_sends_its_share_across_the_network,
+        ),
+        (
+            "the_rails_all_reduce_through_mpi",
+            the_rails_all_reduce_through_mpi,
         ),
         ("bench_and_trace_over_nodes", bench_and_trace_over_nodes),
         ("overlap_refuses_as_a_rank", overlap_refuses_as_a_rank),
