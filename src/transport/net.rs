@@ -226,7 +226,7 @@ impl Wire for Link {
             DevOp::Max => MpiOp::Max,
             DevOp::Min => MpiOp::Min,
         };
-        let what = || format!("rank {rank}'s rail (ranks {members:?}) in MPI_Allreduce");
+        let what = || format!("rank {rank}'s rail (ranks {members:?}) in MPI_Iallreduce");
         self.mpi.allreduce(
             self.world.rail,
             data,

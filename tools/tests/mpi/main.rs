@@ -465,7 +465,26 @@ fn error_line(j: &Job, r: usize) -> String {
 }
 
 fn a_rank_killed_mid_collective_ends_the_job() {
-    let args = words("run --backend {b} --algo hier:2 --size 1MiB --iters 50 --timeout 20");
+    for algo in algos_over_nodes() {
+        a_rank_killed_mid_collective_ends_the_job_on(algo);
+    }
+}
+
+/// The paths the fault cases run: `hier:2`, and on the CPU backend
+/// `hier:2:mpi` (its survivors wait in `MPI_Iallreduce`, under the same
+/// bound).
+fn algos_over_nodes() -> Vec<&'static str> {
+    match backend().as_str() {
+        "cpu" => vec!["hier:2", "hier:2:mpi"],
+        _ => vec!["hier:2"],
+    }
+}
+
+fn a_rank_killed_mid_collective_ends_the_job_on(algo: &str) {
+    println!("    {algo}:");
+    let args = words(&format!(
+        "run --backend {{b}} --algo {algo} --size 1MiB --iters 50 --timeout 20"
+    ));
     let kill = [("RINGREDUCE_FAULT", "kill:rank=1:call=3")];
     // mpirun's own teardown: the job ends with the killed rank's status.
     let t = tag("kill");
@@ -513,7 +532,16 @@ fn a_rank_killed_mid_collective_ends_the_job() {
 /// 2.5 s with a 5 s timeout) and end before their timeout, each naming a
 /// rank of node 1 as failed, none a survivor, never a hang.
 fn a_whole_node_killed_ends_every_survivor() {
-    let args = words("run --backend {b} --algo hier:2 --size 1MiB --iters 50 --timeout 5");
+    for algo in algos_over_nodes() {
+        a_whole_node_killed_ends_every_survivor_on(algo);
+    }
+}
+
+fn a_whole_node_killed_ends_every_survivor_on(algo: &str) {
+    println!("    {algo}:");
+    let args = words(&format!(
+        "run --backend {{b}} --algo {algo} --size 1MiB --iters 50 --timeout 5"
+    ));
     let kill = [("RINGREDUCE_FAULT", "kill:rank=2:call=3,kill:rank=3:call=3")];
     let t = tag("kill-node");
     let before = stores();
