@@ -1347,3 +1347,69 @@ fn the_algo_variable_takes_auto_or_a_path() {
         );
     }
 }
+
+/// A rail's all-reduce (`hier:G:mpi`) must say, as its group, exactly what
+/// its steps compute (a link runs the group instead of the steps), and its
+/// puts may wait for nothing but their member's Begin: every mutation
+/// below is refused by the validator, naming what is wrong.
+#[test]
+fn a_rails_group_must_be_what_its_steps_compute() {
+    let s = Shape::all_reduce(4, 1000, 4, false);
+    let good = hier::plan(&s, 2, hier::Rail::Mpi);
+    good.validate().unwrap();
+    let own_begin = good.ops[1][0].signal.unwrap();
+    let mutate = |f: &dyn Fn(&mut crate::plan::Kernel)| -> String {
+        let mut p = good.clone();
+        let k = p.ops[1]
+            .iter_mut()
+            .find_map(|o| match &mut o.kind {
+                OpKind::Kernel(k) => Some(k),
+                _ => None,
+            })
+            .expect("a rail op");
+        f(k);
+        p.validate().unwrap_err()
+    };
+    let cases: Vec<(&str, Box<dyn Fn(&mut crate::plan::Kernel)>)> = vec![
+        (
+            "steps write",
+            Box::new(|k| {
+                let g = k.group.as_mut().unwrap();
+                g.dst.range.end += 1;
+                g.src.range.end += 1;
+            }),
+        ),
+        (
+            "not rank 1's rail",
+            Box::new(|k| k.group.as_mut().unwrap().members.reverse()),
+        ),
+        (
+            "the post-op",
+            Box::new(|k| k.group.as_mut().unwrap().step.post = false),
+        ),
+        ("without its group", Box::new(|k| k.group = None)),
+        (
+            "not a flag of another rank",
+            Box::new(move |k| {
+                let put = k.steps.iter_mut().find(|s| !s.waits.is_empty()).unwrap();
+                put.waits = vec![own_begin];
+            }),
+        ),
+    ];
+    for (want, f) in cases {
+        let e = mutate(&*f);
+        assert!(e.contains(want), "{want}: {e}");
+    }
+    // Only a rail's op has a group.
+    let mut p = ringll::plan(&Shape::all_reduce(2, 64, 4, false), 0, true);
+    for o in p.ops[0].iter_mut() {
+        if let OpKind::Kernel(k) = &mut o.kind {
+            k.group = good.ops[1].iter().find_map(|o| match &o.kind {
+                OpKind::Kernel(k) => k.group.clone(),
+                _ => None,
+            });
+        }
+    }
+    let e = p.validate().unwrap_err();
+    assert!(e.contains("only a rail's all-reduce has a group"), "{e}");
+}

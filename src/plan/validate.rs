@@ -371,12 +371,17 @@ impl Plan {
         let within = |a: &Region, b: &Region| {
             a.buf == b.buf && b.range.start <= a.range.start && a.range.end <= b.range.end
         };
+        let mut written: Vec<std::ops::Range<usize>> = Vec::new();
+        let (mut pre, mut post) = (false, false);
         for st in &k.steps {
             let ok = match &st.kind {
                 OpKind::Copy { to, src, .. } if *to != r => {
                     within(src, &group.src) || within(src, &group.dst)
                 }
-                OpKind::Copy { dst, .. } | OpKind::Reduce { dst, .. } => within(dst, &group.dst),
+                OpKind::Copy { dst, .. } | OpKind::Reduce { dst, .. } => {
+                    written.push(dst.range.clone());
+                    within(dst, &group.dst)
+                }
                 _ => true,
             };
             if !ok {
@@ -385,6 +390,40 @@ impl Plan {
                     st.kind.name()
                 ));
             }
+            if let OpKind::Reduce { step, .. } = &st.kind {
+                pre |= step.pre_a;
+                post |= step.post;
+            }
+        }
+        // What a network library computes in its place is what the steps
+        // compute: the whole destination, with the same pre- and post-ops.
+        written.sort_by_key(|x| (x.start, x.end));
+        written.dedup();
+        let mut end = group.dst.range.start;
+        for w in written.iter().filter(|w| !w.is_empty()) {
+            if w.start > end {
+                break;
+            }
+            end = end.max(w.end);
+        }
+        if !group.dst.is_empty() && end < group.dst.range.end {
+            return Err(format!(
+                "a rail's steps write {}[{}..{end}] of its group's {}[{:?}]",
+                group.dst.buf.name(),
+                group.dst.range.start,
+                group.dst.buf.name(),
+                group.dst.range
+            ));
+        }
+        if k.steps
+            .iter()
+            .any(|s| matches!(s.kind, OpKind::Reduce { .. }))
+            && (pre != group.step.pre_a || post != group.step.post)
+        {
+            return Err(format!(
+                "a rail's group takes the pre-op {} and the post-op {}, its steps {pre} and {post}",
+                group.step.pre_a, group.step.post
+            ));
         }
         let (node, k) = (r / g, n / g);
         Ok((

@@ -370,6 +370,23 @@ fn the_rails_all_reduce_through_mpi() {
         println!("    {l}");
     }
     assert_none_left(&t, Duration::from_secs(5));
+    // `run` says where the bytes between nodes went (MPI's, not counted).
+    let t = tag("rail-run");
+    let args = words(
+        "run --backend {b} --algo hier:2:mpi --size 1MiB --inputs exact --iters 3 --timeout 30",
+    );
+    let j = mpirun(&t, &args, &[], false);
+    assert!(j.status.success(), "{}", j.all());
+    let r0 = j.rank(0, "stdout");
+    assert!(
+        r0.contains("every byte between nodes went through the rails' MPI_Iallreduce"),
+        "{r0}"
+    );
+    assert!(
+        r0.contains("check     : PASS (0 wrong of 1048576 elements on 4 ranks, bitwise"),
+        "{r0}"
+    );
+    assert_none_left(&t, Duration::from_secs(5));
     // A type MPI has no datatype for: refused by name, at once.
     let t = tag("rail-bf16");
     let args =
