@@ -455,10 +455,11 @@ mod tests {
             "ring:ll",
             "ps",
             "hier:G",
+            "hier:G:mpi",
         ] {
             assert!(names.contains(&name), "{name} not in {names:?}");
         }
-        assert_eq!(names.len(), 11, "{names:?}");
+        assert_eq!(names.len(), 12, "{names:?}");
         let helps = [
             RunArgs::augment_args(clap::Command::new("run")).render_long_help(),
             crate::cli::trace::TraceArgs::augment_args(clap::Command::new("trace"))
