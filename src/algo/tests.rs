@@ -1370,7 +1370,8 @@ fn a_rails_group_must_be_what_its_steps_compute() {
         f(k);
         p.validate().unwrap_err()
     };
-    let cases: Vec<(&str, Box<dyn Fn(&mut crate::plan::Kernel)>)> = vec![
+    type Mutation = Box<dyn Fn(&mut crate::plan::Kernel)>;
+    let cases: Vec<(&str, Mutation)> = vec![
         (
             "steps write",
             Box::new(|k| {
