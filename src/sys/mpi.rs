@@ -130,6 +130,9 @@ pub(crate) enum MpiOp {
     Min = 3,
 }
 
+/// How often a wait of [`Mpi::wait`] asks its `stop` (the job's health).
+const STOP_EVERY: Duration = Duration::from_millis(1);
+
 /// A communicator: an index into the shim's table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Comm(c_int);
@@ -453,6 +456,11 @@ impl Mpi {
         patience: u32,
     ) -> Result<()> {
         let mut spins = 0u32;
+        // `stop` reads the job's health (its control segment, the
+        // launcher's abort record on disk, whether each peer's process is
+        // alive): a few system calls, asked every millisecond, not at
+        // every poll.
+        let mut asked = Instant::now();
         loop {
             let mut done: c_int = 0;
             // SAFETY: `req.ptr` is a live request from the shim (freed by
@@ -466,8 +474,13 @@ impl Mpi {
             if done != 0 {
                 return Ok(());
             }
-            let halt = stop().and_then(|()| {
-                if Instant::now() > deadline {
+            let now = Instant::now();
+            let due = spins == 0 || now.duration_since(asked) >= STOP_EVERY;
+            if due {
+                asked = now;
+            }
+            let halt = if due { stop() } else { Ok(()) }.and_then(|()| {
+                if now > deadline {
                     Err(Error::Timeout {
                         rank: self.rank,
                         what: format!("{} ({call})", what()),
