@@ -462,6 +462,15 @@ pub(crate) static RANKS_PER_NODE: Param<usize> = Param::new(
     parse_positive,
 );
 
+pub(crate) static NET_MESSAGE_MAX: Param<u64> = Param::new(
+    "RINGREDUCE_NET_MESSAGE_MAX",
+    Group::Launcher,
+    "a size from 1 byte to 2GiB minus 64 bytes: 64KiB, 1GiB, 1048576 (B, KiB, MiB, GiB, kB, MB, GB)",
+    "1GiB",
+    "With the mpi feature: the most data bytes one message between nodes carries; a longer copy goes as several messages, in order, its signal with the last (MPI counts a message's bytes in an int).",
+    parse_bytes,
+);
+
 pub(crate) static MPI: Param<bool> = Param::new(
     "RINGREDUCE_MPI",
     Group::Launcher,

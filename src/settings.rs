@@ -30,6 +30,7 @@ pub fn all() -> Vec<&'static dyn Declared> {
         &STORE,
         &RUN_ID,
         &RANKS_PER_NODE,
+        &NET_MESSAGE_MAX,
         &MPI,
         &OMPI_RANK,
         &OMPI_SIZE,

@@ -214,6 +214,12 @@ pub(crate) trait Wire: Send + Sync {
         out: &mut Vec<u8>,
     );
 
+    /// The most data bytes one put carries: a longer copy is sent as
+    /// several puts, in order, its signal with the last ([`pieces`]).
+    fn put_max(&self) -> usize {
+        usize::MAX
+    }
+
     /// Send a put to rank `to`; returns once the message left this
     /// process's hands (MPI's send completed), with the message's memory
     /// for the next one.
@@ -247,6 +253,19 @@ pub(crate) trait Wire: Send + Sync {
             "cpu",
         ))
     }
+}
+
+/// The pieces of a copy of `len` bytes sent as puts of at most `max`
+/// bytes each, as (start, end, last) byte ranges: one (empty) piece for an
+/// empty copy, so that its signal still goes.
+pub(crate) fn pieces(len: usize, max: usize) -> impl Iterator<Item = (usize, usize, bool)> {
+    let max = max.max(1);
+    let n = len.div_ceil(max).max(1);
+    (0..n).map(move |i| {
+        let start = i * max;
+        let end = (start + max).min(len);
+        (start, end, i + 1 == n)
+    })
 }
 
 /// A new buffer, and the handle to publish with what keeps it open (see

@@ -169,6 +169,10 @@ impl Wire for Link {
         .encode_into(data, out);
     }
 
+    fn put_max(&self) -> usize {
+        self.world.put_max
+    }
+
     fn send_put(&self, from: usize, to: usize, msg: Vec<u8>) -> Result<Vec<u8>> {
         self.send(to, TAG_PUT, msg, &|| {
             format!("rank {from}'s copy to rank {to} on node {}", self.node(to))

@@ -254,3 +254,32 @@ fn only_new_or_grown_peer_buffers_are_opened() {
     // In one process every rank is local: nothing is ever opened.
     assert!(names.to_open(id, &(0..3), &grew).unwrap().is_empty());
 }
+
+/// A copy sent as puts of at most `max` bytes: the pieces tile the copy in
+/// order, each at most `max`, only the last carries the signal, and an
+/// empty copy is one (empty) piece so that its signal still goes.
+#[test]
+fn a_long_copy_is_sent_as_pieces_in_order_with_the_signal_last() {
+    for (len, max) in [
+        (0, 4),
+        (1, 4),
+        (4, 4),
+        (5, 4),
+        (17, 4),
+        (4096, 1000),
+        (10, 0),
+    ] {
+        let p: Vec<_> = pieces(len, max).collect();
+        assert!(!p.is_empty(), "{len}/{max}");
+        assert_eq!(p[0].0, 0);
+        assert_eq!(p.last().map(|x| x.1), Some(len), "{len}/{max}: {p:?}");
+        for w in p.windows(2) {
+            assert_eq!(w[0].1, w[1].0, "{len}/{max}: {p:?}");
+        }
+        for (i, &(a, b, last)) in p.iter().enumerate() {
+            assert!(b - a <= max.max(1), "{len}/{max}: {p:?}");
+            assert_eq!(last, i + 1 == p.len());
+            assert!(b > a || len == 0);
+        }
+    }
+}

@@ -523,14 +523,19 @@ impl View<'_> {
             .id(dst.buf);
         let (sb, db) = (self.bytes(src), self.bytes(dst));
         let mut msg = Vec::new();
-        {
-            let mut g = lock(&ws);
-            let b = open(&mut g);
-            let data = &b.get()?[sb.clone()];
-            net.wire
-                .put_message(from, to, id, db.start, signal, gen, data, &mut msg);
+        // A copy longer than one message goes as several, in order, its
+        // signal with the last.
+        for (a, b, last) in crate::transport::pieces(sb.len(), net.wire.put_max()) {
+            {
+                let mut g = lock(&ws);
+                let words = open(&mut g);
+                let data = &words.get()?[sb.start + a..sb.start + b];
+                let signal = if last { signal } else { None };
+                net.wire
+                    .put_message(from, to, id, db.start + a, signal, gen, data, &mut msg);
+            }
+            msg = net.wire.send_put(from, to, std::mem::take(&mut msg))?;
         }
-        net.wire.send_put(from, to, msg)?;
         self.mem.moved(from, to, sb.len());
         if let Some(t) = self.mem.network.get(from) {
             t[0].fetch_add(sb.len() as u64, Ordering::Relaxed);

@@ -38,7 +38,27 @@ pub(crate) struct World {
     /// world ranks in that order.
     pub rail: Comm,
     pub rail_members: Vec<usize>,
+    /// The most data bytes one put carries (`RINGREDUCE_NET_MESSAGE_MAX`).
+    pub put_max: usize,
     pub timeout: Duration,
+}
+
+/// The largest `RINGREDUCE_NET_MESSAGE_MAX`: a put's header (a few words)
+/// and its data in one MPI message of at most `i32::MAX` bytes.
+const PUT_MAX_LIMIT: u64 = (1 << 31) - 64;
+
+/// `RINGREDUCE_NET_MESSAGE_MAX`, checked, or its default (1 GiB).
+fn put_max() -> Result<usize> {
+    match crate::param::NET_MESSAGE_MAX.get()? {
+        None => Ok(1 << 30),
+        Some(b) if (1..=PUT_MAX_LIMIT).contains(&b) => Ok(b as usize),
+        Some(b) => Err(Error::Env {
+            var: "RINGREDUCE_NET_MESSAGE_MAX",
+            value: b.to_string(),
+            reason: "outside the sizes one MPI message carries with a put's header".into(),
+            expected: format!("1 to {PUT_MAX_LIMIT} bytes (2GiB minus 64)"),
+        }),
+    }
 }
 
 /// Whether this process must bootstrap through MPI: the feature is on, it
@@ -69,6 +89,7 @@ impl World {
     /// Initialise MPI and find the nodes. Collective over the world; every
     /// wait bounded by `timeout`.
     pub fn join(spec: &JobSpec, timeout: Duration) -> Result<World> {
+        let put_max = put_max()?;
         let mpi = Mpi::get(spec.rank, timeout)?;
         if mpi.rank != spec.rank || mpi.size != spec.size {
             return Err(Error::BadArgument(format!(
@@ -141,6 +162,7 @@ impl World {
             node_rank,
             rail,
             rail_members,
+            put_max,
             timeout,
         })
     }

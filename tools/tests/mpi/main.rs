@@ -330,6 +330,35 @@ fn hier_sends_its_share_across_the_network() {
         }
         assert_none_left(&t, Duration::from_secs(5));
     }
+    // Copies longer than one message (RINGREDUCE_NET_MESSAGE_MAX): sent
+    // as several, in order, with the same bytes and the same result.
+    let t = tag("bytes-pieces");
+    let args =
+        words("run --backend {b} --algo hier:2 --size 1MiB --inputs exact --iters 3 --timeout 30");
+    let j = mpirun(&t, &args, &[("RINGREDUCE_NET_MESSAGE_MAX", "4KiB")], false);
+    assert!(j.status.success(), "{}", j.all());
+    let r0 = j.rank(0, "stdout");
+    assert!(
+        r0.contains("bytes sent to other nodes per rank [524288, 524288, 524288, 524288]"),
+        "{r0}"
+    );
+    assert!(
+        r0.contains("check     : PASS (0 wrong of 1048576 elements on 4 ranks, bitwise"),
+        "{r0}"
+    );
+    println!("    hier:2 in messages of 4 KiB: PASS, 524288 B per rank across");
+    assert_none_left(&t, Duration::from_secs(5));
+    // A size one MPI message cannot carry is refused at once, by name.
+    let t = tag("bytes-toolong");
+    let j = mpirun(&t, &args, &[("RINGREDUCE_NET_MESSAGE_MAX", "3GiB")], false);
+    assert!(!j.status.success(), "{}", j.all());
+    assert!(
+        j.all().contains("RINGREDUCE_NET_MESSAGE_MAX"),
+        "{}",
+        j.all()
+    );
+    assert!(j.took < Duration::from_secs(30), "took {:?}", j.took);
+    assert_none_left(&t, Duration::from_secs(5));
     // A layout the plan does not assume (one rank per node under hier:2):
     // every hop crosses a node, and the formula is not printed as if it
     // held (it printed 524288 B beside 1.5 MiB measured).

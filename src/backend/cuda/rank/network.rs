@@ -57,26 +57,30 @@ impl<'id> Rank<'id> {
     ) -> Result<()> {
         let net = self.port()?;
         self.lane_done(lane, at)?;
-        // Staged in the port's buffers, reused from step to step.
+        // Staged in the port's buffers, reused from step to step; a copy
+        // longer than one message goes as several, in order, its signal
+        // with the last.
         let mut stage = net.stage();
         let (data, msg) = &mut *stage;
-        data.resize(bytes, 0);
-        self.read_into(src.buf, src.offset, data)
-            .map_err(|e| at.in_step(e))?;
-        net.wire.put_message(
-            self.rank,
-            dst.rank,
-            dst.buf,
-            dst.offset,
-            signal.map(|s| s.0),
-            at.gen,
-            data,
-            msg,
-        );
-        *msg = net
-            .wire
-            .send_put(self.rank, dst.rank, std::mem::take(msg))
-            .map_err(|e| at.in_step(e))?;
+        for (a, b, last) in crate::transport::pieces(bytes, net.wire.put_max()) {
+            data.resize(b - a, 0);
+            self.read_into(src.buf, src.offset + a, data)
+                .map_err(|e| at.in_step(e))?;
+            net.wire.put_message(
+                self.rank,
+                dst.rank,
+                dst.buf,
+                dst.offset + a,
+                signal.filter(|_| last).map(|s| s.0),
+                at.gen,
+                data,
+                msg,
+            );
+            *msg = net
+                .wire
+                .send_put(self.rank, dst.rank, std::mem::take(msg))
+                .map_err(|e| at.in_step(e))?;
+        }
         Ok(())
     }
 
