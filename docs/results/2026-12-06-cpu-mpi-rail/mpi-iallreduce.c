@@ -1,4 +1,4 @@
-/* MPI_Iallreduce + MPI_Test (sched_yield between polls) per call, float sum, in place: median of blocks. Made from mpi-allreduce.c by run-time sed (see README). */
+/* MPI_Iallreduce + MPI_Test (sched_yield between polls) per call, float sum, in place: median of blocks. Made from ../2026-12-06-cpu-mpi-inline/mpi-allreduce.c with sed. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -121,32 +121,22 @@ impl World {
             Some(g) => mpi.split(mpi.world, mpi.rank / g, mpi.rank)?,
             None => mpi.split_shared()?,
         };
-        let members: Vec<usize> = mpi
-            .allgather(node_comm, &word(mpi.rank), deadline, timeout, &ok, &|| {
-                "the ranks of this node".into()
-            })?
-            .iter()
-            .map(|b| unword(b))
-            .collect();
+        // Every rank's `v` on `comm`, in its rank order.
+        let gather = |comm: Comm, v: usize, what: &'static str| -> Result<Vec<usize>> {
+            Ok(mpi
+                .allgather(comm, &word(v), deadline, timeout, &ok, &|| what.into())?
+                .iter()
+                .map(|b| unword(b))
+                .collect())
+        };
+        let members = gather(node_comm, mpi.rank, "the ranks of this node")?;
         let (node_rank, _) = mpi.rank_size(node_comm)?;
         // Every rank is past the all-gather above: the split cannot wait
         // for a rank that never came.
         let rail = mpi.split(mpi.world, node_rank, mpi.rank)?;
-        let rail_members: Vec<usize> = mpi
-            .allgather(rail, &word(mpi.rank), deadline, timeout, &ok, &|| {
-                "the ranks of this rail".into()
-            })?
-            .iter()
-            .map(|b| unword(b))
-            .collect();
+        let rail_members = gather(rail, mpi.rank, "the ranks of this rail")?;
         let first = members.iter().copied().min().unwrap_or(mpi.rank);
-        let firsts: Vec<usize> = mpi
-            .allgather(mpi.world, &word(first), deadline, timeout, &ok, &|| {
-                "every rank's node".into()
-            })?
-            .iter()
-            .map(|b| unword(b))
-            .collect();
+        let firsts = gather(mpi.world, first, "every rank's node")?;
         let mut leaders = firsts.clone();
         leaders.sort_unstable();
         leaders.dedup();
