@@ -255,21 +255,23 @@ impl Plan {
             return Err(format!("{}: only a rail's all-reduce has a group", at()));
         }
         let put_of = |s: SignalId| raisers.get(s.0).copied().flatten();
-        // A rail's put into a member may wait for that member's Begin.
-        let begin_of = |q: usize| {
-            self.ops.get(q).and_then(|ops| {
+        // A rail's put into its right member may wait for that member's
+        // Begin (found once per kernel, not per wait).
+        let right_begin = match k.kind {
+            KernelKind::Rail => self.ops.get(right).and_then(|ops| {
                 ops.iter()
                     .find(|o| o.kind == OpKind::Begin)
                     .and_then(|o| o.signal)
-            })
+            }),
+            _ => None,
         };
+        let may_wait = |w: &SignalId| right_begin.is_some() && Some(*w) == right_begin;
         for (j, step) in k.steps.iter().enumerate() {
             let at = || format!("{} step {j} ({})", at(), step.kind.name());
             let is_put = matches!(&step.kind, OpKind::Copy { to, .. } if *to != r);
             for w in &step.waits {
                 match self.signals.get(w.0) {
-                    Some(_)
-                        if k.kind == KernelKind::Rail && is_put && Some(*w) == begin_of(right) => {}
+                    Some(_) if is_put && may_wait(w) => {}
                     Some(s) if s.kind == SignalKind::Flag && s.owner != r => {}
                     Some(_) => {
                         return Err(format!(
@@ -290,9 +292,7 @@ impl Plan {
                             slots.name()
                         ));
                     }
-                    let waits_ok = step.waits.is_empty()
-                        || (k.kind == KernelKind::Rail
-                            && step.waits.iter().all(|w| Some(*w) == begin_of(right)));
+                    let waits_ok = step.waits.iter().all(may_wait);
                     if step.signal.is_none() || !waits_ok {
                         return Err(format!(
                             "{}: a put raises a flag and waits for none (a rail's, at most for its member's Begin)",
