@@ -125,7 +125,7 @@ impl FaultPlan {
 /// What one entry of `RINGREDUCE_FAULT` does (one rank per process only;
 /// `ringreduce env` describes it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EnvFaultKind {
+pub(crate) enum EnvFaultKind {
     /// `kill:rank=R[:call=C|:after_calls=N][:op=K]`: rank R's process
     /// kills itself with `SIGKILL` in its call C (default 1; `after_calls=N`
     /// is call N+1), before its op K (default 1, just after Begin: the
@@ -159,7 +159,7 @@ pub enum EnvFaultKind {
 
 /// One entry of `RINGREDUCE_FAULT`: a fault on one rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EnvFault {
+pub(crate) struct EnvFault {
     /// The rank.
     pub rank: usize,
     /// What it does.

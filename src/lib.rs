@@ -131,7 +131,7 @@ pub use element::{bf16, f16, DataType, Element, ReduceOp};
 pub use engine::{CallInfo, CallPath, DeviceBuffers, Engine, EngineConfig};
 pub use error::{Error, ErrorKind, Result, WaitKind};
 pub use plan::Collective;
-pub use process::{JobSpec, KeyValue, LocalKeyValue};
+pub use process::{JobSpec, KeyValue};
 pub use sync::AbortHandle;
 /// Another runtime's memory (a Python buffer) for one call: its host
 /// buffers as slices (`sys::foreign`, the one `unsafe` entry for them).

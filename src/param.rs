@@ -8,7 +8,7 @@
 //! [`settings::all`](crate::settings::all) lists them (`ringreduce env`
 //! prints that list with each value and where it came from). No module of
 //! the library reads the environment otherwise; the test
-//! suites read their own variables ([`TEST_ONLY`]).
+//! suites read their own variables (`TEST_ONLY`).
 //!
 //! * **Empty is unset**, as NCCL reads its variables (`ncclLoadParam` takes
 //!   the default when the value is empty): `RINGREDUCE_TIMEOUT=` means 60 s.
@@ -51,12 +51,12 @@ use parse::*;
 
 /// The limit on any wait when neither `RINGREDUCE_TIMEOUT` nor an argument
 /// sets one.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The longest timeout accepted anywhere (`RINGREDUCE_TIMEOUT`,
 /// `--timeout`, `EngineConfig::timeout`), in seconds: 10^7 s is about 115
 /// days, and deadlines computed from it cannot overflow.
-pub const MAX_TIMEOUT_SECONDS: f64 = 1e7;
+pub(crate) const MAX_TIMEOUT_SECONDS: f64 = 1e7;
 
 /// What a timeout accepts, for messages.
 pub(crate) const TIMEOUT_RANGE: &str = "a number of seconds greater than 0 and at most 10000000";
@@ -518,7 +518,7 @@ pub(crate) static HOME: Param<PathBuf> = Param::new(
 
 /// Variables read only by the test suites (`tests/`, `#[ignore]`d unit
 /// tests), listed so that `ringreduce env` does not take them for typos.
-pub const TEST_ONLY: [(&str, &str); 3] = [
+pub(crate) const TEST_ONLY: [(&str, &str); 3] = [
     (
         "RINGREDUCE_BIN",
         "the ringreduce binary the integration tests run (default: the one cargo built)",
@@ -533,7 +533,7 @@ pub const TEST_ONLY: [(&str, &str); 3] = [
     ),
 ];
 
-/// [`TEST_ONLY`] with each variable's value now.
+/// `TEST_ONLY` with each variable's value now.
 pub fn test_only() -> Vec<(&'static str, &'static str, Option<OsString>)> {
     TEST_ONLY
         .iter()
@@ -541,7 +541,7 @@ pub fn test_only() -> Vec<(&'static str, &'static str, Option<OsString>)> {
         .collect()
 }
 
-/// `RINGREDUCE_TIMEOUT`, or [`DEFAULT_TIMEOUT`] when unset.
+/// `RINGREDUCE_TIMEOUT`, or 60 s (`DEFAULT_TIMEOUT`) when unset.
 pub fn timeout() -> Result<Duration> {
     Ok(TIMEOUT.get()?.unwrap_or(DEFAULT_TIMEOUT))
 }

@@ -31,7 +31,7 @@
 //! * during Reduce-Scatter the chunk `r` sends at step `s + 1` is the one it
 //!   received (and reduced) at step `s`, so partial sums travel round the ring;
 //! * after the last Reduce-Scatter step rank `r` owns the complete sum of chunk
-//!   [`owned_chunk`]`(r) = r + 1`, which is what it first sends in All-Gather.
+//!   [`Ring::owned_chunk`]`(r) = r + 1`, which is what it first sends in All-Gather.
 
 use std::ops::Range;
 
@@ -205,7 +205,7 @@ fn wrap(x: isize, n: usize) -> usize {
 }
 
 /// Chunk that rank `r` sends at step `s` of `phase` in a ring of `n`.
-pub fn send_chunk(phase: Phase, r: usize, s: usize, n: usize) -> usize {
+pub(crate) fn send_chunk(phase: Phase, r: usize, s: usize, n: usize) -> usize {
     let (r, s) = (r as isize, s as isize);
     match phase {
         Phase::ReduceScatter => wrap(r - s, n),
@@ -214,7 +214,7 @@ pub fn send_chunk(phase: Phase, r: usize, s: usize, n: usize) -> usize {
 }
 
 /// Chunk that rank `r` receives at step `s` of `phase` in a ring of `n`.
-pub fn recv_chunk(phase: Phase, r: usize, s: usize, n: usize) -> usize {
+pub(crate) fn recv_chunk(phase: Phase, r: usize, s: usize, n: usize) -> usize {
     let (r, s) = (r as isize, s as isize);
     match phase {
         Phase::ReduceScatter => wrap(r - s - 1, n),
@@ -223,7 +223,7 @@ pub fn recv_chunk(phase: Phase, r: usize, s: usize, n: usize) -> usize {
 }
 
 /// The chunk whose complete sum rank `r` holds after Reduce-Scatter.
-pub fn owned_chunk(r: usize, n: usize) -> usize {
+pub(crate) fn owned_chunk(r: usize, n: usize) -> usize {
     (r + 1) % n
 }
 
@@ -293,9 +293,10 @@ impl Ring {
     }
 }
 
-/// One step of the ring as seen by one rank.
+/// One step of the ring as seen by one rank. A test oracle.
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RankStep {
+pub(crate) struct RankStep {
     /// Reduce-Scatter or All-Gather.
     pub phase: Phase,
     /// The step within the phase.
@@ -316,8 +317,9 @@ pub struct RankStep {
     pub recv: Range<usize>,
 }
 
-/// Every step of both phases for rank `r`, in execution order.
-pub fn rank_steps(layout: &ChunkLayout, r: usize) -> Vec<RankStep> {
+/// Every step of both phases for rank `r`, in execution order. A test oracle.
+#[cfg(test)]
+pub(crate) fn rank_steps(layout: &ChunkLayout, r: usize) -> Vec<RankStep> {
     let n = layout.chunks();
     [Phase::ReduceScatter, Phase::AllGather]
         .into_iter()
@@ -341,8 +343,9 @@ pub fn rank_steps(layout: &ChunkLayout, r: usize) -> Vec<RankStep> {
         .collect()
 }
 
-/// Bytes one rank sends (and, equally, receives) in a ring all-reduce.
-pub fn ring_bytes_per_rank(layout: &ChunkLayout, r: usize, elem_size: usize) -> usize {
+/// Bytes one rank sends (and, equally, receives) in a ring all-reduce. A test oracle.
+#[cfg(test)]
+pub(crate) fn ring_bytes_per_rank(layout: &ChunkLayout, r: usize, elem_size: usize) -> usize {
     rank_steps(layout, r)
         .iter()
         .map(|s| s.send.len() * elem_size)

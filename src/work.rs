@@ -9,7 +9,7 @@
 //! (`cuda::work`, where the `unsafe` `WorkKernel::from_ptx` makes a
 //! caller's kernel, its contract standing in for that check); a backend
 //! that runs work on the host runs the host implementation a caller gives
-//! the kernel ([`WorkKernel::with_host`], a [`HostKernel`] over
+//! the kernel ([`WorkKernel::with_host`], a `HostKernel` over
 //! [`HostArgs`]), and refuses a kernel without one.
 
 /// A hand-written PTX module, and the same PTX assembled ahead of time by
@@ -27,7 +27,7 @@ pub struct KernelModule {
 
 /// The module of the built-in kernels: its PTX, and the sm_90 cubin.
 #[cfg(feature = "cuda")]
-pub fn compute_module() -> KernelModule {
+pub(crate) fn compute_module() -> KernelModule {
     KernelModule {
         name: "compute",
         ptx: include_str!("../ptx/compute.ptx"),
@@ -43,10 +43,10 @@ pub fn compute_module() -> KernelModule {
 /// one rank's part of a launch, through [`HostArgs`]. The overlap
 /// benchmark's kernels have theirs in the tools crate, beside the values
 /// they compute.
-pub type HostKernel = fn(&mut dyn HostArgs) -> crate::error::Result<()>;
+pub(crate) type HostKernel = fn(&mut dyn HostArgs) -> crate::error::Result<()>;
 
 /// One rank's part of a work launch on a host backend, as a
-/// [`HostKernel`] sees it: the arguments as this rank sees them (checked
+/// `HostKernel` sees it: the arguments as this rank sees them (checked
 /// against the kernel's parameters and requirements) and the rank's
 /// buffers they name.
 pub trait HostArgs {

@@ -322,7 +322,7 @@ impl std::fmt::Display for AlgoChoice {
 /// and the PS's 22-34 us from 8 B to 512 KiB, behind them from 2 MiB).
 /// Two ranks keep the one-shots, at or ahead of it at every size there; on
 /// several GPUs it is not measured yet, so `auto` does not take it there.
-pub const LL_MANY_MAX_BYTES: usize = 512 << 10;
+pub(crate) const LL_MANY_MAX_BYTES: usize = 512 << 10;
 
 /// Whether `auto` takes `ring:ll` for `shape` on one GPU.
 fn ll_ring_wins(shape: &Shape) -> bool {
@@ -335,10 +335,10 @@ fn ll_ring_wins(shape: &Shape) -> bool {
 /// Up to this size per rank, 2 ranks use the one-shot kernels for an
 /// all-reduce (2 x H200, docs/lab/perf-notes.md: 1.4x-2.7x NCCL from 8 B to
 /// 8 MiB out of place; 1.13x at 16 MiB in place).
-pub const ONESHOT_MAX_BYTES: usize = 16 << 20;
+pub(crate) const ONESHOT_MAX_BYTES: usize = 16 << 20;
 
 /// From this size the ring cuts each chunk into 4 slices instead of 2.
-pub const PIPE4_MIN_BYTES: usize = 1 << 30;
+pub(crate) const PIPE4_MIN_BYTES: usize = 1 << 30;
 
 /// Up to this size per rank, an all-reduce of more than 2 ranks uses the
 /// parameter server: two rounds, whatever N, where the ring has 2(N-1)
@@ -348,7 +348,7 @@ pub const PIPE4_MIN_BYTES: usize = 1 << 30;
 /// PS 45 / 79 us against the ring's 85 / 85 us at 1 / 4 MiB with 4 ranks,
 /// 92-145 against 177-215 us with 8; the ring ahead from 16 MiB, 124
 /// against 235 us).
-pub const PS_MAX_BYTES: usize = 4 << 20;
+pub(crate) const PS_MAX_BYTES: usize = 4 << 20;
 
 /// Out of place, more than 2 ranks use `oneshot:fused` (one kernel per
 /// rank that reads every peer's input) while a rank reads at most this
@@ -356,13 +356,13 @@ pub const PS_MAX_BYTES: usize = 4 << 20;
 /// 19-23 us against the PS's 39-62 us at 8 B-512 KiB with 4 ranks, 55-66
 /// against 100-160 us with 8; 37 against 54 us at 4 x 2 MiB = 6 MiB read;
 /// behind the PS at 8 x 2 MiB = 14 MiB read, 129 against 110 us).
-pub const FUSED_MANY_MAX_READ: usize = 8 << 20;
+pub(crate) const FUSED_MANY_MAX_READ: usize = 8 << 20;
 
 /// Below this many bytes of a reduce-scatter's whole buffer the plain ring
 /// (one copy and one reduce per step) beats the pipelined one (2 x H200,
 /// 2026-11-30, `-ring2-bench-rsag.log.gz`: 75 vs 52 GB/s at 4 MiB, 18 vs 13
 /// at 1 MiB; equal at 16 MiB, pipe2 ahead from 64 MiB).
-pub const RS_PIPE_MIN_BYTES: usize = 16 << 20;
+pub(crate) const RS_PIPE_MIN_BYTES: usize = 16 << 20;
 
 impl AlgoChoice {
     /// `auto` or the fixed algorithm's name.
@@ -378,17 +378,17 @@ impl AlgoChoice {
     /// environment variable `RINGREDUCE_ALGO` (like `NCCL_ALGO`).
     ///
     /// `auto`, from the 2 x H200 runs (docs/lab/perf-notes.md):
-    /// * an all-reduce of at most [`ONESHOT_MAX_BYTES`] per rank on 2 ranks
+    /// * an all-reduce of at most 16 MiB (`ONESHOT_MAX_BYTES`) per rank on 2 ranks
     ///   uses `oneshot:fused` out of place and `oneshot:flag` in place;
     /// * an all-reduce of more than 2 ranks uses `oneshot:fused` out of
-    ///   place while `(N-1) * size` is at most [`FUSED_MANY_MAX_READ`],
-    ///   else `ps` up to [`PS_MAX_BYTES`] per rank, then the plain `ring`
+    ///   place while `(N-1) * size` is at most 8 MiB (`FUSED_MANY_MAX_READ`),
+    ///   else `ps` up to 4 MiB (`PS_MAX_BYTES`) per rank, then the plain `ring`
     ///   (4 and 8 ranks: ahead of `ring:pipe2` at every size measured);
     /// * every other call uses `ring:pipe2`, except an all-gather (no
     ///   reduce to overlap: the plain `ring`, which measured ahead of
     ///   `ring:pipe2` at every size on 2 x H200) and a reduce-scatter below
-    ///   [`RS_PIPE_MIN_BYTES`] (`ring`);
-    /// * from [`PIPE4_MIN_BYTES`] a pipelined ring cuts 4 slices;
+    ///   16 MiB, `RS_PIPE_MIN_BYTES` (`ring`);
+    /// * from 1 GiB (`PIPE4_MIN_BYTES`) a pipelined ring cuts 4 slices;
     /// * a broadcast uses `bcast`, pipelined by size
     ///   (`bcast::slices_for`).
     pub fn resolve(&self, shape: &Shape) -> Result<Arc<dyn Algorithm>> {
@@ -449,10 +449,10 @@ pub(crate) fn spins_across_ranks(at: &Placement) -> std::result::Result<(), Stri
 /// (`results/2026-12-06-h100x1-ll-stop/`): with 8 queues a sweep of
 /// `ring:ll` stopped within its first 1 to 5 runs, with 16 and 32 in none of 10;
 /// with 4 and 2 queues, and 2 ranks on 1, it stopped at once.
-pub const QUEUES_PER_RANK: usize = 4;
+pub(crate) const QUEUES_PER_RANK: usize = 4;
 
 /// Rank threads of this process sharing a GPU whose hardware queues are
-/// too few for kernels that spin on each other ([`QUEUES_PER_RANK`]).
+/// too few for kernels that spin on each other (`QUEUES_PER_RANK`, 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShortQueues {
     /// The most ranks of this process on one GPU.
@@ -513,7 +513,7 @@ impl AlgoChoice {
     ///   `theory::scale` test `the_hierarchical_all_reduce_is_never_slower_than_the_flat_ring`),
     ///   `bcast` for a broadcast, else the `ring`;
     /// * on host memory (`host`), is its own (measured on the CPU backend:
-    ///   `oneshot:fused` out of place up to [`HOST_FUSED_MAX_BYTES`] per
+    ///   `oneshot:fused` out of place up to 64 KiB (`HOST_FUSED_MAX_BYTES`) per
     ///   rank, else `ps`);
     /// * with processes sharing a GPU (`time_sliced`), takes
     ///   `oneshot:fused` for every collective out of place, whatever the
@@ -521,11 +521,11 @@ impl AlgoChoice {
     ///   whose waits between ranks the CUDA backend makes on the host, once
     ///   the awaited work completed, each costing a turn of the GPU's
     ///   scheduler: the copy-engine `oneshot` for an all-reduce of 2 ranks
-    ///   up to [`ONESHOT_MAX_BYTES`] (one such wait), else `oneshot:fused`
+    ///   up to 16 MiB (`ONESHOT_MAX_BYTES`) (one such wait), else `oneshot:fused`
     ///   (two rounds of them, whatever N: the peers' Begin, then their
     ///   last read);
     /// * with every rank a thread on one GPU (`one_gpu`), `ring:ll` for an
-    ///   all-reduce of more than 2 ranks up to [`LL_MANY_MAX_BYTES`];
+    ///   all-reduce of more than 2 ranks up to 512 KiB (`LL_MANY_MAX_BYTES`);
     /// * where rank threads share a GPU with too few hardware queues
     ///   (`short_queues`), no path whose kernels spin on each other: the
     ///   copy-engine `oneshot` where it would take `oneshot:flag`.
@@ -575,7 +575,7 @@ impl AlgoChoice {
 
 /// Rank processes sharing a GPU (their kernels take turns on it, so each
 /// wait between ranks costs a turn of the scheduler): `oneshot` for an
-/// all-reduce of 2 ranks in place up to [`ONESHOT_MAX_BYTES`], whose one
+/// all-reduce of 2 ranks in place up to 16 MiB (`ONESHOT_MAX_BYTES`), whose one
 /// wait between the ranks follows the peer's copy (205-230 us per call on
 /// one H100, where `oneshot:fused` in place, two rounds of waits, took
 /// 400-460 us), else `oneshot:fused` (out of place no wait at all; in place
@@ -595,21 +595,21 @@ fn time_sliced(shape: &Shape) -> Arc<dyn Algorithm> {
 /// `oneshot:fused` on host memory (the CPU backend): each rank reads every
 /// input once, with no step between ranks; above it the redundant reads
 /// cost more than the parameter server's two phases.
-pub const HOST_FUSED_MAX_BYTES: usize = 64 << 10;
+pub(crate) const HOST_FUSED_MAX_BYTES: usize = 64 << 10;
 
 /// `auto` on host memory (the CPU backend), from its own measurements
 /// (`docs/results/2026-12-04-cpu-host-auto/`, 2 to 8 ranks on a 2-core
 /// machine, 8 B to 16 MiB): memory is shared and the ranks' threads
 /// outnumber the cores, so what costs is each step the ranks wait on each
 /// other, not bytes on a link. An all-reduce uses `oneshot:fused` out of
-/// place up to [`HOST_FUSED_MAX_BYTES`] per rank (one step, 2-8x ahead of
+/// place up to 64 KiB (`HOST_FUSED_MAX_BYTES`) per rank (one step, 2-8x ahead of
 /// the ring there), `ps` in place at those sizes and above them from 3
 /// ranks (two phases whatever N: at or ahead of the ring from 2 MiB, and
 /// 1.5-2.6x ahead of it below 64 KiB), and the ring above them on 2 ranks
 /// (ahead of `ps` at 256 KiB-2 MiB there); every other collective as on
 /// the GPU ([`AlgoChoice::resolve`]). With every rank a process
 /// (`processes`: no hand-off to a rank thread, so the ring's steps cost
-/// less) the ring above [`HOST_FUSED_MAX_BYTES`] on any number of ranks
+/// less) the ring above 64 KiB (`HOST_FUSED_MAX_BYTES`) on any number of ranks
 /// (4 processes on 2 cores, `docs/results/2026-12-06-cpu-mpi-inline/`:
 /// 0.6x `ps`'s time at 1 MiB, 0.8x at 16 MiB; `ps` ahead at 64 KiB).
 fn auto_host(shape: &Shape, processes: bool) -> Arc<dyn Algorithm> {

@@ -7,15 +7,18 @@
 //! each [`SignalKind`](crate::plan::SignalKind) to one way of ordering. The
 //! engine ([`crate::engine`]) chooses plans; the backend runs them.
 //!
-//! The core trait, [`Backend`], is small: buffers, launch, synchronize,
-//! abort. What only some backends can do is an extension trait, reached
-//! through [`Backend::nccl`], [`Backend::graphs`] or [`Backend::ordered`]:
-//! NCCL on the same buffers ([`NcclBackend`]), CUDA graphs
-//! ([`GraphBackend`]), stream-ordered calls and the work stream
-//! ([`ordered::StreamOrdered`]). These are what a library user calls; the
-//! measurement tools' own hooks sit apart: NCCL's timings on the NCCL
-//! capability, the overlap benchmark's on [`overlap::OverlapBench`]
-//! (reached from the stream-ordered capability).
+//! The core trait, `Backend` (crate-private), is small: buffers, launch,
+//! synchronize, abort. What only some backends can do is an extension
+//! trait, reached through `Backend::nccl`, `Backend::graphs` or
+//! `Backend::ordered`: NCCL on the same buffers (`NcclBackend`), CUDA
+//! graphs (`GraphBackend`), stream-ordered calls and the work stream
+//! (`ordered::StreamOrdered`). The engine is their one caller; a library
+//! user reaches them through the engine's methods
+//! ([`Core`](crate::engine::Core)'s `graph_capture`, `nccl_init`,
+//! `launch_after`, `work_launch`, ...). The measurement tools' own hooks
+//! sit apart: NCCL's timings on the NCCL capability, the overlap
+//! benchmark's on `overlap::OverlapBench` (reached from the stream-ordered
+//! capability).
 //!
 //! How a rank reaches its peers (threads of one process, shared memory
 //! between processes) is not the backend's: the CPU backend is one engine
@@ -159,7 +162,7 @@ pub struct BackendInfo {
 impl BackendInfo {
     /// Bytes this backend keeps per byte of a plan's LL slots
     /// ([`crate::plan::Buf::Lines`], buffer [`BufId::LL`]): on GPUs each
-    /// word carries its flag ([`crate::schedule::LL_WIDEN`]); the CPU
+    /// word carries its flag (`schedule::LL_WIDEN`); the CPU
     /// backend keeps the elements as they are and its flags on the signal
     /// board.
     pub fn lines_widen(&self) -> usize {
@@ -230,7 +233,7 @@ pub(crate) fn process_device(
 
 /// Memory of one rank's device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeviceMemory {
+pub(crate) struct DeviceMemory {
     /// The device (GPU ordinal; 0 on the CPU).
     pub device: usize,
     /// Bytes free.
@@ -240,7 +243,7 @@ pub struct DeviceMemory {
 }
 
 /// Executes plans on per-rank buffers.
-pub trait Backend: Send {
+pub(crate) trait Backend: Send {
     /// What the backend is and runs on.
     fn info(&self) -> &BackendInfo;
 
@@ -354,7 +357,7 @@ pub trait Backend: Send {
 /// and `Recv` on the caller's slices, lent for the call
 /// (the private `sys::lend` module), instead of copying them into the backend's
 /// buffers and back (issue 32, item 11).
-pub trait HostSlices {
+pub(crate) trait HostSlices {
     /// Run `call` (its `bind` is ignored) to completion with rank r's
     /// `Send` on `send[r]` (read-only; unused in place) and its `Recv` on
     /// `recv[r]`; `Scratch` stays the backend's.
@@ -367,7 +370,7 @@ pub trait HostSlices {
 }
 
 /// NCCL on a backend's buffers.
-pub trait NcclBackend {
+pub(crate) trait NcclBackend {
     /// Create one NCCL communicator per rank (one GPU per rank).
     #[cfg(feature = "cuda")]
     fn nccl_init(&mut self, lib: &crate::cuda::nccl::Nccl) -> Result<()>;
@@ -387,7 +390,7 @@ pub trait NcclBackend {
 }
 
 /// CUDA graphs of ringreduce calls.
-pub trait GraphBackend {
+pub(crate) trait GraphBackend {
     /// Capture `calls`, in order, into CUDA graphs: one per rank when every
     /// plan is ordered on the device ([`Plan::device_ordered`]), else one
     /// graph across every GPU whose edges are the plans' signals.
@@ -395,11 +398,12 @@ pub trait GraphBackend {
     /// Replay the captured graphs once on every rank.
     fn replay(&mut self) -> Result<()>;
     /// Forget the captured graphs.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     fn drop_graphs(&mut self) -> Result<()>;
 }
 
 /// Host time one rank thread spent issuing collectives, by kind of call
-/// (nanoseconds, summed since the last [`Profiling::take_issue_profile`]).
+/// (nanoseconds, summed since the last `Profiling::take_issue_profile`).
 #[derive(Debug, Clone, Copy, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct IssueProfile {
@@ -466,7 +470,7 @@ pub struct CallTimeline {
 
 /// Timelines, issue profiles and traffic counters of the engine's own calls
 /// (NCCL's calls are timed through [`NcclBackend`]).
-pub trait Profiling {
+pub(crate) trait Profiling {
     /// Per-rank host issue profile since the last call, then reset.
     fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>>;
     /// The timelines of the calls launched with `timing` since the last

@@ -1,8 +1,8 @@
 //! Stream-ordered calls: a collective queued after the caller's work on a
 //! stream, returning at once with a completion per rank.
 //!
-//! The capability is an extension trait, [`StreamOrdered`], reached through
-//! [`Backend::ordered`], rather than fields of
+//! The capability is an extension trait, `StreamOrdered`, reached through
+//! `Backend::ordered`, rather than fields of
 //! [`Call`]: a stream-ordered call returns per-rank completion tokens, and
 //! comes with a work stream per rank, kernel launches on it and their
 //! timings, none of which fit `Backend::launch(&Call) -> Result<()>`. So the
@@ -36,10 +36,10 @@
 //! The CPU backend implements the same API with host semantics: a call runs
 //! when it is issued, so every completion is complete on return, and the
 //! work kernels run on the host through the host implementation a caller
-//! gives them ([`HostKernel`]); CI checks the
+//! gives them (`HostKernel`); CI checks the
 //! results and the order through it.
 
-pub use crate::work::{ArgView, Builtin, HostArgs, HostKernel, Param, WorkKernel};
+pub use crate::work::{ArgView, Builtin, HostArgs, Param, WorkKernel};
 
 use super::overlap::OverlapBench;
 
@@ -161,7 +161,7 @@ pub struct SpanTag {
 }
 
 /// When a timed kernel or call ran on one rank, in nanoseconds from the
-/// rank's last [`StreamOrdered::work_mark`] (device event timestamps on
+/// rank's last `StreamOrdered::work_mark` (device event timestamps on
 /// CUDA, the host clock on the CPU).
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -237,7 +237,7 @@ pub struct WorkLaunch {
     pub block: u32,
     /// Its arguments, in order.
     pub args: Vec<WorkArg>,
-    /// Time the kernel (see [`StreamOrdered::take_spans`]).
+    /// Time the kernel (see `StreamOrdered::take_spans`).
     pub tag: Option<SpanTag>,
 }
 
@@ -258,7 +258,7 @@ impl WorkLaunch {
 }
 
 /// Stream-ordered calls and the work stream (see the module doc).
-pub trait StreamOrdered {
+pub(crate) trait StreamOrdered {
     /// Launch `call` on every rank after `after`; returns each rank's
     /// completion, in rank order, once every rank thread issued its part.
     fn launch_after(
@@ -368,7 +368,7 @@ impl CpuOrder {
 }
 
 /// One rank's part of a work launch on a host backend: what a
-/// [`HostKernel`] sees ([`HostArgs`]) on a backend's buffers.
+/// `HostKernel` sees ([`HostArgs`]) on a backend's buffers.
 pub(crate) struct HostRank<'a> {
     be: &'a mut dyn Backend,
     rank: usize,

@@ -1,16 +1,16 @@
 //! The overlap benchmark's hooks on the stream-ordered capability:
 //! instruments for measuring how ringreduce's calls overlap the caller's
 //! compute, not part of what a library user needs for stream-ordered
-//! collectives ([`StreamOrdered`](super::ordered::StreamOrdered)).
+//! collectives (`StreamOrdered`).
 //!
-//! * [`OverlapBench::launch_nccl_after`]: NCCL's collective ordered the way
+//! * `OverlapBench::launch_nccl_after`: NCCL's collective ordered the way
 //!   ringreduce's is, so the benchmark can put the two side by side (a user
 //!   who wants NCCL calls it directly).
-//! * [`OverlapBench::work_gate`]: hold a whole step's work back until it is
+//! * `OverlapBench::work_gate`: hold a whole step's work back until it is
 //!   queued, to emulate a host that runs far ahead of the GPU.
 //!
 //! Reached through
-//! [`StreamOrdered::overlap_bench`](super::ordered::StreamOrdered::overlap_bench)
+//! `StreamOrdered::overlap_bench`
 //! (the engine's `Core::launch_nccl_after` and `Core::work_gate`).
 
 use super::cpu::CpuBackend;
@@ -25,7 +25,7 @@ use crate::transport::Transport;
 use std::sync::Arc;
 
 /// The overlap benchmark's hooks (see the module doc).
-pub trait OverlapBench {
+pub(crate) trait OverlapBench {
     /// NCCL's collective on every rank after `after` (each rank waits for
     /// its own caller stream only, as PyTorch DDP orders `ncclAllReduce`
     /// after a gradient bucket's kernel).
@@ -42,7 +42,7 @@ pub trait OverlapBench {
 }
 
 /// A closed gate at the head of every rank's work stream (made by
-/// [`OverlapBench::work_gate`]): what is issued behind it waits until
+/// `OverlapBench::work_gate`): what is issued behind it waits until
 /// [`Gate::open`], so a whole step reaches the GPUs before any of it runs,
 /// as when the host runs far ahead of the GPU in training. Dropping the
 /// gate opens it, and so does anything that drains the engine

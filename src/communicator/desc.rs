@@ -3,7 +3,7 @@
 //!
 //! The per-rank style compares descriptors as ranks arrive at the
 //! rendezvous (`communicator::ranks`); one rank per process all-gathers
-//! them through the job's control segment ([`CallDesc::encode`]). Either
+//! them through the job's control segment (`CallDesc::encode`). Either
 //! way a difference is one [`Error::Mismatch`] for every rank, at once,
 //! naming what each rank asked for, and nothing has moved.
 
@@ -14,7 +14,7 @@ use crate::plan::Collective;
 /// What kind of call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum CallKind {
+pub(crate) enum CallKind {
     /// A collective on host slices.
     Host(Collective),
     /// A collective on device buffers allocated by the communicator.
@@ -30,7 +30,7 @@ pub enum CallKind {
 /// What one rank asks of a call: every rank of the call must ask the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct CallDesc {
+pub(crate) struct CallDesc {
     /// The kind of call.
     pub kind: CallKind,
     /// The element type (a barrier has none).

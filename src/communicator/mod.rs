@@ -25,7 +25,7 @@
 //!
 //! # Every rank must ask for the same call
 //!
-//! Each call carries its number and a descriptor ([`CallDesc`]: the
+//! Each call carries its number and a descriptor (`CallDesc`: the
 //! collective and its root, the element type, the op, the count, the
 //! place) that the ranks compare before any data moves: ranks that ask for
 //! different calls, or are at different calls, all get one
@@ -72,7 +72,7 @@ pub(crate) mod ranks;
 mod study;
 
 pub use bufs::{RecvBufs, SendBufs};
-pub use desc::{CallDesc, CallKind};
+pub(crate) use desc::{CallDesc, CallKind};
 pub(crate) use per_process::{process_host, Agreement};
 pub(crate) use per_rank::rank_host;
 use per_rank::rank_step;

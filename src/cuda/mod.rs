@@ -26,7 +26,7 @@
 //! * `order` and `work`: stream-ordered calls (completion events any thread
 //!   can hold, [`DoneEvent`]; another library's stream, [`RawStream`]) and
 //!   kernels a caller runs on a rank's work stream (its own PTX, through
-//!   the `unsafe` `WorkKernel::from_ptx`, or [`compute_module`]).
+//!   the `unsafe` `WorkKernel::from_ptx`, or `compute_module`).
 //! * [`nccl`]: the NCCL binding; [`nccl::Nccl`] is what
 //!   [`Core::nccl_init`](crate::engine::Core::nccl_init) takes.
 //!
@@ -57,7 +57,8 @@ pub(crate) mod result;
 pub(crate) mod stream;
 pub(crate) mod work;
 
-pub use crate::work::{compute_module, KernelModule};
+pub use crate::work::KernelModule;
+
 pub(crate) use driver::{
     can_access_peer, driver_init_ms, keep_context_retained, with_device, Ctx, PeerCtx,
 };
@@ -83,7 +84,7 @@ pub struct CudaError {
 }
 
 /// A driver layer result.
-pub type CuResult<T> = Result<T, CudaError>;
+pub(crate) type CuResult<T> = Result<T, CudaError>;
 
 impl CudaError {
     /// This failure as the crate's error, on rank `rank`'s GPU `device`.

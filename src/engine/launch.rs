@@ -65,7 +65,7 @@ impl Core {
     }
 
     /// One call of `shape` run to completion on the caller's slices,
-    /// lent to the ranks for the call ([`crate::backend::HostSlices`]):
+    /// lent to the ranks for the call (`crate::backend::HostSlices`):
     /// rank r's `Send` is `send[r]` (none in place) and its `Recv` is
     /// `recv[r]`, byte views of exactly the plan's lengths. `Ok(None)`: the
     /// backend cannot address host slices (CUDA, one process per rank);

@@ -745,12 +745,6 @@ impl Core {
     pub fn ping(&mut self) -> Result<()> {
         self.backend.ping()
     }
-
-    /// Direct access to the backend, for tools that need its extensions.
-    pub fn backend_mut(&mut self) -> &mut dyn Backend {
-        self.last = None;
-        self.backend.as_mut()
-    }
 }
 
 #[cfg(test)]

@@ -126,7 +126,7 @@ impl Core {
     /// too) the device's highest priority or the default one (drains every
     /// rank first), so that a collective overlapping the caller's compute
     /// is not queued behind it (see
-    /// [`StreamOrdered::set_comm_priority`]).
+    /// `StreamOrdered::set_comm_priority`).
     pub fn set_comm_priority(&mut self, high: bool) -> Result<()> {
         let r = self.ordered_backend()?.set_comm_priority(high);
         self.track(r)

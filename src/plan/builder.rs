@@ -8,7 +8,7 @@ use super::ir::{
 
 /// Builds one [`Plan`].
 #[derive(Debug)]
-pub struct PlanBuilder {
+pub(crate) struct PlanBuilder {
     plan: Plan,
 }
 
@@ -40,16 +40,6 @@ impl PlanBuilder {
     /// The shape the plan is for.
     pub fn shape(&self) -> &Shape {
         &self.plan.shape
-    }
-
-    /// Rank `r`'s input region.
-    pub fn input(&self, r: usize) -> Region {
-        self.plan.shape.input(r)
-    }
-
-    /// Rank `r`'s output region.
-    pub fn output(&self, r: usize) -> Region {
-        self.plan.shape.output(r)
     }
 
     /// Mark the plan as unfenced (see [`Plan::fenced`]).

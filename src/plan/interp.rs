@@ -7,7 +7,7 @@
 //!   may interleave: most ops are one part (wait, act, signal); a
 //!   [`super::Kernel`] is one part per step (the two-rank exchange: push
 //!   and raise its flag; wait for the peer's flag and reduce).
-//! * [`effects`] / [`Effect`] say which memory a part reads and writes.
+//! * `effects` / [`Effect`] say which memory a part reads and writes.
 //! * [`Memory`] is the pluggable memory an effect is applied to:
 //!   [`SymMem`] (symbolic: which inputs, at which offset, scaled how, are
 //!   summed in each element) for the validator and the trace, and the CPU
@@ -218,7 +218,7 @@ fn single_effect(rank: usize, kind: &OpKind) -> Option<Effect<'_>> {
 }
 
 /// Every memory effect of an op, in order.
-pub fn effects(rank: usize, kind: &OpKind) -> Vec<Effect<'_>> {
+pub(crate) fn effects(rank: usize, kind: &OpKind) -> Vec<Effect<'_>> {
     match kind {
         OpKind::Kernel(k) => k
             .steps

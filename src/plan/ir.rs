@@ -220,9 +220,9 @@ pub enum Buf {
     Scratch,
     /// An LL kernel's slots ([`KernelKind::uses_lines`]: its puts land here),
     /// owned by the engine. A device keeps every element of them in a line
-    /// with the call's flag, [`crate::schedule::LL_WIDEN`] times its size,
+    /// with the call's flag, `schedule::LL_WIDEN` times its size,
     /// so a slot starts at a multiple of 8 bytes
-    /// ([`crate::schedule::ll_slot_len`]); the CPU backend keeps the
+    /// (`schedule::ll_slot_len`); the CPU backend keeps the
     /// elements as they are and its flags on the signal board.
     Lines,
 }

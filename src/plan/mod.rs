@@ -1,6 +1,6 @@
 //! Plans: what each rank does in one collective call.
 //!
-//! An algorithm ([`crate::algo`]) builds a [`Plan`] with a [`PlanBuilder`];
+//! An algorithm ([`crate::algo`]) builds a [`Plan`] with a `PlanBuilder`;
 //! the validator ([`Plan::validate`]), the trace, the timeline, the CPU
 //! backend and the CUDA backend all read that plan and nothing else.
 //!
@@ -21,7 +21,7 @@ pub mod validate;
 pub const MAX_RANKS: usize = 256;
 
 pub(crate) use builder::local_only;
-pub use builder::PlanBuilder;
+pub(crate) use builder::PlanBuilder;
 pub use call::{Binding, BufId, Call};
 pub use ir::{
     Buf, Collective, Group, Kernel, KernelKind, Label, Lane, Op, OpKind, Plan, ReduceStep, Region,

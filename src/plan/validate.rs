@@ -17,7 +17,7 @@
 //!   pre-multiplied once and post-divided once where the annotations say so.
 //!
 //! Race and bracket checks need a vector clock per op part, so they run for
-//! plans of at most [`RACE_CHECK_MAX_RANKS`] ranks; larger plans get every
+//! plans of at most `RACE_CHECK_MAX_RANKS` ranks; larger plans get every
 //! other check.
 
 use super::interp::{self, parts, Access, Effect, SymMem, Val};
@@ -28,7 +28,7 @@ use super::ir::{
 
 /// Plans with more ranks skip the race and bracket checks (memory grows
 /// with ranks squared).
-pub const RACE_CHECK_MAX_RANKS: usize = 64;
+pub(crate) const RACE_CHECK_MAX_RANKS: usize = 64;
 
 /// A part of an op, located: (rank, op index, part index).
 type PartId = (usize, usize, usize);

@@ -41,7 +41,9 @@ mod spec;
 pub(crate) mod store;
 
 pub(crate) use control::Control;
-pub use rendezvous::{KeyValue, LocalKeyValue, SharedKeyValue};
+#[cfg(test)]
+pub(crate) use rendezvous::LocalKeyValue;
+pub use rendezvous::{KeyValue, SharedKeyValue};
 pub use spec::{JobSpec, Origin};
 pub(crate) use store::Store;
 

@@ -3,7 +3,7 @@
 //! `Store`), or any other set/get service the ranks share.
 //!
 //! Only the join goes through it. Rank 0 creates the job's control segment
-//! and sets one key, [`CONTROL_KEY`], to the run's id and the segment's
+//! and sets one key, `CONTROL_KEY`, to the run's id and the segment's
 //! handle (`/proc/<pid>/fd/<n>`, open until every rank mapped it); every
 //! other rank gets that key (waiting at most the job's timeout) and maps
 //! the segment. From then on everything a store directory would carry
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The key rank 0 sets: `<run id>\n<control segment handle>`.
-pub const CONTROL_KEY: &str = "ringreduce/control";
+pub(crate) const CONTROL_KEY: &str = "ringreduce/control";
 
 /// A key-value store the ranks of a job share (the caller's).
 pub trait KeyValue: Send + Sync {
@@ -50,7 +50,7 @@ impl PartialEq for SharedKeyValue {
 
 impl Eq for SharedKeyValue {}
 
-/// What rank 0 sets under [`CONTROL_KEY`].
+/// What rank 0 sets under `CONTROL_KEY`.
 pub(crate) fn encode(run: &str, handle: &std::path::Path) -> Vec<u8> {
     let mut v = run.as_bytes().to_vec();
     v.push(b'\n');
@@ -58,7 +58,7 @@ pub(crate) fn encode(run: &str, handle: &std::path::Path) -> Vec<u8> {
     v
 }
 
-/// The run id and the handle from [`CONTROL_KEY`]'s value; `None` when it
+/// The run id and the handle from `CONTROL_KEY`'s value; `None` when it
 /// is not what rank 0 of a ringreduce job sets.
 pub(crate) fn decode(v: &[u8]) -> Option<(String, std::path::PathBuf)> {
     use std::os::unix::ffi::OsStringExt;
@@ -74,12 +74,14 @@ pub(crate) fn decode(v: &[u8]) -> Option<(String, std::path::PathBuf)> {
 
 /// A key-value store in this process (threads as ranks, for tests and for
 /// programs that run a job's ranks as threads of one process).
+#[cfg(test)]
 #[derive(Default)]
-pub struct LocalKeyValue {
+pub(crate) struct LocalKeyValue {
     map: std::sync::Mutex<std::collections::HashMap<String, Vec<u8>>>,
     changed: std::sync::Condvar,
 }
 
+#[cfg(test)]
 impl KeyValue for LocalKeyValue {
     fn set(&self, key: &str, value: &[u8]) -> Result<()> {
         let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());

@@ -165,13 +165,9 @@ mod tests {
         let n = 1000usize;
         let bucket = core.alloc(&vec![4 * n; ranks]).unwrap();
         let ctr = core.alloc(&vec![16; ranks]).unwrap();
-        let o = core
-            .backend_mut()
-            .ordered()
-            .expect("the CPU backend orders calls");
-        o.work_mark().unwrap();
+        core.work_mark().unwrap();
         let fma = Arc::new(kernel(Builtin::GradFma));
-        o.work_launch(&WorkLaunch {
+        core.work_launch(&WorkLaunch {
             kernel: fma,
             grid: Grid::Items(n as u64),
             block: 256,
