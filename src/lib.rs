@@ -76,13 +76,19 @@
 //! # Features
 //!
 //! * `cuda` (default): the CUDA backend (cudarc, the driver loaded at run
-//!   time, never linked) and NCCL (loaded at run time by our own binding).
-//!   Without it the library is CPU-only, with a handful of dependencies:
-//!   [`BackendChoice::Cuda`] is [`Error::NoCuda`] ("built without the cuda
-//!   feature"), `auto` runs on the CPU, and the items that exist only with
-//!   CUDA (`cuda`, `backend::cuda::probe`, `Core::nccl_init`, `Error::Nccl`,
+//!   time, never linked). Without it the library is CPU-only, with a
+//!   handful of dependencies: [`BackendChoice::Cuda`] is [`Error::NoCuda`]
+//!   ("built without the cuda feature"), `auto` runs on the CPU, and the
+//!   items that exist only with CUDA (`cuda`, `backend::cuda::probe`,
 //!   `After::Streams`, `Completion::done_event` and `::order_before`) are
 //!   absent.
+//! * `nccl` (implies `cuda`; the tools turn it on): NCCL on the engine's
+//!   own buffers, the yardstick the tools compare against: the binding and
+//!   its loader (`cuda::nccl`, libnccl loaded at run time by our own
+//!   binding), `Core::nccl_init`, `launch_nccl`, `nccl_graph_capture`,
+//!   `launch_nccl_graph`, `take_nccl_timeline`, `launch_nccl_after`,
+//!   `Engine::nccl_call` and `backend::NcclCall`. Without it the library
+//!   holds no NCCL code and these items are absent.
 //! * `serde`: `serde::Serialize` on the library's plain data types.
 //! * `mpi`: under `mpirun`/`srun`, ranks bootstrap through MPI (a world
 //!   and a node communicator; `RINGREDUCE_RANKS_PER_NODE` makes several

@@ -34,14 +34,16 @@ pub(crate) mod cpu;
 pub use crate::pool::PoolPhases;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+mod nccl;
 pub mod ordered;
 pub mod overlap;
 
-use crate::element::{DataType, ReduceOp};
+pub(crate) use nccl::NcclBackend;
+pub use nccl::NcclCall;
+
 use crate::error::{Error, Result};
-use crate::plan::{Collective, Plan};
+use crate::plan::Plan;
 use crate::sync::AbortHandle;
-use std::sync::Arc;
 
 /// Why the CUDA backend is unavailable in a build without the `cuda`
 /// feature ([`crate::Error::NoCuda`] says it, and `auto` falls back to the
@@ -109,24 +111,6 @@ impl std::str::FromStr for BackendChoice {
 }
 
 pub use crate::plan::call::{Binding, BufId, Call};
-
-/// An NCCL call on the same buffers.
-#[derive(Debug, Clone)]
-pub struct NcclCall {
-    /// Which collective.
-    pub collective: Collective,
-    /// NCCL's count: all-reduce elements, reduce-scatter `recvcount`,
-    /// all-gather `sendcount`.
-    pub count: usize,
-    /// The element type.
-    pub dtype: DataType,
-    /// The reduction.
-    pub op: ReduceOp,
-    /// Whether each rank's output is its input buffer.
-    pub in_place: bool,
-    /// Each rank's send and receive buffers.
-    pub bind: Arc<Vec<Binding>>,
-}
 
 /// Milliseconds spent in the parts of a GPU backend's setup.
 #[derive(Debug, Clone, Copy, Default)]
@@ -292,7 +276,8 @@ pub(crate) trait Backend: Send {
         0..self.info().ranks
     }
 
-    /// NCCL on the same buffers, if the backend has it.
+    /// NCCL on the same buffers, if the backend has it (the CUDA backend
+    /// with the `nccl` feature).
     fn nccl(&mut self) -> Option<&mut dyn NcclBackend> {
         None
     }
@@ -367,26 +352,6 @@ pub(crate) trait HostSlices {
         send: &[crate::sys::lend::Loan],
         recv: &[crate::sys::lend::Loan],
     ) -> Result<()>;
-}
-
-/// NCCL on a backend's buffers.
-pub(crate) trait NcclBackend {
-    /// Create one NCCL communicator per rank (one GPU per rank).
-    #[cfg(feature = "cuda")]
-    fn nccl_init(&mut self, lib: &crate::cuda::nccl::Nccl) -> Result<()>;
-    /// Launch an NCCL collective on every rank.
-    fn launch_nccl(&mut self, call: &NcclCall) -> Result<()>;
-    /// Capture `calls` NCCL calls per rank into a CUDA graph.
-    fn nccl_graph_capture(&mut self, call: &NcclCall, calls: usize) -> Result<()>;
-    /// Replay the captured NCCL graph on every rank.
-    fn launch_nccl_graph(&mut self) -> Result<()>;
-    /// Time the following NCCL calls (start and end of each on every rank,
-    /// on the same clock as [`Profiling::take_timeline`]), for a comparison
-    /// with ringreduce's own calls.
-    fn set_nccl_timing(&mut self, on: bool);
-    /// The timings of the NCCL calls made with NCCL timing on since the last
-    /// take: one [`CallTimeline`] per call, one [`OpTime`] (op 0) per rank.
-    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>>;
 }
 
 /// CUDA graphs of ringreduce calls.

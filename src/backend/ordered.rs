@@ -558,17 +558,19 @@ mod tests {
         let mut core = Core::new(EngineConfig::cpu(2)).unwrap();
         let e = core.work_wait(&[Completion::complete(0)]).unwrap_err();
         assert!(matches!(e, Error::WrongBufferCount { .. }), "{e}");
-        let call = NcclCall {
-            collective: crate::plan::Collective::AllReduce,
-            count: 4,
-            dtype: DataType::Float,
-            op: ReduceOp::Sum,
-            in_place: true,
-            bind: Arc::new(vec![Binding::DEFAULT; 2]),
-        };
-        let e = core
-            .launch_nccl_after(&call, &After::Work, None)
-            .unwrap_err();
-        assert!(matches!(e, Error::Unsupported(..)), "{e}");
+        {
+            let call = NcclCall {
+                collective: crate::plan::Collective::AllReduce,
+                count: 4,
+                dtype: DataType::Float,
+                op: ReduceOp::Sum,
+                in_place: true,
+                bind: Arc::new(vec![Binding::DEFAULT; 2]),
+            };
+            let e = core
+                .launch_nccl_after(&call, &After::Work, None)
+                .unwrap_err();
+            assert!(matches!(e, Error::Unsupported(..)), "{e}");
+        }
     }
 }

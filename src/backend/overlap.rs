@@ -28,13 +28,19 @@ use std::sync::Arc;
 pub(crate) trait OverlapBench {
     /// NCCL's collective on every rank after `after` (each rank waits for
     /// its own caller stream only, as PyTorch DDP orders `ncclAllReduce`
-    /// after a gradient bucket's kernel).
+    /// after a gradient bucket's kernel). Refused where the backend has no
+    /// NCCL (the CUDA backend built without the `nccl` feature).
     fn launch_nccl_after(
         &mut self,
-        call: &NcclCall,
-        after: &After,
-        tag: Option<SpanTag>,
-    ) -> Result<Vec<Completion>>;
+        _call: &NcclCall,
+        _after: &After,
+        _tag: Option<SpanTag>,
+    ) -> Result<Vec<Completion>> {
+        Err(Error::Unsupported(
+            "NCCL (built without the nccl feature)".into(),
+            "cuda",
+        ))
+    }
 
     /// Close a gate on every rank's work stream (see [`Gate`]); a drain of
     /// the engine opens it.

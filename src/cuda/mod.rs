@@ -1,7 +1,7 @@
 //! The CUDA layer: every `unsafe` line of the crate lives under this module.
 //!
 //! It wraps the driver API (loaded at run time by cudarc, never linked) and
-//! NCCL ([`nccl`], loaded at run time) in checked functions and RAII handles,
+//! NCCL (`nccl`, with the `nccl` feature; loaded at run time) in checked functions and RAII handles,
 //! in the manner of cudarc's sys / result / safe layers:
 //!
 //! * `result`: the result layer, one checked function per driver call (the
@@ -27,8 +27,8 @@
 //!   can hold, [`DoneEvent`]; another library's stream, [`RawStream`]) and
 //!   kernels a caller runs on a rank's work stream (its own PTX, through
 //!   the `unsafe` `WorkKernel::from_ptx`, or `compute_module`).
-//! * [`nccl`]: the NCCL binding; [`nccl::Nccl`] is what
-//!   [`Core::nccl_init`](crate::engine::Core::nccl_init) takes.
+//! * `nccl` (the `nccl` feature): the NCCL binding; `nccl::Nccl` is what
+//!   `Core::nccl_init` takes.
 //!
 //! Other ranks refer to a rank's memory and events only through exported
 //! tokens (`PeerBuf`, `RemoteEvent`, `PeerCtx`) which can be sent between
@@ -50,6 +50,7 @@ pub(crate) mod driver;
 pub(crate) mod foreign;
 pub(crate) mod kernels;
 pub(crate) mod memory;
+#[cfg(feature = "nccl")]
 pub mod nccl;
 pub(crate) mod nvtx;
 pub(crate) mod order;

@@ -452,6 +452,7 @@ impl<'id> Stream<'id> {
     }
 }
 
+#[cfg(feature = "nccl")]
 /// The buffers of an NCCL call (offsets and sizes in bytes).
 pub struct NcclOperands<'a, 'id> {
     pub send: (&'a DevBuf<'id>, usize),
@@ -460,6 +461,7 @@ pub struct NcclOperands<'a, 'id> {
     pub recv_bytes: usize,
 }
 
+#[cfg(feature = "nccl")]
 /// An error of an NCCL call made through the CUDA layer.
 #[derive(Debug, thiserror::Error)]
 pub enum NcclCallError {
@@ -472,8 +474,10 @@ pub enum NcclCallError {
     NotBound(&'static str),
 }
 
+#[cfg(feature = "nccl")]
 use super::CudaError;
 
+#[cfg(feature = "nccl")]
 impl<'id> Stream<'id> {
     /// NCCL's `collective` of `count` (NCCL's count) elements of NCCL type
     /// `dtype` with op `op` on this stream, on checked buffers. The

@@ -91,18 +91,72 @@ impl Core {
             .ok_or_else(|| Error::Unsupported("CUDA graphs".into(), kind))
     }
 
-    // -- NCCL --------------------------------------------------------------
+    // -- profiling ---------------------------------------------------------
 
-    pub(super) fn nccl_backend(&mut self) -> Result<&mut dyn crate::backend::NcclBackend> {
+    /// The backend's profiling, or why not (`what`: the thing asked for).
+    fn profiling(&mut self, what: &str) -> Result<&mut dyn crate::backend::Profiling> {
         let kind = self.backend_kind().name();
         self.backend
-            .nccl()
-            .ok_or_else(|| Error::Unsupported("NCCL".into(), kind))
+            .profiling()
+            .ok_or_else(|| Error::Unsupported(what.into(), kind))
     }
 
-    /// Create NCCL communicators on the engine's ranks (one GPU per rank;
-    /// with the `cuda` feature).
-    #[cfg(feature = "cuda")]
+    /// Per-rank host issue profile since the last call, then reset.
+    pub fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
+        self.profiling("profiling")?.take_issue_profile()
+    }
+
+    /// The timelines of the calls launched with timing on, since the last
+    /// take.
+    pub fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
+        self.profiling("timelines")?.take_timeline()
+    }
+
+    /// The timed calls since the last take, each with the plan that ran
+    /// (its ops label the times: rank, op, part), oldest first. Takes the
+    /// timelines ([`Core::take_timeline`]) too.
+    pub fn take_timed_calls(&mut self) -> Result<Vec<(Arc<Plan>, CallTimeline)>> {
+        let times = self.take_timeline()?;
+        let mut plans = std::mem::take(&mut self.timed).into_iter();
+        let mut out = Vec::with_capacity(times.len());
+        for t in times {
+            // A call that failed before it was timed left a plan and no
+            // times: skip to the plan of this timeline.
+            let plan = plans.by_ref().find(|p| p.name == t.plan).ok_or_else(|| {
+                Error::internal(format!(
+                    "a timeline of {} without the plan of a timed call",
+                    t.plan
+                ))
+            })?;
+            out.push((plan, t));
+        }
+        Ok(out)
+    }
+
+    /// Bytes each rank sent to and received from other ranks since the last
+    /// take, as the backend counted them while it moved them.
+    pub fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
+        self.profiling("traffic counters")?.take_traffic()
+    }
+}
+
+/// NCCL on the engine's buffers: only the CUDA backend built with the
+/// `nccl` feature has it; elsewhere every call below is refused by name.
+impl Core {
+    pub(super) fn nccl_backend(&mut self) -> Result<&mut dyn crate::backend::NcclBackend> {
+        let kind = self.backend_kind().name();
+        let what = if cfg!(feature = "nccl") || kind != "cuda" {
+            "NCCL"
+        } else {
+            "NCCL (built without the nccl feature)"
+        };
+        self.backend
+            .nccl()
+            .ok_or_else(|| Error::Unsupported(what.into(), kind))
+    }
+
+    /// Create NCCL communicators on the engine's ranks (one GPU per rank).
+    #[cfg(feature = "nccl")]
     pub fn nccl_init(&mut self, lib: &crate::cuda::nccl::Nccl) -> Result<()> {
         let r = self.nccl_backend()?.nccl_init(lib);
         self.track(r)?;
@@ -156,53 +210,5 @@ impl Core {
             Some(n) => n.take_nccl_timeline(),
             None => Ok(Vec::new()),
         }
-    }
-
-    // -- profiling ---------------------------------------------------------
-
-    /// The backend's profiling, or why not (`what`: the thing asked for).
-    fn profiling(&mut self, what: &str) -> Result<&mut dyn crate::backend::Profiling> {
-        let kind = self.backend_kind().name();
-        self.backend
-            .profiling()
-            .ok_or_else(|| Error::Unsupported(what.into(), kind))
-    }
-
-    /// Per-rank host issue profile since the last call, then reset.
-    pub fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
-        self.profiling("profiling")?.take_issue_profile()
-    }
-
-    /// The timelines of the calls launched with timing on, since the last
-    /// take.
-    pub fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
-        self.profiling("timelines")?.take_timeline()
-    }
-
-    /// The timed calls since the last take, each with the plan that ran
-    /// (its ops label the times: rank, op, part), oldest first. Takes the
-    /// timelines ([`Core::take_timeline`]) too.
-    pub fn take_timed_calls(&mut self) -> Result<Vec<(Arc<Plan>, CallTimeline)>> {
-        let times = self.take_timeline()?;
-        let mut plans = std::mem::take(&mut self.timed).into_iter();
-        let mut out = Vec::with_capacity(times.len());
-        for t in times {
-            // A call that failed before it was timed left a plan and no
-            // times: skip to the plan of this timeline.
-            let plan = plans.by_ref().find(|p| p.name == t.plan).ok_or_else(|| {
-                Error::internal(format!(
-                    "a timeline of {} without the plan of a timed call",
-                    t.plan
-                ))
-            })?;
-            out.push((plan, t));
-        }
-        Ok(out)
-    }
-
-    /// Bytes each rank sent to and received from other ranks since the last
-    /// take, as the backend counted them while it moved them.
-    pub fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
-        self.profiling("traffic counters")?.take_traffic()
     }
 }

@@ -42,9 +42,10 @@ use crate::algo::{AlgoChoice, Algorithm, Path};
 use crate::backend::cpu::CpuBackend;
 #[cfg(feature = "cuda")]
 use crate::backend::cuda::{self as cuda_backend, CudaBackend, InProcess};
+use crate::backend::NcclCall;
 use crate::backend::{
     Backend, BackendChoice, BackendInfo, BackendKind, Binding, BufId, Call, CallTimeline,
-    IssueProfile, NcclCall,
+    IssueProfile,
 };
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};

@@ -7,7 +7,8 @@
 
 use super::{Core, EngineConfig};
 use crate::algo::AlgoChoice;
-use crate::backend::{Binding, BufId, NcclCall};
+use crate::backend::NcclCall;
+use crate::backend::{Binding, BufId};
 use crate::element::{Element, ReduceOp};
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Plan, Shape, Traffic};

@@ -381,8 +381,8 @@ impl Job {
         &self.spec
     }
 
-    // The CUDA backend's.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    // The CUDA backend's NCCL set-up.
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
     pub fn store(&self) -> Option<&Store> {
         self.store.as_ref()
     }

@@ -5,7 +5,9 @@
 
 use super::rank::Rank;
 use super::{Cmd, RankFn, Reply};
-use crate::backend::{Call, NcclCall};
+use crate::backend::Call;
+#[cfg(feature = "nccl")]
+use crate::backend::NcclCall;
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
@@ -25,6 +27,7 @@ impl Keep for Call {
     }
 }
 
+#[cfg(feature = "nccl")]
 impl Keep for NcclCall {
     fn same(&self, o: &NcclCall) -> bool {
         Arc::ptr_eq(&self.bind, &o.bind)

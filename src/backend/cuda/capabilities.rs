@@ -1,79 +1,12 @@
 //! The CUDA backend's optional capabilities, over either peer exchange:
-//! NCCL, CUDA graphs (per GPU and, where the exchange allows it, joint
-//! across every GPU), profiling. What differs between the exchanges is
-//! asked of [`PeerExchange`] (the NCCL id, whether joint graphs work, what
+//! CUDA graphs (per GPU and, where the exchange allows it, joint across
+//! every GPU) and profiling (NCCL is `nccl.rs`). What differs between the
+//! exchanges is asked of [`PeerExchange`] (whether joint graphs work, what
 //! the timelines' clocks are). Nothing here is `unsafe`.
 
 use super::exchange::PeerExchange;
 use super::rank::activity::{self, RankTiming, TimingSource};
 use super::*;
-
-impl<X: PeerExchange> NcclBackend for CudaBackend<X> {
-    fn nccl_init(&mut self, lib: &nccl::Nccl) -> Result<()> {
-        let n = self.info.ranks;
-        if self.info.devices() != n {
-            return Err(Error::Unsupported(
-                format!(
-                    "NCCL with {n} ranks on {} GPUs (NCCL needs one GPU per rank)",
-                    self.info.devices()
-                ),
-                "cuda",
-            ));
-        }
-        let id = X::nccl_id(self, lib)?;
-        let r = self.each_all(|_| {
-            let lib = lib.clone();
-            Box::new(move |rk: &mut Rank<'_>| rk.nccl_init(lib, id, n))
-        });
-        r.map(|_| ()).map_err(|e| self.failed(e))
-    }
-
-    fn launch_nccl(&mut self, call: &NcclCall) -> Result<()> {
-        let timed = self.log.nccl(call);
-        let (key, sent) = self.held_nccl.key(call);
-        let cmds = self
-            .local
-            .clone()
-            .map(|_| {
-                Cmd::Nccl(NcclCmd {
-                    key,
-                    call: sent.clone(),
-                    timed,
-                })
-            })
-            .collect();
-        self.post(cmds, super::Deferred::Nccl)
-    }
-
-    fn nccl_graph_capture(&mut self, call: &NcclCall, calls: usize) -> Result<()> {
-        let call = Arc::new(call.clone());
-        self.each_all(|_| {
-            let c = call.clone();
-            Box::new(move |rk: &mut Rank<'_>| rk.nccl_capture(&c, calls))
-        })
-        .map(|_| ())
-    }
-
-    fn launch_nccl_graph(&mut self) -> Result<()> {
-        self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.nccl_replay()))
-            .map(|_| ())
-    }
-
-    fn set_nccl_timing(&mut self, on: bool) {
-        self.log.set_nccl_timing(on);
-    }
-
-    fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
-        self.drain()?;
-        let epoch = self.log.epoch();
-        // One op per NCCL call: CUPTI's records of its kernels and copies,
-        // else an event pair around it (nothing between its steps).
-        let per_rank: Vec<RankTiming> =
-            self.each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.take_nccl_timing(epoch)))?;
-        let calls = self.log.take_nccl();
-        Ok(X::timelines(calls, per_rank, true))
-    }
-}
 
 impl<X: PeerExchange> GraphBackend for CudaBackend<X> {
     /// Device-ordered plans (every cross-rank order inside kernels): one

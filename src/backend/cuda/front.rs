@@ -11,8 +11,10 @@ use super::{probe, Cmd, CudaBackend, Deferred, IssueCmd};
 use crate::backend::ordered::StreamOrdered;
 use crate::backend::{
     check_call, check_local, Backend, BackendInfo, BufId, Call, DeviceMemory, GraphBackend,
-    NcclBackend, NcclCall, Profiling,
+    Profiling,
 };
+#[cfg(feature = "nccl")]
+use crate::backend::{NcclBackend, NcclCall};
 use crate::cuda::{self, DriverInfo};
 use crate::error::{Error, Result};
 use crate::sync::AbortHandle;
@@ -27,7 +29,9 @@ use std::time::Instant;
 pub(crate) struct LaunchLog {
     epoch: Instant,
     timed: Vec<(String, f64)>,
+    #[cfg(feature = "nccl")]
     nccl_timing: bool,
+    #[cfg(feature = "nccl")]
     nccl_timed: Vec<(String, f64)>,
 }
 
@@ -36,7 +40,9 @@ impl LaunchLog {
         LaunchLog {
             epoch: Instant::now(),
             timed: Vec::new(),
+            #[cfg(feature = "nccl")]
             nccl_timing: false,
+            #[cfg(feature = "nccl")]
             nccl_timed: Vec::new(),
         }
     }
@@ -59,11 +65,13 @@ impl LaunchLog {
     }
 
     /// Time NCCL calls from now on (or stop).
+    #[cfg(feature = "nccl")]
     pub fn set_nccl_timing(&mut self, on: bool) {
         self.nccl_timing = on;
     }
 
     /// Note an NCCL call at its launch; whether it is timed.
+    #[cfg(feature = "nccl")]
     pub fn nccl(&mut self, call: &NcclCall) -> bool {
         if self.nccl_timing {
             let t = self.now_ns();
@@ -79,6 +87,7 @@ impl LaunchLog {
     }
 
     /// The timed NCCL calls since the last take.
+    #[cfg(feature = "nccl")]
     pub fn take_nccl(&mut self) -> Vec<(String, f64)> {
         std::mem::take(&mut self.nccl_timed)
     }
@@ -300,6 +309,7 @@ impl<X: PeerExchange> Backend for CudaBackend<X> {
         self.local.clone()
     }
 
+    #[cfg(feature = "nccl")]
     fn nccl(&mut self) -> Option<&mut dyn NcclBackend> {
         Some(self)
     }

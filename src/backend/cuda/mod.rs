@@ -44,6 +44,8 @@ mod capabilities;
 pub(crate) mod exchange;
 mod front;
 mod ipc;
+#[cfg(feature = "nccl")]
+mod nccl;
 mod net;
 mod peers;
 mod rank;
@@ -51,11 +53,12 @@ mod work;
 
 pub(crate) use exchange::{InProcess, Ipc, PeerExchange};
 
+#[cfg(feature = "nccl")]
+use super::NcclCall;
 use super::{
-    check_call, BackendInfo, BufId, Call, CallTimeline, GraphBackend, IssueProfile, NcclBackend,
-    NcclCall, Profiling,
+    check_call, BackendInfo, BufId, Call, CallTimeline, GraphBackend, IssueProfile, Profiling,
 };
-use crate::cuda::{self, nccl, CudaError, DriverInfo, PeerBuf, RemoteEvent};
+use crate::cuda::{self, CudaError, DriverInfo, PeerBuf, RemoteEvent};
 use crate::error::{Error, Result, WaitKind};
 use crate::fault::FaultPlan;
 use crate::pool::{Inbox, RankThreads};
@@ -124,6 +127,7 @@ fn serve_rank(
                 inbox.ready(Ok(()));
                 inbox.serve(|cmd: Cmd| match cmd {
                     Cmd::Issue(c) => st.issue_held(c).map(|()| Box::new(()) as Reply),
+                    #[cfg(feature = "nccl")]
                     Cmd::Nccl(c) => st.nccl_held(c).map(|()| Box::new(()) as Reply),
                     Cmd::Run(job) => job(&mut st),
                 });
@@ -155,6 +159,7 @@ enum Cmd {
     /// Issue one collective call.
     Issue(IssueCmd),
     /// One NCCL call on the same buffers.
+    #[cfg(feature = "nccl")]
     Nccl(NcclCmd),
     /// Any other work, typed.
     Run(ErasedFn),
@@ -165,6 +170,7 @@ enum Cmd {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Deferred {
     Collective,
+    #[cfg(feature = "nccl")]
     Nccl,
 }
 
@@ -179,6 +185,7 @@ struct IssueCmd {
 
 /// One NCCL call for a rank, kept like [`IssueCmd`]'s; `timed` brackets it
 /// with timing events.
+#[cfg(feature = "nccl")]
 struct NcclCmd {
     pub key: usize,
     pub call: Option<Arc<NcclCall>>,
@@ -212,6 +219,7 @@ pub(crate) struct CudaBackend<X: PeerExchange> {
     /// The same for the NCCL launches.
     nccl_phases: crate::pool::PoolPhases,
     held: HeldCalls<Call>,
+    #[cfg(feature = "nccl")]
     held_nccl: HeldCalls<NcclCall>,
     /// Whether the captured graph is a joint one (on rank 0).
     joint: bool,
@@ -264,6 +272,7 @@ impl<X: PeerExchange> CudaBackend<X> {
             launch_phases: Default::default(),
             nccl_phases: Default::default(),
             held: HeldCalls::default(),
+            #[cfg(feature = "nccl")]
             held_nccl: HeldCalls::default(),
             x,
         }
@@ -317,6 +326,7 @@ impl<X: PeerExchange> CudaBackend<X> {
     ) -> Result<()> {
         let phases = self.threads.last_phases();
         match kind {
+            #[cfg(feature = "nccl")]
             Some(Deferred::Nccl) => self.nccl_phases.add(&phases),
             _ => self.launch_phases.add(&phases),
         }
@@ -463,6 +473,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "nccl")]
     #[test]
     fn held_nccl_calls_are_the_same_call_on_the_same_buffers_and_shape() {
         let bind = Arc::new(vec![Binding::DEFAULT; 2]);

@@ -4,16 +4,20 @@
 //! with the device's `'id` and never leaves the thread.
 
 use super::{cuda_err, Peers};
-use crate::backend::{op_desc, signal_desc, BufId, Call, IssueProfile, NcclCall, OpTime};
+#[cfg(feature = "nccl")]
+use crate::backend::NcclCall;
+use crate::backend::{op_desc, signal_desc, BufId, Call, IssueProfile, OpTime};
 use crate::cuda::kernels::{self, Exchange as XLaunch, Operand, Reduce as RLaunch};
+#[cfg(feature = "nccl")]
+use crate::cuda::nccl;
 use crate::cuda::{
-    nccl, Ctx, CudaError, DevBuf, Event, Graph, HostMapped, Kernel, PeerBuf, PeerCopy, RemoteEvent,
+    Ctx, CudaError, DevBuf, Event, Graph, HostMapped, Kernel, PeerBuf, PeerCopy, RemoteEvent,
     Stream, TimingEvent, EXCHANGE_MAX_BLOCKS,
 };
 use crate::element::{DataType, DevOp};
 use crate::error::{Error, Result, WaitKind};
 use crate::fault::FaultPlan;
-use crate::plan::{Collective, Plan, Traffic};
+use crate::plan::{Plan, Traffic};
 use crate::sync::SignalBoard;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,6 +28,7 @@ mod graphs;
 mod hooks;
 mod issue;
 mod lower;
+#[cfg(feature = "nccl")]
 mod nccl_calls;
 mod network;
 mod timing;
@@ -147,6 +152,7 @@ pub(super) struct Rank<'id> {
     pub turns: Arc<Vec<bool>>,
     /// What the instrumentation layers recorded (timing events, traffic).
     instr: Instruments<'id>,
+    #[cfg(feature = "nccl")]
     nccl: Option<(nccl::Nccl, nccl::Comm)>,
     /// The CUDA graphs and the capture in progress.
     graphs: Graphs<'id>,
@@ -162,6 +168,7 @@ pub(super) struct Rank<'id> {
     /// The calls the backend sent, by key (see [`super::HeldCalls`]).
     held: Vec<Option<Arc<Call>>>,
     /// The NCCL calls the backend sent, by key.
+    #[cfg(feature = "nccl")]
     held_nccl: Vec<Option<Arc<NcclCall>>>,
     /// The signal board of the collective calls (set by the backend).
     pub board: Option<Arc<SignalBoard>>,
@@ -223,6 +230,7 @@ impl<'id> Rank<'id> {
             remote: Arc::new(Vec::new()),
             turns: Arc::new(Vec::new()),
             instr: Instruments::default(),
+            #[cfg(feature = "nccl")]
             nccl: None,
             graphs: Graphs {
                 nccl: None,
@@ -238,6 +246,7 @@ impl<'id> Rank<'id> {
             setup_ms: (bind_ms, 0.0, ""),
             work: None,
             held: Vec::new(),
+            #[cfg(feature = "nccl")]
             held_nccl: Vec::new(),
             board: None,
             net: None,
@@ -522,7 +531,10 @@ impl<'id> Rank<'id> {
         self.graphs.graph = None;
         self.graphs.joint = None;
         self.graphs.nccl = None;
-        self.nccl = None;
+        #[cfg(feature = "nccl")]
+        {
+            self.nccl = None;
+        }
     }
 }
 
@@ -597,6 +609,7 @@ impl Rank<'_> {
         std::mem::forget(self.graphs.graph.take());
         std::mem::forget(self.graphs.joint.take());
         std::mem::forget(self.graphs.nccl.take());
+        #[cfg(feature = "nccl")]
         std::mem::forget(self.nccl.take());
         for (_, b) in self.bufs.drain() {
             std::mem::forget(b);

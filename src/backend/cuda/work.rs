@@ -21,7 +21,9 @@ use crate::backend::ordered::{
     After, Completion, SpanTag, StreamOrdered, WorkArg, WorkLaunch, WorkSpan,
 };
 use crate::backend::overlap::{Gate, OverlapBench};
-use crate::backend::{Call, NcclCall};
+use crate::backend::Call;
+#[cfg(feature = "nccl")]
+use crate::backend::NcclCall;
 use crate::cuda::work::Arg;
 use crate::cuda::{DoneEvent, Event, HostMapped, LoadedWork, Stream, TimingEvent};
 use crate::error::{Error, Result};
@@ -43,6 +45,7 @@ pub(super) struct WorkState<'id> {
     kernels: HashMap<(usize, &'static str), LoadedWork<'id>>,
     done: Vec<Arc<DoneEvent>>,
     /// Recorded on the caller's stream before an NCCL call.
+    #[cfg(feature = "nccl")]
     ready: Event<'id>,
     /// The gate word (32-bit word 0) and the last value a gate waited for.
     gate: Arc<HostMapped>,
@@ -61,6 +64,7 @@ impl<'id> Rank<'id> {
                 stream: self.ctx.stream().map_err(&e)?,
                 kernels: HashMap::new(),
                 done: Vec::new(),
+                #[cfg(feature = "nccl")]
                 ready: self.ctx.event().map_err(&e)?,
                 gate: Arc::new(self.ctx.host_mapped(8).map_err(&e)?),
                 gate_seq: 0,
@@ -239,6 +243,7 @@ impl<'id> Rank<'id> {
 
     /// NCCL's collective after this rank's caller stream, on the compute
     /// lane; returns the rank's completion.
+    #[cfg(feature = "nccl")]
     pub(super) fn nccl_after(
         &mut self,
         c: &NcclCall,
@@ -480,6 +485,7 @@ impl<X: PeerExchange> StreamOrdered for CudaBackend<X> {
 }
 
 impl<X: PeerExchange> OverlapBench for CudaBackend<X> {
+    #[cfg(feature = "nccl")]
     fn launch_nccl_after(
         &mut self,
         call: &NcclCall,

@@ -33,7 +33,9 @@ use super::super::rank::Rank;
 use super::super::{exchange_gave_up, serve_rank, Cmd, CudaBackend, CudaOptions, Peers, Reply};
 use super::PeerExchange;
 use crate::backend::{BackendInfo, BackendKind, BufId, Call, CallTimeline, SetupBreakdown};
-use crate::cuda::{self, nccl, HostMapped, IpcEventHandle, RemoteEvent};
+#[cfg(feature = "nccl")]
+use crate::cuda::nccl;
+use crate::cuda::{self, HostMapped, IpcEventHandle, RemoteEvent};
 use crate::error::{Error, Result};
 use crate::fault::Fault;
 use crate::pool::{Inbox, RankThreads};
@@ -60,6 +62,8 @@ pub(crate) struct Ipc {
     remote: Vec<Vec<RemoteEvent>>,
     /// Calls after whose issue this process kills itself (fault injection).
     kill_at: Vec<u64>,
+    /// NCCL communicators made so far (each id goes under its own key).
+    #[cfg(feature = "nccl")]
     nccl_inits: u64,
     /// Peers reading this rank's send buffers (see [`crate::process::reads`]).
     reads: PeerReads,
@@ -131,6 +135,7 @@ impl CudaBackend<Ipc> {
             node_of,
             remote: vec![Vec::new(); n],
             kill_at,
+            #[cfg(feature = "nccl")]
             nccl_inits: 0,
             reads: PeerReads::default(),
             job,
@@ -535,6 +540,7 @@ impl PeerExchange for Ipc {
                 std::mem::forget(std::mem::take(&mut be.peers));
                 std::mem::forget(std::mem::take(&mut be.x.remote));
                 std::mem::forget(std::mem::take(&mut be.held));
+                #[cfg(feature = "nccl")]
                 std::mem::forget(std::mem::take(&mut be.held_nccl));
             }
             return;
@@ -585,6 +591,7 @@ impl PeerExchange for Ipc {
     /// `ncclGetUniqueId` on rank 0, its 128 bytes through the store (or,
     /// in a job that met through the caller's key-value store, the control
     /// segment's all-gather), then `ncclCommInitRank` in every process.
+    #[cfg(feature = "nccl")]
     fn nccl_id(be: &mut CudaBackend<Self>, lib: &nccl::Nccl) -> Result<nccl::UniqueId> {
         be.x.nccl_inits += 1;
         let key = format!("nccl-id-{}", be.x.nccl_inits);

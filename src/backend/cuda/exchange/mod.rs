@@ -48,6 +48,7 @@ pub(crate) use threads::InProcess;
 use super::rank::activity::RankTiming;
 use super::CudaBackend;
 use crate::backend::{BufId, Call, CallTimeline};
+#[cfg(feature = "nccl")]
 use crate::cuda::nccl;
 use crate::error::{Error, Result};
 
@@ -100,6 +101,7 @@ pub(crate) trait PeerExchange: Sized + Send + 'static {
     }
 
     /// The NCCL unique id every rank initializes its communicator with.
+    #[cfg(feature = "nccl")]
     fn nccl_id(be: &mut CudaBackend<Self>, lib: &nccl::Nccl) -> Result<nccl::UniqueId>;
 
     /// Whether stream-ordered calls work over this exchange; the reason if

@@ -14,7 +14,9 @@ use super::super::rank::Rank;
 use super::super::{cuda_err, exchange_gave_up, serve_rank, Cmd, CudaBackend, CudaOptions, Reply};
 use super::PeerExchange;
 use crate::backend::{BackendInfo, BackendKind, BufId, CallTimeline, GraphBackend, SetupBreakdown};
-use crate::cuda::{self, nccl, HostMapped, PeerBuf, PeerCtx, RemoteEvent};
+#[cfg(feature = "nccl")]
+use crate::cuda::nccl;
+use crate::cuda::{self, HostMapped, PeerBuf, PeerCtx, RemoteEvent};
 use crate::error::{Error, Result};
 use crate::pool::{Inbox, RankThreads};
 use crate::sync::{AbortHandle, SignalBoard};
@@ -291,12 +293,14 @@ impl PeerExchange for InProcess {
                     // IPC exchange's teardown).
                     std::mem::forget(std::mem::take(&mut be.peers));
                     std::mem::forget(std::mem::take(&mut be.held));
+                    #[cfg(feature = "nccl")]
                     std::mem::forget(std::mem::take(&mut be.held_nccl));
                 }
             }
         }
     }
 
+    #[cfg(feature = "nccl")]
     fn nccl_id(_be: &mut CudaBackend<Self>, lib: &nccl::Nccl) -> Result<nccl::UniqueId> {
         Ok(lib.unique_id()?)
     }

@@ -3,6 +3,7 @@
 use super::activity::{CuptiCall, OpRef, TimingSource};
 use super::*;
 use crate::cuda::cupti::CuptiTie;
+use crate::plan::Collective;
 
 impl<'id> Rank<'id> {
     // -- NCCL ----------------------------------------------------------------

@@ -214,6 +214,7 @@ impl<'id> Rank<'id> {
     }
 
     /// [`Rank::take_timing`] of the timed NCCL calls (one op each).
+    #[cfg(feature = "nccl")]
     pub fn take_nccl_timing(&mut self, epoch: Instant) -> Result<RankTiming> {
         let timing = std::mem::take(&mut self.instr.nccl_timing);
         self.take_of(timing.into_iter().map(|t| (t, Vec::new())).collect(), epoch)
