@@ -89,6 +89,12 @@
 //!   `launch_nccl_graph`, `take_nccl_timeline`, `launch_nccl_after`,
 //!   `Engine::nccl_call` and `backend::NcclCall`. Without it the library
 //!   holds no NCCL code and these items are absent.
+//! * `profiling` (implies `cuda`; the tools turn it on): CUPTI's activity
+//!   records as the timelines' source (`RINGREDUCE_CUPTI`; libcupti loaded
+//!   at run time) and NVTX ranges per call and ring step while an NVTX
+//!   tool listens. Without it the timelines come from CUDA events between
+//!   the ops (their source line says why: "built without the profiling
+//!   feature") and no CUPTI or NVTX code is built.
 //! * `serde`: `serde::Serialize` on the library's plain data types.
 //! * `mpi`: under `mpirun`/`srun`, ranks bootstrap through MPI (a world
 //!   and a node communicator; `RINGREDUCE_RANKS_PER_NODE` makes several

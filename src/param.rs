@@ -305,7 +305,7 @@ pub(crate) static CUPTI: Param<PathBuf> = Param::new(
     Group::Engine,
     "0, 1, or the path of libcupti",
     "CUPTI where it loads, else CUDA events",
-    "The timeline's source on the CUDA backend: unset or 1: CUPTI's activity records from libcupti.so.13 or libcupti.so on the loader's path, else under /usr/local/cuda{,-13.0}/targets/x86_64-linux/lib or extras/CUPTI/lib64; a path: from that library; 0: CUDA events between the ops (also the fallback, with the reason printed, where CUPTI is missing or refuses, e.g. under another profiler).",
+    "The timeline's source on the CUDA backend (CUPTI needs the library's profiling feature, which the tools turn on; without it: CUDA events): unset or 1: CUPTI's activity records from libcupti.so.13 or libcupti.so on the loader's path, else under /usr/local/cuda{,-13.0}/targets/x86_64-linux/lib or extras/CUPTI/lib64; a path: from that library; 0: CUDA events between the ops (also the fallback, with the reason printed, where CUPTI is missing or refuses, e.g. under another profiler).",
     parse_path,
 );
 

@@ -45,6 +45,7 @@
 
 #![allow(unsafe_code)]
 
+#[cfg(feature = "profiling")]
 pub(crate) mod cupti;
 pub(crate) mod driver;
 pub(crate) mod foreign;
@@ -52,6 +53,7 @@ pub(crate) mod kernels;
 pub(crate) mod memory;
 #[cfg(feature = "nccl")]
 pub mod nccl;
+#[cfg(feature = "profiling")]
 pub(crate) mod nvtx;
 pub(crate) mod order;
 pub(crate) mod result;

@@ -385,12 +385,15 @@ impl<'id> Stream<'id> {
         r
     }
 
-    /// The kernels, copies and memsets issued on this stream so far.
+    /// The kernels, copies and memsets issued on this stream so far (what
+    /// CUPTI's order tie counts).
+    #[cfg(feature = "profiling")]
     pub fn issued(&self) -> u64 {
         self.issued.get()
     }
 
     /// The raw handle (CUPTI's stream id is looked up from it).
+    #[cfg(feature = "profiling")]
     pub fn raw(&self) -> sys::CUstream {
         self.s
     }

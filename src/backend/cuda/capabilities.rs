@@ -130,7 +130,9 @@ impl<X: PeerExchange> Profiling for CudaBackend<X> {
     }
 
     /// Every local rank sets up (or ends) its timing's collection
-    /// ([`Rank::prepare_timing`]).
+    /// (`Rank::prepare_timing`; CUPTI's, the `profiling` feature: without
+    /// it, events need nothing set up).
+    #[cfg(feature = "profiling")]
     fn prepare_timing(&mut self, on: bool) -> Result<()> {
         self.each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.prepare_timing(on)))
             .map(|_| ())

@@ -67,6 +67,7 @@ pub(super) struct TimedCall<'id> {
 /// external correlation ids its ops were tagged with for CUPTI.
 enum Timed<'id> {
     Events(TimedCall<'id>, activity::TimingSource),
+    #[cfg(feature = "profiling")]
     Cupti(
         activity::CuptiCall,
         &'static crate::cuda::cupti::Cupti,
@@ -96,19 +97,24 @@ struct Instruments<'id> {
     spare_events: Vec<TimingEvent<'id>>,
     /// The timed NCCL calls, each one op: CUPTI's records of its kernels
     /// and copies, or an event pair around it.
+    #[cfg(feature = "nccl")]
     nccl_timing: Vec<Timed<'id>>,
     /// Bytes moved between ranks by what this rank issued, per rank (sent,
     /// received).
     traffic: Vec<Traffic>,
     /// CUPTI's ids of the lane streams (the order tie; looked up once).
+    #[cfg(feature = "profiling")]
     cupti_lanes: Option<[u32; 2]>,
     /// The order tie: each lane's issued count up to which the pending
     /// CUPTI-timed calls filed its calls.
+    #[cfg(feature = "profiling")]
     cupti_mark: [u64; 2],
     /// Whether this rank holds CUPTI's collection on while timing is on
-    /// ([`Rank::prepare_timing`]).
+    /// (`Rank::prepare_timing`).
+    #[cfg(feature = "profiling")]
     held: bool,
     /// A few bytes set on each lane to prime CUPTI's collection.
+    #[cfg(feature = "profiling")]
     primer: Option<DevBuf<'id>>,
 }
 
@@ -527,6 +533,7 @@ impl<'id> Rank<'id> {
     /// Drop everything that refers to other ranks' memory, after every rank
     /// drained (teardown).
     pub fn teardown(&mut self) {
+        #[cfg(feature = "profiling")]
         self.end_cupti();
         self.graphs.graph = None;
         self.graphs.joint = None;
@@ -534,34 +541,6 @@ impl<'id> Rank<'id> {
         #[cfg(feature = "nccl")]
         {
             self.nccl = None;
-        }
-    }
-}
-
-impl Rank<'_> {
-    /// CUPTI's collection for this rank ends (teardown): its hold, and its
-    /// timed calls never taken, so that the process's other engines do not
-    /// keep paying for it. Errors are dropped: nothing is left to tell.
-    fn end_cupti(&mut self) {
-        let untaken = self
-            .instr
-            .timing
-            .drain(..)
-            .map(|(t, _)| t)
-            .chain(self.instr.nccl_timing.drain(..))
-            .filter(|t| matches!(t, Timed::Cupti(..)))
-            .count();
-        let held = std::mem::take(&mut self.instr.held);
-        if untaken == 0 && !held {
-            return;
-        }
-        if let Ok(k) = hooks::cupti_here() {
-            if untaken > 0 {
-                let _ = k.end(untaken);
-            }
-            if held {
-                let _ = k.release();
-            }
         }
     }
 }

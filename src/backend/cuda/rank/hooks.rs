@@ -7,9 +7,10 @@
 //! * `capture.rs`: the checks of a per-GPU graph capture (compute-lane work
 //!   without events only);
 //! * `timers.rs`: a timed call's timing, CUDA events between the ops or
-//!   CUPTI's records tied to them, and the LL kernels' step stamps;
+//!   (`cupti.rs`, the `profiling` feature) CUPTI's records tied to them,
+//!   and the LL kernels' step stamps;
 //! * `nvtx.rs`: a range per call and per ring step, while an NVTX tool
-//!   listens;
+//!   listens (the `profiling` feature; so is CUPTI in `timers.rs`);
 //! * `traffic.rs`: the bytes each op moved between ranks.
 //!
 //! The network hop between nodes is not a layer: it is how a wait, a copy
@@ -25,12 +26,16 @@ use crate::error::Result;
 use crate::plan::Op;
 
 mod capture;
+#[cfg(feature = "profiling")]
+mod cupti;
 mod faults;
+#[cfg(feature = "profiling")]
 mod nvtx;
 mod timers;
 mod traffic;
 
-pub(super) use timers::cupti_here;
+#[cfg(feature = "profiling")]
+pub(super) use cupti::cupti_here;
 use timers::Timer;
 
 /// The layers of one call's issue on one rank.
@@ -41,6 +46,7 @@ pub(super) struct Hooks<'id> {
     /// Whether a per-GPU capture is in progress (its checks are on).
     capture: bool,
     /// The NVTX ranges, while an NVTX tool listens.
+    #[cfg(feature = "profiling")]
     ranges: Option<nvtx::Ranges>,
     /// The timing layer: on for a timed call issued directly.
     timer: Option<Timer<'id>>,
@@ -48,6 +54,7 @@ pub(super) struct Hooks<'id> {
     span: Option<(usize, usize)>,
     /// The current op's lane's issued count before its work (CUPTI's order
     /// tie).
+    #[cfg(feature = "profiling")]
     issued_from: u64,
     /// The step-time buffer of the current op (an LL kernel of a timed
     /// call), and those of the call so far.
@@ -71,9 +78,11 @@ impl<'id> Hooks<'id> {
         Ok(Hooks {
             faults: (!rank.faults.is_empty()).then_some(call_no),
             capture: rank.graphs.capturing == Capturing::PerGpu,
+            #[cfg(feature = "profiling")]
             ranges: nvtx::Ranges::begin(plan, rank.rank),
             timer,
             span: None,
+            #[cfg(feature = "profiling")]
             issued_from: 0,
             stamps: None,
             stamped: Vec::new(),
@@ -90,6 +99,7 @@ impl<'id> Hooks<'id> {
         waits: impl Iterator<Item = Wait> + Clone,
         at: &StepAt,
     ) -> Result<()> {
+        #[cfg(feature = "profiling")]
         if let Some(r) = &mut self.ranges {
             r.at(at.plan, at.rank, at.i);
         }
@@ -119,6 +129,7 @@ impl<'id> Hooks<'id> {
         let lane = low.lane as usize;
         match timer {
             Timer::Events(t, _) => self.span = Some(t.start(rank, lane, at)?),
+            #[cfg(feature = "profiling")]
             Timer::Cupti(t) => {
                 t.push(low, at)?;
                 self.issued_from = rank.lanes[lane].issued();
@@ -141,18 +152,21 @@ impl<'id> Hooks<'id> {
         at: &StepAt,
         work: Result<()>,
     ) -> Result<()> {
-        let lane = low.lane as usize;
+        // CUPTI's id is popped whether or not the work was submitted.
+        #[cfg(feature = "profiling")]
         if let Some(Timer::Cupti(t)) = &mut self.timer {
             t.pop(low, at)?;
-            work?;
+        }
+        work?;
+        #[cfg(feature = "profiling")]
+        if let Some(Timer::Cupti(t)) = &mut self.timer {
+            let lane = low.lane as usize;
             t.issued(
                 low,
                 lane,
                 (self.issued_from, rank.lanes[lane].issued()),
                 at.i,
             );
-        } else {
-            work?;
         }
         self.stamped.extend(self.stamps.take());
         if self.count {
@@ -160,6 +174,7 @@ impl<'id> Hooks<'id> {
         }
         match (&mut self.timer, self.span.take()) {
             (Some(Timer::Events(t, _)), Some(a)) => t.end(rank, (low, a), op.signal, at)?,
+            #[cfg(feature = "profiling")]
             (Some(Timer::Cupti(t)), _) => t.end(low, op.signal, at.i),
             _ => {}
         }
@@ -169,10 +184,12 @@ impl<'id> Hooks<'id> {
     /// After the last op: the ranges closed, the timed call kept for the
     /// next take.
     pub(super) fn finish(self, rank: &mut Rank<'id>) {
+        #[cfg(feature = "profiling")]
         if let Some(r) = self.ranges {
             r.end();
         }
         if let Some(t) = self.timer {
+            #[cfg(feature = "profiling")]
             if let Timer::Cupti(c) = &t {
                 rank.instr.cupti_mark = c.mark;
             }

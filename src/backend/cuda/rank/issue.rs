@@ -53,6 +53,7 @@ impl StepAt<'_> {
     }
 
     /// A failed CUPTI call at this op.
+    #[cfg(feature = "profiling")]
     pub(super) fn cupti(&self, message: String) -> Error {
         Error::Worker {
             rank: self.rank,

@@ -1,7 +1,10 @@
 //! NCCL on a rank: init, calls, timed calls, graph capture and replay.
 
-use super::activity::{CuptiCall, OpRef, TimingSource};
+use super::activity::TimingSource;
+#[cfg(feature = "profiling")]
+use super::activity::{CuptiCall, OpRef};
 use super::*;
+#[cfg(feature = "profiling")]
 use crate::cuda::cupti::CuptiTie;
 use crate::plan::Collective;
 
@@ -107,6 +110,34 @@ impl<'id> Rank<'id> {
             return self.nccl_call(c);
         }
         let e = self.err();
+        #[cfg(feature = "profiling")]
+        let why = match self.nccl_call_cupti(c)? {
+            Ok(()) => return Ok(()),
+            Err(why) => why,
+        };
+        #[cfg(not(feature = "profiling"))]
+        let why = String::from("built without the profiling feature");
+        let a = self.timing_event()?;
+        let b = self.timing_event()?;
+        self.lanes[0].record_timing(&a).map_err(&e)?;
+        self.nccl_call(c)?;
+        self.lanes[0].record_timing(&b).map_err(&e)?;
+        self.instr.nccl_timing.push(Timed::Events(
+            TimedCall {
+                events: vec![a, b],
+                starts: vec![0],
+                spans: vec![(0, 1, (0, 1), 1)],
+            },
+            TimingSource::choose(Err(why)),
+        ));
+        Ok(())
+    }
+
+    /// [`Rank::nccl_call_timed`] through CUPTI, where it loads and starts
+    /// with the callback tie: `Ok(Err(why))` where it does not (the call
+    /// is then timed with events).
+    #[cfg(feature = "profiling")]
+    fn nccl_call_cupti(&mut self, c: &NcclCall) -> Result<std::result::Result<(), String>> {
         let cupti = super::hooks::cupti_here().and_then(|k| match k.tie {
             CuptiTie::Callback => k.begin().map(|()| k),
             CuptiTie::Order => Err(
@@ -114,7 +145,7 @@ impl<'id> Rank<'id> {
                     .into(),
             ),
         });
-        let why = match cupti {
+        match cupti {
             Ok(k) => {
                 let mut call = CuptiCall::new(1, 0.0);
                 let issued = Instant::now();
@@ -140,24 +171,10 @@ impl<'id> Rank<'id> {
                     after: Vec::new(),
                 });
                 self.instr.nccl_timing.push(Timed::Cupti(call, k, issued));
-                return Ok(());
+                Ok(Ok(()))
             }
-            Err(why) => why,
-        };
-        let a = self.timing_event()?;
-        let b = self.timing_event()?;
-        self.lanes[0].record_timing(&a).map_err(&e)?;
-        self.nccl_call(c)?;
-        self.lanes[0].record_timing(&b).map_err(&e)?;
-        self.instr.nccl_timing.push(Timed::Events(
-            TimedCall {
-                events: vec![a, b],
-                starts: vec![0],
-                spans: vec![(0, 1, (0, 1), 1)],
-            },
-            TimingSource::choose(Err(why)),
-        ));
-        Ok(())
+            Err(why) => Ok(Err(why)),
+        }
     }
 
     pub fn nccl_capture(&mut self, c: &NcclCall, calls: usize) -> Result<()> {

@@ -1,17 +1,12 @@
 //! Timing and traffic of a rank: clock anchors, per-op times, bytes moved.
 
-use super::activity::{self, RankTiming, TimingSource};
+use super::activity::RankTiming;
+#[cfg(feature = "profiling")]
+use super::activity::TimingSource;
 use super::*;
-use crate::cuda::cupti::{tie_by_order, Activity, Cupti, CuptiTie};
 
-/// A rank's CUPTI records of its timed calls, the map from CUPTI's clock
-/// to host ns since the epoch, and the map's half-width (ns).
-struct Taken {
-    recs: Vec<Activity>,
-    kinds: crate::cuda::cupti::CuptiKinds,
-    to_host: Box<dyn Fn(u64) -> f64>,
-    half: f64,
-}
+#[cfg(feature = "profiling")]
+mod cupti;
 
 /// The step times one LL kernel of a timed call wrote (its op `op` of
 /// `parts` parts, two per step): `%globaltimer` at its start, after step
@@ -99,20 +94,6 @@ impl<'id> Rank<'id> {
         }
     }
 
-    /// CUPTI's ids of the lane streams (the order tie), looked up on the
-    /// first timed call.
-    pub(super) fn cupti_lanes(&mut self, c: &Cupti) -> std::result::Result<[u32; 2], String> {
-        if let Some(l) = self.instr.cupti_lanes {
-            return Ok(l);
-        }
-        let l = [
-            c.stream_id(self.ctx.ctx, self.lanes[0].raw())?,
-            c.stream_id(self.ctx.ctx, self.lanes[1].raw())?,
-        ];
-        self.instr.cupti_lanes = Some(l);
-        Ok(l)
-    }
-
     /// Relate this GPU's event clock to the host clock (streams idle): record
     /// a timing event on an idle stream and spin until it completes, a few
     /// times; the GPU wrote its timestamp between the host's reading just
@@ -151,68 +132,6 @@ impl<'id> Rank<'id> {
         self.take_of(timing, epoch)
     }
 
-    /// Timing switched on (`on`) or off for the calls that follow. With
-    /// CUPTI's callback tie, on: this rank holds CUPTI's activity
-    /// collection on ([`Cupti::hold`]) until timing is switched off (or the
-    /// rank is torn down), and primes it with a memset on each lane and a
-    /// one-element launch of each reduce kernel loaded, waited for: CUPTI's
-    /// set-up after its kinds are enabled (a few hundred us at the first
-    /// activity, and again at each kernel's first launch) is paid here, not
-    /// by the first timed call, and the kinds stay on between takes while
-    /// timing is on. Off: the hold ends (the collection stops once no timed
-    /// call is pending either). With events or the order tie (whose records
-    /// on the lanes must all be the timed calls'): nothing.
-    pub fn prepare_timing(&mut self, on: bool) -> Result<()> {
-        let Ok(k) = super::hooks::cupti_here() else {
-            return Ok(());
-        };
-        if k.tie != CuptiTie::Callback {
-            return Ok(());
-        }
-        if !on {
-            if std::mem::take(&mut self.instr.held) {
-                k.release().map_err(|m| self.cupti_err(m))?;
-            }
-            return Ok(());
-        }
-        if self.instr.held {
-            return Ok(());
-        }
-        k.hold().map_err(|m| self.cupti_err(m))?;
-        self.instr.held = true;
-        const PRIMER: usize = 64;
-        let e = self.err();
-        if self.instr.primer.is_none() {
-            self.instr.primer = Some(self.ctx.alloc(PRIMER).map_err(&e)?);
-        }
-        if let Some(p) = &self.instr.primer {
-            // A memset on each lane, each into its own half.
-            let half = PRIMER / 2;
-            for (i, lane) in self.lanes.iter().enumerate() {
-                lane.memset(p, i * half, half, 0).map_err(&e)?;
-            }
-            // CUPTI sets a kernel up at its first launch with the kinds on
-            // (a memset does not do it for the kernels): one element
-            // through each reduce kernel loaded so far, on lane 0 after
-            // its memset and inside its half, zeros onto zeros (dst = a
-            // at 0, b at 16; an element is at most 8 bytes).
-            for ((dtype, _), Kernels { reduce, .. }) in &self.kernels {
-                let elem = dtype.size();
-                let launch = RLaunch {
-                    dst: (p, 0),
-                    a: (p, 0),
-                    b: Operand::Local(p, half / 2),
-                    bytes: elem,
-                    elem,
-                    flags: 0,
-                    scalar: 0,
-                };
-                self.lanes[0].reduce(reduce, &launch).map_err(&e)?;
-            }
-        }
-        self.sync()
-    }
-
     /// [`Rank::take_timing`] of the timed NCCL calls (one op each).
     #[cfg(feature = "nccl")]
     pub fn take_nccl_timing(&mut self, epoch: Instant) -> Result<RankTiming> {
@@ -228,28 +147,16 @@ impl<'id> Rank<'id> {
         if timing.is_empty() {
             return Ok((Vec::new(), 0.0));
         }
-        let cupti = timing.iter().find_map(|(t, _)| match t {
-            Timed::Cupti(_, c, _) => Some(*c),
-            Timed::Events(..) => None,
-        });
-        let n_cupti = timing
-            .iter()
-            .filter(|(t, _)| matches!(t, Timed::Cupti(..)))
-            .count();
+        #[cfg(feature = "profiling")]
+        let cupti = cupti::pending(timing.iter().map(|(t, _)| t));
         let r = self.timed_spans(timing, epoch);
         // Every CUPTI call is taken, whatever the outcome: the kinds go off
         // when no rank has one pending.
-        if let Some(c) = cupti {
-            c.end(n_cupti).map_err(|m| self.cupti_err(m))?;
+        #[cfg(feature = "profiling")]
+        if let Some((c, n)) = cupti {
+            c.end(n).map_err(|m| self.cupti_err(m))?;
         }
         r
-    }
-
-    pub(super) fn cupti_err(&self, message: String) -> Error {
-        Error::Worker {
-            rank: self.rank,
-            message: format!("CUPTI timeline: {message}"),
-        }
     }
 
     /// [`Rank::take_timing`] of the calls `timing`.
@@ -264,29 +171,29 @@ impl<'id> Rank<'id> {
         } else {
             None
         };
+        #[cfg_attr(not(feature = "profiling"), allow(unused_mut))]
         let mut half = anchor.as_ref().map_or(0.0, |a| a.2);
+        #[cfg(feature = "profiling")]
         let cupti = self.cupti_records(timing.iter().map(|(t, _)| t), epoch)?;
+        #[cfg(feature = "profiling")]
         if let Some(c) = &cupti {
             half = half.max(c.half);
         }
         let mut out = Vec::with_capacity(timing.len());
         for (call, stamps) in timing {
-            match (call, &anchor, &cupti) {
-                (Timed::Events(tc, why), Some(a), _) => {
+            match (call, &anchor) {
+                (Timed::Events(tc, why), Some(a)) => {
                     let mut v = self.event_spans(&tc, (&a.0, a.1))?;
                     self.apply_step_times(&mut v, stamps);
                     out.push((v, why));
                     self.instr.spare_events.extend(tc.events);
                 }
-                (Timed::Cupti(mut cc, _, issued), _, Some(c)) => {
-                    cc.issued_ns = issued.duration_since(epoch).as_secs_f64() * 1e9;
-                    let v = activity::spans(self.rank, &cc, &c.recs, &c.to_host).map_err(|m| {
-                        self.cupti_err(format!(
-                            "{m}; {} (RINGREDUCE_CUPTI=0 times with CUDA events instead)",
-                            crate::cuda::cupti::delivered()
-                        ))
-                    })?;
-                    let mut v = v;
+                #[cfg(feature = "profiling")]
+                (Timed::Cupti(cc, _, issued), _) => {
+                    let c = cupti
+                        .as_ref()
+                        .ok_or_else(|| Error::internal("timed call without its clock"))?;
+                    let mut v = self.cupti_spans(cc, issued, c, epoch)?;
                     self.apply_step_times(&mut v, stamps);
                     out.push((v, TimingSource::cupti(c.kinds)));
                 }
@@ -294,69 +201,6 @@ impl<'id> Rank<'id> {
             }
         }
         Ok((out, half))
-    }
-
-    /// The CUPTI records of the CUPTI-timed calls among `timing` (flushed
-    /// first), the map from CUPTI's clock to host ns since `epoch`, and
-    /// that map's half-width; `None` without such calls.
-    fn cupti_records<'a>(
-        &self,
-        timing: impl Iterator<Item = &'a Timed<'id>>,
-        epoch: Instant,
-    ) -> Result<Option<Taken>>
-    where
-        'id: 'a,
-    {
-        let calls: Vec<(&activity::CuptiCall, &'static Cupti)> = timing
-            .filter_map(|t| match t {
-                Timed::Cupti(cc, c, _) => Some((cc, *c)),
-                Timed::Events(..) => None,
-            })
-            .collect();
-        let Some(&(_, c)) = calls.first() else {
-            return Ok(None);
-        };
-        let (recs, dropped) = match c.tie {
-            CuptiTie::Callback => {
-                let ties: Vec<(u32, u64)> = calls
-                    .iter()
-                    .flat_map(|(cc, _)| cc.ties.iter().copied())
-                    .collect();
-                c.take(&ties).map_err(|m| self.cupti_err(m))?
-            }
-            CuptiTie::Order => {
-                let lanes = self.instr.cupti_lanes.unwrap_or([u32::MAX; 2]);
-                c.take_streams(&|s| lanes.contains(&s))
-                    .map_err(|m| self.cupti_err(m))?
-            }
-        };
-        if dropped > 0 {
-            return Err(self.cupti_err(format!(
-                "CUPTI dropped {dropped} activity records (its buffers were full)"
-            )));
-        }
-        let mut recs = recs;
-        if c.tie == CuptiTie::Order {
-            let issued: Vec<_> = calls
-                .iter()
-                .flat_map(|(cc, _)| cc.issued.iter().cloned())
-                .collect();
-            let ties = tie_by_order(self.rank, &issued, &recs).map_err(|m| {
-                self.cupti_err(format!(
-                    "{m} (RINGREDUCE_CUPTI_TIE=callback ties through a callback instead)"
-                ))
-            })?;
-            recs.extend(ties);
-        }
-        let (t0, at, half) = c.clock().map_err(|m| self.cupti_err(m))?;
-        let host0 = at.duration_since(epoch).as_secs_f64() * 1e9;
-        let to_host = move |t: u64| host0 + (t as f64 - t0 as f64);
-        Ok(Some(Taken {
-            recs,
-            kinds: c.kinds,
-            to_host: Box::new(to_host),
-            half,
-        }))
     }
 
     /// The op times of one event-timed call, through the clock anchor
