@@ -6,6 +6,7 @@ use super::super::activity::{CuptiCall, OpRef};
 use super::super::issue::StepAt;
 use super::super::lower::{DriverOp, Lowered, Wait};
 use super::super::{Rank, Timed};
+use super::timers::predecessors;
 use crate::cuda::cupti::{self as cupti, Class, Cupti, CuptiTie, Issued};
 use crate::error::{Error, Result};
 use crate::plan::{Plan, SignalId};
@@ -103,14 +104,8 @@ impl CuptiTimer {
         waits: impl Iterator<Item = Wait>,
     ) {
         self.after.clear();
-        self.after.extend(self.lane_last[lane]);
-        for w in waits {
-            let s = w.signal();
-            if plan.signals[s.0].owner == r {
-                self.after
-                    .extend(self.signal_op.get(s.0).copied().flatten());
-            }
-        }
+        let last = self.lane_last[lane];
+        predecessors(plan, r, last, &self.signal_op, waits, &mut self.after);
     }
 
     /// Around the op's work: its external id pushed (no work, or the

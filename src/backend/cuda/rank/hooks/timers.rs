@@ -54,23 +54,8 @@ impl<'id> CallTimer<'id> {
         waits: impl Iterator<Item = Wait>,
     ) {
         self.t0 = self.tc.starts.len();
-        self.marked = match self.lane_last[lane] {
-            Some(prev) => {
-                self.tc.starts.push(prev);
-                true
-            }
-            None => false,
-        };
-        for w in waits {
-            if !self.marked {
-                break;
-            }
-            let s = w.signal();
-            match self.signal_end.get(s.0).copied().flatten() {
-                Some(end) if plan.signals[s.0].owner == r => self.tc.starts.push(end),
-                _ => self.marked = false,
-            }
-        }
+        let last = self.lane_last[lane];
+        self.marked = predecessors(plan, r, last, &self.signal_end, waits, &mut self.tc.starts);
     }
 
     /// After the waits: the op's start, as (first, last + 1) into the start
@@ -120,6 +105,32 @@ impl<'id> CallTimer<'id> {
         self.tc.spans.push((at.i, low.work.parts(), a, b));
         Ok(())
     }
+}
+
+/// The ops (indices into `ends`'s values) whose ends start an op of rank
+/// `r` after `waits`, appended to `out`: its lane's last op (`last`) and,
+/// for each wait on one of `r`'s own signals, the op that recorded it
+/// (`ends`, by signal). Whether they are all that starts it: not where the
+/// op is its lane's first or waits on another rank's signal or on one no
+/// op recorded yet (an event timer then marks its start itself).
+pub(super) fn predecessors(
+    plan: &Plan,
+    r: usize,
+    last: Option<usize>,
+    ends: &[Option<usize>],
+    waits: impl Iterator<Item = Wait>,
+    out: &mut Vec<usize>,
+) -> bool {
+    let mut all = last.is_some();
+    out.extend(last);
+    for w in waits {
+        let s = w.signal();
+        match ends.get(s.0).copied().flatten() {
+            Some(end) if plan.signals[s.0].owner == r => out.push(end),
+            _ => all = false,
+        }
+    }
+    all
 }
 
 /// The timing layer of a timed call, by its source.
