@@ -179,3 +179,83 @@ impl<'id> Timer<'id> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algo::{plan_of, AlgoChoice};
+    use crate::plan::Shape;
+
+    /// The ops that start an op: its lane's last and the recorders of the
+    /// own signals it waits on; complete only when every wait is on an own
+    /// signal already recorded and the lane had an op before.
+    #[test]
+    fn an_ops_predecessors_are_its_lanes_last_and_its_own_signals_recorders() {
+        let shape = Shape::all_reduce(2, 64, 4, false);
+        let ring = AlgoChoice::Fixed(crate::algo::parse("ring").unwrap());
+        let plan = plan_of(&ring, &shape).unwrap();
+        let own = |r: usize| {
+            (0..plan.signals.len())
+                .find(|&s| plan.signals[s].owner == r)
+                .map(SignalId)
+                .unwrap()
+        };
+        let (mine, theirs) = (own(0), own(1));
+        let mut ends = vec![None; plan.signals.len()];
+        ends[mine.0] = Some(7);
+        let mut out = Vec::new();
+        // The lane's first op, no wait: nothing starts it.
+        assert!(!predecessors(
+            &plan,
+            0,
+            None,
+            &ends,
+            std::iter::empty(),
+            &mut out
+        ));
+        assert!(out.is_empty());
+        // After the lane's op 3, on an own signal recorded by op 7.
+        let w = [Wait::Local(mine)];
+        assert!(predecessors(
+            &plan,
+            0,
+            Some(3),
+            &ends,
+            w.into_iter(),
+            &mut out
+        ));
+        assert_eq!(out, [3, 7]);
+        // A wait on the peer's signal: the own ones are listed, but they
+        // are not all that starts the op.
+        out.clear();
+        let w = [
+            Wait::Peer {
+                signal: theirs,
+                owner: 1,
+            },
+            Wait::Local(mine),
+        ];
+        assert!(!predecessors(
+            &plan,
+            0,
+            Some(3),
+            &ends,
+            w.into_iter(),
+            &mut out
+        ));
+        assert_eq!(out, [3, 7]);
+        // An own signal no op recorded yet.
+        out.clear();
+        ends[mine.0] = None;
+        let w = [Wait::Local(mine)];
+        assert!(!predecessors(
+            &plan,
+            0,
+            Some(3),
+            &ends,
+            w.into_iter(),
+            &mut out
+        ));
+        assert_eq!(out, [3]);
+    }
+}
