@@ -201,61 +201,29 @@ mod tests {
                 .unwrap()
         };
         let (mine, theirs) = (own(0), own(1));
-        let mut ends = vec![None; plan.signals.len()];
-        ends[mine.0] = Some(7);
-        let mut out = Vec::new();
-        // The lane's first op, no wait: nothing starts it.
-        assert!(!predecessors(
-            &plan,
-            0,
-            None,
-            &ends,
-            std::iter::empty(),
-            &mut out
-        ));
-        assert!(out.is_empty());
-        // After the lane's op 3, on an own signal recorded by op 7.
-        let w = [Wait::Local(mine)];
-        assert!(predecessors(
-            &plan,
-            0,
-            Some(3),
-            &ends,
-            w.into_iter(),
-            &mut out
-        ));
-        assert_eq!(out, [3, 7]);
-        // A wait on the peer's signal: the own ones are listed, but they
-        // are not all that starts the op.
-        out.clear();
-        let w = [
-            Wait::Peer {
-                signal: theirs,
-                owner: 1,
-            },
-            Wait::Local(mine),
+        let peer = Wait::Peer {
+            signal: theirs,
+            owner: 1,
+        };
+        // (the lane's last op, the waits, whether the own signal was
+        // recorded (by op 7)) -> (the ops that start it, all of them?)
+        type Case<'a> = (Option<usize>, Vec<Wait>, bool, &'a [usize], bool);
+        let cases: [Case; 4] = [
+            // The lane's first op, no wait: nothing starts it.
+            (None, vec![], true, &[], false),
+            // After the lane's op 3, on an own signal recorded by op 7.
+            (Some(3), vec![Wait::Local(mine)], true, &[3, 7], true),
+            // Also on the peer's signal: not all that starts it.
+            (Some(3), vec![peer, Wait::Local(mine)], true, &[3, 7], false),
+            // On an own signal no op recorded yet.
+            (Some(3), vec![Wait::Local(mine)], false, &[3], false),
         ];
-        assert!(!predecessors(
-            &plan,
-            0,
-            Some(3),
-            &ends,
-            w.into_iter(),
-            &mut out
-        ));
-        assert_eq!(out, [3, 7]);
-        // An own signal no op recorded yet.
-        out.clear();
-        ends[mine.0] = None;
-        let w = [Wait::Local(mine)];
-        assert!(!predecessors(
-            &plan,
-            0,
-            Some(3),
-            &ends,
-            w.into_iter(),
-            &mut out
-        ));
-        assert_eq!(out, [3]);
+        for (last, waits, recorded, want, all) in cases {
+            let mut ends = vec![None; plan.signals.len()];
+            ends[mine.0] = recorded.then_some(7);
+            let mut out = Vec::new();
+            let got = predecessors(&plan, 0, last, &ends, waits.into_iter(), &mut out);
+            assert_eq!((out.as_slice(), got), (want, all), "{last:?}");
+        }
     }
 }
