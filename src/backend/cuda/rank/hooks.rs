@@ -10,7 +10,7 @@
 //!   (`cupti.rs`, the `profiling` feature) CUPTI's records tied to them,
 //!   and the LL kernels' step stamps;
 //! * `nvtx.rs`: a range per call and per ring step, while an NVTX tool
-//!   listens (the `profiling` feature; so is CUPTI in `timers.rs`);
+//!   listens (the `profiling` feature, as is `cupti.rs`);
 //! * `traffic.rs`: the bytes each op moved between ranks.
 //!
 //! The network hop between nodes is not a layer: it is how a wait, a copy
