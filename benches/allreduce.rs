@@ -4,11 +4,11 @@
 //! device time, not launch time.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use ringreduce::plan::Shape;
+use ringreduce::engine::TypedShape;
 use ringreduce::{AlgoChoice, BackendChoice, Collective, Engine, EngineConfig, ReduceOp};
 use std::time::{Duration, Instant};
 
-fn time_iters(e: &mut Engine<f32>, algo: &AlgoChoice, shape: &Shape, iters: u64) -> Duration {
+fn time_iters(e: &mut Engine, algo: &AlgoChoice, shape: &TypedShape<f32>, iters: u64) -> Duration {
     // Errors cannot be returned from a bench closure; a failed call makes the
     // measurement meaningless, so report it loudly and time nothing.
     if let Err(err) = e.synchronize() {
@@ -35,7 +35,7 @@ fn bench_backend(
     ranks: usize,
     sizes: &[usize],
 ) {
-    let mut engine = match Engine::<f32>::new(EngineConfig::new(ranks, backend)) {
+    let mut engine = match Engine::new(EngineConfig::new(ranks, backend)) {
         Ok(e) => e,
         Err(err) => {
             eprintln!("skipping {label}: {err}");

@@ -66,7 +66,7 @@ fn host_path(c: &mut Criterion) {
                 }
             })
         });
-        let mut e = match comm.into_engine::<f32>() {
+        let mut e = match comm.into_engine() {
             Ok(e) => e,
             Err(err) => {
                 eprintln!("skipping {path} on the engine's buffers: {err}");
@@ -82,7 +82,7 @@ fn host_path(c: &mut Criterion) {
         };
         g.bench_with_input(BenchmarkId::new("engine_buffers", path), &path, |b, _| {
             b.iter(|| {
-                if let Err(err) = e.run(Some(&algo), &shape, ReduceOp::Sum) {
+                if let Err(err) = e.run::<f32>(Some(&algo), &shape, ReduceOp::Sum) {
                     eprintln!("run failed: {err}");
                 }
             })

@@ -45,7 +45,7 @@
 //!
 //! * [`communicator`]: [`Communicator`], the calls' descriptors, their
 //!   agreement across ranks, and the per-rank call style's rendezvous.
-//! * [`engine`]: the reusable engine ([`engine::Core`], untyped): plan
+//! * [`engine`]: the reusable engine ([`engine::Engine`], untyped): plan
 //!   cache, buffers, dispatch; the typed API.
 //! * [`backend`]: the small trait the engine drives, its optional
 //!   capabilities (NCCL, graphs, profiling, stream-ordered calls in
@@ -85,7 +85,7 @@
 //! * `nccl` (implies `cuda`; the tools turn it on): NCCL on the engine's
 //!   own buffers, the yardstick the tools compare against: the binding and
 //!   its loader (`cuda::nccl`, libnccl loaded at run time by our own
-//!   binding), `Core::nccl_init`, `launch_nccl`, `nccl_graph_capture`,
+//!   binding), `Engine::nccl_init`, `launch_nccl`, `nccl_graph_capture`,
 //!   `launch_nccl_graph`, `take_nccl_timeline`, `launch_nccl_after`,
 //!   `Engine::nccl_call` and `backend::NcclCall`. Without it the library
 //!   holds no NCCL code and these items are absent.

@@ -510,7 +510,7 @@ impl PyEngine {
     /// `(address, bytes, device)` per rank (an empty `sends`: in place),
     /// `streams` `(CUstream handle, device)` per rank, the stream whose
     /// work produces the input and consumes the output. Returns once the
-    /// call is queued on the GPU (see `Core::collective_on_device`).
+    /// call is queued on the GPU (see `Engine::collective_on_device`).
     #[pyo3(signature = (kind, dtype, op, sends, recvs, streams, root=0))]
     #[allow(clippy::too_many_arguments)]
     fn collective_cuda<'py>(

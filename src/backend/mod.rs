@@ -14,7 +14,7 @@
 //! graphs (`GraphBackend`), stream-ordered calls and the work stream
 //! (`ordered::StreamOrdered`). The engine is their one caller; a library
 //! user reaches them through the engine's methods
-//! ([`Core`](crate::engine::Core)'s `graph_capture`, `nccl_init`,
+//! ([`Engine`](crate::engine::Engine)'s `graph_capture`, `nccl_init`,
 //! `launch_after`, `work_launch`, ...). The measurement tools' own hooks
 //! sit apart: NCCL's timings on the NCCL capability, the overlap
 //! benchmark's on `overlap::OverlapBench` (reached from the stream-ordered
@@ -571,15 +571,15 @@ mod tests {
             BackendChoice::Auto.cpu_reason().as_deref(),
             Some(super::NO_CUDA)
         );
-        let e = Engine::<f32>::new(EngineConfig::cuda(2)).unwrap_err();
+        let e = Engine::new(EngineConfig::cuda(2)).unwrap_err();
         assert!(matches!(&e, Error::NoCuda(_)), "{e}");
         assert_eq!(
             e.to_string(),
             "the CUDA backend is unavailable: built without the cuda feature"
         );
-        let mut e = Engine::<f32>::new(EngineConfig::new(2, BackendChoice::Auto)).unwrap();
-        assert_eq!(e.core().backend_kind(), super::BackendKind::Cpu);
-        let note = e.core().fallback_note().unwrap_or_default();
+        let mut e = Engine::new(EngineConfig::new(2, BackendChoice::Auto)).unwrap();
+        assert_eq!(e.backend_kind(), super::BackendKind::Cpu);
+        let note = e.fallback_note().unwrap_or_default();
         assert!(note.contains("built without the cuda feature"), "{note}");
         let inputs = vec![vec![1.0f32; 5], vec![2.0; 5]];
         let shape = e

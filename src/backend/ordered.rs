@@ -497,7 +497,7 @@ mod tests {
     use super::*;
     use crate::backend::{Binding, NcclCall};
     use crate::element::{DataType, ReduceOp};
-    use crate::engine::Core;
+    use crate::engine::Engine;
     use crate::EngineConfig;
 
     /// A host kernel that writes its rank's index and a scalar argument
@@ -512,8 +512,8 @@ mod tests {
     #[test]
     fn cpu_work_runs_the_host_implementation() {
         let ranks = 3;
-        let mut core = Core::new(EngineConfig::cpu(ranks)).unwrap();
-        let out = core.alloc(&vec![8; ranks]).unwrap();
+        let mut core = Engine::new(EngineConfig::cpu(ranks)).unwrap();
+        let out = core.alloc_id(&vec![8; ranks]).unwrap();
         let launch = |kernel: WorkKernel, bytes: usize| WorkLaunch {
             kernel: Arc::new(kernel),
             grid: Grid::Blocks(1),
@@ -555,7 +555,7 @@ mod tests {
 
     #[test]
     fn cpu_refuses_what_it_cannot_order() {
-        let mut core = Core::new(EngineConfig::cpu(2)).unwrap();
+        let mut core = Engine::new(EngineConfig::cpu(2)).unwrap();
         let e = core.work_wait(&[Completion::complete(0)]).unwrap_err();
         assert!(matches!(e, Error::WrongBufferCount { .. }), "{e}");
         {

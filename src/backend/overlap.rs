@@ -11,7 +11,7 @@
 //!
 //! Reached through
 //! `StreamOrdered::overlap_bench`
-//! (the engine's `Core::launch_nccl_after` and `Core::work_gate`).
+//! (the engine's `Engine::launch_nccl_after` and `Engine::work_gate`).
 
 use super::cpu::CpuBackend;
 use super::ordered::{After, Completion, SpanTag};

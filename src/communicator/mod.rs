@@ -98,10 +98,10 @@ pub enum Mode {
 }
 
 /// The engine a communicator calls, typed per call ([`EngineCell::with`]).
-pub(crate) struct EngineCell(Option<Engine<u8>>);
+pub(crate) struct EngineCell(Option<Engine>);
 
 impl EngineCell {
-    pub(crate) fn new(e: Engine<u8>) -> EngineCell {
+    pub(crate) fn new(e: Engine) -> EngineCell {
         EngineCell(Some(e))
     }
 
@@ -111,23 +111,22 @@ impl EngineCell {
         }
     }
 
-    /// Run `f` on the engine typed for `T`.
-    pub(crate) fn with<T: Element, R>(
-        &mut self,
-        f: impl FnOnce(&mut Engine<T>) -> Result<R>,
-    ) -> Result<R> {
-        let e = self.0.take().ok_or_else(Self::gone)?;
-        let mut typed = e.retype::<T>();
-        let r = f(&mut typed);
-        self.0 = Some(typed.retype());
+    /// Run `f` on the engine. It is out of the cell while `f` runs, so a
+    /// panic inside leaves the cell empty: later calls are refused
+    /// ([`Error::Poisoned`]) instead of running on an engine in an unknown
+    /// state.
+    pub(crate) fn with<R>(&mut self, f: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
+        let mut e = self.0.take().ok_or_else(Self::gone)?;
+        let r = f(&mut e);
+        self.0 = Some(e);
         r
     }
 
-    fn engine(&self) -> Result<&Engine<u8>> {
+    fn engine(&self) -> Result<&Engine> {
         self.0.as_ref().ok_or_else(Self::gone)
     }
 
-    fn take(&mut self) -> Result<Engine<u8>> {
+    fn take(&mut self) -> Result<Engine> {
         self.0.take().ok_or_else(Self::gone)
     }
 }
@@ -213,13 +212,13 @@ impl<S: CallShape> std::fmt::Debug for Communicator<S> {
 
 impl<S: CallShape> Communicator<S> {
     /// The communicator of `engine` (one rank of a job, or every rank).
-    fn of_engine(engine: Engine<u8>, check: bool) -> Communicator<S> {
+    fn of_engine(engine: Engine, check: bool) -> Communicator<S> {
         let ranks = engine.ranks();
-        let local = engine.core().local_ranks();
+        let local = engine.local_ranks();
         let abort = engine.abort_handle();
-        let describe = engine.core().describe();
-        let kind = engine.core().backend_kind();
-        let inner = match engine.core().job().cloned() {
+        let describe = engine.describe();
+        let kind = engine.backend_kind();
+        let inner = match engine.job().cloned() {
             Some(job) => Inner::Process {
                 engine: EngineCell::new(engine),
                 agree: Agreement::new(job, check),
@@ -250,7 +249,7 @@ impl Communicator<EveryRank> {
             ));
         }
         let check = cfg.check_calls;
-        Ok(Communicator::of_engine(Engine::<u8>::new(cfg)?, check))
+        Ok(Communicator::of_engine(Engine::new(cfg)?, check))
     }
 
     /// Split into one handle per rank ([`Communicator::per_rank`]), to move
@@ -297,7 +296,7 @@ impl Communicator<OneRank> {
             ));
         }
         let check = cfg.check_calls;
-        Ok(Communicator::of_engine(Engine::<u8>::new(cfg)?, check))
+        Ok(Communicator::of_engine(Engine::new(cfg)?, check))
     }
 
     /// This process's rank of the job it was started in (`ringreduce
@@ -354,16 +353,15 @@ impl<S: CallShape> Communicator<S> {
         self.abort.clone()
     }
 
-    /// The engine underneath, typed for `T`, for what only it has
-    /// (stream-ordered calls, NCCL, the engine's own buffers and plans).
-    /// Not for a per-rank handle. The host-slice collectives are the
-    /// communicator's alone.
-    pub fn into_engine<T: Element>(self) -> Result<Engine<T>> {
+    /// The engine underneath, for what only it has (stream-ordered calls,
+    /// NCCL, the engine's own buffers and plans). Not for a per-rank
+    /// handle. The host-slice collectives are the communicator's alone.
+    pub fn into_engine(self) -> Result<Engine> {
         match self.inner {
             Inner::AllRanks(mut slot)
             | Inner::Process {
                 engine: mut slot, ..
-            } => Ok(slot.take()?.retype()),
+            } => slot.take(),
             Inner::PerRank(_) => Err(Error::BadArgument(
                 "a per-rank handle shares its engine with the other ranks' handles".into(),
             )),
@@ -428,7 +426,7 @@ impl<S: CallShape> Communicator<S> {
             }
         };
         match &mut self.inner {
-            Inner::AllRanks(slot) => slot.with::<T, _>(|e| e.host(c, &send, &mut recv)),
+            Inner::AllRanks(slot) => slot.with(|e| e.host(c, &send, &mut recv)),
             Inner::PerRank(h) => {
                 one(recv.len(), "buffer")?;
                 if !c.in_place {
@@ -443,7 +441,7 @@ impl<S: CallShape> Communicator<S> {
                     one(send.len(), "input")?;
                 }
                 let send = send.first().copied().unwrap_or(&[]);
-                engine.with::<T, _>(|e| process_host(e, agree, c, send, &mut *recv[0]))
+                engine.with(|e| process_host(e, agree, c, send, &mut *recv[0]))
             }
         }
     }
@@ -544,8 +542,8 @@ impl<S: CallShape> Communicator<S> {
         self.checked(|me| {
             let n = me.ranks;
             match &mut me.inner {
-                Inner::AllRanks(slot) => slot.with::<u8, _>(|e| {
-                    e.core().check_usable()?;
+                Inner::AllRanks(slot) => slot.with(|e| {
+                    e.check_usable()?;
                     e.synchronize()?;
                     Ok(barrier_info(n))
                 }),
@@ -557,7 +555,7 @@ impl<S: CallShape> Communicator<S> {
                 }
                 Inner::Process { engine, agree } => {
                     let core_ok = engine.engine()?;
-                    agree.barrier(core_ok.core())
+                    agree.barrier(core_ok)
                 }
             }
         })
@@ -570,7 +568,7 @@ impl<S: CallShape> Communicator<S> {
     /// rank allocates.
     pub fn alloc<T: Element>(&mut self, len: usize) -> Result<DeviceBuffers<T>> {
         let desc = CallDesc::buffers(CallKind::Alloc, T::DTYPE, len);
-        let b = self.agreed::<T, _, _>(desc, len, |e| e.alloc(len).map(SharedBuffers))?;
+        let b = self.agreed(desc, len, |e| e.alloc(len).map(SharedBuffers))?;
         Ok(b.0)
     }
 
@@ -578,28 +576,28 @@ impl<S: CallShape> Communicator<S> {
     pub fn free<T: Element>(&mut self, b: DeviceBuffers<T>) -> Result<()> {
         let desc = CallDesc::buffers(CallKind::Free, T::DTYPE, b.len());
         let id = b.id().0;
-        self.agreed::<T, _, _>(desc, id, move |e| e.free(b))
+        self.agreed(desc, id, move |e| e.free(b))
     }
 
     /// One collective step on the engine, in every mode: every rank from
     /// one caller runs `f` at once; with a handle per rank, `f` runs once
     /// every rank asked for `desc` with an equal `part` (one of them runs
     /// it for all); a rank process runs it once the job agreed on `desc`.
-    fn agreed<T: Element, P, R>(
+    fn agreed<P, R>(
         &mut self,
         desc: CallDesc,
         part: P,
-        f: impl FnOnce(&mut Engine<T>) -> Result<R>,
+        f: impl FnOnce(&mut Engine) -> Result<R>,
     ) -> Result<R>
     where
         P: PartialEq + std::fmt::Debug + Send + 'static,
         R: Clone + Send + 'static,
     {
         self.checked(|me| match &mut me.inner {
-            Inner::AllRanks(slot) => slot.with::<T, _>(f),
-            Inner::PerRank(h) => rank_step(h, desc, part, |slot, _| slot.with::<T, _>(f)),
-            Inner::Process { engine, agree } => engine.with::<T, _>(|e| {
-                agree.agree(e.core(), desc, Ok(()))?;
+            Inner::AllRanks(slot) => slot.with(f),
+            Inner::PerRank(h) => rank_step(h, desc, part, |slot, _| slot.with(f)),
+            Inner::Process { engine, agree } => engine.with(|e| {
+                agree.agree(e, desc, Ok(()))?;
                 f(e)
             }),
         })
@@ -616,7 +614,7 @@ impl<S: CallShape> Communicator<S> {
             let data = data.bufs();
             me.check_local(data.len())?;
             let base = me.local.start;
-            me.on_engine::<T, _>(|e| {
+            me.on_engine(|e| {
                 for (i, d) in data.iter().enumerate() {
                     e.write_buffer(b, base + i, d)?;
                 }
@@ -636,7 +634,7 @@ impl<S: CallShape> Communicator<S> {
             let mut out = out.bufs_mut();
             me.check_local(out.len())?;
             let base = me.local.start;
-            me.on_engine::<T, _>(|e| {
+            me.on_engine(|e| {
                 for (i, o) in out.iter_mut().enumerate() {
                     let got = e.read_buffer(b, base + i)?;
                     if o.len() > got.len() {
@@ -666,20 +664,20 @@ impl<S: CallShape> Communicator<S> {
     ) -> Result<CallInfo> {
         let in_place = send.id() == recv.id();
         let desc = CallDesc::host(collective, T::DTYPE, op, in_place, count).on_device();
-        self.agreed::<T, _, _>(desc, (send.id().0, recv.id().0), |e| {
+        self.agreed(desc, (send.id().0, recv.id().0), |e| {
             e.collective_device(collective, send, recv, count, op)
         })
     }
 
     /// A collective on another library's device memory (a torch CUDA
     /// tensor), ordered on its streams with no host wait: see
-    /// [`Core::collective_on_device`](crate::engine::Core::collective_on_device)
+    /// [`Engine::collective_on_device`](crate::engine::Engine::collective_on_device)
     /// (rank r's input `sends[r]`, empty for in place; its output
     /// `recvs[r]`; `streams[r]` its producer's and consumer's stream). The
     /// CUDA backend; every rank run from this handle (stream-ordered, no
     /// host wait), or one rank per process (the IPC exchange refuses
     /// stream-ordered calls: the copy in waits for `streams[0]`, the call
-    /// for its completion, see `Core::collective_on_own_device`).
+    /// for its completion, see `Engine::collective_on_own_device`).
     #[cfg(feature = "cuda")]
     pub fn collective_on_device<T: Element>(
         &mut self,
@@ -698,8 +696,9 @@ impl<S: CallShape> Communicator<S> {
         let in_place = sends.is_empty();
         let count = recvs.first().map_or(0, |r| r.len()) / T::DTYPE.size();
         let desc = CallDesc::host(collective, T::DTYPE, op, in_place, count).on_device();
-        self.agreed::<T, _, _>(desc, (), |e| {
-            e.collective_on_device(collective, op, sends, recvs, streams)
+        self.agreed(desc, (), |e| {
+            e.collective_on_device(collective, T::DTYPE, op, sends, recvs, streams)
+                .map(|plan| CallInfo::of(&plan))
         })
     }
 
@@ -726,13 +725,10 @@ impl<S: CallShape> Communicator<S> {
     }
 
     /// Run a rank-local step on the engine.
-    fn on_engine<T: Element, R>(
-        &mut self,
-        f: impl FnOnce(&mut Engine<T>) -> Result<R>,
-    ) -> Result<R> {
+    fn on_engine<R>(&mut self, f: impl FnOnce(&mut Engine) -> Result<R>) -> Result<R> {
         match &mut self.inner {
-            Inner::AllRanks(slot) | Inner::Process { engine: slot, .. } => slot.with::<T, _>(f),
-            Inner::PerRank(h) => h.with_engine(|slot| slot.with::<T, _>(f)),
+            Inner::AllRanks(slot) | Inner::Process { engine: slot, .. } => slot.with(f),
+            Inner::PerRank(h) => h.with_engine(|slot| slot.with(f)),
         }
     }
 }

@@ -4,7 +4,7 @@
 use super::ranks::strip_rank;
 use super::{barrier_info, desc, CallDesc, HostCall};
 use crate::element::Element;
-use crate::engine::{CallInfo, Core, Engine};
+use crate::engine::{CallInfo, Engine};
 use crate::error::{Error, Result};
 use crate::process::Job;
 use std::sync::Arc;
@@ -45,7 +45,7 @@ impl Agreement {
     /// own arguments are wrong fails the call (its error for it,
     /// [`Error::PeerArgument`] for the others). A failed exchange (a peer
     /// failed, timed out, was aborted) refuses every later call.
-    pub(crate) fn agree(&self, core: &Core, desc: CallDesc, own: Result<()>) -> Result<()> {
+    pub(crate) fn agree(&self, core: &Engine, desc: CallDesc, own: Result<()>) -> Result<()> {
         core.check_usable()?;
         let broken = || self.broken.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(why) = broken().as_ref() {
@@ -125,7 +125,7 @@ impl Agreement {
     }
 
     /// Every rank of the job reaches this point before any goes on.
-    pub(crate) fn barrier(&self, core: &Core) -> Result<CallInfo> {
+    pub(crate) fn barrier(&self, core: &Engine) -> Result<CallInfo> {
         if self.check {
             self.agree(core, CallDesc::barrier(), Ok(()))?;
         } else {
@@ -138,14 +138,14 @@ impl Agreement {
 
 /// This process's rank's part of a host-slice collective.
 pub(crate) fn process_host<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     a: &Agreement,
     c: HostCall,
     send: &[T],
     recv: &mut [T],
 ) -> Result<CallInfo> {
     let (count, own) = c.count(e.ranks(), a.rank(), send.len(), recv.len());
-    a.agree(e.core(), CallDesc::of_host::<T>(c, count), own)?;
+    a.agree(e, CallDesc::of_host::<T>(c, count), own)?;
     let send: &[&[T]] = if c.in_place { &[] } else { &[send] };
     e.host(c, send, &mut [recv])
 }

@@ -71,7 +71,7 @@ fn run_on_loans<T: Element>(
                 .map_err(|e| Error::internal(format!("a lent buffer: {e}")))
         })
         .collect::<Result<_>>()?;
-    slot.with::<T, _>(|e| e.host(c, &send, &mut recv))
+    slot.with(|e| e.host(c, &send, &mut recv))
 }
 
 /// A step of every rank of the per-rank style that runs `f` once, on the

@@ -227,10 +227,10 @@ impl std::fmt::Debug for RankHandle {
 }
 
 /// One handle per rank of `engine`.
-pub(crate) fn handles(engine: Engine<u8>) -> Vec<RankHandle> {
+pub(crate) fn handles(engine: Engine) -> Vec<RankHandle> {
     let ranks = engine.ranks();
-    let timeout = engine.core().timeout();
-    let abort = engine.core().abort_handle();
+    let timeout = engine.timeout();
+    let abort = engine.abort_handle();
     let shared = Arc::new(Rendezvous {
         engine: Mutex::new(EngineCell::new(engine)),
         state: Mutex::new(State {

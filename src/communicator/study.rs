@@ -21,8 +21,7 @@ impl<S: super::CallShape> Communicator<S> {
     /// Time every op of the calls that follow (`on`), or stop. Timed calls
     /// are slower (the timeline's cost: docs/DESIGN.md).
     pub fn set_timing(&mut self, on: bool) -> Result<()> {
-        self.study_engine("timing")?
-            .with::<u8, _>(|e| e.core_mut().set_timing(on))
+        self.study_engine("timing")?.with(|e| e.set_timing(on))
     }
 
     /// The calls timed since the last take, each with the plan that ran
@@ -37,9 +36,9 @@ impl<S: super::CallShape> Communicator<S> {
             crate::backend::CallTimeline,
         )>,
     > {
-        self.study_engine("a timeline")?.with::<u8, _>(|e| {
+        self.study_engine("a timeline")?.with(|e| {
             e.synchronize()?;
-            e.core_mut().take_timed_calls()
+            e.take_timed_calls()
         })
     }
 }

@@ -28,7 +28,7 @@
 //!   kernels a caller runs on a rank's work stream (its own PTX, through
 //!   the `unsafe` `WorkKernel::from_ptx`, or `compute_module`).
 //! * `nccl` (the `nccl` feature): the NCCL binding; `nccl::Nccl` is what
-//!   `Core::nccl_init` takes.
+//!   `Engine::nccl_init` takes.
 //!
 //! Other ranks refer to a rank's memory and events only through exported
 //! tokens (`PeerBuf`, `RemoteEvent`, `PeerCtx`) which can be sent between

@@ -2,8 +2,9 @@
 //! the memory check before any allocation.
 
 use super::*;
+use std::marker::PhantomData;
 
-impl Core {
+impl Engine {
     /// Make engine buffer `id` hold at least `bytes[r]` bytes on rank r,
     /// after checking that the devices have that memory free.
     pub fn reserve(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
@@ -77,15 +78,15 @@ impl Core {
     }
 
     /// A new engine buffer of `bytes[r]` bytes on rank r.
-    pub fn alloc(&mut self, bytes: &[usize]) -> Result<BufId> {
+    pub fn alloc_id(&mut self, bytes: &[usize]) -> Result<BufId> {
         let id = BufId(self.next_id);
         self.next_id += 1;
         self.reserve(id, bytes)?;
         Ok(id)
     }
 
-    /// Free an engine buffer allocated with [`Core::alloc`].
-    pub fn free(&mut self, id: BufId) -> Result<()> {
+    /// Free an engine buffer allocated with [`Engine::alloc`].
+    pub fn free_id(&mut self, id: BufId) -> Result<()> {
         if id.0 < 3 {
             return Err(Error::BadArgument(format!(
                 "buffer {} is the engine's own",
@@ -124,5 +125,251 @@ impl Core {
         self.check_rank(r)?;
         let res = self.backend.read(r, id, offset, out);
         self.track(res)
+    }
+}
+
+pub(super) fn as_bytes<T: Element>(v: &[T]) -> &[u8] {
+    bytemuck::cast_slice(v)
+}
+
+pub(super) fn as_bytes_mut<T: Element>(v: &mut [T]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(v)
+}
+
+/// Check one buffer per rank, all of length `len(r)`.
+fn check_lengths(
+    ranks: usize,
+    lens: &[usize],
+    what: &'static str,
+    expected: impl Fn(usize) -> usize,
+) -> Result<()> {
+    if lens.len() != ranks {
+        return Err(Error::WrongBufferCount {
+            ranks,
+            buffers: lens.len(),
+        });
+    }
+    for (rank, &l) in lens.iter().enumerate() {
+        if l != expected(rank) {
+            return Err(Error::BufferSize {
+                rank,
+                what,
+                expected: expected(rank),
+                found: l,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The shape of a call on elements of `T`: what [`Engine::load`] and
+/// [`Engine::shape`] return, and what the calls on the engine's own buffers
+/// take, so a call runs and reads back as the type it was loaded as. It
+/// derefs to its [`Shape`].
+pub struct TypedShape<T> {
+    shape: Shape,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> TypedShape<T> {
+    /// `shape` as a shape of `T`, if its element size is `T`'s.
+    pub fn new(shape: Shape) -> Result<TypedShape<T>> {
+        if shape.elem_size != T::DTYPE.size() {
+            return Err(Error::BadArgument(format!(
+                "a shape of {}-byte elements is not a shape of {} ({} bytes)",
+                shape.elem_size,
+                T::DTYPE.name(),
+                T::DTYPE.size()
+            )));
+        }
+        Ok(TypedShape {
+            shape,
+            _t: PhantomData,
+        })
+    }
+
+    /// `shape`, whose element size the caller made `T`'s.
+    pub(super) fn of(shape: Shape) -> TypedShape<T> {
+        debug_assert_eq!(shape.elem_size, T::DTYPE.size());
+        TypedShape {
+            shape,
+            _t: PhantomData,
+        }
+    }
+
+    /// The untyped shape.
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+}
+
+impl<T> Clone for TypedShape<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for TypedShape<T> {}
+
+impl<T: Element> std::fmt::Debug for TypedShape<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TypedShape<{}>({:?})", T::DTYPE.name(), self.shape)
+    }
+}
+
+impl<T> PartialEq for TypedShape<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.shape == other.shape
+    }
+}
+
+impl<T> std::ops::Deref for TypedShape<T> {
+    type Target = Shape;
+    fn deref(&self) -> &Shape {
+        &self.shape
+    }
+}
+
+impl Engine {
+    // -- the engine's default buffers ---------------------------------------
+
+    /// Write each rank's input of a `collective` call into the engine's
+    /// default buffers (for NCCL's in-place all-gather: into the rank's own
+    /// slice of the output); returns the call's shape. Inputs are `count`
+    /// elements each (reduce-scatter: `ranks * count`). `inputs` holds every
+    /// rank's; only the [local ranks](Engine::local_ranks) are written (in a
+    /// multi-process job, each process writes its own).
+    pub fn load<T: Element>(
+        &mut self,
+        collective: Collective,
+        inputs: &[impl AsRef<[T]>],
+        in_place: bool,
+    ) -> Result<TypedShape<T>> {
+        let shape = self.shape_of(collective, inputs, in_place)?;
+        self.load_shaped(&shape, inputs)?;
+        Ok(shape)
+    }
+
+    /// Write the local ranks' `inputs` for a call of `shape` (an empty
+    /// input writes nothing: a broadcast's non-root ranks).
+    pub(super) fn load_shaped<T: Element>(
+        &mut self,
+        shape: &Shape,
+        inputs: &[impl AsRef<[T]>],
+    ) -> Result<()> {
+        self.reserve_shape(shape, T::DTYPE.size())?;
+        let size = T::DTYPE.size();
+        let local = self.local_ranks();
+        for (r, data) in inputs.iter().enumerate().filter(|(r, _)| local.contains(r)) {
+            let input = shape.input(r);
+            let id = Binding::DEFAULT.id(input.buf);
+            self.write(r, id, input.range.start * size, as_bytes(data.as_ref()))?;
+        }
+        Ok(())
+    }
+
+    /// The shape of a call on `inputs` (one per rank, of equal lengths; a
+    /// reduce-scatter's split into the rank count).
+    fn shape_of<T: Element>(
+        &self,
+        collective: Collective,
+        inputs: &[impl AsRef<[T]>],
+        in_place: bool,
+    ) -> Result<TypedShape<T>> {
+        let n = self.ranks();
+        let lens: Vec<usize> = inputs.iter().map(|v| v.as_ref().len()).collect();
+        let first = lens.first().copied().unwrap_or(0);
+        check_lengths(n, &lens, "input", |_| first)?;
+        let count = match collective {
+            Collective::ReduceScatter => {
+                if first % n != 0 {
+                    return Err(Error::BadArgument(format!(
+                        "reduce-scatter inputs of {first} elements do not split into {n} equal chunks"
+                    )));
+                }
+                first / n
+            }
+            _ => first,
+        };
+        Ok(self.shape::<T>(collective, count, in_place))
+    }
+
+    /// Make the default buffers big enough for `shape`.
+    pub fn reserve_for<T: Element>(&mut self, shape: &TypedShape<T>) -> Result<()> {
+        self.reserve_shape(shape, T::DTYPE.size())
+    }
+
+    fn reserve_shape(&mut self, shape: &Shape, size: usize) -> Result<()> {
+        let n = self.ranks();
+        self.reserve(BufId::SEND, &vec![shape.send_len() * size; n])?;
+        self.reserve(BufId::RECV, &vec![shape.recv_len() * size; n])
+    }
+
+    /// Overwrite what `shape`'s call will write but not read (its outputs
+    /// out of place) with a pattern no result should have (all bits set:
+    /// NaN for every float type), so unwritten elements show.
+    pub fn poison<T: Element>(&mut self, shape: &TypedShape<T>) -> Result<()> {
+        let size = T::DTYPE.size();
+        for r in self.local_ranks() {
+            let out = shape.output(r);
+            let input = shape.input(r);
+            let ranges: Vec<std::ops::Range<usize>> = if !shape.in_place {
+                vec![out.range.clone()]
+            } else if shape.collective == Collective::AllGather {
+                vec![
+                    out.range.start..input.range.start,
+                    input.range.end..out.range.end,
+                ]
+            } else {
+                vec![]
+            };
+            for range in ranges.into_iter().filter(|r| !r.is_empty()) {
+                let pattern = vec![poison_byte::<T>(); range.len() * size];
+                self.write(r, BufId::RECV, range.start * size, &pattern)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The output of `shape`'s call of every [local rank](Engine::local_ranks)
+    /// (in one process: every rank), in rank order.
+    pub fn read_output<T: Element>(&mut self, shape: &TypedShape<T>) -> Result<Vec<Vec<T>>> {
+        self.local_ranks()
+            .map(|r| self.read_region::<T>(r, &shape.output(r)))
+            .collect()
+    }
+
+    /// The input of `shape`'s call of every local rank, as it is now.
+    pub fn read_input<T: Element>(&mut self, shape: &TypedShape<T>) -> Result<Vec<Vec<T>>> {
+        self.local_ranks()
+            .map(|r| self.read_region::<T>(r, &shape.input(r)))
+            .collect()
+    }
+
+    fn read_region<T: Element>(
+        &mut self,
+        r: usize,
+        region: &crate::plan::Region,
+    ) -> Result<Vec<T>> {
+        let size = T::DTYPE.size();
+        let mut out =
+            crate::sys::proc::zeroed::<T>(region.len(), &format!("rank {r}'s copy of its output"))?;
+        self.read(
+            r,
+            Binding::DEFAULT.id(region.buf),
+            region.range.start * size,
+            as_bytes_mut(&mut out),
+        )?;
+        Ok(out)
+    }
+}
+
+/// The poison byte for `T`: all bits set (NaN for every float type); for
+/// integers 0x5A, a value far from the small exact inputs' sums.
+fn poison_byte<T: Element>() -> u8 {
+    if T::DTYPE.is_float() {
+        0xFF
+    } else {
+        0x5A
     }
 }

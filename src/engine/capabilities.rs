@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Core {
+impl Engine {
     // -- CUDA graphs -------------------------------------------------------
 
     /// Capture [`GRAPH_CALLS`] calls of `shape` on `choice`'s path into CUDA
@@ -114,7 +114,7 @@ impl Core {
 
     /// The timed calls since the last take, each with the plan that ran
     /// (its ops label the times: rank, op, part), oldest first. Takes the
-    /// timelines ([`Core::take_timeline`]) too.
+    /// timelines ([`Engine::take_timeline`]) too.
     pub fn take_timed_calls(&mut self) -> Result<Vec<(Arc<Plan>, CallTimeline)>> {
         let times = self.take_timeline()?;
         let mut plans = std::mem::take(&mut self.timed).into_iter();
@@ -142,7 +142,7 @@ impl Core {
 
 /// NCCL on the engine's buffers: only the CUDA backend built with the
 /// `nccl` feature has it; elsewhere every call below is refused by name.
-impl Core {
+impl Engine {
     pub(super) fn nccl_backend(&mut self) -> Result<&mut dyn crate::backend::NcclBackend> {
         let kind = self.backend_kind().name();
         let what = if cfg!(feature = "nccl") || kind != "cuda" {
@@ -203,12 +203,26 @@ impl Core {
 
     /// The timings of the NCCL calls made with timing on, since the last
     /// take (one op per rank each), on the same clock as
-    /// [`Core::take_timeline`]; none on a backend without NCCL (no NCCL
+    /// [`Engine::take_timeline`]; none on a backend without NCCL (no NCCL
     /// call could be made there).
     pub fn take_nccl_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         match self.backend.nccl() {
             Some(n) => n.take_nccl_timeline(),
             None => Ok(Vec::new()),
+        }
+    }
+}
+
+impl Engine {
+    /// NCCL's call for `shape` on the default buffers.
+    pub fn nccl_call<T: Element>(&self, shape: &TypedShape<T>, op: ReduceOp) -> NcclCall {
+        NcclCall {
+            collective: shape.collective,
+            count: shape.count,
+            dtype: T::DTYPE,
+            op,
+            in_place: shape.in_place,
+            bind: self.default_bind(),
         }
     }
 }

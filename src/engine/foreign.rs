@@ -21,12 +21,11 @@
 //! per-process exchange) assume buffers it allocated. The copies cost
 //! device bandwidth, not host time, and keep every path valid.
 
-use super::typed::{CallInfo, Engine};
-use super::{Core, HostCall};
+use super::{Engine, HostCall};
 use crate::backend::ordered::After;
 use crate::backend::{Binding, BufId};
 use crate::cuda::{CudaError, DeviceSpan, DoneEvent, RawStream};
-use crate::element::{DataType, Element, ReduceOp};
+use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Plan, Shape};
 use std::sync::Arc;
@@ -71,7 +70,7 @@ impl Staging {
 
 impl Drop for Staging {
     fn drop(&mut self) {
-        // The engine's memory is freed after this (`Core` declares the
+        // The engine's memory is freed after this (`Engine` declares the
         // staging first): no copy of a caller's stream may still use it.
         let _ = self.quiesce();
     }
@@ -101,7 +100,7 @@ fn on_stream_device(
 /// Refuse a rank whose stream (hence its tensors) is on another GPU than
 /// the rank runs on.
 fn on_rank_devices(
-    core: &Core,
+    core: &Engine,
     ranks: std::ops::Range<usize>,
     streams: &[RawStream],
 ) -> Result<()> {
@@ -185,7 +184,7 @@ pub(crate) fn count_of(
     HostCall::new(collective, in_place, ReduceOp::Sum).count_all(ranks, 0, &sends, &recvs)
 }
 
-impl Core {
+impl Engine {
     /// Engine buffer `have` grown to at least `bytes` per rank.
     fn staged(&mut self, have: Option<(BufId, usize)>, bytes: usize) -> Result<(BufId, usize)> {
         if let Some((id, b)) = have {
@@ -193,10 +192,10 @@ impl Core {
                 return Ok((id, b));
             }
             self.staging.quiesce()?;
-            self.free(id)?;
+            self.free_id(id)?;
         }
         let bytes = bytes.max(1).next_power_of_two();
-        let id = self.alloc(&vec![bytes; self.ranks])?;
+        let id = self.alloc_id(&vec![bytes; self.ranks])?;
         Ok((id, bytes))
     }
 
@@ -226,7 +225,7 @@ impl Core {
     /// output. Returns once queued; the outputs are valid for work queued
     /// on `streams[r]` after the return. The CUDA backend; a job's rank
     /// (one rank per process) passes its own buffer and stream and runs
-    /// [`Core::collective_on_own_device`].
+    /// [`Engine::collective_on_own_device`].
     pub fn collective_on_device(
         &mut self,
         collective: Collective,
@@ -311,8 +310,8 @@ impl Core {
     }
 }
 
-impl Core {
-    /// [`Core::collective_on_device`] for a job's rank (one rank per
+impl Engine {
+    /// [`Engine::collective_on_device`] for a job's rank (one rank per
     /// process: the CUDA IPC exchange, which has no stream-ordered calls):
     /// `send` (None: in place) and `recv` are this rank's, `stream` its
     /// caller's stream. The copy in is ordered like a host write (after
@@ -387,7 +386,7 @@ impl Core {
         let r = self.backend.copy_in_landed(me, id, span, stream);
         self.track(r)?;
         let bind = Binding::every_rank(send_buf.0, recv_buf.0, n);
-        let plan = self.launch(None, shape, dtype, op, bind)?;
+        let plan = self.launch_bound(None, shape, dtype, op, bind)?;
         self.synchronize()?;
         self.copy_out(me, recv_buf.0, &recv, stream)?;
         Ok(plan)
@@ -413,28 +412,6 @@ impl Core {
             stream.record_done(ev).map_err(e)?;
         }
         Ok(())
-    }
-}
-
-impl<T: Element> Engine<T> {
-    /// [`Core::collective_on_device`] on elements of `T`.
-    pub fn collective_on_device(
-        &mut self,
-        collective: Collective,
-        op: ReduceOp,
-        sends: &[DeviceSpan],
-        recvs: &[DeviceSpan],
-        streams: &Arc<Vec<RawStream>>,
-    ) -> Result<CallInfo> {
-        let plan = self.core_mut().collective_on_device(
-            collective,
-            T::DTYPE,
-            op,
-            sends,
-            recvs,
-            streams,
-        )?;
-        Ok(CallInfo::of(&plan))
     }
 }
 

@@ -4,12 +4,12 @@
 //! engine ([`Engine::host`]).
 //!
 //! A host-slice call takes one buffer per rank this process runs
-//! ([`Core::local_ranks`](super::Core::local_ranks)): every rank in one
+//! ([`Engine::local_ranks`](super::Engine::local_ranks)): every rank in one
 //! process; in a job of processes, this process's rank alone. Buffer i
 //! belongs to rank `local_ranks().start + i`.
 
-use super::typed::{as_bytes, as_bytes_mut};
-use super::{CallInfo, Engine};
+use super::buffers::{as_bytes, as_bytes_mut};
+use super::{CallInfo, Engine, TypedShape};
 use crate::backend::Binding;
 use crate::element::{Element, ReduceOp};
 use crate::error::{Error, Result};
@@ -136,10 +136,10 @@ impl HostCall {
     }
 }
 
-impl<T: Element> Engine<T> {
+impl Engine {
     /// Error unless `buffers` buffers are one per local rank.
     fn check_buffers(&self, buffers: usize) -> Result<()> {
-        let local = self.core.local_ranks();
+        let local = self.local_ranks();
         let n = self.ranks();
         if local.len() == n {
             if buffers != n {
@@ -165,7 +165,7 @@ impl<T: Element> Engine<T> {
     /// copy in or out. Otherwise the inputs are loaded into the engine's
     /// buffers and each local rank's output is copied straight into its
     /// slice, with no intermediate vector.
-    pub(crate) fn host(
+    pub(crate) fn host<T: Element>(
         &mut self,
         c: HostCall,
         send: &[&[T]],
@@ -175,34 +175,31 @@ impl<T: Element> Engine<T> {
         if !c.in_place {
             self.check_buffers(send.len())?;
         }
-        let first = self.core.local_ranks().start;
+        let first = self.local_ranks().start;
         let sends: Vec<usize> = send.iter().map(|s| s.len()).collect();
         let recvs: Vec<usize> = recv.iter().map(|r| r.len()).collect();
         let count = c.count_all(self.ranks(), first, &sends, &recvs)?;
-        let shape = self.shape(c.collective, count, c.in_place);
+        let shape = self.shape::<T>(c.collective, count, c.in_place);
         if c.in_place {
             return self.in_place(shape, c.op, recv);
         }
         if recv.len() == self.ranks() {
             let ins: Vec<&[u8]> = send.iter().map(|s| as_bytes(s)).collect();
             let mut outs: Vec<&mut [u8]> = recv.iter_mut().map(|d| as_bytes_mut(d)).collect();
-            if let Some(plan) = self
-                .core
-                .run_lent(None, shape, T::DTYPE, c.op, &ins, &mut outs)?
-            {
+            if let Some(plan) = self.run_lent(None, *shape, T::DTYPE, c.op, &ins, &mut outs)? {
                 return Ok(CallInfo::of(&plan));
             }
         }
         self.load_local(&shape, send)?;
-        let info = self.run(None, &shape, c.op)?;
+        let info = self.run::<T>(None, &shape, c.op)?;
         self.read_output_into(&shape, recv)?;
         Ok(info)
     }
 
     /// Write the local ranks' `inputs` (one per local rank) for a call of
     /// `shape` into the engine's buffers.
-    fn load_local(&mut self, shape: &Shape, inputs: &[&[T]]) -> Result<()> {
-        let local = self.core.local_ranks();
+    fn load_local<T: Element>(&mut self, shape: &Shape, inputs: &[&[T]]) -> Result<()> {
+        let local = self.local_ranks();
         let all: Vec<&[T]> = (0..self.ranks())
             .map(|r| match r.checked_sub(local.start) {
                 Some(i) if i < inputs.len() => inputs[i],
@@ -215,16 +212,18 @@ impl<T: Element> Engine<T> {
     /// An in-place call on the caller's buffers: each rank's input is read
     /// from its buffer (an all-gather's from its own slice), and its output
     /// written back over it, with no copy of the buffers in between.
-    fn in_place(&mut self, shape: Shape, op: ReduceOp, all: &mut [&mut [T]]) -> Result<CallInfo> {
-        let (n, first) = (self.ranks(), self.core.local_ranks().start);
+    fn in_place<T: Element>(
+        &mut self,
+        shape: TypedShape<T>,
+        op: ReduceOp,
+        all: &mut [&mut [T]],
+    ) -> Result<CallInfo> {
+        let (n, first) = (self.ranks(), self.local_ranks().start);
         // On a backend whose ranks can address the caller's buffers, the
         // call runs on them (each rank's `Recv` is its whole buffer).
         if all.len() == n {
             let mut outs: Vec<&mut [u8]> = all.iter_mut().map(|b| as_bytes_mut(b)).collect();
-            if let Some(plan) = self
-                .core
-                .run_lent(None, shape, T::DTYPE, op, &[], &mut outs)?
-            {
+            if let Some(plan) = self.run_lent(None, *shape, T::DTYPE, op, &[], &mut outs)? {
                 return Ok(CallInfo::of(&plan));
             }
         }
@@ -238,11 +237,11 @@ impl<T: Element> Engine<T> {
             _ => all.iter().map(|b| &**b).collect(),
         };
         self.load_local(&shape, &inputs)?;
-        let info = self.run(None, &shape, op)?;
+        let info = self.run::<T>(None, &shape, op)?;
         // Each rank's output over its buffer: a reduce-scatter's at its
         // chunk, the others' over the whole buffer.
         let mut outs: Vec<&mut [T]> = Vec::with_capacity(all.len());
-        for (r, b) in self.core.local_ranks().zip(all.iter_mut()) {
+        for (r, b) in self.local_ranks().zip(all.iter_mut()) {
             let o = shape.output(r);
             let base = if shape.collective == Collective::ReduceScatter {
                 o.range.start
@@ -259,9 +258,13 @@ impl<T: Element> Engine<T> {
     /// Copy the output of `shape`'s call of every local rank into
     /// `outputs`, in local-rank order; each destination must hold exactly
     /// that rank's output.
-    fn read_output_into(&mut self, shape: &Shape, outputs: &mut [&mut [T]]) -> Result<()> {
+    fn read_output_into<T: Element>(
+        &mut self,
+        shape: &Shape,
+        outputs: &mut [&mut [T]],
+    ) -> Result<()> {
         let size = T::DTYPE.size();
-        for (r, dst) in self.core.local_ranks().zip(outputs.iter_mut()) {
+        for (r, dst) in self.local_ranks().zip(outputs.iter_mut()) {
             let region = shape.output(r);
             if dst.len() != region.len() {
                 return Err(Error::BufferSize {
@@ -271,7 +274,7 @@ impl<T: Element> Engine<T> {
                     found: dst.len(),
                 });
             }
-            self.core.read(
+            self.read(
                 r,
                 Binding::DEFAULT.id(region.buf),
                 region.range.start * size,

@@ -1,10 +1,10 @@
 //! The engine's path selection and launches: which path a call
-//! takes, its next plan and scratch ([`Core::select`], shared by every
+//! takes, its next plan and scratch ([`Engine::select`], shared by every
 //! launch), and the plain, lent and explicit-plan launches.
 
 use super::*;
 
-impl Core {
+impl Engine {
     /// The algorithm `choice` (or the engine's default) means for `shape`.
     pub fn resolve(
         &self,
@@ -46,7 +46,7 @@ impl Core {
     /// Launch one collective of `shape` (asynchronously on CUDA) with
     /// `choice` (or the engine's default), on the buffers `bind`. Returns the
     /// plan that ran.
-    pub fn launch(
+    pub fn launch_bound(
         &mut self,
         choice: Option<&AlgoChoice>,
         shape: Shape,
@@ -124,7 +124,7 @@ impl Core {
     }
 
     /// The backend's call of `plan` on `bind` (with timing on, its plan is
-    /// kept for [`Core::take_timed_calls`]).
+    /// kept for [`Engine::take_timed_calls`]).
     pub(super) fn call(
         &mut self,
         plan: &Arc<Plan>,
@@ -217,5 +217,115 @@ impl Core {
             self.reserve(BufId::LL, &vec![bytes; self.ranks])?;
         }
         Ok(())
+    }
+}
+
+/// The path a call ran: a fixed algorithm (`auto` resolved), or a
+/// barrier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallPath(String);
+
+impl CallPath {
+    pub(crate) fn barrier() -> CallPath {
+        CallPath("barrier".into())
+    }
+
+    /// Its name, as `--algo` and `RINGREDUCE_ALGO` take it (`ring:pipe2`,
+    /// `oneshot:fused`, ...), or `barrier`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether the call was a barrier (no algorithm ran).
+    pub fn is_barrier(&self) -> bool {
+        self.0 == "barrier"
+    }
+
+    /// The algorithm that ran, to run later calls on it
+    /// ([`EngineConfig::algo`](crate::EngineConfig::algo)); `None` for a
+    /// barrier.
+    pub fn algorithm(&self) -> Option<crate::AlgoChoice> {
+        if self.is_barrier() {
+            return None;
+        }
+        self.0.parse().ok()
+    }
+}
+
+impl std::fmt::Display for CallPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for CallPath {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for CallPath {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// What one collective did.
+#[derive(Debug, Clone)]
+pub struct CallInfo {
+    /// The path that ran, e.g. `ring:pipe2`.
+    pub path: CallPath,
+    /// Bytes each rank sent to and received from other ranks.
+    pub traffic: Vec<Traffic>,
+}
+
+impl CallInfo {
+    pub(crate) fn of(plan: &Plan) -> CallInfo {
+        CallInfo {
+            path: CallPath(plan.name.clone()),
+            traffic: plan.traffic(),
+        }
+    }
+}
+
+impl Engine {
+    /// The shape of a call of `collective` with NCCL's `count`.
+    pub fn shape<T: Element>(
+        &self,
+        collective: Collective,
+        count: usize,
+        in_place: bool,
+    ) -> TypedShape<T> {
+        TypedShape::of(Shape {
+            collective,
+            ranks: self.ranks(),
+            count,
+            elem_size: T::DTYPE.size(),
+            in_place,
+        })
+    }
+
+    /// Launch one call of `shape` on the default buffers (asynchronously on
+    /// CUDA) with `choice` or the engine's default; returns its plan.
+    pub fn launch<T: Element>(
+        &mut self,
+        choice: Option<&AlgoChoice>,
+        shape: &TypedShape<T>,
+        op: ReduceOp,
+    ) -> Result<Arc<Plan>> {
+        let bind = self.default_bind();
+        self.launch_bound(choice, shape.shape(), T::DTYPE, op, bind)
+    }
+
+    /// Launch and wait.
+    pub fn run<T: Element>(
+        &mut self,
+        choice: Option<&AlgoChoice>,
+        shape: &TypedShape<T>,
+        op: ReduceOp,
+    ) -> Result<CallInfo> {
+        let plan = self.launch(choice, shape, op)?;
+        self.synchronize()?;
+        Ok(CallInfo::of(&plan))
     }
 }

@@ -1,42 +1,45 @@
 //! The engine: created once for N ranks on a backend, then reused.
 //!
-//! [`Core`] is the untyped engine: a backend, the plan cache (one
-//! [`Path`] per algorithm and shape), the buffers, and
-//! dispatch. It knows no algorithm by name: it asks the
-//! [`AlgoChoice`] for the algorithm of a shape, asks that algorithm's path
-//! for the plan of the next call (telling it whether the call continues the
-//! previous one), and hands the plan to the backend. [`Engine<T>`] is the
-//! typed API on top of it: the engine's own buffers, loaded once and run
-//! many times (what a benchmark times), device buffers, stream-ordered
-//! calls and NCCL. The collectives on the caller's slices are the
-//! [`Communicator`](crate::Communicator)'s (`HostCall`: the one set of
-//! rules for their buffers).
+//! [`Engine`] holds a backend, the plan cache (one [`Path`] per algorithm
+//! and shape), the buffers, and dispatch. It knows no algorithm by name: it
+//! asks the [`AlgoChoice`] for the algorithm of a shape, asks that
+//! algorithm's path for the plan of the next call (telling it whether the
+//! call continues the previous one), and hands the plan to the backend. It
+//! is untyped: a call's element type is the type parameter of the method
+//! (or a [`DataType`] argument), so one engine runs calls of any type with
+//! no conversion in between. Beside the calls on bound buffers it has the
+//! engine's own buffers, loaded once and run many times (what a benchmark
+//! times), device buffers, stream-ordered calls and NCCL. The collectives
+//! on the caller's slices are the [`Communicator`](crate::Communicator)'s
+//! (`HostCall`: the one set of rules for their buffers).
 //!
 //! ```
 //! use ringreduce::{Collective, Engine, EngineConfig, ReduceOp};
-//! let mut e = Engine::<f32>::new(EngineConfig::cpu(3)).unwrap();
+//! let mut e = Engine::new(EngineConfig::cpu(3)).unwrap();
 //! let inputs = vec![vec![1.0f32; 10], vec![2.0; 10], vec![3.0; 10]];
 //! let shape = e.load(Collective::AllReduce, &inputs, false).unwrap();
 //! for _ in 0..3 {
-//!     e.run(None, &shape, ReduceOp::Sum).unwrap(); // the same inputs each time
+//!     e.run::<f32>(None, &shape, ReduceOp::Sum).unwrap(); // the same inputs each time
 //! }
-//! let out = e.read_output(&shape).unwrap();
+//! let out: Vec<Vec<f32>> = e.read_output(&shape).unwrap();
 //! assert!(out.iter().all(|b| b.iter().all(|&x| x == 6.0)));
 //! ```
 
 mod buffers;
 mod capabilities;
+mod device;
 #[cfg(feature = "cuda")]
 mod foreign;
 mod host;
 mod launch;
 mod ordered;
-mod typed;
 
 pub use crate::pool::threads_left_stuck;
+pub use buffers::TypedShape;
+pub use device::DeviceBuffers;
 pub(crate) use host::HostCall;
+pub use launch::{CallInfo, CallPath};
 pub use ordered::OrderedCall;
-pub use typed::{CallInfo, CallPath, DeviceBuffers, Engine};
 
 use crate::algo::{AlgoChoice, Algorithm, Path};
 use crate::backend::cpu::CpuBackend;
@@ -47,10 +50,10 @@ use crate::backend::{
     Backend, BackendChoice, BackendInfo, BackendKind, Binding, BufId, Call, CallTimeline,
     IssueProfile,
 };
-use crate::element::{DataType, ReduceOp};
+use crate::element::{DataType, Element, ReduceOp};
 use crate::error::{Error, Result};
 use crate::fault::FaultPlan;
-use crate::plan::{Plan, Shape};
+use crate::plan::{Collective, Plan, Shape, Traffic};
 use crate::sync::AbortHandle;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -64,7 +67,7 @@ pub use crate::plan::MAX_RANKS;
 pub const GRAPH_CALLS: usize = 2;
 
 /// The most plans of timed calls the engine keeps untaken
-/// ([`Core::take_timed_calls`]); older ones are dropped in halves.
+/// ([`Engine::take_timed_calls`]); older ones are dropped in halves.
 pub(crate) const MAX_TIMED_PLANS: usize = 1 << 16;
 
 /// How to build a communicator: start from [`EngineConfig::cpu`],
@@ -95,7 +98,7 @@ pub struct EngineConfig {
     pub devices: Option<Vec<usize>>,
     /// The longest any wait may take, on the host and on the GPU, before the
     /// call fails with a timeout (default `RINGREDUCE_TIMEOUT` or 60 s; a
-    /// malformed `RINGREDUCE_TIMEOUT` makes [`Core::new`] fail naming it).
+    /// malformed `RINGREDUCE_TIMEOUT` makes [`Engine::new`] fail naming it).
     /// A wait looks at its deadline once it sleeps between polls (after a
     /// few hundred spins and yields), so a wait shorter than that never
     /// times out, however small the timeout.
@@ -218,7 +221,7 @@ fn no_devices_on_cpu(cfg: &EngineConfig) -> Result<()> {
     }
 }
 
-/// A path: its index in [`Core`]'s path table.
+/// A path: its index in [`Engine`]'s path table.
 type PathKey = usize;
 
 /// What a captured ringreduce graph holds.
@@ -233,8 +236,10 @@ struct Captured {
 /// address, the key, is not reused) and its path.
 type Resolved = (Option<Arc<dyn Algorithm>>, PathKey);
 
-/// The untyped engine (see the module doc).
-pub struct Core {
+static NEXT_ENGINE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// The engine (see the module doc).
+pub struct Engine {
     /// Declared first, so dropped first: it waits until no caller stream
     /// still copies from the engine's memory, which goes with `backend`.
     #[cfg(feature = "cuda")]
@@ -255,6 +260,9 @@ pub struct Core {
     /// Bytes of each engine buffer on each rank.
     caps: HashMap<BufId, Vec<usize>>,
     next_id: u32,
+    /// This engine's number in the process: its device buffers carry it,
+    /// so a buffer of another engine is refused.
+    id: u64,
     /// Scratch bytes every rank has.
     scratch_ok: usize,
     /// Bumped whenever a buffer is reallocated: captured graphs hold the old
@@ -265,7 +273,7 @@ pub struct Core {
     nccl_ready: bool,
     timing: bool,
     /// The plans of the calls launched with timing on, oldest first, not
-    /// yet taken with their times ([`Core::take_timed_calls`]).
+    /// yet taken with their times ([`Engine::take_timed_calls`]).
     timed: Vec<Arc<Plan>>,
     setup: Duration,
     fallback_note: Option<String>,
@@ -343,19 +351,19 @@ fn placement(
     }
 }
 
-impl std::fmt::Debug for Core {
+impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Core({})", self.backend.info().describe)
+        write!(f, "Engine({})", self.backend.info().describe)
     }
 }
 
-impl Core {
+impl Engine {
     /// Create the engine: rank threads, buffers and, on CUDA, contexts,
     /// streams, kernel modules and peer access. The time this takes is
-    /// [`Core::setup_time`]. A malformed environment variable the engine
+    /// [`Engine::setup_time`]. A malformed environment variable the engine
     /// reads (`RINGREDUCE_TIMEOUT`, `RINGREDUCE_ALGO`, ...; `ringreduce
     /// env` lists them) is an [`Error::Env`] naming it.
-    pub fn new(cfg: EngineConfig) -> Result<Core> {
+    pub fn new(cfg: EngineConfig) -> Result<Engine> {
         if cfg.ranks == 0 {
             return Err(Error::ZeroRanks);
         }
@@ -377,7 +385,7 @@ impl Core {
         })?;
         let t0 = Instant::now();
         if let Some(spec) = &cfg.process {
-            return Core::new_process(cfg.clone(), spec, t0);
+            return Engine::new_process(cfg.clone(), spec, t0);
         }
         let mut fallback_note = None;
         let cpu = |cfg: &EngineConfig| -> Result<Box<dyn Backend>> {
@@ -418,12 +426,16 @@ impl Core {
                 }
             },
         };
-        Ok(Core::with_backend(backend, &cfg, t0, fallback_note, None))
+        Ok(Engine::with_backend(backend, &cfg, t0, fallback_note, None))
     }
 
     /// One rank of a multi-process job: join the job, then the backend of
     /// that one rank (every rank must pick the same kind).
-    fn new_process(cfg: EngineConfig, spec: &crate::process::JobSpec, t0: Instant) -> Result<Core> {
+    fn new_process(
+        cfg: EngineConfig,
+        spec: &crate::process::JobSpec,
+        t0: Instant,
+    ) -> Result<Engine> {
         #[cfg(feature = "cuda")]
         use crate::backend::cuda::Ipc;
         if cfg.ranks != spec.size {
@@ -502,7 +514,7 @@ impl Core {
                 c.record_failure(0, me, "its engine was aborted (AbortHandle::abort)");
             }
         });
-        Ok(Core::with_backend(
+        Ok(Engine::with_backend(
             backend,
             &cfg,
             t0,
@@ -517,10 +529,10 @@ impl Core {
         t0: Instant,
         fallback_note: Option<String>,
         job: Option<Arc<crate::process::Job>>,
-    ) -> Core {
+    ) -> Engine {
         let abort = backend.abort_handle();
         let placement = placement_of(backend.as_ref(), job.as_deref());
-        Core {
+        Engine {
             #[cfg(feature = "cuda")]
             staging: foreign::Staging::default(),
             placement,
@@ -533,6 +545,7 @@ impl Core {
             last: None,
             caps: HashMap::new(),
             next_id: 4,
+            id: NEXT_ENGINE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             scratch_ok: 0,
             generation: 0,
             graph: None,
@@ -562,7 +575,7 @@ impl Core {
     }
 
     /// The ranks this process runs (all of them, or in a multi-process job
-    /// its own): the ones whose buffers [`Core::write`] and [`Core::read`]
+    /// its own): the ones whose buffers [`Engine::write`] and [`Engine::read`]
     /// reach.
     pub fn local_ranks(&self) -> std::ops::Range<usize> {
         self.backend.local_ranks()
@@ -645,7 +658,7 @@ impl Core {
         self.fallback_note.as_deref()
     }
 
-    /// Wall time spent in [`Core::new`].
+    /// Wall time spent in [`Engine::new`].
     pub fn setup_time(&self) -> Duration {
         self.setup
     }
@@ -665,9 +678,9 @@ impl Core {
         self.abort.clone()
     }
 
-    /// Record op timings of the following calls (see [`Core::take_timeline`]),
+    /// Record op timings of the following calls (see [`Engine::take_timeline`]),
     /// and the start and end of the following NCCL calls (see
-    /// [`Core::take_nccl_timeline`]).
+    /// [`Engine::take_nccl_timeline`]).
     ///
     /// Switching it sets up (or ends) what the backend's timing needs
     /// outside the calls (CUDA with CUPTI: the activity collection, primed
@@ -838,7 +851,7 @@ mod tests {
     /// ranks ran as `ps`).
     #[test]
     fn fresh_choices_never_reuse_another_algorithms_path() {
-        let mut e = Core::new(EngineConfig::new(3, BackendChoice::Cpu)).expect("cpu engine");
+        let mut e = Engine::new(EngineConfig::new(3, BackendChoice::Cpu)).expect("cpu engine");
         let shape = Shape {
             collective: Collective::AllReduce,
             ranks: 3,

@@ -5,13 +5,13 @@
 //! ```
 //! use ringreduce::backend::ordered::After;
 //! use ringreduce::{Engine, EngineConfig, ReduceOp};
-//! let mut e = Engine::<f32>::new(EngineConfig::cpu(2)).unwrap();
+//! let mut e = Engine::new(EngineConfig::cpu(2)).unwrap();
 //! let g = e.alloc(8).unwrap();
 //! for r in 0..2 {
 //!     e.write_buffer(&g, r, &[r as f32 + 1.0; 8]).unwrap();
 //! }
 //! // On CUDA this returns once the rank threads issued the call; the
-//! // caller's later work waits on `done` (Core::work_wait, or
+//! // caller's later work waits on `done` (Engine::work_wait, or
 //! // Completion::order_before for another library's stream).
 //! let call = e.all_reduce_after(&g, &g, 8, ReduceOp::Sum, &After::Work).unwrap();
 //! for d in &call.done {
@@ -22,10 +22,9 @@
 //!
 //! The caller's thread never waits for the GPU, with one exception: the
 //! first call of a new shape may allocate the path's scratch, which drains
-//! every stream first. [`Core::prepare`] does that ahead of time.
+//! every stream first. [`Engine::prepare`] does that ahead of time.
 
-use super::typed::{CallInfo, DeviceBuffers, Engine};
-use super::Core;
+use super::{CallInfo, DeviceBuffers, Engine};
 use crate::algo::AlgoChoice;
 use crate::backend::ordered::{After, Completion, SpanTag, StreamOrdered, WorkLaunch, WorkSpan};
 use crate::backend::overlap::{Gate, OverlapBench};
@@ -45,7 +44,7 @@ pub struct OrderedCall {
     pub done: Vec<Completion>,
 }
 
-impl Core {
+impl Engine {
     fn ordered_backend(&mut self) -> Result<&mut dyn StreamOrdered> {
         self.backend.ordered()
     }
@@ -70,10 +69,10 @@ impl Core {
         Ok(self.paths[key].0.clone())
     }
 
-    /// Launch one collective of `shape` like [`Core::launch`], ordered after
+    /// Launch one collective of `shape` like [`Engine::launch`], ordered after
     /// `after` on every rank; returns the plan and each rank's completion
     /// as soon as every rank thread issued its part. `tag` times the call
-    /// (see [`Core::take_work_spans`]).
+    /// (see [`Engine::take_work_spans`]).
     #[allow(clippy::too_many_arguments)]
     pub fn launch_after(
         &mut self,
@@ -111,7 +110,7 @@ impl Core {
     }
 
     /// Start a timing window on every rank's work stream (the origin of
-    /// [`Core::take_work_spans`]).
+    /// [`Engine::take_work_spans`]).
     pub fn work_mark(&mut self) -> Result<()> {
         let r = self.ordered_backend()?.work_mark();
         self.track(r)
@@ -136,7 +135,7 @@ impl Core {
 
 /// The overlap benchmark's hooks ([`crate::backend::overlap`]): measuring
 /// instruments, not part of the stream-ordered API.
-impl Core {
+impl Engine {
     /// NCCL's collective on the same buffers, ordered after `after` (each
     /// rank after its own caller stream, as DDP orders `ncclAllReduce`).
     pub fn launch_nccl_after(
@@ -160,11 +159,11 @@ impl Core {
     }
 }
 
-impl<T: Element> Engine<T> {
+impl Engine {
     /// A collective on device buffers (`send` and `recv` the same buffer
     /// for an in-place call; `count` is NCCL's count), ordered after
     /// `after` on every rank; returns at once with each rank's completion.
-    pub fn collective_after(
+    pub fn collective_after<T: Element>(
         &mut self,
         collective: Collective,
         send: &DeviceBuffers<T>,
@@ -174,9 +173,7 @@ impl<T: Element> Engine<T> {
         after: &After,
     ) -> Result<OrderedCall> {
         let (shape, bind) = self.device_call(collective, send, recv, count)?;
-        let (plan, done) =
-            self.core_mut()
-                .launch_after(None, shape, T::DTYPE, op, bind, after, None)?;
+        let (plan, done) = self.launch_after(None, shape, T::DTYPE, op, bind, after, None)?;
         Ok(OrderedCall {
             info: CallInfo::of(&plan),
             done,
@@ -185,7 +182,7 @@ impl<T: Element> Engine<T> {
 
     /// All-reduce of `count` elements on device buffers, ordered after
     /// `after`.
-    pub fn all_reduce_after(
+    pub fn all_reduce_after<T: Element>(
         &mut self,
         send: &DeviceBuffers<T>,
         recv: &DeviceBuffers<T>,
@@ -228,7 +225,7 @@ mod tests {
                         if choice.resolve(&shape).is_err() {
                             continue;
                         }
-                        let mut e = Engine::<i32>::new(EngineConfig::cpu(ranks)).unwrap();
+                        let mut e = Engine::new(EngineConfig::cpu(ranks)).unwrap();
                         let inputs: Vec<Vec<i32>> = (0..ranks)
                             .map(|r| {
                                 (0..shape.input(r).len())
@@ -237,16 +234,15 @@ mod tests {
                             })
                             .collect();
                         let sh = e.load(collective, &inputs, in_place).unwrap();
-                        e.run(Some(&choice), &sh, ReduceOp::Sum).unwrap();
-                        let want = e.read_output(&sh).unwrap();
+                        e.run::<i32>(Some(&choice), &sh, ReduceOp::Sum).unwrap();
+                        let want = e.read_output::<i32>(&sh).unwrap();
                         let sh = e.load(collective, &inputs, in_place).unwrap();
                         e.poison(&sh).unwrap();
                         let bind = Arc::new(vec![Binding::DEFAULT; ranks]);
                         let (_, done) = e
-                            .core_mut()
                             .launch_after(
                                 Some(&choice),
-                                sh,
+                                *sh,
                                 DataType::Int32,
                                 ReduceOp::Sum,
                                 bind,
@@ -327,7 +323,7 @@ mod tests {
     fn a_refused_ordered_call_says_why_and_leaves_the_engine_usable() {
         let cfg = EngineConfig::cpu(2);
         let cpu = crate::backend::cpu::CpuBackend::new(2, cfg.timeout, cfg.faults.clone()).unwrap();
-        let mut core = Core::with_backend(
+        let mut core = Engine::with_backend(
             Box::new(OneRankPerProcess(cpu)),
             &cfg,
             std::time::Instant::now(),
@@ -364,7 +360,7 @@ mod tests {
         assert!(matches!(core.work_mark(), Err(Error::Refused { .. })));
         assert!(matches!(core.work_gate(), Err(Error::Refused { .. })));
         // Refused before anything was issued: plain calls still run.
-        let mut e = Engine::<f32>::from_core(core);
+        let mut e = core;
         let mut out = vec![vec![0.0f32; 8]; 2];
         let c = crate::engine::HostCall::new(Collective::AllReduce, false, ReduceOp::Sum);
         let (a, b) = (vec![1.0f32; 8], vec![2.0; 8]);
@@ -375,14 +371,14 @@ mod tests {
 
     #[test]
     fn typed_ordered_all_reduce_on_device_buffers() {
-        let mut e = Engine::<f32>::new(EngineConfig::cpu(3)).unwrap();
+        let mut e = Engine::new(EngineConfig::cpu(3)).unwrap();
         let send = e.alloc(10).unwrap();
         let recv = e.alloc(10).unwrap();
         for r in 0..3 {
             e.write_buffer(&send, r, &[r as f32; 10]).unwrap();
         }
-        let shape = e.shape(Collective::AllReduce, 10, false);
-        e.core_mut().prepare(None, shape).unwrap();
+        let shape = e.shape::<f32>(Collective::AllReduce, 10, false);
+        e.prepare(None, *shape).unwrap();
         let c = e
             .all_reduce_after(&send, &recv, 10, ReduceOp::Sum, &After::Nothing)
             .unwrap();

@@ -11,16 +11,16 @@ use ringreduce::{
 
 pub fn register(h: &mut Harness) {
     h.add("api::rank_count_limits", || {
-        let e = Engine::<f32>::new(EngineConfig::cpu(0));
+        let e = Engine::new(EngineConfig::cpu(0));
         ensure!(matches!(e, Err(Error::ZeroRanks)), "0 ranks: {:?}", e.err());
-        let e = Engine::<f32>::new(EngineConfig::cpu(MAX_RANKS + 1));
+        let e = Engine::new(EngineConfig::cpu(MAX_RANKS + 1));
         ensure!(
             matches!(e, Err(Error::TooManyRanks { ranks, max }) if ranks == MAX_RANKS + 1 && max == MAX_RANKS),
             "{} ranks: {:?}",
             MAX_RANKS + 1,
             e.err()
         );
-        let e = Engine::<f32>::new(EngineConfig::cuda(0));
+        let e = Engine::new(EngineConfig::cuda(0));
         ensure!(matches!(e, Err(Error::ZeroRanks)), "0 CUDA ranks: {:?}", e.err());
         pass()
     });
@@ -40,7 +40,7 @@ pub fn register(h: &mut Harness) {
             ),
             "2 buffers on 3 ranks: {r:?}"
         );
-        let mut engine = Engine::<f32>::new(EngineConfig::cpu(3)).ctx("engine")?;
+        let mut engine = Engine::new(EngineConfig::cpu(3)).ctx("engine")?;
         let r = engine.load(Collective::AllReduce, &vec![vec![0.0f32; 4]; 4], false);
         ensure!(
             matches!(
@@ -253,14 +253,14 @@ pub fn register(h: &mut Harness) {
     });
 
     h.add("api::counts_whose_bytes_overflow", || {
-        let mut e = Engine::<f32>::new(EngineConfig::cpu(2)).ctx("engine")?;
+        let mut e = Engine::new(EngineConfig::cpu(2)).ctx("engine")?;
         for (c, count) in [
             (Collective::AllReduce, usize::MAX / 2),
             (Collective::AllReduce, usize::MAX),
             (Collective::ReduceScatter, usize::MAX / 3),
             (Collective::AllGather, 1usize << 62),
         ] {
-            let shape = e.shape(c, count, false);
+            let shape = e.shape::<f32>(c, count, false);
             let r = e.launch(None, &shape, ReduceOp::Sum);
             ensure!(
                 matches!(r, Err(Error::TooLarge { .. })),
@@ -269,10 +269,10 @@ pub fn register(h: &mut Harness) {
             );
         }
         ensure!(
-            e.alloc(usize::MAX / 2).is_err(),
+            e.alloc::<f32>(usize::MAX / 2).is_err(),
             "alloc of usize::MAX/2 floats accepted"
         );
-        let buf = e.alloc(16).ctx("alloc")?;
+        let buf = e.alloc::<f32>(16).ctx("alloc")?;
         let r = e.collective_device(
             Collective::AllGather,
             &buf,
@@ -302,8 +302,11 @@ pub fn register(h: &mut Harness) {
     });
 
     h.add("api::a_call_for_another_rank_count_is_refused", || {
-        let mut e = Engine::<f32>::new(EngineConfig::cpu(2)).ctx("engine")?;
-        let shape = ringreduce::plan::Shape::all_reduce(3, 8, 4, false);
+        let mut e = Engine::new(EngineConfig::cpu(2)).ctx("engine")?;
+        let shape = ringreduce::engine::TypedShape::<f32>::new(
+            ringreduce::plan::Shape::all_reduce(3, 8, 4, false),
+        )
+        .ctx("shape")?;
         let r = e.launch(None, &shape, ReduceOp::Sum);
         ensure!(r.is_err(), "a 3-rank call on a 2-rank engine launched");
         pass()
@@ -313,17 +316,15 @@ pub fn register(h: &mut Harness) {
         if cuda_skip_reason(1).is_none() {
             return skip("a CUDA driver and a GPU are present on this machine");
         }
-        let e = Engine::<f32>::new(EngineConfig::cuda(2));
+        let e = Engine::new(EngineConfig::cuda(2));
         ensure!(
             matches!(e, Err(Error::NoCuda(_))),
             "expected NoCuda, got {:?}",
             e.err()
         );
-        let auto = Engine::<f32>::new(EngineConfig::new(2, BackendChoice::Auto)).ctx("auto")?;
+        let auto = Engine::new(EngineConfig::new(2, BackendChoice::Auto)).ctx("auto")?;
         ensure!(
-            auto.core()
-                .fallback_note()
-                .is_some_and(|n| n.contains("cpu")),
+            &auto.fallback_note().is_some_and(|n| n.contains("cpu")),
             "auto must fall back to the CPU and say so"
         );
         pass()

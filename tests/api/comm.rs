@@ -548,7 +548,7 @@ fn constructors_say_what_they_take() -> TestResult {
     let mut ranks = Communicator::per_rank(EngineConfig::cpu(2)).ctx("per_rank")?;
     let first = ranks.pop().ok_or("no handles")?;
     ensure!(
-        matches!(first.into_engine::<f32>(), Err(Error::BadArgument(_))),
+        matches!(first.into_engine(), Err(Error::BadArgument(_))),
         "into_engine of a per-rank handle"
     );
     // Each constructor refuses the other's configuration, saying which

@@ -583,7 +583,7 @@ fn failures_keep_their_type(b: BackendChoice) -> TestResult {
         );
     }
     // A rank number out of range is said so, typed.
-    let mut e = engine_with::<f32>(b, 2, Duration::from_secs(10), FaultPlan::none())?;
+    let mut e = engine_with(b, 2, Duration::from_secs(10), FaultPlan::none())?;
     let buf = e.alloc(16).ctx("alloc")?;
     let r = e.write_buffer(&buf, 7, &[1.0; 16]);
     ensure!(

@@ -52,7 +52,7 @@ pub fn rank_counts(b: BackendChoice) -> Vec<usize> {
 pub const TEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An engine of `ranks` ranks on backend `b` (timeout [`TEST_TIMEOUT`]).
-pub fn engine<T: Element>(b: BackendChoice, ranks: usize) -> Result<Engine<T>, String> {
+pub fn engine(b: BackendChoice, ranks: usize) -> Result<Engine, String> {
     engine_with(b, ranks, TEST_TIMEOUT, FaultPlan::none())
 }
 
@@ -82,13 +82,13 @@ fn config(b: BackendChoice, ranks: usize, timeout: Duration, faults: FaultPlan) 
 }
 
 /// An engine with an explicit timeout and injected faults.
-pub fn engine_with<T: Element>(
+pub fn engine_with(
     b: BackendChoice,
     ranks: usize,
     timeout: Duration,
     faults: FaultPlan,
-) -> Result<Engine<T>, String> {
-    Engine::<T>::new(config(b, ranks, timeout, faults))
+) -> Result<Engine, String> {
+    Engine::new(config(b, ranks, timeout, faults))
         .map_err(|e| format!("building a {b:?} engine of {ranks} ranks: {e}"))
 }
 

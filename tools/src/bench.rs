@@ -14,6 +14,7 @@ use crate::verify::{self, Inputs, Verdict};
 use ringreduce::algo::{probe, AlgoChoice, Placement};
 use ringreduce::backend::{Binding, BufId};
 use ringreduce::element::{Element, ReduceOp};
+use ringreduce::engine::TypedShape;
 use ringreduce::engine::{Engine, GRAPH_CALLS};
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::{Collective, Shape};
@@ -124,24 +125,22 @@ pub fn parse_contenders(flag: &str, list: &str) -> Result<Vec<Contender>> {
 /// Get `c` ready for calls of `shape` (capture its graph); returns the path
 /// the engine takes, if it is the engine.
 pub fn prepare<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     c: &Contender,
-    shape: &Shape,
+    shape: &TypedShape<T>,
     op: ReduceOp,
 ) -> Result<Option<String>> {
     match &c.kind {
-        ContenderKind::Engine(choice) => Ok(Some(e.core().path_name(Some(choice), shape)?)),
+        ContenderKind::Engine(choice) => Ok(Some(e.path_name(Some(choice), shape)?)),
         ContenderKind::EngineGraph(choice) => {
             let bind = Arc::new(vec![Binding::DEFAULT; e.ranks()]);
-            let path = e
-                .core_mut()
-                .graph_capture(Some(choice), *shape, T::DTYPE, op, bind)?;
+            let path = e.graph_capture(Some(choice), shape.shape(), T::DTYPE, op, bind)?;
             Ok(Some(path))
         }
         ContenderKind::Nccl => Ok(None),
         ContenderKind::NcclGraph => {
             let call = e.nccl_call(shape, op);
-            e.core_mut().nccl_graph_capture(&call)?;
+            e.nccl_graph_capture(&call)?;
             Ok(None)
         }
     }
@@ -149,28 +148,28 @@ pub fn prepare<T: Element>(
 
 /// Launch one call (or one graph replay) of `c` (no synchronize).
 pub fn launch<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     c: &Contender,
-    shape: &Shape,
+    shape: &TypedShape<T>,
     op: ReduceOp,
 ) -> Result<()> {
     match &c.kind {
         ContenderKind::Engine(choice) => e.launch(Some(choice), shape, op).map(|_| ()),
-        ContenderKind::EngineGraph(_) => e.core_mut().graph_replay(),
+        ContenderKind::EngineGraph(_) => e.graph_replay(),
         ContenderKind::Nccl => {
             let call = e.nccl_call(shape, op);
-            e.core_mut().launch_nccl(&call)
+            e.launch_nccl(&call)
         }
-        ContenderKind::NcclGraph => e.core_mut().launch_nccl_graph(),
+        ContenderKind::NcclGraph => e.launch_nccl_graph(),
     }
 }
 
 /// Mean microseconds per collective over `iters` back-to-back launches
 /// after `warmup`.
 pub fn time_calls<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     c: &Contender,
-    shape: &Shape,
+    shape: &TypedShape<T>,
     op: ReduceOp,
     warmup: usize,
     iters: usize,
@@ -200,9 +199,9 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 /// Microseconds per call: the median over `blocks` timed blocks.
 #[allow(clippy::too_many_arguments)]
 pub fn time_blocks<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     c: &Contender,
-    shape: &Shape,
+    shape: &TypedShape<T>,
     op: ReduceOp,
     warmup: usize,
     iters: usize,
@@ -224,7 +223,7 @@ pub fn time_blocks<T: Element>(
 /// verdict are every rank's (the outputs are this process's).
 #[allow(clippy::too_many_arguments)]
 pub fn checked_call<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     c: &Contender,
     collective: Collective,
     in_place: bool,
@@ -238,7 +237,7 @@ pub fn checked_call<T: Element>(
     launch(e, c, &shape, op)?;
     e.synchronize()?;
     let out = e.read_output(&shape)?;
-    let base = e.core().local_ranks().start;
+    let base = e.local_ranks().start;
     let calls = c.calls_per_launch();
     let v = if in_place && calls > 1 {
         let want = match &path {
@@ -264,12 +263,10 @@ pub fn checked_call<T: Element>(
             .map(|(s, i)| verify::changed(s, i))
             .sum::<u64>();
     }
-    if e.core().job_spec().is_some() {
+    if e.job_spec().is_some() {
         let changed = wrong - v.total_wrong();
         let v = gather_verdict(e, v)?;
-        let changed = e
-            .core()
-            .sum_over_processes(changed, "gathering changed inputs")?;
+        let changed = e.sum_over_processes(changed, "gathering changed inputs")?;
         return Ok((v.total_wrong() + changed, v, out));
     }
     Ok((wrong, v, out))
@@ -362,7 +359,7 @@ pub fn count_for(collective: Collective, bytes: u64, elem: usize, ranks: usize) 
 /// Measure one row: out of place and in place, for contender `c`.
 #[allow(clippy::too_many_arguments)]
 pub fn measure_row<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     c: &Contender,
     collective: Collective,
     count: usize,
@@ -373,7 +370,7 @@ pub fn measure_row<T: Element>(
 ) -> Result<Row> {
     let (warmup, iters, blocks) = timing;
     let n = e.ranks();
-    let shape0 = e.shape(collective, count, false);
+    let shape0 = e.shape::<T>(collective, count, false);
     let per_rank = shape0.input(0).len();
     let kind = if check { Inputs::Exact } else { Inputs::Random };
     let inputs = verify::make_inputs::<T>(kind, op, n, per_rank, seed)?;
@@ -388,7 +385,7 @@ pub fn measure_row<T: Element>(
         let shape = e.load(collective, &inputs, in_place)?;
         // A path that refuses this shape (see `Contender::refusal`, which
         // the sweep reports once): an empty cell.
-        if c.refusal(&shape, &e.core().placement()).is_some() {
+        if c.refusal(&shape, &e.placement()).is_some() {
             cells.push(None);
             continue;
         }
@@ -421,7 +418,7 @@ pub fn measure_row<T: Element>(
         }
         let us = time_blocks(e, c, &shape, op, warmup, iters, blocks)?;
         // One process per rank: the slowest rank's time.
-        let us = e.core().max_over_processes(us, "gathering the times")?;
+        let us = e.max_over_processes(us, "gathering the times")?;
         let wrong = match &expect {
             Some(x) => Some(checked_call(e, c, collective, in_place, op, &inputs, x)?.0),
             None => None,
@@ -454,7 +451,7 @@ pub fn measure_row<T: Element>(
 /// when every rank has its own) copy `bytes` into each other at once (both
 /// link directions busy), on `streams` streams; GB/s per direction.
 pub fn link_ceiling<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     bytes: usize,
     iters: usize,
     streams: usize,
@@ -467,7 +464,7 @@ pub fn link_ceiling<T: Element>(
     // Rank 0 and the first rank on another device: with several ranks per
     // GPU, ranks 0 and 1 may share one (blocks), and their copy would not
     // cross a link.
-    let map = &e.core().info().rank_to_device;
+    let map = &e.info().rank_to_device;
     let other = (1..n).find(|&r| map.get(r) != map.first()).unwrap_or(1);
     let plan = Arc::new(probe::peer_copy_pair(
         n,
@@ -477,30 +474,26 @@ pub fn link_ceiling<T: Element>(
         (0, other),
     ));
     let size = T::DTYPE.size();
-    e.core_mut().reserve(BufId::SEND, &vec![count * size; n])?;
+    e.reserve(BufId::SEND, &vec![count * size; n])?;
     let bind = Arc::new(vec![Binding::DEFAULT; n]);
     for _ in 0..2 {
-        e.core_mut()
-            .launch_plan(plan.clone(), T::DTYPE, bind.clone())?;
+        e.launch_plan(plan.clone(), T::DTYPE, bind.clone())?;
     }
     e.synchronize()?;
     let t0 = Instant::now();
     for _ in 0..iters.max(1) {
-        e.core_mut()
-            .launch_plan(plan.clone(), T::DTYPE, bind.clone())?;
+        e.launch_plan(plan.clone(), T::DTYPE, bind.clone())?;
     }
     e.synchronize()?;
     let us = t0.elapsed().as_secs_f64() * 1e6 / iters.max(1) as f64;
-    let us = e
-        .core()
-        .max_over_processes(us, "gathering the ceiling's time")?;
+    let us = e.max_over_processes(us, "gathering the ceiling's time")?;
     Ok((count * size) as f64 / (us * 1e-6) / 1e9)
 }
 
 /// Cold start of the engine just built: its setup, the first all-reduce of
 /// `count` elements, then the steady state (median of 20).
 pub fn cold_start_engine<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     setup_ms: f64,
     count: usize,
 ) -> Result<ColdStart> {
@@ -523,14 +516,18 @@ pub fn cold_start_engine<T: Element>(
 
 /// Median microseconds of 20 synchronized calls (engine, or NCCL when
 /// `nccl` is given).
-fn median_call_us<T: Element>(e: &mut Engine<T>, shape: &Shape, nccl: Option<()>) -> Result<f64> {
+fn median_call_us<T: Element>(
+    e: &mut Engine,
+    shape: &TypedShape<T>,
+    nccl: Option<()>,
+) -> Result<f64> {
     let mut v = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
         match nccl {
             Some(()) => {
                 let call = e.nccl_call(shape, ReduceOp::Sum);
-                e.core_mut().launch_nccl(&call)?;
+                e.launch_nccl(&call)?;
             }
             None => {
                 e.launch(None, shape, ReduceOp::Sum)?;
@@ -545,7 +542,7 @@ fn median_call_us<T: Element>(e: &mut Engine<T>, shape: &Shape, nccl: Option<()>
 /// Cold start of NCCL on the engine's rank threads: communicator init, the
 /// first all-reduce, then the steady state.
 pub fn cold_start_nccl<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     nccl: &crate::cli::cuda::Nccl,
     count: usize,
 ) -> Result<ColdStart> {
@@ -553,11 +550,11 @@ pub fn cold_start_nccl<T: Element>(
     let shape = e.load(Collective::AllReduce, &inputs, false)?;
     e.synchronize()?;
     let t0 = Instant::now();
-    crate::cli::cuda::nccl_init(e.core_mut(), nccl)?;
+    crate::cli::cuda::nccl_init(e, nccl)?;
     let init_ms = t0.elapsed().as_secs_f64() * 1e3;
     let t1 = Instant::now();
     let call = e.nccl_call(&shape, ReduceOp::Sum);
-    e.core_mut().launch_nccl(&call)?;
+    e.launch_nccl(&call)?;
     e.synchronize()?;
     let first_ms = t1.elapsed().as_secs_f64() * 1e3;
     let steady = median_call_us(e, &shape, Some(()))?;
@@ -649,7 +646,7 @@ mod tests {
                 (ReduceOp::Max, 3),
                 (ReduceOp::Prod, 4),
             ] {
-                let mut e = Engine::<i32>::new(EngineConfig::cpu(n)).unwrap();
+                let mut e = Engine::new(EngineConfig::cpu(n)).unwrap();
                 let per = if collective == Collective::ReduceScatter {
                     5 * n
                 } else {

@@ -579,7 +579,7 @@ fn run_on_cpu<T: Element>(choice: &AlgoChoice, shape: &Shape, op: ReduceOp) -> R
     let inputs: Vec<Vec<T>> = verify::make_inputs::<T>(Inputs::Exact, op, n, per_rank, 1)?;
     let mut cfg = EngineConfig::cpu(n);
     cfg.algo = choice.clone();
-    let mut e = Engine::<T>::new(cfg)?;
+    let mut e = Engine::new(cfg)?;
     let sh = e.load(shape.collective, &inputs, shape.in_place)?;
     e.poison(&sh)?;
     e.run(None, &sh, op)?;

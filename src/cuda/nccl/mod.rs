@@ -13,7 +13,7 @@
 //! * `types`: values and checks that need neither the library nor a GPU: [`Version`],
 //!   [`ResultCode`], the `datatype` and `redop` values and their names.
 //!
-//! The crate's engine drives it (`Core::nccl_init`, the `nccl` contender); what is public
+//! The crate's engine drives it (`Engine::nccl_init`, the `nccl` contender); what is public
 //! here is loading it and its errors.
 //!
 //! Bound: `ncclGetVersion`, `ncclGetUniqueId`, `ncclCommInitRank`, `ncclCommDestroy` (on

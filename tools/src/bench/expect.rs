@@ -85,7 +85,7 @@ pub fn expected_on_cpu<T: Element>(
     let choice: AlgoChoice = path
         .parse()
         .map_err(|m| Error::BadArgument(format!("path {path} of the reference run: {m}")))?;
-    let mut cpu = Engine::<T>::new(EngineConfig::cpu(inputs.len()))?;
+    let mut cpu = Engine::new(EngineConfig::cpu(inputs.len()))?;
     let shape = cpu.load(collective, inputs, true)?;
     for _ in 0..calls {
         cpu.run(Some(&choice), &shape, op)?;
@@ -171,11 +171,11 @@ pub fn compare_outputs_at<T: Element>(
 
 /// The verdict of every process of the job (in one process: `v`);
 /// collective in a multi-process job.
-pub fn gather_verdict<T: Element>(e: &Engine<T>, v: Verdict) -> Result<Verdict> {
-    if e.core().job_spec().is_none() {
+pub fn gather_verdict(e: &Engine, v: Verdict) -> Result<Verdict> {
+    if e.job_spec().is_none() {
         return Ok(v);
     }
-    let all = e.core().gather(&v.encode(), "gathering the verdicts")?;
+    let all = e.gather(&v.encode(), "gathering the verdicts")?;
     let parts = all
         .iter()
         .map(|b| Verdict::decode(b).ok_or_else(|| Error::internal("a process sent a bad verdict")))

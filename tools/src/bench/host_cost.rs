@@ -102,9 +102,9 @@ fn phase_of(
 
 /// One launch alone and one launch waited for, each after a full
 /// synchronize: (issue, whole call) in microseconds.
-fn issue_and_call<T: Element>(
-    e: &mut Engine<T>,
-    mut launch: impl FnMut(&mut Engine<T>) -> Result<()>,
+fn issue_and_call(
+    e: &mut Engine,
+    mut launch: impl FnMut(&mut Engine) -> Result<()>,
 ) -> Result<(f64, f64)> {
     e.synchronize()?;
     let t = Instant::now();
@@ -118,23 +118,23 @@ fn issue_and_call<T: Element>(
 }
 
 /// Measure [`HostCost`] for the default path at `count` elements.
-pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> Result<HostCost> {
+pub fn host_cost<T: Element>(e: &mut Engine, count: usize, iters: usize) -> Result<HostCost> {
     let iters = iters.max(1);
     let inputs = verify::make_inputs::<T>(Inputs::Random, ReduceOp::Sum, e.ranks(), count, 1)?;
     let shape = e.load(Collective::AllReduce, &inputs, false)?;
-    let path = e.core().path_name(None, &shape)?;
-    let profiling = e.core_mut().take_issue_profile().is_ok();
+    let path = e.path_name(None, &shape)?;
+    let profiling = e.take_issue_profile().is_ok();
     let (mut ping, mut issue, mut call) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..iters {
         let t = Instant::now();
-        e.core_mut().ping()?;
+        e.ping()?;
         ping.push(t.elapsed().as_secs_f64() * 1e6);
         let (i, c) = issue_and_call(e, |e| e.launch(None, &shape, ReduceOp::Sum).map(|_| ()))?;
         issue.push(i);
         call.push(c);
     }
     let breakdown = if profiling {
-        let prof = e.core_mut().take_issue_profile()?;
+        let prof = e.take_issue_profile()?;
         let calls: u64 = prof.iter().map(|p| p.calls).sum::<u64>().max(1);
         let us = |f: fn(&ringreduce::backend::IssueProfile) -> u64| {
             prof.iter().map(f).sum::<u64>() as f64 / calls as f64 / 1e3
@@ -161,16 +161,16 @@ pub fn host_cost<T: Element>(e: &mut Engine<T>, count: usize, iters: usize) -> R
     };
     // NCCL the same way, when it is there.
     let mut nccl = None;
-    if e.core().nccl_ready() {
+    if e.nccl_ready() {
         let nc = e.nccl_call(&shape, ReduceOp::Sum);
         let (mut ni, mut nt) = (Vec::new(), Vec::new());
-        let _ = e.core_mut().take_issue_profile();
+        let _ = e.take_issue_profile();
         for _ in 0..iters {
-            let (i, c) = issue_and_call(e, |e| e.core_mut().launch_nccl(&nc))?;
+            let (i, c) = issue_and_call(e, |e| e.launch_nccl(&nc))?;
             ni.push(i);
             nt.push(c);
         }
-        if let Ok(prof) = e.core_mut().take_issue_profile() {
+        if let Ok(prof) = e.take_issue_profile() {
             let ranks = prof.len();
             nccl = Some(NcclHostCost {
                 issue_us: median(ni),

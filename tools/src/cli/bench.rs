@@ -254,9 +254,9 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
 
     // -- the engine, its cold start, NCCL's, the ceiling
     let t0 = Instant::now();
-    let mut e = Engine::<f32>::new(x.cfg.clone())?;
+    let mut e = Engine::new(x.cfg.clone())?;
     let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let cpu = e.core().backend_kind() == ringreduce::backend::BackendKind::Cpu;
+    let cpu = e.backend_kind() == ringreduce::backend::BackendKind::Cpu;
     if want_nccl && cpu {
         return Err(Error::Unsupported("NCCL".into(), "cpu"));
     }
@@ -270,7 +270,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     }
     // The place's refusals (a path whose kernels cannot run where these
     // ranks are), known once the engine is.
-    for r in refusals(&x, &e.core().placement()) {
+    for r in refusals(&x, &e.placement()) {
         if !refused.contains(&r) {
             crate::note!("note: {r}");
             refused.push(r);
@@ -278,12 +278,12 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     }
     let mut notes = refused;
     // One process per rank: only rank 0 reports and writes files.
-    let root = e.core().job_spec().is_none_or(|j| j.rank == 0);
+    let root = e.job_spec().is_none_or(|j| j.rank == 0);
     engine_notes(&e, &x.contenders, cpu, &mut notes)?;
     let (cold_rows, nccl_version) =
         cold_starts(&mut e, &mut x, setup_ms, nccl.as_ref(), &mut notes)?;
     let ceiling = peer_ceiling(&mut e, &a, &x, &mut notes)?;
-    let info = e.core().info().clone();
+    let info = e.info().clone();
     let mut rep = Report {
         header: header(&a, &x, &info, cpu, nccl_version, ceiling, notes),
         cold_start: cold_rows,
@@ -311,15 +311,15 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
 /// The notes of the engine: its fallback, its processes, its backend,
 /// a forced auto, the environment and the busbw factors.
 fn engine_notes(
-    e: &Engine<f32>,
+    e: &Engine,
     contenders: &[Contender],
     cpu: bool,
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    if let Some(n) = e.core().fallback_note() {
+    if let Some(n) = e.fallback_note() {
         notes.push(n.to_string());
     }
-    if let Some(j) = e.core().job_spec() {
+    if let Some(j) = e.job_spec() {
         notes.push(format!(
             "one process per rank: {} processes ({}); each cell is the slowest rank's time; NCCL is initialised per process (ncclGetUniqueId on rank 0, ncclCommInitRank in each)",
             j.size,
@@ -354,16 +354,19 @@ fn engine_notes(
 /// The cold-start rows (the engine's, without the driver and contexts,
 /// NCCL's) and NCCL's version; drops NCCL where it cannot run.
 fn cold_starts(
-    e: &mut Engine<f32>,
+    e: &mut Engine,
     x: &mut Args,
     setup_ms: f64,
     nccl: Option<&super::cuda::Nccl>,
     notes: &mut Vec<String>,
 ) -> Result<(Vec<ColdStart>, Option<String>)> {
     let cold = x.cold;
-    let mut cold_rows: Vec<ColdStart> =
-        vec![bench::cold_start_engine(e, setup_ms, (cold / 4) as usize)?];
-    if let Some(b) = e.core().info().setup {
+    let mut cold_rows: Vec<ColdStart> = vec![bench::cold_start_engine::<f32>(
+        e,
+        setup_ms,
+        (cold / 4) as usize,
+    )?];
+    if let Some(b) = e.info().setup {
         let mut r = cold_rows[0].clone();
         r.algo = "auto (excl. driver+contexts)".into();
         r.setup_ms = (r.setup_ms - b.driver_ms - b.context_ms).max(0.0);
@@ -380,7 +383,7 @@ fn cold_starts(
             lib.version_string()?,
             lib.path().display()
         ));
-        match bench::cold_start_nccl(e, lib, (cold / 4) as usize) {
+        match bench::cold_start_nccl::<f32>(e, lib, (cold / 4) as usize) {
             Ok(c) => cold_rows.push(c),
             Err(err @ Error::Unsupported(..)) => {
                 crate::note!("note: NCCL skipped: {err}");
@@ -395,7 +398,7 @@ fn cold_starts(
 
 /// The peer-copy ceiling (GB/s), unless skipped.
 fn peer_ceiling(
-    e: &mut Engine<f32>,
+    e: &mut Engine,
     a: &BenchArgs,
     x: &Args,
     notes: &mut Vec<String>,
@@ -406,8 +409,8 @@ fn peer_ceiling(
     } else {
         let bytes = (max.max(4 << 20) / 4 * 4) as usize;
         let iters = if max >= big { 5 } else { 20 };
-        let one = bench::link_ceiling(e, bytes, iters, 1)?;
-        let two = bench::link_ceiling(e, bytes, iters, 2)?;
+        let one = bench::link_ceiling::<f32>(e, bytes, iters, 1)?;
+        let two = bench::link_ceiling::<f32>(e, bytes, iters, 2)?;
         notes.push(format!(
             "peer-copy ceiling at {}: {one:.1} GB/s per direction with one copy stream, {two:.1} GB/s with two; link_ceiling_gbps is the larger",
             format_bytes(bytes as u64)
@@ -456,11 +459,11 @@ fn header(
 }
 
 /// The host side's cost of a call, as notes.
-fn host_notes(e: &mut Engine<f32>, x: &Args, notes: &mut Vec<String>) -> Result<()> {
+fn host_notes(e: &mut Engine, x: &Args, notes: &mut Vec<String>) -> Result<()> {
     let (min, max) = (x.min, x.max);
     for bytes in [8u64, 64 << 10] {
         if bytes >= min && bytes <= max.max(8) {
-            let h = bench::host_cost(e, (bytes / 4) as usize, 50)?;
+            let h = bench::host_cost::<f32>(e, (bytes / 4) as usize, 50)?;
             // The launch returns once the rank threads have the call (they
             // issue it on their own); a rank thread's job is the other host
             // cost of a call.
@@ -525,7 +528,7 @@ struct Finish {
 
 /// The link model, the fit, the breakdown, the text and the files; whether
 /// every checked cell was right.
-fn finish(e: Engine<f32>, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -> Result<bool> {
+fn finish(e: Engine, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -> Result<bool> {
     let Finish {
         root,
         cpu,
@@ -548,7 +551,7 @@ fn finish(e: Engine<f32>, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -
     rep.header.models = fitted.iter().map(|(m, _)| m.clone()).collect();
     if a.breakdown && ranks >= 2 {
         let first = jobs_first(&x.combos);
-        let core = e.into_core();
+        let core = e;
         let (c, rows) = ringreduce::with_element!(first.1, T => breakdown_rows::<T>(core, &x.sizes, first, &rep, a.warmup));
         drop(c);
         rep.breakdown = rows?;

@@ -7,7 +7,7 @@ use super::{check_host_memory, out, Common, Kinds};
 use crate::bench::{self, Contender, ContenderKind};
 use crate::verify::{self, Inputs};
 use ringreduce::element::{Element, ReduceOp};
-use ringreduce::engine::{Core, Engine};
+use ringreduce::engine::Engine;
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::Collective;
 use ringreduce::size::format_bytes;
@@ -155,7 +155,7 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
         nccl.version_string()?,
         nccl.path().display()
     ))?;
-    let mut core = Engine::<f32>::new(cfg)?.into_core();
+    let mut core = Engine::new(cfg)?;
     out(format!("backend: {}", core.describe()))?;
     super::cuda::nccl_init(&mut core, &nccl)?;
     let plan = Plan {
@@ -186,19 +186,19 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
 
 /// One (collective, type, op): a table of every size, place and path.
 fn check_one<T: Element>(
-    core: Core,
+    core: Engine,
     p: &Plan,
     coll: Collective,
     op: ReduceOp,
-) -> Result<(Core, (bool, usize))> {
-    let mut e = Engine::<T>::from_core(core);
-    let r = check_table(&mut e, p, coll, op);
-    let core = e.into_core();
+) -> Result<(Engine, (bool, usize))> {
+    let mut e = core;
+    let r = check_table::<T>(&mut e, p, coll, op);
+    let core = e;
     r.map(|ok| (core, ok))
 }
 
 fn check_table<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     p: &Plan,
     coll: Collective,
     op: ReduceOp,
@@ -240,18 +240,17 @@ fn check_table<T: Element>(
         } else {
             bench::count_for(coll, size, dtype.size(), n)
         };
-        let size = e.shape(coll, count, false).bytes();
-        let per_rank = e.shape(coll, count, false).input(0).len();
+        let size = e.shape::<T>(coll, count, false).bytes();
+        let per_rank = e.shape::<T>(coll, count, false).input(0).len();
         let inputs = verify::make_inputs::<T>(p.kind, op, n, per_rank, p.seed)?;
         let expect = bench::expected(coll, &inputs, op, p.kind);
         for in_place in [false, true] {
             let (nw, nv, nccl_out) =
                 bench::checked_call(e, &nccl, coll, in_place, op, &inputs, &expect)?;
             for c in &p.contenders {
-                let shape = e.shape(coll, count, in_place);
+                let shape = e.shape::<T>(coll, count, in_place);
                 let path = match &c.kind {
-                    ContenderKind::Engine(choice) => match e.core().path_name(Some(choice), &shape)
-                    {
+                    ContenderKind::Engine(choice) => match e.path_name(Some(choice), &shape) {
                         Ok(path) => path,
                         Err(err) => {
                             out(format!(
@@ -270,7 +269,7 @@ fn check_table<T: Element>(
                     bench::checked_call(e, c, coll, in_place, op, &inputs, &expect)?;
                 // One process per rank: each compares its own rank, rank 0
                 // prints every rank's.
-                let base = e.core().local_ranks().start;
+                let base = e.local_ranks().start;
                 let v = bench::compare_outputs_at(&ring_out, &nccl_out, &expect, base);
                 let v = bench::gather_verdict(e, v)?;
                 let ok = v.passed() && rw == 0 && nw == 0;

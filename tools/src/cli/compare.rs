@@ -223,8 +223,8 @@ pub fn execute(a: CompareArgs) -> Result<bool> {
 /// per contender.
 fn measure(a: &CompareArgs, s: &Setup, cfg: EngineConfig) -> Result<(String, Vec<Point>)> {
     let n = cfg.ranks;
-    let mut e = Engine::<f32>::new(cfg)?;
-    let describe = e.core().describe();
+    let mut e = Engine::new(cfg)?;
+    let describe = e.describe();
     let inputs = (0..n)
         .map(|r| {
             let mut v = ringreduce::os::zeroed::<f32>(s.count, &format!("rank {r}'s input"))?;
@@ -238,13 +238,13 @@ fn measure(a: &CompareArgs, s: &Setup, cfg: EngineConfig) -> Result<(String, Vec
         let ContenderKind::Engine(choice) = &c.kind else {
             continue;
         };
-        let path = e.core().path_name(Some(choice), &shape)?;
+        let path = e.path_name(Some(choice), &shape)?;
         let load = choice.resolve(&shape)?.load();
         // One call, counted.
-        e.core_mut().take_traffic()?;
+        e.take_traffic()?;
         e.launch(Some(choice), &shape, ReduceOp::Sum)?;
         e.synchronize()?;
-        let traffic = e.core_mut().take_traffic()?;
+        let traffic = e.take_traffic()?;
         let us = bench::time_blocks(
             &mut e,
             c,
@@ -254,7 +254,7 @@ fn measure(a: &CompareArgs, s: &Setup, cfg: EngineConfig) -> Result<(String, Vec
             a.iters,
             a.blocks,
         )?;
-        e.core_mut().take_traffic()?;
+        e.take_traffic()?;
         crate::note!("compare: N = {n} {}: {us:.1} us", c.name);
         points.push(Point {
             ranks: n,

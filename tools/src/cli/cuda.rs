@@ -4,7 +4,7 @@
 //! or NCCL (`check`, `--nccl`, an `nccl` contender, `--backend cuda`) fails
 //! with that reason.
 
-use ringreduce::engine::Core;
+use ringreduce::engine::Engine;
 use ringreduce::error::Result;
 
 #[cfg(feature = "cuda")]
@@ -43,9 +43,9 @@ pub fn driver_version() -> Option<String> {
     None
 }
 
-/// `Core::nccl_init` (without the `cuda` feature there is no library to
+/// `Engine::nccl_init` (without the `cuda` feature there is no library to
 /// pass).
-pub fn nccl_init(core: &mut Core, lib: &Nccl) -> Result<()> {
+pub fn nccl_init(core: &mut Engine, lib: &Nccl) -> Result<()> {
     #[cfg(feature = "cuda")]
     return core.nccl_init(lib);
     #[cfg(not(feature = "cuda"))]

@@ -5,7 +5,7 @@ use crate::verify::{self, Inputs};
 use ringreduce::algo::AlgoChoice;
 use ringreduce::backend::BackendKind;
 use ringreduce::element::{Element, ReduceOp};
-use ringreduce::engine::Engine;
+use ringreduce::engine::{Engine, TypedShape};
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::{Collective, Shape};
 use ringreduce::size::format_bytes;
@@ -116,14 +116,14 @@ fn run_typed<T: Element>(
 ) -> Result<bool> {
     let ranks = cfg.ranks;
     let t0 = Instant::now();
-    let mut engine = Engine::<T>::new(cfg)?;
+    let mut engine = Engine::new(cfg)?;
     let setup = t0.elapsed();
-    print_call(&engine, &shape, op)?;
+    print_call::<T>(&engine, &shape, op)?;
     let per_rank_input = shape.input(0).len();
     let inputs = verify::make_inputs::<T>(kind, op, ranks, per_rank_input, a.seed)?;
     let sh = engine.load(shape.collective, &inputs, shape.in_place)?;
     engine.poison(&sh)?;
-    let path = engine.core().path_name(None, &sh)?;
+    let path = engine.path_name(None, &sh)?;
     let algo = algo_of(a)?;
     let how = match (a.algo.is_some(), algo.trim().to_ascii_lowercase().as_str()) {
         (_, "auto") => format!(" ({})", crate::cli::auto_source()?),
@@ -133,23 +133,17 @@ fn run_typed<T: Element>(
     out(format!("algorithm : {path}{how}"))?;
     // In a job, the bytes the first call sent to other nodes (the network
     // transport counts them; zero on one machine).
-    let multi = engine.core().job_spec().is_some();
+    let multi = engine.job_spec().is_some();
     if multi {
-        engine.core_mut().take_traffic()?;
+        engine.take_traffic()?;
     }
     let t1 = Instant::now();
     let info = engine.run(None, &sh, op)?;
     let first = t1.elapsed();
     let network = if multi {
-        let me = engine.core().local_ranks().start;
-        let mine = engine
-            .core_mut()
-            .take_traffic()?
-            .get(me)
-            .map_or(0, |t| t.network);
-        let all = engine
-            .core()
-            .gather(&mine.to_le_bytes(), "the network bytes")?;
+        let me = engine.local_ranks().start;
+        let mine = engine.take_traffic()?.get(me).map_or(0, |t| t.network);
+        let all = engine.gather(&mine.to_le_bytes(), "the network bytes")?;
         all.iter()
             .map(|b| u64::from_le_bytes(b.as_slice().try_into().unwrap_or([0; 8])))
             .collect()
@@ -160,18 +154,18 @@ fn run_typed<T: Element>(
     let verdict = crate::bench::gather_verdict(&engine, verdict)?;
     print_timings(a, &mut engine, &sh, &shape, op, setup, first)?;
     print_traffic(&info.traffic, &shape)?;
-    print_network(&network, &path, &shape, engine.core().per_node())?;
+    print_network(&network, &path, &shape, engine.per_node())?;
     print_check(&verdict, &shape, T::DTYPE)
 }
 
 /// The first lines: the call, the note of a fallback, the backend.
-fn print_call<T: Element>(engine: &Engine<T>, shape: &Shape, op: ReduceOp) -> Result<()> {
+fn print_call<T: Element>(engine: &Engine, shape: &Shape, op: ReduceOp) -> Result<()> {
     let dtype = T::DTYPE;
     let ranks = shape.ranks;
     out(format!(
         "ringreduce run: {}{}, {} x {} ({} per rank), {}, {}, {}",
         ringreduce::words::counted(ranks, "rank"),
-        if engine.core().job_spec().is_some() {
+        if engine.job_spec().is_some() {
             " (one process per rank)"
         } else {
             ""
@@ -187,18 +181,18 @@ fn print_call<T: Element>(engine: &Engine<T>, shape: &Shape, op: ReduceOp) -> Re
         shape.collective,
         op.name()
     ))?;
-    if let Some(note) = engine.core().fallback_note() {
+    if let Some(note) = engine.fallback_note() {
         out(format!("note      : {note}"))?;
     }
-    out(format!("backend   : {}", engine.core().describe()))?;
+    out(format!("backend   : {}", engine.describe()))?;
     Ok(())
 }
 
 /// The call's verdict on this process's ranks: the outputs against the
 /// reference, and the inputs untouched out of place.
 fn check_call<T: Element>(
-    engine: &mut Engine<T>,
-    sh: &Shape,
+    engine: &mut Engine,
+    sh: &TypedShape<T>,
     shape: &Shape,
     inputs: &[Vec<T>],
     op: ReduceOp,
@@ -206,7 +200,7 @@ fn check_call<T: Element>(
 ) -> Result<verify::Verdict> {
     // One process per rank: each checks its own rank, rank 0 reports all.
     let got = engine.read_output(sh)?;
-    let base = engine.core().local_ranks().start;
+    let base = engine.local_ranks().start;
     let mut verdict = match shape.collective {
         Collective::AllReduce => {
             verify::check(&got, &verify::reference(inputs, op, kind)).at_rank(base)
@@ -256,8 +250,8 @@ fn check_call<T: Element>(
 /// The steady state's calls, then the setup, first-call and steady times.
 fn print_timings<T: Element>(
     a: &RunArgs,
-    engine: &mut Engine<T>,
-    sh: &Shape,
+    engine: &mut Engine,
+    sh: &TypedShape<T>,
     shape: &Shape,
     op: ReduceOp,
     setup: std::time::Duration,
@@ -273,7 +267,7 @@ fn print_timings<T: Element>(
         times.push(t.elapsed().as_secs_f64() * 1e6);
     }
     times.sort_by(f64::total_cmp);
-    let core = engine.core();
+    let core = &engine;
     let steady =
         core.max_over_processes(times[times.len() / 2], "gathering the steady-state times")?;
     let first = std::time::Duration::from_secs_f64(
@@ -283,7 +277,7 @@ fn print_timings<T: Element>(
     let bytes = shape.bytes() as f64;
     let algbw = bytes / (steady * 1e-6) / 1e9;
     let busbw = algbw * shape.collective.bus_factor(ranks);
-    let kind_cpu = engine.core().backend_kind() == BackendKind::Cpu;
+    let kind_cpu = engine.backend_kind() == BackendKind::Cpu;
     out(format!(
         "setup     : {:.2} ms ({}{})",
         setup.as_secs_f64() * 1e3,
@@ -301,7 +295,6 @@ fn print_timings<T: Element>(
         }
     ))?;
     for h in engine
-        .core()
         .info()
         .hardware
         .iter()

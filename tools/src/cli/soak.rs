@@ -12,7 +12,7 @@ use crate::bench::{self, Contender, ContenderKind};
 use crate::verify::{Inputs, SplitMix64};
 use ringreduce::algo::AlgoChoice;
 use ringreduce::element::{DataType, Element, ReduceOp};
-use ringreduce::engine::{Core, Engine, EngineConfig};
+use ringreduce::engine::{Engine, EngineConfig};
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::{Collective, Shape};
 use ringreduce::size::format_bytes;
@@ -278,7 +278,7 @@ fn rank_counts_of(a: &SoakArgs, base: &EngineConfig, gpus: Option<usize>) -> Res
 /// The soak's state: an engine per rank count, the generator and what it
 /// draws from.
 struct Soak {
-    engines: BTreeMap<usize, Core>,
+    engines: BTreeMap<usize, Engine>,
     rng: SplitMix64,
     combos: Vec<(Collective, DataType, ReduceOp)>,
     rank_counts: Vec<usize>,
@@ -341,11 +341,11 @@ impl Soak {
             let mut cfg = self.base.clone();
             cfg.ranks = n;
             cfg.algo = AlgoChoice::Auto;
-            slot.insert(Engine::<u8>::new(cfg)?.into_core());
+            slot.insert(Engine::new(cfg)?);
         }
         self.engines
             .get(&n)
-            .map(Core::placement)
+            .map(Engine::placement)
             .ok_or_else(|| Error::Plan("engine cache".into()))
     }
 
@@ -406,14 +406,14 @@ impl Soak {
 
 /// One checked call; (microseconds, wrong elements).
 fn one<T: Element>(
-    core: Core,
+    core: Engine,
     choice: &AlgoChoice,
     shape: Shape,
     op: ReduceOp,
     kind: Inputs,
     seed: u64,
-) -> (Core, Result<(f64, u64, String)>) {
-    let mut e = Engine::<T>::from_core(core);
+) -> (Engine, Result<(f64, u64, String)>) {
+    let mut e = core;
     let r = (|| {
         let n = shape.ranks;
         let inputs = crate::verify::make_inputs::<T>(kind, op, n, shape.input(0).len(), seed)?;
@@ -441,7 +441,7 @@ fn one<T: Element>(
         };
         Ok((t.elapsed().as_secs_f64() * 1e6, wrong, first))
     })();
-    (e.into_core(), r)
+    (e, r)
 }
 
 fn report(s: &Stats, elapsed: Duration) -> Result<bool> {

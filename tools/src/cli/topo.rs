@@ -10,7 +10,7 @@ use crate::bench::median;
 use ringreduce::algo::probe;
 use ringreduce::backend::{BackendChoice, Binding, BufId};
 use ringreduce::element::DataType;
-use ringreduce::engine::{Core, Engine, EngineConfig};
+use ringreduce::engine::{Engine, EngineConfig};
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::{OpKind, Plan};
 use ringreduce::size::format_bytes;
@@ -147,7 +147,7 @@ fn config(base: &EngineConfig, devices: Option<Vec<usize>>, ranks: usize) -> Eng
 
 /// GB/s of `plan` moving `bytes` per copy: median of 3 blocks of `iters`
 /// back-to-back calls (after 2 untimed ones).
-fn bandwidth(core: &mut Core, plan: &Arc<Plan>, bytes: usize, iters: usize) -> Result<f64> {
+fn bandwidth(core: &mut Engine, plan: &Arc<Plan>, bytes: usize, iters: usize) -> Result<f64> {
     let bind = Arc::new(vec![Binding::DEFAULT; core.ranks()]);
     for _ in 0..2 {
         core.launch_plan(plan.clone(), DataType::Float, bind.clone())?;
@@ -173,7 +173,7 @@ fn bandwidth(core: &mut Core, plan: &Arc<Plan>, bytes: usize, iters: usize) -> R
 /// (host µs, device µs) of a tiny copy plan: medians of `iters` synchronized
 /// calls, untimed for the host round trip, then timed for the copy's own
 /// duration between its timing events.
-fn latency(core: &mut Core, plan: &Arc<Plan>, iters: usize) -> Result<(f64, Option<f64>)> {
+fn latency(core: &mut Engine, plan: &Arc<Plan>, iters: usize) -> Result<(f64, Option<f64>)> {
     let bind = Arc::new(vec![Binding::DEFAULT; core.ranks()]);
     for _ in 0..3 {
         core.launch_plan(plan.clone(), DataType::Float, bind.clone())?;
@@ -220,7 +220,7 @@ fn latency(core: &mut Core, plan: &Arc<Plan>, iters: usize) -> Result<(f64, Opti
 /// Measure everything between the two ranks of `core` (endpoints `i`, `j`
 /// of `m`), and the device-local copies of both.
 fn measure_pair(
-    core: &mut Core,
+    core: &mut Engine,
     (i, j): (usize, usize),
     m: &mut [Vec<Cell>],
     bytes: usize,
@@ -283,7 +283,7 @@ fn measure_all(
     names: &[String],
     bytes: usize,
     a: &TopoArgs,
-    engine: impl Fn(usize, usize) -> Result<Core>,
+    engine: impl Fn(usize, usize) -> Result<Engine>,
 ) -> Result<Vec<Vec<Cell>>> {
     let k = names.len();
     let mut m = vec![vec![Cell::default(); k]; k];
@@ -333,9 +333,7 @@ fn cpu_dry_run(a: &TopoArgs, bytes: usize) -> Result<bool> {
     }
     .config()?;
     let names = vec!["host0".to_string(), "host1".to_string()];
-    let m = measure_all(&names, bytes, a, |_, _| {
-        Ok(Engine::<f32>::new(config(&base, None, 2))?.into_core())
-    })?;
+    let m = measure_all(&names, bytes, a, |_, _| Engine::new(config(&base, None, 2)))?;
     print_measurements(
         &names,
         &m,
@@ -433,7 +431,7 @@ fn gpus(a: &TopoArgs, info: &ringreduce::cuda::DriverInfo, bytes: usize) -> Resu
             } else {
                 (2, vec![devs[i], devs[j]])
             };
-            Ok(Engine::<f32>::new(config(&base, Some(d), ranks))?.into_core())
+            Engine::new(config(&base, Some(d), ranks))
         })?;
         print_measurements(
             &names,

@@ -253,9 +253,9 @@ fn real_run(a: TraceArgs) -> Result<bool> {
 }
 
 fn run_typed<T: Element>(a: &TraceArgs, r: Real) -> Result<bool> {
-    let mut e = Engine::<T>::new(r.cfg)?;
+    let mut e = Engine::new(r.cfg)?;
     if let Some(lib) = &r.nccl {
-        super::cuda::nccl_init(e.core_mut(), lib)?;
+        super::cuda::nccl_init(&mut e, lib)?;
     }
     let o = RecordOptions {
         choice: r.choice,
@@ -269,8 +269,8 @@ fn run_typed<T: Element>(a: &TraceArgs, r: Real) -> Result<bool> {
         nccl: r.nccl.is_some(),
         isolated: false,
     };
-    let rec = timeline::record(&mut e, &o)?;
-    let kind = e.core().backend_kind();
+    let rec = timeline::record::<T>(&mut e, &o)?;
+    let kind = e.backend_kind();
     report_run(&e, &rec, a, kind)?;
     let rerr = |err: report::ReportError| crate::cli::report_error(err);
     let t = &rec.timeline;
@@ -291,12 +291,7 @@ fn run_typed<T: Element>(a: &TraceArgs, r: Real) -> Result<bool> {
 }
 
 /// The text report of a recorded run.
-fn report_run<T: Element>(
-    e: &Engine<T>,
-    rec: &Recording,
-    a: &TraceArgs,
-    kind: BackendKind,
-) -> Result<()> {
+fn report_run(e: &Engine, rec: &Recording, a: &TraceArgs, kind: BackendKind) -> Result<()> {
     let t = &rec.timeline;
     let mut paths: Vec<String> = t.calls.iter().map(|c| c.plan.name.clone()).collect();
     paths.dedup();
@@ -310,7 +305,7 @@ fn report_run<T: Element>(
     {
         out(format!("# algorithm: {}", crate::cli::auto_source()?))?;
     }
-    if let Some(n) = e.core().fallback_note() {
+    if let Some(n) = e.fallback_note() {
         out(format!("# note: {n}"))?;
     }
     out(format!("# backend: {}", t.backend))?;

@@ -10,7 +10,7 @@ use ringreduce::backend::CallTimeline;
 use ringreduce::element::{Element, ReduceOp};
 use ringreduce::engine::Engine;
 use ringreduce::error::{Error, Result};
-use ringreduce::plan::{Collective, Shape, Traffic};
+use ringreduce::plan::{Collective, Traffic};
 use std::time::Instant;
 
 /// What to record.
@@ -83,13 +83,13 @@ pub struct Recording {
 /// Microseconds per call of `iters` back-to-back calls (synchronized before
 /// and after), with timing `on`; a timed block's timelines are dropped.
 fn block<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     o: &RecordOptions,
-    shape: &ringreduce::plan::Shape,
+    shape: &ringreduce::engine::TypedShape<T>,
     iters: usize,
     on: bool,
 ) -> Result<f64> {
-    e.core_mut().set_timing(on)?;
+    e.set_timing(on)?;
     e.synchronize()?;
     let t0 = Instant::now();
     for _ in 0..iters {
@@ -97,9 +97,9 @@ fn block<T: Element>(
     }
     e.synchronize()?;
     let us = t0.elapsed().as_secs_f64() * 1e6 / iters.max(1) as f64;
-    e.core_mut().set_timing(false)?;
+    e.set_timing(false)?;
     if on {
-        e.core_mut().take_timeline()?;
+        e.take_timeline()?;
     }
     Ok(us)
 }
@@ -107,9 +107,9 @@ fn block<T: Element>(
 /// `--overhead`: the median time per call of blocks with timing off and
 /// on, interleaved (`None` unless asked for with blocks and calls).
 fn measure_overhead<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     o: &RecordOptions,
-    shape: &Shape,
+    shape: &ringreduce::engine::TypedShape<T>,
 ) -> Result<Option<Overhead>> {
     Ok(match o.overhead {
         Some((blocks, iters)) if blocks > 0 && iters > 0 => {
@@ -131,47 +131,44 @@ fn measure_overhead<T: Element>(
 
 /// NCCL's timeline of the same call: two untimed calls, then one timed.
 fn nccl_timeline<T: Element>(
-    e: &mut Engine<T>,
-    shape: &Shape,
+    e: &mut Engine,
+    shape: &ringreduce::engine::TypedShape<T>,
     op: ReduceOp,
 ) -> Result<Vec<CallTimeline>> {
     let call = e.nccl_call(shape, op);
     for _ in 0..2 {
-        e.core_mut().launch_nccl(&call)?;
+        e.launch_nccl(&call)?;
     }
     e.synchronize()?;
-    e.core_mut().set_timing(true)?;
-    let r = e
-        .core_mut()
-        .launch_nccl(&call)
-        .and_then(|_| e.synchronize());
-    let off = e.core_mut().set_timing(false);
+    e.set_timing(true)?;
+    let r = e.launch_nccl(&call).and_then(|_| e.synchronize());
+    let off = e.set_timing(false);
     r?;
     off?;
-    e.core_mut().take_nccl_timeline()
+    e.take_nccl_timeline()
 }
 
 /// Run `o` on `e` and collect its timeline.
-pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Recording> {
+pub fn record<T: Element>(e: &mut Engine, o: &RecordOptions) -> Result<Recording> {
     if o.calls == 0 {
         return Err(Error::BadArgument("--calls must be at least 1".into()));
     }
     let n = e.ranks();
-    let shape0 = e.shape(o.collective, o.count, o.in_place);
+    let shape0 = e.shape::<T>(o.collective, o.count, o.in_place);
     let per_rank = shape0.input(0).len();
     let inputs = verify::make_inputs::<T>(Inputs::Random, o.op, n, per_rank, 11)?;
     let shape = e.load(o.collective, &inputs, o.in_place)?;
-    e.core_mut().set_timing(false)?;
+    e.set_timing(false)?;
     // Forget anything timed or counted before.
-    e.core_mut().take_timeline()?;
-    e.core_mut().take_nccl_timeline()?;
+    e.take_timeline()?;
+    e.take_nccl_timeline()?;
     for _ in 0..o.warmup {
         e.launch(Some(&o.choice), &shape, o.op)?;
     }
     e.synchronize()?;
     let overhead = measure_overhead(e, o, &shape)?;
-    e.core_mut().take_traffic()?;
-    e.core_mut().set_timing(true)?;
+    e.take_traffic()?;
+    e.set_timing(true)?;
     let mut plans = Vec::with_capacity(o.calls);
     let launched = (|| -> Result<()> {
         for _ in 0..o.calls {
@@ -182,11 +179,11 @@ pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Record
         }
         e.synchronize()
     })();
-    let off = e.core_mut().set_timing(false);
+    let off = e.set_timing(false);
     launched?;
     off?;
-    let times = e.core_mut().take_timeline()?;
-    let moved = e.core_mut().take_traffic()?;
+    let times = e.take_timeline()?;
+    let moved = e.take_traffic()?;
     if times.len() != plans.len() {
         return Err(Error::Plan(format!(
             "{} calls timed but {} launched",
@@ -213,7 +210,7 @@ pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Record
     } else {
         Vec::new()
     };
-    let info = e.core().info().clone();
+    let info = e.info().clone();
     let what = format!(
         "{} of {} {} {}, {}",
         o.collective,
@@ -239,13 +236,13 @@ pub fn record<T: Element>(e: &mut Engine<T>, o: &RecordOptions) -> Result<Record
         timeline: Timeline {
             calls,
             nccl,
-            kind: e.core().backend_kind(),
+            kind: e.backend_kind(),
             backend: info.describe,
             rank_to_device: info.rank_to_device,
             what,
             notes,
-            local_ranks: e.core().local_ranks(),
-            per_node: e.core().per_node(),
+            local_ranks: e.local_ranks(),
+            per_node: e.per_node(),
         },
         overhead,
         traffic,

@@ -15,7 +15,7 @@ use serde_json::Value;
 const TOL_NS: f64 = 1_000.0;
 
 fn rec(algo: &str, ranks: usize, count: usize, in_place: bool, calls: usize) -> Recording {
-    let mut e = Engine::<f32>::new(EngineConfig::cpu(ranks)).unwrap();
+    let mut e = Engine::new(EngineConfig::cpu(ranks)).unwrap();
     let o = RecordOptions {
         choice: algo.parse().unwrap(),
         collective: Collective::AllReduce,
@@ -28,7 +28,7 @@ fn rec(algo: &str, ranks: usize, count: usize, in_place: bool, calls: usize) -> 
         nccl: false,
         isolated: false,
     };
-    record(&mut e, &o).unwrap_or_else(|err| panic!("{algo} on {ranks}: {err}"))
+    record::<f32>(&mut e, &o).unwrap_or_else(|err| panic!("{algo} on {ranks}: {err}"))
 }
 
 use ringreduce::plan::Collective;
@@ -298,17 +298,17 @@ fn traffic_counters_match_the_plans() {
     for algo in ["ring", "ps", "ring:pipe2"] {
         for n in [2, 4, 8, 16] {
             let choice: AlgoChoice = algo.parse().unwrap();
-            let mut e = Engine::<f32>::new(EngineConfig::cpu(n)).unwrap();
+            let mut e = Engine::new(EngineConfig::cpu(n)).unwrap();
             let count = 10_007;
             let inputs = vec![vec![1.0f32; count]; n];
             let shape = e.load(Collective::AllReduce, &inputs, false).unwrap();
-            e.core_mut().take_traffic().unwrap();
+            e.take_traffic().unwrap();
             let mut plans = Vec::new();
             for _ in 0..3 {
                 plans.push(e.launch(Some(&choice), &shape, ReduceOp::Sum).unwrap());
             }
             e.synchronize().unwrap();
-            let counted = e.core_mut().take_traffic().unwrap();
+            let counted = e.take_traffic().unwrap();
             let mut want = vec![Traffic::default(); n];
             for p in &plans {
                 for (w, t) in want.iter_mut().zip(p.traffic()) {
@@ -317,12 +317,7 @@ fn traffic_counters_match_the_plans() {
                 }
             }
             assert_eq!(counted, want, "{algo} on {n} ranks");
-            assert!(e
-                .core_mut()
-                .take_traffic()
-                .unwrap()
-                .iter()
-                .all(|t| t.sent == 0));
+            assert!(e.take_traffic().unwrap().iter().all(|t| t.sent == 0));
         }
     }
 }

@@ -55,7 +55,7 @@ const MATRIX_PATHS: [&str; 1] = ["hier:2"];
 /// Every op of every collective at every matrix count, with `auto`,
 /// `ring:pipe2` and [`MATRIX_PATHS`] where they run, in and out of place,
 /// exact inputs: 0 wrong.
-fn type_matrix<T: Element>(e: &mut Engine<T>) -> Result<(), String> {
+fn type_matrix<T: Element>(e: &mut Engine) -> Result<(), String> {
     for collective in Collective::ALL {
         for op in ops_of(collective) {
             for count in counts_of(collective) {
@@ -70,7 +70,7 @@ fn type_matrix<T: Element>(e: &mut Engine<T>) -> Result<(), String> {
                         if extra && refusal(&name, collective, e.ranks()).is_some() {
                             continue;
                         }
-                        checked(
+                        checked::<T>(
                             e,
                             &choice,
                             collective,
@@ -126,7 +126,7 @@ fn refusal(path: &str, collective: Collective, ranks: usize) -> Option<&'static 
 /// reason.
 #[allow(clippy::too_many_arguments)]
 fn path_case<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     path: &str,
     collective: Collective,
     count: usize,
@@ -135,13 +135,13 @@ fn path_case<T: Element>(
     seed: u64,
 ) -> Result<(), String> {
     let choice = algo(path);
-    let shape = e.shape(collective, count, in_place);
+    let shape = e.shape::<T>(collective, count, in_place);
     let n = e.ranks();
     let want = refusal(path, collective, n);
     match (choice.resolve(&shape), want) {
         (Ok(a), None) => {
             ensure!(a.name() == path, "{path} resolved to {}", a.name());
-            checked(e, &choice, collective, count, in_place, op, Inputs::Exact, seed)
+            checked::<T>(e, &choice, collective, count, in_place, op, Inputs::Exact, seed)
         }
         (Ok(_), Some(why)) => Err(format!(
             "{path} accepted {collective} of {count} on {n} ranks (in place: {in_place}); it must refuse ({why})"
@@ -167,20 +167,23 @@ fn path_case<T: Element>(
     }
 }
 
-/// Run `f` with the engine retyped to the host type of `dtype`.
+/// Run `f` with the engine's calls typed as the host type of `dtype`.
 fn with_type(
-    e: Engine<u8>,
+    e: Engine,
     dtype: DataType,
     f: &dyn Fn(&mut dyn AnyEngine) -> Result<(), String>,
-) -> (Engine<u8>, Result<(), String>) {
+) -> (Engine, Result<(), String>) {
     ringreduce::with_element!(dtype, T => {
-        let mut t = e.retype::<T>();
-        let r = f(&mut t);
-        (t.retype::<u8>(), r)
+        let mut e = e;
+        let r = f(&mut Typed::<T>(&mut e, std::marker::PhantomData));
+        (e, r)
     })
 }
 
-/// A type-erased view of `Engine<T>` for the per-type bodies above.
+/// The engine with its calls typed as `T`.
+struct Typed<'a, T>(&'a mut Engine, std::marker::PhantomData<T>);
+
+/// A type-erased view of `Engine` for the per-type bodies above.
 trait AnyEngine {
     fn type_matrix(&mut self) -> Result<(), String>;
     #[allow(clippy::too_many_arguments)]
@@ -196,9 +199,9 @@ trait AnyEngine {
     ) -> Result<(), String>;
 }
 
-impl<T: Element> AnyEngine for Engine<T> {
+impl<T: Element> AnyEngine for Typed<'_, T> {
     fn type_matrix(&mut self) -> Result<(), String> {
-        type_matrix(self)
+        type_matrix::<T>(self.0)
     }
     fn checked(
         &mut self,
@@ -210,7 +213,7 @@ impl<T: Element> AnyEngine for Engine<T> {
         kind: Inputs,
         seed: u64,
     ) -> Result<(), String> {
-        checked(self, choice, collective, count, in_place, op, kind, seed)
+        checked::<T>(self.0, choice, collective, count, in_place, op, kind, seed)
     }
 }
 
@@ -292,7 +295,7 @@ pub fn register(h: &mut Harness) {
             // Every data type x every op x every collective (all-gather: sum
             // only) x counts x {auto, ring:pipe2} x {out of place, in place}.
             for n in matrix_ranks(b) {
-                let mut e = engine::<u8>(b, n)?;
+                let mut e = engine(b, n)?;
                 for dtype in DataType::ALL {
                     let (back, r) = with_type(e, dtype, &|t| t.type_matrix());
                     e = back;
@@ -301,12 +304,12 @@ pub fn register(h: &mut Harness) {
             }
             // f32 sum on every rank count.
             for n in rank_counts(b) {
-                let mut e = engine::<f32>(b, n)?;
+                let mut e = engine(b, n)?;
                 for collective in Collective::ALL {
                     for count in counts_of(collective) {
                         for choice in [AlgoChoice::Auto, algo("ring:pipe2")] {
                             for in_place in [false, true] {
-                                checked(
+                                checked::<f32>(
                                     &mut e,
                                     &choice,
                                     collective,
@@ -336,12 +339,12 @@ pub fn register(h: &mut Harness) {
             // cannot run.
             const COUNTS: [usize; 7] = [0, 1, 3, 4, 5, 1023, 100_003];
             for n in path_ranks(b) {
-                let mut f = engine::<f32>(b, n)?;
+                let mut f = engine(b, n)?;
                 for path in PATHS {
                     for collective in Collective::ALL {
                         for count in COUNTS {
                             for in_place in [false, true] {
-                                path_case(
+                                path_case::<f32>(
                                     &mut f,
                                     path,
                                     collective,
@@ -354,12 +357,12 @@ pub fn register(h: &mut Harness) {
                         }
                     }
                 }
-                let mut i = f.retype::<i32>();
+                let mut i = f;
                 for path in PATHS {
                     for collective in Collective::ALL {
                         for count in COUNTS {
                             for in_place in [false, true] {
-                                path_case(
+                                path_case::<i32>(
                                     &mut i,
                                     path,
                                     collective,
@@ -389,7 +392,7 @@ pub fn register(h: &mut Harness) {
                 _ => vec![3, 5],
             };
             for n in ranks {
-                let mut e = engine::<u8>(b, n)?;
+                let mut e = engine(b, n)?;
                 for dtype in [DataType::Float, DataType::Half, DataType::Bfloat16] {
                     let (back, r) = with_type(e, dtype, &|t| {
                         for op in [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Prod] {
@@ -443,9 +446,9 @@ pub fn register(h: &mut Harness) {
                 _ => (16 << 20, vec![2]),
             };
             for n in ranks {
-                let mut e = engine::<f32>(b, n)?;
+                let mut e = engine(b, n)?;
                 for in_place in [false, true] {
-                    checked(
+                    checked::<f32>(
                         &mut e,
                         &AlgoChoice::Auto,
                         Collective::AllReduce,
@@ -463,11 +466,12 @@ pub fn register(h: &mut Harness) {
 
     test_backend!(
         h,
-        "backends::engine_reuse_grow_shrink_retype",
+        "backends::engine_reuse_grow_shrink_types",
         1,
         |b: BackendChoice| -> TestResult {
             // One engine: sizes grow and shrink, the collective, element type
-            // (retype), op, place and path change between calls; every
+            // (the call's type parameter: nothing converts the engine), op,
+            // place and path change between calls; every
             // result is checked.
             use Collective::*;
             let n = match b {
@@ -552,7 +556,7 @@ pub fn register(h: &mut Harness) {
                 ),
                 (DataType::Float, AllReduce, 10, ReduceOp::Sum, true, "ring"),
             ];
-            let mut e = engine::<u8>(b, n)?;
+            let mut e = engine(b, n)?;
             for (i, (dtype, coll, count, op, in_place, path)) in steps.into_iter().enumerate() {
                 let (back, r) = with_type(e, dtype, &|t| {
                     t.checked(
@@ -582,7 +586,7 @@ pub fn register(h: &mut Harness) {
                 _ => vec![2, 3],
             };
             for n in ranks {
-                let mut e = engine::<f32>(b, n)?;
+                let mut e = engine(b, n)?;
                 // (1) A burst per path and size: load, 7 launches, one
                 // synchronize, check.
                 for (count, path) in [
@@ -664,7 +668,7 @@ pub fn register(h: &mut Harness) {
                     ]);
                 }
                 for (count, path) in &seq {
-                    let s = e.shape(Collective::AllReduce, *count, false);
+                    let s = e.shape::<f32>(Collective::AllReduce, *count, false);
                     e.launch(Some(&algo(path)), &s, ReduceOp::Sum)
                         .ctx(format!("{path} count {count}"))?;
                 }
@@ -923,7 +927,7 @@ pub fn register(h: &mut Harness) {
                 BackendChoice::Cuda => rank_counts(b)[0].max(2),
                 _ => 3,
             };
-            let mut e = engine::<f32>(b, n)?;
+            let mut e = engine(b, n)?;
             let c = 1003;
             let op = ReduceOp::Sum;
             let send = e.alloc(c).ctx("alloc")?;
@@ -1035,7 +1039,7 @@ pub fn register(h: &mut Harness) {
             }
             // Errors: a buffer of another engine, too-small buffers, too
             // much data for a buffer.
-            let mut other = engine::<f32>(b, n)?;
+            let mut other = engine(b, n)?;
             let foreign = other.alloc(c).ctx("alloc on the other engine")?;
             let r = e.all_reduce_device(&foreign, &recv, c, op);
             ensure!(
@@ -1080,7 +1084,7 @@ pub fn register(h: &mut Harness) {
                 e.free(foreign).is_err(),
                 "freeing another engine's buffer accepted"
             );
-            checked(
+            checked::<f32>(
                 &mut e,
                 &AlgoChoice::Auto,
                 Collective::AllReduce,

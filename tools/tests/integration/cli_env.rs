@@ -105,7 +105,7 @@ fn engine_child(value: &str) -> Result<(), String> {
         "EngineConfig::cpu falls back to 60 s, got {:?}",
         cfg.timeout
     );
-    match Engine::<f32>::new(cfg) {
+    match Engine::new(cfg) {
         Err(e) if is_ours(&e) => {
             let m = e.to_string();
             ensure!(
@@ -123,7 +123,7 @@ fn engine_child(value: &str) -> Result<(), String> {
     // An explicit timeout does not hide a malformed environment.
     let mut cfg = EngineConfig::cpu(2);
     cfg.timeout = Duration::from_secs(5);
-    match Engine::<f32>::new(cfg) {
+    match Engine::new(cfg) {
         Err(e) if is_ours(&e) => {}
         other => {
             return Err(format!(
@@ -365,7 +365,7 @@ pub fn register(h: &mut Harness) {
             ] {
                 let mut cfg = EngineConfig::cpu(2);
                 cfg.timeout = t;
-                match Engine::<f32>::new(cfg) {
+                match Engine::new(cfg) {
                     Err(Error::BadArgument(m)) => ensure!(
                         m.contains("EngineConfig::timeout must be")
                             && m.contains("at most 10000000"),
@@ -376,7 +376,7 @@ pub fn register(h: &mut Harness) {
             }
             let mut cfg = EngineConfig::cpu(2);
             cfg.timeout = Duration::from_secs(10_000_000);
-            Engine::<f32>::new(cfg).map_err(|e| format!("the limit itself: {e}"))?;
+            Engine::new(cfg).map_err(|e| format!("the limit itself: {e}"))?;
             pass()
         },
     );

@@ -32,7 +32,7 @@ pub fn contender(choice: &AlgoChoice) -> Contender {
 /// out of place. Errors (the engine's, or a wrong result) name the case.
 #[allow(clippy::too_many_arguments)]
 pub fn checked<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     choice: &AlgoChoice,
     collective: Collective,
     count: usize,
@@ -49,7 +49,7 @@ pub fn checked<T: Element>(
         op.name(),
         if in_place { "in place" } else { "out of place" },
     );
-    let per_rank = e.shape(collective, count, in_place).input(0).len();
+    let per_rank = e.shape::<T>(collective, count, in_place).input(0).len();
     let inputs = verify::make_inputs::<T>(kind, op, n, per_rank, seed).expect("inputs");
     let expect = bench::expected(collective, &inputs, op, kind);
     let (wrong, v, _) = bench::checked_call(

@@ -9,6 +9,7 @@ use crate::common::{algo, checked, contender, engine, engine_with, pass, rank_co
 use crate::ensure;
 use crate::harness::{Harness, TestResult};
 use ringreduce::backend::op_desc;
+use ringreduce::engine::TypedShape;
 use ringreduce::fault::{Fault, FaultPlan, FaultSpec};
 use ringreduce::plan::{OpKind, Plan, Shape};
 use ringreduce::{AlgoChoice, BackendChoice, Collective, Engine, Error, ReduceOp};
@@ -59,12 +60,12 @@ struct Faulty {
     result: Result<(), Error>,
     took: Duration,
     inputs: Vec<Vec<f32>>,
-    shape: Shape,
+    shape: TypedShape<f32>,
 }
 
 /// Load exact inputs, poison, run one out-of-place all-reduce of `path`;
 /// returns the call's outcome, how long it took, the inputs and the shape.
-fn faulty_call(e: &mut Engine<f32>, path: &str, count: usize) -> Result<Faulty, String> {
+fn faulty_call(e: &mut Engine, path: &str, count: usize) -> Result<Faulty, String> {
     let n = e.ranks();
     let op = ReduceOp::Sum;
     let inputs = verify::make_inputs::<f32>(Inputs::Exact, op, n, count, 7).expect("inputs");
@@ -90,7 +91,11 @@ fn faulty_call(e: &mut Engine<f32>, path: &str, count: usize) -> Result<Faulty, 
 }
 
 /// The send buffers read back equal the inputs.
-fn sends_unchanged(e: &mut Engine<f32>, shape: &Shape, inputs: &[Vec<f32>]) -> Result<(), String> {
+fn sends_unchanged(
+    e: &mut Engine,
+    shape: &TypedShape<f32>,
+    inputs: &[Vec<f32>],
+) -> Result<(), String> {
     let send = e
         .read_input(shape)
         .ctx("reading the send buffers back after the fault")?;
@@ -122,8 +127,13 @@ fn mid_collective_of(
         let shape = Shape::all_reduce(n, count, 4, false);
         op(&ringreduce::algo::plan_of(&algo(path), &shape).ctx("plan_of")?)
     };
-    let mut e = engine_with::<f32>(b, n, TIMEOUT, on_rank1(fault, op))?;
-    let step = step_of(path, &e.shape(Collective::AllReduce, count, false), 1, op)?;
+    let mut e = engine_with(b, n, TIMEOUT, on_rank1(fault, op))?;
+    let step = step_of(
+        path,
+        &e.shape::<f32>(Collective::AllReduce, count, false),
+        1,
+        op,
+    )?;
     ensure!(
         step.contains(path),
         "the op description must name the path: {step}"
@@ -182,7 +192,7 @@ fn mid_collective_of(
     // After the fault every call is refused (Error::is_fatal said so), in
     // and out of place.
     for in_place in [false, true] {
-        let next = checked(
+        let next = checked::<f32>(
             &mut e,
             &algo(path),
             Collective::AllReduce,
@@ -198,8 +208,8 @@ fn mid_collective_of(
         );
     }
     // A new engine in the same process works.
-    let mut fresh = engine::<f32>(b, n)?;
-    checked(
+    let mut fresh = engine(b, n)?;
+    checked::<f32>(
         &mut fresh,
         &AlgoChoice::Auto,
         Collective::AllReduce,
@@ -265,7 +275,7 @@ pub fn register(h: &mut Harness) {
             // fails with "the engine must be rebuilt: rank N's thread stopped
             // answering", although every thread answered.
             let n = fault_ranks(b);
-            let mut e = engine_with::<f32>(b, n, TIMEOUT, on_rank1(Fault::Stall, 2))?;
+            let mut e = engine_with(b, n, TIMEOUT, on_rank1(Fault::Stall, 2))?;
             let Faulty {
                 result: r, took, ..
             } = faulty_call(&mut e, "ring", 1000)?;
@@ -274,7 +284,7 @@ pub fn register(h: &mut Harness) {
                 took <= TIMEOUT + margin(b),
                 "every rank answered late: {took:?}"
             );
-            let next = checked(
+            let next = checked::<f32>(
                 &mut e,
                 &algo("ring"),
                 Collective::AllReduce,
@@ -312,7 +322,7 @@ pub fn register(h: &mut Harness) {
                 call: Some(1),
                 fault: Fault::Delay { ms: 400 },
             }]);
-            let mut e = engine_with::<f32>(b, n, TIMEOUT, delay)?;
+            let mut e = engine_with(b, n, TIMEOUT, delay)?;
             let calls = [
                 ("ring", 10),
                 ("ring:pipe5", 100_000),
@@ -323,7 +333,7 @@ pub fn register(h: &mut Harness) {
             ];
             for (i, (path, count)) in calls.into_iter().enumerate() {
                 let t0 = Instant::now();
-                checked(
+                checked::<f32>(
                     &mut e,
                     &algo(path),
                     Collective::AllReduce,
@@ -347,9 +357,9 @@ pub fn register(h: &mut Harness) {
                 call: Some(4),
                 fault: Fault::Fail,
             }]);
-            let mut e = engine_with::<f32>(b, n, TIMEOUT, fail)?;
+            let mut e = engine_with(b, n, TIMEOUT, fail)?;
             for (i, (path, count)) in calls.into_iter().take(4).enumerate() {
-                let r = checked(
+                let r = checked::<f32>(
                     &mut e,
                     &algo(path),
                     Collective::AllReduce,
@@ -381,8 +391,8 @@ pub fn register(h: &mut Harness) {
                 call: None,
                 fault: Fault::AllocFail,
             }]);
-            let mut e = engine_with::<f32>(b, n, TIMEOUT, plan)?;
-            let r = checked(
+            let mut e = engine_with(b, n, TIMEOUT, plan)?;
+            let r = checked::<f32>(
                 &mut e,
                 &AlgoChoice::Auto,
                 Collective::AllReduce,
@@ -399,7 +409,7 @@ pub fn register(h: &mut Harness) {
                     "the allocation error must name rank 1: {text}"
                 ),
             }
-            match e.alloc(4096) {
+            match e.alloc::<f32>(4096) {
                 Ok(_) => return Err("alloc succeeded although rank 1 cannot allocate".into()),
                 Err(err) => {
                     ensure!(
@@ -408,8 +418,8 @@ pub fn register(h: &mut Harness) {
                     );
                 }
             }
-            let mut fresh = engine::<f32>(b, n)?;
-            checked(
+            let mut fresh = engine(b, n)?;
+            checked::<f32>(
                 &mut fresh,
                 &AlgoChoice::Auto,
                 Collective::AllReduce,
@@ -433,8 +443,8 @@ pub fn register(h: &mut Harness) {
             // ends at once with an Aborted error, and the engine is done.
             let n = fault_ranks(b);
             let long = Duration::from_secs(30);
-            let mut e = engine_with::<f32>(b, n, long, on_rank1(Fault::Stall, 2))?;
-            let handle = e.core().abort_handle();
+            let mut e = engine_with(b, n, long, on_rank1(Fault::Stall, 2))?;
+            let handle = e.abort_handle();
             ensure!(!handle.is_aborted(), "aborted before the abort");
             let aborter = std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(300));
@@ -461,11 +471,11 @@ pub fn register(h: &mut Harness) {
                 "the aborted call took {took:?} (timeout {long:?})"
             );
             ensure!(
-                e.core().abort_handle().is_aborted(),
+                e.abort_handle().is_aborted(),
                 "the handle does not report the abort"
             );
             // Every later call says the engine must be rebuilt.
-            let r = checked(
+            let r = checked::<f32>(
                 &mut e,
                 &AlgoChoice::Auto,
                 Collective::AllReduce,
@@ -486,8 +496,8 @@ pub fn register(h: &mut Harness) {
             );
             ensure!(r.is_err_and(|x| x.is_fatal()), "Poisoned must be fatal");
             // A new engine works.
-            let mut fresh = engine::<f32>(b, n)?;
-            checked(
+            let mut fresh = engine(b, n)?;
+            checked::<f32>(
                 &mut fresh,
                 &AlgoChoice::Auto,
                 Collective::AllReduce,
@@ -522,7 +532,7 @@ pub fn register(h: &mut Harness) {
                     .iter()
                     .position(|o| matches!(o.kind, OpKind::Kernel(_)))
                     .ok_or("no exchange op on rank 1")?;
-                let mut e = engine_with::<f32>(b, 2, TIMEOUT, on_rank1(Fault::Stall, op))?;
+                let mut e = engine_with(b, 2, TIMEOUT, on_rank1(Fault::Stall, op))?;
                 let Faulty {
                     result: r,
                     took,
@@ -577,7 +587,7 @@ pub fn register(h: &mut Harness) {
                 // kernel gave up instead of trapping, which would end the
                 // process's context): a new engine in this process runs
                 // every path.
-                let again = checked(
+                let again = checked::<f32>(
                     &mut e,
                     &algo(path),
                     Collective::AllReduce,
@@ -591,7 +601,7 @@ pub fn register(h: &mut Harness) {
                     again.as_ref().is_err_and(|t| t.contains("must be rebuilt")),
                     "a call on the engine after {path}'s exchange gave up: {again:?}"
                 );
-                let mut e = engine_with::<f32>(b, 2, TIMEOUT, FaultPlan::none())?;
+                let mut e = engine_with(b, 2, TIMEOUT, FaultPlan::none())?;
                 for after in [
                     "oneshot:flag",
                     "oneshot:flag",
@@ -599,7 +609,7 @@ pub fn register(h: &mut Harness) {
                     "ring:flag",
                     "oneshot:fused",
                 ] {
-                    checked(
+                    checked::<f32>(
                         &mut e,
                         &algo(after),
                         Collective::AllReduce,
@@ -614,7 +624,7 @@ pub fn register(h: &mut Harness) {
                         "{after} on a new engine after {path}'s exchange gave up"
                     ))?;
                 }
-                checked(
+                checked::<f32>(
                     &mut e,
                     &algo("oneshot:flag"),
                     Collective::AllReduce,

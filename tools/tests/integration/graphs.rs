@@ -10,7 +10,7 @@ use ringreduce::{AlgoChoice, BackendChoice, Collective, Element, Engine, Error, 
 use ringreduce_tools::verify::{self, Inputs};
 use std::sync::Arc;
 
-fn bind(e: &Engine<f32>) -> Arc<Vec<Binding>> {
+fn bind(e: &Engine) -> Arc<Vec<Binding>> {
     Arc::new(vec![Binding::DEFAULT; e.ranks()])
 }
 
@@ -19,7 +19,7 @@ fn bind(e: &Engine<f32>) -> Arc<Vec<Binding>> {
 /// every rank bitwise: out of place every call computes the same sum; in
 /// place each call multiplies the buffers by 2. Returns the captured path.
 fn replay_case(
-    e: &mut Engine<f32>,
+    e: &mut Engine,
     count: usize,
     in_place: bool,
     replays: usize,
@@ -29,7 +29,7 @@ fn replay_case(
 
 /// [`replay_case`] for any path.
 fn replay_path(
-    e: &mut Engine<f32>,
+    e: &mut Engine,
     choice: &AlgoChoice,
     count: usize,
     in_place: bool,
@@ -55,14 +55,11 @@ fn replay_path(
     e.poison(&shape).ctx("poison")?;
     let b = bind(e);
     let path = e
-        .core_mut()
-        .graph_capture(Some(choice), shape, f32::DTYPE, op, b)
+        .graph_capture(Some(choice), shape.shape(), f32::DTYPE, op, b)
         .ctx(format!("{what}: capture"))?;
     let mut calls = 0usize;
     for k in 0..replays {
-        e.core_mut()
-            .graph_replay()
-            .ctx(format!("{what}: replay {k}"))?;
+        e.graph_replay().ctx(format!("{what}: replay {k}"))?;
         calls += GRAPH_CALLS;
         match k % 3 {
             0 => {
@@ -105,7 +102,7 @@ pub fn register(h: &mut Harness) {
     h.add("graphs::cpu_has_no_graphs[cpu]", || {
         // The CPU backend has no graphs: Unsupported, never a panic, for
         // every path, and the engine still works after.
-        let mut e = engine::<f32>(BackendChoice::Cpu, 2)?;
+        let mut e = engine(BackendChoice::Cpu, 2)?;
         let shape = e
             .load(Collective::AllReduce, &vec![vec![1.0f32; 4096]; 2], false)
             .ctx("load")?;
@@ -118,9 +115,7 @@ pub fn register(h: &mut Harness) {
             "ps",
         ] {
             let b = bind(&e);
-            let r = e
-                .core_mut()
-                .graph_capture(Some(&algo(p)), shape, f32::DTYPE, ReduceOp::Sum, b);
+            let r = e.graph_capture(Some(&algo(p)), shape.shape(), f32::DTYPE, ReduceOp::Sum, b);
             match r {
                 Err(Error::Unsupported(what, "cpu")) => {
                     ensure!(
@@ -131,9 +126,9 @@ pub fn register(h: &mut Harness) {
                 other => return Err(format!("CPU graph capture of {p}: {other:?}")),
             }
         }
-        let r = e.core_mut().graph_replay();
+        let r = e.graph_replay();
         ensure!(r.is_err(), "a replay without a capture succeeded");
-        checked(
+        checked::<f32>(
             &mut e,
             &AlgoChoice::Auto,
             Collective::AllReduce,
@@ -147,7 +142,7 @@ pub fn register(h: &mut Harness) {
     });
 
     cuda_only(h, "graphs::capture_and_replay_auto_2_ranks", 1, || {
-        let mut e = engine::<f32>(BackendChoice::Cuda, 2)?;
+        let mut e = engine(BackendChoice::Cuda, 2)?;
         for count in [1, 1000, 100_003, 1 << 20] {
             for in_place in [false, true] {
                 let path = replay_case(&mut e, count, in_place, 5)?;
@@ -174,7 +169,7 @@ pub fn register(h: &mut Harness) {
             // the copy-engine one-shot, the parameter server) are captured into
             // one graph across every GPU; replays interleaved with plain calls
             // stay bitwise right, in and out of place.
-            let mut e = engine::<f32>(BackendChoice::Cuda, 2)?;
+            let mut e = engine(BackendChoice::Cuda, 2)?;
             for p in ["ring", "ring:pipe2", "ring:pipe4", "oneshot", "ps"] {
                 for count in [1, 1000, 100_003, 1 << 20] {
                     for in_place in [false, true] {
@@ -184,7 +179,7 @@ pub fn register(h: &mut Harness) {
                 }
             }
             // The engine still works after.
-            checked(
+            checked::<f32>(
                 &mut e,
                 &AlgoChoice::Auto,
                 Collective::AllReduce,
@@ -210,7 +205,7 @@ pub fn register(h: &mut Harness) {
             // call; a 2-call replay reduces the buffer it left).
             use ringreduce_tools::bench::{checked_call, expected, parse_contenders};
             for n in [2, 4] {
-                let mut e = engine::<i32>(BackendChoice::Cuda, n)?;
+                let mut e = engine(BackendChoice::Cuda, n)?;
                 for c in
                     parse_contenders("--algo", "ring:graph,ring:pipe2:graph").ctx("contenders")?
                 {
@@ -249,7 +244,7 @@ pub fn register(h: &mut Harness) {
     cuda_only(h, "graphs::ring_graph_on_more_ranks_than_gpus", 1, || {
         // 4 ranks on however many GPUs there are (several ranks per GPU):
         // the joint graph spans every rank.
-        let mut e = engine::<f32>(BackendChoice::Cuda, 4)?;
+        let mut e = engine(BackendChoice::Cuda, 4)?;
         for p in ["ring", "ring:pipe2"] {
             for in_place in [false, true] {
                 let path = replay_path(&mut e, &algo(p), 100_003, in_place, 2)?;
@@ -264,22 +259,21 @@ pub fn register(h: &mut Harness) {
         "graphs::replay_after_reallocation_is_an_error",
         1,
         || {
-            let mut e = engine::<f32>(BackendChoice::Cuda, 2)?;
+            let mut e = engine(BackendChoice::Cuda, 2)?;
             let inputs = verify::make_inputs::<f32>(Inputs::Exact, ReduceOp::Sum, 2, 1000, 1)
                 .expect("inputs");
             let shape = e.load(Collective::AllReduce, &inputs, true).ctx("load")?;
             let b = bind(&e);
-            e.core_mut()
-                .graph_capture(None, shape, f32::DTYPE, ReduceOp::Sum, b)
+            e.graph_capture(None, shape.shape(), f32::DTYPE, ReduceOp::Sum, b)
                 .ctx("capture")?;
-            e.core_mut().graph_replay().ctx("replay")?;
+            e.graph_replay().ctx("replay")?;
             e.synchronize().ctx("sync")?;
             // A bigger load reallocates the buffers the graph points into.
             let big = verify::make_inputs::<f32>(Inputs::Exact, ReduceOp::Sum, 2, 4 << 20, 2)
                 .expect("inputs");
             e.load(Collective::AllReduce, &big, true)
                 .ctx("bigger load")?;
-            let r = e.core_mut().graph_replay();
+            let r = e.graph_replay();
             ensure!(r.is_err(), "a graph replayed on freed buffers");
             ensure!(
                 r.is_err_and(|x| x.to_string().contains("stale")),
@@ -288,10 +282,9 @@ pub fn register(h: &mut Harness) {
             // Capture again at the new size: it works.
             let shape = e.load(Collective::AllReduce, &inputs, false).ctx("load")?;
             let b = bind(&e);
-            e.core_mut()
-                .graph_capture(None, shape, f32::DTYPE, ReduceOp::Sum, b)
+            e.graph_capture(None, shape.shape(), f32::DTYPE, ReduceOp::Sum, b)
                 .ctx("capture again")?;
-            e.core_mut().graph_replay().ctx("replay again")?;
+            e.graph_replay().ctx("replay again")?;
             e.synchronize().ctx("sync")?;
             let out = e.read_output(&shape).ctx("read")?;
             let v = verify::check(

@@ -6,7 +6,6 @@ use crate::ensure;
 use crate::harness::{Harness, Outcome, TestResult};
 use ringreduce::cuda::nccl::{Nccl, NcclError};
 use ringreduce::element::DataType;
-use ringreduce::engine::Core;
 use ringreduce::{BackendChoice, Collective, Element, Engine, EngineConfig, ReduceOp};
 use ringreduce_tools::bench::{self, Contender, ContenderKind};
 use ringreduce_tools::verify::{self, Inputs};
@@ -16,7 +15,7 @@ const MISSING: &str = "/nonexistent/libnccl.so.2";
 
 /// Every (collective, op, count, place, path) for one type: ringreduce vs
 /// NCCL on the same inputs, element by element.
-fn compare_type<T: Element>(e: &mut Engine<T>) -> Result<(), String> {
+fn compare_type<T: Element>(e: &mut Engine) -> Result<(), String> {
     let n = e.ranks();
     let nccl = Contender {
         name: "nccl".into(),
@@ -31,7 +30,7 @@ fn compare_type<T: Element>(e: &mut Engine<T>) -> Result<(), String> {
         for op in ops {
             for count in [1usize, 3, 1000, 65_537] {
                 for kind in [Inputs::Exact, Inputs::Random] {
-                    let per_rank = e.shape(collective, count, false).input(0).len();
+                    let per_rank = e.shape::<T>(collective, count, false).input(0).len();
                     let inputs =
                         verify::make_inputs::<T>(kind, op, n, per_rank, 9).expect("inputs");
                     let expect = bench::expected(collective, &inputs, op, kind);
@@ -50,7 +49,7 @@ fn compare_type<T: Element>(e: &mut Engine<T>) -> Result<(), String> {
                         for path in ["auto", "ring", "ring:pipe2", "oneshot", "oneshot:flag"] {
                             let choice = algo(path);
                             if choice
-                                .resolve(&e.shape(collective, count, in_place))
+                                .resolve(&e.shape::<T>(collective, count, in_place))
                                 .is_err()
                             {
                                 continue;
@@ -81,11 +80,11 @@ fn compare_type<T: Element>(e: &mut Engine<T>) -> Result<(), String> {
     Ok(())
 }
 
-fn with_type(core: Core, dtype: DataType) -> (Core, Result<(), String>) {
+fn with_type(core: Engine, dtype: DataType) -> (Engine, Result<(), String>) {
     ringreduce::with_element!(dtype, T => {
-        let mut e = Engine::<T>::from_core(core);
-        let r = compare_type(&mut e);
-        (e.into_core(), r)
+        let mut e = core;
+        let r = compare_type::<T>(&mut e);
+        (e, r)
     })
 }
 
@@ -161,7 +160,7 @@ pub fn register(h: &mut Harness) {
         };
         // One rank per GPU, as NCCL requires.
         let n = gpu_count();
-        let mut core = Core::new(EngineConfig::new(n, BackendChoice::Cuda)).ctx("engine")?;
+        let mut core = Engine::new(EngineConfig::new(n, BackendChoice::Cuda)).ctx("engine")?;
         core.nccl_init(&lib).ctx("NCCL init")?;
         for dtype in [
             DataType::Float,

@@ -538,8 +538,8 @@ pub fn register(h: &mut Harness) {
         };
         let mut cfg = EngineConfig::new(1, BackendChoice::Cuda);
         cfg.timeout = Duration::from_secs(30);
-        let mut e = Engine::<f32>::new(cfg).map_err(|e| e.to_string())?;
-        e.core_mut().nccl_init(&lib).map_err(|e| e.to_string())?;
+        let mut e = Engine::new(cfg).map_err(|e| e.to_string())?;
+        e.nccl_init(&lib).map_err(|e| e.to_string())?;
         let o = RecordOptions {
             choice: "ring".parse::<AlgoChoice>().map_err(|e| e.to_string())?,
             collective: Collective::AllReduce,
@@ -552,7 +552,7 @@ pub fn register(h: &mut Harness) {
             nccl: true,
             isolated: false,
         };
-        let r = timeline::record(&mut e, &o).map_err(|e| e.to_string())?;
+        let r = timeline::record::<f32>(&mut e, &o).map_err(|e| e.to_string())?;
         let t = &r.timeline;
         let ours = t.timing_source().ok_or("no timing source")?;
         let nccl = t
@@ -589,7 +589,7 @@ pub fn register(h: &mut Harness) {
             // 3 ranks, or 2 on one GPU: rank threads sharing a GPU need 4
             // of its hardware queues each for ring:ll (8 by default).
             let n = 3.min(2 * crate::common::gpu_count());
-            let mut e = crate::common::engine::<f32>(BackendChoice::Cuda, n)?;
+            let mut e = crate::common::engine(BackendChoice::Cuda, n)?;
             let o = RecordOptions {
                 choice: "ring:ll".parse::<AlgoChoice>().map_err(|e| e.to_string())?,
                 collective: Collective::AllReduce,
@@ -602,7 +602,7 @@ pub fn register(h: &mut Harness) {
                 nccl: false,
                 isolated: false,
             };
-            let r = timeline::record(&mut e, &o).map_err(|e| e.to_string())?;
+            let r = timeline::record::<f32>(&mut e, &o).map_err(|e| e.to_string())?;
             let t = &r.timeline;
             let slices = t.slices()?;
             for rank in 0..n {
@@ -658,11 +658,11 @@ pub fn register(h: &mut Harness) {
         ] {
             let mut cfg = EngineConfig::new(ranks, BackendChoice::Cuda);
             cfg.timeout = Duration::from_secs(30);
-            let mut e = Engine::<f32>::new(cfg).map_err(|e| e.to_string())?;
+            let mut e = Engine::new(cfg).map_err(|e| e.to_string())?;
             let mut with_nccl = nccl;
             if nccl {
                 match ringreduce::cuda::nccl::Nccl::load(None) {
-                    Ok(lib) => e.core_mut().nccl_init(&lib).map_err(|e| e.to_string())?,
+                    Ok(lib) => e.nccl_init(&lib).map_err(|e| e.to_string())?,
                     Err(why) => {
                         println!("  (NCCL not found, its slice is left out: {why})");
                         with_nccl = false;
@@ -681,7 +681,7 @@ pub fn register(h: &mut Harness) {
                 nccl: with_nccl,
                 isolated: false,
             };
-            let r = timeline::record(&mut e, &o).map_err(|e| e.to_string())?;
+            let r = timeline::record::<f32>(&mut e, &o).map_err(|e| e.to_string())?;
             let t = &r.timeline;
             let problems = t.check(5_000.0);
             ensure!(problems.is_empty(), "{algo} on {ranks}: {problems:#?}");

@@ -6,7 +6,7 @@ use super::out;
 use crate::bench::{self, Contender};
 use crate::report::{self, Report, Row};
 use ringreduce::element::{Element, ReduceOp};
-use ringreduce::engine::{Core, Engine};
+use ringreduce::engine::Engine;
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::Collective;
 use ringreduce::size::format_bytes;
@@ -287,19 +287,19 @@ pub(super) fn out_breakdown(rows: &[report::BreakdownRow]) -> Result<()> {
 /// `bench --breakdown`: for every size, 3 isolated timed calls of the auto
 /// path, split by [`crate::timeline::Timeline::breakdown`].
 pub(super) fn breakdown_rows<T: Element>(
-    core: Core,
+    core: Engine,
     sizes: &[u64],
     (coll, _, op): (Collective, ringreduce::element::DataType, ReduceOp),
     rep: &Report,
     warmup: usize,
-) -> (Core, Result<Vec<report::BreakdownRow>>) {
-    let mut e = Engine::<T>::from_core(core);
-    let r = breakdown_sizes(&mut e, sizes, (coll, op), rep, warmup);
-    (e.into_core(), r)
+) -> (Engine, Result<Vec<report::BreakdownRow>>) {
+    let mut e = core;
+    let r = breakdown_sizes::<T>(&mut e, sizes, (coll, op), rep, warmup);
+    (e, r)
 }
 
 fn breakdown_sizes<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     sizes: &[u64],
     (coll, op): (Collective, ReduceOp),
     rep: &Report,
@@ -324,7 +324,7 @@ fn breakdown_sizes<T: Element>(
             nccl: false,
             isolated: true,
         };
-        let rec = crate::timeline::record(e, &o)?;
+        let rec = crate::timeline::record::<T>(e, &o)?;
         let t = &rec.timeline;
         let splits: Vec<crate::timeline::Split> = t
             .breakdown()
@@ -337,7 +337,7 @@ fn breakdown_sizes<T: Element>(
             .calls
             .first()
             .map_or("-".to_string(), |c| c.plan.name.clone());
-        let shape_bytes = e.shape(coll, count, false).bytes();
+        let shape_bytes = e.shape::<T>(coll, count, false).bytes();
         let sweep_us = rep
             .rows
             .iter()

@@ -6,7 +6,7 @@ use crate::bench::{self, Contender};
 use crate::report::{self, Report, Row};
 use indicatif::{ProgressBar, ProgressStyle};
 use ringreduce::element::{Element, ReduceOp};
-use ringreduce::engine::{Core, Engine};
+use ringreduce::engine::Engine;
 use ringreduce::error::Result;
 use ringreduce::plan::Collective;
 use ringreduce::size::format_bytes;
@@ -14,13 +14,13 @@ use std::io::IsTerminal;
 
 /// Every (collective, type, op) of the sweep, its rows into `rep`.
 pub(super) fn sweep(
-    e: Engine<f32>,
+    e: Engine,
     a: &BenchArgs,
     x: &Args,
     root: bool,
     info: &ringreduce::backend::BackendInfo,
     rep: &mut Report,
-) -> Result<Engine<f32>> {
+) -> Result<Engine> {
     let (ranks, big) = (x.ranks, x.big);
     let (sizes, contenders) = (&x.sizes, &x.contenders);
     let jobs = x.combos.each();
@@ -37,7 +37,7 @@ pub(super) fn sweep(
         "# ringreduce bench: {ranks} ranks, {}; rows as they are measured (tables follow):",
         info.describe
     ))?;
-    let mut core = e.into_core();
+    let mut core = e;
     let sweep = Sweep {
         sizes,
         contenders,
@@ -57,7 +57,7 @@ pub(super) fn sweep(
     if let Some(pb) = pb {
         pb.finish_and_clear();
     }
-    Ok(Engine::<f32>::from_core(core))
+    Ok(core)
 }
 
 struct Sweep<'a> {
@@ -72,18 +72,18 @@ struct Sweep<'a> {
 }
 
 fn sweep_one<T: Element>(
-    core: Core,
+    core: Engine,
     s: &Sweep<'_>,
     coll: Collective,
     op: ReduceOp,
-) -> (Core, Result<Vec<Row>>) {
-    let mut e = Engine::<T>::from_core(core);
-    let r = sweep_rows(&mut e, s, coll, op);
-    (e.into_core(), r)
+) -> (Engine, Result<Vec<Row>>) {
+    let mut e = core;
+    let r = sweep_rows::<T>(&mut e, s, coll, op);
+    (e, r)
 }
 
 fn sweep_rows<T: Element>(
-    e: &mut Engine<T>,
+    e: &mut Engine,
     s: &Sweep<'_>,
     coll: Collective,
     op: ReduceOp,
@@ -110,8 +110,16 @@ fn sweep_rows<T: Element>(
                     format_bytes(size)
                 ));
             }
-            let row =
-                bench::measure_row(e, c, coll, count, op, (warmup, iters, s.blocks), s.check, 7)?;
+            let row = bench::measure_row::<T>(
+                e,
+                c,
+                coll,
+                count,
+                op,
+                (warmup, iters, s.blocks),
+                s.check,
+                7,
+            )?;
             out(stream_line(&row))?;
             rows.push(row);
             if let Some(pb) = s.pb {

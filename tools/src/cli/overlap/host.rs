@@ -119,7 +119,7 @@ mod tests {
     use ringreduce::backend::ordered::{After, Grid, SpanTag, WorkArg, WorkLaunch};
     use ringreduce::backend::Binding;
     use ringreduce::element::{DataType, ReduceOp};
-    use ringreduce::engine::Core;
+    use ringreduce::engine::Engine;
     use ringreduce::plan::Shape;
     use ringreduce::EngineConfig;
     use std::sync::Arc;
@@ -161,10 +161,10 @@ mod tests {
     #[test]
     fn cpu_work_then_ordered_all_reduce_then_check() {
         let ranks = 3;
-        let mut core = Core::new(EngineConfig::cpu(ranks)).unwrap();
+        let mut core = Engine::new(EngineConfig::cpu(ranks)).unwrap();
         let n = 1000usize;
-        let bucket = core.alloc(&vec![4 * n; ranks]).unwrap();
-        let ctr = core.alloc(&vec![16; ranks]).unwrap();
+        let bucket = core.alloc_id(&vec![4 * n; ranks]).unwrap();
+        let ctr = core.alloc_id(&vec![16; ranks]).unwrap();
         core.work_mark().unwrap();
         let fma = Arc::new(kernel(Builtin::GradFma));
         core.work_launch(&WorkLaunch {
@@ -220,7 +220,7 @@ mod tests {
             d.wait(Duration::from_secs(1)).unwrap();
         }
         core.work_wait(&done).unwrap();
-        let check = |core: &mut Core, step: u32| -> Vec<[u64; 2]> {
+        let check = |core: &mut Engine, step: u32| -> Vec<[u64; 2]> {
             for r in 0..ranks {
                 core.write(r, ctr, 0, bytemuck::cast_slice(&[0u64, u64::MAX]))
                     .unwrap();

@@ -39,7 +39,7 @@ use ringreduce::backend::ordered::{Builtin, WorkKernel};
 use ringreduce::backend::overlap::Gate;
 use ringreduce::backend::{BackendKind, Binding, BufId, NcclCall};
 use ringreduce::element::{DataType, ReduceOp};
-use ringreduce::engine::Core;
+use ringreduce::engine::Engine;
 use ringreduce::error::{Error, Result};
 use ringreduce::plan::{Collective, Shape};
 use ringreduce::size::format_bytes;
@@ -497,7 +497,7 @@ pub fn run(a: &OverlapArgs) -> Result<OverlapReport> {
         let per_rank = largest * p.buckets as u128 * (2 + 2 * u128::from(p.passes));
         check_host_memory(per_rank * ranks as u128, "the overlap benchmark's buffers")?;
     }
-    let mut core = Core::new(cfg)?;
+    let mut core = Engine::new(cfg)?;
     let cpu = core.backend_kind() == BackendKind::Cpu;
     let mut notes = engine_notes(&core, cpu);
     let mut contenders = p.contenders.clone();
@@ -598,7 +598,7 @@ fn refuse_buckets(p: &Settings, ranks: usize) -> Result<()> {
 }
 
 /// The engine's notes: its fallback, the CPU's, the environment.
-fn engine_notes(core: &Core, cpu: bool) -> Vec<String> {
+fn engine_notes(core: &Engine, cpu: bool) -> Vec<String> {
     let mut notes = Vec::new();
     if let Some(n) = core.fallback_note() {
         notes.push(n.to_string());

@@ -3,11 +3,11 @@
 use super::*;
 
 /// Allocate one configuration's buffers.
-pub(super) fn alloc(core: &mut Core, p: &Settings, kind: KernelKind, n: usize) -> Result<Bufs> {
+pub(super) fn alloc(core: &mut Engine, p: &Settings, kind: KernelKind, n: usize) -> Result<Bufs> {
     let ranks = core.ranks();
     let mut buckets = Vec::with_capacity(p.buckets);
     for _ in 0..p.buckets {
-        buckets.push(core.alloc(&vec![4 * n; ranks])?);
+        buckets.push(core.alloc_id(&vec![4 * n; ranks])?);
     }
     let bind = buckets
         .iter()
@@ -16,13 +16,13 @@ pub(super) fn alloc(core: &mut Core, p: &Settings, kind: KernelKind, n: usize) -
     let (x, y) = if kind == KernelKind::Mem && p.passes > 0 {
         let bytes = 4 * n * p.passes as usize * p.buckets;
         (
-            Some(core.alloc(&vec![bytes; ranks])?),
-            Some(core.alloc(&vec![bytes; ranks])?),
+            Some(core.alloc_id(&vec![bytes; ranks])?),
+            Some(core.alloc_id(&vec![bytes; ranks])?),
         )
     } else {
         (None, None)
     };
-    let ctr = core.alloc(&vec![16 * p.buckets; ranks])?;
+    let ctr = core.alloc_id(&vec![16 * p.buckets; ranks])?;
     Ok(Bufs {
         buckets,
         bind,
@@ -32,9 +32,9 @@ pub(super) fn alloc(core: &mut Core, p: &Settings, kind: KernelKind, n: usize) -
     })
 }
 
-pub(super) fn free(core: &mut Core, b: Bufs) -> Result<()> {
+pub(super) fn free(core: &mut Engine, b: Bufs) -> Result<()> {
     for id in b.buckets.into_iter().chain(b.x).chain(b.y).chain([b.ctr]) {
-        core.free(id)?;
+        core.free_id(id)?;
     }
     Ok(())
 }
@@ -59,7 +59,7 @@ impl Ctx<'_> {
     /// no pass), to fill the buckets before the communication-alone phase.
     pub(super) fn produce(
         &self,
-        core: &mut Core,
+        core: &mut Engine,
         b: usize,
         step: u32,
         full: bool,
@@ -128,7 +128,7 @@ impl Ctx<'_> {
     /// Check every bucket of `step` on the device: each rank's own values
     /// (`reduced` false) or the sum of all ranks'. Returns the wrong count
     /// and, if any, (rank, bucket, first wrong index).
-    pub(super) fn check(&self, core: &mut Core, step: u32, reduced: bool) -> Result<Checked> {
+    pub(super) fn check(&self, core: &mut Engine, step: u32, reduced: bool) -> Result<Checked> {
         let ranks = core.ranks();
         let init: Vec<u64> = (0..self.p.buckets).flat_map(|_| [0, u64::MAX]).collect();
         for r in 0..ranks {
@@ -181,7 +181,7 @@ impl Ctx<'_> {
 
     /// Read every bucket of every rank and compare with the exact sums on
     /// the host: (elements, wrong).
-    pub(super) fn host_check(&self, core: &mut Core, step: u32) -> Result<(u64, u64)> {
+    pub(super) fn host_check(&self, core: &mut Engine, step: u32) -> Result<(u64, u64)> {
         let ranks = core.ranks() as u32;
         let mut wrong = 0u64;
         let mut got = vec![0f32; self.n];
@@ -203,7 +203,7 @@ impl Ctx<'_> {
 
 /// Bucket b's all-reduce by contender `c`, after the work stream.
 pub(super) fn reduce(
-    core: &mut Core,
+    core: &mut Engine,
     c: &Contender,
     bufs: &Bufs,
     n: usize,
@@ -287,7 +287,7 @@ pub(super) fn kernel_sum_us(spans: &[WorkSpan], ranks: usize) -> f64 {
 }
 
 pub(super) fn run_config(
-    core: &mut Core,
+    core: &mut Engine,
     p: &Settings,
     contenders: &[Contender],
     kind: KernelKind,
@@ -374,7 +374,7 @@ pub(super) fn run_config(
 /// overlapped step, each checked, their times into `row` once timed.
 /// Returns the overlapped step's spans.
 fn one_step(
-    core: &mut Core,
+    core: &mut Engine,
     cx: &Ctx<'_>,
     c: &Contender,
     row: &mut Row,
@@ -509,7 +509,7 @@ fn summarize(row: &mut Row) {
 /// (an open no-op gate otherwise). The first step of every configuration
 /// runs ungated: whatever loads lazily on first use (modules, NCCL's
 /// connections) must not wait behind a closed gate.
-pub(super) fn open_phase(core: &mut Core, gated: bool) -> Result<Gate> {
+pub(super) fn open_phase(core: &mut Engine, gated: bool) -> Result<Gate> {
     core.work_mark()?;
     if gated {
         core.work_gate()

@@ -1,7 +1,8 @@
 //! [`DeviceBuffers`]: per-rank buffers that stay on the devices, and the
 //! [`Engine`] calls that allocate, fill, read and reduce them.
 
-use super::{as_bytes, as_bytes_mut, CallInfo, Engine};
+use super::buffers::{as_bytes, as_bytes_mut};
+use super::{CallInfo, Engine};
 use crate::backend::{Binding, BufId};
 use crate::element::{Element, ReduceOp};
 use crate::error::{Error, Result};
@@ -49,13 +50,13 @@ impl<T> DeviceBuffers<T> {
     }
 }
 
-impl<T: Element> Engine<T> {
+impl Engine {
     /// Buffers of `len` elements of `T` on every rank's device (host memory on the CPU backend).
-    pub fn alloc(&mut self, len: usize) -> Result<DeviceBuffers<T>> {
+    pub fn alloc<T: Element>(&mut self, len: usize) -> Result<DeviceBuffers<T>> {
         let bytes = len
             .checked_mul(T::DTYPE.size())
             .ok_or_else(|| Error::BadArgument(format!("{len} elements overflow")))?;
-        let id = self.core.alloc(&vec![bytes; self.ranks()])?;
+        let id = self.alloc_id(&vec![bytes; self.ranks()])?;
         Ok(DeviceBuffers {
             id,
             len,
@@ -65,12 +66,12 @@ impl<T: Element> Engine<T> {
     }
 
     /// Free a buffer of this engine.
-    pub fn free(&mut self, b: DeviceBuffers<T>) -> Result<()> {
+    pub fn free<T: Element>(&mut self, b: DeviceBuffers<T>) -> Result<()> {
         self.own(&b)?;
-        self.core.free(b.id)
+        self.free_id(b.id)
     }
 
-    pub(super) fn own(&self, b: &DeviceBuffers<T>) -> Result<()> {
+    pub(super) fn own<T: Element>(&self, b: &DeviceBuffers<T>) -> Result<()> {
         if b.engine != self.id {
             return Err(Error::BadArgument(
                 "the buffer belongs to another engine".into(),
@@ -80,9 +81,14 @@ impl<T: Element> Engine<T> {
     }
 
     /// Write `data` to the start of rank `rank`'s part of `b`.
-    pub fn write_buffer(&mut self, b: &DeviceBuffers<T>, rank: usize, data: &[T]) -> Result<()> {
+    pub fn write_buffer<T: Element>(
+        &mut self,
+        b: &DeviceBuffers<T>,
+        rank: usize,
+        data: &[T],
+    ) -> Result<()> {
         self.own(b)?;
-        self.core.check_rank(rank)?;
+        self.check_rank(rank)?;
         if data.len() > b.len {
             return Err(Error::BufferSize {
                 rank,
@@ -91,24 +97,24 @@ impl<T: Element> Engine<T> {
                 found: data.len(),
             });
         }
-        self.core.write(rank, b.id, 0, as_bytes(data))
+        self.write(rank, b.id, 0, as_bytes(data))
     }
 
     /// Read rank `rank`'s part of `b`.
-    pub fn read_buffer(&mut self, b: &DeviceBuffers<T>, rank: usize) -> Result<Vec<T>> {
+    pub fn read_buffer<T: Element>(&mut self, b: &DeviceBuffers<T>, rank: usize) -> Result<Vec<T>> {
         self.own(b)?;
-        self.core.check_rank(rank)?;
+        self.check_rank(rank)?;
         let mut out = crate::sys::proc::zeroed::<T>(
             b.len,
             &format!("rank {rank}'s copy of a device buffer"),
         )?;
-        self.core.read(rank, b.id, 0, as_bytes_mut(&mut out))?;
+        self.read(rank, b.id, 0, as_bytes_mut(&mut out))?;
         Ok(out)
     }
 
     /// A collective on device buffers: `send` and `recv` are the same buffer
     /// for an in-place call. `count` is NCCL's count. Waits for completion.
-    pub fn collective_device(
+    pub fn collective_device<T: Element>(
         &mut self,
         collective: Collective,
         send: &DeviceBuffers<T>,
@@ -117,14 +123,14 @@ impl<T: Element> Engine<T> {
         op: ReduceOp,
     ) -> Result<CallInfo> {
         let (shape, bind) = self.device_call(collective, send, recv, count)?;
-        let plan = self.core.launch(None, shape, T::DTYPE, op, bind)?;
-        self.core.synchronize()?;
+        let plan = self.launch_bound(None, shape, T::DTYPE, op, bind)?;
+        self.synchronize()?;
         Ok(CallInfo::of(&plan))
     }
 
     /// The shape and bindings of a collective on device buffers, checked
     /// (for [`Engine::collective_device`] and the stream-ordered calls).
-    pub(in crate::engine) fn device_call(
+    pub(in crate::engine) fn device_call<T: Element>(
         &self,
         collective: Collective,
         send: &DeviceBuffers<T>,
@@ -134,7 +140,7 @@ impl<T: Element> Engine<T> {
         self.own(send)?;
         self.own(recv)?;
         let in_place = send.id == recv.id;
-        let shape = self.shape(collective, count, in_place);
+        let shape = self.shape::<T>(collective, count, in_place);
         let need_recv = shape.recv_len();
         if recv.len < need_recv || (!in_place && send.len < shape.send_len()) {
             return Err(Error::BufferSize {
@@ -145,11 +151,11 @@ impl<T: Element> Engine<T> {
             });
         }
         let bind = Binding::every_rank(send.id, recv.id, self.ranks());
-        Ok((shape, bind))
+        Ok((shape.shape(), bind))
     }
 
     /// All-reduce of `count` elements on device buffers.
-    pub fn all_reduce_device(
+    pub fn all_reduce_device<T: Element>(
         &mut self,
         send: &DeviceBuffers<T>,
         recv: &DeviceBuffers<T>,
