@@ -97,7 +97,7 @@ pub enum Mode {
     Process,
 }
 
-/// The engine a communicator calls, typed per call ([`EngineCell::with`]).
+/// The engine a communicator calls, lent to each call ([`EngineCell::with`]).
 pub(crate) struct EngineCell(Option<Engine>);
 
 impl EngineCell {
