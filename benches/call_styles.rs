@@ -1,5 +1,6 @@
-//! What each way of calling costs on the CPU backend (issue 41 item 7): 4
-//! ranks, f32 sum, out of place, 1 MiB and 16 MiB per rank.
+//! What each way of calling costs on the CPU backend: 4 ranks, f32 sum,
+//! out of place, 8 B (the cost of a call itself), 1 MiB and 16 MiB per
+//! rank.
 //!
 //! * `plain_loop`: a hand-written loop on one thread that does the work a
 //!   collective must: rank 0's output is the sum of the four inputs, and
@@ -40,9 +41,13 @@ fn main() {
         "# {:>6} {:>12} {:>12} {:>12} {:>14} {:>14}",
         "size", "plain_loop", "all_ranks", "per_rank", "all/plain", "per/all"
     );
-    for mib in [1usize, 16] {
-        let count = mib << 18;
-        let calls = if mib == 1 { 20 } else { 3 };
+    for bytes in [8usize, 1 << 20, 16 << 20] {
+        let count = bytes / 4;
+        let calls = match bytes {
+            8 => 1000,
+            b if b <= 1 << 20 => 20,
+            _ => 3,
+        };
         let send: Vec<Vec<f32>> = (0..RANKS)
             .map(|r| (0..count).map(|i| ((i + r) % 7) as f32).collect())
             .collect();
@@ -92,8 +97,8 @@ fn main() {
             median(per[1..].to_vec()),
         );
         println!(
-            "  {:>4}MiB {p:>12.1} {a:>12.1} {q:>12.1} {:>13.2}x {:>13.2}x",
-            mib,
+            "  {:>7} {p:>12.1} {a:>12.1} {q:>12.1} {:>13.2}x {:>13.2}x",
+            ringreduce::size::format_bytes(bytes as u64),
             a / p,
             q / a
         );

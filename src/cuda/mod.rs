@@ -74,8 +74,6 @@ pub use order::{DoneEvent, RawStream};
 pub(crate) use stream::{Event, Graph, IpcEventHandle, PeerCopy, RemoteEvent, Stream, TimingEvent};
 pub(crate) use work::LoadedWork;
 
-use cudarc::driver::sys;
-
 /// A failed driver call: the call and the driver's message.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{call}: {message}")]
@@ -107,27 +105,4 @@ pub(crate) fn err(call: &'static str, message: impl Into<String>) -> CudaError {
         call,
         message: message.into(),
     }
-}
-
-/// Turn a `CUresult` into a `CuResult`, with the driver's name and text.
-pub(crate) fn check(call: &'static str, r: sys::CUresult) -> CuResult<()> {
-    if r == sys::CUresult::CUDA_SUCCESS {
-        return Ok(());
-    }
-    Err(describe(call, r))
-}
-
-/// The error of a failed driver call: the call, the driver's name for the
-/// result and its text.
-pub(crate) fn describe(call: &'static str, r: sys::CUresult) -> CudaError {
-    let e = cudarc::driver::result::DriverError(r);
-    let name = e
-        .error_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| format!("{r:?}"));
-    let text = e
-        .error_string()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    err(call, format!("{name}: {text}"))
 }

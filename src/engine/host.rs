@@ -183,7 +183,7 @@ impl Engine {
         if c.in_place {
             return self.in_place(shape, c.op, recv);
         }
-        if recv.len() == self.ranks() {
+        if recv.len() == self.ranks() && self.lends() {
             let ins: Vec<&[u8]> = send.iter().map(|s| as_bytes(s)).collect();
             let mut outs: Vec<&mut [u8]> = recv.iter_mut().map(|d| as_bytes_mut(d)).collect();
             if let Some(plan) = self.run_lent(None, *shape, T::DTYPE, c.op, &ins, &mut outs)? {
@@ -221,7 +221,7 @@ impl Engine {
         let (n, first) = (self.ranks(), self.local_ranks().start);
         // On a backend whose ranks can address the caller's buffers, the
         // call runs on them (each rank's `Recv` is its whole buffer).
-        if all.len() == n {
+        if all.len() == n && self.lends() {
             let mut outs: Vec<&mut [u8]> = all.iter_mut().map(|b| as_bytes_mut(b)).collect();
             if let Some(plan) = self.run_lent(None, *shape, T::DTYPE, op, &[], &mut outs)? {
                 return Ok(CallInfo::of(&plan));

@@ -64,6 +64,12 @@ impl Engine {
         Ok(plan)
     }
 
+    /// Whether [`Engine::run_lent`] runs calls on the caller's slices here
+    /// (the CPU backend in one process).
+    pub(crate) fn lends(&mut self) -> bool {
+        self.job.is_none() && self.backend.host_slices().is_some()
+    }
+
     /// One call of `shape` run to completion on the caller's slices,
     /// lent to the ranks for the call (`crate::backend::HostSlices`):
     /// rank r's `Send` is `send[r]` (none in place) and its `Recv` is
@@ -80,7 +86,7 @@ impl Engine {
         recv: &mut [&mut [u8]],
     ) -> Result<Option<Arc<Plan>>> {
         self.usable()?;
-        if self.job.is_some() || self.backend.host_slices().is_none() {
+        if !self.lends() {
             return Ok(None);
         }
         // Never chained to the previous call: these are other buffers.

@@ -260,6 +260,8 @@ pub struct Engine {
     /// Bytes of each engine buffer on each rank.
     caps: HashMap<BufId, Vec<usize>>,
     next_id: u32,
+    /// The ranks this process runs (the backend's, fixed for its life).
+    local: std::ops::Range<usize>,
     /// This engine's number in the process: its device buffers carry it,
     /// so a buffer of another engine is refused.
     id: u64,
@@ -532,7 +534,9 @@ impl Engine {
     ) -> Engine {
         let abort = backend.abort_handle();
         let placement = placement_of(backend.as_ref(), job.as_deref());
+        let local = backend.local_ranks();
         Engine {
+            local,
             #[cfg(feature = "cuda")]
             staging: foreign::Staging::default(),
             placement,
@@ -578,7 +582,7 @@ impl Engine {
     /// its own): the ones whose buffers [`Engine::write`] and [`Engine::read`]
     /// reach.
     pub fn local_ranks(&self) -> std::ops::Range<usize> {
-        self.backend.local_ranks()
+        self.local.clone()
     }
 
     /// The job, when this engine is one rank of a multi-process job.

@@ -26,7 +26,7 @@ impl PlanBuilder {
                 fenced: true,
                 probe: false,
                 per_node: None,
-                checked: Default::default(),
+                memo: Default::default(),
             },
         }
     }
@@ -241,13 +241,15 @@ impl PlanBuilder {
     }
 
     /// Finish: mark which signals someone outside the producer's own lane
-    /// waits for.
+    /// waits for. What was computed from a [`peek`](Self::peek) of the
+    /// unfinished plan is forgotten.
     pub fn finish(mut self) -> Plan {
         let marks = self.plan.signal_marks();
         for (s, (needed, remote)) in self.plan.signals.iter_mut().zip(marks) {
             s.needed = needed;
             s.remote = remote;
         }
+        self.plan.memo = Default::default();
         self.plan
     }
 }
@@ -316,5 +318,40 @@ mod tests {
             .iter()
             .flatten()
             .all(|op| op.waits.iter().all(|w| w.0 < plan.signals.len())));
+    }
+
+    /// The traffic is counted once per plan object: asked of the plan half
+    /// built (one copy) and again of the finished plan (two copies), the
+    /// finished plan reports both copies, and a clone counts afresh.
+    #[test]
+    fn a_peek_before_finish_does_not_fix_the_traffic() {
+        let shape = Shape::all_reduce(2, 8, 4, false);
+        let mut b = PlanBuilder::new("t", shape);
+        let begin = b.begin_all();
+        let s0 = b.copy(
+            0,
+            Lane::Copy,
+            (0, shape.input(0)),
+            (1, shape.output(1)),
+            begin.clone(),
+            Label::default(),
+        );
+        assert_eq!(b.peek().traffic()[0].sent, 32);
+        let s1 = b.copy(
+            1,
+            Lane::Copy,
+            (1, shape.input(1)),
+            (0, shape.output(0)),
+            begin,
+            Label::default(),
+        );
+        b.end(0, vec![s0, s1]);
+        b.end(1, vec![s0, s1]);
+        let plan = b.finish();
+        let t = plan.traffic();
+        assert_eq!((t[0].sent, t[0].received), (32, 32));
+        assert_eq!((t[1].sent, t[1].received), (32, 32));
+        assert_eq!(plan.traffic(), t, "asked again");
+        assert_eq!(plan.clone().traffic(), t, "a clone");
     }
 }

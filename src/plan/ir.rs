@@ -548,26 +548,32 @@ pub struct Plan {
     /// does not know of nodes. The timeline draws the copies between nodes
     /// on a network track of their own.
     pub per_node: Option<usize>,
-    /// The validator's verdict on this plan object, once asked
-    /// ([`Plan::validate_once`]).
-    pub(crate) checked: Checked,
+    /// What is computed once per plan object, when first asked: the
+    /// validator's verdict ([`Plan::validate_once`]) and the traffic
+    /// ([`Plan::traffic`]).
+    pub(crate) memo: Memo,
 }
 
-/// The validator's verdict on one plan object, kept with it: debug builds
-/// validate each plan object once ([`crate::algo::checked`]), whatever
-/// address it lives at. A clone is another object and starts unchecked.
+/// What is computed once per plan object and kept with it, whatever
+/// address it lives at: the validator's verdict (debug builds validate each
+/// plan object once, [`crate::algo::checked`]) and the bytes each rank
+/// moves (every call of a cached plan reports them). A plan is not changed
+/// once built; a clone is another object and starts empty.
 #[derive(Default)]
-pub(crate) struct Checked(std::sync::OnceLock<Result<(), String>>);
+pub(crate) struct Memo {
+    verdict: std::sync::OnceLock<Result<(), String>>,
+    traffic: std::sync::OnceLock<Vec<Traffic>>,
+}
 
-impl Clone for Checked {
+impl Clone for Memo {
     fn clone(&self) -> Self {
-        Checked::default()
+        Memo::default()
     }
 }
 
-impl std::fmt::Debug for Checked {
+impl std::fmt::Debug for Memo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0.get() {
+        match self.verdict.get() {
             None => f.write_str("unchecked"),
             Some(Ok(())) => f.write_str("valid"),
             Some(Err(_)) => f.write_str("invalid"),
@@ -595,7 +601,7 @@ impl Plan {
     /// [`Plan::validate`], run once per plan object: later calls give the
     /// first verdict again (a clone is validated afresh).
     pub fn validate_once(&self) -> Result<(), String> {
-        self.checked.0.get_or_init(|| self.validate()).clone()
+        self.memo.verdict.get_or_init(|| self.validate()).clone()
     }
 
     /// The ranks of the plan.
@@ -680,9 +686,13 @@ impl Plan {
             .any(|op| matches!(op.kind, OpKind::Kernel(_)))
     }
 
-    /// Bytes each rank sends to other ranks, and receives from them.
+    /// Bytes each rank sends to other ranks, and receives from them
+    /// (counted from the ops once per plan object).
     pub fn traffic(&self) -> Vec<Traffic> {
-        self.traffic_between(|from, to| from != to)
+        self.memo
+            .traffic
+            .get_or_init(|| self.traffic_between(|from, to| from != to))
+            .clone()
     }
 
     /// Bytes each rank sends to, and receives from, ranks on other nodes

@@ -658,7 +658,7 @@ impl Plan {
             fenced: false,
             probe: true,
             per_node: first.per_node,
-            checked: Default::default(),
+            memo: Default::default(),
         };
         // The union of the buffers of all shapes.
         for p in plans {
