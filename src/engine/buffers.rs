@@ -85,7 +85,7 @@ impl Engine {
         Ok(id)
     }
 
-    /// Free an engine buffer allocated with [`Engine::alloc`].
+    /// Free an engine buffer allocated with [`Engine::alloc_id`].
     pub fn free_id(&mut self, id: BufId) -> Result<()> {
         if id.0 < 3 {
             return Err(Error::BadArgument(format!(

@@ -770,6 +770,32 @@ mod tests {
     use super::*;
     use crate::plan::Collective;
 
+    /// One engine runs calls of several element types on its own buffers,
+    /// each typed by the shape its `load` returned; a shape whose element
+    /// size is not the type's is refused by name.
+    #[test]
+    fn a_shape_carries_its_element_type() {
+        let mut e = Engine::new(EngineConfig::cpu(2)).unwrap();
+        let f = e
+            .load(
+                Collective::AllReduce,
+                &[vec![1.5f32; 3], vec![2.0; 3]],
+                false,
+            )
+            .unwrap();
+        e.run(None, &f, ReduceOp::Sum).unwrap();
+        assert_eq!(e.read_output(&f).unwrap(), vec![vec![3.5f32; 3]; 2]);
+        let i = e
+            .load(Collective::AllReduce, &[vec![7i64; 5], vec![-2; 5]], true)
+            .unwrap();
+        e.run(None, &i, ReduceOp::Max).unwrap();
+        assert_eq!(e.read_output(&i).unwrap(), vec![vec![7i64; 5]; 2]);
+        let wide = Shape::all_reduce(2, 4, 8, false);
+        let err = TypedShape::<f32>::new(wide).unwrap_err().to_string();
+        assert!(err.contains("8-byte") && err.contains("float"), "{err}");
+        assert_eq!(TypedShape::<f64>::new(wide).unwrap().shape(), wide);
+    }
+
     /// Processes that share a GPU, and only they, take turns on it: threads
     /// of one process share a context, ranks on distinct GPUs do not
     /// compete, host memory has no GPU, and over nodes the ordinals of two
