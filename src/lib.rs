@@ -28,8 +28,8 @@
 //! [`JobSpec`]; [`AbortHandle`], [`CallInfo`], the element types and ops
 //! ([`DataType`], [`Element`], [`ReduceOp`], [`bf16`], [`f16`](struct@f16)),
 //! [`Collective`], [`AlgoChoice`], [`BackendChoice`] and [`Error`]; and
-//! [`Engine`], the typed engine underneath, for stream-ordered calls and
-//! NCCL.
+//! [`Engine`], the engine underneath (untyped: each call takes its element
+//! type), for stream-ordered calls and NCCL.
 //!
 //! To study the algorithm:
 //!
@@ -45,8 +45,9 @@
 //!
 //! * [`communicator`]: [`Communicator`], the calls' descriptors, their
 //!   agreement across ranks, and the per-rank call style's rendezvous.
-//! * [`engine`]: the reusable engine ([`engine::Engine`], untyped): plan
-//!   cache, buffers, dispatch; the typed API.
+//! * [`engine`]: the reusable engine ([`engine::Engine`]): plan cache,
+//!   buffers, dispatch; each call typed by its parameter, the engine's own
+//!   buffers by the [`engine::TypedShape`] a load returns.
 //! * [`backend`]: the small trait the engine drives, its optional
 //!   capabilities (NCCL, graphs, profiling, stream-ordered calls in
 //!   [`backend::ordered`]) and the types they take. The backends themselves
