@@ -182,25 +182,24 @@ mod sealed {
 
 // -- the buffers of a call -------------------------------------------------------
 
-// The buffers of a call, of the shape the communicator's type says.
-//
-// A handle of one rank (`Communicator`, [`OneRank`]) takes that rank's
-// buffer: a slice, a `Vec` or an array. A communicator of every rank
-// (`Communicator<EveryRank>`) takes one buffer per rank: a slice, `Vec` or
-// array of `Vec`s or of slices, in rank order, even for one rank. Each
-// shape accepts only its own buffers, so a flat `Vec` given to a
-// communicator of every rank, or a list of buffers given to one rank's
-// handle, does not compile. The element type follows from the buffers
-// (`comm.all_reduce(&send, &mut recv, op)` with `Vec<f32>`s is a call on
-// `f32`).
-
 /// Input buffers of a call of a communicator of shape `S`.
+///
+/// A handle of one rank (`Communicator`, [`OneRank`]) takes that rank's
+/// buffer: a slice, a `Vec` or an array. A communicator of every rank
+/// (`Communicator<EveryRank>`) takes one buffer per rank: a slice, `Vec` or
+/// array of `Vec`s or of slices, in rank order, even for one rank. Each
+/// shape accepts only its own buffers, so a flat `Vec` given to a
+/// communicator of every rank, or a list of buffers given to one rank's
+/// handle, does not compile. The element type follows from the buffers
+/// (`comm.all_reduce(&send, &mut recv, op)` with `Vec<f32>`s is a call on
+/// `f32`).
 pub trait SendBufs<S: CallShape, T: Element> {
     /// The buffers, in rank order.
     fn bufs(&self) -> Vec<&[T]>;
 }
 
-/// Output (or in-place) buffers of a call of a communicator of shape `S`.
+/// Output (or in-place) buffers of a call of a communicator of shape `S`
+/// (the same shapes as [`SendBufs`]).
 pub trait RecvBufs<S: CallShape, T: Element> {
     /// The buffers, in rank order.
     fn bufs_mut(&mut self) -> Vec<&mut [T]>;
