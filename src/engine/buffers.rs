@@ -257,7 +257,7 @@ impl Engine {
         shape: &Shape,
         inputs: &[impl AsRef<[T]>],
     ) -> Result<()> {
-        self.reserve_shape(shape, T::DTYPE.size())?;
+        self.reserve_shape(shape)?;
         let size = T::DTYPE.size();
         let local = self.local_ranks();
         for (r, data) in inputs.iter().enumerate().filter(|(r, _)| local.contains(r)) {
@@ -296,11 +296,11 @@ impl Engine {
 
     /// Make the default buffers big enough for `shape`.
     pub fn reserve_for<T: Element>(&mut self, shape: &TypedShape<T>) -> Result<()> {
-        self.reserve_shape(shape, T::DTYPE.size())
+        self.reserve_shape(shape)
     }
 
-    fn reserve_shape(&mut self, shape: &Shape, size: usize) -> Result<()> {
-        let n = self.ranks();
+    fn reserve_shape(&mut self, shape: &Shape) -> Result<()> {
+        let (n, size) = (self.ranks(), shape.elem_size);
         self.reserve(BufId::SEND, &vec![shape.send_len() * size; n])?;
         self.reserve(BufId::RECV, &vec![shape.recv_len() * size; n])
     }

@@ -528,7 +528,7 @@ struct Finish {
 
 /// The link model, the fit, the breakdown, the text and the files; whether
 /// every checked cell was right.
-fn finish(e: Engine, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -> Result<bool> {
+fn finish(mut e: Engine, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -> Result<bool> {
     let Finish {
         root,
         cpu,
@@ -551,9 +551,7 @@ fn finish(e: Engine, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) -> Res
     rep.header.models = fitted.iter().map(|(m, _)| m.clone()).collect();
     if a.breakdown && ranks >= 2 {
         let first = jobs_first(&x.combos);
-        let core = e;
-        let (c, rows) = ringreduce::with_element!(first.1, T => breakdown_rows::<T>(core, &x.sizes, first, &rep, a.warmup));
-        drop(c);
+        let rows = ringreduce::with_element!(first.1, T => breakdown_rows::<T>(&mut e, &x.sizes, first, &rep, a.warmup));
         rep.breakdown = rows?;
     }
     let reference = contenders

@@ -168,10 +168,9 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
     let mut all_ok = true;
     let mut compared = 0usize;
     for (coll, dtype, op) in combos.each() {
-        let (c, (ok, n)) =
-            ringreduce::with_element!(dtype, T => check_one::<T>(core, &plan, coll, op))?;
+        let (ok, n) =
+            ringreduce::with_element!(dtype, T => check_table::<T>(&mut core, &plan, coll, op))?;
         compared += n;
-        core = c;
         all_ok &= ok;
     }
     // A check that compared nothing (every row empty or skipped) is not
@@ -185,18 +184,6 @@ pub fn execute(a: CheckArgs) -> Result<bool> {
 }
 
 /// One (collective, type, op): a table of every size, place and path.
-fn check_one<T: Element>(
-    core: Engine,
-    p: &Plan,
-    coll: Collective,
-    op: ReduceOp,
-) -> Result<(Engine, (bool, usize))> {
-    let mut e = core;
-    let r = check_table::<T>(&mut e, p, coll, op);
-    let core = e;
-    r.map(|ok| (core, ok))
-}
-
 fn check_table<T: Element>(
     e: &mut Engine,
     p: &Plan,

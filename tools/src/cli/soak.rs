@@ -367,9 +367,9 @@ impl Soak {
         let (n, coll, count, in_place) =
             (shape.ranks, shape.collective, shape.count, shape.in_place);
         self.placement(n)?;
-        let core = self
+        let e = self
             .engines
-            .remove(&n)
+            .get_mut(&n)
             .ok_or_else(|| Error::Plan("engine cache".into()))?;
         let desc = format!(
             "call {i}: {n} ranks {coll} {} {} count {count} {} {} {}",
@@ -379,9 +379,7 @@ impl Soak {
             choice.name(),
             kind
         );
-        let (core, r) =
-            ringreduce::with_element!(dtype, T => one::<T>(core, &choice, shape, op, kind, seed));
-        self.engines.insert(n, core);
+        let r = ringreduce::with_element!(dtype, T => one::<T>(e, &choice, shape, op, kind, seed));
         stats.calls += 1;
         match r {
             Ok((us, 0, _)) => stats.times.push((us, desc)),
@@ -406,15 +404,14 @@ impl Soak {
 
 /// One checked call; (microseconds, wrong elements).
 fn one<T: Element>(
-    core: Engine,
+    e: &mut Engine,
     choice: &AlgoChoice,
     shape: Shape,
     op: ReduceOp,
     kind: Inputs,
     seed: u64,
-) -> (Engine, Result<(f64, u64, String)>) {
-    let mut e = core;
-    let r = (|| {
+) -> Result<(f64, u64, String)> {
+    (|| {
         let n = shape.ranks;
         let inputs = crate::verify::make_inputs::<T>(kind, op, n, shape.input(0).len(), seed)?;
         let expect = bench::expected(shape.collective, &inputs, op, kind);
@@ -424,7 +421,7 @@ fn one<T: Element>(
         };
         let t = Instant::now();
         let (wrong, v, _) = bench::checked_call(
-            &mut e,
+            e,
             &c,
             shape.collective,
             shape.in_place,
@@ -440,8 +437,7 @@ fn one<T: Element>(
             None => String::new(),
         };
         Ok((t.elapsed().as_secs_f64() * 1e6, wrong, first))
-    })();
-    (e, r)
+    })()
 }
 
 fn report(s: &Stats, elapsed: Duration) -> Result<bool> {

@@ -169,15 +169,11 @@ fn path_case<T: Element>(
 
 /// Run `f` with the engine's calls typed as the host type of `dtype`.
 fn with_type(
-    e: Engine,
+    e: &mut Engine,
     dtype: DataType,
     f: &dyn Fn(&mut dyn AnyEngine) -> Result<(), String>,
-) -> (Engine, Result<(), String>) {
-    ringreduce::with_element!(dtype, T => {
-        let mut e = e;
-        let r = f(&mut Typed::<T>(&mut e, std::marker::PhantomData));
-        (e, r)
-    })
+) -> Result<(), String> {
+    ringreduce::with_element!(dtype, T => f(&mut Typed::<T>(e, std::marker::PhantomData)))
 }
 
 /// The engine with its calls typed as `T`.
@@ -297,8 +293,7 @@ pub fn register(h: &mut Harness) {
             for n in matrix_ranks(b) {
                 let mut e = engine(b, n)?;
                 for dtype in DataType::ALL {
-                    let (back, r) = with_type(e, dtype, &|t| t.type_matrix());
-                    e = back;
+                    let r = with_type(&mut e, dtype, &|t| t.type_matrix());
                     r.ctx(format!("{n} ranks, {}", dtype.name()))?;
                 }
             }
@@ -394,7 +389,7 @@ pub fn register(h: &mut Harness) {
             for n in ranks {
                 let mut e = engine(b, n)?;
                 for dtype in [DataType::Float, DataType::Half, DataType::Bfloat16] {
-                    let (back, r) = with_type(e, dtype, &|t| {
+                    let r = with_type(&mut e, dtype, &|t| {
                         for op in [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Prod] {
                             for count in [1, 1003, 65_537] {
                                 for in_place in [false, true] {
@@ -423,7 +418,6 @@ pub fn register(h: &mut Harness) {
                         }
                         Ok(())
                     });
-                    e = back;
                     r?;
                 }
             }
@@ -558,7 +552,7 @@ pub fn register(h: &mut Harness) {
             ];
             let mut e = engine(b, n)?;
             for (i, (dtype, coll, count, op, in_place, path)) in steps.into_iter().enumerate() {
-                let (back, r) = with_type(e, dtype, &|t| {
+                let r = with_type(&mut e, dtype, &|t| {
                     t.checked(
                         &algo(path),
                         coll,
@@ -569,7 +563,6 @@ pub fn register(h: &mut Harness) {
                         i as u64,
                     )
                 });
-                e = back;
                 r.ctx(format!("step {i}"))?;
             }
             pass()

@@ -287,15 +287,13 @@ pub(super) fn out_breakdown(rows: &[report::BreakdownRow]) -> Result<()> {
 /// `bench --breakdown`: for every size, 3 isolated timed calls of the auto
 /// path, split by [`crate::timeline::Timeline::breakdown`].
 pub(super) fn breakdown_rows<T: Element>(
-    core: Engine,
+    e: &mut Engine,
     sizes: &[u64],
     (coll, _, op): (Collective, ringreduce::element::DataType, ReduceOp),
     rep: &Report,
     warmup: usize,
-) -> (Engine, Result<Vec<report::BreakdownRow>>) {
-    let mut e = core;
-    let r = breakdown_sizes::<T>(&mut e, sizes, (coll, op), rep, warmup);
-    (e, r)
+) -> Result<Vec<report::BreakdownRow>> {
+    breakdown_sizes::<T>(e, sizes, (coll, op), rep, warmup)
 }
 
 fn breakdown_sizes<T: Element>(

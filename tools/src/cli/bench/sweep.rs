@@ -49,9 +49,8 @@ pub(super) fn sweep(
         pb: pb.as_ref(),
     };
     for (coll, dtype, op) in jobs {
-        let (c, rows) =
-            ringreduce::with_element!(dtype, T => sweep_one::<T>(core, &sweep, coll, op));
-        core = c;
+        let rows =
+            ringreduce::with_element!(dtype, T => sweep_rows::<T>(&mut core, &sweep, coll, op));
         rep.rows.extend(rows?);
     }
     if let Some(pb) = pb {
@@ -69,17 +68,6 @@ struct Sweep<'a> {
     blocks: usize,
     check: bool,
     pb: Option<&'a ProgressBar>,
-}
-
-fn sweep_one<T: Element>(
-    core: Engine,
-    s: &Sweep<'_>,
-    coll: Collective,
-    op: ReduceOp,
-) -> (Engine, Result<Vec<Row>>) {
-    let mut e = core;
-    let r = sweep_rows::<T>(&mut e, s, coll, op);
-    (e, r)
 }
 
 fn sweep_rows<T: Element>(
