@@ -1,5 +1,4 @@
-//! The IPC exchange: one rank per process (moved from the old
-//! `backend/cuda/process/`).
+//! The IPC exchange: one rank per process.
 //!
 //! The process owns one rank and one host thread bound to its GPU, running
 //! the same [`Rank`] code as the in-process exchange; only how the rank

@@ -2,8 +2,7 @@
 //! rank reaches a peer's buffers and exchange flags by device pointer (peer
 //! access enabled between every pair of GPUs at set-up), its events by
 //! tokens handed between threads, and orders host waits on a
-//! [`SignalBoard`] of this process. Set-up (moved from the old
-//! `backend/cuda/setup.rs`): choose the devices, spawn one rank thread per
+//! [`SignalBoard`] of this process. Set-up: choose the devices, spawn one rank thread per
 //! rank (each serving `serve_rank`), enable peer access, share the exchange
 //! flags, hand-off events and the signal board, and record the set-up
 //! breakdown. Nothing here is `unsafe`.
