@@ -547,7 +547,7 @@ fn finish(mut e: Engine, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) ->
     }
     // The alpha-beta model of each engine path, fitted to its own
     // all-reduce rows (before the text, whose header shows them).
-    let fitted = fit_models(&rep, contenders);
+    let (fitted, misses) = fit_models(&rep, contenders);
     rep.header.models = fitted.iter().map(|(m, _)| m.clone()).collect();
     if a.breakdown && ranks >= 2 {
         let first = jobs_first(&x.combos);
@@ -559,8 +559,8 @@ fn finish(mut e: Engine, a: &BenchArgs, x: &Args, f: Finish, mut rep: Report) ->
         .any(|c| c.name == "nccl")
         .then_some("nccl");
     super::out_raw(&rep.render_all(reference))?;
-    if !fitted.is_empty() {
-        out_models(&rep, &fitted, ranks, load.max(1))?;
+    if !fitted.is_empty() || !misses.is_empty() {
+        out_models(&rep, &fitted, &misses, ranks, load.max(1))?;
     }
     if !rep.breakdown.is_empty() {
         out_breakdown(&rep.breakdown)?;

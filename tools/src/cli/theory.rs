@@ -76,7 +76,7 @@ fn from_bench(path: &std::path::Path) -> Result<(Vec<crate::theory::Fit>, String
             path.display()
         ))
     })?;
-    let fitted = super::bench::model::refit(&rep);
+    let (fitted, misses) = super::bench::model::refit(&rep);
     let fits: Vec<crate::theory::Fit> = fitted
         .iter()
         .map(|(m, _)| m)
@@ -99,7 +99,7 @@ fn from_bench(path: &std::path::Path) -> Result<(Vec<crate::theory::Fit>, String
     }
     let h = &rep.header;
     let load = crate::theory::ring_link_load(&h.rank_to_device).max(1);
-    super::bench::model::out_models(&rep, &fitted, h.ranks, load)?;
+    super::bench::model::out_models(&rep, &fitted, &misses, h.ranks, load)?;
     let note = format!(
         "models refitted from the rows of {} (`{}`): {}",
         path.display(),

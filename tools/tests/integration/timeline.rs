@@ -475,7 +475,10 @@ pub fn register(h: &mut Harness) {
         ensure!(
             out.contains("# Measured vs model, each path fitted to its own")
                 && out.contains("# ring: 2(N-1)*alpha")
-                && out.contains("# oneshot:fused: alpha + (N-1)*D*beta")
+                // Fitted, or said why not: at 1-64 KiB on a busy host
+                // the times need not grow with the bytes.
+                && (out.contains("# oneshot:fused: alpha + (N-1)*D*beta")
+                    || out.contains("# oneshot:fused: not fitted: its times do not grow"))
                 && out.contains("# Where the time goes"),
             "bench --breakdown must print the fit and the split:\n{out}"
         );

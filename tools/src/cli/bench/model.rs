@@ -87,7 +87,7 @@ pub(crate) fn fit_inputs(rep: &Report) -> Vec<String> {
 
 /// [`fit_models`] of a report read back (`theory --from-bench`): its
 /// contenders are named by its rows.
-pub(crate) fn refit(rep: &Report) -> Vec<(report::ModelFit, Vec<Row>)> {
+pub(crate) fn refit(rep: &Report) -> Fits {
     let contenders: Vec<Contender> = rep
         .rows
         .iter()
@@ -96,13 +96,16 @@ pub(crate) fn refit(rep: &Report) -> Vec<(report::ModelFit, Vec<Row>)> {
     fit_models(rep, &contenders)
 }
 
+/// Each fitted model with its rows, and each priced path that had rows but
+/// no fit (its times did not grow with its bytes, as noise at small sizes
+/// can make them) with its row count.
+pub(crate) type Fits = (Vec<(report::ModelFit, Vec<Row>)>, Vec<(String, usize)>);
+
 /// The model fitted to each engine path's own out-of-place all-reduce rows
 /// (of the first type and op among them; `auto`'s rows counted under the
-/// path each ran), in order of first appearance, with those rows.
-pub(super) fn fit_models(
-    rep: &Report,
-    contenders: &[Contender],
-) -> Vec<(report::ModelFit, Vec<Row>)> {
+/// path each ran), in order of first appearance, with those rows; and the
+/// paths that could not be fitted.
+pub(super) fn fit_models(rep: &Report, contenders: &[Contender]) -> Fits {
     let engine = |algo: &str| {
         contenders
             .iter()
@@ -113,7 +116,7 @@ pub(super) fn fit_models(
         .iter()
         .find(|r| engine(&r.algo) && r.collective == report::ALL_REDUCE)
     else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let mut groups: Vec<(String, Vec<Row>)> = Vec::new();
     for r in rep.rows.iter().filter(|r| {
@@ -130,26 +133,31 @@ pub(super) fn fit_models(
             None => groups.push((path, vec![r.clone()])),
         }
     }
-    groups
-        .into_iter()
-        .filter_map(|(path, rows)| {
-            let cost = cost_of(&path)?;
-            let pts: Vec<(usize, f64, f64)> = rows
-                .iter()
-                .filter_map(|r| Some((r.ranks, r.size as f64, r.out_of_place.as_ref()?.time_us)))
-                .collect();
-            let f = crate::theory::fit(cost, &pts)?;
-            let m = report::ModelFit {
-                path,
-                formula: cost.formula(),
-                alpha_us: f.alpha_us,
-                beta_gbps: f.link_gbps,
-                rows: pts.len(),
-                overlap: f.overlap,
-            };
-            Some((m, rows))
-        })
-        .collect()
+    let (mut fits, mut misses) = (Vec::new(), Vec::new());
+    for (path, rows) in groups {
+        let Some(cost) = cost_of(&path) else {
+            continue;
+        };
+        let pts: Vec<(usize, f64, f64)> = rows
+            .iter()
+            .filter_map(|r| Some((r.ranks, r.size as f64, r.out_of_place.as_ref()?.time_us)))
+            .collect();
+        match crate::theory::fit(cost, &pts) {
+            Some(f) => fits.push((
+                report::ModelFit {
+                    path,
+                    formula: cost.formula(),
+                    alpha_us: f.alpha_us,
+                    beta_gbps: f.link_gbps,
+                    rows: pts.len(),
+                    overlap: f.overlap,
+                },
+                rows,
+            )),
+            None => misses.push((path, pts.len())),
+        }
+    }
+    (fits, misses)
 }
 
 /// A report's model of a path as the library's [`crate::theory::Fit`].
@@ -174,6 +182,7 @@ pub(super) fn model_us(m: &report::ModelFit, ranks: usize, size: u64) -> Option<
 pub(crate) fn out_models(
     rep: &Report,
     fits: &[(report::ModelFit, Vec<Row>)],
+    misses: &[(String, usize)],
     ranks: usize,
     load: usize,
 ) -> Result<()> {
@@ -181,6 +190,11 @@ pub(crate) fn out_models(
     out("# Measured vs model, each path fitted to its own out-of-place rows: l = rounds*alpha, b = link bytes/beta (the reduce folded into beta), time = max(l, b) + (1 - overlap)*min(l, b); least squares on the relative error, alpha >= 0")?;
     for (m, rows) in fits {
         out_model(m, rows, ranks, load, ceiling)?;
+    }
+    for (path, rows) in misses {
+        out(format!(
+            "# {path}: not fitted: its times do not grow with its bytes ({rows} rows; at these sizes noise can hide the per-byte term: measure larger sizes or more iterations)"
+        ))?;
     }
     Ok(())
 }
