@@ -96,9 +96,9 @@ pub(crate) fn refit(rep: &Report) -> Fits {
     fit_models(rep, &contenders)
 }
 
-/// Each fitted model with its rows, and each priced path that had rows but
-/// no fit (its times did not grow with its bytes, as noise at small sizes
-/// can make them) with its row count.
+/// Each fitted model with its rows, and each priced path that had rows of
+/// two sizes or more but no fit (its times did not grow with its bytes, as
+/// noise at small sizes can make them) with its row count.
 pub(crate) type Fits = (Vec<(report::ModelFit, Vec<Row>)>, Vec<(String, usize)>);
 
 /// The model fitted to each engine path's own out-of-place all-reduce rows
@@ -154,7 +154,9 @@ pub(super) fn fit_models(rep: &Report, contenders: &[Contender]) -> Fits {
                 },
                 rows,
             )),
-            None => misses.push((path, pts.len())),
+            // Rows of one size give no fit to expect: say nothing.
+            None if pts.iter().any(|p| p.1 != pts[0].1) => misses.push((path, pts.len())),
+            None => {}
         }
     }
     (fits, misses)
