@@ -155,9 +155,8 @@ fn overlapped(l: f64, b: f64, o: f64) -> f64 {
 /// large ones), with `alpha >= 0`: the sum (`overlap = 0`) in closed form,
 /// then every overlap from 0 to 1 in steps of 0.05, each with alpha and B
 /// found by a coordinate search from the sum's, keeping the best.
-/// `None` without two points of different sizes, or when the data do not
-/// give a positive bandwidth.
-pub fn fit(cost: Cost, points: &[(usize, f64, f64)]) -> Option<Fit> {
+/// [`NoFit`] says why there is none.
+pub fn fit(cost: Cost, points: &[(usize, f64, f64)]) -> Result<Fit, NoFit> {
     let pts = fit_points(cost, points)?;
     let (a, c) = fit_sum(&pts)?;
     let mut best = (relative_loss(&pts, a, c, 0.0), a, c, 0.0);
@@ -169,7 +168,7 @@ pub fn fit(cost: Cost, points: &[(usize, f64, f64)]) -> Option<Fit> {
         }
     }
     let (_, a, c, overlap) = best;
-    Some(Fit {
+    Ok(Fit {
         cost,
         alpha_us: a,
         // c µs/byte = 1 / (gbps * 1e3)
@@ -178,9 +177,20 @@ pub fn fit(cost: Cost, points: &[(usize, f64, f64)]) -> Option<Fit> {
     })
 }
 
-/// The usable points as `(rounds, link_bytes, time µs)` of `cost`; `None`
-/// without two of different sizes.
-fn fit_points(cost: Cost, points: &[(usize, f64, f64)]) -> Option<Vec<(f64, f64, f64)>> {
+/// Why [`fit`] (or [`fit_ring`]) gave no model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoFit {
+    /// Fewer than two usable points of different sizes: nothing to fit,
+    /// and none expected (a bench of one size).
+    OneSize,
+    /// The times do not grow with the bytes: the per-byte term came out
+    /// zero or negative (noise at small sizes can do that).
+    NoPerByteTerm,
+}
+
+/// The usable points as `(rounds, link_bytes, time µs)` of `cost`;
+/// [`NoFit::OneSize`] without two of different sizes.
+fn fit_points(cost: Cost, points: &[(usize, f64, f64)]) -> Result<Vec<(f64, f64, f64)>, NoFit> {
     let pts: Vec<(f64, f64, f64)> = points
         .iter()
         .filter(|&&(n, d, t)| n >= 2 && d > 0.0 && t.is_finite() && t > 0.0)
@@ -192,7 +202,11 @@ fn fit_points(cost: Cost, points: &[(usize, f64, f64)]) -> Option<Vec<(f64, f64,
     let distinct = pts
         .iter()
         .any(|p| (p.1 - pts[0].1).abs() > 1e-9 * pts[0].1.max(1.0));
-    (pts.len() >= 2 && distinct).then_some(pts)
+    if pts.len() >= 2 && distinct {
+        Ok(pts)
+    } else {
+        Err(NoFit::OneSize)
+    }
 }
 
 /// Σ ((model - t) / t)² over `(rounds, link_bytes, t)` points, for alpha
@@ -232,8 +246,8 @@ fn search(pts: &[(f64, f64, f64)], a: f64, c: f64, o: f64) -> (f64, f64, f64) {
 }
 
 /// The sum form's fit in closed form: `(alpha µs, µs per byte)`, alpha
-/// clamped at 0; `None` without a positive bandwidth.
-fn fit_sum(pts: &[(f64, f64, f64)]) -> Option<(f64, f64)> {
+/// clamped at 0; [`NoFit::NoPerByteTerm`] without a positive bandwidth.
+fn fit_sum(pts: &[(f64, f64, f64)]) -> Result<(f64, f64), NoFit> {
     let (mut s11, mut s12, mut s22, mut s1t, mut s2t) = (0.0, 0.0, 0.0, 0.0, 0.0);
     for &(x1, x2, t) in pts {
         let w = 1.0 / (t * t);
@@ -254,15 +268,19 @@ fn fit_sum(pts: &[(f64, f64, f64)]) -> Option<(f64, f64)> {
         a = 0.0;
         c = s2t / s22;
     }
-    (c > 0.0 && c.is_finite()).then_some((a, c))
+    if c > 0.0 && c.is_finite() {
+        Ok((a, c))
+    } else {
+        Err(NoFit::NoPerByteTerm)
+    }
 }
 
 /// Fits the ring's classic alpha-beta sum (`2(N-1)·alpha + 2(N-1)/N·D /
 /// B`, no overlap) to measured all-reduces of the plain ring: [`fit`]'s
 /// closed-form first stage with [`Cost::Ring`] of one slice.
-pub fn fit_ring(points: &[(usize, f64, f64)]) -> Option<AlphaBeta> {
+pub fn fit_ring(points: &[(usize, f64, f64)]) -> Result<AlphaBeta, NoFit> {
     let (a, c) = fit_sum(&fit_points(Cost::Ring { slices: 1 }, points)?)?;
-    Some(AlphaBeta {
+    Ok(AlphaBeta {
         alpha_us: a,
         link_gbps: 1.0 / (c * 1e3),
     })
@@ -700,9 +718,29 @@ mod tests {
         assert_abs_diff_eq!(f.alpha_us, 7.5, epsilon = 1e-6);
         assert_abs_diff_eq!(f.link_gbps, 320.0, epsilon = 1e-6);
         // Latency only: alpha from the small sizes, a huge bandwidth.
-        assert!(fit_ring(&pts[..1]).is_none());
-        assert!(fit_ring(&[]).is_none());
-        assert!(fit_ring(&[(2, 8.0, 10.0), (2, 8.0, 11.0)]).is_none());
+        assert_eq!(fit_ring(&pts[..1]).err(), Some(NoFit::OneSize));
+        assert_eq!(fit_ring(&[]).err(), Some(NoFit::OneSize));
+        assert_eq!(
+            fit_ring(&[(2, 8.0, 10.0), (2, 8.0, 11.0)]).err(),
+            Some(NoFit::OneSize)
+        );
+        // Times that fall as the bytes grow: no per-byte term, and fit
+        // says so (bench --breakdown reports such a path as not fitted).
+        let falling = [
+            (2, 1024.0, 124.0),
+            (2, 4096.0, 112.0),
+            (2, 16384.0, 64.0),
+            (2, 65536.0, 79.0),
+        ];
+        assert_eq!(fit_ring(&falling).err(), Some(NoFit::NoPerByteTerm));
+        assert_eq!(
+            fit(Cost::OneShot, &falling).err(),
+            Some(NoFit::NoPerByteTerm)
+        );
+        assert_eq!(
+            fit(Cost::OneShot, &falling[..1]).err(),
+            Some(NoFit::OneSize)
+        );
         // Data that would need a negative alpha: alpha clamps to 0.
         let f = fit_ring(&[(2, 1e6, 1.0), (2, 2e6, 4.0)]).unwrap();
         assert_eq!(f.alpha_us, 0.0);
