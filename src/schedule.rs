@@ -144,13 +144,13 @@ impl ChunkLayout {
 /// How many bytes a device keeps per byte of LL slot
 /// ([`crate::plan::Buf::Lines`]): each line of 8 data bytes is 16 bytes on
 /// the wire (two words of 4 data bytes and the call's 4-byte flag).
-pub const LL_WIDEN: usize = 2;
+pub(crate) const LL_WIDEN: usize = 2;
 
 /// How an LL kernel cuts a buffer over `n` ranks: (chunks, slots per half).
 /// The ring cuts it into `n` chunks and gives each of its 2(n-1) steps a
 /// slot; the one-shot (2 ranks) sends the whole buffer as one chunk in one
 /// step.
-pub fn ll_cut(n: usize, one_shot: bool) -> (usize, usize) {
+pub(crate) fn ll_cut(n: usize, one_shot: bool) -> (usize, usize) {
     if one_shot {
         (1, 1)
     } else {
@@ -161,7 +161,7 @@ pub fn ll_cut(n: usize, one_shot: bool) -> (usize, usize) {
 /// Elements of one slot of an LL kernel, for `count` elements of
 /// `elem_size` bytes cut into `n` chunks: the largest chunk of
 /// [`ChunkLayout::new`], rounded up to whole lines of 8 data bytes.
-pub fn ll_slot_len(count: usize, n: usize, elem_size: usize) -> usize {
+pub(crate) fn ll_slot_len(count: usize, n: usize, elem_size: usize) -> usize {
     let max_len = ChunkLayout::new(count, n, elem_size).max_len();
     let size = elem_size.max(1);
     max_len.saturating_mul(size).div_ceil(8).saturating_mul(8) / size
@@ -170,7 +170,7 @@ pub fn ll_slot_len(count: usize, n: usize, elem_size: usize) -> usize {
 /// Bytes of one slot of an LL kernel on a device: [`ll_slot_len`]'s
 /// lines, [`LL_WIDEN`] times their data (every element type's size divides
 /// the line's 8 data bytes).
-pub fn ll_slot_bytes(count: usize, n: usize, elem_size: usize) -> usize {
+pub(crate) fn ll_slot_bytes(count: usize, n: usize, elem_size: usize) -> usize {
     ll_slot_len(count, n, elem_size)
         .saturating_mul(elem_size)
         .saturating_mul(LL_WIDEN)
