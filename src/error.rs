@@ -526,7 +526,7 @@ impl Error {
     /// A `PeerFailed` error for rank `rank`, which failed with `why` (an
     /// error's text: a leading `rank <rank>: ` is dropped, the variant says
     /// it), noticed by `noticed` (may be empty).
-    pub fn peer_failed(rank: usize, why: &str, noticed: impl Into<String>) -> Error {
+    pub(crate) fn peer_failed(rank: usize, why: &str, noticed: impl Into<String>) -> Error {
         let prefix = format!("rank {rank}: ");
         Error::PeerFailed {
             rank,

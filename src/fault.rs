@@ -115,7 +115,7 @@ impl FaultPlan {
     }
 
     /// Whether `rank`'s allocations fail.
-    pub fn alloc_fails(&self, rank: usize) -> bool {
+    pub(crate) fn alloc_fails(&self, rank: usize) -> bool {
         self.0
             .iter()
             .any(|f| f.rank == rank && f.fault == Fault::AllocFail)

@@ -145,7 +145,7 @@ fn spin_until(spare: bool, done: impl Fn() -> bool) -> bool {
 }
 
 /// The text of a caught panic.
-pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     let m = p
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -172,7 +172,7 @@ impl<C, R> Inbox<C, R> {
     }
 
     /// Serve commands until shutdown. Panics inside `handler` become errors.
-    pub fn serve(mut self, mut handler: impl FnMut(C) -> Result<R>) {
+    pub(crate) fn serve(mut self, mut handler: impl FnMut(C) -> Result<R>) {
         while let Some(cmd) = self.next() {
             let r = catch_unwind(AssertUnwindSafe(|| handler(cmd))).unwrap_or_else(|p| {
                 Err(Error::Worker {
@@ -269,7 +269,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     }
 
     /// [`RankThreads::spawn`], thread `i` named `name(i)`.
-    pub fn spawn_named<F>(n: usize, name: &dyn Fn(usize) -> String, body: F) -> Result<Self>
+    pub(crate) fn spawn_named<F>(n: usize, name: &dyn Fn(usize) -> String, body: F) -> Result<Self>
     where
         F: Fn(usize, Inbox<C, R>) + Send + Sync + 'static,
     {
@@ -340,7 +340,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     }
 
     /// Bound every later wait for a reply by `d` (none: unbounded).
-    pub fn set_deadline(&mut self, d: Option<Duration>) {
+    pub(crate) fn set_deadline(&mut self, d: Option<Duration>) {
         self.deadline = d;
     }
 
@@ -354,13 +354,13 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     /// caller names the dead peer instead of waiting for the deadline.
     // Used by the CUDA backend only.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub fn set_watch(&mut self, watch: Option<Watch>) {
+    pub(crate) fn set_watch(&mut self, watch: Option<Watch>) {
         self.watch = watch;
     }
 
     /// The phases of the last call every rank answered (one call: `calls`
     /// is 1); callers add up the ones they count.
-    pub fn last_phases(&self) -> PoolPhases {
+    pub(crate) fn last_phases(&self) -> PoolPhases {
         self.last
     }
 
@@ -466,7 +466,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     /// then collect; `mine`'s outcome comes first. The caller does one
     /// rank's work instead of waiting idle for it, and the phases count it
     /// as one more rank (taken at once, after posting).
-    pub fn run_all_with(
+    pub(crate) fn run_all_with(
         &mut self,
         cmds: Vec<C>,
         mine: impl FnOnce() -> Result<R>,
@@ -488,7 +488,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     /// the last one with [`RankThreads::settle`].
     // Used by the CUDA backend only.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub fn run_deferred(&mut self, cmds: Vec<C>) -> Result<Option<Vec<Result<R>>>> {
+    pub(crate) fn run_deferred(&mut self, cmds: Vec<C>) -> Result<Option<Vec<Result<R>>>> {
         self.can_post(cmds.len(), true)?;
         let round = self.post(cmds)?;
         let before = self.pending.replace(round);
@@ -499,13 +499,13 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
     /// pending, if any.
     // Used by the CUDA backend only.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub fn settle(&mut self) -> Result<Option<Vec<Result<R>>>> {
+    pub(crate) fn settle(&mut self) -> Result<Option<Vec<Result<R>>>> {
         self.pending.take().map(|b| self.collect(b)).transpose()
     }
 
     /// Whether a deferred round's answers are still to be collected.
     #[cfg(test)]
-    pub fn is_pending(&self) -> bool {
+    pub(crate) fn is_pending(&self) -> bool {
         self.pending.is_some()
     }
 
@@ -605,7 +605,7 @@ impl<C: Send + 'static, R: Send + 'static> RankThreads<C, R> {
 
     /// Run the same command (built per rank) on every rank.
     #[cfg(test)]
-    pub fn run_each(&mut self, mut make: impl FnMut(usize) -> C) -> Result<Vec<R>> {
+    pub(crate) fn run_each(&mut self, mut make: impl FnMut(usize) -> C) -> Result<Vec<R>> {
         let cmds = (0..self.slots.len()).map(&mut make).collect();
         self.run(cmds)
     }

@@ -83,7 +83,7 @@ impl AbortHandle {
     /// failed or died, so whatever spins on the device waiting for it (an
     /// exchange kernel polling its flags) must stop now instead of at its
     /// deadline. The host waits report the failure itself.
-    pub fn halt_device(&self) {
+    pub(crate) fn halt_device(&self) {
         let hooks = self.0.halt_hooks.lock().unwrap_or_else(|e| e.into_inner());
         for h in hooks.iter() {
             h();
@@ -96,7 +96,7 @@ impl AbortHandle {
     }
 
     /// Run `hook` on [`AbortHandle::abort`] (at once if already aborted).
-    pub fn on_abort(&self, hook: impl Fn() + Send + Sync + 'static) {
+    pub(crate) fn on_abort(&self, hook: impl Fn() + Send + Sync + 'static) {
         if self.is_aborted() {
             hook();
         }
@@ -331,7 +331,7 @@ impl SignalBoard {
     }
 
     /// Mark signal `s` as published for call `gen`.
-    pub fn publish(&self, s: usize, gen: u64) {
+    pub(crate) fn publish(&self, s: usize, gen: u64) {
         if let Some(g) = self.gens().get(s) {
             g.store(gen, Ordering::Release);
         }
@@ -342,7 +342,7 @@ impl SignalBoard {
     /// other ranks waiting for it inside the GPU would spin to their
     /// deadline.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub fn halt_device(&self) {
+    pub(crate) fn halt_device(&self) {
         self.abort.halt_device();
     }
 
@@ -370,7 +370,7 @@ impl SignalBoard {
     /// [`SignalBoard::fail`], but a rank that only noticed another's
     /// failure ([`Error::PeerFailed`]) records that rank's failure, so
     /// every waiter names the rank that failed first.
-    pub fn fail_with(&self, gen: u64, rank: usize, e: &Error) {
+    pub(crate) fn fail_with(&self, gen: u64, rank: usize, e: &Error) {
         match (e.root(), &self.shared) {
             (
                 Error::PeerFailed {
@@ -387,7 +387,7 @@ impl SignalBoard {
         }
     }
 
-    pub fn is_published(&self, s: usize, gen: u64) -> bool {
+    pub(crate) fn is_published(&self, s: usize, gen: u64) -> bool {
         self.gens()
             .get(s)
             .is_some_and(|g| g.load(Ordering::Acquire) >= gen)
@@ -442,7 +442,7 @@ impl SignalBoard {
     /// board of one process. For waits that must go on after an abort of
     /// this engine (a drain waiting for its kernels to see the abort word)
     /// but not for a dead peer.
-    pub fn job_fault(&self, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
+    pub(crate) fn job_fault(&self, rank: usize, what: &dyn Fn() -> String) -> Result<()> {
         if let Some(f) = self.shared.as_ref().and_then(|sh| sh.health()) {
             self.abort.halt_device();
             return Err(f.error(rank, &what()));
@@ -497,7 +497,7 @@ impl SignalBoard {
     /// [`SignalBoard::wait`], calling `drive` at every poll: the waiter
     /// does the work that publishes the signal, where that work is polling
     /// (the network transport's receive, `Wire::progress`).
-    pub fn wait_driving(
+    pub(crate) fn wait_driving(
         &self,
         s: usize,
         gen: u64,
@@ -564,7 +564,7 @@ impl SignalBoard {
     /// rank that failed still publishes that it has stopped). Bounded by the
     /// abort handle and the timeout like [`SignalBoard::wait`].
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub fn wait_settled(
+    pub(crate) fn wait_settled(
         &self,
         s: usize,
         gen: u64,

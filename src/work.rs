@@ -283,7 +283,7 @@ impl WorkKernel {
 
     /// Error unless `args` fit the parameter list (and, for a built-in
     /// kernel, what it touches).
-    pub fn check_args(&self, args: &[ArgView]) -> Result<(), String> {
+    pub(crate) fn check_args(&self, args: &[ArgView]) -> Result<(), String> {
         if args.len() != self.params.len() {
             return Err(format!(
                 "{} takes {} arguments, got {}",

@@ -84,7 +84,7 @@ pub const MAX_SLICES: usize = 8;
 /// into: one for two ranks (nothing to forward) or small buffers, else as
 /// many slices of at least [`MIN_SLICE_BYTES`] as fit, at most
 /// [`MAX_SLICES`]. Not yet tuned on a GPU.
-pub fn slices_for(bytes: usize, ranks: usize) -> usize {
+pub(crate) fn slices_for(bytes: usize, ranks: usize) -> usize {
     if ranks <= 2 {
         return 1;
     }

@@ -127,7 +127,7 @@ pub(crate) struct StaticPath(pub Arc<Plan>);
 
 impl StaticPath {
     /// Build the plan once (validated in debug builds).
-    pub fn boxed(plan: Plan) -> Box<dyn Path> {
+    pub(crate) fn boxed(plan: Plan) -> Box<dyn Path> {
         Box::new(StaticPath(Arc::new(plan)))
     }
 }

@@ -149,7 +149,7 @@ impl BackendInfo {
     /// word carries its flag (`schedule::LL_WIDEN`); the CPU
     /// backend keeps the elements as they are and its flags on the signal
     /// board.
-    pub fn lines_widen(&self) -> usize {
+    pub(crate) fn lines_widen(&self) -> usize {
         if self.kind == Some(BackendKind::Cuda) {
             crate::schedule::LL_WIDEN
         } else {

@@ -101,7 +101,7 @@ impl Completion {
 
     /// The event, when the backend has one (CUDA; with the `cuda` feature).
     #[cfg(feature = "cuda")]
-    pub fn done_event(&self) -> Option<&DoneEvent> {
+    pub(crate) fn done_event(&self) -> Option<&DoneEvent> {
         self.event.as_deref()
     }
 
@@ -142,7 +142,7 @@ impl Completion {
     /// work queued on `stream` from now on runs after it (with the `cuda`
     /// feature).
     #[cfg(feature = "cuda")]
-    pub fn order_before(&self, stream: &RawStream) -> Result<()> {
+    pub(crate) fn order_before(&self, stream: &RawStream) -> Result<()> {
         match &self.event {
             None => Ok(()),
             Some(e) => stream.wait_done(e).map_err(|x| self.cuda_err(x)),

@@ -103,7 +103,7 @@ impl CallDesc {
     }
 
     /// The same call on device buffers.
-    pub fn on_device(mut self) -> CallDesc {
+    pub(crate) fn on_device(mut self) -> CallDesc {
         if let CallKind::Host(c) = self.kind {
             self.kind = CallKind::Device(c);
         }

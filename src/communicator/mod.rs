@@ -777,7 +777,7 @@ impl<S: CallShape> Communicator<S> {
     /// CUDA backend; every rank run from this handle (stream-ordered, no
     /// host wait), or one rank per process (the IPC exchange refuses
     /// stream-ordered calls: the copy in waits for `streams[0]`, the call
-    /// for its completion, see `Engine::collective_on_own_device`).
+    /// for its completion).
     #[cfg(feature = "cuda")]
     pub fn collective_on_device<T: Element>(
         &mut self,

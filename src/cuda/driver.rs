@@ -43,7 +43,7 @@ pub fn driver() -> CuResult<&'static DriverInfo> {
 
 /// Milliseconds the first [`driver`] call took (loading libcuda, `cuInit`,
 /// listing devices): part of any program's cold start, NCCL's included.
-pub fn driver_init_ms() -> f64 {
+pub(crate) fn driver_init_ms() -> f64 {
     driver_timed().1
 }
 
@@ -93,7 +93,7 @@ fn load_driver() -> CuResult<DriverInfo> {
 
 /// Whether device `a` can access device `b`'s memory directly
 /// (`cuDeviceCanAccessPeer`). A device can always access itself.
-pub fn can_access_peer(a: usize, b: usize) -> CuResult<bool> {
+pub(crate) fn can_access_peer(a: usize, b: usize) -> CuResult<bool> {
     if a == b {
         return Ok(true);
     }
@@ -150,13 +150,16 @@ thread_local! {
 /// for a rank whose GPU work never ends (it waits on a peer process that
 /// died), since the last release destroys the context, which waits for
 /// that work. Leaking a retain is safe; the process's end reclaims it.
-pub fn keep_context_retained() {
+pub(crate) fn keep_context_retained() {
     KEEP_RETAINED.with(|k| k.set(true));
 }
 
 /// Bind device `ordinal`'s primary context to this thread and run `f`.
 /// The primary context is retained for the duration and released after.
-pub fn with_device<R>(ordinal: usize, f: impl for<'id> FnOnce(Ctx<'id>) -> R) -> CuResult<R> {
+pub(crate) fn with_device<R>(
+    ordinal: usize,
+    f: impl for<'id> FnOnce(Ctx<'id>) -> R,
+) -> CuResult<R> {
     let info = driver()?;
     let (sms, cc) = info
         .devices
@@ -209,7 +212,7 @@ unsafe impl Send for PeerCtx {}
 unsafe impl Sync for PeerCtx {}
 
 impl<'id> Ctx<'id> {
-    pub fn export(&self) -> PeerCtx {
+    pub(crate) fn export(&self) -> PeerCtx {
         PeerCtx {
             ordinal: self.ordinal,
             ctx: self.ctx,
@@ -217,7 +220,7 @@ impl<'id> Ctx<'id> {
     }
 
     /// `cuMemGetInfo`: (free, total) bytes of this device.
-    pub fn mem_info(&self) -> CuResult<(usize, usize)> {
+    pub(crate) fn mem_info(&self) -> CuResult<(usize, usize)> {
         // This thread's current context is self.ctx (the `Ctx` exists).
         result::mem_get_info()
     }
@@ -226,7 +229,7 @@ impl<'id> Ctx<'id> {
     /// (`cuCtxEnablePeerAccess`). Same device: nothing to do. Already
     /// enabled: fine. Returns an error when the devices cannot access each
     /// other, so a peer copy never silently goes through host memory.
-    pub fn enable_peer_access(&self, peer: &PeerCtx) -> CuResult<()> {
+    pub(crate) fn enable_peer_access(&self, peer: &PeerCtx) -> CuResult<()> {
         if peer.ordinal == self.ordinal {
             return Ok(());
         }

@@ -240,7 +240,7 @@ impl RawStream {
     /// Record a completion event on this stream: it fires once the work
     /// queued on the stream so far has run. The event must be of the
     /// stream's device.
-    pub fn record_done(&self, ev: &DoneEvent) -> CuResult<()> {
+    pub(crate) fn record_done(&self, ev: &DoneEvent) -> CuResult<()> {
         if ev.primary.ordinal != self.primary.ordinal {
             return Err(err(
                 "cuEventRecord",
@@ -261,7 +261,7 @@ impl RawStream {
 
 impl DoneEvent {
     /// A completion event of GPU `device`, made from any thread.
-    pub fn on_device(device: usize) -> CuResult<DoneEvent> {
+    pub(crate) fn on_device(device: usize) -> CuResult<DoneEvent> {
         super::driver()?;
         let primary = Primary::retain(device)?;
         let ev = primary.with("cuEventCreate", || {

@@ -149,7 +149,7 @@ pub const EXCHANGE_MAX_BLOCKS: usize = 128;
 
 /// Blocks of an exchange launch: a function of the byte count alone, so both
 /// ranks launch the same grid (about four 16-byte vectors per thread).
-pub fn exchange_blocks(bytes: usize) -> usize {
+pub(crate) fn exchange_blocks(bytes: usize) -> usize {
     bytes
         .div_ceil(BLOCK as usize * 64)
         .clamp(1, EXCHANGE_MAX_BLOCKS)
@@ -181,7 +181,7 @@ pub const LL_BLOCKS_PER_SM: usize = 4;
 /// hold. Each rank's threads own the lines of its own grid, and a line of a
 /// slot is written by one thread of the left rank and read by one of this
 /// rank, so ranks on GPUs of different sizes may launch different grids.
-pub fn ll_blocks(slot_bytes: usize, ranks: usize, sms: usize) -> usize {
+pub(crate) fn ll_blocks(slot_bytes: usize, ranks: usize, sms: usize) -> usize {
     let gpu = LL_GPU_BLOCKS.min(LL_BLOCKS_PER_SM * sms.max(1));
     let cap = (gpu / ranks.max(1)).clamp(1, LL_MAX_BLOCKS);
     (slot_bytes / 16).div_ceil(BLOCK as usize).clamp(1, cap)
@@ -417,7 +417,7 @@ impl<'id> Stream<'id> {
     /// returns with its output partly written). Checked: whole elements,
     /// element-aligned offsets, dst equal to a or apart from it, and both
     /// LL halves long enough for the slots the kernel computes.
-    pub fn ring_ll(&self, k: &Kernel<'id>, x: &RingLl<'_, 'id>) -> CuResult<()> {
+    pub(crate) fn ring_ll(&self, k: &Kernel<'id>, x: &RingLl<'_, 'id>) -> CuResult<()> {
         const CALL: &str = "cuLaunchKernel(ring_ll)";
         if x.ranks < 2 || x.rank >= x.ranks || x.count == 0 || (x.one_shot && x.ranks != 2) {
             return Err(err(

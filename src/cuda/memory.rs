@@ -77,7 +77,7 @@ impl<'id> Ctx<'id> {
 
     /// `len` bytes of pinned host memory mapped into this device's address
     /// space, zeroed.
-    pub fn host_mapped(&self, bytes: usize) -> CuResult<HostMapped> {
+    pub(crate) fn host_mapped(&self, bytes: usize) -> CuResult<HostMapped> {
         let bytes = bytes.max(8).next_multiple_of(8);
         let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
         // The current context is self.ctx.
@@ -125,7 +125,7 @@ impl<'id> DevBuf<'id> {
     }
 
     /// A token other ranks use to reach this buffer.
-    pub fn export(&self) -> PeerBuf {
+    pub(crate) fn export(&self) -> PeerBuf {
         PeerBuf {
             alloc: Arc::downgrade(&self.alloc),
             bytes: self.alloc.bytes,
@@ -137,7 +137,7 @@ impl<'id> DevBuf<'id> {
     /// The CUDA IPC handle of this buffer (`cuIpcGetMemHandle`), for
     /// another process to open with [`Ctx::open_ipc`]; `None` for an empty
     /// buffer (there is no allocation to share).
-    pub fn ipc_handle(&self) -> CuResult<Option<IpcMemHandle>> {
+    pub(crate) fn ipc_handle(&self) -> CuResult<Option<IpcMemHandle>> {
         if self.alloc.bytes == 0 {
             return Ok(None);
         }
@@ -199,7 +199,7 @@ impl<'id> Ctx<'id> {
     /// token for `None`. The returned token keeps the mapping open; it is
     /// closed when the last clone is dropped (the backend drains every rank
     /// of the job first).
-    pub fn open_ipc(
+    pub(crate) fn open_ipc(
         &self,
         handle: Option<&IpcMemHandle>,
         bytes: usize,
@@ -312,7 +312,7 @@ unsafe impl Sync for HostMapped {}
 
 impl HostMapped {
     /// The device address of word `i`, checked.
-    pub fn device_ptr(&self, i: usize) -> CuResult<sys::CUdeviceptr> {
+    pub(crate) fn device_ptr(&self, i: usize) -> CuResult<sys::CUdeviceptr> {
         if i >= self.words {
             return Err(err("host-mapped", format!("word {i} of {}", self.words)));
         }
@@ -325,7 +325,7 @@ impl HostMapped {
     }
 
     /// Volatile read of word `i` (0 out of range).
-    pub fn load_u64(&self, i: usize) -> u64 {
+    pub(crate) fn load_u64(&self, i: usize) -> u64 {
         if i >= self.words {
             return 0;
         }
@@ -334,7 +334,7 @@ impl HostMapped {
     }
 
     /// Volatile write of word `i` (ignored when out of range).
-    pub fn store_u64(&self, i: usize, v: u64) {
+    pub(crate) fn store_u64(&self, i: usize, v: u64) {
         if i < self.words {
             // SAFETY: in bounds of a live pinned allocation, 8-byte aligned.
             unsafe { std::ptr::write_volatile(self.host.add(i), v) }
@@ -344,7 +344,7 @@ impl HostMapped {
 
 impl HostMapped {
     /// Volatile read of the 32-bit word at byte `4 * i` (0 out of range).
-    pub fn load_u32(&self, i: usize) -> u32 {
+    pub(crate) fn load_u32(&self, i: usize) -> u32 {
         if i >= 2 * self.words {
             return 0;
         }
@@ -354,7 +354,7 @@ impl HostMapped {
 
     /// Volatile write of the 32-bit word at byte `4 * i` (ignored out of
     /// range).
-    pub fn store_u32(&self, i: usize, v: u32) {
+    pub(crate) fn store_u32(&self, i: usize, v: u32) {
         if i < 2 * self.words {
             // SAFETY: in bounds of a live pinned allocation, 4-byte aligned.
             unsafe { std::ptr::write_volatile(self.host.cast::<u32>().add(i), v) }

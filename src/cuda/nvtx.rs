@@ -47,7 +47,7 @@ unsafe impl Sync for Nvtx {}
 static NVTX: OnceLock<Option<Nvtx>> = OnceLock::new();
 
 /// NVTX, if its library loads and a tool listens (tried once per process).
-pub fn active() -> Option<&'static Nvtx> {
+pub(crate) fn active() -> Option<&'static Nvtx> {
     NVTX.get_or_init(load).as_ref()
 }
 

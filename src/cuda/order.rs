@@ -94,7 +94,7 @@ impl Drop for DoneEvent {
 
 impl<'id> Ctx<'id> {
     /// A completion event of this device (no timing: cheapest to record).
-    pub fn done_event(&self) -> CuResult<DoneEvent> {
+    pub(crate) fn done_event(&self) -> CuResult<DoneEvent> {
         let primary = Primary::retain(self.ordinal)?;
         // This thread's current context is the device's primary context
         // (`with_device` binds it).
@@ -112,7 +112,7 @@ impl DoneEvent {
     /// Whether the work before the event's last record has completed
     /// (`cuEventQuery`; never blocks). An event never recorded counts as
     /// complete.
-    pub fn query(&self) -> CuResult<bool> {
+    pub(crate) fn query(&self) -> CuResult<bool> {
         let ev = self.ev;
         self.primary.with("cuEventQuery", || {
             // SAFETY: a live event of the pushed context.
@@ -158,7 +158,7 @@ impl DoneEvent {
 impl<'id> Stream<'id> {
     /// Record a completion event on this stream. `ctx` is this stream's
     /// context: the event must belong to the same device.
-    pub fn record_done(&self, ctx: &Ctx<'id>, ev: &DoneEvent) -> CuResult<()> {
+    pub(crate) fn record_done(&self, ctx: &Ctx<'id>, ev: &DoneEvent) -> CuResult<()> {
         if ev.primary.ordinal != ctx.ordinal {
             return Err(err(
                 "cuEventRecord",
@@ -178,7 +178,7 @@ impl<'id> Stream<'id> {
     /// (`cuStreamWaitValue32`, GEQ): a gate the host opens, so that work
     /// issued behind it starts all at once. Uses no SM while it waits. `m`
     /// must outlive the wait (the caller keeps it until the stream drained).
-    pub fn wait_host_word(&self, m: &HostMapped, i: usize, value: u32) -> CuResult<()> {
+    pub(crate) fn wait_host_word(&self, m: &HostMapped, i: usize, value: u32) -> CuResult<()> {
         let addr = m.device_ptr(i / 2)? + 4 * (i % 2) as u64;
         // SAFETY: a live stream of the current context; `addr` is a 4-byte
         // aligned device address of live host-mapped memory (checked in
@@ -188,7 +188,7 @@ impl<'id> Stream<'id> {
 
     /// Make this stream wait (on the GPU) for a completion event of any
     /// device.
-    pub fn wait_done(&self, ev: &DoneEvent) -> CuResult<()> {
+    pub(crate) fn wait_done(&self, ev: &DoneEvent) -> CuResult<()> {
         // SAFETY: a live stream of the current context and a live event;
         // waiting on another context's event is allowed.
         unsafe { result::stream_wait_event(self.s, ev.ev) }
@@ -288,7 +288,7 @@ impl RawStream {
 
     /// Make this stream wait (on the GPU) for a completion event: the
     /// caller's later work on it runs after the call.
-    pub fn wait_done(&self, ev: &DoneEvent) -> CuResult<()> {
+    pub(crate) fn wait_done(&self, ev: &DoneEvent) -> CuResult<()> {
         let (s, e) = (self.s, ev.ev);
         self.primary.with("cuStreamWaitEvent", || {
             // SAFETY: a live stream (the from_raw contract) with its context

@@ -76,7 +76,7 @@ impl Event<'_> {
         self.token.0
     }
 
-    pub fn export(&self) -> RemoteEvent {
+    pub(crate) fn export(&self) -> RemoteEvent {
         RemoteEvent {
             token: Arc::downgrade(&self.token),
             _keep: None,
@@ -85,7 +85,7 @@ impl Event<'_> {
 
     /// The CUDA IPC handle of this event (`cuIpcGetEventHandle`); only an
     /// event made by [`Ctx::ipc_event`] has one.
-    pub fn ipc_handle(&self) -> CuResult<IpcEventHandle> {
+    pub(crate) fn ipc_handle(&self) -> CuResult<IpcEventHandle> {
         // SAFETY: a live event (held by `self`); the driver refuses an
         // event created without CU_EVENT_INTERPROCESS.
         let h = unsafe { result::ipc_get_event_handle(self.token.0) }?;
@@ -106,7 +106,7 @@ pub struct TimingEvent<'id> {
 
 impl<'id> TimingEvent<'id> {
     /// Milliseconds from `self` to `later` (both recorded and complete).
-    pub fn elapsed_ms(&self, later: &TimingEvent<'id>) -> CuResult<f32> {
+    pub(crate) fn elapsed_ms(&self, later: &TimingEvent<'id>) -> CuResult<f32> {
         // SAFETY: two live timing events of the same context (same brand),
         // which is current.
         unsafe { result::event_elapsed_ms(self.e.0, later.e.0) }
@@ -151,7 +151,7 @@ impl<'id> Ctx<'id> {
     /// device offers (`high`) or the default one: pending blocks of a
     /// high-priority stream's kernels are dispatched before those of
     /// default-priority streams (the overlap benchmark's collective lanes).
-    pub fn stream_with_priority(&self, high: bool) -> CuResult<Stream<'id>> {
+    pub(crate) fn stream_with_priority(&self, high: bool) -> CuResult<Stream<'id>> {
         // The current context is self.ctx; the priority is inside the range
         // the driver gives.
         let (least, greatest) = result::stream_priority_range()?;
@@ -181,7 +181,7 @@ impl<'id> Ctx<'id> {
     /// (`CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING`): record and wait
     /// cost the same as [`Ctx::event`]'s; its handle is
     /// [`Event::ipc_handle`].
-    pub fn ipc_event(&self) -> CuResult<Event<'id>> {
+    pub(crate) fn ipc_event(&self) -> CuResult<Event<'id>> {
         // The current context is self.ctx.
         let e = result::ipc_event_create()?;
         let (b, t) = self.brand();
@@ -195,7 +195,7 @@ impl<'id> Ctx<'id> {
     /// Open another process's interprocess event (`cuIpcOpenEventHandle`)
     /// in this context; streams of this context may then wait on it. The
     /// token holds it open; it is destroyed when the last clone is dropped.
-    pub fn open_ipc_event(&self, h: &IpcEventHandle) -> CuResult<RemoteEvent> {
+    pub(crate) fn open_ipc_event(&self, h: &IpcEventHandle) -> CuResult<RemoteEvent> {
         // A context is current on this thread (self.ctx).
         let e = result::ipc_open_event_handle(&h.0)?;
         let tok = Arc::new(EventToken(e));
@@ -206,7 +206,7 @@ impl<'id> Ctx<'id> {
     }
 
     /// An event with timing.
-    pub fn timing_event(&self) -> CuResult<TimingEvent<'id>> {
+    pub(crate) fn timing_event(&self) -> CuResult<TimingEvent<'id>> {
         // The current context is self.ctx.
         let e = result::event_create(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
         let (b, t) = self.brand();
@@ -227,7 +227,7 @@ impl<'id> Stream<'id> {
 
     /// Whether everything issued on the stream is complete
     /// (`cuStreamQuery`), without waiting.
-    pub fn is_idle(&self) -> CuResult<bool> {
+    pub(crate) fn is_idle(&self) -> CuResult<bool> {
         // SAFETY: valid stream of the current context.
         unsafe { result::stream_query(self.s) }
     }
@@ -239,7 +239,11 @@ impl<'id> Stream<'id> {
     /// something else (a peer process's liveness) instead of blocking in
     /// `cuStreamSynchronize`. A stop is an error saying so; the caller
     /// knows why.
-    pub fn wait_idle_or(&self, limit: Duration, stop: &mut dyn FnMut() -> bool) -> CuResult<()> {
+    pub(crate) fn wait_idle_or(
+        &self,
+        limit: Duration,
+        stop: &mut dyn FnMut() -> bool,
+    ) -> CuResult<()> {
         let start = Instant::now();
         let mut asked = start;
         let mut pause = Backoff::new(2000, 4000, Duration::from_micros(50));
@@ -277,13 +281,13 @@ impl<'id> Stream<'id> {
     }
 
     /// `cuEventRecord` of a timing event of the same context.
-    pub fn record_timing(&self, ev: &TimingEvent<'id>) -> CuResult<()> {
+    pub(crate) fn record_timing(&self, ev: &TimingEvent<'id>) -> CuResult<()> {
         // SAFETY: event and stream belong to the same context (same brand).
         unsafe { result::event_record(ev.e.0, self.s) }
     }
 
     /// `cuStreamWaitEvent` on a local event.
-    pub fn wait_local(&self, ev: &Event<'id>) -> CuResult<()> {
+    pub(crate) fn wait_local(&self, ev: &Event<'id>) -> CuResult<()> {
         // SAFETY: valid stream and event.
         unsafe { result::stream_wait_event(self.s, ev.token.0) }
     }
@@ -308,7 +312,7 @@ impl<'id> Stream<'id> {
     /// `cuMemcpyPeerAsync` in a stream capture
     /// (`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`, measured on 2 x H200), so a
     /// captured ring uses `Unified`.
-    pub fn copy_to_peer(
+    pub(crate) fn copy_to_peer(
         &self,
         dst: &PeerBuf,
         dst_off: usize,
@@ -331,7 +335,7 @@ impl<'id> Stream<'id> {
 
     /// `cuMemcpyPeerAsync` the other way: copy `n` bytes of the peer buffer
     /// `src` (from `src_off`) into `dst` at `dst_off` on this device.
-    pub fn copy_from_peer(
+    pub(crate) fn copy_from_peer(
         &self,
         dst: &DevBuf<'id>,
         dst_off: usize,
@@ -399,7 +403,7 @@ impl<'id> Stream<'id> {
     }
 
     /// `cuMemsetD8Async` of bytes `off..off + n` to `byte`.
-    pub fn memset(&self, buf: &DevBuf<'id>, off: usize, n: usize, byte: u8) -> CuResult<()> {
+    pub(crate) fn memset(&self, buf: &DevBuf<'id>, off: usize, n: usize, byte: u8) -> CuResult<()> {
         if n == 0 {
             return Ok(());
         }
@@ -410,14 +414,14 @@ impl<'id> Stream<'id> {
 
     /// Start capturing this stream's work into a graph (thread-local mode:
     /// other threads' CUDA calls are unaffected).
-    pub fn begin_capture(&self) -> CuResult<()> {
+    pub(crate) fn begin_capture(&self) -> CuResult<()> {
         self.begin_capture_mode(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
     }
 
     /// Start a capture that streams of other threads and other devices join
     /// (they wait on an event recorded here during the capture); relaxed
     /// mode, so those threads' own driver calls are not refused.
-    pub fn begin_joint_capture(&self) -> CuResult<()> {
+    pub(crate) fn begin_joint_capture(&self) -> CuResult<()> {
         self.begin_capture_mode(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
     }
 
@@ -428,7 +432,7 @@ impl<'id> Stream<'id> {
     }
 
     /// End the capture and instantiate the graph.
-    pub fn end_capture(&self) -> CuResult<Graph<'id>> {
+    pub(crate) fn end_capture(&self) -> CuResult<Graph<'id>> {
         // SAFETY: valid stream of the current context, in capture mode.
         let graph = unsafe { result::stream_end_capture(self.s) }?;
         // SAFETY: the graph was just captured.
@@ -449,7 +453,7 @@ impl<'id> Stream<'id> {
     }
 
     /// Launch a graph of the same context on this stream.
-    pub fn launch_graph(&self, g: &Graph<'id>) -> CuResult<()> {
+    pub(crate) fn launch_graph(&self, g: &Graph<'id>) -> CuResult<()> {
         // SAFETY: graph and stream belong to the same context (same brand).
         unsafe { result::graph_launch(g.exec, self.s) }
     }
@@ -486,7 +490,7 @@ impl<'id> Stream<'id> {
     /// `dtype` with op `op` on this stream, on checked buffers. The
     /// communicator was created on this thread with this context current.
     #[allow(clippy::too_many_arguments)]
-    pub fn nccl_collective(
+    pub(crate) fn nccl_collective(
         &self,
         lib: &super::nccl::Nccl,
         comm: &super::nccl::Comm,

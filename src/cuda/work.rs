@@ -59,7 +59,7 @@ pub struct LoadedWork<'id> {
 
 impl<'id> Ctx<'id> {
     /// Load `w` on this device (the module once per process and device).
-    pub fn work_kernel(&self, w: &WorkKernel) -> CuResult<LoadedWork<'id>> {
+    pub(crate) fn work_kernel(&self, w: &WorkKernel) -> CuResult<LoadedWork<'id>> {
         let k = self.kernel(&w.module, w.entry)?;
         let (b, t) = self.brand();
         Ok(LoadedWork {
@@ -103,7 +103,7 @@ impl<'id> Stream<'id> {
     /// threads, no shared memory. Checks the kernel's identity, the
     /// arguments' kinds, each buffer range against its allocation, and the
     /// built-in kernels' own requirements. A grid of 0 launches nothing.
-    pub fn launch_work(
+    pub(crate) fn launch_work(
         &self,
         k: &LoadedWork<'id>,
         w: &WorkKernel,

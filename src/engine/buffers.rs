@@ -49,7 +49,7 @@ impl Engine {
 
     /// Error unless every device has `bytes[r]` more bytes free for rank r
     /// (ranks sharing a device add up).
-    pub fn check_memory(&self, bytes: &[usize], what: &str) -> Result<()> {
+    pub(crate) fn check_memory(&self, bytes: &[usize], what: &str) -> Result<()> {
         let mem = self.backend.memory()?;
         let mut need: HashMap<usize, (u64, u64)> = HashMap::new();
         for (r, &b) in bytes.iter().enumerate() {
@@ -101,7 +101,7 @@ impl Engine {
     }
 
     /// [`Error::RankOutOfRange`] unless `r` is one of the engine's ranks.
-    pub fn check_rank(&self, r: usize) -> Result<()> {
+    pub(crate) fn check_rank(&self, r: usize) -> Result<()> {
         if r >= self.ranks {
             return Err(Error::RankOutOfRange {
                 rank: r,
@@ -292,11 +292,6 @@ impl Engine {
             _ => first,
         };
         Ok(self.shape::<T>(collective, count, in_place))
-    }
-
-    /// Make the default buffers big enough for `shape`.
-    pub fn reserve_for<T: Element>(&mut self, shape: &TypedShape<T>) -> Result<()> {
-        self.reserve_shape(shape)
     }
 
     fn reserve_shape(&mut self, shape: &Shape) -> Result<()> {

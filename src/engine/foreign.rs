@@ -325,7 +325,7 @@ impl Engine {
     /// an in-place call runs out of place between the staging buffers (the
     /// data is copied in and out anyway), so that `auto` can take a path
     /// with no wait between ranks on the GPU.
-    pub fn collective_on_own_device(
+    pub(crate) fn collective_on_own_device(
         &mut self,
         collective: Collective,
         dtype: DataType,

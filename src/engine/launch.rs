@@ -46,7 +46,7 @@ impl Engine {
     /// Launch one collective of `shape` (asynchronously on CUDA) with
     /// `choice` (or the engine's default), on the buffers `bind`. Returns the
     /// plan that ran.
-    pub fn launch_bound(
+    pub(crate) fn launch_bound(
         &mut self,
         choice: Option<&AlgoChoice>,
         shape: Shape,
@@ -76,7 +76,7 @@ impl Engine {
     /// `recv[r]`, byte views of exactly the plan's lengths. `Ok(None)`: the
     /// backend cannot address host slices (CUDA, one process per rank);
     /// the caller then copies them through the engine's buffers.
-    pub fn run_lent(
+    pub(crate) fn run_lent(
         &mut self,
         choice: Option<&AlgoChoice>,
         shape: Shape,
@@ -240,21 +240,6 @@ impl CallPath {
     /// `oneshot:fused`, ...), or `barrier`.
     pub fn as_str(&self) -> &str {
         &self.0
-    }
-
-    /// Whether the call was a barrier (no algorithm ran).
-    pub fn is_barrier(&self) -> bool {
-        self.0 == "barrier"
-    }
-
-    /// The algorithm that ran, to run later calls on it
-    /// ([`EngineConfig::algo`](crate::EngineConfig::algo)); `None` for a
-    /// barrier.
-    pub fn algorithm(&self) -> Option<crate::AlgoChoice> {
-        if self.is_barrier() {
-            return None;
-        }
-        self.0.parse().ok()
     }
 }
 

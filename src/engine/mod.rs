@@ -39,7 +39,6 @@ pub use buffers::TypedShape;
 pub use device::DeviceBuffers;
 pub(crate) use host::HostCall;
 pub use launch::{CallInfo, CallPath};
-pub use ordered::OrderedCall;
 
 use crate::algo::{AlgoChoice, Algorithm, Path};
 use crate::backend::cpu::CpuBackend;
@@ -57,7 +56,7 @@ use crate::plan::{Collective, Plan, Shape, Traffic};
 use crate::sync::AbortHandle;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use crate::plan::MAX_RANKS;
 
@@ -277,7 +276,6 @@ pub struct Engine {
     /// The plans of the calls launched with timing on, oldest first, not
     /// yet taken with their times ([`Engine::take_timed_calls`]).
     timed: Vec<Arc<Plan>>,
-    setup: Duration,
     fallback_note: Option<String>,
     abort: AbortHandle,
     timeout: Duration,
@@ -361,8 +359,8 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// Create the engine: rank threads, buffers and, on CUDA, contexts,
-    /// streams, kernel modules and peer access. The time this takes is
-    /// [`Engine::setup_time`]. A malformed environment variable the engine
+    /// streams, kernel modules and peer access (what each took:
+    /// [`BackendInfo::setup`](crate::backend::BackendInfo::setup)). A malformed environment variable the engine
     /// reads (`RINGREDUCE_TIMEOUT`, `RINGREDUCE_ALGO`, ...; `ringreduce
     /// env` lists them) is an [`Error::Env`] naming it.
     pub fn new(cfg: EngineConfig) -> Result<Engine> {
@@ -385,9 +383,8 @@ impl Engine {
                 cfg.timeout
             ))
         })?;
-        let t0 = Instant::now();
         if let Some(spec) = &cfg.process {
-            return Engine::new_process(cfg.clone(), spec, t0);
+            return Engine::new_process(cfg.clone(), spec);
         }
         let mut fallback_note = None;
         let cpu = |cfg: &EngineConfig| -> Result<Box<dyn Backend>> {
@@ -428,16 +425,12 @@ impl Engine {
                 }
             },
         };
-        Ok(Engine::with_backend(backend, &cfg, t0, fallback_note, None))
+        Ok(Engine::with_backend(backend, &cfg, fallback_note, None))
     }
 
     /// One rank of a multi-process job: join the job, then the backend of
     /// that one rank (every rank must pick the same kind).
-    fn new_process(
-        cfg: EngineConfig,
-        spec: &crate::process::JobSpec,
-        t0: Instant,
-    ) -> Result<Engine> {
+    fn new_process(cfg: EngineConfig, spec: &crate::process::JobSpec) -> Result<Engine> {
         #[cfg(feature = "cuda")]
         use crate::backend::cuda::Ipc;
         if cfg.ranks != spec.size {
@@ -519,7 +512,6 @@ impl Engine {
         Ok(Engine::with_backend(
             backend,
             &cfg,
-            t0,
             fallback_note,
             Some(job),
         ))
@@ -528,7 +520,6 @@ impl Engine {
     fn with_backend(
         backend: Box<dyn Backend>,
         cfg: &EngineConfig,
-        t0: Instant,
         fallback_note: Option<String>,
         job: Option<Arc<crate::process::Job>>,
     ) -> Engine {
@@ -557,7 +548,6 @@ impl Engine {
             nccl_ready: false,
             timing: false,
             timed: Vec::new(),
-            setup: t0.elapsed(),
             fallback_note,
             abort,
             timeout: cfg.timeout,
@@ -569,7 +559,7 @@ impl Engine {
     }
 
     /// Every rank on the engine's default buffers.
-    pub fn default_bind(&self) -> Arc<Vec<crate::backend::Binding>> {
+    pub(crate) fn default_bind(&self) -> Arc<Vec<crate::backend::Binding>> {
         self.default_bind.clone()
     }
 
@@ -662,11 +652,6 @@ impl Engine {
         self.fallback_note.as_deref()
     }
 
-    /// Wall time spent in [`Engine::new`].
-    pub fn setup_time(&self) -> Duration {
-        self.setup
-    }
-
     /// The engine's default algorithm choice.
     pub fn algo(&self) -> &AlgoChoice {
         &self.algo
@@ -709,7 +694,7 @@ impl Engine {
 
     /// [`Error::Poisoned`] if the engine must be rebuilt (a fault it cannot
     /// undo, an abort), before anything is issued.
-    pub fn check_usable(&self) -> Result<()> {
+    pub(crate) fn check_usable(&self) -> Result<()> {
         self.usable()
     }
 

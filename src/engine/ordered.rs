@@ -1,48 +1,24 @@
-//! Stream-ordered calls through the engine: a collective queued after the
-//! caller's work on a stream, returning at once with one completion per
-//! rank (the semantics are in [`crate::backend::ordered`]).
-//!
-//! ```
-//! use ringreduce::backend::ordered::After;
-//! use ringreduce::{Engine, EngineConfig, ReduceOp};
-//! let mut e = Engine::new(EngineConfig::cpu(2)).unwrap();
-//! let g = e.alloc(8).unwrap();
-//! for r in 0..2 {
-//!     e.write_buffer(&g, r, &[r as f32 + 1.0; 8]).unwrap();
-//! }
-//! // On CUDA this returns once the rank threads issued the call; the
-//! // caller's later work waits on `done` (Engine::work_wait, or
-//! // Completion::order_before for another library's stream).
-//! let call = e.all_reduce_after(&g, &g, 8, ReduceOp::Sum, &After::Work).unwrap();
-//! for d in &call.done {
-//!     d.wait(std::time::Duration::from_secs(10)).unwrap();
-//! }
-//! assert_eq!(e.read_buffer(&g, 1).unwrap(), vec![3.0; 8]);
-//! ```
+//! Stream-ordered calls through the engine: a collective queued after
+//! work on the engine's work streams ([`Engine::launch_after`]), returning
+//! at once with one completion per rank (the semantics are in
+//! [`crate::backend::ordered`]), and the overlap benchmark's work-stream
+//! hooks. A program orders calls on its own CUDA streams through
+//! [`Communicator::collective_on_device`](crate::Communicator::collective_on_device).
 //!
 //! The caller's thread never waits for the GPU, with one exception: the
 //! first call of a new shape may allocate the path's scratch, which drains
 //! every stream first. [`Engine::prepare`] does that ahead of time.
 
-use super::{CallInfo, DeviceBuffers, Engine};
+use super::Engine;
 use crate::algo::AlgoChoice;
 use crate::backend::ordered::{After, Completion, SpanTag, StreamOrdered, WorkLaunch, WorkSpan};
 use crate::backend::overlap::{Gate, OverlapBench};
 use crate::backend::Binding;
 use crate::backend::NcclCall;
-use crate::element::{DataType, Element, ReduceOp};
+use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
-use crate::plan::{Collective, Plan, Shape};
+use crate::plan::{Plan, Shape};
 use std::sync::Arc;
-
-/// A stream-ordered call: what ran, and each rank's completion.
-#[derive(Debug, Clone)]
-pub struct OrderedCall {
-    /// What ran.
-    pub info: CallInfo,
-    /// Rank r's completion at index r.
-    pub done: Vec<Completion>,
-}
 
 impl Engine {
     fn ordered_backend(&mut self) -> Result<&mut dyn StreamOrdered> {
@@ -159,44 +135,10 @@ impl Engine {
     }
 }
 
-impl Engine {
-    /// A collective on device buffers (`send` and `recv` the same buffer
-    /// for an in-place call; `count` is NCCL's count), ordered after
-    /// `after` on every rank; returns at once with each rank's completion.
-    pub fn collective_after<T: Element>(
-        &mut self,
-        collective: Collective,
-        send: &DeviceBuffers<T>,
-        recv: &DeviceBuffers<T>,
-        count: usize,
-        op: ReduceOp,
-        after: &After,
-    ) -> Result<OrderedCall> {
-        let (shape, bind) = self.device_call(collective, send, recv, count)?;
-        let (plan, done) = self.launch_after(None, shape, T::DTYPE, op, bind, after, None)?;
-        Ok(OrderedCall {
-            info: CallInfo::of(&plan),
-            done,
-        })
-    }
-
-    /// All-reduce of `count` elements on device buffers, ordered after
-    /// `after`.
-    pub fn all_reduce_after<T: Element>(
-        &mut self,
-        send: &DeviceBuffers<T>,
-        recv: &DeviceBuffers<T>,
-        count: usize,
-        op: ReduceOp,
-        after: &After,
-    ) -> Result<OrderedCall> {
-        self.collective_after(Collective::AllReduce, send, recv, count, op, after)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Collective;
     use crate::EngineConfig;
 
     /// Every collective and path, in and out of place, through the ordered
@@ -323,13 +265,7 @@ mod tests {
     fn a_refused_ordered_call_says_why_and_leaves_the_engine_usable() {
         let cfg = EngineConfig::cpu(2);
         let cpu = crate::backend::cpu::CpuBackend::new(2, cfg.timeout, cfg.faults.clone()).unwrap();
-        let mut core = Engine::with_backend(
-            Box::new(OneRankPerProcess(cpu)),
-            &cfg,
-            std::time::Instant::now(),
-            None,
-            None,
-        );
+        let mut core = Engine::with_backend(Box::new(OneRankPerProcess(cpu)), &cfg, None, None);
         let shape = Shape {
             collective: Collective::AllReduce,
             ranks: 2,
@@ -377,12 +313,22 @@ mod tests {
         for r in 0..3 {
             e.write_buffer(&send, r, &[r as f32; 10]).unwrap();
         }
-        let shape = e.shape::<f32>(Collective::AllReduce, 10, false);
-        e.prepare(None, *shape).unwrap();
-        let c = e
-            .all_reduce_after(&send, &recv, 10, ReduceOp::Sum, &After::Nothing)
+        let (shape, bind) = e
+            .device_call(Collective::AllReduce, &send, &recv, 10)
             .unwrap();
-        assert_eq!(c.done.len(), 3);
+        e.prepare(None, shape).unwrap();
+        let (_, done) = e
+            .launch_after(
+                None,
+                shape,
+                DataType::Float,
+                ReduceOp::Sum,
+                bind,
+                &After::Nothing,
+                None,
+            )
+            .unwrap();
+        assert_eq!(done.len(), 3);
         for r in 0..3 {
             assert_eq!(e.read_buffer(&recv, r).unwrap(), vec![3.0; 10]);
             assert_eq!(e.read_buffer(&send, r).unwrap(), vec![r as f32; 10]);

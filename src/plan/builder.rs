@@ -43,7 +43,7 @@ impl PlanBuilder {
     }
 
     /// Mark the plan as unfenced (see [`Plan::fenced`]).
-    pub fn unfenced(&mut self) {
+    pub(crate) fn unfenced(&mut self) {
         self.plan.fenced = false;
     }
 
@@ -92,7 +92,7 @@ impl PlanBuilder {
 
     /// Append an op to rank `r` that records a new event signal, and
     /// return that signal.
-    pub fn push_signalled(
+    pub(crate) fn push_signalled(
         &mut self,
         r: usize,
         lane: Lane,
@@ -171,7 +171,7 @@ impl PlanBuilder {
     /// Append the two exchange kernels of ranks `r0` and `r1`
     /// ([`KernelKind::Exchange`]). `parts[i]` = (input, slot the peer
     /// pushes into on rank i, dst, waits) for rank `[r0, r1][i]`.
-    pub fn exchange_pair(
+    pub(crate) fn exchange_pair(
         &mut self,
         ranks: [usize; 2],
         parts: [(Region, Region, Region, Vec<SignalId>); 2],
@@ -221,7 +221,7 @@ impl PlanBuilder {
     }
 
     /// Add `Begin` to every rank (compute lane); returns their signals.
-    pub fn begin_all(&mut self) -> Vec<SignalId> {
+    pub(crate) fn begin_all(&mut self) -> Vec<SignalId> {
         (0..self.plan.shape.ranks)
             .map(|r| self.push_signalled(r, Lane::Compute, OpKind::Begin, vec![], Label::default()))
             .collect()
@@ -236,7 +236,7 @@ impl PlanBuilder {
     }
 
     /// The plan built so far.
-    pub fn peek(&self) -> &Plan {
+    pub(crate) fn peek(&self) -> &Plan {
         &self.plan
     }
 

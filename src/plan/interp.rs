@@ -74,7 +74,7 @@ impl<'a> Effect<'a> {
     }
 
     /// What the effect reads and writes.
-    pub fn accesses(&self) -> Vec<Access<'a>> {
+    pub(crate) fn accesses(&self) -> Vec<Access<'a>> {
         match *self {
             Effect::Copy { from, src, to, dst } => vec![
                 Access {
@@ -340,7 +340,7 @@ impl Val {
     }
 
     /// Whether this is exactly one rank's untouched input.
-    pub fn is_raw(&self) -> bool {
+    pub(crate) fn is_raw(&self) -> bool {
         matches!(&self.terms, Some(t) if t.len() == 1 && t[0].count == 1 && t[0].scaled == 0)
             && self.post == 0
     }

@@ -394,7 +394,7 @@ pub enum KernelKind {
 impl KernelKind {
     /// Whether its slots are LL slots ([`Buf::Lines`]): words that carry
     /// the call's flag on a device.
-    pub fn uses_lines(self) -> bool {
+    pub(crate) fn uses_lines(self) -> bool {
         matches!(self, KernelKind::LlRing | KernelKind::LlOneShot)
     }
 }
@@ -600,7 +600,7 @@ pub struct Traffic {
 impl Plan {
     /// [`Plan::validate`], run once per plan object: later calls give the
     /// first verdict again (a clone is validated afresh).
-    pub fn validate_once(&self) -> Result<(), String> {
+    pub(crate) fn validate_once(&self) -> Result<(), String> {
         self.memo.verdict.get_or_init(|| self.validate()).clone()
     }
 
@@ -614,7 +614,7 @@ impl Plan {
     /// remote). Needed: someone outside the producer's own (rank, lane)
     /// waits on it, or it is a flag. Remote: a rank other than its owner
     /// waits on it. The builder sets them; the validator checks them.
-    pub fn signal_marks(&self) -> Vec<(bool, bool)> {
+    pub(crate) fn signal_marks(&self) -> Vec<(bool, bool)> {
         let mut marks = vec![(false, false); self.signals.len()];
         for (r, ops) in self.ops.iter().enumerate() {
             for op in ops {
@@ -631,7 +631,7 @@ impl Plan {
     }
 
     /// How many signals the plan has.
-    pub fn signal_count(&self) -> usize {
+    pub(crate) fn signal_count(&self) -> usize {
         self.signals.len()
     }
 
@@ -644,7 +644,7 @@ impl Plan {
     }
 
     /// Error unless the plan was built for `ranks` ranks.
-    pub fn check_ranks(&self, ranks: usize) -> Result<(), String> {
+    pub(crate) fn check_ranks(&self, ranks: usize) -> Result<(), String> {
         if self.shape.ranks != ranks {
             return Err(format!(
                 "{}: plan for {} ranks on {ranks} ranks",
@@ -726,7 +726,7 @@ impl Plan {
     }
 
     /// Number of ops of all ranks.
-    pub fn op_count(&self) -> usize {
+    pub(crate) fn op_count(&self) -> usize {
         self.ops.iter().map(Vec::len).sum()
     }
 }

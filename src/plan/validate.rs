@@ -35,7 +35,7 @@ type PartId = (usize, usize, usize);
 
 impl Plan {
     /// Every check of the module doc; the first failure as text.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         self.check_structure()?;
         let order = self.issue_order()?;
         if self.ranks() <= RACE_CHECK_MAX_RANKS {
@@ -51,7 +51,7 @@ impl Plan {
     }
 
     /// Structural checks (first bullet of the module doc).
-    pub fn check_structure(&self) -> Result<(), String> {
+    pub(crate) fn check_structure(&self) -> Result<(), String> {
         let name = &self.name;
         let n = self.ranks();
         if self.ops.len() != n {
@@ -437,7 +437,7 @@ impl Plan {
     /// on is `needed`: backends trust both marks (one process per GPU
     /// records only remote signals as interprocess events; no backend
     /// records an unneeded one).
-    pub fn check_signal_marks(&self) -> Result<(), String> {
+    pub(crate) fn check_signal_marks(&self) -> Result<(), String> {
         for (i, (s, (needed, remote))) in self.signals.iter().zip(self.signal_marks()).enumerate() {
             if s.remote != remote {
                 return Err(format!(

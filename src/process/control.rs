@@ -76,7 +76,7 @@ fn mail_at(size: usize) -> usize {
 }
 
 /// Bytes of the segment for `size` ranks.
-pub fn segment_bytes(size: usize) -> usize {
+pub(crate) fn segment_bytes(size: usize) -> usize {
     (mail_at(size) + size * 2 * SLOT_WORDS) * 8
 }
 
@@ -197,7 +197,7 @@ impl Control {
     /// Name the segment's ranks by their job ranks (`names[i]` is the job
     /// rank of the segment's rank `i`), for a node's segment.
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    pub fn set_names(&mut self, names: Vec<usize>) {
+    pub(crate) fn set_names(&mut self, names: Vec<usize>) {
         self.names = names;
     }
 
@@ -208,7 +208,7 @@ impl Control {
 
     /// Check the store as well while waiting (aborts written by the
     /// launcher).
-    pub fn watch_store(&mut self, store: super::store::Store) {
+    pub(crate) fn watch_store(&mut self, store: super::store::Store) {
         self.store = Some(store);
     }
 
@@ -216,7 +216,7 @@ impl Control {
     /// reservation's steps, the peer-read waits) with [`Error::Aborted`]
     /// once `abort` is raised. Set once, by the engine's backend; a later
     /// call is ignored.
-    pub fn watch_abort(&self, abort: AbortHandle) {
+    pub(crate) fn watch_abort(&self, abort: AbortHandle) {
         let _ = self.abort.set(abort);
     }
 
@@ -246,7 +246,7 @@ impl Control {
     }
 
     /// Whether every other rank finished or is gone.
-    pub fn others_done(&self) -> bool {
+    pub(crate) fn others_done(&self) -> bool {
         (0..self.size).filter(|&r| r != self.me).all(|r| {
             let st = self.rank_word(r, R_STATE).load(Ordering::Acquire);
             st == FINISHED || (st == JOINED && !self.proc_of(r).is_some_and(|p| p.alive()))
@@ -266,14 +266,14 @@ impl Control {
 
     /// Every call of this rank up to `gen` is complete (its streams
     /// drained): peers waiting to overwrite a buffer it read may go on.
-    pub fn publish_drained(&self, gen: u64) {
+    pub(crate) fn publish_drained(&self, gen: u64) {
         self.rank_word(self.me, R_DRAINED)
             .fetch_max(gen, Ordering::AcqRel);
     }
 
     /// Wait (bounded, watching the job's health) until rank `r` drained
     /// call `gen`; `what` names the buffer for the error.
-    pub fn wait_drained(&self, r: usize, gen: u64, what: &str) -> Result<()> {
+    pub(crate) fn wait_drained(&self, r: usize, gen: u64, what: &str) -> Result<()> {
         let desc = || format!("rank {r} to finish reading this rank's {what} (its call {gen})");
         // A rank that finished reads nothing any more.
         self.wait_until(&desc, None, || {
@@ -283,14 +283,14 @@ impl Control {
     }
 
     /// This rank starts its call `gen` (its inputs for it are written).
-    pub fn publish_begun(&self, gen: u64) {
+    pub(crate) fn publish_begun(&self, gen: u64) {
         self.rank_word(self.me, R_BEGUN)
             .fetch_max(gen, Ordering::AcqRel);
     }
 
     /// Wait (bounded, watching the job's health) until rank `r` started
     /// its call `gen`.
-    pub fn wait_begun(&self, r: usize, gen: u64) -> Result<()> {
+    pub(crate) fn wait_begun(&self, r: usize, gen: u64) -> Result<()> {
         let desc = || format!("rank {r} to start call {gen} (this rank reads its input)");
         self.wait_until(&desc, Some(r), || {
             self.rank_word(r, R_BEGUN).load(Ordering::Acquire) >= gen
@@ -299,7 +299,7 @@ impl Control {
 
     /// This rank agreed on its communicator call `k` with every other
     /// (the all-gather of the call descriptors completed here).
-    pub fn publish_agreed(&self, k: u64) {
+    pub(crate) fn publish_agreed(&self, k: u64) {
         self.rank_word(self.me, R_AGREED)
             .fetch_max(k, Ordering::AcqRel);
     }
@@ -308,7 +308,7 @@ impl Control {
     /// call `k`: a rank that gave up before it agreed on `k` (a timeout in
     /// the agreement, a failure) left the others' agreement incomplete,
     /// even when its descriptor reached them. The error, if so.
-    pub fn agreement_fault(&self, k: u64, what: &str) -> Option<Error> {
+    pub(crate) fn agreement_fault(&self, k: u64, what: &str) -> Option<Error> {
         let f = self.health()?;
         if f.rank()
             .is_some_and(|q| self.seen_everywhere(q, R_AGREED) >= k)
@@ -357,7 +357,7 @@ impl Control {
 
     /// Record that `rank` failed in call `gen` because of `why` (the first
     /// failure of the job wins; the message is cut to 512 bytes).
-    pub fn record_failure(&self, gen: u64, rank: usize, why: &str) {
+    pub(crate) fn record_failure(&self, gen: u64, rank: usize, why: &str) {
         self.record(gen, rank, why, false);
     }
 
@@ -405,7 +405,7 @@ impl Control {
     /// Why the job cannot go on, if it cannot: a rank recorded a failure,
     /// the run was aborted, or another rank's process died without
     /// finishing.
-    pub fn health(&self) -> Option<JobFault> {
+    pub(crate) fn health(&self) -> Option<JobFault> {
         if let Some(f) = self.recorded() {
             return Some(f);
         }
@@ -538,7 +538,7 @@ impl Control {
     /// Every rank's `data`, in rank order, once every rank contributed
     /// (`what` names the step for errors). Any length: longer payloads take
     /// several rounds of the 64 KiB mailboxes.
-    pub fn allgather(&self, data: &[u8], what: &str) -> Result<Vec<Vec<u8>>> {
+    pub(crate) fn allgather(&self, data: &[u8], what: &str) -> Result<Vec<Vec<u8>>> {
         let mut round = self.round.lock().unwrap_or_else(|e| e.into_inner());
         let n = self.size;
         let mut out: Vec<Vec<u8>> = vec![Vec::new(); n];

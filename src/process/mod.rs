@@ -389,7 +389,7 @@ impl Job {
 
     /// The store directory; `None` for a job that met through the
     /// caller's key-value store.
-    pub fn store_path(&self) -> Option<&Path> {
+    pub(crate) fn store_path(&self) -> Option<&Path> {
         self.store.as_ref().map(Store::dir)
     }
 
@@ -407,7 +407,7 @@ impl Job {
     }
 
     /// Every rank's `data`, in rank order.
-    pub fn allgather(&self, data: &[u8], what: &str) -> Result<Vec<Vec<u8>>> {
+    pub(crate) fn allgather(&self, data: &[u8], what: &str) -> Result<Vec<Vec<u8>>> {
         #[cfg(feature = "mpi")]
         if let Some(w) = &self.world {
             return w.allgather(data, what, &|| self.control.check(&|| what.to_string()));
@@ -438,7 +438,7 @@ impl Job {
     }
 
     /// The sum over ranks.
-    pub fn sum_u64(&self, v: u64, what: &str) -> Result<u64> {
+    pub(crate) fn sum_u64(&self, v: u64, what: &str) -> Result<u64> {
         Ok(self
             .allgather(&v.to_le_bytes(), what)?
             .iter()
@@ -447,7 +447,7 @@ impl Job {
     }
 
     /// The largest value over ranks.
-    pub fn max_f64(&self, v: f64, what: &str) -> Result<f64> {
+    pub(crate) fn max_f64(&self, v: f64, what: &str) -> Result<f64> {
         Ok(self
             .allgather(&v.to_le_bytes(), what)?
             .iter()
@@ -464,7 +464,7 @@ impl Job {
     }
 
     /// A board for the plans' signals, shared by the job's processes.
-    pub fn signal_board(
+    pub(crate) fn signal_board(
         &self,
         abort: crate::sync::AbortHandle,
         timeout: Duration,
@@ -480,7 +480,7 @@ impl Job {
     /// Record the failure behind `e` for the whole job: this rank's, or,
     /// when this rank only noticed another's ([`Error::PeerFailed`]), that
     /// rank's, so every other rank names the one that failed first.
-    pub fn fail_with(&self, e: &Error) {
+    pub(crate) fn fail_with(&self, e: &Error) {
         match e.root() {
             Error::PeerFailed { rank, reason, .. } => self.control.record_failure(0, *rank, reason),
             // A wait that ended because the run was given up (by the
@@ -497,7 +497,7 @@ impl Job {
 
     /// Whether the job can go on (see [`Control::health`]).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub fn health(&self) -> Option<crate::sync::JobFault> {
+    pub(crate) fn health(&self) -> Option<crate::sync::JobFault> {
         self.control.health()
     }
 }

@@ -43,7 +43,7 @@ pub struct PeerReads {
 }
 
 /// The ranks other than `me` whose ops read `me`'s send buffer in `plan`.
-pub fn send_readers(plan: &Plan, me: usize) -> Vec<usize> {
+pub(crate) fn send_readers(plan: &Plan, me: usize) -> Vec<usize> {
     let mut v = Vec::new();
     for (r, ops) in plan.ops.iter().enumerate().filter(|(r, _)| *r != me) {
         let reads = ops.iter().any(|op| {
@@ -100,7 +100,7 @@ impl PeerReads {
 
     /// Before buffer `id` is overwritten: wait (bounded) until every peer
     /// that read it has drained the call in which it did.
-    pub fn before_write(&mut self, id: BufId, control: &Control) -> Result<()> {
+    pub(crate) fn before_write(&mut self, id: BufId, control: &Control) -> Result<()> {
         if let Some(v) = self.pending.remove(&id) {
             for (r, gen) in v {
                 control.wait_drained(r, gen, &format!("buffer {}", id.0))?;

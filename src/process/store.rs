@@ -129,7 +129,7 @@ pub fn default_base() -> PathBuf {
 
 /// Error unless `dir` is a directory owned by this user that nobody else
 /// can enter.
-pub fn check_private(dir: &Path) -> Result<()> {
+pub(crate) fn check_private(dir: &Path) -> Result<()> {
     let m = fs::metadata(dir).map_err(Error::io_at(dir))?;
     if !m.is_dir() {
         return Err(store_err(dir, "is not a directory"));
@@ -157,7 +157,7 @@ pub fn check_private(dir: &Path) -> Result<()> {
 }
 
 /// A short description of what a leftover store holds, for the error.
-pub fn describe_leftover(dir: &Path) -> String {
+pub(crate) fn describe_leftover(dir: &Path) -> String {
     let info = fs::read_to_string(dir.join(RUN_FILE))
         .ok()
         .and_then(|t| RunInfo::parse(&t));
@@ -495,7 +495,7 @@ impl Store {
     }
 
     /// The value of `key` if it is there now.
-    pub fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
         match fs::read(self.dir.join(key)) {
             Ok(v) => Ok(Some(v)),
@@ -542,7 +542,7 @@ impl Store {
     }
 
     /// Rank `r`'s process, once it joined.
-    pub fn proc_of(&self, r: usize) -> Option<ProcId> {
+    pub(crate) fn proc_of(&self, r: usize) -> Option<ProcId> {
         fs::read_to_string(self.dir.join(format!("rank-{r}")))
             .ok()
             .and_then(|t| ProcId::parse(&t))
@@ -550,7 +550,7 @@ impl Store {
 
     /// Why the run was given up, and the rank whose end made the launcher
     /// give it up, if one did ([`Store::abort_for`]).
-    pub fn abort_record(&self) -> Option<(Option<usize>, String)> {
+    pub(crate) fn abort_record(&self) -> Option<(Option<usize>, String)> {
         let text = fs::read_to_string(self.dir.join(ABORT_FILE)).ok()?;
         let text = text.trim();
         let by_rank = text.strip_prefix(ABORT_RANK).and_then(|rest| {
@@ -575,7 +575,7 @@ impl Store {
 
     /// Whether the run is still healthy as far as ranks `watch` go: `None`,
     /// or why not (aborted, or one of them died after joining).
-    pub fn health(&self, watch: &[usize]) -> Option<crate::sync::JobFault> {
+    pub(crate) fn health(&self, watch: &[usize]) -> Option<crate::sync::JobFault> {
         use crate::sync::JobFault;
         if let Some((rank, why)) = self.abort_record() {
             return Some(JobFault::Aborted { why, rank });

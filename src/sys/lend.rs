@@ -77,7 +77,7 @@ impl LoanGuard<'_> {
 
     /// The lent bytes for writing; `None` once the loan ended or when it is
     /// read-only.
-    pub fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+    pub(crate) fn bytes_mut(&mut self) -> Option<&mut [u8]> {
         let r = self.0.as_mut().filter(|r| r.writable)?;
         // SAFETY: as in `bytes`, and the loan came from a `&mut [u8]`
         // (`writable`), which nothing else can reach while `lend` runs; the
@@ -100,7 +100,7 @@ impl Drop for EndOnDrop<'_> {
 /// Lend `inputs` (read-only) and `outputs` (writable) for the duration of
 /// `f`, which gets their loans in order; every loan has ended when `lend`
 /// returns, or unwinds.
-pub fn lend<R>(
+pub(crate) fn lend<R>(
     inputs: &[&[u8]],
     outputs: &mut [&mut [u8]],
     f: impl FnOnce(&[Loan], &[Loan]) -> R,

@@ -337,7 +337,7 @@ impl Mpi {
 
     /// The communicator of the ranks that share memory with this one
     /// (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`), keyed by world rank.
-    pub fn split_shared(&self) -> Result<Comm> {
+    pub(crate) fn split_shared(&self) -> Result<Comm> {
         let mut out: c_int = 0;
         // SAFETY: the world communicator is valid after init; `out` is a
         // valid int. Collective over the world.
@@ -363,7 +363,7 @@ impl Mpi {
     }
 
     /// (rank, size) in `comm`.
-    pub fn rank_size(&self, comm: Comm) -> Result<(usize, usize)> {
+    pub(crate) fn rank_size(&self, comm: Comm) -> Result<(usize, usize)> {
         comm_rank_size(comm, self.rank)
     }
 
@@ -511,7 +511,13 @@ impl Mpi {
     /// Start sending `msg` to `dest` with `tag` on `comm` and return at
     /// once (`MPI_Isend`): [`PendingSend::done`] tells when it completed.
     /// For small messages nobody waits for (the heartbeats).
-    pub fn isend(&self, comm: Comm, msg: Vec<u8>, dest: usize, tag: i32) -> Result<PendingSend> {
+    pub(crate) fn isend(
+        &self,
+        comm: Comm,
+        msg: Vec<u8>,
+        dest: usize,
+        tag: i32,
+    ) -> Result<PendingSend> {
         let n = int_len(msg.len(), self.rank, Some(dest), "MPI_Isend")?;
         let mut req = std::ptr::null_mut();
         // SAFETY: `msg` is valid for `n` bytes; the PendingSend owns it and
@@ -532,7 +538,7 @@ impl Mpi {
     }
 
     /// A message waiting on `comm` from any rank: (source, tag, bytes).
-    pub fn iprobe(&self, comm: Comm) -> Result<Option<(usize, i32, usize)>> {
+    pub(crate) fn iprobe(&self, comm: Comm) -> Result<Option<(usize, i32, usize)>> {
         let (mut flag, mut src, mut tag, mut bytes): (c_int, c_int, c_int, c_int) = (0, 0, 0, 0);
         // SAFETY: four valid ints to write.
         let e = unsafe { ffi::rr_iprobe(comm.0, &mut flag, &mut src, &mut tag, &mut bytes) };
@@ -589,7 +595,7 @@ impl Mpi {
     /// Every rank's `mine` on `comm`, in rank order (`MPI_Iallgather` of
     /// the lengths, then `MPI_Iallgatherv`), each wait bounded as in
     /// [`Mpi::wait`].
-    pub fn allgather(
+    pub(crate) fn allgather(
         &self,
         comm: Comm,
         mine: &[u8],
@@ -751,7 +757,7 @@ impl Mpi {
     }
 
     /// `MPI_Finalize`, once, if MPI is initialised and not yet finalised.
-    pub fn finalize(&self) -> Result<()> {
+    pub(crate) fn finalize(&self) -> Result<()> {
         let mut f: c_int = 0;
         // SAFETY: valid int; MPI_Finalized may be called at any time.
         let e = unsafe { ffi::rr_mpi_finalized(&mut f) };

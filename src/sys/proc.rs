@@ -103,7 +103,7 @@ pub fn signal_group(pgid: u32, sig: Sig) -> io::Result<()> {
 
 /// End this process at once with `SIGKILL`, as an external `kill -9` would
 /// (a fault-injection hook: no destructor, no flush, no exit code).
-pub fn kill_self() -> ! {
+pub(crate) fn kill_self() -> ! {
     // SAFETY: kill(2) of our own pid; SIGKILL cannot be caught, so the call
     // does not return when it succeeds.
     unsafe {

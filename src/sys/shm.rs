@@ -65,7 +65,7 @@ impl Mapping {
     /// Create a nameless segment of `len` bytes (zeroed; `name` only labels
     /// it in `/proc/<pid>/maps` and errors), map it, and return the mapping
     /// with its [`Export`] handle.
-    pub fn create_exported(name: &str, len: usize) -> io::Result<(Mapping, Export)> {
+    pub(crate) fn create_exported(name: &str, len: usize) -> io::Result<(Mapping, Export)> {
         let cname = CString::new(name).map_err(|_| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -173,7 +173,7 @@ impl Mapping {
     /// The mapping as bytes, exclusively for this process's holder of
     /// `&mut self`. Other processes access the same bytes only when the
     /// plan's signals say this process is not (module doc of `crate::sys`).
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
         if self.len == 0 {
             return &mut [];
         }

@@ -334,7 +334,12 @@ impl Names {
     /// outside `local`) whose buffer this process must open, because it
     /// grew (a new name) or was never opened. A peer with a new name but no
     /// handle is an error (its handle is already closed).
-    pub fn to_open(&self, id: BufId, local: &Range<usize>, all: &[Record]) -> Result<Vec<usize>> {
+    pub(crate) fn to_open(
+        &self,
+        id: BufId,
+        local: &Range<usize>,
+        all: &[Record],
+    ) -> Result<Vec<usize>> {
         let mut v = Vec::new();
         for (r, rec) in all.iter().enumerate().filter(|(r, _)| !local.contains(r)) {
             if self.0.get(&(r, id)).is_some_and(|x| x.0 == rec.name) {

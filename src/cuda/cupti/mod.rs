@@ -50,7 +50,8 @@ use cudarc::cupti::sys;
 use libloading::Library;
 
 pub use crate::param::{CuptiKinds, CuptiTie};
-pub use records::order::{tie_by_order, Class, Issued};
+pub(crate) use records::order::tie_by_order;
+pub use records::order::{Class, Issued};
 pub use records::{Activity, ActivityKind};
 
 /// Names tried through the dynamic linker's search path, in order.
@@ -280,7 +281,7 @@ pub fn get(setting: Option<&Path>, how: Settings) -> Result<&'static Cupti, Stri
 
 /// What CUPTI delivered in this process so far, for an error that found
 /// no record of an op: buffers, records, external correlations.
-pub fn delivered() -> String {
+pub(crate) fn delivered() -> String {
     let s = records::store();
     format!(
         "CUPTI handed back {} buffers with {} records, and its callbacks tied {} driver calls to ops, in this process",
@@ -536,7 +537,7 @@ impl Cupti {
 
     /// CUPTI's id of `stream`, a stream of context `ctx`: what its
     /// activity records carry as `streamId`.
-    pub fn stream_id(
+    pub(crate) fn stream_id(
         &self,
         ctx: cudarc::driver::sys::CUcontext,
         stream: cudarc::driver::sys::CUstream,
@@ -586,7 +587,7 @@ impl Cupti {
     /// Flush, then take the records on the streams `streams` accepts (the
     /// order tie: CUPTI's stream ids of a rank's lanes), and the dropped
     /// count as [`Cupti::take`].
-    pub fn take_streams(
+    pub(crate) fn take_streams(
         &self,
         streams: &dyn Fn(u32) -> bool,
     ) -> Result<(Vec<Activity>, u64), String> {

@@ -218,7 +218,7 @@ unsafe fn parse(rec: *const u8) -> Option<Activity> {
 
 /// The [`ActivityKind::External`] record that ties correlation id `c` to
 /// op id `id` (what an issuing call's callback saw).
-pub fn external(c: u32, id: u64) -> Activity {
+pub(crate) fn external(c: u32, id: u64) -> Activity {
     Activity {
         kind: ActivityKind::External,
         start: 0,

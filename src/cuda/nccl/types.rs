@@ -32,7 +32,7 @@ impl Version {
 
     /// Decodes an `ncclGetVersion` code: `major*10000 + minor*100 + patch` since NCCL 2.9,
     /// `major*1000 + minor*100 + patch` before (codes below 10000). `None` for codes <= 0.
-    pub fn from_code(code: i32) -> Option<Version> {
+    pub(crate) fn from_code(code: i32) -> Option<Version> {
         let code = u32::try_from(code).ok().filter(|&c| c > 0)?;
         let (major, minor, patch) = if code >= 10_000 {
             (code / 10_000, (code % 10_000) / 100, code % 100)
@@ -51,7 +51,7 @@ impl fmt::Display for Version {
 
 /// `ncclGetVersion` code to `"major.minor.patch"` (e.g. `22803` -> `"2.28.3"`); codes <= 0
 /// are printed as they are.
-pub fn version_code_to_string(code: i32) -> String {
+pub(crate) fn version_code_to_string(code: i32) -> String {
     match Version::from_code(code) {
         Some(v) => v.to_string(),
         None => code.to_string(),
@@ -208,19 +208,19 @@ fn redop_entry(op: i32) -> Option<(&'static str, Version)> {
 
 /// The `nccl.h` name of a datatype value (`7` -> `ncclFloat32`).
 #[cfg_attr(not(test), allow(dead_code))]
-pub fn datatype_name(datatype: i32) -> Option<&'static str> {
+pub(crate) fn datatype_name(datatype: i32) -> Option<&'static str> {
     datatype_entry(datatype).map(|(name, _, _)| name)
 }
 
 /// The element size in bytes of a datatype value.
 #[cfg_attr(not(test), allow(dead_code))]
-pub fn datatype_size(datatype: i32) -> Option<usize> {
+pub(crate) fn datatype_size(datatype: i32) -> Option<usize> {
     datatype_entry(datatype).map(|(_, size, _)| size)
 }
 
 /// The `nccl.h` name of a built-in reduction value (`0` -> `ncclSum`).
 #[cfg_attr(not(test), allow(dead_code))]
-pub fn op_name(op: i32) -> Option<&'static str> {
+pub(crate) fn op_name(op: i32) -> Option<&'static str> {
     redop_entry(op).map(|(name, _)| name)
 }
 

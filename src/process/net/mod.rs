@@ -164,7 +164,7 @@ impl World {
 
     /// The job spec of this process's node: its ranks join a job of their
     /// own through a store of the node's (its rank 0 creates it).
-    pub fn node_spec(&self, spec: &JobSpec) -> JobSpec {
+    pub(crate) fn node_spec(&self, spec: &JobSpec) -> JobSpec {
         let name = spec
             .store
             .file_name()
@@ -186,7 +186,7 @@ impl World {
     }
 
     /// Every rank's `mine`, in world rank order; `stop` ends the wait early.
-    pub fn allgather(
+    pub(crate) fn allgather(
         &self,
         mine: &[u8],
         what: &str,

@@ -76,7 +76,7 @@ impl Put {
 
     /// The message, written into `out` (its old content dropped, its
     /// memory reused).
-    pub fn encode_into(&self, data: &[u8], out: &mut Vec<u8>) {
+    pub(crate) fn encode_into(&self, data: &[u8], out: &mut Vec<u8>) {
         out.clear();
         out.reserve(PUT_WORDS * 8 + data.len());
         for w in [

@@ -63,7 +63,7 @@ pub struct Issued {
 /// (in issue order): one [`ActivityKind::External`] record per tied call,
 /// correlation id to op id, as the callback would have filed it. `rank`
 /// names the rank in errors.
-pub fn tie_by_order(
+pub(crate) fn tie_by_order(
     rank: usize,
     issued: &[Issued],
     records: &[Activity],
