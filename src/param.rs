@@ -105,7 +105,7 @@ impl Group {
     }
 
     /// Whether the variables of this group are read once and cached.
-    pub(crate) fn read_once(self) -> bool {
+    pub fn read_once(self) -> bool {
         matches!(self, Group::Engine | Group::Cli | Group::Fault)
     }
 }

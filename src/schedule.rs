@@ -274,7 +274,7 @@ impl Ring {
     }
 
     /// The chunk rank `r` holds reduced after Reduce-Scatter.
-    pub(crate) fn owned_chunk(&self, r: usize) -> usize {
+    pub fn owned_chunk(&self, r: usize) -> usize {
         self.rotate(owned_chunk(r, self.n))
     }
 

@@ -83,7 +83,7 @@ impl AbortHandle {
     /// failed or died, so whatever spins on the device waiting for it (an
     /// exchange kernel polling its flags) must stop now instead of at its
     /// deadline. The host waits report the failure itself.
-    pub(crate) fn halt_device(&self) {
+    pub fn halt_device(&self) {
         let hooks = self.0.halt_hooks.lock().unwrap_or_else(|e| e.into_inner());
         for h in hooks.iter() {
             h();
@@ -96,7 +96,7 @@ impl AbortHandle {
     }
 
     /// Run `hook` on [`AbortHandle::abort`] (at once if already aborted).
-    pub(crate) fn on_abort(&self, hook: impl Fn() + Send + Sync + 'static) {
+    pub fn on_abort(&self, hook: impl Fn() + Send + Sync + 'static) {
         if self.is_aborted() {
             hook();
         }
@@ -342,7 +342,7 @@ impl SignalBoard {
     /// other ranks waiting for it inside the GPU would spin to their
     /// deadline.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(crate) fn halt_device(&self) {
+    pub fn halt_device(&self) {
         self.abort.halt_device();
     }
 

@@ -112,7 +112,7 @@ impl DoneEvent {
     /// Whether the work before the event's last record has completed
     /// (`cuEventQuery`; never blocks). An event never recorded counts as
     /// complete.
-    pub(crate) fn query(&self) -> CuResult<bool> {
+    pub fn query(&self) -> CuResult<bool> {
         let ev = self.ev;
         self.primary.with("cuEventQuery", || {
             // SAFETY: a live event of the pushed context.

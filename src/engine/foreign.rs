@@ -224,8 +224,8 @@ impl Engine {
     /// `streams[r]` the stream that produces the input and consumes the
     /// output. Returns once queued; the outputs are valid for work queued
     /// on `streams[r]` after the return. The CUDA backend; a job's rank
-    /// (one rank per process) passes its own buffer and stream and runs
-    /// [`Engine::collective_on_own_device`].
+    /// (one rank per process) passes its own buffer and stream (the copy
+    /// in waits for its stream, the call for its completion).
     pub fn collective_on_device(
         &mut self,
         collective: Collective,

@@ -394,7 +394,7 @@ pub enum KernelKind {
 impl KernelKind {
     /// Whether its slots are LL slots ([`Buf::Lines`]): words that carry
     /// the call's flag on a device.
-    pub(crate) fn uses_lines(self) -> bool {
+    pub fn uses_lines(self) -> bool {
         matches!(self, KernelKind::LlRing | KernelKind::LlOneShot)
     }
 }
@@ -600,7 +600,7 @@ pub struct Traffic {
 impl Plan {
     /// [`Plan::validate`], run once per plan object: later calls give the
     /// first verdict again (a clone is validated afresh).
-    pub(crate) fn validate_once(&self) -> Result<(), String> {
+    pub fn validate_once(&self) -> Result<(), String> {
         self.memo.verdict.get_or_init(|| self.validate()).clone()
     }
 

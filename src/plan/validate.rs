@@ -35,7 +35,7 @@ type PartId = (usize, usize, usize);
 
 impl Plan {
     /// Every check of the module doc; the first failure as text.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), String> {
         self.check_structure()?;
         let order = self.issue_order()?;
         if self.ranks() <= RACE_CHECK_MAX_RANKS {
