@@ -73,14 +73,15 @@ impl Contender {
         Ok(Contender { name, kind })
     }
 
-    /// Why this contender cannot run `shape` where the ranks are (`at`:
-    /// an algorithm that refuses the collective, the rank count or the
-    /// place), or `None`.
-    pub fn refusal(&self, shape: &Shape, at: &Placement) -> Option<String> {
+    /// Why this contender cannot run `shape` (an algorithm that refuses
+    /// the collective or the rank count) where the ranks are (`at`: the
+    /// place too; `None`: anywhere), or `None`.
+    pub fn refusal(&self, shape: &Shape, at: Option<&Placement>) -> Option<String> {
         match &self.kind {
-            ContenderKind::Engine(c) | ContenderKind::EngineGraph(c) => {
-                c.resolve_in(shape, at).err().map(|e| e.to_string())
-            }
+            ContenderKind::Engine(c) | ContenderKind::EngineGraph(c) => match at {
+                Some(at) => c.resolve_in(shape, at).err().map(|e| e.to_string()),
+                None => c.resolve(shape).err().map(|e| e.to_string()),
+            },
             ContenderKind::Nccl | ContenderKind::NcclGraph => None,
         }
     }
@@ -385,7 +386,7 @@ pub fn measure_row<T: Element>(
         let shape = e.load(collective, &inputs, in_place)?;
         // A path that refuses this shape (see `Contender::refusal`, which
         // the sweep reports once): an empty cell.
-        if c.refusal(&shape, &e.placement()).is_some() {
+        if c.refusal(&shape, Some(&e.placement())).is_some() {
             cells.push(None);
             continue;
         }

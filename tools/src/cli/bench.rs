@@ -207,9 +207,12 @@ fn check_memory(
     Ok(())
 }
 
-/// Paths that refuse a requested collective (or, `at`, the place) leave
-/// those cells empty; said once, before measuring.
-fn refusals(x: &Args, at: &ringreduce::algo::Placement) -> Vec<String> {
+/// Paths that refuse a requested collective leave those cells empty; said
+/// once, before measuring. `at` is where the ranks run, or `None` before
+/// the engine is made: then only what a path refuses anywhere (a refusal
+/// of the place follows once the engine is: one judged at a made-up place
+/// named cells that were then measured).
+fn refusals(x: &Args, at: Option<&ringreduce::algo::Placement>) -> Vec<String> {
     let (ranks, max) = (x.ranks, x.max);
     let mut refusals = Vec::new();
     for c in &x.contenders {
@@ -237,7 +240,7 @@ fn refusals(x: &Args, at: &ringreduce::algo::Placement) -> Vec<String> {
 pub fn execute(a: BenchArgs) -> Result<bool> {
     // -- every argument, the output paths and the memory, before anything runs
     let mut x = parse_args(&a)?;
-    let mut refused = refusals(&x, &Default::default());
+    let mut refused = refusals(&x, None);
     let (nccl, default_note) = super::nccl_for_contenders(
         &mut x.contenders,
         x.by_default,
@@ -270,7 +273,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
     }
     // The place's refusals (a path whose kernels cannot run where these
     // ranks are), known once the engine is.
-    for r in refusals(&x, &e.placement()) {
+    for r in refusals(&x, Some(&e.placement())) {
         if !refused.contains(&r) {
             crate::note!("note: {r}");
             refused.push(r);

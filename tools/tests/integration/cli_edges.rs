@@ -711,6 +711,77 @@ pub fn register(h: &mut Harness) {
         },
     );
     h.add(
+        "cli_edges::bench_names_only_the_cells_it_leaves_empty",
+        || {
+            // Found trying `hier:2:mpi` under mpirun: bench printed
+            // "hier:2:mpi leaves its all-reduce cells empty: ... runs on
+            // host memory (the CPU backend)" on the CPU backend, then
+            // measured every cell: its first look at the refusals, before
+            // the engine, judged the paths at a made-up place (GPUs).
+            let args = [
+                "bench",
+                "--backend",
+                "cpu",
+                "--ranks",
+                "4",
+                "--algo",
+                "hier:2:mpi,ring",
+                "-b",
+                "4KiB",
+                "-e",
+                "4KiB",
+                "-n",
+                "2",
+                "-w",
+                "1",
+                "--no-ceiling",
+            ];
+            let ran = run_cmd(command(&args), Duration::from_secs(120));
+            ok(&ran, &args)?;
+            ensure!(
+                !ran.out.contains("leaves its")
+                    && ran
+                        .out
+                        .lines()
+                        .any(|l| l.trim_end().ends_with("hier:2:mpi"))
+                    && ran.out.contains("Out of bounds values : 0 OK"),
+                "{}",
+                ran.show()
+            );
+            // A refusal of the path itself is still said, once, before
+            // anything runs: hier:3 cannot cut 4 ranks into nodes.
+            let args = [
+                "bench",
+                "--backend",
+                "cpu",
+                "--ranks",
+                "4",
+                "--algo",
+                "hier:3,ring",
+                "-b",
+                "4KiB",
+                "-e",
+                "4KiB",
+                "-n",
+                "2",
+                "-w",
+                "1",
+                "--no-ceiling",
+            ];
+            let ran = run_cmd(command(&args), Duration::from_secs(120));
+            ok(&ran, &args)?;
+            ensure!(
+                ran.out
+                    .matches("hier:3 leaves its all-reduce cells empty")
+                    .count()
+                    == 1,
+                "{}",
+                ran.show()
+            );
+            pass()
+        },
+    );
+    h.add(
         "cli_edges::the_readme_overlap_line_is_honest_on_the_cpu",
         || {
             // "README's `overlap --bucket-size 4MiB,25MiB,100MiB` on the CPU

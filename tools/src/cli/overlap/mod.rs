@@ -584,7 +584,7 @@ fn refuse_buckets(p: &Settings, ranks: usize) -> Result<()> {
     for c in &p.contenders {
         for &size in &p.sizes {
             let shape = Shape::all_reduce(ranks, (size / 4) as usize, 4, true);
-            if let Some(why) = c.refusal(&shape, &Default::default()) {
+            if let Some(why) = c.refusal(&shape, None) {
                 return Err(Error::BadArgument(format!(
                     "--contenders {}: it cannot all-reduce a {} bucket in place on {}: {why}",
                     c.name,
