@@ -458,8 +458,10 @@ impl Mpi {
         let mut spins = 0u32;
         // `stop` reads the job's health (its control segment, the
         // launcher's abort record on disk, whether each peer's process is
-        // alive): a few system calls, asked every millisecond, not at
-        // every poll.
+        // alive): a few system calls and a file read, asked once a wait has
+        // lasted a millisecond and every millisecond after, not at every
+        // poll (nor at each wait's first: a call of a few KiB makes
+        // several waits of tens of microseconds).
         let mut asked = Instant::now();
         loop {
             let mut done: c_int = 0;
@@ -475,7 +477,7 @@ impl Mpi {
                 return Ok(());
             }
             let now = Instant::now();
-            let due = spins == 0 || now.duration_since(asked) >= STOP_EVERY;
+            let due = now.duration_since(asked) >= STOP_EVERY;
             if due {
                 asked = now;
             }

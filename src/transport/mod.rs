@@ -60,7 +60,7 @@ pub(crate) use mem::Storage;
 #[cfg(feature = "mpi")]
 pub(crate) use net::Net;
 #[cfg(all(feature = "mpi", feature = "cuda"))]
-pub(crate) use net::{only_pushes, Link, Receiver};
+pub(crate) use net::{Link, PushCheck, Receiver};
 pub(crate) use shm::Shm;
 pub(crate) use threads::Threads;
 

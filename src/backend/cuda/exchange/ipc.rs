@@ -66,6 +66,9 @@ pub(crate) struct Ipc {
     nccl_inits: u64,
     /// Peers reading this rank's send buffers (see [`crate::process::reads`]).
     reads: PeerReads,
+    /// Over nodes: the plans checked to only push.
+    #[cfg(feature = "mpi")]
+    pushes: crate::transport::PushCheck,
 }
 
 impl CudaBackend<Ipc> {
@@ -137,6 +140,8 @@ impl CudaBackend<Ipc> {
             #[cfg(feature = "nccl")]
             nccl_inits: 0,
             reads: PeerReads::default(),
+            #[cfg(feature = "mpi")]
+            pushes: crate::transport::PushCheck::default(),
             job,
             me,
             device,
@@ -568,7 +573,7 @@ impl PeerExchange for Ipc {
     fn begin(be: &mut CudaBackend<Self>, call: &Call, gen: u64) -> Result<()> {
         #[cfg(feature = "mpi")]
         if be.x.node_of.is_some() {
-            crate::transport::only_pushes(&call.plan, "cuda")?;
+            be.x.pushes.check(&call.plan, "cuda")?;
         }
         if let Err(e) = be.x.reads.begin(call, be.x.me, gen, be.x.job.control()) {
             return Err(be.failed(e));
