@@ -718,26 +718,29 @@ pub fn register(h: &mut Harness) {
             // host memory (the CPU backend)" on the CPU backend, then
             // measured every cell: its first look at the refusals, before
             // the engine, judged the paths at a made-up place (GPUs).
-            let args = [
-                "bench",
-                "--backend",
-                "cpu",
-                "--ranks",
-                "4",
-                "--algo",
-                "hier:2:mpi,ring",
-                "-b",
-                "4KiB",
-                "-e",
-                "4KiB",
-                "-n",
-                "2",
-                "-w",
-                "1",
-                "--no-ceiling",
-            ];
-            let ran = run_cmd(command(&args), Duration::from_secs(120));
-            ok(&ran, &args)?;
+            let bench = |algo: &'static str| {
+                let args = [
+                    "bench",
+                    "--backend",
+                    "cpu",
+                    "--ranks",
+                    "4",
+                    "--algo",
+                    algo,
+                    "-b",
+                    "4KiB",
+                    "-e",
+                    "4KiB",
+                    "-n",
+                    "2",
+                    "-w",
+                    "1",
+                    "--no-ceiling",
+                ];
+                let ran = run_cmd(command(&args), Duration::from_secs(120));
+                ok(&ran, &args).map(|()| ran)
+            };
+            let ran = bench("hier:2:mpi,ring")?;
             ensure!(
                 !ran.out.contains("leaves its")
                     && ran
@@ -750,26 +753,7 @@ pub fn register(h: &mut Harness) {
             );
             // A refusal of the path itself is still said, once, before
             // anything runs: hier:3 cannot cut 4 ranks into nodes.
-            let args = [
-                "bench",
-                "--backend",
-                "cpu",
-                "--ranks",
-                "4",
-                "--algo",
-                "hier:3,ring",
-                "-b",
-                "4KiB",
-                "-e",
-                "4KiB",
-                "-n",
-                "2",
-                "-w",
-                "1",
-                "--no-ceiling",
-            ];
-            let ran = run_cmd(command(&args), Duration::from_secs(120));
-            ok(&ran, &args)?;
+            let ran = bench("hier:3,ring")?;
             ensure!(
                 ran.out
                     .matches("hier:3 leaves its all-reduce cells empty")
