@@ -64,19 +64,11 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The file's code: without its unit tests (a `tests.rs` file, or the
-/// `#[cfg(test)] mod tests` at its end) and without comments.
+/// The file's code, without its comments. (Its unit tests are a file of
+/// their own, `tests.rs`, which [`imports`] skips: see
+/// [`unit_tests_are_files_of_their_own`].)
 fn code(text: &str) -> String {
-    let cut = [
-        "#[cfg(test)]\nmod tests {",
-        "#[cfg(test)]\npub(crate) mod tests {",
-    ]
-    .iter()
-    .filter_map(|m| text.find(m))
-    .min()
-    .unwrap_or(text.len());
-    text[..cut]
-        .lines()
+    text.lines()
         .map(|l| match l.find("//") {
             Some(i) => &l[..i],
             None => l,
@@ -168,9 +160,35 @@ fn every_import_runs_down_the_layers() {
 /// The checker itself: comments and unit tests do not count, a path does.
 #[test]
 fn the_checker_reads_code_only() {
-    let text = "use crate::a::X; // crate::b\n/// [`crate::c`]\nfn f() { crate::d::g() }\n\
-                #[cfg(test)]\nmod tests { use crate::e; }\n";
+    let text = "use crate::a::X; // crate::b\n/// [`crate::c`]\nfn f() { crate::d::g() }\n";
     let c = code(text);
     assert!(c.contains("crate::a") && c.contains("crate::d"));
-    assert!(!c.contains("crate::b") && !c.contains("crate::c") && !c.contains("crate::e"));
+    assert!(!c.contains("crate::b") && !c.contains("crate::c"));
+}
+
+/// A module's unit tests live beside it (`pool.rs` -> `pool/tests.rs`,
+/// `backend/mod.rs` -> `backend/tests.rs`): no file of `src/` holds a
+/// test module inline, so a source file is only the code it ships, and the
+/// layer check above reads code alone.
+#[test]
+fn unit_tests_are_files_of_their_own() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut inline = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("a source file");
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, w) in lines.windows(2).enumerate() {
+            let is_mod = w[1].trim_start().starts_with("mod ")
+                || w[1].trim_start().starts_with("pub(crate) mod ");
+            if w[0].trim() == "#[cfg(test)]" && is_mod && w[1].trim_end().ends_with('{') {
+                inline.push(format!("{}:{}", f.display(), i + 2));
+            }
+        }
+        if f.file_name().is_some_and(|n| n != "tests.rs") && text.contains("#[test]") {
+            inline.push(format!("{}: #[test] outside a tests.rs", f.display()));
+        }
+    }
+    assert!(inline.is_empty(), "inline unit tests: {inline:#?}");
 }

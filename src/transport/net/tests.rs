@@ -1,0 +1,55 @@
+use super::*;
+
+fn mpi(peer: Option<usize>) -> Error {
+    Error::Mpi {
+        rank: 1,
+        peer,
+        call: "MPI_Isend",
+        message: "MPI_ERR_INTERN: internal error".into(),
+    }
+}
+
+/// A survivor whose send to a killed rank fails names the killed rank
+/// as the job's failure, never itself.
+#[test]
+fn over_nodes_an_mpi_error_with_a_peer_names_the_peer() {
+    let e = link_failed(mpi(Some(3)), &|| "rank 1's copy to rank 3".into());
+    assert_eq!(e.rank(), Some(3), "{e}");
+    assert!(matches!(e, Error::PeerFailed { .. }), "{e:?}");
+    let text = e.to_string();
+    assert!(
+        text.starts_with(
+            "rank 3 failed: MPI could not reach it from rank 1 (MPI_Isend: MPI_ERR_INTERN"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("rank 1 at rank 1's copy to rank 3"), "{text}");
+    // What names no peer (a collective, a size refused before the
+    // call) stays this rank's own error.
+    let e = link_failed(mpi(None), &String::new);
+    assert!(matches!(e, Error::Mpi { rank: 1, .. }), "{e:?}");
+}
+
+/// Each call over nodes begins with the check that its plan only
+/// pushes: a plan that passed is not walked again (the walk was 4 % of
+/// a rank's time at 4 KiB), one that reads a peer is refused at every
+/// call.
+#[test]
+fn over_nodes_a_plan_passes_the_push_check_once_and_fails_it_every_time() {
+    let plan = |algo: &str| {
+        let choice: crate::algo::AlgoChoice = algo.parse().expect("a path");
+        let shape = crate::plan::Shape::all_reduce(4, 1024, 4, false);
+        Arc::new(crate::algo::plan_of(&choice, &shape).expect("a plan"))
+    };
+    let (ring, fused) = (plan("ring"), plan("oneshot:fused"));
+    let mut c = PushCheck::default();
+    for _ in 0..3 {
+        c.check(&ring, "cpu").expect("ring pushes");
+        let e = c
+            .check(&fused, "cpu")
+            .expect_err("oneshot:fused reads its peers");
+        assert!(e.to_string().contains("can only push"), "{e}");
+    }
+    assert_eq!(c.passed.len(), 1);
+    assert!(Arc::ptr_eq(&c.passed[0], &ring));
+}
