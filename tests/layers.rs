@@ -157,7 +157,7 @@ fn every_import_runs_down_the_layers() {
     );
 }
 
-/// The checker itself: comments and unit tests do not count, a path does.
+/// The checker itself: comments do not count, a path does.
 #[test]
 fn the_checker_reads_code_only() {
     let text = "use crate::a::X; // crate::b\n/// [`crate::c`]\nfn f() { crate::d::g() }\n";
