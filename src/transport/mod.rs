@@ -234,6 +234,12 @@ pub(crate) trait Wire: Send + Sync {
     /// that the message that ends its wait needs no other thread.
     fn progress(&self) {}
 
+    /// Whether the call about to run sends this process any message (a
+    /// put into one of its ranks, a signal one of them waits for): when
+    /// none comes, the receiver only naps between its rounds of heartbeats
+    /// and health, instead of yielding the core at every idle poll.
+    fn expect_messages(&self, _incoming: bool) {}
+
     /// Reduce `data` (rank `rank`'s contribution, whole elements of
     /// `dtype`; returned with the result) with `op` over `members`, the
     /// members of a rail's all-reduce ([`crate::plan::KernelKind::Rail`]),

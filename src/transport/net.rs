@@ -55,6 +55,9 @@ pub(crate) struct Link {
     /// The receiving side's state, once the receiver started: polled by
     /// the receiver thread or by a waiting rank, one at a time.
     receiving: Mutex<Option<Receiving>>,
+    /// Whether the current call sends this process messages
+    /// ([`Wire::expect_messages`]; until told, yes).
+    expecting: AtomicBool,
 }
 
 impl Link {
@@ -73,6 +76,7 @@ impl Link {
             job,
             timeout,
             receiving: Mutex::new(None),
+            expecting: AtomicBool::new(true),
         })
     }
 
@@ -244,6 +248,10 @@ impl Wire for Link {
 
     fn progress(&self) {
         self.poll_once();
+    }
+
+    fn expect_messages(&self, incoming: bool) {
+        self.expecting.store(incoming, Ordering::Relaxed);
     }
 }
 
@@ -681,7 +689,12 @@ impl Receiving {
 }
 
 /// The receiver thread: polls whenever no waiting rank does, naps when
-/// nothing comes, and finishes the receiving state once stopped.
+/// nothing comes, and finishes the receiving state once stopped. While
+/// the calls send this process no message (the rail's all-reduce is the
+/// MPI library's own; a plan all inside the node), an idle poll is
+/// followed by a nap of a millisecond, not a yield: on a machine with more
+/// threads than cores each yield hands the core around the ranks that do
+/// the call's work.
 fn receive(link: &Link, stop: &AtomicBool) {
     let mut idle = 0u32;
     while !stop.load(Ordering::Acquire) {
@@ -689,6 +702,9 @@ fn receive(link: &Link, stop: &AtomicBool) {
         let polled = link.poll_once().unwrap_or(Polled::Nothing);
         match polled {
             Polled::Message => idle = 0,
+            Polled::Nothing if !link.expecting.load(Ordering::Relaxed) => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
             Polled::Nothing => {
                 idle += 1;
                 if idle < 64 {

@@ -243,6 +243,9 @@ pub(crate) struct Run {
 pub(crate) struct NetRun {
     pub(crate) wire: Arc<dyn crate::transport::Wire>,
     pub(crate) forward: Arc<HashMap<usize, Vec<usize>>>,
+    /// Whether a rank of another node sends the local ranks anything: a
+    /// put into one of them, or a signal one of them waits for.
+    pub(crate) incoming: bool,
 }
 
 impl NetRun {
@@ -263,6 +266,19 @@ impl NetRun {
                 }
             }
         }
+        let here = local.clone().next().map(|r| wire.node(r));
+        let is_local = |x: usize| Some(wire.node(x)) == here;
+        let incoming = (0..plan.ranks()).filter(|&r| !is_local(r)).any(|r| {
+            plan.ops[r].iter().any(|op| {
+                net_parts(true, r, op).iter().any(|part| {
+                    let put = matches!(part.effect, Some(interp::Effect::Copy { to, .. }) if is_local(to));
+                    let waited = part.signal.is_some_and(|s| {
+                        waiters.get(&s.0).into_iter().flatten().any(|&w| is_local(w))
+                    });
+                    put || waited
+                })
+            })
+        });
         let mut forward: HashMap<usize, Vec<usize>> = HashMap::new();
         for r in local {
             let mine = wire.node(r);
@@ -293,6 +309,7 @@ impl NetRun {
         NetRun {
             wire,
             forward: Arc::new(forward),
+            incoming,
         }
     }
 }

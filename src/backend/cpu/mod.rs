@@ -455,6 +455,9 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
         if let Err(e) = self.t.begin(call, self.gen) {
             return Err(self.failed(e));
         }
+        if let Some(net) = &run.net {
+            net.wire.expect_messages(net.incoming);
+        }
         let cmds = (0..self.threads.len()).map(|_| Cmd::Run(run.clone()));
         let first = self.t.local_ranks().start;
         let results = self

@@ -103,3 +103,28 @@ fn the_forwarding_tables_cover_every_wait_across_nodes() {
         }
     }
 }
+
+/// A process is told whether a call sends it anything from another node:
+/// the rail of `hier:1:mpi` is the MPI library's own all-reduce, so over
+/// nodes of one rank its plan sends no message at all; the rings of
+/// `hier:G` and the flat ring send every process puts and signals. (The
+/// network receiver naps while nothing comes.)
+#[test]
+fn a_call_tells_each_process_whether_messages_come() {
+    let wire: Arc<dyn crate::transport::Wire> = Arc::new(Blocks(1));
+    let s = Shape::all_reduce(4, 1000, 4, false);
+    let rail_only = crate::algo::hier::plan(&s, 1, crate::algo::hier::Rail::Mpi);
+    let ring_rail = crate::algo::hier::plan(&s, 1, crate::algo::hier::Rail::Ring);
+    let ring = crate::algo::ring::plan(&s, 1, 2);
+    for p in 0..4 {
+        assert!(!NetRun::new(wire.clone(), &rail_only, p..p + 1).incoming);
+        assert!(NetRun::new(wire.clone(), &ring_rail, p..p + 1).incoming);
+        assert!(NetRun::new(wire.clone(), &ring, p..p + 1).incoming);
+    }
+    // Two nodes of two ranks: `hier:2`'s rail ring sends puts across.
+    let two: Arc<dyn crate::transport::Wire> = Arc::new(Blocks(2));
+    let hier = crate::algo::hier::plan(&s, 2, crate::algo::hier::Rail::Ring);
+    for p in 0..4 {
+        assert!(NetRun::new(two.clone(), &hier, p..p + 1).incoming);
+    }
+}
