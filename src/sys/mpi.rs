@@ -426,8 +426,8 @@ impl Mpi {
     /// Wait for `req` by polling `MPI_Test`, at most until `deadline`;
     /// `stop` is asked between polls, every [`STOP_EVERY`] from the wait's
     /// start, and ends the wait with its error (the job failed, the engine
-    /// was aborted). `call`, `peer` and `what` name
-    /// the wait for the errors. On an error the request is cancelled (a
+    /// was aborted). `call`, `peer` and `what` name the wait for the
+    /// errors. On an error the request is cancelled (a
     /// point-to-point one) or left behind (a collective): the caller must
     /// then leak the buffers.
     #[allow(clippy::too_many_arguments)]
