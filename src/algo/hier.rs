@@ -278,16 +278,17 @@ pub fn plan(shape: &Shape, per_node: usize, rail: Rail) -> Plan {
         let intra_left = node * g + (l + g - 1) % g;
         let rail_left = ((node + k - 1) % k) * g + l;
         // A rail's op is complete once its puts (reading this rank) and
-        // the puts into this rank (its receives waited for them) are.
-        let waits = [
-            last_copy[r],
-            last_copy[intra_left],
-            last_copy[rail_left],
-            rail_ops[r],
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        // the puts into this rank (its receives waited for them) are; the
+        // rail's left member copies into this rank nowhere else, so over
+        // nodes (`hier:G:mpi`) no End waits for another node.
+        let rail_copy = match rail {
+            Rail::Ring => last_copy[rail_left],
+            Rail::Mpi => None,
+        };
+        let waits = [last_copy[r], last_copy[intra_left], rail_copy, rail_ops[r]]
+            .into_iter()
+            .flatten()
+            .collect();
         b.end(r, waits);
     }
     b.finish()

@@ -506,11 +506,16 @@ impl AlgoChoice {
     /// unless `RINGREDUCE_ALGO` forces a path:
     ///
     /// * over nodes (`per_node`), takes only paths whose ranks push (the
-    ///   network transport refuses reads of a peer's memory): `hier:G` for
-    ///   an all-reduce over several nodes of G > 1 ranks (the scale-out
-    ///   model prices it at or below the flat ring for every layout, size
-    ///   and pair of links, so no call needs pricing: the tools'
-    ///   `theory::scale` test `the_hierarchical_all_reduce_is_never_slower_than_the_flat_ring`),
+    ///   network transport refuses reads of a peer's memory): for an
+    ///   all-reduce over several nodes, on host memory `hier:G:mpi` (each
+    ///   rail's phase MPI's own all-reduce; measured on the CPU backend
+    ///   against `hier:G` and, for nodes of one rank, the `ring`: 0.5x of
+    ///   `hier:2` at 4 KiB, 0.7x at 64 KiB, level from 1 MiB to 16 MiB,
+    ///   `docs/results/2026-12-07-cpu-mpi-rail-waits/`), on GPUs `hier:G`
+    ///   for nodes of G > 1 ranks (the scale-out model prices it at or
+    ///   below the flat ring for every layout, size and pair of links, so
+    ///   no call needs pricing: the tools' `theory::scale` test
+    ///   `the_hierarchical_all_reduce_is_never_slower_than_the_flat_ring`);
     ///   `bcast` for a broadcast, else the `ring`;
     /// * on host memory (`host`), is its own (measured on the CPU backend:
     ///   `oneshot:fused` out of place up to 64 KiB (`HOST_FUSED_MAX_BYTES`) per
@@ -545,8 +550,13 @@ impl AlgoChoice {
         }
         let algo: Arc<dyn Algorithm> = if let Some(g) = at.per_node {
             let n = shape.ranks;
+            let nodes = g >= 1 && g < n && n % g == 0;
             match shape.collective {
-                Collective::AllReduce if g > 1 && g < n && n % g == 0 => Arc::new(hier::Hier {
+                Collective::AllReduce if nodes && at.host => Arc::new(hier::Hier {
+                    per_node: g,
+                    rail: hier::Rail::Mpi,
+                }),
+                Collective::AllReduce if nodes && g > 1 => Arc::new(hier::Hier {
                     per_node: g,
                     rail: hier::Rail::Ring,
                 }),

@@ -738,6 +738,37 @@ fn auto_with_processes_sharing_a_gpu_never_waits_between_ranks() {
         AlgoChoice::Auto.resolve_in(&s, &host).unwrap().name(),
         auto_host(&s, at.processes).name()
     );
+    // Over nodes on host memory each rail's phase is MPI's all-reduce,
+    // nodes of one rank included; on GPUs nodes of one rank take the ring.
+    for (g, name) in [(1, "hier:1:mpi"), (2, "hier:2:mpi")] {
+        for bytes in [8, 4 << 10, 1 << 20, 64 << 20] {
+            let s = Shape::all_reduce(4, bytes / 4, 4, false);
+            let at = Placement {
+                per_node: Some(g),
+                ..host
+            };
+            assert_eq!(AlgoChoice::Auto.resolve_in(&s, &at).unwrap().name(), name);
+        }
+    }
+    for (g, name) in [(0, "ring"), (1, "ring"), (4, "ring")] {
+        let at = Placement {
+            per_node: Some(g),
+            ..at
+        };
+        assert_eq!(
+            AlgoChoice::Auto.resolve_in(&s, &at).unwrap().name(),
+            name,
+            "{g}"
+        );
+        let host = Placement { host: true, ..at };
+        if g != 1 {
+            assert_eq!(
+                AlgoChoice::Auto.resolve_in(&s, &host).unwrap().name(),
+                name,
+                "{g}"
+            );
+        }
+    }
 }
 
 /// `auto` on host memory: one step out of place while small, the
@@ -1311,6 +1342,43 @@ fn hier_node_traffic_is_the_rails() {
     assert!(t
         .iter()
         .all(|x| x.sent == 512 << 10 && x.received == 512 << 10));
+}
+
+/// Over nodes, `hier:G:mpi` runs each rail's op as the network library's
+/// all-reduce (its steps do not run), so no other op may wait for a rank of
+/// another node: a wait across nodes is a message per call, and a process
+/// that expects none can nap between calls. Every rank's End used to wait
+/// for its rail neighbour's last copy, which never writes into it there.
+/// `hier:G` (the ring over the rail) does wait across nodes.
+#[test]
+fn hier_mpi_waits_for_no_other_node_outside_its_rails() {
+    for n in 2..=8 {
+        for g in divisors(n).into_iter().filter(|&g| g < n) {
+            for count in [0, 1, 5, 64, 1000] {
+                let s = Shape::all_reduce(n, count, 4, false);
+                let across = |rail| {
+                    let p = hier::plan(&s, g, rail);
+                    let mut found = Vec::new();
+                    for (r, ops) in p.ops.iter().enumerate() {
+                        for op in ops {
+                            for w in &op.waits {
+                                let owner = p.signals[w.0].owner;
+                                if owner / g != r / g {
+                                    found.push((r, op.label.note, owner));
+                                }
+                            }
+                        }
+                    }
+                    found
+                };
+                let mpi = across(hier::Rail::Mpi);
+                assert!(mpi.is_empty(), "n={n} g={g} count={count}: {mpi:?}");
+                if count >= n {
+                    assert!(!across(hier::Rail::Ring).is_empty(), "n={n} g={g}");
+                }
+            }
+        }
+    }
 }
 
 /// `hier:N` is the ring's traffic inside one node; `hier:1` the ring's.

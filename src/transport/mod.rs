@@ -243,7 +243,8 @@ pub(crate) trait Wire: Send + Sync {
     /// Reduce `data` (rank `rank`'s contribution, whole elements of
     /// `dtype`; returned with the result) with `op` over `members`, the
     /// members of a rail's all-reduce ([`crate::plan::KernelKind::Rail`]),
-    /// with the network library's own collective. `members` must be
+    /// with the network library's own collective (for a type it lacks, its
+    /// all-gather, each member reducing in rail order). `members` must be
     /// `rank`'s rail in the job (its index on every node, in node order).
     /// A link without a collective of its own refuses.
     fn rail_all_reduce(

@@ -30,7 +30,7 @@
 
 use super::{RankMemory, Storage};
 use super::{Shm, Transport, Wire};
-use crate::element::{DataType, DevOp};
+use crate::element::{combine_into, Combine, DataType, DevOp};
 use crate::error::{Error, Result};
 use crate::plan::{BufId, Call};
 use crate::process::net::wire::{self, Put, TAG_BEAT, TAG_BYE, TAG_FAIL, TAG_PUT, TAG_SIGNAL};
@@ -190,8 +190,6 @@ impl Wire for Link {
         .map(drop)
     }
 
-    /// Poll once for the receiver, unless it (or another waiting rank)
-    /// is polling now.
     fn rail_all_reduce(
         &self,
         rank: usize,
@@ -209,6 +207,9 @@ impl Wire for Link {
                 "cpu",
             ));
         }
+        let what = || format!("rank {rank}'s rail (ranks {members:?}) in MPI's collective");
+        let stop = || self.stop("reducing", &what);
+        let deadline = Instant::now() + self.timeout;
         let ty = match dtype {
             DataType::Int8 => MpiType::I8,
             DataType::Uint8 => MpiType::U8,
@@ -218,13 +219,33 @@ impl Wire for Link {
             DataType::Uint64 => MpiType::U64,
             DataType::Float => MpiType::F32,
             DataType::Double => MpiType::F64,
-            other => {
-                return Err(Error::Unsupported(
-                    format!(
-                        "rank {rank}: MPI has no {other} for a rail's all-reduce (MPI_Allreduce takes int8, uint8, int32, uint32, int64, uint64, float and double; hier:G takes every type)"
-                    ),
-                    "cpu",
-                ))
+            // MPI has no half, bfloat16 or FP8: every member gathers the
+            // rail's contributions and reduces them itself, in rail order
+            // with this engine's own arithmetic, so every member computes
+            // the same bits.
+            _ => {
+                let parts = self.mpi.allgather(
+                    self.world.rail,
+                    &data,
+                    deadline,
+                    self.timeout,
+                    &stop,
+                    &what,
+                )?;
+                let c = Combine {
+                    dtype,
+                    op,
+                    scalar: 0,
+                    pre_a: false,
+                    pre_b: false,
+                    post: false,
+                };
+                let mut parts = parts.into_iter();
+                let mut sum = parts.next().unwrap_or_default();
+                for p in parts {
+                    combine_into(&c, &mut sum, &p).map_err(Error::internal)?;
+                }
+                return Ok(sum);
             }
         };
         // The pre- and post-ops are applied around it by the caller.
@@ -234,18 +255,19 @@ impl Wire for Link {
             DevOp::Max => MpiOp::Max,
             DevOp::Min => MpiOp::Min,
         };
-        let what = || format!("rank {rank}'s rail (ranks {members:?}) in MPI_Iallreduce");
         self.mpi.allreduce(
             self.world.rail,
             data,
             (ty, op),
-            Instant::now() + self.timeout,
+            deadline,
             self.timeout,
-            &|| self.stop("reducing", &what),
+            &stop,
             &what,
         )
     }
 
+    /// Poll once for the receiver, unless it (or another waiting rank)
+    /// is polling now.
     fn progress(&self) {
         self.poll_once();
     }
