@@ -124,6 +124,38 @@ pub(crate) fn combine_into(c: &Combine, dst: &mut [u8], b: &[u8]) -> Result<(), 
     crate::with_element!(c.dtype, T => combine_bytes::<T>(c, dst, None, b))
 }
 
+/// [`combine`] (`a` given) or [`combine_into`] (`a` `None`) on this thread
+/// alone: in pieces short enough that the typed loop never splits them
+/// across rayon, for a caller that must not hand work to another thread
+/// (one outside the backend's pool, or a process whose cores its peers
+/// keep busy).
+pub(crate) fn combine_serial(
+    c: &Combine,
+    dst: &mut [u8],
+    a: Option<&[u8]>,
+    b: &[u8],
+) -> Result<(), String> {
+    let size = c.dtype.size();
+    lengths(
+        c.dtype,
+        dst.len(),
+        &[a.map_or(dst.len(), <[u8]>::len), b.len()],
+    )?;
+    // Fewer than PAR_MIN elements of any type.
+    let piece = (SERIAL_PIECE_BYTES / size).max(1) * size;
+    for (i, d) in dst.chunks_mut(piece).enumerate() {
+        let at = i * piece..i * piece + d.len();
+        match a {
+            Some(a) => combine(c, d, &a[at.clone()], &b[at])?,
+            None => combine_into(c, d, &b[at])?,
+        }
+    }
+    Ok(())
+}
+
+/// The pieces of [`combine_serial`]: below `PAR_MIN` elements of every type.
+const SERIAL_PIECE_BYTES: usize = 1 << 16;
+
 /// `x = post(pre(x))` for every element of `data` in place, by the flags
 /// of `c` (`pre_a`: the pre-op, `post`: the post-op), at any alignment: a
 /// contribution handed to a library that knows only the plain op, and

@@ -19,7 +19,7 @@ pub mod minifloat;
 
 pub use combine::combine_one;
 pub use combine::Combine;
-pub(crate) use combine::{apply_ops, combine, combine_into};
+pub(crate) use combine::{apply_ops, combine, combine_into, combine_serial};
 pub use half::{bf16, f16};
 
 use minifloat::{decode, encode, Format};

@@ -152,6 +152,12 @@ pub(crate) trait Transport: Send + 'static {
         self.local_ranks().len() < self.ranks()
     }
 
+    /// How many of the job's ranks run on this machine, sharing its cores:
+    /// every rank, but for a transport whose ranks span machines.
+    fn machine_ranks(&self) -> usize {
+        self.ranks()
+    }
+
     /// Call `gen` starts on the local ranks: say so and wait (bounded)
     /// until the peers whose input it reads started it too.
     fn begin(&mut self, _call: &Call, _gen: u64) -> Result<()> {

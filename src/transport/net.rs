@@ -30,7 +30,7 @@
 
 use super::{RankMemory, Storage};
 use super::{Shm, Transport, Wire};
-use crate::element::{combine_into, Combine, DataType, DevOp};
+use crate::element::{combine_serial, Combine, DataType, DevOp};
 use crate::error::{Error, Result};
 use crate::plan::{BufId, Call};
 use crate::process::net::wire::{self, Put, TAG_BEAT, TAG_BYE, TAG_FAIL, TAG_PUT, TAG_SIGNAL};
@@ -243,7 +243,8 @@ impl Wire for Link {
                 let mut parts = parts.into_iter();
                 let mut sum = parts.next().unwrap_or_default();
                 for p in parts {
-                    combine_into(&c, &mut sum, &p).map_err(Error::internal)?;
+                    // This thread alone: not on rayon's global pool.
+                    combine_serial(&c, &mut sum, None, &p).map_err(Error::internal)?;
                 }
                 return Ok(sum);
             }
@@ -789,6 +790,12 @@ impl Transport for Net {
 
     fn local_ranks(&self) -> Range<usize> {
         self.me..self.me + 1
+    }
+
+    /// The ranks of this node (nodes on one machine, as in the tests,
+    /// share its cores too, so this is a floor).
+    fn machine_ranks(&self) -> usize {
+        self.link.world.members.len()
     }
 
     fn describe(&self) -> String {

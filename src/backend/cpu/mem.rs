@@ -9,7 +9,7 @@
 //! a mapping of the peer's segment ([`crate::transport::Shm`]).
 
 use crate::backend::{op_desc, part_desc, signal_desc, BufId, Call, OpTime};
-use crate::element::{combine, combine_into, Combine};
+use crate::element::{combine, combine_into, combine_serial, Combine};
 use crate::error::{Error, Result};
 use crate::fault::{FaultPlan, Injected};
 use crate::plan::interp::{self, Memory};
@@ -127,7 +127,12 @@ impl CpuMem {
     /// `dst.copy_from_slice(src)`, split across the backend's pool when
     /// large.
     pub(crate) fn copy(&self, dst: &mut [u8], src: &[u8]) {
-        if dst.len() >= PAR_MIN_BYTES {
+        self.copy_split(true, dst, src)
+    }
+
+    /// [`CpuMem::copy`], split only if `split` ([`Run::split`]).
+    fn copy_split(&self, split: bool, dst: &mut [u8], src: &[u8]) {
+        if split && dst.len() >= PAR_MIN_BYTES {
             self.pool.install(|| {
                 dst.par_chunks_mut(PAR_MIN_BYTES / 4)
                     .zip(src.par_chunks(PAR_MIN_BYTES / 4))
@@ -233,6 +238,40 @@ pub(crate) struct Run {
     pub(crate) epoch: Instant,
     /// The ranks on other nodes, when the transport has any.
     pub(crate) net: Option<NetRun>,
+    /// Whether large copies and reductions are split across the pool
+    /// ([`splits`]); else each runs on its rank's thread alone.
+    pub(crate) split: bool,
+}
+
+/// Whether a plan's large steps gain from the pool's threads where rank
+/// processes already keep every core busy: only when its ranks' work is
+/// uneven, so that the others wait while one works (the parameter server's
+/// root reduces every contribution, a third to half its call on 2-4
+/// ranks). Where every rank works at once (the rings, `hier:G`), a split
+/// takes cores from the peers' steps and adds two switches per step:
+/// measured on 2 cores, 4 rank processes, `ring` 0.57-0.61x at 16 MiB and
+/// `hier:2:mpi` 0.75-0.82x at 1 MiB without it, `ps` 1.5x slower
+/// (docs/results/2026-12-07-cpu-processes-unsplit/). Uneven: the busiest
+/// rank writes at least twice the bytes of the idlest (copies it issues,
+/// reductions it makes).
+pub(crate) fn splits(plan: &crate::plan::Plan) -> bool {
+    fn written(op: &crate::plan::Op) -> usize {
+        match &op.kind {
+            OpKind::Copy { dst, .. } | OpKind::Reduce { dst, .. } => dst.len(),
+            OpKind::Kernel(k) => k.steps.iter().map(written).sum(),
+            _ => 0,
+        }
+    }
+    let work: Vec<usize> = plan
+        .ops
+        .iter()
+        .map(|ops| ops.iter().map(written).sum())
+        .collect();
+    let (most, least) = (
+        work.iter().copied().max().unwrap_or(0),
+        work.iter().copied().min().unwrap_or(0),
+    );
+    most > 0 && most >= 2 * least
 }
 
 /// How a call reaches the ranks of other nodes: the transport's wire, and
@@ -322,6 +361,7 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
         bind: &run.call.bind,
         elem: run.call.dtype.size(),
         base: Combine::new(run.call.dtype, run.call.op, plan.ranks()),
+        split: run.split,
     };
     let mut times = Vec::new();
     let ns = |t: Instant| t.duration_since(run.epoch).as_secs_f64() * 1e9;
@@ -419,6 +459,8 @@ struct View<'a> {
     bind: &'a [crate::backend::Binding],
     elem: usize,
     base: Combine,
+    /// [`Run::split`].
+    split: bool,
 }
 
 impl View<'_> {
@@ -602,7 +644,7 @@ impl Memory for View<'_> {
             let mut b = open(&mut g);
             let (before, mid, after) = carve(b.get_mut()?, db.clone());
             let s = piece(before, after, &db, &sb)?;
-            self.mem.copy(mid, s);
+            self.mem.copy_split(self.split, mid, s);
             return Ok(());
         }
         // Lock in a global order (address) so two ranks copying into each
@@ -616,7 +658,7 @@ impl Memory for View<'_> {
         };
         let (bs, mut bd) = (open(&mut gs), open(&mut gd));
         let s = &bs.get()?[sb];
-        self.mem.copy(&mut bd.get_mut()?[db], s);
+        self.mem.copy_split(self.split, &mut bd.get_mut()?[db], s);
         Ok(())
     }
 
@@ -668,6 +710,10 @@ impl Memory for View<'_> {
         let as_ = if into { None } else { Some(get(pa, &ab)?) };
         let elem = self.elem;
         let err = |m: String| Error::Plan(format!("rank {rank}: reduce: {m}"));
+        if !self.split {
+            // This thread alone, in pieces the typed loop does not split.
+            return combine_serial(&c, out, as_, bs).map_err(err);
+        }
         let on_pool = out.len() >= POOL_MIN_BYTES;
         let mut run = move || match as_ {
             None if out.len() >= PAR_MIN_BYTES => {

@@ -84,6 +84,13 @@ pub(crate) struct CpuBackend<T: Transport<Mem = Storage> = Threads> {
     pub(super) order: super::ordered::CpuOrder,
     /// The network transport's forwarding tables, per plan.
     net_plans: std::collections::HashMap<usize, (Arc<crate::plan::Plan>, mem::NetRun)>,
+    /// Whether this process's cores are too few to split a rank's large
+    /// copies and reductions across its pool while its peers work too: each
+    /// rank a process of its own, fewer than two cores each on this machine.
+    crowded: bool,
+    /// Whether each plan splits its large steps, where `crowded` (see
+    /// [`mem::splits`]).
+    split_plans: std::collections::HashMap<usize, (Arc<crate::plan::Plan>, bool)>,
 }
 
 impl CpuBackend<Threads> {
@@ -128,6 +135,8 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
     /// rank, one thread each the others.
     pub fn over(mut t: T, timeout: Duration, faults: FaultPlan) -> Result<Self> {
         let (ranks, local) = (t.ranks(), t.local_ranks());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let crowded = t.shared() && cores < 2 * t.machine_ranks();
         let mem = Arc::new(CpuMem::new(ranks)?);
         t.attach(mem.clone())?;
         let m = mem.clone();
@@ -153,9 +162,19 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
             ranks,
             rank_to_device: vec![0; ranks],
             describe: format!(
-                "cpu: {}, {} for large slices",
+                "cpu: {}, {} for large slices{}",
                 t.describe(),
-                crate::words::counted(mem.pool.current_num_threads(), "pool thread")
+                crate::words::counted(mem.pool.current_num_threads(), "pool thread"),
+                if crowded {
+                    format!(
+                        " (only where a plan's work is uneven: {} {} of this job share {})",
+                        t.machine_ranks(),
+                        crate::words::plural(t.machine_ranks(), "rank process", "rank processes"),
+                        crate::words::counted(cores, "hardware thread")
+                    )
+                } else {
+                    String::new()
+                }
             ),
             hardware: vec![
                 format!(
@@ -180,6 +199,8 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
             profile: vec![IssueProfile::default(); ranks],
             order: Default::default(),
             net_plans: Default::default(),
+            crowded,
+            split_plans: Default::default(),
         })
     }
 
@@ -326,6 +347,23 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
         )
     }
 
+    /// Whether `call`'s large copies and reductions are split across the
+    /// pool: always, unless this process is `crowded`; there only for a
+    /// plan whose ranks' work is uneven ([`mem::splits`], once per plan).
+    fn splits(&mut self, call: &Call) -> bool {
+        if !self.crowded {
+            return true;
+        }
+        let key = Arc::as_ptr(&call.plan) as usize;
+        if self.split_plans.len() > 4096 {
+            self.split_plans.clear();
+        }
+        self.split_plans
+            .entry(key)
+            .or_insert_with(|| (call.plan.clone(), mem::splits(&call.plan)))
+            .1
+    }
+
     /// Record the profile and the timeline of a finished call.
     fn finish(
         &mut self,
@@ -451,6 +489,7 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
             faults: self.faults.clone(),
             epoch: self.epoch,
             net: self.net_run(call),
+            split: self.splits(call),
         });
         if let Err(e) = self.t.begin(call, self.gen) {
             return Err(self.failed(e));

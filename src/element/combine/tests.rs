@@ -354,3 +354,50 @@ fn rejects_bad_lengths() {
     assert!(combine_slices(&cm, &mut [0f32; 2], &[0f32; 2], &[0f32; 3]).is_err());
     assert!(combine(&cm, &mut [], &[], &[]).is_ok());
 }
+
+/// `combine_serial` gives the bits `combine` and `combine_into` give, for
+/// every type, op and flag, on lengths that leave a piece short, and
+/// refuses lengths that differ or split an element.
+#[test]
+fn serial_pieces_match_the_whole() {
+    for d in DataType::ALL {
+        let size = d.size();
+        // Three pieces and a part, in whole elements.
+        let n = (3 * SERIAL_PIECE_BYTES + 7 * size) / size * size;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut bytes = |len: usize| -> Vec<u8> {
+            (0..len)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed as u8
+                })
+                .collect()
+        };
+        let (a, b, start) = (bytes(n), bytes(n), bytes(n));
+        for op in ReduceOp::ALL {
+            for (pa, pb, post) in [
+                (false, false, false),
+                (true, true, true),
+                (true, false, true),
+            ] {
+                let k = c(d, op, 3).with_flags(pa, pb, post);
+                let (mut whole, mut serial) = (start.clone(), start.clone());
+                combine(&k, &mut whole, &a, &b).unwrap();
+                combine_serial(&k, &mut serial, Some(&a), &b).unwrap();
+                assert!(whole == serial, "{d:?} {op:?} {pa} {pb} {post}");
+                let (mut whole, mut serial) = (a.clone(), a.clone());
+                combine_into(&k, &mut whole, &b).unwrap();
+                combine_serial(&k, &mut serial, None, &b).unwrap();
+                assert!(whole == serial, "into {d:?} {op:?} {pa} {pb} {post}");
+            }
+        }
+        let mut out = vec![0u8; n];
+        assert!(combine_serial(&c(d, ReduceOp::Sum, 2), &mut out, None, &a[..n - size]).is_err());
+        if size > 1 {
+            let mut odd = vec![0u8; n - 1];
+            assert!(combine_serial(&c(d, ReduceOp::Sum, 2), &mut odd, None, &a[..n - 1]).is_err());
+        }
+    }
+}

@@ -128,3 +128,32 @@ fn a_call_tells_each_process_whether_messages_come() {
         assert!(NetRun::new(two.clone(), &hier, p..p + 1).incoming);
     }
 }
+
+/// Where rank processes keep every core busy, a plan splits its large
+/// steps across the pool only when one rank works while the others wait:
+/// the parameter server (its root reduces everything) does, the rings and
+/// `hier:G` (every rank works every step) do not, at any size or N.
+#[test]
+fn only_uneven_plans_split_where_processes_fill_the_cores() {
+    for n in [2, 3, 4, 8] {
+        for count in [n, 1000, 1 << 20] {
+            let s = Shape::all_reduce(n, count, 4, false);
+            let ps = crate::algo::ps::plan(&s);
+            assert!(splits(&ps), "ps n={n} count={count}");
+            assert!(!splits(&crate::algo::ring::plan(&s, 1, 2)), "ring n={n}");
+            assert!(
+                !splits(&crate::algo::ring::plan(&s, 2, 2)),
+                "ring:pipe2 n={n}"
+            );
+            if n % 2 == 0 && n > 2 {
+                for rail in [crate::algo::hier::Rail::Ring, crate::algo::hier::Rail::Mpi] {
+                    let h = crate::algo::hier::plan(&s, 2, rail);
+                    assert!(!splits(&h), "hier:2 {rail:?} n={n}");
+                }
+            }
+        }
+    }
+    // A plan that writes nothing has nothing to split.
+    let empty = crate::algo::ring::plan(&Shape::all_reduce(4, 0, 4, false), 1, 2);
+    assert!(!splits(&empty));
+}

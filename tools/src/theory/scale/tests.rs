@@ -242,8 +242,10 @@ fn render_names_every_assumption() {
     }
     assert_eq!(t.lines().filter(|l| l.starts_with("| ")).count(), 5);
 }
-/// Why `auto` takes `hier:G` over nodes without pricing each call
-/// (`algo::AlgoChoice::resolve_in`): under this model the hierarchical
+
+/// Why `auto` takes `hier:G` over nodes of GPUs without pricing each call
+/// (`algo::AlgoChoice::resolve_in`; on host memory it takes `hier:G:mpi`,
+/// by measurement): under this model the hierarchical
 /// all-reduce is never slower than the flat ring, whatever the links,
 /// the layout or the size. The flat ring's `2(KG-1)` rounds are at
 /// least `2(G-1) + 2(K-1)`, each paced by the slower link, and its
