@@ -676,6 +676,53 @@ impl Mpi {
             .collect())
     }
 
+    /// Every rank's `mine` on `comm` when all are the same length, one
+    /// after another in rank order (one `MPI_Iallgather`), bounded as in
+    /// [`Mpi::wait`] but polled without naps, like a collective inside a
+    /// call ([`Mpi::allreduce`]). At most `c_int::MAX` bytes each. The
+    /// buffers are owned here while MPI holds them; on an error they are
+    /// leaked (MPI may still write them).
+    pub(crate) fn allgather_equal(
+        &self,
+        comm: Comm,
+        mine: &[u8],
+        deadline: Instant,
+        timeout: Duration,
+        stop: &dyn Fn() -> Result<()>,
+        what: &dyn Fn() -> String,
+    ) -> Result<Vec<u8>> {
+        let (_, size) = self.rank_size(comm)?;
+        let bytes = int_len(mine.len(), self.rank, None, "MPI_Iallgather")?;
+        let send: Box<[u8]> = mine.into();
+        let mut recv: Vec<u8> = vec![0; mine.len() * size];
+        let mut req = std::ptr::null_mut();
+        // SAFETY: `send` holds `bytes` bytes and `recv` `size` times as
+        // many, both owned here and untouched until the request completes
+        // (or leaked below).
+        let e = unsafe {
+            ffi::rr_iallgather(
+                comm.0,
+                send.as_ptr().cast(),
+                bytes,
+                recv.as_mut_ptr().cast(),
+                &mut req,
+            )
+        };
+        check(e, self.rank, None, "MPI_Iallgather")?;
+        let req = Request {
+            ptr: req,
+            collective: true,
+        };
+        let bound = (deadline, timeout);
+        let call = ("MPI_Iallgather", None);
+        if let Err(e) = self.wait_patiently(req, bound, stop, call, what, u32::MAX) {
+            std::mem::forget(send);
+            std::mem::forget(recv);
+            return Err(e);
+        }
+        Ok(recv)
+    }
+
     /// `MPI_Iallreduce` in place on `data` over `comm`, bounded as in
     /// [`Mpi::wait`] but polled without naps: elements of `ty` reduced with
     /// `op`, in calls of at most `c_int::MAX` elements each. The buffer is

@@ -224,7 +224,7 @@ impl Wire for Link {
             // with this engine's own arithmetic, so every member computes
             // the same bits.
             _ => {
-                let parts = self.mpi.allgather(
+                let all = self.mpi.allgather_equal(
                     self.world.rail,
                     &data,
                     deadline,
@@ -240,11 +240,11 @@ impl Wire for Link {
                     pre_b: false,
                     post: false,
                 };
-                let mut parts = parts.into_iter();
-                let mut sum = parts.next().unwrap_or_default();
+                let mut parts = all.chunks(data.len().max(1));
+                let mut sum = parts.next().map(<[u8]>::to_vec).unwrap_or_default();
                 for p in parts {
                     // This thread alone: not on rayon's global pool.
-                    combine_serial(&c, &mut sum, None, &p).map_err(Error::internal)?;
+                    combine_serial(&c, &mut sum, None, p).map_err(Error::internal)?;
                 }
                 return Ok(sum);
             }

@@ -249,8 +249,9 @@ pub(crate) struct Run {
 /// root reduces every contribution, a third to half its call on 2-4
 /// ranks). Where every rank works at once (the rings, `hier:G`), a split
 /// takes cores from the peers' steps and adds two switches per step:
-/// measured on 2 cores, 4 rank processes, `ring` 0.57-0.61x at 16 MiB and
-/// `hier:2:mpi` 0.75-0.82x at 1 MiB without it, `ps` 1.5x slower
+/// measured on 2 cores with 4 rank processes, `ring` 0.78x at 1 MiB and
+/// `hier:2:mpi` 0.90-0.93x without it, 16 MiB within the spread, and in a
+/// probe `ps` 1.5x slower at 16 MiB without it
 /// (docs/results/2026-12-07-cpu-processes-unsplit/). Uneven: the busiest
 /// rank writes at least twice the bytes of the idlest (copies it issues,
 /// reductions it makes).
