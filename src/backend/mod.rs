@@ -362,9 +362,6 @@ pub(crate) trait GraphBackend {
     fn capture(&mut self, calls: &[Call]) -> Result<()>;
     /// Replay the captured graphs once on every rank.
     fn replay(&mut self) -> Result<()>;
-    /// Forget the captured graphs.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    fn drop_graphs(&mut self) -> Result<()>;
 }
 
 /// Host time one rank thread spent issuing collectives, by kind of call

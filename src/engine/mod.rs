@@ -43,7 +43,7 @@ pub use launch::{CallInfo, CallPath};
 use crate::algo::{AlgoChoice, Algorithm, Path};
 use crate::backend::cpu::CpuBackend;
 #[cfg(feature = "cuda")]
-use crate::backend::cuda::{self as cuda_backend, CudaBackend, InProcess};
+use crate::backend::cuda::{self as cuda_backend, CudaBackend};
 use crate::backend::NcclCall;
 use crate::backend::{
     Backend, BackendChoice, BackendInfo, BackendKind, Binding, BufId, Call, CallTimeline,
@@ -397,14 +397,12 @@ impl Engine {
         };
         #[cfg(feature = "cuda")]
         let cuda = |cfg: &EngineConfig| -> Result<Box<dyn Backend>> {
-            Ok(Box::new(CudaBackend::<InProcess>::new(
-                &cuda_backend::CudaOptions {
-                    ranks: cfg.ranks,
-                    devices: cfg.devices.clone(),
-                    timeout: cfg.timeout,
-                    faults: cfg.faults.clone(),
-                },
-            )?))
+            Ok(Box::new(CudaBackend::new(&cuda_backend::CudaOptions {
+                ranks: cfg.ranks,
+                devices: cfg.devices.clone(),
+                timeout: cfg.timeout,
+                faults: cfg.faults.clone(),
+            })?))
         };
         #[cfg(feature = "cuda")]
         let probe = cuda_backend::probe().map(|_| ());
@@ -432,7 +430,6 @@ impl Engine {
     /// that one rank (every rank must pick the same kind).
     fn new_process(cfg: EngineConfig, spec: &crate::process::JobSpec) -> Result<Engine> {
         #[cfg(feature = "cuda")]
-        use crate::backend::cuda::Ipc;
         if cfg.ranks != spec.size {
             return Err(Error::BadArgument(format!(
                 "{} ranks asked for, but this process is rank {} of a job of {} (leave the rank count out, or match it)",
@@ -484,7 +481,7 @@ impl Engine {
             #[cfg(not(feature = "cuda"))]
             BackendKind::Cuda => Err(Error::NoCuda(crate::backend::NO_CUDA.into())),
             #[cfg(feature = "cuda")]
-            BackendKind::Cuda => CudaBackend::<Ipc>::process(
+            BackendKind::Cuda => CudaBackend::process(
                 job.clone(),
                 &cuda_backend::CudaOptions {
                     ranks: cfg.ranks,

@@ -1,33 +1,33 @@
 //! The CUDA backend's optional capabilities, over either peer exchange:
 //! CUDA graphs (per GPU and, where the exchange allows it, joint across
 //! every GPU) and profiling (NCCL is `nccl.rs`). What differs between the
-//! exchanges is asked of [`PeerExchange`] (whether joint graphs work, what
-//! the timelines' clocks are). Nothing here is `unsafe`.
+//! exchanges is asked of the backend's [`super::exchange::PeerExchange`]
+//! (whether joint graphs work, what the timelines' clocks are). Nothing here is `unsafe`.
 
-use super::exchange::PeerExchange;
 use super::rank::activity::{self, RankTiming, TimingSource};
 use super::*;
 
-impl<X: PeerExchange> GraphBackend for CudaBackend<X> {
+impl GraphBackend for CudaBackend {
     /// Device-ordered plans (every cross-rank order inside kernels): one
     /// graph per GPU, replayed by each rank thread. Any other plan, where
-    /// the exchange allows it ([`PeerExchange::joint_graphs`]): one joint
+    /// the exchange allows it ([`super::exchange::PeerExchange::joint_graphs`]): one joint
     /// graph across every GPU (see `Rank::capture_joint`), whose cross-rank
     /// events become graph edges, replayed by rank 0.
     fn capture(&mut self, calls: &[Call]) -> Result<()> {
         for c in calls {
-            check_call(c, self.info.ranks)?;
+            check_call(c, self.front.info.ranks)?;
             if !c.plan.device_ordered() {
-                X::joint_graphs(&c.plan.name)?;
+                self.link.joint_graphs(&c.plan.name)?;
             }
         }
-        self.drop_graphs()?;
+        self.front.drop_graphs()?;
         let calls = Arc::new(calls.to_vec());
         let signals = super::front::most_signals(&calls);
-        let (abort, timeout) = (self.abort.clone(), self.timeout);
+        let (abort, timeout) = (self.front.abort.clone(), self.front.timeout);
         if calls.iter().all(|c| c.plan.device_ordered()) {
-            self.joint = false;
+            self.front.joint = false;
             return self
+                .front
                 .each_all(|_| {
                     let calls = calls.clone();
                     let abort = abort.clone();
@@ -45,14 +45,18 @@ impl<X: PeerExchange> GraphBackend for CudaBackend<X> {
         let gens: Vec<u64> = calls
             .iter()
             .map(|_| {
-                self.gen += 1;
-                self.gen
+                self.front.gen += 1;
+                self.front.gen
             })
             .collect();
         let gens = Arc::new(gens);
-        self.joint_gen += 1;
-        let (board, jb, jgen) = (self.board.clone(), self.joint_board.clone(), self.joint_gen);
-        let r = self.each_all(|_| {
+        self.front.joint_gen += 1;
+        let (board, jb, jgen) = (
+            self.front.board.clone(),
+            self.front.joint_board.clone(),
+            self.front.joint_gen,
+        );
+        let r = self.front.each_all(|_| {
             let (calls, gens, board, jb) = (calls.clone(), gens.clone(), board.clone(), jb.clone());
             Box::new(move |rk: &mut Rank<'_>| {
                 let rank = rk.rank;
@@ -65,50 +69,42 @@ impl<X: PeerExchange> GraphBackend for CudaBackend<X> {
                 r
             })
         });
-        self.joint = r.is_ok();
+        self.front.joint = r.is_ok();
         r.map(|_| ())
     }
 
     fn replay(&mut self) -> Result<()> {
-        if !self.joint {
+        if !self.front.joint {
             return self
+                .front
                 .each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.replay()))
                 .map(|_| ());
         }
-        self.joint_gen += 1;
-        let (jb, jgen) = (self.joint_board.clone(), self.joint_gen);
-        self.each_all(|_| {
-            let jb = jb.clone();
-            Box::new(move |rk: &mut Rank<'_>| rk.replay_joint(&jb, jgen))
-        })
-        .map(|_| ())
-    }
-
-    fn drop_graphs(&mut self) -> Result<()> {
-        self.joint = false;
-        self.each(|_| {
-            Box::new(|rk: &mut Rank<'_>| {
-                rk.drop_graphs();
-                Ok(())
+        self.front.joint_gen += 1;
+        let (jb, jgen) = (self.front.joint_board.clone(), self.front.joint_gen);
+        self.front
+            .each_all(|_| {
+                let jb = jb.clone();
+                Box::new(move |rk: &mut Rank<'_>| rk.replay_joint(&jb, jgen))
             })
-        })
-        .map(|_| ())
+            .map(|_| ())
     }
 }
 
-impl<X: PeerExchange> Profiling for CudaBackend<X> {
+impl Profiling for CudaBackend {
     /// Every local rank's profile (the other ranks' are empty); with
-    /// deferred posting ([`PeerExchange::DEFERRED`]) each also carries the
+    /// deferred posting (rank threads of one process) each also carries the
     /// caller's time in `launch` and the pool's phases.
     fn take_issue_profile(&mut self) -> Result<Vec<IssueProfile>> {
-        let backend_ns = std::mem::take(&mut self.caller_ns);
-        let pool = std::mem::take(&mut self.launch_phases);
-        let nccl_pool = std::mem::take(&mut self.nccl_phases);
-        let mine =
-            self.each(|_| Box::new(|rk: &mut Rank<'_>| Ok(std::mem::take(&mut rk.profile))))?;
-        let mut v = vec![IssueProfile::default(); self.info.ranks];
-        for (r, mut p) in self.local.clone().zip(mine) {
-            if X::DEFERRED {
+        let backend_ns = std::mem::take(&mut self.front.caller_ns);
+        let pool = std::mem::take(&mut self.front.launch_phases);
+        let nccl_pool = std::mem::take(&mut self.front.nccl_phases);
+        let mine = self
+            .front
+            .each(|_| Box::new(|rk: &mut Rank<'_>| Ok(std::mem::take(&mut rk.profile))))?;
+        let mut v = vec![IssueProfile::default(); self.front.info.ranks];
+        for (r, mut p) in self.front.local.clone().zip(mine) {
+            if self.front.deferred {
                 p.backend_ns = backend_ns;
                 p.pool = pool;
                 p.nccl_pool = nccl_pool;
@@ -122,11 +118,12 @@ impl<X: PeerExchange> Profiling for CudaBackend<X> {
 
     fn take_timeline(&mut self) -> Result<Vec<CallTimeline>> {
         self.drain()?;
-        let epoch = self.log.epoch();
-        let per_rank: Vec<RankTiming> =
-            self.each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.take_timing(epoch)))?;
-        let calls = self.log.take();
-        Ok(X::timelines(calls, per_rank, false))
+        let epoch = self.front.log.epoch();
+        let per_rank: Vec<RankTiming> = self
+            .front
+            .each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.take_timing(epoch)))?;
+        let calls = self.front.log.take();
+        Ok(self.link.timelines(calls, per_rank, false))
     }
 
     /// Every local rank sets up (or ends) its timing's collection
@@ -134,15 +131,17 @@ impl<X: PeerExchange> Profiling for CudaBackend<X> {
     /// it, events need nothing set up).
     #[cfg(feature = "profiling")]
     fn prepare_timing(&mut self, on: bool) -> Result<()> {
-        self.each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.prepare_timing(on)))
+        self.front
+            .each(move |_| Box::new(move |rk: &mut Rank<'_>| rk.prepare_timing(on)))
             .map(|_| ())
     }
 
     /// What the local ranks issued (their own copies and kernels), by rank.
     fn take_traffic(&mut self) -> Result<Vec<crate::plan::Traffic>> {
-        let per_rank: Vec<Vec<crate::plan::Traffic>> =
-            self.each(|_| Box::new(|rk: &mut Rank<'_>| Ok(rk.take_traffic())))?;
-        let mut t = vec![crate::plan::Traffic::default(); self.info.ranks];
+        let per_rank: Vec<Vec<crate::plan::Traffic>> = self
+            .front
+            .each(|_| Box::new(|rk: &mut Rank<'_>| Ok(rk.take_traffic())))?;
+        let mut t = vec![crate::plan::Traffic::default(); self.front.info.ranks];
         for v in per_rank {
             for (r, x) in v.into_iter().enumerate() {
                 if let Some(y) = t.get_mut(r) {

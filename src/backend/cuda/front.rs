@@ -3,9 +3,8 @@
 //! timed calls, a call's admission, the devices to use and a device's
 //! memory. What differs between the exchanges (reserve, release, drain,
 //! events, the order of host accesses against peers in other processes) is
-//! asked of [`PeerExchange`].
+//! asked of [`super::exchange::PeerExchange`].
 
-use super::exchange::PeerExchange;
 use super::rank::Rank;
 use super::{probe, Cmd, CudaBackend, Deferred, IssueCmd};
 use crate::backend::ordered::StreamOrdered;
@@ -150,24 +149,25 @@ pub(super) fn devices(requested: Option<&Vec<usize>>) -> Result<(&'static Driver
     Ok((info, devs))
 }
 
-impl<X: PeerExchange> Backend for CudaBackend<X> {
+impl Backend for CudaBackend {
     fn info(&self) -> &BackendInfo {
-        &self.info
+        &self.front.info
     }
 
-    /// Collective over the job (see [`PeerExchange::reserve`]).
+    /// Collective over the job (see [`super::exchange::PeerExchange::reserve`]).
     fn reserve(&mut self, id: BufId, bytes: &[usize]) -> Result<()> {
-        X::reserve(self, id, bytes)
+        self.link.reserve(&mut self.front, id, bytes)
     }
 
-    /// Collective over the job (see [`PeerExchange::release`]).
+    /// Collective over the job (see [`super::exchange::PeerExchange::release`]).
     fn release(&mut self, id: BufId) -> Result<()> {
-        X::release(self, id)
+        self.link.release(&mut self.front, id)
     }
 
     fn device_buf(&self, rank: usize, id: BufId) -> Result<crate::cuda::PeerBuf> {
-        check_local(rank, self.local.clone(), "copy into")?;
-        self.peers
+        check_local(rank, self.front.local.clone(), "copy into")?;
+        self.front
+            .peers
             .bufs
             .get(rank)
             .and_then(|m| m.get(&id))
@@ -182,11 +182,11 @@ impl<X: PeerExchange> Backend for CudaBackend<X> {
         span: &crate::cuda::DeviceSpan,
         stream: &crate::cuda::RawStream,
     ) -> Result<()> {
-        check_local(rank, self.local.clone(), "copy into")?;
+        check_local(rank, self.front.local.clone(), "copy into")?;
         // As `write`: this rank's previous calls are done, and every peer
         // that read the buffer drained the call in which it did.
         self.drain()?;
-        X::before_write(self, id)?;
+        self.link.before_write(id)?;
         let buf = self.device_buf(rank, id)?;
         let e = super::cuda_err(rank, stream.device());
         stream.copy_into_engine(&buf, 0, span).map_err(&e)?;
@@ -194,37 +194,38 @@ impl<X: PeerExchange> Backend for CudaBackend<X> {
     }
 
     fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
-        check_local(rank, self.local.clone(), "write into")?;
+        check_local(rank, self.front.local.clone(), "write into")?;
         // Other ranks may still be reading this rank's buffers: this rank's
         // previous calls are done once its streams are idle (the plans
         // order every peer access to its memory before its End, except
         // peer reads of a send buffer, which the exchange waits for).
         self.drain()?;
-        X::before_write(self, id)?;
+        self.link.before_write(id)?;
         let data = Arc::new(data.to_vec());
-        let at = rank - self.local.start;
-        self.each(|i| {
-            let data = data.clone();
-            Box::new(move |rk: &mut Rank<'_>| {
-                if i != at {
-                    Ok(())
-                } else {
-                    // Peers read this rank's send buffer as soon as it says
-                    // it began its next call: the write returns once the
-                    // bytes landed.
-                    rk.write(id, offset, &data)
-                }
+        let at = rank - self.front.local.start;
+        self.front
+            .each(|i| {
+                let data = data.clone();
+                Box::new(move |rk: &mut Rank<'_>| {
+                    if i != at {
+                        Ok(())
+                    } else {
+                        // Peers read this rank's send buffer as soon as it says
+                        // it began its next call: the write returns once the
+                        // bytes landed.
+                        rk.write(id, offset, &data)
+                    }
+                })
             })
-        })
-        .map(|_| ())
+            .map(|_| ())
     }
 
     fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
-        check_local(rank, self.local.clone(), "read")?;
+        check_local(rank, self.front.local.clone(), "read")?;
         self.drain()?;
         let len = out.len();
-        let at = rank - self.local.start;
-        let got: Vec<Vec<u8>> = self.each(|i| {
+        let at = rank - self.front.local.start;
+        let got: Vec<Vec<u8>> = self.front.each(|i| {
             Box::new(move |rk: &mut Rank<'_>| {
                 if i == at {
                     rk.read(id, offset, len)
@@ -243,15 +244,16 @@ impl<X: PeerExchange> Backend for CudaBackend<X> {
 
     fn launch(&mut self, call: &Call) -> Result<()> {
         let t_entry = Instant::now();
-        admit(call, self.info.ranks, &self.abort)?;
+        admit(call, self.front.info.ranks, &self.front.abort)?;
         self.ensure_events(call.plan.signal_count())?;
-        self.gen += 1;
-        self.calls += 1;
-        let (gen, call_no) = (self.gen, self.calls);
-        X::begin(self, call, gen)?;
-        self.log.collective(call);
-        let (key, sent) = self.held.key(call);
+        self.front.gen += 1;
+        self.front.calls += 1;
+        let (gen, call_no) = (self.front.gen, self.front.calls);
+        self.link.begin(&self.front, call, gen)?;
+        self.front.log.collective(call);
+        let (key, sent) = self.front.held.key(call);
         let cmds: Vec<Cmd> = self
+            .front
             .local
             .clone()
             .map(|_| {
@@ -263,9 +265,9 @@ impl<X: PeerExchange> Backend for CudaBackend<X> {
                 })
             })
             .collect();
-        let r = self.post(cmds, Deferred::Collective);
-        X::issued(self, gen);
-        self.caller_ns += t_entry.elapsed().as_nanos() as u64;
+        let r = self.front.post(cmds, Deferred::Collective);
+        self.link.issued(gen);
+        self.front.caller_ns += t_entry.elapsed().as_nanos() as u64;
         r
     }
 
@@ -274,7 +276,7 @@ impl<X: PeerExchange> Backend for CudaBackend<X> {
     }
 
     fn abort_handle(&self) -> AbortHandle {
-        self.abort.clone()
+        self.front.abort.clone()
     }
 
     /// The local ranks' GPUs (one query per GPU, however many ranks share
@@ -282,8 +284,8 @@ impl<X: PeerExchange> Backend for CudaBackend<X> {
     fn memory(&self) -> Result<Vec<Option<DeviceMemory>>> {
         let mut seen: HashMap<usize, DeviceMemory> = HashMap::new();
         let mut out = Vec::new();
-        for (r, &d) in self.info.rank_to_device.iter().enumerate() {
-            if !self.local.contains(&r) {
+        for (r, &d) in self.front.info.rank_to_device.iter().enumerate() {
+            if !self.front.local.contains(&r) {
                 out.push(None);
                 continue;
             }
@@ -301,12 +303,13 @@ impl<X: PeerExchange> Backend for CudaBackend<X> {
     }
 
     fn ping(&mut self) -> Result<()> {
-        self.each(|_| Box::new(|_: &mut Rank<'_>| Ok(())))
+        self.front
+            .each(|_| Box::new(|_: &mut Rank<'_>| Ok(())))
             .map(|_| ())
     }
 
     fn local_ranks(&self) -> std::ops::Range<usize> {
-        self.local.clone()
+        self.front.local.clone()
     }
 
     #[cfg(feature = "nccl")]
@@ -322,10 +325,10 @@ impl<X: PeerExchange> Backend for CudaBackend<X> {
         Some(self)
     }
 
-    /// Where the exchange allows it ([`PeerExchange::ordered`]; between
+    /// Where the exchange allows it ([`super::exchange::PeerExchange::ordered`]; between
     /// processes it is refused with the reason).
     fn ordered(&mut self) -> Result<&mut dyn StreamOrdered> {
-        X::ordered()?;
+        self.link.ordered()?;
         Ok(self)
     }
 }

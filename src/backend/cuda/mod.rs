@@ -2,15 +2,17 @@
 //! once to its GPU. Public here is only [`probe`] (with the `cuda`
 //! feature); the engine makes the backend ([`crate::BackendChoice`]).
 //!
-//! One backend type, `CudaBackend`, over a peer exchange (the private
-//! `exchange` module's `PeerExchange`): how a rank reaches its peers'
-//! buffers, flags and events, the host board, and the peers' health. Two
-//! exchanges: `InProcess` (every rank a thread of this process: device
-//! pointers and event tokens handed between threads) and `Ipc` (one rank
-//! per process: CUDA IPC handles all-gathered through the job). The front
-//! end (this file, `front.rs`, `capabilities.rs`, `work.rs`) is written
-//! once over either; what an exchange cannot do it refuses with the reason
-//! (stream-ordered calls and joint graphs between processes).
+//! One backend type, `CudaBackend`: its front end (`Front`: the rank
+//! threads this process runs and what they share) beside the peer exchange
+//! it holds (a `Box<dyn PeerExchange>`, the private `exchange` module): how
+//! a rank reaches its peers' buffers, flags and events, the host board, and
+//! the peers' health. Two exchanges: `InProcess` (every rank a thread of
+//! this process: device pointers and event tokens handed between threads)
+//! and `Ipc` (one rank per process: CUDA IPC handles all-gathered through
+//! the job). The capabilities (this file, `front.rs`, `capabilities.rs`,
+//! `work.rs`) are written once, for either; what an exchange cannot do it
+//! refuses with the reason (stream-ordered calls and joint graphs between
+//! processes).
 //!
 //! Per rank (`rank`): two streams (the plan's compute and copy lanes),
 //! buffers, one event per plan signal, the kernels of each data type (a
@@ -51,7 +53,7 @@ mod peers;
 mod rank;
 mod work;
 
-pub(crate) use exchange::{InProcess, Ipc, PeerExchange};
+use exchange::PeerExchange;
 
 #[cfg(feature = "nccl")]
 use super::NcclCall;
@@ -192,11 +194,21 @@ struct NcclCmd {
     pub timed: bool,
 }
 
-/// The CUDA backend: one front end (the rank threads this process runs,
-/// the calls they keep, the launch log, every capability) over a peer
-/// exchange `X`, how a rank reaches its peers ([`exchange`]: rank threads
-/// of one process, or one rank per process over CUDA IPC).
-pub(crate) struct CudaBackend<X: PeerExchange> {
+/// The CUDA backend: its [`Front`] (the rank threads this process runs and
+/// what they share) beside its peer exchange, how a rank reaches its peers
+/// ([`exchange`]: rank threads of one process, or one rank per process
+/// over CUDA IPC). Every capability is written once, on this type.
+pub(crate) struct CudaBackend {
+    front: Front,
+    /// How the ranks reach each other, and its own state. Last: it is
+    /// dropped after the rank threads.
+    link: Box<dyn PeerExchange>,
+}
+
+/// The rank threads this process runs and what they share: the calls they
+/// keep, the host board, the peers' tokens, the launch log. What the
+/// exchange does with the ranks it does through this.
+pub(crate) struct Front {
     threads: RankThreads<Cmd, Reply>,
     info: BackendInfo,
     /// The ranks this process runs (its rank threads, in order).
@@ -229,15 +241,43 @@ pub(crate) struct CudaBackend<X: PeerExchange> {
     /// 0; signal 1 + r: rank r).
     joint_board: Arc<SignalBoard>,
     joint_gen: u64,
-    /// How the ranks reach each other, and its own state. Last: it is
-    /// dropped after the rank threads, as each front end's was.
-    x: X,
+    /// Whether calls are posted to the rank threads without waiting for
+    /// them to be issued (their outcome comes with the next command), and
+    /// the caller's time and the pool's phases are profiled: rank threads
+    /// of one process.
+    deferred: bool,
+    /// One rank per process: this rank, whose failures are recorded on the
+    /// job's board, where peers waiting for it see them.
+    reports_as: Option<usize>,
 }
 
-impl<X: PeerExchange> CudaBackend<X> {
-    /// The front end over rank threads `threads` (one per rank of `local`)
-    /// and exchange `x`, with the host board `board`; no call made yet.
-    /// Each exchange's constructor connects it.
+impl CudaBackend {
+    /// The backend of `front` and its exchange `link`. A constructor that
+    /// failed half-way (`connected`) still hands its parts here, so that
+    /// dropping them tears them down as any backend's.
+    fn join(front: Front, link: Box<dyn PeerExchange>, connected: Result<()>) -> Result<Self> {
+        let be = CudaBackend { front, link };
+        connected.map(|()| be)
+    }
+
+    /// Drain the local ranks (bounded), as the exchange does it.
+    fn drain(&mut self) -> Result<()> {
+        self.link.drain(&mut self.front)
+    }
+
+    /// Cover `n` signals with events on every rank, as the exchange does it.
+    fn ensure_events(&mut self, n: usize) -> Result<()> {
+        self.link.ensure_events(&mut self.front, n)
+    }
+}
+
+impl Front {
+    /// The front end over rank threads `threads` (one per rank of `local`),
+    /// with the host board `board`; no call made yet. `process_rank`: the
+    /// one rank of this process when the job's ranks are processes (calls
+    /// are then issued before `launch` returns, and failures recorded on
+    /// the job's board); `None` for rank threads of one process (calls
+    /// posted without waiting). Each exchange's constructor connects it.
     fn assemble(
         threads: RankThreads<Cmd, Reply>,
         info: BackendInfo,
@@ -245,14 +285,14 @@ impl<X: PeerExchange> CudaBackend<X> {
         board: Arc<SignalBoard>,
         abort: AbortHandle,
         timeout: Duration,
-        x: X,
+        process_rank: Option<usize>,
     ) -> Self {
         let joint_board = Arc::new(SignalBoard::new(
             2 * local.len() + 2,
             abort.clone(),
             timeout,
         ));
-        CudaBackend {
+        Front {
             threads,
             info,
             local,
@@ -274,7 +314,8 @@ impl<X: PeerExchange> CudaBackend<X> {
             held: HeldCalls::default(),
             #[cfg(feature = "nccl")]
             held_nccl: HeldCalls::default(),
-            x,
+            deferred: process_rank.is_none(),
+            reports_as: process_rank,
         }
     }
 
@@ -283,7 +324,7 @@ impl<X: PeerExchange> CudaBackend<X> {
     /// returns (and posts the next call, which waits in each rank's mailbox).
     /// What comes back is the outcome of the call posted before, so a rank's
     /// failure to issue a call is reported by the next launch, or by
-    /// whatever the engine does next (see [`CudaBackend::settle`]).
+    /// whatever the engine does next (see [`Front::settle`]).
     fn post_deferred(&mut self, cmds: Vec<Cmd>, kind: Deferred) -> Result<()> {
         let before = self.threads.run_deferred(cmds);
         let earlier = self.pending.replace(kind);
@@ -294,17 +335,17 @@ impl<X: PeerExchange> CudaBackend<X> {
     }
 
     /// Hand a collective or NCCL call to the rank threads: deferred
-    /// ([`CudaBackend::post_deferred`]) where the exchange says so
-    /// ([`PeerExchange::DEFERRED`]), else issued before this returns.
+    /// ([`Front::post_deferred`]) for rank threads of one process, else
+    /// issued before this returns.
     fn post(&mut self, cmds: Vec<Cmd>, kind: Deferred) -> Result<()> {
-        if X::DEFERRED {
+        if self.deferred {
             self.post_deferred(cmds, kind)
         } else {
             self.threads.run(cmds).map(|_| ())
         }
     }
 
-    /// The outcome of the call [`CudaBackend::post_deferred`] left pending,
+    /// The outcome of the call [`Front::post_deferred`] left pending,
     /// if any: every rank has issued it (or failed) when this returns.
     fn settle(&mut self) -> Result<()> {
         // Taken first, like the pool's own record: the two stay in step even
@@ -383,19 +424,39 @@ impl<X: PeerExchange> CudaBackend<X> {
         Ok(())
     }
 
-    /// Drain the local ranks (bounded), as the exchange does it.
-    fn drain(&mut self) -> Result<()> {
-        X::drain(self)
+    /// Give every rank thread the current signal board.
+    fn share_board(&mut self) -> Result<()> {
+        let board = self.board.clone();
+        self.each(|_| {
+            let b = board.clone();
+            Box::new(move |rk: &mut Rank<'_>| {
+                rk.board = Some(b);
+                Ok(())
+            })
+        })
+        .map(|_| ())
     }
 
-    /// Cover `n` signals with events on every rank, as the exchange does it.
-    fn ensure_events(&mut self, n: usize) -> Result<()> {
-        X::ensure_events(self, n)
+    /// Drop every rank's graphs (a joint graph on rank 0 holds every rank's
+    /// addresses).
+    fn drop_graphs(&mut self) -> Result<()> {
+        self.joint = false;
+        self.each(|_| {
+            Box::new(|rk: &mut Rank<'_>| {
+                rk.drop_graphs();
+                Ok(())
+            })
+        })
+        .map(|_| ())
     }
 
-    /// `e`, recorded where peers waiting for this rank see it.
+    /// `e`, recorded where peers waiting for this rank see it (the job's
+    /// board, when the ranks are processes).
     fn failed(&self, e: Error) -> Error {
-        X::failed(self, e)
+        if let Some(me) = self.reports_as {
+            self.board.fail_with(self.gen, me, &e);
+        }
+        e
     }
 }
 
@@ -411,11 +472,11 @@ fn exchange_gave_up(e: &Error) -> bool {
     }
 }
 
-impl<X: PeerExchange> Drop for CudaBackend<X> {
+impl Drop for CudaBackend {
     fn drop(&mut self) {
         // Drain every GPU before freeing; a leaked rank frees nothing (see
         // each exchange's teardown).
-        X::teardown(self);
+        self.link.teardown(&mut self.front);
     }
 }
 

@@ -14,7 +14,6 @@
 //! ("done with every rank's memory"), where S is the plan's signal count.
 //! Nothing here blocks on the GPU.
 
-use super::exchange::PeerExchange;
 use super::rank::Rank;
 use super::CudaBackend;
 use crate::backend::ordered::{
@@ -387,15 +386,15 @@ impl<'id> Rank<'id> {
     }
 }
 
-impl<X: PeerExchange> StreamOrdered for CudaBackend<X> {
+impl StreamOrdered for CudaBackend {
     fn launch_after(
         &mut self,
         call: &Call,
         after: &After,
         tag: Option<SpanTag>,
     ) -> Result<Vec<Completion>> {
-        let n = self.info.ranks;
-        super::front::admit(call, n, &self.abort)?;
+        let n = self.front.info.ranks;
+        super::front::admit(call, n, &self.front.abort)?;
         if let After::Streams(s) = after {
             if s.len() != n {
                 return Err(Error::WrongBufferCount {
@@ -403,7 +402,7 @@ impl<X: PeerExchange> StreamOrdered for CudaBackend<X> {
                     buffers: s.len(),
                 });
             }
-            for (r, (raw, &dev)) in s.iter().zip(&self.info.rank_to_device).enumerate() {
+            for (r, (raw, &dev)) in s.iter().zip(&self.front.info.rank_to_device).enumerate() {
                 if raw.device() != dev {
                     return Err(Error::BadArgument(format!(
                         "rank {r} runs on GPU {dev} but its caller stream belongs to GPU {}",
@@ -413,13 +412,13 @@ impl<X: PeerExchange> StreamOrdered for CudaBackend<X> {
             }
         }
         self.ensure_events(call.plan.signal_count() + 2 * n)?;
-        self.gen += 1;
-        self.calls += 1;
-        let (board, gen, call_no) = (self.board.clone(), self.gen, self.calls);
+        self.front.gen += 1;
+        self.front.calls += 1;
+        let (board, gen, call_no) = (self.front.board.clone(), self.front.gen, self.front.calls);
         let call = Arc::new(call.clone());
-        self.log.collective(&call);
+        self.front.log.collective(&call);
         let after = Arc::new(after.clone());
-        self.each_all(|_| {
+        self.front.each_all(|_| {
             let (call, board, after) = (call.clone(), board.clone(), after.clone());
             Box::new(move |rk: &mut Rank<'_>| {
                 // As in `launch`: a panic must also release the other ranks.
@@ -440,42 +439,48 @@ impl<X: PeerExchange> StreamOrdered for CudaBackend<X> {
 
     fn work_launch(&mut self, w: &WorkLaunch) -> Result<()> {
         let w = Arc::new(w.clone());
-        self.each_all(|_| {
-            let w = w.clone();
-            Box::new(move |rk: &mut Rank<'_>| rk.work_launch(&w))
-        })
-        .map(|_| ())
+        self.front
+            .each_all(|_| {
+                let w = w.clone();
+                Box::new(move |rk: &mut Rank<'_>| rk.work_launch(&w))
+            })
+            .map(|_| ())
     }
 
     fn work_wait(&mut self, done: &[Completion]) -> Result<()> {
-        if done.len() != self.info.ranks {
+        if done.len() != self.front.info.ranks {
             return Err(Error::WrongBufferCount {
-                ranks: self.info.ranks,
+                ranks: self.front.info.ranks,
                 buffers: done.len(),
             });
         }
         let done = Arc::new(done.to_vec());
-        self.each_all(|r| {
-            let done = done.clone();
-            Box::new(move |rk: &mut Rank<'_>| rk.work_wait(&done[r]))
-        })
-        .map(|_| ())
+        self.front
+            .each_all(|r| {
+                let done = done.clone();
+                Box::new(move |rk: &mut Rank<'_>| rk.work_wait(&done[r]))
+            })
+            .map(|_| ())
     }
 
     fn work_mark(&mut self) -> Result<()> {
-        self.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.work_mark()))
+        self.front
+            .each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.work_mark()))
             .map(|_| ())
     }
 
     fn take_spans(&mut self) -> Result<Vec<WorkSpan>> {
         self.drain()?;
-        let v: Vec<Vec<WorkSpan>> = self.each(|_| Box::new(|rk: &mut Rank<'_>| rk.take_spans()))?;
+        let v: Vec<Vec<WorkSpan>> = self
+            .front
+            .each(|_| Box::new(|rk: &mut Rank<'_>| rk.take_spans()))?;
         Ok(v.into_iter().flatten().collect())
     }
 
     fn set_comm_priority(&mut self, high: bool) -> Result<()> {
         self.drain()?;
-        self.each_all(|_| Box::new(move |rk: &mut Rank<'_>| rk.set_lane_priority(high)))
+        self.front
+            .each_all(|_| Box::new(move |rk: &mut Rank<'_>| rk.set_lane_priority(high)))
             .map(|_| ())
     }
 
@@ -484,7 +489,7 @@ impl<X: PeerExchange> StreamOrdered for CudaBackend<X> {
     }
 }
 
-impl<X: PeerExchange> OverlapBench for CudaBackend<X> {
+impl OverlapBench for CudaBackend {
     #[cfg(feature = "nccl")]
     fn launch_nccl_after(
         &mut self,
@@ -494,7 +499,7 @@ impl<X: PeerExchange> OverlapBench for CudaBackend<X> {
     ) -> Result<Vec<Completion>> {
         let call = Arc::new(call.clone());
         let after = Arc::new(after.clone());
-        self.each_all(|_| {
+        self.front.each_all(|_| {
             let (c, after) = (call.clone(), after.clone());
             Box::new(move |rk: &mut Rank<'_>| rk.nccl_after(&c, &after, tag))
         })
@@ -503,8 +508,9 @@ impl<X: PeerExchange> OverlapBench for CudaBackend<X> {
     fn work_gate(&mut self) -> Result<Gate> {
         // Every rank's outcome: a rank whose gate closed must be opened
         // again if another rank's failed.
-        let got: Vec<Result<(Arc<HostMapped>, u32)>> =
-            self.each_all(|_| Box::new(|rk: &mut Rank<'_>| Ok(rk.work_gate())))?;
+        let got: Vec<Result<(Arc<HostMapped>, u32)>> = self
+            .front
+            .each_all(|_| Box::new(|rk: &mut Rank<'_>| Ok(rk.work_gate())))?;
         let mut words = Vec::new();
         let mut first_err = None;
         for g in got {

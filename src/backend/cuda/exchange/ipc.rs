@@ -29,7 +29,9 @@ use super::super::front::devices;
 use super::super::ipc::Exported;
 use super::super::rank::activity::RankTiming;
 use super::super::rank::Rank;
-use super::super::{exchange_gave_up, serve_rank, Cmd, CudaBackend, CudaOptions, Peers, Reply};
+use super::super::{
+    exchange_gave_up, serve_rank, Cmd, CudaBackend, CudaOptions, Front, Peers, Reply,
+};
 use super::PeerExchange;
 use crate::backend::{BackendInfo, BackendKind, BufId, Call, CallTimeline, SetupBreakdown};
 #[cfg(feature = "nccl")]
@@ -71,7 +73,7 @@ pub(crate) struct Ipc {
     pushes: crate::transport::PushCheck,
 }
 
-impl CudaBackend<Ipc> {
+impl CudaBackend {
     /// The backend of this process's rank of `job`.
     pub fn process(job: Arc<ProcessJob>, opts: &CudaOptions) -> Result<Self> {
         let (me, n) = (job.rank(), job.size());
@@ -146,40 +148,48 @@ impl CudaBackend<Ipc> {
             me,
             device,
         };
-        let mut be = CudaBackend::assemble(threads, facts, me..me + 1, board, abort, timeout, x);
-        be.connect(&name)?;
-        let board = be.board.clone();
-        be.on(Box::new(move |rk: &mut Rank<'_>| {
-            rk.board = Some(board);
-            Ok(())
-        }))?;
+        let mut front =
+            Front::assemble(threads, facts, me..me + 1, board, abort, timeout, Some(me));
+        let mut x = x;
+        let connected = x.connect(&mut front, &name).and_then(|()| {
+            let board = front.board.clone();
+            front.on(Box::new(move |rk: &mut Rank<'_>| {
+                rk.board = Some(board);
+                Ok(())
+            }))
+        });
         #[cfg(feature = "mpi")]
-        if be.x.node_of.is_some() {
-            be.start_network().map_err(|e| be.failed(e))?;
-        }
-        Ok(be)
+        let connected = connected.and_then(|()| {
+            if x.node_of.is_some() {
+                x.start_network(&mut front).map_err(|e| front.failed(e))
+            } else {
+                Ok(())
+            }
+        });
+        CudaBackend::join(front, Box::new(x), connected)
     }
+}
 
+impl Ipc {
     /// Over nodes: start the network receiver (puts filed for the rank
     /// thread, signals raised on the node's board) and hand the rank its
     /// port (see `net.rs`).
     #[cfg(feature = "mpi")]
-    fn start_network(&mut self) -> Result<()> {
+    fn start_network(&mut self, front: &mut Front) -> Result<()> {
         use super::super::net::{Arrived, NetPort};
         let world = self
-            .x
             .job
             .world()
             .cloned()
             .ok_or_else(|| Error::internal("a job over nodes with no world"))?;
         let link = crate::transport::Link::new(
-            self.x.job.clone(),
+            self.job.clone(),
             world.clone(),
-            self.abort.clone(),
-            self.timeout,
+            front.abort.clone(),
+            front.timeout,
         );
         let port = Arc::new(NetPort::new(link.clone(), world.node_of.clone()));
-        let (p, board, me) = (port.clone(), self.board.clone(), self.x.me);
+        let (p, board, me) = (port.clone(), front.board.clone(), self.me);
         let land = Box::new(move |msg: Vec<u8>| -> Result<()> {
             let (put, data) = crate::process::net::wire::Put::decode(&msg)?;
             let at = msg.len() - data.len();
@@ -210,14 +220,14 @@ impl CudaBackend<Ipc> {
             Ok(())
         });
         let (d, a) = (port.clone(), port.clone());
-        self.x.receiver = Some(crate::transport::Receiver::start(
+        self.receiver = Some(crate::transport::Receiver::start(
             link,
             land,
             Some(Box::new(move |gen, s| d.deliver(gen, s))),
             Some(Box::new(move |n| a.buffer(n))),
-            self.board.clone(),
+            front.board.clone(),
         )?);
-        self.on(Box::new(move |rk: &mut Rank<'_>| {
+        front.on(Box::new(move |rk: &mut Rank<'_>| {
             rk.net = Some(port);
             Ok(())
         }))
@@ -225,31 +235,30 @@ impl CudaBackend<Ipc> {
 
     /// Setup after the thread is up: every rank's device, the exchange
     /// flags through IPC, the abort hook, the setup breakdown.
-    fn connect(&mut self, name: &str) -> Result<()> {
-        let (flags, ctrl, setup): (Exported, Weak<HostMapped>, (f64, f64, &'static str)) = self
+    fn connect(&mut self, front: &mut Front, name: &str) -> Result<()> {
+        let (flags, ctrl, setup): (Exported, Weak<HostMapped>, (f64, f64, &'static str)) = front
             .on(Box::new(|rk: &mut Rank<'_>| {
                 Ok((rk.export_flags()?, Arc::downgrade(&rk.ctrl), rk.setup_ms))
             }))
-            .map_err(|e| self.failed(e))?;
-        self.abort.on_halt(move || {
+            .map_err(|e| front.failed(e))?;
+        front.abort.on_halt(move || {
             if let Some(c) = ctrl.upgrade() {
                 c.store_u32(0, 1);
             }
         });
         let t_peer = Instant::now();
         let all = self
-            .x
             .job
             .allgather(&flags.encode(), "exchanging the exchange kernels' flags")?;
         let all: Vec<Exported> = all
             .iter()
             .map(|b| Exported::decode(b))
             .collect::<Result<_>>()?;
-        self.info.rank_to_device = all.iter().map(|x| x.device).collect();
-        let device = self.x.device;
-        for (_, x) in all.iter().enumerate().filter(|(r, _)| self.x.reaches(*r)) {
+        front.info.rank_to_device = all.iter().map(|x| x.device).collect();
+        let device = self.device;
+        for (_, x) in all.iter().enumerate().filter(|(r, _)| self.reaches(*r)) {
             if x.device != device && !cuda::can_access_peer(device, x.device).unwrap_or(false) {
-                return Err(self.failed(Error::CudaSetup {
+                return Err(front.failed(Error::CudaSetup {
                     call: "cuDeviceCanAccessPeer",
                     message: format!(
                         "GPU {} cannot access GPU {} directly; peer copies would go through host memory, which this engine refuses to do silently",
@@ -258,8 +267,8 @@ impl CudaBackend<Ipc> {
                 }));
             }
         }
-        let me = self.x.me;
-        let reach: Vec<bool> = (0..all.len()).map(|r| self.x.reaches(r)).collect();
+        let me = self.me;
+        let reach: Vec<bool> = (0..all.len()).map(|r| self.reaches(r)).collect();
         // Other processes on this GPU (on this node): their contexts and
         // this one take turns on it.
         let turns: Arc<Vec<bool>> = Arc::new(
@@ -267,7 +276,7 @@ impl CudaBackend<Ipc> {
                 .map(|r| r != me && reach[r] && all[r].device == device)
                 .collect(),
         );
-        let flags: Vec<_> = self
+        let flags: Vec<_> = front
             .on(Box::new(move |rk: &mut Rank<'_>| {
                 rk.turns = turns;
                 all.iter()
@@ -284,26 +293,26 @@ impl CudaBackend<Ipc> {
                     })
                     .collect::<Result<Vec<_>>>()
             }))
-            .map_err(|e| self.failed(e))?;
-        self.peers.flags = flags;
-        self.peers.bufs = vec![HashMap::new(); self.x.job.size()];
-        self.share_peers()?;
+            .map_err(|e| front.failed(e))?;
+        front.peers.flags = flags;
+        front.peers.bufs = vec![HashMap::new(); self.job.size()];
+        front.share_peers()?;
         let b = SetupBreakdown {
             driver_ms: cuda::driver_init_ms(),
             context_ms: setup.0,
             kernels_ms: setup.1,
             peer_ms: t_peer.elapsed().as_secs_f64() * 1e3,
         };
-        self.info.hardware.push(format!(
+        front.info.hardware.push(format!(
             "setup: driver load+cuInit {:.1} ms, context bind {:.1} ms, kernel modules {:.1} ms from {}, IPC exchange of the flags {:.1} ms",
             b.driver_ms, b.context_ms, b.kernels_ms, setup.2, b.peer_ms
         ));
-        self.info.setup = Some(b);
-        let map = &self.info.rank_to_device;
-        self.info.describe = format!(
+        front.info.setup = Some(b);
+        let map = &front.info.rank_to_device;
+        front.info.describe = format!(
             "cuda: rank {me} of {} processes ({}) on GPU{} {name}; ranks on GPUs {}; peers through CUDA IPC",
-            self.x.job.size(),
-            self.x.job.spec().origin.name(),
+            self.job.size(),
+            self.job.spec().origin.name(),
             device,
             map.iter()
                 .enumerate()
@@ -311,15 +320,15 @@ impl CudaBackend<Ipc> {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
-        if let Some(n) = &self.x.node_of {
+        if let Some(n) = &self.node_of {
             let mut nodes = n.clone();
             nodes.sort_unstable();
             nodes.dedup();
             let nodes = nodes.len();
-            let mine: Vec<usize> = (0..n.len()).filter(|&r| self.x.reaches(r)).collect();
-            self.info.describe = format!(
+            let mine: Vec<usize> = (0..n.len()).filter(|&r| self.reaches(r)).collect();
+            front.info.describe = format!(
                 "{}; on {nodes} nodes (this is node {}: ranks {mine:?}), CUDA IPC inside a node, MPI point-to-point between nodes (host-staged: device to host, a message, host to device)",
-                self.info.describe,
+                front.info.describe,
                 n.get(me).copied().unwrap_or(0)
             );
         }
@@ -328,37 +337,37 @@ impl CudaBackend<Ipc> {
 
     /// Drop every rank's tokens of `id` whose owner says `replaced[r]`
     /// (closing this process's mappings of them).
-    fn close_peers(&mut self, id: BufId, replaced: &[bool]) -> Result<()> {
-        for r in super::super::peers::to_reopen(self.peers.bufs.len(), replaced, |_| true) {
-            self.peers.bufs[r].remove(&id);
+    fn close_peers(&mut self, front: &mut Front, id: BufId, replaced: &[bool]) -> Result<()> {
+        for r in super::super::peers::to_reopen(front.peers.bufs.len(), replaced, |_| true) {
+            front.peers.bufs[r].remove(&id);
         }
-        self.share_peers()
+        front.share_peers()
     }
 
-    fn reserve_inner(&mut self, id: BufId, want: usize) -> Result<()> {
-        let me = self.x.me;
-        let have: Option<usize> = self.on(Box::new(move |rk: &mut Rank<'_>| {
+    fn reserve_inner(&mut self, front: &mut Front, id: BufId, want: usize) -> Result<()> {
+        let me = self.me;
+        let have: Option<usize> = front.on(Box::new(move |rk: &mut Rank<'_>| {
             Ok(rk.bufs.get(&id).map(|b| b.len()))
         }))?;
         let grows = have.is_none_or(|h| h < want);
-        let flags = self.x.job.allgather(
+        let flags = self.job.allgather(
             &[u8::from(grows)],
             &format!("reserve of buffer {} (every rank idle)", id.0),
         )?;
         let replaced: Vec<bool> = flags.iter().map(|b| b.first() == Some(&1)).collect();
-        self.close_peers(id, &replaced)?;
-        self.x.job.barrier(&format!(
+        self.close_peers(front, id, &replaced)?;
+        self.job.barrier(&format!(
             "reserve of buffer {} (every peer closed its old mapping)",
             id.0
         ))?;
-        let x: Exported = self
+        let x: Exported = front
             .on(Box::new(move |rk: &mut Rank<'_>| {
                 let own = rk.reserve(id, want)?;
                 drop(own);
                 rk.export_buf(id)
             }))
-            .map_err(|e| self.failed(e))?;
-        let all = self.x.job.allgather(
+            .map_err(|e| front.failed(e))?;
+        let all = self.job.allgather(
             &x.encode(),
             &format!("reserve of buffer {} (exchanging handles)", id.0),
         )?;
@@ -367,15 +376,15 @@ impl CudaBackend<Ipc> {
             .map(|b| Exported::decode(b))
             .collect::<Result<_>>()?;
         let mut reopen = super::super::peers::to_reopen(all.len(), &replaced, |r| {
-            self.peers.bufs.get(r).is_some_and(|m| m.contains_key(&id))
+            front.peers.bufs.get(r).is_some_and(|m| m.contains_key(&id))
         });
-        reopen.retain(|&r| self.x.reaches(r));
+        reopen.retain(|&r| self.reaches(r));
         let todo: Vec<(usize, Exported)> = all
             .into_iter()
             .enumerate()
             .filter(|(r, _)| reopen.contains(r))
             .collect();
-        let opened: Vec<(usize, crate::cuda::PeerBuf)> = self
+        let opened: Vec<(usize, crate::cuda::PeerBuf)> = front
             .on(Box::new(move |rk: &mut Rank<'_>| {
                 todo.iter()
                     .map(|(r, x)| {
@@ -388,11 +397,11 @@ impl CudaBackend<Ipc> {
                     })
                     .collect::<Result<Vec<_>>>()
             }))
-            .map_err(|e| self.failed(e))?;
+            .map_err(|e| front.failed(e))?;
         for (r, t) in opened {
-            self.peers.bufs[r].insert(id, t);
+            front.peers.bufs[r].insert(id, t);
         }
-        self.share_peers()
+        front.share_peers()
     }
 }
 
@@ -406,29 +415,28 @@ impl Ipc {
 }
 
 impl PeerExchange for Ipc {
-    const DEFERRED: bool = false;
-
     /// Grow this rank's interprocess events to cover `n` signals, and open
     /// every peer's new ones (collective: every rank launches the same
     /// plans, so every rank grows at the same call).
-    fn ensure_events(be: &mut CudaBackend<Self>, n: usize) -> Result<()> {
-        let Some(want) = super::super::peers::events_to_grow(n, be.events, Some(be.board.len()))?
+    fn ensure_events(&mut self, front: &mut Front, n: usize) -> Result<()> {
+        let Some(want) =
+            super::super::peers::events_to_grow(n, front.events, Some(front.board.len()))?
         else {
             return Ok(());
         };
-        let from = be.events;
-        let mine: Vec<IpcEventHandle> = be
+        let from = front.events;
+        let mine: Vec<IpcEventHandle> = front
             .on(Box::new(move |rk: &mut Rank<'_>| {
                 rk.grow_ipc_events(want, from)
             }))
-            .map_err(|e| be.failed(e))?;
+            .map_err(|e| front.failed(e))?;
         let bytes = super::super::peers::encode_events(&mine);
-        let all =
-            be.x.job
-                .allgather(&bytes, "exchanging interprocess events")?;
-        let me = be.x.me;
-        let reach: Vec<bool> = (0..all.len()).map(|r| be.x.reaches(r)).collect();
-        let opened: Vec<Vec<RemoteEvent>> = be
+        let all = self
+            .job
+            .allgather(&bytes, "exchanging interprocess events")?;
+        let me = self.me;
+        let reach: Vec<bool> = (0..all.len()).map(|r| self.reaches(r)).collect();
+        let opened: Vec<Vec<RemoteEvent>> = front
             .on(Box::new(move |rk: &mut Rank<'_>| {
                 all.iter()
                     .enumerate()
@@ -443,52 +451,52 @@ impl PeerExchange for Ipc {
                     })
                     .collect::<Result<Vec<_>>>()
             }))
-            .map_err(|e| be.failed(e))?;
+            .map_err(|e| front.failed(e))?;
         for (r, v) in opened.into_iter().enumerate() {
-            be.x.remote[r].extend(v);
+            self.remote[r].extend(v);
         }
-        let remote = Arc::new(be.x.remote.clone());
-        be.on(Box::new(move |rk: &mut Rank<'_>| {
+        let remote = Arc::new(self.remote.clone());
+        front.on(Box::new(move |rk: &mut Rank<'_>| {
             rk.remote = remote;
             Ok(())
         }))?;
-        be.events = want;
+        front.events = want;
         Ok(())
     }
 
     /// Wait (bounded) until this rank's streams are idle. An exchange
     /// kernel that gave up poisons the job (its peer in another process may
     /// still run; the call numbering cannot be restarted in step).
-    fn drain(be: &mut CudaBackend<Self>) -> Result<()> {
+    fn drain(&mut self, front: &mut Front) -> Result<()> {
         // Wait in short tries, looking at the job's health between them: a
         // stream waiting on a dead peer's event would otherwise hold this
         // rank for the whole timeout.
         let start = Instant::now();
-        let limit = be.timeout + Duration::from_secs(5);
+        let limit = front.timeout + Duration::from_secs(5);
         loop {
-            let idle = be.on(Box::new(|rk: &mut Rank<'_>| {
+            let idle = front.on(Box::new(|rk: &mut Rank<'_>| {
                 rk.idle_within(Duration::from_millis(20))
             }))?;
             if idle || start.elapsed() > limit {
                 break;
             }
-            if let Some(f) = be.x.job.health() {
+            if let Some(f) = self.job.health() {
                 // Whatever spins on this GPU waiting for the failed peer
                 // (an exchange kernel on its flags) stops now, not at its
                 // deadline.
-                be.abort.halt_device();
-                return Err(be.failed(f.error(be.x.me, "this rank's GPU work")));
+                front.abort.halt_device();
+                return Err(front.failed(f.error(self.me, "this rank's GPU work")));
             }
         }
-        let r = be.on(Box::new(|rk: &mut Rank<'_>| rk.sync()));
+        let r = front.on(Box::new(|rk: &mut Rank<'_>| rk.sync()));
         if r.is_ok() {
             // Every call so far is complete on this GPU: it reads no peer's
             // input any more.
-            be.x.job.control().publish_drained(be.gen);
+            self.job.control().publish_drained(front.gen);
         }
         if let Err(e) = &r {
             if exchange_gave_up(e) {
-                return Err(be.failed(Error::Poisoned {
+                return Err(front.failed(Error::Poisoned {
                     reason: format!("an exchange kernel gave up waiting for its peer process: {e}"),
                 }));
             }
@@ -497,127 +505,121 @@ impl PeerExchange for Ipc {
     }
 
     /// Collective: every rank of the job calls it with the same `bytes`.
-    fn reserve(be: &mut CudaBackend<Self>, id: BufId, bytes: &[usize]) -> Result<()> {
-        be.drain()?;
-        be.x.reads.forget(id);
-        let want = bytes.get(be.x.me).copied().unwrap_or(0);
-        be.reserve_inner(id, want).map_err(|e| be.failed(e))
+    fn reserve(&mut self, front: &mut Front, id: BufId, bytes: &[usize]) -> Result<()> {
+        self.drain(front)?;
+        self.reads.forget(id);
+        let want = bytes.get(self.me).copied().unwrap_or(0);
+        self.reserve_inner(front, id, want)
+            .map_err(|e| front.failed(e))
     }
 
     /// Collective, like [`PeerExchange::reserve`].
-    fn release(be: &mut CudaBackend<Self>, id: BufId) -> Result<()> {
-        be.drain()?;
-        be.x.job
+    fn release(&mut self, front: &mut Front, id: BufId) -> Result<()> {
+        self.drain(front)?;
+        self.job
             .barrier(&format!("release of buffer {} (every rank idle)", id.0))?;
-        let n = be.x.job.size();
-        be.close_peers(id, &vec![true; n])?;
-        be.x.reads.forget(id);
-        be.x.job.barrier(&format!(
+        let n = self.job.size();
+        self.close_peers(front, id, &vec![true; n])?;
+        self.reads.forget(id);
+        self.job.barrier(&format!(
             "release of buffer {} (every peer closed its mapping)",
             id.0
         ))?;
-        be.on(Box::new(move |rk: &mut Rank<'_>| {
+        front.on(Box::new(move |rk: &mut Rank<'_>| {
             rk.release(id);
             Ok(())
         }))
     }
 
-    fn teardown(be: &mut CudaBackend<Self>) {
+    fn teardown(&mut self, front: &mut Front) {
         // Drain this rank; then, unless the job already failed, wait until
         // every rank is idle and close the peers' mappings before this
         // process's memory goes (an exported allocation must not be freed
         // while another process has it open).
-        let drained = be.drain().is_ok() || {
-            be.abort.abort();
-            be.drain().is_ok()
+        let drained = self.drain(front).is_ok() || {
+            front.abort.abort();
+            self.drain(front).is_ok()
         };
         if !drained {
-            let _ = be.on(Box::new(|rk: &mut Rank<'_>| {
+            let _ = front.on(Box::new(|rk: &mut Rank<'_>| {
                 rk.leak();
                 Ok(())
             }));
-            if be.threads.broken().is_some() {
+            if front.threads.broken().is_some() {
                 // The rank thread is stuck in a driver call and keeps its
                 // context: nothing of the driver's may be released from
                 // this thread (it would wait on the driver's lock behind
                 // the stuck one). Leak this side's handles too.
-                std::mem::forget(std::mem::take(&mut be.peers));
-                std::mem::forget(std::mem::take(&mut be.x.remote));
-                std::mem::forget(std::mem::take(&mut be.held));
+                std::mem::forget(std::mem::take(&mut front.peers));
+                std::mem::forget(std::mem::take(&mut self.remote));
+                std::mem::forget(std::mem::take(&mut front.held));
                 #[cfg(feature = "nccl")]
-                std::mem::forget(std::mem::take(&mut be.held_nccl));
+                std::mem::forget(std::mem::take(&mut front.held_nccl));
             }
             return;
         }
-        if be.x.job.health().is_none() && be.x.job.barrier("teardown (every rank idle)").is_ok() {
-            be.peers = Peers::default();
-            be.x.remote = Vec::new();
-            let _ = be.share_peers();
-            let _ = be.on(Box::new(|rk: &mut Rank<'_>| {
+        if self.job.health().is_none() && self.job.barrier("teardown (every rank idle)").is_ok() {
+            front.peers = Peers::default();
+            self.remote = Vec::new();
+            let _ = front.share_peers();
+            let _ = front.on(Box::new(|rk: &mut Rank<'_>| {
                 rk.remote = Arc::new(Vec::new());
                 Ok(())
             }));
-            let _ =
-                be.x.job
-                    .barrier("teardown (every peer closed its mappings)");
+            let _ = self
+                .job
+                .barrier("teardown (every peer closed its mappings)");
         }
     }
 
-    /// Record the failure for the whole job (the other ranks may be waiting
-    /// for this one in a collective step) and return it.
-    fn failed(be: &CudaBackend<Self>, e: Error) -> Error {
-        be.board.fail_with(be.gen, be.x.me, &e);
-        e
-    }
-
-    fn begin(be: &mut CudaBackend<Self>, call: &Call, gen: u64) -> Result<()> {
+    fn begin(&mut self, front: &Front, call: &Call, gen: u64) -> Result<()> {
         #[cfg(feature = "mpi")]
-        if be.x.node_of.is_some() {
-            be.x.pushes.check(&call.plan, "cuda")?;
+        if self.node_of.is_some() {
+            self.pushes.check(&call.plan, "cuda")?;
         }
-        if let Err(e) = be.x.reads.begin(call, be.x.me, gen, be.x.job.control()) {
-            return Err(be.failed(e));
+        if let Err(e) = self.reads.begin(call, self.me, gen, self.job.control()) {
+            return Err(front.failed(e));
         }
         Ok(())
     }
 
-    fn issued(be: &mut CudaBackend<Self>, gen: u64) {
-        if be.x.kill_at.contains(&gen) {
+    fn issued(&mut self, gen: u64) {
+        if self.kill_at.contains(&gen) {
             // Issued, not complete: the peers are inside the call.
             crate::sys::proc::kill_self();
         }
     }
 
-    fn before_write(be: &mut CudaBackend<Self>, id: BufId) -> Result<()> {
-        be.x.reads.before_write(id, be.x.job.control())
+    fn before_write(&mut self, id: BufId) -> Result<()> {
+        self.reads.before_write(id, self.job.control())
     }
 
     /// `ncclGetUniqueId` on rank 0, its 128 bytes through the store (or,
     /// in a job that met through the caller's key-value store, the control
     /// segment's all-gather), then `ncclCommInitRank` in every process.
     #[cfg(feature = "nccl")]
-    fn nccl_id(be: &mut CudaBackend<Self>, lib: &nccl::Nccl) -> Result<nccl::UniqueId> {
-        be.x.nccl_inits += 1;
-        let key = format!("nccl-id-{}", be.x.nccl_inits);
+    fn nccl_id(&mut self, front: &Front, lib: &nccl::Nccl) -> Result<nccl::UniqueId> {
+        self.nccl_inits += 1;
+        let key = format!("nccl-id-{}", self.nccl_inits);
         let what = "the NCCL unique id (ncclGetUniqueId on rank 0)";
         // Over nodes each node has its own store: the id goes through the
         // job's all-gather (MPI) instead.
-        let Some(store) = be.x.job.store().filter(|_| be.x.node_of.is_none()) else {
-            let mine = if be.x.me == 0 {
+        let Some(store) = self.job.store().filter(|_| self.node_of.is_none()) else {
+            let mine = if self.me == 0 {
                 lib.unique_id()
-                    .map_err(|e| be.failed(e.into()))?
+                    .map_err(|e| front.failed(e.into()))?
                     .as_bytes()
                     .to_vec()
             } else {
                 Vec::new()
             };
-            let all = be.x.job.allgather(&mine, what)?;
+            let all = self.job.allgather(&mine, what)?;
             return Ok(nccl::UniqueId::from_bytes(
                 all.first().map_or(&[][..], Vec::as_slice),
             )?);
         };
-        if be.x.me == 0 {
-            let id = lib.unique_id().map_err(|e| be.failed(e.into()))?;
+        if self.me == 0 {
+            let id = lib.unique_id().map_err(|e| front.failed(e.into()))?;
             store.put(&key, id.as_bytes())?;
             Ok(id)
         } else {
@@ -626,43 +628,60 @@ impl PeerExchange for Ipc {
         }
     }
 
-    /// Refused, with the reason
-    /// (`backend::ordered::refused_with_one_rank_per_process`).
-    fn ordered() -> Result<()> {
-        Err(crate::backend::ordered::refused_with_one_rank_per_process(
-            "cuda",
-        ))
+    fn ordered(&self) -> Result<()> {
+        Err(refuse_ordered())
     }
 
-    fn joint_graphs(plan: &str) -> Result<()> {
-        Err(Error::Unsupported(
-            format!("CUDA graph capture of {plan} (orders steps with events)"),
-            "cuda",
-        ))
+    fn joint_graphs(&self, plan: &str) -> Result<()> {
+        Err(refuse_joint_graphs(plan))
     }
 
-    /// This process's rank only, on its own host clock (other processes'
-    /// clocks are not aligned with it).
     fn timelines(
+        &self,
         calls: Vec<(String, f64)>,
         per_rank: Vec<RankTiming>,
         nccl: bool,
     ) -> Vec<CallTimeline> {
-        let mine = per_rank.into_iter().next().map(|p| p.0).unwrap_or_default();
-        calls
-            .into_iter()
-            .zip(mine)
-            .map(|((plan, launch_ns), (ops, source))| CallTimeline {
-                plan,
-                clock: if nccl {
-                    "GPU event timestamps of this rank's process, placed on its host clock through an anchor event".into()
-                } else {
-                    format!("{}; device timestamps of this rank's process, placed on its host clock (other processes' clocks are not aligned with it)", source.line())
-                },
-                launch_ns,
-                skew_ns: 0.0,
-                ops,
-            })
-            .collect()
+        own_timelines(calls, per_rank, nccl)
     }
+}
+
+/// Stream-ordered calls are refused, with the reason
+/// (`backend::ordered::refused_with_one_rank_per_process`).
+pub(super) fn refuse_ordered() -> Error {
+    crate::backend::ordered::refused_with_one_rank_per_process("cuda")
+}
+
+/// A joint graph of `plan` is refused: its steps are ordered with events
+/// between processes.
+pub(super) fn refuse_joint_graphs(plan: &str) -> Error {
+    Error::Unsupported(
+        format!("CUDA graph capture of {plan} (orders steps with events)"),
+        "cuda",
+    )
+}
+
+/// The timelines of this process's rank only, on its own host clock (other
+/// processes' clocks are not aligned with it).
+pub(super) fn own_timelines(
+    calls: Vec<(String, f64)>,
+    per_rank: Vec<RankTiming>,
+    nccl: bool,
+) -> Vec<CallTimeline> {
+    let mine = per_rank.into_iter().next().map(|p| p.0).unwrap_or_default();
+    calls
+        .into_iter()
+        .zip(mine)
+        .map(|((plan, launch_ns), (ops, source))| CallTimeline {
+            plan,
+            clock: if nccl {
+                "GPU event timestamps of this rank's process, placed on its host clock through an anchor event".into()
+            } else {
+                format!("{}; device timestamps of this rank's process, placed on its host clock (other processes' clocks are not aligned with it)", source.line())
+            },
+            launch_ns,
+            skew_ns: 0.0,
+            ops,
+        })
+        .collect()
 }

@@ -10,9 +10,11 @@
 use super::super::front::devices;
 use super::super::rank::activity::RankTiming;
 use super::super::rank::Rank;
-use super::super::{cuda_err, exchange_gave_up, serve_rank, Cmd, CudaBackend, CudaOptions, Reply};
+use super::super::{
+    cuda_err, exchange_gave_up, serve_rank, Cmd, CudaBackend, CudaOptions, Front, Reply,
+};
 use super::PeerExchange;
-use crate::backend::{BackendInfo, BackendKind, BufId, CallTimeline, GraphBackend, SetupBreakdown};
+use crate::backend::{BackendInfo, BackendKind, BufId, CallTimeline, SetupBreakdown};
 #[cfg(feature = "nccl")]
 use crate::cuda::nccl;
 use crate::cuda::{self, HostMapped, PeerBuf, PeerCtx, RemoteEvent};
@@ -27,7 +29,7 @@ use std::time::Instant;
 #[derive(Debug, Default)]
 pub(crate) struct InProcess;
 
-impl CudaBackend<InProcess> {
+impl CudaBackend {
     /// Spawn one rank thread per rank, each bound to its GPU, and connect
     /// them.
     pub fn new(opts: &CudaOptions) -> Result<Self> {
@@ -74,32 +76,20 @@ impl CudaBackend<InProcess> {
             setup: None,
         };
         let board = Arc::new(SignalBoard::new(0, abort.clone(), timeout));
-        let mut be =
-            CudaBackend::assemble(threads, facts, 0..ranks, board, abort, timeout, InProcess);
-        be.info
+        let mut front = Front::assemble(threads, facts, 0..ranks, board, abort, timeout, None);
+        front
+            .info
             .hardware
             .push(format!("CUDA driver API {}", info.version));
-        be.connect()?;
-        be.share_board()?;
-        Ok(be)
+        let connected = InProcess::connect(&mut front).and_then(|()| front.share_board());
+        CudaBackend::join(front, Box::new(InProcess), connected)
     }
+}
 
-    /// Give every rank thread the current signal board.
-    fn share_board(&mut self) -> Result<()> {
-        let board = self.board.clone();
-        self.each(|_| {
-            let b = board.clone();
-            Box::new(move |rk: &mut Rank<'_>| {
-                rk.board = Some(b);
-                Ok(())
-            })
-        })
-        .map(|_| ())
-    }
-
+impl InProcess {
     /// Setup after the threads are up: peer access between every pair of
     /// devices, the exchange flags, the abort hook, the setup breakdown.
-    fn connect(&mut self) -> Result<()> {
+    fn connect(front: &mut Front) -> Result<()> {
         type Export = (
             PeerCtx,
             PeerBuf,
@@ -107,7 +97,7 @@ impl CudaBackend<InProcess> {
             Weak<HostMapped>,
             (f64, f64, &'static str),
         );
-        let got: Vec<Export> = self.each(|_| {
+        let got: Vec<Export> = front.each(|_| {
             Box::new(|rk: &mut Rank<'_>| {
                 Ok((
                     rk.ctx.export(),
@@ -124,25 +114,25 @@ impl CudaBackend<InProcess> {
         let mut ctxs = Vec::new();
         let mut ctrls = Vec::new();
         for (c, f, h, w, (b, k, src)) in got {
-            self.peers.handoff.push(h);
+            front.peers.handoff.push(h);
             bind_ms = bind_ms.max(b);
             kernels_ms = kernels_ms.max(k);
             if !sources.contains(&src) {
                 sources.push(src);
             }
             ctxs.push(c);
-            self.peers.flags.push(f);
+            front.peers.flags.push(f);
             ctrls.push(w);
         }
         // Abort: raise every rank's abort word, which spinning exchange
         // kernels poll.
-        self.abort.on_halt(move || {
+        front.abort.on_halt(move || {
             for c in ctrls.iter().filter_map(Weak::upgrade) {
                 c.store_u32(0, 1);
             }
         });
         let t_peer = Instant::now();
-        let mut distinct = self.info.rank_to_device.clone();
+        let mut distinct = front.info.rank_to_device.clone();
         distinct.sort_unstable();
         distinct.dedup();
         for &a in &distinct {
@@ -158,7 +148,7 @@ impl CudaBackend<InProcess> {
             }
         }
         let all = Arc::new(ctxs);
-        self.each(|_| {
+        front.each(|_| {
             let all = all.clone();
             Box::new(move |rk: &mut Rank<'_>| {
                 for p in all.iter() {
@@ -169,14 +159,14 @@ impl CudaBackend<InProcess> {
                 Ok(())
             })
         })?;
-        self.share_peers()?;
+        front.share_peers()?;
         let b = SetupBreakdown {
             driver_ms: cuda::driver_init_ms(),
             context_ms: bind_ms,
             kernels_ms,
             peer_ms: t_peer.elapsed().as_secs_f64() * 1e3,
         };
-        self.info.hardware.push(format!(
+        front.info.hardware.push(format!(
             "setup: driver load+cuInit {:.1} ms (once per process), context bind (slowest rank) {:.1} ms, kernel modules (slowest rank) {:.1} ms from {}, peer access {:.1} ms",
             b.driver_ms,
             b.context_ms,
@@ -184,44 +174,42 @@ impl CudaBackend<InProcess> {
             sources.join(" + "),
             b.peer_ms
         ));
-        self.info.setup = Some(b);
+        front.info.setup = Some(b);
         Ok(())
     }
 }
 
 impl PeerExchange for InProcess {
-    const DEFERRED: bool = true;
-
-    fn ensure_events(be: &mut CudaBackend<Self>, n: usize) -> Result<()> {
-        let Some(want) = super::super::peers::events_to_grow(n, be.events, None)? else {
+    fn ensure_events(&mut self, front: &mut Front, n: usize) -> Result<()> {
+        let Some(want) = super::super::peers::events_to_grow(n, front.events, None)? else {
             return Ok(());
         };
         let remote: Vec<Vec<RemoteEvent>> =
-            be.each(|_| Box::new(move |rk: &mut Rank<'_>| rk.grow_events(want)))?;
+            front.each(|_| Box::new(move |rk: &mut Rank<'_>| rk.grow_events(want)))?;
         let remote = Arc::new(remote);
-        be.each(|_| {
+        front.each(|_| {
             let r = remote.clone();
             Box::new(move |rk: &mut Rank<'_>| {
                 rk.remote = r;
                 Ok(())
             })
         })?;
-        be.board = Arc::new(SignalBoard::new(want, be.abort.clone(), be.timeout));
-        be.gen = 0;
-        be.events = want;
-        be.share_board()
+        front.board = Arc::new(SignalBoard::new(want, front.abort.clone(), front.timeout));
+        front.gen = 0;
+        front.events = want;
+        front.share_board()
     }
 
     /// Drain every rank (bounded); errors of every rank.
-    fn drain(be: &mut CudaBackend<Self>) -> Result<()> {
-        let r = be.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.sync()));
+    fn drain(&mut self, front: &mut Front) -> Result<()> {
+        let r = front.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.sync()));
         if let Err(e) = &r {
             if exchange_gave_up(e) {
                 // An exchange kernel gave up: its peer may still run. Drain
                 // again, then restart both ranks' call numbering.
-                let again = be.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.sync()));
+                let again = front.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.sync()));
                 if let Err(e2) = again.and_then(|_| {
-                    be.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.reset_exchange()))
+                    front.each_all(|_| Box::new(|rk: &mut Rank<'_>| rk.reset_exchange()))
                 }) {
                     return Err(Error::Poisoned {
                         reason: format!("a GPU could not be drained after a fault: {e2}"),
@@ -232,87 +220,88 @@ impl PeerExchange for InProcess {
         r.map(|_| ())
     }
 
-    fn reserve(be: &mut CudaBackend<Self>, id: BufId, bytes: &[usize]) -> Result<()> {
-        be.drain()?;
+    fn reserve(&mut self, front: &mut Front, id: BufId, bytes: &[usize]) -> Result<()> {
+        self.drain(front)?;
         let bytes = bytes.to_vec();
-        let got: Vec<(PeerBuf, bool)> = be.each_all(|r| {
+        let got: Vec<(PeerBuf, bool)> = front.each_all(|r| {
             let b = bytes.get(r).copied().unwrap_or(0);
             Box::new(move |rk: &mut Rank<'_>| rk.reserve(id, b))
         })?;
         if got.iter().any(|(_, moved)| *moved) {
             // A joint graph (on rank 0) holds every rank's addresses.
-            be.drop_graphs()?;
+            front.drop_graphs()?;
         }
         let tokens: Vec<PeerBuf> = got.into_iter().map(|(t, _)| t).collect();
-        if be.peers.bufs.len() < tokens.len() {
-            be.peers.bufs.resize(tokens.len(), HashMap::new());
+        if front.peers.bufs.len() < tokens.len() {
+            front.peers.bufs.resize(tokens.len(), HashMap::new());
         }
         for (r, t) in tokens.into_iter().enumerate() {
-            be.peers.bufs[r].insert(id, t);
+            front.peers.bufs[r].insert(id, t);
         }
-        be.share_peers()
+        front.share_peers()
     }
 
-    fn release(be: &mut CudaBackend<Self>, id: BufId) -> Result<()> {
-        be.drain()?;
-        be.drop_graphs()?;
-        be.each(|_| {
+    fn release(&mut self, front: &mut Front, id: BufId) -> Result<()> {
+        self.drain(front)?;
+        front.drop_graphs()?;
+        front.each(|_| {
             Box::new(move |rk: &mut Rank<'_>| {
                 rk.release(id);
                 Ok(())
             })
         })?;
-        for m in &mut be.peers.bufs {
+        for m in &mut front.peers.bufs {
             m.remove(&id);
         }
-        be.share_peers()
+        front.share_peers()
     }
 
-    fn teardown(be: &mut CudaBackend<Self>) {
+    fn teardown(&mut self, front: &mut Front) {
         // Drain every rank before any rank frees memory a peer may still
         // use. If a GPU does not drain, abort its spins and try again; if it
         // still does not, leak the memory instead of freeing it under a
         // running kernel.
-        let drained = be.drain();
+        let drained = self.drain(front);
         // Graphs first: a joint graph on rank 0 refers to every rank's
         // kernels and memory.
-        let _ = be.drop_graphs();
+        let _ = front.drop_graphs();
         if drained.is_err() {
-            be.abort.abort();
-            if be.drain().is_err() {
-                let _ = be.each(|_| {
+            front.abort.abort();
+            if self.drain(front).is_err() {
+                let _ = front.each(|_| {
                     Box::new(|rk: &mut Rank<'_>| {
                         rk.leak();
                         Ok(())
                     })
                 });
-                if be.threads.broken().is_some() {
+                if front.threads.broken().is_some() {
                     // A rank thread is stuck in a driver call: release
                     // nothing of the driver's from this thread (see the
                     // IPC exchange's teardown).
-                    std::mem::forget(std::mem::take(&mut be.peers));
-                    std::mem::forget(std::mem::take(&mut be.held));
+                    std::mem::forget(std::mem::take(&mut front.peers));
+                    std::mem::forget(std::mem::take(&mut front.held));
                     #[cfg(feature = "nccl")]
-                    std::mem::forget(std::mem::take(&mut be.held_nccl));
+                    std::mem::forget(std::mem::take(&mut front.held_nccl));
                 }
             }
         }
     }
 
     #[cfg(feature = "nccl")]
-    fn nccl_id(_be: &mut CudaBackend<Self>, lib: &nccl::Nccl) -> Result<nccl::UniqueId> {
+    fn nccl_id(&mut self, _front: &Front, lib: &nccl::Nccl) -> Result<nccl::UniqueId> {
         Ok(lib.unique_id()?)
     }
 
-    fn ordered() -> Result<()> {
+    fn ordered(&self) -> Result<()> {
         Ok(())
     }
 
-    fn joint_graphs(_plan: &str) -> Result<()> {
+    fn joint_graphs(&self, _plan: &str) -> Result<()> {
         Ok(())
     }
 
     fn timelines(
+        &self,
         calls: Vec<(String, f64)>,
         per_rank: Vec<RankTiming>,
         _nccl: bool,
