@@ -595,9 +595,9 @@ impl Mpi {
         self.finish(req, buf, &bound, "MPI_Irecv", source)
     }
 
-    /// Every rank's `mine` on `comm`, in rank order (`MPI_Iallgather` of
-    /// the lengths, then `MPI_Iallgatherv`), each wait bounded as in
-    /// [`Mpi::wait`].
+    /// Every rank's `mine` on `comm`, in rank order (the lengths by
+    /// [`Mpi::allgather_equal`], then `MPI_Iallgatherv`), each wait bounded
+    /// as in [`Mpi::wait`].
     pub(crate) fn allgather(
         &self,
         comm: Comm,
@@ -607,34 +607,18 @@ impl Mpi {
         stop: &dyn Fn() -> Result<()>,
         what: &dyn Fn() -> String,
     ) -> Result<Vec<Vec<u8>>> {
-        let (_, size) = self.rank_size(comm)?;
         let me = int_len(mine.len(), self.rank, None, "MPI_Iallgather")?;
-        // Owned, boxed buffers: leaked if a wait fails (MPI may still
-        // write them).
-        let send_len = Box::new(me);
-        let mut lens: Box<[c_int]> = vec![0; size].into_boxed_slice();
-        let mut req = std::ptr::null_mut();
-        // SAFETY: `send_len` holds one int, `lens` `size` ints, both alive
-        // until the request completes (or leaked below).
-        let e = unsafe {
-            ffi::rr_iallgather(
-                comm.0,
-                (&*send_len as *const c_int).cast(),
-                std::mem::size_of::<c_int>() as c_int,
-                lens.as_mut_ptr().cast(),
-                &mut req,
-            )
-        };
-        check(e, self.rank, None, "MPI_Iallgather")?;
-        let req = Request {
-            ptr: req,
-            collective: true,
-        };
-        if let Err(e) = self.wait(req, deadline, timeout, stop, "MPI_Iallgather", None, what) {
-            std::mem::forget(send_len);
-            std::mem::forget(lens);
-            return Err(e);
-        }
+        // Every rank's length first (ints of this machine's byte order).
+        let lens = self.allgather_equal(comm, &me.to_ne_bytes(), deadline, timeout, stop, what)?;
+        let lens: Box<[c_int]> = lens
+            .chunks_exact(std::mem::size_of::<c_int>())
+            .map(|b| {
+                let mut int = [0u8; std::mem::size_of::<c_int>()];
+                int.copy_from_slice(b);
+                c_int::from_ne_bytes(int)
+            })
+            .collect();
+        let size = lens.len();
         let mut displs: Box<[c_int]> = vec![0; size].into_boxed_slice();
         let mut total: usize = 0;
         for (d, &l) in displs.iter_mut().zip(lens.iter()) {
