@@ -304,6 +304,28 @@ fn float_max<T: Element>(a: T, b: T) -> T {
 fn float_min<T: Element>(a: T, b: T) -> T {
     T::round_op(min_num(a.to_f64(), b.to_f64()))
 }
+// f32 and f64 add and multiply on the hardware's own operation: its result
+// is the correctly rounded one that `float_add` / `float_mul` compute
+// through f64 (the same bits, checked by `native_ops_are_the_f64_ones`), and
+// a loop of it vectorizes. Only a NaN needs the kernel's canonical bits.
+#[inline]
+fn native_add<T: Element + core::ops::Add<Output = T>>(a: T, b: T) -> T {
+    canonical(a + b)
+}
+#[inline]
+fn native_mul<T: Element + core::ops::Mul<Output = T>>(a: T, b: T) -> T {
+    canonical(a * b)
+}
+/// `x`, or the canonical NaN where `x` is a NaN (`x != x`).
+#[inline]
+fn canonical<T: Element>(x: T) -> T {
+    #[allow(clippy::eq_op)]
+    if x != x {
+        T::round_op(f64::NAN)
+    } else {
+        x
+    }
+}
 #[inline]
 fn float_div<T: Element>(a: T, n: u64) -> T {
     T::round_op(a.to_f64() / n.max(1) as f64)
@@ -352,6 +374,9 @@ macro_rules! impl_elements {
         }
     };
     (@float $variant:ident $host:ty) => {
+        impl_elements!(@float $variant $host, float_add, float_mul);
+    };
+    (@float $variant:ident $host:ty, $add:ident, $mul:ident) => {
         impl sealed::Sealed for $host {
             #[inline]
             fn round_op(x: f64) -> Self {
@@ -359,11 +384,11 @@ macro_rules! impl_elements {
             }
             #[inline]
             fn red_add(self, b: Self) -> Self {
-                float_add(self, b)
+                $add(self, b)
             }
             #[inline]
             fn red_mul(self, b: Self) -> Self {
-                float_mul(self, b)
+                $mul(self, b)
             }
             #[inline]
             fn red_max(self, b: Self) -> Self {
@@ -380,7 +405,7 @@ macro_rules! impl_elements {
         }
     };
     (@native $variant:ident $host:ty, $fmt:ident) => {
-        impl_elements!(@float $variant $host);
+        impl_elements!(@float $variant $host, native_add, native_mul);
         impl RoundKernel for $host {
             #[inline]
             fn round_kernel(x: f64) -> Self {

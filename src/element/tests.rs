@@ -196,3 +196,77 @@ fn dispatch_visits_the_host_type() {
         assert_eq!(d.dispatch(SizeOf), (d, d.size()));
     }
 }
+
+/// f32 and f64 add and multiply on the hardware give the bits of the
+/// rounded-once f64 computation the other floats use (`float_add`,
+/// `float_mul`), NaN canonical: over every pair of special values and two
+/// hundred thousand random bit patterns (subnormals, overflow and
+/// exponents far apart included).
+#[test]
+fn native_ops_are_the_f64_ones() {
+    fn check<T: Element + core::ops::Add<Output = T> + core::ops::Mul<Output = T>>(values: &[T]) {
+        let bits = |x: T| x.to_bits();
+        for &a in values {
+            for &b in values {
+                assert_eq!(
+                    bits(native_add(a, b)),
+                    bits(float_add(a, b)),
+                    "{a:?} + {b:?}"
+                );
+                assert_eq!(
+                    bits(native_mul(a, b)),
+                    bits(float_mul(a, b)),
+                    "{a:?} * {b:?}"
+                );
+            }
+        }
+    }
+    // xorshift64: a fixed sequence, no dependency.
+    let mut s = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let special32 = [
+        0.0f32,
+        -0.0,
+        1.0,
+        -1.0,
+        f32::MIN_POSITIVE,
+        -f32::MIN_POSITIVE,
+        f32::from_bits(1),
+        f32::from_bits(0x8000_0001),
+        f32::MAX,
+        f32::MIN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::from_bits(0x7f80_0001),
+        f32::from_bits(0xffc0_1234),
+        1.0 + f32::EPSILON,
+        16_777_216.0,
+        1e-30,
+        3e38,
+    ];
+    let mut v32: Vec<f32> = special32.to_vec();
+    v32.extend((0..440).map(|_| f32::from_bits(next() as u32)));
+    check(&v32);
+    let special64 = [
+        0.0f64,
+        -0.0,
+        1.0,
+        f64::MIN_POSITIVE,
+        f64::from_bits(1),
+        f64::MAX,
+        f64::MIN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        f64::from_bits(0xfff0_0000_0000_0001),
+    ];
+    let mut v64: Vec<f64> = special64.to_vec();
+    v64.extend((0..100).map(|_| f64::from_bits(next())));
+    check(&v64);
+}
