@@ -82,15 +82,28 @@ pub(crate) struct CpuBackend<T: Transport<Mem = Storage> = Threads> {
     profile: Vec<IssueProfile>,
     /// Stream-ordered calls' spans ([`super::ordered`]).
     pub(super) order: super::ordered::CpuOrder,
-    /// The network transport's forwarding tables, per plan.
-    net_plans: std::collections::HashMap<usize, (Arc<crate::plan::Plan>, mem::NetRun)>,
     /// Whether this process's cores are too few to split a rank's large
     /// copies and reductions across its pool while its peers work too: each
     /// rank a process of its own, fewer than two cores each on this machine.
     crowded: bool,
-    /// Whether each plan splits its large steps, where `crowded` (see
-    /// [`mem::splits`]).
-    split_plans: std::collections::HashMap<usize, (Arc<crate::plan::Plan>, bool)>,
+    /// What this backend reads from a plan once, on its first call
+    /// ([`PlanFacts`]), keyed by the plan's address: the entry holds the
+    /// plan, so that no other plan can take the address while it lives (a
+    /// freed probe plan once gave its address to `bench`'s first call, which
+    /// then ran with the probe's forwarding and hung between nodes).
+    plans: std::collections::HashMap<usize, (Arc<crate::plan::Plan>, PlanFacts)>,
+}
+
+/// What the CPU backend reads from a plan once, on its first call.
+#[derive(Clone)]
+struct PlanFacts {
+    /// How the plan reaches the ranks of other nodes: its forwarding
+    /// tables, when the transport has a wire.
+    net: Option<mem::NetRun>,
+    /// Whether its large copies and reductions are split across the pool:
+    /// always, unless this process is `crowded`; there only for a plan
+    /// whose ranks' work is uneven ([`mem::splits`]).
+    split: bool,
 }
 
 impl CpuBackend<Threads> {
@@ -198,9 +211,8 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
             timelines: Vec::new(),
             profile: vec![IssueProfile::default(); ranks],
             order: Default::default(),
-            net_plans: Default::default(),
+            plans: Default::default(),
             crowded,
-            split_plans: Default::default(),
         })
     }
 
@@ -326,42 +338,27 @@ impl<T: Transport<Mem = Storage>> CpuBackend<T> {
         Ok(())
     }
 
-    /// How `call` reaches the ranks of other nodes (cached per plan, keyed
-    /// by its address: the entry holds the plan, so that no other plan can
-    /// take the address while it lives; a freed probe plan once gave its
-    /// address to `bench`'s first call, which then ran with the probe's
-    /// forwarding and hung between nodes), when the transport has a wire.
-    fn net_run(&mut self, call: &Call) -> Option<mem::NetRun> {
-        let wire = self.t.wire()?;
+    /// `call`'s plan's facts, read on its first call.
+    fn facts(&mut self, call: &Call) -> PlanFacts {
         let key = Arc::as_ptr(&call.plan) as usize;
-        if self.net_plans.len() > 4096 {
-            self.net_plans.clear();
+        if self.plans.len() > 4096 {
+            self.plans.clear();
         }
-        let local = self.t.local_ranks();
-        Some(
-            self.net_plans
-                .entry(key)
-                .or_insert_with(|| (call.plan.clone(), mem::NetRun::new(wire, &call.plan, local)))
-                .1
-                .clone(),
-        )
-    }
-
-    /// Whether `call`'s large copies and reductions are split across the
-    /// pool: always, unless this process is `crowded`; there only for a
-    /// plan whose ranks' work is uneven ([`mem::splits`], once per plan).
-    fn splits(&mut self, call: &Call) -> bool {
-        if !self.crowded {
-            return true;
-        }
-        let key = Arc::as_ptr(&call.plan) as usize;
-        if self.split_plans.len() > 4096 {
-            self.split_plans.clear();
-        }
-        self.split_plans
+        let (t, crowded) = (&self.t, self.crowded);
+        self.plans
             .entry(key)
-            .or_insert_with(|| (call.plan.clone(), mem::splits(&call.plan)))
+            .or_insert_with(|| {
+                let plan = &call.plan;
+                let facts = PlanFacts {
+                    net: t
+                        .wire()
+                        .map(|wire| mem::NetRun::new(wire, plan, t.local_ranks())),
+                    split: !crowded || mem::splits(plan),
+                };
+                (plan.clone(), facts)
+            })
             .1
+            .clone()
     }
 
     /// Record the profile and the timeline of a finished call.
@@ -481,6 +478,7 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
         }
         self.board = self.t.board(call.plan.signal_count(), &call.plan.name)?;
         self.gen += 1;
+        let facts = self.facts(call);
         let run = Arc::new(Run {
             call: call.clone(),
             board: self.board.clone(),
@@ -488,8 +486,8 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
             call_no: self.gen,
             faults: self.faults.clone(),
             epoch: self.epoch,
-            net: self.net_run(call),
-            split: self.splits(call),
+            net: facts.net,
+            split: facts.split,
         });
         if let Err(e) = self.t.begin(call, self.gen) {
             return Err(self.failed(e));
