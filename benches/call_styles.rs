@@ -1,6 +1,8 @@
-//! What each way of calling costs on the CPU backend: 4 ranks, f32 sum,
-//! out of place, 8 B (the cost of a call itself), 1 MiB and 16 MiB per
-//! rank.
+//! What each way of calling costs: 4 ranks, f32 sum, out of place, 8 B
+//! (the cost of a call itself), 1 MiB and 16 MiB per rank, on the CPU
+//! backend (the default) or, with `--backend cuda`, on the CUDA backend
+//! (the ranks share the GPUs there are; the host slices are copied in and
+//! out by the engine).
 //!
 //! * `plain_loop`: a hand-written loop on one thread that does the work a
 //!   collective must: rank 0's output is the sum of the four inputs, and
@@ -18,7 +20,7 @@
 //! all-ranks within 3x of the plain loop at 1 MiB.
 //!
 //! ```text
-//! cargo bench --bench call_styles [-- ROUNDS]
+//! cargo bench --bench call_styles [-- ROUNDS] [--backend cpu|cuda]
 //! ```
 
 use ringreduce::{Communicator, EngineConfig, ReduceOp};
@@ -32,11 +34,22 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let rounds: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(15);
-    println!("# call_styles: {RANKS} ranks on the CPU backend, f32 sum, out of place; {rounds} interleaved rounds, median us per call");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let rounds: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(15);
+    let backend = args
+        .iter()
+        .position(|a| a == "--backend")
+        .and_then(|i| args.get(i + 1))
+        .map_or("cpu", String::as_str);
+    let config = || match backend {
+        "cpu" => EngineConfig::cpu(RANKS),
+        "cuda" => EngineConfig::cuda(RANKS),
+        other => {
+            eprintln!("call_styles: --backend takes cpu or cuda, not {other}");
+            std::process::exit(2)
+        }
+    };
+    println!("# call_styles: {RANKS} ranks on the {backend} backend, f32 sum, out of place; {rounds} interleaved rounds, median us per call");
     println!(
         "# {:>6} {:>12} {:>12} {:>12} {:>14} {:>14}",
         "size", "plain_loop", "all_ranks", "per_rank", "all/plain", "per/all"
@@ -52,9 +65,8 @@ fn main() {
             .map(|r| (0..count).map(|i| ((i + r) % 7) as f32).collect())
             .collect();
         let mut recv = vec![vec![0.0f32; count]; RANKS];
-        let mut comm = Communicator::new(EngineConfig::cpu(RANKS)).expect("a CPU communicator");
-        let mut handles =
-            Communicator::per_rank(EngineConfig::cpu(RANKS)).expect("per-rank handles");
+        let mut comm = Communicator::new(config()).expect("a communicator");
+        let mut handles = Communicator::per_rank(config()).expect("per-rank handles");
         let (mut plain, mut all, mut per) = (Vec::new(), Vec::new(), Vec::new());
         let per_call = |t: Duration| t.as_secs_f64() * 1e6 / calls as f64;
         for _ in 0..=rounds {

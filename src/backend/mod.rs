@@ -226,6 +226,26 @@ pub(crate) struct DeviceMemory {
     pub total: u64,
 }
 
+/// One host write into a local rank's buffer: `data` at byte `offset` of
+/// buffer `id` of rank `rank`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HostWrite<'a> {
+    pub rank: usize,
+    pub id: BufId,
+    pub offset: usize,
+    pub data: &'a [u8],
+}
+
+/// One host read out of a local rank's buffer: `out.len()` bytes from byte
+/// `offset` of buffer `id` of rank `rank`.
+#[derive(Debug)]
+pub(crate) struct HostRead<'a> {
+    pub rank: usize,
+    pub id: BufId,
+    pub offset: usize,
+    pub out: &'a mut [u8],
+}
+
 /// Executes plans on per-rank buffers.
 pub(crate) trait Backend: Send {
     /// What the backend is and runs on.
@@ -239,12 +259,15 @@ pub(crate) trait Backend: Send {
     /// Free buffer `id` on every rank (after draining every rank).
     fn release(&mut self, id: BufId) -> Result<()>;
 
-    /// Copy `data` into rank `rank`'s buffer `id` at byte `offset` (after
-    /// draining every rank: a peer may still be reading it).
-    fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()>;
+    /// Copy each write's bytes into its local rank's buffer (after
+    /// draining every rank: a peer may still be reading it). The writes of
+    /// one call (every local rank's input) come together: a backend with a
+    /// thread per rank makes them in one round.
+    fn write(&mut self, writes: &[HostWrite<'_>]) -> Result<()>;
 
-    /// Copy rank `rank`'s buffer `id` from byte `offset` into `out`.
-    fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()>;
+    /// Copy each read's bytes out of its local rank's buffer (after the
+    /// ranks' work completed), in one round as [`Backend::write`].
+    fn read(&mut self, reads: &mut [HostRead<'_>]) -> Result<()>;
 
     /// Start executing `call` (asynchronously where the backend can). A
     /// backend may return before its rank threads have issued the call;

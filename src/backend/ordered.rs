@@ -400,12 +400,24 @@ impl HostArgs for HostRank<'_> {
 
     fn read(&mut self, i: usize, out: &mut [u8]) -> Result<()> {
         let (id, offset) = self.buf(i)?;
-        self.be.read(self.rank, id, offset, out)
+        let rank = self.rank;
+        self.be.read(&mut [super::HostRead {
+            rank,
+            id,
+            offset,
+            out,
+        }])
     }
 
     fn write(&mut self, i: usize, data: &[u8]) -> Result<()> {
         let (id, offset) = self.buf(i)?;
-        self.be.write(self.rank, id, offset, data)
+        let rank = self.rank;
+        self.be.write(&[super::HostWrite {
+            rank,
+            id,
+            offset,
+            data,
+        }])
     }
 }
 

@@ -2,6 +2,7 @@
 //! the memory check before any allocation.
 
 use super::*;
+use crate::backend::{HostRead, HostWrite};
 use std::marker::PhantomData;
 
 impl Engine {
@@ -113,17 +114,42 @@ impl Engine {
 
     /// Copy `data` into rank `r`'s buffer `id` at byte `offset`.
     pub fn write(&mut self, r: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
-        self.check_rank(r)?;
-        self.usable()?;
-        self.last = None;
-        let res = self.backend.write(r, id, offset, data);
-        self.track(res)
+        self.write_all(&[HostWrite {
+            rank: r,
+            id,
+            offset,
+            data,
+        }])
     }
 
     /// Copy rank `r`'s buffer `id` from byte `offset` into `out`.
     pub fn read(&mut self, r: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.check_rank(r)?;
-        let res = self.backend.read(r, id, offset, out);
+        self.read_all(&mut [HostRead {
+            rank: r,
+            id,
+            offset,
+            out,
+        }])
+    }
+
+    /// Make `writes` (one call's, of any local ranks) together: a backend
+    /// with a thread per rank makes them in one round.
+    pub(super) fn write_all(&mut self, writes: &[HostWrite<'_>]) -> Result<()> {
+        for w in writes {
+            self.check_rank(w.rank)?;
+        }
+        self.usable()?;
+        self.last = None;
+        let res = self.backend.write(writes);
+        self.track(res)
+    }
+
+    /// Make `reads` together, as [`Engine::write_all`].
+    pub(super) fn read_all(&mut self, reads: &mut [HostRead<'_>]) -> Result<()> {
+        for r in reads.iter() {
+            self.check_rank(r.rank)?;
+        }
+        let res = self.backend.read(reads);
         self.track(res)
     }
 }
@@ -260,12 +286,21 @@ impl Engine {
         self.reserve_shape(shape)?;
         let size = T::DTYPE.size();
         let local = self.local_ranks();
-        for (r, data) in inputs.iter().enumerate().filter(|(r, _)| local.contains(r)) {
-            let input = shape.input(r);
-            let id = Binding::DEFAULT.id(input.buf);
-            self.write(r, id, input.range.start * size, as_bytes(data.as_ref()))?;
-        }
-        Ok(())
+        let writes: Vec<HostWrite<'_>> = inputs
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| local.contains(r))
+            .map(|(r, data)| {
+                let input = shape.input(r);
+                HostWrite {
+                    rank: r,
+                    id: Binding::DEFAULT.id(input.buf),
+                    offset: input.range.start * size,
+                    data: as_bytes(data.as_ref()),
+                }
+            })
+            .collect();
+        self.write_all(&writes)
     }
 
     /// The shape of a call on `inputs` (one per rank, of equal lengths; a
@@ -305,6 +340,7 @@ impl Engine {
     /// NaN for every float type), so unwritten elements show.
     pub fn poison<T: Element>(&mut self, shape: &TypedShape<T>) -> Result<()> {
         let size = T::DTYPE.size();
+        let mut parts: Vec<(usize, usize, Vec<u8>)> = Vec::new();
         for r in self.local_ranks() {
             let out = shape.output(r);
             let input = shape.input(r);
@@ -319,43 +355,65 @@ impl Engine {
                 vec![]
             };
             for range in ranges.into_iter().filter(|r| !r.is_empty()) {
-                let pattern = vec![poison_byte::<T>(); range.len() * size];
-                self.write(r, BufId::RECV, range.start * size, &pattern)?;
+                parts.push((
+                    r,
+                    range.start * size,
+                    vec![poison_byte::<T>(); range.len() * size],
+                ));
             }
         }
-        Ok(())
+        let writes: Vec<HostWrite<'_>> = parts
+            .iter()
+            .map(|(r, offset, pattern)| HostWrite {
+                rank: *r,
+                id: BufId::RECV,
+                offset: *offset,
+                data: pattern,
+            })
+            .collect();
+        self.write_all(&writes)
     }
 
     /// The output of `shape`'s call of every [local rank](Engine::local_ranks)
     /// (in one process: every rank), in rank order.
     pub fn read_output<T: Element>(&mut self, shape: &TypedShape<T>) -> Result<Vec<Vec<T>>> {
-        self.local_ranks()
-            .map(|r| self.read_region::<T>(r, &shape.output(r)))
-            .collect()
+        let regions: Vec<_> = self.local_ranks().map(|r| (r, shape.output(r))).collect();
+        self.read_regions::<T>(&regions)
     }
 
     /// The input of `shape`'s call of every local rank, as it is now.
     pub fn read_input<T: Element>(&mut self, shape: &TypedShape<T>) -> Result<Vec<Vec<T>>> {
-        self.local_ranks()
-            .map(|r| self.read_region::<T>(r, &shape.input(r)))
-            .collect()
+        let regions: Vec<_> = self.local_ranks().map(|r| (r, shape.input(r))).collect();
+        self.read_regions::<T>(&regions)
     }
 
-    fn read_region<T: Element>(
+    /// Each (rank, region)'s elements, read together.
+    fn read_regions<T: Element>(
         &mut self,
-        r: usize,
-        region: &crate::plan::Region,
-    ) -> Result<Vec<T>> {
+        regions: &[(usize, crate::plan::Region)],
+    ) -> Result<Vec<Vec<T>>> {
         let size = T::DTYPE.size();
-        let mut out =
-            crate::sys::proc::zeroed::<T>(region.len(), &format!("rank {r}'s copy of its output"))?;
-        self.read(
-            r,
-            Binding::DEFAULT.id(region.buf),
-            region.range.start * size,
-            as_bytes_mut(&mut out),
-        )?;
-        Ok(out)
+        let mut outs: Vec<Vec<T>> = regions
+            .iter()
+            .map(|(r, region)| {
+                crate::sys::proc::zeroed::<T>(
+                    region.len(),
+                    &format!("rank {r}'s copy of its output"),
+                )
+            })
+            .collect::<Result<_>>()?;
+        let mut reads: Vec<HostRead<'_>> = regions
+            .iter()
+            .zip(outs.iter_mut())
+            .map(|((r, region), out)| HostRead {
+                rank: *r,
+                id: Binding::DEFAULT.id(region.buf),
+                offset: region.range.start * size,
+                out: as_bytes_mut(out),
+            })
+            .collect();
+        self.read_all(&mut reads)?;
+        Ok(outs)
     }
 }
 

@@ -10,7 +10,7 @@
 
 use super::buffers::{as_bytes, as_bytes_mut};
 use super::{CallInfo, Engine, TypedShape};
-use crate::backend::Binding;
+use crate::backend::{Binding, HostRead};
 use crate::element::{Element, ReduceOp};
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Shape};
@@ -264,6 +264,7 @@ impl Engine {
         outputs: &mut [&mut [T]],
     ) -> Result<()> {
         let size = T::DTYPE.size();
+        let mut reads = Vec::with_capacity(outputs.len());
         for (r, dst) in self.local_ranks().zip(outputs.iter_mut()) {
             let region = shape.output(r);
             if dst.len() != region.len() {
@@ -274,13 +275,13 @@ impl Engine {
                     found: dst.len(),
                 });
             }
-            self.read(
-                r,
-                Binding::DEFAULT.id(region.buf),
-                region.range.start * size,
-                as_bytes_mut(dst),
-            )?;
+            reads.push(HostRead {
+                rank: r,
+                id: Binding::DEFAULT.id(region.buf),
+                offset: region.range.start * size,
+                out: as_bytes_mut(dst),
+            });
         }
-        Ok(())
+        self.read_all(&mut reads)
     }
 }

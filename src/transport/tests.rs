@@ -7,7 +7,7 @@
 
 use super::*;
 use crate::backend::cpu::CpuBackend;
-use crate::backend::{Backend, Binding};
+use crate::backend::{Backend, Binding, HostRead, HostWrite};
 use crate::element::{DataType, ReduceOp};
 use crate::error::WaitKind;
 use crate::fault::FaultPlan;
@@ -78,9 +78,18 @@ fn all_reduce(be: &mut dyn Backend, plan: Arc<Plan>) -> Result<()> {
     be.reserve(BufId::RECV, &vec![count * 4; n])?;
     be.reserve(BufId::SCRATCH, &vec![scratch; n])?;
     let input = |r: usize| -> Vec<f32> { (0..count).map(|i| (r + 1 + i % 7) as f32).collect() };
-    for r in be.local_ranks() {
-        be.write(r, BufId::SEND, 0, bytemuck::cast_slice(&input(r)))?;
-    }
+    let inputs: Vec<Vec<f32>> = be.local_ranks().map(input).collect();
+    let writes: Vec<HostWrite<'_>> = be
+        .local_ranks()
+        .zip(&inputs)
+        .map(|(rank, v)| HostWrite {
+            rank,
+            id: BufId::SEND,
+            offset: 0,
+            data: bytemuck::cast_slice(v),
+        })
+        .collect();
+    be.write(&writes)?;
     be.launch(&crate::backend::Call {
         plan,
         dtype: DataType::Float,
@@ -94,7 +103,12 @@ fn all_reduce(be: &mut dyn Backend, plan: Arc<Plan>) -> Result<()> {
         .collect();
     for r in be.local_ranks() {
         let mut got = vec![0f32; count];
-        be.read(r, BufId::RECV, 0, bytemuck::cast_slice_mut(&mut got))?;
+        be.read(&mut [HostRead {
+            rank: r,
+            id: BufId::RECV,
+            offset: 0,
+            out: bytemuck::cast_slice_mut(&mut got),
+        }])?;
         assert_eq!(got, want, "rank {r}");
     }
     Ok(())

@@ -25,7 +25,7 @@ use crate::transport::Storage;
 
 use super::{
     check_call, Backend, BackendInfo, BackendKind, BufId, Call, CallTimeline, DeviceMemory,
-    IssueProfile, OpTime, Profiling,
+    HostRead, HostWrite, IssueProfile, OpTime, Profiling,
 };
 use crate::error::{Error, Result};
 use crate::fault::FaultPlan;
@@ -448,23 +448,28 @@ impl<T: Transport<Mem = Storage>> Backend for CpuBackend<T> {
         Ok(())
     }
 
-    fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
-        super::check_local(rank, self.t.local_ranks(), "write into")?;
-        let (w, len) = self.mem.get(rank, id)?;
-        self.t.before_write(id)?;
-        within(rank, len, offset + data.len())?;
-        let mut g = lock(&w);
-        self.mem
-            .copy(&mut g.bytes()?[offset..offset + data.len()], data);
+    fn write(&mut self, writes: &[HostWrite<'_>]) -> Result<()> {
+        for w in writes {
+            super::check_local(w.rank, self.t.local_ranks(), "write into")?;
+            let (buf, len) = self.mem.get(w.rank, w.id)?;
+            self.t.before_write(w.id)?;
+            within(w.rank, len, w.offset + w.data.len())?;
+            let mut g = lock(&buf);
+            self.mem
+                .copy(&mut g.bytes()?[w.offset..w.offset + w.data.len()], w.data);
+        }
         Ok(())
     }
 
-    fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
-        super::check_local(rank, self.t.local_ranks(), "read")?;
-        let (w, len) = self.mem.get(rank, id)?;
-        within(rank, len, offset + out.len())?;
-        let mut g = lock(&w);
-        self.mem.copy(out, &g.bytes()?[offset..offset + out.len()]);
+    fn read(&mut self, reads: &mut [HostRead<'_>]) -> Result<()> {
+        for r in reads.iter_mut() {
+            super::check_local(r.rank, self.t.local_ranks(), "read")?;
+            let (buf, len) = self.mem.get(r.rank, r.id)?;
+            within(r.rank, len, r.offset + r.out.len())?;
+            let mut g = lock(&buf);
+            let n = r.out.len();
+            self.mem.copy(r.out, &g.bytes()?[r.offset..r.offset + n]);
+        }
         Ok(())
     }
 

@@ -10,7 +10,7 @@ use super::{probe, Cmd, CudaBackend, Deferred, IssueCmd};
 use crate::backend::ordered::StreamOrdered;
 use crate::backend::{
     check_call, check_local, Backend, BackendInfo, BufId, Call, DeviceMemory, GraphBackend,
-    Profiling,
+    HostRead, HostWrite, Profiling,
 };
 #[cfg(feature = "nccl")]
 use crate::backend::{NcclBackend, NcclCall};
@@ -193,52 +193,68 @@ impl Backend for CudaBackend {
         stream.synchronize().map_err(&e)
     }
 
-    fn write(&mut self, rank: usize, id: BufId, offset: usize, data: &[u8]) -> Result<()> {
-        check_local(rank, self.front.local.clone(), "write into")?;
-        // Other ranks may still be reading this rank's buffers: this rank's
+    fn write(&mut self, writes: &[HostWrite<'_>]) -> Result<()> {
+        let local = self.front.local.clone();
+        for w in writes {
+            check_local(w.rank, local.clone(), "write into")?;
+        }
+        // Other ranks may still be reading these buffers: this rank's
         // previous calls are done once its streams are idle (the plans
         // order every peer access to its memory before its End, except
         // peer reads of a send buffer, which the exchange waits for).
         self.drain()?;
-        self.link.before_write(id)?;
-        let data = Arc::new(data.to_vec());
-        let at = rank - self.front.local.start;
+        let mut ids: Vec<BufId> = writes.iter().map(|w| w.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        for id in ids {
+            self.link.before_write(id)?;
+        }
+        // One round: each rank thread writes its own parts. Peers read a
+        // rank's send buffer as soon as it says it began its next call:
+        // each write returns once its bytes landed.
+        let mut parts: Vec<Vec<(BufId, usize, Vec<u8>)>> = vec![Vec::new(); local.len()];
+        for w in writes {
+            parts[w.rank - local.start].push((w.id, w.offset, w.data.to_vec()));
+        }
+        let parts = Arc::new(parts);
         self.front
-            .each(|i| {
-                let data = data.clone();
+            .each_idle(|i| {
+                let parts = parts.clone();
                 Box::new(move |rk: &mut Rank<'_>| {
-                    if i != at {
-                        Ok(())
-                    } else {
-                        // Peers read this rank's send buffer as soon as it says
-                        // it began its next call: the write returns once the
-                        // bytes landed.
-                        rk.write(id, offset, &data)
+                    for (id, offset, data) in &parts[i] {
+                        rk.write(*id, *offset, data)?;
                     }
+                    Ok(())
                 })
             })
             .map(|_| ())
     }
 
-    fn read(&mut self, rank: usize, id: BufId, offset: usize, out: &mut [u8]) -> Result<()> {
-        check_local(rank, self.front.local.clone(), "read")?;
+    fn read(&mut self, reads: &mut [HostRead<'_>]) -> Result<()> {
+        let local = self.front.local.clone();
+        for r in reads.iter() {
+            check_local(r.rank, local.clone(), "read")?;
+        }
         self.drain()?;
-        let len = out.len();
-        let at = rank - self.front.local.start;
-        let got: Vec<Vec<u8>> = self.front.each(|i| {
+        // One round: each rank thread reads its own parts (read k of the
+        // call is answered as (k, bytes)).
+        let mut asks: Vec<Vec<(usize, BufId, usize, usize)>> = vec![Vec::new(); local.len()];
+        for (k, r) in reads.iter().enumerate() {
+            asks[r.rank - local.start].push((k, r.id, r.offset, r.out.len()));
+        }
+        let asks = Arc::new(asks);
+        let got: Vec<Vec<(usize, Vec<u8>)>> = self.front.each_idle(|i| {
+            let asks = asks.clone();
             Box::new(move |rk: &mut Rank<'_>| {
-                if i == at {
-                    rk.read(id, offset, len)
-                } else {
-                    Ok(Vec::new())
-                }
+                asks[i]
+                    .iter()
+                    .map(|&(k, id, offset, len)| Ok((k, rk.read(id, offset, len)?)))
+                    .collect()
             })
         })?;
-        let data = got
-            .into_iter()
-            .nth(at)
-            .ok_or_else(|| Error::internal(format!("no rank {rank}")))?;
-        out.copy_from_slice(&data);
+        for (k, data) in got.into_iter().flatten() {
+            reads[k].out.copy_from_slice(&data);
+        }
         Ok(())
     }
 

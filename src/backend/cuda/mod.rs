@@ -249,6 +249,11 @@ pub(crate) struct Front {
     /// One rank per process: this rank, whose failures are recorded on the
     /// job's board, where peers waiting for it see them.
     reports_as: Option<usize>,
+    /// Whether every local rank is known to be drained: set by a drain that
+    /// succeeded, cleared by anything handed to the rank threads since
+    /// (except host copies, which complete what they issue). A drain of
+    /// drained ranks is skipped.
+    idle: bool,
 }
 
 impl CudaBackend {
@@ -260,9 +265,15 @@ impl CudaBackend {
         connected.map(|()| be)
     }
 
-    /// Drain the local ranks (bounded), as the exchange does it.
+    /// Drain the local ranks (bounded), as the exchange does it; nothing
+    /// to do when nothing was handed to them since the last drain.
     fn drain(&mut self) -> Result<()> {
-        self.link.drain(&mut self.front)
+        if self.front.idle {
+            return Ok(());
+        }
+        self.link.drain(&mut self.front)?;
+        self.front.idle = true;
+        Ok(())
     }
 
     /// Cover `n` signals with events on every rank, as the exchange does it.
@@ -316,6 +327,7 @@ impl Front {
             held_nccl: HeldCalls::default(),
             deferred: process_rank.is_none(),
             reports_as: process_rank,
+            idle: false,
         }
     }
 
@@ -338,6 +350,7 @@ impl Front {
     /// ([`Front::post_deferred`]) for rank threads of one process, else
     /// issued before this returns.
     fn post(&mut self, cmds: Vec<Cmd>, kind: Deferred) -> Result<()> {
+        self.idle = false;
         if self.deferred {
             self.post_deferred(cmds, kind)
         } else {
@@ -378,6 +391,7 @@ impl Front {
     /// ranks); the first error. A pending call is settled first; its error
     /// comes first, after `f` has run.
     fn each<R: Send + 'static>(&mut self, f: impl Fn(usize) -> RankFn<R>) -> Result<Vec<R>> {
+        self.idle = false;
         let before = self.settle();
         let jobs = (0..self.local.len()).map(|r| erase(f(r))).collect();
         let r = self.threads.run(jobs);
@@ -392,6 +406,7 @@ impl Front {
     /// behind the failed call's own error: the flags would stay out of
     /// step).
     fn each_all<R: Send + 'static>(&mut self, f: impl Fn(usize) -> RankFn<R>) -> Result<Vec<R>> {
+        self.idle = false;
         let before = self.settle();
         let jobs = (0..self.local.len()).map(|r| erase(f(r))).collect();
         let r = self.threads.run_all(jobs).and_then(gather);
@@ -402,8 +417,18 @@ impl Front {
         }
     }
 
+    /// [`Front::each`] for a round of host copies, each of which completes
+    /// on its rank's GPU before it returns: drained ranks stay drained.
+    fn each_idle<R: Send + 'static>(&mut self, f: impl Fn(usize) -> RankFn<R>) -> Result<Vec<R>> {
+        let idle = self.idle;
+        let r = self.each(f);
+        self.idle = idle && r.is_ok();
+        r
+    }
+
     /// Run `f` on the one rank thread of a process that runs one rank.
     fn on<R: Send + 'static>(&mut self, f: RankFn<R>) -> Result<R> {
+        self.idle = false;
         let mut v = self.threads.run(vec![erase(f)])?;
         unerase::<R>(
             v.pop()
