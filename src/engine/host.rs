@@ -285,3 +285,6 @@ impl Engine {
         self.read_all(&mut reads)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -133,7 +133,7 @@ impl CudaBackend {
             .map(|w| w.node_of.clone());
         #[cfg(not(feature = "mpi"))]
         let node_of = None;
-        let x = Ipc {
+        let mut x = Ipc {
             #[cfg(feature = "mpi")]
             receiver: None,
             node_of,
@@ -150,7 +150,6 @@ impl CudaBackend {
         };
         let mut front =
             Front::assemble(threads, facts, me..me + 1, board, abort, timeout, Some(me));
-        let mut x = x;
         let connected = x.connect(&mut front, &name).and_then(|()| {
             let board = front.board.clone();
             front.on(Box::new(move |rk: &mut Rank<'_>| {
