@@ -209,16 +209,16 @@ impl Backend for CudaBackend {
         for id in ids {
             self.link.before_write(id)?;
         }
-        // One round: each rank thread writes its own parts. Peers read a
-        // rank's send buffer as soon as it says it began its next call:
-        // each write returns once its bytes landed.
-        let mut parts: Vec<Vec<(BufId, usize, Vec<u8>)>> = vec![Vec::new(); local.len()];
-        for w in writes {
-            parts[w.rank - local.start].push((w.id, w.offset, w.data.to_vec()));
-        }
-        let parts = Arc::new(parts);
-        self.front
-            .each_idle(|i| {
+        // Peers read a rank's send buffer as soon as it says it began its
+        // next call: each write returns once its bytes landed.
+        for round in rounds(writes.iter().map(|w| w.data.len())) {
+            // Each rank thread writes its own parts of the round.
+            let mut parts: Vec<Vec<(BufId, usize, Vec<u8>)>> = vec![Vec::new(); local.len()];
+            for w in round.iter().map(|&k| &writes[k]) {
+                parts[w.rank - local.start].push((w.id, w.offset, w.data.to_vec()));
+            }
+            let parts = Arc::new(parts);
+            self.front.each_idle(|i| {
                 let parts = parts.clone();
                 Box::new(move |rk: &mut Rank<'_>| {
                     for (id, offset, data) in &parts[i] {
@@ -226,8 +226,9 @@ impl Backend for CudaBackend {
                     }
                     Ok(())
                 })
-            })
-            .map(|_| ())
+            })?;
+        }
+        Ok(())
     }
 
     fn read(&mut self, reads: &mut [HostRead<'_>]) -> Result<()> {
@@ -236,24 +237,27 @@ impl Backend for CudaBackend {
             check_local(r.rank, local.clone(), "read")?;
         }
         self.drain()?;
-        // One round: each rank thread reads its own parts (read k of the
-        // call is answered as (k, bytes)).
-        let mut asks: Vec<Vec<(usize, BufId, usize, usize)>> = vec![Vec::new(); local.len()];
-        for (k, r) in reads.iter().enumerate() {
-            asks[r.rank - local.start].push((k, r.id, r.offset, r.out.len()));
-        }
-        let asks = Arc::new(asks);
-        let got: Vec<Vec<(usize, Vec<u8>)>> = self.front.each_idle(|i| {
-            let asks = asks.clone();
-            Box::new(move |rk: &mut Rank<'_>| {
-                asks[i]
-                    .iter()
-                    .map(|&(k, id, offset, len)| Ok((k, rk.read(id, offset, len)?)))
-                    .collect()
-            })
-        })?;
-        for (k, data) in got.into_iter().flatten() {
-            reads[k].out.copy_from_slice(&data);
+        for round in rounds(reads.iter().map(|r| r.out.len())) {
+            // Each rank thread reads its own parts of the round (read k of
+            // the call is answered as (k, bytes)).
+            let mut asks: Vec<Vec<(usize, BufId, usize, usize)>> = vec![Vec::new(); local.len()];
+            for k in round {
+                let r = &reads[k];
+                asks[r.rank - local.start].push((k, r.id, r.offset, r.out.len()));
+            }
+            let asks = Arc::new(asks);
+            let got: Vec<Vec<(usize, Vec<u8>)>> = self.front.each_idle(|i| {
+                let asks = asks.clone();
+                Box::new(move |rk: &mut Rank<'_>| {
+                    asks[i]
+                        .iter()
+                        .map(|&(k, id, offset, len)| Ok((k, rk.read(id, offset, len)?)))
+                        .collect()
+                })
+            })?;
+            for (k, data) in got.into_iter().flatten() {
+                reads[k].out.copy_from_slice(&data);
+            }
         }
         Ok(())
     }
@@ -347,4 +351,35 @@ impl Backend for CudaBackend {
         self.link.ordered()?;
         Ok(self)
     }
+}
+
+/// Host copies of at most this many bytes go together, one round of the
+/// rank threads for all of them (a round is a hand-off to every rank
+/// thread and back); a larger one goes in a round of its own, so that one
+/// rank's pageable copy has the GPU's copy path to itself. Four rank
+/// threads' copies of 1-16 MiB into one GPU at once took 1.4-1.6x the time
+/// of the same copies one at a time
+/// (`docs/results/2026-12-07-h100x1-host-rounds/`).
+pub(super) const BATCHED_COPY_MAX: usize = 64 << 10;
+
+/// The rounds in which host copies of these lengths are made, as indices
+/// into them, in order: runs of copies of at most [`BATCHED_COPY_MAX`]
+/// bytes together, each larger copy alone.
+pub(super) fn rounds(lens: impl Iterator<Item = usize>) -> Vec<Vec<usize>> {
+    let mut rounds: Vec<Vec<usize>> = Vec::new();
+    let mut small: Vec<usize> = Vec::new();
+    for (k, len) in lens.enumerate() {
+        if len <= BATCHED_COPY_MAX {
+            small.push(k);
+        } else {
+            if !small.is_empty() {
+                rounds.push(std::mem::take(&mut small));
+            }
+            rounds.push(vec![k]);
+        }
+    }
+    if !small.is_empty() {
+        rounds.push(small);
+    }
+    rounds
 }

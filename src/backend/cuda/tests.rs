@@ -132,3 +132,18 @@ fn a_kernels_give_up_is_kept_beside_the_calls_own_error() {
         "{nested:?}"
     );
 }
+
+/// A call's host copies go in rounds of the rank threads: small ones
+/// together, each large one alone, in their order.
+#[test]
+fn host_copies_go_small_together_large_alone() {
+    let max = front::BATCHED_COPY_MAX;
+    let rounds = |lens: &[usize]| front::rounds(lens.iter().copied());
+    assert_eq!(rounds(&[]), Vec::<Vec<usize>>::new());
+    assert_eq!(rounds(&[8, 8, 8, 8]), vec![vec![0, 1, 2, 3]]);
+    assert_eq!(rounds(&[max, max + 1]), vec![vec![0], vec![1]]);
+    assert_eq!(
+        rounds(&[4, max + 1, 4, 4, 1 << 24, 0]),
+        vec![vec![0], vec![1], vec![2, 3], vec![4], vec![5]]
+    );
+}

@@ -68,7 +68,6 @@ fn a_host_call_copies_in_one_batch_and_out_in_one() {
             log: log.clone(),
         }),
         &cfg,
-        std::time::Instant::now(),
         None,
         None,
     );

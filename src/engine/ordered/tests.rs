@@ -80,23 +80,11 @@ impl crate::backend::Backend for OneRankPerProcess {
     fn release(&mut self, id: crate::backend::BufId) -> Result<()> {
         self.0.release(id)
     }
-    fn write(
-        &mut self,
-        rank: usize,
-        id: crate::backend::BufId,
-        offset: usize,
-        data: &[u8],
-    ) -> Result<()> {
-        self.0.write(rank, id, offset, data)
+    fn write(&mut self, writes: &[crate::backend::HostWrite<'_>]) -> Result<()> {
+        self.0.write(writes)
     }
-    fn read(
-        &mut self,
-        rank: usize,
-        id: crate::backend::BufId,
-        offset: usize,
-        out: &mut [u8],
-    ) -> Result<()> {
-        self.0.read(rank, id, offset, out)
+    fn read(&mut self, reads: &mut [crate::backend::HostRead<'_>]) -> Result<()> {
+        self.0.read(reads)
     }
     fn launch(&mut self, call: &crate::backend::Call) -> Result<()> {
         self.0.launch(call)
