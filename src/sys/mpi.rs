@@ -91,13 +91,18 @@ mod ffi {
 
 /// What ends a wait of a point-to-point request: its deadline (after
 /// `timeout`), `stop`'s error, and what the errors call it.
-struct Bound<'a> {
-    deadline: Instant,
-    timeout: Duration,
-    stop: &'a dyn Fn() -> Result<()>,
-    what: &'a dyn Fn() -> String,
+pub(crate) struct Bound<'a> {
+    /// When the wait gives up.
+    pub deadline: Instant,
+    /// The job's timeout, named in the error.
+    pub timeout: Duration,
+    /// Asked between polls (once the wait has lasted a millisecond, then
+    /// every millisecond): its error ends the wait (the job failed, the
+    /// engine was aborted).
+    pub stop: &'a dyn Fn() -> Result<()>,
+    /// What the wait is for, in its error.
+    pub what: &'a dyn Fn() -> String,
 }
-
 /// The element types [`Mpi::allreduce`] takes (the shim's codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MpiType {
@@ -371,17 +376,13 @@ impl Mpi {
     /// [`Mpi::wait`], bounded the same way). The message is owned here:
     /// if the wait fails it is leaked, since MPI may still read it; once
     /// sent it is handed back (its memory reused for the next).
-    #[allow(clippy::too_many_arguments)]
     pub fn send(
         &self,
         comm: Comm,
         msg: Vec<u8>,
         dest: usize,
         tag: i32,
-        deadline: Instant,
-        timeout: Duration,
-        stop: &dyn Fn() -> Result<()>,
-        what: &dyn Fn() -> String,
+        b: &Bound<'_>,
     ) -> Result<Vec<u8>> {
         let n = int_len(msg.len(), self.rank, Some(dest), "MPI_Isend")?;
         let mut req = std::ptr::null_mut();
@@ -390,13 +391,7 @@ impl Mpi {
         let e =
             unsafe { ffi::rr_isend(comm.0, msg.as_ptr().cast(), n, dest as c_int, tag, &mut req) };
         check(e, self.rank, Some(dest), "MPI_Isend")?;
-        let bound = Bound {
-            deadline,
-            timeout,
-            stop,
-            what,
-        };
-        self.finish(req, msg, &bound, "MPI_Isend", dest)
+        self.finish(req, msg, b, "MPI_Isend", dest)
     }
 
     /// Wait for the point-to-point request `req` on `buf`'s memory as
@@ -414,7 +409,7 @@ impl Mpi {
             ptr: req,
             collective: false,
         };
-        match self.wait(req, b.deadline, b.timeout, b.stop, call, Some(peer), b.what) {
+        match self.wait(req, b, call, Some(peer)) {
             Ok(()) => Ok(buf),
             Err(e) => {
                 std::mem::forget(buf);
@@ -423,25 +418,21 @@ impl Mpi {
         }
     }
 
-    /// Wait for `req` by polling `MPI_Test`, at most until `deadline`;
-    /// `stop` is asked between polls, every [`STOP_EVERY`] from the wait's
+    /// Wait for `req` by polling `MPI_Test`, at most until `b.deadline`;
+    /// `b.stop` is asked between polls, every [`STOP_EVERY`] from the wait's
     /// start, and ends the wait with its error (the job failed, the engine
     /// was aborted). `call`, `peer` and `what` name the wait for the
     /// errors. On an error the request is cancelled (a
     /// point-to-point one) or left behind (a collective): the caller must
     /// then leak the buffers.
-    #[allow(clippy::too_many_arguments)]
     pub fn wait(
         &self,
         req: Request,
-        deadline: Instant,
-        timeout: Duration,
-        stop: &dyn Fn() -> Result<()>,
+        b: &Bound<'_>,
         call: &'static str,
         peer: Option<usize>,
-        what: &dyn Fn() -> String,
     ) -> Result<()> {
-        self.wait_patiently(req, (deadline, timeout), stop, (call, peer), what, 64)
+        self.wait_patiently(req, b, (call, peer), 64)
     }
 
     /// [`Mpi::wait`], yielding between the first `patience` polls and
@@ -450,10 +441,8 @@ impl Mpi {
     fn wait_patiently(
         &self,
         req: Request,
-        (deadline, timeout): (Instant, Duration),
-        stop: &dyn Fn() -> Result<()>,
+        b: &Bound<'_>,
         (call, peer): (&'static str, Option<usize>),
-        what: &dyn Fn() -> String,
         patience: u32,
     ) -> Result<()> {
         let mut spins = 0u32;
@@ -482,12 +471,12 @@ impl Mpi {
             if due {
                 asked = now;
             }
-            let halt = if due { stop() } else { Ok(()) }.and_then(|()| {
-                if now > deadline {
+            let halt = if due { (b.stop)() } else { Ok(()) }.and_then(|()| {
+                if now > b.deadline {
                     Err(Error::Timeout {
                         rank: self.rank,
-                        what: format!("{} ({call})", what()),
-                        seconds: timeout.as_secs_f64(),
+                        what: format!("{} ({call})", (b.what)()),
+                        seconds: b.timeout.as_secs_f64(),
                         wait: WaitKind::Host,
                     })
                 } else {
@@ -558,17 +547,13 @@ impl Mpi {
     /// be on its way (a large one comes by rendezvous) and its sender may
     /// die before it all arrives, so the receive is never a blocking one.
     /// On an error the buffer is leaked (MPI may still write it).
-    #[allow(clippy::too_many_arguments)]
     pub fn recv(
         &self,
         comm: Comm,
         mut buf: Vec<u8>,
         source: usize,
         tag: i32,
-        deadline: Instant,
-        timeout: Duration,
-        stop: &dyn Fn() -> Result<()>,
-        what: &dyn Fn() -> String,
+        b: &Bound<'_>,
     ) -> Result<Vec<u8>> {
         let n = int_len(buf.len(), self.rank, Some(source), "MPI_Irecv")?;
         let mut req = std::ptr::null_mut();
@@ -586,30 +571,16 @@ impl Mpi {
             )
         };
         check(e, self.rank, Some(source), "MPI_Irecv")?;
-        let bound = Bound {
-            deadline,
-            timeout,
-            stop,
-            what,
-        };
-        self.finish(req, buf, &bound, "MPI_Irecv", source)
+        self.finish(req, buf, b, "MPI_Irecv", source)
     }
 
     /// Every rank's `mine` on `comm`, in rank order (the lengths by
     /// [`Mpi::allgather_equal`], then `MPI_Iallgatherv`), each wait bounded
     /// as in [`Mpi::wait`].
-    pub(crate) fn allgather(
-        &self,
-        comm: Comm,
-        mine: &[u8],
-        deadline: Instant,
-        timeout: Duration,
-        stop: &dyn Fn() -> Result<()>,
-        what: &dyn Fn() -> String,
-    ) -> Result<Vec<Vec<u8>>> {
+    pub(crate) fn allgather(&self, comm: Comm, mine: &[u8], b: &Bound<'_>) -> Result<Vec<Vec<u8>>> {
         let me = int_len(mine.len(), self.rank, None, "MPI_Iallgather")?;
         // Every rank's length first (ints of this machine's byte order).
-        let lens = self.allgather_equal(comm, &me.to_ne_bytes(), deadline, timeout, stop, what)?;
+        let lens = self.allgather_equal(comm, &me.to_ne_bytes(), b)?;
         let lens: Box<[c_int]> = lens
             .chunks_exact(std::mem::size_of::<c_int>())
             .map(|b| {
@@ -646,7 +617,7 @@ impl Mpi {
             ptr: req,
             collective: true,
         };
-        if let Err(e) = self.wait(req, deadline, timeout, stop, "MPI_Iallgatherv", None, what) {
+        if let Err(e) = self.wait(req, b, "MPI_Iallgatherv", None) {
             std::mem::forget(send);
             std::mem::forget(recv);
             std::mem::forget(lens);
@@ -670,10 +641,7 @@ impl Mpi {
         &self,
         comm: Comm,
         mine: &[u8],
-        deadline: Instant,
-        timeout: Duration,
-        stop: &dyn Fn() -> Result<()>,
-        what: &dyn Fn() -> String,
+        b: &Bound<'_>,
     ) -> Result<Vec<u8>> {
         let (_, size) = self.rank_size(comm)?;
         let bytes = int_len(mine.len(), self.rank, None, "MPI_Iallgather")?;
@@ -697,9 +665,7 @@ impl Mpi {
             ptr: req,
             collective: true,
         };
-        let bound = (deadline, timeout);
-        let call = ("MPI_Iallgather", None);
-        if let Err(e) = self.wait_patiently(req, bound, stop, call, what, u32::MAX) {
+        if let Err(e) = self.wait_patiently(req, b, ("MPI_Iallgather", None), u32::MAX) {
             std::mem::forget(send);
             std::mem::forget(recv);
             return Err(e);
@@ -712,16 +678,12 @@ impl Mpi {
     /// `op`, in calls of at most `c_int::MAX` elements each. The buffer is
     /// owned here while MPI holds it and returned with the result; on an
     /// error it is leaked (MPI may still write it).
-    #[allow(clippy::too_many_arguments)]
     pub fn allreduce(
         &self,
         comm: Comm,
         mut data: Vec<u8>,
         (ty, op): (MpiType, MpiOp),
-        deadline: Instant,
-        timeout: Duration,
-        stop: &dyn Fn() -> Result<()>,
-        what: &dyn Fn() -> String,
+        b: &Bound<'_>,
     ) -> Result<Vec<u8>> {
         let size = ty.size();
         if data.len() % size != 0 {
@@ -760,9 +722,7 @@ impl Mpi {
                 ptr: req,
                 collective: true,
             };
-            let bound = (deadline, timeout);
-            let call = ("MPI_Iallreduce", None);
-            if let Err(e) = self.wait_patiently(req, bound, stop, call, what, u32::MAX) {
+            if let Err(e) = self.wait_patiently(req, b, ("MPI_Iallreduce", None), u32::MAX) {
                 std::mem::forget(data);
                 return Err(e);
             }
@@ -771,14 +731,7 @@ impl Mpi {
     }
 
     /// `MPI_Ibarrier` on `comm`, bounded as in [`Mpi::wait`].
-    pub fn barrier(
-        &self,
-        comm: Comm,
-        deadline: Instant,
-        timeout: Duration,
-        stop: &dyn Fn() -> Result<()>,
-        what: &dyn Fn() -> String,
-    ) -> Result<()> {
+    pub fn barrier(&self, comm: Comm, b: &Bound<'_>) -> Result<()> {
         let mut req = std::ptr::null_mut();
         // SAFETY: `req` receives the shim's request.
         let e = unsafe { ffi::rr_ibarrier(comm.0, &mut req) };
@@ -787,7 +740,7 @@ impl Mpi {
             ptr: req,
             collective: true,
         };
-        self.wait(req, deadline, timeout, stop, "MPI_Ibarrier", None, what)
+        self.wait(req, b, "MPI_Ibarrier", None)
     }
 
     /// `MPI_Finalize`, once, if MPI is initialised and not yet finalised.

@@ -37,7 +37,7 @@ use crate::process::net::wire::{self, Put, TAG_BEAT, TAG_BYE, TAG_FAIL, TAG_PUT,
 use crate::process::net::World;
 use crate::process::Job;
 use crate::sync::{AbortHandle, SignalBoard};
-use crate::sys::mpi::{Mpi, MpiOp, MpiType, PendingSend};
+use crate::sys::mpi::{Bound, Mpi, MpiOp, MpiType, PendingSend};
 use crate::sys::shm::Export;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -101,18 +101,14 @@ impl Link {
         msg: Vec<u8>,
         what: &dyn Fn() -> String,
     ) -> Result<Vec<u8>> {
-        let deadline = Instant::now() + self.timeout;
+        let bound = Bound {
+            deadline: Instant::now() + self.timeout,
+            timeout: self.timeout,
+            stop: &|| self.stop("sending", what),
+            what,
+        };
         self.mpi
-            .send(
-                self.mpi.world,
-                msg,
-                to,
-                tag,
-                deadline,
-                self.timeout,
-                &|| self.stop("sending", what),
-                what,
-            )
+            .send(self.mpi.world, msg, to, tag, &bound)
             .map_err(|e| link_failed(e, what))
     }
 
@@ -209,7 +205,12 @@ impl Wire for Link {
         }
         let what = || format!("rank {rank}'s rail (ranks {members:?}) in MPI's collective");
         let stop = || self.stop("reducing", &what);
-        let deadline = Instant::now() + self.timeout;
+        let bound = Bound {
+            deadline: Instant::now() + self.timeout,
+            timeout: self.timeout,
+            stop: &stop,
+            what: &what,
+        };
         let ty = match dtype {
             DataType::Int8 => MpiType::I8,
             DataType::Uint8 => MpiType::U8,
@@ -224,14 +225,7 @@ impl Wire for Link {
             // with this engine's own arithmetic, so every member computes
             // the same bits.
             _ => {
-                let all = self.mpi.allgather_equal(
-                    self.world.rail,
-                    &data,
-                    deadline,
-                    self.timeout,
-                    &stop,
-                    &what,
-                )?;
+                let all = self.mpi.allgather_equal(self.world.rail, &data, &bound)?;
                 let c = Combine {
                     dtype,
                     op,
@@ -256,15 +250,7 @@ impl Wire for Link {
             DevOp::Max => MpiOp::Max,
             DevOp::Min => MpiOp::Min,
         };
-        self.mpi.allreduce(
-            self.world.rail,
-            data,
-            (ty, op),
-            deadline,
-            self.timeout,
-            &stop,
-            &what,
-        )
+        self.mpi.allreduce(self.world.rail, data, (ty, op), &bound)
     }
 
     /// Poll once for the receiver, unless it (or another waiting rank)
@@ -648,16 +634,13 @@ impl Receiving {
             Some(a) => a(bytes),
             None => vec![0u8; bytes],
         };
-        let buf = link.mpi.recv(
-            link.mpi.world,
-            memory,
-            src,
-            tag,
-            Instant::now() + link.timeout,
-            link.timeout,
-            &halt,
-            &what,
-        )?;
+        let bound = Bound {
+            deadline: Instant::now() + link.timeout,
+            timeout: link.timeout,
+            stop: &halt,
+            what: &what,
+        };
+        let buf = link.mpi.recv(link.mpi.world, memory, src, tag, &bound)?;
         match tag {
             TAG_PUT => (self.land)(buf)?,
             TAG_SIGNAL => {

@@ -18,7 +18,7 @@ pub(crate) mod wire;
 
 use crate::error::{Error, Result};
 use crate::process::JobSpec;
-use crate::sys::mpi::{Comm, Mpi};
+use crate::sys::mpi::{Bound, Comm, Mpi};
 use std::time::{Duration, Instant};
 
 /// This process's place in a job over nodes.
@@ -101,10 +101,14 @@ impl World {
         // non-blocking split): first a bounded barrier, so a rank that
         // never came ends this one's wait with a timeout, not a hang.
         let deadline = Instant::now() + timeout;
-        let ok = || Ok(());
-        mpi.barrier(mpi.world, deadline, timeout, &ok, &|| {
-            "every rank of the job (MPI_Init done)".into()
-        })?;
+        let joined = || "every rank of the job (MPI_Init done)".to_string();
+        let b = Bound {
+            deadline,
+            timeout,
+            stop: &|| Ok(()),
+            what: &joined,
+        };
+        mpi.barrier(mpi.world, &b)?;
         let node_comm: Comm = match crate::param::RANKS_PER_NODE.get()? {
             Some(0) => {
                 return Err(Error::BadArgument(
@@ -123,8 +127,15 @@ impl World {
         };
         // Every rank's `v` on `comm`, in its rank order.
         let gather = |comm: Comm, v: usize, what: &'static str| -> Result<Vec<usize>> {
+            let what = move || what.to_string();
+            let b = Bound {
+                deadline,
+                timeout,
+                stop: &|| Ok(()),
+                what: &what,
+            };
             Ok(mpi
-                .allgather(comm, &word(v), deadline, timeout, &ok, &|| what.into())?
+                .allgather(comm, &word(v), &b)?
                 .iter()
                 .map(|b| unword(b))
                 .collect())
@@ -192,19 +203,28 @@ impl World {
         what: &str,
         stop: &dyn Fn() -> Result<()>,
     ) -> Result<Vec<Vec<u8>>> {
-        let deadline = Instant::now() + self.timeout;
-        self.mpi
-            .allgather(self.mpi.world, mine, deadline, self.timeout, stop, &|| {
-                format!("every rank at {what}")
-            })
+        self.bounded(what, stop, |b| self.mpi.allgather(self.mpi.world, mine, b))
     }
 
     /// A barrier of the world; `stop` ends the wait early.
     pub fn barrier(&self, what: &str, stop: &dyn Fn() -> Result<()>) -> Result<()> {
-        let deadline = Instant::now() + self.timeout;
-        self.mpi
-            .barrier(self.mpi.world, deadline, self.timeout, stop, &|| {
-                format!("every rank at {what}")
-            })
+        self.bounded(what, stop, |b| self.mpi.barrier(self.mpi.world, b))
+    }
+
+    /// `f` waiting for every rank at `what`, from now for the job's
+    /// timeout; `stop` ends the wait early.
+    fn bounded<R>(
+        &self,
+        what: &str,
+        stop: &dyn Fn() -> Result<()>,
+        f: impl FnOnce(&Bound<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let what = || format!("every rank at {what}");
+        f(&Bound {
+            deadline: Instant::now() + self.timeout,
+            timeout: self.timeout,
+            stop,
+            what: &what,
+        })
     }
 }
