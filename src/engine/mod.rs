@@ -429,7 +429,6 @@ impl Engine {
     /// One rank of a multi-process job: join the job, then the backend of
     /// that one rank (every rank must pick the same kind).
     fn new_process(cfg: EngineConfig, spec: &crate::process::JobSpec) -> Result<Engine> {
-        #[cfg(feature = "cuda")]
         if cfg.ranks != spec.size {
             return Err(Error::BadArgument(format!(
                 "{} ranks asked for, but this process is rank {} of a job of {} (leave the rank count out, or match it)",

@@ -132,3 +132,32 @@ fn fresh_choices_never_reuse_another_algorithms_path() {
         );
     }
 }
+
+/// A rank of a job asked for another rank count than the job's is refused
+/// before it joins, in every build (the check once sat under the `cuda`
+/// feature, so a CPU-only build joined and waited for ranks that would
+/// never come).
+#[test]
+fn a_job_rank_asked_for_another_rank_count_is_refused_before_joining() {
+    let store = std::env::temp_dir().join(format!("rr-rank-count-{}", std::process::id()));
+    let mut cfg = EngineConfig::job(
+        crate::process::JobSpec::new(0, 2, &store),
+        BackendChoice::Cpu,
+    );
+    cfg.ranks = 3;
+    cfg.timeout = std::time::Duration::from_secs(2);
+    let Err(err) = Engine::new(cfg) else {
+        panic!("3 ranks in a job of 2 were not refused");
+    };
+    let msg = err.to_string();
+    assert!(
+        matches!(err, Error::BadArgument(_))
+            && msg.contains("3 ranks asked for")
+            && msg.contains("a job of 2"),
+        "{msg}"
+    );
+    assert!(
+        !store.exists(),
+        "the store was created: the rank joined first"
+    );
+}
