@@ -29,7 +29,13 @@
 //!   order every access to them, exactly as they order the GPU's accesses
 //!   to peer memory (the plan validator checks that ordering);
 //! * segments are never truncated while mapped (a shorter one would turn
-//!   an access into `SIGBUS`): a buffer that grows is a new segment.
+//!   an access into `SIGBUS`): a buffer that grows is a new segment;
+//! * a collective of the network library reduces buffer bytes in place
+//!   (`mpi`'s `Mpi::allreduce_mapped`, the rail of `hier:G:mpi`) only while
+//!   this process holds them exclusively; if its wait fails, the library
+//!   may write them later, so the segment is kept mapped for good
+//!   ([`shm::Mapping::keep_mapped`]) and the failed call's engine refuses
+//!   every later call.
 
 #![allow(unsafe_code)]
 

@@ -18,6 +18,7 @@
 //! non-blocking call, so it is bounded by the job's timeout and ends early
 //! when the job fails ([`Mpi::wait`]).
 
+use super::shm::Mapping;
 use crate::error::{Error, Result, WaitKind};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
@@ -103,11 +104,10 @@ pub(crate) struct Bound<'a> {
     /// What the wait is for, in its error.
     pub what: &'a dyn Fn() -> String,
 }
-/// The element types [`Mpi::allreduce`] takes (the shim's codes).
+/// The element types [`Mpi::allreduce`] takes (the shim's codes; 0 and 1,
+/// the 8-bit integers, are not taken: Open MPI 4.1 saturates their sums).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MpiType {
-    I8 = 0,
-    U8 = 1,
     I32 = 2,
     U32 = 3,
     I64 = 4,
@@ -119,7 +119,6 @@ pub(crate) enum MpiType {
 impl MpiType {
     fn size(self) -> usize {
         match self {
-            MpiType::I8 | MpiType::U8 => 1,
             MpiType::I32 | MpiType::U32 | MpiType::F32 => 4,
             MpiType::I64 | MpiType::U64 | MpiType::F64 => 8,
         }
@@ -682,9 +681,61 @@ impl Mpi {
         &self,
         comm: Comm,
         mut data: Vec<u8>,
-        (ty, op): (MpiType, MpiOp),
+        ty_op: (MpiType, MpiOp),
         b: &Bound<'_>,
     ) -> Result<Vec<u8>> {
+        // SAFETY: on an error `data` is leaked below: its memory stays
+        // valid, and is never reused, for good.
+        match unsafe { self.allreduce_in_place(comm, &mut data, ty_op, b) } {
+            Ok(()) => Ok(data),
+            Err(e) => {
+                std::mem::forget(data);
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Mpi::allreduce`] on bytes `range` of the shared mapping `m`, in
+    /// place: no copy in or out. `&mut` makes the bytes this process's
+    /// alone for the call; on an error `m` is kept mapped for good
+    /// ([`Mapping::keep_mapped`]), since MPI may still write it.
+    pub(crate) fn allreduce_mapped(
+        &self,
+        comm: Comm,
+        m: &mut Mapping,
+        range: std::ops::Range<usize>,
+        ty_op: (MpiType, MpiOp),
+        b: &Bound<'_>,
+    ) -> Result<()> {
+        let len = m.bytes_mut().len();
+        let data = m.bytes_mut().get_mut(range.clone()).ok_or_else(|| {
+            Error::internal(format!(
+                "an all-reduce of bytes {range:?} of a {len}-byte mapping"
+            ))
+        })?;
+        // SAFETY: on an error the mapping is kept mapped below: its memory
+        // stays valid, and is never reused, for good.
+        let r = unsafe { self.allreduce_in_place(comm, data, ty_op, b) };
+        if r.is_err() {
+            m.keep_mapped();
+        }
+        r
+    }
+
+    /// `MPI_Iallreduce` in place on `data` (see [`Mpi::allreduce`]).
+    ///
+    /// # Safety
+    ///
+    /// If this returns an error, MPI may still write `data` at any time
+    /// after: the caller must keep its memory valid and never let it be
+    /// reused (leak it) for the rest of the process.
+    unsafe fn allreduce_in_place(
+        &self,
+        comm: Comm,
+        data: &mut [u8],
+        (ty, op): (MpiType, MpiOp),
+        b: &Bound<'_>,
+    ) -> Result<()> {
         let size = ty.size();
         if data.len() % size != 0 {
             return Err(Error::internal(format!(
@@ -692,42 +743,30 @@ impl Mpi {
                 data.len()
             )));
         }
-        let (most, len) = (size * c_int::MAX as usize, data.len());
-        let mut at = 0;
-        while at < len {
-            let piece = &mut data[at..(at + most).min(len)];
-            at += piece.len();
+        for piece in data.chunks_mut(size * c_int::MAX as usize) {
             let count = (piece.len() / size) as c_int;
-            let ptr = piece.as_mut_ptr();
             let mut req = std::ptr::null_mut();
-            // SAFETY: `ptr` holds `count` elements of `ty` (the piece's
-            // length is a multiple of the size), in `data`, which is owned
-            // here and stays alive and untouched until the request
-            // completed, or is leaked below.
+            // SAFETY: `piece` holds `count` elements of `ty` (its length is
+            // a multiple of the size), alive and untouched until the
+            // request completed; on an error the caller keeps it valid.
             let e = unsafe {
                 ffi::rr_iallreduce(
                     comm.0,
-                    ptr.cast(),
+                    piece.as_mut_ptr().cast(),
                     count,
                     ty as c_int,
                     op as c_int,
                     &mut req,
                 )
             };
-            if let Err(e) = check(e, self.rank, None, "MPI_Iallreduce") {
-                std::mem::forget(data);
-                return Err(e);
-            }
+            check(e, self.rank, None, "MPI_Iallreduce")?;
             let req = Request {
                 ptr: req,
                 collective: true,
             };
-            if let Err(e) = self.wait_patiently(req, b, ("MPI_Iallreduce", None), u32::MAX) {
-                std::mem::forget(data);
-                return Err(e);
-            }
+            self.wait_patiently(req, b, ("MPI_Iallreduce", None), u32::MAX)?;
         }
-        Ok(data)
+        Ok(())
     }
 
     /// `MPI_Ibarrier` on `comm`, bounded as in [`Mpi::wait`].

@@ -112,14 +112,13 @@ int rr_iallgatherv(int c, const void *send, int bytes, void *recv, const int *co
 }
 
 /* In place on `count` elements of `buf`: MPI_Iallreduce. `type` and `op`
- * are the binding's codes (0..7: int8, uint8, int32, uint32, int64,
- * uint64, float, double; 0..3: sum, prod, max, min). */
+ * are the binding's codes (2..7: int32, uint32, int64, uint64, float,
+ * double; 0..3: sum, prod, max, min). The 8-bit integers are not taken:
+ * Open MPI 4.1's vectorized ops saturate their sums (open-mpi/ompi#8045). */
 int rr_iallreduce(int c, void *buf, int count, int type, int op, void **req) {
     MPI_Datatype t;
     MPI_Op o;
     switch (type) {
-    case 0: t = MPI_INT8_T; break;
-    case 1: t = MPI_UINT8_T; break;
     case 2: t = MPI_INT32_T; break;
     case 3: t = MPI_UINT32_T; break;
     case 4: t = MPI_INT64_T; break;

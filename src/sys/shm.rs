@@ -20,11 +20,14 @@ use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
 
 /// A file of `len` bytes mapped read-write and shared into this process.
-/// Unmapped on drop (the file stays until it is removed).
+/// Unmapped on drop (the file stays until it is removed), unless it was
+/// kept mapped for good ([`Mapping::keep_mapped`]).
 pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
     path: PathBuf,
+    /// Never unmapped: a library may still write it ([`Mapping::keep_mapped`]).
+    kept: bool,
 }
 
 // SAFETY: the mapping is plain memory owned by this value; moving it to
@@ -128,6 +131,7 @@ impl Mapping {
                 ptr: NonNull::dangling(),
                 len: 0,
                 path: path.to_path_buf(),
+                kept: false,
             });
         }
         // SAFETY: a fresh mapping chosen by the kernel (no address hint), of
@@ -153,7 +157,18 @@ impl Mapping {
             ptr,
             len,
             path: path.to_path_buf(),
+            kept: false,
         })
+    }
+
+    /// Keep the range mapped for good, whoever drops this value: after a
+    /// failed wait on a collective that writes into it (`crate::sys::mpi`),
+    /// the library may still write it, so it must never be unmapped (and
+    /// its address never reused). Its bytes are then undefined: the call
+    /// failed, and the engine that holds it refuses later calls.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn keep_mapped(&mut self) {
+        self.kept = true;
     }
 
     /// The mapping as 64-bit atomic words (`len / 8` of them). Every
@@ -186,7 +201,7 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        if self.len > 0 {
+        if self.len > 0 && !self.kept {
             // SAFETY: the range was mapped by `map` and no reference into it
             // outlives `self` (the accessors borrow `self`). Errors ignored.
             let _ = unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };

@@ -266,6 +266,31 @@ pub(crate) trait Wire: Send + Sync {
             "cpu",
         ))
     }
+
+    /// Whether [`Wire::rail_all_reduce_mapped`] takes `dtype`: the network
+    /// library reduces it itself.
+    fn rail_in_place(&self, _dtype: crate::element::DataType) -> bool {
+        false
+    }
+
+    /// [`Wire::rail_all_reduce`] in place on bytes `range` of the shared
+    /// mapping `m` (rank `rank`'s buffer), with no copy in or out, for a
+    /// type [`Wire::rail_in_place`] takes. On an error `m` stays mapped for
+    /// good: the library may still write it.
+    fn rail_all_reduce_mapped(
+        &self,
+        rank: usize,
+        members: &[usize],
+        _m: &mut crate::sys::shm::Mapping,
+        _range: Range<usize>,
+        _dtype: crate::element::DataType,
+        _op: crate::element::DevOp,
+    ) -> Result<()> {
+        Err(Error::Unsupported(
+            format!("rank {rank}: a rail's all-reduce over ranks {members:?} in place needs a network library's all-reduce"),
+            "cpu",
+        ))
+    }
 }
 
 /// The pieces of a copy of `len` bytes sent as puts of at most `max`

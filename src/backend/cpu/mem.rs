@@ -535,6 +535,26 @@ impl View<'_> {
     fn rail(&mut self, net: &NetRun, r: usize, g: &crate::plan::Group) -> Result<()> {
         let c = self.base.with_flags(g.step.pre_a, false, g.step.post);
         let (sb, db) = (self.bytes(&g.src), self.bytes(&g.dst));
+        let pre = Combine { post: false, ..c };
+        let post = Combine { pre_a: false, ..c };
+        let ops = |c: &Combine, bytes: &mut [u8]| {
+            crate::element::apply_ops(c, bytes).map_err(Error::internal)
+        };
+        // In place (the node's reduce-scatter left the contribution where
+        // the result goes) in this rank's shared segment: the network
+        // library reduces it there, with no copy in or out.
+        if g.src == g.dst && net.wire.rail_in_place(c.dtype) {
+            let (wd, _) = self.buf(r, &g.dst)?;
+            let mut w = lock(&wd);
+            if let Storage::Shared(m) = &mut *w {
+                ops(&pre, &mut m.bytes_mut()[db.clone()])?;
+                net.wire
+                    .rail_all_reduce_mapped(r, &g.members, m, db.clone(), c.dtype, c.op)?;
+                return ops(&post, &mut m.bytes_mut()[db]);
+            }
+        }
+        // Else (a lent slice, another type, out of place) through a buffer
+        // of the network's own.
         let (ws, _) = self.buf(r, &g.src)?;
         // The thread's buffer of the last call, reused: a fresh one of
         // megabytes per call is fresh pages to fault in per call.
@@ -545,13 +565,11 @@ impl View<'_> {
             data.clear();
             data.extend_from_slice(&b.get()?[sb]);
         }
-        let pre = Combine { post: false, ..c };
-        crate::element::apply_ops(&pre, &mut data).map_err(Error::internal)?;
+        ops(&pre, &mut data)?;
         let mut data = net
             .wire
             .rail_all_reduce(r, &g.members, data, c.dtype, c.op)?;
-        let post = Combine { pre_a: false, ..c };
-        crate::element::apply_ops(&post, &mut data).map_err(Error::internal)?;
+        ops(&post, &mut data)?;
         let (wd, _) = self.buf(r, &g.dst)?;
         {
             let mut w = lock(&wd);

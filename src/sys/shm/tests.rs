@@ -38,3 +38,24 @@ fn an_exported_segment_is_shared_through_its_handle_and_has_no_name() {
     assert_eq!(b.words()[6].load(Ordering::Acquire), 42);
     assert!(Mapping::create_exported("bad\0name", 8).is_err());
 }
+
+/// A mapping kept for good ([`Mapping::keep_mapped`], after a library's
+/// failed wait on it) is never unmapped: its pages stay this process's
+/// after the value is dropped, so a late write by the library lands in
+/// memory that is still mapped and never reused (unkept, the read below
+/// could fault).
+#[test]
+fn a_kept_mapping_outlives_its_value() {
+    let (mut kept, _ex) = Mapping::create_exported("rr-test-kept", 4096).unwrap();
+    kept.bytes_mut()[10] = 7;
+    let at = kept.bytes_mut().as_mut_ptr();
+    kept.keep_mapped();
+    drop(kept);
+    // SAFETY: the range was mapped and, kept, is never unmapped; nothing
+    // else in this test maps or frees it.
+    unsafe {
+        assert_eq!(*at.add(10), 7);
+        *at.add(11) = 8;
+        assert_eq!(*at.add(11), 8);
+    }
+}

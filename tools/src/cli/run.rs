@@ -347,7 +347,7 @@ fn print_network(sent: &[u64], path: &str, shape: &Shape, per_node: Option<usize
     let mpi_rails = path.starts_with("hier:") && path.ends_with(":mpi");
     if mpi_rails && per_node.is_some() && sent.iter().all(|&b| b == 0) {
         return out(
-            "network   : every byte between nodes went through the rails' MPI_Iallreduce, whose algorithm MPI picks (not counted here)",
+            "network   : every byte between nodes went through the rails' MPI collective (MPI_Iallreduce; MPI_Iallgather for the 8-bit integers and the 16- and 8-bit floats), whose algorithm MPI picks (not counted here)",
         );
     }
     if sent.iter().all(|&b| b == 0) {
