@@ -400,13 +400,22 @@ pub(crate) fn execute(mem: &CpuMem, r: usize, run: &Run) -> Result<Vec<OpTime>> 
             }
             .map_err(|e| e.in_step(&at()))?;
             if run.call.timing {
-                times.push(OpTime {
+                let (start_ns, end_ns) = (ns(t0), ns(Instant::now()));
+                // Over nodes a rail's op is one part, the network library's
+                // collective: each of the plan's parts gets its interval,
+                // as an op timed as a whole does (a timeline reads that as
+                // parts that could not be timed apart).
+                let parts = match (&run.net, rail_group(op)) {
+                    (Some(_), Some(_)) => 0..interp::parts(r, op).len(),
+                    _ => k..k + 1,
+                };
+                times.extend(parts.map(|part| OpTime {
                     rank: r,
                     op: i,
-                    part: k,
-                    start_ns: ns(t0),
-                    end_ns: ns(Instant::now()),
-                });
+                    part,
+                    start_ns,
+                    end_ns,
+                }));
             }
             if let Some(s) = part.signal {
                 run.board.publish(s.0, run.gen);
@@ -542,7 +551,11 @@ impl View<'_> {
         };
         // In place (the node's reduce-scatter left the contribution where
         // the result goes) in this rank's shared segment: the network
-        // library reduces it there, with no copy in or out.
+        // library reduces it there, with no copy in or out. The buffer's
+        // lock is held through the library's wait: no other thread of this
+        // process touches this rank's buffer during its rail (the plan
+        // orders the node phases around it, and no put between nodes lands
+        // in it).
         if g.src == g.dst && net.wire.rail_in_place(c.dtype) {
             let (wd, _) = self.buf(r, &g.dst)?;
             let mut w = lock(&wd);
