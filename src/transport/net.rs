@@ -196,7 +196,8 @@ impl Wire for Link {
     ) -> Result<Vec<u8>> {
         self.on_rail(rank, members, |rail, bound| {
             let Some(ty) = mpi_type(dtype) else {
-                // MPI has no half, bfloat16 or FP8: every member gathers
+                // MPI has no half, bfloat16 or FP8, and Open MPI sums the
+                // 8-bit integers wrong (`mpi_type`): every member gathers
                 // the rail's contributions and reduces them itself, in rail
                 // order with this engine's own arithmetic, so every member
                 // computes the same bits.
