@@ -6,7 +6,7 @@
 # then call_styles --backend cuda (4 ranks share the GPU; host-slice
 # all-reduce through Communicator, all ranks from one caller and one handle
 # per rank on its own thread) with the old and the new library alternating.
-#   LIMIT=570 bash docs/results/2026-12-06-gpu-host-rounds/run.sh   (.device carried)
+#   LIMIT=570 bash docs/results/2026-12-07-h100x1-host-rounds/run.sh   (.device carried)
 # .device/call_styles-old: the same bench source built against the old
 # library (.device/COMMIT-old).
 set -u
