@@ -104,6 +104,22 @@ pub(crate) struct Bound<'a> {
     /// What the wait is for, in its error.
     pub what: &'a dyn Fn() -> String,
 }
+
+impl<'a> Bound<'a> {
+    /// A wait of at most `timeout` from now.
+    pub fn after(
+        timeout: Duration,
+        stop: &'a dyn Fn() -> Result<()>,
+        what: &'a dyn Fn() -> String,
+    ) -> Self {
+        Bound {
+            deadline: Instant::now() + timeout,
+            timeout,
+            stop,
+            what,
+        }
+    }
+}
 /// The element types [`Mpi::allreduce`] takes (the shim's codes; 0 and 1,
 /// the 8-bit integers, are not taken: Open MPI 4.1 saturates their sums).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

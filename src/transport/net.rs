@@ -101,12 +101,8 @@ impl Link {
         msg: Vec<u8>,
         what: &dyn Fn() -> String,
     ) -> Result<Vec<u8>> {
-        let bound = Bound {
-            deadline: Instant::now() + self.timeout,
-            timeout: self.timeout,
-            stop: &|| self.stop("sending", what),
-            what,
-        };
+        let stop = || self.stop("sending", what);
+        let bound = Bound::after(self.timeout, &stop, what);
         self.mpi
             .send(self.mpi.world, msg, to, tag, &bound)
             .map_err(|e| link_failed(e, what))
@@ -288,13 +284,7 @@ impl Link {
         }
         let what = || format!("rank {rank}'s rail (ranks {members:?}) in MPI's collective");
         let stop = || self.stop("reducing", &what);
-        let bound = Bound {
-            deadline: Instant::now() + self.timeout,
-            timeout: self.timeout,
-            stop: &stop,
-            what: &what,
-        };
-        f(self.world.rail, &bound)
+        f(self.world.rail, &Bound::after(self.timeout, &stop, &what))
     }
 }
 
@@ -682,12 +672,7 @@ impl Receiving {
             Some(a) => a(bytes),
             None => vec![0u8; bytes],
         };
-        let bound = Bound {
-            deadline: Instant::now() + link.timeout,
-            timeout: link.timeout,
-            stop: &halt,
-            what: &what,
-        };
+        let bound = Bound::after(link.timeout, &halt, &what);
         let buf = link.mpi.recv(link.mpi.world, memory, src, tag, &bound)?;
         match tag {
             TAG_PUT => (self.land)(buf)?,

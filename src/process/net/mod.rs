@@ -220,11 +220,6 @@ impl World {
         f: impl FnOnce(&Bound<'_>) -> Result<R>,
     ) -> Result<R> {
         let what = || format!("every rank at {what}");
-        f(&Bound {
-            deadline: Instant::now() + self.timeout,
-            timeout: self.timeout,
-            stop,
-            what: &what,
-        })
+        f(&Bound::after(self.timeout, stop, &what))
     }
 }
