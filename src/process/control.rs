@@ -275,10 +275,11 @@ impl Control {
     /// call `gen`; `what` names the buffer for the error.
     pub(crate) fn wait_drained(&self, r: usize, gen: u64, what: &str) -> Result<()> {
         let desc = || format!("rank {r} to finish reading this rank's {what} (its call {gen})");
+        let i = self.index_of(r, &desc)?;
         // A rank that finished reads nothing any more.
         self.wait_until(&desc, None, || {
-            self.rank_word(r, R_DRAINED).load(Ordering::Acquire) >= gen
-                || self.rank_word(r, R_STATE).load(Ordering::Acquire) == FINISHED
+            self.rank_word(i, R_DRAINED).load(Ordering::Acquire) >= gen
+                || self.rank_word(i, R_STATE).load(Ordering::Acquire) == FINISHED
         })
     }
 
@@ -292,8 +293,28 @@ impl Control {
     /// its call `gen`.
     pub(crate) fn wait_begun(&self, r: usize, gen: u64) -> Result<()> {
         let desc = || format!("rank {r} to start call {gen} (this rank reads its input)");
-        self.wait_until(&desc, Some(r), || {
-            self.rank_word(r, R_BEGUN).load(Ordering::Acquire) >= gen
+        let i = self.index_of(r, &desc)?;
+        self.wait_until(&desc, Some(i), || {
+            self.rank_word(i, R_BEGUN).load(Ordering::Acquire) >= gen
+        })
+    }
+
+    /// The segment's index of job rank `r`: `r` itself on one machine; over
+    /// nodes, its place among the node's ranks. A rank of another node has
+    /// no word here (an error naming the wait: nothing waits on the words
+    /// of a rank it cannot map).
+    fn index_of(&self, r: usize, what: &dyn Fn() -> String) -> Result<usize> {
+        let i = if self.names.is_empty() {
+            Some(r).filter(|&r| r < self.size)
+        } else {
+            self.names.iter().position(|&x| x == r)
+        };
+        i.ok_or_else(|| {
+            Error::internal(format!(
+                "rank {} waiting for {}: rank {r} is not in this node's control segment",
+                self.name(self.me),
+                what()
+            ))
         })
     }
 

@@ -890,7 +890,8 @@ impl Transport for Net {
     }
 
     fn begin(&mut self, call: &Call, gen: u64) -> Result<()> {
-        self.pushes.check(&call.plan, "cpu")?;
+        self.pushes
+            .check(&call.plan, "cpu", &self.link.world.node_of)?;
         self.shm.begin(call, gen)
     }
 
@@ -917,14 +918,16 @@ pub(crate) struct PushCheck {
 }
 
 impl PushCheck {
-    /// [`only_pushes`] of `plan`, unless it passed before.
+    /// [`only_pushes`] of `plan` on the nodes `node_of`, unless it passed
+    /// before (a job's layout does not change).
     pub(crate) fn check(
         &mut self,
         plan: &Arc<crate::plan::Plan>,
         backend: &'static str,
+        node_of: &[usize],
     ) -> Result<()> {
         if !self.passed.iter().any(|p| Arc::ptr_eq(p, plan)) {
-            only_pushes(plan, backend)?;
+            only_pushes(plan, backend, node_of)?;
             if self.passed.len() >= 64 {
                 self.passed.clear();
             }
@@ -934,19 +937,36 @@ impl PushCheck {
     }
 }
 
-/// Refuse a plan whose ranks read a peer's memory: over the network a rank
-/// can only push (both backends over nodes).
-pub(crate) fn only_pushes(plan: &crate::plan::Plan, backend: &'static str) -> Result<()> {
-    if let Some(r) =
-        (0..plan.ranks()).find(|&r| !crate::process::reads::send_readers(plan, r).is_empty())
-    {
-        return Err(Error::Unsupported(
-            format!(
-                "{} (its ranks read rank {r}'s memory; over the network transport a rank can only push: use a path whose ranks push, e.g. ring, ring:pipeK, hier:G or oneshot)",
-                plan.name
-            ),
-            backend,
-        ));
+/// Refuse a plan in which a rank reads memory of a rank on another node
+/// (`node_of[rank]`; a rank past its end counts as a node of its own), in
+/// or out of place: over the network a rank can only push its own data
+/// (both backends over nodes). Reads inside a node (shared memory, CUDA
+/// IPC) are the node's business. Every rank checks the same plan at the
+/// call's start, so every rank refuses it alike.
+pub(crate) fn only_pushes(
+    plan: &crate::plan::Plan,
+    backend: &'static str,
+    node_of: &[usize],
+) -> Result<()> {
+    let node = |r: usize| node_of.get(r).copied().unwrap_or(usize::MAX - r);
+    for (r, ops) in plan.ops.iter().enumerate() {
+        for op in ops {
+            for e in crate::plan::interp::effects(r, &op.kind) {
+                let read = match e {
+                    crate::plan::interp::Effect::Copy { from, .. } => from,
+                    crate::plan::interp::Effect::Reduce { b_rank, .. } => b_rank,
+                };
+                if node(read) != node(r) {
+                    return Err(Error::Unsupported(
+                        format!(
+                            "{} (rank {r} reads rank {read}'s memory, which is on another node; over the network transport a rank can only push: use a path whose ranks push, e.g. ring, ring:pipeK, hier:G, hier:G:mpi or oneshot)",
+                            plan.name
+                        ),
+                        backend,
+                    ));
+                }
+            }
+        }
     }
     Ok(())
 }

@@ -173,3 +173,33 @@ fn a_dead_peer_is_named_by_check_even_with_the_engine_halted() {
     assert!(!abort.is_aborted());
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// Over nodes a node's segment holds only its ranks, under their job
+/// ranks (`names`): a wait for a peer's start or drain takes the job's
+/// rank number and reads that peer's word. (It read the word of the
+/// segment's rank with that number: on every node but the first the
+/// ranks of `hier:G:mpi`, which read their node peers' inputs, each
+/// waited out the timeout for the other.)
+#[test]
+fn over_nodes_a_wait_for_a_peer_reads_that_peers_word() {
+    let t = Duration::from_secs(5);
+    // Node 1 of a 2 x 2 job: segment ranks 0 and 1 are job ranks 2 and 3.
+    let (mut a, ex) = Control::create("run", 2, t).unwrap();
+    let mut b = Control::open(ex.path(), "run", 2, 1, t).unwrap();
+    a.set_names(vec![2, 3]);
+    b.set_names(vec![2, 3]);
+    a.register();
+    b.register();
+    b.publish_begun(7);
+    b.publish_drained(7);
+    a.wait_begun(3, 7).expect("job rank 3 began call 7");
+    a.wait_drained(3, 7, "input")
+        .expect("job rank 3 drained call 7");
+    // A rank of another node has no word here: an error naming it, at once.
+    let e = a.wait_begun(0, 7).expect_err("rank 0 is on node 0");
+    assert!(
+        e.to_string()
+            .contains("rank 0 is not in this node's control segment"),
+        "{e}"
+    );
+}

@@ -573,8 +573,8 @@ impl PeerExchange for Ipc {
 
     fn begin(&mut self, front: &Front, call: &Call, gen: u64) -> Result<()> {
         #[cfg(feature = "mpi")]
-        if self.node_of.is_some() {
-            self.pushes.check(&call.plan, "cuda")?;
+        if let Some(node_of) = &self.node_of {
+            self.pushes.check(&call.plan, "cuda", node_of)?;
         }
         if let Err(e) = self.reads.begin(call, self.me, gen, self.job.control()) {
             return Err(front.failed(e));
