@@ -7,7 +7,11 @@
 //! 1. **Reduce-scatter inside each node**: a ring over the node's `G` ranks
 //!    on `G` chunks of the buffer ([`ChunkLayout::new`]); local index `l`
 //!    ends with the node's sum of chunk `owned(l) = l + 1 mod G` in its
-//!    output.
+//!    output. `hier:G:mpi` reads instead (in place, and out of place from
+//!    `READS_OUT_OF_PLACE_FROM` bytes): each rank reduces its chunk of
+//!    its node peers' inputs where they lie, one reduce per peer (its
+//!    rails run on host memory, where a node's ranks share it), which
+//!    saves the ring's copy of each chunk into a neighbour's slot.
 //! 2. **All-reduce between the nodes on each rail**: a ring over the rail's
 //!    `K` ranks on that node chunk, cut into `K` sub-chunks (reduce-scatter
 //!    then all-gather). Only this phase crosses the node boundary: each rank
@@ -52,7 +56,8 @@ pub enum Rail {
     /// `hier:G:mpi`: one op per member ([`KernelKind::Rail`](crate::plan::KernelKind::Rail)).
     /// Between nodes the CPU backend hands it to MPI's own
     /// `MPI_Allreduce` on the rail's communicator; on one machine its
-    /// steps (a ring of puts into scratch slots) run.
+    /// steps (a ring of puts into scratch slots) run. The node's
+    /// reduce-scatter reads the node peers' inputs directly.
     Mpi,
 }
 
@@ -172,7 +177,12 @@ pub fn plan(shape: &Shape, per_node: usize, rail: Rail) -> Plan {
         Rail::Ring => 2,
         Rail::Mpi => 2 * (k - 1),
     };
-    b.scratch(2 * nodes.max_len() + rail_slots.max(2) * rail_max);
+    // `hier:G:mpi`'s node reduce-scatter reads the node peers' inputs
+    // (see `reads_inputs`); otherwise the node ring's two receive slots
+    // come first in scratch, then the rail's.
+    let direct = rail == Rail::Mpi && reads_inputs(shape);
+    let base = if direct { 0 } else { 2 * nodes.max_len() };
+    b.scratch(base + rail_slots.max(2) * rail_max);
     let mut ctx = Ctx {
         b: &mut b,
         shape: *shape,
@@ -193,13 +203,19 @@ pub fn plan(shape: &Shape, per_node: usize, rail: Rail) -> Plan {
             slots: 0..nodes.max_len(),
             note: "node",
         };
+        if direct {
+            let red = ctx.reduce_scatter_direct(&ring, k == 1);
+            for (i, &r) in members.iter().enumerate() {
+                ready[r].extend(red[i]);
+            }
+            continue;
+        }
         let red = ctx.reduce_scatter(&ring, Operand::Input, k == 1, &[]);
         for (i, &r) in members.iter().enumerate() {
             ready[r].extend(red[i].iter().rev().find_map(|x| *x));
         }
     }
     // Phase 2: all-reduce between the nodes on each rail's node chunk.
-    let base = 2 * nodes.max_len();
     let mut rail_ops: Vec<Option<SignalId>> = vec![None; n];
     for (l, layout) in rails.iter().enumerate() {
         if rail == Rail::Mpi {
@@ -292,6 +308,22 @@ pub fn plan(shape: &Shape, per_node: usize, rail: Rail) -> Plan {
         b.end(r, waits);
     }
     b.finish()
+}
+
+/// Buffers of at least this many bytes a rank read their node peers'
+/// inputs out of place in `hier:G:mpi`'s node reduce-scatter.
+pub(crate) const READS_OUT_OF_PLACE_FROM: usize = 256 << 10;
+
+/// Whether `hier:G:mpi`'s node reduce-scatter reads the node peers' inputs
+/// (else it is the node ring, copies into slots). Always in place, where
+/// each read waits for its peer's Begin in the plan. Out of place the
+/// inputs are send buffers, and a rank process whose send buffer a peer
+/// reads first waits (on the host) until that peer started the call
+/// (`process::reads`): about 10 us a call with 4 rank processes on 2
+/// cores, more than the copy it saves below a few hundred KiB (0.2 us at
+/// 4 KiB, about 50 us at 1 MiB).
+fn reads_inputs(shape: &Shape) -> bool {
+    shape.in_place || shape.count.saturating_mul(shape.elem_size) >= READS_OUT_OF_PLACE_FROM
 }
 
 /// A rail's all-reduce as one op per member (`hier:G:mpi`): the ring over
@@ -560,6 +592,60 @@ impl Ctx<'_> {
             }
         }
         reduce
+    }
+
+    /// Reduce-scatter by direct reads (the node phase of `hier:G:mpi`):
+    /// member i sums chunk `owned(i)` of every member's input into its
+    /// output, reading each peer's input where it lies, one reduce per peer
+    /// (the nearest on its left first). The ring's copy of each chunk into
+    /// a neighbour's slot is one more pass over `(G-1)/G·D` per rank that
+    /// this saves. In place each read waits for the peer's Begin; nothing
+    /// writes the chunk a peer reads before that peer's reduces are done
+    /// (the rail and the all-gather of that chunk follow them). `post`:
+    /// the last reduce completes the reduction. Returns each member's last
+    /// reduce.
+    fn reduce_scatter_direct(&mut self, ring: &Sub<'_>, post: bool) -> Vec<Option<SignalId>> {
+        let n = ring.members.len();
+        let sched = RingSchedule::all_reduce(n);
+        let shape = self.shape;
+        let mut last = vec![None; n];
+        for (i, done) in last.iter_mut().enumerate() {
+            let r = ring.members[i];
+            let c = sched.owned_chunk(i);
+            let range = (ring.chunk)(c);
+            if range.is_empty() {
+                continue;
+            }
+            let dst = shape.output(r).sub(range.clone());
+            for d in 1..n {
+                let from = ring.members[(i + n - d) % n];
+                let a = if d == 1 {
+                    shape.input(r).sub(range.clone())
+                } else {
+                    dst.clone()
+                };
+                let waits = if shape.in_place {
+                    vec![self.begin[from]]
+                } else {
+                    vec![]
+                };
+                *done = self.b.reduce(
+                    r,
+                    dst.clone(),
+                    a,
+                    (from, shape.input(from).sub(range.clone())),
+                    ReduceStep {
+                        pre_a: d == 1,
+                        pre_b: true,
+                        post: post && d + 1 == n,
+                    },
+                    waits,
+                    d + 1 == n,
+                    label(Phase::ReduceScatter, d - 1, c, ring.note),
+                );
+            }
+        }
+        last
     }
 
     /// All-gather around `ring` of the complete chunks in the outputs

@@ -1482,3 +1482,43 @@ fn a_rails_group_must_be_what_its_steps_compute() {
     let e = p.validate().unwrap_err();
     assert!(e.contains("only a rail's all-reduce has a group"), "{e}");
 }
+
+/// `hier:G:mpi`'s node reduce-scatter reads the node peers' inputs in
+/// place at every size, and out of place from
+/// `hier::READS_OUT_OF_PLACE_FROM` bytes (below, the node ring's copies):
+/// each plan validates, for N in 2..=8, every G and element size, sizes
+/// just below and above the switch and uneven ones.
+#[test]
+fn hier_mpi_node_phase_reads_its_peers_where_it_pays() {
+    let reads_peer = |p: &Plan| {
+        p.ops.iter().enumerate().any(|(r, ops)| {
+            ops.iter()
+                .any(|o| matches!(o.kind, OpKind::Reduce { b_rank, .. } if b_rank != r))
+        })
+    };
+    for n in [2, 3, 4, 6, 8] {
+        for g in divisors(n).into_iter().filter(|&g| g > 1) {
+            let a = hier::Hier {
+                per_node: g,
+                rail: hier::Rail::Mpi,
+            };
+            for es in [1, 2, 4, 8] {
+                let at = hier::READS_OUT_OF_PLACE_FROM / es;
+                for (count, in_place) in [
+                    (at - 1, false),
+                    (at, false),
+                    (at + 7, false),
+                    (17, true),
+                    (at + 7, true),
+                ] {
+                    let s = Shape::all_reduce(n, count, es, in_place);
+                    let p = first_plan(&a, &s);
+                    p.validate()
+                        .unwrap_or_else(|e| panic!("{} {s:?}: {e}", a.name()));
+                    let want = in_place || count * es >= hier::READS_OUT_OF_PLACE_FROM;
+                    assert_eq!(reads_peer(&p), want, "{} {s:?}", a.name());
+                }
+            }
+        }
+    }
+}
