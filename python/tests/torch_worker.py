@@ -56,6 +56,42 @@ w.wait()
 check(torch.equal(t.cpu(), torch.arange(10, dtype=torch.float32) * sum(range(1, size + 1))), "async all_reduce")
 check(got[0] is t or torch.equal(got[0].cpu(), t.cpu()), "the future's value")
 
+# A synchronous call with nothing queued runs on the caller's thread (no
+# hand-off to the group's worker); one made while asynchronous calls are
+# queued goes behind them, in order; an asynchronous one never runs here.
+import threading  # noqa: E402
+
+import ringreduce.torch as rrt  # noqa: E402
+
+ran_on = []
+_orig_run = rrt.ProcessGroupRingreduce._run
+
+
+def _spy(self, item):
+    ran_on.append(threading.get_ident())
+    return _orig_run(self, item)
+
+
+rrt.ProcessGroupRingreduce._run = _spy
+me = threading.get_ident()
+t = torch.full((8,), float(rank + 1), device=dev)
+dist.all_reduce(t)
+check(ran_on == [me], f"a synchronous call with nothing queued ran on {ran_on}, not the caller {me}")
+check(bool((t == sum(range(1, size + 1))).all()), "synchronous all_reduce")
+ran_on.clear()
+chain = [torch.full((1 << 12,), float(rank + 1), device=dev) for _ in range(6)]
+works = [dist.all_reduce(c, async_op=True) for c in chain[:5]]
+# In place on the tensor the last queued call reduces: ordered behind it,
+# it sums the others' sums.
+dist.all_reduce(chain[4])
+for w in works:
+    w.wait()
+check(all(x != me for x in ran_on[:5]), "an asynchronous call ran on the caller's thread")
+total = sum(range(1, size + 1))
+check(all(bool((c == total).all()) for c in chain[:4]), "asynchronous calls queued before a synchronous one")
+check(bool((chain[4] == total * size).all()), f"the synchronous call behind them: {chain[4][:2].tolist()}")
+rrt.ProcessGroupRingreduce._run = _orig_run
+
 # reduce_scatter_tensor, all_gather_into_tensor, all_gather, broadcast, barrier
 inp = torch.arange(size * 3, dtype=torch.int64, device=dev) + rank
 out = torch.zeros(3, dtype=torch.int64, device=dev)
