@@ -136,9 +136,15 @@ class _Work(dist._Work):
         self._future = torch.futures.Future(devices=devices) if devices else torch.futures.Future()
         self._result = result
         self._error = None
+        # Run once, first thing in _finish (the group's count of calls in
+        # flight drops before a waiter wakes).
+        self._on_done = None
 
-    # called on the worker thread
+    # called on the worker thread (or the caller's, for a call run there)
     def _finish(self, error):
+        done, self._on_done = self._on_done, None
+        if done is not None:
+            done()
         self._error = error
         if error is None:
             self._future.set_result(self._result)
@@ -333,6 +339,16 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
         """One call, on the worker or (synchronous, nothing queued) on the
         caller's thread; one at a time."""
         work, fn, staged, event = item
+        counted = {"call": True}
+
+        def uncount():
+            # Once, before the call's waiters wake: a synchronous call the
+            # waiter makes next finds nothing in flight.
+            if counted.pop("call", False):
+                with self._count:
+                    self._pending -= 1
+
+        work._on_done = uncount
         with self._exec:
             try:
                 cuda = [x for x in staged if x.cuda]
@@ -346,8 +362,7 @@ class ProcessGroupRingreduce(dist.ProcessGroup):
             except Exception as e:  # every error reaches the caller's wait()
                 work._finish(e)
             finally:
-                with self._count:
-                    self._pending -= 1
+                uncount()
 
     def _device_engine(self, dev):
         """The CUDA job (collective: every rank makes it at its first CUDA
