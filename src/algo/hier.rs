@@ -310,8 +310,8 @@ pub fn plan(shape: &Shape, per_node: usize, rail: Rail) -> Plan {
     b.finish()
 }
 
-/// Buffers of at least this many bytes a rank read their node peers'
-/// inputs out of place in `hier:G:mpi`'s node reduce-scatter.
+/// From this many bytes a rank, `hier:G:mpi`'s node reduce-scatter reads
+/// the node peers' inputs out of place too (in place at every size).
 pub(crate) const READS_OUT_OF_PLACE_FROM: usize = 256 << 10;
 
 /// Whether `hier:G:mpi`'s node reduce-scatter reads the node peers' inputs
