@@ -951,11 +951,11 @@ pub(crate) fn only_pushes(
     let node = |r: usize| node_of.get(r).copied().unwrap_or(usize::MAX - r);
     for (r, ops) in plan.ops.iter().enumerate() {
         for op in ops {
-            for e in crate::plan::interp::effects(r, &op.kind) {
-                let read = match e {
-                    crate::plan::interp::Effect::Copy { from, .. } => from,
-                    crate::plan::interp::Effect::Reduce { b_rank, .. } => b_rank,
-                };
+            // `moved`: (the rank read, the rank written, length).
+            let reads = crate::plan::interp::effects(r, &op.kind)
+                .into_iter()
+                .filter_map(|e| e.moved().map(|(read, _, _)| read));
+            for read in reads {
                 if node(read) != node(r) {
                     return Err(Error::Unsupported(
                         format!(
