@@ -22,6 +22,10 @@ import sys
 os.environ.setdefault("BACKEND", "ringreduce")
 os.environ.setdefault("WORLD_SIZE", "2")
 os.environ.setdefault("INIT_METHOD", "env://")
+# torch's `run_tests` writes JUnit XML through `xmlrunner` whenever `CI` is
+# set (to any value) and fails at that import where xmlrunner is missing;
+# this suite reports on stdout, so it runs as it would outside CI.
+os.environ.pop("CI", None)
 
 try:
     import torch  # noqa: F401
