@@ -25,7 +25,7 @@ enum Cmd {
     /// Print a small collective step by step, or a timeline of real calls
     /// (--timeline FILE.json, --svg FILE.svg, --backend).
     Trace(trace::TraceArgs),
-    /// Parameter Server vs Ring: per-node traffic and the alpha-beta time model.
+    /// Parameter Server vs Ring, then every all-reduce algorithm: traffic and the alpha-beta-gamma time model.
     Theory(theory::TheoryArgs),
     /// Feed the same inputs to ringreduce and NCCL and compare every output.
     Check(check::CheckArgs),

@@ -366,7 +366,7 @@ fn print_ratios(ranks: &[usize], points: &[Point]) -> Result<()> {
 }
 
 /// Why the measured ratio may differ from the ratio of the bytes.
-const WHY_NOT_BYTES: &str = "# the byte ratio prices the busiest rank's link alone; where the ranks share one memory (host memory, or one GPU) no link is saturated, and what decides is each path's dependent steps (the ring's 2(N-1) against the PS's two rounds) and its reduces: docs/ALGORITHM.md, sections 6 and 7";
+const WHY_NOT_BYTES: &str = "# the byte ratio prices the busiest rank's link alone; where the ranks share one memory (host memory, or one GPU) no link is saturated, and what decides is each path's dependent steps (the ring's 2(N-1) against the PS's two rounds) and its reduces: docs/ALGORITHM.md, parts 3 and 4";
 
 const COLOURS: [RGBColor; 4] = [
     RGBColor(214, 39, 40),

@@ -1,5 +1,7 @@
 //! `ringreduce theory`: Parameter Server vs Ring, traffic and
-//! alpha-beta-gamma time, with the size where the ring overtakes the PS.
+//! alpha-beta-gamma time, with the size where the ring overtakes the PS;
+//! then every all-reduce algorithm priced with the same constants
+//! (`theory::catalog`), and where the constants come from.
 
 use super::{out, out_raw};
 use crate::report::Report;
@@ -159,7 +161,26 @@ pub fn execute(a: TheoryArgs) -> Result<bool> {
     out_raw(&crate::theory::render(
         d as f64, &a.size, &a.ranks, &pricing,
     ))?;
+    out(constants_source(&a))?;
     Ok(true)
+}
+
+/// Where each constant of the model comes from: the flag that set it, or
+/// the record (or derivation) behind its default.
+fn constants_source(a: &TheoryArgs) -> String {
+    let alpha = match a.alpha_us {
+        Some(_) => "--alpha-us",
+        None => "a ring step fitted on 2 x H200, 4 and 8 ranks, 2026-11-30 (docs/results/2026-11-30-h200x2-s8-final)",
+    };
+    let link = match a.link_gbps {
+        Some(_) => "--link-gbps",
+        None => "NVLink NV18's peer-copy ceiling between two H200, 364.5-392 GB/s measured 2026-11-29/30 (478 GB/s nominal: 18 links of 26.56)",
+    };
+    let reduce = match a.reduce_gbps {
+        Some(_) => "--reduce-gbps",
+        None => "a float4 add kernel on one H200, 4.1 TB/s over its three passes (two reads, one write), so about 1.4 TB/s of input reduced (the GPU machine's set-up notes, 2026-11-29)",
+    };
+    format!("\nConstants: alpha: {alpha};\n  B: {link};\n  G: {reduce}.")
 }
 
 /// `theory --nodes K --gpus-per-node G`: the scale-out projection.

@@ -90,6 +90,12 @@ pub struct TraceArgs {
     /// device, FIFO or /dev/stdout.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// Draw the plan's idealized schedule as an SVG timeline (no run: a
+    /// copy or a reduce of one element takes one unit, the two lanes run
+    /// at once, nothing else costs time): a path ending in .svg, or a
+    /// device, FIFO or /dev/stdout.
+    #[arg(long, conflicts_with_all = ["timeline", "svg", "backend"])]
+    pub ideal_svg: Option<PathBuf>,
 }
 
 /// The path asked for: `--algo`, else the ring, unless `RINGREDUCE_ALGO`
@@ -133,6 +139,11 @@ pub fn execute(a: TraceArgs) -> Result<bool> {
         in_place: a.in_place,
     };
     let text = crate::trace::render(&choice, &shape, dtype, op)?;
+    if let Some(p) = &a.ideal_svg {
+        let t = crate::trace::ideal::timeline(&choice, &shape, dtype, op)?;
+        let svg = timeline::svg::to_svg(&t).map_err(Error::Plan)?;
+        report::write_output("--ideal-svg", p, svg.as_bytes()).map_err(crate::cli::report_error)?;
+    }
     out_raw(&text)?;
     Ok(!text.contains("\n  FAIL"))
 }

@@ -13,6 +13,7 @@
 //! Sizes are in bytes; the rendered tables use decimal megabytes
 //! (1 MB = 1e6 B) and bandwidths are decimal GB/s (1 GB/s = 1e9 B/s).
 
+pub mod catalog;
 pub mod published;
 pub mod scale;
 
@@ -441,6 +442,8 @@ pub fn render(d_bytes: f64, d_label: &str, ranks: &[usize], pricing: &Pricing) -
     load_rows(&mut s, d_bytes, ranks);
     let _ = writeln!(s);
     time_rows(&mut s, d_bytes, ranks, pricing);
+    let _ = writeln!(s);
+    catalog::render(&mut s, d_bytes, d_label, ranks, &pricing.model);
     s
 }
 

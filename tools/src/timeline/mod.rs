@@ -37,6 +37,10 @@ use std::sync::Arc;
 
 pub use record::{record, Overhead, RecordOptions, Recording};
 
+/// How an idealized schedule's clock begins (`trace --ideal-svg`): the
+/// pictures say it is not a measurement.
+pub const IDEAL_CLOCK: &str = "an idealized schedule, not a measurement";
+
 /// The track of NCCL's slices (after the plan's lanes).
 pub const NCCL_TRACK: usize = LANES;
 
@@ -244,6 +248,14 @@ impl Timeline {
             .chain(&self.nccl)
             .map(|t| t.skew_ns)
             .fold(0.0, f64::max)
+    }
+
+    /// Whether the timeline is an idealized schedule (`trace
+    /// --ideal-svg`), not a measurement: its clock says so.
+    pub fn is_ideal(&self) -> bool {
+        self.calls
+            .first()
+            .is_some_and(|c| c.times.clock.starts_with(IDEAL_CLOCK))
     }
 
     /// How the clock was read and aligned (the first call's words).

@@ -120,7 +120,7 @@ pub fn to_svg(t: &Timeline) -> Result<String, String> {
 
     let mut o = String::new();
     head(&mut o, t, height);
-    axis(&mut o, &lay);
+    axis(&mut o, &lay, t.is_ideal());
     launch_marks(&mut o, t, &lay, shift.map_or(0.0, |(ns, _)| ns));
     row_labels(&mut o, t, &lay);
     draw_slices(&mut o, &slices, &lay);
@@ -266,14 +266,23 @@ fn head(o: &mut String, t: &Timeline, height: f64) {
         v.dedup();
         v
     };
-    let title = format!(
-        "{} · {} · {} · {}{}",
-        paths.join(", "),
-        t.what,
-        ringreduce::words::counted(ranks, "rank"),
-        ringreduce::words::counted(t.calls.len(), "timed call"),
-        if t.nccl.is_empty() { "" } else { " + NCCL" }
-    );
+    let title = if t.is_ideal() {
+        format!(
+            "{} · {} · {}",
+            paths.join(", "),
+            t.what,
+            ringreduce::words::counted(ranks, "rank")
+        )
+    } else {
+        format!(
+            "{} · {} · {} · {}{}",
+            paths.join(", "),
+            t.what,
+            ringreduce::words::counted(ranks, "rank"),
+            ringreduce::words::counted(t.calls.len(), "timed call"),
+            if t.nccl.is_empty() { "" } else { " + NCCL" }
+        )
+    };
     let _ = writeln!(
         o,
         r##"<text x="{}" y="26" font-size="18" font-weight="bold" text-anchor="middle">{}</text>"##,
@@ -281,6 +290,7 @@ fn head(o: &mut String, t: &Timeline, height: f64) {
         esc(&title)
     );
     let clock = match t.kind {
+        _ if t.is_ideal() => "not a measurement",
         BackendKind::Cuda => "GPU timestamps on one clock",
         BackendKind::Cpu => "host timestamps (CPU backend)",
     };
@@ -293,7 +303,7 @@ fn head(o: &mut String, t: &Timeline, height: f64) {
 }
 
 /// The grid and the time axis.
-fn axis(o: &mut String, lay: &Layout) {
+fn axis(o: &mut String, lay: &Layout, ideal: bool) {
     let (plot_bottom, plot_w, t_end) = (lay.plot_bottom, lay.plot_w, lay.t_end);
     let x = |ns: f64| lay.x(ns);
     let span_us = t_end / 1e3;
@@ -322,9 +332,14 @@ fn axis(o: &mut String, lay: &Layout) {
         WIDTH - RIGHT,
         plot_bottom + 4.0
     );
+    let what = if ideal {
+        "time (units of the idealized schedule)"
+    } else {
+        "time (µs from the earliest op start)"
+    };
     let _ = writeln!(
         o,
-        r##"<text x="{:.1}" y="{:.1}" font-size="12" text-anchor="middle" fill="#333">time (µs from the earliest op start)</text>"##,
+        r##"<text x="{:.1}" y="{:.1}" font-size="12" text-anchor="middle" fill="#333">{what}</text>"##,
         LEFT + plot_w / 2.0,
         plot_bottom + 34.0
     );

@@ -95,5 +95,74 @@ pub fn makespan(spans: &[Vec<Span>]) -> f64 {
     spans.iter().flatten().map(|s| s.end).fold(0.0, f64::max)
 }
 
+/// Nanoseconds one unit of the schedule is drawn as in [`timeline`].
+const UNIT_NS: f64 = 1000.0;
+
+/// The idealized schedule of `choice`'s plan for `shape` as a timeline of
+/// one call (one unit drawn as 1 us, on one clock), for the timeline's SVG:
+/// every op a labelled box on its rank's lane, the waits as arrows, and the
+/// schedule's assumptions written under the picture.
+pub fn timeline(
+    choice: &ringreduce::algo::AlgoChoice,
+    shape: &ringreduce::plan::Shape,
+    dtype: ringreduce::element::DataType,
+    op: ringreduce::element::ReduceOp,
+) -> ringreduce::error::Result<crate::timeline::Timeline> {
+    use ringreduce::backend::{BackendKind, CallTimeline, OpTime};
+    use ringreduce::error::Error;
+    let plan = ringreduce::algo::plan_of(choice, shape)?;
+    let spans =
+        schedule(&plan).ok_or_else(|| Error::Plan("the plan's waits cannot all be met".into()))?;
+    let mut ops = Vec::new();
+    for (rank, rs) in spans.iter().enumerate() {
+        for (i, s) in rs.iter().enumerate() {
+            ops.push(OpTime {
+                rank,
+                op: i,
+                part: 0,
+                start_ns: s.start * UNIT_NS,
+                end_ns: s.end * UNIT_NS,
+            });
+        }
+    }
+    let n = shape.ranks;
+    let end = makespan(&spans);
+    Ok(crate::timeline::Timeline {
+        calls: vec![crate::timeline::TimedCall {
+            times: CallTimeline {
+                plan: plan.name.clone(),
+                clock: format!(
+                    "{}: one unit (drawn as 1 us) per element copied or reduced",
+                    crate::timeline::IDEAL_CLOCK
+                ),
+                launch_ns: 0.0,
+                skew_ns: 0.0,
+                ops,
+            },
+            plan: std::sync::Arc::new(plan),
+        }],
+        nccl: Vec::new(),
+        kind: BackendKind::Cpu,
+        backend: format!("idealized: {n} ranks, each with a copy lane and a compute lane running at once"),
+        rank_to_device: vec![0; n],
+        what: format!(
+            "{} of {} {} {}, {}: idealized schedule",
+            shape.collective,
+            shape.count,
+            dtype.name(),
+            op.name(),
+            if shape.in_place { "in place" } else { "out of place" }
+        ),
+        notes: vec![
+            format!(
+                "Idealized: a copy or a reduce of e elements takes e units, a rank's copy lane and compute lane run at once, and every wait is the plan's; nothing else (launch, hand-off) costs time. The call ends at {end} units."
+            ),
+            "Read it for what the plan lets overlap; a GPU adds a hand-off after every copy (ringreduce theory's alpha).".into(),
+        ],
+        local_ranks: 0..n,
+        per_node: None,
+    })
+}
+
 #[cfg(test)]
 mod tests;

@@ -1534,6 +1534,48 @@ pub fn register(h: &mut Harness) {
         pass()
     });
 
+    h.add("cli::trace_draws_the_idealized_schedule", || {
+        let dir = scratch_dir("ideal-svg")?;
+        let svg = dir.join("ideal.svg");
+        let svg_s = svg.to_string_lossy().to_string();
+        let ran = rr(&[
+            "trace",
+            "--algo",
+            "ring:pipe2",
+            "--ranks",
+            "3",
+            "--count",
+            "24",
+            "--ideal-svg",
+            &svg_s,
+        ]);
+        ensure!(ran.code == Some(0), "{}", ran.show());
+        ensure!(
+            ran.out.contains("Slices x time"),
+            "the trace is printed too: {}",
+            ran.show()
+        );
+        let text = std::fs::read_to_string(&svg).map_err(|e| format!("{svg_s}: {e}"))?;
+        ensure!(
+            text.starts_with("<svg")
+                && text.contains("not a measurement")
+                && text.contains(">RS0 c0.0<"),
+            "not the idealized picture"
+        );
+        // A folder that does not exist, and a real run asked for as well.
+        let bad = dir.join("no-such-dir").join("x.svg");
+        let ran = rr(&["trace", "--ideal-svg", &bad.to_string_lossy()]);
+        ensure!(
+            ran.code == Some(2) && ran.err.contains("--ideal-svg") && !ran.panicked(),
+            "{}",
+            ran.show()
+        );
+        let ran = rr(&["trace", "--ideal-svg", &svg_s, "--svg", &svg_s]);
+        ensure!(ran.code == Some(2) && !ran.panicked(), "{}", ran.show());
+        let _ = std::fs::remove_dir_all(&dir);
+        pass()
+    });
+
     h.add("cli::docs_show_the_real_trace", || {
         // The docs paste `ringreduce trace` output whole: the course quotes
         // excerpts (checked by docs::quoted_outputs_are_what_the_tools_print)

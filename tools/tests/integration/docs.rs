@@ -135,7 +135,105 @@ fn docs() -> Result<Vec<(String, String)>, String> {
     Ok(docs)
 }
 
+/// `line` with every number (digits, with a decimal point or an exponent)
+/// written `#`: what a run prints that varies from machine to machine and
+/// run to run, so that a quoted output can be compared by its shape.
+fn masked(line: &str) -> String {
+    let mut out = String::new();
+    let cs: Vec<char> = line.trim_end().chars().collect();
+    let mut i = 0;
+    while i < cs.len() {
+        if cs[i].is_ascii_digit() {
+            while i < cs.len() && (cs[i].is_ascii_digit() || cs[i] == '.') {
+                i += 1;
+            }
+            // An exponent: e-7, e+3, e12.
+            if i + 1 < cs.len() && cs[i] == 'e' {
+                let j = i + 1 + usize::from(cs[i + 1] == '-' || cs[i + 1] == '+');
+                if j < cs.len() && cs[j].is_ascii_digit() {
+                    i = j;
+                    while i < cs.len() && cs[i].is_ascii_digit() {
+                        i += 1;
+                    }
+                }
+            }
+            out.push('#');
+        } else {
+            out.push(cs[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The README's output of its first command (`run`, the fenced block after
+/// "Output of the first command"): its lines, in order.
+fn readme_run_output(readme: &str) -> Option<Vec<String>> {
+    let at = readme.find("Output of the first command")?;
+    let rest = &readme[at..];
+    let open = rest.find("```")?;
+    let body = &rest[open + 3..];
+    let body = &body[body.find('\n')? + 1..];
+    let close = body.find("```")?;
+    Some(body[..close].lines().map(str::to_string).collect())
+}
+
 pub fn register(h: &mut Harness) {
+    h.add("docs::the_readmes_run_output_is_what_run_prints", || {
+        let root = crate::common::repo_root();
+        let Ok(readme) = std::fs::read_to_string(root.join("README.md")) else {
+            return skip("the source tree's README is not here (staged test binary?)");
+        };
+        if crate::common::gpu_count() > 0 {
+            return skip("the README quotes `run` on a machine without a GPU");
+        }
+        let shown = readme_run_output(&readme)
+            .ok_or_else(|| "README.md: no output of the first command".to_string())?;
+        ensure!(
+            shown.len() >= 8,
+            "README.md: the quoted run has {} lines",
+            shown.len()
+        );
+        let dir = scratch_dir("docs-run")?;
+        let ran = rr_in(&dir, &["run"]);
+        let _ = std::fs::remove_dir_all(&dir);
+        ensure!(
+            ran.code == Some(0) && !ran.panicked(),
+            "run: {}",
+            ran.show()
+        );
+        // Every line the README shows, numbers aside, in the order printed.
+        let printed: Vec<String> = ran.out.lines().map(masked).collect();
+        let mut at = 0;
+        for line in &shown {
+            let want = masked(line);
+            match printed[at..].iter().position(|p| *p == want) {
+                Some(i) => at += i + 1,
+                None => ensure!(
+                    false,
+                    "README.md shows\n  {line}\nbut `run` prints (numbers as #):\n{}",
+                    printed.join("\n")
+                ),
+            }
+        }
+        pass()
+    });
+
+    h.add("docs::masking_numbers", || {
+        ensure!(
+            masked("steady    : 2084.0 us per call (median of 10); err 2.384e-7  ")
+                == "steady    : # us per call (median of #); err #",
+            "{}",
+            masked("steady    : 2084.0 us per call (median of 10); err 2.384e-7")
+        );
+        ensure!(
+            masked("4MiB x2, 2(N-1)/N*D") == "#MiB x#, #(N-#)/N*D",
+            "mask"
+        );
+        ensure!(masked("sent 6291456 B") == "sent # B", "mask");
+        pass()
+    });
+
     h.add("docs::quoted_outputs_are_what_the_tools_print", || {
         let docs = match docs() {
             Ok(d) if !d.is_empty() => d,

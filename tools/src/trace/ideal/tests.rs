@@ -60,3 +60,28 @@ fn every_op_runs_after_what_it_waits_for() {
         }
     }
 }
+
+#[test]
+fn the_pictures_timeline_holds_every_op_at_its_scheduled_time() {
+    use ringreduce::element::{DataType, ReduceOp};
+    let c: AlgoChoice = "ring:pipe2".parse().unwrap();
+    let shape = Shape::all_reduce(3, 24, 4, false);
+    let t = timeline(&c, &shape, DataType::Float, ReduceOp::Sum).unwrap();
+    assert!(t.is_ideal());
+    let plan = plan_of(&c, &shape).unwrap();
+    let spans = schedule(&plan).unwrap();
+    let ops = &t.calls[0].times.ops;
+    assert_eq!(ops.len(), plan.ops.iter().map(Vec::len).sum::<usize>());
+    for o in ops {
+        let s = spans[o.rank][o.op];
+        assert_eq!((o.start_ns, o.end_ns), (s.start * UNIT_NS, s.end * UNIT_NS));
+    }
+    // The picture says what it is, and labels the ops.
+    let svg = crate::timeline::svg::to_svg(&t).unwrap();
+    assert!(svg.contains("not a measurement") && svg.contains("units of the idealized schedule"));
+    assert!(
+        svg.contains(">RS0 c0.0<") && svg.contains(">AG1 c2.1<"),
+        "labelled boxes"
+    );
+    assert!(!svg.contains("timed call"));
+}
