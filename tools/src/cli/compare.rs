@@ -211,7 +211,17 @@ pub fn execute(a: CompareArgs) -> Result<bool> {
     if let Some(p) = &a.plot {
         // Where the ranks ran, under the title: the largest N's engine
         // (on one GPU it says that every rank shares it).
-        let caption = describe.last().cloned().unwrap_or_default();
+        // (and when: a picture kept in the docs says its date).
+        let engine = describe.last().cloned().unwrap_or_default();
+        let caption = format!(
+            "{} · {engine}{}",
+            crate::cli::now_utc(),
+            if engine.starts_with("cpu") {
+                " · virtual ranks in one host memory (no link between them)"
+            } else {
+                ""
+            }
+        );
         let svg = plot(&points, s.d, &caption).map_err(crate::cli::report_error)?;
         report::write_output("--plot", p, svg.as_bytes()).map_err(crate::cli::report_error)?;
         out(format!("# wrote {}", p.display()))?;
@@ -412,7 +422,7 @@ fn plot(points: &[Point], d: u64, caption: &str) -> std::result::Result<String, 
                 (200, 12),
             )
             .map_err(perr)?;
-        let caption: String = caption.chars().take(160).collect();
+        let caption: String = caption.chars().take(190).collect();
         title
             .draw_text(
                 &caption,

@@ -188,11 +188,32 @@ impl Report {
         {
             parts.push(format!("NCCL {v}"));
         }
-        let second = if parts.is_empty() {
-            "unknown hardware".to_string()
-        } else {
-            parts.join(" · ")
+        if parts.is_empty() {
+            parts.push("unknown hardware".to_string());
+        }
+        // Whether the ranks share a device (virtual ranks: no link between
+        // them), and when it ran: a picture kept in the docs says both.
+        let gpus = {
+            let mut d = h.rank_to_device.clone();
+            d.sort_unstable();
+            d.dedup();
+            d.len()
         };
+        if backend == "cpu" {
+            parts.push("virtual ranks in host memory".to_string());
+        } else if gpus > 0 && h.ranks > gpus {
+            parts.push(format!(
+                "virtual ranks: {} on {}",
+                h.ranks,
+                ringreduce::words::counted(gpus, "GPU")
+            ));
+        } else if gpus > 0 {
+            parts.push("one rank per GPU".to_string());
+        }
+        if let Some(day) = h.date.get(..10) {
+            parts.push(day.to_string());
+        }
+        let second = parts.join(" · ");
         [
             fit_text(&first, rendered(TITLE_FONT), width),
             fit_text(&second, rendered(SUBTITLE_FONT), width),

@@ -65,12 +65,24 @@ fn title_lines_fit_the_width() {
     let mut rep = report();
     let [a, b] = rep.title_lines(rep.combos().first(), width);
     assert_eq!(a, "all-reduce (float, sum) · 2 ranks · cuda");
-    assert_eq!(b, "NVIDIA H200 · 560.35 · NCCL 2.23.4");
+    assert_eq!(
+        b,
+        "NVIDIA H200 · 560.35 · NCCL 2.23.4 · one rank per GPU · 2025-01-01"
+    );
     rep.header.hardware = vec!["NVIDIA H200".into(); 8];
     rep.header.backend = "cuda: GPU0 NVIDIA H200, GPU1 NVIDIA H200".into();
     let [a, b] = rep.title_lines(rep.combos().first(), width);
     assert_eq!(a, "all-reduce (float, sum) · 2 ranks · cuda");
     assert!(b.starts_with("8 × NVIDIA H200 · "), "{b}");
+    // Ranks sharing GPUs, and the CPU backend, say they are virtual.
+    rep.header.ranks = 4;
+    rep.header.rank_to_device = vec![0, 0, 1, 1];
+    let [_, b] = rep.title_lines(rep.combos().first(), width);
+    assert!(b.contains("virtual ranks: 4 on 2 GPUs"), "{b}");
+    rep.header.backend = "cpu: 4 ranks in this process".into();
+    let [_, b] = rep.title_lines(rep.combos().first(), width);
+    assert!(b.contains("virtual ranks in host memory"), "{b}");
+    rep.header.backend = "cuda: GPU0 NVIDIA H200, GPU1 NVIDIA H200".into();
     // Far too long: both lines shortened with an ellipsis.
     rep.header.hardware = vec!["Very Wide Machine ".repeat(40)];
     rep.header.backend = "W".repeat(300);
