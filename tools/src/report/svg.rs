@@ -193,12 +193,7 @@ impl Report {
         }
         // Whether the ranks share a device (virtual ranks: no link between
         // them), and when it ran: a picture kept in the docs says both.
-        let gpus = {
-            let mut d = h.rank_to_device.clone();
-            d.sort_unstable();
-            d.dedup();
-            d.len()
-        };
+        let gpus = h.devices;
         if backend == "cpu" {
             parts.push("virtual ranks in host memory".to_string());
         } else if gpus > 0 && h.ranks > gpus {
