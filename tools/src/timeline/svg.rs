@@ -266,23 +266,21 @@ fn head(o: &mut String, t: &Timeline, height: f64) {
         v.dedup();
         v
     };
-    let title = if t.is_ideal() {
-        format!(
-            "{} · {} · {}",
-            paths.join(", "),
-            t.what,
-            ringreduce::words::counted(ranks, "rank")
-        )
-    } else {
-        format!(
-            "{} · {} · {} · {}{}",
-            paths.join(", "),
-            t.what,
-            ringreduce::words::counted(ranks, "rank"),
+    let mut title = format!(
+        "{} · {} · {}",
+        paths.join(", "),
+        t.what,
+        ringreduce::words::counted(ranks, "rank")
+    );
+    // An idealized schedule timed no call.
+    if !t.is_ideal() {
+        let _ = write!(
+            title,
+            " · {}{}",
             ringreduce::words::counted(t.calls.len(), "timed call"),
             if t.nccl.is_empty() { "" } else { " + NCCL" }
-        )
-    };
+        );
+    }
     let _ = writeln!(
         o,
         r##"<text x="{}" y="26" font-size="18" font-weight="bold" text-anchor="middle">{}</text>"##,
