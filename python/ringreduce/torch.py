@@ -139,6 +139,12 @@ class _Work(dist._Work):
         # Run once, first thing in _finish (the group's count of calls in
         # flight drops before a waiter wakes).
         self._on_done = None
+        # Set once the completing thread is out of the future's
+        # set_result: torch marks the future done and wakes its waiters
+        # before it runs the callbacks, in C++; a waiter that then let the
+        # process exit left that (daemon) thread inside C++ at interpreter
+        # shutdown, where CPython's pthread_exit aborts the process.
+        self._left = threading.Event()
 
     # called on the worker thread (or the caller's, for a call run there)
     def _finish(self, error):
@@ -146,13 +152,17 @@ class _Work(dist._Work):
         if done is not None:
             done()
         self._error = error
-        if error is None:
-            self._future.set_result(self._result)
-        else:
-            self._future.set_exception(error)
+        try:
+            if error is None:
+                self._future.set_result(self._result)
+            else:
+                self._future.set_exception(error)
+        finally:
+            self._left.set()
 
     def wait(self, timeout=None):
-        self._future.wait()
+        self._left.wait()
+        self._future.wait()  # done by now: raises the call's error
         return True
 
     def get_future(self):

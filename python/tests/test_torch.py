@@ -162,3 +162,50 @@ def test_cuda_calls_stage_small_uniform_calls_by_default(monkeypatch):
     monkeypatch.setenv("RINGREDUCE_TORCH_CUDA", "both")
     with pytest.raises(ValueError, match="RINGREDUCE_TORCH_CUDA='both'"):
         rt._stages(8)
+
+
+# A call's completion runs torch's Future.set_result on the thread that ran
+# the call (the group's worker, a receive's thread): set_result marks the
+# future done, wakes its waiters, then runs its callbacks, all in C++. A
+# waiter that returned there and let the process exit left that daemon
+# thread inside C++ at interpreter shutdown: CPython ends such a thread with
+# pthread_exit, whose unwind through torch's frames aborted the process
+# ("terminate called without an active exception"; torch's test_send_recv,
+# once in CI). wait() returns only once the completing thread is out of
+# set_result.
+
+_EXIT_SCRIPT = r"""
+import threading, time, torch
+from ringreduce.torch import _Work
+w = _Work([torch.zeros(1)])
+w.get_future().add_done_callback(lambda f: time.sleep(0.5))
+threading.Thread(target=w._finish, args=(None,), daemon=True).start()
+w.wait()
+"""
+
+
+def test_wait_returns_after_the_completing_thread_left_torchs_future():
+    from ringreduce.torch import _Work
+    import threading
+    import time
+
+    w = _Work([torch.zeros(1)])
+    ran = []
+    w.get_future().add_done_callback(lambda f: (time.sleep(0.3), ran.append(1)))
+    t = threading.Thread(target=w._finish, args=(None,), daemon=True)
+    t.start()
+    assert w.wait() is True
+    assert ran == [1], "wait() returned while set_result still ran its callbacks"
+    t.join(5)
+    # An error still reaches the waiter.
+    e = _Work([torch.zeros(1)])
+    threading.Thread(target=e._finish, args=(RuntimeError("boom"),), daemon=True).start()
+    with pytest.raises(RuntimeError, match="boom"):
+        e.wait()
+
+
+def test_a_process_exiting_right_after_wait_exits_cleanly():
+    p = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    assert "terminate called" not in p.stderr
