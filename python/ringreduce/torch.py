@@ -46,6 +46,7 @@ queued before it runs on the caller's thread instead and returns done); errors a
 ranks share memory.
 """
 
+import atexit
 import os
 import queue
 import threading
@@ -124,6 +125,30 @@ class _TorchStore:
         return f"torch.distributed {type(self._store).__name__} (keys under {self._prefix!r})"
 
 
+# Threads inside a future's completion (Future.set_result or
+# set_exception, which wake the future's waiters before they run its
+# callbacks, in C++). A waiter on get_future() (DDP's communication hook,
+# say) may return while the completing thread is still in there, and let
+# the process exit: CPython then ends that daemon thread with pthread_exit,
+# whose unwind through torch's frames aborts the process ("terminate
+# called without an active exception"). At exit the interpreter waits here,
+# a few seconds at most, until none is left; atexit runs before daemon
+# threads are stopped.
+_completing = threading.Condition()
+_completing_now = 0
+_EXIT_WAIT_S = 5.0
+
+
+def _wait_for_completions(limit=_EXIT_WAIT_S):
+    """Wait, at most ``limit`` seconds, until no thread is inside a call's
+    completion; True when none is."""
+    with _completing:
+        return _completing.wait_for(lambda: _completing_now == 0, timeout=limit)
+
+
+atexit.register(_wait_for_completions)
+
+
 class _Work(dist._Work):
     """One call's handle: ``wait()`` blocks until the call is done and
     raises its error; ``get_future()`` completes (with the output tensors)
@@ -152,6 +177,9 @@ class _Work(dist._Work):
         if done is not None:
             done()
         self._error = error
+        global _completing_now
+        with _completing:
+            _completing_now += 1
         try:
             if error is None:
                 self._future.set_result(self._result)
@@ -159,6 +187,9 @@ class _Work(dist._Work):
                 self._future.set_exception(error)
         finally:
             self._left.set()
+            with _completing:
+                _completing_now -= 1
+                _completing.notify_all()
 
     def wait(self, timeout=None):
         self._left.wait()
