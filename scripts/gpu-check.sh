@@ -201,23 +201,25 @@ if [ "$MODE" = bench ]; then
             done ;;
         ll)
             # The kernel paths on two GPUs against NCCL: every path of ours
-            # beside NCCL's default and its LL protocol, float 8 B-1 GiB and
+            # beside NCCL's default (unregistered, registered and on
+            # symmetric windows: nccl-tests' -R 0/1/2; with nccl:sym every
+            # path runs on NCCL's memory) and its LL protocol, float 8 B-1 GiB and
             # half / bfloat16 8 B-16 MiB, in and out of place; the small
             # ones replayed from graphs; which algorithm and protocol NCCL
             # chose (its tuning log); the LL ring's own step times on 2 and
             # 4 ranks. Alone, about 8 min.
             for d in float half bfloat16; do
                 E=16MiB; [ $d = float ] && E=1GiB
-                run 200 "$RR" bench --ranks 2 -d $d --algo auto,ring,ring:pipe2,ring:ll,oneshot:ll,oneshot:flag,nccl \
+                run 200 "$RR" bench --ranks 2 -d $d --algo auto,ring,ring:pipe2,ring:ll,oneshot:ll,oneshot:flag,nccl,nccl:reg,nccl:sym \
                     -b 8 -e $E -f 4 -n 20 -w 5 --blocks 3 --big 64MiB --no-ceiling --timeout 30 \
                     -J "$W/ll-$d.json" > "$W/ll-$d.log" 2>&1
                 grep -E "^# Model of|rror" "$W/ll-$d.log" | cut -c1-160
             done
             NCCL_PROTO=LL run 100 "$RR" bench --ranks 2 --algo nccl -b 8 -e 16MiB -f 4 -n 20 -w 5 --blocks 3 \
                 --no-ceiling --timeout 30 -J "$W/ll-nccl-proto-ll.json" > "$W/ll-nccl-proto-ll.log" 2>&1
-            NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING run 60 "$RR" bench --ranks 2 --algo nccl -b 8 -e 1GiB -f 16 \
+            NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING run 60 "$RR" bench --ranks 2 --algo nccl,nccl:reg,nccl:sym -b 8 -e 1GiB -f 16 \
                 -n 2 -w 1 --blocks 1 --no-ceiling --timeout 30 > "$W/ll-nccl-tuning.log" 2>&1
-            run 100 "$RR" bench --ranks 2 --algo oneshot:ll:graph,oneshot:flag:graph,ring:ll:graph,auto:graph,nccl:graph \
+            run 100 "$RR" bench --ranks 2 --algo oneshot:ll:graph,oneshot:flag:graph,ring:ll:graph,auto:graph,nccl:graph,nccl:reg:graph,nccl:sym:graph \
                 -b 8 -e 16MiB -f 4 -n 20 -w 5 --blocks 3 --no-ceiling --timeout 30 -J "$W/ll-graphs.json" > "$W/ll-graphs.log" 2>&1
             for n in 2 4; do
                 for size in 64KiB 1MiB; do

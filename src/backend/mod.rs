@@ -39,7 +39,7 @@ pub mod ordered;
 pub mod overlap;
 
 pub(crate) use nccl::NcclBackend;
-pub use nccl::NcclCall;
+pub use nccl::{NcclBuffers, NcclCall};
 
 use crate::error::{Error, Result};
 use crate::plan::Plan;

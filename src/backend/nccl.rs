@@ -26,6 +26,25 @@ pub struct NcclCall {
     pub in_place: bool,
     /// Each rank's send and receive buffers.
     pub bind: Arc<Vec<Binding>>,
+    /// How NCCL knows the buffers.
+    pub buffers: NcclBuffers,
+}
+
+/// How NCCL knows the buffers of a call: nccl-tests' `-R 0`, `-R 1` and
+/// `-R 2`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum NcclBuffers {
+    /// Unregistered: NCCL copies through its own buffers where it needs to.
+    #[default]
+    Plain,
+    /// Registered with each rank's communicator (`ncclCommRegister`,
+    /// NCCL 2.19+) before the first call on them.
+    Registered,
+    /// Registered as symmetric windows (`ncclCommWindowRegister` with
+    /// `NCCL_WIN_COLL_SYMMETRIC`, NCCL 2.27+), so that NCCL's symmetric
+    /// kernels may run; the engine's buffers must come from NCCL's
+    /// allocator (`Engine::nccl_memory`).
+    Symmetric,
 }
 
 /// NCCL on a backend's buffers.
@@ -33,6 +52,10 @@ pub(crate) trait NcclBackend {
     /// Create one NCCL communicator per rank (one GPU per rank).
     #[cfg(feature = "nccl")]
     fn nccl_init(&mut self, lib: &crate::cuda::nccl::Nccl) -> Result<()>;
+    /// Allocate every buffer from here on with NCCL's allocator
+    /// (`ncclMemAlloc`), the memory symmetric windows need.
+    #[cfg(feature = "nccl")]
+    fn nccl_memory(&mut self, lib: &crate::cuda::nccl::Nccl) -> Result<()>;
     /// Launch an NCCL collective on every rank.
     fn launch_nccl(&mut self, call: &NcclCall) -> Result<()>;
     /// Capture `calls` NCCL calls per rank into a CUDA graph.

@@ -14,9 +14,24 @@ pub(crate) struct Alloc {
     pub(crate) bytes: usize,
     pub(crate) ctx: sys::CUcontext,
     pub(crate) ordinal: usize,
-    /// A mapping of another process's allocation (`cuIpcOpenMemHandle` in
-    /// `ctx`): closed, not freed.
-    pub(crate) ipc: bool,
+    /// How the memory goes at the end.
+    release: Release,
+    /// Whether the allocation is an NCCL symmetric window now (NCCL's host
+    /// calls must never see a buffer registered so twice).
+    #[cfg(feature = "nccl")]
+    window: std::sync::atomic::AtomicBool,
+}
+
+/// How an allocation's memory goes when its last token does.
+enum Release {
+    /// `cuMemFree`: the driver's allocation ([`Ctx::alloc`]).
+    Free,
+    /// `cuIpcCloseMemHandle`: a mapping of another process's allocation
+    /// ([`Ctx::open_ipc`]), closed, not freed.
+    IpcClose,
+    /// The function of the library that made it ([`Ctx::adopt`]: NCCL's
+    /// allocator), run once.
+    Owner(Option<Box<dyn FnOnce(sys::CUdeviceptr) + Send + Sync>>),
 }
 // SAFETY: the allocation is a device address plus its context; freeing it
 // from another thread pushes that context first (see Drop).
@@ -36,10 +51,15 @@ impl Drop for Alloc {
         // or opened in it once, pop what was pushed. Errors are ignored.
         unsafe {
             let _ = result::ctx_push(self.ctx);
-            let _ = if self.ipc {
-                result::ipc_close_mem_handle(self.ptr)
-            } else {
-                result::mem_free(self.ptr)
+            let _ = match &mut self.release {
+                Release::Free => result::mem_free(self.ptr),
+                Release::IpcClose => result::ipc_close_mem_handle(self.ptr),
+                Release::Owner(f) => {
+                    if let Some(f) = f.take() {
+                        f(self.ptr);
+                    }
+                    Ok(())
+                }
             };
             let _ = result::ctx_pop();
         }
@@ -68,11 +88,63 @@ impl<'id> Ctx<'id> {
                 bytes,
                 ctx: self.ctx,
                 ordinal: self.ordinal,
-                ipc: false,
+                release: Release::Free,
+                #[cfg(feature = "nccl")]
+                window: Default::default(),
             }),
             _brand: b,
             _thread: t,
         })
+    }
+
+    /// Device memory another library allocated on this context's device
+    /// (NCCL's allocator, for symmetric windows), owned from here like
+    /// [`Ctx::alloc`]'s: `release` frees it once, when the last token goes
+    /// (the backend drains every rank first).
+    ///
+    /// # Safety
+    /// `ptr..ptr + bytes` must be one live device allocation on this
+    /// context's device that nothing else frees, and `release(ptr)` must free
+    /// exactly it.
+    #[cfg(feature = "nccl")]
+    unsafe fn adopt(
+        &self,
+        ptr: sys::CUdeviceptr,
+        bytes: usize,
+        release: Box<dyn FnOnce(sys::CUdeviceptr) + Send + Sync>,
+    ) -> DevBuf<'id> {
+        let (b, t) = self.brand();
+        DevBuf {
+            alloc: Arc::new(Alloc {
+                ptr,
+                bytes,
+                ctx: self.ctx,
+                ordinal: self.ordinal,
+                release: Release::Owner(Some(release)),
+                #[cfg(feature = "nccl")]
+                window: Default::default(),
+            }),
+            _brand: b,
+            _thread: t,
+        }
+    }
+
+    /// `bytes` (at least 1) from NCCL's allocator (`ncclMemAlloc`) on this
+    /// context's device, the memory an NCCL symmetric window needs; freed
+    /// with `ncclMemFree` when the last token goes.
+    #[cfg(feature = "nccl")]
+    pub(crate) fn alloc_nccl(
+        &self,
+        lib: &super::nccl::Nccl,
+        bytes: usize,
+    ) -> Result<DevBuf<'id>, super::nccl::NcclError> {
+        // The current context is self.ctx: ncclMemAlloc allocates on its
+        // device.
+        let mem = lib.mem_alloc(bytes)?;
+        let (ptr, n, free) = mem.into_raw();
+        // SAFETY: ncclMemAlloc made this one allocation on this context's
+        // device; nothing else frees it, and `free` is its ncclMemFree.
+        Ok(unsafe { self.adopt(ptr, n, free) })
     }
 
     /// `len` bytes of pinned host memory mapped into this device's address
@@ -211,7 +283,9 @@ impl<'id> Ctx<'id> {
                 bytes: 0,
                 ctx: self.ctx,
                 ordinal,
-                ipc: false,
+                release: Release::Free,
+                #[cfg(feature = "nccl")]
+                window: Default::default(),
             });
             return Ok(PeerBuf {
                 alloc: Arc::downgrade(&a),
@@ -227,7 +301,9 @@ impl<'id> Ctx<'id> {
             bytes,
             ctx: self.ctx,
             ordinal,
-            ipc: true,
+            release: Release::IpcClose,
+            #[cfg(feature = "nccl")]
+            window: Default::default(),
         });
         Ok(PeerBuf {
             alloc: Arc::downgrade(&a),
@@ -371,5 +447,80 @@ impl Drop for HostMapped {
             let _ = result::mem_free_host(self.host.cast());
             let _ = result::ctx_pop();
         }
+    }
+}
+
+/// A buffer registered with an NCCL communicator ([`DevBuf::nccl_register`]):
+/// it keeps the allocation, so the memory outlives the registration, which
+/// [`NcclRegistration::deregister`] undoes (or the communicator's end).
+#[cfg(feature = "nccl")]
+pub(crate) struct NcclRegistration {
+    reg: super::nccl::Registered,
+    alloc: Arc<Alloc>,
+}
+
+#[cfg(feature = "nccl")]
+impl<'id> DevBuf<'id> {
+    /// Registers the whole buffer with `comm` (`kind`: NCCL's buffer
+    /// registration or a symmetric window). A window is collective: every
+    /// rank of `comm` must register its buffer likewise (NCCL waits until
+    /// they all have), on memory from [`Ctx::alloc_nccl`] (else NCCL refuses
+    /// it); a buffer that is a window already is refused.
+    pub(crate) fn nccl_register(
+        &self,
+        comm: &super::nccl::Comm,
+        kind: super::nccl::Registration,
+    ) -> Result<NcclRegistration, super::nccl::NcclError> {
+        use std::sync::atomic::Ordering;
+        let window = kind == super::nccl::Registration::Symmetric;
+        if window && self.alloc.window.swap(true, Ordering::AcqRel) {
+            return Err(super::nccl::NcclError::Invalid {
+                call: kind.call(),
+                reason: "the buffer is a symmetric window already".into(),
+            });
+        }
+        // SAFETY: the range is this one live allocation, on the device of
+        // the communicator made on this rank's thread (a `DevBuf` never
+        // leaves its device's thread), and `NcclRegistration` keeps it
+        // allocated until the registration is undone; a window is made at
+        // most once per buffer (the flag above).
+        let r = unsafe { comm.register(kind, self.alloc.ptr, self.alloc.bytes) };
+        match r {
+            Ok(reg) => Ok(NcclRegistration {
+                reg,
+                alloc: self.alloc.clone(),
+            }),
+            Err(e) => {
+                if window {
+                    self.alloc.window.store(false, Ordering::Release);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+#[cfg(feature = "nccl")]
+impl NcclRegistration {
+    /// How it was registered.
+    pub(crate) fn kind(&self) -> super::nccl::Registration {
+        self.reg.kind()
+    }
+
+    /// Undoes the registration with the communicator that made it (another
+    /// is refused). The caller drained the streams of the NCCL calls on the
+    /// buffer, as before freeing it.
+    pub(crate) fn deregister(self, comm: &super::nccl::Comm) -> Result<(), super::nccl::NcclError> {
+        let window = self.reg.kind() == super::nccl::Registration::Symmetric;
+        // SAFETY: no NCCL call on the buffer still runs (this function's
+        // contract with its caller, the one a buffer's free has too); a
+        // registration of another communicator is refused by `deregister`.
+        let r = unsafe { comm.deregister(self.reg) };
+        if window && r.is_ok() {
+            self.alloc
+                .window
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
+        r
     }
 }

@@ -69,6 +69,8 @@ pub use driver::{driver, p2p_info, P2pInfo};
 pub use driver::{DeviceInfo, DriverInfo};
 pub use foreign::{device_args, DeviceArgs, DeviceSpan};
 pub(crate) use kernels::{Kernel, EXCHANGE_MAX_BLOCKS};
+#[cfg(feature = "nccl")]
+pub(crate) use memory::NcclRegistration;
 pub(crate) use memory::{DevBuf, HostMapped, IpcMemHandle, PeerBuf};
 pub use order::{DoneEvent, RawStream};
 pub(crate) use stream::{Event, Graph, IpcEventHandle, PeerCopy, RemoteEvent, Stream, TimingEvent};

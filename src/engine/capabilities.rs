@@ -164,6 +164,29 @@ impl Engine {
         Ok(())
     }
 
+    /// Allocate the engine's buffers with NCCL's allocator (`ncclMemAlloc`,
+    /// NCCL 2.27+) from here on, the memory NCCL's symmetric kernels need
+    /// ([`crate::backend::NcclBuffers::Symmetric`]); every path runs on them
+    /// alike. Only before the engine's first buffer, and only with every
+    /// rank in this process (CUDA IPC cannot share NCCL's memory).
+    #[cfg(feature = "nccl")]
+    pub fn nccl_memory(&mut self, lib: &crate::cuda::nccl::Nccl) -> Result<()> {
+        if !self.caps.is_empty() {
+            return Err(Error::BadArgument(
+                "NCCL's memory must be chosen before the engine's first buffer".into(),
+            ));
+        }
+        if self.job_spec().is_some() {
+            return Err(Error::Unsupported(
+                "NCCL's memory (ncclMemAlloc) with one process per rank: CUDA IPC cannot share it"
+                    .into(),
+                self.backend_kind().name(),
+            ));
+        }
+        let r = self.nccl_backend()?.nccl_memory(lib);
+        self.track(r)
+    }
+
     /// Whether NCCL communicators are set up on the ranks.
     pub fn nccl_ready(&self) -> bool {
         self.nccl_ready
@@ -223,6 +246,7 @@ impl Engine {
             op,
             in_place: shape.in_place,
             bind: self.default_bind(),
+            buffers: crate::backend::NcclBuffers::Plain,
         }
     }
 }

@@ -12,7 +12,7 @@
 use crate::report::{ColdStart, Measurement, Row};
 use crate::verify::{self, Inputs, Verdict};
 use ringreduce::algo::{probe, AlgoChoice, Placement};
-use ringreduce::backend::{Binding, BufId};
+use ringreduce::backend::{Binding, BufId, NcclBuffers, NcclCall};
 use ringreduce::element::{Element, ReduceOp};
 use ringreduce::engine::TypedShape;
 use ringreduce::engine::{Engine, GRAPH_CALLS};
@@ -37,10 +37,11 @@ pub enum ContenderKind {
     /// The same, captured into CUDA graphs ([`GRAPH_CALLS`] calls each),
     /// replayed.
     EngineGraph(AlgoChoice),
-    /// NCCL on the same buffers.
-    Nccl,
+    /// NCCL on the same buffers (`nccl`; registered: `nccl:reg`; as
+    /// symmetric windows: `nccl:sym`).
+    Nccl(NcclBuffers),
     /// NCCL captured likewise.
-    NcclGraph,
+    NcclGraph(NcclBuffers),
 }
 
 /// A named contender.
@@ -51,18 +52,30 @@ pub struct Contender {
 }
 
 impl Contender {
-    /// `auto`, any algorithm name, `nccl`, and any of them with `:graph`.
+    /// `auto`, any algorithm name, `nccl`, `nccl:reg`, `nccl:sym`, and any
+    /// of them with `:graph`.
     pub fn parse(s: &str) -> Result<Contender> {
         let name = s.trim().to_ascii_lowercase();
         let (base, graph) = match name.strip_suffix(":graph") {
             Some(b) => (b, true),
             None => (name.as_str(), false),
         };
-        let kind = match (base, graph) {
-            ("nccl", false) => ContenderKind::Nccl,
-            ("nccl", true) => ContenderKind::NcclGraph,
-            (b, g) => {
-                let c: AlgoChoice = b.parse().map_err(Error::BadArgument)?;
+        let nccl = match base {
+            "nccl" => Some(NcclBuffers::Plain),
+            "nccl:reg" => Some(NcclBuffers::Registered),
+            "nccl:sym" => Some(NcclBuffers::Symmetric),
+            _ => None,
+        };
+        let kind = match (nccl, graph) {
+            (Some(b), false) => ContenderKind::Nccl(b),
+            (Some(b), true) => ContenderKind::NcclGraph(b),
+            (None, _) if base.starts_with("nccl") => {
+                return Err(Error::BadArgument(format!(
+                    "unknown NCCL contender {name:?}: nccl, nccl:reg (registered buffers) or nccl:sym (symmetric windows), each also with :graph"
+                )))
+            }
+            (None, g) => {
+                let c: AlgoChoice = base.parse().map_err(Error::BadArgument)?;
                 if g {
                     ContenderKind::EngineGraph(c)
                 } else {
@@ -82,26 +95,37 @@ impl Contender {
                 Some(at) => c.resolve_in(shape, at).err().map(|e| e.to_string()),
                 None => c.resolve(shape).err().map(|e| e.to_string()),
             },
-            ContenderKind::Nccl | ContenderKind::NcclGraph => None,
+            ContenderKind::Nccl(_) | ContenderKind::NcclGraph(_) => None,
         }
     }
 
     /// Collectives per launch: [`GRAPH_CALLS`] for a graph replay, else 1.
     pub fn calls_per_launch(&self) -> usize {
         match self.kind {
-            ContenderKind::NcclGraph | ContenderKind::EngineGraph(_) => GRAPH_CALLS,
+            ContenderKind::NcclGraph(_) | ContenderKind::EngineGraph(_) => GRAPH_CALLS,
             _ => 1,
         }
     }
 
     pub fn is_nccl(&self) -> bool {
-        matches!(self.kind, ContenderKind::Nccl | ContenderKind::NcclGraph)
+        matches!(
+            self.kind,
+            ContenderKind::Nccl(_) | ContenderKind::NcclGraph(_)
+        )
+    }
+
+    /// How NCCL knows the buffers, for an NCCL contender.
+    pub fn nccl_buffers(&self) -> Option<NcclBuffers> {
+        match self.kind {
+            ContenderKind::Nccl(b) | ContenderKind::NcclGraph(b) => Some(b),
+            _ => None,
+        }
     }
 
     pub fn is_graph(&self) -> bool {
         matches!(
             self.kind,
-            ContenderKind::NcclGraph | ContenderKind::EngineGraph(_)
+            ContenderKind::NcclGraph(_) | ContenderKind::EngineGraph(_)
         )
     }
 }
@@ -138,9 +162,12 @@ pub fn prepare<T: Element>(
             let path = e.graph_capture(Some(choice), shape.shape(), T::DTYPE, op, bind)?;
             Ok(Some(path))
         }
-        ContenderKind::Nccl => Ok(None),
-        ContenderKind::NcclGraph => {
-            let call = e.nccl_call(shape, op);
+        ContenderKind::Nccl(_) => Ok(None),
+        ContenderKind::NcclGraph(b) => {
+            let call = NcclCall {
+                buffers: *b,
+                ..e.nccl_call(shape, op)
+            };
             e.nccl_graph_capture(&call)?;
             Ok(None)
         }
@@ -157,11 +184,14 @@ pub fn launch<T: Element>(
     match &c.kind {
         ContenderKind::Engine(choice) => e.launch(Some(choice), shape, op).map(|_| ()),
         ContenderKind::EngineGraph(_) => e.graph_replay(),
-        ContenderKind::Nccl => {
-            let call = e.nccl_call(shape, op);
+        ContenderKind::Nccl(b) => {
+            let call = NcclCall {
+                buffers: *b,
+                ..e.nccl_call(shape, op)
+            };
             e.launch_nccl(&call)
         }
-        ContenderKind::NcclGraph => e.launch_nccl_graph(),
+        ContenderKind::NcclGraph(_) => e.launch_nccl_graph(),
     }
 }
 

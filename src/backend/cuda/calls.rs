@@ -36,6 +36,7 @@ impl Keep for NcclCall {
             && self.dtype == o.dtype
             && self.op == o.op
             && self.in_place == o.in_place
+            && self.buffers == o.buffers
     }
 }
 

@@ -29,6 +29,17 @@ impl NcclBackend for CudaBackend {
         r.map(|_| ()).map_err(|e| self.front.failed(e))
     }
 
+    fn nccl_memory(&mut self, lib: &Nccl) -> Result<()> {
+        let r = self.front.each_all(|_| {
+            let lib = lib.clone();
+            Box::new(move |rk: &mut Rank<'_>| {
+                rk.nccl_memory = Some(lib);
+                Ok(())
+            })
+        });
+        r.map(|_| ()).map_err(|e| self.front.failed(e))
+    }
+
     fn launch_nccl(&mut self, call: &NcclCall) -> Result<()> {
         let timed = self.front.log.nccl(call);
         let (key, sent) = self.front.held_nccl.key(call);

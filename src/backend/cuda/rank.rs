@@ -160,6 +160,14 @@ pub(super) struct Rank<'id> {
     instr: Instruments<'id>,
     #[cfg(feature = "nccl")]
     nccl: Option<(nccl::Nccl, nccl::Comm)>,
+    /// The buffers registered with the communicator, each undone before its
+    /// buffer moves or goes and before the communicator goes
+    /// (`rank/nccl_calls.rs`).
+    #[cfg(feature = "nccl")]
+    nccl_regs: Vec<(BufId, crate::cuda::NcclRegistration)>,
+    /// Allocate buffers with NCCL's allocator (symmetric windows need it).
+    #[cfg(feature = "nccl")]
+    pub(super) nccl_memory: Option<nccl::Nccl>,
     /// The CUDA graphs and the capture in progress.
     graphs: Graphs<'id>,
     /// The profiling layer's host-side totals.
@@ -238,6 +246,10 @@ impl<'id> Rank<'id> {
             instr: Instruments::default(),
             #[cfg(feature = "nccl")]
             nccl: None,
+            #[cfg(feature = "nccl")]
+            nccl_regs: Vec::new(),
+            #[cfg(feature = "nccl")]
+            nccl_memory: None,
             graphs: Graphs {
                 nccl: None,
                 graph: None,
@@ -437,6 +449,10 @@ impl<'id> Rank<'id> {
     /// old address then).
     pub fn reserve(&mut self, id: BufId, bytes: usize) -> Result<(PeerBuf, bool)> {
         let e = self.err();
+        // Every rank reserves alike: a symmetric registration, collective,
+        // is made again on every rank or on none.
+        #[cfg(feature = "nccl")]
+        self.nccl_deregister(Some(id))?;
         let moved = self.bufs.get(&id).is_none_or(|b| b.len() < bytes);
         if moved {
             if self.faults.alloc_fails(self.rank) {
@@ -463,7 +479,7 @@ impl<'id> Rank<'id> {
                     hint: "use a smaller size or fewer ranks per GPU".into(),
                 });
             }
-            let b = self.ctx.alloc(bytes).map_err(&e)?;
+            let b = self.alloc(bytes)?;
             if id == BufId::LL {
                 // An LL kernel accepts a word whose flag equals its call
                 // number: none may be left from earlier use of the memory.
@@ -478,10 +494,29 @@ impl<'id> Rank<'id> {
             .ok_or_else(|| Error::internal("buffer vanished"))
     }
 
-    pub fn release(&mut self, id: BufId) {
+    pub fn release(&mut self, id: BufId) -> Result<()> {
         self.graphs.graph = None;
         self.graphs.nccl = None;
+        #[cfg(feature = "nccl")]
+        self.nccl_deregister(Some(id))?;
         self.bufs.remove(&id);
+        Ok(())
+    }
+
+    /// `bytes` of device memory: the driver's, or NCCL's allocator's where
+    /// the engine asked for it.
+    fn alloc(&self, bytes: usize) -> Result<DevBuf<'id>> {
+        #[cfg(feature = "nccl")]
+        if let (Some(lib), true) = (&self.nccl_memory, bytes > 0) {
+            return self
+                .ctx
+                .alloc_nccl(lib, bytes)
+                .map_err(|err| Error::NcclRank {
+                    rank: self.rank,
+                    message: err.to_string(),
+                });
+        }
+        self.ctx.alloc(bytes).map_err(self.err())
     }
 
     fn buf(&self, id: BufId) -> Result<&DevBuf<'id>> {
@@ -540,6 +575,10 @@ impl<'id> Rank<'id> {
         self.graphs.nccl = None;
         #[cfg(feature = "nccl")]
         {
+            // Every rank drained: the registrations go (errors ignored: the
+            // communicator's end undoes them too), then the communicator.
+            let _ = self.nccl_deregister(None);
+            self.nccl_regs.clear();
             self.nccl = None;
         }
     }
@@ -589,7 +628,12 @@ impl Rank<'_> {
         std::mem::forget(self.graphs.joint.take());
         std::mem::forget(self.graphs.nccl.take());
         #[cfg(feature = "nccl")]
-        std::mem::forget(self.nccl.take());
+        {
+            for r in self.nccl_regs.drain(..) {
+                std::mem::forget(r);
+            }
+            std::mem::forget(self.nccl.take());
+        }
         for (_, b) in self.bufs.drain() {
             std::mem::forget(b);
         }

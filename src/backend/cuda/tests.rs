@@ -61,6 +61,7 @@ fn held_nccl_calls_are_the_same_call_on_the_same_buffers_and_shape() {
         op: ReduceOp::Sum,
         in_place,
         bind: bind.clone(),
+        buffers: crate::backend::NcclBuffers::Plain,
     };
     let mut h = HeldCalls::<NcclCall>::default();
     let (k, sent) = h.key(&nc(64, false, &bind));

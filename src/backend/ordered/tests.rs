@@ -70,6 +70,7 @@ fn cpu_refuses_what_it_cannot_order() {
             op: ReduceOp::Sum,
             in_place: true,
             bind: Arc::new(vec![Binding::DEFAULT; 2]),
+            buffers: crate::backend::NcclBuffers::Plain,
         };
         let e = core
             .launch_nccl_after(&call, &After::Work, None)

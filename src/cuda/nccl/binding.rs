@@ -49,6 +49,20 @@ type AllGatherFn =
     unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, RawComm, CUstream) -> c_int;
 type GetErrorStringFn = unsafe extern "C" fn(c_int) -> *const c_char;
 type GetLastErrorFn = unsafe extern "C" fn(RawComm) -> *const c_char;
+/// `ncclCommRegister`: (comm, buff, size, handle out).
+type CommRegisterFn = unsafe extern "C" fn(RawComm, *mut c_void, usize, *mut *mut c_void) -> c_int;
+/// `ncclCommDeregister` and `ncclCommWindowDeregister`: (comm, handle or window).
+type CommDeregisterFn = unsafe extern "C" fn(RawComm, *mut c_void) -> c_int;
+/// `ncclCommWindowRegister`: (comm, buff, size, window out, winFlags).
+type WindowRegisterFn =
+    unsafe extern "C" fn(RawComm, *mut c_void, usize, *mut *mut c_void, c_int) -> c_int;
+/// `ncclMemAlloc`: (pointer out, size).
+type MemAllocFn = unsafe extern "C" fn(*mut *mut c_void, usize) -> c_int;
+/// `ncclMemFree`: (pointer).
+type MemFreeFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+/// `NCCL_WIN_COLL_SYMMETRIC`: the window is the same on every rank, so
+/// NCCL's symmetric kernels may run on it.
+const NCCL_WIN_COLL_SYMMETRIC: c_int = 0x01;
 
 /// `ncclUniqueId`: 128 opaque bytes from [`Nccl::unique_id`], shared by every rank of one
 /// communicator. [`UniqueId::as_bytes`] / [`UniqueId::from_bytes`] carry it between processes.
@@ -110,6 +124,14 @@ struct Optional {
     all_gather: Option<AllGatherFn>,
     /// NCCL >= 2.13; without it errors carry no last-error text.
     get_last_error: Option<GetLastErrorFn>,
+    /// NCCL >= 2.19: buffer registration.
+    comm_register: Option<CommRegisterFn>,
+    comm_deregister: Option<CommDeregisterFn>,
+    /// NCCL >= 2.27: windows (symmetric memory) and NCCL's own allocator.
+    window_register: Option<WindowRegisterFn>,
+    window_deregister: Option<CommDeregisterFn>,
+    mem_alloc: Option<MemAllocFn>,
+    mem_free: Option<MemFreeFn>,
 }
 
 /// The loaded library and its resolved entry points.
@@ -242,8 +264,9 @@ impl Nccl {
     pub(super) fn from_library(lib: Library, path: &Path) -> Result<Nccl, NcclError> {
         // SAFETY: for every `sym`/`optional_sym` call, each type is the fn-pointer type of the
         // symbol's declaration in nccl.h (ncclResult_t, ncclDataType_t and ncclRedOp_t are C
-        // ints, ncclComm_t and cudaStream_t are pointers, ncclUniqueId is 128 bytes passed by
-        // value, size_t is usize), and `lib` is never closed (it moves into `Inner._lib`).
+        // ints, ncclComm_t, ncclWindow_t, cudaStream_t and registration handles are pointers,
+        // ncclUniqueId is 128 bytes passed by value, size_t is usize), and `lib` is never
+        // closed (it moves into `Inner._lib`).
         let req = unsafe {
             Required {
                 get_version: sym(&lib, path, "ncclGetVersion")?,
@@ -264,6 +287,12 @@ impl Nccl {
                 reduce_scatter: optional_sym(&lib, path, "ncclReduceScatter"),
                 all_gather: optional_sym(&lib, path, "ncclAllGather"),
                 get_last_error: optional_sym(&lib, path, "ncclGetLastError"),
+                comm_register: optional_sym(&lib, path, "ncclCommRegister"),
+                comm_deregister: optional_sym(&lib, path, "ncclCommDeregister"),
+                window_register: optional_sym(&lib, path, "ncclCommWindowRegister"),
+                window_deregister: optional_sym(&lib, path, "ncclCommWindowDeregister"),
+                mem_alloc: optional_sym(&lib, path, "ncclMemAlloc"),
+                mem_free: optional_sym(&lib, path, "ncclMemFree"),
             }
         };
         // A bare name was found by the dynamic linker: report the file actually mapped.
@@ -378,6 +407,43 @@ impl Nccl {
         // SAFETY: no arguments; NCCL keeps the group state per thread.
         let code = unsafe { (self.inner.req.group_end)() };
         self.inner.check("ncclGroupEnd", code, ptr::null_mut())
+    }
+
+    /// `ncclMemAlloc` (NCCL 2.27+): `bytes` of device memory on the calling thread's
+    /// current CUDA device, from NCCL's allocator (CUDA's virtual memory management,
+    /// mapped for every GPU that can reach this one), the memory a symmetric window
+    /// ([`Registration::Symmetric`]) needs. Freed with `ncclMemFree` when the returned
+    /// [`NcclMem`] is dropped. [`NcclError::Unavailable`] on an older NCCL;
+    /// [`NcclError::Invalid`] for zero bytes.
+    pub(crate) fn mem_alloc(&self, bytes: usize) -> Result<NcclMem, NcclError> {
+        let call = "ncclMemAlloc";
+        let alloc = self.inner.optional(self.inner.opt.mem_alloc, call)?;
+        let free = self
+            .inner
+            .optional(self.inner.opt.mem_free, "ncclMemFree")?;
+        if bytes == 0 {
+            return Err(NcclError::Invalid {
+                call,
+                reason: "zero bytes".into(),
+            });
+        }
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: the out-pointer is valid for the call; NCCL allocates on the current
+        // device and writes the address.
+        let code = unsafe { alloc(&mut p, bytes) };
+        self.inner.check(call, code, ptr::null_mut())?;
+        if p.is_null() {
+            return Err(NcclError::Invalid {
+                call,
+                reason: format!("NCCL returned no memory for {bytes} bytes"),
+            });
+        }
+        Ok(NcclMem {
+            ptr: p as usize as u64,
+            bytes,
+            free,
+            _lib: self.inner.clone(),
+        })
     }
 
     /// The checks shared by the collectives: `comm` was made by this library, and the
@@ -581,6 +647,106 @@ impl Nccl {
     }
 }
 
+/// Device memory from [`Nccl::mem_alloc`], freed with `ncclMemFree` on drop (the
+/// result ignored). Whoever uses it on the GPU must drain that work before the drop.
+pub struct NcclMem {
+    ptr: u64,
+    bytes: usize,
+    free: MemFreeFn,
+    /// Keeps the library (and so `free`) loaded.
+    _lib: Arc<Inner>,
+}
+
+impl fmt::Debug for NcclMem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NcclMem")
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .field("bytes", &self.bytes)
+            .finish()
+    }
+}
+
+impl NcclMem {
+    /// The address, the size and a function that frees the memory once (what a device
+    /// buffer type that owns it calls at its end); the library stays loaded as long
+    /// as the function lives.
+    pub fn into_raw(self) -> (u64, usize, Box<dyn FnOnce(u64) + Send + Sync>) {
+        let this = ManuallyDrop::new(self);
+        let free = this.free;
+        // SAFETY: `this` is never dropped, so its `_lib` is moved out exactly once.
+        let lib = unsafe { ptr::read(&this._lib) };
+        (
+            this.ptr,
+            this.bytes,
+            Box::new(move |p: u64| {
+                // SAFETY: `p` is the address ncclMemAlloc returned, freed once (the box
+                // is FnOnce); `lib` keeps the code loaded.
+                let _ = unsafe { free(device_ptr(p).cast_mut()) };
+                drop(lib);
+            }),
+        )
+    }
+}
+
+impl Drop for NcclMem {
+    fn drop(&mut self) {
+        // SAFETY: the address came from ncclMemAlloc and is freed once, here; the
+        // library is kept loaded by `_lib`. The result is deliberately ignored.
+        let _ = unsafe { (self.free)(device_ptr(self.ptr).cast_mut()) };
+    }
+}
+
+/// How a buffer is made known to a communicator before its collectives use it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Registration {
+    /// `ncclCommRegister` (NCCL 2.19+), local to the rank: NCCL may then move
+    /// data straight from and into the buffer instead of through its own.
+    Buffer,
+    /// `ncclCommWindowRegister` with `NCCL_WIN_COLL_SYMMETRIC` (NCCL 2.27+),
+    /// collective: every rank registers its buffer, and NCCL's symmetric
+    /// kernels may then run on it. The memory must come from
+    /// [`Nccl::mem_alloc`].
+    Symmetric,
+}
+
+impl Registration {
+    /// The entry point that makes it.
+    pub fn call(self) -> &'static str {
+        match self {
+            Registration::Buffer => "ncclCommRegister",
+            Registration::Symmetric => "ncclCommWindowRegister",
+        }
+    }
+}
+
+/// A buffer registered with a communicator ([`Comm::register`]), undone by
+/// [`Comm::deregister`] (or by the communicator's end).
+#[derive(Debug)]
+pub struct Registered {
+    handle: *mut c_void,
+    /// The communicator that made it (only that one undoes it).
+    comm: RawComm,
+    kind: Registration,
+    ptr: u64,
+    bytes: usize,
+}
+
+// SAFETY: an opaque token NCCL handed out; it is only passed back to NCCL, by
+// the owner of the communicator, one thread at a time.
+unsafe impl Send for Registered {}
+
+impl Registered {
+    /// How it was registered.
+    pub fn kind(&self) -> Registration {
+        self.kind
+    }
+
+    /// The registered range: device address and bytes.
+    pub fn range(&self) -> (u64, usize) {
+        (self.ptr, self.bytes)
+    }
+}
+
 /// A device address as the pointer NCCL takes (device pointers are plain addresses).
 fn device_ptr(p: u64) -> *const c_void {
     p as usize as *const c_void
@@ -662,6 +828,86 @@ impl Comm {
         let code = unsafe { f(self.raw, &mut state) };
         self.lib.check(call, code, self.raw)?;
         Ok((state != NCCL_SUCCESS).then(|| self.lib.call_error(call, state, self.raw)))
+    }
+
+    /// Registers `bytes` at device address `ptr` with this communicator
+    /// ([`Registration`]). [`NcclError::Unavailable`] where this NCCL lacks the entry
+    /// point; [`NcclError::Invalid`] for a null address or zero bytes.
+    ///
+    /// # Safety
+    /// `ptr..ptr + bytes` must be device memory on this communicator's device that
+    /// stays allocated until the registration is undone ([`Comm::deregister`]) or the
+    /// communicator is destroyed. For [`Registration::Symmetric`] every rank of the
+    /// communicator must make the same call, outside a group (it is collective and
+    /// blocks until they all have), on memory from [`Nccl::mem_alloc`], and a buffer
+    /// may be registered so only once.
+    pub unsafe fn register(
+        &self,
+        kind: Registration,
+        ptr: u64,
+        bytes: usize,
+    ) -> Result<Registered, NcclError> {
+        let call = kind.call();
+        if ptr == 0 || bytes == 0 {
+            return Err(NcclError::Invalid {
+                call,
+                reason: format!("nothing to register (address {ptr:#x}, {bytes} bytes)"),
+            });
+        }
+        let mut handle: *mut c_void = ptr::null_mut();
+        let buff = device_ptr(ptr).cast_mut();
+        let code = match kind {
+            Registration::Buffer => {
+                let f = self.lib.optional(self.lib.opt.comm_register, call)?;
+                // SAFETY: `self.raw` is live (owned by `self`, not Sync); the range is
+                // valid device memory per the caller's contract; `handle` is a valid
+                // out-pointer.
+                unsafe { f(self.raw, buff, bytes, &mut handle) }
+            }
+            Registration::Symmetric => {
+                let f = self.lib.optional(self.lib.opt.window_register, call)?;
+                // The deregistration must exist too, or the window could never go.
+                self.lib
+                    .optional(self.lib.opt.window_deregister, "ncclCommWindowDeregister")?;
+                // SAFETY: as above; collective participation per the caller's contract.
+                unsafe { f(self.raw, buff, bytes, &mut handle, NCCL_WIN_COLL_SYMMETRIC) }
+            }
+        };
+        self.lib.check(call, code, self.raw)?;
+        Ok(Registered {
+            handle,
+            comm: self.raw,
+            kind,
+            ptr,
+            bytes,
+        })
+    }
+
+    /// Undoes [`Comm::register`] (`ncclCommDeregister` or
+    /// `ncclCommWindowDeregister`, both local to the rank).
+    ///
+    /// [`NcclError::Invalid`] for a registration of another communicator.
+    ///
+    /// # Safety
+    /// No NCCL operation enqueued on the registered buffer may still be running
+    /// (synchronize the streams of the calls that used it first).
+    pub unsafe fn deregister(&self, reg: Registered) -> Result<(), NcclError> {
+        if reg.comm != self.raw {
+            return Err(NcclError::Invalid {
+                call: "ncclCommDeregister",
+                reason: "the buffer was registered with another communicator".into(),
+            });
+        }
+        let (call, f) = match reg.kind {
+            Registration::Buffer => ("ncclCommDeregister", self.lib.opt.comm_deregister),
+            Registration::Symmetric => ("ncclCommWindowDeregister", self.lib.opt.window_deregister),
+        };
+        let f = self.lib.optional(f, call)?;
+        // SAFETY: `self.raw` is live; `reg.handle` came from this communicator's
+        // registration (checked above) and is passed back once (`reg` is consumed);
+        // nothing uses the buffer through NCCL any more (the caller's contract).
+        let code = unsafe { f(self.raw, reg.handle) };
+        self.lib.check(call, code, self.raw)
     }
 
     /// `ncclCommAbort`: frees the communicator without waiting for its pending work, which

@@ -18,10 +18,12 @@
 //!
 //! Bound: `ncclGetVersion`, `ncclGetUniqueId`, `ncclCommInitRank`, `ncclCommDestroy` (on
 //! drop), `ncclCommAbort`, `ncclCommGetAsyncError`, `ncclGetErrorString`, `ncclGetLastError`,
-//! `ncclGroupStart`, `ncclGroupEnd`, `ncclAllReduce`, `ncclReduceScatter` and
-//! `ncclAllGather`. Entry points older NCCLs lack (`ncclCommAbort`, `ncclCommGetAsyncError`,
-//! `ncclReduceScatter`, `ncclAllGather`, `ncclGetLastError`) are optional: using an absent one
-//! is [`NcclError::Unavailable`], naming the NCCL version.
+//! `ncclGroupStart`, `ncclGroupEnd`, `ncclAllReduce`, `ncclReduceScatter`,
+//! `ncclAllGather`, and for registered and symmetric buffers `ncclCommRegister`,
+//! `ncclCommDeregister` (2.19+), `ncclCommWindowRegister`, `ncclCommWindowDeregister`,
+//! `ncclMemAlloc` and `ncclMemFree` (2.27+). Entry points older NCCLs lack (all but the
+//! first eight) are optional: using an absent one is [`NcclError::Unavailable`], naming the
+//! NCCL version.
 //!
 //! Datatypes and reduction operations are the plain `ncclDataType_t` / `ncclRedOp_t` values
 //! (`i32`); collectives check them against the loaded version before calling NCCL.
@@ -34,6 +36,6 @@ mod types;
 #[cfg(test)]
 mod testutil;
 
-pub(crate) use binding::{Comm, UniqueId};
+pub(crate) use binding::{Comm, Registered, Registration, UniqueId};
 pub use binding::{Nccl, NcclError};
 pub use types::{ResultCode, Version};

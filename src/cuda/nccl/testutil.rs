@@ -98,6 +98,18 @@ int ncclAllGather(const void *s, void *r, size_t n, int dt, void *comm, void *st
 int ncclCommAbort(void *c) { g_aborted++; free(c); return 0; }
 int ncclCommGetAsyncError(void *c, int *state) { (void)c; *state = g_async; return 0; }
 const char *ncclGetLastError(void *c) { (void)c; return " fake last error\n"; }
+static int g_regs = 0, g_wins = 0, g_mems = 0, g_win_flags = -1;
+int ncclCommRegister(void *c, void *b, size_t n, void **h) {
+    (void)c; if (!b || !n) return 4; g_regs++; *h = (char *)b + 1; return 0;
+}
+int ncclCommDeregister(void *c, void *h) { (void)c; if (!h) return 4; g_regs--; return 0; }
+int ncclCommWindowRegister(void *c, void *b, size_t n, void **w, int flags) {
+    (void)c; if (!b || !n) return 4; g_wins++; g_win_flags = flags; *w = (char *)b + 2; return 0;
+}
+int ncclCommWindowDeregister(void *c, void *w) { (void)c; if (!w) return 4; g_wins--; return 0; }
+int ncclMemAlloc(void **p, size_t n) { *p = malloc(n); if (!*p) return 2; g_mems++; return 0; }
+int ncclMemFree(void *p) { free(p); g_mems--; return 0; }
+void fake_reg_counts(int *out) { out[0] = g_regs; out[1] = g_wins; out[2] = g_mems; out[3] = g_win_flags; }
 #endif
 
 void fake_set_next(int rc) { g_next = rc; }
@@ -217,6 +229,21 @@ impl Fake {
             init_nranks: out[3],
             init_rank: out[4],
         }
+    }
+
+    /// Live buffer registrations, live windows, live `ncclMemAlloc` allocations, and the
+    /// last window's flags (-1 before any).
+    pub fn reg_counts(&self) -> [i32; 4] {
+        let mut out = [0i32; 4];
+        // SAFETY: `fake_reg_counts(int *)` writes 4 ints.
+        unsafe {
+            let f = self
+                .hooks
+                .get::<unsafe extern "C" fn(*mut i32)>(b"fake_reg_counts")
+                .unwrap();
+            f(out.as_mut_ptr())
+        }
+        out
     }
 
     /// The last collective's (kind 1/2/3, send, recv, count, datatype, op, comm, stream);

@@ -50,9 +50,33 @@ fn contenders() {
     )
     .unwrap();
     assert_eq!(v.len(), 7);
-    assert_eq!(v[3].kind, ContenderKind::Nccl);
+    assert_eq!(v[3].kind, ContenderKind::Nccl(NcclBuffers::Plain));
     assert!(v[5].is_graph() && v[5].is_nccl());
     assert!(matches!(v[6].kind, ContenderKind::EngineGraph(_)));
+    // NCCL on registered buffers and on symmetric windows (nccl-tests' -R 1
+    // and -R 2), plain and from graphs.
+    let v = parse_contenders("--algo", "nccl:reg,NCCL:SYM,nccl:reg:graph,nccl:sym:graph").unwrap();
+    let kinds: Vec<_> = v.iter().map(|c| c.kind.clone()).collect();
+    assert_eq!(
+        kinds,
+        [
+            ContenderKind::Nccl(NcclBuffers::Registered),
+            ContenderKind::Nccl(NcclBuffers::Symmetric),
+            ContenderKind::NcclGraph(NcclBuffers::Registered),
+            ContenderKind::NcclGraph(NcclBuffers::Symmetric),
+        ]
+    );
+    assert_eq!(v[1].name, "nccl:sym");
+    assert!(v.iter().all(Contender::is_nccl));
+    assert_eq!(v[3].nccl_buffers(), Some(NcclBuffers::Symmetric));
+    assert_eq!(v[3].calls_per_launch(), GRAPH_CALLS);
+    for bad in ["nccl:registered", "nccl:sym:reg", "nccl:graph:sym"] {
+        let e = parse_contenders("--algo", bad).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown NCCL contender") && e.contains("nccl:sym"),
+            "{bad}: {e}"
+        );
+    }
     assert!(parse_contenders("--algo", "ring,tree").is_err());
     assert!(parse_contenders("--algo", "").is_err());
 }

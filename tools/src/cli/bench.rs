@@ -23,7 +23,8 @@ use sweep::sweep;
 fn algo_help() -> String {
     format!(
         "Contenders, comma-separated: auto (the engine's choice by size), any path ({}), nccl, \
-         and any of them with :graph (captured into CUDA graphs, 2 calls per graph). Default: \
+         nccl:reg (its buffers registered, nccl-tests' -R 1), nccl:sym (as symmetric windows, -R \
+         2: every path then runs on NCCL's memory), and any of them with :graph (captured into CUDA graphs, 2 calls per graph). Default: \
          auto,nccl on GPUs; auto alone on the CPU backend (which has no NCCL) or where the NCCL \
          library is not found, with a note saying so (with --nccl-lib, NCCL is always a \
          contender).",
@@ -280,6 +281,7 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         }
     }
     let mut notes = refused;
+    nccl_memory(&mut e, &mut x, nccl.as_ref(), &mut notes)?;
     // One process per rank: only rank 0 reports and writes files.
     let root = e.job_spec().is_none_or(|j| j.rank == 0);
     engine_notes(&e, &x.contenders, cpu, &mut notes)?;
@@ -309,6 +311,34 @@ pub fn execute(a: BenchArgs) -> Result<bool> {
         },
         rep,
     )
+}
+
+/// With `nccl:sym` among the contenders, the engine's buffers come from
+/// NCCL's allocator (the memory symmetric windows need), for every path
+/// alike, as nccl-tests' `-R 2` runs; where the engine cannot have them
+/// (one process per rank), `nccl:sym` is dropped with a note.
+fn nccl_memory(
+    e: &mut Engine,
+    x: &mut Args,
+    nccl: Option<&super::cuda::Nccl>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let sym = |c: &Contender| c.nccl_buffers() == Some(ringreduce::backend::NcclBuffers::Symmetric);
+    let Some(lib) = nccl.filter(|_| x.contenders.iter().any(sym)) else {
+        return Ok(());
+    };
+    match super::cuda::nccl_memory(e, lib) {
+        Ok(()) => notes.push(
+            "buffers: every path runs on memory from NCCL's allocator (ncclMemAlloc), which nccl:sym's symmetric windows need (nccl-tests' -R 2)".into(),
+        ),
+        Err(err @ Error::Unsupported(..)) => {
+            crate::note!("note: nccl:sym skipped: {err}");
+            notes.push(format!("nccl:sym skipped: {err}"));
+            x.contenders.retain(|c| !sym(c));
+        }
+        Err(err) => return Err(err),
+    }
+    Ok(())
 }
 
 /// The notes of the engine: its fallback, its processes, its backend,

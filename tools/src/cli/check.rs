@@ -215,7 +215,7 @@ fn check_table<T: Element>(
     ))?;
     let nccl = Contender {
         name: "nccl".into(),
-        kind: ContenderKind::Nccl,
+        kind: ContenderKind::Nccl(ringreduce::backend::NcclBuffers::Plain),
     };
     let mut all_ok = true;
     let t0 = std::time::Instant::now();

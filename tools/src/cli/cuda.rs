@@ -55,6 +55,17 @@ pub fn nccl_init(core: &mut Engine, lib: &Nccl) -> Result<()> {
     }
 }
 
+/// `Engine::nccl_memory`: the engine's buffers from NCCL's allocator.
+pub fn nccl_memory(core: &mut Engine, lib: &Nccl) -> Result<()> {
+    #[cfg(feature = "cuda")]
+    return core.nccl_memory(lib);
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = core;
+        match *lib {}
+    }
+}
+
 /// No NCCL without the `cuda` feature: loading it fails, so no value of
 /// this type exists.
 #[cfg(not(feature = "cuda"))]

@@ -19,7 +19,7 @@ fn compare_type<T: Element>(e: &mut Engine) -> Result<(), String> {
     let n = e.ranks();
     let nccl = Contender {
         name: "nccl".into(),
-        kind: ContenderKind::Nccl,
+        kind: ContenderKind::Nccl(ringreduce::backend::NcclBuffers::Plain),
     };
     for collective in Collective::ALL {
         let ops = if collective.reduces() {
@@ -78,6 +78,61 @@ fn compare_type<T: Element>(e: &mut Engine) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `nccl:reg` and `nccl:sym`, plain and from graphs, give NCCL's results on
+/// buffers from NCCL's allocator; the engine refuses that allocator once it
+/// holds a buffer.
+fn registered_and_symmetric(lib: &Nccl) -> TestResult {
+    let n = gpu_count();
+    let mut core = Engine::new(EngineConfig::new(n, BackendChoice::Cuda)).ctx("engine")?;
+    core.nccl_memory(lib).ctx("NCCL's memory")?;
+    core.nccl_init(lib).ctx("NCCL init")?;
+    for name in [
+        "nccl",
+        "nccl:reg",
+        "nccl:sym",
+        "nccl:reg:graph",
+        "nccl:sym:graph",
+    ] {
+        let c = Contender::parse(name).ctx("contender")?;
+        for collective in Collective::ALL {
+            if matches!(collective, Collective::Broadcast { .. }) {
+                continue;
+            }
+            for count in [1000usize, 65_537] {
+                let per_rank = core.shape::<f32>(collective, count, false).input(0).len();
+                let inputs =
+                    verify::make_inputs::<f32>(Inputs::Exact, ReduceOp::Sum, n, per_rank, 5)
+                        .expect("inputs");
+                let expect = bench::expected(collective, &inputs, ReduceOp::Sum, Inputs::Exact);
+                for in_place in [false, true] {
+                    let (wrong, _, _) = bench::checked_call(
+                        &mut core,
+                        &c,
+                        collective,
+                        in_place,
+                        ReduceOp::Sum,
+                        &inputs,
+                        &expect,
+                    )
+                    .ctx(format!(
+                        "{name} {collective} count {count} in place {in_place}"
+                    ))?;
+                    ensure!(
+                        wrong == 0,
+                        "{name} {collective} count {count} in place {in_place}: {wrong} wrong"
+                    );
+                }
+            }
+        }
+    }
+    let e = core.nccl_memory(lib);
+    ensure!(
+        matches!(e, Err(ringreduce::Error::BadArgument(_))),
+        "NCCL's memory after the first buffer: {e:?}"
+    );
+    pass()
 }
 
 pub fn register(h: &mut Harness) {
@@ -168,4 +223,24 @@ pub fn register(h: &mut Harness) {
         }
         pass()
     });
+
+    h.add(
+        "nccl::registered_and_symmetric_buffers[cuda]",
+        || -> TestResult {
+            if let Some(why) = cuda_skip_reason(1) {
+                return Ok(Outcome::Skip(why));
+            }
+            let lib = match Nccl::load(None) {
+                Ok(l) => l,
+                Err(e) => return skip(format!("NCCL not found: {e}")),
+            };
+            if lib.version_info() < ringreduce::cuda::nccl::Version::new(2, 27, 0) {
+                return skip(format!(
+                    "NCCL {} has no symmetric windows (2.27+)",
+                    lib.version_info()
+                ));
+            }
+            registered_and_symmetric(&lib)
+        },
+    );
 }

@@ -524,10 +524,7 @@ impl PeerExchange for Ipc {
             "release of buffer {} (every peer closed its mapping)",
             id.0
         ))?;
-        front.on(Box::new(move |rk: &mut Rank<'_>| {
-            rk.release(id);
-            Ok(())
-        }))
+        front.on(Box::new(move |rk: &mut Rank<'_>| rk.release(id)))
     }
 
     fn teardown(&mut self, front: &mut Front) {

@@ -244,12 +244,7 @@ impl PeerExchange for InProcess {
     fn release(&mut self, front: &mut Front, id: BufId) -> Result<()> {
         self.drain(front)?;
         front.drop_graphs()?;
-        front.each(|_| {
-            Box::new(move |rk: &mut Rank<'_>| {
-                rk.release(id);
-                Ok(())
-            })
-        })?;
+        front.each(|_| Box::new(move |rk: &mut Rank<'_>| rk.release(id)))?;
         for m in &mut front.peers.bufs {
             m.remove(&id);
         }

@@ -4,6 +4,7 @@ use super::activity::TimingSource;
 #[cfg(feature = "profiling")]
 use super::activity::{CuptiCall, OpRef};
 use super::*;
+use crate::backend::NcclBuffers;
 #[cfg(feature = "profiling")]
 use crate::cuda::cupti::CuptiTie;
 use crate::plan::Collective;
@@ -12,6 +13,12 @@ impl<'id> Rank<'id> {
     // -- NCCL ----------------------------------------------------------------
 
     pub fn nccl_init(&mut self, lib: nccl::Nccl, id: nccl::UniqueId, n: usize) -> Result<()> {
+        if !self.nccl_regs.is_empty() {
+            // The old communicator's registrations go with it, once its
+            // calls are done.
+            self.sync()?;
+            self.nccl_deregister(None)?;
+        }
         self.nccl = None;
         self.graphs.nccl = None;
         let comm = lib
@@ -91,9 +98,84 @@ impl<'id> Rank<'id> {
         g.map_err(ne)
     }
 
+    /// Registers the call's buffers with the communicator as
+    /// [`NcclCall::buffers`] asks, each once: kept until the buffer moves
+    /// or goes ([`Rank::nccl_deregister`]).
+    fn nccl_register(&mut self, c: &NcclCall) -> Result<()> {
+        let kind = match c.buffers {
+            NcclBuffers::Plain => return Ok(()),
+            NcclBuffers::Registered => nccl::Registration::Buffer,
+            NcclBuffers::Symmetric => nccl::Registration::Symmetric,
+        };
+        let rank = self.rank;
+        let bind = c
+            .bind
+            .get(rank)
+            .copied()
+            .ok_or_else(|| Error::internal(format!("no binding for rank {rank}")))?;
+        let ids = if c.in_place {
+            vec![bind.recv]
+        } else {
+            vec![bind.send, bind.recv]
+        };
+        for id in ids {
+            if self
+                .nccl_regs
+                .iter()
+                .any(|(i, r)| *i == id && r.kind() == kind)
+            {
+                continue;
+            }
+            let (_, comm) = self.nccl.as_ref().ok_or_else(|| Error::NcclRank {
+                rank,
+                message: "NCCL not initialised".into(),
+            })?;
+            // Collective for a window: every rank makes it here alike (the
+            // backend sends every rank the same call, and every reserve of
+            // a buffer drops its registrations on every rank), outside
+            // NCCL's group.
+            let reg = self
+                .buf(id)?
+                .nccl_register(comm, kind)
+                .map_err(|err| Error::NcclRank {
+                    rank,
+                    message: err.to_string(),
+                })?;
+            self.nccl_regs.push((id, reg));
+        }
+        Ok(())
+    }
+
+    /// Undoes the registrations of buffer `id` (`None`: of every buffer).
+    /// The caller drained this rank: no NCCL call runs on them.
+    pub(in crate::backend::cuda) fn nccl_deregister(&mut self, id: Option<BufId>) -> Result<()> {
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.nccl_regs)
+            .into_iter()
+            .partition(|(i, _)| id.is_none_or(|id| *i == id));
+        self.nccl_regs = kept;
+        let Some((_, comm)) = self.nccl.as_ref() else {
+            return Ok(());
+        };
+        let mut first = Ok(());
+        for (_, reg) in gone {
+            let r = reg.deregister(comm);
+            if let (Err(err), Ok(())) = (r, &first) {
+                first = Err(Error::NcclRank {
+                    rank: self.rank,
+                    message: err.to_string(),
+                });
+            }
+        }
+        first
+    }
+
     /// An NCCL call the backend sent (or sent before, by key).
     pub fn nccl_held(&mut self, c: super::super::NcclCmd) -> Result<()> {
         let call = take_held(&mut self.held_nccl, c.key, c.call, self.rank)?;
+        if let Err(err) = self.nccl_register(&call) {
+            self.held_nccl[c.key] = Some(call);
+            return Err(err);
+        }
         let r = self.nccl_call_timed(&call, c.timed);
         self.held_nccl[c.key] = Some(call);
         r
@@ -179,6 +261,8 @@ impl<'id> Rank<'id> {
 
     pub fn nccl_capture(&mut self, c: &NcclCall, calls: usize) -> Result<()> {
         self.graphs.nccl = None;
+        // Registered before the capture: NCCL registers nothing in one.
+        self.nccl_register(c)?;
         let g = self.capture_with(|me| (0..calls).try_for_each(|_| me.nccl_call(c)))?;
         self.graphs.nccl = Some(g);
         Ok(())

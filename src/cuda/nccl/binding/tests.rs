@@ -465,3 +465,98 @@ fn comm_is_driven_only_by_its_library() {
     let a3 = Nccl::load(Some(a.path())).unwrap();
     ar32(&a3, 0x1000, 0x2000, 4, &comm).unwrap();
 }
+
+#[test]
+fn registration_windows_and_nccl_memory() {
+    let Some((_tmp, fake, nccl)) = fake("reg", 22809, &[]) else {
+        return;
+    };
+    let id = nccl.unique_id().unwrap();
+    let comm = nccl.comm_init_rank(2, &id, 0).unwrap();
+    // NCCL's allocator: one live allocation until its function frees it.
+    let (p, n, free) = nccl.mem_alloc(4096).unwrap().into_raw();
+    assert!(p != 0 && n == 4096);
+    assert_eq!(fake.reg_counts()[2], 1);
+    // SAFETY: the fake library only records the range; it stays allocated until `free`.
+    let buf = unsafe { comm.register(Registration::Buffer, p, 4096) }.unwrap();
+    // SAFETY: as above (one rank of the fake's communicator registers alone).
+    let win = unsafe { comm.register(Registration::Symmetric, p, 4096) }.unwrap();
+    assert_eq!(buf.kind(), Registration::Buffer);
+    assert_eq!(win.range(), (p, 4096));
+    // One of each, the window with NCCL_WIN_COLL_SYMMETRIC.
+    assert_eq!(fake.reg_counts(), [1, 1, 1, 1]);
+    // Only the communicator that made a registration undoes it.
+    let other = nccl.comm_init_rank(2, &id, 1).unwrap();
+    // SAFETY: refused before NCCL is called.
+    let e = unsafe { other.deregister(buf) }.unwrap_err();
+    assert!(matches!(e, NcclError::Invalid { .. }), "{e:?}");
+    // SAFETY: the fake library only records the range.
+    let buf = unsafe { comm.register(Registration::Buffer, p, 4096) }.unwrap();
+    assert_eq!(fake.reg_counts()[0], 2);
+    // SAFETY: nothing was enqueued on the buffer.
+    unsafe { comm.deregister(buf) }.unwrap();
+    // SAFETY: as above.
+    unsafe { comm.deregister(win) }.unwrap();
+    assert_eq!(&fake.reg_counts()[..3], &[1, 0, 1]);
+    free(p);
+    assert_eq!(fake.reg_counts()[2], 0);
+    // A dropped allocation is freed too.
+    drop(nccl.mem_alloc(16).unwrap());
+    assert_eq!(fake.reg_counts()[2], 0);
+    // Bad input is refused before NCCL is called.
+    for (p, n) in [(0u64, 64usize), (0x1000, 0)] {
+        // SAFETY: refused before NCCL sees it.
+        let e = unsafe { comm.register(Registration::Buffer, p, n) }.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                NcclError::Invalid {
+                    call: "ncclCommRegister",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
+    assert!(matches!(
+        nccl.mem_alloc(0),
+        Err(NcclError::Invalid {
+            call: "ncclMemAlloc",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn an_nccl_without_registration_says_so() {
+    let Some((_tmp, fake, nccl)) = fake("noreg", 2708, &["OLD"]) else {
+        return;
+    };
+    let id = nccl.unique_id().unwrap();
+    let comm = nccl.comm_init_rank(2, &id, 0).unwrap();
+    let path = fake.path.display().to_string();
+    // SAFETY: refused before NCCL is called (the entry point is absent).
+    let e = unsafe { comm.register(Registration::Symmetric, 0x1000, 64) }.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "ncclCommWindowRegister is not available in NCCL 2.7.8 ({path} does not export it)"
+        )
+    );
+    // SAFETY: as above.
+    let e = unsafe { comm.register(Registration::Buffer, 0x1000, 64) }.unwrap_err();
+    assert!(matches!(
+        e,
+        NcclError::Unavailable {
+            call: "ncclCommRegister",
+            ..
+        }
+    ));
+    assert!(matches!(
+        nccl.mem_alloc(64),
+        Err(NcclError::Unavailable {
+            call: "ncclMemAlloc",
+            ..
+        })
+    ));
+}

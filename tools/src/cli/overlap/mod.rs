@@ -345,9 +345,12 @@ fn settings(a: &OverlapArgs, cpu: bool) -> Result<Settings> {
         a.contenders.as_deref().unwrap_or(DEFAULT_CONTENDERS),
     )?;
     for c in &contenders {
-        if !matches!(c.kind, ContenderKind::Engine(_) | ContenderKind::Nccl) {
+        if !matches!(
+            c.kind,
+            ContenderKind::Engine(_) | ContenderKind::Nccl(ringreduce::backend::NcclBuffers::Plain)
+        ) {
             return Err(Error::BadArgument(format!(
-                "{}: the overlap benchmark takes ringreduce paths and nccl (no graphs)",
+                "{}: the overlap benchmark takes ringreduce paths and nccl (no graphs, no registered buffers)",
                 c.name
             )));
         }

@@ -211,7 +211,7 @@ pub(super) fn reduce(
     tag: Option<SpanTag>,
 ) -> Result<Vec<Completion>> {
     match &c.kind {
-        ContenderKind::Nccl => core.launch_nccl_after(
+        ContenderKind::Nccl(buffers) => core.launch_nccl_after(
             &NcclCall {
                 collective: Collective::AllReduce,
                 count: n,
@@ -219,6 +219,7 @@ pub(super) fn reduce(
                 op: ReduceOp::Sum,
                 in_place: true,
                 bind: bufs.bind[b].clone(),
+                buffers: *buffers,
             },
             &After::Work,
             tag,
