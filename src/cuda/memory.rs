@@ -29,8 +29,9 @@ enum Release {
     /// `cuIpcCloseMemHandle`: a mapping of another process's allocation
     /// ([`Ctx::open_ipc`]), closed, not freed.
     IpcClose,
-    /// The function of the library that made it ([`Ctx::adopt`]: NCCL's
+    /// The function of the library that made it (`Ctx::adopt`: NCCL's
     /// allocator), run once.
+    #[cfg(feature = "nccl")]
     Owner(Option<Box<dyn FnOnce(sys::CUdeviceptr) + Send + Sync>>),
 }
 // SAFETY: the allocation is a device address plus its context; freeing it
@@ -54,6 +55,7 @@ impl Drop for Alloc {
             let _ = match &mut self.release {
                 Release::Free => result::mem_free(self.ptr),
                 Release::IpcClose => result::ipc_close_mem_handle(self.ptr),
+                #[cfg(feature = "nccl")]
                 Release::Owner(f) => {
                     if let Some(f) = f.take() {
                         f(self.ptr);
