@@ -221,6 +221,12 @@ if [ "$MODE" = bench ]; then
                 -n 2 -w 1 --blocks 1 --no-ceiling --timeout 30 > "$W/ll-nccl-tuning.log" 2>&1
             run 100 "$RR" bench --ranks 2 --algo oneshot:ll:graph,oneshot:flag:graph,ring:ll:graph,auto:graph,nccl:graph,nccl:reg:graph,nccl:sym:graph \
                 -b 8 -e 16MiB -f 4 -n 20 -w 5 --blocks 3 --no-ceiling --timeout 30 -J "$W/ll-graphs.json" > "$W/ll-graphs.log" 2>&1
+            # NCCL's own tool on the same GPUs, -R 0/1/2 (scripts/nccl-tests.sh).
+            if [ -f "$D/nccl-tests.tar.gz" ]; then
+                run 420 bash "$D/nccl-tests.sh" "$D/nccl-tests.tar.gz" "$W" 2
+            else
+                echo "SKIPPED: nccl-tests not staged (NCCL_TESTS_GIT=<clone> scripts/stage-gpu.sh)"
+            fi
             for n in 2 4; do
                 for size in 64KiB 1MiB; do
                     run 60 "$RR" trace --backend cuda --ranks $n --algo ring:ll --size $size --calls 3 \

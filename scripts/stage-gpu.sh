@@ -29,7 +29,12 @@ rm -rf .device && mkdir -p .device
 cp target/release/ringreduce .device/
 cp "$integ" .device/integration
 cp "$api" .device/api
-cp scripts/gpu-check.sh scripts/record-command.sh .device/
+cp scripts/gpu-check.sh scripts/record-command.sh scripts/nccl-tests.sh .device/
+# nccl-tests' source, for gpu-check.sh's NCCL yardstick (the GPU machine has
+# no network): NCCL_TESTS_GIT names a clone of github.com/NVIDIA/nccl-tests.
+if [ -n "${NCCL_TESTS_GIT:-}" ]; then
+    git -C "$NCCL_TESTS_GIT" archive --format=tar.gz -o "$PWD/.device/nccl-tests.tar.gz" HEAD
+fi
 git rev-parse --short HEAD > .device/COMMIT
 git diff --quiet || echo "+uncommitted" >> .device/COMMIT
 strip --strip-debug .device/ringreduce .device/integration 2>/dev/null || true
