@@ -29,10 +29,9 @@ enum Release {
     /// `cuIpcCloseMemHandle`: a mapping of another process's allocation
     /// ([`Ctx::open_ipc`]), closed, not freed.
     IpcClose,
-    /// The function of the library that made it (`Ctx::adopt`: NCCL's
-    /// allocator), run once.
+    /// `ncclMemFree`: NCCL's allocation ([`Ctx::alloc_nccl`]), dropped once.
     #[cfg(feature = "nccl")]
-    Owner(Option<Box<dyn FnOnce(sys::CUdeviceptr) + Send + Sync>>),
+    Nccl(Option<super::nccl::NcclMem>),
 }
 // SAFETY: the allocation is a device address plus its context; freeing it
 // from another thread pushes that context first (see Drop).
@@ -56,10 +55,8 @@ impl Drop for Alloc {
                 Release::Free => result::mem_free(self.ptr),
                 Release::IpcClose => result::ipc_close_mem_handle(self.ptr),
                 #[cfg(feature = "nccl")]
-                Release::Owner(f) => {
-                    if let Some(f) = f.take() {
-                        f(self.ptr);
-                    }
+                Release::Nccl(mem) => {
+                    drop(mem.take());
                     Ok(())
                 }
             };
@@ -99,41 +96,10 @@ impl<'id> Ctx<'id> {
         })
     }
 
-    /// Device memory another library allocated on this context's device
-    /// (NCCL's allocator, for symmetric windows), owned from here like
-    /// [`Ctx::alloc`]'s: `release` frees it once, when the last token goes
-    /// (the backend drains every rank first).
-    ///
-    /// # Safety
-    /// `ptr..ptr + bytes` must be one live device allocation on this
-    /// context's device that nothing else frees, and `release(ptr)` must free
-    /// exactly it.
-    #[cfg(feature = "nccl")]
-    unsafe fn adopt(
-        &self,
-        ptr: sys::CUdeviceptr,
-        bytes: usize,
-        release: Box<dyn FnOnce(sys::CUdeviceptr) + Send + Sync>,
-    ) -> DevBuf<'id> {
-        let (b, t) = self.brand();
-        DevBuf {
-            alloc: Arc::new(Alloc {
-                ptr,
-                bytes,
-                ctx: self.ctx,
-                ordinal: self.ordinal,
-                release: Release::Owner(Some(release)),
-                #[cfg(feature = "nccl")]
-                window: Default::default(),
-            }),
-            _brand: b,
-            _thread: t,
-        }
-    }
-
     /// `bytes` (at least 1) from NCCL's allocator (`ncclMemAlloc`) on this
     /// context's device, the memory an NCCL symmetric window needs; freed
-    /// with `ncclMemFree` when the last token goes.
+    /// with `ncclMemFree` when the last token goes (the backend drains every
+    /// rank first).
     #[cfg(feature = "nccl")]
     pub(crate) fn alloc_nccl(
         &self,
@@ -143,10 +109,19 @@ impl<'id> Ctx<'id> {
         // The current context is self.ctx: ncclMemAlloc allocates on its
         // device.
         let mem = lib.mem_alloc(bytes)?;
-        let (ptr, n, free) = mem.into_raw();
-        // SAFETY: ncclMemAlloc made this one allocation on this context's
-        // device; nothing else frees it, and `free` is its ncclMemFree.
-        Ok(unsafe { self.adopt(ptr, n, free) })
+        let (b, t) = self.brand();
+        Ok(DevBuf {
+            alloc: Arc::new(Alloc {
+                ptr: mem.ptr(),
+                bytes: mem.len(),
+                ctx: self.ctx,
+                ordinal: self.ordinal,
+                release: Release::Nccl(Some(mem)),
+                window: Default::default(),
+            }),
+            _brand: b,
+            _thread: t,
+        })
     }
 
     /// `len` bytes of pinned host memory mapped into this device's address

@@ -648,7 +648,8 @@ impl Nccl {
 }
 
 /// Device memory from [`Nccl::mem_alloc`], freed with `ncclMemFree` on drop (the
-/// result ignored). Whoever uses it on the GPU must drain that work before the drop.
+/// result ignored). Whoever uses it on the GPU must drain that work before the drop
+/// (a device buffer that owns it frees it with its context current).
 pub struct NcclMem {
     ptr: u64,
     bytes: usize,
@@ -667,24 +668,14 @@ impl fmt::Debug for NcclMem {
 }
 
 impl NcclMem {
-    /// The address, the size and a function that frees the memory once (what a device
-    /// buffer type that owns it calls at its end); the library stays loaded as long
-    /// as the function lives.
-    pub fn into_raw(self) -> (u64, usize, Box<dyn FnOnce(u64) + Send + Sync>) {
-        let this = ManuallyDrop::new(self);
-        let free = this.free;
-        // SAFETY: `this` is never dropped, so its `_lib` is moved out exactly once.
-        let lib = unsafe { ptr::read(&this._lib) };
-        (
-            this.ptr,
-            this.bytes,
-            Box::new(move |p: u64| {
-                // SAFETY: `p` is the address ncclMemAlloc returned, freed once (the box
-                // is FnOnce); `lib` keeps the code loaded.
-                let _ = unsafe { free(device_ptr(p).cast_mut()) };
-                drop(lib);
-            }),
-        )
+    /// The device address.
+    pub(crate) fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// Bytes asked for (NCCL may have rounded the allocation up).
+    pub(crate) fn len(&self) -> usize {
+        self.bytes
     }
 }
 

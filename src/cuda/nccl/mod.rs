@@ -36,6 +36,6 @@ mod types;
 #[cfg(test)]
 mod testutil;
 
-pub(crate) use binding::{Comm, Registered, Registration, UniqueId};
+pub(crate) use binding::{Comm, NcclMem, Registered, Registration, UniqueId};
 pub use binding::{Nccl, NcclError};
 pub use types::{ResultCode, Version};

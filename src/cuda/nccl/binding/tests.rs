@@ -473,11 +473,12 @@ fn registration_windows_and_nccl_memory() {
     };
     let id = nccl.unique_id().unwrap();
     let comm = nccl.comm_init_rank(2, &id, 0).unwrap();
-    // NCCL's allocator: one live allocation until its function frees it.
-    let (p, n, free) = nccl.mem_alloc(4096).unwrap().into_raw();
-    assert!(p != 0 && n == 4096);
+    // NCCL's allocator: one live allocation until it is dropped.
+    let mem = nccl.mem_alloc(4096).unwrap();
+    let p = mem.ptr();
+    assert!(p != 0 && mem.len() == 4096);
     assert_eq!(fake.reg_counts()[2], 1);
-    // SAFETY: the fake library only records the range; it stays allocated until `free`.
+    // SAFETY: the fake library only records the range; it stays allocated until the drop.
     let buf = unsafe { comm.register(Registration::Buffer, p, 4096) }.unwrap();
     // SAFETY: as above (one rank of the fake's communicator registers alone).
     let win = unsafe { comm.register(Registration::Symmetric, p, 4096) }.unwrap();
@@ -498,9 +499,9 @@ fn registration_windows_and_nccl_memory() {
     // SAFETY: as above.
     unsafe { comm.deregister(win) }.unwrap();
     assert_eq!(&fake.reg_counts()[..3], &[1, 0, 1]);
-    free(p);
+    drop(mem);
     assert_eq!(fake.reg_counts()[2], 0);
-    // A dropped allocation is freed too.
+    // Another, dropped at once, is freed too.
     drop(nccl.mem_alloc(16).unwrap());
     assert_eq!(fake.reg_counts()[2], 0);
     // Bad input is refused before NCCL is called.
