@@ -113,12 +113,10 @@ impl<'id> Rank<'id> {
             .get(rank)
             .copied()
             .ok_or_else(|| Error::internal(format!("no binding for rank {rank}")))?;
-        let ids = if c.in_place {
-            vec![bind.recv]
-        } else {
-            vec![bind.send, bind.recv]
-        };
-        for id in ids {
+        // In place, the one buffer is the receive buffer.
+        let both = [bind.recv, bind.send];
+        let ids = if c.in_place { &both[..1] } else { &both[..] };
+        for &id in ids {
             if self
                 .nccl_regs
                 .iter()
@@ -172,11 +170,9 @@ impl<'id> Rank<'id> {
     /// An NCCL call the backend sent (or sent before, by key).
     pub fn nccl_held(&mut self, c: super::super::NcclCmd) -> Result<()> {
         let call = take_held(&mut self.held_nccl, c.key, c.call, self.rank)?;
-        if let Err(err) = self.nccl_register(&call) {
-            self.held_nccl[c.key] = Some(call);
-            return Err(err);
-        }
-        let r = self.nccl_call_timed(&call, c.timed);
+        let r = self
+            .nccl_register(&call)
+            .and_then(|()| self.nccl_call_timed(&call, c.timed));
         self.held_nccl[c.key] = Some(call);
         r
     }
