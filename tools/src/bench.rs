@@ -164,13 +164,22 @@ pub fn prepare<T: Element>(
         }
         ContenderKind::Nccl(_) => Ok(None),
         ContenderKind::NcclGraph(b) => {
-            let call = NcclCall {
-                buffers: *b,
-                ..e.nccl_call(shape, op)
-            };
-            e.nccl_graph_capture(&call)?;
+            e.nccl_graph_capture(&nccl_call(e, shape, op, *b))?;
             Ok(None)
         }
+    }
+}
+
+/// NCCL's call for `shape` on the engine's buffers, known to NCCL as `buffers` says.
+fn nccl_call<T: Element>(
+    e: &Engine,
+    shape: &TypedShape<T>,
+    op: ReduceOp,
+    buffers: NcclBuffers,
+) -> NcclCall {
+    NcclCall {
+        buffers,
+        ..e.nccl_call(shape, op)
     }
 }
 
@@ -184,13 +193,7 @@ pub fn launch<T: Element>(
     match &c.kind {
         ContenderKind::Engine(choice) => e.launch(Some(choice), shape, op).map(|_| ()),
         ContenderKind::EngineGraph(_) => e.graph_replay(),
-        ContenderKind::Nccl(b) => {
-            let call = NcclCall {
-                buffers: *b,
-                ..e.nccl_call(shape, op)
-            };
-            e.launch_nccl(&call)
-        }
+        ContenderKind::Nccl(b) => e.launch_nccl(&nccl_call(e, shape, op, *b)),
         ContenderKind::NcclGraph(_) => e.launch_nccl_graph(),
     }
 }
