@@ -1908,6 +1908,477 @@ def _ringll_kernel(T, op):
     return o
 
 
+# ---------------------------------------------------------------------------
+# rr_ringsimple
+# ---------------------------------------------------------------------------
+
+# Bytes of a tile: the unit a flag covers.  A slot is cut into tiles of
+# SIMPLE_TILE bytes (a multiple of it when the slot would have more than
+# SIMPLE_MAX_TILES tiles), and each tile has one u64 flag per rank
+# (src/cuda/kernels.rs SIMPLE_TILE, SIMPLE_MAX_TILES, checked there).
+SIMPLE_TILE = 16384
+SIMPLE_MAX_TILES = 1024
+
+
+def ringsimple_kernel(T, op):
+    """rr_ringsimple: the whole ring all-reduce of one rank in one launch,
+    its steps handed over as plain data and a flag per tile (NCCL's Simple
+    protocol: the data, a fence, then the flag)."""
+    STEP_PREDICATES.clear()
+    STEP_PREDICATES.update(("%p_pre_b", "%p_post"))
+    try:
+        return _ringsimple_kernel(T, op)
+    finally:
+        STEP_PREDICATES.clear()
+
+
+def _ringsimple_kernel(T, op):
+    F = FAMILIES[T.family](T)
+    S = Shape(T)
+    has_arg = op in ("premulsum", "sumpostdiv")
+    size = T.size
+    unit = 16 // size                    # ChunkLayout's 16-byte unit, in elements
+    name = "rr_ringsimple_%s_%s" % (op, T.sfx)
+    o = ["//",
+         "// %s: the ring all-reduce of N ranks, one launch per rank per call:" % name,
+         "//     dst = the ring's reduction of every rank's a, step by step",
+         "//     (reduce-scatter then all-gather, %s at each reduce step)," % OP_FORMULA[op],
+         "// each step's chunk stored plainly into the right rank's slot, then",
+         "// one flag per tile of it released.",
+         "//"]
+    o.append(".visible .entry %s(" % name)
+    o += [
+        "    .param .u64 dst,            // %s* this rank's output (may equal a)" % T.ctype,
+        "    .param .u64 a,              // const %s* this rank's input" % T.ctype,
+        "    .param .u64 my_slots,       // const u8* this rank's slots (written by the left rank)",
+        "    .param .u64 peer_slots,     // u8* the right rank's slots (written here)",
+        "    .param .u64 my_flags,       // const u64* this rank's tile flags (written by the left rank)",
+        "    .param .u64 peer_flags,     // u64* the right rank's tile flags (written here)",
+        "    .param .u64 calls,          // u64* this rank's LL call counts, LL_MAX_BLOCKS %d" % LL_MAX_BLOCKS,
+        "    .param .u64 n,              // number of elements of the whole buffer",
+        "    .param .u64 ranks,          // N, the ranks of the ring (>= 2)",
+        "    .param .u64 rank,           // this rank, 0 .. N-1",
+        "    .param .u64 flags,          // %s" % (
+            "bit 0: pre on a, bit 1: pre on what step 0 receives" if op == "premulsum"
+            else "bit 2: post at the last reduce-scatter step" if op == "sumpostdiv"
+            else "ignored by this op"),
+        "    .param .u64 scalar,         // %s" % ("bits of s (%s)" % T.ctype if op == "premulsum"
+                                                    else "the divisor N >= 1" if op == "sumpostdiv"
+                                                    else "ignored by this op"),
+        "    .param .u64 ctrl,           // host-mapped {u32 abort, u32 status, u64 timeout_ns, u32 steps[LL_MAX_BLOCKS]}",
+        "    .param .u64 stamps          // u64* the step times (K + 2 words, %globaltimer), or 0",
+        ")",
+        "{",
+    ]
+    o += cmt("---- Register declarations ".ljust(66, "-"))
+    o += [
+        decl(".pred", "%p_t0", "this thread is thread 0 of its block"),
+        decl(".pred", "%p_done, %p_tmp", "loop exits and tests"),
+        decl(".pred", "%p_rs", "this step reduces (reduce-scatter)"),
+        decl(".pred", "%p_put", "this step forwards what it received"),
+        decl(".pred", "%p_vec", "this chunk: 16-byte vectors in a, dst and the slots"),
+        decl(".pred", "%p_st", "this thread writes the step times"),
+        "",
+        "    .reg .u32   %r_tid, %r_ntid, %r_ctaid, %r_nctaid;",
+        decl(".u32", "%r_spin, %r_tmp, %r_status", "the wait"),
+        "",
+        "    .reg .u64   %rd_dst, %rd_a, %rd_ms, %rd_ps, %rd_mf, %rd_pf, %rd_calls, %rd_ctrl;",
+        "    .reg .u64   %rd_n, %rd_N, %rd_r, %rd_tid, %rd_ntid, %rd_seq;",
+        decl(".u64", "%rd_B, %rd_E, %rd_M", "chunk c starts at (c*B + min(c, E))*M"),
+        decl(".u64", "%rd_SD", "bytes per slot (the largest chunk, 16-byte rounded)"),
+        decl(".u64", "%rd_TE", "elements per tile"),
+        decl(".u64", "%rd_k, %rd_K", "step, and the number of steps 2(N-1)"),
+        decl(".u64", "%rd_c, %rd_cs, %rd_cl", "a chunk, its first element, its length"),
+        decl(".u64", "%rd_nt, %rd_t", "the chunk's tiles; a tile"),
+        decl(".u64", "%rd_e0, %rd_e1, %rd_ev", "the tile's elements; end of its vectors"),
+        decl(".u64", "%rd_i", "element index within the chunk"),
+        decl(".u64", "%rd_pa, %rd_pd", "the chunk in a and in dst"),
+        decl(".u64", "%rd_sm, %rd_sp", "my slot k, the right rank's slot k+1 (or 0)"),
+        decl(".u64", "%rd_want, %rd_flag", "a tile's flag: wanted, read"),
+        "    .reg .u64   %rd_p0, %rd_p1, %rd_p2, %rd_p3, %rd_off, %rd_tmp, %rd_t2;",
+        "    .reg .u64   %rd_now, %rd_hn, %rd_timeout, %rd_t0;",
+        decl(".u64", "%rd_stamps", "where the step times go (stamps)"),
+        "    .reg %-6s %s;" % (T.word, ", ".join(S.words("a", 0) + S.words("b", 0))),
+        decl(F.elem_reg, "%e_a, %e_b", "one scalar element of a, of the slot"),
+    ]
+    extra = op_decls(F, op)
+    if op == "premulsum":
+        extra.append(decl(".pred", "%p_fb", "flags bit 1, before the step-0 test"))
+    if op == "sumpostdiv":
+        extra.append(decl(".pred", "%p_fp", "flags bit 2, before the last-step test"))
+    if extra:
+        o += [""] + cmt("The op's own registers.") + extra
+    o += ["",
+          "    // Shared by the block: the call number, and whether the block gave up.",
+          "    .shared .align 8 .u64 s_seq;",
+          "    .shared .align 4 .u32 bail;",
+          ""]
+
+    section = Sections()
+
+    o += section("Parameters")
+    o += kernel_params([("%rd_dst", "dst"), ("%rd_a", "a"), ("%rd_ms", "my_slots"),
+                        ("%rd_ps", "peer_slots"), ("%rd_mf", "my_flags"),
+                        ("%rd_pf", "peer_flags"), ("%rd_calls", "calls")],
+                       [("%rd_n", "n"), ("%rd_N", "ranks"), ("%rd_r", "rank")], has_arg)
+    o += [ins("setp.lt.u64", "%p_tmp, %rd_N, 2"),
+          ins("@%p_tmp bra", "EXIT", "no ring below 2 ranks (the host never asks)"),
+          ins("ld.param.u64", "%rd_stamps, [stamps]"),
+          ins("setp.ne.u64", "%p_st, %rd_stamps, 0", "step times asked for"),
+          ins("cvta.to.global.u64", "%rd_stamps, %rd_stamps"),
+          ""] + thread_indices()
+
+    o += section("The call number",
+                 "As rr_ringll's, on the same counts (the two kernels number their\n"
+                 "launches together): seq = ++calls[block] by thread 0, shared with\n"
+                 "the block; block 0 also counts this call in calls[grid .. %d).\n"
+                 "A tile's flag holds seq * 65536 + (the step that filled it) + 1:\n"
+                 "its left rank writes it in that order only, so a flag that reads\n"
+                 "at least what a step wants says that step's data is in the slot\n"
+                 "(later calls cannot have begun: each needs this rank's part of\n"
+                 "the call before)." % LL_MAX_BLOCKS)
+    o += [ins("@!%p_t0 bra", "SEQ_DONE"),
+          ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
+          ins("add.u64", "%rd_p0, %rd_calls, %rd_tmp"),
+          ins("ld.global.u64", "%rd_tmp, [%rd_p0]"),
+          ins("add.u64", "%rd_tmp, %rd_tmp, 1"),
+          ins("st.global.u64", "[%rd_p0], %rd_tmp"),
+          ins("st.shared.u64", "[s_seq], %rd_tmp"),
+          ins("st.shared.u32", "[bail], 0"),
+          label("SEQ_DONE"),
+          ins("setp.ne.u32", "%p_tmp, %r_ctaid, 0"),
+          ins("@%p_tmp bra", "COUNT_DONE", "only block 0 counts for the absent blocks"),
+          ins("add.u32", "%r_tmp, %r_nctaid, %r_tid", "its threads together, one count each"),
+          ins("mul.wide.u32", "%rd_p0, %r_tmp, 8"),
+          ins("add.u64", "%rd_p0, %rd_calls, %rd_p0"),
+          ins("add.u64", "%%rd_p1, %%rd_calls, %d" % (8 * LL_MAX_BLOCKS)),
+          ins("shl.b64", "%rd_tmp, %rd_ntid, 3"),
+          label("COUNT"),
+          ins("setp.ge.u64", "%p_tmp, %rd_p0, %rd_p1"),
+          ins("@%p_tmp bra", "COUNT_DONE"),
+          ins("ld.global.u64", "%rd_t2, [%rd_p0]"),
+          ins("add.u64", "%rd_t2, %rd_t2, 1"),
+          ins("st.global.u64", "[%rd_p0], %rd_t2"),
+          ins("add.u64", "%rd_p0, %rd_p0, %rd_tmp"),
+          ins("bra", "COUNT"),
+          label("COUNT_DONE"),
+          ins("bar.sync", "0"),
+          ins("ld.shared.u64", "%rd_seq, [s_seq]"),
+          ins("shl.b64", "%rd_seq, %rd_seq, 16", "seq * 65536: a flag's call part"),
+          ins("mov.u64", "%rd_t0, %globaltimer", "the call's start, for the deadline"),
+          ins("add.u64", "%%rd_hn, %%rd_t0, %d" % HOST_POLL_NS, "no host read before this"),
+          ""]
+    o += section("The step times",
+                 "As rr_ringll's: block 0's thread 0 writes %globaltimer into word 0\n"
+                 "as it starts, word 1 when its tiles of step 0 are put, and word\n"
+                 "2 + k when its tiles of step k are done.")
+    o += [ins("setp.eq.and.u32", "%p_st, %r_ctaid, 0, %p_st"),
+          ins("and.pred", "%p_st, %p_t0, %p_st", "block 0, thread 0")]
+    o += stamp(0) + [""]
+    if has_arg:
+        o += op_setup(F, op, T, section.next())
+        if op == "premulsum":
+            o.append(ins("mov.pred", "%p_fb, %p_pre_b"))
+        if op == "sumpostdiv":
+            o.append(ins("mov.pred", "%p_fp, %p_post"))
+        o.append("")
+
+    o += section("The chunks, the slots and the tiles",
+                 "The chunks of ChunkLayout::new(n, N, %d) (src/schedule.rs), as in\n"
+                 "rr_ringll.  A slot holds the largest chunk's bytes rounded up to 16:\n"
+                 "SD; slot k of a half starts at k*SD.  A tile is %d bytes (a multiple\n"
+                 "of it when a slot would have more than %d tiles): TE elements; tile t\n"
+                 "of a chunk is its elements [t*TE, min((t+1)*TE, cl)), and its flag is\n"
+                 "flags[t].  Block b takes tiles b, b + grid, ...: the ranks' grids\n"
+                 "need not agree, the tiles do."
+                 % (size, SIMPLE_TILE, SIMPLE_MAX_TILES))
+    lg_unit = log2(unit)
+    o += [ins("shr.u64", "%%rd_B, %%rd_n, %d" % lg_unit, "units"),
+          ins("setp.ge.u64", "%p_tmp, %rd_B, %rd_N"),
+          ins("selp.u64", "%%rd_M, %d, 1, %%p_tmp" % unit),
+          ins("selp.u64", "%rd_tmp, %rd_B, %rd_n, %p_tmp", "units or elements to deal"),
+          ins("div.u64", "%rd_B, %rd_tmp, %rd_N"),
+          ins("rem.u64", "%rd_E, %rd_tmp, %rd_N"),
+          ]
+    o += cmt("max_len = max((B + (E > 0)) * M, n - start(N-1)).")
+    o += [ins("setp.ne.u64", "%p_tmp, %rd_E, 0"),
+          ins("selp.u64", "%rd_tmp, 1, 0, %p_tmp"),
+          ins("add.u64", "%rd_tmp, %rd_tmp, %rd_B"),
+          ins("mul.lo.u64", "%rd_tmp, %rd_tmp, %rd_M"),
+          ins("sub.u64", "%rd_c, %rd_N, 1")]
+    o += chunk_start("%rd_t2", "%rd_c")
+    o += [ins("sub.u64", "%rd_t2, %rd_n, %rd_t2"),
+          ins("max.u64", "%rd_tmp, %rd_tmp, %rd_t2", "max_len"),
+          ins("mul.lo.u64", "%%rd_SD, %%rd_tmp, %d" % size),
+          ins("add.u64", "%rd_SD, %rd_SD, 15"),
+          ins("and.b64", "%rd_SD, %rd_SD, 0xfffffffffffffff0", "SD"),
+          ]
+    o += cmt("TE = tile / %d with tile = %d * ceil(SD / (%d * %d)), at least %d."
+             % (size, SIMPLE_TILE, SIMPLE_TILE, SIMPLE_MAX_TILES, SIMPLE_TILE))
+    o += [ins("add.u64", "%%rd_TE, %%rd_SD, %d" % (SIMPLE_TILE * SIMPLE_MAX_TILES - 1)),
+          ins("div.u64", "%%rd_TE, %%rd_TE, %d" % (SIMPLE_TILE * SIMPLE_MAX_TILES)),
+          ins("max.u64", "%rd_TE, %rd_TE, 1"),
+          ins("mul.lo.u64", "%%rd_TE, %%rd_TE, %d" % (SIMPLE_TILE // size)),
+          ins("shl.b64", "%rd_K, %rd_N, 1"),
+          ins("sub.u64", "%rd_K, %rd_K, 2", "K = 2(N-1) steps"),
+          ""]
+
+    def chunk_of(tag):
+        """From %rd_c: its start, length, tiles, addresses in a and dst and
+        whether it is vector-aligned there."""
+        out = chunk_start("%rd_cs", "%rd_c")
+        out += [ins("add.u64", "%rd_tmp, %rd_c, 1"),
+                ins("setp.eq.u64", "%p_tmp, %rd_tmp, %rd_N"),
+                ins("@%p_tmp bra", "%s_LAST" % tag)]
+        out += chunk_start("%rd_cl", "%rd_tmp")
+        out += [ins("bra.uni", "%s_END" % tag),
+                label("%s_LAST" % tag),
+                ins("mov.u64", "%rd_cl, %rd_n", "the last chunk ends at n"),
+                label("%s_END" % tag),
+                ins("sub.u64", "%rd_cl, %rd_cl, %rd_cs"),
+                ins("add.u64", "%rd_nt, %rd_cl, %rd_TE"),
+                ins("sub.u64", "%rd_nt, %rd_nt, 1"),
+                ins("div.u64", "%rd_nt, %rd_nt, %rd_TE", "the chunk's tiles"),
+                ins("mul.lo.u64", "%%rd_tmp, %%rd_cs, %d" % size),
+                ins("add.u64", "%rd_pa, %rd_a, %rd_tmp"),
+                ins("add.u64", "%rd_pd, %rd_dst, %rd_tmp"),
+                ins("or.b64", "%rd_tmp, %rd_pa, %rd_pd"),
+                ins("or.b64", "%rd_tmp, %rd_tmp, %rd_sm"),
+                ins("or.b64", "%rd_tmp, %rd_tmp, %rd_sp"),
+                ins("and.b64", "%rd_tmp, %rd_tmp, 15"),
+                ins("setp.eq.u64", "%p_vec, %rd_tmp, 0", "all 16-byte aligned")]
+        return out
+
+    def tile_range():
+        """%rd_e0, %rd_e1 (tile %rd_t of the chunk) and %rd_ev, the end of its
+        vector part (= e0 when not %p_vec)."""
+        return [ins("mul.lo.u64", "%rd_e0, %rd_t, %rd_TE"),
+                ins("add.u64", "%rd_e1, %rd_e0, %rd_TE"),
+                ins("min.u64", "%rd_e1, %rd_e1, %rd_cl"),
+                ins("sub.u64", "%rd_tmp, %rd_e1, %rd_e0"),
+                ins("and.b64", "%%rd_tmp, %%rd_tmp, %s" % hex64(~(S.ve - 1))),
+                ins("selp.u64", "%rd_tmp, %rd_tmp, 0, %p_vec"),
+                ins("add.u64", "%rd_ev, %rd_e0, %rd_tmp")]
+
+    def addrs(pairs):
+        """Byte offset of element %rd_i, then each (reg, base) = base + it."""
+        tmp = []
+        off = elem_offset(S, "%rd_i", tmp)
+        return tmp + [ins("add.u64", "%s, %s, %s" % (reg, base, off)) for reg, base in pairs]
+
+    def release(tag, k, plus):
+        """Every thread's stores of this tile before thread 0's release of
+        the right rank's flag of tile %rd_t: seq + k + plus (the step that
+        filled it, plus one)."""
+        return [ins("bar.sync", "0", "every thread's stores of the tile ..."),
+                ins("@!%p_t0 bra", "%s_REL" % tag),
+                ins("shl.b64", "%rd_tmp, %rd_t, 3"),
+                ins("add.u64", "%rd_p3, %rd_pf, %rd_tmp"),
+                ins("add.u64", "%%rd_flag, %%rd_seq, %s" % k),
+                ins("add.u64", "%%rd_flag, %%rd_flag, %d" % plus),
+                ins("st.release.sys.global.u64", "[%rd_p3], %rd_flag",
+                    "... before the flag (cumulative release)"),
+                label("%s_REL" % tag)]
+
+    # Step 0's put
+    o += section("Step 0's put: the right rank's slot 0 = a[chunk r]",
+                 "Raw input bits (the receiver applies pre).  Per tile: every thread\n"
+                 "stores its vectors (thread t: elements e0 + %d*t, then every\n"
+                 "%d*ntid), the scalar tail after them; the barrier and thread 0's\n"
+                 "release store of the tile's flag in the right rank's flags." % (S.ve, S.ve))
+    o += [ins("mov.u64", "%rd_sm, 0"),
+          ins("mov.u64", "%rd_sp, %rd_ps", "the right rank's slot 0"),
+          ins("mov.u64", "%rd_c, %rd_r")]
+    o += chunk_of("P0")
+    o += [ins("cvt.u64.u32", "%rd_t, %r_ctaid"),
+          label("P0_TILE"),
+          ins("setp.ge.u64", "%p_done, %rd_t, %rd_nt"),
+          ins("@%p_done bra", "P0_DONE")] + tile_range() + [
+          ins("shl.b64", "%%rd_i, %%rd_tid, %d" % S.lgve),
+          ins("add.u64", "%rd_i, %rd_i, %rd_e0"),
+          label("P0_VEC"),
+          ins("setp.ge.u64", "%p_done, %rd_i, %rd_ev"),
+          ins("@%p_done bra", "P0_VEC_DONE")]
+    o += addrs([("%rd_p0", "%rd_pa"), ("%rd_p1", "%rd_sp")])
+    o += [ins("ld.global" + S.vsfx, "%s, [%%rd_p0]" % S.vec("a", 0)),
+          ins("st.global" + S.vsfx, "[%%rd_p1], %s" % S.vec("a", 0)),
+          ins("shl.b64", "%%rd_tmp, %%rd_ntid, %d" % S.lgve),
+          ins("add.u64", "%rd_i, %rd_i, %rd_tmp"),
+          ins("bra.uni", "P0_VEC"),
+          label("P0_VEC_DONE"),
+          ins("add.u64", "%rd_i, %rd_ev, %rd_tid"),
+          label("P0_TAIL"),
+          ins("setp.ge.u64", "%p_done, %rd_i, %rd_e1"),
+          ins("@%p_done bra", "P0_TAIL_DONE")]
+    o += addrs([("%rd_p0", "%rd_pa"), ("%rd_p1", "%rd_sp")])
+    o += [ins("ld.global" + T.elem, "%e_a, [%rd_p0]"),
+          ins("st.global" + T.elem, "[%rd_p1], %e_a"),
+          ins("add.u64", "%rd_i, %rd_i, %rd_ntid"),
+          ins("bra.uni", "P0_TAIL"),
+          label("P0_TAIL_DONE")]
+    o += release("P0", "0", 1)
+    o += [ins("cvt.u64.u32", "%rd_tmp, %r_nctaid"),
+          ins("add.u64", "%rd_t, %rd_t, %rd_tmp"),
+          ins("bra.uni", "P0_TILE"),
+          label("P0_DONE")] + stamp(1) + [""]
+
+    # The steps
+    o += section("The steps k = 0 .. K-1 (K = 2(N-1))",
+                 "Step k receives chunk (r - k - 1) mod N into slot k: a reduce at\n"
+                 "reduce-scatter steps (k < N-1), a copy at all-gather steps; it\n"
+                 "stores the result in dst and, unless k is the last step, in the\n"
+                 "right rank's slot k+1, whose flag it then releases.")
+    o += [ins("mov.u64", "%rd_k, 0"),
+          label("STEP"),
+          ins("setp.ge.u64", "%p_done, %rd_k, %rd_K"),
+          ins("@%p_done bra.uni", "EXIT"),
+          ins("sub.u64", "%rd_tmp, %rd_N, 1"),
+          ins("setp.lt.u64", "%p_rs, %rd_k, %rd_tmp"),
+          ins("add.u64", "%rd_tmp, %rd_k, 1"),
+          ins("setp.lt.u64", "%p_put, %rd_tmp, %rd_K")]
+    if op == "premulsum":
+        o += [ins("setp.eq.u64", "%p_tmp, %rd_k, 0"),
+              ins("and.pred", "%p_pre_b, %p_fb, %p_tmp", "pre on the received value: step 0 only")]
+    if op == "sumpostdiv":
+        o += [ins("sub.u64", "%rd_tmp, %rd_N, 2"),
+              ins("setp.eq.u64", "%p_tmp, %rd_k, %rd_tmp"),
+              ins("and.pred", "%p_post, %p_fp, %p_tmp", "post: the last reduce-scatter step only")]
+    o += cmt("c = (r + 2N - 1 - k) mod N; my slot k; the right rank's slot k+1\n"
+             "(0, not used, at the last step).")
+    o += [ins("shl.b64", "%rd_c, %rd_N, 1"),
+          ins("add.u64", "%rd_c, %rd_c, %rd_r"),
+          ins("sub.u64", "%rd_c, %rd_c, 1"),
+          ins("sub.u64", "%rd_c, %rd_c, %rd_k"),
+          ins("rem.u64", "%rd_c, %rd_c, %rd_N"),
+          ins("mul.lo.u64", "%rd_tmp, %rd_k, %rd_SD"),
+          ins("add.u64", "%rd_sm, %rd_ms, %rd_tmp"),
+          ins("add.u64", "%rd_sp, %rd_ps, %rd_tmp"),
+          ins("add.u64", "%rd_sp, %rd_sp, %rd_SD"),
+          ins("selp.u64", "%rd_sp, %rd_sp, 0, %p_put")]
+    o += chunk_of("ST")
+    o += [ins("add.u64", "%rd_want, %rd_seq, %rd_k"),
+          ins("add.u64", "%rd_want, %rd_want, 1", "the flag step k's data raises"),
+          ins("cvt.u64.u32", "%rd_t, %r_ctaid"),
+          label("TILE"),
+          ins("setp.ge.u64", "%p_done, %rd_t, %rd_nt"),
+          ins("@%p_done bra", "TILE_DONE"),
+          ""]
+
+    spin = 1 << SPIN_LOG2
+    o += section("Wait for tile t of slot k",
+                 "Thread 0 polls the tile's flag (ld.acquire.sys) until it is at least\n"
+                 "what step k raises; the other threads wait at the barrier.  Every\n"
+                 "%d spins it reads %%globaltimer; from %d ns after the call began,\n"
+                 "at most once per %d ns, it reads the host-mapped abort word and\n"
+                 "deadline (those reads cross PCIe).  On abort it stores 2 to status,\n"
+                 "past the deadline 1 (and step + 1 at ctrl+16+4*block, for the host's\n"
+                 "error), and sets `bail`: every thread of the block then returns."
+                 % (spin, HOST_POLL_NS, HOST_POLL_NS))
+    o += [ins("@!%p_t0 bra", "WAIT_DONE"),
+          ins("shl.b64", "%rd_tmp, %rd_t, 3"),
+          ins("add.u64", "%rd_p3, %rd_mf, %rd_tmp"),
+          ins("mov.u32", "%r_spin, 0"),
+          label("POLL"),
+          ins("ld.acquire.sys.global.u64", "%rd_flag, [%rd_p3]"),
+          ins("sub.u64", "%rd_tmp, %rd_flag, %rd_want"),
+          ins("setp.ge.s64", "%p_done, %rd_tmp, 0"),
+          ins("@%p_done bra", "WAIT_DONE"),
+          ] + spin_count("%p_tmp", "POLL", spin) + [
+          ins("mov.u64", "%rd_now, %globaltimer"),
+          ins("setp.lt.u64", "%p_tmp, %rd_now, %rd_hn"),
+          ins("@%p_tmp bra", "POLL", "too soon to read the host"),
+          ins("add.u64", "%%rd_hn, %%rd_now, %d" % HOST_POLL_NS),
+          ins("mov.u64", "%rd_t2, %rd_t", "host_verdict uses %rd_t"),
+          ins("mov.u64", "%rd_t, %rd_now"),
+          ] + host_verdict("%p_tmp", "POLL_AGAIN", "FAIL") + [
+          label("FAIL"),
+          ins("cvt.u32.u64", "%r_tmp, %rd_k"),
+          ins("add.u32", "%r_tmp, %r_tmp, 1", "step + 1: 0 is no step"),
+          ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 4"),
+          ins("add.u64", "%rd_tmp, %rd_ctrl, %rd_tmp"),
+          ins("st.relaxed.sys.global.u32", "[%rd_tmp+16], %r_tmp", "this block's step"),
+          ins("st.relaxed.sys.global.u32", "[%rd_ctrl+4], %r_status"),
+          ins("st.shared.u32", "[bail], 1"),
+          ins("bra.uni", "WAIT_DONE"),
+          label("POLL_AGAIN"),
+          ins("mov.u64", "%rd_t, %rd_t2", "the tile again"),
+          ins("bra.uni", "POLL"),
+          label("WAIT_DONE"),
+          ins("bar.sync", "0", "thread 0's verdict (and acquire) to all"),
+          ins("ld.shared.u32", "%r_tmp, [bail]"),
+          ins("setp.ne.u32", "%p_tmp, %r_tmp, 0"),
+          ins("@%p_tmp bra.uni", "EXIT", "the same in every thread of the block"),
+          ""]
+    o += tile_range() + [""]
+
+    # Vector part
+    o += section("The tile's vectors",
+                 "Reduce-scatter: dst = op(a, slot) with pre/post as the step says;\n"
+                 "all-gather: dst = slot; then the same vector into the right rank's\n"
+                 "slot k+1 where there is one.  The slot was written by the left rank\n"
+                 "during this kernel: read with ld.global.cg (L2, where its stores\n"
+                 "land), never the non-coherent path.")
+    o += [ins("shl.b64", "%%rd_i, %%rd_tid, %d" % S.lgve),
+          ins("add.u64", "%rd_i, %rd_i, %rd_e0"),
+          label("VEC"),
+          ins("setp.ge.u64", "%p_done, %rd_i, %rd_ev"),
+          ins("@%p_done bra", "VEC_DONE")]
+    o += addrs([("%rd_p0", "%rd_pa"), ("%rd_p1", "%rd_sm"), ("%rd_p2", "%rd_pd"),
+                ("%rd_p3", "%rd_sp")])
+    o += [ins("ld.global.cg" + S.vsfx, "%s, [%%rd_p1]" % S.vec("b", 0), "the slot"),
+          ins("@!%p_rs bra", "VEC_COPY"),
+          ins("ld.global" + S.vsfx, "%s, [%%rd_p0]" % S.vec("a", 0))]
+    o += pre_post_words(F, op, S, [0], "a", "b", "VEC")
+    o += combine_words(F, op, S, [0], "a", "b")
+    o += post_words(F, op, S, [0], "a", "VEC")
+    o += [ins("bra.uni", "VEC_STORE"),
+          label("VEC_COPY")]
+    o += [ins("mov" + T.word, "%s, %s" % (wa, wb))
+          for wa, wb in zip(S.words("a", 0), S.words("b", 0))]
+    o += [label("VEC_STORE"),
+          ins("st.global" + S.vsfx, "[%%rd_p2], %s" % S.vec("a", 0), "dst"),
+          ins("@%p_put st.global" + S.vsfx, "[%%rd_p3], %s" % S.vec("a", 0), "forward"),
+          ins("shl.b64", "%%rd_tmp, %%rd_ntid, %d" % S.lgve),
+          ins("add.u64", "%rd_i, %rd_i, %rd_tmp"),
+          ins("bra.uni", "VEC"),
+          label("VEC_DONE"),
+          ""]
+    o += section("The tile's scalar tail: elements ev .. e1-1 (the whole tile if not vector)")
+    o += [ins("add.u64", "%rd_i, %rd_ev, %rd_tid"),
+          label("TAIL"),
+          ins("setp.ge.u64", "%p_done, %rd_i, %rd_e1"),
+          ins("@%p_done bra", "TAIL_DONE")]
+    o += addrs([("%rd_p0", "%rd_pa"), ("%rd_p1", "%rd_sm"), ("%rd_p2", "%rd_pd"),
+                ("%rd_p3", "%rd_sp")])
+    o += [ins("ld.global.cg" + T.elem, "%e_b, [%rd_p1]", "the slot"),
+          ins("@!%p_rs bra", "TAIL_COPY"),
+          ins("ld.global" + T.elem, "%e_a, [%rd_p0]")]
+    o += elem_compute(F, op, "TAIL")
+    o += [ins("bra.uni", "TAIL_STORE"),
+          label("TAIL_COPY"),
+          ins("mov" + F.elem_reg, "%e_a, %e_b"),
+          label("TAIL_STORE"),
+          ins("st.global" + T.elem, "[%rd_p2], %e_a", "dst"),
+          ins("@%p_put st.global" + T.elem, "[%rd_p3], %e_a", "forward"),
+          ins("add.u64", "%rd_i, %rd_i, %rd_ntid"),
+          ins("bra.uni", "TAIL"),
+          label("TAIL_DONE")]
+    o += cmt("Forward: the right rank's flag of this tile, step k+1.")
+    o += [ins("@!%p_put bra", "NEXT_TILE")]
+    o += release("FW", "%rd_k", 2)
+    o += [label("NEXT_TILE"),
+          ins("cvt.u64.u32", "%rd_tmp, %r_nctaid"),
+          ins("add.u64", "%rd_t, %rd_t, %rd_tmp"),
+          ins("bra.uni", "TILE"),
+          label("TILE_DONE")] + stamp("%rd_k") + [
+          ins("add.u64", "%rd_k, %rd_k, 1"),
+          ins("bra.uni", "STEP"),
+          label("EXIT"),
+          ins("ret"),
+          "}"]
+    return o
+
+
 def stamp(at):
     """Where %p_st holds: %globaltimer into word `at` of the stamps (a
     constant, or 2 + the register's value)."""
@@ -2133,6 +2604,7 @@ def file_text(T):
         out += reduce_kernel(T, op) + [""]
         out += exchange_kernel(T, op) + [""]
         out += ringll_kernel(T, op) + [""]
+        out += ringsimple_kernel(T, op) + [""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -86,7 +86,7 @@ def run_kernel(info, mode, seed, verbose):
             results.append(r)
             if verbose:
                 print("    %s %s %s" % ("ok  " if r.ok else "FAIL", r.label, r.msg), flush=True)
-    elif info.family == "ringll":
+    elif info.family in ("ringll", "ringsimple"):
         for c in kt.ringll_cases(info, mode, seed):
             r = kt.run_ringll(info, c)
             results.append(r)

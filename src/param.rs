@@ -312,7 +312,7 @@ pub(crate) static CUPTI: Param<PathBuf> = Param::new(
 /// How a CUPTI-timed op is tied to its activity records
 /// (`RINGREDUCE_CUPTI_TIE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CuptiTie {
+pub(crate) enum CuptiTie {
     /// CUPTI's callback at the exit of each issuing driver call hands over
     /// its correlation id (a subscriber for the process's life).
     Callback,
@@ -325,7 +325,7 @@ pub enum CuptiTie {
 /// an experiment knob; other than `All`, the timeline is partial and says
 /// so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CuptiKinds {
+pub(crate) enum CuptiKinds {
     /// Every kind (the default).
     All,
     /// Kernels only: copy ops are not timed.

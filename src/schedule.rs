@@ -167,6 +167,16 @@ pub(crate) fn ll_slot_len(count: usize, n: usize, elem_size: usize) -> usize {
     max_len.saturating_mul(size).div_ceil(8).saturating_mul(8) / size
 }
 
+/// Elements of one slot of the Simple ring kernel's scratch, for `count`
+/// elements of `elem_size` bytes cut into `n` chunks: the largest chunk of
+/// [`ChunkLayout::new`], rounded up to 16 bytes (so every slot starts
+/// 16-byte aligned when the first does).
+pub(crate) fn simple_slot_len(count: usize, n: usize, elem_size: usize) -> usize {
+    let max_len = ChunkLayout::new(count, n, elem_size).max_len();
+    let size = elem_size.max(1);
+    max_len.saturating_mul(size).div_ceil(16).saturating_mul(16) / size
+}
+
 /// Bytes of one slot of an LL kernel on a device: [`ll_slot_len`]'s
 /// lines, [`LL_WIDEN`] times their data (every element type's size divides
 /// the line's 8 data bytes). The CUDA backend's: without it, its tests'.

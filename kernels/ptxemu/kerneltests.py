@@ -36,8 +36,12 @@ EXCH_OLD = ["dst", "a", "peer_slot", "my_slot", "peer_flags", "my_flags", "calls
 EXCH_NEW = EXCH_OLD + ["flags", "scalar", "ctrl"]
 RINGLL = ["dst", "a", "my_ll", "peer_ll", "calls", "n", "ranks", "rank", "flags", "scalar",
           "ctrl"]
+RINGSIMPLE = ["dst", "a", "my_slots", "peer_slots", "my_flags", "peer_flags", "calls", "n",
+              "ranks", "rank", "flags", "scalar", "ctrl", "stamps"]
+# The tile flags a rank keeps (gen_ptx.py SIMPLE_MAX_TILES).
+SIMPLE_MAX_TILES = 1024
 
-NAME_RE = re.compile(r"^rr_(reduce|exchange|ringll)_([a-z0-9]+)_([a-z0-9]+)$")
+NAME_RE = re.compile(r"^rr_(reduce|exchange|ringll|ringsimple)_([a-z0-9]+)_([a-z0-9]+)$")
 
 GUARD = 32
 
@@ -46,7 +50,7 @@ class KernelInfo:
     def __init__(self, module, name, family, op, sfx, abi):
         self.module = module
         self.name = name
-        self.family = family     # "reduce" | "exchange" | "ringll"
+        self.family = family     # "reduce" | "exchange" | "ringll" | "ringsimple"
         self.op = op
         self.sfx = sfx
         self.abi = abi           # "old" | "new"
@@ -61,7 +65,7 @@ def classify(module, name):
     m = NAME_RE.match(name)
     if not m:
         return ("entry %s: name is not rr_reduce_<op>_<type> / rr_exchange_<op>_<type> / "
-                "rr_ringll_<op>_<type>" % name)
+                "rr_ringll_<op>_<type> / rr_ringsimple_<op>_<type>" % name)
     family, op, sfx = m.groups()
     if sfx not in TYPES:
         return "entry %s: unknown element type %r" % (name, sfx)
@@ -78,6 +82,9 @@ def classify(module, name):
             return KernelInfo(module, name, family, op, sfx, "old")
     elif family == "ringll":
         if params in (RINGLL, RINGLL + ["stamps"]):
+            return KernelInfo(module, name, family, op, sfx, "new")
+    elif family == "ringsimple":
+        if params == RINGSIMPLE:
             return KernelInfo(module, name, family, op, sfx, "new")
     else:
         if params == EXCH_NEW:
@@ -734,6 +741,14 @@ def ll_lines(n, N, size):
     return -(-max_len * size // 8)
 
 
+def simple_half_bytes(n, N, size):
+    """A half of rr_ringsimple's slots: 2(N-1) slots of the largest chunk's
+    bytes, each rounded up to 16."""
+    b = chunk_bounds(n, N, size)
+    max_len = max(b[c + 1] - b[c] for c in range(N))
+    return 2 * (N - 1) * (-(-max_len * size // 16) * 16)
+
+
 def ll_half_bytes(n, N, size, one_shot=False):
     if one_shot:
         return ll_lines(n, 1, size) * 16
@@ -844,7 +859,9 @@ def _setup_ringll(info, case, m, ti, timeout_ns=0):
     a guard zone), zeroed."""
     N, n = case.N, case.n
     nb = n * ti.size
-    half = ll_half_bytes(n, N, ti.size, case.one_shot)
+    simple = info.family == "ringsimple"
+    half = simple_half_bytes(n, N, ti.size) if simple else ll_half_bytes(n, N, ti.size,
+                                                                         case.one_shot)
     bufs = Buffers(m)
     ranks = []
     for r in range(N):
@@ -854,7 +871,12 @@ def _setup_ringll(info, case, m, ti, timeout_ns=0):
         R.a = bufs.place("rank%d a" % r, nb, oa * ti.size % 16, bytes(nb), track=case.inplace)
         R.dst = R.a if case.inplace else bufs.place("rank%d dst" % r, nb, od * ti.size % 16,
                                                      poison=True, track=True)
-        R.ll = [bufs.place("rank%d ll half%d" % (r, h), half, 0, bytes(half)) for h in range(2)]
+        R.ll = [bufs.place("rank%d %s half%d" % (r, "slots" if simple else "ll", h),
+                           max(half, 16), 0, bytes(max(half, 16))) for h in range(2)]
+        R.simple = simple
+        # rr_ringsimple's tile flags (written by the left rank)
+        R.flags = (bufs.place("rank%d flags" % r, 8 * SIMPLE_MAX_TILES, 0,
+                              bytes(8 * SIMPLE_MAX_TILES)) if simple else 0)
         R.calls = bufs.place("rank%d calls" % r, 8 * LL_MAX_BLOCKS, 0, bytes(8 * LL_MAX_BLOCKS))
         R.ctrl = bufs.place("rank%d ctrl" % r, 16 + 4 * LL_MAX_BLOCKS, 0,
                             bytes(8) + int(timeout_ns).to_bytes(8, "little")
@@ -862,7 +884,7 @@ def _setup_ringll(info, case, m, ti, timeout_ns=0):
         R.half = half
         R.steps = 1 if case.one_shot else 2 * (N - 1)
         # (a frozen fixture has no stamps parameter: none there)
-        stamps = case.stamps and len(info.kernel.param_list) > len(RINGLL)
+        stamps = case.stamps and (simple or len(info.kernel.param_list) > len(RINGLL))
         R.stamps = (bufs.place("rank%d stamps" % r, 8 * (R.steps + 2), 0, bytes(8 * (R.steps + 2)))
                     if stamps else 0)
         ranks.append(R)
@@ -873,6 +895,9 @@ def _ringll_params(kernel, R, right, k, n, N, flags, scalar):
     """The kernel's parameters; `stamps` (R.stamps, 0 for none) where the
     kernel has it (a frozen fixture may not)."""
     h = k % 2
+    if R.simple:
+        return [R.dst, R.a, R.ll[h], right.ll[h], R.flags, right.flags, R.calls, n, N, R.r,
+                flags, scalar, R.ctrl, R.stamps]
     p = [R.dst, R.a, R.ll[h], right.ll[h], R.calls, n, N, R.r, flags, scalar, R.ctrl]
     if len(kernel.param_list) > len(p):
         p.append(getattr(R, "stamps", 0))
@@ -970,16 +995,22 @@ def run_ringll(info, case, max_steps=10_000_000):
             # must not take words of earlier calls' seqs (0 .. k; call k's
             # seq is k+1).
             w = half // 8
+            if R.simple:
+                # plain data: anything may sit there before the flag says
+                data = srng.integers(0, 1 << 63, size=w, dtype=np.uint64)
+                m.mem.write(P.ll[k % 2], data.astype("<u8").tobytes())
+                w = 0
             seqs = srng.integers(0, k + 1, size=w, dtype=np.uint64)
             data = srng.integers(0, 1 << 32, size=w, dtype=np.uint64)
-            m.mem.write(P.ll[k % 2], ((seqs << np.uint64(32)) | data).astype("<u8").tobytes())
+            if w:
+                m.mem.write(P.ll[k % 2], ((seqs << np.uint64(32)) | data).astype("<u8").tobytes())
         grid = case.grids[k] if case.grids else case.grid
         g = m.launch(kern, grid, case.block,
                      _ringll_params(kern, R, P, k, n, N, flags, case.scalar),
                      name="rank%d call%d" % (r, k))
         g.rank = r
         g.call = k
-        g.allowed = {R.dst, P.ll[k % 2], R.calls, R.ctrl, R.stamps}
+        g.allowed = {R.dst, P.ll[k % 2], R.calls, R.ctrl, R.stamps, P.flags}
         if R.stamps:
             m.mem.write(R.stamps, bytes(8 * (R.steps + 2)))
         grids.append(g)
@@ -1097,7 +1128,7 @@ def run_ringll_fault(info, kind, seed=1, N=3, n=37, grid=2, block=8):
     g = m.launch(info.kernel, grid, block, params, name="rank0 alone")
 
     def stray():
-        s = _stray_stores(m, g, {R.dst, P.ll[0], R.calls, R.ctrl})
+        s = _stray_stores(m, g, {R.dst, P.ll[0], R.calls, R.ctrl, P.flags})
         if s:
             return CaseResult(False, label, "stored into %s" % ", ".join(s), m.steps)
         return None
@@ -1218,10 +1249,13 @@ def ringll_cases(info, mode, seed0=0):
     seed = [seed0 * 100003 + zlib.crc32(info.name.encode()) % 99991 + 900]
     rng = np.random.default_rng(seed[0])
     has_arg = info.op in ("premulsum", "sumpostdiv")
+    simple = info.family == "ringsimple"
 
     def add(**kw):
         seed[0] += 1
         kw.setdefault("seed", seed[0])
+        if simple and kw.get("one_shot"):
+            return                               # rr_ringsimple has no one-shot
         if has_arg:
             j = len(cases)
             kw.setdefault("flags", 7)            # what the host passes
@@ -1248,6 +1282,12 @@ def ringll_cases(info, mode, seed0=0):
     # the one-shot (flags bit 3): one chunk, one step, mixed alignments
     add(N=2, n=5 * E + 3, grid=2, block=4, calls=3, offs=[(0, 0), (1 % E, E - 1)],
         one_shot=True, stamps=True, note="mixed-align")
+    if simple and (ti.size == 8 or mode == "full"):
+        # chunks of two tiles and a part (a tile is 16 KiB), on grids of
+        # one block and of three (idle blocks), 3 calls
+        tile = 16384 // ti.size
+        add(N=2, n=2 * (2 * tile + 3 * E) + 1, grid=1, grids=[1, 3, 2], block=64, calls=3,
+            offs=[(0, 0), (1 % E, 1 % E)], note="tiles")
     if mode != "full":
         return cases
     add(N=2, n=1, grid=1, block=8, calls=2, one_shot=True, note="one element")

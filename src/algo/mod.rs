@@ -25,6 +25,7 @@ pub(crate) mod ps;
 pub(crate) mod ring;
 pub(crate) mod ringflag;
 pub(crate) mod ringll;
+pub(crate) mod ringsimple;
 
 use crate::error::{Error, Result};
 use crate::plan::{Collective, Plan, Shape};
@@ -204,6 +205,11 @@ pub const REGISTRY: &[Entry] = &[
         ringll::parse,
         &["ring:ll"],
         "ring:ll (the ring in one kernel per rank: each step stored into the right neighbour's slot with its flag in the same words, polled there; no copy engine, no event between steps)",
+    ),
+    Entry::new(
+        ringsimple::parse,
+        &["ring:simple"],
+        "ring:simple (the ring in one kernel per rank: each step stored plainly into the right neighbour's scratch, then a flag per 16 KiB tile; every byte stored is data, one flag round trip per tile)",
     ),
     Entry::new(ps::parse, &["ps"], "ps (parameter server, rank 0 as root)"),
     Entry::new(

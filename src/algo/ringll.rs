@@ -86,7 +86,11 @@ pub(crate) fn kernel_plan(
         return local_only(b, &begin);
     }
     let (chunks, slots) = crate::schedule::ll_cut(n, kind == KernelKind::LlOneShot);
-    b.lines(2 * slots * crate::schedule::ll_slot_len(shape.count, chunks, shape.elem_size));
+    if kind == KernelKind::SimpleRing {
+        b.scratch(2 * slots * crate::schedule::simple_slot_len(shape.count, n, shape.elem_size));
+    } else {
+        b.lines(2 * slots * crate::schedule::ll_slot_len(shape.count, chunks, shape.elem_size));
+    }
     // Every put's flag first: a receive names its left neighbour's.
     let flags: Vec<Vec<_>> = (0..n)
         .map(|r| (0..slots).map(|_| b.flag(r)).collect())
@@ -133,6 +137,7 @@ pub(crate) fn kernel_plan(
             Label {
                 note: match kind {
                     KernelKind::LlOneShot => "LL one-shot kernel",
+                    KernelKind::SimpleRing => "Simple ring kernel",
                     _ => "LL ring kernel",
                 },
                 ..Label::default()
@@ -149,16 +154,29 @@ pub(crate) fn kernel_plan(
 /// lowering checks a plan's steps against these, since its kernel computes
 /// the same ring itself.
 pub(crate) fn steps(shape: &Shape, r: usize, parity: usize) -> Vec<(Label, OpKind)> {
+    let len = crate::schedule::ll_slot_len(shape.count, shape.ranks, shape.elem_size);
+    ring_steps(shape, r, parity, Buf::Lines, len)
+}
+
+/// The steps of [`steps`] with slots of `len` elements in `buf`: for the
+/// LL kernel its lines, for the Simple kernel
+/// ([`crate::algo::ringsimple`]) its scratch.
+pub(crate) fn ring_steps(
+    shape: &Shape,
+    r: usize,
+    parity: usize,
+    buf: Buf,
+    len: usize,
+) -> Vec<(Label, OpKind)> {
     let n = shape.ranks;
     let layout = ChunkLayout::new(shape.count, n, shape.elem_size);
     let ring = RingSchedule::all_reduce(n);
     let steps = ring.steps();
-    let len = crate::schedule::ll_slot_len(shape.count, n, shape.elem_size);
     let base = (parity % 2) * 2 * steps * len;
     // Slot `k` (0..2(N-1)) of the half, `c`'s length.
     let slot = |k: usize, c: usize| {
         let at = base + k * len;
-        Region::new(Buf::Lines, at..at + layout.len(c))
+        Region::new(buf, at..at + layout.len(c))
     };
     let chunk = |base: Region, c: usize| base.sub(layout.range(c));
     let label = |phase: Phase, step: usize, chunk: usize| Label {

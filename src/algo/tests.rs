@@ -322,6 +322,7 @@ fn parse_names() {
         "oneshot:flag",
         "ring:flag",
         "ring:ll",
+        "ring:simple",
         "oneshot:ll",
         "ps",
         "bcast",
@@ -535,7 +536,13 @@ fn paths_that_spin_refuse_where_processes_take_turns_on_a_gpu() {
         time_sliced: true,
         ..Placement::default()
     };
-    for name in ["ring:ll", "oneshot:ll", "oneshot:flag", "ring:flag"] {
+    for name in [
+        "ring:ll",
+        "ring:simple",
+        "oneshot:ll",
+        "oneshot:flag",
+        "ring:flag",
+    ] {
         let s = Shape::all_reduce(2, 1000, 4, false);
         let algo: AlgoChoice = name.parse().unwrap();
         let e = algo.resolve_in(&s, &shared).unwrap_err().to_string();
@@ -565,7 +572,15 @@ fn paths_that_spin_refuse_where_processes_take_turns_on_a_gpu() {
             // Host memory only, wherever the GPUs are.
             let e = algo.supports_at(&shared).unwrap_err();
             assert!(e.contains("host memory"), "{name}: {e}");
-        } else if !["ring:ll", "oneshot:ll", "oneshot:flag", "ring:flag"].contains(&name.as_str()) {
+        } else if ![
+            "ring:ll",
+            "ring:simple",
+            "oneshot:ll",
+            "oneshot:flag",
+            "ring:flag",
+        ]
+        .contains(&name.as_str())
+        {
             algo.supports_at(&shared)
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
         }
@@ -585,7 +600,13 @@ fn paths_that_spin_refuse_where_processes_take_turns_on_a_gpu() {
 /// (`results/2026-12-06-h100x1-ll-stop/`).
 #[test]
 fn paths_that_spin_refuse_where_rank_threads_share_too_few_queues() {
-    let spinning = ["ring:ll", "oneshot:ll", "oneshot:flag", "ring:flag"];
+    let spinning = [
+        "ring:ll",
+        "ring:simple",
+        "oneshot:ll",
+        "oneshot:flag",
+        "ring:flag",
+    ];
     for (n, queues) in [(2, 4), (3, 8), (4, 8), (4, 15)] {
         let short = Placement {
             one_gpu: true,

@@ -187,6 +187,21 @@ pub(crate) fn ll_blocks(slot_bytes: usize, ranks: usize, sms: usize) -> usize {
     (slot_bytes / 16).div_ceil(BLOCK as usize).clamp(1, cap)
 }
 
+/// Bytes of a tile of the Simple ring kernel, the unit one flag covers (a
+/// multiple of it when a slot would have more than [`SIMPLE_MAX_TILES`]
+/// tiles): `gen_ptx.py`'s `SIMPLE_TILE`, checked by a test against the PTX.
+pub const SIMPLE_TILE: usize = 16384;
+
+/// Most tiles of a Simple ring slot, and the tile flags each rank keeps
+/// (`gen_ptx.py`'s `SIMPLE_MAX_TILES`).
+pub const SIMPLE_MAX_TILES: usize = 1024;
+
+/// Tiles of a Simple ring slot of `slot_bytes` bytes, as the kernel cuts it.
+pub(crate) fn simple_tiles(slot_bytes: usize) -> usize {
+    let tile = SIMPLE_TILE * slot_bytes.div_ceil(SIMPLE_TILE * SIMPLE_MAX_TILES).max(1);
+    slot_bytes.div_ceil(tile).max(1)
+}
+
 /// One rank's LL ring launch (offsets in bytes): the whole ring all-reduce
 /// of `count` elements over `ranks` ranks, this rank's part.
 pub struct RingLl<'a, 'id> {
@@ -217,6 +232,37 @@ pub struct RingLl<'a, 'id> {
     /// Where the kernel writes its step times (`%globaltimer`, K + 2
     /// words: its start, step 0's put, the end of each of its K steps),
     /// or none.
+    pub stamps: Option<&'a HostMapped>,
+}
+
+/// One rank's Simple ring launch (offsets in bytes): the whole ring
+/// all-reduce of `count` elements over `ranks` ranks, this rank's part, its
+/// chunks stored plainly into the right neighbour's slots with a flag per
+/// tile.
+pub struct RingSimple<'a, 'id> {
+    pub dst: (&'a DevBuf<'id>, usize),
+    pub a: (&'a DevBuf<'id>, usize),
+    pub count: usize,
+    pub elem: usize,
+    pub ranks: usize,
+    pub rank: usize,
+    /// This rank's half of the slots (written by the left neighbour's
+    /// kernel): 2(N-1) slots of `schedule::simple_slot_len` elements.
+    pub my_slots: (&'a DevBuf<'id>, usize),
+    /// The right neighbour's half (written by this rank's kernel).
+    pub peer_slots: (&'a PeerBuf, usize),
+    /// This rank's tile flags ([`SIMPLE_MAX_TILES`] u64, written by the
+    /// left neighbour's kernel) and the right neighbour's.
+    pub my_flags: (&'a DevBuf<'id>, usize),
+    pub peer_flags: (&'a PeerBuf, usize),
+    /// This rank's LL call counts, shared with the LL ring kernel.
+    pub calls: (&'a DevBuf<'id>, usize),
+    /// The control block, as for [`RingLl::ctrl`].
+    pub ctrl: &'a HostMapped,
+    /// As [`RingLl::flags`].
+    pub flags: u64,
+    pub scalar: u64,
+    /// As [`RingLl::stamps`].
     pub stamps: Option<&'a HostMapped>,
 }
 
@@ -500,6 +546,115 @@ impl<'id> Stream<'id> {
         // half's slots: checked). The kernel writes only dst, the peer's
         // half, its call counts, the status word, its blocks' step words
         // and the stamps.
+        unsafe { self.launch_1d(k, blocks, &args, CALL) }
+    }
+
+    /// Launch the Simple ring kernel `k`: every rank of the ring launches
+    /// it for the same call with the same count; each block waits on its
+    /// tiles' flags, raised by the left neighbour after their data, until
+    /// the control block's abort word or deadline ends the wait (then it
+    /// writes the status and returns with its output partly written).
+    /// Checked: whole elements, element-aligned offsets, dst equal to a or
+    /// apart from it, both halves of slots long enough for the kernel's
+    /// slots and apart from the data, and both flag arrays whole.
+    pub(crate) fn ring_simple(&self, k: &Kernel<'id>, x: &RingSimple<'_, 'id>) -> CuResult<()> {
+        const CALL: &str = "cuLaunchKernel(ring_simple)";
+        if x.ranks < 2 || x.rank >= x.ranks || x.count == 0 {
+            return Err(err(
+                CALL,
+                format!(
+                    "rank {} of {} ranks, {} elements (a ring of at least 2 ranks, a rank of it, at least one element)",
+                    x.rank, x.ranks, x.count
+                ),
+            ));
+        }
+        if x.flags & !0b111 != 0 {
+            return Err(err(CALL, format!("flags {:#x}: bits 0-2 only", x.flags)));
+        }
+        let bytes = x
+            .count
+            .checked_mul(x.elem)
+            .ok_or_else(|| err(CALL, "the byte count overflows"))?;
+        for off in [x.dst.1, x.a.1] {
+            aligned(CALL, off, x.elem)?;
+        }
+        let pd = x.dst.0.ptr_at(CALL, x.dst.1, bytes)?;
+        let pa = x.a.0.ptr_at(CALL, x.a.1, bytes)?;
+        if overlap(pd, pa, bytes) && pd != pa {
+            return Err(err(CALL, "the output partially overlaps the input"));
+        }
+        let slot = crate::schedule::simple_slot_len(x.count, x.ranks, x.elem) * x.elem;
+        let half = slot
+            .checked_mul(2 * (x.ranks - 1))
+            .ok_or_else(|| err(CALL, "the slots' size overflows"))?;
+        for off in [x.my_slots.1, x.peer_slots.1] {
+            aligned(CALL, off, 16)?;
+        }
+        for off in [x.my_flags.1, x.peer_flags.1] {
+            aligned(CALL, off, 8)?;
+        }
+        let ms = x.my_slots.0.ptr_at(CALL, x.my_slots.1, half)?;
+        let (_keep, ps) = x.peer_slots.0.range(CALL, x.peer_slots.1, half)?;
+        let hits = |p: u64| ms < p + bytes as u64 && p < ms + half as u64;
+        if hits(pd) || hits(pa) {
+            return Err(err(CALL, "the slots overlap the data"));
+        }
+        let mf = x
+            .my_flags
+            .0
+            .ptr_at(CALL, x.my_flags.1, 8 * SIMPLE_MAX_TILES)?;
+        let (_keep_flags, pf) = x
+            .peer_flags
+            .0
+            .range(CALL, x.peer_flags.1, 8 * SIMPLE_MAX_TILES)?;
+        // About one block per tile, within what the ranks' grids together
+        // may keep resident (as the LL ring's); the ranks' grids need not
+        // agree, since a flag belongs to a tile, not to a block.
+        let blocks = simple_tiles(slot).min(ll_blocks(usize::MAX / 2, x.ranks, k.sms));
+        let calls = x.calls.0.ptr_at(CALL, x.calls.1, 8 * LL_MAX_BLOCKS)?;
+        x.ctrl
+            .device_ptr((16 + 4 * LL_MAX_BLOCKS).div_ceil(8) - 1)?;
+        let ctrl = x.ctrl.device_ptr(0)?;
+        let steps = 2 * (x.ranks - 1);
+        let stamps = match x.stamps {
+            Some(h) => {
+                h.device_ptr(steps + 1)?;
+                h.device_ptr(0)?
+            }
+            None => 0,
+        };
+        let args = [
+            pd,
+            pa,
+            ms,
+            ps,
+            mf,
+            pf,
+            calls,
+            x.count as u64,
+            x.ranks as u64,
+            x.rank as u64,
+            x.flags,
+            x.scalar,
+            ctrl,
+            stamps,
+        ];
+        // SAFETY: the Simple ring kernels take fourteen u64 parameters in
+        // this order; dst and a lie in live allocations of this context for
+        // count elements, element-aligned (checked); both halves of slots are
+        // 16-byte aligned and hold the 2(N-1) slots of
+        // `schedule::simple_slot_len` that the kernel computes from (count,
+        // N, elem) (checked), mine in this context, the right neighbour's in
+        // a live peer allocation reachable through peer access (checked,
+        // kept alive by `_keep`); both flag arrays hold SIMPLE_MAX_TILES
+        // u64, the kernel's most tiles (checked; the peer's kept alive by
+        // `_keep_flags`); the call counts hold the LL_MAX_BLOCKS u64 the
+        // kernel counts in (checked; blocks <= LL_MAX_BLOCKS by
+        // `ll_blocks`); ctrl is a live host-mapped block holding the step
+        // words of LL_MAX_BLOCKS blocks (checked); stamps is 0 or a live
+        // host-mapped block of 2(N-1) + 2 words (checked). The kernel writes
+        // only dst, the peer's slots and tile flags, its call counts, the
+        // status word, its blocks' step words and the stamps.
         unsafe { self.launch_1d(k, blocks, &args, CALL) }
     }
 

@@ -68,11 +68,12 @@ pub(crate) use driver::{
 pub use driver::{driver, p2p_info, P2pInfo};
 pub use driver::{DeviceInfo, DriverInfo};
 pub use foreign::{device_args, DeviceArgs, DeviceSpan};
-pub(crate) use kernels::{Kernel, EXCHANGE_MAX_BLOCKS};
+pub(crate) use kernels::{Kernel, EXCHANGE_MAX_BLOCKS, SIMPLE_MAX_TILES};
 #[cfg(feature = "nccl")]
 pub(crate) use memory::NcclRegistration;
 pub(crate) use memory::{DevBuf, HostMapped, IpcMemHandle, PeerBuf};
-pub use order::{DoneEvent, RawStream};
+pub(crate) use order::DoneEvent;
+pub use order::RawStream;
 pub(crate) use stream::{Event, Graph, IpcEventHandle, PeerCopy, RemoteEvent, Stream, TimingEvent};
 pub(crate) use work::LoadedWork;
 

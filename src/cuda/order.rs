@@ -61,7 +61,7 @@ impl Drop for Primary {
 /// timeout, or make a stream wait for it; it is never re-recorded while
 /// anyone but its pool holds it (the backend reuses an event only once the
 /// caller has dropped every clone of its `Arc`).
-pub struct DoneEvent {
+pub(crate) struct DoneEvent {
     pub(super) ev: sys::CUevent,
     // Declared after `ev`: dropped (released) after the event is destroyed.
     pub(super) primary: Primary,
@@ -118,22 +118,6 @@ impl DoneEvent {
             // SAFETY: a live event of the pushed context.
             unsafe { result::event_query(ev) }
         })
-    }
-
-    /// Wait until [`DoneEvent::query`] says complete, at most `limit`
-    /// (spinning briefly, then napping); an error when it is not complete
-    /// by then ([`DoneEvent::wait_for`] tells that apart by type).
-    pub fn wait(&self, limit: Duration) -> CuResult<()> {
-        if self.wait_for(limit)? {
-            return Ok(());
-        }
-        Err(err(
-            "cuEventQuery",
-            format!(
-                "the call was not complete after {:.1} s",
-                limit.as_secs_f64()
-            ),
-        ))
     }
 
     /// Wait until [`DoneEvent::query`] says complete, at most `limit`

@@ -51,7 +51,7 @@ pub enum Effect<'a> {
 
 /// A memory access: rank, region, write.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Access<'a> {
+pub(crate) struct Access<'a> {
     /// Whose memory.
     pub rank: usize,
     /// Which elements.

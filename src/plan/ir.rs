@@ -378,6 +378,12 @@ pub enum KernelKind {
     /// and a *receive* that reduces it with the input (the contract of
     /// [`KernelKind::LlRing`], on 2 ranks).
     LlOneShot,
+    /// The ring in one kernel per rank, NCCL's Simple protocol: the steps
+    /// of [`KernelKind::LlRing`], each put storing its chunk plainly into
+    /// the right neighbour's scratch slot ([`Buf::Scratch`]) and then
+    /// raising one flag per tile of it, each receive waiting for those
+    /// flags. A slot is written by one put and read by one receive per call.
+    SimpleRing,
     /// The all-reduce of one rail of a hierarchical plan (the ranks with
     /// the same index on every node), one op per member. Its steps are a
     /// ring over the rail's members, as an LL ring's are: each step a *put*
@@ -483,6 +489,7 @@ impl OpKind {
                 KernelKind::Exchange => "exchange",
                 KernelKind::LlRing => "ll ring kernel",
                 KernelKind::LlOneShot => "ll one-shot kernel",
+                KernelKind::SimpleRing => "simple ring kernel",
                 KernelKind::Rail => "rail all-reduce",
             },
             OpKind::End => "end",

@@ -215,6 +215,7 @@ impl Plan {
         // slots are in), by kind.
         let (right, left, slots) = match k.kind {
             KernelKind::LlRing => ((r + 1) % n, (r + n - 1) % n, Buf::Lines),
+            KernelKind::SimpleRing => ((r + 1) % n, (r + n - 1) % n, Buf::Scratch),
             KernelKind::LlOneShot => {
                 if n != 2 || k.steps.len() != 2 {
                     return Err(format!(

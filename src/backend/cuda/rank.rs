@@ -47,6 +47,10 @@ const CTRL_BYTES: usize = 4 * (LL_STEPS + kernels::LL_MAX_BLOCKS);
 /// exchange's).
 pub(super) const LL_CALLS: usize = 8 * EXCHANGE_MAX_BLOCKS;
 
+/// Byte offset of the Simple ring kernel's tile flags in `flags` (after
+/// the exchange's).
+pub(super) const SIMPLE_FLAGS: usize = 8 * EXCHANGE_MAX_BLOCKS;
+
 /// Clock anchors per take (the tightest bracket is kept).
 const ANCHOR_TRIES: usize = 10;
 
@@ -80,6 +84,7 @@ struct Kernels<'id> {
     reduce: Kernel<'id>,
     exchange: Kernel<'id>,
     ring_ll: Kernel<'id>,
+    ring_simple: Kernel<'id>,
 }
 
 /// What a rank's instrumentation layers recorded since the last take
@@ -212,7 +217,10 @@ impl<'id> Rank<'id> {
     ) -> Result<Rank<'id>> {
         let e = cuda_err(rank, device);
         let lanes = [ctx.stream().map_err(&e)?, ctx.stream().map_err(&e)?];
-        let flags = ctx.alloc(8 * EXCHANGE_MAX_BLOCKS).map_err(&e)?;
+        // The exchange's flags, then the Simple ring's tile flags.
+        let flags = ctx
+            .alloc(SIMPLE_FLAGS + 8 * crate::cuda::SIMPLE_MAX_TILES)
+            .map_err(&e)?;
         // The exchange's per-block counts, then the LL kernel's (LL_CALLS).
         let calls = ctx
             .alloc(8 * (EXCHANGE_MAX_BLOCKS + kernels::LL_MAX_BLOCKS))
@@ -335,6 +343,7 @@ impl<'id> Rank<'id> {
                 reduce: self.ctx.kernel(&m, &name("reduce")).map_err(&e)?,
                 exchange: self.ctx.kernel(&m, &name("exchange")).map_err(&e)?,
                 ring_ll: self.ctx.kernel(&m, &name("ringll")).map_err(&e)?,
+                ring_simple: self.ctx.kernel(&m, &name("ringsimple")).map_err(&e)?,
             };
             self.kernels.insert((dtype, op), k);
         }

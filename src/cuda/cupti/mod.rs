@@ -49,7 +49,7 @@ use std::time::Instant;
 use cudarc::cupti::sys;
 use libloading::Library;
 
-pub use crate::param::{CuptiKinds, CuptiTie};
+pub(crate) use crate::param::{CuptiKinds, CuptiTie};
 pub(crate) use records::order::tie_by_order;
 pub use records::order::{Class, Issued};
 pub use records::{Activity, ActivityKind};

@@ -11,13 +11,14 @@ use ringreduce_tools::verify::{self, Inputs};
 use std::time::{Duration, Instant};
 
 /// Every path by name (`ring:pipeK` with a K that divides nothing evenly).
-const PATHS: [&str; 12] = [
+const PATHS: [&str; 13] = [
     "ring",
     "ring:naive",
     "ring:pipe2",
     "ring:pipe5",
     "ring:flag",
     "ring:ll",
+    "ring:simple",
     "oneshot",
     "oneshot:fused",
     "oneshot:flag",
@@ -100,7 +101,7 @@ fn refusal(path: &str, collective: Collective, ranks: usize) -> Option<&'static 
             None
         };
     }
-    if path == "ring:ll" {
+    if path == "ring:ll" || path == "ring:simple" {
         return (collective != Collective::AllReduce).then_some("all-reduce only");
     }
     if path.starts_with("ring") {

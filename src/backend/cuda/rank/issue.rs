@@ -302,7 +302,49 @@ impl<'id> Rank<'id> {
                 ranks,
                 half,
                 flags,
+                simple: true,
+                ..
+            } => {
+                let k = &kernels()?.ring_simple;
+                // Both ranks' scratch holds two halves of the kernel's slots.
+                let half_bytes =
+                    crate::schedule::simple_slot_len(count, ranks, elem) * elem * 2 * (ranks - 1);
+                let peer_flags = self
+                    .peers
+                    .flags
+                    .get(right)
+                    .ok_or_else(|| Error::internal(format!("no flags of rank {right}")))?;
+                let x = kernels::RingSimple {
+                    dst: (self.buf(dst.buf)?, dst.offset),
+                    a: (self.buf(a.buf)?, a.offset),
+                    count,
+                    elem,
+                    ranks,
+                    rank: self.rank,
+                    my_slots: (self.buf(BufId::SCRATCH)?, half * half_bytes),
+                    peer_slots: (self.peer(right, BufId::SCRATCH)?, half * half_bytes),
+                    my_flags: (&self.flags, super::SIMPLE_FLAGS),
+                    peer_flags: (peer_flags, super::SIMPLE_FLAGS),
+                    calls: (&self.calls, super::LL_CALLS),
+                    ctrl: &self.ctrl,
+                    flags,
+                    scalar,
+                    stamps,
+                };
+                stream.ring_simple(k, &x).map_err(|e| at.cuda(e))?;
+                let left = crate::schedule::left(self.rank, ranks);
+                *self.waited_for.borrow_mut() = Some((call.plan.clone(), at.i, left));
+            }
+            DriverOp::RingLl {
+                right,
+                dst,
+                a,
+                count,
+                ranks,
+                half,
+                flags,
                 one_shot,
+                simple: false,
                 ..
             } => {
                 let k = &kernels()?.ring_ll;

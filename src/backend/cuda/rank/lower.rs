@@ -103,7 +103,8 @@ pub(super) enum DriverOp {
     /// elements from `a` into `dst`, its puts into the `right` rank's LL
     /// lines, on LL half `half` (0 or 1) of both; `steps` plan steps.
     /// `one_shot`: the one-shot of 2 ranks on the same kernel (one chunk,
-    /// one step).
+    /// one step). `simple`: the Simple ring kernel instead, on the
+    /// scratch slots of half `half` and the ranks' tile flags.
     RingLl {
         right: usize,
         dst: Addr,
@@ -114,6 +115,7 @@ pub(super) enum DriverOp {
         steps: usize,
         flags: u64,
         one_shot: bool,
+        simple: bool,
     },
 }
 
@@ -413,7 +415,10 @@ impl<'p> Lowering<'p> {
                         "cuda",
                     ))
                 }
-                (kind @ (KernelKind::LlRing | KernelKind::LlOneShot), steps) => {
+                (
+                    kind @ (KernelKind::LlRing | KernelKind::LlOneShot | KernelKind::SimpleRing),
+                    steps,
+                ) => {
                     let work = self.ring_ll(i, kind, steps)?;
                     let right = crate::schedule::right(r, self.plan.shape.ranks);
                     // Its puts: 2(N-1) chunks, about 2(N-1)/N of the buffer
@@ -478,14 +483,14 @@ impl<'p> Lowering<'p> {
         ))
     }
 
-    /// Op `i`, an LL kernel of `kind` with `steps`, as the kernel runs it:
-    /// the kernel computes its steps itself (the ring of
-    /// [`crate::algo::ringll::steps`], or the one-shot of
-    /// [`crate::algo::oneshotll::steps`], on one LL half), so the plan's
-    /// steps must be exactly those; anything else is refused rather than run
-    /// differently.
+    /// Op `i`, an LL or Simple ring kernel of `kind` with `steps`, as the
+    /// kernel runs it: the kernel computes its steps itself (the ring of
+    /// [`crate::algo::ringll::steps`] or [`crate::algo::ringsimple::steps`],
+    /// or the one-shot of [`crate::algo::oneshotll::steps`], on one half of
+    /// its slots), so the plan's steps must be exactly those; anything else
+    /// is refused rather than run differently.
     fn ring_ll(&self, i: usize, kind: KernelKind, steps: &[Op]) -> Result<DriverOp> {
-        use crate::schedule::{ll_cut, ll_slot_len, right};
+        use crate::schedule::{ll_cut, ll_slot_len, right, simple_slot_len};
         let (r, shape) = (self.rank, &self.plan.shape);
         let n = shape.ranks;
         let differs = |what: String| {
@@ -496,6 +501,7 @@ impl<'p> Lowering<'p> {
             ))
         };
         let one_shot = kind == KernelKind::LlOneShot;
+        let simple = kind == KernelKind::SimpleRing;
         if n < 2
             || (one_shot && n != 2)
             || shape.count == 0
@@ -508,13 +514,20 @@ impl<'p> Lowering<'p> {
         }
         // The slot of step 0's receive fixes the half.
         let (chunks, slots) = ll_cut(n, one_shot);
-        let per_half = slots * ll_slot_len(shape.count, chunks, shape.elem_size);
+        let per_half = slots
+            * if simple {
+                simple_slot_len(shape.count, chunks, shape.elem_size)
+            } else {
+                ll_slot_len(shape.count, chunks, shape.elem_size)
+            };
         let half = match steps.get(1).map(|s| &s.kind) {
             Some(OpKind::Reduce { b, .. }) if per_half > 0 => b.range.start / per_half,
             _ => 0,
         };
         let want = if one_shot {
             crate::algo::oneshotll::steps(shape, r, half)
+        } else if simple {
+            crate::algo::ringsimple::steps(shape, r, half)
         } else {
             crate::algo::ringll::steps(shape, r, half)
         };
@@ -541,6 +554,7 @@ impl<'p> Lowering<'p> {
             steps: steps.len(),
             flags: 0b111,
             one_shot,
+            simple,
         })
     }
 

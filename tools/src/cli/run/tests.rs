@@ -17,13 +17,14 @@ fn help_names_every_path() {
         "oneshot:ll",
         "ring:flag",
         "ring:ll",
+        "ring:simple",
         "ps",
         "hier:G",
         "hier:G:mpi",
     ] {
         assert!(names.contains(&name), "{name} not in {names:?}");
     }
-    assert_eq!(names.len(), 12, "{names:?}");
+    assert_eq!(names.len(), 13, "{names:?}");
     let helps = [
         RunArgs::augment_args(clap::Command::new("run")).render_long_help(),
         crate::cli::trace::TraceArgs::augment_args(clap::Command::new("trace")).render_long_help(),

@@ -298,12 +298,14 @@ fn every_op_lowers_to_exactly_the_work_the_plan_says() {
                         steps,
                         flags,
                         one_shot,
+                        simple,
                     },
                 ) => {
                     // The steps themselves are checked against the
                     // kernel's ring by the lowering (an_ll_ring_unlike...).
-                    assert!(k.kind.uses_lines(), "{at}");
+                    assert!(k.kind.uses_lines() || simple, "{at}");
                     assert_eq!(one_shot, k.kind == KernelKind::LlOneShot, "{at}");
+                    assert_eq!(simple, k.kind == KernelKind::SimpleRing, "{at}");
                     assert_eq!(right, (r + 1) % plan.ranks(), "{at}");
                     assert!(is_region(&dst, r, &plan.shape.output(r), elem), "{at}");
                     assert!(is_region(&a, r, &plan.shape.input(r), elem), "{at}");
