@@ -338,6 +338,24 @@ fn ll_ring_wins(shape: &Shape) -> bool {
         && shape.count.saturating_mul(shape.elem_size) <= LL_MANY_MAX_BYTES
 }
 
+/// With every rank on one GPU, an all-reduce of more than 2 ranks takes
+/// `ring:simple` above [`PS_MAX_BYTES`] and up to this size per rank: the
+/// ring's steps in one kernel per rank, plain stores and a flag per tile
+/// (4 ranks on one H100, `results/2026-12-08-h100x1-ring-simple/`: 74 and
+/// 138 us at 8 and 16 MiB against the copy-engine ring's 96 and 158, which
+/// `auto` took there; `ps` ahead at 4 MiB, the copy-engine ring from
+/// 32 MiB). Measured with 4 ranks only; on several GPUs not yet.
+pub(crate) const SIMPLE_MANY_MAX_BYTES: usize = 16 << 20;
+
+/// Whether `auto` takes `ring:simple` for `shape` on one GPU.
+fn simple_ring_wins(shape: &Shape) -> bool {
+    let bytes = shape.count.saturating_mul(shape.elem_size);
+    shape.collective == Collective::AllReduce
+        && shape.ranks > 2
+        && bytes > PS_MAX_BYTES
+        && bytes <= SIMPLE_MANY_MAX_BYTES
+}
+
 /// Up to this size per rank, 2 ranks use the one-shot kernels for an
 /// all-reduce (2 x H200, docs/lab/perf-notes.md: 1.4x-2.7x NCCL from 8 B to
 /// 8 MiB out of place; 1.13x at 16 MiB in place).
@@ -575,6 +593,8 @@ impl AlgoChoice {
             time_sliced(shape)
         } else if at.one_gpu && at.short_queues.is_none() && ll_ring_wins(shape) {
             Arc::new(ringll::RING_LL)
+        } else if at.one_gpu && at.short_queues.is_none() && simple_ring_wins(shape) {
+            Arc::new(ringsimple::RING_SIMPLE)
         } else {
             match auto(shape) {
                 // The in-place 2-rank one-shot spins: the copy-engine one

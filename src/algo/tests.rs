@@ -655,21 +655,40 @@ fn paths_that_spin_refuse_where_rank_threads_share_too_few_queues() {
 }
 
 /// On one GPU (threads), `auto` takes `ring:ll` for all-reduces of more
-/// than 2 ranks up to `LL_MANY_MAX_BYTES`, and elsewhere what it took.
+/// than 2 ranks up to `LL_MANY_MAX_BYTES` and `ring:simple` above
+/// `PS_MAX_BYTES` up to `SIMPLE_MANY_MAX_BYTES`, and elsewhere what it
+/// took.
 #[test]
-fn auto_on_one_gpu_takes_the_ll_ring_where_it_was_measured_to_win() {
+fn auto_on_one_gpu_takes_the_kernel_rings_where_they_were_measured_to_win() {
     let one = Placement {
         one_gpu: true,
         ..Placement::default()
     };
     let max = LL_MANY_MAX_BYTES / 4;
+    let (ps, simple) = (PS_MAX_BYTES / 4, SIMPLE_MANY_MAX_BYTES / 4);
     for n in 2..=6 {
-        for s in shapes(n, &[1, 5, 1000, max, max + 1, 16 << 20]) {
+        for s in shapes(
+            n,
+            &[
+                1,
+                5,
+                1000,
+                max,
+                max + 1,
+                ps,
+                ps + 1,
+                simple,
+                simple + 1,
+                16 << 20,
+            ],
+        ) {
             let got = AlgoChoice::Auto.resolve_in(&s, &one).unwrap().name();
             let bytes = s.count * s.elem_size;
-            let ll = s.collective == Collective::AllReduce && n > 2 && bytes <= LL_MANY_MAX_BYTES;
-            if ll {
+            let many = s.collective == Collective::AllReduce && n > 2;
+            if many && bytes <= LL_MANY_MAX_BYTES {
                 assert_eq!(got, "ring:ll", "{s:?}");
+            } else if many && bytes > PS_MAX_BYTES && bytes <= SIMPLE_MANY_MAX_BYTES {
+                assert_eq!(got, "ring:simple", "{s:?}");
             } else {
                 let elsewhere = AlgoChoice::Auto.resolve_in(&s, &Placement::default());
                 assert_eq!(got, elsewhere.unwrap().name(), "{s:?}");
