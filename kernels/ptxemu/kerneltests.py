@@ -1282,6 +1282,10 @@ def ringll_cases(info, mode, seed0=0):
     # the one-shot (flags bit 3): one chunk, one step, mixed alignments
     add(N=2, n=5 * E + 3, grid=2, block=4, calls=3, offs=[(0, 0), (1 % E, E - 1)],
         one_shot=True, stamps=True, note="mixed-align")
+    if simple:
+        # several vectors per thread (the unrolled loop, then the single
+        # one), in place, with a scalar tail
+        add(N=2, n=40 * E + 3, grid=1, block=4, calls=2, inplace=True, note="unrolled")
     if simple and (ti.size == 8 or mode == "full"):
         # chunks of two tiles and a part (a tile is 16 KiB), on grids of
         # one block and of three (idle blocks), 3 calls

@@ -22,9 +22,9 @@
 //!   host), peer tokens, host-mapped control words.
 //! * `stream`: streams, events, copies, CUDA graphs.
 //! * `kernels`: the PTX modules ([`KernelModule`]) and the kernel ABIs
-//!   (reduce, exchange).
+//!   (reduce, exchange, the LL and Simple rings).
 //! * `order` and `work`: stream-ordered calls (completion events any thread
-//!   can hold, [`DoneEvent`]; another library's stream, [`RawStream`]) and
+//!   can hold, `DoneEvent`; another library's stream, [`RawStream`]) and
 //!   kernels a caller runs on a rank's work stream (its own PTX, through
 //!   the `unsafe` `WorkKernel::from_ptx`, or `compute_module`).
 //! * `nccl` (the `nccl` feature): the NCCL binding; `nccl::Nccl` is what
