@@ -107,14 +107,14 @@ for f in "${files[@]}"; do
     # Per kernel: "Compiling entry function 'x'", the spill line, "Used N registers".
     echo "== $rel"
     grep -E "Compiling entry function|spill|Used [0-9]+ registers" "$log" | sed 's/^/   /'
-    # The LL kernels' grids assume 4 resident blocks of 256 threads an SM
+    # The LL and Simple ring kernels' grids assume 4 resident blocks of 256 threads an SM
     # (src/cuda/kernels.rs LL_BLOCKS_PER_SM): at most 64 registers a thread.
-    over="$(awk '/Compiling entry function .rr_ringll/ {ll=1; next}
+    over="$(awk '/Compiling entry function .rr_ring(ll|simple)/ {ll=1; next}
                  /Compiling entry function/ {ll=0}
                  ll && match($0, /Used [0-9]+ registers/) {
                      n = substr($0, RSTART + 5, RLENGTH - 15) + 0; if (n > 64) print n }' "$log")"
     if [[ -n "$over" ]]; then
-        echo "check-ptx: FAILED: an LL ring kernel of $rel uses more than 64 registers ($over): 4 blocks an SM no longer fit" >&2
+        echo "check-ptx: FAILED: an LL or Simple ring kernel of $rel uses more than 64 registers ($over): 4 blocks an SM no longer fit" >&2
         exit 1
     fi
     if grep -Eq "[1-9][0-9]* bytes spill (stores|loads)" "$log"; then

@@ -15,7 +15,7 @@
 #                                        halfbf16 (half, bfloat16 128 MiB-1 GiB), many (4 and 8 ranks
 #                                        8 B-256 MiB, every path), place (4 and 8 ranks round-robin
 #                                        against blocks, timelines at 1 MiB), ll (the kernel paths
-#                                        ring:ll, oneshot:ll, oneshot:flag beside NCCL and NCCL_PROTO=LL,
+#                                        ring:ll, ring:simple, oneshot:ll, oneshot:flag beside NCCL and NCCL_PROTO=LL,
 #                                        float/half/bf16, graphs, NCCL's tuning log, LL step times)
 #   bash .device/gpu-check.sh timeline   topo (links, measured peer-copy matrix), GPU timelines
 #                                        (JSON + SVG) of ring, ring:pipe2, oneshot, ps at 64 MiB and
@@ -162,6 +162,12 @@ if [ "$MODE" = validate ]; then
     done
     run 150 compute-sanitizer --tool memcheck --leak-check full "$RR" run --backend cuda --ranks 3 --count 1003 --in-place --algo ring:pipe2 --iters 2
     run 150 compute-sanitizer --tool memcheck "$RR" run --backend cuda --ranks 2 --count 100003 --collective reduce-scatter -d int8 -o sum --iters 2
+    # The kernel rings (their kernels spin on each other's flags).
+    for tool in memcheck racecheck synccheck; do
+        for algo in ring:ll ring:simple; do
+            run 150 compute-sanitizer --tool $tool "$RR" run --backend cuda --ranks 2 --count 70003 --algo $algo --iters 2
+        done
+    done
     } > "$OUT/sanitizer.log" 2>&1
     grep -E "^###|ERROR SUMMARY|\[exit|check     :" "$OUT/sanitizer.log" | tail -60
     run 300 "$RR" soak --backend cuda --calls 10000 --seed 1 --max-size 1MiB > "$OUT/soak.log" 2>&1; tail -12 "$OUT/soak.log"
@@ -210,7 +216,7 @@ if [ "$MODE" = bench ]; then
             # 4 ranks. Alone, about 8 min.
             for d in float half bfloat16; do
                 E=16MiB; [ $d = float ] && E=1GiB
-                run 200 "$RR" bench --ranks 2 -d $d --algo auto,ring,ring:pipe2,ring:ll,oneshot:ll,oneshot:flag,nccl,nccl:reg,nccl:sym \
+                run 200 "$RR" bench --ranks 2 -d $d --algo auto,ring,ring:pipe2,ring:ll,ring:simple,oneshot:ll,oneshot:flag,nccl,nccl:reg,nccl:sym \
                     -b 8 -e $E -f 4 -n 20 -w 5 --blocks 3 --big 64MiB --no-ceiling --timeout 30 \
                     -J "$W/ll-$d.json" > "$W/ll-$d.log" 2>&1
                 grep -E "^# Model of|rror" "$W/ll-$d.log" | cut -c1-160
@@ -219,7 +225,7 @@ if [ "$MODE" = bench ]; then
                 --no-ceiling --timeout 30 -J "$W/ll-nccl-proto-ll.json" > "$W/ll-nccl-proto-ll.log" 2>&1
             NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING run 60 "$RR" bench --ranks 2 --algo nccl,nccl:reg,nccl:sym -b 8 -e 1GiB -f 16 \
                 -n 2 -w 1 --blocks 1 --no-ceiling --timeout 30 > "$W/ll-nccl-tuning.log" 2>&1
-            run 100 "$RR" bench --ranks 2 --algo oneshot:ll:graph,oneshot:flag:graph,ring:ll:graph,auto:graph,nccl:graph,nccl:reg:graph,nccl:sym:graph \
+            run 100 "$RR" bench --ranks 2 --algo oneshot:ll:graph,oneshot:flag:graph,ring:ll:graph,ring:simple:graph,auto:graph,nccl:graph,nccl:reg:graph,nccl:sym:graph \
                 -b 8 -e 16MiB -f 4 -n 20 -w 5 --blocks 3 --no-ceiling --timeout 30 -J "$W/ll-graphs.json" > "$W/ll-graphs.log" 2>&1
             # NCCL's own tool on the same GPUs, -R 0/1/2 (scripts/nccl-tests.sh).
             if [ -f "$D/nccl-tests.tar.gz" ]; then
@@ -232,6 +238,8 @@ if [ "$MODE" = bench ]; then
                     run 60 "$RR" trace --backend cuda --ranks $n --algo ring:ll --size $size --calls 3 \
                         > "$W/ll-trace-${n}r-$size.txt" 2>&1
                 done
+                run 60 "$RR" trace --backend cuda --ranks $n --algo ring:simple --size 16MiB --calls 3 \
+                    > "$W/ll-trace-simple-${n}r-16MiB.txt" 2>&1
             done
             grep -hE "^#   call 3|order check" "$W"/ll-trace-*.txt | head -8 ;;
         rsag) run 200 "$RR" bench --ranks 2 --collective reduce-scatter,all-gather --algo auto,nccl -b 1KiB -e 1GiB -f 4 \
