@@ -1624,37 +1624,13 @@ def _ringll_kernel(T, op):
                  "this number, and lines of every earlier call a smaller one (32\n"
                  "bits: equal again after 2^32 calls); the buffer was zeroed before\n"
                  "the first call." % LL_MAX_BLOCKS)
-    o += [ins("@!%p_t0 bra", "SEQ_DONE"),
-          ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
-          ins("add.u64", "%rd_p0, %rd_calls, %rd_tmp"),
-          ins("ld.global.u64", "%rd_tmp, [%rd_p0]"),
-          ins("add.u64", "%rd_tmp, %rd_tmp, 1"),
-          ins("st.global.u64", "[%rd_p0], %rd_tmp"),
-          ins("st.shared.u64", "[s_seq], %rd_tmp"),
+    o += ll_call_number([
           ins("mov.u64", "%rd_t, %globaltimer"),
           ins("st.shared.u64", "[s_t0], %rd_t", "the call's start, for the deadline"),
           ins("add.u64", "%%rd_t, %%rd_t, %d" % HOST_POLL_NS),
-          ins("st.shared.u64", "[s_host_next], %rd_t", "no host read before this"),
-          ins("st.shared.u32", "[bail], 0"),
-          label("SEQ_DONE"),
-          ins("setp.ne.u32", "%p_tmp, %r_ctaid, 0"),
-          ins("@%p_tmp bra", "COUNT_DONE", "only block 0 counts for the absent blocks"),
-          ins("add.u32", "%r_tmp, %r_nctaid, %r_tid", "its threads together, one count each"),
-          ins("mul.wide.u32", "%rd_p0, %r_tmp, 8"),
-          ins("add.u64", "%rd_p0, %rd_calls, %rd_p0"),
-          ins("add.u64", "%%rd_p1, %%rd_calls, %d" % (8 * LL_MAX_BLOCKS)),
-          ins("shl.b64", "%rd_w0, %rd_ntid, 3"),
-          label("COUNT"),
-          ins("setp.ge.u64", "%p_tmp, %rd_p0, %rd_p1"),
-          ins("@%p_tmp bra", "COUNT_DONE"),
-          ins("ld.global.u64", "%rd_tmp, [%rd_p0]"),
-          ins("add.u64", "%rd_tmp, %rd_tmp, 1"),
-          ins("st.global.u64", "[%rd_p0], %rd_tmp"),
-          ins("add.u64", "%rd_p0, %rd_p0, %rd_w0"),
-          ins("bra", "COUNT"),
-          label("COUNT_DONE"),
-          ins("bar.sync", "0", "the only barrier: threads exit on their own"),
-          ins("ld.shared.u64", "%rd_tmp, [s_seq]"),
+          ins("st.shared.u64", "[s_host_next], %rd_t", "no host read before this")],
+          "the only barrier: threads exit on their own")
+    o += [ins("ld.shared.u64", "%rd_tmp, [s_seq]"),
           ins("cvt.u32.u64", "%r_seq, %rd_tmp"),
           ""]
     o += section("The step times",
@@ -1687,23 +1663,8 @@ def _ringll_kernel(T, op):
                  "lines t, t + ntid, ...: the same lines at every step, so the line a\n"
                  "thread forwards at step k+1 is the one it received at step k and no\n"
                  "barrier is needed between steps." % (size, unit, unit, size))
-    lg_unit = log2(unit)
-    o += [ins("shr.u64", "%%rd_B, %%rd_n, %d" % lg_unit, "units"),
-          ins("setp.ge.u64", "%p_tmp, %rd_B, %rd_C"),
-          ins("selp.u64", "%%rd_M, %d, 1, %%p_tmp" % unit),
-          ins("selp.u64", "%rd_tmp, %rd_B, %rd_n, %p_tmp", "units or elements to deal"),
-          ins("div.u64", "%rd_B, %rd_tmp, %rd_C"),
-          ins("rem.u64", "%rd_E, %rd_tmp, %rd_C"),
-          ]
-    o += cmt("max_len = max((B + (E > 0)) * M, n - start(C-1)).")
-    o += [ins("setp.ne.u64", "%p_tmp, %rd_E, 0"),
-          ins("selp.u64", "%rd_tmp, 1, 0, %p_tmp"),
-          ins("add.u64", "%rd_tmp, %rd_tmp, %rd_B"),
-          ins("mul.lo.u64", "%rd_tmp, %rd_tmp, %rd_M"),
-          ins("sub.u64", "%rd_c, %rd_C, 1")]
-    o += chunk_start("%rd_t2", "%rd_c")
-    o += [ins("sub.u64", "%rd_t2, %rd_n, %rd_t2"),
-          ins("max.u64", "%rd_tmp, %rd_tmp, %rd_t2", "max_len"),
+    o += max_chunk_len("%rd_C", unit)
+    o += [
           ins("mul.lo.u64", "%%rd_LS, %%rd_tmp, %d" % size),
           ins("add.u64", "%rd_LS, %rd_LS, 7"),
           ins("shr.u64", "%rd_LS, %rd_LS, 3", "LS"),
@@ -1995,6 +1956,7 @@ def _ringsimple_kernel(T, op):
         decl(".u64", "%rd_pa, %rd_pd", "the chunk in a and in dst"),
         decl(".u64", "%rd_sm, %rd_sp", "my slot k, the right rank's slot k+1 (or 0)"),
         decl(".u64", "%rd_want, %rd_flag", "a tile's flag: wanted, read"),
+        decl(".u64", "%rd_w0", "the call counts' stride"),
         "    .reg .u64   %rd_p0, %rd_p1, %rd_p2, %rd_p3, %rd_off, %rd_tmp, %rd_t2;",
         "    .reg .u64   %rd_now, %rd_hn, %rd_timeout, %rd_t0;",
         decl(".u64", "%rd_stamps", "where the step times go (stamps)"),
@@ -2037,33 +1999,8 @@ def _ringsimple_kernel(T, op):
                  "at least what a step wants says that step's data is in the slot\n"
                  "(later calls cannot have begun: each needs this rank's part of\n"
                  "the call before)." % LL_MAX_BLOCKS)
-    o += [ins("@!%p_t0 bra", "SEQ_DONE"),
-          ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
-          ins("add.u64", "%rd_p0, %rd_calls, %rd_tmp"),
-          ins("ld.global.u64", "%rd_tmp, [%rd_p0]"),
-          ins("add.u64", "%rd_tmp, %rd_tmp, 1"),
-          ins("st.global.u64", "[%rd_p0], %rd_tmp"),
-          ins("st.shared.u64", "[s_seq], %rd_tmp"),
-          ins("st.shared.u32", "[bail], 0"),
-          label("SEQ_DONE"),
-          ins("setp.ne.u32", "%p_tmp, %r_ctaid, 0"),
-          ins("@%p_tmp bra", "COUNT_DONE", "only block 0 counts for the absent blocks"),
-          ins("add.u32", "%r_tmp, %r_nctaid, %r_tid", "its threads together, one count each"),
-          ins("mul.wide.u32", "%rd_p0, %r_tmp, 8"),
-          ins("add.u64", "%rd_p0, %rd_calls, %rd_p0"),
-          ins("add.u64", "%%rd_p1, %%rd_calls, %d" % (8 * LL_MAX_BLOCKS)),
-          ins("shl.b64", "%rd_tmp, %rd_ntid, 3"),
-          label("COUNT"),
-          ins("setp.ge.u64", "%p_tmp, %rd_p0, %rd_p1"),
-          ins("@%p_tmp bra", "COUNT_DONE"),
-          ins("ld.global.u64", "%rd_t2, [%rd_p0]"),
-          ins("add.u64", "%rd_t2, %rd_t2, 1"),
-          ins("st.global.u64", "[%rd_p0], %rd_t2"),
-          ins("add.u64", "%rd_p0, %rd_p0, %rd_tmp"),
-          ins("bra", "COUNT"),
-          label("COUNT_DONE"),
-          ins("bar.sync", "0"),
-          ins("ld.shared.u64", "%rd_seq, [s_seq]"),
+    o += ll_call_number([], "the call number to every thread")
+    o += [ins("ld.shared.u64", "%rd_seq, [s_seq]"),
           ins("shl.b64", "%rd_seq, %rd_seq, 16", "seq * 65536: a flag's call part"),
           ins("mov.u64", "%rd_t0, %globaltimer", "the call's start, for the deadline"),
           ins("add.u64", "%%rd_hn, %%rd_t0, %d" % HOST_POLL_NS, "no host read before this"),
@@ -2092,24 +2029,8 @@ def _ringsimple_kernel(T, op):
                  "flags[t].  Block b takes tiles b, b + grid, ...: the ranks' grids\n"
                  "need not agree, the tiles do."
                  % (size, SIMPLE_TILE, SIMPLE_MAX_TILES))
-    lg_unit = log2(unit)
-    o += [ins("shr.u64", "%%rd_B, %%rd_n, %d" % lg_unit, "units"),
-          ins("setp.ge.u64", "%p_tmp, %rd_B, %rd_N"),
-          ins("selp.u64", "%%rd_M, %d, 1, %%p_tmp" % unit),
-          ins("selp.u64", "%rd_tmp, %rd_B, %rd_n, %p_tmp", "units or elements to deal"),
-          ins("div.u64", "%rd_B, %rd_tmp, %rd_N"),
-          ins("rem.u64", "%rd_E, %rd_tmp, %rd_N"),
-          ]
-    o += cmt("max_len = max((B + (E > 0)) * M, n - start(N-1)).")
-    o += [ins("setp.ne.u64", "%p_tmp, %rd_E, 0"),
-          ins("selp.u64", "%rd_tmp, 1, 0, %p_tmp"),
-          ins("add.u64", "%rd_tmp, %rd_tmp, %rd_B"),
-          ins("mul.lo.u64", "%rd_tmp, %rd_tmp, %rd_M"),
-          ins("sub.u64", "%rd_c, %rd_N, 1")]
-    o += chunk_start("%rd_t2", "%rd_c")
-    o += [ins("sub.u64", "%rd_t2, %rd_n, %rd_t2"),
-          ins("max.u64", "%rd_tmp, %rd_tmp, %rd_t2", "max_len"),
-          ins("mul.lo.u64", "%%rd_SD, %%rd_tmp, %d" % size),
+    o += max_chunk_len("%rd_N", unit)
+    o += [ins("mul.lo.u64", "%%rd_SD, %%rd_tmp, %d" % size),
           ins("add.u64", "%rd_SD, %rd_SD, 15"),
           ins("and.b64", "%rd_SD, %rd_SD, 0xfffffffffffffff0", "SD"),
           ]
@@ -2377,6 +2298,60 @@ def _ringsimple_kernel(T, op):
           ins("ret"),
           "}"]
     return o
+
+
+def ll_call_number(thread0, why):
+    """The LL kernels' call number (rr_ringll, rr_ringsimple): thread 0
+    counts this launch in calls[block] into shared s_seq (then `thread0`,
+    and bail = 0); block 0's threads count it in the calls of the blocks the
+    grid lacks; a barrier (`why`).  Uses %rd_p0, %rd_p1, %rd_w0, %rd_tmp."""
+    return [ins("@!%p_t0 bra", "SEQ_DONE"),
+            ins("mul.wide.u32", "%rd_tmp, %r_ctaid, 8"),
+            ins("add.u64", "%rd_p0, %rd_calls, %rd_tmp"),
+            ins("ld.global.u64", "%rd_tmp, [%rd_p0]"),
+            ins("add.u64", "%rd_tmp, %rd_tmp, 1"),
+            ins("st.global.u64", "[%rd_p0], %rd_tmp"),
+            ins("st.shared.u64", "[s_seq], %rd_tmp")] + thread0 + [
+            ins("st.shared.u32", "[bail], 0"),
+            label("SEQ_DONE"),
+            ins("setp.ne.u32", "%p_tmp, %r_ctaid, 0"),
+            ins("@%p_tmp bra", "COUNT_DONE", "only block 0 counts for the absent blocks"),
+            ins("add.u32", "%r_tmp, %r_nctaid, %r_tid", "its threads together, one count each"),
+            ins("mul.wide.u32", "%rd_p0, %r_tmp, 8"),
+            ins("add.u64", "%rd_p0, %rd_calls, %rd_p0"),
+            ins("add.u64", "%%rd_p1, %%rd_calls, %d" % (8 * LL_MAX_BLOCKS)),
+            ins("shl.b64", "%rd_w0, %rd_ntid, 3"),
+            label("COUNT"),
+            ins("setp.ge.u64", "%p_tmp, %rd_p0, %rd_p1"),
+            ins("@%p_tmp bra", "COUNT_DONE"),
+            ins("ld.global.u64", "%rd_tmp, [%rd_p0]"),
+            ins("add.u64", "%rd_tmp, %rd_tmp, 1"),
+            ins("st.global.u64", "[%rd_p0], %rd_tmp"),
+            ins("add.u64", "%rd_p0, %rd_p0, %rd_w0"),
+            ins("bra", "COUNT"),
+            label("COUNT_DONE"),
+            ins("bar.sync", "0", why)]
+
+
+def max_chunk_len(C, unit):
+    """%rd_B, %rd_E, %rd_M of ChunkLayout::new(n, C, unit elements) (see the
+    callers' section text) and %rd_tmp = the largest chunk's length."""
+    o = [ins("shr.u64", "%%rd_B, %%rd_n, %d" % log2(unit), "units"),
+         ins("setp.ge.u64", "%%p_tmp, %%rd_B, %s" % C),
+         ins("selp.u64", "%%rd_M, %d, 1, %%p_tmp" % unit),
+         ins("selp.u64", "%rd_tmp, %rd_B, %rd_n, %p_tmp", "units or elements to deal"),
+         ins("div.u64", "%%rd_B, %%rd_tmp, %s" % C),
+         ins("rem.u64", "%%rd_E, %%rd_tmp, %s" % C),
+         ]
+    o += cmt("max_len = max((B + (E > 0)) * M, n - start(%s-1))." % C[4:])
+    o += [ins("setp.ne.u64", "%p_tmp, %rd_E, 0"),
+          ins("selp.u64", "%rd_tmp, 1, 0, %p_tmp"),
+          ins("add.u64", "%rd_tmp, %rd_tmp, %rd_B"),
+          ins("mul.lo.u64", "%rd_tmp, %rd_tmp, %rd_M"),
+          ins("sub.u64", "%%rd_c, %s, 1" % C)]
+    o += chunk_start("%rd_t2", "%rd_c")
+    return o + [ins("sub.u64", "%rd_t2, %rd_n, %rd_t2"),
+                ins("max.u64", "%rd_tmp, %rd_tmp, %rd_t2", "max_len")]
 
 
 def stamp(at):

@@ -359,6 +359,70 @@ fn overlap(p: u64, q: u64, n: usize) -> bool {
     p < q + n as u64 && q < p + n as u64
 }
 
+/// A ring kernel's data operands checked (the LL and Simple rings): a rank
+/// of a ring of at least 2, at least one element, flag bits 0-2 only, dst
+/// and a element-aligned, whole and equal or apart. Their device
+/// addresses and the byte count.
+fn ring_data(
+    call: &'static str,
+    ranks: usize,
+    rank: usize,
+    flags: u64,
+    (count, elem): (usize, usize),
+    dst: (&DevBuf<'_>, usize),
+    a: (&DevBuf<'_>, usize),
+) -> CuResult<(u64, u64, usize)> {
+    if ranks < 2 || rank >= ranks || count == 0 {
+        return Err(err(
+            call,
+            format!(
+                "rank {rank} of {ranks} ranks, {count} elements (a ring of at least 2 ranks, a rank of it, at least one element)"
+            ),
+        ));
+    }
+    if flags & !0b111 != 0 {
+        return Err(err(call, format!("flags {flags:#x}: bits 0-2 only")));
+    }
+    let bytes = count
+        .checked_mul(elem)
+        .ok_or_else(|| err(call, "the byte count overflows"))?;
+    for off in [dst.1, a.1] {
+        aligned(call, off, elem)?;
+    }
+    let pd = dst.0.ptr_at(call, dst.1, bytes)?;
+    let pa = a.0.ptr_at(call, a.1, bytes)?;
+    if overlap(pd, pa, bytes) && pd != pa {
+        return Err(err(call, "the output partially overlaps the input"));
+    }
+    Ok((pd, pa, bytes))
+}
+
+/// A ring kernel's call counts, control block and step times checked: the
+/// counts hold [`LL_MAX_BLOCKS`] u64, the control block the step words of
+/// every block, the stamps `steps + 2` words. Their device addresses (0
+/// for no stamps).
+fn ring_control(
+    calls: (&DevBuf<'_>, usize),
+    ctrl: &HostMapped,
+    stamps: Option<&HostMapped>,
+    steps: usize,
+) -> CuResult<(u64, u64, u64)> {
+    const CALL: &str = "cuLaunchKernel(ring)";
+    let calls = calls.0.ptr_at(CALL, calls.1, 8 * LL_MAX_BLOCKS)?;
+    // The control block's last word: the step words of every block.
+    ctrl.device_ptr((16 + 4 * LL_MAX_BLOCKS).div_ceil(8) - 1)?;
+    let ctrl = ctrl.device_ptr(0)?;
+    let stamps = match stamps {
+        // Its last word: the end of step K - 1.
+        Some(h) => {
+            h.device_ptr(steps + 1)?;
+            h.device_ptr(0)?
+        }
+        None => 0,
+    };
+    Ok((calls, ctrl, stamps))
+}
+
 fn aligned(call: &'static str, off: usize, elem: usize) -> CuResult<()> {
     if elem == 0 || off % elem != 0 {
         return Err(err(
@@ -465,30 +529,21 @@ impl<'id> Stream<'id> {
     /// LL halves long enough for the slots the kernel computes.
     pub(crate) fn ring_ll(&self, k: &Kernel<'id>, x: &RingLl<'_, 'id>) -> CuResult<()> {
         const CALL: &str = "cuLaunchKernel(ring_ll)";
-        if x.ranks < 2 || x.rank >= x.ranks || x.count == 0 || (x.one_shot && x.ranks != 2) {
+        if x.one_shot && x.ranks != 2 {
             return Err(err(
                 CALL,
-                format!(
-                    "rank {} of {} ranks, {} elements (a ring of at least 2 ranks, a one-shot of 2, a rank of it, at least one element)",
-                    x.rank, x.ranks, x.count
-                ),
+                format!("a one-shot of {} ranks (of 2 only)", x.ranks),
             ));
         }
-        if x.flags & !0b111 != 0 {
-            return Err(err(CALL, format!("flags {:#x}: bits 0-2 only", x.flags)));
-        }
-        let bytes = x
-            .count
-            .checked_mul(x.elem)
-            .ok_or_else(|| err(CALL, "the byte count overflows"))?;
-        for off in [x.dst.1, x.a.1] {
-            aligned(CALL, off, x.elem)?;
-        }
-        let pd = x.dst.0.ptr_at(CALL, x.dst.1, bytes)?;
-        let pa = x.a.0.ptr_at(CALL, x.a.1, bytes)?;
-        if overlap(pd, pa, bytes) && pd != pa {
-            return Err(err(CALL, "the output partially overlaps the input"));
-        }
+        let (pd, pa, bytes) = ring_data(
+            CALL,
+            x.ranks,
+            x.rank,
+            x.flags,
+            (x.count, x.elem),
+            x.dst,
+            x.a,
+        )?;
         let (chunks, slots) = crate::schedule::ll_cut(x.ranks, x.one_shot);
         let slot = crate::schedule::ll_slot_bytes(x.count, chunks, x.elem);
         let half = slot
@@ -504,19 +559,7 @@ impl<'id> Stream<'id> {
             return Err(err(CALL, "the LL half overlaps the data"));
         }
         let blocks = ll_blocks(slot, x.ranks, k.sms);
-        let calls = x.calls.0.ptr_at(CALL, x.calls.1, 8 * LL_MAX_BLOCKS)?;
-        // The control block's last word: the step words of every block.
-        x.ctrl
-            .device_ptr((16 + 4 * LL_MAX_BLOCKS).div_ceil(8) - 1)?;
-        let ctrl = x.ctrl.device_ptr(0)?;
-        let stamps = match x.stamps {
-            // Its last word: the end of step K - 1.
-            Some(h) => {
-                h.device_ptr(slots + 1)?;
-                h.device_ptr(0)?
-            }
-            None => 0,
-        };
+        let (calls, ctrl, stamps) = ring_control(x.calls, x.ctrl, x.stamps, slots)?;
         let args = [
             pd,
             pa,
@@ -559,30 +602,15 @@ impl<'id> Stream<'id> {
     /// slots and apart from the data, and both flag arrays whole.
     pub(crate) fn ring_simple(&self, k: &Kernel<'id>, x: &RingSimple<'_, 'id>) -> CuResult<()> {
         const CALL: &str = "cuLaunchKernel(ring_simple)";
-        if x.ranks < 2 || x.rank >= x.ranks || x.count == 0 {
-            return Err(err(
-                CALL,
-                format!(
-                    "rank {} of {} ranks, {} elements (a ring of at least 2 ranks, a rank of it, at least one element)",
-                    x.rank, x.ranks, x.count
-                ),
-            ));
-        }
-        if x.flags & !0b111 != 0 {
-            return Err(err(CALL, format!("flags {:#x}: bits 0-2 only", x.flags)));
-        }
-        let bytes = x
-            .count
-            .checked_mul(x.elem)
-            .ok_or_else(|| err(CALL, "the byte count overflows"))?;
-        for off in [x.dst.1, x.a.1] {
-            aligned(CALL, off, x.elem)?;
-        }
-        let pd = x.dst.0.ptr_at(CALL, x.dst.1, bytes)?;
-        let pa = x.a.0.ptr_at(CALL, x.a.1, bytes)?;
-        if overlap(pd, pa, bytes) && pd != pa {
-            return Err(err(CALL, "the output partially overlaps the input"));
-        }
+        let (pd, pa, bytes) = ring_data(
+            CALL,
+            x.ranks,
+            x.rank,
+            x.flags,
+            (x.count, x.elem),
+            x.dst,
+            x.a,
+        )?;
         let slot = crate::schedule::simple_slot_len(x.count, x.ranks, x.elem) * x.elem;
         let half = slot
             .checked_mul(2 * (x.ranks - 1))
@@ -611,18 +639,7 @@ impl<'id> Stream<'id> {
         // may keep resident (as the LL ring's); the ranks' grids need not
         // agree, since a flag belongs to a tile, not to a block.
         let blocks = simple_tiles(slot).min(ll_blocks(usize::MAX / 2, x.ranks, k.sms));
-        let calls = x.calls.0.ptr_at(CALL, x.calls.1, 8 * LL_MAX_BLOCKS)?;
-        x.ctrl
-            .device_ptr((16 + 4 * LL_MAX_BLOCKS).div_ceil(8) - 1)?;
-        let ctrl = x.ctrl.device_ptr(0)?;
-        let steps = 2 * (x.ranks - 1);
-        let stamps = match x.stamps {
-            Some(h) => {
-                h.device_ptr(steps + 1)?;
-                h.device_ptr(0)?
-            }
-            None => 0,
-        };
+        let (calls, ctrl, stamps) = ring_control(x.calls, x.ctrl, x.stamps, 2 * (x.ranks - 1))?;
         let args = [
             pd,
             pa,

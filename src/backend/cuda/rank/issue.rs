@@ -307,8 +307,10 @@ impl<'id> Rank<'id> {
             } => {
                 let k = &kernels()?.ring_simple;
                 // Both ranks' scratch holds two halves of the kernel's slots.
-                let half_bytes =
-                    crate::schedule::simple_slot_len(count, ranks, elem) * elem * 2 * (ranks - 1);
+                let half_bytes = crate::schedule::simple_slot_len(count, ranks, elem)
+                    * elem
+                    * 2
+                    * ranks.saturating_sub(1);
                 let peer_flags = self
                     .peers
                     .flags
