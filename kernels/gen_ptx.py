@@ -1639,16 +1639,7 @@ def _ringll_kernel(T, op):
                  "has put its lines of step 0 (word 1) and when it has its lines of\n"
                  "step k (word 2 + k): the kernel's own clock of its steps, one\n"
                  "thread's view (the other threads' lines run beside it).")
-    o += [ins("setp.eq.and.u32", "%p_st, %r_ctaid, 0, %p_st"),
-          ins("and.pred", "%p_st, %p_t0, %p_st", "block 0, thread 0")]
-    o += stamp(0) + [""]
-    if has_arg:
-        o += op_setup(F, op, T, section.next())
-        if op == "premulsum":
-            o.append(ins("mov.pred", "%p_fb, %p_pre_b"))
-        if op == "sumpostdiv":
-            o.append(ins("mov.pred", "%p_fp, %p_post"))
-        o.append("")
+    o += ring_start(F, op, T, section)
 
     o += section("The chunks and this block's lines",
                  "The chunks of ChunkLayout::new(n, C, %d) (src/schedule.rs): when the\n"
@@ -1728,13 +1719,7 @@ def _ringll_kernel(T, op):
           ins("setp.lt.u64", "%p_rs, %rd_k, %rd_tmp"),
           ins("add.u64", "%rd_tmp, %rd_k, 1"),
           ins("setp.lt.u64", "%p_put, %rd_tmp, %rd_K")]
-    if op == "premulsum":
-        o += [ins("setp.eq.u64", "%p_tmp, %rd_k, 0"),
-              ins("and.pred", "%p_pre_b, %p_fb, %p_tmp", "pre on the received value: step 0 only")]
-    if op == "sumpostdiv":
-        o += [ins("sub.u64", "%rd_tmp, %rd_N, 2"),
-              ins("setp.eq.u64", "%p_tmp, %rd_k, %rd_tmp"),
-              ins("and.pred", "%p_post, %p_fp, %p_tmp", "post: the last reduce-scatter step only")]
+    o += step_op_predicates(op)
     o += cmt("c = ((r + 2N - 1 - k) mod N) mod C; my slot k; the right rank's slot k+1.")
     o += [ins("shl.b64", "%rd_c, %rd_N, 1"),
           ins("add.u64", "%rd_c, %rd_c, %rd_r"),
@@ -2009,16 +1994,7 @@ def _ringsimple_kernel(T, op):
                  "As rr_ringll's: block 0's thread 0 writes %globaltimer into word 0\n"
                  "as it starts, word 1 when its tiles of step 0 are put, and word\n"
                  "2 + k when its tiles of step k are done.")
-    o += [ins("setp.eq.and.u32", "%p_st, %r_ctaid, 0, %p_st"),
-          ins("and.pred", "%p_st, %p_t0, %p_st", "block 0, thread 0")]
-    o += stamp(0) + [""]
-    if has_arg:
-        o += op_setup(F, op, T, section.next())
-        if op == "premulsum":
-            o.append(ins("mov.pred", "%p_fb, %p_pre_b"))
-        if op == "sumpostdiv":
-            o.append(ins("mov.pred", "%p_fp, %p_post"))
-        o.append("")
+    o += ring_start(F, op, T, section)
 
     o += section("The chunks, the slots and the tiles",
                  "The chunks of ChunkLayout::new(n, N, %d) (src/schedule.rs), as in\n"
@@ -2157,13 +2133,7 @@ def _ringsimple_kernel(T, op):
           ins("setp.lt.u64", "%p_rs, %rd_k, %rd_tmp"),
           ins("add.u64", "%rd_tmp, %rd_k, 1"),
           ins("setp.lt.u64", "%p_put, %rd_tmp, %rd_K")]
-    if op == "premulsum":
-        o += [ins("setp.eq.u64", "%p_tmp, %rd_k, 0"),
-              ins("and.pred", "%p_pre_b, %p_fb, %p_tmp", "pre on the received value: step 0 only")]
-    if op == "sumpostdiv":
-        o += [ins("sub.u64", "%rd_tmp, %rd_N, 2"),
-              ins("setp.eq.u64", "%p_tmp, %rd_k, %rd_tmp"),
-              ins("and.pred", "%p_post, %p_fp, %p_tmp", "post: the last reduce-scatter step only")]
+    o += step_op_predicates(op)
     o += cmt("c = (r + 2N - 1 - k) mod N; my slot k; the right rank's slot k+1\n"
              "(0, not used, at the last step).")
     o += [ins("shl.b64", "%rd_c, %rd_N, 1"),
@@ -2352,6 +2322,36 @@ def max_chunk_len(C, unit):
     o += chunk_start("%rd_t2", "%rd_c")
     return o + [ins("sub.u64", "%rd_t2, %rd_n, %rd_t2"),
                 ins("max.u64", "%rd_tmp, %rd_tmp, %rd_t2", "max_len")]
+
+
+def ring_start(F, op, T, section):
+    """The ring kernels' start: %p_st for block 0's thread 0 (with stamps),
+    step time 0, and the op's setup, its step-0 pre and last-step post
+    flags kept in %p_fb / %p_fp."""
+    o = [ins("setp.eq.and.u32", "%p_st, %r_ctaid, 0, %p_st"),
+         ins("and.pred", "%p_st, %p_t0, %p_st", "block 0, thread 0")]
+    o += stamp(0) + [""]
+    if op in ("premulsum", "sumpostdiv"):
+        o += op_setup(F, op, T, section.next())
+        if op == "premulsum":
+            o.append(ins("mov.pred", "%p_fb, %p_pre_b"))
+        if op == "sumpostdiv":
+            o.append(ins("mov.pred", "%p_fp, %p_post"))
+        o.append("")
+    return o
+
+
+def step_op_predicates(op):
+    """Step %rd_k's pre on what it receives (step 0 only) and post (the last
+    reduce-scatter step only), from the flags kept in %p_fb / %p_fp."""
+    if op == "premulsum":
+        return [ins("setp.eq.u64", "%p_tmp, %rd_k, 0"),
+                ins("and.pred", "%p_pre_b, %p_fb, %p_tmp", "pre on the received value: step 0 only")]
+    if op == "sumpostdiv":
+        return [ins("sub.u64", "%rd_tmp, %rd_N, 2"),
+                ins("setp.eq.u64", "%p_tmp, %rd_k, %rd_tmp"),
+                ins("and.pred", "%p_post, %p_fp, %p_tmp", "post: the last reduce-scatter step only")]
+    return []
 
 
 def stamp(at):
