@@ -182,9 +182,18 @@ pub const LL_BLOCKS_PER_SM: usize = 4;
 /// slot is written by one thread of the left rank and read by one of this
 /// rank, so ranks on GPUs of different sizes may launch different grids.
 pub(crate) fn ll_blocks(slot_bytes: usize, ranks: usize, sms: usize) -> usize {
+    (slot_bytes / 16)
+        .div_ceil(BLOCK as usize)
+        .clamp(1, ll_grid_cap(ranks, sms))
+}
+
+/// Most blocks of one rank's LL or Simple ring launch over `ranks` ranks
+/// on a GPU of `sms` SMs: the ranks' grids together (as if every rank
+/// shared this GPU) within [`LL_GPU_BLOCKS`] and what the SMs hold, and at
+/// most [`LL_MAX_BLOCKS`].
+fn ll_grid_cap(ranks: usize, sms: usize) -> usize {
     let gpu = LL_GPU_BLOCKS.min(LL_BLOCKS_PER_SM * sms.max(1));
-    let cap = (gpu / ranks.max(1)).clamp(1, LL_MAX_BLOCKS);
-    (slot_bytes / 16).div_ceil(BLOCK as usize).clamp(1, cap)
+    (gpu / ranks.max(1)).clamp(1, LL_MAX_BLOCKS)
 }
 
 /// Bytes of a tile of the Simple ring kernel, the unit one flag covers (a
@@ -638,7 +647,7 @@ impl<'id> Stream<'id> {
         // About one block per tile, within what the ranks' grids together
         // may keep resident (as the LL ring's); the ranks' grids need not
         // agree, since a flag belongs to a tile, not to a block.
-        let blocks = simple_tiles(slot).min(ll_blocks(usize::MAX / 2, x.ranks, k.sms));
+        let blocks = simple_tiles(slot).min(ll_grid_cap(x.ranks, k.sms));
         let (calls, ctrl, stamps) = ring_control(x.calls, x.ctrl, x.stamps, 2 * (x.ranks - 1))?;
         let args = [
             pd,
